@@ -1,0 +1,56 @@
+/* cli.h — the command-line layer shared by sim/main.c and the sim/cmd_*.c commands.
+ *
+ * Only this layer prints results and errors and chooses exit codes. Conventions every command
+ * follows: `--help` prints its usage and succeeds; `--json` prints one JSON document on stdout
+ * instead of text; an unknown option or a missing argument is NP_ERR_USAGE, which main turns
+ * into a message, a hint to run `npusim CMD --help`, and exit status 2.
+ */
+#ifndef NPUSIM_CLI_H
+#define NPUSIM_CLI_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "err.h"
+
+typedef np_status (*cli_cmd_fn)(int argc, char **argv, np_err *err);
+
+typedef struct cli_cmd {
+    const char *name;
+    const char *summary;
+    const char *usage; /* synopsis line(s) then option lines */
+    cli_cmd_fn run;
+} cli_cmd;
+
+#define NPUSIM_CMD(name, summary)                                                          \
+    np_status cmd_##name(int argc, char **argv, np_err *err);                              \
+    extern const char cmd_##name##_usage[];
+#include "commands.def"
+#undef NPUSIM_CMD
+
+extern const cli_cmd cli_commands[];
+extern const size_t cli_n_commands;
+
+/* The command called name, or NULL. */
+const cli_cmd *cli_find(const char *name);
+
+/* The command name closest to name (edit distance <= 2), or NULL: for "did you mean". */
+const char *cli_suggest(const char *name);
+
+/* Prints "usage: npusim NAME ..." and the option lines of cmd to stdout. */
+void cli_print_usage(const cli_cmd *cmd);
+
+/* getopt_long wrapper used by every command: returns the option character, -1 at the end of
+ * options, or '?' after filling err with NP_ERR_USAGE naming the unknown option or the option
+ * whose argument is missing. Call cli_getopt_reset() before the first call. */
+void cli_getopt_reset(void);
+int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
+               np_err *err);
+
+/* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to
+ * stdout, then drops the reference. Returns NP_ERR_NOMEM (filling err) if j is NULL. */
+np_status cli_print_json(json_t *j, np_err *err);
+
+#endif

@@ -1,0 +1,92 @@
+/* test_cli.c — the `npusim` command line: dispatch, help, version, usage errors and their
+ * exit statuses, checked by running the built executable. */
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+
+TEST(no_command_is_a_usage_error_with_status_2)
+{
+    harness_run r = harness_npusim(NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "no command given"));
+    harness_run_free(&r);
+}
+
+TEST(unknown_command_gets_suggestion_and_status_2)
+{
+    harness_run r = harness_npusim("confg", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unknown command 'confg'; did you mean 'config'?"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--help"));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
+    harness_run_free(&r);
+}
+
+TEST(unknown_option_names_the_option_and_exits_2)
+{
+    harness_run r = harness_npusim("version", "--jsn", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "npusim: unknown option '--jsn'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "Run 'npusim version --help' for usage."));
+    harness_run_free(&r);
+
+    r = harness_npusim("help", "-x", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unknown option '-x'"));
+    harness_run_free(&r);
+}
+
+TEST(version_flag_and_command_agree)
+{
+    harness_run a = harness_npusim("--version", NULL);
+    harness_run b = harness_npusim("version", NULL);
+    CU_ASSERT_EQUAL(a.exit_status, 0);
+    CU_ASSERT_STRING_EQUAL(a.out, b.out);
+    CU_ASSERT_EQUAL(strncmp(a.out, "npusim ", 7), 0);
+    harness_run_free(&a);
+    harness_run_free(&b);
+}
+
+TEST(version_json_is_an_object_with_the_version)
+{
+    harness_run r = harness_npusim("version", "--json", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"version\": \""));
+    CU_ASSERT_EQUAL(r.out[0], '{');
+    harness_run_free(&r);
+}
+
+TEST(help_lists_every_command_of_the_table)
+{
+    static const char *names[] = {
+#define NPUSIM_CMD(name, summary) #name,
+#include "../sim/commands.def"
+#undef NPUSIM_CMD
+    };
+    harness_run r = harness_npusim("help", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char line[64];
+        snprintf(line, sizeof line, "\n  %-10s ", names[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, line));
+    }
+    harness_run_free(&r);
+}
+
+TEST(every_command_answers_help_with_its_usage)
+{
+    static const char *names[] = {
+#define NPUSIM_CMD(name, summary) #name,
+#include "../sim/commands.def"
+#undef NPUSIM_CMD
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        harness_run r = harness_npusim(names[i], "--help", NULL);
+        char want[64];
+        snprintf(want, sizeof want, "usage: npusim %s", names[i]);
+        CU_ASSERT_EQUAL(r.exit_status, 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, want));
+        harness_run_free(&r);
+    }
+}
