@@ -1,5 +1,6 @@
 /* cli.c — the command table (from commands.def) and option/JSON helpers for commands. */
 #include "cli.h"
+#include "suggest.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -19,39 +20,13 @@ const cli_cmd *cli_find(const char *name)
     return NULL;
 }
 
-/* Levenshtein distance, capped at the lengths npusim's names have. */
-static size_t cli_edit_distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return 64;
-    size_t prev[64], cur[64];
-    for (size_t j = 0; j <= lb; j++)
-        prev[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        cur[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t sub = prev[j - 1] + (a[i - 1] != b[j - 1]);
-            size_t del = prev[j] + 1, ins = cur[j - 1] + 1;
-            cur[j] = sub < del ? (sub < ins ? sub : ins) : (del < ins ? del : ins);
-        }
-        memcpy(prev, cur, sizeof cur);
-    }
-    return prev[lb];
-}
-
 const char *cli_suggest(const char *name)
 {
-    const char *best = NULL;
-    size_t best_d = 3;
-    for (size_t i = 0; i < cli_n_commands; i++) {
-        size_t d = cli_edit_distance(name, cli_commands[i].name);
-        if (d < best_d) {
-            best_d = d;
-            best = cli_commands[i].name;
-        }
-    }
-    return best;
+    const char *names[64];
+    size_t n = 0;
+    for (size_t i = 0; i < cli_n_commands && n < 64; i++)
+        names[n++] = cli_commands[i].name;
+    return np_suggest(name, names, n, 2);
 }
 
 void cli_print_usage(const cli_cmd *cmd)
