@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# setup.sh — install what npusim needs from Debian's packages (only what is missing), then
+# configure and build. Safe to run again: it installs nothing when all is there and rebuilds
+# only what changed.
+#
+#   scripts/setup.sh               build into build/
+#   scripts/setup.sh --sanitize    build into build-sanitize/ with ASan + UBSan
+#   BUILD_DIR=dir scripts/setup.sh build into dir
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+# The one list of Debian packages npusim builds and tests with.
+packages=(
+  cmake make gcc pkg-config
+  libelf-dev zlib1g-dev libcunit1-dev
+  libyaml-dev      # architecture configs (YAML with comments)
+  libjansson-dev   # --json output and JSON input
+)
+
+sanitize=OFF
+build_dir=${BUILD_DIR:-build}
+for arg in "$@"; do
+  case "$arg" in
+    --sanitize) sanitize=ON; build_dir=${BUILD_DIR:-build-sanitize} ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --sanitize)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup.sh: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" = 0 ] || sudo=sudo
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_SANITIZE="$sanitize" >/dev/null
+cmake --build "$build_dir" -j "$jobs"
