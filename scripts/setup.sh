@@ -15,6 +15,7 @@ packages=(
   libelf-dev zlib1g-dev libcunit1-dev
   libyaml-dev      # architecture configs (YAML with comments)
   libjansson-dev   # --json output and JSON input
+  clang libclang-rt-14-dev   # libFuzzer harnesses (scripts/fuzz.sh)
 )
 
 sanitize=OFF

@@ -59,8 +59,12 @@ void np_err_prefix(np_err *e, const char *fmt, ...)
     va_end(ap);
     size_t used = n < 0 ? 0 : (size_t)n;
     if (used + 3 < sizeof e->msg) {
-        memcpy(e->msg + used, ": ", 3);
-        strncat(e->msg, old, sizeof e->msg - used - 3);
+        size_t room = sizeof e->msg - used - 3, len = strlen(old);
+        if (len > room)
+            len = room;
+        memcpy(e->msg + used, ": ", 2);
+        memcpy(e->msg + used + 2, old, len);
+        e->msg[used + 2 + len] = '\0';
     }
 }
 

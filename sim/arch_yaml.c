@@ -1,0 +1,420 @@
+/* arch_yaml.c — reads an architecture config from YAML with libyaml's event API.
+ *
+ * The accepted shape is one document holding one mapping:
+ *
+ *   name: tpu-pod            # optional string
+ *   core:   {key: value...}  # each section optional; an empty section is allowed
+ *   chip:   {...}
+ *   system: {...}
+ *
+ * Events are consumed in document order and the first problem ends the parse, so the error
+ * reported is the first one in the file. Positions come from libyaml's marks (0-based, turned
+ * 1-based here) of the key or value at fault; a reader error (bad UTF-8, control characters)
+ * only has a byte offset, turned into line:col here. libyaml does not detect duplicate keys, so
+ * every key's first position is kept (arch_source) and a second occurrence is an error.
+ * Aliases are refused rather than expanded, and no nested value is ever walked, so no input
+ * can make the loader recurse or loop. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "arch.h"
+#include "suggest.h"
+
+#define ARCH_FILE_MAX_BYTES (16u << 20)
+
+typedef struct arch_yaml {
+    yaml_parser_t parser;
+    yaml_event_t ev; /* the current event, valid when have_ev */
+    bool have_ev;
+    const char *path; /* for messages; "" when the text has no name */
+    const char *text;
+    size_t len;
+    arch_config *cfg;
+    np_err *err;
+} arch_yaml;
+
+static np_status ay_at(arch_yaml *y, np_status s, yaml_mark_t m, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static np_status ay_at(arch_yaml *y, np_status s, yaml_mark_t m, const char *fmt, ...)
+{
+    char msg[NP_ERR_MSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return np_err_at(y->err, s, y->path, (int)m.line + 1, (int)m.column + 1, "%s", msg);
+}
+
+/* Places error st, filled without a position (by arch_value_parse), at mark m. */
+static np_status ay_place(arch_yaml *y, yaml_mark_t m, np_status st)
+{
+    if (y->err) {
+        snprintf(y->err->file, sizeof y->err->file, "%s", y->path);
+        y->err->line = (int)m.line + 1;
+        y->err->col = (int)m.column + 1;
+    }
+    return st;
+}
+
+/* libyaml's error, at its problem mark (reader errors: at the offending byte). */
+static np_status ay_parser_error(arch_yaml *y)
+{
+    yaml_parser_t *p = &y->parser;
+    if (p->error == YAML_MEMORY_ERROR)
+        return np_err_set(y->err, NP_ERR_NOMEM, "out of memory parsing %s", y->path);
+    if (p->error == YAML_READER_ERROR) {
+        yaml_mark_t m = {0, 0, 0};
+        for (size_t i = 0; i < p->problem_offset && i < y->len; i++) {
+            unsigned char c = (unsigned char)y->text[i];
+            if (c == '\n')
+                m.line++, m.column = 0;
+            else if ((c & 0xC0) != 0x80) /* count characters, as libyaml's marks do */
+                m.column++;
+        }
+        if (p->problem_value >= 0)
+            return ay_at(y, NP_ERR_SYNTAX, m, "YAML syntax error: %s (byte 0x%02X)",
+                         p->problem ? p->problem : "unreadable input", p->problem_value & 0xFF);
+        return ay_at(y, NP_ERR_SYNTAX, m, "YAML syntax error: %s",
+                     p->problem ? p->problem : "unreadable input");
+    }
+    if (p->context)
+        return ay_at(y, NP_ERR_SYNTAX, p->problem_mark,
+                     "YAML syntax error: %s (%s at line %d, column %d)",
+                     p->problem ? p->problem : "malformed input", p->context,
+                     (int)p->context_mark.line + 1, (int)p->context_mark.column + 1);
+    return ay_at(y, NP_ERR_SYNTAX, p->problem_mark, "YAML syntax error: %s",
+                 p->problem ? p->problem : "malformed input");
+}
+
+static np_status ay_next(arch_yaml *y)
+{
+    if (y->have_ev) {
+        yaml_event_delete(&y->ev);
+        y->have_ev = false;
+    }
+    if (!yaml_parser_parse(&y->parser, &y->ev))
+        return ay_parser_error(y);
+    y->have_ev = true;
+    return NP_OK;
+}
+
+static yaml_mark_t ay_mark(const arch_yaml *y)
+{
+    return y->ev.start_mark;
+}
+
+/* Copies the current scalar to buf (truncated). Returns false if it holds a control
+ * character (a NUL or tab from an escape, a newline from a block scalar), which no value may
+ * hold; buf then has '?' for each, so that it can still be shown on one line. */
+static bool ay_scalar_text(const arch_yaml *y, char *buf, size_t n)
+{
+    size_t len = y->ev.data.scalar.length, i;
+    bool clean = true;
+    const unsigned char *v = y->ev.data.scalar.value;
+    for (i = 0; i < len && i + 1 < n; i++) {
+        bool ctl = v[i] < 0x20 || v[i] == 0x7F;
+        clean &= !ctl;
+        buf[i] = ctl ? '?' : (char)v[i];
+    }
+    buf[i] = '\0';
+    for (; i < len; i++)
+        clean &= !(v[i] < 0x20 || v[i] == 0x7F);
+    return clean;
+}
+
+/* "a mapping", "a sequence", "an alias", "'text'" — what the current event is, for messages. */
+static const char *ay_describe(const arch_yaml *y, char *buf, size_t n)
+{
+    switch (y->ev.type) {
+    case YAML_MAPPING_START_EVENT: return "a mapping";
+    case YAML_SEQUENCE_START_EVENT: return "a sequence";
+    case YAML_ALIAS_EVENT: return "an alias (aliases are not supported in config files)";
+    case YAML_SCALAR_EVENT: {
+        char text[64];
+        ay_scalar_text(y, text, sizeof text);
+        snprintf(buf, n, "'%s'", text);
+        return buf;
+    }
+    default: return "something else";
+    }
+}
+
+static bool ay_is_scalar(const arch_yaml *y)
+{
+    return y->ev.type == YAML_SCALAR_EVENT;
+}
+
+/* The current scalar is quoted (or tagged !!str): a string even if it looks like a number. */
+static bool ay_is_quoted(const arch_yaml *y)
+{
+    const yaml_char_t *tag = y->ev.data.scalar.tag;
+    return y->ev.data.scalar.style != YAML_PLAIN_SCALAR_STYLE ||
+           (tag && strcmp((const char *)tag, YAML_STR_TAG) == 0);
+}
+
+static bool ay_is_null(const arch_yaml *y)
+{
+    if (!ay_is_scalar(y) || ay_is_quoted(y))
+        return false;
+    const char *v = (const char *)y->ev.data.scalar.value;
+    return !v[0] || strcmp(v, "~") == 0 || strcmp(v, "null") == 0 || strcmp(v, "Null") == 0 ||
+           strcmp(v, "NULL") == 0;
+}
+
+/* Reads the current event as a key: a scalar name into buf, else a TYPE error. */
+static np_status ay_key(arch_yaml *y, const char *where, char *buf, size_t n)
+{
+    char what[96];
+    if (!ay_is_scalar(y))
+        return ay_at(y, NP_ERR_TYPE, ay_mark(y), "%s: keys must be names, got %s", where,
+                     ay_describe(y, what, sizeof what));
+    ay_scalar_text(y, buf, n);
+    return NP_OK;
+}
+
+static np_status ay_section(arch_yaml *y, arch_section s)
+{
+    const char *sec = arch_sections[s].name;
+    np_status st;
+    for (;;) {
+        if ((st = ay_next(y)) != NP_OK)
+            return st;
+        if (y->ev.type == YAML_MAPPING_END_EVENT)
+            return NP_OK;
+        char name[128], what[96];
+        yaml_mark_t km = ay_mark(y);
+        if ((st = ay_key(y, sec, name, sizeof name)) != NP_OK)
+            return st;
+        const arch_key_info *k = arch_key_lookup(sec, name);
+        if (!k) {
+            const arch_key_info *guess = arch_key_suggest(name, sec);
+            if (guess)
+                return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
+                             "unknown key '%s.%s'; did you mean '%s'?", sec, name,
+                             guess->full_name);
+            return ay_at(y, NP_ERR_UNKNOWN_KEY, km, "unknown key '%s.%s'", sec, name);
+        }
+        arch_pos *pos = &y->cfg->src.key[k - arch_keys];
+        if (pos->origin == ARCH_ORIGIN_FILE)
+            return ay_at(y, NP_ERR_DUPLICATE, km,
+                         "duplicate key '%s' (first given at line %d, column %d)", k->full_name,
+                         pos->line, pos->col);
+        if ((st = ay_next(y)) != NP_OK)
+            return st;
+        if (!ay_is_scalar(y)) {
+            char expects[256];
+            return ay_at(y, NP_ERR_TYPE, ay_mark(y), "%s expects %s, got %s", k->full_name,
+                         arch_key_expects(k, expects, sizeof expects),
+                         ay_describe(y, what, sizeof what));
+        }
+        char text[256];
+        bool clean = ay_scalar_text(y, text, sizeof text);
+        arch_value v;
+        if (ay_is_null(y)) /* an empty value's mark is where parsing stopped: use the key's */
+            return ay_place(y, km, arch_value_parse(k, "", false, &v, y->err));
+        if (!clean)
+            return ay_at(y, NP_ERR_TYPE, ay_mark(y), "%s: the value holds a control character",
+                         k->full_name);
+        if ((st = arch_value_parse(k, text, ay_is_quoted(y), &v, y->err)) != NP_OK)
+            return ay_place(y, ay_mark(y), st);
+        arch_value_store(y->cfg, k, v);
+        *pos = (arch_pos){ARCH_ORIGIN_FILE, (int)km.line + 1, (int)km.column + 1};
+    }
+}
+
+static np_status ay_name(arch_yaml *y, yaml_mark_t km)
+{
+    char what[96], text[256];
+    arch_pos *pos = &y->cfg->src.name;
+    if (pos->origin == ARCH_ORIGIN_FILE)
+        return ay_at(y, NP_ERR_DUPLICATE, km,
+                     "duplicate key 'name' (first given at line %d, column %d)", pos->line,
+                     pos->col);
+    np_status st = ay_next(y);
+    if (st != NP_OK)
+        return st;
+    if (!ay_is_scalar(y))
+        return ay_at(y, NP_ERR_TYPE, ay_mark(y), "name expects a string, got %s",
+                     ay_describe(y, what, sizeof what));
+    if (ay_is_null(y))
+        return ay_at(y, NP_ERR_MISSING, km, "name has no value (it expects a string)");
+    if (!ay_scalar_text(y, text, sizeof text))
+        return ay_at(y, NP_ERR_TYPE, ay_mark(y), "name holds a control character");
+    if (strlen(text) >= sizeof y->cfg->name)
+        return ay_at(y, NP_ERR_RANGE, ay_mark(y), "name is longer than %zu characters",
+                     sizeof y->cfg->name - 1);
+    snprintf(y->cfg->name, sizeof y->cfg->name, "%s", text);
+    *pos = (arch_pos){ARCH_ORIGIN_FILE, (int)km.line + 1, (int)km.column + 1};
+    return NP_OK;
+}
+
+/* The top-level mapping; the current event is its MAPPING-START. */
+static np_status ay_top(arch_yaml *y)
+{
+    np_status st;
+    for (;;) {
+        if ((st = ay_next(y)) != NP_OK)
+            return st;
+        if (y->ev.type == YAML_MAPPING_END_EVENT)
+            return NP_OK;
+        char name[128], what[96];
+        yaml_mark_t km = ay_mark(y);
+        if ((st = ay_key(y, "top level", name, sizeof name)) != NP_OK)
+            return st;
+        if (strcmp(name, "name") == 0) {
+            if ((st = ay_name(y, km)) != NP_OK)
+                return st;
+            continue;
+        }
+        int s = 0;
+        while (s < ARCH_SECTION_COUNT && strcmp(arch_sections[s].name, name) != 0)
+            s++;
+        if (s == ARCH_SECTION_COUNT) {
+            const char *names[ARCH_SECTION_COUNT + 1];
+            for (int i = 0; i < ARCH_SECTION_COUNT; i++)
+                names[i] = arch_sections[i].name;
+            names[ARCH_SECTION_COUNT] = "name";
+            const char *guess = np_suggest(name, names, ARCH_SECTION_COUNT + 1, 2);
+            const arch_key_info *key = guess ? NULL : arch_key_suggest(name, NULL);
+            if (guess)
+                return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
+                             "unknown section '%s'; did you mean '%s'?", name, guess);
+            if (key)
+                return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
+                             "unknown section '%s'; did you mean '%s' (keys go inside their "
+                             "section)?", name, key->full_name);
+            return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
+                         "unknown section '%s' (sections: core, chip, system; and name)", name);
+        }
+        arch_pos *pos = &y->cfg->src.section[s];
+        if (pos->origin == ARCH_ORIGIN_FILE)
+            return ay_at(y, NP_ERR_DUPLICATE, km,
+                         "duplicate section '%s' (first given at line %d, column %d)", name,
+                         pos->line, pos->col);
+        *pos = (arch_pos){ARCH_ORIGIN_FILE, (int)km.line + 1, (int)km.column + 1};
+        if ((st = ay_next(y)) != NP_OK)
+            return st;
+        if (y->ev.type == YAML_MAPPING_START_EVENT) {
+            if ((st = ay_section(y, (arch_section)s)) != NP_OK)
+                return st;
+        } else if (!ay_is_null(y)) {
+            return ay_at(y, NP_ERR_TYPE, ay_mark(y),
+                         "section '%s' expects a mapping of key: value, got %s", name,
+                         ay_describe(y, what, sizeof what));
+        }
+    }
+}
+
+static np_status ay_stream(arch_yaml *y)
+{
+    static const char shape[] = "a mapping with the sections core:, chip:, system:";
+    char what[96];
+    np_status st;
+    if ((st = ay_next(y)) != NP_OK) /* STREAM-START */
+        return st;
+    if ((st = ay_next(y)) != NP_OK)
+        return st;
+    if (y->ev.type == YAML_STREAM_END_EVENT)
+        return np_err_at(y->err, NP_ERR_MISSING, y->path, 1, 1, "the file is empty; expected %s",
+                         shape);
+    if ((st = ay_next(y)) != NP_OK) /* after DOCUMENT-START: the root node */
+        return st;
+    if (ay_is_null(y))
+        return ay_at(y, NP_ERR_MISSING, ay_mark(y), "the document is empty; expected %s", shape);
+    if (y->ev.type != YAML_MAPPING_START_EVENT)
+        return ay_at(y, NP_ERR_TYPE, ay_mark(y), "the top level must be %s, got %s", shape,
+                     ay_describe(y, what, sizeof what));
+    if ((st = ay_top(y)) != NP_OK)
+        return st;
+    if ((st = ay_next(y)) != NP_OK) /* DOCUMENT-END */
+        return st;
+    if ((st = ay_next(y)) != NP_OK)
+        return st;
+    if (y->ev.type != YAML_STREAM_END_EVENT)
+        return ay_at(y, NP_ERR_SYNTAX, ay_mark(y),
+                     "a config file holds one YAML document; a second one starts here");
+    return NP_OK;
+}
+
+/* "configs/tpu-pod.yaml" -> "tpu-pod" */
+static void ay_default_name(const char *path, char *name, size_t n)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t len = strlen(base);
+    if (len > 5 && strcmp(base + len - 5, ".yaml") == 0)
+        len -= 5;
+    else if (len > 4 && strcmp(base + len - 4, ".yml") == 0)
+        len -= 4;
+    if (len == 0)
+        return;
+    snprintf(name, n, "%.*s", (int)(len < n ? len : n - 1), base);
+}
+
+np_status arch_load_string(const char *text, size_t len, const char *path, arch_config *out,
+                           np_err *err)
+{
+    arch_config cfg;
+    arch_defaults(&cfg);
+    arch_yaml y = {.path = path ? path : "", .text = text, .len = len, .cfg = &cfg, .err = err};
+    snprintf(cfg.src.path, sizeof cfg.src.path, "%s", y.path);
+    if (path)
+        ay_default_name(path, cfg.name, sizeof cfg.name);
+    if (!yaml_parser_initialize(&y.parser))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory starting the YAML parser");
+    yaml_parser_set_input_string(&y.parser, (const unsigned char *)text, len);
+    np_status st = ay_stream(&y);
+    if (y.have_ev)
+        yaml_event_delete(&y.ev);
+    yaml_parser_delete(&y.parser);
+    if (st == NP_OK)
+        *out = cfg;
+    return st;
+}
+
+np_status arch_load_file(const char *path, arch_config *out, np_err *err)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open config file: %s",
+                         strerror(errno));
+    size_t cap = 4096, len = 0;
+    char *buf = malloc(cap);
+    np_status st = NP_OK;
+    for (;;) {
+        if (!buf) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
+            goto done;
+        }
+        size_t got = fread(buf + len, 1, cap - len, f);
+        len += got;
+        if (got == 0)
+            break;
+        if (len > ARCH_FILE_MAX_BYTES) {
+            st = np_err_at(err, NP_ERR_IO, path, 0, 0,
+                           "config file is larger than %u MiB; is it really a config?",
+                           ARCH_FILE_MAX_BYTES >> 20);
+            goto done;
+        }
+        if (len == cap) {
+            char *bigger = realloc(buf, cap *= 2);
+            if (!bigger)
+                free(buf);
+            buf = bigger;
+        }
+    }
+    if (ferror(f)) {
+        st = np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot read config file: %s",
+                       strerror(errno));
+        goto done;
+    }
+    st = arch_load_string(buf, len, path, out, err);
+done:
+    free(buf);
+    fclose(f);
+    return st;
+}
