@@ -1,0 +1,2 @@
+a: nop
+a: nop

@@ -1,0 +1,3 @@
+.data
+.zero end
+end:

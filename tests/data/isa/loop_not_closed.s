@@ -1,0 +1,2 @@
+    loop 4
+    nop

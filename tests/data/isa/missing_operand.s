@@ -1,0 +1,1 @@
+    dma.copy spad[0], hbm[0], bf16

@@ -1,0 +1,1 @@
+    vpu.fill spad[0], r1, 4, 4, fp32

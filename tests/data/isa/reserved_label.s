@@ -1,0 +1,1 @@
+spad: nop

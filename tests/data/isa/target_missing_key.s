@@ -1,0 +1,1 @@
+.target rows=4, cols=4

@@ -1,0 +1,2 @@
+    li r1, tile_b
+tile_a: nop

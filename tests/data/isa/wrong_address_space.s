@@ -1,0 +1,1 @@
+    mxu.load hbm[r1], 4, 4, bf16
