@@ -1,0 +1,137 @@
+/* coll.h — collectives over the chip network: each a schedule of chunked transfers and
+ * reductions that really runs on the simulated links (net.h), never a closed formula.
+ *
+ * A group is any list of chips (its ranks, in order), so several collectives on different or
+ * overlapping groups can run at once and contend for links. Reductions take time on the
+ * receiving chip's vector units: bytes / (elem_bytes x core.vector_lanes x
+ * core.vector_ops_per_lane x core.clock_ghz x chip.cores) — one element reduced per lane-op —
+ * and each chip reduces one chunk at a time. docs/collectives.md gives every algorithm's
+ * schedule and its alpha-beta cost.
+ *
+ *   coll_sys *sys;                                    // the network + reduction model
+ *   coll_sys_create(&cfg, NULL, q, NULL, &sys, &err);
+ *   uint32_t tp[] = {0, 1, 2, 3};
+ *   coll_desc d = {.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_RING, .chips = tp,
+ *                  .n_chips = 4, .bytes = 1 << 20, .done = my_done, .ctx = me};
+ *   coll *c;
+ *   coll_start(sys, &d, &c, &err);                    // runs as q runs
+ *   evq_run(q, &err);                                 // my_done(me, &result) is called
+ *   coll_free(c);
+ *   coll_sys_free(sys);
+ *
+ * Sizes follow nccl-tests: `bytes` is the per-rank buffer of all-reduce, broadcast, reduce
+ * and sendrecv; the whole (gathered) buffer of all-gather, the whole input of reduce-scatter,
+ * the root's whole buffer of scatter and gather, and each rank's whole send buffer of
+ * all-to-all; a rank's share is bytes / ranks (the remainder spread over the first ranks).
+ */
+#ifndef NPUSIM_NOC_COLL_H
+#define NPUSIM_NOC_COLL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "evq.h"
+#include "net.h"
+#include "stats.h"
+
+typedef enum coll_op {
+    COLL_OP_ALL_REDUCE,
+    COLL_OP_ALL_GATHER,
+    COLL_OP_REDUCE_SCATTER,
+    COLL_OP_BROADCAST,
+    COLL_OP_REDUCE,
+    COLL_OP_SCATTER,
+    COLL_OP_GATHER,
+    COLL_OP_ALL_TO_ALL,
+    COLL_OP_SENDRECV,
+    COLL_OP_COUNT
+} coll_op;
+
+typedef enum coll_algo {
+    COLL_ALGO_AUTO,     /* the op's first algorithm below */
+    COLL_ALGO_RING,     /* all_reduce, all_gather, reduce_scatter */
+    COLL_ALGO_BIRING,   /* all_reduce: half the data each way round the ring */
+    COLL_ALGO_TREE,     /* binomial tree: all_reduce, broadcast, reduce, scatter, gather */
+    COLL_ALGO_RHD,      /* recursive halving/doubling: all_reduce, all_gather, reduce_scatter */
+    COLL_ALGO_HIER,     /* hierarchical (2D): all_reduce */
+    COLL_ALGO_CHAIN,    /* pipelined chain: broadcast, reduce */
+    COLL_ALGO_PAIRWISE, /* pairwise exchange: all_to_all */
+    COLL_ALGO_DIRECT,   /* sendrecv: each rank to the next */
+    COLL_ALGO_COUNT
+} coll_algo;
+
+const char *coll_op_name(coll_op op);     /* "all_reduce", ...; NULL out of range */
+const char *coll_algo_name(coll_algo a);  /* "ring", ... */
+/* Parse a name (also accepting '-' for '_', "allreduce" etc.): NP_ERR_UNKNOWN_KEY listing
+ * the valid names otherwise. */
+np_status coll_op_parse(const char *s, coll_op *out, np_err *err);
+np_status coll_algo_parse(const char *s, coll_algo *out, np_err *err);
+/* True when the op has that algorithm (AUTO always). */
+bool coll_algo_supported(coll_op op, coll_algo a);
+/* The algorithm that runs for (op, a): AUTO becomes the op's first one. */
+coll_algo coll_algo_resolve(coll_op op, coll_algo a);
+
+/* nccl-tests' bus bandwidth factor: busbw = algbw x factor (2(p-1)/p for all-reduce, (p-1)/p
+ * for all-gather, reduce-scatter, all-to-all, scatter, gather; 1 otherwise). */
+double coll_busbw_factor(coll_op op, uint32_t ranks);
+
+typedef struct coll_result {
+    coll_op op;
+    coll_algo algo;        /* the one that ran (never AUTO) */
+    uint32_t ranks;
+    uint64_t bytes;
+    uint64_t t_start_ps, t_end_ps;
+    uint64_t transfers;    /* messages sent */
+    uint64_t bytes_sent;   /* summed over messages */
+    uint64_t reductions;
+} coll_result;
+
+typedef void (*coll_done_fn)(void *ctx, const coll_result *r);
+
+typedef struct coll_desc {
+    coll_op op;
+    coll_algo algo;
+    const uint32_t *chips;  /* the group in rank order (copied); NULL: all chips 0 .. n-1 */
+    uint32_t n_chips;       /* ranks; with chips NULL, 0 means every chip */
+    uint64_t bytes;
+    uint32_t root;          /* rank of the root (broadcast, reduce, scatter, gather) */
+    uint64_t chunk_bytes;   /* pipelining unit of ring, tree and chain; 0: no chunking */
+    uint32_t elem_bytes;    /* element size for reductions; 0: 4 (fp32) */
+    uint32_t group_ranks;   /* hier: ranks per inner group; 0: the island, torus row, or
+                               the divisor of ranks nearest its square root */
+    coll_done_fn done;      /* (optional) called at completion, from inside the event run */
+    void *ctx;
+} coll_desc;
+
+typedef struct coll_sys coll_sys;
+typedef struct coll coll;
+
+/* The network of np (NULL: built from cfg.system) on q, and the reduction rate from cfg.core
+ * and cfg.chip. reg (may be NULL) receives the network's per-link statistics. */
+np_status coll_sys_create(const arch_config *cfg, const net_params *np, evq *q, stats *reg,
+                          coll_sys **out, np_err *err);
+void coll_sys_free(coll_sys *s);
+net *coll_sys_net(coll_sys *s);
+/* Bytes per second one chip reduces (elements of elem_bytes). */
+double coll_sys_reduce_bytes_per_s(const coll_sys *s, uint32_t elem_bytes);
+
+/* Starts a collective now. NP_ERR_RANGE (a chip not in the network, a repeated chip, a root
+ * outside the group, no ranks), NP_ERR_INCONSISTENT (an algorithm the op lacks, or that
+ * needs a power-of-two group), NP_ERR_NOMEM. Nothing starts on failure. */
+np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err);
+
+/* Whether c has completed, and its result (valid once done). */
+bool coll_is_done(const coll *c);
+const coll_result *coll_get_result(const coll *c);
+/* An error met while running (out of memory inside an event), else NP_OK. */
+np_status coll_status(const coll *c, np_err *err);
+
+/* Frees a collective (done, or never to be run further). */
+void coll_free(coll *c);
+
+/* Starts d, runs the event queue until it completes, and fills *r. */
+np_status coll_run(coll_sys *s, const coll_desc *d, coll_result *r, np_err *err);
+
+#endif

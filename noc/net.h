@@ -1,0 +1,147 @@
+/* net.h — the chip-to-chip network: topologies, routing, and transfers as max-min fair flows.
+ *
+ * A net is a directed graph of nodes (chips 0 .. chips-1, then switches) and links. Every link
+ * has a bandwidth per direction (bytes/s; each direction is its own link) and a latency; every
+ * switch adds its latency to paths that pass through it. Topologies plug in through
+ * net_topo_ops (a table of function pointers: build the graph, route a pair); see net_topo.c
+ * and docs/noc.md for each one's links, bandwidths and routing rule.
+ *
+ * A transfer of S bytes from chip a to chip b follows the topology's route (a fixed path of
+ * links) as one flow. Flows share each link max-min fairly: whenever a flow starts or ends,
+ * the rates of the flows that share links with it (transitively) are recomputed by water
+ * filling. A flow's bytes leave the source at its current rate; when the last byte has left
+ * (its "sent" time), the flow releases its links, and its data arrives one path latency later
+ * (its "delivered" time). So on an idle path a transfer takes exactly
+ *     latency(path) + S / min(bandwidth of the path's links)
+ * which is the alpha-beta model with alpha = the path latency and beta = 1 / bandwidth.
+ */
+#ifndef NPUSIM_NOC_NET_H
+#define NPUSIM_NOC_NET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "evq.h"
+#include "stats.h"
+
+typedef struct net net;
+
+/* The resolved parameters of a chip network (from arch_system by net_params_from_arch). */
+typedef struct net_params {
+    arch_topology topology;
+    uint32_t chips;
+    uint32_t dims[3];         /* ring: {chips,1,1}; torus2d/3d: torus_x, y, z */
+    uint32_t island_chips;    /* hierarchical */
+    uint32_t links_per_chip;
+    uint32_t switch_radix;
+    double link_bytes_per_s;  /* one link, one direction */
+    uint64_t link_latency_ps;
+    uint64_t switch_latency_ps;
+    double scaleout_bytes_per_s;
+    uint64_t scaleout_latency_ps;
+} net_params;
+
+/* Fills p from cfg.system. */
+void net_params_from_arch(const arch_config *cfg, net_params *p);
+
+/* A topology: how to build its graph and route on it. */
+typedef struct net_topo_ops {
+    const char *name;
+    /* Adds the switches and links of this topology for p to n (chips already exist). */
+    np_status (*build)(net *n, const net_params *p, np_err *err);
+    /* Appends the links of the path src -> dst (src != dst) with net_path_push. */
+    void (*route)(const net *n, uint32_t src, uint32_t dst);
+    /* (optional) frees the data given to net_set_topo_data; defaults to free(). */
+    void (*free_data)(void *data);
+} net_topo_ops;
+
+/* "chip3->chip4", "chip3->sw1", "sw0->chip2" into buf; returns buf. */
+char *net_link_name(const net *n, uint32_t link, char *buf, size_t len);
+
+/* The ops of a topology kind (every arch_topology has one). */
+const net_topo_ops *net_topo_get(arch_topology t);
+
+/* Builds the network of p over event queue q (transfers schedule their events there). When
+ * reg is not NULL, registers per-link byte counters ("c2c.<link name>.bytes"). NP_ERR_RANGE /
+ * NP_ERR_INCONSISTENT for parameters the topology cannot build, NP_ERR_NOMEM. */
+np_status net_create(const net_params *p, evq *q, stats *reg, net **out, np_err *err);
+void net_free(net *n);
+
+uint32_t net_chips(const net *n);
+uint32_t net_nodes(const net *n);
+uint32_t net_links(const net *n);
+const net_params *net_get_params(const net *n);
+evq *net_evq(const net *n);
+
+/* For topology builders: add a switch node (returns its node id) or a link (returns its id,
+ * UINT32_MAX when out of memory — build then fails with NP_ERR_NOMEM). */
+uint32_t net_add_switch(net *n, uint64_t latency_ps);
+uint32_t net_add_link(net *n, uint32_t from, uint32_t to, double bytes_per_s, uint64_t lat_ps);
+/* For routers: the link from node a to node b, UINT32_MAX if none (first added wins). */
+uint32_t net_link_between(const net *n, uint32_t a, uint32_t b);
+/* For routers: append a link to the path being built. */
+void net_path_push(const net *n, uint32_t link);
+/* Topology-private data (set by build, read by route; freed by net_free with free_data). */
+void net_set_topo_data(net *n, void *data);
+void *net_topo_data(const net *n);
+
+/* The route from src to dst: its links (valid until the next net_route call), its latency
+ * (links and switches) and its bottleneck bandwidth. src == dst: 0 links, latency 0. */
+typedef struct net_path_info {
+    const uint32_t *links;
+    uint32_t n_links;
+    uint64_t latency_ps;
+    double bytes_per_s;
+} net_path_info;
+np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_err *err);
+
+/* Link facts. */
+typedef struct net_link_info {
+    uint32_t from, to;
+    double bytes_per_s;
+    uint64_t latency_ps;
+    uint64_t bytes;      /* carried so far (flows count when their last byte is sent) */
+    uint32_t flows;      /* active now */
+} net_link_info;
+void net_link_get(const net *n, uint32_t link, net_link_info *out);
+
+typedef enum net_event {
+    NET_EVENT_SENT,      /* the last byte left the source: the links are free of this flow */
+    NET_EVENT_DELIVERED, /* the data arrived at the destination */
+} net_event;
+
+/* Called for each event of a transfer, at its time, with the values given to net_transfer. */
+typedef void (*net_transfer_fn)(void *ctx, uint64_t arg, net_event ev);
+
+/* Starts a transfer of `bytes` from chip src to chip dst now (evq_now). fn (may be NULL) is
+ * called at its SENT and then DELIVERED times. src == dst delivers at once (both events at
+ * now, scheduled, never called from inside this function). NP_ERR_RANGE for a bad chip,
+ * NP_ERR_NOMEM; nothing starts on failure. */
+np_status net_transfer(net *n, uint32_t src, uint32_t dst, uint64_t bytes, net_transfer_fn fn,
+                       void *ctx, uint64_t arg, np_err *err);
+
+/* Transfers started / still active; bytes moved over all links (a byte crossing 3 links
+ * counts 3 times). */
+uint64_t net_transfers_started(const net *n);
+uint32_t net_flows_active(const net *n);
+
+/* An active flow (a transfer whose last byte has not been sent yet). */
+typedef struct net_flow_info {
+    void *ctx;           /* as given to net_transfer */
+    uint64_t arg;
+    double bytes_per_s;  /* its current max-min fair rate */
+    double bytes_left;   /* as of the last re-rating */
+} net_flow_info;
+
+/* Fills out[0 .. min(n, active)) with the active flows (in no particular order); returns the
+ * number of active flows. For tests and reports. */
+uint32_t net_flows_list(const net *n, net_flow_info *out, uint32_t max);
+
+/* Checks the flow model's invariants: no link carries more than its bandwidth, every active
+ * flow has a positive rate, each link's flow list matches the flows' paths. NP_ERR_INTERNAL. */
+np_status net_verify(const net *n, np_err *err);
+
+#endif

@@ -1,0 +1,427 @@
+/* cmd_collective.c — `npusim collective`: one collective over the chip network at a range
+ * of sizes, reported the way nccl-tests reports (size, count, type, time, algbw, busbw).
+ *
+ * algbw = bytes / time; busbw = algbw x nccl-tests' factor for the op (coll_busbw_factor).
+ * --chips N builds the topology kind at N chips: a ring of N, the most square torus2d or most
+ * cubic torus3d that holds N, N chips on a switch or fat tree (radix raised if needed), N/island
+ * islands, or N fully connected chips (links raised to N - 1). A torus or ring gets at least
+ * the links per chip its dimensions need. JSON field names are documented in
+ * docs/collectives.md and kept stable. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "cli.h"
+#include "coll.h"
+
+#define COL_DEFAULT_ARCH "tiny"
+#define COL_MAX_SETS 64
+
+const char cmd_collective_usage[] =
+    "usage: npusim collective [--arch PRESET|FILE] [--set K=V ...] --op OP [--algo ALGO]\n"
+    "                         [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
+    "                         [--min-bytes B] [--max-bytes B] [--factor F] [--chunk B]\n"
+    "                         [--root R] [--elem-bytes E] [--json]\n"
+    "\n"
+    "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
+    "  --set K=V         override one config key (repeatable)\n"
+    "  --op OP           all_reduce, all_gather, reduce_scatter, broadcast, reduce, scatter,\n"
+    "                    gather, all_to_all or sendrecv\n"
+    "  --algo ALGO       auto (default), ring, biring, tree, rhd, hier, chain, pairwise, direct\n"
+    "  --chips N         build the topology kind at N chips (default: system.chips)\n"
+    "  --topology T      ring, torus2d, torus3d, fully_connected, switch, fat_tree or\n"
+    "                    hierarchical, with optional dimensions (torus2d:4x8, torus3d:4x4x4)\n"
+    "  --group SPEC      the ranks' chips: A-B[:STEP] or a comma list (default: all chips)\n"
+    "  --min-bytes B     smallest size (default 8); sizes take K, M, G (binary) suffixes\n"
+    "  --max-bytes B     largest size (default 128M)\n"
+    "  --factor F        multiply the size by F between rows (default 2)\n"
+    "  --chunk B         pipelining chunk of ring, tree and chain (default 0: none)\n"
+    "  --root R          root rank of broadcast, reduce, scatter, gather (default 0)\n"
+    "  --elem-bytes E    element size for counts and reductions (default 4, float)\n"
+    "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n";
+
+static np_status col_parse_size(const char *opt, const char *text, uint64_t *out, np_err *err)
+{
+    char *end = NULL;
+    if (text[0] < '0' || text[0] > '9')
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected a size such as 8, 64K or 1G, got "
+                          "'%s'", opt, text);
+    unsigned long long v = strtoull(text, &end, 10);
+    unsigned long long mul = 1;
+    if (*end == 'K' || *end == 'k')
+        mul = 1ULL << 10;
+    else if (*end == 'M' || *end == 'm')
+        mul = 1ULL << 20;
+    else if (*end == 'G' || *end == 'g')
+        mul = 1ULL << 30;
+    if (mul > 1)
+        end++;
+    if (*end == 'B' || *end == 'i')
+        end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
+    if (*end != '\0' || (v && mul > UINT64_MAX / v))
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected a size such as 8, 64K or 1G, got "
+                          "'%s'", opt, text);
+    *out = v * mul;
+    return NP_OK;
+}
+
+static np_status col_parse_u32(const char *opt, const char *text, uint32_t lo, uint32_t hi,
+                               uint32_t *out, np_err *err)
+{
+    char *end = NULL;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (text[0] < '0' || text[0] > '9' || *end != '\0' || v < lo || v > hi)
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected an integer in %" PRIu32 " .. %"
+                          PRIu32 ", got '%s'", opt, lo, hi, text);
+    *out = (uint32_t)v;
+    return NP_OK;
+}
+
+/* The most balanced factorisation of n into `dims` factors (x <= y <= z). */
+static void col_balanced(uint32_t n, int dims, uint32_t out[3])
+{
+    out[0] = n;
+    out[1] = out[2] = 1;
+    if (dims == 2) {
+        for (uint32_t x = 1; (uint64_t)x * x <= n; x++)
+            if (n % x == 0) {
+                out[0] = x;
+                out[1] = n / x;
+            }
+    } else if (dims == 3) {
+        uint32_t best = UINT32_MAX;
+        for (uint32_t x = 1; (uint64_t)x * x * x <= n; x++) {
+            if (n % x)
+                continue;
+            for (uint32_t y = x; (uint64_t)y * y <= n / x; y++) {
+                if ((n / x) % y)
+                    continue;
+                uint32_t z = n / x / y;
+                if (z - x < best) {
+                    best = z - x;
+                    out[0] = x;
+                    out[1] = y;
+                    out[2] = z;
+                }
+            }
+        }
+    }
+}
+
+static np_status col_topology(const char *spec, uint32_t chips_opt, net_params *np,
+                              np_err *err)
+{
+    if (spec) {
+        char kind[64];
+        const char *colon = strchr(spec, ':');
+        size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
+        if (len >= sizeof kind)
+            return np_err_set(err, NP_ERR_USAGE, "--topology: '%s' is not a topology", spec);
+        memcpy(kind, spec, len);
+        kind[len] = '\0';
+        const arch_key_info *k = arch_key_find("system.topology");
+        int found = -1;
+        for (size_t i = 0; i < k->enum_info->n; i++)
+            if (strcmp(kind, k->enum_info->values[i]) == 0)
+                found = (int)i;
+        if (found < 0)
+            return np_err_set(err, NP_ERR_USAGE, "--topology: unknown kind '%s' (expected ring, "
+                              "torus2d, torus3d, fully_connected, switch, fat_tree or "
+                              "hierarchical)", kind);
+        np->topology = (arch_topology)found;
+        if (colon) {
+            unsigned d[3] = {1, 1, 1};
+            char tail;
+            int nd = sscanf(colon + 1, "%ux%ux%u%c", &d[0], &d[1], &d[2], &tail);
+            if (nd < 1 || nd > 3 || !d[0] || !d[1] || !d[2])
+                return np_err_set(err, NP_ERR_USAGE, "--topology: bad dimensions in '%s'", spec);
+            if (np->topology == ARCH_TOPOLOGY_HIERARCHICAL) {
+                np->island_chips = d[0];
+            } else {
+                np->dims[0] = d[0];
+                np->dims[1] = d[1];
+                np->dims[2] = d[2];
+                if (!chips_opt)
+                    np->chips = d[0] * d[1] * d[2];
+            }
+        } else if (!chips_opt && (np->topology == ARCH_TOPOLOGY_TORUS2D ||
+                                  np->topology == ARCH_TOPOLOGY_TORUS3D)) {
+            chips_opt = np->chips;
+        }
+    }
+    if (chips_opt)
+        np->chips = chips_opt;
+    uint32_t n = np->chips;
+    switch (np->topology) {
+    case ARCH_TOPOLOGY_RING:
+        np->dims[0] = n;
+        np->dims[1] = np->dims[2] = 1;
+        break;
+    case ARCH_TOPOLOGY_TORUS2D:
+    case ARCH_TOPOLOGY_TORUS3D:
+        if ((uint64_t)np->dims[0] * np->dims[1] * np->dims[2] != n)
+            col_balanced(n, np->topology == ARCH_TOPOLOGY_TORUS2D ? 2 : 3, np->dims);
+        break;
+    case ARCH_TOPOLOGY_FULLY_CONNECTED:
+        if (np->links_per_chip < n - 1)
+            np->links_per_chip = n - 1;
+        break;
+    case ARCH_TOPOLOGY_SWITCH:
+        if (np->switch_radix < n)
+            np->switch_radix = n;
+        break;
+    case ARCH_TOPOLOGY_FAT_TREE:
+        while ((uint64_t)np->switch_radix * np->switch_radix / 2 < n)
+            np->switch_radix *= 2;
+        break;
+    case ARCH_TOPOLOGY_HIERARCHICAL:
+        if (np->island_chips > n)
+            np->island_chips = n;
+        if (n % np->island_chips)
+            return np_err_set(err, NP_ERR_USAGE, "%" PRIu32 " chips are not whole islands of "
+                              "%" PRIu32, n, np->island_chips);
+        break;
+    case ARCH_TOPOLOGY_COUNT: break;
+    }
+    if (np->topology <= ARCH_TOPOLOGY_TORUS3D) {
+        uint32_t need = 0;
+        for (int d = 0; d < 3; d++)
+            need += np->dims[d] > 1 ? 2 : 0;
+        if (np->links_per_chip < need)
+            np->links_per_chip = need;
+    }
+    return NP_OK;
+}
+
+/* "A-B[:STEP]" or "a,b,c" into a new array. */
+static np_status col_group(const char *spec, uint32_t **out, uint32_t *n, np_err *err)
+{
+    unsigned a, b, step = 1;
+    char tail;
+    uint32_t *v = NULL;
+    if (strchr(spec, '-')) {
+        int k = sscanf(spec, "%u-%u:%u%c", &a, &b, &step, &tail);
+        if ((k != 2 && k != 3) || b < a || step == 0)
+            return np_err_set(err, NP_ERR_USAGE, "--group: expected A-B[:STEP] or a comma "
+                              "list, got '%s'", spec);
+        *n = (b - a) / step + 1;
+        v = malloc((size_t)*n * sizeof *v);
+        if (!v)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i < *n; i++)
+            v[i] = a + i * step;
+    } else {
+        uint32_t cap = 1;
+        for (const char *s = spec; *s; s++)
+            cap += *s == ',';
+        v = malloc((size_t)cap * sizeof *v);
+        if (!v)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        *n = 0;
+        const char *s = spec;
+        while (*s) {
+            char *end;
+            unsigned long x = strtoul(s, &end, 10);
+            if (end == s || (*end && *end != ',')) {
+                free(v);
+                return np_err_set(err, NP_ERR_USAGE, "--group: expected A-B[:STEP] or a "
+                                  "comma list, got '%s'", spec);
+            }
+            v[(*n)++] = (uint32_t)x;
+            s = *end ? end + 1 : end;
+        }
+    }
+    *out = v;
+    return NP_OK;
+}
+
+static void col_print_header(coll_op op, coll_algo algo, uint32_t ranks, const net_params *np,
+                             uint64_t chunk)
+{
+    const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np->topology];
+    printf("# %s (%s) over %" PRIu32 " of %" PRIu32 " chips, %s", coll_op_name(op),
+           coll_algo_name(algo), ranks, np->chips, topo_name);
+    if (np->topology <= ARCH_TOPOLOGY_TORUS3D)
+        printf(" %" PRIu32 "x%" PRIu32 "x%" PRIu32, np->dims[0], np->dims[1], np->dims[2]);
+    printf(", links %.3g GB/s x %" PRIu32 " per chip, chunk %" PRIu64 " B\n",
+           np->link_bytes_per_s / 1e9, np->links_per_chip, chunk);
+    printf("#%12s %12s %6s %12s %10s %10s\n", "size (B)", "count", "type", "time (us)",
+           "algbw", "busbw");
+    printf("#%12s %12s %6s %12s %10s %10s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)");
+}
+
+/* The busiest link's utilization over the last run (its bytes since the previous call /
+ * (bandwidth x duration)); prev holds every link's byte count and is updated. */
+static double col_busiest_link(net *n, uint64_t *prev, double seconds)
+{
+    double best = 0;
+    for (uint32_t l = 0; l < net_links(n); l++) {
+        net_link_info li;
+        net_link_get(n, l, &li);
+        double u = seconds > 0 ? (double)(li.bytes - prev[l]) / (li.bytes_per_s * seconds) : 0;
+        if (u > best)
+            best = u;
+        prev[l] = li.bytes;
+    }
+    return best;
+}
+
+np_status cmd_collective(int argc, char **argv, np_err *err)
+{
+    static const struct option longopts[] = {
+        {"arch", required_argument, NULL, 'a'},     {"set", required_argument, NULL, 's'},
+        {"op", required_argument, NULL, 'o'},       {"algo", required_argument, NULL, 'A'},
+        {"chips", required_argument, NULL, 'n'},    {"topology", required_argument, NULL, 't'},
+        {"group", required_argument, NULL, 'g'},    {"min-bytes", required_argument, NULL, 'b'},
+        {"max-bytes", required_argument, NULL, 'e'}, {"factor", required_argument, NULL, 'f'},
+        {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
+        {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},           {0}};
+    const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
+    const char *sets[COL_MAX_SETS];
+    size_t n_sets = 0;
+    bool have_op = false, json = false;
+    coll_op op = COLL_OP_ALL_REDUCE;
+    coll_algo algo = COLL_ALGO_AUTO;
+    uint32_t chips = 0, factor = 2, root = 0, elem = 4;
+    uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0;
+    int c;
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        np_status st = NP_OK;
+        switch (c) {
+        case 'a': arch_name = optarg; break;
+        case 's':
+            if (n_sets == COL_MAX_SETS)
+                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options", COL_MAX_SETS);
+            sets[n_sets++] = optarg;
+            break;
+        case 'o':
+            if (coll_op_parse(optarg, &op, err) != NP_OK) {
+                err->status = NP_ERR_USAGE;
+                np_err_prefix(err, "--op");
+                return NP_ERR_USAGE;
+            }
+            have_op = true;
+            break;
+        case 'A':
+            if (coll_algo_parse(optarg, &algo, err) != NP_OK) {
+                err->status = NP_ERR_USAGE;
+                np_err_prefix(err, "--algo");
+                return NP_ERR_USAGE;
+            }
+            break;
+        case 'n': st = col_parse_u32("--chips", optarg, 1, 1u << 20, &chips, err); break;
+        case 't': topo = optarg; break;
+        case 'g': group = optarg; break;
+        case 'b': st = col_parse_size("--min-bytes", optarg, &min_b, err); break;
+        case 'e': st = col_parse_size("--max-bytes", optarg, &max_b, err); break;
+        case 'f': st = col_parse_u32("--factor", optarg, 2, 1024, &factor, err); break;
+        case 'c': st = col_parse_size("--chunk", optarg, &chunk, err); break;
+        case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
+        case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
+        case 'j': json = true; break;
+        case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
+        default: return err->status;
+        }
+        if (st != NP_OK)
+            return st;
+    }
+    if (optind < argc)
+        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!have_op)
+        return np_err_set(err, NP_ERR_USAGE, "--op is required");
+    if (max_b < min_b)
+        return np_err_set(err, NP_ERR_USAGE, "--max-bytes is below --min-bytes");
+    if (!coll_algo_supported(op, algo))
+        return np_err_set(err, NP_ERR_USAGE, "--algo: %s has no %s algorithm", coll_op_name(op),
+                          coll_algo_name(algo));
+
+    arch_config cfg;
+    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
+        return err->status;
+    net_params np;
+    net_params_from_arch(&cfg, &np);
+    if (col_topology(topo, chips, &np, err) != NP_OK)
+        return err->status;
+    if (np.chips < 2)
+        return np_err_set(err, NP_ERR_USAGE, "a collective needs at least 2 chips (the "
+                          "architecture has %" PRIu32 "; use --chips)", np.chips);
+    uint32_t *grp = NULL, n_grp = 0;
+    if (group && col_group(group, &grp, &n_grp, err) != NP_OK)
+        return err->status;
+
+    evq *q = NULL;
+    coll_sys *sys = NULL;
+    json_t *rows = NULL;
+    uint64_t *link_bytes = NULL;
+    np_status st = evq_create(&q, err);
+    if (st == NP_OK)
+        st = coll_sys_create(&cfg, &np, q, NULL, &sys, err);
+    if (st != NP_OK)
+        goto out;
+    uint32_t ranks = grp ? n_grp : np.chips;
+    link_bytes = calloc(net_links(coll_sys_net(sys)) + 1, sizeof *link_bytes);
+    if (!link_bytes) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np.topology];
+    coll_algo ran = coll_algo_resolve(op, algo);
+    bool header = false;
+    if (json)
+        rows = json_array();
+    for (uint64_t b = min_b; b <= max_b;) {
+        coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
+                       .root = root, .chunk_bytes = chunk, .elem_bytes = elem};
+        coll_result r;
+        if ((st = coll_run(sys, &d, &r, err)) != NP_OK)
+            goto out;
+        double busiest = col_busiest_link(coll_sys_net(sys), link_bytes,
+                                          (double)(r.t_end_ps - r.t_start_ps) / 1e12);
+        ran = r.algo;
+        if (!json && !header) { /* after the first run, so an error comes alone */
+            header = true;
+            col_print_header(op, ran, ranks, &np, chunk);
+        }
+        double t_us = (double)(r.t_end_ps - r.t_start_ps) / 1e6;
+        double algbw = t_us > 0 ? (double)b / (t_us * 1e3) : 0;
+        double busbw = algbw * coll_busbw_factor(op, ranks);
+        if (json)
+            json_array_append_new(rows, json_pack("{s:I, s:I, s:f, s:f, s:f, s:f}", "bytes",
+                                                  (json_int_t)b, "count", (json_int_t)(b / elem),
+                                                  "time_us", t_us, "algbw_gbps", algbw,
+                                                  "busbw_gbps", busbw, "busiest_link_util",
+                                                  busiest));
+        else
+            printf(" %12" PRIu64 " %12" PRIu64 " %6s %12.3f %10.3f %10.3f\n", b, b / elem,
+                   elem == 4 ? "float" : elem == 2 ? "half" : elem == 8 ? "double" : "bytes",
+                   t_us, algbw, busbw);
+        if (b > max_b / factor)
+            break;
+        b *= factor;
+    }
+    if (json) {
+        json_t *g = json_array();
+        for (uint32_t i = 0; i < ranks; i++)
+            json_array_append_new(g, json_integer(grp ? grp[i] : i));
+        json_t *dims = json_pack("[i, i, i]", (int)np.dims[0], (int)np.dims[1], (int)np.dims[2]);
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:I, s:o}",
+                                "arch", cfg.name, "op", coll_op_name(op), "algo",
+                                coll_algo_name(ran), "chips", (int)np.chips, "ranks", (int)ranks,
+                                "topology", topo_name, "dims", dims, "group", g,
+                                "link_gbps", np.link_bytes_per_s / 1e9, "chunk_bytes",
+                                (json_int_t)chunk, "rows", rows);
+        rows = NULL;
+        st = cli_print_json(doc, err);
+    }
+out:
+    free(link_bytes);
+    json_decref(rows);
+    coll_sys_free(sys);
+    evq_free(q);
+    free(grp);
+    return st;
+}

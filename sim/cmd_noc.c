@@ -1,0 +1,295 @@
+/* cmd_noc.c — `npusim noc`: synthetic-traffic studies of the on-chip mesh, BookSim style.
+ *
+ * The mesh comes from the architecture (chip.mesh_x/y, noc_vcs, noc_vc_buf_flits,
+ * noc_router_cycles, noc_link_cycles), each overridable by an option. With a rate range the
+ * study runs once per rate and stops after the first saturated row. JSON field names are
+ * documented in docs/noc.md and kept stable. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "cli.h"
+#include "traffic.h"
+
+#define NOC_DEFAULT_ARCH "tiny"
+#define NOC_MAX_SETS 64
+#define NOC_MAX_HOT 64
+#define NOC_MAX_ROWS 1000
+
+const char cmd_noc_usage[] =
+    "usage: npusim noc [--arch PRESET|FILE] [--set K=V ...] [--mesh KxK]\n"
+    "                  [--traffic uniform|transpose|bitcomp|hotspot|neighbor]\n"
+    "                  [--rate R[:R_END:STEP]] [--packet-flits F] [--vcs V] [--buf B]\n"
+    "                  [--router-cycles P] [--link-cycles L] [--credit-delay D]\n"
+    "                  [--input-speedup S] [--wait-tail-credit] [--warmup N] [--cycles N]\n"
+    "                  [--hotspot N[,N...]] [--seed S] [--json]\n"
+    "\n"
+    "  --arch A           architecture preset or YAML file (default: " NOC_DEFAULT_ARCH ")\n"
+    "  --set K=V          override one config key (repeatable)\n"
+    "  --mesh KxK         mesh size in routers (default: chip.mesh_x x chip.mesh_y)\n"
+    "  --traffic T        destination pattern (default: uniform)\n"
+    "  --rate R           offered load in flits/node/cycle, or a sweep R:R_END:STEP\n"
+    "                     (default: 0.1); a sweep stops after the first saturated rate\n"
+    "  --packet-flits F   flits per packet (default: 4)\n"
+    "  --vcs V, --buf B   VCs per port and flits per VC (default: chip.noc_vcs, noc_vc_buf_flits)\n"
+    "  --router-cycles P  router pipeline depth (default: chip.noc_router_cycles)\n"
+    "  --link-cycles L    link latency in cycles (default: chip.noc_link_cycles)\n"
+    "  --credit-delay D   extra cycles before a returned credit is usable (default: 0)\n"
+    "  --input-speedup S  crossbar inputs per input port, VC v on input v mod S (default: 1)\n"
+    "  --wait-tail-credit reallocate an output VC only when its tail's credit is back\n"
+    "  --warmup N         warm-up cycles before measuring (default: 1000)\n"
+    "  --cycles N         measurement window in cycles (default: 10000)\n"
+    "  --hotspot LIST     hotspot nodes for --traffic hotspot (default: the centre node)\n"
+    "  --seed S           seed of the injection process (default: 1)\n"
+    "  --json             print {\"rows\": [...], ...} (fields in docs/noc.md)\n";
+
+static np_status noc_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_t hi,
+                               uint64_t *out, np_err *err)
+{
+    char *end = NULL;
+    if (text[0] < '0' || text[0] > '9')
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected an integer, got '%s'", opt, text);
+    unsigned long long v = strtoull(text, &end, 10);
+    if (*end != '\0')
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected an integer, got '%s'", opt, text);
+    if (v < lo || v > hi)
+        return np_err_set(err, NP_ERR_USAGE, "%s: %llu is outside %" PRIu64 " .. %" PRIu64, opt,
+                          v, lo, hi);
+    *out = v;
+    return NP_OK;
+}
+
+static np_status noc_parse_double(const char *opt, const char *text, double *out, np_err *err)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !(v >= 0 && v <= 1))
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected a rate in 0 .. 1, got '%s'", opt,
+                          text);
+    *out = v;
+    return NP_OK;
+}
+
+static np_status noc_parse_rates(const char *text, double *r0, double *r1, double *step,
+                                 np_err *err)
+{
+    char buf[128];
+    if (strlen(text) >= sizeof buf)
+        return np_err_set(err, NP_ERR_USAGE, "--rate: '%s' is too long", text);
+    strcpy(buf, text);
+    char *a = buf, *b = strchr(a, ':');
+    if (!b) {
+        *step = 0;
+        if (noc_parse_double("--rate", a, r0, err) != NP_OK)
+            return err->status;
+        *r1 = *r0;
+        return NP_OK;
+    }
+    *b++ = '\0';
+    char *c = strchr(b, ':');
+    if (!c)
+        return np_err_set(err, NP_ERR_USAGE, "--rate: expected R or R:R_END:STEP, got '%s'",
+                          text);
+    *c++ = '\0';
+    if (noc_parse_double("--rate", a, r0, err) != NP_OK ||
+        noc_parse_double("--rate", b, r1, err) != NP_OK ||
+        noc_parse_double("--rate", c, step, err) != NP_OK)
+        return err->status;
+    if (*step <= 0 || *r1 < *r0)
+        return np_err_set(err, NP_ERR_USAGE, "--rate %s: needs R <= R_END and STEP > 0", text);
+    if ((*r1 - *r0) / *step > NOC_MAX_ROWS)
+        return np_err_set(err, NP_ERR_USAGE, "--rate %s: more than %d rates", text,
+                          NOC_MAX_ROWS);
+    return NP_OK;
+}
+
+static json_t *noc_row_json(const noc_study_result *r)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:I, s:b}",
+                     "offered_rate", r->offered_rate, "accepted_rate", r->accepted_rate,
+                     "avg_packet_latency", r->avg_packet_latency, "avg_network_latency",
+                     r->avg_network_latency, "p50_packet_latency", r->p50_packet_latency,
+                     "p99_packet_latency", r->p99_packet_latency, "zero_load_latency",
+                     r->zero_load_latency, "avg_hops", r->avg_hops, "max_link_util",
+                     r->max_link_util, "packets_measured", (json_int_t)r->packets_measured,
+                     "saturated", r->saturated);
+}
+
+np_status cmd_noc(int argc, char **argv, np_err *err)
+{
+    static const struct option longopts[] = {
+        {"arch", required_argument, NULL, 'a'},
+        {"set", required_argument, NULL, 's'},
+        {"mesh", required_argument, NULL, 'm'},
+        {"traffic", required_argument, NULL, 't'},
+        {"rate", required_argument, NULL, 'r'},
+        {"packet-flits", required_argument, NULL, 'f'},
+        {"vcs", required_argument, NULL, 'v'},
+        {"buf", required_argument, NULL, 'b'},
+        {"router-cycles", required_argument, NULL, 'p'},
+        {"link-cycles", required_argument, NULL, 'l'},
+        {"warmup", required_argument, NULL, 'w'},
+        {"cycles", required_argument, NULL, 'c'},
+        {"hotspot", required_argument, NULL, 'H'},
+        {"seed", required_argument, NULL, 'S'},
+        {"credit-delay", required_argument, NULL, 'C'},
+        {"input-speedup", required_argument, NULL, 'I'},
+        {"wait-tail-credit", no_argument, NULL, 'T'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {0}};
+    const char *arch_name = NOC_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
+    const char *sets[NOC_MAX_SETS];
+    size_t n_sets = 0;
+    noc_traffic traffic = NOC_TRAFFIC_UNIFORM;
+    uint64_t flits = 4, vcs = 0, buf = 0, pipe = 0, link = 0, warmup = 1000, cycles = 10000,
+             seed = 1, credit_delay = 0, speedup = 1;
+    bool wait_tail = false;
+    uint32_t hot[NOC_MAX_HOT];
+    uint32_t n_hot = 0;
+    bool json = false;
+    int c;
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        np_status st = NP_OK;
+        switch (c) {
+        case 'a': arch_name = optarg; break;
+        case 's':
+            if (n_sets == NOC_MAX_SETS)
+                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options", NOC_MAX_SETS);
+            sets[n_sets++] = optarg;
+            break;
+        case 'm': mesh_arg = optarg; break;
+        case 't':
+            if (noc_traffic_parse(optarg, &traffic, err) != NP_OK) {
+                err->status = NP_ERR_USAGE;
+                np_err_prefix(err, "--traffic");
+                return NP_ERR_USAGE;
+            }
+            break;
+        case 'r': rate_arg = optarg; break;
+        case 'f': st = noc_parse_u64("--packet-flits", optarg, 1, 1024, &flits, err); break;
+        case 'v': st = noc_parse_u64("--vcs", optarg, 1, 64, &vcs, err); break;
+        case 'b': st = noc_parse_u64("--buf", optarg, 1, 4096, &buf, err); break;
+        case 'p': st = noc_parse_u64("--router-cycles", optarg, 1, 64, &pipe, err); break;
+        case 'l': st = noc_parse_u64("--link-cycles", optarg, 1, 64, &link, err); break;
+        case 'w': st = noc_parse_u64("--warmup", optarg, 0, 100000000, &warmup, err); break;
+        case 'c': st = noc_parse_u64("--cycles", optarg, 1, 100000000, &cycles, err); break;
+        case 'S': st = noc_parse_u64("--seed", optarg, 0, UINT64_MAX, &seed, err); break;
+        case 'C': st = noc_parse_u64("--credit-delay", optarg, 0, 64, &credit_delay, err); break;
+        case 'I': st = noc_parse_u64("--input-speedup", optarg, 1, 6, &speedup, err); break;
+        case 'T': wait_tail = true; break;
+        case 'H': {
+            char *s = optarg;
+            while (*s) {
+                char *end;
+                unsigned long v = strtoul(s, &end, 10);
+                if (end == s || (*end && *end != ',') || n_hot == NOC_MAX_HOT)
+                    return np_err_set(err, NP_ERR_USAGE, "--hotspot: expected up to %d node "
+                                      "numbers separated by commas, got '%s'", NOC_MAX_HOT,
+                                      optarg);
+                hot[n_hot++] = (uint32_t)v;
+                s = *end ? end + 1 : end;
+            }
+            break;
+        }
+        case 'j': json = true; break;
+        case 'h': cli_print_usage(cli_find("noc")); return NP_OK;
+        default: return err->status;
+        }
+        if (st != NP_OK)
+            return st;
+    }
+    if (optind < argc)
+        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    double r0, r1, step;
+    if (noc_parse_rates(rate_arg, &r0, &r1, &step, err) != NP_OK)
+        return err->status;
+
+    arch_config cfg;
+    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
+        return err->status;
+    noc_study_params p = {
+        .traffic = traffic, .packet_flits = (uint32_t)flits, .warmup = warmup,
+        .measure = cycles, .drain_max = 2 * cycles, .seed = seed,
+        .hotspots = n_hot ? hot : NULL, .n_hotspots = n_hot};
+    mesh_params_from_arch(&cfg, &p.mesh);
+    if (vcs)
+        p.mesh.vcs = (uint32_t)vcs;
+    if (buf)
+        p.mesh.buf_flits = (uint32_t)buf;
+    if (pipe)
+        p.mesh.router_cycles = (uint32_t)pipe;
+    if (link)
+        p.mesh.link_cycles = (uint32_t)link;
+    p.mesh.credit_delay = (uint32_t)credit_delay;
+    p.mesh.input_speedup = (uint32_t)speedup;
+    p.mesh.wait_tail_credit = wait_tail;
+    if (mesh_arg) {
+        unsigned kx, ky;
+        char tail;
+        if (sscanf(mesh_arg, "%ux%u%c", &kx, &ky, &tail) != 2 || kx < 1 || ky < 1 ||
+            kx > 1024 || ky > 1024)
+            return np_err_set(err, NP_ERR_USAGE, "--mesh: expected KXxKY such as 8x8, got '%s'",
+                              mesh_arg);
+        p.mesh.kx = kx;
+        p.mesh.ky = ky;
+    }
+
+    json_t *rows = json ? json_array() : NULL;
+    double sat_rate = -1;
+    if (!json) {
+        printf("# mesh %" PRIu32 "x%" PRIu32 ", %s traffic, %" PRIu32 "-flit packets, %" PRIu32
+               " VCs x %" PRIu32 " flits, router %" PRIu32 " cycles, link %" PRIu32 " cycles\n",
+               p.mesh.kx, p.mesh.ky, noc_traffic_name(traffic), p.packet_flits, p.mesh.vcs,
+               p.mesh.buf_flits, p.mesh.router_cycles, p.mesh.link_cycles);
+        printf("# %8s %9s %11s %11s %9s %9s  %s\n", "offered", "accepted", "pkt_lat", "net_lat",
+               "p99", "zero_ld", "(flits/node/cycle; latencies in cycles)");
+    }
+    for (int i = 0;; i++) {
+        double r = r0 + i * step;
+        if (r > r1 + 1e-9 || (step == 0 && i > 0))
+            break;
+        p.rate = r;
+        noc_study_result res;
+        if (noc_study_run(&p, &res, err) != NP_OK) {
+            json_decref(rows);
+            return err->status;
+        }
+        if (json)
+            json_array_append_new(rows, noc_row_json(&res));
+        else
+            printf("  %8.4f %9.4f %11.2f %11.2f %9.1f %9.2f%s\n", res.offered_rate,
+                   res.accepted_rate, res.avg_packet_latency, res.avg_network_latency,
+                   res.p99_packet_latency, res.zero_load_latency,
+                   res.saturated ? "  saturated" : "");
+        if (res.saturated) {
+            sat_rate = r;
+            break;
+        }
+    }
+    if (json) {
+        json_t *mj = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "kx",
+                               (int)p.mesh.kx, "ky", (int)p.mesh.ky, "vcs", (int)p.mesh.vcs,
+                               "buf_flits", (int)p.mesh.buf_flits, "router_cycles",
+                               (int)p.mesh.router_cycles, "link_cycles",
+                               (int)p.mesh.link_cycles, "credit_delay",
+                               (int)p.mesh.credit_delay, "input_speedup",
+                               (int)p.mesh.input_speedup, "wait_tail_credit",
+                               p.mesh.wait_tail_credit);
+        json_t *doc = json_pack("{s:s, s:o, s:s, s:i, s:I, s:I, s:o, s:o}", "arch", cfg.name,
+                                "mesh", mj, "traffic", noc_traffic_name(traffic),
+                                "packet_flits", (int)p.packet_flits, "warmup_cycles",
+                                (json_int_t)warmup, "measure_cycles", (json_int_t)cycles,
+                                "saturation_rate",
+                                sat_rate >= 0 ? json_real(sat_rate) : json_null(), "rows", rows);
+        return cli_print_json(doc, err);
+    }
+    if (sat_rate >= 0)
+        printf("# saturated at an offered %.4f flits/node/cycle\n", sat_rate);
+    else if (step > 0)
+        printf("# not saturated up to %.4f flits/node/cycle\n", r1);
+    return NP_OK;
+}
