@@ -1,0 +1,107 @@
+/* checkpoint.c — activation checkpointing (recomputation) after nn_backward.
+ *
+ * A forward node is kept when it is a leaf, lies outside the model's layers (layer -1), or
+ * the policy keeps it: every-k keeps the tensors that enter layer 0, k, 2k, ... (read by a
+ * node of another layer whose index is a multiple of k, or by the head); selective keeps
+ * every layer's input and the outputs of matmul and conv2d. Backward nodes that read a forward
+ * node that is not kept read a recomputed copy instead: the copy (region recompute) is built
+ * from kept tensors through copies of the nodes between, once per forward node, and gets the
+ * scheduling key of its first backward reader so that the scheduler computes it just in time.
+ * The forward node then dies at the end of the forward pass. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+#include "nn_impl.h"
+
+typedef struct nn_ckpt {
+    nn_graph *g;
+    const bool *kept;
+    nn_tensor **copy; /* by forward id */
+    int n_copies;
+} nn_ckpt;
+
+static nn_tensor *nn_recompute(nn_ckpt *c, nn_tensor *t, double key)
+{
+    if (c->kept[t->id])
+        return t;
+    if (c->copy[t->id])
+        return c->copy[t->id];
+    nn_tensor *srcs[NN_MAX_SRC];
+    for (int s = 0; s < t->n_src; s++)
+        if (!(srcs[s] = nn_recompute(c, t->src[s], key)))
+            return NULL;
+    nn_graph_set_scope(c->g, "%s", t->scope);
+    nn_tensor *r = nn_node(c->g, t->op, t->n_src, srcs, t->ip, t->fp);
+    if (!r)
+        return NULL;
+    nn_tensor_set_name(r, "%.80s.recompute", t->name);
+    r->layer = t->layer;
+    r->sched_key = key;
+    c->copy[t->id] = r;
+    c->n_copies++;
+    return r;
+}
+
+np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_recomputed,
+                             np_err *err)
+{
+    *n_recomputed = 0;
+    if (k < 1)
+        return np_err_set(err, NP_ERR_RANGE, "checkpoint: k must be at least 1, got %d", k);
+    int n = nn_graph_n_nodes(g), max_id = nn_graph_max_id(g);
+    bool *kept = nn_calloc((size_t)max_id + 1, sizeof *kept);
+    nn_tensor **copy = nn_calloc((size_t)max_id + 1, sizeof *copy);
+    nn_tensor **order = NULL;
+    np_status st = NP_OK;
+    if (!kept || !copy) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory in checkpointing");
+        goto done;
+    }
+    int every = policy == NN_CKPT_SELECTIVE ? 1 : k;
+    for (int i = 0; i < n; i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        if (t->op == NN_OP_LEAF || t->region != NN_REGION_FORWARD || t->layer < 0)
+            kept[t->id] = true;
+        if (policy == NN_CKPT_SELECTIVE && (t->op == NN_OP_MATMUL || t->op == NN_OP_CONV2D))
+            kept[t->id] = true;
+        if (t->region != NN_REGION_FORWARD)
+            continue;
+        for (int s = 0; s < t->n_src; s++) {
+            nn_tensor *src = t->src[s];
+            if (src->layer != t->layer && (t->layer < 0 || t->layer % every == 0))
+                kept[src->id] = true;
+        }
+    }
+    int n_order;
+    if ((st = nn_schedule(g, &order, &n_order, err)) != NP_OK)
+        goto done;
+    nn_ckpt c = {g, kept, copy, 0};
+    char scope[NN_NAME_MAX];
+    strcpy(scope, nn_graph_scope(g));
+    nn_graph_set_region(g, NN_REGION_RECOMPUTE);
+    for (int i = 0; i < n_order && st == NP_OK; i++) {
+        nn_tensor *b = order[i];
+        if (b->region != NN_REGION_BACKWARD)
+            continue;
+        for (int s = 0; s < b->n_src; s++) {
+            nn_tensor *src = b->src[s];
+            if (src->region != NN_REGION_FORWARD || kept[src->id])
+                continue;
+            nn_tensor *r = nn_recompute(&c, src, b->sched_key - 0.5);
+            if (!r) {
+                st = nn_graph_status(g, err);
+                break;
+            }
+            b->src[s] = r;
+        }
+    }
+    nn_graph_set_region(g, NN_REGION_FORWARD);
+    nn_graph_set_scope(g, "%s", scope);
+    *n_recomputed = c.n_copies;
+done:
+    free(kept);
+    free(copy);
+    free(order);
+    return st;
+}

@@ -1,0 +1,104 @@
+/* model.h — model description files (the zoo in models/), the builders that turn one into a
+ * graph, and the per-layer summary behind `npusim summary`. The file format is documented in
+ * docs/models.md and at the top of model_file.c. */
+#ifndef NPUSIM_MODEL_H
+#define NPUSIM_MODEL_H
+
+#include "nn.h"
+
+#define NN_MODEL_MAX_KEYS 32
+#define NN_MODEL_MAX_VALUES 8
+
+typedef struct nn_model_entry {
+    char key[32];
+    int n;                             /* number of integer values (0 for a word) */
+    int64_t v[NN_MODEL_MAX_VALUES];
+    char word[NN_NAME_MAX];            /* the value as written */
+    int line, col;
+} nn_model_entry;
+
+typedef struct nn_model_desc {
+    char name[64];   /* file name without .model */
+    char path[512];
+    char family[32];
+    int n;
+    nn_model_entry e[NN_MODEL_MAX_KEYS];
+} nn_model_desc;
+
+/* Where model files come from: $NPUSIM_MODEL_DIR if set and not empty, else models/. */
+const char *nn_model_dir(void);
+
+/* The zoo's model names, sorted (free with nn_model_names_free). */
+np_status nn_model_names(char ***names, size_t *n, np_err *err);
+void nn_model_names_free(char **names, size_t n);
+
+/* Parses and validates a model file; errors carry file:line:col. */
+np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, np_err *err);
+/* A zoo name (models/NAME.model, with did-you-mean when unknown) or a path to a file. */
+np_status nn_model_load(const char *name_or_path, nn_model_desc *d, np_err *err);
+
+/* Values of keys (validated already, so these only fall back to def when absent). */
+int64_t nn_model_int(const nn_model_desc *d, const char *key, int64_t def);
+int nn_model_ints(const nn_model_desc *d, const char *key, int64_t *out, int max);
+const char *nn_model_word(const nn_model_desc *d, const char *key, const char *def);
+
+typedef struct nn_model_opts {
+    int64_t batch;        /* 0: the file's batch (default 1) */
+    int64_t seq;          /* sequence length for language models; 0: the file's context */
+    bool inference;       /* batch norm uses running statistics (buffers) */
+    nn_dtype compute;     /* NN_F32, or NN_BF16 for mixed precision (f32 master weights) */
+    uint64_t seed;
+} nn_model_opts;
+
+typedef struct nn_model {
+    nn_graph *g;
+    nn_tensor *input;  /* images [B,C,H,W] f32, features [B,F] f32, or tokens [B,S] i32 */
+    nn_tensor *labels; /* [B] or [B,S] i32 */
+    nn_tensor *logits;
+    nn_tensor *loss;   /* mean cross-entropy */
+    int64_t batch, seq;
+} nn_model;
+
+/* Builds the forward graph and loss of d (shapes only; no storage). m->g is owned by the
+ * caller (nn_graph_free). Layers are named by scope (e.g. "layer1.0.conv1", "h.3.attn"). */
+np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_model *m,
+                         np_err *err);
+
+/* Gives every parameter its initial values (normal with the fan-in scale the builder chose,
+ * norms' gamma 1 and biases 0) and every constant buffer (BN running var 1, mean 0). */
+np_status nn_model_init(nn_graph *g, uint64_t seed, np_err *err);
+
+typedef struct nn_summary_row {
+    char name[NN_NAME_MAX];
+    char op[32];
+    int ndim;
+    int64_t ne[NN_MAX_DIMS];
+    int64_t params;
+    int64_t flops;       /* forward */
+    int64_t train_flops; /* forward, backward and optimizer nodes of the layer */
+} nn_summary_row;
+
+typedef struct nn_summary {
+    char model[64];
+    int64_t batch, seq;
+    nn_summary_row *rows;
+    int n_rows;
+    int64_t total_params, trainable_params;
+    int64_t forward_flops, forward_macs, train_step_flops;
+    /* Memory of one training step (nn_memplan_build): persistent leaves by role, and the
+     * transient arena with buffer reuse against no reuse; live peak split by role. */
+    uint64_t param_bytes, optimizer_bytes, input_bytes;
+    uint64_t arena_bytes, no_reuse_bytes, peak_activation_bytes, peak_gradient_bytes;
+    uint64_t peak_bytes; /* arena + every persistent leaf */
+} nn_summary;
+
+/* Builds d's training step (forward, backward, AdamW; f32), tallies it per layer and plans
+ * its memory. */
+np_status nn_summary_build(const nn_model_desc *d, int64_t batch, int64_t seq, nn_summary *s,
+                           np_err *err);
+void nn_summary_free(nn_summary *s);
+
+/* Sum of the element counts of the trainable parameters of g. */
+int64_t nn_graph_param_count(const nn_graph *g);
+
+#endif

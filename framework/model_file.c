@@ -1,0 +1,422 @@
+/* model_file.c — model description files: the zoo's folder, parsing and validation.
+ *
+ * A model file holds one model's hyperparameters, one `key = value` per line:
+ *
+ *   # ResNet-50 (He et al. 2016) as in torchvision     <- '#' starts a comment
+ *   family = resnet
+ *   block  = bottleneck
+ *   layers = 3 4 6 3                                    <- integer lists: spaces between
+ *
+ * Which keys exist, which are required and what they hold depends on the family (the table
+ * below, also docs/models.md). Every mistake is an error with file:line:col: a line without
+ * '=', a key given twice, an unknown key or family (with "did you mean"), a value of the wrong
+ * type, count or range, a required key missing, or values that contradict each other.
+ */
+#include <ctype.h>
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "suggest.h"
+#include "nn_impl.h"
+
+#ifndef NPUSIM_MODEL_DIR
+#error "NPUSIM_MODEL_DIR (the source tree's models/ folder) must be defined by the build"
+#endif
+
+typedef enum { NN_KEY_INT, NN_KEY_INTS, NN_KEY_WORD, NN_KEY_TEXT } nn_key_kind;
+
+typedef struct nn_key_spec {
+    const char *family; /* NULL: every family */
+    const char *key;
+    nn_key_kind kind;
+    bool required;
+    int count;          /* NN_KEY_INTS: exact number of values, 0 for 1..NN_MODEL_MAX_VALUES */
+    const char *words;  /* NN_KEY_WORD: allowed values, '|'-separated */
+} nn_key_spec;
+
+static const char *const nn_families[] = {"mlp", "resnet", "mobilenet_v2", "densenet", "gpt", "llama"};
+
+static const nn_key_spec nn_keys[] = {
+    {NULL, "family", NN_KEY_WORD, true, 0, "mlp|resnet|mobilenet_v2|densenet|gpt|llama"},
+    {NULL, "description", NN_KEY_TEXT, false, 0, NULL},
+    {NULL, "batch", NN_KEY_INT, false, 0, NULL},
+    {"mlp", "inputs", NN_KEY_INT, true, 0, NULL},
+    {"mlp", "hidden", NN_KEY_INTS, true, 0, NULL},
+    {"mlp", "classes", NN_KEY_INT, true, 0, NULL},
+    {"mlp", "activation", NN_KEY_WORD, false, 0, "relu|gelu|tanh"},
+    {"resnet", "block", NN_KEY_WORD, true, 0, "basic|bottleneck"},
+    {"resnet", "layers", NN_KEY_INTS, true, 4, NULL},
+    {"resnet", "width", NN_KEY_INT, false, 0, NULL},
+    {"resnet", "classes", NN_KEY_INT, true, 0, NULL},
+    {"resnet", "image", NN_KEY_INT, true, 0, NULL},
+    {"resnet", "channels", NN_KEY_INT, false, 0, NULL},
+    {"mobilenet_v2", "classes", NN_KEY_INT, true, 0, NULL},
+    {"mobilenet_v2", "image", NN_KEY_INT, true, 0, NULL},
+    {"mobilenet_v2", "channels", NN_KEY_INT, false, 0, NULL},
+    {"densenet", "growth", NN_KEY_INT, true, 0, NULL},
+    {"densenet", "layers", NN_KEY_INTS, true, 0, NULL},
+    {"densenet", "init_features", NN_KEY_INT, true, 0, NULL},
+    {"densenet", "bn_size", NN_KEY_INT, false, 0, NULL},
+    {"densenet", "classes", NN_KEY_INT, true, 0, NULL},
+    {"densenet", "image", NN_KEY_INT, true, 0, NULL},
+    {"densenet", "channels", NN_KEY_INT, false, 0, NULL},
+    {"gpt", "layers", NN_KEY_INT, true, 0, NULL},
+    {"gpt", "d_model", NN_KEY_INT, true, 0, NULL},
+    {"gpt", "heads", NN_KEY_INT, true, 0, NULL},
+    {"gpt", "vocab", NN_KEY_INT, true, 0, NULL},
+    {"gpt", "context", NN_KEY_INT, true, 0, NULL},
+    {"gpt", "ffn", NN_KEY_INT, false, 0, NULL},
+    {"gpt", "tied", NN_KEY_WORD, false, 0, "yes|no"},
+    {"llama", "layers", NN_KEY_INT, true, 0, NULL},
+    {"llama", "d_model", NN_KEY_INT, true, 0, NULL},
+    {"llama", "heads", NN_KEY_INT, true, 0, NULL},
+    {"llama", "kv_heads", NN_KEY_INT, false, 0, NULL},
+    {"llama", "vocab", NN_KEY_INT, true, 0, NULL},
+    {"llama", "context", NN_KEY_INT, true, 0, NULL},
+    {"llama", "ffn", NN_KEY_INT, true, 0, NULL},
+    {"llama", "tied", NN_KEY_WORD, false, 0, "yes|no"},
+};
+#define NN_N_KEYS (sizeof nn_keys / sizeof nn_keys[0])
+
+const char *nn_model_dir(void)
+{
+    const char *env = getenv("NPUSIM_MODEL_DIR");
+    return env && env[0] ? env : NPUSIM_MODEL_DIR;
+}
+
+static const nn_key_spec *nn_key_find(const char *family, const char *key)
+{
+    for (size_t i = 0; i < NN_N_KEYS; i++)
+        if ((!nn_keys[i].family || strcmp(nn_keys[i].family, family) == 0) &&
+            strcmp(nn_keys[i].key, key) == 0)
+            return &nn_keys[i];
+    return NULL;
+}
+
+static const nn_model_entry *nn_entry(const nn_model_desc *d, const char *key)
+{
+    for (int i = 0; i < d->n; i++)
+        if (strcmp(d->e[i].key, key) == 0)
+            return &d->e[i];
+    return NULL;
+}
+
+int64_t nn_model_int(const nn_model_desc *d, const char *key, int64_t def)
+{
+    const nn_model_entry *e = nn_entry(d, key);
+    return e && e->n > 0 ? e->v[0] : def;
+}
+
+int nn_model_ints(const nn_model_desc *d, const char *key, int64_t *out, int max)
+{
+    const nn_model_entry *e = nn_entry(d, key);
+    int n = e ? (e->n < max ? e->n : max) : 0;
+    for (int i = 0; i < n; i++)
+        out[i] = e->v[i];
+    return n;
+}
+
+const char *nn_model_word(const nn_model_desc *d, const char *key, const char *def)
+{
+    const nn_model_entry *e = nn_entry(d, key);
+    return e ? e->word : def;
+}
+
+static bool nn_word_allowed(const char *words, const char *w)
+{
+    size_t n = strlen(w);
+    for (const char *p = words; *p;) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (len == n && strncmp(p, w, n) == 0)
+            return true;
+        p += len + (bar ? 1 : 0);
+    }
+    return false;
+}
+
+/* Validates entry e's value against its spec, filling e->v. */
+static np_status nn_entry_check(const nn_model_desc *d, nn_model_entry *e, const nn_key_spec *k,
+                                int vcol, np_err *err)
+{
+    if (k->kind == NN_KEY_TEXT)
+        return NP_OK;
+    if (k->kind == NN_KEY_WORD) {
+        if (!nn_word_allowed(k->words, e->word))
+            return np_err_at(err, NP_ERR_RANGE, d->path, e->line, vcol,
+                             "%s: '%s' is not one of %s", e->key, e->word, k->words);
+        return NP_OK;
+    }
+    const char *p = e->word;
+    e->n = 0;
+    while (*p) {
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (!*p)
+            break;
+        const char *tok = p;
+        while (*p && *p != ' ' && *p != '\t')
+            p++;
+        int col = vcol + (int)(tok - e->word);
+        char buf[64];
+        snprintf(buf, sizeof buf, "%.*s", (int)(p - tok), tok);
+        char *end;
+        errno = 0;
+        long long v = strtoll(buf, &end, 10);
+        if (*end || !isdigit((unsigned char)buf[buf[0] == '-' ? 1 : 0]) || errno)
+            return np_err_at(err, NP_ERR_TYPE, d->path, e->line, col, "%s: '%s' is not an integer",
+                             e->key, buf);
+        if (v < 1)
+            return np_err_at(err, NP_ERR_RANGE, d->path, e->line, col,
+                             "%s: %lld must be at least 1", e->key, v);
+        if (e->n == NN_MODEL_MAX_VALUES)
+            return np_err_at(err, NP_ERR_RANGE, d->path, e->line, col,
+                             "%s: at most %d values", e->key, NN_MODEL_MAX_VALUES);
+        e->v[e->n++] = v;
+    }
+    int want = k->kind == NN_KEY_INT ? 1 : k->count;
+    if (want && e->n != want)
+        return np_err_at(err, NP_ERR_RANGE, d->path, e->line, vcol, "%s: takes %d value%s, got %d",
+                         e->key, want, want == 1 ? "" : "s", e->n);
+    return NP_OK;
+}
+
+/* Checks between keys of one family (after each key is valid on its own). */
+static np_status nn_model_consistency(const nn_model_desc *d, np_err *err)
+{
+    if (strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0) {
+        const nn_model_entry *h = nn_entry(d, "heads"), *kv = nn_entry(d, "kv_heads");
+        int64_t dm = nn_model_int(d, "d_model", 1), heads = h->v[0];
+        if (dm % heads)
+            return np_err_at(err, NP_ERR_INCONSISTENT, d->path, h->line, h->col,
+                             "heads: d_model %lld is not a multiple of %lld heads", (long long)dm,
+                             (long long)heads);
+        if (kv && heads % kv->v[0])
+            return np_err_at(err, NP_ERR_INCONSISTENT, d->path, kv->line, kv->col,
+                             "kv_heads: %lld heads are not a multiple of %lld kv_heads",
+                             (long long)heads, (long long)kv->v[0]);
+    }
+    return NP_OK;
+}
+
+np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, np_err *err)
+{
+    memset(d, 0, sizeof *d);
+    snprintf(d->path, sizeof d->path, "%s", path);
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    size_t blen = strlen(base);
+    if (blen > 6 && strcmp(base + blen - 6, ".model") == 0)
+        blen -= 6;
+    snprintf(d->name, sizeof d->name, "%.*s", (int)blen, base);
+    int vcols[NN_MODEL_MAX_KEYS];
+    int line = 0;
+    for (const char *p = text; *p;) {
+        line++;
+        size_t len = strcspn(p, "\n");
+        char buf[512];
+        if (len >= sizeof buf)
+            return np_err_at(err, NP_ERR_SYNTAX, path, line, 1, "line longer than %zu characters",
+                             sizeof buf - 1);
+        memcpy(buf, p, len);
+        buf[len] = '\0';
+        p += len + (p[len] == '\n');
+        char *hash = strchr(buf, '#');
+        if (hash)
+            *hash = '\0';
+        size_t end = strlen(buf);
+        while (end && isspace((unsigned char)buf[end - 1]))
+            buf[--end] = '\0';
+        char *s = buf;
+        while (*s == ' ' || *s == '\t')
+            s++;
+        if (!*s)
+            continue;
+        int kcol = (int)(s - buf) + 1;
+        char *eq = strchr(s, '=');
+        if (!eq)
+            return np_err_at(err, NP_ERR_SYNTAX, path, line, kcol, "expected 'key = value'");
+        char *kend = eq;
+        while (kend > s && (kend[-1] == ' ' || kend[-1] == '\t'))
+            kend--;
+        if (kend == s)
+            return np_err_at(err, NP_ERR_SYNTAX, path, line, kcol, "missing key before '='");
+        for (char *c = s; c < kend; c++)
+            if (!islower((unsigned char)*c) && !isdigit((unsigned char)*c) && *c != '_')
+                return np_err_at(err, NP_ERR_SYNTAX, path, line, kcol + (int)(c - s),
+                                 "a key holds only a-z, 0-9 and '_'");
+        char *v = eq + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (!*v)
+            return np_err_at(err, NP_ERR_SYNTAX, path, line, (int)(eq - buf) + 2,
+                             "'%.*s' has no value", (int)(kend - s), s);
+        if (d->n == NN_MODEL_MAX_KEYS)
+            return np_err_at(err, NP_ERR_RANGE, path, line, kcol, "more than %d keys",
+                             NN_MODEL_MAX_KEYS);
+        nn_model_entry *e = &d->e[d->n];
+        snprintf(e->key, sizeof e->key, "%.*s", (int)(kend - s), s);
+        snprintf(e->word, sizeof e->word, "%s", v);
+        e->line = line;
+        e->col = kcol;
+        for (int i = 0; i < d->n; i++)
+            if (strcmp(d->e[i].key, e->key) == 0)
+                return np_err_at(err, NP_ERR_DUPLICATE, path, line, kcol,
+                                 "'%s' given twice (first on line %d)", e->key, d->e[i].line);
+        vcols[d->n++] = (int)(v - buf) + 1;
+    }
+    const nn_model_entry *fam = nn_entry(d, "family");
+    if (!fam)
+        return np_err_at(err, NP_ERR_MISSING, path, 0, 0, "missing key 'family' (one of %s)",
+                         nn_keys[0].words);
+    int fam_i = (int)(fam - d->e);
+    if (!nn_word_allowed(nn_keys[0].words, fam->word)) {
+        const char *guess = np_suggest(fam->word, nn_families,
+                                       sizeof nn_families / sizeof nn_families[0], 3);
+        if (guess)
+            return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, fam->line, vcols[fam_i],
+                             "unknown family '%s'; did you mean '%s'?", fam->word, guess);
+        return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, fam->line, vcols[fam_i],
+                         "unknown family '%s' (one of %s)", fam->word, nn_keys[0].words);
+    }
+    snprintf(d->family, sizeof d->family, "%.31s", fam->word);
+    for (int i = 0; i < d->n; i++) {
+        nn_model_entry *e = &d->e[i];
+        const nn_key_spec *k = nn_key_find(d->family, e->key);
+        if (!k) {
+            const char *cands[NN_N_KEYS];
+            size_t nc = 0;
+            for (size_t j = 0; j < NN_N_KEYS; j++)
+                if (!nn_keys[j].family || strcmp(nn_keys[j].family, d->family) == 0)
+                    cands[nc++] = nn_keys[j].key;
+            const char *guess = np_suggest(e->key, cands, nc, 2);
+            if (guess)
+                return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, e->line, e->col,
+                                 "unknown key '%s' for family %s; did you mean '%s'?", e->key,
+                                 d->family, guess);
+            return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, e->line, e->col,
+                             "unknown key '%s' for family %s", e->key, d->family);
+        }
+        if (nn_entry_check(d, e, k, vcols[i], err) != NP_OK)
+            return err->status;
+    }
+    for (size_t j = 0; j < NN_N_KEYS; j++)
+        if (nn_keys[j].required && nn_keys[j].family &&
+            strcmp(nn_keys[j].family, d->family) == 0 && !nn_entry(d, nn_keys[j].key))
+            return np_err_at(err, NP_ERR_MISSING, path, 0, 0,
+                             "missing key '%s' (required by family %s)", nn_keys[j].key, d->family);
+    return nn_model_consistency(d, err);
+}
+
+static int nn_cmp_names(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+void nn_model_names_free(char **names, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(names[i]);
+    free(names);
+}
+
+np_status nn_model_names(char ***names_out, size_t *n_out, np_err *err)
+{
+    const char *dir = nn_model_dir();
+    DIR *dp = opendir(dir);
+    *names_out = NULL;
+    *n_out = 0;
+    if (!dp)
+        return np_err_at(err, NP_ERR_IO, dir, 0, 0, "cannot read the model folder: %s",
+                         strerror(errno));
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    np_status st = NP_OK;
+    struct dirent *de;
+    while ((de = readdir(dp)) != NULL) {
+        size_t len = strlen(de->d_name);
+        if (de->d_name[0] == '.' || len <= 6 || strcmp(de->d_name + len - 6, ".model") != 0)
+            continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 32;
+            char **bigger = nn_realloc(names, cap * sizeof *bigger);
+            if (!bigger) {
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory listing models");
+                break;
+            }
+            names = bigger;
+        }
+        if (!(names[n] = strndup(de->d_name, len - 6))) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory listing models");
+            break;
+        }
+        n++;
+    }
+    closedir(dp);
+    if (st != NP_OK) {
+        nn_model_names_free(names, n);
+        return st;
+    }
+    if (n)
+        qsort(names, n, sizeof *names, nn_cmp_names);
+    *names_out = names;
+    *n_out = n;
+    return NP_OK;
+}
+
+np_status nn_model_load(const char *name, nn_model_desc *d, np_err *err)
+{
+    char path[512];
+    bool is_path = strchr(name, '/') || strstr(name, ".model");
+    if (is_path)
+        snprintf(path, sizeof path, "%s", name);
+    else
+        snprintf(path, sizeof path, "%s/%s.model", nn_model_dir(), name);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        if (!is_path) {
+            char **names;
+            size_t n;
+            if (nn_model_names(&names, &n, err) != NP_OK)
+                return err->status;
+            const char *guess = np_suggest(name, (const char *const *)names, n, 3);
+            if (guess)
+                np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown model '%s'; did you mean '%s'?", name,
+                           guess);
+            else
+                np_err_set(err, NP_ERR_UNKNOWN_KEY,
+                           "unknown model '%s' (run 'npusim models' for the list)", name);
+            nn_model_names_free(names, n);
+            return err->status;
+        }
+        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open: %s", strerror(errno));
+    }
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    int c;
+    np_status st = NP_OK;
+    while ((c = fgetc(f)) != EOF) {
+        if (len + 2 > cap) {
+            cap = cap ? 2 * cap : 4096;
+            char *bigger = nn_realloc(text, cap);
+            if (!bigger) {
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
+                break;
+            }
+            text = bigger;
+        }
+        text[len++] = (char)c;
+    }
+    fclose(f);
+    if (st == NP_OK) {
+        if (text)
+            text[len] = '\0';
+        st = nn_model_parse(path, text ? text : "", d, err);
+    }
+    free(text);
+    return st;
+}

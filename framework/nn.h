@@ -1,0 +1,278 @@
+/* nn.h — the graph framework: tensors, the graph IR, ops, autodiff, the reference executor.
+ *
+ * A graph owns its tensors. Every tensor is either a leaf (input, parameter, constant,
+ * optimizer state) or the output of one op over earlier tensors (ggml's "tensor = node"):
+ * op constructors only record the op, its sources and parameters and infer the output's
+ * shape and dtype; nothing is computed until nn_graph_compute (graph mode) unless the graph
+ * is eager (nn_graph_set_eager), where each op runs on the reference executor as it is made.
+ * Because a node can only name sources that already exist, construction cannot make a cycle;
+ * the editing API that passes use (nn_node_set_src, nn_replace_uses) can, and
+ * nn_graph_verify finds it.
+ *
+ * Errors are sticky: the first failed constructor fills the graph's error (naming the op,
+ * the shapes and what mismatched) and returns NULL; every later constructor given a NULL
+ * source returns NULL too, so a model can be built without checking each call and checked
+ * once with nn_graph_status().
+ *
+ * Storage is fp32 for every dtype (bf16/fp16 values are rounded after each op; int dtypes
+ * hold integers) and is allocated only when a tensor's values are needed, so the zoo's
+ * largest models can be summarized from shapes alone.
+ *
+ * The complete example, compiled and run by the build, is docs/examples/mlp_train.c
+ * (shown in docs/framework.md).
+ */
+#ifndef NPUSIM_NN_H
+#define NPUSIM_NN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+
+#define NN_MAX_DIMS 6
+#define NN_MAX_SRC 8
+#define NN_MAX_IPARAMS 8
+#define NN_MAX_FPARAMS 6
+#define NN_NAME_MAX 96
+
+/* Op flags (ops.def). */
+#define NN_OPF_ELEM 1u   /* elementwise: output element i depends on input elements i */
+#define NN_OPF_UPDATE 2u /* optimizer update: writes src[0] and its state in place */
+#define NN_OPF_VIEW 4u   /* the output shares its input's storage (no bytes of its own) */
+
+typedef enum nn_op {
+#define NN_OP(name, text, flags, no_grad) NN_OP_##name,
+#include "ops.def"
+#undef NN_OP
+    NN_OP_COUNT
+} nn_op;
+
+typedef enum nn_dtype { NN_F32, NN_BF16, NN_F16, NN_I8, NN_I32, NN_DTYPE_COUNT } nn_dtype;
+
+typedef enum nn_role {
+    NN_ROLE_INPUT,      /* data fed each step */
+    NN_ROLE_PARAM,      /* trained weights */
+    NN_ROLE_CONST,      /* fixed values: buffers (BN running stats), folded constants */
+    NN_ROLE_ACTIVATION, /* forward values */
+    NN_ROLE_GRADIENT,   /* values of the backward pass (gradients and their intermediates) */
+    NN_ROLE_OPTSTATE,   /* optimizer state (momentum, Adam moments) and update outputs */
+    NN_ROLE_COUNT
+} nn_role;
+
+/* Where a node was made: forward, backward (nn_backward), optimizer, recomputation. */
+typedef enum nn_region { NN_REGION_FORWARD, NN_REGION_BACKWARD, NN_REGION_OPTIM,
+                         NN_REGION_RECOMPUTE } nn_region;
+
+typedef struct nn_graph nn_graph;
+typedef struct nn_tensor nn_tensor;
+
+struct nn_tensor {
+    int id;               /* unique in its graph, never reused */
+    nn_op op;
+    nn_dtype dtype;
+    nn_role role;
+    nn_region region;
+    int device;           /* chip the tensor lives on (0 until a parallel strategy places it) */
+    int ndim;             /* 0 for a scalar */
+    int64_t ne[NN_MAX_DIMS];
+    int n_src;
+    nn_tensor *src[NN_MAX_SRC];
+    int64_t ip[NN_MAX_IPARAMS]; /* integer parameters of the op (see each constructor) */
+    double fp[NN_MAX_FPARAMS];  /* real parameters of the op */
+    char name[NN_NAME_MAX];
+    char scope[NN_NAME_MAX]; /* the graph's scope when the node was made (a model layer) */
+    int layer;            /* model layer index (nn_graph_set_layer), -1 outside layers */
+    float *data;          /* values (numel floats) or NULL; owned unless data_is_view */
+    bool data_is_view;
+    bool trainable;       /* parameters: receives a gradient in nn_backward */
+    bool requires_grad;   /* set by nn_backward: depends on a trainable parameter */
+    bool is_output;       /* a root for dead-code elimination */
+    nn_tensor *grad;      /* set by nn_backward */
+    double sched_key;     /* scheduling priority (smaller first); creation order by default */
+    int fusion_group;     /* set by nn_pass_fuse; -1 when not fused */
+};
+
+/* ---- dtypes, roles, ops ---- */
+const char *nn_dtype_name(nn_dtype t);
+size_t nn_dtype_size(nn_dtype t);
+const char *nn_role_name(nn_role r);
+const char *nn_op_name(nn_op op);
+unsigned nn_op_flags(nn_op op);
+/* Why op has no backward rule, or NULL when it has one. */
+const char *nn_op_no_grad_reason(nn_op op);
+bool nn_op_has_backward(nn_op op);
+
+/* ---- tensors ---- */
+int64_t nn_numel(const nn_tensor *t);
+uint64_t nn_nbytes(const nn_tensor *t);
+/* Writes "[2,3,4]" into buf; returns buf. */
+char *nn_shape_str(const nn_tensor *t, char *buf, size_t n);
+bool nn_same_shape(const nn_tensor *a, const nn_tensor *b);
+/* Allocates zeroed storage if t has none; false when out of memory. */
+bool nn_tensor_alloc(nn_tensor *t);
+/* Copies numel floats into t's storage (allocating it); false when out of memory. */
+bool nn_tensor_set(nn_tensor *t, const float *v);
+/* Fills with normal(0, std) values from seed (allocating). */
+bool nn_tensor_randn(nn_tensor *t, uint64_t seed, double std);
+bool nn_tensor_fill(nn_tensor *t, float v);
+void nn_tensor_set_name(nn_tensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* ---- graphs ---- */
+/* A new empty graph; seed drives dropout masks and parameter initialization. NULL on OOM. */
+nn_graph *nn_graph_new(uint64_t seed);
+void nn_graph_free(nn_graph *g);
+/* NP_OK, or the first construction error (copied into err). */
+np_status nn_graph_status(const nn_graph *g, np_err *err);
+/* Eager mode: each op is computed by the reference executor as it is created. */
+void nn_graph_set_eager(nn_graph *g, bool eager);
+bool nn_graph_is_eager(const nn_graph *g);
+/* Names given to new nodes are "<scope>.<op>" (scope "" for none). */
+void nn_graph_set_scope(nn_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+const char *nn_graph_scope(const nn_graph *g);
+void nn_graph_set_layer(nn_graph *g, int layer);
+void nn_graph_set_region(nn_graph *g, nn_region r);
+int nn_graph_n_nodes(const nn_graph *g);
+nn_tensor *nn_graph_node(const nn_graph *g, int i); /* in creation order */
+nn_tensor *nn_graph_find(const nn_graph *g, const char *name);
+void nn_graph_set_output(nn_graph *g, nn_tensor *t);
+uint64_t nn_graph_seed_next(nn_graph *g); /* a fresh seed from the graph's generator */
+
+/* ---- leaves ---- */
+nn_tensor *nn_leaf(nn_graph *g, const char *name, nn_role role, nn_dtype dt, int ndim,
+                   const int64_t *ne);
+nn_tensor *nn_input(nn_graph *g, const char *name, nn_dtype dt, int ndim, const int64_t *ne);
+/* A trainable parameter. */
+nn_tensor *nn_param(nn_graph *g, const char *name, nn_dtype dt, int ndim, const int64_t *ne);
+nn_tensor *nn_const(nn_graph *g, const char *name, nn_dtype dt, int ndim, const int64_t *ne);
+nn_tensor *nn_scalar(nn_graph *g, float v); /* a constant scalar with its value */
+
+/* ---- ops (see ops.def); each returns NULL and sets the graph's error on failure ---- */
+nn_tensor *nn_add(nn_graph *g, nn_tensor *a, nn_tensor *b);
+nn_tensor *nn_sub(nn_graph *g, nn_tensor *a, nn_tensor *b);
+nn_tensor *nn_mul(nn_graph *g, nn_tensor *a, nn_tensor *b);
+nn_tensor *nn_div(nn_graph *g, nn_tensor *a, nn_tensor *b);
+nn_tensor *nn_scale(nn_graph *g, nn_tensor *a, double s);
+nn_tensor *nn_relu(nn_graph *g, nn_tensor *a);
+nn_tensor *nn_relu6(nn_graph *g, nn_tensor *a);
+nn_tensor *nn_gelu(nn_graph *g, nn_tensor *a); /* tanh approximation */
+nn_tensor *nn_silu(nn_graph *g, nn_tensor *a);
+nn_tensor *nn_tanh(nn_graph *g, nn_tensor *a);
+nn_tensor *nn_exp(nn_graph *g, nn_tensor *a);
+nn_tensor *nn_log(nn_graph *g, nn_tensor *a);
+nn_tensor *nn_cast(nn_graph *g, nn_tensor *a, nn_dtype dt);
+/* Zeroes each element with probability p and scales the rest by 1/(1-p); the mask depends
+ * only on seed, so the backward pass and re-runs see the same mask. */
+nn_tensor *nn_dropout(nn_graph *g, nn_tensor *a, double p, uint64_t seed);
+/* Sets element [.., i, j] with j > i of the last two dims to fill (-inf for attention). */
+nn_tensor *nn_causal_mask(nn_graph *g, nn_tensor *a, double fill);
+nn_tensor *nn_broadcast_to(nn_graph *g, nn_tensor *a, int ndim, const int64_t *ne);
+/* Sums a over the dims that broadcasting would have added or stretched to reach ne. */
+nn_tensor *nn_sum_to(nn_graph *g, nn_tensor *a, int ndim, const int64_t *ne);
+/* Reductions over one axis (negative counts from the end). */
+nn_tensor *nn_reduce_sum(nn_graph *g, nn_tensor *a, int axis, bool keepdim);
+nn_tensor *nn_reduce_mean(nn_graph *g, nn_tensor *a, int axis, bool keepdim);
+nn_tensor *nn_reduce_max(nn_graph *g, nn_tensor *a, int axis, bool keepdim);
+/* a [..., M, K] x b [..., K, N] -> [..., M, N]; batch dims broadcast. */
+nn_tensor *nn_matmul(nn_graph *g, nn_tensor *a, nn_tensor *b);
+/* x [N, C, H, W] * w [O, C/groups, KH, KW] -> [N, O, OH, OW]; square stride/pad/dilation. */
+nn_tensor *nn_conv2d(nn_graph *g, nn_tensor *x, nn_tensor *w, int stride, int pad,
+                     int dilation, int groups);
+nn_tensor *nn_maxpool2d(nn_graph *g, nn_tensor *x, int k, int stride, int pad);
+/* Average pooling counting the padding (PyTorch's count_include_pad=True). */
+nn_tensor *nn_avgpool2d(nn_graph *g, nn_tensor *x, int k, int stride, int pad);
+/* Training-mode batch norm over N (and H, W) per channel; gamma, beta [C] or both NULL. */
+nn_tensor *nn_batchnorm(nn_graph *g, nn_tensor *x, nn_tensor *gamma, nn_tensor *beta,
+                        double eps);
+/* Inference batch norm with running statistics mean, var [C]. */
+nn_tensor *nn_batchnorm_infer(nn_graph *g, nn_tensor *x, nn_tensor *gamma, nn_tensor *beta,
+                              nn_tensor *mean, nn_tensor *var, double eps);
+/* Over the last dim; gamma/beta [D] may be NULL (both or beta only for rmsnorm). */
+nn_tensor *nn_layernorm(nn_graph *g, nn_tensor *x, nn_tensor *gamma, nn_tensor *beta,
+                        double eps);
+nn_tensor *nn_rmsnorm(nn_graph *g, nn_tensor *x, nn_tensor *gamma, double eps);
+/* Rotary position embedding of x [..., S, Dh] (position = index along S; base 10000 in
+ * Llama), rotating the pairs (i, i + Dh/2). */
+nn_tensor *nn_rope(nn_graph *g, nn_tensor *x, double base);
+nn_tensor *nn_softmax(nn_graph *g, nn_tensor *a);     /* over the last dim */
+nn_tensor *nn_log_softmax(nn_graph *g, nn_tensor *a); /* over the last dim */
+/* One dim may be -1 (inferred). */
+nn_tensor *nn_reshape(nn_graph *g, nn_tensor *a, int ndim, const int64_t *ne);
+nn_tensor *nn_permute(nn_graph *g, nn_tensor *a, const int *axes);
+nn_tensor *nn_transpose(nn_graph *g, nn_tensor *a); /* swaps the last two dims */
+nn_tensor *nn_concat(nn_graph *g, int n, nn_tensor *const *xs, int axis);
+nn_tensor *nn_slice(nn_graph *g, nn_tensor *a, int axis, int64_t start, int64_t end);
+nn_tensor *nn_pad(nn_graph *g, nn_tensor *a, int axis, int64_t before, int64_t after);
+/* table [V, D], idx (integer values) [...] -> [..., D]. */
+nn_tensor *nn_embedding(nn_graph *g, nn_tensor *table, nn_tensor *idx);
+/* Mean over rows of -log softmax(logits)[label]; logits [N, C], labels [N] -> scalar. */
+nn_tensor *nn_cross_entropy(nn_graph *g, nn_tensor *logits, nn_tensor *labels);
+
+/* ---- composites (built from the ops above) ---- */
+/* x [..., in] @ w [in, out] (+ b [out]). */
+nn_tensor *nn_linear(nn_graph *g, nn_tensor *x, nn_tensor *w, nn_tensor *b);
+/* Splits a into n equal parts along axis (out[i] receives part i). */
+bool nn_split(nn_graph *g, nn_tensor *a, int axis, int n, nn_tensor **out);
+nn_tensor *nn_global_avgpool(nn_graph *g, nn_tensor *x); /* [N, C, H, W] -> [N, C] */
+nn_tensor *nn_channel_shuffle(nn_graph *g, nn_tensor *x, int groups);
+/* q, k, v [B, H, S, Dh] -> [B, H, S, Dh]; softmax(q k^T / sqrt(Dh) (+ causal mask)) v. */
+nn_tensor *nn_attention(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v, bool causal);
+/* Sum over channel (dim 1) of [N, C, ...] -> [C]. */
+nn_tensor *nn_channel_sum(nn_graph *g, nn_tensor *x);
+
+/* ---- the generic constructor the ops above use (for passes and tests) ---- */
+/* A node of op over srcs with ip/fp (either may be NULL: zeros); infers shape and dtype. */
+nn_tensor *nn_node(nn_graph *g, nn_op op, int n_src, nn_tensor *const *srcs,
+                   const int64_t *ip, const double *fp);
+/* Re-runs shape/dtype inference of t against its current sources, into a scratch copy:
+ * fills err and returns its status when they no longer fit or differ from t's. */
+np_status nn_node_check(const nn_tensor *t, np_err *err);
+
+/* ---- graph editing (passes) ---- */
+/* Sets t's source i to s (no checks: nn_graph_verify finds what this breaks). */
+void nn_node_set_src(nn_tensor *t, int i, nn_tensor *s);
+/* Makes every node that reads old read repl instead (except repl itself), and moves old's
+ * output mark and the gradient links to old over to repl; returns the number of edges moved. */
+int nn_replace_uses(nn_graph *g, nn_tensor *old, nn_tensor *repl);
+/* Removes the nodes for which keep[id] is false (no live node may use them). */
+void nn_graph_remove(nn_graph *g, const bool *keep);
+/* Number of consumers of each node, indexed by id (caller frees). */
+int *nn_graph_use_counts(const nn_graph *g);
+int nn_graph_max_id(const nn_graph *g);
+
+/* Checks every node: sources exist in the graph, shapes and dtypes re-infer, no cycle.
+ * The error names the offending node(s). */
+np_status nn_graph_verify(const nn_graph *g, np_err *err);
+
+/* ---- scheduling and execution ---- */
+/* Ready-queue topological order (smallest sched_key first among ready nodes); an optimizer
+ * update runs after every other reader of the tensor it writes. *order is malloc'd (n nodes).
+ * A cycle is an NP_ERR_INCONSISTENT error naming its nodes. */
+np_status nn_schedule(const nn_graph *g, nn_tensor ***order, int *n, np_err *err);
+/* Runs the whole graph on the CPU reference executor (allocating storage as needed). Leaves
+ * must have values. */
+np_status nn_graph_compute(nn_graph *g, np_err *err);
+/* Computes one node from its sources' values (the reference implementation). */
+np_status nn_node_compute(nn_tensor *t, np_err *err);
+
+/* ---- autodiff ---- */
+/* Appends the backward graph of scalar loss: every trainable parameter that loss depends on
+ * gets t->grad (gradients of fan-out tensors are accumulated). The error names an op on the
+ * path that has no backward rule. */
+np_status nn_backward(nn_graph *g, nn_tensor *loss, np_err *err);
+
+/* ---- costs ---- */
+/* FLOPs of one node (a multiply-add counts 2), and bytes it reads and writes. */
+int64_t nn_node_flops(const nn_tensor *t);
+int64_t nn_node_macs(const nn_tensor *t); /* matmul/conv multiply-adds; 0 for other ops */
+uint64_t nn_node_bytes(const nn_tensor *t);
+
+/* Fault injection for tests: the n-th framework allocation from now on (0: the next) and
+ * every later one fail until the next call; n < 0 turns it off. */
+void nn_fault_inject_alloc(long n);
+
+/* bf16/fp16 rounding used by the executor (round to nearest even). */
+float nn_round_bf16(float x);
+float nn_round_f16(float x);
+
+#endif

@@ -1,0 +1,234 @@
+/* test_models.c — the model zoo against published parameter counts and FLOPs, the model
+ * file format's errors (file:line:col), and the `npusim models` / `npusim summary` commands. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "harness.h"
+#include "model.h"
+
+static int64_t params_of(const char *name)
+{
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    nn_model_opts o = {.batch = 1, .seq = 1};
+    if (nn_model_load(name, &d, &e) != NP_OK || nn_model_build(&d, &o, &m, &e) != NP_OK) {
+        fprintf(stderr, "%s: %s\n", name, e.msg);
+        return -1;
+    }
+    int64_t n = nn_graph_param_count(m.g);
+    nn_graph_free(m.g);
+    return n;
+}
+
+TEST(zoo_parameter_counts_equal_the_published_ones)
+{
+    /* torchvision's model cards; Hugging Face gpt2 (tied embeddings); Meta's Llama 2. */
+    CU_ASSERT_EQUAL(params_of("resnet18"), 11689512);
+    CU_ASSERT_EQUAL(params_of("resnet50"), 25557032);
+    CU_ASSERT_EQUAL(params_of("mobilenet_v2"), 3504872);
+    CU_ASSERT_EQUAL(params_of("densenet121"), 7978856);
+    CU_ASSERT_EQUAL(params_of("gpt2-small"), 124439808);
+    CU_ASSERT_EQUAL(params_of("gpt2-medium"), 354823168);
+    CU_ASSERT_EQUAL(params_of("gpt2-large"), 774030080);
+    CU_ASSERT_EQUAL(params_of("gpt2-xl"), 1557611200);
+    CU_ASSERT_EQUAL(params_of("llama2-7b"), 6738415616LL);
+    CU_ASSERT_EQUAL(params_of("llama2-13b"), 13015864320LL);
+    CU_ASSERT_EQUAL(params_of("llama2-70b"), 68976648192LL);
+    /* GPT-3 175B: the paper's "175B" within 0.5% */
+    CU_ASSERT(fabs((double)params_of("gpt3-175b") / 175e9 - 1.0) < 0.005);
+}
+
+TEST(resnet50_forward_is_about_4_1_gmacs_at_224)
+{
+    nn_model_desc d;
+    nn_summary s;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("resnet50", &d, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_summary_build(&d, 1, 0, &s, &e), NP_OK);
+    /* 4.09 GMACs (torchvision lists "4.09 GFLOPS" counting multiply-adds) */
+    CU_ASSERT(fabs((double)s.forward_macs / 4.09e9 - 1.0) < 0.01);
+    CU_ASSERT(s.forward_flops > 2 * s.forward_macs);
+    /* a training step is about 3x the forward pass (backward = 2x) */
+    double ratio = (double)s.train_step_flops / (double)s.forward_flops;
+    CU_ASSERT(ratio > 2.8 && ratio < 3.3);
+    nn_summary_free(&s);
+}
+
+TEST(gpt2_forward_flops_match_the_2_n_per_token_rule_plus_attention)
+{
+    /* Kaplan et al.: forward ~ 2 * N_nonembedding * tokens + 2 * L * S * d (attention)
+     * per token; our count adds norms, softmax and the tied head (2 * d * V per token). */
+    nn_model_desc d;
+    nn_summary s;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt2-small", &d, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_summary_build(&d, 1, 1024, &s, &e), NP_OK);
+    double L = 12, D = 768, S = 1024, V = 50257;
+    double n_layer = 12 * L * D * D;            /* weights of the blocks (biases aside) */
+    double macs = S * (n_layer + D * V) + L * 2 * S * S * D;
+    CU_ASSERT(fabs((double)s.forward_macs / macs - 1.0) < 0.001);
+    nn_summary_free(&s);
+}
+
+static void expect_model_error(const char *file, np_status st, const char *text)
+{
+    char path[512], buf[1024];
+    snprintf(path, sizeof path, "%s", harness_src_path(file));
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(nn_model_load(path, &d, &e), st);
+    np_err_format(&e, buf, sizeof buf);
+    if (!strstr(buf, text))
+        fprintf(stderr, "%s: got '%s', want '%s'\n", file, buf, text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, text));
+}
+
+TEST(malformed_model_files_get_file_line_col_errors)
+{
+    expect_model_error("tests/data/models/no_equals.model", NP_ERR_SYNTAX,
+                       "no_equals.model:3:1: expected 'key = value'");
+    expect_model_error("tests/data/models/unknown_key.model", NP_ERR_UNKNOWN_KEY,
+                       "unknown_key.model:4:1: unknown key 'layer' for family resnet; did you mean 'layers'?");
+    expect_model_error("tests/data/models/not_an_integer.model", NP_ERR_TYPE,
+                       "not_an_integer.model:3:14: layers: 'x2' is not an integer");
+    expect_model_error("tests/data/models/wrong_count.model", NP_ERR_RANGE,
+                       "wrong_count.model:3:10: layers: takes 4 values, got 3");
+    expect_model_error("tests/data/models/missing_key.model", NP_ERR_MISSING,
+                       "missing_key.model: missing key 'heads' (required by family gpt)");
+    expect_model_error("tests/data/models/duplicate_key.model", NP_ERR_DUPLICATE,
+                       "duplicate_key.model:7:1: 'layers' given twice (first on line 2)");
+    expect_model_error("tests/data/models/inconsistent.model", NP_ERR_INCONSISTENT,
+                       "inconsistent.model:4:1: heads: d_model 30 is not a multiple of 4 heads");
+    expect_model_error("tests/data/models/unknown_family.model", NP_ERR_UNKNOWN_KEY,
+                       "unknown_family.model:2:10: unknown family 'resnt'; did you mean 'resnet'?");
+    expect_model_error("tests/data/models/bad_word.model", NP_ERR_RANGE,
+                       "bad_word.model:2:9: block: 'basik' is not one of basic|bottleneck");
+    expect_model_error("tests/data/models/no_family.model", NP_ERR_MISSING,
+                       "no_family.model: missing key 'family'");
+}
+
+TEST(every_zoo_model_parses_and_builds)
+{
+    char **names;
+    size_t n;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_names(&names, &n, &e), NP_OK);
+    CU_ASSERT(n >= 20);
+    for (size_t i = 0; i < n; i++)
+        CU_ASSERT(params_of(names[i]) > 0);
+    nn_model_names_free(names, n);
+}
+
+TEST(models_command_lists_the_zoo_and_unknown_names_get_a_suggestion)
+{
+    harness_run r = harness_npusim("models", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    bool found = false;
+    for (size_t i = 0; i < json_array_size(j); i++) {
+        json_t *m = json_array_get(j, i);
+        if (strcmp(json_string_value(json_object_get(m, "name")), "resnet18") == 0) {
+            found = true;
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(m, "params")), 11689512);
+        }
+    }
+    CU_ASSERT(found);
+    json_decref(j);
+    harness_run_free(&r);
+
+    r = harness_npusim("summary", "--model", "resnet5", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unknown model 'resnet5'; did you mean 'resnet50'?"));
+    harness_run_free(&r);
+}
+
+TEST(summary_json_has_the_documented_keys_and_consistent_totals)
+{
+    harness_run r = harness_npusim("summary", "--model", "resnet18", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "model")), "resnet18");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "total_params")), 11689512);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "trainable_params")), 11689512);
+    json_int_t fwd = json_integer_value(json_object_get(j, "forward_flops"));
+    CU_ASSERT(json_integer_value(json_object_get(j, "train_step_flops")) > 2 * fwd);
+    json_t *layers = json_object_get(j, "layers");
+    json_int_t p = 0, f = 0, tf = 0;
+    for (size_t i = 0; i < json_array_size(layers); i++) {
+        json_t *l = json_array_get(layers, i);
+        CU_ASSERT_PTR_NOT_NULL(json_string_value(json_object_get(l, "name")));
+        CU_ASSERT_PTR_NOT_NULL(json_string_value(json_object_get(l, "op")));
+        CU_ASSERT(json_is_array(json_object_get(l, "output_shape")));
+        p += json_integer_value(json_object_get(l, "params"));
+        f += json_integer_value(json_object_get(l, "flops"));
+        tf += json_integer_value(json_object_get(l, "train_flops"));
+        CU_ASSERT(json_integer_value(json_object_get(l, "train_flops")) >=
+                  json_integer_value(json_object_get(l, "flops")));
+    }
+    CU_ASSERT_EQUAL(tf, json_integer_value(json_object_get(j, "train_step_flops")));
+    CU_ASSERT_EQUAL(p, 11689512);
+    CU_ASSERT_EQUAL(f, fwd);
+    json_t *mem = json_object_get(j, "memory");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mem, "parameters_bytes")), 4 * 11689512);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mem, "optimizer_state_bytes")), 8 * 11689512);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mem, "inputs_bytes")), 4 * 3 * 224 * 224 + 4);
+    CU_ASSERT(json_integer_value(json_object_get(mem, "activation_arena_bytes")) <
+              json_integer_value(json_object_get(mem, "no_reuse_bytes")));
+    /* conv1: 64 x 3 x 7 x 7 weights, output [1,64,112,112] */
+    json_t *conv1 = json_array_get(layers, 0);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(conv1, "name")), "conv1");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(conv1, "op")), "conv2d");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(conv1, "params")), 64 * 3 * 7 * 7);
+    CU_ASSERT_EQUAL(json_integer_value(json_array_get(json_object_get(conv1, "output_shape"), 2)), 112);
+    json_decref(j);
+    harness_run_free(&r);
+}
+
+TEST(summary_text_shows_layers_and_totals_and_honours_batch_and_seq)
+{
+    harness_run r = harness_npusim("summary", "--model", "gpt2-small", "--batch", "2", "--seq",
+                                   "128", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "h.11.mlp.c_fc"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "[2,128,3072]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "total params:       124439808"));
+    harness_run_free(&r);
+
+    r = harness_npusim("summary", "--model", "gpt2-small", "--seq", "4096", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "sequence length 4096 exceeds the context of 1024"));
+    harness_run_free(&r);
+
+    r = harness_npusim("summary", "--model", harness_src_path("tests/data/models/unknown_key.model"), NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unknown_key.model:4:1: unknown key 'layer'"));
+    harness_run_free(&r);
+}
+
+TEST(model_loops_are_unrolled_with_fresh_node_identities_per_layer)
+{
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    nn_model_opts o = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &m, &e), NP_OK);
+    int n = nn_graph_n_nodes(m.g), per_layer[2] = {0, 0};
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *t = nn_graph_node(m.g, i);
+        CU_ASSERT(i == 0 || t->id > nn_graph_node(m.g, i - 1)->id); /* unique, increasing */
+        if (t->layer >= 0 && t->layer < 2)
+            per_layer[t->layer]++;
+    }
+    CU_ASSERT(per_layer[0] > 20);
+    CU_ASSERT_EQUAL(per_layer[0], per_layer[1]); /* the loop body, once per layer */
+    CU_ASSERT_PTR_NOT_NULL(nn_graph_find(m.g, "h.0.attn.c_attn.weight"));
+    CU_ASSERT_PTR_NOT_NULL(nn_graph_find(m.g, "h.1.attn.c_attn.weight"));
+    CU_ASSERT_NOT_EQUAL(nn_graph_find(m.g, "h.0.mlp.c_fc.weight"), nn_graph_find(m.g, "h.1.mlp.c_fc.weight"));
+    nn_graph_free(m.g);
+}
