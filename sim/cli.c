@@ -2,7 +2,9 @@
 #include "cli.h"
 #include "suggest.h"
 
+#include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 const cli_cmd cli_commands[] = {
@@ -57,6 +59,26 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
     else
         np_err_set(err, NP_ERR_USAGE, "unknown option '%s'", arg);
     return '?';
+}
+
+np_status cli_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_t hi,
+                        uint64_t *out, np_err *err)
+{
+    char *end = NULL;
+    unsigned long long v = 0;
+    bool digits = text[0] >= '0' && text[0] <= '9';
+    if (digits)
+        v = strtoull(text, &end, 10);
+    if (digits && *end == '\0' && v >= lo && v <= hi) {
+        *out = v;
+        return NP_OK;
+    }
+    if (lo == 0 && hi == UINT64_MAX)
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected a non-negative integer, got '%s'",
+                          opt, text);
+    return np_err_set(err, NP_ERR_USAGE,
+                      "%s: expected an integer in %" PRIu64 " .. %" PRIu64 ", got '%s'", opt,
+                      lo, hi, text);
 }
 
 np_status cli_print_json(json_t *j, np_err *err)

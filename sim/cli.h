@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "err.h"
 
@@ -48,6 +49,11 @@ void cli_print_usage(const cli_cmd *cmd);
 void cli_getopt_reset(void);
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
                np_err *err);
+
+/* Parses the value `text` of option `opt` (e.g. "--seed") as a decimal integer in lo..hi.
+ * NP_ERR_USAGE naming the option, the value and the allowed range otherwise (*out unchanged). */
+np_status cli_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_t hi,
+                        uint64_t *out, np_err *err);
 
 /* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to
  * stdout, then drops the reference. Returns NP_ERR_NOMEM (filling err) if j is NULL. */

@@ -70,11 +70,9 @@ static np_status col_parse_size(const char *opt, const char *text, uint64_t *out
 static np_status col_parse_u32(const char *opt, const char *text, uint32_t lo, uint32_t hi,
                                uint32_t *out, np_err *err)
 {
-    char *end = NULL;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (text[0] < '0' || text[0] > '9' || *end != '\0' || v < lo || v > hi)
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected an integer in %" PRIu32 " .. %"
-                          PRIu32 ", got '%s'", opt, lo, hi, text);
+    uint64_t v;
+    if (cli_parse_u64(opt, text, lo, hi, &v, err) != NP_OK)
+        return err->status;
     *out = (uint32_t)v;
     return NP_OK;
 }

@@ -45,22 +45,6 @@ const char cmd_noc_usage[] =
     "  --seed S           seed of the injection process (default: 1)\n"
     "  --json             print {\"rows\": [...], ...} (fields in docs/noc.md)\n";
 
-static np_status noc_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_t hi,
-                               uint64_t *out, np_err *err)
-{
-    char *end = NULL;
-    if (text[0] < '0' || text[0] > '9')
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected an integer, got '%s'", opt, text);
-    unsigned long long v = strtoull(text, &end, 10);
-    if (*end != '\0')
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected an integer, got '%s'", opt, text);
-    if (v < lo || v > hi)
-        return np_err_set(err, NP_ERR_USAGE, "%s: %llu is outside %" PRIu64 " .. %" PRIu64, opt,
-                          v, lo, hi);
-    *out = v;
-    return NP_OK;
-}
-
 static np_status noc_parse_double(const char *opt, const char *text, double *out, np_err *err)
 {
     char *end = NULL;
@@ -170,16 +154,16 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
             }
             break;
         case 'r': rate_arg = optarg; break;
-        case 'f': st = noc_parse_u64("--packet-flits", optarg, 1, 1024, &flits, err); break;
-        case 'v': st = noc_parse_u64("--vcs", optarg, 1, 64, &vcs, err); break;
-        case 'b': st = noc_parse_u64("--buf", optarg, 1, 4096, &buf, err); break;
-        case 'p': st = noc_parse_u64("--router-cycles", optarg, 1, 64, &pipe, err); break;
-        case 'l': st = noc_parse_u64("--link-cycles", optarg, 1, 64, &link, err); break;
-        case 'w': st = noc_parse_u64("--warmup", optarg, 0, 100000000, &warmup, err); break;
-        case 'c': st = noc_parse_u64("--cycles", optarg, 1, 100000000, &cycles, err); break;
-        case 'S': st = noc_parse_u64("--seed", optarg, 0, UINT64_MAX, &seed, err); break;
-        case 'C': st = noc_parse_u64("--credit-delay", optarg, 0, 64, &credit_delay, err); break;
-        case 'I': st = noc_parse_u64("--input-speedup", optarg, 1, 6, &speedup, err); break;
+        case 'f': st = cli_parse_u64("--packet-flits", optarg, 1, 1024, &flits, err); break;
+        case 'v': st = cli_parse_u64("--vcs", optarg, 1, 64, &vcs, err); break;
+        case 'b': st = cli_parse_u64("--buf", optarg, 1, 4096, &buf, err); break;
+        case 'p': st = cli_parse_u64("--router-cycles", optarg, 1, 64, &pipe, err); break;
+        case 'l': st = cli_parse_u64("--link-cycles", optarg, 1, 64, &link, err); break;
+        case 'w': st = cli_parse_u64("--warmup", optarg, 0, 100000000, &warmup, err); break;
+        case 'c': st = cli_parse_u64("--cycles", optarg, 1, 100000000, &cycles, err); break;
+        case 'S': st = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &seed, err); break;
+        case 'C': st = cli_parse_u64("--credit-delay", optarg, 0, 64, &credit_delay, err); break;
+        case 'I': st = cli_parse_u64("--input-speedup", optarg, 1, 6, &speedup, err); break;
         case 'T': wait_tail = true; break;
         case 'H': {
             char *s = optarg;

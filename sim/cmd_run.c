@@ -6,7 +6,6 @@
  * model's training step on that architecture. */
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 
 #include "arch.h"
 #include "cli.h"
@@ -24,21 +23,6 @@ const char cmd_run_usage[] =
     "  --events N      events dispatched by the event-kernel self-check (default: 1000000)\n"
     "  --seed S        seed of the self-check's workload (default: 1)\n"
     "  --json          print {\"arch\": {...}, \"selfcheck\": {...}} instead of text\n";
-
-/* Parses a non-negative decimal integer option value. */
-static np_status run_parse_u64(const char *opt, const char *text, uint64_t *out, np_err *err)
-{
-    char *end = NULL;
-    if (text[0] < '0' || text[0] > '9')
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected a non-negative integer, got '%s'",
-                          opt, text);
-    unsigned long long v = strtoull(text, &end, 10);
-    if (*end != '\0')
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected a non-negative integer, got '%s'",
-                          opt, text);
-    *out = v;
-    return NP_OK;
-}
 
 static json_t *run_selfcheck_json(const evq_selfcheck_result *r)
 {
@@ -75,11 +59,11 @@ np_status cmd_run(int argc, char **argv, np_err *err)
             sets[n_sets++] = optarg;
             break;
         case 'e':
-            if (run_parse_u64("--events", optarg, &n_events, err) != NP_OK)
+            if (cli_parse_u64("--events", optarg, 0, UINT64_MAX, &n_events, err) != NP_OK)
                 return err->status;
             break;
         case 'S':
-            if (run_parse_u64("--seed", optarg, &seed, err) != NP_OK)
+            if (cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &seed, err) != NP_OK)
                 return err->status;
             break;
         case 'j': json = true; break;
