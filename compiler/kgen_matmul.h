@@ -1,0 +1,83 @@
+/* kgen_matmul.h — the tiled, double-buffered matmul kernel generator.
+ *
+ * C[M][N] = A[M][K] x B[K][N], all row-major in HBM (.bss symbols A, B, C), on core 0 of the
+ * target chip. The output is cut into TM x TN tiles (edge tiles smaller), each computed over
+ * TK-deep K slices that alternate between two scratchpad buffer pairs (A0/B0, A1/B1), so the
+ * DMA engine fetches slice l + 1 while the array multiplies slice l:
+ *
+ *   per tile (i, j), per slice l (buffer b = l mod 2):
+ *     DMA:  sem.wait s(2+b) (buffer free) -> dma.copy A slice, B slice -> sem.signal s(b)
+ *     MXU:  sem.wait s(b) (buffer full) -> mxu.load B slice -> mxu.mm (set on l = 0, else
+ *           accum) -> sem.signal s(2+b)
+ *   then MXU: mxu.drain to scratchpad C -> sem.signal s4; DMA: sem.wait s4 -> store C tile.
+ *
+ * A convolution (kgen_conv_build) is the same kernel after an im2col prologue.
+ *
+ * The generator writes assembly (so the ISA table stays the one place instructions are
+ * encoded) and assembles it. Tile loops are unrolled, one block per (tile, slice): edge tiles
+ * need no special cases and the program is O(tiles x slices) instructions.
+ */
+#ifndef NPUSIM_KGEN_MATMUL_H
+#define NPUSIM_KGEN_MATMUL_H
+
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "isa.h"
+#include "isa_prog.h"
+
+typedef struct kgen_matmul {
+    uint64_t m, n, k;     /* the GEMM */
+    isa_dtype dtype;      /* of A and B, and of C except that int8 gives int32 C
+                             (kgen_matmul_out_dtype); the accumulators are 4 bytes */
+    uint64_t tm, tn, tk;  /* tile sizes; 0: chosen by kgen_matmul_tiles */
+    uint64_t cores;       /* cores 0 .. cores-1 share the output tiles round-robin (tile i, j
+                             in row-major tile order goes to core (i x tiles per row + j) mod
+                             cores), each with its own buffers; 0 means 1 */
+} kgen_matmul;
+
+/* The element type of C for inputs of type in: int32 for int8, else in. */
+isa_dtype kgen_matmul_out_dtype(isa_dtype in);
+
+/* Fills 0 tile sizes of *mm for cfg; given sizes are kept. The dimension the dataflow streams
+ * through time (os: K, ws: M, is: N) gets the largest tile the accumulator SRAM (TM x TN x 4
+ * bytes) and the double-buffered scratchpad (2 x (TM x TK + TK x TN) + TM x TN elements, C's
+ * in its own type) allow; the two spatial ones min(dim, 4 x the array side they map to), so
+ * folds stay whole and only the edge tiles are partial. NP_ERR_RANGE when a dimension is 0 or
+ * the tiles cannot fit (the message says which memory); *mm is unchanged on failure. */
+np_status kgen_matmul_tiles(const arch_config *cfg, kgen_matmul *mm, np_err *err);
+
+/* The program for *mm on cfg (tile sizes chosen as above when 0), as assembly text (*text,
+ * malloc'd) and, with prog non-NULL, assembled (*prog). NP_ERR_RANGE (shape, tiles, HBM too
+ * small, program too long, more cores than the chip has), NP_ERR_NOMEM; outputs are NULL on
+ * failure. */
+np_status kgen_matmul_build(const arch_config *cfg, const kgen_matmul *mm, char **text,
+                            isa_program **prog, np_err *err);
+
+/* A convolution with ordinary semantics: no padding (pad the input yourself), output
+ * E = (H - R) / stride + 1 by F = (W - S) / stride + 1. NHWC input X (H x W x C), filters B
+ * laid out [(r, s, c)][filter], output C = [(oh, ow)][filter]. */
+typedef struct kgen_conv {
+    uint64_t h, w, c;   /* input */
+    uint64_t r, s;      /* filter */
+    uint64_t filters;   /* output channels */
+    uint64_t stride;
+    isa_dtype dtype;
+    uint64_t cores;     /* as kgen_matmul.cores; core 0 runs the im2col, then all meet at a
+                           barrier */
+} kgen_conv;
+
+/* The GEMM of a convolution: M = E x F, N = filters, K = R x S x C. NP_ERR_RANGE for a zero
+ * dimension or a filter larger than the input. */
+np_status kgen_conv_gemm(const kgen_conv *cv, kgen_matmul *mm, np_err *err);
+
+/* A convolution as im2col + matmul (`.kernel im2col`, then `.kernel matmul`): one strided
+ * HBM-to-HBM dma.copy per filter row builds A (M x K, .bss symbol A) from X (symbol X), then
+ * the matmul above multiplies it by the filters (symbol B) into C. Errors as
+ * kgen_matmul_build, plus NP_ERR_RANGE when a copy's counts or strides exceed the ISA's
+ * fields. */
+np_status kgen_conv_build(const arch_config *cfg, const kgen_conv *cv, char **text,
+                          isa_program **prog, np_err *err);
+
+#endif

@@ -1,0 +1,815 @@
+/* core.c — the timing-mode core: front end, unit queues, semaphores, deadlock detection
+ * (state machines drawn in core.h; costs in core_cost.c; HBM sharing in hbm.c). */
+#include "core.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clock.h"
+#include "core_cost.h"
+#include "core_func.h"
+#include "evq.h"
+#include "hbm.h"
+
+typedef enum fe_state { FE_RUN, FE_WAIT_QUEUE, FE_FENCE, FE_BARRIER, FE_HALTED, FE_DONE } fe_state;
+typedef enum q_state { Q_IDLE, Q_BUSY, Q_WAIT_SEM } q_state;
+
+typedef struct q_entry {
+    isa_insn in;           /* resolved */
+    uint32_t pc;
+    uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
+    bool first;            /* the innermost loop was on its first iteration (mode=first) */
+} q_entry;
+
+typedef struct core_queue {
+    q_entry ring[CORE_QUEUE_DEPTH];
+    unsigned head, count;
+    q_state state;
+    uint64_t t_start_ps; /* of the current busy or stall interval */
+    unsigned parts;      /* BUSY: parts of the head instruction still running (compute time,
+                            scratchpad-port stream, HBM stream) */
+    uint64_t t_ideal_ps; /* BUSY: when it would end if it had the ports and HBM to itself */
+    uint64_t busy_ps, stall_ps, insns, bytes;
+} core_queue;
+
+typedef struct loop_frame {
+    uint32_t body;      /* pc of the first body instruction */
+    uint64_t remaining; /* iterations still to run after the current one */
+    uint64_t count;     /* iterations in all */
+    uint8_t reg[3];
+    int64_t step[3], saved[3];
+} loop_frame;
+
+typedef struct chip_sim chip_sim;
+
+typedef struct core_model {
+    chip_sim *chip;
+    uint32_t id;
+    uint32_t index; /* position in the program's cores */
+    const isa_core_text *text;
+    int64_t regs[ISA_N_REGS];
+    loop_frame loops[ISA_LOOP_DEPTH];
+    unsigned depth;
+    uint32_t pc;
+    fe_state fe;
+    isa_unit fe_wait_q;     /* FE_WAIT_QUEUE: the full queue */
+    uint32_t fe_wait_pc;    /* the instruction the front end stalls on */
+    uint64_t fe_stall_from; /* when the current front-end stall began */
+    uint64_t fe_busy_ps, fe_stall_ps, fe_insns;
+    uint64_t barrier_id;
+    core_queue q[ISA_N_QUEUES];
+    uint64_t sem[ISA_N_SEMS];
+    uint64_t mxu_k, mxu_n; /* the last mxu.load's tile; 0 before any */
+    hbm *ports;            /* the scratchpad's ports: a bandwidth pool the units share */
+    uint64_t t_done_ps;
+    uint64_t *k_first, *k_last; /* per kernel: first dispatch, last retire (ps) */
+    bool *k_seen;
+    int32_t *kernel_of;        /* per pc: kernel index or -1 */
+} core_model;
+
+struct chip_sim {
+    const arch_config *cfg;
+    const isa_program *prog;
+    evq *q;
+    hbm *mem;
+    core_func *func; /* functional mode: the memories; NULL in timing mode */
+    clk_domain clk;
+    core_model *cores;
+    uint32_t n_cores;
+    uint32_t barrier_arrived;
+    np_err err; /* first fault, from inside an event */
+    uint64_t hbm_rd, hbm_wr, spad_rd, spad_wr, acc_rd, acc_wr;
+};
+
+/* ---- helpers ---------------------------------------------------------------------------------- */
+
+static uint64_t now_ps(const core_model *c) { return evq_now(c->chip->q); }
+
+static uint64_t after_cycles(const core_model *c, uint64_t cycles)
+{
+    const clk_domain *d = &c->chip->clk;
+    return clk_cycles_to_ps(d, clk_ps_to_cycles(d, now_ps(c)) + cycles);
+}
+
+static void chip_fail(chip_sim *s)
+{
+    evq_stop(s->q);
+}
+
+static void insn_text(const chip_sim *s, const isa_insn *in, char *buf, size_t n)
+{
+    isa_format(in, s->prog->names, s->prog->names_len, buf, n);
+}
+
+static void fe_schedule(core_model *c, uint64_t t_ps);
+static void q_start(core_model *c, isa_unit u);
+
+/* ---- kernels ---------------------------------------------------------------------------------- */
+
+static void kernel_dispatch(core_model *c, uint32_t pc)
+{
+    int32_t k = c->kernel_of[pc];
+    if (k < 0)
+        return;
+    if (!c->k_seen[k]) {
+        c->k_seen[k] = true;
+        c->k_first[k] = now_ps(c);
+    }
+    if (c->k_last[k] < now_ps(c))
+        c->k_last[k] = now_ps(c);
+}
+
+static void kernel_retire(core_model *c, uint32_t pc)
+{
+    int32_t k = c->kernel_of[pc];
+    if (k >= 0 && c->k_last[k] < now_ps(c))
+        c->k_last[k] = now_ps(c);
+}
+
+/* ---- queues ----------------------------------------------------------------------------------- */
+
+static bool queues_empty(const core_model *c)
+{
+    for (unsigned u = 0; u < ISA_N_QUEUES; u++)
+        if (c->q[u].count)
+            return false;
+    return true;
+}
+
+static void core_check_done(core_model *c)
+{
+    if (c->fe == FE_HALTED && queues_empty(c)) {
+        c->fe = FE_DONE;
+        c->t_done_ps = now_ps(c);
+    }
+}
+
+/* The front end waited on something a retirement may have released. */
+static void fe_wake(core_model *c, isa_unit u)
+{
+    if ((c->fe == FE_WAIT_QUEUE && c->fe_wait_q == u) || (c->fe == FE_FENCE && queues_empty(c))) {
+        c->fe_stall_ps += now_ps(c) - c->fe_stall_from;
+        c->fe = FE_RUN;
+        fe_schedule(c, now_ps(c));
+    }
+}
+
+/* Head of queue u retires now. */
+static void q_retire(core_model *c, isa_unit u)
+{
+    core_queue *q = &c->q[u];
+    q_entry *e = &q->ring[q->head];
+    kernel_retire(c, e->pc);
+    q->insns++;
+    q->head = (q->head + 1) % CORE_QUEUE_DEPTH;
+    q->count--;
+    q->state = Q_IDLE;
+    core_check_done(c);
+    fe_wake(c, u);
+    q_start(c, u);
+}
+
+static void q_complete_ev(evq *eq, void *ctx, uint64_t u)
+{
+    (void)eq;
+    core_model *c = ctx;
+    core_queue *q = &c->q[u];
+    /* Time beyond what the instruction needs alone is contention for the shared scratchpad
+     * ports or HBM bandwidth: a stall. */
+    uint64_t end = now_ps(c), ideal = q->t_ideal_ps < end ? q->t_ideal_ps : end;
+    q->busy_ps += ideal - q->t_start_ps;
+    q->stall_ps += end - ideal;
+    q_retire(c, (isa_unit)u);
+}
+
+/* One part of the head instruction of queue u finished; the last one retires it at the next
+ * core clock edge. */
+static void q_part_done(void *ctx, uint64_t u)
+{
+    core_model *c = ctx;
+    if (--c->q[u].parts)
+        return;
+    uint64_t t = clk_edge_at_or_after(&c->chip->clk, now_ps(c));
+    if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, u, NULL, &c->chip->err) != NP_OK)
+        chip_fail(c->chip);
+}
+
+static void q_timer_ev(evq *eq, void *ctx, uint64_t u)
+{
+    (void)eq;
+    q_part_done(ctx, u);
+}
+
+static void sem_arrive_ev(evq *eq, void *ctx, uint64_t arg)
+{
+    (void)eq;
+    core_model *c = ctx;
+    c->sem[arg & 0xff] += arg >> 8;
+    for (unsigned u = 0; u < ISA_N_QUEUES; u++)
+        if (c->q[u].state == Q_WAIT_SEM) {
+            c->q[u].stall_ps += now_ps(c) - c->q[u].t_start_ps;
+            c->q[u].state = Q_IDLE;
+            q_start(c, (isa_unit)u);
+        }
+}
+
+static void count_traffic(core_model *c, core_queue *q, const core_range *r, unsigned n)
+{
+    chip_sim *s = c->chip;
+    for (unsigned i = 0; i < n; i++) {
+        q->bytes += r[i].bytes;
+        uint64_t *ctr = r[i].space == ISA_SPACE_HBM    ? (r[i].write ? &s->hbm_wr : &s->hbm_rd)
+                        : r[i].space == ISA_SPACE_ACC ? (r[i].write ? &s->acc_wr : &s->acc_rd)
+                                                      : (r[i].write ? &s->spad_wr : &s->spad_rd);
+        *ctr += r[i].bytes;
+    }
+}
+
+/* Starts the head of queue u if it is idle: the queue's IDLE -> BUSY / WAIT_SEM transition. */
+static void q_start(core_model *c, isa_unit u)
+{
+    chip_sim *s = c->chip;
+    core_queue *q = &c->q[u];
+    while (q->state == Q_IDLE && q->count) {
+        q_entry *e = &q->ring[q->head];
+        const isa_insn *in = &e->in;
+        if (in->op == ISA_OP_SEM_WAIT) {
+            uint64_t need = (uint64_t)in->SEM_WAIT.n.val;
+            uint8_t sem = (uint8_t)in->SEM_WAIT.sem.val;
+            if (c->sem[sem] < need) {
+                q->state = Q_WAIT_SEM;
+                q->t_start_ps = now_ps(c);
+                return;
+            }
+            c->sem[sem] -= need;
+            q_retire(c, u);
+            return; /* q_retire restarted the queue */
+        }
+        if (in->op == ISA_OP_SEM_SIGNAL) {
+            uint64_t arg = (uint64_t)in->SEM_SIGNAL.sem.val | ((uint64_t)in->SEM_SIGNAL.n.val << 8);
+            if (evq_schedule_at(s->q, after_cycles(c, 1), sem_arrive_ev, c, arg, NULL, &s->err) != NP_OK) {
+                chip_fail(s);
+                return;
+            }
+            q_retire(c, u);
+            return;
+        }
+        if (s->func && core_func_exec(s->func, c->index, in, e->first, &s->err) != NP_OK) {
+            chip_fail(s);
+            return;
+        }
+        core_range r[CORE_MAX_RANGES];
+        unsigned nr = core_ranges(in, e->mxu_k, e->mxu_n, r);
+        count_traffic(c, q, r, nr);
+        q->state = Q_BUSY;
+        q->t_start_ps = now_ps(c);
+        /* The parts run concurrently; the instruction retires when the last ends:
+         *   compute time   MXU/VPU cycles (core_cost.h), a timer
+         *   port stream    its scratchpad bytes through the core's shared port pool, capped
+         *                  at bytes / compute time (so alone it takes exactly the compute
+         *                  time unless the ports are the bound), for a DMA at the HBM peak
+         *   HBM stream     a DMA's bytes through the chip's shared HBM (hbm.h) */
+        uint64_t spad_bytes = 0;
+        bool any_hbm = false, both_hbm = nr == 2;
+        for (unsigned i = 0; i < nr; i++) {
+            if (r[i].space == ISA_SPACE_SPAD)
+                spad_bytes += r[i].bytes;
+            any_hbm = any_hbm || r[i].space == ISA_SPACE_HBM;
+            both_hbm = both_hbm && r[i].space == ISA_SPACE_HBM;
+        }
+        if (in->op == ISA_OP_MXU_LOAD)
+            spad_bytes = 0; /* its reads are part of each mxu.mm fold */
+        double ghz = s->cfg->core.clock_ghz;
+        double port_bw = (double)core_spad_bytes_per_cycle(s->cfg) * ghz / 1000.0; /* B/ps */
+        double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0;
+        uint64_t cyc = in->op == ISA_OP_DMA_COPY ? 0 : core_exec_cycles(s->cfg, in, e->mxu_k, e->mxu_n);
+        double cap = port_bw;
+        if (in->op == ISA_OP_DMA_COPY && any_hbm)
+            cap = hbm_bw < port_bw ? hbm_bw : port_bw;
+        else if (cyc)
+            cap = (double)spad_bytes / ((double)cyc * 1000.0 / ghz);
+        /* alone, each part would take (without bank conflicts): */
+        double alone = 0, hbm_cap = both_hbm ? 1e300 : port_bw;
+        if (spad_bytes)
+            alone = (double)spad_bytes / (cap < port_bw ? cap : port_bw);
+        /* Bank conflicts: the stream cannot go faster than the banks its rows touch. */
+        double bank_bw = (double)core_spad_banks_touched(s->cfg, r, nr) *
+                         (double)s->cfg->core.sram_port_bytes_per_cycle * ghz / 1000.0;
+        if (bank_bw < cap)
+            cap = bank_bw;
+        if (any_hbm) {
+            uint64_t hb = both_hbm ? 2 * r[0].bytes : r[0].bytes;
+            double t = s->cfg->chip.hbm_latency_ns * 1000.0 + (double)hb / (hbm_cap < hbm_bw ? hbm_cap : hbm_bw);
+            alone = t > alone ? t : alone;
+        }
+        uint64_t t_timer = cyc ? after_cycles(c, cyc) : now_ps(c);
+        uint64_t t_alone = now_ps(c) + (uint64_t)ceil(alone - 1e-6);
+        q->t_ideal_ps = clk_edge_at_or_after(&s->clk, t_alone > t_timer ? t_alone : t_timer);
+        q->parts = 1; /* held while the parts start, so none can retire the instruction early */
+        if (cyc) {
+            q->parts++;
+            if (evq_schedule_at(s->q, after_cycles(c, cyc), q_timer_ev, c, u, NULL, &s->err) != NP_OK)
+                goto fail;
+        }
+        if (spad_bytes) {
+            q->parts++;
+            if (hbm_transfer(c->ports, spad_bytes, cap, q_part_done, c, u, &s->err) != NP_OK)
+                goto fail;
+        }
+        if (any_hbm) {
+            q->parts++;
+            if (hbm_transfer(s->mem, both_hbm ? 2 * r[0].bytes : r[0].bytes,
+                             hbm_cap, q_part_done, c, u, &s->err) != NP_OK)
+                goto fail;
+        }
+        q_part_done(c, u);
+        return;
+    fail:
+        chip_fail(s);
+        return;
+    }
+}
+
+/* ---- the front end ---------------------------------------------------------------------------- */
+
+static np_status fault(core_model *c, isa_unit u, uint32_t pc, const isa_insn *in, np_err *err,
+                       const char *fmt, const char *what, uint64_t a, uint64_t b, uint64_t lim)
+{
+    char text[256], msg[256];
+    insn_text(c->chip, in, text, sizeof text);
+    snprintf(msg, sizeof msg, fmt, what, (unsigned long long)a, (unsigned long long)b,
+             (unsigned long long)lim);
+    return np_err_set(err, NP_ERR_SIM_FAULT, "core %" PRIu32 " %s pc %" PRIu32 " `%s`: %s",
+                      c->id, isa_unit_names[u], pc, text, msg);
+}
+
+/* Resolves base registers and checks every footprint; the resolved copy goes to *out. */
+static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, isa_insn *out, np_err *err)
+{
+    *out = *src;
+    unsigned nf = isa_ops[src->op].n_fields;
+    for (unsigned i = 0; i < nf; i++) {
+        isa_opnd *o = &out->opnd[i];
+        isa_kind k = isa_ops[src->op].fields[i].kind;
+        if (k != ISA_KIND_SPAD && k != ISA_KIND_ACC && k != ISA_KIND_SPADOPT && k != ISA_KIND_MEM)
+            continue;
+        if (o->space == ISA_SPACE_NONE)
+            continue;
+        int64_t base = o->reg ? c->regs[o->reg] : 0;
+        int64_t addr = (int64_t)((uint64_t)base + (uint64_t)o->val);
+        if (addr < 0)
+            return fault(c, u, c->pc, src, err, "%s address is negative (0x%llx)",
+                         isa_ops[src->op].fields[i].name, (uint64_t)addr, 0, 0);
+        o->val = addr;
+        o->reg = 0;
+    }
+    core_range r[CORE_MAX_RANGES];
+    unsigned nr = core_ranges(out, c->mxu_k, c->mxu_n, r);
+    for (unsigned i = 0; i < nr; i++) {
+        uint64_t lim = core_space_bytes(c->chip->cfg, r[i].space);
+        if (r[i].addr > lim || r[i].extent > lim - r[i].addr)
+            return fault(c, u, c->pc, src, err,
+                         "%s range 0x%llx + %llu bytes is outside its space (%llu bytes)",
+                         r[i].what, r[i].addr, r[i].extent, lim);
+    }
+    return NP_OK;
+}
+
+static void fe_step_ev(evq *eq, void *ctx, uint64_t arg);
+
+static void fe_schedule(core_model *c, uint64_t t_ps)
+{
+    if (evq_schedule_at(c->chip->q, t_ps, fe_step_ev, c, 0, NULL, &c->chip->err) != NP_OK)
+        chip_fail(c->chip);
+}
+
+static void fe_halt(core_model *c)
+{
+    c->fe = FE_HALTED;
+    core_check_done(c);
+}
+
+static void barrier_arrive(core_model *c)
+{
+    chip_sim *s = c->chip;
+    c->fe = FE_BARRIER;
+    c->fe_stall_from = now_ps(c);
+    if (++s->barrier_arrived < s->n_cores)
+        return;
+    bool same = true;
+    for (uint32_t i = 0; i < s->n_cores; i++)
+        same = same && s->cores[i].barrier_id == c->barrier_id && s->cores[i].fe == FE_BARRIER;
+    if (!same)
+        return; /* mismatched ids: nobody goes on (reported as a deadlock) */
+    s->barrier_arrived = 0;
+    for (uint32_t i = 0; i < s->n_cores; i++) {
+        core_model *o = &s->cores[i];
+        o->fe_stall_ps += now_ps(o) - o->fe_stall_from;
+        o->fe = FE_RUN;
+        o->pc++;
+        fe_schedule(o, after_cycles(o, 1));
+    }
+}
+
+/* Executes front-end instructions from pc until one takes a cycle, stalls or halts. */
+static void fe_step_ev(evq *eq, void *ctx, uint64_t arg)
+{
+    (void)eq, (void)arg;
+    core_model *c = ctx;
+    chip_sim *s = c->chip;
+    while (c->fe == FE_RUN) {
+        if (c->pc >= c->text->n_insns) {
+            fe_halt(c);
+            return;
+        }
+        const isa_insn *in = &c->text->insns[c->pc];
+        isa_unit u = isa_insn_queue(in);
+        if (u == ISA_UNIT_CTRL) {
+            kernel_dispatch(c, c->pc);
+            c->fe_insns++;
+            switch (in->op) {
+            case ISA_OP_HALT:
+                fe_halt(c);
+                return;
+            case ISA_OP_TRACE_BEGIN:
+            case ISA_OP_TRACE_END:
+                c->pc++;
+                continue; /* free */
+            case ISA_OP_FENCE:
+                c->fe_wait_pc = c->pc++;
+                if (!queues_empty(c)) {
+                    c->fe = FE_FENCE;
+                    c->fe_stall_from = now_ps(c);
+                    return;
+                }
+                continue;
+            case ISA_OP_BARRIER:
+                c->fe_wait_pc = c->pc;
+                if (!queues_empty(c)) { /* fence first; re-run this barrier afterwards */
+                    c->fe = FE_FENCE;
+                    c->fe_stall_from = now_ps(c);
+                    c->fe_insns--;
+                    return;
+                }
+                c->barrier_id = (uint64_t)in->BARRIER.id.val;
+                barrier_arrive(c);
+                return;
+            case ISA_OP_LI:
+                if (in->LI.rd.reg)
+                    c->regs[in->LI.rd.reg] = in->LI.imm.val;
+                c->pc++;
+                break;
+            case ISA_OP_ADDI:
+                if (in->ADDI.rd.reg)
+                    c->regs[in->ADDI.rd.reg] =
+                        (int64_t)((uint64_t)c->regs[in->ADDI.rs.reg] + (uint64_t)in->ADDI.imm.val);
+                c->pc++;
+                break;
+            case ISA_OP_LOOP: {
+                loop_frame *f = &c->loops[c->depth++]; /* the loader bounds the depth */
+                const isa_opnd *st[3] = {&in->LOOP.step0, &in->LOOP.step1, &in->LOOP.step2};
+                f->body = c->pc + 1;
+                f->count = (uint64_t)in->LOOP.count.val;
+                f->remaining = f->count - 1;
+                for (int i = 0; i < 3; i++) {
+                    f->reg[i] = st[i]->reg;
+                    f->step[i] = st[i]->val;
+                    f->saved[i] = c->regs[st[i]->reg];
+                }
+                c->pc++;
+                break;
+            }
+            case ISA_OP_ENDLOOP: {
+                loop_frame *f = &c->loops[c->depth - 1];
+                for (int i = 0; i < 3; i++)
+                    if (f->reg[i])
+                        c->regs[f->reg[i]] = (int64_t)((uint64_t)c->regs[f->reg[i]] + (uint64_t)f->step[i]);
+                if (f->remaining) {
+                    f->remaining--;
+                    c->pc = f->body;
+                } else {
+                    for (int i = 2; i >= 0; i--)
+                        if (f->reg[i])
+                            c->regs[f->reg[i]] = f->saved[i];
+                    c->depth--;
+                    c->pc++;
+                }
+                break;
+            }
+            default: /* NOP */
+                c->pc++;
+                break;
+            }
+            c->fe_busy_ps += after_cycles(c, 1) - now_ps(c);
+            fe_schedule(c, after_cycles(c, 1));
+            return;
+        }
+        if (u == ISA_UNIT_COMM) {
+            char text[256];
+            insn_text(s, in, text, sizeof text);
+            np_err_set(&s->err, NP_ERR_SIM_FAULT,
+                       "core %" PRIu32 " comm pc %" PRIu32 " `%s`: the communication engine is "
+                       "not connected to the interconnect yet (timing mode runs single-core "
+                       "kernels without comm.*)", c->id, c->pc, text);
+            chip_fail(s);
+            return;
+        }
+        core_queue *q = &c->q[u];
+        if (q->count == CORE_QUEUE_DEPTH) {
+            c->fe_wait_pc = c->pc;
+            c->fe = FE_WAIT_QUEUE;
+            c->fe_wait_q = u;
+            c->fe_stall_from = now_ps(c);
+            return;
+        }
+        if (in->op == ISA_OP_MXU_MM && c->mxu_k == 0) {
+            char text[256];
+            insn_text(s, in, text, sizeof text);
+            np_err_set(&s->err, NP_ERR_SIM_FAULT,
+                       "core %" PRIu32 " mxu pc %" PRIu32 " `%s`: mxu.mm before any mxu.load",
+                       c->id, c->pc, text);
+            chip_fail(s);
+            return;
+        }
+        q_entry *e = &q->ring[(q->head + q->count) % CORE_QUEUE_DEPTH];
+        if (resolve(c, u, in, &e->in, &s->err) != NP_OK) {
+            chip_fail(s);
+            return;
+        }
+        if (in->op == ISA_OP_MXU_LOAD) { /* later dispatches see this tile's k x n */
+            c->mxu_k = (uint64_t)in->MXU_LOAD.k.val;
+            c->mxu_n = (uint64_t)in->MXU_LOAD.n.val;
+        }
+        e->pc = c->pc;
+        e->first = c->depth == 0 ||
+                   c->loops[c->depth - 1].remaining + 1 == c->loops[c->depth - 1].count;
+        e->mxu_k = c->mxu_k;
+        e->mxu_n = c->mxu_n;
+        q->count++;
+        kernel_dispatch(c, c->pc);
+        c->fe_insns++;
+        c->pc++;
+        q_start(c, u);
+        c->fe_busy_ps += after_cycles(c, 1) - now_ps(c);
+        fe_schedule(c, after_cycles(c, 1));
+        return;
+    }
+}
+
+/* ---- deadlock report -------------------------------------------------------------------------- */
+
+/* Appends one line per waiting unit of core c to buf. */
+static void deadlock_lines(const core_model *c, char *buf, size_t n)
+{
+    const chip_sim *s = c->chip;
+    char text[200], line[400];
+    for (unsigned u = 0; u < ISA_N_QUEUES; u++) {
+        const core_queue *q = &c->q[u];
+        if (!q->count)
+            continue;
+        const q_entry *e = &q->ring[q->head];
+        insn_text(s, &e->in, text, sizeof text);
+        if (q->state == Q_WAIT_SEM) {
+            unsigned sem = (unsigned)e->in.SEM_WAIT.sem.val;
+            snprintf(line, sizeof line,
+                     "\n  core %u %s: pc %u `%s` waits on semaphore s%u (value %llu, needs %llu)",
+                     c->id, isa_unit_names[u], e->pc, text, sem, (unsigned long long)c->sem[sem],
+                     (unsigned long long)e->in.SEM_WAIT.n.val);
+        } else {
+            snprintf(line, sizeof line, "\n  core %u %s: pc %u `%s` is queued (%u entries)",
+                     c->id, isa_unit_names[u], e->pc, text, q->count);
+        }
+        strncat(buf, line, n - strlen(buf) - 1);
+    }
+    if (c->fe == FE_WAIT_QUEUE || c->fe == FE_FENCE || c->fe == FE_BARRIER) {
+        insn_text(s, &c->text->insns[c->fe_wait_pc], text, sizeof text);
+        const char *why = c->fe == FE_WAIT_QUEUE ? "waits for room in the full queue"
+                          : c->fe == FE_FENCE    ? "waits for every queue to drain (fence)"
+                                                 : "waits at a barrier for the other cores";
+        snprintf(line, sizeof line, "\n  core %u ctrl: pc %u `%s` %s%s%s", c->id,
+                 c->fe_wait_pc, text, why,
+                 c->fe == FE_WAIT_QUEUE ? " " : "",
+                 c->fe == FE_WAIT_QUEUE ? isa_unit_names[c->fe_wait_q] : "");
+        strncat(buf, line, n - strlen(buf) - 1);
+    }
+}
+
+/* ---- setup, run, report ----------------------------------------------------------------------- */
+
+static void chip_free(chip_sim *s)
+{
+    if (s->cores)
+        for (uint32_t i = 0; i < s->n_cores; i++) {
+            free(s->cores[i].k_first);
+            free(s->cores[i].k_last);
+            free(s->cores[i].k_seen);
+            free(s->cores[i].kernel_of);
+            hbm_free(s->cores[i].ports);
+        }
+    free(s->cores);
+    core_func_free(s->func);
+    hbm_free(s->mem);
+    evq_free(s->q);
+}
+
+static np_status chip_init(chip_sim *s, const arch_config *cfg, const isa_program *p, np_err *err)
+{
+    memset(s, 0, sizeof *s);
+    s->cfg = cfg;
+    s->prog = p;
+    if (clk_init_ghz(&s->clk, cfg->core.clock_ghz, err) != NP_OK)
+        return err->status;
+    if (evq_create(&s->q, err) != NP_OK)
+        return err->status;
+    /* GB/s = 10^9 bytes/s = 10^-3 bytes/ps */
+    if (hbm_create(s->q, cfg->chip.hbm_gb_per_s / 1000.0,
+                   (uint64_t)(cfg->chip.hbm_latency_ns * 1000.0 + 0.5), &s->mem, err) != NP_OK)
+        return err->status;
+    s->n_cores = p->n_cores;
+    s->cores = calloc(p->n_cores ? p->n_cores : 1, sizeof *s->cores);
+    if (!s->cores)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory creating the cores");
+    for (uint32_t i = 0; i < p->n_cores; i++) {
+        core_model *c = &s->cores[i];
+        const isa_core_text *t = &p->cores[i];
+        c->chip = s;
+        c->id = t->core;
+        c->index = i;
+        if (hbm_create(s->q, (double)core_spad_bytes_per_cycle(cfg) * cfg->core.clock_ghz / 1000.0,
+                       0, &c->ports, err) != NP_OK)
+            return err->status;
+        c->text = t;
+        uint32_t nk = t->n_kernels ? t->n_kernels : 1;
+        c->k_first = calloc(nk, sizeof *c->k_first);
+        c->k_last = calloc(nk, sizeof *c->k_last);
+        c->k_seen = calloc(nk, sizeof *c->k_seen);
+        c->kernel_of = malloc((t->n_insns ? t->n_insns : 1) * sizeof *c->kernel_of);
+        if (!c->k_first || !c->k_last || !c->k_seen || !c->kernel_of)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory creating core %u", c->id);
+        for (uint32_t pc = 0; pc < t->n_insns; pc++)
+            c->kernel_of[pc] = -1;
+        for (uint32_t k = 0; k < t->n_kernels; k++)
+            for (uint32_t pc = t->kernels[k].start; pc < t->kernels[k].start + t->kernels[k].count; pc++)
+                c->kernel_of[pc] = (int32_t)k;
+        if (evq_schedule_at(s->q, 0, fe_step_ev, c, 0, NULL, err) != NP_OK)
+            return err->status;
+    }
+    return NP_OK;
+}
+
+static np_status report_build(chip_sim *s, stats *reg, core_report **out, np_err *err)
+{
+    core_report *r = calloc(1, sizeof *r);
+    if (!r)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building the report");
+    uint64_t end_ps = 0, nk = 0;
+    for (uint32_t i = 0; i < s->n_cores; i++) {
+        if (s->cores[i].t_done_ps > end_ps)
+            end_ps = s->cores[i].t_done_ps;
+        nk += s->cores[i].text->n_kernels;
+    }
+    r->total_ps = end_ps;
+    r->total_cycles = clk_ps_to_cycles(&s->clk, end_ps);
+    r->n_units = s->n_cores * (ISA_N_QUEUES + 1);
+    r->units = calloc(r->n_units ? r->n_units : 1, sizeof *r->units);
+    r->kernels = calloc(nk ? nk : 1, sizeof *r->kernels);
+    if (!r->units || !r->kernels) {
+        core_report_free(r);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building the report");
+    }
+    uint32_t ui = 0;
+    for (uint32_t i = 0; i < s->n_cores; i++) {
+        core_model *c = &s->cores[i];
+        for (unsigned u = 0; u <= ISA_N_QUEUES; u++) {
+            core_unit_report *ur = &r->units[ui++];
+            bool fe = u == ISA_N_QUEUES;
+            snprintf(ur->name, sizeof ur->name, "core%u.%s", c->id,
+                     fe ? "ctrl" : isa_unit_names[u]);
+            ur->busy_cycles = clk_ps_to_cycles(&s->clk, fe ? c->fe_busy_ps : c->q[u].busy_ps);
+            ur->stall_cycles = clk_ps_to_cycles(&s->clk, fe ? c->fe_stall_ps : c->q[u].stall_ps);
+            uint64_t used = ur->busy_cycles + ur->stall_cycles;
+            ur->idle_cycles = r->total_cycles > used ? r->total_cycles - used : 0;
+            ur->insns = fe ? c->fe_insns : c->q[u].insns;
+            ur->bytes = fe ? 0 : c->q[u].bytes;
+        }
+        for (uint32_t k = 0; k < c->text->n_kernels; k++) {
+            core_kernel_report *kr = &r->kernels[r->n_kernels];
+            kr->name = strdup(c->text->kernels[k].name);
+            if (!kr->name) {
+                core_report_free(r);
+                return np_err_set(err, NP_ERR_NOMEM, "out of memory building the report");
+            }
+            r->n_kernels++;
+            kr->core = c->id;
+            kr->cycles = c->k_seen[k] ? clk_ps_to_cycles(&s->clk, c->k_last[k]) -
+                                            clk_ps_to_cycles(&s->clk, c->k_first[k])
+                                      : 0;
+        }
+    }
+    r->hbm_read_bytes = s->hbm_rd, r->hbm_write_bytes = s->hbm_wr;
+    r->sram_read_bytes = s->spad_rd, r->sram_write_bytes = s->spad_wr;
+    r->acc_read_bytes = s->acc_rd, r->acc_write_bytes = s->acc_wr;
+    if (reg) {
+        static const struct { const char *name, *unit, *desc; size_t off; } f[] = {
+            {"busy_cycles", "cycles", "cycles executing an instruction", offsetof(core_unit_report, busy_cycles)},
+            {"stall_cycles", "cycles", "cycles blocked on a semaphore, full queue, fence or barrier", offsetof(core_unit_report, stall_cycles)},
+            {"idle_cycles", "cycles", "cycles with nothing to do", offsetof(core_unit_report, idle_cycles)},
+            {"insns", "instructions", "instructions retired", offsetof(core_unit_report, insns)},
+            {"bytes", "bytes", "bytes read and written", offsetof(core_unit_report, bytes)},
+        };
+        for (uint32_t i = 0; i < r->n_units; i++)
+            for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
+                stats_counter *ctr = stats_new_counter(reg, r->units[i].name, f[j].name,
+                                                       f[j].unit, f[j].desc, err);
+                if (!ctr) {
+                    core_report_free(r);
+                    return err->status;
+                }
+                stats_add(ctr, *(const uint64_t *)((const char *)&r->units[i] + f[j].off));
+            }
+    }
+    *out = r;
+    return NP_OK;
+}
+
+/* Checks an HBM range given by the caller of core_sim_run_opts. */
+static np_status io_check(const arch_config *cfg, const core_hbm_io *io, const char *what,
+                          np_err *err)
+{
+    if (io->addr > cfg->chip.hbm_bytes || io->n > cfg->chip.hbm_bytes - io->addr)
+        return np_err_set(err, NP_ERR_RANGE, "%s: HBM range 0x%llx + %llu bytes is outside the "
+                          "HBM (%llu bytes)", what, (unsigned long long)io->addr,
+                          (unsigned long long)io->n, (unsigned long long)cfg->chip.hbm_bytes);
+    return NP_OK;
+}
+
+np_status core_sim_run_opts(const arch_config *cfg, const isa_program *p,
+                            const core_sim_opts *opts, stats *reg, core_report **out,
+                            np_err *err)
+{
+    *out = NULL;
+    chip_sim s;
+    np_status st = chip_init(&s, cfg, p, err);
+    if (st == NP_OK && opts && opts->functional) {
+        st = core_func_create(cfg, p, &s.func, err);
+        for (size_t i = 0; st == NP_OK && i < opts->n_inputs; i++) {
+            st = io_check(cfg, &opts->inputs[i], "input", err);
+            if (st == NP_OK)
+                st = core_func_hbm_write(s.func, opts->inputs[i].addr, opts->inputs[i].buf,
+                                         opts->inputs[i].n, err);
+        }
+        for (size_t i = 0; st == NP_OK && i < opts->n_outputs; i++)
+            st = io_check(cfg, &opts->outputs[i], "output", err);
+    }
+    if (st == NP_OK)
+        st = evq_run(s.q, err);
+    if (st == NP_OK && s.err.status != NP_OK) {
+        *err = s.err;
+        st = s.err.status;
+    }
+    if (st == NP_OK && hbm_error(s.mem, err) != NP_OK)
+        st = err->status;
+    if (st == NP_OK) {
+        char buf[NP_ERR_MSG_MAX] = "";
+        bool stuck = false;
+        for (uint32_t i = 0; i < s.n_cores; i++)
+            if (s.cores[i].fe != FE_DONE) {
+                stuck = true;
+                deadlock_lines(&s.cores[i], buf, sizeof buf);
+            }
+        if (stuck)
+            st = np_err_set(err, NP_ERR_DEADLOCK,
+                            "the program can never finish (at cycle %llu nothing is left to "
+                            "happen):%s",
+                            (unsigned long long)clk_ps_to_cycles(&s.clk, evq_now(s.q)), buf);
+    }
+    for (size_t i = 0; st == NP_OK && s.func && i < opts->n_outputs; i++)
+        st = core_func_hbm_read(s.func, opts->outputs[i].addr, opts->outputs[i].buf,
+                                opts->outputs[i].n, err);
+    if (st == NP_OK)
+        st = report_build(&s, reg, out, err);
+    chip_free(&s);
+    return st;
+}
+
+np_status core_sim_run(const arch_config *cfg, const isa_program *p, stats *reg,
+                       core_report **out, np_err *err)
+{
+    return core_sim_run_opts(cfg, p, NULL, reg, out, err);
+}
+
+void core_report_free(core_report *r)
+{
+    if (!r)
+        return;
+    for (uint32_t i = 0; i < r->n_kernels; i++)
+        free(r->kernels[i].name);
+    free(r->kernels);
+    free(r->units);
+    free(r);
+}

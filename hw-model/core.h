@@ -1,0 +1,123 @@
+/* core.h — one chip's NPU cores executing an ISA program, in timing mode and (with
+ * core_sim_opts.functional, core_func.h) functional mode.
+ *
+ * Each core is a decoupled access/execute machine (docs/isa.md): a scalar front end fetches
+ * in program order, one instruction per core cycle, runs registers and loops itself, resolves
+ * register + offset addresses and dispatches everything else to one of four in-order queues
+ * (DMA, MXU, VPU, COMM), each CORE_QUEUE_DEPTH entries deep. A queue executes its head
+ * instruction to completion, then the next; queues order against each other only through
+ * semaphores. An instruction's parts run together and it retires when the last ends: its
+ * compute time (core_cost.h), its scratchpad bytes through the core's port pool (shared by
+ * the units) and a DMA's bytes through the HBM (shared by every core); both pools are hbm.h
+ * servers, max-min fair. See docs/hw-model.md.
+ *
+ * Front end, per core:                        Queue, per unit:
+ *
+ *   RUN --(queue full)--> WAIT_QUEUE            IDLE --(head is ready)--> BUSY --> IDLE
+ *    |  <--(that queue retires)--               IDLE --(sem.wait, sem < n)--> WAIT_SEM
+ *    |--(fence/barrier)--> FENCE --> (BARRIER)  WAIT_SEM --(signal makes sem >= n)--> IDLE
+ *    |--(halt / end of text)--> HALTED --(every queue empty)--> DONE
+ *
+ * A run ends when the event queue is empty. If a core is then not DONE, nothing can ever
+ * happen again: NP_ERR_DEADLOCK, naming every waiting unit with its pc, its instruction and
+ * what it waits on (the semaphore and its value, a full queue, a fence, a barrier). A
+ * dispatch whose footprint leaves its address space (scratchpad, accumulator, HBM) is
+ * NP_ERR_SIM_FAULT naming core, unit, pc, instruction and the address range.
+ *
+ *   core_report *r;
+ *   if (core_sim_run(&cfg, prog, NULL, &r, &err) != NP_OK) return err.status;
+ *   printf("%llu cycles\n", (unsigned long long)r->total_cycles);
+ *   core_report_free(r);
+ */
+#ifndef NPUSIM_CORE_H
+#define NPUSIM_CORE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "arch.h"
+#include "err.h"
+#include "isa_prog.h"
+#include "stats.h"
+
+#define CORE_QUEUE_DEPTH 16 /* entries of each unit's instruction queue */
+
+/* One unit of one core ("core0.dma", ..., "core0.ctrl" for the front end). */
+typedef struct core_unit_report {
+    char name[32];
+    uint64_t busy_cycles;  /* executing an instruction as long as it would take alone
+                              (front end: issuing one) */
+    uint64_t stall_cycles; /* head instruction blocked on a semaphore, or running longer than
+                              alone because other units or cores took scratchpad-port or HBM
+                              bandwidth or its rows hit few banks (front end: a full queue, a
+                              fence or a barrier) */
+    uint64_t idle_cycles;  /* total_cycles - busy - stall */
+    uint64_t insns;        /* instructions retired */
+    uint64_t bytes;        /* bytes the unit moved (read + written) */
+} core_unit_report;
+
+/* One kernel symbol: from its first instruction's dispatch to its last one's retirement. */
+typedef struct core_kernel_report {
+    char *name;
+    uint32_t core;
+    uint64_t cycles;
+} core_kernel_report;
+
+typedef struct core_report {
+    uint64_t total_cycles;     /* core cycles until the last core finished */
+    uint64_t total_ps;
+    core_unit_report *units;   /* 5 per core: dma, mxu, vpu, comm, ctrl */
+    uint32_t n_units;
+    core_kernel_report *kernels;
+    uint32_t n_kernels;
+    uint64_t hbm_read_bytes, hbm_write_bytes;
+    uint64_t sram_read_bytes, sram_write_bytes; /* scratchpad */
+    uint64_t acc_read_bytes, acc_write_bytes;   /* accumulator SRAM */
+} core_report;
+
+/* Runs program p (already checked against cfg by the loader) on the chip of cfg in timing
+ * mode until every core has finished. With reg non-NULL, each unit's busy/stall/idle cycles,
+ * instructions and bytes are registered in it under "core<N>.<unit>". On success *out holds
+ * the report (free with core_report_free). Errors: NP_ERR_DEADLOCK, NP_ERR_SIM_FAULT (an
+ * address outside its space, mxu.mm without mxu.load, a comm instruction: the interconnect is
+ * not wired to the core yet), NP_ERR_RANGE (bad clock), NP_ERR_NOMEM; *out is NULL then. */
+np_status core_sim_run(const arch_config *cfg, const isa_program *p, stats *reg,
+                       core_report **out, np_err *err);
+
+/* A host buffer copied into HBM before a functional run or out of it after one. */
+typedef struct core_hbm_io {
+    uint64_t addr; /* HBM byte address */
+    void *buf;     /* n bytes (inputs: read; outputs: written) */
+    uint64_t n;
+} core_hbm_io;
+
+typedef struct core_sim_opts {
+    bool functional; /* move real bytes and compute values (core_func.h); else timing only */
+    const core_hbm_io *inputs;
+    size_t n_inputs;
+    core_hbm_io *outputs; /* filled after a successful functional run */
+    size_t n_outputs;
+} core_sim_opts;
+
+/* core_sim_run with options (NULL: timing mode). In functional mode the program's .data is
+ * loaded into HBM, then the inputs; after the run the outputs are read back. Timing is the
+ * same in both modes. Adds NP_ERR_RANGE for an input or output outside the HBM. */
+np_status core_sim_run_opts(const arch_config *cfg, const isa_program *p,
+                            const core_sim_opts *opts, stats *reg, core_report **out,
+                            np_err *err);
+
+void core_report_free(core_report *r);
+
+/* {"total_cycles", "total_ps", "units": [{"name", "busy_cycles", "stall_cycles",
+ *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "core", "cycles"}],
+ *  "traffic": {"hbm_read_bytes", ...}} — names documented in docs/hw-model.md. NULL when out
+ * of memory. */
+json_t *core_report_json(const core_report *r);
+
+/* The same as a human-readable table. */
+void core_report_print(const core_report *r, FILE *out);
+
+#endif

@@ -1,0 +1,465 @@
+/* core_func.c — functional-mode memories and instruction semantics (see core_func.h). */
+#include "core_func.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "isa_asm.h"
+
+#define PAGE_BITS 16
+#define PAGE_BYTES ((uint64_t)1 << PAGE_BITS)
+
+typedef struct core_fmem {
+    uint8_t *spad, *acc;
+    /* the stationary tile of the last mxu.load */
+    double *w;
+    uint64_t wk, wn;
+} core_fmem;
+
+struct core_func {
+    const arch_config *cfg;
+    uint8_t **pages; /* HBM pages, NULL until written */
+    uint64_t n_pages;
+    core_fmem *cores;
+    uint32_t n_cores;
+    double *tmp; /* scratch for one operation */
+    size_t tmp_n;
+};
+
+/* ---- numbers ---------------------------------------------------------------------------------- */
+
+static float fp16_to_f32(uint16_t h)
+{
+    uint32_t s = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, m = h & 0x3ff;
+    float f;
+    if (e == 0)
+        f = ldexpf((float)m, -24); /* zero or subnormal */
+    else if (e == 31)
+        f = m ? NAN : INFINITY;
+    else
+        f = ldexpf((float)(m | 0x400), (int)e - 25);
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    bits |= s;
+    memcpy(&f, &bits, 4);
+    return f;
+}
+
+double core_elem_get(const uint8_t *p, isa_dtype d)
+{
+    switch (d) {
+    case ISA_DTYPE_FP32: {
+        float f;
+        memcpy(&f, p, 4);
+        return f;
+    }
+    case ISA_DTYPE_BF16: {
+        uint32_t bits = (uint32_t)(p[0] | (p[1] << 8)) << 16;
+        float f;
+        memcpy(&f, &bits, 4);
+        return f;
+    }
+    case ISA_DTYPE_FP16: return fp16_to_f32((uint16_t)(p[0] | (p[1] << 8)));
+    case ISA_DTYPE_INT8: return (int8_t)p[0];
+    case ISA_DTYPE_INT32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        return v;
+    }
+    default: return 0;
+    }
+}
+
+static double sat_round(double v, double lo, double hi)
+{
+    if (isnan(v))
+        return 0;
+    v = nearbyint(v);
+    return v < lo ? lo : v > hi ? hi : v;
+}
+
+void core_elem_put(uint8_t *p, isa_dtype d, double v)
+{
+    switch (d) {
+    case ISA_DTYPE_FP32: {
+        float f = (float)v;
+        memcpy(p, &f, 4);
+        break;
+    }
+    case ISA_DTYPE_BF16:
+    case ISA_DTYPE_FP16: {
+        uint16_t h = d == ISA_DTYPE_BF16 ? isa_f32_to_bf16((float)v) : isa_f32_to_fp16((float)v);
+        p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+        break;
+    }
+    case ISA_DTYPE_INT8: p[0] = (uint8_t)(int8_t)sat_round(v, -128, 127); break;
+    case ISA_DTYPE_INT32: {
+        int32_t x = (int32_t)sat_round(v, -2147483648.0, 2147483647.0);
+        memcpy(p, &x, 4);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* ---- memories --------------------------------------------------------------------------------- */
+
+np_status core_func_create(const arch_config *cfg, const isa_program *p, core_func **out,
+                           np_err *err)
+{
+    *out = NULL;
+    core_func *f = calloc(1, sizeof *f);
+    if (!f)
+        goto nomem;
+    f->cfg = cfg;
+    f->n_pages = (cfg->chip.hbm_bytes + PAGE_BYTES - 1) >> PAGE_BITS;
+    f->pages = calloc(f->n_pages, sizeof *f->pages);
+    f->n_cores = p->n_cores;
+    f->cores = calloc(p->n_cores ? p->n_cores : 1, sizeof *f->cores);
+    if (!f->pages || !f->cores)
+        goto nomem;
+    for (uint32_t i = 0; i < p->n_cores; i++) {
+        f->cores[i].spad = calloc(1, cfg->core.sram_bytes);
+        f->cores[i].acc = calloc(1, cfg->core.acc_bytes);
+        if (!f->cores[i].spad || !f->cores[i].acc)
+            goto nomem;
+    }
+    for (uint32_t i = 0; i < p->n_data; i++) {
+        const isa_data *d = &p->data[i];
+        if (d->bytes && d->addr + d->size <= cfg->chip.hbm_bytes &&
+            core_func_hbm_write(f, d->addr, d->bytes, d->size, err) != NP_OK) {
+            core_func_free(f);
+            return err->status;
+        }
+    }
+    *out = f;
+    return NP_OK;
+nomem:
+    core_func_free(f);
+    return np_err_set(err, NP_ERR_NOMEM, "out of memory creating functional-mode memories");
+}
+
+void core_func_free(core_func *f)
+{
+    if (!f)
+        return;
+    if (f->pages)
+        for (uint64_t i = 0; i < f->n_pages; i++)
+            free(f->pages[i]);
+    free(f->pages);
+    if (f->cores)
+        for (uint32_t i = 0; i < f->n_cores; i++) {
+            free(f->cores[i].spad);
+            free(f->cores[i].acc);
+            free(f->cores[i].w);
+        }
+    free(f->cores);
+    free(f->tmp);
+    free(f);
+}
+
+np_status core_func_hbm_write(core_func *f, uint64_t addr, const void *buf, uint64_t n,
+                              np_err *err)
+{
+    const uint8_t *s = buf;
+    while (n) {
+        uint64_t pg = addr >> PAGE_BITS, off = addr & (PAGE_BYTES - 1);
+        uint64_t k = PAGE_BYTES - off < n ? PAGE_BYTES - off : n;
+        if (!f->pages[pg] && !(f->pages[pg] = calloc(1, PAGE_BYTES)))
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory for simulated HBM");
+        memcpy(f->pages[pg] + off, s, k);
+        s += k, addr += k, n -= k;
+    }
+    return NP_OK;
+}
+
+np_status core_func_hbm_read(core_func *f, uint64_t addr, void *buf, uint64_t n, np_err *err)
+{
+    (void)err;
+    uint8_t *d = buf;
+    while (n) {
+        uint64_t pg = addr >> PAGE_BITS, off = addr & (PAGE_BYTES - 1);
+        uint64_t k = PAGE_BYTES - off < n ? PAGE_BYTES - off : n;
+        if (f->pages[pg])
+            memcpy(d, f->pages[pg] + off, k);
+        else
+            memset(d, 0, k);
+        d += k, addr += k, n -= k;
+    }
+    return NP_OK;
+}
+
+/* Copies n bytes between any two spaces of core ci. */
+static np_status mem_read(core_func *f, uint32_t ci, isa_space s, uint64_t a, void *buf,
+                          uint64_t n, np_err *err)
+{
+    if (s == ISA_SPACE_HBM)
+        return core_func_hbm_read(f, a, buf, n, err);
+    memcpy(buf, (s == ISA_SPACE_ACC ? f->cores[ci].acc : f->cores[ci].spad) + a, n);
+    return NP_OK;
+}
+
+static np_status mem_write(core_func *f, uint32_t ci, isa_space s, uint64_t a, const void *buf,
+                           uint64_t n, np_err *err)
+{
+    if (s == ISA_SPACE_HBM)
+        return core_func_hbm_write(f, a, buf, n, err);
+    memcpy((s == ISA_SPACE_ACC ? f->cores[ci].acc : f->cores[ci].spad) + a, buf, n);
+    return NP_OK;
+}
+
+/* A scratchpad tile element pointer (ranges were checked at dispatch). */
+static uint8_t *spad_at(core_func *f, uint32_t ci, const isa_opnd *o, uint64_t row,
+                        uint64_t col, uint64_t row_bytes, int64_t stride, isa_dtype d)
+{
+    uint64_t s = stride ? (uint64_t)stride : row_bytes;
+    return f->cores[ci].spad + (uint64_t)o->val + row * s + col * isa_dtype_size[d];
+}
+
+static np_status tmp_reserve(core_func *f, size_t n, np_err *err)
+{
+    if (f->tmp_n >= n)
+        return NP_OK;
+    double *t = realloc(f->tmp, n * sizeof *t);
+    if (!t)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory in functional mode");
+    f->tmp = t, f->tmp_n = n;
+    return NP_OK;
+}
+
+/* ---- semantics -------------------------------------------------------------------------------- */
+
+static double act_apply(isa_act a, double x)
+{
+    switch (a) {
+    case ISA_ACT_RELU: return x > 0 ? x : 0;
+    case ISA_ACT_GELU: return 0.5 * x * (1 + tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case ISA_ACT_SILU: return x / (1 + exp(-x));
+    case ISA_ACT_TANH: return tanh(x);
+    case ISA_ACT_SIGMOID: return 1 / (1 + exp(-x));
+    default: return x;
+    }
+}
+
+static np_status exec_dma(core_func *f, uint32_t ci, const isa_args_DMA_COPY *a, np_err *err)
+{
+    uint64_t e = isa_dtype_size[a->dtype.val], row = (uint64_t)a->n0.val * e;
+    uint64_t n1 = (uint64_t)a->n1.val, n2 = (uint64_t)a->n2.val;
+    uint64_t ss1 = a->src_s1.val ? (uint64_t)a->src_s1.val : row, ds1 = a->dst_s1.val ? (uint64_t)a->dst_s1.val : row;
+    uint64_t ss2 = a->src_s2.val ? (uint64_t)a->src_s2.val : n1 * ss1, ds2 = a->dst_s2.val ? (uint64_t)a->dst_s2.val : n1 * ds1;
+    uint8_t buf[4096];
+    for (uint64_t i2 = 0; i2 < n2; i2++)
+        for (uint64_t i1 = 0; i1 < n1; i1++)
+            for (uint64_t off = 0; off < row; off += sizeof buf) {
+                uint64_t k = row - off < sizeof buf ? row - off : sizeof buf;
+                if (mem_read(f, ci, (isa_space)a->src.space, (uint64_t)a->src.val + i2 * ss2 + i1 * ss1 + off, buf, k, err) != NP_OK ||
+                    mem_write(f, ci, (isa_space)a->dst.space, (uint64_t)a->dst.val + i2 * ds2 + i1 * ds1 + off, buf, k, err) != NP_OK)
+                    return err->status;
+            }
+    return NP_OK;
+}
+
+static np_status exec_load(core_func *f, uint32_t ci, const isa_args_MXU_LOAD *a, np_err *err)
+{
+    core_fmem *c = &f->cores[ci];
+    isa_dtype d = (isa_dtype)a->dtype.val;
+    uint64_t k = (uint64_t)a->k.val, n = (uint64_t)a->n.val, e = isa_dtype_size[d];
+    double *w = realloc(c->w, k * n * sizeof *w);
+    if (!w)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory in functional mode");
+    c->w = w, c->wk = k, c->wn = n;
+    for (uint64_t kk = 0; kk < k; kk++)
+        for (uint64_t j = 0; j < n; j++)
+            w[kk * n + j] = a->trans.val
+                                ? core_elem_get(spad_at(f, ci, &a->w, j, kk, k * e, a->stride.val, d), d)
+                                : core_elem_get(spad_at(f, ci, &a->w, kk, j, n * e, a->stride.val, d), d);
+    return NP_OK;
+}
+
+static void exec_mm(core_func *f, uint32_t ci, const isa_args_MXU_MM *a, bool first)
+{
+    core_fmem *c = &f->cores[ci];
+    isa_dtype d = (isa_dtype)a->dtype.val;
+    uint64_t m = (uint64_t)a->m.val, k = c->wk, n = c->wn, e = isa_dtype_size[d];
+    bool set = a->mode.val == ISA_ACCM_SET || (a->mode.val == ISA_ACCM_FIRST && first);
+    uint8_t *acc = c->acc + (uint64_t)a->acc.val;
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t j = 0; j < n; j++) {
+            uint8_t *p = acc + (i * n + j) * 4;
+            if (d == ISA_DTYPE_INT8 || d == ISA_DTYPE_INT32) {
+                uint32_t s = 0;
+                if (!set)
+                    memcpy(&s, p, 4);
+                for (uint64_t kk = 0; kk < k; kk++)
+                    s += (uint32_t)((int64_t)core_elem_get(spad_at(f, ci, &a->a, i, kk, k * e, a->stride.val, d), d) *
+                                    (int64_t)c->w[kk * n + j]);
+                memcpy(p, &s, 4);
+            } else {
+                float s = 0;
+                if (!set)
+                    memcpy(&s, p, 4);
+                for (uint64_t kk = 0; kk < k; kk++)
+                    s += (float)core_elem_get(spad_at(f, ci, &a->a, i, kk, k * e, a->stride.val, d), d) *
+                         (float)c->w[kk * n + j];
+                memcpy(p, &s, 4);
+            }
+        }
+}
+
+static void exec_drain(core_func *f, uint32_t ci, const isa_args_MXU_DRAIN *a)
+{
+    core_fmem *c = &f->cores[ci];
+    isa_dtype d = (isa_dtype)a->dtype.val;
+    uint64_t m = (uint64_t)a->m.val, n = (uint64_t)a->n.val, e = isa_dtype_size[d];
+    bool ints = d == ISA_DTYPE_INT8 || d == ISA_DTYPE_INT32;
+    double scale = isa_opnd_f32(&a->scale);
+    for (uint64_t i = 0; i < m; i++)
+        for (uint64_t j = 0; j < n; j++) {
+            const uint8_t *p = c->acc + (uint64_t)a->acc.val + (i * n + j) * 4;
+            double v = core_elem_get(p, ints ? ISA_DTYPE_INT32 : ISA_DTYPE_FP32) * scale;
+            if (a->bias.space != ISA_SPACE_NONE)
+                v += core_elem_get(c->spad + (uint64_t)a->bias.val + j * 4, ISA_DTYPE_FP32);
+            core_elem_put(spad_at(f, ci, &a->dst, i, j, n * e, a->stride.val, d), d,
+                          act_apply((isa_act)a->act.val, v));
+        }
+}
+
+static double binop(isa_op op, double x, double y)
+{
+    switch (op) {
+    case ISA_OP_VPU_ADD: case ISA_OP_VPU_ADDS: return x + y;
+    case ISA_OP_VPU_SUB: case ISA_OP_VPU_SUBS: return x - y;
+    case ISA_OP_VPU_MUL: case ISA_OP_VPU_MULS: return x * y;
+    case ISA_OP_VPU_DIV: case ISA_OP_VPU_DIVS: return x / y;
+    case ISA_OP_VPU_MAX: case ISA_OP_VPU_MAXS: return x > y ? x : y;
+    default: return x < y ? x : y; /* MIN, MINS */
+    }
+}
+
+static double unop(isa_op op, double x)
+{
+    switch (op) {
+    case ISA_OP_VPU_EXP: return exp(x);
+    case ISA_OP_VPU_LOG: return log(x);
+    case ISA_OP_VPU_SQRT: return sqrt(x);
+    case ISA_OP_VPU_RSQRT: return 1 / sqrt(x);
+    case ISA_OP_VPU_RECIP: return 1 / x;
+    case ISA_OP_VPU_TANH: return tanh(x);
+    case ISA_OP_VPU_SIGMOID: return 1 / (1 + exp(-x));
+    case ISA_OP_VPU_GELU: return act_apply(ISA_ACT_GELU, x);
+    case ISA_OP_VPU_SILU: return x / (1 + exp(-x));
+    case ISA_OP_VPU_RELU: return x > 0 ? x : 0;
+    case ISA_OP_VPU_ABS: return fabs(x);
+    case ISA_OP_VPU_NEG: return -x;
+    default: return x; /* COPY */
+    }
+}
+
+static np_status exec_vpu(core_func *f, uint32_t ci, const isa_insn *in, np_err *err)
+{
+    isa_op op = in->op;
+    if (op == ISA_OP_VPU_FILL) {
+        const isa_args_VPU_FILL *a = &in->VPU_FILL;
+        isa_dtype d = (isa_dtype)a->dtype.val;
+        uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val, e = isa_dtype_size[d];
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++)
+                core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * e, a->dst_s.val, d), d, isa_opnd_f32(&a->value));
+        return NP_OK;
+    }
+    if (op == ISA_OP_VPU_CAST) {
+        const isa_args_VPU_CAST *a = &in->VPU_CAST;
+        isa_dtype d = (isa_dtype)a->dtype.val, sd = (isa_dtype)a->src_dtype.val;
+        uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val;
+        if (tmp_reserve(f, r * cn, err) != NP_OK)
+            return err->status;
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++)
+                f->tmp[i * cn + j] = core_elem_get(spad_at(f, ci, &a->src, i, j, cn * isa_dtype_size[sd], a->src_s.val, sd), sd);
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++)
+                core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * isa_dtype_size[d], a->dst_s.val, d), d, f->tmp[i * cn + j]);
+        return NP_OK;
+    }
+    /* Everything else reads its source(s) into tmp first, so dst may overlap them. */
+    int ri = isa_field_find(op, "rows"), cidx = isa_field_find(op, "cols"), di = isa_field_find(op, "dtype");
+    uint64_t r = (uint64_t)in->opnd[ri].val, cn = (uint64_t)in->opnd[cidx].val;
+    isa_dtype d = (isa_dtype)in->opnd[di].val;
+    uint64_t e = isa_dtype_size[d], rb = cn * e;
+    if (tmp_reserve(f, 2 * r * cn + r + cn, err) != NP_OK)
+        return err->status;
+    double *x = f->tmp, *y = f->tmp + r * cn;
+    if (op <= ISA_OP_VPU_MIN) {
+        const isa_args_VPU_ADD *a = &in->VPU_ADD;
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++) {
+                const isa_opnd *b = &a->b;
+                uint8_t *bp = a->bcast.val == ISA_BCAST_ROW      ? spad_at(f, ci, b, 0, j, rb, 0, d)
+                              : a->bcast.val == ISA_BCAST_COL    ? spad_at(f, ci, b, 0, i, r * e, 0, d)
+                              : a->bcast.val == ISA_BCAST_SCALAR ? spad_at(f, ci, b, 0, 0, e, 0, d)
+                                                                 : spad_at(f, ci, b, i, j, rb, a->b_s.val, d);
+                y[i * cn + j] = binop(op, core_elem_get(spad_at(f, ci, &a->a, i, j, rb, a->a_s.val, d), d),
+                                      core_elem_get(bp, d));
+            }
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++)
+                core_elem_put(spad_at(f, ci, &a->dst, i, j, rb, a->dst_s.val, d), d, y[i * cn + j]);
+    } else if (op <= ISA_OP_VPU_MINS) {
+        const isa_args_VPU_ADDS *a = &in->VPU_ADDS;
+        double imm = isa_opnd_f32(&a->imm);
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++)
+                y[i * cn + j] = binop(op, core_elem_get(spad_at(f, ci, &a->a, i, j, rb, a->a_s.val, d), d), imm);
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++)
+                core_elem_put(spad_at(f, ci, &a->dst, i, j, rb, a->dst_s.val, d), d, y[i * cn + j]);
+    } else if (op <= ISA_OP_VPU_COPY || op == ISA_OP_VPU_TRANSPOSE) {
+        const isa_args_VPU_EXP *a = &in->VPU_EXP; /* the unary layout, transpose included */
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++)
+                x[i * cn + j] = unop(op, core_elem_get(spad_at(f, ci, &a->src, i, j, rb, a->src_s.val, d), d));
+        for (uint64_t i = 0; i < r; i++)
+            for (uint64_t j = 0; j < cn; j++) {
+                if (op == ISA_OP_VPU_TRANSPOSE)
+                    core_elem_put(spad_at(f, ci, &a->dst, j, i, r * e, a->dst_s.val, d), d, x[i * cn + j]);
+                else
+                    core_elem_put(spad_at(f, ci, &a->dst, i, j, rb, a->dst_s.val, d), d, x[i * cn + j]);
+            }
+    } else { /* reductions */
+        const isa_args_VPU_RSUM *a = &in->VPU_RSUM;
+        bool per_row = op <= ISA_OP_VPU_RMIN;
+        uint64_t outs = per_row ? r : cn, len = per_row ? cn : r;
+        for (uint64_t o = 0; o < outs; o++) {
+            double acc = 0;
+            for (uint64_t t = 0; t < len; t++) {
+                uint64_t i = per_row ? o : t, j = per_row ? t : o;
+                double v = core_elem_get(spad_at(f, ci, &a->src, i, j, rb, a->src_s.val, d), d);
+                if (t == 0 || op == ISA_OP_VPU_RSUM || op == ISA_OP_VPU_CSUM)
+                    acc = t == 0 ? v : acc + v;
+                else if (op == ISA_OP_VPU_RMAX || op == ISA_OP_VPU_CMAX)
+                    acc = v > acc ? v : acc;
+                else
+                    acc = v < acc ? v : acc;
+            }
+            y[o] = acc;
+        }
+        for (uint64_t o = 0; o < outs; o++)
+            core_elem_put(spad_at(f, ci, &a->dst, 0, o, outs * e, 0, d), d, y[o]);
+    }
+    return NP_OK;
+}
+
+np_status core_func_exec(core_func *f, uint32_t ci, const isa_insn *in, bool first, np_err *err)
+{
+    switch (in->op) {
+    case ISA_OP_DMA_COPY: return exec_dma(f, ci, &in->DMA_COPY, err);
+    case ISA_OP_MXU_LOAD: return exec_load(f, ci, &in->MXU_LOAD, err);
+    case ISA_OP_MXU_MM: exec_mm(f, ci, &in->MXU_MM, first); return NP_OK;
+    case ISA_OP_MXU_DRAIN: exec_drain(f, ci, &in->MXU_DRAIN); return NP_OK;
+    default:
+        if (isa_ops[in->op].unit == ISA_UNIT_VPU)
+            return exec_vpu(f, ci, in, err);
+        return NP_OK;
+    }
+}

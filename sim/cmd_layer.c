@@ -1,0 +1,321 @@
+/* cmd_layer.c — `npusim layer`: a single-layer study in the manner of SCALE-Sim.
+ *
+ * The layer (a GEMM, a SCALE-Sim topology file's layers, or a convolution mapped to a GEMM the
+ * way SCALE-Sim does it: no padding, E = ceil((H - R + stride) / stride), im2col operand
+ * assumed already laid out in HBM; with --pad, ordinary padding and the real im2col + matmul
+ * kernel) is compiled by compiler/kgen_matmul.h and run on the timing-mode core. compute_cycles, mapping and compute utilization and the SRAM counts
+ * are SCALE-Sim v2's figures for the layer on the array (hw-model/mxu_timing.h; equal to its
+ * COMPUTE_REPORT with memory that never stalls); total_cycles, the DRAM bytes and bandwidth
+ * come from the simulated program; stall_cycles = total - compute. JSON names are documented
+ * in docs/hw-model.md and kept stable. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "cli.h"
+#include "clock.h"
+#include "core.h"
+#include "kgen_matmul.h"
+#include "mxu_timing.h"
+#include "mxu_scalecfg.h"
+#include "mxu_topo.h"
+
+#define LAYER_DEFAULT_ARCH "edge"
+#define LAYER_MAX_SETS 60
+
+const char cmd_layer_usage[] =
+    "usage: npusim layer [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--array RxC]\n"
+    "                    [--dataflow os|ws|is] [--scalesim-config FILE.cfg] [--pad P]\n"
+    "                    (--gemm M,N,K | --conv H,W,R,S,C,K,STRIDE | --topology FILE.csv)\n"
+    "                    [--json]\n"
+    "\n"
+    "  --arch A        architecture preset or YAML file (default: " LAYER_DEFAULT_ARCH ")\n"
+    "  --set K=V       override one config key (repeatable)\n"
+    "  --array RxC     systolic array rows x columns (default: core.array_rows/cols)\n"
+    "  --dataflow D    os, ws or is (default: core.dataflow)\n"
+    "  --gemm M,N,K    the layer is C[M][N] = A[M][K] x B[K][N]\n"
+    "  --conv ...      input H x W with C channels, R x S filters, K of them, one stride;\n"
+    "                  SCALE-Sim's convention: no padding, E = ceil((H - R + stride) / stride)\n"
+    "  --pad P         (--conv) ordinary semantics instead: P zeros on every side,\n"
+    "                  E = (H + 2P - R) / stride + 1; the simulated kernel is then the\n"
+    "                  real im2col + matmul on the padded input\n"
+    "  --topology F    a SCALE-Sim topology file: lines of name,M,N,K (GEMM) or\n"
+    "                  name,H,W,R,S,C,filters,stride (conv; \"DP\" in the name: depthwise);\n"
+    "                  the text output is then SCALE-Sim's COMPUTE_REPORT.csv columns\n"
+    "  --scalesim-config F  a SCALE-Sim .cfg file: its array size, dataflow, SRAM sizes and\n"
+    "                  (InterfaceBandwidth: USER) Bandwidth override the architecture;\n"
+    "                  --set, --array and --dataflow override it in turn\n"
+    "  --json          print {\"layers\": [...]} (fields in docs/hw-model.md)\n"
+    "\n"
+    "Operands are bf16.\n";
+
+/* Parses "a,b,c,..." into exactly n values >= 1. */
+static np_status layer_parse_list(const char *opt, const char *text, uint64_t *v, int n,
+                                  np_err *err)
+{
+    const char *p = text;
+    for (int i = 0; i < n; i++) {
+        char *end;
+        if (*p < '0' || *p > '9')
+            goto bad;
+        unsigned long long x = strtoull(p, &end, 10);
+        if (x == 0 || x > (1ull << 32) || (i < n - 1 ? *end != ',' : *end != '\0'))
+            goto bad;
+        v[i] = x;
+        p = end + 1;
+    }
+    return NP_OK;
+bad:
+    return np_err_set(err, NP_ERR_USAGE, "%s: expected %d integers >= 1 separated by commas, "
+                      "got '%s'", opt, n, text);
+}
+
+/* One layer's figures: SCALE-Sim's compute model plus the simulated kernel. */
+typedef struct layer_result {
+    mxu_timing t;
+    uint64_t total, stall;
+    double overall_pct, dram_gbs;
+    uint64_t dram_rd, dram_wr;
+} layer_result;
+
+/* Simulates the GEMM m x n x k, or with cv non-NULL the convolution as im2col + matmul. */
+static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_t m, uint64_t n,
+                           uint64_t k, const kgen_conv *cv, layer_result *out, np_err *err)
+{
+    if (mxu_gemm_timing(arr, m, n, k, &out->t, err) != NP_OK)
+        return err->status;
+    kgen_matmul mm = {m, n, k, ISA_DTYPE_BF16, 0, 0, 0, 1};
+    char *text = NULL;
+    isa_program *p = NULL;
+    if ((cv ? kgen_conv_build(cfg, cv, &text, &p, err)
+            : kgen_matmul_build(cfg, &mm, &text, &p, err)) != NP_OK)
+        return err->status;
+    free(text);
+    core_report *r = NULL;
+    np_status st = core_sim_run(cfg, p, NULL, &r, err);
+    isa_program_free(p);
+    if (st != NP_OK)
+        return st;
+    uint64_t compute = out->t.scalesim_cycles;
+    out->total = r->total_cycles;
+    out->stall = out->total > compute ? out->total - compute : 0;
+    double pes = (double)arr->rows * (double)arr->cols;
+    out->overall_pct = out->total ? 100.0 * (double)out->t.macs / ((double)out->total * pes) : 0;
+    double seconds = (double)r->total_ps * 1e-12;
+    out->dram_rd = r->hbm_read_bytes, out->dram_wr = r->hbm_write_bytes;
+    out->dram_gbs = seconds > 0 ? (double)(out->dram_rd + out->dram_wr) / seconds / 1e9 : 0;
+    core_report_free(r);
+    return NP_OK;
+}
+
+static json_t *layer_json(const mxu_layer *l, const layer_result *r)
+{
+    return json_pack(
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:{s:I, s:I, s:I}, "
+        "s:{s:I, s:I, s:I}, s:I, s:I, s:f}",
+        "name", l->name, "m", (json_int_t)l->m, "n", (json_int_t)l->n, "k", (json_int_t)l->k,
+        "total_cycles", (json_int_t)r->total, "compute_cycles", (json_int_t)r->t.scalesim_cycles,
+        "stall_cycles", (json_int_t)r->stall, "overall_util_pct", r->overall_pct,
+        "mapping_efficiency_pct", r->t.mapping_efficiency_pct, "compute_util_pct",
+        r->t.compute_util_pct, "sram_reads", "ifmap", (json_int_t)r->t.sram_ifmap_reads,
+        "filter", (json_int_t)r->t.sram_filter_reads, "ofmap", (json_int_t)0, "sram_writes",
+        "ifmap", (json_int_t)0, "filter", (json_int_t)0, "ofmap",
+        (json_int_t)r->t.sram_ofmap_writes, "dram_read_bytes", (json_int_t)r->dram_rd,
+        "dram_write_bytes", (json_int_t)r->dram_wr, "dram_gb_per_s", r->dram_gbs);
+}
+
+static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_result *r)
+{
+    printf("layer %s: M=%" PRIu64 " N=%" PRIu64 " K=%" PRIu64 " on a %" PRIu64 "x%" PRIu64
+           " array\n", l->name, l->m, l->n, l->k, arr->rows, arr->cols);
+    printf("total cycles:           %" PRIu64 " cycles\n", r->total);
+    printf("compute cycles:         %" PRIu64 " cycles (SCALE-Sim v2)\n", r->t.scalesim_cycles);
+    printf("stall cycles:           %" PRIu64 " cycles\n", r->stall);
+    printf("overall utilization:    %.2f %%\n", r->overall_pct);
+    printf("mapping efficiency:     %.2f %%\n", r->t.mapping_efficiency_pct);
+    printf("compute utilization:    %.2f %%\n", r->t.compute_util_pct);
+    printf("SRAM reads:             ifmap %" PRIu64 ", filter %" PRIu64 " elements\n",
+           r->t.sram_ifmap_reads, r->t.sram_filter_reads);
+    printf("SRAM writes:            ofmap %" PRIu64 " elements\n", r->t.sram_ofmap_writes);
+    printf("DRAM bytes:             read %" PRIu64 " B, written %" PRIu64 " B (%.2f GB/s)\n",
+           r->dram_rd, r->dram_wr, r->dram_gbs);
+}
+
+np_status cmd_layer(int argc, char **argv, np_err *err)
+{
+    static const struct option longopts[] = {
+        {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
+        {"array", required_argument, NULL, 'A'}, {"dataflow", required_argument, NULL, 'd'},
+        {"gemm", required_argument, NULL, 'g'}, {"conv", required_argument, NULL, 'c'},
+        {"topology", required_argument, NULL, 't'},
+        {"scalesim-config", required_argument, NULL, 'S'},
+        {"pad", required_argument, NULL, 'p'},
+        {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
+        {0}};
+    const char *arch_name = LAYER_DEFAULT_ARCH;
+    const char *topology = NULL, *scalecfg_path = NULL;
+    uint64_t pad = 0;
+    bool have_pad = false;
+    const char *sets[MXU_SCALECFG_MAX_SETS + LAYER_MAX_SETS + 3];
+    size_t n_sets = 0;
+    char rows_set[64], cols_set[64], df_set[64];
+    const char *array = NULL, *dataflow = NULL;
+    uint64_t gemm[3] = {0}, conv[7] = {0};
+    bool have_gemm = false, have_conv = false, json = false;
+    int c;
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        switch (c) {
+        case 'a': arch_name = optarg; break;
+        case 's':
+            if (n_sets == LAYER_MAX_SETS)
+                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options", LAYER_MAX_SETS);
+            sets[n_sets++] = optarg;
+            break;
+        case 'A': array = optarg; break;
+        case 'd': dataflow = optarg; break;
+        case 'g':
+            if (layer_parse_list("--gemm", optarg, gemm, 3, err) != NP_OK)
+                return err->status;
+            have_gemm = true;
+            break;
+        case 'c':
+            if (layer_parse_list("--conv", optarg, conv, 7, err) != NP_OK)
+                return err->status;
+            have_conv = true;
+            break;
+        case 't': topology = optarg; break;
+        case 'S': scalecfg_path = optarg; break;
+        case 'p':
+            if (cli_parse_u64("--pad", optarg, 0, 1u << 20, &pad, err) != NP_OK)
+                return err->status;
+            have_pad = true;
+            break;
+        case 'j': json = true; break;
+        case 'h': cli_print_usage(cli_find("layer")); return NP_OK;
+        default: return err->status;
+        }
+    }
+    if (optind < argc)
+        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if ((int)have_gemm + (int)have_conv + (topology != NULL) != 1)
+        return np_err_set(err, NP_ERR_USAGE, "give exactly one of --gemm, --conv and --topology");
+    if (have_pad && !have_conv)
+        return np_err_set(err, NP_ERR_USAGE, "--pad applies to --conv only");
+    mxu_scalecfg sc = {0};
+    if (scalecfg_path) {
+        /* The SCALE-Sim file comes first, so --set, --array and --dataflow override it; its
+         * bandwidth needs the clock of the architecture as the user gave it. */
+        arch_config base;
+        if (arch_resolve(arch_name, sets, n_sets, &base, err) != NP_OK)
+            return err->status;
+        if (mxu_scalecfg_load(scalecfg_path, base.core.clock_ghz, &sc, err) != NP_OK)
+            return err->status;
+        memmove(sets + sc.n_sets, sets, n_sets * sizeof *sets);
+        for (size_t i = 0; i < sc.n_sets; i++)
+            sets[i] = sc.sets[i];
+        n_sets += sc.n_sets;
+    }
+    if (array) {
+        unsigned long long r = 0, cc = 0;
+        char tail;
+        if (sscanf(array, "%llux%llu%c", &r, &cc, &tail) != 2 || !r || !cc)
+            return np_err_set(err, NP_ERR_USAGE, "--array: expected RxC, got '%s'", array);
+        snprintf(rows_set, sizeof rows_set, "core.array_rows=%llu", r);
+        snprintf(cols_set, sizeof cols_set, "core.array_cols=%llu", cc);
+        sets[n_sets++] = rows_set;
+        sets[n_sets++] = cols_set;
+    }
+    if (dataflow) {
+        snprintf(df_set, sizeof df_set, "core.dataflow=%s", dataflow);
+        sets[n_sets++] = df_set;
+    }
+    arch_config cfg;
+    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
+        return err->status;
+
+    mxu_topology topo = {0};
+    if (topology) {
+        if (mxu_topology_load(topology, &topo, err) != NP_OK)
+            return err->status;
+    } else {
+        topo.layers = calloc(1, sizeof *topo.layers);
+        if (!topo.layers)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        topo.n = 1;
+        mxu_layer *l = &topo.layers[0];
+        snprintf(l->name, sizeof l->name, "%s", have_gemm ? "gemm" : "conv");
+        l->m = gemm[0], l->n = gemm[1], l->k = gemm[2];
+        if (have_conv && have_pad) {
+            /* ordinary semantics: pad on every side, E = (H + 2 pad - R) / stride + 1 */
+            uint64_t h = conv[0] + 2 * pad, w = conv[1] + 2 * pad;
+            if (conv[2] > h || conv[3] > w) {
+                mxu_topology_free(&topo);
+                return np_err_set(err, NP_ERR_RANGE, "--conv: the filter is larger than the "
+                                  "padded input");
+            }
+            l->m = ((h - conv[2]) / conv[6] + 1) * ((w - conv[3]) / conv[6] + 1);
+            l->n = conv[5];
+            l->k = conv[2] * conv[3] * conv[4];
+        } else if (have_conv) {
+            mxu_conv cv = {conv[0], conv[1], conv[2], conv[3], conv[4], conv[5], conv[6], conv[6]};
+            if (mxu_conv_gemm(&cv, &l->m, &l->n, &l->k, err) != NP_OK) {
+                mxu_topology_free(&topo);
+                return err->status;
+            }
+        }
+    }
+    mxu_array arr;
+    mxu_array_from_arch(&cfg, &arr);
+    json_t *layers = json_array();
+    if (!layers) {
+        mxu_topology_free(&topo);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    if (!json && topology)
+        printf("LayerID, Total Cycles, Stall Cycles, Overall Util %%, Mapping Efficiency %%, "
+               "Compute Util %%,\n");
+    np_status st = NP_OK;
+    for (size_t i = 0; i < topo.n && st == NP_OK; i++) {
+        layer_result lr;
+        const mxu_layer *l = &topo.layers[i];
+        /* --pad: ordinary semantics, run as the real im2col + matmul kernel on the padded
+         * input (the padding itself is not charged) */
+        kgen_conv kc = {conv[0] + 2 * pad, conv[1] + 2 * pad, conv[4], conv[2], conv[3], conv[5],
+                        conv[6], ISA_DTYPE_BF16, 1};
+        st = layer_run(&cfg, &arr, l->m, l->n, l->k, have_pad ? &kc : NULL, &lr, err);
+        if (st != NP_OK) {
+            np_err_prefix(err, "layer %zu (%s)", i, l->name);
+            break;
+        }
+        if (json) {
+            json_t *o = layer_json(l, &lr);
+            if (!o || json_array_append_new(layers, o)) {
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+                break;
+            }
+        } else if (topology) {
+            printf("%zu, %" PRIu64 ", %" PRIu64 ", %.4f, %.4f, %.4f,\n", i, lr.total, lr.stall,
+                   lr.overall_pct, lr.t.mapping_efficiency_pct, lr.t.compute_util_pct);
+        } else {
+            layer_print(l, &arr, &lr);
+        }
+    }
+    mxu_topology_free(&topo);
+    if (st != NP_OK) {
+        json_decref(layers);
+        return st;
+    }
+    if (!json) {
+        json_decref(layers);
+        return NP_OK;
+    }
+    static const char *dfn[] = {"os", "ws", "is"};
+    char arrs[64];
+    snprintf(arrs, sizeof arrs, "%" PRIu64 "x%" PRIu64, arr.rows, arr.cols);
+    return cli_print_json(json_pack("{s:s, s:s, s:s, s:o}", "arch", cfg.name, "array", arrs,
+                                    "dataflow", dfn[arr.dataflow], "layers", layers),
+                          err);
+}

@@ -1,0 +1,166 @@
+/* cmd_sim.c — `npusim sim`: run an ELF program on one chip's cores (timing mode, or functional
+ * mode with --functional --input --dump).
+ *
+ * Loads the program (checked against the architecture by isa_elf_load_arch), runs it with
+ * core_sim_run (hw-model/core.h) and reports total cycles, per-unit busy/stall/idle cycles,
+ * traffic and per-kernel cycles. JSON field names are documented in docs/hw-model.md and kept
+ * stable. A deadlock or a fault of the simulated program is an error (exit status 3) whose
+ * message names the units, program counters and instructions involved. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "cli.h"
+#include "core.h"
+#include "isa_elf.h"
+
+#define SIM_DEFAULT_ARCH "tiny"
+#define SIM_MAX_SETS 64
+#define SIM_MAX_IO 64
+
+const char cmd_sim_usage[] =
+    "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
+    "                  [--input SYM=FILE ...] [--dump SYM=FILE ...] [--json] PROG.elf\n"
+    "\n"
+    "  --arch A        architecture preset or YAML file (default: " SIM_DEFAULT_ARCH "); the\n"
+    "                  program must have been built for it\n"
+    "  --set K=V       override one config key (repeatable)\n"
+    "  --functional    compute real values (bf16/fp16/fp32/int8); timing is unchanged\n"
+    "  --input S=F     (functional) load the raw bytes of file F into data symbol S first;\n"
+    "                  F may be shorter than S, never longer\n"
+    "  --dump S=F      (functional) write data symbol S's bytes to file F after the run\n"
+    "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
+    "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
+    "\n"
+    "comm.* instructions are not supported yet.\n";
+
+np_status cmd_sim(int argc, char **argv, np_err *err)
+{
+    static const struct option longopts[] = {
+        {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
+        {"functional", no_argument, NULL, 'f'}, {"input", required_argument, NULL, 'i'},
+        {"dump", required_argument, NULL, 'd'},
+        {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
+        {0}};
+    const char *arch_name = SIM_DEFAULT_ARCH;
+    const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
+    size_t n_inputs = 0, n_dumps = 0;
+    bool functional = false;
+    const char *sets[SIM_MAX_SETS];
+    size_t n_sets = 0;
+    bool json = false;
+    int c;
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        switch (c) {
+        case 'a': arch_name = optarg; break;
+        case 's':
+            if (n_sets == SIM_MAX_SETS)
+                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options", SIM_MAX_SETS);
+            sets[n_sets++] = optarg;
+            break;
+        case 'f': functional = true; break;
+        case 'i':
+        case 'd':
+            if ((c == 'i' ? n_inputs : n_dumps) == SIM_MAX_IO)
+                return np_err_set(err, NP_ERR_USAGE, "at most %d --input and --dump options each",
+                                  SIM_MAX_IO);
+            if (!strchr(optarg, '=') || optarg[0] == '=')
+                return np_err_set(err, NP_ERR_USAGE, "--%s: expected SYMBOL=FILE, got '%s'",
+                                  c == 'i' ? "input" : "dump", optarg);
+            if (c == 'i')
+                inputs[n_inputs++] = optarg;
+            else
+                dumps[n_dumps++] = optarg;
+            break;
+        case 'j': json = true; break;
+        case 'h': cli_print_usage(cli_find("sim")); return NP_OK;
+        default: return err->status;
+        }
+    }
+    if (optind >= argc)
+        return np_err_set(err, NP_ERR_USAGE, "missing the program (PROG.elf)");
+    if (optind + 1 < argc)
+        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind + 1]);
+
+    arch_config cfg;
+    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
+        return err->status;
+    isa_program *p = NULL;
+    if (isa_elf_load_arch(argv[optind], &cfg, &p, err) != NP_OK)
+        return err->status;
+    if ((n_inputs || n_dumps) && !functional) {
+        isa_program_free(p);
+        return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
+    }
+    core_hbm_io in_io[SIM_MAX_IO], out_io[SIM_MAX_IO];
+    char *out_path[SIM_MAX_IO];
+    size_t n_in = 0, n_out = 0;
+    np_status st = NP_OK;
+    for (size_t i = 0; i < n_inputs + n_dumps && st == NP_OK; i++) {
+        bool is_in = i < n_inputs;
+        const char *arg = is_in ? inputs[i] : dumps[i - n_inputs];
+        char name[256];
+        const char *eq = strchr(arg, '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
+        const isa_symbol *sym = isa_program_symbol(p, name);
+        if (!sym) {
+            st = np_err_set(err, NP_ERR_UNKNOWN_KEY, "--%s: the program has no data symbol '%s'",
+                            is_in ? "input" : "dump", name);
+            break;
+        }
+        if (!is_in) {
+            out_io[n_out] = (core_hbm_io){sym->addr, malloc(sym->size ? sym->size : 1), sym->size};
+            out_path[n_out] = (char *)(eq + 1);
+            if (!out_io[n_out++].buf)
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+            continue;
+        }
+        FILE *f = fopen(eq + 1, "rb");
+        if (!f) {
+            st = np_err_set(err, NP_ERR_IO, "--input: cannot open '%s'", eq + 1);
+            break;
+        }
+        uint8_t *buf = malloc(sym->size + 1);
+        size_t got = buf ? fread(buf, 1, sym->size + 1, f) : 0;
+        fclose(f);
+        if (!buf)
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        else if (got > sym->size)
+            st = np_err_set(err, NP_ERR_RANGE, "--input: '%s' is longer than %s (%llu bytes)",
+                            eq + 1, name, (unsigned long long)sym->size);
+        in_io[n_in++] = (core_hbm_io){sym->addr, buf, got};
+    }
+    core_report *r = NULL;
+    if (st == NP_OK) {
+        core_sim_opts o = {functional, in_io, n_in, out_io, n_out};
+        st = core_sim_run_opts(&cfg, p, &o, NULL, &r, err);
+    }
+    for (size_t i = 0; st == NP_OK && i < n_out; i++) {
+        FILE *f = fopen(out_path[i], "wb");
+        if (!f || fwrite(out_io[i].buf, 1, out_io[i].n, f) != out_io[i].n)
+            st = np_err_set(err, NP_ERR_IO, "--dump: cannot write '%s'", out_path[i]);
+        if (f && fclose(f) != 0 && st == NP_OK)
+            st = np_err_set(err, NP_ERR_IO, "--dump: cannot write '%s'", out_path[i]);
+    }
+    for (size_t i = 0; i < n_in; i++)
+        free(in_io[i].buf);
+    for (size_t i = 0; i < n_out; i++)
+        free(out_io[i].buf);
+    isa_program_free(p);
+    if (st != NP_OK) {
+        core_report_free(r);
+        return st;
+    }
+    if (json) {
+        json_t *j = core_report_json(r);
+        core_report_free(r);
+        if (!j)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory building the JSON report");
+        return cli_print_json(j, err);
+    }
+    core_report_print(r, stdout);
+    core_report_free(r);
+    return NP_OK;
+}

@@ -1,0 +1,397 @@
+/* test_core.c — the timing-mode core (hw-model/core.h) running hand-written assembly on the
+ * `tiny` preset (1 GHz, so a cycle is a nanosecond; HBM 16 GB/s = 16 bytes/cycle with 100 ns
+ * latency; scratchpad 4 banks x 16 bytes/cycle; 4 x 4 array, ws; 4 vector lanes x 1 op).
+ * Every expected figure is computed by hand in the comment beside it. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
+
+#include "arch.h"
+#include "core.h"
+#include "harness.h"
+#include "isa_asm.h"
+#include "mxu_timing.h"
+
+/* Assembles src for cfg and runs it; returns the status, *out the report (or NULL). */
+static np_status run_src(const arch_config *cfg, const char *src, stats *reg, core_report **out,
+                         np_err *e)
+{
+    isa_target t;
+    isa_target_from_arch(cfg, &t);
+    isa_asm_opts o = {.target = &t};
+    isa_program *p = NULL;
+    *out = NULL;
+    np_status st = isa_asm(src, strlen(src), "test.s", &o, &p, e);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    st = core_sim_run(cfg, p, reg, out, e);
+    isa_program_free(p);
+    return st;
+}
+
+static arch_config tiny(const char *set)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[1] = {set};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, set ? 1 : 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+static const core_unit_report *unit(const core_report *r, const char *name)
+{
+    for (uint32_t i = 0; i < r->n_units; i++)
+        if (!strcmp(r->units[i].name, name))
+            return &r->units[i];
+    CU_FAIL_FATAL("no such unit");
+    return NULL;
+}
+
+TEST(a_dma_bound_program_takes_latency_plus_bytes_over_bandwidth)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* 2048 bf16 = 4096 bytes: 100 ns latency + 4096 / 16 = 256 cycles -> 356 cycles. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\n.kernel load\ndma.copy spad[0], hbm[0], bf16, 2048\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 356u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 356u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->idle_cycles, 0u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->idle_cycles, 356u);
+    CU_ASSERT_EQUAL(r->hbm_read_bytes, 4096u);
+    CU_ASSERT_EQUAL(r->sram_write_bytes, 4096u);
+    CU_ASSERT_EQUAL_FATAL(r->n_kernels, 1u);
+    CU_ASSERT_STRING_EQUAL(r->kernels[0].name, "load");
+    CU_ASSERT_EQUAL(r->kernels[0].cycles, 356u);
+    core_report_free(r);
+
+    /* Two in a row serialize in the one DMA queue: 2 x 356 = 712. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\n"
+                                        "dma.copy hbm[0x1000], spad[0], bf16, 2048\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 712u);
+    CU_ASSERT_EQUAL(r->hbm_write_bytes, 4096u);
+    core_report_free(r);
+
+    /* With 1000 GB/s of HBM the scratchpad ports (4 x 16 = 64 B/cycle) bound it:
+     * 100 + 4096 / 64 = 164. */
+    arch_config fast = tiny("chip.hbm_gb_per_s=1000");
+    CU_ASSERT_EQUAL_FATAL(run_src(&fast, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\n", NULL,
+                                  &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 164u);
+    core_report_free(r);
+}
+
+TEST(concurrent_dma_from_two_cores_share_the_hbm_bandwidth)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* Both stream 4096 bytes at 8 B/cycle each after the 100-cycle latency: 100 + 512. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\n"
+                                        ".core 1\ndma.copy spad[0], hbm[0x8000], bf16, 2048\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 612u);
+    /* Alone it would take 356: the other 256 cycles are contention, counted as stall. */
+    CU_ASSERT_EQUAL(unit(r, "core1.dma")->busy_cycles, 356u);
+    CU_ASSERT_EQUAL(unit(r, "core1.dma")->stall_cycles, 256u);
+    core_report_free(r);
+    /* Unequal: 1024 and 4096 bytes. Shared at 8 B/cycle until the small one is done at
+     * 100 + 128; the big one has 4096 - 1024 = 3072 left, alone at 16: +192 -> 420. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 512\n"
+                                        ".core 1\ndma.copy spad[0], hbm[0x8000], bf16, 2048\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 164u); /* alone: 100 + 1024 / 16 */
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 228u - 164u);
+    CU_ASSERT_EQUAL(r->total_cycles, 420u);
+    core_report_free(r);
+}
+
+TEST(semaphores_order_the_mxu_after_the_dma_and_count_its_stall)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* Dispatch one per cycle: dma at 0 (done 356), signal visible at 357; mxu.load at 2 (0
+     * cycles), sem.wait at 3 stalls until 357 (354 cycles); mxu.mm 8 x 4 x 4 on the 4 x 4 ws
+     * array: one fold of 2R + C + T - 2 = 8 + 4 + 8 - 2 = 18 cycles -> ends at 375. */
+    const char *src = ".core 0\n"
+                      "dma.copy spad[0], hbm[0], bf16, 2048\n"
+                      "sem.signal dma, s0\n"
+                      "mxu.load spad[0], 4, 4, bf16\n"
+                      "sem.wait mxu, s0\n"
+                      "mxu.mm acc[0], spad[0x1000], 8, bf16\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 375u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, 18u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->stall_cycles, 354u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->idle_cycles, 375u - 18u - 354u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->insns, 3u);
+    core_report_free(r);
+}
+
+TEST(mxu_instruction_time_equals_the_array_formula_for_every_dataflow)
+{
+    static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
+    static const unsigned shapes[][3] = {{8, 4, 4}, {13, 7, 5}, {1, 9, 17}, {30, 3, 11}};
+    for (int d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            arch_config cfg = tiny(dfs[d]);
+            unsigned m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+            char src[256];
+            snprintf(src, sizeof src, ".core 0\nmxu.load spad[0], %u, %u, bf16\n"
+                     "mxu.mm acc[0], spad[0x2000], %u, bf16\n", k, n, m);
+            core_report *r;
+            np_err e = {0};
+            CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+            mxu_array a;
+            mxu_array_from_arch(&cfg, &a);
+            CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, mxu_gemm_cycles(&a, m, n, k));
+            core_report_free(r);
+        }
+    /* By hand, ws 13 x 7 x 5 on 4 x 4: Sr = K = 5 -> 2 row folds, Sc = N = 7 -> 2 col folds,
+     * T = M = 13: 4 x (8 + 4 + 13 - 2) = 92. fp32 at 0.25 MACs/PE/cycle streams T in 52:
+     * 4 x (8 + 4 + 52 - 2) = 248. */
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\nmxu.load spad[0], 5, 7, bf16\n"
+                                        "mxu.mm acc[0], spad[0x2000], 13, bf16\n"
+                                        "mxu.load spad[0], 5, 7, fp32\n"
+                                        "mxu.mm acc[0], spad[0x2000], 13, fp32\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, 92u + 248u);
+    core_report_free(r);
+}
+
+TEST(vector_unit_time_is_elements_over_lanes_and_transcendentals_cost_more)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* 8 x 16 bf16 = 128 elements / 4 lanes = 32 cycles (ports: 3 x 256 B / 64 = 12); exp:
+     * 32 x 4 = 128 cycles. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\nvpu.add spad[0], spad[0x1000], spad[0x2000], 8, 16, bf16\n"
+                                        "vpu.exp spad[0], spad[0x1000], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 32u + 128u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->bytes, 3u * 256u + 2u * 256u);
+    core_report_free(r);
+}
+
+TEST(loops_step_addresses_and_restore_registers)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* Three 4096-byte loads at spad 0, 0x4000, 0x8000: 3 x 356; then r1 is back to 0, so the
+     * last copy at r1 + 0xf000 fits (it would fault at 0x1b000 without the restore). */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\nli r1, 0\nloop 3, r1+=0x4000\n"
+                                        "dma.copy spad[r1], hbm[0], bf16, 2048\nendloop\n"
+                                        "dma.copy spad[r1+0xf000], hbm[0], bf16, 2048\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 2u + 4u * 356u); /* li and loop take a cycle each */
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->insns, 4u);
+    core_report_free(r);
+    /* Five iterations: the fifth starts at 0x10000, past the 64 KiB scratchpad. */
+    np_status st = run_src(&cfg, ".core 0\nli r1, 0\nloop 5, r1+=0x4000\n"
+                                 "dma.copy spad[r1], hbm[0], bf16, 2048\nendloop\n",
+                           NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 dma pc 2"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "0x10000"));
+}
+
+TEST(an_address_outside_its_space_is_a_fault_naming_unit_pc_and_address)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* 16 bf16 = 32 bytes at 0xfff0 end at 0x10010 > 64 KiB. */
+    np_status st = run_src(&cfg, ".core 0\nnop\ndma.copy spad[0xfff0], hbm[0], bf16, 16\n",
+                           NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 dma pc 1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "0xfff0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "dma.copy"));
+    /* HBM is 64 MiB. */
+    st = run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0x4000000], bf16, 1\n", NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "0x4000000"));
+    /* Accumulators are 4 KiB: 32 x 16 fp32 = 2048... 64 x 16 x 4 = 4096 fits, 65 rows not. */
+    st = run_src(&cfg, ".core 0\nmxu.load spad[0], 4, 16, bf16\nmxu.mm acc[0], spad[0], 65, bf16\n",
+                 NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 mxu pc 1"));
+    st = run_src(&cfg, ".core 0\nmxu.mm acc[0], spad[0], 4, bf16\n", NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "before any mxu.load"));
+}
+
+TEST(a_program_waiting_on_a_semaphore_nobody_signals_is_a_deadlock_naming_each_unit)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* The DMA waits for s1, which the MXU signals only after s0, which the DMA signals only
+     * after s1: a cycle. */
+    const char *src = ".core 0\n"
+                      "sem.wait dma, s1\n"
+                      "sem.signal dma, s0\n"
+                      "sem.wait mxu, s0, 2\n"
+                      "sem.signal mxu, s1\n";
+    np_status st = run_src(&cfg, src, NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_DEADLOCK);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 dma: pc 0 `sem.wait dma, s1` waits on semaphore s1 (value 0, needs 1)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 mxu: pc 2 `sem.wait mxu, s0, n=2` waits on semaphore s0 (value 0, needs 2)"));
+    /* A fence behind a stuck queue: the front end is named too. */
+    st = run_src(&cfg, ".core 0\nsem.wait vpu, s7\nfence\nnop\n", NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_DEADLOCK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 vpu: pc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 ctrl: pc 1 `fence`"));
+}
+
+TEST(a_barrier_releases_all_cores_together)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* Core 0 loads 4096 bytes alone (356), core 1 waits at the barrier; both go on one cycle
+     * later and core 1 then runs 8 x 16 / 4 = 32 vector cycles: 356 + 1 + 32 = 389. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\nbarrier 1\n"
+                                        ".core 1\nbarrier 1\nvpu.relu spad[0], spad[0x1000], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 389u);
+    CU_ASSERT_EQUAL(unit(r, "core1.ctrl")->stall_cycles, 356u);
+    core_report_free(r);
+    /* Different ids never meet. */
+    CU_ASSERT_EQUAL(run_src(&cfg, ".core 0\nbarrier 1\n.core 1\nbarrier 2\n", NULL, &r, &e),
+                    NP_ERR_DEADLOCK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "barrier"));
+}
+
+TEST(unit_statistics_go_to_the_registry)
+{
+    arch_config cfg = tiny(NULL);
+    stats *reg = stats_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(reg);
+    core_report *r;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\n", reg, &r,
+                                  &e), NP_OK);
+    stats_kind kind;
+    stats_counter *c = stats_find(reg, "core0.dma.busy_cycles", &kind);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->value, 356u);
+    stats_counter *b = stats_find(reg, "core0.dma.bytes", &kind);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT_EQUAL(b->value, 8192u); /* 4096 read from HBM + 4096 written to the scratchpad */
+    core_report_free(r);
+    stats_free(reg);
+}
+
+TEST(npusim_sim_runs_an_elf_and_reports_json)
+{
+    char dir[] = "/tmp/npusim_core_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char s_path[256], elf_path[256];
+    snprintf(s_path, sizeof s_path, "%s/p.s", dir);
+    snprintf(elf_path, sizeof elf_path, "%s/p.elf", dir);
+    FILE *f = fopen(s_path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(".core 0\n.kernel load\ndma.copy spad[0], hbm[0], bf16, 2048\n", f);
+    fclose(f);
+    harness_run a = harness_npusim("asm", s_path, "-o", elf_path, NULL);
+    CU_ASSERT_EQUAL_FATAL(a.exit_status, 0);
+    harness_run_free(&a);
+    harness_run s = harness_npusim("sim", "--arch", "tiny", "--json", elf_path, NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(s.out, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "total_cycles")), 356);
+    json_t *units = json_object_get(j, "units");
+    CU_ASSERT_EQUAL(json_array_size(units), 5u); /* one core: dma, mxu, vpu, comm, ctrl */
+    json_decref(j);
+    harness_run_free(&s);
+    /* Text output and a deadlock's exit status 3. */
+    f = fopen(s_path, "w");
+    fputs(".core 0\nsem.wait dma, s0\n", f);
+    fclose(f);
+    a = harness_npusim("asm", s_path, "-o", elf_path, NULL);
+    harness_run_free(&a);
+    s = harness_npusim("sim", elf_path, NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.err, "sem.wait dma, s0"));
+    harness_run_free(&s);
+    remove(s_path);
+    remove(elf_path);
+    rmdir(dir);
+}
+
+TEST(units_contend_for_the_scratchpad_ports_max_min_fairly)
+{
+    /* One bank: the ports move 16 B/cycle. HBM is fast (1000 B/cycle, no latency), so a DMA
+     * is bound by the ports. The DMA (2048 B) starts at 0, the vector op at 1. */
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"core.sram_banks=1", "chip.hbm_gb_per_s=1000", "chip.hbm_latency_ns=0"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 3, &cfg, &e), NP_OK);
+    core_report *r;
+    /* vpu.add 8 x 16 bf16: 32 compute cycles, 768 port bytes (capped at 768 / 32 = 24 B/cycle).
+     * [0, 1): the DMA alone moves 16 B. Then both want more than half: 8 B/cycle each; the add
+     * needs 96 cycles -> ends at 97; the DMA has 16 + 96 x 8 = 784 B, the other 1264 alone at
+     * 16 take 79 cycles -> 176. (Alone: DMA 128, add 48.) */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 1024\n"
+                                        "vpu.add spad[0x1000], spad[0x2000], spad[0x3000], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 176u);
+    /* busy: what each needs alone (add: max(32, 768 / 16) = 48; DMA: 2048 / 16 = 128); the
+     * rest of the time each waited for the ports: a stall. */
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 48u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->stall_cycles, 96u - 48u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 128u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 176u - 128u);
+    core_report_free(r);
+    /* vpu.exp 8 x 16 bf16: 128 compute cycles, 512 port bytes capped at 4 B/cycle, under its
+     * fair share, so the DMA gets the other 12: by 129 it has 16 + 128 x 12 = 1552 B, the
+     * last 496 alone take 31 -> 160; the exp ends at 1 + 128 = 129. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 1024\n"
+                                        "vpu.exp spad[0x1000], spad[0x2000], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 128u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->stall_cycles, 0u);
+    CU_ASSERT_EQUAL(r->total_cycles, 160u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 160u - 128u);
+    core_report_free(r);
+}
+
+TEST(strided_rows_that_hit_one_bank_stall_on_bank_conflicts)
+{
+    /* tiny: 4 banks of 16 B/cycle, interleaved every 16 bytes (a 64-byte stripe). HBM fast and
+     * without latency. 64 rows of 16 bytes (8 bf16) = 1024 bytes into the scratchpad:
+     * - rows 64 bytes apart all start in bank 0: one bank, 16 B/cycle -> 64 cycles, of which
+     *   1024 / 64 = 16 are the transfer's own time and 48 a bank-conflict stall;
+     * - rows 80 bytes apart start in banks 0, 1, 2, 3, 0, ...: all four -> 16 cycles. */
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"chip.hbm_gb_per_s=1000", "chip.hbm_latency_ns=0"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 2, &cfg, &e), NP_OK);
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 8, 64, dst_s1=64\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 64u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 16u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 48u);
+    core_report_free(r);
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 8, 64, dst_s1=80\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 16u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 0u);
+    core_report_free(r);
+}

@@ -1,0 +1,425 @@
+/* test_core_func.c — functional mode: real values through DMA, the array and the vector unit.
+ * References are written here independently: a triple-loop matmul (fp32 accumulation in k
+ * order, the documented order), a bf16 round-to-nearest-even by bit arithmetic, and
+ * hand-computed vector results. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <stdio.h>
+
+#include "arch.h"
+#include "core.h"
+#include "core_func.h"
+#include "harness.h"
+#include "isa_asm.h"
+#include "kgen_matmul.h"
+#include "rng.h"
+
+static arch_config tiny_df(const char *df)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[1] = {df};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, df ? 1 : 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+/* bf16 bits of a float by round-to-nearest-even on the bit pattern (finite inputs). */
+static uint16_t ref_bf16(float f)
+{
+    uint32_t b;
+    memcpy(&b, &f, 4);
+    b += 0x7fffu + ((b >> 16) & 1u);
+    return (uint16_t)(b >> 16);
+}
+
+static float bf16_val(uint16_t h)
+{
+    uint32_t b = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &b, 4);
+    return f;
+}
+
+TEST(element_conversions_round_to_nearest_even_and_saturate)
+{
+    uint8_t p[4];
+    /* bf16 keeps 8 significant bits: 1 + 2^-8 is a tie between 1 and 1 + 2^-7 -> 1 (even);
+     * 1 + 3 x 2^-8 is a tie between 1 + 2^-7 and 1 + 2^-6 -> 1 + 2^-6 (even). */
+    core_elem_put(p, ISA_DTYPE_BF16, 1.0 + 1.0 / 256);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_BF16), 1.0);
+    core_elem_put(p, ISA_DTYPE_BF16, 1.0 + 3.0 / 256);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_BF16), 1.0 + 1.0 / 64);
+    /* fp16 keeps 11: 1 + 2^-11 ties to 1; 2049 ties to 2048; 65520 overflows to inf. */
+    core_elem_put(p, ISA_DTYPE_FP16, 1.0 + 1.0 / 2048);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_FP16), 1.0);
+    core_elem_put(p, ISA_DTYPE_FP16, 2049);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_FP16), 2048);
+    core_elem_put(p, ISA_DTYPE_FP16, -0.375);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_FP16), -0.375);
+    core_elem_put(p, ISA_DTYPE_FP16, 65520);
+    CU_ASSERT(isinf(core_elem_get(p, ISA_DTYPE_FP16)));
+    core_elem_put(p, ISA_DTYPE_FP16, 1.0 / 16777216); /* 2^-24: the smallest subnormal */
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_FP16), 1.0 / 16777216);
+    /* integers: nearest even, saturating */
+    core_elem_put(p, ISA_DTYPE_INT8, 2.5);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_INT8), 2);
+    core_elem_put(p, ISA_DTYPE_INT8, -3.5);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_INT8), -4);
+    core_elem_put(p, ISA_DTYPE_INT8, 200);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_INT8), 127);
+    core_elem_put(p, ISA_DTYPE_INT32, -1e12);
+    CU_ASSERT_EQUAL(core_elem_get(p, ISA_DTYPE_INT32), -2147483648.0);
+}
+
+/* Runs the generated matmul functionally on `cores` cores; A, B given as raw bytes; returns
+ * C's bytes. */
+static uint8_t *run_matmul_on(const arch_config *cfg, uint64_t M, uint64_t N, uint64_t K,
+                              isa_dtype dt, const uint8_t *A, const uint8_t *B, uint64_t cores)
+{
+    kgen_matmul mm = {M, N, K, dt, 0, 0, 0, cores};
+    np_err e = {0};
+    char *text;
+    isa_program *p;
+    CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(cfg, &mm, &text, &p, &e), NP_OK);
+    free(text);
+    const isa_symbol *sa = isa_program_symbol(p, "A"), *sb = isa_program_symbol(p, "B"),
+                     *sc = isa_program_symbol(p, "C");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sa);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sc);
+    uint64_t ce = isa_dtype_size[kgen_matmul_out_dtype(dt)];
+    uint8_t *C = malloc(M * N * ce);
+    core_hbm_io in[2] = {{sa->addr, (void *)A, M * K * isa_dtype_size[dt]},
+                         {sb->addr, (void *)B, K * N * isa_dtype_size[dt]}};
+    core_hbm_io out = {sc->addr, C, M * N * ce};
+    core_sim_opts o = {true, in, 2, &out, 1};
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(cfg, p, &o, NULL, &r, &e), NP_OK);
+    core_report_free(r);
+    isa_program_free(p);
+    return C;
+}
+
+static uint8_t *run_matmul(const arch_config *cfg, uint64_t M, uint64_t N, uint64_t K,
+                           isa_dtype dt, const uint8_t *A, const uint8_t *B)
+{
+    return run_matmul_on(cfg, M, N, K, dt, A, B, 1);
+}
+
+TEST(generated_matmul_values_equal_a_reference_for_seeded_shapes_dtypes_and_dataflows)
+{
+    static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
+    static const isa_dtype dts[] = {ISA_DTYPE_INT8, ISA_DTYPE_BF16, ISA_DTYPE_FP16};
+    rng g;
+    rng_seed(&g, 20261129);
+    unsigned runs = 0;
+    for (int s = 0; s < 30; s++) {
+        uint64_t M = 1 + rng_below(&g, 40), N = 1 + rng_below(&g, 40), K = 1 + rng_below(&g, 40);
+        for (int d = 0; d < 3; d++)
+            for (int t = 0; t < 3; t++) {
+                arch_config cfg = tiny_df(dfs[d]);
+                isa_dtype dt = dts[t];
+                uint64_t e = isa_dtype_size[dt];
+                uint8_t *A = malloc(M * K * e), *B = malloc(K * N * e);
+                double *a = malloc(M * K * sizeof *a), *b = malloc(K * N * sizeof *b);
+                for (uint64_t i = 0; i < M * K + K * N; i++) {
+                    /* int8: -100..100; floats: multiples of 1/8 in [-4, 4) (exact in bf16) */
+                    double v = dt == ISA_DTYPE_INT8 ? (double)rng_below(&g, 201) - 100
+                                                    : ((double)rng_below(&g, 64) - 32) / 8;
+                    uint8_t *dst = i < M * K ? A + i * e : B + (i - M * K) * e;
+                    if (dt == ISA_DTYPE_INT8) {
+                        dst[0] = (uint8_t)(int8_t)v;
+                    } else if (dt == ISA_DTYPE_BF16) {
+                        uint16_t h = ref_bf16((float)v);
+                        dst[0] = (uint8_t)h, dst[1] = (uint8_t)(h >> 8);
+                    } else {
+                        uint16_t h = isa_f32_to_fp16((float)v); /* exact: 1/8 steps below 4 */
+                        dst[0] = (uint8_t)h, dst[1] = (uint8_t)(h >> 8);
+                    }
+                    *(i < M * K ? &a[i] : &b[i - M * K]) = v;
+                }
+                uint8_t *C = run_matmul(&cfg, M, N, K, dt, A, B);
+                for (uint64_t i = 0; i < M; i++)
+                    for (uint64_t j = 0; j < N; j++) {
+                        if (dt == ISA_DTYPE_INT8) {
+                            int32_t want = 0, got;
+                            for (uint64_t k = 0; k < K; k++)
+                                want += (int32_t)a[i * K + k] * (int32_t)b[k * N + j];
+                            memcpy(&got, C + (i * N + j) * 4, 4);
+                            CU_ASSERT_EQUAL_FATAL(got, want);
+                        } else {
+                            float acc = 0;
+                            for (uint64_t k = 0; k < K; k++)
+                                acc += (float)a[i * K + k] * (float)b[k * N + j];
+                            uint16_t h = (uint16_t)(C[(i * N + j) * 2] | (C[(i * N + j) * 2 + 1] << 8));
+                            if (dt == ISA_DTYPE_BF16) {
+                                CU_ASSERT_EQUAL_FATAL(h, ref_bf16(acc));
+                            } else {
+                                /* |acc| <= 40 x 16 = 640 in 1/64 steps: fp16 is within half
+                                 * an ulp (2^-11 relative) of it */
+                                double got = core_elem_get(C + (i * N + j) * 2, ISA_DTYPE_FP16);
+                                CU_ASSERT_FATAL(fabs(got - acc) <= fabs(acc) / 2048 + 1e-12);
+                            }
+                        }
+                    }
+                free(A), free(B), free(a), free(b), free(C);
+                runs++;
+            }
+    }
+    CU_ASSERT_EQUAL(runs, 270u);
+    (void)bf16_val;
+}
+
+/* Runs src functionally with `in` at HBM 0x100000 and returns n bytes from HBM 0x200000. */
+static void run_vec(const char *src, const void *in, uint64_t in_n, void *out, uint64_t out_n)
+{
+    arch_config cfg = tiny_df(NULL);
+    isa_target t;
+    isa_target_from_arch(&cfg, &t);
+    isa_asm_opts o = {.target = &t};
+    isa_program *p;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(isa_asm(src, strlen(src), "v.s", &o, &p, &e), NP_OK);
+    core_hbm_io i = {0x100000, (void *)in, in_n}, w = {0x200000, out, out_n};
+    core_sim_opts so = {true, &i, 1, &w, 1};
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &so, NULL, &r, &e), NP_OK);
+    core_report_free(r);
+    isa_program_free(p);
+}
+
+TEST(vector_ops_and_the_drain_epilogue_compute_hand_checked_values)
+{
+    float in[9] = {1, -2, 3, 4, 5, -6, 10, 20, 30}, out[23] = {0};
+    run_vec(".core 0\n"
+            "dma.copy spad[0], hbm[0x100000], fp32, 9\n"
+            "sem.signal dma, s0\n"
+            "sem.wait vpu, s0\n"
+            "vpu.add spad[0x100], spad[0], spad[0x18], 2, 3, fp32, bcast=row\n"
+            "vpu.relu spad[0x200], spad[0], 2, 3, fp32\n"
+            "vpu.rsum spad[0x300], spad[0], 2, 3, fp32\n"
+            "vpu.cmax spad[0x310], spad[0], 2, 3, fp32\n"
+            "vpu.transpose spad[0x400], spad[0], 2, 3, fp32\n"
+            "sem.signal vpu, s1\n"
+            "sem.wait dma, s1\n"
+            "dma.copy hbm[0x200000], spad[0x100], fp32, 6\n"
+            "dma.copy hbm[0x200018], spad[0x200], fp32, 6\n"
+            "dma.copy hbm[0x200030], spad[0x300], fp32, 2\n"
+            "dma.copy hbm[0x200038], spad[0x310], fp32, 3\n"
+            "dma.copy hbm[0x200044], spad[0x400], fp32, 6\n",
+            in, sizeof in, out, sizeof out);
+    static const float want[23] = {11, 18, 33, 14, 25, 24, /* x + row */
+                                   1, 0, 3, 4, 5, 0,       /* relu */
+                                   2, 3,                   /* row sums */
+                                   4, 5, 3,                /* column maxima */
+                                   1, 4, -2, 5, 3, -6};    /* transpose */
+    for (int i = 0; i < 23; i++)
+        CU_ASSERT_EQUAL(out[i], want[i]);
+
+    /* The array and its epilogue: [1 2; 3 4] x [1 0; 0 1] = itself, then relu(acc x -2 + bias)
+     * with bias [1, 9]: [relu(-1), relu(5); relu(-5), relu(1)] = [0, 5; 0, 1]; int8 cast of
+     * [1.5, 2.5, -200, 300] -> [2, 2, -128, 127]. */
+    float m_in[10] = {1, 2, 3, 4, 1, 0, 0, 1, 1, 9}, m_out[4];
+    run_vec(".core 0\n"
+            "dma.copy spad[0], hbm[0x100000], fp32, 10\n"
+            "sem.signal dma, s0\nsem.wait mxu, s0\n"
+            "mxu.load spad[0x10], 2, 2, fp32\n"
+            "mxu.mm acc[0], spad[0], 2, fp32\n"
+            "mxu.drain spad[0x100], acc[0], 2, 2, fp32, act=relu, scale=-2.0, bias=spad[0x20]\n"
+            "sem.signal mxu, s1\nsem.wait dma, s1\n"
+            "dma.copy hbm[0x200000], spad[0x100], fp32, 4\n",
+            m_in, sizeof m_in, m_out, sizeof m_out);
+    CU_ASSERT_EQUAL(m_out[0], 0);
+    CU_ASSERT_EQUAL(m_out[1], 5);
+    CU_ASSERT_EQUAL(m_out[2], 0);
+    CU_ASSERT_EQUAL(m_out[3], 1);
+    float c_in[4] = {1.5f, 2.5f, -200, 300};
+    int8_t c_out[4];
+    run_vec(".core 0\n"
+            "dma.copy spad[0], hbm[0x100000], fp32, 4\n"
+            "sem.signal dma, s0\nsem.wait vpu, s0\n"
+            "vpu.cast spad[0x100], spad[0], 1, 4, int8, fp32\n"
+            "sem.signal vpu, s1\nsem.wait dma, s1\n"
+            "dma.copy hbm[0x200000], spad[0x100], int8, 4\n",
+            c_in, sizeof c_in, c_out, sizeof c_out);
+    CU_ASSERT(c_out[0] == 2 && c_out[1] == 2 && c_out[2] == -128 && c_out[3] == 127);
+}
+
+TEST(npusim_sim_functional_loads_inputs_and_dumps_outputs_by_symbol)
+{
+    char dir[] = "/tmp/npusim_func_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char s_path[256], elf[256], in_path[256], out_path[256], in_arg[300], out_arg[300];
+    snprintf(s_path, sizeof s_path, "%s/p.s", dir);
+    snprintf(elf, sizeof elf, "%s/p.elf", dir);
+    snprintf(in_path, sizeof in_path, "%s/x.bin", dir);
+    snprintf(out_path, sizeof out_path, "%s/y.bin", dir);
+    snprintf(in_arg, sizeof in_arg, "x=%s", in_path);
+    snprintf(out_arg, sizeof out_arg, "y=%s", out_path);
+    FILE *f = fopen(s_path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(".bss 0x100000\nx: .space 16\ny: .space 16\n.core 0\n"
+          "dma.copy spad[0], hbm[x], fp32, 4\nsem.signal dma, s0\nsem.wait vpu, s0\n"
+          "vpu.muls spad[0x100], spad[0], 2.5, 1, 4, fp32\nsem.signal vpu, s1\n"
+          "sem.wait dma, s1\ndma.copy hbm[y], spad[0x100], fp32, 4\n", f);
+    fclose(f);
+    float x[4] = {1, 2, -3, 4}, y[4] = {0};
+    f = fopen(in_path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fwrite(x, sizeof x, 1, f);
+    fclose(f);
+    harness_run r = harness_npusim("asm", s_path, "-o", elf, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    harness_run_free(&r);
+    r = harness_npusim("sim", "--functional", "--input", in_arg, "--dump", out_arg, elf, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    harness_run_free(&r);
+    f = fopen(out_path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_EQUAL(fread(y, sizeof y, 1, f), 1u);
+    fclose(f);
+    CU_ASSERT(y[0] == 2.5f && y[1] == 5.0f && y[2] == -7.5f && y[3] == 10.0f);
+    r = harness_npusim("sim", "--input", in_arg, elf, NULL); /* needs --functional */
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    harness_run_free(&r);
+    r = harness_npusim("sim", "--functional", "--dump", "zz=/dev/null", elf, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "zz"));
+    harness_run_free(&r);
+    remove(s_path), remove(elf), remove(in_path), remove(out_path);
+    rmdir(dir);
+}
+
+TEST(generated_conv_values_equal_a_direct_convolution)
+{
+    static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
+    static const isa_dtype dts[] = {ISA_DTYPE_INT8, ISA_DTYPE_BF16};
+    rng g;
+    rng_seed(&g, 4242);
+    unsigned runs = 0;
+    for (int s = 0; s < 10; s++) {
+        kgen_conv cv = {0};
+        cv.cores = 1 + (uint64_t)(s % 2); /* odd shapes on 2 cores: im2col, barrier, split */
+        cv.r = 1 + rng_below(&g, 3), cv.s = 1 + rng_below(&g, 3);
+        cv.h = cv.r + rng_below(&g, 7), cv.w = cv.s + rng_below(&g, 7);
+        cv.c = 1 + rng_below(&g, 5), cv.filters = 1 + rng_below(&g, 9);
+        cv.stride = 1 + rng_below(&g, 2);
+        uint64_t E = (cv.h - cv.r) / cv.stride + 1, F = (cv.w - cv.s) / cv.stride + 1;
+        uint64_t nx = cv.h * cv.w * cv.c, nw = cv.r * cv.s * cv.c * cv.filters;
+        for (int d = 0; d < 3; d++)
+            for (int t = 0; t < 2; t++) {
+                arch_config cfg = tiny_df(dfs[d]);
+                cv.dtype = dts[t];
+                uint64_t e = isa_dtype_size[cv.dtype];
+                double *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w);
+                uint8_t *X = malloc(nx * e), *W = malloc(nw * e);
+                for (uint64_t i = 0; i < nx + nw; i++) {
+                    double v = cv.dtype == ISA_DTYPE_INT8 ? (double)rng_below(&g, 41) - 20
+                                                          : ((double)rng_below(&g, 64) - 32) / 8;
+                    uint8_t *p = i < nx ? X + i * e : W + (i - nx) * e;
+                    if (cv.dtype == ISA_DTYPE_INT8) {
+                        p[0] = (uint8_t)(int8_t)v;
+                    } else {
+                        uint16_t h = ref_bf16((float)v);
+                        p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+                    }
+                    *(i < nx ? &x[i] : &w[i - nx]) = v;
+                }
+                char *text;
+                isa_program *p;
+                np_err err = {0};
+                CU_ASSERT_EQUAL_FATAL(kgen_conv_build(&cfg, &cv, &text, &p, &err), NP_OK);
+                free(text);
+                uint64_t ce = cv.dtype == ISA_DTYPE_INT8 ? 4 : 2, ny = E * F * cv.filters;
+                uint8_t *Y = malloc(ny * ce);
+                core_hbm_io in[2] = {{isa_program_symbol(p, "X")->addr, X, nx * e},
+                                     {isa_program_symbol(p, "B")->addr, W, nw * e}};
+                core_hbm_io out = {isa_program_symbol(p, "C")->addr, Y, ny * ce};
+                core_sim_opts o = {true, in, 2, &out, 1};
+                core_report *r;
+                CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &o, NULL, &r, &err), NP_OK);
+                core_report_free(r);
+                isa_program_free(p);
+                for (uint64_t oh = 0; oh < E; oh++)
+                    for (uint64_t ow = 0; ow < F; ow++)
+                        for (uint64_t f = 0; f < cv.filters; f++) {
+                            int32_t si = 0;
+                            float sf = 0;
+                            for (uint64_t rr = 0; rr < cv.r; rr++)
+                                for (uint64_t ss = 0; ss < cv.s; ss++)
+                                    for (uint64_t c = 0; c < cv.c; c++) {
+                                        double xv = x[((oh * cv.stride + rr) * cv.w + ow * cv.stride + ss) * cv.c + c];
+                                        double wv = w[((rr * cv.s + ss) * cv.c + c) * cv.filters + f];
+                                        si += (int32_t)xv * (int32_t)wv;
+                                        sf += (float)xv * (float)wv;
+                                    }
+                            uint64_t at = (oh * F + ow) * cv.filters + f;
+                            if (cv.dtype == ISA_DTYPE_INT8) {
+                                int32_t got;
+                                memcpy(&got, Y + at * 4, 4);
+                                CU_ASSERT_EQUAL_FATAL(got, si);
+                            } else {
+                                uint16_t got = (uint16_t)(Y[at * 2] | (Y[at * 2 + 1] << 8));
+                                CU_ASSERT_EQUAL_FATAL(got, ref_bf16(sf));
+                            }
+                        }
+                free(x), free(w), free(X), free(W), free(Y);
+                runs++;
+            }
+    }
+    CU_ASSERT_EQUAL(runs, 60u);
+}
+
+TEST(functional_mode_does_not_change_the_timing)
+{
+    /* The same generated matmul in both modes: every unit's cycles and bytes agree. */
+    static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
+    for (int d = 0; d < 3; d++) {
+        arch_config cfg = tiny_df(dfs[d]);
+        kgen_matmul mm = {37, 21, 45, ISA_DTYPE_BF16, 0, 0, 0, 1};
+        np_err e = {0};
+        char *text;
+        isa_program *p;
+        CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(&cfg, &mm, &text, &p, &e), NP_OK);
+        free(text);
+        core_report *timing, *func;
+        core_sim_opts o = {.functional = true};
+        CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &timing, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &o, NULL, &func, &e), NP_OK);
+        CU_ASSERT_EQUAL(timing->total_ps, func->total_ps);
+        CU_ASSERT_EQUAL_FATAL(timing->n_units, func->n_units);
+        for (uint32_t i = 0; i < timing->n_units; i++) {
+            CU_ASSERT_EQUAL(timing->units[i].busy_cycles, func->units[i].busy_cycles);
+            CU_ASSERT_EQUAL(timing->units[i].stall_cycles, func->units[i].stall_cycles);
+            CU_ASSERT_EQUAL(timing->units[i].bytes, func->units[i].bytes);
+        }
+        core_report_free(timing);
+        core_report_free(func);
+        isa_program_free(p);
+    }
+}
+
+TEST(splitting_a_matmul_across_two_cores_does_not_change_its_values)
+{
+    /* tiny has 2 cores sharing the HBM; output tiles alternate between them. */
+    rng g;
+    rng_seed(&g, 77);
+    for (int s = 0; s < 8; s++) {
+        uint64_t M = 1 + rng_below(&g, 70), N = 1 + rng_below(&g, 40), K = 1 + rng_below(&g, 40);
+        arch_config cfg = tiny_df(s % 2 ? "core.dataflow=os" : "core.dataflow=ws");
+        uint8_t *A = malloc(M * K * 2), *B = malloc(K * N * 2);
+        for (uint64_t i = 0; i < M * K; i++) {
+            uint16_t h = ref_bf16(((float)rng_below(&g, 64) - 32) / 8);
+            A[2 * i] = (uint8_t)h, A[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        for (uint64_t i = 0; i < K * N; i++) {
+            uint16_t h = ref_bf16(((float)rng_below(&g, 64) - 32) / 8);
+            B[2 * i] = (uint8_t)h, B[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        uint8_t *one = run_matmul_on(&cfg, M, N, K, ISA_DTYPE_BF16, A, B, 1);
+        uint8_t *two = run_matmul_on(&cfg, M, N, K, ISA_DTYPE_BF16, A, B, 2);
+        CU_ASSERT(memcmp(one, two, M * N * 2) == 0);
+        free(A), free(B), free(one), free(two);
+    }
+}

@@ -1,0 +1,393 @@
+/* test_core_matmul.c — the compiler's tiled matmul generator (compiler/kgen_matmul) run on the
+ * timing-mode core. Expected figures come from the array formula of the tile shapes (checked
+ * on its own in test_mxu.c) and from hand-counted HBM traffic, never from a run. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "arch.h"
+#include "core.h"
+#include "harness.h"
+#include "kgen_matmul.h"
+#include "mxu_timing.h"
+
+static arch_config tiny2(const char *s1, const char *s2, const char *s3)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[3] = {s1, s2, s3};
+    size_t n = s3 ? 3 : s2 ? 2 : s1 ? 1 : 0;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, n, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+static const core_unit_report *unit(const core_report *r, const char *name)
+{
+    for (uint32_t i = 0; i < r->n_units; i++)
+        if (!strcmp(r->units[i].name, name))
+            return &r->units[i];
+    CU_FAIL_FATAL("no such unit");
+    return NULL;
+}
+
+static uint64_t umin(uint64_t a, uint64_t b) { return a < b ? a : b; }
+
+static const uint64_t shapes[][3] = {{4, 4, 4},   {16, 16, 16}, {13, 7, 29}, {33, 20, 9},
+                                     {1, 1, 1},   {70, 5, 3},   {9, 40, 50}, {64, 16, 64}};
+
+TEST(generated_matmul_mxu_time_is_the_sum_of_the_array_formula_over_its_tiles)
+{
+    static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
+    for (int d = 0; d < 3; d++)
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            arch_config cfg = tiny2(dfs[d], "chip.hbm_latency_ns=0", "chip.hbm_gb_per_s=1000000");
+            kgen_matmul mm = {shapes[s][0], shapes[s][1], shapes[s][2], ISA_DTYPE_BF16, 0, 0, 0, 1};
+            np_err e = {0};
+            char *text;
+            isa_program *p;
+            CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(&cfg, &mm, &text, &p, &e), NP_OK);
+            CU_ASSERT_EQUAL_FATAL(kgen_matmul_tiles(&cfg, &mm, &e), NP_OK);
+            core_report *r;
+            CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+            /* Walk the tiles the way the generator documents them. */
+            mxu_array a;
+            mxu_array_from_arch(&cfg, &a);
+            uint64_t mxu = 0, e2 = 2, M = mm.m, N = mm.n, K = mm.k;
+            uint64_t rd = 0, wr = 0;
+            for (uint64_t i = 0; i < M; i += mm.tm)
+                for (uint64_t j = 0; j < N; j += mm.tn) {
+                    uint64_t tm = umin(mm.tm, M - i), tn = umin(mm.tn, N - j);
+                    for (uint64_t k = 0; k < K; k += mm.tk) {
+                        uint64_t tk = umin(mm.tk, K - k);
+                        mxu += mxu_gemm_cycles(&a, tm, tn, tk);
+                        rd += (tm * tk + tk * tn) * e2;
+                    }
+                    mxu += (tm * tn + 3) / 4; /* drain: one 4-wide accumulator row per cycle */
+                    wr += tm * tn * e2;
+                }
+            CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, mxu);
+            /* A is read once per column of tiles, B once per row of tiles, C written once. */
+            uint64_t col_tiles = (N + mm.tn - 1) / mm.tn, row_tiles = (M + mm.tm - 1) / mm.tm;
+            CU_ASSERT_EQUAL(rd, (col_tiles * M * K + row_tiles * K * N) * e2);
+            CU_ASSERT_EQUAL(r->hbm_read_bytes, rd);
+            CU_ASSERT_EQUAL(r->hbm_write_bytes, M * N * e2);
+            CU_ASSERT_EQUAL(r->hbm_write_bytes, wr);
+            core_report_free(r);
+            isa_program_free(p);
+            free(text);
+        }
+}
+
+TEST(one_tile_matmul_with_ideal_memory_costs_the_scalesim_cycles)
+{
+    /* 16 x 16 x 16 fits one tile (TK = 4R = 16, TN = 4C = 16): the array is busy exactly
+     * SCALE-Sim's figure: ws on 4 x 4: Sr = K = 16 -> 4, Sc = N = 16 -> 4, T = M = 16:
+     * 16 folds x (8 + 4 + 16 - 2) = 416, plus the drain of 16 x 16 / 4 = 64 cycles. */
+    arch_config cfg = tiny2("chip.hbm_latency_ns=0", "chip.hbm_gb_per_s=1000000", NULL);
+    kgen_matmul mm = {16, 16, 16, ISA_DTYPE_BF16, 0, 0, 0, 1};
+    np_err e = {0};
+    char *text;
+    isa_program *p;
+    CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(&cfg, &mm, &text, &p, &e), NP_OK);
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, 416u + 64u);
+    core_report_free(r);
+    isa_program_free(p);
+    free(text);
+}
+
+TEST(tiles_keep_the_streamed_dimension_whole_so_one_tile_costs_the_scalesim_cycles)
+{
+    /* os streams K: 16 x 16 x 64 is one tile with K whole: Sr = M = 16 -> 4 folds, Sc = N =
+     * 16 -> 4, T = 64: 16 x (4 + 4 + 64 - 2) = 1120, plus the drain 16 x 16 / 4 = 64. is
+     * streams N: 16 x 64 x 16: Sr = K = 16 -> 4, Sc = M = 16 -> 4, T = 64:
+     * 16 x (8 + 4 + 64 - 2) = 1184, plus the drain 16 x 64 / 4 = 256. */
+    static const struct { const char *df; uint64_t m, n, k, mxu; } c[] = {
+        {"core.dataflow=os", 16, 16, 64, 1120 + 64}, {"core.dataflow=is", 16, 64, 16, 1184 + 256}};
+    for (int i = 0; i < 2; i++) {
+        arch_config cfg = tiny2(c[i].df, "chip.hbm_latency_ns=0", "chip.hbm_gb_per_s=1000000");
+        kgen_matmul mm = {c[i].m, c[i].n, c[i].k, ISA_DTYPE_BF16, 0, 0, 0, 1};
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(kgen_matmul_tiles(&cfg, &mm, &e), NP_OK);
+        CU_ASSERT(mm.tm == c[i].m && mm.tn == c[i].n && mm.tk == c[i].k);
+        char *text;
+        isa_program *p;
+        CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(&cfg, &mm, &text, &p, &e), NP_OK);
+        core_report *r;
+        CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+        CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, c[i].mxu);
+        core_report_free(r);
+        isa_program_free(p);
+        free(text);
+    }
+}
+
+TEST(double_buffering_overlaps_the_dma_with_the_array)
+{
+    /* On the plain tiny preset the DMA is busy most of the time; with double buffering the
+     * run is shorter than DMA and MXU time laid end to end. */
+    arch_config cfg = tiny2(NULL, NULL, NULL);
+    kgen_matmul mm = {64, 64, 128, ISA_DTYPE_BF16, 0, 0, 0, 1};
+    np_err e = {0};
+    char *text;
+    isa_program *p;
+    CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(&cfg, &mm, &text, &p, &e), NP_OK);
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+    uint64_t dma = unit(r, "core0.dma")->busy_cycles, mxu = unit(r, "core0.mxu")->busy_cycles;
+    CU_ASSERT(r->total_cycles < dma + mxu);
+    CU_ASSERT(r->total_cycles >= dma && r->total_cycles >= mxu);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "mode=accum"));
+    core_report_free(r);
+    isa_program_free(p);
+    free(text);
+}
+
+TEST(tiles_that_do_not_fit_are_range_errors)
+{
+    arch_config cfg = tiny2(NULL, NULL, NULL);
+    np_err e = {0};
+    kgen_matmul zero = {0, 4, 4, ISA_DTYPE_BF16, 0, 0, 0, 1};
+    CU_ASSERT_EQUAL(kgen_matmul_tiles(&cfg, &zero, &e), NP_ERR_RANGE);
+    /* 64 x 32 x 4 bytes = 8 KiB of accumulators > 4 KiB. */
+    kgen_matmul big = {64, 32, 16, ISA_DTYPE_BF16, 64, 32, 16, 1};
+    CU_ASSERT_EQUAL(kgen_matmul_tiles(&cfg, &big, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "accumulator"));
+    char *text;
+    isa_program *p;
+    CU_ASSERT_EQUAL(kgen_matmul_build(&cfg, &big, &text, &p, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NULL(text);
+    CU_ASSERT_PTR_NULL(p);
+    /* The operands start at 1 MiB of HBM: a 1 MiB HBM holds none of them. */
+    arch_config small = tiny2("chip.hbm_bytes=1 MiB", NULL, NULL);
+    kgen_matmul one = {16, 16, 16, ISA_DTYPE_BF16, 0, 0, 0, 1};
+    CU_ASSERT_EQUAL(kgen_matmul_build(&small, &one, &text, NULL, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "HBM"));
+}
+
+static json_t *layer_json(const char *df, const char *array, const char *opt, const char *val)
+{
+    harness_run r = harness_npusim("layer", "--arch", "tiny", "--set", "core.sram_bytes=4 MiB",
+                                   "--set", "core.acc_bytes=1 MiB", "--array", array,
+                                   "--dataflow", df, opt, val, "--json", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    harness_run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *l = json_array_get(json_object_get(j, "layers"), 0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    json_incref(l);
+    json_decref(j);
+    return l;
+}
+
+static json_int_t jint(json_t *o, const char *k) { return json_integer_value(json_object_get(o, k)); }
+
+TEST(npusim_layer_reports_scalesim_compute_cycles_and_simulated_totals)
+{
+    /* SCALE-Sim v2's golden reports for GEMM 256x128x256 on 32x32 (see test_mxu.c): compute
+     * cycles 10175 (os), 11199 (ws), 14207 (is); SRAM counts as there. */
+    static const struct { const char *df; json_int_t compute, ifmap, filter, ofmap; } g[] = {
+        {"os", 10175, 262144, 262144, 34816},
+        {"ws", 11199, 262144, 32768, 262144},
+        {"is", 14207, 65536, 262144, 262144},
+    };
+    for (int i = 0; i < 3; i++) {
+        json_t *l = layer_json(g[i].df, "32x32", "--gemm", "256,128,256");
+        CU_ASSERT_EQUAL(jint(l, "compute_cycles"), g[i].compute);
+        CU_ASSERT_EQUAL(jint(l, "stall_cycles"), jint(l, "total_cycles") - g[i].compute);
+        CU_ASSERT(jint(l, "total_cycles") > g[i].compute);
+        CU_ASSERT_EQUAL(jint(json_object_get(l, "sram_reads"), "ifmap"), g[i].ifmap);
+        CU_ASSERT_EQUAL(jint(json_object_get(l, "sram_reads"), "filter"), g[i].filter);
+        CU_ASSERT_EQUAL(jint(json_object_get(l, "sram_writes"), "ofmap"), g[i].ofmap);
+        CU_ASSERT_EQUAL(jint(l, "dram_write_bytes"), 256 * 128 * 2);
+        double map = json_real_value(json_object_get(l, "mapping_efficiency_pct"));
+        CU_ASSERT(map > 99.999 && map < 100.001);
+        json_decref(l);
+    }
+    /* Weight double-buffering hides all preloads but the first: ws 32 folds x (32 + 32 + 256
+     * - 2) + 32 = 10208 busy cycles, reported SCALE-Sim style as 10207. */
+    harness_run r = harness_npusim("layer", "--arch", "tiny", "--set", "core.sram_bytes=4 MiB",
+                                   "--set", "core.acc_bytes=1 MiB", "--set",
+                                   "core.mxu_weight_double_buffer=1", "--array", "32x32",
+                                   "--dataflow", "ws", "--gemm", "256,128,256", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    harness_run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(jint(json_array_get(json_object_get(j, "layers"), 0), "compute_cycles"), 10207);
+    json_decref(j);
+}
+
+TEST(npusim_layer_maps_a_conv_the_scalesim_way)
+{
+    /* 13x13x5 input, 3x3 filters, 7 of them, stride 3: E = ceil((13 - 3 + 3) / 3) = 5, so
+     * M = 25, N = 7, K = 45. ws on 4x4: Sr = 45 -> 12 folds, Sc = 7 -> 2, T = 25:
+     * 24 x (8 + 4 + 25 - 2) = 840 cycles, SCALE-Sim reports 839. */
+    json_t *l = layer_json("ws", "4x4", "--conv", "13,13,3,3,5,7,3");
+    CU_ASSERT_EQUAL(jint(l, "m"), 25);
+    CU_ASSERT_EQUAL(jint(l, "n"), 7);
+    CU_ASSERT_EQUAL(jint(l, "k"), 45);
+    CU_ASSERT_EQUAL(jint(l, "compute_cycles"), 839);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(l, "name")), "conv");
+    json_decref(l);
+    /* 12x12x2, 3x3, 4 filters, stride 2: SCALE-Sim's E = ceil((12 - 3 + 2) / 2) = 6 -> M = 36;
+     * --pad 0 (ordinary): (12 - 3) / 2 + 1 = 5 -> M = 25; --pad 1: (14 - 3) / 2 + 1 = 6. */
+    static const struct { const char *pad; json_int_t m; } pads[] = {{NULL, 36}, {"0", 25}, {"1", 36}};
+    for (int i = 0; i < 3; i++) {
+        harness_run pr = pads[i].pad
+            ? harness_npusim("layer", "--arch", "tiny", "--conv", "12,12,3,3,2,4,2", "--pad",
+                             pads[i].pad, "--json", NULL)
+            : harness_npusim("layer", "--arch", "tiny", "--conv", "12,12,3,3,2,4,2", "--json", NULL);
+        CU_ASSERT_EQUAL_FATAL(pr.exit_status, 0);
+        json_error_t pe;
+        json_t *pj = json_loads(pr.out, 0, &pe);
+        harness_run_free(&pr);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(pj);
+        json_t *pl = json_array_get(json_object_get(pj, "layers"), 0);
+        CU_ASSERT_EQUAL(jint(pl, "m"), pads[i].m);
+        CU_ASSERT_EQUAL(jint(pl, "k"), 18);
+        if (pads[i].pad && !strcmp(pads[i].pad, "0")) {
+            /* With --pad the real im2col + matmul runs. ws on 4x4: Sr = 18 -> 5 folds, T = 25:
+             * 5 x (8 + 4 + 25 - 2) - 1 = 174. HBM: im2col reads and writes 3 filter rows x 25
+             * pixels x 6 elements x 2 B = 900 B each way; the one tile reads A (25 x 18 x 2 =
+             * 900) and B (18 x 4 x 2 = 144) and writes C (25 x 4 x 2 = 200). */
+            CU_ASSERT_EQUAL(jint(pl, "compute_cycles"), 174);
+            CU_ASSERT_EQUAL(jint(pl, "dram_read_bytes"), 900 + 900 + 144);
+            CU_ASSERT_EQUAL(jint(pl, "dram_write_bytes"), 900 + 200);
+        }
+        json_decref(pj);
+    }
+    harness_run r = harness_npusim("layer", "--gemm", "1,2,3", "--conv", "1,1,1,1,1,1,1", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    harness_run_free(&r);
+    r = harness_npusim("layer", "--gemm", "1,2", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    harness_run_free(&r);
+}
+
+TEST(npusim_layer_reads_a_topology_file_and_prints_the_compute_report_columns)
+{
+    /* tests/data/hw/mini_conv.csv on 4x4 ws: conv_a 839 (above); each depthwise channel of
+     * DP_b: 16 x 1 x 9 -> Sr = 9 -> 3 folds, T = 16: 3 x (8 + 4 + 16 - 2) - 1 = 77; fc
+     * 256 x 128 x 256: Sr = 256 -> 64, Sc = 128 -> 32, T = 256: 2048 x 266 - 1 = 544767. */
+    const char *path = harness_src_path("tests/data/hw/mini_conv.csv");
+    harness_run r = harness_npusim("layer", "--arch", "tiny", "--array", "4x4", "--dataflow",
+                                   "ws", "--topology", path, "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    harness_run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *ls = json_object_get(j, "layers");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(ls), 4u);
+    static const json_int_t want[] = {839, 77, 77, 544767};
+    for (size_t i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(jint(json_array_get(ls, i), "compute_cycles"), want[i]);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(ls, 2), "name")),
+                           "DP_bChannel_1");
+    json_decref(j);
+    r = harness_npusim("layer", "--arch", "tiny", "--array", "4x4", "--dataflow", "ws",
+                       "--topology", path, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "LayerID, Total Cycles, Stall Cycles, Overall Util %, "
+                                         "Mapping Efficiency %, Compute Util %,\n0, "));
+    harness_run_free(&r);
+}
+
+TEST(resnet18_and_bert_base_topologies_run_on_a_128x128_array_in_every_dataflow)
+{
+    /* Inputs are padded in the file (SCALE-Sim reads no padding). Hand checks: conv1
+     * (230x230x3, 7x7, 64, stride 2) has E = ceil((230 - 7 + 2) / 2) = 113 -> M = 12769,
+     * K = 147; os: Sr = M -> 100 folds, Sc = 64 -> 1, T = 147: 100 x (128 + 128 + 147 - 2)
+     * - 1 = 40099. BERT ffn1 (512 x 3072 x 768) ws: Sr = 768 -> 6, Sc = 3072 -> 24, T = 512:
+     * 144 x (256 + 128 + 512 - 2) - 1 = 128735. */
+    static const char *dfs[] = {"os", "ws", "is"};
+    static const struct { const char *file; size_t layers; const char *df; size_t idx; json_int_t cycles; }
+        topo[] = {{"configs/topologies/resnet18.csv", 21, "os", 0, 40099},
+                  {"configs/topologies/bert_base.csv", 8, "ws", 6, 128735}};
+    for (size_t f = 0; f < 2; f++)
+        for (int d = 0; d < 3; d++) {
+            harness_run r = harness_npusim("layer", "--arch", "tpu-pod", "--array", "128x128",
+                                           "--dataflow", dfs[d], "--topology",
+                                           harness_src_path(topo[f].file), "--json", NULL);
+            CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+            json_error_t je;
+            json_t *j = json_loads(r.out, 0, &je);
+            harness_run_free(&r);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+            json_t *ls = json_object_get(j, "layers");
+            CU_ASSERT_EQUAL(json_array_size(ls), topo[f].layers);
+            for (size_t i = 0; i < json_array_size(ls); i++) {
+                json_t *l = json_array_get(ls, i);
+                CU_ASSERT(jint(l, "total_cycles") > jint(l, "compute_cycles"));
+                CU_ASSERT(jint(l, "dram_read_bytes") > 0 && jint(l, "dram_write_bytes") > 0);
+            }
+            if (!strcmp(dfs[d], topo[f].df))
+                CU_ASSERT_EQUAL(jint(json_array_get(ls, topo[f].idx), "compute_cycles"),
+                                topo[f].cycles);
+            json_decref(j);
+        }
+}
+
+TEST(npusim_layer_takes_the_array_from_a_scalesim_config_file)
+{
+    /* The file is SCALE-Sim's example: 32x32, os, 3 x 64 KiB SRAM, Bandwidth 64. Its own
+     * golden compute cycles for 256x128x256 are 10175 (os); --dataflow overrides: 11199 (ws). */
+    const char *cfgp = harness_src_path("tests/data/hw/scale_32x32_os.cfg");
+    static const struct { const char *df; json_int_t cycles; } want[] = {{NULL, 10175}, {"ws", 11199}};
+    for (int i = 0; i < 2; i++) {
+        harness_run r = want[i].df
+            ? harness_npusim("layer", "--arch", "edge", "--scalesim-config", cfgp, "--dataflow",
+                             want[i].df, "--gemm", "256,128,256", "--json", NULL)
+            : harness_npusim("layer", "--arch", "edge", "--scalesim-config", cfgp, "--gemm",
+                             "256,128,256", "--json", NULL);
+        CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+        json_error_t je;
+        json_t *j = json_loads(r.out, 0, &je);
+        harness_run_free(&r);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "array")), "32x32");
+        CU_ASSERT_EQUAL(jint(json_array_get(json_object_get(j, "layers"), 0), "compute_cycles"),
+                        want[i].cycles);
+        json_decref(j);
+    }
+}
+
+TEST(two_cores_split_the_tiles_and_share_the_hbm)
+{
+    /* 64 x 32 x 16 ws on tiny: tiles TM = 64, TN = 16, TK = 16 -> tiles (0, 0) and (0, 16):
+     * one per core, each one fold grid of 4 x 4 folds x (8 + 4 + 64 - 2) = 1184 cycles plus a
+     * 64 x 16 / 4 = 256-cycle drain. With ideal memory each core's array is busy 1440. */
+    arch_config cfg = tiny2("chip.hbm_latency_ns=0", "chip.hbm_gb_per_s=1000000", NULL);
+    kgen_matmul mm = {64, 32, 16, ISA_DTYPE_BF16, 0, 0, 0, 2};
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(kgen_matmul_tiles(&cfg, &mm, &e), NP_OK);
+    CU_ASSERT(mm.tm == 64 && mm.tn == 16 && mm.tk == 16);
+    char *text;
+    isa_program *p;
+    CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(&cfg, &mm, &text, &p, &e), NP_OK);
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, 1440u);
+    CU_ASSERT_EQUAL(unit(r, "core1.mxu")->busy_cycles, 1440u);
+    core_report_free(r);
+    isa_program_free(p);
+    free(text);
+    /* On the plain preset both cores load 64 x 16 + 16 x 16 bf16 = 2560 B at once through
+     * 16 B/cycle of HBM: they wait for each other, which shows as DMA stall. */
+    arch_config plain = tiny2(NULL, NULL, NULL);
+    CU_ASSERT_EQUAL_FATAL(kgen_matmul_build(&plain, &mm, &text, &p, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(core_sim_run(&plain, p, NULL, &r, &e), NP_OK);
+    CU_ASSERT(unit(r, "core0.dma")->stall_cycles > 0 && unit(r, "core1.dma")->stall_cycles > 0);
+    core_report_free(r);
+    isa_program_free(p);
+    free(text);
+    kgen_matmul three = mm;
+    three.cores = 3; /* tiny has 2 */
+    CU_ASSERT_EQUAL(kgen_matmul_build(&plain, &three, &text, NULL, &e), NP_ERR_RANGE);
+}
