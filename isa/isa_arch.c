@@ -24,3 +24,16 @@ np_status isa_elf_load_arch(const char *path, const arch_config *cfg, isa_progra
     isa_target_from_arch(cfg, &t);
     return isa_elf_load(path, &t, out, NULL, err);
 }
+
+np_status isa_elf_load_named_arch(const char *path, const char *arch, isa_program **out,
+                                  isa_elf_info **info, np_err *err)
+{
+    isa_target t;
+    if (arch) {
+        arch_config cfg;
+        if (arch_resolve(arch, NULL, 0, &cfg, err) != NP_OK)
+            return err->status;
+        isa_target_from_arch(&cfg, &t);
+    }
+    return isa_elf_load(path, arch ? &t : NULL, out, info, err);
+}

@@ -94,4 +94,10 @@ struct arch_config;
 np_status isa_elf_load_arch(const char *path, const struct arch_config *cfg, isa_program **out,
                             np_err *err);
 
+/* isa_elf_load checked against the architecture named by arch (a preset or file, resolved by
+ * arch_resolve) when arch is not NULL, unchecked when it is: what `npusim disasm/objdump
+ * --arch` do. info may be NULL. */
+np_status isa_elf_load_named_arch(const char *path, const char *arch, isa_program **out,
+                                  isa_elf_info **info, np_err *err);
+
 #endif

@@ -4,7 +4,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch.h"
 #include "cli.h"
 #include "isa_asm.h"
 #include "isa_elf.h"
@@ -43,17 +42,8 @@ np_status cmd_disasm(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "no input file");
     if (optind + 1 < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind + 1]);
-    isa_target target, *expect = NULL;
-    if (arch) {
-        arch_config cfg;
-        np_status st = arch_resolve(arch, NULL, 0, &cfg, err);
-        if (st != NP_OK)
-            return st;
-        isa_target_from_arch(&cfg, &target);
-        expect = &target;
-    }
     isa_program *p;
-    np_status st = isa_elf_load(argv[optind], expect, &p, NULL, err);
+    np_status st = isa_elf_load_named_arch(argv[optind], arch, &p, NULL, err);
     if (st != NP_OK)
         return st;
     char *text;

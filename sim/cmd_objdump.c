@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "arch.h"
 #include "cli.h"
 #include "isa_elf.h"
 
@@ -171,19 +170,10 @@ np_status cmd_objdump(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "no input file");
     if (optind + 1 < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind + 1]);
-    isa_target target, *expect = NULL;
-    if (arch) {
-        arch_config cfg;
-        np_status st = arch_resolve(arch, NULL, 0, &cfg, err);
-        if (st != NP_OK)
-            return st;
-        isa_target_from_arch(&cfg, &target);
-        expect = &target;
-    }
     const char *file = argv[optind];
     isa_program *p;
     isa_elf_info *info;
-    np_status st = isa_elf_load(file, expect, &p, &info, err);
+    np_status st = isa_elf_load_named_arch(file, arch, &p, &info, err);
     if (st != NP_OK)
         return st;
     if (json)
