@@ -1,5 +1,23 @@
 /* core.c — the timing-mode core: front end, unit queues, semaphores, deadlock detection
- * (state machines drawn in core.h; costs in core_cost.c; HBM sharing in hbm.c). */
+ * (state machines drawn in core.h; costs in core_cost.c; HBM sharing in hbm.c).
+ *
+ * Outstanding DMA requests. A queue starts its entries in program order; the entries from
+ * the head that have started (n_started) stay in the ring until they retire, in order, so
+ * they keep holding queue slots. The MXU, VPU and COMM queues run one at a time; the DMA
+ * queue keeps up to core.dma_outstanding dma.copy entries in flight (n_inflight; at most
+ * CORE_QUEUE_DEPTH since each holds its entry). Each streams through the shared port and HBM
+ * pools as before, so they may complete out of order; a completed entry is marked done and
+ * retires once every entry before it has. Anything else in the DMA queue (sem.wait,
+ * sem.signal) starts only when nothing before it is left (n_started == 0): a signal after
+ * copies therefore means "these copies have landed", and a fence (every queue empty) waits
+ * for every copy in flight.
+ *
+ *   entry:  QUEUED --q_start--> IN FLIGHT --q_complete_ev--> DONE --q_retire (in order)-->
+ *
+ * Busy and stall of a queue are accounted over time, not per instruction (q_account): while
+ * at least one entry is in flight, the unit is busy until the latest "alone" end
+ * (t_ideal_ps) of the entries in flight and stalled after it (they wait on contention). With
+ * one entry in flight at a time this is busy = alone time, stall = the rest, as before. */
 #include "core.h"
 
 #include <inttypes.h>
@@ -24,16 +42,20 @@ typedef struct q_entry {
     uint32_t pc;
     uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
     bool first;            /* the innermost loop was on its first iteration (mode=first) */
+    bool done;             /* started and completed; retires when the entries before it have */
+    unsigned parts;        /* in flight: parts still running (compute time, scratchpad-port
+                              stream, HBM stream) */
+    uint64_t t_ideal_ps;   /* in flight: when it would end with the ports and HBM to itself */
 } q_entry;
 
 typedef struct core_queue {
     q_entry ring[CORE_QUEUE_DEPTH];
     unsigned head, count;
-    q_state state;
-    uint64_t t_start_ps; /* of the current busy or stall interval */
-    unsigned parts;      /* BUSY: parts of the head instruction still running (compute time,
-                            scratchpad-port stream, HBM stream) */
-    uint64_t t_ideal_ps; /* BUSY: when it would end if it had the ports and HBM to itself */
+    unsigned n_started;  /* entries from the head that have started (in flight or done) */
+    unsigned n_inflight; /* of those, not yet completed */
+    q_state state;       /* BUSY while n_inflight > 0 */
+    uint64_t t_wait_ps;  /* WAIT_SEM: when the wait began */
+    uint64_t t_acct_ps;  /* busy/stall are accounted up to here (q_account) */
     uint64_t busy_ps, stall_ps, insns, bytes;
 } core_queue;
 
@@ -66,6 +88,8 @@ typedef struct core_model {
     uint64_t sem[ISA_N_SEMS];
     uint64_t mxu_k, mxu_n; /* the last mxu.load's tile; 0 before any */
     hbm *ports;            /* the scratchpad's ports: a bandwidth pool the units share */
+    hbm *acc_port;         /* the accumulator's read port for mxu.drain; NULL when
+                              core.acc_port_bytes_per_cycle is 0 (the drain paces itself) */
     uint64_t t_done_ps;
     uint64_t *k_first, *k_last; /* per kernel: first dispatch, last retire (ps) */
     bool *k_seen;
@@ -159,7 +183,35 @@ static void fe_wake(core_model *c, isa_unit u)
     }
 }
 
-/* Head of queue u retires now. */
+/* Entries queue u may have in flight at once. */
+static unsigned q_limit(const core_model *c, isa_unit u)
+{
+    return u == ISA_UNIT_DMA ? (unsigned)c->chip->cfg->core.dma_outstanding : 1;
+}
+
+/* Accounts queue q's busy and stall time up to now; call before its in-flight set changes.
+ * While entries are in flight the unit is busy until the latest of their alone ends and
+ * stalled (on port or HBM contention) after it. */
+static void q_account(core_model *c, core_queue *q)
+{
+    uint64_t now = now_ps(c);
+    if (q->n_inflight) {
+        uint64_t ideal = 0;
+        for (unsigned i = 0; i < q->n_started; i++) {
+            const q_entry *e = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
+            if (!e->done && e->t_ideal_ps > ideal)
+                ideal = e->t_ideal_ps;
+        }
+        uint64_t b = ideal < now ? ideal : now;
+        if (b < q->t_acct_ps)
+            b = q->t_acct_ps;
+        q->busy_ps += b - q->t_acct_ps;
+        q->stall_ps += now - b;
+    }
+    q->t_acct_ps = now;
+}
+
+/* Head of queue u retires now (it has started and, unless it took no time, completed). */
 static void q_retire(core_model *c, isa_unit u)
 {
     core_queue *q = &c->q[u];
@@ -168,41 +220,55 @@ static void q_retire(core_model *c, isa_unit u)
     q->insns++;
     q->head = (q->head + 1) % CORE_QUEUE_DEPTH;
     q->count--;
-    q->state = Q_IDLE;
+    if (q->n_started)
+        q->n_started--;
     core_check_done(c);
     fe_wake(c, u);
     q_start(c, u);
 }
 
-static void q_complete_ev(evq *eq, void *ctx, uint64_t u)
+/* arg: the queue in the low byte, the ring slot of the entry above it. */
+static uint64_t q_arg(isa_unit u, unsigned slot) { return (uint64_t)u | ((uint64_t)slot << 8); }
+
+static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
 {
     (void)eq;
     core_model *c = ctx;
+    isa_unit u = (isa_unit)(arg & 0xff);
     core_queue *q = &c->q[u];
-    /* Time beyond what the instruction needs alone is contention for the shared scratchpad
-     * ports or HBM bandwidth: a stall. */
-    uint64_t end = now_ps(c), ideal = q->t_ideal_ps < end ? q->t_ideal_ps : end;
-    q->busy_ps += ideal - q->t_start_ps;
-    q->stall_ps += end - ideal;
-    q_retire(c, (isa_unit)u);
+    q_entry *e = &q->ring[arg >> 8];
+    q_account(c, q);
+    e->done = true;
+    kernel_retire(c, e->pc);
+    if (--q->n_inflight == 0)
+        q->state = Q_IDLE;
+    /* Retire the completed entries at the head, in order; q_retire starts what may start. */
+    bool retired = false;
+    while (q->n_started && q->ring[q->head].done) {
+        q->ring[q->head].done = false;
+        retired = true;
+        q_retire(c, u);
+    }
+    if (!retired)
+        q_start(c, u); /* an outstanding slot is free */
 }
 
-/* One part of the head instruction of queue u finished; the last one retires it at the next
- * core clock edge. */
-static void q_part_done(void *ctx, uint64_t u)
+/* One part of the entry in flight named by arg finished; the last one completes it at the
+ * next core clock edge. */
+static void q_part_done(void *ctx, uint64_t arg)
 {
     core_model *c = ctx;
-    if (--c->q[u].parts)
+    if (--c->q[arg & 0xff].ring[arg >> 8].parts)
         return;
     uint64_t t = clk_edge_at_or_after(&c->chip->clk, now_ps(c));
-    if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, u, NULL, &c->chip->err) != NP_OK)
+    if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, arg, NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }
 
-static void q_timer_ev(evq *eq, void *ctx, uint64_t u)
+static void q_timer_ev(evq *eq, void *ctx, uint64_t arg)
 {
     (void)eq;
-    q_part_done(ctx, u);
+    q_part_done(ctx, arg);
 }
 
 static void sem_arrive_ev(evq *eq, void *ctx, uint64_t arg)
@@ -212,7 +278,7 @@ static void sem_arrive_ev(evq *eq, void *ctx, uint64_t arg)
     c->sem[arg & 0xff] += arg >> 8;
     for (unsigned u = 0; u < ISA_N_QUEUES; u++)
         if (c->q[u].state == Q_WAIT_SEM) {
-            c->q[u].stall_ps += now_ps(c) - c->q[u].t_start_ps;
+            c->q[u].stall_ps += now_ps(c) - c->q[u].t_wait_ps;
             c->q[u].state = Q_IDLE;
             q_start(c, (isa_unit)u);
         }
@@ -230,20 +296,26 @@ static void count_traffic(core_model *c, core_queue *q, const core_range *r, uns
     }
 }
 
-/* Starts the head of queue u if it is idle: the queue's IDLE -> BUSY / WAIT_SEM transition. */
+/* Starts the next entries of queue u that may start: the queue's IDLE -> BUSY / WAIT_SEM
+ * transition, and for the DMA queue further copies while fewer than q_limit are in flight.
+ * Only a dma.copy starts with entries before it still in the ring; a sem.* (or any other
+ * instruction) waits until it is the head with nothing in flight. */
 static void q_start(core_model *c, isa_unit u)
 {
     chip_sim *s = c->chip;
     core_queue *q = &c->q[u];
-    while (q->state == Q_IDLE && q->count) {
-        q_entry *e = &q->ring[q->head];
+    while (q->state != Q_WAIT_SEM && q->count > q->n_started && q->n_inflight < q_limit(c, u)) {
+        unsigned slot = (q->head + q->n_started) % CORE_QUEUE_DEPTH;
+        q_entry *e = &q->ring[slot];
         const isa_insn *in = &e->in;
+        if (q->n_started && in->op != ISA_OP_DMA_COPY)
+            return; /* q_retire starts it once the entries before it have retired */
         if (in->op == ISA_OP_SEM_WAIT) {
             uint64_t need = (uint64_t)in->SEM_WAIT.n.val;
             uint8_t sem = (uint8_t)in->SEM_WAIT.sem.val;
             if (c->sem[sem] < need) {
                 q->state = Q_WAIT_SEM;
-                q->t_start_ps = now_ps(c);
+                q->t_wait_ps = now_ps(c);
                 return;
             }
             c->sem[sem] -= need;
@@ -266,19 +338,26 @@ static void q_start(core_model *c, isa_unit u)
         core_range r[CORE_MAX_RANGES];
         unsigned nr = core_ranges(in, e->mxu_k, e->mxu_n, r);
         count_traffic(c, q, r, nr);
+        q_account(c, q); /* the in-flight set changes */
         q->state = Q_BUSY;
-        q->t_start_ps = now_ps(c);
+        q->n_started++;
+        q->n_inflight++;
+        e->done = false;
+        uint64_t arg = q_arg(u, slot);
         /* The parts run concurrently; the instruction retires when the last ends:
          *   compute time   MXU/VPU cycles (core_cost.h), a timer
          *   port stream    its scratchpad bytes through the core's shared port pool, capped
          *                  at bytes / compute time (so alone it takes exactly the compute
          *                  time unless the ports are the bound), for a DMA at the HBM peak
          *   HBM stream     a DMA's bytes through the chip's shared HBM (hbm.h) */
-        uint64_t spad_bytes = 0;
+        uint64_t spad_bytes = 0, acc_bytes = 0;
         bool any_hbm = false, both_hbm = nr == 2;
         for (unsigned i = 0; i < nr; i++) {
             if (r[i].space == ISA_SPACE_SPAD)
                 spad_bytes += r[i].bytes;
+            if (r[i].space == ISA_SPACE_ACC && !r[i].write && in->op == ISA_OP_MXU_DRAIN &&
+                c->acc_port)
+                acc_bytes += r[i].bytes;
             any_hbm = any_hbm || r[i].space == ISA_SPACE_HBM;
             both_hbm = both_hbm && r[i].space == ISA_SPACE_HBM;
         }
@@ -307,28 +386,37 @@ static void q_start(core_model *c, isa_unit u)
             double t = s->cfg->chip.hbm_latency_ns * 1000.0 + (double)hb / (hbm_cap < hbm_bw ? hbm_cap : hbm_bw);
             alone = t > alone ? t : alone;
         }
+        /* The accumulator port: only the drain uses it (the MXU queue runs one at a time). */
+        double acc_bw = (double)s->cfg->core.acc_port_bytes_per_cycle * ghz / 1000.0;
+        if (acc_bytes && (double)acc_bytes / acc_bw > alone)
+            alone = (double)acc_bytes / acc_bw;
         uint64_t t_timer = cyc ? after_cycles(c, cyc) : now_ps(c);
         uint64_t t_alone = now_ps(c) + (uint64_t)ceil(alone - 1e-6);
-        q->t_ideal_ps = clk_edge_at_or_after(&s->clk, t_alone > t_timer ? t_alone : t_timer);
-        q->parts = 1; /* held while the parts start, so none can retire the instruction early */
+        e->t_ideal_ps = clk_edge_at_or_after(&s->clk, t_alone > t_timer ? t_alone : t_timer);
+        e->parts = 1; /* held while the parts start, so none can complete the entry early */
         if (cyc) {
-            q->parts++;
-            if (evq_schedule_at(s->q, after_cycles(c, cyc), q_timer_ev, c, u, NULL, &s->err) != NP_OK)
+            e->parts++;
+            if (evq_schedule_at(s->q, after_cycles(c, cyc), q_timer_ev, c, arg, NULL, &s->err) != NP_OK)
                 goto fail;
         }
         if (spad_bytes) {
-            q->parts++;
-            if (hbm_transfer(c->ports, spad_bytes, cap, q_part_done, c, u, &s->err) != NP_OK)
+            e->parts++;
+            if (hbm_transfer(c->ports, spad_bytes, cap, q_part_done, c, arg, &s->err) != NP_OK)
+                goto fail;
+        }
+        if (acc_bytes) {
+            e->parts++;
+            if (hbm_transfer(c->acc_port, acc_bytes, acc_bw, q_part_done, c, arg, &s->err) != NP_OK)
                 goto fail;
         }
         if (any_hbm) {
-            q->parts++;
+            e->parts++;
             if (hbm_transfer(s->mem, both_hbm ? 2 * r[0].bytes : r[0].bytes,
-                             hbm_cap, q_part_done, c, u, &s->err) != NP_OK)
+                             hbm_cap, q_part_done, c, arg, &s->err) != NP_OK)
                 goto fail;
         }
-        q_part_done(c, u);
-        return;
+        q_part_done(c, arg);
+        continue; /* the DMA queue may start another copy */
     fail:
         chip_fail(s);
         return;
@@ -610,6 +698,7 @@ static void chip_free(chip_sim *s)
             free(s->cores[i].k_seen);
             free(s->cores[i].kernel_of);
             hbm_free(s->cores[i].ports);
+            hbm_free(s->cores[i].acc_port);
         }
     free(s->cores);
     core_func_free(s->func);
@@ -642,6 +731,10 @@ static np_status chip_init(chip_sim *s, const arch_config *cfg, const isa_progra
         c->index = i;
         if (hbm_create(s->q, (double)core_spad_bytes_per_cycle(cfg) * cfg->core.clock_ghz / 1000.0,
                        0, &c->ports, err) != NP_OK)
+            return err->status;
+        if (cfg->core.acc_port_bytes_per_cycle &&
+            hbm_create(s->q, (double)cfg->core.acc_port_bytes_per_cycle * cfg->core.clock_ghz / 1000.0,
+                       0, &c->acc_port, err) != NP_OK)
             return err->status;
         c->text = t;
         uint32_t nk = t->n_kernels ? t->n_kernels : 1;

@@ -4,9 +4,11 @@
  * Each core is a decoupled access/execute machine (docs/isa.md): a scalar front end fetches
  * in program order, one instruction per core cycle, runs registers and loops itself, resolves
  * register + offset addresses and dispatches everything else to one of four in-order queues
- * (DMA, MXU, VPU, COMM), each CORE_QUEUE_DEPTH entries deep. A queue executes its head
- * instruction to completion, then the next; queues order against each other only through
- * semaphores. An instruction's parts run together and it retires when the last ends: its
+ * (DMA, MXU, VPU, COMM), each CORE_QUEUE_DEPTH entries deep. The MXU, VPU and COMM queues
+ * execute their head instruction to completion, then the next; the DMA queue keeps up to
+ * core.dma_outstanding copies in flight (started in order, retired in order; a semaphore
+ * instruction in it waits for every earlier copy). Queues order against each other only
+ * through semaphores. An instruction's parts run together and it retires when the last ends: its
  * compute time (core_cost.h), its scratchpad bytes through the core's port pool (shared by
  * the units) and a DMA's bytes through the HBM (shared by every core); both pools are hbm.h
  * servers, max-min fair. See docs/hw-model.md.

@@ -93,15 +93,31 @@ static void hbm_rates(hbm *h)
     }
 }
 
-/* Brings every streaming transfer's remaining bytes up to now. */
+/* Brings every streaming transfer's remaining bytes up to now. Completions run at whole ps,
+ * rounded up, so a finishing transfer may be credited with bytes it did not have; those are
+ * bandwidth the others would have used, and are shared among them equally so that the
+ * server stays work-conserving (a busy HBM moves exactly bw bytes per ps). */
 static void hbm_advance(hbm *h)
 {
     uint64_t now = evq_now(h->q);
     double dt = (double)(now - h->t_update);
+    double excess = 0;
+    size_t others = 0;
     if (dt > 0)
         for (size_t i = 0; i < h->n; i++)
             if (h->x[i].live && h->x[i].streaming) {
                 h->x[i].remaining -= dt * h->x[i].rate;
+                if (h->x[i].remaining < 0) {
+                    excess -= h->x[i].remaining;
+                    h->x[i].remaining = 0;
+                } else if (h->x[i].remaining >= 1e-3) {
+                    others++;
+                }
+            }
+    if (excess > 0 && others)
+        for (size_t i = 0; i < h->n; i++)
+            if (h->x[i].live && h->x[i].streaming && h->x[i].remaining >= 1e-3) {
+                h->x[i].remaining -= excess / (double)others;
                 if (h->x[i].remaining < 0)
                     h->x[i].remaining = 0;
             }

@@ -7,7 +7,9 @@
  * equally by the others. Whenever a transfer joins or leaves, the others' remaining bytes are
  * brought up to date and the next completion is rescheduled, so a lone transfer of B bytes
  * takes exactly latency + B / min(cap, bw), and n equal concurrent ones n times the
- * bandwidth term. Channels interleave every transfer (addresses spread over all of them), so
+ * bandwidth term. Completions fall on whole ps (rounded up); the bandwidth a finishing
+ * transfer did not need in that last fraction goes to the others, so a busy server moves
+ * exactly its peak (n copies back to back end at latency + total bytes / bw). Channels interleave every transfer (addresses spread over all of them), so
  * one transfer can reach the whole bandwidth; the channel count does not change timing here.
  *
  *   state of one transfer:   LATENCY --hbm_join--> STREAMING --hbm_finish--> (done callback)

@@ -395,3 +395,134 @@ TEST(strided_rows_that_hit_one_bank_stall_on_bank_conflicts)
     CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 0u);
     core_report_free(r);
 }
+
+TEST(outstanding_dma_copies_overlap_their_latency_and_share_the_hbm)
+{
+    /* Four independent 4096-byte HBM -> scratchpad copies (2048 bf16) on tiny: L = 100
+     * cycles, B = 16 bytes/cycle (the ports, 64 B/cycle, are not the bound). */
+    const char *src = ".core 0\n"
+                      "dma.copy spad[0], hbm[0], bf16, 2048\n"
+                      "dma.copy spad[0x1000], hbm[0x1000], bf16, 2048\n"
+                      "dma.copy spad[0x2000], hbm[0x2000], bf16, 2048\n"
+                      "dma.copy spad[0x3000], hbm[0x3000], bf16, 2048\n";
+    core_report *r;
+    np_err e = {0};
+    /* dma_outstanding = 1 (default): one after another, 4 x (100 + 4096 / 16) = 4 x 356 =
+     * 1424, all of it busy. */
+    arch_config one = tiny(NULL);
+    CU_ASSERT_EQUAL_FATAL(run_src(&one, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1424u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 1424u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 0u);
+    core_report_free(r);
+    /* dma_outstanding = 4: dispatched at cycles 0, 1, 2, 3, they start at once; their
+     * latencies overlap and from cycle 100 on the HBM always has one streaming, so it moves
+     * 4 x 4096 = 16384 bytes at 16 B/cycle without a gap: the last ends at 100 + 1024 =
+     * 1124 = L + 4 x 4096 / B. Busy: until the latest alone end, 3 + 356 = 359; the other
+     * 1124 - 359 = 765 cycles the copies share the HBM: stall. */
+    arch_config four = tiny("core.dma_outstanding=4");
+    CU_ASSERT_EQUAL_FATAL(run_src(&four, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1124u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 359u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 765u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->insns, 4u);
+    CU_ASSERT_EQUAL(r->hbm_read_bytes, 4u * 4096u);
+    core_report_free(r);
+    /* dma_outstanding = 2: copies 0 and 1 start at 0 and 1 and stream from 100 and 101.
+     * Copy 0 moves 16 bytes alone in [100, 101), then 8 B/cycle: its other 4080 take 510
+     * cycles -> 611; copy 1 then has 510 x 8 = 4080, its last 16 alone -> 612. Copy 2 takes
+     * copy 0's slot at 611, copy 3 copy 1's at 612; the same pattern 611 cycles later ends
+     * at 612 + 611 = 1223 (the HBM idles in [612, 711), the second pair's latency). */
+    arch_config two = tiny("core.dma_outstanding=2");
+    CU_ASSERT_EQUAL_FATAL(run_src(&two, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1223u);
+    core_report_free(r);
+}
+
+TEST(a_semaphore_after_outstanding_copies_waits_for_all_of_them)
+{
+    arch_config cfg = tiny("core.dma_outstanding=4");
+    core_report *r;
+    np_err e = {0};
+    /* The four copies of the test above end at 1124 (the last completes there); the
+     * sem.signal behind them starts only then and its +1 is visible at 1125; the vpu.relu
+     * (8 x 16 / 4 = 32 cycles) that waited for it ends at 1157. */
+    const char *src = ".core 0\n"
+                      "dma.copy spad[0], hbm[0], bf16, 2048\n"
+                      "dma.copy spad[0x1000], hbm[0x1000], bf16, 2048\n"
+                      "dma.copy spad[0x2000], hbm[0x2000], bf16, 2048\n"
+                      "dma.copy spad[0x3000], hbm[0x3000], bf16, 2048\n"
+                      "sem.signal dma, s0\n"
+                      "sem.wait vpu, s0\n"
+                      "vpu.relu spad[0x4000], spad[0], 8, 16, bf16\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1157u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 32u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->stall_cycles, 1125u - 5u); /* sem.wait at 5 */
+    core_report_free(r);
+    /* Out of order: a 4096-byte copy, then a 1024-byte one a cycle later. Copy 0 streams
+     * alone [100, 101) (16 bytes), then both at 8 B/cycle: copy 1 is done at 101 + 128 =
+     * 229, before copy 0; copy 0 then has 4096 - 16 - 1024 = 3056 bytes, alone at 16:
+     * + 191 -> 420. The signal still waits for copy 0: visible at 421, relu ends at 453. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\n"
+                                        "dma.copy spad[0], hbm[0], bf16, 2048\n"
+                                        "dma.copy spad[0x1000], hbm[0x1000], bf16, 512\n"
+                                        "sem.signal dma, s0\n"
+                                        "sem.wait vpu, s0\n"
+                                        "vpu.relu spad[0x4000], spad[0], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 453u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->insns, 3u);
+    core_report_free(r);
+    /* A fence waits for every copy in flight: the front end resumes when the last retires
+     * at 420 and dispatches the vpu.relu then: 420 + 32 = 452. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\n"
+                                        "dma.copy spad[0], hbm[0], bf16, 2048\n"
+                                        "dma.copy spad[0x1000], hbm[0x1000], bf16, 512\n"
+                                        "fence\n"
+                                        "vpu.relu spad[0x4000], spad[0], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 452u);
+    core_report_free(r);
+    /* A deadlock still names the waiting instruction behind copies that landed. */
+    np_status st = run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 16\n"
+                                 "dma.copy spad[0x100], hbm[0x100], bf16, 16\n"
+                                 "sem.wait dma, s3\n", NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_DEADLOCK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 dma: pc 2 `sem.wait dma, s3` waits on semaphore s3 (value 0, needs 1)"));
+}
+
+TEST(a_drain_reads_the_accumulator_through_its_port)
+{
+    /* mxu.drain of 8 x 4 on tiny (4 columns): ceil(32 / 4) = 8 cycles; it reads 8 x 4 x 4 =
+     * 128 accumulator bytes and writes 8 x 4 x 2 = 64 scratchpad bytes (8 B/cycle, far under
+     * the 64 B/cycle ports). */
+    const char *src = ".core 0\nmxu.drain spad[0x100], acc[0], 8, 4, bf16\n";
+    core_report *r;
+    np_err e = {0};
+    /* acc_port_bytes_per_cycle = 0 (default): one row of 4 fp32 per cycle, the drain's own
+     * pace: 8 cycles. */
+    arch_config cfg = tiny(NULL);
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 8u);
+    CU_ASSERT_EQUAL(r->acc_read_bytes, 128u);
+    core_report_free(r);
+    /* A 4 B/cycle port: 128 / 4 = 32 cycles, all of it the drain's own (busy) time. */
+    cfg = tiny("core.acc_port_bytes_per_cycle=4");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 32u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, 32u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->stall_cycles, 0u);
+    core_report_free(r);
+    /* Two drains in the one MXU queue: 2 x 32 = 64. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\nmxu.drain spad[0x100], acc[0], 8, 4, bf16\n"
+                                        "mxu.drain spad[0x200], acc[0x200], 8, 4, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 64u);
+    core_report_free(r);
+    /* A 32 B/cycle port needs 128 / 32 = 4 cycles, under the drain's 8: still 8. */
+    cfg = tiny("core.acc_port_bytes_per_cycle=32");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 8u);
+    core_report_free(r);
+}
