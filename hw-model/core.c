@@ -33,6 +33,7 @@
 #include "core_func.h"
 #include "evq.h"
 #include "hbm.h"
+#include "mesh.h"
 
 typedef enum fe_state { FE_RUN, FE_WAIT_QUEUE, FE_FENCE, FE_BARRIER, FE_HALTED, FE_DONE } fe_state;
 typedef enum q_state { Q_IDLE, Q_BUSY, Q_WAIT_SEM } q_state;
@@ -94,7 +95,18 @@ typedef struct core_model {
     uint64_t *k_first, *k_last; /* per kernel: first dispatch, last retire (ps) */
     bool *k_seen;
     int32_t *kernel_of;        /* per pc: kernel index or -1 */
+    uint32_t comm_msg;         /* COMM head in flight: the message a send sent, or the one a
+                                  recv waits for (UINT32_MAX: no matching send yet) */
 } core_model;
+
+/* A comm.send's message: one mesh packet from the sender's router to the receiver's. */
+typedef struct comm_msg {
+    uint32_t src_idx, dst_idx; /* sender's and receiver's core index */
+    uint64_t tag, bytes;
+    unsigned slot;             /* the send's slot in the sender's COMM ring */
+    bool arrived, consumed;    /* the tail reached the receiver; a recv took it */
+    uint8_t *data;             /* functional mode: the bytes, read when the send started */
+} comm_msg;
 
 struct chip_sim {
     const arch_config *cfg;
@@ -106,6 +118,10 @@ struct chip_sim {
     core_model *cores;
     uint32_t n_cores;
     uint32_t barrier_arrived;
+    mesh *noc;         /* the on-chip mesh for comm.*; NULL when the program has none */
+    clk_domain noc_clk;
+    comm_msg *msgs;    /* every message sent, by id (the mesh packet's tag) */
+    uint32_t n_msgs, cap_msgs;
     np_err err; /* first fault, from inside an event */
     uint64_t hbm_rd, hbm_wr, spad_rd, spad_wr, acc_rd, acc_wr;
 };
@@ -296,6 +312,193 @@ static void count_traffic(core_model *c, core_queue *q, const core_range *r, uns
     }
 }
 
+/* ---- COMM: send/recv over the on-chip mesh -------------------------------------------------- */
+
+/* Index of the program's core with id `id`, or UINT32_MAX. */
+static uint32_t core_index_of(const chip_sim *s, uint64_t id)
+{
+    for (uint32_t i = 0; i < s->n_cores; i++)
+        if (s->cores[i].id == id)
+            return i;
+    return UINT32_MAX;
+}
+
+/* Completes COMM entry `slot` of core c at t_ps (an event, so that nothing re-enters the mesh
+ * from inside its delivery callback). */
+static void comm_complete_at(core_model *c, unsigned slot, uint64_t t_ps)
+{
+    if (evq_schedule_at(c->chip->q, t_ps, q_timer_ev, c, q_arg(ISA_UNIT_COMM, slot), NULL,
+                        &c->chip->err) != NP_OK)
+        chip_fail(c->chip);
+}
+
+/* The first message from core index src to core index dst with tag that no recv has taken
+ * (arrived or not: messages of one pair and tag are taken in the order they were sent). */
+static uint32_t comm_find(const chip_sim *s, uint32_t src, uint32_t dst, uint64_t tag)
+{
+    for (uint32_t i = 0; i < s->n_msgs; i++) {
+        const comm_msg *m = &s->msgs[i];
+        if (!m->consumed && m->src_idx == src && m->dst_idx == dst && m->tag == tag)
+            return i;
+    }
+    return UINT32_MAX;
+}
+
+/* Recv entry `slot` of core c takes arrived message id now: stores (or reduces) the bytes and
+ * completes after the reduction's vector time. */
+static void comm_take(core_model *c, unsigned slot, uint32_t id)
+{
+    chip_sim *s = c->chip;
+    comm_msg *m = &s->msgs[id];
+    q_entry *e = &c->q[ISA_UNIT_COMM].ring[slot];
+    const isa_args_COMM_RECV *a = &e->in.COMM_RECV;
+    if ((uint64_t)a->bytes.val != m->bytes) {
+        char text[256];
+        insn_text(s, &e->in, text, sizeof text);
+        np_err_set(&s->err, NP_ERR_SIM_FAULT, "core %" PRIu32 " comm pc %" PRIu32 " `%s`: the "
+                   "message from core %" PRIu32 " tag %llu has %llu bytes, the recv expects %llu",
+                   c->id, e->pc, text, s->cores[m->src_idx].id, (unsigned long long)m->tag,
+                   (unsigned long long)m->bytes, (unsigned long long)a->bytes.val);
+        goto fail;
+    }
+    m->consumed = true;
+    c->comm_msg = id;
+    q_account(c, &c->q[ISA_UNIT_COMM]); /* the wait for the message so far was a stall */
+    isa_red red = (isa_red)a->red.val;
+    isa_dtype dt = (isa_dtype)a->dtype.val;
+    uint64_t cyc = 0;
+    if (red != ISA_RED_NONE) {
+        uint64_t elems = m->bytes / isa_dtype_size[dt];
+        uint64_t per = (uint64_t)s->cfg->core.vector_lanes * (uint64_t)s->cfg->core.vector_ops_per_lane;
+        cyc = per ? (elems + per - 1) / per : elems;
+    }
+    if (s->func && m->bytes) {
+        isa_space sp = (isa_space)a->dst.space;
+        uint64_t addr = (uint64_t)a->dst.val;
+        if (red == ISA_RED_NONE) {
+            if (core_func_mem_write(s->func, c->index, sp, addr, m->data, m->bytes, &s->err) != NP_OK)
+                goto fail;
+        } else {
+            uint8_t *cur = malloc(m->bytes);
+            if (!cur) {
+                np_err_set(&s->err, NP_ERR_NOMEM, "out of memory reducing a message");
+                goto fail;
+            }
+            np_status st = core_func_mem_read(s->func, c->index, sp, addr, cur, m->bytes, &s->err);
+            size_t es = isa_dtype_size[dt];
+            for (uint64_t i = 0; st == NP_OK && i + es <= m->bytes; i += es) {
+                double x = core_elem_get(cur + i, dt), y = core_elem_get(m->data + i, dt);
+                double v = red == ISA_RED_ADD ? x + y : red == ISA_RED_MAX ? (x > y ? x : y)
+                                                                            : (x < y ? x : y);
+                core_elem_put(cur + i, dt, v);
+            }
+            if (st == NP_OK)
+                st = core_func_mem_write(s->func, c->index, sp, addr, cur, m->bytes, &s->err);
+            free(cur);
+            if (st != NP_OK)
+                goto fail;
+        }
+    }
+    free(m->data);
+    m->data = NULL;
+    uint64_t t = cyc ? after_cycles(c, cyc) : now_ps(c);
+    e->t_ideal_ps = t; /* busy while reducing; the wait for the message was a stall */
+    comm_complete_at(c, slot, t);
+    return;
+fail:
+    chip_fail(s);
+}
+
+/* The mesh delivered message p->tag: the send completes, and the receiver takes it if its
+ * COMM head is the recv waiting for it (else it waits in the receiver's mailbox). */
+static void comm_deliver(void *ctx, const mesh_packet *p)
+{
+    chip_sim *s = ctx;
+    uint32_t id = (uint32_t)p->tag;
+    comm_msg *m = &s->msgs[id];
+    m->arrived = true;
+    core_model *snd = &s->cores[m->src_idx], *rcv = &s->cores[m->dst_idx];
+    comm_complete_at(snd, m->slot, evq_now(s->q));
+    core_queue *q = &rcv->q[ISA_UNIT_COMM];
+    if (q->n_inflight && rcv->comm_msg == UINT32_MAX) {
+        const q_entry *e = &q->ring[q->head];
+        if (e->in.op == ISA_OP_COMM_RECV &&
+            comm_find(s, core_index_of(s, (uint64_t)e->in.COMM_RECV.peer.core), rcv->index,
+                      (uint64_t)e->in.COMM_RECV.tag.val) == id)
+            comm_take(rcv, q->head, id);
+    }
+}
+
+/* Starts COMM entry `slot` (the head; the COMM queue runs one at a time). */
+static void comm_start(core_model *c, core_queue *q, unsigned slot)
+{
+    chip_sim *s = c->chip;
+    q_entry *e = &q->ring[slot];
+    const isa_insn *in = &e->in;
+    bool send = in->op == ISA_OP_COMM_SEND;
+    const isa_opnd *peer = send ? &in->COMM_SEND.peer : &in->COMM_RECV.peer;
+    const isa_opnd *mem = send ? &in->COMM_SEND.src : &in->COMM_RECV.dst;
+    uint64_t bytes = (uint64_t)(send ? in->COMM_SEND.bytes.val : in->COMM_RECV.bytes.val);
+    uint64_t tag = (uint64_t)(send ? in->COMM_SEND.tag.val : in->COMM_RECV.tag.val);
+    q_account(c, q);
+    q->state = Q_BUSY;
+    q->n_started++;
+    q->n_inflight++;
+    e->done = false;
+    e->parts = 1;
+    e->t_ideal_ps = now_ps(c);
+    c->comm_msg = UINT32_MAX;
+    q->bytes += bytes;
+    uint64_t *ctr = mem->space == ISA_SPACE_HBM ? (send ? &s->hbm_rd : &s->hbm_wr)
+                                                : (send ? &s->spad_rd : &s->spad_wr);
+    *ctr += bytes;
+    if (!send) {
+        uint32_t id = comm_find(s, core_index_of(s, (uint64_t)peer->core), c->index, tag);
+        if (id != UINT32_MAX && s->msgs[id].arrived)
+            comm_take(c, slot, id); /* it was waiting in the mailbox */
+        return;                     /* else comm_deliver hands it over */
+    }
+    if (s->n_msgs == s->cap_msgs) {
+        uint32_t cap = s->cap_msgs ? 2 * s->cap_msgs : 16;
+        comm_msg *v = realloc(s->msgs, (size_t)cap * sizeof *v);
+        if (!v) {
+            np_err_set(&s->err, NP_ERR_NOMEM, "out of memory sending a message");
+            goto fail;
+        }
+        s->msgs = v;
+        s->cap_msgs = cap;
+    }
+    uint32_t id = s->n_msgs;
+    comm_msg *m = &s->msgs[id];
+    *m = (comm_msg){.src_idx = c->index, .dst_idx = core_index_of(s, (uint64_t)peer->core),
+                    .tag = tag, .bytes = bytes, .slot = slot};
+    if (s->func && bytes) {
+        m->data = malloc(bytes);
+        if (!m->data) {
+            np_err_set(&s->err, NP_ERR_NOMEM, "out of memory sending a message");
+            goto fail;
+        }
+        if (core_func_mem_read(s->func, c->index, (isa_space)mem->space, (uint64_t)mem->val,
+                               m->data, bytes, &s->err) != NP_OK) {
+            free(m->data);
+            goto fail;
+        }
+    }
+    s->n_msgs++;
+    c->comm_msg = id;
+    uint32_t flits = mesh_message_flits(bytes, (uint32_t)s->cfg->chip.noc_flit_bytes);
+    const mesh_params *mp = mesh_get_params(s->noc);
+    /* alone: the zero-load latency (busy); longer waits in the mesh are stalls */
+    e->t_ideal_ps = clk_cycles_to_ps(&s->noc_clk,
+                                     clk_cycle_at_or_after(&s->noc_clk, now_ps(c)) +
+                                         mesh_zero_load_cycles(mp, c->id, (uint32_t)peer->core, flits));
+    if (mesh_send(s->noc, c->id, (uint32_t)peer->core, flits, id, &s->err) != NP_OK)
+        goto fail;
+    return;
+fail:
+    chip_fail(s);
+}
+
 /* Starts the next entries of queue u that may start: the queue's IDLE -> BUSY / WAIT_SEM
  * transition, and for the DMA queue further copies while fewer than q_limit are in flight.
  * Only a dma.copy starts with entries before it still in the ring; a sem.* (or any other
@@ -329,6 +532,10 @@ static void q_start(core_model *c, isa_unit u)
                 return;
             }
             q_retire(c, u);
+            return;
+        }
+        if (in->op == ISA_OP_COMM_SEND || in->op == ISA_OP_COMM_RECV) {
+            comm_start(c, q, slot);
             return;
         }
         if (s->func && core_func_exec(s->func, c->index, in, e->first, &s->err) != NP_OK) {
@@ -468,6 +675,52 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, isa_ins
     return NP_OK;
 }
 
+/* A comm.* at dispatch: the peer is a core of this chip that runs the program and has a
+ * router, and the bytes lie inside their space. */
+static np_status comm_check(core_model *c, const isa_insn *in, np_err *err)
+{
+    chip_sim *s = c->chip;
+    bool send = in->op == ISA_OP_COMM_SEND;
+    const isa_opnd *peer = send ? &in->COMM_SEND.peer : &in->COMM_RECV.peer;
+    const isa_opnd *mem = send ? &in->COMM_SEND.src : &in->COMM_RECV.dst;
+    uint64_t bytes = (uint64_t)(send ? in->COMM_SEND.bytes.val : in->COMM_RECV.bytes.val);
+    char text[256];
+    insn_text(s, in, text, sizeof text);
+    const char *why = NULL;
+    char buf[160];
+    uint32_t nodes = mesh_nodes(s->noc);
+    if (peer->val != 0) {
+        snprintf(buf, sizeof buf, "peer chip %lld is not this chip (chip 0): chip-to-chip COMM "
+                 "is not modelled yet", (long long)peer->val);
+        why = buf;
+    } else if (core_index_of(s, peer->core) == UINT32_MAX) {
+        snprintf(buf, sizeof buf, "peer core %" PRIu32 " runs no part of the program", peer->core);
+        why = buf;
+    } else if (c->id >= nodes || peer->core >= nodes) {
+        snprintf(buf, sizeof buf, "core %" PRIu32 " has no router on the %" PRIu32 "-router mesh",
+                 c->id >= nodes ? c->id : peer->core, nodes);
+        why = buf;
+    } else {
+        uint64_t lim = core_space_bytes(s->cfg, (isa_space)mem->space);
+        uint64_t a = (uint64_t)mem->val;
+        if (a > lim || bytes > lim - a) {
+            snprintf(buf, sizeof buf, "%s range 0x%llx + %llu bytes is outside its space (%llu bytes)",
+                     send ? "src" : "dst", (unsigned long long)a, (unsigned long long)bytes,
+                     (unsigned long long)lim);
+            why = buf;
+        } else if (!send && in->COMM_RECV.red.val != ISA_RED_NONE &&
+                   bytes % isa_dtype_size[in->COMM_RECV.dtype.val]) {
+            snprintf(buf, sizeof buf, "%llu bytes are not whole %s elements",
+                     (unsigned long long)bytes, isa_dtype_names[in->COMM_RECV.dtype.val]);
+            why = buf;
+        }
+    }
+    if (!why)
+        return NP_OK;
+    return np_err_set(err, NP_ERR_SIM_FAULT, "core %" PRIu32 " comm pc %" PRIu32 " `%s`: %s",
+                      c->id, c->pc, text, why);
+}
+
 static void fe_step_ev(evq *eq, void *ctx, uint64_t arg);
 
 static void fe_schedule(core_model *c, uint64_t t_ps)
@@ -597,16 +850,6 @@ static void fe_step_ev(evq *eq, void *ctx, uint64_t arg)
             fe_schedule(c, after_cycles(c, 1));
             return;
         }
-        if (u == ISA_UNIT_COMM) {
-            char text[256];
-            insn_text(s, in, text, sizeof text);
-            np_err_set(&s->err, NP_ERR_SIM_FAULT,
-                       "core %" PRIu32 " comm pc %" PRIu32 " `%s`: the communication engine is "
-                       "not connected to the interconnect yet (timing mode runs single-core "
-                       "kernels without comm.*)", c->id, c->pc, text);
-            chip_fail(s);
-            return;
-        }
         core_queue *q = &c->q[u];
         if (q->count == CORE_QUEUE_DEPTH) {
             c->fe_wait_pc = c->pc;
@@ -625,7 +868,8 @@ static void fe_step_ev(evq *eq, void *ctx, uint64_t arg)
             return;
         }
         q_entry *e = &q->ring[(q->head + q->count) % CORE_QUEUE_DEPTH];
-        if (resolve(c, u, in, &e->in, &s->err) != NP_OK) {
+        if (resolve(c, u, in, &e->in, &s->err) != NP_OK ||
+            ((in->op == ISA_OP_COMM_SEND || in->op == ISA_OP_COMM_RECV) && comm_check(c, &e->in, &s->err) != NP_OK)) {
             chip_fail(s);
             return;
         }
@@ -668,6 +912,12 @@ static void deadlock_lines(const core_model *c, char *buf, size_t n)
                      "\n  core %u %s: pc %u `%s` waits on semaphore s%u (value %llu, needs %llu)",
                      c->id, isa_unit_names[u], e->pc, text, sem, (unsigned long long)c->sem[sem],
                      (unsigned long long)e->in.SEM_WAIT.n.val);
+        } else if (u == ISA_UNIT_COMM && q->n_inflight && e->in.op == ISA_OP_COMM_RECV &&
+                   c->comm_msg == UINT32_MAX) {
+            snprintf(line, sizeof line,
+                     "\n  core %u comm: pc %u `%s` waits for a message from core %u tag %llu",
+                     c->id, e->pc, text, e->in.COMM_RECV.peer.core,
+                     (unsigned long long)e->in.COMM_RECV.tag.val);
         } else {
             snprintf(line, sizeof line, "\n  core %u %s: pc %u `%s` is queued (%u entries)",
                      c->id, isa_unit_names[u], e->pc, text, q->count);
@@ -701,6 +951,10 @@ static void chip_free(chip_sim *s)
             hbm_free(s->cores[i].acc_port);
         }
     free(s->cores);
+    for (uint32_t i = 0; i < s->n_msgs; i++)
+        free(s->msgs[i].data);
+    free(s->msgs);
+    mesh_free(s->noc);
     core_func_free(s->func);
     hbm_free(s->mem);
     evq_free(s->q);
@@ -719,6 +973,20 @@ static np_status chip_init(chip_sim *s, const arch_config *cfg, const isa_progra
     if (hbm_create(s->q, cfg->chip.hbm_gb_per_s / 1000.0,
                    (uint64_t)(cfg->chip.hbm_latency_ns * 1000.0 + 0.5), &s->mem, err) != NP_OK)
         return err->status;
+    bool comm = false;
+    for (uint32_t i = 0; i < p->n_cores; i++)
+        for (uint32_t pc = 0; pc < p->cores[i].n_insns; pc++)
+            comm = comm || p->cores[i].insns[pc].op == ISA_OP_COMM_SEND ||
+                   p->cores[i].insns[pc].op == ISA_OP_COMM_RECV;
+    if (comm) { /* the chip's mesh, core i at router i, clocked by chip.noc_clock_ghz */
+        mesh_params mp;
+        mesh_params_from_arch(cfg, &mp);
+        if (clk_init_ghz(&s->noc_clk, cfg->chip.noc_clock_ghz, err) != NP_OK ||
+            mesh_create(&mp, NULL, "noc", &s->noc, err) != NP_OK ||
+            mesh_attach(s->noc, s->q, &s->noc_clk, err) != NP_OK)
+            return err->status;
+        mesh_set_deliver(s->noc, comm_deliver, s);
+    }
     s->n_cores = p->n_cores;
     s->cores = calloc(p->n_cores ? p->n_cores : 1, sizeof *s->cores);
     if (!s->cores)

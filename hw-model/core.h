@@ -13,6 +13,15 @@
  * the units) and a DMA's bytes through the HBM (shared by every core); both pools are hbm.h
  * servers, max-min fair. See docs/hw-model.md.
  *
+ * COMM: when the program has comm.* instructions the chip gets one noc/mesh.h mesh from the
+ * arch config (core i at router i) on the chip's event queue, clocked at chip.noc_clock_ghz.
+ * comm.send is one packet of ceil(bytes / noc_flit_bytes) flits and retires when its tail is
+ * delivered; comm.recv takes the oldest message from that core with that tag (waiting in a
+ * per-core mailbox if it came first, else waiting for it) and, with a reduction, spends
+ * elements / (vector_lanes x ops_per_lane) cycles more. Functional mode moves (and reduces)
+ * the bytes. A peer on another chip is NP_ERR_SIM_FAULT (chip-to-chip COMM is not modelled
+ * yet).
+ *
  * Front end, per core:                        Queue, per unit:
  *
  *   RUN --(queue full)--> WAIT_QUEUE            IDLE --(head is ready)--> BUSY --> IDLE
@@ -22,7 +31,8 @@
  *
  * A run ends when the event queue is empty. If a core is then not DONE, nothing can ever
  * happen again: NP_ERR_DEADLOCK, naming every waiting unit with its pc, its instruction and
- * what it waits on (the semaphore and its value, a full queue, a fence, a barrier). A
+ * what it waits on (the semaphore and its value, a full queue, a fence, a barrier, the
+ * message a comm.recv waits for). A
  * dispatch whose footprint leaves its address space (scratchpad, accumulator, HBM) is
  * NP_ERR_SIM_FAULT naming core, unit, pc, instruction and the address range.
  *
@@ -84,8 +94,8 @@ typedef struct core_report {
  * mode until every core has finished. With reg non-NULL, each unit's busy/stall/idle cycles,
  * instructions and bytes are registered in it under "core<N>.<unit>". On success *out holds
  * the report (free with core_report_free). Errors: NP_ERR_DEADLOCK, NP_ERR_SIM_FAULT (an
- * address outside its space, mxu.mm without mxu.load, a comm instruction: the interconnect is
- * not wired to the core yet), NP_ERR_RANGE (bad clock), NP_ERR_NOMEM; *out is NULL then. */
+ * address outside its space, mxu.mm without mxu.load, a comm.* to another chip
+ * or to a core without a router or not in the program), NP_ERR_RANGE (bad clock), NP_ERR_NOMEM; *out is NULL then. */
 np_status core_sim_run(const arch_config *cfg, const isa_program *p, stats *reg,
                        core_report **out, np_err *err);
 

@@ -209,6 +209,18 @@ static np_status mem_write(core_func *f, uint32_t ci, isa_space s, uint64_t a, c
     return NP_OK;
 }
 
+np_status core_func_mem_read(core_func *f, uint32_t ci, isa_space s, uint64_t a, void *buf,
+                             uint64_t n, np_err *err)
+{
+    return mem_read(f, ci, s, a, buf, n, err);
+}
+
+np_status core_func_mem_write(core_func *f, uint32_t ci, isa_space s, uint64_t a,
+                              const void *buf, uint64_t n, np_err *err)
+{
+    return mem_write(f, ci, s, a, buf, n, err);
+}
+
 /* A scratchpad tile element pointer (ranges were checked at dispatch). */
 static uint8_t *spad_at(core_func *f, uint32_t ci, const isa_opnd *o, uint64_t row,
                         uint64_t col, uint64_t row_bytes, int64_t stride, isa_dtype d)

@@ -45,6 +45,13 @@ np_status core_func_hbm_read(core_func *f, uint64_t addr, void *buf, uint64_t n,
  * mode=first. NP_ERR_NOMEM only (ranges were checked at dispatch). */
 np_status core_func_exec(core_func *f, uint32_t ci, const isa_insn *in, bool first, np_err *err);
 
+/* Copies n bytes out of / into space s of core ci (HBM, scratchpad, accumulator) at byte
+ * address a (the range must lie inside the space). For comm.send / comm.recv. */
+np_status core_func_mem_read(core_func *f, uint32_t ci, isa_space s, uint64_t a, void *buf,
+                             uint64_t n, np_err *err);
+np_status core_func_mem_write(core_func *f, uint32_t ci, isa_space s, uint64_t a,
+                              const void *buf, uint64_t n, np_err *err);
+
 /* Element conversions (exposed for tests): bytes of dtype d to double, and double to the
  * bytes of d with the rounding above. */
 double core_elem_get(const uint8_t *p, isa_dtype d);

@@ -526,3 +526,132 @@ TEST(a_drain_reads_the_accumulator_through_its_port)
     CU_ASSERT_EQUAL(r->total_cycles, 8u);
     core_report_free(r);
 }
+
+/* ---- COMM over the on-chip mesh ----------------------------------------------------------------
+ * tiny's mesh is 2 x 1 (core 0 at router 0, core 1 at router 1), 1 GHz NoC = 1 GHz cores,
+ * 16-byte flits, P = 2 router cycles, L = 1 link cycle. Core 0 -> core 1 is H = 1 hop, and 64
+ * bytes are F = 4 flits, so docs/noc.md's zero-load latency is
+ *   (H + 1)(P + L) + L + (F - 1) = 2 x 3 + 1 + 3 = 10 NoC cycles = 10 core cycles. */
+
+TEST(a_send_to_another_core_takes_the_mesh_zero_load_latency)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* Core 0 dispatches the send at cycle 0; the message's tail reaches core 1 at 10, when the
+     * send (completion at delivery) and the recv retire. Core 1 then signals s0 from its comm
+     * queue (arrives 1 cycle later, 11) and its DMA queue's sem.wait retires at 11. */
+    const char *src = ".core 0\ncomm.send peer(0, 1), spad[0], 64, 7\n"
+                      ".core 1\ncomm.recv peer(0, 0), spad[0], 64, 7\n"
+                      "sem.signal comm, s0\nsem.wait dma, s0\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 11u);
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 10u); /* the zero-load latency */
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->stall_cycles, 0u);
+    CU_ASSERT_EQUAL(unit(r, "core1.comm")->busy_cycles, 0u);  /* waiting is a stall */
+    CU_ASSERT_EQUAL(unit(r, "core1.comm")->stall_cycles, 10u);
+    CU_ASSERT_EQUAL(unit(r, "core1.comm")->insns, 2u);
+    core_report_free(r);
+    /* With an add reduction of fp32: 16 elements over 4 lanes x 1 op = 4 more cycles after
+     * arrival: the recv retires at 14, the signal lands at 15. */
+    const char *red = ".core 0\ncomm.send peer(0, 1), spad[0], 64, 7\n"
+                      ".core 1\ncomm.recv peer(0, 0), spad[0], 64, 7, add, fp32\n"
+                      "sem.signal comm, s0\nsem.wait dma, s0\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, red, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 15u);
+    CU_ASSERT_EQUAL(unit(r, "core1.comm")->busy_cycles, 4u);
+    core_report_free(r);
+    /* 65 bytes need a fifth flit: one cycle more (11 + 1 = 12). */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ncomm.send peer(0, 1), spad[0], 65, 7\n"
+                                        ".core 1\ncomm.recv peer(0, 0), spad[0], 65, 7\n"
+                                        "sem.signal comm, s0\nsem.wait dma, s0\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 12u);
+    core_report_free(r);
+}
+
+TEST(a_recv_posted_before_or_after_the_message_arrives_gets_the_same_delivery)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* Core 0 issues 5 nops (cycles 0..4) and the send at 5: the message arrives at 15. */
+    /* Before: core 1's recv is waiting from cycle 0 and retires at 15 (15 cycles of stall). */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\nnop\nnop\nnop\nnop\nnop\n"
+                                        "comm.send peer(0, 1), spad[0], 64, 1\n"
+                                        ".core 1\ncomm.recv peer(0, 0), spad[0], 64, 1\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 15u);
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 10u);
+    CU_ASSERT_EQUAL(unit(r, "core1.comm")->stall_cycles, 15u);
+    core_report_free(r);
+    /* After: core 1 issues 20 nops (0..19), so the message waits in its mailbox from 15; the
+     * recv dispatched at 20 takes it at once (no stall) and core 1 halts at 21. The send is
+     * unchanged: 10 cycles, done at 15. */
+    char src[512] = ".core 0\nnop\nnop\nnop\nnop\nnop\ncomm.send peer(0, 1), spad[0], 64, 1\n.core 1\n";
+    for (int i = 0; i < 20; i++)
+        strcat(src, "nop\n");
+    strcat(src, "comm.recv peer(0, 0), spad[0], 64, 1\n");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 21u);
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 10u);
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->stall_cycles, 0u);
+    CU_ASSERT_EQUAL(unit(r, "core1.comm")->stall_cycles, 0u);
+    CU_ASSERT_EQUAL(unit(r, "core1.comm")->insns, 1u);
+    core_report_free(r);
+}
+
+TEST(a_recv_with_add_in_functional_mode_sums_the_message_into_its_destination)
+{
+    arch_config cfg = tiny(NULL);
+    float a[16], b[16], out[16];
+    for (int i = 0; i < 16; i++) {
+        a[i] = (float)i * 0.5f;      /* core 0's tile, hbm[0] */
+        b[i] = 100.0f - (float)i;    /* core 1's tile, hbm[0x100] */
+    }
+    const char *src = ".core 0\ndma.copy spad[0], hbm[0], fp32, 16\n"
+                      "sem.signal dma, s0\nsem.wait comm, s0\n"
+                      "comm.send peer(0, 1), spad[0], 64, 3\n"
+                      ".core 1\ndma.copy spad[0x40], hbm[0x100], fp32, 16\n"
+                      "sem.signal dma, s0\nsem.wait comm, s0\n"
+                      "comm.recv peer(0, 0), spad[0x40], 64, 3, add, fp32\n"
+                      "sem.signal comm, s1\nsem.wait dma, s1\n"
+                      "dma.copy hbm[0x200], spad[0x40], fp32, 16\n";
+    isa_target t;
+    isa_target_from_arch(&cfg, &t);
+    isa_asm_opts ao = {.target = &t};
+    isa_program *p = NULL;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(isa_asm(src, strlen(src), "test.s", &ao, &p, &e), NP_OK);
+    core_hbm_io in[2] = {{0, a, sizeof a}, {0x100, b, sizeof b}}, o[1] = {{0x200, out, sizeof out}};
+    core_sim_opts opts = {.functional = true, .inputs = in, .n_inputs = 2, .outputs = o,
+                          .n_outputs = 1};
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &opts, NULL, &r, &e), NP_OK);
+    for (int i = 0; i < 16; i++)
+        CU_ASSERT_EQUAL(out[i], 100.0f - (float)i + (float)i * 0.5f); /* exact in fp32 */
+    core_report_free(r);
+    isa_program_free(p);
+}
+
+TEST(a_recv_nobody_sends_to_deadlocks_and_another_chip_is_a_fault)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    np_status st = run_src(&cfg, ".core 0\ncomm.recv peer(0, 1), spad[0], 64, 9\n.core 1\nnop\n",
+                           NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_DEADLOCK);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 comm: pc 0 `comm.recv peer(0, 1), spad[0x0], 64, 9` "
+                                         "waits for a message from core 1 tag 9"));
+    /* A recv whose size differs from the message's is a fault at arrival. */
+    st = run_src(&cfg, ".core 0\ncomm.send peer(0, 1), spad[0], 64, 9\n"
+                       ".core 1\ncomm.recv peer(0, 0), spad[0], 32, 9\n", NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "has 64 bytes, the recv expects 32"));
+    st = run_src(&cfg, ".core 0\ncomm.send peer(1, 1), spad[0], 64, 9\n", NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 comm pc 0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip-to-chip COMM is not modelled yet"));
+}
