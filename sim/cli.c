@@ -81,6 +81,14 @@ np_status cli_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_t
                       lo, hi, text);
 }
 
+np_status cli_add_set(const char **sets, size_t *n, size_t max, const char *arg, np_err *err)
+{
+    if (*n >= max)
+        return np_err_set(err, NP_ERR_USAGE, "at most %zu --set options", max);
+    sets[(*n)++] = arg;
+    return NP_OK;
+}
+
 np_status cli_print_json(json_t *j, np_err *err)
 {
     if (!j)

@@ -55,6 +55,9 @@ int cli_getopt(int argc, char **argv, const char *shortopts, const struct option
 np_status cli_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_t hi,
                         uint64_t *out, np_err *err);
 
+/* Appends a --set argument to sets[0..*n), which holds at most max: NP_ERR_USAGE when full. */
+np_status cli_add_set(const char **sets, size_t *n, size_t max, const char *arg, np_err *err);
+
 /* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to
  * stdout, then drops the reference. Returns NP_ERR_NOMEM (filling err) if j is NULL. */
 np_status cli_print_json(json_t *j, np_err *err);

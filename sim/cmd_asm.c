@@ -51,9 +51,8 @@ np_status cmd_asm(int argc, char **argv, np_err *err)
             arch = optarg;
             break;
         case 's':
-            if (n_sets == ASM_MAX_SETS)
-                return np_err_set(err, NP_ERR_USAGE, "more than %d --set options", ASM_MAX_SETS);
-            sets[n_sets++] = optarg;
+            if (cli_add_set(sets, &n_sets, ASM_MAX_SETS, optarg, err) != NP_OK)
+                return err->status;
             break;
         case 'd':
             doc = true;

@@ -292,9 +292,8 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         switch (c) {
         case 'a': arch_name = optarg; break;
         case 's':
-            if (n_sets == COL_MAX_SETS)
-                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options", COL_MAX_SETS);
-            sets[n_sets++] = optarg;
+            if (cli_add_set(sets, &n_sets, COL_MAX_SETS, optarg, err) != NP_OK)
+                return err->status;
             break;
         case 'o':
             if (coll_op_parse(optarg, &op, err) != NP_OK) {

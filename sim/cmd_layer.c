@@ -170,9 +170,8 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         switch (c) {
         case 'a': arch_name = optarg; break;
         case 's':
-            if (n_sets == LAYER_MAX_SETS)
-                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options", LAYER_MAX_SETS);
-            sets[n_sets++] = optarg;
+            if (cli_add_set(sets, &n_sets, LAYER_MAX_SETS, optarg, err) != NP_OK)
+                return err->status;
             break;
         case 'A': array = optarg; break;
         case 'd': dataflow = optarg; break;

@@ -53,10 +53,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         switch (c) {
         case 'a': arch_name = optarg; break;
         case 's':
-            if (n_sets == RUN_MAX_SETS)
-                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options",
-                                  RUN_MAX_SETS);
-            sets[n_sets++] = optarg;
+            if (cli_add_set(sets, &n_sets, RUN_MAX_SETS, optarg, err) != NP_OK)
+                return err->status;
             break;
         case 'e':
             if (cli_parse_u64("--events", optarg, 0, UINT64_MAX, &n_events, err) != NP_OK)

@@ -56,9 +56,8 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         switch (c) {
         case 'a': arch_name = optarg; break;
         case 's':
-            if (n_sets == SIM_MAX_SETS)
-                return np_err_set(err, NP_ERR_USAGE, "at most %d --set options", SIM_MAX_SETS);
-            sets[n_sets++] = optarg;
+            if (cli_add_set(sets, &n_sets, SIM_MAX_SETS, optarg, err) != NP_OK)
+                return err->status;
             break;
         case 'f': functional = true; break;
         case 'i':
