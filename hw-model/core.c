@@ -44,6 +44,9 @@ typedef struct q_entry {
     uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
     bool first;            /* the innermost loop was on its first iteration (mode=first) */
     bool done;             /* started and completed; retires when the entries before it have */
+    uint64_t seq;          /* dispatch order on its core (the scoreboard's "older") */
+    core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
+    unsigned nr;
     unsigned parts;        /* in flight: parts still running (compute time, scratchpad-port
                               stream, HBM stream) */
     uint64_t t_ideal_ps;   /* in flight: when it would end with the ports and HBM to itself */
@@ -55,6 +58,8 @@ typedef struct core_queue {
     unsigned n_started;  /* entries from the head that have started (in flight or done) */
     unsigned n_inflight; /* of those, not yet completed */
     q_state state;       /* BUSY while n_inflight > 0 */
+    bool sb_wait;        /* the next entry to start waits for an older one (scoreboard) */
+    uint64_t sb_from_ps; /* when that wait began */
     uint64_t t_wait_ps;  /* WAIT_SEM: when the wait began */
     uint64_t t_acct_ps;  /* busy/stall are accounted up to here (q_account) */
     uint64_t busy_ps, stall_ps, insns, bytes;
@@ -88,6 +93,7 @@ typedef struct core_model {
     core_queue q[ISA_N_QUEUES];
     uint64_t sem[ISA_N_SEMS];
     uint64_t mxu_k, mxu_n; /* the last mxu.load's tile; 0 before any */
+    uint64_t seq_next;     /* the next dispatch's q_entry.seq */
     hbm *ports;            /* the scratchpad's ports: a bandwidth pool the units share */
     hbm *acc_port;         /* the accumulator's read port for mxu.drain; NULL when
                               core.acc_port_bytes_per_cycle is 0 (the drain paces itself) */
@@ -227,6 +233,55 @@ static void q_account(core_model *c, core_queue *q)
     q->t_acct_ps = now;
 }
 
+/* ---- the scoreboard ----------------------------------------------------------------------------
+ * An entry may start only when no older entry of its core (any queue), not yet completed,
+ * has an operand overlapping one of its own with at least one of the two writing: read after
+ * write, write after read, write after write (core.scoreboard; core_ranges_overlap). Entries
+ * of one queue are in seq order, so each queue is scanned from its head up to the first entry
+ * not older than e. Completed entries still waiting to retire (DMA) no longer block. */
+static bool sb_conflict(const q_entry *e, const q_entry *o, unsigned *ei, unsigned *oi)
+{
+    for (unsigned i = 0; i < e->nr; i++)
+        for (unsigned j = 0; j < o->nr; j++)
+            if ((e->r[i].write || o->r[j].write) && core_ranges_overlap(&e->r[i], &o->r[j])) {
+                *ei = i, *oi = j;
+                return true;
+            }
+    return false;
+}
+
+/* The older entry e must wait for (its unit in *bu, the overlapping operands' indices in *ei
+ * and *oi), or NULL. */
+static const q_entry *sb_blocker(const core_model *c, const q_entry *e, isa_unit *bu,
+                                 unsigned *ei, unsigned *oi)
+{
+    if (!c->chip->cfg->core.scoreboard || !e->nr)
+        return NULL;
+    for (unsigned u = 0; u < ISA_N_QUEUES; u++) {
+        const core_queue *q = &c->q[u];
+        for (unsigned i = 0; i < q->count; i++) {
+            const q_entry *o = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
+            if (o->seq >= e->seq)
+                break;
+            if (i < q->n_started && o->done)
+                continue;
+            if (sb_conflict(e, o, ei, oi)) {
+                *bu = (isa_unit)u;
+                return o;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* An entry completed: queues waiting on the scoreboard look again. */
+static void sb_wake(core_model *c)
+{
+    for (unsigned u = 0; u < ISA_N_QUEUES; u++)
+        if (c->q[u].sb_wait)
+            q_start(c, (isa_unit)u);
+}
+
 /* Head of queue u retires now (it has started and, unless it took no time, completed). */
 static void q_retire(core_model *c, isa_unit u)
 {
@@ -267,6 +322,7 @@ static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
     }
     if (!retired)
         q_start(c, u); /* an outstanding slot is free */
+    sb_wake(c);
 }
 
 /* One part of the entry in flight named by arg finished; the last one completes it at the
@@ -513,6 +569,21 @@ static void q_start(core_model *c, isa_unit u)
         const isa_insn *in = &e->in;
         if (q->n_started && in->op != ISA_OP_DMA_COPY)
             return; /* q_retire starts it once the entries before it have retired */
+        isa_unit bu;
+        unsigned ei, oi;
+        if (sb_blocker(c, e, &bu, &ei, &oi)) {
+            if (!q->sb_wait) {
+                q->sb_wait = true;
+                q->sb_from_ps = now_ps(c);
+            }
+            return; /* sb_wake retries when an entry completes */
+        }
+        if (q->sb_wait) { /* with copies in flight q_account has counted the time */
+            q->sb_wait = false;
+            uint64_t from = q->sb_from_ps > q->t_acct_ps ? q->sb_from_ps : q->t_acct_ps;
+            if (!q->n_inflight)
+                q->stall_ps += now_ps(c) - from;
+        }
         if (in->op == ISA_OP_SEM_WAIT) {
             uint64_t need = (uint64_t)in->SEM_WAIT.n.val;
             uint8_t sem = (uint8_t)in->SEM_WAIT.sem.val;
@@ -542,8 +613,8 @@ static void q_start(core_model *c, isa_unit u)
             chip_fail(s);
             return;
         }
-        core_range r[CORE_MAX_RANGES];
-        unsigned nr = core_ranges(in, e->mxu_k, e->mxu_n, r);
+        const core_range *r = e->r;
+        unsigned nr = e->nr;
         count_traffic(c, q, r, nr);
         q_account(c, q); /* the in-flight set changes */
         q->state = Q_BUSY;
@@ -644,8 +715,9 @@ static np_status fault(core_model *c, isa_unit u, uint32_t pc, const isa_insn *i
 }
 
 /* Resolves base registers and checks every footprint; the resolved copy goes to *out. */
-static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, isa_insn *out, np_err *err)
+static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry *e, np_err *err)
 {
+    isa_insn *out = &e->in;
     *out = *src;
     unsigned nf = isa_ops[src->op].n_fields;
     for (unsigned i = 0; i < nf; i++) {
@@ -663,8 +735,8 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, isa_ins
         o->val = addr;
         o->reg = 0;
     }
-    core_range r[CORE_MAX_RANGES];
-    unsigned nr = core_ranges(out, c->mxu_k, c->mxu_n, r);
+    core_range *r = e->r;
+    unsigned nr = e->nr = core_ranges(out, c->mxu_k, c->mxu_n, r);
     for (unsigned i = 0; i < nr; i++) {
         uint64_t lim = core_space_bytes(c->chip->cfg, r[i].space);
         if (r[i].addr > lim || r[i].extent > lim - r[i].addr)
@@ -676,13 +748,12 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, isa_ins
 }
 
 /* A comm.* at dispatch: the peer is a core of this chip that runs the program and has a
- * router, and the bytes lie inside their space. */
+ * router (resolve has checked the bytes lie inside their space). */
 static np_status comm_check(core_model *c, const isa_insn *in, np_err *err)
 {
     chip_sim *s = c->chip;
     bool send = in->op == ISA_OP_COMM_SEND;
     const isa_opnd *peer = send ? &in->COMM_SEND.peer : &in->COMM_RECV.peer;
-    const isa_opnd *mem = send ? &in->COMM_SEND.src : &in->COMM_RECV.dst;
     uint64_t bytes = (uint64_t)(send ? in->COMM_SEND.bytes.val : in->COMM_RECV.bytes.val);
     char text[256];
     insn_text(s, in, text, sizeof text);
@@ -700,20 +771,11 @@ static np_status comm_check(core_model *c, const isa_insn *in, np_err *err)
         snprintf(buf, sizeof buf, "core %" PRIu32 " has no router on the %" PRIu32 "-router mesh",
                  c->id >= nodes ? c->id : peer->core, nodes);
         why = buf;
-    } else {
-        uint64_t lim = core_space_bytes(s->cfg, (isa_space)mem->space);
-        uint64_t a = (uint64_t)mem->val;
-        if (a > lim || bytes > lim - a) {
-            snprintf(buf, sizeof buf, "%s range 0x%llx + %llu bytes is outside its space (%llu bytes)",
-                     send ? "src" : "dst", (unsigned long long)a, (unsigned long long)bytes,
-                     (unsigned long long)lim);
-            why = buf;
-        } else if (!send && in->COMM_RECV.red.val != ISA_RED_NONE &&
-                   bytes % isa_dtype_size[in->COMM_RECV.dtype.val]) {
-            snprintf(buf, sizeof buf, "%llu bytes are not whole %s elements",
-                     (unsigned long long)bytes, isa_dtype_names[in->COMM_RECV.dtype.val]);
-            why = buf;
-        }
+    } else if (!send && in->COMM_RECV.red.val != ISA_RED_NONE &&
+               bytes % isa_dtype_size[in->COMM_RECV.dtype.val]) {
+        snprintf(buf, sizeof buf, "%llu bytes are not whole %s elements",
+                 (unsigned long long)bytes, isa_dtype_names[in->COMM_RECV.dtype.val]);
+        why = buf;
     }
     if (!why)
         return NP_OK;
@@ -868,7 +930,7 @@ static void fe_step_ev(evq *eq, void *ctx, uint64_t arg)
             return;
         }
         q_entry *e = &q->ring[(q->head + q->count) % CORE_QUEUE_DEPTH];
-        if (resolve(c, u, in, &e->in, &s->err) != NP_OK ||
+        if (resolve(c, u, in, e, &s->err) != NP_OK ||
             ((in->op == ISA_OP_COMM_SEND || in->op == ISA_OP_COMM_RECV) && comm_check(c, &e->in, &s->err) != NP_OK)) {
             chip_fail(s);
             return;
@@ -878,6 +940,7 @@ static void fe_step_ev(evq *eq, void *ctx, uint64_t arg)
             c->mxu_n = (uint64_t)in->MXU_LOAD.n.val;
         }
         e->pc = c->pc;
+        e->seq = c->seq_next++;
         e->first = c->depth == 0 ||
                    c->loops[c->depth - 1].remaining + 1 == c->loops[c->depth - 1].count;
         e->mxu_k = c->mxu_k;
@@ -899,14 +962,27 @@ static void fe_step_ev(evq *eq, void *ctx, uint64_t arg)
 static void deadlock_lines(const core_model *c, char *buf, size_t n)
 {
     const chip_sim *s = c->chip;
-    char text[200], line[400];
+    char text[200], line[720];
     for (unsigned u = 0; u < ISA_N_QUEUES; u++) {
         const core_queue *q = &c->q[u];
         if (!q->count)
             continue;
         const q_entry *e = &q->ring[q->head];
+        if (q->sb_wait) /* the entry that waits is the next to start */
+            e = &q->ring[(q->head + q->n_started) % CORE_QUEUE_DEPTH];
         insn_text(s, &e->in, text, sizeof text);
-        if (q->state == Q_WAIT_SEM) {
+        isa_unit bu;
+        unsigned ei, oi;
+        const q_entry *b = q->sb_wait ? sb_blocker(c, e, &bu, &ei, &oi) : NULL;
+        if (b) {
+            char btext[200];
+            insn_text(s, &b->in, btext, sizeof btext);
+            snprintf(line, sizeof line,
+                     "\n  core %u %s: pc %u `%s` waits for older pc %u `%s` (%s), whose %s "
+                     "overlaps its %s",
+                     c->id, isa_unit_names[u], e->pc, text, b->pc, btext, isa_unit_names[bu],
+                     b->r[oi].what, e->r[ei].what);
+        } else if (q->state == Q_WAIT_SEM) {
             unsigned sem = (unsigned)e->in.SEM_WAIT.sem.val;
             snprintf(line, sizeof line,
                      "\n  core %u %s: pc %u `%s` waits on semaphore s%u (value %llu, needs %llu)",

@@ -101,6 +101,12 @@ unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
         out[n++] = tile(&a->dst, "dst", c, r * e, a->dst_s.val, true);
         break;
     }
+    case ISA_OP_COMM_SEND:
+        out[n++] = tile(&in->COMM_SEND.src, "src", 1, (uint64_t)in->COMM_SEND.bytes.val, 0, false);
+        break;
+    case ISA_OP_COMM_RECV: /* with a reduction the recv also reads dst */
+        out[n++] = tile(&in->COMM_RECV.dst, "dst", 1, (uint64_t)in->COMM_RECV.bytes.val, 0, true);
+        break;
     default:
         break;
     }
@@ -213,4 +219,41 @@ uint64_t core_exec_cycles(const arch_config *cfg, const isa_insn *in, uint64_t m
     uint64_t elems = (uint64_t)in->opnd[ri].val * (uint64_t)in->opnd[ci].val;
     uint64_t per_cycle = (uint64_t)cfg->core.vector_lanes * (uint64_t)cfg->core.vector_ops_per_lane;
     return ceil_div(elems, per_cycle) * (vpu_transcendental(in->op) ? CORE_VPU_TRANSC_FACTOR : 1);
+}
+
+/* Whether bytes [x, x + len) meet a row of plane p of b. */
+static bool row_meets(uint64_t x, uint64_t len, const core_range *b, uint64_t p)
+{
+    uint64_t base = b->addr + p * b->plane_stride;
+    if (x + len <= base)
+        return false;
+    uint64_t rs = b->row_stride ? b->row_stride : b->row_bytes;
+    uint64_t i_max = (x + len - 1 - base) / rs; /* last row starting before the end of x */
+    if (i_max >= b->rows)
+        i_max = b->rows - 1;
+    /* first row ending after x: base + i x rs + row_bytes > x */
+    uint64_t i_min = x + 1 > base + b->row_bytes ? ceil_div(x + 1 - base - b->row_bytes, rs) : 0;
+    return i_min <= i_max;
+}
+
+bool core_ranges_overlap(const core_range *a, const core_range *b)
+{
+    if (a->space != b->space || !a->bytes || !b->bytes || a->addr >= b->addr + b->extent ||
+        b->addr >= a->addr + a->extent)
+        return false;
+    if (a->planes * a->rows > b->planes * b->rows) { /* walk the rows of the smaller one */
+        const core_range *t = a;
+        a = b, b = t;
+    }
+    if (a->planes * a->rows * b->planes > CORE_OVERLAP_SCAN_ROWS)
+        return true;
+    uint64_t ars = a->row_stride ? a->row_stride : a->row_bytes;
+    for (uint64_t p = 0; p < a->planes; p++)
+        for (uint64_t i = 0; i < a->rows; i++) {
+            uint64_t x = a->addr + p * a->plane_stride + i * ars;
+            for (uint64_t q = 0; q < b->planes; q++)
+                if (row_meets(x, a->row_bytes, b, q))
+                    return true;
+        }
+    return false;
 }

@@ -48,6 +48,12 @@ unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
 #define CORE_BANK_SCAN_ROWS 4096
 uint64_t core_spad_banks_touched(const arch_config *cfg, const core_range *r, unsigned n);
 
+/* Whether ranges a and b share a byte: same space, and some row of one meets some row of the
+ * other (strided rows and planes exactly; beyond CORE_OVERLAP_SCAN_ROWS rows to compare, any
+ * overlap of the two extents counts). */
+#define CORE_OVERLAP_SCAN_ROWS 65536
+bool core_ranges_overlap(const core_range *a, const core_range *b);
+
 /* Size in bytes of address space s on cfg's cores / chip. */
 uint64_t core_space_bytes(const arch_config *cfg, isa_space s);
 
