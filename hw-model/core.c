@@ -95,8 +95,8 @@ typedef struct core_model {
     uint64_t mxu_k, mxu_n; /* the last mxu.load's tile; 0 before any */
     uint64_t seq_next;     /* the next dispatch's q_entry.seq */
     hbm *ports;            /* the scratchpad's ports: a bandwidth pool the units share */
-    hbm *acc_port;         /* the accumulator's read port for mxu.drain; NULL when
-                              core.acc_port_bytes_per_cycle is 0 (the drain paces itself) */
+    hbm *acc_port;         /* the accumulator SRAM's port (mxu.mm, mxu.drain); NULL when
+                              core.acc_port_bytes_per_cycle is 0 (the array paces itself) */
     uint64_t t_done_ps;
     uint64_t *k_first, *k_last; /* per kernel: first dispatch, last retire (ps) */
     bool *k_seen;
@@ -633,14 +633,21 @@ static void q_start(core_model *c, isa_unit u)
         for (unsigned i = 0; i < nr; i++) {
             if (r[i].space == ISA_SPACE_SPAD)
                 spad_bytes += r[i].bytes;
-            if (r[i].space == ISA_SPACE_ACC && !r[i].write && in->op == ISA_OP_MXU_DRAIN &&
-                c->acc_port)
-                acc_bytes += r[i].bytes;
+            if (r[i].space == ISA_SPACE_ACC && c->acc_port)
+                acc_bytes += r[i].bytes; /* the drain's reads, mxu.mm's writes */
             any_hbm = any_hbm || r[i].space == ISA_SPACE_HBM;
             both_hbm = both_hbm && r[i].space == ISA_SPACE_HBM;
         }
         if (in->op == ISA_OP_MXU_LOAD)
             spad_bytes = 0; /* its reads are part of each mxu.mm fold */
+        if (in->op == ISA_OP_MXU_MM && (in->MXU_MM.mode.val == ISA_ACCM_ACCUM ||
+                                        (in->MXU_MM.mode.val == ISA_ACCM_FIRST && !e->first))) {
+            uint64_t old = (uint64_t)in->MXU_MM.m.val * e->mxu_n * 4; /* read, then added to */
+            s->acc_rd += old;
+            q->bytes += old;
+            if (c->acc_port)
+                acc_bytes += old;
+        }
         double ghz = s->cfg->core.clock_ghz;
         double port_bw = (double)core_spad_bytes_per_cycle(s->cfg) * ghz / 1000.0; /* B/ps */
         double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0;
@@ -664,7 +671,8 @@ static void q_start(core_model *c, isa_unit u)
             double t = s->cfg->chip.hbm_latency_ns * 1000.0 + (double)hb / (hbm_cap < hbm_bw ? hbm_cap : hbm_bw);
             alone = t > alone ? t : alone;
         }
-        /* The accumulator port: only the drain uses it (the MXU queue runs one at a time). */
+        /* The accumulator port: the drain's reads and mxu.mm's writes (and, accumulating, its
+         * reads of the old partial sums); only the MXU queue uses it, one at a time. */
         double acc_bw = (double)s->cfg->core.acc_port_bytes_per_cycle * ghz / 1000.0;
         if (acc_bytes && (double)acc_bytes / acc_bw > alone)
             alone = (double)acc_bytes / acc_bw;

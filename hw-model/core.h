@@ -7,8 +7,10 @@
  * (DMA, MXU, VPU, COMM), each CORE_QUEUE_DEPTH entries deep. The MXU, VPU and COMM queues
  * execute their head instruction to completion, then the next; the DMA queue keeps up to
  * core.dma_outstanding copies in flight (started in order, retired in order; a semaphore
- * instruction in it waits for every earlier copy). Queues order against each other only
- * through semaphores. An instruction's parts run together and it retires when the last ends: its
+ * instruction in it waits for every earlier copy). Queues order against each other through
+ * semaphores and, with core.scoreboard, an operand scoreboard: an instruction does not start
+ * while an older one of its core that overlaps its operands (RAW, WAR, WAW) has not
+ * completed. An instruction's parts run together and it retires when the last ends: its
  * compute time (core_cost.h), its scratchpad bytes through the core's port pool (shared by
  * the units) and a DMA's bytes through the HBM (shared by every core); both pools are hbm.h
  * servers, max-min fair. See docs/hw-model.md.
@@ -28,11 +30,13 @@
  *    |  <--(that queue retires)--               IDLE --(sem.wait, sem < n)--> WAIT_SEM
  *    |--(fence/barrier)--> FENCE --> (BARRIER)  WAIT_SEM --(signal makes sem >= n)--> IDLE
  *    |--(halt / end of text)--> HALTED --(every queue empty)--> DONE
+ *                                               IDLE --(an older insn overlaps)--> WAIT_OPERAND
+ *                                               WAIT_OPERAND --(it completes)--> IDLE
  *
  * A run ends when the event queue is empty. If a core is then not DONE, nothing can ever
  * happen again: NP_ERR_DEADLOCK, naming every waiting unit with its pc, its instruction and
- * what it waits on (the semaphore and its value, a full queue, a fence, a barrier, the
- * message a comm.recv waits for). A
+ * what it waits on (the semaphore and its value, the older instruction the scoreboard waits
+ * for, a full queue, a fence, a barrier, the message a comm.recv waits for). A
  * dispatch whose footprint leaves its address space (scratchpad, accumulator, HBM) is
  * NP_ERR_SIM_FAULT naming core, unit, pc, instruction and the address range.
  *

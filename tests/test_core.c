@@ -531,6 +531,38 @@ TEST(a_drain_reads_the_accumulator_through_its_port)
     core_report_free(r);
 }
 
+TEST(mxu_mm_writes_and_accumulating_reads_go_through_the_accumulator_port)
+{
+    /* mxu.mm 8 x 4 x 4 on the 4 x 4 ws array: one fold, 2R + C + T - 2 = 18 cycles. It
+     * writes 8 x 4 x 4 = 128 accumulator bytes; mode=accum first reads the same 128. */
+    const char *set = ".core 0\nmxu.load spad[0], 4, 4, bf16\nmxu.mm acc[0], spad[0x100], 8, bf16, mode=set\n";
+    const char *acc = ".core 0\nmxu.load spad[0], 4, 4, bf16\nmxu.mm acc[0], spad[0x100], 8, bf16, mode=accum\n";
+    core_report *r;
+    np_err e = {0};
+    /* default port (0): the array paces it; load dispatched at 0, mm at 1: ends at 19 */
+    arch_config cfg = tiny(NULL);
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, acc, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1u + 18u);
+    CU_ASSERT_EQUAL(r->acc_write_bytes, 128u);
+    CU_ASSERT_EQUAL(r->acc_read_bytes, 128u);
+    core_report_free(r);
+    /* 4 B/cycle: set writes 128 / 4 = 32 cycles > 18; accum moves 256: 64 */
+    cfg = tiny("core.acc_port_bytes_per_cycle=4");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, set, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1u + 32u);
+    CU_ASSERT_EQUAL(r->acc_read_bytes, 0u);
+    core_report_free(r);
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, acc, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1u + 64u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, 64u);
+    core_report_free(r);
+    /* 16 B/cycle: 128 / 16 = 8 and 256 / 16 = 16 cycles, both under the array's 18 */
+    cfg = tiny("core.acc_port_bytes_per_cycle=16");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, acc, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1u + 18u);
+    core_report_free(r);
+}
+
 /* ---- COMM over the on-chip mesh ----------------------------------------------------------------
  * tiny's mesh is 2 x 1 (core 0 at router 0, core 1 at router 1), 1 GHz NoC = 1 GHz cores,
  * 16-byte flits, P = 2 router cycles, L = 1 link cycle. Core 0 -> core 1 is H = 1 hop, and 64
