@@ -666,8 +666,19 @@ static void q_start(core_model *c, isa_unit u)
                          (double)s->cfg->core.sram_port_bytes_per_cycle * ghz / 1000.0;
         if (bank_bw < cap)
             cap = bank_bw;
+        /* The HBM side moves whole bursts, and only the channels its rows touch serve it. */
+        uint64_t hb = 0;
         if (any_hbm) {
-            uint64_t hb = both_hbm ? 2 * r[0].bytes : r[0].bytes;
+            const arch_chip *ch = &s->cfg->chip;
+            for (unsigned i = 0; i < nr; i++)
+                if (r[i].space == ISA_SPACE_HBM)
+                    hb += core_burst_bytes(&r[i], (uint64_t)ch->hbm_burst_bytes);
+            double frac = (double)core_units_touched(r, nr, ISA_SPACE_HBM,
+                                                     (uint64_t)ch->hbm_interleave_bytes,
+                                                     (uint64_t)ch->hbm_channels) /
+                          (double)ch->hbm_channels;
+            if (hbm_bw * frac < hbm_cap)
+                hbm_cap = hbm_bw * frac;
             double t = s->cfg->chip.hbm_latency_ns * 1000.0 + (double)hb / (hbm_cap < hbm_bw ? hbm_cap : hbm_bw);
             alone = t > alone ? t : alone;
         }
@@ -697,8 +708,7 @@ static void q_start(core_model *c, isa_unit u)
         }
         if (any_hbm) {
             e->parts++;
-            if (hbm_transfer(s->mem, both_hbm ? 2 * r[0].bytes : r[0].bytes,
-                             hbm_cap, q_part_done, c, arg, &s->err) != NP_OK)
+            if (hbm_transfer(s->mem, hb, hbm_cap, q_part_done, c, arg, &s->err) != NP_OK)
                 goto fail;
         }
         q_part_done(c, arg);

@@ -26,18 +26,6 @@ static double macs_rate(const arch_config *cfg, isa_dtype d)
     }
 }
 
-static bool vpu_transcendental(isa_op op)
-{
-    switch (op) {
-    case ISA_OP_VPU_DIV: case ISA_OP_VPU_DIVS: case ISA_OP_VPU_EXP: case ISA_OP_VPU_LOG:
-    case ISA_OP_VPU_SQRT: case ISA_OP_VPU_RSQRT: case ISA_OP_VPU_RECIP: case ISA_OP_VPU_TANH:
-    case ISA_OP_VPU_SIGMOID: case ISA_OP_VPU_GELU: case ISA_OP_VPU_SILU:
-        return true;
-    default:
-        return false;
-    }
-}
-
 unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
                      core_range out[CORE_MAX_RANGES])
 {
@@ -144,30 +132,67 @@ unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
     return n;
 }
 
-uint64_t core_spad_banks_touched(const arch_config *cfg, const core_range *r, unsigned n)
+uint64_t core_units_touched(const core_range *r, unsigned n, isa_space space, uint64_t unit_bytes,
+                           uint64_t units)
 {
-    uint64_t banks = (uint64_t)cfg->core.sram_banks, port = (uint64_t)cfg->core.sram_port_bytes_per_cycle;
-    uint8_t seen[4096] = {0}; /* sram_banks <= 4096 (schema) */
+    uint8_t seen[4096] = {0}; /* sram_banks, hbm_channels <= 4096 (schema) */
     uint64_t count = 0;
-    for (unsigned i = 0; i < n && count < banks; i++) {
-        if (r[i].space != ISA_SPACE_SPAD)
+    for (unsigned i = 0; i < n && count < units; i++) {
+        if (r[i].space != space)
             continue;
         uint64_t scanned = 0;
-        for (uint64_t p = 0; p < r[i].planes && count < banks && scanned < CORE_BANK_SCAN_ROWS; p++)
-            for (uint64_t row = 0; row < r[i].rows && count < banks && scanned < CORE_BANK_SCAN_ROWS;
+        for (uint64_t p = 0; p < r[i].planes && count < units && scanned < CORE_BANK_SCAN_ROWS; p++)
+            for (uint64_t row = 0; row < r[i].rows && count < units && scanned < CORE_BANK_SCAN_ROWS;
                  row++, scanned++) {
                 uint64_t a = r[i].addr + p * r[i].plane_stride + row * r[i].row_stride;
-                uint64_t first = a / port, last = (a + r[i].row_bytes - 1) / port;
-                if (last - first + 1 >= banks)
-                    last = first + banks - 1;
+                uint64_t first = a / unit_bytes, last = (a + r[i].row_bytes - 1) / unit_bytes;
+                if (last - first + 1 >= units)
+                    last = first + units - 1;
                 for (uint64_t u = first; u <= last; u++)
-                    if (!seen[u % banks]) {
-                        seen[u % banks] = 1;
+                    if (!seen[u % units]) {
+                        seen[u % units] = 1;
                         count++;
                     }
             }
     }
-    return count ? count : banks;
+    return count ? count : units;
+}
+
+uint64_t core_spad_banks_touched(const arch_config *cfg, const core_range *r, unsigned n)
+{
+    return core_units_touched(r, n, ISA_SPACE_SPAD, (uint64_t)cfg->core.sram_port_bytes_per_cycle,
+                              (uint64_t)cfg->core.sram_banks);
+}
+
+uint64_t core_burst_bytes(const core_range *range, uint64_t burst)
+{
+    /* Rows that follow each other without a gap are one access stream: merge them. */
+    core_range m = *range, *r = &m;
+    if (r->rows == 1 || r->row_stride == r->row_bytes) {
+        r->row_bytes *= r->rows;
+        r->rows = 1;
+        r->row_stride = r->row_bytes;
+        if (r->planes == 1 || r->plane_stride == r->row_bytes) {
+            r->row_bytes *= r->planes;
+            r->planes = 1;
+            r->row_stride = r->row_bytes;
+        } else { /* planes become the rows */
+            r->rows = r->planes;
+            r->row_stride = r->plane_stride;
+            r->planes = 1;
+        }
+    }
+    uint64_t rows = r->planes * r->rows, scanned = 0, bursts = 0;
+    bool uniform = r->row_stride % burst == 0 && (r->planes == 1 || r->plane_stride % burst == 0);
+    for (uint64_t p = 0; p < r->planes && scanned < CORE_BANK_SCAN_ROWS; p++)
+        for (uint64_t i = 0; i < r->rows && scanned < CORE_BANK_SCAN_ROWS; i++, scanned++) {
+            uint64_t a = r->addr + p * r->plane_stride + i * r->row_stride;
+            bursts += (a + r->row_bytes - 1) / burst - a / burst + 1;
+            if (uniform) /* every row starts at the same offset in its burst */
+                return bursts * rows * burst;
+        }
+    /* rows beyond the scan: as many bursts as the scanned ones on average, rounded up */
+    return scanned == rows ? bursts * burst : ceil_div(bursts * rows, scanned) * burst;
 }
 
 uint64_t core_space_bytes(const arch_config *cfg, isa_space s)
@@ -217,8 +242,12 @@ uint64_t core_exec_cycles(const arch_config *cfg, const isa_insn *in, uint64_t m
     if (ri < 0 || ci < 0)
         return 0;
     uint64_t elems = (uint64_t)in->opnd[ri].val * (uint64_t)in->opnd[ci].val;
+    if (isa_ops[in->op].cost == ISA_COST_TRANSC) {
+        double per_cycle = (double)cfg->core.vector_lanes * cfg->core.vector_transc_ops_per_lane;
+        return (uint64_t)ceil((double)elems / per_cycle - 1e-9);
+    }
     uint64_t per_cycle = (uint64_t)cfg->core.vector_lanes * (uint64_t)cfg->core.vector_ops_per_lane;
-    return ceil_div(elems, per_cycle) * (vpu_transcendental(in->op) ? CORE_VPU_TRANSC_FACTOR : 1);
+    return ceil_div(elems, per_cycle);
 }
 
 /* Whether bytes [x, x + len) meet a row of plane p of b. */

@@ -8,8 +8,9 @@
  *   mxu.mm     mxu_timing's cycles for (m, n, k) on the array, with the streaming term T
  *              divided by the dtype's MACs/PE/cycle (rounded up); mxu.load only records k, n
  *   mxu.drain  ceil(m x n / array_cols): one accumulator row of array_cols per cycle
- *   vpu.*      ceil(elements / (lanes x ops_per_lane)) x (CORE_VPU_TRANSC_FACTOR for
- *              transcendental ops)
+ *   vpu.*      ceil(elements / (lanes x ops_per_lane)), where ops_per_lane is
+ *              core.vector_transc_ops_per_lane for the ISA's transcendental class
+ *              (isa_ops[op].cost) and core.vector_ops_per_lane for the others
  * These are compute times only: the scratchpad bytes of an instruction also stream through the
  * core's shared port pool and a DMA through the HBM (core.c), and it retires when all are done.
  */
@@ -23,7 +24,6 @@
 #include "isa.h"
 #include "mxu_timing.h"
 
-#define CORE_VPU_TRANSC_FACTOR 4 /* cycles per element-op of exp, log, div, ... */
 #define CORE_MAX_RANGES 4
 
 typedef struct core_range {
@@ -42,11 +42,23 @@ typedef struct core_range {
 unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
                      core_range out[CORE_MAX_RANGES]);
 
-/* Scratchpad banks the scratchpad ranges among r[0..n) touch. Addresses interleave over the
- * banks in sram_port_bytes_per_cycle units (bank = addr / port_bytes mod banks). Looks at
- * most CORE_BANK_SCAN_ROWS rows per range (strided rows repeat their pattern). */
+/* How many of `units` interleaved units (banks, channels; at most 4096) the ranges of address
+ * space `space` among r[0..n) touch, when addresses interleave over them every unit_bytes
+ * (unit = addr / unit_bytes mod units). Looks at most CORE_BANK_SCAN_ROWS rows per range
+ * (strided rows repeat their pattern). All units when no range is in that space. */
 #define CORE_BANK_SCAN_ROWS 4096
+uint64_t core_units_touched(const core_range *r, unsigned n, isa_space space, uint64_t unit_bytes,
+                           uint64_t units);
+
+/* Scratchpad banks touched: interleaved every sram_port_bytes_per_cycle over sram_banks. */
 uint64_t core_spad_banks_touched(const arch_config *cfg, const core_range *r, unsigned n);
+
+/* Bytes a memory of `burst`-byte accesses moves for range r: each row pays for every burst
+ * it touches (a 40-byte row at offset 16 of 32-byte bursts moves 64); rows (and planes) that
+ * follow each other without a gap count as one. Exact when the rows
+ * all start at the same offset in a burst or there are at most CORE_BANK_SCAN_ROWS of them;
+ * otherwise the scanned rows' average, rounded up. */
+uint64_t core_burst_bytes(const core_range *r, uint64_t burst);
 
 /* Whether ranges a and b share a byte: same space, and some row of one meets some row of the
  * other (strided rows and planes exactly; beyond CORE_OVERLAP_SCAN_ROWS rows to compare, any

@@ -109,6 +109,13 @@ typedef enum isa_accm {
     ISA_ACCM_COUNT
 } isa_accm;
 
+/* The rate class of a vector-unit instruction (isa_op_info.cost). */
+typedef enum isa_cost {
+#define ISA_COST(NAME, text, doc) ISA_COST_##NAME,
+#include "isa.def"
+    ISA_COST_COUNT
+} isa_cost;
+
 typedef enum isa_kind {
 #define ISA_KIND(NAME, bits, syntax, doc) ISA_KIND_##NAME,
 #include "isa.def"
@@ -117,7 +124,7 @@ typedef enum isa_kind {
 
 typedef enum isa_op {
     ISA_OP_ILLEGAL = 0, /* never decoded; opcode 0x00 is not an instruction */
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, fields, semantics, timing) ISA_OP_##NAME,
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing) ISA_OP_##NAME,
 #include "isa.def"
     ISA_OP_COUNT
 } isa_op;
@@ -156,7 +163,7 @@ typedef struct isa_opnd {
 /* Per-instruction views: isa_args_DMA_COPY has one isa_opnd member per field, in order. */
 #define F(name, KIND, bits) isa_opnd name;
 #define O(name, KIND, bits, dflt) isa_opnd name;
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, fields, semantics, timing) \
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing) \
     typedef struct isa_args_##NAME { fields char end_; } isa_args_##NAME;
 #include "isa.def"
 
@@ -166,7 +173,7 @@ typedef struct isa_insn {
     isa_op op;
     union {
         isa_opnd opnd[ISA_MAX_OPNDS];
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, fields, semantics, timing) isa_args_##NAME NAME;
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing) isa_args_##NAME NAME;
 #include "isa.def"
     };
 } isa_insn;
@@ -186,6 +193,7 @@ typedef struct isa_op_info {
     const char *mnemonic; /* "dma.copy" */
     uint8_t opcode;
     isa_unit unit;
+    isa_cost cost;        /* the vector unit's rate class (ISA_COST_NONE: not a vector op) */
     uint8_t n_fields;
     const isa_field *fields;
     const char *semantics;

@@ -189,6 +189,17 @@ static void doc_op(isa_buf *b, isa_op op)
                    isa_unit_names[in->unit]);
     doc_synopsis(b, op);
     isa_buf_printf(b, "\n```\n\n%s\n\n*Timing:* %s.\n\n", in->semantics, in->timing);
+    static const char *const cost_text[] = {
+#define ISA_COST(NAME, text, doc) text,
+#include "isa.def"
+    };
+    static const char *const cost_doc[] = {
+#define ISA_COST(NAME, text, doc) doc,
+#include "isa.def"
+    };
+    if (in->cost != ISA_COST_NONE)
+        isa_buf_printf(b, "*Vector rate class:* `%s`: %s.\n\n", cost_text[in->cost],
+                       cost_doc[in->cost]);
     if (!in->n_fields) {
         isa_buf_printf(b, "No operands; bits 8..255 are reserved.\n\n");
         return;

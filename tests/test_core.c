@@ -184,6 +184,21 @@ TEST(vector_unit_time_is_elements_over_lanes_and_transcendentals_cost_more)
     CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 32u + 128u);
     CU_ASSERT_EQUAL(unit(r, "core0.vpu")->bytes, 3u * 256u + 2u * 256u);
     core_report_free(r);
+    /* The transcendental rate is its own key: 0.5 op/lane/cycle -> 128 / 2 = 64 cycles for
+     * vpu.exp and vpu.div alike, while vpu.add keeps 32; 5 x 5 = 25 elements of vpu.tanh at
+     * the default 0.25 take ceil(25 / 1) = 25 cycles. */
+    cfg = tiny("core.vector_transc_ops_per_lane=0.5");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\nvpu.add spad[0], spad[0x1000], spad[0x2000], 8, 16, bf16\n"
+                                        "vpu.exp spad[0], spad[0x1000], 8, 16, bf16\n"
+                                        "vpu.div spad[0], spad[0x1000], spad[0x2000], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 32u + 64u + 64u);
+    core_report_free(r);
+    cfg = tiny(NULL);
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\nvpu.tanh spad[0], spad[0x1000], 5, 5, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 25u);
+    core_report_free(r);
 }
 
 TEST(loops_step_addresses_and_restore_registers)
@@ -372,6 +387,43 @@ TEST(units_contend_for_the_scratchpad_ports_max_min_fairly)
     CU_ASSERT_EQUAL(unit(r, "core0.vpu")->stall_cycles, 0u);
     CU_ASSERT_EQUAL(r->total_cycles, 160u);
     CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 160u - 128u);
+    core_report_free(r);
+}
+
+TEST(hbm_rows_pay_whole_bursts_and_stream_at_the_rate_of_the_channels_they_touch)
+{
+    /* tiny: 32-byte bursts, 2 channels interleaved every 64 bytes, 16 B/cycle, 100 cycles. */
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    struct { const char *copy; uint64_t cycles; } cases[] = {
+        /* 64 rows of 16 bytes, 64 bytes apart in HBM: each row moves one 32-byte burst,
+         * 2048 bytes; channels 0, 1, 0, ...: 100 + 2048 / 16 = 228 */
+        {"dma.copy spad[0], hbm[0], bf16, 8, 64, src_s1=64", 228},
+        /* the same 1024 bytes packed: 32 whole bursts: 100 + 64 = 164 */
+        {"dma.copy spad[0], hbm[0], bf16, 8, 64", 164},
+        /* one 48-byte row at byte 16 touches bursts 0 and 1 (64 bytes), both within
+         * channel 0's first 64 bytes: 100 + 64 / 8 = 108 */
+        {"dma.copy spad[0], hbm[0x10], bf16, 24", 108},
+        /* 16 rows of 64 bytes 128 apart all lie on channel 0 (addr / 64 even): half the
+         * bandwidth, 100 + 1024 / 8 = 228 */
+        {"dma.copy spad[0], hbm[0], bf16, 32, 16, src_s1=128", 228},
+        /* 192 apart they alternate between the channels: 100 + 1024 / 16 = 164 */
+        {"dma.copy spad[0], hbm[0], bf16, 32, 16, src_s1=192", 164},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char src[160];
+        snprintf(src, sizeof src, ".core 0\n%s\n", cases[i].copy);
+        CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+        CU_ASSERT_EQUAL(r->total_cycles, cases[i].cycles);
+        core_report_free(r);
+    }
+    /* 16-byte bursts: the first case wastes nothing, 100 + 1024 / 16 = 164 */
+    cfg = tiny("chip.hbm_burst_bytes=16");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 8, 64, src_s1=64\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 164u);
+    CU_ASSERT_EQUAL(r->hbm_read_bytes, 1024u); /* the traffic counts what was asked for */
     core_report_free(r);
 }
 
