@@ -94,6 +94,7 @@ typedef struct core_model {
     uint64_t sem[ISA_N_SEMS];
     uint64_t mxu_k, mxu_n; /* the last mxu.load's tile; 0 before any */
     uint64_t seq_next;     /* the next dispatch's q_entry.seq */
+    uint64_t dma_decode_free_ps; /* the DMA descriptor processor is free from then */
     hbm *ports;            /* the scratchpad's ports: a bandwidth pool the units share */
     hbm *acc_port;         /* the accumulator SRAM's port (mxu.mm, mxu.drain); NULL when
                               core.acc_port_bytes_per_cycle is 0 (the array paces itself) */
@@ -555,6 +556,117 @@ fail:
     chip_fail(s);
 }
 
+/* Starts the parts of entry `slot` of queue u, which q_start has started (e->parts holds
+ * 1 until they are all under way). */
+static void q_launch(core_model *c, isa_unit u, unsigned slot)
+{
+    chip_sim *s = c->chip;
+    core_queue *q = &c->q[u];
+    q_entry *e = &q->ring[slot];
+    const isa_insn *in = &e->in;
+    const core_range *r = e->r;
+    unsigned nr = e->nr;
+    uint64_t arg = q_arg(u, slot);
+    /* The parts run concurrently; the instruction retires when the last ends:
+     *   compute time   MXU/VPU cycles (core_cost.h), a timer
+     *   port stream    its scratchpad bytes through the core's shared port pool, capped
+     *                  at bytes / compute time (so alone it takes exactly the compute
+     *                  time unless the ports are the bound), for a DMA at the HBM peak
+     *   HBM stream     a DMA's bytes through the chip's shared HBM (hbm.h) */
+    uint64_t spad_bytes = 0, acc_bytes = 0;
+    bool any_hbm = false, both_hbm = nr == 2;
+    for (unsigned i = 0; i < nr; i++) {
+        if (r[i].space == ISA_SPACE_SPAD)
+            spad_bytes += r[i].bytes;
+        if (r[i].space == ISA_SPACE_ACC && c->acc_port)
+            acc_bytes += r[i].bytes; /* the drain's reads, mxu.mm's writes */
+        any_hbm = any_hbm || r[i].space == ISA_SPACE_HBM;
+        both_hbm = both_hbm && r[i].space == ISA_SPACE_HBM;
+    }
+    if (in->op == ISA_OP_MXU_LOAD)
+        spad_bytes = 0; /* its reads are part of each mxu.mm fold */
+    if (in->op == ISA_OP_MXU_MM && (in->MXU_MM.mode.val == ISA_ACCM_ACCUM ||
+                                    (in->MXU_MM.mode.val == ISA_ACCM_FIRST && !e->first))) {
+        uint64_t old = (uint64_t)in->MXU_MM.m.val * e->mxu_n * 4; /* read, then added to */
+        s->acc_rd += old;
+        q->bytes += old;
+        if (c->acc_port)
+            acc_bytes += old;
+    }
+    double ghz = s->cfg->core.clock_ghz;
+    double port_bw = (double)core_spad_bytes_per_cycle(s->cfg) * ghz / 1000.0; /* B/ps */
+    double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0;
+    uint64_t cyc = in->op == ISA_OP_DMA_COPY ? 0 : core_exec_cycles(s->cfg, in, e->mxu_k, e->mxu_n);
+    double cap = port_bw;
+    if (in->op == ISA_OP_DMA_COPY && any_hbm)
+        cap = hbm_bw < port_bw ? hbm_bw : port_bw;
+    else if (cyc)
+        cap = (double)spad_bytes / ((double)cyc * 1000.0 / ghz);
+    /* alone, each part would take (without bank conflicts): */
+    double alone = 0, hbm_cap = both_hbm ? 1e300 : port_bw;
+    if (spad_bytes)
+        alone = (double)spad_bytes / (cap < port_bw ? cap : port_bw);
+    /* Bank conflicts: the stream cannot go faster than the banks its rows touch. */
+    double bank_bw = (double)core_spad_banks_touched(s->cfg, r, nr) *
+                     (double)s->cfg->core.sram_port_bytes_per_cycle * ghz / 1000.0;
+    if (bank_bw < cap)
+        cap = bank_bw;
+    /* The HBM side moves whole bursts, and only the channels its rows touch serve it. */
+    uint64_t hb = 0;
+    if (any_hbm) {
+        const arch_chip *ch = &s->cfg->chip;
+        for (unsigned i = 0; i < nr; i++)
+            if (r[i].space == ISA_SPACE_HBM)
+                hb += core_burst_bytes(&r[i], (uint64_t)ch->hbm_burst_bytes);
+        double frac = (double)core_units_touched(r, nr, ISA_SPACE_HBM,
+                                                 (uint64_t)ch->hbm_interleave_bytes,
+                                                 (uint64_t)ch->hbm_channels) /
+                      (double)ch->hbm_channels;
+        if (hbm_bw * frac < hbm_cap)
+            hbm_cap = hbm_bw * frac;
+        double t = s->cfg->chip.hbm_latency_ns * 1000.0 + (double)hb / (hbm_cap < hbm_bw ? hbm_cap : hbm_bw);
+        alone = t > alone ? t : alone;
+    }
+    /* The accumulator port: the drain's reads and mxu.mm's writes (and, accumulating, its
+     * reads of the old partial sums); only the MXU queue uses it, one at a time. */
+    double acc_bw = (double)s->cfg->core.acc_port_bytes_per_cycle * ghz / 1000.0;
+    if (acc_bytes && (double)acc_bytes / acc_bw > alone)
+        alone = (double)acc_bytes / acc_bw;
+    uint64_t t_timer = cyc ? after_cycles(c, cyc) : now_ps(c);
+    uint64_t t_alone = now_ps(c) + (uint64_t)ceil(alone - 1e-6);
+    e->t_ideal_ps = clk_edge_at_or_after(&s->clk, t_alone > t_timer ? t_alone : t_timer);
+    if (cyc) {
+        e->parts++;
+        if (evq_schedule_at(s->q, after_cycles(c, cyc), q_timer_ev, c, arg, NULL, &s->err) != NP_OK)
+            goto fail;
+    }
+    if (spad_bytes) {
+        e->parts++;
+        if (hbm_transfer(c->ports, spad_bytes, cap, q_part_done, c, arg, &s->err) != NP_OK)
+            goto fail;
+    }
+    if (acc_bytes) {
+        e->parts++;
+        if (hbm_transfer(c->acc_port, acc_bytes, acc_bw, q_part_done, c, arg, &s->err) != NP_OK)
+            goto fail;
+    }
+    if (any_hbm) {
+        e->parts++;
+        if (hbm_transfer(s->mem, hb, hbm_cap, q_part_done, c, arg, &s->err) != NP_OK)
+            goto fail;
+    }
+    q_part_done(c, arg);
+    return;
+fail:
+    chip_fail(s);
+}
+
+static void q_launch_ev(evq *eq, void *ctx, uint64_t arg)
+{
+    (void)eq;
+    q_launch(ctx, (isa_unit)(arg & 0xff), (unsigned)(arg >> 8));
+}
+
 /* Starts the next entries of queue u that may start: the queue's IDLE -> BUSY / WAIT_SEM
  * transition, and for the DMA queue further copies while fewer than q_limit are in flight.
  * Only a dma.copy starts with entries before it still in the ring; a sem.* (or any other
@@ -621,101 +733,21 @@ static void q_start(core_model *c, isa_unit u)
         q->n_started++;
         q->n_inflight++;
         e->done = false;
-        uint64_t arg = q_arg(u, slot);
-        /* The parts run concurrently; the instruction retires when the last ends:
-         *   compute time   MXU/VPU cycles (core_cost.h), a timer
-         *   port stream    its scratchpad bytes through the core's shared port pool, capped
-         *                  at bytes / compute time (so alone it takes exactly the compute
-         *                  time unless the ports are the bound), for a DMA at the HBM peak
-         *   HBM stream     a DMA's bytes through the chip's shared HBM (hbm.h) */
-        uint64_t spad_bytes = 0, acc_bytes = 0;
-        bool any_hbm = false, both_hbm = nr == 2;
-        for (unsigned i = 0; i < nr; i++) {
-            if (r[i].space == ISA_SPACE_SPAD)
-                spad_bytes += r[i].bytes;
-            if (r[i].space == ISA_SPACE_ACC && c->acc_port)
-                acc_bytes += r[i].bytes; /* the drain's reads, mxu.mm's writes */
-            any_hbm = any_hbm || r[i].space == ISA_SPACE_HBM;
-            both_hbm = both_hbm && r[i].space == ISA_SPACE_HBM;
+        e->parts = 1; /* held until the parts have started, so none completes it early */
+        uint64_t setup = in->op == ISA_OP_DMA_COPY ? (uint64_t)s->cfg->core.dma_setup_cycles : 0;
+        if (!setup) {
+            q_launch(c, u, slot);
+            continue; /* the DMA queue may start another copy */
         }
-        if (in->op == ISA_OP_MXU_LOAD)
-            spad_bytes = 0; /* its reads are part of each mxu.mm fold */
-        if (in->op == ISA_OP_MXU_MM && (in->MXU_MM.mode.val == ISA_ACCM_ACCUM ||
-                                        (in->MXU_MM.mode.val == ISA_ACCM_FIRST && !e->first))) {
-            uint64_t old = (uint64_t)in->MXU_MM.m.val * e->mxu_n * 4; /* read, then added to */
-            s->acc_rd += old;
-            q->bytes += old;
-            if (c->acc_port)
-                acc_bytes += old;
+        /* The descriptor processor decodes one copy at a time; the transfer starts after. */
+        uint64_t base = c->dma_decode_free_ps > now_ps(c) ? c->dma_decode_free_ps : now_ps(c);
+        uint64_t t = clk_cycles_to_ps(&s->clk, clk_ps_to_cycles(&s->clk, base) + setup);
+        c->dma_decode_free_ps = t;
+        e->t_ideal_ps = t;
+        if (evq_schedule_at(s->q, t, q_launch_ev, c, q_arg(u, slot), NULL, &s->err) != NP_OK) {
+            chip_fail(s);
+            return;
         }
-        double ghz = s->cfg->core.clock_ghz;
-        double port_bw = (double)core_spad_bytes_per_cycle(s->cfg) * ghz / 1000.0; /* B/ps */
-        double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0;
-        uint64_t cyc = in->op == ISA_OP_DMA_COPY ? 0 : core_exec_cycles(s->cfg, in, e->mxu_k, e->mxu_n);
-        double cap = port_bw;
-        if (in->op == ISA_OP_DMA_COPY && any_hbm)
-            cap = hbm_bw < port_bw ? hbm_bw : port_bw;
-        else if (cyc)
-            cap = (double)spad_bytes / ((double)cyc * 1000.0 / ghz);
-        /* alone, each part would take (without bank conflicts): */
-        double alone = 0, hbm_cap = both_hbm ? 1e300 : port_bw;
-        if (spad_bytes)
-            alone = (double)spad_bytes / (cap < port_bw ? cap : port_bw);
-        /* Bank conflicts: the stream cannot go faster than the banks its rows touch. */
-        double bank_bw = (double)core_spad_banks_touched(s->cfg, r, nr) *
-                         (double)s->cfg->core.sram_port_bytes_per_cycle * ghz / 1000.0;
-        if (bank_bw < cap)
-            cap = bank_bw;
-        /* The HBM side moves whole bursts, and only the channels its rows touch serve it. */
-        uint64_t hb = 0;
-        if (any_hbm) {
-            const arch_chip *ch = &s->cfg->chip;
-            for (unsigned i = 0; i < nr; i++)
-                if (r[i].space == ISA_SPACE_HBM)
-                    hb += core_burst_bytes(&r[i], (uint64_t)ch->hbm_burst_bytes);
-            double frac = (double)core_units_touched(r, nr, ISA_SPACE_HBM,
-                                                     (uint64_t)ch->hbm_interleave_bytes,
-                                                     (uint64_t)ch->hbm_channels) /
-                          (double)ch->hbm_channels;
-            if (hbm_bw * frac < hbm_cap)
-                hbm_cap = hbm_bw * frac;
-            double t = s->cfg->chip.hbm_latency_ns * 1000.0 + (double)hb / (hbm_cap < hbm_bw ? hbm_cap : hbm_bw);
-            alone = t > alone ? t : alone;
-        }
-        /* The accumulator port: the drain's reads and mxu.mm's writes (and, accumulating, its
-         * reads of the old partial sums); only the MXU queue uses it, one at a time. */
-        double acc_bw = (double)s->cfg->core.acc_port_bytes_per_cycle * ghz / 1000.0;
-        if (acc_bytes && (double)acc_bytes / acc_bw > alone)
-            alone = (double)acc_bytes / acc_bw;
-        uint64_t t_timer = cyc ? after_cycles(c, cyc) : now_ps(c);
-        uint64_t t_alone = now_ps(c) + (uint64_t)ceil(alone - 1e-6);
-        e->t_ideal_ps = clk_edge_at_or_after(&s->clk, t_alone > t_timer ? t_alone : t_timer);
-        e->parts = 1; /* held while the parts start, so none can complete the entry early */
-        if (cyc) {
-            e->parts++;
-            if (evq_schedule_at(s->q, after_cycles(c, cyc), q_timer_ev, c, arg, NULL, &s->err) != NP_OK)
-                goto fail;
-        }
-        if (spad_bytes) {
-            e->parts++;
-            if (hbm_transfer(c->ports, spad_bytes, cap, q_part_done, c, arg, &s->err) != NP_OK)
-                goto fail;
-        }
-        if (acc_bytes) {
-            e->parts++;
-            if (hbm_transfer(c->acc_port, acc_bytes, acc_bw, q_part_done, c, arg, &s->err) != NP_OK)
-                goto fail;
-        }
-        if (any_hbm) {
-            e->parts++;
-            if (hbm_transfer(s->mem, hb, hbm_cap, q_part_done, c, arg, &s->err) != NP_OK)
-                goto fail;
-        }
-        q_part_done(c, arg);
-        continue; /* the DMA queue may start another copy */
-    fail:
-        chip_fail(s);
-        return;
     }
 }
 

@@ -495,6 +495,30 @@ TEST(outstanding_dma_copies_overlap_their_latency_and_share_the_hbm)
     core_report_free(r);
 }
 
+TEST(the_dma_decodes_one_descriptor_at_a_time_before_each_transfer)
+{
+    /* core.dma_setup_cycles = 20. Two 4096-byte copies (100 + 256 cycles each alone).
+     * One outstanding: each decodes, then transfers: 2 x (20 + 356) = 752.
+     * Four outstanding: copy 0 decodes [0, 20) and streams from 120; copy 1, dispatched at 1,
+     * waits for the decoder, decodes [20, 40), streams from 140; the HBM is shared from 140:
+     * copy 0 has 4096 - 20 x 16 = 3776 bytes left then, both at 8 B/cycle, copy 0 done at
+     * 140 + 472 = 612, copy 1 then has 4096 - 3776 = 320 left alone: 612 + 20 = 632. */
+    const char *src = ".core 0\n"
+                      "dma.copy spad[0], hbm[0], bf16, 2048\n"
+                      "dma.copy spad[0x1000], hbm[0x1000], bf16, 2048\n";
+    core_report *r;
+    np_err e = {0};
+    arch_config cfg = tiny("core.dma_setup_cycles=20");
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 752u);
+    core_report_free(r);
+    const char *sets[] = {"core.dma_setup_cycles=20", "core.dma_outstanding=4"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 2, &cfg, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 632u);
+    core_report_free(r);
+}
+
 TEST(a_semaphore_after_outstanding_copies_waits_for_all_of_them)
 {
     arch_config cfg = tiny("core.dma_outstanding=4");
