@@ -11,7 +11,8 @@
  *           accum) -> sem.signal s(2+b)
  *   then MXU: mxu.drain to scratchpad C -> sem.signal s4; DMA: sem.wait s4 -> store C tile.
  *
- * A convolution (kgen_conv_build) is the same kernel after an im2col prologue.
+ * A convolution (kgen_conv_build) is the same kernel with implicit im2col: each A slice is
+ * gathered by strided dma.copy straight from the NHWC input in HBM into the scratchpad.
  *
  * The generator writes assembly (so the ISA table stays the one place instructions are
  * encoded) and assembles it. Tile loops are unrolled, one block per (tile, slice): edge tiles
@@ -56,27 +57,43 @@ np_status kgen_matmul_build(const arch_config *cfg, const kgen_matmul *mm, char 
                             isa_program **prog, np_err *err);
 
 /* A convolution with ordinary semantics: no padding (pad the input yourself), output
- * E = (H - R) / stride + 1 by F = (W - S) / stride + 1. NHWC input X (H x W x C), filters B
+ * E = (H - R) / stride + 1 by F = (W - S) / stride_w + 1. NHWC input X (H x W x C), filters B
  * laid out [(r, s, c)][filter], output C = [(oh, ow)][filter]. */
 typedef struct kgen_conv {
     uint64_t h, w, c;   /* input */
     uint64_t r, s;      /* filter */
     uint64_t filters;   /* output channels */
-    uint64_t stride;
+    uint64_t stride;    /* vertical stride (and horizontal when stride_w is 0) */
     isa_dtype dtype;
-    uint64_t cores;     /* as kgen_matmul.cores; core 0 runs the im2col, then all meet at a
-                           barrier */
+    uint64_t cores;     /* as kgen_matmul.cores: output tiles round-robin, each core gathers
+                           its own A slices */
+    uint64_t stride_w;  /* horizontal stride; 0: stride */
+    uint64_t tm, tn, tk; /* tiles of the GEMM; 0: chosen by kgen_conv_tiles */
 } kgen_conv;
 
-/* The GEMM of a convolution: M = E x F, N = filters, K = R x S x C. NP_ERR_RANGE for a zero
- * dimension or a filter larger than the input. */
+/* The GEMM of a convolution: M = E x F, N = filters, K = R x S x C (tiles copied from *cv,
+ * not chosen). NP_ERR_RANGE for a zero dimension or a filter larger than the input. */
 np_status kgen_conv_gemm(const kgen_conv *cv, kgen_matmul *mm, np_err *err);
 
-/* A convolution as im2col + matmul (`.kernel im2col`, then `.kernel matmul`): one strided
- * HBM-to-HBM dma.copy per filter row builds A (M x K, .bss symbol A) from X (symbol X), then
- * the matmul above multiplies it by the filters (symbol B) into C. Errors as
- * kgen_matmul_build, plus NP_ERR_RANGE when a copy's counts or strides exceed the ISA's
- * fields. */
+/* The GEMM of *cv with its tiles filled as kgen_conv_build uses them: kgen_matmul_tiles, then,
+ * when not given, the dimension the dataflow streams through time is cut on window
+ * boundaries without adding tiles — ws: TM = ceil(E / ceil(M / TM)) x F output pixels (whole
+ * output rows) if that is <= TM; os: TK = ceil(R / ceil(K / TK)) x S x C (whole filter rows)
+ * if that is <= TK. The spatial tiles stay as kgen_matmul_tiles chose them (whole folds).
+ * Errors as kgen_conv_gemm and kgen_matmul_tiles. */
+np_status kgen_conv_tiles(const arch_config *cfg, const kgen_conv *cv, kgen_matmul *mm,
+                          np_err *err);
+
+/* A convolution as one kernel (`.kernel conv`) with implicit im2col: the tiled,
+ * double-buffered matmul above with tiles from kgen_conv_tiles, except that each A slice
+ * (rows: the tile's output pixels; columns: the slice's part of the (r, s, c) window) is
+ * gathered from X (symbol X, NHWC) straight into the scratchpad buffer: one strided dma.copy
+ * per (piece of the M tile, filter row the K slice touches), where a piece is a partial
+ * output row (n0 = the run of (s, c) within that filter row, n1 = pixels, src_s1 = stride_w x
+ * C) or a run of whole output rows (n2 = rows, src_s2 = stride x W x C). No A operand exists
+ * in HBM: HBM reads are the gathered bytes and the filters (symbol B), writes only C.
+ * Errors as kgen_matmul_build, plus NP_ERR_RANGE when a gather's counts or strides exceed
+ * the ISA's fields. */
 np_status kgen_conv_build(const arch_config *cfg, const kgen_conv *cv, char **text,
                           isa_program **prog, np_err *err);
 

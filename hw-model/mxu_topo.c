@@ -8,7 +8,8 @@
 #define TOPO_MAX_FIELDS 10
 
 static np_status topo_add(mxu_topology *t, size_t *cap, const char *name, uint64_t m,
-                          uint64_t n, uint64_t k, const char *path, int line, np_err *err)
+                          uint64_t n, uint64_t k, const mxu_conv *conv, const char *path,
+                          int line, np_err *err)
 {
     if (t->n == MXU_TOPO_MAX_LAYERS)
         return np_err_at(err, NP_ERR_RANGE, path, line, 1, "more than %d layers",
@@ -24,6 +25,8 @@ static np_status topo_add(mxu_topology *t, size_t *cap, const char *name, uint64
     mxu_layer *l = &t->layers[t->n++];
     snprintf(l->name, sizeof l->name, "%s", name);
     l->m = m, l->n = n, l->k = k;
+    l->is_conv = conv != NULL;
+    l->conv = conv ? *conv : (mxu_conv){0};
     return NP_OK;
 }
 
@@ -70,7 +73,7 @@ static np_status topo_line(mxu_topology *t, size_t *cap, char *s, const char *pa
         v[i] = x;
     }
     if (nf == 4) /* name, M, N, K */
-        return topo_add(t, cap, field[0], v[1], v[2], v[3], path, line, err);
+        return topo_add(t, cap, field[0], v[1], v[2], v[3], NULL, path, line, err);
     mxu_conv c = {v[1], v[2], v[3], v[4], v[5], v[6], v[7], nf == 9 ? v[8] : v[7]};
     uint64_t m, n, k;
     bool dw = strstr(field[0], "DP") != NULL;
@@ -91,7 +94,7 @@ static np_status topo_line(mxu_topology *t, size_t *cap, char *s, const char *pa
             snprintf(name, sizeof name, "%.60sChannel_%llu", field[0], (unsigned long long)i);
         else
             snprintf(name, sizeof name, "%s", field[0]);
-        if (topo_add(t, cap, name, m, n, k, path, line, err) != NP_OK)
+        if (topo_add(t, cap, name, m, n, k, &c, path, line, err) != NP_OK)
             return err->status;
     }
     return NP_OK;

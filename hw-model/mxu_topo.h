@@ -8,11 +8,13 @@
  *
  * The kind is decided per line by the number of fields. As in SCALE-Sim, a convolution whose
  * name contains "DP" is depthwise: it becomes C layers named "<name>Channel_<i>", each with
- * one channel and the same filters. Layers map to GEMMs with mxu_conv_gemm (no padding).
+ * one channel and the same filters. Layers map to GEMMs with mxu_conv_gemm (no padding); a
+ * convolution layer also keeps its shape (for a depthwise channel, with one channel).
  */
 #ifndef NPUSIM_MXU_TOPO_H
 #define NPUSIM_MXU_TOPO_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -25,6 +27,8 @@
 typedef struct mxu_layer {
     char name[MXU_TOPO_NAME_MAX];
     uint64_t m, n, k; /* the GEMM */
+    bool is_conv;     /* a convolution row (conv below); else a GEMM row */
+    mxu_conv conv;    /* the convolution as written (channels 1 for a depthwise channel) */
 } mxu_layer;
 
 typedef struct mxu_topology {

@@ -1,13 +1,17 @@
 /* cmd_layer.c — `npusim layer`: a single-layer study in the manner of SCALE-Sim.
  *
- * The layer (a GEMM, a SCALE-Sim topology file's layers, or a convolution mapped to a GEMM the
- * way SCALE-Sim does it: no padding, E = ceil((H - R + stride) / stride), im2col operand
- * assumed already laid out in HBM; with --pad, ordinary padding and the real im2col + matmul
- * kernel) is compiled by compiler/kgen_matmul.h and run on the timing-mode core. compute_cycles, mapping and compute utilization and the SRAM counts
- * are SCALE-Sim v2's figures for the layer on the array (hw-model/mxu_timing.h; equal to its
- * COMPUTE_REPORT with memory that never stalls); total_cycles, the DRAM bytes and bandwidth
- * come from the simulated program; stall_cycles = total - compute. JSON names are documented
- * in docs/hw-model.md and kept stable. */
+ * A GEMM layer is compiled by compiler/kgen_matmul.h's matmul generator; a convolution (--conv,
+ * a topology file's conv rows, each depthwise channel as a one-channel conv) by its conv
+ * generator (implicit im2col: the A slices are gathered from the NHWC input in HBM). Without
+ * --pad a conv has SCALE-Sim's output size E = ceil((H - R + stride) / stride); when the
+ * stride does not divide H - R that window reads past the input, so the kernel runs on the
+ * input zero-padded at the bottom/right by (E - 1) x stride + R - H (and likewise for W); with
+ * --pad P, ordinary semantics on the input padded by P on every side. The padding itself is
+ * not charged. Everything runs on the timing-mode core. compute_cycles, mapping and compute
+ * utilization and the SRAM counts are SCALE-Sim v2's figures for the layer's GEMM on the array
+ * (hw-model/mxu_timing.h; equal to its COMPUTE_REPORT with memory that never stalls);
+ * total_cycles, the DRAM bytes and bandwidth come from the simulated program; stall_cycles =
+ * total - compute. JSON names are documented in docs/hw-model.md and kept stable. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,9 +42,10 @@ const char cmd_layer_usage[] =
     "  --gemm M,N,K    the layer is C[M][N] = A[M][K] x B[K][N]\n"
     "  --conv ...      input H x W with C channels, R x S filters, K of them, one stride;\n"
     "                  SCALE-Sim's convention: no padding, E = ceil((H - R + stride) / stride)\n"
+    "                  (run on the input zero-padded at the bottom/right where that window\n"
+    "                  reads past it); simulated as the conv kernel (implicit im2col)\n"
     "  --pad P         (--conv) ordinary semantics instead: P zeros on every side,\n"
-    "                  E = (H + 2P - R) / stride + 1; the simulated kernel is then the\n"
-    "                  real im2col + matmul on the padded input\n"
+    "                  E = (H + 2P - R) / stride + 1, the kernel run on the padded input\n"
     "  --topology F    a SCALE-Sim topology file: lines of name,M,N,K (GEMM) or\n"
     "                  name,H,W,R,S,C,filters,stride (conv; \"DP\" in the name: depthwise);\n"
     "                  the text output is then SCALE-Sim's COMPUTE_REPORT.csv columns\n"
@@ -78,9 +83,11 @@ typedef struct layer_result {
     uint64_t total, stall;
     double overall_pct, dram_gbs;
     uint64_t dram_rd, dram_wr;
+    const char *kernel; /* "conv" or "matmul" */
 } layer_result;
 
-/* Simulates the GEMM m x n x k, or with cv non-NULL the convolution as im2col + matmul. */
+/* Simulates the GEMM m x n x k, or with cv non-NULL the convolution (whose GEMM it is) with
+ * the conv kernel. */
 static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_t m, uint64_t n,
                            uint64_t k, const kgen_conv *cv, layer_result *out, np_err *err)
 {
@@ -99,6 +106,7 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     if (st != NP_OK)
         return st;
     uint64_t compute = out->t.scalesim_cycles;
+    out->kernel = cv ? "conv" : "matmul";
     out->total = r->total_cycles;
     out->stall = out->total > compute ? out->total - compute : 0;
     double pes = (double)arr->rows * (double)arr->cols;
@@ -110,11 +118,30 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     return NP_OK;
 }
 
+/* The conv kernel for SCALE-Sim's view of a conv: its output E = ceil((H - R + stride) /
+ * stride) (likewise F) is the ordinary output of the input zero-padded at the bottom by
+ * (E - 1) x stride + R - H (>= 0; likewise at the right). */
+static kgen_conv layer_scalesim_conv(const mxu_conv *c)
+{
+    uint64_t e = (c->ifmap_h - c->filt_h + c->stride_h + c->stride_h - 1) / c->stride_h;
+    uint64_t f = (c->ifmap_w - c->filt_w + c->stride_w + c->stride_w - 1) / c->stride_w;
+    return (kgen_conv){.h = (e - 1) * c->stride_h + c->filt_h,
+                       .w = (f - 1) * c->stride_w + c->filt_w,
+                       .c = c->channels,
+                       .r = c->filt_h,
+                       .s = c->filt_w,
+                       .filters = c->num_filt,
+                       .stride = c->stride_h,
+                       .stride_w = c->stride_w,
+                       .dtype = ISA_DTYPE_BF16,
+                       .cores = 1};
+}
+
 static json_t *layer_json(const mxu_layer *l, const layer_result *r)
 {
     return json_pack(
         "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:{s:I, s:I, s:I}, "
-        "s:{s:I, s:I, s:I}, s:I, s:I, s:f}",
+        "s:{s:I, s:I, s:I}, s:I, s:I, s:f, s:s}",
         "name", l->name, "m", (json_int_t)l->m, "n", (json_int_t)l->n, "k", (json_int_t)l->k,
         "total_cycles", (json_int_t)r->total, "compute_cycles", (json_int_t)r->t.scalesim_cycles,
         "stall_cycles", (json_int_t)r->stall, "overall_util_pct", r->overall_pct,
@@ -123,13 +150,20 @@ static json_t *layer_json(const mxu_layer *l, const layer_result *r)
         "filter", (json_int_t)r->t.sram_filter_reads, "ofmap", (json_int_t)0, "sram_writes",
         "ifmap", (json_int_t)0, "filter", (json_int_t)0, "ofmap",
         (json_int_t)r->t.sram_ofmap_writes, "dram_read_bytes", (json_int_t)r->dram_rd,
-        "dram_write_bytes", (json_int_t)r->dram_wr, "dram_gb_per_s", r->dram_gbs);
+        "dram_write_bytes", (json_int_t)r->dram_wr, "dram_gb_per_s", r->dram_gbs, "kernel",
+        r->kernel);
 }
 
-static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_result *r)
+static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_result *r,
+                        const kgen_conv *kc)
 {
     printf("layer %s: M=%" PRIu64 " N=%" PRIu64 " K=%" PRIu64 " on a %" PRIu64 "x%" PRIu64
            " array\n", l->name, l->m, l->n, l->k, arr->rows, arr->cols);
+    if (kc)
+        printf("kernel:                 conv (implicit im2col) on a %" PRIu64 "x%" PRIu64
+               "x%" PRIu64 " input (padding included)\n", kc->h, kc->w, kc->c);
+    else
+        printf("kernel:                 matmul\n");
     printf("total cycles:           %" PRIu64 " cycles\n", r->total);
     printf("compute cycles:         %" PRIu64 " cycles (SCALE-Sim v2)\n", r->t.scalesim_cycles);
     printf("stall cycles:           %" PRIu64 " cycles\n", r->stall);
@@ -264,6 +298,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 mxu_topology_free(&topo);
                 return err->status;
             }
+            l->is_conv = true, l->conv = cv;
         }
     }
     mxu_array arr;
@@ -280,11 +315,15 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
     for (size_t i = 0; i < topo.n && st == NP_OK; i++) {
         layer_result lr;
         const mxu_layer *l = &topo.layers[i];
-        /* --pad: ordinary semantics, run as the real im2col + matmul kernel on the padded
-         * input (the padding itself is not charged) */
-        kgen_conv kc = {conv[0] + 2 * pad, conv[1] + 2 * pad, conv[4], conv[2], conv[3], conv[5],
-                        conv[6], ISA_DTYPE_BF16, 1};
-        st = layer_run(&cfg, &arr, l->m, l->n, l->k, have_pad ? &kc : NULL, &lr, err);
+        /* a conv runs as the conv kernel on its padded input (the padding is not charged):
+         * --pad, ordinary semantics; else SCALE-Sim's output size (layer_scalesim_conv) */
+        kgen_conv kc = {.h = conv[0] + 2 * pad, .w = conv[1] + 2 * pad, .c = conv[4],
+                        .r = conv[2], .s = conv[3], .filters = conv[5], .stride = conv[6],
+                        .dtype = ISA_DTYPE_BF16, .cores = 1};
+        if (!have_pad && l->is_conv)
+            kc = layer_scalesim_conv(&l->conv);
+        const kgen_conv *kp = have_pad || l->is_conv ? &kc : NULL;
+        st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, &lr, err);
         if (st != NP_OK) {
             np_err_prefix(err, "layer %zu (%s)", i, l->name);
             break;
@@ -299,7 +338,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
             printf("%zu, %" PRIu64 ", %" PRIu64 ", %.4f, %.4f, %.4f,\n", i, lr.total, lr.stall,
                    lr.overall_pct, lr.t.mapping_efficiency_pct, lr.t.compute_util_pct);
         } else {
-            layer_print(l, &arr, &lr);
+            layer_print(l, &arr, &lr, kp);
         }
     }
     mxu_topology_free(&topo);

@@ -291,6 +291,70 @@ TEST(npusim_sim_functional_loads_inputs_and_dumps_outputs_by_symbol)
     rmdir(dir);
 }
 
+/* Runs the conv kernel for *cv (dtype int8 or bf16) on cfg functionally with seeded values
+ * and checks every output against a direct convolution written here: int8 exact, bf16 equal
+ * to an fp32 sum in (r, s, c) order rounded once to nearest even. */
+static void check_conv(const arch_config *cfg, const kgen_conv *cv, rng *g)
+{
+    uint64_t sw = cv->stride_w ? cv->stride_w : cv->stride;
+    uint64_t E = (cv->h - cv->r) / cv->stride + 1, F = (cv->w - cv->s) / sw + 1;
+    uint64_t nx = cv->h * cv->w * cv->c, nw = cv->r * cv->s * cv->c * cv->filters;
+    uint64_t e = isa_dtype_size[cv->dtype];
+    double *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w);
+    uint8_t *X = malloc(nx * e), *W = malloc(nw * e);
+    for (uint64_t i = 0; i < nx + nw; i++) {
+        double v = cv->dtype == ISA_DTYPE_INT8 ? (double)rng_below(g, 41) - 20
+                                               : ((double)rng_below(g, 64) - 32) / 8;
+        uint8_t *p = i < nx ? X + i * e : W + (i - nx) * e;
+        if (cv->dtype == ISA_DTYPE_INT8) {
+            p[0] = (uint8_t)(int8_t)v;
+        } else {
+            uint16_t h = ref_bf16((float)v);
+            p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
+        }
+        *(i < nx ? &x[i] : &w[i - nx]) = v;
+    }
+    char *text;
+    isa_program *p;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(kgen_conv_build(cfg, cv, &text, &p, &err), NP_OK);
+    free(text);
+    uint64_t ce = cv->dtype == ISA_DTYPE_INT8 ? 4 : 2, ny = E * F * cv->filters;
+    uint8_t *Y = malloc(ny * ce);
+    core_hbm_io in[2] = {{isa_program_symbol(p, "X")->addr, X, nx * e},
+                         {isa_program_symbol(p, "B")->addr, W, nw * e}};
+    core_hbm_io out = {isa_program_symbol(p, "C")->addr, Y, ny * ce};
+    core_sim_opts o = {true, in, 2, &out, 1};
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(cfg, p, &o, NULL, &r, &err), NP_OK);
+    core_report_free(r);
+    isa_program_free(p);
+    for (uint64_t oh = 0; oh < E; oh++)
+        for (uint64_t ow = 0; ow < F; ow++)
+            for (uint64_t f = 0; f < cv->filters; f++) {
+                int32_t si = 0;
+                float sf = 0;
+                for (uint64_t rr = 0; rr < cv->r; rr++)
+                    for (uint64_t ss = 0; ss < cv->s; ss++)
+                        for (uint64_t c = 0; c < cv->c; c++) {
+                            double xv = x[((oh * cv->stride + rr) * cv->w + ow * sw + ss) * cv->c + c];
+                            double wv = w[((rr * cv->s + ss) * cv->c + c) * cv->filters + f];
+                            si += (int32_t)xv * (int32_t)wv;
+                            sf += (float)xv * (float)wv;
+                        }
+                uint64_t at = (oh * F + ow) * cv->filters + f;
+                if (cv->dtype == ISA_DTYPE_INT8) {
+                    int32_t got;
+                    memcpy(&got, Y + at * 4, 4);
+                    CU_ASSERT_EQUAL_FATAL(got, si);
+                } else {
+                    uint16_t got = (uint16_t)(Y[at * 2] | (Y[at * 2 + 1] << 8));
+                    CU_ASSERT_EQUAL_FATAL(got, ref_bf16(sf));
+                }
+            }
+    free(x), free(w), free(X), free(W), free(Y);
+}
+
 TEST(generated_conv_values_equal_a_direct_convolution)
 {
     static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
@@ -300,75 +364,59 @@ TEST(generated_conv_values_equal_a_direct_convolution)
     unsigned runs = 0;
     for (int s = 0; s < 10; s++) {
         kgen_conv cv = {0};
-        cv.cores = 1 + (uint64_t)(s % 2); /* odd shapes on 2 cores: im2col, barrier, split */
+        cv.cores = 1 + (uint64_t)(s % 2); /* odd shapes on 2 cores: the tiles split */
         cv.r = 1 + rng_below(&g, 3), cv.s = 1 + rng_below(&g, 3);
         cv.h = cv.r + rng_below(&g, 7), cv.w = cv.s + rng_below(&g, 7);
         cv.c = 1 + rng_below(&g, 5), cv.filters = 1 + rng_below(&g, 9);
         cv.stride = 1 + rng_below(&g, 2);
-        uint64_t E = (cv.h - cv.r) / cv.stride + 1, F = (cv.w - cv.s) / cv.stride + 1;
-        uint64_t nx = cv.h * cv.w * cv.c, nw = cv.r * cv.s * cv.c * cv.filters;
         for (int d = 0; d < 3; d++)
             for (int t = 0; t < 2; t++) {
                 arch_config cfg = tiny_df(dfs[d]);
                 cv.dtype = dts[t];
-                uint64_t e = isa_dtype_size[cv.dtype];
-                double *x = malloc(nx * sizeof *x), *w = malloc(nw * sizeof *w);
-                uint8_t *X = malloc(nx * e), *W = malloc(nw * e);
-                for (uint64_t i = 0; i < nx + nw; i++) {
-                    double v = cv.dtype == ISA_DTYPE_INT8 ? (double)rng_below(&g, 41) - 20
-                                                          : ((double)rng_below(&g, 64) - 32) / 8;
-                    uint8_t *p = i < nx ? X + i * e : W + (i - nx) * e;
-                    if (cv.dtype == ISA_DTYPE_INT8) {
-                        p[0] = (uint8_t)(int8_t)v;
-                    } else {
-                        uint16_t h = ref_bf16((float)v);
-                        p[0] = (uint8_t)h, p[1] = (uint8_t)(h >> 8);
-                    }
-                    *(i < nx ? &x[i] : &w[i - nx]) = v;
-                }
-                char *text;
-                isa_program *p;
-                np_err err = {0};
-                CU_ASSERT_EQUAL_FATAL(kgen_conv_build(&cfg, &cv, &text, &p, &err), NP_OK);
-                free(text);
-                uint64_t ce = cv.dtype == ISA_DTYPE_INT8 ? 4 : 2, ny = E * F * cv.filters;
-                uint8_t *Y = malloc(ny * ce);
-                core_hbm_io in[2] = {{isa_program_symbol(p, "X")->addr, X, nx * e},
-                                     {isa_program_symbol(p, "B")->addr, W, nw * e}};
-                core_hbm_io out = {isa_program_symbol(p, "C")->addr, Y, ny * ce};
-                core_sim_opts o = {true, in, 2, &out, 1};
-                core_report *r;
-                CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &o, NULL, &r, &err), NP_OK);
-                core_report_free(r);
-                isa_program_free(p);
-                for (uint64_t oh = 0; oh < E; oh++)
-                    for (uint64_t ow = 0; ow < F; ow++)
-                        for (uint64_t f = 0; f < cv.filters; f++) {
-                            int32_t si = 0;
-                            float sf = 0;
-                            for (uint64_t rr = 0; rr < cv.r; rr++)
-                                for (uint64_t ss = 0; ss < cv.s; ss++)
-                                    for (uint64_t c = 0; c < cv.c; c++) {
-                                        double xv = x[((oh * cv.stride + rr) * cv.w + ow * cv.stride + ss) * cv.c + c];
-                                        double wv = w[((rr * cv.s + ss) * cv.c + c) * cv.filters + f];
-                                        si += (int32_t)xv * (int32_t)wv;
-                                        sf += (float)xv * (float)wv;
-                                    }
-                            uint64_t at = (oh * F + ow) * cv.filters + f;
-                            if (cv.dtype == ISA_DTYPE_INT8) {
-                                int32_t got;
-                                memcpy(&got, Y + at * 4, 4);
-                                CU_ASSERT_EQUAL_FATAL(got, si);
-                            } else {
-                                uint16_t got = (uint16_t)(Y[at * 2] | (Y[at * 2 + 1] << 8));
-                                CU_ASSERT_EQUAL_FATAL(got, ref_bf16(sf));
-                            }
-                        }
-                free(x), free(w), free(X), free(W), free(Y);
+                check_conv(&cfg, &cv, &g);
                 runs++;
             }
     }
     CU_ASSERT_EQUAL(runs, 60u);
+}
+
+TEST(conv_gathers_that_split_filter_rows_and_cross_output_rows_give_the_direct_convolution)
+{
+    /* Tiles forced so that the gathers take every shape: K slices shorter than a filter row's
+     * S x C run (and slices straddling two filter rows), M tiles shorter than an output row,
+     * and M tiles that start and end inside output rows with whole rows between; stride_w
+     * differs from stride in some. Plus a few with the generator's own tiles on inputs wide
+     * enough (S x C > 4 x the array side) that its K slices split filter rows. */
+    static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
+    static const isa_dtype dts[] = {ISA_DTYPE_INT8, ISA_DTYPE_BF16};
+    static const struct { uint64_t h, w, c, r, s, f, st, sw, tm, tn, tk, cores; } sh[] = {
+        {9, 9, 3, 3, 3, 5, 2, 0, 6, 3, 8, 1},    /* S x C = 9 > TK = 8; TM = 6 > F = 4 */
+        {7, 11, 5, 2, 3, 4, 1, 2, 3, 4, 7, 2},   /* F = 5 > TM = 3: tiles inside one row */
+        {10, 8, 2, 3, 2, 3, 3, 1, 11, 2, 3, 1},  /* F = 7, TM = 11: partial/whole/partial */
+        {6, 6, 7, 3, 3, 2, 1, 1, 9, 2, 5, 2},    /* S x C = 21: slices of 5 cross rows */
+        {5, 13, 1, 1, 4, 6, 1, 3, 2, 6, 1, 1},   /* TK = 1: one element per gather */
+        {9, 9, 3, 3, 3, 5, 2, 0, 6, 5, 27, 1},   /* whole K: one copy per output row spans
+                                                    all filter rows */
+        {12, 9, 1, 7, 3, 3, 1, 2, 5, 3, 10, 2},  /* S x C = 3, TK = 10: a slice is a partial
+                                                    row, whole rows and a partial row */
+        {6, 6, 40, 2, 2, 3, 1, 0, 0, 0, 0, 1},   /* own tiles: S x C = 80 > 16 (ws, is) */
+        {5, 7, 24, 3, 2, 4, 2, 1, 0, 0, 0, 2},   /* own tiles: S x C = 48 */
+    };
+    rng g;
+    rng_seed(&g, 5150);
+    unsigned runs = 0;
+    for (size_t i = 0; i < sizeof sh / sizeof sh[0]; i++)
+        for (int d = 0; d < 3; d++)
+            for (int t = 0; t < 2; t++) {
+                arch_config cfg = tiny_df(dfs[d]);
+                kgen_conv cv = {.h = sh[i].h, .w = sh[i].w, .c = sh[i].c, .r = sh[i].r,
+                                .s = sh[i].s, .filters = sh[i].f, .stride = sh[i].st,
+                                .stride_w = sh[i].sw, .tm = sh[i].tm, .tn = sh[i].tn,
+                                .tk = sh[i].tk, .cores = sh[i].cores, .dtype = dts[t]};
+                check_conv(&cfg, &cv, &g);
+                runs++;
+            }
+    CU_ASSERT_EQUAL(runs, 54u);
 }
 
 TEST(functional_mode_does_not_change_the_timing)

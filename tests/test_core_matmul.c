@@ -251,15 +251,18 @@ TEST(npusim_layer_maps_a_conv_the_scalesim_way)
         json_t *pl = json_array_get(json_object_get(pj, "layers"), 0);
         CU_ASSERT_EQUAL(jint(pl, "m"), pads[i].m);
         CU_ASSERT_EQUAL(jint(pl, "k"), 18);
-        if (pads[i].pad && !strcmp(pads[i].pad, "0")) {
-            /* With --pad the real im2col + matmul runs. ws on 4x4: Sr = 18 -> 5 folds, T = 25:
-             * 5 x (8 + 4 + 25 - 2) - 1 = 174. HBM: im2col reads and writes 3 filter rows x 25
-             * pixels x 6 elements x 2 B = 900 B each way; the one tile reads A (25 x 18 x 2 =
-             * 900) and B (18 x 4 x 2 = 144) and writes C (25 x 4 x 2 = 200). */
+        /* Every variant runs the conv kernel (implicit im2col). ws on tiny: one M tile (TM
+         * = M <= 4096 / (4 x 4) accumulator rows) and one N tile (N = 4), so the HBM reads
+         * are each output pixel's 3 x 3 x 2 window once, 2 B each, plus the filters once
+         * (18 x 4 x 2 = 144 B); the only writes are C (M x 4 x 2 B); no A round trip. */
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(pl, "kernel")), "conv");
+        CU_ASSERT_EQUAL(jint(pl, "dram_read_bytes"), pads[i].m * 18 * 2 + 144);
+        CU_ASSERT_EQUAL(jint(pl, "dram_write_bytes"), pads[i].m * 4 * 2);
+        if (pads[i].pad && !strcmp(pads[i].pad, "0")) /* ws on 4x4: Sr = 18 -> 5 folds, T =
+                                                          25: 5 x (8 + 4 + 25 - 2) - 1 */
             CU_ASSERT_EQUAL(jint(pl, "compute_cycles"), 174);
-            CU_ASSERT_EQUAL(jint(pl, "dram_read_bytes"), 900 + 900 + 144);
-            CU_ASSERT_EQUAL(jint(pl, "dram_write_bytes"), 900 + 200);
-        }
+        if (!pads[i].pad) /* SCALE-Sim's: T = 36: 5 x (8 + 4 + 36 - 2) - 1 = 229 */
+            CU_ASSERT_EQUAL(jint(pl, "compute_cycles"), 229);
         json_decref(pj);
     }
     harness_run r = harness_npusim("layer", "--gemm", "1,2,3", "--conv", "1,1,1,1,1,1,1", NULL);
@@ -290,6 +293,21 @@ TEST(npusim_layer_reads_a_topology_file_and_prints_the_compute_report_columns)
         CU_ASSERT_EQUAL(jint(json_array_get(ls, i), "compute_cycles"), want[i]);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(ls, 2), "name")),
                            "DP_bChannel_1");
+    /* conv rows run the conv kernel, the GEMM row the matmul. Each is one tile on tiny ws, so
+     * HBM reads are the windows once plus the filters once, writes only C (2 B elements):
+     * conv_a: SCALE-Sim's E = 5 (the kernel runs on the input padded to 15 x 15), M = 25,
+     * K = 45, N = 7: 25 x 45 x 2 + 45 x 7 x 2 = 2880 read, 25 x 7 x 2 = 350 written;
+     * each DP_b channel is a one-channel 6 x 6 conv, 3 x 3, 1 filter: M = 16, K = 9:
+     * 16 x 9 x 2 + 9 x 2 = 306 read, 16 x 2 = 32 written. */
+    static const struct { const char *kernel; json_int_t rd, wr; } io[] = {
+        {"conv", 2880, 350}, {"conv", 306, 32}, {"conv", 306, 32}, {"matmul", -1, 256 * 128 * 2}};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *l = json_array_get(ls, i);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(l, "kernel")), io[i].kernel);
+        if (io[i].rd >= 0)
+            CU_ASSERT_EQUAL(jint(l, "dram_read_bytes"), io[i].rd);
+        CU_ASSERT_EQUAL(jint(l, "dram_write_bytes"), io[i].wr);
+    }
     json_decref(j);
     r = harness_npusim("layer", "--arch", "tiny", "--array", "4x4", "--dataflow", "ws",
                        "--topology", path, NULL);
@@ -390,4 +408,141 @@ TEST(two_cores_split_the_tiles_and_share_the_hbm)
     kgen_matmul three = mm;
     three.cores = 3; /* tiny has 2 */
     CU_ASSERT_EQUAL(kgen_matmul_build(&plain, &three, &text, NULL, &e), NP_ERR_RANGE);
+}
+
+/* Counts the occurrences of needle in hay. */
+static unsigned count_str(const char *hay, const char *needle)
+{
+    unsigned n = 0;
+    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+TEST(conv_hbm_traffic_is_the_gathered_windows_plus_the_filters_and_c_only)
+{
+    /* 9 x 9 x 3 input, 3 x 3 filters, 5 of them, stride 2: E = F = 4, M = 16, K = 27, N = 5,
+     * bf16 (2 B). The A slice of a tile is gathered from X once per (tile, slice), B once
+     * per (tile, slice), C written once:
+     *   reads  = ceil(N / TN) x M x K x 2 + ceil(M / TM) x K x N x 2
+     *   writes = M x N x 2 = 160 (no im2col matrix written to HBM and read back).
+     * (a) TM = 6, TN = 3, TK = 8: reads 2 x 16 x 27 x 2 + 3 x 27 x 5 x 2 = 1728 + 810.
+     * Gathers: the M tiles [0, 6), [6, 12), [12, 16) split at output-row boundaries (rows of
+     * 4 pixels) into {row 0, pixels 4-5}, {pixels 6-7, row 2}, {row 3} = 5 pieces; the K
+     * slices [0, 8), [8, 16), [16, 24), [24, 27) touch filter rows (9 elements each) {0},
+     * {0, 1}, {1, 2}, {2} = 6 (slice, filter row) pairs, none whole; one gather per piece x
+     * pair, for each of the 2 columns of N tiles: 5 x 6 x 2 = 60.
+     * (b) TM = 6, TN = 5, TK = 27: reads 16 x 27 x 2 + 3 x 27 x 5 x 2 = 864 + 810. The one
+     * slice holds all 3 filter rows whole, so per piece and filter row would be 5 x 3 = 15
+     * copies; instead one copy per output row a tile touches covers the 3 filter rows:
+     * tiles touch rows {0, 1}, {1, 2}, {3}: 5 gathers. */
+    static const struct { uint64_t tm, tn, tk; unsigned gathers; uint64_t rd; } cs[] = {
+        {6, 3, 8, 60, 1728 + 810}, {6, 5, 27, 5, 864 + 810}};
+    static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
+    for (int c = 0; c < 2; c++)
+        for (int d = 0; d < 3; d++) {
+            arch_config cfg = tiny2(dfs[d], "chip.hbm_latency_ns=0", "chip.hbm_gb_per_s=1000000");
+            kgen_conv cv = {.h = 9, .w = 9, .c = 3, .r = 3, .s = 3, .filters = 5, .stride = 2,
+                            .dtype = ISA_DTYPE_BF16, .cores = 1, .tm = cs[c].tm,
+                            .tn = cs[c].tn, .tk = cs[c].tk};
+            np_err e = {0};
+            char *text;
+            isa_program *p;
+            CU_ASSERT_EQUAL_FATAL(kgen_conv_build(&cfg, &cv, &text, &p, &e), NP_OK);
+            CU_ASSERT_EQUAL(count_str(text, "hbm[X+"), cs[c].gathers);
+            CU_ASSERT_PTR_NULL(strstr(text, "hbm[A"));
+            CU_ASSERT_PTR_NULL(isa_program_symbol(p, "A"));
+            /* no HBM-to-HBM copy: every dma.copy has exactly one HBM operand */
+            CU_ASSERT_EQUAL(count_str(text, "hbm["), count_str(text, "dma.copy"));
+            core_report *r;
+            CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+            CU_ASSERT_EQUAL(r->hbm_read_bytes, cs[c].rd);
+            CU_ASSERT_EQUAL(r->hbm_write_bytes, 160u);
+            /* one kernel, no im2col prologue */
+            CU_ASSERT_EQUAL_FATAL(r->n_kernels, 1u);
+            CU_ASSERT_STRING_EQUAL(r->kernels[0].name, "conv");
+            /* the array does the tiled GEMM's work: the array formula over the tiles plus
+             * the drains (one 4-wide accumulator row per cycle) */
+            mxu_array a;
+            mxu_array_from_arch(&cfg, &a);
+            uint64_t mxu = 0, TM = cs[c].tm, TN = cs[c].tn, TK = cs[c].tk;
+            for (uint64_t i = 0; i < 16; i += TM)
+                for (uint64_t j = 0; j < 5; j += TN) {
+                    uint64_t tm = umin(TM, 16 - i), tn = umin(TN, 5 - j);
+                    for (uint64_t k = 0; k < 27; k += TK)
+                        mxu += mxu_gemm_cycles(&a, tm, tn, umin(TK, 27 - k));
+                    mxu += (tm * tn + 3) / 4;
+                }
+            CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, mxu);
+            core_report_free(r);
+            isa_program_free(p);
+            free(text);
+        }
+}
+
+TEST(conv_tiles_cut_the_streamed_dimension_on_window_boundaries)
+{
+    np_err e = {0};
+    kgen_matmul mm;
+    /* ws streams M. 12 x 12 x 1 input, 3 x 3, 16 filters: E = F = 10, M = 100, K = 9,
+     * N = 16. The matmul's TM is the accumulators' 4096 / (4 x 16) = 64 rows -> 2 tiles;
+     * cut on output rows without adding a tile: ceil(10 / 2) = 5 rows = 50 pixels. */
+    arch_config ws = tiny2("core.dataflow=ws", NULL, NULL);
+    kgen_conv a = {.h = 12, .w = 12, .c = 1, .r = 3, .s = 3, .filters = 16, .stride = 1,
+                   .dtype = ISA_DTYPE_BF16, .cores = 1};
+    CU_ASSERT_EQUAL_FATAL(kgen_conv_tiles(&ws, &a, &mm, &e), NP_OK);
+    CU_ASSERT(mm.m == 100 && mm.tm == 50 && mm.tn == 16 && mm.tk == 9);
+    /* os streams K. 6 x 6 x 60 input, 3 x 3, 16 filters: M = 16, K = 540, N = 16; TM = TN =
+     * 16, and the scratchpad leaves TK = (65536 - 16 x 16 x 2) / (2 x 32 x 2) = 508 -> 2
+     * slices; cut on filter rows (S x C = 180): ceil(3 / 2) = 2 rows = 360. */
+    arch_config os = tiny2("core.dataflow=os", NULL, NULL);
+    kgen_conv b = {.h = 6, .w = 6, .c = 60, .r = 3, .s = 3, .filters = 16, .stride = 1,
+                   .dtype = ISA_DTYPE_BF16, .cores = 1};
+    CU_ASSERT_EQUAL_FATAL(kgen_conv_tiles(&os, &b, &mm, &e), NP_OK);
+    CU_ASSERT(mm.k == 540 && mm.tk == 360 && mm.tm == 16 && mm.tn == 16);
+    /* given tiles are kept */
+    b.tk = 100;
+    CU_ASSERT_EQUAL_FATAL(kgen_conv_tiles(&os, &b, &mm, &e), NP_OK);
+    CU_ASSERT_EQUAL(mm.tk, 100u);
+    /* a filter larger than the input is a range error */
+    kgen_conv bad = {.h = 2, .w = 6, .c = 1, .r = 3, .s = 3, .filters = 1, .stride = 1,
+                     .dtype = ISA_DTYPE_BF16};
+    char *text;
+    CU_ASSERT_EQUAL(kgen_conv_build(&os, &bad, &text, NULL, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NULL(text);
+}
+
+TEST(conv_kernel_double_buffers_its_gathers_and_splits_over_two_cores)
+{
+    /* 12 x 12 x 8 input, 3 x 3, 16 filters (M = 100, K = 72, N = 16) on plain tiny ws: K
+     * slices of 4 x 4 = 16 -> 5 slices a tile, so the DMA gathers slice l + 1 while the
+     * array multiplies slice l: the run is shorter than DMA and array time end to end. */
+    arch_config cfg = tiny2("core.dataflow=ws", NULL, NULL);
+    kgen_conv cv = {.h = 12, .w = 12, .c = 8, .r = 3, .s = 3, .filters = 16, .stride = 1,
+                    .dtype = ISA_DTYPE_BF16, .cores = 1};
+    np_err e = {0};
+    char *text;
+    isa_program *p;
+    CU_ASSERT_EQUAL_FATAL(kgen_conv_build(&cfg, &cv, &text, &p, &e), NP_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "mode=accum"));
+    core_report *r;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+    uint64_t dma = unit(r, "core0.dma")->busy_cycles, mxu = unit(r, "core0.mxu")->busy_cycles;
+    CU_ASSERT(r->total_cycles < dma + mxu);
+    CU_ASSERT(r->total_cycles >= dma && r->total_cycles >= mxu);
+    core_report_free(r);
+    isa_program_free(p);
+    free(text);
+    /* On 2 cores each runs its own tiles, gathers included: no barrier, one conv kernel per
+     * core, both arrays busy. */
+    cv.cores = 2, cv.tm = 50;
+    CU_ASSERT_EQUAL_FATAL(kgen_conv_build(&cfg, &cv, &text, &p, &e), NP_OK);
+    CU_ASSERT_PTR_NULL(strstr(text, "barrier"));
+    CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(r->n_kernels, 2u);
+    CU_ASSERT(unit(r, "core0.mxu")->busy_cycles > 0 && unit(r, "core1.mxu")->busy_cycles > 0);
+    CU_ASSERT(unit(r, "core0.dma")->bytes > 0 && unit(r, "core1.dma")->bytes > 0);
+    core_report_free(r);
+    isa_program_free(p);
+    free(text);
 }
