@@ -1,4 +1,4 @@
-/* core.h — one chip's NPU cores executing an ISA program, in timing mode and (with
+/* core.h — NPU cores executing ISA programs, one program per chip, in timing mode and (with
  * core_sim_opts.functional, core_func.h) functional mode.
  *
  * Each core is a decoupled access/execute machine (docs/isa.md): a scalar front end fetches
@@ -15,14 +15,18 @@
  * the units) and a DMA's bytes through the HBM (shared by every core); both pools are hbm.h
  * servers, max-min fair. See docs/hw-model.md.
  *
- * COMM: when the program has comm.* instructions the chip gets one noc/mesh.h mesh from the
- * arch config (core i at router i) on the chip's event queue, clocked at chip.noc_clock_ghz.
- * comm.send is one packet of ceil(bytes / noc_flit_bytes) flits and retires when its tail is
- * delivered; comm.recv takes the oldest message from that core with that tag (waiting in a
- * per-core mailbox if it came first, else waiting for it) and, with a reduction, spends
- * elements / (vector_lanes x ops_per_lane) cycles more. Functional mode moves (and reduces)
- * the bytes. A peer on another chip is NP_ERR_SIM_FAULT (chip-to-chip COMM is not modelled
- * yet).
+ * Chips: a run has n chips, program i on chip i (core_sim_run_chips; n <= system.chips), all
+ * on one event queue; each chip has its own HBM, cores and mesh.
+ *
+ * COMM: when a program has comm.* instructions its chip gets one noc/mesh.h mesh from the
+ * arch config (core i at router i), clocked at chip.noc_clock_ghz; when a comm.* names
+ * another chip the run gets the chip-to-chip network (noc/net.h, system.* keys). comm.send
+ * to a core of the same chip is one packet of ceil(bytes / noc_flit_bytes) flits, to another
+ * chip one transfer over the topology's route (links shared max-min fairly); it retires when
+ * the data has arrived. comm.recv takes the oldest message from that (chip, core) with that
+ * tag (waiting in a per-core mailbox if it came first, else waiting for it) and, with a
+ * reduction, spends elements / (vector_lanes x ops_per_lane) cycles more. Functional mode
+ * moves (and reduces) the bytes.
  *
  * Front end, per core:                        Queue, per unit:
  *
@@ -61,7 +65,8 @@
 
 #define CORE_QUEUE_DEPTH 16 /* entries of each unit's instruction queue */
 
-/* One unit of one core ("core0.dma", ..., "core0.ctrl" for the front end). */
+/* One unit of one core ("core0.dma", ..., "core0.ctrl" for the front end; with several chips
+ * "chip1.core0.dma"). */
 typedef struct core_unit_report {
     char name[32];
     uint64_t busy_cycles;  /* executing an instruction as long as it would take alone
@@ -78,28 +83,30 @@ typedef struct core_unit_report {
 /* One kernel symbol: from its first instruction's dispatch to its last one's retirement. */
 typedef struct core_kernel_report {
     char *name;
-    uint32_t core;
+    uint32_t chip, core;
     uint64_t cycles;
 } core_kernel_report;
 
 typedef struct core_report {
-    uint64_t total_cycles;     /* core cycles until the last core finished */
+    uint64_t total_cycles;     /* core cycles until the last core (of any chip) finished */
     uint64_t total_ps;
-    core_unit_report *units;   /* 5 per core: dma, mxu, vpu, comm, ctrl */
+    uint32_t n_chips;
+    core_unit_report *units;   /* 5 per core: dma, mxu, vpu, comm, ctrl; chip by chip */
     uint32_t n_units;
     core_kernel_report *kernels;
     uint32_t n_kernels;
     uint64_t hbm_read_bytes, hbm_write_bytes;
     uint64_t sram_read_bytes, sram_write_bytes; /* scratchpad */
     uint64_t acc_read_bytes, acc_write_bytes;   /* accumulator SRAM */
+    uint64_t c2c_bytes;        /* sent from one chip to another (all chips: sums) */
 } core_report;
 
 /* Runs program p (already checked against cfg by the loader) on the chip of cfg in timing
  * mode until every core has finished. With reg non-NULL, each unit's busy/stall/idle cycles,
  * instructions and bytes are registered in it under "core<N>.<unit>". On success *out holds
  * the report (free with core_report_free). Errors: NP_ERR_DEADLOCK, NP_ERR_SIM_FAULT (an
- * address outside its space, mxu.mm without mxu.load, a comm.* to another chip
- * or to a core without a router or not in the program), NP_ERR_RANGE (bad clock), NP_ERR_NOMEM; *out is NULL then. */
+ * address outside its space, mxu.mm without mxu.load, a comm.* to a chip without a program,
+ * to a core that runs none or, on the same chip, to a core without a router), NP_ERR_RANGE (bad clock), NP_ERR_NOMEM; *out is NULL then. */
 np_status core_sim_run(const arch_config *cfg, const isa_program *p, stats *reg,
                        core_report **out, np_err *err);
 
@@ -108,6 +115,7 @@ typedef struct core_hbm_io {
     uint64_t addr; /* HBM byte address */
     void *buf;     /* n bytes (inputs: read; outputs: written) */
     uint64_t n;
+    uint32_t chip; /* whose HBM (0 unless the run has several chips) */
 } core_hbm_io;
 
 typedef struct core_sim_opts {
@@ -125,10 +133,19 @@ np_status core_sim_run_opts(const arch_config *cfg, const isa_program *p,
                             const core_sim_opts *opts, stats *reg, core_report **out,
                             np_err *err);
 
+/* Runs progs[i] on chip i, i < n_chips (1 <= n_chips <= system.chips), on one event queue
+ * until every core of every chip has finished; otherwise as core_sim_run_opts (inputs and
+ * outputs name their chip). A comm.* may name any core of any chip of the run. Unit names
+ * in the report carry the chip when n_chips > 1. Adds NP_ERR_RANGE for more programs than
+ * the system has chips or an I/O buffer on a chip outside the run. */
+np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *progs,
+                             uint32_t n_chips, const core_sim_opts *opts, stats *reg,
+                             core_report **out, np_err *err);
+
 void core_report_free(core_report *r);
 
 /* {"total_cycles", "total_ps", "units": [{"name", "busy_cycles", "stall_cycles",
- *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "core", "cycles"}],
+ *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "chip", "core", "cycles"}],
  *  "traffic": {"hbm_read_bytes", ...}} — names documented in docs/hw-model.md. NULL when out
  * of memory. */
 json_t *core_report_json(const core_report *r);

@@ -1,8 +1,12 @@
-/* core_report.c — the run report of core_sim_run as JSON and as text (field names are
- * documented in docs/hw-model.md and kept stable). */
+/* core_report.c — the run report of core_sim_run: built from the finished run, and printed
+ * as JSON and as text (field names are documented in docs/hw-model.md and kept stable). */
 #include <inttypes.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
-#include "core.h"
+#include "core_sim.h"
 
 json_t *core_report_json(const core_report *r)
 {
@@ -21,23 +25,26 @@ json_t *core_report_json(const core_report *r)
     }
     for (uint32_t i = 0; i < r->n_kernels; i++) {
         const core_kernel_report *k = &r->kernels[i];
-        if (json_array_append_new(kernels, json_pack("{s:s, s:I, s:I}", "name", k->name, "core",
+        if (json_array_append_new(kernels, json_pack("{s:s, s:I, s:I, s:I}", "name", k->name,
+                                                     "chip", (json_int_t)k->chip, "core",
                                                      (json_int_t)k->core, "cycles",
                                                      (json_int_t)k->cycles)))
             goto fail;
     }
-    json_t *traffic = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I}", "hbm_read_bytes",
+    json_t *traffic = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hbm_read_bytes",
                                 (json_int_t)r->hbm_read_bytes, "hbm_write_bytes",
                                 (json_int_t)r->hbm_write_bytes, "sram_read_bytes",
                                 (json_int_t)r->sram_read_bytes, "sram_write_bytes",
                                 (json_int_t)r->sram_write_bytes, "acc_read_bytes",
                                 (json_int_t)r->acc_read_bytes, "acc_write_bytes",
-                                (json_int_t)r->acc_write_bytes);
+                                (json_int_t)r->acc_write_bytes, "c2c_bytes",
+                                (json_int_t)r->c2c_bytes);
     if (!traffic)
         goto fail;
-    return json_pack("{s:I, s:I, s:o, s:o, s:o}", "total_cycles", (json_int_t)r->total_cycles,
-                     "total_ps", (json_int_t)r->total_ps, "units", units, "kernels", kernels,
-                     "traffic", traffic);
+    return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "total_cycles",
+                     (json_int_t)r->total_cycles, "total_ps", (json_int_t)r->total_ps, "chips",
+                     (json_int_t)r->n_chips, "units", units, "kernels", kernels, "traffic",
+                     traffic);
 fail:
     json_decref(units);
     json_decref(kernels);
@@ -47,21 +54,121 @@ fail:
 void core_report_print(const core_report *r, FILE *out)
 {
     fprintf(out, "total: %" PRIu64 " cycles (%" PRIu64 " ps)\n\n", r->total_cycles, r->total_ps);
-    fprintf(out, "%-14s %12s %12s %12s %8s %14s\n", "unit", "busy cycles", "stall cycles",
+    fprintf(out, "%-20s %12s %12s %12s %8s %14s\n", "unit", "busy cycles", "stall cycles",
             "idle cycles", "insns", "bytes");
     for (uint32_t i = 0; i < r->n_units; i++) {
         const core_unit_report *u = &r->units[i];
-        fprintf(out, "%-14s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64 " %14" PRIu64 "\n",
+        fprintf(out, "%-20s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64 " %14" PRIu64 "\n",
                 u->name, u->busy_cycles, u->stall_cycles, u->idle_cycles, u->insns, u->bytes);
     }
     fprintf(out, "\ntraffic: HBM read %" PRIu64 " B, HBM write %" PRIu64 " B, scratchpad read %" PRIu64
             " B, scratchpad write %" PRIu64 " B, accumulator read %" PRIu64 " B, write %" PRIu64 " B\n",
             r->hbm_read_bytes, r->hbm_write_bytes, r->sram_read_bytes, r->sram_write_bytes,
             r->acc_read_bytes, r->acc_write_bytes);
+    if (r->n_chips > 1)
+        fprintf(out, "chip-to-chip: %" PRIu64 " B sent between %" PRIu32 " chips\n", r->c2c_bytes,
+                r->n_chips);
     if (r->n_kernels) {
-        fprintf(out, "\n%-24s %6s %12s\n", "kernel", "core", "cycles");
+        fprintf(out, "\n%-24s %6s %6s %12s\n", "kernel", "chip", "core", "cycles");
         for (uint32_t i = 0; i < r->n_kernels; i++)
-            fprintf(out, "%-24s %6" PRIu32 " %12" PRIu64 "\n", r->kernels[i].name,
-                    r->kernels[i].core, r->kernels[i].cycles);
+            fprintf(out, "%-24s %6" PRIu32 " %6" PRIu32 " %12" PRIu64 "\n", r->kernels[i].name,
+                    r->kernels[i].chip, r->kernels[i].core, r->kernels[i].cycles);
     }
+}
+
+np_status core_report_build(sys_sim *y, stats *reg, core_report **out, np_err *err)
+{
+    core_report *r = calloc(1, sizeof *r);
+    if (!r)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building the report");
+    const clk_domain *clk = &y->chips[0].clk; /* every chip has the same core clock */
+    uint64_t end_ps = 0, nk = 0, nc = 0;
+    for (uint32_t ch = 0; ch < y->n_chips; ch++)
+        for (uint32_t i = 0; i < y->chips[ch].n_cores; i++) {
+            const core_model *c = &y->chips[ch].cores[i];
+            end_ps = c->t_done_ps > end_ps ? c->t_done_ps : end_ps;
+            nk += c->text->n_kernels;
+            nc++;
+        }
+    r->total_ps = end_ps;
+    r->total_cycles = clk_ps_to_cycles(clk, end_ps);
+    r->n_chips = y->n_chips;
+    r->n_units = (uint32_t)(nc * (ISA_N_QUEUES + 1));
+    r->units = calloc(r->n_units ? r->n_units : 1, sizeof *r->units);
+    r->kernels = calloc(nk ? nk : 1, sizeof *r->kernels);
+    if (!r->units || !r->kernels)
+        goto nomem;
+    uint32_t ui = 0;
+    for (uint32_t ch = 0; ch < y->n_chips; ch++) {
+        const chip_sim *s = &y->chips[ch];
+        for (uint32_t i = 0; i < s->n_cores; i++) {
+            const core_model *c = &s->cores[i];
+            for (unsigned u = 0; u <= ISA_N_QUEUES; u++) {
+                core_unit_report *ur = &r->units[ui++];
+                bool fe = u == ISA_N_QUEUES;
+                const char *un = fe ? "ctrl" : isa_unit_names[u];
+                if (y->n_chips > 1)
+                    snprintf(ur->name, sizeof ur->name, "chip%" PRIu32 ".core%" PRIu32 ".%s", ch,
+                             c->id, un);
+                else
+                    snprintf(ur->name, sizeof ur->name, "core%" PRIu32 ".%s", c->id, un);
+                ur->busy_cycles = clk_ps_to_cycles(clk, fe ? c->fe_busy_ps : c->q[u].busy_ps);
+                ur->stall_cycles = clk_ps_to_cycles(clk, fe ? c->fe_stall_ps : c->q[u].stall_ps);
+                uint64_t used = ur->busy_cycles + ur->stall_cycles;
+                ur->idle_cycles = r->total_cycles > used ? r->total_cycles - used : 0;
+                ur->insns = fe ? c->fe_insns : c->q[u].insns;
+                ur->bytes = fe ? 0 : c->q[u].bytes;
+            }
+            for (uint32_t k = 0; k < c->text->n_kernels; k++) {
+                core_kernel_report *kr = &r->kernels[r->n_kernels];
+                if (!(kr->name = strdup(c->text->kernels[k].name)))
+                    goto nomem;
+                r->n_kernels++;
+                kr->chip = ch;
+                kr->core = c->id;
+                kr->cycles = c->k_seen[k] ? clk_ps_to_cycles(clk, c->k_last[k]) -
+                                                clk_ps_to_cycles(clk, c->k_first[k])
+                                          : 0;
+            }
+        }
+        r->hbm_read_bytes += s->hbm_rd, r->hbm_write_bytes += s->hbm_wr;
+        r->sram_read_bytes += s->spad_rd, r->sram_write_bytes += s->spad_wr;
+        r->acc_read_bytes += s->acc_rd, r->acc_write_bytes += s->acc_wr;
+    }
+    r->c2c_bytes = y->c2c_bytes;
+    if (reg) {
+        static const struct { const char *name, *unit, *desc; size_t off; } f[] = {
+            {"busy_cycles", "cycles", "cycles executing an instruction", offsetof(core_unit_report, busy_cycles)},
+            {"stall_cycles", "cycles", "cycles blocked on a semaphore, an operand, a full queue, fence or barrier, or contention", offsetof(core_unit_report, stall_cycles)},
+            {"idle_cycles", "cycles", "cycles with nothing to do", offsetof(core_unit_report, idle_cycles)},
+            {"insns", "instructions", "instructions retired", offsetof(core_unit_report, insns)},
+            {"bytes", "bytes", "bytes read and written", offsetof(core_unit_report, bytes)},
+        };
+        for (uint32_t i = 0; i < r->n_units; i++)
+            for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
+                stats_counter *ctr = stats_new_counter(reg, r->units[i].name, f[j].name,
+                                                       f[j].unit, f[j].desc, err);
+                if (!ctr) {
+                    core_report_free(r);
+                    return err->status;
+                }
+                stats_add(ctr, *(const uint64_t *)((const char *)&r->units[i] + f[j].off));
+            }
+    }
+    *out = r;
+    return NP_OK;
+nomem:
+    core_report_free(r);
+    return np_err_set(err, NP_ERR_NOMEM, "out of memory building the report");
+}
+
+void core_report_free(core_report *r)
+{
+    if (!r)
+        return;
+    for (uint32_t i = 0; i < r->n_kernels; i++)
+        free(r->kernels[i].name);
+    free(r->kernels);
+    free(r->units);
+    free(r);
 }

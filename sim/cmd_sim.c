@@ -1,8 +1,8 @@
-/* cmd_sim.c — `npusim sim`: run an ELF program on one chip's cores (timing mode, or functional
- * mode with --functional --input --dump).
+/* cmd_sim.c — `npusim sim`: run ELF programs, one per chip, on the chips' cores (timing mode,
+ * or functional mode with --functional --input --dump).
  *
- * Loads the program (checked against the architecture by isa_elf_load_arch), runs it with
- * core_sim_run (hw-model/core.h) and reports total cycles, per-unit busy/stall/idle cycles,
+ * Loads the programs (each checked against the architecture by isa_elf_load_arch), runs them
+ * with core_sim_run_chips (hw-model/core.h), program i on chip i, and reports total cycles, per-unit busy/stall/idle cycles,
  * traffic and per-kernel cycles. JSON field names are documented in docs/hw-model.md and kept
  * stable. A deadlock or a fault of the simulated program is an error (exit status 3) whose
  * message names the units, program counters and instructions involved. */
@@ -21,19 +21,21 @@
 
 const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
-    "                  [--input SYM=FILE ...] [--dump SYM=FILE ...] [--json] PROG.elf\n"
+    "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...] [--json]\n"
+    "                  PROG.elf [PROG.elf ...]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " SIM_DEFAULT_ARCH "); the\n"
     "                  program must have been built for it\n"
     "  --set K=V       override one config key (repeatable)\n"
     "  --functional    compute real values (bf16/fp16/fp32/int8); timing is unchanged\n"
     "  --input S=F     (functional) load the raw bytes of file F into data symbol S first;\n"
-    "                  F may be shorter than S, never longer\n"
+    "                  F may be shorter than S, never longer; C:S=F: chip C's symbol\n"
     "  --dump S=F      (functional) write data symbol S's bytes to file F after the run\n"
     "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
     "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
     "\n"
-    "comm.* instructions are not supported yet.\n";
+    "The i-th program runs on chip i (at most system.chips programs); comm.send/recv between\n"
+    "cores of one chip use its mesh, between chips the chip-to-chip network.\n";
 
 np_status cmd_sim(int argc, char **argv, np_err *err)
 {
@@ -66,7 +68,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
                 return np_err_set(err, NP_ERR_USAGE, "at most %d --input and --dump options each",
                                   SIM_MAX_IO);
             if (!strchr(optarg, '=') || optarg[0] == '=')
-                return np_err_set(err, NP_ERR_USAGE, "--%s: expected SYMBOL=FILE, got '%s'",
+                return np_err_set(err, NP_ERR_USAGE, "--%s: expected [CHIP:]SYMBOL=FILE, got '%s'",
                                   c == 'i' ? "input" : "dump", optarg);
             if (c == 'i')
                 inputs[n_inputs++] = optarg;
@@ -80,37 +82,51 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
     }
     if (optind >= argc)
         return np_err_set(err, NP_ERR_USAGE, "missing the program (PROG.elf)");
-    if (optind + 1 < argc)
-        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind + 1]);
-
+    if ((n_inputs || n_dumps) && !functional)
+        return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
     arch_config cfg;
     if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
         return err->status;
-    isa_program *p = NULL;
-    if (isa_elf_load_arch(argv[optind], &cfg, &p, err) != NP_OK)
-        return err->status;
-    if ((n_inputs || n_dumps) && !functional) {
-        isa_program_free(p);
-        return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
-    }
+    uint32_t n_progs = (uint32_t)(argc - optind);
+    if (n_progs > (uint64_t)cfg.system.chips)
+        return np_err_set(err, NP_ERR_USAGE, "%u programs for a system of %lld chips (one per "
+                          "chip)", n_progs, (long long)cfg.system.chips);
+    isa_program **progs = calloc(n_progs, sizeof *progs);
+    if (!progs)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    np_status st = NP_OK;
+    for (uint32_t i = 0; i < n_progs && st == NP_OK; i++)
+        st = isa_elf_load_arch(argv[optind + (int)i], &cfg, &progs[i], err);
     core_hbm_io in_io[SIM_MAX_IO], out_io[SIM_MAX_IO];
     char *out_path[SIM_MAX_IO];
     size_t n_in = 0, n_out = 0;
-    np_status st = NP_OK;
     for (size_t i = 0; i < n_inputs + n_dumps && st == NP_OK; i++) {
         bool is_in = i < n_inputs;
         const char *arg = is_in ? inputs[i] : dumps[i - n_inputs];
         char name[256];
         const char *eq = strchr(arg, '=');
+        uint32_t chip = 0;
+        char *colon;
+        unsigned long cn = strtoul(arg, &colon, 10);
+        if (colon != arg && *colon == ':' && colon < eq) { /* "C:SYM=FILE" */
+            if (cn >= n_progs) {
+                st = np_err_set(err, NP_ERR_USAGE, "--%s: chip %lu has no program (%u given)",
+                                is_in ? "input" : "dump", cn, n_progs);
+                break;
+            }
+            chip = (uint32_t)cn;
+            arg = colon + 1;
+        }
         snprintf(name, sizeof name, "%.*s", (int)(eq - arg), arg);
-        const isa_symbol *sym = isa_program_symbol(p, name);
+        const isa_symbol *sym = isa_program_symbol(progs[chip], name);
         if (!sym) {
-            st = np_err_set(err, NP_ERR_UNKNOWN_KEY, "--%s: the program has no data symbol '%s'",
-                            is_in ? "input" : "dump", name);
+            st = np_err_set(err, NP_ERR_UNKNOWN_KEY, "--%s: chip %u's program has no data "
+                            "symbol '%s'", is_in ? "input" : "dump", chip, name);
             break;
         }
         if (!is_in) {
-            out_io[n_out] = (core_hbm_io){sym->addr, malloc(sym->size ? sym->size : 1), sym->size};
+            out_io[n_out] = (core_hbm_io){sym->addr, malloc(sym->size ? sym->size : 1), sym->size,
+                                          chip};
             out_path[n_out] = (char *)(eq + 1);
             if (!out_io[n_out++].buf)
                 st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
@@ -129,12 +145,13 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         else if (got > sym->size)
             st = np_err_set(err, NP_ERR_RANGE, "--input: '%s' is longer than %s (%llu bytes)",
                             eq + 1, name, (unsigned long long)sym->size);
-        in_io[n_in++] = (core_hbm_io){sym->addr, buf, got};
+        in_io[n_in++] = (core_hbm_io){sym->addr, buf, got, chip};
     }
     core_report *r = NULL;
     if (st == NP_OK) {
         core_sim_opts o = {functional, in_io, n_in, out_io, n_out};
-        st = core_sim_run_opts(&cfg, p, &o, NULL, &r, err);
+        st = core_sim_run_chips(&cfg, (const isa_program *const *)progs, n_progs, &o, NULL, &r,
+                                err);
     }
     for (size_t i = 0; st == NP_OK && i < n_out; i++) {
         FILE *f = fopen(out_path[i], "wb");
@@ -147,7 +164,9 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         free(in_io[i].buf);
     for (size_t i = 0; i < n_out; i++)
         free(out_io[i].buf);
-    isa_program_free(p);
+    for (uint32_t i = 0; i < n_progs; i++)
+        isa_program_free(progs[i]);
+    free(progs);
     if (st != NP_OK) {
         core_report_free(r);
         return st;

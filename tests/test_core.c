@@ -348,6 +348,38 @@ TEST(npusim_sim_runs_an_elf_and_reports_json)
     CU_ASSERT_EQUAL(s.exit_status, 3);
     CU_ASSERT_PTR_NOT_NULL(strstr(s.err, "sem.wait dma, s0"));
     harness_run_free(&s);
+    /* Two programs run on chips 0 and 1: 64 bytes over one link, 200 + 64 / 8 = 208 cycles;
+     * a third is more than tiny's 2 chips (usage error, status 2). */
+    char elf1[256];
+    snprintf(elf1, sizeof elf1, "%s/q.elf", dir);
+    f = fopen(s_path, "w");
+    fputs(".core 0\ncomm.send peer(1, 0), spad[0], 64, 3\n", f);
+    fclose(f);
+    a = harness_npusim("asm", s_path, "-o", elf_path, NULL);
+    harness_run_free(&a);
+    f = fopen(s_path, "w");
+    fputs(".core 0\ncomm.recv peer(0, 0), spad[0], 64, 3\n", f);
+    fclose(f);
+    a = harness_npusim("asm", s_path, "-o", elf1, NULL);
+    harness_run_free(&a);
+    s = harness_npusim("sim", "--json", elf_path, elf1, NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 0);
+    j = json_loads(s.out, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "total_cycles")), 208);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "chips")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(j, "traffic"), "c2c_bytes")), 64);
+    units = json_object_get(j, "units");
+    CU_ASSERT_EQUAL(json_array_size(units), 10u);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(units, 8), "name")),
+                           "chip1.core0.comm");
+    json_decref(j);
+    harness_run_free(&s);
+    s = harness_npusim("sim", elf_path, elf1, elf1, NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.err, "3 programs for a system of 2 chips"));
+    harness_run_free(&s);
+    remove(elf1);
     remove(s_path);
     remove(elf_path);
     rmdir(dir);
@@ -735,7 +767,7 @@ TEST(a_recv_with_add_in_functional_mode_sums_the_message_into_its_destination)
     isa_program *p = NULL;
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(isa_asm(src, strlen(src), "test.s", &ao, &p, &e), NP_OK);
-    core_hbm_io in[2] = {{0, a, sizeof a}, {0x100, b, sizeof b}}, o[1] = {{0x200, out, sizeof out}};
+    core_hbm_io in[2] = {{0, a, sizeof a, 0}, {0x100, b, sizeof b, 0}}, o[1] = {{0x200, out, sizeof out, 0}};
     core_sim_opts opts = {.functional = true, .inputs = in, .n_inputs = 2, .outputs = o,
                           .n_outputs = 1};
     core_report *r;
@@ -764,8 +796,104 @@ TEST(a_recv_nobody_sends_to_deadlocks_and_another_chip_is_a_fault)
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "has 64 bytes, the recv expects 32"));
     st = run_src(&cfg, ".core 0\ncomm.send peer(1, 1), spad[0], 64, 9\n", NULL, &r, &e);
     CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 comm pc 0"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip-to-chip COMM is not modelled yet"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 comm pc 0 `comm.send peer(1, 1), spad[0x0], 64, 9`: "
+                                         "peer chip 1 runs no program: this run has 1 chip"));
+}
+
+/* ---- COMM between chips ------------------------------------------------------------------------
+ * tiny's system: 2 chips on a ring, 2 links per chip (one each way round; with 2 chips both
+ * reach the other chip and the route takes the + one), 8 GB/s = 8 bytes/ns per link and
+ * direction, 200 ns per hop. A lone transfer of S bytes takes 200 + S / 8 ns (docs/noc.md). */
+
+/* Assembles srcs[i] for chip i and runs them together. */
+static np_status run_chips(const arch_config *cfg, const char *const *srcs, uint32_t n,
+                           const core_sim_opts *opts, core_report **out, np_err *e)
+{
+    isa_target t;
+    isa_target_from_arch(cfg, &t);
+    isa_asm_opts o = {.target = &t};
+    isa_program *p[4] = {NULL};
+    for (uint32_t i = 0; i < n; i++)
+        CU_ASSERT_EQUAL_FATAL(isa_asm(srcs[i], strlen(srcs[i]), "test.s", &o, &p[i], e), NP_OK);
+    np_status st = core_sim_run_chips(cfg, (const isa_program *const *)p, n, opts, NULL, out, e);
+    for (uint32_t i = 0; i < n; i++)
+        isa_program_free(p[i]);
+    return st;
+}
+
+TEST(a_send_to_another_chip_takes_the_link_latency_plus_bytes_over_bandwidth)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* 64 bytes chip 0 -> chip 1: 200 + 64 / 8 = 208 ns = 208 cycles for both ends */
+    const char *one[] = {".core 0\ncomm.send peer(1, 0), spad[0], 64, 3\n",
+                         ".core 0\ncomm.recv peer(0, 0), spad[0], 64, 3\n"};
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, one, 2, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 208u);
+    CU_ASSERT_EQUAL(r->n_chips, 2u);
+    CU_ASSERT_EQUAL(r->c2c_bytes, 64u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->busy_cycles, 208u);
+    CU_ASSERT_EQUAL(unit(r, "chip1.core0.comm")->stall_cycles, 208u); /* waiting for it */
+    core_report_free(r);
+    /* Two cores of chip 0 send 800 bytes each at once over the same link: they share its
+     * 8 B/ns, 1600 / 8 = 200 ns of streaming, both arrive at 200 + 200 = 400; alone each
+     * would take 200 + 100 = 300, so 100 cycles of each send are a stall. */
+    const char *two[] = {".core 0\ncomm.send peer(1, 0), spad[0], 800, 1\n"
+                         ".core 1\ncomm.send peer(1, 0), spad[0], 800, 2\n",
+                         ".core 0\ncomm.recv peer(0, 0), spad[0], 800, 1\n"
+                         "comm.recv peer(0, 1), spad[0x400], 800, 2\n"};
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, two, 2, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 400u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 300u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->stall_cycles, 100u);
+    core_report_free(r);
+    /* Opposite directions use different links: both 800-byte messages take 300. */
+    const char *both[] = {".core 0\ncomm.send peer(1, 0), spad[0], 800, 1\n"
+                          "comm.recv peer(1, 0), spad[0x400], 800, 1\n",
+                          ".core 0\ncomm.send peer(0, 0), spad[0], 800, 1\n"
+                          "comm.recv peer(0, 0), spad[0x400], 800, 1\n"};
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, both, 2, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 300u);
+    core_report_free(r);
+}
+
+TEST(a_reduction_across_chips_adds_the_received_values)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* chip 0 sends 4 fp32 from HBM; chip 1 adds them into its own 4 (spad after a load) and
+     * stores the sum to HBM: {1, 2, 3, 4} + {10, 20, 30, 40} = {11, 22, 33, 44}. */
+    const char *srcs[] = {".core 0\ncomm.send peer(1, 0), hbm[0x100], 16, 7\n",
+                          ".core 0\ndma.copy spad[0], hbm[0x100], fp32, 4\n"
+                          "comm.recv peer(0, 0), spad[0], 16, 7, add, fp32\n"
+                          "dma.copy hbm[0x200], spad[0], fp32, 4\n"};
+    float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, out[4] = {0};
+    core_hbm_io in[2] = {{0x100, a, sizeof a, 0}, {0x100, b, sizeof b, 1}};
+    core_hbm_io o[1] = {{0x200, out, sizeof out, 1}};
+    core_sim_opts opts = {.functional = true, .inputs = in, .n_inputs = 2, .outputs = o,
+                          .n_outputs = 1};
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, srcs, 2, &opts, &r, &e), NP_OK);
+    for (int i = 0; i < 4; i++)
+        CU_ASSERT_EQUAL(out[i], (float)(11 * (i + 1)));
+    core_report_free(r);
+}
+
+TEST(a_recv_from_another_chip_that_never_comes_is_a_deadlock_naming_the_chips)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    const char *srcs[] = {".core 0\ncomm.send peer(1, 0), spad[0], 64, 6\n",
+                          ".core 0\ncomm.recv peer(0, 0), spad[0], 64, 5\n"};
+    CU_ASSERT_EQUAL(run_chips(&cfg, srcs, 2, NULL, &r, &e), NP_ERR_DEADLOCK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip 1 core 0 comm: pc 0 `comm.recv peer(0, 0), spad[0x0], "
+                                         "64, 5` waits for a message from chip 0 core 0 tag 5"));
+    /* more programs than the system has chips */
+    const char *three[] = {".core 0\nnop\n", ".core 0\nnop\n", ".core 0\nnop\n"};
+    CU_ASSERT_EQUAL(run_chips(&cfg, three, 3, NULL, &r, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "3 programs for a system of 2 chips"));
 }
 
 /* ---- the scoreboard (core.scoreboard) ---- */
