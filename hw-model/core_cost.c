@@ -274,15 +274,30 @@ bool core_ranges_overlap(const core_range *a, const core_range *b)
         const core_range *t = a;
         a = b, b = t;
     }
-    if (a->planes * a->rows * b->planes > CORE_OVERLAP_SCAN_ROWS)
-        return true;
     uint64_t ars = a->row_stride ? a->row_stride : a->row_bytes;
+    uint64_t bps = b->plane_stride, bpe = (b->rows - 1) * (b->row_stride ? b->row_stride : b->row_bytes) + b->row_bytes;
+    uint64_t work = 0;
     for (uint64_t p = 0; p < a->planes; p++)
         for (uint64_t i = 0; i < a->rows; i++) {
-            uint64_t x = a->addr + p * a->plane_stride + i * ars;
-            for (uint64_t q = 0; q < b->planes; q++)
+            uint64_t x = a->addr + p * a->plane_stride + i * ars, end = x + a->row_bytes;
+            if (end <= b->addr)
+                continue;
+            /* the planes of b that can meet [x, end): start before end, end after x */
+            uint64_t q_lo = 0, q_hi = 0;
+            if (b->planes > 1 && bps) {
+                q_hi = (end - 1 - b->addr) / bps;
+                if (q_hi >= b->planes)
+                    q_hi = b->planes - 1;
+                q_lo = x + 1 > b->addr + bpe ? ceil_div(x + 1 - b->addr - bpe, bps) : 0;
+            } else if (b->planes > 1) {
+                q_hi = 0; /* planes on top of each other: the first stands for all */
+            }
+            for (uint64_t q = q_lo; q <= q_hi; q++) {
+                if (++work > CORE_OVERLAP_SCAN_ROWS)
+                    return true; /* too many to compare: the extents overlap */
                 if (row_meets(x, a->row_bytes, b, q))
                     return true;
+            }
         }
     return false;
 }

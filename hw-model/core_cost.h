@@ -61,8 +61,9 @@ uint64_t core_spad_banks_touched(const arch_config *cfg, const core_range *r, un
 uint64_t core_burst_bytes(const core_range *r, uint64_t burst);
 
 /* Whether ranges a and b share a byte: same space, and some row of one meets some row of the
- * other (strided rows and planes exactly; beyond CORE_OVERLAP_SCAN_ROWS rows to compare, any
- * overlap of the two extents counts). */
+ * other. Exact for strided rows and planes: each row of the range with fewer rows is tested
+ * arithmetically against the planes of the other that can reach it; beyond
+ * CORE_OVERLAP_SCAN_ROWS such tests, any overlap of the two extents counts. */
 #define CORE_OVERLAP_SCAN_ROWS 65536
 bool core_ranges_overlap(const core_range *a, const core_range *b);
 

@@ -1030,4 +1030,14 @@ TEST(range_overlap_equals_a_byte_map_comparison_for_random_strided_ranges)
         CU_ASSERT_FALSE(core_ranges_overlap(&a, &b));
     }
     CU_ASSERT(hits > 2000 && hits < 18000); /* both outcomes are well exercised */
+    /* Large gathers (50 planes of 112 rows of 42 bytes, rows 84 apart, planes 9408 apart)
+     * into the same buffer, one at offset 0 and one at offset 42: they interleave without
+     * sharing a byte — 5600 x 50 row-plane pairs, yet decided exactly, not by extents. */
+    core_range g0 = {ISA_SPACE_SPAD, 0, 49 * 9408 + 111 * 84 + 42, 50 * 112 * 42, true, "dst",
+                     50, 9408, 112, 84, 42};
+    core_range g1 = g0;
+    g1.addr = 42;
+    CU_ASSERT_FALSE(core_ranges_overlap(&g0, &g1));
+    g1.addr = 41; /* now each row of g1 overlaps one byte of a row of g0 */
+    CU_ASSERT_TRUE(core_ranges_overlap(&g0, &g1));
 }
