@@ -7,6 +7,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "harness.h"
 #include "isa.h"
 #include "isa_asm.h"
@@ -490,4 +492,48 @@ TEST(random_programs_disassemble_and_reassemble_to_the_same_program_and_bytes)
         isa_program_free(p);
     }
     CU_ASSERT(insns >= 2000);
+}
+
+TEST(disasm_json_lists_every_instruction_with_its_word_text_and_kernel)
+{
+    char src[] = "/tmp/npusim_isa_js_XXXXXX", elf[] = "/tmp/npusim_isa_je_XXXXXX";
+    close(mkstemp(src));
+    close(mkstemp(elf));
+    FILE *f = fopen(src, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(".core 0\nnop\n.kernel load\ndma.copy spad[0x40], hbm[0x100], bf16, 8\nhalt\n", f);
+    fclose(f);
+    harness_run r = harness_npusim("asm", "--arch", "tiny", src, "-o", elf, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    harness_run_free(&r);
+    r = harness_npusim("disasm", "--json", elf, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *insns = json_object_get(json_array_get(json_object_get(j, "cores"), 0), "insns");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(insns), 3u);
+    /* docs/isa.md: opcodes nop 0x01, dma.copy 0x20, halt 0x02 in bits 0..7 (the last two hex
+     * digits of the word, printed from bit 255 down); the kernel runs from its label on. */
+    static const char *const text[] = {"nop", "dma.copy spad[0x40], hbm[0x100], bf16, 8", "halt"};
+    static const char *const op[] = {"01", "20", "02"};
+    for (size_t i = 0; i < 3; i++) {
+        json_t *in = json_array_get(insns, i);
+        const char *w = json_string_value(json_object_get(in, "word"));
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(in, "pc")), (json_int_t)i);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(in, "text")), text[i]);
+        CU_ASSERT_FATAL(w && strlen(w) == 64);
+        CU_ASSERT_STRING_EQUAL(w + 62, op[i]);
+        if (i == 0) {
+            CU_ASSERT_TRUE(json_is_null(json_object_get(in, "kernel")));
+        } else {
+            CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(in, "kernel")), "load");
+        }
+    }
+    CU_ASSERT_EQUAL(strspn(json_string_value(json_object_get(json_array_get(insns, 0), "word")), "0"),
+                    63u); /* nop has no operands: all zero but the opcode bit 0 */
+    json_decref(j);
+    harness_run_free(&r);
+    unlink(src);
+    unlink(elf);
 }
