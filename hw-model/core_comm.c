@@ -1,8 +1,11 @@
 /* core_comm.c — the COMM engine: comm.send and comm.recv between cores.
  *
- * A send to a core of the same chip is one packet on the chip's flit-level mesh (noc/mesh.h);
- * a send to a core of another chip is one transfer on the chip-to-chip network (noc/net.h:
- * the topology's route, links shared max-min fairly with every other transfer in flight).
+ * A send to a core of the same chip is one packet on the chip's flit-level mesh (noc/mesh.h).
+ * A send to a core of another chip has three legs: a packet on the sender chip's mesh to its
+ * link-port router (chip.link_port_router), one transfer on the chip-to-chip network
+ * (noc/net.h: the topology's route, links shared max-min fairly with every other transfer in
+ * flight), and a packet on the receiver chip's mesh from its link-port router to the core (a
+ * leg is skipped when the core sits at the port's router).
  * Either way the message is kept in the run's message table (sys_sim.msgs) until a recv takes
  * it: a recv takes the oldest message from its peer with its tag, waiting in the receiver's
  * mailbox if it came first; the send retires when its data has arrived. See core.h and
@@ -140,16 +143,49 @@ static void comm_arrived(sys_sim *y, uint32_t id)
     }
 }
 
+static void comm_net_event(void *ctx, uint64_t arg, net_event ev);
+
+/* Message id (between chips) starts leg `leg` now, or has arrived after the last one. */
+static void comm_leg(sys_sim *y, uint32_t id, uint8_t leg)
+{
+    comm_msg *m = &y->msgs[id];
+    chip_sim *s = &y->chips[leg == 0 ? m->src_chip : m->dst_chip];
+    uint32_t port = (uint32_t)y->cfg->chip.link_port_router;
+    uint32_t flits = mesh_message_flits(m->bytes, (uint32_t)y->cfg->chip.noc_flit_bytes);
+    m->leg = leg;
+    if (leg == 0 && s->cores[m->src_idx].id == port)
+        leg = m->leg = 1; /* the sender sits at the port */
+    if (leg == 0) {
+        if (mesh_send(s->noc, s->cores[m->src_idx].id, port, flits, id, &s->err) != NP_OK)
+            chip_fail(s);
+    } else if (leg == 1) {
+        y->c2c_bytes += m->bytes;
+        if (net_transfer(y->net, m->src_chip, m->dst_chip, m->bytes, comm_net_event, y, id,
+                         &s->err) != NP_OK)
+            chip_fail(s);
+    } else if (s->cores[m->dst_idx].id == port) {
+        comm_arrived(y, id); /* the receiver sits at the port */
+    } else if (mesh_send(s->noc, port, s->cores[m->dst_idx].id, flits, id, &s->err) != NP_OK) {
+        chip_fail(s);
+    }
+}
+
 void core_comm_mesh_deliver(void *ctx, const mesh_packet *p)
 {
     chip_sim *s = ctx;
-    comm_arrived(s->sys, (uint32_t)p->tag);
+    sys_sim *y = s->sys;
+    uint32_t id = (uint32_t)p->tag;
+    const comm_msg *m = &y->msgs[id];
+    if (m->src_chip != m->dst_chip && m->leg == 0)
+        comm_leg(y, id, 1); /* reached the link port: onto the links */
+    else
+        comm_arrived(y, id);
 }
 
 static void comm_net_event(void *ctx, uint64_t arg, net_event ev)
 {
     if (ev == NET_EVENT_DELIVERED)
-        comm_arrived(ctx, (uint32_t)arg);
+        comm_leg(ctx, (uint32_t)arg, 2);
 }
 
 /* A new message from core c (COMM slot `slot`) to (chip dc, core index di); its id, or
@@ -233,23 +269,33 @@ void core_comm_start(core_model *c, core_queue *q, unsigned slot)
             goto fail;
         return;
     }
-    /* to another chip: one flow over the topology's route; alone it takes the path latency
-     * plus bytes over the path's bottleneck bandwidth (busy), sharing links is a stall */
+    /* To another chip: alone it takes the zero-load mesh latency to the link port, the path
+     * latency plus bytes over the path's bottleneck bandwidth, and the zero-load mesh latency
+     * from the far port (busy); waiting on shared routers or links is a stall. */
     net_path_info pi;
     if (net_route(y->net, s->chip, dc, &pi, &s->err) != NP_OK)
         goto fail;
-    e->t_ideal_ps = now_ps(c) + pi.latency_ps + (uint64_t)ceil((double)bytes * 1e12 / pi.bytes_per_s);
-    y->c2c_bytes += bytes;
-    if (net_transfer(y->net, s->chip, dc, bytes, comm_net_event, y, id, &s->err) != NP_OK)
-        goto fail;
+    uint32_t port = (uint32_t)s->cfg->chip.link_port_router;
+    uint32_t flits = mesh_message_flits(bytes, (uint32_t)s->cfg->chip.noc_flit_bytes);
+    const mesh_params *mp = mesh_get_params(s->noc);
+    uint64_t t = now_ps(c);
+    if (c->id != port)
+        t = clk_cycles_to_ps(&s->noc_clk, clk_cycle_at_or_after(&s->noc_clk, t) +
+                                              mesh_zero_load_cycles(mp, c->id, port, flits));
+    t += pi.latency_ps + (uint64_t)ceil((double)bytes * 1e12 / pi.bytes_per_s);
+    if (peer->core != port)
+        t = clk_cycles_to_ps(&d->noc_clk, clk_cycle_at_or_after(&d->noc_clk, t) +
+                                              mesh_zero_load_cycles(mp, port, peer->core, flits));
+    e->t_ideal_ps = t;
+    comm_leg(y, id, 0);
     return;
 fail:
     chip_fail(s);
 }
 
 /* A comm.* at dispatch: the peer is a core that runs part of the program of a chip of this
- * run; on this chip, both have a router (resolve has checked the bytes lie inside their
- * space). */
+ * run, and both have a router on their meshes (every chip's mesh is the same; resolve has
+ * checked the bytes lie inside their space). */
 np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err)
 {
     chip_sim *s = c->chip;
@@ -272,7 +318,7 @@ np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err)
         snprintf(buf, sizeof buf, "peer core %" PRIu32 " runs no part of chip %" PRIu64 "'s program",
                  peer->core, pchip);
         why = buf;
-    } else if (pchip == s->chip && (c->id >= mesh_nodes(s->noc) || peer->core >= mesh_nodes(s->noc))) {
+    } else if (c->id >= mesh_nodes(s->noc) || peer->core >= mesh_nodes(s->noc)) {
         snprintf(buf, sizeof buf, "core %" PRIu32 " has no router on the %" PRIu32 "-router mesh",
                  c->id >= mesh_nodes(s->noc) ? c->id : peer->core, mesh_nodes(s->noc));
         why = buf;

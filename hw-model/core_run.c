@@ -52,12 +52,7 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, np_e
     if (hbm_create(s->q, cfg->chip.hbm_gb_per_s / 1000.0,
                    (uint64_t)(cfg->chip.hbm_latency_ns * 1000.0 + 0.5), &s->mem, err) != NP_OK)
         return err->status;
-    bool comm = false;
-    for (uint32_t i = 0; i < p->n_cores; i++)
-        for (uint32_t pc = 0; pc < p->cores[i].n_insns; pc++)
-            comm = comm || p->cores[i].insns[pc].op == ISA_OP_COMM_SEND ||
-                   p->cores[i].insns[pc].op == ISA_OP_COMM_RECV;
-    if (comm) { /* the chip's mesh, core i at router i, clocked by chip.noc_clock_ghz */
+    if (y->any_comm) { /* the chip's mesh, core i at router i, clocked by chip.noc_clock_ghz */
         mesh_params mp;
         mesh_params_from_arch(cfg, &mp);
         if (clk_init_ghz(&s->noc_clk, cfg->chip.noc_clock_ghz, err) != NP_OK ||
@@ -102,18 +97,21 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, np_e
     return NP_OK;
 }
 
-/* Whether some comm.* of progs names a chip other than its own. */
-static bool sys_crosses_chips(const isa_program *const *progs, uint32_t n_chips)
+/* Whether some comm.* of progs names a chip other than its own (*any: any comm.* at all). */
+static bool sys_crosses_chips(const isa_program *const *progs, uint32_t n_chips, bool *any)
 {
+    bool cross = false;
+    *any = false;
     for (uint32_t c = 0; c < n_chips; c++)
         for (uint32_t i = 0; i < progs[c]->n_cores; i++)
             for (uint32_t pc = 0; pc < progs[c]->cores[i].n_insns; pc++) {
                 const isa_insn *in = &progs[c]->cores[i].insns[pc];
-                if ((in->op == ISA_OP_COMM_SEND && (uint64_t)in->COMM_SEND.peer.val != c) ||
-                    (in->op == ISA_OP_COMM_RECV && (uint64_t)in->COMM_RECV.peer.val != c))
-                    return true;
+                bool send = in->op == ISA_OP_COMM_SEND, recv = in->op == ISA_OP_COMM_RECV;
+                *any = *any || send || recv;
+                cross = cross || (send && (uint64_t)in->COMM_SEND.peer.val != c) ||
+                        (recv && (uint64_t)in->COMM_RECV.peer.val != c);
             }
-    return false;
+    return cross;
 }
 
 static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program *const *progs,
@@ -127,7 +125,7 @@ static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program 
                           (long long)cfg->system.chips);
     if (evq_create(&y->q, err) != NP_OK)
         return err->status;
-    if (sys_crosses_chips(progs, n_chips)) {
+    if (sys_crosses_chips(progs, n_chips, &y->any_comm)) {
         net_params np;
         net_params_from_arch(cfg, &np);
         if (net_create(&np, y->q, NULL, &y->net, err) != NP_OK)

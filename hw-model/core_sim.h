@@ -102,6 +102,8 @@ typedef struct comm_msg {
     uint64_t tag, bytes;
     unsigned slot;              /* the send's slot in the sender's COMM ring */
     bool arrived, consumed;     /* the data reached the receiver; a recv took it */
+    uint8_t leg;                /* between chips: 0 sender's mesh to the link port, 1 the
+                                   links, 2 receiver's mesh from its link port */
     uint8_t *data;              /* functional mode: the bytes, read when the send started */
 } comm_msg;
 
@@ -132,6 +134,7 @@ struct sys_sim {
     evq *q;
     chip_sim *chips;
     uint32_t n_chips;
+    bool any_comm;     /* some program has a comm.*: every chip gets its mesh */
     net *net;          /* noc/net.h over system.chips; NULL when no comm.* names another chip */
     comm_msg *msgs;    /* every message sent, by id (the mesh packet's tag, the transfer's arg) */
     uint32_t n_msgs, cap_msgs;

@@ -74,6 +74,18 @@ static bool check_mesh_holds_cores(const arch_config *c, char *msg, size_t n)
     return false;
 }
 
+static bool check_link_port(const arch_config *c, char *msg, size_t n)
+{
+    if (c->chip.link_port_router < c->chip.mesh_x * c->chip.mesh_y)
+        return true;
+    snprintf(msg, n,
+             "chip.link_port_router = %" PRId64 " is not a router of the chip.mesh_x x "
+             "chip.mesh_y = %" PRId64 " x %" PRId64 " mesh (routers 0 .. %" PRId64 ")",
+             c->chip.link_port_router, c->chip.mesh_x, c->chip.mesh_y,
+             c->chip.mesh_x * c->chip.mesh_y - 1);
+    return false;
+}
+
 static bool check_torus2d_flat(const arch_config *c, char *msg, size_t n)
 {
     if (c->system.chips == 1 || c->system.topology != ARCH_TOPOLOGY_TORUS2D ||
@@ -200,6 +212,9 @@ const arch_check_info arch_checks[] = {
      check_some_dtype},
     {"The mesh has a router for every core: `chip.mesh_x` x `chip.mesh_y` >= `chip.cores`.",
      BLAME(K(chip, mesh_x), K(chip, mesh_y), K(chip, cores)), check_mesh_holds_cores},
+    {"The link ports sit on a router of the mesh: `chip.link_port_router` < `chip.mesh_x` x "
+     "`chip.mesh_y`.",
+     BLAME(K(chip, link_port_router), K(chip, mesh_x), K(chip, mesh_y)), check_link_port},
     {"A `torus2d` has `system.torus_z` = 1.",
      BLAME(K(system, torus_z), K(system, topology)), check_torus2d_flat},
     {"The torus dimensions multiply to the chip count: `torus_x` x `torus_y` (`torus2d`) or "

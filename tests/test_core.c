@@ -836,17 +836,22 @@ TEST(a_send_to_another_chip_takes_the_link_latency_plus_bytes_over_bandwidth)
     CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->busy_cycles, 208u);
     CU_ASSERT_EQUAL(unit(r, "chip1.core0.comm")->stall_cycles, 208u); /* waiting for it */
     core_report_free(r);
-    /* Two cores of chip 0 send 800 bytes each at once over the same link: they share its
-     * 8 B/ns, 1600 / 8 = 200 ns of streaming, both arrive at 200 + 200 = 400; alone each
-     * would take 200 + 100 = 300, so 100 cycles of each send are a stall. */
+    /* Two cores of chip 0 send 800 bytes each at once over the same link. Core 0 sits at the
+     * link port (router 0) and streams from 0; core 1's 50 flits first cross the mesh to
+     * router 0, (1 + 1)(2 + 1) + 1 + 49 = 56 cycles. By 56 core 0 has sent 448 bytes; they
+     * share 8 B/ns, core 0's last 352 leave at 56 + 88 = 144 (arrive 344), core 1 then has
+     * 448 left alone: sent at 200, arrives 400. Alone core 1's send would take
+     * 56 + 200 + 100 = 356 (busy); 44 cycles are a stall. */
     const char *two[] = {".core 0\ncomm.send peer(1, 0), spad[0], 800, 1\n"
                          ".core 1\ncomm.send peer(1, 0), spad[0], 800, 2\n",
                          ".core 0\ncomm.recv peer(0, 0), spad[0], 800, 1\n"
                          "comm.recv peer(0, 1), spad[0x400], 800, 2\n"};
     CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, two, 2, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 400u);
-    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 300u);
-    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->stall_cycles, 100u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->busy_cycles, 300u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->stall_cycles, 44u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 356u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->stall_cycles, 44u);
     core_report_free(r);
     /* Opposite directions use different links: both 800-byte messages take 300. */
     const char *both[] = {".core 0\ncomm.send peer(1, 0), spad[0], 800, 1\n"
@@ -856,6 +861,40 @@ TEST(a_send_to_another_chip_takes_the_link_latency_plus_bytes_over_bandwidth)
     CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, both, 2, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 300u);
     core_report_free(r);
+}
+
+TEST(a_message_between_chips_crosses_both_meshes_to_and_from_the_link_port)
+{
+    core_report *r;
+    np_err e = {0};
+    /* chip 0 core 1 -> chip 1 core 1, 64 bytes (4 flits): router 1 -> router 0 on chip 0's
+     * mesh, (1 + 1)(2 + 1) + 1 + 3 = 10 cycles; the link, 200 + 64 / 8 = 208; router 0 ->
+     * router 1 on chip 1's mesh, 10: 228 in all. */
+    const char *far[] = {".core 0\nnop\n.core 1\ncomm.send peer(1, 1), spad[0], 64, 3\n",
+                         ".core 0\nnop\n.core 1\ncomm.recv peer(0, 1), spad[0], 64, 3\n"};
+    const char *near[] = {".core 0\ncomm.send peer(1, 0), spad[0], 64, 3\n.core 1\nnop\n",
+                          ".core 0\ncomm.recv peer(0, 0), spad[0], 64, 3\n.core 1\nnop\n"};
+    arch_config cfg = tiny(NULL);
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, far, 2, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 228u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 228u);
+    core_report_free(r);
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, near, 2, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 208u); /* core 0 sits at the port: no mesh legs */
+    core_report_free(r);
+    /* With the ports at router 1 it is the other way round. */
+    cfg = tiny("chip.link_port_router=1");
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, far, 2, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 208u);
+    core_report_free(r);
+    CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, near, 2, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 228u);
+    core_report_free(r);
+    /* A port outside the mesh is refused by the config check. */
+    const char *bad[] = {"chip.link_port_router=2"};
+    CU_ASSERT_EQUAL(arch_resolve("tiny", bad, 1, &cfg, &e), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip.link_port_router = 2 is not a router of the "
+                                         "chip.mesh_x x chip.mesh_y = 2 x 1 mesh"));
 }
 
 TEST(a_reduction_across_chips_adds_the_received_values)
