@@ -5,7 +5,9 @@
  * --chips N builds the topology kind at N chips: a ring of N, the most square torus2d or most
  * cubic torus3d that holds N, N chips on a switch or fat tree (radix raised if needed), N/island
  * islands, or N fully connected chips (links raised to N - 1). A torus or ring gets at least
- * the links per chip its dimensions need. JSON field names are documented in
+ * the links per chip its dimensions need. With --isa the collective is lowered to one ISA
+ * program per chip (compiler/kgen_coll.h) and run on the core model (hw-model/core.h) on the
+ * same network instead of the flow-level engine. JSON field names are documented in
  * docs/collectives.md and kept stable. */
 #include <inttypes.h>
 #include <stdio.h>
@@ -15,6 +17,8 @@
 #include "arch.h"
 #include "cli.h"
 #include "coll.h"
+#include "core.h"
+#include "kgen_coll.h"
 
 #define COL_DEFAULT_ARCH "tiny"
 #define COL_MAX_SETS 64
@@ -23,7 +27,7 @@ const char cmd_collective_usage[] =
     "usage: npusim collective [--arch PRESET|FILE] [--set K=V ...] --op OP [--algo ALGO]\n"
     "                         [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
     "                         [--min-bytes B] [--max-bytes B] [--factor F] [--chunk B]\n"
-    "                         [--root R] [--elem-bytes E] [--json]\n"
+    "                         [--root R] [--elem-bytes E] [--isa] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
@@ -40,6 +44,10 @@ const char cmd_collective_usage[] =
     "  --chunk B         pipelining chunk of ring, tree and chain (default 0: none)\n"
     "  --root R          root rank of broadcast, reduce, scatter, gather (default 0)\n"
     "  --elem-bytes E    element size for counts and reductions (default 4, float)\n"
+    "  --isa             lower the collective to ISA programs (comm.send/recv, one per chip)\n"
+    "                    and run them on the core model: all_reduce, all_gather and\n"
+    "                    reduce_scatter, ring, all chips, no chunking, 4 (fp32) or 2 (bf16)\n"
+    "                    byte elements; reductions on core 0's vector unit\n"
     "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n";
 
 static np_status col_parse_size(const char *opt, const char *text, uint64_t *out, np_err *err)
@@ -235,16 +243,52 @@ static np_status col_group(const char *spec, uint32_t **out, uint32_t *n, np_err
     return NP_OK;
 }
 
+/* cfg.system set to the network of np, so that a run built from cfg (the core model) gets the
+ * network the flow engine gets from np. */
+static void col_system_from_net(arch_config *cfg, const net_params *np)
+{
+    cfg->system.chips = np->chips;
+    cfg->system.topology = np->topology;
+    cfg->system.torus_x = np->dims[0];
+    cfg->system.torus_y = np->dims[1];
+    cfg->system.torus_z = np->dims[2];
+    cfg->system.links_per_chip = np->links_per_chip;
+    cfg->system.switch_radix = np->switch_radix;
+    cfg->system.island_chips = np->island_chips;
+}
+
+/* The collective kc lowered to ISA programs and run on the core model: its time in *r. */
+static np_status col_run_isa(const arch_config *cfg, const kgen_coll *kc, coll_result *r,
+                             np_err *err)
+{
+    isa_program **pv;
+    if (kgen_coll_build(cfg, kc, &pv, NULL, err) != NP_OK)
+        return err->status;
+    core_report *rep = NULL;
+    np_status st = core_sim_run_chips(cfg, (const isa_program *const *)pv, kc->chips, NULL, NULL,
+                                      &rep, err);
+    for (uint32_t i = 0; i < kc->chips; i++)
+        isa_program_free(pv[i]);
+    free(pv);
+    if (st != NP_OK)
+        return st;
+    *r = (coll_result){.algo = COLL_ALGO_RING, .ranks = kc->chips, .bytes = kc->bytes,
+                       .t_end_ps = rep->total_ps, .bytes_sent = rep->c2c_bytes};
+    core_report_free(rep);
+    return NP_OK;
+}
+
 static void col_print_header(coll_op op, coll_algo algo, uint32_t ranks, const net_params *np,
-                             uint64_t chunk)
+                             uint64_t chunk, bool isa)
 {
     const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np->topology];
     printf("# %s (%s) over %" PRIu32 " of %" PRIu32 " chips, %s", coll_op_name(op),
            coll_algo_name(algo), ranks, np->chips, topo_name);
     if (np->topology <= ARCH_TOPOLOGY_TORUS3D)
         printf(" %" PRIu32 "x%" PRIu32 "x%" PRIu32, np->dims[0], np->dims[1], np->dims[2]);
-    printf(", links %.3g GB/s x %" PRIu32 " per chip, chunk %" PRIu64 " B\n",
-           np->link_bytes_per_s / 1e9, np->links_per_chip, chunk);
+    printf(", links %.3g GB/s x %" PRIu32 " per chip, chunk %" PRIu64 " B%s\n",
+           np->link_bytes_per_s / 1e9, np->links_per_chip, chunk,
+           isa ? "; ISA programs on the core model" : "");
     printf("#%12s %12s %6s %12s %10s %10s\n", "size (B)", "count", "type", "time (us)",
            "algbw", "busbw");
     printf("#%12s %12s %6s %12s %10s %10s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)");
@@ -276,11 +320,12 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         {"max-bytes", required_argument, NULL, 'e'}, {"factor", required_argument, NULL, 'f'},
         {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
         {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
+        {"isa", no_argument, NULL, 'I'},
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
     size_t n_sets = 0;
-    bool have_op = false, json = false;
+    bool have_op = false, json = false, isa = false;
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
     uint32_t chips = 0, factor = 2, root = 0, elem = 4;
@@ -320,6 +365,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
         case 'j': json = true; break;
+        case 'I': isa = true; break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
         default: return err->status;
         }
@@ -335,6 +381,21 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     if (!coll_algo_supported(op, algo))
         return np_err_set(err, NP_ERR_USAGE, "--algo: %s has no %s algorithm", coll_op_name(op),
                           coll_algo_name(algo));
+    kgen_coll_op kop = KGEN_COLL_ALL_REDUCE;
+    if (isa) {
+        if (op == COLL_OP_ALL_GATHER)
+            kop = KGEN_COLL_ALL_GATHER;
+        else if (op == COLL_OP_REDUCE_SCATTER)
+            kop = KGEN_COLL_REDUCE_SCATTER;
+        else if (op != COLL_OP_ALL_REDUCE)
+            return np_err_set(err, NP_ERR_USAGE, "--isa: %s is not lowered yet (all_reduce, "
+                              "all_gather and reduce_scatter are)", coll_op_name(op));
+        if ((algo != COLL_ALGO_AUTO && algo != COLL_ALGO_RING) || group || chunk ||
+            (elem != 4 && elem != 2))
+            return np_err_set(err, NP_ERR_USAGE, "--isa runs the ring over all chips without "
+                              "chunking, with 4- or 2-byte elements (no --algo other than ring, "
+                              "--group or --chunk)");
+    }
 
     arch_config cfg;
     if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
@@ -370,28 +431,36 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     bool header = false;
     if (json)
         rows = json_array();
+    if (isa) /* the core model builds its network from cfg.system: make it the one above */
+        col_system_from_net(&cfg, &np);
     for (uint64_t b = min_b; b <= max_b;) {
         coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
                        .root = root, .chunk_bytes = chunk, .elem_bytes = elem};
         coll_result r;
-        if ((st = coll_run(sys, &d, &r, err)) != NP_OK)
+        if (isa) {
+            kgen_coll kc = {kop, np.chips, b, elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16};
+            st = col_run_isa(&cfg, &kc, &r, err);
+        } else {
+            st = coll_run(sys, &d, &r, err);
+        }
+        if (st != NP_OK)
             goto out;
-        double busiest = col_busiest_link(coll_sys_net(sys), link_bytes,
-                                          (double)(r.t_end_ps - r.t_start_ps) / 1e12);
+        double busiest = isa ? 0 : col_busiest_link(coll_sys_net(sys), link_bytes,
+                                                    (double)(r.t_end_ps - r.t_start_ps) / 1e12);
         ran = r.algo;
         if (!json && !header) { /* after the first run, so an error comes alone */
             header = true;
-            col_print_header(op, ran, ranks, &np, chunk);
+            col_print_header(op, ran, ranks, &np, chunk, isa);
         }
         double t_us = (double)(r.t_end_ps - r.t_start_ps) / 1e6;
         double algbw = t_us > 0 ? (double)b / (t_us * 1e3) : 0;
         double busbw = algbw * coll_busbw_factor(op, ranks);
         if (json)
-            json_array_append_new(rows, json_pack("{s:I, s:I, s:f, s:f, s:f, s:f}", "bytes",
+            json_array_append_new(rows, json_pack("{s:I, s:I, s:f, s:f, s:f, s:o}", "bytes",
                                                   (json_int_t)b, "count", (json_int_t)(b / elem),
                                                   "time_us", t_us, "algbw_gbps", algbw,
                                                   "busbw_gbps", busbw, "busiest_link_util",
-                                                  busiest));
+                                                  isa ? json_null() : json_real(busiest)));
         else
             printf(" %12" PRIu64 " %12" PRIu64 " %6s %12.3f %10.3f %10.3f\n", b, b / elem,
                    elem == 4 ? "float" : elem == 2 ? "half" : elem == 8 ? "double" : "bytes",
@@ -405,9 +474,10 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         for (uint32_t i = 0; i < ranks; i++)
             json_array_append_new(g, json_integer(grp ? grp[i] : i));
         json_t *dims = json_pack("[i, i, i]", (int)np.dims[0], (int)np.dims[1], (int)np.dims[2]);
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:I, s:o}",
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:I, s:o}",
                                 "arch", cfg.name, "op", coll_op_name(op), "algo",
-                                coll_algo_name(ran), "chips", (int)np.chips, "ranks", (int)ranks,
+                                coll_algo_name(ran), "engine", isa ? "isa" : "flow", "chips",
+                                (int)np.chips, "ranks", (int)ranks,
                                 "topology", topo_name, "dims", dims, "group", g,
                                 "link_gbps", np.link_bytes_per_s / 1e9, "chunk_bytes",
                                 (json_int_t)chunk, "rows", rows);
