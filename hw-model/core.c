@@ -31,6 +31,19 @@
 
 static void fe_schedule(core_model *c, uint64_t t_ps);
 
+void core_trace(core_model *c, isa_unit u, const q_entry *e)
+{
+    sys_sim *y = c->chip->sys;
+    if (!y->trace)
+        return;
+    char text[256];
+    insn_text(c->chip, &e->in, text, sizeof text);
+    int32_t k = c->kernel_of[e->pc];
+    core_trace_insn t = {c->chip->chip, c->id, u, e->lane, e->pc, text,
+                         k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c)};
+    y->trace(y->trace_ctx, &t);
+}
+
 void core_name(const core_model *c, char *buf, size_t n)
 {
     if (c->chip->sys->n_chips > 1)
@@ -193,6 +206,8 @@ static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
     q_entry *e = &q->ring[arg >> 8];
     core_q_account(c, q);
     e->done = true;
+    q->lanes &= ~(1u << e->lane);
+    core_trace(c, u, e);
     kernel_retire(c, e->pc);
     if (--q->n_inflight == 0)
         q->state = Q_IDLE;
@@ -397,9 +412,17 @@ static void q_start(core_model *c, isa_unit u)
             if (c->sem[sem] < need) {
                 q->state = Q_WAIT_SEM;
                 q->t_wait_ps = now_ps(c);
+                if (!e->waited) {
+                    e->waited = true;
+                    e->t_start_ps = now_ps(c);
+                }
                 return;
             }
             c->sem[sem] -= need;
+            if (e->waited) {
+                core_trace(c, u, e);
+                e->waited = false;
+            }
             q_retire(c, u);
             return; /* q_retire restarted the queue */
         }
@@ -428,6 +451,11 @@ static void q_start(core_model *c, isa_unit u)
         q->n_started++;
         q->n_inflight++;
         e->done = false;
+        e->t_start_ps = now_ps(c);
+        e->lane = 0;
+        while (q->lanes & (1u << e->lane))
+            e->lane++;
+        q->lanes |= 1u << e->lane;
         e->parts = 1; /* held until the parts have started, so none completes it early */
         uint64_t setup = in->op == ISA_OP_DMA_COPY ? (uint64_t)s->cfg->core.dma_setup_cycles : 0;
         if (!setup) {
@@ -650,6 +678,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
         }
         e->pc = c->pc;
         e->seq = c->seq_next++;
+        e->waited = false;
         e->first = c->depth == 0 ||
                    c->loops[c->depth - 1].remaining + 1 == c->loops[c->depth - 1].count;
         e->mxu_k = c->mxu_k;

@@ -85,6 +85,7 @@ typedef struct core_kernel_report {
     char *name;
     uint32_t chip, core;
     uint64_t cycles;
+    uint64_t start_ps, end_ps; /* that dispatch and that retirement (0, 0: never ran) */
 } core_kernel_report;
 
 typedef struct core_report {
@@ -118,12 +119,29 @@ typedef struct core_hbm_io {
     uint32_t chip; /* whose HBM (0 unless the run has several chips) */
 } core_hbm_io;
 
+/* One instruction as it ran, for a trace (core_sim_opts.trace). */
+typedef struct core_trace_insn {
+    uint32_t chip, core;
+    isa_unit unit;        /* DMA, MXU, VPU or COMM */
+    unsigned lane;        /* DMA: which of the copies in flight it was (0 .. dma_outstanding-1,
+                             the lowest free when it started); else 0 */
+    uint32_t pc;
+    const char *text;     /* the instruction, addresses resolved (valid during the call) */
+    const char *kernel;   /* its kernel symbol, or NULL */
+    uint64_t start_ps, end_ps; /* started .. completed; for a sem.wait that had to wait: the
+                                  wait */
+} core_trace_insn;
+
+typedef void (*core_trace_fn)(void *ctx, const core_trace_insn *t);
+
 typedef struct core_sim_opts {
     bool functional; /* move real bytes and compute values (core_func.h); else timing only */
     const core_hbm_io *inputs;
     size_t n_inputs;
     core_hbm_io *outputs; /* filled after a successful functional run */
     size_t n_outputs;
+    core_trace_fn trace;  /* (optional) called as each instruction completes */
+    void *trace_ctx;
 } core_sim_opts;
 
 /* core_sim_run with options (NULL: timing mode). In functional mode the program's .data is

@@ -240,6 +240,8 @@ void core_comm_start(core_model *c, core_queue *q, unsigned slot)
     q->n_inflight++;
     e->done = false;
     e->parts = 1;
+    e->t_start_ps = now_ps(c);
+    e->lane = 0;
     e->t_ideal_ps = now_ps(c);
     c->comm_msg = UINT32_MAX;
     q->bytes += bytes;

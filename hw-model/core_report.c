@@ -129,6 +129,8 @@ np_status core_report_build(sys_sim *y, stats *reg, core_report **out, np_err *e
                 kr->cycles = c->k_seen[k] ? clk_ps_to_cycles(clk, c->k_last[k]) -
                                                 clk_ps_to_cycles(clk, c->k_first[k])
                                           : 0;
+                kr->start_ps = c->k_seen[k] ? c->k_first[k] : 0;
+                kr->end_ps = c->k_seen[k] ? c->k_last[k] : 0;
             }
         }
         r->hbm_read_bytes += s->hbm_rd, r->hbm_write_bytes += s->hbm_wr;

@@ -191,6 +191,10 @@ np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *p
     sys_sim y;
     np_status st = sys_init(&y, cfg, progs, n_chips, err);
     bool func = opts && opts->functional;
+    if (opts) {
+        y.trace = opts->trace;
+        y.trace_ctx = opts->trace_ctx;
+    }
     for (uint32_t c = 0; st == NP_OK && func && c < n_chips; c++)
         st = core_func_create(cfg, progs[c], &y.chips[c].func, err);
     for (size_t i = 0; st == NP_OK && func && i < opts->n_inputs; i++) {

@@ -38,6 +38,9 @@ typedef struct q_entry {
     unsigned parts;        /* in flight: parts still running (compute time, scratchpad-port
                               stream, HBM stream) */
     uint64_t t_ideal_ps;   /* in flight: when it would end with the ports and HBM to itself */
+    uint64_t t_start_ps;   /* when it started (a sem.wait: when it began to wait) */
+    bool waited;           /* a sem.wait that had to wait */
+    unsigned lane;         /* DMA: its lane among the copies in flight (traces) */
 } q_entry;
 
 typedef struct core_queue {
@@ -47,6 +50,7 @@ typedef struct core_queue {
     unsigned n_inflight; /* of those, not yet completed */
     q_state state;       /* BUSY while n_inflight > 0 */
     bool sb_wait;        /* the next entry to start waits for an older one (scoreboard) */
+    uint32_t lanes;      /* bit i: lane i has an entry in flight (traces) */
     uint64_t sb_from_ps; /* when that wait began */
     uint64_t t_wait_ps;  /* WAIT_SEM: when the wait began */
     uint64_t t_acct_ps;  /* busy/stall are accounted up to here (q_account) */
@@ -139,6 +143,8 @@ struct sys_sim {
     comm_msg *msgs;    /* every message sent, by id (the mesh packet's tag, the transfer's arg) */
     uint32_t n_msgs, cap_msgs;
     uint64_t c2c_bytes; /* bytes of messages between chips */
+    core_trace_fn trace; /* core_sim_opts.trace, or NULL */
+    void *trace_ctx;
 };
 
 static inline uint64_t now_ps(const core_model *c) { return evq_now(c->chip->q); }
@@ -170,6 +176,8 @@ void core_q_account(core_model *c, core_queue *q);      /* before q's in-flight 
 void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg); /* one part of entry arg ended */
 /* "core 3", or "chip 1 core 3" when the run has several chips (in faults and reports). */
 void core_name(const core_model *c, char *buf, size_t n);
+/* Reports entry e of unit u of core c to the trace, from e->t_start_ps to now. */
+void core_trace(core_model *c, isa_unit u, const q_entry *e);
 /* Appends one line per waiting unit of core c to buf (the deadlock report). */
 void core_deadlock_lines(const core_model *c, char *buf, size_t n);
 

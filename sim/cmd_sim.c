@@ -14,6 +14,7 @@
 #include "cli.h"
 #include "core.h"
 #include "isa_elf.h"
+#include "trace.h"
 
 #define SIM_DEFAULT_ARCH "tiny"
 #define SIM_MAX_SETS 64
@@ -21,7 +22,8 @@
 
 const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
-    "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...] [--json]\n"
+    "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...]\n"
+    "                  [--trace FILE[.gz]] [--json]\n"
     "                  PROG.elf [PROG.elf ...]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " SIM_DEFAULT_ARCH "); the\n"
@@ -31,21 +33,126 @@ const char cmd_sim_usage[] =
     "  --input S=F     (functional) load the raw bytes of file F into data symbol S first;\n"
     "                  F may be shorter than S, never longer; C:S=F: chip C's symbol\n"
     "  --dump S=F      (functional) write data symbol S's bytes to file F after the run\n"
+    "  --trace F       write a Chrome/Perfetto trace (gzip when F ends in .gz): one process\n"
+    "                  per chip, one thread per unit (per DMA lane), a slice per\n"
+    "                  instruction and per kernel (open in ui.perfetto.dev)\n"
     "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
     "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
     "\n"
     "The i-th program runs on chip i (at most system.chips programs); comm.send/recv between\n"
     "cores of one chip use its mesh, between chips the chip-to-chip network.\n";
 
+/* ---- --trace: the core model's instructions as a Chrome/Perfetto trace ---- */
+
+#define SIM_TID_PER_CORE 32 /* tids of core c: 32c + DMA lane (0..15), MXU 16, VPU 17, COMM 18,
+                               kernels 19 */
+
+typedef struct sim_trace {
+    trace_writer *w;
+    uint64_t *seen; /* open-addressing set of named (pid << 32 | tid) + 1; 0 is empty */
+    size_t cap, n;
+    bool oom;
+} sim_trace;
+
+static uint32_t sim_tid(uint32_t core, isa_unit u, unsigned lane)
+{
+    unsigned k = u == ISA_UNIT_DMA ? lane : u == ISA_UNIT_MXU ? 16 : u == ISA_UNIT_VPU ? 17 : 18;
+    return core * SIM_TID_PER_CORE + k;
+}
+
+/* Whether (pid, tid) is new; adds it. */
+static bool sim_trace_first(sim_trace *t, uint32_t pid, uint32_t tid)
+{
+    if (2 * (t->n + 1) > t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 256;
+        uint64_t *v = calloc(cap, sizeof *v);
+        if (!v) {
+            t->oom = true;
+            return false;
+        }
+        for (size_t i = 0; i < t->cap; i++)
+            for (size_t j = t->seen[i] ? (size_t)(t->seen[i] * 0x9e3779b97f4a7c15ull) & (cap - 1)
+                                       : cap;
+                 j < cap; j = (j + 1) & (cap - 1))
+                if (!v[j]) {
+                    v[j] = t->seen[i];
+                    break;
+                }
+        free(t->seen);
+        t->seen = v, t->cap = cap;
+    }
+    uint64_t key = ((uint64_t)pid << 32 | tid) + 1;
+    for (size_t j = (size_t)(key * 0x9e3779b97f4a7c15ull) & (t->cap - 1);; j = (j + 1) & (t->cap - 1)) {
+        if (t->seen[j] == key)
+            return false;
+        if (!t->seen[j]) {
+            t->seen[j] = key;
+            t->n++;
+            return true;
+        }
+    }
+}
+
+/* Names process pid and thread tid the first time they appear. */
+static void sim_trace_name(sim_trace *t, uint32_t pid, uint32_t tid, const char *thread)
+{
+    char buf[48];
+    if (sim_trace_first(t, pid, UINT32_MAX)) {
+        snprintf(buf, sizeof buf, "chip %u", pid);
+        trace_name_process(t->w, pid, buf);
+    }
+    if (sim_trace_first(t, pid, tid))
+        trace_name_thread(t->w, pid, tid, thread);
+}
+
+static void sim_trace_insn(void *ctx, const core_trace_insn *in)
+{
+    sim_trace *t = ctx;
+    uint32_t tid = sim_tid(in->core, in->unit, in->lane);
+    char thread[48];
+    if (in->unit == ISA_UNIT_DMA && in->lane)
+        snprintf(thread, sizeof thread, "core%u.dma[%u]", in->core, in->lane);
+    else
+        snprintf(thread, sizeof thread, "core%u.%s", in->core, isa_unit_names[in->unit]);
+    sim_trace_name(t, in->chip, tid, thread);
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(in->text, " "), in->text);
+    json_t *args = json_pack("{s:I, s:s, s:s?}", "pc", (json_int_t)in->pc, "insn", in->text,
+                             "kernel", in->kernel);
+    trace_slice(t->w, in->chip, tid, name, isa_unit_names[in->unit], in->start_ps,
+                in->end_ps - in->start_ps, args);
+}
+
+/* The kernels' spans, after the run, and the trace closed. */
+static np_status sim_trace_finish(sim_trace *t, const core_report *r, np_err *err)
+{
+    for (uint32_t i = 0; r && i < r->n_kernels; i++) {
+        const core_kernel_report *k = &r->kernels[i];
+        if (k->end_ps <= k->start_ps && !k->cycles)
+            continue;
+        uint32_t tid = k->core * SIM_TID_PER_CORE + 19;
+        char thread[48];
+        snprintf(thread, sizeof thread, "core%u kernels", k->core);
+        sim_trace_name(t, k->chip, tid, thread);
+        trace_slice(t->w, k->chip, tid, k->name, "kernel", k->start_ps, k->end_ps - k->start_ps,
+                    NULL);
+    }
+    free(t->seen);
+    np_status st = trace_close(t->w, err);
+    if (st == NP_OK && t->oom)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory writing the trace");
+    return st;
+}
+
 np_status cmd_sim(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
         {"functional", no_argument, NULL, 'f'}, {"input", required_argument, NULL, 'i'},
-        {"dump", required_argument, NULL, 'd'},
+        {"dump", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = SIM_DEFAULT_ARCH;
+    const char *arch_name = SIM_DEFAULT_ARCH, *trace_path = NULL;
     const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
     size_t n_inputs = 0, n_dumps = 0;
     bool functional = false;
@@ -76,6 +183,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
                 dumps[n_dumps++] = optarg;
             break;
         case 'j': json = true; break;
+        case 't': trace_path = optarg; break;
         case 'h': cli_print_usage(cli_find("sim")); return NP_OK;
         default: return err->status;
         }
@@ -148,10 +256,21 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         in_io[n_in++] = (core_hbm_io){sym->addr, buf, got, chip};
     }
     core_report *r = NULL;
+    sim_trace tr = {0};
+    if (st == NP_OK && trace_path)
+        st = trace_open(trace_path, &tr.w, err);
     if (st == NP_OK) {
-        core_sim_opts o = {functional, in_io, n_in, out_io, n_out};
+        core_sim_opts o = {.functional = functional, .inputs = in_io, .n_inputs = n_in,
+                           .outputs = out_io, .n_outputs = n_out,
+                           .trace = tr.w ? sim_trace_insn : NULL, .trace_ctx = &tr};
         st = core_sim_run_chips(&cfg, (const isa_program *const *)progs, n_progs, &o, NULL, &r,
                                 err);
+    }
+    if (tr.w) { /* written up to a fault or deadlock too, which is when it helps most */
+        np_err terr;
+        np_status ts = sim_trace_finish(&tr, r, st == NP_OK ? err : &terr);
+        if (st == NP_OK)
+            st = ts;
     }
     for (size_t i = 0; st == NP_OK && i < n_out; i++) {
         FILE *f = fopen(out_path[i], "wb");

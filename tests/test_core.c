@@ -1201,3 +1201,76 @@ TEST(random_programs_end_cleanly_deterministically_and_consistently)
     /* the generator reaches all three outcomes */
     CU_ASSERT(ok > 50 && dead > 30 && fault > 30);
 }
+
+/* The slice named name in trace events ev, or NULL. */
+static json_t *trace_find(json_t *ev, const char *name)
+{
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        if (!strcmp(json_string_value(json_object_get(e, "name")), name) &&
+            !strcmp(json_string_value(json_object_get(e, "ph")), "X"))
+            return e;
+    }
+    return NULL;
+}
+
+TEST(npusim_sim_trace_has_a_slice_per_instruction_at_its_simulated_times)
+{
+    char dir[] = "/tmp/npusim_trace_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char s_path[256], elf[256], tr[256];
+    snprintf(s_path, sizeof s_path, "%s/p.s", dir);
+    snprintf(elf, sizeof elf, "%s/p.elf", dir);
+    snprintf(tr, sizeof tr, "%s/t.json", dir);
+    FILE *f = fopen(s_path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    /* dma.copy 4096 bytes: [0, 356) cycles; sem.wait from its start at 2 until the signal is
+     * visible at 357; vpu.relu [357, 389); the kernel [0, 389); 1 cycle = 1 ns = 0.001 us */
+    fputs(".core 0\n.kernel load\ndma.copy spad[0], hbm[0], bf16, 2048\nsem.signal dma, s0\n"
+          "sem.wait vpu, s0\nvpu.relu spad[0x2000], spad[0], 8, 16, bf16\n", f);
+    fclose(f);
+    harness_run a = harness_npusim("asm", s_path, "-o", elf, NULL);
+    CU_ASSERT_EQUAL_FATAL(a.exit_status, 0);
+    harness_run_free(&a);
+    harness_run s = harness_npusim("sim", "--trace", tr, elf, NULL);
+    CU_ASSERT_EQUAL_FATAL(s.exit_status, 0);
+    harness_run_free(&s);
+    char *text = harness_read_file(tr, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    json_error_t je;
+    json_t *j = json_loads(text, 0, &je), *ev = json_object_get(j, "traceEvents");
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    static const struct { const char *name; double ts, dur; } want[] = {
+        {"dma.copy", 0, 0.356}, {"sem.wait", 0.002, 0.355}, {"vpu.relu", 0.357, 0.032},
+        {"load", 0, 0.389}};
+    for (size_t i = 0; i < 4; i++) {
+        json_t *e = trace_find(ev, want[i].name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+        CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(e, "ts")), want[i].ts, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(e, "dur")), want[i].dur, 1e-9);
+    }
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(
+                               trace_find(ev, "vpu.relu"), "args"), "insn")),
+                           "vpu.relu spad[0x2000], spad[0x0], 8, 16, bf16");
+    json_decref(j);
+    /* A deadlocked run still leaves a whole trace (status 3). */
+    f = fopen(s_path, "w");
+    fputs(".core 0\ndma.copy spad[0], hbm[0], bf16, 64\nsem.wait dma, s0\n", f);
+    fclose(f);
+    a = harness_npusim("asm", s_path, "-o", elf, NULL);
+    harness_run_free(&a);
+    s = harness_npusim("sim", "--trace", tr, elf, NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 3);
+    harness_run_free(&s);
+    text = harness_read_file(tr, NULL);
+    j = text ? json_loads(text, 0, &je) : NULL;
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_PTR_NOT_NULL(trace_find(json_object_get(j, "traceEvents"), "dma.copy"));
+    json_decref(j);
+    remove(s_path);
+    remove(elf);
+    remove(tr);
+    rmdir(dir);
+}

@@ -93,7 +93,8 @@ static uint8_t *run_matmul_on(const arch_config *cfg, uint64_t M, uint64_t N, ui
     core_hbm_io in[2] = {{sa->addr, (void *)A, M * K * isa_dtype_size[dt], 0},
                          {sb->addr, (void *)B, K * N * isa_dtype_size[dt], 0}};
     core_hbm_io out = {sc->addr, C, M * N * ce, 0};
-    core_sim_opts o = {true, in, 2, &out, 1};
+    core_sim_opts o = {.functional = true, .inputs = in, .n_inputs = 2, .outputs = &out,
+                       .n_outputs = 1};
     core_report *r;
     CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(cfg, p, &o, NULL, &r, &e), NP_OK);
     core_report_free(r);
@@ -182,7 +183,8 @@ static void run_vec(const char *src, const void *in, uint64_t in_n, void *out, u
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(isa_asm(src, strlen(src), "v.s", &o, &p, &e), NP_OK);
     core_hbm_io i = {0x100000, (void *)in, in_n, 0}, w = {0x200000, out, out_n, 0};
-    core_sim_opts so = {true, &i, 1, &w, 1};
+    core_sim_opts so = {.functional = true, .inputs = &i, .n_inputs = 1, .outputs = &w,
+                        .n_outputs = 1};
     core_report *r;
     CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &so, NULL, &r, &e), NP_OK);
     core_report_free(r);
@@ -324,7 +326,8 @@ static void check_conv(const arch_config *cfg, const kgen_conv *cv, rng *g)
     core_hbm_io in[2] = {{isa_program_symbol(p, "X")->addr, X, nx * e, 0},
                          {isa_program_symbol(p, "B")->addr, W, nw * e, 0}};
     core_hbm_io out = {isa_program_symbol(p, "C")->addr, Y, ny * ce, 0};
-    core_sim_opts o = {true, in, 2, &out, 1};
+    core_sim_opts o = {.functional = true, .inputs = in, .n_inputs = 2, .outputs = &out,
+                       .n_outputs = 1};
     core_report *r;
     CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(cfg, p, &o, NULL, &r, &err), NP_OK);
     core_report_free(r);
