@@ -90,6 +90,9 @@ static void core_check_done(core_model *c)
     if (c->fe == FE_HALTED && queues_empty(c)) {
         c->fe = FE_DONE;
         c->t_done_ps = now_ps(c);
+        sys_sim *y = c->chip->sys;
+        if (--y->cores_left == 0) /* the run is over: disarm the cycle limit */
+            evq_cancel(y->q, y->watchdog);
     }
 }
 

@@ -142,6 +142,8 @@ typedef struct core_sim_opts {
     size_t n_outputs;
     core_trace_fn trace;  /* (optional) called as each instruction completes */
     void *trace_ctx;
+    uint64_t max_cycles;  /* stop a run still going after this many core cycles
+                             (NP_ERR_SIM_FAULT); 0: no limit */
 } core_sim_opts;
 
 /* core_sim_run with options (NULL: timing mode). In functional mode the program's .data is

@@ -135,9 +135,12 @@ static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program 
     if (!y->chips)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory creating the chips");
     y->n_chips = n_chips;
-    for (uint32_t c = 0; c < n_chips; c++)
+    y->watchdog = EVQ_HANDLE_NONE;
+    for (uint32_t c = 0; c < n_chips; c++) {
         if (chip_init(y, c, progs[c], err) != NP_OK)
             return err->status;
+        y->cores_left += y->chips[c].n_cores;
+    }
     return NP_OK;
 }
 
@@ -155,8 +158,42 @@ static np_status io_check(const sys_sim *y, const core_hbm_io *io, const char *w
     return NP_OK;
 }
 
+/* core_sim_opts.max_cycles reached: work still pending is a run over its limit; with none,
+ * the run has deadlocked earlier (sys_check reports it). */
+static void sys_watchdog_ev(evq *q, void *ctx, uint64_t arg)
+{
+    (void)arg;
+    sys_sim *y = ctx;
+    y->watchdog = EVQ_HANDLE_NONE;
+    if (evq_pending(q)) {
+        y->over_limit = true;
+        evq_stop(q);
+    }
+}
+
+/* The latest time any unit of any core did or began to wait for something: when a run that
+ * ran into the cycle limit's event had in fact stopped. */
+static uint64_t sys_last_activity_ps(const sys_sim *y)
+{
+    uint64_t t = 0;
+    for (uint32_t ch = 0; ch < y->n_chips; ch++)
+        for (uint32_t i = 0; i < y->chips[ch].n_cores; i++) {
+            const core_model *c = &y->chips[ch].cores[i];
+            uint64_t v[] = {c->t_done_ps, c->fe_stall_from};
+            for (size_t k = 0; k < 2; k++)
+                t = v[k] > t ? v[k] : t;
+            for (unsigned u = 0; u < ISA_N_QUEUES; u++) {
+                const core_queue *q = &c->q[u];
+                uint64_t w[] = {q->t_acct_ps, q->t_wait_ps, q->sb_from_ps};
+                for (size_t k = 0; k < 3; k++)
+                    t = w[k] > t ? w[k] : t;
+            }
+        }
+    return t;
+}
+
 /* The first fault of the run, or a deadlock: some core of some chip is not done. */
-static np_status sys_check(sys_sim *y, np_err *err)
+static np_status sys_check(sys_sim *y, const core_sim_opts *opts, np_err *err)
 {
     for (uint32_t c = 0; c < y->n_chips; c++) {
         chip_sim *s = &y->chips[c];
@@ -167,6 +204,13 @@ static np_status sys_check(sys_sim *y, np_err *err)
         if (hbm_error(s->mem, err) != NP_OK)
             return err->status;
     }
+    if (y->over_limit)
+        return np_err_set(err, NP_ERR_SIM_FAULT, "the run did not finish within %llu cycles "
+                          "(the cycle limit); %u core%s still running", (unsigned long long)
+                          opts->max_cycles, y->cores_left, y->cores_left == 1 ? " is" : "s are");
+    uint64_t t_end = evq_now(y->q);
+    if (opts && opts->max_cycles && y->cores_left) /* the limit's event moved now past the end */
+        t_end = sys_last_activity_ps(y);
     char buf[NP_ERR_MSG_MAX] = "";
     bool stuck = false;
     for (uint32_t c = 0; c < y->n_chips; c++)
@@ -178,8 +222,7 @@ static np_status sys_check(sys_sim *y, np_err *err)
     if (stuck)
         return np_err_set(err, NP_ERR_DEADLOCK, "the program can never finish (at cycle %llu "
                           "nothing is left to happen):%s",
-                          (unsigned long long)clk_ps_to_cycles(&y->chips[0].clk, evq_now(y->q)),
-                          buf);
+                          (unsigned long long)clk_ps_to_cycles(&y->chips[0].clk, t_end), buf);
     return NP_OK;
 }
 
@@ -205,10 +248,13 @@ np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *p
     }
     for (size_t i = 0; st == NP_OK && func && i < opts->n_outputs; i++)
         st = io_check(&y, &opts->outputs[i], "output", err);
+    if (st == NP_OK && opts && opts->max_cycles)
+        st = evq_schedule_at(y.q, clk_cycles_to_ps(&y.chips[0].clk, opts->max_cycles),
+                             sys_watchdog_ev, &y, 0, &y.watchdog, err);
     if (st == NP_OK)
         st = evq_run(y.q, err);
     if (st == NP_OK)
-        st = sys_check(&y, err);
+        st = sys_check(&y, opts, err);
     for (size_t i = 0; st == NP_OK && func && i < opts->n_outputs; i++) {
         const core_hbm_io *io = &opts->outputs[i];
         st = core_func_hbm_read(y.chips[io->chip].func, io->addr, io->buf, io->n, err);

@@ -145,6 +145,9 @@ struct sys_sim {
     uint64_t c2c_bytes; /* bytes of messages between chips */
     core_trace_fn trace; /* core_sim_opts.trace, or NULL */
     void *trace_ctx;
+    uint32_t cores_left;  /* cores of all chips not yet DONE */
+    evq_handle watchdog;  /* the core_sim_opts.max_cycles event, while armed */
+    bool over_limit;      /* it fired with work still pending */
 };
 
 static inline uint64_t now_ps(const core_model *c) { return evq_now(c->chip->q); }

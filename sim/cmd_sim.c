@@ -23,7 +23,7 @@
 const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
     "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...]\n"
-    "                  [--trace FILE[.gz]] [--json]\n"
+    "                  [--trace FILE[.gz]] [--max-cycles N] [--json]\n"
     "                  PROG.elf [PROG.elf ...]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " SIM_DEFAULT_ARCH "); the\n"
@@ -36,6 +36,7 @@ const char cmd_sim_usage[] =
     "  --trace F       write a Chrome/Perfetto trace (gzip when F ends in .gz): one process\n"
     "                  per chip, one thread per unit (per DMA lane), a slice per\n"
     "                  instruction and per kernel (open in ui.perfetto.dev)\n"
+    "  --max-cycles N  stop a run still going after N core cycles (exit status 3)\n"
     "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
     "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
     "\n"
@@ -150,9 +151,11 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
         {"functional", no_argument, NULL, 'f'}, {"input", required_argument, NULL, 'i'},
         {"dump", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
+        {"max-cycles", required_argument, NULL, 'm'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
     const char *arch_name = SIM_DEFAULT_ARCH, *trace_path = NULL;
+    uint64_t max_cycles = 0;
     const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
     size_t n_inputs = 0, n_dumps = 0;
     bool functional = false;
@@ -184,6 +187,11 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
             break;
         case 'j': json = true; break;
         case 't': trace_path = optarg; break;
+        case 'm':
+            if (cli_parse_u64("--max-cycles", optarg, 1, UINT64_MAX / 1000000, &max_cycles, err) !=
+                NP_OK)
+                return err->status;
+            break;
         case 'h': cli_print_usage(cli_find("sim")); return NP_OK;
         default: return err->status;
         }
@@ -262,7 +270,8 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
     if (st == NP_OK) {
         core_sim_opts o = {.functional = functional, .inputs = in_io, .n_inputs = n_in,
                            .outputs = out_io, .n_outputs = n_out,
-                           .trace = tr.w ? sim_trace_insn : NULL, .trace_ctx = &tr};
+                           .trace = tr.w ? sim_trace_insn : NULL, .trace_ctx = &tr,
+                           .max_cycles = max_cycles};
         st = core_sim_run_chips(&cfg, (const isa_program *const *)progs, n_progs, &o, NULL, &r,
                                 err);
     }

@@ -1274,3 +1274,42 @@ TEST(npusim_sim_trace_has_a_slice_per_instruction_at_its_simulated_times)
     remove(tr);
     rmdir(dir);
 }
+
+/* Assembles src for tiny and runs it with options o. */
+static np_status run_src_opts(const char *src, const core_sim_opts *o, core_report **r, np_err *e)
+{
+    arch_config cfg = tiny(NULL);
+    const char *srcs[] = {src};
+    return run_chips(&cfg, srcs, 1, o, r, e);
+}
+
+TEST(a_cycle_limit_stops_a_long_run_and_changes_nothing_else)
+{
+    /* 60000 x vpu.relu of 32 cycles: about 1.9 million cycles; stopped after 10000. */
+    const char *longrun = ".core 0\nloop 60000\nvpu.relu spad[0x100], spad[0], 8, 16, bf16\n"
+                          "endloop\n";
+    core_sim_opts lim = {.max_cycles = 10000};
+    core_report *r;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(run_src_opts(longrun, &lim, &r, &e), NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NULL(r);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "the run did not finish within 10000 cycles (the cycle "
+                                         "limit); 1 core is still running"));
+    /* A run that ends in time is the same with and without the limit: 100 relus take
+     * 100 x 32 = 3200 cycles after the first dispatch (+ 1 for the loop entry). */
+    const char *shortrun = ".core 0\nloop 100\nvpu.relu spad[0x100], spad[0], 8, 16, bf16\n"
+                           "endloop\n";
+    core_report *a, *b;
+    CU_ASSERT_EQUAL_FATAL(run_src_opts(shortrun, NULL, &a, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(run_src_opts(shortrun, &lim, &b, &e), NP_OK);
+    CU_ASSERT_EQUAL(a->total_cycles, b->total_cycles);
+    CU_ASSERT_EQUAL(a->total_cycles, 1u + 3200u);
+    core_report_free(a);
+    core_report_free(b);
+    /* A deadlock is still a deadlock, reported at the cycle it happened, not at the limit. */
+    const char *dead = ".core 0\nsem.wait vpu, s7\nfence\nnop\n";
+    np_err e1 = {0}, e2 = {0};
+    CU_ASSERT_EQUAL(run_src_opts(dead, NULL, &r, &e1), NP_ERR_DEADLOCK);
+    CU_ASSERT_EQUAL(run_src_opts(dead, &lim, &r, &e2), NP_ERR_DEADLOCK);
+    CU_ASSERT_STRING_EQUAL(e1.msg, e2.msg);
+}
