@@ -64,6 +64,18 @@ np_status kgen_matmul_tiles(const arch_config *cfg, kgen_matmul *mm, np_err *err
         }
         break;
     }
+    /* With several cores, enough output tiles for all of them: halve the larger of the
+     * output tile sizes not given. */
+    for (uint64_t cores = mm->cores ? mm->cores : 1; cores > 1 && tm && tn;) {
+        uint64_t tiles = ((mm->m + tm - 1) / tm) * ((mm->n + tn - 1) / tn);
+        bool can_m = !mm->tm && tm > 1, can_n = !mm->tn && tn > 1;
+        if (tiles >= cores || (!can_m && !can_n))
+            break;
+        if (can_m && (!can_n || tm >= tn))
+            tm = (tm + 1) / 2;
+        else
+            tn = (tn + 1) / 2;
+    }
     if (!tm || !tn || !tk)
         return np_err_set(err, NP_ERR_RANGE,
                           "matmul %llux%llux%llu: no tile fits the scratchpad (%llu bytes) and "

@@ -45,7 +45,9 @@ isa_dtype kgen_matmul_out_dtype(isa_dtype in);
  * through time (os: K, ws: M, is: N) gets the largest tile the accumulator SRAM (TM x TN x 4
  * bytes) and the double-buffered scratchpad (2 x (TM x TK + TK x TN) + TM x TN elements, C's
  * in its own type) allow; the two spatial ones min(dim, 4 x the array side they map to), so
- * folds stay whole and only the edge tiles are partial. NP_ERR_RANGE when a dimension is 0 or
+ * folds stay whole and only the edge tiles are partial. With cores > 1, the larger of TM and
+ * TN (those not given) is halved until there are at least as many output tiles as cores (or
+ * neither can shrink), so every core gets work. NP_ERR_RANGE when a dimension is 0 or
  * the tiles cannot fit (the message says which memory); *mm is unchanged on failure. */
 np_status kgen_matmul_tiles(const arch_config *cfg, kgen_matmul *mm, np_err *err);
 

@@ -19,6 +19,7 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "cli_trace.h"
 #include "clock.h"
 #include "core.h"
 #include "kgen_matmul.h"
@@ -33,7 +34,7 @@ const char cmd_layer_usage[] =
     "usage: npusim layer [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--array RxC]\n"
     "                    [--dataflow os|ws|is] [--scalesim-config FILE.cfg] [--pad P]\n"
     "                    (--gemm M,N,K | --conv H,W,R,S,C,K,STRIDE | --topology FILE.csv)\n"
-    "                    [--json]\n"
+    "                    [--cores N] [--trace FILE[.gz]] [--json]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " LAYER_DEFAULT_ARCH ")\n"
     "  --set K=V       override one config key (repeatable)\n"
@@ -52,6 +53,10 @@ const char cmd_layer_usage[] =
     "  --scalesim-config F  a SCALE-Sim .cfg file: its array size, dataflow, SRAM sizes and\n"
     "                  (InterfaceBandwidth: USER) Bandwidth override the architecture;\n"
     "                  --set, --array and --dataflow override it in turn\n"
+    "  --cores N       split each layer's output tiles over cores 0 .. N-1 of the chip\n"
+    "                  (default 1; at most chip.cores); SCALE-Sim's figures stay one array's\n"
+    "  --trace F       write a Chrome/Perfetto trace of the runs, one layer after the other\n"
+    "                  (gzip when F ends in .gz; a \"layers\" thread marks each layer)\n"
     "  --json          print {\"layers\": [...]} (fields in docs/hw-model.md)\n"
     "\n"
     "Operands are bf16.\n";
@@ -83,17 +88,19 @@ typedef struct layer_result {
     uint64_t total, stall;
     double overall_pct, dram_gbs;
     uint64_t dram_rd, dram_wr;
+    uint64_t total_ps;
     const char *kernel; /* "conv" or "matmul" */
 } layer_result;
 
 /* Simulates the GEMM m x n x k, or with cv non-NULL the convolution (whose GEMM it is) with
  * the conv kernel. */
 static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_t m, uint64_t n,
-                           uint64_t k, const kgen_conv *cv, layer_result *out, np_err *err)
+                           uint64_t k, const kgen_conv *cv, uint64_t cores, cli_trace *tr,
+                           layer_result *out, np_err *err)
 {
     if (mxu_gemm_timing(arr, m, n, k, &out->t, err) != NP_OK)
         return err->status;
-    kgen_matmul mm = {m, n, k, ISA_DTYPE_BF16, 0, 0, 0, 1};
+    kgen_matmul mm = {m, n, k, ISA_DTYPE_BF16, 0, 0, 0, cores};
     char *text = NULL;
     isa_program *p = NULL;
     if ((cv ? kgen_conv_build(cfg, cv, &text, &p, err)
@@ -101,15 +108,19 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
         return err->status;
     free(text);
     core_report *r = NULL;
-    np_status st = core_sim_run(cfg, p, NULL, &r, err);
+    core_sim_opts o = {.trace = tr ? cli_trace_insn : NULL, .trace_ctx = tr};
+    np_status st = core_sim_run_opts(cfg, p, &o, NULL, &r, err);
     isa_program_free(p);
+    if (tr)
+        cli_trace_kernels(tr, r);
     if (st != NP_OK)
         return st;
+    out->total_ps = r->total_ps;
     uint64_t compute = out->t.scalesim_cycles;
     out->kernel = cv ? "conv" : "matmul";
     out->total = r->total_cycles;
     out->stall = out->total > compute ? out->total - compute : 0;
-    double pes = (double)arr->rows * (double)arr->cols;
+    double pes = (double)arr->rows * (double)arr->cols * (double)cores;
     out->overall_pct = out->total ? 100.0 * (double)out->t.macs / ((double)out->total * pes) : 0;
     double seconds = (double)r->total_ps * 1e-12;
     out->dram_rd = r->hbm_read_bytes, out->dram_wr = r->hbm_write_bytes;
@@ -185,12 +196,13 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         {"gemm", required_argument, NULL, 'g'}, {"conv", required_argument, NULL, 'c'},
         {"topology", required_argument, NULL, 't'},
         {"scalesim-config", required_argument, NULL, 'S'},
-        {"pad", required_argument, NULL, 'p'},
+        {"pad", required_argument, NULL, 'p'},  {"cores", required_argument, NULL, 'n'},
+        {"trace", required_argument, NULL, 'T'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
     const char *arch_name = LAYER_DEFAULT_ARCH;
-    const char *topology = NULL, *scalecfg_path = NULL;
-    uint64_t pad = 0;
+    const char *topology = NULL, *scalecfg_path = NULL, *trace_path = NULL;
+    uint64_t pad = 0, cores = 1;
     bool have_pad = false;
     const char *sets[MXU_SCALECFG_MAX_SETS + LAYER_MAX_SETS + 3];
     size_t n_sets = 0;
@@ -226,6 +238,11 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 return err->status;
             have_pad = true;
             break;
+        case 'n':
+            if (cli_parse_u64("--cores", optarg, 1, 65536, &cores, err) != NP_OK)
+                return err->status;
+            break;
+        case 'T': trace_path = optarg; break;
         case 'j': json = true; break;
         case 'h': cli_print_usage(cli_find("layer")); return NP_OK;
         default: return err->status;
@@ -308,6 +325,18 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         mxu_topology_free(&topo);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
+    if (cores > (uint64_t)cfg.chip.cores) {
+        mxu_topology_free(&topo);
+        json_decref(layers);
+        return np_err_set(err, NP_ERR_USAGE, "--cores %llu: the chip has %lld cores",
+                          (unsigned long long)cores, (long long)cfg.chip.cores);
+    }
+    cli_trace tr = {0};
+    if (trace_path && cli_trace_open(&tr, trace_path, err) != NP_OK) {
+        mxu_topology_free(&topo);
+        json_decref(layers);
+        return err->status;
+    }
     if (!json && topology)
         printf("LayerID, Total Cycles, Stall Cycles, Overall Util %%, Mapping Efficiency %%, "
                "Compute Util %%,\n");
@@ -319,14 +348,19 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
          * --pad, ordinary semantics; else SCALE-Sim's output size (layer_scalesim_conv) */
         kgen_conv kc = {.h = conv[0] + 2 * pad, .w = conv[1] + 2 * pad, .c = conv[4],
                         .r = conv[2], .s = conv[3], .filters = conv[5], .stride = conv[6],
-                        .dtype = ISA_DTYPE_BF16, .cores = 1};
+                        .dtype = ISA_DTYPE_BF16};
         if (!have_pad && l->is_conv)
             kc = layer_scalesim_conv(&l->conv);
+        kc.cores = cores;
         const kgen_conv *kp = have_pad || l->is_conv ? &kc : NULL;
-        st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, &lr, err);
+        st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, cores, tr.w ? &tr : NULL, &lr, err);
         if (st != NP_OK) {
             np_err_prefix(err, "layer %zu (%s)", i, l->name);
             break;
+        }
+        if (tr.w) { /* the layer on its own thread; the next one starts where it ended */
+            cli_trace_span(&tr, 0, UINT32_MAX - 1, "layers", l->name, "layer", 0, lr.total_ps);
+            tr.offset_ps += lr.total_ps;
         }
         if (json) {
             json_t *o = layer_json(l, &lr);
@@ -342,6 +376,12 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         }
     }
     mxu_topology_free(&topo);
+    if (tr.w) {
+        np_err terr;
+        np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
+        if (st == NP_OK)
+            st = ts;
+    }
     if (st != NP_OK) {
         json_decref(layers);
         return st;

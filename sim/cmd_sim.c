@@ -14,7 +14,7 @@
 #include "cli.h"
 #include "core.h"
 #include "isa_elf.h"
-#include "trace.h"
+#include "cli_trace.h"
 
 #define SIM_DEFAULT_ARCH "tiny"
 #define SIM_MAX_SETS 64
@@ -42,108 +42,6 @@ const char cmd_sim_usage[] =
     "\n"
     "The i-th program runs on chip i (at most system.chips programs); comm.send/recv between\n"
     "cores of one chip use its mesh, between chips the chip-to-chip network.\n";
-
-/* ---- --trace: the core model's instructions as a Chrome/Perfetto trace ---- */
-
-#define SIM_TID_PER_CORE 32 /* tids of core c: 32c + DMA lane (0..15), MXU 16, VPU 17, COMM 18,
-                               kernels 19 */
-
-typedef struct sim_trace {
-    trace_writer *w;
-    uint64_t *seen; /* open-addressing set of named (pid << 32 | tid) + 1; 0 is empty */
-    size_t cap, n;
-    bool oom;
-} sim_trace;
-
-static uint32_t sim_tid(uint32_t core, isa_unit u, unsigned lane)
-{
-    unsigned k = u == ISA_UNIT_DMA ? lane : u == ISA_UNIT_MXU ? 16 : u == ISA_UNIT_VPU ? 17 : 18;
-    return core * SIM_TID_PER_CORE + k;
-}
-
-/* Whether (pid, tid) is new; adds it. */
-static bool sim_trace_first(sim_trace *t, uint32_t pid, uint32_t tid)
-{
-    if (2 * (t->n + 1) > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 256;
-        uint64_t *v = calloc(cap, sizeof *v);
-        if (!v) {
-            t->oom = true;
-            return false;
-        }
-        for (size_t i = 0; i < t->cap; i++)
-            for (size_t j = t->seen[i] ? (size_t)(t->seen[i] * 0x9e3779b97f4a7c15ull) & (cap - 1)
-                                       : cap;
-                 j < cap; j = (j + 1) & (cap - 1))
-                if (!v[j]) {
-                    v[j] = t->seen[i];
-                    break;
-                }
-        free(t->seen);
-        t->seen = v, t->cap = cap;
-    }
-    uint64_t key = ((uint64_t)pid << 32 | tid) + 1;
-    for (size_t j = (size_t)(key * 0x9e3779b97f4a7c15ull) & (t->cap - 1);; j = (j + 1) & (t->cap - 1)) {
-        if (t->seen[j] == key)
-            return false;
-        if (!t->seen[j]) {
-            t->seen[j] = key;
-            t->n++;
-            return true;
-        }
-    }
-}
-
-/* Names process pid and thread tid the first time they appear. */
-static void sim_trace_name(sim_trace *t, uint32_t pid, uint32_t tid, const char *thread)
-{
-    char buf[48];
-    if (sim_trace_first(t, pid, UINT32_MAX)) {
-        snprintf(buf, sizeof buf, "chip %u", pid);
-        trace_name_process(t->w, pid, buf);
-    }
-    if (sim_trace_first(t, pid, tid))
-        trace_name_thread(t->w, pid, tid, thread);
-}
-
-static void sim_trace_insn(void *ctx, const core_trace_insn *in)
-{
-    sim_trace *t = ctx;
-    uint32_t tid = sim_tid(in->core, in->unit, in->lane);
-    char thread[48];
-    if (in->unit == ISA_UNIT_DMA && in->lane)
-        snprintf(thread, sizeof thread, "core%u.dma[%u]", in->core, in->lane);
-    else
-        snprintf(thread, sizeof thread, "core%u.%s", in->core, isa_unit_names[in->unit]);
-    sim_trace_name(t, in->chip, tid, thread);
-    char name[32];
-    snprintf(name, sizeof name, "%.*s", (int)strcspn(in->text, " "), in->text);
-    json_t *args = json_pack("{s:I, s:s, s:s?}", "pc", (json_int_t)in->pc, "insn", in->text,
-                             "kernel", in->kernel);
-    trace_slice(t->w, in->chip, tid, name, isa_unit_names[in->unit], in->start_ps,
-                in->end_ps - in->start_ps, args);
-}
-
-/* The kernels' spans, after the run, and the trace closed. */
-static np_status sim_trace_finish(sim_trace *t, const core_report *r, np_err *err)
-{
-    for (uint32_t i = 0; r && i < r->n_kernels; i++) {
-        const core_kernel_report *k = &r->kernels[i];
-        if (k->end_ps <= k->start_ps && !k->cycles)
-            continue;
-        uint32_t tid = k->core * SIM_TID_PER_CORE + 19;
-        char thread[48];
-        snprintf(thread, sizeof thread, "core%u kernels", k->core);
-        sim_trace_name(t, k->chip, tid, thread);
-        trace_slice(t->w, k->chip, tid, k->name, "kernel", k->start_ps, k->end_ps - k->start_ps,
-                    NULL);
-    }
-    free(t->seen);
-    np_status st = trace_close(t->w, err);
-    if (st == NP_OK && t->oom)
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory writing the trace");
-    return st;
-}
 
 np_status cmd_sim(int argc, char **argv, np_err *err)
 {
@@ -264,20 +162,21 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         in_io[n_in++] = (core_hbm_io){sym->addr, buf, got, chip};
     }
     core_report *r = NULL;
-    sim_trace tr = {0};
+    cli_trace tr = {0};
     if (st == NP_OK && trace_path)
-        st = trace_open(trace_path, &tr.w, err);
+        st = cli_trace_open(&tr, trace_path, err);
     if (st == NP_OK) {
         core_sim_opts o = {.functional = functional, .inputs = in_io, .n_inputs = n_in,
                            .outputs = out_io, .n_outputs = n_out,
-                           .trace = tr.w ? sim_trace_insn : NULL, .trace_ctx = &tr,
+                           .trace = tr.w ? cli_trace_insn : NULL, .trace_ctx = &tr,
                            .max_cycles = max_cycles};
         st = core_sim_run_chips(&cfg, (const isa_program *const *)progs, n_progs, &o, NULL, &r,
                                 err);
     }
     if (tr.w) { /* written up to a fault or deadlock too, which is when it helps most */
+        cli_trace_kernels(&tr, r);
         np_err terr;
-        np_status ts = sim_trace_finish(&tr, r, st == NP_OK ? err : &terr);
+        np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
         if (st == NP_OK)
             st = ts;
     }

@@ -3,6 +3,7 @@
  * on its own in test_mxu.c) and from hand-counted HBM traffic, never from a run. */
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -545,4 +546,81 @@ TEST(conv_kernel_double_buffers_its_gathers_and_splits_over_two_cores)
     core_report_free(r);
     isa_program_free(p);
     free(text);
+}
+
+/* total_cycles of `npusim layer --arch tpu-pod --gemm 1024,1024,1024 --cores N`. */
+static json_int_t layer_cores_total(const char *cores, json_int_t *dram_rd)
+{
+    harness_run r = harness_npusim("layer", "--arch", "tpu-pod", "--gemm", "1024,1024,1024",
+                                   "--cores", cores, "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    harness_run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *l = json_array_get(json_object_get(j, "layers"), 0);
+    json_int_t t = jint(l, "total_cycles");
+    *dram_rd = jint(l, "dram_read_bytes");
+    json_decref(j);
+    return t;
+}
+
+TEST(npusim_layer_splits_a_layer_over_cores_and_traces_each_layer)
+{
+    /* 1024^3 bf16 on tpu-pod (128 x 128 ws): 2 cores at most halve the time, more cannot
+     * do better than 1/N, and every core reads at least its share of B: the reads only grow. */
+    json_int_t rd1, rd2, rd4;
+    json_int_t t1 = layer_cores_total("1", &rd1), t2 = layer_cores_total("2", &rd2),
+               t4 = layer_cores_total("4", &rd4);
+    CU_ASSERT(t2 < t1 && 2 * t2 >= t1);
+    CU_ASSERT(t4 < t2 && 4 * t4 >= t1);
+    CU_ASSERT(rd1 <= rd2 && rd2 <= rd4);
+    CU_ASSERT_EQUAL(rd1, 3 * 1024 * 1024 * 2); /* A once, B twice (two 512-column tiles) */
+    harness_run r = harness_npusim("layer", "--arch", "tpu-pod", "--gemm", "64,64,64", "--cores",
+                                   "9", NULL); /* tpu-pod chips have 8 cores */
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--cores 9: the chip has 8 cores"));
+    harness_run_free(&r);
+    /* --trace: a "layers" thread with one slice per topology row, one after the other, each
+     * as long as that layer's total_cycles at the core clock. */
+    char path[] = "/tmp/npusim_layer_trace_XXXXXX";
+    close(mkstemp(path));
+    const char *topo = harness_src_path("tests/data/hw/mini_conv.csv");
+    r = harness_npusim("layer", "--arch", "tpu-pod", "--topology", topo, "--trace", path, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    harness_run_free(&r);
+    harness_run rj = harness_npusim("layer", "--arch", "tpu-pod", "--topology", topo, "--json",
+                                    NULL);
+    CU_ASSERT_EQUAL_FATAL(rj.exit_status, 0);
+    char *text = harness_read_file(path, NULL);
+    json_error_t je;
+    json_t *t = json_loads(text, 0, &je), *j = json_loads(rj.out, 0, &je);
+    free(text);
+    harness_run_free(&rj);
+    CU_ASSERT_FATAL(t && j);
+    arch_config cfg;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", NULL, 0, &cfg, &e), NP_OK);
+    json_t *ev = json_object_get(t, "traceEvents"), *layers = json_object_get(j, "layers");
+    size_t n = 0;
+    double ts = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *x = json_array_get(ev, i);
+        if (strcmp(json_string_value(json_object_get(x, "cat")) ? json_string_value(
+                       json_object_get(x, "cat")) : "", "layer"))
+            continue;
+        json_t *l = json_array_get(layers, n++);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(x, "name")),
+                               json_string_value(json_object_get(l, "name")));
+        double dur_cycles = json_number_value(json_object_get(x, "dur")) * 1e3 * cfg.core.clock_ghz;
+        CU_ASSERT_DOUBLE_EQUAL(dur_cycles, (double)jint(l, "total_cycles"), 0.5);
+        CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(x, "ts")), ts, 1e-6);
+        ts += json_number_value(json_object_get(x, "dur"));
+    }
+    CU_ASSERT_EQUAL(n, json_array_size(layers));
+    CU_ASSERT(n >= 2);
+    json_decref(t);
+    json_decref(j);
+    remove(path);
 }
