@@ -103,3 +103,30 @@ TEST(integer_options_outside_their_range_name_the_option_and_the_range)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--seed: expected a non-negative integer, got '-3'"));
     harness_run_free(&r);
 }
+
+TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
+{
+    static const struct {
+        const char *args[8];
+        const char *msg;
+    } cases[] = {
+        {{"sim", "--max-cycles", "abc", "x.elf"}, "--max-cycles: expected an integer in 1 .."},
+        {{"sim", "--trace", "/nonexistent-dir/t.json", "/nonexistent-dir/x.elf"}, "x.elf"},
+        {{"layer", "--gemm", "8,8,8", "--cores", "0"}, "--cores: expected an integer in 1 .. 65536, got '0'"},
+        {{"layer", "--gemm", "8,8,8", "--trace", "/nonexistent-dir/t.json"},
+         "/nonexistent-dir/t.json: cannot create the trace file"},
+        {{"collective", "--op", "all_reduce", "--isa", "--chunk", "64"}, "--isa runs the ring"},
+        {{"collective", "--op", "all_to_all", "--isa"}, "--isa: all_to_all is not lowered yet"},
+        {{"disasm", "--json", "-o", "x.s", "/nonexistent-dir/x.elf"}, "/nonexistent-dir/x.elf"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *const *a = cases[i].args;
+        harness_run r = harness_npusim(a[0], a[1], a[2], a[3], a[4], a[5], a[6], a[7], NULL);
+        CU_ASSERT_EQUAL(r.exit_status, 2);
+        if (!strstr(r.err, cases[i].msg)) {
+            CU_FAIL("the message lacks what it should say");
+            fprintf(stderr, "npusim %s ...: '%s' lacks '%s'\n", a[0], r.err, cases[i].msg);
+        }
+        harness_run_free(&r);
+    }
+}
