@@ -22,6 +22,8 @@ typedef struct harness_run {
 
 /* Runs `npusim ARGS...` (NULL-terminated list) with stdin from /dev/null. */
 harness_run harness_npusim(const char *arg0, ...);
+/* The same with the arguments in a NULL-terminated array, run in directory dir (NULL: here). */
+harness_run harness_npusim_in(const char *dir, const char *const *args);
 void harness_run_free(harness_run *r);
 
 /* Path of a file under the source tree (e.g. "configs/tiny.yaml"), in a static buffer. */

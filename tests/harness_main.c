@@ -66,16 +66,13 @@ static char *harness_slurp_fd(int fd)
     return buf;
 }
 
-harness_run harness_npusim(const char *arg0, ...)
+harness_run harness_npusim_in(const char *dir, const char *const *args)
 {
     const char *argv[64];
     int argc = 0;
     argv[argc++] = NPUSIM_BIN;
-    va_list ap;
-    va_start(ap, arg0);
-    for (const char *a = arg0; a && argc < 63; a = va_arg(ap, const char *))
-        argv[argc++] = a;
-    va_end(ap);
+    for (const char *const *a = args; *a && argc < 63; a++)
+        argv[argc++] = *a;
     argv[argc] = NULL;
 
     harness_run r = {-1, NULL, NULL};
@@ -90,6 +87,8 @@ harness_run harness_npusim(const char *arg0, ...)
         dup2(null_fd, 0);
         dup2(out_fd, 1);
         dup2(err_fd, 2);
+        if (dir && chdir(dir) != 0)
+            _exit(126);
         execv(NPUSIM_BIN, (char *const *)argv);
         _exit(127);
     }
@@ -103,6 +102,19 @@ harness_run harness_npusim(const char *arg0, ...)
     close(out_fd);
     close(err_fd);
     return r;
+}
+
+harness_run harness_npusim(const char *arg0, ...)
+{
+    const char *args[64];
+    int n = 0;
+    va_list ap;
+    va_start(ap, arg0);
+    for (const char *a = arg0; a && n < 62; a = va_arg(ap, const char *))
+        args[n++] = a;
+    va_end(ap);
+    args[n] = NULL;
+    return harness_npusim_in(NULL, args);
 }
 
 void harness_run_free(harness_run *r)
