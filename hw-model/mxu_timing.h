@@ -21,7 +21,8 @@
  *
  * The cost is O(1): nothing here is proportional to PEs x cycles. tests/test_mxu.c checks the
  * formulas against a cycle-by-cycle register-level model of the array and against SCALE-Sim's
- * own golden reports; docs/hw-model.md derives them from SCALE-Sim's demand matrices.
+ * own golden reports, tests/tb_mxu_rtl.cpp against SystemVerilog arrays (hw-model/rtl/) under
+ * Verilator; docs/hw-model.md derives them from SCALE-Sim's demand matrices.
  */
 #ifndef NPUSIM_MXU_TIMING_H
 #define NPUSIM_MXU_TIMING_H

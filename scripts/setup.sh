@@ -16,6 +16,7 @@ packages=(
   libyaml-dev      # architecture configs (YAML with comments)
   libjansson-dev   # --json output and JSON input
   clang libclang-rt-14-dev   # libFuzzer harnesses (scripts/fuzz.sh)
+  g++ verilator    # the RTL test bench of the systolic arrays (tests/tb_mxu_rtl.cpp)
 )
 
 sanitize=OFF
