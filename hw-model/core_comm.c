@@ -34,19 +34,63 @@ static void comm_complete_at(core_model *c, unsigned slot, uint64_t t_ps)
         chip_fail(c->chip);
 }
 
+/* The messages not yet taken of one (sender, receiver, tag), oldest first: a FIFO linked
+ * through comm_msg.next, found in the run's open-addressing table sys_sim.mbox. */
+typedef struct comm_queue {
+    uint32_t sc, si, dc, di; /* sender chip and core index, receiver chip and core index */
+    uint64_t tag;
+    uint32_t head, tail;     /* message ids; head UINT32_MAX: empty */
+    bool used;
+} comm_queue;
+
+static size_t comm_slot(const sys_sim *y, uint32_t sc, uint32_t si, uint32_t dc, uint32_t di,
+                        uint64_t tag)
+{
+    uint64_t h = ((uint64_t)sc * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)si * 0xc2b2ae3d27d4eb4full) ^
+                 ((uint64_t)dc * 0x165667b19e3779f9ull) ^ ((uint64_t)di * 0x27d4eb2f165667c5ull) ^
+                 (tag * 0x94d049bb133111ebull);
+    size_t i = (size_t)(h ^ (h >> 29)) & (y->mbox_cap - 1);
+    for (;; i = (i + 1) & (y->mbox_cap - 1)) {
+        const comm_queue *q = &y->mbox[i];
+        if (!q->used || (q->sc == sc && q->si == si && q->dc == dc && q->di == di && q->tag == tag))
+            return i;
+    }
+}
+
+/* The queue of (sc, si, dc, di, tag), created empty when missing; NULL when out of memory. */
+static comm_queue *comm_queue_of(sys_sim *y, uint32_t sc, uint32_t si, uint32_t dc, uint32_t di,
+                                 uint64_t tag)
+{
+    if (2 * (y->mbox_n + 1) > y->mbox_cap) {
+        size_t cap = y->mbox_cap ? 2 * y->mbox_cap : 64;
+        comm_queue *old = y->mbox, *v = calloc(cap, sizeof *v);
+        if (!v)
+            return NULL;
+        size_t old_cap = y->mbox_cap;
+        y->mbox = v, y->mbox_cap = cap;
+        for (size_t i = 0; i < old_cap; i++)
+            if (old[i].used)
+                y->mbox[comm_slot(y, old[i].sc, old[i].si, old[i].dc, old[i].di, old[i].tag)] = old[i];
+        free(old);
+    }
+    comm_queue *q = &y->mbox[comm_slot(y, sc, si, dc, di, tag)];
+    if (!q->used) {
+        *q = (comm_queue){sc, si, dc, di, tag, UINT32_MAX, UINT32_MAX, true};
+        y->mbox_n++;
+    }
+    return q;
+}
+
 /* The first message from (chip sc, core index si) to (chip dc, core index di) with tag that
  * no recv has taken (arrived or not: messages of one pair and tag are taken in the order
- * they were sent). */
+ * they were sent), or UINT32_MAX. */
 static uint32_t comm_find(const sys_sim *y, uint32_t sc, uint32_t si, uint32_t dc, uint32_t di,
                           uint64_t tag)
 {
-    for (uint32_t i = 0; i < y->n_msgs; i++) {
-        const comm_msg *m = &y->msgs[i];
-        if (!m->consumed && m->src_chip == sc && m->src_idx == si && m->dst_chip == dc &&
-            m->dst_idx == di && m->tag == tag)
-            return i;
-    }
-    return UINT32_MAX;
+    if (!y->mbox_cap)
+        return UINT32_MAX;
+    const comm_queue *q = &y->mbox[comm_slot(y, sc, si, dc, di, tag)];
+    return q->used ? q->head : UINT32_MAX;
 }
 
 /* The message the recv `in` of core c waits for (arrived or not), or UINT32_MAX. */
@@ -79,6 +123,9 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
         goto fail;
     }
     m->consumed = true;
+    comm_queue *fq = comm_queue_of(s->sys, m->src_chip, m->src_idx, m->dst_chip, m->dst_idx,
+                                   m->tag); /* exists: the send put id at its head */
+    fq->head = m->next;
     c->comm_msg = id;
     core_q_account(c, &c->q[ISA_UNIT_COMM]); /* the wait for the message so far was a stall */
     isa_red red = (isa_red)a->red.val;
@@ -206,9 +253,16 @@ static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t
         y->cap_msgs = cap;
     }
     uint64_t bytes = (uint64_t)a->bytes.val;
-    comm_msg *m = &y->msgs[y->n_msgs];
+    uint32_t id = y->n_msgs;
+    comm_queue *q = comm_queue_of(y, s->chip, c->index, dc, di, (uint64_t)a->tag.val);
+    if (!q) {
+        np_err_set(&s->err, NP_ERR_NOMEM, "out of memory sending a message");
+        return UINT32_MAX;
+    }
+    comm_msg *m = &y->msgs[id];
     *m = (comm_msg){.src_chip = s->chip, .src_idx = c->index, .dst_chip = dc, .dst_idx = di,
-                    .tag = (uint64_t)a->tag.val, .bytes = bytes, .slot = slot};
+                    .tag = (uint64_t)a->tag.val, .bytes = bytes, .slot = slot,
+                    .next = UINT32_MAX};
     if (s->func && bytes) {
         m->data = malloc(bytes);
         if (!m->data) {
@@ -218,9 +272,15 @@ static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t
         if (core_func_mem_read(s->func, c->index, (isa_space)a->src.space, (uint64_t)a->src.val,
                                m->data, bytes, &s->err) != NP_OK) {
             free(m->data);
+            m->data = NULL;
             return UINT32_MAX;
         }
     }
+    if (q->head == UINT32_MAX) /* the queue's new tail */
+        q->head = id;
+    else
+        y->msgs[q->tail].next = id;
+    q->tail = id;
     return y->n_msgs++;
 }
 
@@ -305,9 +365,6 @@ np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err)
     bool send = in->op == ISA_OP_COMM_SEND;
     const isa_opnd *peer = send ? &in->COMM_SEND.peer : &in->COMM_RECV.peer;
     uint64_t bytes = (uint64_t)(send ? in->COMM_SEND.bytes.val : in->COMM_RECV.bytes.val);
-    char text[256], who[48];
-    insn_text(s, in, text, sizeof text);
-    core_name(c, who, sizeof who);
     const char *why = NULL;
     char buf[200];
     uint64_t pchip = (uint64_t)peer->val;
@@ -332,6 +389,9 @@ np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err)
     }
     if (!why)
         return NP_OK;
+    char text[256], who[48];
+    insn_text(s, in, text, sizeof text);
+    core_name(c, who, sizeof who);
     return np_err_set(err, NP_ERR_SIM_FAULT, "%s comm pc %" PRIu32 " `%s`: %s", who, c->pc,
                       text, why);
 }

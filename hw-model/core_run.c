@@ -32,6 +32,7 @@ static void sys_free(sys_sim *y)
     for (uint32_t i = 0; i < y->n_msgs; i++)
         free(y->msgs[i].data);
     free(y->msgs);
+    free(y->mbox);
     net_free(y->net);
     evq_free(y->q);
 }

@@ -106,6 +106,7 @@ typedef struct comm_msg {
     uint64_t tag, bytes;
     unsigned slot;              /* the send's slot in the sender's COMM ring */
     bool arrived, consumed;     /* the data reached the receiver; a recv took it */
+    uint32_t next;              /* the next message of the same (sender, receiver, tag) */
     uint8_t leg;                /* between chips: 0 sender's mesh to the link port, 1 the
                                    links, 2 receiver's mesh from its link port */
     uint8_t *data;              /* functional mode: the bytes, read when the send started */
@@ -142,6 +143,9 @@ struct sys_sim {
     net *net;          /* noc/net.h over system.chips; NULL when no comm.* names another chip */
     comm_msg *msgs;    /* every message sent, by id (the mesh packet's tag, the transfer's arg) */
     uint32_t n_msgs, cap_msgs;
+    struct comm_queue *mbox; /* per (sender, receiver, tag): its messages not yet taken, in
+                                send order (open addressing, core_comm.c) */
+    size_t mbox_cap, mbox_n;
     uint64_t c2c_bytes; /* bytes of messages between chips */
     core_trace_fn trace; /* core_sim_opts.trace, or NULL */
     void *trace_ctx;
