@@ -49,7 +49,8 @@ static void emit_phase(kgen_text *t, const kgen_coll *c, uint64_t v, int64_t o, 
         n = n < lim_r ? n : lim_r;
         uint64_t sn = seg_count(elems, p, s), rn = seg_count(elems, p, r);
         if (sn || rn) {
-            kgen_emit(t, "    li r1, 0x%llx\n    li r2, 0x%llx\n    loop %llu, r1-=0x%llx, r2-=0x%llx\n",
+            kgen_emit(t, "    li r1, 0x%llx\n    li r2, 0x%llx\n"
+                         "    loop %llu, r1-=0x%llx, r2-=0x%llx\n",
                       (unsigned long long)(seg_first(elems, p, s) * e),
                       (unsigned long long)(seg_first(elems, p, r) * e), (unsigned long long)n,
                       (unsigned long long)(sn * e), (unsigned long long)(rn * e));

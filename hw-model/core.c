@@ -1,5 +1,7 @@
-/* core.c — the timing-mode core: front end, unit queues, semaphores, deadlock detection
- * (state machines drawn in core.h; costs in core_cost.c; HBM sharing in hbm.c).
+/* core.c — one core: front end, unit queues, semaphores, the operand scoreboard, DMA
+ * descriptor processing, and its lines of a deadlock report (state machines drawn in core.h;
+ * costs in core_cost.c; HBM and port sharing in hbm.c; COMM in core_comm.c; the run in
+ * core_run.c; shared state in core_sim.h).
  *
  * Outstanding DMA requests. A queue starts its entries in program order; the entries from
  * the head that have started (n_started) stay in the ring until they retire, in order, so
@@ -27,7 +29,6 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
-
 
 static void fe_schedule(core_model *c, uint64_t t_ps);
 
@@ -198,7 +199,6 @@ static void q_retire(core_model *c, isa_unit u)
     fe_wake(c, u);
     q_start(c, u);
 }
-
 
 static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
 {
@@ -523,7 +523,6 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry
     }
     return NP_OK;
 }
-
 
 static void fe_schedule(core_model *c, uint64_t t_ps)
 {

@@ -107,7 +107,8 @@ typedef struct core_report {
  * instructions and bytes are registered in it under "core<N>.<unit>". On success *out holds
  * the report (free with core_report_free). Errors: NP_ERR_DEADLOCK, NP_ERR_SIM_FAULT (an
  * address outside its space, mxu.mm without mxu.load, a comm.* to a chip without a program,
- * to a core that runs none or, on the same chip, to a core without a router), NP_ERR_RANGE (bad clock), NP_ERR_NOMEM; *out is NULL then. */
+ * to a core that runs none or to a core without a router), NP_ERR_RANGE (bad clock),
+ * NP_ERR_NOMEM; *out is NULL then. */
 np_status core_sim_run(const arch_config *cfg, const isa_program *p, stats *reg,
                        core_report **out, np_err *err);
 

@@ -68,9 +68,11 @@ static comm_queue *comm_queue_of(sys_sim *y, uint32_t sc, uint32_t si, uint32_t 
             return NULL;
         size_t old_cap = y->mbox_cap;
         y->mbox = v, y->mbox_cap = cap;
-        for (size_t i = 0; i < old_cap; i++)
-            if (old[i].used)
-                y->mbox[comm_slot(y, old[i].sc, old[i].si, old[i].dc, old[i].di, old[i].tag)] = old[i];
+        for (size_t i = 0; i < old_cap; i++) {
+            const comm_queue *o = &old[i];
+            if (o->used)
+                y->mbox[comm_slot(y, o->sc, o->si, o->dc, o->di, o->tag)] = *o;
+        }
         free(old);
     }
     comm_queue *q = &y->mbox[comm_slot(y, sc, si, dc, di, tag)];
@@ -133,7 +135,8 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
     uint64_t cyc = 0;
     if (red != ISA_RED_NONE) {
         uint64_t elems = m->bytes / isa_dtype_size[dt];
-        uint64_t per = (uint64_t)s->cfg->core.vector_lanes * (uint64_t)s->cfg->core.vector_ops_per_lane;
+        uint64_t per =
+            (uint64_t)s->cfg->core.vector_lanes * (uint64_t)s->cfg->core.vector_ops_per_lane;
         cyc = per ? (elems + per - 1) / per : elems;
     }
     if (s->func && m->bytes) {

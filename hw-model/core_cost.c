@@ -275,7 +275,8 @@ bool core_ranges_overlap(const core_range *a, const core_range *b)
         a = b, b = t;
     }
     uint64_t ars = a->row_stride ? a->row_stride : a->row_bytes;
-    uint64_t bps = b->plane_stride, bpe = (b->rows - 1) * (b->row_stride ? b->row_stride : b->row_bytes) + b->row_bytes;
+    uint64_t bps = b->plane_stride;
+    uint64_t bpe = (b->rows - 1) * (b->row_stride ? b->row_stride : b->row_bytes) + b->row_bytes;
     uint64_t work = 0;
     for (uint64_t p = 0; p < a->planes; p++)
         for (uint64_t i = 0; i < a->rows; i++) {

@@ -2,8 +2,9 @@
  * or functional mode with --functional --input --dump).
  *
  * Loads the programs (each checked against the architecture by isa_elf_load_arch), runs them
- * with core_sim_run_chips (hw-model/core.h), program i on chip i, and reports total cycles, per-unit busy/stall/idle cycles,
- * traffic and per-kernel cycles. JSON field names are documented in docs/hw-model.md and kept
+ * with core_sim_run_chips (hw-model/core.h), program i on chip i, and reports total cycles,
+ * per-unit busy/stall/idle cycles, traffic and per-kernel cycles; --trace writes a Perfetto
+ * trace (sim/cli_trace.h). JSON field names are documented in docs/hw-model.md and kept
  * stable. A deadlock or a fault of the simulated program is an error (exit status 3) whose
  * message names the units, program counters and instructions involved. */
 #include <stdio.h>
