@@ -536,26 +536,72 @@ static void fe_halt(core_model *c)
     core_check_done(c);
 }
 
+/* ---- barriers over the mesh ---------------------------------------------------------------
+ * The program's first core is the barrier's master. A core that reaches a barrier sends a
+ * one-flit packet to the master's router (the master counts itself); when every core has
+ * arrived with the same id, the master goes on and sends each other core a one-flit release,
+ * which lets it go on when it arrives. Each goes on one cycle after its release. Without a
+ * mesh (one core) the barrier is immediate. */
+
+static void barrier_release(core_model *o)
+{
+    o->fe_stall_ps += now_ps(o) - o->fe_stall_from;
+    o->fe = FE_RUN;
+    o->pc++;
+    fe_schedule(o, after_cycles(o, 1));
+}
+
+/* One arrival reached the master. */
+static void barrier_count(chip_sim *s)
+{
+    if (++s->barrier_arrived < s->n_cores)
+        return;
+    bool same = true;
+    for (uint32_t i = 0; i < s->n_cores; i++)
+        same = same && s->cores[i].barrier_id == s->cores[0].barrier_id &&
+               s->cores[i].fe == FE_BARRIER;
+    if (!same)
+        return; /* mismatched ids: nobody goes on (reported as a deadlock) */
+    s->barrier_arrived = 0;
+    barrier_release(&s->cores[0]);
+    for (uint32_t i = 1; i < s->n_cores; i++) {
+        if (!s->noc) {
+            barrier_release(&s->cores[i]);
+        } else if (mesh_send(s->noc, s->cores[0].id, s->cores[i].id, 1,
+                             CORE_TAG_BARRIER | CORE_TAG_RELEASE | i, &s->err) != NP_OK) {
+            chip_fail(s);
+            return;
+        }
+    }
+}
+
+static void barrier_flit_ev(evq *eq, void *ctx, uint64_t tag)
+{
+    (void)eq;
+    chip_sim *s = ctx;
+    if (tag & CORE_TAG_RELEASE)
+        barrier_release(&s->cores[(uint32_t)tag]);
+    else
+        barrier_count(s);
+}
+
+void core_barrier_deliver(chip_sim *s, uint64_t tag)
+{
+    /* an event, so that the releases are not sent from inside the mesh's own callback */
+    if (evq_schedule_at(s->q, evq_now(s->q), barrier_flit_ev, s, tag, NULL, &s->err) != NP_OK)
+        chip_fail(s);
+}
+
 static void barrier_arrive(core_model *c)
 {
     chip_sim *s = c->chip;
     c->fe = FE_BARRIER;
     c->fe_stall_from = now_ps(c);
-    if (++s->barrier_arrived < s->n_cores)
-        return;
-    bool same = true;
-    for (uint32_t i = 0; i < s->n_cores; i++)
-        same = same && s->cores[i].barrier_id == c->barrier_id && s->cores[i].fe == FE_BARRIER;
-    if (!same)
-        return; /* mismatched ids: nobody goes on (reported as a deadlock) */
-    s->barrier_arrived = 0;
-    for (uint32_t i = 0; i < s->n_cores; i++) {
-        core_model *o = &s->cores[i];
-        o->fe_stall_ps += now_ps(o) - o->fe_stall_from;
-        o->fe = FE_RUN;
-        o->pc++;
-        fe_schedule(o, after_cycles(o, 1));
-    }
+    if (c->index == 0 || !s->noc)
+        barrier_count(s);
+    else if (mesh_send(s->noc, c->id, s->cores[0].id, 1, CORE_TAG_BARRIER | c->index,
+                       &s->err) != NP_OK)
+        chip_fail(s);
 }
 
 /* Executes front-end instructions from pc until one takes a cycle, stalls or halts. */

@@ -224,6 +224,10 @@ void core_comm_mesh_deliver(void *ctx, const mesh_packet *p)
 {
     chip_sim *s = ctx;
     sys_sim *y = s->sys;
+    if (p->tag & CORE_TAG_BARRIER) {
+        core_barrier_deliver(s, p->tag);
+        return;
+    }
     uint32_t id = (uint32_t)p->tag;
     const comm_msg *m = &y->msgs[id];
     if (m->src_chip != m->dst_chip && m->leg == 0)

@@ -53,7 +53,7 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, np_e
     if (hbm_create(s->q, cfg->chip.hbm_gb_per_s / 1000.0,
                    (uint64_t)(cfg->chip.hbm_latency_ns * 1000.0 + 0.5), &s->mem, err) != NP_OK)
         return err->status;
-    if (y->any_comm) { /* the chip's mesh, core i at router i, clocked by chip.noc_clock_ghz */
+    if (y->meshes) { /* the chip's mesh, core i at router i, clocked by chip.noc_clock_ghz */
         mesh_params mp;
         mesh_params_from_arch(cfg, &mp);
         if (clk_init_ghz(&s->noc_clk, cfg->chip.noc_clock_ghz, err) != NP_OK ||
@@ -98,17 +98,19 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, np_e
     return NP_OK;
 }
 
-/* Whether some comm.* of progs names a chip other than its own (*any: any comm.* at all). */
-static bool sys_crosses_chips(const isa_program *const *progs, uint32_t n_chips, bool *any)
+/* Whether some comm.* of progs names a chip other than its own (*need_mesh: any comm.*, or
+ * a barrier among several cores, which travels the mesh too). */
+static bool sys_crosses_chips(const isa_program *const *progs, uint32_t n_chips, bool *need_mesh)
 {
     bool cross = false;
-    *any = false;
+    *need_mesh = false;
     for (uint32_t c = 0; c < n_chips; c++)
         for (uint32_t i = 0; i < progs[c]->n_cores; i++)
             for (uint32_t pc = 0; pc < progs[c]->cores[i].n_insns; pc++) {
                 const isa_insn *in = &progs[c]->cores[i].insns[pc];
                 bool send = in->op == ISA_OP_COMM_SEND, recv = in->op == ISA_OP_COMM_RECV;
-                *any = *any || send || recv;
+                *need_mesh = *need_mesh || send || recv ||
+                        (in->op == ISA_OP_BARRIER && progs[c]->n_cores > 1);
                 cross = cross || (send && (uint64_t)in->COMM_SEND.peer.val != c) ||
                         (recv && (uint64_t)in->COMM_RECV.peer.val != c);
             }
@@ -126,7 +128,7 @@ static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program 
                           (long long)cfg->system.chips);
     if (evq_create(&y->q, err) != NP_OK)
         return err->status;
-    if (sys_crosses_chips(progs, n_chips, &y->any_comm)) {
+    if (sys_crosses_chips(progs, n_chips, &y->meshes)) {
         net_params np;
         net_params_from_arch(cfg, &np);
         if (net_create(&np, y->q, NULL, &y->net, err) != NP_OK)

@@ -139,7 +139,7 @@ struct sys_sim {
     evq *q;
     chip_sim *chips;
     uint32_t n_chips;
-    bool any_comm;     /* some program has a comm.*: every chip gets its mesh */
+    bool meshes;       /* some program has a comm.* or a barrier: every chip gets its mesh */
     net *net;          /* noc/net.h over system.chips; NULL when no comm.* names another chip */
     comm_msg *msgs;    /* every message sent, by id (the mesh packet's tag, the transfer's arg) */
     uint32_t n_msgs, cap_msgs;
@@ -185,6 +185,12 @@ void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg); /* one part of entry arg
 void core_name(const core_model *c, char *buf, size_t n);
 /* Reports entry e of unit u of core c to the trace, from e->t_start_ps to now. */
 void core_trace(core_model *c, isa_unit u, const q_entry *e);
+/* Mesh packet tags: a message id, or a barrier flit (CORE_TAG_BARRIER, with
+ * CORE_TAG_RELEASE for the master's release, and the core's index in the low 32 bits). */
+#define CORE_TAG_BARRIER (1ull << 63)
+#define CORE_TAG_RELEASE (1ull << 62)
+/* A barrier flit reached its router (from the mesh's delivery callback). */
+void core_barrier_deliver(chip_sim *s, uint64_t tag);
 /* Appends one line per waiting unit of core c to buf (the deadlock report). */
 void core_deadlock_lines(const core_model *c, char *buf, size_t n);
 

@@ -280,13 +280,30 @@ TEST(a_barrier_releases_all_cores_together)
     arch_config cfg = tiny(NULL);
     core_report *r;
     np_err e = {0};
-    /* Core 0 loads 4096 bytes alone (356), core 1 waits at the barrier; both go on one cycle
-     * later and core 1 then runs 8 x 16 / 4 = 32 vector cycles: 356 + 1 + 32 = 389. */
+    /* The barrier travels the mesh (tiny: 2 x 1, P = 2, L = 1; a one-flit packet over one hop
+     * takes (1 + 1)(2 + 1) + 1 = 7 cycles). Core 1 arrives at 0 and its flit reaches core 0
+     * (the master) at 7. Core 0 loads 4096 bytes alone (356), arrives at 356: all are there;
+     * it goes on at 357 and its release reaches core 1 at 356 + 7 = 363, which goes on at 364
+     * and runs 8 x 16 / 4 = 32 vector cycles: 396. */
     CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\nbarrier 1\n"
                                         ".core 1\nbarrier 1\nvpu.relu spad[0], spad[0x1000], 8, 16, bf16\n",
                                   NULL, &r, &e), NP_OK);
-    CU_ASSERT_EQUAL(r->total_cycles, 389u);
-    CU_ASSERT_EQUAL(unit(r, "core1.ctrl")->stall_cycles, 356u);
+    CU_ASSERT_EQUAL(r->total_cycles, 396u);
+    CU_ASSERT_EQUAL(unit(r, "core1.ctrl")->stall_cycles, 363u);
+    core_report_free(r);
+    /* Three cores in a row (3 x 1 mesh), all at the barrier at 0: core 1's flit arrives at 7,
+     * core 2's (two hops, 3 x 3 + 1 = 10) at 10, during the mesh's cycle 10, so the releases
+     * leave router 0 in cycles 11 and 12 (one flit a cycle): core 1's arrives at 11 + 7 = 18,
+     * core 2's at 12 + 10 = 22; core 0 goes on at 11, core 1 at 19, core 2 at 23. */
+    const char *three[] = {"chip.cores=3", "chip.mesh_x=3"};
+    arch_config cfg3;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", three, 2, &cfg3, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg3, ".core 0\nbarrier 1\n.core 1\nbarrier 1\n.core 2\nbarrier 1\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 23u);
+    CU_ASSERT_EQUAL(unit(r, "core0.ctrl")->stall_cycles, 10u);
+    CU_ASSERT_EQUAL(unit(r, "core1.ctrl")->stall_cycles, 18u);
+    CU_ASSERT_EQUAL(unit(r, "core2.ctrl")->stall_cycles, 22u);
     core_report_free(r);
     /* Different ids never meet. */
     CU_ASSERT_EQUAL(run_src(&cfg, ".core 0\nbarrier 1\n.core 1\nbarrier 2\n", NULL, &r, &e),
