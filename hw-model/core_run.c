@@ -37,8 +37,10 @@ static void sys_free(sys_sim *y)
     evq_free(y->q);
 }
 
-/* Builds chip `chip` of run y with program p (y->q exists). */
-static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, np_err *err)
+/* Builds chip `chip` of run y with program p (y->q exists); reg (may be NULL) gets its
+ * mesh's link counters. */
+static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, stats *reg,
+                           np_err *err)
 {
     chip_sim *s = &y->chips[chip];
     const arch_config *cfg = y->cfg;
@@ -56,8 +58,13 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, np_e
     if (y->meshes) { /* the chip's mesh, core i at router i, clocked by chip.noc_clock_ghz */
         mesh_params mp;
         mesh_params_from_arch(cfg, &mp);
+        char prefix[32];
+        if (y->n_chips > 1)
+            snprintf(prefix, sizeof prefix, "chip%u.noc", chip);
+        else
+            snprintf(prefix, sizeof prefix, "noc");
         if (clk_init_ghz(&s->noc_clk, cfg->chip.noc_clock_ghz, err) != NP_OK ||
-            mesh_create(&mp, NULL, "noc", &s->noc, err) != NP_OK ||
+            mesh_create(&mp, reg, prefix, &s->noc, err) != NP_OK ||
             mesh_attach(s->noc, s->q, &s->noc_clk, err) != NP_OK)
             return err->status;
         mesh_set_deliver(s->noc, core_comm_mesh_deliver, s);
@@ -118,7 +125,7 @@ static bool sys_crosses_chips(const isa_program *const *progs, uint32_t n_chips,
 }
 
 static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program *const *progs,
-                          uint32_t n_chips, np_err *err)
+                          uint32_t n_chips, stats *reg, np_err *err)
 {
     memset(y, 0, sizeof *y);
     y->cfg = cfg;
@@ -131,7 +138,7 @@ static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program 
     if (sys_crosses_chips(progs, n_chips, &y->meshes)) {
         net_params np;
         net_params_from_arch(cfg, &np);
-        if (net_create(&np, y->q, NULL, &y->net, err) != NP_OK)
+        if (net_create(&np, y->q, reg, &y->net, err) != NP_OK)
             return err->status;
     }
     y->chips = calloc(n_chips, sizeof *y->chips);
@@ -140,7 +147,7 @@ static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program 
     y->n_chips = n_chips;
     y->watchdog = EVQ_HANDLE_NONE;
     for (uint32_t c = 0; c < n_chips; c++) {
-        if (chip_init(y, c, progs[c], err) != NP_OK)
+        if (chip_init(y, c, progs[c], reg, err) != NP_OK)
             return err->status;
         y->cores_left += y->chips[c].n_cores;
     }
@@ -235,7 +242,7 @@ np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *p
 {
     *out = NULL;
     sys_sim y;
-    np_status st = sys_init(&y, cfg, progs, n_chips, err);
+    np_status st = sys_init(&y, cfg, progs, n_chips, reg, err);
     bool func = opts && opts->functional;
     if (opts) {
         y.trace = opts->trace;

@@ -179,9 +179,15 @@ uint32_t net_flows_active(const net *n) { return n->active; }
 char *net_link_name(const net *n, uint32_t link, char *buf, size_t len)
 {
     const net_link *l = &n->links[link];
-    snprintf(buf, len, "%s%" PRIu32 "->%s%" PRIu32, l->from < n->p.chips ? "chip" : "sw",
-             l->from < n->p.chips ? l->from : l->from - n->p.chips,
-             l->to < n->p.chips ? "chip" : "sw", l->to < n->p.chips ? l->to : l->to - n->p.chips);
+    uint32_t twin = 0; /* earlier links between the same two nodes (a 2-chip ring has two) */
+    for (uint32_t i = 0; i < link; i++)
+        twin += n->links[i].from == l->from && n->links[i].to == l->to;
+    int k = snprintf(buf, len, "%s%" PRIu32 "->%s%" PRIu32, l->from < n->p.chips ? "chip" : "sw",
+                     l->from < n->p.chips ? l->from : l->from - n->p.chips,
+                     l->to < n->p.chips ? "chip" : "sw",
+                     l->to < n->p.chips ? l->to : l->to - n->p.chips);
+    if (twin && k >= 0 && (size_t)k < len)
+        snprintf(buf + k, len - (size_t)k, "#%" PRIu32, twin);
     return buf;
 }
 

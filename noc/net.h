@@ -58,7 +58,9 @@ typedef struct net_topo_ops {
     void (*free_data)(void *data);
 } net_topo_ops;
 
-/* "chip3->chip4", "chip3->sw1", "sw0->chip2" into buf; returns buf. */
+/* "chip3->chip4", "chip3->sw1", "sw0->chip2" into buf, with "#k" after the k-th further link
+ * between the same two nodes ("chip0->chip1#1": a 2-chip ring's other direction round);
+ * returns buf. */
 char *net_link_name(const net *n, uint32_t link, char *buf, size_t len);
 
 /* The ops of a topology kind (every arch_topology has one). */

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "core.h"
 #include "isa_elf.h"
+#include "stats.h"
 #include "cli_trace.h"
 
 #define SIM_DEFAULT_ARCH "tiny"
@@ -24,7 +25,7 @@
 const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
     "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...]\n"
-    "                  [--trace FILE[.gz]] [--max-cycles N] [--json]\n"
+    "                  [--trace FILE[.gz]] [--stats FILE[.json]] [--max-cycles N] [--json]\n"
     "                  PROG.elf [PROG.elf ...]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " SIM_DEFAULT_ARCH "); the\n"
@@ -37,6 +38,8 @@ const char cmd_sim_usage[] =
     "  --trace F       write a Chrome/Perfetto trace (gzip when F ends in .gz): one process\n"
     "                  per chip, one thread per unit (per DMA lane), a slice per\n"
     "                  instruction and per kernel (open in ui.perfetto.dev)\n"
+    "  --stats F       write every statistic of the run (units, on-chip mesh links,\n"
+    "                  chip-to-chip links) to F: text, or JSON when F ends in .json\n"
     "  --max-cycles N  stop a run still going after N core cycles (exit status 3)\n"
     "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
     "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
@@ -44,16 +47,37 @@ const char cmd_sim_usage[] =
     "The i-th program runs on chip i (at most system.chips programs); comm.send/recv between\n"
     "cores of one chip use its mesh, between chips the chip-to-chip network.\n";
 
+/* The registry as text, or as JSON when path ends in .json. */
+static np_status sim_write_stats(const stats *reg, const char *path, np_err *err)
+{
+    size_t n = strlen(path);
+    bool as_json = n > 5 && !strcmp(path + n - 5, ".json");
+    FILE *f = fopen(path, "w");
+    if (!f)
+        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot create the statistics file");
+    bool ok = true;
+    if (as_json) {
+        json_t *j = stats_to_json(reg);
+        ok = j && json_dumpf(j, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) == 0 && fputc('\n', f) != EOF;
+        json_decref(j);
+    } else {
+        stats_dump_text(reg, f);
+    }
+    if (fclose(f) != 0 || !ok)
+        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot write the statistics file");
+    return NP_OK;
+}
+
 np_status cmd_sim(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
         {"functional", no_argument, NULL, 'f'}, {"input", required_argument, NULL, 'i'},
         {"dump", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
-        {"max-cycles", required_argument, NULL, 'm'},
+        {"max-cycles", required_argument, NULL, 'm'}, {"stats", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = SIM_DEFAULT_ARCH, *trace_path = NULL;
+    const char *arch_name = SIM_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
     uint64_t max_cycles = 0;
     const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
     size_t n_inputs = 0, n_dumps = 0;
@@ -86,6 +110,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
             break;
         case 'j': json = true; break;
         case 't': trace_path = optarg; break;
+        case 'S': stats_path = optarg; break;
         case 'm':
             if (cli_parse_u64("--max-cycles", optarg, 1, UINT64_MAX / 1000000, &max_cycles, err) !=
                 NP_OK)
@@ -163,6 +188,9 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         in_io[n_in++] = (core_hbm_io){sym->addr, buf, got, chip};
     }
     core_report *r = NULL;
+    stats *reg = NULL;
+    if (st == NP_OK && stats_path && !(reg = stats_create()))
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
     cli_trace tr = {0};
     if (st == NP_OK && trace_path)
         st = cli_trace_open(&tr, trace_path, err);
@@ -171,9 +199,12 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
                            .outputs = out_io, .n_outputs = n_out,
                            .trace = tr.w ? cli_trace_insn : NULL, .trace_ctx = &tr,
                            .max_cycles = max_cycles};
-        st = core_sim_run_chips(&cfg, (const isa_program *const *)progs, n_progs, &o, NULL, &r,
+        st = core_sim_run_chips(&cfg, (const isa_program *const *)progs, n_progs, &o, reg, &r,
                                 err);
     }
+    if (st == NP_OK && reg)
+        st = sim_write_stats(reg, stats_path, err);
+    stats_free(reg);
     if (tr.w) { /* written up to a fault or deadlock too, which is when it helps most */
         cli_trace_kernels(&tr, r);
         np_err terr;

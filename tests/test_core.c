@@ -396,6 +396,25 @@ TEST(npusim_sim_runs_an_elf_and_reports_json)
     CU_ASSERT_EQUAL(s.exit_status, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(s.err, "3 programs for a system of 2 chips"));
     harness_run_free(&s);
+    /* --stats: the 64 bytes on the link chip 0 -> chip 1 (the ring's + way; the other way
+     * round, "#1", carries nothing), and each unit's counters. */
+    char st_path[256];
+    snprintf(st_path, sizeof st_path, "%s/st.json", dir);
+    s = harness_npusim("sim", "--stats", st_path, elf_path, elf1, NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 0);
+    harness_run_free(&s);
+    char *st_text = harness_read_file(st_path, NULL);
+    j = st_text ? json_loads(st_text, 0, &je) : NULL;
+    free(st_text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(json_object_get(
+                        j, "c2c.chip0->chip1"), "bytes"), "value")), 64);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(json_object_get(
+                        j, "c2c.chip0->chip1#1"), "bytes"), "value")), 0);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(json_object_get(
+                        j, "chip1.core0.comm"), "insns"), "value")), 1);
+    json_decref(j);
+    remove(st_path);
     remove(elf1);
     remove(s_path);
     remove(elf_path);
