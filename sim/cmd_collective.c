@@ -16,6 +16,7 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "cli_trace.h"
 #include "coll.h"
 #include "core.h"
 #include "kgen_coll.h"
@@ -27,7 +28,8 @@ const char cmd_collective_usage[] =
     "usage: npusim collective [--arch PRESET|FILE] [--set K=V ...] --op OP [--algo ALGO]\n"
     "                         [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
     "                         [--min-bytes B] [--max-bytes B] [--factor F] [--chunk B]\n"
-    "                         [--root R] [--elem-bytes E] [--isa] [--json]\n"
+    "                         [--root R] [--elem-bytes E] [--isa [--trace FILE[.gz]]]\n"
+    "                         [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
@@ -48,6 +50,8 @@ const char cmd_collective_usage[] =
     "                    and run them on the core model: all_reduce, all_gather and\n"
     "                    reduce_scatter, ring, all chips, no chunking, 4 (fp32) or 2 (bf16)\n"
     "                    byte elements; reductions on core 0's vector unit\n"
+    "  --trace F         (--isa) a Chrome/Perfetto trace of the runs, one size after the\n"
+    "                    other: a process per chip, the comm.* of each as slices\n"
     "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n";
 
 static np_status col_parse_size(const char *opt, const char *text, uint64_t *out, np_err *err)
@@ -258,15 +262,20 @@ static void col_system_from_net(arch_config *cfg, const net_params *np)
 }
 
 /* The collective kc lowered to ISA programs and run on the core model: its time in *r. */
-static np_status col_run_isa(const arch_config *cfg, const kgen_coll *kc, coll_result *r,
-                             np_err *err)
+static np_status col_run_isa(const arch_config *cfg, const kgen_coll *kc, cli_trace *tr,
+                             coll_result *r, np_err *err)
 {
     isa_program **pv;
     if (kgen_coll_build(cfg, kc, &pv, NULL, err) != NP_OK)
         return err->status;
     core_report *rep = NULL;
-    np_status st = core_sim_run_chips(cfg, (const isa_program *const *)pv, kc->chips, NULL, NULL,
+    core_sim_opts o = {.trace = tr ? cli_trace_insn : NULL, .trace_ctx = tr};
+    np_status st = core_sim_run_chips(cfg, (const isa_program *const *)pv, kc->chips, &o, NULL,
                                       &rep, err);
+    if (tr && st == NP_OK) {
+        cli_trace_kernels(tr, rep);
+        tr->offset_ps += rep->total_ps;
+    }
     for (uint32_t i = 0; i < kc->chips; i++)
         isa_program_free(pv[i]);
     free(pv);
@@ -320,12 +329,13 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         {"max-bytes", required_argument, NULL, 'e'}, {"factor", required_argument, NULL, 'f'},
         {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
         {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
-        {"isa", no_argument, NULL, 'I'},
+        {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
     size_t n_sets = 0;
     bool have_op = false, json = false, isa = false;
+    const char *trace_path = NULL;
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
     uint32_t chips = 0, factor = 2, root = 0, elem = 4;
@@ -366,6 +376,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
         case 'j': json = true; break;
         case 'I': isa = true; break;
+        case 'T': trace_path = optarg; break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
         default: return err->status;
         }
@@ -381,6 +392,9 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     if (!coll_algo_supported(op, algo))
         return np_err_set(err, NP_ERR_USAGE, "--algo: %s has no %s algorithm", coll_op_name(op),
                           coll_algo_name(algo));
+    if (trace_path && !isa)
+        return np_err_set(err, NP_ERR_USAGE, "--trace needs --isa (the flow engine runs no "
+                          "instructions)");
     kgen_coll_op kop = KGEN_COLL_ALL_REDUCE;
     if (isa) {
         if (op == COLL_OP_ALL_GATHER)
@@ -413,6 +427,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
 
     evq *q = NULL;
     coll_sys *sys = NULL;
+    cli_trace tr = {0};
     json_t *rows = NULL;
     uint64_t *link_bytes = NULL;
     np_status st = evq_create(&q, err);
@@ -433,13 +448,15 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         rows = json_array();
     if (isa) /* the core model builds its network from cfg.system: make it the one above */
         col_system_from_net(&cfg, &np);
+    if (trace_path && (st = cli_trace_open(&tr, trace_path, err)) != NP_OK)
+        goto out;
     for (uint64_t b = min_b; b <= max_b;) {
         coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
                        .root = root, .chunk_bytes = chunk, .elem_bytes = elem};
         coll_result r;
         if (isa) {
             kgen_coll kc = {kop, np.chips, b, elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16};
-            st = col_run_isa(&cfg, &kc, &r, err);
+            st = col_run_isa(&cfg, &kc, tr.w ? &tr : NULL, &r, err);
         } else {
             st = coll_run(sys, &d, &r, err);
         }
@@ -485,6 +502,12 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         st = cli_print_json(doc, err);
     }
 out:
+    if (tr.w) {
+        np_err terr;
+        np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
+        if (st == NP_OK)
+            st = ts;
+    }
     free(link_bytes);
     json_decref(rows);
     coll_sys_free(sys);

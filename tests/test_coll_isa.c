@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -191,4 +192,45 @@ TEST(npusim_collective_isa_runs_the_lowered_programs)
     CU_ASSERT_EQUAL(r.exit_status, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--isa: broadcast is not lowered yet"));
     harness_run_free(&r);
+}
+
+TEST(npusim_collective_isa_traces_every_message_of_every_chip)
+{
+    /* 4 chips, one 64 KiB all-reduce: each chip sends and receives 2 (4 - 1) = 6 messages,
+     * and the last slice ends with the run, 16.563 us (the test above). */
+    char path[] = "/tmp/npusim_coll_trace_XXXXXX";
+    close(mkstemp(path));
+    harness_run r = harness_npusim("collective", "--set", "system.chips=4", "--set",
+                                   "chip.cores=1", "--op", "all_reduce", "--isa", "--min-bytes",
+                                   "64K", "--max-bytes", "64K", "--trace", path, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    harness_run_free(&r);
+    char *text = harness_read_file(path, NULL);
+    json_error_t je;
+    json_t *j = text ? json_loads(text, 0, &je) : NULL;
+    free(text);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *ev = json_object_get(j, "traceEvents");
+    unsigned sends[4] = {0}, recvs[4] = {0};
+    double end = 0;
+    for (size_t i = 0; i < json_array_size(ev); i++) {
+        json_t *e = json_array_get(ev, i);
+        if (strcmp(json_string_value(json_object_get(e, "ph")), "X"))
+            continue;
+        json_int_t pid = json_integer_value(json_object_get(e, "pid"));
+        CU_ASSERT_FATAL(pid >= 0 && pid < 4);
+        const char *name = json_string_value(json_object_get(e, "name"));
+        sends[pid] += !strcmp(name, "comm.send");
+        recvs[pid] += !strcmp(name, "comm.recv");
+        double t = json_number_value(json_object_get(e, "ts")) +
+                   json_number_value(json_object_get(e, "dur"));
+        end = t > end ? t : end;
+    }
+    for (int c = 0; c < 4; c++) {
+        CU_ASSERT_EQUAL(sends[c], 6u);
+        CU_ASSERT_EQUAL(recvs[c], 6u);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(end, 16.563, 1e-9);
+    json_decref(j);
+    remove(path);
 }
