@@ -176,15 +176,25 @@ fail:
     chip_fail(s);
 }
 
-/* Message id's data arrived: the send completes, and the receiver takes it if its COMM head
- * is the recv waiting for it (else it waits in the receiver's mailbox). */
+/* Message id's last byte has left its sender: the send completes (as the ISA says, a send
+ * retires when its last byte has left, not when it arrives). */
+static void comm_sent(sys_sim *y, uint32_t id)
+{
+    comm_msg *m = &y->msgs[id];
+    if (m->sent)
+        return;
+    m->sent = true;
+    comm_complete_at(&y->chips[m->src_chip].cores[m->src_idx], m->slot, evq_now(y->q));
+}
+
+/* Message id's data arrived: the receiver takes it if its COMM head is the recv waiting for
+ * it (else it waits in the receiver's mailbox). */
 static void comm_arrived(sys_sim *y, uint32_t id)
 {
     comm_msg *m = &y->msgs[id];
     m->arrived = true;
-    core_model *snd = &y->chips[m->src_chip].cores[m->src_idx];
+    comm_sent(y, id); /* (it has; a zero-byte message may arrive in the same cycle) */
     core_model *rcv = &y->chips[m->dst_chip].cores[m->dst_idx];
-    comm_complete_at(snd, m->slot, evq_now(y->q));
     core_queue *q = &rcv->q[ISA_UNIT_COMM];
     if (q->n_inflight && rcv->comm_msg == UINT32_MAX) {
         const q_entry *e = &q->ring[q->head];
@@ -236,9 +246,23 @@ void core_comm_mesh_deliver(void *ctx, const mesh_packet *p)
         comm_arrived(y, id);
 }
 
+/* The mesh took the tail of a packet from its source: for a message's first mesh (this chip,
+ * or the sender's chip on its way to the link ports) the sender's last byte has left. */
+void core_comm_mesh_sent(void *ctx, const mesh_packet *p)
+{
+    chip_sim *s = ctx;
+    if (p->tag & CORE_TAG_BARRIER)
+        return;
+    const comm_msg *m = &s->sys->msgs[(uint32_t)p->tag];
+    if (m->src_chip == s->chip && m->leg == 0)
+        comm_sent(s->sys, (uint32_t)p->tag);
+}
+
 static void comm_net_event(void *ctx, uint64_t arg, net_event ev)
 {
-    if (ev == NET_EVENT_DELIVERED)
+    if (ev == NET_EVENT_SENT) /* a sender at the link ports: its last byte left on the link */
+        comm_sent(ctx, (uint32_t)arg);
+    else
         comm_leg(ctx, (uint32_t)arg, 2);
 }
 
@@ -327,35 +351,26 @@ void core_comm_start(core_model *c, core_queue *q, unsigned slot)
     if (id == UINT32_MAX)
         goto fail;
     c->comm_msg = id;
+    /* Alone, the send retires when its last byte has left: its flits injected one a cycle
+     * into the mesh (the tail F - 1 NoC cycles after the head), or, from a core at the link
+     * ports to another chip, bytes over the path's bottleneck bandwidth (busy); waiting for
+     * the mesh or the links is a stall. */
+    uint32_t port = (uint32_t)s->cfg->chip.link_port_router;
+    uint32_t flits = mesh_message_flits(bytes, (uint32_t)s->cfg->chip.noc_flit_bytes);
+    if (dc == s->chip || c->id != port) {
+        e->t_ideal_ps = clk_cycles_to_ps(&s->noc_clk, clk_cycle_at_or_after(&s->noc_clk, now_ps(c)) +
+                                                           flits - 1);
+    } else {
+        net_path_info pi;
+        if (net_route(y->net, s->chip, dc, &pi, &s->err) != NP_OK)
+            goto fail;
+        e->t_ideal_ps = now_ps(c) + (uint64_t)ceil((double)bytes * 1e12 / pi.bytes_per_s);
+    }
     if (dc == s->chip) { /* on this chip's mesh */
-        uint32_t flits = mesh_message_flits(bytes, (uint32_t)s->cfg->chip.noc_flit_bytes);
-        const mesh_params *mp = mesh_get_params(s->noc);
-        /* alone: the zero-load latency (busy); longer waits in the mesh are stalls */
-        e->t_ideal_ps = clk_cycles_to_ps(&s->noc_clk,
-                                         clk_cycle_at_or_after(&s->noc_clk, now_ps(c)) +
-                                             mesh_zero_load_cycles(mp, c->id, (uint32_t)peer->core, flits));
         if (mesh_send(s->noc, c->id, (uint32_t)peer->core, flits, id, &s->err) != NP_OK)
             goto fail;
         return;
     }
-    /* To another chip: alone it takes the zero-load mesh latency to the link port, the path
-     * latency plus bytes over the path's bottleneck bandwidth, and the zero-load mesh latency
-     * from the far port (busy); waiting on shared routers or links is a stall. */
-    net_path_info pi;
-    if (net_route(y->net, s->chip, dc, &pi, &s->err) != NP_OK)
-        goto fail;
-    uint32_t port = (uint32_t)s->cfg->chip.link_port_router;
-    uint32_t flits = mesh_message_flits(bytes, (uint32_t)s->cfg->chip.noc_flit_bytes);
-    const mesh_params *mp = mesh_get_params(s->noc);
-    uint64_t t = now_ps(c);
-    if (c->id != port)
-        t = clk_cycles_to_ps(&s->noc_clk, clk_cycle_at_or_after(&s->noc_clk, t) +
-                                              mesh_zero_load_cycles(mp, c->id, port, flits));
-    t += pi.latency_ps + (uint64_t)ceil((double)bytes * 1e12 / pi.bytes_per_s);
-    if (peer->core != port)
-        t = clk_cycles_to_ps(&d->noc_clk, clk_cycle_at_or_after(&d->noc_clk, t) +
-                                              mesh_zero_load_cycles(mp, port, peer->core, flits));
-    e->t_ideal_ps = t;
     comm_leg(y, id, 0);
     return;
 fail:

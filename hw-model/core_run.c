@@ -68,6 +68,7 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, stat
             mesh_attach(s->noc, s->q, &s->noc_clk, err) != NP_OK)
             return err->status;
         mesh_set_deliver(s->noc, core_comm_mesh_deliver, s);
+        mesh_set_sent(s->noc, core_comm_mesh_sent, s);
     }
     s->n_cores = p->n_cores;
     s->cores = calloc(p->n_cores ? p->n_cores : 1, sizeof *s->cores);

@@ -105,6 +105,7 @@ typedef struct comm_msg {
     uint32_t dst_chip, dst_idx; /* receiver */
     uint64_t tag, bytes;
     unsigned slot;              /* the send's slot in the sender's COMM ring */
+    bool sent;                  /* its last byte has left the sender: the send retired */
     bool arrived, consumed;     /* the data reached the receiver; a recv took it */
     uint32_t next;              /* the next message of the same (sender, receiver, tag) */
     uint8_t leg;                /* between chips: 0 sender's mesh to the link port, 1 the
@@ -198,6 +199,7 @@ void core_deadlock_lines(const core_model *c, char *buf, size_t n);
 void core_comm_start(core_model *c, core_queue *q, unsigned slot); /* COMM entry slot starts */
 np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err); /* at dispatch */
 void core_comm_mesh_deliver(void *ctx, const mesh_packet *p);  /* mesh_set_deliver callback */
+void core_comm_mesh_sent(void *ctx, const mesh_packet *p);     /* mesh_set_sent callback */
 /* Index of the core with id `id` in chip s's program, or UINT32_MAX. */
 uint32_t core_index_of(const chip_sim *s, uint64_t id);
 

@@ -97,6 +97,8 @@ struct mesh {
 
     mesh_deliver_fn deliver;
     void *deliver_ctx;
+    mesh_deliver_fn on_sent;
+    void *on_sent_ctx;
 
     mesh_totals tot;
     uint64_t order_errors; /* flits delivered out of order or twice */
@@ -367,6 +369,12 @@ void mesh_set_deliver(mesh *m, mesh_deliver_fn fn, void *ctx)
     m->deliver_ctx = ctx;
 }
 
+void mesh_set_sent(mesh *m, mesh_deliver_fn fn, void *ctx)
+{
+    m->on_sent = fn;
+    m->on_sent_ctx = ctx;
+}
+
 uint64_t mesh_cycle(const mesh *m) { return m->cycle; }
 uint32_t mesh_nodes(const mesh *m) { return m->n; }
 const mesh_params *mesh_get_params(const mesh *m) { return &m->p; }
@@ -538,6 +546,11 @@ static void mesh_inject(mesh *m, uint32_t r)
         o->busy = 0;
         q->head = (q->head + 1) % q->cap;
         q->n--;
+        if (m->on_sent) {
+            mesh_packet info = {p->src, p->dst, p->flits, p->tag, p->t_create, p->t_inject,
+                                m->cycle};
+            m->on_sent(m->on_sent_ctx, &info);
+        }
     }
 }
 

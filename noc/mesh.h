@@ -95,6 +95,11 @@ void mesh_free(mesh *m);
 /* Sets the delivery callback (NULL: none). */
 void mesh_set_deliver(mesh *m, mesh_deliver_fn fn, void *ctx);
 
+/* Sets the callback called when a packet's tail flit has left its source's queue into the
+ * network (the packet's last byte has left the sender), from inside mesh_step (NULL: none).
+ * Its mesh_packet has t_done = that cycle. */
+void mesh_set_sent(mesh *m, mesh_deliver_fn fn, void *ctx);
+
 /* Creates a packet of `flits` flits from endpoint src to dst at the current cycle and queues
  * it at src. NP_ERR_RANGE for a bad node or flits == 0; NP_ERR_NOMEM. Nothing changes on
  * failure. */

@@ -718,15 +718,16 @@ TEST(a_send_to_another_core_takes_the_mesh_zero_load_latency)
     arch_config cfg = tiny(NULL);
     core_report *r;
     np_err e = {0};
-    /* Core 0 dispatches the send at cycle 0; the message's tail reaches core 1 at 10, when the
-     * send (completion at delivery) and the recv retire. Core 1 then signals s0 from its comm
-     * queue (arrives 1 cycle later, 11) and its DMA queue's sem.wait retires at 11. */
+    /* Core 0 dispatches the send at cycle 0; its 4 flits enter the mesh at cycles 0..3, and the
+     * send retires when the last has left (the ISA: "retires when the last byte has left"):
+     * busy 3. The tail reaches core 1 at 10, when the recv retires. Core 1 then signals s0 from
+     * its comm queue (arrives 1 cycle later, 11) and its DMA queue's sem.wait retires at 11. */
     const char *src = ".core 0\ncomm.send peer(0, 1), spad[0], 64, 7\n"
                       ".core 1\ncomm.recv peer(0, 0), spad[0], 64, 7\n"
                       "sem.signal comm, s0\nsem.wait dma, s0\n";
     CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 11u);
-    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 10u); /* the zero-load latency */
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 3u); /* 4 flits, one a cycle */
     CU_ASSERT_EQUAL(unit(r, "core0.comm")->stall_cycles, 0u);
     CU_ASSERT_EQUAL(unit(r, "core1.comm")->busy_cycles, 0u);  /* waiting is a stall */
     CU_ASSERT_EQUAL(unit(r, "core1.comm")->stall_cycles, 10u);
@@ -762,19 +763,19 @@ TEST(a_recv_posted_before_or_after_the_message_arrives_gets_the_same_delivery)
                                         ".core 1\ncomm.recv peer(0, 0), spad[0], 64, 1\n",
                                   NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 15u);
-    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 10u);
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 3u); /* its flits leave at 5..8 */
     CU_ASSERT_EQUAL(unit(r, "core1.comm")->stall_cycles, 15u);
     core_report_free(r);
     /* After: core 1 issues 20 nops (0..19), so the message waits in its mailbox from 15; the
      * recv dispatched at 20 takes it at once (no stall) and core 1 halts at 21. The send is
-     * unchanged: 10 cycles, done at 15. */
+     * unchanged: 3 cycles, done at 8. */
     char src[512] = ".core 0\nnop\nnop\nnop\nnop\nnop\ncomm.send peer(0, 1), spad[0], 64, 1\n.core 1\n";
     for (int i = 0; i < 20; i++)
         strcat(src, "nop\n");
     strcat(src, "comm.recv peer(0, 0), spad[0], 64, 1\n");
     CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 21u);
-    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 10u);
+    CU_ASSERT_EQUAL(unit(r, "core0.comm")->busy_cycles, 3u);
     CU_ASSERT_EQUAL(unit(r, "core0.comm")->stall_cycles, 0u);
     CU_ASSERT_EQUAL(unit(r, "core1.comm")->stall_cycles, 0u);
     CU_ASSERT_EQUAL(unit(r, "core1.comm")->insns, 1u);
@@ -862,32 +863,34 @@ TEST(a_send_to_another_chip_takes_the_link_latency_plus_bytes_over_bandwidth)
     arch_config cfg = tiny(NULL);
     core_report *r;
     np_err e = {0};
-    /* 64 bytes chip 0 -> chip 1: 200 + 64 / 8 = 208 ns = 208 cycles for both ends */
+    /* 64 bytes chip 0 -> chip 1: they arrive at 200 + 64 / 8 = 208 ns = 208 cycles; the send
+     * (core 0 sits at the link ports) retires when its last byte has left, at 64 / 8 = 8 */
     const char *one[] = {".core 0\ncomm.send peer(1, 0), spad[0], 64, 3\n",
                          ".core 0\ncomm.recv peer(0, 0), spad[0], 64, 3\n"};
     CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, one, 2, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 208u);
     CU_ASSERT_EQUAL(r->n_chips, 2u);
     CU_ASSERT_EQUAL(r->c2c_bytes, 64u);
-    CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->busy_cycles, 208u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->busy_cycles, 8u);
     CU_ASSERT_EQUAL(unit(r, "chip1.core0.comm")->stall_cycles, 208u); /* waiting for it */
     core_report_free(r);
     /* Two cores of chip 0 send 800 bytes each at once over the same link. Core 0 sits at the
      * link port (router 0) and streams from 0; core 1's 50 flits first cross the mesh to
      * router 0, (1 + 1)(2 + 1) + 1 + 49 = 56 cycles. By 56 core 0 has sent 448 bytes; they
      * share 8 B/ns, core 0's last 352 leave at 56 + 88 = 144 (arrive 344), core 1 then has
-     * 448 left alone: sent at 200, arrives 400. Alone core 1's send would take
-     * 56 + 200 + 100 = 356 (busy); 44 cycles are a stall. */
+     * 448 left alone: sent at 200, arrives 400. Core 0's send retires when its last byte
+     * left, at 144 (alone 800 / 8 = 100 busy, 44 stall); core 1's when its last flit left for
+     * the mesh, at 49 (50 flits, one a cycle: all busy). */
     const char *two[] = {".core 0\ncomm.send peer(1, 0), spad[0], 800, 1\n"
                          ".core 1\ncomm.send peer(1, 0), spad[0], 800, 2\n",
                          ".core 0\ncomm.recv peer(0, 0), spad[0], 800, 1\n"
                          "comm.recv peer(0, 1), spad[0x400], 800, 2\n"};
     CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, two, 2, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 400u);
-    CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->busy_cycles, 300u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->busy_cycles, 100u);
     CU_ASSERT_EQUAL(unit(r, "chip0.core0.comm")->stall_cycles, 44u);
-    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 356u);
-    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->stall_cycles, 44u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 49u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->stall_cycles, 0u);
     core_report_free(r);
     /* Opposite directions use different links: both 800-byte messages take 300. */
     const char *both[] = {".core 0\ncomm.send peer(1, 0), spad[0], 800, 1\n"
@@ -913,7 +916,7 @@ TEST(a_message_between_chips_crosses_both_meshes_to_and_from_the_link_port)
     arch_config cfg = tiny(NULL);
     CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, far, 2, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 228u);
-    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 228u);
+    CU_ASSERT_EQUAL(unit(r, "chip0.core1.comm")->busy_cycles, 3u); /* its 4 flits leave */
     core_report_free(r);
     CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, near, 2, NULL, &r, &e), NP_OK);
     CU_ASSERT_EQUAL(r->total_cycles, 208u); /* core 0 sits at the port: no mesh legs */
