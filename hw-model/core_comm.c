@@ -34,65 +34,16 @@ static void comm_complete_at(core_model *c, unsigned slot, uint64_t t_ps)
         chip_fail(c->chip);
 }
 
-/* The messages not yet taken of one (sender, receiver, tag), oldest first: a FIFO linked
- * through comm_msg.next, found in the run's open-addressing table sys_sim.mbox. */
-typedef struct comm_queue {
-    uint32_t sc, si, dc, di; /* sender chip and core index, receiver chip and core index */
-    uint64_t tag;
-    uint32_t head, tail;     /* message ids; head UINT32_MAX: empty */
-    bool used;
-} comm_queue;
-
-static size_t comm_slot(const sys_sim *y, uint32_t sc, uint32_t si, uint32_t dc, uint32_t di,
-                        uint64_t tag)
+/* The first message from (chip sc, core index si) to core c with tag that no recv has taken
+ * (arrived or not: messages of one pair and tag are taken in the order they were sent), or
+ * UINT32_MAX. c's mailbox lists every message sent to it not yet taken, in send order. */
+static uint32_t comm_find(const core_model *c, uint32_t sc, uint32_t si, uint64_t tag)
 {
-    uint64_t h = ((uint64_t)sc * 0x9e3779b97f4a7c15ull) ^ ((uint64_t)si * 0xc2b2ae3d27d4eb4full) ^
-                 ((uint64_t)dc * 0x165667b19e3779f9ull) ^ ((uint64_t)di * 0x27d4eb2f165667c5ull) ^
-                 (tag * 0x94d049bb133111ebull);
-    size_t i = (size_t)(h ^ (h >> 29)) & (y->mbox_cap - 1);
-    for (;; i = (i + 1) & (y->mbox_cap - 1)) {
-        const comm_queue *q = &y->mbox[i];
-        if (!q->used || (q->sc == sc && q->si == si && q->dc == dc && q->di == di && q->tag == tag))
-            return i;
-    }
-}
-
-/* The queue of (sc, si, dc, di, tag), created empty when missing; NULL when out of memory. */
-static comm_queue *comm_queue_of(sys_sim *y, uint32_t sc, uint32_t si, uint32_t dc, uint32_t di,
-                                 uint64_t tag)
-{
-    if (2 * (y->mbox_n + 1) > y->mbox_cap) {
-        size_t cap = y->mbox_cap ? 2 * y->mbox_cap : 64;
-        comm_queue *old = y->mbox, *v = calloc(cap, sizeof *v);
-        if (!v)
-            return NULL;
-        size_t old_cap = y->mbox_cap;
-        y->mbox = v, y->mbox_cap = cap;
-        for (size_t i = 0; i < old_cap; i++) {
-            const comm_queue *o = &old[i];
-            if (o->used)
-                y->mbox[comm_slot(y, o->sc, o->si, o->dc, o->di, o->tag)] = *o;
-        }
-        free(old);
-    }
-    comm_queue *q = &y->mbox[comm_slot(y, sc, si, dc, di, tag)];
-    if (!q->used) {
-        *q = (comm_queue){sc, si, dc, di, tag, UINT32_MAX, UINT32_MAX, true};
-        y->mbox_n++;
-    }
-    return q;
-}
-
-/* The first message from (chip sc, core index si) to (chip dc, core index di) with tag that
- * no recv has taken (arrived or not: messages of one pair and tag are taken in the order
- * they were sent), or UINT32_MAX. */
-static uint32_t comm_find(const sys_sim *y, uint32_t sc, uint32_t si, uint32_t dc, uint32_t di,
-                          uint64_t tag)
-{
-    if (!y->mbox_cap)
-        return UINT32_MAX;
-    const comm_queue *q = &y->mbox[comm_slot(y, sc, si, dc, di, tag)];
-    return q->used ? q->head : UINT32_MAX;
+    const comm_msg *msgs = c->chip->sys->msgs;
+    for (uint32_t id = c->mbox_head; id != UINT32_MAX; id = msgs[id].next)
+        if (msgs[id].src_chip == sc && msgs[id].src_idx == si && msgs[id].tag == tag)
+            return id;
+    return UINT32_MAX;
 }
 
 /* The message the recv `in` of core c waits for (arrived or not), or UINT32_MAX. */
@@ -101,7 +52,7 @@ static uint32_t comm_find_for(const core_model *c, const isa_insn *in)
     const sys_sim *y = c->chip->sys;
     const isa_opnd *peer = &in->COMM_RECV.peer;
     uint32_t pc = (uint32_t)peer->val; /* core_comm_check: a chip of the run */
-    return comm_find(y, pc, core_index_of(&y->chips[pc], peer->core), c->chip->chip, c->index,
+    return comm_find(c, pc, core_index_of(&y->chips[pc], peer->core),
                      (uint64_t)in->COMM_RECV.tag.val);
 }
 
@@ -124,10 +75,17 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
                    (unsigned long long)a->bytes.val);
         goto fail;
     }
-    m->consumed = true;
-    comm_queue *fq = comm_queue_of(s->sys, m->src_chip, m->src_idx, m->dst_chip, m->dst_idx,
-                                   m->tag); /* exists: the send put id at its head */
-    fq->head = m->next;
+    /* out of c's mailbox */
+    comm_msg *msgs = s->sys->msgs;
+    uint32_t prev = UINT32_MAX;
+    for (uint32_t k = c->mbox_head; k != id; k = msgs[k].next)
+        prev = k;
+    if (prev == UINT32_MAX)
+        c->mbox_head = m->next;
+    else
+        msgs[prev].next = m->next;
+    if (c->mbox_tail == id)
+        c->mbox_tail = prev;
     c->comm_msg = id;
     core_q_account(c, &c->q[ISA_UNIT_COMM]); /* the wait for the message so far was a stall */
     isa_red red = (isa_red)a->red.val;
@@ -193,7 +151,6 @@ static void comm_arrived(sys_sim *y, uint32_t id)
 {
     comm_msg *m = &y->msgs[id];
     m->arrived = true;
-    comm_sent(y, id); /* (it has; a zero-byte message may arrive in the same cycle) */
     core_model *rcv = &y->chips[m->dst_chip].cores[m->dst_idx];
     core_queue *q = &rcv->q[ISA_UNIT_COMM];
     if (q->n_inflight && rcv->comm_msg == UINT32_MAX) {
@@ -285,11 +242,6 @@ static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t
     }
     uint64_t bytes = (uint64_t)a->bytes.val;
     uint32_t id = y->n_msgs;
-    comm_queue *q = comm_queue_of(y, s->chip, c->index, dc, di, (uint64_t)a->tag.val);
-    if (!q) {
-        np_err_set(&s->err, NP_ERR_NOMEM, "out of memory sending a message");
-        return UINT32_MAX;
-    }
     comm_msg *m = &y->msgs[id];
     *m = (comm_msg){.src_chip = s->chip, .src_idx = c->index, .dst_chip = dc, .dst_idx = di,
                     .tag = (uint64_t)a->tag.val, .bytes = bytes, .slot = slot,
@@ -307,11 +259,12 @@ static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t
             return UINT32_MAX;
         }
     }
-    if (q->head == UINT32_MAX) /* the queue's new tail */
-        q->head = id;
+    core_model *rcv = &y->chips[dc].cores[di]; /* the message joins its mailbox */
+    if (rcv->mbox_head == UINT32_MAX)
+        rcv->mbox_head = id;
     else
-        y->msgs[q->tail].next = id;
-    q->tail = id;
+        y->msgs[rcv->mbox_tail].next = id;
+    rcv->mbox_tail = id;
     return y->n_msgs++;
 }
 

@@ -32,7 +32,6 @@ static void sys_free(sys_sim *y)
     for (uint32_t i = 0; i < y->n_msgs; i++)
         free(y->msgs[i].data);
     free(y->msgs);
-    free(y->mbox);
     net_free(y->net);
     evq_free(y->q);
 }
@@ -80,6 +79,7 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, stat
         c->chip = s;
         c->id = t->core;
         c->index = i;
+        c->mbox_head = c->mbox_tail = UINT32_MAX;
         if (hbm_create(s->q, (double)core_spad_bytes_per_cycle(cfg) * cfg->core.clock_ghz / 1000.0,
                        0, &c->ports, err) != NP_OK)
             return err->status;
@@ -108,7 +108,7 @@ static np_status chip_init(sys_sim *y, uint32_t chip, const isa_program *p, stat
 
 /* Whether some comm.* of progs names a chip other than its own (*need_mesh: any comm.*, or
  * a barrier among several cores, which travels the mesh too). */
-static bool sys_crosses_chips(const isa_program *const *progs, uint32_t n_chips, bool *need_mesh)
+static bool sys_scan_comm(const isa_program *const *progs, uint32_t n_chips, bool *need_mesh)
 {
     bool cross = false;
     *need_mesh = false;
@@ -136,7 +136,7 @@ static np_status sys_init(sys_sim *y, const arch_config *cfg, const isa_program 
                           (long long)cfg->system.chips);
     if (evq_create(&y->q, err) != NP_OK)
         return err->status;
-    if (sys_crosses_chips(progs, n_chips, &y->meshes)) {
+    if (sys_scan_comm(progs, n_chips, &y->meshes)) {
         net_params np;
         net_params_from_arch(cfg, &np);
         if (net_create(&np, y->q, reg, &y->net, err) != NP_OK)

@@ -96,6 +96,8 @@ typedef struct core_model {
     int32_t *kernel_of;        /* per pc: kernel index or -1 */
     uint32_t comm_msg;         /* COMM head in flight: the message a send sent, or the one a
                                   recv waits for (UINT32_MAX: no matching send yet) */
+    uint32_t mbox_head, mbox_tail; /* messages sent to this core not yet taken, in send order,
+                                      linked by comm_msg.next (UINT32_MAX: none) */
 } core_model;
 
 /* A comm.send's message: one mesh packet from the sender's router to the receiver's on one
@@ -106,8 +108,8 @@ typedef struct comm_msg {
     uint64_t tag, bytes;
     unsigned slot;              /* the send's slot in the sender's COMM ring */
     bool sent;                  /* its last byte has left the sender: the send retired */
-    bool arrived, consumed;     /* the data reached the receiver; a recv took it */
-    uint32_t next;              /* the next message of the same (sender, receiver, tag) */
+    bool arrived;               /* the data reached the receiver */
+    uint32_t next;              /* the next message in the receiver's mailbox */
     uint8_t leg;                /* between chips: 0 sender's mesh to the link port, 1 the
                                    links, 2 receiver's mesh from its link port */
     uint8_t *data;              /* functional mode: the bytes, read when the send started */
@@ -144,9 +146,6 @@ struct sys_sim {
     net *net;          /* noc/net.h over system.chips; NULL when no comm.* names another chip */
     comm_msg *msgs;    /* every message sent, by id (the mesh packet's tag, the transfer's arg) */
     uint32_t n_msgs, cap_msgs;
-    struct comm_queue *mbox; /* per (sender, receiver, tag): its messages not yet taken, in
-                                send order (open addressing, core_comm.c) */
-    size_t mbox_cap, mbox_n;
     uint64_t c2c_bytes; /* bytes of messages between chips */
     core_trace_fn trace; /* core_sim_opts.trace, or NULL */
     void *trace_ctx;

@@ -1,7 +1,6 @@
 /* trace.c — the Chrome/Perfetto JSON trace writer (see trace.h). */
 #include "trace.h"
 
-#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -82,13 +81,8 @@ void trace_name_thread(trace_writer *w, uint32_t pid, uint32_t tid, const char *
     emit(w, name_event("thread_name", pid, tid, name));
 }
 
-/* ps as microseconds, exactly: "12.345678" */
-static json_t *us(uint64_t ps)
-{
-    char buf[48];
-    snprintf(buf, sizeof buf, "%" PRIu64 ".%06" PRIu64, ps / 1000000, ps % 1000000);
-    return json_loads(buf, JSON_DECODE_ANY, NULL);
-}
+/* ps as microseconds (written with 16 significant digits by emit: exact whole ps) */
+static json_t *us(uint64_t ps) { return json_real((double)ps / 1e6); }
 
 void trace_slice(trace_writer *w, uint32_t pid, uint32_t tid, const char *name, const char *cat,
                  uint64_t start_ps, uint64_t dur_ps, json_t *args)
