@@ -833,8 +833,13 @@ TEST(a_recv_nobody_sends_to_deadlocks_and_another_chip_is_a_fault)
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "has 64 bytes, the recv expects 32"));
     st = run_src(&cfg, ".core 0\ncomm.send peer(1, 1), spad[0], 64, 9\n", NULL, &r, &e);
     CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "core 0 comm pc 0 `comm.send peer(1, 1), spad[0x0], 64, 9`: "
-                                         "peer chip 1 runs no program: this run has 1 chip"));
+    CU_ASSERT_STRING_EQUAL(e.msg, "core 0 comm pc 0 `comm.send peer(1, 1), spad[0x0], 64, 9`: "
+                                  "peer chip 1 runs no program: this run has 1 chip (give "
+                                  "`npusim sim` one ELF per chip)");
+    st = run_src(&cfg, ".core 0\ncomm.send peer(0, 1), spad[0], 64, 9\n", NULL, &r, &e);
+    CU_ASSERT_EQUAL(st, NP_ERR_SIM_FAULT);
+    CU_ASSERT_STRING_EQUAL(e.msg, "core 0 comm pc 0 `comm.send peer(0, 1), spad[0x0], 64, 9`: "
+                                  "peer core 1 runs no part of chip 0's program");
 }
 
 /* ---- COMM between chips ------------------------------------------------------------------------
@@ -933,7 +938,7 @@ TEST(a_message_between_chips_crosses_both_meshes_to_and_from_the_link_port)
     const char *bad[] = {"chip.link_port_router=2"};
     CU_ASSERT_EQUAL(arch_resolve("tiny", bad, 1, &cfg, &e), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip.link_port_router = 2 is not a router of the "
-                                         "chip.mesh_x x chip.mesh_y = 2 x 1 mesh"));
+                                         "chip.mesh_x x chip.mesh_y = 2 x 1 mesh (routers 0 .. 1)"));
 }
 
 TEST(a_reduction_across_chips_adds_the_received_values)
