@@ -88,7 +88,7 @@ np_status isa_elf_load_mem(const uint8_t *buf, size_t len, const char *name,
 np_status isa_elf_load(const char *path, const isa_target *expect, isa_program **out,
                        isa_elf_info **info, np_err *err);
 
-/* isa_elf_load checking the program against an architecture config (sim/arch.h): the usual
+/* isa_elf_load checking the program against an architecture config (base/arch.h): the usual
  * entry point of `npusim sim`. */
 struct arch_config;
 np_status isa_elf_load_arch(const char *path, const struct arch_config *cfg, isa_program **out,

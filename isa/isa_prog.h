@@ -37,7 +37,7 @@ typedef struct isa_target {
     uint64_t acc_bytes;              /* accumulator SRAM per core */
 } isa_target;
 
-/* Fills *t from an architecture config (sim/arch.h): the array's dtypes are those with a
+/* Fills *t from an architecture config (base/arch.h): the array's dtypes are those with a
  * nonzero MAC rate. */
 void isa_target_from_arch(const struct arch_config *cfg, isa_target *t);
 

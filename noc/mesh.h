@@ -24,7 +24,7 @@
  * which mesh_zero_load_cycles computes and a test checks against the simulation exactly.
  *
  * The mesh counts its own time in NoC cycles and is advanced one cycle at a time by
- * mesh_step (a cycle loop inside, as sim/evq.h allows for clocked components); mesh_attach
+ * mesh_step (a cycle loop inside, as base/evq.h allows for clocked components); mesh_attach
  * drives it from an event queue instead, one event per NoC cycle while it has work.
  */
 #ifndef NPUSIM_NOC_MESH_H

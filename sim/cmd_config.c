@@ -1,5 +1,5 @@
 /* cmd_config.c — `npusim config show|check|list|doc`: the resolved architecture config, its
- * validation, the presets and the key reference (all from sim/arch.h). */
+ * validation, the presets and the key reference (all from base/arch.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../sim/arch.h"
+#include "../base/arch.h"
 #include "harness.h"
 
 /* String equality that shows both strings when they differ. */
@@ -136,7 +136,7 @@ TEST(the_fields_of_arch_config_follow_the_schema)
     CU_ASSERT_EQUAL(arch_get(&c, arch_key_find("core.clock_ghz")), 2.5);
 }
 
-/* The example at the top of sim/arch.h, as written there. */
+/* The example at the top of base/arch.h, as written there. */
 static np_status header_example(uint64_t *pes)
 {
     arch_config cfg;
@@ -1212,7 +1212,7 @@ TEST(docs_config_md_matches_the_generated_reference)
     CU_ASSERT_EQUAL(r.exit_status, 0);
     char *committed = harness_read_file(harness_src_path("docs/config.md"), NULL);
     if (!committed || strcmp(committed, r.out) != 0) {
-        fprintf(stderr, "\n    docs/config.md is out of date with sim/arch_schema.def; "
+        fprintf(stderr, "\n    docs/config.md is out of date with base/arch_schema.def; "
                         "regenerate it with:\n      %s config doc > %s\n",
                 NPUSIM_BIN, harness_src_path("docs/config.md"));
         CU_FAIL("docs/config.md differs from `npusim config doc`; regenerate it with "

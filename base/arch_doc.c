@@ -30,7 +30,7 @@ static void doc_intro(FILE *out)
     fputs(
         "# Architecture configuration\n"
         "\n"
-        "<!-- Generated from sim/arch_schema.def by `npusim config doc`; do not edit by hand.\n"
+        "<!-- Generated from base/arch_schema.def by `npusim config doc`; do not edit by hand.\n"
         "     Regenerate with: npusim config doc > docs/config.md -->\n"
         "\n"
         "An architecture config describes the simulated system: the NPU **core** (systolic\n"
