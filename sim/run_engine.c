@@ -1,0 +1,654 @@
+/* run_engine.c — the run engine's event handlers and run_simulate (see run_engine.h and the
+ * state machine in run_sim.h).
+ *
+ * Events on the run's queue: a compute task's finish (arg: rank << 4 | engine), a reused
+ * collective's timer and every collective's completion (arg: rendezvous slot), the network's
+ * transfer events for sends (arg: rank << 4 | engine) and those of the collectives it runs,
+ * and the link sampler. Completions of collectives are always handled in an event scheduled
+ * at the completion time from the event that found the collective done (its own last event,
+ * or its timer when reused), so both ways order the follow-up work alike.
+ *
+ * Nothing on these paths allocates or searches, except what the network and the collective
+ * engine do inside noc/ for the collectives that are simulated.
+ */
+#include "run_sim.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define RS_PROGRESS_EVERY 65536 /* task completions between progress calls */
+
+static void rs_fail(run_sim *s, const np_err *e)
+{
+    if (!s->failed) {
+        s->failed = true;
+        s->err = *e;
+    }
+    evq_stop(s->q);
+}
+
+/* ---- time accounting --------------------------------------------------------------------- */
+
+/* Brings rank r's communication time up to now (call before its activity changes). */
+static inline void rs_acct(rs_rank *r, uint64_t now)
+{
+    uint64_t dt = now - r->t_acct;
+    r->t_acct = now;
+    if (!dt || !r->n_active)
+        return;
+    r->st.busy_ps[RUN_UNIT_COMM] += dt;
+    for (int k = 0; k < RUN_COMM_COUNT; k++)
+        if (r->active[k]) {
+            r->st.comm_ps[k] += dt;
+            if (!r->computing)
+                r->st.exposed_ps[k] += dt;
+        }
+}
+
+static inline void rs_comm_begin(rs_rank *r, unsigned kind, uint64_t now)
+{
+    rs_acct(r, now);
+    r->active[kind]++;
+    r->n_active++;
+}
+
+static inline void rs_comm_end(rs_rank *r, unsigned kind, uint64_t now)
+{
+    rs_acct(r, now);
+    r->active[kind]--;
+    r->n_active--;
+}
+
+/* ---- engines ------------------------------------------------------------------------------ */
+
+static inline const rg_task *rs_head(const rs_rank *r, uint32_t e)
+{
+    const rg_class *c = r->cls;
+    return &c->tasks[c->order[c->eng_off[e] + r->eng[e].idx]];
+}
+
+/* Engine e of r finished its head. */
+static void rs_complete(run_sim *s, rs_rank *r, uint32_t e)
+{
+    rs_eng *E = &r->eng[e];
+    E->busy = 0;
+    E->done++;
+    s->t_last = evq_now(s->q);
+    r->tasks_done++;
+    s->tasks_done++;
+    if (++E->idx == r->cls->eng_n[e]) {
+        E->idx = 0;
+        E->step++;
+        /* The rank has finished step k when every one of its engines has. */
+        uint32_t min = UINT32_MAX;
+        for (uint32_t i = 0; i < r->cls->n_engines; i++) {
+            uint32_t st = r->eng[r->cls->engines[i]].step;
+            min = st < min ? st : min;
+        }
+        uint64_t now = evq_now(s->q);
+        for (; r->steps_done < min; r->steps_done++)
+            if (now > s->step_end[r->steps_done])
+                s->step_end[r->steps_done] = now;
+        if (r->steps_done == s->steps) {
+            r->st.end_ps = now;
+            s->ranks_left--;
+        }
+    }
+    if (s->o.progress && s->tasks_done >= s->progress_next) {
+        s->progress_next = s->tasks_done + RS_PROGRESS_EVERY;
+        s->o.progress(s->o.progress_ctx, (double)s->tasks_done / (double)s->tasks_total);
+    }
+}
+
+static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg);
+static void rs_coll_begin(run_sim *s, rs_rdv *v);
+static void rs_p2p_event(void *ctx, uint64_t arg, net_event ev);
+
+enum { RS_WAIT, RS_STARTED, RS_DONE };
+
+static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t)
+{
+    uint64_t now = evq_now(s->q);
+    run_ktime own;
+    const run_ktime *kt;
+    np_err err;
+    if (s->ktime) {
+        kt = &s->ktime[t->ref];
+    } else {
+        memset(&own, 0, sizeof own);
+        s->kernels_timed++;
+        if (s->o.time_kernel(s->o.time_ctx, &s->g->kern[t->ref].k, &own, &err) != NP_OK) {
+            rs_fail(s, &err);
+            return RS_WAIT;
+        }
+        kt = &own;
+    }
+    rs_acct(r, now);
+    r->computing = 1;
+    r->st.busy_ps[RUN_UNIT_COMPUTE] += kt->ps;
+    for (int u = 0; u < RUN_UNIT_COUNT; u++)
+        if (run_unit_from_kernel((run_unit)u))
+            r->st.busy_ps[u] += kt->unit_ps[u];
+    const run_kernel *k = &s->g->kern[t->ref].k;
+    if (!(t->flags & RUN_TASK_RECOMPUTE))
+        r->st.flops += k->flops;
+    r->st.hw_flops += k->hw_flops;
+    if (t->flags & RUN_TASK_PIPELINE) {
+        /* Bubbles are measured on the last step: each step's first pipeline task resets. */
+        if (r->st.pipe_first_ps == UINT64_MAX || r->eng[e].step != r->pipe_step) {
+            r->pipe_step = r->eng[e].step;
+            r->st.pipe_first_ps = now;
+            r->st.pipe_busy_ps = 0;
+        }
+        r->st.pipe_busy_ps += kt->ps;
+    }
+    if (evq_schedule_in(s->q, kt->ps, rs_ev_compute_done, s, (uint64_t)r->id << 4 | e, NULL,
+                        &err) != NP_OK) {
+        rs_fail(s, &err);
+        return RS_WAIT;
+    }
+    return RS_STARTED;
+}
+
+static void rs_arrive(run_sim *s, rs_rank *r, const rg_task *t)
+{
+    const run_graph *g = s->g;
+    const rg_spec *sp = &g->spec[t->ref];
+    const rg_comm *cm = &g->comm[sp->comm_id];
+    rs_rdv *v = &s->rdv[cm->base + g->gs[cm->groupset].group_of[r->id]];
+    if (v->arrived == 0)
+        v->spec = t->ref; /* finalize checked that every member runs this one */
+    if (++v->arrived < v->expect)
+        return;
+    v->arrived = 0;
+    rs_coll_begin(s, v);
+}
+
+static int rs_start_send(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t)
+{
+    const run_graph *g = s->g;
+    uint64_t now = evq_now(s->q);
+    rs_rank *d = &s->rank[g->send_dst[g->send_off[r->id] + t->ref]];
+    np_err err;
+    if (net_transfer(s->n, r->chip, d->chip, t->bytes, rs_p2p_event, s,
+                     (uint64_t)r->id << 4 | e, &err) != NP_OK) {
+        rs_fail(s, &err);
+        return RS_WAIT;
+    }
+    rs_comm_begin(r, t->comm, now);
+    rs_comm_begin(d, t->comm, now);
+    r->st.comm_bytes[t->comm] += t->bytes;
+    s->transfers++;
+    return RS_STARTED;
+}
+
+/* Starts engine e's head if it is idle and its dependencies are done. */
+static int rs_try_start(run_sim *s, rs_rank *r, uint32_t e)
+{
+    rs_eng *E = &r->eng[e];
+    if (E->busy || E->step >= s->steps || s->failed)
+        return RS_WAIT;
+    const rg_class *c = r->cls;
+    const rg_task *t = rs_head(r, e);
+    const uint32_t *d = c->deps + t->dep_off;
+    for (uint32_t i = 0; i < t->n_deps; i++) {
+        uint32_t de = d[i] >> RG_DEP_ENGINE_SHIFT;
+        if (r->eng[de].done <= E->step * c->eng_n[de] + (d[i] & RG_DEP_POS_MASK))
+            return RS_WAIT;
+    }
+    E->busy = 1;
+    E->t_start = s->t_last = evq_now(s->q);
+    switch ((run_task_kind)t->kind) {
+    case RUN_TASK_COMPUTE:
+        return rs_start_compute(s, r, e, t);
+    case RUN_TASK_COLL:
+        rs_arrive(s, r, t);
+        return RS_STARTED;
+    case RUN_TASK_SEND:
+        return rs_start_send(s, r, e, t);
+    case RUN_TASK_RECV: {
+        rs_rchan *ch = &s->rchan[s->g->recv_off[r->id] + t->ref];
+        if (ch->arrived) {
+            ch->arrived--;
+            rs_complete(s, r, e);
+            return RS_DONE;
+        }
+        ch->waiting = (uint8_t)(1 + e);
+        return RS_STARTED;
+    }
+    default:
+        return RS_WAIT;
+    }
+}
+
+/* Starts whatever of r can start now. */
+static void rs_kick(run_sim *s, rs_rank *r)
+{
+    const rg_class *c = r->cls;
+    for (bool again = true; again;) {
+        again = false;
+        for (uint32_t i = 0; i < c->n_engines; i++)
+            while (rs_try_start(s, r, c->engines[i]) == RS_DONE)
+                again = true;
+    }
+}
+
+/* ---- event handlers ----------------------------------------------------------------------- */
+
+static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg)
+{
+    run_sim *s = ctx;
+    rs_rank *r = &s->rank[arg >> 4];
+    uint32_t e = (uint32_t)(arg & 15);
+    uint64_t now = evq_now(q);
+    rs_acct(r, now);
+    r->computing = 0;
+    if (rs_head(r, e)->flags & RUN_TASK_PIPELINE)
+        r->st.pipe_last_ps = now;
+    rs_complete(s, r, e);
+    rs_kick(s, r);
+}
+
+static void rs_ev_coll_done(evq *q, void *ctx, uint64_t arg)
+{
+    run_sim *s = ctx;
+    rs_rdv *v = &s->rdv[arg];
+    const rg_spec *sp = &s->g->spec[v->spec];
+    uint64_t now = evq_now(q), bytes;
+    if (v->c) {
+        np_err e;
+        if (coll_status(v->c, &e) != NP_OK) {
+            rs_fail(s, &e);
+            return;
+        }
+        bytes = coll_get_result(v->c)->bytes_sent;
+        coll_free(v->c);
+        v->c = NULL;
+    } else {
+        bytes = s->reuse[v->reuse].bytes_sent;
+    }
+    rs_rank *first = &s->rank[v->members[0]];
+    if (sp->groupset == s->mirror_gs)
+        first->own_bytes[sp->comm] += bytes;
+    else
+        first->st.comm_bytes[sp->comm] += bytes;
+    uint32_t e = 1 + sp->stream;
+    for (uint32_t i = 0; i < v->n_members; i++) {
+        rs_rank *r = &s->rank[v->members[i]];
+        rs_comm_end(r, sp->comm, now);
+        rs_complete(s, r, e);
+    }
+    for (uint32_t i = 0; i < v->n_members; i++)
+        rs_kick(s, &s->rank[v->members[i]]);
+}
+
+static void rs_coll_done_cb(void *ctx, const coll_result *res)
+{
+    (void)res;
+    rs_rdv *v = ctx;
+    run_sim *s = v->s;
+    np_err e;
+    if (evq_schedule_in(s->q, 0, rs_ev_coll_done, s, (uint64_t)(v - s->rdv), NULL, &e) != NP_OK)
+        rs_fail(s, &e);
+}
+
+/* A reused collective's time is up: its link bytes, at their times, then its completion. */
+static void rs_ev_coll_timer(evq *q, void *ctx, uint64_t arg)
+{
+    run_sim *s = ctx;
+    rs_rdv *v = &s->rdv[arg];
+    const rs_reuse *ru = &s->reuse[v->reuse];
+    const uint32_t *loc = s->loc_links + v->loc_off;
+    for (uint32_t i = 0; i < ru->prof_n; i++) {
+        const rs_prof *p = &s->prof[ru->prof_off + i];
+        uint32_t l = loc[p->local_link];
+        *rs_bin(s, l, v->t_start + p->rel_ps) += p->bytes;
+        s->link_bytes[l] += p->bytes;
+    }
+    np_err e;
+    if (evq_schedule_in(q, 0, rs_ev_coll_done, s, arg, NULL, &e) != NP_OK)
+        rs_fail(s, &e);
+}
+
+static void rs_coll_begin(run_sim *s, rs_rdv *v)
+{
+    const rg_spec *sp = &s->g->spec[v->spec];
+    uint64_t now = evq_now(s->q);
+    np_err e;
+    v->t_start = now;
+    for (uint32_t i = 0; i < v->n_members; i++)
+        rs_comm_begin(&s->rank[v->members[i]], sp->comm, now);
+    if (v->sig != RUN_NONE) {
+        if (rs_reuse_get(s, v, &v->reuse, &e) != NP_OK ||
+            evq_schedule_in(s->q, s->reuse[v->reuse].dur_ps, rs_ev_coll_timer, s,
+                            (uint64_t)(v - s->rdv), NULL, &e) != NP_OK) {
+            rs_fail(s, &e);
+            return;
+        }
+        s->colls_reused++;
+        return;
+    }
+    const rg_groupset *gs = &s->g->gs[sp->groupset];
+    coll_desc d = {.op = sp->op, .algo = sp->algo,
+                   .chips = s->gs_chips[sp->groupset] + (size_t)v->group * gs->size,
+                   .n_chips = gs->size, .bytes = sp->bytes, .root = sp->root,
+                   .chunk_bytes = sp->chunk_bytes, .elem_bytes = sp->elem_bytes,
+                   .done = rs_coll_done_cb, .ctx = v};
+    if (coll_start(s->cs, &d, &v->c, &e) != NP_OK) {
+        v->c = NULL;
+        rs_fail(s, &e);
+        return;
+    }
+    s->colls_sim++;
+}
+
+static void rs_p2p_event(void *ctx, uint64_t arg, net_event ev)
+{
+    if (ev != NET_EVENT_DELIVERED)
+        return;
+    run_sim *s = ctx;
+    const run_graph *g = s->g;
+    rs_rank *r = &s->rank[arg >> 4];
+    uint32_t e = (uint32_t)(arg & 15);
+    const rg_task *t = rs_head(r, e);
+    uint32_t k = g->send_off[r->id] + t->ref;
+    rs_rank *d = &s->rank[g->send_dst[k]];
+    uint64_t now = evq_now(s->q);
+    rs_comm_end(r, t->comm, now);
+    rs_comm_end(d, t->comm, now);
+    rs_complete(s, r, e);
+    rs_rchan *ch = &s->rchan[g->recv_off[d->id] + g->send_dch[k]];
+    if (ch->waiting) {
+        uint32_t de = ch->waiting - 1u;
+        ch->waiting = 0;
+        rs_complete(s, d, de);
+        rs_kick(s, d);
+    } else {
+        ch->arrived++;
+    }
+    rs_kick(s, r);
+}
+
+/* Reads the sampled links' byte counters into the bin that ends now; merges bins in pairs
+ * (doubling the window) when they run out; stops when nothing else is pending. */
+static void rs_ev_sample(evq *q, void *ctx, uint64_t arg)
+{
+    (void)arg;
+    run_sim *s = ctx;
+    for (uint32_t i = 0; i < s->n_sampled; i++) {
+        uint32_t l = s->sampled[i];
+        net_link_info li;
+        net_link_get(s->n, l, &li);
+        uint64_t delta = li.bytes - s->link_last[i];
+        if (delta) {
+            s->bins[(size_t)l * RS_LINK_BINS + s->bin_k] += delta;
+            s->link_bytes[l] += delta;
+            s->link_last[i] = li.bytes;
+        }
+    }
+    if (++s->bin_k == RS_LINK_BINS) {
+        for (uint32_t l = 0; l < s->n_links; l++) {
+            uint64_t *b = &s->bins[(size_t)l * RS_LINK_BINS];
+            for (uint32_t k = 0; k < RS_LINK_BINS / 2; k++)
+                b[k] = b[2 * k] + b[2 * k + 1];
+            memset(b + RS_LINK_BINS / 2, 0, RS_LINK_BINS / 2 * sizeof *b);
+        }
+        s->bin_ps *= 2;
+        s->bin_k = RS_LINK_BINS / 2;
+    }
+    if (evq_pending(q) == 0)
+        return;
+    np_err e;
+    if (evq_schedule_at(q, (uint64_t)(s->bin_k + 1) * s->bin_ps, rs_ev_sample, s, 0, NULL, &e) !=
+        NP_OK)
+        rs_fail(s, &e);
+}
+
+/* ---- deadlock report ---------------------------------------------------------------------- */
+
+/* What engine e of r waits for, into buf. */
+static void rs_describe_wait(const run_sim *s, const rs_rank *r, uint32_t e, char *buf,
+                             size_t len)
+{
+    const run_graph *g = s->g;
+    const rg_class *c = r->cls;
+    const rs_eng *E = &r->eng[e];
+    uint32_t tid = c->order[c->eng_off[e] + E->idx];
+    const rg_task *t = &c->tasks[tid];
+    const char *eng = e == 0 ? "compute" : g->stream_name[e - 1];
+    if (!E->busy) {
+        const uint32_t *d = c->deps + t->dep_off;
+        for (uint32_t i = 0; i < t->n_deps; i++) {
+            uint32_t de = d[i] >> RG_DEP_ENGINE_SHIFT, dp = d[i] & RG_DEP_POS_MASK;
+            if (r->eng[de].done <= E->step * c->eng_n[de] + dp) {
+                snprintf(buf, len, "%s task %" PRIu32 " (%s) waits for task %" PRIu32, eng, tid,
+                         run_task_kind_name((run_task_kind)t->kind),
+                         c->order[c->eng_off[de] + dp]);
+                return;
+            }
+        }
+        snprintf(buf, len, "%s task %" PRIu32 " is ready", eng, tid);
+        return;
+    }
+    if (t->kind == RUN_TASK_COLL) {
+        const rg_spec *sp = &g->spec[t->ref];
+        const rg_comm *cm = &g->comm[sp->comm_id];
+        const rs_rdv *v = &s->rdv[cm->base + g->gs[cm->groupset].group_of[r->id]];
+        snprintf(buf, len, "%s task %" PRIu32 ": %s on %s group %" PRIu32 ", %" PRIu32 " of %"
+                 PRIu32 " ranks arrived", eng, tid, coll_op_name(sp->op), g->gs[sp->groupset].name,
+                 v->group, v->arrived, v->expect);
+    } else if (t->kind == RUN_TASK_RECV) {
+        snprintf(buf, len, "%s task %" PRIu32 ": recv from rank %" PRIu32 " (tag %" PRIu32
+                 "), nothing delivered", eng, tid, g->recv_src[g->recv_off[r->id] + t->ref],
+                 c->recv[t->ref].tag);
+    } else {
+        snprintf(buf, len, "%s task %" PRIu32 " (%s) is running", eng, tid,
+                 run_task_kind_name((run_task_kind)t->kind));
+    }
+}
+
+static np_status rs_deadlock(const run_sim *s, np_err *err)
+{
+    char msg[NP_ERR_MSG_MAX];
+    size_t n = (size_t)snprintf(msg, sizeof msg, "deadlock at %" PRIu64 " ps: %" PRIu32 " of %"
+                                PRIu32 " simulated ranks cannot finish;", s->t_last,
+                                s->ranks_left, s->ranks_sim);
+    uint32_t shown = 0;
+    for (uint32_t i = 0; i < s->g->ranks && n < sizeof msg - 80; i++) {
+        const rs_rank *r = &s->rank[i];
+        if (!r->sim || r->steps_done == s->steps)
+            continue;
+        n += (size_t)snprintf(msg + n, sizeof msg - n, " rank %" PRIu32 " step %" PRIu32 ":", i,
+                              r->steps_done);
+        for (uint32_t j = 0; j < r->cls->n_engines && n < sizeof msg - 80; j++) {
+            uint32_t e = r->cls->engines[j];
+            if (r->eng[e].step >= s->steps)
+                continue;
+            char w[160];
+            rs_describe_wait(s, r, e, w, sizeof w);
+            n += (size_t)snprintf(msg + n, sizeof msg - n, " [%s]", w);
+        }
+        n += (size_t)snprintf(msg + n, sizeof msg - n, ";");
+        shown++;
+    }
+    if (shown < s->ranks_left && n < sizeof msg)
+        snprintf(msg + n, sizeof msg - n, " ... and %" PRIu32 " more ranks",
+                 s->ranks_left - shown);
+    return np_err_set(err, NP_ERR_DEADLOCK, "%s", msg);
+}
+
+/* ---- setup and teardown ------------------------------------------------------------------- */
+
+static np_status rs_oom(np_err *err)
+{
+    return np_err_set(err, NP_ERR_NOMEM, "out of memory setting up the run");
+}
+
+static void rs_free(run_sim *s)
+{
+    if (s->rdv)
+        for (uint32_t i = 0; i < s->g->n_slots; i++)
+            coll_free(s->rdv[i].c);
+    rs_reuse_free(s);
+    coll_sys_free(s->cs);
+    evq_free(s->q);
+    if (s->gs_chips)
+        for (uint32_t i = 0; i < s->g->n_gs; i++)
+            free(s->gs_chips[i]);
+    free(s->gs_chips);
+    free(s->rank);
+    free(s->rchan);
+    free(s->rdv);
+    free(s->ktime);
+    run_kcache_free(s->kc_own);
+    free(s->mirror_link);
+    free(s->one_member);
+    free(s->sampled);
+    free(s->link_last);
+    free(s->bins);
+    free(s->link_bytes);
+    free(s->step_end);
+}
+
+/* Times every kernel once through the cache. */
+static np_status rs_time_kernels(run_sim *s, np_err *err)
+{
+    const run_graph *g = s->g;
+    s->ktime = calloc(g->n_kern ? g->n_kern : 1, sizeof *s->ktime);
+    if (!s->ktime)
+        return rs_oom(err);
+    run_kcache *kc = s->o.kcache;
+    if (!kc && !(kc = s->kc_own = run_kcache_create()))
+        return rs_oom(err);
+    for (uint32_t i = 0; i < g->n_kern; i++) {
+        const run_ktime *t = run_kcache_get(kc, g->kern[i].k.key);
+        if (t) {
+            s->ktime[i] = *t;
+            continue;
+        }
+        s->kernels_timed++;
+        if (s->o.time_kernel(s->o.time_ctx, &g->kern[i].k, &s->ktime[i], err) != NP_OK)
+            return err->status;
+        if (!run_kcache_put(kc, g->kern[i].k.key, &s->ktime[i]))
+            return rs_oom(err);
+    }
+    return NP_OK;
+}
+
+static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
+{
+    const run_graph *g = s->g;
+    if (evq_create(&s->q, err) != NP_OK ||
+        coll_sys_create(s->cfg, np, s->q, NULL, &s->cs, err) != NP_OK)
+        return err->status;
+    s->n = coll_sys_net(s->cs);
+    s->n_links = net_links(s->n);
+    for (uint32_t r = 0; r < g->ranks; r++)
+        if (g->chip_of[r] >= net_chips(s->n))
+            return np_err_set(err, NP_ERR_RANGE, "rank %" PRIu32 " is placed on chip %" PRIu32
+                              ", but the network has %" PRIu32 " chips", r, g->chip_of[r],
+                              net_chips(s->n));
+    s->rank = calloc(g->ranks, sizeof *s->rank);
+    s->rchan = calloc(g->n_recv_total ? g->n_recv_total : 1, sizeof *s->rchan);
+    s->rdv = calloc(g->n_slots ? g->n_slots : 1, sizeof *s->rdv);
+    s->gs_chips = calloc(g->n_gs ? g->n_gs : 1, sizeof *s->gs_chips);
+    s->one_member = malloc((size_t)g->ranks * sizeof *s->one_member);
+    s->step_end = calloc(s->steps, sizeof *s->step_end);
+    s->bins = calloc((size_t)s->n_links * RS_LINK_BINS + 1, sizeof *s->bins);
+    s->link_bytes = calloc((size_t)s->n_links + 1, sizeof *s->link_bytes);
+    if (!s->rank || !s->rchan || !s->rdv || !s->gs_chips || !s->one_member || !s->step_end ||
+        !s->bins || !s->link_bytes)
+        return rs_oom(err);
+    for (uint32_t i = 0; i < g->n_gs; i++) {
+        size_t n = (size_t)g->gs[i].n_groups * g->gs[i].size;
+        if (!(s->gs_chips[i] = malloc(n * sizeof **s->gs_chips)))
+            return rs_oom(err);
+        for (size_t j = 0; j < n; j++)
+            s->gs_chips[i][j] = g->chip_of[g->gs[i].members[j]];
+    }
+    for (uint32_t r = 0; r < g->ranks; r++) {
+        rs_rank *x = &s->rank[r];
+        x->cls = &g->cls[g->class_of[r]];
+        x->id = r;
+        x->chip = g->chip_of[r];
+        x->sim = 1;
+        x->rep = r;
+        x->st.pipe_first_ps = UINT64_MAX;
+        s->one_member[r] = r;
+    }
+    for (uint32_t k = 0; k < g->n_comm; k++) {
+        const rg_groupset *gs = &g->gs[g->comm[k].groupset];
+        for (uint32_t i = 0; i < gs->n_groups; i++) {
+            rs_rdv *v = &s->rdv[g->comm[k].base + i];
+            v->s = s;
+            v->comm = k;
+            v->group = i;
+            v->sig = RUN_NONE;
+            v->members = gs->members + (size_t)i * gs->size;
+            v->n_members = v->expect = gs->size;
+        }
+    }
+    s->mirror_gs = RUN_NONE;
+    s->mirror_n = 1;
+    s->bin_ps = RS_LINK_BIN0_PS;
+    if (rs_analyze(s, err) != NP_OK)
+        return err->status;
+    if (!s->o.no_kernel_cache && rs_time_kernels(s, err) != NP_OK)
+        return err->status;
+    for (uint32_t r = 0; r < g->ranks; r++) {
+        rs_rank *x = &s->rank[r];
+        if (!x->sim)
+            continue;
+        s->ranks_sim++;
+        s->tasks_total += (uint64_t)x->cls->n_tasks * s->steps;
+        if (x->cls->n_tasks == 0)
+            x->steps_done = s->steps;
+        else
+            s->ranks_left++;
+    }
+    return NP_OK;
+}
+
+np_status run_simulate(const run_graph *g, const arch_config *cfg, const net_params *np,
+                       const run_opts *opts, run_result **out, np_err *err)
+{
+    if (!g->final)
+        return np_err_set(err, NP_ERR_INTERNAL, "run_simulate needs a finalized run graph");
+    run_sim s;
+    memset(&s, 0, sizeof s);
+    s.g = g;
+    s.cfg = cfg;
+    s.o = *opts;
+    s.steps = opts->steps ? opts->steps : 1;
+    if (s.o.no_coll_reuse)
+        s.o.no_rank_dedup = true; /* mirrored ranks need their groups' collectives reused */
+    bool has_compute = false;
+    for (uint32_t c = 0; c < g->n_cls; c++)
+        has_compute |= g->cls[c].eng_n[0] > 0;
+    if (has_compute && !s.o.time_kernel)
+        return np_err_set(err, NP_ERR_MISSING, "the run has compute tasks but no kernel timing "
+                          "function");
+    np_status st = rs_setup(&s, np, err);
+    if (st == NP_OK) {
+        s.progress_next = RS_PROGRESS_EVERY;
+        for (uint32_t r = 0; r < g->ranks && !s.failed; r++)
+            if (s.rank[r].sim)
+                rs_kick(&s, &s.rank[r]);
+        if (!s.failed && evq_schedule_at(s.q, s.bin_ps, rs_ev_sample, &s, 0, NULL, err) != NP_OK)
+            st = err->status;
+    }
+    if (st == NP_OK && !s.failed)
+        st = evq_run(s.q, err);
+    if (st == NP_OK && s.failed) {
+        *err = s.err;
+        st = err->status;
+    }
+    if (st == NP_OK && s.ranks_left)
+        st = rs_deadlock(&s, err);
+    if (st == NP_OK)
+        st = rs_result(&s, out, err);
+    rs_free(&s);
+    return st;
+}

@@ -1,0 +1,201 @@
+/* run_result.c — the run's figures from the finished timeline (see run_engine.h).
+ *
+ * Mirrored ranks get their representative's figures, and the links of their traffic the
+ * figures of the representative's links through the route correspondence, before anything is
+ * summed: every aggregate is then computed over all ranks and links in the same order as when
+ * every rank is simulated, so both give the same numbers to the last bit.
+ */
+#include "run_sim.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static np_status rr_oom(np_err *err)
+{
+    return np_err_set(err, NP_ERR_NOMEM, "out of memory collecting the run's figures");
+}
+
+static void rr_ranks(run_sim *s, run_result *r)
+{
+    const run_graph *g = s->g;
+    for (uint32_t i = 0; i < g->ranks; i++) {
+        const rs_rank *x = &s->rank[i];
+        r->rank[i] = s->rank[x->rep].st; /* (mirrors never carry own_bytes) */
+    }
+    for (uint32_t i = 0; i < g->ranks; i++) {
+        run_rank_stats *st = &r->rank[i];
+        for (int k = 0; k < RUN_COMM_COUNT; k++)
+            st->comm_bytes[k] += s->rank[i].own_bytes[k];
+        if (st->pipe_first_ps == UINT64_MAX)
+            st->pipe_first_ps = st->pipe_last_ps = st->pipe_busy_ps = 0;
+        if (st->end_ps > r->time_ps)
+            r->time_ps = st->end_ps;
+        for (int k = 0; k < RUN_COMM_COUNT; k++) {
+            r->comm_ps[k] += st->comm_ps[k];
+            r->exposed_ps[k] += st->exposed_ps[k];
+            r->comm_bytes[k] += st->comm_bytes[k];
+        }
+    }
+    r->step_ps = r->time_ps / s->steps;
+}
+
+static np_status rr_bubbles(run_sim *s, run_result *r, np_err *err)
+{
+    const run_graph *g = s->g;
+    r->micro_batches = g->micro_batches;
+    r->stages = g->pp_gs == RUN_NONE ? 1 : g->gs[g->pp_gs].size;
+    r->stage_bubble_frac = calloc(r->stages, sizeof *r->stage_bubble_frac);
+    r->stage_bubble_ratio = calloc(r->stages, sizeof *r->stage_bubble_ratio);
+    uint32_t *cnt = calloc(r->stages, sizeof *cnt);
+    if (!r->stage_bubble_frac || !r->stage_bubble_ratio || !cnt) {
+        free(cnt);
+        return rr_oom(err);
+    }
+    if (g->pp_gs != RUN_NONE) {
+        const rg_groupset *pp = &g->gs[g->pp_gs];
+        for (uint32_t i = 0; i < pp->n_groups; i++) {
+            const uint32_t *mem = pp->members + (size_t)i * pp->size;
+            uint64_t lo = UINT64_MAX, hi = 0;
+            for (uint32_t j = 0; j < pp->size; j++) {
+                const run_rank_stats *st = &r->rank[mem[j]];
+                if (st->pipe_busy_ps == 0)
+                    continue;
+                lo = st->pipe_first_ps < lo ? st->pipe_first_ps : lo;
+                hi = st->pipe_last_ps > hi ? st->pipe_last_ps : hi;
+            }
+            if (lo >= hi)
+                continue;
+            double w = (double)(hi - lo);
+            for (uint32_t j = 0; j < pp->size; j++) {
+                const run_rank_stats *st = &r->rank[mem[j]];
+                if (st->pipe_busy_ps == 0)
+                    continue;
+                double idle = w - (double)st->pipe_busy_ps;
+                if (idle < 0)
+                    idle = 0;
+                r->stage_bubble_frac[j] += idle / w;
+                r->stage_bubble_ratio[j] += idle / (double)st->pipe_busy_ps;
+                cnt[j]++;
+            }
+        }
+    }
+    uint32_t used = 0;
+    for (uint32_t j = 0; j < r->stages; j++) {
+        if (!cnt[j])
+            continue;
+        r->stage_bubble_frac[j] /= cnt[j];
+        r->stage_bubble_ratio[j] /= cnt[j];
+        r->bubble_frac += r->stage_bubble_frac[j];
+        r->bubble_ratio += r->stage_bubble_ratio[j];
+        used++;
+    }
+    if (used) {
+        r->bubble_frac /= used;
+        r->bubble_ratio /= used;
+    }
+    free(cnt);
+    return NP_OK;
+}
+
+static np_status rr_links(run_sim *s, run_result *r, np_err *err)
+{
+    size_t L = s->n_links;
+    for (uint32_t k = 1; k < s->mirror_n; k++)
+        for (size_t l0 = 0; l0 < L; l0++) {
+            uint32_t lk = s->mirror_link[k * L + l0];
+            if (lk == RUN_NONE)
+                continue;
+            s->link_bytes[lk] = s->link_bytes[l0];
+            memcpy(&s->bins[(size_t)lk * RS_LINK_BINS], &s->bins[l0 * RS_LINK_BINS],
+                   RS_LINK_BINS * sizeof *s->bins);
+        }
+    r->n_links = (uint32_t)L;
+    r->links = calloc(L + 1, sizeof *r->links);
+    r->n_top = s->o.top_links ? s->o.top_links : 8;
+    if (r->n_top > L)
+        r->n_top = (uint32_t)L;
+    r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
+    if (!r->links || !r->top)
+        return rr_oom(err);
+    r->link_window_ps = s->bin_ps;
+    double t_s = (double)r->time_ps * 1e-12, w_s = (double)s->bin_ps * 1e-12;
+    for (size_t l = 0; l < L; l++) {
+        run_link_stats *ls = &r->links[l];
+        net_link_info li;
+        net_link_get(s->n, (uint32_t)l, &li);
+        net_link_name(s->n, (uint32_t)l, ls->name, sizeof ls->name);
+        ls->capacity_bytes_per_s = li.bytes_per_s;
+        ls->bytes = s->link_bytes[l];
+        ls->avg_bytes_per_s = t_s > 0 ? (double)ls->bytes / t_s : 0;
+        /* The network counts a flow's bytes when its last byte leaves: spread them back over
+         * the windows before, at no more than the link's bandwidth, latest first. */
+        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0;
+        const uint64_t *b = &s->bins[l * RS_LINK_BINS];
+        for (uint32_t k = RS_LINK_BINS; k-- > 0;) {
+            double v = (double)b[k] + carry;
+            double here = k == 0 || v < cap ? v : cap;
+            carry = v - here;
+            peak = here > peak ? here : peak;
+        }
+        ls->peak_bytes_per_s = peak / w_s;
+    }
+    /* The busiest by bytes (ties: the lower id), by selection: n_top is small. */
+    for (uint32_t i = 0; i < r->n_top; i++) {
+        uint32_t best = RUN_NONE;
+        for (uint32_t l = 0; l < L; l++) {
+            bool taken = false;
+            for (uint32_t j = 0; j < i && !taken; j++)
+                taken = r->top[j] == l;
+            if (!taken && (best == RUN_NONE || r->links[l].bytes > r->links[best].bytes))
+                best = l;
+        }
+        r->top[i] = best;
+    }
+    return NP_OK;
+}
+
+np_status rs_result(run_sim *s, run_result **out, np_err *err)
+{
+    const run_graph *g = s->g;
+    run_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return rr_oom(err);
+    r->ranks = g->ranks;
+    r->steps = s->steps;
+    r->rank = calloc(g->ranks, sizeof *r->rank);
+    r->step_end_ps = malloc((size_t)s->steps * sizeof *r->step_end_ps);
+    if (!r->rank || !r->step_end_ps) {
+        run_result_free(r);
+        return rr_oom(err);
+    }
+    memcpy(r->step_end_ps, s->step_end, (size_t)s->steps * sizeof *r->step_end_ps);
+    rr_ranks(s, r);
+    if (rr_bubbles(s, r, err) != NP_OK || rr_links(s, r, err) != NP_OK) {
+        run_result_free(r);
+        return err->status;
+    }
+    r->events = evq_dispatched(s->q);
+    r->kernels_timed = s->kernels_timed;
+    r->colls_simulated = s->colls_sim;
+    r->colls_reused = s->colls_reused;
+    r->colls_scratch = s->colls_scratch;
+    r->transfers = s->transfers;
+    r->ranks_simulated = s->ranks_sim;
+    r->mirror_groupset = s->mirror_gs;
+    r->mirror_ways = s->mirror_n;
+    *out = r;
+    return NP_OK;
+}
+
+void run_result_free(run_result *r)
+{
+    if (!r)
+        return;
+    free(r->step_end_ps);
+    free(r->rank);
+    free(r->stage_bubble_frac);
+    free(r->stage_bubble_ratio);
+    free(r->links);
+    free(r->top);
+    free(r);
+}
