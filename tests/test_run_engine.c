@@ -108,47 +108,78 @@ static bool within_rel(double got, double want, double rel)
 
 /* ---- pipelines ------------------------------------------------------------------------------ */
 
-enum { SCHED_GPIPE, SCHED_1F1B };
+enum { SCHED_GPIPE, SCHED_1F1B, SCHED_INTERLEAVED };
 enum { ST_SEND_F, ST_RECV_F, ST_SEND_B, ST_RECV_B, ST_TP, ST_DP }; /* streams */
 
 typedef struct pipe_shape {
-    uint32_t p, m;       /* stages, micro-batches */
+    uint32_t p, m;       /* stages (devices), micro-batches */
+    uint32_t v;          /* interleaved: model chunks per device (0: 1) */
     uint32_t tp, dp;     /* tensor-parallel ranks per stage (all-reduces after each compute),
                             data-parallel replicas (a bucketed all-reduce at the end) */
     int sched;
-    uint64_t f_ps, b_ps; /* forward / backward compute of one micro-batch on one stage */
+    uint64_t f_ps, b_ps; /* forward / backward compute of one micro-batch on one device (all
+                            its chunks together) */
     uint64_t act_bytes;  /* sent between stages per micro-batch */
     uint64_t tp_bytes;   /* each tp all-reduce (0: none) */
     uint64_t dp_bytes;   /* each of the 2 gradient buckets (0: none) */
 } pipe_shape;
 
-/* The order of one stage's micro-batch operations: +i+1 forward of i, -(i+1) backward. */
-static uint32_t pipe_order(const pipe_shape *ps, uint32_t s, int *ops)
+typedef struct pipe_op {
+    bool fwd;
+    uint32_t chunk, mb;
+} pipe_op;
+
+/* The order of device s's operations, from each schedule's definition. */
+static uint32_t pipe_order(const pipe_shape *ps, uint32_t s, pipe_op *ops)
 {
-    uint32_t n = 0, m = ps->m;
-    if (ps->sched == SCHED_GPIPE) {
+    uint32_t n = 0, m = ps->m, p = ps->p;
+    if (ps->sched == SCHED_GPIPE) { /* all forwards, then all backwards (last first) */
         for (uint32_t i = 0; i < m; i++)
-            ops[n++] = (int)i + 1;
+            ops[n++] = (pipe_op){true, 0, i};
         for (uint32_t i = m; i-- > 0;)
-            ops[n++] = -((int)i + 1);
+            ops[n++] = (pipe_op){false, 0, i};
         return n;
     }
-    uint32_t warm = ps->p - s - 1 < m ? ps->p - s - 1 : m;
-    for (uint32_t i = 0; i < warm; i++)
-        ops[n++] = (int)i + 1;
-    for (uint32_t i = 0; i < m - warm; i++) {
-        ops[n++] = (int)(warm + i) + 1;
-        ops[n++] = -((int)i + 1);
+    if (ps->sched == SCHED_1F1B) { /* warm-up forwards, one forward one backward, drain */
+        uint32_t warm = p - s - 1 < m ? p - s - 1 : m;
+        for (uint32_t i = 0; i < warm; i++)
+            ops[n++] = (pipe_op){true, 0, i};
+        for (uint32_t i = 0; i < m - warm; i++) {
+            ops[n++] = (pipe_op){true, 0, warm + i};
+            ops[n++] = (pipe_op){false, 0, i};
+        }
+        for (uint32_t i = m - warm; i < m; i++)
+            ops[n++] = (pipe_op){false, 0, i};
+        return n;
     }
-    for (uint32_t i = m - warm; i < m; i++)
-        ops[n++] = -((int)i + 1);
+    /* Interleaved 1F1B (Megatron-LM's forward_backward_pipelining_with_interleaving): the
+     * k-th forward of a device runs chunk (k mod pv) / p on micro-batch (k / pv) p + k mod p;
+     * the k-th backward the same with the chunks in reverse; (p - s - 1) 2 + (v - 1) p
+     * warm-up forwards, then one forward and one backward, then the remaining backwards. */
+    uint32_t v = ps->v, total = m * v, warm = (p - s - 1) * 2 + (v - 1) * p;
+    if (warm > total)
+        warm = total;
+#define IL_OP(k, f)                                                                           \
+    (pipe_op){(f), (f) ? ((k) % (p * v)) / p : v - 1 - ((k) % (p * v)) / p,                   \
+              ((k) / (p * v)) * p + (k) % p}
+    for (uint32_t k = 0; k < warm; k++)
+        ops[n++] = IL_OP(k, true);
+    for (uint32_t i = 0; i < total - warm; i++) {
+        ops[n++] = IL_OP(warm + i, true);
+        ops[n++] = IL_OP(i, false);
+    }
+    for (uint32_t k = total - warm; k < total; k++)
+        ops[n++] = IL_OP(k, false);
+#undef IL_OP
     return n;
 }
 
-/* A tp x pp x dp pipeline: rank = t + tp * (d + dp * s), one class per stage. */
+/* A tp x pp x dp pipeline: rank = t + tp * (d + dp * s), one class per stage. Virtual stage
+ * j = chunk * p + s; its neighbours are the same chunk on the next device, or the next chunk
+ * on device 0 after the last device. */
 static run_graph *pipe_graph(const pipe_shape *ps)
 {
-    uint32_t R = ps->p * ps->tp * ps->dp;
+    uint32_t R = ps->p * ps->tp * ps->dp, v = ps->v ? ps->v : 1, p = ps->p;
     run_graph *g;
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(run_graph_create(R, &g, &e), NP_OK);
@@ -156,26 +187,26 @@ static run_graph *pipe_graph(const pipe_shape *ps)
     uint32_t gs_pp, gs_tp, gs_dp, n = 0;
     for (uint32_t t = 0; t < ps->tp; t++)
         for (uint32_t d = 0; d < ps->dp; d++)
-            for (uint32_t s = 0; s < ps->p; s++)
+            for (uint32_t s = 0; s < p; s++)
                 mem[n++] = t + ps->tp * (d + ps->dp * s);
-    CU_ASSERT_EQUAL(run_graph_add_groupset(g, "pp", ps->tp * ps->dp, ps->p, mem, &gs_pp, &e), NP_OK);
+    CU_ASSERT_EQUAL(run_graph_add_groupset(g, "pp", ps->tp * ps->dp, p, mem, &gs_pp, &e), NP_OK);
     n = 0;
     for (uint32_t i = 0; i < R; i++)
         mem[n++] = i;
     CU_ASSERT_EQUAL(run_graph_add_groupset(g, "tp", R / ps->tp, ps->tp, mem, &gs_tp, &e), NP_OK);
     n = 0;
-    for (uint32_t s = 0; s < ps->p; s++)
+    for (uint32_t s = 0; s < p; s++)
         for (uint32_t t = 0; t < ps->tp; t++)
             for (uint32_t d = 0; d < ps->dp; d++)
                 mem[n++] = t + ps->tp * (d + ps->dp * s);
     CU_ASSERT_EQUAL(run_graph_add_groupset(g, "dp", R / ps->dp, ps->dp, mem, &gs_dp, &e), NP_OK);
     free(mem);
     CU_ASSERT_EQUAL(run_graph_set_pipeline(g, gs_pp, ps->m, &e), NP_OK);
-    uint32_t kf = kernel(g, "fwd", ps->f_ps), kb = kernel(g, "bwd", ps->b_ps);
+    uint32_t kf = kernel(g, "fwd", ps->f_ps / v), kb = kernel(g, "bwd", ps->b_ps / v);
     uint32_t kopt = kernel(g, "optimizer", ps->f_ps / 10);
-    int *ops = malloc(2 * ps->m * sizeof *ops);
-    uint32_t *fwd = malloc(ps->m * sizeof *fwd);
-    for (uint32_t s = 0; s < ps->p; s++) {
+    pipe_op *ops = malloc(2 * ps->m * v * sizeof *ops);
+    uint32_t *fwd = malloc(ps->m * v * sizeof *fwd);
+    for (uint32_t s = 0; s < p; s++) {
         char name[16];
         snprintf(name, sizeof name, "stage%" PRIu32, s);
         uint32_t cls;
@@ -184,36 +215,43 @@ static run_graph *pipe_graph(const pipe_shape *ps)
             for (uint32_t d = 0; d < ps->dp; d++)
                 CU_ASSERT_EQUAL(run_graph_set_class(g, t + ps->tp * (d + ps->dp * s), cls, &e),
                                 NP_OK);
-        uint32_t nops = pipe_order(ps, s, ops), last_b = RUN_NONE, half_b = RUN_NONE;
+        uint32_t nops = pipe_order(ps, s, ops), last_b = RUN_NONE, half_b = RUN_NONE, nb = 0;
         for (uint32_t o = 0; o < nops; o++) {
-            bool f = ops[o] > 0;
-            uint32_t i = (uint32_t)(f ? ops[o] : -ops[o]) - 1, deps[2], nd = 0;
-            bool recv = f ? s > 0 : s + 1 < ps->p, send = f ? s + 1 < ps->p : s > 0;
+            bool f = ops[o].fwd;
+            uint32_t c = ops[o].chunk, i = ops[o].mb, j = c * p + s, deps[2], nd = 0;
+            /* forward: from virtual stage j - 1, to j + 1; backward the other way; tags
+             * name the direction and the chunk the message goes into */
+            bool recv = f ? j > 0 : j + 1 < v * p, send = f ? j + 1 < v * p : j > 0;
+            int32_t up = s + 1 < p ? 1 : -(int32_t)(p - 1), down = s > 0 ? -1 : (int32_t)(p - 1);
+            uint32_t c_up = s + 1 < p ? c : c + 1, c_down = s > 0 ? c : c - 1;
             if (recv)
                 deps[nd++] = task(g, cls, (run_task){.kind = RUN_TASK_RECV, .comm = RUN_COMM_PP,
                                                      .stream = f ? ST_RECV_F : ST_RECV_B,
                                                      .bytes = ps->act_bytes,
                                                      .peer_groupset = gs_pp,
-                                                     .peer = f ? -1 : 1, .tag = f ? 0 : 1});
+                                                     .peer = f ? down : up,
+                                                     .tag = 2 * c + (f ? 0 : 1)});
             if (!f)
-                deps[nd++] = fwd[i];
-            uint32_t c = compute(g, cls, f ? kf : kb, RUN_TASK_PIPELINE, deps, nd);
+                deps[nd++] = fwd[c * ps->m + i];
+            uint32_t x = compute(g, cls, f ? kf : kb, RUN_TASK_PIPELINE, deps, nd);
             if (ps->tp > 1 && ps->tp_bytes)
-                c = task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_TP,
+                x = task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_TP,
                                             .stream = ST_TP, .op = COLL_OP_ALL_REDUCE,
                                             .groupset = gs_tp, .bytes = ps->tp_bytes,
-                                            .deps = &c, .n_deps = 1});
-            if (f)
-                fwd[i] = c;
-            else if (i + 1 == ps->m / 2)
-                half_b = c;
-            if (!f)
-                last_b = c;
+                                            .deps = &x, .n_deps = 1});
+            if (f) {
+                fwd[c * ps->m + i] = x;
+            } else {
+                last_b = x;
+                if (++nb == ps->m * v / 2)
+                    half_b = x;
+            }
             if (send)
                 task(g, cls, (run_task){.kind = RUN_TASK_SEND, .comm = RUN_COMM_PP,
                                         .stream = f ? ST_SEND_F : ST_SEND_B,
                                         .bytes = ps->act_bytes, .peer_groupset = gs_pp,
-                                        .peer = f ? 1 : -1, .tag = f ? 0 : 1, .deps = &c,
+                                        .peer = f ? up : down,
+                                        .tag = f ? 2 * c_up : 2 * c_down + 1, .deps = &x,
                                         .n_deps = 1});
         }
         uint32_t ar[2], nar = 0;
@@ -235,20 +273,22 @@ static run_graph *pipe_graph(const pipe_shape *ps)
     return g;
 }
 
-static void check_bubbles(int sched)
+/* Bubbles of schedule `sched` with v chunks per device (v > 1: interleaved) against
+ * (p-1)/(vm+p-1) and (p-1)/(vm) — with v = 1 the textbook (p-1)/(m+p-1) and (p-1)/m. */
+static void check_bubbles(int sched, uint32_t v, const uint32_t *P, size_t nP, const uint32_t *M,
+                          size_t nM)
 {
-    static const uint32_t P[] = {2, 4, 8}, M[] = {4, 8, 16, 32};
-    for (size_t i = 0; i < 3; i++)
-        for (size_t j = 0; j < 4; j++) {
+    for (size_t i = 0; i < nP; i++)
+        for (size_t j = 0; j < nM; j++) {
             uint32_t p = P[i], m = M[j];
             tnet f;
             tnet_init(&f, ARCH_TOPOLOGY_SWITCH, p, NULL, 0);
-            pipe_shape ps = {.p = p, .m = m, .tp = 1, .dp = 1, .sched = sched,
+            pipe_shape ps = {.p = p, .m = m, .v = v, .tp = 1, .dp = 1, .sched = sched,
                              .f_ps = MS(1), .b_ps = MS(2), .act_bytes = 4096};
             run_graph *g = pipe_graph(&ps);
             run_result *r = simulate(g, &f, &(run_opts){0});
             CU_ASSERT_PTR_NOT_NULL_FATAL(r);
-            double frac = (double)(p - 1) / (m + p - 1), ratio = (double)(p - 1) / m;
+            double frac = (double)(p - 1) / (v * m + p - 1), ratio = (double)(p - 1) / (v * m);
             CU_ASSERT_EQUAL(r->stages, p);
             CU_ASSERT_TRUE(within_abs(r->bubble_frac, frac, 0.02));
             CU_ASSERT_TRUE(within_abs(r->bubble_ratio, ratio, 0.02));
@@ -256,26 +296,36 @@ static void check_bubbles(int sched)
                 CU_ASSERT_TRUE(within_abs(r->stage_bubble_frac[s], frac, 0.02));
                 CU_ASSERT_TRUE(within_abs(r->stage_bubble_ratio[s], ratio, 0.02));
             }
-            /* the schedule's length: (m + p - 1) (t_f + t_b), plus the sends and the
-             * optimizer step */
-            double want = (m + p - 1) * 3e9 + 1e8;
+            /* the schedule's length: m (t_f + t_b) + (p - 1) (t_f + t_b) / v, plus the sends
+             * and the optimizer step */
+            double want = m * 3e9 + (p - 1) * 3e9 / v + 1e8;
             CU_ASSERT_TRUE(r->time_ps >= want && r->time_ps <= want * 1.01);
             if (!within_abs(r->bubble_frac, frac, 0.02))
-                fprintf(stderr, "%s p=%u m=%u: bubble %.4f, want %.4f\n",
-                        sched == SCHED_GPIPE ? "gpipe" : "1f1b", p, m, r->bubble_frac, frac);
+                fprintf(stderr, "sched %d v=%u p=%u m=%u: bubble %.4f, want %.4f\n", sched, v, p,
+                        m, r->bubble_frac, frac);
             run_result_free(r);
             run_graph_free(g);
         }
 }
 
+static const uint32_t bubble_p[] = {2, 4, 8}, bubble_m[] = {4, 8, 16, 32};
+
 TEST(gpipe_bubble_matches_p_minus_1_over_m_plus_p_minus_1)
 {
-    check_bubbles(SCHED_GPIPE);
+    check_bubbles(SCHED_GPIPE, 1, bubble_p, 3, bubble_m, 4);
 }
 
 TEST(one_f_one_b_bubble_matches_p_minus_1_over_m_plus_p_minus_1)
 {
-    check_bubbles(SCHED_1F1B);
+    check_bubbles(SCHED_1F1B, 1, bubble_p, 3, bubble_m, 4);
+}
+
+TEST(interleaved_one_f_one_b_divides_the_bubble_by_the_chunks_per_device)
+{
+    /* Megatron-LM needs m to be a multiple of p */
+    static const uint32_t P[] = {2, 4}, M[] = {8, 16};
+    check_bubbles(SCHED_INTERLEAVED, 2, P, 2, M, 2);
+    check_bubbles(SCHED_INTERLEAVED, 4, P, 2, M, 2);
 }
 
 /* ---- overlap ------------------------------------------------------------------------------ */
