@@ -462,9 +462,8 @@ static np_status ra_mirror(ra *a, ra_mir *best, np_err *err)
     best->map = NULL;
     for (uint32_t r = 0; r < g->ranks; r++) {
         rs_rank *x = &s->rank[r];
-        x->mirror_k = G->pos_of[r];
         x->rep = G->members[(size_t)G->group_of[r] * G->size];
-        x->sim = x->mirror_k == 0;
+        x->sim = G->pos_of[r] == 0;
     }
     for (uint32_t k = 0; k < g->n_comm; k++) {
         if (g->comm[k].groupset != best->gs)

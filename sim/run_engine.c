@@ -76,7 +76,6 @@ static void rs_complete(run_sim *s, rs_rank *r, uint32_t e)
     E->busy = 0;
     E->done++;
     s->t_last = evq_now(s->q);
-    r->tasks_done++;
     s->tasks_done++;
     if (++E->idx == r->cls->eng_n[e]) {
         E->idx = 0;
@@ -195,11 +194,11 @@ static int rs_try_start(run_sim *s, rs_rank *r, uint32_t e)
     const uint32_t *d = c->deps + t->dep_off;
     for (uint32_t i = 0; i < t->n_deps; i++) {
         uint32_t de = d[i] >> RG_DEP_ENGINE_SHIFT;
-        if (r->eng[de].done <= E->step * c->eng_n[de] + (d[i] & RG_DEP_POS_MASK))
+        if (r->eng[de].done <= (uint64_t)E->step * c->eng_n[de] + (d[i] & RG_DEP_POS_MASK))
             return RS_WAIT;
     }
     E->busy = 1;
-    E->t_start = s->t_last = evq_now(s->q);
+    s->t_last = evq_now(s->q);
     switch ((run_task_kind)t->kind) {
     case RUN_TASK_COMPUTE:
         return rs_start_compute(s, r, e, t);
@@ -422,7 +421,7 @@ static void rs_describe_wait(const run_sim *s, const rs_rank *r, uint32_t e, cha
         const uint32_t *d = c->deps + t->dep_off;
         for (uint32_t i = 0; i < t->n_deps; i++) {
             uint32_t de = d[i] >> RG_DEP_ENGINE_SHIFT, dp = d[i] & RG_DEP_POS_MASK;
-            if (r->eng[de].done <= E->step * c->eng_n[de] + dp) {
+            if (r->eng[de].done <= (uint64_t)E->step * c->eng_n[de] + dp) {
                 snprintf(buf, len, "%s task %" PRIu32 " (%s) waits for task %" PRIu32, eng, tid,
                          run_task_kind_name((run_task_kind)t->kind),
                          c->order[c->eng_off[de] + dp]);
@@ -583,7 +582,6 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
         for (uint32_t i = 0; i < gs->n_groups; i++) {
             rs_rdv *v = &s->rdv[g->comm[k].base + i];
             v->s = s;
-            v->comm = k;
             v->group = i;
             v->sig = RUN_NONE;
             v->members = gs->members + (size_t)i * gs->size;

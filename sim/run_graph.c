@@ -223,6 +223,8 @@ np_status run_graph_set_chip(run_graph *g, uint32_t rank, uint32_t chip, np_err 
 np_status run_graph_set_stream_name(run_graph *g, uint32_t stream, const char *name,
                                     np_err *err)
 {
+    if (g->final)
+        return rg_frozen(err);
     if (stream >= RUN_STREAMS)
         return np_err_set(err, NP_ERR_RANGE, "stream %" PRIu32 ": streams are 0 .. %d", stream,
                           RUN_STREAMS - 1);
@@ -515,12 +517,10 @@ static void rg_pairset_free(rg_pairset *s)
 
 static np_status rg_finalize_classes(run_graph *g, np_err *err)
 {
-    for (uint32_t r = 0; r < g->ranks; r++) {
+    for (uint32_t r = 0; r < g->ranks; r++)
         if (g->class_of[r] >= g->n_cls)
             return np_err_set(err, NP_ERR_MISSING, "rank %" PRIu32 " is in no class (the graph "
                               "has %" PRIu32 " classes)", r, g->n_cls);
-        g->cls[g->class_of[r]].n_ranks++;
-    }
     for (uint32_t ci = 0; ci < g->n_cls; ci++) {
         rg_class *c = &g->cls[ci];
         c->order = malloc(((size_t)c->n_tasks + 1) * sizeof *c->order);
@@ -534,17 +534,8 @@ static np_status rg_finalize_classes(run_graph *g, np_err *err)
         }
         uint32_t fill[RUN_ENGINES];
         memcpy(fill, c->eng_off, sizeof fill);
-        for (uint32_t t = 0; t < c->n_tasks; t++) {
-            const rg_task *k = &c->tasks[t];
-            c->order[fill[k->engine]++] = t;
-            if (k->kind == RUN_TASK_COMPUTE) {
-                const run_kernel *kn = &g->kern[k->ref].k;
-                if (!(k->flags & RUN_TASK_RECOMPUTE))
-                    c->flops += kn->flops;
-                c->hw_flops += kn->hw_flops;
-            }
-        }
-        g->total_tasks += (uint64_t)c->n_tasks * c->n_ranks;
+        for (uint32_t t = 0; t < c->n_tasks; t++)
+            c->order[fill[c->tasks[t].engine]++] = t;
     }
     return NP_OK;
 }

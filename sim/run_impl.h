@@ -64,8 +64,6 @@ typedef struct rg_class {
     uint32_t n_engines;
     rg_chan *send, *recv;
     uint32_t n_send, n_recv, cap_send, cap_recv;
-    uint32_t n_ranks;
-    double flops, hw_flops; /* finalize: per step */
 } rg_class;
 
 typedef struct rg_kernel {
@@ -103,7 +101,6 @@ struct run_graph {
     uint32_t *recv_off;   /* per rank: its recv channels' state at [recv_off[r] ..] */
     uint32_t *recv_src;   /* sending rank of each recv channel */
     uint32_t n_recv_total;
-    uint64_t total_tasks; /* over all ranks, one step */
 };
 
 /* The rank a send or recv task's channel `ch` of rank r's class names (RUN_NONE when the

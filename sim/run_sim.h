@@ -25,11 +25,10 @@
 #define RS_GROUP_ROUTES_MAX 64 /* larger groups are assumed to touch every link */
 
 typedef struct rs_eng {
-    uint32_t done;  /* tasks completed, over all steps */
+    uint64_t done;  /* tasks completed, over all steps */
     uint32_t idx;   /* the head's index in its step's list */
     uint32_t step;  /* the head's step */
     uint8_t busy;
-    uint64_t t_start;
 } rs_eng;
 
 typedef struct rs_rank {
@@ -37,13 +36,11 @@ typedef struct rs_rank {
     uint32_t id, chip;
     uint8_t sim;       /* simulated (else a mirror of rank `rep`) */
     uint8_t computing; /* the compute engine is busy */
-    uint16_t n_active; /* collectives / transfers in flight that involve this rank */
-    uint16_t active[RUN_COMM_COUNT];
+    uint32_t n_active; /* collectives / transfers in flight that involve this rank */
+    uint32_t active[RUN_COMM_COUNT];
     uint32_t rep;      /* the simulated rank it mirrors (itself when simulated) */
-    uint32_t mirror_k; /* its position in the mirror groupset's group */
     uint32_t pipe_step; /* the step the pipeline figures are of (the last one) */
     uint64_t t_acct;   /* comm time accounted up to here */
-    uint64_t tasks_done;
     uint32_t steps_done;
     run_rank_stats st;
     uint64_t own_bytes[RUN_COMM_COUNT]; /* bytes of mirror-groupset collectives */
@@ -81,7 +78,7 @@ typedef struct rs_rdv {
     uint32_t spec;
     uint32_t sig;      /* RUN_NONE: simulate on the network */
     uint32_t loc_off;  /* its local link table in loc_links (with sig) */
-    uint32_t comm, group;
+    uint32_t group;    /* its group in the groupset */
     const uint32_t *members; /* the simulated members, completed together */
     uint32_t n_members;
     coll *c;
