@@ -321,10 +321,12 @@ static np_status ra_try_mirror(ra *a, uint32_t gi, ra_mir *m, bool *ok, np_err *
     const rg_groupset *G = &g->gs[gi];
     uint32_t n = G->size;
     *ok = n >= 2 && (uint64_t)G->n_groups * n == g->ranks;
-    for (uint32_t i = 0; i < G->n_groups && *ok; i++)
+    for (uint32_t i = 0; i < G->n_groups && *ok; i++) {
+        const uint32_t *mem = G->members + (size_t)i * n;
         for (uint32_t j = 1; j < n; j++)
-            if (g->class_of[G->members[(size_t)i * n + j]] != g->class_of[G->members[(size_t)i * n]])
+            if (g->class_of[mem[j]] != g->class_of[mem[0]])
                 *ok = false;
+    }
     for (uint32_t k = 0; k < g->n_comm && *ok; k++) {
         const rg_comm *cm = &g->comm[k];
         const rg_groupset *H = &g->gs[cm->groupset];

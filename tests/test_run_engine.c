@@ -335,8 +335,9 @@ static double ring_ar_ps(const tnet *f, uint32_t p, double n)
 {
     double a = 2.0 * (double)f->np.link_latency_ps + (double)f->np.switch_latency_ps;
     double b = 1e12 / (f->np.link_bytes_per_s * f->np.links_per_chip);
-    double elems_per_s = (double)f->cfg.core.vector_lanes * (double)f->cfg.core.vector_ops_per_lane *
-                         f->cfg.core.clock_ghz * 1e9 * (double)f->cfg.chip.cores;
+    double elems_per_s = (double)f->cfg.core.vector_lanes *
+                         (double)f->cfg.core.vector_ops_per_lane * f->cfg.core.clock_ghz * 1e9 *
+                         (double)f->cfg.chip.cores;
     double c = 1e12 / (elems_per_s * 4);
     return 2 * (p - 1) * (a + n / p * b) + (p - 1) * n / p * c;
 }
@@ -521,8 +522,9 @@ TEST(collectives_that_share_links_are_simulated_together_and_slow_each_other)
             run_graph_set_class(g, 1, idle, &e);
             run_graph_set_class(g, 3, idle, &e);
         }
-        task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_DP, .op = COLL_OP_ALL_REDUCE,
-                                .algo = COLL_ALGO_RING, .groupset = gs, .bytes = 1u << 20});
+        task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_DP,
+                                .op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_RING, .groupset = gs,
+                                .bytes = 1u << 20});
         CU_ASSERT_EQUAL_FATAL(run_graph_finalize(g, &e), NP_OK);
         run_result *r = simulate(g, &f, &(run_opts){0});
         CU_ASSERT_PTR_NOT_NULL_FATAL(r);
@@ -839,6 +841,7 @@ TEST(bad_tasks_are_refused_when_added_and_leave_the_class_unchanged)
     run_result *r = NULL;
     CU_ASSERT_EQUAL(run_simulate(g, &f.cfg, &f.np, &(run_opts){.time_kernel = time_from_key},
                                  &r, &e), NP_ERR_RANGE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 1 is placed on chip 9, but the network has 2 chips"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "rank 1 is placed on chip 9, but the network has 2 "
+                                         "chips"));
     run_graph_free(g);
 }
