@@ -632,8 +632,30 @@ TEST(every_shortcut_on_and_off_gives_identical_results)
     CU_ASSERT_TRUE(all->comm_bytes[RUN_COMM_PP] > 0);
     CU_ASSERT_TRUE(all->comm_bytes[RUN_COMM_TP] > 0);
     CU_ASSERT_TRUE(all->comm_bytes[RUN_COMM_DP] > 0);
-    CU_ASSERT_EQUAL(all->comm_bytes[RUN_COMM_PP], 8 * 4 * ps.act_bytes); /* per micro-batch,
-        each of the 4 pipelines sends an activation forward and a gradient back */
+    /* per micro-batch each of the 4 pipelines sends an activation forward and a gradient
+     * back */
+    CU_ASSERT_EQUAL(all->comm_bytes[RUN_COMM_PP], 8 * 4 * ps.act_bytes);
+    /* every rank computes 4 forwards, 4 backwards and the optimizer step; the kernels report
+     * their arrays busy half the time */
+    for (uint32_t i = 0; i < all->ranks; i++) {
+        CU_ASSERT_EQUAL(all->rank[i].busy_ps[RUN_UNIT_COMPUTE], 4 * (US(30) + US(60)) + US(3));
+        CU_ASSERT_EQUAL(2 * all->rank[i].busy_ps[RUN_UNIT_MXU],
+                        all->rank[i].busy_ps[RUN_UNIT_COMPUTE]);
+    }
+    /* a cache kept across runs times nothing the second time */
+    run_kcache *kc = run_kcache_create();
+    timed_calls = 0;
+    run_result *first = simulate(g, &f, &(run_opts){.kcache = kc});
+    CU_ASSERT_EQUAL(timed_calls, 3);
+    CU_ASSERT_EQUAL(run_kcache_size(kc), 3);
+    timed_calls = 0;
+    run_result *second = simulate(g, &f, &(run_opts){.kcache = kc});
+    CU_ASSERT_EQUAL(timed_calls, 0);
+    CU_ASSERT_EQUAL(second->kernels_timed, 0);
+    expect_same_results(all, second);
+    run_result_free(first);
+    run_result_free(second);
+    run_kcache_free(kc);
     run_result_free(all);
     run_result_free(none);
     run_result_free(no_cache);
