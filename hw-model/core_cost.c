@@ -26,110 +26,204 @@ static double macs_rate(const arch_config *cfg, isa_dtype d)
     }
 }
 
+/* ---- footprints, one function per operand family (isa.def's FAMILY column) ---------------- */
+
+typedef unsigned (*ranges_fn)(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n, core_range *out);
+
+static unsigned ranges_none(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n, core_range *out)
+{
+    (void)in, (void)mxu_k, (void)mxu_n, (void)out;
+    return 0;
+}
+
+static unsigned ranges_dma(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n, core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_DMA_COPY *a = &in->DMA_COPY;
+    uint64_t row = (uint64_t)a->n0.val * isa_dtype_size[a->dtype.val];
+    uint64_t n1 = (uint64_t)a->n1.val, n2 = (uint64_t)a->n2.val;
+    const isa_opnd *ends[2] = {&a->src, &a->dst};
+    const int64_t s1[2] = {a->src_s1.val, a->dst_s1.val}, s2[2] = {a->src_s2.val, a->dst_s2.val};
+    for (int i = 0; i < 2; i++) {
+        uint64_t rs = s1[i] ? (uint64_t)s1[i] : row;
+        uint64_t ps = s2[i] ? (uint64_t)s2[i] : n1 * rs;
+        out[i] = (core_range){(isa_space)ends[i]->space, (uint64_t)ends[i]->val,
+                              (n2 - 1) * ps + (n1 - 1) * rs + row, n2 * n1 * row, i == 1,
+                              i ? "dst" : "src", n2, ps, n1, rs, row};
+    }
+    return 2;
+}
+
+static unsigned ranges_mxu_load(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_MXU_LOAD *a = &in->MXU_LOAD;
+    uint64_t e = isa_dtype_size[a->dtype.val], k = (uint64_t)a->k.val, nn = (uint64_t)a->n.val;
+    out[0] = a->trans.val ? tile(&a->w, "w", nn, k * e, a->stride.val, false)
+                          : tile(&a->w, "w", k, nn * e, a->stride.val, false);
+    return 1;
+}
+
+static unsigned ranges_mxu_mm(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n, core_range *out)
+{
+    const isa_args_MXU_MM *a = &in->MXU_MM;
+    uint64_t e = isa_dtype_size[a->dtype.val], m = (uint64_t)a->m.val;
+    out[0] = tile(&a->a, "a", m, mxu_k * e, a->stride.val, false);
+    out[1] = tile(&a->acc, "acc", 1, m * mxu_n * 4, 0, true);
+    return 2;
+}
+
+static unsigned ranges_mxu_drain(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                 core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_MXU_DRAIN *a = &in->MXU_DRAIN;
+    uint64_t e = isa_dtype_size[a->dtype.val], m = (uint64_t)a->m.val, nn = (uint64_t)a->n.val;
+    unsigned n = 0;
+    out[n++] = tile(&a->acc, "acc", 1, m * nn * 4, 0, false);
+    out[n++] = tile(&a->dst, "dst", m, nn * e, a->stride.val, true);
+    if (a->bias.space != ISA_SPACE_NONE)
+        out[n++] = tile(&a->bias, "bias", 1, nn * 4, 0, false);
+    return n;
+}
+
+/* The VPU families share operand layouts (isa.def: ISA_VPU_BINARY_ etc.; every op of a family
+ * has its first op's fields, so the first op's view reads them all). */
+static unsigned ranges_vpu_binary(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                  core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_ADD *a = &in->VPU_ADD;
+    uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    out[0] = tile(&a->a, "a", rows, cols * e, a->a_s.val, false);
+    switch (a->bcast.val) {
+    case ISA_BCAST_ROW: out[1] = tile(&a->b, "b", 1, cols * e, 0, false); break;
+    case ISA_BCAST_COL: out[1] = tile(&a->b, "b", 1, rows * e, 0, false); break;
+    case ISA_BCAST_SCALAR: out[1] = tile(&a->b, "b", 1, e, 0, false); break;
+    default: out[1] = tile(&a->b, "b", rows, cols * e, a->b_s.val, false); break;
+    }
+    out[2] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
+    return 3;
+}
+
+static unsigned ranges_vpu_scalar(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                  core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_ADDS *a = &in->VPU_ADDS;
+    uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    out[0] = tile(&a->a, "a", rows, cols * e, a->a_s.val, false);
+    out[1] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
+    return 2;
+}
+
+static unsigned ranges_vpu_unary(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                 core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_EXP *a = &in->VPU_EXP;
+    uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    out[0] = tile(&a->src, "src", rows, cols * e, a->src_s.val, false);
+    out[1] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
+    return 2;
+}
+
+/* Reductions: dst is a packed vector of one element per row (rrow) or per column (rcol). */
+static unsigned ranges_vpu_reduce(const isa_insn *in, bool per_row, core_range *out)
+{
+    const isa_args_VPU_RSUM *a = &in->VPU_RSUM;
+    uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    out[0] = tile(&a->src, "src", rows, cols * e, a->src_s.val, false);
+    out[1] = tile(&a->dst, "dst", 1, (per_row ? rows : cols) * e, 0, true);
+    return 2;
+}
+
+static unsigned ranges_vpu_rrow(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    return ranges_vpu_reduce(in, true, out);
+}
+
+static unsigned ranges_vpu_rcol(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    return ranges_vpu_reduce(in, false, out);
+}
+
+static unsigned ranges_vpu_cast(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_CAST *a = &in->VPU_CAST;
+    uint64_t r = (uint64_t)a->rows.val, c = (uint64_t)a->cols.val;
+    out[0] = tile(&a->src, "src", r, c * isa_dtype_size[a->src_dtype.val], a->src_s.val, false);
+    out[1] = tile(&a->dst, "dst", r, c * isa_dtype_size[a->dtype.val], a->dst_s.val, true);
+    return 2;
+}
+
+static unsigned ranges_vpu_transpose(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                     core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_TRANSPOSE *a = &in->VPU_TRANSPOSE;
+    uint64_t e = isa_dtype_size[a->dtype.val], r = (uint64_t)a->rows.val, c = (uint64_t)a->cols.val;
+    out[0] = tile(&a->src, "src", r, c * e, a->src_s.val, false);
+    out[1] = tile(&a->dst, "dst", c, r * e, a->dst_s.val, true);
+    return 2;
+}
+
+static unsigned ranges_vpu_fill(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_FILL *a = &in->VPU_FILL;
+    out[0] = tile(&a->dst, "dst", (uint64_t)a->rows.val,
+                  (uint64_t)a->cols.val * isa_dtype_size[a->dtype.val], a->dst_s.val, true);
+    return 1;
+}
+
+static unsigned ranges_comm_send(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                 core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    out[0] = tile(&in->COMM_SEND.src, "src", 1, (uint64_t)in->COMM_SEND.bytes.val, 0, false);
+    return 1;
+}
+
+static unsigned ranges_comm_recv(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                 core_range *out)
+{
+    (void)mxu_k, (void)mxu_n; /* with a reduction the recv also reads dst */
+    out[0] = tile(&in->COMM_RECV.dst, "dst", 1, (uint64_t)in->COMM_RECV.bytes.val, 0, true);
+    return 1;
+}
+
+static const ranges_fn core_family_ranges[ISA_FAMILY_COUNT] = {
+    [ISA_FAMILY_CTRL] = ranges_none,
+    [ISA_FAMILY_SEM] = ranges_none,
+    [ISA_FAMILY_DMA] = ranges_dma,
+    [ISA_FAMILY_MXU_LOAD] = ranges_mxu_load,
+    [ISA_FAMILY_MXU_MM] = ranges_mxu_mm,
+    [ISA_FAMILY_MXU_DRAIN] = ranges_mxu_drain,
+    [ISA_FAMILY_VPU_BINARY] = ranges_vpu_binary,
+    [ISA_FAMILY_VPU_SCALAR] = ranges_vpu_scalar,
+    [ISA_FAMILY_VPU_UNARY] = ranges_vpu_unary,
+    [ISA_FAMILY_VPU_RROW] = ranges_vpu_rrow,
+    [ISA_FAMILY_VPU_RCOL] = ranges_vpu_rcol,
+    [ISA_FAMILY_VPU_CAST] = ranges_vpu_cast,
+    [ISA_FAMILY_VPU_TRANSPOSE] = ranges_vpu_transpose,
+    [ISA_FAMILY_VPU_FILL] = ranges_vpu_fill,
+    [ISA_FAMILY_COMM_SEND] = ranges_comm_send,
+    [ISA_FAMILY_COMM_RECV] = ranges_comm_recv,
+};
+
 unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
                      core_range out[CORE_MAX_RANGES])
 {
-    unsigned n = 0;
-    switch (in->op) {
-    case ISA_OP_DMA_COPY: {
-        const isa_args_DMA_COPY *a = &in->DMA_COPY;
-        uint64_t row = (uint64_t)a->n0.val * isa_dtype_size[a->dtype.val];
-        uint64_t n1 = (uint64_t)a->n1.val, n2 = (uint64_t)a->n2.val;
-        const isa_opnd *ends[2] = {&a->src, &a->dst};
-        const int64_t s1[2] = {a->src_s1.val, a->dst_s1.val}, s2[2] = {a->src_s2.val, a->dst_s2.val};
-        for (int i = 0; i < 2; i++) {
-            uint64_t rs = s1[i] ? (uint64_t)s1[i] : row;
-            uint64_t ps = s2[i] ? (uint64_t)s2[i] : n1 * rs;
-            out[n++] = (core_range){(isa_space)ends[i]->space, (uint64_t)ends[i]->val,
-                                    (n2 - 1) * ps + (n1 - 1) * rs + row, n2 * n1 * row, i == 1,
-                                    i ? "dst" : "src", n2, ps, n1, rs, row};
-        }
-        break;
-    }
-    case ISA_OP_MXU_LOAD: {
-        const isa_args_MXU_LOAD *a = &in->MXU_LOAD;
-        uint64_t e = isa_dtype_size[a->dtype.val], k = (uint64_t)a->k.val, nn = (uint64_t)a->n.val;
-        out[n++] = a->trans.val ? tile(&a->w, "w", nn, k * e, a->stride.val, false)
-                                : tile(&a->w, "w", k, nn * e, a->stride.val, false);
-        break;
-    }
-    case ISA_OP_MXU_MM: {
-        const isa_args_MXU_MM *a = &in->MXU_MM;
-        uint64_t e = isa_dtype_size[a->dtype.val], m = (uint64_t)a->m.val;
-        out[n++] = tile(&a->a, "a", m, mxu_k * e, a->stride.val, false);
-        out[n++] = tile(&a->acc, "acc", 1, m * mxu_n * 4, 0, true);
-        break;
-    }
-    case ISA_OP_MXU_DRAIN: {
-        const isa_args_MXU_DRAIN *a = &in->MXU_DRAIN;
-        uint64_t e = isa_dtype_size[a->dtype.val], m = (uint64_t)a->m.val, nn = (uint64_t)a->n.val;
-        out[n++] = tile(&a->acc, "acc", 1, m * nn * 4, 0, false);
-        out[n++] = tile(&a->dst, "dst", m, nn * e, a->stride.val, true);
-        if (a->bias.space != ISA_SPACE_NONE)
-            out[n++] = tile(&a->bias, "bias", 1, nn * 4, 0, false);
-        break;
-    }
-    case ISA_OP_VPU_CAST: {
-        const isa_args_VPU_CAST *a = &in->VPU_CAST;
-        uint64_t r = (uint64_t)a->rows.val, c = (uint64_t)a->cols.val;
-        out[n++] = tile(&a->src, "src", r, c * isa_dtype_size[a->src_dtype.val], a->src_s.val, false);
-        out[n++] = tile(&a->dst, "dst", r, c * isa_dtype_size[a->dtype.val], a->dst_s.val, true);
-        break;
-    }
-    case ISA_OP_VPU_FILL: {
-        const isa_args_VPU_FILL *a = &in->VPU_FILL;
-        out[n++] = tile(&a->dst, "dst", (uint64_t)a->rows.val,
-                        (uint64_t)a->cols.val * isa_dtype_size[a->dtype.val], a->dst_s.val, true);
-        break;
-    }
-    case ISA_OP_VPU_TRANSPOSE: {
-        const isa_args_VPU_TRANSPOSE *a = &in->VPU_TRANSPOSE;
-        uint64_t e = isa_dtype_size[a->dtype.val], r = (uint64_t)a->rows.val, c = (uint64_t)a->cols.val;
-        out[n++] = tile(&a->src, "src", r, c * e, a->src_s.val, false);
-        out[n++] = tile(&a->dst, "dst", c, r * e, a->dst_s.val, true);
-        break;
-    }
-    case ISA_OP_COMM_SEND:
-        out[n++] = tile(&in->COMM_SEND.src, "src", 1, (uint64_t)in->COMM_SEND.bytes.val, 0, false);
-        break;
-    case ISA_OP_COMM_RECV: /* with a reduction the recv also reads dst */
-        out[n++] = tile(&in->COMM_RECV.dst, "dst", 1, (uint64_t)in->COMM_RECV.bytes.val, 0, true);
-        break;
-    default:
-        break;
-    }
-    if (n || in->op < ISA_OP_VPU_ADD || in->op > ISA_OP_VPU_CMAX)
-        return n;
-    /* The VPU families share operand layouts (isa.def: ISA_VPU_BINARY_ etc.). */
-    if (in->op <= ISA_OP_VPU_MIN) {
-        const isa_args_VPU_ADD *a = &in->VPU_ADD; /* same layout for the binary family */
-        uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
-        out[n++] = tile(&a->a, "a", rows, cols * e, a->a_s.val, false);
-        switch (a->bcast.val) {
-        case ISA_BCAST_ROW: out[n++] = tile(&a->b, "b", 1, cols * e, 0, false); break;
-        case ISA_BCAST_COL: out[n++] = tile(&a->b, "b", 1, rows * e, 0, false); break;
-        case ISA_BCAST_SCALAR: out[n++] = tile(&a->b, "b", 1, e, 0, false); break;
-        default: out[n++] = tile(&a->b, "b", rows, cols * e, a->b_s.val, false); break;
-        }
-        out[n++] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
-    } else if (in->op <= ISA_OP_VPU_MINS) {
-        const isa_args_VPU_ADDS *a = &in->VPU_ADDS;
-        uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
-        out[n++] = tile(&a->a, "a", rows, cols * e, a->a_s.val, false);
-        out[n++] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
-    } else if (in->op <= ISA_OP_VPU_COPY) {
-        const isa_args_VPU_EXP *a = &in->VPU_EXP;
-        uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
-        out[n++] = tile(&a->src, "src", rows, cols * e, a->src_s.val, false);
-        out[n++] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
-    } else {
-        const isa_args_VPU_RSUM *a = &in->VPU_RSUM;
-        uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
-        bool per_row = in->op <= ISA_OP_VPU_RMIN;
-        out[n++] = tile(&a->src, "src", rows, cols * e, a->src_s.val, false);
-        out[n++] = tile(&a->dst, "dst", 1, (per_row ? rows : cols) * e, 0, true);
-    }
-    return n;
+    return core_family_ranges[isa_ops[in->op].family](in, mxu_k, mxu_n, out);
 }
 
 uint64_t core_units_touched(const core_range *r, unsigned n, isa_space space, uint64_t unit_bytes,
@@ -223,31 +317,71 @@ uint64_t core_mxu_cycles(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k,
     return t.cycles - t.folds * t.t + t.folds * stream;
 }
 
+/* ---- compute time, by family ---------------------------------------------------------------- */
+
+/* The time classes of the families: what sets an instruction's compute cycles. */
+typedef enum core_time_class {
+    CORE_TIME_NONE = 0, /* no entry (a family the model does not know: tests fail) */
+    CORE_TIME_FREE,     /* no unit cycles: front end, semaphores, comm (the network times it),
+                           DMA (its bytes through the ports and the HBM time it), mxu.load
+                           (its preload is part of each mxu.mm fold) */
+    CORE_TIME_ARRAY,    /* mxu.mm: the array model */
+    CORE_TIME_DRAIN,    /* mxu.drain: one accumulator row of array_cols per cycle */
+    CORE_TIME_VECTOR,   /* rows x cols elements at the vector rate of the op's cost class */
+} core_time_class;
+
+static const core_time_class core_family_time[ISA_FAMILY_COUNT] = {
+    [ISA_FAMILY_CTRL] = CORE_TIME_FREE,
+    [ISA_FAMILY_SEM] = CORE_TIME_FREE,
+    [ISA_FAMILY_DMA] = CORE_TIME_FREE,
+    [ISA_FAMILY_MXU_LOAD] = CORE_TIME_FREE,
+    [ISA_FAMILY_MXU_MM] = CORE_TIME_ARRAY,
+    [ISA_FAMILY_MXU_DRAIN] = CORE_TIME_DRAIN,
+    [ISA_FAMILY_VPU_BINARY] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_SCALAR] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_UNARY] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_RROW] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_RCOL] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_CAST] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_TRANSPOSE] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_FILL] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_COMM_SEND] = CORE_TIME_FREE,
+    [ISA_FAMILY_COMM_RECV] = CORE_TIME_FREE,
+};
+
+bool core_family_modelled(isa_family f)
+{
+    return (unsigned)f < ISA_FAMILY_COUNT && core_family_ranges[f] != NULL &&
+           core_family_time[f] != CORE_TIME_NONE;
+}
+
 uint64_t core_exec_cycles(const arch_config *cfg, const isa_insn *in, uint64_t mxu_k,
                           uint64_t mxu_n)
 {
-    if (in->op == ISA_OP_MXU_LOAD)
-        return 0;
-    if (in->op == ISA_OP_MXU_MM) {
+    switch (core_family_time[isa_ops[in->op].family]) {
+    case CORE_TIME_ARRAY: {
         mxu_array arr;
         mxu_array_from_arch(cfg, &arr);
         return core_mxu_cycles(&arr, (uint64_t)in->MXU_MM.m.val, mxu_n, mxu_k,
                                macs_rate(cfg, (isa_dtype)in->MXU_MM.dtype.val));
     }
-    if (in->op == ISA_OP_MXU_DRAIN)
+    case CORE_TIME_DRAIN:
         return ceil_div((uint64_t)in->MXU_DRAIN.m.val * (uint64_t)in->MXU_DRAIN.n.val,
                         (uint64_t)cfg->core.array_cols);
-    /* VPU: every VPU op has rows and cols fields. */
-    int ri = isa_field_find(in->op, "rows"), ci = isa_field_find(in->op, "cols");
-    if (ri < 0 || ci < 0)
-        return 0;
-    uint64_t elems = (uint64_t)in->opnd[ri].val * (uint64_t)in->opnd[ci].val;
-    if (isa_ops[in->op].cost == ISA_COST_TRANSC) {
-        double per_cycle = (double)cfg->core.vector_lanes * cfg->core.vector_transc_ops_per_lane;
-        return (uint64_t)ceil((double)elems / per_cycle - 1e-9);
+    case CORE_TIME_VECTOR: {
+        /* every VPU family has rows and cols fields (tests/test_isa.c) */
+        int ri = isa_field_find(in->op, "rows"), ci = isa_field_find(in->op, "cols");
+        uint64_t elems = (uint64_t)in->opnd[ri].val * (uint64_t)in->opnd[ci].val;
+        if (isa_ops[in->op].cost == ISA_COST_TRANSC) {
+            double per_cycle = (double)cfg->core.vector_lanes * cfg->core.vector_transc_ops_per_lane;
+            return (uint64_t)ceil((double)elems / per_cycle - 1e-9);
+        }
+        uint64_t per_cycle = (uint64_t)cfg->core.vector_lanes * (uint64_t)cfg->core.vector_ops_per_lane;
+        return ceil_div(elems, per_cycle);
     }
-    uint64_t per_cycle = (uint64_t)cfg->core.vector_lanes * (uint64_t)cfg->core.vector_ops_per_lane;
-    return ceil_div(elems, per_cycle);
+    default:
+        return 0;
+    }
 }
 
 /* Whether bytes [x, x + len) meet a row of plane p of b. */

@@ -74,9 +74,14 @@ uint64_t core_space_bytes(const arch_config *cfg, isa_space s);
 uint64_t core_spad_bytes_per_cycle(const arch_config *cfg);
 
 /* Compute cycles of an MXU or VPU instruction (0 for mxu.load), without the scratchpad
- * ports; mxu_k/mxu_n as for core_ranges. */
+ * ports; mxu_k/mxu_n as for core_ranges. Both this and core_ranges dispatch on the op's
+ * operand family (isa.def), never on opcode ranges. */
 uint64_t core_exec_cycles(const arch_config *cfg, const isa_insn *in, uint64_t mxu_k,
                           uint64_t mxu_n);
+
+/* True when the model has a footprint and a compute-time entry for family f (a test checks
+ * every family of the ISA table). */
+bool core_family_modelled(isa_family f);
 
 /* MXU cycles of an (m, n, k) GEMM at macs_per_pe MACs per PE per cycle (> 0). */
 uint64_t core_mxu_cycles(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k,

@@ -337,64 +337,110 @@ static void exec_drain(core_func *f, uint32_t ci, const isa_args_MXU_DRAIN *a)
         }
 }
 
-static double binop(isa_op op, double x, double y)
+/* ---- per-op semantics of the elementwise and reduction families ------------------------------- */
+
+typedef double (*core_binop_fn)(double x, double y);
+typedef double (*core_unop_fn)(double x);
+
+static double f_add(double x, double y) { return x + y; }
+static double f_sub(double x, double y) { return x - y; }
+static double f_mul(double x, double y) { return x * y; }
+static double f_div(double x, double y) { return x / y; }
+static double f_max(double x, double y) { return x > y ? x : y; }
+static double f_min(double x, double y) { return x < y ? x : y; }
+
+static double f_exp(double x) { return exp(x); }
+static double f_log(double x) { return log(x); }
+static double f_sqrt(double x) { return sqrt(x); }
+static double f_rsqrt(double x) { return 1 / sqrt(x); }
+static double f_recip(double x) { return 1 / x; }
+static double f_tanh(double x) { return tanh(x); }
+static double f_sigmoid(double x) { return 1 / (1 + exp(-x)); }
+static double f_gelu(double x) { return act_apply(ISA_ACT_GELU, x); }
+static double f_silu(double x) { return x / (1 + exp(-x)); }
+static double f_relu(double x) { return x > 0 ? x : 0; }
+static double f_abs(double x) { return fabs(x); }
+static double f_neg(double x) { return -x; }
+static double f_copy(double x) { return x; }
+
+/* vpu.binary and vpu.scalar: dst = f(a, b or imm) */
+static const core_binop_fn core_binops[ISA_OP_COUNT] = {
+    [ISA_OP_VPU_ADD] = f_add, [ISA_OP_VPU_SUB] = f_sub, [ISA_OP_VPU_MUL] = f_mul,
+    [ISA_OP_VPU_DIV] = f_div, [ISA_OP_VPU_MAX] = f_max, [ISA_OP_VPU_MIN] = f_min,
+    [ISA_OP_VPU_ADDS] = f_add, [ISA_OP_VPU_SUBS] = f_sub, [ISA_OP_VPU_MULS] = f_mul,
+    [ISA_OP_VPU_DIVS] = f_div, [ISA_OP_VPU_MAXS] = f_max, [ISA_OP_VPU_MINS] = f_min,
+};
+
+/* vpu.unary: dst = f(src) */
+static const core_unop_fn core_unops[ISA_OP_COUNT] = {
+    [ISA_OP_VPU_EXP] = f_exp,   [ISA_OP_VPU_LOG] = f_log,         [ISA_OP_VPU_SQRT] = f_sqrt,
+    [ISA_OP_VPU_RSQRT] = f_rsqrt, [ISA_OP_VPU_RECIP] = f_recip,   [ISA_OP_VPU_TANH] = f_tanh,
+    [ISA_OP_VPU_SIGMOID] = f_sigmoid, [ISA_OP_VPU_GELU] = f_gelu, [ISA_OP_VPU_SILU] = f_silu,
+    [ISA_OP_VPU_RELU] = f_relu, [ISA_OP_VPU_ABS] = f_abs,         [ISA_OP_VPU_NEG] = f_neg,
+    [ISA_OP_VPU_COPY] = f_copy,
+};
+
+/* vpu.rrow and vpu.rcol: the combining function (the first element starts the reduction) */
+static const core_binop_fn core_reductions[ISA_OP_COUNT] = {
+    [ISA_OP_VPU_RSUM] = f_add, [ISA_OP_VPU_RMAX] = f_max, [ISA_OP_VPU_RMIN] = f_min,
+    [ISA_OP_VPU_CSUM] = f_add, [ISA_OP_VPU_CMAX] = f_max,
+};
+
+bool core_func_has_semantics(isa_op op)
 {
-    switch (op) {
-    case ISA_OP_VPU_ADD: case ISA_OP_VPU_ADDS: return x + y;
-    case ISA_OP_VPU_SUB: case ISA_OP_VPU_SUBS: return x - y;
-    case ISA_OP_VPU_MUL: case ISA_OP_VPU_MULS: return x * y;
-    case ISA_OP_VPU_DIV: case ISA_OP_VPU_DIVS: return x / y;
-    case ISA_OP_VPU_MAX: case ISA_OP_VPU_MAXS: return x > y ? x : y;
-    default: return x < y ? x : y; /* MIN, MINS */
+    if ((unsigned)op == 0 || (unsigned)op >= ISA_OP_COUNT)
+        return false;
+    switch (isa_ops[op].family) {
+    case ISA_FAMILY_VPU_BINARY:
+    case ISA_FAMILY_VPU_SCALAR: return core_binops[op] != NULL;
+    case ISA_FAMILY_VPU_UNARY: return core_unops[op] != NULL;
+    case ISA_FAMILY_VPU_RROW:
+    case ISA_FAMILY_VPU_RCOL: return core_reductions[op] != NULL;
+    case ISA_FAMILY_CTRL:          /* core.c's front end */
+    case ISA_FAMILY_SEM:           /* core.c's queues */
+    case ISA_FAMILY_COMM_SEND:     /* core_comm.c moves the bytes */
+    case ISA_FAMILY_COMM_RECV:
+    case ISA_FAMILY_DMA:
+    case ISA_FAMILY_MXU_LOAD:
+    case ISA_FAMILY_MXU_MM:
+    case ISA_FAMILY_MXU_DRAIN:
+    case ISA_FAMILY_VPU_CAST:
+    case ISA_FAMILY_VPU_TRANSPOSE:
+    case ISA_FAMILY_VPU_FILL: return true;
+    default: return false;
     }
 }
 
-static double unop(isa_op op, double x)
+static np_status exec_fill(core_func *f, uint32_t ci, const isa_args_VPU_FILL *a)
 {
-    switch (op) {
-    case ISA_OP_VPU_EXP: return exp(x);
-    case ISA_OP_VPU_LOG: return log(x);
-    case ISA_OP_VPU_SQRT: return sqrt(x);
-    case ISA_OP_VPU_RSQRT: return 1 / sqrt(x);
-    case ISA_OP_VPU_RECIP: return 1 / x;
-    case ISA_OP_VPU_TANH: return tanh(x);
-    case ISA_OP_VPU_SIGMOID: return 1 / (1 + exp(-x));
-    case ISA_OP_VPU_GELU: return act_apply(ISA_ACT_GELU, x);
-    case ISA_OP_VPU_SILU: return x / (1 + exp(-x));
-    case ISA_OP_VPU_RELU: return x > 0 ? x : 0;
-    case ISA_OP_VPU_ABS: return fabs(x);
-    case ISA_OP_VPU_NEG: return -x;
-    default: return x; /* COPY */
-    }
+    isa_dtype d = (isa_dtype)a->dtype.val;
+    uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val, e = isa_dtype_size[d];
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++)
+            core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * e, a->dst_s.val, d), d, isa_opnd_f32(&a->value));
+    return NP_OK;
 }
 
+static np_status exec_cast(core_func *f, uint32_t ci, const isa_args_VPU_CAST *a, np_err *err)
+{
+    isa_dtype d = (isa_dtype)a->dtype.val, sd = (isa_dtype)a->src_dtype.val;
+    uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val;
+    if (tmp_reserve(f, r * cn, err) != NP_OK)
+        return err->status;
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++)
+            f->tmp[i * cn + j] = core_elem_get(spad_at(f, ci, &a->src, i, j, cn * isa_dtype_size[sd], a->src_s.val, sd), sd);
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++)
+            core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * isa_dtype_size[d], a->dst_s.val, d), d, f->tmp[i * cn + j]);
+    return NP_OK;
+}
+
+/* The other VPU families read their source(s) into tmp first, so dst may overlap them. */
 static np_status exec_vpu(core_func *f, uint32_t ci, const isa_insn *in, np_err *err)
 {
     isa_op op = in->op;
-    if (op == ISA_OP_VPU_FILL) {
-        const isa_args_VPU_FILL *a = &in->VPU_FILL;
-        isa_dtype d = (isa_dtype)a->dtype.val;
-        uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val, e = isa_dtype_size[d];
-        for (uint64_t i = 0; i < r; i++)
-            for (uint64_t j = 0; j < cn; j++)
-                core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * e, a->dst_s.val, d), d, isa_opnd_f32(&a->value));
-        return NP_OK;
-    }
-    if (op == ISA_OP_VPU_CAST) {
-        const isa_args_VPU_CAST *a = &in->VPU_CAST;
-        isa_dtype d = (isa_dtype)a->dtype.val, sd = (isa_dtype)a->src_dtype.val;
-        uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val;
-        if (tmp_reserve(f, r * cn, err) != NP_OK)
-            return err->status;
-        for (uint64_t i = 0; i < r; i++)
-            for (uint64_t j = 0; j < cn; j++)
-                f->tmp[i * cn + j] = core_elem_get(spad_at(f, ci, &a->src, i, j, cn * isa_dtype_size[sd], a->src_s.val, sd), sd);
-        for (uint64_t i = 0; i < r; i++)
-            for (uint64_t j = 0; j < cn; j++)
-                core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * isa_dtype_size[d], a->dst_s.val, d), d, f->tmp[i * cn + j]);
-        return NP_OK;
-    }
-    /* Everything else reads its source(s) into tmp first, so dst may overlap them. */
+    isa_family fam = isa_ops[op].family;
     int ri = isa_field_find(op, "rows"), cidx = isa_field_find(op, "cols"), di = isa_field_find(op, "dtype");
     uint64_t r = (uint64_t)in->opnd[ri].val, cn = (uint64_t)in->opnd[cidx].val;
     isa_dtype d = (isa_dtype)in->opnd[di].val;
@@ -402,8 +448,9 @@ static np_status exec_vpu(core_func *f, uint32_t ci, const isa_insn *in, np_err 
     if (tmp_reserve(f, 2 * r * cn + r + cn, err) != NP_OK)
         return err->status;
     double *x = f->tmp, *y = f->tmp + r * cn;
-    if (op <= ISA_OP_VPU_MIN) {
-        const isa_args_VPU_ADD *a = &in->VPU_ADD;
+    if (fam == ISA_FAMILY_VPU_BINARY) {
+        const isa_args_VPU_ADD *a = &in->VPU_ADD; /* the binary family's layout */
+        core_binop_fn fn = core_binops[op];
         for (uint64_t i = 0; i < r; i++)
             for (uint64_t j = 0; j < cn; j++) {
                 const isa_opnd *b = &a->b;
@@ -411,48 +458,46 @@ static np_status exec_vpu(core_func *f, uint32_t ci, const isa_insn *in, np_err 
                               : a->bcast.val == ISA_BCAST_COL    ? spad_at(f, ci, b, 0, i, r * e, 0, d)
                               : a->bcast.val == ISA_BCAST_SCALAR ? spad_at(f, ci, b, 0, 0, e, 0, d)
                                                                  : spad_at(f, ci, b, i, j, rb, a->b_s.val, d);
-                y[i * cn + j] = binop(op, core_elem_get(spad_at(f, ci, &a->a, i, j, rb, a->a_s.val, d), d),
-                                      core_elem_get(bp, d));
+                y[i * cn + j] = fn(core_elem_get(spad_at(f, ci, &a->a, i, j, rb, a->a_s.val, d), d),
+                                   core_elem_get(bp, d));
             }
         for (uint64_t i = 0; i < r; i++)
             for (uint64_t j = 0; j < cn; j++)
                 core_elem_put(spad_at(f, ci, &a->dst, i, j, rb, a->dst_s.val, d), d, y[i * cn + j]);
-    } else if (op <= ISA_OP_VPU_MINS) {
-        const isa_args_VPU_ADDS *a = &in->VPU_ADDS;
+    } else if (fam == ISA_FAMILY_VPU_SCALAR) {
+        const isa_args_VPU_ADDS *a = &in->VPU_ADDS; /* the scalar family's layout */
+        core_binop_fn fn = core_binops[op];
         double imm = isa_opnd_f32(&a->imm);
         for (uint64_t i = 0; i < r; i++)
             for (uint64_t j = 0; j < cn; j++)
-                y[i * cn + j] = binop(op, core_elem_get(spad_at(f, ci, &a->a, i, j, rb, a->a_s.val, d), d), imm);
+                y[i * cn + j] = fn(core_elem_get(spad_at(f, ci, &a->a, i, j, rb, a->a_s.val, d), d), imm);
         for (uint64_t i = 0; i < r; i++)
             for (uint64_t j = 0; j < cn; j++)
                 core_elem_put(spad_at(f, ci, &a->dst, i, j, rb, a->dst_s.val, d), d, y[i * cn + j]);
-    } else if (op <= ISA_OP_VPU_COPY || op == ISA_OP_VPU_TRANSPOSE) {
-        const isa_args_VPU_EXP *a = &in->VPU_EXP; /* the unary layout, transpose included */
+    } else if (fam == ISA_FAMILY_VPU_UNARY || fam == ISA_FAMILY_VPU_TRANSPOSE) {
+        const isa_args_VPU_EXP *a = &in->VPU_EXP; /* the unary layout, transpose's too */
+        core_unop_fn fn = fam == ISA_FAMILY_VPU_TRANSPOSE ? f_copy : core_unops[op];
         for (uint64_t i = 0; i < r; i++)
             for (uint64_t j = 0; j < cn; j++)
-                x[i * cn + j] = unop(op, core_elem_get(spad_at(f, ci, &a->src, i, j, rb, a->src_s.val, d), d));
+                x[i * cn + j] = fn(core_elem_get(spad_at(f, ci, &a->src, i, j, rb, a->src_s.val, d), d));
         for (uint64_t i = 0; i < r; i++)
             for (uint64_t j = 0; j < cn; j++) {
-                if (op == ISA_OP_VPU_TRANSPOSE)
+                if (fam == ISA_FAMILY_VPU_TRANSPOSE)
                     core_elem_put(spad_at(f, ci, &a->dst, j, i, r * e, a->dst_s.val, d), d, x[i * cn + j]);
                 else
                     core_elem_put(spad_at(f, ci, &a->dst, i, j, rb, a->dst_s.val, d), d, x[i * cn + j]);
             }
-    } else { /* reductions */
-        const isa_args_VPU_RSUM *a = &in->VPU_RSUM;
-        bool per_row = op <= ISA_OP_VPU_RMIN;
+    } else { /* reductions: vpu.rrow, vpu.rcol */
+        const isa_args_VPU_RSUM *a = &in->VPU_RSUM; /* the reduction layout */
+        core_binop_fn fn = core_reductions[op];
+        bool per_row = fam == ISA_FAMILY_VPU_RROW;
         uint64_t outs = per_row ? r : cn, len = per_row ? cn : r;
         for (uint64_t o = 0; o < outs; o++) {
             double acc = 0;
             for (uint64_t t = 0; t < len; t++) {
                 uint64_t i = per_row ? o : t, j = per_row ? t : o;
                 double v = core_elem_get(spad_at(f, ci, &a->src, i, j, rb, a->src_s.val, d), d);
-                if (t == 0 || op == ISA_OP_VPU_RSUM || op == ISA_OP_VPU_CSUM)
-                    acc = t == 0 ? v : acc + v;
-                else if (op == ISA_OP_VPU_RMAX || op == ISA_OP_VPU_CMAX)
-                    acc = v > acc ? v : acc;
-                else
-                    acc = v < acc ? v : acc;
+                acc = t == 0 ? v : fn(acc, v);
             }
             y[o] = acc;
         }
@@ -464,14 +509,19 @@ static np_status exec_vpu(core_func *f, uint32_t ci, const isa_insn *in, np_err 
 
 np_status core_func_exec(core_func *f, uint32_t ci, const isa_insn *in, bool first, np_err *err)
 {
-    switch (in->op) {
-    case ISA_OP_DMA_COPY: return exec_dma(f, ci, &in->DMA_COPY, err);
-    case ISA_OP_MXU_LOAD: return exec_load(f, ci, &in->MXU_LOAD, err);
-    case ISA_OP_MXU_MM: exec_mm(f, ci, &in->MXU_MM, first); return NP_OK;
-    case ISA_OP_MXU_DRAIN: exec_drain(f, ci, &in->MXU_DRAIN); return NP_OK;
-    default:
-        if (isa_ops[in->op].unit == ISA_UNIT_VPU)
-            return exec_vpu(f, ci, in, err);
-        return NP_OK;
+    switch (isa_ops[in->op].family) {
+    case ISA_FAMILY_DMA: return exec_dma(f, ci, &in->DMA_COPY, err);
+    case ISA_FAMILY_MXU_LOAD: return exec_load(f, ci, &in->MXU_LOAD, err);
+    case ISA_FAMILY_MXU_MM: exec_mm(f, ci, &in->MXU_MM, first); return NP_OK;
+    case ISA_FAMILY_MXU_DRAIN: exec_drain(f, ci, &in->MXU_DRAIN); return NP_OK;
+    case ISA_FAMILY_VPU_FILL: return exec_fill(f, ci, &in->VPU_FILL);
+    case ISA_FAMILY_VPU_CAST: return exec_cast(f, ci, &in->VPU_CAST, err);
+    case ISA_FAMILY_VPU_BINARY:
+    case ISA_FAMILY_VPU_SCALAR:
+    case ISA_FAMILY_VPU_UNARY:
+    case ISA_FAMILY_VPU_RROW:
+    case ISA_FAMILY_VPU_RCOL:
+    case ISA_FAMILY_VPU_TRANSPOSE: return exec_vpu(f, ci, in, err);
+    default: return NP_OK; /* front end, semaphores and comm.* act elsewhere */
     }
 }

@@ -45,6 +45,10 @@ np_status core_func_hbm_read(core_func *f, uint64_t addr, void *buf, uint64_t n,
  * mode=first. NP_ERR_NOMEM only (ranges were checked at dispatch). */
 np_status core_func_exec(core_func *f, uint32_t ci, const isa_insn *in, bool first, np_err *err);
 
+/* True when the functional model gives op its semantics: an executor for its family and,
+ * for the elementwise and reduction families, the op's function (a test checks every op). */
+bool core_func_has_semantics(isa_op op);
+
 /* Copies n bytes out of / into space s of core ci (HBM, scratchpad, accumulator) at byte
  * address a (the range must lie inside the space). For comm.send / comm.recv. */
 np_status core_func_mem_read(core_func *f, uint32_t ci, isa_space s, uint64_t a, void *buf,

@@ -18,7 +18,7 @@
 
 #define F(name, KIND, bits) +1
 #define O(name, KIND, bits, dflt) +1
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing)                        \
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing)              \
     _Static_assert((0 fields) <= ISA_MAX_OPNDS, #NAME ": more fields than ISA_MAX_OPNDS");     \
     _Static_assert(offsetof(isa_args_##NAME, end_) == (0 fields) * sizeof(isa_opnd),            \
                    #NAME ": operand view is not an array of isa_opnd");
@@ -26,7 +26,7 @@
 
 #define F(name, KIND, bits) +(bits)
 #define O(name, KIND, bits, dflt) +(bits)
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing)                        \
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing)              \
     _Static_assert(ISA_POS_FIELDS + (0 fields) <= ISA_WORD_BITS, #NAME ": fields exceed the word"); \
     _Static_assert((opcode) > 0 && (opcode) < 256, #NAME ": opcode must be 1..255");
 #include "isa.def"
@@ -39,23 +39,25 @@ _Static_assert(ISA_UNIT_DMA == 0 && ISA_UNIT_MXU == 1 && ISA_UNIT_VPU == 2 && IS
 
 #define F(name, KIND, bits) {#name, ISA_KIND_##KIND, bits, false, 0},
 #define O(name, KIND, bits, dflt) {#name, ISA_KIND_##KIND, bits, true, dflt},
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing)                        \
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing)              \
     static const isa_field isa_fields_##NAME[] = {fields{NULL, ISA_KIND_COUNT, 0, false, 0}};
 #include "isa.def"
 
 #define F(name, KIND, bits) +1
 #define O(name, KIND, bits, dflt) +1
 const isa_op_info isa_ops[ISA_OP_COUNT] = {
-    [ISA_OP_ILLEGAL] = {"ILLEGAL", NULL, 0, ISA_UNIT_CTRL, ISA_COST_NONE, 0, NULL, NULL, NULL},
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing)                  \
-    [ISA_OP_##NAME] = {#NAME, mnemonic, opcode, ISA_UNIT_##UNIT, ISA_COST_##COST, (0 fields), \
-                       isa_fields_##NAME, semantics, timing},
+    [ISA_OP_ILLEGAL] = {"ILLEGAL", NULL, 0, ISA_UNIT_CTRL, ISA_FAMILY_CTRL, ISA_COST_NONE, 0, NULL,
+                        NULL, NULL},
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing)              \
+    [ISA_OP_##NAME] = {#NAME, mnemonic, opcode, ISA_UNIT_##UNIT, ISA_FAMILY_##FAMILY,         \
+                       ISA_COST_##COST, (0 fields), isa_fields_##NAME, semantics, timing},
 #include "isa.def"
 };
 
 /* opcode -> op; a duplicate opcode in isa.def is a duplicate initializer (-Woverride-init). */
 static const uint8_t isa_op_of_opcode[256] = {
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing) [opcode] = ISA_OP_##NAME,
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing) \
+    [opcode] = ISA_OP_##NAME,
 #include "isa.def"
 };
 _Static_assert(ISA_OP_COUNT <= 256, "ops must fit the opcode map");
@@ -78,6 +80,15 @@ const char *const isa_dtype_docs[ISA_DTYPE_COUNT] = {
 };
 const uint8_t isa_dtype_size[ISA_DTYPE_COUNT] = {
 #define ISA_DTYPE(NAME, text, bytes, doc) [ISA_DTYPE_##NAME] = bytes,
+#include "isa.def"
+};
+
+const char *const isa_family_names[ISA_FAMILY_COUNT] = {
+#define ISA_FAMILY(NAME, text, doc) [ISA_FAMILY_##NAME] = text,
+#include "isa.def"
+};
+const char *const isa_family_docs[ISA_FAMILY_COUNT] = {
+#define ISA_FAMILY(NAME, text, doc) [ISA_FAMILY_##NAME] = doc,
 #include "isa.def"
 };
 

@@ -116,6 +116,13 @@ typedef enum isa_cost {
     ISA_COST_COUNT
 } isa_cost;
 
+/* The operand family of an instruction (isa_op_info.family): its footprint and executor. */
+typedef enum isa_family {
+#define ISA_FAMILY(NAME, text, doc) ISA_FAMILY_##NAME,
+#include "isa.def"
+    ISA_FAMILY_COUNT
+} isa_family;
+
 typedef enum isa_kind {
 #define ISA_KIND(NAME, bits, syntax, doc) ISA_KIND_##NAME,
 #include "isa.def"
@@ -124,7 +131,7 @@ typedef enum isa_kind {
 
 typedef enum isa_op {
     ISA_OP_ILLEGAL = 0, /* never decoded; opcode 0x00 is not an instruction */
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing) ISA_OP_##NAME,
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing) ISA_OP_##NAME,
 #include "isa.def"
     ISA_OP_COUNT
 } isa_op;
@@ -163,7 +170,7 @@ typedef struct isa_opnd {
 /* Per-instruction views: isa_args_DMA_COPY has one isa_opnd member per field, in order. */
 #define F(name, KIND, bits) isa_opnd name;
 #define O(name, KIND, bits, dflt) isa_opnd name;
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing) \
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing) \
     typedef struct isa_args_##NAME { fields char end_; } isa_args_##NAME;
 #include "isa.def"
 
@@ -173,7 +180,7 @@ typedef struct isa_insn {
     isa_op op;
     union {
         isa_opnd opnd[ISA_MAX_OPNDS];
-#define ISA_OP(NAME, mnemonic, opcode, UNIT, COST, fields, semantics, timing) isa_args_##NAME NAME;
+#define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing) isa_args_##NAME NAME;
 #include "isa.def"
     };
 } isa_insn;
@@ -193,6 +200,7 @@ typedef struct isa_op_info {
     const char *mnemonic; /* "dma.copy" */
     uint8_t opcode;
     isa_unit unit;
+    isa_family family;    /* footprint and executor in the hardware model */
     isa_cost cost;        /* the vector unit's rate class (ISA_COST_NONE: not a vector op) */
     uint8_t n_fields;
     const isa_field *fields;
@@ -214,6 +222,8 @@ extern const char *const isa_unit_docs[ISA_UNIT_COUNT];
 extern const char *const isa_dtype_names[ISA_DTYPE_COUNT]; /* "fp32", ... */
 extern const char *const isa_dtype_docs[ISA_DTYPE_COUNT];
 extern const uint8_t isa_dtype_size[ISA_DTYPE_COUNT];      /* bytes per element */
+extern const char *const isa_family_names[ISA_FAMILY_COUNT]; /* "vpu.binary", ... */
+extern const char *const isa_family_docs[ISA_FAMILY_COUNT];
 
 /* The value names of an enumerated kind (UNIT, DTYPE, ACT, BCAST, RED, ACCM), indexed by
  * value, and their number in *n; NULL and 0 for other kinds. */

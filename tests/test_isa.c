@@ -556,3 +556,43 @@ TEST(docs_isa_md_is_generated_from_the_current_table)
     free(doc);
     harness_run_free(&r);
 }
+
+/* hw-model dispatches by operand family (isa.def's FAMILY column), reading every op of a
+ * family through its first op's operand view: a row that joins a family must have the
+ * family's fields (names, kinds, widths, order), or its footprint would be read wrongly. */
+TEST(table_every_op_of_a_family_has_the_operand_fields_of_its_first_op)
+{
+    int first[ISA_FAMILY_COUNT];
+    for (int f = 0; f < ISA_FAMILY_COUNT; f++)
+        first[f] = 0;
+    for (int op = 1; op < ISA_OP_COUNT; op++) {
+        isa_family fam = isa_ops[op].family;
+        CU_ASSERT_FATAL((unsigned)fam < ISA_FAMILY_COUNT);
+        if (!first[fam]) {
+            first[fam] = op;
+            continue;
+        }
+        if (fam == ISA_FAMILY_CTRL || fam == ISA_FAMILY_SEM)
+            continue; /* no memory footprint: their operands are their own */
+        const isa_op_info *a = &isa_ops[first[fam]], *b = &isa_ops[op];
+        CU_ASSERT_EQUAL(a->n_fields, b->n_fields);
+        for (unsigned i = 0; i < a->n_fields && i < b->n_fields; i++) {
+            CU_ASSERT_STRING_EQUAL(a->fields[i].name, b->fields[i].name);
+            CU_ASSERT_EQUAL(a->fields[i].kind, b->fields[i].kind);
+            CU_ASSERT_EQUAL(a->fields[i].bits, b->fields[i].bits);
+        }
+        CU_ASSERT_EQUAL(a->unit, b->unit);
+    }
+    /* every family is used, has a name and a doc; the vector families run on the VPU and
+     * have rows and cols (their compute time is rows x cols elements) */
+    for (int f = 0; f < ISA_FAMILY_COUNT; f++) {
+        CU_ASSERT(first[f] != 0);
+        CU_ASSERT(isa_family_names[f] && isa_family_docs[f] && strlen(isa_family_docs[f]) > 5);
+    }
+    for (int op = 1; op < ISA_OP_COUNT; op++)
+        if (isa_ops[op].unit == ISA_UNIT_VPU) {
+            CU_ASSERT(isa_field_find((isa_op)op, "rows") >= 0);
+            CU_ASSERT(isa_field_find((isa_op)op, "cols") >= 0);
+            CU_ASSERT(isa_field_find((isa_op)op, "dtype") >= 0);
+        }
+}
