@@ -1,22 +1,22 @@
-/* kgen_matmul.h — the tiled, double-buffered matmul kernel generator.
+/* kgen_matmul.h — standalone matmul and convolution programs, for `npusim layer` and tests.
  *
- * C[M][N] = A[M][K] x B[K][N], all row-major in HBM (.bss symbols A, B, C), on core 0 of the
- * target chip. The output is cut into TM x TN tiles (edge tiles smaller), each computed over
- * TK-deep K slices that alternate between two scratchpad buffer pairs (A0/B0, A1/B1), so the
- * DMA engine fetches slice l + 1 while the array multiplies slice l:
+ * C[M][N] = A[M][K] x B[K][N], all row-major in HBM (.bss symbols A, B, C), as one program:
+ * the matmul kernel of the kernel ABI (compiler/kernel.h, kc_matmul.c: tiled, double-buffered,
+ * its regular part as loops) on cores 0 .. cores-1, then halt. The output is cut into TM x TN
+ * tiles (edge tiles smaller), each computed over TK-deep K slices that alternate between two
+ * scratchpad buffer sets, so the DMA engine fetches slice l + 1 while the array multiplies
+ * slice l:
  *
- *   per tile (i, j), per slice l (buffer b = l mod 2):
- *     DMA:  sem.wait s(2+b) (buffer free) -> dma.copy A slice, B slice -> sem.signal s(b)
- *     MXU:  sem.wait s(b) (buffer full) -> mxu.load B slice -> mxu.mm (set on l = 0, else
- *           accum) -> sem.signal s(2+b)
- *   then MXU: mxu.drain to scratchpad C -> sem.signal s4; DMA: sem.wait s4 -> store C tile.
+ *   per tile (i, j), per slice l (buffer b):
+ *     DMA:  wait free[b] -> dma.copy A slice, B slice -> signal full[b]
+ *     MXU:  wait full[b] -> mxu.load B slice -> mxu.mm (set on l = 0, else accum) ->
+ *           signal free[b]
+ *   then MXU: wait cfree -> mxu.drain to scratchpad C -> signal cfull; DMA: wait cfull ->
+ *   store the C tile -> signal cfree.
  *
- * A convolution (kgen_conv_build) is the same kernel with implicit im2col: each A slice is
- * gathered by strided dma.copy straight from the NHWC input in HBM into the scratchpad.
- *
- * The generator writes assembly (so the ISA table stays the one place instructions are
- * encoded) and assembles it. Tile loops are unrolled, one block per (tile, slice): edge tiles
- * need no special cases and the program is O(tiles x slices) instructions.
+ * A convolution (kgen_conv_build) is the conv2d kernel: the same schedule with implicit
+ * im2col, each A slice gathered by strided dma.copy straight from the NHWC input in HBM.
+ * The text these return is the program's disassembly (isa_disasm).
  */
 #ifndef NPUSIM_KGEN_MATMUL_H
 #define NPUSIM_KGEN_MATMUL_H
@@ -33,28 +33,27 @@ typedef struct kgen_matmul {
     isa_dtype dtype;      /* of A and B, and of C except that int8 gives int32 C
                              (kgen_matmul_out_dtype); the accumulators are 4 bytes */
     uint64_t tm, tn, tk;  /* tile sizes; 0: chosen by kgen_matmul_tiles */
-    uint64_t cores;       /* cores 0 .. cores-1 share the output tiles round-robin (tile i, j
-                             in row-major tile order goes to core (i x tiles per row + j) mod
-                             cores), each with its own buffers; 0 means 1 */
+    uint64_t cores;       /* cores 0 .. cores-1 share the output tiles, each a block of tile
+                             rows x tile columns with its own buffers; 0 means 1 */
 } kgen_matmul;
 
 /* The element type of C for inputs of type in: int32 for int8, else in. */
 isa_dtype kgen_matmul_out_dtype(isa_dtype in);
 
-/* Fills 0 tile sizes of *mm for cfg; given sizes are kept. The dimension the dataflow streams
- * through time (os: K, ws: M, is: N) gets the largest tile the accumulator SRAM (TM x TN x 4
- * bytes) and the double-buffered scratchpad (2 x (TM x TK + TK x TN) + TM x TN elements, C's
- * in its own type) allow; the two spatial ones min(dim, 4 x the array side they map to), so
- * folds stay whole and only the edge tiles are partial. With cores > 1, the larger of TM and
- * TN (those not given) is halved until there are at least as many output tiles as cores (or
- * neither can shrink), so every core gets work. NP_ERR_RANGE when a dimension is 0 or
- * the tiles cannot fit (the message says which memory); *mm is unchanged on failure. */
+/* Fills 0 tile sizes of *mm for cfg as the matmul kernel chooses them on an empty core
+ * (kc_gemm_tiles, compiler/kc_matmul.h): the dimension the dataflow streams through time
+ * (os: K, ws: M, is: N) gets the largest tile the accumulator SRAM (TM x TN x 4 bytes) and the
+ * double-buffered scratchpad (2 x (TM x TK + TK x TN) + TM x TN elements, C's in its own type)
+ * allow; the two spatial ones min(dim, 4 x the array side they map to). With cores > 1, the
+ * larger of TM and TN (those not given) is halved until there are at least as many output
+ * tiles as cores. NP_ERR_RANGE when a dimension is 0 or the tiles cannot fit (the message
+ * says which memory); *mm is unchanged on failure. */
 np_status kgen_matmul_tiles(const arch_config *cfg, kgen_matmul *mm, np_err *err);
 
-/* The program for *mm on cfg (tile sizes chosen as above when 0), as assembly text (*text,
- * malloc'd) and, with prog non-NULL, assembled (*prog). NP_ERR_RANGE (shape, tiles, HBM too
- * small, program too long, more cores than the chip has), NP_ERR_NOMEM; outputs are NULL on
- * failure. */
+/* The program for *mm on cfg (tile sizes chosen as above when 0) in *prog (when not NULL) and
+ * its disassembly in *text (malloc'd). The cores share the output tiles as blocks of tile rows
+ * x tile columns. NP_ERR_RANGE (shape, tiles, HBM too small, more cores than the chip has),
+ * NP_ERR_NOMEM; outputs are NULL on failure. */
 np_status kgen_matmul_build(const arch_config *cfg, const kgen_matmul *mm, char **text,
                             isa_program **prog, np_err *err);
 
@@ -67,7 +66,7 @@ typedef struct kgen_conv {
     uint64_t filters;   /* output channels */
     uint64_t stride;    /* vertical stride (and horizontal when stride_w is 0) */
     isa_dtype dtype;
-    uint64_t cores;     /* as kgen_matmul.cores: output tiles round-robin, each core gathers
+    uint64_t cores;     /* as kgen_matmul.cores: blocks of output tiles, each core gathers
                            its own A slices */
     uint64_t stride_w;  /* horizontal stride; 0: stride */
     uint64_t tm, tn, tk; /* tiles of the GEMM; 0: chosen by kgen_conv_tiles */
@@ -86,7 +85,7 @@ np_status kgen_conv_gemm(const kgen_conv *cv, kgen_matmul *mm, np_err *err);
 np_status kgen_conv_tiles(const arch_config *cfg, const kgen_conv *cv, kgen_matmul *mm,
                           np_err *err);
 
-/* A convolution as one kernel (`.kernel conv`) with implicit im2col: the tiled,
+/* A convolution as one kernel (named conv) with implicit im2col: the tiled,
  * double-buffered matmul above with tiles from kgen_conv_tiles, except that each A slice
  * (rows: the tile's output pixels; columns: the slice's part of the (r, s, c) window) is
  * gathered from X (symbol X, NHWC) straight into the scratchpad buffer: one strided dma.copy

@@ -1,0 +1,72 @@
+/* krun.h — one kernel, compiled through the kernel ABI (compiler/kernel.h) and run on the
+ * core model (hw-model/core.h), with its values checked against the framework's reference
+ * executor. `npusim kernel` and the kernel tests use it; so can any kernel writer:
+ *
+ *   nn_graph *g = nn_graph_new(1);                          // the op in the framework ...
+ *   nn_tensor *a = nn_input(g, "a", NN_BF16, 2, (int64_t[]){37, 45}), *b = ..., *y;
+ *   y = nn_matmul(g, a, b);
+ *   nn_tensor_randn(a, 1, 1.0); nn_tensor_randn(b, 2, 1.0);
+ *   nn_graph_compute(g, &err);                              // ... and its reference values
+ *   kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1};
+ *   kc_tensor_of(&k.in[0], 0, a); kc_tensor_of(&k.in[1], 0, b); kc_tensor_of(&k.out[0], 0, y);
+ *   krun_io io = {.in = {a, b}, .out = {got}};              // got: a tensor like y
+ *   krun_result r;
+ *   krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err);
+ *   krun_diff d = krun_compare(got, y, 1e-2, 1e-2);         // d.bad == 0: every element close
+ *
+ * krun places every operand in a fresh HBM buffer of its own (the addresses in k are
+ * replaced; shapes, strides, dtypes, attributes, epilogue and placement are kept), so a
+ * strided or transposed layout is laid out exactly as its strides say.
+ */
+#ifndef NPUSIM_KRUN_H
+#define NPUSIM_KRUN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "core.h"
+#include "err.h"
+#include "kernel.h"
+#include "nn.h"
+
+/* Values for a functional run, as framework tensors (row-major fp32 data, logical shapes
+ * equal to the operands'): inputs in[i] for k->in[i], epi[i] for k->epi[i].arg (NULL where a
+ * step has none), and outputs out[i] that receive k->out[i] (their data is allocated). */
+typedef struct krun_io {
+    nn_tensor *in[KC_MAX_IN];
+    nn_tensor *epi[KC_MAX_EPI];
+    nn_tensor *out[KC_MAX_OUT];
+} krun_io;
+
+typedef struct krun_opts {
+    bool functional;       /* move values (io required); else timing only (io may be NULL) */
+    uint32_t prog_cores;   /* cores of the program (0: the placement's last core + 1) */
+    core_trace_fn trace;   /* (optional) as core_sim_opts */
+    void *trace_ctx;
+} krun_opts;
+
+typedef struct krun_result {
+    kc_result kernel;      /* what kc_compile expected */
+    core_report *report;   /* the run (free with krun_result_free) */
+    isa_program *prog;     /* the program that ran (freed by krun_result_free) */
+} krun_result;
+
+/* Compiles *k into a program of its own (operands in fresh .bss buffers, then halt) and runs
+ * it on cfg's chip. Errors from kc_compile, core_sim_run_opts, NP_ERR_INCONSISTENT (io
+ * tensors that do not match the operands), NP_ERR_NOMEM. On failure *r holds nothing. */
+np_status krun_kernel(const arch_config *cfg, const kc_kernel *k, const krun_io *io,
+                      const krun_opts *opts, krun_result *r, np_err *err);
+void krun_result_free(krun_result *r);
+
+/* How far got is from want, element by element: an element is bad when
+ * |got - want| > atol + rtol x |want| (or one is NaN and the other not). */
+typedef struct krun_diff {
+    int64_t n, bad;
+    int64_t worst;        /* index of the largest |got - want| */
+    double max_abs, max_rel;
+} krun_diff;
+
+krun_diff krun_compare(const nn_tensor *got, const nn_tensor *want, double rtol, double atol);
+
+#endif

@@ -1,0 +1,526 @@
+/* test_compiler.c — the kernel ABI (compiler/kernel.h) and the GEMM kernels on it: values
+ * against the framework's reference executor (sim/krun.h runs each kernel functionally on
+ * the core model), program size against the count of distinct tile shapes, kernels one after
+ * another in one program (barriers, fences, resources), and the errors of the ABI. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "core.h"
+#include "harness.h"
+#include "isa_asm.h"
+#include "kernel.h"
+#include "krun.h"
+#include "nn.h"
+#include "rng.h"
+
+static arch_config tiny(const char *set)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[1] = {set};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, set ? 1 : 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+/* Values: integers in [-4, 4] / 4 (exact in every float type; products and sums of a few
+ * hundred of them exact in fp32), or integers in [-20, 20] for int8. */
+static void fill(nn_tensor *t, rng *g)
+{
+    CU_ASSERT_FATAL(nn_tensor_alloc(t));
+    for (int64_t i = 0; i < nn_numel(t); i++)
+        t->data[i] = t->dtype == NN_I8 ? (float)((int)rng_below(g, 41) - 20)
+                                       : (float)((int)rng_below(g, 9) - 4) / 4.0f;
+}
+
+/* A tensor like t (shape) of dtype dt, for a kernel's output. */
+static nn_tensor *like(nn_graph *g, const nn_tensor *t, nn_dtype dt)
+{
+    nn_tensor *o = nn_input(g, "got", dt, t->ndim, t->ne);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+    return o;
+}
+
+/* Strides of a column-major matrix in the last two dims (rows contiguous down a column). */
+static void col_major(kc_tensor *t)
+{
+    int n = t->ndim;
+    int64_t e = (int64_t)nn_dtype_size(t->dtype), M = t->shape[n - 2], K = t->shape[n - 1];
+    t->stride[n - 2] = e;
+    t->stride[n - 1] = M * e;
+    int64_t s = M * K * e;
+    for (int d = n - 3; d >= 0; d--) {
+        t->stride[d] = s;
+        s *= t->shape[d];
+    }
+}
+
+TEST(the_kernel_h_example_appends_a_matmul_kernel_and_halts)
+{
+    arch_config cfg = tiny(NULL);
+    np_err err = {0};
+    kc_prog *p;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 1}, &p, &err), NP_OK);
+    uint64_t a, b, c;
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "A", 64 * 32 * 2, &a, &err), NP_OK);
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "B", 32 * 16 * 2, &b, &err), NP_OK);
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "C", 64 * 16 * 2, &c, &err), NP_OK);
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1};
+    kc_tensor_dense(&k.in[0], a, NN_BF16, 2, (int64_t[]){64, 32});
+    kc_tensor_dense(&k.in[1], b, NN_BF16, 2, (int64_t[]){32, 16});
+    kc_tensor_dense(&k.out[0], c, NN_BF16, 2, (int64_t[]){64, 16});
+    kc_result r;
+    CU_ASSERT_EQUAL_FATAL(kc_compile(p, &k, &r, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(kc_prog_finish(p, &err), NP_OK);
+    isa_program *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    CU_ASSERT_STRING_EQUAL(r.name, "matmul");
+    CU_ASSERT_EQUAL(r.flops, 2u * 64 * 32 * 16);
+    CU_ASSERT_EQUAL(r.hbm_bytes_min, (64u * 32 + 32 * 16 + 64 * 16) * 2);
+    /* one tile column (TN = 16), so A is read once and B once per tile row */
+    CU_ASSERT_EQUAL(r.hbm_write_bytes, 64u * 16 * 2);
+    CU_ASSERT_EQUAL_FATAL(prog->n_cores, 1u);
+    const isa_core_text *ct = &prog->cores[0];
+    CU_ASSERT_EQUAL_FATAL(ct->n_kernels, 1u);
+    CU_ASSERT_STRING_EQUAL(ct->kernels[0].name, "matmul");
+    CU_ASSERT_EQUAL(ct->insns[ct->n_insns - 1].op, ISA_OP_HALT);
+    CU_ASSERT_EQUAL(ct->kernels[0].start + ct->kernels[0].count, ct->n_insns - 1);
+    CU_ASSERT_EQUAL(r.insns, (uint64_t)ct->n_insns - 1);
+    /* it runs, and reads what the kernel said it would */
+    core_report *rep;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, prog, NULL, &rep, &err), NP_OK);
+    CU_ASSERT_EQUAL(rep->hbm_read_bytes, r.hbm_read_bytes);
+    CU_ASSERT_EQUAL(rep->hbm_write_bytes, r.hbm_write_bytes);
+    core_report_free(rep);
+    isa_program_free(prog);
+}
+
+/* Runs y = a x b (framework) and the matmul kernel on the given layouts; exact equality
+ * (the kernel accumulates in fp32 in k order like the reference, and rounds once). */
+static void check_matmul(const arch_config *cfg, int nda, const int64_t *sa, int ndb,
+                         const int64_t *sb, nn_dtype dt, bool a_cols, bool b_cols,
+                         uint32_t cores, rng *g)
+{
+    np_err err = {0};
+    nn_graph *gr = nn_graph_new(1);
+    nn_tensor *a = nn_input(gr, "a", dt, nda, sa), *b = nn_input(gr, "b", dt, ndb, sb);
+    nn_tensor *y = nn_matmul(gr, a, b);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    fill(a, g);
+    fill(b, g);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(gr, &err), NP_OK);
+    nn_dtype od = dt == NN_I8 ? NN_I32 : dt;
+    nn_tensor *got = like(gr, y, od);
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .place = {0, 0, cores}};
+    kc_tensor_of(&k.in[0], 0, a);
+    kc_tensor_of(&k.in[1], 0, b);
+    kc_tensor_of(&k.out[0], 0, got);
+    if (a_cols)
+        col_major(&k.in[0]);
+    if (b_cols)
+        col_major(&k.in[1]);
+    krun_io io = {.in = {a, b}, .out = {got}};
+    krun_result r;
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err),
+                          NP_OK);
+    krun_diff d = krun_compare(got, y, 0, 0);
+    if (d.bad)
+        fprintf(stderr, "matmul %s a%s b%s: %lld of %lld differ (worst %g at %lld)\n",
+                nn_dtype_name(dt), a_cols ? "^T" : "", b_cols ? "^T" : "", (long long)d.bad,
+                (long long)d.n, d.max_abs, (long long)d.worst);
+    CU_ASSERT_EQUAL(d.bad, 0);
+    /* the kernel's expected traffic is what ran */
+    CU_ASSERT_EQUAL(r.report->hbm_read_bytes, r.kernel.hbm_read_bytes);
+    CU_ASSERT_EQUAL(r.report->hbm_write_bytes, r.kernel.hbm_write_bytes);
+    krun_result_free(&r);
+    nn_graph_free(gr);
+}
+
+TEST(matmul_values_equal_the_reference_for_transposed_operands_batches_and_dtypes)
+{
+    rng g;
+    rng_seed(&g, 20261201);
+    static const char *dfs[] = {"core.dataflow=ws", "core.dataflow=os", "core.dataflow=is"};
+    for (int s = 0; s < 6; s++) {
+        int64_t M = 1 + (int64_t)rng_below(&g, 37), N = 1 + (int64_t)rng_below(&g, 37),
+                K = 1 + (int64_t)rng_below(&g, 45);
+        arch_config cfg = tiny(dfs[s % 3]);
+        for (int layout = 0; layout < 4; layout++)
+            check_matmul(&cfg, 2, (int64_t[]){M, K}, 2, (int64_t[]){K, N},
+                         s % 2 ? NN_BF16 : NN_I8, layout & 1, layout & 2, 1 + (uint32_t)(s % 2),
+                         &g);
+    }
+    /* many slices, tiles and rows: the loops run (pairs of K slices with mode=first, pairs
+     * of tiles where a tile has an odd number of slices), edges after them */
+    arch_config ws = tiny(NULL);
+    check_matmul(&ws, 2, (int64_t[]){150, 130}, 2, (int64_t[]){130, 70}, NN_BF16, false, false,
+                 1, &g);
+    check_matmul(&ws, 2, (int64_t[]){150, 160}, 2, (int64_t[]){160, 70}, NN_BF16, true, true,
+                 2, &g);
+    /* batches: both batched, and A batched over two dims against one shared B */
+    check_matmul(&ws, 3, (int64_t[]){3, 13, 21}, 3, (int64_t[]){3, 21, 9}, NN_BF16, false, true,
+                 1, &g);
+    check_matmul(&ws, 4, (int64_t[]){2, 3, 7, 30}, 2, (int64_t[]){30, 17}, NN_BF16, true, false,
+                 2, &g);
+    check_matmul(&ws, 3, (int64_t[]){5, 6, 20}, 2, (int64_t[]){20, 6}, NN_F32, false, false, 1,
+                 &g);
+}
+
+/* Instructions of core c of the program. */
+static uint32_t core_insns(const isa_program *p, uint32_t c)
+{
+    const isa_core_text *ct = isa_program_core(p, c);
+    return ct ? ct->n_insns : 0;
+}
+
+static uint32_t count_op(const isa_program *p, uint32_t c, isa_op op)
+{
+    const isa_core_text *ct = isa_program_core(p, c);
+    uint32_t n = 0;
+    for (uint32_t i = 0; ct && i < ct->n_insns; i++)
+        n += ct->insns[i].op == op;
+    return n;
+}
+
+/* Compiles a bf16 matmul M x N x K alone (timing only) and returns its program. */
+static isa_program *matmul_prog(const arch_config *cfg, int64_t M, int64_t N, int64_t K,
+                                kc_result *res)
+{
+    np_err err = {0};
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1};
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){M, K});
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){K, N});
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 2, (int64_t[]){M, N});
+    krun_result r;
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(cfg, &k, NULL, NULL, &r, &err), NP_OK);
+    *res = r.kernel;
+    isa_program *p = r.prog;
+    r.prog = NULL;
+    krun_result_free(&r);
+    return p;
+}
+
+TEST(program_size_grows_with_distinct_tile_shapes_not_with_tiles_times_slices)
+{
+    /* tiny ws: TK = TN = 16 (4 x the 4 x 4 array), TM = 4096 / (4 x 16) = 64. 256 x 256 x K
+     * has 4 x 16 tiles of K / 16 slices each; unrolled, a slice is 9 instructions. */
+    arch_config cfg = tiny(NULL);
+    kc_result r1, r2, r3;
+    isa_program *p1 = matmul_prog(&cfg, 256, 256, 256, &r1);
+    isa_program *p2 = matmul_prog(&cfg, 256, 256, 4096, &r2);
+    CU_ASSERT_EQUAL(core_insns(p1, 0), core_insns(p2, 0)); /* K only changes loop counts */
+    CU_ASSERT(core_insns(p1, 0) < 64);                      /* vs 64 x 16 x 9 unrolled */
+    CU_ASSERT(count_op(p1, 0, ISA_OP_LOOP) == 3);           /* rows, columns, slice pairs */
+    /* edges in every dimension: 2 x 2 x 2 distinct (tile, slice) shapes, each at most a
+     * handful of copies of the body */
+    isa_program *p3 = matmul_prog(&cfg, 250, 250, 250, &r3);
+    CU_ASSERT(core_insns(p3, 0) < 8 * 40);
+    /* per (row, column) shape: the pair loop's two slices, the 15th full one, the edge one */
+    CU_ASSERT_EQUAL(count_op(p3, 0, ISA_OP_MXU_MM), 2u * 2 * (2 + 1 + 1));
+    /* the traffic it expects is the tiled schedule's: A once per tile column, B once per tile
+     * row, C once */
+    CU_ASSERT_EQUAL(r1.hbm_read_bytes, (16u * 256 * 256 + 4u * 256 * 256) * 2);
+    CU_ASSERT_EQUAL(r1.hbm_write_bytes, 256u * 256 * 2);
+    isa_program_free(p1);
+    isa_program_free(p2);
+    isa_program_free(p3);
+}
+
+/* y = act(a x b + bias) + res, scaled, through the kernel's epilogue and through the
+ * framework op by op. */
+TEST(fused_epilogue_values_are_the_framework_ops_applied_in_order)
+{
+    rng g;
+    rng_seed(&g, 7);
+    static const nn_dtype bias_dt[] = {NN_BF16, NN_F32};
+    for (int v = 0; v < 2; v++) {
+        int64_t M = 19, N = 23, K = 29;
+        np_err err = {0};
+        nn_graph *gr = nn_graph_new(1);
+        nn_tensor *a = nn_input(gr, "a", NN_BF16, 2, (int64_t[]){M, K});
+        nn_tensor *b = nn_input(gr, "b", NN_BF16, 2, (int64_t[]){K, N});
+        nn_tensor *bias = nn_input(gr, "bias", bias_dt[v], 1, (int64_t[]){N});
+        nn_tensor *res = nn_input(gr, "res", NN_BF16, 2, (int64_t[]){M, N});
+        nn_tensor *col = nn_input(gr, "col", NN_BF16, 2, (int64_t[]){M, 1});
+        fill(a, &g), fill(b, &g), fill(bias, &g), fill(res, &g), fill(col, &g);
+        nn_tensor *mm = nn_matmul(gr, a, b);
+        nn_tensor *bb = v == 0 ? bias : nn_cast(gr, bias, NN_BF16); /* exact: quarter-integers */
+        nn_tensor *t = nn_gelu(gr, nn_add(gr, mm, bb));
+        nn_tensor *y = nn_mul(gr, nn_scale(gr, nn_add(gr, t, res), 0.5), col);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(gr, &err), NP_OK);
+        nn_tensor *got = like(gr, y, NN_BF16);
+        arch_config cfg = tiny(NULL);
+        kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_epi = 5,
+                       .place = {0, 0, 2}};
+        kc_tensor_of(&k.in[0], 0, a);
+        kc_tensor_of(&k.in[1], 0, b);
+        kc_tensor_of(&k.out[0], 0, got);
+        k.epi[0] = (kc_epi){.op = NN_OP_ADD, .has_arg = true};
+        kc_tensor_of(&k.epi[0].arg, 0, bias);
+        k.epi[1] = (kc_epi){.op = NN_OP_GELU};
+        k.epi[2] = (kc_epi){.op = NN_OP_ADD, .has_arg = true};
+        kc_tensor_of(&k.epi[2].arg, 0, res);
+        k.epi[3] = (kc_epi){.op = NN_OP_SCALE, .f = 0.5};
+        k.epi[4] = (kc_epi){.op = NN_OP_MUL, .has_arg = true};
+        kc_tensor_of(&k.epi[4].arg, 0, col);
+        krun_io io = {.in = {a, b}, .epi = {bias, NULL, res, NULL, col}, .out = {got}};
+        krun_result r;
+        CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r,
+                                          &err), NP_OK);
+        /* The drain fuses bias and gelu in fp32 (one rounding where the framework rounds
+         * twice); then every step rounds to bf16 as the framework's does: a few bf16 ulps
+         * (2^-8 relative each). */
+        krun_diff d = krun_compare(got, y, 3.0 / 256, 1.0 / 64);
+        CU_ASSERT_EQUAL(d.bad, 0);
+        /* the drain carries the bias (an fp32 vector) and the activation */
+        const isa_core_text *ct = &r.prog->cores[0];
+        bool fused = false;
+        for (uint32_t i = 0; i < ct->n_insns; i++)
+            if (ct->insns[i].op == ISA_OP_MXU_DRAIN)
+                fused = ct->insns[i].MXU_DRAIN.act.val == ISA_ACT_GELU &&
+                        ct->insns[i].MXU_DRAIN.bias.space == ISA_SPACE_SPAD;
+        CU_ASSERT(fused);
+        CU_ASSERT_EQUAL(count_op(r.prog, 0, ISA_OP_VPU_CAST), v == 0 ? 1u : 0u); /* bf16 bias */
+        krun_result_free(&r);
+        nn_graph_free(gr);
+    }
+}
+
+TEST(conv2d_values_equal_the_reference_in_channels_last_layout)
+{
+    /* x [2, 3, 9, 11] NCHW logically, NHWC in memory; w [5, 3, 3, 2] as [(kh, kw, c)][o];
+     * stride 2 x 3. */
+    rng g;
+    rng_seed(&g, 99);
+    np_err err = {0};
+    nn_graph *gr = nn_graph_new(1);
+    int64_t N = 2, C = 3, H = 9, W = 11, O = 5, R = 3, S = 2;
+    nn_tensor *x = nn_input(gr, "x", NN_BF16, 4, (int64_t[]){N, C, H, W});
+    nn_tensor *w = nn_input(gr, "w", NN_BF16, 4, (int64_t[]){O, C, R, S});
+    fill(x, &g), fill(w, &g);
+    nn_tensor *y = nn_conv2d(gr, x, w, 2, 0, 1, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(gr, &err), NP_OK);
+    /* the framework's conv2d is square-strided: run the kernel with stride 2 both ways */
+    nn_tensor *got = like(gr, y, NN_BF16);
+    int64_t E = y->ne[2], F = y->ne[3], e = 2;
+    kc_kernel k = {.op = NN_OP_CONV2D, .n_in = 2, .n_out = 1, .n_attrs = 1,
+                   .attrs = {KC_INT("stride", 2)}};
+    k.in[0] = (kc_tensor){0, NN_BF16, 4, {N, C, H, W}, {H * W * C * e, e, W * C * e, C * e}};
+    k.in[1] = (kc_tensor){0, NN_BF16, 4, {O, C, R, S}, {e, O * e, S * C * O * e, C * O * e}};
+    k.out[0] = (kc_tensor){0, NN_BF16, 4, {N, O, E, F}, {E * F * O * e, e, F * O * e, O * e}};
+    arch_config cfg = tiny(NULL);
+    krun_io io = {.in = {x, w}, .out = {got}};
+    krun_result r;
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err),
+                          NP_OK);
+    /* sums in (kh, kw, c) order where the reference sums in (c, kh, kw) order: exact here
+     * (quarter-integers, short sums), so equal */
+    CU_ASSERT_EQUAL(krun_compare(got, y, 0, 0).bad, 0);
+    krun_result_free(&r);
+    /* a layout the kernel does not take is an error naming it */
+    kc_tensor_of(&k.in[0], 0, x);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err),
+                    NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "channels-last"));
+    nn_graph_free(gr);
+}
+
+/* Fills the values of HBM buffer t (row-major logical v) into an input list. */
+typedef struct io_list {
+    core_hbm_io in[8];
+    size_t n;
+} io_list;
+
+TEST(kernels_follow_one_another_in_one_program_with_barriers_only_across_cores)
+{
+    /* C = A x B, then E = C x D, in one program; on one core the scoreboard-free ordering of
+     * the DMA queue suffices, on two cores the second kernel needs a barrier first. */
+    rng g;
+    rng_seed(&g, 3);
+    int64_t M = 24, K = 20, N = 12, P = 9;
+    np_err err = {0};
+    nn_graph *gr = nn_graph_new(1);
+    nn_tensor *A = nn_input(gr, "A", NN_F32, 2, (int64_t[]){M, K});
+    nn_tensor *B = nn_input(gr, "B", NN_F32, 2, (int64_t[]){K, N});
+    nn_tensor *D = nn_input(gr, "D", NN_F32, 2, (int64_t[]){N, P});
+    fill(A, &g), fill(B, &g), fill(D, &g);
+    nn_tensor *Cn = nn_matmul(gr, A, B), *En = nn_matmul(gr, Cn, D);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(gr, &err), NP_OK);
+    for (uint32_t cores = 1; cores <= 2; cores++) {
+        arch_config cfg = tiny("core.scoreboard=0");
+        kc_prog *p;
+        CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = cores}, &p, &err), NP_OK);
+        uint64_t a, b, c, d, e;
+        kc_prog_bss(p, "A", (uint64_t)(M * K * 4), &a, &err);
+        kc_prog_bss(p, "B", (uint64_t)(K * N * 4), &b, &err);
+        kc_prog_bss(p, "C", (uint64_t)(M * N * 4), &c, &err);
+        kc_prog_bss(p, "D", (uint64_t)(N * P * 4), &d, &err);
+        kc_prog_bss(p, "E", (uint64_t)(M * P * 4), &e, &err);
+        kc_kernel k1 = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .place = {0, 0, cores},
+                        .n_attrs = 1, .attrs = {KC_INT("tm", 8)}};
+        kc_tensor_of(&k1.in[0], a, A), kc_tensor_of(&k1.in[1], b, B), kc_tensor_of(&k1.out[0], c, Cn);
+        kc_kernel k2 = k1;
+        kc_tensor_of(&k2.in[0], c, Cn), kc_tensor_of(&k2.in[1], d, D), kc_tensor_of(&k2.out[0], e, En);
+        kc_result r1, r2;
+        CU_ASSERT_EQUAL_FATAL(kc_compile(p, &k1, &r1, &err), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(kc_compile(p, &k2, &r2, &err), NP_OK);
+        CU_ASSERT_STRING_EQUAL(r2.name, "matmul.1"); /* unique per core */
+        CU_ASSERT_EQUAL_FATAL(kc_prog_finish(p, &err), NP_OK);
+        isa_program *prog = kc_prog_take(p);
+        kc_prog_free(p);
+        for (uint32_t cc = 0; cc < cores; cc++) {
+            CU_ASSERT_EQUAL(count_op(prog, cc, ISA_OP_BARRIER), cores - 1);
+            CU_ASSERT_EQUAL(count_op(prog, cc, ISA_OP_HALT), 1u); /* only the caller's, at the end */
+        }
+        uint8_t *bytes[3];
+        const nn_tensor *ins[3] = {A, B, D};
+        const uint64_t at[3] = {a, b, d};
+        core_hbm_io in[3];
+        for (int i = 0; i < 3; i++) {
+            bytes[i] = malloc((size_t)nn_numel(ins[i]) * 4);
+            memcpy(bytes[i], ins[i]->data, (size_t)nn_numel(ins[i]) * 4); /* fp32 as is */
+            in[i] = (core_hbm_io){at[i], bytes[i], (uint64_t)nn_numel(ins[i]) * 4, 0};
+        }
+        float *out = malloc((size_t)(M * P) * 4);
+        core_hbm_io o = {e, out, (uint64_t)(M * P) * 4, 0};
+        core_sim_opts so = {.functional = true, .inputs = in, .n_inputs = 3, .outputs = &o,
+                            .n_outputs = 1};
+        core_report *rep;
+        CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, prog, &so, NULL, &rep, &err), NP_OK);
+        CU_ASSERT_EQUAL(rep->n_kernels, 2u * cores);
+        int64_t bad = 0;
+        for (int64_t i = 0; i < M * P; i++)
+            bad += out[i] != En->data[i];
+        CU_ASSERT_EQUAL(bad, 0);
+        core_report_free(rep);
+        isa_program_free(prog);
+        free(out);
+        for (int i = 0; i < 3; i++)
+            free(bytes[i]);
+    }
+    nn_graph_free(gr);
+}
+
+TEST(a_kernel_that_needs_the_scratchpad_another_just_released_gets_a_fence_first)
+{
+    arch_config cfg = tiny(NULL);
+    np_err err = {0};
+    kc_prog *p;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 1}, &p, &err), NP_OK);
+    uint64_t a;
+    kc_prog_bss(p, "A", 1 << 20, &a, &err);
+    /* small tiles: back-to-back kernels share the scratchpad without waiting for each other */
+    kc_kernel small = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_attrs = 3,
+                       .attrs = {KC_INT("tm", 4), KC_INT("tn", 4), KC_INT("tk", 4)}};
+    kc_tensor_dense(&small.in[0], a, NN_BF16, 2, (int64_t[]){8, 8});
+    kc_tensor_dense(&small.in[1], a + 4096, NN_BF16, 2, (int64_t[]){8, 8});
+    kc_tensor_dense(&small.out[0], a + 8192, NN_BF16, 2, (int64_t[]){8, 8});
+    CU_ASSERT_EQUAL(kc_compile(p, &small, NULL, &err), NP_OK);
+    small.out[0].addr += 4096; /* a different output: no dependency */
+    CU_ASSERT_EQUAL(kc_compile(p, &small, NULL, &err), NP_OK);
+    CU_ASSERT_EQUAL(count_op(kc_prog_program(p), 0, ISA_OP_FENCE), 0u);
+    /* a kernel that takes the whole scratchpad (chosen tiles) must wait for both */
+    kc_kernel big = small;
+    big.n_attrs = 0;
+    kc_tensor_dense(&big.in[0], a, NN_BF16, 2, (int64_t[]){64, 256});
+    kc_tensor_dense(&big.in[1], a + 65536, NN_BF16, 2, (int64_t[]){256, 16});
+    kc_tensor_dense(&big.out[0], a + 131072, NN_BF16, 2, (int64_t[]){64, 16});
+    CU_ASSERT_EQUAL(kc_compile(p, &big, NULL, &err), NP_OK);
+    CU_ASSERT_EQUAL(count_op(kc_prog_program(p), 0, ISA_OP_FENCE), 1u);
+    /* and the next small one after it again */
+    CU_ASSERT_EQUAL(kc_compile(p, &small, NULL, &err), NP_OK);
+    CU_ASSERT_EQUAL(count_op(kc_prog_program(p), 0, ISA_OP_FENCE), 2u);
+    CU_ASSERT_EQUAL(kc_prog_finish(p, &err), NP_OK);
+    isa_program *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    core_report *rep;
+    CU_ASSERT_EQUAL(core_sim_run(&cfg, prog, NULL, &rep, &err), NP_OK);
+    CU_ASSERT_EQUAL(rep->n_kernels, 4u);
+    core_report_free(rep);
+    isa_program_free(prog);
+}
+
+TEST(bad_kernels_are_errors_that_name_the_kernel_and_what_is_wrong)
+{
+    arch_config cfg = tiny(NULL);
+    np_err err = {0};
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_attrs = 1,
+                   .attrs = {KC_INT("tx", 8)}};
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    krun_result r;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_UNKNOWN_KEY);
+    CU_ASSERT_STRING_EQUAL(err.msg, "matmul: unknown attribute 'tx'; did you mean 'tm'?");
+    /* out of range, twice, tiles that cannot fit */
+    k.attrs[0] = KC_INT("tm", 70000);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_RANGE);
+    k.n_attrs = 2;
+    k.attrs[0] = KC_INT("tk", 8), k.attrs[1] = KC_INT("tk", 8);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_DUPLICATE);
+    k.attrs[0] = KC_INT("tm", 8), k.attrs[1] = KC_INT("tn", 4096);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "accumulator"));
+    k.attrs[1] = KC_INT("tk", 4096);
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){8, 8192});
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){8192, 8});
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "scratchpad"));
+    k.n_attrs = 0;
+    /* shapes that do not make a matmul; a layout it does not take */
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){7, 8});
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    k.in[0].stride[1] = 4;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "neither row- nor column-major"));
+    k.in[0].stride[1] = 2;
+    /* an epilogue step that is not elementwise; placement off the chip */
+    k.n_epi = 1;
+    k.epi[0] = (kc_epi){.op = NN_OP_SOFTMAX};
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    k.n_epi = 0;
+    k.place = (kc_place){0, 1, 2};
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_RANGE);
+    /* ops without a kernel, with and without a reason */
+    k.place = (kc_place){0};
+    k.op = NN_OP_RESHAPE;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_UNKNOWN_KEY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a view"));
+}
+
+TEST(every_kernel_in_the_table_is_well_formed)
+{
+    unsigned kernels = 0;
+    for (int op = 0; op < NN_OP_COUNT; op++) {
+        const kc_kernel_def *d = kc_kernel_find((nn_op)op);
+        if (!d)
+            continue;
+        kernels++;
+        CU_ASSERT_EQUAL(d->op, (nn_op)op);
+        CU_ASSERT_PTR_NULL(kc_no_kernel_reason((nn_op)op)); /* not both */
+        CU_ASSERT_PTR_NOT_NULL(d->compile);
+        CU_ASSERT(d->doc && strlen(d->doc) > 10);
+        CU_ASSERT(d->n_out >= 1 && d->n_out <= KC_MAX_OUT && d->n_in <= KC_MAX_IN);
+        CU_ASSERT(d->n_attrs + d->n_keys <= KC_MAX_SPEC);
+        for (unsigned i = 0; i < d->n_attrs; i++) {
+            const kc_attr_def *a = &d->attrs[i];
+            CU_ASSERT(a->doc && a->doc[0]);
+            if (a->type != KC_ATTR_DTYPE)
+                CU_ASSERT(a->dflt >= a->min && a->dflt <= a->max);
+            for (unsigned j = 0; j < i; j++)
+                CU_ASSERT(strcmp(d->attrs[j].name, a->name) != 0);
+        }
+    }
+    CU_ASSERT(kernels >= 2);
+    CU_ASSERT_PTR_NOT_NULL(kc_no_kernel_reason(NN_OP_LEAF));
+    /* the dtype table maps both ways */
+    for (int t = 0; t < NN_DTYPE_COUNT; t++) {
+        CU_ASSERT_EQUAL(kc_nn_dtype(kc_isa_dtype((nn_dtype)t)), (nn_dtype)t);
+        CU_ASSERT_EQUAL(isa_dtype_size[kc_isa_dtype((nn_dtype)t)], nn_dtype_size((nn_dtype)t));
+    }
+}
