@@ -41,7 +41,7 @@ np_status kc_gemm_tiles(const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                         np_err *err)
 {
     if (!g->m || !g->n || !g->k)
-        return np_err_set(err, NP_ERR_RANGE, "matmul %llux%llux%llu: M, N and K must be >= 1",
+        return np_err_set(err, NP_ERR_RANGE, "a %llux%llux%llu GEMM: M, N and K must be >= 1",
                           (unsigned long long)g->m, (unsigned long long)g->n,
                           (unsigned long long)g->k);
     uint64_t e = g->e, ce = g->ce;
@@ -101,20 +101,20 @@ np_status kc_gemm_tiles(const arch_config *cfg, const kc_gemm_shape *g, uint64_t
     }
     if (!tm || !tn || !tk)
         return np_err_set(err, NP_ERR_RANGE,
-                          "matmul %llux%llux%llu: no tile fits the scratchpad (%llu bytes) and "
-                          "accumulators (%llu bytes)",
+                          "a %llux%llux%llu GEMM: no tile fits the scratchpad (%llu bytes free) "
+                          "and accumulators (%llu bytes free)",
                           (unsigned long long)g->m, (unsigned long long)g->n,
                           (unsigned long long)g->k, (unsigned long long)spad,
                           (unsigned long long)acc);
     if (tm * tn * 4 > acc)
-        return np_err_set(err, NP_ERR_RANGE, "matmul: a %llux%llu tile needs %llu accumulator "
-                          "bytes, more than the %llu there are", (unsigned long long)tm,
+        return np_err_set(err, NP_ERR_RANGE, "a %llux%llu tile needs %llu accumulator bytes, "
+                          "more than the %llu free", (unsigned long long)tm,
                           (unsigned long long)tn, (unsigned long long)(tm * tn * 4),
                           (unsigned long long)acc);
     uint64_t need = kc_gemm_spad_bytes(g, tm, tn, tk);
     if (need > spad)
-        return np_err_set(err, NP_ERR_RANGE, "matmul: %llux%llux%llu tiles (double-buffered) "
-                          "need %llu scratchpad bytes, more than the %llu there are",
+        return np_err_set(err, NP_ERR_RANGE, "%llux%llux%llu tiles (double-buffered) need %llu "
+                          "scratchpad bytes, more than the %llu free",
                           (unsigned long long)tm, (unsigned long long)tn,
                           (unsigned long long)tk, (unsigned long long)need,
                           (unsigned long long)spad);
@@ -351,10 +351,6 @@ static void emit_gather(kmm *m, int64_t base, uint64_t sa, uint64_t i0, uint64_t
 
 /* ---- slices and tiles ----------------------------------------------------------------------- */
 
-typedef struct tile_ctx {
-    uint64_t tm, tn;
-} tile_ctx;
-
 /* Slice k (of TK) of the tile at p (tm x tn): the DMA and MXU halves. */
 static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint64_t k0,
                        uint64_t tk, unsigned b, isa_accm mode)
@@ -566,9 +562,9 @@ static unsigned emit_tile(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, un
 /* Slices of one tile (mod 2): how a tile flips the buffer parity. */
 static unsigned tile_flip(const kmm *m) { return (unsigned)(cdiv(m->K, m->TK) & 1); }
 
-/* The column tiles [c0, c1) of the tile row at p (tile height tm). */
+/* A tile row's body: its tiles are tm high. */
 typedef struct row_ctx {
-    uint64_t tm, c0, c1;
+    uint64_t tm;
 } row_ctx;
 
 static unsigned body_col(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop, void *v)
@@ -594,7 +590,7 @@ static unsigned emit_row(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t c0, uin
     uint64_t cols = cdiv(m->N, m->TN);
     bool edge = c1 == cols && m->N % m->TN;
     uint64_t full = c1 - c0 - (edge ? 1 : 0);
-    row_ctx r = {tm, c0, c1};
+    row_ctx r = {tm};
     kmm_pos q = *p;
     q.j0 = c0 * m->TN;
     kmm_steps st = {0};
@@ -841,9 +837,10 @@ static void bcast_strides(const kc_tensor *t, int out_nd, int64_t *s)
 }
 
 /* The epilogue: the drain's fused prefix [scale] [bias] [activation], the rest vector steps.
- * os[] are each operand's strides over the output's dims; mdim, ndim the output dims of the
- * GEMM's rows and columns (for a conv the pixel dim ow, whose row dim oh must follow it). */
-static np_status plan_epilogue(kmm *m, int nd, const int *bdims, int nbd, int mdim, int ndim_,
+ * The output has nd dims; bdims[0..nbd) are those of the batch loops, mdim and ndim those of
+ * the GEMM's rows and columns (for a conv the pixel dim ow; then an operand's stride along
+ * dim mouter, oh, must be m_outer_ratio = OW times its stride along ow; mouter -1: none). */
+static np_status plan_epilogue(kmm *m, int nd, const int *bdims, int nbd, int mdim, int ndim,
                                int64_t m_outer_ratio, int mouter)
 {
     kc_ctx *x = m->x;
@@ -854,9 +851,7 @@ static np_status plan_epilogue(kmm *m, int nd, const int *bdims, int nbd, int md
     int i = 0;
     if (i < k->n_epi && k->epi[i].op == NN_OP_SCALE)
         m->scale = (float)k->epi[i++].f;
-    for (; i <= k->n_epi; i++) {
-        if (i == k->n_epi)
-            break;
+    for (; i < k->n_epi; i++) {
         const kc_epi *s = &k->epi[i];
         int64_t st[KC_MAX_DIMS];
         kmm_arg g = {0};
@@ -865,7 +860,7 @@ static np_status plan_epilogue(kmm *m, int nd, const int *bdims, int nbd, int md
             g.base = s->arg.addr;
             g.dt = kc_isa_dtype(s->arg.dtype);
             g.sm = st[mdim];
-            g.sn = st[ndim_];
+            g.sn = st[ndim];
             if (mouter >= 0 && st[mouter] != g.sm * m_outer_ratio)
                 return kc_fail(x, NP_ERR_INCONSISTENT, "epilogue step %d: its operand's "
                                "pixel rows are not %" PRId64 " pixels apart", i, m_outer_ratio);
@@ -1174,6 +1169,44 @@ static np_status conv2d_compile(kc_ctx *x)
     return kmm_emit(&m);
 }
 
+/* ---- the framework's computation of each (for checks) ---------------------------------------- */
+
+static np_status graph_status(nn_graph *g, nn_tensor **out, nn_tensor *t, np_err *err)
+{
+    out[0] = t;
+    return t ? NP_OK : nn_graph_status(g, err);
+}
+
+static np_status matmul_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                                  nn_tensor **out, np_err *err)
+{
+    (void)k;
+    return graph_status(g, out, nn_matmul(g, in[0], in[1]), err);
+}
+
+static const kc_attr *find_attr(const kc_kernel *k, const char *name)
+{
+    for (int i = 0; i < k->n_attrs; i++)
+        if (k->attrs[i].name && strcmp(k->attrs[i].name, name) == 0)
+            return &k->attrs[i];
+    return NULL;
+}
+
+static np_status conv2d_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                                  nn_tensor **out, np_err *err)
+{
+    const kc_attr *st = find_attr(k, "stride"), *sw = find_attr(k, "stride_w");
+    const kc_attr *pad = find_attr(k, "pad"), *dil = find_attr(k, "dilation");
+    const kc_attr *grp = find_attr(k, "groups");
+    int64_t s = st ? st->i : 1;
+    if (sw && sw->i && sw->i != s)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "conv2d: the framework's conv2d has one "
+                          "stride for both dims (stride %" PRId64 ", stride_w %" PRId64 ")", s,
+                          sw->i);
+    return graph_status(g, out, nn_conv2d(g, in[0], in[1], (int)s, pad ? (int)pad->i : 0,
+                                          dil ? (int)dil->i : 1, grp ? (int)grp->i : 1), err);
+}
+
 /* ---- the table rows --------------------------------------------------------------------------- */
 
 #define KMM_TILE_ATTRS                                                                          \
@@ -1196,6 +1229,7 @@ const kc_kernel_def kc_matmul_def = {
     .op = NN_OP_MATMUL, .flags = KC_DEF_EPILOGUE, .n_in = 2, .n_out = 1,
     .attrs = matmul_attrs, .n_attrs = sizeof matmul_attrs / sizeof matmul_attrs[0],
     .compile = matmul_compile,
+    .reference = matmul_reference,
     .doc = "tiled, double-buffered GEMM on the matrix unit; batches, rows of tiles, tiles and "
            "pairs of K slices as loops",
 };
@@ -1204,6 +1238,7 @@ const kc_kernel_def kc_conv2d_def = {
     .op = NN_OP_CONV2D, .flags = KC_DEF_EPILOGUE, .n_in = 2, .n_out = 1,
     .attrs = conv2d_attrs, .n_attrs = sizeof conv2d_attrs / sizeof conv2d_attrs[0],
     .compile = conv2d_compile,
+    .reference = conv2d_reference,
     .doc = "implicit im2col: the GEMM schedule of matmul with each A slice gathered from the "
            "NHWC input by strided DMA",
 };

@@ -336,6 +336,11 @@ typedef struct kc_kernel_def {
     unsigned n_keys;
     np_status (*build)(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err);
     const char *doc;             /* one line: the schedule */
+    /* (optional) the framework's computation of k (without its epilogue) on leaves
+     * in[0 .. k->n_in) shaped like its inputs: fills out[0 .. k->n_out) with the nodes whose
+     * reference values the kernel's outputs must match (`npusim kernel --functional`) */
+    np_status (*reference)(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                           nn_tensor **out, np_err *err);
 } kc_kernel_def;
 
 /* The kernel of op, or NULL when it has none; for ops that need none (views) the reason. */

@@ -25,8 +25,10 @@ np_status kgen_matmul_tiles(const arch_config *cfg, kgen_matmul *mm, np_err *err
     kc_gemm_shape g = gemm_shape(mm);
     uint64_t tm = mm->tm, tn = mm->tn, tk = mm->tk;
     if (kc_gemm_tiles(cfg, &g, cfg->core.sram_bytes, cfg->core.acc_bytes, &tm, &tn, &tk, err) !=
-        NP_OK)
+        NP_OK) {
+        np_err_prefix(err, "matmul");
         return err->status;
+    }
     mm->tm = tm, mm->tn = tn, mm->tk = tk;
     return NP_OK;
 }

@@ -57,7 +57,7 @@ static bool same_shape(const kc_tensor *t, const nn_tensor *v)
 /* One operand of the run: its tensor (rebased) and host bytes. */
 typedef struct krun_buf {
     kc_tensor *t;
-    const nn_tensor *v;
+    nn_tensor *v;
     uint8_t *bytes;
     uint64_t n;
     bool out;
@@ -88,7 +88,7 @@ np_status krun_kernel(const arch_config *cfg, const kc_kernel *k0, const krun_io
         bufs[nb++] = (krun_buf){&k.out[i], io ? io->out[i] : NULL, NULL, 0, true};
     if (o.functional)
         for (int i = 0; i < nb; i++) {
-            nn_tensor *v = (nn_tensor *)(uintptr_t)bufs[i].v;
+            nn_tensor *v = bufs[i].v;
             if (bufs[i].out && v && !v->data && !nn_tensor_alloc(v))
                 return np_err_set(err, NP_ERR_NOMEM, "out of memory");
             if (!same_shape(bufs[i].t, v))
@@ -138,7 +138,7 @@ np_status krun_kernel(const arch_config *cfg, const kc_kernel *k0, const krun_io
     if (st == NP_OK && o.functional)
         for (int i = 0; i < nb; i++)
             if (bufs[i].out)
-                unmarshal(bufs[i].t, bufs[i].bytes, ((nn_tensor *)(uintptr_t)bufs[i].v)->data);
+                unmarshal(bufs[i].t, bufs[i].bytes, bufs[i].v->data);
     for (int i = 0; i < nb; i++)
         free(bufs[i].bytes);
     if (st != NP_OK)
