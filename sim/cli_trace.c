@@ -1,116 +1,282 @@
-/* cli_trace.c — core-model runs as Chrome/Perfetto traces for the commands (see cli_trace.h). */
+/* cli_trace.c — core-model runs into the trace layout for the commands (see cli_trace.h).
+ *
+ * core_trace_insn carries an instruction's text (the disassembler's, addresses resolved), not
+ * its fields, so the bytes, peer and tag of DMA and COMM instructions are read back from the
+ * text's operands: "dma.copy DST, SRC, DTYPE, N0[, N1, N2, ...]" (N1, N2 may be named),
+ * "comm.send peer(C, K), SRC, BYTES, TAG", "comm.recv peer(C, K), DST, BYTES, TAG[, ...]". An
+ * instruction whose text does not read that way gets its slice without bytes or flow. */
 #include "cli_trace.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define CLI_TID_PER_CORE 32 /* tids of core c: 32c + DMA lane (0..15), MXU 16, VPU 17, COMM 18,
-                               kernels 19 */
+#include "isa.h"
 
-static uint32_t cli_tid(uint32_t core, isa_unit u, unsigned lane)
-{
-    unsigned k = u == ISA_UNIT_DMA ? lane : u == ISA_UNIT_MXU ? 16 : u == ISA_UNIT_VPU ? 17 : 18;
-    return core * CLI_TID_PER_CORE + k;
-}
+#define CLI_OPERANDS_MAX 12
 
-static size_t slot_of(uint64_t key, size_t cap)
+np_status cli_trace_flag(trace_layout_opts *o, int c, const char *arg, np_err *err)
 {
-    return (size_t)(key * 0x9e3779b97f4a7c15ull >> 17) & (cap - 1);
-}
-
-/* Whether (pid, tid) is new; adds it. */
-static bool first_sight(cli_trace *t, uint32_t pid, uint32_t tid)
-{
-    if (2 * (t->n + 1) > t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 256;
-        uint64_t *v = calloc(cap, sizeof *v);
-        if (!v) {
-            t->oom = true;
-            return false;
-        }
-        for (size_t i = 0; i < t->cap; i++) {
-            if (!t->seen[i])
-                continue;
-            size_t j = slot_of(t->seen[i], cap);
-            while (v[j])
-                j = (j + 1) & (cap - 1);
-            v[j] = t->seen[i];
-        }
-        free(t->seen);
-        t->seen = v, t->cap = cap;
+    if (c == CLI_TRACE_OPT_CHIPS) {
+        trace_chips_free(&o->chips);
+        return trace_chips_parse("--trace-chips", arg, &o->chips, err);
     }
-    uint64_t key = ((uint64_t)pid << 32 | tid) + 1;
-    size_t j = slot_of(key, t->cap);
-    while (t->seen[j] && t->seen[j] != key)
-        j = (j + 1) & (t->cap - 1);
-    if (t->seen[j])
-        return false;
-    t->seen[j] = key;
-    t->n++;
-    return true;
+    if (c == CLI_TRACE_OPT_LEVEL)
+        return trace_level_parse("--trace-level", arg, &o->level, err);
+    return np_err_set(err, NP_ERR_INTERNAL, "cli_trace_flag: option %d is not a trace option", c);
 }
 
-/* Names process pid and thread tid the first time they appear. */
-static void name_once(cli_trace *t, uint32_t pid, uint32_t tid, const char *thread)
+np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout_opts *o,
+                              np_err *err)
 {
-    if (first_sight(t, pid, UINT32_MAX)) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "chip %u", pid);
-        trace_name_process(t->w, pid, buf);
-    }
-    if (first_sight(t, pid, tid))
-        trace_name_thread(t->w, pid, tid, thread);
+    memset(t, 0, sizeof *t);
+    np_status st = trace_layout_open(path, o, &t->w, err);
+    if (st == NP_OK)
+        t->sink = trace_layout_sink(t->w);
+    return st;
 }
 
 np_status cli_trace_open(cli_trace *t, const char *path, np_err *err)
 {
-    memset(t, 0, sizeof *t);
-    return trace_open(path, &t->w, err);
+    return cli_trace_open_opts(t, path, NULL, err);
+}
+
+/* The operands of an instruction's text (after the mnemonic), split at top-level commas and
+ * trimmed, into op[] (pointers into buf); returns how many. */
+static size_t insn_operands(const char *text, char *buf, size_t n, const char **op)
+{
+    snprintf(buf, n, "%s", text);
+    char *p = strchr(buf, ' ');
+    size_t k = 0;
+    int depth = 0;
+    if (!p)
+        return 0;
+    for (char *s = ++p;; p++) {
+        if (*p == '(' || *p == '[')
+            depth++;
+        else if (*p == ')' || *p == ']')
+            depth--;
+        if ((*p == ',' && !depth) || !*p) {
+            bool end = !*p;
+            *p = '\0';
+            while (*s == ' ')
+                s++;
+            if (k < CLI_OPERANDS_MAX)
+                op[k++] = s;
+            if (end)
+                break;
+            s = p + 1;
+        }
+    }
+    return k;
+}
+
+static bool parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return false;
+    *out = strtoull(s, &end, 0);
+    return *end == '\0';
+}
+
+/* A dma.copy's bytes: n0 x n1 x n2 elements of its dtype. */
+static bool dma_bytes(const char **op, size_t n, uint64_t *bytes)
+{
+    if (n < 4)
+        return false;
+    int dt = -1;
+    for (int d = 0; d < ISA_DTYPE_COUNT; d++)
+        if (!strcmp(op[2], isa_dtype_names[d]))
+            dt = d;
+    uint64_t dims[3] = {0, 1, 1};
+    if (dt < 0 || !parse_u64(op[3], &dims[0]))
+        return false;
+    for (size_t i = 4; i < n; i++) {
+        const char *v = op[i];
+        size_t d = i - 3; /* positional n1, n2 */
+        if (!strncmp(v, "n1=", 3) || !strncmp(v, "n2=", 3))
+            d = (size_t)(v[1] - '0'), v += 3;
+        else if (strchr(v, '=') || d > 2)
+            continue; /* strides */
+        if (!parse_u64(v, &dims[d]))
+            return false;
+    }
+    *bytes = dims[0] * dims[1] * dims[2] * isa_dtype_size[dt];
+    return true;
+}
+
+/* A comm.*'s peer, bytes and tag. */
+static bool comm_fields(const char **op, size_t n, uint32_t *chip, uint32_t *core,
+                        uint64_t *bytes, uint64_t *tag)
+{
+    unsigned long long c, k;
+    if (n < 4 || sscanf(op[0], "peer(%llu, %llu)", &c, &k) != 2 || c > UINT32_MAX ||
+        k > UINT32_MAX)
+        return false;
+    *chip = (uint32_t)c, *core = (uint32_t)k;
+    return parse_u64(op[2], bytes) && parse_u64(op[3], tag);
+}
+
+/* Notes that kernel name ran comm.* instructions. */
+static void note_comm_kernel(cli_trace *t, const char *name)
+{
+    if (name == t->last_comm_kernel)
+        return;
+    for (size_t i = 0; i < t->n_comm_kernels; i++)
+        if (!strcmp(t->comm_kernels[i], name)) {
+            t->last_comm_kernel = name;
+            return;
+        }
+    if (t->n_comm_kernels == t->cap_comm_kernels) {
+        size_t cap = t->cap_comm_kernels ? 2 * t->cap_comm_kernels : 8;
+        char **v = realloc(t->comm_kernels, cap * sizeof *v);
+        if (!v) {
+            t->oom = true;
+            return;
+        }
+        t->comm_kernels = v, t->cap_comm_kernels = cap;
+    }
+    if (!(t->comm_kernels[t->n_comm_kernels] = strdup(name))) {
+        t->oom = true;
+        return;
+    }
+    t->n_comm_kernels++;
+    t->last_comm_kernel = name;
+}
+
+static bool is_comm_kernel(const cli_trace *t, const char *name)
+{
+    for (size_t i = 0; i < t->n_comm_kernels; i++)
+        if (!strcmp(t->comm_kernels[i], name))
+            return true;
+    return false;
 }
 
 void cli_trace_insn(void *ctx, const core_trace_insn *in)
 {
     cli_trace *t = ctx;
-    uint32_t tid = cli_tid(in->core, in->unit, in->lane);
-    char thread[48], name[32];
-    if (in->unit == ISA_UNIT_DMA && in->lane)
-        snprintf(thread, sizeof thread, "core%u.dma[%u]", in->core, in->lane);
-    else
-        snprintf(thread, sizeof thread, "core%u.%s", in->core, isa_unit_names[in->unit]);
-    name_once(t, in->chip, tid, thread);
+    const trace_sink_ops *ops = t->sink.ops;
+    char name[32], buf[256];
     snprintf(name, sizeof name, "%.*s", (int)strcspn(in->text, " "), in->text);
-    json_t *args = json_pack("{s:I, s:s, s:s?}", "pc", (json_int_t)in->pc, "insn", in->text,
-                             "kernel", in->kernel);
-    trace_slice(t->w, in->chip, tid, name, isa_unit_names[in->unit], t->offset_ps + in->start_ps,
-                in->end_ps - in->start_ps, args);
+    uint64_t start = t->offset_ps + in->start_ps, end = t->offset_ps + in->end_ps;
+    trace_unit_slice s = {.chip = in->chip, .core = in->core, .unit = (unsigned)in->unit,
+                          .unit_name = isa_unit_names[in->unit], .lane = in->lane, .name = name,
+                          .start_ps = start, .end_ps = end};
+    if (!strcmp(name, "sem.wait"))
+        s.cat = "wait"; /* a sem.wait has a slice only when it waited: the wait */
+    trace_arg args[4] = {TRACE_ARG_U("pc", in->pc), TRACE_ARG_S("insn", in->text),
+                         TRACE_ARG_S("kernel", in->kernel)};
+    s.args = args, s.n_args = 3;
+    const char *op[CLI_OPERANDS_MAX];
+    uint64_t bytes = 0;
+    bool dma = !strcmp(name, "dma.copy"), send = !strcmp(name, "comm.send"),
+         recv = !strcmp(name, "comm.recv");
+    if (dma || send || recv) {
+        size_t n = insn_operands(in->text, buf, sizeof buf, op);
+        if (dma && dma_bytes(op, n, &bytes)) {
+            args[s.n_args++] = TRACE_ARG_U("bytes", bytes);
+            bool rd = !strncmp(op[1], "hbm[", 4), wr = !strncmp(op[0], "hbm[", 4);
+            if ((rd || wr) && ops && ops->transfer) {
+                trace_transfer x = {in->chip, NULL, bytes, start, end};
+                if (rd)
+                    x.counter = "hbm.read", ops->transfer(t->sink.ctx, &x);
+                if (wr)
+                    x.counter = "hbm.write", ops->transfer(t->sink.ctx, &x);
+            }
+        } else if ((send || recv) && comm_fields(op, n, &s.peer_chip, &s.peer_core, &bytes, &s.tag)) {
+            args[s.n_args++] = TRACE_ARG_U("bytes", bytes);
+            s.msg = send ? TRACE_MSG_SEND : TRACE_MSG_RECV;
+            if (send && ops && ops->transfer) {
+                trace_transfer x = {in->chip, s.peer_chip == in->chip ? "noc.send" : "c2c.send",
+                                    bytes, start, end};
+                ops->transfer(t->sink.ctx, &x);
+            }
+        }
+        if ((send || recv) && in->kernel)
+            note_comm_kernel(t, in->kernel);
+    }
+    if (ops && ops->unit_slice)
+        ops->unit_slice(t->sink.ctx, &s);
 }
 
 void cli_trace_span(cli_trace *t, uint32_t pid, uint32_t tid, const char *thread,
                     const char *name, const char *cat, uint64_t start_ps, uint64_t dur_ps)
 {
-    name_once(t, pid, tid, thread);
-    trace_slice(t->w, pid, tid, name, cat, t->offset_ps + start_ps, dur_ps, NULL);
+    (void)tid;
+    trace_span s = {.chip = pid, .core = TRACE_NO_CORE, .track = thread, .name = name,
+                    .cat = cat, .start_ps = t->offset_ps + start_ps,
+                    .end_ps = t->offset_ps + start_ps + dur_ps};
+    if (t->sink.ops && t->sink.ops->span)
+        t->sink.ops->span(t->sink.ctx, &s);
 }
+
+static const core_report *sort_report; /* qsort's context (the commands are single-threaded) */
+
+/* Kernels by name, then chip, then core: a collective's ranks come together, in rank order. */
+static int kernel_order(const void *a, const void *b)
+{
+    const core_kernel_report *x = &sort_report->kernels[*(const uint32_t *)a],
+                             *y = &sort_report->kernels[*(const uint32_t *)b];
+    int c = strcmp(x->name, y->name);
+    if (c)
+        return c;
+    if (x->chip != y->chip)
+        return x->chip < y->chip ? -1 : 1;
+    if (x->core != y->core)
+        return x->core < y->core ? -1 : 1;
+    return x->start_ps < y->start_ps ? -1 : x->start_ps > y->start_ps;
+}
+
+static bool kernel_ran(const core_kernel_report *k) { return k->end_ps > k->start_ps || k->cycles; }
 
 void cli_trace_kernels(cli_trace *t, const core_report *r)
 {
-    for (uint32_t i = 0; r && i < r->n_kernels; i++) {
-        const core_kernel_report *k = &r->kernels[i];
-        if (k->end_ps <= k->start_ps && !k->cycles)
-            continue; /* never ran */
-        char thread[48];
-        snprintf(thread, sizeof thread, "core%u kernels", k->core);
-        cli_trace_span(t, k->chip, k->core * CLI_TID_PER_CORE + 19, thread, k->name, "kernel",
-                       k->start_ps, k->end_ps - k->start_ps);
+    const trace_sink_ops *ops = t->sink.ops;
+    t->runs++;
+    uint32_t n = r ? r->n_kernels : 0;
+    uint32_t *order = n ? malloc(n * sizeof *order) : NULL;
+    if (n && !order)
+        t->oom = true, n = 0;
+    for (uint32_t i = 0; i < n; i++)
+        order[i] = i;
+    sort_report = r;
+    if (n)
+        qsort(order, n, sizeof *order, kernel_order);
+    for (uint32_t i = 0, group = 0; i < n; group++) {
+        /* one name: a collective when it communicated, a rank per core it ran on */
+        uint32_t j = i, ranks = 0;
+        const char *kname = r->kernels[order[i]].name;
+        for (; j < n && !strcmp(r->kernels[order[j]].name, kname); j++)
+            ranks += kernel_ran(&r->kernels[order[j]]);
+        bool coll = ranks > 1 && is_comm_kernel(t, kname);
+        for (; i < j; i++) {
+            const core_kernel_report *k = &r->kernels[order[i]];
+            if (!kernel_ran(k))
+                continue;
+            trace_arg a = TRACE_ARG_U("cycles", k->cycles);
+            trace_span s = {.chip = k->chip, .core = k->core, .track = "kernels",
+                            .name = k->name, .cat = "kernel",
+                            .start_ps = t->offset_ps + k->start_ps,
+                            .end_ps = t->offset_ps + k->end_ps, .args = &a, .n_args = 1};
+            if (coll)
+                s.group = t->runs << 24 | (group + 1), s.group_size = ranks, s.cat = "collective";
+            if (ops && ops->span)
+                ops->span(t->sink.ctx, &s);
+        }
     }
+    free(order);
+    if (ops && ops->run_end)
+        ops->run_end(t->sink.ctx, t->offset_ps + (r ? r->total_ps : 0));
 }
 
 np_status cli_trace_close(cli_trace *t, np_err *err)
 {
-    free(t->seen);
-    t->seen = NULL;
-    np_status st = trace_close(t->w, err);
+    for (size_t i = 0; i < t->n_comm_kernels; i++)
+        free(t->comm_kernels[i]);
+    free(t->comm_kernels);
+    t->comm_kernels = NULL;
+    np_status st = trace_layout_close(t->w, err);
     t->w = NULL;
     if (st == NP_OK && t->oom)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory writing the trace");

@@ -1,10 +1,20 @@
 /* cli_trace.h — the commands' traces of core-model runs (`npusim sim --trace`, `npusim layer
- * --trace`): core_trace_insn events (hw-model/core.h) written with traces/trace.h.
+ * --trace`, `npusim collective --isa --trace`): hw-model's core_trace_insn events and kernel
+ * reports passed to the trace layout (traces/trace_layout.h, docs/traces.md), which owns
+ * processes, threads, flows and counters.
  *
- * Process "chip N" per chip; per core the threads coreN.dma (coreN.dma[k] for the k-th copy
- * in flight), coreN.mxu, coreN.vpu, coreN.comm and "coreN kernels"; a slice per instruction
- * named by its mnemonic with args {pc, insn, kernel}. Every time is shifted by offset_ps, so
- * several runs can follow each other in one trace (npusim layer: one run per layer). */
+ * Per instruction: a slice on its unit's thread with args {pc, insn, kernel} (DMA and COMM:
+ * bytes too); a comm.send and the comm.recv that takes its message are joined by a flow; a
+ * DMA's HBM bytes go to the chip's "hbm.read" / "hbm.write" counters, a comm.send's to
+ * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s. Per kernel: a
+ * span on "coreN kernels" with args {cycles}; a kernel that sent or received messages is a
+ * collective: its spans on every chip are joined by a flow. Every time is shifted by
+ * offset_ps, so several runs can follow each other in one trace (npusim layer: one run per
+ * layer).
+ *
+ * Options of the commands that write traces: CLI_TRACE_LONGOPTS in their getopt table,
+ * cli_trace_flag() for those options, CLI_TRACE_USAGE in their usage text, then
+ * cli_trace_open_opts(). */
 #ifndef NPUSIM_CLI_TRACE_H
 #define NPUSIM_CLI_TRACE_H
 
@@ -14,30 +24,55 @@
 
 #include "core.h"
 #include "err.h"
-#include "trace.h"
+#include "trace_layout.h"
 
 typedef struct cli_trace {
-    trace_writer *w;    /* NULL: no trace */
+    trace_layout *w;    /* NULL: no trace */
     uint64_t offset_ps; /* added to every time */
-    uint64_t *seen;     /* (pid, tid) already named: open addressing on (pid << 32 | tid) + 1 */
-    size_t cap, n;
+    trace_sink sink;
+    char **comm_kernels; /* names of the kernels that ran comm.* instructions */
+    size_t n_comm_kernels, cap_comm_kernels;
+    const char *last_comm_kernel; /* the last name found there (a fast path) */
+    uint64_t runs;       /* cli_trace_kernels calls: each run's collectives are its own */
     bool oom;
 } cli_trace;
 
-/* Opens path (gzip when it ends in .gz); *t zeroed first. */
+/* getopt values and table entries of --trace-chips LIST and --trace-level kernel|insn. */
+#define CLI_TRACE_OPT_CHIPS 0x7401
+#define CLI_TRACE_OPT_LEVEL 0x7402
+#define CLI_TRACE_LONGOPTS                                                      \
+    {"trace-chips", required_argument, NULL, CLI_TRACE_OPT_CHIPS},             \
+    {"trace-level", required_argument, NULL, CLI_TRACE_OPT_LEVEL}
+#define CLI_TRACE_USAGE                                                              \
+    "  --trace-chips L keep only these chips in the trace (0-3,8,12-15)\n"           \
+    "  --trace-level K kernel: kernel spans, counters and collective flows; insn\n"  \
+    "                  (default): every instruction and message too\n"
+
+/* Takes getopt's value c and its argument for the two options above into o (o zeroed
+ * first: insn level, every chip). NP_ERR_USAGE naming the flag; NP_ERR_NOMEM. Free o's chip
+ * list with trace_chips_free. */
+np_status cli_trace_flag(trace_layout_opts *o, int c, const char *arg, np_err *err);
+
+/* Opens path (gzip when it ends in .gz) at insn level for every chip; *t zeroed first. */
 np_status cli_trace_open(cli_trace *t, const char *path, np_err *err);
+
+/* The same with options (NULL: the defaults); o's chip list is copied. */
+np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout_opts *o,
+                              np_err *err);
 
 /* core_sim_opts.trace: one instruction (ctx: the cli_trace). */
 void cli_trace_insn(void *ctx, const core_trace_insn *in);
 
-/* The kernels of a finished run (r may be NULL). */
+/* The kernels of a finished run (r may be NULL), then the end of the run (the counters of
+ * the run go out). */
 void cli_trace_kernels(cli_trace *t, const core_report *r);
 
-/* A slice on a thread of its own (named thread, tid `tid` of process pid). */
+/* A span of chip pid on its own track named `thread` (tid is not used: the layout places
+ * tracks; kept for the callers). */
 void cli_trace_span(cli_trace *t, uint32_t pid, uint32_t tid, const char *thread,
                     const char *name, const char *cat, uint64_t start_ps, uint64_t dur_ps);
 
-/* Closes the trace (see trace_close) and frees the rest. */
+/* Closes the trace (see trace_layout_close) and frees the rest. */
 np_status cli_trace_close(cli_trace *t, np_err *err);
 
 #endif

@@ -1,5 +1,8 @@
-/* test_trace.c — the Chrome/Perfetto trace writer (traces/trace.h): what it writes is read
- * back with zlib and jansson and compared with what was given. */
+/* test_trace.c — the trace writer (traces/trace.h), the layout (trace_layout.h), the
+ * streaming reader (trace_read.h) and the checks (trace_db.h). What the writer writes is read
+ * back with zlib and jansson, independently of the reader; the checks are shown to catch
+ * each kind of bad trace, written here by hand; the traces of npusim sim, layer and
+ * collective --isa pass them and are identical on a rerun. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,22 +14,63 @@
 
 #include "harness.h"
 #include "trace.h"
+#include "trace_db.h"
+#include "trace_layout.h"
+#include "trace_read.h"
 
-/* The whole (possibly gzip-compressed) file, parsed. */
-static json_t *read_trace(const char *path)
+static char tmp_dir[64];
+
+static const char *tmp(const char *name)
+{
+    static char buf[4][256];
+    static int k;
+    if (!tmp_dir[0]) {
+        snprintf(tmp_dir, sizeof tmp_dir, "/tmp/npusim_trace_XXXXXX");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(tmp_dir));
+    }
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", tmp_dir, name);
+    return buf[k];
+}
+
+/* The whole (possibly gzip-compressed) file, parsed by jansson in one piece. */
+static json_t *read_whole(const char *path)
 {
     gzFile f = gzopen(path, "rb"); /* reads plain files as they are */
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    static char buf[1 << 16];
-    int n = gzread(f, buf, sizeof buf - 1);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    int k;
+    while ((k = gzread(f, buf + n, (unsigned)(cap - n - 1))) > 0) {
+        n += (size_t)k;
+        if (cap - n < 2)
+            buf = realloc(buf, cap *= 2);
+    }
     gzclose(f);
-    CU_ASSERT_FATAL(n > 0);
     buf[n] = '\0';
     json_error_t je;
     json_t *j = json_loads(buf, 0, &je);
+    if (!j)
+        fprintf(stderr, "%s:%d:%d: %s\n", path, je.line, je.column, je.text);
     CU_ASSERT_PTR_NOT_NULL(j);
+    free(buf);
     return j;
 }
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+static json_t *event(json_t *trace, size_t i)
+{
+    return json_array_get(json_object_get(trace, "traceEvents"), i);
+}
+
+static const char *str(json_t *o, const char *k) { return json_string_value(json_object_get(o, k)); }
 
 static void write_and_check(const char *path, bool gz)
 {
@@ -34,48 +78,76 @@ static void write_and_check(const char *path, bool gz)
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(trace_open(path, &w, &e), NP_OK);
     trace_name_process(w, 3, "chip \"3\"");
-    trace_name_thread(w, 3, 7, "core0.dma\\n");
+    trace_name_thread(w, 3, 7, "core0.dma\\n\x01");
     /* 123456789012 ps = 123456.789012 us; 1 ps = 0.000001 us */
-    trace_slice(w, 3, 7, "dma.copy", "dma", 123456789012ull, 1, json_pack("{s:i}", "pc", 4));
-    trace_slice(w, 3, 7, "k", "kernel", 0, 356000, NULL);
-    CU_ASSERT_EQUAL(trace_events(w), 4u);
+    trace_arg a[] = {TRACE_ARG_U("pc", 4), TRACE_ARG_I("delta", -2), TRACE_ARG_F("x", 0.5),
+                     TRACE_ARG_S("insn", "dma.copy \"q\""), TRACE_ARG_S("none", NULL)};
+    trace_slice(w, 3, 7, "dma.copy", "dma", 123456789012ull, 1, a, 5);
+    trace_slice(w, 3, 7, "k", "kernel", 0, 356000, NULL, 0);
+    trace_arg c = TRACE_ARG_F("GB/s", 12.5);
+    trace_counter(w, 3, "hbm.read", 1000, &c, 1);
+    trace_flow(w, 's', 42, 3, 7, "msg", "msg", 2000);
+    trace_flow(w, 'f', 42, 3, 7, "msg", "msg", 3000);
+    CU_ASSERT_EQUAL(trace_events(w), 7u);
     CU_ASSERT_EQUAL_FATAL(trace_close(w, &e), NP_OK);
     FILE *f = fopen(path, "rb");
     unsigned char magic[2] = {0};
     CU_ASSERT_EQUAL(fread(magic, 1, 2, f), 2u);
     fclose(f);
     CU_ASSERT_EQUAL(magic[0] == 0x1f && magic[1] == 0x8b, gz); /* the gzip magic */
-    json_t *j = read_trace(path);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "displayTimeUnit")), "ns");
-    json_t *ev = json_object_get(j, "traceEvents");
-    CU_ASSERT_EQUAL_FATAL(json_array_size(ev), 4u);
-    json_t *p = json_array_get(ev, 0), *t = json_array_get(ev, 1), *s = json_array_get(ev, 2);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(p, "ph")), "M");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(p, "args"), "name")),
-                           "chip \"3\"");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(t, "args"), "name")),
-                           "core0.dma\\n");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(s, "ph")), "X");
-    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(s, "ts")), 123456.789012, 1e-9);
-    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(s, "dur")), 0.000001, 1e-12);
+    json_t *j = read_whole(path);
+    CU_ASSERT_STRING_EQUAL(str(j, "displayTimeUnit"), "ns");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(json_object_get(j, "traceEvents")), 7u);
+    json_t *p = event(j, 0), *t = event(j, 1), *s = event(j, 2);
+    CU_ASSERT_STRING_EQUAL(str(p, "ph"), "M");
+    CU_ASSERT_STRING_EQUAL(str(json_object_get(p, "args"), "name"), "chip \"3\"");
+    CU_ASSERT_STRING_EQUAL(str(json_object_get(t, "args"), "name"), "core0.dma\\n\x01");
+    CU_ASSERT_STRING_EQUAL(str(s, "ph"), "X");
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(s, "ts")), 123456.789012, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(s, "dur")), 0.000001, 1e-12);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(s, "pid")), 3);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(s, "tid")), 7);
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(s, "args"), "pc")), 4);
+    json_t *args = json_object_get(s, "args");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(args, "pc")), 4);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(args, "delta")), -2);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(args, "x")), 0.5, 0);
+    CU_ASSERT_STRING_EQUAL(str(args, "insn"), "dma.copy \"q\"");
+    CU_ASSERT_PTR_NULL(json_object_get(args, "none"));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(event(j, 3), "ts")), 0);
+    json_t *cn = event(j, 4);
+    CU_ASSERT_STRING_EQUAL(str(cn, "ph"), "C");
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(json_object_get(cn, "args"), "GB/s")),
+                           12.5, 0);
+    CU_ASSERT_STRING_EQUAL(str(event(j, 5), "ph"), "s");
+    CU_ASSERT_STRING_EQUAL(str(event(j, 6), "bp"), "e");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(event(j, 6), "id")), 42);
     json_decref(j);
 }
 
 TEST(a_trace_reads_back_as_the_events_written_plain_and_gzipped)
 {
-    char dir[] = "/tmp/npusim_trace_XXXXXX";
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-    char plain[256], gz[256];
-    snprintf(plain, sizeof plain, "%s/t.json", dir);
-    snprintf(gz, sizeof gz, "%s/t.json.gz", dir);
-    write_and_check(plain, false);
-    write_and_check(gz, true);
-    remove(plain);
-    remove(gz);
-    rmdir(dir);
+    write_and_check(tmp("t.json"), false);
+    write_and_check(tmp("t.json.gz"), true);
+}
+
+TEST(times_are_written_as_exact_decimal_microseconds)
+{
+    char b[32];
+    static const struct {
+        uint64_t ps;
+        const char *us;
+    } cases[] = {{0, "0"},
+                 {1, "0.000001"},
+                 {3000, "0.003"},
+                 {625, "0.000625"},
+                 {1234567, "1.234567"},
+                 {5000000, "5"},
+                 {18446744073709551615ull, "18446744073709.551615"}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t n = trace_format_us(cases[i].ps, b);
+        b[n] = '\0';
+        CU_ASSERT_STRING_EQUAL(b, cases[i].us);
+    }
 }
 
 TEST(a_trace_that_cannot_be_created_is_an_io_error_naming_the_file)
@@ -85,4 +157,379 @@ TEST(a_trace_that_cannot_be_created_is_an_io_error_naming_the_file)
     CU_ASSERT_EQUAL(trace_open("/nonexistent-dir/t.json", &w, &e), NP_ERR_IO);
     CU_ASSERT_PTR_NULL(w);
     CU_ASSERT_STRING_EQUAL(e.file, "/nonexistent-dir/t.json");
+}
+
+TEST(chip_lists_parse_and_bad_ones_name_the_flag)
+{
+    trace_chips c;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_chips_parse("--trace-chips", "0-3,8,12-13", &c, &e), NP_OK);
+    bool want[16] = {1, 1, 1, 1, 0, 0, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0};
+    for (uint32_t i = 0; i < 16; i++)
+        CU_ASSERT_EQUAL(trace_chips_has(&c, i), want[i]);
+    CU_ASSERT_FALSE(trace_chips_has(&c, 100000));
+    trace_chips_free(&c);
+    const char *bad[] = {"", "3-1", "1,,2", "x", "1-", "2000000", "1;2"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CU_ASSERT_EQUAL(trace_chips_parse("--trace-chips", bad[i], &c, &e), NP_ERR_USAGE);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "--trace-chips"));
+    }
+    trace_level l;
+    CU_ASSERT_EQUAL(trace_level_parse("--trace-level", "kernel", &l, &e), NP_OK);
+    CU_ASSERT_EQUAL(l, TRACE_LEVEL_KERNEL);
+    CU_ASSERT_EQUAL(trace_level_parse("--trace-level", "cycle", &l, &e), NP_ERR_USAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "kernel, insn"));
+}
+
+/* A small system through the layout: chips 0..2, a send 0 -> 1 and 1 -> 2 on core 0's COMM
+ * (two on the channel 0 -> 1), a collective kernel span on each chip, a DMA on lane 1. */
+static void layout_scene(const char *path, const trace_layout_opts *o)
+{
+    trace_layout *lay;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_layout_open(path, o, &lay, &e), NP_OK);
+    trace_sink k = trace_layout_sink(lay);
+    trace_unit_slice s = {.core = 0, .unit = 3, .unit_name = "comm", .name = "comm.send"};
+    for (int i = 0; i < 2; i++) { /* chip 0 sends twice to chip 1, tag 5 */
+        s.chip = 0, s.msg = TRACE_MSG_SEND, s.peer_chip = 1, s.tag = 5;
+        s.start_ps = 1000 + 10000 * (uint64_t)i, s.end_ps = s.start_ps + 1000;
+        k.ops->unit_slice(k.ctx, &s);
+    }
+    for (int i = 0; i < 2; i++) {
+        s.chip = 1, s.msg = TRACE_MSG_RECV, s.peer_chip = 0, s.name = "comm.recv";
+        s.start_ps = 500 + 10000 * (uint64_t)i, s.end_ps = s.start_ps + 3000;
+        k.ops->unit_slice(k.ctx, &s);
+    }
+    s = (trace_unit_slice){.chip = 1, .core = 0, .unit = 3, .unit_name = "comm",
+                           .name = "comm.send", .start_ps = 30000, .end_ps = 31000,
+                           .msg = TRACE_MSG_SEND, .peer_chip = 2};
+    k.ops->unit_slice(k.ctx, &s);
+    s.chip = 2, s.peer_chip = 1, s.msg = TRACE_MSG_RECV, s.name = "comm.recv";
+    s.start_ps = 30000, s.end_ps = 33000;
+    k.ops->unit_slice(k.ctx, &s);
+    s = (trace_unit_slice){.chip = 0, .core = 1, .unit = 0, .unit_name = "dma", .lane = 1,
+                           .name = "dma.copy", .start_ps = 0, .end_ps = 4000};
+    k.ops->unit_slice(k.ctx, &s);
+    for (uint32_t c = 0; c < 3; c++) {
+        trace_span sp = {.chip = c, .core = 0, .track = "kernels", .name = "all_reduce",
+                         .cat = "collective", .start_ps = 100 * c, .end_ps = 40000,
+                         .group = 77, .group_size = 3};
+        k.ops->span(k.ctx, &sp);
+    }
+    CU_ASSERT_EQUAL_FATAL(trace_layout_close(lay, &e), NP_OK);
+}
+
+/* The (pid, tid) of the thread named name, or false. */
+static bool find_thread(json_t *j, const char *name, json_int_t *pid, json_int_t *tid)
+{
+    json_t *ev;
+    size_t i;
+    json_array_foreach(json_object_get(j, "traceEvents"), i, ev) {
+        if (!strcmp(str(ev, "name"), "thread_name") &&
+            !strcmp(str(json_object_get(ev, "args"), "name"), name)) {
+            *pid = json_integer_value(json_object_get(ev, "pid"));
+            *tid = json_integer_value(json_object_get(ev, "tid"));
+            return true;
+        }
+    }
+    return false;
+}
+
+TEST(the_layout_gives_a_process_per_chip_a_thread_per_unit_and_lane_and_joins_messages)
+{
+    const char *path = tmp("layout.json");
+    layout_scene(path, NULL);
+    json_t *j = read_whole(path);
+    json_int_t pid, tid, pid2, tid2;
+    CU_ASSERT_TRUE(find_thread(j, "core0.comm", &pid, &tid));
+    CU_ASSERT_TRUE(find_thread(j, "core1.dma[1]", &pid2, &tid2));
+    CU_ASSERT_EQUAL(pid2, 0);
+    CU_ASSERT_NOT_EQUAL(tid2, tid);
+    CU_ASSERT_TRUE(find_thread(j, "core0 kernels", &pid, &tid));
+    /* flows: the k-th send of a channel ends at its k-th receive */
+    json_t *ev;
+    size_t i;
+    json_int_t send_id[2] = {-1, -1}, recv_id[2] = {-1, -1}, coll = -1;
+    int ns = 0, nr = 0, procs = 0, coll_steps = 0;
+    char coll_ph[4] = "";
+    json_array_foreach(json_object_get(j, "traceEvents"), i, ev) {
+        const char *ph = str(ev, "ph"), *name = str(ev, "name");
+        json_int_t id = json_integer_value(json_object_get(ev, "id"));
+        json_int_t p = json_integer_value(json_object_get(ev, "pid"));
+        if (!strcmp(name, "process_name"))
+            procs++;
+        if (!strcmp(name, "msg") && !strcmp(ph, "s") && p == 0 && ns < 2)
+            send_id[ns++] = id;
+        if (!strcmp(name, "msg") && !strcmp(ph, "f") && p == 1 && nr < 2)
+            recv_id[nr++] = id;
+        if (!strcmp(name, "coll")) {
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(ev, "pid")), coll_steps);
+            coll_ph[coll_steps++] = ph[0];
+            CU_ASSERT(coll < 0 || coll == id);
+            coll = id;
+        }
+    }
+    CU_ASSERT_EQUAL(procs, 3);
+    CU_ASSERT_EQUAL(ns, 2);
+    CU_ASSERT_EQUAL(nr, 2);
+    CU_ASSERT_NOT_EQUAL(send_id[0], send_id[1]);
+    CU_ASSERT_EQUAL(send_id[0], recv_id[0]);
+    CU_ASSERT_EQUAL(send_id[1], recv_id[1]);
+    CU_ASSERT_STRING_EQUAL(coll_ph, "stf"); /* one flow through the three ranks, in order */
+    json_decref(j);
+    tdb *db;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
+    CU_ASSERT_EQUAL(db->problems, 0u);
+    CU_ASSERT_EQUAL(db->n_flows, 3u + 2u); /* three messages, a collective of two arrows */
+    tdb_free(db);
+}
+
+TEST(trace_chips_and_trace_level_kernel_keep_big_traces_small)
+{
+    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_chips_parse("--trace-chips", "0,2", &o.chips, &e), NP_OK);
+    const char *path = tmp("filtered.json");
+    layout_scene(path, &o);
+    trace_chips_free(&o.chips);
+    tdb *db;
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
+    CU_ASSERT_EQUAL(db->problems, 0u); /* flows to chip 1 are gone at both ends */
+    CU_ASSERT_EQUAL(db->n_processes, 2u);
+    for (size_t p = 0; p < db->n_processes; p++)
+        CU_ASSERT_NOT_EQUAL(db->processes[p].pid, 1u);
+    CU_ASSERT_EQUAL(db->n_flows, 1u); /* the collective, chip 0 -> chip 2 */
+    tdb_free(db);
+    o.level = TRACE_LEVEL_KERNEL;
+    layout_scene(path, &o);
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
+    CU_ASSERT_EQUAL(db->problems, 0u);
+    CU_ASSERT_EQUAL(db->n_slices, 3u); /* the kernel spans only */
+    CU_ASSERT_EQUAL(db->n_flows, 2u);
+    tdb_free(db);
+}
+
+TEST(a_bandwidth_counter_keeps_every_byte_in_at_most_its_bins)
+{
+    const char *path = tmp("counter.json");
+    trace_layout *lay;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_layout_open(path, NULL, &lay, &e), NP_OK);
+    trace_sink k = trace_layout_sink(lay);
+    /* 1000 B in [0, 1 ns): 1 B/ps = 1000 GB/s; then 3 MB over [2 us, 1 ms): bins coarsen */
+    trace_transfer t = {0, "hbm.read", 1000, 0, 1000};
+    k.ops->transfer(k.ctx, &t);
+    trace_transfer u = {0, "hbm.read", 3000000, 2000000, 1000000000};
+    k.ops->transfer(k.ctx, &u);
+    k.ops->run_end(k.ctx, 1000000000);
+    CU_ASSERT_EQUAL_FATAL(trace_layout_close(lay, &e), NP_OK);
+    tdb *db;
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
+    CU_ASSERT_EQUAL(db->problems, 0u);
+    CU_ASSERT_EQUAL_FATAL(db->n_counters, 1u);
+    const tdb_counter *c = &db->counters[0];
+    CU_ASSERT(c->samples <= TRACE_COUNTER_BINS + 1);
+    /* the integral of GB/s over ps is bytes x 10^-3 */
+    CU_ASSERT_DOUBLE_EQUAL(c->integral * 1e-3, 3001000.0, 1e-6 * 3001000.0);
+    tdb_free(db);
+    /* one small transfer: its exact rate, then 0 */
+    CU_ASSERT_EQUAL_FATAL(trace_layout_open(path, NULL, &lay, &e), NP_OK);
+    k = trace_layout_sink(lay);
+    k.ops->transfer(k.ctx, &t);
+    CU_ASSERT_EQUAL_FATAL(trace_layout_close(lay, &e), NP_OK);
+    json_t *j = read_whole(path);
+    json_t *ev;
+    size_t i;
+    double v[2] = {-1, -1};
+    int n = 0;
+    json_array_foreach(json_object_get(j, "traceEvents"), i, ev)
+        if (!strcmp(str(ev, "ph"), "C") && n < 2)
+            v[n++] = json_number_value(json_object_get(json_object_get(ev, "args"), "GB/s"));
+    CU_ASSERT_EQUAL(n, 2);
+    CU_ASSERT_DOUBLE_EQUAL(v[0], 1000.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(v[1], 0.0, 0);
+    json_decref(j);
+}
+
+static np_status count_events(void *ctx, json_t *ev, uint64_t i, np_err *err)
+{
+    (void)err;
+    uint64_t *n = ctx;
+    CU_ASSERT_EQUAL(i, *n);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(ev, "args"), "i")),
+                    (json_int_t)i);
+    (*n)++;
+    return NP_OK;
+}
+
+TEST(the_reader_streams_events_across_chunks_in_both_forms_of_the_format)
+{
+    /* about 4 MB of events: several of the reader's 1 MiB chunks, in a gzip file */
+    const char *path = tmp("big.json.gz");
+    trace_writer *w;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_open(path, &w, &e), NP_OK);
+    char name[200];
+    memset(name, 'x', sizeof name - 1);
+    name[sizeof name - 1] = '\0';
+    for (uint64_t i = 0; i < 20000; i++) {
+        trace_arg a = TRACE_ARG_U("i", i);
+        trace_slice(w, 0, 0, name, "c", i * 1000, 1000, &a, 1);
+    }
+    CU_ASSERT_EQUAL_FATAL(trace_close(w, &e), NP_OK);
+    uint64_t n = 0;
+    CU_ASSERT_EQUAL(trace_read(path, count_events, &n, &e), NP_OK);
+    CU_ASSERT_EQUAL(n, 20000u);
+    /* the bare array form, and other keys around traceEvents */
+    const char *arr = tmp("array.json");
+    write_file(arr, "[{\"ph\":\"X\",\"args\":{\"i\":0}},\n{\"ph\":\"X\",\"args\":{\"i\":1}}]\n");
+    n = 0;
+    CU_ASSERT_EQUAL(trace_read(arr, count_events, &n, &e), NP_OK);
+    CU_ASSERT_EQUAL(n, 2u);
+    write_file(arr, "{\"otherData\":{\"v\":[1,2]},\"traceEvents\":[{\"args\":{\"i\":0}}],"
+                    "\"displayTimeUnit\":\"ns\"}");
+    n = 0;
+    CU_ASSERT_EQUAL(trace_read(arr, count_events, &n, &e), NP_OK);
+    CU_ASSERT_EQUAL(n, 1u);
+}
+
+TEST(a_trace_that_is_not_one_is_an_error_with_its_position)
+{
+    const char *p = tmp("bad.json");
+    np_err e = {0};
+    uint64_t n = 0;
+    write_file(p, "{\"traceEvents\":[\n{\"ph\":\"X\"},\n{\"ph\" \"X\"}]}");
+    CU_ASSERT_EQUAL(trace_read(p, count_events, &n, &e), NP_ERR_SYNTAX);
+    CU_ASSERT_STRING_EQUAL(e.file, p);
+    CU_ASSERT_EQUAL(e.line, 3);
+    n = 0;
+    write_file(p, "{\"traceEvents\":[{\"ph\":\"X\"},");
+    CU_ASSERT_EQUAL(trace_read(p, count_events, &n, &e), NP_ERR_FORMAT); /* cut short */
+    n = 0;
+    write_file(p, "{\"traceEvents\":[1]}");
+    CU_ASSERT_EQUAL(trace_read(p, count_events, &n, &e), NP_ERR_FORMAT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "not an object"));
+    write_file(p, "{\"events\":[]}");
+    CU_ASSERT_EQUAL(trace_read(p, count_events, &n, &e), NP_ERR_FORMAT);
+    CU_ASSERT_EQUAL(trace_read(tmp("missing.json"), count_events, &n, &e), NP_ERR_IO);
+}
+
+/* The number of problems tdb_load finds in a trace given as its events' text; the first
+ * problem's message must contain want. */
+static uint64_t problems(const char *events, const char *want)
+{
+    const char *p = tmp("check.json");
+    char text[4096];
+    snprintf(text, sizeof text,
+             "{\"traceEvents\":[\n"
+             "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":0,\"tid\":0,\"args\":{\"name\":\"c\"}},\n"
+             "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":0,\"tid\":1,\"args\":{\"name\":\"t\"}}%s%s]}",
+             *events ? ",\n" : "", events);
+    write_file(p, text);
+    tdb *db;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(tdb_load(p, &db, &e), NP_OK);
+    uint64_t n = db->problems;
+    if (want && (!n || !strstr(db->problem[0], want))) {
+        fprintf(stderr, "expected a problem with '%s', got %llu: %s\n", want,
+                (unsigned long long)n, n ? db->problem[0] : "");
+        CU_FAIL("the check did not report the problem");
+    }
+    tdb_free(db);
+    return n;
+}
+
+#define X(ts, dur) "{\"name\":\"a\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":" #ts ",\"dur\":" #dur "}"
+
+TEST(the_checks_pass_a_good_trace_and_catch_each_kind_of_bad_one)
+{
+    CU_ASSERT_EQUAL(problems(X(0, 5) "," X(1, 2) "," X(5, 1)                /* nested, touching */
+                             ",{\"name\":\"m\",\"ph\":\"s\",\"id\":1,\"pid\":0,\"tid\":1,\"ts\":0.5}"
+                             ",{\"name\":\"m\",\"ph\":\"f\",\"bp\":\"e\",\"id\":1,\"pid\":0,\"tid\":1,\"ts\":5.5}"
+                             ",{\"name\":\"c\",\"ph\":\"C\",\"pid\":0,\"ts\":0,\"args\":{\"v\":1}}",
+                             NULL),
+                    0u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"a\",\"pid\":0,\"tid\":1,\"ts\":0}", "\"ph\""), 1u);
+    CU_ASSERT_EQUAL(problems("{\"ph\":\"X\",\"pid\":0,\"tid\":1,\"ts\":0,\"dur\":1}", "\"name\""), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"a\",\"ph\":\"X\",\"tid\":1,\"ts\":0,\"dur\":1}", "\"pid\""), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"a\",\"ph\":\"X\",\"pid\":0,\"ts\":0,\"dur\":1}", "\"tid\""), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"a\",\"ph\":\"X\",\"pid\":0,\"tid\":1,\"dur\":1}", "\"ts\""), 1u);
+    CU_ASSERT_EQUAL(problems(X(0, -1), "\"dur\""), 1u);
+    CU_ASSERT_EQUAL(problems(X(-3, 1), "\"ts\""), 1u);
+    CU_ASSERT_EQUAL(problems(X(0, 5) "," X(3, 4), "overlaps"), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"c\",\"ph\":\"C\",\"pid\":0,\"ts\":0,\"args\":{\"v\":\"1\"}}",
+                             "not a number"), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"c\",\"ph\":\"C\",\"pid\":0,\"ts\":0}", "no args"), 1u);
+    CU_ASSERT_EQUAL(problems(X(0, 5) ",{\"name\":\"m\",\"ph\":\"s\",\"id\":1,\"pid\":0,\"tid\":1,\"ts\":1}",
+                             "start(s) and 0 end(s)"), 1u);
+    CU_ASSERT_EQUAL(problems(X(0, 5) ",{\"name\":\"m\",\"ph\":\"s\",\"id\":1,\"pid\":0,\"tid\":1,\"ts\":1}"
+                             ",{\"name\":\"m\",\"ph\":\"f\",\"id\":1,\"pid\":0,\"tid\":1,\"ts\":9}",
+                             "inside no slice"), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"a\",\"ph\":\"X\",\"pid\":0,\"tid\":2,\"ts\":0,\"dur\":1}",
+                             "no thread_name"), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"a\",\"ph\":\"X\",\"pid\":4,\"tid\":1,\"ts\":0,\"dur\":1}",
+                             "no "), 2u); /* neither the process nor its thread is named */
+    CU_ASSERT_EQUAL(problems("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":3,\"tid\":0}", "args.name"), 1u);
+    CU_ASSERT_EQUAL(problems("{\"name\":\"a\",\"ph\":\"B\",\"pid\":0,\"tid\":1,\"ts\":0}", "never ends"), 1u);
+}
+
+/* Runs npusim with args (NULL-terminated) and expects success. */
+static void run_ok(const char *const *args)
+{
+    harness_run r = harness_npusim_in(NULL, args);
+    if (r.exit_status)
+        fprintf(stderr, "npusim %s exited %d: %s\n", args[0], r.exit_status, r.err);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    harness_run_free(&r);
+}
+
+/* The trace a command writes is valid, has slices and flows as expected, and a rerun
+ * writes the same bytes. */
+static void command_trace(const char *const *args, const char *path, size_t min_flows)
+{
+    run_ok(args);
+    size_t n1, n2;
+    char *a = harness_read_file(path, &n1);
+    run_ok(args);
+    char *b = harness_read_file(path, &n2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+    CU_ASSERT(n1 == n2 && !memcmp(a, b, n1));
+    free(a);
+    free(b);
+    tdb *db;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
+    for (uint64_t i = 0; i < db->problems && i < TDB_PROBLEMS_KEPT; i++)
+        fprintf(stderr, "%s: %s\n", path, db->problem[i]);
+    CU_ASSERT_EQUAL(db->problems, 0u);
+    CU_ASSERT(db->n_slices > 10);
+    CU_ASSERT(db->n_flows >= min_flows);
+    tdb_free(db);
+}
+
+TEST(traces_of_sim_layer_and_collective_isa_are_valid_and_identical_on_rerun)
+{
+    const char *elf = tmp("sendrecv.elf"), *mm = tmp("mm.elf");
+    const char *as1[] = {"asm", harness_src_path("isa/examples/sendrecv.s"), "-o", elf, NULL};
+    run_ok(as1);
+    const char *as2[] = {"asm", harness_src_path("isa/examples/matmul_db.s"), "-o", mm,
+                         "--arch", "tiny", NULL};
+    run_ok(as2);
+    const char *t1 = tmp("sim.json.gz");
+    const char *sim[] = {"sim", elf, "--trace", t1, NULL};
+    command_trace(sim, t1, 2); /* the send and the send back */
+    const char *t2 = tmp("simmm.json");
+    const char *sim2[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t2, NULL};
+    command_trace(sim2, t2, 0);
+    const char *t3 = tmp("layer.json.gz");
+    const char *layer[] = {"layer", "--arch", "tiny", "--topology",
+                           harness_src_path("tests/data/hw/mini_conv.csv"), "--trace", t3, NULL};
+    command_trace(layer, t3, 0);
+    const char *t4 = tmp("coll.json.gz");
+    const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--isa",
+                          "--chips", "4", "--max-bytes", "1K", "--trace", t4, NULL};
+    /* a ring all-reduce on 4 chips: 2 (p - 1) = 6 sends per chip per size */
+    command_trace(coll, t4, 8 * 6 * 4);
 }

@@ -1,0 +1,211 @@
+/* cmd_trace.c — `npusim trace check|stats T.json[.gz]`: a trace's checks against the Chrome
+ * trace-event format (traces/trace_db.h) and where its time went (traces/trace_stats.h).
+ * JSON names are documented in docs/traces.md and kept stable. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "trace_db.h"
+#include "trace_stats.h"
+
+const char cmd_trace_usage[] =
+    "usage: npusim trace check T.json[.gz] [--json]\n"
+    "       npusim trace stats T.json[.gz] [--top N] [--path N] [--json]\n"
+    "\n"
+    "  check           the trace against the Chrome trace-event format: required fields,\n"
+    "                  durations >= 0, flows matched and bound to slices, counters with\n"
+    "                  numbers, every process and thread named, slices nested (exit 2 when a\n"
+    "                  check fails)\n"
+    "  stats           busy and utilization per track and per unit kind, top kernels, exposed\n"
+    "                  communication per kind, the critical path, bubbles per pipeline stage\n"
+    "  --top N         kernels to list (default 10)\n"
+    "  --path N        steps of the critical path to list (default 20)\n"
+    "  --json          print the figures as JSON (names in docs/traces.md)\n";
+
+/* ps for people: "812 ps", "3.250 ns", "1.204 us", "12.500 ms", "1.500 s". */
+static const char *fmt_ps(uint64_t ps, char *buf, size_t n)
+{
+    static const char *const unit[] = {"ps", "ns", "us", "ms", "s"};
+    double v = (double)ps;
+    int u = 0;
+    while (u < 4 && v >= 1000)
+        v /= 1000, u++;
+    if (u == 0)
+        snprintf(buf, n, "%" PRIu64 " ps", ps);
+    else
+        snprintf(buf, n, "%.3f %s", v, unit[u]);
+    return buf;
+}
+
+static np_status trace_check(const char *path, bool json, np_err *err)
+{
+    tdb *db;
+    if (tdb_load(path, &db, err) != NP_OK)
+        return err->status;
+    uint64_t n = db->problems;
+    if (json) {
+        json_t *probs = json_array();
+        for (uint64_t i = 0; probs && i < n && i < TDB_PROBLEMS_KEPT; i++)
+            json_array_append_new(probs, json_string(db->problem[i]));
+        cli_print_json(json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "trace", path,
+                                 "valid", n == 0, "events", (json_int_t)db->events, "slices",
+                                 (json_int_t)db->n_slices, "flows", (json_int_t)db->n_flows,
+                                 "counters", (json_int_t)db->n_counters, "problems",
+                                 (json_int_t)n, "messages", probs),
+                       err);
+    } else {
+        printf("%s: %" PRIu64 " events, %zu slices, %zu flows, %zu counter series, %zu "
+               "processes, %zu threads: %s\n",
+               path, db->events, db->n_slices, db->n_flows, db->n_counters, db->n_processes,
+               db->n_threads, n ? "INVALID" : "valid");
+        for (uint64_t i = 0; i < n && i < TDB_PROBLEMS_KEPT; i++)
+            printf("  %s\n", db->problem[i]);
+        if (n > TDB_PROBLEMS_KEPT)
+            printf("  ... and %" PRIu64 " more\n", n - TDB_PROBLEMS_KEPT);
+    }
+    tdb_free(db);
+    if (n)
+        return np_err_at(err, NP_ERR_FORMAT, path, 0, 0, "%" PRIu64 " problem%s in the trace",
+                         n, n == 1 ? "" : "s");
+    return NP_OK;
+}
+
+static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_path)
+{
+    char a[32], b[32], c[32];
+    printf("span %s, %zu slices on %zu tracks\n", fmt_ps(s->span_ps, a, sizeof a), db->n_slices,
+           s->n_tracks);
+    if (s->n_units) {
+        printf("\n%-12s %6s %10s %10s %10s\n", "unit", "chips", "min util", "mean util",
+               "max util");
+        for (size_t i = 0; i < s->n_units; i++)
+            printf("%-12s %6u %9.2f%% %9.2f%% %9.2f%%\n", s->units[i].kind, s->units[i].chips,
+                   s->units[i].min_pct, s->units[i].mean_pct, s->units[i].max_pct);
+    }
+    printf("\n%-28s %-20s %8s %12s %12s %8s\n", "process", "track", "slices", "busy", "wait",
+           "util");
+    for (size_t i = 0; i < s->n_tracks; i++) {
+        const tstats_track *t = &s->tracks[i];
+        const char *pn = tdb_str(db, db->processes[t->process].name);
+        printf("%-28s %-20s %8" PRIu64 " %12s %12s %7.2f%%\n", pn ? pn : "?", t->name, t->slices,
+               fmt_ps(t->busy_ps, a, sizeof a), fmt_ps(t->wait_ps, b, sizeof b), t->util_pct);
+    }
+    if (s->n_kernels) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < s->n_kernels; i++)
+            total += s->kernels[i].total_ps;
+        printf("\n%-32s %8s %12s %8s\n", "kernel", "count", "total", "share");
+        for (size_t i = 0; i < s->n_kernels && i < top; i++)
+            printf("%-32s %8" PRIu64 " %12s %7.2f%%\n", tdb_str(db, s->kernels[i].name),
+                   s->kernels[i].count, fmt_ps(s->kernels[i].total_ps, a, sizeof a),
+                   total ? 100.0 * (double)s->kernels[i].total_ps / (double)total : 0);
+    }
+    if (s->n_comm) {
+        printf("\n%-12s %6s %14s %14s %10s   (means over the chips)\n", "comm", "chips",
+               "total", "exposed", "exposed");
+        for (size_t i = 0; i < s->n_comm; i++) {
+            const tstats_comm *m = &s->comm[i];
+            uint64_t n = m->chips ? m->chips : 1;
+            printf("%-12s %6u %14s %14s %9.2f%%\n",
+                   m->kind == TDB_NONE ? "comm" : tdb_str(db, m->kind), m->chips,
+                   fmt_ps(m->total_ps / n, a, sizeof a), fmt_ps(m->exposed_ps / n, b, sizeof b),
+                   m->total_ps ? 100.0 * (double)m->exposed_ps / (double)m->total_ps : 0);
+        }
+    }
+    if (s->n_stages) {
+        printf("\n%-6s %6s %6s %14s %14s %10s %8s\n", "stage", "chips", "mbs", "busy", "idle",
+               "bubble", "ratio");
+        for (size_t i = 0; i < s->n_stages; i++) {
+            const tstats_stage *g = &s->stages[i];
+            uint64_t n = g->chips ? g->chips : 1;
+            printf("%-6d %6u %6u %14s %14s %9.2f%% %8.4f\n", g->stage, g->chips, g->microbatches,
+                   fmt_ps(g->busy_ps / n, a, sizeof a), fmt_ps(g->idle_ps / n, b, sizeof b),
+                   g->bubble_pct, g->bubble_ratio);
+        }
+        printf("bubble: %.2f%% of the step ((p-1)/(m+p-1) form), %.4f of the busy time "
+               "((p-1)/m form)\n", s->bubble_pct, s->bubble_ratio);
+    }
+    printf("\ncritical path: %s over %zu steps, %s of it idle\n", fmt_ps(s->path_ps, a, sizeof a),
+           s->n_path, fmt_ps(s->path_idle_ps, b, sizeof b));
+    for (size_t i = 0; i < s->n_path && i < max_path; i++) {
+        const tdb_slice *sl = &db->slices[s->path[i].slice];
+        char label[200];
+        tdb_thread_label(db, &db->threads[sl->thread], label, sizeof label);
+        printf("  %12s  %-32s %-20s %10s", fmt_ps(sl->start_ps, a, sizeof a), label,
+               tdb_str(db, sl->name), fmt_ps(sl->end_ps - sl->start_ps, b, sizeof b));
+        if (s->path[i].idle_before_ps)
+            printf("  (after %s idle)", fmt_ps(s->path[i].idle_before_ps, c, sizeof c));
+        putchar('\n');
+    }
+    if (s->n_path > max_path)
+        printf("  ... %zu more steps (--path N)\n", s->n_path - max_path);
+}
+
+static np_status trace_stats(const char *path, bool json, size_t top, size_t max_path,
+                             np_err *err)
+{
+    tdb *db;
+    if (tdb_load(path, &db, err) != NP_OK)
+        return err->status;
+    tstats s;
+    np_status st = tstats_compute(db, &s, err);
+    if (st == NP_OK) {
+        if (json) {
+            json_t *j = tstats_json(db, &s, top, max_path);
+            if (j)
+                json_object_set_new(j, "trace", json_string(path));
+            st = cli_print_json(j, err);
+        } else {
+            if (db->problems)
+                printf("(the trace has %" PRIu64 " format problems: npusim trace check %s)\n",
+                       db->problems, path);
+            print_stats(db, &s, top, max_path);
+        }
+        tstats_free(&s);
+    }
+    tdb_free(db);
+    return st;
+}
+
+np_status cmd_trace(int argc, char **argv, np_err *err)
+{
+    static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
+                                             {"top", required_argument, NULL, 't'},
+                                             {"path", required_argument, NULL, 'p'},
+                                             {"help", no_argument, NULL, 'h'},
+                                             {0}};
+    bool json = false;
+    uint64_t top = 10, max_path = 20;
+    int c;
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        switch (c) {
+        case 'j': json = true; break;
+        case 't':
+            if (cli_parse_u64("--top", optarg, 0, 1000000, &top, err) != NP_OK)
+                return err->status;
+            break;
+        case 'p':
+            if (cli_parse_u64("--path", optarg, 0, 100000000, &max_path, err) != NP_OK)
+                return err->status;
+            break;
+        case 'h': cli_print_usage(cli_find("trace")); return NP_OK;
+        default: return err->status;
+        }
+    }
+    if (optind >= argc)
+        return np_err_set(err, NP_ERR_USAGE, "missing the action (check or stats)");
+    const char *action = argv[optind];
+    if (strcmp(action, "check") && strcmp(action, "stats"))
+        return np_err_set(err, NP_ERR_USAGE, "unknown action '%s' (known: check, stats)", action);
+    if (optind + 1 >= argc)
+        return np_err_set(err, NP_ERR_USAGE, "missing the trace file (T.json or T.json.gz)");
+    if (optind + 2 < argc)
+        return np_err_set(err, NP_ERR_USAGE, "one trace at a time ('%s' is extra)",
+                          argv[optind + 2]);
+    const char *path = argv[optind + 1];
+    if (!strcmp(action, "check"))
+        return trace_check(path, json, err);
+    return trace_stats(path, json, (size_t)top, (size_t)max_path, err);
+}
