@@ -415,7 +415,8 @@ static np_status critical_path(const tdb *db, tstats *st, np_err *err)
     x.in_n = calloc(ns + 1, sizeof *x.in_n);
     x.in_src = malloc((db->n_flows + 1) * sizeof *x.in_src);
     size_t *pos = malloc((ns + 1) * sizeof *pos); /* a node's place in x.nodes */
-    if (!x.nodes || !x.first || !x.n || !x.in_first || !x.in_n || !x.in_src || !pos) {
+    bool *seen = calloc(ns + 1, sizeof *seen);
+    if (!seen || !x.nodes || !x.first || !x.n || !x.in_first || !x.in_n || !x.in_src || !pos) {
         rc = np_err_set(err, NP_ERR_NOMEM, "out of memory computing the critical path");
         goto out;
     }
@@ -449,7 +450,7 @@ static np_status critical_path(const tdb *db, tstats *st, np_err *err)
         size_t to = db->flows[f].to;
         x.in_src[x.in_first[to] + x.in_n[to]++] = db->flows[f].from;
     }
-    /* walk back from the node that ends last */
+    /* walk back from the node that ends last; each node once */
     size_t cap = 0;
     for (size_t v = last; v != SIZE_MAX;) {
         if (st->n_path == cap) {
@@ -462,22 +463,22 @@ static np_status critical_path(const tdb *db, tstats *st, np_err *err)
             st->path = p;
         }
         st->path[st->n_path++] = (tstats_step){v, 0};
+        seen[v] = true;
         const tdb_slice *s = &db->slices[v];
         size_t best = SIZE_MAX;
         uint64_t best_t = 0;
-#define BEFORE(u) (db->slices[u].start_ps < s->start_ps || \
-                   (db->slices[u].start_ps == s->start_ps && (u) < v))
-        /* the source of a flow into it */
+        /* the source of a flow into it: it could not end before that source (a receive
+         * posted early waits for its send) */
         for (size_t k = x.in_first[v]; k < x.in_first[v] + x.in_n[v]; k++) {
             size_t u = x.in_src[k];
-            if (pos[u] == SIZE_MAX || !BEFORE(u))
+            if (pos[u] == SIZE_MAX || seen[u] || db->slices[u].start_ps >= s->end_ps)
                 continue;
             if (best == SIZE_MAX || db->slices[u].end_ps > best_t)
                 best = u, best_t = db->slices[u].end_ps;
         }
         /* the node before it on its thread */
         size_t p = pos[v], t = s->thread;
-        if (p != SIZE_MAX && p > x.first[t]) {
+        if (p != SIZE_MAX && p > x.first[t] && !seen[x.nodes[p - 1]]) {
             size_t u = x.nodes[p - 1];
             if (best == SIZE_MAX || db->slices[u].end_ps > best_t)
                 best = u, best_t = db->slices[u].end_ps;
@@ -498,11 +499,10 @@ static np_status critical_path(const tdb *db, tstats *st, np_err *err)
                 if (lo == x.first[t2])
                     continue;
                 size_t u = x.nodes[lo - 1];
-                if (u != v && BEFORE(u) && (best == SIZE_MAX || db->slices[u].end_ps > best_t))
+                if (!seen[u] && (best == SIZE_MAX || db->slices[u].end_ps > best_t))
                     best = u, best_t = db->slices[u].end_ps;
             }
         }
-#undef BEFORE
         v = best;
     }
     /* first step first; idle = the gap before each step */
@@ -527,6 +527,7 @@ out:
     free(x.in_n);
     free(x.in_src);
     free(pos);
+    free(seen);
     return rc;
 }
 
