@@ -17,6 +17,8 @@ packages=(
   libjansson-dev   # --json output and JSON input
   clang libclang-rt-14-dev   # libFuzzer harnesses (scripts/fuzz.sh)
   g++ verilator    # the RTL test bench of the systolic arrays (tests/tb_mxu_rtl.cpp)
+  chromium         # the HTML report rendered headless (tests/test_report.c)
+  libopenmpi-dev openmpi-bin   # npusim sweep across machines (mpirun; optional to build)
 )
 
 sanitize=OFF

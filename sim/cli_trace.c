@@ -15,6 +15,12 @@
 
 #define CLI_OPERANDS_MAX 12
 
+typedef struct cli_trace_work {
+    uint32_t chip, core;
+    char *kernel;
+    uint64_t flops, bytes;
+} cli_trace_work;
+
 np_status cli_trace_flag(trace_layout_opts *o, int c, const char *arg, np_err *err)
 {
     if (c == CLI_TRACE_OPT_CHIPS) {
@@ -153,6 +159,56 @@ static bool is_comm_kernel(const cli_trace *t, const char *name)
     return false;
 }
 
+/* The FLOPs and bytes of kernel on (chip, core) in this run (created when add). */
+static cli_trace_work *work_get(cli_trace *t, uint32_t chip, uint32_t core, const char *kernel,
+                                bool add)
+{
+    for (uint64_t h = (tmap_mix((uint64_t)chip << 32 | core) ^ tmap_hash_str(kernel)) | 1;; h += 2) {
+        if (!add) {
+            uint64_t *v = u64map_get(&t->work_of, h);
+            if (!v)
+                return NULL;
+            cli_trace_work *w = *v ? &t->work[*v - 1] : NULL;
+            if (w && w->chip == chip && w->core == core && !strcmp(w->kernel, kernel))
+                return w;
+            continue;
+        }
+        bool fresh;
+        uint64_t *v = u64map_slot(&t->work_of, h, &fresh);
+        if (!v)
+            break;
+        if (!fresh) {
+            cli_trace_work *w = *v ? &t->work[*v - 1] : NULL;
+            if (w && w->chip == chip && w->core == core && !strcmp(w->kernel, kernel))
+                return w;
+            continue;
+        }
+        if (t->n_work == t->cap_work) {
+            size_t cap = t->cap_work ? 2 * t->cap_work : 16;
+            cli_trace_work *p = realloc(t->work, cap * sizeof *p);
+            if (!p)
+                break;
+            t->work = p, t->cap_work = cap;
+        }
+        char *name = strdup(kernel);
+        if (!name)
+            break;
+        t->work[t->n_work] = (cli_trace_work){chip, core, name, 0, 0};
+        *v = ++t->n_work;
+        return &t->work[t->n_work - 1];
+    }
+    t->oom = true;
+    return NULL;
+}
+
+static void work_clear(cli_trace *t)
+{
+    for (size_t i = 0; i < t->n_work; i++)
+        free(t->work[i].kernel);
+    t->n_work = 0;
+    u64map_free(&t->work_of);
+}
+
 void cli_trace_insn(void *ctx, const core_trace_insn *in)
 {
     cli_trace *t = ctx;
@@ -165,18 +221,37 @@ void cli_trace_insn(void *ctx, const core_trace_insn *in)
                           .start_ps = start, .end_ps = end};
     if (!strcmp(name, "sem.wait"))
         s.cat = "wait"; /* a sem.wait has a slice only when it waited: the wait */
-    trace_arg args[4] = {TRACE_ARG_U("pc", in->pc), TRACE_ARG_S("insn", in->text),
+    trace_arg args[5] = {TRACE_ARG_U("pc", in->pc), TRACE_ARG_S("insn", in->text),
                          TRACE_ARG_S("kernel", in->kernel)};
     s.args = args, s.n_args = 3;
     const char *op[CLI_OPERANDS_MAX];
     uint64_t bytes = 0;
     bool dma = !strcmp(name, "dma.copy"), send = !strcmp(name, "comm.send"),
-         recv = !strcmp(name, "comm.recv");
-    if (dma || send || recv) {
+         recv = !strcmp(name, "comm.recv"), load = !strcmp(name, "mxu.load"),
+         mm = !strcmp(name, "mxu.mm");
+    if (dma || send || recv || load || mm) {
         size_t n = insn_operands(in->text, buf, sizeof buf, op);
+        uint64_t k, cols, rows;
+        bool fresh;
+        uint64_t *tile = load || mm ? u64map_slot(&t->mxu_tile, ((uint64_t)in->chip << 32 |
+                                                                 in->core) + 1, &fresh)
+                                    : NULL;
+        if (load && tile && n >= 3 && parse_u64(op[1], &k) && parse_u64(op[2], &cols))
+            *tile = k << 32 | (cols & 0xffffffff);
+        if (mm && tile && n >= 3 && parse_u64(op[2], &rows) && in->kernel) {
+            uint64_t flops = 2 * rows * (*tile >> 32) * (*tile & 0xffffffff);
+            cli_trace_work *w = work_get(t, in->chip, in->core, in->kernel, true);
+            if (w)
+                w->flops += flops;
+            args[s.n_args++] = TRACE_ARG_U("flops", flops);
+        }
         if (dma && dma_bytes(op, n, &bytes)) {
             args[s.n_args++] = TRACE_ARG_U("bytes", bytes);
             bool rd = !strncmp(op[1], "hbm[", 4), wr = !strncmp(op[0], "hbm[", 4);
+            cli_trace_work *w = (rd || wr) && in->kernel
+                                    ? work_get(t, in->chip, in->core, in->kernel, true) : NULL;
+            if (w)
+                w->bytes += bytes;
             if ((rd || wr) && ops && ops->transfer) {
                 trace_transfer x = {in->chip, NULL, bytes, start, end};
                 if (rd)
@@ -254,11 +329,14 @@ void cli_trace_kernels(cli_trace *t, const core_report *r)
             const core_kernel_report *k = &r->kernels[order[i]];
             if (!kernel_ran(k))
                 continue;
-            trace_arg a = TRACE_ARG_U("cycles", k->cycles);
+            const cli_trace_work *w = work_get(t, k->chip, k->core, k->name, false);
+            trace_arg a[] = {TRACE_ARG_U("cycles", k->cycles),
+                             TRACE_ARG_U("flops", w ? w->flops : 0),
+                             TRACE_ARG_U("bytes", w ? w->bytes : 0)};
             trace_span s = {.chip = k->chip, .core = k->core, .track = "kernels",
                             .name = k->name, .cat = "kernel",
                             .start_ps = t->offset_ps + k->start_ps,
-                            .end_ps = t->offset_ps + k->end_ps, .args = &a, .n_args = 1};
+                            .end_ps = t->offset_ps + k->end_ps, .args = a, .n_args = 3};
             if (coll)
                 s.group = t->runs << 24 | (group + 1), s.group_size = ranks, s.cat = "collective";
             if (ops && ops->span)
@@ -266,6 +344,7 @@ void cli_trace_kernels(cli_trace *t, const core_report *r)
         }
     }
     free(order);
+    work_clear(t);
     if (ops && ops->run_end)
         ops->run_end(t->sink.ctx, t->offset_ps + (r ? r->total_ps : 0));
 }
@@ -276,6 +355,10 @@ np_status cli_trace_close(cli_trace *t, np_err *err)
         free(t->comm_kernels[i]);
     free(t->comm_kernels);
     t->comm_kernels = NULL;
+    work_clear(t);
+    free(t->work);
+    t->work = NULL;
+    u64map_free(&t->mxu_tile);
     np_status st = trace_layout_close(t->w, err);
     t->w = NULL;
     if (st == NP_OK && t->oom)

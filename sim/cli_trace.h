@@ -7,7 +7,8 @@
  * bytes too); a comm.send and the comm.recv that takes its message are joined by a flow; a
  * DMA's HBM bytes go to the chip's "hbm.read" / "hbm.write" counters, a comm.send's to
  * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s. Per kernel: a
- * span on "coreN kernels" with args {cycles}; a kernel that sent or received messages is a
+ * span on "coreN kernels" with args {cycles, flops, bytes} (the MXU's multiply-accumulates
+ * x 2, from mxu.mm's rows and the last mxu.load's tile; the DMA's HBM bytes); a kernel that sent or received messages is a
  * collective: its spans on every chip are joined by a flow. Every time is shifted by
  * offset_ps, so several runs can follow each other in one trace (npusim layer: one run per
  * layer).
@@ -25,6 +26,7 @@
 #include "core.h"
 #include "err.h"
 #include "trace_layout.h"
+#include "trace_map.h"
 
 typedef struct cli_trace {
     trace_layout *w;    /* NULL: no trace */
@@ -34,6 +36,10 @@ typedef struct cli_trace {
     size_t n_comm_kernels, cap_comm_kernels;
     const char *last_comm_kernel; /* the last name found there (a fast path) */
     uint64_t runs;       /* cli_trace_kernels calls: each run's collectives are its own */
+    struct cli_trace_work *work; /* per (chip, core, kernel) of this run: FLOPs, HBM bytes */
+    size_t n_work, cap_work;
+    u64map work_of;      /* (chip, core, kernel name) -> index into work, probed */
+    u64map mxu_tile;     /* (chip << 32 | core) + 1 -> the last mxu.load's k << 32 | n */
     bool oom;
 } cli_trace;
 

@@ -1,4 +1,4 @@
-/* trace_map.h — the small hash tables of traces/ (internal): 64-bit keys to 64-bit values,
+/* trace_map.h — the small hash tables of traces/ (and of sim/cli_trace.c): 64-bit keys to values,
  * and interned strings. Open addressing; neither shrinks. */
 #ifndef NPUSIM_TRACE_MAP_H
 #define NPUSIM_TRACE_MAP_H

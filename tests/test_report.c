@@ -1,0 +1,225 @@
+/* test_report.c — `npusim report` (traces/report.h) renders in a real browser: headless
+ * Chromium (Debian's chromium, installed by scripts/setup.sh; NPUSIM_CHROMIUM names another)
+ * loads the report with a checking script added to a copy of it, which writes into the DOM
+ * every error the page raised and the geometry of every chart; --dump-dom brings that back.
+ * A screenshot of the report is saved (build dir, report.png). The report itself must be
+ * self-contained: no external script, style, image or link. */
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "harness.h"
+
+static char dir[64];
+
+static const char *tmp(const char *name)
+{
+    static char buf[8][300];
+    static int k;
+    if (!dir[0]) {
+        snprintf(dir, sizeof dir, "/tmp/npusim_report_XXXXXX");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    }
+    k = (k + 1) % 8;
+    snprintf(buf[k], sizeof buf[k], "%s/%s", dir, name);
+    return buf[k];
+}
+
+static const char *chromium(void)
+{
+    const char *env = getenv("NPUSIM_CHROMIUM");
+    if (env && *env)
+        return env;
+    static const char *const names[] = {"/usr/bin/chromium", "/usr/bin/chromium-headless-shell",
+                                        "/usr/lib/chromium/chromium-headless-shell"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (access(names[i], X_OK) == 0)
+            return names[i];
+    return NULL;
+}
+
+static void run_ok(const char *const *args)
+{
+    harness_run r = harness_npusim_in(NULL, args);
+    if (r.exit_status)
+        fprintf(stderr, "npusim %s exited %d: %s\n", args[0], r.exit_status, r.err);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    harness_run_free(&r);
+}
+
+/* The report, with a script that records errors before the page's own script and a checking
+ * script after everything. */
+static const char err_hook[] =
+    "<script>window.__errs=[];window.addEventListener('error',function(e){"
+    "window.__errs.push('error: '+e.message)});(function(){var c=console.error;"
+    "console.error=function(){window.__errs.push('console: '+[].join.call(arguments,' '));"
+    "c.apply(console,arguments)}})();</script>";
+static const char checker[] =
+    "<script>(function(){var out=[];"
+    "document.querySelectorAll('svg.chart').forEach(function(s){var r=s.getBoundingClientRect();"
+    "var b=s.getBBox();var m=s.querySelectorAll('rect,circle,line,polyline,text').length;"
+    "out.push('CHART '+s.id+' '+Math.round(r.width)+' '+Math.round(r.height)+' '+"
+    "Math.round(b.width)+' '+Math.round(b.height)+' '+m)});"
+    "out.push('ERRORS '+window.__errs.length);window.__errs.forEach(function(e){out.push(e)});"
+    "var p=document.createElement('pre');p.id='selfcheck';p.textContent=out.join('\\n');"
+    "document.body.appendChild(p)})();</script>";
+
+static char *checked_copy(const char *html)
+{
+    const char *head = strstr(html, "<head>"), *end = strstr(html, "</body>");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(head);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(end);
+    size_t n = strlen(html) + sizeof err_hook + sizeof checker + 1;
+    char *out = malloc(n);
+    head += 6;
+    snprintf(out, n, "%.*s%s%.*s%s%s", (int)(head - html), html, err_hook, (int)(end - head), head,
+             checker, end);
+    return out;
+}
+
+/* One chart line of the self-check: "CHART id w h bbox_w bbox_h marks". */
+static bool chart_ok(const char *dom, const char *id)
+{
+    char key[64];
+    snprintf(key, sizeof key, "CHART %s ", id);
+    const char *p = strstr(dom, key);
+    if (!p) {
+        fprintf(stderr, "report: chart %s is not in the page\n", id);
+        return false;
+    }
+    int w, h, bw, bh, marks;
+    if (sscanf(p + strlen(key), "%d %d %d %d %d", &w, &h, &bw, &bh, &marks) != 5)
+        return false;
+    if (w <= 0 || h <= 0 || bw <= 0 || bh <= 0 || marks <= 0) {
+        fprintf(stderr, "report: chart %s is empty (%d x %d, content %d x %d, %d marks)\n", id, w,
+                h, bw, bh, marks);
+        return false;
+    }
+    return true;
+}
+
+/* Runs chromium on url with extra arguments; its stdout into out_path. Returns the status. */
+static int browse(const char *extra, const char *url, const char *out_path)
+{
+    const char *bin = chromium();
+    char profile[320], cmd[2048];
+    snprintf(profile, sizeof profile, "%s/profile-XXXXXX", dir);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(profile));
+    snprintf(cmd, sizeof cmd,
+             "timeout 60 '%s' --headless --no-sandbox --disable-gpu --disable-quic --no-first-run "
+             "--disable-background-networking --disable-component-update --disable-sync "
+             "--user-data-dir='%s' %s '%s' >'%s' 2>'%s.err'",
+             bin, profile, extra, url, out_path, out_path);
+    int st = system(cmd);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", profile);
+    if (system(cmd) != 0)
+        fprintf(stderr, "report: could not remove %s\n", profile);
+    return st;
+}
+
+TEST(the_report_renders_in_headless_chromium_with_every_chart_and_no_error)
+{
+    const char *bin = chromium();
+    if (!bin) {
+        CU_FAIL("no Chromium: scripts/setup.sh installs Debian's chromium (or set NPUSIM_CHROMIUM)");
+        return;
+    }
+    /* a trace with kernels (FLOPs and bytes: the roofline) on two chips, and messages */
+    const char *mm = tmp("mm.elf"), *trace = tmp("t.json.gz"), *html = tmp("report.html");
+    run_ok((const char *const[]){"asm", harness_src_path("isa/examples/matmul_db.s"), "-o", mm,
+                                 "--arch", "tiny", NULL});
+    run_ok((const char *const[]){"sim", "--arch", "tiny", mm, mm, "--trace", trace, NULL});
+    char *run_json = strdup(harness_src_path("tests/data/report/run.json")); /* a static buffer */
+    run_ok((const char *const[]){"report", run_json, trace,
+                                 harness_src_path("tests/data/report/sweep.jsonl"), "--arch",
+                                 "tiny", "--set", "system.topology=hierarchical", "--set",
+                                 "system.chips=8", "-o", html, NULL});
+    free(run_json);
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    /* self-contained: nothing to fetch (the SVG namespace is a name, not a request) */
+    CU_ASSERT_PTR_NULL(strstr(page, "<script src"));
+    CU_ASSERT_PTR_NULL(strstr(page, "<link"));
+    CU_ASSERT_PTR_NULL(strstr(page, "<img"));
+    CU_ASSERT_PTR_NULL(strstr(page, "url("));
+    for (const char *p = page; (p = strstr(p, "http")); p++)
+        CU_ASSERT_EQUAL(strncmp(p, "http://www.w3.org/2000/svg", 26), 0);
+    char *copy = checked_copy(page);
+    const char *check = tmp("check.html");
+    FILE *f = fopen(check, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(copy, f);
+    fclose(f);
+    free(copy);
+    free(page);
+    char url[400];
+    snprintf(url, sizeof url, "file://%s", check);
+    const char *dom_path = tmp("dom.html");
+    CU_ASSERT_EQUAL(browse("--dump-dom", url, dom_path), 0);
+    char *page_dom = harness_read_file(dom_path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page_dom);
+    const char *dom = strstr(page_dom, "<pre id=\"selfcheck\">"); /* what the checker wrote */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dom);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dom, "ERRORS 0"));
+    if (!strstr(dom, "ERRORS 0"))
+        fprintf(stderr, "report: %s\n", strstr(dom, "ERRORS"));
+    static const char *const charts[] = {"chart-breakdown", "chart-timeline", "chart-util",
+                                         "chart-util-grid", "chart-links",    "chart-roofline",
+                                         "chart-memory",    "chart-comm",     "chart-sweep"};
+    for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
+        CU_ASSERT_TRUE(chart_ok(dom, charts[i]));
+    /* the sweep's script drew the points and a Pareto front among them */
+    CU_ASSERT_PTR_NOT_NULL(strstr(page_dom, "class=\"pareto\""));
+    free(page_dom);
+    /* a screenshot of the report as it is */
+    char shot[320], arg[400];
+    snprintf(shot, sizeof shot, "%s/report.png", dir);
+    snprintf(arg, sizeof arg, "--window-size=1100,2600 --screenshot='%s'", shot);
+    snprintf(url, sizeof url, "file://%s", html);
+    CU_ASSERT_EQUAL(browse(arg, url, tmp("shot.out")), 0);
+    size_t n = 0;
+    char *png = harness_read_file(shot, &n);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(png);
+    CU_ASSERT(n > 10000 && !memcmp(png, "\x89PNG", 4));
+    free(png);
+    FILE *keep = fopen("report.png", "wb"); /* in the test's working directory (build/tests) */
+    if (keep) {
+        png = harness_read_file(shot, &n);
+        fwrite(png, 1, n, keep);
+        fclose(keep);
+        free(png);
+    }
+}
+
+TEST(a_collective_report_plots_bus_bandwidth_and_bad_inputs_are_errors)
+{
+    const char *out = tmp("coll.json"), *html = tmp("coll.html");
+    harness_run r = harness_npusim("collective", "--op", "all_reduce", "--json", "--max-bytes",
+                                   "1M", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    FILE *f = fopen(out, "w");
+    fputs(r.out, f);
+    fclose(f);
+    harness_run_free(&r);
+    run_ok((const char *const[]){"report", out, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "id=\"chart-collective\""));
+    CU_ASSERT(strstr(page, "<polyline") != NULL);
+    free(page);
+    /* a file that is not JSON: its name and position; no output: a usage error */
+    const char *bad = tmp("bad.json");
+    f = fopen(bad, "w");
+    fputs("{\"step_time_s\": 1,\n  oops}\n", f);
+    fclose(f);
+    r = harness_npusim("report", bad, "-o", html, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "bad.json:2:"));
+    harness_run_free(&r);
+    r = harness_npusim("report", bad, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "-o"));
+    harness_run_free(&r);
+}

@@ -1,0 +1,910 @@
+/* report.c — the HTML report (see report.h). Charts are SVG written here, with a <title> on
+ * every mark for its exact figures; numbers for people use units scaled for reading. */
+#include "report.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define W 960            /* chart width, px */
+#define LABEL_W 170      /* left label column */
+#define TL_BINS 320      /* timeline bins */
+#define TL_CHIPS 32      /* chips drawn on the timeline */
+#define PI 3.14159265358979323846
+
+enum { CLS_COMPUTE, CLS_MEMORY, CLS_COMM, CLS_COUNT };
+static const char *const cls_name[CLS_COUNT] = {"compute", "memory", "communication"};
+static const char *const cls_color[CLS_COUNT] = {"#4e79a7", "#f28e2b", "#e15759"};
+
+/* ---- small helpers ---------------------------------------------------------------------------- */
+
+static void esc(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '&': fputs("&amp;", f); break;
+        case '<': fputs("&lt;", f); break;
+        case '>': fputs("&gt;", f); break;
+        case '"': fputs("&quot;", f); break;
+        case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static const char *fmt_s(double s, char *buf, size_t n)
+{
+    if (!(s >= 0))
+        snprintf(buf, n, "-");
+    else if (s >= 1)
+        snprintf(buf, n, "%.3f s", s);
+    else if (s >= 1e-3)
+        snprintf(buf, n, "%.3f ms", s * 1e3);
+    else if (s >= 1e-6)
+        snprintf(buf, n, "%.3f us", s * 1e6);
+    else
+        snprintf(buf, n, "%.3f ns", s * 1e9);
+    return buf;
+}
+
+static const char *fmt_bytes(double b, char *buf, size_t n)
+{
+    static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int k = 0;
+    while (k < 5 && b >= 1024)
+        b /= 1024, k++;
+    snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", b, u[k]);
+    return buf;
+}
+
+static const char *fmt_si(double v, const char *unit, char *buf, size_t n)
+{
+    static const char *const p[] = {"", "k", "M", "G", "T", "P", "E"};
+    int k = 0;
+    while (k < 6 && fabs(v) >= 1000)
+        v /= 1000, k++;
+    snprintf(buf, n, "%.3g %s%s", v, p[k], unit);
+    return buf;
+}
+
+static double num(const json_t *o, const char *k)
+{
+    const json_t *v = json_object_get(o, k);
+    return json_is_number(v) ? json_number_value(v) : NAN;
+}
+
+static const char *jstr(const json_t *o, const char *k)
+{
+    return json_string_value(json_object_get(o, k));
+}
+
+/* The category class of a slice (-1: none: spans, waits, other). */
+static int slice_class(const tdb *db, const tdb_slice *s)
+{
+    const char *c = tdb_str(db, s->cat);
+    if (!c)
+        return -1;
+    if (!strcmp(c, "mxu") || !strcmp(c, "vpu") || !strcmp(c, "compute"))
+        return CLS_COMPUTE;
+    if (!strcmp(c, "dma") || !strcmp(c, "memory"))
+        return CLS_MEMORY;
+    if (!strcmp(c, "comm"))
+        return CLS_COMM;
+    return -1;
+}
+
+static void svg_open(FILE *f, const char *id, int h, const char *label)
+{
+    fprintf(f, "<svg class=\"chart\" id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+               "role=\"img\" aria-label=\"", id, W, h, W, h);
+    esc(f, label);
+    fputs("\">\n", f);
+}
+
+static void section(FILE *f, const char *id, const char *title)
+{
+    fprintf(f, "<section id=\"%s\"><h2>", id);
+    esc(f, title);
+    fputs("</h2>\n", f);
+}
+
+static void missing(FILE *f, const char *what)
+{
+    fputs("<p class=\"na\">", f);
+    esc(f, what);
+    fputs("</p>\n", f);
+}
+
+/* ---- summary ---------------------------------------------------------------------------------- */
+
+static void card(FILE *f, const char *label, const char *value)
+{
+    fputs("<div class=\"card\"><div class=\"v\">", f);
+    esc(f, value);
+    fputs("</div><div class=\"l\">", f);
+    esc(f, label);
+    fputs("</div></div>\n", f);
+}
+
+static void summary(FILE *f, const report_input *in)
+{
+    section(f, "summary", "Where did the time go");
+    char b[64];
+    const json_t *r = in->run;
+    fputs("<div class=\"cards\">\n", f);
+    if (r && json_object_get(r, "step_time_s")) {
+        card(f, "step time", fmt_s(num(r, "step_time_s"), b, sizeof b));
+        if (!isnan(num(r, "tokens_per_s")))
+            card(f, "tokens/s", fmt_si(num(r, "tokens_per_s"), "", b, sizeof b));
+        else if (!isnan(num(r, "samples_per_s")))
+            card(f, "samples/s", fmt_si(num(r, "samples_per_s"), "", b, sizeof b));
+        if (!isnan(num(r, "mfu_pct")))
+            snprintf(b, sizeof b, "%.1f %%", num(r, "mfu_pct")), card(f, "MFU", b);
+        if (!isnan(num(r, "bubble_pct")))
+            snprintf(b, sizeof b, "%.1f %%", num(r, "bubble_pct")), card(f, "pipeline bubble", b);
+        double tot = 0, exp = 0;
+        size_t i;
+        const json_t *c;
+        json_array_foreach(json_object_get(r, "comm"), i, c)
+            tot += num(c, "total_s"), exp += num(c, "exposed_s");
+        if (tot > 0)
+            card(f, "exposed communication", fmt_s(exp, b, sizeof b));
+    } else if (r && json_object_get(r, "total_ps")) {
+        card(f, "simulated time", fmt_s(num(r, "total_ps") * 1e-12, b, sizeof b));
+        snprintf(b, sizeof b, "%.0f", num(r, "total_cycles"));
+        card(f, "cycles", b);
+    } else if (r && json_object_get(r, "rows")) {
+        snprintf(b, sizeof b, "%s %s", jstr(r, "op") ? jstr(r, "op") : "?",
+                 jstr(r, "algo") ? jstr(r, "algo") : "");
+        card(f, "collective", b);
+        snprintf(b, sizeof b, "%.0f", num(r, "chips"));
+        card(f, "chips", b);
+    }
+    if (in->st) {
+        card(f, "trace span", fmt_s((double)in->st->span_ps * 1e-12, b, sizeof b));
+        card(f, "critical path", fmt_s((double)in->st->path_ps * 1e-12, b, sizeof b));
+    }
+    if (in->sweep) {
+        snprintf(b, sizeof b, "%zu", json_array_size(in->sweep));
+        card(f, "sweep points", b);
+    }
+    fputs("</div>\n", f);
+    if (in->st && in->st->n_path) {
+        /* the critical path by class, and its idle time */
+        const tdb *db = in->db;
+        double part[CLS_COUNT + 2] = {0}; /* + other, idle */
+        for (size_t i = 0; i < in->st->n_path; i++) {
+            const tdb_slice *s = &db->slices[in->st->path[i].slice];
+            int c = slice_class(db, s);
+            part[c < 0 ? CLS_COUNT : c] += (double)(s->end_ps - s->start_ps);
+            part[CLS_COUNT + 1] += (double)in->st->path[i].idle_before_ps;
+        }
+        double total = 0;
+        for (int c = 0; c < CLS_COUNT + 2; c++)
+            total += part[c];
+        static const char *const names[] = {"compute", "memory", "communication", "other", "idle"};
+        static const char *const colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#ddd"};
+        fputs("<p>The critical path (the chain of work that ends last) by kind of work:</p>\n", f);
+        svg_open(f, "chart-breakdown", 60, "critical path by kind of work");
+        double x = 0;
+        for (int c = 0; c < CLS_COUNT + 2 && total > 0; c++) {
+            double w = part[c] / total * W;
+            if (w <= 0)
+                continue;
+            fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>"
+                       "%s: %s (%.1f %%)</title></rect>\n",
+                    x, w, colors[c], names[c], fmt_s(part[c] * 1e-12, b, sizeof b),
+                    100 * part[c] / total);
+            if (w > 90)
+                fprintf(f, "<text x=\"%.2f\" y=\"50\">%s %.0f%%</text>\n", x + 2, names[c],
+                        100 * part[c] / total);
+            x += w;
+        }
+        fputs("</svg>\n", f);
+    }
+    fputs("</section>\n", f);
+}
+
+/* ---- timeline --------------------------------------------------------------------------------- */
+
+static void timeline(FILE *f, const report_input *in)
+{
+    section(f, "timeline", "Timeline per chip");
+    const tdb *db = in->db;
+    if (!db || !in->st->span_ps) {
+        missing(f, "No trace given (npusim report RUN.json TRACE.json.gz).");
+        fputs("</section>\n", f);
+        return;
+    }
+    size_t chips = db->n_processes < TL_CHIPS ? db->n_processes : TL_CHIPS;
+    int row = 12, h = 24 + (int)chips * (CLS_COUNT * row + 8);
+    double *occ = calloc(CLS_COUNT * TL_BINS, sizeof *occ);
+    if (!occ)
+        return;
+    double bin = (double)in->st->span_ps / TL_BINS, px = (double)(W - LABEL_W) / TL_BINS;
+    char b[64];
+    fprintf(f, "<p>Shade: the share of a chip's tracks of that kind that are busy; %zu of %zu "
+               "chips shown.</p>\n", chips, db->n_processes);
+    svg_open(f, "chart-timeline", h, "timeline per chip");
+    for (size_t p = 0; p < chips; p++) {
+        memset(occ, 0, CLS_COUNT * TL_BINS * sizeof *occ);
+        unsigned n_threads[CLS_COUNT] = {0};
+        for (size_t t = 0; t < db->n_threads; t++) {
+            const tdb_thread *th = &db->threads[t];
+            if (th->process != p)
+                continue;
+            bool has[CLS_COUNT] = {0};
+            for (size_t i = th->first; i < th->first + th->n; i++) {
+                const tdb_slice *s = &db->slices[i];
+                int c = slice_class(db, s);
+                if (c < 0)
+                    continue;
+                has[c] = true;
+                double a = (double)(s->start_ps - db->t_begin_ps),
+                       e = (double)(s->end_ps - db->t_begin_ps);
+                for (size_t k = (size_t)(a / bin); k < TL_BINS && k * bin < e; k++) {
+                    double lo = k * bin > a ? k * bin : a, hi = (k + 1) * bin < e ? (k + 1) * bin : e;
+                    if (hi > lo)
+                        occ[c * TL_BINS + k] += (hi - lo) / bin;
+                }
+            }
+            for (int c = 0; c < CLS_COUNT; c++)
+                n_threads[c] += has[c];
+        }
+        int y0 = 20 + (int)p * (CLS_COUNT * row + 8);
+        const char *pn = tdb_str(db, db->processes[p].name);
+        fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y0 + row + 4);
+        esc(f, pn ? pn : "?");
+        fputs("</text>\n", f);
+        for (int c = 0; c < CLS_COUNT; c++) {
+            int y = y0 + c * row;
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>\n",
+                    LABEL_W, y, W - LABEL_W, row - 2);
+            if (!n_threads[c])
+                continue;
+            /* runs of bins with the same shade (tenths) as one rect */
+            for (size_t k = 0; k < TL_BINS;) {
+                double v = occ[c * TL_BINS + k] / n_threads[c];
+                int q = (int)lround((v > 1 ? 1 : v) * 10);
+                size_t j = k + 1;
+                while (j < TL_BINS &&
+                       (int)lround(fmin(1, occ[c * TL_BINS + j] / n_threads[c]) * 10) == q)
+                    j++;
+                if (q)
+                    fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
+                               "fill-opacity=\"%.1f\"><title>%s %s from %s</title></rect>\n",
+                            LABEL_W + k * px, y, (j - k) * px, row - 2, cls_color[c], q / 10.0,
+                            pn ? pn : "", cls_name[c], fmt_s(k * bin * 1e-12, b, sizeof b));
+                k = j;
+            }
+        }
+    }
+    fprintf(f, "<text x=\"%d\" y=\"12\" class=\"lbl\">0</text><text x=\"%d\" y=\"12\" "
+               "class=\"lbl\" text-anchor=\"end\">%s</text>\n",
+            LABEL_W, W, fmt_s((double)in->st->span_ps * 1e-12, b, sizeof b));
+    fputs("</svg>\n<p class=\"legend\">", f);
+    for (int c = 0; c < CLS_COUNT; c++)
+        fprintf(f, "<span style=\"color:%s\">&#9632;</span> %s &nbsp; ", cls_color[c], cls_name[c]);
+    fputs("</p>\n</section>\n", f);
+    free(occ);
+}
+
+/* ---- utilization ------------------------------------------------------------------------------ */
+
+typedef struct util_row {
+    char name[64];
+    double min, mean, max;
+} util_row;
+
+static void util_bars(FILE *f, const util_row *rows, size_t n)
+{
+    int bar = 18, h = 10 + (int)n * (bar + 6) + 20;
+    svg_open(f, "chart-util", h, "utilization per unit kind");
+    double scale = (W - LABEL_W - 60) / 100.0;
+    for (size_t i = 0; i < n; i++) {
+        int y = 10 + (int)i * (bar + 6);
+        fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y + 13);
+        esc(f, rows[i].name);
+        fprintf(f, "</text><rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#c6d7ea\">"
+                   "<title>min %.2f %% .. max %.2f %%</title></rect>",
+                LABEL_W, y, fmax(rows[i].max * scale, 0.5), bar, rows[i].min, rows[i].max);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#4e79a7\">"
+                   "<title>mean %.2f %%</title></rect>",
+                LABEL_W, y + 4, fmax(rows[i].mean * scale, 0.5), bar - 8, rows[i].mean);
+        fprintf(f, "<text x=\"%.2f\" y=\"%d\" class=\"lbl\">%.1f%%</text>\n",
+                LABEL_W + rows[i].max * scale + 4, y + 13, rows[i].mean);
+    }
+    fputs("</svg>\n", f);
+}
+
+static void utilization(FILE *f, const report_input *in)
+{
+    section(f, "utilization", "Utilization per unit and chip");
+    util_row rows[64];
+    size_t n = 0;
+    const json_t *units = in->run ? json_object_get(in->run, "units") : NULL, *u;
+    size_t i;
+    double total_cycles = in->run ? num(in->run, "total_cycles") : NAN;
+    json_array_foreach(units, i, u) {
+        if (n == 64)
+            break;
+        util_row *r = &rows[n];
+        const char *name = jstr(u, "kind") ? jstr(u, "kind") : jstr(u, "unit") ? jstr(u, "unit")
+                                                                                : jstr(u, "name");
+        snprintf(r->name, sizeof r->name, "%s", name ? name : "?");
+        if (!isnan(num(u, "mean_util_pct"))) {
+            r->min = num(u, "min_util_pct"), r->mean = num(u, "mean_util_pct");
+            r->max = num(u, "max_util_pct");
+        } else if (!isnan(num(u, "busy_cycles")) && total_cycles > 0) {
+            if (num(u, "insns") == 0)
+                continue; /* a unit that ran nothing (the front end has no busy share) */
+            r->min = r->mean = r->max = 100.0 * num(u, "busy_cycles") / total_cycles;
+        } else {
+            continue;
+        }
+        n++;
+    }
+    if (!n && in->st)
+        for (i = 0; i < in->st->n_units && n < 64; i++, n++) {
+            snprintf(rows[n].name, sizeof rows[n].name, "%s", in->st->units[i].kind);
+            rows[n].min = in->st->units[i].min_pct, rows[n].mean = in->st->units[i].mean_pct;
+            rows[n].max = in->st->units[i].max_pct;
+        }
+    if (n) {
+        fputs("<p>Bars: the mean over chips (dark) within the range from the least to the most "
+              "busy chip (light).</p>\n", f);
+        util_bars(f, rows, n);
+    } else {
+        missing(f, "No unit utilization in the inputs.");
+    }
+    if (in->st && in->st->n_units) {
+        /* chips x unit kinds: the mean util of the chip's tracks of that kind */
+        const tdb *db = in->db;
+        const tstats *st = in->st;
+        size_t chips = db->n_processes < 64 ? db->n_processes : 64, nk = st->n_units;
+        int cw = (W - LABEL_W) / (int)(nk ? nk : 1), ch = 14, h = 24 + (int)chips * ch;
+        fputs("<p>Per chip and unit kind (darker: busier).</p>\n", f);
+        svg_open(f, "chart-util-grid", h, "utilization per chip and unit kind");
+        for (size_t k = 0; k < nk; k++) {
+            fprintf(f, "<text x=\"%d\" y=\"14\" class=\"lbl\">", LABEL_W + (int)k * cw + 2);
+            esc(f, st->units[k].kind);
+            fputs("</text>\n", f);
+        }
+        for (size_t p = 0; p < chips; p++) {
+            const char *pn = tdb_str(db, db->processes[p].name);
+            fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", 20 + (int)p * ch + 11);
+            esc(f, pn ? pn : "?");
+            fputs("</text>\n", f);
+            for (size_t k = 0; k < nk; k++) {
+                double sum = 0;
+                unsigned m = 0;
+                for (size_t t = 0; t < st->n_tracks; t++) {
+                    const char *dot = strrchr(st->tracks[t].name, '.');
+                    if (st->tracks[t].process == p && dot && !strcmp(dot + 1, st->units[k].kind))
+                        sum += st->tracks[t].util_pct, m++;
+                }
+                if (!m)
+                    continue;
+                double v = sum / m;
+                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#4e79a7\" "
+                           "fill-opacity=\"%.3f\"><title>%s %s: %.2f %%</title></rect>\n",
+                        LABEL_W + (int)k * cw, 20 + (int)p * ch, cw - 2, ch - 2,
+                        0.08 + 0.92 * fmin(v, 100) / 100, pn ? pn : "", st->units[k].kind, v);
+            }
+        }
+        fputs("</svg>\n", f);
+    }
+    fputs("</section>\n", f);
+}
+
+/* ---- links on the topology -------------------------------------------------------------------- */
+
+typedef struct node {
+    bool sw;
+    uint32_t id;
+    double x, y;
+} node;
+
+/* "chip3" or "sw1" (the names noc/net.c gives link ends). */
+static bool parse_end(const char *s, size_t n, node *out)
+{
+    char buf[32];
+    if (n >= sizeof buf)
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *hash = strchr(buf, '#');
+    if (hash)
+        *hash = '\0';
+    unsigned v;
+    if (sscanf(buf, "chip%u", &v) == 1)
+        out->sw = false, out->id = v;
+    else if (sscanf(buf, "sw%u", &v) == 1)
+        out->sw = true, out->id = v;
+    else
+        return false;
+    return true;
+}
+
+static void place(const report_arch *a, uint32_t chips, uint32_t sws, node *nd)
+{
+    double cx = W / 2.0, cy = 200, r = 160;
+    const char *t = a->topology ? a->topology : "";
+    bool grid = !strcmp(t, "torus2d") && a->torus_x * a->torus_y == chips;
+    bool switched = sws > 0;
+    if (nd->sw) {
+        nd->x = sws > 1 ? 80 + (W - 160) * (double)nd->id / (sws - 1) : cx;
+        nd->y = 40;
+    } else if (grid) {
+        double dx = (W - 200) / (double)(a->torus_x > 1 ? a->torus_x - 1 : 1),
+               dy = 300.0 / (double)(a->torus_y > 1 ? a->torus_y - 1 : 1);
+        nd->x = 100 + (nd->id % a->torus_x) * dx;
+        nd->y = 50 + (double)(nd->id / a->torus_x) * dy;
+    } else if (switched) {
+        nd->x = chips > 1 ? 40 + (W - 80) * (double)nd->id / (chips - 1) : cx;
+        nd->y = 330;
+    } else {
+        double ang = 2 * PI * nd->id / (chips ? chips : 1) - PI / 2;
+        nd->x = cx + r * cos(ang), nd->y = cy + r * sin(ang);
+    }
+}
+
+static void links(FILE *f, const report_input *in)
+{
+    section(f, "links", "Link bandwidth on the topology");
+    const json_t *ls = in->run ? json_object_get(in->run, "links") : NULL, *l;
+    size_t n = json_array_size(ls), i;
+    if (!n) {
+        missing(f, "No per-link figures in the inputs (npusim run --json lists the busiest "
+                   "links).");
+        fputs("</section>\n", f);
+        return;
+    }
+    uint32_t chips = 0, sws = 0;
+    double vmax = in->arch.link_gbps;
+    json_array_foreach(ls, i, l) {
+        const char *name = jstr(l, "name"), *arrow = name ? strstr(name, "->") : NULL;
+        node a, b;
+        if (!arrow || !parse_end(name, (size_t)(arrow - name), &a) ||
+            !parse_end(arrow + 2, strlen(arrow + 2), &b))
+            continue;
+        for (int k = 0; k < 2; k++) {
+            node *e = k ? &b : &a;
+            if (e->sw && e->id + 1 > sws)
+                sws = e->id + 1;
+            if (!e->sw && e->id + 1 > chips)
+                chips = e->id + 1;
+        }
+        if (!(in->arch.link_gbps > 0) && num(l, "avg_gbps") > vmax)
+            vmax = num(l, "avg_gbps");
+    }
+    if (in->arch.chips > chips)
+        chips = in->arch.chips;
+    if (chips > 256) {
+        missing(f, "More than 256 chips: the busiest links are listed in the run's text report.");
+        fputs("</section>\n", f);
+        return;
+    }
+    fprintf(f, "<p>Each link's average bandwidth against %s (%.3g GB/s): red is saturated. "
+               "%zu links given.</p>\n",
+            in->arch.link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, n);
+    svg_open(f, "chart-links", 380, "link heat map");
+    json_array_foreach(ls, i, l) {
+        const char *name = jstr(l, "name"), *arrow = name ? strstr(name, "->") : NULL;
+        node a, b;
+        if (!arrow || !parse_end(name, (size_t)(arrow - name), &a) ||
+            !parse_end(arrow + 2, strlen(arrow + 2), &b))
+            continue;
+        place(&in->arch, chips, sws, &a);
+        place(&in->arch, chips, sws, &b);
+        double v = vmax > 0 ? fmin(num(l, "avg_gbps") / vmax, 1) : 0;
+        double dx = b.x - a.x, dy = b.y - a.y, len = sqrt(dx * dx + dy * dy) + 1e-9;
+        double ox = -dy / len * 3, oy = dx / len * 3; /* the two directions side by side */
+        int red = (int)(60 + 195 * v), green = (int)(170 - 140 * v), blue = (int)(220 - 190 * v);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"rgb(%d,%d,%d)\" "
+                   "stroke-width=\"%.1f\"><title>",
+                a.x + ox, a.y + oy, b.x + ox, b.y + oy, red, green, blue, 1.5 + 3 * v);
+        esc(f, name);
+        fprintf(f, ": %.3f GB/s average, %.3f GB/s peak</title></line>\n", num(l, "avg_gbps"),
+                num(l, "peak_gbps"));
+    }
+    for (uint32_t k = 0; k < chips + sws; k++) {
+        node nd = {k >= chips, k >= chips ? k - chips : k, 0, 0};
+        place(&in->arch, chips, sws, &nd);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>%s%u</title>"
+                   "</circle>\n",
+                nd.x, nd.y, nd.sw ? 9 : 6, nd.sw ? "#555" : "#fff", nd.sw ? "switch " : "chip ",
+                nd.id);
+        if (chips + sws <= 64)
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\" text-anchor=\"middle\">%s%u"
+                       "</text>\n", nd.x, nd.y - 10, nd.sw ? "sw" : "", nd.id);
+    }
+    fputs("</svg>\n</section>\n", f);
+}
+
+/* ---- roofline --------------------------------------------------------------------------------- */
+
+typedef struct kpoint {
+    uint32_t name;
+    double flops, bytes, ps;
+} kpoint;
+
+static void roofline(FILE *f, const report_input *in)
+{
+    section(f, "roofline", "Roofline: every kernel");
+    const tdb *db = in->db;
+    kpoint *pts = NULL;
+    size_t n = 0;
+    for (size_t i = 0; db && i < db->n_slices; i++) {
+        const tdb_slice *s = &db->slices[i];
+        const char *c = tdb_str(db, s->cat);
+        if (!c || strcmp(c, "kernel") || s->flops <= 0 || s->bytes <= 0 || s->end_ps <= s->start_ps)
+            continue;
+        size_t k = 0;
+        while (k < n && pts[k].name != s->name)
+            k++;
+        if (k == n) {
+            kpoint *v = realloc(pts, (n + 1) * sizeof *v);
+            if (!v)
+                break;
+            pts = v, pts[n++] = (kpoint){s->name, 0, 0, 0};
+        }
+        pts[k].flops += s->flops, pts[k].bytes += s->bytes;
+        pts[k].ps += (double)(s->end_ps - s->start_ps);
+    }
+    double peak = in->arch.core_flops_per_s, bw = in->arch.hbm_bytes_per_s;
+    if (!n || !(peak > 0) || !(bw > 0)) {
+        missing(f, !n ? "No kernel with FLOPs and bytes in the trace (kernel spans carry them "
+                        "as args)."
+                      : "No architecture to draw ceilings (give --arch).");
+        free(pts);
+        fputs("</section>\n", f);
+        return;
+    }
+    int h = 340, x0 = 70, y0 = 300, pw = W - 100, ph = 280;
+    double ilo = 1e-2, ihi = 1e4, plo = peak / 1e5, phi = peak * 3;
+    for (size_t k = 0; k < n; k++) {
+        double inten = pts[k].flops / pts[k].bytes, perf = pts[k].flops / (pts[k].ps * 1e-12);
+        if (inten < ilo)
+            ilo = inten / 2;
+        if (inten > ihi)
+            ihi = inten * 2;
+        if (perf < plo)
+            plo = perf / 2;
+    }
+#define LX(v) (x0 + pw * (log10(v) - log10(ilo)) / (log10(ihi) - log10(ilo)))
+#define LY(v) (y0 - ph * (log10(v) - log10(plo)) / (log10(phi) - log10(plo)))
+    char b[64], c[64];
+    fprintf(f, "<p>Ceilings of one core of %s: %s FLOP/s (bf16) and %s of HBM bandwidth; the "
+               "ridge at %.3g FLOP/byte.</p>\n",
+            in->arch.name, fmt_si(peak, "", b, sizeof b), fmt_si(bw, "B/s", c, sizeof c),
+            peak / bw);
+    svg_open(f, "chart-roofline", h, "roofline");
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
+            x0, y0 - ph, pw, ph);
+    for (double d = pow(10, ceil(log10(ilo))); d <= ihi; d *= 10)
+        fprintf(f, "<text x=\"%.1f\" y=\"%d\" class=\"lbl\" text-anchor=\"middle\">%g</text>\n",
+                LX(d), y0 + 14, d);
+    for (double d = pow(10, ceil(log10(plo))); d <= phi; d *= 10)
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"lbl\" text-anchor=\"end\">%s</text>\n", x0 - 4,
+                LY(d) + 4, fmt_si(d, "", b, sizeof b));
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\">FLOP/byte (HBM)</text><text x=\"2\" y=\"%d\" "
+               "class=\"lbl\">FLOP/s</text>\n", x0 + pw / 2, y0 + 30, y0 - ph - 6);
+    double ridge = peak / bw;
+    double i1 = ilo, i2 = ridge < ihi ? ridge : ihi;
+    fprintf(f, "<polyline fill=\"none\" stroke=\"#333\" stroke-width=\"2\" points=\"%.1f,%.1f "
+               "%.1f,%.1f %.1f,%.1f\"/>\n",
+            LX(i1), LY(fmax(bw * i1, plo)), LX(i2), LY(fmin(bw * i2, peak)), LX(ihi), LY(peak));
+    for (size_t k = 0; k < n; k++) {
+        double inten = pts[k].flops / pts[k].bytes, perf = pts[k].flops / (pts[k].ps * 1e-12);
+        fprintf(f, "<circle class=\"kernel\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"#e15759\">"
+                   "<title>", LX(inten), LY(fmax(perf, plo)));
+        esc(f, tdb_str(db, pts[k].name));
+        fprintf(f, ": %.3g FLOP/byte, %s FLOP/s (%.1f %% of peak)</title></circle>\n", inten,
+                fmt_si(perf, "", b, sizeof b), 100 * perf / peak);
+        if (n <= 24) {
+            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\">", LX(inten) + 7,
+                    LY(fmax(perf, plo)) + 4);
+            esc(f, tdb_str(db, pts[k].name));
+            fputs("</text>\n", f);
+        }
+    }
+#undef LX
+#undef LY
+    fputs("</svg>\n</section>\n", f);
+    free(pts);
+}
+
+/* ---- memory and communication ----------------------------------------------------------------- */
+
+static void memory(FILE *f, const report_input *in)
+{
+    section(f, "memory", "Memory of the largest chip");
+    const json_t *m = in->run ? json_object_get(in->run, "memory") : NULL;
+    double cap = num(m, "hbm_bytes"), peak = num(m, "peak_bytes");
+    if (isnan(cap))
+        cap = in->arch.hbm_capacity_bytes;
+    if (!m || isnan(peak) || !(cap > 0)) {
+        missing(f, "No memory figures in the inputs (npusim run --json has them).");
+        fputs("</section>\n", f);
+        return;
+    }
+    static const char *const colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
+                                         "#76b7b2", "#edc948", "#ff9da7"};
+    double top = fmax(cap, peak), scale = (W - 40) / top, x = 20;
+    char b[64], c[64];
+    fprintf(f, "<p>Peak %s of %s HBM.</p>\n", fmt_bytes(peak, b, sizeof b),
+            fmt_bytes(cap, c, sizeof c));
+    svg_open(f, "chart-memory", 90, "memory by role against capacity");
+    const char *key;
+    const json_t *v;
+    int k = 0;
+    json_object_foreach((json_t *)m, key, v) {
+        size_t len = strlen(key);
+        if (!json_is_number(v) || len < 7 || strcmp(key + len - 6, "_bytes") ||
+            !strcmp(key, "peak_bytes") || !strcmp(key, "hbm_bytes"))
+            continue;
+        double w = json_number_value(v) * scale;
+        fprintf(f, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"%s\"><title>%.*s: "
+                   "%s</title></rect>\n",
+                x, w, colors[k++ % 8], (int)(len - 6), key,
+                fmt_bytes(json_number_value(v), b, sizeof b));
+        x += w;
+    }
+    if (k == 0)
+        fprintf(f, "<rect x=\"20\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"#4e79a7\"><title>"
+                   "peak: %s</title></rect>\n", peak * scale, fmt_bytes(peak, b, sizeof b));
+    fprintf(f, "<line x1=\"%.2f\" y1=\"4\" x2=\"%.2f\" y2=\"48\" stroke=\"#000\" stroke-width=\"2\">"
+               "<title>HBM capacity %s</title></line><text x=\"%.2f\" y=\"62\" class=\"lbl\" "
+               "text-anchor=\"end\">capacity %s</text>\n",
+            20 + cap * scale, 20 + cap * scale, fmt_bytes(cap, b, sizeof b), 20 + cap * scale,
+            fmt_bytes(cap, c, sizeof c));
+    fputs("</svg>\n</section>\n", f);
+}
+
+static void comm(FILE *f, const report_input *in)
+{
+    section(f, "communication", "Communication: exposed and overlapped");
+    typedef struct { char kind[32]; double total, exposed; } row;
+    row rows[32];
+    size_t n = 0, i;
+    const json_t *c;
+    json_array_foreach(in->run ? json_object_get(in->run, "comm") : NULL, i, c) {
+        if (n == 32)
+            break;
+        snprintf(rows[n].kind, sizeof rows[n].kind, "%s", jstr(c, "kind") ? jstr(c, "kind") : "?");
+        rows[n].total = num(c, "total_s"), rows[n].exposed = num(c, "exposed_s");
+        if (!isnan(rows[n].total) && !isnan(rows[n].exposed))
+            n++;
+    }
+    if (!n && in->st)
+        for (i = 0; i < in->st->n_comm && n < 32; i++, n++) {
+            const tstats_comm *m = &in->st->comm[i];
+            double k = m->chips ? m->chips : 1;
+            snprintf(rows[n].kind, sizeof rows[n].kind, "%s",
+                     m->kind == TDB_NONE ? "comm" : tdb_str(in->db, m->kind));
+            rows[n].total = (double)m->total_ps / k * 1e-12;
+            rows[n].exposed = (double)m->exposed_ps / k * 1e-12;
+        }
+    if (!n) {
+        missing(f, "No communication in the inputs.");
+        fputs("</section>\n", f);
+        return;
+    }
+    double top = 0;
+    for (i = 0; i < n; i++)
+        top = fmax(top, rows[i].total);
+    double scale = top > 0 ? (W - LABEL_W - 120) / top : 0;
+    char b[64], d[64];
+    fputs("<p>Per kind, the mean over chips: exposed (nothing computes meanwhile, dark) and "
+          "overlapped with compute (light).</p>\n", f);
+    svg_open(f, "chart-comm", 10 + (int)n * 26 + 10, "exposed and overlapped communication");
+    for (i = 0; i < n; i++) {
+        int y = 10 + (int)i * 26;
+        fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y + 14);
+        esc(f, rows[i].kind);
+        fprintf(f, "</text><rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"20\" fill=\"#e15759\">"
+                   "<title>exposed %s</title></rect><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
+                   "height=\"20\" fill=\"#f5b5b6\"><title>overlapped %s</title></rect>"
+                   "<text x=\"%.2f\" y=\"%d\" class=\"lbl\">%s of %s</text>\n",
+                LABEL_W, y, fmax(rows[i].exposed * scale, 0.5), fmt_s(rows[i].exposed, b, sizeof b),
+                LABEL_W + rows[i].exposed * scale, y, (rows[i].total - rows[i].exposed) * scale,
+                fmt_s(rows[i].total - rows[i].exposed, d, sizeof d),
+                LABEL_W + rows[i].total * scale + 4, y + 14, fmt_s(rows[i].exposed, b, sizeof b),
+                fmt_s(rows[i].total, d, sizeof d));
+    }
+    fputs("</svg>\n</section>\n", f);
+}
+
+/* ---- collective sizes, kernels, sweep --------------------------------------------------------- */
+
+static void collective(FILE *f, const report_input *in)
+{
+    const json_t *rows = in->run ? json_object_get(in->run, "rows") : NULL, *r;
+    size_t n = json_array_size(rows), i;
+    if (!n)
+        return;
+    section(f, "collective", "Collective: bus bandwidth against size");
+    double bmin = 1e300, bmax = 0, ymax = 0;
+    json_array_foreach(rows, i, r) {
+        bmin = fmin(bmin, num(r, "bytes")), bmax = fmax(bmax, num(r, "bytes"));
+        ymax = fmax(ymax, num(r, "busbw_gbps"));
+    }
+    if (!(bmax > bmin) || !(ymax > 0))
+        bmax = bmin * 2, ymax = ymax > 0 ? ymax : 1;
+    int x0 = 70, y0 = 260, pw = W - 100, ph = 230;
+    svg_open(f, "chart-collective", 300, "bus bandwidth against message size");
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>"
+               "<text x=\"%d\" y=\"%d\" class=\"lbl\">message size (bytes, log)</text><text x=\"2\" "
+               "y=\"%d\" class=\"lbl\">bus GB/s (max %.3g)</text>\n<polyline fill=\"none\" "
+               "stroke=\"#4e79a7\" stroke-width=\"2\" points=\"",
+            x0, y0 - ph, pw, ph, x0 + pw / 2, y0 + 28, y0 - ph - 6, ymax);
+    json_array_foreach(rows, i, r) {
+        fprintf(f, "%.1f,%.1f ", x0 + pw * log(num(r, "bytes") / bmin) / log(bmax / bmin),
+                y0 - ph * num(r, "busbw_gbps") / ymax);
+    }
+    fputs("\"/>\n", f);
+    json_array_foreach(rows, i, r) {
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#4e79a7\"><title>%.0f B: %.4g "
+                   "GB/s bus, %.4g us</title></circle>\n",
+                x0 + pw * log(num(r, "bytes") / bmin) / log(bmax / bmin),
+                y0 - ph * num(r, "busbw_gbps") / ymax, num(r, "bytes"), num(r, "busbw_gbps"),
+                num(r, "time_us"));
+    }
+    fputs("</svg>\n</section>\n", f);
+}
+
+static void kernels(FILE *f, const report_input *in)
+{
+    section(f, "kernels", "Top kernels by time");
+    char b[64];
+    if (in->st && in->st->n_kernels) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < in->st->n_kernels; i++)
+            total += in->st->kernels[i].total_ps;
+        fputs("<table><tr><th>kernel</th><th>count</th><th>total</th><th>share</th></tr>\n", f);
+        for (size_t i = 0; i < in->st->n_kernels && i < 20; i++) {
+            const tstats_kernel *k = &in->st->kernels[i];
+            fputs("<tr><td>", f);
+            esc(f, tdb_str(in->db, k->name));
+            fprintf(f, "</td><td>%llu</td><td>%s</td><td>%.1f %%</td></tr>\n",
+                    (unsigned long long)k->count, fmt_s((double)k->total_ps * 1e-12, b, sizeof b),
+                    total ? 100.0 * (double)k->total_ps / (double)total : 0);
+        }
+        fputs("</table>\n", f);
+    } else if (in->run && json_array_size(json_object_get(in->run, "kernels"))) {
+        fputs("<table><tr><th>kernel</th><th>chip</th><th>core</th><th>cycles</th></tr>\n", f);
+        size_t i;
+        const json_t *k;
+        json_array_foreach(json_object_get(in->run, "kernels"), i, k) {
+            if (i == 20)
+                break;
+            fputs("<tr><td>", f);
+            esc(f, jstr(k, "name"));
+            fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td></tr>\n", num(k, "chip"),
+                    num(k, "core"), num(k, "cycles"));
+        }
+        fputs("</table>\n", f);
+    } else {
+        missing(f, "No kernels in the inputs.");
+    }
+    fputs("</section>\n", f);
+}
+
+/* The sweep's rows as JSON inside the page, and the script that plots them. */
+static void sweep(FILE *f, const report_input *in)
+{
+    if (!in->sweep)
+        return;
+    section(f, "sweep", "Sweep: a metric against a swept key");
+    char *data = json_dumps(in->sweep, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
+    if (!data) {
+        missing(f, "Out of memory embedding the sweep.");
+        fputs("</section>\n", f);
+        return;
+    }
+    fputs("<p>x <select id=\"sweep-x\"></select> y <select id=\"sweep-y\"></select> "
+          "<select id=\"sweep-dir\"><option value=\"min\">lower is better</option>"
+          "<option value=\"max\">higher is better</option></select> &mdash; the Pareto front "
+          "(no point has a smaller x and a better y) in red.</p>\n", f);
+    svg_open(f, "chart-sweep", 360, "sweep plot");
+    fputs("</svg>\n<script type=\"application/json\" id=\"sweep-data\">", f);
+    for (const char *p = data; *p; p++) { /* keep "</script>" out of the data */
+        if (*p == '<')
+            fputs("\\u003c", f);
+        else
+            fputc(*p, f);
+    }
+    free(data);
+    fputs("</script>\n<script>\n"
+          "(function () {\n"
+          "  var rows = JSON.parse(document.getElementById('sweep-data').textContent);\n"
+          "  var sx = document.getElementById('sweep-x'), sy = document.getElementById('sweep-y');\n"
+          "  var sd = document.getElementById('sweep-dir');\n"
+          "  var svg = document.getElementById('chart-sweep'), NS = 'http://www.w3.org/2000/svg';\n"
+          "  function keys(part) { var k = {}; rows.forEach(function (r) {\n"
+          "    Object.keys(r[part] || {}).forEach(function (n) {\n"
+          "      if (typeof r[part][n] === 'number') k[n] = 1; }); }); return Object.keys(k); }\n"
+          "  function fill(sel, ks) { ks.forEach(function (k) { var o = document.createElement('option');\n"
+          "    o.value = o.textContent = k; sel.appendChild(o); }); }\n"
+          "  fill(sx, keys('params')); fill(sy, keys('metrics'));\n"
+          "  function el(name, at, text) { var e = document.createElementNS(NS, name);\n"
+          "    for (var a in at) e.setAttribute(a, at[a]); if (text) e.textContent = text;\n"
+          "    svg.appendChild(e); return e; }\n"
+          "  function draw() {\n"
+          "    while (svg.firstChild) svg.removeChild(svg.firstChild);\n"
+          "    var x = sx.value, y = sy.value, lower = sd.value === 'min';\n"
+          "    var p = rows.filter(function (r) { return r.params && r.metrics &&\n"
+          "      typeof r.params[x] === 'number' && typeof r.metrics[y] === 'number'; });\n"
+          "    if (!p.length) { el('text', {x: 10, y: 20}, 'no point has both'); return; }\n"
+          "    var xs = p.map(function (r) { return r.params[x]; }), ys = p.map(function (r) { return r.metrics[y]; });\n"
+          "    var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs);\n"
+          "    var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);\n"
+          "    if (x1 === x0) x1 = x0 + 1; if (y1 === y0) y1 = y0 + 1;\n"
+          "    function X(v) { return 70 + 860 * (v - x0) / (x1 - x0); }\n"
+          "    function Y(v) { return 320 - 290 * (v - y0) / (y1 - y0); }\n"
+          "    el('rect', {x: 60, y: 20, width: 880, height: 310, fill: 'none', stroke: '#999'});\n"
+          "    el('text', {x: 470, y: 352, 'class': 'lbl'}, x + ' (' + x0 + ' .. ' + x1 + ')');\n"
+          "    el('text', {x: 2, y: 14, 'class': 'lbl'}, y + ' (' + y0.toPrecision(4) + ' .. ' + y1.toPrecision(4) + ')');\n"
+          "    var order = p.slice().sort(function (a, b) { return a.params[x] - b.params[x] ||\n"
+          "      (lower ? a.metrics[y] - b.metrics[y] : b.metrics[y] - a.metrics[y]); });\n"
+          "    var best = null, front = [];\n"
+          "    order.forEach(function (r) { var v = r.metrics[y];\n"
+          "      if (best === null || (lower ? v < best : v > best)) { best = v; front.push(r); } });\n"
+          "    el('polyline', {fill: 'none', stroke: '#e15759', 'stroke-width': 2, points:\n"
+          "      front.map(function (r) { return X(r.params[x]) + ',' + Y(r.metrics[y]); }).join(' ')});\n"
+          "    p.forEach(function (r) { var on = front.indexOf(r) >= 0;\n"
+          "      var c = el('circle', {cx: X(r.params[x]), cy: Y(r.metrics[y]), r: on ? 5 : 3.5,\n"
+          "        fill: on ? '#e15759' : '#4e79a7', 'class': on ? 'pareto' : 'point'});\n"
+          "      var t = document.createElementNS(NS, 'title');\n"
+          "      t.textContent = 'point ' + r.point + ': ' + JSON.stringify(r.params) + ' ' + y + ' = ' + r.metrics[y];\n"
+          "      c.appendChild(t); });\n"
+          "  }\n"
+          "  function guess() { sd.value = /time|_s$|latency|bytes|energy|cost/.test(sy.value) ? 'min' : 'max'; }\n"
+          "  sx.onchange = draw; sd.onchange = draw; sy.onchange = function () { guess(); draw(); };\n"
+          "  guess(); draw();\n"
+          "})();\n</script>\n</section>\n",
+          f);
+}
+
+np_status report_write(const report_input *in, FILE *f, np_err *err)
+{
+    (void)err;
+    fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>", f);
+    esc(f, in->title ? in->title : "npusim report");
+    fputs("</title>\n<style>\n"
+          "body{font:14px/1.4 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#222}\n"
+          "h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}\n"
+          ".cards{display:flex;flex-wrap:wrap;gap:10px}.card{border:1px solid #ddd;border-radius:6px;"
+          "padding:8px 14px;min-width:120px}.card .v{font-size:20px;font-weight:600}"
+          ".card .l{color:#666;font-size:12px}\n"
+          "svg.chart{display:block;margin:8px 0}.lbl{font-size:11px;fill:#333}\n"
+          ".na{color:#888;font-style:italic}table{border-collapse:collapse}"
+          "td,th{border:1px solid #ddd;padding:2px 8px;text-align:right}td:first-child{text-align:left}\n"
+          "</style></head><body>\n<h1>", f);
+    esc(f, in->title ? in->title : "npusim report");
+    fputs("</h1>\n<p class=\"src\">", f);
+    if (in->run_path)
+        fputs("run: ", f), esc(f, in->run_path), fputs(" ", f);
+    if (in->trace_path)
+        fputs("trace: ", f), esc(f, in->trace_path), fputs(" ", f);
+    if (in->sweep_path)
+        fputs("sweep: ", f), esc(f, in->sweep_path), fputs(" ", f);
+    if (in->arch.name)
+        fputs("arch: ", f), esc(f, in->arch.name);
+    fputs("</p>\n", f);
+    summary(f, in);
+    if (in->sweep)
+        sweep(f, in);
+    timeline(f, in);
+    utilization(f, in);
+    collective(f, in);
+    links(f, in);
+    roofline(f, in);
+    memory(f, in);
+    comm(f, in);
+    kernels(f, in);
+    fputs("<footer><p class=\"na\">Written by npusim report. Every mark has its exact figures "
+          "as a tooltip.</p></footer>\n</body></html>\n", f);
+    return NP_OK;
+}
