@@ -1,0 +1,1174 @@
+/* sweep.c — parameter sweeps (see sweep.h): the file (libyaml), the points, the process pool,
+ * the append-only results and their resumption, the Pareto front, and the MPI split.
+ *
+ * A point runs as `npusim ARGS... --json` in a child process whose stdout and stderr come
+ * back through pipes (poll); its row is built from the JSON. Rows go to the files in the
+ * order points finish, each with one write(2) on an O_APPEND descriptor: the CSV row first,
+ * then the JSON line. On resume a point counts as finished when both files hold it; anything
+ * else (a torn last line, a CSV row whose JSON line was never written) is dropped and the
+ * point runs again — points are deterministic, so the row comes out the same. */
+#include "sweep.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <yaml.h>
+
+#include "arch.h"
+
+#ifdef NPUSIM_HAVE_MPI
+#include <mpi.h>
+#endif
+
+struct sweep {
+    char *path;
+    char **cmd;
+    size_t n_cmd;
+    char *arch;
+    char **cols; /* the axes, in order of first appearance */
+    bool *col_flag;
+    size_t n_cols;
+    char ***vals; /* [point][col]: the value, or NULL */
+    char ***args; /* [point]: argv after the program name, NULL-terminated */
+    size_t n_points;
+    char **metric_names, **metric_paths;
+    int *pareto_dir; /* per metric: -1 min, +1 max, 0 not an objective */
+    size_t n_metrics;
+};
+
+/* ---- the file --------------------------------------------------------------------------------- */
+
+typedef struct loader {
+    yaml_document_t doc;
+    const char *path;
+    np_err *err;
+} loader;
+
+static np_status at(loader *l, const yaml_node_t *n, np_status s, const char *fmt, const char *a,
+                    const char *b)
+{
+    char msg[400];
+    snprintf(msg, sizeof msg, fmt, a ? a : "", b ? b : "");
+    return np_err_at(l->err, s, l->path, n ? (int)n->start_mark.line + 1 : 0,
+                     n ? (int)n->start_mark.column + 1 : 0, "%s", msg);
+}
+
+static const char *scalar(const yaml_node_t *n)
+{
+    return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+static char **grow_strs(char **v, size_t n)
+{
+    return realloc(v, (n + 1) * sizeof *v);
+}
+
+/* The column of key (added when new; its kind checked: "--flag" or an architecture key). */
+static np_status column(loader *l, sweep *s, const yaml_node_t *kn, size_t *out)
+{
+    const char *key = scalar(kn);
+    if (!key || !*key)
+        return at(l, kn, NP_ERR_TYPE, "an axis is named by a text (section.key or --flag)%s%s",
+                  NULL, NULL);
+    for (size_t c = 0; c < s->n_cols; c++)
+        if (!strcmp(s->cols[c], key)) {
+            *out = c;
+            return NP_OK;
+        }
+    bool flag = !strncmp(key, "--", 2);
+    if (!flag && !arch_key_find(key)) {
+        const arch_key_info *near = arch_key_suggest(key, NULL);
+        char hint[96] = "";
+        if (near)
+            snprintf(hint, sizeof hint, " (did you mean %s?)", near->full_name);
+        return at(l, kn, NP_ERR_UNKNOWN_KEY,
+                  "'%s' is neither an architecture key (section.key, given as --set) nor a flag "
+                  "(--name)%s", key, hint);
+    }
+    char **cols = grow_strs(s->cols, s->n_cols);
+    if (cols)
+        s->cols = cols;
+    bool *fl = realloc(s->col_flag, (s->n_cols + 1) * sizeof *fl);
+    if (fl)
+        s->col_flag = fl;
+    if (!cols || !fl || !(s->cols[s->n_cols] = strdup(key)))
+        return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+    s->col_flag[s->n_cols] = flag;
+    *out = s->n_cols++;
+    return NP_OK;
+}
+
+typedef struct axis {
+    size_t col;
+    yaml_node_t *vals; /* a sequence of scalars */
+} axis;
+
+/* The axes of a mapping (grid or zip): each key a column, each value a non-empty sequence. */
+static np_status axes(loader *l, sweep *s, yaml_node_t *map, axis **out, size_t *n)
+{
+    *out = NULL, *n = 0;
+    if (!map)
+        return NP_OK;
+    if (map->type != YAML_MAPPING_NODE)
+        return at(l, map, NP_ERR_TYPE, "expected a mapping of axes (key: [values])%s%s", NULL, NULL);
+    size_t k = (size_t)(map->data.mapping.pairs.top - map->data.mapping.pairs.start);
+    axis *a = calloc(k + 1, sizeof *a);
+    if (!a)
+        return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < k; i++) {
+        yaml_node_pair_t *p = &map->data.mapping.pairs.start[i];
+        yaml_node_t *kn = yaml_document_get_node(&l->doc, p->key),
+                    *vn = yaml_document_get_node(&l->doc, p->value);
+        np_status st = column(l, s, kn, &a[i].col);
+        if (st == NP_OK && (vn->type != YAML_SEQUENCE_NODE ||
+                            vn->data.sequence.items.top == vn->data.sequence.items.start))
+            st = at(l, vn, NP_ERR_TYPE, "axis '%s' needs a list of one or more values%s",
+                    scalar(kn), NULL);
+        for (yaml_node_item_t *it = vn->data.sequence.items.start;
+             st == NP_OK && vn->type == YAML_SEQUENCE_NODE && it < vn->data.sequence.items.top; it++)
+            if (!scalar(yaml_document_get_node(&l->doc, *it)))
+                st = at(l, yaml_document_get_node(&l->doc, *it), NP_ERR_TYPE,
+                        "the values of '%s' are scalars%s", scalar(kn), NULL);
+        if (st != NP_OK) {
+            free(a);
+            return st;
+        }
+        a[i].vals = vn;
+    }
+    *out = a, *n = k;
+    return NP_OK;
+}
+
+static size_t seq_len(const yaml_node_t *n)
+{
+    return (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+}
+
+static const char *seq_at(loader *l, const yaml_node_t *n, size_t i)
+{
+    return scalar(yaml_document_get_node(&l->doc, n->data.sequence.items.start[i]));
+}
+
+/* Appends a point (values per column, copied; NULL: unset). */
+static np_status add_point(sweep *s, const char *const *v, np_err *err)
+{
+    char ***vals = realloc(s->vals, (s->n_points + 1) * sizeof *vals);
+    if (!vals)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    s->vals = vals;
+    char **row = calloc(s->n_cols + 1, sizeof *row);
+    if (!row)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    s->vals[s->n_points++] = row;
+    for (size_t c = 0; c < s->n_cols; c++)
+        if (v[c] && !(row[c] = strdup(v[c])))
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    return NP_OK;
+}
+
+static np_status build_args(sweep *s, np_err *err)
+{
+    if (!(s->args = calloc(s->n_points + 1, sizeof *s->args)))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    for (size_t p = 0; p < s->n_points; p++) {
+        size_t n = s->n_cmd + 2 + 2 * s->n_cols + 2;
+        char **a = calloc(n, sizeof *a);
+        if (!a)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        s->args[p] = a;
+        size_t k = 0;
+        bool ok = true;
+        for (size_t i = 0; i < s->n_cmd; i++)
+            ok &= (a[k++] = strdup(s->cmd[i])) != NULL;
+        if (s->arch) {
+            ok &= (a[k++] = strdup("--arch")) != NULL;
+            ok &= (a[k++] = strdup(s->arch)) != NULL;
+        }
+        for (size_t c = 0; c < s->n_cols; c++) {
+            const char *v = s->vals[p][c];
+            if (!v)
+                continue;
+            if (s->col_flag[c]) {
+                ok &= (a[k++] = strdup(s->cols[c])) != NULL;
+                ok &= (a[k++] = strdup(v)) != NULL;
+            } else {
+                size_t len = strlen(s->cols[c]) + strlen(v) + 2;
+                ok &= (a[k++] = strdup("--set")) != NULL;
+                if ((a[k] = malloc(len)))
+                    snprintf(a[k], len, "%s=%s", s->cols[c], v);
+                ok &= a[k++] != NULL;
+            }
+        }
+        ok &= (a[k++] = strdup("--json")) != NULL;
+        if (!ok)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    return NP_OK;
+}
+
+static np_status load_doc(loader *l, sweep *s)
+{
+    yaml_node_t *root = yaml_document_get_root_node(&l->doc);
+    if (!root || root->type != YAML_MAPPING_NODE)
+        return at(l, root, NP_ERR_TYPE, "a sweep file is a mapping (command:, grid:, metrics:, "
+                  "...)%s%s", NULL, NULL);
+    yaml_node_t *cmd = NULL, *grid = NULL, *zip = NULL, *points = NULL, *metrics = NULL,
+                *pareto = NULL;
+    static const char *const known = "command, arch, grid, zip, points, metrics, pareto";
+    for (yaml_node_pair_t *p = root->data.mapping.pairs.start; p < root->data.mapping.pairs.top;
+         p++) {
+        yaml_node_t *kn = yaml_document_get_node(&l->doc, p->key),
+                    *vn = yaml_document_get_node(&l->doc, p->value);
+        const char *k = scalar(kn);
+        if (!k)
+            return at(l, kn, NP_ERR_TYPE, "keys are names (%s)%s", known, NULL);
+        if (!strcmp(k, "command"))
+            cmd = vn;
+        else if (!strcmp(k, "arch")) {
+            if (!scalar(vn))
+                return at(l, vn, NP_ERR_TYPE, "arch is a preset name or a file%s%s", NULL, NULL);
+            if (!(s->arch = strdup(scalar(vn))))
+                return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+        } else if (!strcmp(k, "grid"))
+            grid = vn;
+        else if (!strcmp(k, "zip"))
+            zip = vn;
+        else if (!strcmp(k, "points"))
+            points = vn;
+        else if (!strcmp(k, "metrics"))
+            metrics = vn;
+        else if (!strcmp(k, "pareto"))
+            pareto = vn;
+        else
+            return at(l, kn, NP_ERR_UNKNOWN_KEY, "unknown key '%s' (known: %s)", k, known);
+    }
+    /* command: [sub, args...] or "sub" */
+    if (!cmd)
+        return at(l, root, NP_ERR_MISSING, "no command: (the npusim subcommand each point "
+                  "runs, e.g. [layer, --gemm, \"512,256,128\"])%s%s", NULL, NULL);
+    if (scalar(cmd)) {
+        if (!(s->cmd = calloc(1, sizeof *s->cmd)) || !(s->cmd[0] = strdup(scalar(cmd))))
+            return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+        s->n_cmd = 1;
+    } else if (cmd->type == YAML_SEQUENCE_NODE && seq_len(cmd)) {
+        if (!(s->cmd = calloc(seq_len(cmd), sizeof *s->cmd)))
+            return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+        for (size_t i = 0; i < seq_len(cmd); i++) {
+            const char *v = seq_at(l, cmd, i);
+            if (!v)
+                return at(l, cmd, NP_ERR_TYPE, "command: a list of words%s%s", NULL, NULL);
+            if (!(s->cmd[s->n_cmd++] = strdup(v)))
+                return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+        }
+    } else {
+        return at(l, cmd, NP_ERR_TYPE, "command: the subcommand and its fixed arguments, as a "
+                  "list%s%s", NULL, NULL);
+    }
+    if (!strcmp(s->cmd[0], "sweep"))
+        return at(l, cmd, NP_ERR_TYPE, "a sweep cannot run sweeps%s%s", NULL, NULL);
+    /* metrics: name: path */
+    if (!metrics || metrics->type != YAML_MAPPING_NODE ||
+        metrics->data.mapping.pairs.top == metrics->data.mapping.pairs.start)
+        return at(l, metrics ? metrics : root, metrics ? NP_ERR_TYPE : NP_ERR_MISSING,
+                  "metrics: a mapping of names to paths into the command's --json output "
+                  "(cycles: layers/0/total_cycles)%s%s", NULL, NULL);
+    size_t nm = (size_t)(metrics->data.mapping.pairs.top - metrics->data.mapping.pairs.start);
+    s->metric_names = calloc(nm, sizeof(char *));
+    s->metric_paths = calloc(nm, sizeof(char *));
+    s->pareto_dir = calloc(nm, sizeof(int));
+    if (!s->metric_names || !s->metric_paths || !s->pareto_dir)
+        return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < nm; i++) {
+        yaml_node_pair_t *p = &metrics->data.mapping.pairs.start[i];
+        const char *k = scalar(yaml_document_get_node(&l->doc, p->key)),
+                   *v = scalar(yaml_document_get_node(&l->doc, p->value));
+        if (!k || !v || !*k || !*v)
+            return at(l, yaml_document_get_node(&l->doc, p->key), NP_ERR_TYPE,
+                      "a metric is name: path%s%s", NULL, NULL);
+        if (!(s->metric_names[i] = strdup(k)) || !(s->metric_paths[i] = strdup(v)))
+            return np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+        s->n_metrics++;
+    }
+    if (pareto) {
+        if (pareto->type != YAML_MAPPING_NODE)
+            return at(l, pareto, NP_ERR_TYPE, "pareto: a mapping of metrics to min or max%s%s",
+                      NULL, NULL);
+        for (yaml_node_pair_t *p = pareto->data.mapping.pairs.start;
+             p < pareto->data.mapping.pairs.top; p++) {
+            yaml_node_t *kn = yaml_document_get_node(&l->doc, p->key),
+                        *vn = yaml_document_get_node(&l->doc, p->value);
+            const char *k = scalar(kn), *v = scalar(vn);
+            size_t m = 0;
+            while (k && m < s->n_metrics && strcmp(s->metric_names[m], k))
+                m++;
+            if (!k || m == s->n_metrics)
+                return at(l, kn, NP_ERR_UNKNOWN_KEY, "pareto: '%s' is not one of the metrics%s",
+                          k, NULL);
+            if (!v || (strcmp(v, "min") && strcmp(v, "max")))
+                return at(l, vn, NP_ERR_TYPE, "pareto: '%s' is min or max%s", k, NULL);
+            s->pareto_dir[m] = strcmp(v, "min") ? 1 : -1;
+        }
+    }
+    /* the points: grid x zip, then points */
+    axis *ga = NULL, *za = NULL;
+    size_t ng = 0, nz = 0;
+    np_status st = axes(l, s, grid, &ga, &ng);
+    if (st == NP_OK)
+        st = axes(l, s, zip, &za, &nz);
+    size_t zlen = nz ? seq_len(za[0].vals) : 1;
+    for (size_t i = 1; st == NP_OK && i < nz; i++)
+        if (seq_len(za[i].vals) != zlen)
+            st = at(l, za[i].vals, NP_ERR_INCONSISTENT,
+                    "zip: '%s' has a different number of values than '%s'", s->cols[za[i].col],
+                    s->cols[za[0].col]);
+    if (st == NP_OK && points && points->type != YAML_SEQUENCE_NODE)
+        st = at(l, points, NP_ERR_TYPE, "points: a list of mappings (key: value)%s%s", NULL, NULL);
+    /* the columns of points come in before any point is made */
+    for (size_t i = 0; st == NP_OK && points && i < seq_len(points); i++) {
+        yaml_node_t *pt = yaml_document_get_node(&l->doc, points->data.sequence.items.start[i]);
+        if (pt->type != YAML_MAPPING_NODE) {
+            st = at(l, pt, NP_ERR_TYPE, "a point is a mapping (key: value)%s%s", NULL, NULL);
+            break;
+        }
+        for (yaml_node_pair_t *p = pt->data.mapping.pairs.start;
+             st == NP_OK && p < pt->data.mapping.pairs.top; p++) {
+            size_t c;
+            st = column(l, s, yaml_document_get_node(&l->doc, p->key), &c);
+            if (st == NP_OK && !scalar(yaml_document_get_node(&l->doc, p->value)))
+                st = at(l, yaml_document_get_node(&l->doc, p->value), NP_ERR_TYPE,
+                        "the value of '%s' is a scalar%s", s->cols[c], NULL);
+        }
+    }
+    const char **row = calloc(s->n_cols + 1, sizeof *row);
+    size_t *idx = calloc(ng + 1, sizeof *idx);
+    if (st == NP_OK && (!row || !idx))
+        st = np_err_set(l->err, NP_ERR_NOMEM, "out of memory");
+    if (st == NP_OK && (ng || nz)) {
+        for (;;) { /* odometer over the grid, the zip axis last */
+            for (size_t z = 0; st == NP_OK && z < zlen; z++) {
+                memset(row, 0, (s->n_cols + 1) * sizeof *row);
+                for (size_t g = 0; g < ng; g++)
+                    row[ga[g].col] = seq_at(l, ga[g].vals, idx[g]);
+                for (size_t k = 0; k < nz; k++)
+                    row[za[k].col] = seq_at(l, za[k].vals, z);
+                st = add_point(s, row, l->err);
+            }
+            size_t g = ng;
+            while (g && ++idx[g - 1] == seq_len(ga[g - 1].vals))
+                idx[--g] = 0;
+            if (!g || st != NP_OK)
+                break;
+        }
+    }
+    for (size_t i = 0; st == NP_OK && points && i < seq_len(points); i++) {
+        yaml_node_t *pt = yaml_document_get_node(&l->doc, points->data.sequence.items.start[i]);
+        memset(row, 0, (s->n_cols + 1) * sizeof *row);
+        for (yaml_node_pair_t *p = pt->data.mapping.pairs.start; p < pt->data.mapping.pairs.top;
+             p++) {
+            size_t c;
+            column(l, s, yaml_document_get_node(&l->doc, p->key), &c);
+            row[c] = scalar(yaml_document_get_node(&l->doc, p->value));
+        }
+        st = add_point(s, row, l->err);
+    }
+    free(row);
+    free(idx);
+    free(ga);
+    free(za);
+    if (st == NP_OK && !s->n_points)
+        st = at(l, root, NP_ERR_MISSING, "no points: give grid:, zip: or points:%s%s", NULL, NULL);
+    if (st == NP_OK)
+        st = build_args(s, l->err);
+    return st;
+}
+
+np_status sweep_load(const char *path, sweep **out, np_err *err)
+{
+    *out = NULL;
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open the sweep file");
+    sweep *s = calloc(1, sizeof *s);
+    loader l = {.path = path, .err = err};
+    yaml_parser_t parser;
+    if (!s || !yaml_parser_initialize(&parser)) {
+        free(s);
+        fclose(f);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    yaml_parser_set_input_file(&parser, f);
+    np_status st = NP_OK;
+    if (!yaml_parser_load(&parser, &l.doc)) {
+        st = np_err_at(err, NP_ERR_SYNTAX, path, (int)parser.problem_mark.line + 1,
+                       (int)parser.problem_mark.column + 1, "%s", parser.problem ? parser.problem
+                                                                                 : "bad YAML");
+    } else {
+        if (!(s->path = strdup(path)))
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        else
+            st = load_doc(&l, s);
+        yaml_document_delete(&l.doc);
+    }
+    yaml_parser_delete(&parser);
+    fclose(f);
+    if (st != NP_OK) {
+        sweep_free(s);
+        return st;
+    }
+    *out = s;
+    return NP_OK;
+}
+
+void sweep_free(sweep *s)
+{
+    if (!s)
+        return;
+    for (size_t i = 0; i < s->n_cmd; i++)
+        free(s->cmd[i]);
+    free(s->cmd);
+    for (size_t p = 0; p < s->n_points; p++) {
+        for (size_t c = 0; c < s->n_cols; c++)
+            free(s->vals[p][c]);
+        free(s->vals[p]);
+        for (size_t k = 0; s->args && s->args[p] && s->args[p][k]; k++)
+            free(s->args[p][k]);
+        if (s->args)
+            free(s->args[p]);
+    }
+    free(s->vals);
+    free(s->args);
+    for (size_t c = 0; c < s->n_cols; c++)
+        free(s->cols[c]);
+    free(s->cols);
+    free(s->col_flag);
+    for (size_t m = 0; m < s->n_metrics; m++) {
+        free(s->metric_names[m]);
+        free(s->metric_paths[m]);
+    }
+    free(s->metric_names);
+    free(s->metric_paths);
+    free(s->pareto_dir);
+    free(s->arch);
+    free(s->path);
+    free(s);
+}
+
+size_t sweep_points(const sweep *s) { return s->n_points; }
+
+const char *const *sweep_point_args(const sweep *s, size_t i)
+{
+    return (const char *const *)s->args[i];
+}
+
+const char *sweep_jsonl_path(const char *csv_path, char *buf, size_t n)
+{
+    size_t len = strlen(csv_path);
+    if (len > 4 && !strcmp(csv_path + len - 4, ".csv"))
+        snprintf(buf, n, "%.*s.jsonl", (int)(len - 4), csv_path);
+    else
+        snprintf(buf, n, "%s.jsonl", csv_path);
+    return buf;
+}
+
+/* ---- rows ------------------------------------------------------------------------------------- */
+
+typedef struct strbuf {
+    char *s;
+    size_t n, cap;
+} strbuf;
+
+static bool sb_put(strbuf *b, const char *s, size_t n)
+{
+    if (b->n + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->n + n + 1)
+            cap *= 2;
+        char *p = realloc(b->s, cap);
+        if (!p)
+            return false;
+        b->s = p, b->cap = cap;
+    }
+    memcpy(b->s + b->n, s, n);
+    b->n += n;
+    b->s[b->n] = '\0';
+    return true;
+}
+
+static bool sb_puts(strbuf *b, const char *s) { return sb_put(b, s, strlen(s)); }
+
+/* A CSV field (RFC 4180: quoted when it holds a comma, quote or line break). */
+static bool sb_csv(strbuf *b, const char *s)
+{
+    if (!strpbrk(s, ",\"\r\n"))
+        return sb_puts(b, s);
+    bool ok = sb_put(b, "\"", 1);
+    for (; *s; s++)
+        ok &= *s == '"' ? sb_put(b, "\"\"", 2) : sb_put(b, s, 1);
+    return ok && sb_put(b, "\"", 1);
+}
+
+static char *csv_header(const sweep *s)
+{
+    strbuf b = {0};
+    bool ok = sb_puts(&b, "point,status");
+    for (size_t c = 0; c < s->n_cols; c++)
+        ok &= sb_put(&b, ",", 1) && sb_csv(&b, s->cols[c]);
+    for (size_t m = 0; m < s->n_metrics; m++)
+        ok &= sb_put(&b, ",", 1) && sb_csv(&b, s->metric_names[m]);
+    ok &= sb_puts(&b, ",error\n");
+    if (!ok) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* The value at path ("a/0/b", "rows/-1/x") in j, or NULL. */
+static json_t *json_path(json_t *j, const char *path)
+{
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    char *save = NULL;
+    for (char *part = strtok_r(buf, "/", &save); part && j; part = strtok_r(NULL, "/", &save)) {
+        if (json_is_array(j)) {
+            char *end;
+            long i = strtol(part, &end, 10);
+            if (*end)
+                return NULL;
+            if (i < 0)
+                i += (long)json_array_size(j);
+            j = i >= 0 ? json_array_get(j, (size_t)i) : NULL;
+        } else {
+            j = json_object_get(j, part);
+        }
+    }
+    return j;
+}
+
+/* A swept value as JSON: a number when it reads as one, else the text. */
+static json_t *param_json(const char *v)
+{
+    char *end;
+    long long i = strtoll(v, &end, 10);
+    if (*v && !*end)
+        return json_integer(i);
+    double d = strtod(v, &end);
+    if (*v && !*end)
+        return json_real(d);
+    return json_string(v);
+}
+
+typedef struct row {
+    bool done, ok;
+    char *csv, *jsonl;
+    double *metrics;
+} row;
+
+static void number_text(const json_t *v, char *buf, size_t n)
+{
+    if (json_is_integer(v))
+        snprintf(buf, n, "%lld", (long long)json_integer_value(v));
+    else
+        snprintf(buf, n, "%.12g", json_number_value(v));
+}
+
+/* Builds point p's row from its run: exit status, stdout, stderr. */
+static bool make_row(const sweep *s, size_t p, int status, const char *out, const char *errtext,
+                     row *r)
+{
+    char msg[300] = "";
+    json_t *j = NULL, *metrics = json_object();
+    bool ok = status == 0;
+    if (!ok) {
+        size_t n = strcspn(errtext, "\n");
+        snprintf(msg, sizeof msg, "exit %d: %.*s", status, (int)(n > 200 ? 200 : n), errtext);
+    } else {
+        json_error_t je;
+        if (!(j = json_loads(out, 0, &je))) {
+            ok = false;
+            snprintf(msg, sizeof msg, "the output is not JSON (line %d: %s)", je.line, je.text);
+        }
+    }
+    strbuf c = {0};
+    char num[64];
+    snprintf(num, sizeof num, "%zu", p);
+    bool good = metrics && sb_puts(&c, num);
+    json_t *vals[64] = {0};
+    for (size_t m = 0; ok && m < s->n_metrics && m < 64; m++) {
+        json_t *v = json_path(j, s->metric_paths[m]);
+        if (!json_is_number(v)) {
+            ok = false;
+            snprintf(msg, sizeof msg, "metric %s: no number at '%s' in the output",
+                     s->metric_names[m], s->metric_paths[m]);
+        }
+        vals[m] = v;
+    }
+    good &= sb_puts(&c, ok ? ",ok" : ",error");
+    json_t *params = json_object();
+    good &= params != NULL;
+    for (size_t k = 0; k < s->n_cols; k++) {
+        const char *v = s->vals[p][k];
+        good &= sb_put(&c, ",", 1) && (!v || sb_csv(&c, v));
+        if (v && params)
+            good &= !json_object_set_new(params, s->cols[k], param_json(v));
+    }
+    for (size_t m = 0; m < s->n_metrics; m++) {
+        good &= sb_put(&c, ",", 1);
+        r->metrics[m] = 0;
+        if (!ok || m >= 64)
+            continue;
+        number_text(vals[m], num, sizeof num);
+        good &= sb_puts(&c, num);
+        r->metrics[m] = json_number_value(vals[m]);
+        if (metrics)
+            good &= !json_object_set_new(metrics, s->metric_names[m], json_deep_copy(vals[m]));
+    }
+    good &= sb_put(&c, ",", 1) && sb_csv(&c, msg) && sb_put(&c, "\n", 1);
+    json_t *line = json_pack("{s:I, s:s, s:o, s:o}", "point", (json_int_t)p, "status",
+                             ok ? "ok" : "error", "params", params, "metrics", metrics);
+    if (line && !ok)
+        json_object_set_new(line, "error", json_string(msg));
+    char *js = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12))
+                    : NULL;
+    json_decref(line);
+    json_decref(j);
+    strbuf jb = {0};
+    good &= js && sb_puts(&jb, js) && sb_put(&jb, "\n", 1);
+    free(js);
+    if (!good) {
+        free(c.s);
+        free(jb.s);
+        return false;
+    }
+    r->csv = c.s, r->jsonl = jb.s, r->ok = ok, r->done = true;
+    return true;
+}
+
+/* ---- files ------------------------------------------------------------------------------------ */
+
+static bool write_all(int fd, const char *s, size_t n)
+{
+    while (n) {
+        ssize_t k = write(fd, s, n);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k <= 0)
+            return false;
+        s += k, n -= (size_t)k;
+    }
+    return true;
+}
+
+/* Writes header and every done row, in point order, to path (through a temporary file and a
+ * rename: the file is whole at every moment). */
+static bool rewrite(const char *path, const char *header, const row *rows, size_t n, bool jsonl)
+{
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0)
+        return false;
+    bool ok = !header || write_all(fd, header, strlen(header));
+    for (size_t p = 0; ok && p < n; p++)
+        if (rows[p].done) {
+            const char *l = jsonl ? rows[p].jsonl : rows[p].csv;
+            ok = write_all(fd, l, strlen(l));
+        }
+    ok &= fsync(fd) == 0;
+    ok &= close(fd) == 0;
+    return ok && rename(tmp, path) == 0;
+}
+
+static char *read_text(const char *path, bool *exists)
+{
+    FILE *f = fopen(path, "rb");
+    *exists = f != NULL;
+    if (!f)
+        return NULL;
+    strbuf b = {0};
+    char buf[65536];
+    size_t k;
+    bool ok = sb_put(&b, "", 0);
+    while (ok && (k = fread(buf, 1, sizeof buf, f)) > 0)
+        ok = sb_put(&b, buf, k);
+    fclose(f);
+    if (!ok) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
+}
+
+/* Takes the finished points from existing files into rows (a point counts when both files
+ * have it). */
+static np_status resume_rows(const sweep *s, const char *csv_path, const char *jsonl_path,
+                             const char *header, row *rows, size_t *n_done, np_err *err)
+{
+    bool have_csv, have_jsonl;
+    char *csv = read_text(csv_path, &have_csv), *jl = read_text(jsonl_path, &have_jsonl);
+    np_status st = NP_OK;
+    *n_done = 0;
+    if ((have_csv && !csv) || (have_jsonl && !jl))
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the results");
+    else if (have_csv && strncmp(csv, header, strlen(header)) && *csv)
+        st = np_err_at(err, NP_ERR_INCONSISTENT, csv_path, 1, 1, "the results were written by "
+                       "another sweep (their columns differ from this one's)");
+    char **csv_line = calloc(s->n_points + 1, sizeof *csv_line);
+    if (st == NP_OK && !csv_line)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    /* CSV rows after the header: "point,..." whole lines (a torn last line has no '\n') */
+    for (char *p = csv && st == NP_OK ? strchr(csv, '\n') : NULL; p;) {
+        char *line = p + 1, *nl = strchr(line, '\n'), *end;
+        if (!nl)
+            break;
+        *nl = '\0';
+        unsigned long id = strtoul(line, &end, 10);
+        if (end != line && *end == ',' && id < s->n_points)
+            csv_line[id] = line;
+        p = nl;
+    }
+    /* the JSON lines: {"point": N, ...} */
+    for (char *line = jl && st == NP_OK ? jl : NULL; line && *line;) {
+        char *nl = strchr(line, '\n');
+        if (!nl)
+            break;
+        *nl = '\0';
+        json_error_t je;
+        json_t *j = json_loads(line, 0, &je);
+        json_t *pt = json_object_get(j, "point");
+        size_t id = json_is_integer(pt) ? (size_t)json_integer_value(pt) : SIZE_MAX;
+        if (id < s->n_points && csv_line[id] && !rows[id].done) {
+            size_t cl = strlen(csv_line[id]);
+            row *r = &rows[id];
+            r->csv = malloc(cl + 2);
+            r->jsonl = malloc(strlen(line) + 2);
+            if (!r->csv || !r->jsonl) {
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+                json_decref(j);
+                break;
+            }
+            snprintf(r->csv, cl + 2, "%.*s\n", (int)cl, csv_line[id]);
+            snprintf(r->jsonl, strlen(line) + 2, "%s\n", line);
+            json_t *status = json_object_get(j, "status"), *m = json_object_get(j, "metrics");
+            r->ok = json_is_string(status) && !strcmp(json_string_value(status), "ok");
+            for (size_t k = 0; k < s->n_metrics; k++)
+                r->metrics[k] = json_number_value(json_object_get(m, s->metric_names[k]));
+            r->done = true;
+            (*n_done)++;
+        }
+        json_decref(j);
+        line = nl + 1;
+    }
+    free(csv_line);
+    free(csv);
+    free(jl);
+    return st;
+}
+
+/* ---- the pool --------------------------------------------------------------------------------- */
+
+typedef struct job {
+    pid_t pid;
+    size_t point;
+    int fd[2]; /* stdout, stderr; -1 when closed */
+    strbuf out, err;
+} job;
+
+static volatile sig_atomic_t sweep_stop;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    sweep_stop = 1;
+}
+
+static bool job_start(const sweep *s, const char *npusim, size_t point, job *j)
+{
+    int po[2], pe[2];
+    if (pipe(po))
+        return false;
+    if (pipe(pe)) {
+        close(po[0]);
+        close(po[1]);
+        return false;
+    }
+    const char *const *args = sweep_point_args(s, point);
+    size_t n = 0;
+    while (args[n])
+        n++;
+    char **argv = calloc(n + 2, sizeof *argv);
+    pid_t pid = argv ? fork() : -1;
+    if (pid == 0) {
+        argv[0] = (char *)npusim;
+        for (size_t i = 0; i < n; i++)
+            argv[i + 1] = (char *)args[i];
+        int nul = open("/dev/null", O_RDONLY);
+        if (nul >= 0)
+            dup2(nul, 0);
+        dup2(po[1], 1);
+        dup2(pe[1], 2);
+        close(po[0]), close(pe[0]), close(po[1]), close(pe[1]);
+        execv(npusim, argv);
+        fprintf(stderr, "cannot run %s: %s\n", npusim, strerror(errno));
+        _exit(127);
+    }
+    free(argv);
+    close(po[1]);
+    close(pe[1]);
+    if (pid < 0) {
+        close(po[0]);
+        close(pe[0]);
+        return false;
+    }
+    *j = (job){pid, point, {po[0], pe[0]}, {0}, {0}};
+    return true;
+}
+
+/* ---- MPI -------------------------------------------------------------------------------------- */
+
+static int mpi_rank, mpi_size = 1;
+
+bool sweep_is_root(void) { return mpi_rank == 0; }
+
+#ifdef NPUSIM_HAVE_MPI
+#define TAG_ROW 1
+#define TAG_DONE 2
+static bool under_mpirun(void)
+{
+    return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMI_SIZE") || getenv("PMIX_RANK");
+}
+#endif
+
+/* ---- the run ---------------------------------------------------------------------------------- */
+
+typedef struct run_state {
+    const sweep *s;
+    const sweep_opts *o;
+    row *rows;
+    int csv_fd, jsonl_fd;
+    size_t done, failed;
+    bool io_failed;
+} run_state;
+
+/* A finished row on the root: into the files and the counts. */
+static void deliver(run_state *rs, size_t p)
+{
+    row *r = &rs->rows[p];
+    if (!write_all(rs->csv_fd, r->csv, strlen(r->csv)) ||
+        !write_all(rs->jsonl_fd, r->jsonl, strlen(r->jsonl)))
+        rs->io_failed = true;
+    rs->done++;
+    rs->failed += !r->ok;
+    if (rs->o->progress)
+        rs->o->progress(rs->o->progress_ctx, rs->done, rs->s->n_points, rs->failed);
+}
+
+#ifdef NPUSIM_HAVE_MPI
+/* Root: takes whatever other ranks sent. Returns how many ranks said they are done. */
+static int mpi_collect(run_state *rs, np_err *err, np_status *st)
+{
+    int dones = 0, flag;
+    MPI_Status ms;
+    while (MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, &ms) == MPI_SUCCESS &&
+           flag) {
+        int n;
+        MPI_Get_count(&ms, MPI_CHAR, &n);
+        char *buf = malloc((size_t)n + 1);
+        if (!buf) {
+            *st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+            return dones;
+        }
+        MPI_Recv(buf, n, MPI_CHAR, ms.MPI_SOURCE, ms.MPI_TAG, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+        buf[n] = '\0';
+        if (ms.MPI_TAG == TAG_DONE) {
+            dones++;
+        } else { /* "point\ncsv-line\njsonl-line\n" */
+            char *a = strchr(buf, '\n'), *b = a ? strchr(a + 1, '\n') : NULL;
+            size_t p = strtoul(buf, NULL, 10);
+            if (b && p < rs->s->n_points && !rs->rows[p].done) {
+                row *r = &rs->rows[p];
+                r->csv = strndup(a + 1, (size_t)(b - a));
+                r->jsonl = strdup(b + 1);
+                json_t *j = r->jsonl ? json_loads(r->jsonl, 0, NULL) : NULL;
+                json_t *m = json_object_get(j, "metrics");
+                const char *status = json_string_value(json_object_get(j, "status"));
+                r->ok = status && !strcmp(status, "ok");
+                for (size_t k = 0; k < rs->s->n_metrics; k++)
+                    r->metrics[k] = json_number_value(json_object_get(m, rs->s->metric_names[k]));
+                json_decref(j);
+                r->done = r->csv && r->jsonl;
+                if (r->done)
+                    deliver(rs, p);
+            }
+        }
+        free(buf);
+    }
+    return dones;
+}
+#endif
+
+/* Runs the points this process owns (mine[p]) on the pool; rows to the root. */
+static np_status pool(run_state *rs, const bool *mine, np_err *err)
+{
+    const sweep *s = rs->s;
+    unsigned jobs = rs->o->jobs ? rs->o->jobs : 1;
+    job *js = calloc(jobs, sizeof *js);
+    struct pollfd *pf = calloc(2 * jobs, sizeof *pf);
+    if (!js || !pf) {
+        free(js);
+        free(pf);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    np_status st = NP_OK;
+    size_t next = 0, active = 0;
+    int ranks_done = 0;
+    (void)ranks_done;
+    for (;;) {
+        while (st == NP_OK && !sweep_stop && active < jobs) {
+            while (next < s->n_points && (!mine[next] || rs->rows[next].done))
+                next++;
+            if (next == s->n_points)
+                break;
+            size_t slot = 0;
+            while (js[slot].pid)
+                slot++;
+            if (!job_start(s, rs->o->npusim, next, &js[slot])) {
+                st = np_err_set(err, NP_ERR_IO, "cannot start %s: %s", rs->o->npusim,
+                                strerror(errno));
+                break;
+            }
+            next++, active++;
+        }
+#ifdef NPUSIM_HAVE_MPI
+        if (mpi_size > 1 && mpi_rank == 0)
+            ranks_done += mpi_collect(rs, err, &st);
+        bool waiting = mpi_size > 1 && mpi_rank == 0 && ranks_done < mpi_size - 1;
+#else
+        bool waiting = false;
+#endif
+        if (!active && (!waiting || st != NP_OK || sweep_stop))
+            break;
+        size_t n = 0;
+        for (unsigned k = 0; k < jobs; k++)
+            for (int f = 0; f < 2; f++)
+                if (js[k].pid && js[k].fd[f] >= 0)
+                    pf[n++] = (struct pollfd){js[k].fd[f], POLLIN, 0};
+        if (poll(pf, n, waiting ? 5 : 200) < 0 && errno != EINTR) {
+            st = np_err_set(err, NP_ERR_IO, "poll: %s", strerror(errno));
+            break;
+        }
+        for (unsigned k = 0; k < jobs; k++) {
+            job *j = &js[k];
+            if (!j->pid)
+                continue;
+            for (int f = 0; f < 2; f++) {
+                if (j->fd[f] < 0)
+                    continue;
+                char buf[65536];
+                struct pollfd one = {j->fd[f], POLLIN, 0};
+                if (poll(&one, 1, 0) <= 0)
+                    continue;
+                ssize_t r = read(j->fd[f], buf, sizeof buf);
+                if (r > 0) {
+                    if (!sb_put(f ? &j->err : &j->out, buf, (size_t)r))
+                        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+                } else if (r == 0 || errno != EINTR) {
+                    close(j->fd[f]);
+                    j->fd[f] = -1;
+                }
+            }
+            if (j->fd[0] >= 0 || j->fd[1] >= 0)
+                continue;
+            int ws;
+            while (waitpid(j->pid, &ws, 0) < 0 && errno == EINTR)
+                ;
+            int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+            row *r = &rs->rows[j->point];
+            if (!make_row(s, j->point, code, j->out.s ? j->out.s : "", j->err.s ? j->err.s : "", r))
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+            else if (mpi_rank == 0)
+                deliver(rs, j->point);
+#ifdef NPUSIM_HAVE_MPI
+            else {
+                strbuf m = {0};
+                char id[32];
+                snprintf(id, sizeof id, "%zu\n", j->point);
+                if (sb_puts(&m, id) && sb_puts(&m, r->csv) && sb_puts(&m, r->jsonl))
+                    MPI_Send(m.s, (int)m.n, MPI_CHAR, 0, TAG_ROW, MPI_COMM_WORLD);
+                free(m.s);
+            }
+#endif
+            free(j->out.s);
+            free(j->err.s);
+            memset(j, 0, sizeof *j);
+            active--;
+        }
+    }
+    for (unsigned k = 0; k < jobs; k++) /* interrupted: stop what still runs */
+        if (js[k].pid) {
+            kill(js[k].pid, SIGTERM);
+            waitpid(js[k].pid, NULL, 0);
+            for (int f = 0; f < 2; f++)
+                if (js[k].fd[f] >= 0)
+                    close(js[k].fd[f]);
+            free(js[k].out.s);
+            free(js[k].err.s);
+        }
+    free(js);
+    free(pf);
+    if (st == NP_OK && sweep_stop)
+        st = np_err_set(err, NP_ERR_IO, "interrupted: %zu of %zu points are in the results "
+                        "(npusim sweep --resume goes on)", rs->done, s->n_points);
+    return st;
+}
+
+/* The points no other ok point dominates on the pareto objectives (all of them when there
+ * are none). */
+static void pareto_front(const sweep *s, const row *rows, sweep_result *out)
+{
+    out->pareto = calloc(s->n_points + 1, sizeof *out->pareto);
+    if (!out->pareto)
+        return;
+    bool any = false;
+    for (size_t m = 0; m < s->n_metrics; m++)
+        any |= s->pareto_dir[m] != 0;
+    for (size_t p = 0; any && p < s->n_points; p++) {
+        if (!rows[p].done || !rows[p].ok)
+            continue;
+        bool dominated = false;
+        for (size_t q = 0; q < s->n_points && !dominated; q++) {
+            if (q == p || !rows[q].done || !rows[q].ok)
+                continue;
+            bool no_worse = true, better = false;
+            for (size_t m = 0; m < s->n_metrics; m++) {
+                if (!s->pareto_dir[m])
+                    continue;
+                double a = rows[p].metrics[m] * s->pareto_dir[m],
+                       b = rows[q].metrics[m] * s->pareto_dir[m]; /* higher is better */
+                no_worse &= b >= a;
+                better |= b > a;
+            }
+            dominated = no_worse && better;
+        }
+        if (!dominated)
+            out->pareto[out->n_pareto++] = p;
+    }
+}
+
+np_status sweep_run(const sweep *s, const sweep_opts *o, sweep_result *out, np_err *err)
+{
+    memset(out, 0, sizeof *out);
+    out->points = s->n_points;
+#ifdef NPUSIM_HAVE_MPI
+    bool mpi = under_mpirun();
+    if (mpi) {
+        MPI_Init(NULL, NULL);
+        MPI_Comm_rank(MPI_COMM_WORLD, &mpi_rank);
+        MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
+    }
+#endif
+    char jsonl_path[4096];
+    sweep_jsonl_path(o->csv_path, jsonl_path, sizeof jsonl_path);
+    row *rows = calloc(s->n_points, sizeof *rows);
+    double *mem = calloc(s->n_points * (s->n_metrics + 1), sizeof *mem);
+    bool *mine = calloc(s->n_points + 1, sizeof *mine);
+    char *header = csv_header(s);
+    np_status st = rows && mem && mine && header ? NP_OK
+                                                 : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    for (size_t p = 0; rows && mem && p < s->n_points; p++)
+        rows[p].metrics = mem + p * (s->n_metrics + 1);
+    run_state rs = {s, o, rows, -1, -1, 0, 0, false};
+    if (st == NP_OK && mpi_rank == 0) { /* the root owns the files */
+        size_t resumed = 0;
+        struct stat sb;
+        bool exists = stat(o->csv_path, &sb) == 0 || stat(jsonl_path, &sb) == 0;
+        if (exists && !o->resume)
+            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "the results exist (--resume "
+                           "continues them; or remove %s and %s)", o->csv_path, jsonl_path);
+        else if (exists)
+            st = resume_rows(s, o->csv_path, jsonl_path, header, rows, &resumed, err);
+        if (st == NP_OK && (!rewrite(o->csv_path, header, rows, s->n_points, false) ||
+                            !rewrite(jsonl_path, NULL, rows, s->n_points, true)))
+            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot write the results");
+        if (st == NP_OK && ((rs.csv_fd = open(o->csv_path, O_WRONLY | O_APPEND)) < 0 ||
+                            (rs.jsonl_fd = open(jsonl_path, O_WRONLY | O_APPEND)) < 0))
+            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot open the results");
+        out->resumed = rs.done = resumed;
+        for (size_t p = 0; p < s->n_points; p++)
+            rs.failed += rows[p].done && !rows[p].ok;
+    }
+#ifdef NPUSIM_HAVE_MPI
+    if (mpi_size > 1) { /* everyone learns the root's status and what is already done */
+        int ok = st == NP_OK;
+        MPI_Bcast(&ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+        if (!ok && mpi_rank)
+            st = np_err_set(err, NP_ERR_IO, "rank 0 could not set up the results");
+        if (ok) {
+            unsigned char *done = calloc(s->n_points + 1, 1);
+            for (size_t p = 0; done && p < s->n_points; p++)
+                done[p] = rows[p].done;
+            MPI_Bcast(done, (int)s->n_points, MPI_UNSIGNED_CHAR, 0, MPI_COMM_WORLD);
+            for (size_t p = 0; done && p < s->n_points; p++)
+                rows[p].done = done[p];
+            free(done);
+        }
+    }
+#endif
+    size_t todo = 0; /* this rank's share: every size-th point not yet done */
+    for (size_t p = 0; mine && p < s->n_points; p++)
+        if (!rows[p].done)
+            mine[p] = todo++ % (size_t)mpi_size == (size_t)mpi_rank;
+    if (st == NP_OK) {
+        sweep_stop = 0;
+        struct sigaction sa = {0}, old_int, old_term;
+        sa.sa_handler = on_signal;
+        sigaction(SIGINT, &sa, &old_int);
+        sigaction(SIGTERM, &sa, &old_term);
+        if (o->progress && mpi_rank == 0)
+            o->progress(o->progress_ctx, rs.done, s->n_points, rs.failed);
+        st = pool(&rs, mine, err);
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+#ifdef NPUSIM_HAVE_MPI
+    if (mpi_size > 1 && mpi_rank)
+        MPI_Send("", 0, MPI_CHAR, 0, TAG_DONE, MPI_COMM_WORLD);
+#endif
+    if (mpi_rank == 0 && rs.csv_fd >= 0) {
+        close(rs.csv_fd);
+        close(rs.jsonl_fd);
+        if (rs.io_failed && st == NP_OK)
+            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot append to the results");
+        if (st == NP_OK && (!rewrite(o->csv_path, header, rows, s->n_points, false) ||
+                            !rewrite(jsonl_path, NULL, rows, s->n_points, true)))
+            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot write the results");
+        out->ran = rs.done - out->resumed;
+        out->failed = rs.failed;
+        if (st == NP_OK)
+            pareto_front(s, rows, out);
+    }
+#ifdef NPUSIM_HAVE_MPI
+    if (mpi) {
+        MPI_Barrier(MPI_COMM_WORLD);
+        MPI_Finalize();
+    }
+#endif
+    for (size_t p = 0; rows && p < s->n_points; p++) {
+        free(rows[p].csv);
+        free(rows[p].jsonl);
+    }
+    free(rows);
+    free(mem);
+    free(mine);
+    free(header);
+    return st;
+}
