@@ -533,3 +533,79 @@ TEST(traces_of_sim_layer_and_collective_isa_are_valid_and_identical_on_rerun)
     /* a ring all-reduce on 4 chips: 2 (p - 1) = 6 sends per chip per size */
     command_trace(coll, t4, 8 * 6 * 4);
 }
+
+/* Runs the examples of a doc: a ```yaml block whose first line is "# PATH ..." is written to
+ * PATH; every line of a ```sh block that starts with "npusim" runs from the repository root
+ * and must succeed. The files after "-o " are removed first, so each run starts afresh.
+ * Returns the number of commands run. */
+static unsigned run_doc(const char *rel)
+{
+    char *doc = harness_read_file(harness_src_path(rel), NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    char root[4096];
+    snprintf(root, sizeof root, "%s", harness_src_path(""));
+    for (const char *o = doc; (o = strstr(o, " -o ")); o += 4) { /* fresh outputs */
+        char path[512];
+        if (sscanf(o + 4, "%511s", path) == 1 && path[0] == '/') {
+            remove(path);
+            size_t n = strlen(path);
+            if (n > 4 && !strcmp(path + n - 4, ".csv")) {
+                char jl[600];
+                snprintf(jl, sizeof jl, "%.*s.jsonl", (int)(n - 4), path);
+                remove(jl);
+            }
+        }
+    }
+    unsigned ran = 0;
+    enum { NONE, SH, YAML } in = NONE;
+    FILE *yaml = NULL;
+    for (char *line = doc, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (!strncmp(line, "```", 3)) {
+            if (yaml)
+                fclose(yaml), yaml = NULL;
+            in = in != NONE ? NONE : !strcmp(line, "```sh") ? SH : !strcmp(line, "```yaml") ? YAML : NONE;
+            if (in == YAML && next && !strncmp(next, "# /", 3)) {
+                char path[512];
+                if (sscanf(next + 2, "%511s", path) == 1)
+                    yaml = fopen(path, "w");
+            }
+            continue;
+        }
+        if (in == YAML && yaml) {
+            fputs(line, yaml);
+            fputc('\n', yaml);
+            continue;
+        }
+        if (in != SH || strncmp(line, "npusim ", 7))
+            continue;
+        char cmd[2048];
+        snprintf(cmd, sizeof cmd, "%s", line + 7);
+        const char *args[64];
+        int n = 0;
+        char *save = NULL;
+        for (char *w = strtok_r(cmd, " ", &save); w && n < 63; w = strtok_r(NULL, " ", &save))
+            args[n++] = w;
+        args[n] = NULL;
+        harness_run r = harness_npusim_in(root, args);
+        if (r.exit_status != 0) {
+            CU_FAIL("a documented command failed");
+            fprintf(stderr, "%s: `%s` exited %d: %s\n", rel, line, r.exit_status, r.err);
+        }
+        harness_run_free(&r);
+        ran++;
+    }
+    if (yaml)
+        fclose(yaml);
+    free(doc);
+    return ran;
+}
+
+TEST(every_example_of_the_trace_sweep_and_report_docs_runs)
+{
+    CU_ASSERT(run_doc("docs/traces.md") >= 6);
+    CU_ASSERT(run_doc("docs/sweeps.md") >= 4);
+    CU_ASSERT(run_doc("docs/report.md") >= 3);
+}
