@@ -3,25 +3,29 @@
 #include <stdio.h>
 
 #include "cli.h"
+#include "csv.h"
 #include "model.h"
 
 const char cmd_models_usage[] =
-    "usage: npusim models [--json]\n"
+    "usage: npusim models [--json | --csv]\n"
     "\n"
     "  Lists the zoo's models (NAME.model in $NPUSIM_MODEL_DIR, default: models/) with their\n"
     "  family, parameter count and description. Any name works with `npusim summary --model`.\n"
-    "  --json          print [{\"name\", \"family\", \"params\", \"description\"}, ...]\n";
+    "  --json          print [{\"name\", \"family\", \"params\", \"description\"}, ...]\n"
+    "  --csv           print the table as CSV (the same columns)\n";
 
 np_status cmd_models(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'}, {"help", no_argument, NULL, 'h'}, {0}};
-    bool json = false;
+        {"json", no_argument, NULL, 'j'}, {"csv", no_argument, NULL, 'c'},
+        {"help", no_argument, NULL, 'h'}, {0}};
+    bool json = false, csv = false;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
         switch (c) {
         case 'j': json = true; break;
+        case 'c': csv = true; break;
         case 'h': cli_print_usage(cli_find("models")); return NP_OK;
         default: return err->status;
         }
@@ -34,7 +38,12 @@ np_status cmd_models(int argc, char **argv, np_err *err)
         return err->status;
     json_t *arr = json ? json_array() : NULL;
     np_status st = NP_OK;
-    if (!json)
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    static const char *const head[] = {"name", "family", "params", "description"};
+    if (csv)
+        csv_row(stdout, head, 4);
+    else if (!json)
         printf("%-14s %-13s %16s  %s\n", "model", "family", "params", "description");
     for (size_t i = 0; i < n && st == NP_OK; i++) {
         nn_model_desc d;
@@ -53,7 +62,12 @@ np_status cmd_models(int argc, char **argv, np_err *err)
             json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:s}", "name", d.name, "family",
                                                  d.family, "params", (json_int_t)params,
                                                  "description", desc));
-        else
+        else if (csv) {
+            char pb[24];
+            snprintf(pb, sizeof pb, "%" PRId64, params);
+            const char *row[] = {d.name, d.family, pb, desc};
+            csv_row(stdout, row, 4);
+        } else
             printf("%-14s %-13s %16" PRId64 "  %s\n", d.name, d.family, params, desc);
     }
     nn_model_names_free(names, n);

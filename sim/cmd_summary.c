@@ -5,10 +5,11 @@
 #include <stdlib.h>
 
 #include "cli.h"
+#include "csv.h"
 #include "model.h"
 
 const char cmd_summary_usage[] =
-    "usage: npusim summary --model NAME|FILE [--batch B] [--seq S] [--json]\n"
+    "usage: npusim summary --model NAME|FILE [--batch B] [--seq S] [--json | --csv]\n"
     "\n"
     "  --model M       a zoo model (see `npusim models`) or a model file\n"
     "  --batch B       batch size (default: the model file's batch, else 1)\n"
@@ -16,6 +17,8 @@ const char cmd_summary_usage[] =
     "  --json          print {model, total_params, trainable_params, forward_flops,\n"
     "                  train_step_flops, layers: [{name, op, output_shape, params, flops,\n"
     "                  train_flops}], memory: {...}}\n"
+    "  --csv           print the per-layer table as CSV (layer, op, output_shape, params,\n"
+    "                  flops, train_flops)\n"
     "\n"
     "  FLOPs count a multiply-add as 2 floating-point operations; the training step is the\n"
     "  forward pass, the backward pass and an AdamW update.\n";
@@ -52,10 +55,11 @@ np_status cmd_summary(int argc, char **argv, np_err *err)
     static const struct option longopts[] = {
         {"model", required_argument, NULL, 'm'}, {"batch", required_argument, NULL, 'b'},
         {"seq", required_argument, NULL, 's'},   {"json", no_argument, NULL, 'j'},
-        {"help", no_argument, NULL, 'h'},        {0}};
+        {"csv", no_argument, NULL, 'c'},         {"help", no_argument, NULL, 'h'},
+        {0}};
     const char *model = NULL;
     int64_t batch = 0, seq = 0;
-    bool json = false;
+    bool json = false, csv = false;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
@@ -70,6 +74,7 @@ np_status cmd_summary(int argc, char **argv, np_err *err)
                 return err->status;
             break;
         case 'j': json = true; break;
+        case 'c': csv = true; break;
         case 'h': cli_print_usage(cli_find("summary")); return NP_OK;
         default: return err->status;
         }
@@ -78,6 +83,8 @@ np_status cmd_summary(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!model)
         return np_err_set(err, NP_ERR_USAGE, "--model is required");
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     nn_model_desc d;
     nn_summary s;
     if (nn_model_load(model, &d, err) != NP_OK || nn_summary_build(&d, batch, seq, &s, err) != NP_OK)
@@ -109,6 +116,23 @@ np_status cmd_summary(int argc, char **argv, np_err *err)
                               (json_int_t)s.train_step_flops, "memory", mem, "layers", layers);
         nn_summary_free(&s);
         return cli_print_json(j, err);
+    }
+    if (csv) { /* the per-layer table */
+        static const char *const head[] = {"layer", "op", "output_shape", "params", "flops",
+                                           "train_flops"};
+        csv_row(stdout, head, 6);
+        for (int i = 0; i < s.n_rows; i++) {
+            const nn_summary_row *r = &s.rows[i];
+            char shape[96], p[24], f[24], t[24];
+            summary_shape_text(r, shape, sizeof shape);
+            snprintf(p, sizeof p, "%" PRId64, r->params);
+            snprintf(f, sizeof f, "%" PRId64, r->flops);
+            snprintf(t, sizeof t, "%" PRId64, r->train_flops);
+            const char *row[] = {r->name, r->op, shape, p, f, t};
+            csv_row(stdout, row, 6);
+        }
+        nn_summary_free(&s);
+        return NP_OK;
     }
     printf("# %s (%s), batch %" PRId64, s.model, nn_model_word(&d, "description", d.family), s.batch);
     if (s.seq > 1)

@@ -6,12 +6,13 @@
 #include <string.h>
 
 #include "cli.h"
+#include "csv.h"
 #include "trace_db.h"
 #include "trace_stats.h"
 
 const char cmd_trace_usage[] =
     "usage: npusim trace check T.json[.gz] [--json]\n"
-    "       npusim trace stats T.json[.gz] [--top N] [--path N] [--json]\n"
+    "       npusim trace stats T.json[.gz] [--top N] [--path N] [--json | --csv]\n"
     "\n"
     "  check           the trace against the Chrome trace-event format: required fields,\n"
     "                  durations >= 0, flows matched and bound to slices, counters with\n"
@@ -21,7 +22,9 @@ const char cmd_trace_usage[] =
     "                  communication per kind, the critical path, bubbles per pipeline stage\n"
     "  --top N         kernels to list (default 10)\n"
     "  --path N        steps of the critical path to list (default 20)\n"
-    "  --json          print the figures as JSON (names in docs/traces.md)\n";
+    "  --json          print the figures as JSON (names in docs/traces.md)\n"
+    "  --csv           print the per-track table as CSV (process, pid, track, slices,\n"
+    "                  busy_ps, wait_ps, util_pct)\n";
 
 /* ps for people: "812 ps", "3.250 ns", "1.204 us", "12.500 ms", "1.500 s". */
 static const char *fmt_ps(uint64_t ps, char *buf, size_t n)
@@ -142,7 +145,26 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
         printf("  ... %zu more steps (--path N)\n", s->n_path - max_path);
 }
 
-static np_status trace_stats(const char *path, bool json, size_t top, size_t max_path,
+static void print_csv(const tdb *db, const tstats *s)
+{
+    static const char *const head[] = {"process", "pid", "track", "slices", "busy_ps",
+                                       "wait_ps", "util_pct"};
+    csv_row(stdout, head, 7);
+    for (size_t i = 0; i < s->n_tracks; i++) {
+        const tstats_track *t = &s->tracks[i];
+        char pid[16], n[24], busy[24], wait[24], util[32];
+        snprintf(pid, sizeof pid, "%u", db->processes[t->process].pid);
+        snprintf(n, sizeof n, "%" PRIu64, t->slices);
+        snprintf(busy, sizeof busy, "%" PRIu64, t->busy_ps);
+        snprintf(wait, sizeof wait, "%" PRIu64, t->wait_ps);
+        snprintf(util, sizeof util, "%.6f", t->util_pct);
+        const char *row[] = {tdb_str(db, db->processes[t->process].name), pid, t->name, n, busy,
+                             wait, util};
+        csv_row(stdout, row, 7);
+    }
+}
+
+static np_status trace_stats(const char *path, bool json, bool csv, size_t top, size_t max_path,
                              np_err *err)
 {
     tdb *db;
@@ -156,6 +178,8 @@ static np_status trace_stats(const char *path, bool json, size_t top, size_t max
             if (j)
                 json_object_set_new(j, "trace", json_string(path));
             st = cli_print_json(j, err);
+        } else if (csv) {
+            print_csv(db, &s);
         } else {
             if (db->problems)
                 printf("(the trace has %" PRIu64 " format problems: npusim trace check %s)\n",
@@ -173,15 +197,17 @@ np_status cmd_trace(int argc, char **argv, np_err *err)
     static const struct option longopts[] = {{"json", no_argument, NULL, 'j'},
                                              {"top", required_argument, NULL, 't'},
                                              {"path", required_argument, NULL, 'p'},
+                                             {"csv", no_argument, NULL, 'c'},
                                              {"help", no_argument, NULL, 'h'},
                                              {0}};
-    bool json = false;
+    bool json = false, csv = false;
     uint64_t top = 10, max_path = 20;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
         switch (c) {
         case 'j': json = true; break;
+        case 'c': csv = true; break;
         case 't':
             if (cli_parse_u64("--top", optarg, 0, 1000000, &top, err) != NP_OK)
                 return err->status;
@@ -205,7 +231,9 @@ np_status cmd_trace(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "one trace at a time ('%s' is extra)",
                           argv[optind + 2]);
     const char *path = argv[optind + 1];
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     if (!strcmp(action, "check"))
         return trace_check(path, json, err);
-    return trace_stats(path, json, (size_t)top, (size_t)max_path, err);
+    return trace_stats(path, json, csv, (size_t)top, (size_t)max_path, err);
 }

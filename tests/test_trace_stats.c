@@ -296,3 +296,93 @@ TEST(trace_stats_of_an_isa_collective_count_every_rank_and_expose_all_its_commun
     tstats_free(&s);
     tdb_free(db);
 }
+
+/* The fields of one CSV line (RFC 4180 quotes), into f[]; returns how many. */
+static size_t csv_fields(const char *line, char f[][128], size_t max)
+{
+    size_t n = 0;
+    while (n < max) {
+        size_t k = 0;
+        if (*line == '"') {
+            for (line++; *line && !(*line == '"' && line[1] != '"'); line++) {
+                if (*line == '"')
+                    line++;
+                if (k < 127)
+                    f[n][k++] = *line;
+            }
+            if (*line == '"')
+                line++;
+        } else {
+            for (; *line && *line != ',' && *line != '\n'; line++)
+                if (k < 127)
+                    f[n][k++] = *line;
+        }
+        f[n++][k] = '\0';
+        if (*line != ',')
+            break;
+        line++;
+    }
+    return n;
+}
+
+TEST(csv_tables_hold_the_figures_of_the_json_output)
+{
+    /* trace stats: every track's busy time */
+    const char *t = tmp("csv.json");
+    trace_writer *w = open_trace(t);
+    named(w, 0, 1, "core0.mxu");
+    named(w, 0, 2, "core0.dma");
+    sl(w, 0, 1, "a", "mxu", 0, 7, NULL, 0);
+    sl(w, 0, 2, "b", "dma", 2, 5, NULL, 0);
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_close(w, &e), NP_OK);
+    json_t *j = run_json((const char *const[]){"trace", "stats", t, "--json", NULL});
+    harness_run r = harness_npusim("trace", "stats", t, "--csv", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    char f[8][128];
+    const char *line = r.out;
+    CU_ASSERT_EQUAL(csv_fields(line, f, 8), 7u);
+    CU_ASSERT_STRING_EQUAL(f[4], "busy_ps");
+    size_t i;
+    json_t *tr;
+    json_array_foreach(json_object_get(j, "tracks"), i, tr) {
+        line = strchr(line, '\n') + 1;
+        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 8), 7u);
+        CU_ASSERT_STRING_EQUAL(f[2], json_string_value(json_object_get(tr, "track")));
+        CU_ASSERT_EQUAL(strtoll(f[4], NULL, 10), json_integer_value(json_object_get(tr, "busy_ps")));
+    }
+    CU_ASSERT_EQUAL(i, 2u);
+    harness_run_free(&r);
+    json_decref(j);
+    /* models and summary: names and parameter counts, a quoted description among them */
+    j = run_json((const char *const[]){"models", "--json", NULL});
+    r = harness_npusim("models", "--csv", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    line = r.out;
+    json_t *m;
+    json_array_foreach(j, i, m) {
+        line = strchr(line, '\n') + 1;
+        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 8), 4u);
+        CU_ASSERT_STRING_EQUAL(f[0], json_string_value(json_object_get(m, "name")));
+        CU_ASSERT_EQUAL(strtoll(f[2], NULL, 10), json_integer_value(json_object_get(m, "params")));
+        CU_ASSERT_STRING_EQUAL(f[3], json_string_value(json_object_get(m, "description")));
+    }
+    harness_run_free(&r);
+    json_decref(j);
+    j = run_json((const char *const[]){"summary", "--model", "mlp-tiny", "--json", NULL});
+    r = harness_npusim("summary", "--model", "mlp-tiny", "--csv", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    line = r.out;
+    json_array_foreach(json_object_get(j, "layers"), i, m) {
+        line = strchr(line, '\n') + 1;
+        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 8), 6u);
+        CU_ASSERT_STRING_EQUAL(f[0], json_string_value(json_object_get(m, "name")));
+        CU_ASSERT_EQUAL(strtoll(f[4], NULL, 10), json_integer_value(json_object_get(m, "flops")));
+    }
+    CU_ASSERT(i > 0);
+    harness_run_free(&r);
+    json_decref(j);
+    r = harness_npusim("models", "--csv", "--json", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    harness_run_free(&r);
+}

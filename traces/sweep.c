@@ -24,6 +24,7 @@
 #include <yaml.h>
 
 #include "arch.h"
+#include "csv.h"
 
 #ifdef NPUSIM_HAVE_MPI
 #include <mpi.h>
@@ -505,15 +506,13 @@ static bool sb_put(strbuf *b, const char *s, size_t n)
 
 static bool sb_puts(strbuf *b, const char *s) { return sb_put(b, s, strlen(s)); }
 
-/* A CSV field (RFC 4180: quoted when it holds a comma, quote or line break). */
+/* A CSV field (csv.h). */
 static bool sb_csv(strbuf *b, const char *s)
 {
-    if (!strpbrk(s, ",\"\r\n"))
-        return sb_puts(b, s);
-    bool ok = sb_put(b, "\"", 1);
-    for (; *s; s++)
-        ok &= *s == '"' ? sb_put(b, "\"\"", 2) : sb_put(b, s, 1);
-    return ok && sb_put(b, "\"", 1);
+    char *q = csv_quote(s);
+    bool ok = q && sb_puts(b, q);
+    free(q);
+    return ok;
 }
 
 static char *csv_header(const sweep *s)
