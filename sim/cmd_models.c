@@ -32,14 +32,14 @@ np_status cmd_models(int argc, char **argv, np_err *err)
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     char **names;
     size_t n;
     if (nn_model_names(&names, &n, err) != NP_OK)
         return err->status;
     json_t *arr = json ? json_array() : NULL;
     np_status st = NP_OK;
-    if (json && csv)
-        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     static const char *const head[] = {"name", "family", "params", "description"};
     if (csv)
         csv_row(stdout, head, 4);

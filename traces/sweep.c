@@ -498,7 +498,8 @@ static bool sb_put(strbuf *b, const char *s, size_t n)
             return false;
         b->s = p, b->cap = cap;
     }
-    memcpy(b->s + b->n, s, n);
+    if (n)
+        memcpy(b->s + b->n, s, n);
     b->n += n;
     b->s[b->n] = '\0';
     return true;

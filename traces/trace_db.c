@@ -205,12 +205,14 @@ static void add_counter(tdb *db, uint32_t process, const char *name, json_t *arg
                 return;
             }
             if (fresh) {
+                double *lv = NULL;
                 if (!grow((void **)&db->counters, db->n_counters, &in->cap_counters,
                           sizeof *db->counters) ||
-                    !(in->last_v = realloc(in->last_v, in->cap_counters * sizeof *in->last_v))) {
+                    !(lv = realloc(in->last_v, in->cap_counters * sizeof *lv))) {
                     in->oom = true;
                     return;
                 }
+                in->last_v = lv;
                 c = &db->counters[db->n_counters];
                 *c = (tdb_counter){process, nid, sid, 0, x, x, 0, ts, ts};
                 *slot = ++db->n_counters;
@@ -413,7 +415,8 @@ static size_t enclosing(const tdb *db, const size_t *parent, uint32_t t, uint64_
 static np_status finish(tdb *db, np_err *err)
 {
     tdb_internal *in = db->in;
-    qsort(db->slices, db->n_slices, sizeof *db->slices, slice_order);
+    if (db->n_slices)
+        qsort(db->slices, db->n_slices, sizeof *db->slices, slice_order);
     size_t *parent = malloc((db->n_slices + 1) * sizeof *parent);
     size_t *stack = malloc((db->n_slices + 1) * sizeof *stack);
     if (!parent || !stack) {
@@ -446,7 +449,8 @@ static np_status finish(tdb *db, np_err *err)
     for (size_t k = 0; k < in->n_opens; k++)
         problem(db, "a B event of '%s' never ends", tdb_str(db, in->opens[k].name));
     /* flows: per id one s, one f; steps bound; arrows between consecutive steps */
-    qsort(in->pts, in->n_pts, sizeof *in->pts, pt_order);
+    if (in->n_pts)
+        qsort(in->pts, in->n_pts, sizeof *in->pts, pt_order);
     for (size_t i = 0; i < in->n_pts;) {
         size_t j = i, ns = 0, nf = 0;
         for (; j < in->n_pts && in->pts[j].id == in->pts[i].id; j++)

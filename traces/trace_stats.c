@@ -40,7 +40,8 @@ static int ivl_order(const void *x, const void *y)
 /* Sorts and merges s in place; returns the length of the union. */
 static uint64_t ivls_merge(ivls *s)
 {
-    qsort(s->v, s->n, sizeof *s->v, ivl_order);
+    if (s->n)
+        qsort(s->v, s->n, sizeof *s->v, ivl_order);
     size_t k = 0;
     uint64_t len = 0;
     for (size_t i = 0; i < s->n; i++) {
@@ -253,7 +254,8 @@ static np_status kernels(const tdb *db, tstats *st, np_err *err)
         st->kernels[*slot].total_ps += s->end_ps - s->start_ps;
     }
     u64map_free(&of);
-    qsort(st->kernels, st->n_kernels, sizeof *st->kernels, kernel_order);
+    if (st->n_kernels)
+        qsort(st->kernels, st->n_kernels, sizeof *st->kernels, kernel_order);
     return NP_OK;
 }
 
