@@ -219,8 +219,11 @@ static void timeline(FILE *f, const report_input *in)
     size_t chips = db->n_processes < TL_CHIPS ? db->n_processes : TL_CHIPS;
     int row = 12, h = 24 + (int)chips * (CLS_COUNT * row + 8);
     double *occ = calloc(CLS_COUNT * TL_BINS, sizeof *occ);
-    if (!occ)
+    if (!occ) {
+        missing(f, "Out of memory drawing the timeline.");
+        fputs("</section>\n", f);
         return;
+    }
     double bin = (double)in->st->span_ps / TL_BINS, px = (double)(W - LABEL_W) / TL_BINS;
     char b[64];
     fprintf(f, "<p>Shade: the share of a chip's tracks of that kind that are busy; %zu of %zu "
