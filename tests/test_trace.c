@@ -210,6 +210,11 @@ static void layout_scene(const char *path, const trace_layout_opts *o)
     s = (trace_unit_slice){.chip = 0, .core = 1, .unit = 0, .unit_name = "dma", .lane = 1,
                            .name = "dma.copy", .start_ps = 0, .end_ps = 4000};
     k.ops->unit_slice(k.ctx, &s);
+    trace_link_slice ln = {0, 5, "chip0->chip1", "msg", 1500, 2500, 64};
+    k.ops->link_slice(k.ctx, &ln);
+    trace_link_slice sw = {TRACE_SYSTEM_CHIP, 9, "sw0->chip2", "msg", 30500, 32000, 64};
+    k.ops->link_slice(k.ctx, &sw);
+    k.ops->level(k.ctx, 1, "hbm.used", 0, 4096);
     for (uint32_t c = 0; c < 3; c++) {
         trace_span sp = {.chip = c, .core = 0, .track = "kernels", .name = "all_reduce",
                          .cat = "collective", .start_ps = 100 * c, .end_ps = 40000,
@@ -246,6 +251,10 @@ TEST(the_layout_gives_a_process_per_chip_a_thread_per_unit_and_lane_and_joins_me
     CU_ASSERT_EQUAL(pid2, 0);
     CU_ASSERT_NOT_EQUAL(tid2, tid);
     CU_ASSERT_TRUE(find_thread(j, "core0 kernels", &pid, &tid));
+    CU_ASSERT_TRUE(find_thread(j, "link chip0->chip1", &pid, &tid)); /* the chip's own link */
+    CU_ASSERT_EQUAL(pid, 0);
+    CU_ASSERT_TRUE(find_thread(j, "sw0->chip2", &pid, &tid)); /* the network's */
+    CU_ASSERT_EQUAL(pid, TRACE_PID_SYSTEM);
     /* flows: the k-th send of a channel ends at its k-th receive */
     json_t *ev;
     size_t i;
@@ -269,7 +278,7 @@ TEST(the_layout_gives_a_process_per_chip_a_thread_per_unit_and_lane_and_joins_me
             coll = id;
         }
     }
-    CU_ASSERT_EQUAL(procs, 3);
+    CU_ASSERT_EQUAL(procs, 4); /* three chips and the system */
     CU_ASSERT_EQUAL(ns, 2);
     CU_ASSERT_EQUAL(nr, 2);
     CU_ASSERT_NOT_EQUAL(send_id[0], send_id[1]);
@@ -296,16 +305,17 @@ TEST(trace_chips_and_trace_level_kernel_keep_big_traces_small)
     tdb *db;
     CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
     CU_ASSERT_EQUAL(db->problems, 0u); /* flows to chip 1 are gone at both ends */
-    CU_ASSERT_EQUAL(db->n_processes, 2u);
+    CU_ASSERT_EQUAL(db->n_processes, 3u); /* chips 0 and 2, the system */
     for (size_t p = 0; p < db->n_processes; p++)
         CU_ASSERT_NOT_EQUAL(db->processes[p].pid, 1u);
+    CU_ASSERT_EQUAL(db->n_counters, 0u); /* chip 1's level is gone too */
     CU_ASSERT_EQUAL(db->n_flows, 1u); /* the collective, chip 0 -> chip 2 */
     tdb_free(db);
     o.level = TRACE_LEVEL_KERNEL;
     layout_scene(path, &o);
     CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
     CU_ASSERT_EQUAL(db->problems, 0u);
-    CU_ASSERT_EQUAL(db->n_slices, 3u); /* the kernel spans only */
+    CU_ASSERT_EQUAL(db->n_slices, 3u); /* the kernel spans only: no instruction, no link */
     CU_ASSERT_EQUAL(db->n_flows, 2u);
     tdb_free(db);
 }

@@ -13,6 +13,7 @@
 #define LAYOUT_BIN0_PS 1000    /* a counter's first bin width: 1 ns */
 #define LAYOUT_TID_SPAN 192    /* core tids: 256 per core; units 0..191, span tracks 192.. */
 #define LAYOUT_TID_CHIP 0xFFFF00u
+#define LAYOUT_TID_LINK 0xFE0000u /* a chip's link threads: + the link's index (16 bits) */
 
 /* ---- the layout ------------------------------------------------------------------------------- */
 
@@ -491,11 +492,13 @@ static void lay_link_slice(void *ctx, const trace_link_slice *s)
 {
     trace_layout *l = ctx;
     seen_time(l, s->end_ps);
-    if (l->level < TRACE_LEVEL_INSN)
+    if (l->level < TRACE_LEVEL_INSN || !traced(l, s->chip))
         return;
-    name_thread(l, TRACE_PID_SYSTEM, s->link, "", s->link_name, 0);
+    bool sys = s->chip == TRACE_SYSTEM_CHIP;
+    uint32_t pid = pid_of(s->chip), tid = sys ? s->link : LAYOUT_TID_LINK + (s->link & 0xffff);
+    name_thread(l, pid, tid, sys ? "" : "link ", s->link_name, 0);
     trace_arg a = TRACE_ARG_U("bytes", s->bytes);
-    trace_slice(l->w, TRACE_PID_SYSTEM, s->link, s->name, "link", s->start_ps,
+    trace_slice(l->w, pid, tid, s->name, "link", s->start_ps,
                 s->end_ps > s->start_ps ? s->end_ps - s->start_ps : 0, &a, 1);
 }
 

@@ -6,6 +6,7 @@
  *     thread coreC.<unit>[lane]   tid 256C + 32u + lane      thread <link name>  tid = link
  *     thread coreC <track>[lane]  tid 256C + 192 + 8k + lane  (k: the track's index)
  *     thread <track>[lane]        tid 0xFFFF00 + 16k + lane   (a chip's own spans)
+ *     thread link <name>          tid 0xFE0000 + link         (the chip's outgoing links)
  *     counters <name> (GB/s or the level's unit)
  *
  * Instructions are slices named by their mnemonic; a message's send and its receive are

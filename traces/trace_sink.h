@@ -72,7 +72,10 @@ typedef struct trace_transfer {
 
 /* Something that occupied a chip-to-chip link (or a switch port) of the network. */
 typedef struct trace_link_slice {
-    uint32_t link;       /* the link's index: its thread in the "system" process */
+    uint32_t chip;       /* the chip whose port the link leaves: a thread "link <name>" of
+                            that chip; TRACE_SYSTEM_CHIP (switch ports, the network as a
+                            whole): a thread of the "system" process */
+    uint32_t link;       /* the link's index in the network (its thread's place) */
     const char *link_name, *name;
     uint64_t start_ps, end_ps, bytes;
 } trace_link_slice;
