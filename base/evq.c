@@ -1,24 +1,40 @@
 /* evq.c — the discrete-event kernel (see evq.h for the contract).
  *
- * A timing wheel (calendar queue) with power-of-two bucket width and count, a small heap for
- * the bucket being dispatched, and an overflow heap for events beyond the wheel. With
- * vb(t) = t >> shift (the "virtual bucket" of time t), nb = 2^log_nb buckets and cur = cur_vb:
+ * A timing wheel (calendar queue) with power-of-two bucket width and count, a sorted run and a
+ * small heap for the bucket being dispatched, and an overflow heap for events beyond the
+ * wheel. With vb(t) = t >> shift (the "virtual bucket" of time t), nb = 2^log_nb buckets and
+ * cur = cur_vb:
  *
- *   bottom    binary heap by (time, seq) holding every event with vb <= cur; dispatch pops
- *             from here. Events scheduled into the current bucket go straight here.
+ *   run       array of (time, seq, node) sorted by (time, seq), read from index run_i on;
+ *   bottom    binary heap by (time, seq). Together they hold every event with vb <= cur, and
+ *             dispatch takes the smaller of the run's next entry and the heap's top. A bucket
+ *             becomes the run when it is reached; events scheduled into the current bucket
+ *             are appended to the run when they sort after its last entry (an event at now
+ *             always does when the run holds only now's events), else pushed on the heap.
  *   buckets   slot vb & (nb-1) holds, as an unsorted singly-linked list (push-front), the
  *             events with cur < vb < cur + nb: one vb per slot; slot cur & (nb-1) is empty.
+ *             A list element is a node (one event) or a block (tag bit 1): an array of
+ *             (seq, node) references to events that share one time, in increasing seq.
  *   bits0/1   two-level bitmap: bits0 has one bit per non-empty slot, bits1 one bit per
  *             non-zero bits0 word, so empty buckets are skipped 64 or 4096 at a time.
  *   overflow  binary heap by (time, seq) holding every event with vb >= cur + nb.
  *
- * Everything in bottom precedes everything in the buckets, which precedes everything in the
- * overflow, so popping the bottom heap gives the global (time, seq) order. When the bottom is
- * empty, cur advances to the next non-empty slot (or to the overflow's first event when the
- * wheel is empty), that slot's list becomes the bottom heap, and overflow events that entered
- * the window move into buckets. Each event thus costs O(1) list work plus a heap operation on
- * a heap of a few events, as long as the width is a few times the mean spacing of events and
- * the window (nb * width) covers most pending events.
+ * Everything in run and bottom precedes everything in the buckets, which precedes everything
+ * in the overflow, so the merged run/bottom order is the global (time, seq) order. When both
+ * are empty, cur advances to the next non-empty slot (or to the overflow's first event when
+ * the wheel is empty), that slot's list becomes the run (or, if it is far from sorted, the
+ * bottom heap), and overflow events that entered the window move into buckets. Each event
+ * thus costs O(1) list work plus a step of the run or a heap operation on a heap of a few
+ * events, as long as the width is a few times the mean spacing of events and the window
+ * (nb * width) covers most pending events.
+ *
+ * Lockstep systems (hundreds of chips acting at the same instant) put hundreds of events at
+ * one time, scheduled one after another by the dispatches of an earlier time. As one linked
+ * list, such a bucket is read node by node, each a cache miss that waits for the one before.
+ * So recently scheduled times are remembered (in a small direct-mapped table, so that finding
+ * them costs no memory access): from the EVQ_RUN_MIN-th event at a remembered time on, events go into that time's
+ * open block instead (the first block small, later ones large), whose references are read in
+ * order and whose nodes are fetched ahead of their dispatch, many at a time.
  *
  * Adaptation: the structure is rebuilt (every event redistributed, O(pending)) when the
  * pending count leaves [nb/4, nb] (a rebuild makes nb 2 to 4 times the count), when the bucket
@@ -27,22 +43,28 @@
  * outnumber pending ones by 1024. Between two rebuilds come a number of operations that grows
  * with the count (one boundary case aside), so the cost stays O(1) per event amortized; a
  * rebuild that cannot get memory keeps the old layout and is retried only after the count
- * has doubled or halved again.
+ * has doubled or halved again. A rebuild puts every event back as a node of its own.
  *
  * Memory: past EVQ_PREFETCH_MIN pending events the nodes no longer fit in the caches and each
  * event would cost two misses: the list head of its bucket when scheduled, and the node itself
  * when its bucket is reached. Both are prefetched: new bucket events wait in a small stage
- * (flushed before anything reads the buckets) while their list heads are fetched, and each
- * advance fetches the events of the next few non-empty buckets. This roughly doubles the
- * throughput at 10^6 pending events.
+ * (flushed before anything reads the buckets) while their list heads are fetched, each advance
+ * fetches the first elements of the next few non-empty buckets, and dispatch from the run
+ * fetches the node EVQ_RUN_AHEAD entries ahead. This roughly doubles the throughput at 10^6
+ * pending events.
  *
  * Cancellation is lazy: the node's fn becomes NULL and it is dropped ("reaped") when the
- * structure next touches it. Nodes come from chunks of EVQ_CHUNK_NODES with a free list; chunks
- * are kept until evq_free, and a node's seq is 0 while free, so a handle (node, seq) names its
- * event exactly while that event is pending or cancelled-but-not-reaped.
+ * structure next reads it. Nodes come from chunks of EVQ_CHUNK_NODES with a free list, blocks
+ * from chunks of EVQ_BCHUNK_BYTES with a free list per size; chunks are kept until evq_free,
+ * and a node's seq is 0 while free, so a handle (node, seq) names its event exactly while
+ * that event is pending or cancelled-but-not-reaped. Every held node is referenced exactly
+ * once: from the run (at or after run_i), the bottom or overflow heap, the stage, a bucket
+ * list, or a block in a bucket list.
  */
 #include "evq.h"
 
+#include <assert.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -58,15 +80,47 @@
 #define EVQ_PREFETCH 8         /* non-empty buckets ahead whose events are prefetched */
 #define EVQ_PREFETCH_MIN 16384 /* ... when this many events are pending (not all in cache) */
 #define EVQ_STAGE 16           /* new bucket events staged while their list heads are fetched */
+#define EVQ_LOG_OPEN 4         /* 2^this recently scheduled times remembered */
+#define EVQ_RUN_MIN 4          /* events at one remembered time before they go into blocks */
+#define EVQ_RUN_AHEAD 12       /* run entries ahead of dispatch whose nodes are prefetched */
+#define EVQ_BLK_SMALL 6        /* references in the first block of a time (128 bytes) */
+#define EVQ_BLK_LARGE 30       /* references in each further block (512 bytes) */
+#define EVQ_BCHUNK_BYTES 65536 /* blocks are allocated this many bytes at a time */
+#define EVQ_SORT_MOVES 4       /* a loaded bucket is insertion-sorted if that takes at most
+                                  this many moves per event, else heapified */
+
+/* A bucket list element: 0 (end), an evq_node *, or an evq_blk * with bit 0 set. */
+typedef uintptr_t evq_elem;
 
 typedef struct evq_node {
     uint64_t time;
-    uint64_t seq;          /* 0 while on the free list */
-    evq_fn fn;             /* NULL once cancelled, until reaped */
+    uint64_t seq;  /* 0 while on the free list */
+    evq_fn fn;     /* NULL once cancelled, until reaped */
     void *ctx;
     uint64_t arg;
-    struct evq_node *next; /* bucket list or free list */
+    evq_elem next; /* bucket list, or (untagged) the free list */
 } evq_node;
+
+typedef struct evq_ref {
+    uint64_t seq;
+    evq_node *node;
+} evq_ref;
+
+/* Events at one time, in increasing seq; the block is freed when its bucket is loaded. */
+typedef struct evq_blk {
+    evq_elem next; /* bucket list, or (untagged) the free list of its size */
+    uint64_t time;
+    uint32_t n, cap; /* references held; room (EVQ_BLK_SMALL or EVQ_BLK_LARGE) */
+    evq_ref ref[];
+} evq_blk;
+
+static_assert(EVQ_RUN_MIN < 64, "an evq_open state below 64 is a count, not a block");
+static_assert(offsetof(evq_blk, ref) + EVQ_BLK_SMALL * sizeof(evq_ref) <= 128,
+              "a small block fits in 128 bytes");
+static_assert(offsetof(evq_blk, ref) + EVQ_BLK_LARGE * sizeof(evq_ref) <= 512,
+              "a large block fits in 512 bytes");
+
+static const size_t evq_blk_bytes[2] = {128, 512}; /* by size class: 0 small, 1 large */
 
 typedef struct evq_hent {
     uint64_t time, seq;
@@ -78,19 +132,43 @@ typedef struct evq_heap {
     size_t n, cap;
 } evq_heap;
 
+/* A recently scheduled time and what is known of it, in a direct-mapped table indexed by the
+ * low bits of the time's bucket (a new time replaces the one in its entry). Time 0 marks an
+ * unused entry, as no bucket event is at time 0. An entry whose vb is <= cur_vb is stale: its
+ * bucket was loaded, and as cur_vb only grows between rebuilds (which forget every entry), it
+ * can match no new bucket event. */
+typedef struct evq_open {
+    uint64_t time;
+    uintptr_t state; /* below EVQ_RUN_MIN: events seen at this time since the entry was made;
+                        else the (64-byte aligned) block being filled */
+} evq_open;
+
+#define EVQ_OPEN (1u << EVQ_LOG_OPEN)
+
+typedef struct evq_bchunk {
+    void *mem;
+    unsigned cls;
+} evq_bchunk;
+
 struct evq {
     uint64_t now;
     uint64_t cur_vb;
     unsigned shift, log_nb;
     uint64_t nb, mask;
-    evq_node **bucket;
+    evq_elem *bucket;
     uint64_t *bits0, *bits1;
     uint64_t n_words1;
-    uint64_t n_wheel; /* nodes in bucket lists, cancelled ones included */
+    uint64_t n_wheel; /* events in bucket lists and their blocks, cancelled ones included */
     evq_node *stage[EVQ_STAGE]; /* bound for buckets, their list heads being prefetched */
     unsigned n_stage;
-    evq_heap bottom, over;
+    evq_heap run, bottom, over;
+    size_t run_i;
     evq_node *free_list;
+
+    evq_open open[EVQ_OPEN];
+    evq_elem blk_free[2];
+    evq_bchunk *bchunks;
+    size_t n_bchunks, cap_bchunks;
 
     uint64_t next_seq;
     uint64_t n_pending, n_dead; /* n_dead: cancelled nodes not yet reaped */
@@ -106,7 +184,6 @@ struct evq {
 
     bool running, stop;
 };
-
 /* ---- binary heaps of (time, seq) ---------------------------------------------------------- */
 
 static inline bool evq_hent_lt(const evq_hent *a, const evq_hent *b)
@@ -223,7 +300,7 @@ static np_status evq_pool_grow(evq *q)
     for (size_t i = 0; i < EVQ_CHUNK_NODES; i++) {
         chunk[i].seq = 0;
         chunk[i].fn = NULL;
-        chunk[i].next = i + 1 < EVQ_CHUNK_NODES ? &chunk[i + 1] : q->free_list;
+        chunk[i].next = (evq_elem)(i + 1 < EVQ_CHUNK_NODES ? &chunk[i + 1] : q->free_list);
     }
     q->free_list = chunk;
     return NP_OK;
@@ -232,7 +309,7 @@ static np_status evq_pool_grow(evq *q)
 static inline void evq_node_release(evq *q, evq_node *nd)
 {
     nd->seq = 0;
-    nd->next = q->free_list;
+    nd->next = (evq_elem)q->free_list;
     q->free_list = nd;
 }
 
@@ -243,18 +320,90 @@ static inline void evq_reap(evq *q, evq_node *nd)
     q->n_dead--;
 }
 
-/* ---- wheel: bitmap of non-empty slots ----------------------------------------------------- */
+/* ---- block pool ---------------------------------------------------------------------------- */
+
+/* Puts every block of chunk c on the free list of its size. */
+static void evq_bchunk_free_all(evq *q, const evq_bchunk *c)
+{
+    size_t bytes = evq_blk_bytes[c->cls];
+    for (size_t off = 0; off + bytes <= EVQ_BCHUNK_BYTES; off += bytes) {
+        evq_blk *b = (evq_blk *)((char *)c->mem + off);
+        b->next = q->blk_free[c->cls];
+        q->blk_free[c->cls] = (evq_elem)b;
+    }
+}
+
+static np_status evq_bpool_grow(evq *q, unsigned cls)
+{
+    if (q->n_bchunks == q->cap_bchunks) {
+        size_t cap = q->cap_bchunks ? q->cap_bchunks * 2 : 16;
+        evq_bchunk *c = realloc(q->bchunks, cap * sizeof *c);
+        if (!c)
+            return NP_ERR_NOMEM;
+        q->bchunks = c;
+        q->cap_bchunks = cap;
+    }
+    void *mem = aligned_alloc(64, EVQ_BCHUNK_BYTES);
+    if (!mem)
+        return NP_ERR_NOMEM;
+    q->bchunks[q->n_bchunks] = (evq_bchunk){mem, cls};
+    evq_bchunk_free_all(q, &q->bchunks[q->n_bchunks++]);
+    return NP_OK;
+}
+
+/* An empty block of size class cls (0 small, 1 large) for time t, or NULL without memory. */
+static evq_blk *evq_blk_take(evq *q, unsigned cls, uint64_t t)
+{
+    if (!q->blk_free[cls] && evq_bpool_grow(q, cls) != NP_OK)
+        return NULL;
+    evq_blk *b = (evq_blk *)q->blk_free[cls];
+    q->blk_free[cls] = b->next;
+    b->time = t;
+    b->n = 0;
+    b->cap = cls ? EVQ_BLK_LARGE : EVQ_BLK_SMALL;
+    return b;
+}
+
+static inline void evq_blk_release(evq *q, evq_blk *b)
+{
+    unsigned cls = b->cap == EVQ_BLK_LARGE;
+    b->next = q->blk_free[cls];
+    q->blk_free[cls] = (evq_elem)b;
+}
+
+/* ---- wheel: bucket lists and the bitmap of non-empty slots --------------------------------- */
+
+static inline bool evq_elem_is_blk(evq_elem e) { return e & 1; }
+static inline evq_node *evq_elem_node(evq_elem e) { return (evq_node *)e; }
+static inline evq_blk *evq_elem_blk(evq_elem e) { return (evq_blk *)(e - 1); }
+static inline evq_elem evq_elem_next(evq_elem e)
+{
+    return evq_elem_is_blk(e) ? evq_elem_blk(e)->next : evq_elem_node(e)->next;
+}
+
+/* Makes element e, whose next field already holds the slot's list, the head of slot s. */
+static inline void evq_slot_link(evq *q, uint64_t s, evq_elem e)
+{
+    q->bucket[s] = e;
+    uint64_t *w0 = &q->bits0[s >> 6];
+    if (!*w0)
+        q->bits1[s >> 12] |= 1ULL << ((s >> 6) & 63);
+    *w0 |= 1ULL << (s & 63);
+}
 
 static inline void evq_bucket_push(evq *q, evq_node *nd, uint64_t vb)
 {
     uint64_t s = vb & q->mask;
     nd->next = q->bucket[s];
-    q->bucket[s] = nd;
-    uint64_t *w0 = &q->bits0[s >> 6];
-    if (!*w0)
-        q->bits1[s >> 12] |= 1ULL << ((s >> 6) & 63);
-    *w0 |= 1ULL << (s & 63);
+    evq_slot_link(q, s, (evq_elem)nd);
     q->n_wheel++;
+}
+
+static inline void evq_bucket_push_blk(evq *q, evq_blk *b, uint64_t vb)
+{
+    uint64_t s = vb & q->mask;
+    b->next = q->bucket[s];
+    evq_slot_link(q, s, (evq_elem)b | 1);
 }
 
 /* Links the staged events into their buckets. The lines of their list heads were prefetched
@@ -272,6 +421,32 @@ static inline void evq_bit_clear(evq *q, uint64_t s)
     uint64_t w = q->bits0[s >> 6] &= ~(1ULL << (s & 63));
     if (!w)
         q->bits1[s >> 12] &= ~(1ULL << ((s >> 6) & 63));
+}
+
+/* Adds node nd (scheduled at t, in bucket vb inside the window) to the block of t's
+ * remembered entry o once RUN_MIN events at t have been seen; false when it must be a list
+ * node of its own (too few seen yet, or no memory for a block). */
+static bool evq_open_add(evq *q, evq_open *o, evq_node *nd, uint64_t seq, uint64_t t,
+                         uint64_t vb)
+{
+    if (o->state < EVQ_RUN_MIN - 1) {
+        o->state++;
+        return false;
+    }
+    evq_blk *b = o->state >= EVQ_RUN_MIN ? (evq_blk *)o->state : NULL;
+    if (!b || b->n == b->cap) {
+        b = evq_blk_take(q, b != NULL, t);
+        if (!b)
+            return false;
+        /* the staged events go first, so that the list holds this time's events in seq
+         * order read backwards, which the load turns into a sorted run at no cost */
+        evq_flush_stage(q);
+        evq_bucket_push_blk(q, b, vb);
+        o->state = (uintptr_t)b;
+    }
+    b->ref[b->n++] = (evq_ref){seq, nd};
+    q->n_wheel++;
+    return true;
 }
 
 /* The first non-empty slot at or after from (< nb), or nb when there is none. */
@@ -335,7 +510,7 @@ static void evq_set_geometry(evq *q, unsigned shift, unsigned log_nb, uint64_t c
 }
 
 typedef struct evq_wheel_arrays {
-    evq_node **bucket;
+    evq_elem *bucket;
     uint64_t *bits0, *bits1;
 } evq_wheel_arrays;
 
@@ -370,30 +545,46 @@ static size_t evq_gather(const evq *q, evq_node **arr, size_t cap)
     }
     for (unsigned i = 0; i < q->n_stage && n < cap; i++)
         arr[n++] = q->stage[i];
+    for (size_t i = q->run_i; i < q->run.n && n < cap; i++)
+        arr[n++] = q->run.a[i].node;
     for (size_t i = 0; i < q->bottom.n && n < cap; i++)
         arr[n++] = q->bottom.a[i].node;
     for (size_t i = 0; i < q->over.n && n < cap; i++)
         arr[n++] = q->over.a[i].node;
     for (uint64_t w = 0; w < q->nb / 64; w++)
         for (uint64_t word = q->bits0[w]; word; word &= word - 1)
-            for (evq_node *nd = q->bucket[(w << 6) | (uint64_t)__builtin_ctzll(word)];
-                 nd && n < cap; nd = nd->next)
-                arr[n++] = nd;
+            for (evq_elem e = q->bucket[(w << 6) | (uint64_t)__builtin_ctzll(word)]; e;
+                 e = evq_elem_next(e)) {
+                if (!evq_elem_is_blk(e)) {
+                    if (n < cap)
+                        arr[n++] = evq_elem_node(e);
+                    continue;
+                }
+                const evq_blk *b = evq_elem_blk(e);
+                for (uint32_t k = 0; k < b->n && n < cap; k++)
+                    arr[n++] = b->ref[k].node;
+            }
     return n;
 }
 
-/* Empties bottom, stage, buckets and overflow (the nodes themselves are untouched). */
+/* Empties run, bottom, stage, buckets and overflow, frees every block and forgets the
+ * remembered times (the nodes themselves are untouched). */
 static void evq_clear(evq *q)
 {
+    q->run.n = q->run_i = 0;
     q->bottom.n = q->over.n = 0;
     q->n_stage = 0;
     for (uint64_t w = 0; w < q->nb / 64; w++) {
         for (uint64_t word = q->bits0[w]; word; word &= word - 1)
-            q->bucket[(w << 6) | (uint64_t)__builtin_ctzll(word)] = NULL;
+            q->bucket[(w << 6) | (uint64_t)__builtin_ctzll(word)] = 0;
         q->bits0[w] = 0;
     }
     memset(q->bits1, 0, q->n_words1 * sizeof *q->bits1);
     q->n_wheel = 0;
+    q->blk_free[0] = q->blk_free[1] = 0;
+    for (size_t c = 0; c < q->n_bchunks; c++)
+        evq_bchunk_free_all(q, &q->bchunks[c]);
+    memset(q->open, 0, sizeof q->open);
 }
 
 static int evq_cmp_u64(const void *a, const void *b)
@@ -471,7 +662,7 @@ static void evq_rearm(evq *q)
 }
 
 /* Redistributes every pending event over a wheel sized for the pending count, with the bucket
- * width chosen by evq_choose_shift, and drops cancelled nodes. If memory for the new layout
+ * width chosen by evq_choose_shift, each as a node of its own, and drops cancelled nodes. If memory for the new layout
  * cannot be had, the old layout is kept: a rebuild never fails. */
 static void evq_rebuild(evq *q)
 {
@@ -523,6 +714,7 @@ static void evq_rebuild(evq *q)
     free(arr);
     evq_rearm(q);
     if (ok) {
+        evq_heap_trim(&q->run);
         evq_heap_trim(&q->bottom);
         evq_heap_trim(&q->over);
         q->n_rebuilds++;
@@ -569,12 +761,31 @@ void evq_free(evq *q)
     for (size_t i = 0; i < q->n_chunks; i++)
         free(q->chunks[i]);
     free(q->chunks);
+    for (size_t i = 0; i < q->n_bchunks; i++)
+        free(q->bchunks[i].mem);
+    free(q->bchunks);
     free(q->bucket);
     free(q->bits0);
     free(q->bits1);
+    free(q->run.a);
     free(q->bottom.a);
     free(q->over.a);
     free(q);
+}
+
+
+/* Puts node nd (bucket vb inside the window) in its bucket's list, through the stage when
+ * the buckets are too many to be in the caches. */
+static inline void evq_place_in_bucket(evq *q, evq_node *nd, uint64_t vb)
+{
+    if (q->n_pending >= EVQ_PREFETCH_MIN) {
+        if (q->n_stage == EVQ_STAGE)
+            evq_flush_stage(q);
+        __builtin_prefetch(&q->bucket[vb & q->mask], 1);
+        q->stage[q->n_stage++] = nd;
+    } else {
+        evq_bucket_push(q, nd, vb);
+    }
 }
 
 np_status evq_schedule_at(evq *q, uint64_t t_ps, evq_fn fn, void *ctx, uint64_t arg,
@@ -592,20 +803,32 @@ np_status evq_schedule_at(evq *q, uint64_t t_ps, evq_fn fn, void *ctx, uint64_t 
     uint64_t seq = q->next_seq;
     uint64_t vb = t_ps >> q->shift;
     if (vb > q->cur_vb && vb - q->cur_vb < q->nb) {
-        q->free_list = nd->next;
-        if (q->n_pending >= EVQ_PREFETCH_MIN) {
-            if (q->n_stage == EVQ_STAGE)
-                evq_flush_stage(q);
-            __builtin_prefetch(&q->bucket[vb & q->mask], 1);
-            q->stage[q->n_stage++] = nd;
-        } else {
-            evq_bucket_push(q, nd, vb);
+        q->free_list = evq_elem_node(nd->next);
+        nd->time = t_ps;
+        evq_open *o = &q->open[vb & (EVQ_OPEN - 1)];
+        if (o->time != t_ps) {
+            *o = (evq_open){t_ps, 1};
+            evq_place_in_bucket(q, nd, vb);
+        } else if (!evq_open_add(q, o, nd, seq, t_ps, vb)) {
+            evq_place_in_bucket(q, nd, vb);
         }
-    } else {
-        evq_heap *hp = vb <= q->cur_vb ? &q->bottom : &q->over;
+    } else if (vb <= q->cur_vb) {
+        evq_heap *r = &q->run;
+        if (q->run_i == r->n)
+            r->n = q->run_i = 0;
+        evq_heap *hp = r->n == 0 || r->a[r->n - 1].time <= t_ps ? r : &q->bottom;
         if (hp->n == hp->cap && evq_heap_reserve(hp, hp->n + 1) != NP_OK)
             return np_err_set(err, NP_ERR_NOMEM, "evq: out of memory for a new event");
-        q->free_list = nd->next;
+        q->free_list = evq_elem_node(nd->next);
+        if (hp == r) /* sorts after the run's last entry: it has the largest seq so far */
+            r->a[r->n++] = (evq_hent){t_ps, seq, nd};
+        else
+            evq_heap_push(hp, (evq_hent){t_ps, seq, nd});
+    } else {
+        evq_heap *hp = &q->over;
+        if (hp->n == hp->cap && evq_heap_reserve(hp, hp->n + 1) != NP_OK)
+            return np_err_set(err, NP_ERR_NOMEM, "evq: out of memory for a new event");
+        q->free_list = evq_elem_node(nd->next);
         evq_heap_push(hp, (evq_hent){t_ps, seq, nd});
     }
     nd->time = t_ps;
@@ -648,35 +871,109 @@ bool evq_cancel(evq *q, evq_handle h)
     return true;
 }
 
-/* Moves slot s's list into the (empty) bottom heap, reaping cancelled nodes; on NOMEM nothing
- * changes and the bottom stays empty. The caller moves cur_vb. */
+/* Sorts a[0..n) by (time, seq) by insertion when that takes at most EVQ_SORT_MOVES * n moves,
+ * as it does for a bucket of runs at one time; false, with a[] some permutation of itself,
+ * when it would take more. */
+static bool evq_sort_run(evq_hent *a, size_t n)
+{
+    size_t budget = EVQ_SORT_MOVES * n;
+    for (size_t i = 1; i < n; i++) {
+        if (!evq_hent_lt(&a[i], &a[i - 1]))
+            continue;
+        evq_hent x = a[i];
+        size_t j = i;
+        while (j > 0 && evq_hent_lt(&x, &a[j - 1])) {
+            if (budget == 0) {
+                a[j] = x;
+                return false;
+            }
+            budget--;
+            a[j] = a[j - 1];
+            j--;
+        }
+        a[j] = x;
+    }
+    return true;
+}
+
+/* Moves slot s's list into the (empty) run, or into the bottom heap when far from sorted,
+ * freeing its blocks and reaping cancelled list nodes (cancelled events in blocks are reaped
+ * when dispatch reaches them); on NOMEM nothing changes and both stay empty. The caller moves
+ * cur_vb. */
 static np_status evq_load_slot(evq *q, uint64_t s)
 {
+    evq_heap *r = &q->run;
+    evq_elem head = q->bucket[s];
+    if (!evq_elem_is_blk(head) && !evq_elem_node(head)->next) { /* the usual lone event */
+        evq_node *nd = evq_elem_node(head);
+        if (!r->cap && evq_heap_reserve(r, 1) != NP_OK)
+            return NP_ERR_NOMEM;
+        if (nd->fn)
+            r->a[r->n++] = (evq_hent){nd->time, nd->seq, nd};
+        else
+            evq_reap(q, nd);
+        q->bucket[s] = 0;
+        evq_bit_clear(q, s);
+        q->n_wheel--;
+        q->run_i = 0;
+        return NP_OK;
+    }
     size_t n = 0;
-    uint64_t len = 0;
-    bool any_dead = false;
-    for (evq_node *nd = q->bucket[s]; nd; nd = nd->next) {
-        len++;
+    uint64_t held = 0;
+    bool any_blk = false, any_dead = false;
+    for (evq_elem e = head; e; e = evq_elem_next(e)) {
+        if (evq_elem_is_blk(e)) {
+            const evq_blk *b = evq_elem_blk(e);
+            if (n + b->n > r->cap && evq_heap_reserve(r, n + b->n) != NP_OK)
+                return NP_ERR_NOMEM;
+            for (uint32_t k = b->n; k-- > 0;) /* backwards, like the list */
+                r->a[n++] = (evq_hent){b->time, b->ref[k].seq, b->ref[k].node};
+            held += b->n;
+            any_blk = true;
+            continue;
+        }
+        evq_node *nd = evq_elem_node(e);
+        held++;
         if (!nd->fn) {
             any_dead = true;
             continue;
         }
-        if (n == q->bottom.cap && evq_heap_reserve(&q->bottom, n + 1) != NP_OK)
+        if (n == r->cap && evq_heap_reserve(r, n + 1) != NP_OK)
             return NP_ERR_NOMEM;
-        q->bottom.a[n++] = (evq_hent){nd->time, nd->seq, nd};
+        r->a[n++] = (evq_hent){nd->time, nd->seq, nd};
     }
-    if (any_dead) {
-        for (evq_node *nd = q->bucket[s], *next; nd; nd = next) {
-            next = nd->next;
-            if (!nd->fn)
-                evq_reap(q, nd);
+    if (any_blk || any_dead) {
+        for (evq_elem e = head, next; e; e = next) {
+            next = evq_elem_next(e);
+            if (evq_elem_is_blk(e))
+                evq_blk_release(q, evq_elem_blk(e));
+            else if (!evq_elem_node(e)->fn)
+                evq_reap(q, evq_elem_node(e));
         }
     }
-    q->bucket[s] = NULL;
+    q->bucket[s] = 0;
     evq_bit_clear(q, s);
-    q->n_wheel -= len;
-    q->bottom.n = n;
-    evq_heap_build(&q->bottom);
+    q->n_wheel -= held;
+    r->n = n;
+    q->run_i = 0;
+    /* The list is newest first: reversed, events scheduled in order come out sorted. The
+     * nodes of list elements were just read; those of blocks are fetched ahead of need. */
+    if (any_blk)
+        for (size_t i = 0, j = n; i + 1 < j; i++, j--) {
+            evq_hent x = r->a[i];
+            r->a[i] = r->a[j - 1];
+            r->a[j - 1] = x;
+        }
+    if (!evq_sort_run(r->a, n)) {
+        evq_heap tmp = q->bottom; /* empty */
+        q->bottom = *r;
+        *r = tmp;
+        evq_heap_build(&q->bottom);
+        return NP_OK;
+    }
+    if (any_blk)
+        for (size_t i = 0; i < n && i < EVQ_RUN_AHEAD; i++)
+            __builtin_prefetch(r->a[i].node);
     return NP_OK;
 }
 
@@ -696,12 +993,25 @@ static void evq_migrate(evq *q)
     }
 }
 
-/* With the bottom heap empty: moves cur to the next non-empty bucket, or to the first overflow
- * event when the wheel is empty, and fills the bottom heap from it. NOMEM leaves all as it
- * was. The bottom may still be empty afterwards if that bucket held only cancelled events. */
+/* Prefetches the lines of list element e past its first, which the caller has read. */
+static inline void evq_prefetch_rest(evq_elem e)
+{
+    if (!evq_elem_is_blk(e))
+        return;
+    const evq_blk *b = evq_elem_blk(e);
+    const char *end = (const char *)&b->ref[b->n];
+    for (const char *p = (const char *)b + 64; p < end; p += 64)
+        __builtin_prefetch(p);
+}
+
+/* With the run and the bottom heap empty: moves cur to the next non-empty bucket, or to the
+ * first overflow event when the wheel is empty, and fills the run (or bottom) from it. NOMEM
+ * leaves all as it was. Both may still be empty afterwards if that bucket held only cancelled
+ * events. */
 static np_status evq_advance(evq *q)
 {
     evq_flush_stage(q);
+    q->run.n = q->run_i = 0;
     if (q->n_wheel) {
         uint64_t cs = q->cur_vb & q->mask;
         uint64_t s = cs + 1 < q->nb ? evq_find_from(q, cs + 1) : q->nb;
@@ -710,26 +1020,36 @@ static np_status evq_advance(evq *q)
         if (evq_load_slot(q, s) != NP_OK)
             return NP_ERR_NOMEM;
         q->cur_vb += (s - cs) & q->mask;
-        /* Fetch the events of the next few non-empty buckets ahead of need: once the events
-         * outgrow the caches, each would be a miss stalling its advance. A software pipeline
-         * along each list: the head EVQ_PREFETCH buckets ahead, the second event half as far
-         * ahead (its head has arrived by then), the third a quarter as far. */
+        /* Fetch the first list elements of the next few non-empty buckets ahead of need:
+         * once the events outgrow the caches, each would be a miss stalling its advance. A
+         * software pipeline along each list: the head EVQ_PREFETCH buckets ahead, the rest of
+         * it and the second element half as far ahead (the head has arrived by then), the
+         * rest of that and the third element a quarter as far. */
         if (q->n_pending >= EVQ_PREFETCH_MIN) {
             uint64_t p = s;
             for (int k = 1; k <= EVQ_PREFETCH && p + 1 < q->nb; k++) {
                 p = evq_find_from(q, p + 1);
                 if (p >= q->nb)
                     break;
-                const evq_node *nd = q->bucket[p];
-                if (k == EVQ_PREFETCH)
-                    __builtin_prefetch(nd);
-                else if (k == EVQ_PREFETCH / 2 && nd->next)
-                    __builtin_prefetch(nd->next);
-                else if (k == EVQ_PREFETCH / 4 && nd->next && nd->next->next)
-                    __builtin_prefetch(nd->next->next);
+                evq_elem e = q->bucket[p];
+                if (k == EVQ_PREFETCH) {
+                    __builtin_prefetch((const void *)(e & ~(evq_elem)1));
+                } else if (k == EVQ_PREFETCH / 2) {
+                    evq_prefetch_rest(e);
+                    evq_elem e2 = evq_elem_next(e);
+                    if (e2)
+                        __builtin_prefetch((const void *)(e2 & ~(evq_elem)1));
+                } else if (k == EVQ_PREFETCH / 4) {
+                    evq_elem e2 = evq_elem_next(e), e3 = e2 ? evq_elem_next(e2) : 0;
+                    if (e2)
+                        evq_prefetch_rest(e2);
+                    if (e3)
+                        __builtin_prefetch((const void *)(e3 & ~(evq_elem)1));
+                }
             }
         }
     } else if (q->over.n) {
+        evq_heap *r = &q->run;
         uint64_t vb = q->over.a[0].time >> q->shift;
         while (q->over.n && q->over.a[0].time >> q->shift == vb) {
             evq_hent top = q->over.a[0];
@@ -738,14 +1058,13 @@ static np_status evq_advance(evq *q)
                 evq_reap(q, top.node);
                 continue;
             }
-            if (q->bottom.n == q->bottom.cap &&
-                evq_heap_reserve(&q->bottom, q->bottom.n + 1) != NP_OK) {
-                while (q->bottom.n) /* put them back: the overflow has room for them */
-                    evq_heap_push(&q->over, q->bottom.a[--q->bottom.n]);
+            if (r->n == r->cap && evq_heap_reserve(r, r->n + 1) != NP_OK) {
+                while (r->n) /* put them back: the overflow has room for them */
+                    evq_heap_push(&q->over, r->a[--r->n]);
                 return NP_ERR_NOMEM;
             }
             evq_heap_pop(&q->over);
-            q->bottom.a[q->bottom.n++] = top; /* popped in order: a sorted array is a heap */
+            r->a[r->n++] = top; /* popped in order: sorted */
         }
         q->cur_vb = vb;
     } else {
@@ -766,7 +1085,17 @@ static np_status evq_dispatch(evq *q, uint64_t t_end, uint64_t max_events, uint6
     uint64_t done = 0;
     np_status st = NP_OK;
     while (done < max_events && !q->stop) {
-        if (q->bottom.n == 0) {
+        evq_hent top;
+        bool from_run;
+        if (q->run_i < q->run.n) {
+            top = q->run.a[q->run_i];
+            from_run = !(q->bottom.n && evq_hent_lt(&q->bottom.a[0], &top));
+            if (!from_run)
+                top = q->bottom.a[0];
+        } else if (q->bottom.n) {
+            top = q->bottom.a[0];
+            from_run = false;
+        } else {
             if (q->n_pending == 0)
                 break;
             st = evq_advance(q);
@@ -779,16 +1108,24 @@ static np_status evq_dispatch(evq *q, uint64_t t_end, uint64_t max_events, uint6
                            (unsigned long long)q->n_pending);
             break;
         }
-        evq_hent top = q->bottom.a[0];
         evq_node *nd = top.node;
         if (!nd->fn) {
-            evq_heap_pop(&q->bottom);
+            if (from_run)
+                q->run_i++;
+            else
+                evq_heap_pop(&q->bottom);
             evq_reap(q, nd);
             continue;
         }
         if (top.time > t_end)
             break;
-        evq_heap_pop(&q->bottom);
+        if (from_run) {
+            size_t ahead = q->run_i++ + EVQ_RUN_AHEAD;
+            if (ahead < q->run.n)
+                __builtin_prefetch(q->run.a[ahead].node);
+        } else {
+            evq_heap_pop(&q->bottom);
+        }
         q->now = top.time;
         evq_fn fn = nd->fn;
         void *ctx = nd->ctx;
@@ -876,20 +1213,27 @@ static np_status evq_verify_node(const evq *q, const evq_node *nd, uint64_t *liv
     return NP_OK;
 }
 
-static np_status evq_verify_heap(const evq *q, const evq_heap *h, const char *name,
-                                 uint64_t *live, uint64_t *dead, np_err *err)
+/* Checks the entries [from, h->n) of the run (sorted) or of a heap. */
+static np_status evq_verify_entries(const evq *q, const evq_heap *h, size_t from,
+                                    const char *name, uint64_t *live, uint64_t *dead,
+                                    np_err *err)
 {
-    EVQ_CHECK(h->n <= h->cap, "%s heap holds %zu entries in room for %zu", name, h->n, h->cap);
-    for (size_t i = 0; i < h->n; i++) {
+    EVQ_CHECK(from <= h->n && h->n <= h->cap, "%s holds %zu entries from %zu in room for %zu",
+              name, h->n, from, h->cap);
+    for (size_t i = from; i < h->n; i++) {
         const evq_hent *e = &h->a[i];
         EVQ_CHECK(e->node && e->time == e->node->time && e->seq == e->node->seq,
-                  "%s heap entry %zu does not match its node", name, i);
-        EVQ_CHECK(i == 0 || !evq_hent_lt(e, &h->a[(i - 1) / 2]),
-                  "%s heap entry %zu precedes its parent", name, i);
+                  "%s entry %zu does not match its node", name, i);
+        if (h == &q->run)
+            EVQ_CHECK(i == from || evq_hent_lt(&h->a[i - 1], e),
+                      "run entry %zu precedes the one before it", i);
+        else
+            EVQ_CHECK(i == 0 || !evq_hent_lt(e, &h->a[(i - 1) / 2]),
+                      "%s heap entry %zu precedes its parent", name, i);
         uint64_t vb = e->time >> q->shift;
-        if (h == &q->bottom)
-            EVQ_CHECK(vb <= q->cur_vb, "bottom entry %zu is in bucket %llu, after current %llu",
-                      i, (unsigned long long)vb, (unsigned long long)q->cur_vb);
+        if (h != &q->over)
+            EVQ_CHECK(vb <= q->cur_vb, "%s entry %zu is in bucket %llu, after current %llu",
+                      name, i, (unsigned long long)vb, (unsigned long long)q->cur_vb);
         else
             EVQ_CHECK(vb > q->cur_vb && vb - q->cur_vb >= q->nb,
                       "overflow entry %zu (bucket %llu) is inside the window at %llu", i,
@@ -898,6 +1242,71 @@ static np_status evq_verify_heap(const evq *q, const evq_heap *h, const char *na
         if (st != NP_OK)
             return st;
     }
+    return NP_OK;
+}
+
+/* Checks one block of slot s's list (whose bucket is vb_want); counts its events. */
+static np_status evq_verify_blk(const evq *q, const evq_blk *b, uint64_t vb_want,
+                                uint64_t *in_wheel, uint64_t *live, uint64_t *dead,
+                                np_err *err)
+{
+    EVQ_CHECK((b->cap == EVQ_BLK_SMALL || b->cap == EVQ_BLK_LARGE) && b->n >= 1 &&
+                  b->n <= b->cap,
+              "a block holds %u references in room for %u", b->n, b->cap);
+    EVQ_CHECK(b->time >> q->shift == vb_want,
+              "block at %llu ps is in the list of bucket %llu", (unsigned long long)b->time,
+              (unsigned long long)vb_want);
+    for (uint32_t k = 0; k < b->n; k++) {
+        const evq_ref *r = &b->ref[k];
+        EVQ_CHECK(r->node && r->node->seq == r->seq && r->node->time == b->time,
+                  "block reference %u at %llu ps does not match its node", k,
+                  (unsigned long long)b->time);
+        EVQ_CHECK(k == 0 || b->ref[k - 1].seq < r->seq,
+                  "block reference %u is out of seq order", k);
+        np_status st = evq_verify_node(q, r->node, live, dead, err);
+        if (st != NP_OK)
+            return st;
+    }
+    *in_wheel += b->n;
+    return NP_OK;
+}
+
+/* Checks the remembered times and the block pool; *in_lists is the blocks in bucket lists. */
+static np_status evq_verify_blocks(const evq *q, uint64_t in_lists, np_err *err)
+{
+    for (unsigned i = 0; i < EVQ_OPEN; i++) {
+        const evq_open *o = &q->open[i];
+        uint64_t t = o->time;
+        uint64_t vb = t >> q->shift;
+        if (t == 0 || vb <= q->cur_vb)
+            continue; /* unused or stale */
+        EVQ_CHECK(vb - q->cur_vb < q->nb, "remembered time %llu ps is outside the window",
+                  (unsigned long long)t);
+        EVQ_CHECK((vb & (EVQ_OPEN - 1)) == i, "time %llu ps is remembered in the wrong entry",
+                  (unsigned long long)t);
+        EVQ_CHECK(o->state >= 1 && (o->state < EVQ_RUN_MIN || o->state % 64 == 0),
+                  "remembered time %llu ps has a bad state %#llx", (unsigned long long)t,
+                  (unsigned long long)o->state);
+        if (o->state < EVQ_RUN_MIN)
+            continue;
+        const evq_blk *blk = (const evq_blk *)o->state;
+        EVQ_CHECK(blk->time == t, "the open block of %llu ps holds events at %llu ps",
+                  (unsigned long long)t, (unsigned long long)blk->time);
+        bool found = false;
+        for (evq_elem e = q->bucket[vb & q->mask]; e && !found; e = evq_elem_next(e))
+            found = e == ((evq_elem)blk | 1);
+        EVQ_CHECK(found, "the open block of %llu ps is not in its bucket",
+                  (unsigned long long)t);
+    }
+    uint64_t total = 0, n_free = 0;
+    for (size_t c = 0; c < q->n_bchunks; c++)
+        total += EVQ_BCHUNK_BYTES / evq_blk_bytes[q->bchunks[c].cls];
+    for (unsigned cls = 0; cls < 2; cls++)
+        for (evq_elem e = q->blk_free[cls]; e; e = ((const evq_blk *)e)->next)
+            EVQ_CHECK(++n_free <= total, "a block free list has a cycle");
+    EVQ_CHECK(n_free + in_lists == total, "%llu free + %llu used blocks != %llu allocated",
+              (unsigned long long)n_free, (unsigned long long)in_lists,
+              (unsigned long long)total);
     return NP_OK;
 }
 
@@ -911,15 +1320,17 @@ np_status evq_verify(const evq *q, np_err *err)
               (unsigned long long)q->n_dispatched, (unsigned long long)q->n_pending,
               (unsigned long long)q->n_cancelled, (unsigned long long)(q->next_seq - 1));
     uint64_t live = 0, dead = 0;
-    np_status st = evq_verify_heap(q, &q->bottom, "bottom", &live, &dead, err);
+    np_status st = evq_verify_entries(q, &q->run, q->run_i, "run", &live, &dead, err);
     if (st == NP_OK)
-        st = evq_verify_heap(q, &q->over, "overflow", &live, &dead, err);
+        st = evq_verify_entries(q, &q->bottom, 0, "bottom", &live, &dead, err);
+    if (st == NP_OK)
+        st = evq_verify_entries(q, &q->over, 0, "overflow", &live, &dead, err);
     if (st != NP_OK)
         return st;
-    uint64_t in_wheel = 0;
+    uint64_t in_wheel = 0, elems = 0, blocks = 0;
     for (uint64_t s = 0; s < q->nb; s++) {
         bool bit0 = q->bits0[s >> 6] >> (s & 63) & 1;
-        EVQ_CHECK(bit0 == (q->bucket[s] != NULL), "slot %llu: bitmap says %s",
+        EVQ_CHECK(bit0 == (q->bucket[s] != 0), "slot %llu: bitmap says %s",
                   (unsigned long long)s, bit0 ? "non-empty" : "empty");
         if ((s & 63) == 0) {
             bool bit1 = q->bits1[s >> 12] >> ((s >> 6) & 63) & 1;
@@ -929,7 +1340,16 @@ np_status evq_verify(const evq *q, np_err *err)
         EVQ_CHECK(s != (q->cur_vb & q->mask) || !q->bucket[s],
                   "the current slot %llu holds events", (unsigned long long)s);
         uint64_t vb_want = q->cur_vb + ((s - q->cur_vb) & q->mask);
-        for (const evq_node *nd = q->bucket[s]; nd; nd = nd->next) {
+        for (evq_elem e = q->bucket[s]; e; e = evq_elem_next(e)) {
+            EVQ_CHECK(++elems <= q->next_seq, "a bucket list has a cycle");
+            if (evq_elem_is_blk(e)) {
+                blocks++;
+                st = evq_verify_blk(q, evq_elem_blk(e), vb_want, &in_wheel, &live, &dead, err);
+                if (st != NP_OK)
+                    return st;
+                continue;
+            }
+            const evq_node *nd = evq_elem_node(e);
             EVQ_CHECK(nd->time >> q->shift == vb_want,
                       "event at %llu ps is in slot %llu, which holds bucket %llu",
                       (unsigned long long)nd->time, (unsigned long long)s,
@@ -938,12 +1358,14 @@ np_status evq_verify(const evq *q, np_err *err)
             if (st != NP_OK)
                 return st;
             in_wheel++;
-            EVQ_CHECK(in_wheel <= q->next_seq, "a bucket list has a cycle");
         }
     }
     for (uint64_t w = q->nb >> 12 ? q->nb >> 12 : 1; w < q->n_words1; w++)
         EVQ_CHECK(q->bits1[w] == 0, "level-1 bitmap word %llu past the end is set",
                   (unsigned long long)w);
+    st = evq_verify_blocks(q, blocks, err);
+    if (st != NP_OK)
+        return st;
     EVQ_CHECK(q->n_stage <= EVQ_STAGE, "%u staged events", q->n_stage);
     for (unsigned i = 0; i < q->n_stage; i++) {
         const evq_node *nd = q->stage[i];
@@ -961,7 +1383,7 @@ np_status evq_verify(const evq *q, np_err *err)
     EVQ_CHECK(dead == q->n_dead, "%llu cancelled events held, %llu counted",
               (unsigned long long)dead, (unsigned long long)q->n_dead);
     uint64_t n_free = 0;
-    for (const evq_node *nd = q->free_list; nd; nd = nd->next) {
+    for (const evq_node *nd = q->free_list; nd; nd = evq_elem_node(nd->next)) {
         EVQ_CHECK(nd->seq == 0, "a free node has seq %llu", (unsigned long long)nd->seq);
         EVQ_CHECK(++n_free <= q->n_chunks * EVQ_CHUNK_NODES, "the free list has a cycle");
     }
