@@ -7,18 +7,30 @@
  * run compares every dispatch (time, id, and what its cancellations returned) with the
  * reference's record as it goes, and stops at the first difference.
  *
- * The workload moves through four phases (by events dispatched), each with its own spacing of
+ * The workload moves through six phases (by events dispatched), each with its own spacing of
  * new events and its own target population, so the queue sees ties, nested scheduling,
- * cancellations, growth and shrinkage, and spacing changes of several orders of magnitude:
+ * cancellations, growth and shrinkage, spacing changes of several orders of magnitude, and
+ * the long same-time runs of lockstep systems:
  *
- *   phase  delays of new events (ps)                  population target (at most n/8)
- *   0      multiples of 16 in [0, 112]: many ties     2,000
- *   1      10^6 + [0, 10^8)                           50
- *   2      0, 1 or 2: nearly all ties                 20,000
- *   3      90% [0, 1000), 10% [0, 10^12)              500
+ *   phase  times of new events (ps after the parent's time t)   population target (<= n/8)
+ *   0      multiples of 16 in [0, 112]: many ties               2,000
+ *   1      10^6 + [0, 10^8)                                     50
+ *   2      0, 1 or 2: nearly all ties                           20,000
+ *   3      90% [0, 1000), 10% [0, 10^12)                        500
+ *   4      lockstep, cycle 1,000 ps, 1 to 64 cycles ahead       20,000 (about 300 per time)
+ *   5      lockstep, cycle 100,000 ps, 1 to 4 cycles ahead      2,000 (about 500 per time)
+ *
+ * Lockstep: like chips clocked together, every event dispatched in cycle k = t / cycle puts
+ * its children at the start of one later cycle chosen by a hash of k, so all of a cycle's
+ * events schedule, one after another, into the same time; one child in eight is at t itself
+ * (scheduled at now from inside a same-time run) and one in sixteen at a random time of the
+ * next four cycles (lone events among the runs). Cancellations pick among recent events, so
+ * they fall inside pending runs.
  *
  * Between dispatch batches the driver schedules events from outside callbacks at the current
- * time and just after, and alternates evq_run_until over a phase-sized window with evq_step.
+ * time and just after, and alternates evq_run_until over a phase-sized window (in lockstep
+ * phases half the time ending exactly at a cycle start, where a run may be pending) with
+ * evq_step; one dispatch in 256 calls evq_stop, so runs also end in the middle of a time.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,13 +39,14 @@
 #include "rng.h"
 
 #define SC_RING 1024 /* recent events that a cancellation may pick */
-#define SC_PHASES 4
+#define SC_PHASES 6
 
 enum { SC_PENDING = 1, SC_FIRED = 2, SC_CANCELLED = 3 };
 
 typedef struct sc_rec {
     uint64_t time;
-    uint64_t id_flags; /* id in the low 56 bits; cancellation outcomes in the top 8 */
+    uint64_t id_flags; /* id in the low 56 bits; in the top 8: cancellation tried (1) and
+                          done (2), stop requested (4) */
 } sc_rec;
 
 typedef struct sc_ref_ent {
@@ -52,6 +65,7 @@ typedef struct sc_work {
     bool ref_stop;
     /* workload */
     rng r;
+    uint64_t cycle_key; /* picks the lockstep phases' next cycles, from the seed */
     uint64_t n_target, n_disp, n_cancelled, next_id, live;
     struct {
         uint64_t id;
@@ -66,7 +80,11 @@ typedef struct sc_work {
     char fail_msg[NP_ERR_MSG_MAX];
 } sc_work;
 
-static const uint64_t sc_target[SC_PHASES] = {2000, 50, 20000, 500};
+static const uint64_t sc_target[SC_PHASES] = {2000, 50, 20000, 500, 20000, 2000};
+
+/* Lockstep phases: cycle length (ps) and how many cycles ahead children may go; 0 elsewhere. */
+static const uint64_t sc_cycle[SC_PHASES] = {0, 0, 0, 0, 1000, 100000};
+static const uint64_t sc_ahead[SC_PHASES] = {0, 0, 0, 0, 64, 4};
 
 static unsigned sc_phase(const sc_work *w)
 {
@@ -201,17 +219,28 @@ static bool sc_cancel_random(sc_work *w)
     return ok;
 }
 
-static uint64_t sc_delay(sc_work *w, unsigned phase)
+/* The time of a new event whose parent (or the driver) is at time t. */
+static uint64_t sc_child_time(sc_work *w, unsigned phase, uint64_t t)
 {
     switch (phase) {
     case 0:
-        return 16 * rng_below(&w->r, 8);
+        return t + 16 * rng_below(&w->r, 8);
     case 1:
-        return 1000000 + rng_below(&w->r, 100000000);
+        return t + 1000000 + rng_below(&w->r, 100000000);
     case 2:
-        return rng_below(&w->r, 3);
-    default:
-        return rng_below(&w->r, 10) ? rng_below(&w->r, 1000) : rng_below(&w->r, 1000000000000);
+        return t + rng_below(&w->r, 3);
+    case 3:
+        return t + (rng_below(&w->r, 10) ? rng_below(&w->r, 1000)
+                                         : rng_below(&w->r, 1000000000000));
+    default: {
+        uint64_t cycle = sc_cycle[phase], k = t / cycle, u = rng_below(&w->r, 16);
+        if (u < 2)
+            return t;
+        if (u == 2)
+            return t + rng_below(&w->r, 4 * cycle);
+        uint64_t x = k ^ w->cycle_key;
+        return (k + 1 + rng_splitmix64(&x) % sc_ahead[phase]) * cycle;
+    }
     }
 }
 
@@ -234,10 +263,17 @@ static void sc_on_event(sc_work *w, uint64_t t, uint64_t id)
     if (rng_below(&w->r, 16) == 0)
         children++;
     for (unsigned i = 0; i < children && !w->failed; i++)
-        sc_schedule(w, t + sc_delay(w, phase));
+        sc_schedule(w, sc_child_time(w, phase, t));
     uint64_t flags = 0;
     if (rng_below(&w->r, 8) == 0)
         flags = sc_cancel_random(w) ? 3 : 1;
+    if (rng_below(&w->r, 256) == 0) {
+        flags |= 4;
+        if (w->q)
+            evq_stop(w->q);
+        else
+            w->ref_stop = true;
+    }
 
     uint64_t i = w->n_disp++;
     sc_rec got = {t, id | flags << 56};
@@ -248,7 +284,7 @@ static void sc_on_event(sc_work *w, uint64_t t, uint64_t id)
         char msg[NP_ERR_MSG_MAX];
         snprintf(msg, sizeof msg,
                  "evq self-check: dispatch %llu differs: queue ran event %llu at %llu ps "
-                 "(cancel flags %llu), reference ran event %llu at %llu ps (cancel flags %llu)",
+                 "(flags %llu), reference ran event %llu at %llu ps (flags %llu)",
                  (unsigned long long)i, (unsigned long long)id, (unsigned long long)t,
                  (unsigned long long)flags,
                  (unsigned long long)(w->rec[i].id_flags & ((1ULL << 56) - 1)),
@@ -294,11 +330,12 @@ static void sc_ref_run(sc_work *w, uint64_t t_end, uint64_t max_events)
         w->ref_now = t_end;
 }
 
-static const uint64_t sc_window[SC_PHASES] = {500, 50000000, 3, 10000};
+static const uint64_t sc_window[SC_PHASES] = {500, 50000000, 3, 10000, 3000, 300000};
 
 static void sc_drive(sc_work *w, uint64_t seed)
 {
     rng_seed(&w->r, seed);
+    w->cycle_key = rng_next(&w->r);
     unsigned checked_phase = 0;
     while (w->n_disp < w->n_target && !w->failed) {
         unsigned phase = sc_phase(w);
@@ -307,8 +344,8 @@ static void sc_drive(sc_work *w, uint64_t seed)
             sc_schedule(w, now + 1);
         for (uint64_t k = rng_below(&w->r, 3); k > 0 && !w->failed; k--) {
             uint64_t at_now = rng_below(&w->r, 2) == 0; /* separate draws: a fixed order */
-            uint64_t delay = sc_delay(w, phase);
-            sc_schedule(w, now + (at_now ? 0 : delay));
+            uint64_t t = sc_child_time(w, phase, now);
+            sc_schedule(w, at_now ? now : t);
         }
         if (w->failed)
             break;
@@ -321,6 +358,11 @@ static void sc_drive(sc_work *w, uint64_t seed)
                 sc_ref_run(w, UINT64_MAX, 1);
         } else {
             uint64_t t_end = now + rng_below(&w->r, 2 * sc_window[phase] + 1);
+            uint64_t cycle = sc_cycle[phase];
+            if (cycle && rng_below(&w->r, 2) == 0) /* a cycle start: now's, or up to 2 later */
+                t_end = (now / cycle + rng_below(&w->r, 3)) * cycle;
+            if (t_end < now)
+                t_end = now;
             if (w->q)
                 st = evq_run_until(w->q, t_end, &e);
             else

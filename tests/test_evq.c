@@ -1,7 +1,8 @@
 /* test_evq.c — the event kernel: order by (time, insertion), ties from callbacks,
- * cancellation and stale handles, run_until/run/step/stop semantics, refusals, determinism,
- * agreement with reference orderings across density changes and rebuilds, the self-check, and
- * allocation failure. Expected orders are written out by hand or come from an independent
+ * cancellation and stale handles, run_until/run/step/stop semantics, refusals, lockstep
+ * systems (hundreds of events at one time: their order, cancellations and events at now inside
+ * them, run_until and stop splitting them), determinism, agreement with reference orderings
+ * across density changes and rebuilds, the self-check, and allocation failure. Expected orders are written out by hand or come from an independent
  * check (see hold_model_order_is_the_sorted_order_across_density_and_count_changes). */
 #include <stdlib.h>
 #include <string.h>
@@ -304,6 +305,250 @@ TEST(stop_step_and_nested_runs_behave_as_documented)
     evq_free(q);
 }
 
+/* ---- lockstep: hundreds of events at one time ------------------------------------------- */
+
+/* A lockstep system: chip i's event (arg i) at time t schedules chip i's next event at
+ * t + 1000 ps while t < t_last, and does what the test's hook adds. Every dispatch is logged
+ * as (arg, time). The expected orders below follow from the contract alone: by time, then by
+ * the order the events were scheduled in. */
+typedef struct lockstep lockstep;
+typedef void (*lockstep_hook)(evq *q, lockstep *ls, uint64_t arg);
+struct lockstep {
+    uint64_t n_chips, t_last;
+    lockstep_hook hook;
+    evq_handle *h; /* by chip: its pending event */
+    uint64_t *arg, *t;
+    size_t n, cap;
+    uint64_t stop_at_arg; /* evq_stop after this arg runs at t_last (UINT64_MAX: never) */
+    uint64_t n_bad_cancel;
+};
+
+static void lockstep_fn(evq *q, void *ctx, uint64_t arg)
+{
+    lockstep *ls = ctx;
+    CU_ASSERT_FATAL(ls->n < ls->cap);
+    ls->arg[ls->n] = arg;
+    ls->t[ls->n++] = evq_now(q);
+    if (arg < ls->n_chips && evq_now(q) < ls->t_last)
+        CU_ASSERT_EQUAL(evq_schedule_in(q, 1000, lockstep_fn, ls, arg, &ls->h[arg], NULL), NP_OK);
+    if (ls->hook)
+        ls->hook(q, ls, arg);
+    if (arg == ls->stop_at_arg && evq_now(q) == ls->t_last)
+        evq_stop(q);
+}
+
+static void lockstep_init(lockstep *ls, evq *q, uint64_t n_chips, uint64_t t_last, size_t cap)
+{
+    *ls = (lockstep){n_chips, t_last, NULL, NULL, NULL, NULL, 0, cap, UINT64_MAX, 0};
+    ls->h = calloc(n_chips, sizeof *ls->h);
+    ls->arg = malloc(cap * sizeof *ls->arg);
+    ls->t = malloc(cap * sizeof *ls->t);
+    CU_ASSERT_FATAL(ls->h && ls->arg && ls->t);
+    for (uint64_t i = 0; i < n_chips; i++)
+        CU_ASSERT_EQUAL_FATAL(evq_schedule_at(q, 1000, lockstep_fn, ls, i, &ls->h[i], NULL),
+                              NP_OK);
+}
+
+static void lockstep_free(lockstep *ls)
+{
+    free(ls->h);
+    free(ls->arg);
+    free(ls->t);
+}
+
+/* Checks log entries [*at, *at + n) against want_arg(k) at time t; advances *at. */
+static void lockstep_expect(const lockstep *ls, size_t *at, size_t n, uint64_t t,
+                            const uint64_t *want)
+{
+    CU_ASSERT_FATAL(*at + n <= ls->n);
+    size_t bad = 0;
+    for (size_t k = 0; k < n; k++)
+        if (ls->arg[*at + k] != want[k] || ls->t[*at + k] != t) {
+            if (!bad)
+                fprintf(stderr, "\nlog entry %zu: event %llu at %llu ps, want %llu at %llu ps\n",
+                        *at + k, (unsigned long long)ls->arg[*at + k],
+                        (unsigned long long)ls->t[*at + k], (unsigned long long)want[k],
+                        (unsigned long long)t);
+            bad++;
+        }
+    CU_ASSERT_EQUAL(bad, 0);
+    *at += n;
+}
+
+static void odd_chips_add_one(evq *q, lockstep *ls, uint64_t arg)
+{
+    if (arg < ls->n_chips && arg % 2 == 1 && evq_now(q) < ls->t_last)
+        CU_ASSERT_EQUAL(evq_schedule_in(q, 1000, lockstep_fn, ls, 100000 + arg, NULL, NULL),
+                        NP_OK);
+}
+
+TEST(a_lockstep_time_of_many_events_runs_them_in_scheduling_order)
+{
+    /* 1,000 chips: events in cache; 20,000: new events staged while their buckets are
+     * fetched. Odd chips also schedule a one-off event at their next time. */
+    static const uint64_t sizes[] = {1000, 20000};
+    for (size_t z = 0; z < 2; z++) {
+        uint64_t n = sizes[z];
+        evq *q = new_queue();
+        lockstep ls;
+        lockstep_init(&ls, q, n, 3000, 4 * n);
+        ls.hook = odd_chips_add_one;
+        CU_ASSERT_EQUAL(evq_run(q, NULL), NP_OK);
+        assert_verified(q);
+        uint64_t *want = malloc(2 * n * sizeof *want);
+        size_t at = 0, m = 0;
+        for (uint64_t i = 0; i < n; i++)
+            want[i] = i;
+        lockstep_expect(&ls, &at, n, 1000, want); /* by hand: chips in the order scheduled */
+        for (uint64_t i = 0; i < n; i++) {        /* each chip's next, then its one-off */
+            want[m++] = i;
+            if (i % 2)
+                want[m++] = 100000 + i;
+        }
+        lockstep_expect(&ls, &at, m, 2000, want);
+        lockstep_expect(&ls, &at, m, 3000, want); /* the same again */
+        CU_ASSERT_EQUAL(ls.n, at);
+        CU_ASSERT_EQUAL(evq_pending(q), 0);
+        free(want);
+        lockstep_free(&ls);
+        evq_free(q);
+    }
+}
+
+/* At t_last, chip i (i % 10 == 0) cancels chip i + 5's event at the same time, still pending
+ * behind it, and chip i - 1's, which has just run. */
+static void cancel_in_run(evq *q, lockstep *ls, uint64_t arg)
+{
+    if (arg % 10 || evq_now(q) != ls->t_last)
+        return;
+    bool want = (arg + 5) % 7 != 3; /* the test cancelled i % 7 == 3 beforehand */
+    if (arg + 5 < ls->n_chips && evq_cancel(q, ls->h[arg + 5]) != want)
+        ls->n_bad_cancel++;
+    if (arg > 0 && evq_cancel(q, ls->h[arg - 1]))
+        ls->n_bad_cancel++;
+}
+
+TEST(cancelling_events_inside_a_lockstep_time_skips_exactly_those)
+{
+    evq *q = new_queue();
+    lockstep ls;
+    lockstep_init(&ls, q, 600, 2000, 2000);
+    ls.hook = cancel_in_run;
+    CU_ASSERT_EQUAL(evq_run_until(q, 1000, NULL), NP_OK);
+    CU_ASSERT_EQUAL(evq_pending(q), 600);
+    uint64_t n_cancel = 0;
+    for (uint64_t i = 3; i < 600; i += 7, n_cancel++)
+        CU_ASSERT_TRUE(evq_cancel(q, ls.h[i]));
+    assert_verified(q);
+    CU_ASSERT_EQUAL(evq_run(q, NULL), NP_OK);
+    assert_verified(q);
+    CU_ASSERT_EQUAL(ls.n_bad_cancel, 0);
+    uint64_t want[600];
+    size_t at = 600, m = 0; /* the 600 at 1000 ps are the first test's business */
+    /* chip i runs unless cancelled before (i = 3 mod 7) or by chip i - 5 (i = 5 mod 10), which
+     * does so when it runs itself */
+    for (uint64_t i = 0; i < 600; i++)
+        if (i % 7 != 3 && !(i % 10 == 5 && (i - 5) % 7 != 3))
+            want[m++] = i;
+    lockstep_expect(&ls, &at, m, 2000, want);
+    CU_ASSERT_EQUAL(ls.n, at);
+    /* by hand: 86 chips i = 3 mod 7 before; of the 60 chips i = 0 mod 10, 9 were cancelled
+     * (i = 10 + 70 k, k = 0..8), and 8 of the others find theirs cancelled already
+     * (i + 5 = 45 + 70 k, k = 0..7): 43 more */
+    CU_ASSERT_EQUAL(n_cancel, 86);
+    CU_ASSERT_EQUAL(evq_cancelled(q), 86 + 43);
+    CU_ASSERT_EQUAL(m, 600 - 86 - 43);
+    lockstep_free(&ls);
+    evq_free(q);
+}
+
+/* At t_last, chip i (i % 4 == 0) schedules an event at now (arg 20000 + i); those with
+ * i % 8 == 0 schedule one more at now when they run (arg 30000 + i). Before that, every chip
+ * also put an event 1 ps after t_last (arg 10000 + i). */
+static void at_now_in_run(evq *q, lockstep *ls, uint64_t arg)
+{
+    uint64_t now = evq_now(q);
+    if (arg < ls->n_chips && now + 1000 == ls->t_last)
+        CU_ASSERT_EQUAL(evq_schedule_at(q, ls->t_last + 1, lockstep_fn, ls, 10000 + arg, NULL,
+                                        NULL), NP_OK);
+    if (now != ls->t_last)
+        return;
+    if (arg < ls->n_chips && arg % 4 == 0)
+        CU_ASSERT_EQUAL(evq_schedule_in(q, 0, lockstep_fn, ls, 20000 + arg, NULL, NULL), NP_OK);
+    if (arg >= 20000 && arg < 30000 && arg % 8 == 0)
+        CU_ASSERT_EQUAL(evq_schedule_in(q, 0, lockstep_fn, ls, 10000 + arg, NULL, NULL), NP_OK);
+}
+
+TEST(events_scheduled_at_now_inside_a_lockstep_time_run_after_it_and_before_later_times)
+{
+    evq *q = new_queue();
+    lockstep ls;
+    lockstep_init(&ls, q, 500, 2000, 3000);
+    ls.hook = at_now_in_run;
+    CU_ASSERT_EQUAL(evq_run(q, NULL), NP_OK);
+    assert_verified(q);
+    uint64_t want[500];
+    size_t at = 500, m = 0;
+    for (uint64_t i = 0; i < 500; i++)
+        want[m++] = i;
+    lockstep_expect(&ls, &at, m, 2000, want); /* the chips, scheduled first */
+    m = 0;
+    for (uint64_t i = 0; i < 500; i += 4)
+        want[m++] = 20000 + i;
+    lockstep_expect(&ls, &at, m, 2000, want); /* then their events at now, in order */
+    m = 0;
+    for (uint64_t i = 0; i < 500; i += 8)
+        want[m++] = 30000 + i;
+    lockstep_expect(&ls, &at, m, 2000, want); /* then those scheduled by the events at now */
+    m = 0;
+    for (uint64_t i = 0; i < 500; i++)
+        want[m++] = 10000 + i;
+    lockstep_expect(&ls, &at, m, 2001, want); /* 1 ps later: everything scheduled for then */
+    CU_ASSERT_EQUAL(ls.n, at);
+    lockstep_free(&ls);
+    evq_free(q);
+}
+
+static void log_outside(evq *q, void *ctx, uint64_t arg)
+{
+    lockstep_fn(q, ctx, arg);
+}
+
+TEST(run_until_and_stop_split_a_lockstep_time_without_changing_its_order)
+{
+    evq *q = new_queue();
+    lockstep ls;
+    lockstep_init(&ls, q, 400, 2000, 1000);
+    ls.stop_at_arg = 150;
+    CU_ASSERT_EQUAL(evq_run_until(q, 1999, NULL), NP_OK);
+    CU_ASSERT_EQUAL(ls.n, 400);
+    CU_ASSERT_EQUAL(evq_now(q), 1999);
+    CU_ASSERT_EQUAL(evq_run_until(q, 2000, NULL), NP_OK); /* chip 150 stops it */
+    CU_ASSERT_EQUAL(ls.n, 400 + 151);
+    CU_ASSERT_EQUAL(evq_now(q), 2000);
+    CU_ASSERT_EQUAL(evq_pending(q), 249);
+    assert_verified(q);
+    /* from outside, at now: after the chips still pending at now */
+    CU_ASSERT_EQUAL(evq_schedule_at(q, 2000, log_outside, &ls, 7777, NULL, NULL), NP_OK);
+    bool did = false;
+    CU_ASSERT_EQUAL(evq_step(q, &did, NULL), NP_OK);
+    CU_ASSERT_TRUE(did);
+    CU_ASSERT_EQUAL(ls.arg[ls.n - 1], 151);
+    CU_ASSERT_EQUAL(evq_run_until(q, 2000, NULL), NP_OK);
+    CU_ASSERT_EQUAL(evq_pending(q), 0);
+    CU_ASSERT_EQUAL(evq_now(q), 2000);
+    uint64_t want[401];
+    size_t at = 400;
+    for (uint64_t i = 0; i < 400; i++)
+        want[i] = i;
+    want[400] = 7777;
+    lockstep_expect(&ls, &at, 401, 2000, want);
+    CU_ASSERT_EQUAL(ls.n, at);
+    assert_verified(q);
+    lockstep_free(&ls);
+    evq_free(q);
+}
+
 /* ---- randomized checks against independent orderings ------------------------------------- */
 
 /* The hold-model checker: every event carries its own insertion number; an order is right iff
@@ -465,6 +710,89 @@ TEST(invariants_hold_after_every_operation_of_a_random_workload)
     CU_ASSERT_EQUAL(l.n, n_sched - n_cancel);
     CU_ASSERT_EQUAL(evq_dispatched(q), l.n);
     assert_verified(q);
+    evq_free(q);
+}
+
+/* Lockstep-shaped random operations: bursts of events at a few cycle starts, one time or two
+ * alternating (so that they go into blocks), cancellations among recent events, events at now
+ * from callbacks, steps, and run_until to cycle starts, with evq_verify after every operation
+ * (every 97th above 16,384 pending). The order is checked as in the hold model: each event's
+ * insertion number is its arg, and (time, insertion) never decreases. */
+typedef struct lockstep_rand {
+    rng r;
+    uint64_t next_id, last_t, last_id, n_disp, n_bad, n_cancel;
+    evq_handle recent[256];
+} lockstep_rand;
+
+static void lockstep_rand_fn(evq *q, void *ctx, uint64_t id);
+
+static void lockstep_rand_schedule(evq *q, lockstep_rand *w, uint64_t t)
+{
+    CU_ASSERT_EQUAL_FATAL(evq_schedule_at(q, t, lockstep_rand_fn, w, w->next_id,
+                                          &w->recent[w->next_id % 256], NULL), NP_OK);
+    w->next_id++;
+}
+
+static void lockstep_rand_fn(evq *q, void *ctx, uint64_t id)
+{
+    lockstep_rand *w = ctx;
+    uint64_t t = evq_now(q);
+    if (w->n_disp && (t < w->last_t || (t == w->last_t && id < w->last_id)))
+        w->n_bad++;
+    w->last_t = t;
+    w->last_id = id;
+    w->n_disp++;
+    if (rng_below(&w->r, 8) == 0)
+        lockstep_rand_schedule(q, w, t);
+    if (rng_below(&w->r, 16) == 0)
+        w->n_cancel += evq_cancel(q, w->recent[rng_below(&w->r, 256)]);
+}
+
+static void lockstep_rand_ops(evq *q, lockstep_rand *w, int n_ops, uint64_t max_pending,
+                              uint64_t max_burst, int verify_every)
+{
+    for (int op = 0; op < n_ops; op++) {
+        uint64_t k = rng_below(&w->r, 16), now = evq_now(q);
+        if (k < 9 && evq_pending(q) < max_pending) {
+            uint64_t a = (now / 1000 + 1 + rng_below(&w->r, 6)) * 1000;
+            uint64_t b = rng_below(&w->r, 4) ? a : a + 1000;
+            uint64_t n = 1 + rng_below(&w->r, max_burst);
+            for (uint64_t i = 0; i < n; i++)
+                lockstep_rand_schedule(q, w, i % 2 ? b : a);
+        } else if (k < 10) {
+            w->n_cancel += evq_cancel(q, w->recent[rng_below(&w->r, 256)]);
+        } else if (k < 13) {
+            CU_ASSERT_EQUAL_FATAL(evq_step(q, NULL, NULL), NP_OK);
+        } else {
+            uint64_t t_end = (now / 1000 + rng_below(&w->r, 3)) * 1000;
+            CU_ASSERT_EQUAL_FATAL(evq_run_until(q, t_end < now ? now : t_end, NULL), NP_OK);
+        }
+        if (op % verify_every == 0)
+            assert_verified(q);
+    }
+}
+
+TEST(invariants_hold_after_every_operation_of_a_lockstep_workload)
+{
+    evq *q = new_queue();
+    lockstep_rand w = {0};
+    rng_seed(&w.r, 7);
+    lockstep_rand_ops(q, &w, 6000, 3000, 80, 1);
+    uint64_t max_pending = 0;
+    for (int i = 0; i < 100 && max_pending < 20000; i++) {
+        lockstep_rand_ops(q, &w, 100, 40000, 4000, 97);
+        max_pending = evq_pending(q) > max_pending ? evq_pending(q) : max_pending;
+    }
+    lockstep_rand_ops(q, &w, 3000, 40000, 1000, 97);
+    CU_ASSERT(max_pending >= 20000);
+    assert_verified(q);
+    CU_ASSERT_EQUAL(evq_run(q, NULL), NP_OK);
+    assert_verified(q);
+    CU_ASSERT_EQUAL(w.n_bad, 0);
+    CU_ASSERT_EQUAL(w.n_disp, w.next_id - w.n_cancel);
+    CU_ASSERT_EQUAL(evq_dispatched(q), w.n_disp);
+    CU_ASSERT_EQUAL(evq_cancelled(q), w.n_cancel);
+    CU_ASSERT(w.n_cancel > 1000);
     evq_free(q);
 }
 
