@@ -30,11 +30,16 @@
  *
  * Lockstep systems (hundreds of chips acting at the same instant) put hundreds of events at
  * one time, scheduled one after another by the dispatches of an earlier time. As one linked
- * list, such a bucket is read node by node, each a cache miss that waits for the one before.
- * So recently scheduled times are remembered (in a small direct-mapped table, so that finding
- * them costs no memory access): from the EVQ_RUN_MIN-th event at a remembered time on, events go into that time's
- * open block instead (the first block small, later ones large), whose references are read in
- * order and whose nodes are fetched ahead of their dispatch, many at a time.
+ * list, such a bucket is read node by node, each a cache miss that waits for the one before
+ * (2.5-5 M events/s at 10^6 pending). So the times of recent bucket events are remembered in
+ * a small direct-mapped table (finding one costs no memory access), and from the
+ * EVQ_RUN_MIN-th event at a remembered time on, events go into that time's open block (the
+ * first block small, later ones large) instead of the list. Loading the bucket then reads
+ * the references in order, in a few lines per block, and the sorted run lets dispatch fetch
+ * nodes ahead, many at a time (20-25 M events/s; see bench/README.md). Blocks are listed
+ * newest first like nodes, so reversing the loaded list gives, for events scheduled in
+ * order, a run that is sorted already; a bucket whose events were scheduled out of order is
+ * insertion-sorted if that is cheap (EVQ_SORT_MOVES), else heapified.
  *
  * Adaptation: the structure is rebuilt (every event redistributed, O(pending)) when the
  * pending count leaves [nb/4, nb] (a rebuild makes nb 2 to 4 times the count), when the bucket
@@ -83,6 +88,7 @@
 #define EVQ_LOG_OPEN 4         /* 2^this recently scheduled times remembered */
 #define EVQ_RUN_MIN 4          /* events at one remembered time before they go into blocks */
 #define EVQ_RUN_AHEAD 12       /* run entries ahead of dispatch whose nodes are prefetched */
+#define EVQ_RUN_COMPACT 4096   /* dispatched run entries dropped when a new one is appended */
 #define EVQ_BLK_SMALL 6        /* references in the first block of a time (128 bytes) */
 #define EVQ_BLK_LARGE 30       /* references in each further block (512 bytes) */
 #define EVQ_BCHUNK_BYTES 65536 /* blocks are allocated this many bytes at a time */
@@ -184,6 +190,7 @@ struct evq {
 
     bool running, stop;
 };
+
 /* ---- binary heaps of (time, seq) ---------------------------------------------------------- */
 
 static inline bool evq_hent_lt(const evq_hent *a, const evq_hent *b)
@@ -814,8 +821,14 @@ np_status evq_schedule_at(evq *q, uint64_t t_ps, evq_fn fn, void *ctx, uint64_t 
         }
     } else if (vb <= q->cur_vb) {
         evq_heap *r = &q->run;
-        if (q->run_i == r->n)
+        if (q->run_i == r->n) {
             r->n = q->run_i = 0;
+        } else if (q->run_i >= EVQ_RUN_COMPACT && q->run_i * 2 >= r->n) {
+            /* a time that keeps scheduling at itself must not grow the run without end */
+            memmove(r->a, r->a + q->run_i, (r->n - q->run_i) * sizeof *r->a);
+            r->n -= q->run_i;
+            q->run_i = 0;
+        }
         evq_heap *hp = r->n == 0 || r->a[r->n - 1].time <= t_ps ? r : &q->bottom;
         if (hp->n == hp->cap && evq_heap_reserve(hp, hp->n + 1) != NP_OK)
             return np_err_set(err, NP_ERR_NOMEM, "evq: out of memory for a new event");

@@ -20,7 +20,9 @@
  *
  * Inside, a timing wheel (a calendar queue with power-of-two bucket width and count, adapted
  * to the number of pending events and their spacing) with an overflow heap for far events;
- * see evq.c for the structure and its invariants, which evq_verify() checks.
+ * events that many components schedule for one time, as the chips of a lockstep system do,
+ * are kept as arrays rather than lists, so such a time costs about what as many lone events
+ * do. See evq.c for the structure and its invariants, which evq_verify() checks.
  */
 #ifndef NPUSIM_EVQ_H
 #define NPUSIM_EVQ_H
@@ -120,7 +122,8 @@ typedef struct evq_selfcheck_result {
 
 /* Runs a seeded randomized workload of n_events dispatches (same-time ties, events scheduled
  * from callbacks, cancellations, run_until steps, event spacing changing by orders of
- * magnitude) on a real evq and on a simple independent reference queue, compares the two
+ * magnitude, lockstep phases with hundreds of events per time, cancellations and events at
+ * now among them) on a real evq and on a simple independent reference queue, compares the two
  * dispatch sequences event by event, and fills *res. NP_ERR_INTERNAL with a message naming the
  * first divergence when they differ (res->matched false), NP_ERR_NOMEM when host memory runs
  * out. Takes about 0.3 us per event on one core and about 20 bytes of memory per event. */
