@@ -811,7 +811,6 @@ np_status evq_schedule_at(evq *q, uint64_t t_ps, evq_fn fn, void *ctx, uint64_t 
     uint64_t vb = t_ps >> q->shift;
     if (vb > q->cur_vb && vb - q->cur_vb < q->nb) {
         q->free_list = evq_elem_node(nd->next);
-        nd->time = t_ps;
         evq_open *o = &q->open[vb & (EVQ_OPEN - 1)];
         if (o->time != t_ps) {
             *o = (evq_open){t_ps, 1};

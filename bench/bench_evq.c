@@ -90,7 +90,7 @@ static void bench_fill_plan(bench_src *s, uint64_t n, uint64_t *time, uint64_t *
         }
         return;
     }
-    uint64_t n_groups = n / s->per_time;
+    uint64_t n_groups = (n + s->per_time - 1) / s->per_time; /* the last may be smaller */
     for (uint64_t g = 0; g < n_groups; g++) {
         s->next_t[g] = bench_incr(s);
         s->group_left[g] = 0;
@@ -305,6 +305,10 @@ int main(int argc, char **argv)
                             "[--per-time K]]\n");
             return 2;
         }
+    }
+    if (only_per_time != 1 && !only_pending) {
+        fprintf(stderr, "bench_evq: --per-time needs --pending\n");
+        return 2;
     }
     if (only_pending) { /* one workload of the caller's choosing instead of the table */
         n_workloads = 1;
