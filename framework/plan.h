@@ -1,0 +1,376 @@
+/* plan.h — parallel strategies and the per-rank plans of one training step.
+ *
+ * A strategy (nn_strategy: dp x tp x pp, ZeRO stage, sequence parallelism, micro-batches,
+ * pipeline schedule, recomputation) turns one model's training step into a plan: the ops
+ * every rank runs in one step — compute ops, collectives, sends and receives — with their
+ * buffers and dependencies, in the pipeline schedule's order. docs/parallel.md draws each
+ * strategy's rewrite; this header is the interface the compiler (which lowers the compute
+ * ops) and the run engine (which replays every rank's plan) build on.
+ *
+ * ---- Shape of a plan --------------------------------------------------------------------
+ *
+ *   nn_plan                         the mesh (dp x tp x pp ranks on chips) and P classes
+ *    └ nn_plan_class [stage]        one per pipeline stage: every rank with that pp
+ *       │                           coordinate runs the same class, parameterised by rank
+ *       ├ g                         the stage's local graph (nn.h): shapes, dtypes and
+ *       │                           attributes of every op are those one rank computes
+ *       ├ blocks[]                  ordered entry lists:
+ *       │    STEP_BEGIN             once per step, before the first micro-batch
+ *       │    FORWARD  (chunk c)     one micro-batch's forward pass through model chunk c
+ *       │    BACKWARD (chunk c)     its backward pass (with recomputation)
+ *       │    STEP_END               once per step: gradient reduction left over, optimizer
+ *       └ sched[]                   (block, micro-batch) in this stage's execution order
+ *
+ * A micro-batch block is stored once and instantiated per micro-batch by the schedule, so a
+ * plan's size does not grow with the number of micro-batches (GPT-3 175B, pp 16, 192
+ * micro-batches: 16 classes of 2 blocks of ~600 entries each, schedules of 386 steps).
+ *
+ * A rank's op sequence for one step is
+ *
+ *   for (int s = 0; s < cls->n_sched; s++)                 // schedule order
+ *       for (int e = 0; e < block->n_entries; e++)         // block = &cls->blocks[sched.block]
+ *           if (nn_plan_entry_runs(entry, sched.mb, plan->n_micro))  // LAST_MB entries
+ *               ... entry at micro-batch sched.mb ...
+ *
+ * (nn_plan_iter does exactly this.) Entries are independent of micro-batch and rank: the
+ * micro-batch selects which instance of a block's buffers an entry touches, the rank selects
+ * the concrete groups, peers and rank-dependent values (nn_plan_group, nn_plan_peer,
+ * nn_plan_rank_value).
+ *
+ * ---- Entries ----------------------------------------------------------------------------
+ *
+ * An entry is one of
+ *   COMPUTE     one graph node: op, sources, shapes, dtypes, ip/fp attributes — what the
+ *               compiler lowers. Its FLOPs are nn_node_flops(node).
+ *   COLLECTIVE  one or more graph nodes of the same collective op issued together (a DP
+ *               gradient bucket is one entry of many all_reduce nodes, one per gradient);
+ *               the nodes' op gives the kind (all_reduce, reduce_scatter, all_gather,
+ *               broadcast, reduce, all_to_all), `tag` the axis (tp, sp, dp, zero, pp) and
+ *               so the group, `bytes` the total size, each node its dtype and reduction.
+ *   SEND, RECV  one send/recv node; the peer is `peer` ranks away along the pp axis
+ *               (wrapping), and `match` pairs a send with its recv (same match, same
+ *               micro-batch).
+ * Collectives match across the ranks of a group by (`match`, micro-batch) too.
+ *
+ * Dependencies: deps[] lists entries this one must wait for: data dependencies (the
+ * producers of its sources) and control dependencies (a ZeRO-3 prefetch all-gather waits
+ * for the compute entry before it, so it overlaps the layer after). A dep {block -1, e}
+ * is entry e of the same block instance; {b, e} is entry e of block b at the same
+ * micro-batch (a backward entry reading a saved forward activation), or — from a step
+ * block — b's instance at the last micro-batch. Entries that share nothing may overlap: a
+ * DP bucket all-reduce depends only on the gradient accumulations it reduces, so it may
+ * run while the rest of the backward pass computes.
+ *
+ * Buffers: every node is a buffer (its tensor id in the class graph, nn_nbytes bytes).
+ * nn_plan_buffer_kind() says whether a buffer is persistent (parameters, gradient
+ * accumulators, optimizer state: one per rank), per step (step blocks) or per micro-batch
+ * (one instance per micro-batch in flight); a view or in-place update aliases its source.
+ *
+ * ---- Ranks ------------------------------------------------------------------------------
+ *
+ * Ranks are numbered tp fastest, then pp, then dp:
+ *     rank = tp_coord + tp * (pp_coord + pp * dp_coord)
+ * and mapped onto chips by the placement (nn_mesh_place): by default the tp group on the
+ * fastest links, pipeline neighbours next to each other, dp across.
+ *
+ * Errors are values (err.h); the plan owns its graphs and arrays (nn_plan_free). Nothing
+ * here prints.
+ */
+#ifndef NPUSIM_PLAN_H
+#define NPUSIM_PLAN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "model.h"
+#include "nn.h"
+#include "optim.h"
+
+/* ---- strategy ---------------------------------------------------------------------------- */
+
+typedef enum nn_pp_schedule {
+    NN_PP_GPIPE,       /* all forwards, then all backwards */
+    NN_PP_1F1B,        /* PipeDream-flush / Megatron's non-interleaved 1F1B */
+    NN_PP_INTERLEAVED, /* Megatron's interleaved 1F1B, `virtual_stages` chunks per rank */
+} nn_pp_schedule;
+
+typedef enum nn_recompute {
+    NN_RECOMPUTE_NONE,
+    NN_RECOMPUTE_SELECTIVE, /* the attention core (scores, softmax, dropout) — Korthikanti */
+    NN_RECOMPUTE_FULL,      /* every layer from its input */
+} nn_recompute;
+
+#define NN_STRATEGY_MAX_CHUNKS 1024
+
+typedef struct nn_strategy {
+    int dp, tp, pp;            /* mesh sizes, each >= 1 */
+    int zero;                  /* ZeRO stage 0 (plain DP), 1, 2 or 3 */
+    bool sp;                   /* Megatron sequence parallelism (needs tp > 1) */
+    int64_t microbatch;        /* samples per micro-batch per dp rank; 0: batch / dp */
+    nn_pp_schedule schedule;   /* default 1F1B */
+    int virtual_stages;        /* chunks per rank for NN_PP_INTERLEAVED (>= 2); else 1 */
+    nn_recompute recompute;
+    double bucket_mb;          /* DP/ZeRO gradient bucket size in MiB; 0: 25 MiB */
+    int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
+    int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */
+    char placement[16];        /* mesh axis order on chips, fastest first ("tp,pp,dp");
+                                  "" for the topology-aware default */
+} nn_strategy;
+
+/* The strategy of one chip: dp = tp = pp = 1, 1F1B, 25 MiB buckets. */
+void nn_strategy_default(nn_strategy *s);
+
+/* Parses a --schedule value: "gpipe", "1f1b" or "interleaved:V" (V >= 2). NP_ERR_USAGE
+ * naming the flag otherwise; s unchanged on failure. */
+np_status nn_strategy_parse_schedule(nn_strategy *s, const char *text, np_err *err);
+/* Parses a --recompute value: "none", "selective" or "full". */
+np_status nn_strategy_parse_recompute(nn_strategy *s, const char *text, np_err *err);
+
+/* ---- device mesh ------------------------------------------------------------------------- */
+
+typedef enum nn_mesh_axis { NN_MESH_DP, NN_MESH_TP, NN_MESH_PP, NN_MESH_AXES } nn_mesh_axis;
+
+/* What a collective's group is: its comm tag names the mesh axis it runs along. */
+typedef enum nn_comm_tag {
+    NN_COMM_TP,   /* tensor parallelism (Megatron's f/g all-reduces, vocab-parallel loss) */
+    NN_COMM_SP,   /* sequence parallelism (reduce-scatter/all-gather; norm-gradient sums) */
+    NN_COMM_DP,   /* data-parallel gradient all-reduce */
+    NN_COMM_ZERO, /* ZeRO reduce-scatter of gradients, all-gather of parameters */
+    NN_COMM_PP,   /* pipeline send/recv; tied-embedding gradient all-reduce */
+    NN_COMM_TAG_COUNT
+} nn_comm_tag;
+
+const char *nn_mesh_axis_name(nn_mesh_axis a); /* "dp", "tp", "pp" */
+const char *nn_comm_tag_name(nn_comm_tag t);   /* "tp", "sp", "dp", "zero", "pp" */
+nn_mesh_axis nn_comm_tag_axis(nn_comm_tag t);  /* tp, sp -> TP; dp, zero -> DP; pp -> PP */
+
+typedef struct nn_mesh {
+    int size[NN_MESH_AXES]; /* dp, tp, pp */
+    int n_ranks;
+    int *chip;              /* chip of each rank (n_ranks) */
+    char order[16];         /* axis order on chips, fastest first, e.g. "tp,pp,dp" */
+    char why[256];          /* the placement in one sentence (which links each group uses) */
+} nn_mesh;
+
+/* Places dp x tp x pp ranks on arch's chips (arch may be NULL: chip = rank). order is ""
+ * for the default or a permutation of "tp,pp,dp" (fastest first). Default: tp fastest on
+ * consecutive chips — inside an island (hierarchical), along a torus row (torus2d/3d: tp
+ * along x, pp along y when the sizes divide), ring neighbours otherwise — then pp, then dp.
+ * NP_ERR_RANGE when the mesh needs more chips than arch has; NP_ERR_USAGE for a bad order. */
+np_status nn_mesh_place(nn_mesh *m, int dp, int tp, int pp, const char *order,
+                        const arch_config *arch, np_err *err);
+void nn_mesh_free(nn_mesh *m);
+/* The coordinates of rank (c[NN_MESH_DP], c[NN_MESH_TP], c[NN_MESH_PP]). */
+void nn_mesh_coords(const nn_mesh *m, int rank, int *c);
+int nn_mesh_rank(const nn_mesh *m, const int *c);
+
+/* ---- plans ------------------------------------------------------------------------------- */
+
+typedef enum nn_plan_kind {
+    NN_PLAN_COMPUTE,
+    NN_PLAN_COLLECTIVE,
+    NN_PLAN_SEND,
+    NN_PLAN_RECV,
+} nn_plan_kind;
+
+typedef enum nn_plan_when {
+    NN_PLAN_EVERY_MB, /* every instance of its block */
+    NN_PLAN_LAST_MB,  /* only the last micro-batch's instance (DP buckets, ZeRO-1 scatter) */
+} nn_plan_when;
+
+typedef struct nn_plan_dep {
+    int32_t block; /* -1: the same block instance; else a block of the same class */
+    int32_t entry;
+} nn_plan_dep;
+
+typedef struct nn_plan_entry {
+    nn_plan_kind kind;
+    nn_comm_tag tag;     /* collective, send, recv: the axis tag */
+    nn_plan_when when;
+    nn_region region;    /* forward, backward, recompute or optimizer */
+    int layer;           /* model layer, -1 outside layers */
+    int chunk;           /* model chunk (pipeline), -1 for step blocks */
+    int n_nodes;
+    nn_tensor **nodes;   /* compute/send/recv: one node; collective: the bucket's nodes */
+    int n_deps;
+    nn_plan_dep *deps;
+    uint64_t bytes;      /* collective/send/recv: bytes of the buffer(s) communicated
+                            (all_gather: its output, reduce_scatter: its input); compute:
+                            nn_node_bytes */
+    int64_t flops;       /* compute: nn_node_flops; 0 otherwise */
+    int group_size;      /* collective: ranks in the group; send/recv: 2 */
+    int peer;            /* send/recv: peer = this rank's stage + peer (mod pp) */
+    int match;           /* pairs sends with recvs and a collective's instances */
+} nn_plan_entry;
+
+typedef enum nn_plan_block_kind {
+    NN_BLOCK_STEP_BEGIN,
+    NN_BLOCK_FORWARD,
+    NN_BLOCK_BACKWARD,
+    NN_BLOCK_STEP_END,
+} nn_plan_block_kind;
+
+typedef struct nn_plan_block {
+    nn_plan_block_kind kind;
+    int chunk;           /* model chunk of a forward/backward block; -1 for step blocks */
+    int n_entries;
+    nn_plan_entry *entries;
+} nn_plan_block;
+
+typedef struct nn_plan_sched {
+    int block;           /* index into the class's blocks */
+    int mb;              /* micro-batch 0..n_micro-1; -1 for step blocks */
+} nn_plan_sched;
+
+/* What a persistent or rank-dependent leaf of a class graph holds (for initializing and
+ * reading back a rank's state; the compiler and run engine need only the buffer sizes). */
+typedef enum nn_plan_leaf_kind {
+    NN_LEAF_PARAM,      /* a parameter as the model computes with it (bf16 in mixed precision) */
+    NN_LEAF_MASTER,     /* fp32 master copy of a parameter (mixed precision) */
+    NN_LEAF_OPTSTATE,   /* an optimizer state (Adam m, v; SGD momentum) */
+    NN_LEAF_GRADBUF,    /* a gradient accumulator over the micro-batches of a step */
+    NN_LEAF_DATA,       /* a model input (tokens, features, labels) for one micro-batch */
+    NN_LEAF_RANKVALUE,  /* i32 scalar = the rank's coordinate along `axis` times `scale` */
+    NN_LEAF_CONST,      /* a constant with its value (loss scale, scalars) */
+} nn_plan_leaf_kind;
+
+/* How a rank's piece of a parameter maps onto the whole (single-device) parameter:
+ * tensor parallelism splits dim `tp_dim` (-1: replicated) viewed as [tp_blocks, n/tp_blocks]
+ * into tp parts of every block (fused q,k,v weights split per block), after padding dim 0 to
+ * `tp_pad_rows` rows (vocabulary padding; 0: none); ZeRO then flattens the rank's piece,
+ * pads it to a multiple of dp and keeps the dp coordinate's part (zero_shard). */
+typedef struct nn_plan_shard {
+    int tp_dim;
+    int64_t tp_blocks;
+    int64_t tp_pad_rows;
+    bool zero_shard;
+} nn_plan_shard;
+
+typedef struct nn_plan_leaf {
+    nn_plan_leaf_kind kind;
+    nn_tensor *t;             /* the leaf in the class graph */
+    char source[NN_NAME_MAX]; /* PARAM/MASTER/OPTSTATE/GRADBUF: the model parameter's name;
+                                 DATA: "input" or "labels" */
+    nn_plan_shard shard;      /* PARAM/MASTER/OPTSTATE/GRADBUF */
+    nn_mesh_axis axis;        /* RANKVALUE */
+    int64_t scale;            /* RANKVALUE */
+} nn_plan_leaf;
+
+typedef struct nn_plan_class {
+    int stage;               /* the pp coordinate of its ranks */
+    nn_graph *g;             /* the stage's local graph (owned) */
+    int n_blocks;
+    nn_plan_block *blocks;
+    int n_sched;
+    nn_plan_sched *sched;
+    int n_leaves;
+    nn_plan_leaf *leaves;
+    int layer_first, layer_last; /* model layers on this stage (over its chunks); -1 if none */
+    nn_tensor *loss;         /* the loss node (last stage only), else NULL */
+} nn_plan_class;
+
+typedef struct nn_plan_mem {
+    uint64_t params_bytes;      /* parameters as computed with (bf16 in mixed precision) */
+    uint64_t grads_bytes;       /* gradient accumulators */
+    uint64_t optstate_bytes;    /* fp32 master copies and optimizer states */
+    uint64_t activations_bytes; /* saved activations of the micro-batches in flight, at
+                                   their peak over the schedule */
+    uint64_t buffers_bytes;     /* communication buffers: gradient buckets, gathered
+                                   ZeRO-3 parameters, pipeline receive buffers (peak) */
+    uint64_t workspace_bytes;   /* the largest transient working set of a block */
+    uint64_t total_bytes;       /* the sum of the above (each role at its own peak) */
+} nn_plan_mem;
+
+typedef struct nn_plan {
+    nn_strategy s;
+    nn_mesh mesh;
+    char model[64];
+    int64_t batch;           /* global batch (samples per step) */
+    int64_t seq;             /* sequence length (1 for non-sequence models) */
+    int64_t microbatch;      /* samples per micro-batch per dp rank */
+    int n_micro;             /* micro-batches per step per dp rank */
+    int n_chunks;            /* model chunks: pp * virtual_stages */
+    int *chunk_layer_first;  /* per chunk: first and last model layer (-1 for none) */
+    int *chunk_layer_last;
+    bool chunk_has_embed_first; /* chunk 0 holds the layers before the first (embedding) */
+    nn_dtype compute;        /* NN_F32 or NN_BF16 */
+    nn_optim optim;
+    int64_t vocab_padded;    /* language models under tp: the padded vocabulary (else 0) */
+    int n_classes;           /* = pp */
+    nn_plan_class *classes;
+    uint64_t hbm_bytes;      /* of the architecture's chip (0 without one) */
+} nn_plan;
+
+/* Builds the plan of one training step of model d (opts: global batch, seq, compute dtype,
+ * seed) under strategy s with optimizer opt, placed on arch (may be NULL: no chip limit).
+ * A strategy that cannot be built is NP_ERR_RANGE/NP_ERR_INCONSISTENT naming the flag and
+ * the rule it breaks (tp must divide the heads, pp at most the layers, dp*tp*pp at most the
+ * chips, the batch divisible into micro-batches, ...). Shapes only: no storage is allocated.
+ * *out is NULL on failure. */
+np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
+                        const nn_strategy *s, const nn_optim *opt, const arch_config *arch,
+                        nn_plan **out, np_err *err);
+void nn_plan_free(nn_plan *p);
+
+/* ---- ranks, groups, peers ---- */
+
+/* The class (= pipeline stage) rank runs. */
+int nn_plan_rank_class(const nn_plan *p, int rank);
+/* Ranks of rank's group along axis, in coordinate order (the order of all_gather's parts);
+ * writes at most max, returns the group size. */
+int nn_plan_axis_group(const nn_plan *p, int rank, nn_mesh_axis axis, int *ranks, int max);
+/* Ranks of the group entry e runs over for rank (its tag's axis; a tied-embedding
+ * all-reduce: the first and last stage only). Returns the group size. */
+int nn_plan_group(const nn_plan *p, int rank, const nn_plan_entry *e, int *ranks, int max);
+/* The peer rank of a send or recv entry. */
+int nn_plan_peer(const nn_plan *p, int rank, const nn_plan_entry *e);
+/* The value of a RANKVALUE leaf for rank. */
+int64_t nn_plan_rank_value(const nn_plan *p, int rank, const nn_plan_leaf *l);
+/* The leaf record of class graph tensor t, or NULL. */
+const nn_plan_leaf *nn_plan_leaf_of(const nn_plan_class *c, const nn_tensor *t);
+
+/* ---- iteration ---- */
+
+/* Whether entry e runs at micro-batch mb (LAST_MB entries only at n_micro - 1). */
+bool nn_plan_entry_runs(const nn_plan_entry *e, int mb, int n_micro);
+
+typedef struct nn_plan_iter {
+    const nn_plan_class *c;
+    int n_micro;
+    int s, e;  /* position: schedule step, entry (internal) */
+} nn_plan_iter;
+
+/* Starts iterating class c's entries in execution order. */
+void nn_plan_iter_begin(nn_plan_iter *it, const nn_plan *p, const nn_plan_class *c);
+/* The next entry that runs (with its block and micro-batch, -1 for step blocks), or NULL at
+ * the end of the step. */
+const nn_plan_entry *nn_plan_iter_next(nn_plan_iter *it, const nn_plan_block **block, int *mb);
+
+/* ---- buffers ---- */
+
+typedef enum nn_plan_buffer_kind {
+    NN_BUFFER_PERSISTENT, /* leaves: one per rank for the whole run */
+    NN_BUFFER_STEP,       /* nodes of step blocks: once per step */
+    NN_BUFFER_MICRO,      /* nodes of forward/backward blocks: one per micro-batch */
+} nn_plan_buffer_kind;
+
+nn_plan_buffer_kind nn_plan_buffer_kind_of(const nn_tensor *t);
+
+/* ---- figures ---- */
+
+/* FLOPs one rank of class c computes in one step: model FLOPs (without recomputation) and
+ * hardware FLOPs (with it), counted over every scheduled entry instance. */
+void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, int64_t *model_flops,
+                         int64_t *hw_flops);
+/* Memory of one rank of class c by role (nn_plan_mem). */
+np_status nn_plan_class_memory(const nn_plan *p, const nn_plan_class *c, nn_plan_mem *m,
+                               np_err *err);
+/* Saved-activation bytes of one micro-batch of model layer `layer` (the forward tensors its
+ * backward reads, plus 1 byte per element of each dropout mask), on class c. 0 if the layer
+ * is not on c. */
+uint64_t nn_plan_layer_saved_bytes(const nn_plan *p, const nn_plan_class *c, int layer);
+/* The analytical pipeline bubble (p-1)/(m+p-1); interleaved: (p-1)/(v*m+p-1). */
+double nn_plan_bubble(const nn_plan *p);
+
+#endif
