@@ -3,7 +3,8 @@
  * A forward node is kept when it is a leaf, lies outside the model's layers (layer -1), or
  * the policy keeps it: every-k keeps the tensors that enter layer 0, k, 2k, ... (read by a
  * node of another layer whose index is a multiple of k, or by the head); selective keeps
- * every layer's input and the outputs of matmul and conv2d. Backward nodes that read a forward
+ * every layer's input and the outputs of matmul and conv2d; attention recomputes only the
+ * attention core (nodes nn_attention marks attn_core). Backward nodes that read a forward
  * node that is not kept read a recomputed copy instead: the copy (region recompute) is built
  * from kept tensors through copies of the nodes between, once per forward node, and gets the
  * scheduling key of its first backward reader so that the scheduler computes it just in time.
@@ -37,6 +38,7 @@ static nn_tensor *nn_recompute(nn_ckpt *c, nn_tensor *t, double key)
         return NULL;
     nn_tensor_set_name(r, "%.80s.recompute", t->name);
     r->layer = t->layer;
+    r->chunk = t->chunk;
     r->sched_key = key;
     c->copy[t->id] = r;
     c->n_copies++;
@@ -63,6 +65,10 @@ np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_r
         nn_tensor *t = nn_graph_node(g, i);
         if (t->op == NN_OP_LEAF || t->region != NN_REGION_FORWARD || t->layer < 0)
             kept[t->id] = true;
+        if (policy == NN_CKPT_ATTENTION) {
+            kept[t->id] = kept[t->id] || !t->attn_core;
+            continue;
+        }
         if (policy == NN_CKPT_SELECTIVE && (t->op == NN_OP_MATMUL || t->op == NN_OP_CONV2D))
             kept[t->id] = true;
         if (t->region != NN_REGION_FORWARD)

@@ -33,13 +33,19 @@ np_status nn_node_compute(nn_tensor *t, np_err *err)
         if (!t->src[s]->data)
             return np_err_set(err, NP_ERR_MISSING, "%s: input %s has no values", t->name,
                               t->src[s]->name);
+    if ((nn_op_flags(t->op) & NN_OPF_COMM) &&
+        (t->op == NN_OP_RECV || t->ip[NN_COMM_IP_SIZE] > 1))
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "%s: %s communicates over %lld ranks: run it with the distributed "
+                          "executor (dist.h)", t->name, nn_op_name(t->op),
+                          (long long)t->ip[NN_COMM_IP_SIZE]);
     switch (t->op) {
-    case NN_OP_EMBEDDING:
-        if (nn_check_indices(t, t->src[1], t->src[0]->ne[0], err) != NP_OK)
+    case NN_OP_EMBEDDING: /* a vocabulary shard (3 sources) masks the rows it does not hold */
+        if (t->n_src < 3 && nn_check_indices(t, t->src[1], t->src[0]->ne[0], err) != NP_OK)
             return err->status;
         break;
     case NN_OP_EMBEDDING_GRAD:
-        if (nn_check_indices(t, t->src[0], t->ip[0], err) != NP_OK)
+        if (t->n_src < 3 && nn_check_indices(t, t->src[0], t->ip[0], err) != NP_OK)
             return err->status;
         break;
     case NN_OP_CROSS_ENTROPY:

@@ -21,6 +21,7 @@ struct nn_graph {
     bool eager;
     char scope[NN_NAME_MAX];
     int layer;
+    int chunk;
     nn_region region;
     rng r;
 };
@@ -31,6 +32,7 @@ nn_graph *nn_graph_new(uint64_t seed)
     if (!g)
         return NULL;
     g->layer = -1;
+    g->chunk = -1;
     rng_seed(&g->r, seed);
     return g;
 }
@@ -62,6 +64,10 @@ np_status nn_graph_status(const nn_graph *g, np_err *err)
 void nn_graph_set_eager(nn_graph *g, bool eager) { g->eager = eager; }
 bool nn_graph_is_eager(const nn_graph *g) { return g->eager; }
 void nn_graph_set_layer(nn_graph *g, int layer) { g->layer = layer; }
+int nn_graph_layer(const nn_graph *g) { return g->layer; }
+void nn_graph_set_chunk(nn_graph *g, int chunk) { g->chunk = chunk; }
+int nn_graph_chunk(const nn_graph *g) { return g->chunk; }
+nn_region nn_graph_region(const nn_graph *g) { return g->region; }
 void nn_graph_set_region(nn_graph *g, nn_region r) { g->region = r; }
 const char *nn_graph_scope(const nn_graph *g) { return g->scope; }
 int nn_graph_n_nodes(const nn_graph *g) { return g->n; }
@@ -112,6 +118,7 @@ static nn_tensor *nn_graph_push(nn_graph *g)
     t->id = g->next_id++;
     t->sched_key = (double)t->id;
     t->layer = g->layer;
+    t->chunk = g->chunk;
     t->region = g->region;
     t->fusion_group = -1;
     memcpy(t->scope, g->scope, sizeof t->scope);
@@ -200,7 +207,8 @@ nn_tensor *nn_node(nn_graph *g, nn_op op, int n_src, nn_tensor *const *srcs,
 {
     if (g->err.status != NP_OK)
         return NULL;
-    if (op <= NN_OP_LEAF || op >= NN_OP_COUNT || n_src < 1 || n_src > NN_MAX_SRC) {
+    if (op <= NN_OP_LEAF || op >= NN_OP_COUNT || n_src < (op == NN_OP_RECV ? 0 : 1) ||
+        n_src > NN_MAX_SRC) {
         np_err_set(&g->err, NP_ERR_INTERNAL, "bad node: op %d with %d sources", (int)op, n_src);
         return NULL;
     }

@@ -40,6 +40,33 @@
 #define NN_OPF_ELEM 1u   /* elementwise: output element i depends on input elements i */
 #define NN_OPF_UPDATE 2u /* optimizer update: writes src[0] and its state in place */
 #define NN_OPF_VIEW 4u   /* the output shares its input's storage (no bytes of its own) */
+#define NN_OPF_COMM 8u   /* communicates over a group of ranks (itself or in its backward
+                          * rule); runs with more than one rank only in the distributed
+                          * executor (dist.h); gradients checked across ranks in
+                          * tests/test_parallel.c */
+
+/* Attributes (ip[]) of the communication ops (all_reduce, reduce_scatter, all_gather,
+ * broadcast, reduce, all_to_all, send, recv, group_copy, shard_slice). A node names its
+ * group symbolically — the axis of its tag and the group size — because ranks that run the
+ * same plan share the node; plan.h's nn_plan_group gives the concrete ranks. */
+#define NN_COMM_IP_TAG 0    /* nn_comm_tag (plan.h): tp, sp, dp, zero, pp */
+#define NN_COMM_IP_SIZE 1   /* ranks in the group */
+#define NN_COMM_IP_DIM 2    /* all_gather, reduce_scatter, shard_slice: the dim gathered or
+                             * split; all_to_all: the dim split */
+#define NN_COMM_IP_ARG 3    /* all_reduce, reduce_scatter, reduce: NN_REDUCE_*; broadcast,
+                             * reduce: the root's position in the group; all_to_all: the dim
+                             * concatenated */
+#define NN_COMM_IP_MATCH 4  /* pairs a send with its recv, and one collective's instances on
+                             * the ranks of a group (set by the plan) */
+#define NN_COMM_IP_PEER 5   /* send, recv: peer offset along the pp axis; all_reduce:
+                             * NN_GROUP_* (which ranks of the axis take part) */
+#define NN_COMM_IP_DTYPE 6  /* recv: the dtype received (its dims are fp[0..ndim-1]) */
+#define NN_COMM_IP_NDIM 7   /* recv: ndim */
+
+#define NN_REDUCE_SUM 0
+#define NN_REDUCE_MAX 1
+#define NN_GROUP_ALL 0      /* every rank along the axis */
+#define NN_GROUP_ENDS 1     /* the first and the last rank along the axis (tied embeddings) */
 
 typedef enum nn_op {
 #define NN_OP(name, text, flags, no_grad) NN_OP_##name,
@@ -83,6 +110,9 @@ struct nn_tensor {
     char name[NN_NAME_MAX];
     char scope[NN_NAME_MAX]; /* the graph's scope when the node was made (a model layer) */
     int layer;            /* model layer index (nn_graph_set_layer), -1 outside layers */
+    int chunk;            /* pipeline model chunk (nn_graph_set_chunk), -1 when not split */
+    bool attn_core;       /* made inside nn_attention's core: scores, mask, softmax (the
+                             region selective recomputation recomputes) */
     float *data;          /* values (numel floats) or NULL; owned unless data_is_view */
     bool data_is_view;
     bool trainable;       /* parameters: receives a gradient in nn_backward */
@@ -131,6 +161,11 @@ bool nn_graph_is_eager(const nn_graph *g);
 void nn_graph_set_scope(nn_graph *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 const char *nn_graph_scope(const nn_graph *g);
 void nn_graph_set_layer(nn_graph *g, int layer);
+int nn_graph_layer(const nn_graph *g);
+/* New nodes get this pipeline chunk (-1 by default). */
+void nn_graph_set_chunk(nn_graph *g, int chunk);
+int nn_graph_chunk(const nn_graph *g);
+nn_region nn_graph_region(const nn_graph *g);
 void nn_graph_set_region(nn_graph *g, nn_region r);
 int nn_graph_n_nodes(const nn_graph *g);
 nn_tensor *nn_graph_node(const nn_graph *g, int i); /* in creation order */
@@ -207,6 +242,45 @@ nn_tensor *nn_pad(nn_graph *g, nn_tensor *a, int axis, int64_t before, int64_t a
 nn_tensor *nn_embedding(nn_graph *g, nn_tensor *table, nn_tensor *idx);
 /* Mean over rows of -log softmax(logits)[label]; logits [N, C], labels [N] -> scalar. */
 nn_tensor *nn_cross_entropy(nn_graph *g, nn_tensor *logits, nn_tensor *labels);
+/* Rows [offset, offset + V) of a vocabulary split across ranks: table [V, D], idx [...],
+ * offset an i32 scalar; an index outside the rows gives a zero vector. */
+nn_tensor *nn_embedding_shard(nn_graph *g, nn_tensor *table, nn_tensor *idx, nn_tensor *offset);
+/* labels [...] (integers), offset an i32 scalar or NULL -> [..., C] of dtype dt with 1 where
+ * label - offset == class. No gradient (integer input). */
+nn_tensor *nn_one_hot(nn_graph *g, nn_tensor *labels, nn_tensor *offset, int64_t classes,
+                      nn_dtype dt);
+/* Identity whose gradient is zero: nothing flows back through it (PyTorch's detach). */
+nn_tensor *nn_stop_grad(nn_graph *g, nn_tensor *a);
+
+/* ---- communication (see NN_COMM_IP_*; `tag` is an nn_comm_tag of plan.h) ---- */
+nn_tensor *nn_all_reduce(nn_graph *g, nn_tensor *a, int tag, int size, int reduction);
+nn_tensor *nn_reduce_scatter(nn_graph *g, nn_tensor *a, int tag, int size, int dim);
+nn_tensor *nn_all_gather(nn_graph *g, nn_tensor *a, int tag, int size, int dim);
+nn_tensor *nn_broadcast(nn_graph *g, nn_tensor *a, int tag, int size, int root);
+/* The root gets the sum, the other ranks zeros. */
+nn_tensor *nn_reduce(nn_graph *g, nn_tensor *a, int tag, int size, int root);
+/* Splits dim split_dim into size parts, part i to rank i; concatenates the parts received
+ * along cat_dim. */
+nn_tensor *nn_all_to_all(nn_graph *g, nn_tensor *a, int tag, int size, int split_dim,
+                         int cat_dim);
+/* Megatron's f: identity forward, all-reduce (sum) of the gradient over the group. */
+nn_tensor *nn_group_copy(nn_graph *g, nn_tensor *a, int tag, int size);
+/* Megatron's scatter: this rank's part (of size) along dim of a replicated a, starting at
+ * the i32 scalar offset; backward all-gathers the gradient. */
+nn_tensor *nn_shard_slice(nn_graph *g, nn_tensor *a, nn_tensor *offset, int tag, int size,
+                          int dim);
+/* Sends a to the rank `peer` positions along the pp axis; the output is a view of a. */
+nn_tensor *nn_send(nn_graph *g, nn_tensor *a, int tag, int peer);
+/* A tensor of shape (ndim, ne) and dtype dt received from `peer` positions along pp. */
+nn_tensor *nn_recv(nn_graph *g, int ndim, const int64_t *ne, nn_dtype dt, int tag, int peer);
+
+/* ---- in-place updates of persistent buffers (NN_OPF_UPDATE; their output aliases src[0]) ---- */
+/* acc += g (the gradient accumulator over micro-batches). */
+nn_tensor *nn_grad_accumulate(nn_graph *g, nn_tensor *acc, nn_tensor *grad);
+/* buf = v. */
+nn_tensor *nn_fill(nn_graph *g, nn_tensor *buf, double v);
+/* dst = src rounded to dst's dtype (same shape). */
+nn_tensor *nn_copy_to(nn_graph *g, nn_tensor *dst, nn_tensor *src);
 
 /* ---- composites (built from the ops above) ---- */
 /* x [..., in] @ w [in, out] (+ b [out]). */
@@ -260,6 +334,14 @@ np_status nn_node_compute(nn_tensor *t, np_err *err);
  * gets t->grad (gradients of fan-out tensors are accumulated). The error names an op on the
  * path that has no backward rule. */
 np_status nn_backward(nn_graph *g, nn_tensor *loss, np_err *err);
+/* The general form: backward from n roots, root i seeded with seeds[i] (a tensor of its
+ * shape: a received gradient, or a scaled constant), computing gradients for every
+ * trainable parameter and for the n_wrt nodes wrt[] (e.g. received activations whose
+ * gradient goes back to the previous pipeline stage). Nodes made while differentiating a
+ * node take its layer, chunk and scope. */
+np_status nn_backward_roots(nn_graph *g, int n, nn_tensor *const *roots,
+                            nn_tensor *const *seeds, int n_wrt, nn_tensor *const *wrt,
+                            np_err *err);
 
 /* ---- costs ---- */
 /* FLOPs of one node (a multiply-add counts 2), and bytes it reads and writes. */

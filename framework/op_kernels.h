@@ -34,6 +34,10 @@ NN_KERNEL_DECLS(embedding_grad)
 NN_KERNEL_DECLS(cross_entropy)
 NN_KERNEL_DECLS(cross_entropy_grad)
 NN_KERNEL_DECLS(update)
+NN_KERNEL_DECLS(comm)
+NN_KERNEL_DECLS(one_hot)
+NN_KERNEL_DECLS(stop_grad)
+NN_KERNEL_DECLS(buf_update)
 #undef NN_KERNEL_DECLS
 
 void nn_fwd_copy(nn_tensor *t);
@@ -54,6 +58,7 @@ void nn_bwd_concat(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_slice_pad(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_embedding(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_cross_entropy(nn_graph *g, nn_tensor *t, nn_tensor *dy);
+void nn_bwd_comm(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 
 int64_t nn_flops_sum_to(const nn_tensor *t);
 int64_t nn_flops_reduce(const nn_tensor *t);
@@ -70,5 +75,6 @@ int64_t nn_flops_none(const nn_tensor *t);
 int64_t nn_flops_move(const nn_tensor *t);
 int64_t nn_flops_cross_entropy(const nn_tensor *t);
 int64_t nn_flops_update(const nn_tensor *t);
+int64_t nn_flops_buf_update(const nn_tensor *t);
 
 #endif

@@ -234,6 +234,8 @@ np_status nn_infer_embedding(nn_tensor *t, np_err *err)
     if (!nn_is_int(idx->dtype))
         return nn_infer_fail(t, err, NP_ERR_TYPE, "indices must be i32 or i8, not %s",
                              nn_dtype_name(idx->dtype));
+    if (t->n_src > 2 && (!nn_is_int(t->src[2]->dtype) || nn_numel(t->src[2]) != 1))
+        return nn_infer_fail(t, err, NP_ERR_TYPE, "the row offset must be an integer scalar");
     if (idx->ndim + 1 > NN_MAX_DIMS)
         return nn_infer_fail(t, err, NP_ERR_RANGE, "too many dims");
     int64_t ne[NN_MAX_DIMS];
@@ -244,19 +246,30 @@ np_status nn_infer_embedding(nn_tensor *t, np_err *err)
     return NP_OK;
 }
 
+/* Row offset of a vocabulary shard (src[2], nn_embedding_shard), else 0. */
+static int64_t nn_row_offset(const nn_tensor *t, int src)
+{
+    return t->n_src > src ? (int64_t)t->src[src]->data[0] : 0;
+}
+
 void nn_fwd_embedding(nn_tensor *t)
 {
     const nn_tensor *tab = t->src[0], *idx = t->src[1];
-    int64_t D = tab->ne[1], n = nn_numel(idx);
-    for (int64_t i = 0; i < n; i++)
-        memcpy(t->data + i * D, tab->data + (int64_t)idx->data[i] * D, (size_t)D * sizeof(float));
+    int64_t D = tab->ne[1], V = tab->ne[0], n = nn_numel(idx), off = nn_row_offset(t, 2);
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = (int64_t)idx->data[i] - off;
+        if (r >= 0 && r < V)
+            memcpy(t->data + i * D, tab->data + r * D, (size_t)D * sizeof(float));
+        else
+            memset(t->data + i * D, 0, (size_t)D * sizeof(float));
+    }
 }
 
 void nn_bwd_embedding(nn_graph *g, nn_tensor *t, nn_tensor *dy)
 {
     int64_t ip[NN_MAX_IPARAMS] = {t->src[0]->ne[0]};
-    nn_grad_acc(g, t->src[0],
-                nn_node(g, NN_OP_EMBEDDING_GRAD, 2, (nn_tensor *[]){t->src[1], dy}, ip, NULL));
+    nn_tensor *srcs[3] = {t->src[1], dy, t->n_src > 2 ? t->src[2] : NULL};
+    nn_grad_acc(g, t->src[0], nn_node(g, NN_OP_EMBEDDING_GRAD, t->n_src, srcs, ip, NULL));
 }
 
 np_status nn_infer_embedding_grad(nn_tensor *t, np_err *err)
@@ -271,11 +284,14 @@ np_status nn_infer_embedding_grad(nn_tensor *t, np_err *err)
 void nn_fwd_embedding_grad(nn_tensor *t)
 {
     const nn_tensor *idx = t->src[0], *dy = t->src[1];
-    int64_t D = t->ne[1], n = nn_numel(idx);
+    int64_t D = t->ne[1], V = t->ne[0], n = nn_numel(idx), off = nn_row_offset(t, 2);
     memset(t->data, 0, (size_t)nn_numel(t) * sizeof(float));
-    for (int64_t i = 0; i < n; i++)
-        for (int64_t k = 0; k < D; k++)
-            t->data[(int64_t)idx->data[i] * D + k] += dy->data[i * D + k];
+    for (int64_t i = 0; i < n; i++) {
+        int64_t r = (int64_t)idx->data[i] - off;
+        if (r >= 0 && r < V)
+            for (int64_t k = 0; k < D; k++)
+                t->data[r * D + k] += dy->data[i * D + k];
+    }
 }
 
 /* ---- cross-entropy (logits [..., C], labels [...]) -> scalar mean over rows ---- */

@@ -97,7 +97,7 @@ nn_tensor *nn_reshape(nn_graph *g, nn_tensor *a, int ndim, const int64_t *ne)
     return nn_shape_op(g, NN_OP_RESHAPE, a, ndim, sh);
 }
 
-static nn_tensor *nn_reduce(nn_graph *g, nn_op op, nn_tensor *a, int axis, bool keepdim)
+static nn_tensor *nn_reduce_axis(nn_graph *g, nn_op op, nn_tensor *a, int axis, bool keepdim)
 {
     if (!a)
         return NULL;
@@ -106,15 +106,15 @@ static nn_tensor *nn_reduce(nn_graph *g, nn_op op, nn_tensor *a, int axis, bool 
 }
 nn_tensor *nn_reduce_sum(nn_graph *g, nn_tensor *a, int axis, bool keepdim)
 {
-    return nn_reduce(g, NN_OP_REDUCE_SUM, a, axis, keepdim);
+    return nn_reduce_axis(g, NN_OP_REDUCE_SUM, a, axis, keepdim);
 }
 nn_tensor *nn_reduce_mean(nn_graph *g, nn_tensor *a, int axis, bool keepdim)
 {
-    return nn_reduce(g, NN_OP_REDUCE_MEAN, a, axis, keepdim);
+    return nn_reduce_axis(g, NN_OP_REDUCE_MEAN, a, axis, keepdim);
 }
 nn_tensor *nn_reduce_max(nn_graph *g, nn_tensor *a, int axis, bool keepdim)
 {
-    return nn_reduce(g, NN_OP_REDUCE_MAX, a, axis, keepdim);
+    return nn_reduce_axis(g, NN_OP_REDUCE_MAX, a, axis, keepdim);
 }
 
 nn_tensor *nn_conv2d(nn_graph *g, nn_tensor *x, nn_tensor *w, int stride, int pad,
@@ -231,6 +231,12 @@ nn_tensor *nn_embedding(nn_graph *g, nn_tensor *table, nn_tensor *idx)
 {
     return nn_bin(g, NN_OP_EMBEDDING, table, idx);
 }
+nn_tensor *nn_embedding_shard(nn_graph *g, nn_tensor *table, nn_tensor *idx, nn_tensor *offset)
+{
+    if (!table || !idx || !offset)
+        return NULL;
+    return nn_node(g, NN_OP_EMBEDDING, 3, (nn_tensor *[]){table, idx, offset}, NULL, NULL);
+}
 nn_tensor *nn_cross_entropy(nn_graph *g, nn_tensor *logits, nn_tensor *labels)
 {
     return nn_bin(g, NN_OP_CROSS_ENTROPY, logits, labels);
@@ -288,10 +294,17 @@ nn_tensor *nn_attention(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v, b
     if (!q || !k || !v)
         return NULL;
     double scale = 1.0 / sqrt((double)q->ne[q->ndim - 1]);
-    nn_tensor *s = nn_scale(g, nn_matmul(g, q, nn_transpose(g, k)), scale);
+    nn_tensor *kt = nn_transpose(g, k);
+    int first = nn_graph_n_nodes(g);
+    nn_tensor *s = nn_scale(g, nn_matmul(g, q, kt), scale);
     if (causal)
         s = nn_causal_mask(g, s, -INFINITY);
-    return nn_matmul(g, nn_softmax(g, s), v);
+    nn_tensor *p = nn_softmax(g, s);
+    /* The core that selective recomputation recomputes (Korthikanti et al.): the scores,
+     * their mask and the softmax; q, k^T, v and the output are kept. */
+    for (int i = first; p && i < nn_graph_n_nodes(g); i++)
+        nn_graph_node(g, i)->attn_core = true;
+    return nn_matmul(g, p, v);
 }
 
 nn_tensor *nn_channel_sum(nn_graph *g, nn_tensor *x)

@@ -34,6 +34,9 @@ int nn_pass_fuse(nn_graph *g);
 typedef enum nn_ckpt_policy {
     NN_CKPT_EVERY_K,   /* keep each k-th layer's input, recompute the layers in between */
     NN_CKPT_SELECTIVE, /* keep layer inputs and matmul/conv outputs, recompute the rest */
+    NN_CKPT_ATTENTION, /* recompute the attention core only (scores, mask, softmax, their
+                          dropout: nodes with attn_core), keep the rest (Korthikanti's
+                          "selective") */
 } nn_ckpt_policy;
 
 /* Activation checkpointing (after nn_backward): backward nodes read recomputed copies
