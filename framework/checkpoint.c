@@ -45,6 +45,53 @@ static nn_tensor *nn_recompute(nn_ckpt *c, nn_tensor *t, double key)
     return r;
 }
 
+np_status nn_pass_recompute(nn_graph *g, const bool *kept, int *n_recomputed, np_err *err)
+{
+    *n_recomputed = 0;
+    int max_id = nn_graph_max_id(g);
+    nn_tensor **copy = nn_calloc((size_t)max_id + 1, sizeof *copy);
+    nn_tensor **order = NULL;
+    np_status st = NP_OK;
+    if (!copy) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory in checkpointing");
+        goto done;
+    }
+    int n_order;
+    if ((st = nn_schedule(g, &order, &n_order, err)) != NP_OK)
+        goto done;
+    nn_ckpt c = {g, kept, copy, 0};
+    char scope[NN_NAME_MAX];
+    strcpy(scope, nn_graph_scope(g));
+    nn_region region = nn_graph_region(g);
+    int layer = nn_graph_layer(g), chunk = nn_graph_chunk(g);
+    nn_graph_set_region(g, NN_REGION_RECOMPUTE);
+    for (int i = 0; i < n_order && st == NP_OK; i++) {
+        nn_tensor *b = order[i];
+        if (b->region != NN_REGION_BACKWARD)
+            continue;
+        for (int s = 0; s < b->n_src; s++) {
+            nn_tensor *src = b->src[s];
+            if (src->region != NN_REGION_FORWARD || kept[src->id])
+                continue;
+            nn_tensor *r = nn_recompute(&c, src, b->sched_key - 0.5);
+            if (!r) {
+                st = nn_graph_status(g, err);
+                break;
+            }
+            b->src[s] = r;
+        }
+    }
+    nn_graph_set_region(g, region);
+    nn_graph_set_scope(g, "%s", scope);
+    nn_graph_set_layer(g, layer);
+    nn_graph_set_chunk(g, chunk);
+    *n_recomputed = c.n_copies;
+done:
+    free(copy);
+    free(order);
+    return st;
+}
+
 np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_recomputed,
                              np_err *err)
 {
@@ -53,13 +100,8 @@ np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_r
         return np_err_set(err, NP_ERR_RANGE, "checkpoint: k must be at least 1, got %d", k);
     int n = nn_graph_n_nodes(g), max_id = nn_graph_max_id(g);
     bool *kept = nn_calloc((size_t)max_id + 1, sizeof *kept);
-    nn_tensor **copy = nn_calloc((size_t)max_id + 1, sizeof *copy);
-    nn_tensor **order = NULL;
-    np_status st = NP_OK;
-    if (!kept || !copy) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory in checkpointing");
-        goto done;
-    }
+    if (!kept)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory in checkpointing");
     int every = policy == NN_CKPT_SELECTIVE ? 1 : k;
     for (int i = 0; i < n; i++) {
         nn_tensor *t = nn_graph_node(g, i);
@@ -79,35 +121,7 @@ np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_r
                 kept[src->id] = true;
         }
     }
-    int n_order;
-    if ((st = nn_schedule(g, &order, &n_order, err)) != NP_OK)
-        goto done;
-    nn_ckpt c = {g, kept, copy, 0};
-    char scope[NN_NAME_MAX];
-    strcpy(scope, nn_graph_scope(g));
-    nn_graph_set_region(g, NN_REGION_RECOMPUTE);
-    for (int i = 0; i < n_order && st == NP_OK; i++) {
-        nn_tensor *b = order[i];
-        if (b->region != NN_REGION_BACKWARD)
-            continue;
-        for (int s = 0; s < b->n_src; s++) {
-            nn_tensor *src = b->src[s];
-            if (src->region != NN_REGION_FORWARD || kept[src->id])
-                continue;
-            nn_tensor *r = nn_recompute(&c, src, b->sched_key - 0.5);
-            if (!r) {
-                st = nn_graph_status(g, err);
-                break;
-            }
-            b->src[s] = r;
-        }
-    }
-    nn_graph_set_region(g, NN_REGION_FORWARD);
-    nn_graph_set_scope(g, "%s", scope);
-    *n_recomputed = c.n_copies;
-done:
+    np_status st = nn_pass_recompute(g, kept, n_recomputed, err);
     free(kept);
-    free(copy);
-    free(order);
     return st;
 }

@@ -45,6 +45,10 @@ typedef enum nn_ckpt_policy {
 np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_recomputed,
                              np_err *err);
 
+/* The core of checkpointing: backward nodes read recomputed copies of the forward nodes
+ * that kept[id] does not keep (kept indexed by node id, at least nn_graph_max_id + 1). */
+np_status nn_pass_recompute(nn_graph *g, const bool *kept, int *n_recomputed, np_err *err);
+
 /* Bytes of forward activations held from the forward pass for the backward pass: the
  * storage of every forward (non-leaf) node read by a backward or recompute node (a view
  * counts as the tensor it views). */

@@ -253,6 +253,8 @@ typedef struct nn_plan_leaf {
     char source[NN_NAME_MAX]; /* PARAM/MASTER/OPTSTATE/GRADBUF: the model parameter's name;
                                  DATA: "input" or "labels" */
     nn_plan_shard shard;      /* PARAM/MASTER/OPTSTATE/GRADBUF */
+    int src_ndim;             /* ... and the whole parameter's shape */
+    int64_t src_ne[NN_MAX_DIMS];
     nn_mesh_axis axis;        /* RANKVALUE */
     int64_t scale;            /* RANKVALUE */
 } nn_plan_leaf;

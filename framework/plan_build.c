@@ -1,0 +1,1265 @@
+/* plan_build.c — nn_plan_build: from a model and a strategy to the plan of one training step.
+ *
+ *   1. validate the strategy against the model and the system (errors name the flag)
+ *   2. place the mesh (mesh.c); build the single-device forward graph of one micro-batch
+ *   3. cut it into model chunks (plan_sched.c) and rewrite it into one local graph per
+ *      pipeline stage (plan_tp.c: tensor/sequence parallelism, ZeRO-3 gathers, send/recv)
+ *   4. differentiate every stage from its loss (seeded with 1/(m dp)) and from the gradients
+ *      it receives for the values it sent; send the gradients of the values it received
+ *   5. recompute what the policy drops, and re-gather (ZeRO-3 parameters, sequence-parallel
+ *      inputs of column-parallel matmuls) what is cheaper gathered again than kept
+ *   6. gradients: accumulate over micro-batches; reduce across dp in buckets as soon as the
+ *      last micro-batch's gradients are ready (DP all-reduce, ZeRO-1 reduce-scatter) or every
+ *      micro-batch (ZeRO-2 reduce-scatter; ZeRO-3's comes from its all-gather's gradient);
+ *      then per step: sum partial gradients over tp (sequence-parallel norms), tied
+ *      embeddings over the first and last stage; the optimizer on the rank's shard; copy
+ *      master weights into the bf16 parameters (all-gathered under ZeRO-1/2)
+ *   7. blocks, entries, dependencies, schedules
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pass.h"
+#include "plan_impl.h"
+
+/* ---- 1. validation ---- */
+
+static bool nn_is_transformer(const nn_model_desc *d)
+{
+    return strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
+}
+
+static np_status nn_plan_validate(const nn_model_desc *d, const nn_model_opts *o,
+                                  const nn_strategy *s, int64_t *batch, int64_t *micro,
+                                  np_err *err)
+{
+    const char *name = d->name;
+    if (s->dp < 1 || s->tp < 1 || s->pp < 1)
+        return np_err_set(err, NP_ERR_RANGE, "--dp, --tp and --pp must be at least 1 (got %d, %d, %d)",
+                          s->dp, s->tp, s->pp);
+    if (s->zero < 0 || s->zero > 3)
+        return np_err_set(err, NP_ERR_RANGE, "--zero must be 0, 1, 2 or 3, got %d", s->zero);
+    if (s->bucket_mb < 0)
+        return np_err_set(err, NP_ERR_RANGE, "--bucket-mb must be positive, got %g", s->bucket_mb);
+    int tp = s->tp;
+    if (tp > 1 && nn_is_transformer(d)) {
+        int64_t H = nn_model_int(d, "heads", 1), D = nn_model_int(d, "d_model", 1);
+        int64_t KV = nn_model_int(d, "kv_heads", H), F = nn_model_int(d, "ffn", 4 * D);
+        if (H % tp)
+            return np_err_set(err, NP_ERR_INCONSISTENT,
+                              "--tp %d does not divide the %lld attention heads of %s", tp,
+                              (long long)H, name);
+        if (KV % tp)
+            return np_err_set(err, NP_ERR_INCONSISTENT,
+                              "--tp %d does not divide the %lld key/value heads of %s", tp,
+                              (long long)KV, name);
+        if (D % tp)
+            return np_err_set(err, NP_ERR_INCONSISTENT,
+                              "--tp %d does not divide the hidden size %lld of %s", tp,
+                              (long long)D, name);
+        if (F % tp)
+            return np_err_set(err, NP_ERR_INCONSISTENT,
+                              "--tp %d does not divide the MLP width %lld of %s", tp, (long long)F,
+                              name);
+    } else if (tp > 1 && strcmp(d->family, "mlp") == 0) {
+        int64_t hidden[NN_MODEL_MAX_VALUES];
+        int nh = nn_model_ints(d, "hidden", hidden, NN_MODEL_MAX_VALUES);
+        for (int i = 0; i < nh; i++)
+            if (hidden[i] % tp)
+                return np_err_set(err, NP_ERR_INCONSISTENT,
+                                  "--tp %d does not divide the width %lld of hidden layer %d of %s",
+                                  tp, (long long)hidden[i], i + 1, name);
+    } else if (tp > 1) {
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--tp %d: %s models have no tensor-parallel split (transformers and MLPs do)",
+                          tp, d->family);
+    }
+    if (s->sp) {
+        if (tp < 2)
+            return np_err_set(err, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
+        if (!nn_is_transformer(d))
+            return np_err_set(err, NP_ERR_INCONSISTENT,
+                              "--sp needs a transformer (gpt or llama); %s has no sequence", name);
+        int64_t seq = o->seq ? o->seq : nn_model_int(d, "context", 1);
+        if (seq % tp)
+            return np_err_set(err, NP_ERR_INCONSISTENT,
+                              "--sp: --tp %d does not divide the sequence length %lld", tp,
+                              (long long)seq);
+    }
+    if (s->zero >= 2 && s->pp > 1 && s->dp > 1)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--zero %d cannot be combined with --pp %d: ZeRO-2 and -3 shard "
+                          "gradients every micro-batch, which pipeline parallelism accumulates "
+                          "(DeepSpeed's rule)", s->zero, s->pp);
+    if (s->schedule == NN_PP_INTERLEAVED && s->pp < 2)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--schedule interleaved:%d needs --pp 2 or more", s->virtual_stages);
+    int64_t B = o->batch ? o->batch : nn_model_int(d, "batch", 1);
+    if (B % s->dp)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "--batch %lld is not divisible by --dp %d",
+                          (long long)B, s->dp);
+    int64_t per = B / s->dp, b = s->microbatch ? s->microbatch : per;
+    if (b < 1 || per % b)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--microbatch %lld does not divide the %lld samples per data-parallel "
+                          "rank (--batch %lld / --dp %d)", (long long)b, (long long)per,
+                          (long long)B, s->dp);
+    int64_t m = per / b;
+    if (s->schedule == NN_PP_INTERLEAVED && m % s->pp)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--schedule interleaved:%d needs the number of micro-batches (%lld) to "
+                          "be a multiple of --pp %d", s->virtual_stages, (long long)m, s->pp);
+    if (m > (1 << 20))
+        return np_err_set(err, NP_ERR_RANGE, "%lld micro-batches are more than npusim plans for",
+                          (long long)m);
+    *batch = B;
+    *micro = b;
+    return NP_OK;
+}
+
+/* ---- the builder's bookkeeping of the nodes it makes ---- */
+
+enum { NN_HINT_NONE, NN_HINT_BEGIN, NN_HINT_END };
+
+typedef struct nn_pmark {
+    int hint;      /* block for step nodes */
+    bool last;     /* runs at the last micro-batch only */
+    int bucket;    /* collective bucket (0: none) */
+} nn_pmark;
+
+typedef struct nn_pstate {
+    nn_pb *pb;
+    int st;
+    nn_graph *g;
+    nn_pmark *mark; /* by node id, grown as nodes are made */
+    int cap_mark;
+    int next_bucket;
+} nn_pstate;
+
+static nn_pmark *nn_ps_mark(nn_pstate *ps, nn_tensor *t)
+{
+    if (!t)
+        return NULL;
+    if (t->id >= ps->cap_mark) {
+        int cap = ps->cap_mark ? ps->cap_mark : 256;
+        while (cap <= t->id)
+            cap *= 2;
+        nn_pmark *m = nn_realloc(ps->mark, (size_t)cap * sizeof *m);
+        if (!m)
+            return NULL;
+        memset(m + ps->cap_mark, 0, (size_t)(cap - ps->cap_mark) * sizeof *m);
+        ps->mark = m;
+        ps->cap_mark = cap;
+    }
+    return &ps->mark[t->id];
+}
+
+/* Marks every node made since `from` (node count) with hint/last. */
+static bool nn_ps_mark_since(nn_pstate *ps, int from, int hint, bool last)
+{
+    for (int i = from; i < nn_graph_n_nodes(ps->g); i++) {
+        nn_pmark *m = nn_ps_mark(ps, nn_graph_node(ps->g, i));
+        if (!m)
+            return false;
+        m->hint = hint;
+        m->last = last;
+    }
+    return true;
+}
+
+static void nn_ps_ctx(nn_pstate *ps, nn_region r, int chunk, int layer, const char *scope)
+{
+    nn_graph_set_region(ps->g, r);
+    nn_graph_set_chunk(ps->g, chunk);
+    nn_graph_set_layer(ps->g, layer);
+    nn_graph_set_scope(ps->g, "%s", scope);
+}
+
+/* ---- 4. backward ---- */
+
+typedef struct nn_tlist {
+    nn_tensor **v;
+    int n, cap;
+} nn_tlist;
+
+static bool nn_tlist_push(nn_tlist *l, nn_tensor *t)
+{
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 8;
+        nn_tensor **v = nn_realloc(l->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = t;
+    return true;
+}
+
+static np_status nn_pb_backward(nn_pb *pb, nn_plan *p)
+{
+    np_err *err = pb->err;
+    int pp = pb->pp;
+    nn_tlist *roots = nn_calloc((size_t)pp, sizeof *roots), *seeds = nn_calloc((size_t)pp, sizeof *seeds);
+    nn_tlist *wrt = nn_calloc((size_t)pp, sizeof *wrt);
+    np_status st = NP_OK;
+    if (!roots || !seeds || !wrt) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+        goto done;
+    }
+    /* the loss, seeded with 1/(m dp): gradients summed over micro-batches and dp ranks are
+     * the gradient of the mean loss over the global batch */
+    {
+        nn_pv *lv = pb->val[pb->m0.loss->id];
+        int ls = nn_pb_stage(pb, lv->chunk);
+        nn_graph *g = pb->stages[ls].g;
+        nn_graph_set_region(g, NN_REGION_BACKWARD);
+        nn_graph_set_chunk(g, lv->chunk);
+        nn_graph_set_layer(g, -1);
+        nn_graph_set_scope(g, "%s", "");
+        nn_tensor *seed = nn_const(g, "loss.scale", lv->t->dtype, lv->t->ndim, lv->t->ne);
+        if (!seed || !nn_tensor_fill(seed, (float)(1.0 / ((double)p->n_micro * pb->dp))) ||
+            !nn_pb_leaf(pb, ls, NN_LEAF_CONST, seed) || !nn_tlist_push(&roots[ls], lv->t) ||
+            !nn_tlist_push(&seeds[ls], seed)) {
+            st = nn_graph_status(g, err) != NP_OK ? err->status
+                                                  : np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            goto done;
+        }
+        p->classes[ls].loss = lv->t;
+    }
+    for (int i = 0; i < pb->n_bounds; i++) {
+        nn_pbound *b = &pb->bounds[i];
+        if (!b->grad)
+            continue;
+        int fs = nn_pb_stage(pb, b->from), ts = nn_pb_stage(pb, b->to);
+        nn_graph *g = pb->stages[fs].g;
+        nn_tensor *sent = b->send->src[0];
+        nn_graph_set_region(g, NN_REGION_BACKWARD);
+        nn_graph_set_chunk(g, b->from);
+        nn_graph_set_layer(g, -1);
+        nn_graph_set_scope(g, "%s", b->send->scope);
+        b->grad_recv = nn_recv(g, sent->ndim, sent->ne, sent->dtype, NN_COMM_PP, (ts - fs + pp) % pp);
+        if (!b->grad_recv)
+            goto graph_fail;
+        b->grad_recv->ip[NN_COMM_IP_MATCH] = ++pb->next_match;
+        if (!nn_tlist_push(&roots[fs], sent) || !nn_tlist_push(&seeds[fs], b->grad_recv) ||
+            !nn_tlist_push(&wrt[ts], b->recv)) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            goto done;
+        }
+    }
+    for (int s = 0; s < pp; s++) {
+        if (!roots[s].n)
+            continue;
+        if ((st = nn_backward_roots(pb->stages[s].g, roots[s].n, roots[s].v, seeds[s].v, wrt[s].n,
+                                    wrt[s].v, err)) != NP_OK) {
+            np_err_prefix(err, "plan: stage %d", s);
+            goto done;
+        }
+    }
+    for (int i = 0; i < pb->n_bounds; i++) {
+        nn_pbound *b = &pb->bounds[i];
+        if (!b->grad)
+            continue;
+        int fs = nn_pb_stage(pb, b->from), ts = nn_pb_stage(pb, b->to);
+        nn_graph *g = pb->stages[ts].g;
+        if (!b->recv->grad) {
+            st = np_err_set(err, NP_ERR_INTERNAL, "plan: no gradient reaches %s", b->recv->name);
+            goto done;
+        }
+        nn_graph_set_region(g, NN_REGION_BACKWARD);
+        nn_graph_set_chunk(g, b->to);
+        nn_graph_set_layer(g, -1);
+        nn_graph_set_scope(g, "%s", b->recv->scope);
+        nn_tensor *send = nn_send(g, b->recv->grad, NN_COMM_PP, (fs - ts + pp) % pp);
+        if (!send)
+            goto graph_fail;
+        send->is_output = true;
+        send->ip[NN_COMM_IP_MATCH] = b->grad_recv->ip[NN_COMM_IP_MATCH];
+    }
+    goto done;
+graph_fail:
+    st = np_err_set(err, NP_ERR_INTERNAL, "plan: building the backward pass failed");
+    for (int s = 0; s < pp; s++)
+        if (nn_graph_status(pb->stages[s].g, err) != NP_OK) {
+            st = err->status;
+            break;
+        }
+done:
+    for (int s = 0; roots && s < pp; s++)
+        free(roots[s].v);
+    for (int s = 0; seeds && s < pp; s++)
+        free(seeds[s].v);
+    for (int s = 0; wrt && s < pp; s++)
+        free(wrt[s].v);
+    free(roots);
+    free(seeds);
+    free(wrt);
+    return st;
+}
+
+/* ---- 5. recomputation and re-gathering ---- */
+
+/* Whether forward node t is (a view or slice of) a ZeRO or sequence-parallel all-gather:
+ * such values are gathered again for the backward pass instead of being kept. */
+static bool nn_is_regather(const nn_tensor *t)
+{
+    while (t->op == NN_OP_RESHAPE || t->op == NN_OP_SLICE)
+        t = t->src[0];
+    return t->op == NN_OP_ALL_GATHER && t->region == NN_REGION_FORWARD &&
+           (t->ip[NN_COMM_IP_TAG] == NN_COMM_ZERO || t->ip[NN_COMM_IP_TAG] == NN_COMM_SP);
+}
+
+static np_status nn_pb_recompute(nn_pb *pb, nn_graph *g)
+{
+    int n = nn_graph_n_nodes(g), max_id = nn_graph_max_id(g);
+    bool *kept = nn_calloc((size_t)max_id + 1, sizeof *kept);
+    if (!kept)
+        return np_err_set(pb->err, NP_ERR_NOMEM, "out of memory building the plan");
+    nn_recompute pol = pb->s->recompute;
+    for (int i = 0; i < n; i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        bool fwd = t->op != NN_OP_LEAF && t->region == NN_REGION_FORWARD;
+        kept[t->id] = !fwd || t->op == NN_OP_RECV || t->layer < 0 || pol == NN_RECOMPUTE_NONE ||
+                      (pol == NN_RECOMPUTE_SELECTIVE && !t->attn_core);
+    }
+    if (pol == NN_RECOMPUTE_FULL) /* keep what enters each layer */
+        for (int i = 0; i < n; i++) {
+            nn_tensor *t = nn_graph_node(g, i);
+            if (t->op == NN_OP_LEAF || t->region != NN_REGION_FORWARD)
+                continue;
+            for (int s = 0; s < t->n_src; s++)
+                if (t->src[s]->layer != t->layer)
+                    kept[t->src[s]->id] = true;
+        }
+    for (int i = 0; i < n; i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        if (t->op != NN_OP_LEAF && t->region == NN_REGION_FORWARD && nn_is_regather(t))
+            kept[t->id] = false;
+    }
+    int nr;
+    np_status st = nn_pass_recompute(g, kept, &nr, pb->err);
+    free(kept);
+    return st;
+}
+
+/* ---- 6. gradients and the optimizer ---- */
+
+static nn_tensor *nn_flat_pad(nn_graph *g, nn_tensor *t, int parts)
+{
+    if (!t)
+        return NULL;
+    int64_t n = nn_numel(t), padded = (n + parts - 1) / parts * parts;
+    nn_tensor *f = t->ndim == 1 ? t : nn_reshape(g, t, 1, (int64_t[]){n});
+    return padded == n ? f : nn_pad(g, f, 0, 0, padded - n);
+}
+
+/* Undoes nn_flat_pad: the first numel elements in shape (ndim, ne). */
+static nn_tensor *nn_unflat(nn_graph *g, nn_tensor *f, int ndim, const int64_t *ne)
+{
+    int64_t n = 1;
+    for (int d = 0; d < ndim; d++)
+        n *= ne[d];
+    if (f && f->ne[0] != n)
+        f = nn_slice(g, f, 0, 0, n);
+    return ndim == 1 && f && f->ndim == 1 ? f : nn_reshape(g, f, ndim, ne);
+}
+
+static nn_tensor *nn_pb_state(nn_pstate *ps, const nn_pparam *p, nn_plan_leaf_kind kind,
+                              const char *suffix, nn_role role, nn_dtype dt, int ndim,
+                              const int64_t *ne, bool shard)
+{
+    char name[NN_NAME_MAX];
+    snprintf(name, sizeof name, "%.80s.%s", p->g0->name, suffix);
+    nn_graph_set_scope(ps->g, "%s", "");
+    nn_tensor *t = nn_leaf(ps->g, name, role, dt, ndim, ne);
+    if (!t)
+        return NULL;
+    t->layer = p->g0->layer;
+    nn_plan_leaf *l = nn_pb_leaf(ps->pb, ps->st, kind, t);
+    if (!l)
+        return NULL;
+    snprintf(l->source, sizeof l->source, "%s", p->g0->name);
+    l->src_ndim = p->g0->ndim;
+    memcpy(l->src_ne, p->g0->ne, sizeof l->src_ne);
+    l->shard.tp_dim = p->lay.kind == NN_LAY_S ? p->lay.dim : -1;
+    l->shard.tp_blocks = p->lay.kind == NN_LAY_S ? p->lay.blocks : 1;
+    l->shard.tp_pad_rows = p->pad_rows;
+    l->shard.zero_shard = shard;
+    return t;
+}
+
+typedef struct nn_bucket_item {
+    nn_tensor *comm; /* the collective node */
+    double key;
+    int chunk;
+    uint64_t bytes;
+} nn_bucket_item;
+
+static int nn_bucket_cmp(const void *a, const void *b)
+{
+    const nn_bucket_item *x = a, *y = b;
+    if (x->chunk != y->chunk)
+        return x->chunk - y->chunk;
+    return x->key < y->key ? -1 : x->key > y->key;
+}
+
+/* Groups items (by chunk, in key order) into buckets of at least `bytes` each. */
+static bool nn_pb_buckets(nn_pstate *ps, nn_bucket_item *it, int n, uint64_t bytes)
+{
+    qsort(it, (size_t)n, sizeof *it, nn_bucket_cmp);
+    uint64_t acc = 0;
+    int chunk = -2;
+    for (int i = 0; i < n; i++) {
+        if (it[i].chunk != chunk || acc >= bytes) {
+            ps->next_bucket++;
+            acc = 0;
+            chunk = it[i].chunk;
+        }
+        acc += it[i].bytes;
+        nn_pmark *m = nn_ps_mark(ps, it[i].comm);
+        if (!m)
+            return false;
+        m->bucket = ps->next_bucket;
+    }
+    return true;
+}
+
+static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied_match)
+{
+    nn_graph *g = ps->g;
+    np_err *err = pb->err;
+    int dp = pb->dp, zero = pb->zero;
+    uint64_t bucket_bytes = (uint64_t)(pb->s->bucket_mb * 1024.0 * 1024.0);
+    nn_bucket_item *red = nn_malloc(((size_t)pb->n_params + 1) * sizeof *red);
+    nn_bucket_item *ags = nn_malloc(((size_t)pb->n_params + 1) * sizeof *ags);
+    int n_red = 0, n_ags = 0;
+    np_status st = NP_OK;
+    if (!red || !ags) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+        goto done;
+    }
+    const nn_optim *o = &p->optim;
+    for (int i = 0; i < pb->n_params; i++) {
+        nn_pparam *pr = &pb->params[i];
+        nn_tensor *leaf = pr->leaf[ps->st];
+        if (!leaf || !leaf->grad)
+            continue;
+        nn_tensor *gr = leaf->grad;
+        int c = gr->chunk;
+        bool mixed = pr->work != NN_F32, shard12 = zero == 1 || zero == 2;
+        int64_t n_local = nn_numel(leaf); /* zero 3: the shard already */
+        int64_t shard_n = (n_local + dp - 1) / dp;
+        /* the accumulator, zeroed at the start of the step */
+        int from = nn_graph_n_nodes(g);
+        nn_ps_ctx(ps, NN_REGION_OPTIM, -1, -1, "");
+        nn_tensor *buf = zero == 2 ? nn_pb_state(ps, pr, NN_LEAF_GRADBUF, "grad", NN_ROLE_GRADIENT,
+                                                 pr->work, 1, (int64_t[]){shard_n}, true)
+                                   : nn_pb_state(ps, pr, NN_LEAF_GRADBUF, "grad", NN_ROLE_GRADIENT,
+                                                 pr->work, leaf->ndim, leaf->ne, zero == 3);
+        nn_tensor *fill = nn_fill(g, buf, 0.0);
+        if (!fill || !nn_ps_mark_since(ps, from, NN_HINT_BEGIN, false))
+            goto graph_fail;
+        /* every micro-batch: accumulate (ZeRO-2: reduce-scatter first) */
+        from = nn_graph_n_nodes(g);
+        nn_ps_ctx(ps, NN_REGION_BACKWARD, c, gr->layer, gr->scope);
+        nn_tensor *in = gr, *rs = NULL;
+        if (zero == 2) {
+            rs = nn_reduce_scatter(g, nn_flat_pad(g, gr, dp), NN_COMM_ZERO, dp, 0);
+            in = rs;
+        }
+        nn_tensor *acc = nn_grad_accumulate(g, fill, in);
+        if (!acc)
+            goto graph_fail;
+        for (int k = from; k < nn_graph_n_nodes(g); k++)
+            nn_graph_node(g, k)->sched_key = gr->sched_key + 0.25;
+        if (rs)
+            red[n_red++] = (nn_bucket_item){rs, gr->sched_key, c, nn_nbytes(rs->src[0])};
+        /* the last micro-batch: reduce across dp (DP all-reduce, ZeRO-1 reduce-scatter) */
+        from = nn_graph_n_nodes(g);
+        nn_tensor *r = acc;
+        if (dp > 1 && zero == 0)
+            r = nn_all_reduce(g, acc, NN_COMM_DP, dp, NN_REDUCE_SUM);
+        else if (dp > 1 && zero == 1)
+            r = nn_reduce_scatter(g, nn_flat_pad(g, acc, dp), NN_COMM_ZERO, dp, 0);
+        if (!r)
+            goto graph_fail;
+        if (r != acc) {
+            for (int k = from; k < nn_graph_n_nodes(g); k++)
+                nn_graph_node(g, k)->sched_key = acc->sched_key + 0.05;
+            if (!nn_ps_mark_since(ps, from, NN_HINT_NONE, true))
+                goto graph_fail;
+            red[n_red++] = (nn_bucket_item){r, acc->sched_key, c, nn_nbytes(r->src[0])};
+        }
+        /* the step's end: partial sums over tp, tied copies, the update */
+        from = nn_graph_n_nodes(g);
+        nn_ps_ctx(ps, NN_REGION_OPTIM, -1, pr->g0->layer, "");
+        if (pr->partial_tp && pb->tp > 1)
+            r = nn_all_reduce(g, r, NN_COMM_SP, pb->tp, NN_REDUCE_SUM);
+        int n_stages = 0;
+        for (int s = 0; s < pb->pp; s++)
+            n_stages += pr->leaf[s] != NULL;
+        if (n_stages > 1) {
+            if (n_stages != 2 || !pr->leaf[0] || !pr->leaf[pb->pp - 1]) {
+                st = np_err_set(err, NP_ERR_INTERNAL, "plan: parameter %s is shared by stages other "
+                                "than the first and the last", pr->g0->name);
+                goto done;
+            }
+            r = nn_all_reduce(g, r, NN_COMM_PP, 2, NN_REDUCE_SUM);
+            if (r) {
+                r->ip[NN_COMM_IP_PEER] = NN_GROUP_ENDS;
+                if (!tied_match[i])
+                    tied_match[i] = ++pb->next_match;
+                r->ip[NN_COMM_IP_MATCH] = tied_match[i];
+            }
+        }
+        if (mixed)
+            r = nn_cast(g, r, NN_F32);
+        nn_tensor *master;
+        int64_t mne[NN_MAX_DIMS];
+        int mnd;
+        if (shard12) {
+            mnd = 1;
+            mne[0] = shard_n;
+            master = nn_pb_state(ps, pr, NN_LEAF_MASTER, "master", NN_ROLE_OPTSTATE, NN_F32, 1, mne, true);
+        } else if (mixed) {
+            mnd = leaf->ndim;
+            memcpy(mne, leaf->ne, sizeof mne);
+            master = nn_pb_state(ps, pr, NN_LEAF_MASTER, "master", NN_ROLE_OPTSTATE, NN_F32, mnd, mne,
+                                 zero == 3);
+        } else {
+            mnd = leaf->ndim;
+            memcpy(mne, leaf->ne, sizeof mne);
+            master = leaf;
+        }
+        if (!master || !r)
+            goto graph_fail;
+        nn_tensor *srcs[4] = {master, r, NULL, NULL};
+        double fp[NN_MAX_FPARAMS] = {o->lr};
+        nn_op op;
+        int ns;
+        if (o->kind == NN_OPTIM_SGD) {
+            op = NN_OP_SGD_UPDATE;
+            ns = 3;
+            srcs[2] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "momentum", NN_ROLE_OPTSTATE, NN_F32, mnd,
+                                  mne, zero != 0);
+            fp[1] = o->momentum;
+            fp[2] = o->weight_decay;
+        } else {
+            op = o->kind == NN_OPTIM_ADAM ? NN_OP_ADAM_UPDATE : NN_OP_ADAMW_UPDATE;
+            ns = 4;
+            srcs[2] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "adam_m", NN_ROLE_OPTSTATE, NN_F32, mnd,
+                                  mne, zero != 0);
+            srcs[3] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "adam_v", NN_ROLE_OPTSTATE, NN_F32, mnd,
+                                  mne, zero != 0);
+            fp[1] = o->beta1;
+            fp[2] = o->beta2;
+            fp[3] = o->eps;
+            fp[4] = o->weight_decay;
+        }
+        nn_ps_ctx(ps, NN_REGION_OPTIM, -1, pr->g0->layer, "");
+        if (!srcs[2] || (ns == 4 && !srcs[3]))
+            goto graph_fail;
+        nn_tensor *u = nn_node(g, op, ns, srcs, NULL, fp);
+        if (!u)
+            goto graph_fail;
+        nn_tensor_set_name(u, "%.80s.update", pr->g0->name);
+        u->is_output = true;
+        if (shard12) { /* the updated shards back into every rank's parameter */
+            nn_tensor *w = mixed ? nn_cast(g, u, pr->work) : u;
+            nn_tensor *ag = dp > 1 ? nn_all_gather(g, w, NN_COMM_ZERO, dp, 0) : w;
+            if (ag && ag != w)
+                ags[n_ags++] = (nn_bucket_item){ag, (double)i, 0, nn_nbytes(ag)};
+            nn_tensor *cp = nn_copy_to(g, leaf, nn_unflat(g, ag, leaf->ndim, leaf->ne));
+            if (!cp)
+                goto graph_fail;
+            cp->is_output = true;
+        } else if (mixed) {
+            nn_tensor *cp = nn_copy_to(g, leaf, u);
+            if (!cp)
+                goto graph_fail;
+            cp->is_output = true;
+        }
+        if (!nn_ps_mark_since(ps, from, NN_HINT_END, false))
+            goto graph_fail;
+    }
+    if (!nn_pb_buckets(ps, red, n_red, bucket_bytes) || !nn_pb_buckets(ps, ags, n_ags, bucket_bytes))
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+    goto done;
+graph_fail:
+    st = nn_graph_status(g, err) != NP_OK ? err->status
+                                          : np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+done:
+    free(red);
+    free(ags);
+    return st;
+}
+
+/* ---- 7. blocks and entries ---- */
+
+static bool nn_is_collective(nn_op op)
+{
+    return op == NN_OP_ALL_REDUCE || op == NN_OP_REDUCE_SCATTER || op == NN_OP_ALL_GATHER ||
+           op == NN_OP_BROADCAST || op == NN_OP_REDUCE || op == NN_OP_ALL_TO_ALL;
+}
+
+/* Bytes a collective node communicates: all_gather its output, others their input. */
+static uint64_t nn_comm_bytes(const nn_tensor *t)
+{
+    if (t->op == NN_OP_ALL_GATHER || t->op == NN_OP_RECV)
+        return nn_nbytes(t);
+    return nn_nbytes(t->src[0]);
+}
+
+/* ZeRO-3 prefetch: each layer's parameter gathers move ahead to the start of the layer
+ * before (forward) or after (backward: the layer computed just before), one layer ahead. */
+static void nn_pb_prefetch_keys(nn_pb *pb, nn_graph *g)
+{
+    if (pb->zero != 3)
+        return;
+    int n = nn_graph_n_nodes(g), L = 0;
+    for (int i = 0; i < n; i++)
+        if (nn_graph_node(g, i)->layer + 1 > L)
+            L = nn_graph_node(g, i)->layer + 1;
+    if (L == 0)
+        return;
+    /* min key of the compute nodes of (chunk, layer, forward|backward) */
+    int K = pb->n_chunks;
+    double *mk = nn_malloc((size_t)K * L * 2 * sizeof *mk);
+    if (!mk)
+        return;
+    for (int i = 0; i < K * L * 2; i++)
+        mk[i] = INFINITY;
+#define MK(c, l, b) mk[((c) * L + (l)) * 2 + (b)]
+    for (int i = 0; i < n; i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        if (t->op == NN_OP_LEAF || t->layer < 0 || t->chunk < 0 || (nn_op_flags(t->op) & NN_OPF_COMM))
+            continue;
+        int b = t->region == NN_REGION_FORWARD ? 0 : 1;
+        if (t->region == NN_REGION_OPTIM)
+            continue;
+        if (t->sched_key < MK(t->chunk, t->layer, b))
+            MK(t->chunk, t->layer, b) = t->sched_key;
+    }
+    for (int i = 0; i < n; i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        if (t->op != NN_OP_ALL_GATHER || t->ip[NN_COMM_IP_TAG] != NN_COMM_ZERO || t->layer < 0 ||
+            t->chunk < 0)
+            continue;
+        if (t->region == NN_REGION_FORWARD && t->layer > 0 && MK(t->chunk, t->layer - 1, 0) < INFINITY)
+            t->sched_key = MK(t->chunk, t->layer - 1, 0) - 0.1;
+        else if (t->region == NN_REGION_RECOMPUTE && t->layer + 1 < L &&
+                 MK(t->chunk, t->layer + 1, 1) < INFINITY)
+            t->sched_key = MK(t->chunk, t->layer + 1, 1) - 0.1;
+    }
+#undef MK
+    free(mk);
+}
+
+typedef struct nn_tmp_entry {
+    nn_tensor **nodes;
+    int n_nodes, cap_nodes;
+    int pos;         /* desired position (schedule order) */
+    int *deps;       /* intra-block deps (tmp indices), for the topological order */
+    int n_deps, cap_deps;
+    int final;
+} nn_tmp_entry;
+
+static bool nn_int_push(int **v, int *n, int *cap, int x)
+{
+    for (int i = 0; i < *n; i++)
+        if ((*v)[i] == x)
+            return true;
+    if (*n == *cap) {
+        int c = *cap ? 2 * *cap : 4;
+        int *w = nn_realloc(*v, (size_t)c * sizeof *w);
+        if (!w)
+            return false;
+        *v = w;
+        *cap = c;
+    }
+    (*v)[(*n)++] = x;
+    return true;
+}
+
+static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
+{
+    np_err *err = pb->err;
+    nn_graph *g = ps->g;
+    nn_plan_class *cls = &p->classes[ps->st];
+    int v = p->s.schedule == NN_PP_INTERLEAVED ? p->s.virtual_stages : 1;
+    int nb = 2 + 2 * v;
+    nn_pb_prefetch_keys(pb, g);
+    nn_tensor **order = NULL;
+    int n;
+    np_status st = nn_schedule(g, &order, &n, err);
+    if (st != NP_OK)
+        return st;
+    int max_id = nn_graph_max_id(g);
+    nn_tensor probe = {.id = max_id};
+    if (!nn_ps_mark(ps, &probe)) {
+        free(order);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+    }
+    int *node_block = nn_malloc(((size_t)max_id + 1) * sizeof *node_block);
+    int *node_entry = nn_malloc(((size_t)max_id + 1) * sizeof *node_entry);
+    nn_tmp_entry **tmp = nn_calloc((size_t)nb, sizeof *tmp);
+    int *ntmp = nn_calloc((size_t)nb, sizeof *ntmp), *cap = nn_calloc((size_t)nb, sizeof *cap);
+    cls->blocks = nn_calloc((size_t)nb, sizeof *cls->blocks);
+    cls->n_blocks = nb;
+    if (!node_block || !node_entry || !tmp || !ntmp || !cap || !cls->blocks) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+        goto done;
+    }
+    for (int b = 0; b < nb; b++) {
+        cls->blocks[b].kind = b == 0 ? NN_BLOCK_STEP_BEGIN
+                              : b == nb - 1 ? NN_BLOCK_STEP_END
+                              : b % 2 ? NN_BLOCK_FORWARD : NN_BLOCK_BACKWARD;
+        cls->blocks[b].chunk = b == 0 || b == nb - 1 ? -1 : ((b - 1) / 2) * pb->pp + ps->st;
+    }
+    /* phase 1: nodes into blocks and entries (a bucket's nodes share one entry) */
+    /* ZeRO-3 gathers and scatters: one bucket per (chunk, layer, region, op) */
+    for (int i = 0; i < n; i++) {
+        nn_tensor *t = order[i];
+        nn_pmark *m = &ps->mark[t->id];
+        if (m->bucket || !nn_is_collective(t->op) || t->ip[NN_COMM_IP_TAG] != NN_COMM_ZERO || t->layer < 0)
+            continue;
+        for (int j = 0; j < i; j++) {
+            nn_tensor *u = order[j];
+            nn_pmark *mu = &ps->mark[u->id];
+            if (mu->bucket < 0 && u->op == t->op && u->layer == t->layer && u->chunk == t->chunk &&
+                (u->region == NN_REGION_FORWARD) == (t->region == NN_REGION_FORWARD) &&
+                u->ip[NN_COMM_IP_TAG] == NN_COMM_ZERO) {
+                m->bucket = mu->bucket;
+                break;
+            }
+        }
+        if (!m->bucket)
+            m->bucket = -(i + 1); /* a local bucket id, negative */
+    }
+    for (int i = 0; i < n; i++) {
+        nn_tensor *t = order[i];
+        node_block[t->id] = -1;
+        if (t->op == NN_OP_LEAF)
+            continue;
+        nn_pmark *m = &ps->mark[t->id];
+        int b;
+        if (m->hint == NN_HINT_BEGIN)
+            b = 0;
+        else if (m->hint == NN_HINT_END || t->region == NN_REGION_OPTIM || t->chunk < 0)
+            b = nb - 1;
+        else
+            b = (t->region == NN_REGION_FORWARD ? 1 : 2) + 2 * (t->chunk / pb->pp);
+        node_block[t->id] = b;
+        int e = -1;
+        bool bucketed = m->bucket != 0 && nn_is_collective(t->op);
+        if (bucketed) { /* find the entry of the bucket in this block */
+            for (int k = 0; k < ntmp[b] && e < 0; k++)
+                if (tmp[b][k].n_nodes && ps->mark[tmp[b][k].nodes[0]->id].bucket == m->bucket &&
+                    tmp[b][k].nodes[0]->op == t->op)
+                    e = k;
+        }
+        if (e < 0) {
+            if (ntmp[b] == cap[b]) {
+                int c2 = cap[b] ? 2 * cap[b] : 64;
+                nn_tmp_entry *w = nn_realloc(tmp[b], (size_t)c2 * sizeof *w);
+                if (!w) {
+                    st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+                    goto done;
+                }
+                tmp[b] = w;
+                cap[b] = c2;
+            }
+            e = ntmp[b]++;
+            memset(&tmp[b][e], 0, sizeof tmp[b][e]);
+            tmp[b][e].pos = i;
+        }
+        nn_tmp_entry *te = &tmp[b][e];
+        if (te->n_nodes == te->cap_nodes) {
+            int c2 = te->cap_nodes ? 2 * te->cap_nodes : 1;
+            nn_tensor **w = nn_realloc(te->nodes, (size_t)c2 * sizeof *w);
+            if (!w) {
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+                goto done;
+            }
+            te->nodes = w;
+            te->cap_nodes = c2;
+        }
+        te->nodes[te->n_nodes++] = t;
+        node_entry[t->id] = e;
+    }
+    /* a bucket runs when its last gradient is ready; one of gathers of leaves, at once */
+    for (int b = 0; b < nb; b++)
+        for (int e = 0; e < ntmp[b]; e++) {
+            nn_tmp_entry *te = &tmp[b][e];
+            if (te->n_nodes < 2)
+                continue;
+            bool leaves = true;
+            int last = te->pos;
+            for (int k = 0; k < te->n_nodes; k++) {
+                nn_tensor *t = te->nodes[k];
+                for (int s = 0; s < t->n_src; s++)
+                    leaves = leaves && t->src[s]->op == NN_OP_LEAF;
+                for (int i = te->pos; i < n; i++)
+                    if (order[i] == t) {
+                        last = i > last ? i : last;
+                        break;
+                    }
+            }
+            if (!leaves)
+                te->pos = last;
+        }
+    /* phase 2: intra-block dependencies and a topological order by position */
+    for (int b = 0; b < nb; b++) {
+        for (int e = 0; e < ntmp[b]; e++) {
+            nn_tmp_entry *te = &tmp[b][e];
+            for (int k = 0; k < te->n_nodes; k++) {
+                nn_tensor *t = te->nodes[k];
+                for (int s = 0; s < t->n_src; s++) {
+                    nn_tensor *src = t->src[s];
+                    if (node_block[src->id] != b || (node_entry[src->id] == e))
+                        continue;
+                    if (!nn_int_push(&te->deps, &te->n_deps, &te->cap_deps, node_entry[src->id])) {
+                        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+                        goto done;
+                    }
+                }
+            }
+        }
+        /* Kahn's algorithm, the ready entry with the smallest position first */
+        int ne = ntmp[b];
+        int *indeg = nn_calloc((size_t)ne + 1, sizeof *indeg);
+        int *by_pos = nn_malloc(((size_t)ne + 1) * sizeof *by_pos);
+        int *users_start = nn_calloc((size_t)ne + 2, sizeof *users_start);
+        if (!indeg || !by_pos || !users_start) {
+            free(indeg), free(by_pos), free(users_start);
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            goto done;
+        }
+        int total = 0;
+        for (int e = 0; e < ne; e++) {
+            indeg[e] = tmp[b][e].n_deps;
+            for (int k = 0; k < tmp[b][e].n_deps; k++)
+                users_start[tmp[b][e].deps[k] + 1]++;
+            total += tmp[b][e].n_deps;
+        }
+        for (int e = 0; e < ne; e++)
+            users_start[e + 1] += users_start[e];
+        int *users = nn_malloc(((size_t)total + 1) * sizeof *users), *fillp = nn_calloc((size_t)ne + 1, sizeof *fillp);
+        /* a heap of ready entries keyed by position */
+        int *heap = nn_malloc(((size_t)ne + 1) * sizeof *heap), hn = 0;
+        if (!users || !fillp || !heap) {
+            free(indeg), free(by_pos), free(users_start), free(users), free(fillp), free(heap);
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            goto done;
+        }
+        for (int e = 0; e < ne; e++)
+            for (int k = 0; k < tmp[b][e].n_deps; k++) {
+                int d = tmp[b][e].deps[k];
+                users[users_start[d] + fillp[d]++] = e;
+            }
+#define HLESS(a, c) (tmp[b][a].pos < tmp[b][c].pos)
+        for (int e = 0; e < ne; e++)
+            if (!indeg[e]) {
+                int i = hn++;
+                heap[i] = e;
+                while (i > 0 && HLESS(heap[i], heap[(i - 1) / 2])) {
+                    int t = heap[i]; heap[i] = heap[(i - 1) / 2]; heap[(i - 1) / 2] = t;
+                    i = (i - 1) / 2;
+                }
+            }
+        int k = 0;
+        while (hn > 0) {
+            int top = heap[0];
+            heap[0] = heap[--hn];
+            for (int i = 0;;) {
+                int l = 2 * i + 1, r = l + 1, mm = i;
+                if (l < hn && HLESS(heap[l], heap[mm])) mm = l;
+                if (r < hn && HLESS(heap[r], heap[mm])) mm = r;
+                if (mm == i) break;
+                int t = heap[i]; heap[i] = heap[mm]; heap[mm] = t;
+                i = mm;
+            }
+            tmp[b][top].final = k;
+            by_pos[k++] = top;
+            for (int u = users_start[top]; u < users_start[top + 1]; u++) {
+                int e = users[u];
+                if (--indeg[e] == 0) {
+                    int i = hn++;
+                    heap[i] = e;
+                    while (i > 0 && HLESS(heap[i], heap[(i - 1) / 2])) {
+                        int t = heap[i]; heap[i] = heap[(i - 1) / 2]; heap[(i - 1) / 2] = t;
+                        i = (i - 1) / 2;
+                    }
+                }
+            }
+        }
+#undef HLESS
+        free(indeg), free(users_start), free(users), free(fillp), free(heap);
+        if (k != ne) {
+            free(by_pos);
+            st = np_err_set(err, NP_ERR_INTERNAL, "plan: the entries of a block depend on each other in a cycle");
+            goto done;
+        }
+        /* the block's entries in their final order */
+        nn_plan_block *blk = &cls->blocks[b];
+        blk->n_entries = ne;
+        blk->entries = nn_calloc((size_t)ne + 1, sizeof *blk->entries);
+        if (!blk->entries) {
+            free(by_pos);
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            goto done;
+        }
+        for (int f = 0; f < ne; f++) {
+            nn_tmp_entry *te = &tmp[b][by_pos[f]];
+            nn_plan_entry *en = &blk->entries[f];
+            nn_tensor *t0 = te->nodes[0];
+            en->n_nodes = te->n_nodes;
+            en->nodes = te->nodes;
+            te->nodes = NULL;
+            en->region = t0->region;
+            en->layer = t0->layer;
+            en->chunk = blk->chunk;
+            en->when = ps->mark[t0->id].last ? NN_PLAN_LAST_MB : NN_PLAN_EVERY_MB;
+            if (nn_is_collective(t0->op))
+                en->kind = NN_PLAN_COLLECTIVE;
+            else if (t0->op == NN_OP_SEND)
+                en->kind = NN_PLAN_SEND;
+            else if (t0->op == NN_OP_RECV)
+                en->kind = NN_PLAN_RECV;
+            else
+                en->kind = NN_PLAN_COMPUTE;
+            if (en->kind == NN_PLAN_COMPUTE) {
+                en->flops = nn_node_flops(t0);
+                en->bytes = nn_node_bytes(t0);
+            } else {
+                en->tag = (nn_comm_tag)t0->ip[NN_COMM_IP_TAG];
+                en->group_size = (int)t0->ip[NN_COMM_IP_SIZE];
+                en->peer = (int)t0->ip[NN_COMM_IP_PEER];
+                for (int q = 0; q < en->n_nodes; q++)
+                    en->bytes += nn_comm_bytes(en->nodes[q]);
+                int match = (int)t0->ip[NN_COMM_IP_MATCH];
+                if (!match)
+                    match = ++pb->next_match;
+                for (int q = 0; q < en->n_nodes; q++)
+                    en->nodes[q]->ip[NN_COMM_IP_MATCH] = match;
+                en->match = match;
+            }
+        }
+        free(by_pos);
+    }
+    /* phase 3: dependencies with final indices (cross-block ones too), and ZeRO-3's control
+     * dependency: a parameter gather waits for the compute entry before it */
+    for (int b = 0; b < nb; b++) {
+        nn_plan_block *blk = &cls->blocks[b];
+        for (int f = 0; f < blk->n_entries; f++) {
+            nn_plan_entry *en = &blk->entries[f];
+            int nd = 0, capd = 0;
+            nn_plan_dep *deps = NULL;
+            for (int q = 0; q < en->n_nodes; q++) {
+                nn_tensor *t = en->nodes[q];
+                for (int s = 0; s < t->n_src; s++) {
+                    nn_tensor *src = t->src[s];
+                    int sb = node_block[src->id];
+                    if (sb < 0 || src->op == NN_OP_LEAF)
+                        continue;
+                    int se = tmp[sb][node_entry[src->id]].final;
+                    if (sb == b && se == f)
+                        continue;
+                    nn_plan_dep d = {sb == b ? -1 : sb, se};
+                    bool dup = false;
+                    for (int k = 0; k < nd && !dup; k++)
+                        dup = deps[k].block == d.block && deps[k].entry == d.entry;
+                    if (dup)
+                        continue;
+                    if (nd == capd) {
+                        capd = capd ? 2 * capd : 4;
+                        nn_plan_dep *w = nn_realloc(deps, (size_t)capd * sizeof *w);
+                        if (!w) {
+                            free(deps);
+                            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+                            goto done;
+                        }
+                        deps = w;
+                    }
+                    deps[nd++] = d;
+                }
+            }
+            if (en->kind == NN_PLAN_COLLECTIVE && en->tag == NN_COMM_ZERO &&
+                en->nodes[0]->op == NN_OP_ALL_GATHER && blk->kind != NN_BLOCK_STEP_END) {
+                for (int k = f - 1; k >= 0; k--)
+                    if (blk->entries[k].kind == NN_PLAN_COMPUTE && blk->entries[k].flops > 0) {
+                        nn_plan_dep *w = nn_realloc(deps, ((size_t)nd + 1) * sizeof *w);
+                        if (!w) {
+                            free(deps);
+                            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+                            goto done;
+                        }
+                        deps = w;
+                        deps[nd++] = (nn_plan_dep){-1, k};
+                        break;
+                    }
+            }
+            en->deps = deps;
+            en->n_deps = nd;
+        }
+    }
+done:
+    for (int b = 0; tmp && b < nb; b++) {
+        for (int e = 0; e < ntmp[b]; e++) {
+            free(tmp[b][e].nodes);
+            free(tmp[b][e].deps);
+        }
+        free(tmp[b]);
+    }
+    free(tmp);
+    free(ntmp);
+    free(cap);
+    free(node_block);
+    free(node_entry);
+    free(order);
+    return st;
+}
+
+/* ---- the whole ---- */
+
+static void nn_pb_free(nn_pb *pb)
+{
+    if (pb->val) {
+        for (int i = 0; i <= pb->max_id0; i++) {
+            nn_pv *v = pb->val[i];
+            while (v) {
+                nn_pv *next = v->next;
+                for (nn_pv *r = v->resolved; r;) {
+                    nn_pv *rr = r->resolved;
+                    free(r);
+                    r = rr;
+                }
+                free(v);
+                v = next;
+            }
+        }
+    }
+    for (int i = 0; pb->params && i < pb->n_params; i++) {
+        free(pb->params[i].leaf);
+        free(pb->params[i].gathered);
+    }
+    for (int s = 0; pb->stages && s < pb->pp; s++) {
+        free(pb->stages[s].inputs);
+        free(pb->stages[s].leaves);
+        nn_graph_free(pb->stages[s].g);
+    }
+    free(pb->stages);
+    free(pb->params);
+    free(pb->param);
+    free(pb->val);
+    free(pb->unit);
+    free(pb->chunk);
+    free(pb->needs_grad);
+    free(pb->use_start);
+    free(pb->uses);
+    free(pb->bounds);
+    nn_graph_free(pb->g0);
+}
+
+static np_status nn_pb_setup(nn_pb *pb)
+{
+    np_err *err = pb->err;
+    nn_graph *g0 = pb->g0;
+    int n = nn_graph_n_nodes(g0), M = pb->max_id0 + 1;
+    pb->unit = nn_malloc((size_t)M * sizeof *pb->unit);
+    pb->chunk = nn_malloc((size_t)M * sizeof *pb->chunk);
+    pb->needs_grad = nn_calloc((size_t)M, sizeof *pb->needs_grad);
+    pb->val = nn_calloc((size_t)M, sizeof *pb->val);
+    pb->param = nn_calloc((size_t)M, sizeof *pb->param);
+    pb->use_start = nn_calloc((size_t)M + 1, sizeof *pb->use_start);
+    pb->params = nn_calloc((size_t)n + 1, sizeof *pb->params);
+    pb->stages = nn_calloc((size_t)pb->pp, sizeof *pb->stages);
+    if (!pb->unit || !pb->chunk || !pb->needs_grad || !pb->val || !pb->param || !pb->use_start ||
+        !pb->params || !pb->stages)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+    int total = 0;
+    for (int i = 0; i < n; i++) {
+        nn_tensor *x = nn_graph_node(g0, i);
+        for (int s = 0; s < x->n_src; s++)
+            pb->use_start[x->src[s]->id + 1]++;
+        total += x->n_src;
+    }
+    for (int i = 0; i < M; i++)
+        pb->use_start[i + 1] += pb->use_start[i];
+    pb->uses = nn_malloc(((size_t)total + 1) * sizeof *pb->uses);
+    int *fill = nn_calloc((size_t)M, sizeof *fill);
+    if (!pb->uses || !fill) {
+        free(fill);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+    }
+    for (int i = 0; i < n; i++) {
+        nn_tensor *x = nn_graph_node(g0, i);
+        for (int s = 0; s < x->n_src; s++)
+            pb->uses[pb->use_start[x->src[s]->id] + fill[x->src[s]->id]++] = i;
+    }
+    free(fill);
+    /* parameters, seen through their casts (mixed precision) */
+    for (int i = 0; i < n; i++) {
+        nn_tensor *x = nn_graph_node(g0, i);
+        pb->needs_grad[x->id] = x->trainable;
+        for (int s = 0; s < x->n_src; s++)
+            pb->needs_grad[x->id] = pb->needs_grad[x->id] || pb->needs_grad[x->src[s]->id];
+        if (x->op == NN_OP_LEAF && x->trainable) {
+            nn_pparam *p = &pb->params[pb->n_params++];
+            p->g0 = x;
+            p->work = x->dtype;
+            p->leaf = nn_calloc((size_t)pb->pp, sizeof *p->leaf);
+            p->gathered = nn_calloc((size_t)pb->n_chunks, sizeof *p->gathered);
+            if (!p->leaf || !p->gathered)
+                return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            pb->param[x->id] = p;
+            bool cast = false, plain = false;
+            for (int u = pb->use_start[x->id]; u < pb->use_start[x->id + 1]; u++) {
+                nn_tensor *c = nn_graph_node(g0, pb->uses[u]);
+                if (c->op == NN_OP_CAST)
+                    cast = true, p->work = c->dtype;
+                else
+                    plain = true;
+            }
+            if (cast && plain)
+                return np_err_set(err, NP_ERR_INCONSISTENT,
+                                  "plan: parameter %s is used both in f32 and through a cast",
+                                  x->name);
+        } else if (x->op == NN_OP_CAST && x->src[0]->op == NN_OP_LEAF && x->src[0]->trainable) {
+            pb->param[x->id] = pb->param[x->src[0]->id];
+        }
+    }
+    for (int s = 0; s < pb->pp; s++) {
+        pb->stages[s].g = nn_graph_new((uint64_t)(1000 + s));
+        pb->stages[s].inputs = nn_calloc((size_t)M, sizeof *pb->stages[s].inputs);
+        if (!pb->stages[s].g || !pb->stages[s].inputs)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+    }
+    return NP_OK;
+}
+
+void nn_plan_free(nn_plan *p)
+{
+    if (!p)
+        return;
+    for (int c = 0; p->classes && c < p->n_classes; c++) {
+        nn_plan_class *cls = &p->classes[c];
+        for (int b = 0; cls->blocks && b < cls->n_blocks; b++) {
+            for (int e = 0; e < cls->blocks[b].n_entries; e++) {
+                free(cls->blocks[b].entries[e].nodes);
+                free(cls->blocks[b].entries[e].deps);
+            }
+            free(cls->blocks[b].entries);
+        }
+        free(cls->blocks);
+        free(cls->sched);
+        free(cls->leaves);
+        nn_graph_free(cls->g);
+    }
+    free(p->classes);
+    free(p->chunk_layer_first);
+    free(p->chunk_layer_last);
+    nn_mesh_free(&p->mesh);
+    free(p);
+}
+
+np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
+                        const nn_strategy *s_in, const nn_optim *opt, const arch_config *arch,
+                        nn_plan **out, np_err *err)
+{
+    *out = NULL;
+    int64_t batch, micro;
+    np_status st = nn_plan_validate(d, opts, s_in, &batch, &micro, err);
+    if (st != NP_OK)
+        return st;
+    nn_plan *p = nn_calloc(1, sizeof *p);
+    if (!p)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+    p->s = *s_in;
+    if (p->s.schedule != NN_PP_INTERLEAVED)
+        p->s.virtual_stages = 1;
+    if (p->s.bucket_mb == 0)
+        p->s.bucket_mb = 25.0;
+    snprintf(p->model, sizeof p->model, "%s", d->name);
+    p->batch = batch;
+    p->microbatch = micro;
+    p->n_micro = (int)(batch / p->s.dp / micro);
+    p->optim = *opt;
+    p->compute = opts->compute;
+    p->n_chunks = p->s.pp * p->s.virtual_stages;
+    p->n_classes = p->s.pp;
+    p->hbm_bytes = arch ? arch->chip.hbm_bytes : 0;
+    p->chunk_layer_first = nn_calloc((size_t)p->n_chunks, sizeof *p->chunk_layer_first);
+    p->chunk_layer_last = nn_calloc((size_t)p->n_chunks, sizeof *p->chunk_layer_last);
+    p->classes = nn_calloc((size_t)p->n_classes, sizeof *p->classes);
+    nn_pb pb = {0};
+    pb.err = err;
+    if (!p->chunk_layer_first || !p->chunk_layer_last || !p->classes) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+        goto fail;
+    }
+    if ((st = nn_mesh_place(&p->mesh, p->s.dp, p->s.tp, p->s.pp, p->s.placement, arch, err)) != NP_OK)
+        goto fail;
+    nn_model_opts o0 = *opts;
+    o0.batch = micro;
+    if ((st = nn_model_build(d, &o0, &pb.m0, err)) != NP_OK) {
+        nn_graph_free(pb.m0.g);
+        goto fail;
+    }
+    pb.g0 = pb.m0.g;
+    pb.plan = p;
+    pb.s = &p->s;
+    pb.tp = p->s.tp;
+    pb.dp = p->s.dp;
+    pb.pp = p->s.pp;
+    pb.zero = p->s.dp > 1 ? p->s.zero : 0;
+    pb.sp = p->s.sp;
+    pb.n_chunks = p->n_chunks;
+    pb.max_id0 = nn_graph_max_id(pb.g0);
+    pb.transformer = nn_is_transformer(d);
+    p->seq = pb.m0.seq;
+    if ((st = nn_pb_setup(&pb)) != NP_OK || (st = nn_pb_partition(&pb, p)) != NP_OK ||
+        (st = nn_pb_forward(&pb)) != NP_OK || (st = nn_pb_backward(&pb, p)) != NP_OK)
+        goto fail;
+    p->vocab_padded = pb.vocab_shard * pb.tp == pb.vocab ? 0 : pb.vocab_shard * pb.tp;
+    int *tied_match = nn_calloc((size_t)pb.n_params + 1, sizeof *tied_match);
+    if (!tied_match) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+        goto fail;
+    }
+    for (int s = 0; s < pb.pp && st == NP_OK; s++) {
+        nn_pstate ps = {&pb, s, pb.stages[s].g, NULL, 0, 0};
+        if ((st = nn_pb_recompute(&pb, ps.g)) == NP_OK && (st = nn_pb_optimizer(&pb, p, &ps, tied_match)) == NP_OK)
+            st = nn_pb_entries(&pb, p, &ps);
+        free(ps.mark);
+        if (st == NP_OK && (st = nn_graph_status(ps.g, err)) == NP_OK) {
+            nn_plan_class *c = &p->classes[s];
+            c->stage = s;
+            c->g = ps.g;
+            pb.stages[s].g = NULL;
+            c->leaves = pb.stages[s].leaves;
+            c->n_leaves = pb.stages[s].n_leaves;
+            pb.stages[s].leaves = NULL;
+            c->layer_first = c->layer_last = -1;
+            for (int k = s; k < p->n_chunks; k += pb.pp) {
+                if (p->chunk_layer_first[k] >= 0 && c->layer_first < 0)
+                    c->layer_first = p->chunk_layer_first[k];
+                if (p->chunk_layer_last[k] >= 0)
+                    c->layer_last = p->chunk_layer_last[k];
+            }
+        }
+    }
+    free(tied_match);
+    if (st != NP_OK || (st = nn_pb_schedules(p, err)) != NP_OK)
+        goto fail;
+    nn_pb_free(&pb);
+    *out = p;
+    return NP_OK;
+fail:
+    nn_pb_free(&pb);
+    nn_plan_free(p);
+    return st;
+}

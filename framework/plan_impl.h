@@ -1,0 +1,108 @@
+/* plan_impl.h — what the plan builder's files share (not public: plan.h is the interface).
+ *
+ *   plan_build.c   validation, orchestration, backward, gradients and optimizer, entries
+ *   plan_tp.c      the forward rewrite: tensor/sequence-parallel layouts, ZeRO-3 gathers,
+ *                  pipeline sends and receives (one graph per stage)
+ *   plan_sched.c   stage partition and pipeline schedules
+ *   plan_mem.c     memory per rank by role
+ *   plan_query.c   groups, peers, iteration, FLOPs
+ */
+#ifndef NPUSIM_PLAN_IMPL_H
+#define NPUSIM_PLAN_IMPL_H
+
+#include "nn_impl.h"
+#include "plan.h"
+
+/* A tensor's layout across the tp group: replicated, split along `dim` (viewed as
+ * [blocks, n / blocks], every block split in tp parts), or partial sums. */
+enum { NN_LAY_R, NN_LAY_S, NN_LAY_P };
+typedef struct nn_lay {
+    int kind;
+    int dim;
+    int64_t blocks;
+} nn_lay;
+
+/* The value of a single-device (G0) node in one chunk: its local tensor and layout, and
+ * the conversions made from it (memoized so that every consumer shares them). */
+typedef struct nn_pv {
+    int chunk;
+    nn_tensor *t;
+    nn_lay lay;
+    nn_tensor *as_r;    /* converted to replicated */
+    nn_tensor *as_s;    /* converted to the sequence split (sp) */
+    nn_lay as_s_lay;
+    nn_tensor *copied;  /* Megatron's f (group_copy) of t */
+    struct nn_pv *resolved; /* a P value resolved for non-linear consumers (owned) */
+    struct nn_pv *next; /* the value in other chunks (received) */
+} nn_pv;
+
+/* A model parameter (a G0 param leaf, seen through its cast in mixed precision). */
+typedef struct nn_pparam {
+    nn_tensor *g0;          /* the f32 parameter of the single-device graph */
+    nn_dtype work;          /* dtype the model computes with */
+    bool decided;
+    nn_lay lay;             /* tp layout */
+    int64_t pad_rows;       /* vocabulary padding of dim 0 (0: none) */
+    int64_t local_ne[NN_MAX_DIMS]; /* rank's (tp-local) shape, ndim of g0 */
+    bool partial_tp;        /* its gradient is a partial sum over tp (sp regions) */
+    nn_tensor **leaf;       /* per stage: the local leaf (NULL: unused there) */
+    nn_tensor **gathered;   /* ZeRO-3: per chunk, the gathered value of this forward */
+} nn_pparam;
+
+typedef struct nn_pstage {
+    nn_graph *g;
+    nn_tensor *rank_value[8]; /* RANKVALUE leaves (tp coordinate * scale), by scale below */
+    int64_t rank_scale[8];
+    int n_rank_values;
+    nn_tensor **inputs;      /* local copies of G0 leaves (inputs, consts), by G0 id */
+    nn_plan_leaf *leaves;
+    int n_leaves, cap_leaves;
+} nn_pstage;
+
+/* A pipeline boundary: a value sent from chunk `from` to chunk `to`. */
+typedef struct nn_pbound {
+    nn_tensor *send, *recv;       /* forward: in from's and to's graphs */
+    int from, to;
+    bool grad;                    /* a gradient travels back */
+    nn_tensor *grad_recv;         /* backward: the received gradient (from's graph) */
+} nn_pbound;
+
+typedef struct nn_pb {
+    const nn_plan *plan;
+    const nn_strategy *s;
+    int tp, dp, pp, zero, n_chunks;
+    bool sp;
+    nn_graph *g0;            /* the single-device forward graph (micro-batch) */
+    nn_model m0;
+    int max_id0;
+    int *unit;               /* by G0 id: pipeline unit (0 pre, 1..L layers, L+1 post), -1 */
+    int *chunk;              /* by G0 id: chunk */
+    bool *needs_grad;        /* by G0 id: depends on a trainable parameter */
+    int *use_start, *uses;   /* consumers of each G0 node (CSR) */
+    nn_pv **val;             /* by G0 id */
+    nn_pparam **param;       /* by G0 id of the param leaf and of its casts */
+    nn_pparam *params;
+    int n_params;
+    nn_pstage *stages;
+    nn_pbound *bounds;
+    int n_bounds, cap_bounds;
+    int next_match;
+    int64_t vocab, vocab_shard; /* transformers: vocabulary and its per-rank rows */
+    bool transformer;
+    np_err *err;
+} nn_pb;
+
+/* plan_tp.c: rewrites the forward graph into the stages' graphs. */
+np_status nn_pb_forward(nn_pb *pb);
+/* Stage of a chunk. */
+static inline int nn_pb_stage(const nn_pb *pb, int chunk) { return chunk % pb->pp; }
+/* Adds a leaf record to a stage (NULL on OOM). */
+nn_plan_leaf *nn_pb_leaf(nn_pb *pb, int stage, nn_plan_leaf_kind kind, nn_tensor *t);
+
+/* plan_sched.c */
+/* Assigns G0 nodes to chunks (pb->unit, pb->chunk) and fills the plan's chunk layers. */
+np_status nn_pb_partition(nn_pb *pb, nn_plan *p);
+/* Fills every class's schedule (after its blocks exist). */
+np_status nn_pb_schedules(nn_plan *p, np_err *err);
+
+#endif

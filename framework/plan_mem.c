@@ -1,0 +1,268 @@
+/* plan_mem.c — memory of one rank by role, from a class's blocks and schedule.
+ *
+ *   params, grads, optimizer state   the persistent leaves (parameters as computed with;
+ *                                    gradient accumulators; fp32 masters and Adam moments)
+ *   activations                      saved activations — forward buffers (view roots) that
+ *                                    the backward block of the same chunk reads, plus one byte
+ *                                    per element of every dropout mask the backward needs
+ *                                    (a device keeps the mask; our reference executor
+ *                                    regenerates it from the seed) — summed over the
+ *                                    micro-batches in flight, at their peak over the schedule
+ *   buffers                          outputs of collectives and receives that are not saved
+ *                                    activations (gathered ZeRO-3 parameters, all-reduced or
+ *                                    all-gathered TP/SP values, gradient shards), at the
+ *                                    peak of their liveness within a block
+ *   workspace                        every other transient (intermediates, activation
+ *                                    gradients), at the peak of a block
+ * Each role is at its own peak; total_bytes is their sum (a bound on the true peak). A
+ * dropout mask is kept unless its dropout is recomputed: with selective recomputation the
+ * attention core's, with full recomputation every layer's. Model inputs are not counted. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_impl.h"
+
+static const nn_tensor *nn_root(const nn_tensor *t)
+{
+    while (t->op != NN_OP_LEAF && (nn_op_flags(t->op) & (NN_OPF_VIEW | NN_OPF_UPDATE)))
+        t = t->src[0];
+    return t;
+}
+
+typedef struct nn_memctx {
+    const nn_plan *p;
+    const nn_plan_class *c;
+    int max_id;
+    int *blk, *ent;          /* by id: block and entry producing the node, -1 */
+    bool *saved;             /* by id: a saved activation */
+    int *reader_layer;       /* by id: the smallest layer >= 0 of its backward readers */
+} nn_memctx;
+
+static void nn_memctx_free(nn_memctx *m)
+{
+    free(m->blk);
+    free(m->ent);
+    free(m->saved);
+    free(m->reader_layer);
+}
+
+static bool nn_mask_kept(const nn_plan *p, const nn_tensor *t)
+{
+    if (t->op != NN_OP_DROPOUT || t->fp[0] <= 0 || !t->requires_grad)
+        return false;
+    if (p->s.recompute == NN_RECOMPUTE_FULL && t->layer >= 0)
+        return false;
+    if (p->s.recompute == NN_RECOMPUTE_SELECTIVE && t->attn_core)
+        return false;
+    return true;
+}
+
+static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_class *c, np_err *err)
+{
+    memset(m, 0, sizeof *m);
+    m->p = p;
+    m->c = c;
+    m->max_id = nn_graph_max_id(c->g);
+    size_t n = (size_t)m->max_id + 1;
+    m->blk = nn_malloc(n * sizeof *m->blk);
+    m->ent = nn_malloc(n * sizeof *m->ent);
+    m->saved = nn_calloc(n, sizeof *m->saved);
+    m->reader_layer = nn_malloc(n * sizeof *m->reader_layer);
+    if (!m->blk || !m->ent || !m->saved || !m->reader_layer) {
+        nn_memctx_free(m);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        m->blk[i] = m->ent[i] = m->reader_layer[i] = -1;
+    for (int b = 0; b < c->n_blocks; b++)
+        for (int e = 0; e < c->blocks[b].n_entries; e++)
+            for (int k = 0; k < c->blocks[b].entries[e].n_nodes; k++) {
+                const nn_tensor *t = c->blocks[b].entries[e].nodes[k];
+                m->blk[t->id] = b;
+                m->ent[t->id] = e;
+            }
+    for (int b = 0; b < c->n_blocks; b++) {
+        const nn_plan_block *blk = &c->blocks[b];
+        if (blk->kind != NN_BLOCK_BACKWARD)
+            continue;
+        for (int e = 0; e < blk->n_entries; e++)
+            for (int k = 0; k < blk->entries[e].n_nodes; k++) {
+                const nn_tensor *t = blk->entries[e].nodes[k];
+                for (int s = 0; s < t->n_src; s++) {
+                    const nn_tensor *r = nn_root(t->src[s]);
+                    if (r->op == NN_OP_LEAF || m->blk[r->id] < 0 ||
+                        c->blocks[m->blk[r->id]].kind != NN_BLOCK_FORWARD ||
+                        c->blocks[m->blk[r->id]].chunk != blk->chunk)
+                        continue;
+                    m->saved[r->id] = true;
+                    if (t->layer >= 0 && (m->reader_layer[r->id] < 0 || t->layer < m->reader_layer[r->id]))
+                        m->reader_layer[r->id] = t->layer;
+                }
+            }
+    }
+    return NP_OK;
+}
+
+/* Saved bytes of one micro-batch of chunk `chunk` (layer >= -1: of that layer only). */
+static uint64_t nn_saved(const nn_memctx *m, int chunk, int layer, bool by_layer)
+{
+    uint64_t bytes = 0;
+    const nn_plan_class *c = m->c;
+    for (int b = 0; b < c->n_blocks; b++) {
+        const nn_plan_block *blk = &c->blocks[b];
+        if (blk->kind != NN_BLOCK_FORWARD || (chunk >= 0 && blk->chunk != chunk))
+            continue;
+        for (int e = 0; e < blk->n_entries; e++)
+            for (int k = 0; k < blk->entries[e].n_nodes; k++) {
+                const nn_tensor *t = blk->entries[e].nodes[k];
+                if (m->saved[t->id] && (!by_layer || m->reader_layer[t->id] == layer))
+                    bytes += nn_nbytes(t);
+                if (nn_mask_kept(m->p, t) && (!by_layer || t->layer == layer))
+                    bytes += (uint64_t)nn_numel(t);
+            }
+    }
+    return bytes;
+}
+
+uint64_t nn_plan_layer_saved_bytes(const nn_plan *p, const nn_plan_class *c, int layer)
+{
+    nn_memctx m;
+    np_err e = {0};
+    if (nn_memctx_init(&m, p, c, &e) != NP_OK)
+        return 0;
+    uint64_t b = nn_saved(&m, -1, layer, true);
+    nn_memctx_free(&m);
+    return b;
+}
+
+typedef struct nn_live_ev {
+    int at;          /* entry index; frees happen after the entry */
+    int64_t delta;
+    bool comm;
+} nn_live_ev;
+
+static int nn_ev_cmp(const void *a, const void *b)
+{
+    const nn_live_ev *x = a, *y = b;
+    if (x->at != y->at)
+        return x->at - y->at;
+    return (x->delta < 0) - (y->delta < 0); /* allocations before frees at one entry */
+}
+
+/* Peak live workspace and communication buffers within block b. */
+static np_status nn_block_peaks(const nn_memctx *m, int b, uint64_t *work, uint64_t *comm,
+                                np_err *err)
+{
+    const nn_plan_block *blk = &m->c->blocks[b];
+    int n = blk->n_entries, nb = 0;
+    for (int e = 0; e < n; e++)
+        nb += blk->entries[e].n_nodes;
+    int *end = nn_malloc(((size_t)m->max_id + 1) * sizeof *end);
+    nn_live_ev *ev = nn_malloc(((size_t)nb * 2 + 1) * sizeof *ev);
+    if (!end || !ev) {
+        free(end);
+        free(ev);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
+    }
+    for (int e = 0; e < n; e++)
+        for (int k = 0; k < blk->entries[e].n_nodes; k++)
+            end[blk->entries[e].nodes[k]->id] = e;
+    /* last readers in this block; read elsewhere or an output: to the end of the block */
+    for (int bb = 0; bb < m->c->n_blocks; bb++) {
+        const nn_plan_block *o = &m->c->blocks[bb];
+        for (int e = 0; e < o->n_entries; e++)
+            for (int k = 0; k < o->entries[e].n_nodes; k++) {
+                const nn_tensor *t = o->entries[e].nodes[k];
+                for (int s = 0; s < t->n_src; s++) {
+                    const nn_tensor *r = nn_root(t->src[s]);
+                    if (r->op == NN_OP_LEAF || m->blk[r->id] != b)
+                        continue;
+                    int at = bb == b ? e : n - 1;
+                    if (at > end[r->id])
+                        end[r->id] = at;
+                }
+            }
+    }
+    int k = 0;
+    for (int e = 0; e < n; e++)
+        for (int q = 0; q < blk->entries[e].n_nodes; q++) {
+            const nn_tensor *t = blk->entries[e].nodes[q];
+            if (nn_root(t) != t || m->saved[t->id])
+                continue;
+            if (t->is_output)
+                end[t->id] = n - 1;
+            bool c = (nn_op_flags(t->op) & NN_OPF_COMM) && t->op != NN_OP_GROUP_COPY &&
+                     t->op != NN_OP_SHARD_SLICE;
+            /* a DP all-reduce of a gradient accumulator works in place */
+            if (t->op == NN_OP_ALL_REDUCE && nn_root(t->src[0])->op == NN_OP_LEAF)
+                continue;
+            int64_t bytes = (int64_t)nn_nbytes(t);
+            ev[k++] = (nn_live_ev){e, bytes, c};
+            ev[k++] = (nn_live_ev){end[t->id] + 1, -bytes, c};
+        }
+    qsort(ev, (size_t)k, sizeof *ev, nn_ev_cmp);
+    int64_t lw = 0, lc = 0, pw = 0, pc = 0;
+    for (int i = 0; i < k; i++) {
+        if (ev[i].comm)
+            lc += ev[i].delta;
+        else
+            lw += ev[i].delta;
+        pw = lw > pw ? lw : pw;
+        pc = lc > pc ? lc : pc;
+    }
+    *work = (uint64_t)pw;
+    *comm = (uint64_t)pc;
+    free(end);
+    free(ev);
+    return NP_OK;
+}
+
+np_status nn_plan_class_memory(const nn_plan *p, const nn_plan_class *c, nn_plan_mem *mem,
+                               np_err *err)
+{
+    memset(mem, 0, sizeof *mem);
+    for (int i = 0; i < c->n_leaves; i++) {
+        const nn_plan_leaf *l = &c->leaves[i];
+        uint64_t b = nn_nbytes(l->t);
+        if (l->kind == NN_LEAF_PARAM)
+            mem->params_bytes += b;
+        else if (l->kind == NN_LEAF_GRADBUF)
+            mem->grads_bytes += b;
+        else if (l->kind == NN_LEAF_MASTER || l->kind == NN_LEAF_OPTSTATE)
+            mem->optstate_bytes += b;
+    }
+    nn_memctx m;
+    if (nn_memctx_init(&m, p, c, err) != NP_OK)
+        return err->status;
+    uint64_t *saved = nn_calloc((size_t)c->n_blocks, sizeof *saved);
+    if (!saved) {
+        nn_memctx_free(&m);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
+    }
+    for (int b = 0; b < c->n_blocks; b++)
+        if (c->blocks[b].kind == NN_BLOCK_FORWARD)
+            saved[b] = nn_saved(&m, c->blocks[b].chunk, -1, false);
+    uint64_t inflight = 0, peak = 0;
+    for (int s = 0; s < c->n_sched; s++) {
+        const nn_plan_block *blk = &c->blocks[c->sched[s].block];
+        if (blk->kind == NN_BLOCK_FORWARD) {
+            inflight += saved[c->sched[s].block];
+            peak = inflight > peak ? inflight : peak;
+        } else if (blk->kind == NN_BLOCK_BACKWARD) {
+            inflight -= saved[c->sched[s].block - 1]; /* its forward block precedes it */
+        }
+    }
+    mem->activations_bytes = peak;
+    np_status st = NP_OK;
+    for (int b = 0; b < c->n_blocks && st == NP_OK; b++) {
+        uint64_t w = 0, cb = 0;
+        st = nn_block_peaks(&m, b, &w, &cb, err);
+        mem->workspace_bytes = w > mem->workspace_bytes ? w : mem->workspace_bytes;
+        mem->buffers_bytes = cb > mem->buffers_bytes ? cb : mem->buffers_bytes;
+    }
+    mem->total_bytes = mem->params_bytes + mem->grads_bytes + mem->optstate_bytes +
+                       mem->activations_bytes + mem->buffers_bytes + mem->workspace_bytes;
+    free(saved);
+    nn_memctx_free(&m);
+    return st;
+}

@@ -1,0 +1,136 @@
+/* plan_query.c — what a plan answers about a rank: its class, groups, peers and
+ * rank-dependent values; iteration over its entries in execution order; FLOPs; the
+ * analytical bubble. */
+#include <string.h>
+
+#include "plan_impl.h"
+
+int nn_plan_rank_class(const nn_plan *p, int rank)
+{
+    int c[NN_MESH_AXES];
+    nn_mesh_coords(&p->mesh, rank, c);
+    return c[NN_MESH_PP];
+}
+
+int nn_plan_axis_group(const nn_plan *p, int rank, nn_mesh_axis axis, int *ranks, int max)
+{
+    int c[NN_MESH_AXES];
+    nn_mesh_coords(&p->mesh, rank, c);
+    int n = p->mesh.size[axis];
+    for (int k = 0; k < n && k < max; k++) {
+        c[axis] = k;
+        ranks[k] = nn_mesh_rank(&p->mesh, c);
+    }
+    return n;
+}
+
+int nn_plan_group(const nn_plan *p, int rank, const nn_plan_entry *e, int *ranks, int max)
+{
+    nn_mesh_axis axis = nn_comm_tag_axis(e->tag);
+    const nn_tensor *t = e->n_nodes ? e->nodes[0] : NULL;
+    if (t && t->op == NN_OP_ALL_REDUCE && t->ip[NN_COMM_IP_PEER] == NN_GROUP_ENDS) {
+        int c[NN_MESH_AXES];
+        nn_mesh_coords(&p->mesh, rank, c);
+        int last = p->mesh.size[axis] - 1;
+        for (int k = 0; k < 2 && k < max; k++) {
+            c[axis] = k ? last : 0;
+            ranks[k] = nn_mesh_rank(&p->mesh, c);
+        }
+        return 2;
+    }
+    return nn_plan_axis_group(p, rank, axis, ranks, max);
+}
+
+int nn_plan_peer(const nn_plan *p, int rank, const nn_plan_entry *e)
+{
+    int c[NN_MESH_AXES];
+    nn_mesh_coords(&p->mesh, rank, c);
+    int pp = p->mesh.size[NN_MESH_PP];
+    c[NN_MESH_PP] = ((c[NN_MESH_PP] + e->peer) % pp + pp) % pp;
+    return nn_mesh_rank(&p->mesh, c);
+}
+
+int64_t nn_plan_rank_value(const nn_plan *p, int rank, const nn_plan_leaf *l)
+{
+    int c[NN_MESH_AXES];
+    nn_mesh_coords(&p->mesh, rank, c);
+    return (int64_t)c[l->axis] * l->scale;
+}
+
+const nn_plan_leaf *nn_plan_leaf_of(const nn_plan_class *c, const nn_tensor *t)
+{
+    for (int i = 0; i < c->n_leaves; i++)
+        if (c->leaves[i].t == t)
+            return &c->leaves[i];
+    return NULL;
+}
+
+bool nn_plan_entry_runs(const nn_plan_entry *e, int mb, int n_micro)
+{
+    return e->when == NN_PLAN_EVERY_MB || mb < 0 || mb == n_micro - 1;
+}
+
+void nn_plan_iter_begin(nn_plan_iter *it, const nn_plan *p, const nn_plan_class *c)
+{
+    it->c = c;
+    it->n_micro = p->n_micro;
+    it->s = 0;
+    it->e = 0;
+}
+
+const nn_plan_entry *nn_plan_iter_next(nn_plan_iter *it, const nn_plan_block **block, int *mb)
+{
+    const nn_plan_class *c = it->c;
+    while (it->s < c->n_sched) {
+        const nn_plan_sched *s = &c->sched[it->s];
+        const nn_plan_block *b = &c->blocks[s->block];
+        while (it->e < b->n_entries) {
+            const nn_plan_entry *e = &b->entries[it->e++];
+            if (nn_plan_entry_runs(e, s->mb, it->n_micro)) {
+                if (block)
+                    *block = b;
+                if (mb)
+                    *mb = s->mb;
+                return e;
+            }
+        }
+        it->s++;
+        it->e = 0;
+    }
+    return NULL;
+}
+
+nn_plan_buffer_kind nn_plan_buffer_kind_of(const nn_tensor *t)
+{
+    while (t->op != NN_OP_LEAF && (nn_op_flags(t->op) & NN_OPF_UPDATE))
+        t = t->src[0];
+    if (t->op == NN_OP_LEAF)
+        return NN_BUFFER_PERSISTENT;
+    if (t->region == NN_REGION_OPTIM || t->chunk < 0)
+        return NN_BUFFER_STEP;
+    return NN_BUFFER_MICRO;
+}
+
+void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, int64_t *model_flops,
+                         int64_t *hw_flops)
+{
+    int64_t model = 0, hw = 0;
+    nn_plan_iter it;
+    nn_plan_iter_begin(&it, p, c);
+    const nn_plan_entry *e;
+    while ((e = nn_plan_iter_next(&it, NULL, NULL))) {
+        if (e->kind != NN_PLAN_COMPUTE)
+            continue;
+        hw += e->flops;
+        if (e->region != NN_REGION_RECOMPUTE)
+            model += e->flops;
+    }
+    *model_flops = model;
+    *hw_flops = hw;
+}
+
+double nn_plan_bubble(const nn_plan *p)
+{
+    double pp = p->s.pp, m = p->n_micro, v = p->s.virtual_stages;
+    return (pp - 1) / (v * m + pp - 1);
+}

@@ -1,0 +1,252 @@
+/* plan_sched.c — pipeline stages and schedules.
+ *
+ * Partition. The model's forward nodes fall into pipeline units: the nodes before the first
+ * layer (embedding), each layer, and the nodes after the last (head and loss). The units are
+ * cut into pp x v contiguous model chunks (v = virtual stages), each of at least one unit:
+ * balanced by forward FLOPs (the smallest largest chunk, ties broken by the smaller sum of
+ * squares) or by the layer counts the strategy gives (the embedding goes with the first
+ * chunk, the head with the last). Chunk c runs on stage c mod pp (Megatron's interleaving).
+ *
+ * Schedules, per stage s of p, m micro-batches (Narayanan et al. 2021, Megatron-LM):
+ *   GPipe       F0 .. F(m-1), then B0 .. B(m-1)
+ *   1F1B        min(p-s-1, m) warm-up forwards, then one forward and one backward each,
+ *               then the remaining backwards
+ *   interleaved the m*v (chunk, micro-batch) units of the stage in groups of p micro-batches
+ *               per chunk (forward chunk (k/p) mod v, backward the reverse), with
+ *               (p-s-1)*2 + (v-1)*p warm-up forwards
+ * framed by the STEP_BEGIN and STEP_END blocks. */
+#include <float.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan_impl.h"
+
+np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
+{
+    int n = nn_graph_n_nodes(pb->g0), L = 0;
+    np_err *err = pb->err;
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *x = nn_graph_node(pb->g0, i);
+        if (x->op != NN_OP_LEAF && x->layer + 1 > L)
+            L = x->layer + 1;
+    }
+    /* units: 0 before the layers, 1..L the layers, L+1 after */
+    int U = L + 2;
+    double *cost = nn_calloc((size_t)U, sizeof *cost);
+    bool *used = nn_calloc((size_t)U, sizeof *used);
+    if (!cost || !used) {
+        free(cost);
+        free(used);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
+    }
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *x = nn_graph_node(pb->g0, i);
+        pb->unit[x->id] = -1;
+        if (x->op == NN_OP_LEAF || pb->param[x->id])
+            continue;
+        int u = 0;
+        if (x->layer >= 0) {
+            u = x->layer + 1;
+        } else {
+            for (int s = 0; s < x->n_src; s++)
+                if (pb->unit[x->src[s]->id] >= 1)
+                    u = L + 1;
+        }
+        for (int s = 0; s < x->n_src; s++)
+            if (pb->unit[x->src[s]->id] > u)
+                u = pb->unit[x->src[s]->id] > L ? L + 1 : pb->unit[x->src[s]->id];
+        pb->unit[x->id] = u;
+        used[u] = true;
+        cost[u] += (double)nn_node_flops(x);
+    }
+    int *units = nn_malloc((size_t)U * sizeof *units), nu = 0;
+    int K = pb->n_chunks;
+    int *first = nn_malloc((size_t)(K + 1) * sizeof *first); /* first unit index of chunk */
+    np_status st = NP_OK;
+    if (!units || !first) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
+        goto done;
+    }
+    for (int u = 0; u < U; u++)
+        if (used[u])
+            units[nu++] = u;
+    const char *name = pb->plan->model;
+    if (pb->pp > L) {
+        st = np_err_set(err, NP_ERR_RANGE, "--pp %d is more than the %d layers of %s", pb->pp, L, name);
+        goto done;
+    }
+    if (K > nu) {
+        st = np_err_set(err, NP_ERR_RANGE,
+                        "--schedule interleaved:%d with --pp %d needs %d model chunks, but %s has "
+                        "%d pipeline units (%d layers%s%s)", pb->s->virtual_stages, pb->pp, K, name,
+                        nu, L, used[0] ? ", the embedding" : "", used[L + 1] ? " and the head" : "");
+        goto done;
+    }
+    if (pb->s->n_stage_layers) {
+        const nn_strategy *s = pb->s;
+        int sum = 0;
+        if (s->n_stage_layers != K) {
+            st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: %d counts for %d model chunks "
+                            "(pp x virtual stages)", s->n_stage_layers, K);
+            goto done;
+        }
+        for (int c = 0; c < K; c++) {
+            if (s->stage_layers[c] < 0) {
+                st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: count %d is negative", c + 1);
+                goto done;
+            }
+            sum += s->stage_layers[c];
+        }
+        if (sum != L) {
+            st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: the counts sum to %d, but %s has %d layers",
+                            sum, name, L);
+            goto done;
+        }
+        /* chunk c: layers [acc, acc + count); pre goes with chunk 0, post with the last */
+        int acc = 0, k = 0;
+        for (int c = 0; c < K; c++) {
+            first[c] = k;
+            acc += s->stage_layers[c];
+            while (k < nu) {
+                int u = units[k];
+                if (u == 0 || (u <= L && u - 1 < acc) || (u == L + 1 && c == K - 1))
+                    k++;
+                else
+                    break;
+            }
+            if (k == first[c]) {
+                st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: model chunk %d would be empty", c);
+                goto done;
+            }
+        }
+        first[K] = nu;
+    } else {
+        /* linear partition: best[k][i] over the first i units in k chunks */
+        double *pre = nn_calloc((size_t)nu + 1, sizeof *pre);
+        double *bmax = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *bmax);
+        double *bsq = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *bsq);
+        int *cut = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *cut);
+        if (!pre || !bmax || !bsq || !cut) {
+            free(pre), free(bmax), free(bsq), free(cut);
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
+            goto done;
+        }
+        for (int i = 0; i < nu; i++)
+            pre[i + 1] = pre[i] + cost[units[i]];
+#define IX(k, i) ((k) * (nu + 1) + (i))
+        for (int k = 0; k <= K; k++)
+            for (int i = 0; i <= nu; i++)
+                bmax[IX(k, i)] = bsq[IX(k, i)] = DBL_MAX, cut[IX(k, i)] = 0;
+        bmax[IX(0, 0)] = bsq[IX(0, 0)] = 0;
+        for (int k = 1; k <= K; k++)
+            for (int i = k; i <= nu; i++)
+                for (int j = k - 1; j < i; j++) {
+                    if (bmax[IX(k - 1, j)] == DBL_MAX)
+                        continue;
+                    double w = pre[i] - pre[j];
+                    double mx = bmax[IX(k - 1, j)] > w ? bmax[IX(k - 1, j)] : w;
+                    double sq = bsq[IX(k - 1, j)] + w * w;
+                    if (mx < bmax[IX(k, i)] || (mx == bmax[IX(k, i)] && sq < bsq[IX(k, i)])) {
+                        bmax[IX(k, i)] = mx;
+                        bsq[IX(k, i)] = sq;
+                        cut[IX(k, i)] = j;
+                    }
+                }
+        first[K] = nu;
+        for (int k = K, i = nu; k >= 1; k--) {
+            first[k - 1] = cut[IX(k, i)];
+            i = first[k - 1];
+        }
+#undef IX
+        free(pre), free(bmax), free(bsq), free(cut);
+    }
+    /* chunk of every unit and node; layers of every chunk */
+    int *chunk_of_unit = nn_malloc((size_t)U * sizeof *chunk_of_unit);
+    if (!chunk_of_unit) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
+        goto done;
+    }
+    for (int c = 0; c < K; c++) {
+        p->chunk_layer_first[c] = p->chunk_layer_last[c] = -1;
+        for (int k = first[c]; k < first[c + 1]; k++) {
+            int u = units[k];
+            chunk_of_unit[u] = c;
+            if (u >= 1 && u <= L) {
+                if (p->chunk_layer_first[c] < 0)
+                    p->chunk_layer_first[c] = u - 1;
+                p->chunk_layer_last[c] = u - 1;
+            }
+        }
+    }
+    p->chunk_has_embed_first = used[0];
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *x = nn_graph_node(pb->g0, i);
+        pb->chunk[x->id] = pb->unit[x->id] >= 0 ? chunk_of_unit[pb->unit[x->id]] : -1;
+    }
+    free(chunk_of_unit);
+done:
+    free(cost);
+    free(used);
+    free(units);
+    free(first);
+    return st;
+}
+
+/* Block indices of a class: 0 STEP_BEGIN, 1 + 2 vi FORWARD, 2 + 2 vi BACKWARD, 1 + 2 v END. */
+static int nn_fwd_block(int vi) { return 1 + 2 * vi; }
+static int nn_bwd_block(int vi) { return 2 + 2 * vi; }
+
+np_status nn_pb_schedules(nn_plan *p, np_err *err)
+{
+    int pp = p->s.pp, v = p->s.schedule == NN_PP_INTERLEAVED ? p->s.virtual_stages : 1;
+    int m = p->n_micro;
+    for (int s = 0; s < pp; s++) {
+        nn_plan_class *c = &p->classes[s];
+        int n = 2 * m * v + 2, k = 0;
+        c->sched = nn_malloc((size_t)n * sizeof *c->sched);
+        if (!c->sched)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory building schedules");
+        c->sched[k++] = (nn_plan_sched){0, -1};
+#define F(vi, mb) (c->sched[k++] = (nn_plan_sched){nn_fwd_block(vi), (mb)})
+#define B(vi, mb) (c->sched[k++] = (nn_plan_sched){nn_bwd_block(vi), (mb)})
+        if (p->s.schedule == NN_PP_GPIPE) {
+            for (int i = 0; i < m; i++)
+                F(0, i);
+            for (int i = 0; i < m; i++)
+                B(0, i);
+        } else if (v == 1) {
+            int warm = pp - s - 1 < m ? pp - s - 1 : m;
+            for (int i = 0; i < warm; i++)
+                F(0, i);
+            for (int i = 0; i < m - warm; i++) {
+                F(0, warm + i);
+                B(0, i);
+            }
+            for (int i = m - warm; i < m; i++)
+                B(0, i);
+        } else {
+            int total = m * v, warm = (pp - s - 1) * 2 + (v - 1) * pp;
+            if (warm > total)
+                warm = total;
+#define FCHUNK(u) (((u) / pp) % v)
+#define BCHUNK(u) (v - 1 - ((u) / pp) % v)
+#define MB(u) (((u) / (pp * v)) * pp + (u) % pp)
+            for (int u = 0; u < warm; u++)
+                F(FCHUNK(u), MB(u));
+            for (int i = 0; i < total - warm; i++) {
+                F(FCHUNK(warm + i), MB(warm + i));
+                B(BCHUNK(i), MB(i));
+            }
+            for (int u = total - warm; u < total; u++)
+                B(BCHUNK(u), MB(u));
+#undef FCHUNK
+#undef BCHUNK
+#undef MB
+        }
+#undef F
+#undef B
+        c->sched[k++] = (nn_plan_sched){1 + 2 * v, -1};
+        c->n_sched = k;
+    }
+    return NP_OK;
+}
