@@ -248,20 +248,94 @@ static np_status nn_run_compute(nn_dist *d, nn_rank *R, nn_tensor *t, int mb, np
 
 /* ---- communication ---- */
 
+np_status nn_dist_collective(const nn_tensor *t, float *const *in, float *const *out, np_err *err)
+{
+    const nn_tensor *x = t->src[0];
+    int g = (int)t->ip[NN_COMM_IP_SIZE];
+    int64_t nin = nn_numel(x), nout = nn_numel(t);
+    int dim = (int)t->ip[NN_COMM_IP_DIM], arg = (int)t->ip[NN_COMM_IP_ARG];
+    switch (t->op) {
+    case NN_OP_ALL_REDUCE:
+    case NN_OP_REDUCE_SCATTER:
+    case NN_OP_REDUCE: {
+        bool max = t->op != NN_OP_REDUCE && arg == NN_REDUCE_MAX;
+        double *acc = nn_malloc((size_t)(nin > 0 ? nin : 1) * sizeof *acc);
+        float *sum = nn_malloc((size_t)(nin > 0 ? nin : 1) * sizeof *sum);
+        if (!acc || !sum) {
+            free(acc);
+            free(sum);
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory in a collective");
+        }
+        for (int64_t i = 0; i < nin; i++)
+            acc[i] = in[0][i];
+        for (int j = 1; j < g; j++) /* in group order, whatever the arrival order */
+            for (int64_t i = 0; i < nin; i++)
+                acc[i] = max ? (in[j][i] > acc[i] ? in[j][i] : acc[i]) : acc[i] + in[j][i];
+        for (int64_t i = 0; i < nin; i++)
+            sum[i] = (float)acc[i];
+        for (int j = 0; j < g; j++) {
+            if (t->op == NN_OP_ALL_REDUCE)
+                memcpy(out[j], sum, (size_t)nout * sizeof(float));
+            else if (t->op == NN_OP_REDUCE && j == arg)
+                memcpy(out[j], sum, (size_t)nout * sizeof(float));
+            else if (t->op == NN_OP_REDUCE)
+                memset(out[j], 0, (size_t)nout * sizeof(float));
+            else
+                nn_chunk_copy(x->ne, x->ndim, dim, g, j, sum, out[j], true);
+        }
+        free(acc);
+        free(sum);
+        break;
+    }
+    case NN_OP_ALL_GATHER:
+        for (int j = 0; j < g; j++)
+            for (int k = 0; k < g; k++)
+                nn_chunk_copy(t->ne, t->ndim, dim, g, k, out[j], in[k], false);
+        break;
+    case NN_OP_BROADCAST:
+        for (int j = 0; j < g; j++)
+            memcpy(out[j], in[arg], (size_t)nout * sizeof(float));
+        break;
+    case NN_OP_ALL_TO_ALL: { /* part j of rank k's split dim -> rank j, at k along cat */
+        int64_t pn = nin / g;
+        float *part = nn_malloc((size_t)(pn > 0 ? pn : 1) * sizeof *part);
+        if (!part)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory in a collective");
+        for (int j = 0; j < g; j++)
+            for (int k = 0; k < g; k++) {
+                nn_chunk_copy(x->ne, x->ndim, dim, g, j, in[k], part, true);
+                nn_chunk_copy(t->ne, t->ndim, arg, g, k, out[j], part, false);
+            }
+        free(part);
+        break;
+    }
+    case NN_OP_GROUP_COPY:
+        for (int j = 0; j < g; j++)
+            memcpy(out[j], in[j], (size_t)nout * sizeof(float));
+        break;
+    case NN_OP_SHARD_SLICE: /* member j's part j (its offset is j parts) */
+        for (int j = 0; j < g; j++)
+            nn_chunk_copy(x->ne, x->ndim, dim, g, j, in[j], out[j], true);
+        break;
+    default:
+        return np_err_set(err, NP_ERR_INTERNAL, "%s is not a collective", nn_op_name(t->op));
+    }
+    for (int j = 0; j < g; j++)
+        nn_round_to(out[j], nout, t->dtype);
+    return NP_OK;
+}
+
 /* Performs collective c (every member arrived): each node of the entry over the group. */
 static np_status nn_coll_run(nn_dist *d, nn_coll *c, np_err *err)
 {
     const nn_plan_entry *e0 = c->entry[0];
     int g = c->size;
-    for (int q = 0; q < e0->n_nodes; q++) {
-        const nn_tensor *t = e0->nodes[q], *x = t->src[0];
-        int64_t nin = nn_numel(x), nout = nn_numel(t);
-        float **in = nn_malloc((size_t)g * sizeof *in), **out = nn_malloc((size_t)g * sizeof *out);
-        double *acc = nn_calloc((size_t)(nin > 0 ? nin : 1), sizeof *acc);
-        if (!in || !out || !acc) {
-            free(in), free(out), free(acc);
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory in a collective");
-        }
+    float **in = nn_malloc((size_t)g * sizeof *in), **out = nn_malloc((size_t)g * sizeof *out);
+    np_status st = NP_OK;
+    if (!in || !out)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory in a collective");
+    for (int q = 0; q < e0->n_nodes && st == NP_OK; q++) {
+        const nn_tensor *t = e0->nodes[q];
         bool ok = true;
         for (int j = 0; j < g; j++) {
             nn_rank *R = &d->r[c->member[j]];
@@ -270,76 +344,19 @@ static np_status nn_coll_run(nn_dist *d, nn_coll *c, np_err *err)
             out[j] = nn_alloc(d, R, tj, c->mb);
             ok = ok && in[j] && out[j];
         }
-        if (!ok) {
-            free(in), free(out), free(acc);
-            return np_err_set(err, NP_ERR_MISSING, "collective %s (match %d): a member has no input",
-                              t->name, c->match);
-        }
-        int dim = (int)t->ip[NN_COMM_IP_DIM], arg = (int)t->ip[NN_COMM_IP_ARG];
-        switch (t->op) {
-        case NN_OP_ALL_REDUCE:
-        case NN_OP_REDUCE_SCATTER:
-        case NN_OP_REDUCE: {
-            bool max = t->op != NN_OP_REDUCE && arg == NN_REDUCE_MAX;
-            for (int64_t i = 0; i < nin; i++)
-                acc[i] = in[0][i];
-            for (int j = 1; j < g; j++)
-                for (int64_t i = 0; i < nin; i++)
-                    acc[i] = max ? (in[j][i] > acc[i] ? in[j][i] : acc[i]) : acc[i] + in[j][i];
-            float *sum = nn_malloc((size_t)(nin > 0 ? nin : 1) * sizeof *sum);
-            if (!sum) {
-                free(in), free(out), free(acc);
-                return np_err_set(err, NP_ERR_NOMEM, "out of memory in a collective");
-            }
-            for (int64_t i = 0; i < nin; i++)
-                sum[i] = (float)acc[i];
-            for (int j = 0; j < g; j++) {
-                if (t->op == NN_OP_ALL_REDUCE)
-                    memcpy(out[j], sum, (size_t)nout * sizeof(float));
-                else if (t->op == NN_OP_REDUCE)
-                    j == arg ? memcpy(out[j], sum, (size_t)nout * sizeof(float))
-                             : memset(out[j], 0, (size_t)nout * sizeof(float));
-                else
-                    nn_chunk_copy(x->ne, x->ndim, dim, g, j, sum, out[j], true);
-            }
-            free(sum);
-            break;
-        }
-        case NN_OP_ALL_GATHER:
-            for (int j = 0; j < g; j++)
-                for (int k = 0; k < g; k++)
-                    nn_chunk_copy(t->ne, t->ndim, dim, g, k, out[j], in[k], false);
-            break;
-        case NN_OP_BROADCAST:
-            for (int j = 0; j < g; j++)
-                memcpy(out[j], in[arg], (size_t)nout * sizeof(float));
-            break;
-        case NN_OP_ALL_TO_ALL: { /* part j of rank k's split dim -> rank j, at k along cat */
-            int64_t ne[NN_MAX_DIMS];
-            memcpy(ne, x->ne, sizeof ne);
-            ne[dim] /= g; /* one part's shape */
-            int64_t pn = nin / g;
-            float *part = nn_malloc((size_t)(pn > 0 ? pn : 1) * sizeof *part);
-            if (!part) {
-                free(in), free(out), free(acc);
-                return np_err_set(err, NP_ERR_NOMEM, "out of memory in a collective");
-            }
-            for (int j = 0; j < g; j++)
-                for (int k = 0; k < g; k++) {
-                    nn_chunk_copy(x->ne, x->ndim, dim, g, j, in[k], part, true);
-                    nn_chunk_copy(t->ne, t->ndim, arg, g, k, out[j], part, false);
-                }
-            free(part);
-            break;
-        }
-        default: break;
-        }
-        for (int j = 0; j < g; j++)
-            nn_round_to(out[j], nout, t->dtype);
-        free(in), free(out), free(acc);
+        if (!ok)
+            st = np_err_set(err, NP_ERR_MISSING, "collective %s (match %d): a member has no input",
+                            t->name, c->match);
+        else if (t->ip[NN_COMM_IP_SIZE] != g)
+            st = np_err_set(err, NP_ERR_INTERNAL, "collective %s: a group of %d for size %lld",
+                            t->name, g, (long long)t->ip[NN_COMM_IP_SIZE]);
+        else
+            st = nn_dist_collective(t, in, out, err);
     }
-    c->done = true;
-    return NP_OK;
+    free(in);
+    free(out);
+    c->done = st == NP_OK;
+    return st;
 }
 
 typedef enum { NN_STEP_DONE, NN_STEP_WAIT, NN_STEP_FAIL } nn_step_result;

@@ -45,4 +45,10 @@ np_status nn_dist_step(nn_dist *d, const float *input, const float *labels, doub
  * reassembled from the ranks' pieces into out[0..n) (n = its element count). */
 np_status nn_dist_param(const nn_dist *d, const char *name, float *out, int64_t n, np_err *err);
 
+/* The reference implementation of communication node t (all_reduce, reduce_scatter,
+ * all_gather, broadcast, reduce, all_to_all, group_copy, shard_slice) over its group:
+ * in[j] and out[j] are group member j's values of t->src[0] and of t (the group's size is
+ * t's NN_COMM_IP_SIZE; member j of a shard_slice takes part j). */
+np_status nn_dist_collective(const nn_tensor *t, float *const *in, float *const *out, np_err *err);
+
 #endif

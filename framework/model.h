@@ -48,6 +48,9 @@ typedef struct nn_model_opts {
     bool inference;       /* batch norm uses running statistics (buffers) */
     nn_dtype compute;     /* NN_F32, or NN_BF16 for mixed precision (f32 master weights) */
     uint64_t seed;
+    double dropout;       /* GPT: dropout probability of the embeddings, the attention
+                             probabilities and each block's two residual branches (GPT-2's
+                             embd/attn/resid_pdrop); 0 (default) builds no dropout */
 } nn_model_opts;
 
 typedef struct nn_model {

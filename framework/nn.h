@@ -291,6 +291,9 @@ nn_tensor *nn_global_avgpool(nn_graph *g, nn_tensor *x); /* [N, C, H, W] -> [N, 
 nn_tensor *nn_channel_shuffle(nn_graph *g, nn_tensor *x, int groups);
 /* q, k, v [B, H, S, Dh] -> [B, H, S, Dh]; softmax(q k^T / sqrt(Dh) (+ causal mask)) v. */
 nn_tensor *nn_attention(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v, bool causal);
+/* The same with dropout p_drop (seeded) on the attention probabilities. */
+nn_tensor *nn_attention_dropout(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v,
+                                bool causal, double p_drop, uint64_t seed);
 /* Sum over channel (dim 1) of [N, C, ...] -> [C]. */
 nn_tensor *nn_channel_sum(nn_graph *g, nn_tensor *x);
 

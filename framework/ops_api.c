@@ -291,6 +291,12 @@ nn_tensor *nn_channel_shuffle(nn_graph *g, nn_tensor *x, int groups)
 
 nn_tensor *nn_attention(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v, bool causal)
 {
+    return nn_attention_dropout(g, q, k, v, causal, 0.0, 0);
+}
+
+nn_tensor *nn_attention_dropout(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v,
+                                bool causal, double p_drop, uint64_t seed)
+{
     if (!q || !k || !v)
         return NULL;
     double scale = 1.0 / sqrt((double)q->ne[q->ndim - 1]);
@@ -300,8 +306,10 @@ nn_tensor *nn_attention(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v, b
     if (causal)
         s = nn_causal_mask(g, s, -INFINITY);
     nn_tensor *p = nn_softmax(g, s);
+    if (p_drop > 0)
+        p = nn_dropout(g, p, p_drop, seed);
     /* The core that selective recomputation recomputes (Korthikanti et al.): the scores,
-     * their mask and the softmax; q, k^T, v and the output are kept. */
+     * their mask, the softmax and its dropout; q, k^T, v and the output are kept. */
     for (int i = first; p && i < nn_graph_n_nodes(g); i++)
         nn_graph_node(g, i)->attn_core = true;
     return nn_matmul(g, p, v);

@@ -313,6 +313,14 @@ typedef struct nn_plan {
 np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
                         const nn_strategy *s, const nn_optim *opt, const arch_config *arch,
                         nn_plan **out, np_err *err);
+/* The same for a training graph built with the C API: m->g is the forward graph of one
+ * micro-batch of m->batch samples per dp rank, ending in the scalar m->loss; m->input and
+ * m->labels (either may be NULL) are the leaves fed per micro-batch, `batch` the global
+ * batch. Layers (nn_graph_set_layer) are the pipeline's units; communication ops in the graph
+ * (nn_all_to_all, ...) run over their tag's axis. The graph is only read. */
+np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch,
+                              const nn_strategy *s, const nn_optim *opt, const arch_config *arch,
+                              nn_plan **out, np_err *err);
 void nn_plan_free(nn_plan *p);
 
 /* ---- ranks, groups, peers ---- */

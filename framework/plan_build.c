@@ -31,6 +31,49 @@ static bool nn_is_transformer(const nn_model_desc *d)
     return strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
 }
 
+/* The rules of a strategy that hold for any model; batch is the global batch. */
+static np_status nn_plan_validate_common(const nn_strategy *s, int64_t B, int64_t *micro,
+                                         np_err *err)
+{
+    if (s->dp < 1 || s->tp < 1 || s->pp < 1)
+        return np_err_set(err, NP_ERR_RANGE, "--dp, --tp and --pp must be at least 1 (got %d, %d, %d)",
+                          s->dp, s->tp, s->pp);
+    if (s->zero < 0 || s->zero > 3)
+        return np_err_set(err, NP_ERR_RANGE, "--zero must be 0, 1, 2 or 3, got %d", s->zero);
+    if (s->bucket_mb < 0)
+        return np_err_set(err, NP_ERR_RANGE, "--bucket-mb must be positive, got %g", s->bucket_mb);
+    if (s->sp && s->tp < 2)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
+    if (s->zero >= 2 && s->pp > 1 && s->dp > 1)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--zero %d cannot be combined with --pp %d: ZeRO-2 and -3 shard "
+                          "gradients every micro-batch, which pipeline parallelism accumulates "
+                          "(DeepSpeed's rule)", s->zero, s->pp);
+    if (s->schedule == NN_PP_INTERLEAVED && s->pp < 2)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--schedule interleaved:%d needs --pp 2 or more", s->virtual_stages);
+    if (B % s->dp)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "--batch %lld is not divisible by --dp %d",
+                          (long long)B, s->dp);
+    int64_t per = B / s->dp, b = s->microbatch ? s->microbatch : per;
+    if (b < 1 || per % b)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--microbatch %lld does not divide the %lld samples per data-parallel "
+                          "rank (--batch %lld / --dp %d)", (long long)b, (long long)per,
+                          (long long)B, s->dp);
+    int64_t m = per / b;
+    if (s->schedule == NN_PP_INTERLEAVED && m % s->pp)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--schedule interleaved:%d needs the number of micro-batches (%lld) to "
+                          "be a multiple of --pp %d", s->virtual_stages, (long long)m, s->pp);
+    if (m > (1 << 20))
+        return np_err_set(err, NP_ERR_RANGE, "%lld micro-batches are more than npusim plans for",
+                          (long long)m);
+    *micro = b;
+    return NP_OK;
+}
+
+/* The rules that depend on the zoo model (tp against its widths, sp against its sequence). */
 static np_status nn_plan_validate(const nn_model_desc *d, const nn_model_opts *o,
                                   const nn_strategy *s, int64_t *batch, int64_t *micro,
                                   np_err *err)
@@ -39,10 +82,6 @@ static np_status nn_plan_validate(const nn_model_desc *d, const nn_model_opts *o
     if (s->dp < 1 || s->tp < 1 || s->pp < 1)
         return np_err_set(err, NP_ERR_RANGE, "--dp, --tp and --pp must be at least 1 (got %d, %d, %d)",
                           s->dp, s->tp, s->pp);
-    if (s->zero < 0 || s->zero > 3)
-        return np_err_set(err, NP_ERR_RANGE, "--zero must be 0, 1, 2 or 3, got %d", s->zero);
-    if (s->bucket_mb < 0)
-        return np_err_set(err, NP_ERR_RANGE, "--bucket-mb must be positive, got %g", s->bucket_mb);
     int tp = s->tp;
     if (tp > 1 && nn_is_transformer(d)) {
         int64_t H = nn_model_int(d, "heads", 1), D = nn_model_int(d, "d_model", 1);
@@ -76,9 +115,7 @@ static np_status nn_plan_validate(const nn_model_desc *d, const nn_model_opts *o
                           "--tp %d: %s models have no tensor-parallel split (transformers and MLPs do)",
                           tp, d->family);
     }
-    if (s->sp) {
-        if (tp < 2)
-            return np_err_set(err, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
+    if (s->sp && tp > 1) {
         if (!nn_is_transformer(d))
             return np_err_set(err, NP_ERR_INCONSISTENT,
                               "--sp needs a transformer (gpt or llama); %s has no sequence", name);
@@ -88,35 +125,8 @@ static np_status nn_plan_validate(const nn_model_desc *d, const nn_model_opts *o
                               "--sp: --tp %d does not divide the sequence length %lld", tp,
                               (long long)seq);
     }
-    if (s->zero >= 2 && s->pp > 1 && s->dp > 1)
-        return np_err_set(err, NP_ERR_INCONSISTENT,
-                          "--zero %d cannot be combined with --pp %d: ZeRO-2 and -3 shard "
-                          "gradients every micro-batch, which pipeline parallelism accumulates "
-                          "(DeepSpeed's rule)", s->zero, s->pp);
-    if (s->schedule == NN_PP_INTERLEAVED && s->pp < 2)
-        return np_err_set(err, NP_ERR_INCONSISTENT,
-                          "--schedule interleaved:%d needs --pp 2 or more", s->virtual_stages);
-    int64_t B = o->batch ? o->batch : nn_model_int(d, "batch", 1);
-    if (B % s->dp)
-        return np_err_set(err, NP_ERR_INCONSISTENT, "--batch %lld is not divisible by --dp %d",
-                          (long long)B, s->dp);
-    int64_t per = B / s->dp, b = s->microbatch ? s->microbatch : per;
-    if (b < 1 || per % b)
-        return np_err_set(err, NP_ERR_INCONSISTENT,
-                          "--microbatch %lld does not divide the %lld samples per data-parallel "
-                          "rank (--batch %lld / --dp %d)", (long long)b, (long long)per,
-                          (long long)B, s->dp);
-    int64_t m = per / b;
-    if (s->schedule == NN_PP_INTERLEAVED && m % s->pp)
-        return np_err_set(err, NP_ERR_INCONSISTENT,
-                          "--schedule interleaved:%d needs the number of micro-batches (%lld) to "
-                          "be a multiple of --pp %d", s->virtual_stages, (long long)m, s->pp);
-    if (m > (1 << 20))
-        return np_err_set(err, NP_ERR_RANGE, "%lld micro-batches are more than npusim plans for",
-                          (long long)m);
-    *batch = B;
-    *micro = b;
-    return NP_OK;
+    *batch = o->batch ? o->batch : nn_model_int(d, "batch", 1);
+    return nn_plan_validate_common(s, *batch, micro, err);
 }
 
 /* ---- the builder's bookkeeping of the nodes it makes ---- */
@@ -302,11 +312,11 @@ done:
 
 /* ---- 5. recomputation and re-gathering ---- */
 
-/* Whether forward node t is (a view or slice of) a ZeRO or sequence-parallel all-gather:
+/* Whether forward node t is (a view, slice or transpose of) a ZeRO or sequence-parallel all-gather:
  * such values are gathered again for the backward pass instead of being kept. */
 static bool nn_is_regather(const nn_tensor *t)
 {
-    while (t->op == NN_OP_RESHAPE || t->op == NN_OP_SLICE)
+    while (t->op == NN_OP_RESHAPE || t->op == NN_OP_SLICE || t->op == NN_OP_PERMUTE)
         t = t->src[0];
     return t->op == NN_OP_ALL_GATHER && t->region == NN_REGION_FORWARD &&
            (t->ip[NN_COMM_IP_TAG] == NN_COMM_ZERO || t->ip[NN_COMM_IP_TAG] == NN_COMM_SP);
@@ -1166,15 +1176,14 @@ void nn_plan_free(nn_plan *p)
     free(p);
 }
 
-np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
-                        const nn_strategy *s_in, const nn_optim *opt, const arch_config *arch,
-                        nn_plan **out, np_err *err)
+/* The builder proper: m0 is the forward graph of one micro-batch (borrowed: the builder
+ * reads it only), name the model's name in messages. */
+static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batch, int64_t micro,
+                              const nn_strategy *s_in, const nn_optim *opt,
+                              const arch_config *arch, bool transformer, nn_plan **out,
+                              np_err *err)
 {
-    *out = NULL;
-    int64_t batch, micro;
-    np_status st = nn_plan_validate(d, opts, s_in, &batch, &micro, err);
-    if (st != NP_OK)
-        return st;
+    np_status st;
     nn_plan *p = nn_calloc(1, sizeof *p);
     if (!p)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
@@ -1183,12 +1192,12 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
         p->s.virtual_stages = 1;
     if (p->s.bucket_mb == 0)
         p->s.bucket_mb = 25.0;
-    snprintf(p->model, sizeof p->model, "%s", d->name);
+    snprintf(p->model, sizeof p->model, "%s", name);
     p->batch = batch;
     p->microbatch = micro;
     p->n_micro = (int)(batch / p->s.dp / micro);
     p->optim = *opt;
-    p->compute = opts->compute;
+    p->compute = NN_F32;
     p->n_chunks = p->s.pp * p->s.virtual_stages;
     p->n_classes = p->s.pp;
     p->hbm_bytes = arch ? arch->chip.hbm_bytes : 0;
@@ -1203,13 +1212,8 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
     }
     if ((st = nn_mesh_place(&p->mesh, p->s.dp, p->s.tp, p->s.pp, p->s.placement, arch, err)) != NP_OK)
         goto fail;
-    nn_model_opts o0 = *opts;
-    o0.batch = micro;
-    if ((st = nn_model_build(d, &o0, &pb.m0, err)) != NP_OK) {
-        nn_graph_free(pb.m0.g);
-        goto fail;
-    }
-    pb.g0 = pb.m0.g;
+    pb.m0 = *m0;
+    pb.g0 = m0->g;
     pb.plan = p;
     pb.s = &p->s;
     pb.tp = p->s.tp;
@@ -1219,11 +1223,14 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
     pb.sp = p->s.sp;
     pb.n_chunks = p->n_chunks;
     pb.max_id0 = nn_graph_max_id(pb.g0);
-    pb.transformer = nn_is_transformer(d);
-    p->seq = pb.m0.seq;
+    pb.transformer = transformer;
+    p->seq = m0->seq > 0 ? m0->seq : 1;
     if ((st = nn_pb_setup(&pb)) != NP_OK || (st = nn_pb_partition(&pb, p)) != NP_OK ||
         (st = nn_pb_forward(&pb)) != NP_OK || (st = nn_pb_backward(&pb, p)) != NP_OK)
         goto fail;
+    for (int i = 0; i < pb.n_params; i++)
+        if (pb.params[i].work != NN_F32)
+            p->compute = pb.params[i].work;
     p->vocab_padded = pb.vocab_shard * pb.tp == pb.vocab ? 0 : pb.vocab_shard * pb.tp;
     int *tied_match = nn_calloc((size_t)pb.n_params + 1, sizeof *tied_match);
     if (!tied_match) {
@@ -1255,11 +1262,50 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
     free(tied_match);
     if (st != NP_OK || (st = nn_pb_schedules(p, err)) != NP_OK)
         goto fail;
+    pb.g0 = NULL; /* borrowed */
     nn_pb_free(&pb);
     *out = p;
     return NP_OK;
 fail:
+    pb.g0 = NULL;
     nn_pb_free(&pb);
     nn_plan_free(p);
     return st;
+}
+
+np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
+                        const nn_strategy *s, const nn_optim *opt, const arch_config *arch,
+                        nn_plan **out, np_err *err)
+{
+    *out = NULL;
+    int64_t batch = 0, micro = 0;
+    np_status st = nn_plan_validate(d, opts, s, &batch, &micro, err);
+    if (st != NP_OK)
+        return st;
+    nn_model m0;
+    nn_model_opts o0 = *opts;
+    o0.batch = micro;
+    if ((st = nn_model_build(d, &o0, &m0, err)) == NP_OK)
+        st = nn_plan_core(d->name, &m0, batch, micro, s, opt, arch, nn_is_transformer(d), out, err);
+    nn_graph_free(m0.g);
+    return st;
+}
+
+np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch,
+                              const nn_strategy *s, const nn_optim *opt, const arch_config *arch,
+                              nn_plan **out, np_err *err)
+{
+    *out = NULL;
+    int64_t micro;
+    if (!m->g || !m->loss || m->batch < 1)
+        return np_err_set(err, NP_ERR_MISSING, "plan: %s needs a graph, a loss and its micro-batch size",
+                          name);
+    nn_strategy s2 = *s;
+    s2.microbatch = m->batch;
+    np_status st = nn_plan_validate_common(&s2, batch, &micro, err);
+    if (st != NP_OK)
+        return st;
+    if (nn_graph_status(m->g, err) != NP_OK)
+        return err->status;
+    return nn_plan_core(name, m, batch, micro, &s2, opt, arch, false, out, err);
 }

@@ -11,7 +11,8 @@
  *   buffers                          outputs of collectives and receives that are not saved
  *                                    activations (gathered ZeRO-3 parameters, all-reduced or
  *                                    all-gathered TP/SP values, gradient shards), at the
- *                                    peak of their liveness within a block
+ *                                    peak of their liveness within a block; all-reduces of
+ *                                    gradient accumulators work in place
  *   workspace                        every other transient (intermediates, activation
  *                                    gradients), at the peak of a block
  * Each role is at its own peak; total_bytes is their sum (a bound on the true peak). A
@@ -22,11 +23,23 @@
 
 #include "plan_impl.h"
 
+/* The buffer t's storage belongs to: views and in-place updates alias their source, and an
+ * all-reduce of a gradient accumulator (DP, tied embeddings, sequence-parallel norms) works
+ * in place as NCCL's does. */
 static const nn_tensor *nn_root(const nn_tensor *t)
 {
-    while (t->op != NN_OP_LEAF && (nn_op_flags(t->op) & (NN_OPF_VIEW | NN_OPF_UPDATE)))
-        t = t->src[0];
-    return t;
+    for (;;) {
+        if (t->op == NN_OP_LEAF)
+            return t;
+        if (nn_op_flags(t->op) & (NN_OPF_VIEW | NN_OPF_UPDATE)) {
+            t = t->src[0];
+        } else if (t->op == NN_OP_ALL_REDUCE && t->region != NN_REGION_FORWARD &&
+                   nn_root(t->src[0])->op == NN_OP_LEAF) {
+            t = t->src[0];
+        } else {
+            return t;
+        }
+    }
 }
 
 typedef struct nn_memctx {
@@ -193,9 +206,6 @@ static np_status nn_block_peaks(const nn_memctx *m, int b, uint64_t *work, uint6
                 end[t->id] = n - 1;
             bool c = (nn_op_flags(t->op) & NN_OPF_COMM) && t->op != NN_OP_GROUP_COPY &&
                      t->op != NN_OP_SHARD_SLICE;
-            /* a DP all-reduce of a gradient accumulator works in place */
-            if (t->op == NN_OP_ALL_REDUCE && nn_root(t->src[0])->op == NN_OP_LEAF)
-                continue;
             int64_t bytes = (int64_t)nn_nbytes(t);
             ev[k++] = (nn_live_ev){e, bytes, c};
             ev[k++] = (nn_live_ev){end[t->id] + 1, -bytes, c};

@@ -56,8 +56,31 @@ np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
             if (pb->unit[x->src[s]->id] > u)
                 u = pb->unit[x->src[s]->id] > L ? L + 1 : pb->unit[x->src[s]->id];
         pb->unit[x->id] = u;
-        used[u] = true;
-        cost[u] += (double)nn_node_flops(x);
+    }
+    /* a node of leaves alone outside the layers (the tied head's transposed embedding) goes
+     * with its first consumer */
+    for (int i = n - 1; i >= 0; i--) {
+        const nn_tensor *x = nn_graph_node(pb->g0, i);
+        if (pb->unit[x->id] < 0 || x->layer >= 0)
+            continue;
+        bool floating = true;
+        for (int s = 0; s < x->n_src && floating; s++)
+            floating = x->src[s]->op == NN_OP_LEAF || pb->param[x->src[s]->id];
+        int best = -1;
+        for (int u = pb->use_start[x->id]; floating && u < pb->use_start[x->id + 1]; u++) {
+            int cu = pb->unit[nn_graph_node(pb->g0, pb->uses[u])->id];
+            if (cu >= 0 && (best < 0 || cu < best))
+                best = cu;
+        }
+        if (floating && best >= 0)
+            pb->unit[x->id] = best;
+    }
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *x = nn_graph_node(pb->g0, i);
+        if (pb->unit[x->id] < 0)
+            continue;
+        used[pb->unit[x->id]] = true;
+        cost[pb->unit[x->id]] += (double)nn_node_flops(x);
     }
     int *units = nn_malloc((size_t)U * sizeof *units), nu = 0;
     int K = pb->n_chunks;
@@ -71,7 +94,7 @@ np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
         if (used[u])
             units[nu++] = u;
     const char *name = pb->plan->model;
-    if (pb->pp > L) {
+    if (pb->pp > 1 && pb->pp > L) {
         st = np_err_set(err, NP_ERR_RANGE, "--pp %d is more than the %d layers of %s", pb->pp, L, name);
         goto done;
     }

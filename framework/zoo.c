@@ -8,7 +8,8 @@
  * Parameters carry their initialization in fp[0] (std) and fp[1] (0 normal, 1 ones, 2 zeros)
  * for nn_model_init; the graph has no storage until then.
  *
- * Not modelled: GPT-3's alternating sparse attention, dropout (p = 0 at the zoo's defaults).
+ * Not modelled: GPT-3's alternating sparse attention. Dropout only when nn_model_opts asks
+ * for it (GPT family; Llama has none).
  */
 #include <math.h>
 #include <stdio.h>
@@ -24,7 +25,14 @@ typedef struct nn_zb {
     nn_graph *g;
     bool inference;
     nn_dtype dt;
+    double dropout;
 } nn_zb;
+
+/* Dropout of p = b->dropout (none when 0). */
+static nn_tensor *zb_dropout(nn_zb *b, nn_tensor *x)
+{
+    return b->dropout > 0 && !b->inference ? nn_dropout(b->g, x, b->dropout, nn_graph_seed_next(b->g)) : x;
+}
 
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
 #define NDIMS(...) ((int)(sizeof DIMS(__VA_ARGS__) / sizeof(int64_t)))
@@ -289,6 +297,7 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
         nn_graph_set_scope(g, "wpe");
         nn_tensor *wpe = PARAM(b, "weight", 0.01, NN_INIT_NORMAL, ctx, D);
         x = nn_add(g, x, S == ctx ? wpe : nn_slice(g, wpe, 0, 0, S));
+        x = zb_dropout(b, x);
     }
     char s[128];
     for (int64_t l = 0; l < L; l++) {
@@ -328,10 +337,13 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
             v = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, v, 5, DIMS(B, KV, 1, S, Dh)), 5,
                                               DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
         }
-        nn_tensor *a = nn_attention(g, q, k, v, true);
+        double pa = b->dropout > 0 && !b->inference && !llama ? b->dropout : 0;
+        nn_tensor *a = nn_attention_dropout(g, q, k, v, true, pa, pa > 0 ? nn_graph_seed_next(g) : 0);
         a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, D));
         snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "self_attn.o_proj" : "attn.c_proj");
         a = zb_linear(b, a, D, D, !llama, s);
+        if (!llama)
+            a = zb_dropout(b, a);
         nn_graph_set_scope(g, "%s.%lld.residual1", pre, (long long)l);
         x = nn_add(g, x, a);
         snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "post_attention_layernorm" : "ln_2");
@@ -354,6 +366,7 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
             f = nn_gelu(g, zb_linear(b, hn, D, F, true, s));
             snprintf(s, sizeof s, "h.%lld.mlp.c_proj", (long long)l);
             f = zb_linear(b, f, F, D, true, s);
+            f = zb_dropout(b, f);
         }
         nn_graph_set_scope(g, "%s.%lld.residual2", pre, (long long)l);
         x = nn_add(g, x, f);
@@ -376,7 +389,7 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     m->g = nn_graph_new(o->seed);
     if (!m->g)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building %s", d->name);
-    nn_zb b = {m->g, o->inference, o->compute};
+    nn_zb b = {m->g, o->inference, o->compute, o->dropout};
     int64_t B = o->batch ? o->batch : nn_model_int(d, "batch", 1);
     bool lm = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
     int64_t S = lm ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;

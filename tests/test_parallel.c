@@ -1,0 +1,832 @@
+/* test_parallel.c — the device mesh and its placement, the shape of plans (classes, compact
+ * blocks, schedules), memory against the ZeRO paper's (2 + 2 + K)Psi and Korthikanti et
+ * al.'s sbh(34 + 5as/h) accounting, communication against Megatron's counts and ZeRO's
+ * volumes, the reference collectives and their backward rules, and every rule a strategy can
+ * break with its exact message. Everything here is shapes only (GPT-3 175B included). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "harness.h"
+#include "plan.h"
+#include "rng.h"
+
+static const nn_optim adam = {.kind = NN_OPTIM_ADAM, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+
+static nn_strategy strat(int dp, int tp, int pp)
+{
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.dp = dp;
+    s.tp = tp;
+    s.pp = pp;
+    return s;
+}
+
+/* Builds model `name` under s (batch, seq, dtype; dropout for the activation checks). */
+static nn_plan *plan_of(const char *name, nn_strategy s, int64_t batch, int64_t seq,
+                        nn_dtype dt, double dropout, const arch_config *arch, np_err *e)
+{
+    nn_model_desc d;
+    nn_plan *p = NULL;
+    nn_model_opts o = {.batch = batch, .seq = seq, .compute = dt, .seed = 1, .dropout = dropout};
+    if (nn_model_load(name, &d, e) != NP_OK || nn_plan_build(&d, &o, &s, &adam, arch, &p, e) != NP_OK)
+        return NULL;
+    return p;
+}
+
+/* ---- the mesh ---- */
+
+TEST(ranks_are_numbered_tp_fastest_then_pp_then_dp)
+{
+    nn_mesh m;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_mesh_place(&m, 3, 2, 4, "", NULL, &e), NP_OK);
+    CU_ASSERT_EQUAL(m.n_ranks, 24);
+    for (int r = 0; r < m.n_ranks; r++) {
+        int c[NN_MESH_AXES];
+        nn_mesh_coords(&m, r, c);
+        CU_ASSERT_EQUAL(r, c[NN_MESH_TP] + 2 * (c[NN_MESH_PP] + 4 * c[NN_MESH_DP]));
+        CU_ASSERT_EQUAL(nn_mesh_rank(&m, c), r);
+        CU_ASSERT_EQUAL(m.chip[r], r); /* no architecture: chip = rank */
+    }
+    nn_mesh_free(&m);
+}
+
+TEST(tp_groups_sit_inside_an_island_of_the_a100_cluster_and_pipeline_neighbours_next_door)
+{
+    arch_config a;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("a100-cluster", NULL, 0, &a, &e), NP_OK);
+    nn_mesh m;
+    CU_ASSERT_EQUAL_FATAL(nn_mesh_place(&m, 8, 8, 16, "", &a, &e), NP_OK);
+    for (int r = 0; r < m.n_ranks; r++) {
+        int c[NN_MESH_AXES];
+        nn_mesh_coords(&m, r, c);
+        c[NN_MESH_TP] = 0;
+        CU_ASSERT_EQUAL(m.chip[r] / 8, m.chip[nn_mesh_rank(&m, c)] / 8); /* one NVLink island */
+        if (c[NN_MESH_PP] + 1 < 16) {
+            int n[NN_MESH_AXES];
+            nn_mesh_coords(&m, r, n);
+            n[NN_MESH_PP]++;
+            CU_ASSERT_EQUAL(m.chip[nn_mesh_rank(&m, n)] / 8, m.chip[r] / 8 + 1); /* next island */
+        }
+    }
+    CU_ASSERT_STRING_EQUAL(m.why, "tp groups inside islands of 8 chips (island links), pp and dp "
+                                  "across islands when they do not fit one");
+    nn_mesh_free(&m);
+}
+
+TEST(on_a_torus_tp_runs_along_x_and_pipeline_neighbours_along_y)
+{
+    arch_config a;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", NULL, 0, &a, &e), NP_OK); /* 16 x 16 x 16 */
+    nn_mesh m;
+    CU_ASSERT_EQUAL_FATAL(nn_mesh_place(&m, 4, 8, 4, "", &a, &e), NP_OK);
+    bool used[4096] = {false};
+    for (int r = 0; r < m.n_ranks; r++) {
+        int c[NN_MESH_AXES];
+        nn_mesh_coords(&m, r, c);
+        int chip = m.chip[r], x = chip % 16, y = chip / 16 % 16;
+        CU_ASSERT_EQUAL(x % 8, c[NN_MESH_TP]);  /* a tp group is 8 neighbours along x */
+        CU_ASSERT_EQUAL(y % 4, c[NN_MESH_PP]);  /* the next stage is one hop along y */
+        CU_ASSERT_FALSE(used[chip]);
+        used[chip] = true;
+    }
+    CU_ASSERT_PTR_NOT_NULL(strstr(m.why, "tp along torus x"));
+    nn_mesh_free(&m);
+}
+
+TEST(an_explicit_placement_order_is_a_mixed_radix_map_and_a_bad_one_is_an_error)
+{
+    nn_mesh m;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_mesh_place(&m, 2, 2, 3, "pp,tp,dp", NULL, &e), NP_OK);
+    for (int r = 0; r < m.n_ranks; r++) {
+        int c[NN_MESH_AXES];
+        nn_mesh_coords(&m, r, c);
+        CU_ASSERT_EQUAL(m.chip[r], c[NN_MESH_PP] + 3 * (c[NN_MESH_TP] + 2 * c[NN_MESH_DP]));
+    }
+    nn_mesh_free(&m);
+    CU_ASSERT_EQUAL(nn_mesh_place(&m, 2, 2, 3, "tp,pp", NULL, &e), NP_ERR_USAGE);
+    CU_ASSERT_STRING_EQUAL(e.msg, "--placement: expected the axes tp, pp and dp in some order, "
+                                  "fastest first (e.g. tp,pp,dp), got 'tp,pp'");
+}
+
+/* ---- the shape of plans ---- */
+
+TEST(gpt3_175b_on_1024_ranks_is_16_stage_classes_of_blocks_that_do_not_grow_with_micro_batches)
+{
+    np_err e = {0};
+    nn_strategy s = strat(8, 8, 16);
+    s.microbatch = 1;
+    nn_plan *p192 = plan_of("gpt3-175b", s, 1536, 0, NN_BF16, 0, NULL, &e);
+    nn_plan *p16 = plan_of("gpt3-175b", s, 128, 0, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p192);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p16);
+    CU_ASSERT_EQUAL(p192->mesh.n_ranks, 1024);
+    CU_ASSERT_EQUAL(p192->n_classes, 16);
+    CU_ASSERT_EQUAL(p192->n_micro, 192);
+    for (int c = 0; c < 16; c++) {
+        const nn_plan_class *a = &p192->classes[c], *b = &p16->classes[c];
+        CU_ASSERT_EQUAL(a->n_sched, 2 * 192 + 2);
+        CU_ASSERT_EQUAL(a->n_blocks, 4);
+        for (int k = 0; k < a->n_blocks; k++)
+            CU_ASSERT_EQUAL(a->blocks[k].n_entries, b->blocks[k].n_entries);
+        CU_ASSERT_EQUAL(a->layer_first, 6 * c); /* 96 layers, 6 per stage */
+        CU_ASSERT_EQUAL(a->layer_last, 6 * c + 5);
+        /* iterating a rank's step visits each micro-batch block 192 times */
+        nn_plan_iter it;
+        nn_plan_iter_begin(&it, p192, a);
+        long n = 0, expect = 0;
+        while (nn_plan_iter_next(&it, NULL, NULL))
+            n++;
+        for (int k = 0; k < a->n_blocks; k++)
+            for (int q = 0; q < a->blocks[k].n_entries; q++) {
+                const nn_plan_entry *en = &a->blocks[k].entries[q];
+                bool micro = a->blocks[k].kind == NN_BLOCK_FORWARD || a->blocks[k].kind == NN_BLOCK_BACKWARD;
+                expect += !micro || en->when == NN_PLAN_LAST_MB ? 1 : 192;
+            }
+        CU_ASSERT_EQUAL(n, expect);
+    }
+    /* every rank of a class runs it; groups are the mesh's */
+    int ranks[16];
+    CU_ASSERT_EQUAL(nn_plan_rank_class(p192, 8 * 5 + 3), 5);
+    CU_ASSERT_EQUAL(nn_plan_axis_group(p192, 8 * 5 + 3, NN_MESH_TP, ranks, 16), 8);
+    CU_ASSERT_EQUAL(ranks[0], 40);
+    CU_ASSERT_EQUAL(ranks[7], 47);
+    CU_ASSERT_EQUAL(nn_plan_axis_group(p192, 43, NN_MESH_DP, ranks, 16), 8);
+    CU_ASSERT_EQUAL(ranks[1], 43 + 128);
+    nn_plan_free(p192);
+    nn_plan_free(p16);
+}
+
+/* (block kind, micro-batch) sequence of stage s without the step blocks, as "F0 B0 ...". */
+static void sched_text(const nn_plan *p, int s, char *buf, size_t n)
+{
+    const nn_plan_class *c = &p->classes[s];
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int i = 1; i + 1 < c->n_sched && k < n; i++) {
+        const nn_plan_block *b = &c->blocks[c->sched[i].block];
+        k += (size_t)snprintf(buf + k, n - k, "%s%c%d", k ? " " : "",
+                              b->kind == NN_BLOCK_FORWARD ? 'F' : 'B', c->sched[i].mb);
+        if (p->s.schedule == NN_PP_INTERLEAVED && k < n)
+            k += (size_t)snprintf(buf + k, n - k, "c%d", b->chunk / p->s.pp);
+    }
+}
+
+TEST(gpipe_1f1b_and_interleaved_schedules_follow_megatron)
+{
+    np_err e = {0};
+    char buf[512];
+    nn_strategy s = strat(1, 1, 2);
+    s.microbatch = 1;
+    s.schedule = NN_PP_GPIPE;
+    nn_plan *p = plan_of("gpt-tiny", s, 4, 0, NN_F32, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    sched_text(p, 0, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "F0 F1 F2 F3 B0 B1 B2 B3");
+    nn_plan_free(p);
+    /* 1F1B (PipeDream-flush): stage s warms up with p - s - 1 forwards */
+    s.schedule = NN_PP_1F1B;
+    p = plan_of("gpt-tiny", s, 4, 0, NN_F32, 0, NULL, &e);
+    sched_text(p, 0, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "F0 F1 B0 F2 B1 F3 B2 B3");
+    sched_text(p, 1, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "F0 B0 F1 B1 F2 B2 F3 B3");
+    nn_plan_free(p);
+    /* interleaved, p = 2, v = 2, m = 4, hand-derived from Megatron's
+     * forward_backward_pipelining_with_interleaving: chunk of forward unit k is (k / p) mod v,
+     * of backward unit k v - 1 - (k / p) mod v, micro-batch (k / pv) p + k mod p; stage s
+     * warms up with (p - s - 1) 2 + (v - 1) p units */
+    s.schedule = NN_PP_INTERLEAVED;
+    s.virtual_stages = 2;
+    p = plan_of("gpt-tiny", s, 4, 0, NN_F32, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    sched_text(p, 0, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "F0c0 F1c0 F0c1 F1c1 F2c0 B0c1 F3c0 B1c1 F2c1 B0c0 F3c1 B1c0 "
+                                "B2c1 B3c1 B2c0 B3c0");
+    sched_text(p, 1, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, "F0c0 F1c0 F0c1 B0c1 F1c1 B1c1 F2c0 B0c0 F3c0 B1c0 F2c1 B2c1 "
+                                "F3c1 B3c1 B2c0 B3c0");
+    /* the bubble: (p - 1) / (v m + p - 1) */
+    CU_ASSERT_DOUBLE_EQUAL(nn_plan_bubble(p), 1.0 / 9.0, 1e-12);
+    nn_plan_free(p);
+}
+
+TEST(stages_are_balanced_by_flops_or_given_per_chunk)
+{
+    np_err e = {0};
+    nn_strategy s = strat(1, 1, 2);
+    /* GPT-2 small: the head (2 V D per token) is about 4.5 layers of FLOPs, so the balanced
+     * cut gives the first stage more layers than the second */
+    nn_plan *p = plan_of("gpt2-small", s, 1, 128, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT(p->chunk_layer_last[0] - p->chunk_layer_first[0] + 1 > 6);
+    CU_ASSERT_EQUAL(p->chunk_layer_last[1], 11);
+    nn_plan_free(p);
+    s.n_stage_layers = 2;
+    s.stage_layers[0] = 6;
+    s.stage_layers[1] = 6;
+    p = plan_of("gpt2-small", s, 1, 128, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(p->chunk_layer_first[0], 0);
+    CU_ASSERT_EQUAL(p->chunk_layer_last[0], 5);
+    CU_ASSERT_EQUAL(p->chunk_layer_first[1], 6);
+    nn_plan_free(p);
+}
+
+/* ---- memory ---- */
+
+/* The ZeRO paper (Rajbhandari et al. 2020, section 3.1 and figure 1): mixed-precision Adam
+ * holds 2 Psi bytes of fp16 parameters, 2 Psi of fp16 gradients and K Psi = 12 Psi of fp32
+ * masters, momentum and variance; stage 1 divides the K Psi by Nd, stage 2 the gradients too,
+ * stage 3 the parameters too. Psi: the published counts (test_models.c checks the zoo). */
+static void check_zero(const char *model, double psi, int nd)
+{
+    for (int z = 0; z <= 3; z++) {
+        np_err e = {0};
+        nn_strategy s = strat(nd, 1, 1);
+        s.zero = z;
+        nn_plan *p = plan_of(model, s, nd, 64, NN_BF16, 0, NULL, &e);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        nn_plan_mem m;
+        CU_ASSERT_EQUAL(nn_plan_class_memory(p, &p->classes[0], &m, &e), NP_OK);
+        double div_p = z >= 3 ? nd : 1, div_g = z >= 2 ? nd : 1, div_o = z >= 1 ? nd : 1;
+        CU_ASSERT_EQUAL((double)m.params_bytes, 2 * psi / div_p);
+        CU_ASSERT_EQUAL((double)m.grads_bytes, 2 * psi / div_g);
+        CU_ASSERT_EQUAL((double)m.optstate_bytes, 12 * psi / div_o);
+        fprintf(stderr, "%s ZeRO-%d over %d: %.0f + %.0f + %.0f bytes\n", model, z, nd,
+                (double)m.params_bytes, (double)m.grads_bytes, (double)m.optstate_bytes);
+        nn_plan_free(p);
+    }
+}
+
+TEST(parameters_gradients_and_optimizer_state_follow_zeros_2_2_k_psi_for_gpt2_and_gpt3)
+{
+    check_zero("gpt2-small", 124439808.0, 64);
+    check_zero("gpt3-175b", 174604259328.0, 64);
+}
+
+/* Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer
+ * Models"), table 2, activation bytes per layer with 16-bit values and 1-byte dropout masks:
+ *   no parallelism                 sbh (34 + 5 a s / h)
+ *   tensor parallel t              sbh (10 + 24/t + 5 a s / (h t))
+ *   tensor + sequence parallel     sbh (34/t + 5 a s / (h t))
+ *   + selective recomputation      sbh (34/t)         (tensor parallel alone: sbh (10 + 24/t))
+ * Counted terms (docs/parallel.md): the inputs of both layer norms (2 sbh each) and their
+ * outputs (2 sbh each; with sp kept split and all-gathered again for the backward), q, k, v
+ * (6 sbh), the attention output (2 sbh), the GELU's input and output (16 sbh), the two
+ * residual dropout masks (sbh each), the softmax output (2 as^2 b), the attention dropout
+ * mask (as^2 b) and its output (2 as^2 b). */
+static void check_korthikanti(const char *model, int t, bool sp, nn_recompute rc)
+{
+    np_err e = {0};
+    nn_strategy s = strat(1, t, 1);
+    s.sp = sp;
+    s.recompute = rc;
+    nn_plan *p = plan_of(model, s, 1, 0, NN_BF16, 0.1, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    nn_model_desc d;
+    nn_model_load(model, &d, &e);
+    double S = (double)p->seq, h = (double)nn_model_int(&d, "d_model", 1);
+    double a = (double)nn_model_int(&d, "heads", 1), sbh = S * h, tt = t;
+    double want = rc == NN_RECOMPUTE_SELECTIVE ? sbh * (sp ? 34 / tt : 10 + 24 / tt)
+                  : sp                         ? sbh * (34 / tt + 5 * a * S / (h * tt))
+                  : t > 1                      ? sbh * (10 + 24 / tt + 5 * a * S / (h * tt))
+                                               : sbh * (34 + 5 * a * S / h);
+    for (int layer = 1; layer < 3; layer++) {
+        double got = (double)nn_plan_layer_saved_bytes(p, &p->classes[0], layer);
+        CU_ASSERT_DOUBLE_EQUAL(got, want, 0.5);
+    }
+    nn_plan_free(p);
+}
+
+TEST(activations_per_layer_equal_korthikantis_formulas_with_tp_sp_and_selective_recomputation)
+{
+    const char *models[] = {"gpt2-small", "gpt3-175b"};
+    for (int i = 0; i < 2; i++) {
+        int t = i == 0 ? 4 : 8;
+        check_korthikanti(models[i], 1, false, NN_RECOMPUTE_NONE);
+        check_korthikanti(models[i], t, false, NN_RECOMPUTE_NONE);
+        check_korthikanti(models[i], t, true, NN_RECOMPUTE_NONE);
+        check_korthikanti(models[i], t, true, NN_RECOMPUTE_SELECTIVE);
+        check_korthikanti(models[i], t, false, NN_RECOMPUTE_SELECTIVE);
+    }
+}
+
+TEST(full_recomputation_keeps_only_each_layers_input_and_1f1b_holds_p_minus_s_micro_batches)
+{
+    np_err e = {0};
+    nn_strategy s = strat(1, 1, 1);
+    s.recompute = NN_RECOMPUTE_FULL;
+    nn_plan *p = plan_of("gpt2-small", s, 1, 256, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    CU_ASSERT_EQUAL(nn_plan_layer_saved_bytes(p, &p->classes[0], 3), 2ull * 256 * 768);
+    nn_plan_free(p);
+    /* 1F1B: stage s holds min(p - s, m) micro-batches in flight; GPipe holds all m */
+    s = strat(1, 1, 4);
+    s.microbatch = 1;
+    nn_plan *f = plan_of("gpt2-small", s, 8, 128, NN_BF16, 0, NULL, &e);
+    s.schedule = NN_PP_GPIPE;
+    nn_plan *g = plan_of("gpt2-small", s, 8, 128, NN_BF16, 0, NULL, &e);
+    s.n_stage_layers = 0;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    for (int st = 1; st < 3; st++) { /* middle stages: layers only */
+        nn_plan_mem mf, mg;
+        nn_plan_class_memory(f, &f->classes[st], &mf, &e);
+        nn_plan_class_memory(g, &g->classes[st], &mg, &e);
+        uint64_t one = 0;
+        for (int l = f->classes[st].layer_first; l <= f->classes[st].layer_last; l++)
+            one += nn_plan_layer_saved_bytes(f, &f->classes[st], l);
+        CU_ASSERT_EQUAL(mf.activations_bytes, (uint64_t)(4 - st) * one);
+        CU_ASSERT_EQUAL(mg.activations_bytes, 8 * one);
+    }
+    nn_plan_free(f);
+    nn_plan_free(g);
+}
+
+/* ---- communication ---- */
+
+/* Entries of class c in block kind bk of layer `layer` that run op (region r, or any when
+ * r < 0): count and bytes. */
+static int count(const nn_plan_class *c, nn_plan_block_kind bk, int layer, nn_op op, int r,
+                 nn_comm_tag tag, uint64_t *bytes)
+{
+    int n = 0;
+    if (bytes)
+        *bytes = 0;
+    for (int b = 0; b < c->n_blocks; b++) {
+        if (c->blocks[b].kind != bk)
+            continue;
+        for (int k = 0; k < c->blocks[b].n_entries; k++) {
+            const nn_plan_entry *e = &c->blocks[b].entries[k];
+            if (e->kind != NN_PLAN_COLLECTIVE || e->nodes[0]->op != op || e->tag != tag ||
+                (layer >= -1 && e->layer != layer) || (r >= 0 && (int)e->region != r))
+                continue;
+            n++;
+            if (bytes)
+                *bytes += e->bytes;
+        }
+    }
+    return n;
+}
+
+TEST(tensor_parallelism_all_reduces_b_s_h_twice_forward_and_twice_backward_per_layer)
+{
+    np_err e = {0};
+    nn_strategy s = strat(1, 4, 1);
+    s.microbatch = 2;
+    nn_plan *p = plan_of("gpt2-small", s, 4, 512, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    uint64_t bsh = 2ull * 512 * 768 * 2; /* b s h elements of bf16 */
+    const nn_plan_class *c = &p->classes[0];
+    for (int l = 0; l < 12; l++) {
+        uint64_t b;
+        CU_ASSERT_EQUAL(count(c, NN_BLOCK_FORWARD, l, NN_OP_ALL_REDUCE, -1, NN_COMM_TP, &b), 2);
+        CU_ASSERT_EQUAL(b, 2 * bsh);
+        CU_ASSERT_EQUAL(count(c, NN_BLOCK_BACKWARD, l, NN_OP_ALL_REDUCE, -1, NN_COMM_TP, &b), 2);
+        CU_ASSERT_EQUAL(b, 2 * bsh);
+        CU_ASSERT_EQUAL(count(c, NN_BLOCK_FORWARD, l, NN_OP_ALL_GATHER, -1, NN_COMM_SP, NULL), 0);
+    }
+    /* outside the layers: the embedding's all-reduce, the head's input gradient, and the
+     * vocabulary-parallel loss's max, sum and target logit */
+    CU_ASSERT_EQUAL(count(c, NN_BLOCK_FORWARD, -1, NN_OP_ALL_REDUCE, -1, NN_COMM_TP, NULL), 4);
+    nn_plan_free(p);
+}
+
+TEST(sequence_parallelism_turns_each_all_reduce_into_a_reduce_scatter_and_all_gather_of_equal_volume)
+{
+    np_err e = {0};
+    nn_strategy s = strat(1, 4, 1);
+    s.microbatch = 2;
+    nn_plan *tp = plan_of("gpt2-small", s, 4, 512, NN_BF16, 0, NULL, &e);
+    s.sp = true;
+    nn_plan *sp = plan_of("gpt2-small", s, 4, 512, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(tp);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sp);
+    uint64_t bsh = 2ull * 512 * 768 * 2;
+    double t = 4, ring = (t - 1) / t; /* bytes a rank sends: all-reduce 2 n (t-1)/t, the others n (t-1)/t */
+    for (int l = 0; l < 12; l++)
+        for (int bk = NN_BLOCK_FORWARD; bk <= NN_BLOCK_BACKWARD; bk++) {
+            const nn_plan_class *c = &sp->classes[0];
+            int r = bk == NN_BLOCK_FORWARD ? NN_REGION_FORWARD : NN_REGION_BACKWARD;
+            uint64_t brs, bag, bar;
+            CU_ASSERT_EQUAL(count(c, bk, l, NN_OP_ALL_REDUCE, -1, NN_COMM_TP, NULL), 0);
+            CU_ASSERT_EQUAL(count(c, bk, l, NN_OP_REDUCE_SCATTER, r, NN_COMM_SP, &brs), 2);
+            CU_ASSERT_EQUAL(count(c, bk, l, NN_OP_ALL_GATHER, r, NN_COMM_SP, &bag), 2);
+            CU_ASSERT_EQUAL(brs, 2 * bsh);
+            CU_ASSERT_EQUAL(bag, 2 * bsh);
+            count(&tp->classes[0], bk, l, NN_OP_ALL_REDUCE, -1, NN_COMM_TP, &bar);
+            CU_ASSERT_DOUBLE_EQUAL((brs + bag) * ring, 2 * bar * ring, 0.5);
+            if (bk == NN_BLOCK_BACKWARD) /* Megatron gathers the split norm outputs again */
+                CU_ASSERT_EQUAL(count(c, bk, l, NN_OP_ALL_GATHER, NN_REGION_RECOMPUTE, NN_COMM_SP, NULL), 2);
+        }
+    nn_plan_free(tp);
+    nn_plan_free(sp);
+}
+
+/* Bytes one rank sends per step in its collectives of tag `tag` (ring algorithms). */
+static double wire(const nn_plan *p, const nn_plan_class *c, nn_comm_tag tag)
+{
+    double v = 0;
+    nn_plan_iter it;
+    nn_plan_iter_begin(&it, p, c);
+    const nn_plan_entry *e;
+    while ((e = nn_plan_iter_next(&it, NULL, NULL))) {
+        if (e->kind != NN_PLAN_COLLECTIVE || e->tag != tag)
+            continue;
+        double g = e->group_size, f = (g - 1) / g;
+        v += (e->nodes[0]->op == NN_OP_ALL_REDUCE ? 2 : 1) * f * (double)e->bytes;
+    }
+    return v;
+}
+
+TEST(data_parallelism_all_reduces_every_gradient_once_per_step_and_zero3_moves_1_5x_its_volume)
+{
+    np_err e = {0};
+    nn_strategy s = strat(4, 1, 1);
+    s.microbatch = 1;
+    nn_plan *dp = plan_of("gpt2-small", s, 16, 128, NN_BF16, 0, NULL, &e); /* 4 micro-batches */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dp);
+    const nn_plan_class *c = &dp->classes[0];
+    bool *seen = calloc((size_t)nn_graph_max_id(c->g) + 1, sizeof *seen);
+    uint64_t reduced = 0;
+    int instances = 0;
+    nn_plan_iter it;
+    nn_plan_iter_begin(&it, dp, c);
+    const nn_plan_entry *en;
+    int mb;
+    while ((en = nn_plan_iter_next(&it, NULL, &mb))) {
+        if (en->kind != NN_PLAN_COLLECTIVE || en->tag != NN_COMM_DP)
+            continue;
+        CU_ASSERT_EQUAL(en->when, NN_PLAN_LAST_MB); /* during the last micro-batch's backward */
+        CU_ASSERT_EQUAL(mb, dp->n_micro - 1);
+        instances++;
+        for (int q = 0; q < en->n_nodes; q++) {
+            const nn_tensor *acc = en->nodes[q]->src[0]; /* grad_acc(fill(buffer), g) */
+            const nn_tensor *buf = acc->src[0]->src[0];
+            CU_ASSERT_EQUAL(acc->op, NN_OP_GRAD_ACC);
+            CU_ASSERT_FALSE(seen[buf->id]);
+            seen[buf->id] = true;
+            reduced += en->nodes[q]->ip[NN_COMM_IP_SIZE] == 4 ? nn_nbytes(buf) : 0;
+        }
+    }
+    nn_plan_mem m;
+    nn_plan_class_memory(dp, c, &m, &e);
+    CU_ASSERT_EQUAL(reduced, m.grads_bytes); /* every gradient, once */
+    CU_ASSERT_EQUAL(reduced, 2ull * 124439808);
+    /* 25 MiB buckets: each but the last holds at least 25 MiB */
+    CU_ASSERT(instances > 1 && instances <= (int)(2.0 * 124439808 / (25 << 20)) + 1);
+    const nn_plan_block *bwd = &c->blocks[2];
+    int buckets = 0;
+    for (int k = 0; k < bwd->n_entries; k++)
+        if (bwd->entries[k].kind == NN_PLAN_COLLECTIVE && bwd->entries[k].tag == NN_COMM_DP &&
+            ++buckets < instances)
+            CU_ASSERT(bwd->entries[k].bytes >= 25u << 20);
+    free(seen);
+    nn_plan_free(dp);
+    /* ZeRO-3: all-gather in the forward, again in the backward, reduce-scatter: 3 Psi
+     * against all-reduce's 2 Psi (Rajbhandari et al., section 7) — less the parameters that
+     * no backward op reads, which the plan does not gather again: the biases and norm betas
+     * (11 D per layer, D for ln_f) and the position table (1024 D) of GPT-2 small */
+    s.microbatch = 0;
+    nn_plan *p0 = plan_of("gpt2-small", s, 4, 128, NN_BF16, 0, NULL, &e);
+    s.zero = 3;
+    nn_plan *p3 = plan_of("gpt2-small", s, 4, 128, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p3);
+    double v0 = wire(p0, &p0->classes[0], NN_COMM_DP), v3 = wire(p3, &p3->classes[0], NN_COMM_ZERO);
+    double psi = 124439808, unread = 12 * 11 * 768 + 768 + 1024 * 768;
+    fprintf(stderr, "ZeRO-3 / DP volume %.6f\n", v3 / v0);
+    CU_ASSERT_DOUBLE_EQUAL(v3 / v0, (3 * psi - unread) / (2 * psi), 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(v3 / v0, 1.5, 0.005);
+    CU_ASSERT_EQUAL(wire(p3, &p3->classes[0], NN_COMM_DP), 0);
+    nn_plan_free(p0);
+    nn_plan_free(p3);
+}
+
+TEST(zero3_prefetch_gathers_the_next_layer_while_the_current_one_computes)
+{
+    np_err e = {0};
+    nn_strategy s = strat(4, 1, 1);
+    s.zero = 3;
+    nn_plan *p = plan_of("gpt2-small", s, 4, 128, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    const nn_plan_block *fwd = &p->classes[0].blocks[1];
+    int seen_layers = 0;
+    for (int k = 0; k < fwd->n_entries; k++) {
+        const nn_plan_entry *en = &fwd->entries[k];
+        if (en->kind != NN_PLAN_COLLECTIVE || en->tag != NN_COMM_ZERO || en->layer < 2)
+            continue;
+        seen_layers++;
+        /* one entry gathers all of a layer's parameters, before the previous layer's first op,
+         * and waits only for the compute entry before it */
+        CU_ASSERT_EQUAL(en->n_nodes, 12);
+        int next = k + 1;
+        while (fwd->entries[next].kind != NN_PLAN_COMPUTE || fwd->entries[next].flops == 0)
+            next++;
+        CU_ASSERT_EQUAL(fwd->entries[next].layer, en->layer - 1);
+        CU_ASSERT_EQUAL(en->n_deps, 1);
+        CU_ASSERT_EQUAL(en->deps[0].block, -1);
+        CU_ASSERT(fwd->entries[en->deps[0].entry].layer <= en->layer - 2);
+    }
+    CU_ASSERT_EQUAL(seen_layers, 10);
+    nn_plan_free(p);
+}
+
+TEST(tied_embeddings_on_two_stages_sum_their_gradients_over_the_first_and_last_stage)
+{
+    np_err e = {0};
+    nn_strategy s = strat(2, 2, 4);
+    nn_plan *p = plan_of("gpt2-small", s, 4, 64, NN_BF16, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    int m0 = -1, m3 = -1;
+    for (int st = 0; st < 4; st++) {
+        const nn_plan_class *c = &p->classes[st];
+        int n = count(c, NN_BLOCK_STEP_END, -2, NN_OP_ALL_REDUCE, -1, NN_COMM_PP, NULL);
+        CU_ASSERT_EQUAL(n, st == 0 || st == 3 ? 1 : 0);
+        const nn_plan_block *end = &c->blocks[c->n_blocks - 1];
+        for (int k = 0; k < end->n_entries; k++)
+            if (end->entries[k].tag == NN_COMM_PP && end->entries[k].kind == NN_PLAN_COLLECTIVE) {
+                int ranks[4];
+                CU_ASSERT_EQUAL(nn_plan_group(p, 0, &end->entries[k], ranks, 4), 2);
+                CU_ASSERT_EQUAL(ranks[0], 0);
+                CU_ASSERT_EQUAL(ranks[1], 2 * 3); /* same tp and dp coordinate, stage 3 */
+                *(st == 0 ? &m0 : &m3) = end->entries[k].match;
+            }
+    }
+    CU_ASSERT_EQUAL(m0, m3); /* one collective across the two classes */
+    nn_plan_free(p);
+}
+
+/* ---- the reference collectives and their backward rules ---- */
+
+/* Runs communication node t over 2 ranks on in[2] (n floats each) into out[2]. */
+static void run2(const nn_tensor *t, float *i0, float *i1, float *o0, float *o1)
+{
+    np_err e = {0};
+    float *in[2] = {i0, i1}, *out[2] = {o0, o1};
+    CU_ASSERT_EQUAL(nn_dist_collective(t, in, out, &e), NP_OK);
+}
+
+TEST(collectives_compute_what_they_are_named_over_two_ranks)
+{
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_input(g, "x", NN_F32, 2, (int64_t[]){2, 2});
+    float a[4] = {1, 2, 3, 4}, b[4] = {10, 20, 30, 40}, o0[8], o1[8];
+    run2(nn_all_reduce(g, x, NN_COMM_DP, 2, NN_REDUCE_SUM), a, b, o0, o1);
+    CU_ASSERT(o0[0] == 11 && o0[3] == 44 && o1[2] == 33);
+    run2(nn_all_reduce(g, x, NN_COMM_DP, 2, NN_REDUCE_MAX), a, b, o0, o1);
+    CU_ASSERT(o0[0] == 10 && o1[3] == 40);
+    run2(nn_reduce_scatter(g, x, NN_COMM_DP, 2, 1), a, b, o0, o1); /* columns */
+    CU_ASSERT(o0[0] == 11 && o0[1] == 33 && o1[0] == 22 && o1[1] == 44);
+    run2(nn_all_gather(g, x, NN_COMM_DP, 2, 0), a, b, o0, o1);
+    CU_ASSERT(o0[0] == 1 && o0[4] == 10 && o1[7] == 40 && o1[3] == 4);
+    run2(nn_broadcast(g, x, NN_COMM_DP, 2, 1), a, b, o0, o1);
+    CU_ASSERT(o0[0] == 10 && o1[0] == 10);
+    run2(nn_reduce(g, x, NN_COMM_DP, 2, 0), a, b, o0, o1);
+    CU_ASSERT(o0[1] == 22 && o1[1] == 0);
+    /* rows split, parts stacked along columns: rank j gets row j of every rank */
+    run2(nn_all_to_all(g, x, NN_COMM_DP, 2, 0, 1), a, b, o0, o1);
+    CU_ASSERT(o0[0] == 1 && o0[1] == 2 && o0[2] == 10 && o0[3] == 20);
+    CU_ASSERT(o1[0] == 3 && o1[1] == 4 && o1[2] == 30 && o1[3] == 40);
+    CU_ASSERT_EQUAL(nn_graph_status(g, NULL), NP_OK);
+    nn_graph_free(g);
+}
+
+/* <u, v> summed over both ranks. */
+static double dot2(const float *u0, const float *v0, const float *u1, const float *v1, int64_t n0,
+                   int64_t n1)
+{
+    double s = 0;
+    for (int64_t i = 0; i < n0; i++)
+        s += (double)u0[i] * v0[i];
+    for (int64_t i = 0; i < n1; i++)
+        s += (double)u1[i] * v1[i];
+    return s;
+}
+
+/* The backward rule of t (x -> t) is built by nn_backward_roots on a seed dy; returns the
+ * node computing dx (or dy itself for an identity). */
+static nn_tensor *grad_of(nn_graph *g, nn_tensor *x, nn_tensor *t, nn_tensor *dy)
+{
+    np_err e = {0};
+    CU_ASSERT_EQUAL(nn_backward_roots(g, 1, &t, &dy, 0, NULL, &e), NP_OK);
+    return x->grad;
+}
+
+TEST(backward_rules_of_the_collectives_are_their_adjoints_or_megatrons_f_and_g)
+{
+    /* Linear collectives whose gradient is the adjoint of the forward map over the group
+     * (sum over ranks of <A x, dy> = sum of <x, A* dy>): reduce-scatter <-> all-gather,
+     * broadcast <-> reduce, all-to-all <-> its transpose. Checked on random values. */
+    rng r;
+    rng_seed(&r, 9);
+    nn_op ops[] = {NN_OP_REDUCE_SCATTER, NN_OP_ALL_GATHER, NN_OP_BROADCAST, NN_OP_REDUCE, NN_OP_ALL_TO_ALL};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_param(g, "x", NN_F32, 2, (int64_t[]){4, 6});
+        nn_tensor *t = ops[i] == NN_OP_REDUCE_SCATTER ? nn_reduce_scatter(g, x, NN_COMM_TP, 2, 0)
+                       : ops[i] == NN_OP_ALL_GATHER   ? nn_all_gather(g, x, NN_COMM_TP, 2, 1)
+                       : ops[i] == NN_OP_BROADCAST    ? nn_broadcast(g, x, NN_COMM_TP, 2, 1)
+                       : ops[i] == NN_OP_REDUCE       ? nn_reduce(g, x, NN_COMM_TP, 2, 0)
+                                                      : nn_all_to_all(g, x, NN_COMM_TP, 2, 0, 1);
+        nn_tensor *dy = nn_input(g, "dy", NN_F32, t->ndim, t->ne);
+        nn_tensor *dx = grad_of(g, x, t, dy);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dx);
+        CU_ASSERT(nn_op_flags(dx->op) & NN_OPF_COMM);
+        int64_t nx = nn_numel(x), ny = nn_numel(t);
+        float x0[24], x1[24], y0[48], y1[48], d0[48], d1[48], g0[24], g1[24];
+        for (int64_t k = 0; k < nx; k++)
+            x0[k] = (float)(2 * rng_unit(&r) - 1), x1[k] = (float)(2 * rng_unit(&r) - 1);
+        for (int64_t k = 0; k < ny; k++)
+            d0[k] = (float)(2 * rng_unit(&r) - 1), d1[k] = (float)(2 * rng_unit(&r) - 1);
+        run2(t, x0, x1, y0, y1);
+        run2(dx, d0, d1, g0, g1);
+        double lhs = dot2(y0, d0, y1, d1, ny, ny), rhs = dot2(x0, g0, x1, g1, nx, nx);
+        CU_ASSERT_DOUBLE_EQUAL(lhs, rhs, 1e-5 * (fabs(lhs) + 1));
+        fprintf(stderr, "%s: <Ax,dy> %.6f = <x,A*dy> %.6f (backward %s)\n", nn_op_name(ops[i]), lhs,
+                rhs, nn_op_name(dx->op));
+        nn_graph_free(g);
+    }
+    /* Megatron's pair, whose inputs are replicated or partial by construction: g =
+     * all_reduce over partial sums passes the (replicated) output gradient to every part; f =
+     * group_copy of a replicated value sums the parts' gradients; shard_slice of a replicated
+     * value gathers its parts' gradients */
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_param(g, "x", NN_F32, 1, (int64_t[]){4});
+    nn_tensor *ar = nn_all_reduce(g, x, NN_COMM_TP, 2, NN_REDUCE_SUM);
+    nn_tensor *dy = nn_input(g, "dy", NN_F32, 1, (int64_t[]){4});
+    CU_ASSERT_PTR_EQUAL(grad_of(g, x, ar, dy), dy); /* identity */
+    nn_graph_free(g);
+    g = nn_graph_new(1);
+    x = nn_param(g, "x", NN_F32, 1, (int64_t[]){4});
+    nn_tensor *f = nn_group_copy(g, x, NN_COMM_TP, 2);
+    dy = nn_input(g, "dy", NN_F32, 1, (int64_t[]){4});
+    nn_tensor *df = grad_of(g, x, f, dy);
+    CU_ASSERT_EQUAL(df->op, NN_OP_ALL_REDUCE);
+    float p0[4] = {1, 2, 3, 4}, p1[4] = {5, 6, 7, 8}, s0[4], s1[4];
+    run2(df, p0, p1, s0, s1);
+    CU_ASSERT(s0[0] == 6 && s1[3] == 12); /* d(x) = d(part 0) + d(part 1) on both */
+    nn_graph_free(g);
+    g = nn_graph_new(1);
+    x = nn_param(g, "x", NN_F32, 1, (int64_t[]){4});
+    nn_tensor *off = nn_const(g, "off", NN_I32, 0, NULL);
+    nn_tensor *sl = nn_shard_slice(g, x, off, NN_COMM_SP, 2, 0);
+    dy = nn_input(g, "dy", NN_F32, 1, (int64_t[]){2});
+    nn_tensor *ds = grad_of(g, x, sl, dy);
+    CU_ASSERT_EQUAL(ds->op, NN_OP_ALL_GATHER);
+    float q0[2] = {1, 2}, q1[2] = {3, 4}, r0[4], r1[4], xs[4] = {9, 8, 7, 6}, o0[2], o1[2];
+    run2(ds, q0, q1, r0, r1);
+    CU_ASSERT(r0[0] == 1 && r0[2] == 3 && r1[3] == 4);
+    run2(sl, xs, xs, o0, o1); /* rank j's part j */
+    CU_ASSERT(o0[0] == 9 && o0[1] == 8 && o1[0] == 7 && o1[1] == 6);
+    nn_graph_free(g);
+}
+
+TEST(a_graph_built_with_the_c_api_runs_its_own_collectives_over_their_axis)
+{
+    /* y = all_gather over dp of x * w: each rank's loss sees both ranks' rows; trained with
+     * SGD (lr 1, no momentum) the step moves w by the gradient, which must match central
+     * finite differences of the distributed loss */
+    nn_model m = {0};
+    m.g = nn_graph_new(1);
+    m.batch = 2;
+    m.input = nn_input(m.g, "input", NN_F32, 2, (int64_t[]){2, 3});
+    nn_tensor *w = nn_param(m.g, "w", NN_F32, 1, (int64_t[]){3});
+    nn_tensor *y = nn_all_gather(m.g, nn_mul(m.g, m.input, w), NN_COMM_DP, 2, 0);
+    nn_tensor *z = nn_tanh(m.g, y);
+    m.loss = nn_reduce_sum(m.g, nn_reshape(m.g, nn_mul(m.g, z, z), 1, (int64_t[]){12}), 0, false);
+    nn_graph *ref = nn_graph_new(1);
+    nn_tensor *wref = nn_param(ref, "w", NN_F32, 1, (int64_t[]){3});
+    float w0[3] = {0.3f, -0.7f, 1.1f}, in[12];
+    for (int k = 0; k < 12; k++)
+        in[k] = (float)(k % 5) * 0.25f - 0.4f;
+    nn_strategy s = strat(2, 1, 1);
+    nn_optim sgd1 = {.kind = NN_OPTIM_SGD, .lr = 1.0};
+    nn_plan *p = NULL;
+    np_err e = {0};
+    if (nn_plan_build_graph(&m, "allgather-net", 4, &s, &sgd1, NULL, &p, &e) != NP_OK)
+        fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    double num[3], loss = 0;
+    for (int k = 0; k < 3; k++) {
+        double l2[2];
+        for (int sgn = 0; sgn < 2; sgn++) {
+            float wp[3] = {w0[0], w0[1], w0[2]};
+            wp[k] += sgn ? -1e-3f : 1e-3f;
+            nn_tensor_set(wref, wp);
+            nn_dist *d = NULL;
+            nn_dist_new(p, &d, &e);
+            nn_dist_load_params(d, ref, &e);
+            CU_ASSERT_EQUAL(nn_dist_step(d, in, NULL, &l2[sgn], &e), NP_OK);
+            nn_dist_free(d);
+        }
+        num[k] = (l2[0] - l2[1]) / 2e-3;
+    }
+    nn_tensor_set(wref, w0);
+    nn_dist *d = NULL;
+    nn_dist_new(p, &d, &e);
+    nn_dist_load_params(d, ref, &e);
+    CU_ASSERT_EQUAL(nn_dist_step(d, in, NULL, &loss, &e), NP_OK);
+    float after[3];
+    CU_ASSERT_EQUAL(nn_dist_param(d, "w", after, 3, &e), NP_OK);
+    for (int k = 0; k < 3; k++)
+        CU_ASSERT_DOUBLE_EQUAL(w0[k] - after[k], num[k], 2e-3 * (fabs(num[k]) + 1e-2));
+    nn_dist_free(d);
+    nn_plan_free(p);
+    nn_graph_free(ref);
+    nn_graph_free(m.g);
+}
+
+/* ---- strategies that cannot be built ---- */
+
+static void bad(const char *model, nn_strategy s, int64_t batch, int64_t seq, const arch_config *arch,
+                np_status want, const char *msg)
+{
+    np_err e = {0};
+    nn_plan *p = plan_of(model, s, batch, seq, NN_F32, 0, arch, &e);
+    CU_ASSERT_PTR_NULL(p);
+    CU_ASSERT_EQUAL(e.status, want);
+    if (strcmp(e.msg, msg) != 0)
+        fprintf(stderr, "got:  %s\nwant: %s\n", e.msg, msg);
+    CU_ASSERT_STRING_EQUAL(e.msg, msg);
+    nn_plan_free(p);
+}
+
+TEST(a_strategy_that_cannot_be_built_names_the_flag_and_the_rule_it_breaks)
+{
+    arch_config tiny;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &tiny, &e), NP_OK);
+    nn_strategy s = strat(1, 3, 1);
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_INCONSISTENT,
+        "--tp 3 does not divide the 4 attention heads of gpt-tiny");
+    s = strat(1, 4, 1);
+    bad("llama-tiny", s, 4, 0, NULL, NP_ERR_INCONSISTENT,
+        "--tp 4 does not divide the 2 key/value heads of llama-tiny");
+    bad("mlp", strat(1, 3, 1), 64, 0, NULL, NP_ERR_INCONSISTENT,
+        "--tp 3 does not divide the width 512 of hidden layer 1 of mlp");
+    bad("resnet-tiny", strat(1, 2, 1), 4, 0, NULL, NP_ERR_INCONSISTENT,
+        "--tp 2: resnet models have no tensor-parallel split (transformers and MLPs do)");
+    bad("gpt-tiny", strat(1, 1, 3), 4, 0, NULL, NP_ERR_RANGE, "--pp 3 is more than the 2 layers of gpt-tiny");
+    bad("gpt-tiny", strat(2, 2, 2), 4, 0, &tiny, NP_ERR_RANGE,
+        "--dp 2 --tp 2 --pp 2 need dp*tp*pp = 8 chips, but tiny has 2");
+    bad("gpt-tiny", strat(4, 1, 1), 6, 0, NULL, NP_ERR_INCONSISTENT, "--batch 6 is not divisible by --dp 4");
+    s = strat(2, 1, 1);
+    s.microbatch = 3;
+    bad("gpt-tiny", s, 8, 0, NULL, NP_ERR_INCONSISTENT,
+        "--microbatch 3 does not divide the 4 samples per data-parallel rank (--batch 8 / --dp 2)");
+    s = strat(1, 1, 2);
+    s.schedule = NN_PP_INTERLEAVED;
+    s.virtual_stages = 2;
+    s.microbatch = 1;
+    bad("gpt-tiny", s, 3, 0, NULL, NP_ERR_INCONSISTENT,
+        "--schedule interleaved:2 needs the number of micro-batches (3) to be a multiple of --pp 2");
+    s.microbatch = 8;
+    bad("mlp-tiny", s, 64, 0, NULL, NP_ERR_RANGE,
+        "--schedule interleaved:2 with --pp 2 needs 4 model chunks, but mlp-tiny has 3 pipeline "
+        "units (2 layers and the head)");
+    s.pp = 1;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_INCONSISTENT, "--schedule interleaved:2 needs --pp 2 or more");
+    s = strat(1, 1, 1);
+    s.sp = true;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
+    s.tp = 2;
+    bad("mlp-tiny", s, 64, 0, NULL, NP_ERR_INCONSISTENT,
+        "--sp needs a transformer (gpt or llama); mlp-tiny has no sequence");
+    s.tp = 4;
+    bad("gpt-tiny", s, 4, 10, NULL, NP_ERR_INCONSISTENT,
+        "--sp: --tp 4 does not divide the sequence length 10");
+    s = strat(2, 1, 2);
+    s.zero = 2;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_INCONSISTENT,
+        "--zero 2 cannot be combined with --pp 2: ZeRO-2 and -3 shard gradients every "
+        "micro-batch, which pipeline parallelism accumulates (DeepSpeed's rule)");
+    s.zero = 5;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_RANGE, "--zero must be 0, 1, 2 or 3, got 5");
+    s = strat(1, 1, 2);
+    s.n_stage_layers = 2;
+    s.stage_layers[0] = 2;
+    s.stage_layers[1] = 1;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_RANGE,
+        "--stage-layers: the counts sum to 3, but gpt-tiny has 2 layers");
+    s.n_stage_layers = 3;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_RANGE,
+        "--stage-layers: 3 counts for 2 model chunks (pp x virtual stages)");
+    s = strat(1, 1, 1);
+    bad("gpt-tiny", s, 4, 32, NULL, NP_ERR_RANGE,
+        "gpt-tiny: sequence length 32 exceeds the context of 16");
+    /* the text options */
+    CU_ASSERT_EQUAL(nn_strategy_parse_schedule(&s, "interleaved:1", &e), NP_ERR_USAGE);
+    CU_ASSERT_STRING_EQUAL(e.msg, "--schedule: expected gpipe, 1f1b or interleaved:V with V in 2 "
+                                  ".. 64, got 'interleaved:1'");
+    CU_ASSERT_EQUAL(nn_strategy_parse_recompute(&s, "some", &e), NP_ERR_USAGE);
+    CU_ASSERT_STRING_EQUAL(e.msg, "--recompute: expected none, selective or full, got 'some'");
+}

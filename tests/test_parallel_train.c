@@ -1,0 +1,307 @@
+/* test_parallel_train.c — sharded training equals single-device training: gpt-tiny and
+ * mlp-tiny trained 3 steps by the reference distributed executor (dist.h) under each
+ * strategy give every step's loss and the parameters after the last step within 1e-5
+ * relative of the single-device reference executor (nn.h) in fp32; the executor is
+ * deterministic and reports a deadlock with every waiting rank.
+ *
+ * The optimizer is SGD with momentum: Adam divides each element's gradient by its own
+ * magnitude, so a parameter whose exact gradient is zero (the attention's key bias: softmax
+ * does not change when a constant is added to a row of scores) follows its rounding noise
+ * by lr per step, and no two summation orders agree on it. Relative error is measured per
+ * tensor against its largest magnitude (at least 1e-3: the key bias stays at rounding noise). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "harness.h"
+#include "optim.h"
+#include "rng.h"
+
+#define STEPS 3
+
+/* XOR of the quadrants (mlp) or tokens with labels = next in a counting sequence (gpt). */
+static void make_batch(const nn_model *m, const char *family, rng *r, float *in, float *lab)
+{
+    if (strcmp(family, "mlp") == 0) {
+        for (int64_t i = 0; i < m->batch; i++) {
+            double x = 2 * rng_unit(r) - 1, y = 2 * rng_unit(r) - 1;
+            in[2 * i] = (float)x;
+            in[2 * i + 1] = (float)y;
+            lab[i] = x * y > 0 ? 1.0f : 0.0f;
+        }
+        return;
+    }
+    for (int64_t i = 0; i < m->batch * m->seq; i++) {
+        in[i] = (float)rng_below(r, 16);
+        lab[i] = (float)(((int)in[i] * 5 + 3) % 16);
+    }
+}
+
+typedef struct run {
+    double loss[STEPS];
+    nn_graph *g;   /* the single-device graph after training (parameters compared by name) */
+} run;
+
+static const nn_optim sgd = {.kind = NN_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
+
+/* Single-device training of d at batch B: losses and the trained graph. */
+static bool reference(const nn_model_desc *d, int64_t batch, int64_t seq, run *out)
+{
+    np_err e = {0};
+    nn_model m;
+    nn_model_opts o = {.batch = batch, .seq = seq, .compute = NN_F32, .seed = 5};
+    if (nn_model_build(d, &o, &m, &e) != NP_OK || nn_model_init(m.g, 11, &e) != NP_OK ||
+        nn_backward(m.g, m.loss, &e) != NP_OK || nn_optim_step(m.g, &sgd, &e) != NP_OK) {
+        fprintf(stderr, "reference: %s\n", e.msg);
+        return false;
+    }
+    nn_tensor_alloc(m.input);
+    nn_tensor_alloc(m.labels);
+    rng r;
+    rng_seed(&r, 3);
+    for (int s = 0; s < STEPS; s++) {
+        make_batch(&m, d->family, &r, m.input->data, m.labels->data);
+        if (nn_graph_compute(m.g, &e) != NP_OK) {
+            fprintf(stderr, "reference: %s\n", e.msg);
+            return false;
+        }
+        out->loss[s] = m.loss->data[0];
+    }
+    out->g = m.g;
+    return true;
+}
+
+/* The same training under strategy s; compares with ref. Returns the worst relative error
+ * over losses and parameters (INFINITY on failure). */
+static double distributed(const nn_model_desc *d, int64_t batch, int64_t seq, const nn_strategy *s,
+                          const run *ref, double *out_losses)
+{
+    np_err e = {0};
+    nn_plan *p = NULL;
+    nn_dist *dist = NULL;
+    nn_model init;
+    nn_model_opts o = {.batch = batch, .seq = seq, .compute = NN_F32, .seed = 5};
+    double worst = INFINITY;
+    init.g = NULL;
+    if (nn_plan_build(d, &o, s, &sgd, NULL, &p, &e) != NP_OK || nn_dist_new(p, &dist, &e) != NP_OK ||
+        nn_model_build(d, &o, &init, &e) != NP_OK || nn_model_init(init.g, 11, &e) != NP_OK ||
+        nn_dist_load_params(dist, init.g, &e) != NP_OK) {
+        fprintf(stderr, "%s: %s\n", d->name, e.msg);
+        goto out;
+    }
+    float *in = calloc((size_t)nn_numel(init.input), sizeof *in);
+    float *lab = calloc((size_t)nn_numel(init.labels), sizeof *lab);
+    rng r;
+    rng_seed(&r, 3);
+    worst = 0;
+    for (int k = 0; k < STEPS && worst < INFINITY; k++) {
+        double loss;
+        make_batch(&init, d->family, &r, in, lab);
+        if (nn_dist_step(dist, in, lab, &loss, &e) != NP_OK) {
+            fprintf(stderr, "%s: %s\n", d->name, e.msg);
+            worst = INFINITY;
+            break;
+        }
+        if (out_losses)
+            out_losses[k] = loss;
+        double rel = fabs(loss - ref->loss[k]) / fabs(ref->loss[k]);
+        worst = rel > worst ? rel : worst;
+    }
+    for (int i = 0; i < nn_graph_n_nodes(ref->g) && worst < INFINITY; i++) {
+        nn_tensor *t = nn_graph_node(ref->g, i);
+        if (t->op != NN_OP_LEAF || !t->trainable)
+            continue;
+        int64_t n = nn_numel(t);
+        float *v = calloc((size_t)n, sizeof *v);
+        if (nn_dist_param(dist, t->name, v, n, &e) != NP_OK) {
+            fprintf(stderr, "%s: %s\n", d->name, e.msg);
+            worst = INFINITY;
+        }
+        double mx = 1e-3, md = 0;
+        for (int64_t k = 0; k < n; k++) {
+            mx = fmax(mx, fabs(t->data[k]));
+            md = fmax(md, fabs(t->data[k] - v[k]));
+        }
+        worst = fmax(worst, md / mx);
+        free(v);
+    }
+    free(in);
+    free(lab);
+out:
+    nn_graph_free(init.g);
+    nn_dist_free(dist);
+    nn_plan_free(p);
+    return worst;
+}
+
+static nn_strategy strategy(int dp, int tp, int pp, int64_t micro)
+{
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.dp = dp;
+    s.tp = tp;
+    s.pp = pp;
+    s.microbatch = micro;
+    return s;
+}
+
+/* Trains model under s at batch/seq and asserts the worst relative error is below 1e-5. */
+static void check(const char *model_or_text, int64_t batch, int64_t seq, nn_strategy s, const char *what)
+{
+    nn_model_desc d;
+    np_err e = {0};
+    np_status st = strchr(model_or_text, '=') ? nn_model_parse("test.model", model_or_text, &d, &e)
+                                              : nn_model_load(model_or_text, &d, &e);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    run ref = {0};
+    CU_ASSERT_FATAL(reference(&d, batch, seq, &ref));
+    double worst = distributed(&d, batch, seq, &s, &ref, NULL);
+    fprintf(stderr, "%s %s: worst relative error %.2e\n", d.name, what, worst);
+    CU_ASSERT(worst < 1e-5);
+    nn_graph_free(ref.g);
+}
+
+TEST(dp2_tp2_pp2_1f1b_on_8_ranks_trains_gpt_tiny_and_mlp_tiny_as_one_device)
+{
+    check("gpt-tiny", 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B");
+    check("mlp-tiny", 64, 0, strategy(2, 2, 2, 8), "dp2 tp2 pp2 1F1B");
+}
+
+TEST(zero_1_2_and_3_at_dp4_train_as_one_device)
+{
+    for (int z = 1; z <= 3; z++) {
+        nn_strategy s = strategy(4, 1, 1, 1);
+        s.zero = z;
+        char what[32];
+        snprintf(what, sizeof what, "ZeRO-%d dp4", z);
+        check("gpt-tiny", 8, 0, s, what); /* 2 micro-batches per rank */
+        s.microbatch = 8;
+        check("mlp-tiny", 64, 0, s, what);
+    }
+}
+
+TEST(tp4_with_sequence_parallelism_trains_as_one_device)
+{
+    nn_strategy s = strategy(1, 4, 1, 0);
+    s.sp = true;
+    check("gpt-tiny", 4, 0, s, "tp4 sp");
+    check("gpt-tiny", 4, 8, s, "tp4 sp, sequence 8 of 16 (positions scattered)");
+    s.sp = false;
+    check("mlp-tiny", 64, 0, s, "tp4 (no sequence to split)");
+}
+
+TEST(interleaved_1f1b_with_two_virtual_stages_trains_as_one_device)
+{
+    nn_strategy s = strategy(1, 1, 2, 1);
+    s.schedule = NN_PP_INTERLEAVED;
+    s.virtual_stages = 2;
+    check("gpt-tiny", 4, 0, s, "pp2 interleaved:2 (embedding, 2 layers, head)");
+    s.microbatch = 16;
+    check("family = mlp\ninputs = 2\nhidden = 32 32 32\nclasses = 2\n", 64, 0, s,
+          "mlp-tiny with 3 hidden layers, pp2 interleaved:2");
+}
+
+TEST(gpipe_recomputation_and_tp_with_dp_train_as_one_device)
+{
+    nn_strategy s = strategy(1, 2, 2, 1);
+    s.schedule = NN_PP_GPIPE;
+    check("gpt-tiny", 4, 0, s, "tp2 pp2 GPipe");
+    s = strategy(2, 2, 1, 1);
+    s.recompute = NN_RECOMPUTE_SELECTIVE;
+    check("gpt-tiny", 4, 0, s, "dp2 tp2 selective recomputation");
+    s.recompute = NN_RECOMPUTE_FULL;
+    s.sp = true;
+    check("gpt-tiny", 4, 0, s, "dp2 tp2 sp full recomputation");
+}
+
+TEST(the_distributed_executor_is_deterministic)
+{
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    run ref = {0};
+    CU_ASSERT_FATAL(reference(&d, 4, 0, &ref));
+    nn_strategy s = strategy(2, 2, 2, 1);
+    double a[STEPS], b[STEPS];
+    distributed(&d, 4, 0, &s, &ref, a);
+    distributed(&d, 4, 0, &s, &ref, b);
+    CU_ASSERT_EQUAL(memcmp(a, b, sizeof a), 0);
+    nn_graph_free(ref.g);
+}
+
+TEST(mixed_precision_trains_close_to_single_device_mixed_precision)
+{
+    /* bf16 compute, fp32 masters: the plan keeps bf16 gradients (ZeRO's accounting) and sums
+     * them across ranks, the single device casts each to fp32 at once: close, not equal */
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    nn_model m, init;
+    nn_model_opts o = {.batch = 4, .compute = NN_BF16, .seed = 5};
+    nn_optim adam = {.kind = NN_OPTIM_ADAM, .lr = 1e-2, .beta1 = 0.9, .beta2 = 0.999, .eps = 1e-8};
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &m, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &init, &e), NP_OK);
+    nn_model_init(m.g, 11, &e);
+    nn_model_init(init.g, 11, &e);
+    nn_backward(m.g, m.loss, &e);
+    nn_optim_step(m.g, &adam, &e);
+    nn_strategy s = strategy(2, 2, 1, 1);
+    s.zero = 1;
+    nn_plan *p = NULL;
+    nn_dist *dist = NULL;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &adam, NULL, &p, &e), NP_OK);
+    CU_ASSERT_EQUAL(p->compute, NN_BF16);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &dist, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_load_params(dist, init.g, &e), NP_OK);
+    nn_tensor_alloc(m.input);
+    nn_tensor_alloc(m.labels);
+    rng r;
+    rng_seed(&r, 3);
+    for (int k = 0; k < STEPS; k++) {
+        make_batch(&m, d.family, &r, m.input->data, m.labels->data);
+        double loss = 0;
+        CU_ASSERT_EQUAL(nn_graph_compute(m.g, &e), NP_OK);
+        CU_ASSERT_EQUAL(nn_dist_step(dist, m.input->data, m.labels->data, &loss, &e), NP_OK);
+        CU_ASSERT(fabs(loss - m.loss->data[0]) < 1e-3 * fabs(m.loss->data[0]));
+    }
+    nn_dist_free(dist);
+    nn_plan_free(p);
+    nn_graph_free(m.g);
+    nn_graph_free(init.g);
+}
+
+TEST(a_send_without_its_recv_is_a_deadlock_naming_every_waiting_rank)
+{
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    nn_model_opts o = {.batch = 4, .compute = NN_F32, .seed = 5};
+    nn_strategy s = strategy(1, 1, 2, 1);
+    nn_plan *p = NULL;
+    nn_dist *dist = NULL;
+    nn_model init;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &sgd, NULL, &p, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &init, &e), NP_OK);
+    nn_model_init(init.g, 11, &e);
+    /* break the plan on purpose: stage 0's forward send goes to a recv that does not exist */
+    nn_plan_block *fwd = &p->classes[0].blocks[1];
+    nn_plan_entry *send = NULL;
+    for (int k = 0; k < fwd->n_entries; k++)
+        if (fwd->entries[k].kind == NN_PLAN_SEND)
+            send = &fwd->entries[k];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(send);
+    send->match += 1000;
+    CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &dist, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_load_params(dist, init.g, &e), NP_OK);
+    float in[64] = {0}, lab[64] = {0};
+    double loss;
+    CU_ASSERT_EQUAL(nn_dist_step(dist, in, lab, &loss, &e), NP_ERR_DEADLOCK);
+    fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "the ranks wait on each other: rank 0 (stage 0) at recv "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "micro-batch 0); rank 1 (stage 1) at recv "));
+    nn_dist_free(dist);
+    nn_plan_free(p);
+    nn_graph_free(init.g);
+}
