@@ -383,4 +383,30 @@ uint64_t nn_plan_layer_saved_bytes(const nn_plan *p, const nn_plan_class *c, int
 /* The analytical pipeline bubble (p-1)/(m+p-1); interleaved: (p-1)/(v*m+p-1). */
 double nn_plan_bubble(const nn_plan *p);
 
+/* ---- the summary behind `npusim plan` ---- */
+
+typedef struct nn_plan_comm_row {
+    int stage;           /* the class whose ranks issue it */
+    nn_op op;            /* all_reduce, ..., send, recv */
+    nn_comm_tag tag;
+    int group_size;
+    uint64_t bytes;      /* per issue */
+    int64_t count;       /* issues per step by one rank of the stage */
+} nn_plan_comm_row;
+
+typedef struct nn_plan_summary {
+    int n_rows;
+    nn_plan_comm_row *rows;  /* by stage, then in order of first issue */
+    nn_plan_mem *mem;        /* per class: one rank's memory */
+    int64_t *model_flops;    /* per class: one rank's FLOPs per step (no recomputation) */
+    int64_t *hw_flops;       /* ... with recomputation */
+    int largest;             /* the class whose rank needs the most memory */
+    int64_t flops_per_step;  /* model FLOPs of the step on every rank together */
+    int64_t hw_flops_per_step;
+} nn_plan_summary;
+
+/* Tallies p per class (collectives issued in one step, memory, FLOPs). NP_ERR_NOMEM. */
+np_status nn_plan_summarize(const nn_plan *p, nn_plan_summary *s, np_err *err);
+void nn_plan_summary_free(nn_plan_summary *s);
+
 #endif

@@ -1,0 +1,387 @@
+/* cmd_plan.c — `npusim plan`: a model's training step under a parallel strategy — the mesh
+ * and its placement on the architecture's chips, each pipeline stage's layers and FLOPs, the
+ * collectives one rank of each stage issues, memory per chip by role against HBM, and the
+ * analytical bubble. The plan is framework/plan.h's; the JSON names are documented in
+ * docs/parallel.md and kept stable. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "cli.h"
+#include "plan.h"
+
+const char cmd_plan_usage[] =
+    "usage: npusim plan --arch A --model M --batch B [--seq S] [--dp D] [--tp T] [--pp P]\n"
+    "                   [--zero 0|1|2|3] [--sp] [--microbatch b]\n"
+    "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full]\n"
+    "                   [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
+    "                   [--stage-layers N,N,...] [--json]\n"
+    "\n"
+    "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
+    "  --model M         a zoo model (see `npusim models`) or a model file\n"
+    "  --batch B         global batch: samples per training step\n"
+    "  --seq S           sequence length of language models (default: the model's context)\n"
+    "  --dp, --tp, --pp  data-, tensor- and pipeline-parallel sizes (default 1 each)\n"
+    "  --zero Z          ZeRO stage: 1 shards optimizer state, 2 gradients too, 3 parameters\n"
+    "                    too (default 0: plain data parallelism)\n"
+    "  --sp              Megatron sequence parallelism in the norm and dropout regions\n"
+    "  --microbatch b    samples per micro-batch per data-parallel rank (default: batch / dp)\n"
+    "  --schedule S      pipeline schedule: gpipe, 1f1b (default) or interleaved:V (V virtual\n"
+    "                    stages per rank)\n"
+    "  --recompute R     activation recomputation: none (default), selective (the attention\n"
+    "                    core) or full (every layer from its input)\n"
+    "  --bucket-mb X     gradient bucket size in MiB (default 25)\n"
+    "  --precision P     bf16 (default: bf16 compute, fp32 master weights and Adam state) or\n"
+    "                    fp32\n"
+    "  --placement O     mesh axes on chips, fastest first (default: topology-aware, tp on the\n"
+    "                    fastest links), e.g. tp,pp,dp\n"
+    "  --stage-layers L  layers of each model chunk (default: balanced by FLOPs)\n"
+    "  --json            print {chips, mesh, stages, collectives, memory, flops_per_step,\n"
+    "                    bubble_analytical, ...} (docs/parallel.md)\n";
+
+static np_status plan_int(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out,
+                          np_err *err)
+{
+    uint64_t v;
+    if (cli_parse_u64(opt, text, (uint64_t)lo, (uint64_t)hi, &v, err) != NP_OK)
+        return err->status;
+    *out = (int64_t)v;
+    return NP_OK;
+}
+
+static np_status plan_stage_layers(const char *text, nn_strategy *s, np_err *err)
+{
+    const char *p = text;
+    s->n_stage_layers = 0;
+    while (*p) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p || v < 0 || (*end && *end != ',') || s->n_stage_layers == NN_STRATEGY_MAX_CHUNKS)
+            return np_err_set(err, NP_ERR_USAGE,
+                              "--stage-layers: expected layer counts separated by commas, got '%s'",
+                              text);
+        s->stage_layers[s->n_stage_layers++] = (int)v;
+        p = *end ? end + 1 : end;
+    }
+    return NP_OK;
+}
+
+/* "1.50 GiB" */
+static const char *plan_bytes(uint64_t b, char *buf, size_t n)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)b;
+    int k = 0;
+    while (v >= 1024 && k < 5)
+        v /= 1024, k++;
+    snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", v, unit[k]);
+    return buf;
+}
+
+/* "1.23 PFLOP" */
+static const char *plan_flops(double f, char *buf, size_t n)
+{
+    const char *unit[] = {"FLOP", "kFLOP", "MFLOP", "GFLOP", "TFLOP", "PFLOP", "EFLOP"};
+    int k = 0;
+    while (f >= 1000 && k < 6)
+        f /= 1000, k++;
+    snprintf(buf, n, "%.2f %s", f, unit[k]);
+    return buf;
+}
+
+static const char *plan_sched_name(const nn_strategy *s, char *buf, size_t n)
+{
+    if (s->schedule == NN_PP_GPIPE)
+        snprintf(buf, n, "gpipe");
+    else if (s->schedule == NN_PP_1F1B)
+        snprintf(buf, n, "1f1b");
+    else
+        snprintf(buf, n, "interleaved:%d", s->virtual_stages);
+    return buf;
+}
+
+static const char *const plan_recompute_names[] = {"none", "selective", "full"};
+
+static json_t *plan_mem_json(const nn_plan_mem *m)
+{
+    return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "params_bytes", (json_int_t)m->params_bytes,
+                     "grads_bytes", (json_int_t)m->grads_bytes, "optstate_bytes",
+                     (json_int_t)m->optstate_bytes, "activations_bytes",
+                     (json_int_t)m->activations_bytes, "buffers_bytes", (json_int_t)m->buffers_bytes,
+                     "workspace_bytes", (json_int_t)m->workspace_bytes, "total_bytes",
+                     (json_int_t)m->total_bytes);
+}
+
+static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_config *a)
+{
+    char sched[32];
+    json_t *chips = json_array();
+    for (int r = 0; r < p->mesh.n_ranks; r++)
+        json_array_append_new(chips, json_integer(p->mesh.chip[r]));
+    json_t *mesh = json_pack("{s:i, s:i, s:i, s:s, s:s, s:o}", "dp", p->mesh.size[NN_MESH_DP], "tp",
+                             p->mesh.size[NN_MESH_TP], "pp", p->mesh.size[NN_MESH_PP], "order",
+                             p->mesh.order, "placement", p->mesh.why, "chip_of_rank", chips);
+    json_t *stages = json_array();
+    for (int c = 0; c < p->n_classes; c++) {
+        json_t *layers = json_array(), *chunks = json_array();
+        for (int k = c; k < p->n_chunks; k += p->s.pp) {
+            int f = p->chunk_layer_first[k], l = p->chunk_layer_last[k];
+            for (int i = f; f >= 0 && i <= l; i++)
+                json_array_append_new(layers, json_integer(i));
+            json_array_append_new(chunks, json_pack("{s:i, s:i, s:i, s:b, s:b}", "chunk", k,
+                                                    "first_layer", f, "last_layer", l, "embedding",
+                                                    k == 0 && p->chunk_has_embed_first, "head",
+                                                    k == p->n_chunks - 1));
+        }
+        json_array_append_new(stages, json_pack("{s:i, s:o, s:o, s:I, s:I, s:o}", "stage", c, "layers",
+                                                layers, "chunks", chunks, "flops",
+                                                (json_int_t)s->model_flops[c], "hardware_flops",
+                                                (json_int_t)s->hw_flops[c], "memory",
+                                                plan_mem_json(&s->mem[c])));
+    }
+    json_t *colls = json_array();
+    for (int i = 0; i < s->n_rows; i++) {
+        const nn_plan_comm_row *r = &s->rows[i];
+        json_array_append_new(colls, json_pack("{s:i, s:s, s:s, s:i, s:I, s:I}", "stage", r->stage,
+                                               "kind", nn_op_name(r->op), "axis", nn_comm_tag_name(r->tag),
+                                               "group_size", r->group_size, "bytes", (json_int_t)r->bytes,
+                                               "count_per_step", (json_int_t)r->count));
+    }
+    json_t *mem = plan_mem_json(&s->mem[s->largest]);
+    json_object_set_new(mem, "stage", json_integer(s->largest));
+    json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
+    json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
+                     "s:o, s:I, s:I, s:f}",
+                     "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
+                     "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
+                     "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
+                     "micro_batches", p->n_micro, "schedule", plan_sched_name(&p->s, sched, sizeof sched),
+                     "recompute", plan_recompute_names[p->s.recompute], "precision",
+                     p->compute == NN_F32 ? "fp32" : "bf16", "zero", p->s.zero, "sp", p->s.sp,
+                     "mesh", mesh, "stages", stages, "collectives", colls, "memory", mem,
+                     "flops_per_step", (json_int_t)s->flops_per_step, "hardware_flops_per_step",
+                     (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p));
+}
+
+static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a)
+{
+    char b1[32], b2[32], sched[32];
+    printf("# %s on %s: %d of %" PRId64 " chips, dp %d x tp %d x pp %d", p->model, a->name,
+           p->mesh.n_ranks, a->system.chips, p->mesh.size[NN_MESH_DP], p->mesh.size[NN_MESH_TP],
+           p->mesh.size[NN_MESH_PP]);
+    printf(", %s, %d micro-batches of %" PRId64 " (global batch %" PRId64, plan_sched_name(&p->s, sched, sizeof sched),
+           p->n_micro, p->microbatch, p->batch);
+    if (p->seq > 1)
+        printf(", sequence %" PRId64, p->seq);
+    printf(")\n# %s, ZeRO %d%s, recompute %s\n",
+           p->compute == NN_F32 ? "fp32" : "bf16 compute with fp32 masters", p->s.zero,
+           p->s.sp ? ", sequence parallel" : "", plan_recompute_names[p->s.recompute]);
+    if (p->vocab_padded)
+        printf("# vocabulary padded to %" PRId64 " rows for tp %d (as Megatron pads it)\n", p->vocab_padded,
+               p->mesh.size[NN_MESH_TP]);
+    printf("\nplacement: %s (order %s)\n", p->mesh.why, p->mesh.order);
+    int show = p->mesh.n_ranks < 16 ? p->mesh.n_ranks : 16;
+    printf("  rank -> chip:");
+    for (int r = 0; r < show; r++)
+        printf(" %d->%d", r, p->mesh.chip[r]);
+    printf("%s\n", show < p->mesh.n_ranks ? " ..." : "");
+    printf("\n%-6s %-14s %16s %16s %12s\n", "stage", "layers", "FLOP/step/chip", "with recompute", "memory");
+    for (int c = 0; c < p->n_classes; c++) {
+        char lay[64] = "";
+        size_t k = 0;
+        for (int ch = c; ch < p->n_chunks && k < sizeof lay; ch += p->s.pp) {
+            int f = p->chunk_layer_first[ch], l = p->chunk_layer_last[ch];
+            const char *extra = ch == 0 && p->chunk_has_embed_first ? "emb" : "";
+            if (f < 0)
+                k += (size_t)snprintf(lay + k, sizeof lay - k, "%s%s", k ? "," : "",
+                                      ch == p->n_chunks - 1 ? "head" : extra);
+            else
+                k += (size_t)snprintf(lay + k, sizeof lay - k, "%s%s%s%d-%d%s", k ? "," : "", extra,
+                                      extra[0] ? "+" : "", f, l, ch == p->n_chunks - 1 ? "+head" : "");
+        }
+        printf("%-6d %-14s %16s %16s %12s\n", c, lay, plan_flops((double)s->model_flops[c], b1, sizeof b1),
+               plan_flops((double)s->hw_flops[c], b2, sizeof b2),
+               plan_bytes(s->mem[c].total_bytes, (char[32]){0}, 32));
+    }
+    /* per stage: (kind, axis, group) with the issues and bytes of a step; stages with the
+     * same lines are printed once */
+    printf("\ncommunication per step (one rank of each stage; buckets of one kind together):\n"
+           "%-8s %-15s %-5s %6s %9s %12s %12s\n", "stages", "kind", "axis", "group", "per step",
+           "bytes each", "bytes/step");
+    int *line_of = calloc((size_t)s->n_rows + 1, sizeof *line_of);
+    char (*lines)[160] = calloc((size_t)p->n_classes * 16 + 1, sizeof *lines);
+    int *n_lines = calloc((size_t)p->n_classes + 1, sizeof *n_lines);
+    for (int c = 0; c < p->n_classes && lines; c++) {
+        for (int i = 0; i < s->n_rows; i++) {
+            const nn_plan_comm_row *r = &s->rows[i];
+            if (r->stage != c || line_of[i])
+                continue;
+            int64_t cnt = 0;
+            uint64_t tot = 0, each = r->bytes;
+            bool same = true;
+            for (int k = i; k < s->n_rows; k++) {
+                const nn_plan_comm_row *q = &s->rows[k];
+                if (q->stage != c || q->op != r->op || q->tag != r->tag || q->group_size != r->group_size)
+                    continue;
+                line_of[k] = 1;
+                cnt += q->count;
+                tot += q->bytes * (uint64_t)q->count;
+                same = same && q->bytes == each;
+            }
+            if (n_lines[c] < 16)
+                snprintf(lines[c * 16 + n_lines[c]++], 160, "%-15s %-5s %6d %9" PRId64 " %12s %12s",
+                         nn_op_name(r->op), nn_comm_tag_name(r->tag), r->group_size, cnt,
+                         same ? plan_bytes(each, b1, sizeof b1) : "(mixed)",
+                         plan_bytes(tot, b2, sizeof b2));
+        }
+    }
+    for (int c = 0; c < p->n_classes && lines; c++) {
+        int last = c;
+        while (last + 1 < p->n_classes && n_lines[last + 1] == n_lines[c] &&
+               memcmp(lines[(last + 1) * 16], lines[c * 16], sizeof lines[0] * (size_t)n_lines[c]) == 0)
+            last++;
+        char st[24];
+        snprintf(st, sizeof st, last > c ? "%d-%d" : "%d", c, last);
+        for (int k = 0; k < n_lines[c]; k++)
+            printf("%-8s %s\n", k ? "" : st, lines[c * 16 + k]);
+        c = last;
+    }
+    free(line_of);
+    free(lines);
+    free(n_lines);
+    const nn_plan_mem *m = &s->mem[s->largest];
+    printf("\nmemory of the largest chip (stage %d) against %s of HBM:\n", s->largest,
+           plan_bytes(p->hbm_bytes, b1, sizeof b1));
+    const char *names[] = {"parameters", "gradients", "optimizer state", "activations",
+                           "comm buffers", "workspace", "total"};
+    uint64_t vals[] = {m->params_bytes, m->grads_bytes, m->optstate_bytes, m->activations_bytes,
+                       m->buffers_bytes, m->workspace_bytes, m->total_bytes};
+    for (int i = 0; i < 7; i++)
+        printf("  %-16s %12s\n", names[i], plan_bytes(vals[i], b1, sizeof b1));
+    if (p->hbm_bytes && m->total_bytes > p->hbm_bytes)
+        printf("  does not fit: %s more than the chip has\n",
+               plan_bytes(m->total_bytes - p->hbm_bytes, b1, sizeof b1));
+    printf("\nFLOPs per step (all chips): %s model, %s with recomputation\n",
+           plan_flops((double)s->flops_per_step, b1, sizeof b1),
+           plan_flops((double)s->hw_flops_per_step, b2, sizeof b2));
+    printf("pipeline bubble (analytical, (p-1)/(%sm+p-1)): %.2f %%\n",
+           p->s.schedule == NN_PP_INTERLEAVED ? "v" : "", 100.0 * nn_plan_bubble(p));
+}
+
+np_status cmd_plan(int argc, char **argv, np_err *err)
+{
+    static const struct option longopts[] = {
+        {"arch", required_argument, NULL, 'a'},       {"model", required_argument, NULL, 'm'},
+        {"batch", required_argument, NULL, 'b'},      {"seq", required_argument, NULL, 's'},
+        {"dp", required_argument, NULL, 'D'},         {"tp", required_argument, NULL, 'T'},
+        {"pp", required_argument, NULL, 'P'},         {"zero", required_argument, NULL, 'z'},
+        {"sp", no_argument, NULL, 'S'},               {"microbatch", required_argument, NULL, 'u'},
+        {"schedule", required_argument, NULL, 'c'},   {"recompute", required_argument, NULL, 'r'},
+        {"bucket-mb", required_argument, NULL, 'k'},  {"precision", required_argument, NULL, 'x'},
+        {"placement", required_argument, NULL, 'o'},  {"stage-layers", required_argument, NULL, 'L'},
+        {"json", no_argument, NULL, 'j'},             {"help", no_argument, NULL, 'h'},
+        {0}};
+    const char *arch = NULL, *model = NULL;
+    int64_t batch = 0, seq = 0, v = 0;
+    bool json = false;
+    nn_strategy s;
+    nn_strategy_default(&s);
+    nn_model_opts o = {.compute = NN_BF16, .seed = 1};
+    int c;
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        switch (c) {
+        case 'a': arch = optarg; break;
+        case 'm': model = optarg; break;
+        case 'b':
+            if (plan_int("--batch", optarg, 1, INT64_MAX / 2, &batch, err) != NP_OK)
+                return err->status;
+            break;
+        case 's':
+            if (plan_int("--seq", optarg, 1, 1 << 24, &seq, err) != NP_OK)
+                return err->status;
+            break;
+        case 'D':
+        case 'T':
+        case 'P': {
+            const char *opt = c == 'D' ? "--dp" : c == 'T' ? "--tp" : "--pp";
+            if (plan_int(opt, optarg, 1, 1 << 20, &v, err) != NP_OK)
+                return err->status;
+            *(c == 'D' ? &s.dp : c == 'T' ? &s.tp : &s.pp) = (int)v;
+            break;
+        }
+        case 'z':
+            if (plan_int("--zero", optarg, 0, 3, &v, err) != NP_OK)
+                return err->status;
+            s.zero = (int)v;
+            break;
+        case 'S': s.sp = true; break;
+        case 'u':
+            if (plan_int("--microbatch", optarg, 1, INT64_MAX / 2, &s.microbatch, err) != NP_OK)
+                return err->status;
+            break;
+        case 'c':
+            if (nn_strategy_parse_schedule(&s, optarg, err) != NP_OK)
+                return err->status;
+            break;
+        case 'r':
+            if (nn_strategy_parse_recompute(&s, optarg, err) != NP_OK)
+                return err->status;
+            break;
+        case 'k': {
+            char *end = NULL;
+            double mb = strtod(optarg, &end);
+            if (end == optarg || *end || !(mb > 0) || mb > 1e6)
+                return np_err_set(err, NP_ERR_USAGE, "--bucket-mb: expected a positive number of "
+                                  "MiB, got '%s'", optarg);
+            s.bucket_mb = mb;
+            break;
+        }
+        case 'x':
+            if (strcmp(optarg, "bf16") && strcmp(optarg, "fp32"))
+                return np_err_set(err, NP_ERR_USAGE, "--precision: expected bf16 or fp32, got '%s'",
+                                  optarg);
+            o.compute = strcmp(optarg, "fp32") == 0 ? NN_F32 : NN_BF16;
+            break;
+        case 'o': snprintf(s.placement, sizeof s.placement, "%s", optarg); break;
+        case 'L':
+            if (plan_stage_layers(optarg, &s, err) != NP_OK)
+                return err->status;
+            break;
+        case 'j': json = true; break;
+        case 'h': cli_print_usage(cli_find("plan")); return NP_OK;
+        default: return err->status;
+        }
+    }
+    if (optind < argc)
+        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!arch || !model || !batch)
+        return np_err_set(err, NP_ERR_USAGE, "%s is required", !arch ? "--arch" : !model ? "--model" : "--batch");
+    arch_config a;
+    nn_model_desc d;
+    if (arch_resolve(arch, NULL, 0, &a, err) != NP_OK || nn_model_load(model, &d, err) != NP_OK)
+        return err->status;
+    o.batch = batch;
+    o.seq = seq;
+    nn_optim adam = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                     .weight_decay = 0.1};
+    nn_plan *p = NULL;
+    nn_plan_summary sum;
+    if (nn_plan_build(&d, &o, &s, &adam, &a, &p, err) != NP_OK)
+        return err->status;
+    if (nn_plan_summarize(p, &sum, err) != NP_OK) {
+        nn_plan_free(p);
+        return err->status;
+    }
+    np_status st = NP_OK;
+    if (json)
+        st = cli_print_json(plan_json(p, &sum, &a), err);
+    else
+        plan_text(p, &sum, &a);
+    nn_plan_summary_free(&sum);
+    nn_plan_free(p);
+    return st;
+}
