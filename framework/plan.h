@@ -50,7 +50,9 @@
  *   SEND, RECV  one send/recv node; the peer is `peer` ranks away along the pp axis
  *               (wrapping), and `match` pairs a send with its recv (same match, same
  *               micro-batch).
- * Collectives match across the ranks of a group by (`match`, micro-batch) too.
+ * One instance of a collective is (`match`, micro-batch, group): every group of an entry
+ * (the tp groups of different dp coordinates, say) shares its match, and the tied-embedding
+ * all-reduce has the same match on the first and the last stage's classes.
  *
  * Dependencies: deps[] lists entries this one must wait for: data dependencies (the
  * producers of its sources) and control dependencies (a ZeRO-3 prefetch all-gather waits
@@ -333,6 +335,8 @@ int nn_plan_axis_group(const nn_plan *p, int rank, nn_mesh_axis axis, int *ranks
 /* Ranks of the group entry e runs over for rank (its tag's axis; a tied-embedding
  * all-reduce: the first and last stage only). Returns the group size. */
 int nn_plan_group(const nn_plan *p, int rank, const nn_plan_entry *e, int *ranks, int max);
+/* The chips of that group, in the same order (mesh.chip of each rank). */
+int nn_plan_group_chips(const nn_plan *p, int rank, const nn_plan_entry *e, int *chips, int max);
 /* The peer rank of a send or recv entry. */
 int nn_plan_peer(const nn_plan *p, int rank, const nn_plan_entry *e);
 /* The value of a RANKVALUE leaf for rank. */

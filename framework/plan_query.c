@@ -41,6 +41,14 @@ int nn_plan_group(const nn_plan *p, int rank, const nn_plan_entry *e, int *ranks
     return nn_plan_axis_group(p, rank, axis, ranks, max);
 }
 
+int nn_plan_group_chips(const nn_plan *p, int rank, const nn_plan_entry *e, int *chips, int max)
+{
+    int n = nn_plan_group(p, rank, e, chips, max);
+    for (int k = 0; k < n && k < max; k++)
+        chips[k] = p->mesh.chip[chips[k]];
+    return n;
+}
+
 int nn_plan_peer(const nn_plan *p, int rank, const nn_plan_entry *e)
 {
     int c[NN_MESH_AXES];

@@ -554,10 +554,12 @@ TEST(tied_embeddings_on_two_stages_sum_their_gradients_over_the_first_and_last_s
         const nn_plan_block *end = &c->blocks[c->n_blocks - 1];
         for (int k = 0; k < end->n_entries; k++)
             if (end->entries[k].tag == NN_COMM_PP && end->entries[k].kind == NN_PLAN_COLLECTIVE) {
-                int ranks[4];
+                int ranks[4], chips[4];
                 CU_ASSERT_EQUAL(nn_plan_group(p, 0, &end->entries[k], ranks, 4), 2);
                 CU_ASSERT_EQUAL(ranks[0], 0);
                 CU_ASSERT_EQUAL(ranks[1], 2 * 3); /* same tp and dp coordinate, stage 3 */
+                CU_ASSERT_EQUAL(nn_plan_group_chips(p, 0, &end->entries[k], chips, 4), 2);
+                CU_ASSERT_EQUAL(chips[1], p->mesh.chip[6]);
                 *(st == 0 ? &m0 : &m3) = end->entries[k].match;
             }
     }
@@ -829,4 +831,133 @@ TEST(a_strategy_that_cannot_be_built_names_the_flag_and_the_rule_it_breaks)
                                   ".. 64, got 'interleaved:1'");
     CU_ASSERT_EQUAL(nn_strategy_parse_recompute(&s, "some", &e), NP_ERR_USAGE);
     CU_ASSERT_STRING_EQUAL(e.msg, "--recompute: expected none, selective or full, got 'some'");
+}
+
+/* ---- FLOPs ---- */
+
+TEST(a_plans_flops_are_single_device_training_plus_accumulation_and_the_replicated_optimizer)
+{
+    /* dp ranks each run the forward and backward of their samples in m micro-batches; each
+     * micro-batch's backward makes the embedding table's gradient and sums the tied head's
+     * into it (V D FLOPs each), each micro-batch accumulates every gradient (1 FLOP per
+     * parameter) and every rank runs AdamW over the whole model (12 FLOPs per parameter):
+     *   plan = single device + (dp m - 1) 2 V D + dp m Psi + (dp - 1) 12 Psi */
+    np_err e = {0};
+    nn_model_desc d;
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt2-small", &d, &e), NP_OK);
+    nn_summary sum;
+    CU_ASSERT_EQUAL_FATAL(nn_summary_build(&d, 4, 128, &sum, &e), NP_OK);
+    nn_strategy s = strat(2, 1, 1);
+    s.microbatch = 1; /* 2 micro-batches per rank */
+    nn_model_opts o = {.batch = 4, .seq = 128, .compute = NN_F32, .seed = 1};
+    nn_optim adamw = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    nn_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &adamw, NULL, &p, &e), NP_OK);
+    nn_plan_summary ps;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_summarize(p, &ps, &e), NP_OK);
+    int64_t psi = 124439808, VD = 50257 * 768, dp = 2, m = 2;
+    CU_ASSERT_EQUAL(ps.flops_per_step,
+                    sum.train_step_flops + (dp * m - 1) * 2 * VD + dp * m * psi + (dp - 1) * 12 * psi);
+    CU_ASSERT_EQUAL(ps.hw_flops_per_step, ps.flops_per_step); /* nothing recomputed */
+    nn_plan_summary_free(&ps);
+    nn_plan_free(p);
+    /* full recomputation recomputes each layer's forward from its input, except what no
+     * backward op needs: the output projections of attention and MLP (2 T 5 h^2 per layer),
+     * whose outputs only feed the residual sums */
+    s.recompute = NN_RECOMPUTE_FULL;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &adamw, NULL, &p, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_plan_summarize(p, &ps, &e), NP_OK);
+    double layers_fwd = 0, T = 4 * 128, h = 768, proj = 12 * 2 * T * 5 * h * h;
+    for (int i = 0; i < sum.n_rows; i++)
+        if (strncmp(sum.rows[i].name, "h.", 2) == 0)
+            layers_fwd += (double)sum.rows[i].flops;
+    double extra = (double)(ps.hw_flops_per_step - ps.flops_per_step);
+    CU_ASSERT(extra <= layers_fwd);
+    CU_ASSERT(extra >= 0.99 * (layers_fwd - proj));
+    fprintf(stderr, "full recomputation: %.4g FLOPs again, layers' forward %.4g, without the "
+            "projections %.4g\n", extra, layers_fwd, layers_fwd - proj);
+    nn_plan_summary_free(&ps);
+    nn_plan_free(p);
+    nn_summary_free(&sum);
+}
+
+/* ---- npusim plan ---- */
+
+TEST(npusim_plan_json_has_the_documented_names_and_figures)
+{
+    harness_run r = harness_npusim("plan", "--arch", "a100-cluster", "--model", "gpt2-small",
+                                   "--batch", "16", "--seq", "256", "--dp", "2", "--tp", "2",
+                                   "--pp", "2", "--microbatch", "2", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(r.out, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "chips")), 8);
+    json_t *mesh = json_object_get(j, "mesh");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mesh, "dp")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mesh, "tp")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mesh, "pp")), 2);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(mesh, "chip_of_rank")), 8);
+    json_t *stages = json_object_get(j, "stages");
+    CU_ASSERT_EQUAL(json_array_size(stages), 2);
+    size_t layers = 0;
+    int64_t flops = 0;
+    for (size_t i = 0; i < json_array_size(stages); i++) {
+        layers += json_array_size(json_object_get(json_array_get(stages, i), "layers"));
+        flops += json_integer_value(json_object_get(json_array_get(stages, i), "flops"));
+    }
+    CU_ASSERT_EQUAL(layers, 12);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "flops_per_step")), flops * 4); /* dp x tp */
+    json_t *colls = json_object_get(j, "collectives");
+    CU_ASSERT(json_array_size(colls) > 4);
+    const char *keys[] = {"kind", "axis", "group_size", "bytes", "count_per_step"};
+    bool tp = false, dp = false, pp = false;
+    for (size_t i = 0; i < json_array_size(colls); i++) {
+        json_t *c = json_array_get(colls, i);
+        for (size_t k = 0; k < 5; k++)
+            CU_ASSERT_PTR_NOT_NULL(json_object_get(c, keys[k]));
+        const char *axis = json_string_value(json_object_get(c, "axis"));
+        tp = tp || strcmp(axis, "tp") == 0;
+        dp = dp || strcmp(axis, "dp") == 0;
+        pp = pp || strcmp(axis, "pp") == 0;
+    }
+    CU_ASSERT(tp && dp && pp);
+    json_t *mem = json_object_get(j, "memory");
+    const char *mk[] = {"params_bytes", "grads_bytes", "optstate_bytes", "activations_bytes",
+                        "buffers_bytes", "workspace_bytes"};
+    int64_t total = 0;
+    for (size_t k = 0; k < 6; k++)
+        total += json_integer_value(json_object_get(mem, mk[k]));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mem, "total_bytes")), total);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(mem, "hbm_bytes")), 80ll << 30);
+    /* 4 micro-batches on 2 stages: (p - 1) / (m + p - 1) = 1/5 */
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "bubble_analytical")), 0.2, 1e-12);
+    json_decref(j);
+    harness_run_free(&r);
+}
+
+TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategies_with_status_2)
+{
+    harness_run r = harness_npusim("plan", "--arch", "a100-cluster", "--model", "gpt-tiny", "--batch",
+                                   "8", "--tp", "2", "--pp", "2", "--microbatch", "1", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "placement: tp groups inside islands of 8 chips"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "emb+0-0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "1-1+head"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "memory of the largest chip"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "pipeline bubble (analytical, (p-1)/(m+p-1)): 11.11 %"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--tp", "3", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_STRING_EQUAL(r.err, "npusim: --tp 3 does not divide the 4 attention heads of gpt-tiny\n");
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--schedule",
+                       "zigzag", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--schedule: expected gpipe, 1f1b or interleaved:V"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--batch is required"));
+    harness_run_free(&r);
 }
