@@ -445,9 +445,10 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
     uint64_t bucket_bytes = (uint64_t)(pb->s->bucket_mb * 1024.0 * 1024.0);
     nn_bucket_item *red = nn_malloc(((size_t)pb->n_params + 1) * sizeof *red);
     nn_bucket_item *ags = nn_malloc(((size_t)pb->n_params + 1) * sizeof *ags);
-    int n_red = 0, n_ags = 0;
+    nn_bucket_item *sps = nn_malloc(((size_t)pb->n_params + 1) * sizeof *sps);
+    int n_red = 0, n_ags = 0, n_sps = 0;
     np_status st = NP_OK;
-    if (!red || !ags) {
+    if (!red || !ags || !sps) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
         goto done;
     }
@@ -506,8 +507,11 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
         /* the step's end: partial sums over tp, tied copies, the update */
         from = nn_graph_n_nodes(g);
         nn_ps_ctx(ps, NN_REGION_OPTIM, -1, pr->g0->layer, "");
-        if (pr->partial_tp && pb->tp > 1)
+        if (pr->partial_tp && pb->tp > 1) {
             r = nn_all_reduce(g, r, NN_COMM_SP, pb->tp, NN_REDUCE_SUM);
+            if (r)
+                sps[n_sps++] = (nn_bucket_item){r, (double)i, 0, nn_nbytes(r)};
+        }
         int n_stages = 0;
         for (int s = 0; s < pb->pp; s++)
             n_stages += pr->leaf[s] != NULL;
@@ -595,7 +599,8 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
         if (!nn_ps_mark_since(ps, from, NN_HINT_END, false))
             goto graph_fail;
     }
-    if (!nn_pb_buckets(ps, red, n_red, bucket_bytes) || !nn_pb_buckets(ps, ags, n_ags, bucket_bytes))
+    if (!nn_pb_buckets(ps, red, n_red, bucket_bytes) || !nn_pb_buckets(ps, ags, n_ags, bucket_bytes) ||
+        !nn_pb_buckets(ps, sps, n_sps, bucket_bytes))
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
     goto done;
 graph_fail:
@@ -604,6 +609,7 @@ graph_fail:
 done:
     free(red);
     free(ags);
+    free(sps);
     return st;
 }
 

@@ -167,6 +167,7 @@ TEST(dp2_tp2_pp2_1f1b_on_8_ranks_trains_gpt_tiny_and_mlp_tiny_as_one_device)
 {
     check("gpt-tiny", 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B");
     check("mlp-tiny", 64, 0, strategy(2, 2, 2, 8), "dp2 tp2 pp2 1F1B");
+    check("llama-tiny", 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B (RoPE, GQA, untied head)");
 }
 
 TEST(zero_1_2_and_3_at_dp4_train_as_one_device)
