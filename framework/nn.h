@@ -100,7 +100,8 @@ struct nn_tensor {
     nn_dtype dtype;
     nn_role role;
     nn_region region;
-    int device;           /* chip the tensor lives on (0 until a parallel strategy places it) */
+    int device;           /* chip the tensor lives on (unused by plans: a stage's graph is
+                             shared by its ranks, plan.h) */
     int ndim;             /* 0 for a scalar */
     int64_t ne[NN_MAX_DIMS];
     int n_src;

@@ -961,3 +961,14 @@ TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategi
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--batch is required"));
     harness_run_free(&r);
 }
+
+TEST(docs_parallel_shows_the_built_plan_walk_example_verbatim)
+{
+    char *doc = harness_read_file(harness_src_path("docs/parallel.md"), NULL);
+    char *ex = harness_read_file(harness_src_path("docs/examples/plan_walk.c"), NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ex);
+    CU_ASSERT_PTR_NOT_NULL(strstr(doc, ex));
+    free(doc);
+    free(ex);
+}
