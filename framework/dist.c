@@ -199,8 +199,8 @@ static np_status nn_run_compute(nn_dist *d, nn_rank *R, nn_tensor *t, int mb, np
     if (t->op == NN_OP_GROUP_COPY || t->op == NN_OP_SHARD_SLICE) {
         float *in = nn_value(d, R, t->src[0], mb), *out = nn_alloc(d, R, t, mb);
         if (!in || !out)
-            return np_err_set(err, in ? NP_ERR_NOMEM : NP_ERR_MISSING, "rank %d: %s: no input values",
-                              R->rank, t->name);
+            return np_err_set(err, in ? NP_ERR_NOMEM : NP_ERR_MISSING, "rank %d: %s: %s", R->rank,
+                              t->name, in ? "out of memory" : "no input values");
         if (t->op == NN_OP_GROUP_COPY) {
             memcpy(out, in, (size_t)nn_numel(t) * sizeof(float));
         } else {
@@ -221,7 +221,10 @@ static np_status nn_run_compute(nn_dist *d, nn_rank *R, nn_tensor *t, int mb, np
     bool update = nn_op_flags(t->op) & NN_OPF_UPDATE;
     float *out = update ? nn_value(d, R, t, mb) : nn_alloc(d, R, t, mb);
     np_status st = NP_OK;
-    if (!ok || !out) {
+    if (!out) {
+        st = np_err_set(err, NP_ERR_NOMEM, "rank %d (stage %d): out of memory for %s", R->rank,
+                        R->cls, t->name);
+    } else if (!ok) {
         st = np_err_set(err, NP_ERR_MISSING, "rank %d (stage %d): %s has no storage for its inputs",
                         R->rank, R->cls, t->name);
     } else {
@@ -344,9 +347,13 @@ static np_status nn_coll_run(nn_dist *d, nn_coll *c, np_err *err)
             out[j] = nn_alloc(d, R, tj, c->mb);
             ok = ok && in[j] && out[j];
         }
+        bool oom = false;
+        for (int j = 0; j < g; j++)
+            oom = oom || !out[j];
         if (!ok)
-            st = np_err_set(err, NP_ERR_MISSING, "collective %s (match %d): a member has no input",
-                            t->name, c->match);
+            st = np_err_set(err, oom ? NP_ERR_NOMEM : NP_ERR_MISSING,
+                            "collective %s (match %d): %s", t->name, c->match,
+                            oom ? "out of memory" : "a member has no input");
         else if (t->ip[NN_COMM_IP_SIZE] != g)
             st = np_err_set(err, NP_ERR_INTERNAL, "collective %s: a group of %d for size %lld",
                             t->name, g, (long long)t->ip[NN_COMM_IP_SIZE]);
@@ -395,7 +402,11 @@ static nn_step_result nn_run_entry(nn_dist *d, nn_rank *R, const nn_plan_entry *
                 continue;
             const nn_tensor *t = e->nodes[0];
             float *out = nn_alloc(d, R, t, mb);
-            if (!out || m->n != nn_numel(t)) {
+            if (!out) {
+                np_err_set(err, NP_ERR_NOMEM, "rank %d: out of memory receiving %s", R->rank, t->name);
+                return NN_STEP_FAIL;
+            }
+            if (m->n != nn_numel(t)) {
                 np_err_set(err, NP_ERR_INTERNAL, "rank %d: recv %s: %lld values for %lld", R->rank,
                            t->name, (long long)m->n, (long long)nn_numel(t));
                 return NN_STEP_FAIL;

@@ -972,3 +972,49 @@ TEST(docs_parallel_shows_the_built_plan_walk_example_verbatim)
     free(doc);
     free(ex);
 }
+
+TEST(an_allocation_failure_while_planning_or_executing_is_a_nomem_error_not_a_crash_or_leak)
+{
+    /* the n-th framework allocation fails, for n on a spread of points over a whole build of
+     * a dp2 x tp2 x pp2 plan, its executor and one step (ASan finds a leak or a bad access) */
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    nn_model_opts o = {.batch = 4, .compute = NN_F32, .seed = 1};
+    nn_strategy s = strat(2, 2, 2);
+    s.microbatch = 1;
+    nn_model init;
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &init, &e), NP_OK);
+    nn_model_init(init.g, 11, &e);
+    float in[64] = {0}, lab[64] = {0};
+    int failures = 0;
+    bool done = false;
+    for (long n = 0; !done && n < 10000000; n += 1 + n / 12) {
+        nn_plan *p = NULL;
+        nn_dist *dist = NULL;
+        double loss;
+        np_err fe = {0};
+        nn_fault_inject_alloc(n);
+        np_status st = nn_plan_build(&d, &o, &s, &adam, NULL, &p, &fe);
+        if (st == NP_OK)
+            st = nn_dist_new(p, &dist, &fe);
+        if (st == NP_OK)
+            st = nn_dist_load_params(dist, init.g, &fe);
+        if (st == NP_OK)
+            st = nn_dist_step(dist, in, lab, &loss, &fe);
+        nn_fault_inject_alloc(-1);
+        if (st == NP_OK)
+            done = true;
+        else {
+            if (st != NP_ERR_NOMEM)
+                fprintf(stderr, "allocation %ld: %s (%s)\n", n, fe.msg, np_status_name(st));
+            CU_ASSERT_EQUAL(st, NP_ERR_NOMEM);
+            failures++;
+        }
+        nn_dist_free(dist);
+        nn_plan_free(p);
+    }
+    CU_ASSERT(done);
+    CU_ASSERT(failures > 20);
+    nn_graph_free(init.g);
+}
