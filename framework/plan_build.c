@@ -736,25 +736,31 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
         cls->blocks[b].chunk = b == 0 || b == nb - 1 ? -1 : ((b - 1) / 2) * pb->pp + ps->st;
     }
     /* phase 1: nodes into blocks and entries (a bucket's nodes share one entry) */
-    /* ZeRO-3 gathers and scatters: one bucket per (chunk, layer, region, op) */
+    /* ZeRO-3 gathers and scatters: one bucket per (chunk, layer, region, op); `seen` holds
+     * the first node of each bucket so far */
+    nn_tensor **seen = nn_malloc(((size_t)n + 1) * sizeof *seen);
+    int n_seen = 0;
+    if (!seen) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+        goto done;
+    }
     for (int i = 0; i < n; i++) {
         nn_tensor *t = order[i];
         nn_pmark *m = &ps->mark[t->id];
         if (m->bucket || !nn_is_collective(t->op) || t->ip[NN_COMM_IP_TAG] != NN_COMM_ZERO || t->layer < 0)
             continue;
-        for (int j = 0; j < i; j++) {
-            nn_tensor *u = order[j];
-            nn_pmark *mu = &ps->mark[u->id];
-            if (mu->bucket < 0 && u->op == t->op && u->layer == t->layer && u->chunk == t->chunk &&
-                (u->region == NN_REGION_FORWARD) == (t->region == NN_REGION_FORWARD) &&
-                u->ip[NN_COMM_IP_TAG] == NN_COMM_ZERO) {
-                m->bucket = mu->bucket;
-                break;
-            }
+        for (int j = 0; j < n_seen && !m->bucket; j++) {
+            nn_tensor *u = seen[j];
+            if (u->op == t->op && u->layer == t->layer && u->chunk == t->chunk &&
+                (u->region == NN_REGION_FORWARD) == (t->region == NN_REGION_FORWARD))
+                m->bucket = ps->mark[u->id].bucket;
         }
-        if (!m->bucket)
+        if (!m->bucket) {
             m->bucket = -(i + 1); /* a local bucket id, negative */
+            seen[n_seen++] = t;
+        }
     }
+    free(seen);
     for (int i = 0; i < n; i++) {
         nn_tensor *t = order[i];
         node_block[t->id] = -1;
@@ -1186,7 +1192,7 @@ void nn_plan_free(nn_plan *p)
  * reads it only), name the model's name in messages. */
 static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batch, int64_t micro,
                               const nn_strategy *s_in, const nn_optim *opt,
-                              const arch_config *arch, bool transformer, nn_plan **out,
+                              const arch_config *arch, nn_plan **out,
                               np_err *err)
 {
     np_status st;
@@ -1229,7 +1235,6 @@ static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batc
     pb.sp = p->s.sp;
     pb.n_chunks = p->n_chunks;
     pb.max_id0 = nn_graph_max_id(pb.g0);
-    pb.transformer = transformer;
     p->seq = m0->seq > 0 ? m0->seq : 1;
     if ((st = nn_pb_setup(&pb)) != NP_OK || (st = nn_pb_partition(&pb, p)) != NP_OK ||
         (st = nn_pb_forward(&pb)) != NP_OK || (st = nn_pb_backward(&pb, p)) != NP_OK)
@@ -1292,7 +1297,7 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
     nn_model_opts o0 = *opts;
     o0.batch = micro;
     if ((st = nn_model_build(d, &o0, &m0, err)) == NP_OK)
-        st = nn_plan_core(d->name, &m0, batch, micro, s, opt, arch, nn_is_transformer(d), out, err);
+        st = nn_plan_core(d->name, &m0, batch, micro, s, opt, arch, out, err);
     nn_graph_free(m0.g);
     return st;
 }
@@ -1313,5 +1318,5 @@ np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch
         return st;
     if (nn_graph_status(m->g, err) != NP_OK)
         return err->status;
-    return nn_plan_core(name, m, batch, micro, &s2, opt, arch, false, out, err);
+    return nn_plan_core(name, m, batch, micro, &s2, opt, arch, out, err);
 }

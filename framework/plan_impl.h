@@ -87,8 +87,7 @@ typedef struct nn_pb {
     nn_pbound *bounds;
     int n_bounds, cap_bounds;
     int next_match;
-    int64_t vocab, vocab_shard; /* transformers: vocabulary and its per-rank rows */
-    bool transformer;
+    int64_t vocab, vocab_shard; /* a vocabulary-parallel embedding: its rows and rank's rows */
     np_err *err;
 } nn_pb;
 

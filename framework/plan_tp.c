@@ -528,10 +528,8 @@ static np_status nn_pb_replicated(nn_pb *pb, const nn_tensor *x, int c, nn_src *
 }
 
 /* A source that is P: resolved to the layout its consumer can read (once per value). */
-static void nn_pb_resolve_p(nn_pb *pb, nn_src *s, int c, const nn_tensor *x)
+static void nn_pb_resolve_p(nn_pb *pb, nn_src *s)
 {
-    (void)c;
-    (void)x;
     if (!s->v || s->v->lay.kind != NN_LAY_P)
         return;
     if (!s->v->resolved) {
@@ -568,7 +566,7 @@ static np_status nn_pb_elementwise(nn_pb *pb, const nn_tensor *x, int c, nn_src 
         return nn_pb_emit(pb, x, c, nn_node(g, x->op, n, loc, x->ip, x->fp), NN_LAYOUT_P);
     }
     for (int i = 0; i < n; i++)
-        nn_pb_resolve_p(pb, &srcs[i], c, x);
+        nn_pb_resolve_p(pb, &srcs[i]);
     if (pb->err->status != NP_OK)
         return pb->err->status;
     /* the split of the output: every split input must agree */
@@ -670,8 +668,8 @@ static np_status nn_pb_matmul(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs
     nn_src *A = &srcs[0], *B = &srcs[1];
     const nn_tensor *a0 = A->x0, *b0 = B->x0;
     int ka = a0->ndim - 1, kb = b0->ndim - 2, nb = b0->ndim - 1, ma = a0->ndim - 2;
-    nn_pb_resolve_p(pb, A, c, x);
-    nn_pb_resolve_p(pb, B, c, x);
+    nn_pb_resolve_p(pb, A);
+    nn_pb_resolve_p(pb, B);
     if (pb->err->status != NP_OK)
         return pb->err->status;
     nn_lay la = nn_src_lay(A);
@@ -895,7 +893,7 @@ static np_status nn_pb_reduce(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs
     int axis = (int)x->ip[0];
     bool linear = x->op != NN_OP_REDUCE_MAX;
     if (l.kind == NN_LAY_P && !(linear && x->op == NN_OP_REDUCE_SUM))
-        nn_pb_resolve_p(pb, &srcs[0], c, x), l = out = nn_src_lay(&srcs[0]);
+        nn_pb_resolve_p(pb, &srcs[0]), l = out = nn_src_lay(&srcs[0]);
     if (l.kind == NN_LAY_S) {
         if (l.dim == axis) {
             if (x->op != NN_OP_REDUCE_SUM)
@@ -915,7 +913,7 @@ static np_status nn_pb_reduce(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs
 /* softmax, log_softmax, layer/RMS norm, rope: the last dim (rope: the last two) whole. */
 static np_status nn_pb_rowwise(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs)
 {
-    nn_pb_resolve_p(pb, &srcs[0], c, x);
+    nn_pb_resolve_p(pb, &srcs[0]);
     if (pb->err->status != NP_OK)
         return pb->err->status;
     nn_lay l = nn_src_lay(&srcs[0]);
