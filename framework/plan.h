@@ -22,8 +22,9 @@
  *       └ sched[]                   (block, micro-batch) in this stage's execution order
  *
  * A micro-batch block is stored once and instantiated per micro-batch by the schedule, so a
- * plan's size does not grow with the number of micro-batches (GPT-3 175B, pp 16, 192
- * micro-batches: 16 classes of 2 blocks of ~600 entries each, schedules of 386 steps).
+ * plan's size does not grow with the number of micro-batches (GPT-3 175B at tp 8, pp 16,
+ * 192 micro-batches: 16 classes, each a forward block of ~260 entries, a backward block of
+ * ~540 and a schedule of 386 steps).
  *
  * A rank's op sequence for one step is
  *
@@ -57,9 +58,10 @@
  * Dependencies: deps[] lists entries this one must wait for: data dependencies (the
  * producers of its sources) and control dependencies (a ZeRO-3 prefetch all-gather waits
  * for the compute entry before it, so it overlaps the layer after). A dep {block -1, e}
- * is entry e of the same block instance; {b, e} is entry e of block b at the same
- * micro-batch (a backward entry reading a saved forward activation), or — from a step
- * block — b's instance at the last micro-batch. Entries that share nothing may overlap: a
+ * is entry e of the same block instance; {b, e} is entry e of block b: of a micro-batch
+ * block at the same micro-batch (a backward entry reading a saved forward activation) or —
+ * from a step block — at the last micro-batch; of a step block its one instance (a gradient
+ * accumulation after the step's zeroing). Entries that share nothing may overlap: a
  * DP bucket all-reduce depends only on the gradient accumulations it reduces, so it may
  * run while the rest of the backward pass computes.
  *
