@@ -57,15 +57,16 @@ np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
                 u = pb->unit[x->src[s]->id] > L ? L + 1 : pb->unit[x->src[s]->id];
         pb->unit[x->id] = u;
     }
-    /* a node of leaves alone outside the layers (the tied head's transposed embedding) goes
-     * with its first consumer */
+    /* a node of parameters and constants alone outside the layers (the tied head's
+     * transposed embedding) goes with its first consumer */
     for (int i = n - 1; i >= 0; i--) {
         const nn_tensor *x = nn_graph_node(pb->g0, i);
         if (pb->unit[x->id] < 0 || x->layer >= 0)
             continue;
         bool floating = true;
         for (int s = 0; s < x->n_src && floating; s++)
-            floating = x->src[s]->op == NN_OP_LEAF || pb->param[x->src[s]->id];
+            floating = (x->src[s]->op == NN_OP_LEAF && x->src[s]->role != NN_ROLE_INPUT) ||
+                       pb->param[x->src[s]->id];
         int best = -1;
         for (int u = pb->use_start[x->id]; floating && u < pb->use_start[x->id + 1]; u++) {
             int cu = pb->unit[nn_graph_node(pb->g0, pb->uses[u])->id];

@@ -199,6 +199,7 @@ TEST(interleaved_1f1b_with_two_virtual_stages_trains_as_one_device)
     s.schedule = NN_PP_INTERLEAVED;
     s.virtual_stages = 2;
     check("gpt-tiny", 4, 0, s, "pp2 interleaved:2 (embedding, 2 layers, head)");
+    check("llama-tiny", 4, 0, s, "pp2 interleaved:2 (embedding, 2 layers, head)");
     s.microbatch = 16;
     check("family = mlp\ninputs = 2\nhidden = 32 32 32\nclasses = 2\n", 64, 0, s,
           "mlp-tiny with 3 hidden layers, pp2 interleaved:2");
