@@ -942,7 +942,7 @@ TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategi
                                    "8", "--tp", "2", "--pp", "2", "--microbatch", "1", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "placement: tp groups inside islands of 8 chips"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "emb+0-0"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "pre+0-0"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "1-1+head"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "memory of the largest chip"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "pipeline bubble (analytical, (p-1)/(m+p-1)): 11.11 %"));
