@@ -299,7 +299,7 @@ typedef struct nn_plan {
     int n_chunks;            /* model chunks: pp * virtual_stages */
     int *chunk_layer_first;  /* per chunk: first and last model layer (-1 for none) */
     int *chunk_layer_last;
-    bool chunk_has_embed_first; /* chunk 0 holds the layers before the first (embedding) */
+    bool has_pre_layers;     /* chunk 0 holds nodes before the first layer (embedding, stem) */
     nn_dtype compute;        /* NN_F32 or NN_BF16 */
     nn_optim optim;
     int64_t vocab_padded;    /* language models under tp: the padded vocabulary (else 0) */

@@ -202,7 +202,7 @@ np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
             }
         }
     }
-    p->chunk_has_embed_first = used[0];
+    p->has_pre_layers = used[0];
     for (int i = 0; i < n; i++) {
         const nn_tensor *x = nn_graph_node(pb->g0, i);
         pb->chunk[x->id] = pb->unit[x->id] >= 0 ? chunk_of_unit[pb->unit[x->id]] : -1;

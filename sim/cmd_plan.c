@@ -132,7 +132,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                 json_array_append_new(layers, json_integer(i));
             json_array_append_new(chunks, json_pack("{s:i, s:i, s:i, s:b, s:b}", "chunk", k,
                                                     "first_layer", f, "last_layer", l,
-                                                    "before_layers", k == 0 && p->chunk_has_embed_first,
+                                                    "before_layers", k == 0 && p->has_pre_layers,
                                                     "after_layers", k == p->n_chunks - 1));
         }
         json_array_append_new(stages, json_pack("{s:i, s:o, s:o, s:I, s:I, s:o}", "stage", c, "layers",
@@ -194,7 +194,7 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
         size_t k = 0;
         for (int ch = c; ch < p->n_chunks && k < sizeof lay; ch += p->s.pp) {
             int f = p->chunk_layer_first[ch], l = p->chunk_layer_last[ch];
-            const char *extra = ch == 0 && p->chunk_has_embed_first ? "pre" : "";
+            const char *extra = ch == 0 && p->has_pre_layers ? "pre" : "";
             if (f < 0)
                 k += (size_t)snprintf(lay + k, sizeof lay - k, "%s%s", k ? "," : "",
                                       ch == p->n_chunks - 1 ? "head" : extra);
