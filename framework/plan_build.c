@@ -413,7 +413,9 @@ static int nn_bucket_cmp(const void *a, const void *b)
     const nn_bucket_item *x = a, *y = b;
     if (x->chunk != y->chunk)
         return x->chunk - y->chunk;
-    return x->key < y->key ? -1 : x->key > y->key;
+    if (x->key != y->key)
+        return x->key < y->key ? -1 : 1;
+    return x->comm->id - y->comm->id; /* a total order: qsort is not stable */
 }
 
 /* Groups items (by chunk, in key order) into buckets of at least `bytes` each. */
