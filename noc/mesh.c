@@ -108,6 +108,7 @@ struct mesh {
     uint64_t *ret;      /* (n * NP * V + n * V) * B return cycles */
     uint32_t *occ;      /* flits in (or on their way to) each router's ivcs */
     uint64_t *vmask;    /* n * NP: bit v set when ivc v of that input port holds flits */
+    uint8_t *pmask;     /* n: bit b set when BookSim input port b holds flits */
     uint16_t *va_gptr;  /* n * NP * V: per output VC (BookSim order), next input VC */
     uint16_t *va_aptr;  /* n * NP * V: per input VC (BookSim order), next output VC */
     uint8_t *sa_gptr;   /* n * NP: per output, next crossbar input */
@@ -154,6 +155,9 @@ static const char *const mesh_mode_names[MESH_MODE_COUNT] = {[MESH_MODE_FLIT] = 
                                                             [MESH_MODE_FLOW] = "flow"};
 /* BookSim's port numbers: input ports (from +x, from -x, from +y, from -y, injection) and
  * output ports (+x, -x, +y, -y, ejection), and back to ours. */
+static const uint8_t bs_in[NP] = {[MESH_PORT_LOCAL] = 4, [MESH_PORT_XPLUS] = 1,
+                                  [MESH_PORT_XMINUS] = 0, [MESH_PORT_YPLUS] = 3,
+                                  [MESH_PORT_YMINUS] = 2};
 static const uint8_t in_of_bs[NP] = {MESH_PORT_XMINUS, MESH_PORT_XPLUS, MESH_PORT_YMINUS,
                                      MESH_PORT_YPLUS, MESH_PORT_LOCAL};
 static const uint8_t bs_out[NP] = {[MESH_PORT_LOCAL] = 4, [MESH_PORT_XPLUS] = 0,
@@ -319,6 +323,7 @@ void mesh_free(mesh *m)
     free(m->ret);
     free(m->occ);
     free(m->vmask);
+    free(m->pmask);
     free(m->va_gptr);
     free(m->va_aptr);
     free(m->sa_gptr);
@@ -381,6 +386,7 @@ np_status mesh_create(const mesh_params *p, stats *reg, const char *prefix, mesh
         m->ret = calloc((nvc + n * m->V) * m->B, sizeof *m->ret);
         m->occ = calloc(n, sizeof *m->occ);
         m->vmask = calloc(n * NP, sizeof *m->vmask);
+        m->pmask = calloc(n, 1);
         m->va_gptr = calloc(nvc, sizeof *m->va_gptr);
         m->va_aptr = calloc(nvc, sizeof *m->va_aptr);
         m->sa_gptr = calloc(n * NP, 1);
@@ -389,6 +395,7 @@ np_status mesh_create(const mesh_params *p, stats *reg, const char *prefix, mesh
         m->act.v = calloc(n, sizeof *m->act.v);
         m->act.in = calloc(n, 1);
         if (!m->ivc || !m->buf || !m->ovc || !m->inj || !m->ret || !m->occ || !m->vmask ||
+            !m->pmask ||
             !m->va_gptr || !m->va_aptr || !m->sa_gptr || !m->sa_aptr || !m->sa_vc ||
             !m->act.v || !m->act.in)
             goto nomem;
@@ -696,6 +703,7 @@ static void ivc_push(mesh *m, uint32_t d, int ip, uint32_t v, mesh_flit f)
     if (iv->count++ == 0) {
         ivc_front(m, d, iv, &f, iv->t_base);
         m->vmask[(size_t)d * NP + (size_t)ip] |= 1ULL << v;
+        m->pmask[d] |= (uint8_t)(1u << bs_in[ip]);
     }
     if (m->occ[d]++ == 0)
         list_add(&m->act, d);
@@ -830,7 +838,8 @@ static void mesh_traverse(mesh *m, uint32_t r, int ip, uint32_t v, int op)
     }
     if (--iv->count == 0) {
         iv->t_base = now + 1;
-        m->vmask[(size_t)r * NP + (size_t)ip] &= ~(1ULL << v);
+        if ((m->vmask[(size_t)r * NP + (size_t)ip] &= ~(1ULL << v)) == 0)
+            m->pmask[r] &= (uint8_t)~(1u << bs_in[ip]);
     } else {
         ivc_front(m, r, iv, &m->buf[vi * m->B + iv->head], now + 1);
     }
@@ -889,13 +898,42 @@ static void mesh_va(mesh *m, uint32_t r, int op, const uint16_t *in, uint32_t n)
  * robin from its pointer), then the granted flits move. */
 static void mesh_router_step(mesh *m, uint32_t r)
 {
-    uint32_t V = m->V, S = m->S;
+    uint32_t V = m->V, S = m->S, NI = NP * S;
     uint64_t now = m->cycle;
+    uint32_t pm1 = m->pmask[r];
+    if ((pm1 & (pm1 - 1)) == 0) { /* one input port holds flits ... */
+        uint32_t bi = (uint32_t)__builtin_ctz(pm1);
+        int ip = in_of_bs[bi];
+        uint64_t mask = m->vmask[(size_t)r * NP + (size_t)ip];
+        if ((mask & (mask - 1)) == 0) { /* ... in one VC: the streaming case */
+            uint32_t v = (uint32_t)__builtin_ctzll(mask);
+            mesh_ivc *iv = &m->ivc[vc_index(m, r, ip, v)];
+            if (iv->t_ready > now)
+                return;
+            if (iv->out_vc >= 0) { /* a lone bid: iSLIP grants and accepts it */
+                int op = iv->out_port;
+                mesh_ovc *o = &m->ovc[vc_index(m, r, op, (uint32_t)iv->out_vc)];
+                ovc_update(m, o, now);
+                if (!o->credits)
+                    return;
+                uint32_t e = S == 1 ? bi : bi * S + v % S, bo = bs_out[op], next = v + S;
+                m->sa_gptr[(size_t)r * NP + bo] = (uint8_t)(e + 1 == NI ? 0 : e + 1);
+                m->sa_aptr[(size_t)r * NI + e] = (uint8_t)(bo + 1 == NP ? 0 : bo + 1);
+                while (next >= V)
+                    next -= V;
+                m->sa_vc[(size_t)r * NI + e] = (uint8_t)next;
+                mesh_traverse(m, r, ip, v, op);
+                return;
+            }
+        }
+    }
     uint16_t va_in[NP][NP * 64];
     uint32_t va_n[NP] = {0};
     int8_t sa_vc[NP * 6][NP];  /* per crossbar input, per output (BookSim order): its VC */
     uint32_t sa_req[NP] = {0}; /* per output: crossbar inputs bidding for it */
-    for (uint32_t bi = 0; bi < NP; bi++) {
+    uint32_t va_outs = 0, sa_outs = 0; /* outputs with VC / switch requests */
+    for (uint32_t pm = m->pmask[r]; pm; pm &= pm - 1) {
+        uint32_t bi = (uint32_t)__builtin_ctz(pm);
         int ip = in_of_bs[bi];
         uint64_t mask = m->vmask[(size_t)r * NP + (size_t)ip];
         while (mask) {
@@ -908,6 +946,7 @@ static void mesh_router_step(mesh *m, uint32_t r)
             uint32_t bo = bs_out[op];
             if (iv->out_vc < 0) {
                 va_in[bo][va_n[bo]++] = (uint16_t)(bi * V + v);
+                va_outs |= 1u << bo;
                 continue;
             }
             mesh_ovc *o = &m->ovc[vc_index(m, r, op, (uint32_t)iv->out_vc)];
@@ -915,6 +954,7 @@ static void mesh_router_step(mesh *m, uint32_t r)
             if (!o->credits)
                 continue;
             uint32_t e = S == 1 ? bi : bi * S + v % S;
+            sa_outs |= 1u << bo;
             if (!(sa_req[bo] & (1u << e))) {
                 sa_req[bo] |= 1u << e;
                 sa_vc[e][bo] = (int8_t)v;
@@ -925,17 +965,15 @@ static void mesh_router_step(mesh *m, uint32_t r)
             }
         }
     }
-    for (uint32_t bo = 0; bo < NP; bo++)
-        if (va_n[bo])
-            mesh_va(m, r, out_of_bs[bo], va_in[bo], va_n[bo]);
-    uint32_t NI = NP * S;
+    for (; va_outs; va_outs &= va_outs - 1) {
+        uint32_t bo = (uint32_t)__builtin_ctz(va_outs);
+        mesh_va(m, r, out_of_bs[bo], va_in[bo], va_n[bo]);
+    }
     uint8_t granted[NP * 6] = {0}; /* per crossbar input: outputs that granted it */
     uint32_t inputs = 0;
     uint8_t *gptr = &m->sa_gptr[(size_t)r * NP];
-    for (uint32_t bo = 0; bo < NP; bo++) {
-        uint32_t q = sa_req[bo];
-        if (!q)
-            continue;
+    for (; sa_outs; sa_outs &= sa_outs - 1) {
+        uint32_t bo = (uint32_t)__builtin_ctz(sa_outs), q = sa_req[bo];
         uint32_t above = q >> gptr[bo];
         uint32_t e = above ? gptr[bo] + (uint32_t)__builtin_ctz(above) : (uint32_t)__builtin_ctz(q);
         granted[e] |= (uint8_t)(1u << bo);
@@ -972,6 +1010,7 @@ static void flit_step(mesh *m)
         mesh_inject(m, m->sact.v[i]);
     list_compact(&m->sact, m, source_busy);
     uint32_t na = m->act.n;
+    m->tot.router_steps += na;
     for (uint32_t i = 0; i < na; i++)
         mesh_router_step(m, m->act.v[i]);
     list_compact(&m->act, m, router_busy);

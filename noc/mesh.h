@@ -189,6 +189,7 @@ typedef struct mesh_totals {
     uint64_t messages_created, messages_delivered;
     uint64_t packets_created, packets_delivered; /* after cutting messages into packets */
     uint64_t flits_created, flits_injected, flits_delivered;
+    uint64_t router_steps; /* routers stepped, summed over cycles (flit mode): the work done */
 } mesh_totals;
 void mesh_get_totals(const mesh *m, mesh_totals *t);
 
