@@ -270,7 +270,7 @@ static inline void ovc_update(mesh *m, mesh_ovc *o, uint64_t now)
         ovc_take_returns(m, o, now);
 }
 
-static void ovc_return_credit(mesh *m, mesh_ovc *o, uint64_t at)
+static inline void ovc_return_credit(mesh *m, mesh_ovc *o, uint64_t at)
 {
     uint64_t *ring = m->ret + o->ret_base;
     uint32_t slot = (uint32_t)o->ret_head + o->ret_n;
@@ -681,7 +681,7 @@ static int mesh_route(const mesh *m, uint32_t r, uint32_t dst)
 
 /* The front of ivc vi (at router r) is f, which became front at cycle `from` or later: when
  * it may bid, and for a head its route (BookSim: a head spends R cycles in routing). */
-static void ivc_front(mesh *m, uint32_t r, mesh_ivc *iv, const mesh_flit *f, uint64_t from)
+static inline void ivc_front(mesh *m, uint32_t r, mesh_ivc *iv, const mesh_flit *f, uint64_t from)
 {
     uint64_t t = f->arr > from ? f->arr : from;
     if (f->seq == 0) {
@@ -692,7 +692,8 @@ static void ivc_front(mesh *m, uint32_t r, mesh_ivc *iv, const mesh_flit *f, uin
 }
 
 /* Writes flit f into input VC v of router d's port ip (its slot was reserved by a credit). */
-static void ivc_push(mesh *m, uint32_t d, int ip, uint32_t v, mesh_flit f)
+static inline __attribute__((always_inline)) void ivc_push(mesh *m, uint32_t d, int ip,
+                                                         uint32_t v, mesh_flit f)
 {
     size_t vi = vc_index(m, d, ip, v);
     mesh_ivc *iv = &m->ivc[vi];
