@@ -44,9 +44,10 @@ noc_study_params noc_ref_study(const noc_ref *ref, const noc_ref_point *pt, doub
                           .packet_flits = pt->packet_flits, .warmup = 2000, .seed = 1};
     p.mesh.kx = p.mesh.ky = pt->k;
     double per_cycle = rate * pt->k * pt->k / pt->packet_flits; /* packets per cycle */
-    p.measure = per_cycle > 0 ? (uint64_t)(4000 / per_cycle) : 6000;
-    if (p.measure < 6000)
-        p.measure = 6000;
+    uint64_t least = pt->saturation ? 20000 : 6000;
+    p.measure = per_cycle > 0 ? (uint64_t)(4000 / per_cycle) : least;
+    if (p.measure < least)
+        p.measure = least;
     p.drain_max = 4 * p.measure;
     if (pt->traffic == NOC_TRAFFIC_HOTSPOT) {
         noc_ref_hotspots(pt->k, hot);
