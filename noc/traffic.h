@@ -131,10 +131,11 @@ void noc_ref_free(noc_ref *ref);
 
 /* The study that reproduces reference point pt at offered `rate` (its router, mesh, traffic,
  * packet size, seed 1; the four centre nodes as hotspots, written to hot): 2,000 warm-up
- * cycles and a window long enough for about 4,000 measured packets and at least 6,000 cycles
- * (20,000 for a saturation point: near saturation a permutation's busiest flows saturate
- * alone, and their queues need time to show it), measured packets allowed four windows to
- * drain. */
+ * cycles and a window long enough for about 4,000 measured packets (12,000 above 0.6 of the
+ * configuration's saturation rate, where queues make the mean noisier) and at least 6,000
+ * cycles (20,000 for a saturation point: near saturation a permutation's busiest flows
+ * saturate alone, and their queues need time to show it), measured packets allowed four
+ * windows to drain. */
 noc_study_params noc_ref_study(const noc_ref *ref, const noc_ref_point *pt, double rate,
                                uint32_t hot[4]);
 

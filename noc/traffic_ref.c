@@ -44,8 +44,16 @@ noc_study_params noc_ref_study(const noc_ref *ref, const noc_ref_point *pt, doub
                           .packet_flits = pt->packet_flits, .warmup = 2000, .seed = 1};
     p.mesh.kx = p.mesh.ky = pt->k;
     double per_cycle = rate * pt->k * pt->k / pt->packet_flits; /* packets per cycle */
+    double sat = 0; /* the configuration's saturation rate, for the points near it */
+    for (size_t i = 0; i < ref->n; i++) {
+        const noc_ref_point *q = &ref->pts[i];
+        if (q->saturation && q->k == pt->k && q->traffic == pt->traffic &&
+            q->packet_flits == pt->packet_flits)
+            sat = q->offered;
+    }
     uint64_t least = pt->saturation ? 20000 : 6000;
-    p.measure = per_cycle > 0 ? (uint64_t)(4000 / per_cycle) : least;
+    double packets = sat > 0 && rate > 0.6 * sat ? 12000 : 4000;
+    p.measure = per_cycle > 0 ? (uint64_t)(packets / per_cycle) : least;
     if (p.measure < least)
         p.measure = least;
     p.drain_max = 4 * p.measure;
