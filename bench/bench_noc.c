@@ -115,7 +115,7 @@ static int run_booksim(const char *booksim, const char *ref_path, unsigned k, un
 
 /* One comm.send of `bytes` from core 0 to core `dst` on a k x k mesh of tiny's NoC. */
 static int run_send(unsigned k, unsigned dst, const char *mode, uint64_t bytes, double *wall,
-                    uint64_t *cycles)
+                    double *cpu, uint64_t *cycles)
 {
     char sets[5][64];
     snprintf(sets[0], sizeof sets[0], "chip.mesh_x=%u", k);
@@ -139,9 +139,10 @@ static int run_send(unsigned k, unsigned dst, const char *mode, uint64_t bytes, 
     if (isa_asm(src, strlen(src), "bench.s", &o, &p, &e) != NP_OK)
         return fail(&e);
     core_report *r = NULL;
-    double t0 = wall_s();
+    double t0 = wall_s(), c0 = cpu_s();
     np_status st = core_sim_run(&cfg, p, NULL, &r, &e);
     *wall = wall_s() - t0;
+    *cpu = cpu_s() - c0;
     isa_program_free(p);
     if (st != NP_OK)
         return fail(&e);
@@ -210,18 +211,19 @@ int main(int argc, char **argv)
         for (unsigned k = 8; k <= 32; k *= 4)
             for (int corner = 0; corner < 2; corner++) {
                 unsigned dst = corner ? k * k - 1 : 1;
-                double wall;
+                double wall, cpu1;
                 uint64_t cycles;
-                if (run_send(k, dst, modes[mi], bytes, &wall, &cycles) != 0)
+                if (run_send(k, dst, modes[mi], bytes, &wall, &cpu1, &cycles) != 0)
                     return 1;
                 if (!json)
-                    printf("comm.send %llu MiB core 0 -> %u on %ux%u, %s mode: %.3f s wall, "
-                           "%llu cycles\n", (unsigned long long)(bytes >> 20), dst, k, k,
-                           modes[mi], wall, (unsigned long long)cycles);
-                json_array_append_new(sends, json_pack("{s:s, s:i, s:i, s:f, s:I}", "mode",
+                    printf("comm.send %llu MiB core 0 -> %u on %ux%u, %s mode: %.3f ms CPU "
+                           "(%.3f ms wall), %llu cycles\n", (unsigned long long)(bytes >> 20),
+                           dst, k, k, modes[mi], cpu1 * 1e3, wall * 1e3,
+                           (unsigned long long)cycles);
+                json_array_append_new(sends, json_pack("{s:s, s:i, s:i, s:f, s:f, s:I}", "mode",
                                                        modes[mi], "mesh", (int)k, "dst",
-                                                       (int)dst, "wall_s", wall, "cycles",
-                                                       (json_int_t)cycles));
+                                                       (int)dst, "cpu_s", cpu1, "wall_s", wall,
+                                                       "cycles", (json_int_t)cycles));
             }
     json_object_set_new(doc, "send_16mib", sends);
 
