@@ -132,7 +132,6 @@ struct mesh {
     uint32_t *ended;    /* flow mode: messages whose flow ended in this step */
     uint32_t n_ended, cap_ended;
     uint64_t arrivals;  /* flow mode: arrival sequence numbers (heap ties) */
-    bool ended_lost;
 
     stats_counter **links;    /* n * NP flit counters: in the registry, else own_links */
     stats_counter *own_links;

@@ -7,7 +7,6 @@
  * BookSim reference file (noc/traffic.h, noc_ref_load) and prints ours beside it. JSON field
  * names are documented in docs/noc.md and kept stable. */
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,7 +107,6 @@ static json_t *noc_row_json(const noc_study_result *r)
                      r->max_link_util, "packets_measured", (json_int_t)r->packets_measured,
                      "saturated", r->saturated);
 }
-
 
 /* Progress on stderr when it is a terminal. */
 static void noc_progress(size_t i, size_t n, const char *what)
