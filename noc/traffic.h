@@ -20,7 +20,9 @@
  *
  * Saturation: a row is saturated when the measured packets did not all drain within
  * drain_max, when the average packet latency exceeds latency_thres (BookSim's default, 500
- * cycles), or when accepted throughput falls below 95% of the offered rate.
+ * cycles), or when the flits waiting in the source queues grew during the window by more than
+ * 2% of the flits offered in it (and by more than one per node): the network accepts less
+ * than it is offered, so queues grow without bound.
  */
 #ifndef NPUSIM_NOC_TRAFFIC_H
 #define NPUSIM_NOC_TRAFFIC_H
@@ -84,5 +86,61 @@ typedef struct noc_study_result {
  * not fit the mesh, rate outside [0, 1]), NP_ERR_NOMEM, NP_ERR_INTERNAL when the flit
  * conservation check fails. */
 np_status noc_study_run(const noc_study_params *p, noc_study_result *res, np_err *err);
+
+/* The highest offered rate (flits/node/cycle) at which the study p (its rate ignored) is not
+ * saturated, by bisection on [0, 1] until the saturated bound is within `rel_tol` (e.g. 0.01)
+ * of it — the way scripts/booksim_noc.sh finds BookSim's. *rate = 0 when even the lowest
+ * rate tried saturates. Errors as noc_study_run. */
+np_status noc_study_saturation(const noc_study_params *p, double rel_tol, double *rate,
+                               np_err *err);
+
+/* ---- reference figures (BookSim 2 runs, tests/data/noc/booksim_mesh.csv) --------------------
+ *
+ * The file scripts/booksim_noc.sh writes: '#' comment lines, among them the BookSim base
+ * configuration ("#   key = value;"), then the header
+ *   k,traffic,packet_flits,kind,offered,stable,accepted,packet_latency,network_latency,hops
+ * and one row per BookSim run on a k x k mesh: kind "saturation" (offered = the highest stable
+ * rate BookSim found) or "latency" (offered = a fraction of it). Traffic "hotspot" means the
+ * four centre nodes (noc_ref_hotspots). */
+typedef struct noc_ref_point {
+    uint32_t k;                 /* k x k mesh */
+    noc_traffic traffic;
+    uint32_t packet_flits;
+    bool saturation;            /* kind: the saturation rate (else a latency point) */
+    double offered;             /* flits/node/cycle */
+    bool stable;                /* BookSim's verdict; the figures below are 0 when not */
+    double accepted, packet_latency, network_latency, hops;
+} noc_ref_point;
+
+typedef struct noc_ref {
+    mesh_params mesh;           /* BookSim's router mapped onto ours (kx = ky = 0 here) */
+    noc_ref_point *pts;
+    size_t n;
+    char commit[64];            /* "booksim commit: ..." from the comments */
+} noc_ref;
+
+/* Reads a reference file. The router of its base configuration must be one our mesh models
+ * exactly (iq router, dor, islip allocators with one iteration, vc_alloc_delay =
+ * sw_alloc_delay = 1, st_prepare_delay + st_final_delay = 1, private buffers): it becomes
+ * ref->mesh with router_cycles = routing_delay + 2 and link_cycles = 2 (BookSim's channel of
+ * latency 1 between registered router outputs and inputs). NP_ERR_IO; NP_ERR_SYNTAX for a
+ * malformed row and NP_ERR_INCONSISTENT for a router we do not model, both at file:line;
+ * NP_ERR_NOMEM. The caller frees with noc_ref_free (also after a failure). */
+np_status noc_ref_load(const char *path, noc_ref *ref, np_err *err);
+void noc_ref_free(noc_ref *ref);
+
+/* The study that reproduces reference point pt at offered `rate` (its router, mesh, traffic,
+ * packet size, seed 1; the four centre nodes as hotspots, written to hot): 2,000 warm-up
+ * cycles and a window long enough for about 4,000 measured packets (12,000 above 0.6 of the
+ * configuration's saturation rate, where queues make the mean noisier) and at least 6,000
+ * cycles (20,000 for a saturation point: near saturation a permutation's busiest flows
+ * saturate alone, and their queues need time to show it), measured packets allowed four
+ * windows to drain. */
+noc_study_params noc_ref_study(const noc_ref *ref, const noc_ref_point *pt, double rate,
+                               uint32_t hot[4]);
+
+/* The hotspot nodes of the reference's "hotspot" traffic on a k x k mesh (k >= 2 even): the
+ * four centre nodes. Writes 4 nodes. */
+void noc_ref_hotspots(uint32_t k, uint32_t out[4]);
 
 #endif

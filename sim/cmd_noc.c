@@ -1,13 +1,16 @@
 /* cmd_noc.c — `npusim noc`: synthetic-traffic studies of the on-chip mesh, BookSim style.
  *
  * The mesh comes from the architecture (chip.mesh_x/y, noc_vcs, noc_vc_buf_flits,
- * noc_router_cycles, noc_link_cycles), each overridable by an option. With a rate range the
- * study runs once per rate and stops after the first saturated row. JSON field names are
- * documented in docs/noc.md and kept stable. */
+ * noc_router_cycles, noc_link_cycles, noc_max_packet_flits), each overridable by an option.
+ * With a rate range the study runs once per rate and stops after the first saturated row;
+ * --saturation finds the saturation rate by bisection; --compare FILE runs every point of a
+ * BookSim reference file (noc/traffic.h, noc_ref_load) and prints ours beside it. JSON field
+ * names are documented in docs/noc.md and kept stable. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch.h"
 #include "cli.h"
@@ -24,7 +27,8 @@ const char cmd_noc_usage[] =
     "                  [--rate R[:R_END:STEP]] [--packet-flits F] [--vcs V] [--buf B]\n"
     "                  [--router-cycles P] [--link-cycles L] [--credit-delay D]\n"
     "                  [--input-speedup S] [--wait-tail-credit] [--warmup N] [--cycles N]\n"
-    "                  [--hotspot N[,N...]] [--seed S] [--json]\n"
+    "                  [--hotspot N[,N...]] [--seed S] [--saturation] [--json]\n"
+    "       npusim noc --compare FILE [--json]\n"
     "\n"
     "  --arch A           architecture preset or YAML file (default: " NOC_DEFAULT_ARCH ")\n"
     "  --set K=V          override one config key (repeatable)\n"
@@ -43,6 +47,9 @@ const char cmd_noc_usage[] =
     "  --cycles N         measurement window in cycles (default: 10000)\n"
     "  --hotspot LIST     hotspot nodes for --traffic hotspot (default: the centre node)\n"
     "  --seed S           seed of the injection process (default: 1)\n"
+    "  --saturation       also find the saturation rate by bisection (to 1%)\n"
+    "  --compare FILE     run every point of a BookSim reference file (such as\n"
+    "                     tests/data/noc/booksim_mesh.csv) and print ours beside it\n"
     "  --json             print {\"rows\": [...], ...} (fields in docs/noc.md)\n";
 
 static np_status noc_parse_double(const char *opt, const char *text, double *out, np_err *err)
@@ -101,6 +108,95 @@ static json_t *noc_row_json(const noc_study_result *r)
                      "saturated", r->saturated);
 }
 
+/* Progress on stderr when it is a terminal. */
+static void noc_progress(size_t i, size_t n, const char *what)
+{
+    if (!isatty(2))
+        return;
+    fprintf(stderr, "\r[%zu/%zu] %-40s", i, n, what);
+    if (i == n)
+        fprintf(stderr, "\r%60s\r", "");
+    fflush(stderr);
+}
+
+/* `npusim noc --compare FILE`: every point of the reference, ours beside it. */
+static np_status noc_compare(const char *path, bool json, np_err *err)
+{
+    noc_ref ref;
+    if (noc_ref_load(path, &ref, err) != NP_OK) {
+        noc_ref_free(&ref);
+        return err->status;
+    }
+    json_t *rows = json ? json_array() : NULL;
+    if (!json) {
+        printf("# npusim mesh vs BookSim 2 (commit %s): %s\n", ref.commit[0] ? ref.commit : "?",
+               path);
+        printf("# router: %" PRIu32 " VCs x %" PRIu32 " flits, router %" PRIu32 " cycles, link %"
+               PRIu32 " cycles; latencies in cycles, rates in flits/node/cycle\n",
+               ref.mesh.vcs, ref.mesh.buf_flits, ref.mesh.router_cycles, ref.mesh.link_cycles);
+        printf("# %-5s %-9s %2s %-10s %8s %9s %9s %7s\n", "mesh", "traffic", "F", "point",
+               "offered", "BookSim", "npusim", "diff");
+    }
+    np_status st = NP_OK;
+    for (size_t i = 0; i < ref.n && st == NP_OK; i++) {
+        const noc_ref_point *pt = &ref.pts[i];
+        char what[64], mesh_s[16];
+        snprintf(mesh_s, sizeof mesh_s, "%ux%u", pt->k, pt->k);
+        snprintf(what, sizeof what, "%s %s %u-flit %s", mesh_s, noc_traffic_name(pt->traffic),
+                 pt->packet_flits, pt->saturation ? "saturation" : "latency");
+        noc_progress(i, ref.n, what);
+        uint32_t hot[4];
+        noc_study_params p = noc_ref_study(&ref, pt, pt->offered, hot);
+        double bs, ours;
+        bool sat = false;
+        if (pt->saturation) {
+            bs = pt->offered;
+            if ((st = noc_study_saturation(&p, 0.01, &ours, err)) != NP_OK)
+                break;
+        } else {
+            if (!pt->stable)
+                continue;
+            noc_study_result r;
+            if ((st = noc_study_run(&p, &r, err)) != NP_OK)
+                break;
+            bs = pt->packet_latency;
+            ours = r.avg_packet_latency;
+            sat = r.saturated;
+        }
+        double diff = bs > 0 ? (ours - bs) / bs : 0;
+        if (json) {
+            json_array_append_new(rows, json_pack("{s:i, s:s, s:i, s:s, s:f, s:f, s:f, s:b}",
+                                                  "k", (int)pt->k, "traffic",
+                                                  noc_traffic_name(pt->traffic), "packet_flits",
+                                                  (int)pt->packet_flits, "point",
+                                                  pt->saturation ? "saturation" : "latency",
+                                                  "offered", pt->offered, "booksim", bs,
+                                                  "npusim", ours, "saturated", sat));
+        } else if (pt->saturation) {
+            printf("  %-5s %-9s %2u %-10s %8s %9.4f %9.4f %+6.1f%%\n", mesh_s,
+                   noc_traffic_name(pt->traffic), pt->packet_flits, "saturation", "", bs, ours,
+                   100 * diff);
+        } else {
+            printf("  %-5s %-9s %2u %-10s %8.4f %9.2f %9.2f %+6.1f%%%s\n", mesh_s,
+                   noc_traffic_name(pt->traffic), pt->packet_flits, "latency", pt->offered, bs,
+                   ours, 100 * diff, sat ? "  saturated" : "");
+        }
+    }
+    noc_progress(ref.n, ref.n, "");
+    char commit[64];
+    snprintf(commit, sizeof commit, "%s", ref.commit);
+    noc_ref_free(&ref);
+    if (st != NP_OK) {
+        json_decref(rows);
+        return st;
+    }
+    if (json)
+        return cli_print_json(json_pack("{s:s, s:s, s:o}", "reference", path, "booksim_commit",
+                                        commit, "rows", rows),
+                              err);
+    return NP_OK;
+}
+
 np_status cmd_noc(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
@@ -121,6 +217,8 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         {"credit-delay", required_argument, NULL, 'C'},
         {"input-speedup", required_argument, NULL, 'I'},
         {"wait-tail-credit", no_argument, NULL, 'T'},
+        {"saturation", no_argument, NULL, 'Z'},
+        {"compare", required_argument, NULL, 'X'},
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {0}};
@@ -133,7 +231,8 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     bool wait_tail = false;
     uint32_t hot[NOC_MAX_HOT];
     uint32_t n_hot = 0;
-    bool json = false;
+    bool json = false, find_sat = false;
+    const char *compare = NULL;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
@@ -164,6 +263,8 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         case 'C': st = cli_parse_u64("--credit-delay", optarg, 0, 64, &credit_delay, err); break;
         case 'I': st = cli_parse_u64("--input-speedup", optarg, 1, 6, &speedup, err); break;
         case 'T': wait_tail = true; break;
+        case 'Z': find_sat = true; break;
+        case 'X': compare = optarg; break;
         case 'H': {
             char *s = optarg;
             while (*s) {
@@ -187,6 +288,8 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (compare)
+        return noc_compare(compare, json, err);
     double r0, r1, step;
     if (noc_parse_rates(rate_arg, &r0, &r1, &step, err) != NP_OK)
         return err->status;
@@ -224,10 +327,14 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     json_t *rows = json ? json_array() : NULL;
     double sat_rate = -1;
     if (!json) {
+        mesh_stages stg;
+        mesh_stages_of(&p.mesh, &stg);
         printf("# mesh %" PRIu32 "x%" PRIu32 ", %s traffic, %" PRIu32 "-flit packets, %" PRIu32
-               " VCs x %" PRIu32 " flits, router %" PRIu32 " cycles, link %" PRIu32 " cycles\n",
+               " VCs x %" PRIu32 " flits, router %" PRIu32 " cycles (route %" PRIu32
+               ", VC alloc 1, switch alloc 1, crossbar %" PRIu32 "), link %" PRIu32 " cycles\n",
                p.mesh.kx, p.mesh.ky, noc_traffic_name(traffic), p.packet_flits, p.mesh.vcs,
-               p.mesh.buf_flits, p.mesh.router_cycles, p.mesh.link_cycles);
+               p.mesh.buf_flits, p.mesh.router_cycles, stg.routing, stg.crossbar,
+               p.mesh.link_cycles);
         printf("# %8s %9s %11s %11s %9s %9s  %s\n", "offered", "accepted", "pkt_lat", "net_lat",
                "p99", "zero_ld", "(flits/node/cycle; latencies in cycles)");
     }
@@ -253,6 +360,11 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
             break;
         }
     }
+    double max_rate = -1;
+    if (find_sat && noc_study_saturation(&p, 0.01, &max_rate, err) != NP_OK) {
+        json_decref(rows);
+        return err->status;
+    }
     if (json) {
         json_t *mj = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "kx",
                                (int)p.mesh.kx, "ky", (int)p.mesh.ky, "vcs", (int)p.mesh.vcs,
@@ -268,11 +380,16 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
                                 (json_int_t)warmup, "measure_cycles", (json_int_t)cycles,
                                 "saturation_rate",
                                 sat_rate >= 0 ? json_real(sat_rate) : json_null(), "rows", rows);
+        if (find_sat)
+            json_object_set_new(doc, "max_sustainable_rate", json_real(max_rate));
         return cli_print_json(doc, err);
     }
     if (sat_rate >= 0)
         printf("# saturated at an offered %.4f flits/node/cycle\n", sat_rate);
     else if (step > 0)
         printf("# not saturated up to %.4f flits/node/cycle\n", r1);
+    if (find_sat)
+        printf("# highest rate not saturated (bisection to 1%%): %.4f flits/node/cycle\n",
+               max_rate);
     return NP_OK;
 }
