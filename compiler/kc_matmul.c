@@ -402,12 +402,12 @@ typedef struct slice_ctx {
     uint64_t tm, tn;
 } slice_ctx;
 
-/* A pair loop body: full slice k (k = 0, 1 within a pair). */
+/* A body of the loop over full slices 1 .. full-1 (k counts from slice 1): they accumulate. */
 static unsigned body_slice(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop, void *v)
 {
+    (void)in_loop;
     const slice_ctx *s = v;
-    isa_accm mode = k ? ISA_ACCM_ACCUM : in_loop ? ISA_ACCM_FIRST : ISA_ACCM_SET;
-    emit_slice(m, p, s->tm, s->tn, k * m->TK, m->TK, b, mode);
+    emit_slice(m, p, s->tm, s->tn, (k + 1) * m->TK, m->TK, b, ISA_ACCM_ACCUM);
     return b ^ 1;
 }
 
@@ -453,8 +453,10 @@ static void cast_arg(kmm *m, int a, uint64_t tm, uint64_t tn, isa_dtype to)
              isa_imm((int64_t)cols), isa_enum(to), isa_enum(g->dt));
 }
 
-/* The end of the tile at p: slices done; the drain, the epilogue and the store. */
-static void emit_tile_end(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+/* The end of the tile at p, its slices done: the epilogue's operands, the drain and the
+ * epilogue's vector steps (the store follows with emit_store, after the next tile's first
+ * slice when there is one). */
+static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
 {
     isa_emit *e = m->x->e;
     /* operands of the epilogue: loaded after the tile's slices (the DMA queue is free then) */
@@ -518,6 +520,11 @@ static void emit_tile_end(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
     } else {
         sem_signal(m, ISA_UNIT_MXU, m->s_cfull);
     }
+}
+
+/* The store of the drained tile at p. */
+static void emit_store(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+{
     sem_wait(m, ISA_UNIT_DMA, m->s_cfull);
     dma(m, isa_hbm(m->rC, (uint64_t)(p->oc + (int64_t)p->i0 * m->ldc) + p->j0 * m->ce),
         isa_spad(0, m->cbuf), m->cdt, tn, tm, 1, (uint64_t)m->ldc, tn * m->ce, 0, 0);
@@ -539,8 +546,15 @@ static void steps_add(kmm_steps *s, unsigned reg, int64_t step)
     }
 }
 
-/* One output tile at p: its K slices (pairs of full slices in a loop), then the end. */
-static unsigned emit_tile(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
+/* A tile's first slice (k = 0, up to TK deep): it sets the accumulators. */
+static unsigned emit_head(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
+{
+    emit_slice(m, p, tm, tn, 0, min_u64(m->TK, m->K), b, ISA_ACCM_SET);
+    return b ^ 1;
+}
+
+/* A tile's other slices (the full ones in a loop of pairs, then the edge one) and its drain. */
+static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
 {
     uint64_t full = m->K / m->TK, edge = m->K % m->TK;
     slice_ctx sc = {tm, tn};
@@ -550,12 +564,13 @@ static unsigned emit_tile(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, un
                                          : (int64_t)(m->TK / m->cv.sc * m->cv.w * m->cv.c * m->e);
     steps_add(&st, m->rA, dk_a);
     steps_add(&st, m->rB, m->b_cols ? (int64_t)(m->TK * m->e) : (int64_t)m->TK * m->ldb);
-    b = kmm_loop(m, p, full, 1, m->k_regular, st.n, st.reg, st.step, body_slice, &sc, b);
-    if (edge) {
-        emit_slice(m, p, tm, tn, full * m->TK, edge, b, full ? ISA_ACCM_ACCUM : ISA_ACCM_SET);
+    if (full > 1)
+        b = kmm_loop(m, p, full - 1, 1, m->k_regular, st.n, st.reg, st.step, body_slice, &sc, b);
+    if (edge && full) {
+        emit_slice(m, p, tm, tn, full * m->TK, edge, b, ISA_ACCM_ACCUM);
         b ^= 1;
     }
-    emit_tile_end(m, p, tm, tn);
+    emit_drain(m, p, tm, tn);
     return b;
 }
 
@@ -567,13 +582,20 @@ typedef struct row_ctx {
     uint64_t tm;
 } row_ctx;
 
+/* Iteration k of a row's loop over its full tiles, rotated so that the DMA fetches the next
+ * tile's first slice before it stores this tile: the rest of tile k, the first slice of tile
+ * k + 1, the store of tile k. */
 static unsigned body_col(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop, void *v)
 {
     (void)in_loop;
     const row_ctx *r = v;
-    kmm_pos q = *p;
+    kmm_pos q = *p, nx = *p;
     q.j0 = p->j0 + k * m->TN;
-    return emit_tile(m, &q, r->tm, m->TN, b);
+    nx.j0 = q.j0 + m->TN;
+    b = emit_rest(m, &q, r->tm, m->TN, b);
+    b = emit_head(m, &nx, r->tm, m->TN, b);
+    emit_store(m, &q, r->tm, m->TN);
+    return b;
 }
 
 static void col_steps(const kmm *m, kmm_steps *st)
@@ -584,21 +606,38 @@ static void col_steps(const kmm *m, kmm_steps *st)
         steps_add(st, m->args[a].reg, m->args[a].sn * (int64_t)m->TN);
 }
 
+/* The column tiles [c0, c1) of the tile row at p, tm high: the first tile's first slice, the
+ * full tiles but the last in a (rotated) loop, then the last tiles, each store after the next
+ * tile's first slice. */
 static unsigned emit_row(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t c0, uint64_t c1,
                          unsigned b)
 {
     uint64_t cols = cdiv(m->N, m->TN);
     bool edge = c1 == cols && m->N % m->TN;
-    uint64_t full = c1 - c0 - (edge ? 1 : 0);
+    uint64_t full = c1 - c0 - (edge ? 1 : 0), tn_edge = m->N - (c1 - 1) * m->TN;
     row_ctx r = {tm};
-    kmm_pos q = *p;
+    kmm_pos q = *p, last = *p, ed = *p;
     q.j0 = c0 * m->TN;
+    ed.j0 = (c1 - 1) * m->TN;
+    if (!full) { /* only the edge tile */
+        b = emit_head(m, &ed, tm, tn_edge, b);
+        b = emit_rest(m, &ed, tm, tn_edge, b);
+        emit_store(m, &ed, tm, tn_edge);
+        return b;
+    }
+    b = emit_head(m, &q, tm, m->TN, b);
     kmm_steps st = {0};
     col_steps(m, &st);
-    b = kmm_loop(m, &q, full, tile_flip(m), true, st.n, st.reg, st.step, body_col, &r, b);
+    b = kmm_loop(m, &q, full - 1, tile_flip(m), true, st.n, st.reg, st.step, body_col, &r, b);
+    last.j0 = q.j0 + (full - 1) * m->TN;
+    b = emit_rest(m, &last, tm, m->TN, b);
     if (edge) {
-        q.j0 = (c1 - 1) * m->TN;
-        b = emit_tile(m, &q, tm, m->N - q.j0, b);
+        b = emit_head(m, &ed, tm, tn_edge, b);
+        emit_store(m, &last, tm, m->TN);
+        b = emit_rest(m, &ed, tm, tn_edge, b);
+        emit_store(m, &ed, tm, tn_edge);
+    } else {
+        emit_store(m, &last, tm, m->TN);
     }
     return b;
 }
@@ -955,7 +994,8 @@ static void plan_result(kmm *m, uint64_t batches)
 {
     kc_result *r = m->x->res;
     uint64_t mn = m->M * m->N * batches;
-    r->flops = 2 * mn * m->K + mn * (uint64_t)(m->x->k->n_epi);
+    r->mxu_flops = 2 * mn * m->K;
+    r->flops = r->mxu_flops + mn * (uint64_t)(m->x->k->n_epi);
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " GEMM%s, tiles "
              "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " (M x N x K)", m->M, m->N, m->K,
              batches > 1 ? " per batch" : "", m->TM, m->TN, m->TK);
@@ -1207,6 +1247,94 @@ static np_status conv2d_reference(nn_graph *g, const kc_kernel *k, nn_tensor *co
                                           dil ? (int)dil->i : 1, grp ? (int)grp->i : 1), err);
 }
 
+/* ---- `npusim kernel --op` ------------------------------------------------------------------- */
+
+static int64_t spec_i(const kc_spec *s, const char *name)
+{
+    const kc_spec_val *v = kc_spec_get(s, name);
+    return v ? v->i : 0;
+}
+
+static const kc_attr_def matmul_keys[] = {
+    {"m", KC_ATTR_INT, KC_REQUIRED, 1, 4294967295.0, "rows of A and of the output"},
+    {"n", KC_ATTR_INT, KC_REQUIRED, 1, 4294967295.0, "columns of B and of the output"},
+    {"k", KC_ATTR_INT, KC_REQUIRED, 1, 4294967295.0, "columns of A, rows of B"},
+    {"batch", KC_ATTR_INT, 1, 1, 65536, "independent matmuls (A, B and the output batched)"},
+    {"ta", KC_ATTR_BOOL, 0, 0, 1, "A stored transposed (column-major)"},
+    {"tb", KC_ATTR_BOOL, 0, 0, 1, "B stored transposed (column-major)"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "A's and B's type (the output's too; int8 gives int32)"},
+    {"pad", KC_ATTR_INT, 0, 0, 65536, "elements of padding after every matrix row (a leading dimension that does not map every row to the same HBM channels)"},
+};
+
+/* A [batch, M, K] (or [M, K]) in a fresh buffer, column-major when trans, every stored row
+ * pad elements longer than its data. */
+static np_status spec_matrix(kc_prog *p, const char *name, nn_dtype dt, int64_t batch, int64_t r,
+                             int64_t c, bool trans, int64_t pad, kc_tensor *t, np_err *err)
+{
+    int64_t e = (int64_t)nn_dtype_size(dt);
+    int64_t rows = trans ? c : r, len = (trans ? r : c) + pad; /* stored rows x their length */
+    uint64_t addr;
+    if (kc_prog_bss(p, name, (uint64_t)(batch * rows * len * e), &addr, err) != NP_OK)
+        return err->status;
+    int nd = batch > 1 ? 3 : 2;
+    int64_t shape[3] = {batch, r, c};
+    kc_tensor_dense(t, addr, dt, nd, batch > 1 ? shape : shape + 1);
+    t->stride[nd - 2] = trans ? e : len * e;
+    t->stride[nd - 1] = trans ? len * e : e;
+    if (nd == 3)
+        t->stride[0] = rows * len * e;
+    return NP_OK;
+}
+
+static np_status matmul_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    nn_dtype dt = (nn_dtype)spec_i(s, "dtype"), od = dt == NN_I8 ? NN_I32 : dt;
+    int64_t M = spec_i(s, "m"), N = spec_i(s, "n"), K = spec_i(s, "k"), B = spec_i(s, "batch");
+    int64_t pad = spec_i(s, "pad");
+    k->n_in = 2, k->n_out = 1;
+    if (spec_matrix(p, "A", dt, B, M, K, spec_i(s, "ta"), pad, &k->in[0], err) != NP_OK ||
+        spec_matrix(p, "B", dt, B, K, N, spec_i(s, "tb"), pad, &k->in[1], err) != NP_OK ||
+        spec_matrix(p, "C", od, B, M, N, false, pad, &k->out[0], err) != NP_OK)
+        return err->status;
+    return NP_OK;
+}
+
+static const kc_attr_def conv2d_keys[] = {
+    {"n", KC_ATTR_INT, 1, 1, 65536, "images"},
+    {"h", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input height"},
+    {"w", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input width"},
+    {"c", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input channels"},
+    {"k", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "output channels (filters)"},
+    {"r", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter height"},
+    {"s", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter width"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "input and filter type (the output's too; int8 gives int32)"},
+};
+
+/* x NHWC, w as [(r, s, c)][k], out NHWC (the layouts the conv2d kernel takes). */
+static np_status conv2d_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    nn_dtype dt = (nn_dtype)spec_i(s, "dtype"), od = dt == NN_I8 ? NN_I32 : dt;
+    int64_t N = spec_i(s, "n"), H = spec_i(s, "h"), W = spec_i(s, "w"), C = spec_i(s, "c"),
+            O = spec_i(s, "k"), R = spec_i(s, "r"), S = spec_i(s, "s");
+    int64_t sh = spec_i(s, "stride"), sw = spec_i(s, "stride_w") ? spec_i(s, "stride_w") : sh;
+    int64_t pad = spec_i(s, "pad"), dil = spec_i(s, "dilation");
+    int64_t E = (H + 2 * pad - dil * (R - 1) - 1) / sh + 1, F = (W + 2 * pad - dil * (S - 1) - 1) / sw + 1;
+    if (E < 1 || F < 1)
+        return np_err_set(err, NP_ERR_RANGE, "conv2d: a %" PRId64 "x%" PRId64 " filter does not "
+                          "fit a %" PRId64 "x%" PRId64 " input", R, S, H, W);
+    int64_t e = (int64_t)nn_dtype_size(dt), ce = (int64_t)nn_dtype_size(od);
+    uint64_t ax, aw, ay;
+    if (kc_prog_bss(p, "X", (uint64_t)(N * H * W * C * e), &ax, err) != NP_OK ||
+        kc_prog_bss(p, "W", (uint64_t)(R * S * C * O * e), &aw, err) != NP_OK ||
+        kc_prog_bss(p, "Y", (uint64_t)(N * E * F * O * ce), &ay, err) != NP_OK)
+        return err->status;
+    k->n_in = 2, k->n_out = 1;
+    k->in[0] = (kc_tensor){ax, dt, 4, {N, C, H, W}, {H * W * C * e, e, W * C * e, C * e}};
+    k->in[1] = (kc_tensor){aw, dt, 4, {O, C, R, S}, {e, O * e, S * C * O * e, C * O * e}};
+    k->out[0] = (kc_tensor){ay, od, 4, {N, O, E, F}, {E * F * O * ce, ce, F * O * ce, O * ce}};
+    return NP_OK;
+}
+
 /* ---- the table rows --------------------------------------------------------------------------- */
 
 #define KMM_TILE_ATTRS                                                                          \
@@ -1229,6 +1357,8 @@ const kc_kernel_def kc_matmul_def = {
     .op = NN_OP_MATMUL, .flags = KC_DEF_EPILOGUE, .n_in = 2, .n_out = 1,
     .attrs = matmul_attrs, .n_attrs = sizeof matmul_attrs / sizeof matmul_attrs[0],
     .compile = matmul_compile,
+    .keys = matmul_keys, .n_keys = sizeof matmul_keys / sizeof matmul_keys[0],
+    .build = matmul_build,
     .reference = matmul_reference,
     .doc = "tiled, double-buffered GEMM on the matrix unit; batches, rows of tiles, tiles and "
            "pairs of K slices as loops",
@@ -1238,6 +1368,8 @@ const kc_kernel_def kc_conv2d_def = {
     .op = NN_OP_CONV2D, .flags = KC_DEF_EPILOGUE, .n_in = 2, .n_out = 1,
     .attrs = conv2d_attrs, .n_attrs = sizeof conv2d_attrs / sizeof conv2d_attrs[0],
     .compile = conv2d_compile,
+    .keys = conv2d_keys, .n_keys = sizeof conv2d_keys / sizeof conv2d_keys[0],
+    .build = conv2d_build,
     .reference = conv2d_reference,
     .doc = "implicit im2col: the GEMM schedule of matmul with each A slice gathered from the "
            "NHWC input by strided DMA",

@@ -56,6 +56,7 @@
 #ifndef NPUSIM_KERNEL_H
 #define NPUSIM_KERNEL_H
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -128,9 +129,11 @@ typedef enum kc_attr_type {
 typedef struct kc_attr_def {
     const char *name;
     kc_attr_type type;
-    double dflt, min, max; /* INT/BOOL/REAL: default and inclusive range */
+    double dflt, min, max; /* INT/BOOL/REAL: default and inclusive range; DTYPE: default;
+                              KC_REQUIRED: an `--op` key without default, must be given */
     const char *doc;
 } kc_attr_def;
+#define KC_REQUIRED NAN
 
 /* ---- the epilogue ------------------------------------------------------------------------- */
 
@@ -183,6 +186,7 @@ typedef struct kc_result {
     uint64_t insns;           /* instructions appended, all cores */
     uint32_t cores;           /* cores that got work */
     char schedule[160];       /* the tiling chosen, for people ("tiles 512x512x1024 ...") */
+    uint64_t mxu_flops;       /* of flops, those on the matrix unit (0: a vector kernel) */
 } kc_result;
 
 /* ---- the program being built -------------------------------------------------------------- */
@@ -346,5 +350,23 @@ typedef struct kc_kernel_def {
 /* The kernel of op, or NULL when it has none; for ops that need none (views) the reason. */
 const kc_kernel_def *kc_kernel_find(nn_op op);
 const char *kc_no_kernel_reason(nn_op op);
+
+/* ---- `npusim kernel --op "NAME key=value ..."` ---------------------------------------------- */
+
+/* Parses text into *s: the op by its ops.def name, then every key its row declares (its --op
+ * keys, then its attributes), given or defaulted. Values: integers, 0/1/true/false, reals,
+ * dtypes (bf16, fp16 or f16, fp32 or f32, int8 or i8, int32 or i32), shapes AxBx...
+ * NP_ERR_UNKNOWN_KEY: an unknown op or key (with a did-you-mean) or an op without a kernel;
+ * NP_ERR_MISSING: a required key not given; NP_ERR_DUPLICATE: a key given twice;
+ * NP_ERR_SYNTAX / NP_ERR_RANGE: a value (the message names the key). */
+np_status kc_spec_parse(const char *text, kc_spec *s, np_err *err);
+
+/* The value of key name, or NULL when the op declares no such key. */
+const kc_spec_val *kc_spec_get(const kc_spec *s, const char *name);
+
+/* The kernel of a parsed spec: the row's build (operands in fresh .bss buffers of p) with
+ * the spec's attribute values copied into it. NP_ERR_UNKNOWN_KEY when the row has no
+ * builder, the builder's errors. */
+np_status kc_spec_kernel(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err);
 
 #endif

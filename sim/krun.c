@@ -178,3 +178,133 @@ krun_diff krun_compare(const nn_tensor *got, const nn_tensor *want, double rtol,
     }
     return d;
 }
+
+/* ---- values made here ----------------------------------------------------------------------- */
+
+/* The epilogue of k as framework ops on y. */
+static nn_tensor *epilogue_graph(nn_graph *g, const kc_kernel *k, nn_tensor *y, nn_tensor **args)
+{
+    for (int i = 0; i < k->n_epi && y; i++) {
+        const kc_epi *s = &k->epi[i];
+        switch (s->op) {
+        case NN_OP_ADD: y = nn_add(g, y, args[i]); break;
+        case NN_OP_SUB: y = nn_sub(g, y, args[i]); break;
+        case NN_OP_MUL: y = nn_mul(g, y, args[i]); break;
+        case NN_OP_DIV: y = nn_div(g, y, args[i]); break;
+        case NN_OP_SCALE: y = nn_scale(g, y, s->f); break;
+        case NN_OP_RELU: y = nn_relu(g, y); break;
+        case NN_OP_GELU: y = nn_gelu(g, y); break;
+        case NN_OP_SILU: y = nn_silu(g, y); break;
+        case NN_OP_TANH: y = nn_tanh(g, y); break;
+        default: y = nn_exp(g, y); break;
+        }
+    }
+    return y;
+}
+
+static nn_tensor *leaf_like(nn_graph *g, const char *name, const kc_tensor *t)
+{
+    return nn_input(g, name, t->dtype, t->ndim, t->shape);
+}
+
+np_status krun_kernel_check(const arch_config *cfg, const kc_kernel *k, uint64_t seed,
+                            const krun_opts *opts, krun_result *r, krun_check *c, np_err *err)
+{
+    memset(r, 0, sizeof *r);
+    memset(c, 0, sizeof *c);
+    const kc_kernel_def *d = kc_kernel_find(k->op);
+    if (!d || !d->reference)
+        return np_err_set(err, NP_ERR_UNKNOWN_KEY, "%s has no reference to check against",
+                          nn_op_name(k->op));
+    nn_graph *g = nn_graph_new(seed);
+    if (!g)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    krun_io io;
+    memset(&io, 0, sizeof io);
+    nn_tensor *out[KC_MAX_OUT] = {0}, *args[KC_MAX_EPI] = {0};
+    np_status st = NP_OK;
+    for (int i = 0; i < k->n_in && st == NP_OK; i++)
+        if (!(io.in[i] = leaf_like(g, "in", &k->in[i])) ||
+            !nn_tensor_randn(io.in[i], seed + (uint64_t)i, 1.0))
+            st = NP_ERR_NOMEM;
+    for (int i = 0; i < k->n_epi && st == NP_OK; i++)
+        if (k->epi[i].has_arg && (!(io.epi[i] = args[i] = leaf_like(g, "epi", &k->epi[i].arg)) ||
+                                  !nn_tensor_randn(args[i], seed + 100 + (uint64_t)i, 1.0)))
+            st = NP_ERR_NOMEM;
+    if (st == NP_OK)
+        st = d->reference(g, k, io.in, out, err);
+    if (st == NP_OK && k->n_out == 1 && !(out[0] = epilogue_graph(g, k, out[0], args)))
+        st = nn_graph_status(g, err);
+    if (st == NP_OK)
+        st = nn_graph_compute(g, err);
+    for (int i = 0; i < k->n_out && st == NP_OK; i++)
+        if (!(io.out[i] = leaf_like(g, "got", &k->out[i])) || !nn_tensor_alloc(io.out[i]))
+            st = NP_ERR_NOMEM;
+    if (st == NP_ERR_NOMEM && err->status != NP_ERR_NOMEM)
+        np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    krun_opts o = opts ? *opts : (krun_opts){0};
+    o.functional = true;
+    if (st == NP_OK)
+        st = krun_kernel(cfg, k, &io, &o, r, err);
+    for (int i = 0; i < k->n_out && st == NP_OK; i++) {
+        isa_dtype od = kc_isa_dtype(k->out[i].dtype);
+        double rtol = od == ISA_DTYPE_BF16 ? 1.0 / 128 : od == ISA_DTYPE_FP16 ? 1.0 / 1024
+                      : od == ISA_DTYPE_FP32 ? 1.0 / 4194304 : 0;
+        double big = 0;
+        for (int64_t j = 0; j < nn_numel(out[i]); j++)
+            big = fabs(out[i]->data[j]) > big ? fabs(out[i]->data[j]) : big;
+        krun_diff df = krun_compare(io.out[i], out[i], rtol, rtol * big / 8);
+        c->n += df.n;
+        c->bad += df.bad;
+        c->max_abs = df.max_abs > c->max_abs ? df.max_abs : c->max_abs;
+        c->rtol = rtol, c->atol = rtol * big / 8;
+    }
+    nn_graph_free(g);
+    return st;
+}
+
+/* ---- figures -------------------------------------------------------------------------------- */
+
+static double macs_per_pe(const arch_config *cfg, nn_dtype t)
+{
+    switch (t) {
+    case NN_BF16: return cfg->core.macs_per_pe_bf16;
+    case NN_F16: return cfg->core.macs_per_pe_fp16;
+    case NN_F32: return cfg->core.macs_per_pe_fp32;
+    case NN_I8: return cfg->core.macs_per_pe_int8;
+    default: return 0;
+    }
+}
+
+void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,
+                     krun_figures *f)
+{
+    memset(f, 0, sizeof *f);
+    const core_report *rep = r->report;
+    f->cores = k->place.n_cores ? k->place.n_cores : 1;
+    f->cycles = rep->total_cycles;
+    double s = (double)rep->total_ps * 1e-12;
+    f->time_us = s * 1e6;
+    f->flops = r->kernel.flops;
+    f->hbm_bytes = rep->hbm_read_bytes + rep->hbm_write_bytes;
+    f->hbm_bytes_min = r->kernel.hbm_bytes_min;
+    double hz = cfg->core.clock_ghz * 1e9;
+    double mxu_peak = 2.0 * (double)cfg->core.array_rows * (double)cfg->core.array_cols *
+                      macs_per_pe(cfg, k->n_in ? k->in[0].dtype : NN_BF16) * hz * f->cores;
+    double vpu_peak = (double)cfg->core.vector_lanes * (double)cfg->core.vector_ops_per_lane * hz *
+                      f->cores;
+    double peak = r->kernel.mxu_flops ? mxu_peak : vpu_peak;
+    f->peak_tflops = peak / 1e12;
+    f->peak_gbps = cfg->chip.hbm_gb_per_s;
+    if (s > 0) {
+        f->tflops = (double)f->flops / s / 1e12;
+        f->gbps = (double)f->hbm_bytes / s / 1e9;
+        if (r->kernel.mxu_flops && mxu_peak > 0)
+            f->mxu_util_pct = 100.0 * (double)r->kernel.mxu_flops / s / mxu_peak;
+    }
+    double t_compute = peak > 0 ? (double)f->flops / peak : 0;
+    double t_memory = (double)f->hbm_bytes_min / (f->peak_gbps * 1e9);
+    f->compute_bound = t_compute >= t_memory;
+    if (s > 0)
+        f->roofline_pct = 100.0 * (f->compute_bound ? t_compute : t_memory) / s;
+}

@@ -69,4 +69,40 @@ typedef struct krun_diff {
 
 krun_diff krun_compare(const nn_tensor *got, const nn_tensor *want, double rtol, double atol);
 
+/* krun_kernel with values made here: every input (and epilogue operand) seeded normal(0, 1)
+ * values (seed + its index), the reference from the kernel's table row (reference) plus its
+ * epilogue as framework ops, then the outputs compared: exact for integer outputs; else
+ * within rtol = one ulp of the output type (bf16 2^-7, fp16 2^-10, fp32 2^-22) of each
+ * element plus atol = rtol x the largest |reference| / 8 (sums taken in another order).
+ * NP_ERR_UNKNOWN_KEY when the op's row has no reference. */
+typedef struct krun_check {
+    int64_t n, bad;
+    double max_abs, rtol, atol;
+} krun_check;
+
+np_status krun_kernel_check(const arch_config *cfg, const kc_kernel *k, uint64_t seed,
+                            const krun_opts *opts, krun_result *r, krun_check *c, np_err *err);
+
+/* The figures of a kernel's run for people and programs (`npusim kernel`; docs/compiler.md
+ * defines each). The roofline: compute time = flops / the peak of the placed cores (the
+ * matrix unit's for the input dtype when the kernel uses it, else the vector units', one
+ * FLOP per element operation), memory time = hbm_bytes_min / the HBM bandwidth; the bound is
+ * the larger, roofline_pct = 100 x that time / the run's time. */
+typedef struct krun_figures {
+    uint64_t cycles;
+    double time_us;
+    uint64_t flops;
+    double tflops;
+    uint64_t hbm_bytes, hbm_bytes_min; /* moved (read + written), and the minimum */
+    double gbps;                       /* hbm_bytes / time */
+    double peak_tflops, peak_gbps;
+    bool compute_bound;
+    double roofline_pct;
+    double mxu_util_pct;               /* mxu_flops / time over the matrix units' peak */
+    uint32_t cores;                    /* placed */
+} krun_figures;
+
+void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,
+                     krun_figures *f);
+
 #endif

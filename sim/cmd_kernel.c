@@ -1,0 +1,316 @@
+/* cmd_kernel.c — `npusim kernel`: one operator compiled to a kernel through the kernel ABI
+ * and run on the core model: cycles and time, achieved TFLOP/s and GB/s against the roofline,
+ * HBM bytes against the analytical minimum, per-unit utilization.
+ *
+ * --op "NAME key=value ..." names the op as framework/ops.def writes it; its keys are those its
+ * row of the kernel table declares (compiler/kernels.def: --op keys and attributes), so an op
+ * plugs in here by registering its kernel. What is computed lives in sim/krun.h; this file
+ * parses options and prints. JSON field names are documented in docs/compiler.md and kept
+ * stable. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "cli.h"
+#include "cli_trace.h"
+#include "core.h"
+#include "isa_asm.h"
+#include "kernel.h"
+#include "krun.h"
+
+#define KERNEL_DEFAULT_ARCH "tpu-pod"
+#define KERNEL_MAX_SETS 64
+
+const char cmd_kernel_usage[] =
+    "usage: npusim kernel --op \"NAME key=value ...\" [--arch PRESET|FILE]\n"
+    "                     [--set SECTION.KEY=VALUE ...] [--cores N] [--functional] [--seed S]\n"
+    "                     [--emit-asm] [--trace FILE[.gz]] [--json]\n"
+    "\n"
+    "  --op SPEC       the op and its keys, e.g. \"matmul m=4096 n=4096 k=4096 dtype=bf16\":\n"
+    "                  matmul m n k [batch ta tb dtype tm tn tk]; conv2d h w c k r s [n\n"
+    "                  stride stride_w pad dilation groups dtype tm tn tk]; `npusim kernel\n"
+    "                  --list` shows every op with a kernel and its keys\n"
+    "  --list          print the ops with kernels, their keys and attributes\n"
+    "  --arch A        architecture preset or YAML file (default: " KERNEL_DEFAULT_ARCH ")\n"
+    "  --set K=V       override one config key (repeatable)\n"
+    "  --cores N       spread the kernel over cores 0 .. N-1 of the chip (default 1)\n"
+    "  --functional    also compute values on seeded inputs and check them against the\n"
+    "                  framework's reference executor (timing is unchanged)\n"
+    "  --seed S        the inputs' seed for --functional (default 1)\n"
+    "  --emit-asm      print the kernel's program (the disassembler's text; in --json: \"asm\")\n"
+    "  --trace F       write a Chrome/Perfetto trace of the run (gzip when F ends in .gz)\n"
+    "  --json          print one object (fields in docs/compiler.md)\n";
+
+/* ---- numbers for people --------------------------------------------------------------------- */
+
+static const char *with_commas(uint64_t v, char *buf, size_t n)
+{
+    char tmp[32];
+    int len = snprintf(tmp, sizeof tmp, "%" PRIu64, v), o = 0;
+    for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
+        if (i && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = tmp[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static const char *scaled_bytes(double b, char *buf, size_t n)
+{
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    int u = 0;
+    while (b >= 1024 && u < 4)
+        b /= 1024, u++;
+    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", b, units[u]);
+    return buf;
+}
+
+static const char *scaled_time(double us, char *buf, size_t n)
+{
+    if (us >= 1e6)
+        snprintf(buf, n, "%.3f s", us / 1e6);
+    else if (us >= 1e3)
+        snprintf(buf, n, "%.3f ms", us / 1e3);
+    else
+        snprintf(buf, n, "%.3f us", us);
+    return buf;
+}
+
+static const char *scaled_flops(double f, char *buf, size_t n)
+{
+    if (f >= 1e12)
+        snprintf(buf, n, "%.2f TFLOP", f / 1e12);
+    else if (f >= 1e9)
+        snprintf(buf, n, "%.2f GFLOP", f / 1e9);
+    else if (f >= 1e6)
+        snprintf(buf, n, "%.2f MFLOP", f / 1e6);
+    else
+        snprintf(buf, n, "%.0f FLOP", f);
+    return buf;
+}
+
+/* ---- --list --------------------------------------------------------------------------------- */
+
+static const char *type_name(kc_attr_type t)
+{
+    static const char *const n[] = {"int", "bool", "real", "dtype", "shape"};
+    return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "?";
+}
+
+static void print_key(const kc_attr_def *a)
+{
+    printf("    %-10s %-6s ", a->name, type_name(a->type));
+    if (isnan(a->dflt))
+        printf("%-10s", "(required)");
+    else if (a->type == KC_ATTR_DTYPE)
+        printf("%-10s", nn_dtype_name((nn_dtype)(int)a->dflt));
+    else if (a->type == KC_ATTR_SHAPE)
+        printf("%-10s", "");
+    else
+        printf("%-10g", a->dflt);
+    printf(" %s\n", a->doc);
+}
+
+static void kernel_list(void)
+{
+    for (int op = 0; op < NN_OP_COUNT; op++) {
+        const kc_kernel_def *d = kc_kernel_find((nn_op)op);
+        if (!d)
+            continue;
+        printf("%s — %s\n", nn_op_name((nn_op)op), d->doc);
+        for (unsigned i = 0; i < d->n_keys; i++)
+            print_key(&d->keys[i]);
+        for (unsigned i = 0; i < d->n_attrs; i++)
+            print_key(&d->attrs[i]);
+    }
+}
+
+/* ---- the command ---------------------------------------------------------------------------- */
+
+static json_t *figures_json(const char *op, const krun_figures *f, const krun_result *r)
+{
+    json_t *j = json_object();
+    json_object_set_new(j, "op", json_string(op));
+    json_object_set_new(j, "cycles", json_integer((json_int_t)f->cycles));
+    json_object_set_new(j, "time_us", json_real(f->time_us));
+    json_object_set_new(j, "flops", json_integer((json_int_t)f->flops));
+    json_object_set_new(j, "tflops", json_real(f->tflops));
+    json_object_set_new(j, "hbm_bytes", json_integer((json_int_t)f->hbm_bytes));
+    json_object_set_new(j, "hbm_bytes_min", json_integer((json_int_t)f->hbm_bytes_min));
+    json_object_set_new(j, "gbps", json_real(f->gbps));
+    json_object_set_new(j, "bound", json_string(f->compute_bound ? "compute" : "memory"));
+    json_object_set_new(j, "roofline_pct", json_real(f->roofline_pct));
+    json_object_set_new(j, "mxu_util_pct", json_real(f->mxu_util_pct));
+    json_object_set_new(j, "cores", json_integer(f->cores));
+    json_object_set_new(j, "peak_tflops", json_real(f->peak_tflops));
+    json_object_set_new(j, "peak_gbps", json_real(f->peak_gbps));
+    json_object_set_new(j, "kernel", json_string(r->kernel.name));
+    json_object_set_new(j, "schedule", json_string(r->kernel.schedule));
+    json_object_set_new(j, "insns", json_integer((json_int_t)r->kernel.insns));
+    json_t *rep = core_report_json(r->report);
+    if (rep) {
+        json_object_set(j, "units", json_object_get(rep, "units"));
+        json_decref(rep);
+    }
+    return j;
+}
+
+static void figures_print(const char *op, const arch_config *cfg, const char *arch,
+                          const krun_figures *f, const krun_result *r)
+{
+    char a[48], b[48], c[48];
+    printf("%s on %s, %" PRIu32 " core%s\n", op, arch, f->cores, f->cores == 1 ? "" : "s");
+    printf("  schedule      %s (%s instructions)\n", r->kernel.schedule,
+           with_commas(r->kernel.insns, a, sizeof a));
+    printf("  time          %s cycles, %s at %.2f GHz\n", with_commas(f->cycles, a, sizeof a),
+           scaled_time(f->time_us, b, sizeof b), cfg->core.clock_ghz);
+    printf("  compute       %s at %.2f TFLOP/s, %.1f%% of the peak %.2f TFLOP/s", 
+           scaled_flops((double)f->flops, a, sizeof a), f->tflops,
+           f->peak_tflops > 0 ? 100.0 * f->tflops / f->peak_tflops : 0.0, f->peak_tflops);
+    if (r->kernel.mxu_flops)
+        printf(" (MXU utilization %.1f%%)", f->mxu_util_pct);
+    printf("\n  HBM           %s moved (minimum %s) at %.1f GB/s, %.1f%% of %.1f GB/s\n",
+           scaled_bytes((double)f->hbm_bytes, a, sizeof a),
+           scaled_bytes((double)f->hbm_bytes_min, c, sizeof c), f->gbps,
+           f->peak_gbps > 0 ? 100.0 * f->gbps / f->peak_gbps : 0.0, f->peak_gbps);
+    printf("  roofline      %s-bound: %.1f%% of the bound\n\n",
+           f->compute_bound ? "compute" : "memory", f->roofline_pct);
+    (void)b;
+    core_report_print(r->report, stdout);
+}
+
+np_status cmd_kernel(int argc, char **argv, np_err *err)
+{
+    static const struct option longopts[] = {
+        {"op", required_argument, NULL, 'o'},    {"arch", required_argument, NULL, 'a'},
+        {"set", required_argument, NULL, 's'},   {"cores", required_argument, NULL, 'c'},
+        {"functional", no_argument, NULL, 'f'},  {"seed", required_argument, NULL, 'S'},
+        {"emit-asm", no_argument, NULL, 'e'},    {"trace", required_argument, NULL, 't'},
+        {"json", no_argument, NULL, 'j'},        {"list", no_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},        {0}};
+    const char *arch_name = KERNEL_DEFAULT_ARCH, *op_text = NULL, *trace_path = NULL;
+    const char *sets[KERNEL_MAX_SETS];
+    size_t n_sets = 0;
+    uint64_t cores = 1, seed = 1;
+    bool functional = false, emit_asm = false, json = false;
+    int c;
+    cli_getopt_reset();
+    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        switch (c) {
+        case 'o': op_text = optarg; break;
+        case 'a': arch_name = optarg; break;
+        case 's':
+            if (cli_add_set(sets, &n_sets, KERNEL_MAX_SETS, optarg, err) != NP_OK)
+                return err->status;
+            break;
+        case 'c':
+            if (cli_parse_u64("--cores", optarg, 1, 65536, &cores, err) != NP_OK)
+                return err->status;
+            break;
+        case 'f': functional = true; break;
+        case 'S':
+            if (cli_parse_u64("--seed", optarg, 0, UINT64_MAX / 2, &seed, err) != NP_OK)
+                return err->status;
+            break;
+        case 'e': emit_asm = true; break;
+        case 't': trace_path = optarg; break;
+        case 'j': json = true; break;
+        case 'l': kernel_list(); return NP_OK;
+        case 'h': cli_print_usage(cli_find("kernel")); return NP_OK;
+        default: return err->status;
+        }
+    }
+    if (optind < argc)
+        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (!op_text)
+        return np_err_set(err, NP_ERR_USAGE, "--op \"NAME key=value ...\" is required");
+    arch_config cfg;
+    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
+        return err->status;
+    if (cores > (uint64_t)cfg.chip.cores)
+        return np_err_set(err, NP_ERR_USAGE, "--cores %" PRIu64 ": the chip has %lld cores",
+                          cores, (long long)cfg.chip.cores);
+    kc_spec spec;
+    if (kc_spec_parse(op_text, &spec, err) != NP_OK) {
+        np_err_prefix(err, "--op");
+        return err->status;
+    }
+    /* the kernel's operands (krun places them again in a program of its own) */
+    kc_kernel k;
+    kc_prog *scratch;
+    if (kc_prog_new(&cfg, &(kc_prog_opts){.cores = 1}, &scratch, err) != NP_OK)
+        return err->status;
+    np_status st = kc_spec_kernel(scratch, &spec, &k, err);
+    kc_prog_free(scratch);
+    if (st != NP_OK) {
+        np_err_prefix(err, "--op");
+        return st;
+    }
+    k.place.n_cores = (uint32_t)cores;
+    cli_trace tr = {0};
+    if (trace_path && cli_trace_open(&tr, trace_path, err) != NP_OK)
+        return err->status;
+    krun_opts o = {.prog_cores = (uint32_t)cores, .trace = trace_path ? cli_trace_insn : NULL,
+                   .trace_ctx = &tr};
+    krun_result r;
+    krun_check chk = {0};
+    st = functional ? krun_kernel_check(&cfg, &k, seed, &o, &r, &chk, err)
+                    : krun_kernel(&cfg, &k, NULL, &o, &r, err);
+    if (trace_path) {
+        if (st == NP_OK)
+            cli_trace_kernels(&tr, r.report);
+        np_err te = {0};
+        if (cli_trace_close(&tr, &te) != NP_OK && st == NP_OK) {
+            *err = te;
+            st = te.status;
+        }
+    }
+    if (st != NP_OK) {
+        if (st != NP_ERR_DEADLOCK && st != NP_ERR_SIM_FAULT)
+            np_err_prefix(err, "--op");
+        return st;
+    }
+    char *asm_text = NULL;
+    if (emit_asm && isa_disasm(r.prog, &asm_text, err) != NP_OK) {
+        krun_result_free(&r);
+        return err->status;
+    }
+    krun_figures f;
+    krun_figures_of(&cfg, &k, &r, &f);
+    const char *op = nn_op_name(k.op);
+    if (json) {
+        json_t *j = figures_json(op, &f, &r);
+        json_object_set_new(j, "spec", json_string(op_text));
+        json_object_set_new(j, "arch", json_string(arch_name));
+        if (functional) {
+            json_t *fj = json_object();
+            json_object_set_new(fj, "elements", json_integer((json_int_t)chk.n));
+            json_object_set_new(fj, "bad", json_integer((json_int_t)chk.bad));
+            json_object_set_new(fj, "max_abs_err", json_real(chk.max_abs));
+            json_object_set_new(fj, "rtol", json_real(chk.rtol));
+            json_object_set_new(fj, "atol", json_real(chk.atol));
+            json_object_set_new(j, "functional", fj);
+        }
+        if (asm_text)
+            json_object_set_new(j, "asm", json_string(asm_text));
+        st = cli_print_json(j, err);
+    } else {
+        if (asm_text)
+            fputs(asm_text, stdout), putchar('\n');
+        figures_print(op_text, &cfg, arch_name, &f, &r);
+        if (functional)
+            printf("\nfunctional: %" PRId64 " of %" PRId64 " elements outside the tolerance "
+                   "(largest difference %g; rtol %g, atol %g) against the reference executor\n",
+                   chk.bad, chk.n, chk.max_abs, chk.rtol, chk.atol);
+    }
+    free(asm_text);
+    krun_result_free(&r);
+    if (st == NP_OK && functional && chk.bad)
+        return np_err_set(err, NP_ERR_SIM_FAULT, "--functional: %" PRId64 " of %" PRId64
+                          " output elements differ from the reference executor", chk.bad, chk.n);
+    return st;
+}
