@@ -207,6 +207,27 @@ static nn_tensor *leaf_like(nn_graph *g, const char *name, const kc_tensor *t)
     return nn_input(g, name, t->dtype, t->ndim, t->shape);
 }
 
+/* Seeded normal(0, 1) values representable in t's dtype (integers: normal(0, 16) rounded and
+ * clamped to int8, normal(0, 1000) rounded for int32), so the kernel reads what the reference
+ * computes with. */
+static bool leaf_values(nn_tensor *t, uint64_t seed)
+{
+    if (!nn_tensor_randn(t, seed, 1.0))
+        return false;
+    for (int64_t i = 0; i < nn_numel(t); i++) {
+        float v = t->data[i];
+        switch (t->dtype) {
+        case NN_BF16: v = nn_round_bf16(v); break;
+        case NN_F16: v = nn_round_f16(v); break;
+        case NN_I8: v = fminf(fmaxf(nearbyintf(v * 16), -127), 127); break;
+        case NN_I32: v = nearbyintf(v * 1000); break;
+        default: break;
+        }
+        t->data[i] = v;
+    }
+    return true;
+}
+
 np_status krun_kernel_check(const arch_config *cfg, const kc_kernel *k, uint64_t seed,
                             const krun_opts *opts, krun_result *r, krun_check *c, np_err *err)
 {
@@ -225,11 +246,11 @@ np_status krun_kernel_check(const arch_config *cfg, const kc_kernel *k, uint64_t
     np_status st = NP_OK;
     for (int i = 0; i < k->n_in && st == NP_OK; i++)
         if (!(io.in[i] = leaf_like(g, "in", &k->in[i])) ||
-            !nn_tensor_randn(io.in[i], seed + (uint64_t)i, 1.0))
+            !leaf_values(io.in[i], seed + (uint64_t)i))
             st = NP_ERR_NOMEM;
     for (int i = 0; i < k->n_epi && st == NP_OK; i++)
         if (k->epi[i].has_arg && (!(io.epi[i] = args[i] = leaf_like(g, "epi", &k->epi[i].arg)) ||
-                                  !nn_tensor_randn(args[i], seed + 100 + (uint64_t)i, 1.0)))
+                                  !leaf_values(args[i], seed + 100 + (uint64_t)i)))
             st = NP_ERR_NOMEM;
     if (st == NP_OK)
         st = d->reference(g, k, io.in, out, err);
