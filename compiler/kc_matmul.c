@@ -399,15 +399,15 @@ static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint6
 }
 
 typedef struct slice_ctx {
-    uint64_t tm, tn;
+    uint64_t tm, tn, first; /* the loop's first full slice */
 } slice_ctx;
 
-/* A body of the loop over full slices 1 .. full-1 (k counts from slice 1): they accumulate. */
+/* A body of the loop over the full slices after a tile's head: they accumulate. */
 static unsigned body_slice(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop, void *v)
 {
     (void)in_loop;
     const slice_ctx *s = v;
-    emit_slice(m, p, s->tm, s->tn, (k + 1) * m->TK, m->TK, b, ISA_ACCM_ACCUM);
+    emit_slice(m, p, s->tm, s->tn, (s->first + k) * m->TK, m->TK, b, ISA_ACCM_ACCUM);
     return b ^ 1;
 }
 
@@ -546,27 +546,36 @@ static void steps_add(kmm_steps *s, unsigned reg, int64_t step)
     }
 }
 
-/* A tile's first slice (k = 0, up to TK deep): it sets the accumulators. */
+/* A tile's slices in order: the full ones (TK deep), then the edge one. Its head is the first
+ * KMM_HEAD of them (the first sets the accumulators), issued before the previous tile's
+ * store so that the array goes on from one tile to the next while the DMA stores. */
+#define KMM_HEAD 2
+
+static uint64_t head_slices(const kmm *m) { return min_u64(KMM_HEAD, cdiv(m->K, m->TK)); }
+
 static unsigned emit_head(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
 {
-    emit_slice(m, p, tm, tn, 0, min_u64(m->TK, m->K), b, ISA_ACCM_SET);
-    return b ^ 1;
+    for (uint64_t i = 0; i < head_slices(m); i++, b ^= 1)
+        emit_slice(m, p, tm, tn, i * m->TK, min_u64(m->TK, m->K - i * m->TK), b,
+                   i ? ISA_ACCM_ACCUM : ISA_ACCM_SET);
+    return b;
 }
 
-/* A tile's other slices (the full ones in a loop of pairs, then the edge one) and its drain. */
+/* A tile's slices after its head (the full ones in a loop of pairs, then the edge one) and
+ * its drain. */
 static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
 {
-    uint64_t full = m->K / m->TK, edge = m->K % m->TK;
-    slice_ctx sc = {tm, tn};
+    uint64_t full = m->K / m->TK, edge = m->K % m->TK, h = head_slices(m);
+    slice_ctx sc = {tm, tn, h};
     kmm_steps st = {0};
     int64_t dk_a = m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
                    : m->ak == KMM_A_COLS ? (int64_t)m->TK * m->lda
                                          : (int64_t)(m->TK / m->cv.sc * m->cv.w * m->cv.c * m->e);
     steps_add(&st, m->rA, dk_a);
     steps_add(&st, m->rB, m->b_cols ? (int64_t)(m->TK * m->e) : (int64_t)m->TK * m->ldb);
-    if (full > 1)
-        b = kmm_loop(m, p, full - 1, 1, m->k_regular, st.n, st.reg, st.step, body_slice, &sc, b);
-    if (edge && full) {
+    if (full > h)
+        b = kmm_loop(m, p, full - h, 1, m->k_regular, st.n, st.reg, st.step, body_slice, &sc, b);
+    if (edge && full + 1 > h) {
         emit_slice(m, p, tm, tn, full * m->TK, edge, b, ISA_ACCM_ACCUM);
         b ^= 1;
     }
