@@ -1,0 +1,99 @@
+/* kc_gemm.h — the GEMM schedule shared by matmul and conv2d (internal to compiler/): its plan,
+ * built by kc_matmul.c from a kernel, emitted by kc_gemm_emit.c and estimated by
+ * kc_gemm_cost.c. */
+#ifndef NPUSIM_KC_GEMM_H
+#define NPUSIM_KC_GEMM_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "kc_matmul.h"
+#include "kernel.h"
+
+
+typedef enum { KMM_A_ROWS, KMM_A_COLS, KMM_A_CONV } kmm_akind;
+
+/* A convolution's geometry as the gathers need it (elements; the input is NHWC). */
+typedef struct kmm_conv {
+    uint64_t h, w, c, r, s, sh, sw, e_out, f_out; /* e_out x f_out output pixels */
+    uint64_t sc;                                  /* S x C: one filter row's window run */
+    bool rows_ok; /* a gather may step over filter rows (W x C x e fits src_s1) */
+} kmm_conv;
+
+/* An operand of the epilogue: where its tile for output tile (i0, j0) comes from. */
+typedef struct kmm_arg {
+    uint64_t base;       /* HBM address of the element for output (0, 0) of batch 0 */
+    int64_t sbat[3];     /* bytes per batch index of each batch loop */
+    int64_t sm, sn;      /* bytes per output row / column (0: broadcast) */
+    isa_dtype dt;
+    isa_bcast bcast;     /* how the VPU reads the loaded tile */
+    bool cast;           /* loaded in dt, converted to the output's type (or fp32 for a bias) */
+    unsigned reg;
+    uint64_t raw, buf;   /* scratchpad: as loaded, and converted (== raw without a cast) */
+} kmm_arg;
+
+/* One vector step of the epilogue on the drained C tile. */
+typedef struct kmm_step {
+    isa_op op;
+    int arg;   /* index into args, or -1 */
+    float imm; /* VPU_MULS */
+} kmm_step;
+
+#define KMM_MAX_BATCH 3
+
+typedef struct kmm {
+    kc_ctx *x;
+    uint64_t M, N, K, TM, TN, TK;
+    isa_dtype dt, cdt;
+    uint64_t e, ce;
+    kmm_akind ak;
+    bool b_cols;             /* B is stored column-major (N rows of K) */
+    uint64_t a_base, b_base, c_base;
+    int64_t lda, ldb, ldc;   /* bytes between rows: A (ROWS: i, COLS: k), B (k, or n), C (i) */
+    int nb;                  /* batch loops */
+    uint64_t bcount[KMM_MAX_BATCH];
+    int64_t bsa[KMM_MAX_BATCH], bsb[KMM_MAX_BATCH], bsc[KMM_MAX_BATCH];
+    kmm_conv cv;
+    bool m_regular, k_regular; /* rows of full tiles / pairs of full slices can loop */
+    /* the epilogue: the drain's fused part, then vector steps */
+    isa_act act;
+    float scale;
+    int bias;                /* arg index of the drain's bias, or -1 */
+    int n_args, n_steps;
+    kmm_arg args[KC_MAX_EPI];
+    kmm_step steps[KC_MAX_EPI];
+    /* this core's resources */
+    unsigned rA, rB, rC;
+    unsigned s_full[2], s_free[2], s_staged[2], s_cfull, s_cfree, s_drained, s_eready, s_braw,
+        s_bready;
+    uint64_t abuf[2], bbuf[2], stage[2], cbuf, acc;
+    /* traffic, counted as emitted times the enclosing loops' counts */
+    uint64_t mult, rd, wr;
+} kmm;
+
+/* The representative position of a body: batch byte offsets and output tile origin. */
+typedef struct kmm_pos {
+    int64_t oa, ob, oc, oarg[KC_MAX_EPI];
+    uint64_t i0, j0;
+} kmm_pos;
+
+/* Emits the plan on the placed cores (one block of the tile grid each), filling the kernel's
+ * result (cores, HBM bytes). Returns kc_status. */
+np_status kmm_emit(kmm *m);
+
+/* The tile grid (rows x cols tiles) cut into *pr x *pc blocks for up to `cores` cores: the
+ * split with the fewest tiles on the busiest core, then the fewest blocks; block i of n of
+ * [0, total) as even as possible, the larger ones first. */
+void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, uint64_t *pc);
+void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *hi);
+
+/* The pieces of the M tile [i0, i0 + tm) of a convolution with F output pixels a row: each a
+ * partial output row or a run of whole rows; with fn non-NULL, called per piece. Returns
+ * their count. */
+uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
+                         void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx);
+
+static inline uint64_t kmm_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static inline uint64_t kmm_cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+#endif

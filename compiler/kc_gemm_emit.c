@@ -1,0 +1,712 @@
+/* kc_gemm_emit.c — the tiled, double-buffered GEMM schedule of matmul and conv2d, emitted
+ * (kc_matmul.c plans it, kc_gemm_cost.c estimates it).
+ *
+ * The GEMM C[M][N] = A[M][K] x B[K][N] is cut into TM x TN output tiles (edge tiles smaller),
+ * each computed over TK-deep K slices that alternate between two scratchpad buffer sets, so
+ * that the DMA engine fetches slice l + 1 while the array multiplies slice l:
+ *
+ *   per slice (buffer b):
+ *     DMA  wait free[b]; A slice -> A[b] (a transposed A goes to a staging buffer and the VPU
+ *          transposes it into A[b]); B slice -> B[b]; signal full[b]
+ *     MXU  wait full[b]; mxu.load B[b]; mxu.mm acc (set on the tile's first slice, else
+ *          accumulate); signal free[b]
+ *   per tile:
+ *     MXU  wait cfree; mxu.drain acc -> C (with the epilogue's fused scale, bias, activation);
+ *          signal cfull (through the VPU when the epilogue has vector steps)
+ *     DMA  wait cfull; C -> HBM; signal cfree
+ *
+ * The regular part of the schedule is loops (kc_loop) with register steps: batches, rows of
+ * full tiles, full tiles of a row and pairs of full K slices; edge tiles and slices are
+ * emitted once after their loop, so a kernel's size grows with its distinct tile shapes, not
+ * with tiles x slices. Buffers alternate across tiles as well; a loop whose body flips the
+ * buffer parity an odd number of times runs over pairs of iterations. A convolution's A
+ * slices are gathered by strided dma.copy straight from the NHWC input (no im2col matrix in
+ * HBM); its loops stay loops where tiles are whole output rows (M) and slices whole filter
+ * rows (K), else those iterations are emitted one by one. With several cores the tile grid
+ * is cut into one block of rows x columns per core. docs/compiler.md has the whole story.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kc_gemm.h"
+
+#define min_u64 kmm_min
+#define cdiv kmm_cdiv
+
+/* ---- emitting ------------------------------------------------------------------------------- */
+
+static void sem_wait(kmm *m, isa_unit u, unsigned s)
+{
+    ISA_EMIT(m->x->e, SEM_WAIT, isa_enum(u), isa_sem(s));
+}
+
+static void sem_signal(kmm *m, isa_unit u, unsigned s)
+{
+    ISA_EMIT(m->x->e, SEM_SIGNAL, isa_enum(u), isa_sem(s));
+}
+
+/* dma.copy of n2 x n1 x n0 elements of dt; strides in bytes (ignored where a count is 1). */
+static void dma(kmm *m, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
+                uint64_t n2, uint64_t ds1, uint64_t ss1, uint64_t ds2, uint64_t ss2)
+{
+    bool rows = n1 > 1 || n2 > 1, planes = n2 > 1;
+    uint64_t row = n0 * isa_dtype_size[dt];
+    /* strides equal to the packed layout are left out (0 means packed) */
+    if (!rows || ds1 == row)
+        ds1 = 0;
+    if (!rows || ss1 == row)
+        ss1 = 0;
+    if (!planes || ds2 == n1 * (ds1 ? ds1 : row))
+        ds2 = 0;
+    if (!planes || ss2 == n1 * (ss1 ? ss1 : row))
+        ss2 = 0;
+    ISA_EMIT(m->x->e, DMA_COPY, dst, src, isa_enum(dt), isa_imm((int64_t)n0),
+             isa_imm((int64_t)n1), isa_imm((int64_t)n2), isa_imm((int64_t)ds1),
+             isa_imm((int64_t)ss1), isa_imm((int64_t)ds2), isa_imm((int64_t)ss2));
+    uint64_t bytes = n0 * n1 * n2 * isa_dtype_size[dt] * m->mult;
+    if (src.space == ISA_SPACE_HBM)
+        m->rd += bytes;
+    if (dst.space == ISA_SPACE_HBM)
+        m->wr += bytes;
+}
+
+/* A loop over count iterations of a body that flips the buffer parity `flip` times (mod 2)
+ * per iteration, stepping the registers by steps[] per iteration; body(k) emits iteration k
+ * with its offsets as for iteration k relative to the loop's first. Pairs of iterations when
+ * flip is odd; iterations one by one when !regular. Returns the parity after it. */
+typedef unsigned (*kmm_body)(kmm *m, const kmm_pos *p, uint64_t k, unsigned parity, bool in_loop,
+                             void *ctx);
+
+static unsigned kmm_loop(kmm *m, const kmm_pos *p, uint64_t count, unsigned flip, bool regular,
+                         unsigned n, const unsigned *regs, const int64_t *steps, kmm_body body,
+                         void *ctx, unsigned parity)
+{
+    if (count == 0)
+        return parity;
+    if (count == 1 || !regular) {
+        for (uint64_t k = 0; k < count; k++)
+            parity = body(m, p, k, parity, false, ctx);
+        return parity;
+    }
+    uint64_t iters = flip & 1 ? count / 2 : count, per = flip & 1 ? 2 : 1;
+    int64_t st[KC_LOOP_MAX_REGS];
+    for (unsigned i = 0; i < n; i++)
+        st[i] = steps[i] * (int64_t)per;
+    kc_loop l;
+    kc_loop_begin(m->x, &l, iters, n, regs, st);
+    uint64_t saved = m->mult;
+    m->mult *= iters;
+    unsigned q = parity;
+    for (uint64_t k = 0; k < per; k++)
+        q = body(m, p, k, q, l.real, ctx);
+    m->mult = saved;
+    kc_loop_end(m->x, &l);
+    if (per == 2 && count % 2) /* the odd one out, after the loop (registers back at the start) */
+        parity = body(m, p, count - 1, parity, false, ctx);
+    return parity;
+}
+
+/* ---- A slices of a convolution: gathers from the NHWC input ---------------------------------- */
+
+/* The pieces of the M tile [i0, i0 + tm): each a partial output row or a run of whole output
+ * rows. With fn non-NULL, calls it per piece; returns the count. */
+uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
+                            void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx)
+{
+    uint64_t end = i0 + tm, n = 0;
+    for (uint64_t q = i0; q < end; n++) {
+        uint64_t cnt, rows;
+        if (q % F || end - q < F)
+            cnt = min_u64(F - q % F, end - q), rows = 1;
+        else
+            cnt = F, rows = (end - q) / F;
+        if (fn)
+            fn(ctx, q, cnt, rows);
+        q += cnt * rows;
+    }
+    return n;
+}
+
+typedef struct gather_ctx {
+    kmm *m;
+    uint64_t sa, i0, k0, tk, klo, khi;
+    int64_t base; /* byte offset of the slice's image and, relative to rA's loop start */
+} gather_ctx;
+
+/* Per piece: one gather per filter row that columns [klo, khi) of the slice touch, of the
+ * contiguous (s, c) run of that row: n0 = the run, n1 = pixels of a row (src step
+ * stride_w x C), n2 = output rows (src step stride x W x C). */
+static void gather_piece(void *v, uint64_t q, uint64_t cnt, uint64_t rows)
+{
+    const gather_ctx *x = v;
+    kmm *m = x->m;
+    const kmm_conv *g = &m->cv;
+    uint64_t oh = q / g->f_out, ow = q % g->f_out, e = m->e;
+    for (uint64_t fr = x->klo / g->sc; fr * g->sc < x->khi; fr++) {
+        uint64_t lo = fr * g->sc > x->klo ? fr * g->sc : x->klo;
+        uint64_t hi = min_u64((fr + 1) * g->sc, x->khi);
+        uint64_t src = ((oh * g->sh + fr) * g->w + ow * g->sw) * g->c + (lo - fr * g->sc);
+        dma(m, isa_spad(0, x->sa + ((q - x->i0) * x->tk + (lo - x->k0)) * e),
+            isa_hbm(m->rA, (uint64_t)x->base + src * e), m->dt, hi - lo, cnt, rows, x->tk * e,
+            g->sw * g->c * e, g->f_out * x->tk * e, g->sh * g->w * g->c * e);
+    }
+}
+
+/* The gathers of one A slice: tile rows [i0, i0 + tm) (output pixels), K columns [k0, k0 +
+ * tk), into the scratchpad at sa (tm rows of tk elements). The slice's whole filter rows
+ * [ra, rb) are gathered either per piece and filter row (gather_piece) or, when that takes
+ * more copies, per output row the tile touches with one copy for all of them (n0 = S x C,
+ * n1 = filter rows, src step W x C; n2 = pixels); the partial filter rows at the slice's ends
+ * always per piece. */
+static void emit_gather(kmm *m, int64_t base, uint64_t sa, uint64_t i0, uint64_t tm,
+                        uint64_t k0, uint64_t tk)
+{
+    const kmm_conv *g = &m->cv;
+    uint64_t F = g->f_out, SC = g->sc, e = m->e;
+    uint64_t ra = (k0 + SC - 1) / SC, rb = (k0 + tk) / SC;
+    gather_ctx x = {m, sa, i0, k0, tk, k0, k0 + tk, base};
+    if (rb > ra && g->rows_ok) {
+        uint64_t pieces = kmm_tile_pieces(F, i0, tm, NULL, NULL);
+        uint64_t touched = (i0 + tm - 1) / F - i0 / F + 1;
+        if (touched < pieces * (rb - ra)) {
+            if (k0 < ra * SC) /* the head: part of filter row ra - 1 */
+                x.klo = k0, x.khi = ra * SC, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+            for (uint64_t oh = i0 / F; oh * F < i0 + tm; oh++) {
+                uint64_t lo = oh * F > i0 ? oh * F : i0, hi = min_u64((oh + 1) * F, i0 + tm);
+                uint64_t src = ((oh * g->sh + ra) * g->w + (lo - oh * F) * g->sw) * g->c;
+                dma(m, isa_spad(0, sa + ((lo - i0) * tk + (ra * SC - k0)) * e),
+                    isa_hbm(m->rA, (uint64_t)base + src * e), m->dt, SC, rb - ra, hi - lo,
+                    SC * e, g->w * g->c * e, tk * e, g->sw * g->c * e);
+            }
+            if (rb * SC < k0 + tk) /* the tail: part of filter row rb */
+                x.klo = rb * SC, x.khi = k0 + tk, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+            return;
+        }
+    }
+    kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+}
+
+/* ---- slices and tiles ----------------------------------------------------------------------- */
+
+/* Slice k (of TK) of the tile at p (tm x tn): the DMA and MXU halves. */
+static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint64_t k0,
+                       uint64_t tk, unsigned b, isa_accm mode)
+{
+    isa_emit *e = m->x->e;
+    uint64_t es = m->e;
+    sem_wait(m, ISA_UNIT_DMA, m->s_free[b]);
+    switch (m->ak) {
+    case KMM_A_ROWS:
+        dma(m, isa_spad(0, m->abuf[b]),
+            isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + k0 * es), m->dt, tk,
+            tm, 1, tk * es, (uint64_t)m->lda, 0, 0);
+        break;
+    case KMM_A_COLS:
+        dma(m, isa_spad(0, m->stage[b]),
+            isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)k0 * m->lda) + p->i0 * es), m->dt, tm,
+            tk, 1, tm * es, (uint64_t)m->lda, 0, 0);
+        break;
+    case KMM_A_CONV:
+        emit_gather(m, p->oa, m->abuf[b], p->i0, tm, k0, tk);
+        break;
+    }
+    if (!m->b_cols)
+        dma(m, isa_spad(0, m->bbuf[b]),
+            isa_hbm(m->rB, (uint64_t)(p->ob + (int64_t)k0 * m->ldb) + p->j0 * es), m->dt, tn, tk,
+            1, tn * es, (uint64_t)m->ldb, 0, 0);
+    else
+        dma(m, isa_spad(0, m->bbuf[b]),
+            isa_hbm(m->rB, (uint64_t)(p->ob + (int64_t)p->j0 * m->ldb) + k0 * es), m->dt, tk, tn,
+            1, tk * es, (uint64_t)m->ldb, 0, 0);
+    if (m->ak == KMM_A_COLS) {
+        sem_signal(m, ISA_UNIT_DMA, m->s_staged[b]);
+        sem_wait(m, ISA_UNIT_VPU, m->s_staged[b]);
+        ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->abuf[b]), isa_spad(0, m->stage[b]),
+                 isa_imm((int64_t)tk), isa_imm((int64_t)tm), isa_enum(m->dt));
+        sem_signal(m, ISA_UNIT_VPU, m->s_full[b]);
+    } else {
+        sem_signal(m, ISA_UNIT_DMA, m->s_full[b]);
+    }
+    sem_wait(m, ISA_UNIT_MXU, m->s_full[b]);
+    ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tk), isa_imm((int64_t)tn),
+             isa_enum(m->dt), isa_imm(m->b_cols));
+    ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->abuf[b]), isa_imm((int64_t)tm),
+             isa_enum(m->dt), isa_enum(mode));
+    sem_signal(m, ISA_UNIT_MXU, m->s_free[b]);
+}
+
+typedef struct slice_ctx {
+    uint64_t tm, tn, first; /* the loop's first full slice */
+} slice_ctx;
+
+/* A body of the loop over the full slices after a tile's head: they accumulate. */
+static unsigned body_slice(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop, void *v)
+{
+    (void)in_loop;
+    const slice_ctx *s = v;
+    emit_slice(m, p, s->tm, s->tn, (s->first + k) * m->TK, m->TK, b, ISA_ACCM_ACCUM);
+    return b ^ 1;
+}
+
+/* Where an epilogue operand's tile for the tile at p starts, relative to its register. */
+static uint64_t arg_off(const kmm *m, const kmm_pos *p, int a)
+{
+    const kmm_arg *g = &m->args[a];
+    return (uint64_t)(p->oarg[a] + (int64_t)p->i0 * g->sm + (int64_t)p->j0 * g->sn);
+}
+
+/* Loads operand a's tile (tm x tn of the output, as broadcast) into its raw buffer. */
+static void load_arg(kmm *m, const kmm_pos *p, int a, uint64_t tm, uint64_t tn)
+{
+    const kmm_arg *g = &m->args[a];
+    uint64_t ae = isa_dtype_size[g->dt];
+    isa_opnd src = isa_hbm(g->reg, arg_off(m, p, a)), dst = isa_spad(0, g->raw);
+    switch (g->bcast) {
+    case ISA_BCAST_ROW: dma(m, dst, src, g->dt, tn, 1, 1, 0, 0, 0, 0); break;
+    case ISA_BCAST_COL: dma(m, dst, src, g->dt, 1, tm, 1, ae, (uint64_t)g->sm, 0, 0); break;
+    case ISA_BCAST_SCALAR: dma(m, dst, src, g->dt, 1, 1, 1, 0, 0, 0, 0); break;
+    default: dma(m, dst, src, g->dt, tn, tm, 1, tn * ae, (uint64_t)g->sm, 0, 0); break;
+    }
+}
+
+/* The elements of arg a's loaded tile (rows x cols as the VPU reads it). */
+static void arg_shape(const kmm *m, int a, uint64_t tm, uint64_t tn, uint64_t *rows,
+                      uint64_t *cols)
+{
+    switch (m->args[a].bcast) {
+    case ISA_BCAST_ROW: *rows = 1, *cols = tn; break;
+    case ISA_BCAST_COL: *rows = 1, *cols = tm; break;
+    case ISA_BCAST_SCALAR: *rows = 1, *cols = 1; break;
+    default: *rows = tm, *cols = tn; break;
+    }
+}
+
+static void cast_arg(kmm *m, int a, uint64_t tm, uint64_t tn, isa_dtype to)
+{
+    const kmm_arg *g = &m->args[a];
+    uint64_t rows, cols;
+    arg_shape(m, a, tm, tn, &rows, &cols);
+    ISA_EMIT(m->x->e, VPU_CAST, isa_spad(0, g->buf), isa_spad(0, g->raw), isa_imm((int64_t)rows),
+             isa_imm((int64_t)cols), isa_enum(to), isa_enum(g->dt));
+}
+
+/* The end of the tile at p, its slices done: the epilogue's operands, the drain and the
+ * epilogue's vector steps (the store follows with emit_store, after the next tile's first
+ * slice when there is one). */
+static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+{
+    isa_emit *e = m->x->e;
+    /* operands of the epilogue: loaded after the tile's slices (the DMA queue is free then) */
+    if (m->bias >= 0) {
+        load_arg(m, p, m->bias, tm, tn);
+        if (m->args[m->bias].cast) {
+            sem_signal(m, ISA_UNIT_DMA, m->s_braw);
+            sem_wait(m, ISA_UNIT_VPU, m->s_braw);
+            cast_arg(m, m->bias, tm, tn, ISA_DTYPE_FP32);
+            sem_signal(m, ISA_UNIT_VPU, m->s_bready);
+        } else {
+            sem_signal(m, ISA_UNIT_DMA, m->s_bready);
+        }
+    }
+    if (m->n_steps) {
+        bool any = false;
+        for (int a = 0; a < m->n_args; a++)
+            if (a != m->bias) {
+                load_arg(m, p, a, tm, tn);
+                any = true;
+            }
+        if (any)
+            sem_signal(m, ISA_UNIT_DMA, m->s_eready);
+    }
+    sem_wait(m, ISA_UNIT_MXU, m->s_cfree);
+    if (m->bias >= 0)
+        sem_wait(m, ISA_UNIT_MXU, m->s_bready);
+    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->cbuf), isa_acc(0, m->acc), isa_imm((int64_t)tm),
+             isa_imm((int64_t)tn), isa_enum(m->cdt), isa_enum(m->act), isa_f32(m->scale),
+             m->bias >= 0 ? isa_spad(0, m->args[m->bias].buf) : isa_none());
+    if (m->n_steps) {
+        sem_signal(m, ISA_UNIT_MXU, m->s_drained);
+        sem_wait(m, ISA_UNIT_VPU, m->s_drained);
+        bool loaded = false;
+        for (int a = 0; a < m->n_args; a++)
+            loaded = loaded || a != m->bias;
+        if (loaded)
+            sem_wait(m, ISA_UNIT_VPU, m->s_eready);
+        for (int a = 0; a < m->n_args; a++)
+            if (a != m->bias && m->args[a].cast)
+                cast_arg(m, a, tm, tn, m->cdt);
+        isa_opnd c = isa_spad(0, m->cbuf), rows = isa_imm((int64_t)tm), cols = isa_imm((int64_t)tn);
+        for (int i = 0; i < m->n_steps; i++) {
+            const kmm_step *s = &m->steps[i];
+            isa_insn in;
+            isa_insn_init(&in, s->op);
+            if (isa_ops[s->op].family == ISA_FAMILY_VPU_BINARY) {
+                in.VPU_ADD.dst = c, in.VPU_ADD.a = c, in.VPU_ADD.b = isa_spad(0, m->args[s->arg].buf);
+                in.VPU_ADD.rows = rows, in.VPU_ADD.cols = cols, in.VPU_ADD.dtype = isa_enum(m->cdt);
+                in.VPU_ADD.bcast = isa_enum(m->args[s->arg].bcast);
+            } else if (isa_ops[s->op].family == ISA_FAMILY_VPU_SCALAR) {
+                in.VPU_ADDS.dst = c, in.VPU_ADDS.a = c, in.VPU_ADDS.imm = isa_f32(s->imm);
+                in.VPU_ADDS.rows = rows, in.VPU_ADDS.cols = cols, in.VPU_ADDS.dtype = isa_enum(m->cdt);
+            } else {
+                in.VPU_EXP.dst = c, in.VPU_EXP.src = c;
+                in.VPU_EXP.rows = rows, in.VPU_EXP.cols = cols, in.VPU_EXP.dtype = isa_enum(m->cdt);
+            }
+            isa_emit_insn(e, &in);
+        }
+        sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
+    } else {
+        sem_signal(m, ISA_UNIT_MXU, m->s_cfull);
+    }
+}
+
+/* The store of the drained tile at p. */
+static void emit_store(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+{
+    sem_wait(m, ISA_UNIT_DMA, m->s_cfull);
+    dma(m, isa_hbm(m->rC, (uint64_t)(p->oc + (int64_t)p->i0 * m->ldc) + p->j0 * m->ce),
+        isa_spad(0, m->cbuf), m->cdt, tn, tm, 1, (uint64_t)m->ldc, tn * m->ce, 0, 0);
+    sem_signal(m, ISA_UNIT_DMA, m->s_cfree);
+}
+
+/* Registers and steps of a level: A, B, C and the epilogue operands. */
+typedef struct kmm_steps {
+    unsigned n;
+    unsigned reg[3 + KC_MAX_EPI];
+    int64_t step[3 + KC_MAX_EPI];
+} kmm_steps;
+
+static void steps_add(kmm_steps *s, unsigned reg, int64_t step)
+{
+    if (step) {
+        s->reg[s->n] = reg;
+        s->step[s->n++] = step;
+    }
+}
+
+/* A tile's slices in order: the full ones (TK deep), then the edge one. Its head is the first
+ * KMM_HEAD of them (the first sets the accumulators), issued before the previous tile's
+ * store so that the array goes on from one tile to the next while the DMA stores. */
+#define KMM_HEAD 2
+
+static uint64_t head_slices(const kmm *m) { return min_u64(KMM_HEAD, cdiv(m->K, m->TK)); }
+
+static unsigned emit_head(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
+{
+    for (uint64_t i = 0; i < head_slices(m); i++, b ^= 1)
+        emit_slice(m, p, tm, tn, i * m->TK, min_u64(m->TK, m->K - i * m->TK), b,
+                   i ? ISA_ACCM_ACCUM : ISA_ACCM_SET);
+    return b;
+}
+
+/* A tile's slices after its head (the full ones in a loop of pairs, then the edge one) and
+ * its drain. */
+static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
+{
+    uint64_t full = m->K / m->TK, edge = m->K % m->TK, h = head_slices(m);
+    slice_ctx sc = {tm, tn, h};
+    kmm_steps st = {0};
+    int64_t dk_a = m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
+                   : m->ak == KMM_A_COLS ? (int64_t)m->TK * m->lda
+                                         : (int64_t)(m->TK / m->cv.sc * m->cv.w * m->cv.c * m->e);
+    steps_add(&st, m->rA, dk_a);
+    steps_add(&st, m->rB, m->b_cols ? (int64_t)(m->TK * m->e) : (int64_t)m->TK * m->ldb);
+    if (full > h)
+        b = kmm_loop(m, p, full - h, 1, m->k_regular, st.n, st.reg, st.step, body_slice, &sc, b);
+    if (edge && full + 1 > h) {
+        emit_slice(m, p, tm, tn, full * m->TK, edge, b, ISA_ACCM_ACCUM);
+        b ^= 1;
+    }
+    emit_drain(m, p, tm, tn);
+    return b;
+}
+
+/* Slices of one tile (mod 2): how a tile flips the buffer parity. */
+static unsigned tile_flip(const kmm *m) { return (unsigned)(cdiv(m->K, m->TK) & 1); }
+
+/* A tile row's body: its tiles are tm high. */
+typedef struct row_ctx {
+    uint64_t tm;
+} row_ctx;
+
+/* Iteration k of a row's loop over its full tiles, rotated so that the DMA fetches the next
+ * tile's first slice before it stores this tile: the rest of tile k, the first slice of tile
+ * k + 1, the store of tile k. */
+static unsigned body_col(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop, void *v)
+{
+    (void)in_loop;
+    const row_ctx *r = v;
+    kmm_pos q = *p, nx = *p;
+    q.j0 = p->j0 + k * m->TN;
+    nx.j0 = q.j0 + m->TN;
+    b = emit_rest(m, &q, r->tm, m->TN, b);
+    b = emit_head(m, &nx, r->tm, m->TN, b);
+    emit_store(m, &q, r->tm, m->TN);
+    return b;
+}
+
+static void col_steps(const kmm *m, kmm_steps *st)
+{
+    steps_add(st, m->rB, m->b_cols ? (int64_t)m->TN * m->ldb : (int64_t)(m->TN * m->e));
+    steps_add(st, m->rC, (int64_t)(m->TN * m->ce));
+    for (int a = 0; a < m->n_args; a++)
+        steps_add(st, m->args[a].reg, m->args[a].sn * (int64_t)m->TN);
+}
+
+/* The column tiles [c0, c1) of the tile row at p, tm high: the first tile's first slice, the
+ * full tiles but the last in a (rotated) loop, then the last tiles, each store after the next
+ * tile's first slice. */
+static unsigned emit_row(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t c0, uint64_t c1,
+                         unsigned b)
+{
+    uint64_t cols = cdiv(m->N, m->TN);
+    bool edge = c1 == cols && m->N % m->TN;
+    uint64_t full = c1 - c0 - (edge ? 1 : 0), tn_edge = m->N - (c1 - 1) * m->TN;
+    row_ctx r = {tm};
+    kmm_pos q = *p, last = *p, ed = *p;
+    q.j0 = c0 * m->TN;
+    ed.j0 = (c1 - 1) * m->TN;
+    if (!full) { /* only the edge tile */
+        b = emit_head(m, &ed, tm, tn_edge, b);
+        b = emit_rest(m, &ed, tm, tn_edge, b);
+        emit_store(m, &ed, tm, tn_edge);
+        return b;
+    }
+    b = emit_head(m, &q, tm, m->TN, b);
+    kmm_steps st = {0};
+    col_steps(m, &st);
+    b = kmm_loop(m, &q, full - 1, tile_flip(m), true, st.n, st.reg, st.step, body_col, &r, b);
+    last.j0 = q.j0 + (full - 1) * m->TN;
+    b = emit_rest(m, &last, tm, m->TN, b);
+    if (edge) {
+        b = emit_head(m, &ed, tm, tn_edge, b);
+        emit_store(m, &last, tm, m->TN);
+        b = emit_rest(m, &ed, tm, tn_edge, b);
+        emit_store(m, &ed, tm, tn_edge);
+    } else {
+        emit_store(m, &last, tm, m->TN);
+    }
+    return b;
+}
+
+/* The tile rows [r0, r1) x columns [c0, c1) of one batch at p. */
+typedef struct region_ctx {
+    uint64_t c0, c1;
+} region_ctx;
+
+static unsigned body_row(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop, void *v)
+{
+    (void)in_loop;
+    const region_ctx *r = v;
+    kmm_pos q = *p;
+    q.i0 = p->i0 + k * m->TM;
+    return emit_row(m, &q, m->TM, r->c0, r->c1, b);
+}
+
+static void row_steps(const kmm *m, kmm_steps *st)
+{
+    int64_t dm_a = m->ak == KMM_A_ROWS ? (int64_t)m->TM * m->lda
+                   : m->ak == KMM_A_COLS ? (int64_t)(m->TM * m->e)
+                                         : (int64_t)(m->TM / m->cv.f_out * m->cv.sh * m->cv.w *
+                                                     m->cv.c * m->e);
+    steps_add(st, m->rA, dm_a);
+    steps_add(st, m->rC, (int64_t)m->TM * m->ldc);
+    for (int a = 0; a < m->n_args; a++)
+        steps_add(st, m->args[a].reg, m->args[a].sm * (int64_t)m->TM);
+}
+
+/* How a whole row of c tiles flips the parity. */
+static unsigned row_flip(const kmm *m, uint64_t ncols) { return (unsigned)(ncols & tile_flip(m)); }
+
+typedef struct batch_ctx {
+    int d;
+    uint64_t r0, r1, c0, c1;
+} batch_ctx;
+
+static unsigned emit_region(kmm *m, const kmm_pos *p, const batch_ctx *bc, unsigned b)
+{
+    uint64_t rows = cdiv(m->M, m->TM);
+    bool edge = bc->r1 == rows && m->M % m->TM;
+    uint64_t full = bc->r1 - bc->r0 - (edge ? 1 : 0);
+    region_ctx r = {bc->c0, bc->c1};
+    kmm_pos q = *p;
+    q.i0 = bc->r0 * m->TM;
+    kmm_steps st = {0};
+    row_steps(m, &st);
+    b = kmm_loop(m, &q, full, row_flip(m, bc->c1 - bc->c0), m->m_regular, st.n, st.reg, st.step,
+                 body_row, &r, b);
+    if (edge) {
+        q.i0 = (bc->r1 - 1) * m->TM;
+        b = emit_row(m, &q, m->M - q.i0, bc->c0, bc->c1, b);
+    }
+    return b;
+}
+
+static unsigned body_batch(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop,
+                           void *v);
+
+static unsigned emit_batches(kmm *m, const kmm_pos *p, const batch_ctx *bc, unsigned b)
+{
+    if (bc->d == m->nb)
+        return emit_region(m, p, bc, b);
+    int d = bc->d;
+    kmm_steps st = {0};
+    steps_add(&st, m->rA, m->bsa[d]);
+    steps_add(&st, m->rB, m->bsb[d]);
+    steps_add(&st, m->rC, m->bsc[d]);
+    for (int a = 0; a < m->n_args; a++)
+        steps_add(&st, m->args[a].reg, m->args[a].sbat[d]);
+    /* the parity flip of one iteration: the whole region times the inner batch loops */
+    uint64_t tiles = (bc->r1 - bc->r0) * (bc->c1 - bc->c0);
+    for (int i = d + 1; i < m->nb; i++)
+        tiles *= m->bcount[i];
+    batch_ctx inner = *bc;
+    inner.d = d + 1;
+    return kmm_loop(m, p, m->bcount[d], (unsigned)(tiles & tile_flip(m)), true, st.n, st.reg,
+                    st.step, body_batch, &inner, b);
+}
+
+static unsigned body_batch(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool in_loop,
+                           void *v)
+{
+    (void)in_loop;
+    const batch_ctx *bc = v;
+    int d = bc->d - 1;
+    kmm_pos q = *p;
+    q.oa += (int64_t)k * m->bsa[d];
+    q.ob += (int64_t)k * m->bsb[d];
+    q.oc += (int64_t)k * m->bsc[d];
+    for (int a = 0; a < m->n_args; a++)
+        q.oarg[a] += (int64_t)k * m->args[a].sbat[d];
+    return emit_batches(m, &q, bc, b);
+}
+
+/* ---- one core ------------------------------------------------------------------------------- */
+
+/* Takes this core's resources, emits its block of the tile grid [r0, r1) x [c0, c1), and
+ * settles its semaphores back to zero. */
+static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint64_t c0,
+                           uint64_t c1)
+{
+    kc_ctx *x = m->x;
+    isa_emit *e = x->e;
+    if (kc_core(x, core) != NP_OK)
+        return kc_status(x);
+    /* scratchpad: A0 A1 B0 B1 C [staging 0 1] [epilogue operands], one block */
+    uint64_t es = m->e, a_sz = m->TM * m->TK * es, b_sz = m->TK * m->TN * es;
+    uint64_t c_sz = m->TM * m->TN * m->ce, work = 2 * a_sz + 2 * b_sz + c_sz, at;
+    if (m->ak == KMM_A_COLS)
+        work += 2 * a_sz;
+    for (int a = 0; a < m->n_args; a++) {
+        kmm_arg *g = &m->args[a];
+        uint64_t rows, cols;
+        arg_shape(m, a, m->TM, m->TN, &rows, &cols);
+        g->raw = work;
+        work += rows * cols * isa_dtype_size[g->dt];
+        if (g->cast) {
+            g->buf = work;
+            work += rows * cols * (a == m->bias ? 4 : m->ce);
+        }
+    }
+    kc_spad_alloc(x, work, 64, &at);
+    uint64_t acc;
+    kc_acc_alloc(x, m->TM * m->TN * 4, 64, &acc);
+    if (kc_status(x) != NP_OK)
+        return kc_status(x);
+    m->acc = acc;
+    m->abuf[0] = at, m->abuf[1] = at + a_sz;
+    m->bbuf[0] = at + 2 * a_sz, m->bbuf[1] = at + 2 * a_sz + b_sz;
+    m->cbuf = at + 2 * a_sz + 2 * b_sz;
+    if (m->ak == KMM_A_COLS)
+        m->stage[0] = m->cbuf + c_sz, m->stage[1] = m->cbuf + c_sz + a_sz;
+    for (int a = 0; a < m->n_args; a++) {
+        m->args[a].raw += at;
+        m->args[a].buf = m->args[a].cast ? m->args[a].buf + at : m->args[a].raw;
+    }
+    /* semaphores and registers */
+    for (int b = 0; b < 2; b++) {
+        kc_sem_alloc(x, &m->s_full[b]);
+        kc_sem_alloc(x, &m->s_free[b]);
+        if (m->ak == KMM_A_COLS)
+            kc_sem_alloc(x, &m->s_staged[b]);
+    }
+    kc_sem_alloc(x, &m->s_cfull);
+    kc_sem_alloc(x, &m->s_cfree);
+    if (m->n_steps)
+        kc_sem_alloc(x, &m->s_drained), kc_sem_alloc(x, &m->s_eready);
+    if (m->bias >= 0) {
+        kc_sem_alloc(x, &m->s_bready);
+        if (m->args[m->bias].cast)
+            kc_sem_alloc(x, &m->s_braw);
+    }
+    kc_reg_alloc(x, &m->rA);
+    kc_reg_alloc(x, &m->rB);
+    kc_reg_alloc(x, &m->rC);
+    for (int a = 0; a < m->n_args; a++)
+        kc_reg_alloc(x, &m->args[a].reg);
+    if (kc_status(x) != NP_OK)
+        return kc_status(x);
+    ISA_EMIT(e, LI, isa_reg(m->rA), isa_imm((int64_t)m->a_base));
+    ISA_EMIT(e, LI, isa_reg(m->rB), isa_imm((int64_t)m->b_base));
+    ISA_EMIT(e, LI, isa_reg(m->rC), isa_imm((int64_t)m->c_base));
+    for (int a = 0; a < m->n_args; a++)
+        ISA_EMIT(e, LI, isa_reg(m->args[a].reg), isa_imm((int64_t)m->args[a].base));
+    /* both buffers and the C tile start free */
+    sem_signal(m, ISA_UNIT_DMA, m->s_free[0]);
+    sem_signal(m, ISA_UNIT_DMA, m->s_free[1]);
+    sem_signal(m, ISA_UNIT_DMA, m->s_cfree);
+    kmm_pos p = {0};
+    batch_ctx bc = {0, r0, r1, c0, c1};
+    m->mult = 1;
+    emit_batches(m, &p, &bc, 0);
+    /* settle: the DMA queue takes back the credits (and so waits for its own last copies) */
+    sem_wait(m, ISA_UNIT_DMA, m->s_free[0]);
+    sem_wait(m, ISA_UNIT_DMA, m->s_free[1]);
+    sem_wait(m, ISA_UNIT_DMA, m->s_cfree);
+    return kc_status(x);
+}
+
+/* Cuts the tile grid (rows x cols tiles) into pr x pc blocks for up to `cores` cores: the
+ * split with the fewest tiles on the busiest core, then the fewest blocks. */
+void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, uint64_t *pc)
+{
+    uint64_t best = UINT64_MAX, br = 1, bcn = 1;
+    for (uint64_t r = 1; r <= cores && r <= rows; r++)
+        for (uint64_t c = 1; r * c <= cores && c <= cols; c++) {
+            uint64_t worst = cdiv(rows, r) * cdiv(cols, c);
+            if (worst < best || (worst == best && r * c < br * bcn)) {
+                best = worst;
+                br = r, bcn = c;
+            }
+        }
+    *pr = br, *pc = bcn;
+}
+
+/* Block i of n of [0, total): as even as possible, the larger ones first. */
+void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *hi)
+{
+    uint64_t base = total / n, extra = total % n;
+    *lo = i * base + (i < extra ? i : extra);
+    *hi = *lo + base + (i < extra ? 1 : 0);
+}
+
+np_status kmm_emit(kmm *m)
+{
+    kc_ctx *x = m->x;
+    const kc_place *pl = &x->k->place;
+    uint64_t n_cores = pl->n_cores ? pl->n_cores : 1;
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
+    kmm_split_grid(rows, cols, n_cores, &pr, &pc);
+    for (uint64_t i = 0; i < pr * pc; i++) {
+        uint64_t r0, r1, c0, c1;
+        kmm_block(rows, pr, i / pc, &r0, &r1);
+        kmm_block(cols, pc, i % pc, &c0, &c1);
+        if (emit_core(m, pl->core0 + (uint32_t)i, r0, r1, c0, c1) != NP_OK)
+            return kc_status(x);
+    }
+    x->res->cores = (uint32_t)(pr * pc);
+    x->res->hbm_read_bytes = m->rd;
+    x->res->hbm_write_bytes = m->wr;
+    return kc_status(x);
+}
+
