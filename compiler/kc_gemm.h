@@ -93,6 +93,30 @@ void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *h
 uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
                          void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx);
 
+/* The cost model (kc_gemm_cost.c) of the plan with its tiles m->TM, TN, TK on n_cores. */
+typedef struct kmm_est {
+    uint64_t cycles;                 /* the kernel's (the busiest core's, and no less than all
+                                        HBM bytes at the HBM's bandwidth) */
+    uint64_t mxu_cycles, dma_cycles; /* the busiest core's array and DMA time */
+    uint64_t hbm_bytes;              /* all cores */
+    uint64_t cores;                  /* cores with work */
+} kmm_est;
+void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_est *out);
+
+/* Array cycles of one mxu.mm of m x n x k of dt (hw-model/mxu_timing.h's formula; a test
+ * checks that they agree). */
+uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n,
+                          uint64_t k);
+
+/* The best tilings by the cost model among the candidates (sizes already in m->TM/TN/TK
+ * kept, 0 ones searched) that fit spad scratchpad and acc accumulator bytes: up to max_best
+ * of them in best[], fewest cycles first. m's tiles are left changed. Returns how many. */
+typedef struct kmm_cand {
+    uint64_t tm, tn, tk, cycles;
+} kmm_cand;
+unsigned kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
+                    uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned max_best);
+
 static inline uint64_t kmm_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t kmm_cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 

@@ -211,8 +211,9 @@ static void epilogue_spad(const kmm *m, kc_gemm_shape *g)
     }
 }
 
-/* Tiles: the attributes tm, tn, tk where given, the rest chosen for the placed cores' free
- * memories. */
+/* Tiles: the attributes tm, tn, tk where given, the rest chosen by the cost model for the
+ * placed cores' free memories (kc_gemm_cost.c); the best candidates go to the result for a
+ * tuner. */
 static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
 {
     kc_ctx *x = m->x;
@@ -226,9 +227,30 @@ static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
     m->TM = (uint64_t)kc_attr_int(x, "tm");
     m->TN = (uint64_t)kc_attr_int(x, "tn");
     m->TK = (uint64_t)kc_attr_int(x, "tk");
-    np_err e = {0};
-    if (kc_gemm_tiles(x->cfg, g, spad, acc, &m->TM, &m->TN, &m->TK, &e) != NP_OK)
-        return kc_fail(x, e.status, "%s", e.msg);
+    kmm_cand best[KC_MAX_CANDS];
+    unsigned nb = 0;
+    if (!m->TM || !m->TN || !m->TK)
+        nb = kmm_search(m, x->cfg, g, spad, acc, n, best, KC_MAX_CANDS);
+    if (nb) {
+        m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk;
+    } else { /* all given, or nothing fits: the heuristic checks them and names the limit */
+        m->TM = (uint64_t)kc_attr_int(x, "tm");
+        m->TN = (uint64_t)kc_attr_int(x, "tn");
+        m->TK = (uint64_t)kc_attr_int(x, "tk");
+        np_err e = {0};
+        if (kc_gemm_tiles(x->cfg, g, spad, acc, &m->TM, &m->TN, &m->TK, &e) != NP_OK)
+            return kc_fail(x, e.status, "%s", e.msg);
+    }
+    kmm_est est;
+    kmm_estimate(m, x->cfg, n, &est);
+    kc_result *r = x->res;
+    r->est_cycles = est.cycles;
+    r->n_cands = nb ? nb : 1;
+    if (!nb)
+        best[0] = (kmm_cand){m->TM, m->TN, m->TK, est.cycles};
+    for (unsigned i = 0; i < r->n_cands; i++)
+        r->cands[i] = (kc_tiling){3, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
+                                      KC_INT("tk", best[i].tk)}, best[i].cycles};
     return NP_OK;
 }
 
@@ -420,22 +442,8 @@ static np_status conv2d_compile(kc_ctx *x)
         return kc_status(x);
     kc_gemm_shape g = {m.M, m.N, m.K, m.e, m.ce, 1, 0, 0, 0, 0, 0};
     epilogue_spad(&m, &g);
-    bool tm_given = kc_attr_given(x, "tm") && kc_attr_int(x, "tm"),
-         tk_given = kc_attr_given(x, "tk") && kc_attr_int(x, "tk");
     if (plan_tiles(&m, &g) != NP_OK)
         return kc_status(x);
-    /* The streamed dimension may shrink without costing a fold: cut it on window boundaries
-     * (whole output rows / whole filter rows), keeping the tile count. */
-    if (x->cfg->core.dataflow == ARCH_DATAFLOW_WS && !tm_given) {
-        uint64_t n = cdiv(m.M, m.TM), tm = cdiv(E, n) * F;
-        if (tm <= m.TM)
-            m.TM = tm;
-    }
-    if (x->cfg->core.dataflow == ARCH_DATAFLOW_OS && !tk_given) {
-        uint64_t n = cdiv(m.K, m.TK), tk = cdiv(R, n) * m.cv.sc;
-        if (tk <= m.TK)
-            m.TK = tk;
-    }
     /* the gathers' fields: n0 20 bits, n1/n2 16 bits, s1 strides 24 bits, s2 27 bits; a
      * piece has at most min(TM, F) pixels a row and TM / F rows (the row strides matter only
      * when a tile can hold two whole output rows) */

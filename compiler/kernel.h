@@ -175,6 +175,15 @@ typedef struct kc_kernel {
     kc_place place;
 } kc_kernel;
 
+/* A tiling of a kernel: the attributes that select it (tm, tn, tk for the GEMMs) and the
+ * cost model's cycles for it. A tuner compiles the kernel with each and keeps the fastest. */
+#define KC_MAX_CANDS 8
+typedef struct kc_tiling {
+    unsigned n_attrs;
+    kc_attr attrs[4];
+    uint64_t est_cycles;
+} kc_tiling;
+
 /* What a compiled kernel is expected to cost. */
 typedef struct kc_result {
     char name[64];            /* its kernel symbol (the same on every placed core) */
@@ -187,6 +196,9 @@ typedef struct kc_result {
     uint32_t cores;           /* cores that got work */
     char schedule[160];       /* the tiling chosen, for people ("tiles 512x512x1024 ...") */
     uint64_t mxu_flops;       /* of flops, those on the matrix unit (0: a vector kernel) */
+    uint64_t est_cycles;      /* the cost model's cycles for the tiling chosen (0: none) */
+    unsigned n_cands;         /* the cost model's best tilings, the chosen one first: the */
+    kc_tiling cands[KC_MAX_CANDS]; /* attributes that select each, and its estimate */
 } kc_result;
 
 /* ---- the program being built -------------------------------------------------------------- */

@@ -151,6 +151,7 @@ static json_t *figures_json(const char *op, const krun_figures *f, const krun_re
     json_object_set_new(j, "kernel", json_string(r->kernel.name));
     json_object_set_new(j, "schedule", json_string(r->kernel.schedule));
     json_object_set_new(j, "insns", json_integer((json_int_t)r->kernel.insns));
+    json_object_set_new(j, "est_cycles", json_integer((json_int_t)r->kernel.est_cycles));
     json_t *rep = core_report_json(r->report);
     if (rep) {
         json_object_set(j, "units", json_object_get(rep, "units"));
@@ -177,8 +178,13 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
            scaled_bytes((double)f->hbm_bytes, a, sizeof a),
            scaled_bytes((double)f->hbm_bytes_min, c, sizeof c), f->gbps,
            f->peak_gbps > 0 ? 100.0 * f->gbps / f->peak_gbps : 0.0, f->peak_gbps);
-    printf("  roofline      %s-bound: %.1f%% of the bound\n\n",
+    printf("  roofline      %s-bound: %.1f%% of the bound\n",
            f->compute_bound ? "compute" : "memory", f->roofline_pct);
+    if (r->kernel.est_cycles)
+        printf("  cost model    %s cycles (%+.1f%% of the simulated)\n",
+               with_commas(r->kernel.est_cycles, a, sizeof a),
+               100.0 * ((double)r->kernel.est_cycles - (double)f->cycles) / (double)f->cycles);
+    printf("\n");
     (void)b;
     core_report_print(r->report, stdout);
 }

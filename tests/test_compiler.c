@@ -185,12 +185,14 @@ static uint32_t count_op(const isa_program *p, uint32_t c, isa_op op)
     return n;
 }
 
-/* Compiles a bf16 matmul M x N x K alone (timing only) and returns its program. */
+/* Compiles a bf16 matmul M x N x K alone (timing only) with tiles 64 x 16 x 16 and returns
+ * its program. */
 static isa_program *matmul_prog(const arch_config *cfg, int64_t M, int64_t N, int64_t K,
                                 kc_result *res)
 {
     np_err err = {0};
-    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1};
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_attrs = 3,
+                   .attrs = {KC_INT("tm", 64), KC_INT("tn", 16), KC_INT("tk", 16)}};
     kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){M, K});
     kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){K, N});
     kc_tensor_dense(&k.out[0], 0, NN_BF16, 2, (int64_t[]){M, N});
@@ -205,7 +207,8 @@ static isa_program *matmul_prog(const arch_config *cfg, int64_t M, int64_t N, in
 
 TEST(program_size_grows_with_distinct_tile_shapes_not_with_tiles_times_slices)
 {
-    /* tiny ws: TK = TN = 16 (4 x the 4 x 4 array), TM = 4096 / (4 x 16) = 64. 256 x 256 x K
+    /* tiny ws, tiles TK = TN = 16 (4 x the 4 x 4 array), TM = 4096 / (4 x 16) = 64 (what
+     * kc_gemm_tiles' heuristic takes; given here so the cost model does not choose). 256 x 256 x K
      * has 4 x 16 tiles of K / 16 slices each; unrolled, a slice is 9 instructions, so 256^3
      * would be over 9,000 of them. */
     arch_config cfg = tiny(NULL);
@@ -429,9 +432,10 @@ TEST(a_kernel_that_needs_the_scratchpad_another_just_released_gets_a_fence_first
     small.out[0].addr += 4096; /* a different output: no dependency */
     CU_ASSERT_EQUAL(kc_compile(p, &small, NULL, &err), NP_OK);
     CU_ASSERT_EQUAL(count_op(kc_prog_program(p), 0, ISA_OP_FENCE), 0u);
-    /* a kernel that takes the whole scratchpad (chosen tiles) must wait for both */
+    /* a kernel that takes nearly the whole scratchpad (2 x 64 x 192 + 2 x 192 x 16 bf16 + a
+     * 64 x 16 tile: 63,488 of 65,536 bytes) must wait for both */
     kc_kernel big = small;
-    big.n_attrs = 0;
+    big.attrs[0] = KC_INT("tm", 64), big.attrs[1] = KC_INT("tn", 16), big.attrs[2] = KC_INT("tk", 192);
     kc_tensor_dense(&big.in[0], a, NN_BF16, 2, (int64_t[]){64, 256});
     kc_tensor_dense(&big.in[1], a + 65536, NN_BF16, 2, (int64_t[]){256, 16});
     kc_tensor_dense(&big.out[0], a + 131072, NN_BF16, 2, (int64_t[]){64, 16});

@@ -1,0 +1,356 @@
+/* kc_gemm_cost.c — the analytical cost model of the GEMM schedule (kc_gemm_emit.c) and the
+ * tile search that uses it (docs/compiler.md, "The cost model").
+ *
+ * Per core, per output tile of tm x tn with S slices of tk_i:
+ *   MXU side   sum_i array(tm, tn, tk_i) + drain(tm, tn)      (the hardware model's formulas:
+ *              array = folds x fold cycles per the dataflow, hw-model/mxu_timing.h, the
+ *              streamed term divided by the dtype's MACs/PE; drain = tm x tn / array_cols)
+ *   DMA side   sum_i (copies_i x latency + bytes_i / bw) + store(tm, tn) + epilogue operands
+ *              bw = min(HBM / active cores x the fraction of HBM channels the copy's rows
+ *              touch, the scratchpad ports); bytes counted in whole bursts
+ *   VPU side   a transposed A's transposes and the epilogue's vector steps
+ *   tile time  the largest side (double buffering overlaps them); each row of tiles adds the
+ *              bubble at its start (its first tile's head is not prefetched behind a store)
+ * The kernel's time is the busiest core's: startup (the first head's loads) + its tiles + the
+ * last drain and store, and no less than all cores' HBM bytes at the HBM's bandwidth.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "kc_gemm.h"
+
+#define min_u64 kmm_min
+#define cdiv kmm_cdiv
+
+/* ---- the array ------------------------------------------------------------------------------ */
+
+static double macs_rate(const arch_config *cfg, isa_dtype d)
+{
+    switch (d) {
+    case ISA_DTYPE_BF16: return cfg->core.macs_per_pe_bf16;
+    case ISA_DTYPE_FP16: return cfg->core.macs_per_pe_fp16;
+    case ISA_DTYPE_FP32: return cfg->core.macs_per_pe_fp32;
+    case ISA_DTYPE_INT8: return cfg->core.macs_per_pe_int8;
+    default: return 0;
+    }
+}
+
+uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n, uint64_t k)
+{
+    uint64_t R = (uint64_t)cfg->core.array_rows, C = (uint64_t)cfg->core.array_cols, sr, sc, t;
+    switch (cfg->core.dataflow) {
+    case ARCH_DATAFLOW_OS: sr = m, sc = n, t = k; break;
+    case ARCH_DATAFLOW_IS: sr = k, sc = m, t = n; break;
+    default: sr = k, sc = n, t = m; break;
+    }
+    bool os = cfg->core.dataflow == ARCH_DATAFLOW_OS;
+    uint64_t folds = cdiv(sr, R) * cdiv(sc, C);
+    uint64_t cycles = folds * ((os ? R : 2 * R) + C + t - 2);
+    if (cfg->core.mxu_weight_double_buffer && !os)
+        cycles -= (folds - 1) * R;
+    double rate = macs_rate(cfg, dt);
+    if (rate > 0 && rate != 1.0)
+        cycles = cycles - folds * t + folds * (uint64_t)ceil((double)t / rate);
+    return cycles;
+}
+
+/* ---- copies --------------------------------------------------------------------------------- */
+
+/* The fraction of HBM channels that rows of row_bytes at addr, addr + stride, ... touch. */
+static double chan_frac(const arch_config *cfg, uint64_t addr, uint64_t rows, uint64_t stride,
+                        uint64_t row_bytes)
+{
+    uint64_t I = (uint64_t)cfg->chip.hbm_interleave_bytes, Ch = (uint64_t)cfg->chip.hbm_channels;
+    if (stride == row_bytes || rows == 1) { /* one contiguous run */
+        uint64_t n = (addr + rows * row_bytes - 1) / I - addr / I + 1;
+        return n >= Ch ? 1.0 : (double)n / (double)Ch;
+    }
+    uint8_t seen[4096] = {0};
+    uint64_t count = 0, period = I * Ch;
+    /* rows repeat their channels every period / gcd(stride, period) rows */
+    uint64_t a = stride % period, b = period;
+    while (a) {
+        uint64_t t = b % a;
+        b = a, a = t;
+    }
+    uint64_t scan = min_u64(rows, period / b + 1);
+    for (uint64_t i = 0; i < scan && count < Ch; i++) {
+        uint64_t s = addr + i * stride, first = s / I, last = (s + row_bytes - 1) / I;
+        if (last - first + 1 >= Ch)
+            last = first + Ch - 1;
+        for (uint64_t u = first; u <= last; u++)
+            if (!seen[u % Ch]) {
+                seen[u % Ch] = 1;
+                count++;
+            }
+    }
+    return (double)count / (double)Ch;
+}
+
+/* Bytes an HBM access of rows x row_bytes (stride apart) moves in whole bursts. */
+static uint64_t burst_bytes(const arch_config *cfg, uint64_t addr, uint64_t rows, uint64_t stride,
+                            uint64_t row_bytes)
+{
+    uint64_t B = (uint64_t)cfg->chip.hbm_burst_bytes;
+    if (stride == row_bytes || rows == 1)
+        return ((addr + rows * row_bytes - 1) / B - addr / B + 1) * B;
+    return rows * ((addr % B + row_bytes + B - 1) / B) * B;
+}
+
+/* What the cost model knows of one core's run. */
+typedef struct cm {
+    const kmm *m;
+    const arch_config *cfg;
+    double bw;        /* HBM bytes per core cycle this core gets */
+    double port_bw;   /* scratchpad bytes per cycle */
+    double lat;       /* cycles of HBM latency and DMA setup per copy */
+    uint64_t outstanding;
+    uint64_t hbm_bytes;
+} cm;
+
+/* Core cycles of one dma.copy with its HBM side at addr (rows x row_bytes, stride apart). */
+static double copy_cycles(cm *c, uint64_t addr, uint64_t rows, uint64_t stride,
+                          uint64_t row_bytes, uint64_t count)
+{
+    double f = chan_frac(c->cfg, addr, rows, stride, row_bytes);
+    uint64_t b = burst_bytes(c->cfg, addr, rows, stride, row_bytes);
+    double bw = c->bw * f < c->port_bw ? c->bw * f : c->port_bw;
+    c->hbm_bytes += rows * row_bytes * count;
+    return (double)b / bw;
+}
+
+/* A slice's DMA time (the A and B parts) of the tile at (i0, j0), depth tk at k0. */
+static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t tn, uint64_t k0,
+                        uint64_t tk, uint64_t count, uint64_t *copies)
+{
+    const kmm *m = c->m;
+    uint64_t e = m->e;
+    double t = 0;
+    *copies = 2;
+    switch (m->ak) {
+    case KMM_A_ROWS:
+        t += copy_cycles(c, m->a_base + i0 * (uint64_t)m->lda + k0 * e, tm, (uint64_t)m->lda,
+                         tk * e, count);
+        break;
+    case KMM_A_COLS:
+        t += copy_cycles(c, m->a_base + k0 * (uint64_t)m->lda + i0 * e, tk, (uint64_t)m->lda,
+                         tm * e, count);
+        break;
+    case KMM_A_CONV: {
+        /* a gather per piece of the tile and filter row of the slice (kc_gemm_emit.c picks
+         * the cheaper of that and per output row for whole filter rows: counted the same) */
+        const kmm_conv *g = &m->cv;
+        uint64_t pieces = kmm_tile_pieces(g->f_out, i0, tm, NULL, NULL);
+        uint64_t frows = (k0 + tk - 1) / g->sc - k0 / g->sc + 1;
+        uint64_t touched = (i0 + tm - 1) / g->f_out - i0 / g->f_out + 1;
+        uint64_t n = pieces * frows;
+        if (g->rows_ok && tk >= g->sc && touched + 2 * pieces < n)
+            n = touched + 2 * pieces;
+        uint64_t run = min_u64(g->sc, tk) * e;
+        double one = copy_cycles(c, m->a_base, tm * tk * e / run / n + 1, g->sw * g->c * e,
+                                 run, 0);
+        t += (double)n * one;
+        c->hbm_bytes += tm * tk * e * count;
+        *copies = n + 1;
+        break;
+    }
+    }
+    if (!m->b_cols)
+        t += copy_cycles(c, m->b_base + k0 * (uint64_t)m->ldb + j0 * e, tk, (uint64_t)m->ldb,
+                         tn * e, count);
+    else
+        t += copy_cycles(c, m->b_base + j0 * (uint64_t)m->ldb + k0 * e, tn, (uint64_t)m->ldb,
+                         tk * e, count);
+    return t + c->lat * (double)cdiv(*copies, c->outstanding);
+}
+
+/* One tile of tm x tn at (i0, j0), count of them: its MXU, DMA and VPU sides. */
+typedef struct tile_t {
+    double mxu, dma, vpu, head_dma;
+} tile_t;
+
+static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t tn,
+                        uint64_t count)
+{
+    const kmm *m = c->m;
+    const arch_config *cfg = c->cfg;
+    tile_t t = {0};
+    uint64_t full = m->K / m->TK, edge = m->K % m->TK, heads = min_u64(2, cdiv(m->K, m->TK));
+    uint64_t copies;
+    double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
+    for (int part = 0; part < 2; part++) {
+        uint64_t tk = part ? edge : m->TK, n = part ? (edge ? 1 : 0) : full;
+        if (!n)
+            continue;
+        double d = slice_dma(c, i0, j0, tm, tn, 0, tk, count * n, &copies);
+        t.dma += (double)n * d;
+        t.mxu += (double)n * (double)kmm_array_cycles(cfg, m->dt, tm, tn, tk);
+        if (m->ak == KMM_A_COLS)
+            t.vpu += (double)n * (double)(tm * tk) / lanes;
+        if (part == 0)
+            t.head_dma += (double)min_u64(heads, n) * d;
+        else if (full < heads)
+            t.head_dma += d;
+    }
+    t.mxu += (double)cdiv(tm * tn, (uint64_t)cfg->core.array_cols);
+    t.dma += copy_cycles(c, m->c_base + i0 * (uint64_t)m->ldc + j0 * m->ce, tm, (uint64_t)m->ldc,
+                         tn * m->ce, count) + c->lat;
+    for (int a = 0; a < m->n_args; a++) {
+        const kmm_arg *g = &m->args[a];
+        uint64_t ae = isa_dtype_size[g->dt];
+        uint64_t rows = g->bcast == ISA_BCAST_FULL || g->bcast == ISA_BCAST_COL ? tm : 1;
+        uint64_t cols = g->bcast == ISA_BCAST_FULL || g->bcast == ISA_BCAST_ROW ? tn : 1;
+        t.dma += copy_cycles(c, g->base, rows, g->sm ? (uint64_t)g->sm : cols * ae, cols * ae,
+                             count) + c->lat;
+        if (g->cast)
+            t.vpu += (double)(rows * cols) / lanes;
+    }
+    for (int i = 0; i < m->n_steps; i++)
+        t.vpu += (double)(tm * tn) / lanes;
+    return t;
+}
+
+void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_est *out)
+{
+    memset(out, 0, sizeof *out);
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
+    kmm_split_grid(rows, cols, n_cores ? n_cores : 1, &pr, &pc);
+    uint64_t batches = 1;
+    for (int b = 0; b < m->nb; b++)
+        batches *= m->bcount[b];
+    double ghz = cfg->core.clock_ghz, hbm = cfg->chip.hbm_gb_per_s / ghz; /* B / cycle */
+    cm c = {m, cfg, hbm / (double)(pr * pc),
+            (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
+            cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
+            (uint64_t)cfg->core.dma_outstanding, 0};
+    double worst = 0;
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < pr * pc; i++) {
+        uint64_t r0, r1, c0, c1;
+        kmm_block(rows, pr, i / pc, &r0, &r1);
+        kmm_block(cols, pc, i % pc, &c0, &c1);
+        bool er = r1 == rows && m->M % m->TM, ec = c1 == cols && m->N % m->TN;
+        uint64_t nr[2] = {r1 - r0 - er, er}, nc[2] = {c1 - c0 - ec, ec};
+        uint64_t tms[2] = {m->TM, m->M - (rows - 1) * m->TM},
+                 tns[2] = {m->TN, m->N - (cols - 1) * m->TN};
+        double t = 0, mxu = 0, dma = 0, first_head = 0, last_end = 0;
+        c.hbm_bytes = 0;
+        for (int a = 0; a < 2; a++)
+            for (int b = 0; b < 2; b++) {
+                uint64_t n = nr[a] * nc[b] * batches;
+                if (!n)
+                    continue;
+                uint64_t i0 = a ? (rows - 1) * m->TM : r0 * m->TM;
+                uint64_t j0 = b ? (cols - 1) * m->TN : c0 * m->TN;
+                tile_t tc = tile_cost(&c, i0, j0, tms[a], tns[b], n);
+                double side = tc.mxu > tc.dma ? tc.mxu : tc.dma;
+                side = side > tc.vpu ? side : tc.vpu;
+                t += (double)n * side;
+                mxu += (double)n * tc.mxu;
+                dma += (double)n * tc.dma;
+                if (!first_head)
+                    first_head = tc.head_dma + c.lat;
+                last_end = (double)cdiv(tms[a] * tns[b], (uint64_t)cfg->core.array_cols) +
+                           (double)(tms[a] * tns[b] * m->ce) / c.bw + c.lat;
+                /* a row's first tile: its head is not prefetched behind a store */
+                if (b == 0 || nc[0] == 0)
+                    t += (double)(nr[a] * batches) * tc.head_dma;
+            }
+        t += first_head + last_end;
+        if (t > worst) {
+            worst = t;
+            out->mxu_cycles = (uint64_t)mxu;
+            out->dma_cycles = (uint64_t)dma;
+        }
+        bytes += c.hbm_bytes;
+    }
+    out->hbm_bytes = bytes;
+    double chip = (double)bytes / hbm;
+    out->cycles = (uint64_t)ceil(worst > chip ? worst : chip);
+    out->cores = pr * pc;
+}
+
+/* ---- the search ----------------------------------------------------------------------------- */
+
+/* Candidate sizes for a dimension of dim laid along an array side of `side` (or streamed):
+ * the whole dimension, multiples of the side (powers of two, and 3x), and dim / n rounded up
+ * to the side; all <= 65535. */
+static unsigned dim_candidates(uint64_t dim, uint64_t side, uint64_t unit, uint64_t *out,
+                               unsigned max)
+{
+    unsigned n = 0;
+    uint64_t cap = min_u64(dim, 65535);
+    if (unit > 1) /* whole windows (a conv's output rows / filter rows) */
+        for (uint64_t v = unit; v <= cap && n < max / 2; v *= 2)
+            out[n++] = v;
+    out[n++] = cap;
+    for (uint64_t v = side; v < cap && n < max; v *= 2) {
+        out[n++] = v;
+        if (3 * v / 2 < cap && v >= 2 * side && n < max)
+            out[n++] = 3 * v / 2;
+    }
+    for (uint64_t d = 2; d <= 8 && n < max; d++) {
+        uint64_t v = cdiv(cdiv(dim, d), side) * side;
+        if (v < cap)
+            out[n++] = v;
+    }
+    /* unique */
+    unsigned k = 0;
+    for (unsigned i = 0; i < n; i++) {
+        bool dup = false;
+        for (unsigned j = 0; j < k; j++)
+            dup = dup || out[j] == out[i];
+        if (!dup && out[i] >= 1)
+            out[k++] = out[i];
+    }
+    return k;
+}
+
+unsigned kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
+                    uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned max_best)
+{
+    uint64_t R = (uint64_t)cfg->core.array_rows, C = (uint64_t)cfg->core.array_cols;
+    uint64_t side_m = cfg->core.dataflow == ARCH_DATAFLOW_OS ? R
+                      : cfg->core.dataflow == ARCH_DATAFLOW_IS ? C : 1;
+    uint64_t side_n = cfg->core.dataflow == ARCH_DATAFLOW_IS ? 1 : C;
+    uint64_t side_k = cfg->core.dataflow == ARCH_DATAFLOW_OS ? 1 : R;
+    uint64_t unit_m = m->ak == KMM_A_CONV ? m->cv.f_out : 1, unit_k = m->ak == KMM_A_CONV ? m->cv.sc : 1;
+    uint64_t cm_[64], cn_[64], ck_[64];
+    unsigned nm = dim_candidates(m->M, side_m ? side_m : R, unit_m, cm_, 64);
+    unsigned nn = dim_candidates(m->N, side_n ? side_n : C, 1, cn_, 64);
+    unsigned nk = dim_candidates(m->K, side_k ? side_k : R, unit_k, ck_, 64);
+    if (side_m == 1) /* streamed: multiples of the array too */
+        nm = dim_candidates(m->M, R, unit_m, cm_, 64);
+    uint64_t given_m = m->TM, given_n = m->TN, given_k = m->TK;
+    unsigned n_best = 0;
+    for (unsigned a = 0; a < nm; a++)
+        for (unsigned b = 0; b < nn; b++)
+            for (unsigned c = 0; c < nk; c++) {
+                uint64_t tm = given_m ? given_m : cm_[a], tn = given_n ? given_n : cn_[b],
+                         tk = given_k ? given_k : ck_[c];
+                if ((given_m && a) || (given_n && b) || (given_k && c))
+                    continue;
+                if (tm * tn * 4 > acc || kc_gemm_spad_bytes(g, tm, tn, tk) > spad)
+                    continue;
+                if (m->ak == KMM_A_CONV && (tk * m->e >= (1u << 24) || min_u64(m->cv.sc, tk) >= (1u << 20)))
+                    continue;
+                m->TM = tm, m->TN = tn, m->TK = tk;
+                kmm_est est;
+                kmm_estimate(m, cfg, n_cores, &est);
+                /* insert, best (fewest cycles; then fewer tiles) first */
+                kmm_cand cd = {tm, tn, tk, est.cycles};
+                unsigned pos = n_best;
+                while (pos > 0 && (best[pos - 1].cycles > cd.cycles ||
+                                   (best[pos - 1].cycles == cd.cycles &&
+                                    best[pos - 1].tm * best[pos - 1].tn * best[pos - 1].tk <
+                                        tm * tn * tk)))
+                    pos--;
+                if (pos >= max_best)
+                    continue;
+                if (n_best < max_best)
+                    n_best++;
+                memmove(&best[pos + 1], &best[pos], (n_best - 1 - pos) * sizeof *best);
+                best[pos] = cd;
+            }
+    return n_best;
+}
