@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "kc_impl.h"
+#include "kc_tiles.h"
 #include "suggest.h"
 
 /* ---- the table ------------------------------------------------------------------------------ */
@@ -35,6 +36,14 @@ const char *kc_no_kernel_reason(nn_op op)
 }
 
 /* ---- attributes ----------------------------------------------------------------------------- */
+
+bool kc_attr_is_tiling(const kc_kernel_def *d, const char *name)
+{
+    for (unsigned i = 0; d && i < d->n_attrs; i++)
+        if (strcmp(d->attrs[i].name, name) == 0)
+            return strncmp(d->attrs[i].doc, "tile:", 5) == 0;
+    return false;
+}
 
 static const kc_attr_def *attr_def(const kc_kernel_def *d, const char *name)
 {
@@ -247,7 +256,27 @@ static bool conflicts(const kc_prog *p, const kc_tensor *t, const kc_place *pl, 
 
 /* ---- compiling ------------------------------------------------------------------------------ */
 
+static np_status compile_kernel(kc_prog *p, const kc_kernel *k, kc_result *res, np_err *err);
+
+/* With a tiling cache: the tiling stored for k fills the tiling attributes k does not give. */
 np_status kc_compile(kc_prog *p, const kc_kernel *k, kc_result *res, np_err *err)
+{
+    kc_tiling t;
+    char key[2048];
+    const kc_kernel_def *d = kc_kernel_find(k->op);
+    bool tiled = false; /* the kernel chooses its own tiling */
+    for (int j = 0; j < k->n_attrs && j < KC_MAX_ATTRS; j++)
+        tiled = tiled || (k->attrs[j].name && kc_attr_is_tiling(d, k->attrs[j].name));
+    if (!p->tiles || tiled || !kc_tile_key(p->cfg, k, key, sizeof key)[0] ||
+        !kc_tile_cache_get(p->tiles, key, &t, NULL))
+        return compile_kernel(p, k, res, err);
+    kc_kernel kk = *k;
+    for (unsigned i = 0; i < t.n_attrs && kk.n_attrs < KC_MAX_ATTRS; i++)
+        kk.attrs[kk.n_attrs++] = t.attrs[i];
+    return compile_kernel(p, &kk, res, err);
+}
+
+static np_status compile_kernel(kc_prog *p, const kc_kernel *k, kc_result *res, np_err *err)
 {
     kc_result local;
     if (!res)

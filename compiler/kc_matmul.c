@@ -588,9 +588,9 @@ static np_status conv2d_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err
 /* ---- the table rows --------------------------------------------------------------------------- */
 
 #define KMM_TILE_ATTRS                                                                          \
-    {"tm", KC_ATTR_INT, 0, 0, 65535, "output tile rows (0: chosen)"},                          \
-    {"tn", KC_ATTR_INT, 0, 0, 65535, "output tile columns (0: chosen)"},                       \
-    {"tk", KC_ATTR_INT, 0, 0, 65535, "K slice depth (0: chosen)"}
+    {"tm", KC_ATTR_INT, 0, 0, 65535, "tile: output tile rows (0: the cost model's)"},          \
+    {"tn", KC_ATTR_INT, 0, 0, 65535, "tile: output tile columns (0: the cost model's)"},       \
+    {"tk", KC_ATTR_INT, 0, 0, 65535, "tile: K slice depth (0: the cost model's)"}
 
 static const kc_attr_def matmul_attrs[] = {KMM_TILE_ATTRS};
 

@@ -28,6 +28,7 @@ np_status kc_prog_new(const arch_config *cfg, const kc_prog_opts *opts, kc_prog 
     p->chip = o.chip;
     p->n_cores = o.cores;
     p->no_auto_barrier = o.no_auto_barrier;
+    p->tiles = o.tiles;
     isa_target t;
     isa_target_from_arch(cfg, &t);
     if (!(p->p = isa_program_new(&t)) || !(p->cores = calloc(o.cores, sizeof *p->cores)))

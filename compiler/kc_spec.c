@@ -157,6 +157,7 @@ np_status kc_spec_parse(const char *text, kc_spec *s, np_err *err)
         given[i] = true;
         if (parse_value(names[op], keys[i], eq + 1, &s->v[i], err) != NP_OK)
             return err->status;
+        s->v[i].given = true;
     }
     for (unsigned i = 0; i < nk; i++) {
         if (given[i])
@@ -164,7 +165,7 @@ np_status kc_spec_parse(const char *text, kc_spec *s, np_err *err)
         if (isnan(keys[i]->dflt))
             return np_err_set(err, NP_ERR_MISSING, "%s needs %s=...", names[op], keys[i]->name);
         s->v[i] = (kc_spec_val){keys[i]->name, keys[i]->type, (int64_t)keys[i]->dflt,
-                                keys[i]->dflt, 0, {0}};
+                                keys[i]->dflt, 0, {0}, false};
     }
     return NP_OK;
 }
@@ -189,7 +190,7 @@ np_status kc_spec_kernel(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err
     k->op = s->op;
     for (unsigned i = 0; i < d->n_attrs && k->n_attrs < KC_MAX_ATTRS; i++) {
         const kc_spec_val *v = kc_spec_get(s, d->attrs[i].name);
-        if (v)
+        if (v && v->given)
             k->attrs[k->n_attrs++] = (kc_attr){d->attrs[i].name, v->i, v->f};
     }
     return NP_OK;

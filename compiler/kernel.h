@@ -125,7 +125,9 @@ typedef enum kc_attr_type {
     KC_ATTR_SHAPE, /* `npusim kernel --op` keys only: AxBx... */
 } kc_attr_type;
 
-/* One attribute (or `--op` key) an op declares. */
+/* One attribute (or `--op` key) an op declares. An attribute whose doc starts with "tile:" is a
+ * tiling attribute: it chooses among schedules that compute the same values (tuners set
+ * them; the tiling cache's keys leave them out). */
 typedef struct kc_attr_def {
     const char *name;
     kc_attr_type type;
@@ -211,6 +213,9 @@ typedef struct kc_prog_opts {
                              one gets a text, every barrier and the final halt */
     isa_emit_opts emit;   /* HBM layout of .data/.bss (hbm_bytes 0: chip.hbm_bytes) */
     bool no_auto_barrier; /* do not insert barriers for HBM dependencies across cores */
+    const struct kc_tile_cache *tiles; /* (optional) tuned tilings (compiler/kc_tiles.h):
+                                          kc_compile uses the one stored for a kernel whose
+                                          tiling attributes it does not give */
 } kc_prog_opts;
 
 /* An empty program for cfg's chip (cfg must outlive it). NP_ERR_RANGE (more cores than the
@@ -325,6 +330,7 @@ typedef struct kc_spec_val {
     double f;
     int ndim;
     int64_t shape[KC_MAX_DIMS];
+    bool given;   /* in the text (else its default) */
 } kc_spec_val;
 
 #define KC_MAX_SPEC 24
@@ -363,6 +369,9 @@ typedef struct kc_kernel_def {
 const kc_kernel_def *kc_kernel_find(nn_op op);
 const char *kc_no_kernel_reason(nn_op op);
 
+/* True when d declares name as a tiling attribute (its doc starts with "tile:"). */
+bool kc_attr_is_tiling(const kc_kernel_def *d, const char *name);
+
 /* ---- `npusim kernel --op "NAME key=value ..."` ---------------------------------------------- */
 
 /* Parses text into *s: the op by its ops.def name, then every key its row declares (its --op
@@ -377,7 +386,7 @@ np_status kc_spec_parse(const char *text, kc_spec *s, np_err *err);
 const kc_spec_val *kc_spec_get(const kc_spec *s, const char *name);
 
 /* The kernel of a parsed spec: the row's build (operands in fresh .bss buffers of p) with
- * the spec's attribute values copied into it. NP_ERR_UNKNOWN_KEY when the row has no
+ * the attributes the text gives copied into it (the others keep the kernel's defaults). NP_ERR_UNKNOWN_KEY when the row has no
  * builder, the builder's errors. */
 np_status kc_spec_kernel(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err);
 

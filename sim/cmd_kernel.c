@@ -19,6 +19,7 @@
 #include "core.h"
 #include "isa_asm.h"
 #include "kernel.h"
+#include "kc_tiles.h"
 #include "krun.h"
 
 #define KERNEL_DEFAULT_ARCH "tpu-pod"
@@ -26,8 +27,9 @@
 
 const char cmd_kernel_usage[] =
     "usage: npusim kernel --op \"NAME key=value ...\" [--arch PRESET|FILE]\n"
-    "                     [--set SECTION.KEY=VALUE ...] [--cores N] [--functional] [--seed S]\n"
-    "                     [--emit-asm] [--trace FILE[.gz]] [--json]\n"
+    "                     [--set SECTION.KEY=VALUE ...] [--cores N] [--tune] [--tune-top K]\n"
+    "                     [--tiles FILE.json] [--functional] [--seed S] [--emit-asm]\n"
+    "                     [--trace FILE[.gz]] [--json]\n"
     "\n"
     "  --op SPEC       the op and its keys, e.g. \"matmul m=4096 n=4096 k=4096 dtype=bf16\":\n"
     "                  matmul m n k [batch ta tb dtype tm tn tk]; conv2d h w c k r s [n\n"
@@ -37,6 +39,10 @@ const char cmd_kernel_usage[] =
     "  --arch A        architecture preset or YAML file (default: " KERNEL_DEFAULT_ARCH ")\n"
     "  --set K=V       override one config key (repeatable)\n"
     "  --cores N       spread the kernel over cores 0 .. N-1 of the chip (default 1)\n"
+    "  --tune          simulate the cost model's best tilings and keep the fastest\n"
+    "  --tune-top K    how many of them (default 8, at most 8)\n"
+    "  --tiles F       a tiling cache: its tiling for this kernel is used; with --tune the\n"
+    "                  fastest is stored there (keyed by op, shapes, dtypes, architecture)\n"
     "  --functional    also compute values on seeded inputs and check them against the\n"
     "                  framework's reference executor (timing is unchanged)\n"
     "  --seed S        the inputs' seed for --functional (default 1)\n"
@@ -197,8 +203,13 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
         {"functional", no_argument, NULL, 'f'},  {"seed", required_argument, NULL, 'S'},
         {"emit-asm", no_argument, NULL, 'e'},    {"trace", required_argument, NULL, 't'},
         {"json", no_argument, NULL, 'j'},        {"list", no_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},        {0}};
+        {"tune", no_argument, NULL, 'T'},        {"tune-top", required_argument, NULL, 'K'},
+        {"tiles", required_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'},
+        {0}};
     const char *arch_name = KERNEL_DEFAULT_ARCH, *op_text = NULL, *trace_path = NULL;
+    const char *tiles_path = NULL;
+    uint64_t top = KC_MAX_CANDS;
+    bool tune = false;
     const char *sets[KERNEL_MAX_SETS];
     size_t n_sets = 0;
     uint64_t cores = 1, seed = 1;
@@ -226,6 +237,12 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
         case 't': trace_path = optarg; break;
         case 'j': json = true; break;
         case 'l': kernel_list(); return NP_OK;
+        case 'T': tune = true; break;
+        case 'K':
+            if (cli_parse_u64("--tune-top", optarg, 1, KC_MAX_CANDS, &top, err) != NP_OK)
+                return err->status;
+            break;
+        case 'C': tiles_path = optarg; break;
         case 'h': cli_print_usage(cli_find("kernel")); return NP_OK;
         default: return err->status;
         }
@@ -257,15 +274,37 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
         return st;
     }
     k.place.n_cores = (uint32_t)cores;
+    kc_tile_cache *tiles = NULL;
+    if (tiles_path && kc_tile_cache_load(tiles_path, &tiles, err) != NP_OK)
+        return err->status;
+    krun_tuned tuned = {0};
+    if (tune) {
+        if (krun_tune(&cfg, &k, (unsigned)top, &(krun_opts){.prog_cores = (uint32_t)cores},
+                      &tuned, err) != NP_OK) {
+            kc_tile_cache_free(tiles);
+            np_err_prefix(err, "--tune");
+            return err->status;
+        }
+        char key[2048];
+        if (tiles && kc_tile_key(&cfg, &k, key, sizeof key)[0] &&
+            (kc_tile_cache_put(tiles, key, &tuned.best, tuned.cycles[tuned.best_index], err) !=
+                 NP_OK ||
+             kc_tile_cache_save(tiles, tiles_path, err) != NP_OK)) {
+            kc_tile_cache_free(tiles);
+            return err->status;
+        }
+        krun_with_tiling(&k, &tuned.best);
+    }
     cli_trace tr = {0};
     if (trace_path && cli_trace_open(&tr, trace_path, err) != NP_OK)
         return err->status;
     krun_opts o = {.prog_cores = (uint32_t)cores, .trace = trace_path ? cli_trace_insn : NULL,
-                   .trace_ctx = &tr};
+                   .trace_ctx = &tr, .tiles = tiles};
     krun_result r;
     krun_check chk = {0};
     st = functional ? krun_kernel_check(&cfg, &k, seed, &o, &r, &chk, err)
                     : krun_kernel(&cfg, &k, NULL, &o, &r, err);
+    kc_tile_cache_free(tiles);
     if (trace_path) {
         if (st == NP_OK)
             cli_trace_kernels(&tr, r.report);
@@ -301,6 +340,21 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
             json_object_set_new(fj, "atol", json_real(chk.atol));
             json_object_set_new(j, "functional", fj);
         }
+        if (tune) {
+            json_t *tj = json_object(), *cands = json_array();
+            for (unsigned i = 0; i < tuned.tried; i++) {
+                json_t *cj = json_object();
+                json_object_set_new(cj, "est_cycles", json_integer((json_int_t)tuned.est[i]));
+                json_object_set_new(cj, "cycles", json_integer((json_int_t)tuned.cycles[i]));
+                json_array_append_new(cands, cj);
+            }
+            json_object_set_new(tj, "candidates", cands);
+            json_object_set_new(tj, "best", json_integer(tuned.best_index));
+            json_object_set_new(tj, "model_cycles", json_integer((json_int_t)tuned.cycles[0]));
+            json_object_set_new(tj, "tuned_cycles",
+                                json_integer((json_int_t)tuned.cycles[tuned.best_index]));
+            json_object_set_new(j, "tune", tj);
+        }
         if (asm_text)
             json_object_set_new(j, "asm", json_string(asm_text));
         st = cli_print_json(j, err);
@@ -308,6 +362,19 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
         if (asm_text)
             fputs(asm_text, stdout), putchar('\n');
         figures_print(op_text, &cfg, arch_name, &f, &r);
+        if (tune) {
+            printf("\ntuned: %u tilings simulated (cycles: cost model's estimate -> simulated)\n",
+                   tuned.tried);
+            for (unsigned i = 0; i < tuned.tried; i++) {
+                char a1[32], a2[32];
+                printf("  %s %-14s -> %14s\n", i == tuned.best_index ? "*" : " ",
+                       with_commas(tuned.est[i], a1, sizeof a1),
+                       with_commas(tuned.cycles[i], a2, sizeof a2));
+            }
+            printf("  the fastest is %.1f%% faster than the cost model's choice\n",
+                   100.0 * (1.0 - (double)tuned.cycles[tuned.best_index] /
+                                      (double)tuned.cycles[0]));
+        }
         if (functional)
             printf("\nfunctional: %" PRId64 " of %" PRId64 " elements outside the tolerance "
                    "(largest difference %g; rtol %g, atol %g) against the reference executor\n",

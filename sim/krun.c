@@ -96,7 +96,8 @@ np_status krun_kernel(const arch_config *cfg, const kc_kernel *k0, const krun_io
                                   "or not shaped like it", nn_op_name(k.op), i);
         }
     kc_prog *p;
-    if (kc_prog_new(cfg, &(kc_prog_opts){.cores = o.prog_cores}, &p, err) != NP_OK)
+    if (kc_prog_new(cfg, &(kc_prog_opts){.cores = o.prog_cores, .tiles = o.tiles}, &p, err) !=
+        NP_OK)
         return err->status;
     np_status st = NP_OK;
     for (int i = 0; i < nb && st == NP_OK; i++) {
@@ -328,4 +329,62 @@ void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_resu
     f->compute_bound = t_compute >= t_memory;
     if (s > 0)
         f->roofline_pct = 100.0 * (f->compute_bound ? t_compute : t_memory) / s;
+}
+
+/* ---- the tuner ------------------------------------------------------------------------------ */
+
+void krun_with_tiling(kc_kernel *k, const kc_tiling *t)
+{
+    for (unsigned i = 0; i < t->n_attrs; i++) {
+        int j = 0;
+        while (j < k->n_attrs && strcmp(k->attrs[j].name, t->attrs[i].name))
+            j++;
+        if (j == k->n_attrs && k->n_attrs < KC_MAX_ATTRS)
+            k->n_attrs++;
+        if (j < KC_MAX_ATTRS)
+            k->attrs[j] = t->attrs[i];
+    }
+}
+
+np_status krun_tune(const arch_config *cfg, const kc_kernel *k, unsigned top,
+                    const krun_opts *opts, krun_tuned *out, np_err *err)
+{
+    memset(out, 0, sizeof *out);
+    const kc_kernel_def *d = kc_kernel_find(k->op);
+    for (int i = 0; i < k->n_attrs; i++)
+        if (d && kc_attr_is_tiling(d, k->attrs[i].name))
+            return np_err_set(err, NP_ERR_INCONSISTENT, "%s: the kernel gives its tiling "
+                              "attribute '%s': nothing to tune", nn_op_name(k->op),
+                              k->attrs[i].name);
+    krun_opts o = opts ? *opts : (krun_opts){0};
+    o.functional = false;
+    o.tiles = NULL; /* the cost model's candidates, not a cached choice */
+    o.trace = NULL;
+    krun_result r;
+    if (krun_kernel(cfg, k, NULL, &o, &r, err) != NP_OK)
+        return err->status;
+    kc_result first = r.kernel;
+    out->cycles[0] = r.report->total_cycles;
+    krun_result_free(&r);
+    if (!first.n_cands)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s: the kernel offers no tilings to tune",
+                          nn_op_name(k->op));
+    unsigned n = top < first.n_cands ? top : first.n_cands;
+    if (n == 0)
+        n = 1;
+    out->tried = n;
+    out->est[0] = first.cands[0].est_cycles;
+    for (unsigned i = 1; i < n; i++) {
+        kc_kernel ki = *k;
+        krun_with_tiling(&ki, &first.cands[i]);
+        out->est[i] = first.cands[i].est_cycles;
+        if (krun_kernel(cfg, &ki, NULL, &o, &r, err) != NP_OK)
+            return err->status;
+        out->cycles[i] = r.report->total_cycles;
+        krun_result_free(&r);
+        if (out->cycles[i] < out->cycles[out->best_index])
+            out->best_index = i;
+    }
+    out->best = first.cands[out->best_index];
+    return NP_OK;
 }

@@ -44,6 +44,7 @@ typedef struct krun_opts {
     uint32_t prog_cores;   /* cores of the program (0: the placement's last core + 1) */
     core_trace_fn trace;   /* (optional) as core_sim_opts */
     void *trace_ctx;
+    const struct kc_tile_cache *tiles; /* (optional) tuned tilings for kc_compile */
 } krun_opts;
 
 typedef struct krun_result {
@@ -105,5 +106,23 @@ typedef struct krun_figures {
 
 void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,
                      krun_figures *f);
+
+/* The tuner: compiles k (which must not give its tiling attributes) to get the cost model's
+ * best tilings (kc_result.cands), simulates up to `top` of them in timing mode, and returns
+ * the fastest (ties: the cost model's order). The cost model's own choice is the first, so
+ * the result is never slower than it. */
+typedef struct krun_tuned {
+    kc_tiling best;                 /* the fastest tiling */
+    unsigned tried;                 /* candidates simulated */
+    uint64_t cycles[KC_MAX_CANDS];  /* simulated cycles of each, cost model order */
+    uint64_t est[KC_MAX_CANDS];     /* the cost model's estimate of each */
+    unsigned best_index;            /* which of them is best */
+} krun_tuned;
+
+np_status krun_tune(const arch_config *cfg, const kc_kernel *k, unsigned top,
+                    const krun_opts *opts, krun_tuned *out, np_err *err);
+
+/* k with the tiling's attributes added (replacing any of the same name). */
+void krun_with_tiling(kc_kernel *k, const kc_tiling *t);
 
 #endif
