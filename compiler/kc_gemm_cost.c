@@ -1,18 +1,19 @@
 /* kc_gemm_cost.c — the analytical cost model of the GEMM schedule (kc_gemm_emit.c) and the
  * tile search that uses it (docs/compiler.md, "The cost model").
  *
- * Per core, per output tile of tm x tn with S slices of tk_i:
- *   MXU side   sum_i array(tm, tn, tk_i) + drain(tm, tn)      (the hardware model's formulas:
- *              array = folds x fold cycles per the dataflow, hw-model/mxu_timing.h, the
- *              streamed term divided by the dtype's MACs/PE; drain = tm x tn / array_cols)
- *   DMA side   sum_i (copies_i x latency + bytes_i / bw) + store(tm, tn) + epilogue operands
- *              bw = min(HBM / active cores x the fraction of HBM channels the copy's rows
- *              touch, the scratchpad ports); bytes counted in whole bursts
- *   VPU side   a transposed A's transposes and the epilogue's vector steps
- *   tile time  the largest side (double buffering overlaps them); each row of tiles adds the
- *              bubble at its start (its first tile's head is not prefetched behind a store)
- * The kernel's time is the busiest core's: startup (the first head's loads) + its tiles + the
- * last drain and store, and no less than all cores' HBM bytes at the HBM's bandwidth.
+ * Durations, per output tile of tm x tn with slices of tk:
+ *   array      array(tm, tn, tk) per slice (the hardware model's formula: folds x fold cycles
+ *              per the dataflow, hw-model/mxu_timing.h, the streamed term divided by the
+ *              dtype's MACs/PE), drain = tm x tn / array_cols
+ *   DMA        per slice copies x latency + bytes / bw, bw = min(HBM / active cores x the
+ *              fraction of HBM channels the copy's rows touch, the scratchpad ports), bytes in
+ *              whole bursts; the store and the epilogue's operands per tile
+ *   VPU        a transposed A's transposes (with its loads), the epilogue's steps
+ * Then the two queues are stepped through the schedule's order and dependencies (double
+ * buffering, one output buffer, the next tile's head before the store) row by row; rows and
+ * batches that repeat are stepped a few times and extrapolated at the last one's pace. The
+ * kernel's time is the busiest core's, and no less than all cores' HBM bytes at the HBM's
+ * bandwidth.
  */
 #include <math.h>
 #include <string.h>
@@ -164,9 +165,11 @@ static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     return t + c->lat * (double)cdiv(*copies, c->outstanding);
 }
 
-/* One tile of tm x tn at (i0, j0), count of them: its MXU, DMA and VPU sides. */
+/* The durations of one tile class (tm x tn): per slice, full and edge (DMA loads, array);
+ * the drain (array), the epilogue (VPU) and the store (DMA, with the epilogue's loads). */
 typedef struct tile_t {
-    double mxu, dma, vpu, head_dma;
+    uint64_t tm, tn;
+    double load_full, load_edge, mm_full, mm_edge, drain, vpu, store;
 } tile_t;
 
 static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t tn,
@@ -174,34 +177,29 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
 {
     const kmm *m = c->m;
     const arch_config *cfg = c->cfg;
-    tile_t t = {0};
-    uint64_t full = m->K / m->TK, edge = m->K % m->TK, heads = min_u64(2, cdiv(m->K, m->TK));
-    uint64_t copies;
+    tile_t t = {tm, tn, 0, 0, 0, 0, 0, 0, 0};
+    uint64_t full = m->K / m->TK, edge = m->K % m->TK, copies;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
-    for (int part = 0; part < 2; part++) {
-        uint64_t tk = part ? edge : m->TK, n = part ? (edge ? 1 : 0) : full;
-        if (!n)
-            continue;
-        double d = slice_dma(c, i0, j0, tm, tn, 0, tk, count * n, &copies);
-        t.dma += (double)n * d;
-        t.mxu += (double)n * (double)kmm_array_cycles(cfg, m->dt, tm, tn, tk);
-        if (m->ak == KMM_A_COLS)
-            t.vpu += (double)n * (double)(tm * tk) / lanes;
-        if (part == 0)
-            t.head_dma += (double)min_u64(heads, n) * d;
-        else if (full < heads)
-            t.head_dma += d;
+    double tr = m->ak == KMM_A_COLS ? (double)(tm * m->TK) / lanes : 0; /* the VPU's transpose */
+    if (full) {
+        t.load_full = slice_dma(c, i0, j0, tm, tn, 0, m->TK, count * full, &copies) + tr;
+        t.mm_full = (double)kmm_array_cycles(cfg, m->dt, tm, tn, m->TK);
     }
-    t.mxu += (double)cdiv(tm * tn, (uint64_t)cfg->core.array_cols);
-    t.dma += copy_cycles(c, m->c_base + i0 * (uint64_t)m->ldc + j0 * m->ce, tm, (uint64_t)m->ldc,
-                         tn * m->ce, count) + c->lat;
+    if (edge) {
+        t.load_edge = slice_dma(c, i0, j0, tm, tn, full * m->TK, edge, count, &copies) +
+                      (m->ak == KMM_A_COLS ? (double)(tm * edge) / lanes : 0);
+        t.mm_edge = (double)kmm_array_cycles(cfg, m->dt, tm, tn, edge);
+    }
+    t.drain = (double)cdiv(tm * tn, (uint64_t)cfg->core.array_cols);
+    t.store = copy_cycles(c, m->c_base + i0 * (uint64_t)m->ldc + j0 * m->ce, tm, (uint64_t)m->ldc,
+                          tn * m->ce, count) + c->lat;
     for (int a = 0; a < m->n_args; a++) {
         const kmm_arg *g = &m->args[a];
         uint64_t ae = isa_dtype_size[g->dt];
         uint64_t rows = g->bcast == ISA_BCAST_FULL || g->bcast == ISA_BCAST_COL ? tm : 1;
         uint64_t cols = g->bcast == ISA_BCAST_FULL || g->bcast == ISA_BCAST_ROW ? tn : 1;
-        t.dma += copy_cycles(c, g->base, rows, g->sm ? (uint64_t)g->sm : cols * ae, cols * ae,
-                             count) + c->lat;
+        t.store += copy_cycles(c, g->base, rows, g->sm ? (uint64_t)g->sm : cols * ae, cols * ae,
+                               count) + c->lat;
         if (g->cast)
             t.vpu += (double)(rows * cols) / lanes;
     }
@@ -210,64 +208,181 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     return t;
 }
 
+/* ---- the two queues, step by step ----------------------------------------------------------- */
+
+/* The DMA and array queues of one core as the schedule orders them (kc_gemm_emit.c): slices
+ * alternate between two buffers (a load waits for the array to finish the slice two before),
+ * a tile's drain waits for the previous tile's store (one output buffer), its store for its
+ * drain (and epilogue); in the DMA queue the next tile's head (first two slices) comes
+ * before this tile's store within a row. */
+typedef struct pipe {
+    double dma, mxu;      /* when each queue is free */
+    double mm_done[2];    /* the array's last two slices (by buffer) */
+    double store_done;    /* the last store */
+    unsigned parity;
+} pipe;
+
+/* Loads and computes slices [from, to) of tile t; returns when the last array op ends. */
+static void pipe_loads(pipe *p, const tile_t *t, uint64_t S, uint64_t full, uint64_t from,
+                       uint64_t to, double *load_done)
+{
+    for (uint64_t i = from; i < to; i++) {
+        unsigned b = (p->parity + (unsigned)i) & 1;
+        double start = p->dma > p->mm_done[b] ? p->dma : p->mm_done[b];
+        p->dma = start + (i < full ? t->load_full : t->load_edge);
+        load_done[i % 4] = p->dma;
+    }
+    (void)S;
+}
+
+static void pipe_mms(pipe *p, const tile_t *t, uint64_t full, uint64_t from, uint64_t to,
+                     const double *load_done)
+{
+    for (uint64_t i = from; i < to; i++) {
+        unsigned b = (p->parity + (unsigned)i) & 1;
+        double start = p->mxu > load_done[i % 4] ? p->mxu : load_done[i % 4];
+        p->mxu = start + (i < full ? t->mm_full : t->mm_edge);
+        p->mm_done[b] = p->mxu;
+    }
+}
+
+/* A row of n tiles of class t (the last one of class last, e.g. an edge tile). */
+static void pipe_row(pipe *p, const tile_t *t, const tile_t *last, uint64_t n, uint64_t S,
+                     uint64_t full)
+{
+    uint64_t h = S < 2 ? S : 2;
+    double ld[4] = {0}, ld_next[4] = {0};
+    /* the first tile's head */
+    pipe_loads(p, n == 1 ? last : t, S, full, 0, h, ld);
+    for (uint64_t j = 0; j < n; j++) {
+        const tile_t *c = j + 1 == n ? last : t;
+        /* the array: the head's slices (loaded), then the rest as they load */
+        pipe_mms(p, c, full, 0, h, ld);
+        double rest_ld[4] = {0};
+        for (uint64_t i = h; i < S; i++) {
+            pipe_loads(p, c, S, full, i, i + 1, rest_ld);
+            pipe_mms(p, c, full, i, i + 1, rest_ld);
+        }
+        /* the drain waits for the previous store; then the epilogue */
+        double ds = p->mxu > p->store_done ? p->mxu : p->store_done;
+        p->mxu = ds + c->drain;
+        double ready = p->mxu + c->vpu;
+        p->parity = (p->parity + (unsigned)S) & 1;
+        /* the DMA: the next tile's head, then this store */
+        if (j + 1 < n) {
+            const tile_t *nx = j + 2 == n ? last : t;
+            pipe_loads(p, nx, S, full, 0, h, ld_next);
+            memcpy(ld, ld_next, sizeof ld);
+        }
+        double ss = p->dma > ready ? p->dma : ready;
+        p->dma = ss + c->store;
+        p->store_done = p->dma;
+    }
+}
+
+/* One core's block [r0, r1) x [c0, c1) of the tile grid, its HBM bandwidth bw (bytes per
+ * cycle): its time, and its HBM bytes in *bytes. */
+static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_t r0,
+                        uint64_t r1, uint64_t c0, uint64_t c1, uint64_t *bytes)
+{
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), batches = 1;
+    for (int b = 0; b < m->nb; b++)
+        batches *= m->bcount[b];
+    uint64_t S = cdiv(m->K, m->TK), full = m->K / m->TK;
+    double ghz = cfg->core.clock_ghz;
+    cm c = {m, cfg, bw,
+            (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
+            cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
+            (uint64_t)cfg->core.dma_outstanding, 0};
+    bool er = r1 == rows && m->M % m->TM, ec = c1 == cols && m->N % m->TN;
+    uint64_t nfr = r1 - r0 - er, ncols = c1 - c0;
+    uint64_t tm_e = m->M - (rows - 1) * m->TM, tn_e = m->N - (cols - 1) * m->TN;
+    uint64_t i0 = r0 * m->TM, j0 = c0 * m->TN, ie = (rows - 1) * m->TM, je = (cols - 1) * m->TN;
+    /* the tile classes: full and edge rows x full and edge columns */
+    uint64_t nfc = ncols - ec;
+    tile_t ff = tile_cost(&c, i0, j0, m->TM, m->TN, nfr * nfc * batches);
+    tile_t fe = ec ? tile_cost(&c, i0, je, m->TM, tn_e, nfr * batches) : ff;
+    tile_t ef = er ? tile_cost(&c, ie, j0, tm_e, m->TN, nfc * batches) : ff;
+    tile_t ee = er && ec ? tile_cost(&c, ie, je, tm_e, tn_e, batches) : er ? ef : fe;
+    if (!nfc) /* only the edge column */
+        ff = fe, ef = ee;
+    pipe p = {0};
+    /* rows repeat: step a few of each kind, then go on at the last one's pace */
+    double before = 0;
+    for (uint64_t b = 0; b < batches; b++) {
+        double batch0 = p.mxu > p.dma ? p.mxu : p.dma;
+        for (uint64_t r = 0; r < nfr; r++) {
+            if (r >= 3 && nfr > 4) { /* steady: the rest of the full rows */
+                double now = p.mxu > p.dma ? p.mxu : p.dma, step = now - before;
+                double shift = step * (double)(nfr - r);
+                p.dma += shift, p.mxu += shift, p.store_done += shift;
+                p.mm_done[0] += shift, p.mm_done[1] += shift;
+                p.parity = (p.parity + (unsigned)((nfr - r) * ncols * S)) & 1;
+                break;
+            }
+            before = p.mxu > p.dma ? p.mxu : p.dma;
+            pipe_row(&p, &ff, &fe, ncols, S, full);
+        }
+        if (er)
+            pipe_row(&p, &ef, &ee, ncols, S, full);
+        if (b >= 2 && batches > 3) { /* steady: the rest of the batches */
+            double now = p.mxu > p.dma ? p.mxu : p.dma;
+            double shift = (now - batch0) * (double)(batches - b - 1);
+            p.dma += shift, p.mxu += shift, p.store_done += shift;
+            p.mm_done[0] += shift, p.mm_done[1] += shift;
+            break;
+        }
+    }
+    *bytes = c.hbm_bytes;
+    return p.dma > p.mxu ? p.dma : p.mxu;
+}
+
+#define KMM_EST_MAX_CORES 256
+
 void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_est *out)
 {
     memset(out, 0, sizeof *out);
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
     kmm_split_grid(rows, cols, n_cores ? n_cores : 1, &pr, &pc);
-    uint64_t batches = 1;
-    for (int b = 0; b < m->nb; b++)
-        batches *= m->bcount[b];
-    double ghz = cfg->core.clock_ghz, hbm = cfg->chip.hbm_gb_per_s / ghz; /* B / cycle */
-    cm c = {m, cfg, hbm / (double)(pr * pc),
-            (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
-            cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
-            (uint64_t)cfg->core.dma_outstanding, 0};
+    uint64_t P = pr * pc;
+    double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz; /* bytes per core cycle */
+    /* Pass 1: every core at an equal share. Pass 2 (up to KMM_EST_MAX_CORES cores): each core
+     * shares the HBM with the cores still running, on average over its run: cores that finish
+     * early leave their bandwidth to the others, as the shared HBM (max-min fair) does. (Cores
+     * in step load at the same time, so a core's compute phases leave no bandwidth to the
+     * others.) */
+    double t1[KMM_EST_MAX_CORES];
     double worst = 0;
     uint64_t bytes = 0;
-    for (uint64_t i = 0; i < pr * pc; i++) {
-        uint64_t r0, r1, c0, c1;
+    bool two = P <= KMM_EST_MAX_CORES && P > 1;
+    for (uint64_t i = 0; i < P; i++) {
+        uint64_t r0, r1, c0, c1, b;
         kmm_block(rows, pr, i / pc, &r0, &r1);
         kmm_block(cols, pc, i % pc, &c0, &c1);
-        bool er = r1 == rows && m->M % m->TM, ec = c1 == cols && m->N % m->TN;
-        uint64_t nr[2] = {r1 - r0 - er, er}, nc[2] = {c1 - c0 - ec, ec};
-        uint64_t tms[2] = {m->TM, m->M - (rows - 1) * m->TM},
-                 tns[2] = {m->TN, m->N - (cols - 1) * m->TN};
-        double t = 0, mxu = 0, dma = 0, first_head = 0, last_end = 0;
-        c.hbm_bytes = 0;
-        for (int a = 0; a < 2; a++)
-            for (int b = 0; b < 2; b++) {
-                uint64_t n = nr[a] * nc[b] * batches;
-                if (!n)
-                    continue;
-                uint64_t i0 = a ? (rows - 1) * m->TM : r0 * m->TM;
-                uint64_t j0 = b ? (cols - 1) * m->TN : c0 * m->TN;
-                tile_t tc = tile_cost(&c, i0, j0, tms[a], tns[b], n);
-                double side = tc.mxu > tc.dma ? tc.mxu : tc.dma;
-                side = side > tc.vpu ? side : tc.vpu;
-                t += (double)n * side;
-                mxu += (double)n * tc.mxu;
-                dma += (double)n * tc.dma;
-                if (!first_head)
-                    first_head = tc.head_dma + c.lat;
-                last_end = (double)cdiv(tms[a] * tns[b], (uint64_t)cfg->core.array_cols) +
-                           (double)(tms[a] * tns[b] * m->ce) / c.bw + c.lat;
-                /* a row's first tile: its head is not prefetched behind a store */
-                if (b == 0 || nc[0] == 0)
-                    t += (double)(nr[a] * batches) * tc.head_dma;
-            }
-        t += first_head + last_end;
-        if (t > worst) {
-            worst = t;
-            out->mxu_cycles = (uint64_t)mxu;
-            out->dma_cycles = (uint64_t)dma;
+        double t = core_time(m, cfg, hbm / (double)P, r0, r1, c0, c1, &b);
+        if (two)
+            t1[i] = t;
+        worst = t > worst ? t : worst;
+        bytes += b;
+    }
+    if (two) {
+        worst = 0;
+        for (uint64_t i = 0; i < P; i++) {
+            double active = 0; /* cores running, on average over this one's run */
+            for (uint64_t j = 0; j < P; j++)
+                active += t1[j] < t1[i] ? t1[j] / t1[i] : 1.0;
+            double share = hbm / (active > 1 ? active : 1);
+            uint64_t r0, r1, c0, c1, b;
+            kmm_block(rows, pr, i / pc, &r0, &r1);
+            kmm_block(cols, pc, i % pc, &c0, &c1);
+            double t = core_time(m, cfg, share, r0, r1, c0, c1, &b);
+            worst = t > worst ? t : worst;
         }
-        bytes += c.hbm_bytes;
     }
     out->hbm_bytes = bytes;
     double chip = (double)bytes / hbm;
     out->cycles = (uint64_t)ceil(worst > chip ? worst : chip);
-    out->cores = pr * pc;
+    out->cores = P;
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */

@@ -6,8 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "arch.h"
 #include "core.h"
+#include "core_cost.h"
+#include "kc_gemm.h"
+#include "kc_tiles.h"
 #include "harness.h"
 #include "isa_asm.h"
 #include "kernel.h"
@@ -534,4 +539,89 @@ TEST(every_kernel_in_the_table_is_well_formed)
         CU_ASSERT_EQUAL(kc_nn_dtype(kc_isa_dtype((nn_dtype)t)), (nn_dtype)t);
         CU_ASSERT_EQUAL(isa_dtype_size[kc_isa_dtype((nn_dtype)t)], nn_dtype_size((nn_dtype)t));
     }
+}
+
+TEST(the_cost_models_array_formula_is_the_hardware_models)
+{
+    /* compiler/kc_gemm_cost.c mirrors hw-model's array timing (mxu_timing.h and the per-dtype
+     * rate of core_cost.c): the two agree on every dataflow, double-buffering and dtype. */
+    static const char *sets[][2] = {
+        {"core.dataflow=ws", NULL}, {"core.dataflow=os", NULL}, {"core.dataflow=is", NULL},
+        {"core.dataflow=ws", "core.mxu_weight_double_buffer=1"},
+        {"core.dataflow=is", "core.mxu_weight_double_buffer=1"}};
+    static const isa_dtype dts[] = {ISA_DTYPE_BF16, ISA_DTYPE_FP32, ISA_DTYPE_INT8};
+    rng g;
+    rng_seed(&g, 11);
+    for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
+        arch_config cfg;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets[s], sets[s][1] ? 2 : 1, &cfg, &e), NP_OK);
+        for (int i = 0; i < 40; i++) {
+            uint64_t m = 1 + rng_below(&g, 70), n = 1 + rng_below(&g, 70), k = 1 + rng_below(&g, 70);
+            isa_dtype dt = dts[i % 3];
+            /* the core model's cost of one mxu.mm after an mxu.load of k x n */
+            isa_insn mm;
+            isa_insn_init(&mm, ISA_OP_MXU_MM);
+            mm.MXU_MM.m = isa_imm((int64_t)m);
+            mm.MXU_MM.dtype = isa_imm(dt);
+            CU_ASSERT_EQUAL(kmm_array_cycles(&cfg, dt, m, n, k), core_exec_cycles(&cfg, &mm, k, n));
+        }
+    }
+}
+
+TEST(a_tiling_cache_round_trips_and_kc_compile_uses_its_tiling)
+{
+    arch_config cfg = tiny(NULL);
+    np_err err = {0};
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1};
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){64, 64});
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){64, 32});
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 2, (int64_t[]){64, 32});
+    char key[2048];
+    kc_tile_key(&cfg, &k, key, sizeof key);
+    CU_ASSERT_PTR_NOT_NULL(strstr(key, "matmul arch="));
+    CU_ASSERT_PTR_NOT_NULL(strstr(key, "in=64x64/128,2/bf16"));
+    /* another architecture is another key */
+    arch_config os = tiny("core.dataflow=os");
+    char key2[2048];
+    kc_tile_key(&os, &k, key2, sizeof key2);
+    CU_ASSERT(strcmp(key, key2) != 0);
+    /* tiling attributes are not part of it; others are */
+    kc_kernel kt = k;
+    kt.n_attrs = 1, kt.attrs[0] = KC_INT("tm", 8);
+    kc_tile_key(&cfg, &kt, key2, sizeof key2);
+    CU_ASSERT_STRING_EQUAL(key, key2);
+    kc_tile_cache *c = kc_tile_cache_new();
+    kc_tiling t = {3, {KC_INT("tm", 8), KC_INT("tn", 4), KC_INT("tk", 12)}, 0};
+    CU_ASSERT_EQUAL(kc_tile_cache_put(c, key, &t, 1234, &err), NP_OK);
+    char path[] = "/tmp/npusim_tiles_XXXXXX";
+    close(mkstemp(path));
+    CU_ASSERT_EQUAL(kc_tile_cache_save(c, path, &err), NP_OK);
+    kc_tile_cache_free(c);
+    CU_ASSERT_EQUAL_FATAL(kc_tile_cache_load(path, &c, &err), NP_OK);
+    kc_tiling got;
+    uint64_t cyc;
+    CU_ASSERT_FATAL(kc_tile_cache_get(c, key, &got, &cyc));
+    CU_ASSERT_EQUAL(cyc, 1234u);
+    CU_ASSERT_EQUAL(got.n_attrs, 3u);
+    /* the compile of the same kernel takes the cached tiles */
+    krun_result r;
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, NULL, &(krun_opts){.tiles = c}, &r, &err), NP_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.kernel.schedule, "tiles 8x4x12"));
+    krun_result_free(&r);
+    /* without the cache, the cost model's */
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_OK);
+    CU_ASSERT_PTR_NULL(strstr(r.kernel.schedule, "tiles 8x4x12"));
+    CU_ASSERT(r.kernel.n_cands >= 1 && r.kernel.est_cycles > 0);
+    krun_result_free(&r);
+    kc_tile_cache_free(c);
+    /* a file that is not a cache is an error; a missing one an empty cache */
+    FILE *f = fopen(path, "w");
+    fputs("{\"version\": 2}", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(kc_tile_cache_load(path, &c, &err), NP_ERR_FORMAT);
+    remove(path);
+    CU_ASSERT_EQUAL_FATAL(kc_tile_cache_load(path, &c, &err), NP_OK);
+    CU_ASSERT_EQUAL(kc_tile_cache_size(c), 0u);
+    kc_tile_cache_free(c);
 }
