@@ -40,6 +40,7 @@ typedef struct kmm_step {
 } kmm_step;
 
 #define KMM_MAX_BATCH 3
+#define KMM_MAX_KSPLIT 16 /* cores sharing one block's K */
 
 typedef struct kmm {
     kc_ctx *x;
@@ -69,6 +70,21 @@ typedef struct kmm {
     uint64_t abuf[2], bbuf[2], stage[2], cbuf, acc;
     /* traffic, counted as emitted times the enclosing loops' counts */
     uint64_t mult, rd, wr;
+    /* K split over pk cores per block of tiles (1: none). This core's K range [kb, kb + kl);
+     * kpart 0: no split, 1: the block's root (receives and adds the partial sums, then
+     * stores), 2: another core of the block (sends its partial sums to kroot). */
+    uint64_t pk, kb, kl;
+    int kpart;
+    uint32_t kroot, kpeers[KMM_MAX_KSPLIT];
+    unsigned n_kpeers, tag;
+    unsigned s_pready, s_pfree, s_reduced;
+    uint64_t pbuf;             /* the fp32 partial-sum tile */
+    /* how the epilogue's operands map onto the output (kc_matmul.c, plan_epilogue) */
+    struct {
+        int nd, nbd, mdim, ndim, mouter;
+        int bdims[KMM_MAX_BATCH];
+        int64_t ratio;
+    } eg;
 } kmm;
 
 /* The representative position of a body: batch byte offsets and output tile origin. */
@@ -77,8 +93,9 @@ typedef struct kmm_pos {
     uint64_t i0, j0;
 } kmm_pos;
 
-/* Emits the plan on the placed cores (one block of the tile grid each), filling the kernel's
- * result (cores, HBM bytes). Returns kc_status. */
+/* Emits the plan on the placed cores (one block of the tile grid each, or with m->pk > 1 pk
+ * cores a block, each over its part of K), filling the kernel's result (cores, HBM bytes).
+ * Returns kc_status. */
 np_status kmm_emit(kmm *m);
 
 /* The tile grid (rows x cols tiles) cut into *pr x *pc blocks for up to `cores` cores: the
@@ -109,13 +126,14 @@ uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint
                           uint64_t k);
 
 /* The best tilings by the cost model among the candidates (sizes already in m->TM/TN/TK
- * kept, 0 ones searched) that fit spad scratchpad and acc accumulator bytes: up to max_best
- * of them in best[], fewest cycles first. m's tiles are left changed. Returns how many. */
+ * kept, 0 ones searched; K split over m->pk cores per block) that fit spad scratchpad and acc
+ * accumulator bytes, merged into best[0 .. *n) (at most max_best, fewest cycles first). m's
+ * tiles are left changed. */
 typedef struct kmm_cand {
-    uint64_t tm, tn, tk, cycles;
+    uint64_t tm, tn, tk, pk, cycles;
 } kmm_cand;
-unsigned kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
-                    uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned max_best);
+void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
+                uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned *n, unsigned max_best);
 
 static inline uint64_t kmm_min(uint64_t a, uint64_t b) { return a < b ? a : b; }
 static inline uint64_t kmm_cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }

@@ -5,9 +5,9 @@
  *   array      array(tm, tn, tk) per slice (the hardware model's formula: folds x fold cycles
  *              per the dataflow, hw-model/mxu_timing.h, the streamed term divided by the
  *              dtype's MACs/PE), drain = tm x tn / array_cols
- *   DMA        per slice copies x latency + bytes / bw, bw = min(HBM / active cores x the
- *              fraction of HBM channels the copy's rows touch, the scratchpad ports), bytes in
- *              whole bursts; the store and the epilogue's operands per tile
+ *   DMA        per slice copies x latency + bytes / bw, bw = min(HBM / active cores, HBM x
+ *              the fraction of its channels the copy's rows touch, the scratchpad ports),
+ *              bytes in whole bursts; the store and the epilogue's operands per tile
  *   VPU        a transposed A's transposes (with its loads), the epilogue's steps
  * Then the two queues are stepped through the schedule's order and dependencies (double
  * buffering, one output buffer, the next tile's head before the store) row by row; rows and
@@ -103,19 +103,24 @@ typedef struct cm {
     const kmm *m;
     const arch_config *cfg;
     double bw;        /* HBM bytes per core cycle this core gets */
+    double bw_all;    /* the whole HBM's */
     double port_bw;   /* scratchpad bytes per cycle */
     double lat;       /* cycles of HBM latency and DMA setup per copy */
     uint64_t outstanding;
     uint64_t hbm_bytes;
+    uint64_t K;       /* this core's part of K */
 } cm;
 
 /* Core cycles of one dma.copy with its HBM side at addr (rows x row_bytes, stride apart). */
 static double copy_cycles(cm *c, uint64_t addr, uint64_t rows, uint64_t stride,
                           uint64_t row_bytes, uint64_t count)
 {
+    /* the copy streams at its share of the HBM, at most what the channels it touches give,
+     * and at most the scratchpad ports */
     double f = chan_frac(c->cfg, addr, rows, stride, row_bytes);
     uint64_t b = burst_bytes(c->cfg, addr, rows, stride, row_bytes);
-    double bw = c->bw * f < c->port_bw ? c->bw * f : c->port_bw;
+    double bw = c->bw < c->bw_all * f ? c->bw : c->bw_all * f;
+    bw = bw < c->port_bw ? bw : c->port_bw;
     c->hbm_bytes += rows * row_bytes * count;
     return (double)b / bw;
 }
@@ -178,7 +183,7 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     const kmm *m = c->m;
     const arch_config *cfg = c->cfg;
     tile_t t = {tm, tn, 0, 0, 0, 0, 0, 0, 0};
-    uint64_t full = m->K / m->TK, edge = m->K % m->TK, copies;
+    uint64_t full = c->K / m->TK, edge = c->K % m->TK, copies;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
     double tr = m->ak == KMM_A_COLS ? (double)(tm * m->TK) / lanes : 0; /* the VPU's transpose */
     if (full) {
@@ -205,6 +210,17 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     }
     for (int i = 0; i < m->n_steps; i++)
         t.vpu += (double)(tm * tn) / lanes;
+    if (m->pk > 1) {
+        /* the root receives pk - 1 partial-sum tiles over the mesh, adding each at the vector
+         * rate, then converts the sum */
+        double noc = (double)cfg->chip.noc_flit_bytes * cfg->chip.noc_clock_ghz / cfg->core.clock_ghz;
+        double bytes = (double)(tm * tn * 4), add = (double)(tm * tn) / lanes;
+        /* they arrive over the root router's links (two at a mesh corner) while it adds */
+        double links = m->pk - 1 < 2 ? (double)(m->pk - 1) : 2.0;
+        double wire = (double)(m->pk - 1) * bytes / (noc * links), adds = (double)(m->pk - 1) * add;
+        t.vpu += (wire > adds ? wire : adds) + add +
+                 2 * (double)(cfg->chip.noc_router_cycles + cfg->chip.noc_link_cycles);
+    }
     return t;
 }
 
@@ -288,12 +304,13 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), batches = 1;
     for (int b = 0; b < m->nb; b++)
         batches *= m->bcount[b];
-    uint64_t S = cdiv(m->K, m->TK), full = m->K / m->TK;
+    uint64_t pk = m->pk ? m->pk : 1, kl = min_u64(m->K, cdiv(cdiv(m->K, m->TK), pk) * m->TK);
+    uint64_t S = cdiv(kl, m->TK), full = kl / m->TK;
     double ghz = cfg->core.clock_ghz;
-    cm c = {m, cfg, bw,
+    cm c = {m, cfg, bw, cfg->chip.hbm_gb_per_s / ghz,
             (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
             cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
-            (uint64_t)cfg->core.dma_outstanding, 0};
+            (uint64_t)cfg->core.dma_outstanding, 0, kl};
     bool er = r1 == rows && m->M % m->TM, ec = c1 == cols && m->N % m->TN;
     uint64_t nfr = r1 - r0 - er, ncols = c1 - c0;
     uint64_t tm_e = m->M - (rows - 1) * m->TM, tn_e = m->N - (cols - 1) * m->TN;
@@ -343,8 +360,9 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
 {
     memset(out, 0, sizeof *out);
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
-    kmm_split_grid(rows, cols, n_cores ? n_cores : 1, &pr, &pc);
-    uint64_t P = pr * pc;
+    uint64_t pk = m->pk ? m->pk : 1;
+    kmm_split_grid(rows, cols, (n_cores ? n_cores : 1) / pk, &pr, &pc);
+    uint64_t P = pr * pc; /* blocks; pk cores each share the HBM too */
     double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz; /* bytes per core cycle */
     /* Pass 1: every core at an equal share. Pass 2 (up to KMM_EST_MAX_CORES cores): each core
      * shares the HBM with the cores still running, on average over its run: cores that finish
@@ -359,11 +377,11 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
         uint64_t r0, r1, c0, c1, b;
         kmm_block(rows, pr, i / pc, &r0, &r1);
         kmm_block(cols, pc, i % pc, &c0, &c1);
-        double t = core_time(m, cfg, hbm / (double)P, r0, r1, c0, c1, &b);
+        double t = core_time(m, cfg, hbm / (double)(P * pk), r0, r1, c0, c1, &b);
         if (two)
             t1[i] = t;
         worst = t > worst ? t : worst;
-        bytes += b;
+        bytes += b * pk;
     }
     if (two) {
         worst = 0;
@@ -371,7 +389,7 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
             double active = 0; /* cores running, on average over this one's run */
             for (uint64_t j = 0; j < P; j++)
                 active += t1[j] < t1[i] ? t1[j] / t1[i] : 1.0;
-            double share = hbm / (active > 1 ? active : 1);
+            double share = hbm / (active > 1 ? active : 1) / (double)pk;
             uint64_t r0, r1, c0, c1, b;
             kmm_block(rows, pr, i / pc, &r0, &r1);
             kmm_block(cols, pc, i % pc, &c0, &c1);
@@ -382,7 +400,7 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
     out->hbm_bytes = bytes;
     double chip = (double)bytes / hbm;
     out->cycles = (uint64_t)ceil(worst > chip ? worst : chip);
-    out->cores = P;
+    out->cores = P * pk;
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */
@@ -421,8 +439,8 @@ static unsigned dim_candidates(uint64_t dim, uint64_t side, uint64_t unit, uint6
     return k;
 }
 
-unsigned kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
-                    uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned max_best)
+void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
+                uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned *n, unsigned max_best)
 {
     uint64_t R = (uint64_t)cfg->core.array_rows, C = (uint64_t)cfg->core.array_cols;
     uint64_t side_m = cfg->core.dataflow == ARCH_DATAFLOW_OS ? R
@@ -437,7 +455,7 @@ unsigned kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint
     if (side_m == 1) /* streamed: multiples of the array too */
         nm = dim_candidates(m->M, R, unit_m, cm_, 64);
     uint64_t given_m = m->TM, given_n = m->TN, given_k = m->TK;
-    unsigned n_best = 0;
+    unsigned n_best = *n;
     for (unsigned a = 0; a < nm; a++)
         for (unsigned b = 0; b < nn; b++)
             for (unsigned c = 0; c < nk; c++) {
@@ -449,11 +467,13 @@ unsigned kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint
                     continue;
                 if (m->ak == KMM_A_CONV && (tk * m->e >= (1u << 24) || min_u64(m->cv.sc, tk) >= (1u << 20)))
                     continue;
+                if (m->pk > 1 && cdiv(m->K, tk) < m->pk) /* every core of a split a slice */
+                    continue;
                 m->TM = tm, m->TN = tn, m->TK = tk;
                 kmm_est est;
                 kmm_estimate(m, cfg, n_cores, &est);
                 /* insert, best (fewest cycles; then fewer tiles) first */
-                kmm_cand cd = {tm, tn, tk, est.cycles};
+                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, est.cycles};
                 unsigned pos = n_best;
                 while (pos > 0 && (best[pos - 1].cycles > cd.cycles ||
                                    (best[pos - 1].cycles == cd.cycles &&
@@ -467,5 +487,5 @@ unsigned kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint
                 memmove(&best[pos + 1], &best[pos], (n_best - 1 - pos) * sizeof *best);
                 best[pos] = cd;
             }
-    return n_best;
+    *n = n_best;
 }

@@ -193,6 +193,7 @@ static void emit_gather(kmm *m, int64_t base, uint64_t sa, uint64_t i0, uint64_t
 static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint64_t k0,
                        uint64_t tk, unsigned b, isa_accm mode)
 {
+    k0 += m->kb; /* this core's part of K */
     isa_emit *e = m->x->e;
     uint64_t es = m->e;
     sem_wait(m, ISA_UNIT_DMA, m->s_free[b]);
@@ -291,11 +292,86 @@ static void cast_arg(kmm *m, int a, uint64_t tm, uint64_t tn, isa_dtype to)
              isa_imm((int64_t)cols), isa_enum(to), isa_enum(g->dt));
 }
 
+static void emit_steps(kmm *m, uint64_t tm, uint64_t tn);
+
+/* The end of a tile of a split K: every core drains its partial sums (fp32, int32 for int8
+ * inputs); the others send
+ * theirs to the root over the mesh, the root receives and adds them, converts the sum to C
+ * and runs the epilogue on the VPU (nothing is fused into the drain then). */
+static void emit_drain_split(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+{
+    isa_emit *e = m->x->e;
+    uint64_t bytes = tm * tn * 4;
+    uint32_t chip = m->x->k->place.chip;
+    /* the accumulators' type: int32 for int8 inputs, else fp32 */
+    isa_dtype pdt = m->dt == ISA_DTYPE_INT8 ? ISA_DTYPE_INT32 : ISA_DTYPE_FP32;
+    if (m->kpart == 1)
+        for (int a = 0; a < m->n_args; a++)
+            load_arg(m, p, a, tm, tn);
+    if (m->kpart == 1 && m->n_args)
+        sem_signal(m, ISA_UNIT_DMA, m->s_eready);
+    sem_wait(m, ISA_UNIT_MXU, m->s_pfree);
+    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->pbuf), isa_acc(0, m->acc), isa_imm((int64_t)tm),
+             isa_imm((int64_t)tn), isa_enum(pdt));
+    sem_signal(m, ISA_UNIT_MXU, m->s_pready);
+    sem_wait(m, ISA_UNIT_COMM, m->s_pready);
+    if (m->kpart == 2) {
+        ISA_EMIT(e, COMM_SEND, isa_peer(chip, m->kroot), isa_spad(0, m->pbuf),
+                 isa_imm((int64_t)bytes), isa_imm(m->tag));
+        sem_signal(m, ISA_UNIT_COMM, m->s_pfree);
+        return;
+    }
+    for (unsigned i = 0; i < m->n_kpeers; i++)
+        ISA_EMIT(e, COMM_RECV, isa_peer(chip, m->kpeers[i]), isa_spad(0, m->pbuf),
+                 isa_imm((int64_t)bytes), isa_imm(m->tag), isa_enum(ISA_RED_ADD), isa_enum(pdt));
+    sem_signal(m, ISA_UNIT_COMM, m->s_reduced);
+    sem_wait(m, ISA_UNIT_VPU, m->s_reduced);
+    sem_wait(m, ISA_UNIT_VPU, m->s_cfree);
+    ISA_EMIT(e, VPU_CAST, isa_spad(0, m->cbuf), isa_spad(0, m->pbuf), isa_imm((int64_t)tm),
+             isa_imm((int64_t)tn), isa_enum(m->cdt), isa_enum(pdt));
+    sem_signal(m, ISA_UNIT_VPU, m->s_pfree);
+    if (m->n_args)
+        sem_wait(m, ISA_UNIT_VPU, m->s_eready);
+    emit_steps(m, tm, tn);
+    sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
+}
+
+/* The epilogue's vector steps on the C tile (its operands loaded; casts first). */
+static void emit_steps(kmm *m, uint64_t tm, uint64_t tn)
+{
+    isa_emit *e = m->x->e;
+    for (int a = 0; a < m->n_args; a++)
+        if (a != m->bias && m->args[a].cast)
+            cast_arg(m, a, tm, tn, m->cdt);
+    isa_opnd c = isa_spad(0, m->cbuf), rows = isa_imm((int64_t)tm), cols = isa_imm((int64_t)tn);
+    for (int i = 0; i < m->n_steps; i++) {
+        const kmm_step *s = &m->steps[i];
+        isa_insn in;
+        isa_insn_init(&in, s->op);
+        if (isa_ops[s->op].family == ISA_FAMILY_VPU_BINARY) {
+            in.VPU_ADD.dst = c, in.VPU_ADD.a = c, in.VPU_ADD.b = isa_spad(0, m->args[s->arg].buf);
+            in.VPU_ADD.rows = rows, in.VPU_ADD.cols = cols, in.VPU_ADD.dtype = isa_enum(m->cdt);
+            in.VPU_ADD.bcast = isa_enum(m->args[s->arg].bcast);
+        } else if (isa_ops[s->op].family == ISA_FAMILY_VPU_SCALAR) {
+            in.VPU_ADDS.dst = c, in.VPU_ADDS.a = c, in.VPU_ADDS.imm = isa_f32(s->imm);
+            in.VPU_ADDS.rows = rows, in.VPU_ADDS.cols = cols, in.VPU_ADDS.dtype = isa_enum(m->cdt);
+        } else {
+            in.VPU_EXP.dst = c, in.VPU_EXP.src = c;
+            in.VPU_EXP.rows = rows, in.VPU_EXP.cols = cols, in.VPU_EXP.dtype = isa_enum(m->cdt);
+        }
+        isa_emit_insn(e, &in);
+    }
+}
+
 /* The end of the tile at p, its slices done: the epilogue's operands, the drain and the
  * epilogue's vector steps (the store follows with emit_store, after the next tile's first
  * slice when there is one). */
 static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
 {
+    if (m->kpart) {
+        emit_drain_split(m, p, tm, tn);
+        return;
+    }
     isa_emit *e = m->x->e;
     /* operands of the epilogue: loaded after the tile's slices (the DMA queue is free then) */
     if (m->bias >= 0) {
@@ -333,36 +409,18 @@ static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
             loaded = loaded || a != m->bias;
         if (loaded)
             sem_wait(m, ISA_UNIT_VPU, m->s_eready);
-        for (int a = 0; a < m->n_args; a++)
-            if (a != m->bias && m->args[a].cast)
-                cast_arg(m, a, tm, tn, m->cdt);
-        isa_opnd c = isa_spad(0, m->cbuf), rows = isa_imm((int64_t)tm), cols = isa_imm((int64_t)tn);
-        for (int i = 0; i < m->n_steps; i++) {
-            const kmm_step *s = &m->steps[i];
-            isa_insn in;
-            isa_insn_init(&in, s->op);
-            if (isa_ops[s->op].family == ISA_FAMILY_VPU_BINARY) {
-                in.VPU_ADD.dst = c, in.VPU_ADD.a = c, in.VPU_ADD.b = isa_spad(0, m->args[s->arg].buf);
-                in.VPU_ADD.rows = rows, in.VPU_ADD.cols = cols, in.VPU_ADD.dtype = isa_enum(m->cdt);
-                in.VPU_ADD.bcast = isa_enum(m->args[s->arg].bcast);
-            } else if (isa_ops[s->op].family == ISA_FAMILY_VPU_SCALAR) {
-                in.VPU_ADDS.dst = c, in.VPU_ADDS.a = c, in.VPU_ADDS.imm = isa_f32(s->imm);
-                in.VPU_ADDS.rows = rows, in.VPU_ADDS.cols = cols, in.VPU_ADDS.dtype = isa_enum(m->cdt);
-            } else {
-                in.VPU_EXP.dst = c, in.VPU_EXP.src = c;
-                in.VPU_EXP.rows = rows, in.VPU_EXP.cols = cols, in.VPU_EXP.dtype = isa_enum(m->cdt);
-            }
-            isa_emit_insn(e, &in);
-        }
+        emit_steps(m, tm, tn);
         sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
     } else {
         sem_signal(m, ISA_UNIT_MXU, m->s_cfull);
     }
 }
 
-/* The store of the drained tile at p. */
+/* The store of the drained tile at p (none on the cores that send their partial sums). */
 static void emit_store(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
 {
+    if (m->kpart == 2)
+        return;
     sem_wait(m, ISA_UNIT_DMA, m->s_cfull);
     dma(m, isa_hbm(m->rC, (uint64_t)(p->oc + (int64_t)p->i0 * m->ldc) + p->j0 * m->ce),
         isa_spad(0, m->cbuf), m->cdt, tn, tm, 1, (uint64_t)m->ldc, tn * m->ce, 0, 0);
@@ -389,12 +447,12 @@ static void steps_add(kmm_steps *s, unsigned reg, int64_t step)
  * store so that the array goes on from one tile to the next while the DMA stores. */
 #define KMM_HEAD 2
 
-static uint64_t head_slices(const kmm *m) { return min_u64(KMM_HEAD, cdiv(m->K, m->TK)); }
+static uint64_t head_slices(const kmm *m) { return min_u64(KMM_HEAD, cdiv(m->kl, m->TK)); }
 
 static unsigned emit_head(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
 {
     for (uint64_t i = 0; i < head_slices(m); i++, b ^= 1)
-        emit_slice(m, p, tm, tn, i * m->TK, min_u64(m->TK, m->K - i * m->TK), b,
+        emit_slice(m, p, tm, tn, i * m->TK, min_u64(m->TK, m->kl - i * m->TK), b,
                    i ? ISA_ACCM_ACCUM : ISA_ACCM_SET);
     return b;
 }
@@ -403,7 +461,7 @@ static unsigned emit_head(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, un
  * its drain. */
 static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, unsigned b)
 {
-    uint64_t full = m->K / m->TK, edge = m->K % m->TK, h = head_slices(m);
+    uint64_t full = m->kl / m->TK, edge = m->kl % m->TK, h = head_slices(m);
     slice_ctx sc = {tm, tn, h};
     kmm_steps st = {0};
     int64_t dk_a = m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
@@ -422,7 +480,7 @@ static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, un
 }
 
 /* Slices of one tile (mod 2): how a tile flips the buffer parity. */
-static unsigned tile_flip(const kmm *m) { return (unsigned)(cdiv(m->K, m->TK) & 1); }
+static unsigned tile_flip(const kmm *m) { return (unsigned)(cdiv(m->kl, m->TK) & 1); }
 
 /* A tile row's body: its tiles are tm high. */
 typedef struct row_ctx {
@@ -597,6 +655,9 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     uint64_t c_sz = m->TM * m->TN * m->ce, work = 2 * a_sz + 2 * b_sz + c_sz, at;
     if (m->ak == KMM_A_COLS)
         work += 2 * a_sz;
+    uint64_t p_at = work;
+    if (m->kpart)
+        work += m->TM * m->TN * 4; /* the fp32 partial sums */
     for (int a = 0; a < m->n_args; a++) {
         kmm_arg *g = &m->args[a];
         uint64_t rows, cols;
@@ -619,6 +680,7 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     m->cbuf = at + 2 * a_sz + 2 * b_sz;
     if (m->ak == KMM_A_COLS)
         m->stage[0] = m->cbuf + c_sz, m->stage[1] = m->cbuf + c_sz + a_sz;
+    m->pbuf = at + p_at;
     for (int a = 0; a < m->n_args; a++) {
         m->args[a].raw += at;
         m->args[a].buf = m->args[a].cast ? m->args[a].buf + at : m->args[a].raw;
@@ -639,6 +701,13 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
         if (m->args[m->bias].cast)
             kc_sem_alloc(x, &m->s_braw);
     }
+    if (m->kpart) {
+        kc_sem_alloc(x, &m->s_pready);
+        kc_sem_alloc(x, &m->s_pfree);
+        kc_sem_alloc(x, &m->s_reduced);
+        if (m->n_args && !m->n_steps)
+            kc_sem_alloc(x, &m->s_eready);
+    }
     kc_reg_alloc(x, &m->rA);
     kc_reg_alloc(x, &m->rB);
     kc_reg_alloc(x, &m->rC);
@@ -651,10 +720,12 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     ISA_EMIT(e, LI, isa_reg(m->rC), isa_imm((int64_t)m->c_base));
     for (int a = 0; a < m->n_args; a++)
         ISA_EMIT(e, LI, isa_reg(m->args[a].reg), isa_imm((int64_t)m->args[a].base));
-    /* both buffers and the C tile start free */
+    /* both buffers and the C tile (and the partial sums) start free */
     sem_signal(m, ISA_UNIT_DMA, m->s_free[0]);
     sem_signal(m, ISA_UNIT_DMA, m->s_free[1]);
     sem_signal(m, ISA_UNIT_DMA, m->s_cfree);
+    if (m->kpart)
+        sem_signal(m, ISA_UNIT_MXU, m->s_pfree);
     kmm_pos p = {0};
     batch_ctx bc = {0, r0, r1, c0, c1};
     m->mult = 1;
@@ -663,6 +734,8 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     sem_wait(m, ISA_UNIT_DMA, m->s_free[0]);
     sem_wait(m, ISA_UNIT_DMA, m->s_free[1]);
     sem_wait(m, ISA_UNIT_DMA, m->s_cfree);
+    if (m->kpart)
+        sem_wait(m, ISA_UNIT_MXU, m->s_pfree);
     return kc_status(x);
 }
 
@@ -696,15 +769,26 @@ np_status kmm_emit(kmm *m)
     const kc_place *pl = &x->k->place;
     uint64_t n_cores = pl->n_cores ? pl->n_cores : 1;
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
-    kmm_split_grid(rows, cols, n_cores, &pr, &pc);
-    for (uint64_t i = 0; i < pr * pc; i++) {
-        uint64_t r0, r1, c0, c1;
-        kmm_block(rows, pr, i / pc, &r0, &r1);
-        kmm_block(cols, pc, i % pc, &c0, &c1);
+    uint64_t pk = m->pk ? m->pk : 1, slices = cdiv(m->K, m->TK);
+    kmm_split_grid(rows, cols, n_cores / pk, &pr, &pc);
+    /* a tag of the kernel's own (messages between two cores with one tag stay in order) */
+    m->tag = (unsigned)(((m->c_base >> 6) ^ (m->a_base >> 4) ^ (m->b_base >> 2)) & 0xffff);
+    for (uint64_t i = 0; i < pr * pc * pk; i++) {
+        uint64_t blk = i / pk, g = i % pk, r0, r1, c0, c1, s0, s1;
+        kmm_block(rows, pr, blk / pc, &r0, &r1);
+        kmm_block(cols, pc, blk % pc, &c0, &c1);
+        kmm_block(slices, pk, g, &s0, &s1); /* this core's K: whole slices */
+        m->kb = s0 * m->TK;
+        m->kl = min_u64(m->K, s1 * m->TK) - m->kb;
+        m->kpart = pk == 1 ? 0 : g == 0 ? 1 : 2;
+        m->kroot = pl->core0 + (uint32_t)(blk * pk);
+        m->n_kpeers = 0;
+        for (uint64_t q = 1; q < pk; q++)
+            m->kpeers[m->n_kpeers++] = m->kroot + (uint32_t)q;
         if (emit_core(m, pl->core0 + (uint32_t)i, r0, r1, c0, c1) != NP_OK)
             return kc_status(x);
     }
-    x->res->cores = (uint32_t)(pr * pc);
+    x->res->cores = (uint32_t)(pr * pc * pk);
     x->res->hbm_read_bytes = m->rd;
     x->res->hbm_write_bytes = m->wr;
     return kc_status(x);

@@ -117,20 +117,25 @@ static void bcast_strides(const kc_tensor *t, int out_nd, int64_t *s)
     }
 }
 
-/* The epilogue: the drain's fused prefix [scale] [bias] [activation], the rest vector steps.
- * The output has nd dims; bdims[0..nbd) are those of the batch loops, mdim and ndim those of
+/* The epilogue: with fuse, the drain's fused prefix [scale] [bias] [activation], the rest
+ * vector steps (without, all of it vector steps: a split K sums before the epilogue). m->eg:
+ * the output has nd dims; bdims[0..nbd) are those of the batch loops, mdim and ndim those of
  * the GEMM's rows and columns (for a conv the pixel dim ow; then an operand's stride along
- * dim mouter, oh, must be m_outer_ratio = OW times its stride along ow; mouter -1: none). */
-static np_status plan_epilogue(kmm *m, int nd, const int *bdims, int nbd, int mdim, int ndim,
-                               int64_t m_outer_ratio, int mouter)
+ * dim mouter, oh, must be ratio = OW times its stride along ow; mouter -1: none). */
+static np_status plan_epilogue(kmm *m, bool fuse)
 {
     kc_ctx *x = m->x;
     const kc_kernel *k = x->k;
+    int nd = m->eg.nd, nbd = m->eg.nbd, mdim = m->eg.mdim, ndim = m->eg.ndim;
+    int mouter = m->eg.mouter;
+    const int *bdims = m->eg.bdims;
+    int64_t m_outer_ratio = m->eg.ratio;
     m->act = ISA_ACT_NONE;
     m->scale = 1.0f;
     m->bias = -1;
+    m->n_args = m->n_steps = 0;
     int i = 0;
-    if (i < k->n_epi && k->epi[i].op == NN_OP_SCALE)
+    if (fuse && i < k->n_epi && k->epi[i].op == NN_OP_SCALE)
         m->scale = (float)k->epi[i++].f;
     for (; i < k->n_epi; i++) {
         const kc_epi *s = &k->epi[i];
@@ -159,7 +164,7 @@ static np_status plan_epilogue(kmm *m, int nd, const int *bdims, int nbd, int md
         bool batch_free = true;
         for (int b = 0; b < nbd; b++)
             batch_free = batch_free && !g.sbat[b];
-        if (m->bias < 0 && m->n_args == 0 && m->n_steps == 0 && m->act == ISA_ACT_NONE &&
+        if (fuse && m->bias < 0 && m->n_args == 0 && m->n_steps == 0 && m->act == ISA_ACT_NONE &&
             s->op == NN_OP_ADD && g.bcast == ISA_BCAST_ROW && batch_free) {
             g.cast = g.dt != ISA_DTYPE_FP32;
             m->bias = m->n_args;
@@ -169,7 +174,7 @@ static np_status plan_epilogue(kmm *m, int nd, const int *bdims, int nbd, int md
         isa_act act = s->op == NN_OP_RELU ? ISA_ACT_RELU : s->op == NN_OP_GELU ? ISA_ACT_GELU
                       : s->op == NN_OP_SILU ? ISA_ACT_SILU : s->op == NN_OP_TANH ? ISA_ACT_TANH
                                             : ISA_ACT_NONE;
-        if (act != ISA_ACT_NONE && m->act == ISA_ACT_NONE && m->n_steps == 0) {
+        if (fuse && act != ISA_ACT_NONE && m->act == ISA_ACT_NONE && m->n_steps == 0) {
             m->act = act;
             continue;
         }
@@ -211,9 +216,10 @@ static void epilogue_spad(const kmm *m, kc_gemm_shape *g)
     }
 }
 
-/* Tiles: the attributes tm, tn, tk where given, the rest chosen by the cost model for the
- * placed cores' free memories (kc_gemm_cost.c); the best candidates go to the result for a
- * tuner. */
+/* Tiles: the attributes tm, tn, tk, ksplit where given, the rest chosen by the cost model for
+ * the placed cores' free memories (kc_gemm_cost.c), a split K among them (pk cores a block of
+ * tiles, their partial sums added over the mesh, the epilogue on the VPU after the sum); the
+ * best candidates go to the result for a tuner. */
 static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
 {
     kc_ctx *x = m->x;
@@ -224,22 +230,54 @@ static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
         acc = min_u64(acc, kc_acc_avail(x, c));
     }
     g->cores = n;
-    m->TM = (uint64_t)kc_attr_int(x, "tm");
-    m->TN = (uint64_t)kc_attr_int(x, "tn");
-    m->TK = (uint64_t)kc_attr_int(x, "tk");
+    uint64_t tm = (uint64_t)kc_attr_int(x, "tm"), tn = (uint64_t)kc_attr_int(x, "tn"),
+             tk = (uint64_t)kc_attr_int(x, "tk"), ks = (uint64_t)kc_attr_int(x, "ksplit");
+    if (ks > n)
+        return kc_fail(x, NP_ERR_RANGE, "ksplit %" PRIu64 " over %" PRIu64 " cores", ks, n);
     kmm_cand best[KC_MAX_CANDS];
     unsigned nb = 0;
-    if (!m->TM || !m->TN || !m->TK)
-        nb = kmm_search(m, x->cfg, g, spad, acc, n, best, KC_MAX_CANDS);
+    /* without a split (the epilogue fused into the drain where it can be) */
+    if ((!tm || !tn || !tk) && ks <= 1) {
+        m->TM = tm, m->TN = tn, m->TK = tk, m->pk = 1;
+        kmm_search(m, x->cfg, g, spad, acc, n, best, &nb, KC_MAX_CANDS);
+    }
+    /* split over 2, 4, ... cores a block */
+    kmm split = *m;
+    kc_gemm_shape gs = *g;
+    bool have_split = false;
+    if ((!tm || !tn || !tk || ks > 1) && (ks == 0 || ks > 1) && n > 1) {
+        if (plan_epilogue(&split, false) != NP_OK)
+            return kc_status(x);
+        gs.extra_mn = gs.extra_n = gs.extra_m = gs.extra = 0;
+        epilogue_spad(&split, &gs);
+        gs.extra_mn += 4; /* the fp32 partial sums */
+        for (uint64_t pk = ks > 1 ? ks : 2; pk <= n && pk <= KMM_MAX_KSPLIT; pk *= 2) {
+            split.TM = tm, split.TN = tn, split.TK = tk, split.pk = pk;
+            kmm_search(&split, x->cfg, &gs, spad, acc, n, best, &nb, KC_MAX_CANDS);
+            have_split = true;
+            if (ks > 1)
+                break;
+        }
+    }
+    if (nb && best[0].pk > 1 && have_split) {
+        *m = split;
+        *g = gs;
+    }
     if (nb) {
-        m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk;
+        m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk, m->pk = best[0].pk;
     } else { /* all given, or nothing fits: the heuristic checks them and names the limit */
-        m->TM = (uint64_t)kc_attr_int(x, "tm");
-        m->TN = (uint64_t)kc_attr_int(x, "tn");
-        m->TK = (uint64_t)kc_attr_int(x, "tk");
+        m->TM = tm, m->TN = tn, m->TK = tk, m->pk = ks > 1 ? ks : 1;
+        if (m->pk > 1) {
+            *m = split;
+            m->TM = tm, m->TN = tn, m->TK = tk, m->pk = ks;
+            *g = gs;
+        }
         np_err e = {0};
         if (kc_gemm_tiles(x->cfg, g, spad, acc, &m->TM, &m->TN, &m->TK, &e) != NP_OK)
             return kc_fail(x, e.status, "%s", e.msg);
+        if (m->pk > 1 && cdiv(m->K, m->TK) < m->pk)
+            return kc_fail(x, NP_ERR_RANGE, "ksplit %" PRIu64 ": K = %" PRIu64 " has only %"
+                           PRIu64 " slices of %" PRIu64, m->pk, m->K, cdiv(m->K, m->TK), m->TK);
     }
     kmm_est est;
     kmm_estimate(m, x->cfg, n, &est);
@@ -247,10 +285,11 @@ static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
     r->est_cycles = est.cycles;
     r->n_cands = nb ? nb : 1;
     if (!nb)
-        best[0] = (kmm_cand){m->TM, m->TN, m->TK, est.cycles};
+        best[0] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, est.cycles};
     for (unsigned i = 0; i < r->n_cands; i++)
-        r->cands[i] = (kc_tiling){3, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
-                                      KC_INT("tk", best[i].tk)}, best[i].cycles};
+        r->cands[i] = (kc_tiling){4, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
+                                      KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk)},
+                                  best[i].cycles};
     return NP_OK;
 }
 
@@ -260,9 +299,12 @@ static void plan_result(kmm *m, uint64_t batches)
     uint64_t mn = m->M * m->N * batches;
     r->mxu_flops = 2 * mn * m->K;
     r->flops = r->mxu_flops + mn * (uint64_t)(m->x->k->n_epi);
+    char split[48] = "";
+    if (m->pk > 1)
+        snprintf(split, sizeof split, ", K split over %" PRIu64 " cores", m->pk);
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " GEMM%s, tiles "
-             "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " (M x N x K)", m->M, m->N, m->K,
-             batches > 1 ? " per batch" : "", m->TM, m->TN, m->TK);
+             "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " (M x N x K)%s", m->M, m->N, m->K,
+             batches > 1 ? " per batch" : "", m->TM, m->TN, m->TK, split);
 }
 
 /* matmul: in[0] A [..., M, K], in[1] B [..., K, N], out [..., M, N]; batch dims broadcast.
@@ -362,7 +404,11 @@ static np_status matmul_compile(kc_ctx *x)
         batches *= cnt[b];
     }
     m.m_regular = m.k_regular = true;
-    if (plan_epilogue(&m, nd, bdims, nbd, nd - 2, nd - 1, 0, -1) != NP_OK)
+    m.eg.nd = nd, m.eg.nbd = nbd, m.eg.mdim = nd - 2, m.eg.ndim = nd - 1, m.eg.mouter = -1;
+    m.eg.ratio = 0;
+    for (int b = 0; b < nbd; b++)
+        m.eg.bdims[b] = bdims[b];
+    if (plan_epilogue(&m, true) != NP_OK)
         return kc_status(x);
     kc_gemm_shape g = {m.M, m.N, m.K, m.e, m.ce, 1, m.ak == KMM_A_COLS ? 2 : 0, 0, 0, 0, 0};
     epilogue_spad(&m, &g);
@@ -438,7 +484,9 @@ static np_status conv2d_compile(kc_ctx *x)
         m.bcount[0] = N, m.bsa[0] = X->stride[0], m.bsb[0] = 0, m.bsc[0] = Y->stride[0];
     }
     /* the epilogue sees out's dims [N, O, OH, OW]: GEMM rows are pixels (ow; oh = F pixels) */
-    if (plan_epilogue(&m, 4, bdims, nbd, 3, 1, (int64_t)F, 2) != NP_OK)
+    m.eg.nd = 4, m.eg.nbd = nbd, m.eg.mdim = 3, m.eg.ndim = 1, m.eg.mouter = 2;
+    m.eg.ratio = (int64_t)F, m.eg.bdims[0] = bdims[0];
+    if (plan_epilogue(&m, true) != NP_OK)
         return kc_status(x);
     kc_gemm_shape g = {m.M, m.N, m.K, m.e, m.ce, 1, 0, 0, 0, 0, 0};
     epilogue_spad(&m, &g);
@@ -590,7 +638,8 @@ static np_status conv2d_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err
 #define KMM_TILE_ATTRS                                                                          \
     {"tm", KC_ATTR_INT, 0, 0, 65535, "tile: output tile rows (0: the cost model's)"},          \
     {"tn", KC_ATTR_INT, 0, 0, 65535, "tile: output tile columns (0: the cost model's)"},       \
-    {"tk", KC_ATTR_INT, 0, 0, 65535, "tile: K slice depth (0: the cost model's)"}
+    {"tk", KC_ATTR_INT, 0, 0, 65535, "tile: K slice depth (0: the cost model's)"},              \
+    {"ksplit", KC_ATTR_INT, 0, 0, 16, "tile: cores sharing one block of tiles' K, their partial sums added over the mesh (0: the cost model's, 1: none)"}
 
 static const kc_attr_def matmul_attrs[] = {KMM_TILE_ATTRS};
 
