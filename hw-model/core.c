@@ -1,7 +1,7 @@
 /* core.c — one core: front end, unit queues, semaphores, the operand scoreboard, DMA
  * descriptor processing, and its lines of a deadlock report (state machines drawn in core.h;
- * costs in core_cost.c; HBM and port sharing in hbm.c; COMM in core_comm.c; the run in
- * core_run.c; shared state in core_sim.h).
+ * costs in core_cost.c; HBM and port sharing in hbm.c; COMM in core_comm.c; the system in
+ * hw_system.c; shared state in core_sim.h).
  *
  * Outstanding DMA requests. A queue starts its entries in program order; the entries from
  * the head that have started (n_started) stay in the ring until they retire, in order, so
@@ -34,7 +34,7 @@ static void fe_schedule(core_model *c, uint64_t t_ps);
 
 void core_trace(core_model *c, isa_unit u, const q_entry *e)
 {
-    sys_sim *y = c->chip->sys;
+    hw_system *y = c->chip->sys;
     if (!y->trace)
         return;
     char text[256];
@@ -91,9 +91,7 @@ static void core_check_done(core_model *c)
     if (c->fe == FE_HALTED && queues_empty(c)) {
         c->fe = FE_DONE;
         c->t_done_ps = now_ps(c);
-        sys_sim *y = c->chip->sys;
-        if (--y->cores_left == 0) /* the run is over: disarm the cycle limit */
-            evq_cancel(y->q, y->watchdog);
+        chip_core_done(c);
     }
 }
 
@@ -113,26 +111,61 @@ static unsigned q_limit(const core_model *c, isa_unit u)
     return u == ISA_UNIT_DMA ? (unsigned)c->chip->cfg->core.dma_outstanding : 1;
 }
 
-/* Accounts queue q's busy and stall time up to now; call before its in-flight set changes.
- * While entries are in flight the unit is busy until the latest of their alone ends and
- * stalled (on port or HBM contention) after it. */
+/* Queue q's busy and stall time from its last accounting to `now` while entries are in
+ * flight: busy until the latest of their alone ends, stalled (on port or HBM contention)
+ * after it. */
+static void q_inflight_split(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall)
+{
+    uint64_t ideal = 0;
+    for (unsigned i = 0; i < q->n_started; i++) {
+        const q_entry *e = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
+        if (!e->done && e->t_ideal_ps > ideal)
+            ideal = e->t_ideal_ps;
+    }
+    uint64_t b = ideal < now ? ideal : now;
+    if (b < q->t_acct_ps)
+        b = q->t_acct_ps;
+    *busy = b - q->t_acct_ps;
+    *stall = now - b;
+}
+
+/* Accounts queue q's busy and stall time up to now; call before its in-flight set changes. */
 void core_q_account(core_model *c, core_queue *q)
 {
     uint64_t now = now_ps(c);
     if (q->n_inflight) {
-        uint64_t ideal = 0;
-        for (unsigned i = 0; i < q->n_started; i++) {
-            const q_entry *e = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
-            if (!e->done && e->t_ideal_ps > ideal)
-                ideal = e->t_ideal_ps;
-        }
-        uint64_t b = ideal < now ? ideal : now;
-        if (b < q->t_acct_ps)
-            b = q->t_acct_ps;
-        q->busy_ps += b - q->t_acct_ps;
-        q->stall_ps += now - b;
+        uint64_t b, st;
+        q_inflight_split(q, now, &b, &st);
+        q->busy_ps += b;
+        q->stall_ps += st;
     }
     q->t_acct_ps = now;
+}
+
+void core_q_so_far(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall)
+{
+    *busy = q->busy_ps;
+    *stall = q->stall_ps;
+    if (!now || now < q->t_acct_ps)
+        return;
+    uint64_t b = 0, st = 0;
+    if (q->n_inflight)
+        q_inflight_split(q, now, &b, &st);
+    else if (q->state == Q_WAIT_SEM)
+        st = now - q->t_wait_ps;
+    else if (q->sb_wait)
+        st = now - (q->sb_from_ps > q->t_acct_ps ? q->sb_from_ps : q->t_acct_ps);
+    *busy += b;
+    *stall += st;
+}
+
+void core_fe_so_far(const core_model *c, uint64_t now, uint64_t *busy, uint64_t *stall)
+{
+    *busy = c->fe_busy_ps;
+    *stall = c->fe_stall_ps;
+    if (now && (c->fe == FE_WAIT_QUEUE || c->fe == FE_FENCE || c->fe == FE_BARRIER) &&
+        now > c->fe_stall_from)
+        *stall += now - c->fe_stall_from;
 }
 
 /* ---- the scoreboard ----------------------------------------------------------------------------
@@ -533,6 +566,7 @@ static void fe_schedule(core_model *c, uint64_t t_ps)
 static void fe_halt(core_model *c)
 {
     c->fe = FE_HALTED;
+    c->t_halt_ps = now_ps(c);
     core_check_done(c);
 }
 

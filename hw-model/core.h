@@ -135,6 +135,17 @@ typedef struct core_trace_insn {
 
 typedef void (*core_trace_fn)(void *ctx, const core_trace_insn *t);
 
+/* One instance of group g<id> of an SPMD run (docs/isa.md "Groups"): its member chips in
+ * rank order — chips[0 .. n) when chips is not NULL, else the arithmetic progression first,
+ * first + stride, ..., first + (n - 1) x stride. The chip of rank r of a running chip's g<id>
+ * is what peer(g<id>[...], core) names. */
+typedef struct core_group {
+    unsigned id;           /* 0 .. ISA_N_GROUPS-1 */
+    uint32_t n;            /* members, at least 1 */
+    uint32_t first, stride;
+    const uint32_t *chips; /* (optional) the members, listed */
+} core_group;
+
 typedef struct core_sim_opts {
     bool functional; /* move real bytes and compute values (core_func.h); else timing only */
     const core_hbm_io *inputs;
@@ -145,6 +156,10 @@ typedef struct core_sim_opts {
     void *trace_ctx;
     uint64_t max_cycles;  /* stop a run still going after this many core cycles
                              (NP_ERR_SIM_FAULT); 0: no limit */
+    const core_group *groups; /* (optional) the group table of relative comm.* peers (each
+                                 chip in at most one group of each id); without a g0, g0 is
+                                 every chip of the run in order */
+    size_t n_groups;
 } core_sim_opts;
 
 /* core_sim_run with options (NULL: timing mode). In functional mode the program's .data is
