@@ -61,19 +61,20 @@ static void kernel_dispatch(core_model *c, uint32_t pc)
     int32_t k = c->kernel_of[pc];
     if (k < 0)
         return;
-    if (!c->k_seen[k]) {
-        c->k_seen[k] = true;
-        c->k_first[k] = now_ps(c);
+    kernel_run *kr = &c->kernels[k];
+    if (!kr->seen) {
+        kr->seen = true;
+        kr->first_ps = now_ps(c);
     }
-    if (c->k_last[k] < now_ps(c))
-        c->k_last[k] = now_ps(c);
+    if (kr->last_ps < now_ps(c))
+        kr->last_ps = now_ps(c);
 }
 
 static void kernel_retire(core_model *c, uint32_t pc)
 {
     int32_t k = c->kernel_of[pc];
-    if (k >= 0 && c->k_last[k] < now_ps(c))
-        c->k_last[k] = now_ps(c);
+    if (k >= 0 && c->kernels[k].last_ps < now_ps(c))
+        c->kernels[k].last_ps = now_ps(c);
 }
 
 /* ---- queues ----------------------------------------------------------------------------------- */
@@ -99,16 +100,18 @@ static void core_check_done(core_model *c)
 static void fe_wake(core_model *c, isa_unit u)
 {
     if ((c->fe == FE_WAIT_QUEUE && c->fe_wait_q == u) || (c->fe == FE_FENCE && queues_empty(c))) {
-        c->fe_stall_ps += now_ps(c) - c->fe_stall_from;
+        /* a wait fe_next began ahead of time starts when that step would have run */
+        uint64_t t = now_ps(c) > c->fe_stall_from ? now_ps(c) : c->fe_stall_from;
+        c->fe_stall_ps += t - c->fe_stall_from;
         c->fe = FE_RUN;
-        fe_schedule(c, now_ps(c));
+        fe_schedule(c, t);
     }
 }
 
 /* Entries queue u may have in flight at once. */
 static unsigned q_limit(const core_model *c, isa_unit u)
 {
-    return u == ISA_UNIT_DMA ? (unsigned)c->chip->cfg->core.dma_outstanding : 1;
+    return u == ISA_UNIT_DMA ? (unsigned)c->cfg->core.dma_outstanding : 1;
 }
 
 /* Queue q's busy and stall time from its last accounting to `now` while entries are in
@@ -190,9 +193,11 @@ static bool sb_conflict(const q_entry *e, const q_entry *o, unsigned *ei, unsign
 static const q_entry *sb_blocker(const core_model *c, const q_entry *e, isa_unit *bu,
                                  unsigned *ei, unsigned *oi)
 {
-    if (!c->chip->cfg->core.scoreboard || !e->nr)
+    if (!c->cfg->core.scoreboard || !e->nr)
         return NULL;
     for (unsigned u = 0; u < ISA_N_QUEUES; u++) {
+        if (!(c->q_used & (1u << u)))
+            continue;
         const core_queue *q = &c->q[u];
         for (unsigned i = 0; i < q->count; i++) {
             const q_entry *o = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
@@ -225,7 +230,8 @@ static void q_retire(core_model *c, isa_unit u)
     kernel_retire(c, e->pc);
     q->insns++;
     q->head = (q->head + 1) % CORE_QUEUE_DEPTH;
-    q->count--;
+    if (--q->count == 0)
+        c->q_used &= ~(1u << u);
     if (q->n_started)
         q->n_started--;
     core_check_done(c);
@@ -268,6 +274,15 @@ static void q_part_done(void *ctx, uint64_t arg)
         return;
     uint64_t t = clk_edge_at_or_after(&c->chip->clk, now_ps(c));
     if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, arg, NULL, &c->chip->err) != NP_OK)
+        chip_fail(c->chip);
+}
+
+void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps)
+{
+    if (--c->q[u].ring[slot].parts)
+        return;
+    uint64_t t = clk_edge_at_or_after(&c->chip->clk, t_ps);
+    if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, q_arg(u, slot), NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }
 
@@ -528,8 +543,9 @@ static np_status fault(core_model *c, isa_unit u, uint32_t pc, const isa_insn *i
 static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry *e, np_err *err)
 {
     isa_insn *out = &e->in;
-    *out = *src;
     unsigned nf = isa_ops[src->op].n_fields;
+    out->op = src->op; /* only its operands: the rest of the entry's copy is never read */
+    memcpy(out->opnd, src->opnd, nf * sizeof *src->opnd);
     for (unsigned i = 0; i < nf; i++) {
         isa_opnd *o = &out->opnd[i];
         isa_kind k = isa_ops[src->op].fields[i].kind;
@@ -548,7 +564,7 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry
     core_range *r = e->r;
     unsigned nr = e->nr = core_ranges(out, c->mxu_k, c->mxu_n, r);
     for (unsigned i = 0; i < nr; i++) {
-        uint64_t lim = core_space_bytes(c->chip->cfg, r[i].space);
+        uint64_t lim = core_space_bytes(c->cfg, r[i].space);
         if (r[i].addr > lim || r[i].extent > lim - r[i].addr)
             return fault(c, u, c->pc, src, err,
                          "%s range 0x%llx + %llu bytes is outside its space (%llu bytes)",
@@ -636,6 +652,27 @@ static void barrier_arrive(core_model *c)
     else if (mesh_send(s->noc, c->id, s->cores[0].id, 1, CORE_TAG_BARRIER | c->index,
                        &s->err) != NP_OK)
         chip_fail(s);
+}
+
+/* The front end's instruction took this cycle; the next step is one cycle later. When the
+ * next instruction's queue is full now, that step could only find it full (nothing but the
+ * front end adds entries) and wait for it: the wait begins then, with no event; fe_wake
+ * starts the front end at the earliest at that time. */
+static void fe_next(core_model *c)
+{
+    uint64_t t = after_cycles(c, 1);
+    c->fe_busy_ps += t - now_ps(c);
+    if (c->pc < c->text->n_insns) {
+        isa_unit u = isa_insn_queue(&c->text->insns[c->pc]);
+        if (u != ISA_UNIT_CTRL && c->q[u].count == CORE_QUEUE_DEPTH) {
+            c->fe_wait_pc = c->pc;
+            c->fe = FE_WAIT_QUEUE;
+            c->fe_wait_q = u;
+            c->fe_stall_from = t;
+            return;
+        }
+    }
+    fe_schedule(c, t);
 }
 
 /* Executes front-end instructions from pc until one takes a cycle, stalls or halts. */
@@ -727,8 +764,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                 c->pc++;
                 break;
             }
-            c->fe_busy_ps += after_cycles(c, 1) - now_ps(c);
-            fe_schedule(c, after_cycles(c, 1));
+            fe_next(c);
             return;
         }
         core_queue *q = &c->q[u];
@@ -766,12 +802,12 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
         e->mxu_k = c->mxu_k;
         e->mxu_n = c->mxu_n;
         q->count++;
+        c->q_used |= 1u << u;
         kernel_dispatch(c, c->pc);
         c->fe_insns++;
         c->pc++;
         q_start(c, u);
-        c->fe_busy_ps += after_cycles(c, 1) - now_ps(c);
-        fe_schedule(c, after_cycles(c, 1));
+        fe_next(c);
         return;
     }
 }

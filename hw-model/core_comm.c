@@ -34,15 +34,6 @@ static void comm_core_name(const hw_system *y, uint32_t chip, uint32_t core, cha
         snprintf(buf, n, "core %" PRIu32, core);
 }
 
-/* Completes COMM entry `slot` of core c at t_ps (an event, so that nothing re-enters the mesh
- * or the network from inside its delivery callback). */
-static void comm_complete_at(core_model *c, unsigned slot, uint64_t t_ps)
-{
-    if (evq_schedule_at(c->chip->q, t_ps, core_q_timer_ev, c, q_arg(ISA_UNIT_COMM, slot), NULL,
-                        &c->chip->err) != NP_OK)
-        chip_fail(c->chip);
-}
-
 /* Message record id goes back to the free list once it is sent and taken. */
 static void comm_msg_release(hw_system *y, uint32_t id)
 {
@@ -149,7 +140,7 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
     comm_msg_release(y, id);
     uint64_t t = cyc ? after_cycles(c, cyc) : now_ps(c);
     e->t_ideal_ps = t; /* busy while reducing; the wait for the message was a stall */
-    comm_complete_at(c, slot, t);
+    core_q_finish_at(c, ISA_UNIT_COMM, slot, t);
     return;
 fail:
     chip_fail(s);
@@ -163,7 +154,7 @@ static void comm_sent(hw_system *y, uint32_t id)
     if (m->sent)
         return;
     m->sent = true;
-    comm_complete_at(&y->chips[m->src_chip].cores[m->src_idx], m->slot, evq_now(y->q));
+    core_q_finish_at(&y->chips[m->src_chip].cores[m->src_idx], ISA_UNIT_COMM, m->slot, evq_now(y->q));
     comm_msg_release(y, id);
 }
 

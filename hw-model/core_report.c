@@ -152,11 +152,12 @@ np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report
                 r->n_kernels++;
                 kr->chip = ch;
                 kr->core = c->id;
-                kr->cycles = c->k_seen[k] ? clk_ps_to_cycles(clk, c->k_last[k]) -
-                                                clk_ps_to_cycles(clk, c->k_first[k])
-                                          : 0;
-                kr->start_ps = c->k_seen[k] ? c->k_first[k] : 0;
-                kr->end_ps = c->k_seen[k] ? c->k_last[k] : 0;
+                const kernel_run *run = &c->kernels[k];
+                kr->cycles = run->seen ? clk_ps_to_cycles(clk, run->last_ps) -
+                                             clk_ps_to_cycles(clk, run->first_ps)
+                                       : 0;
+                kr->start_ps = run->seen ? run->first_ps : 0;
+                kr->end_ps = run->seen ? run->last_ps : 0;
             }
         }
         r->hbm_read_bytes += s->hbm_rd, r->hbm_write_bytes += s->hbm_wr;

@@ -102,13 +102,12 @@ static np_status run_check(hw_system *y, const run_ctx *r, const core_sim_opts *
                           opts->max_cycles, cores_left, cores_left == 1 ? " is" : "s are");
     if (!cores_left)
         return NP_OK;
-    uint64_t t_end = evq_now(r->q);
-    if (opts && opts->max_cycles) { /* the limit's event moved now past the end */
-        t_end = 0;
-        for (uint32_t c = 0; c < y->n_chips; c++) {
-            uint64_t t = chip_last_activity_ps(&y->chips[c]);
-            t_end = t > t_end ? t : t_end;
-        }
+    /* The last thing that happened: the last event, or a front-end wait that began after it
+     * (fe_next); with a cycle limit the limit's event moved now past the end. */
+    uint64_t t_end = opts && opts->max_cycles ? 0 : evq_now(r->q);
+    for (uint32_t c = 0; c < y->n_chips; c++) {
+        uint64_t t = chip_last_activity_ps(&y->chips[c]);
+        t_end = t > t_end ? t : t_end;
     }
     char buf[NP_ERR_MSG_MAX] = "";
     for (uint32_t c = 0; c < y->n_chips; c++)

@@ -26,25 +26,26 @@
 typedef enum fe_state { FE_RUN, FE_WAIT_QUEUE, FE_FENCE, FE_BARRIER, FE_HALTED, FE_DONE } fe_state;
 typedef enum q_state { Q_IDLE, Q_BUSY, Q_WAIT_SEM } q_state;
 
+/* The hot members of the structs below come first: a run of a thousand chips touches a
+ * few cache lines per event of cores that do not fit the caches together. */
 typedef struct q_entry {
-    isa_insn in;           /* resolved */
-    uint32_t pc;
-    uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
-    bool first;            /* the innermost loop was on its first iteration (mode=first) */
-    bool done;             /* started and completed; retires when the entries before it have */
     uint64_t seq;          /* dispatch order on its core (the scoreboard's "older") */
-    core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
+    uint32_t pc;
     unsigned nr;
     unsigned parts;        /* in flight: parts still running (compute time, scratchpad-port
                               stream, HBM stream) */
+    unsigned lane;         /* DMA: its lane among the copies in flight (traces) */
+    bool first;            /* the innermost loop was on its first iteration (mode=first) */
+    bool done;             /* started and completed; retires when the entries before it have */
+    bool waited;           /* a sem.wait that had to wait */
     uint64_t t_ideal_ps;   /* in flight: when it would end with the ports and HBM to itself */
     uint64_t t_start_ps;   /* when it started (a sem.wait: when it began to wait) */
-    bool waited;           /* a sem.wait that had to wait */
-    unsigned lane;         /* DMA: its lane among the copies in flight (traces) */
+    uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
+    isa_insn in;           /* resolved */
+    core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
 } q_entry;
 
 typedef struct core_queue {
-    q_entry ring[CORE_QUEUE_DEPTH];
     unsigned head, count;
     unsigned n_started;  /* entries from the head that have started (in flight or done) */
     unsigned n_inflight; /* of those, not yet completed */
@@ -55,6 +56,7 @@ typedef struct core_queue {
     uint64_t t_wait_ps;  /* WAIT_SEM: when the wait began */
     uint64_t t_acct_ps;  /* busy/stall are accounted up to here (q_account) */
     uint64_t busy_ps, stall_ps, insns, bytes;
+    q_entry ring[CORE_QUEUE_DEPTH];
 } core_queue;
 
 typedef struct loop_frame {
@@ -67,36 +69,43 @@ typedef struct loop_frame {
 
 typedef struct chip_sim chip_sim;
 
+/* One kernel of a core's text as it runs. */
+typedef struct kernel_run {
+    uint64_t first_ps, last_ps; /* first dispatch, last retire */
+    bool seen;
+} kernel_run;
+
 typedef struct core_model {
     chip_sim *chip;
+    const isa_core_text *text;
+    const arch_config *cfg; /* the chip's */
     uint32_t id;
     uint32_t index; /* position in the program's cores */
-    const isa_core_text *text;
-    int64_t regs[ISA_N_REGS];
-    loop_frame loops[ISA_LOOP_DEPTH];
-    unsigned depth;
     uint32_t pc;
     fe_state fe;
+    unsigned depth;
+    unsigned q_used;        /* bit u: queue u holds entries (the scoreboard skips the others) */
     isa_unit fe_wait_q;     /* FE_WAIT_QUEUE: the full queue */
     uint32_t fe_wait_pc;    /* the instruction the front end stalls on */
+    uint32_t comm_msg;      /* COMM head in flight: the message a send sent, or the one a
+                               recv waits for (UINT32_MAX: no matching send yet) */
     uint64_t fe_stall_from; /* when the current front-end stall began */
     uint64_t fe_busy_ps, fe_stall_ps, fe_insns;
-    uint64_t barrier_id;
-    core_queue q[ISA_N_QUEUES];
-    uint64_t sem[ISA_N_SEMS];
-    uint64_t mxu_k, mxu_n; /* the last mxu.load's tile; 0 before any */
-    uint64_t seq_next;     /* the next dispatch's q_entry.seq */
+    uint64_t seq_next;      /* the next dispatch's q_entry.seq */
+    int32_t *kernel_of;     /* per pc: kernel index or -1 */
+    kernel_run *kernels;    /* per kernel of the text */
+    uint64_t mxu_k, mxu_n;  /* the last mxu.load's tile; 0 before any */
     uint64_t dma_decode_free_ps; /* the DMA descriptor processor is free from then */
-    hbm *ports;            /* the scratchpad's ports: a bandwidth pool the units share */
-    hbm *acc_port;         /* the accumulator SRAM's port (mxu.mm, mxu.drain); NULL when
-                              core.acc_port_bytes_per_cycle is 0 (the array paces itself) */
-    uint64_t t_halt_ps;    /* when the front end halted */
+    hbm *ports;             /* the scratchpad's ports: a bandwidth pool the units share */
+    hbm *acc_port;          /* the accumulator SRAM's port (mxu.mm, mxu.drain); NULL when
+                               core.acc_port_bytes_per_cycle is 0 (the array paces itself) */
+    uint64_t t_halt_ps;     /* when the front end halted */
     uint64_t t_done_ps;
-    uint64_t *k_first, *k_last; /* per kernel: first dispatch, last retire (ps) */
-    bool *k_seen;
-    int32_t *kernel_of;        /* per pc: kernel index or -1 */
-    uint32_t comm_msg;         /* COMM head in flight: the message a send sent, or the one a
-                                  recv waits for (UINT32_MAX: no matching send yet) */
+    uint64_t barrier_id;
+    int64_t regs[ISA_N_REGS];
+    loop_frame loops[ISA_LOOP_DEPTH];
+    uint64_t sem[ISA_N_SEMS];
+    core_queue q[ISA_N_QUEUES];
 } core_model;
 
 /* A comm.send's message: one mesh packet from the sender's router to the receiver's on one
@@ -122,16 +131,16 @@ typedef struct comm_msg {
  * cores. The HBM (and its bytes), the mesh and the mailboxes outlive a program; the cores,
  * the counters and the kernel figures belong to the program loaded. */
 struct chip_sim {
-    hw_system *sys;
-    uint32_t chip;   /* its number in the system (the peer(chip, core) that names it) */
+    hw_system *sys;  /* (the first cache line: what every event of a core reads) */
     const arch_config *cfg;
+    evq *q;          /* the system's (the caller's) */
+    clk_domain clk;
+    core_func *func; /* functional mode: the memories; NULL in timing mode */
+    uint32_t chip;   /* its number in the system (the peer(chip, core) that names it) */
     hw_chip_state state; /* hw_system.h's state machine */
     const isa_program *prog; /* NULL while EMPTY */
     uint64_t programs;   /* loaded so far */
-    evq *q;          /* the system's (the caller's) */
     hbm *mem;        /* NULL until the first load */
-    core_func *func; /* functional mode: the memories; NULL in timing mode */
-    clk_domain clk;
     core_model *cores;
     uint32_t n_cores;
     uint32_t cores_left; /* cores of the program not yet DONE */
@@ -212,6 +221,9 @@ void core_q_account(core_model *c, core_queue *q);      /* before q's in-flight 
 void core_q_so_far(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall);
 void core_fe_so_far(const core_model *c, uint64_t now, uint64_t *busy, uint64_t *stall);
 void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg); /* one part of entry arg ended */
+/* The last part of entry `slot` of queue u ends at t_ps (>= now): it completes at the first
+ * core clock edge at or after t_ps, as if core_q_timer_ev ran then, with one event less. */
+void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps);
 /* "core 3", or "chip 1 core 3" when the run has several chips (in faults and reports). */
 void core_name(const core_model *c, char *buf, size_t n);
 /* Reports entry e of unit u of core c to the trace, from e->t_start_ps to now. */

@@ -23,9 +23,7 @@ static void chip_free_cores(chip_sim *s)
 {
     for (uint32_t i = 0; s->cores && i < s->n_cores; i++) {
         core_model *c = &s->cores[i];
-        free(c->k_first);
-        free(c->k_last);
-        free(c->k_seen);
+        free(c->kernels);
         free(c->kernel_of);
         hbm_free(c->ports);
         hbm_free(c->acc_port);
@@ -143,6 +141,7 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
         core_model *c = &s->cores[i];
         const isa_core_text *t = &p->cores[i];
         c->chip = s;
+        c->cfg = cfg;
         c->id = t->core;
         c->index = i;
         c->text = t;
@@ -155,11 +154,9 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
                        0, &c->acc_port, err) != NP_OK)
             return err->status;
         uint32_t nk = t->n_kernels ? t->n_kernels : 1;
-        c->k_first = calloc(nk, sizeof *c->k_first);
-        c->k_last = calloc(nk, sizeof *c->k_last);
-        c->k_seen = calloc(nk, sizeof *c->k_seen);
+        c->kernels = calloc(nk, sizeof *c->kernels);
         c->kernel_of = malloc((t->n_insns ? t->n_insns : 1) * sizeof *c->kernel_of);
-        if (!c->k_first || !c->k_last || !c->k_seen || !c->kernel_of)
+        if (!c->kernels || !c->kernel_of)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory creating core %u", c->id);
         for (uint32_t pc = 0; pc < t->n_insns; pc++)
             c->kernel_of[pc] = -1;
