@@ -56,7 +56,8 @@ static void q_start(core_model *c, isa_unit u);
 
 /* ---- kernels ---------------------------------------------------------------------------------- */
 
-static void kernel_dispatch(core_model *c, uint32_t pc)
+/* Instruction pc of core c is dispatched (or, for the front end's own, executed) at t_ps. */
+static void kernel_dispatch(core_model *c, uint32_t pc, uint64_t t_ps)
 {
     int32_t k = c->kernel_of[pc];
     if (k < 0)
@@ -64,10 +65,10 @@ static void kernel_dispatch(core_model *c, uint32_t pc)
     kernel_run *kr = &c->kernels[k];
     if (!kr->seen) {
         kr->seen = true;
-        kr->first_ps = now_ps(c);
+        kr->first_ps = t_ps;
     }
-    if (kr->last_ps < now_ps(c))
-        kr->last_ps = now_ps(c);
+    if (kr->last_ps < t_ps)
+        kr->last_ps = t_ps;
 }
 
 static void kernel_retire(core_model *c, uint32_t pc)
@@ -102,8 +103,13 @@ static void fe_wake(core_model *c, isa_unit u)
     if ((c->fe == FE_WAIT_QUEUE && c->fe_wait_q == u) || (c->fe == FE_FENCE && queues_empty(c))) {
         /* a wait fe_next began ahead of time starts when that step would have run */
         uint64_t t = now_ps(c) > c->fe_stall_from ? now_ps(c) : c->fe_stall_from;
+        bool full = c->fe == FE_WAIT_QUEUE;
         c->fe_stall_ps += t - c->fe_stall_from;
         c->fe = FE_RUN;
+        if (full && c->completing && t == now_ps(c) && u != ISA_UNIT_DMA) {
+            c->step_after_complete = true; /* q_complete_ev takes the step, when it is done */
+            return;
+        }
         fe_schedule(c, t);
     }
 }
@@ -239,13 +245,17 @@ static void q_retire(core_model *c, isa_unit u)
     q_start(c, u);
 }
 
+/* An entry of queue u completes. When its retirement frees a slot the front end waits for, the
+ * front end takes its step right after, in this event rather than in one of its own: the
+ * instruction it dispatches goes behind the other entries of that queue (one runs at a time;
+ * not DMA), so nothing else at this time can see the difference. */
 static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
 {
-    (void)eq;
     core_model *c = ctx;
     isa_unit u = (isa_unit)(arg & 0xff);
     core_queue *q = &c->q[u];
     q_entry *e = &q->ring[arg >> 8];
+    c->completing = true;
     core_q_account(c, q);
     e->done = true;
     q->lanes &= ~(1u << e->lane);
@@ -263,6 +273,14 @@ static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
     if (!retired)
         q_start(c, u); /* an outstanding slot is free */
     sb_wake(c);
+    c->completing = false;
+    if (c->step_after_complete) {
+        c->step_after_complete = false;
+        if (c->q[c->fe_wait_q].n_inflight)
+            core_fe_step_ev(eq, c, 0);
+        else
+            fe_schedule(c, now_ps(c)); /* its head waits: the new entry could start now */
+    }
 }
 
 /* One part of the entry in flight named by arg finished; the last one completes it at the
@@ -272,8 +290,8 @@ static void q_part_done(void *ctx, uint64_t arg)
     core_model *c = ctx;
     if (--c->q[arg & 0xff].ring[arg >> 8].parts)
         return;
-    uint64_t t = clk_edge_at_or_after(&c->chip->clk, now_ps(c));
-    if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, arg, NULL, &c->chip->err) != NP_OK)
+    uint64_t t = clk_edge_at_or_after(&c->clk, now_ps(c));
+    if (evq_schedule_at(c->eq, t, q_complete_ev, c, arg, NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }
 
@@ -281,8 +299,8 @@ void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps)
 {
     if (--c->q[u].ring[slot].parts)
         return;
-    uint64_t t = clk_edge_at_or_after(&c->chip->clk, t_ps);
-    if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, q_arg(u, slot), NULL, &c->chip->err) != NP_OK)
+    uint64_t t = clk_edge_at_or_after(&c->clk, t_ps);
+    if (evq_schedule_at(c->eq, t, q_complete_ev, c, q_arg(u, slot), NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }
 
@@ -575,7 +593,7 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry
 
 static void fe_schedule(core_model *c, uint64_t t_ps)
 {
-    if (evq_schedule_at(c->chip->q, t_ps, core_fe_step_ev, c, 0, NULL, &c->chip->err) != NP_OK)
+    if (evq_schedule_at(c->eq, t_ps, core_fe_step_ev, c, 0, NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }
 
@@ -654,17 +672,147 @@ static void barrier_arrive(core_model *c)
         chip_fail(s);
 }
 
+/* What fe_ctrl did with a front-end instruction. */
+typedef enum fe_ctrl_result {
+    FE_CTRL_CYCLE, /* executed it: it took this cycle */
+    FE_CTRL_FREE,  /* executed it in no time (trace markers) */
+    FE_CTRL_OTHER  /* not one of those it executes (halt, fence, barrier) */
+} fe_ctrl_result;
+
+/* Executes front-end instruction `in` (at pc) at t_ps if it only changes the front end's own
+ * registers, loops and pc: li, addi, loop, endloop, nop, trace markers. */
+static fe_ctrl_result fe_ctrl(core_model *c, const isa_insn *in, uint64_t t_ps)
+{
+    switch (in->op) {
+    case ISA_OP_HALT:
+    case ISA_OP_FENCE:
+    case ISA_OP_BARRIER:
+        return FE_CTRL_OTHER;
+    default:
+        break;
+    }
+    kernel_dispatch(c, c->pc, t_ps);
+    c->fe_insns++;
+    switch (in->op) {
+    case ISA_OP_TRACE_BEGIN:
+    case ISA_OP_TRACE_END:
+        c->pc++;
+        return FE_CTRL_FREE;
+    case ISA_OP_LI:
+        if (in->LI.rd.reg)
+            c->regs[in->LI.rd.reg] = in->LI.imm.val;
+        c->pc++;
+        break;
+    case ISA_OP_ADDI:
+        if (in->ADDI.rd.reg)
+            c->regs[in->ADDI.rd.reg] =
+                (int64_t)((uint64_t)c->regs[in->ADDI.rs.reg] + (uint64_t)in->ADDI.imm.val);
+        c->pc++;
+        break;
+    case ISA_OP_LOOP: {
+        loop_frame *f = &c->loops[c->depth++]; /* the loader bounds the depth */
+        const isa_opnd *st[3] = {&in->LOOP.step0, &in->LOOP.step1, &in->LOOP.step2};
+        f->body = c->pc + 1;
+        f->count = (uint64_t)in->LOOP.count.val;
+        f->remaining = f->count - 1;
+        for (int i = 0; i < 3; i++) {
+            f->reg[i] = st[i]->reg;
+            f->step[i] = st[i]->val;
+            f->saved[i] = c->regs[st[i]->reg];
+        }
+        c->pc++;
+        break;
+    }
+    case ISA_OP_ENDLOOP: {
+        loop_frame *f = &c->loops[c->depth - 1];
+        for (int i = 0; i < 3; i++)
+            if (f->reg[i])
+                c->regs[f->reg[i]] = (int64_t)((uint64_t)c->regs[f->reg[i]] + (uint64_t)f->step[i]);
+        if (f->remaining) {
+            f->remaining--;
+            c->pc = f->body;
+        } else {
+            for (int i = 2; i >= 0; i--)
+                if (f->reg[i])
+                    c->regs[f->reg[i]] = f->saved[i];
+            c->depth--;
+            c->pc++;
+        }
+        break;
+    }
+    default: /* NOP */
+        c->pc++;
+        break;
+    }
+    return FE_CTRL_CYCLE;
+}
+
+#define FE_AHEAD 8 /* front-end instructions fe_next may look past */
+
+/* The pc the front end reaches by executing, from pc on, the instructions fe_ctrl executes
+ * (at most FE_AHEAD of them; their number in *n). Control flow depends only on loop counts,
+ * never on registers, so only pc and the loops' iteration counts are followed. */
+static uint32_t fe_ahead_pc(const core_model *c, unsigned *n_insns)
+{
+    uint64_t rem[FE_AHEAD];  /* `remaining` of the innermost loops, as they change */
+    uint32_t body[FE_AHEAD];
+    unsigned n = 0, taken = 0; /* loops on that stack; loops of c->loops copied onto it */
+    uint32_t pc = c->pc;
+    unsigned k = 0;
+    for (; k < FE_AHEAD && pc < c->text->n_insns; k++) {
+        const isa_insn *in = &c->text->insns[pc];
+        if (isa_insn_queue(in) != ISA_UNIT_CTRL || in->op == ISA_OP_HALT ||
+            in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER)
+            break;
+        if (in->op == ISA_OP_LOOP) {
+            rem[n] = (uint64_t)in->LOOP.count.val - 1;
+            body[n++] = pc + 1;
+            pc++;
+        } else if (in->op == ISA_OP_ENDLOOP) {
+            if (!n) { /* the innermost loop entered before: copy its count */
+                const loop_frame *f = &c->loops[c->depth - 1 - taken++];
+                rem[0] = f->remaining;
+                body[0] = f->body;
+                n = 1;
+            }
+            if (rem[n - 1]) {
+                rem[n - 1]--;
+                pc = body[n - 1];
+            } else {
+                n--;
+                pc++;
+            }
+        } else {
+            pc++;
+        }
+    }
+    *n_insns = k;
+    return pc;
+}
+
 /* The front end's instruction took this cycle; the next step is one cycle later. When the
- * next instruction's queue is full now, that step could only find it full (nothing but the
- * front end adds entries) and wait for it: the wait begins then, with no event; fe_wake
- * starts the front end at the earliest at that time. */
+ * next instructions that matter (past any the front end runs itself) go to a queue that is
+ * full now, those steps could only run them and then find the queue full (nothing but the
+ * front end adds entries): they run now, each at its own cycle, and the wait begins at the
+ * cycle the queue would have been looked at, with no event; fe_wake starts the front end
+ * at the earliest at that time. */
 static void fe_next(core_model *c)
 {
     uint64_t t = after_cycles(c, 1);
     c->fe_busy_ps += t - now_ps(c);
-    if (c->pc < c->text->n_insns) {
-        isa_unit u = isa_insn_queue(&c->text->insns[c->pc]);
+    unsigned n;
+    uint32_t pc = fe_ahead_pc(c, &n);
+    if (pc < c->text->n_insns) {
+        isa_unit u = isa_insn_queue(&c->text->insns[pc]);
         if (u != ISA_UNIT_CTRL && c->q[u].count == CORE_QUEUE_DEPTH) {
+            const clk_domain *d = &c->clk;
+            for (unsigned k = 0; k < n; k++) { /* the front end's own, each at its cycle */
+                if (fe_ctrl(c, &c->text->insns[c->pc], t) == FE_CTRL_CYCLE) {
+                    uint64_t t2 = clk_cycles_to_ps(d, clk_ps_to_cycles(d, t) + 1);
+                    c->fe_busy_ps += t2 - t;
+                    t = t2;
+                }
+            }
             c->fe_wait_pc = c->pc;
             c->fe = FE_WAIT_QUEUE;
             c->fe_wait_q = u;
@@ -689,16 +837,19 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
         const isa_insn *in = &c->text->insns[c->pc];
         isa_unit u = isa_insn_queue(in);
         if (u == ISA_UNIT_CTRL) {
-            kernel_dispatch(c, c->pc);
+            fe_ctrl_result r = fe_ctrl(c, in, now_ps(c));
+            if (r == FE_CTRL_FREE)
+                continue;
+            if (r == FE_CTRL_CYCLE) {
+                fe_next(c);
+                return;
+            }
+            kernel_dispatch(c, c->pc, now_ps(c));
             c->fe_insns++;
             switch (in->op) {
             case ISA_OP_HALT:
                 fe_halt(c);
                 return;
-            case ISA_OP_TRACE_BEGIN:
-            case ISA_OP_TRACE_END:
-                c->pc++;
-                continue; /* free */
             case ISA_OP_FENCE:
                 c->fe_wait_pc = c->pc++;
                 if (!queues_empty(c)) {
@@ -707,7 +858,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                     return;
                 }
                 continue;
-            case ISA_OP_BARRIER:
+            default: /* ISA_OP_BARRIER */
                 c->fe_wait_pc = c->pc;
                 if (!queues_empty(c)) { /* fence first; re-run this barrier afterwards */
                     c->fe = FE_FENCE;
@@ -718,54 +869,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                 c->barrier_id = (uint64_t)in->BARRIER.id.val;
                 barrier_arrive(c);
                 return;
-            case ISA_OP_LI:
-                if (in->LI.rd.reg)
-                    c->regs[in->LI.rd.reg] = in->LI.imm.val;
-                c->pc++;
-                break;
-            case ISA_OP_ADDI:
-                if (in->ADDI.rd.reg)
-                    c->regs[in->ADDI.rd.reg] =
-                        (int64_t)((uint64_t)c->regs[in->ADDI.rs.reg] + (uint64_t)in->ADDI.imm.val);
-                c->pc++;
-                break;
-            case ISA_OP_LOOP: {
-                loop_frame *f = &c->loops[c->depth++]; /* the loader bounds the depth */
-                const isa_opnd *st[3] = {&in->LOOP.step0, &in->LOOP.step1, &in->LOOP.step2};
-                f->body = c->pc + 1;
-                f->count = (uint64_t)in->LOOP.count.val;
-                f->remaining = f->count - 1;
-                for (int i = 0; i < 3; i++) {
-                    f->reg[i] = st[i]->reg;
-                    f->step[i] = st[i]->val;
-                    f->saved[i] = c->regs[st[i]->reg];
-                }
-                c->pc++;
-                break;
             }
-            case ISA_OP_ENDLOOP: {
-                loop_frame *f = &c->loops[c->depth - 1];
-                for (int i = 0; i < 3; i++)
-                    if (f->reg[i])
-                        c->regs[f->reg[i]] = (int64_t)((uint64_t)c->regs[f->reg[i]] + (uint64_t)f->step[i]);
-                if (f->remaining) {
-                    f->remaining--;
-                    c->pc = f->body;
-                } else {
-                    for (int i = 2; i >= 0; i--)
-                        if (f->reg[i])
-                            c->regs[f->reg[i]] = f->saved[i];
-                    c->depth--;
-                    c->pc++;
-                }
-                break;
-            }
-            default: /* NOP */
-                c->pc++;
-                break;
-            }
-            fe_next(c);
-            return;
         }
         core_queue *q = &c->q[u];
         if (q->count == CORE_QUEUE_DEPTH) {
@@ -803,7 +907,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
         e->mxu_n = c->mxu_n;
         q->count++;
         c->q_used |= 1u << u;
-        kernel_dispatch(c, c->pc);
+        kernel_dispatch(c, c->pc, now_ps(c));
         c->fe_insns++;
         c->pc++;
         q_start(c, u);

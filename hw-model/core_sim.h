@@ -69,6 +69,14 @@ typedef struct loop_frame {
 
 typedef struct chip_sim chip_sim;
 
+/* A peer core_comm_check found good, and when (the system's load epoch): it stays good until
+ * a program is loaded somewhere. */
+typedef struct peer_ok {
+    uint32_t chip, core;
+    uint32_t idx;    /* its index in its chip's program, or UINT32_MAX (no program yet) */
+    uint64_t epoch;  /* 0: none */
+} peer_ok;
+
 /* One kernel of a core's text as it runs. */
 typedef struct kernel_run {
     uint64_t first_ps, last_ps; /* first dispatch, last retire */
@@ -76,24 +84,31 @@ typedef struct kernel_run {
 } kernel_run;
 
 typedef struct core_model {
+    /* first cache line */
     chip_sim *chip;
+    evq *eq;                /* the chip's (the system's) */
     const isa_core_text *text;
     const arch_config *cfg; /* the chip's */
-    uint32_t id;
-    uint32_t index; /* position in the program's cores */
     uint32_t pc;
     fe_state fe;
-    unsigned depth;
     unsigned q_used;        /* bit u: queue u holds entries (the scoreboard skips the others) */
     isa_unit fe_wait_q;     /* FE_WAIT_QUEUE: the full queue */
-    uint32_t fe_wait_pc;    /* the instruction the front end stalls on */
+    uint32_t id;
+    uint32_t index;         /* position in the program's cores */
+    bool completing;        /* inside q_complete_ev */
+    bool step_after_complete; /* the front end woke inside it: step at its end */
+    /* second */
+    clk_domain clk;         /* the chip's core clock */
     uint32_t comm_msg;      /* COMM head in flight: the message a send sent, or the one a
                                recv waits for (UINT32_MAX: no matching send yet) */
+    unsigned depth;
+    uint32_t fe_wait_pc;    /* the instruction the front end stalls on */
     uint64_t fe_stall_from; /* when the current front-end stall began */
-    uint64_t fe_busy_ps, fe_stall_ps, fe_insns;
     uint64_t seq_next;      /* the next dispatch's q_entry.seq */
     int32_t *kernel_of;     /* per pc: kernel index or -1 */
     kernel_run *kernels;    /* per kernel of the text */
+    peer_ok peer_ok[2];     /* the last peers of a comm.send [0] and a comm.recv [1] */
+    uint64_t fe_busy_ps, fe_stall_ps, fe_insns;
     uint64_t mxu_k, mxu_n;  /* the last mxu.load's tile; 0 before any */
     uint64_t dma_decode_free_ps; /* the DMA descriptor processor is free from then */
     hbm *ports;             /* the scratchpad's ports: a bandwidth pool the units share */
@@ -115,6 +130,8 @@ typedef struct comm_msg {
     uint32_t src_chip, src_idx; /* sender: chip, and core index in its program */
     uint32_t src_core;          /* the sender's core number (what the recv's peer names) */
     uint32_t dst_chip, dst_core; /* receiver: chip and core number */
+    uint32_t dst_idx;           /* the receiver's index in its chip's program as of epoch */
+    uint64_t epoch;             /* the system's load epoch at the send */
     uint64_t tag, bytes;
     unsigned slot;              /* the send's slot in the sender's COMM ring */
     bool sent;                  /* its last byte has left the sender: the send retired */
@@ -184,6 +201,8 @@ struct hw_system {
     comm_msg *msgs;    /* message records by id (the mesh packet's tag, the transfer's arg) */
     uint32_t n_msgs, cap_msgs; /* records ever used (live or free), allocated */
     uint32_t free_msg; /* the first free record (linked by next), or UINT32_MAX */
+    uint64_t epoch;    /* counts loads (from 1): what was found about a chip's program holds
+                          while it is unchanged */
     core_trace_fn trace; /* or NULL */
     void *trace_ctx;
     hw_chip_end_fn on_end; /* or NULL */
@@ -192,12 +211,12 @@ struct hw_system {
     uint32_t n_groups;
 };
 
-static inline uint64_t now_ps(const core_model *c) { return evq_now(c->chip->q); }
+static inline uint64_t now_ps(const core_model *c) { return evq_now(c->eq); }
 
 /* The time `cycles` core cycles after the current one began. */
 static inline uint64_t after_cycles(const core_model *c, uint64_t cycles)
 {
-    const clk_domain *d = &c->chip->clk;
+    const clk_domain *d = &c->clk;
     return clk_cycles_to_ps(d, clk_ps_to_cycles(d, now_ps(c)) + cycles);
 }
 

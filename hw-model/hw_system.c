@@ -141,6 +141,8 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
         core_model *c = &s->cores[i];
         const isa_core_text *t = &p->cores[i];
         c->chip = s;
+        c->eq = s->q;
+        c->clk = s->clk;
         c->cfg = cfg;
         c->id = t->core;
         c->index = i;
@@ -191,6 +193,7 @@ np_status hw_system_load(hw_system *y, uint32_t chip, const isa_program *p, np_e
                               (long long)y->cfg->chip.cores);
     bool need_mesh, cross = prog_scan(p, chip, y->n_chips, &need_mesh);
     chip_free_cores(s);
+    y->epoch++;
     s->state = HW_CHIP_EMPTY;
     s->prog = NULL;
     if ((cross && sys_ensure_net(y, err) != NP_OK) || chip_ensure(s, err) != NP_OK ||
@@ -516,6 +519,7 @@ np_status hw_system_create(const arch_config *cfg, evq *q, const hw_system_opts 
     y->n_chips = (uint32_t)n;
     y->functional = o.functional;
     y->free_msg = UINT32_MAX;
+    y->epoch = 1;
     y->trace = o.trace;
     y->trace_ctx = o.trace_ctx;
     y->on_end = o.on_end;
