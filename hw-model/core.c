@@ -39,7 +39,7 @@ void core_trace(core_model *c, isa_unit u, const q_entry *e)
         return;
     char text[256];
     insn_text(c->chip, &e->in, text, sizeof text);
-    int32_t k = c->kernel_of[e->pc];
+    int32_t k = c->pcs[e->pc].kernel;
     core_trace_insn t = {c->chip->chip, c->id, u, e->lane, e->pc, text,
                          k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c)};
     y->trace(y->trace_ctx, &t);
@@ -59,7 +59,7 @@ static void q_start(core_model *c, isa_unit u);
 /* Instruction pc of core c is dispatched (or, for the front end's own, executed) at t_ps. */
 static void kernel_dispatch(core_model *c, uint32_t pc, uint64_t t_ps)
 {
-    int32_t k = c->kernel_of[pc];
+    int32_t k = c->pcs[pc].kernel;
     if (k < 0)
         return;
     kernel_run *kr = &c->kernels[k];
@@ -73,7 +73,7 @@ static void kernel_dispatch(core_model *c, uint32_t pc, uint64_t t_ps)
 
 static void kernel_retire(core_model *c, uint32_t pc)
 {
-    int32_t k = c->kernel_of[pc];
+    int32_t k = c->pcs[pc].kernel;
     if (k >= 0 && c->kernels[k].last_ps < now_ps(c))
         c->kernels[k].last_ps = now_ps(c);
 }
@@ -224,7 +224,7 @@ static const q_entry *sb_blocker(const core_model *c, const q_entry *e, isa_unit
 static void sb_wake(core_model *c)
 {
     for (unsigned u = 0; u < ISA_N_QUEUES; u++)
-        if (c->q[u].sb_wait)
+        if ((c->q_used >> u & 1) && c->q[u].sb_wait) /* only a queue with entries waits */
             q_start(c, (isa_unit)u);
 }
 
@@ -760,9 +760,10 @@ static uint32_t fe_ahead_pc(const core_model *c, unsigned *n_insns)
     uint32_t pc = c->pc;
     unsigned k = 0;
     for (; k < FE_AHEAD && pc < c->text->n_insns; k++) {
+        if (c->pcs[pc].queue != ISA_UNIT_CTRL)
+            break;
         const isa_insn *in = &c->text->insns[pc];
-        if (isa_insn_queue(in) != ISA_UNIT_CTRL || in->op == ISA_OP_HALT ||
-            in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER)
+        if (in->op == ISA_OP_HALT || in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER)
             break;
         if (in->op == ISA_OP_LOOP) {
             rem[n] = (uint64_t)in->LOOP.count.val - 1;
@@ -803,7 +804,7 @@ static void fe_next(core_model *c)
     unsigned n;
     uint32_t pc = fe_ahead_pc(c, &n);
     if (pc < c->text->n_insns) {
-        isa_unit u = isa_insn_queue(&c->text->insns[pc]);
+        isa_unit u = (isa_unit)c->pcs[pc].queue;
         if (u != ISA_UNIT_CTRL && c->q[u].count == CORE_QUEUE_DEPTH) {
             const clk_domain *d = &c->clk;
             for (unsigned k = 0; k < n; k++) { /* the front end's own, each at its cycle */
@@ -835,7 +836,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
             return;
         }
         const isa_insn *in = &c->text->insns[c->pc];
-        isa_unit u = isa_insn_queue(in);
+        isa_unit u = (isa_unit)c->pcs[c->pc].queue;
         if (u == ISA_UNIT_CTRL) {
             fe_ctrl_result r = fe_ctrl(c, in, now_ps(c));
             if (r == FE_CTRL_FREE)

@@ -51,7 +51,7 @@ static void comm_msg_release(hw_system *y, uint32_t id)
 static uint32_t comm_find(const core_model *c, uint32_t sc, uint32_t score, uint64_t tag)
 {
     const comm_msg *msgs = c->chip->sys->msgs;
-    for (uint32_t id = c->chip->mbox_head[c->id]; id != UINT32_MAX; id = msgs[id].next)
+    for (uint32_t id = c->chip->slots[c->id].mbox_head; id != UINT32_MAX; id = msgs[id].next)
         if (msgs[id].src_chip == sc && msgs[id].src_core == score && msgs[id].tag == tag)
             return id;
     return UINT32_MAX;
@@ -88,14 +88,14 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
     /* out of c's mailbox */
     comm_msg *msgs = y->msgs;
     uint32_t prev = UINT32_MAX;
-    for (uint32_t k = s->mbox_head[c->id]; k != id; k = msgs[k].next)
+    for (uint32_t k = s->slots[c->id].mbox_head; k != id; k = msgs[k].next)
         prev = k;
     if (prev == UINT32_MAX)
-        s->mbox_head[c->id] = m->next;
+        s->slots[c->id].mbox_head = m->next;
     else
         msgs[prev].next = m->next;
-    if (s->mbox_tail[c->id] == id)
-        s->mbox_tail[c->id] = prev;
+    if (s->slots[c->id].mbox_tail == id)
+        s->slots[c->id].mbox_tail = prev;
     c->comm_msg = id;
     core_q_account(c, &c->q[ISA_UNIT_COMM]); /* the wait for the message so far was a stall */
     isa_red red = (isa_red)a->red.val;
@@ -172,7 +172,12 @@ static void comm_arrived(hw_system *y, uint32_t id)
     core_queue *q = &rcv->q[ISA_UNIT_COMM];
     if (q->n_inflight && rcv->comm_msg == UINT32_MAX) {
         const q_entry *e = &q->ring[q->head];
-        if (e->in.op == ISA_OP_COMM_RECV && comm_find_for(rcv, &e->in) == id)
+        const isa_args_COMM_RECV *a = &e->in.COMM_RECV;
+        /* the recv takes the first message from its peer with its tag: this one if it is
+           from there and the oldest in the mailbox, else look */
+        if (e->in.op == ISA_OP_COMM_RECV && (uint64_t)a->peer.val == m->src_chip &&
+            a->peer.core == m->src_core && (uint64_t)a->tag.val == m->tag &&
+            (d->slots[m->dst_core].mbox_head == id || comm_find_for(rcv, &e->in) == id))
             comm_take(rcv, q->head, id);
     }
 }
@@ -285,11 +290,12 @@ static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t
                     .epoch = y->epoch, .tag = (uint64_t)a->tag.val, .bytes = bytes,
                     .slot = slot, .next = UINT32_MAX, .data = data};
     chip_sim *d = &y->chips[dc]; /* the message joins the receiver's mailbox */
-    if (d->mbox_head[dcore] == UINT32_MAX)
-        d->mbox_head[dcore] = id;
+    chip_core *box = &d->slots[dcore];
+    if (box->mbox_head == UINT32_MAX)
+        box->mbox_head = id;
     else
-        y->msgs[d->mbox_tail[dcore]].next = id;
-    d->mbox_tail[dcore] = id;
+        y->msgs[box->mbox_tail].next = id;
+    box->mbox_tail = id;
     return id;
 }
 

@@ -77,6 +77,12 @@ typedef struct peer_ok {
     uint64_t epoch;  /* 0: none */
 } peer_ok;
 
+/* What the front end looks up per pc without reading the instruction. */
+typedef struct pc_info {
+    int32_t kernel; /* kernel index, or -1 */
+    uint8_t queue;  /* isa_insn_queue of the instruction (ISA_UNIT_CTRL: its own) */
+} pc_info;
+
 /* One kernel of a core's text as it runs. */
 typedef struct kernel_run {
     uint64_t first_ps, last_ps; /* first dispatch, last retire */
@@ -105,7 +111,7 @@ typedef struct core_model {
     uint32_t fe_wait_pc;    /* the instruction the front end stalls on */
     uint64_t fe_stall_from; /* when the current front-end stall began */
     uint64_t seq_next;      /* the next dispatch's q_entry.seq */
-    int32_t *kernel_of;     /* per pc: kernel index or -1 */
+    pc_info *pcs;           /* per pc of the text */
     kernel_run *kernels;    /* per kernel of the text */
     peer_ok peer_ok[2];     /* the last peers of a comm.send [0] and a comm.recv [1] */
     uint64_t fe_busy_ps, fe_stall_ps, fe_insns;
@@ -144,6 +150,13 @@ typedef struct comm_msg {
     uint8_t *data;              /* functional mode: the bytes, read when the send started */
 } comm_msg;
 
+/* What a chip keeps per core number, program or not. */
+typedef struct chip_core {
+    uint32_t idx;        /* its index in the chip's program, or UINT32_MAX */
+    uint32_t mbox_head, mbox_tail; /* the messages sent to it that no recv has taken, in send
+                                      order, linked by comm_msg.next (UINT32_MAX: none) */
+} chip_core;
+
 /* One chip of the system: its program's cores, its HBM, its mesh, the mailboxes of its
  * cores. The HBM (and its bytes), the mesh and the mailboxes outlive a program; the cores,
  * the counters and the kernel figures belong to the program loaded. */
@@ -161,11 +174,7 @@ struct chip_sim {
     core_model *cores;
     uint32_t n_cores;
     uint32_t cores_left; /* cores of the program not yet DONE */
-    uint32_t *idx_of;    /* per core number (chip.cores of them): its index in prog, or
-                            UINT32_MAX */
-    uint32_t *mbox_head, *mbox_tail; /* per core number: the messages sent to it that no recv
-                                        has taken, in send order, linked by comm_msg.next
-                                        (UINT32_MAX: none) */
+    chip_core *slots;    /* per core number (chip.cores of them) */
     uint32_t barrier_arrived;
     mesh *noc;         /* the on-chip mesh for comm.*; NULL until a program needs it */
     clk_domain noc_clk;
@@ -282,7 +291,7 @@ void core_comm_mesh_sent(void *ctx, const mesh_packet *p);     /* mesh_set_sent 
 /* Index of core number `id` in chip s's program, or UINT32_MAX (none, or no program). */
 static inline uint32_t core_index_of(const chip_sim *s, uint64_t id)
 {
-    return s->idx_of && id < (uint64_t)s->cfg->chip.cores ? s->idx_of[id] : UINT32_MAX;
+    return s->slots && id < (uint64_t)s->cfg->chip.cores ? s->slots[id].idx : UINT32_MAX;
 }
 
 /* core_report.c */

@@ -24,24 +24,22 @@ static void chip_free_cores(chip_sim *s)
     for (uint32_t i = 0; s->cores && i < s->n_cores; i++) {
         core_model *c = &s->cores[i];
         free(c->kernels);
-        free(c->kernel_of);
+        free(c->pcs);
         hbm_free(c->ports);
         hbm_free(c->acc_port);
     }
     free(s->cores);
     s->cores = NULL;
     s->n_cores = 0;
-    if (s->idx_of)
+    if (s->slots)
         for (int64_t i = 0; i < s->cfg->chip.cores; i++)
-            s->idx_of[i] = UINT32_MAX;
+            s->slots[i].idx = UINT32_MAX;
 }
 
 static void chip_free(chip_sim *s)
 {
     chip_free_cores(s);
-    free(s->idx_of);
-    free(s->mbox_head);
-    free(s->mbox_tail);
+    free(s->slots);
     mesh_free(s->noc);
     core_func_free(s->func);
     hbm_free(s->mem);
@@ -51,16 +49,11 @@ np_status chip_ensure(chip_sim *s, np_err *err)
 {
     const arch_config *cfg = s->cfg;
     size_t nc = (size_t)cfg->chip.cores;
-    if (!s->idx_of) {
-        uint32_t *a = malloc(nc * sizeof *a), *h = malloc(nc * sizeof *h),
-                 *t = malloc(nc * sizeof *t);
-        if (!a || !h || !t) {
-            free(a), free(h), free(t);
+    if (!s->slots) {
+        if (!(s->slots = malloc(nc * sizeof *s->slots)))
             return np_err_set(err, NP_ERR_NOMEM, "out of memory creating chip %" PRIu32, s->chip);
-        }
         for (size_t i = 0; i < nc; i++)
-            a[i] = h[i] = t[i] = UINT32_MAX;
-        s->idx_of = a, s->mbox_head = h, s->mbox_tail = t;
+            s->slots[i] = (chip_core){UINT32_MAX, UINT32_MAX, UINT32_MAX};
     }
     /* GB/s = 10^9 bytes/s = 10^-3 bytes/ps */
     if (!s->mem && hbm_create(s->q, cfg->chip.hbm_gb_per_s / 1000.0,
@@ -147,7 +140,7 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
         c->id = t->core;
         c->index = i;
         c->text = t;
-        s->idx_of[t->core] = i;
+        s->slots[t->core].idx = i;
         if (hbm_create(s->q, (double)core_spad_bytes_per_cycle(cfg) * cfg->core.clock_ghz / 1000.0,
                        0, &c->ports, err) != NP_OK)
             return err->status;
@@ -157,14 +150,14 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
             return err->status;
         uint32_t nk = t->n_kernels ? t->n_kernels : 1;
         c->kernels = calloc(nk, sizeof *c->kernels);
-        c->kernel_of = malloc((t->n_insns ? t->n_insns : 1) * sizeof *c->kernel_of);
-        if (!c->kernels || !c->kernel_of)
+        c->pcs = malloc((t->n_insns ? t->n_insns : 1) * sizeof *c->pcs);
+        if (!c->kernels || !c->pcs)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory creating core %u", c->id);
         for (uint32_t pc = 0; pc < t->n_insns; pc++)
-            c->kernel_of[pc] = -1;
+            c->pcs[pc] = (pc_info){-1, (uint8_t)isa_insn_queue(&t->insns[pc])};
         for (uint32_t k = 0; k < t->n_kernels; k++)
             for (uint32_t pc = t->kernels[k].start; pc < t->kernels[k].start + t->kernels[k].count; pc++)
-                c->kernel_of[pc] = (int32_t)k;
+                c->pcs[pc].kernel = (int32_t)k;
     }
     return NP_OK;
 }
