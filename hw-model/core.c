@@ -300,6 +300,14 @@ void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps)
     if (--c->q[u].ring[slot].parts)
         return;
     uint64_t t = clk_edge_at_or_after(&c->clk, t_ps);
+    hw_system *y = c->chip->sys;
+    if (y->in_net_callback && t == now_ps(c)) {
+        /* nothing of a core or the mesh is on the stack: complete right here */
+        y->in_net_callback = false;
+        q_complete_ev(c->eq, c, q_arg(u, slot));
+        y->in_net_callback = true;
+        return;
+    }
     if (evq_schedule_at(c->eq, t, q_complete_ev, c, q_arg(u, slot), NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }

@@ -237,12 +237,17 @@ void core_comm_mesh_sent(void *ctx, const mesh_packet *p)
         comm_sent(s->sys, (uint32_t)p->tag);
 }
 
+/* From a net.h event, at its end (net_flow_finish / net_flow_deliver call it last): the
+ * COMM entry it ends may complete in it, instead of in an event at the same time. */
 static void comm_net_event(void *ctx, uint64_t arg, net_event ev)
 {
+    hw_system *y = ctx;
+    y->in_net_callback = true;
     if (ev == NET_EVENT_SENT) /* a sender at the link ports: its last byte left on the link */
-        comm_sent(ctx, (uint32_t)arg);
+        comm_sent(y, (uint32_t)arg);
     else
-        comm_leg(ctx, (uint32_t)arg, 2);
+        comm_leg(y, (uint32_t)arg, 2);
+    y->in_net_callback = false;
 }
 
 /* A new message from core c (COMM slot `slot`) to (chip dc, core number dcore); its id, or

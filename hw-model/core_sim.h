@@ -210,6 +210,8 @@ struct hw_system {
     comm_msg *msgs;    /* message records by id (the mesh packet's tag, the transfer's arg) */
     uint32_t n_msgs, cap_msgs; /* records ever used (live or free), allocated */
     uint32_t free_msg; /* the first free record (linked by next), or UINT32_MAX */
+    bool in_net_callback; /* inside a net.h transfer callback (comm_net_event): a COMM entry
+                             that ends now may complete right away (core_q_finish_at) */
     uint64_t epoch;    /* counts loads (from 1): what was found about a chip's program holds
                           while it is unchanged */
     core_trace_fn trace; /* or NULL */
@@ -250,7 +252,9 @@ void core_q_so_far(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *
 void core_fe_so_far(const core_model *c, uint64_t now, uint64_t *busy, uint64_t *stall);
 void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg); /* one part of entry arg ended */
 /* The last part of entry `slot` of queue u ends at t_ps (>= now): it completes at the first
- * core clock edge at or after t_ps, as if core_q_timer_ev ran then, with one event less. */
+ * core clock edge at or after t_ps, as if core_q_timer_ev ran then, with one event less —
+ * and with none when that is now and the caller is a chip-network callback
+ * (hw_system.in_net_callback). */
 void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps);
 /* "core 3", or "chip 1 core 3" when the run has several chips (in faults and reports). */
 void core_name(const core_model *c, char *buf, size_t n);
