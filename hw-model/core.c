@@ -767,7 +767,7 @@ static uint32_t fe_ahead_pc(const core_model *c, unsigned *n_insns)
     unsigned n = 0, taken = 0; /* loops on that stack; loops of c->loops copied onto it */
     uint32_t pc = c->pc;
     unsigned k = 0;
-    for (; k < FE_AHEAD && pc < c->text->n_insns; k++) {
+    for (; k < FE_AHEAD && pc < c->n_insns; k++) {
         if (c->pcs[pc].queue != ISA_UNIT_CTRL)
             break;
         const isa_insn *in = &c->text->insns[pc];
@@ -811,7 +811,7 @@ static void fe_next(core_model *c)
     c->fe_busy_ps += t - now_ps(c);
     unsigned n;
     uint32_t pc = fe_ahead_pc(c, &n);
-    if (pc < c->text->n_insns) {
+    if (pc < c->n_insns) {
         isa_unit u = (isa_unit)c->pcs[pc].queue;
         if (u != ISA_UNIT_CTRL && c->q[u].count == CORE_QUEUE_DEPTH) {
             const clk_domain *d = &c->clk;
@@ -839,7 +839,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
     core_model *c = ctx;
     chip_sim *s = c->chip;
     while (c->fe == FE_RUN) {
-        if (c->pc >= c->text->n_insns) {
+        if (c->pc >= c->n_insns) {
             fe_halt(c);
             return;
         }

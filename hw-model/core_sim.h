@@ -96,11 +96,12 @@ typedef struct core_model {
     const isa_core_text *text;
     const arch_config *cfg; /* the chip's */
     uint32_t pc;
-    fe_state fe;
-    unsigned q_used;        /* bit u: queue u holds entries (the scoreboard skips the others) */
-    isa_unit fe_wait_q;     /* FE_WAIT_QUEUE: the full queue */
+    uint32_t n_insns;       /* text->n_insns */
     uint32_t id;
     uint32_t index;         /* position in the program's cores */
+    uint8_t fe;             /* fe_state */
+    uint8_t fe_wait_q;      /* FE_WAIT_QUEUE: the full queue (isa_unit) */
+    uint8_t q_used;         /* bit u: queue u holds entries (the scoreboard skips the others) */
     bool completing;        /* inside q_complete_ev */
     bool step_after_complete; /* the front end woke inside it: step at its end */
     /* second */

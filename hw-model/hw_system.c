@@ -140,6 +140,7 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
         c->id = t->core;
         c->index = i;
         c->text = t;
+        c->n_insns = t->n_insns;
         s->slots[t->core].idx = i;
         if (hbm_create(s->q, (double)core_spad_bytes_per_cycle(cfg) * cfg->core.clock_ghz / 1000.0,
                        0, &c->ports, err) != NP_OK)
