@@ -26,14 +26,17 @@ for a in "$@"; do
   esac
 done
 npusim=$build/sim/npusim
-[ -x "$npusim" ] || { echo "bench_isa_coll.sh: $npusim not built (run scripts/setup.sh)" >&2; exit 2; }
+if [ ! -x "$npusim" ]; then
+  echo "bench_isa_coll.sh: $npusim not built (run scripts/setup.sh)" >&2
+  exit 2
+fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
 # wall seconds, CPU seconds and max RSS (KiB) of one run: "WALL CPU KIB"
 measure() {
-  /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$npusim" collective --set chip.cores=1 --chips "$1" \
-    --min-bytes 16M --max-bytes 16M "${@:2}" >/dev/null
+  /usr/bin/time -f '%e %U %S %M' -o "$tmp/t" "$npusim" collective --set chip.cores=1 \
+    --chips "$1" --min-bytes 16M --max-bytes 16M "${@:2}" >/dev/null
   awk '{ printf "%s %.2f %s\n", $1, $2 + $3, $4 }' "$tmp/t"
 }
 
@@ -52,29 +55,34 @@ mib_per_m=$(awk -v a="$ar_kb" -v b="$rs_kb" -v p="$p" \
   'BEGIN { printf "%.1f", (a - b) / 1024 / ((p - 1) * p / 1e6) }')
 
 # messages per CPU second; "-" when the run is too short for time's 10 ms resolution
-rate() { awk -v p="$1" -v s="$2" 'BEGIN { if (s >= 0.05) printf "%.0f", 2 * (p - 1) * p / s; else printf "-" }'; }
+rate() {
+  awk -v p="$1" -v s="$2" 'BEGIN { if (s >= 0.05) printf "%.0f", 2 * (p - 1) * p / s; else printf "-" }'
+}
+mib() { awk -v k="$1" 'BEGIN { print k / 1024 }'; }
 if (( json )); then
   printf '{"op": "all_reduce", "bytes": 16777216, "runs": ['
   sep=""
   for r in "${rows[@]}"; do
     read -r p iw is ik fw fs fk <<<"$r"
-    printf '%s{"chips": %d, "messages": %d, "isa_wall_s": %s, "isa_cpu_s": %s, "isa_max_rss_kib": %d, "flow_wall_s": %s, "flow_cpu_s": %s, "flow_max_rss_kib": %d}' \
-      "$sep" "$p" "$((2 * (p - 1) * p))" "$iw" "$is" "$ik" "$fw" "$fs" "$fk"
+    printf '%s{"chips": %d, "messages": %d, ' "$sep" "$p" "$((2 * (p - 1) * p))"
+    printf '"isa_wall_s": %s, "isa_cpu_s": %s, "isa_max_rss_kib": %d, ' "$iw" "$is" "$ik"
+    printf '"flow_wall_s": %s, "flow_cpu_s": %s, "flow_max_rss_kib": %d}' "$fw" "$fs" "$fk"
     sep=", "
   done
-  printf '], "memory": {"chips": 1024, "reduce_scatter_max_rss_kib": %d, "all_reduce_max_rss_kib": %d, "mib_per_million_messages": %s}}\n' \
-    "$rs_kb" "$ar_kb" "$mib_per_m"
+  printf '], "memory": {"chips": 1024, "reduce_scatter_max_rss_kib": %d, ' "$rs_kb"
+  printf '"all_reduce_max_rss_kib": %d, "mib_per_million_messages": %s}}\n' "$ar_kb" "$mib_per_m"
 else
-  echo "16 MiB ring all-reduce, tiny's ring, one core per chip: ISA programs on the core model vs the flow engine"
+  echo "16 MiB ring all-reduce, tiny's ring, one core per chip:" \
+    "ISA programs on the core model vs the flow engine"
   printf '%6s %9s %9s %10s %14s %9s %9s %10s %14s %8s\n' chips "isa wall" "isa cpu" "isa mem" \
     "isa msg/cpu-s" "flow wall" "flow cpu" "flow mem" "flow msg/cpu-s" "isa/flow"
   for r in "${rows[@]}"; do
     read -r p iw is ik fw fs fk <<<"$r"
+    ratio=$(awk -v a="$is" -v b="$fs" 'BEGIN { if (b >= 0.05) printf "%.1fx", a / b; else printf "-" }')
     printf '%6d %8.2fs %8.2fs %7.1f MiB %14s %8.2fs %8.2fs %7.1f MiB %14s %8s\n' "$p" "$iw" "$is" \
-      "$(awk -v k="$ik" 'BEGIN { print k / 1024 }')" "$(rate "$p" "$is")" "$fw" "$fs" \
-      "$(awk -v k="$fk" 'BEGIN { print k / 1024 }')" "$(rate "$p" "$fs")" \
-      "$(awk -v a="$is" -v b="$fs" 'BEGIN { if (b >= 0.05) printf "%.1fx", a / b; else printf "-" }')"
+      "$(mib "$ik")" "$(rate "$p" "$is")" "$fw" "$fs" "$(mib "$fk")" "$(rate "$p" "$fs")" "$ratio"
   done
-  printf 'memory at 1024 chips: reduce-scatter (1.0 M messages) %.1f MiB, all-reduce (2.1 M) %.1f MiB: %s MiB per million messages\n' \
-    "$(awk -v k="$rs_kb" 'BEGIN { print k / 1024 }')" "$(awk -v k="$ar_kb" 'BEGIN { print k / 1024 }')" "$mib_per_m"
+  printf 'memory at 1024 chips: reduce-scatter (1.0 M messages) %.1f MiB, all-reduce (2.1 M) ' \
+    "$(mib "$rs_kb")"
+  printf '%.1f MiB: %s MiB per million messages\n' "$(mib "$ar_kb")" "$mib_per_m"
 fi
