@@ -312,7 +312,8 @@ void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps)
         chip_fail(c->chip);
 }
 
-void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg)
+/* A compute timer of the entry in flight named by arg ended. */
+static void q_timer_ev(evq *eq, void *ctx, uint64_t arg)
 {
     (void)eq;
     q_part_done(ctx, arg);
@@ -424,7 +425,7 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     e->t_ideal_ps = clk_edge_at_or_after(&s->clk, t_alone > t_timer ? t_alone : t_timer);
     if (cyc) {
         e->parts++;
-        if (evq_schedule_at(s->q, after_cycles(c, cyc), core_q_timer_ev, c, arg, NULL, &s->err) != NP_OK)
+        if (evq_schedule_at(s->q, after_cycles(c, cyc), q_timer_ev, c, arg, NULL, &s->err) != NP_OK)
             goto fail;
     }
     if (spad_bytes) {

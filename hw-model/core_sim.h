@@ -251,9 +251,9 @@ void core_q_account(core_model *c, core_queue *q);      /* before q's in-flight 
  * runs) what has passed since, for a report while it runs. Nothing changes. */
 void core_q_so_far(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall);
 void core_fe_so_far(const core_model *c, uint64_t now, uint64_t *busy, uint64_t *stall);
-void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg); /* one part of entry arg ended */
 /* The last part of entry `slot` of queue u ends at t_ps (>= now): it completes at the first
- * core clock edge at or after t_ps, as if core_q_timer_ev ran then, with one event less —
+ * core clock edge at or after t_ps, as a compute timer's end would make it, with one event
+ * less —
  * and with none when that is now and the caller is a chip-network callback
  * (hw_system.in_net_callback). */
 void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps);

@@ -126,9 +126,9 @@ uint32_t hw_system_n_chips(const hw_system *sys);
  * LOADED with fresh cores (scratchpads and accumulators zero), its HBM kept; in functional
  * mode p's data sections are then written into the HBM. Builds the chip's mesh (and, when p
  * may talk to another chip, the network) if not yet built. Errors: NP_ERR_RANGE (chip outside
- * the system, a core the chip does not have), NP_ERR_INCONSISTENT (the chip is RUNNING or
- * FAULT), NP_ERR_NOMEM; on failure a LOADED, DONE or DEADLOCK chip keeps its state only if
- * the error is NP_ERR_RANGE or NP_ERR_INCONSISTENT (after NP_ERR_NOMEM it is EMPTY). */
+ * the system, a core the chip does not have) and NP_ERR_INCONSISTENT (the chip is RUNNING or
+ * FAULT), with nothing changed; NP_ERR_NOMEM or the network's own errors (net_create) while
+ * building, after which the chip is EMPTY. */
 np_status hw_system_load(hw_system *sys, uint32_t chip, const isa_program *p, np_err *err);
 
 /* Starts chip's LOADED program now (evq_now): every core's front end begins fetching at the
