@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include <jansson.h>
 
 #include "arch.h"
 #include "core.h"
@@ -737,4 +740,38 @@ TEST(the_group_table_is_checked_when_the_system_is_created)
         CU_ASSERT_STRING_EQUAL(ce.msg, cases[i].msg);
     }
     evq_free(q);
+}
+
+TEST(npusim_sim_runs_one_spmd_elf_on_every_chip_of_the_run)
+{
+    /* Without a group table g0 is every chip of the run: the same ELF four times on a ring of
+     * four chips passes 64 bytes to the next chip; each goes over its own link, 200 + 64 / 8
+     * = 208 cycles, 4 x 64 bytes between chips. */
+    char dir[] = "/tmp/npusim_spmd_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char s_path[256], elf[256];
+    snprintf(s_path, sizeof s_path, "%s/ring.s", dir);
+    snprintf(elf, sizeof elf, "%s/ring.elf", dir);
+    FILE *f = fopen(s_path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(".core 0\ncomm.send peer(g0[rank+1], 0), hbm[0x100], 64, 1\n"
+          "comm.recv peer(g0[rank-1], 0), hbm[0x200], 64, 1\n", f);
+    fclose(f);
+    harness_run a = harness_npusim("asm", s_path, "-o", elf, NULL);
+    CU_ASSERT_EQUAL(a.exit_status, 0);
+    harness_run_free(&a);
+    harness_run s = harness_npusim("sim", "--set", "system.chips=4", "--json", elf, elf, elf, elf,
+                                   NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 0);
+    json_error_t je;
+    json_t *j = json_loads(s.out, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "total_cycles")), 208);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(j, "traffic"),
+                                                       "c2c_bytes")), 256);
+    json_decref(j);
+    harness_run_free(&s);
+    remove(s_path);
+    remove(elf);
+    rmdir(dir);
 }
