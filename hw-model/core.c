@@ -1,7 +1,7 @@
 /* core.c — one core: front end, unit queues, semaphores, the operand scoreboard, DMA
  * descriptor processing, and its lines of a deadlock report (state machines drawn in core.h;
- * costs in core_cost.c; HBM and port sharing in hbm.c; COMM in core_comm.c; the run in
- * core_run.c; shared state in core_sim.h).
+ * costs in core_cost.c; HBM and port sharing in hbm.c; COMM in core_comm.c; the system in
+ * hw_system.c; shared state in core_sim.h).
  *
  * Outstanding DMA requests. A queue starts its entries in program order; the entries from
  * the head that have started (n_started) stay in the ring until they retire, in order, so
@@ -34,12 +34,12 @@ static void fe_schedule(core_model *c, uint64_t t_ps);
 
 void core_trace(core_model *c, isa_unit u, const q_entry *e)
 {
-    sys_sim *y = c->chip->sys;
+    hw_system *y = c->chip->sys;
     if (!y->trace)
         return;
     char text[256];
     insn_text(c->chip, &e->in, text, sizeof text);
-    int32_t k = c->kernel_of[e->pc];
+    int32_t k = c->pcs[e->pc].kernel;
     core_trace_insn t = {c->chip->chip, c->id, u, e->lane, e->pc, text,
                          k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c)};
     y->trace(y->trace_ctx, &t);
@@ -56,24 +56,26 @@ static void q_start(core_model *c, isa_unit u);
 
 /* ---- kernels ---------------------------------------------------------------------------------- */
 
-static void kernel_dispatch(core_model *c, uint32_t pc)
+/* Instruction pc of core c is dispatched (or, for the front end's own, executed) at t_ps. */
+static void kernel_dispatch(core_model *c, uint32_t pc, uint64_t t_ps)
 {
-    int32_t k = c->kernel_of[pc];
+    int32_t k = c->pcs[pc].kernel;
     if (k < 0)
         return;
-    if (!c->k_seen[k]) {
-        c->k_seen[k] = true;
-        c->k_first[k] = now_ps(c);
+    kernel_run *kr = &c->kernels[k];
+    if (!kr->seen) {
+        kr->seen = true;
+        kr->first_ps = t_ps;
     }
-    if (c->k_last[k] < now_ps(c))
-        c->k_last[k] = now_ps(c);
+    if (kr->last_ps < t_ps)
+        kr->last_ps = t_ps;
 }
 
 static void kernel_retire(core_model *c, uint32_t pc)
 {
-    int32_t k = c->kernel_of[pc];
-    if (k >= 0 && c->k_last[k] < now_ps(c))
-        c->k_last[k] = now_ps(c);
+    int32_t k = c->pcs[pc].kernel;
+    if (k >= 0 && c->kernels[k].last_ps < now_ps(c))
+        c->kernels[k].last_ps = now_ps(c);
 }
 
 /* ---- queues ----------------------------------------------------------------------------------- */
@@ -91,9 +93,7 @@ static void core_check_done(core_model *c)
     if (c->fe == FE_HALTED && queues_empty(c)) {
         c->fe = FE_DONE;
         c->t_done_ps = now_ps(c);
-        sys_sim *y = c->chip->sys;
-        if (--y->cores_left == 0) /* the run is over: disarm the cycle limit */
-            evq_cancel(y->q, y->watchdog);
+        chip_core_done(c);
     }
 }
 
@@ -101,38 +101,80 @@ static void core_check_done(core_model *c)
 static void fe_wake(core_model *c, isa_unit u)
 {
     if ((c->fe == FE_WAIT_QUEUE && c->fe_wait_q == u) || (c->fe == FE_FENCE && queues_empty(c))) {
-        c->fe_stall_ps += now_ps(c) - c->fe_stall_from;
+        /* a wait fe_next began ahead of time starts when that step would have run */
+        uint64_t t = now_ps(c) > c->fe_stall_from ? now_ps(c) : c->fe_stall_from;
+        bool full = c->fe == FE_WAIT_QUEUE;
+        c->fe_stall_ps += t - c->fe_stall_from;
         c->fe = FE_RUN;
-        fe_schedule(c, now_ps(c));
+        if (full && c->completing && t == now_ps(c) && u != ISA_UNIT_DMA) {
+            c->step_after_complete = true; /* q_complete_ev takes the step, when it is done */
+            return;
+        }
+        fe_schedule(c, t);
     }
 }
 
 /* Entries queue u may have in flight at once. */
 static unsigned q_limit(const core_model *c, isa_unit u)
 {
-    return u == ISA_UNIT_DMA ? (unsigned)c->chip->cfg->core.dma_outstanding : 1;
+    return u == ISA_UNIT_DMA ? (unsigned)c->cfg->core.dma_outstanding : 1;
 }
 
-/* Accounts queue q's busy and stall time up to now; call before its in-flight set changes.
- * While entries are in flight the unit is busy until the latest of their alone ends and
- * stalled (on port or HBM contention) after it. */
+/* Queue q's busy and stall time from its last accounting to `now` while entries are in
+ * flight: busy until the latest of their alone ends, stalled (on port or HBM contention)
+ * after it. */
+static void q_inflight_split(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall)
+{
+    uint64_t ideal = 0;
+    for (unsigned i = 0; i < q->n_started; i++) {
+        const q_entry *e = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
+        if (!e->done && e->t_ideal_ps > ideal)
+            ideal = e->t_ideal_ps;
+    }
+    uint64_t b = ideal < now ? ideal : now;
+    if (b < q->t_acct_ps)
+        b = q->t_acct_ps;
+    *busy = b - q->t_acct_ps;
+    *stall = now - b;
+}
+
+/* Accounts queue q's busy and stall time up to now; call before its in-flight set changes. */
 void core_q_account(core_model *c, core_queue *q)
 {
     uint64_t now = now_ps(c);
     if (q->n_inflight) {
-        uint64_t ideal = 0;
-        for (unsigned i = 0; i < q->n_started; i++) {
-            const q_entry *e = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
-            if (!e->done && e->t_ideal_ps > ideal)
-                ideal = e->t_ideal_ps;
-        }
-        uint64_t b = ideal < now ? ideal : now;
-        if (b < q->t_acct_ps)
-            b = q->t_acct_ps;
-        q->busy_ps += b - q->t_acct_ps;
-        q->stall_ps += now - b;
+        uint64_t b, st;
+        q_inflight_split(q, now, &b, &st);
+        q->busy_ps += b;
+        q->stall_ps += st;
     }
     q->t_acct_ps = now;
+}
+
+void core_q_so_far(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall)
+{
+    *busy = q->busy_ps;
+    *stall = q->stall_ps;
+    if (!now || now < q->t_acct_ps)
+        return;
+    uint64_t b = 0, st = 0;
+    if (q->n_inflight)
+        q_inflight_split(q, now, &b, &st);
+    else if (q->state == Q_WAIT_SEM)
+        st = now - q->t_wait_ps;
+    else if (q->sb_wait)
+        st = now - (q->sb_from_ps > q->t_acct_ps ? q->sb_from_ps : q->t_acct_ps);
+    *busy += b;
+    *stall += st;
+}
+
+void core_fe_so_far(const core_model *c, uint64_t now, uint64_t *busy, uint64_t *stall)
+{
+    *busy = c->fe_busy_ps;
+    *stall = c->fe_stall_ps;
+    if (now && (c->fe == FE_WAIT_QUEUE || c->fe == FE_FENCE || c->fe == FE_BARRIER) &&
+        now > c->fe_stall_from)
+        *stall += now - c->fe_stall_from;
 }
 
 /* ---- the scoreboard ----------------------------------------------------------------------------
@@ -157,9 +199,11 @@ static bool sb_conflict(const q_entry *e, const q_entry *o, unsigned *ei, unsign
 static const q_entry *sb_blocker(const core_model *c, const q_entry *e, isa_unit *bu,
                                  unsigned *ei, unsigned *oi)
 {
-    if (!c->chip->cfg->core.scoreboard || !e->nr)
+    if (!c->cfg->core.scoreboard || !e->nr)
         return NULL;
     for (unsigned u = 0; u < ISA_N_QUEUES; u++) {
+        if (!(c->q_used & (1u << u)))
+            continue;
         const core_queue *q = &c->q[u];
         for (unsigned i = 0; i < q->count; i++) {
             const q_entry *o = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
@@ -180,7 +224,7 @@ static const q_entry *sb_blocker(const core_model *c, const q_entry *e, isa_unit
 static void sb_wake(core_model *c)
 {
     for (unsigned u = 0; u < ISA_N_QUEUES; u++)
-        if (c->q[u].sb_wait)
+        if ((c->q_used >> u & 1) && c->q[u].sb_wait) /* only a queue with entries waits */
             q_start(c, (isa_unit)u);
 }
 
@@ -192,7 +236,8 @@ static void q_retire(core_model *c, isa_unit u)
     kernel_retire(c, e->pc);
     q->insns++;
     q->head = (q->head + 1) % CORE_QUEUE_DEPTH;
-    q->count--;
+    if (--q->count == 0)
+        c->q_used &= ~(1u << u);
     if (q->n_started)
         q->n_started--;
     core_check_done(c);
@@ -200,13 +245,17 @@ static void q_retire(core_model *c, isa_unit u)
     q_start(c, u);
 }
 
+/* An entry of queue u completes. When its retirement frees a slot the front end waits for, the
+ * front end takes its step right after, in this event rather than in one of its own: the
+ * instruction it dispatches goes behind the other entries of that queue (one runs at a time;
+ * not DMA), so nothing else at this time can see the difference. */
 static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
 {
-    (void)eq;
     core_model *c = ctx;
     isa_unit u = (isa_unit)(arg & 0xff);
     core_queue *q = &c->q[u];
     q_entry *e = &q->ring[arg >> 8];
+    c->completing = true;
     core_q_account(c, q);
     e->done = true;
     q->lanes &= ~(1u << e->lane);
@@ -224,6 +273,14 @@ static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
     if (!retired)
         q_start(c, u); /* an outstanding slot is free */
     sb_wake(c);
+    c->completing = false;
+    if (c->step_after_complete) {
+        c->step_after_complete = false;
+        if (c->q[c->fe_wait_q].n_inflight)
+            core_fe_step_ev(eq, c, 0);
+        else
+            fe_schedule(c, now_ps(c)); /* its head waits: the new entry could start now */
+    }
 }
 
 /* One part of the entry in flight named by arg finished; the last one completes it at the
@@ -233,12 +290,30 @@ static void q_part_done(void *ctx, uint64_t arg)
     core_model *c = ctx;
     if (--c->q[arg & 0xff].ring[arg >> 8].parts)
         return;
-    uint64_t t = clk_edge_at_or_after(&c->chip->clk, now_ps(c));
-    if (evq_schedule_at(c->chip->q, t, q_complete_ev, c, arg, NULL, &c->chip->err) != NP_OK)
+    uint64_t t = clk_edge_at_or_after(&c->clk, now_ps(c));
+    if (evq_schedule_at(c->eq, t, q_complete_ev, c, arg, NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }
 
-void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg)
+void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps)
+{
+    if (--c->q[u].ring[slot].parts)
+        return;
+    uint64_t t = clk_edge_at_or_after(&c->clk, t_ps);
+    hw_system *y = c->chip->sys;
+    if (y->in_net_callback && t == now_ps(c)) {
+        /* nothing of a core or the mesh is on the stack: complete right here */
+        y->in_net_callback = false;
+        q_complete_ev(c->eq, c, q_arg(u, slot));
+        y->in_net_callback = true;
+        return;
+    }
+    if (evq_schedule_at(c->eq, t, q_complete_ev, c, q_arg(u, slot), NULL, &c->chip->err) != NP_OK)
+        chip_fail(c->chip);
+}
+
+/* A compute timer of the entry in flight named by arg ended. */
+static void q_timer_ev(evq *eq, void *ctx, uint64_t arg)
 {
     (void)eq;
     q_part_done(ctx, arg);
@@ -350,7 +425,7 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     e->t_ideal_ps = clk_edge_at_or_after(&s->clk, t_alone > t_timer ? t_alone : t_timer);
     if (cyc) {
         e->parts++;
-        if (evq_schedule_at(s->q, after_cycles(c, cyc), core_q_timer_ev, c, arg, NULL, &s->err) != NP_OK)
+        if (evq_schedule_at(s->q, after_cycles(c, cyc), q_timer_ev, c, arg, NULL, &s->err) != NP_OK)
             goto fail;
     }
     if (spad_bytes) {
@@ -495,8 +570,9 @@ static np_status fault(core_model *c, isa_unit u, uint32_t pc, const isa_insn *i
 static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry *e, np_err *err)
 {
     isa_insn *out = &e->in;
-    *out = *src;
     unsigned nf = isa_ops[src->op].n_fields;
+    out->op = src->op; /* only its operands: the rest of the entry's copy is never read */
+    memcpy(out->opnd, src->opnd, nf * sizeof *src->opnd);
     for (unsigned i = 0; i < nf; i++) {
         isa_opnd *o = &out->opnd[i];
         isa_kind k = isa_ops[src->op].fields[i].kind;
@@ -515,7 +591,7 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry
     core_range *r = e->r;
     unsigned nr = e->nr = core_ranges(out, c->mxu_k, c->mxu_n, r);
     for (unsigned i = 0; i < nr; i++) {
-        uint64_t lim = core_space_bytes(c->chip->cfg, r[i].space);
+        uint64_t lim = core_space_bytes(c->cfg, r[i].space);
         if (r[i].addr > lim || r[i].extent > lim - r[i].addr)
             return fault(c, u, c->pc, src, err,
                          "%s range 0x%llx + %llu bytes is outside its space (%llu bytes)",
@@ -526,13 +602,14 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry
 
 static void fe_schedule(core_model *c, uint64_t t_ps)
 {
-    if (evq_schedule_at(c->chip->q, t_ps, core_fe_step_ev, c, 0, NULL, &c->chip->err) != NP_OK)
+    if (evq_schedule_at(c->eq, t_ps, core_fe_step_ev, c, 0, NULL, &c->chip->err) != NP_OK)
         chip_fail(c->chip);
 }
 
 static void fe_halt(core_model *c)
 {
     c->fe = FE_HALTED;
+    c->t_halt_ps = now_ps(c);
     core_check_done(c);
 }
 
@@ -604,6 +681,158 @@ static void barrier_arrive(core_model *c)
         chip_fail(s);
 }
 
+/* What fe_ctrl did with a front-end instruction. */
+typedef enum fe_ctrl_result {
+    FE_CTRL_CYCLE, /* executed it: it took this cycle */
+    FE_CTRL_FREE,  /* executed it in no time (trace markers) */
+    FE_CTRL_OTHER  /* not one of those it executes (halt, fence, barrier) */
+} fe_ctrl_result;
+
+/* Executes front-end instruction `in` (at pc) at t_ps if it only changes the front end's own
+ * registers, loops and pc: li, addi, loop, endloop, nop, trace markers. */
+static fe_ctrl_result fe_ctrl(core_model *c, const isa_insn *in, uint64_t t_ps)
+{
+    switch (in->op) {
+    case ISA_OP_HALT:
+    case ISA_OP_FENCE:
+    case ISA_OP_BARRIER:
+        return FE_CTRL_OTHER;
+    default:
+        break;
+    }
+    kernel_dispatch(c, c->pc, t_ps);
+    c->fe_insns++;
+    switch (in->op) {
+    case ISA_OP_TRACE_BEGIN:
+    case ISA_OP_TRACE_END:
+        c->pc++;
+        return FE_CTRL_FREE;
+    case ISA_OP_LI:
+        if (in->LI.rd.reg)
+            c->regs[in->LI.rd.reg] = in->LI.imm.val;
+        c->pc++;
+        break;
+    case ISA_OP_ADDI:
+        if (in->ADDI.rd.reg)
+            c->regs[in->ADDI.rd.reg] =
+                (int64_t)((uint64_t)c->regs[in->ADDI.rs.reg] + (uint64_t)in->ADDI.imm.val);
+        c->pc++;
+        break;
+    case ISA_OP_LOOP: {
+        loop_frame *f = &c->loops[c->depth++]; /* the loader bounds the depth */
+        const isa_opnd *st[3] = {&in->LOOP.step0, &in->LOOP.step1, &in->LOOP.step2};
+        f->body = c->pc + 1;
+        f->count = (uint64_t)in->LOOP.count.val;
+        f->remaining = f->count - 1;
+        for (int i = 0; i < 3; i++) {
+            f->reg[i] = st[i]->reg;
+            f->step[i] = st[i]->val;
+            f->saved[i] = c->regs[st[i]->reg];
+        }
+        c->pc++;
+        break;
+    }
+    case ISA_OP_ENDLOOP: {
+        loop_frame *f = &c->loops[c->depth - 1];
+        for (int i = 0; i < 3; i++)
+            if (f->reg[i])
+                c->regs[f->reg[i]] = (int64_t)((uint64_t)c->regs[f->reg[i]] + (uint64_t)f->step[i]);
+        if (f->remaining) {
+            f->remaining--;
+            c->pc = f->body;
+        } else {
+            for (int i = 2; i >= 0; i--)
+                if (f->reg[i])
+                    c->regs[f->reg[i]] = f->saved[i];
+            c->depth--;
+            c->pc++;
+        }
+        break;
+    }
+    default: /* NOP */
+        c->pc++;
+        break;
+    }
+    return FE_CTRL_CYCLE;
+}
+
+#define FE_AHEAD 8 /* front-end instructions fe_next may look past */
+
+/* The pc the front end reaches by executing, from pc on, the instructions fe_ctrl executes
+ * (at most FE_AHEAD of them; their number in *n). Control flow depends only on loop counts,
+ * never on registers, so only pc and the loops' iteration counts are followed. */
+static uint32_t fe_ahead_pc(const core_model *c, unsigned *n_insns)
+{
+    uint64_t rem[FE_AHEAD];  /* `remaining` of the innermost loops, as they change */
+    uint32_t body[FE_AHEAD];
+    unsigned n = 0, taken = 0; /* loops on that stack; loops of c->loops copied onto it */
+    uint32_t pc = c->pc;
+    unsigned k = 0;
+    for (; k < FE_AHEAD && pc < c->n_insns; k++) {
+        if (c->pcs[pc].queue != ISA_UNIT_CTRL)
+            break;
+        const isa_insn *in = &c->text->insns[pc];
+        if (in->op == ISA_OP_HALT || in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER)
+            break;
+        if (in->op == ISA_OP_LOOP) {
+            rem[n] = (uint64_t)in->LOOP.count.val - 1;
+            body[n++] = pc + 1;
+            pc++;
+        } else if (in->op == ISA_OP_ENDLOOP) {
+            if (!n) { /* the innermost loop entered before: copy its count */
+                const loop_frame *f = &c->loops[c->depth - 1 - taken++];
+                rem[0] = f->remaining;
+                body[0] = f->body;
+                n = 1;
+            }
+            if (rem[n - 1]) {
+                rem[n - 1]--;
+                pc = body[n - 1];
+            } else {
+                n--;
+                pc++;
+            }
+        } else {
+            pc++;
+        }
+    }
+    *n_insns = k;
+    return pc;
+}
+
+/* The front end's instruction took this cycle; the next step is one cycle later. When the
+ * next instructions that matter (past any the front end runs itself) go to a queue that is
+ * full now, those steps could only run them and then find the queue full (nothing but the
+ * front end adds entries): they run now, each at its own cycle, and the wait begins at the
+ * cycle the queue would have been looked at, with no event; fe_wake starts the front end
+ * at the earliest at that time. */
+static void fe_next(core_model *c)
+{
+    uint64_t t = after_cycles(c, 1);
+    c->fe_busy_ps += t - now_ps(c);
+    unsigned n;
+    uint32_t pc = fe_ahead_pc(c, &n);
+    if (pc < c->n_insns) {
+        isa_unit u = (isa_unit)c->pcs[pc].queue;
+        if (u != ISA_UNIT_CTRL && c->q[u].count == CORE_QUEUE_DEPTH) {
+            const clk_domain *d = &c->clk;
+            for (unsigned k = 0; k < n; k++) { /* the front end's own, each at its cycle */
+                if (fe_ctrl(c, &c->text->insns[c->pc], t) == FE_CTRL_CYCLE) {
+                    uint64_t t2 = clk_cycles_to_ps(d, clk_ps_to_cycles(d, t) + 1);
+                    c->fe_busy_ps += t2 - t;
+                    t = t2;
+                }
+            }
+            c->fe_wait_pc = c->pc;
+            c->fe = FE_WAIT_QUEUE;
+            c->fe_wait_q = u;
+            c->fe_stall_from = t;
+            return;
+        }
+    }
+    fe_schedule(c, t);
+}
+
 /* Executes front-end instructions from pc until one takes a cycle, stalls or halts. */
 void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
 {
@@ -611,23 +840,26 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
     core_model *c = ctx;
     chip_sim *s = c->chip;
     while (c->fe == FE_RUN) {
-        if (c->pc >= c->text->n_insns) {
+        if (c->pc >= c->n_insns) {
             fe_halt(c);
             return;
         }
         const isa_insn *in = &c->text->insns[c->pc];
-        isa_unit u = isa_insn_queue(in);
+        isa_unit u = (isa_unit)c->pcs[c->pc].queue;
         if (u == ISA_UNIT_CTRL) {
-            kernel_dispatch(c, c->pc);
+            fe_ctrl_result r = fe_ctrl(c, in, now_ps(c));
+            if (r == FE_CTRL_FREE)
+                continue;
+            if (r == FE_CTRL_CYCLE) {
+                fe_next(c);
+                return;
+            }
+            kernel_dispatch(c, c->pc, now_ps(c));
             c->fe_insns++;
             switch (in->op) {
             case ISA_OP_HALT:
                 fe_halt(c);
                 return;
-            case ISA_OP_TRACE_BEGIN:
-            case ISA_OP_TRACE_END:
-                c->pc++;
-                continue; /* free */
             case ISA_OP_FENCE:
                 c->fe_wait_pc = c->pc++;
                 if (!queues_empty(c)) {
@@ -636,7 +868,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                     return;
                 }
                 continue;
-            case ISA_OP_BARRIER:
+            default: /* ISA_OP_BARRIER */
                 c->fe_wait_pc = c->pc;
                 if (!queues_empty(c)) { /* fence first; re-run this barrier afterwards */
                     c->fe = FE_FENCE;
@@ -647,55 +879,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                 c->barrier_id = (uint64_t)in->BARRIER.id.val;
                 barrier_arrive(c);
                 return;
-            case ISA_OP_LI:
-                if (in->LI.rd.reg)
-                    c->regs[in->LI.rd.reg] = in->LI.imm.val;
-                c->pc++;
-                break;
-            case ISA_OP_ADDI:
-                if (in->ADDI.rd.reg)
-                    c->regs[in->ADDI.rd.reg] =
-                        (int64_t)((uint64_t)c->regs[in->ADDI.rs.reg] + (uint64_t)in->ADDI.imm.val);
-                c->pc++;
-                break;
-            case ISA_OP_LOOP: {
-                loop_frame *f = &c->loops[c->depth++]; /* the loader bounds the depth */
-                const isa_opnd *st[3] = {&in->LOOP.step0, &in->LOOP.step1, &in->LOOP.step2};
-                f->body = c->pc + 1;
-                f->count = (uint64_t)in->LOOP.count.val;
-                f->remaining = f->count - 1;
-                for (int i = 0; i < 3; i++) {
-                    f->reg[i] = st[i]->reg;
-                    f->step[i] = st[i]->val;
-                    f->saved[i] = c->regs[st[i]->reg];
-                }
-                c->pc++;
-                break;
             }
-            case ISA_OP_ENDLOOP: {
-                loop_frame *f = &c->loops[c->depth - 1];
-                for (int i = 0; i < 3; i++)
-                    if (f->reg[i])
-                        c->regs[f->reg[i]] = (int64_t)((uint64_t)c->regs[f->reg[i]] + (uint64_t)f->step[i]);
-                if (f->remaining) {
-                    f->remaining--;
-                    c->pc = f->body;
-                } else {
-                    for (int i = 2; i >= 0; i--)
-                        if (f->reg[i])
-                            c->regs[f->reg[i]] = f->saved[i];
-                    c->depth--;
-                    c->pc++;
-                }
-                break;
-            }
-            default: /* NOP */
-                c->pc++;
-                break;
-            }
-            c->fe_busy_ps += after_cycles(c, 1) - now_ps(c);
-            fe_schedule(c, after_cycles(c, 1));
-            return;
         }
         core_queue *q = &c->q[u];
         if (q->count == CORE_QUEUE_DEPTH) {
@@ -732,12 +916,12 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
         e->mxu_k = c->mxu_k;
         e->mxu_n = c->mxu_n;
         q->count++;
-        kernel_dispatch(c, c->pc);
+        c->q_used |= 1u << u;
+        kernel_dispatch(c, c->pc, now_ps(c));
         c->fe_insns++;
         c->pc++;
         q_start(c, u);
-        c->fe_busy_ps += after_cycles(c, 1) - now_ps(c);
-        fe_schedule(c, after_cycles(c, 1));
+        fe_next(c);
         return;
     }
 }

@@ -16,17 +16,21 @@
  * servers, max-min fair. See docs/hw-model.md.
  *
  * Chips: a run has n chips, program i on chip i (core_sim_run_chips; n <= system.chips), all
- * on one event queue; each chip has its own HBM, cores and mesh.
+ * on one event queue; each chip has its own HBM, cores and mesh. The functions here run one
+ * whole run on a queue of their own; hw_system.h is the same model steppable on a queue the
+ * caller owns (program after program on a chip, queries while it runs).
  *
  * COMM: when a program has comm.* instructions its chip gets one noc/mesh.h mesh from the
- * arch config (core i at router i), clocked at chip.noc_clock_ghz; when a comm.* names
- * another chip the run gets the chip-to-chip network (noc/net.h, system.* keys). comm.send
+ * arch config (core i at router i), clocked at chip.noc_clock_ghz; when a comm.* may name
+ * another chip the run gets the chip-to-chip network (noc/net.h, system.* keys). A peer is
+ * peer(chip, core), or a rank in a group of the running chip (peer(g0[rank+1], core): SPMD
+ * programs; core_sim_opts.groups, docs/isa.md "Groups"), resolved at dispatch. comm.send
  * to a core of the same chip is one packet of ceil(bytes / noc_flit_bytes) flits, to another
  * chip one transfer over the topology's route (links shared max-min fairly); it retires when
- * the data has arrived. comm.recv takes the oldest message from that (chip, core) with that
- * tag (waiting in a per-core mailbox if it came first, else waiting for it) and, with a
- * reduction, spends elements / (vector_lanes x ops_per_lane) cycles more. Functional mode
- * moves (and reduces) the bytes.
+ * its last byte has left. comm.recv takes the oldest message from that (chip, core) with that
+ * tag (waiting in the receiving core's mailbox if it came first, else waiting for it) and,
+ * with a reduction, spends elements / (vector_lanes x ops_per_lane) cycles more. Functional
+ * mode moves (and reduces) the bytes.
  *
  * Front end, per core:                        Queue, per unit:
  *
@@ -107,7 +111,8 @@ typedef struct core_report {
  * instructions and bytes are registered in it under "core<N>.<unit>". On success *out holds
  * the report (free with core_report_free). Errors: NP_ERR_DEADLOCK, NP_ERR_SIM_FAULT (an
  * address outside its space, mxu.mm without mxu.load, a comm.* to a chip without a program,
- * to a core that runs none or to a core without a router), NP_ERR_RANGE (bad clock),
+ * to a core that runs none or to a core without a router, a peer by rank outside its group or
+ * in a group the chip is not in), NP_ERR_RANGE (bad clock),
  * NP_ERR_NOMEM; *out is NULL then. */
 np_status core_sim_run(const arch_config *cfg, const isa_program *p, stats *reg,
                        core_report **out, np_err *err);
@@ -135,6 +140,17 @@ typedef struct core_trace_insn {
 
 typedef void (*core_trace_fn)(void *ctx, const core_trace_insn *t);
 
+/* One instance of group g<id> of an SPMD run (docs/isa.md "Groups"): its member chips in
+ * rank order — chips[0 .. n) when chips is not NULL, else the arithmetic progression first,
+ * first + stride, ..., first + (n - 1) x stride. The chip of rank r of a running chip's g<id>
+ * is what peer(g<id>[...], core) names. */
+typedef struct core_group {
+    unsigned id;           /* 0 .. ISA_N_GROUPS-1 */
+    uint32_t n;            /* members, at least 1 */
+    uint32_t first, stride;
+    const uint32_t *chips; /* (optional) the members, listed */
+} core_group;
+
 typedef struct core_sim_opts {
     bool functional; /* move real bytes and compute values (core_func.h); else timing only */
     const core_hbm_io *inputs;
@@ -145,6 +161,10 @@ typedef struct core_sim_opts {
     void *trace_ctx;
     uint64_t max_cycles;  /* stop a run still going after this many core cycles
                              (NP_ERR_SIM_FAULT); 0: no limit */
+    const core_group *groups; /* (optional) the group table of relative comm.* peers (each
+                                 chip in at most one group of each id); without a g0, g0 is
+                                 every chip of the run in order */
+    size_t n_groups;
 } core_sim_opts;
 
 /* core_sim_run with options (NULL: timing mode). In functional mode the program's .data is
@@ -158,7 +178,8 @@ np_status core_sim_run_opts(const arch_config *cfg, const isa_program *p,
  * until every core of every chip has finished; otherwise as core_sim_run_opts (inputs and
  * outputs name their chip). A comm.* may name any core of any chip of the run. Unit names
  * in the report carry the chip when n_chips > 1. Adds NP_ERR_RANGE for more programs than
- * the system has chips or an I/O buffer on a chip outside the run. */
+ * the system has chips or an I/O buffer on a chip outside the run, and the group table's
+ * errors (hw_system_create). The first fault stops the run. */
 np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *progs,
                              uint32_t n_chips, const core_sim_opts *opts, stats *reg,
                              core_report **out, np_err *err);

@@ -6,10 +6,17 @@
  * (noc/net.h: the topology's route, links shared max-min fairly with every other transfer in
  * flight), and a packet on the receiver chip's mesh from its link-port router to the core (a
  * leg is skipped when the core sits at the port's router).
- * Either way the message is kept in the run's message table (sys_sim.msgs) until a recv takes
- * it: a recv takes the oldest message from its peer with its tag, waiting in the receiver's
- * mailbox if it came first; the send retires when its data has arrived. See core.h and
- * docs/hw-model.md ("COMM"). */
+ *
+ * A message is a record of the system's table (hw_system.msgs) from the send until it has both
+ * left its sender (the send retires) and been taken by a recv; then the record is recycled, so
+ * the table holds only the messages in flight or waiting. It waits in the mailbox of its
+ * receiving (chip, core number) — kept across that chip's programs — in send order; a recv
+ * takes the oldest one from its peer with its tag, at once if it came first, else when it
+ * arrives.
+ *
+ * Peers given by group rank (peer(gG[rank+1], core), isa.def's PEER forms) are resolved at
+ * dispatch from the chip's group table (hw_system.h), and the queue entry holds the chip
+ * number from then on. See core.h and docs/hw-model.md ("COMM"). */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -17,43 +24,45 @@
 
 #include "core_sim.h"
 
-uint32_t core_index_of(const chip_sim *s, uint64_t id)
+/* "chip 1 core 3", or "core 3" when the system has one chip (as core_name). */
+static void comm_core_name(const hw_system *y, uint32_t chip, uint32_t core, char *buf,
+                           size_t n)
 {
-    for (uint32_t i = 0; i < s->n_cores; i++)
-        if (s->cores[i].id == id)
-            return i;
-    return UINT32_MAX;
+    if (y->n_chips > 1)
+        snprintf(buf, n, "chip %" PRIu32 " core %" PRIu32, chip, core);
+    else
+        snprintf(buf, n, "core %" PRIu32, core);
 }
 
-/* Completes COMM entry `slot` of core c at t_ps (an event, so that nothing re-enters the mesh
- * or the network from inside its delivery callback). */
-static void comm_complete_at(core_model *c, unsigned slot, uint64_t t_ps)
+/* Message record id goes back to the free list once it is sent and taken. */
+static void comm_msg_release(hw_system *y, uint32_t id)
 {
-    if (evq_schedule_at(c->chip->q, t_ps, core_q_timer_ev, c, q_arg(ISA_UNIT_COMM, slot), NULL,
-                        &c->chip->err) != NP_OK)
-        chip_fail(c->chip);
+    comm_msg *m = &y->msgs[id];
+    if (!m->sent || !m->taken)
+        return;
+    m->next = y->free_msg;
+    y->free_msg = id;
 }
 
-/* The first message from (chip sc, core index si) to core c with tag that no recv has taken
- * (arrived or not: messages of one pair and tag are taken in the order they were sent), or
- * UINT32_MAX. c's mailbox lists every message sent to it not yet taken, in send order. */
-static uint32_t comm_find(const core_model *c, uint32_t sc, uint32_t si, uint64_t tag)
+/* The first message from (chip sc, core number score) to core c with tag that no recv has
+ * taken (arrived or not: messages of one pair and tag are taken in the order they were
+ * sent), or UINT32_MAX. c's mailbox lists every message sent to it not yet taken, in send
+ * order. */
+static uint32_t comm_find(const core_model *c, uint32_t sc, uint32_t score, uint64_t tag)
 {
     const comm_msg *msgs = c->chip->sys->msgs;
-    for (uint32_t id = c->mbox_head; id != UINT32_MAX; id = msgs[id].next)
-        if (msgs[id].src_chip == sc && msgs[id].src_idx == si && msgs[id].tag == tag)
+    for (uint32_t id = c->chip->slots[c->id].mbox_head; id != UINT32_MAX; id = msgs[id].next)
+        if (msgs[id].src_chip == sc && msgs[id].src_core == score && msgs[id].tag == tag)
             return id;
     return UINT32_MAX;
 }
 
-/* The message the recv `in` of core c waits for (arrived or not), or UINT32_MAX. */
+/* The message the recv `in` (its peer resolved) of core c waits for (arrived or not), or
+ * UINT32_MAX. */
 static uint32_t comm_find_for(const core_model *c, const isa_insn *in)
 {
-    const sys_sim *y = c->chip->sys;
     const isa_opnd *peer = &in->COMM_RECV.peer;
-    uint32_t pc = (uint32_t)peer->val; /* core_comm_check: a chip of the run */
-    return comm_find(c, pc, core_index_of(&y->chips[pc], peer->core),
-                     (uint64_t)in->COMM_RECV.tag.val);
+    return comm_find(c, (uint32_t)peer->val, peer->core, (uint64_t)in->COMM_RECV.tag.val);
 }
 
 /* Recv entry `slot` of core c takes arrived message id now: stores (or reduces) the bytes and
@@ -61,14 +70,15 @@ static uint32_t comm_find_for(const core_model *c, const isa_insn *in)
 static void comm_take(core_model *c, unsigned slot, uint32_t id)
 {
     chip_sim *s = c->chip;
-    comm_msg *m = &s->sys->msgs[id];
+    hw_system *y = s->sys;
+    comm_msg *m = &y->msgs[id];
     q_entry *e = &c->q[ISA_UNIT_COMM].ring[slot];
     const isa_args_COMM_RECV *a = &e->in.COMM_RECV;
     if ((uint64_t)a->bytes.val != m->bytes) {
         char text[256], who[48], from[48];
         insn_text(s, &e->in, text, sizeof text);
         core_name(c, who, sizeof who);
-        core_name(&s->sys->chips[m->src_chip].cores[m->src_idx], from, sizeof from);
+        comm_core_name(y, m->src_chip, m->src_core, from, sizeof from);
         np_err_set(&s->err, NP_ERR_SIM_FAULT, "%s comm pc %" PRIu32 " `%s`: the message from %s "
                    "tag %llu has %llu bytes, the recv expects %llu", who, e->pc, text, from,
                    (unsigned long long)m->tag, (unsigned long long)m->bytes,
@@ -76,16 +86,16 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
         goto fail;
     }
     /* out of c's mailbox */
-    comm_msg *msgs = s->sys->msgs;
+    comm_msg *msgs = y->msgs;
     uint32_t prev = UINT32_MAX;
-    for (uint32_t k = c->mbox_head; k != id; k = msgs[k].next)
+    for (uint32_t k = s->slots[c->id].mbox_head; k != id; k = msgs[k].next)
         prev = k;
     if (prev == UINT32_MAX)
-        c->mbox_head = m->next;
+        s->slots[c->id].mbox_head = m->next;
     else
         msgs[prev].next = m->next;
-    if (c->mbox_tail == id)
-        c->mbox_tail = prev;
+    if (s->slots[c->id].mbox_tail == id)
+        s->slots[c->id].mbox_tail = prev;
     c->comm_msg = id;
     core_q_account(c, &c->q[ISA_UNIT_COMM]); /* the wait for the message so far was a stall */
     isa_red red = (isa_red)a->red.val;
@@ -112,9 +122,9 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
             np_status st = core_func_mem_read(s->func, c->index, sp, addr, cur, m->bytes, &s->err);
             size_t es = isa_dtype_size[dt];
             for (uint64_t i = 0; st == NP_OK && i + es <= m->bytes; i += es) {
-                double x = core_elem_get(cur + i, dt), y = core_elem_get(m->data + i, dt);
-                double v = red == ISA_RED_ADD ? x + y : red == ISA_RED_MAX ? (x > y ? x : y)
-                                                                            : (x < y ? x : y);
+                double u = core_elem_get(cur + i, dt), w = core_elem_get(m->data + i, dt);
+                double v = red == ISA_RED_ADD ? u + w : red == ISA_RED_MAX ? (u > w ? u : w)
+                                                                            : (u < w ? u : w);
                 core_elem_put(cur + i, dt, v);
             }
             if (st == NP_OK)
@@ -126,9 +136,11 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
     }
     free(m->data);
     m->data = NULL;
+    m->taken = true;
+    comm_msg_release(y, id);
     uint64_t t = cyc ? after_cycles(c, cyc) : now_ps(c);
     e->t_ideal_ps = t; /* busy while reducing; the wait for the message was a stall */
-    comm_complete_at(c, slot, t);
+    core_q_finish_at(c, ISA_UNIT_COMM, slot, t);
     return;
 fail:
     chip_fail(s);
@@ -136,26 +148,36 @@ fail:
 
 /* Message id's last byte has left its sender: the send completes (as the ISA says, a send
  * retires when its last byte has left, not when it arrives). */
-static void comm_sent(sys_sim *y, uint32_t id)
+static void comm_sent(hw_system *y, uint32_t id)
 {
     comm_msg *m = &y->msgs[id];
     if (m->sent)
         return;
     m->sent = true;
-    comm_complete_at(&y->chips[m->src_chip].cores[m->src_idx], m->slot, evq_now(y->q));
+    core_q_finish_at(&y->chips[m->src_chip].cores[m->src_idx], ISA_UNIT_COMM, m->slot, evq_now(y->q));
+    comm_msg_release(y, id);
 }
 
 /* Message id's data arrived: the receiver takes it if its COMM head is the recv waiting for
- * it (else it waits in the receiver's mailbox). */
-static void comm_arrived(sys_sim *y, uint32_t id)
+ * it (else it waits in the receiver's mailbox, for this program or the chip's next). */
+static void comm_arrived(hw_system *y, uint32_t id)
 {
     comm_msg *m = &y->msgs[id];
     m->arrived = true;
-    core_model *rcv = &y->chips[m->dst_chip].cores[m->dst_idx];
+    chip_sim *d = &y->chips[m->dst_chip];
+    uint32_t di = m->epoch == y->epoch ? m->dst_idx : core_index_of(d, m->dst_core);
+    if (di == UINT32_MAX)
+        return;
+    core_model *rcv = &d->cores[di];
     core_queue *q = &rcv->q[ISA_UNIT_COMM];
     if (q->n_inflight && rcv->comm_msg == UINT32_MAX) {
         const q_entry *e = &q->ring[q->head];
-        if (e->in.op == ISA_OP_COMM_RECV && comm_find_for(rcv, &e->in) == id)
+        const isa_args_COMM_RECV *a = &e->in.COMM_RECV;
+        /* the recv takes the first message from its peer with its tag: this one if it is
+           from there and the oldest in the mailbox, else look */
+        if (e->in.op == ISA_OP_COMM_RECV && (uint64_t)a->peer.val == m->src_chip &&
+            a->peer.core == m->src_core && (uint64_t)a->tag.val == m->tag &&
+            (d->slots[m->dst_core].mbox_head == id || comm_find_for(rcv, &e->in) == id))
             comm_take(rcv, q->head, id);
     }
 }
@@ -163,26 +185,26 @@ static void comm_arrived(sys_sim *y, uint32_t id)
 static void comm_net_event(void *ctx, uint64_t arg, net_event ev);
 
 /* Message id (between chips) starts leg `leg` now, or has arrived after the last one. */
-static void comm_leg(sys_sim *y, uint32_t id, uint8_t leg)
+static void comm_leg(hw_system *y, uint32_t id, uint8_t leg)
 {
     comm_msg *m = &y->msgs[id];
     chip_sim *s = &y->chips[leg == 0 ? m->src_chip : m->dst_chip];
     uint32_t port = (uint32_t)y->cfg->chip.link_port_router;
     uint32_t flits = mesh_message_flits(m->bytes, (uint32_t)y->cfg->chip.noc_flit_bytes);
     m->leg = leg;
-    if (leg == 0 && s->cores[m->src_idx].id == port)
+    if (leg == 0 && m->src_core == port)
         leg = m->leg = 1; /* the sender sits at the port */
     if (leg == 0) {
-        if (mesh_send(s->noc, s->cores[m->src_idx].id, port, flits, id, &s->err) != NP_OK)
+        if (mesh_send(s->noc, m->src_core, port, flits, id, &s->err) != NP_OK)
             chip_fail(s);
     } else if (leg == 1) {
-        y->c2c_bytes += m->bytes;
+        s->c2c_bytes += m->bytes;
         if (net_transfer(y->net, m->src_chip, m->dst_chip, m->bytes, comm_net_event, y, id,
                          &s->err) != NP_OK)
             chip_fail(s);
-    } else if (s->cores[m->dst_idx].id == port) {
+    } else if (m->dst_core == port) {
         comm_arrived(y, id); /* the receiver sits at the port */
-    } else if (mesh_send(s->noc, port, s->cores[m->dst_idx].id, flits, id, &s->err) != NP_OK) {
+    } else if (mesh_send(s->noc, port, m->dst_core, flits, id, &s->err) != NP_OK) {
         chip_fail(s);
     }
 }
@@ -190,7 +212,7 @@ static void comm_leg(sys_sim *y, uint32_t id, uint8_t leg)
 void core_comm_mesh_deliver(void *ctx, const mesh_packet *p)
 {
     chip_sim *s = ctx;
-    sys_sim *y = s->sys;
+    hw_system *y = s->sys;
     if (p->tag & CORE_TAG_BARRIER) {
         core_barrier_deliver(s, p->tag);
         return;
@@ -215,22 +237,27 @@ void core_comm_mesh_sent(void *ctx, const mesh_packet *p)
         comm_sent(s->sys, (uint32_t)p->tag);
 }
 
+/* From a net.h event, at its end (net_flow_finish / net_flow_deliver call it last): the
+ * COMM entry it ends may complete in it, instead of in an event at the same time. */
 static void comm_net_event(void *ctx, uint64_t arg, net_event ev)
 {
+    hw_system *y = ctx;
+    y->in_net_callback = true;
     if (ev == NET_EVENT_SENT) /* a sender at the link ports: its last byte left on the link */
-        comm_sent(ctx, (uint32_t)arg);
+        comm_sent(y, (uint32_t)arg);
     else
-        comm_leg(ctx, (uint32_t)arg, 2);
+        comm_leg(y, (uint32_t)arg, 2);
+    y->in_net_callback = false;
 }
 
-/* A new message from core c (COMM slot `slot`) to (chip dc, core index di); its id, or
+/* A new message from core c (COMM slot `slot`) to (chip dc, core number dcore); its id, or
  * UINT32_MAX with s->err set. Functional mode reads the bytes now. */
-static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t di,
+static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t dcore,
                              const isa_args_COMM_SEND *a)
 {
     chip_sim *s = c->chip;
-    sys_sim *y = s->sys;
-    if (y->n_msgs == y->cap_msgs) {
+    hw_system *y = s->sys;
+    if (y->free_msg == UINT32_MAX && y->n_msgs == y->cap_msgs) {
         uint32_t cap = y->cap_msgs ? 2 * y->cap_msgs : 16;
         comm_msg *v = realloc(y->msgs, (size_t)cap * sizeof *v);
         if (!v) {
@@ -241,37 +268,46 @@ static uint32_t comm_msg_new(core_model *c, unsigned slot, uint32_t dc, uint32_t
         y->cap_msgs = cap;
     }
     uint64_t bytes = (uint64_t)a->bytes.val;
-    uint32_t id = y->n_msgs;
-    comm_msg *m = &y->msgs[id];
-    *m = (comm_msg){.src_chip = s->chip, .src_idx = c->index, .dst_chip = dc, .dst_idx = di,
-                    .tag = (uint64_t)a->tag.val, .bytes = bytes, .slot = slot,
-                    .next = UINT32_MAX};
+    uint8_t *data = NULL;
     if (s->func && bytes) {
-        m->data = malloc(bytes);
-        if (!m->data) {
+        data = malloc(bytes);
+        if (!data) {
             np_err_set(&s->err, NP_ERR_NOMEM, "out of memory sending a message");
             return UINT32_MAX;
         }
         if (core_func_mem_read(s->func, c->index, (isa_space)a->src.space, (uint64_t)a->src.val,
-                               m->data, bytes, &s->err) != NP_OK) {
-            free(m->data);
-            m->data = NULL;
+                               data, bytes, &s->err) != NP_OK) {
+            free(data);
             return UINT32_MAX;
         }
     }
-    core_model *rcv = &y->chips[dc].cores[di]; /* the message joins its mailbox */
-    if (rcv->mbox_head == UINT32_MAX)
-        rcv->mbox_head = id;
+    uint32_t id = y->free_msg;
+    if (id != UINT32_MAX)
+        y->free_msg = y->msgs[id].next;
     else
-        y->msgs[rcv->mbox_tail].next = id;
-    rcv->mbox_tail = id;
-    return y->n_msgs++;
+        id = y->n_msgs++;
+    comm_msg *m = &y->msgs[id];
+    const peer_ok *ok = &c->peer_ok[0]; /* from this send's dispatch, or a later one's */
+    bool known = ok->epoch == y->epoch && ok->chip == dc && ok->core == dcore;
+    *m = (comm_msg){.src_chip = s->chip, .src_idx = c->index, .src_core = c->id,
+                    .dst_chip = dc, .dst_core = dcore,
+                    .dst_idx = known ? ok->idx : core_index_of(&y->chips[dc], dcore),
+                    .epoch = y->epoch, .tag = (uint64_t)a->tag.val, .bytes = bytes,
+                    .slot = slot, .next = UINT32_MAX, .data = data};
+    chip_sim *d = &y->chips[dc]; /* the message joins the receiver's mailbox */
+    chip_core *box = &d->slots[dcore];
+    if (box->mbox_head == UINT32_MAX)
+        box->mbox_head = id;
+    else
+        y->msgs[box->mbox_tail].next = id;
+    box->mbox_tail = id;
+    return id;
 }
 
 void core_comm_start(core_model *c, core_queue *q, unsigned slot)
 {
     chip_sim *s = c->chip;
-    sys_sim *y = s->sys;
+    hw_system *y = s->sys;
     q_entry *e = &q->ring[slot];
     const isa_insn *in = &e->in;
     bool send = in->op == ISA_OP_COMM_SEND;
@@ -299,8 +335,7 @@ void core_comm_start(core_model *c, core_queue *q, unsigned slot)
         return;                     /* else comm_arrived hands it over */
     }
     uint32_t dc = (uint32_t)peer->val;
-    chip_sim *d = &y->chips[dc];
-    uint32_t id = comm_msg_new(c, slot, dc, core_index_of(d, peer->core), &in->COMM_SEND);
+    uint32_t id = comm_msg_new(c, slot, dc, peer->core, &in->COMM_SEND);
     if (id == UINT32_MAX)
         goto fail;
     c->comm_msg = id;
@@ -314,10 +349,14 @@ void core_comm_start(core_model *c, core_queue *q, unsigned slot)
         e->t_ideal_ps = clk_cycles_to_ps(&s->noc_clk, clk_cycle_at_or_after(&s->noc_clk, now_ps(c)) +
                                                            flits - 1);
     } else {
-        net_path_info pi;
-        if (net_route(y->net, s->chip, dc, &pi, &s->err) != NP_OK)
-            goto fail;
-        e->t_ideal_ps = now_ps(c) + (uint64_t)ceil((double)bytes * 1e12 / pi.bytes_per_s);
+        if (s->route_dst != dc) { /* routes never change: one cached, a chip's last peer */
+            net_path_info pi;
+            if (net_route(y->net, s->chip, dc, &pi, &s->err) != NP_OK)
+                goto fail;
+            s->route_dst = dc;
+            s->route_bytes_per_s = pi.bytes_per_s;
+        }
+        e->t_ideal_ps = now_ps(c) + (uint64_t)ceil((double)bytes * 1e12 / s->route_bytes_per_s);
     }
     if (dc == s->chip) { /* on this chip's mesh */
         if (mesh_send(s->noc, c->id, (uint32_t)peer->core, flits, id, &s->err) != NP_OK)
@@ -330,25 +369,87 @@ fail:
     chip_fail(s);
 }
 
-/* A comm.* at dispatch: the peer is a core that runs part of the program of a chip of this
- * run, and both have a router on their meshes (every chip's mesh is the same; resolve has
- * checked the bytes lie inside their space). */
-np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err)
+/* "chips 0, 2, 4, 6" (at most 8 listed) of group instance gr. */
+static void comm_group_text(const sys_group *gr, char *buf, size_t n)
+{
+    size_t len = (size_t)snprintf(buf, n, "chip%s", gr->n > 1 ? "s" : "");
+    for (uint32_t i = 0; i < gr->n && i < 8 && len < n; i++)
+        len += (size_t)snprintf(buf + len, n - len, "%s %" PRIu32, i ? "," : "",
+                                gr->chips ? gr->chips[i] : gr->first + i * gr->stride);
+    if (gr->n > 8 && len < n)
+        snprintf(buf + len, n - len, ", ...");
+}
+
+/* Turns the group-relative peer of comm.* `in` of core c (at dispatch: registers as now) into
+ * peer(chip, core); NULL, or why it cannot be (in buf). */
+static const char *comm_resolve_peer(const core_model *c, isa_opnd *peer, char *buf, size_t n)
+{
+    const chip_sim *s = c->chip;
+    unsigned g = peer->group;
+    if (peer->form == ISA_PEER_FORM_CHIP)
+        return NULL;
+    if (s->grp_inst[g] == UINT32_MAX) {
+        snprintf(buf, n, "chip %" PRIu32 " is in no group g%u (the group table gives it none)",
+                 s->chip, g);
+        return buf;
+    }
+    const sys_group *gr = &s->sys->groups[s->grp_inst[g]];
+    int64_t x = (int64_t)((uint64_t)(peer->reg ? c->regs[peer->reg] : 0) + (uint64_t)peer->val);
+    uint64_t rank = s->grp_rank[g], size = gr->n, idx;
+    if (peer->form == ISA_PEER_FORM_ADD) {
+        int64_t m = x % (int64_t)size; /* -size < m < size */
+        idx = (rank + (uint64_t)(m < 0 ? m + (int64_t)size : m)) % size;
+    } else {
+        idx = peer->form == ISA_PEER_FORM_XOR ? rank ^ (uint64_t)x : (uint64_t)x;
+        if (x < 0 || idx >= size) {
+            char grp[120];
+            comm_group_text(gr, grp, sizeof grp);
+            if (peer->form == ISA_PEER_FORM_XOR)
+                snprintf(buf, n, "rank %" PRIu64 " ^ %" PRId64 " is not a rank of g%u (%" PRIu64
+                         " ranks: %s)", rank, x, g, size, grp);
+            else
+                snprintf(buf, n, "%" PRId64 " is not a rank of g%u (%" PRIu64 " ranks: %s)", x, g,
+                         size, grp);
+            return buf;
+        }
+    }
+    *peer = isa_peer(gr->chips ? gr->chips[idx] : gr->first + (uint32_t)idx * gr->stride,
+                     peer->core);
+    return NULL;
+}
+
+/* A comm.* at dispatch (in: the queue entry's copy, addresses resolved): resolves a peer given
+ * by group rank, then checks that the peer is a core of a chip of this system that runs part
+ * of its program (or whose chip has none yet: the message waits for one), and that both have
+ * a router on their meshes (every chip's mesh is the same; resolve has checked the bytes lie
+ * inside their space). Builds a receiving chip's mailboxes and mesh, and the network, when a
+ * message is the first to need them. */
+np_status core_comm_check(core_model *c, isa_insn *in, np_err *err)
 {
     chip_sim *s = c->chip;
-    const sys_sim *y = s->sys;
+    hw_system *y = s->sys;
     bool send = in->op == ISA_OP_COMM_SEND;
-    const isa_opnd *peer = send ? &in->COMM_SEND.peer : &in->COMM_RECV.peer;
+    isa_opnd *peer = send ? &in->COMM_SEND.peer : &in->COMM_RECV.peer;
     uint64_t bytes = (uint64_t)(send ? in->COMM_SEND.bytes.val : in->COMM_RECV.bytes.val);
-    const char *why = NULL;
-    char buf[200];
+    char buf[320];
+    isa_opnd given = *peer; /* the fault shows the peer as written */
+    const char *why = comm_resolve_peer(c, peer, buf, sizeof buf);
     uint64_t pchip = (uint64_t)peer->val;
-    if (pchip >= y->n_chips) {
+    peer_ok *ok = &c->peer_ok[!send];
+    if (!why && ok->epoch == y->epoch && ok->chip == pchip && ok->core == peer->core &&
+        (send || in->COMM_RECV.red.val == ISA_RED_NONE ||
+         bytes % isa_dtype_size[in->COMM_RECV.dtype.val] == 0))
+        return NP_OK; /* as good as the last time */
+    const chip_sim *d = pchip < y->n_chips ? &y->chips[pchip] : NULL;
+    if (why) {
+        /* the peer names no member of a group */
+    } else if (!d) {
         snprintf(buf, sizeof buf, "peer chip %" PRIu64 " runs no program: this run has %" PRIu32
                  " chip%s (give `npusim sim` one ELF per chip)", pchip, y->n_chips,
                  y->n_chips == 1 ? "" : "s");
         why = buf;
-    } else if (core_index_of(&y->chips[pchip], peer->core) == UINT32_MAX) {
+    } else if (peer->core >= (uint64_t)s->cfg->chip.cores ||
+               (d->prog && core_index_of(d, peer->core) == UINT32_MAX)) {
         snprintf(buf, sizeof buf, "peer core %" PRIu32 " runs no part of chip %" PRIu64 "'s program",
                  peer->core, pchip);
         why = buf;
@@ -362,11 +463,19 @@ np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err)
                  (unsigned long long)bytes, isa_dtype_names[in->COMM_RECV.dtype.val]);
         why = buf;
     }
-    if (!why)
-        return NP_OK;
-    char text[256], who[48];
-    insn_text(s, in, text, sizeof text);
-    core_name(c, who, sizeof who);
-    return np_err_set(err, NP_ERR_SIM_FAULT, "%s comm pc %" PRIu32 " `%s`: %s", who, c->pc,
-                      text, why);
+    if (why) {
+        char who[48], text[256];
+        core_name(c, who, sizeof who);
+        *peer = given;
+        insn_text(s, in, text, sizeof text);
+        return np_err_set(err, NP_ERR_SIM_FAULT, "%s comm pc %" PRIu32 " `%s`: %s", who, c->pc,
+                          text, why);
+    }
+    if (send && pchip != s->chip &&
+        (chip_ensure(&y->chips[pchip], err) != NP_OK ||
+         chip_ensure_mesh(&y->chips[pchip], err) != NP_OK || sys_ensure_net(y, err) != NP_OK))
+        return err->status;
+    *ok = (peer_ok){.chip = (uint32_t)pchip, .core = peer->core,
+                    .idx = core_index_of(d, peer->core), .epoch = y->epoch};
+    return NP_OK;
 }

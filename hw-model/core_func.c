@@ -111,33 +111,20 @@ np_status core_func_create(const arch_config *cfg, const isa_program *p, core_fu
     *out = NULL;
     core_func *f = calloc(1, sizeof *f);
     if (!f)
-        goto nomem;
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory creating functional-mode memories");
     f->cfg = cfg;
     f->n_pages = (cfg->chip.hbm_bytes + PAGE_BYTES - 1) >> PAGE_BITS;
     f->pages = calloc(f->n_pages, sizeof *f->pages);
-    f->n_cores = p->n_cores;
-    f->cores = calloc(p->n_cores ? p->n_cores : 1, sizeof *f->cores);
-    if (!f->pages || !f->cores)
-        goto nomem;
-    for (uint32_t i = 0; i < p->n_cores; i++) {
-        f->cores[i].spad = calloc(1, cfg->core.sram_bytes);
-        f->cores[i].acc = calloc(1, cfg->core.acc_bytes);
-        if (!f->cores[i].spad || !f->cores[i].acc)
-            goto nomem;
+    if (!f->pages) {
+        core_func_free(f);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory creating functional-mode memories");
     }
-    for (uint32_t i = 0; i < p->n_data; i++) {
-        const isa_data *d = &p->data[i];
-        if (d->bytes && d->addr + d->size <= cfg->chip.hbm_bytes &&
-            core_func_hbm_write(f, d->addr, d->bytes, d->size, err) != NP_OK) {
-            core_func_free(f);
-            return err->status;
-        }
+    if (core_func_load(f, p, err) != NP_OK) {
+        core_func_free(f);
+        return err->status;
     }
     *out = f;
     return NP_OK;
-nomem:
-    core_func_free(f);
-    return np_err_set(err, NP_ERR_NOMEM, "out of memory creating functional-mode memories");
 }
 
 void core_func_free(core_func *f)
@@ -157,6 +144,36 @@ void core_func_free(core_func *f)
     free(f->cores);
     free(f->tmp);
     free(f);
+}
+
+np_status core_func_load(core_func *f, const isa_program *p, np_err *err)
+{
+    for (uint32_t i = 0; f->cores && i < f->n_cores; i++) {
+        free(f->cores[i].spad);
+        free(f->cores[i].acc);
+        free(f->cores[i].w);
+    }
+    free(f->cores);
+    f->n_cores = 0;
+    f->cores = calloc(p->n_cores ? p->n_cores : 1, sizeof *f->cores);
+    if (!f->cores)
+        goto nomem;
+    f->n_cores = p->n_cores;
+    for (uint32_t i = 0; i < p->n_cores; i++) {
+        f->cores[i].spad = calloc(1, f->cfg->core.sram_bytes);
+        f->cores[i].acc = calloc(1, f->cfg->core.acc_bytes);
+        if (!f->cores[i].spad || !f->cores[i].acc)
+            goto nomem;
+    }
+    for (uint32_t i = 0; i < p->n_data; i++) {
+        const isa_data *d = &p->data[i];
+        if (d->bytes && d->addr + d->size <= f->cfg->chip.hbm_bytes &&
+            core_func_hbm_write(f, d->addr, d->bytes, d->size, err) != NP_OK)
+            return err->status;
+    }
+    return NP_OK;
+nomem:
+    return np_err_set(err, NP_ERR_NOMEM, "out of memory creating functional-mode memories");
 }
 
 np_status core_func_hbm_write(core_func *f, uint64_t addr, const void *buf, uint64_t n,

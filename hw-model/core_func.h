@@ -35,6 +35,11 @@ np_status core_func_create(const arch_config *cfg, const isa_program *p, core_fu
                            np_err *err);
 void core_func_free(core_func *f);
 
+/* Gives f fresh memories for p's cores (scratchpads and accumulators zero, no stationary
+ * tile) and writes p's data sections into the HBM, which keeps every other byte: the next
+ * program of the chip. NP_ERR_NOMEM (f is then fit only for another load or core_func_free). */
+np_status core_func_load(core_func *f, const isa_program *p, np_err *err);
+
 /* Copies between the host and HBM [addr, addr + n); the caller has checked the range. */
 np_status core_func_hbm_write(core_func *f, uint64_t addr, const void *buf, uint64_t n,
                               np_err *err);

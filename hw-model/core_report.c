@@ -1,5 +1,6 @@
-/* core_report.c — the run report of core_sim_run: built from the finished run, and printed
- * as JSON and as text (field names are documented in docs/hw-model.md and kept stable). */
+/* core_report.c — the run report (core.h): built from the system (hw_system_report, the end
+ * of core_sim_run_chips), and printed as JSON and as text (field names are documented in
+ * docs/hw-model.md and kept stable). */
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -76,31 +77,51 @@ void core_report_print(const core_report *r, FILE *out)
     }
 }
 
-np_status core_report_build(sys_sim *y, stats *reg, core_report **out, np_err *err)
+/* The end of chip s's program so far: its end, or now while it runs. */
+static uint64_t chip_end_ps(const chip_sim *s)
+{
+    return s->state == HW_CHIP_RUNNING ? evq_now(s->q) : s->t_end_ps;
+}
+
+np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report **out,
+                            np_err *err)
 {
     core_report *r = calloc(1, sizeof *r);
     if (!r)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building the report");
     const clk_domain *clk = &y->chips[0].clk; /* every chip has the same core clock */
-    uint64_t end_ps = 0, nk = 0, nc = 0;
-    for (uint32_t ch = 0; ch < y->n_chips; ch++)
-        for (uint32_t i = 0; i < y->chips[ch].n_cores; i++) {
-            const core_model *c = &y->chips[ch].cores[i];
-            end_ps = c->t_done_ps > end_ps ? c->t_done_ps : end_ps;
-            nk += c->text->n_kernels;
+    uint32_t lo = chip == HW_ALL_CHIPS ? 0 : chip, hi = chip == HW_ALL_CHIPS ? y->n_chips : chip + 1;
+    uint64_t start_ps = UINT64_MAX, end_ps = 0, nk = 0, nc = 0;
+    for (uint32_t ch = lo; ch < hi; ch++) {
+        const chip_sim *s = &y->chips[ch];
+        if (!s->prog)
+            continue;
+        r->n_chips++;
+        if (s->state >= HW_CHIP_RUNNING) {
+            start_ps = s->t_start_ps < start_ps ? s->t_start_ps : start_ps;
+            end_ps = chip_end_ps(s) > end_ps ? chip_end_ps(s) : end_ps;
+        }
+        for (uint32_t i = 0; i < s->n_cores; i++) {
+            nk += s->cores[i].text->n_kernels;
             nc++;
         }
-    r->total_ps = end_ps;
-    r->total_cycles = clk_ps_to_cycles(clk, end_ps);
-    r->n_chips = y->n_chips;
+    }
+    if (start_ps > end_ps)
+        start_ps = end_ps; /* nothing has started */
+    r->total_ps = end_ps - start_ps;
+    r->total_cycles = clk_ps_to_cycles(clk, end_ps) - clk_ps_to_cycles(clk, start_ps);
     r->n_units = (uint32_t)(nc * (ISA_N_QUEUES + 1));
     r->units = calloc(r->n_units ? r->n_units : 1, sizeof *r->units);
     r->kernels = calloc(nk ? nk : 1, sizeof *r->kernels);
     if (!r->units || !r->kernels)
         goto nomem;
     uint32_t ui = 0;
-    for (uint32_t ch = 0; ch < y->n_chips; ch++) {
+    for (uint32_t ch = lo; ch < hi; ch++) {
         const chip_sim *s = &y->chips[ch];
+        if (!s->prog)
+            continue;
+        bool running = s->state == HW_CHIP_RUNNING;
+        uint64_t now = evq_now(y->q);
         for (uint32_t i = 0; i < s->n_cores; i++) {
             const core_model *c = &s->cores[i];
             for (unsigned u = 0; u <= ISA_N_QUEUES; u++) {
@@ -112,8 +133,13 @@ np_status core_report_build(sys_sim *y, stats *reg, core_report **out, np_err *e
                              c->id, un);
                 else
                     snprintf(ur->name, sizeof ur->name, "core%" PRIu32 ".%s", c->id, un);
-                ur->busy_cycles = clk_ps_to_cycles(clk, fe ? c->fe_busy_ps : c->q[u].busy_ps);
-                ur->stall_cycles = clk_ps_to_cycles(clk, fe ? c->fe_stall_ps : c->q[u].stall_ps);
+                uint64_t busy, stall;
+                if (fe)
+                    core_fe_so_far(c, running ? now : 0, &busy, &stall);
+                else
+                    core_q_so_far(&c->q[u], running ? now : 0, &busy, &stall);
+                ur->busy_cycles = clk_ps_to_cycles(clk, busy);
+                ur->stall_cycles = clk_ps_to_cycles(clk, stall);
                 uint64_t used = ur->busy_cycles + ur->stall_cycles;
                 ur->idle_cycles = r->total_cycles > used ? r->total_cycles - used : 0;
                 ur->insns = fe ? c->fe_insns : c->q[u].insns;
@@ -126,18 +152,19 @@ np_status core_report_build(sys_sim *y, stats *reg, core_report **out, np_err *e
                 r->n_kernels++;
                 kr->chip = ch;
                 kr->core = c->id;
-                kr->cycles = c->k_seen[k] ? clk_ps_to_cycles(clk, c->k_last[k]) -
-                                                clk_ps_to_cycles(clk, c->k_first[k])
-                                          : 0;
-                kr->start_ps = c->k_seen[k] ? c->k_first[k] : 0;
-                kr->end_ps = c->k_seen[k] ? c->k_last[k] : 0;
+                const kernel_run *run = &c->kernels[k];
+                kr->cycles = run->seen ? clk_ps_to_cycles(clk, run->last_ps) -
+                                             clk_ps_to_cycles(clk, run->first_ps)
+                                       : 0;
+                kr->start_ps = run->seen ? run->first_ps : 0;
+                kr->end_ps = run->seen ? run->last_ps : 0;
             }
         }
         r->hbm_read_bytes += s->hbm_rd, r->hbm_write_bytes += s->hbm_wr;
         r->sram_read_bytes += s->spad_rd, r->sram_write_bytes += s->spad_wr;
         r->acc_read_bytes += s->acc_rd, r->acc_write_bytes += s->acc_wr;
+        r->c2c_bytes += s->c2c_bytes;
     }
-    r->c2c_bytes = y->c2c_bytes;
     if (reg) {
         static const struct { const char *name, *unit, *desc; size_t off; } f[] = {
             {"busy_cycles", "cycles", "cycles executing an instruction", offsetof(core_unit_report, busy_cycles)},

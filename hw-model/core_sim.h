@@ -1,10 +1,11 @@
 /* core_sim.h — internals shared by the files of the core model (not an interface for other
- * modules; that is core.h):
+ * modules; those are core.h and hw_system.h):
  *
  *   core.c         one core: front end, unit queues, semaphores, scoreboard, deadlock lines
  *   core_comm.c    the COMM engine: messages over the on-chip mesh and between chips
- *   core_run.c     a run: the system of chips, the event loop, the deadlock check
- *   core_report.c  the report built from the finished run, as JSON and text
+ *   hw_system.c    the system: chips, loading and starting programs, ends, the deadlock check
+ *   core_run.c     core_sim_run_chips: one run to the end on a queue of its own
+ *   core_report.c  the report built from the system, as JSON and text
  */
 #ifndef NPUSIM_CORE_SIM_H
 #define NPUSIM_CORE_SIM_H
@@ -18,33 +19,33 @@
 #include "core_func.h"
 #include "evq.h"
 #include "hbm.h"
+#include "hw_system.h"
 #include "mesh.h"
 #include "net.h"
 
 typedef enum fe_state { FE_RUN, FE_WAIT_QUEUE, FE_FENCE, FE_BARRIER, FE_HALTED, FE_DONE } fe_state;
 typedef enum q_state { Q_IDLE, Q_BUSY, Q_WAIT_SEM } q_state;
 
-typedef struct sys_sim sys_sim;
-
+/* The hot members of the structs below come first: a run of a thousand chips touches a
+ * few cache lines per event of cores that do not fit the caches together. */
 typedef struct q_entry {
-    isa_insn in;           /* resolved */
-    uint32_t pc;
-    uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
-    bool first;            /* the innermost loop was on its first iteration (mode=first) */
-    bool done;             /* started and completed; retires when the entries before it have */
     uint64_t seq;          /* dispatch order on its core (the scoreboard's "older") */
-    core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
+    uint32_t pc;
     unsigned nr;
     unsigned parts;        /* in flight: parts still running (compute time, scratchpad-port
                               stream, HBM stream) */
+    unsigned lane;         /* DMA: its lane among the copies in flight (traces) */
+    bool first;            /* the innermost loop was on its first iteration (mode=first) */
+    bool done;             /* started and completed; retires when the entries before it have */
+    bool waited;           /* a sem.wait that had to wait */
     uint64_t t_ideal_ps;   /* in flight: when it would end with the ports and HBM to itself */
     uint64_t t_start_ps;   /* when it started (a sem.wait: when it began to wait) */
-    bool waited;           /* a sem.wait that had to wait */
-    unsigned lane;         /* DMA: its lane among the copies in flight (traces) */
+    uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
+    isa_insn in;           /* resolved */
+    core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
 } q_entry;
 
 typedef struct core_queue {
-    q_entry ring[CORE_QUEUE_DEPTH];
     unsigned head, count;
     unsigned n_started;  /* entries from the head that have started (in flight or done) */
     unsigned n_inflight; /* of those, not yet completed */
@@ -55,6 +56,7 @@ typedef struct core_queue {
     uint64_t t_wait_ps;  /* WAIT_SEM: when the wait began */
     uint64_t t_acct_ps;  /* busy/stall are accounted up to here (q_account) */
     uint64_t busy_ps, stall_ps, insns, bytes;
+    q_entry ring[CORE_QUEUE_DEPTH];
 } core_queue;
 
 typedef struct loop_frame {
@@ -67,104 +69,169 @@ typedef struct loop_frame {
 
 typedef struct chip_sim chip_sim;
 
+/* A peer core_comm_check found good, and when (the system's load epoch): it stays good until
+ * a program is loaded somewhere. */
+typedef struct peer_ok {
+    uint32_t chip, core;
+    uint32_t idx;    /* its index in its chip's program, or UINT32_MAX (no program yet) */
+    uint64_t epoch;  /* 0: none */
+} peer_ok;
+
+/* What the front end looks up per pc without reading the instruction. */
+typedef struct pc_info {
+    int32_t kernel; /* kernel index, or -1 */
+    uint8_t queue;  /* isa_insn_queue of the instruction (ISA_UNIT_CTRL: its own) */
+} pc_info;
+
+/* One kernel of a core's text as it runs. */
+typedef struct kernel_run {
+    uint64_t first_ps, last_ps; /* first dispatch, last retire */
+    bool seen;
+} kernel_run;
+
 typedef struct core_model {
+    /* first cache line */
     chip_sim *chip;
-    uint32_t id;
-    uint32_t index; /* position in the program's cores */
+    evq *eq;                /* the chip's (the system's) */
     const isa_core_text *text;
-    int64_t regs[ISA_N_REGS];
-    loop_frame loops[ISA_LOOP_DEPTH];
-    unsigned depth;
+    const arch_config *cfg; /* the chip's */
     uint32_t pc;
-    fe_state fe;
-    isa_unit fe_wait_q;     /* FE_WAIT_QUEUE: the full queue */
+    uint32_t n_insns;       /* text->n_insns */
+    uint32_t id;
+    uint32_t index;         /* position in the program's cores */
+    uint8_t fe;             /* fe_state */
+    uint8_t fe_wait_q;      /* FE_WAIT_QUEUE: the full queue (isa_unit) */
+    uint8_t q_used;         /* bit u: queue u holds entries (the scoreboard skips the others) */
+    bool completing;        /* inside q_complete_ev */
+    bool step_after_complete; /* the front end woke inside it: step at its end */
+    /* second */
+    clk_domain clk;         /* the chip's core clock */
+    uint32_t comm_msg;      /* COMM head in flight: the message a send sent, or the one a
+                               recv waits for (UINT32_MAX: no matching send yet) */
+    unsigned depth;
     uint32_t fe_wait_pc;    /* the instruction the front end stalls on */
     uint64_t fe_stall_from; /* when the current front-end stall began */
+    uint64_t seq_next;      /* the next dispatch's q_entry.seq */
+    pc_info *pcs;           /* per pc of the text */
+    kernel_run *kernels;    /* per kernel of the text */
+    peer_ok peer_ok[2];     /* the last peers of a comm.send [0] and a comm.recv [1] */
     uint64_t fe_busy_ps, fe_stall_ps, fe_insns;
-    uint64_t barrier_id;
-    core_queue q[ISA_N_QUEUES];
-    uint64_t sem[ISA_N_SEMS];
-    uint64_t mxu_k, mxu_n; /* the last mxu.load's tile; 0 before any */
-    uint64_t seq_next;     /* the next dispatch's q_entry.seq */
+    uint64_t mxu_k, mxu_n;  /* the last mxu.load's tile; 0 before any */
     uint64_t dma_decode_free_ps; /* the DMA descriptor processor is free from then */
-    hbm *ports;            /* the scratchpad's ports: a bandwidth pool the units share */
-    hbm *acc_port;         /* the accumulator SRAM's port (mxu.mm, mxu.drain); NULL when
-                              core.acc_port_bytes_per_cycle is 0 (the array paces itself) */
+    hbm *ports;             /* the scratchpad's ports: a bandwidth pool the units share */
+    hbm *acc_port;          /* the accumulator SRAM's port (mxu.mm, mxu.drain); NULL when
+                               core.acc_port_bytes_per_cycle is 0 (the array paces itself) */
+    uint64_t t_halt_ps;     /* when the front end halted */
     uint64_t t_done_ps;
-    uint64_t *k_first, *k_last; /* per kernel: first dispatch, last retire (ps) */
-    bool *k_seen;
-    int32_t *kernel_of;        /* per pc: kernel index or -1 */
-    uint32_t comm_msg;         /* COMM head in flight: the message a send sent, or the one a
-                                  recv waits for (UINT32_MAX: no matching send yet) */
-    uint32_t mbox_head, mbox_tail; /* messages sent to this core not yet taken, in send order,
-                                      linked by comm_msg.next (UINT32_MAX: none) */
+    uint64_t barrier_id;
+    int64_t regs[ISA_N_REGS];
+    loop_frame loops[ISA_LOOP_DEPTH];
+    uint64_t sem[ISA_N_SEMS];
+    core_queue q[ISA_N_QUEUES];
 } core_model;
 
 /* A comm.send's message: one mesh packet from the sender's router to the receiver's on one
- * chip, or one chip-to-chip network transfer between two chips. */
+ * chip, or one chip-to-chip network transfer between two chips. Its record lives from the
+ * send until it is both sent and taken by a recv, then goes back to the free list. */
 typedef struct comm_msg {
     uint32_t src_chip, src_idx; /* sender: chip, and core index in its program */
-    uint32_t dst_chip, dst_idx; /* receiver */
+    uint32_t src_core;          /* the sender's core number (what the recv's peer names) */
+    uint32_t dst_chip, dst_core; /* receiver: chip and core number */
+    uint32_t dst_idx;           /* the receiver's index in its chip's program as of epoch */
+    uint64_t epoch;             /* the system's load epoch at the send */
     uint64_t tag, bytes;
     unsigned slot;              /* the send's slot in the sender's COMM ring */
     bool sent;                  /* its last byte has left the sender: the send retired */
     bool arrived;               /* the data reached the receiver */
-    uint32_t next;              /* the next message in the receiver's mailbox */
+    bool taken;                 /* a recv took it (out of the mailbox) */
+    uint32_t next;              /* the next message in the receiver's mailbox, or in the free
+                                   list */
     uint8_t leg;                /* between chips: 0 sender's mesh to the link port, 1 the
                                    links, 2 receiver's mesh from its link port */
     uint8_t *data;              /* functional mode: the bytes, read when the send started */
 } comm_msg;
 
-/* One chip of the run: its program's cores, its HBM, its mesh. */
+/* What a chip keeps per core number, program or not. */
+typedef struct chip_core {
+    uint32_t idx;        /* its index in the chip's program, or UINT32_MAX */
+    uint32_t mbox_head, mbox_tail; /* the messages sent to it that no recv has taken, in send
+                                      order, linked by comm_msg.next (UINT32_MAX: none) */
+} chip_core;
+
+/* One chip of the system: its program's cores, its HBM, its mesh, the mailboxes of its
+ * cores. The HBM (and its bytes), the mesh and the mailboxes outlive a program; the cores,
+ * the counters and the kernel figures belong to the program loaded. */
 struct chip_sim {
-    sys_sim *sys;
-    uint32_t chip;   /* its number in the system (the peer(chip, core) that names it) */
+    hw_system *sys;  /* (the first cache line: what every event of a core reads) */
     const arch_config *cfg;
-    const isa_program *prog;
-    evq *q;          /* the system's */
-    hbm *mem;
-    core_func *func; /* functional mode: the memories; NULL in timing mode */
+    evq *q;          /* the system's (the caller's) */
     clk_domain clk;
+    core_func *func; /* functional mode: the memories; NULL in timing mode */
+    uint32_t chip;   /* its number in the system (the peer(chip, core) that names it) */
+    hw_chip_state state; /* hw_system.h's state machine */
+    const isa_program *prog; /* NULL while EMPTY */
+    uint64_t programs;   /* loaded so far */
+    hbm *mem;        /* NULL until the first load */
     core_model *cores;
     uint32_t n_cores;
+    uint32_t cores_left; /* cores of the program not yet DONE */
+    chip_core *slots;    /* per core number (chip.cores of them) */
     uint32_t barrier_arrived;
-    mesh *noc;         /* the on-chip mesh for comm.*; NULL when the program has none */
+    mesh *noc;         /* the on-chip mesh for comm.*; NULL until a program needs it */
     clk_domain noc_clk;
-    np_err err; /* first fault, from inside an event */
+    uint32_t grp_inst[ISA_N_GROUPS]; /* the instance of g<i> it belongs to, or UINT32_MAX */
+    uint32_t grp_rank[ISA_N_GROUPS]; /* its rank there */
+    uint64_t t_start_ps, t_end_ps;
+    bool end_pending;  /* hw_system_check: DEADLOCK, on_end not yet called */
+    np_err err;   /* scratch for errors met inside events */
+    np_err fault; /* FAULT or DEADLOCK: why */
     uint64_t hbm_rd, hbm_wr, spad_rd, spad_wr, acc_rd, acc_wr;
+    uint64_t c2c_bytes; /* bytes of its program's messages to other chips */
+    uint32_t route_dst; /* the peer chip of the last route looked up (UINT32_MAX: none) */
+    double route_bytes_per_s; /* its bottleneck bandwidth */
 };
 
+/* An instance of a group (hw_system.h, core.h core_group), its members copied. */
+typedef struct sys_group {
+    uint32_t id, n, first, stride;
+    uint32_t *chips; /* NULL: the arithmetic progression */
+} sys_group;
 
-/* The run: chips 0 .. n_chips-1 (program i on chip i) on one event queue, joined by the
- * chip-to-chip network when a message crosses chips. */
-struct sys_sim {
+/* The system: chips 0 .. n_chips-1 on the caller's event queue, joined by the chip-to-chip
+ * network when a message may cross chips. */
+struct hw_system {
     const arch_config *cfg;
     evq *q;
+    stats *reg;        /* (may be NULL) meshes and the network register here */
     chip_sim *chips;
     uint32_t n_chips;
-    bool meshes;       /* some program has a comm.* or a barrier: every chip gets its mesh */
-    net *net;          /* noc/net.h over system.chips; NULL when no comm.* names another chip */
-    comm_msg *msgs;    /* every message sent, by id (the mesh packet's tag, the transfer's arg) */
-    uint32_t n_msgs, cap_msgs;
-    uint64_t c2c_bytes; /* bytes of messages between chips */
-    core_trace_fn trace; /* core_sim_opts.trace, or NULL */
+    bool functional;
+    net *net;          /* noc/net.h over system.chips; NULL until a program may talk to another
+                          chip */
+    comm_msg *msgs;    /* message records by id (the mesh packet's tag, the transfer's arg) */
+    uint32_t n_msgs, cap_msgs; /* records ever used (live or free), allocated */
+    uint32_t free_msg; /* the first free record (linked by next), or UINT32_MAX */
+    bool in_net_callback; /* inside a net.h transfer callback (comm_net_event): a COMM entry
+                             that ends now may complete right away (core_q_finish_at) */
+    uint64_t epoch;    /* counts loads (from 1): what was found about a chip's program holds
+                          while it is unchanged */
+    core_trace_fn trace; /* or NULL */
     void *trace_ctx;
-    uint32_t cores_left;  /* cores of all chips not yet DONE */
-    evq_handle watchdog;  /* the core_sim_opts.max_cycles event, while armed */
-    bool over_limit;      /* it fired with work still pending */
+    hw_chip_end_fn on_end; /* or NULL */
+    void *on_end_ctx;
+    sys_group *groups;
+    uint32_t n_groups;
 };
 
-static inline uint64_t now_ps(const core_model *c) { return evq_now(c->chip->q); }
+static inline uint64_t now_ps(const core_model *c) { return evq_now(c->eq); }
 
 /* The time `cycles` core cycles after the current one began. */
 static inline uint64_t after_cycles(const core_model *c, uint64_t cycles)
 {
-    const clk_domain *d = &c->chip->clk;
+    const clk_domain *d = &c->clk;
     return clk_cycles_to_ps(d, clk_ps_to_cycles(d, now_ps(c)) + cycles);
 }
 
-/* Stops the run after a fault stored in s->err. */
-static inline void chip_fail(chip_sim *s) { evq_stop(s->q); }
 
 static inline void insn_text(const chip_sim *s, const isa_insn *in, char *buf, size_t n)
 {
@@ -180,7 +247,16 @@ static inline uint64_t q_arg(isa_unit u, unsigned slot)
 /* core.c */
 void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg); /* the front end's next step */
 void core_q_account(core_model *c, core_queue *q);      /* before q's in-flight set changes */
-void core_q_timer_ev(evq *eq, void *ctx, uint64_t arg); /* one part of entry arg ended */
+/* Queue q's busy and stall ps, and the front end's, as accounted plus (now != 0: the core
+ * runs) what has passed since, for a report while it runs. Nothing changes. */
+void core_q_so_far(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall);
+void core_fe_so_far(const core_model *c, uint64_t now, uint64_t *busy, uint64_t *stall);
+/* The last part of entry `slot` of queue u ends at t_ps (>= now): it completes at the first
+ * core clock edge at or after t_ps, as a compute timer's end would make it, with one event
+ * less —
+ * and with none when that is now and the caller is a chip-network callback
+ * (hw_system.in_net_callback). */
+void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps);
 /* "core 3", or "chip 1 core 3" when the run has several chips (in faults and reports). */
 void core_name(const core_model *c, char *buf, size_t n);
 /* Reports entry e of unit u of core c to the trace, from e->t_start_ps to now. */
@@ -194,15 +270,38 @@ void core_barrier_deliver(chip_sim *s, uint64_t tag);
 /* Appends one line per waiting unit of core c to buf (the deadlock report). */
 void core_deadlock_lines(const core_model *c, char *buf, size_t n);
 
+/* hw_system.c */
+/* The program of chip s faulted with the error in s->err (from inside an event): the first
+ * fault makes it FAULT and calls on_end; later ones change nothing. */
+void chip_fail(chip_sim *s);
+/* Core c's front end and queues are done (core.c): the last one ends the chip's program. */
+void chip_core_done(core_model *c);
+/* Builds what chip s needs before its first program or message, if not yet built: its
+ * mailboxes and core index, its HBM, its functional memories (in functional mode). */
+np_status chip_ensure(chip_sim *s, np_err *err);
+/* Builds chip s's mesh if it has none (reg: the system's). */
+np_status chip_ensure_mesh(chip_sim *s, np_err *err);
+/* Builds the system's chip-to-chip network if it has none. */
+np_status sys_ensure_net(hw_system *y, np_err *err);
+/* The pc and instruction of chip s's deadlock lines, for all its cores not done, appended. */
+void chip_deadlock_lines(const chip_sim *s, char *buf, size_t n);
+/* The latest time any unit of chip s did something or began to wait. */
+uint64_t chip_last_activity_ps(const chip_sim *s);
+
 /* core_comm.c */
 void core_comm_start(core_model *c, core_queue *q, unsigned slot); /* COMM entry slot starts */
-np_status core_comm_check(core_model *c, const isa_insn *in, np_err *err); /* at dispatch */
+np_status core_comm_check(core_model *c, isa_insn *in, np_err *err); /* at dispatch */
 void core_comm_mesh_deliver(void *ctx, const mesh_packet *p);  /* mesh_set_deliver callback */
 void core_comm_mesh_sent(void *ctx, const mesh_packet *p);     /* mesh_set_sent callback */
-/* Index of the core with id `id` in chip s's program, or UINT32_MAX. */
-uint32_t core_index_of(const chip_sim *s, uint64_t id);
+/* Index of core number `id` in chip s's program, or UINT32_MAX (none, or no program). */
+static inline uint32_t core_index_of(const chip_sim *s, uint64_t id)
+{
+    return s->slots && id < (uint64_t)s->cfg->chip.cores ? s->slots[id].idx : UINT32_MAX;
+}
 
 /* core_report.c */
-np_status core_report_build(sys_sim *y, stats *reg, core_report **out, np_err *err);
+/* The report of chip `chip`'s program, or with HW_ALL_CHIPS of every chip with a program. */
+np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report **out,
+                            np_err *err);
 
 #endif

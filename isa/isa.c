@@ -91,6 +91,16 @@ const char *const isa_family_docs[ISA_FAMILY_COUNT] = {
 #define ISA_FAMILY(NAME, text, doc) [ISA_FAMILY_##NAME] = doc,
 #include "isa.def"
 };
+const char *const isa_peer_form_syntax[ISA_PEER_FORM_COUNT] = {
+#define ISA_PEER_FORM(NAME, syntax, doc) [ISA_PEER_FORM_##NAME] = syntax,
+#include "isa.def"
+};
+const char *const isa_peer_form_docs[ISA_PEER_FORM_COUNT] = {
+#define ISA_PEER_FORM(NAME, syntax, doc) [ISA_PEER_FORM_##NAME] = doc,
+#include "isa.def"
+};
+_Static_assert(ISA_PEER_FORM_COUNT <= (1 << ISA_SIZE_PEER_FORM), "PEER forms must fit the form bits");
+_Static_assert(ISA_PEER_FORM_CHIP == 0, "an all-zero PEER is peer(0, 0)");
 
 static const char *const isa_act_names[] = {
 #define ISA_ACT(NAME, text, doc) [ISA_ACT_##NAME] = text,
@@ -242,6 +252,12 @@ isa_opnd isa_peer(uint32_t chip, uint32_t core)
     return (isa_opnd){.val = chip, .core = core};
 }
 
+isa_opnd isa_peer_rel(isa_peer_form form, unsigned g, unsigned reg, int64_t off, uint32_t core)
+{
+    return (isa_opnd){.val = off, .core = core, .reg = (uint8_t)reg, .form = (uint8_t)form,
+                      .group = (uint8_t)g};
+}
+
 isa_opnd isa_step(unsigned reg, int64_t step)
 {
     return (isa_opnd){.val = step, .reg = (uint8_t)reg};
@@ -272,7 +288,7 @@ static np_status isa_check_stray(const char *what, const isa_opnd *o, bool val, 
                                  bool core, bool space, np_err *err)
 {
     if ((!val && o->val) || (!reg && o->reg) || (!core && o->core) || (!space && o->space) ||
-        o->zero_)
+        o->form || o->group)
         return np_err_set(err, NP_ERR_TYPE, "%s: members set that this kind does not use", what);
     return NP_OK;
 }
@@ -306,7 +322,7 @@ static np_status isa_check_addr(const char *what, const isa_opnd *o, unsigned sp
                           o->space == ISA_SPACE_NONE ? "no address" : isa_space_name(o->space));
     }
     if (o->space == ISA_SPACE_NONE) {
-        if (o->reg || o->val || o->core || o->zero_)
+        if (o->reg || o->val || o->core || o->form || o->group)
             return np_err_set(err, NP_ERR_TYPE, "%s: absent (none), but its register or offset "
                               "bits are set", what);
         return NP_OK;
@@ -367,14 +383,34 @@ np_status isa_operand_check(isa_op op, unsigned i, const isa_opnd *o, np_err *er
             return np_err_set(err, NP_ERR_RANGE, "%s: %" PRId64 " is not a %s (0..%u)", what,
                               o->val, isa_kinds[f->kind].name, n_values - 1);
         return isa_check_stray(what, o, true, false, false, false, err);
-    case ISA_KIND_PEER:
-        st = isa_check_unsigned(what, o->val, 0, isa_mask(ISA_SIZE_CHIP), false, err);
-        if (st)
-            return st;
+    case ISA_KIND_PEER: {
         if (o->core > isa_mask(ISA_SIZE_CORE))
             return np_err_set(err, NP_ERR_RANGE, "%s: core %u is out of range 0..%" PRIu64, what,
                               o->core, isa_mask(ISA_SIZE_CORE));
-        return isa_check_stray(what, o, true, false, true, false, err);
+        if (o->space)
+            return np_err_set(err, NP_ERR_TYPE, "%s: members set that this kind does not use",
+                              what);
+        if (o->form == ISA_PEER_FORM_CHIP) {
+            if (o->reg || o->group)
+                return np_err_set(err, NP_ERR_TYPE, "%s: a peer given by chip number has no "
+                                  "group or register", what);
+            return isa_check_unsigned(what, o->val, 0, isa_mask(ISA_SIZE_CHIP), false, err);
+        }
+        if (o->form >= ISA_PEER_FORM_COUNT)
+            return np_err_set(err, NP_ERR_RANGE, "%s: peer form %u does not exist (0..%u)", what,
+                              o->form, ISA_PEER_FORM_COUNT - 1);
+        if (o->group >= ISA_N_GROUPS)
+            return np_err_set(err, NP_ERR_RANGE, "%s: group g%u does not exist (g0..g%u)", what,
+                              o->group, ISA_N_GROUPS - 1);
+        if (o->reg >= ISA_N_REGS)
+            return np_err_set(err, NP_ERR_RANGE, "%s: register r%u does not exist (r0..r15)",
+                              what, o->reg);
+        int64_t lim = (int64_t)1 << (ISA_SIZE_CHIP - 1);
+        if (o->val < -lim || o->val > lim - 1)
+            return np_err_set(err, NP_ERR_RANGE, "%s: rank offset %" PRId64 " is out of range "
+                              "%" PRId64 "..%" PRId64, what, o->val, -lim, lim - 1);
+        return NP_OK;
+    }
     case ISA_KIND_SPAD:
         return isa_check_addr(what, o, 1u << ISA_SPACE_SPAD, ISA_SIZE_SPAD_OFF, err);
     case ISA_KIND_ACC:
@@ -445,7 +481,10 @@ static uint64_t isa_opnd_pack(isa_kind k, unsigned bits, const isa_opnd *o)
     case ISA_KIND_REG:
         return o->reg;
     case ISA_KIND_PEER:
-        return v | (uint64_t)o->core << ISA_SIZE_CHIP;
+        return o->form | (uint64_t)o->group << ISA_SIZE_PEER_FORM |
+               (uint64_t)o->reg << (ISA_SIZE_PEER_FORM + ISA_SIZE_GROUP) |
+               (v & isa_mask(ISA_SIZE_CHIP)) << (ISA_SIZE_PEER_FORM + ISA_SIZE_GROUP + ISA_SIZE_REG) |
+               (uint64_t)o->core << (ISA_SIZE_PEER_FORM + ISA_SIZE_GROUP + ISA_SIZE_REG + ISA_SIZE_CHIP);
     case ISA_KIND_SPAD:
     case ISA_KIND_ACC:
         return o->reg | v << ISA_SIZE_REG;
@@ -480,10 +519,16 @@ static isa_opnd isa_opnd_unpack(isa_kind k, unsigned bits, uint64_t v)
     case ISA_KIND_SIMM:
         o.val = isa_sext(v, bits);
         break;
-    case ISA_KIND_PEER:
-        o.val = (int64_t)(v & isa_mask(ISA_SIZE_CHIP));
-        o.core = (uint32_t)(v >> ISA_SIZE_CHIP);
+    case ISA_KIND_PEER: {
+        unsigned pos = ISA_SIZE_PEER_FORM + ISA_SIZE_GROUP + ISA_SIZE_REG;
+        uint64_t x = (v >> pos) & isa_mask(ISA_SIZE_CHIP);
+        o.form = (uint8_t)(v & isa_mask(ISA_SIZE_PEER_FORM));
+        o.group = (uint8_t)((v >> ISA_SIZE_PEER_FORM) & isa_mask(ISA_SIZE_GROUP));
+        o.reg = (uint8_t)((v >> (ISA_SIZE_PEER_FORM + ISA_SIZE_GROUP)) & isa_mask(ISA_SIZE_REG));
+        o.val = o.form == ISA_PEER_FORM_CHIP ? (int64_t)x : isa_sext(x, ISA_SIZE_CHIP);
+        o.core = (uint32_t)(v >> (pos + ISA_SIZE_CHIP));
         break;
+    }
     case ISA_KIND_SPAD:
         o.space = ISA_SPACE_SPAD;
         o.reg = v & 15;
@@ -709,7 +754,24 @@ static void isa_format_opnd(isa_out *o, const isa_field *f, const isa_opnd *v, c
         }
         break;
     case ISA_KIND_PEER:
-        isa_put(o, "peer(%" PRId64 ", %" PRIu32 ")", v->val, v->core);
+        if (v->form == ISA_PEER_FORM_CHIP) {
+            isa_put(o, "peer(%" PRId64 ", %" PRIu32 ")", v->val, v->core);
+            break;
+        }
+        isa_put(o, "peer(g%u[%s", v->group, v->form == ISA_PEER_FORM_ADD ? "rank"
+                                            : v->form == ISA_PEER_FORM_XOR ? "rank^" : "");
+        /* rank, rank+1, rank-1, rank+r3-2 | rank^4, rank^r3, rank^(r3+4) | 2, r3, r3+1 */
+        if (v->form == ISA_PEER_FORM_XOR && v->reg && v->val)
+            isa_put(o, "(r%u%+" PRId64 ")", v->reg, v->val);
+        else if (v->reg || v->form == ISA_PEER_FORM_ADD) {
+            if (v->reg)
+                isa_put(o, "%sr%u", v->form == ISA_PEER_FORM_ADD ? "+" : "", v->reg);
+            if (v->val)
+                isa_put(o, "%+" PRId64, v->val);
+        } else {
+            isa_put(o, "%" PRId64, v->val);
+        }
+        isa_put(o, "], %" PRIu32 ")", v->core);
         break;
     case ISA_KIND_SPAD:
     case ISA_KIND_ACC:

@@ -34,8 +34,8 @@
  *            +--------------------------+-------+---+
  *   STEP     |   signed step (40)       |reg (4)|                           44 bits
  *            +--------------------------+-------+
- *   PEER     |   core (16)   | chip (20)        |                           36 bits
- *            +---------------+------------------+
+ *   PEER     |   core (16)   | chip or offset (20) |reg (4)|grp (4)| f |  f: form (2)  46 bits
+ *            +---------------+---------------------+-------+-------+---+
  *
  * Example (hand-encoded in tests/test_isa.c): `li r3, 0x1234` is opcode 0x03, rd = 3 in bits
  * 8..11, imm = 0x1234 in bits 12..75: bytes 03 43 23 01 00 ... 00.
@@ -51,7 +51,8 @@
 
 /* ---- Sizes and positions (each derived from the previous, as in Lua's lopcodes.h) -------- */
 
-#define ISA_VERSION 1u          /* bumped whenever an encoding changes; recorded in every ELF */
+#define ISA_VERSION 2u          /* bumped whenever an encoding changes; recorded in every ELF
+                                   (2: PEER grew group-relative forms, 36 -> 46 bits) */
 #define ISA_WORD_BITS 256
 #define ISA_WORD_BYTES (ISA_WORD_BITS / 8)
 #define ISA_SIZE_OPCODE 8
@@ -64,8 +65,11 @@
 #define ISA_SIZE_SPAD_OFF 32 /* SPAD, ACC, SPADOPT offsets */
 #define ISA_SIZE_HBM_OFF 40  /* MEM offsets (either space) */
 #define ISA_SIZE_STEP 40     /* STEP amounts (signed) */
-#define ISA_SIZE_CHIP 20     /* PEER: chip */
+#define ISA_SIZE_PEER_FORM 2 /* PEER: form (isa_peer_form) */
+#define ISA_SIZE_GROUP 4     /* PEER: group */
+#define ISA_SIZE_CHIP 20     /* PEER: chip, or a relative form's signed offset */
 #define ISA_SIZE_CORE 16     /* PEER: core */
+#define ISA_N_GROUPS (1 << ISA_SIZE_GROUP) /* groups g0 .. g15 of relative peers */
 #define ISA_N_SEMS 256
 #define ISA_LOOP_DEPTH 8   /* nesting limit of loop ... endloop */
 #define ISA_MAX_OPNDS 12   /* most operand fields in one instruction */
@@ -129,6 +133,13 @@ typedef enum isa_kind {
     ISA_KIND_COUNT
 } isa_kind;
 
+/* The forms of a PEER operand (isa_opnd.form). */
+typedef enum isa_peer_form {
+#define ISA_PEER_FORM(NAME, syntax, doc) ISA_PEER_FORM_##NAME,
+#include "isa.def"
+    ISA_PEER_FORM_COUNT
+} isa_peer_form;
+
 typedef enum isa_op {
     ISA_OP_ILLEGAL = 0, /* never decoded; opcode 0x00 is not an instruction */
 #define ISA_OP(NAME, mnemonic, opcode, UNIT, FAMILY, COST, fields, semantics, timing) ISA_OP_##NAME,
@@ -154,7 +165,8 @@ typedef enum isa_space {
  *   F32            val = the binary32 bit pattern (isa_opnd_f32 reads it as a float)
  *   UNIT DTYPE ACT BCAST RED ACCM
  *                  val = the enum value (isa_unit, isa_dtype, ...)
- *   PEER           val = chip, core
+ *   PEER           form (isa_peer_form), core; CHIP: val = chip; ADD, XOR, RANK: group,
+ *                  reg (0: none), val = signed offset (the index is reg's value + val)
  *   SPAD ACC SPADOPT MEM
  *                  space, reg = base register, val = byte offset; the address is
  *                  reg's value + val at dispatch. SPADOPT absent: all zero.
@@ -164,7 +176,8 @@ typedef struct isa_opnd {
     uint32_t core;
     uint8_t reg;
     uint8_t space;
-    uint16_t zero_; /* always 0 (keeps the struct free of padding) */
+    uint8_t form;  /* PEER only */
+    uint8_t group; /* PEER only */
 } isa_opnd;
 
 /* Per-instruction views: isa_args_DMA_COPY has one isa_opnd member per field, in order. */
@@ -224,6 +237,8 @@ extern const char *const isa_dtype_docs[ISA_DTYPE_COUNT];
 extern const uint8_t isa_dtype_size[ISA_DTYPE_COUNT];      /* bytes per element */
 extern const char *const isa_family_names[ISA_FAMILY_COUNT]; /* "vpu.binary", ... */
 extern const char *const isa_family_docs[ISA_FAMILY_COUNT];
+extern const char *const isa_peer_form_syntax[ISA_PEER_FORM_COUNT]; /* "peer(gG[rank+x], core)" */
+extern const char *const isa_peer_form_docs[ISA_PEER_FORM_COUNT];
 
 /* The value names of an enumerated kind (UNIT, DTYPE, ACT, BCAST, RED, ACCM), indexed by
  * value, and their number in *n; NULL and 0 for other kinds. */
@@ -262,6 +277,9 @@ isa_opnd isa_spad(unsigned reg, uint64_t off);
 isa_opnd isa_acc(unsigned reg, uint64_t off);
 isa_opnd isa_hbm(unsigned reg, uint64_t off);
 isa_opnd isa_peer(uint32_t chip, uint32_t core);
+/* A group-relative peer: form ADD, XOR or RANK of group g, index reg's value (reg 0: none) +
+ * off, core `core`: isa_peer_rel(ISA_PEER_FORM_ADD, 0, 0, 1, 0) is peer(g0[rank+1], 0). */
+isa_opnd isa_peer_rel(isa_peer_form form, unsigned g, unsigned reg, int64_t off, uint32_t core);
 isa_opnd isa_step(unsigned reg, int64_t step);
 float isa_opnd_f32(const isa_opnd *o);
 

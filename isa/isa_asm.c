@@ -830,7 +830,7 @@ static const char *asm_kind_expects(isa_kind k)
     case ISA_KIND_REG: return "a register r0..r15";
     case ISA_KIND_STEP: return "a register step rN+=expr or rN-=expr";
     case ISA_KIND_NAME: return "a string \"...\"";
-    case ISA_KIND_PEER: return "a core peer(chip, core)";
+    case ISA_KIND_PEER: return "a core peer(chip, core) or peer(gG[index], core)";
     default: return "a value";
     }
 }
@@ -841,6 +841,110 @@ static np_status asm_wrong_kind(asm_cur *c, isa_op op, const isa_field *f, size_
     return asm_err(c, pos, NP_ERR_TYPE, "operand '%s' of %s: expected %s, got '%s'", f->name,
                    isa_ops[op].mnemonic, asm_kind_expects(f->kind),
                    asm_operand_text(c, pos, text, sizeof text));
+}
+
+/* After "rN" of a group index: an optional signed offset (a whole expression with its sign,
+ * so that rank-1+2 is rank+1) into *off. */
+static np_status asm_peer_offset(asm_cur *c, const char *what, int64_t *off)
+{
+    asm_tok t;
+    TRY(asm_peek(c, &t));
+    *off = 0;
+    if (!asm_is(&t, "+") && !asm_is(&t, "-"))
+        return NP_OK;
+    return asm_int(c, what, off);
+}
+
+/* x of a group index (isa.def's PEER forms): rN, rN+expr, rN-expr or expr, into reg and val. */
+static np_status asm_peer_x(asm_cur *c, const char *what, isa_opnd *o)
+{
+    asm_tok t;
+    bool is_reg;
+    unsigned r = 0;
+    TRY(asm_peek(c, &t));
+    TRY(asm_register(c, &t, &is_reg, &r));
+    if (!is_reg)
+        return asm_int(c, what, &o->val);
+    asm_lex(c, &t);
+    o->reg = (uint8_t)r;
+    return asm_peer_offset(c, what, &o->val);
+}
+
+/* "gG[index]" of a PEER operand, if that is what comes (*group; else nothing is consumed):
+ * index is rank, rank+x, rank-expr, rank^x, rank^(rN+expr) or x. */
+static np_status asm_peer_group(asm_cur *c, const char *what, isa_opnd *o, bool *group)
+{
+    size_t save = c->i;
+    asm_tok t, b;
+    *group = false;
+    TRY(asm_lex(c, &t));
+    TRY(asm_peek(c, &b));
+    if (t.kind != TK_IDENT || t.len < 2 || c->s[t.pos] != 'g' || !asm_is(&b, "[")) {
+        c->i = save;
+        return NP_OK;
+    }
+    unsigned g = 0;
+    for (size_t k = 1; k < t.len; k++) {
+        if (!isdigit((unsigned char)c->s[t.pos + k])) {
+            c->i = save;
+            return NP_OK;
+        }
+        g = g < 1000 ? g * 10 + (unsigned)(c->s[t.pos + k] - '0') : g;
+    }
+    if (g >= ISA_N_GROUPS)
+        return asm_err(c, t.pos, NP_ERR_RANGE, "%s: group '%.*s' does not exist (g0..g%d)",
+                       what, (int)t.len, c->s + t.pos, ISA_N_GROUPS - 1);
+    *group = true;
+    asm_lex(c, &b);
+    o->group = (uint8_t)g;
+    TRY(asm_peek(c, &t));
+    if (!asm_tok_is(c, &t, "rank")) {
+        o->form = ISA_PEER_FORM_RANK;
+        TRY(asm_peer_x(c, what, o));
+        return asm_expect(c, "]", "to close the group index");
+    }
+    asm_lex(c, &t);
+    TRY(asm_peek(c, &t));
+    o->form = ISA_PEER_FORM_ADD;
+    if (asm_is(&t, "^")) {
+        o->form = ISA_PEER_FORM_XOR;
+        asm_lex(c, &t);
+        TRY(asm_peek(c, &t));
+        bool paren = asm_is(&t, "(");
+        size_t inner = c->i;
+        if (paren) {
+            asm_lex(c, &t);
+            TRY(asm_peek(c, &b));
+            bool is_reg;
+            unsigned r;
+            TRY(asm_register(c, &b, &is_reg, &r));
+            if (!is_reg)
+                c->i = inner; /* a parenthesized expression: the expression parser's */
+        }
+        TRY(asm_peer_x(c, what, o));
+        if (paren && c->i != inner && o->reg)
+            TRY(asm_expect(c, ")", "to close rank^(rN+expr)"));
+    } else if (asm_is(&t, "+")) {
+        asm_lex(c, &t);
+        TRY(asm_peer_x(c, what, o));
+    } else if (asm_is(&t, "-")) {
+        size_t at = c->i;
+        asm_lex(c, &t);
+        TRY(asm_peek(c, &b));
+        bool is_reg;
+        unsigned r;
+        TRY(asm_register(c, &b, &is_reg, &r));
+        if (is_reg)
+            return asm_err(c, b.pos, NP_ERR_SYNTAX, "%s: a register can only be added to the "
+                           "rank (rank+rN)", what);
+        c->i = at;
+        TRY(asm_int(c, what, &o->val)); /* with its sign */
+    } else if (!asm_is(&t, "]")) {
+        char tb[64];
+        return asm_err(c, t.pos, NP_ERR_SYNTAX, "%s: expected '+', '-', '^' or ']' after rank, "
+                       "got %s", what, asm_tok_text(c, &t, tb, sizeof tb));
+    }
+    return asm_expect(c, "]", "to close the group index");
 }
 
 static np_status asm_addr(asm_cur *c, isa_op op, const isa_field *f, size_t pos, isa_opnd *o)
@@ -1001,16 +1105,21 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         if (!asm_is(&p, "("))
             return asm_wrong_kind(c, op, f, pos);
         asm_lex(c, &p);
-        int64_t chip, core;
-        TRY(asm_int(c, what, &chip));
-        TRY(asm_expect(c, ",", "between chip and core"));
+        bool group;
+        TRY(asm_peer_group(c, what, o, &group));
+        if (!group) {
+            int64_t chip;
+            TRY(asm_int(c, what, &chip));
+            o->val = chip;
+        }
+        TRY(asm_expect(c, ",", group ? "between the group member and core" : "between chip and core"));
         TRY(asm_peek(c, &p));
+        int64_t core;
         TRY(asm_int(c, what, &core));
         TRY(asm_expect(c, ")", "to close peer("));
         if (core < 0 || core > 0xffff)
             return asm_err(c, p.pos, NP_ERR_RANGE, "%s: core %" PRId64 " is out of range "
                            "0..65535", what, core);
-        o->val = chip;
         o->core = (uint32_t)core;
         return NP_OK;
     }

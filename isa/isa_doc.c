@@ -73,6 +73,21 @@ const char *const isa_doc_examples[] = {
     "    comm.recv peer(0, 0), spad[0], 1024, 7, add, fp32\n"
     "    barrier 1\n"
     "    halt\n",
+    /* 5: SPMD: one text for every rank of g0 */
+    "; Every chip of group g0 runs this same text: a ring all-gather of 4 KiB per rank.\n"
+    "; Slot k (at 0x10000 + k x 4 KiB) ends up holding the block of the rank k places\n"
+    "; before this one; slot 0 is this rank's own block. For a group of P ranks, loop P-1.\n"
+    ".equ BLOCK, 4096\n"
+    ".equ P, 4\n"
+    ".core 0\n"
+    ".kernel ring_all_gather\n"
+    "    li r1, 0x10000                   ; the slot sent: the one received last\n"
+    "    li r2, 0x10000 + BLOCK           ; the slot received\n"
+    "    loop P - 1, r1+=BLOCK, r2+=BLOCK\n"
+    "        comm.send peer(g0[rank+1], 0), hbm[r1], BLOCK, 1\n"
+    "        comm.recv peer(g0[rank-1], 0), hbm[r2], BLOCK, 1\n"
+    "    endloop\n"
+    "    halt\n",
 };
 const size_t isa_doc_n_examples = sizeof isa_doc_examples / sizeof isa_doc_examples[0];
 
@@ -82,6 +97,7 @@ static const char *const doc_example_titles[] = {
     "Loops: nested, stepped registers restored at exit",
     "The matrix unit with a fused epilogue; trace regions; name=value operands",
     "Two cores exchanging a buffer (the receiver reduces with add)",
+    "SPMD: a ring all-gather every rank of a group runs as one text (peers by group rank)",
 };
 
 static void doc_kind_table(isa_buf *b)
@@ -262,9 +278,41 @@ static const char doc_intro[] =
     "`comm.send peer(chip, core), src, bytes, tag` and `comm.recv peer(chip, core), dst, "
     "bytes, tag [, red, dtype]` move data between any two cores of the system; a receive may "
     "reduce the incoming elements into its destination (add, max, min), which is how "
-    "collectives are built from send/recv.\n"
+    "collectives are built from send/recv. A peer may also be named by its rank in a group of "
+    "the running chip — `peer(g0[rank+1], 0)` is core 0 of the next rank of group g0 — so that "
+    "every rank of a group runs the same text (see [Groups](#groups-spmd-programs)).\n"
     "\n"
     "| unit | what it is |\n|---|---|\n";
+
+static const char doc_groups[] =
+    "\n## Groups: SPMD programs\n"
+    "\n"
+    "A PEER operand names a core of a chip either by the chip's number or by its **rank in a "
+    "group of the running chip**. Groups are what a parallel strategy's device-mesh axes "
+    "become once mapped to chips (tensor, data, pipeline parallel): an ordered list of chips, "
+    "as often an arithmetic progression (chips 4, 5, 6, 7; chips 1, 3, 5, 7) as an arbitrary "
+    "list when placement follows the topology. A program may use groups g0 .. g15; which "
+    "chips form gG around the running chip is not in the program but in the **group table** "
+    "the loader is given with it (hw-model/hw_system.h, `core_sim_opts.groups`): instances "
+    "of each group id, each its members in rank order, every chip in at most one instance of "
+    "an id. A chip's rank in gG is its position in its instance. Without an instance of g0 "
+    "the table has one: every chip of the run, in order. So one text runs on every rank of a "
+    "group — the next rank is `g0[rank+1]`, the previous `g0[rank-1]`, a recursive-doubling "
+    "partner `g0[rank^4]`, a root `g0[0]` — and a register in the index lets a loop walk the "
+    "ranks (`g0[rank+r3]` with r3 stepped by the loop).\n"
+    "\n"
+    "The peer is resolved when the instruction is dispatched (with the register's value "
+    "then). A rank outside the group (XOR and RANK forms; ADD wraps around), or a group the "
+    "running chip has no instance of, is a fault naming the instruction, the rank arithmetic "
+    "and the group's chips. Traces and deadlock reports show the resolved `peer(chip, core)`.\n"
+    "\n"
+    "| form | syntax | the peer |\n|---|---|---|\n";
+
+static const char doc_groups_after[] =
+    "\n`x` is `rN`, an expression, or `rN+expr` / `rN-expr`: the register's value at dispatch "
+    "plus a signed offset of 20 bits (`rank-1+2` is `rank+1`: the offset is one expression "
+    "with its sign). A register can only be added (`rank-rN` is an error: step a register "
+    "downwards instead).\n";
 
 static const char doc_encoding[] =
     "\n## Encoding\n"
@@ -295,8 +343,8 @@ static const char doc_encoding[] =
     "           +--------------------------+-------+---+\n"
     "  STEP     |   signed step (40)       |reg (4)|                           44 bits\n"
     "           +--------------------------+-------+\n"
-    "  PEER     |   core (16)   | chip (20)        |                           36 bits\n"
-    "           +---------------+------------------+\n"
+    "  PEER     |   core (16)   | chip or offset (20) |reg (4)|grp (4)| f |  f: form (2)  46 bits\n"
+    "           +---------------+---------------------+-------+-------+---+\n"
     "```\n"
     "\n"
     "For example `li r3, 0x1234` is opcode 0x03, rd = 3 in bits 8..11 and imm = 0x1234 in bits "
@@ -311,7 +359,7 @@ static const char doc_asm[] =
     "then at most one directive or instruction. Comments run from `;`, `#` or `//` to the end of "
     "the line. Names (labels, symbols, kernels) are `[A-Za-z_.$][A-Za-z0-9_.$]*` except the "
     "words of the language: `r0`..`r15` and any `r`+digits, `s`+digits, `spad`, `hbm`, `acc`, "
-    "`peer`, `bits`, `none`. Mnemonics, directives and enum values are lower case.\n"
+    "`peer`, `rank`, `bits`, `none`. Mnemonics, directives and enum values are lower case.\n"
     "\n"
     "**Operands** are separated by commas. Required operands come first, in table order; the "
     "optional ones may follow positionally or be given anywhere after as `name=value` (e.g. "
@@ -370,6 +418,7 @@ static const char doc_asm[] =
     "These are assembled by the test suite (tests/test_isa_asm.c). Longer programs — a "
     "double-buffered tiled matmul, a softmax, a send/recv pair — are in `isa/examples/`.\n";
 
+/* A printf format: its one conversion is the ISA version. */
 static const char doc_elf[] =
     "\n## ELF container\n"
     "\n"
@@ -392,7 +441,7 @@ static const char doc_elf[] =
     "The note's descriptor is the architecture fingerprint, little-endian:\n"
     "\n"
     "| offset | type | field |\n|---|---|---|\n"
-    "| 0 | u32 | ISA version (this document: 1) |\n"
+    "| 0 | u32 | ISA version (this document: %u) |\n"
     "| 4 | u32 | array_rows |\n"
     "| 8 | u32 | array_cols |\n"
     "| 12 | u32 | cores |\n"
@@ -438,6 +487,10 @@ char *isa_doc_markdown(void)
     doc_kind_table(&b);
     isa_buf_printf(&b, "\n## Enumerations\n\n");
     doc_enums(&b);
+    isa_buf_printf(&b, "%s", doc_groups);
+    for (int f = 0; f < ISA_PEER_FORM_COUNT; f++)
+        isa_buf_printf(&b, "| %d | `%s` | %s |\n", f, isa_peer_form_syntax[f], isa_peer_form_docs[f]);
+    isa_buf_printf(&b, "%s", doc_groups_after);
     int n_ops = ISA_OP_COUNT - 1;
     isa_buf_printf(&b, "\n## Instructions\n\n%d instructions. Each is one table row in "
                    "`isa/isa.def`.\n\n| opcode | mnemonic | unit | operands |\n|---|---|---|---|\n",
@@ -469,7 +522,7 @@ char *isa_doc_markdown(void)
     isa_buf_printf(&b, "%s", doc_asm);
     for (size_t e = 0; e < isa_doc_n_examples; e++)
         isa_buf_printf(&b, "\n%s:\n\n```\n%s```\n", doc_example_titles[e], isa_doc_examples[e]);
-    isa_buf_printf(&b, "%s", doc_elf);
+    isa_buf_printf(&b, doc_elf, ISA_VERSION);
     if (b.oom) {
         free(b.s);
         return NULL;

@@ -114,7 +114,7 @@ bool isa_target_equal(const isa_target *a, const isa_target *b, char *why, size_
 
 bool isa_name_ok(const char *s, size_t n)
 {
-    static const char *const words[] = {"spad", "hbm", "acc", "peer", "bits", "none"};
+    static const char *const words[] = {"spad", "hbm", "acc", "peer", "rank", "bits", "none"};
     if (n == 0 || !(isalpha((unsigned char)s[0]) || strchr("_.$", s[0])))
         return false;
     for (size_t i = 0; i < n; i++)

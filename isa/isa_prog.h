@@ -116,7 +116,7 @@ np_status isa_program_validate(const isa_program *p, np_err *err);
 
 /* True when s[0..n) can name a kernel or data symbol: an assembler identifier
  * ([A-Za-z_.$][A-Za-z0-9_.$]*) that is not a word of the language (r0.., s0.., spad, hbm, acc,
- * peer, bits, none). */
+ * peer, rank, bits, none). */
 bool isa_name_ok(const char *s, size_t n);
 
 /* True when a and b hold the same program (every field, instruction, byte and name). */

@@ -209,17 +209,39 @@ TEST(comm_send_encodes_as_computed_by_hand)
     in.COMM_SEND.src = isa_hbm(0, 0x100);
     in.COMM_SEND.bytes = isa_imm(64);
     in.COMM_SEND.tag = isa_imm(9);
-    /* chip 3 @8..; core 1 @28; src hbm @44, off 0x100 @49.. (bit 57); bytes 64 @89.. (bit 95);
-     * tag 9 @121.. (bits 121, 124) */
+    /* peer @8..53: form 0 @8, group 0 @10, reg 0 @14, chip 3 @18.. (bits 18, 19), core 1 @38;
+     * src @54..98: hbm bit @54, reg @55, off 0x100 @59.. (bit 67); bytes 64 @99.. (bit 105);
+     * tag 9 @131.. (bits 131, 134) */
     uint8_t want[ISA_WORD_BYTES] = {0};
     want[0] = 0x70;
-    want[1] = 0x03;
-    want[3] = 0x10;
-    want[5] = 0x10;
-    want[7] = 0x02;
-    want[11] = 0x80;
-    want[15] = 0x12;
+    want[2] = 0x0c;
+    want[4] = 0x40;
+    want[6] = 0x40;
+    want[8] = 0x08;
+    want[13] = 0x02;
+    want[16] = 0x48;
     check_encoding(&in, "comm.send peer(3, 1), hbm[0x100], 64, 9", want);
+}
+
+TEST(a_peer_by_group_rank_encodes_as_computed_by_hand)
+{
+    isa_insn in;
+    isa_insn_init(&in, ISA_OP_COMM_RECV);
+    in.COMM_RECV.peer = isa_peer_rel(ISA_PEER_FORM_ADD, 2, 5, -1, 3);
+    in.COMM_RECV.dst = isa_spad(0, 0);
+    in.COMM_RECV.bytes = isa_imm(1);
+    in.COMM_RECV.tag = isa_imm(0);
+    /* peer @8..53: form ADD (1) @8, group 2 @10.. (bit 11), reg 5 @14.. (bits 14, 16),
+     * offset -1 (20 ones) @18..37, core 3 @38.. (bits 38, 39); dst spad 0 @54..98; bytes 1
+     * @99 */
+    uint8_t want[ISA_WORD_BYTES] = {0};
+    want[0] = 0x71;
+    want[1] = 0x01 | 0x08 | 0x40;
+    want[2] = 0x01 | 0xfc;
+    want[3] = 0xff;
+    want[4] = 0x3f | 0x40 | 0x80;
+    want[12] = 0x08;
+    check_encoding(&in, "comm.recv peer(g2[rank+r5-1], 3), spad[0x0], 1, 0", want);
 }
 
 TEST(loop_with_a_negative_step_encodes_as_computed_by_hand)

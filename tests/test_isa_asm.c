@@ -181,6 +181,49 @@ TEST(operands_accept_names_positions_and_defaults)
     isa_program_free(p);
 }
 
+TEST(peers_by_group_rank_parse_to_their_form_group_register_and_offset)
+{
+    static const struct {
+        const char *src, *text; /* as written; as the disassembler writes it back */
+        isa_peer_form form;
+        unsigned group, reg;
+        int64_t off;
+    } cases[] = {
+        {"peer(3, 1)", "peer(3, 1)", ISA_PEER_FORM_CHIP, 0, 0, 3},
+        {"peer(g0[rank+1], 1)", "peer(g0[rank+1], 1)", ISA_PEER_FORM_ADD, 0, 0, 1},
+        {"peer(g0[rank - 1], 1)", "peer(g0[rank-1], 1)", ISA_PEER_FORM_ADD, 0, 0, -1},
+        {"peer(g15[rank], 1)", "peer(g15[rank], 1)", ISA_PEER_FORM_ADD, 15, 0, 0},
+        {"peer(g2[rank-1+3], 1)", "peer(g2[rank+2], 1)", ISA_PEER_FORM_ADD, 2, 0, 2},
+        {"peer(g1[rank+r3], 1)", "peer(g1[rank+r3], 1)", ISA_PEER_FORM_ADD, 1, 3, 0},
+        {"peer(g1[rank+r3-2], 1)", "peer(g1[rank+r3-2], 1)", ISA_PEER_FORM_ADD, 1, 3, -2},
+        {"peer(g0[rank^4], 1)", "peer(g0[rank^4], 1)", ISA_PEER_FORM_XOR, 0, 0, 4},
+        {"peer(g0[rank^r5], 1)", "peer(g0[rank^r5], 1)", ISA_PEER_FORM_XOR, 0, 5, 0},
+        {"peer(g0[rank^(r5+2)], 1)", "peer(g0[rank^(r5+2)], 1)", ISA_PEER_FORM_XOR, 0, 5, 2},
+        {"peer(g0[rank^(1+2)], 1)", "peer(g0[rank^3], 1)", ISA_PEER_FORM_XOR, 0, 0, 3},
+        {"peer(g3[0], 1)", "peer(g3[0], 1)", ISA_PEER_FORM_RANK, 3, 0, 0},
+        {"peer(g3[r7+1], 1)", "peer(g3[r7+1], 1)", ISA_PEER_FORM_RANK, 3, 7, 1},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char src[128];
+        snprintf(src, sizeof src, "comm.send %s, hbm[0], 64, 1\n", cases[i].src);
+        isa_asm_opts o = {&tiny, false};
+        isa_program *p = NULL;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(isa_asm(src, strlen(src), "p.s", &o, &p, &e), NP_OK);
+        const isa_opnd *peer = &p->cores[0].insns[0].COMM_SEND.peer;
+        CU_ASSERT_EQUAL(peer->form, cases[i].form);
+        CU_ASSERT_EQUAL(peer->group, cases[i].group);
+        CU_ASSERT_EQUAL(peer->reg, cases[i].reg);
+        CU_ASSERT_EQUAL(peer->val, cases[i].off);
+        CU_ASSERT_EQUAL(peer->core, 1u);
+        char text[128], want[128];
+        isa_format(&p->cores[0].insns[0], p->names, p->names_len, text, sizeof text);
+        snprintf(want, sizeof want, "comm.send %s, hbm[0x0], 64, 1", cases[i].text);
+        CU_ASSERT_STRING_EQUAL(text, want);
+        isa_program_free(p);
+    }
+}
+
 TEST(names_are_interned_sorted_and_shared)
 {
     np_err e = {0};
@@ -283,6 +326,16 @@ static const struct {
      "bad escape in string (use \\n, \\t, \\\\, \\\" or \\xNN)"},
     {"bss_with_data.s", 2, 1, NP_ERR_SYNTAX, ".word in .bss, which holds no data (use .space)"},
     {"kernel_twice.s", 3, 9, NP_ERR_DUPLICATE, "kernel 'k' is already defined on core 0"},
+    {"peer_group_out_of_range.s", 1, 16, NP_ERR_RANGE,
+     "operand 'peer' of comm.send: group 'g16' does not exist (g0..g15)"},
+    {"peer_minus_register.s", 1, 24, NP_ERR_SYNTAX,
+     "operand 'peer' of comm.recv: a register can only be added to the rank (rank+rN)"},
+    {"peer_rank_operator.s", 1, 23, NP_ERR_SYNTAX,
+     "operand 'peer' of comm.send: expected '+', '-', '^' or ']' after rank, got '*'"},
+    {"peer_offset_out_of_range.s", 1, 11, NP_ERR_RANGE,
+     "operand 'peer' of comm.send: rank offset 600000 is out of range -524288..524287"},
+    {"peer_xor_unclosed.s", 1, 29, NP_ERR_SYNTAX, "expected ')' to close rank^(rN+expr), got ']'"},
+    {"reserved_rank.s", 1, 1, NP_ERR_SYNTAX, "'rank' is a reserved word and cannot name a symbol"},
 };
 
 TEST(malformed_assembly_gives_the_exact_error_and_position)

@@ -138,10 +138,10 @@ TEST(the_reference_image_has_the_documented_layout)
     CU_ASSERT_EQUAL(shdr(&m, 4).sh_type, SHT_NOBITS);
     CU_ASSERT_EQUAL(shdr(&m, 4).sh_addr, 0x2000);
     CU_ASSERT_EQUAL(shdr(&m, 5).sh_size, 7); /* "\0phase\0" */
-    /* The note: namesz 7, descsz 40, type 1, "npusim", then version 1, rows 4, cols 4, ... */
+    /* The note: namesz 7, descsz 40, type 1, "npusim", then the ISA version, rows 4, cols 4, ... */
     const uint8_t *n = m.b + shdr(&m, 6).sh_offset;
     static const uint8_t note[] = {7, 0, 0, 0, 40, 0, 0, 0, 1, 0, 0, 0, 'n', 'p', 'u', 's', 'i',
-                                   'm', 0, 0, 1, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0,
+                                   'm', 0, 0, ISA_VERSION, 0, 0, 0, 4, 0, 0, 0, 4, 0, 0, 0, 2, 0, 0, 0,
                                    0x0f, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0,
                                    0, 0x10, 0, 0, 0, 0, 0, 0};
     CU_ASSERT_EQUAL(shdr(&m, 6).sh_size, sizeof note);
@@ -341,10 +341,10 @@ static void corrupt_all(bad_elf *c, size_t *n)
         snprintf(b->msg, sizeof b->msg, "'.note.npusim' is not an npusim target note (want name "
                                         "\"npusim\", type 1, 40-byte descriptor)");
     }
-    CASE("ISA version 2", NP_ERR_FORMAT) {
-        b->m.b[shdr(&b->m, 6).sh_offset + 20] = 2;
-        snprintf(b->msg, sizeof b->msg, "the program is for ISA version 2; this npusim implements "
-                                        "version 1");
+    CASE("another ISA version", NP_ERR_FORMAT) {
+        b->m.b[shdr(&b->m, 6).sh_offset + 20] = ISA_VERSION + 1;
+        snprintf(b->msg, sizeof b->msg, "the program is for ISA version %u; this npusim "
+                                        "implements version %u", ISA_VERSION + 1, ISA_VERSION);
     }
     CASE("another architecture", NP_ERR_INCONSISTENT) {
         static const isa_target big = {.array_rows = 128, .array_cols = 4, .cores = 2,
@@ -593,7 +593,7 @@ TEST(objdump_shows_headers_sections_symbols_and_the_note)
                     0x4e50);
     CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "sections")), 10);
     json_t *t = json_object_get(j, "target");
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(t, "isa_version")), 1);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(t, "isa_version")), ISA_VERSION);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(t, "array_rows")), 4);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(t, "spad_bytes")), 65536);
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(t, "dtypes")), "fp32|bf16|fp16|int8");

@@ -73,8 +73,15 @@ static inline isa_opnd gen_opnd(uint64_t *s, const isa_field *f, const int64_t *
         o.val = n_names ? names[gen_below(s, n_names)] : 0;
         break;
     case ISA_KIND_PEER:
-        o.val = (int64_t)gen_range(s, 0, gen_mask(ISA_SIZE_CHIP));
+        o.form = (uint8_t)gen_below(s, ISA_PEER_FORM_COUNT);
         o.core = (uint32_t)gen_range(s, 0, gen_mask(ISA_SIZE_CORE));
+        if (o.form == ISA_PEER_FORM_CHIP) {
+            o.val = (int64_t)gen_range(s, 0, gen_mask(ISA_SIZE_CHIP));
+        } else {
+            o.group = (uint8_t)gen_below(s, ISA_N_GROUPS);
+            o.reg = (uint8_t)gen_below(s, ISA_N_REGS);
+            o.val = (int64_t)gen_range(s, 0, gen_mask(ISA_SIZE_CHIP)) - ((int64_t)1 << (ISA_SIZE_CHIP - 1));
+        }
         break;
     case ISA_KIND_SPAD:
     case ISA_KIND_ACC:
