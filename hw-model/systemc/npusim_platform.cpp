@@ -1,0 +1,165 @@
+// npusim_platform.cpp — the platform of npusim chips (npusim_chip.h): the model on one event
+// queue, and the thread that runs it in step with SystemC time.
+//
+// The thread's loop, while some chip has a program running or about to start (the queue holds
+// events):
+//
+//   1. dispatch the model's events up to the next quantum boundary after the later of the
+//      SystemC time and the model's (evq_run_until); a program's end stops it at that instant
+//      (on_end calls evq_stop); then hw_system_check (a deadlock: nothing left to happen);
+//   2. wait in SystemC until SystemC time is the model's (tlm_quantumkeeper::sync);
+//   3. show the chips whose programs ended their end (state, times, message, interrupt).
+//
+// With no event queued the thread waits for a START. A START becomes an event of the model's
+// queue at the start's time (start_ev), so it lands at that instant whatever the thread is
+// doing.
+#include "npusim_chip.h"
+
+#include <cinttypes>
+#include <cstdio>
+
+using sc_core::sc_time;
+
+namespace {
+
+// SystemC time units per ps (the default resolution is 1 ps).
+uint64_t units_per_ps()
+{
+    static const uint64_t k = sc_time(1, sc_core::SC_PS).value();
+    return k;
+}
+
+} // namespace
+
+uint64_t npusim_platform::ps_of(const sc_time &t) { return t.value() / units_per_ps(); }
+
+sc_time npusim_platform::time_of_ps(uint64_t ps) { return sc_time::from_value(ps * units_per_ps()); }
+
+npusim_platform::npusim_platform(sc_core::sc_module_name name, const arch_config &cfg,
+                                 uint32_t n_chips, const npusim_platform_opts &opts)
+    : sc_module(name), cfg_(cfg), opts_(opts)
+{
+    np_err err{};
+    if (sc_time(1, sc_core::SC_PS).value() == 0 || sc_core::sc_get_time_resolution() >
+                                                        sc_time(1, sc_core::SC_PS)) {
+        np_err_set(&err, NP_ERR_INCONSISTENT, "the SystemC time resolution must be 1 ps or finer "
+                   "(the model counts picoseconds)");
+        throw npusim_error(err);
+    }
+    hw_system_opts o{};
+    o.n_chips = n_chips;
+    o.functional = opts.functional;
+    o.groups = opts_.groups.empty() ? nullptr : opts_.groups.data();
+    o.n_groups = opts_.groups.size();
+    o.on_end = on_end;
+    o.on_end_ctx = this;
+    if (n_chips == 0)
+        np_err_set(&err, NP_ERR_RANGE, "a platform needs at least one chip");
+    else if (evq_create(&q_, &err) == NP_OK)
+        hw_system_create(&cfg_, q_, &o, &sys_, &err);
+    if (!sys_) {
+        evq_free(q_);
+        throw npusim_error(err);
+    }
+    for (uint32_t i = 0; i < n_chips; i++) {
+        char nm[32];
+        snprintf(nm, sizeof nm, "chip%" PRIu32, i);
+        chips_.push_back(new npusim_chip(nm, *this, i));
+    }
+    SC_HAS_PROCESS(npusim_platform);
+    SC_THREAD(run);
+}
+
+npusim_platform::~npusim_platform()
+{
+    hw_system_free(sys_); // before the chips: the model borrows their programs
+    sys_ = nullptr;
+    evq_free(q_);
+    q_ = nullptr;
+    for (npusim_chip *c : chips_)
+        delete c;
+}
+
+uint64_t npusim_platform::quantum_ps() const
+{
+    sc_time q = opts_.quantum;
+    if (q == sc_core::SC_ZERO_TIME)
+        q = tlm::tlm_global_quantum::instance().get();
+    if (q == sc_core::SC_ZERO_TIME)
+        q = sc_time(1, sc_core::SC_US);
+    uint64_t ps = ps_of(q);
+    return ps ? ps : 1;
+}
+
+void npusim_platform::on_end(void *ctx, hw_system *, uint32_t chip, hw_chip_state st)
+{
+    npusim_platform *p = static_cast<npusim_platform *>(ctx);
+    p->ended_.push_back(chip);
+    p->ended_state_.push_back(st);
+    evq_stop(p->q_); // SystemC must reach this instant before anything else is dispatched
+}
+
+void npusim_platform::start_ev(evq *, void *ctx, uint64_t)
+{
+    npusim_chip *c = static_cast<npusim_chip *>(ctx);
+    npusim_platform &p = c->plat_;
+    np_err err{};
+    if (hw_system_start(p.sys_, c->idx_, &err) != NP_OK) { // out of memory: the program fails
+        c->err_ = err;
+        p.ended_.push_back(c->idx_);
+        p.ended_state_.push_back(HW_CHIP_FAULT);
+        evq_stop(p.q_);
+    }
+}
+
+bool npusim_platform::start_at(npusim_chip &c, uint64_t t_ps, np_err *err)
+{
+    if (broken_.status != NP_OK) {
+        *err = broken_;
+        return false;
+    }
+    uint64_t t = t_ps > evq_now(q_) ? t_ps : evq_now(q_);
+    if (evq_schedule_at(q_, t, start_ev, &c, 0, nullptr, err) != NP_OK)
+        return false;
+    c.t_start_ps_ = t;
+    wake_.notify(sc_core::SC_ZERO_TIME);
+    return true;
+}
+
+void npusim_platform::run()
+{
+    const uint64_t quantum = quantum_ps();
+    for (;;) {
+        if ((!evq_pending(q_) || broken_.status != NP_OK) && ended_.empty()) {
+            sc_core::wait(wake_);
+            continue;
+        }
+        uint64_t now = ps_of(sc_core::sc_time_stamp());
+        uint64_t from = now > evq_now(q_) ? now : evq_now(q_);
+        uint64_t target = (from / quantum + 1) * quantum; // the next quantum boundary
+        np_err err{};
+        if (evq_run_until(q_, target, &err) != NP_OK) {
+            // Out of host memory inside the model: its events cannot be trusted any more, so
+            // every chip with a program under way fails with that error and nothing runs again.
+            broken_ = err;
+            for (npusim_chip *c : chips_)
+                if (c->vis_ == NPU_STATE_RUNNING) {
+                    c->err_ = err;
+                    ended_.push_back(c->idx_);
+                    ended_state_.push_back(HW_CHIP_FAULT);
+                }
+        }
+        hw_system_check(sys_);
+        uint64_t model = evq_now(q_);
+        if (model > now) {
+            qk_.set(time_of_ps(model - now));
+            qk_.sync();
+        }
+        std::vector<uint32_t> ended;
+        std::vector<hw_chip_state> states;
+        ended.swap(ended_);
+        states.swap(ended_state_);
+        for (size_t i = 0; i < ended.size(); i++)
+            chips_[ended[i]]->model_ended(states[i]);
+    }
+}
