@@ -277,7 +277,7 @@ void npusim_chip::command(uint64_t ctrl, uint64_t t_ps)
         return;
     }
     bool need_load = (ctrl & NPU_CTRL_LOAD) || !loaded_current_ || vis_ != NPU_STATE_LOADED;
-    if (need_load && !load(&e)) {
+    if (!flush_pages(&e) || (need_load && !load(&e))) {
         refuse(e);
         return;
     }
@@ -295,8 +295,6 @@ void npusim_chip::command(uint64_t ctrl, uint64_t t_ps)
 
 bool npusim_chip::load(np_err *err)
 {
-    if (!flush_pages(err))
-        return false;
     uint64_t hbm = hbm_bytes();
     if (prog_size_ == 0 || prog_size_ > ISA_ELF_MAX_FILE_BYTES || prog_addr_ > hbm ||
         prog_size_ > hbm - prog_addr_) {

@@ -13,8 +13,10 @@
 // model stops at that instant, SystemC waits exactly until it, and the chip raises its
 // interrupt then: at the interrupt sc_time_stamp() equals the model's end time, to the ps.
 // A START written at SystemC time t (the transaction's sc_time_stamp() + its annotated delay)
-// starts the program at model time t, or at the model's time if another running chip has
-// taken the model further (at most one quantum ahead). A deadlock is seen when the model runs
+// starts the program at the first common edge of the chip's core and NoC clocks at or after t
+// (every 1 ns at 1 GHz, 20 ns at 1.05 GHz: where the clocks stand as at time 0, so the program
+// takes exactly the time `npusim sim` gives it), or after the model's time if another running
+// chip has taken the model further (at most one quantum ahead). A deadlock is seen when the model runs
 // out of events; the interrupt then comes at the end of that quantum.
 //
 // Functional mode (npusim_platform_opts.functional) moves real bytes: what an initiator writes
@@ -166,6 +168,8 @@ class npusim_platform : public sc_core::sc_module {
     std::vector<npusim_chip *> chips_; // children (owned; deleted in the destructor)
     std::vector<uint32_t> ended_;      // chips whose program ended in the model, not yet shown
     std::vector<hw_chip_state> ended_state_;
+    uint64_t start_granule_ps_ = 1; // programs start at multiples of this (the chip's clocks
+                                    // then have their edges where they had them at time 0)
     np_err broken_{}; // the model ran out of host memory inside an event: nothing runs again
     sc_core::sc_event wake_;
     tlm_utils::tlm_quantumkeeper qk_;

@@ -16,11 +16,33 @@
 #include "npusim_chip.h"
 
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
+
+extern "C" {
+#include "clock.h"
+}
 
 using sc_core::sc_time;
 
 namespace {
+
+uint64_t gcd(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b, b = t;
+    }
+    return a;
+}
+
+// The ps after which a clock of f Hz has its edges where they were from time 0 (edges are
+// rounded up to whole ps, clock.h): 10^12 / gcd(f, 10^12).
+uint64_t clock_pattern_ps(double ghz)
+{
+    uint64_t f = (uint64_t)llround(ghz * 1e9);
+    return f ? CLK_PS_PER_S / gcd(f, CLK_PS_PER_S) : 1;
+}
 
 // SystemC time units per ps (the default resolution is 1 ps).
 uint64_t units_per_ps()
@@ -61,6 +83,8 @@ npusim_platform::npusim_platform(sc_core::sc_module_name name, const arch_config
         evq_free(q_);
         throw npusim_error(err);
     }
+    uint64_t core = clock_pattern_ps(cfg_.core.clock_ghz), noc = clock_pattern_ps(cfg_.chip.noc_clock_ghz);
+    start_granule_ps_ = core / gcd(core, noc) * noc;
     for (uint32_t i = 0; i < n_chips; i++) {
         char nm[32];
         snprintf(nm, sizeof nm, "chip%" PRIu32, i);
@@ -119,6 +143,7 @@ bool npusim_platform::start_at(npusim_chip &c, uint64_t t_ps, np_err *err)
         return false;
     }
     uint64_t t = t_ps > evq_now(q_) ? t_ps : evq_now(q_);
+    t = (t + start_granule_ps_ - 1) / start_granule_ps_ * start_granule_ps_;
     if (evq_schedule_at(q_, t, start_ev, &c, 0, nullptr, err) != NP_OK)
         return false;
     c.t_start_ps_ = t;
