@@ -311,8 +311,21 @@ bool npusim_chip::load(np_err *err)
     isa_target t;
     isa_target_from_arch(&plat_.cfg_, &t);
     isa_program *p = nullptr;
-    if (isa_elf_load_mem(img.data(), img.size(), name, &t, &p, nullptr, err) != NP_OK)
+    if (isa_elf_load_mem(img.data(), img.size(), name, &t, &p, nullptr, err) != NP_OK) {
+        if (!strstr(err->msg, name))
+            np_err_prefix(err, "%s", name);
         return false;
+    }
+    for (uint32_t i = 0; i < p->n_data; i++) { // the program would overwrite its own image
+        const isa_data *d = &p->data[i];
+        if (d->addr < prog_addr_ + prog_size_ && prog_addr_ < d->addr + d->size) {
+            np_err_set(err, NP_ERR_INCONSISTENT, "%s: the image (%" PRIu64 " bytes) overlaps the "
+                       "program's %s section at 0x%" PRIx64 " + %" PRIu64 " bytes", name,
+                       prog_size_, d->name, d->addr, d->size);
+            isa_program_free(p);
+            return false;
+        }
+    }
     if (hw_system_load(plat_.sys_, idx_, p, err) != NP_OK) {
         isa_program_free(p);
         if (err->status == NP_ERR_NOMEM) { // the chip is EMPTY: the old program is let go

@@ -132,26 +132,25 @@ const isa_symbol *vp_host::symbol(uint32_t chip, const std::string &name, const 
                    chip, name.c_str(), progs_.size());
         return nullptr;
     }
-    const isa_symbol *s = isa_program_symbol(progs_[chip], name.c_str());
+    const isa_symbol *s = progs_[chip] ? isa_program_symbol(progs_[chip], name.c_str()) : nullptr;
     if (!s)
         np_err_set(&result.err, NP_ERR_UNKNOWN_KEY, "%s: chip %" PRIu32 "'s program (%s) has no "
                    "data symbol '%s'", what, chip, job_.image_names[chip].c_str(), name.c_str());
     return s;
 }
 
-// Writes chip's image into the top of its HBM, programs the registers and loads it.
-bool vp_host::prepare(uint32_t chip, const isa_program *p)
+// Writes chip's image into the top of its HBM, programs the registers and loads it (the chip
+// refuses an image that overlaps the program's data).
+bool vp_host::prepare(uint32_t chip)
 {
     const std::vector<uint8_t> &img = job_.images[chip];
-    uint64_t hbm = (uint64_t)cfg_.chip.hbm_bytes, top = 0;
-    for (uint32_t i = 0; i < p->n_data; i++)
-        top = std::max(top, p->data[i].addr + p->data[i].size);
-    uint64_t at = img.size() <= hbm ? (hbm - img.size()) & ~(uint64_t)4095 : 0;
-    if (img.size() > hbm || at < top)
-        return np_err_set(&result.err, NP_ERR_RANGE, "%s: the image (%zu bytes) does not fit in "
-                          "the HBM above the program's data (%" PRIu64 " of %" PRIu64 " bytes)",
-                          job_.image_names[chip].c_str(), img.size(), top, hbm),
+    uint64_t hbm = (uint64_t)cfg_.chip.hbm_bytes;
+    if (img.size() > hbm)
+        return np_err_set(&result.err, NP_ERR_RANGE, "%s: the image (%zu bytes) is larger than "
+                          "the HBM (%" PRIu64 " bytes)", job_.image_names[chip].c_str(),
+                          img.size(), hbm),
                false;
+    uint64_t at = (hbm - img.size()) & ~(uint64_t)4095;
     std::vector<uint8_t> copy(img);
     uint64_t status, len;
     if (!mem(chip, at, copy.data(), copy.size(), true) || !reg_write(chip, NPU_REG_PROG_ADDR, at) ||
@@ -165,8 +164,8 @@ bool vp_host::prepare(uint32_t chip, const isa_program *p)
             !transact(tlm::TLM_READ_COMMAND, global(chip, NPU_REG_ERR_MSG), (uint8_t *)msg,
                       NPU_ERR_MSG_BYTES))
             return false;
-        return np_err_set(&result.err, (np_status)code, "chip %" PRIu32 " refused its program: %s",
-                          chip, msg),
+        return np_err_set(&result.err, (np_status)code, "chip %" PRIu32 " refused %s: %s", chip,
+                          job_.image_names[chip].c_str(), msg),
                false;
     }
     return true;
@@ -177,15 +176,20 @@ bool vp_host::run_job()
     uint32_t n = (uint32_t)job_.images.size();
     isa_target t;
     isa_target_from_arch(&cfg_, &t);
-    for (uint32_t i = 0; i < n; i++) { // the driver reads each program's symbol table
-        isa_program *p = nullptr;
-        if (isa_elf_load_mem(job_.images[i].data(), job_.images[i].size(),
-                             job_.image_names[i].c_str(), &t, &p, nullptr, &result.err) != NP_OK)
-            return false;
-        progs_.push_back(p);
-    }
+    // The driver reads the symbol table of each program it has buffers for.
+    progs_.assign(n, nullptr);
+    std::vector<bool> io(n, false);
+    for (const std::vector<vp_io> *v : {&job_.inputs, &job_.expects, &job_.dumps})
+        for (const vp_io &x : *v)
+            if (x.chip < n)
+                io[x.chip] = true;
     for (uint32_t i = 0; i < n; i++)
-        if (!prepare(i, progs_[i]))
+        if (io[i] && isa_elf_load_mem(job_.images[i].data(), job_.images[i].size(),
+                                      job_.image_names[i].c_str(), &t, &progs_[i], nullptr,
+                                      &result.err) != NP_OK)
+            return false;
+    for (uint32_t i = 0; i < n; i++)
+        if (!prepare(i))
             return false;
     for (vp_io &in : job_.inputs) {
         const isa_symbol *s = symbol(in.chip, in.symbol, "input");

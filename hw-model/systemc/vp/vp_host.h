@@ -4,9 +4,10 @@
 //
 // The host's thread, for a job of one ELF image per chip (as `npusim asm` or the compiler
 // writes them):
-//   1. reads each image's symbol table (the driver's knowledge of the program's buffers), and
-//      writes the image into the top of that chip's HBM (through DMI when the chip grants it,
-//      else b_transport), then PROG_ADDR, PROG_SIZE, IRQ_ENABLE and CTRL_LOAD;
+//   1. reads the symbol table of each image it has inputs or outputs for (the driver's
+//      knowledge of the program's buffers), writes each image into the top of its chip's HBM
+//      (through DMI when the chip grants it, else b_transport), then PROG_ADDR, PROG_SIZE,
+//      IRQ_ENABLE and CTRL_LOAD;
 //   2. writes the inputs into their data symbols;
 //   3. starts every chip at one instant (the same annotated time), and waits for the
 //      interrupts, noting sc_time_stamp() at each and reading STATUS, T_START, T_END, CYCLES,
@@ -81,7 +82,7 @@ class vp_host : public sc_core::sc_module {
   private:
     void main();
     bool run_job();
-    bool prepare(uint32_t chip, const isa_program *p);
+    bool prepare(uint32_t chip);
     const isa_symbol *symbol(uint32_t chip, const std::string &name, const char *what);
     bool mem(uint32_t chip, uint64_t addr, uint8_t *p, uint64_t n, bool write);
     bool reg_write(uint32_t chip, uint64_t reg, uint64_t v);
