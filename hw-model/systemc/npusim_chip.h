@@ -6,10 +6,10 @@
 // output. Chip-to-chip messages (comm.send / comm.recv naming another chip) travel npusim's
 // network model between them, since every chip's model lives on the platform's one queue.
 //
-// Time. The platform's thread runs the model ahead of SystemC time, a quantum at a time
+// Time. The platform's process runs the model ahead of SystemC time, a quantum at a time
 // (loosely timed, tlm_global_quantum unless npusim_platform_opts.quantum says otherwise): it
-// dispatches the model's events up to the next quantum boundary, then waits in SystemC (a
-// tlm_quantumkeeper) until SystemC time reaches the model's. When a chip's program ends, the
+// dispatches the model's events up to the next quantum boundary, then waits in SystemC (its
+// tlm_quantumkeeper's local time) until SystemC time reaches the model's. When a chip's program ends, the
 // model stops at that instant, SystemC waits exactly until it, and the chip raises its
 // interrupt then: at the interrupt sc_time_stamp() equals the model's end time, to the ps.
 // A START written at SystemC time t (the transaction's sc_time_stamp() + its annotated delay)
@@ -156,7 +156,7 @@ class npusim_platform : public sc_core::sc_module {
 
   private:
     friend class npusim_chip;
-    void run();     // the SC_THREAD that runs the model in step with SystemC time
+    void run();     // the SC_METHOD that runs the model in step with SystemC time
     bool start_at(npusim_chip &c, uint64_t t_ps, np_err *err);
     static void on_end(void *ctx, hw_system *sys, uint32_t chip, hw_chip_state st);
     static void start_ev(evq *q, void *ctx, uint64_t arg);
@@ -172,7 +172,8 @@ class npusim_platform : public sc_core::sc_module {
                                     // then have their edges where they had them at time 0)
     np_err broken_{}; // the model ran out of host memory inside an event: nothing runs again
     sc_core::sc_event wake_;
-    tlm_utils::tlm_quantumkeeper qk_;
+    tlm_utils::tlm_quantumkeeper qk_; // the model's lead over SystemC time
+    uint64_t quantum_ = 1;            // ps
 };
 
 #endif

@@ -1,18 +1,20 @@
 // npusim_platform.cpp — the platform of npusim chips (npusim_chip.h): the model on one event
 // queue, and the thread that runs it in step with SystemC time.
 //
-// The thread's loop, while some chip has a program running or about to start (the queue holds
-// events):
+// The platform's process (run, an SC_METHOD) does, each time it is triggered:
 //
-//   1. dispatch the model's events up to the next quantum boundary after the later of the
+//   1. show the chips whose programs ended their end (state, times, message, interrupt): the
+//      process was triggered at the instant the model stopped for them;
+//   2. with no event queued, wait for a START (the wake_ event); otherwise
+//   3. dispatch the model's events up to the next quantum boundary after the later of the
 //      SystemC time and the model's (evq_run_until); a program's end stops it at that instant
 //      (on_end calls evq_stop); then hw_system_check (a deadlock: nothing left to happen);
-//   2. wait in SystemC until SystemC time is the model's (tlm_quantumkeeper::sync);
-//   3. show the chips whose programs ended their end (state, times, message, interrupt).
+//   4. trigger again when SystemC time reaches the model's: the model's lead is the local
+//      time of a tlm_quantumkeeper, waited out with next_trigger rather than sync() (a
+//      method has no stack to switch, which makes a quantum cheap: about 0.1 us of host time).
 //
-// With no event queued the thread waits for a START. A START becomes an event of the model's
-// queue at the start's time (start_ev), so it lands at that instant whatever the thread is
-// doing.
+// A START becomes an event of the model's queue at the start's time (start_ev), so it lands
+// at that instant whatever the process is doing.
 #include "npusim_chip.h"
 
 #include <cinttypes>
@@ -91,7 +93,8 @@ npusim_platform::npusim_platform(sc_core::sc_module_name name, const arch_config
         chips_.push_back(new npusim_chip(nm, *this, i));
     }
     SC_HAS_PROCESS(npusim_platform);
-    SC_THREAD(run);
+    quantum_ = quantum_ps();
+    SC_METHOD(run); // a method, not a thread: no stack switch per quantum
 }
 
 npusim_platform::~npusim_platform()
@@ -153,38 +156,36 @@ bool npusim_platform::start_at(npusim_chip &c, uint64_t t_ps, np_err *err)
 
 void npusim_platform::run()
 {
-    const uint64_t quantum = quantum_ps();
-    for (;;) {
-        if ((!evq_pending(q_) || broken_.status != NP_OK) && ended_.empty()) {
-            sc_core::wait(wake_);
-            continue;
-        }
-        uint64_t now = ps_of(sc_core::sc_time_stamp());
-        uint64_t from = now > evq_now(q_) ? now : evq_now(q_);
-        uint64_t target = (from / quantum + 1) * quantum; // the next quantum boundary
-        np_err err{};
-        if (evq_run_until(q_, target, &err) != NP_OK) {
-            // Out of host memory inside the model: its events cannot be trusted any more, so
-            // every chip with a program under way fails with that error and nothing runs again.
-            broken_ = err;
-            for (npusim_chip *c : chips_)
-                if (c->vis_ == NPU_STATE_RUNNING) {
-                    c->err_ = err;
-                    ended_.push_back(c->idx_);
-                    ended_state_.push_back(HW_CHIP_FAULT);
-                }
-        }
-        hw_system_check(sys_);
-        uint64_t model = evq_now(q_);
-        if (model > now) {
-            qk_.set(time_of_ps(model - now));
-            qk_.sync();
-        }
-        std::vector<uint32_t> ended;
-        std::vector<hw_chip_state> states;
-        ended.swap(ended_);
-        states.swap(ended_state_);
-        for (size_t i = 0; i < ended.size(); i++)
-            chips_[ended[i]]->model_ended(states[i]);
+    // SystemC has caught up with the model: show the ends it stopped at.
+    std::vector<uint32_t> ended;
+    std::vector<hw_chip_state> states;
+    ended.swap(ended_);
+    states.swap(ended_state_);
+    for (size_t i = 0; i < ended.size(); i++)
+        chips_[ended[i]]->model_ended(states[i]);
+    if (!evq_pending(q_) || broken_.status != NP_OK) { // nothing to run until a START
+        sc_core::next_trigger(wake_);
+        return;
     }
+    uint64_t now = ps_of(sc_core::sc_time_stamp());
+    uint64_t from = now > evq_now(q_) ? now : evq_now(q_);
+    uint64_t target = (from / quantum_ + 1) * quantum_; // the next quantum boundary
+    np_err err{};
+    if (evq_run_until(q_, target, &err) != NP_OK) {
+        // Out of host memory inside the model: its events cannot be trusted any more, so
+        // every chip with a program under way fails with that error and nothing runs again.
+        broken_ = err;
+        for (npusim_chip *c : chips_)
+            if (c->vis_ == NPU_STATE_RUNNING) {
+                c->err_ = err;
+                ended_.push_back(c->idx_);
+                ended_state_.push_back(HW_CHIP_FAULT);
+            }
+    }
+    hw_system_check(sys_);
+    // The model is ahead by its local time; SystemC gets there before anything is shown.
+    uint64_t model = evq_now(q_);
+    qk_.set(time_of_ps(model > now ? model - now : 0));
+    sc_core::next_trigger(qk_.get_local_time());
+    qk_.reset();
 }
