@@ -6,9 +6,12 @@
 //   1. show the chips whose programs ended their end (state, times, message, interrupt): the
 //      process was triggered at the instant the model stopped for them;
 //   2. with no event queued, wait for a START (the wake_ event); otherwise
-//   3. dispatch the model's events up to the next quantum boundary after the later of the
-//      SystemC time and the model's (evq_run_until); a program's end stops it at that instant
-//      (on_end calls evq_stop); then hw_system_check (a deadlock: nothing left to happen);
+//   3. dispatch the model's events up to the next quantum boundary after the latest of the
+//      SystemC time, the model's, and the next activity any other process has scheduled
+//      (sc_time_to_pending_activity: quanta nobody could look into are skipped; with no
+//      activity scheduled at all, up to the next end); a program's end stops it at that
+//      instant (on_end calls evq_stop); then hw_system_check (a deadlock: nothing left to
+//      happen);
 //   4. trigger again when SystemC time reaches the model's: the model's lead is the local
 //      time of a tlm_quantumkeeper, waited out with next_trigger rather than sync() (a
 //      method has no stack to switch, which makes a quantum cheap: about 0.1 us of host time).
@@ -169,9 +172,18 @@ void npusim_platform::run()
     }
     uint64_t now = ps_of(sc_core::sc_time_stamp());
     uint64_t from = now > evq_now(q_) ? now : evq_now(q_);
-    uint64_t target = (from / quantum_ + 1) * quantum_; // the next quantum boundary
+    // Quanta in which no other process has anything to do are skipped: the model runs up to
+    // the quantum boundary after the next activity SystemC has scheduled, or, with none, until
+    // a program ends (nothing could have looked at it before).
+    sc_time idle = sc_core::sc_time_to_pending_activity();
+    bool forever = idle >= sc_core::sc_max_time() - sc_core::sc_time_stamp();
+    uint64_t next = forever ? UINT64_MAX : now + ps_of(idle);
+    if (next > from)
+        from = next;
     np_err err{};
-    if (evq_run_until(q_, target, &err) != NP_OK) {
+    np_status st = forever ? evq_run(q_, &err)
+                           : evq_run_until(q_, (from / quantum_ + 1) * quantum_, &err);
+    if (st != NP_OK) {
         // Out of host memory inside the model: its events cannot be trusted any more, so
         // every chip with a program under way fails with that error and nothing runs again.
         broken_ = err;
