@@ -807,6 +807,65 @@ void npusim_vp_on_npusim_asm_output_matches_npusim_sim_at_any_quantum()
     run_cmd("rm -rf " + d);
 }
 
+
+// ---- docs/systemc.md ----------------------------------------------------------------------
+
+std::string slurp(const std::string &path)
+{
+    FILE *f = fopen(path.c_str(), "rb");
+    std::string s;
+    if (!f)
+        return s;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        s.append(buf, n);
+    fclose(f);
+    return s;
+}
+
+// The lines of src between "[docs/systemc.md: name]" and "[end name]", without the start
+// marker's indentation.
+std::string excerpt(const std::string &src, const std::string &name)
+{
+    std::string open = "// [docs/systemc.md: " + name + "]\n", close = "// [end " + name + "]";
+    size_t a = src.find(open), b = src.find(close);
+    if (a == std::string::npos || b == std::string::npos || b < a)
+        return "";
+    size_t ls = src.rfind('\n', a) + 1, indent = a - ls;
+    std::string out, body = src.substr(a + open.size(), src.rfind('\n', b) + 1 - (a + open.size()));
+    for (size_t i = 0; i < body.size();) {
+        size_t e = body.find('\n', i);
+        std::string line = body.substr(i, e - i);
+        out += (line.size() >= indent ? line.substr(indent) : line) + "\n";
+        i = e + 1;
+    }
+    return out;
+}
+
+void docs_show_the_code_the_build_compiles()
+{
+    std::string doc = slurp(std::string(NPUSIM_SOURCE_DIR) + "/docs/systemc.md");
+    CU_ASSERT_FATAL(!doc.empty());
+    const std::string tag = "<!-- code: ";
+    unsigned blocks = 0;
+    for (size_t at = doc.find(tag); at != std::string::npos; at = doc.find(tag, at + 1)) {
+        size_t eol = doc.find(" -->", at);
+        std::string ref = doc.substr(at + tag.size(), eol - at - tag.size());
+        std::string file = ref.substr(0, ref.find(' ')), name = ref.substr(ref.find(' ') + 1);
+        size_t open = doc.find("```cpp\n", eol), close = doc.find("```\n", open + 7);
+        std::string block = doc.substr(open + 7, close - open - 7);
+        std::string want = excerpt(slurp(std::string(NPUSIM_SOURCE_DIR) + "/" + file), name);
+        CU_ASSERT(!want.empty());
+        if (block != want)
+            fprintf(stderr, "\n  docs/systemc.md's %s block is not %s's:\n%s", name.c_str(),
+                    file.c_str(), want.c_str());
+        CU_ASSERT(block == want);
+        blocks++;
+    }
+    CU_ASSERT_EQUAL(blocks, 3u);
+}
+
 const struct {
     const char *name;
     void (*fn)();
@@ -822,6 +881,7 @@ const struct {
     T(a_deadlocked_program_raises_the_interrupt_naming_every_waiting_unit),
     T(dmi_pages_carry_the_programs_bytes_and_are_invalidated_at_each_command),
     T(npusim_vp_on_npusim_asm_output_matches_npusim_sim_at_any_quantum),
+    T(docs_show_the_code_the_build_compiles),
 #undef T
 };
 

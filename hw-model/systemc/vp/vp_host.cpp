@@ -150,6 +150,7 @@ bool vp_host::prepare(uint32_t chip)
                           "the HBM (%" PRIu64 " bytes)", job_.image_names[chip].c_str(),
                           img.size(), hbm),
                false;
+    // [docs/systemc.md: load]
     uint64_t at = (hbm - img.size()) & ~(uint64_t)4095;
     std::vector<uint8_t> copy(img);
     uint64_t status, len;
@@ -157,6 +158,7 @@ bool vp_host::prepare(uint32_t chip)
         !reg_write(chip, NPU_REG_PROG_SIZE, img.size()) || !reg_write(chip, NPU_REG_IRQ_ENABLE, 1) ||
         !reg_write(chip, NPU_REG_CTRL, NPU_CTRL_LOAD) || !reg_read(chip, NPU_REG_STATUS, &status))
         return false;
+    // [end load]
     if (status & NPU_STATUS_REFUSED) {
         uint64_t code;
         char msg[NPU_ERR_MSG_BYTES + 1] = {0};
@@ -203,6 +205,7 @@ bool vp_host::run_job()
         if (!mem(in.chip, s->addr, in.bytes.data(), in.bytes.size(), true))
             return false;
     }
+    // [docs/systemc.md: start]
     // Every chip starts at one instant: the same annotated time for each START.
     qk_.sync();
     result.start_ps = npusim_platform::ps_of(sc_core::sc_time_stamp());
@@ -246,6 +249,7 @@ bool vp_host::run_job()
             }
         if (!high)
             sc_core::wait(any);
+        // [end start]
         for (uint32_t i = 0; i < n; i++) {
             if (seen[i] || !irq[i].read())
                 continue;
@@ -315,6 +319,7 @@ bool vp_host::run_job()
 
 // ---- the platform ------------------------------------------------------------------------
 
+// [docs/systemc.md: bind]
 vp_system::vp_system(const arch_config &cfg, const npusim_platform_opts &opts, vp_job job)
     : plat("npu", cfg, (uint32_t)job.images.size(), opts), bus("bus", job.images.size()),
       host("host", cfg, job), irq("irq", job.images.size())
@@ -326,3 +331,4 @@ vp_system::vp_system(const arch_config &cfg, const npusim_platform_opts &opts, v
         host.irq[i].bind(irq[i]);
     }
 }
+// [end bind]
