@@ -147,7 +147,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--gemm") && i + 1 < argc &&
                  sscanf(argv[i + 1], "%llu,%llu,%llu", &m, &n, &k) == 3)
             i++;
-        else if (!strcmp(argv[i], "--tile") && i + 1 < argc && sscanf(argv[i + 1], "%llu", &tile) == 1)
+        else if (!strcmp(argv[i], "--tile") && i + 1 < argc &&
+                 sscanf(argv[i + 1], "%llu", &tile) == 1)
             i++;
         else if (!strcmp(argv[i], "--runs") && i + 1 < argc && (runs = atoi(argv[i + 1])) > 0 &&
                  runs <= MAX_RUNS)

@@ -130,7 +130,8 @@ ref_run reference(const arch_config &cfg, const std::vector<isa_program *> &prog
     o.n_outputs = out_io.size();
     core_report *rep = nullptr;
     std::vector<const isa_program *> cp(progs.begin(), progs.end());
-    if (core_sim_run_chips(&cfg, cp.data(), (uint32_t)cp.size(), &o, nullptr, &rep, &r.err) == NP_OK) {
+    if (core_sim_run_chips(&cfg, cp.data(), (uint32_t)cp.size(), &o, nullptr, &rep, &r.err) ==
+        NP_OK) {
         r.total_ps = rep->total_ps;
         r.total_cycles = rep->total_cycles;
     }
@@ -163,7 +164,8 @@ void check_vp_against_reference(const arch_config &cfg, std::vector<isa_program 
     }
     job.inputs = ins;
     for (size_t k = 0; k < outs.size(); k++)
-        job.expects.push_back(io(outs[k].chip, outs[k].symbol.c_str(), ref.outputs[k], "npusim sim"));
+        job.expects.push_back(
+            io(outs[k].chip, outs[k].symbol.c_str(), ref.outputs[k], "npusim sim"));
     npusim_platform_opts opts;
     opts.functional = functional;
     opts.quantum = sc_time(1000, SC_NS);
@@ -450,11 +452,12 @@ void bad_transactions_get_tlm_error_responses_and_the_platform_runs_on()
         CU_ASSERT_EQUAL(h.access(TLM_READ_COMMAND, NPU_REG_ERR_MSG + NPU_ERR_MSG_BYTES - 4, buf, 8),
                         tlm::TLM_ADDRESS_ERROR_RESPONSE);
         // writes to read-only registers
-        for (uint64_t r : {NPU_REG_ID, NPU_REG_STATUS, NPU_REG_CYCLES, NPU_REG_T_START, NPU_REG_T_END,
-                           NPU_REG_ERR_CODE, NPU_REG_ERR_LEN, NPU_REG_ERR_MSG})
+        for (uint64_t r : {NPU_REG_ID, NPU_REG_STATUS, NPU_REG_CYCLES, NPU_REG_T_START,
+                           NPU_REG_T_END, NPU_REG_ERR_CODE, NPU_REG_ERR_LEN, NPU_REG_ERR_MSG})
             CU_ASSERT_EQUAL(h.write64(r, 1), tlm::TLM_COMMAND_ERROR_RESPONSE);
         // sizes and byte enables
-        CU_ASSERT_EQUAL(h.access(TLM_READ_COMMAND, NPU_REG_STATUS, buf, 2), tlm::TLM_BURST_ERROR_RESPONSE);
+        CU_ASSERT_EQUAL(h.access(TLM_READ_COMMAND, NPU_REG_STATUS, buf, 2),
+                        tlm::TLM_BURST_ERROR_RESPONSE);
         uint8_t be[8] = {0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0};
         CU_ASSERT_EQUAL(h.access(TLM_WRITE_COMMAND, NPU_REG_PROG_ADDR, buf, 8, be, 8),
                         tlm::TLM_BYTE_ENABLE_ERROR_RESPONSE);
@@ -464,7 +467,8 @@ void bad_transactions_get_tlm_error_responses_and_the_platform_runs_on()
         CU_ASSERT_EQUAL(h.read64(NPU_REG_PROG_ADDR), 0u);
         // a 4-byte access reaches one half of a register
         uint8_t half[4] = {0x78, 0x56, 0x34, 0x12};
-        CU_ASSERT_EQUAL(h.access(TLM_WRITE_COMMAND, NPU_REG_PROG_ADDR + 4, half, 4), tlm::TLM_OK_RESPONSE);
+        CU_ASSERT_EQUAL(h.access(TLM_WRITE_COMMAND, NPU_REG_PROG_ADDR + 4, half, 4),
+                        tlm::TLM_OK_RESPONSE);
         CU_ASSERT_EQUAL(h.read64(NPU_REG_PROG_ADDR), 0x1234567800000000ull);
         // a START with no image is refused: status and message say why
         CU_ASSERT_EQUAL(h.write64(NPU_REG_CTRL, NPU_CTRL_START), tlm::TLM_OK_RESPONSE);
@@ -503,7 +507,8 @@ void bad_transactions_get_tlm_error_responses_and_the_platform_runs_on()
         CU_ASSERT_EQUAL(h.write64(NPU_REG_CTRL, NPU_CTRL_LOAD), tlm::TLM_OK_RESPONSE);
         CU_ASSERT(h.read64(NPU_REG_STATUS) & NPU_STATUS_REFUSED);
         // more bad transactions while it runs
-        CU_ASSERT_EQUAL(h.access(TLM_READ_COMMAND, 0x2000, buf, 8), tlm::TLM_ADDRESS_ERROR_RESPONSE);
+        CU_ASSERT_EQUAL(h.access(TLM_READ_COMMAND, 0x2000, buf, 8),
+                        tlm::TLM_ADDRESS_ERROR_RESPONSE);
         CU_ASSERT_EQUAL(h.write64(NPU_REG_STATUS, 0), tlm::TLM_COMMAND_ERROR_RESPONSE);
         // ... and the program ends as it would have: the interrupt, its time, its bytes
         h.wait_irq();
@@ -618,7 +623,8 @@ void check_failing_program(const char *src, unsigned state, np_status status)
         if (state == NPU_STATE_FAULT) {
             CU_ASSERT(st & NPU_STATUS_REFUSED);
             CU_ASSERT_EQUAL(st & NPU_STATUS_STATE_MASK, NPU_STATE_FAULT);
-            CU_ASSERT(h.message().find("faulted: it takes no further program") != std::string::npos);
+            CU_ASSERT(h.message().find("faulted: it takes no further program") !=
+                      std::string::npos);
         } else {
             CU_ASSERT_EQUAL(st, NPU_STATE_LOADED);
             h.write64(NPU_REG_CTRL, NPU_CTRL_START);
@@ -698,8 +704,9 @@ void dmi_pages_carry_the_programs_bytes_and_are_invalidated_at_each_command()
         // after the end, a pointer to dst's page holds the program's output
         tlm::tlm_dmi out;
         CU_ASSERT_TRUE_FATAL(h.socket->get_direct_mem_ptr(tr, out));
-        std::vector<uint8_t> got(out.get_dmi_ptr() + (NPU_HBM_BASE + dst->addr - out.get_start_address()),
-                                 out.get_dmi_ptr() + (NPU_HBM_BASE + dst->addr - out.get_start_address()) + dst->size);
+        std::vector<uint8_t> got(
+            out.get_dmi_ptr() + (NPU_HBM_BASE + dst->addr - out.get_start_address()),
+            out.get_dmi_ptr() + (NPU_HBM_BASE + dst->addr - out.get_start_address()) + dst->size);
         CU_ASSERT(got == ref.outputs[0]);
         body_done = true;
     });
@@ -753,7 +760,8 @@ void npusim_vp_on_npusim_asm_output_matches_npusim_sim_at_any_quantum()
     CU_ASSERT_TRUE(write_bytes(d + "/x.bin", values(64, ISA_DTYPE_FP32, 21)));
     CU_ASSERT_TRUE(write_bytes(d + "/y.bin", values(64, ISA_DTYPE_FP32, 22)));
     for (const char *s : {"ping", "pong"}) {
-        cmd_out a = run_cmd(npusim + " asm --arch tiny " + d + "/" + s + ".s -o " + d + "/" + s + ".elf");
+        cmd_out a =
+            run_cmd(npusim + " asm --arch tiny " + d + "/" + s + ".s -o " + d + "/" + s + ".elf");
         CU_ASSERT_EQUAL_FATAL(a.status, 0);
     }
     std::string progs = " " + d + "/ping.elf " + d + "/pong.elf";

@@ -65,8 +65,9 @@ std::string program(const std::vector<vinsn> &s)
             src += "  nop\n";
             continue;
         }
-        snprintf(line, sizeof line, ".kernel i%zu\n  %s spad[0x0], spad[0x2000]%s, %u, %u, fp32\n.endk\n",
-                 i, s[i].mnemonic, s[i].op < 3 ? ", spad[0x4000]" : "", s[i].rows, s[i].cols);
+        snprintf(line, sizeof line,
+                 ".kernel i%zu\n  %s spad[0x0], spad[0x2000]%s, %u, %u, fp32\n.endk\n", i,
+                 s[i].mnemonic, s[i].op < 3 ? ", spad[0x4000]" : "", s[i].rows, s[i].cols);
         src += line;
     }
     return src + "  halt\n";

@@ -24,6 +24,13 @@ extern "C" {
 using sc_core::sc_time;
 using tlm::tlm_response_status;
 
+// STATUS shows hw_chip_state itself; ERR_MSG holds any model message.
+static_assert(NPU_STATE_EMPTY == HW_CHIP_EMPTY && NPU_STATE_LOADED == HW_CHIP_LOADED &&
+                  NPU_STATE_RUNNING == HW_CHIP_RUNNING && NPU_STATE_DONE == HW_CHIP_DONE &&
+                  NPU_STATE_DEADLOCK == HW_CHIP_DEADLOCK && NPU_STATE_FAULT == HW_CHIP_FAULT,
+              "npusim_regs.h's states are hw_chip_state's");
+static_assert(NP_ERR_MSG_MAX <= NPU_ERR_MSG_BYTES, "the message window holds a whole np_err");
+
 namespace {
 
 uint64_t get_le(const uint8_t *p, unsigned n)
@@ -150,7 +157,8 @@ bool npusim_chip::get_direct_mem_ptr(tlm::tlm_generic_payload &tr, tlm::tlm_dmi 
     uint64_t start = NPU_HBM_BASE + pg * NPUSIM_CHIP_DMI_PAGE;
     dmi.set_dmi_ptr(p);
     dmi.set_start_address(start);
-    dmi.set_end_address(start + std::min(NPUSIM_CHIP_DMI_PAGE, hbm - pg * NPUSIM_CHIP_DMI_PAGE) - 1);
+    dmi.set_end_address(start + std::min(NPUSIM_CHIP_DMI_PAGE, hbm - pg * NPUSIM_CHIP_DMI_PAGE) -
+                        1);
     dmi.allow_read_write();
     sc_time lat = npusim_platform::time_of_ps(
         (uint64_t)std::llround(plat_.cfg_.chip.hbm_latency_ns * 1000.0));
@@ -372,8 +380,8 @@ uint8_t *npusim_chip::page(uint64_t pg, bool fill, np_err *err)
     pages_[pg].reset(p);
     uint64_t at = pg * NPUSIM_CHIP_DMI_PAGE;
     if (fill && plat_.functional() &&
-        hw_system_hbm_read(plat_.sys_, idx_, at, p, std::min(NPUSIM_CHIP_DMI_PAGE, hbm_bytes() - at),
-                           err) != NP_OK) {
+        hw_system_hbm_read(plat_.sys_, idx_, at, p,
+                           std::min(NPUSIM_CHIP_DMI_PAGE, hbm_bytes() - at), err) != NP_OK) {
         pages_.erase(pg);
         return nullptr;
     }

@@ -9,15 +9,15 @@
 // Time. The platform's process runs the model ahead of SystemC time, a quantum at a time
 // (loosely timed, tlm_global_quantum unless npusim_platform_opts.quantum says otherwise): it
 // dispatches the model's events up to the next quantum boundary, then waits in SystemC (its
-// tlm_quantumkeeper's local time) until SystemC time reaches the model's. When a chip's program ends, the
-// model stops at that instant, SystemC waits exactly until it, and the chip raises its
+// tlm_quantumkeeper's local time) until SystemC time reaches the model's. When a chip's program
+// ends, the model stops at that instant, SystemC waits exactly until it, and the chip raises its
 // interrupt then: at the interrupt sc_time_stamp() equals the model's end time, to the ps.
 // A START written at SystemC time t (the transaction's sc_time_stamp() + its annotated delay)
 // starts the program at the first common edge of the chip's core and NoC clocks at or after t
 // (every 1 ns at 1 GHz, 20 ns at 1.05 GHz: where the clocks stand as at time 0, so the program
 // takes exactly the time `npusim sim` gives it), or after the model's time if another running
-// chip has taken the model further (at most one quantum ahead). A deadlock is seen when the model runs
-// out of events; the interrupt then comes at the end of that quantum.
+// chip has taken the model further (at most one quantum ahead). A deadlock is seen when the model
+// runs out of events; the interrupt then comes at the end of that quantum.
 //
 // Functional mode (npusim_platform_opts.functional) moves real bytes: what an initiator writes
 // into the HBM window is what the program reads, and what the program writes is read back.

@@ -60,7 +60,10 @@ uint64_t units_per_ps()
 
 uint64_t npusim_platform::ps_of(const sc_time &t) { return t.value() / units_per_ps(); }
 
-sc_time npusim_platform::time_of_ps(uint64_t ps) { return sc_time::from_value(ps * units_per_ps()); }
+sc_time npusim_platform::time_of_ps(uint64_t ps)
+{
+    return sc_time::from_value(ps * units_per_ps());
+}
 
 npusim_platform::npusim_platform(sc_core::sc_module_name name, const arch_config &cfg,
                                  uint32_t n_chips, const npusim_platform_opts &opts)
@@ -88,7 +91,8 @@ npusim_platform::npusim_platform(sc_core::sc_module_name name, const arch_config
         evq_free(q_);
         throw npusim_error(err);
     }
-    uint64_t core = clock_pattern_ps(cfg_.core.clock_ghz), noc = clock_pattern_ps(cfg_.chip.noc_clock_ghz);
+    uint64_t core = clock_pattern_ps(cfg_.core.clock_ghz),
+             noc = clock_pattern_ps(cfg_.chip.noc_clock_ghz);
     start_granule_ps_ = core / gcd(core, noc) * noc;
     for (uint32_t i = 0; i < n_chips; i++) {
         char nm[32];

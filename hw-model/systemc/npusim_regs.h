@@ -20,8 +20,8 @@
  *                               Reads as 0. A command the chip cannot take (it is running, it
  *                               faulted, the image is bad) is refused: STATUS.REFUSED and the
  *                               ERR_* registers say why, nothing else changes.
- *   0x020   STATUS      RO      bits 0-7: NPU_STATE_*; bit 8 REFUSED (the last command was refused);
- *                               bit 9 IRQ (the interrupt is pending)
+ *   0x020   STATUS      RO      bits 0-7: NPU_STATE_*; bit 8 REFUSED (the last command was
+ *                               refused); bit 9 IRQ (the interrupt is pending)
  *   0x028   CYCLES      RO      core cycles of the program: so far while running (at the
  *                               current SystemC time), from start to end once it ended
  *   0x030   T_START     RO      when the program started (ps of SystemC time)

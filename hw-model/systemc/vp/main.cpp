@@ -129,7 +129,8 @@ void print_json(const vp_system &vp, const vp_result &r, const arch_config &cfg,
         json_object_set_new(o, "start_ps", json_integer((json_int_t)c.start_ps));
         json_object_set_new(o, "end_ps", json_integer((json_int_t)c.end_ps));
         json_object_set_new(o, "cycles", json_integer((json_int_t)c.cycles));
-        json_object_set_new(o, "error", c.error.empty() ? json_null() : json_string(c.error.c_str()));
+        json_object_set_new(o, "error",
+                            c.error.empty() ? json_null() : json_string(c.error.c_str()));
         json_array_append_new(chips, o);
     }
     for (const vp_output &x : r.outputs) {
@@ -235,7 +236,8 @@ int sc_main(int argc, char **argv)
         const vp_result &r = vp.host.result;
         uint64_t model_ps = 0;
         core_report *rep = nullptr;
-        if (r.finished && hw_system_report(vp.plat.system(), HW_ALL_CHIPS, nullptr, &rep, &err) == NP_OK)
+        if (r.finished &&
+            hw_system_report(vp.plat.system(), HW_ALL_CHIPS, nullptr, &rep, &err) == NP_OK)
             model_ps = rep->total_ps;
         core_report_free(rep);
         if (!r.chips.empty()) { // the chips ran

@@ -41,7 +41,8 @@ void vp_host::invalidate(sc_dt::uint64 start, sc_dt::uint64 end)
 {
     dmi_.erase(std::remove_if(dmi_.begin(), dmi_.end(),
                               [&](const tlm::tlm_dmi &d) {
-                                  return d.get_start_address() <= end && start <= d.get_end_address();
+                                  return d.get_start_address() <= end &&
+                                         start <= d.get_end_address();
                               }),
                dmi_.end());
 }
@@ -155,8 +156,9 @@ bool vp_host::prepare(uint32_t chip)
     std::vector<uint8_t> copy(img);
     uint64_t status, len;
     if (!mem(chip, at, copy.data(), copy.size(), true) || !reg_write(chip, NPU_REG_PROG_ADDR, at) ||
-        !reg_write(chip, NPU_REG_PROG_SIZE, img.size()) || !reg_write(chip, NPU_REG_IRQ_ENABLE, 1) ||
-        !reg_write(chip, NPU_REG_CTRL, NPU_CTRL_LOAD) || !reg_read(chip, NPU_REG_STATUS, &status))
+        !reg_write(chip, NPU_REG_PROG_SIZE, img.size()) ||
+        !reg_write(chip, NPU_REG_IRQ_ENABLE, 1) || !reg_write(chip, NPU_REG_CTRL, NPU_CTRL_LOAD) ||
+        !reg_read(chip, NPU_REG_STATUS, &status))
         return false;
     // [end load]
     if (status & NPU_STATUS_REFUSED) {
@@ -256,7 +258,8 @@ bool vp_host::run_job()
             vp_chip_result &r = result.chips[i];
             r.irq_ps = npusim_platform::ps_of(sc_core::sc_time_stamp());
             uint64_t status, len;
-            if (!reg_read(i, NPU_REG_STATUS, &status) || !reg_read(i, NPU_REG_T_START, &r.start_ps) ||
+            if (!reg_read(i, NPU_REG_STATUS, &status) ||
+                !reg_read(i, NPU_REG_T_START, &r.start_ps) ||
                 !reg_read(i, NPU_REG_T_END, &r.end_ps) || !reg_read(i, NPU_REG_CYCLES, &r.cycles) ||
                 !reg_read(i, NPU_REG_ERR_LEN, &len))
                 return false;
