@@ -16,7 +16,8 @@ packages=(
   libyaml-dev      # architecture configs (YAML with comments)
   libjansson-dev   # --json output and JSON input
   clang libclang-rt-14-dev   # libFuzzer harnesses (scripts/fuzz.sh)
-  g++ verilator    # the RTL test bench of the systolic arrays (tests/tb_mxu_rtl.cpp)
+  g++ verilator    # the RTL test benches (tests/tb_*_rtl.cpp)
+  libsystemc-dev   # the SystemC TLM-2.0 chip and npusim-vp (hw-model/systemc/)
   chromium         # the HTML report rendered headless (tests/test_report.c)
   libopenmpi-dev openmpi-bin   # npusim sweep across machines (mpirun; optional to build)
 )
