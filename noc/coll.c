@@ -1,165 +1,67 @@
-/* coll.c — the collective engine: groups, ports, reducers, completion (see coll_impl.h).
+/* coll.c — the flow engine of collectives (coll.h): it runs a schedule (coll_sched.h) on the
+ * chip network, message by message.
  *
- * Each message is a record in a pool: queued on its sender's port, then a net transfer (SENT
- * frees the port for the next message; DELIVERED hands it to the algorithm), then free.
- * Each reduction is a record queued on its rank's reducer, then an event at its end time.
- * `outstanding` counts messages and reductions not yet handed back; when it reaches 0 after
- * a callback the collective is complete. */
-#include "coll_impl.h"
+ * Per rank and port, a cursor walks the port's sends in order. The send under the cursor
+ * leaves when its deps are met (a window of counters, one per send not yet left, counts the
+ * receives still to come) and the port is free (the previous send's last byte has left: the
+ * net's SENT event). A message is a record in a pool, from net_transfer to its DELIVERED
+ * event. A received message that reduces queues on its rank's reducer (one reduction at a
+ * time, in arrival order; coll_reduce_ps); the receive completes when that ends, or at
+ * arrival, and unblocks the sends it names. The collective is done when every receive of
+ * every rank has completed.
+ */
+#include "coll.h"
 
+#include <assert.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 typedef struct coll_msg {
-    uint32_t from, to;
-    uint64_t bytes, tag;
-    uint32_t next; /* queue / free-list link */
-    uint8_t port;
+    uint32_t from, to, port, recv;
+    uint32_t next_free;
 } coll_msg;
 
-typedef struct coll_fifo {
-    uint32_t head, tail; /* UINT32_MAX when empty */
-    bool busy;
-} coll_fifo;
+typedef struct coll_port {
+    uint32_t next, n;  /* the next send; how many the port has */
+    bool busy;         /* a send of this port has not sent its last byte yet */
+    uint32_t *win;     /* deps left + 1 (0: not counted yet) of sends next .. next + mask */
+    uint32_t mask;     /* window size - 1 (a power of two minus one), or 0 without window */
+} coll_port;
 
 struct coll_sys {
     net *n;
     evq *q;
-    double reduce_elems_per_ps; /* elements one chip reduces per ps */
+    arch_config cfg; /* the reduction rate: core and chip */
 };
 
 struct coll {
     coll_sys *sys;
     coll_desc d;
     uint32_t *chips;
-    uint32_t p;
-    const coll_algo_ops *ops;
-    void *state;
+    uint32_t p, P;       /* ranks; ports per rank */
+    coll_sched *sched;
+    coll_port *ports;    /* p * P */
+    uint64_t *red_free;  /* per rank: when its reducer is free (ps) */
     coll_msg *msgs;
     uint32_t n_msgs, cap_msgs, free_msg;
-    coll_fifo *ports;    /* p * COLL_PORTS */
-    coll_fifo *reducers; /* p */
-    uint64_t outstanding;
+    uint64_t left;       /* receives not yet complete */
+    uint64_t inflight;   /* messages and reductions the event queue still refers c by */
     bool done, failed;
     coll_result res;
     np_err err;
 };
 
-static const char *const coll_op_names[COLL_OP_COUNT] = {
-    [COLL_OP_ALL_REDUCE] = "all_reduce", [COLL_OP_ALL_GATHER] = "all_gather",
-    [COLL_OP_REDUCE_SCATTER] = "reduce_scatter", [COLL_OP_BROADCAST] = "broadcast",
-    [COLL_OP_REDUCE] = "reduce", [COLL_OP_SCATTER] = "scatter", [COLL_OP_GATHER] = "gather",
-    [COLL_OP_ALL_TO_ALL] = "all_to_all", [COLL_OP_SENDRECV] = "sendrecv",
-};
-static const char *const coll_algo_names[COLL_ALGO_COUNT] = {
-    [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_BIRING] = "biring",
-    [COLL_ALGO_TREE] = "tree", [COLL_ALGO_RHD] = "rhd", [COLL_ALGO_HIER] = "hier",
-    [COLL_ALGO_CHAIN] = "chain", [COLL_ALGO_PAIRWISE] = "pairwise", [COLL_ALGO_DIRECT] = "direct",
-};
-_Static_assert(sizeof coll_op_names / sizeof *coll_op_names == COLL_OP_COUNT, "op names");
-_Static_assert(sizeof coll_algo_names / sizeof *coll_algo_names == COLL_ALGO_COUNT, "names");
-
-/* Which algorithms each op has; the first listed is what AUTO picks. */
-static const coll_algo_ops *const coll_table[COLL_OP_COUNT][4] = {
-    [COLL_OP_ALL_REDUCE] = {&coll_ring_all_reduce, &coll_biring_all_reduce,
-                            &coll_tree_all_reduce, &coll_rhd_all_reduce},
-    [COLL_OP_ALL_GATHER] = {&coll_ring_all_gather, &coll_rhd_all_gather},
-    [COLL_OP_REDUCE_SCATTER] = {&coll_ring_reduce_scatter, &coll_rhd_reduce_scatter},
-    [COLL_OP_BROADCAST] = {&coll_tree_broadcast, &coll_chain_broadcast},
-    [COLL_OP_REDUCE] = {&coll_tree_reduce, &coll_chain_reduce},
-    [COLL_OP_SCATTER] = {&coll_tree_scatter},
-    [COLL_OP_GATHER] = {&coll_tree_gather},
-    [COLL_OP_ALL_TO_ALL] = {&coll_pairwise_all_to_all},
-    [COLL_OP_SENDRECV] = {&coll_direct_sendrecv},
-};
-
-/* The hierarchical all-reduce lives outside the 4-column table. */
-static const coll_algo_ops *coll_find_ops(coll_op op, coll_algo a)
-{
-    if ((unsigned)op >= COLL_OP_COUNT)
-        return NULL;
-    if (op == COLL_OP_ALL_REDUCE && a == COLL_ALGO_HIER)
-        return &coll_hier_all_reduce;
-    for (int i = 0; i < 4; i++) {
-        const coll_algo_ops *o = coll_table[op][i];
-        if (o && (a == COLL_ALGO_AUTO || o->algo == a))
-            return o;
-    }
-    return NULL;
-}
-
-const char *coll_op_name(coll_op op)
-{
-    return (unsigned)op < COLL_OP_COUNT ? coll_op_names[op] : NULL;
-}
-
-const char *coll_algo_name(coll_algo a)
-{
-    return (unsigned)a < COLL_ALGO_COUNT ? coll_algo_names[a] : NULL;
-}
-
-bool coll_algo_supported(coll_op op, coll_algo a) { return coll_find_ops(op, a) != NULL; }
-
 coll_algo coll_algo_resolve(coll_op op, coll_algo a)
 {
-    const coll_algo_ops *o = coll_find_ops(op, a);
-    return o ? o->algo : a;
-}
-
-/* Compares ignoring '_' and '-' so all_reduce, all-reduce and allreduce match. */
-static bool coll_name_eq(const char *a, const char *b)
-{
-    for (;;) {
-        while (*a == '_' || *a == '-')
-            a++;
-        while (*b == '_' || *b == '-')
-            b++;
-        if (*a != *b)
-            return false;
-        if (!*a)
-            return true;
-        a++;
-        b++;
-    }
-}
-
-np_status coll_op_parse(const char *s, coll_op *out, np_err *err)
-{
-    for (int i = 0; i < COLL_OP_COUNT; i++)
-        if (coll_name_eq(s, coll_op_names[i])) {
-            *out = (coll_op)i;
-            return NP_OK;
-        }
-    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown collective '%s' (expected all_reduce, "
-                      "all_gather, reduce_scatter, broadcast, reduce, scatter, gather, "
-                      "all_to_all or sendrecv)", s);
-}
-
-np_status coll_algo_parse(const char *s, coll_algo *out, np_err *err)
-{
-    for (int i = 0; i < COLL_ALGO_COUNT; i++)
-        if (coll_name_eq(s, coll_algo_names[i])) {
-            *out = (coll_algo)i;
-            return NP_OK;
-        }
-    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown algorithm '%s' (expected auto, ring, "
-                      "biring, tree, rhd, hier, chain, pairwise or direct)", s);
-}
-
-double coll_busbw_factor(coll_op op, uint32_t p)
-{
-    double n = p;
-    switch (op) {
-    case COLL_OP_ALL_REDUCE: return 2 * (n - 1) / n;
-    case COLL_OP_ALL_GATHER:
-    case COLL_OP_REDUCE_SCATTER:
-    case COLL_OP_ALL_TO_ALL:
-    case COLL_OP_SCATTER:
-    case COLL_OP_GATHER: return (n - 1) / n;
-    default: return 1;
-    }
+    static const coll_algo first[COLL_OP_COUNT] = {
+        [COLL_OP_ALL_REDUCE] = COLL_ALGO_RING,      [COLL_OP_ALL_GATHER] = COLL_ALGO_RING,
+        [COLL_OP_REDUCE_SCATTER] = COLL_ALGO_RING,  [COLL_OP_BROADCAST] = COLL_ALGO_TREE,
+        [COLL_OP_REDUCE] = COLL_ALGO_TREE,          [COLL_OP_SCATTER] = COLL_ALGO_TREE,
+        [COLL_OP_GATHER] = COLL_ALGO_TREE,          [COLL_OP_ALL_TO_ALL] = COLL_ALGO_PAIRWISE,
+        [COLL_OP_SENDRECV] = COLL_ALGO_DIRECT,
+    };
+    return a == COLL_ALGO_AUTO && (unsigned)op < COLL_OP_COUNT ? first[op] : a;
 }
 
 /* ---- The system ------------------------------------------------------------------------ */
@@ -180,9 +82,7 @@ np_status coll_sys_create(const arch_config *cfg, const net_params *np, evq *q, 
         return err->status;
     }
     s->q = q;
-    s->reduce_elems_per_ps = (double)cfg->core.vector_lanes *
-                             (double)cfg->core.vector_ops_per_lane * cfg->core.clock_ghz *
-                             (double)cfg->chip.cores / 1000.0;
+    s->cfg = *cfg;
     *out = s;
     return NP_OK;
 }
@@ -199,16 +99,13 @@ net *coll_sys_net(coll_sys *s) { return s->n; }
 
 double coll_sys_reduce_bytes_per_s(const coll_sys *s, uint32_t elem_bytes)
 {
-    return s->reduce_elems_per_ps * (elem_bytes ? elem_bytes : 4) * 1e12;
+    const uint64_t bytes = 1ULL << 40;
+    return (double)bytes / ((double)coll_reduce_ps(&s->cfg, (uint32_t)s->cfg.chip.cores, bytes,
+                                                   elem_bytes) * 1e-12);
 }
 
 /* ---- The engine ------------------------------------------------------------------------ */
 
-uint32_t coll_ranks(const coll *c) { return c->p; }
-const coll_desc *coll_get_desc(const coll *c) { return &c->d; }
-const net_params *coll_net_params(const coll *c) { return net_get_params(c->sys->n); }
-void *coll_state(const coll *c) { return c->state; }
-void coll_set_state(coll *c, void *state) { c->state = state; }
 bool coll_is_done(const coll *c) { return c->done; }
 const coll_result *coll_get_result(const coll *c) { return &c->res; }
 
@@ -220,7 +117,7 @@ np_status coll_status(const coll *c, np_err *err)
     return c->err.status;
 }
 
-void coll_fail(coll *c, np_status s, const char *msg)
+static void coll_fail(coll *c, np_status s, const char *msg)
 {
     if (c->failed)
         return;
@@ -232,7 +129,7 @@ static uint32_t coll_msg_new(coll *c)
 {
     uint32_t id = c->free_msg;
     if (id != UINT32_MAX) {
-        c->free_msg = c->msgs[id].next;
+        c->free_msg = c->msgs[id].next_free;
         return id;
     }
     if (c->n_msgs == c->cap_msgs) {
@@ -246,36 +143,9 @@ static uint32_t coll_msg_new(coll *c)
     return c->n_msgs++;
 }
 
-static void coll_msg_free(coll *c, uint32_t id)
-{
-    c->msgs[id].next = c->free_msg;
-    c->free_msg = id;
-}
-
-static void coll_fifo_push(coll *c, coll_fifo *f, uint32_t id)
-{
-    c->msgs[id].next = UINT32_MAX;
-    if (f->tail == UINT32_MAX)
-        f->head = id;
-    else
-        c->msgs[f->tail].next = id;
-    f->tail = id;
-}
-
-static uint32_t coll_fifo_pop(coll *c, coll_fifo *f)
-{
-    uint32_t id = f->head;
-    if (id == UINT32_MAX)
-        return id;
-    f->head = c->msgs[id].next;
-    if (f->head == UINT32_MAX)
-        f->tail = UINT32_MAX;
-    return id;
-}
-
 static void coll_check_done(coll *c)
 {
-    if (c->outstanding || c->done)
+    if (c->left || c->done)
         return;
     c->done = true;
     c->res.t_end_ps = evq_now(c->sys->q);
@@ -283,23 +153,97 @@ static void coll_check_done(coll *c)
         c->d.done(c->d.ctx, &c->res);
 }
 
+/* The window slot of send i of port pt (i >= pt->next), grown to hold it; NULL when out of
+ * memory. */
+static uint32_t *coll_win_slot(coll_port *pt, uint32_t i)
+{
+    assert(i >= pt->next);
+    uint64_t need = (uint64_t)i - pt->next + 1;
+    if (!pt->win || need > (uint64_t)pt->mask + 1) {
+        uint64_t cap = pt->win ? (uint64_t)pt->mask + 1 : 4;
+        while (cap < need)
+            cap *= 2;
+        uint32_t *w = calloc(cap, sizeof *w);
+        if (!w)
+            return NULL;
+        for (uint64_t k = 0; pt->win && k <= pt->mask; k++) {
+            uint64_t s = pt->next + k;
+            w[s & (cap - 1)] = pt->win[s & pt->mask];
+        }
+        free(pt->win);
+        pt->win = w;
+        pt->mask = (uint32_t)(cap - 1);
+    }
+    return &pt->win[i & pt->mask];
+}
+
 static void coll_net_event(void *ctx, uint64_t arg, net_event ev);
 
-static void coll_port_kick(coll *c, coll_fifo *f)
+/* Sends what port (rank, port) can send now. */
+static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
 {
-    if (f->busy || c->failed)
-        return;
-    uint32_t id = coll_fifo_pop(c, f);
-    if (id == UINT32_MAX)
-        return;
-    f->busy = true;
-    coll_msg *m = &c->msgs[id];
-    np_err e;
-    if (net_transfer(c->sys->n, c->chips[m->from], c->chips[m->to], m->bytes, coll_net_event, c,
-                     id, &e) != NP_OK) {
-        coll_fail(c, e.status, e.msg);
-        f->busy = false;
+    coll_port *pt = &c->ports[(size_t)rank * c->P + port];
+    while (!pt->busy && pt->next < pt->n && !c->failed) {
+        coll_xfer x;
+        coll_sched_send(c->sched, rank, port, pt->next, &x);
+        uint32_t *w = pt->win ? &pt->win[pt->next & pt->mask] : NULL;
+        if (x.deps && (!w || *w != 1))
+            return; /* deps not all met */
+        if (w)
+            *w = 0;
+        pt->next++;
+        uint32_t id = coll_msg_new(c);
+        if (id == UINT32_MAX) {
+            coll_fail(c, NP_ERR_NOMEM, "out of memory queueing a message");
+            return;
+        }
+        c->msgs[id] = (coll_msg){rank, x.peer, port, x.match, UINT32_MAX};
+        c->res.transfers++;
+        c->res.bytes_sent += x.bytes;
+        c->inflight++;
+        pt->busy = true;
+        np_err e;
+        if (net_transfer(c->sys->n, c->chips[rank], c->chips[x.peer], x.bytes, coll_net_event,
+                         c, id, &e) != NP_OK) {
+            coll_fail(c, e.status, e.msg);
+            return;
+        }
     }
+}
+
+/* Receive i of rank has completed: count it, unblock the sends it names. */
+static void coll_recv_complete(coll *c, uint32_t rank, uint32_t i)
+{
+    coll_xfer x;
+    coll_sched_recv(c->sched, rank, i, &x);
+    c->left--;
+    if (x.unblock_lo < x.unblock_hi) {
+        coll_port *pt = &c->ports[(size_t)rank * c->P + x.unblock_port];
+        for (uint32_t s = x.unblock_lo; s < x.unblock_hi; s++) {
+            uint32_t *w = coll_win_slot(pt, s);
+            if (!w) {
+                coll_fail(c, NP_ERR_NOMEM, "out of memory counting dependencies");
+                return;
+            }
+            if (*w == 0) {
+                coll_xfer y;
+                coll_sched_send(c->sched, rank, x.unblock_port, s, &y);
+                *w = y.deps + 1;
+            }
+            (*w)--;
+        }
+        coll_port_kick(c, rank, x.unblock_port);
+    }
+}
+
+static void coll_reduce_done(evq *q, void *ctx, uint64_t arg)
+{
+    (void)q;
+    coll *c = ctx;
+    c->inflight--;
+    if (!c->failed)
+        coll_recv_complete(c, (uint32_t)(arg >> 32), (uint32_t)arg);
+    coll_check_done(c);
 }
 
 static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
@@ -308,83 +252,33 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     uint32_t id = (uint32_t)arg;
     coll_msg m = c->msgs[id];
     if (ev == NET_EVENT_SENT) {
-        coll_fifo *f = &c->ports[(size_t)m.from * COLL_PORTS + m.port];
-        f->busy = false;
-        coll_port_kick(c, f);
+        c->ports[(size_t)m.from * c->P + m.port].busy = false;
+        coll_port_kick(c, m.from, m.port);
         return;
     }
-    coll_msg_free(c, id);
-    c->outstanding--;
-    if (!c->failed)
-        c->ops->recv(c, m.to, m.from, m.tag, m.bytes);
-    coll_check_done(c);
-}
-
-void coll_send(coll *c, uint32_t from, uint32_t to, uint64_t bytes, uint64_t tag, int port)
-{
+    c->msgs[id].next_free = c->free_msg;
+    c->free_msg = id;
+    c->inflight--;
     if (c->failed)
         return;
-    uint32_t id = coll_msg_new(c);
-    if (id == UINT32_MAX) {
-        coll_fail(c, NP_ERR_NOMEM, "out of memory queueing a message");
+    coll_xfer x;
+    coll_sched_recv(c->sched, m.to, m.recv, &x);
+    if (!x.reduce) {
+        coll_recv_complete(c, m.to, m.recv);
+        coll_check_done(c);
         return;
     }
-    c->msgs[id] = (coll_msg){from, to, bytes, tag, UINT32_MAX, (uint8_t)port};
-    c->outstanding++;
-    c->res.transfers++;
-    c->res.bytes_sent += bytes;
-    coll_fifo *f = &c->ports[(size_t)from * COLL_PORTS + (size_t)port];
-    coll_fifo_push(c, f, id);
-    coll_port_kick(c, f);
-}
-
-static void coll_reduce_done(evq *q, void *ctx, uint64_t arg);
-
-static void coll_reducer_kick(coll *c, uint32_t rank)
-{
-    coll_fifo *f = &c->reducers[rank];
-    if (f->busy || c->failed)
-        return;
-    uint32_t id = coll_fifo_pop(c, f);
-    if (id == UINT32_MAX)
-        return;
-    f->busy = true;
-    double elems = (double)c->msgs[id].bytes / (double)c->d.elem_bytes;
-    uint64_t dt = (uint64_t)ceil(elems / c->sys->reduce_elems_per_ps);
-    np_err e;
-    if (evq_schedule_in(c->sys->q, dt, coll_reduce_done, c, id, NULL, &e) != NP_OK)
-        coll_fail(c, e.status, e.msg);
-}
-
-static void coll_reduce_done(evq *q, void *ctx, uint64_t arg)
-{
-    (void)q;
-    coll *c = ctx;
-    uint32_t id = (uint32_t)arg;
-    coll_msg m = c->msgs[id];
-    coll_msg_free(c, id);
-    c->reducers[m.to].busy = false;
-    coll_reducer_kick(c, m.to);
-    c->outstanding--;
-    if (!c->failed && c->ops->reduced)
-        c->ops->reduced(c, m.to, m.tag, m.bytes);
-    coll_check_done(c);
-}
-
-void coll_reduce(coll *c, uint32_t rank, uint64_t bytes, uint64_t tag)
-{
-    if (c->failed)
-        return;
-    uint32_t id = coll_msg_new(c);
-    if (id == UINT32_MAX) {
-        coll_fail(c, NP_ERR_NOMEM, "out of memory queueing a reduction");
-        return;
-    }
-    c->msgs[id] = (coll_msg){rank, rank, bytes, tag, UINT32_MAX, 0};
-    c->outstanding++;
+    uint64_t now = evq_now(c->sys->q), *fr = &c->red_free[m.to];
+    uint64_t t = (*fr > now ? *fr : now) +
+                 coll_reduce_ps(&c->sys->cfg, (uint32_t)c->sys->cfg.chip.cores, x.bytes,
+                                c->d.elem_bytes);
+    *fr = t;
     c->res.reductions++;
-    coll_fifo_push(c, &c->reducers[rank], id);
-    coll_reducer_kick(c, rank);
+    c->inflight++;
+    np_err e;
+    if (evq_schedule_at(c->sys->q, t, coll_reduce_done, c, (uint64_t)m.to << 32 | m.recv, NULL,
+                        &e) != NP_OK)
+        coll_fail(c, e.status, e.msg);
 }
 
 static void coll_finish_event(evq *q, void *ctx, uint64_t arg)
@@ -398,17 +292,31 @@ void coll_free(coll *c)
 {
     if (!c)
         return;
-    if (c->state) {
-        if (c->ops->free_state)
-            c->ops->free_state(c->state);
-        else
-            free(c->state);
-    }
-    free(c->chips);
-    free(c->msgs);
+    for (size_t i = 0; c->ports && i < (size_t)c->p * c->P; i++)
+        free(c->ports[i].win);
+    coll_sched_free(c->sched);
     free(c->ports);
-    free(c->reducers);
+    free(c->chips);
+    free(c->red_free);
+    free(c->msgs);
     free(c);
+}
+
+/* The inner group size of the two-level all-reduce: asked for, else the island, the torus's
+ * x ring (when the group is the whole torus), or 0 (the schedule's default). */
+static uint32_t coll_hier_group(const coll *c)
+{
+    const net_params *np = net_get_params(c->sys->n);
+    uint32_t p = c->p;
+    if (c->d.group_ranks)
+        return c->d.group_ranks;
+    if (np->topology == ARCH_TOPOLOGY_HIERARCHICAL && np->island_chips > 1 &&
+        np->island_chips < p && p % np->island_chips == 0)
+        return np->island_chips;
+    if ((np->topology == ARCH_TOPOLOGY_TORUS2D || np->topology == ARCH_TOPOLOGY_TORUS3D) &&
+        p == np->chips && np->dims[0] > 1 && np->dims[0] < p)
+        return np->dims[0];
+    return 0;
 }
 
 np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
@@ -420,15 +328,10 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     if (!d->chips && p > nchips)
         return np_err_set(err, NP_ERR_RANGE, "%" PRIu32 " ranks, but the network has %" PRIu32
                           " chips", p, nchips);
-    const coll_algo_ops *ops = coll_find_ops(d->op, d->algo);
-    if (!ops)
+    if (!coll_algo_supported(d->op, d->algo))
         return np_err_set(err, NP_ERR_INCONSISTENT, "%s has no %s algorithm",
                           coll_op_name(d->op) ? coll_op_name(d->op) : "?",
                           coll_algo_name(d->algo) ? coll_algo_name(d->algo) : "?");
-    if (d->root >= p && (d->op == COLL_OP_BROADCAST || d->op == COLL_OP_REDUCE ||
-                         d->op == COLL_OP_SCATTER || d->op == COLL_OP_GATHER))
-        return np_err_set(err, NP_ERR_RANGE, "root rank %" PRIu32 " is not in the %" PRIu32
-                          "-rank group", d->root, p);
     coll *c = calloc(1, sizeof *c);
     if (!c)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
@@ -436,14 +339,13 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     c->d = *d;
     if (!c->d.elem_bytes)
         c->d.elem_bytes = 4;
+    c->d.algo = coll_algo_resolve(d->op, d->algo);
     c->p = p;
-    c->ops = ops;
     c->free_msg = UINT32_MAX;
     c->chips = malloc((size_t)p * sizeof *c->chips);
-    c->ports = malloc((size_t)p * COLL_PORTS * sizeof *c->ports);
-    c->reducers = malloc((size_t)p * sizeof *c->reducers);
+    c->red_free = calloc(p, sizeof *c->red_free);
     uint8_t *seen = calloc(nchips, 1);
-    if (!c->chips || !c->ports || !c->reducers || !seen) {
+    if (!c->chips || !c->red_free || !seen) {
         free(seen);
         coll_free(c);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
@@ -463,24 +365,50 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
         c->chips[i] = chip;
     }
     free(seen);
-    for (size_t i = 0; i < (size_t)p * COLL_PORTS; i++)
-        c->ports[i] = (coll_fifo){UINT32_MAX, UINT32_MAX, false};
-    for (uint32_t i = 0; i < p; i++)
-        c->reducers[i] = (coll_fifo){UINT32_MAX, UINT32_MAX, false};
     c->d.chips = c->chips;
     c->d.n_chips = p;
-    c->res = (coll_result){.op = d->op, .algo = ops->algo, .ranks = p, .bytes = d->bytes,
+    coll_sched_desc sd = {.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
+                          .elem_bytes = c->d.elem_bytes, .chunk_bytes = d->chunk_bytes,
+                          .root = d->root};
+    if (sd.algo == COLL_ALGO_HIER) {
+        uint32_t q = coll_hier_group(c);
+        if (q) {
+            if (p % q) {
+                coll_free(c);
+                return np_err_set(err, NP_ERR_INCONSISTENT, "hierarchical all-reduce: %" PRIu32
+                                  " ranks are not whole groups of %" PRIu32, p, q);
+            }
+            sd.n_levels = 2;
+            sd.level_ranks[0] = q;
+            sd.level_ranks[1] = p / q;
+        }
+    }
+    if (coll_sched_create(&sd, &c->sched, err) != NP_OK) {
+        coll_free(c);
+        return err->status;
+    }
+    c->P = coll_sched_ports(c->sched);
+    c->ports = calloc((size_t)p * c->P, sizeof *c->ports);
+    if (!c->ports) {
+        coll_free(c);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
+    }
+    for (uint32_t r = 0; r < p; r++)
+        for (uint32_t q = 0; q < c->P; q++)
+            c->ports[(size_t)r * c->P + q].n = coll_sched_sends(c->sched, r, q);
+    c->left = coll_sched_messages(c->sched);
+    c->res = (coll_result){.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
                            .t_start_ps = evq_now(s->q)};
-    /* Hold one count through start so that completion cannot happen inside it. */
-    c->outstanding = 1;
-    np_status st = ops->start(c, err);
-    c->outstanding--;
-    if (st == NP_OK && c->failed)
+    for (uint32_t r = 0; r < p && !c->failed; r++)
+        for (uint32_t q = 0; q < c->P; q++)
+            coll_port_kick(c, r, q);
+    np_status st = NP_OK;
+    if (c->failed)
         st = coll_status(c, err);
-    if (st == NP_OK && c->outstanding == 0)
+    else if (c->left == 0)
         st = evq_schedule_in(s->q, 0, coll_finish_event, c, 0, NULL, err);
     if (st != NP_OK) {
-        if (c->outstanding) /* work already in the network refers to c: cannot free it */
+        if (c->inflight) /* work already in the network refers to c: cannot free it */
             return np_err_set(err, NP_ERR_INTERNAL, "collective failed after starting work");
         coll_free(c);
         return st;
@@ -500,14 +428,15 @@ np_status coll_run(coll_sys *s, const coll_desc *d, coll_result *r, np_err *err)
         st = evq_step(s->q, &any, err);
         if (st == NP_OK && !any)
             st = np_err_set(err, NP_ERR_DEADLOCK, "%s/%s stopped with %" PRIu64
-                            " messages and reductions outstanding", coll_op_name(d->op),
-                            coll_algo_name(c->ops->algo), c->outstanding);
+                            " of %" PRIu64 " receives outstanding", coll_op_name(d->op),
+                            coll_algo_name(c->d.algo), c->left,
+                            coll_sched_messages(c->sched));
         if (st == NP_OK && c->failed)
             st = coll_status(c, err);
     }
     if (st == NP_OK)
         *r = c->res;
-    if (st == NP_OK || c->outstanding == 0)
+    if (st == NP_OK || c->inflight == 0)
         coll_free(c);
     return st;
 }

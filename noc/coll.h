@@ -1,5 +1,6 @@
-/* coll.h — collectives over the chip network: each a schedule of chunked transfers and
- * reductions that really runs on the simulated links (net.h), never a closed formula.
+/* coll.h — the flow engine of collectives: each collective's schedule (coll_sched.h) of
+ * chunked transfers and reductions really runs on the simulated links (net.h), never as a
+ * closed formula.
  *
  * A group is any list of chips (its ranks, in order), so several collectives on different or
  * overlapping groups can run at once and contend for links. Reductions take time on the
@@ -31,51 +32,14 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "coll_sched.h"
 #include "err.h"
 #include "evq.h"
 #include "net.h"
 #include "stats.h"
 
-typedef enum coll_op {
-    COLL_OP_ALL_REDUCE,
-    COLL_OP_ALL_GATHER,
-    COLL_OP_REDUCE_SCATTER,
-    COLL_OP_BROADCAST,
-    COLL_OP_REDUCE,
-    COLL_OP_SCATTER,
-    COLL_OP_GATHER,
-    COLL_OP_ALL_TO_ALL,
-    COLL_OP_SENDRECV,
-    COLL_OP_COUNT
-} coll_op;
-
-typedef enum coll_algo {
-    COLL_ALGO_AUTO,     /* the op's first algorithm below */
-    COLL_ALGO_RING,     /* all_reduce, all_gather, reduce_scatter */
-    COLL_ALGO_BIRING,   /* all_reduce: half the data each way round the ring */
-    COLL_ALGO_TREE,     /* binomial tree: all_reduce, broadcast, reduce, scatter, gather */
-    COLL_ALGO_RHD,      /* recursive halving/doubling: all_reduce, all_gather, reduce_scatter */
-    COLL_ALGO_HIER,     /* hierarchical (2D): all_reduce */
-    COLL_ALGO_CHAIN,    /* pipelined chain: broadcast, reduce */
-    COLL_ALGO_PAIRWISE, /* pairwise exchange: all_to_all */
-    COLL_ALGO_DIRECT,   /* sendrecv: each rank to the next */
-    COLL_ALGO_COUNT
-} coll_algo;
-
-const char *coll_op_name(coll_op op);     /* "all_reduce", ...; NULL out of range */
-const char *coll_algo_name(coll_algo a);  /* "ring", ... */
-/* Parse a name (also accepting '-' for '_', "allreduce" etc.): NP_ERR_UNKNOWN_KEY listing
- * the valid names otherwise. */
-np_status coll_op_parse(const char *s, coll_op *out, np_err *err);
-np_status coll_algo_parse(const char *s, coll_algo *out, np_err *err);
-/* True when the op has that algorithm (AUTO always). */
-bool coll_algo_supported(coll_op op, coll_algo a);
 /* The algorithm that runs for (op, a): AUTO becomes the op's first one. */
 coll_algo coll_algo_resolve(coll_op op, coll_algo a);
-
-/* nccl-tests' bus bandwidth factor: busbw = algbw x factor (2(p-1)/p for all-reduce, (p-1)/p
- * for all-gather, reduce-scatter, all-to-all, scatter, gather; 1 otherwise). */
-double coll_busbw_factor(coll_op op, uint32_t ranks);
 
 typedef struct coll_result {
     coll_op op;
@@ -99,8 +63,8 @@ typedef struct coll_desc {
     uint32_t root;          /* rank of the root (broadcast, reduce, scatter, gather) */
     uint64_t chunk_bytes;   /* pipelining unit of ring, tree and chain; 0: no chunking */
     uint32_t elem_bytes;    /* element size for reductions; 0: 4 (fp32) */
-    uint32_t group_ranks;   /* hier: ranks per inner group; 0: the island, torus row, or
-                               the divisor of ranks nearest its square root */
+    uint32_t group_ranks;   /* hier: ranks per inner group (two levels); 0: the island,
+                               torus row, or the divisor of ranks nearest its square root */
     coll_done_fn done;      /* (optional) called at completion, from inside the event run */
     void *ctx;
 } coll_desc;
@@ -114,7 +78,8 @@ np_status coll_sys_create(const arch_config *cfg, const net_params *np, evq *q, 
                           coll_sys **out, np_err *err);
 void coll_sys_free(coll_sys *s);
 net *coll_sys_net(coll_sys *s);
-/* Bytes per second one chip reduces (elements of elem_bytes). */
+/* Bytes per second one chip reduces (elements of elem_bytes): coll_reduce_ps's rate on all
+ * of the chip's cores. */
 double coll_sys_reduce_bytes_per_s(const coll_sys *s, uint32_t elem_bytes);
 
 /* Starts a collective now. NP_ERR_RANGE (a chip not in the network, a repeated chip, a root

@@ -1,286 +1,338 @@
-/* coll_ring.c — ring algorithms: ring all-reduce / all-gather / reduce-scatter, the
- * bidirectional ring all-reduce, and the hierarchical (2D) all-reduce built from rings.
+/* coll_ring.c — ring schedules: ring all-reduce / all-gather / reduce-scatter, the
+ * bidirectional ring all-reduce, and the multi-level (hierarchical, per torus dimension)
+ * all-reduce built from rings.
  *
- * A ring instance runs over ranks base, base + stride, ... (n of them) in one direction.
- * Its bytes are split in n segments; at step g the rank at (directional) position v sends
- * one segment to position v + 1, chunk by chunk:
- *   reduce-scatter steps (g < n - 1)   segment (v - g) mod n; the receiver reduces each chunk
- *                                      into its own copy, then forwards it at step g + 1
- *   all-gather after reduce-scatter    segment (v + 1 - k) mod n at step k = g - (n - 1);
- *                                      the receiver forwards at once
- *   plain all-gather                   segment (v - g) mod n
- * A rank forwards chunk j of step g + 1 as soon as chunk j of step g has arrived (and been
- * reduced), so with several chunks per segment the steps overlap (pipelining).
- * Alpha-beta cost on an idle ring of p ranks, message n bytes, no chunking:
+ * A phase is one ring pass over the ranks of one level's ring (q of them), in one direction,
+ * on one port, over a range of the buffer cut into q segments, each sent in C chunks. At step
+ * g the rank at (directional) ring position v sends one segment to v + 1, chunk by chunk:
+ *   reduce-scatter steps (g < q - 1)   segment (v + o - g) mod q, which the receiver adds into
+ *                                      its copy; the rank ends with segment (v + o + 1) mod q
+ *   all-gather steps                   segment (v + o' - k) mod q at step k of the gather,
+ *                                      copied; the rank starts with segment (v + o') mod q
+ * with o = 0 and o' = 1 in an all-reduce (the gather starts from the segment the reduce-scatter
+ * left), o = -1 for a reduce-scatter and o' = 0 for an all-gather (rank r ends with / starts
+ * with its own segment r, as NCCL). Chunk j of step g + 1 leaves once chunk j of step g has
+ * arrived (and been reduced): with several chunks per segment, steps overlap.
+ *
+ * Ring order: position k of the ring is rank order[k] (coll_sched_desc.order), so a ring can
+ * follow the physical links; the segment of position k is rank order[k]'s.
+ *
+ * Multi-level all-reduce over levels of q0, q1, ... ranks (position k0 + q0 (k1 + q1 k2...)):
+ * reduce-scatter along level 0 (each rank keeps 1/q0 of the buffer, summed over its level-0
+ * ring), then along level 1 on that part, ..., an all-reduce along the last level, then
+ * all-gathers back down to level 0. A phase's first sends wait for the previous phase's last
+ * step on that rank (which, arriving in order, means the whole phase there).
+ *
+ * Alpha-beta cost on an idle ring of p ranks, n bytes, no chunking:
  *   reduce-scatter / all-gather  (p - 1)(alpha + n/p beta) [+ (p - 1) n/p gamma]
  *   all-reduce                   2(p - 1)(alpha + n/p beta) + (p - 1) n/p gamma
+ * and for the multi-level all-reduce the sum over its phases (docs/collectives.md).
  */
-#include <math.h>
+#include <inttypes.h>
 #include <stdlib.h>
 
 #include "coll_impl.h"
 
 typedef enum ring_mode { RING_RS, RING_AG, RING_AR } ring_mode;
 
-typedef struct ring_inst {
-    uint32_t base, stride, n;
-    uint64_t bytes;
+typedef struct ring_phase {
     ring_mode mode;
-    int dir;  /* +1 or -1 */
-    int port;
-    uint64_t outstanding;
-} ring_inst;
+    int32_t o;                /* segment offset of the reduce-scatter part, or of a plain AG */
+    int32_t dir;              /* +1 or -1 */
+    uint32_t port, level, half;
+    uint32_t steps;           /* (AR ? 2 : 1) (q - 1) */
+    uint32_t chunks;          /* per segment */
+    uint32_t send_base, recv_base, step_base;
+    uint32_t prev_chunks;     /* deps of step 0's sends: the previous phase's chunks, or 0 */
+    int32_t next;             /* the phase whose step 0 this one's last step unblocks, or -1 */
+} ring_phase;
 
-typedef struct ring_state {
-    ring_inst *inst;
-    uint32_t n_inst, cap_inst;
-    /* hierarchical all-reduce */
-    uint32_t q;          /* ranks per inner group (island) */
-    int phase;           /* 0 reduce-scatter in islands, 1 all-reduce across, 2 all-gather */
-    uint32_t phase_first, phase_count, phase_done;
-    bool hier;
-} ring_state;
+typedef struct ring_sched {
+    uint32_t levels, q[COLL_MAX_LEVELS], stride[COLL_MAX_LEVELS];
+    uint32_t halves;          /* 2 for the bidirectional ring: one half of X each way */
+    const uint32_t *pos2rank; /* NULL: identity */
+    uint32_t *rank2pos;
+    ring_phase ph[2 * COLL_MAX_LEVELS];
+    uint32_t n_ph;
+    uint32_t sends[2], recvs, steps;
+} ring_sched;
 
-#define RING_TAG(inst, g, j) (((uint64_t)(inst) << 44) | ((uint64_t)(g) << 24) | (uint64_t)(j))
-#define RING_TAG_INST(t) ((uint32_t)((t) >> 44))
-#define RING_TAG_STEP(t) ((uint32_t)(((t) >> 24) & 0xfffff))
-#define RING_TAG_CHUNK(t) ((uint32_t)((t)&0xffffff))
-
-static uint32_t ring_steps(const ring_inst *r)
+static void ring_free(void *v)
 {
-    return (r->mode == RING_AR ? 2 : 1) * (r->n - 1);
-}
-
-static bool ring_reduces(const ring_inst *r, uint32_t g)
-{
-    return r->mode == RING_RS || (r->mode == RING_AR && g < r->n - 1);
-}
-
-/* Directional position <-> index within the ring (an involution). */
-static uint32_t ring_flip(const ring_inst *r, uint32_t i)
-{
-    return r->dir > 0 ? i : (r->n - i) % r->n;
-}
-
-static uint32_t ring_rank(const ring_inst *r, uint32_t v)
-{
-    return r->base + ring_flip(r, v % r->n) * r->stride;
-}
-
-static uint32_t ring_vpos(const ring_inst *r, uint32_t rank)
-{
-    return ring_flip(r, (rank - r->base) / r->stride);
-}
-
-static uint64_t ring_seg_bytes(const ring_inst *r, uint32_t v, uint32_t g)
-{
-    uint32_t n = r->n, s;
-    if (r->mode == RING_AR && g >= n - 1)
-        s = (uint32_t)(((uint64_t)v + 1 + n - (g - (n - 1)) % n) % n);
-    else
-        s = (uint32_t)(((uint64_t)v + n - g % n) % n);
-    return coll_share(r->bytes, n, s);
-}
-
-static void ring_send_chunk(coll *c, ring_state *st, uint32_t id, uint32_t v, uint32_t g,
-                            uint64_t j)
-{
-    ring_inst *r = &st->inst[id];
-    uint64_t seg = ring_seg_bytes(r, v, g), chunk = coll_get_desc(c)->chunk_bytes;
-    r->outstanding++;
-    coll_send(c, ring_rank(r, v), ring_rank(r, v + 1), coll_chunk_bytes(seg, chunk, j),
-              RING_TAG(id, g, j), r->port);
-}
-
-static void ring_send_step(coll *c, ring_state *st, uint32_t id, uint32_t v, uint32_t g)
-{
-    ring_inst *r = &st->inst[id];
-    uint64_t chunks = coll_chunks(ring_seg_bytes(r, v, g), coll_get_desc(c)->chunk_bytes);
-    for (uint64_t j = 0; j < chunks; j++)
-        ring_send_chunk(c, st, id, v, g, j);
-}
-
-static void ring_phase_start(coll *c, ring_state *st);
-
-/* An instance finished all its work. */
-static void ring_inst_done(coll *c, ring_state *st)
-{
-    if (!st->hier)
-        return;
-    if (++st->phase_done == st->phase_count && st->phase < 2) {
-        st->phase++;
-        ring_phase_start(c, st);
-    }
-}
-
-static void ring_forward(coll *c, ring_state *st, uint32_t id, uint32_t rank, uint32_t g,
-                         uint32_t j)
-{
-    ring_inst *r = &st->inst[id];
-    if (g + 1 < ring_steps(r))
-        ring_send_chunk(c, st, id, ring_vpos(r, rank), g + 1, j);
-    if (--st->inst[id].outstanding == 0)
-        ring_inst_done(c, st);
-}
-
-static void ring_recv(coll *c, uint32_t rank, uint32_t from, uint64_t tag, uint64_t bytes)
-{
-    (void)from;
-    ring_state *st = coll_state(c);
-    uint32_t id = RING_TAG_INST(tag), g = RING_TAG_STEP(tag);
-    ring_inst *r = &st->inst[id];
-    if (ring_reduces(r, g)) {
-        r->outstanding++;
-        coll_reduce(c, rank, bytes, tag);
-        r->outstanding--; /* the message is handled; the reduction is outstanding */
-        return;
-    }
-    ring_forward(c, st, id, rank, g, RING_TAG_CHUNK(tag));
-}
-
-static void ring_reduced(coll *c, uint32_t rank, uint64_t tag, uint64_t bytes)
-{
-    (void)bytes;
-    ring_state *st = coll_state(c);
-    ring_forward(c, st, RING_TAG_INST(tag), rank, RING_TAG_STEP(tag), RING_TAG_CHUNK(tag));
-}
-
-/* Adds an instance (its id is its index); UINT32_MAX when out of memory. */
-static uint32_t ring_add(ring_state *st, ring_inst r)
-{
-    if (st->n_inst == st->cap_inst) {
-        uint32_t cap = st->cap_inst ? st->cap_inst * 2 : 8;
-        ring_inst *v = realloc(st->inst, (size_t)cap * sizeof *v);
-        if (!v)
-            return UINT32_MAX;
-        st->inst = v;
-        st->cap_inst = cap;
-    }
-    st->inst[st->n_inst] = r;
-    return st->n_inst++;
-}
-
-static void ring_state_free(void *p)
-{
-    ring_state *st = p;
-    free(st->inst);
+    ring_sched *st = v;
+    free(st->rank2pos);
     free(st);
 }
 
-/* Starts every rank's first step of instance id; an instance with nothing to do is done. */
-static void ring_inst_start(coll *c, ring_state *st, uint32_t id)
+static uint32_t ring_pos(const ring_sched *st, uint32_t rank)
 {
-    ring_inst *r = &st->inst[id];
-    if (r->n < 2) {
-        ring_inst_done(c, st);
-        return;
-    }
-    for (uint32_t v = 0; v < r->n; v++)
-        ring_send_step(c, st, id, v, 0);
+    return st->rank2pos ? st->rank2pos[rank] : rank;
 }
 
-static np_status ring_start_mode(coll *c, ring_mode mode, bool bidir, np_err *err)
+static uint32_t ring_rank(const ring_sched *st, uint32_t pos)
 {
-    ring_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    coll_set_state(c, st);
-    uint32_t p = coll_ranks(c);
-    uint64_t n = coll_get_desc(c)->bytes;
-    if (!bidir) {
-        if (ring_add(st, (ring_inst){0, 1, p, n, mode, +1, 0, 0}) == UINT32_MAX)
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    } else {
-        if (ring_add(st, (ring_inst){0, 1, p, n - n / 2, mode, +1, 0, 0}) == UINT32_MAX ||
-            ring_add(st, (ring_inst){0, 1, p, n / 2, mode, -1, 1, 0}) == UINT32_MAX)
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    return st->pos2rank ? st->pos2rank[pos] : pos;
+}
+
+/* The part of X a rank at position pos works on at `level`: its half, narrowed at each lower
+ * level to the segment its reduce-scatter there left it ((k + 1) mod q, o = 0). */
+static void ring_range(const ring_sched *st, const coll_sched_desc *d, uint32_t pos,
+                       const ring_phase *ph, uint64_t *off, uint64_t *len)
+{
+    uint32_t el = d->elem_bytes;
+    uint64_t o = coll_part_off(d->bytes, el, st->halves, ph->half);
+    uint64_t n = coll_part_bytes(d->bytes, el, st->halves, ph->half);
+    for (uint32_t e = 0; e < ph->level; e++) {
+        uint32_t q = st->q[e], k = (pos / st->stride[e]) % q, lab = (k + 1) % q;
+        o += coll_part_off(n, el, q, lab);
+        n = coll_part_bytes(n, el, q, lab);
     }
-    for (uint32_t i = 0; i < st->n_inst; i++)
-        ring_inst_start(c, st, i);
+    *off = o;
+    *len = n;
+}
+
+/* Segment label (directional position) sent by the rank at directional position v at step g;
+ * *reduce: the step is a reduce-scatter step. */
+static uint32_t ring_label(const ring_phase *ph, uint32_t q, uint32_t v, uint32_t g,
+                           bool *reduce)
+{
+    int64_t o = ph->o, k = g;
+    bool rs = ph->mode == RING_RS || (ph->mode == RING_AR && g < q - 1);
+    if (ph->mode == RING_AR && !rs) {
+        k = g - (q - 1);
+        o += 1;
+    }
+    *reduce = rs;
+    return (uint32_t)((((int64_t)v + o - k) % q + 2 * (int64_t)q) % q);
+}
+
+/* The bytes of chunk j of the segment with directional label lab of the rank at pos. */
+static void ring_chunk(const ring_sched *st, const coll_sched_desc *d, const ring_phase *ph,
+                       uint32_t pos, uint32_t lab, uint32_t j, uint64_t *off, uint64_t *bytes)
+{
+    uint32_t q = st->q[ph->level], el = d->elem_bytes;
+    uint32_t k = ph->dir > 0 ? lab : (q - lab) % q;
+    uint32_t idx = st->levels == 1 ? ring_rank(st, k) : k; /* flat: rank order[k]'s segment */
+    uint64_t ro, rn;
+    ring_range(st, d, pos, ph, &ro, &rn);
+    uint64_t so = coll_part_off(rn, el, q, idx), sn = coll_part_bytes(rn, el, q, idx);
+    *off = ro + so + coll_part_off(sn, el, ph->chunks, j);
+    *bytes = coll_part_bytes(sn, el, ph->chunks, j);
+}
+
+/* The rank `delta` (+1 / -1) positions along the phase's direction from pos. */
+static uint32_t ring_neighbour(const ring_sched *st, const ring_phase *ph, uint32_t pos,
+                               int delta)
+{
+    uint32_t q = st->q[ph->level], s = st->stride[ph->level], k = (pos / s) % q;
+    uint32_t k2 = (uint32_t)(((int64_t)k + (int64_t)delta * ph->dir + q) % q);
+    return ring_rank(st, pos - k * s + k2 * s);
+}
+
+static uint32_t ring_vpos(const ring_sched *st, const ring_phase *ph, uint32_t pos)
+{
+    uint32_t q = st->q[ph->level], k = (pos / st->stride[ph->level]) % q;
+    return ph->dir > 0 ? k : (q - k) % q;
+}
+
+static const ring_phase *ring_send_phase(const ring_sched *st, uint32_t port, uint32_t i)
+{
+    for (uint32_t f = 0; f < st->n_ph; f++) {
+        const ring_phase *ph = &st->ph[f];
+        if (ph->port == port && i >= ph->send_base &&
+            i - ph->send_base < (uint64_t)ph->steps * ph->chunks)
+            return ph;
+    }
+    return NULL;
+}
+
+static const ring_phase *ring_recv_phase(const ring_sched *st, uint32_t i)
+{
+    for (uint32_t f = 0; f < st->n_ph; f++) {
+        const ring_phase *ph = &st->ph[f];
+        if (i >= ph->recv_base && i - ph->recv_base < (uint64_t)ph->steps * ph->chunks)
+            return ph;
+    }
+    return NULL;
+}
+
+static void ring_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
+                      coll_xfer *x)
+{
+    const ring_sched *st = coll_sched_state(s);
+    const coll_sched_desc *d = coll_sched_d(s);
+    const ring_phase *ph = ring_send_phase(st, port, i);
+    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level];
+    uint32_t g = (i - ph->send_base) / ph->chunks, j = (i - ph->send_base) % ph->chunks;
+    bool red;
+    uint32_t lab = ring_label(ph, q, ring_vpos(st, ph, pos), g, &red);
+    *x = (coll_xfer){.peer = ring_neighbour(st, ph, pos, +1),
+                     .match = ph->recv_base + g * ph->chunks + j, .port = port,
+                     .step = ph->step_base + g, .deps = g == 0 ? ph->prev_chunks : 1,
+                     .buf = COLL_BUF_X};
+    ring_chunk(st, d, ph, pos, lab, j, &x->offset, &x->bytes);
+}
+
+static void ring_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x)
+{
+    const ring_sched *st = coll_sched_state(s);
+    const coll_sched_desc *d = coll_sched_d(s);
+    const ring_phase *ph = ring_recv_phase(st, i);
+    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level];
+    uint32_t g = (i - ph->recv_base) / ph->chunks, j = (i - ph->recv_base) % ph->chunks;
+    bool red;
+    uint32_t lab = ring_label(ph, q, (ring_vpos(st, ph, pos) + q - 1) % q, g, &red);
+    *x = (coll_xfer){.peer = ring_neighbour(st, ph, pos, -1),
+                     .match = ph->send_base + g * ph->chunks + j, .port = ph->port,
+                     .step = ph->step_base + g, .buf = COLL_BUF_X, .reduce = red};
+    if (g + 1 < ph->steps) {
+        x->unblock_port = ph->port;
+        x->unblock_lo = ph->send_base + (g + 1) * ph->chunks + j;
+        x->unblock_hi = x->unblock_lo + 1;
+    } else if (ph->next >= 0) {
+        const ring_phase *nx = &st->ph[ph->next];
+        x->unblock_port = nx->port;
+        x->unblock_lo = nx->send_base;
+        x->unblock_hi = nx->send_base + nx->chunks;
+    }
+    ring_chunk(st, d, ph, pos, lab, j, &x->offset, &x->bytes);
+}
+
+static uint32_t ring_ports(const coll_sched *s)
+{
+    const ring_sched *st = coll_sched_state(s);
+    return st->halves;
+}
+
+static uint32_t ring_steps(const coll_sched *s)
+{
+    const ring_sched *st = coll_sched_state(s);
+    return st->steps;
+}
+
+static uint32_t ring_sends(const coll_sched *s, uint32_t rank, uint32_t port)
+{
+    (void)rank;
+    const ring_sched *st = coll_sched_state(s);
+    return port < 2 ? st->sends[port] : 0;
+}
+
+static uint32_t ring_recvs(const coll_sched *s, uint32_t rank)
+{
+    (void)rank;
+    const ring_sched *st = coll_sched_state(s);
+    return st->recvs;
+}
+
+/* Appends a phase and lays out its ops after those before it; false when the counts would
+ * pass 32 bits. */
+static bool ring_add_phase(ring_sched *st, const coll_sched_desc *d, ring_phase ph,
+                           uint64_t seg_max, bool chained)
+{
+    uint32_t q = st->q[ph.level];
+    ph.steps = (ph.mode == RING_AR ? 2 : 1) * (q - 1);
+    uint64_t c = coll_chunks(seg_max, d->chunk_bytes);
+    uint64_t ops = (uint64_t)ph.steps * c;
+    if (c > UINT32_MAX || st->sends[ph.port] + ops > UINT32_MAX || st->recvs + ops > UINT32_MAX ||
+        (uint64_t)st->steps + ph.steps > UINT32_MAX)
+        return false;
+    ph.chunks = (uint32_t)c;
+    ph.send_base = st->sends[ph.port];
+    ph.recv_base = st->recvs;
+    ph.step_base = st->steps;
+    ph.next = -1;
+    ph.prev_chunks = 0;
+    if (chained && st->n_ph > 0) {
+        ph.prev_chunks = st->ph[st->n_ph - 1].chunks;
+        st->ph[st->n_ph - 1].next = (int32_t)st->n_ph;
+    }
+    st->sends[ph.port] += (uint32_t)ops;
+    st->recvs += (uint32_t)ops;
+    st->steps += ph.steps;
+    st->ph[st->n_ph++] = ph;
+    return true;
+}
+
+/* Sets up levels (after dropping levels of one rank) and the position maps. */
+static np_status ring_setup(coll_sched *s, ring_sched **out, const uint32_t *levels,
+                            uint32_t n_levels, uint32_t halves, np_err *err)
+{
+    const coll_sched_desc *d = coll_sched_d(s);
+    ring_sched *st = calloc(1, sizeof *st);
+    if (!st)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
+    coll_sched_set_state(s, st);
+    st->halves = halves;
+    uint32_t stride = 1;
+    for (uint32_t e = 0; e < n_levels; e++) {
+        if (levels[e] < 2)
+            continue;
+        st->q[st->levels] = levels[e];
+        st->stride[st->levels++] = stride;
+        stride *= levels[e];
+    }
+    st->pos2rank = d->order;
+    if (d->order) {
+        st->rank2pos = malloc((size_t)d->ranks * sizeof *st->rank2pos);
+        if (!st->rank2pos)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
+        for (uint32_t k = 0; k < d->ranks; k++)
+            st->rank2pos[d->order[k]] = k;
+    }
+    *out = st;
     return NP_OK;
 }
 
-static np_status ring_ar_start(coll *c, np_err *err)
+static np_status ring_too_many(const coll_sched_desc *d, np_err *err)
 {
-    return ring_start_mode(c, RING_AR, false, err);
+    return np_err_set(err, NP_ERR_RANGE, "%s over %" PRIu32 " ranks in chunks of %" PRIu64
+                      " B has more than 2^32 messages per rank; use a larger chunk",
+                      coll_op_name(d->op), d->ranks, d->chunk_bytes);
 }
 
-static np_status ring_ag_start(coll *c, np_err *err)
+static np_status ring_init_mode(coll_sched *s, ring_mode mode, uint32_t halves, np_err *err)
 {
-    return ring_start_mode(c, RING_AG, false, err);
-}
-
-static np_status ring_rs_start(coll *c, np_err *err)
-{
-    return ring_start_mode(c, RING_RS, false, err);
-}
-
-static np_status biring_start(coll *c, np_err *err)
-{
-    return ring_start_mode(c, RING_AR, true, err);
-}
-
-
-const coll_algo_ops coll_ring_all_reduce = {COLL_OP_ALL_REDUCE, COLL_ALGO_RING, ring_ar_start,
-                                            ring_recv, ring_reduced, ring_state_free};
-const coll_algo_ops coll_ring_all_gather = {COLL_OP_ALL_GATHER, COLL_ALGO_RING, ring_ag_start,
-                                            ring_recv, ring_reduced, ring_state_free};
-const coll_algo_ops coll_ring_reduce_scatter = {COLL_OP_REDUCE_SCATTER, COLL_ALGO_RING,
-                                                ring_rs_start, ring_recv, ring_reduced,
-                                                ring_state_free};
-const coll_algo_ops coll_biring_all_reduce = {COLL_OP_ALL_REDUCE, COLL_ALGO_BIRING,
-                                              biring_start, ring_recv, ring_reduced,
-                                              ring_state_free};
-
-/* ---- Hierarchical (2D) all-reduce -----------------------------------------------------------
- * Ranks form p/q inner groups of q consecutive ranks (an island, a torus row). Phase 0: a
- * ring reduce-scatter inside every group (each rank ends with 1/q of the sum of its group);
- * phase 1: a ring all-reduce of that 1/q across the groups, among ranks with the same
- * position; phase 2: a ring all-gather inside every group. Each phase starts when the
- * previous one has finished everywhere. Cost, with (alpha1, beta1) inside a group and
- * (alpha2, beta2) across:
- *   (q-1)(a1 + n/q b1 + n/q g) + 2(p/q-1)(a2 + n/p b2) + (p/q-1) n/p g + (q-1)(a1 + n/q b1)
- */
-
-static void ring_phase_start(coll *c, ring_state *st)
-{
-    uint32_t p = coll_ranks(c), q = st->q, groups = p / q;
-    uint64_t n = coll_get_desc(c)->bytes;
-    uint32_t count = st->phase == 1 ? q : groups;
-    st->phase_first = st->n_inst;
-    st->phase_count = count;
-    st->phase_done = 0;
-    for (uint32_t i = 0; i < count; i++) {
-        ring_inst r;
-        if (st->phase == 1) /* across: ranks i, i + q, ...; the segment position i holds */
-            r = (ring_inst){i, q, groups, coll_share(n, q, (i + 1) % q), RING_AR, +1, 0, 0};
-        else
-            r = (ring_inst){i * q, 1, q, n, st->phase == 0 ? RING_RS : RING_AG, +1, 0, 0};
-        if (ring_add(st, r) == UINT32_MAX) {
-            coll_fail(c, NP_ERR_NOMEM, "out of memory");
-            return;
-        }
+    const coll_sched_desc *d = coll_sched_d(s);
+    uint32_t p = d->ranks;
+    ring_sched *st;
+    if (ring_setup(s, &st, &p, 1, halves, err) != NP_OK)
+        return err->status;
+    if (st->levels == 0)
+        return NP_OK;
+    for (uint32_t h = 0; h < halves; h++) {
+        uint64_t seg = coll_part_max(coll_part_bytes(d->bytes, d->elem_bytes, halves, h),
+                                     d->elem_bytes, p);
+        ring_phase ph = {.mode = mode, .o = mode == RING_RS ? -1 : 0, .dir = h ? -1 : +1,
+                         .port = h, .level = 0, .half = h};
+        if (!ring_add_phase(st, d, ph, seg, false))
+            return ring_too_many(d, err);
     }
-    int phase = st->phase;
-    for (uint32_t i = 0; i < count && st->phase == phase; i++)
-        ring_inst_start(c, st, st->phase_first + i);
+    return NP_OK;
 }
 
-/* The inner group size: asked for, else the island, the torus's x ring, or the divisor of p
- * nearest sqrt(p). */
-static uint32_t hier_group(const coll *c)
+static np_status ring_ar_init(coll_sched *s, np_err *err)
 {
-    uint32_t p = coll_ranks(c);
-    const coll_desc *d = coll_get_desc(c);
-    const net_params *np = coll_net_params(c);
-    if (d->group_ranks)
-        return d->group_ranks;
-    if (np->topology == ARCH_TOPOLOGY_HIERARCHICAL && np->island_chips > 1 &&
-        np->island_chips < p && p % np->island_chips == 0)
-        return np->island_chips;
-    if ((np->topology == ARCH_TOPOLOGY_TORUS2D || np->topology == ARCH_TOPOLOGY_TORUS3D) &&
-        p == np->chips && np->dims[0] > 1 && np->dims[0] < p)
-        return np->dims[0];
+    return ring_init_mode(s, RING_AR, 1, err);
+}
+
+static np_status ring_ag_init(coll_sched *s, np_err *err)
+{
+    return ring_init_mode(s, RING_AG, 1, err);
+}
+
+static np_status ring_rs_init(coll_sched *s, np_err *err)
+{
+    return ring_init_mode(s, RING_RS, 1, err);
+}
+
+static np_status biring_init(coll_sched *s, np_err *err)
+{
+    return ring_init_mode(s, RING_AR, 2, err);
+}
+
+/* The divisor of p nearest sqrt(p) (at most sqrt(p)). */
+static uint32_t ring_sqrt_divisor(uint32_t p)
+{
     uint32_t best = 1;
     for (uint32_t k = 1; (uint64_t)k * k <= p; k++)
         if (p % k == 0)
@@ -288,22 +340,55 @@ static uint32_t hier_group(const coll *c)
     return best;
 }
 
-static np_status hier_start(coll *c, np_err *err)
+static np_status hier_init(coll_sched *s, np_err *err)
 {
-    uint32_t p = coll_ranks(c), q = hier_group(c);
-    if (q == 0 || p % q)
-        return np_err_set(err, NP_ERR_INCONSISTENT, "hierarchical all-reduce: %u ranks are "
-                          "not whole groups of %u", (unsigned)p, (unsigned)q);
-    ring_state *st = calloc(1, sizeof *st);
-    if (!st)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    coll_set_state(c, st);
-    st->hier = true;
-    st->q = q;
-    st->phase = 0;
-    ring_phase_start(c, st);
+    const coll_sched_desc *d = coll_sched_d(s);
+    uint32_t p = d->ranks, lv[COLL_MAX_LEVELS], n = d->n_levels;
+    if (n == 0) {
+        lv[0] = ring_sqrt_divisor(p);
+        lv[1] = p / lv[0];
+        n = 2;
+    } else {
+        uint64_t prod = 1;
+        for (uint32_t e = 0; e < n && e < COLL_MAX_LEVELS; e++) {
+            lv[e] = d->level_ranks[e];
+            prod *= lv[e] ? lv[e] : 0;
+        }
+        if (n > COLL_MAX_LEVELS || prod != p)
+            return np_err_set(err, NP_ERR_INCONSISTENT, "hierarchical all-reduce: %" PRIu32
+                              " ranks are not levels of %" PRIu32 "%s%s", p, lv[0],
+                              n > 1 ? " x ..." : "", n > COLL_MAX_LEVELS ? " (at most 4)" : "");
+    }
+    ring_sched *st;
+    if (ring_setup(s, &st, lv, n, 1, err) != NP_OK)
+        return err->status;
+    uint32_t L = st->levels, el = d->elem_bytes;
+    uint64_t nmax[COLL_MAX_LEVELS + 1];
+    nmax[0] = d->bytes;
+    for (uint32_t e = 0; e < L; e++)
+        nmax[e + 1] = coll_part_max(nmax[e], el, st->q[e]);
+    /* reduce-scatter up the levels, all-reduce at the top, all-gather back down */
+    for (uint32_t k = 0; k + 1 < 2 * L; k++) {
+        uint32_t e = k < L ? k : 2 * L - 2 - k;
+        ring_mode m = k + 1 < L ? RING_RS : k + 1 == L ? RING_AR : RING_AG;
+        ring_phase ph = {.mode = m, .o = m == RING_AG ? 1 : 0, .dir = +1, .port = 0,
+                         .level = e};
+        if (!ring_add_phase(st, d, ph, nmax[e + 1], true))
+            return ring_too_many(d, err);
+    }
     return NP_OK;
 }
 
-const coll_algo_ops coll_hier_all_reduce = {COLL_OP_ALL_REDUCE, COLL_ALGO_HIER, hier_start,
-                                            ring_recv, ring_reduced, ring_state_free};
+#define RING_OPS(op, algo, init)                                                           \
+    {op, algo, init, ring_ports, ring_steps, ring_sends, ring_recvs, ring_send, ring_recv, \
+     ring_free}
+const coll_sched_ops coll_ring_all_reduce = RING_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_RING,
+                                                     ring_ar_init);
+const coll_sched_ops coll_ring_all_gather = RING_OPS(COLL_OP_ALL_GATHER, COLL_ALGO_RING,
+                                                     ring_ag_init);
+const coll_sched_ops coll_ring_reduce_scatter = RING_OPS(COLL_OP_REDUCE_SCATTER, COLL_ALGO_RING,
+                                                         ring_rs_init);
+const coll_sched_ops coll_biring_all_reduce = RING_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_BIRING,
+                                                       biring_init);
+const coll_sched_ops coll_hier_all_reduce = RING_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_HIER,
+                                                     hier_init);

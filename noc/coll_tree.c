@@ -1,59 +1,66 @@
-/* coll_tree.c — tree and chain algorithms: binomial-tree broadcast, reduce, all-reduce
- * (reduce then broadcast, pipelined per chunk), scatter and gather; pipelined-chain
- * broadcast and reduce.
+/* coll_tree.c — tree and chain schedules: binomial-tree broadcast, reduce, all-reduce (reduce
+ * then broadcast, pipelined per chunk), scatter and gather; pipelined-chain broadcast and
+ * reduce.
  *
  * Binomial tree on virtual ranks vr = (rank - root) mod p: vr's parent is vr - lowbit(vr);
  * its children are vr + m for m = lowbit(vr)/2, ..., 2, 1 (for the root: the largest power
- * of two below p, ..., 1) while vr + m < p, served largest subtree first. A rank's messages
- * leave one after another (one port per direction), so with an idle network and no chunking:
+ * of two below p, ..., 1) while vr + m < p, served largest subtree first. Chain on ranks
+ * root, root+1, ...: vr's parent is vr - 1, its child vr + 1. Port 0 carries messages toward
+ * the root (reduce, gather), port 1 away from it (broadcast, scatter); each port's messages
+ * leave one after another, chunk by chunk, every child's chunk j before anyone's chunk j + 1.
+ * A rank forwards chunk j as soon as it has it (broadcast: arrived; reduce: every child's
+ * chunk j reduced into its own). With an idle network and no chunking:
  *   broadcast   ceil(log2 p)(alpha + n beta)
  *   reduce      ceil(log2 p)(alpha + n beta + n gamma)
- *   all-reduce  the two in sequence
+ *   all-reduce  the two in sequence (root 0)
  *   scatter / gather  ceil(log2 p) alpha + (p-1)/p n beta   (p a power of two)
- * Chain on ranks root, root+1, ...: each chunk is forwarded as soon as it has arrived (and,
- * for reduce, been reduced): with c chunks of s = n/c bytes,
+ * and with c chunks of s = n/c bytes a chain takes
  *   broadcast   (p - 1)(alpha + s beta) + (c - 1) s beta
  *   reduce      (p - 1)(alpha + s beta + s gamma) + (c - 1) s max(beta, gamma)
+ * Scatter and gather move whole subtrees (unchunked): the subtree of vr > 0 is
+ * [vr, vr + lowbit(vr)) within [0, p), of the root everything, and X holds the shares in
+ * virtual-rank order (share vr, part vr of p, is the one rank (root + vr) mod p keeps or
+ * gives).
  */
 #include <stdlib.h>
 
 #include "coll_impl.h"
 
-#define TREE_UP 0   /* toward the root (reduce, gather): port 0 */
-#define TREE_DOWN 1 /* away from the root (broadcast, scatter): port 1 */
-#define TREE_TAG(dir, j) (((uint64_t)(dir) << 62) | (uint64_t)(j))
-#define TREE_TAG_DIR(t) ((int)((t) >> 62))
-#define TREE_TAG_CHUNK(t) ((t) & ((1ULL << 62) - 1))
+#define TREE_UP 0
+#define TREE_DOWN 1
 
-typedef struct tree_state {
+typedef enum tree_mode { TREE_BCAST, TREE_REDUCE, TREE_AR, TREE_SCATTER, TREE_GATHER } tree_mode;
+
+typedef struct tree_sched {
+    tree_mode mode;
+    bool chain;
     uint32_t p, root;
-    uint64_t chunk, n_chunks;
-    bool all_reduce, chain;
-    uint32_t *count; /* reduce: children reduced per (vr, chunk); gather: children received */
-} tree_state;
+    uint32_t chunks;
+} tree_sched;
 
 static uint32_t lowbit(uint32_t v) { return v & (~v + 1); }
 
-static uint32_t tree_vr(const tree_state *t, uint32_t rank)
+static uint32_t log2u(uint32_t v)
 {
-    return (rank + t->p - t->root) % t->p;
+    uint32_t l = 0;
+    while (v >>= 1)
+        l++;
+    return l;
 }
 
-static uint32_t tree_rank(const tree_state *t, uint32_t vr)
-{
-    return (vr + t->root) % t->p;
-}
+static uint32_t tree_vr(const tree_sched *t, uint32_t rank) { return (rank + t->p - t->root) % t->p; }
+static uint32_t tree_rank(const tree_sched *t, uint32_t vr) { return (vr + t->root) % t->p; }
 
 /* The first (largest) child mask of vr; 0 when it has none. */
-static uint32_t tree_first_mask(const tree_state *t, uint32_t vr)
+static uint32_t tree_first_mask(const tree_sched *t, uint32_t vr)
 {
     uint32_t m;
     if (vr == 0) {
+        if (t->p < 2)
+            return 0;
         m = 1;
         while ((uint64_t)m * 2 < t->p)
             m *= 2;
-        if (t->p < 2)
-            return 0;
     } else {
         m = lowbit(vr) / 2;
     }
@@ -62,171 +69,48 @@ static uint32_t tree_first_mask(const tree_state *t, uint32_t vr)
     return m;
 }
 
-static uint32_t tree_children(const tree_state *t, uint32_t vr)
+static uint32_t tree_children(const tree_sched *t, uint32_t vr)
 {
-    uint32_t k = 0;
-    for (uint32_t m = tree_first_mask(t, vr); m; m /= 2)
-        k += vr + m < t->p;
-    return k;
+    if (t->chain)
+        return vr + 1 < t->p ? 1 : 0;
+    uint32_t m = tree_first_mask(t, vr);
+    return m ? log2u(m) + 1 : 0;
 }
 
-static uint64_t tree_chunk_bytes(coll *c, const tree_state *t, uint64_t j)
+static uint32_t tree_child(const tree_sched *t, uint32_t vr, uint32_t c)
 {
-    return coll_chunk_bytes(coll_get_desc(c)->bytes, t->chunk, j);
+    return t->chain ? vr + 1 : vr + (tree_first_mask(t, vr) >> c);
 }
 
-static void tree_free(void *p)
+static uint32_t tree_parent(const tree_sched *t, uint32_t vr)
 {
-    tree_state *t = p;
-    free(t->count);
-    free(t);
+    return t->chain ? vr - 1 : vr - lowbit(vr);
 }
 
-static tree_state *tree_new(coll *c, bool counts, np_err *err)
+/* vr's index among its parent's children. */
+static uint32_t tree_child_index(const tree_sched *t, uint32_t vr)
 {
-    tree_state *t = calloc(1, sizeof *t);
-    if (!t) {
-        np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        return NULL;
+    if (t->chain)
+        return 0;
+    uint32_t par = tree_parent(t, vr);
+    return log2u(tree_first_mask(t, par)) - log2u(vr - par);
+}
+
+/* Receives per chunk of vr and the index, within a chunk, of the receive from its parent. */
+static uint32_t tree_recvs_per_chunk(const tree_sched *t, uint32_t vr)
+{
+    uint32_t k = tree_children(t, vr);
+    switch (t->mode) {
+    case TREE_BCAST:
+    case TREE_SCATTER: return vr ? 1 : 0;
+    case TREE_REDUCE:
+    case TREE_GATHER: return k;
+    case TREE_AR: return k + (vr ? 1 : 0);
     }
-    coll_set_state(c, t);
-    const coll_desc *d = coll_get_desc(c);
-    t->p = coll_ranks(c);
-    t->root = d->op == COLL_OP_ALL_REDUCE ? 0 : d->root;
-    t->chunk = d->chunk_bytes;
-    t->n_chunks = coll_chunks(d->bytes, d->chunk_bytes);
-    if (counts) {
-        if ((double)t->p * (double)t->n_chunks > (double)(1u << 26)) {
-            np_err_set(err, NP_ERR_RANGE, "%u ranks x %llu chunks is too many to track; use a "
-                       "larger chunk size", (unsigned)t->p, (unsigned long long)t->n_chunks);
-            return NULL;
-        }
-        t->count = calloc((size_t)t->p * t->n_chunks, sizeof *t->count);
-        if (!t->count) {
-            np_err_set(err, NP_ERR_NOMEM, "out of memory");
-            return NULL;
-        }
-    }
-    return t;
+    return 0;
 }
 
-/* Sends chunk j from vr to each of its children (tree) or its successor (chain). */
-static void tree_send_down(coll *c, tree_state *t, uint32_t vr, uint64_t j)
-{
-    uint64_t b = tree_chunk_bytes(c, t, j);
-    if (t->chain) {
-        if (vr + 1 < t->p)
-            coll_send(c, tree_rank(t, vr), tree_rank(t, vr + 1), b, TREE_TAG(TREE_DOWN, j),
-                      TREE_DOWN);
-        return;
-    }
-    for (uint32_t m = tree_first_mask(t, vr); m; m /= 2)
-        if (vr + m < t->p)
-            coll_send(c, tree_rank(t, vr), tree_rank(t, vr + m), b, TREE_TAG(TREE_DOWN, j),
-                      TREE_DOWN);
-}
-
-static void tree_send_up(coll *c, tree_state *t, uint32_t vr, uint64_t j)
-{
-    uint32_t parent = t->chain ? vr - 1 : vr - lowbit(vr);
-    coll_send(c, tree_rank(t, vr), tree_rank(t, parent), tree_chunk_bytes(c, t, j),
-              TREE_TAG(TREE_UP, j), TREE_UP);
-}
-
-static np_status tree_start_common(coll *c, bool down, bool chain, bool all_reduce,
-                                   np_err *err)
-{
-    tree_state *t = tree_new(c, !down, err);
-    if (!t)
-        return err->status;
-    t->chain = chain;
-    t->all_reduce = all_reduce;
-    if (t->p < 2)
-        return NP_OK;
-    if (down) {
-        for (uint64_t j = 0; j < t->n_chunks; j++)
-            tree_send_down(c, t, 0, j);
-        return NP_OK;
-    }
-    for (uint32_t vr = 1; vr < t->p; vr++) {
-        bool leaf = chain ? vr == t->p - 1 : tree_children(t, vr) == 0;
-        if (leaf)
-            for (uint64_t j = 0; j < t->n_chunks; j++)
-                tree_send_up(c, t, vr, j);
-    }
-    return NP_OK;
-}
-
-static void tree_recv(coll *c, uint32_t rank, uint32_t from, uint64_t tag, uint64_t bytes)
-{
-    (void)from;
-    tree_state *t = coll_state(c);
-    if (TREE_TAG_DIR(tag) == TREE_DOWN)
-        tree_send_down(c, t, tree_vr(t, rank), TREE_TAG_CHUNK(tag));
-    else
-        coll_reduce(c, rank, bytes, tag);
-}
-
-static void tree_reduced(coll *c, uint32_t rank, uint64_t tag, uint64_t bytes)
-{
-    (void)bytes;
-    tree_state *t = coll_state(c);
-    uint32_t vr = tree_vr(t, rank);
-    uint64_t j = TREE_TAG_CHUNK(tag);
-    uint32_t need = t->chain ? 1 : tree_children(t, vr);
-    if (++t->count[(size_t)vr * t->n_chunks + j] < need)
-        return;
-    if (vr != 0)
-        tree_send_up(c, t, vr, j);
-    else if (t->all_reduce)
-        tree_send_down(c, t, 0, j);
-}
-
-static np_status tree_bcast_start(coll *c, np_err *err)
-{
-    return tree_start_common(c, true, false, false, err);
-}
-
-static np_status tree_reduce_start(coll *c, np_err *err)
-{
-    return tree_start_common(c, false, false, false, err);
-}
-
-static np_status tree_ar_start(coll *c, np_err *err)
-{
-    return tree_start_common(c, false, false, true, err);
-}
-
-static np_status chain_bcast_start(coll *c, np_err *err)
-{
-    return tree_start_common(c, true, true, false, err);
-}
-
-static np_status chain_reduce_start(coll *c, np_err *err)
-{
-    return tree_start_common(c, false, true, false, err);
-}
-
-
-const coll_algo_ops coll_tree_broadcast = {COLL_OP_BROADCAST, COLL_ALGO_TREE, tree_bcast_start,
-                                           tree_recv, tree_reduced, tree_free};
-const coll_algo_ops coll_tree_reduce = {COLL_OP_REDUCE, COLL_ALGO_TREE, tree_reduce_start,
-                                        tree_recv, tree_reduced, tree_free};
-const coll_algo_ops coll_tree_all_reduce = {COLL_OP_ALL_REDUCE, COLL_ALGO_TREE,
-                                            tree_ar_start, tree_recv, tree_reduced,
-                                            tree_free};
-const coll_algo_ops coll_chain_broadcast = {COLL_OP_BROADCAST, COLL_ALGO_CHAIN,
-                                            chain_bcast_start, tree_recv, tree_reduced,
-                                            tree_free};
-const coll_algo_ops coll_chain_reduce = {COLL_OP_REDUCE, COLL_ALGO_CHAIN, chain_reduce_start,
-                                         tree_recv, tree_reduced, tree_free};
-
-/* ---- Scatter and gather (binomial, unchunked) ---------------------------------------------
- * The subtree of vr > 0 is [vr, vr + lowbit(vr)) within [0, p); of the root, everything.
- * Scatter sends each child its subtree's shares; gather sends the parent the sender's
- * subtree once every child's part has arrived. */
-
-static uint32_t tree_subtree(const tree_state *t, uint32_t vr)
+static uint32_t tree_subtree(const tree_sched *t, uint32_t vr)
 {
     if (vr == 0)
         return t->p;
@@ -234,76 +118,186 @@ static uint32_t tree_subtree(const tree_state *t, uint32_t vr)
     return vr + s <= t->p ? s : t->p - vr;
 }
 
-static uint64_t tree_range_bytes(coll *c, const tree_state *t, uint32_t vr, uint32_t size)
+/* Chunk j of X, or (scatter, gather) the shares of vr's subtree. */
+static void tree_bytes(const coll_sched *s, const tree_sched *t, uint32_t vr, uint32_t j,
+                       uint64_t *off, uint64_t *bytes)
 {
-    uint64_t n = coll_get_desc(c)->bytes, rem = n % t->p;
-    uint64_t extra = 0;
-    if (vr < rem)
-        extra = (vr + size <= rem ? size : rem - vr);
-    return (uint64_t)size * (n / t->p) + extra;
+    const coll_sched_desc *d = coll_sched_d(s);
+    if (t->mode == TREE_SCATTER || t->mode == TREE_GATHER) {
+        *off = coll_part_off(d->bytes, d->elem_bytes, t->p, vr);
+        *bytes = coll_part_off(d->bytes, d->elem_bytes, t->p, vr + tree_subtree(t, vr)) - *off;
+        return;
+    }
+    *off = coll_part_off(d->bytes, d->elem_bytes, t->chunks, j);
+    *bytes = coll_part_bytes(d->bytes, d->elem_bytes, t->chunks, j);
 }
 
-static void scatter_send(coll *c, tree_state *t, uint32_t vr)
+static uint32_t tree_ports(const coll_sched *s)
 {
-    for (uint32_t m = tree_first_mask(t, vr); m; m /= 2)
-        if (vr + m < t->p) {
-            uint32_t ch = vr + m;
-            coll_send(c, tree_rank(t, vr), tree_rank(t, ch),
-                      tree_range_bytes(c, t, ch, tree_subtree(t, ch)), TREE_TAG(TREE_DOWN, 0),
-                      TREE_DOWN);
-        }
+    (void)s;
+    return 2;
 }
 
-static np_status scatter_start(coll *c, np_err *err)
+static uint32_t tree_steps(const coll_sched *s)
 {
-    tree_state *t = tree_new(c, false, err);
-    if (!t)
-        return err->status;
-    scatter_send(c, t, 0);
-    return NP_OK;
+    const tree_sched *t = coll_sched_state(s);
+    return t->chunks;
 }
 
-static void scatter_recv(coll *c, uint32_t rank, uint32_t from, uint64_t tag, uint64_t bytes)
+static uint32_t tree_sends(const coll_sched *s, uint32_t rank, uint32_t port)
 {
-    (void)from;
-    (void)tag;
-    (void)bytes;
-    tree_state *t = coll_state(c);
-    scatter_send(c, t, tree_vr(t, rank));
-}
-
-static void gather_send(coll *c, tree_state *t, uint32_t vr)
-{
-    coll_send(c, tree_rank(t, vr), tree_rank(t, vr - lowbit(vr)),
-              tree_range_bytes(c, t, vr, tree_subtree(t, vr)), TREE_TAG(TREE_UP, 0), TREE_UP);
-}
-
-static np_status gather_start(coll *c, np_err *err)
-{
-    tree_state *t = tree_new(c, false, err);
-    if (!t)
-        return err->status;
-    t->count = calloc(t->p, sizeof *t->count);
-    if (!t->count)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    for (uint32_t vr = 1; vr < t->p; vr++)
-        if (tree_children(t, vr) == 0)
-            gather_send(c, t, vr);
-    return NP_OK;
-}
-
-static void gather_recv(coll *c, uint32_t rank, uint32_t from, uint64_t tag, uint64_t bytes)
-{
-    (void)from;
-    (void)tag;
-    (void)bytes;
-    tree_state *t = coll_state(c);
+    const tree_sched *t = coll_sched_state(s);
     uint32_t vr = tree_vr(t, rank);
-    if (++t->count[vr] == tree_children(t, vr) && vr != 0)
-        gather_send(c, t, vr);
+    bool up = t->mode == TREE_REDUCE || t->mode == TREE_GATHER || t->mode == TREE_AR;
+    bool down = t->mode == TREE_BCAST || t->mode == TREE_SCATTER || t->mode == TREE_AR;
+    if (port == TREE_UP)
+        return up && vr ? t->chunks : 0;
+    if (port == TREE_DOWN)
+        return down ? t->chunks * tree_children(t, vr) : 0;
+    return 0;
 }
 
-const coll_algo_ops coll_tree_scatter = {COLL_OP_SCATTER, COLL_ALGO_TREE, scatter_start,
-                                         scatter_recv, NULL, tree_free};
-const coll_algo_ops coll_tree_gather = {COLL_OP_GATHER, COLL_ALGO_TREE, gather_start,
-                                        gather_recv, NULL, tree_free};
+static uint32_t tree_recvs(const coll_sched *s, uint32_t rank)
+{
+    const tree_sched *t = coll_sched_state(s);
+    return t->chunks * tree_recvs_per_chunk(t, tree_vr(t, rank));
+}
+
+/* Index of the receive, at vr's parent (up) or child (down), of vr's chunk j message. */
+static uint32_t tree_up_match(const tree_sched *t, uint32_t vr, uint32_t j)
+{
+    uint32_t par = tree_parent(t, vr);
+    return j * tree_recvs_per_chunk(t, par) + tree_child_index(t, vr);
+}
+
+static uint32_t tree_down_match(const tree_sched *t, uint32_t child, uint32_t j)
+{
+    uint32_t per = tree_recvs_per_chunk(t, child);
+    return j * per + per - 1; /* the receive from the parent is a chunk's last */
+}
+
+static void tree_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
+                      coll_xfer *x)
+{
+    const tree_sched *t = coll_sched_state(s);
+    uint32_t vr = tree_vr(t, rank);
+    *x = (coll_xfer){.port = port, .buf = COLL_BUF_X};
+    if (port == TREE_UP) {
+        uint32_t j = i;
+        x->peer = tree_rank(t, tree_parent(t, vr));
+        x->match = tree_up_match(t, vr, j);
+        x->step = j;
+        x->deps = tree_children(t, vr);
+        tree_bytes(s, t, vr, j, &x->offset, &x->bytes);
+        return;
+    }
+    uint32_t k = tree_children(t, vr), j = i / k, c = i % k, ch = tree_child(t, vr, c);
+    x->peer = tree_rank(t, ch);
+    x->match = tree_down_match(t, ch, j);
+    x->step = j;
+    x->deps = vr ? 1 : t->mode == TREE_AR ? k : 0;
+    tree_bytes(s, t, t->mode == TREE_SCATTER ? ch : vr, j, &x->offset, &x->bytes);
+}
+
+static void tree_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x)
+{
+    const tree_sched *t = coll_sched_state(s);
+    uint32_t vr = tree_vr(t, rank), per = tree_recvs_per_chunk(t, vr);
+    uint32_t j = i / per, c = i % per, k = tree_children(t, vr);
+    /* a chunk's receives: one per child (reduce, gather, all-reduce), then the parent's
+     * (broadcast, scatter, all-reduce) */
+    bool from_parent = t->mode == TREE_BCAST || t->mode == TREE_SCATTER || c == k;
+    *x = (coll_xfer){.step = j, .buf = COLL_BUF_X};
+    if (from_parent) {
+        x->peer = tree_rank(t, tree_parent(t, vr));
+        x->port = TREE_DOWN;
+        x->match = j * tree_children(t, tree_parent(t, vr)) + tree_child_index(t, vr);
+        x->unblock_port = TREE_DOWN;
+        x->unblock_lo = j * k;
+        x->unblock_hi = (j + 1) * k;
+        tree_bytes(s, t, vr, j, &x->offset, &x->bytes);
+        return;
+    }
+    uint32_t ch = tree_child(t, vr, c);
+    x->peer = tree_rank(t, ch);
+    x->port = TREE_UP;
+    x->match = j;
+    x->reduce = t->mode != TREE_GATHER;
+    if (vr) {
+        x->unblock_port = TREE_UP;
+        x->unblock_lo = j;
+        x->unblock_hi = j + 1;
+    } else if (t->mode == TREE_AR) {
+        x->unblock_port = TREE_DOWN;
+        x->unblock_lo = j * k;
+        x->unblock_hi = (j + 1) * k;
+    }
+    tree_bytes(s, t, t->mode == TREE_GATHER ? ch : vr, j, &x->offset, &x->bytes);
+}
+
+static np_status tree_init_mode(coll_sched *s, tree_mode mode, bool chain, np_err *err)
+{
+    const coll_sched_desc *d = coll_sched_d(s);
+    tree_sched *t = calloc(1, sizeof *t);
+    if (!t)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
+    coll_sched_set_state(s, t);
+    t->mode = mode;
+    t->chain = chain;
+    t->p = d->ranks;
+    t->root = mode == TREE_AR ? 0 : d->root;
+    uint64_t c = mode == TREE_SCATTER || mode == TREE_GATHER
+                     ? 1 : coll_chunks(d->bytes, d->chunk_bytes);
+    uint64_t per = 1 + (t->p > 1 ? log2u(t->p - 1) + 1 : 0); /* receives or sends per chunk */
+    if (c * per > UINT32_MAX)
+        return np_err_set(err, NP_ERR_RANGE, "%s in chunks of %llu B has more than 2^32 "
+                          "messages per rank; use a larger chunk", coll_op_name(d->op),
+                          (unsigned long long)d->chunk_bytes);
+    t->chunks = (uint32_t)c;
+    return NP_OK;
+}
+
+static np_status tree_bcast_init(coll_sched *s, np_err *err)
+{
+    return tree_init_mode(s, TREE_BCAST, false, err);
+}
+static np_status tree_reduce_init(coll_sched *s, np_err *err)
+{
+    return tree_init_mode(s, TREE_REDUCE, false, err);
+}
+static np_status tree_ar_init(coll_sched *s, np_err *err)
+{
+    return tree_init_mode(s, TREE_AR, false, err);
+}
+static np_status chain_bcast_init(coll_sched *s, np_err *err)
+{
+    return tree_init_mode(s, TREE_BCAST, true, err);
+}
+static np_status chain_reduce_init(coll_sched *s, np_err *err)
+{
+    return tree_init_mode(s, TREE_REDUCE, true, err);
+}
+static np_status scatter_init(coll_sched *s, np_err *err)
+{
+    return tree_init_mode(s, TREE_SCATTER, false, err);
+}
+static np_status gather_init(coll_sched *s, np_err *err)
+{
+    return tree_init_mode(s, TREE_GATHER, false, err);
+}
+
+#define TREE_OPS(op, algo, init)                                                           \
+    {op, algo, init, tree_ports, tree_steps, tree_sends, tree_recvs, tree_send, tree_recv, NULL}
+const coll_sched_ops coll_tree_broadcast = TREE_OPS(COLL_OP_BROADCAST, COLL_ALGO_TREE,
+                                                    tree_bcast_init);
+const coll_sched_ops coll_tree_reduce = TREE_OPS(COLL_OP_REDUCE, COLL_ALGO_TREE,
+                                                 tree_reduce_init);
+const coll_sched_ops coll_tree_all_reduce = TREE_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_TREE,
+                                                     tree_ar_init);
+const coll_sched_ops coll_chain_broadcast = TREE_OPS(COLL_OP_BROADCAST, COLL_ALGO_CHAIN,
+                                                     chain_bcast_init);
+const coll_sched_ops coll_chain_reduce = TREE_OPS(COLL_OP_REDUCE, COLL_ALGO_CHAIN,
+                                                  chain_reduce_init);
+const coll_sched_ops coll_tree_scatter = TREE_OPS(COLL_OP_SCATTER, COLL_ALGO_TREE,
+                                                  scatter_init);
+const coll_sched_ops coll_tree_gather = TREE_OPS(COLL_OP_GATHER, COLL_ALGO_TREE, gather_init);
