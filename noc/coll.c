@@ -2,13 +2,15 @@
  * chip network, message by message.
  *
  * Per rank and port, a cursor walks the port's sends in order. The send under the cursor
- * leaves when its deps are met (a window of counters, one per send not yet left, counts the
- * receives still to come) and the port is free (the previous send's last byte has left: the
- * net's SENT event). A message is a record in a pool, from net_transfer to its DELIVERED
- * event. A received message that reduces queues on its rank's reducer (one reduction at a
- * time, in arrival order; coll_reduce_ps); the receive completes when that ends, or at
- * arrival, and unblocks the sends it names. The collective is done when every receive of
- * every rank has completed.
+ * leaves once its deps are met and the port is free (the previous send's last byte has left:
+ * asked of the net when needed, with a SENT callback armed only if the port must wait, so a
+ * send alone on its links costs no event). A window of slots, one per send ahead of the
+ * cursor, counts the deps still to come and the time the last of them completes. A message is
+ * named, in the net, by its receive. On arrival the receive's completion time is known —
+ * arrival, or the end of its reduction on its rank's reducer (one reduction at a time, in
+ * arrival order; coll_reduce_ps) — so it is applied at once to the slots it unblocks; a send
+ * whose last dep completes later gets a kick at that time (a batched net timer). The
+ * collective is done when the last receive of every rank has completed.
  */
 #include "coll.h"
 
@@ -17,17 +19,31 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct coll_msg {
-    uint32_t from, to, port, recv;
-    uint32_t next_free;
-} coll_msg;
+typedef struct coll_slot {
+    uint64_t ready;     /* when the deps counted so far complete (ps) */
+    uint32_t left1;     /* deps still to come + 1; 0: not counted yet */
+} coll_slot;
 
+/* The send under a port's cursor: what issuing it needs. */
+typedef struct coll_head {
+    uint64_t bytes;
+    uint32_t peer, match, deps;
+} coll_head;
+
+/* Two cache lines (the array is aligned): the first is what every send touches. */
 typedef struct coll_port {
-    uint32_t next, n;  /* the next send; how many the port has */
-    bool busy;         /* a send of this port has not sent its last byte yet */
-    uint32_t *win;     /* deps left + 1 (0: not counted yet) of sends next .. next + mask */
-    uint32_t mask;     /* window size - 1 (a power of two minus one), or 0 without window */
+    uint32_t next, n;     /* the next send; how many the port has */
+    uint32_t mask;        /* window size - 1 (a power of two) */
+    uint32_t head_of;     /* the send `head` holds (UINT32_MAX: none) */
+    coll_head head;
+    net_flow_ref last;    /* the port's last send, which may not have sent its last byte */
+    coll_slot *win;       /* slots of sends next .. next + mask: win_inline or malloc'd */
+    uint32_t route_to;    /* the rank `route` goes to (UINT32_MAX: none yet) */
+    bool busy;            /* `last` may not have sent its last byte yet */
+    net_path_info route;  /* the port's last route, when stable: peers repeat */
+    coll_slot win_inline[1];
 } coll_port;
+_Static_assert(sizeof(coll_port) == 128, "a port is two cache lines");
 
 struct coll_sys {
     net *n;
@@ -43,10 +59,10 @@ struct coll {
     coll_sched *sched;
     coll_port *ports;    /* p * P */
     uint64_t *red_free;  /* per rank: when its reducer is free (ps) */
-    coll_msg *msgs;
-    uint32_t n_msgs, cap_msgs, free_msg;
-    uint64_t left;       /* receives not yet complete */
-    uint64_t inflight;   /* messages and reductions the event queue still refers c by */
+    uint64_t red_bytes, red_ps; /* the last reduction's size and time */
+    uint64_t left;       /* receives not yet arrived */
+    uint64_t t_last;     /* when the receives arrived so far complete */
+    uint64_t inflight;   /* messages and timers the event queue still refers c by */
     bool done, failed;
     coll_result res;
     np_err err;
@@ -125,24 +141,6 @@ static void coll_fail(coll *c, np_status s, const char *msg)
     np_err_set(&c->err, s, "%s", msg);
 }
 
-static uint32_t coll_msg_new(coll *c)
-{
-    uint32_t id = c->free_msg;
-    if (id != UINT32_MAX) {
-        c->free_msg = c->msgs[id].next_free;
-        return id;
-    }
-    if (c->n_msgs == c->cap_msgs) {
-        uint32_t cap = c->cap_msgs ? c->cap_msgs * 2 : 64;
-        coll_msg *v = realloc(c->msgs, (size_t)cap * sizeof *v);
-        if (!v)
-            return UINT32_MAX;
-        c->msgs = v;
-        c->cap_msgs = cap;
-    }
-    return c->n_msgs++;
-}
-
 static void coll_check_done(coll *c)
 {
     if (c->left || c->done)
@@ -155,22 +153,23 @@ static void coll_check_done(coll *c)
 
 /* The window slot of send i of port pt (i >= pt->next), grown to hold it; NULL when out of
  * memory. */
-static uint32_t *coll_win_slot(coll_port *pt, uint32_t i)
+static coll_slot *coll_win_slot(coll_port *pt, uint32_t i)
 {
     assert(i >= pt->next);
     uint64_t need = (uint64_t)i - pt->next + 1;
-    if (!pt->win || need > (uint64_t)pt->mask + 1) {
-        uint64_t cap = pt->win ? (uint64_t)pt->mask + 1 : 4;
+    if (need > (uint64_t)pt->mask + 1) {
+        uint64_t cap = (uint64_t)pt->mask + 1;
         while (cap < need)
             cap *= 2;
-        uint32_t *w = calloc(cap, sizeof *w);
+        coll_slot *w = calloc(cap, sizeof *w);
         if (!w)
             return NULL;
-        for (uint64_t k = 0; pt->win && k <= pt->mask; k++) {
+        for (uint64_t k = 0; k <= pt->mask; k++) {
             uint64_t s = pt->next + k;
             w[s & (cap - 1)] = pt->win[s & pt->mask];
         }
-        free(pt->win);
+        if (pt->win != pt->win_inline)
+            free(pt->win);
         pt->win = w;
         pt->mask = (uint32_t)(cap - 1);
     }
@@ -183,102 +182,136 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev);
 static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
 {
     coll_port *pt = &c->ports[(size_t)rank * c->P + port];
-    while (!pt->busy && pt->next < pt->n && !c->failed) {
-        coll_xfer x;
-        coll_sched_send(c->sched, rank, port, pt->next, &x);
-        uint32_t *w = pt->win ? &pt->win[pt->next & pt->mask] : NULL;
-        if (x.deps && (!w || *w != 1))
-            return; /* deps not all met */
-        if (w)
-            *w = 0;
-        pt->next++;
-        uint32_t id = coll_msg_new(c);
-        if (id == UINT32_MAX) {
-            coll_fail(c, NP_ERR_NOMEM, "out of memory queueing a message");
-            return;
+    uint64_t now = evq_now(c->sys->q);
+    while (pt->next < pt->n && !c->failed) {
+        if (pt->head_of != pt->next) {
+            coll_xfer y;
+            coll_sched_send(c->sched, rank, port, pt->next, &y);
+            pt->head = (coll_head){y.bytes, y.peer, y.match, y.deps};
+            pt->head_of = pt->next;
         }
-        c->msgs[id] = (coll_msg){rank, x.peer, port, x.match, UINT32_MAX};
+        const coll_head *x = &pt->head;
+        coll_slot *w = &pt->win[pt->next & pt->mask];
+        if (x->deps && (w->left1 != 1 || w->ready > now))
+            return; /* deps not all met yet (a kick comes when they are) */
+        if (pt->busy && !net_flow_sent(c->sys->n, pt->last, true))
+            return; /* the SENT callback kicks again */
+        pt->busy = false;
+        *w = (coll_slot){0, 0};
+        pt->next++;
         c->res.transfers++;
-        c->res.bytes_sent += x.bytes;
+        c->res.bytes_sent += x->bytes;
         c->inflight++;
         pt->busy = true;
         np_err e;
-        if (net_transfer(c->sys->n, c->chips[rank], c->chips[x.peer], x.bytes, coll_net_event,
-                         c, id, &e) != NP_OK) {
+        uint32_t src = c->chips[rank], dst = c->chips[x->peer];
+        if (pt->route_to != x->peer) {
+            if (net_route(c->sys->n, src, dst, &pt->route, &e) != NP_OK) {
+                coll_fail(c, e.status, e.msg);
+                return;
+            }
+            pt->route_to = pt->route.stable ? x->peer : UINT32_MAX;
+        }
+        if (net_transfer_ex(c->sys->n, src, dst, x->bytes, NET_XFER_QUIET_SENT, &pt->route,
+                            coll_net_event, c, (uint64_t)x->peer << 32 | x->match, &pt->last,
+                            &e) != NP_OK) {
             coll_fail(c, e.status, e.msg);
             return;
         }
     }
 }
 
-/* Receive i of rank has completed: count it, unblock the sends it names. */
-static void coll_recv_complete(coll *c, uint32_t rank, uint32_t i)
+static void coll_kick_item(void *ctx, uint64_t arg)
 {
-    coll_xfer x;
-    coll_sched_recv(c->sched, rank, i, &x);
-    c->left--;
-    if (x.unblock_lo < x.unblock_hi) {
-        coll_port *pt = &c->ports[(size_t)rank * c->P + x.unblock_port];
-        for (uint32_t s = x.unblock_lo; s < x.unblock_hi; s++) {
-            uint32_t *w = coll_win_slot(pt, s);
-            if (!w) {
-                coll_fail(c, NP_ERR_NOMEM, "out of memory counting dependencies");
-                return;
-            }
-            if (*w == 0) {
-                coll_xfer y;
-                coll_sched_send(c->sched, rank, x.unblock_port, s, &y);
-                *w = y.deps + 1;
-            }
-            (*w)--;
-        }
-        coll_port_kick(c, rank, x.unblock_port);
-    }
-}
-
-static void coll_reduce_done(evq *q, void *ctx, uint64_t arg)
-{
-    (void)q;
     coll *c = ctx;
     c->inflight--;
-    if (!c->failed)
-        coll_recv_complete(c, (uint32_t)(arg >> 32), (uint32_t)arg);
+    coll_port_kick(c, (uint32_t)(arg >> 32), (uint32_t)arg);
+}
+
+static void coll_done_item(void *ctx, uint64_t arg)
+{
+    (void)arg;
+    coll *c = ctx;
+    c->inflight--;
     coll_check_done(c);
 }
 
+/* Calls fn(c, arg) at time t (now or later), counting it in flight. */
+static void coll_at(coll *c, uint64_t t, net_timer_fn fn, uint64_t arg)
+{
+    np_err e;
+    c->inflight++;
+    if (net_timer_at(c->sys->n, t, fn, c, arg, &e) != NP_OK) {
+        c->inflight--;
+        coll_fail(c, e.status, e.msg);
+    }
+}
+
+/* Receive x of rank completes at time t (>= now): count it, unblock the sends it names (a
+ * kick now, or at the time the last of their deps completes). */
+static void coll_recv_complete(coll *c, uint32_t rank, const coll_xfer *x, uint64_t t)
+{
+    uint64_t now = evq_now(c->sys->q);
+    if (t > c->t_last)
+        c->t_last = t;
+    if (--c->left == 0) {
+        if (c->t_last > now)
+            coll_at(c, c->t_last, coll_done_item, 0);
+        else
+            coll_check_done(c);
+    }
+    if (x->unblock_lo == x->unblock_hi)
+        return;
+    coll_port *pt = &c->ports[(size_t)rank * c->P + x->unblock_port];
+    uint64_t ready = 0; /* the latest time a send became ready; 0: none did */
+    for (uint32_t s = x->unblock_lo; s < x->unblock_hi; s++) {
+        coll_slot *w = coll_win_slot(pt, s);
+        if (!w) {
+            coll_fail(c, NP_ERR_NOMEM, "out of memory counting dependencies");
+            return;
+        }
+        if (w->left1 == 0)
+            w->left1 = x->unblock_deps + 1;
+        if (t > w->ready)
+            w->ready = t;
+        if (--w->left1 == 1 && w->ready > ready)
+            ready = w->ready;
+    }
+    if (ready > now)
+        coll_at(c, ready, coll_kick_item, (uint64_t)rank << 32 | x->unblock_port);
+    else if (ready)
+        coll_port_kick(c, rank, x->unblock_port);
+}
+
+/* A message for receive `recv` of rank `to` (arg = to << 32 | recv): its last byte has left
+ * the sender (only when the sender's port asked), or it has arrived. */
 static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
 {
     coll *c = ctx;
-    uint32_t id = (uint32_t)arg;
-    coll_msg m = c->msgs[id];
+    uint32_t to = (uint32_t)(arg >> 32), recv = (uint32_t)arg;
+    coll_xfer x;
+    coll_sched_recv(c->sched, to, recv, &x);
     if (ev == NET_EVENT_SENT) {
-        c->ports[(size_t)m.from * c->P + m.port].busy = false;
-        coll_port_kick(c, m.from, m.port);
+        c->ports[(size_t)x.peer * c->P + x.port].busy = false;
+        coll_port_kick(c, x.peer, x.port);
         return;
     }
-    c->msgs[id].next_free = c->free_msg;
-    c->free_msg = id;
     c->inflight--;
     if (c->failed)
         return;
-    coll_xfer x;
-    coll_sched_recv(c->sched, m.to, m.recv, &x);
-    if (!x.reduce) {
-        coll_recv_complete(c, m.to, m.recv);
-        coll_check_done(c);
-        return;
+    uint64_t t = evq_now(c->sys->q);
+    if (x.reduce) {
+        if (x.bytes != c->red_bytes) { /* messages mostly have one size: remember its time */
+            c->red_bytes = x.bytes;
+            c->red_ps = coll_reduce_ps(&c->sys->cfg, (uint32_t)c->sys->cfg.chip.cores, x.bytes,
+                                       c->d.elem_bytes);
+        }
+        uint64_t *fr = &c->red_free[to];
+        t = (*fr > t ? *fr : t) + c->red_ps;
+        *fr = t;
+        c->res.reductions++;
     }
-    uint64_t now = evq_now(c->sys->q), *fr = &c->red_free[m.to];
-    uint64_t t = (*fr > now ? *fr : now) +
-                 coll_reduce_ps(&c->sys->cfg, (uint32_t)c->sys->cfg.chip.cores, x.bytes,
-                                c->d.elem_bytes);
-    *fr = t;
-    c->res.reductions++;
-    c->inflight++;
-    np_err e;
-    if (evq_schedule_at(c->sys->q, t, coll_reduce_done, c, (uint64_t)m.to << 32 | m.recv, NULL,
-                        &e) != NP_OK)
-        coll_fail(c, e.status, e.msg);
+    coll_recv_complete(c, to, &x, t);
 }
 
 static void coll_finish_event(evq *q, void *ctx, uint64_t arg)
@@ -293,12 +326,12 @@ void coll_free(coll *c)
     if (!c)
         return;
     for (size_t i = 0; c->ports && i < (size_t)c->p * c->P; i++)
-        free(c->ports[i].win);
+        if (c->ports[i].win != c->ports[i].win_inline)
+            free(c->ports[i].win);
     coll_sched_free(c->sched);
     free(c->ports);
     free(c->chips);
     free(c->red_free);
-    free(c->msgs);
     free(c);
 }
 
@@ -341,7 +374,7 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
         c->d.elem_bytes = 4;
     c->d.algo = coll_algo_resolve(d->op, d->algo);
     c->p = p;
-    c->free_msg = UINT32_MAX;
+    c->red_bytes = UINT64_MAX;
     c->chips = malloc((size_t)p * sizeof *c->chips);
     c->red_free = calloc(p, sizeof *c->red_free);
     uint8_t *seen = calloc(nchips, 1);
@@ -388,14 +421,24 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
         return err->status;
     }
     c->P = coll_sched_ports(c->sched);
-    c->ports = calloc((size_t)p * c->P, sizeof *c->ports);
+    void *ports = NULL;
+    if (posix_memalign(&ports, 64, (size_t)p * c->P * sizeof *c->ports) == 0) {
+        memset(ports, 0, (size_t)p * c->P * sizeof *c->ports);
+        c->ports = ports;
+    }
     if (!c->ports) {
         coll_free(c);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
     }
     for (uint32_t r = 0; r < p; r++)
-        for (uint32_t q = 0; q < c->P; q++)
-            c->ports[(size_t)r * c->P + q].n = coll_sched_sends(c->sched, r, q);
+        for (uint32_t q = 0; q < c->P; q++) {
+            coll_port *pt = &c->ports[(size_t)r * c->P + q];
+            pt->n = coll_sched_sends(c->sched, r, q);
+            pt->win = pt->win_inline;
+            pt->mask = 0;
+            pt->route_to = UINT32_MAX;
+            pt->head_of = UINT32_MAX;
+        }
     c->left = coll_sched_messages(c->sched);
     c->res = (coll_result){.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
                            .t_start_ps = evq_now(s->q)};

@@ -30,10 +30,19 @@ typedef struct coll_sched_ops {
     void (*free_state)(void *state);
 } coll_sched_ops;
 
-/* For algorithms: the schedule's description (elem_bytes filled in, order copied) and state. */
-const coll_sched_desc *coll_sched_d(const coll_sched *s);
-void *coll_sched_state(const coll_sched *s);
-void coll_sched_set_state(coll_sched *s, void *state);
+struct coll_sched {
+    coll_sched_desc d;         /* elem_bytes filled in; order points to the copy */
+    uint32_t *order;
+    const coll_sched_ops *ops;
+    void *state;               /* the algorithm's */
+    uint32_t ports, steps;
+    uint64_t messages;
+};
+
+/* For algorithms: the schedule's description and their state. */
+static inline const coll_sched_desc *coll_sched_d(const coll_sched *s) { return &s->d; }
+static inline void *coll_sched_state(const coll_sched *s) { return s->state; }
+static inline void coll_sched_set_state(coll_sched *s, void *state) { s->state = state; }
 
 /* Part i of n of a range of `bytes` in whole elements of `elem` bytes: elements / n each,
  * one more for the first elements % n parts, and the remainder bytes (bytes % elem) on the

@@ -74,6 +74,7 @@ static void a2a_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *
     if (!t->direct && k < p - 1) {
         x->unblock_lo = i + 1;
         x->unblock_hi = i + 2;
+        x->unblock_deps = 1;
     }
     a2a_block(s, rank, x);
     x->offset = (uint64_t)from * x->bytes;

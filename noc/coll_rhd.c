@@ -93,6 +93,7 @@ static void rhd_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *
     if (i + 1 < rhd_steps(s)) {
         x->unblock_lo = i + 1;
         x->unblock_hi = i + 2;
+        x->unblock_deps = 1;
     }
     rhd_range(s, rlo, rhi, x);
 }

@@ -45,6 +45,11 @@ typedef struct ring_phase {
     uint32_t send_base, recv_base, step_base;
     uint32_t prev_chunks;     /* deps of step 0's sends: the previous phase's chunks, or 0 */
     int32_t next;             /* the phase whose step 0 this one's last step unblocks, or -1 */
+    /* one level only (the range is the same for every rank): the split, precomputed */
+    uint64_t r_off, squ, rem; /* range offset; units per segment; remainder bytes */
+    uint32_t sr;              /* segments with one more unit */
+    uint64_t cq[2];           /* units per chunk of a segment of squ (+1) units */
+    uint32_t cr[2];           /* chunks with one more unit */
 } ring_phase;
 
 typedef struct ring_sched {
@@ -93,7 +98,7 @@ static void ring_range(const ring_sched *st, const coll_sched_desc *d, uint32_t 
 
 /* Segment label (directional position) sent by the rank at directional position v at step g;
  * *reduce: the step is a reduce-scatter step. */
-static uint32_t ring_label(const ring_phase *ph, uint32_t q, uint32_t v, uint32_t g,
+static inline uint32_t ring_label(const ring_phase *ph, uint32_t q, uint32_t v, uint32_t g,
                            bool *reduce)
 {
     int64_t o = ph->o, k = g;
@@ -103,16 +108,21 @@ static uint32_t ring_label(const ring_phase *ph, uint32_t q, uint32_t v, uint32_
         o += 1;
     }
     *reduce = rs;
-    return (uint32_t)((((int64_t)v + o - k) % q + 2 * (int64_t)q) % q);
+    int64_t l = (int64_t)v + o - k; /* in (-q - 1, q + 1) */
+    while (l < 0)
+        l += q;
+    while (l >= q)
+        l -= q;
+    return (uint32_t)l;
 }
 
-/* The bytes of chunk j of the segment with directional label lab of the rank at pos. */
-static void ring_chunk(const ring_sched *st, const coll_sched_desc *d, const ring_phase *ph,
+/* The bytes of chunk j of the segment with directional label lab of the rank at pos
+ * (multi-level rings; ring_flat_op does one level). */
+static inline void ring_chunk(const ring_sched *st, const coll_sched_desc *d, const ring_phase *ph,
                        uint32_t pos, uint32_t lab, uint32_t j, uint64_t *off, uint64_t *bytes)
 {
     uint32_t q = st->q[ph->level], el = d->elem_bytes;
-    uint32_t k = ph->dir > 0 ? lab : (q - lab) % q;
-    uint32_t idx = st->levels == 1 ? ring_rank(st, k) : k; /* flat: rank order[k]'s segment */
+    uint32_t idx = ph->dir > 0 || lab == 0 ? lab : q - lab; /* multi-level: one direction */
     uint64_t ro, rn;
     ring_range(st, d, pos, ph, &ro, &rn);
     uint64_t so = coll_part_off(rn, el, q, idx), sn = coll_part_bytes(rn, el, q, idx);
@@ -121,22 +131,29 @@ static void ring_chunk(const ring_sched *st, const coll_sched_desc *d, const rin
 }
 
 /* The rank `delta` (+1 / -1) positions along the phase's direction from pos. */
-static uint32_t ring_neighbour(const ring_sched *st, const ring_phase *ph, uint32_t pos,
+static inline uint32_t ring_coord(const ring_sched *st, const ring_phase *ph, uint32_t pos)
+{
+    return st->levels == 1 ? pos : (pos / st->stride[ph->level]) % st->q[ph->level];
+}
+
+static inline uint32_t ring_neighbour(const ring_sched *st, const ring_phase *ph, uint32_t pos,
                                int delta)
 {
-    uint32_t q = st->q[ph->level], s = st->stride[ph->level], k = (pos / s) % q;
-    uint32_t k2 = (uint32_t)(((int64_t)k + (int64_t)delta * ph->dir + q) % q);
+    uint32_t q = st->q[ph->level], s = st->stride[ph->level], k = ring_coord(st, ph, pos);
+    uint32_t k2 = delta * ph->dir > 0 ? (k + 1 == q ? 0 : k + 1) : (k == 0 ? q - 1 : k - 1);
     return ring_rank(st, pos - k * s + k2 * s);
 }
 
-static uint32_t ring_vpos(const ring_sched *st, const ring_phase *ph, uint32_t pos)
+static inline uint32_t ring_vpos(const ring_sched *st, const ring_phase *ph, uint32_t pos)
 {
-    uint32_t q = st->q[ph->level], k = (pos / st->stride[ph->level]) % q;
-    return ph->dir > 0 ? k : (q - k) % q;
+    uint32_t q = st->q[ph->level], k = ring_coord(st, ph, pos);
+    return ph->dir > 0 || k == 0 ? k : q - k;
 }
 
-static const ring_phase *ring_send_phase(const ring_sched *st, uint32_t port, uint32_t i)
+static inline const ring_phase *ring_send_phase(const ring_sched *st, uint32_t port, uint32_t i)
 {
+    if (st->n_ph == 1)
+        return &st->ph[0];
     for (uint32_t f = 0; f < st->n_ph; f++) {
         const ring_phase *ph = &st->ph[f];
         if (ph->port == port && i >= ph->send_base &&
@@ -146,8 +163,10 @@ static const ring_phase *ring_send_phase(const ring_sched *st, uint32_t port, ui
     return NULL;
 }
 
-static const ring_phase *ring_recv_phase(const ring_sched *st, uint32_t i)
+static inline const ring_phase *ring_recv_phase(const ring_sched *st, uint32_t i)
 {
+    if (st->n_ph == 1)
+        return &st->ph[0];
     for (uint32_t f = 0; f < st->n_ph; f++) {
         const ring_phase *ph = &st->ph[f];
         if (i >= ph->recv_base && i - ph->recv_base < (uint64_t)ph->steps * ph->chunks)
@@ -156,14 +175,57 @@ static const ring_phase *ring_recv_phase(const ring_sched *st, uint32_t i)
     return NULL;
 }
 
+/* Op (g, j) of the rank at position k of a one-level ring: its send when `sending`, else its
+ * receive; every quantity from the phase's precomputed split (the engines' hot path). */
+static void ring_flat_op(const ring_sched *st, const ring_phase *ph, uint32_t el, uint32_t k,
+                         uint32_t g, uint32_t j, bool sending, coll_xfer *x)
+{
+    uint32_t q = st->q[0];
+    bool fwd = ph->dir > 0;
+    uint32_t v = fwd || k == 0 ? k : q - k;        /* directional position */
+    uint32_t vs = sending ? v : v ? v - 1 : q - 1; /* ... of the sender */
+    bool rs = ph->mode == RING_RS || (ph->mode == RING_AR && g < q - 1);
+    int64_t l = (int64_t)vs + ph->o - g;
+    if (ph->mode == RING_AR && !rs)
+        l += 1 + (int64_t)(q - 1);
+    while (l < 0)
+        l += q;
+    while (l >= q)
+        l -= q;
+    uint32_t ks = fwd || l == 0 ? (uint32_t)l : q - (uint32_t)l; /* the segment's position */
+    uint32_t idx = st->pos2rank ? st->pos2rank[ks] : ks;        /* ... whose rank owns it */
+    uint32_t c = idx < ph->sr, cr = ph->cr[c];
+    uint64_t so = ((uint64_t)idx * ph->squ + (c ? idx : ph->sr)) * el;
+    x->offset = ph->r_off + so + ((uint64_t)j * ph->cq[c] + (j < cr ? j : cr)) * el;
+    x->bytes = (ph->cq[c] + (j < cr)) * el + (idx == q - 1 && j == ph->chunks - 1 ? ph->rem : 0);
+    uint32_t kp = (sending == fwd) ? (k + 1 == q ? 0 : k + 1) : (k == 0 ? q - 1 : k - 1);
+    x->peer = st->pos2rank ? st->pos2rank[kp] : kp;
+    x->port = ph->port;
+    x->step = ph->step_base + g;
+    x->buf = COLL_BUF_X;
+    x->reduce = !sending && rs;
+    uint32_t idx_in_phase = g * ph->chunks + j;
+    x->match = (sending ? ph->recv_base : ph->send_base) + idx_in_phase;
+    x->deps = sending ? (g == 0 ? ph->prev_chunks : 1) : 0;
+    x->unblock_port = ph->port;
+    x->unblock_lo = x->unblock_hi = x->unblock_deps = 0;
+}
+
 static void ring_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
                       coll_xfer *x)
 {
     const ring_sched *st = coll_sched_state(s);
     const coll_sched_desc *d = coll_sched_d(s);
     const ring_phase *ph = ring_send_phase(st, port, i);
-    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level];
-    uint32_t g = (i - ph->send_base) / ph->chunks, j = (i - ph->send_base) % ph->chunks;
+    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level], g = i - ph->send_base, j = 0;
+    if (ph->chunks > 1) {
+        j = g % ph->chunks;
+        g /= ph->chunks;
+    }
+    if (st->levels == 1) {
+        ring_flat_op(st, ph, d->elem_bytes, pos, g, j, true, x);
+        return;
+    }
     bool red;
     uint32_t lab = ring_label(ph, q, ring_vpos(st, ph, pos), g, &red);
     *x = (coll_xfer){.peer = ring_neighbour(st, ph, pos, +1),
@@ -178,24 +240,34 @@ static void ring_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer 
     const ring_sched *st = coll_sched_state(s);
     const coll_sched_desc *d = coll_sched_d(s);
     const ring_phase *ph = ring_recv_phase(st, i);
-    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level];
-    uint32_t g = (i - ph->recv_base) / ph->chunks, j = (i - ph->recv_base) % ph->chunks;
-    bool red;
-    uint32_t lab = ring_label(ph, q, (ring_vpos(st, ph, pos) + q - 1) % q, g, &red);
-    *x = (coll_xfer){.peer = ring_neighbour(st, ph, pos, -1),
-                     .match = ph->send_base + g * ph->chunks + j, .port = ph->port,
-                     .step = ph->step_base + g, .buf = COLL_BUF_X, .reduce = red};
+    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level], g = i - ph->recv_base, j = 0;
+    if (ph->chunks > 1) {
+        j = g % ph->chunks;
+        g /= ph->chunks;
+    }
+    if (st->levels == 1) {
+        ring_flat_op(st, ph, d->elem_bytes, pos, g, j, false, x);
+    } else {
+        uint32_t v = ring_vpos(st, ph, pos);
+        bool red;
+        uint32_t lab = ring_label(ph, q, v ? v - 1 : q - 1, g, &red);
+        *x = (coll_xfer){.peer = ring_neighbour(st, ph, pos, -1),
+                         .match = ph->send_base + g * ph->chunks + j, .port = ph->port,
+                         .step = ph->step_base + g, .buf = COLL_BUF_X, .reduce = red};
+        ring_chunk(st, d, ph, pos, lab, j, &x->offset, &x->bytes);
+    }
     if (g + 1 < ph->steps) {
         x->unblock_port = ph->port;
         x->unblock_lo = ph->send_base + (g + 1) * ph->chunks + j;
         x->unblock_hi = x->unblock_lo + 1;
+        x->unblock_deps = 1;
     } else if (ph->next >= 0) {
         const ring_phase *nx = &st->ph[ph->next];
         x->unblock_port = nx->port;
         x->unblock_lo = nx->send_base;
         x->unblock_hi = nx->send_base + nx->chunks;
+        x->unblock_deps = nx->prev_chunks;
     }
-    ring_chunk(st, d, ph, pos, lab, j, &x->offset, &x->bytes);
 }
 
 static uint32_t ring_ports(const coll_sched *s)
@@ -237,6 +309,18 @@ static bool ring_add_phase(ring_sched *st, const coll_sched_desc *d, ring_phase 
         (uint64_t)st->steps + ph.steps > UINT32_MAX)
         return false;
     ph.chunks = (uint32_t)c;
+    if (st->levels == 1) {
+        uint32_t el = d->elem_bytes;
+        uint64_t len = coll_part_bytes(d->bytes, el, st->halves, ph.half), units = len / el;
+        ph.r_off = coll_part_off(d->bytes, el, st->halves, ph.half);
+        ph.squ = units / q;
+        ph.sr = (uint32_t)(units % q);
+        ph.rem = len % el;
+        for (int k = 0; k < 2; k++) {
+            ph.cq[k] = (ph.squ + (uint64_t)k) / c;
+            ph.cr[k] = (uint32_t)((ph.squ + (uint64_t)k) % c);
+        }
+    }
     ph.send_base = st->sends[ph.port];
     ph.recv_base = st->recvs;
     ph.step_base = st->steps;

@@ -8,15 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct coll_sched {
-    coll_sched_desc d;
-    uint32_t *order; /* d.order points here */
-    const coll_sched_ops *ops;
-    void *state;
-    uint32_t ports, steps;
-    uint64_t messages;
-};
-
 static const char *const coll_op_names[COLL_OP_COUNT] = {
     [COLL_OP_ALL_REDUCE] = "all_reduce", [COLL_OP_ALL_GATHER] = "all_gather",
     [COLL_OP_REDUCE_SCATTER] = "reduce_scatter", [COLL_OP_BROADCAST] = "broadcast",
@@ -149,10 +140,7 @@ uint64_t coll_reduce_ps(const arch_config *cfg, uint32_t cores, uint64_t bytes,
 
 /* ---- Schedules -------------------------------------------------------------------------- */
 
-const coll_sched_desc *coll_sched_d(const coll_sched *s) { return &s->d; }
 const coll_sched_desc *coll_sched_get_desc(const coll_sched *s) { return &s->d; }
-void *coll_sched_state(const coll_sched *s) { return s->state; }
-void coll_sched_set_state(coll_sched *s, void *state) { s->state = state; }
 uint32_t coll_sched_ranks(const coll_sched *s) { return s->d.ranks; }
 uint32_t coll_sched_ports(const coll_sched *s) { return s->ports; }
 uint32_t coll_sched_steps(const coll_sched *s) { return s->steps; }
@@ -299,8 +287,18 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
                                 x.unblock_port);
                 goto out;
             }
-            for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++)
+            for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++) {
+                coll_xfer y;
+                coll_sched_send(s, r, x.unblock_port, k, &y);
+                if (y.deps != x.unblock_deps) {
+                    st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
+                                    " says the sends it unblocks have %" PRIu32 " deps, but "
+                                    "send %" PRIu32 " of port %" PRIu32 " has %" PRIu32, r, i,
+                                    x.unblock_deps, k, x.unblock_port, y.deps);
+                    goto out;
+                }
                 v[r].left[v[r].base[x.unblock_port] + k]++;
+            }
         }
         for (uint32_t q = 0; q < P; q++)
             for (uint32_t i = 0; i < coll_sched_sends(s, r, q); i++) {

@@ -128,6 +128,7 @@ typedef struct coll_xfer {
     uint32_t deps;         /* send: receives of this rank that must complete first */
     uint32_t unblock_port; /* receive: completing it unblocks sends [lo, hi) of this port */
     uint32_t unblock_lo, unblock_hi;
+    uint32_t unblock_deps; /* receive: the deps of each of those sends */
     coll_buf buf;          /* read (send) or written (receive) */
     bool reduce;           /* receive: added into the buffer */
     uint64_t offset, bytes;

@@ -215,6 +215,7 @@ static void tree_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer 
         x->unblock_port = TREE_DOWN;
         x->unblock_lo = j * k;
         x->unblock_hi = (j + 1) * k;
+        x->unblock_deps = 1;
         tree_bytes(s, t, vr, j, &x->offset, &x->bytes);
         return;
     }
@@ -227,10 +228,12 @@ static void tree_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer 
         x->unblock_port = TREE_UP;
         x->unblock_lo = j;
         x->unblock_hi = j + 1;
+        x->unblock_deps = k;
     } else if (t->mode == TREE_AR) {
         x->unblock_port = TREE_DOWN;
         x->unblock_lo = j * k;
         x->unblock_hi = (j + 1) * k;
+        x->unblock_deps = k;
     }
     tree_bytes(s, t, t->mode == TREE_GATHER ? ch : vr, j, &x->offset, &x->bytes);
 }

@@ -2,65 +2,140 @@
  *
  * Flow life cycle (one state machine per transfer):
  *
- *   net_transfer ──► ACTIVE ──(last byte sent: net_flow_finish)──► IN_FLIGHT
- *                      │  ▲  re-rated by net_rerate whenever a flow     │
- *                      └──┘  sharing a link (transitively) starts/ends  │
- *                                            (path latency later: net_flow_deliver) ──► FREE
+ *                       ┌──(alone on every link of its path)──► EXCLUSIVE ──┐
+ *   net_transfer_ex ────┤                                          │        │
+ *                       └──(shares a link)──► SHARED ◄─(a flow joins one of │
+ *                                               │  ▲    its links before    │
+ *                             re-rated when a   └──┘    its last byte)      │
+ *                             flow on its links starts or ends              │
+ *        (last byte sent: net_flow_finish for SHARED, its known time       │
+ *         for EXCLUSIVE) ──► IN_FLIGHT ──(path latency later: deliver)──► FREE
  *
- * Only ACTIVE flows hold links (appear in their links' flow lists) and have a rate. A flow's
- * remaining bytes are brought up to date (remaining -= rate x elapsed) before every re-rate,
- * and its finish event is rescheduled for the new rate. Re-rating touches only the connected
- * component (links <-> flows) of the flow that started or ended, so independent transfers
- * (a ring's neighbours) cost O(1) each.
+ * EXCLUSIVE flows are the common case (a ring's neighbours, a torus's dimension-order
+ * traffic): no other unsent flow is on any of their links, so their rate is the path's
+ * bottleneck bandwidth and their sent and delivery times are known when they start — they
+ * cost no re-rating and no event of their own (their delivery is an item in a time batch, and
+ * so is their SENT notification when the caller wants one). An EXCLUSIVE flow does not join
+ * its links' flow lists: it claims each link until its sent time (busy_until, holder), and
+ * its bytes count on the links when it starts. Invariant: a link has either a live claim
+ * (busy_until > now) or SHARED flows in its list, never both; a flow that finds a live claim
+ * on its path turns the holder SHARED (its bytes so far sent at its old rate, its claims
+ * replaced by list entries), and joins as SHARED too.
+ *
+ * SHARED flows hold max-min fair rates, computed by water filling over the connected
+ * component (links <-> flows) of what changed. Re-rating is deferred to the end of the
+ * current instant (an event at now scheduled by the first change), so many flows starting or
+ * ending at one time cost one re-rating; a flow's remaining bytes are brought up to date
+ * (remaining -= rate x elapsed) before every re-rate and its finish event rescheduled.
+ *
+ * Time batches: every callback at one time (deliveries, SENT notifications, net_timer_at)
+ * is one evq event for the whole batch, so a thousand chips acting in lockstep cost one event
+ * per instant, not one per message. A batch runs its items in insertion order; an item added
+ * for the current instant after its batch started goes into a new batch, behind what the
+ * event queue already holds for that instant.
+ *
+ * Routes are cached per (source, destination) up to NET_RC_MAX pairs.
  */
 #include "net.h"
 
+#include <assert.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define NET_INLINE_PATH 6
-#define FLINKS(f) ((f)->ext ? (f)->ext : (f)->inline_links)
+#define NET_RC_MAX (1u << 20)     /* route cache: at most this many (src, dst) pairs */
+#define NET_RC_CHUNK (1u << 16)   /* route cache: links stored in chunks of this many */
 
+/* What a flow starting on a link reads and writes: one cache line (the array is aligned). */
 typedef struct net_link {
-    uint32_t from, to;
-    double bw;          /* bytes per ps */
-    uint64_t lat_ps;
-    uint32_t *flows;    /* active flows on this link */
-    uint32_t n_flows, cap_flows;
+    uint64_t busy_until; /* an EXCLUSIVE flow's claim: its sent time (no claim when <= now) */
+    double bw;           /* bytes per ps */
     uint64_t bytes;
-    stats_counter *ctr; /* in the registry, or NULL */
-    /* water-filling scratch */
+    stats_counter *ctr;  /* in the registry, or NULL */
+    uint32_t *flows;     /* SHARED flows */
+    uint32_t holder;     /* the claim's flow */
+    uint32_t n_flows, cap_flows;
+    uint32_t from, to;
+} net_link;
+_Static_assert(sizeof(net_link) == 64, "a link is one cache line");
+
+/* The rest of a link: its latency and the re-rating scratch. */
+typedef struct net_link_aux {
+    uint64_t lat_ps;
     uint64_t mark;
     double cap_rem;
     uint32_t n_unfrozen;
-} net_link;
+} net_link_aux;
 
-typedef enum net_flow_state { NET_FLOW_FREE, NET_FLOW_ACTIVE, NET_FLOW_IN_FLIGHT } net_flow_state;
+typedef enum net_flow_state {
+    NET_FLOW_FREE,
+    NET_FLOW_EXCLUSIVE,
+    NET_FLOW_SHARED,
+    NET_FLOW_IN_FLIGHT,
+} net_flow_state;
 
+#define NET_FLOW_NOTIFY 1u  /* call fn at SENT */
+#define NET_FLOW_COUNTED 2u /* its bytes are already on its links' counters */
+#define NET_FLOW_EXT 4u     /* links is a malloc'd copy (the route was not cached) */
+
+/* What every flow uses: one cache line (the array is aligned). */
 typedef struct net_flow {
-    uint32_t *ext;   /* the path when longer than NET_INLINE_PATH links, else NULL */
-    uint32_t inline_links[NET_INLINE_PATH];
-    uint32_t n_links;
-    net_flow_state state;
-    double remaining, rate; /* bytes; bytes per ps */
-    uint64_t t_last, lat_ps, bytes;
-    evq_handle fin;
+    const uint32_t *links;
     net_transfer_fn fn;
     void *ctx;
     uint64_t arg;
-    uint64_t mark;
-    uint8_t frozen;
+    uint64_t bytes;
+    uint64_t t_sent;     /* EXCLUSIVE, IN_FLIGHT: when its last byte leaves / left */
+    uint32_t gen;        /* names this use of the record (net_flow_ref) */
+    uint32_t itok;       /* validates batch items: changes when the flow's times change */
+    uint16_t n_links;
+    uint8_t state, flags;
     uint32_t next_free;
 } net_flow;
+_Static_assert(sizeof(net_flow) == 64, "a flow is one cache line");
+
+/* What only SHARED flows use. */
+typedef struct net_flow_cold {
+    double remaining, rate; /* bytes left at t_last; bytes per ps */
+    uint64_t t_last, lat_ps;
+    evq_handle fin;
+    uint64_t mark;
+    uint8_t frozen;
+} net_flow_cold;
 
 typedef struct net_scratch {
     uint32_t *v;
     uint32_t n, cap;
     bool oom;
 } net_scratch;
+
+typedef struct net_rc_entry {
+    uint64_t key;          /* src << 32 | dst; UINT64_MAX when empty */
+    const uint32_t *links;
+    uint32_t n_links;
+    uint64_t lat_ps;
+    double bytes_per_s;
+} net_rc_entry;
+
+typedef struct net_item {
+    net_timer_fn fn;
+    void *ctx;
+    uint64_t arg;
+    uint32_t next;
+} net_item;
+
+typedef struct net_batch {
+    uint64_t t;
+    uint32_t head, tail;
+    uint32_t next_free;
+} net_batch;
+
+typedef struct net_heap_ent {
+    double share;
+    uint32_t link;
+} net_heap_ent;
 
 struct net {
     net_params p;
@@ -70,16 +145,41 @@ struct net {
     uint32_t n_nodes;
     uint64_t *node_lat; /* per node: switch latency (0 for chips) */
     uint32_t cap_nodes;
-    net_link *links;
+    net_link *links;     /* 64-byte aligned once built */
+    net_link_aux *laux;
     uint32_t n_links, cap_links;
     net_flow *flows;
+    net_flow_cold *cold;
     uint32_t n_flows, cap_flows, free_flow;
-    uint32_t active;
     uint64_t started;
+    uint64_t shares;   /* EXCLUSIVE flows turned SHARED so far (net_flow_ref.shares) */
+    uint64_t rerates;
     uint64_t epoch;
     net_scratch *path;                 /* route being built */
     uint32_t *comp_links, *comp_flows; /* component scratch */
     uint32_t cap_comp_links, cap_comp_flows;
+    net_heap_ent *heap;
+    uint32_t cap_heap;
+    /* deferred re-rating: links whose flows changed this instant */
+    uint32_t *dirty;
+    uint32_t n_dirty, cap_dirty;
+    bool rerate_pending;
+    evq_handle rerate_ev;
+    /* route cache */
+    net_rc_entry *rc;
+    uint32_t rc_mask, rc_n;
+    uint32_t **rc_chunks;
+    uint32_t rc_n_chunks, rc_used; /* chunks; links used in the last one */
+    /* time batches */
+    net_item *items;
+    uint32_t n_items, cap_items, free_item;
+    net_batch *batches;
+    uint32_t n_batches, cap_batches, free_batch;
+    uint64_t *bt_key;  /* hash: time -> batch (open addressing, UINT32_MAX empty) */
+    uint32_t *bt_val;
+    uint32_t bt_mask, bt_n;
+    uint64_t last_t;   /* the batch last added to, if still open */
+    uint32_t last_b;
     bool oom;
 };
 
@@ -130,15 +230,18 @@ uint32_t net_add_link(net *n, uint32_t from, uint32_t to, double bytes_per_s, ui
     if (n->n_links == n->cap_links) {
         uint32_t cap = n->cap_links ? n->cap_links * 2 : 64;
         net_link *v = realloc(n->links, (size_t)cap * sizeof *v);
-        if (!v) {
+        if (v)
+            n->links = v;
+        net_link_aux *w = v ? realloc(n->laux, (size_t)cap * sizeof *w) : NULL;
+        if (!w) {
             n->oom = true;
             return UINT32_MAX;
         }
-        n->links = v;
+        n->laux = w;
         n->cap_links = cap;
     }
-    n->links[n->n_links] = (net_link){.from = from, .to = to, .bw = bytes_per_s / 1e12,
-                                      .lat_ps = lat_ps};
+    n->links[n->n_links] = (net_link){.from = from, .to = to, .bw = bytes_per_s / 1e12};
+    n->laux[n->n_links] = (net_link_aux){.lat_ps = lat_ps};
     return n->n_links++;
 }
 
@@ -174,7 +277,7 @@ uint32_t net_links(const net *n) { return n->n_links; }
 const net_params *net_get_params(const net *n) { return &n->p; }
 evq *net_evq(const net *n) { return n->q; }
 uint64_t net_transfers_started(const net *n) { return n->started; }
-uint32_t net_flows_active(const net *n) { return n->active; }
+uint64_t net_rerates(const net *n) { return n->rerates; }
 
 char *net_link_name(const net *n, uint32_t link, char *buf, size_t len)
 {
@@ -191,10 +294,24 @@ char *net_link_name(const net *n, uint32_t link, char *buf, size_t len)
     return buf;
 }
 
+static bool net_flow_unsent(const net *n, const net_flow *f)
+{
+    return f->state == NET_FLOW_SHARED ||
+           (f->state == NET_FLOW_EXCLUSIVE && f->t_sent > evq_now(n->q));
+}
+
+static bool net_link_claimed(const net *n, const net_link *l)
+{
+    return l->busy_until > evq_now(n->q);
+}
+
 void net_link_get(const net *n, uint32_t link, net_link_info *out)
 {
     const net_link *l = &n->links[link];
-    *out = (net_link_info){l->from, l->to, l->bw * 1e12, l->lat_ps, l->bytes, l->n_flows};
+    bool claim = net_link_claimed(n, l);
+    uint64_t bytes = l->bytes - (claim ? n->flows[l->holder].bytes : 0); /* counted at start */
+    *out = (net_link_info){l->from, l->to, l->bw * 1e12, n->laux[link].lat_ps, bytes,
+                           l->n_flows + (claim ? 1 : 0)};
 }
 
 void net_free(net *n)
@@ -204,15 +321,28 @@ void net_free(net *n)
     for (uint32_t i = 0; i < n->n_links; i++)
         free(n->links[i].flows);
     for (uint32_t i = 0; i < n->n_flows; i++)
-        free(n->flows[i].ext);
+        if (n->flows[i].flags & NET_FLOW_EXT)
+            free((void *)n->flows[i].links);
+    for (uint32_t i = 0; i < n->rc_n_chunks; i++)
+        free(n->rc_chunks[i]);
+    free(n->rc_chunks);
+    free(n->rc);
     free(n->links);
+    free(n->laux);
     free(n->flows);
+    free(n->cold);
     free(n->node_lat);
     if (n->path)
         free(n->path->v);
     free(n->path);
     free(n->comp_links);
     free(n->comp_flows);
+    free(n->heap);
+    free(n->dirty);
+    free(n->items);
+    free(n->batches);
+    free(n->bt_key);
+    free(n->bt_val);
     if (n->topo_data) {
         if (n->topo && n->topo->free_data)
             n->topo->free_data(n->topo_data);
@@ -233,7 +363,8 @@ np_status net_create(const net_params *p, evq *q, stats *reg, net **out, np_err 
         return np_err_set(err, NP_ERR_NOMEM, "out of memory creating a chip network");
     n->p = *p;
     n->q = q;
-    n->free_flow = UINT32_MAX;
+    n->free_flow = n->free_item = n->free_batch = UINT32_MAX;
+    n->last_b = UINT32_MAX;
     n->topo = net_topo_get(p->topology);
     n->cap_nodes = p->chips + 16;
     n->node_lat = calloc(n->cap_nodes, sizeof *n->node_lat);
@@ -251,10 +382,20 @@ np_status net_create(const net_params *p, evq *q, stats *reg, net **out, np_err 
         net_free(n);
         return err->status;
     }
+    void *aligned = NULL;
+    if (!n->oom && n->n_links &&
+        posix_memalign(&aligned, 64, (size_t)n->n_links * sizeof *n->links) != 0)
+        n->oom = true;
     if (n->oom) {
         net_free(n);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building a %s of %" PRIu32 " chips",
                           n->topo->name, p->chips);
+    }
+    if (aligned) { /* a link per cache line from here on (no link is added after build) */
+        memcpy(aligned, n->links, (size_t)n->n_links * sizeof *n->links);
+        free(n->links);
+        n->links = aligned;
+        n->cap_links = n->n_links;
     }
     for (uint32_t i = 0; reg && i < n->n_links; i++) {
         char name[64], comp[96], desc[128];
@@ -271,11 +412,79 @@ np_status net_create(const net_params *p, evq *q, stats *reg, net **out, np_err 
     return NP_OK;
 }
 
+/* ---- Routes ------------------------------------------------------------------------------ */
+
+static uint64_t net_hash64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return k;
+}
+
+/* Stores a route in the cache (when there is room); returns its links there, or NULL. */
+static const net_rc_entry *net_rc_insert(net *n, uint64_t key, const net_path_info *pi)
+{
+    if (n->rc_n >= NET_RC_MAX || pi->n_links > NET_RC_CHUNK)
+        return NULL;
+    if (!n->rc || 2 * (n->rc_n + 1) > n->rc_mask + 1) {
+        uint32_t cap = n->rc ? 2 * (n->rc_mask + 1) : 1024;
+        net_rc_entry *t = malloc((size_t)cap * sizeof *t);
+        if (!t)
+            return NULL;
+        for (uint32_t i = 0; i < cap; i++)
+            t[i].key = UINT64_MAX;
+        for (uint32_t i = 0; n->rc && i <= n->rc_mask; i++) {
+            if (n->rc[i].key == UINT64_MAX)
+                continue;
+            uint32_t h = (uint32_t)net_hash64(n->rc[i].key) & (cap - 1);
+            while (t[h].key != UINT64_MAX)
+                h = (h + 1) & (cap - 1);
+            t[h] = n->rc[i];
+        }
+        free(n->rc);
+        n->rc = t;
+        n->rc_mask = cap - 1;
+    }
+    if (!n->rc_n_chunks || n->rc_used + pi->n_links > NET_RC_CHUNK) {
+        uint32_t **v = realloc(n->rc_chunks, (size_t)(n->rc_n_chunks + 1) * sizeof *v);
+        if (!v)
+            return NULL;
+        n->rc_chunks = v;
+        if (!(v[n->rc_n_chunks] = malloc((size_t)NET_RC_CHUNK * sizeof **v)))
+            return NULL;
+        n->rc_n_chunks++;
+        n->rc_used = 0;
+    }
+    uint32_t *dst = n->rc_chunks[n->rc_n_chunks - 1] + n->rc_used;
+    if (pi->n_links)
+        memcpy(dst, pi->links, (size_t)pi->n_links * sizeof *dst);
+    n->rc_used += pi->n_links;
+    uint32_t h = (uint32_t)net_hash64(key) & n->rc_mask;
+    while (n->rc[h].key != UINT64_MAX)
+        h = (h + 1) & n->rc_mask;
+    n->rc[h] = (net_rc_entry){key, dst, pi->n_links, pi->latency_ps, pi->bytes_per_s};
+    n->rc_n++;
+    return &n->rc[h];
+}
+
 np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_err *err)
 {
     if (src >= n->p.chips || dst >= n->p.chips)
         return np_err_set(err, NP_ERR_RANGE, "chips %" PRIu32 " -> %" PRIu32 ": the network "
                           "has chips 0 .. %" PRIu32, src, dst, n->p.chips - 1);
+    uint64_t key = (uint64_t)src << 32 | dst;
+    if (n->rc) {
+        for (uint32_t h = (uint32_t)net_hash64(key) & n->rc_mask; n->rc[h].key != UINT64_MAX;
+             h = (h + 1) & n->rc_mask)
+            if (n->rc[h].key == key) {
+                const net_rc_entry *e = &n->rc[h];
+                *out = (net_path_info){.links = e->links, .latency_ps = e->lat_ps,
+                                       .bytes_per_s = e->bytes_per_s, .n_links = e->n_links,
+                                       .stable = true};
+                return NP_OK;
+            }
+    }
     n->path->n = 0;
     n->path->oom = false;
     if (src != dst)
@@ -286,71 +495,313 @@ np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_e
     out->n_links = n->path->n;
     out->latency_ps = 0;
     out->bytes_per_s = INFINITY;
+    out->stable = false;
     for (uint32_t i = 0; i < out->n_links; i++) {
         const net_link *l = &n->links[out->links[i]];
-        out->latency_ps += l->lat_ps;
+        out->latency_ps += n->laux[out->links[i]].lat_ps;
         if (i > 0)
             out->latency_ps += n->node_lat[l->from];
         if (l->bw * 1e12 < out->bytes_per_s)
             out->bytes_per_s = l->bw * 1e12;
     }
+    const net_rc_entry *e = net_rc_insert(n, key, out);
+    if (e) {
+        out->links = e->links;
+        out->stable = true;
+    }
     return NP_OK;
+}
+
+/* ---- Time batches ------------------------------------------------------------------------ */
+
+static void net_batch_fire(evq *q, void *ctx, uint64_t arg);
+static void net_flow_deliver(void *ctx, uint64_t arg);
+#define NET_PREFETCH 8 /* batch items looked ahead */
+
+/* The slot of time t in the batch hash (its batch, or the empty slot where it would go). */
+static uint32_t net_bt_slot(const net *n, uint64_t t)
+{
+    uint32_t h = (uint32_t)net_hash64(t) & n->bt_mask;
+    while (n->bt_val[h] != UINT32_MAX && n->bt_key[h] != t)
+        h = (h + 1) & n->bt_mask;
+    return h;
+}
+
+static bool net_bt_grow(net *n)
+{
+    uint32_t cap = n->bt_val ? 2 * (n->bt_mask + 1) : 256;
+    uint64_t *k = malloc((size_t)cap * sizeof *k);
+    uint32_t *v = malloc((size_t)cap * sizeof *v);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return false;
+    }
+    for (uint32_t i = 0; i < cap; i++)
+        v[i] = UINT32_MAX;
+    for (uint32_t i = 0; n->bt_val && i <= n->bt_mask; i++) {
+        if (n->bt_val[i] == UINT32_MAX)
+            continue;
+        uint32_t h = (uint32_t)net_hash64(n->bt_key[i]) & (cap - 1);
+        while (v[h] != UINT32_MAX)
+            h = (h + 1) & (cap - 1);
+        k[h] = n->bt_key[i];
+        v[h] = n->bt_val[i];
+    }
+    free(n->bt_key);
+    free(n->bt_val);
+    n->bt_key = k;
+    n->bt_val = v;
+    n->bt_mask = cap - 1;
+    return true;
+}
+
+/* Removes time t from the batch hash (backward-shift deletion). */
+static void net_bt_remove(net *n, uint64_t t)
+{
+    uint32_t h = net_bt_slot(n, t);
+    if (n->bt_val[h] == UINT32_MAX)
+        return;
+    n->bt_val[h] = UINT32_MAX;
+    n->bt_n--;
+    for (uint32_t j = (h + 1) & n->bt_mask; n->bt_val[j] != UINT32_MAX;
+         j = (j + 1) & n->bt_mask) {
+        uint32_t home = (uint32_t)net_hash64(n->bt_key[j]) & n->bt_mask;
+        /* move j back to h when h lies cyclically in [home, j) */
+        if (((j - home) & n->bt_mask) >= ((j - h) & n->bt_mask)) {
+            n->bt_key[h] = n->bt_key[j];
+            n->bt_val[h] = n->bt_val[j];
+            n->bt_val[j] = UINT32_MAX;
+            h = j;
+        }
+    }
+}
+
+np_status net_timer_at(net *n, uint64_t t, net_timer_fn fn, void *ctx, uint64_t arg,
+                       np_err *err)
+{
+    if (t < evq_now(n->q))
+        return np_err_set(err, NP_ERR_INTERNAL, "net_timer_at: %" PRIu64 " ps is before now "
+                          "(%" PRIu64 " ps)", t, evq_now(n->q));
+    uint32_t b = n->last_b;
+    if (b == UINT32_MAX || n->last_t != t) {
+        if ((!n->bt_val || 2 * (n->bt_n + 1) > n->bt_mask + 1) && !net_bt_grow(n))
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
+        uint32_t h = net_bt_slot(n, t);
+        if (n->bt_val[h] != UINT32_MAX) {
+            b = n->bt_val[h];
+        } else {
+            if (n->free_batch != UINT32_MAX) {
+                b = n->free_batch;
+                n->free_batch = n->batches[b].next_free;
+            } else {
+                if (n->n_batches == n->cap_batches) {
+                    uint32_t cap = n->cap_batches ? 2 * n->cap_batches : 256;
+                    net_batch *v = realloc(n->batches, (size_t)cap * sizeof *v);
+                    if (!v)
+                        return np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
+                    n->batches = v;
+                    n->cap_batches = cap;
+                }
+                b = n->n_batches++;
+            }
+            if (evq_schedule_at(n->q, t, net_batch_fire, n, b, NULL, err) != NP_OK) {
+                n->batches[b].next_free = n->free_batch;
+                n->free_batch = b;
+                return err->status;
+            }
+            n->batches[b] = (net_batch){t, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+            n->bt_key[h] = t;
+            n->bt_val[h] = b;
+            n->bt_n++;
+        }
+        n->last_t = t;
+        n->last_b = b;
+    }
+    uint32_t id = n->free_item;
+    if (id != UINT32_MAX) {
+        n->free_item = n->items[id].next;
+    } else {
+        if (n->n_items == n->cap_items) {
+            uint32_t cap = n->cap_items ? 2 * n->cap_items : 1024;
+            net_item *v = realloc(n->items, (size_t)cap * sizeof *v);
+            if (!v)
+                return np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
+            n->items = v;
+            n->cap_items = cap;
+        }
+        id = n->n_items++;
+    }
+    n->items[id] = (net_item){fn, ctx, arg, UINT32_MAX};
+    net_batch *bt = &n->batches[b];
+    if (bt->tail == UINT32_MAX)
+        bt->head = id;
+    else
+        n->items[bt->tail].next = id;
+    bt->tail = id;
+    return NP_OK;
+}
+
+static void net_batch_fire(evq *q, void *ctx, uint64_t arg)
+{
+    (void)q;
+    net *n = ctx;
+    uint32_t b = (uint32_t)arg;
+    net_bt_remove(n, n->batches[b].t);
+    if (n->last_b == b)
+        n->last_b = UINT32_MAX;
+    uint32_t id = n->batches[b].head;
+    n->batches[b].next_free = n->free_batch;
+    n->free_batch = b;
+    /* Items of a big batch are mostly deliveries to as many chips: fetch the flow record of
+     * the item a few places ahead while this one runs. */
+    uint32_t ahead = id;
+    for (int k = 0; k < NET_PREFETCH && ahead != UINT32_MAX; k++)
+        ahead = n->items[ahead].next;
+    while (id != UINT32_MAX) {
+        net_item it = n->items[id];
+        if (ahead != UINT32_MAX) {
+            const net_item *a = &n->items[ahead];
+            if (a->fn == net_flow_deliver)
+                __builtin_prefetch(&n->flows[(uint32_t)a->arg]);
+            ahead = a->next;
+        }
+        n->items[id].next = n->free_item;
+        n->free_item = id;
+        it.fn(it.ctx, it.arg);
+        id = it.next;
+    }
 }
 
 /* ---- Flows -------------------------------------------------------------------------------- */
 
-static void net_flow_finish(evq *q, void *ctx, uint64_t arg);
-static void net_flow_deliver(evq *q, void *ctx, uint64_t arg);
-
-static bool net_comp_reserve(net *n, uint32_t links, uint32_t flows)
+/* ceil(x) for 0 <= x, saturated at 1e18 ps (a libm call without SSE4.1; this is the hot path). */
+static uint64_t net_ceil_ps(double x)
 {
-    if (links > n->cap_comp_links) {
-        uint32_t cap = links * 2;
-        uint32_t *v = realloc(n->comp_links, (size_t)cap * sizeof *v);
-        if (!v)
-            return false;
-        n->comp_links = v;
-        n->cap_comp_links = cap;
-    }
-    if (flows > n->cap_comp_flows) {
-        uint32_t cap = flows * 2;
-        uint32_t *v = realloc(n->comp_flows, (size_t)cap * sizeof *v);
-        if (!v)
-            return false;
-        n->comp_flows = v;
-        n->cap_comp_flows = cap;
-    }
+    if (!(x < 1e18))
+        return (uint64_t)1e18;
+    uint64_t t = (uint64_t)x;
+    return (double)t < x ? t + 1 : t;
+}
+
+static void net_flow_finish(evq *q, void *ctx, uint64_t arg);
+static void net_flow_deliver(void *ctx, uint64_t arg);
+static void net_flow_sent_item(void *ctx, uint64_t arg);
+
+static uint64_t net_item_arg(const net_flow *f, uint32_t id)
+{
+    return (uint64_t)f->itok << 32 | id;
+}
+
+static bool net_reserve(uint32_t **v, uint32_t *cap, uint64_t need)
+{
+    if (need <= *cap)
+        return true;
+    if (need > UINT32_MAX / 2)
+        return false;
+    uint32_t c = (uint32_t)need * 2;
+    uint32_t *w = realloc(*v, (size_t)c * sizeof *w);
+    if (!w)
+        return false;
+    *v = w;
+    *cap = c;
     return true;
 }
 
-/* Reschedules flow f's finish for its (new) rate at time now. */
+static void net_rerate_event(evq *q, void *ctx, uint64_t arg);
+
+/* The flows on these links changed now: re-rate them at the end of this instant. */
+static void net_mark_dirty(net *n, const uint32_t *links, uint32_t nl)
+{
+    if (!net_reserve(&n->dirty, &n->cap_dirty, (uint64_t)n->n_dirty + nl)) {
+        n->oom = true;
+        return;
+    }
+    memcpy(n->dirty + n->n_dirty, links, (size_t)nl * sizeof *links);
+    n->n_dirty += nl;
+    if (!n->rerate_pending) {
+        np_err e;
+        if (evq_schedule_at(n->q, evq_now(n->q), net_rerate_event, n, 0, &n->rerate_ev, &e) !=
+            NP_OK)
+            n->oom = true;
+        n->rerate_pending = true;
+    }
+}
+
+/* Reschedules SHARED flow id's finish for its (new) rate at time now. */
 static void net_flow_schedule(net *n, uint32_t id, uint64_t now)
 {
-    net_flow *f = &n->flows[id];
-    evq_cancel(n->q, f->fin);
-    double dt = f->remaining > 0 ? ceil(f->remaining / f->rate) : 0;
-    uint64_t t = now + (dt > 1e18 ? (uint64_t)1e18 : (uint64_t)dt);
+    net_flow_cold *c = &n->cold[id];
+    evq_cancel(n->q, c->fin);
+    uint64_t t = now + (c->remaining > 0 ? net_ceil_ps(c->remaining / c->rate) : 0);
     np_err e;
-    if (evq_schedule_at(n->q, t, net_flow_finish, n, id, &f->fin, &e) != NP_OK)
+    if (evq_schedule_at(n->q, t, net_flow_finish, n, id, &c->fin, &e) != NP_OK)
         n->oom = true;
 }
 
-/* Re-rates every active flow in the component reachable from the given links (max-min fair,
- * by water filling) and reschedules their finish events. */
+static void net_heap_push(net *n, uint32_t *len, double share, uint32_t link)
+{
+    if (*len == n->cap_heap) {
+        uint32_t cap = n->cap_heap ? 2 * n->cap_heap : 256;
+        net_heap_ent *v = realloc(n->heap, (size_t)cap * sizeof *v);
+        if (!v) {
+            n->oom = true;
+            return;
+        }
+        n->heap = v;
+        n->cap_heap = cap;
+    }
+    uint32_t i = (*len)++;
+    while (i > 0) {
+        uint32_t par = (i - 1) / 2;
+        if (n->heap[par].share < share ||
+            (n->heap[par].share == share && n->heap[par].link < link))
+            break;
+        n->heap[i] = n->heap[par];
+        i = par;
+    }
+    n->heap[i] = (net_heap_ent){share, link};
+}
+
+static net_heap_ent net_heap_pop(net *n, uint32_t *len)
+{
+    net_heap_ent top = n->heap[0], last = n->heap[--(*len)];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= *len)
+            break;
+        if (c + 1 < *len && (n->heap[c + 1].share < n->heap[c].share ||
+                             (n->heap[c + 1].share == n->heap[c].share &&
+                              n->heap[c + 1].link < n->heap[c].link)))
+            c++;
+        if (last.share < n->heap[c].share ||
+            (last.share == n->heap[c].share && last.link <= n->heap[c].link))
+            break;
+        n->heap[i] = n->heap[c];
+        i = c;
+    }
+    if (*len)
+        n->heap[i] = last;
+    return top;
+}
+
+/* Re-rates every SHARED flow in the component reachable from the given links (max-min fair,
+ * by water filling with a heap of link shares — a link's share only grows as flows freeze)
+ * and reschedules their finish events. */
 static void net_rerate(net *n, const uint32_t *seed_links, uint32_t n_seed)
 {
     uint64_t now = evq_now(n->q);
     uint64_t ep = ++n->epoch;
     uint32_t nl = 0, nf = 0;
-    /* Collect the component: BFS over links and flows. */
-    if (!net_comp_reserve(n, n_seed + 16, 16)) {
+    if (!net_reserve(&n->comp_links, &n->cap_comp_links, (uint64_t)n_seed + 16)) {
         n->oom = true;
         return;
     }
     for (uint32_t i = 0; i < n_seed; i++) {
-        net_link *l = &n->links[seed_links[i]];
-        if (l->mark != ep) {
-            l->mark = ep;
+        net_link_aux *a = &n->laux[seed_links[i]];
+        if (a->mark != ep) {
+            a->mark = ep;
             n->comp_links[nl++] = seed_links[i];
         }
     }
@@ -359,78 +810,91 @@ static void net_rerate(net *n, const uint32_t *seed_links, uint32_t n_seed)
         for (uint32_t k = 0; k < l->n_flows; k++) {
             uint32_t fid = l->flows[k];
             net_flow *f = &n->flows[fid];
-            if (f->mark == ep)
+            if (n->cold[fid].mark == ep)
                 continue;
-            f->mark = ep;
-            if (!net_comp_reserve(n, nl + f->n_links + 1, nf + 1)) {
+            n->cold[fid].mark = ep;
+            if (!net_reserve(&n->comp_links, &n->cap_comp_links, (uint64_t)nl + f->n_links + 1) ||
+                !net_reserve(&n->comp_flows, &n->cap_comp_flows, (uint64_t)nf + 1)) {
                 n->oom = true;
                 return;
             }
             n->comp_flows[nf++] = fid;
             for (uint32_t j = 0; j < f->n_links; j++) {
-                net_link *m = &n->links[FLINKS(f)[j]];
-                if (m->mark != ep) {
-                    m->mark = ep;
-                    n->comp_links[nl++] = FLINKS(f)[j];
+                net_link_aux *a = &n->laux[f->links[j]];
+                if (a->mark != ep) {
+                    a->mark = ep;
+                    n->comp_links[nl++] = f->links[j];
                 }
             }
-            l = &n->links[n->comp_links[li]]; /* (comp arrays may have moved; links did not) */
+            l = &n->links[n->comp_links[li]];
         }
     }
     if (nf == 0)
         return;
+    n->rerates++;
     /* Bring the flows' remaining bytes up to now; reset the water-filling state. */
     for (uint32_t i = 0; i < nf; i++) {
-        net_flow *f = &n->flows[n->comp_flows[i]];
-        f->remaining -= f->rate * (double)(now - f->t_last);
-        if (f->remaining < 0)
-            f->remaining = 0;
-        f->t_last = now;
-        f->frozen = 0;
+        net_flow_cold *c = &n->cold[n->comp_flows[i]];
+        c->remaining -= c->rate * (double)(now - c->t_last);
+        if (c->remaining < 0)
+            c->remaining = 0;
+        c->t_last = now;
+        c->frozen = 0;
     }
-    uint32_t live = 0; /* links with unfrozen flows, packed at the front of comp_links */
+    uint32_t hl = 0;
     for (uint32_t i = 0; i < nl; i++) {
-        net_link *l = &n->links[n->comp_links[i]];
-        l->cap_rem = l->bw;
-        l->n_unfrozen = l->n_flows;
-        if (l->n_flows)
-            n->comp_links[live++] = n->comp_links[i];
+        net_link_aux *a = &n->laux[n->comp_links[i]];
+        a->cap_rem = n->links[n->comp_links[i]].bw;
+        a->n_unfrozen = n->links[n->comp_links[i]].n_flows;
+        if (a->n_unfrozen)
+            net_heap_push(n, &hl, a->cap_rem / a->n_unfrozen, n->comp_links[i]);
     }
-    while (live > 0) {
-        uint32_t best = 0;
-        double share = INFINITY;
-        for (uint32_t i = 0; i < live; i++) {
-            net_link *l = &n->links[n->comp_links[i]];
-            double s = l->cap_rem / l->n_unfrozen;
-            if (s < share) {
-                share = s;
-                best = i;
-            }
-        }
-        if (share < 1e-15)
-            share = 1e-15; /* rounding: never let a flow stop */
-        net_link *bl = &n->links[n->comp_links[best]];
+    while (hl > 0 && !n->oom) {
+        net_heap_ent top = net_heap_pop(n, &hl);
+        net_link *bl = &n->links[top.link];
+        net_link_aux *ba = &n->laux[top.link];
+        if (ba->n_unfrozen == 0 || top.share != ba->cap_rem / ba->n_unfrozen)
+            continue; /* stale: the link's share has grown since, or it is done */
+        double share = top.share < 1e-15 ? 1e-15 : top.share; /* rounding: never stop a flow */
         for (uint32_t k = 0; k < bl->n_flows; k++) {
-            net_flow *f = &n->flows[bl->flows[k]];
-            if (f->frozen)
+            uint32_t fid = bl->flows[k];
+            net_flow_cold *c = &n->cold[fid];
+            if (c->frozen)
                 continue;
-            f->frozen = 1;
-            f->rate = share;
+            c->frozen = 1;
+            c->rate = share;
+            const net_flow *f = &n->flows[fid];
             for (uint32_t j = 0; j < f->n_links; j++) {
-                net_link *m = &n->links[FLINKS(f)[j]];
+                net_link_aux *m = &n->laux[f->links[j]];
                 m->cap_rem -= share;
                 m->n_unfrozen--;
+                if (m != ba && m->n_unfrozen)
+                    net_heap_push(n, &hl, m->cap_rem / m->n_unfrozen, f->links[j]);
             }
-        }
-        for (uint32_t i = 0; i < live;) { /* drop links whose flows are all frozen */
-            if (n->links[n->comp_links[i]].n_unfrozen == 0)
-                n->comp_links[i] = n->comp_links[--live];
-            else
-                i++;
         }
     }
     for (uint32_t i = 0; i < nf; i++)
         net_flow_schedule(n, n->comp_flows[i], now);
+}
+
+static void net_rerate_event(evq *q, void *ctx, uint64_t arg)
+{
+    (void)q;
+    (void)arg;
+    net *n = ctx;
+    n->rerate_pending = false;
+    n->rerate_ev = EVQ_HANDLE_NONE;
+    uint32_t nd = n->n_dirty;
+    n->n_dirty = 0;
+    net_rerate(n, n->dirty, nd);
+}
+
+void net_settle(net *n)
+{
+    if (!n->rerate_pending)
+        return;
+    evq_cancel(n->q, n->rerate_ev);
+    net_rerate_event(n->q, n, 0);
 }
 
 static uint32_t net_flow_alloc(net *n)
@@ -438,19 +902,42 @@ static uint32_t net_flow_alloc(net *n)
     uint32_t id = n->free_flow;
     if (id != UINT32_MAX) {
         n->free_flow = n->flows[id].next_free;
-        return id;
+    } else {
+        if (n->n_flows == n->cap_flows) {
+            uint32_t cap = n->cap_flows ? n->cap_flows * 2 : 64;
+            void *v = NULL; /* a flow per cache line */
+            if (posix_memalign(&v, 64, (size_t)cap * sizeof(net_flow)) != 0)
+                return UINT32_MAX;
+            if (n->n_flows)
+                memcpy(v, n->flows, (size_t)n->n_flows * sizeof(net_flow));
+            free(n->flows);
+            n->flows = v;
+            net_flow_cold *w = realloc(n->cold, (size_t)cap * sizeof *w);
+            if (!w)
+                return UINT32_MAX;
+            n->cold = w;
+            n->cap_flows = cap;
+        }
+        id = n->n_flows++;
+        n->flows[id] = (net_flow){.links = NULL};
+        n->cold[id] = (net_flow_cold){.fin = EVQ_HANDLE_NONE};
     }
-    if (n->n_flows == n->cap_flows) {
-        uint32_t cap = n->cap_flows ? n->cap_flows * 2 : 64;
-        net_flow *v = realloc(n->flows, (size_t)cap * sizeof *v);
-        if (!v)
-            return UINT32_MAX;
-        n->flows = v;
-        n->cap_flows = cap;
-    }
-    id = n->n_flows++;
-    n->flows[id] = (net_flow){.ext = NULL};
+    n->flows[id].gen++;
+    n->flows[id].itok++;
     return id;
+}
+
+static void net_flow_release(net *n, uint32_t id)
+{
+    net_flow *f = &n->flows[id];
+    if (f->flags & NET_FLOW_EXT)
+        free((void *)f->links);
+    f->links = NULL;
+    f->flags = 0;
+    f->state = NET_FLOW_FREE;
+    f->itok++;
+    f->next_free = n->free_flow;
+    n->free_flow = id;
 }
 
 static bool net_link_add_flow(net_link *l, uint32_t fid)
@@ -467,160 +954,306 @@ static bool net_link_add_flow(net_link *l, uint32_t fid)
     return true;
 }
 
-static void net_link_remove_flow(net_link *l, uint32_t fid)
+static void net_link_count(net_link *l, uint64_t bytes)
 {
-    for (uint32_t k = 0; k < l->n_flows; k++)
-        if (l->flows[k] == fid) {
-            l->flows[k] = l->flows[--l->n_flows];
-            return;
+    l->bytes += bytes;
+    if (l->ctr)
+        l->ctr->value += bytes;
+}
+
+/* The path's latency and bottleneck bandwidth (bytes per ps). */
+static void net_path_facts(const net *n, const uint32_t *links, uint32_t nl, uint64_t *lat,
+                           double *bw)
+{
+    *lat = 0;
+    *bw = INFINITY;
+    for (uint32_t i = 0; i < nl; i++) {
+        const net_link *l = &n->links[links[i]];
+        *lat += n->laux[links[i]].lat_ps + (i > 0 ? n->node_lat[l->from] : 0);
+        if (l->bw < *bw)
+            *bw = l->bw;
+    }
+}
+
+/* An unsent EXCLUSIVE flow gets company: it becomes SHARED, its bytes so far sent at its old
+ * rate, its claims replaced by entries in its links' lists; its batched delivery (and SENT)
+ * items no longer apply. false when out of memory. */
+static bool net_flow_share(net *n, uint32_t id)
+{
+    net_flow *f = &n->flows[id];
+    net_flow_cold *c = &n->cold[id];
+    uint64_t now = evq_now(n->q);
+    double bw;
+    net_path_facts(n, f->links, f->n_links, &c->lat_ps, &bw);
+    uint64_t t_start = f->t_sent - net_ceil_ps((double)f->bytes / bw);
+    c->remaining = (double)f->bytes - bw * (double)(now - t_start);
+    if (c->remaining < 0)
+        c->remaining = 0;
+    c->rate = bw;
+    c->t_last = now;
+    c->fin = EVQ_HANDLE_NONE;
+    f->state = NET_FLOW_SHARED;
+    f->t_sent = UINT64_MAX;
+    f->itok++;
+    n->shares++;
+    for (uint32_t j = 0; j < f->n_links; j++) {
+        net_link *l = &n->links[f->links[j]];
+        l->busy_until = 0;
+        if (!net_link_add_flow(l, id))
+            return false;
+    }
+    net_mark_dirty(n, f->links, f->n_links);
+    return true;
+}
+
+np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, unsigned flags,
+                          const net_path_info *route, net_transfer_fn fn, void *ctx,
+                          uint64_t arg, net_flow_ref *ref, np_err *err)
+{
+    net_path_info path;
+    if (route && route->stable)
+        path = *route;
+    else if (net_route(n, src, dst, &path, err) != NP_OK)
+        return err->status;
+    bool cached = path.stable;
+    uint32_t nlinks = bytes ? path.n_links : 0;
+    uint32_t id = net_flow_alloc(n);
+    if (id == UINT32_MAX)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
+    net_flow *f = &n->flows[id];
+    f->flags = flags & NET_XFER_QUIET_SENT ? 0 : NET_FLOW_NOTIFY;
+    if (cached || nlinks == 0) {
+        f->links = path.links;
+    } else {
+        uint32_t *v = malloc((size_t)nlinks * sizeof *v);
+        if (!v) {
+            net_flow_release(n, id);
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
         }
+        memcpy(v, path.links, (size_t)nlinks * sizeof *v);
+        f->links = v;
+        f->flags |= NET_FLOW_EXT;
+    }
+    f->n_links = (uint16_t)nlinks;
+    f->bytes = bytes;
+    f->fn = fn;
+    f->ctx = ctx;
+    f->arg = arg;
+    uint64_t now = evq_now(n->q);
+    /* A live claim or a shared flow on the path makes this flow SHARED. */
+    bool shared = false;
+    double bw = INFINITY; /* bytes per ps */
+    for (uint32_t j = 0; j < nlinks; j++) {
+        net_link *l = &n->links[f->links[j]];
+        if (net_link_claimed(n, l) && !net_flow_share(n, l->holder)) {
+            net_flow_release(n, id);
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
+        }
+        shared |= l->n_flows > 0;
+        bw = l->bw < bw ? l->bw : bw;
+    }
+    n->started++;
+    np_status st = NP_OK;
+    if (nlinks == 0) { /* nothing to share: the last byte is "sent" now */
+        f->state = NET_FLOW_IN_FLIGHT;
+        f->t_sent = now;
+        if (f->flags & NET_FLOW_NOTIFY)
+            st = net_timer_at(n, now, net_flow_sent_item, n, net_item_arg(f, id), err);
+        if (st == NP_OK)
+            st = net_timer_at(n, now + path.latency_ps, net_flow_deliver, n,
+                              net_item_arg(f, id), err);
+    } else if (!shared) {
+        f->state = NET_FLOW_EXCLUSIVE;
+        f->t_sent = now + net_ceil_ps((double)bytes / bw);
+        f->flags |= NET_FLOW_COUNTED;
+        for (uint32_t j = 0; j < nlinks; j++) {
+            net_link *l = &n->links[f->links[j]];
+            l->busy_until = f->t_sent;
+            l->holder = id;
+            net_link_count(l, bytes);
+        }
+        if (f->flags & NET_FLOW_NOTIFY)
+            st = net_timer_at(n, f->t_sent, net_flow_sent_item, n, net_item_arg(f, id), err);
+        if (st == NP_OK)
+            st = net_timer_at(n, f->t_sent + path.latency_ps, net_flow_deliver, n,
+                              net_item_arg(f, id), err);
+    } else {
+        net_flow_cold *c = &n->cold[id];
+        f->state = NET_FLOW_SHARED;
+        f->t_sent = UINT64_MAX;
+        *c = (net_flow_cold){.remaining = (double)bytes, .rate = 0, .t_last = now,
+                             .lat_ps = path.latency_ps, .fin = EVQ_HANDLE_NONE};
+        for (uint32_t j = 0; j < nlinks; j++)
+            if (!net_link_add_flow(&n->links[f->links[j]], id)) {
+                n->oom = true;
+                break;
+            }
+        net_mark_dirty(n, f->links, nlinks);
+    }
+    if (ref)
+        *ref = (net_flow_ref){id, f->gen, f->state == NET_FLOW_SHARED ? UINT64_MAX : f->t_sent,
+                              n->shares};
+    if (st == NP_OK && n->oom)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory re-rating flows");
+    return st;
 }
 
 np_status net_transfer(net *n, uint32_t src, uint32_t dst, uint64_t bytes, net_transfer_fn fn,
                        void *ctx, uint64_t arg, np_err *err)
 {
-    net_path_info path;
-    if (net_route(n, src, dst, &path, err) != NP_OK)
-        return err->status;
-    uint32_t id = net_flow_alloc(n);
-    if (id == UINT32_MAX)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
-    net_flow *f = &n->flows[id];
-    uint32_t nlinks = bytes ? path.n_links : 0;
-    if (nlinks > NET_INLINE_PATH) {
-        f->ext = malloc((size_t)nlinks * sizeof *f->ext);
-        if (!f->ext) {
-            f->next_free = n->free_flow;
-            n->free_flow = id;
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
-        }
-    }
-    memcpy(FLINKS(f), path.links, (size_t)nlinks * sizeof *path.links);
-    f->n_links = nlinks;
-    f->state = NET_FLOW_ACTIVE;
-    f->remaining = (double)bytes;
-    f->bytes = bytes;
-    f->rate = 0;
-    f->t_last = evq_now(n->q);
-    f->lat_ps = path.latency_ps;
-    f->fn = fn;
-    f->ctx = ctx;
-    f->arg = arg;
-    f->fin = EVQ_HANDLE_NONE;
-    n->started++;
-    n->active++;
-    for (uint32_t j = 0; j < nlinks; j++)
-        if (!net_link_add_flow(&n->links[FLINKS(f)[j]], id)) {
-            for (uint32_t k = 0; k < j; k++)
-                net_link_remove_flow(&n->links[FLINKS(f)[k]], id);
-            free(f->ext);
-            f->ext = NULL;
-            f->state = NET_FLOW_FREE;
-            f->next_free = n->free_flow;
-            n->free_flow = id;
-            n->active--;
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
-        }
-    if (nlinks == 0) {
-        /* Nothing to share: the last byte is "sent" now. */
-        if (evq_schedule_at(n->q, evq_now(n->q), net_flow_finish, n, id, &f->fin, err) != NP_OK)
-            return err->status;
-        return NP_OK;
-    }
-    net_rerate(n, FLINKS(f), nlinks);
-    if (n->oom)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory re-rating flows");
-    return NP_OK;
+    return net_transfer_ex(n, src, dst, bytes, 0, NULL, fn, ctx, arg, NULL, err);
 }
 
-static void net_flow_finish(evq *q, void *ctx, uint64_t arg)
+bool net_flow_sent(net *n, net_flow_ref r, bool arm)
+{
+    if (r.shares == n->shares && r.t_sent <= evq_now(n->q))
+        return true; /* no flow lost its exclusivity since: the known time holds */
+    net_flow *f = &n->flows[r.id];
+    if (f->gen != r.gen || f->state == NET_FLOW_IN_FLIGHT || f->state == NET_FLOW_FREE)
+        return true;
+    if (f->state == NET_FLOW_EXCLUSIVE && f->t_sent <= evq_now(n->q))
+        return true;
+    if (arm && !(f->flags & NET_FLOW_NOTIFY)) {
+        f->flags |= NET_FLOW_NOTIFY;
+        np_err e;
+        if (f->state == NET_FLOW_EXCLUSIVE &&
+            net_timer_at(n, f->t_sent, net_flow_sent_item, n, net_item_arg(f, r.id), &e) !=
+                NP_OK)
+            n->oom = true;
+    }
+    return false;
+}
+
+/* An EXCLUSIVE flow's SENT item, at its t_sent. */
+static void net_flow_sent_item(void *ctx, uint64_t arg)
 {
     net *n = ctx;
-    uint32_t id = (uint32_t)arg;
-    net_flow *f = &n->flows[id];
-    f->fin = EVQ_HANDLE_NONE;
+    net_flow *f = &n->flows[(uint32_t)arg];
+    if (f->itok != (uint32_t)(arg >> 32))
+        return;
     f->state = NET_FLOW_IN_FLIGHT;
-    f->remaining = 0;
-    n->active--;
-    for (uint32_t j = 0; j < f->n_links; j++) {
-        net_link *l = &n->links[FLINKS(f)[j]];
-        net_link_remove_flow(l, id);
-        l->bytes += f->bytes;
-        if (l->ctr)
-            l->ctr->value += f->bytes;
-    }
-    if (f->n_links)
-        net_rerate(n, FLINKS(f), f->n_links);
-    np_err e;
-    if (evq_schedule_in(q, f->lat_ps, net_flow_deliver, n, id, NULL, &e) != NP_OK)
-        n->oom = true;
     if (f->fn)
         f->fn(f->ctx, f->arg, NET_EVENT_SENT);
 }
 
-static void net_flow_deliver(evq *q, void *ctx, uint64_t arg)
+static void net_flow_finish(evq *q, void *ctx, uint64_t arg)
 {
     (void)q;
     net *n = ctx;
     uint32_t id = (uint32_t)arg;
     net_flow *f = &n->flows[id];
+    net_flow_cold *c = &n->cold[id];
+    c->fin = EVQ_HANDLE_NONE;
+    c->remaining = 0;
+    f->state = NET_FLOW_IN_FLIGHT;
+    f->t_sent = evq_now(n->q);
+    for (uint32_t j = 0; j < f->n_links; j++) {
+        net_link *l = &n->links[f->links[j]];
+        for (uint32_t k = 0; k < l->n_flows; k++)
+            if (l->flows[k] == id) {
+                l->flows[k] = l->flows[--l->n_flows];
+                break;
+            }
+        if (!(f->flags & NET_FLOW_COUNTED))
+            net_link_count(l, f->bytes);
+    }
+    net_mark_dirty(n, f->links, f->n_links);
+    np_err e;
+    if (net_timer_at(n, f->t_sent + c->lat_ps, net_flow_deliver, n, net_item_arg(f, id), &e) !=
+        NP_OK)
+        n->oom = true;
+    if ((f->flags & NET_FLOW_NOTIFY) && f->fn)
+        f->fn(f->ctx, f->arg, NET_EVENT_SENT);
+}
+
+static void net_flow_deliver(void *ctx, uint64_t arg)
+{
+    net *n = ctx;
+    uint32_t id = (uint32_t)arg;
+    net_flow *f = &n->flows[id];
+    if (f->itok != (uint32_t)(arg >> 32))
+        return;
     net_transfer_fn fn = f->fn;
     void *fctx = f->ctx;
     uint64_t farg = f->arg;
-    free(f->ext);
-    f->ext = NULL;
-    f->state = NET_FLOW_FREE;
-    f->next_free = n->free_flow;
-    n->free_flow = id;
+    net_flow_release(n, id);
     if (fn)
         fn(fctx, farg, NET_EVENT_DELIVERED);
 }
 
-uint32_t net_flows_list(const net *n, net_flow_info *out, uint32_t max)
+uint32_t net_flows_active(const net *n)
 {
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < n->n_flows; i++)
+        k += net_flow_unsent(n, &n->flows[i]);
+    return k;
+}
+
+uint32_t net_flows_list(net *n, net_flow_info *out, uint32_t max)
+{
+    net_settle(n);
+    uint64_t now = evq_now(n->q);
     uint32_t k = 0;
     for (uint32_t i = 0; i < n->n_flows; i++) {
         const net_flow *f = &n->flows[i];
-        if (f->state != NET_FLOW_ACTIVE)
+        if (!net_flow_unsent(n, f))
             continue;
+        double rate, left;
+        if (f->state == NET_FLOW_SHARED) {
+            const net_flow_cold *c = &n->cold[i];
+            rate = c->rate;
+            left = c->remaining - c->rate * (double)(now - c->t_last);
+        } else {
+            uint64_t lat;
+            net_path_facts(n, f->links, f->n_links, &lat, &rate);
+            left = rate * (double)(f->t_sent - now);
+        }
         if (k < max)
-            out[k] = (net_flow_info){f->ctx, f->arg, f->rate * 1e12, f->remaining};
+            out[k] = (net_flow_info){f->ctx, f->arg, rate * 1e12, left > 0 ? left : 0};
         k++;
     }
     return k;
 }
 
-np_status net_verify(const net *n, np_err *err)
+np_status net_verify(net *n, np_err *err)
 {
+    net_settle(n);
     if (n->oom)
         return np_err_set(err, NP_ERR_NOMEM, "the flow model ran out of memory");
-    uint32_t active = 0;
     for (uint32_t i = 0; i < n->n_flows; i++) {
         const net_flow *f = &n->flows[i];
-        if (f->state != NET_FLOW_ACTIVE)
+        if (!net_flow_unsent(n, f))
             continue;
-        active++;
-        if (f->n_links && !(f->rate > 0))
-            return np_err_set(err, NP_ERR_INTERNAL, "active flow %" PRIu32 " has rate %g", i,
-                              f->rate);
+        if (f->state == NET_FLOW_SHARED && f->n_links && !(n->cold[i].rate > 0))
+            return np_err_set(err, NP_ERR_INTERNAL, "shared flow %" PRIu32 " has rate %g", i,
+                              n->cold[i].rate);
         for (uint32_t j = 0; j < f->n_links; j++) {
-            const net_link *l = &n->links[FLINKS(f)[j]];
+            const net_link *l = &n->links[f->links[j]];
             bool found = false;
-            for (uint32_t k = 0; k < l->n_flows; k++)
+            if (f->state == NET_FLOW_EXCLUSIVE)
+                found = net_link_claimed(n, l) && l->holder == i && l->n_flows == 0;
+            for (uint32_t k = 0; f->state == NET_FLOW_SHARED && k < l->n_flows; k++)
                 found |= l->flows[k] == i;
             if (!found)
-                return np_err_set(err, NP_ERR_INTERNAL, "flow %" PRIu32 " is missing from "
-                                  "link %" PRIu32 "'s list", i, FLINKS(f)[j]);
+                return np_err_set(err, NP_ERR_INTERNAL, "%s flow %" PRIu32 " is not held by "
+                                  "link %" PRIu32, f->state == NET_FLOW_SHARED ? "shared"
+                                  : "exclusive", i, f->links[j]);
         }
     }
-    if (active != n->active)
-        return np_err_set(err, NP_ERR_INTERNAL, "%" PRIu32 " active flows counted, %" PRIu32
-                          " found", n->active, active);
     for (uint32_t i = 0; i < n->n_links; i++) {
         const net_link *l = &n->links[i];
         double sum = 0;
-        for (uint32_t k = 0; k < l->n_flows; k++)
-            sum += n->flows[l->flows[k]].rate;
+        for (uint32_t k = 0; k < l->n_flows; k++) {
+            const net_flow *f = &n->flows[l->flows[k]];
+            if (f->state != NET_FLOW_SHARED)
+                return np_err_set(err, NP_ERR_INTERNAL, "link %" PRIu32 " lists flow %" PRIu32
+                                  ", which is not shared", i, l->flows[k]);
+            sum += n->cold[l->flows[k]].rate;
+        }
+        if (l->n_flows && net_link_claimed(n, l))
+            return np_err_set(err, NP_ERR_INTERNAL, "link %" PRIu32 " is claimed by flow %"
+                              PRIu32 " and shared by %" PRIu32 " others", i, l->holder,
+                              l->n_flows);
         if (sum > l->bw * (1 + 1e-9))
             return np_err_set(err, NP_ERR_INTERNAL, "link %" PRIu32 " carries %g bytes/ps, "
                               "more than its %g", i, sum, l->bw);

@@ -7,13 +7,16 @@
  * and docs/noc.md for each one's links, bandwidths and routing rule.
  *
  * A transfer of S bytes from chip a to chip b follows the topology's route (a fixed path of
- * links) as one flow. Flows share each link max-min fairly: whenever a flow starts or ends,
- * the rates of the flows that share links with it (transitively) are recomputed by water
- * filling. A flow's bytes leave the source at its current rate; when the last byte has left
- * (its "sent" time), the flow releases its links, and its data arrives one path latency later
- * (its "delivered" time). So on an idle path a transfer takes exactly
+ * links, cached per pair) as one flow. Flows share each link max-min fairly: whenever a flow
+ * starts or ends, the rates of the flows that share links with it (transitively) are
+ * recomputed by water filling, once per instant however many flows changed. A flow's bytes
+ * leave the source at its current rate; when the last byte has left (its "sent" time), the
+ * flow releases its links, and its data arrives one path latency later (its "delivered"
+ * time). So on an idle path a transfer takes exactly
  *     latency(path) + S / min(bandwidth of the path's links)
- * which is the alpha-beta model with alpha = the path latency and beta = 1 / bandwidth.
+ * which is the alpha-beta model with alpha = the path latency and beta = 1 / bandwidth. A
+ * flow alone on its links costs no re-rating and no event of its own: the cost of the model
+ * grows with the flows that actually share links (net.c explains how).
  */
 #ifndef NPUSIM_NOC_NET_H
 #define NPUSIM_NOC_NET_H
@@ -94,9 +97,10 @@ void *net_topo_data(const net *n);
  * (links and switches) and its bottleneck bandwidth. src == dst: 0 links, latency 0. */
 typedef struct net_path_info {
     const uint32_t *links;
-    uint32_t n_links;
     uint64_t latency_ps;
     double bytes_per_s;
+    uint32_t n_links;
+    bool stable;        /* links stay valid while the net lives (the route is cached) */
 } net_path_info;
 np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_err *err);
 
@@ -105,8 +109,10 @@ typedef struct net_link_info {
     uint32_t from, to;
     double bytes_per_s;
     uint64_t latency_ps;
-    uint64_t bytes;      /* carried so far (flows count when their last byte is sent) */
-    uint32_t flows;      /* active now */
+    uint64_t bytes;      /* carried so far (flows count when their last byte is sent; the
+                            c2c.* statistic counts a quiet flow alone on its links only when
+                            the next flow on the link starts or it is delivered) */
+    uint32_t flows;      /* unsent now */
 } net_link_info;
 void net_link_get(const net *n, uint32_t link, net_link_info *out);
 
@@ -118,15 +124,48 @@ typedef enum net_event {
 /* Called for each event of a transfer, at its time, with the values given to net_transfer. */
 typedef void (*net_transfer_fn)(void *ctx, uint64_t arg, net_event ev);
 
+/* Names one transfer for net_flow_sent (a plain value; stays safe to use after the transfer
+ * is delivered and its record reused). */
+typedef struct net_flow_ref {
+    uint32_t id, gen;
+    uint64_t t_sent;   /* its sent time as known at its start (UINT64_MAX: not known) */
+    uint64_t shares;   /* the net's count of flows that lost their links' exclusivity then */
+} net_flow_ref;
+
+/* net_transfer_ex flags. */
+#define NET_XFER_QUIET_SENT 1u /* fn is not called at SENT unless net_flow_sent arms it */
+
 /* Starts a transfer of `bytes` from chip src to chip dst now (evq_now). fn (may be NULL) is
  * called at its SENT and then DELIVERED times. src == dst delivers at once (both events at
  * now, scheduled, never called from inside this function). NP_ERR_RANGE for a bad chip,
  * NP_ERR_NOMEM; nothing starts on failure. */
 np_status net_transfer(net *n, uint32_t src, uint32_t dst, uint64_t bytes, net_transfer_fn fn,
                        void *ctx, uint64_t arg, np_err *err);
+/* net_transfer with flags (NET_XFER_*) and, when route is not NULL, the route src -> dst as
+ * net_route gave it (stable: callers that send to one peer again and again keep it); fills
+ * *ref (when not NULL) with the transfer's name. */
+np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, unsigned flags,
+                          const net_path_info *route, net_transfer_fn fn, void *ctx,
+                          uint64_t arg, net_flow_ref *ref, np_err *err);
+/* Whether the transfer's last byte has left by now (true for a delivered one). When not and
+ * arm is set, its fn will be called at SENT even if it was started quiet. */
+bool net_flow_sent(net *n, net_flow_ref ref, bool arm);
 
-/* Transfers started / still active; bytes moved over all links (a byte crossing 3 links
- * counts 3 times). */
+/* A callback at a time, batched with every other net callback at that time (one event of q
+ * for all of them; net.c): fn(ctx, arg) is called at t_ps (>= now), after those added for
+ * t_ps before it. NP_ERR_INTERNAL for a time before now, NP_ERR_NOMEM. */
+typedef void (*net_timer_fn)(void *ctx, uint64_t arg);
+np_status net_timer_at(net *n, uint64_t t_ps, net_timer_fn fn, void *ctx, uint64_t arg,
+                       np_err *err);
+
+/* Does now the re-rating pending for this instant (normally done by an event at now, after
+ * what the queue already holds for it). net_flows_list and net_verify settle first. */
+void net_settle(net *n);
+
+/* Re-rating passes (water fillings) so far: the model's work on shared links. */
+uint64_t net_rerates(const net *n);
+
+/* Transfers started / not yet sent (O(flows)). */
 uint64_t net_transfers_started(const net *n);
 uint32_t net_flows_active(const net *n);
 
@@ -140,10 +179,11 @@ typedef struct net_flow_info {
 
 /* Fills out[0 .. min(n, active)) with the active flows (in no particular order); returns the
  * number of active flows. For tests and reports. */
-uint32_t net_flows_list(const net *n, net_flow_info *out, uint32_t max);
+uint32_t net_flows_list(net *n, net_flow_info *out, uint32_t max);
 
-/* Checks the flow model's invariants: no link carries more than its bandwidth, every active
- * flow has a positive rate, each link's flow list matches the flows' paths. NP_ERR_INTERNAL. */
-np_status net_verify(const net *n, np_err *err);
+/* Checks the flow model's invariants: no link carries more than its bandwidth, every unsent
+ * flow has a positive rate and is in its links' lists, a link holds either one flow alone or
+ * only shared ones. NP_ERR_INTERNAL. */
+np_status net_verify(net *n, np_err *err);
 
 #endif

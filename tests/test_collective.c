@@ -717,3 +717,144 @@ TEST(incremental_max_min_rates_equal_a_global_progressive_filling_at_every_event
     net_free(n);
     evq_free(q);
 }
+
+typedef struct ev_log {
+    uint64_t t[8][2]; /* per transfer arg: SENT, DELIVERED time (0: not yet) */
+    evq *q;
+} ev_log;
+
+static void log_event(void *ctx, uint64_t arg, net_event ev)
+{
+    ev_log *l = ctx;
+    l->t[arg][ev == NET_EVENT_DELIVERED] = evq_now(l->q);
+}
+
+TEST(a_flow_alone_keeps_its_link_until_another_joins_and_then_they_share_it)
+{
+    /* Ring of 4, 8 GB/s per direction, 200 ns. A: 8000 B on 0->1 at t = 0, alone: it would
+     * send its last byte at 1000 ns. B joins the link at 500 ns: A has 4000 B left, both
+     * get 4 GB/s; A sends its last byte at 1500 ns (delivered 1700), B has sent 4000 B by
+     * then and sends the rest alone at 8 GB/s: last byte at 2000 ns, delivered 2200 ns. */
+    sysfix f;
+    fix_open(&f, ARCH_TOPOLOGY_RING, 4, NULL, 0);
+    net *n = coll_sys_net(f.s);
+    ev_log l = {.q = f.q};
+    np_err e = {0};
+    CU_ASSERT_EQUAL(net_transfer(n, 0, 1, 8000, log_event, &l, 0, &e), NP_OK);
+    CU_ASSERT_EQUAL(net_flows_active(n), 1);
+    CU_ASSERT_EQUAL(evq_run_until(f.q, 500000, &e), NP_OK);
+    CU_ASSERT_EQUAL(net_rerates(n), 0); /* alone: never re-rated */
+    CU_ASSERT_EQUAL(net_transfer(n, 0, 1, 8000, log_event, &l, 1, &e), NP_OK);
+    net_flow_info fl[2];
+    CU_ASSERT_EQUAL(net_flows_list(n, fl, 2), 2);
+    CU_ASSERT_DOUBLE_EQUAL(fl[0].bytes_per_s, 4e9, 1);
+    CU_ASSERT_DOUBLE_EQUAL(fl[1].bytes_per_s, 4e9, 1);
+    CU_ASSERT_EQUAL(net_verify(n, &e), NP_OK);
+    CU_ASSERT_EQUAL(evq_run(f.q, &e), NP_OK);
+    CU_ASSERT_EQUAL(l.t[0][0], 1500000);
+    CU_ASSERT_EQUAL(l.t[0][1], 1700000);
+    CU_ASSERT_EQUAL(l.t[1][0], 2000000);
+    CU_ASSERT_EQUAL(l.t[1][1], 2200000);
+    net_link_info li;
+    net_path_info path;
+    CU_ASSERT_EQUAL(net_route(n, 0, 1, &path, &e), NP_OK);
+    CU_ASSERT_TRUE(path.stable); /* cached */
+    net_link_get(n, path.links[0], &li);
+    CU_ASSERT_EQUAL(li.bytes, 16000);
+    CU_ASSERT_EQUAL(li.flows, 0);
+    fix_close(&f);
+}
+
+TEST(a_quiet_transfer_reports_its_sent_time_only_when_armed)
+{
+    /* 8000 B over one 8 GB/s hop: last byte at 1000 ns, delivery at 1200 ns. */
+    sysfix f;
+    fix_open(&f, ARCH_TOPOLOGY_RING, 4, NULL, 0);
+    net *n = coll_sys_net(f.s);
+    ev_log l = {.q = f.q};
+    np_err e = {0};
+    net_flow_ref a, b;
+    CU_ASSERT_EQUAL(net_transfer_ex(n, 0, 1, 8000, NET_XFER_QUIET_SENT, NULL, log_event, &l, 0,
+                                    &a, &e), NP_OK);
+    CU_ASSERT_EQUAL(net_transfer_ex(n, 1, 2, 8000, NET_XFER_QUIET_SENT, NULL, log_event, &l, 1,
+                                    &b, &e), NP_OK);
+    CU_ASSERT_FALSE(net_flow_sent(n, a, false));
+    CU_ASSERT_FALSE(net_flow_sent(n, b, true)); /* armed */
+    CU_ASSERT_EQUAL(evq_run(f.q, &e), NP_OK);
+    CU_ASSERT_EQUAL(l.t[0][0], 0); /* never told */
+    CU_ASSERT_EQUAL(l.t[0][1], 1200000);
+    CU_ASSERT_EQUAL(l.t[1][0], 1000000);
+    CU_ASSERT_EQUAL(l.t[1][1], 1200000);
+    CU_ASSERT_TRUE(net_flow_sent(n, a, false));
+    fix_close(&f);
+}
+
+static void order_cb(void *ctx, uint64_t arg)
+{
+    uint64_t *v = ctx;
+    v[v[0]++ + 1] = arg;
+}
+
+static void order_ev(evq *q, void *ctx, uint64_t arg)
+{
+    (void)q;
+    order_cb(ctx, arg);
+}
+
+static void order_late(void *ctx, uint64_t arg)
+{
+    uint64_t *v = ((uint64_t **)ctx)[0];
+    net *n = ((net **)ctx)[1];
+    order_cb(v, arg);
+    np_err e;
+    net_timer_at(n, 1000, order_cb, v, 9, &e); /* the same instant, from inside its batch */
+}
+
+TEST(batched_timers_run_in_insertion_order_after_what_the_queue_held_for_their_instant)
+{
+    sysfix f;
+    fix_open(&f, ARCH_TOPOLOGY_RING, 2, NULL, 0);
+    net *n = coll_sys_net(f.s);
+    uint64_t v[16] = {0};
+    void *late[2] = {v, n};
+    np_err e = {0};
+    CU_ASSERT_EQUAL(net_timer_at(n, 1000, order_cb, v, 1, &e), NP_OK);
+    CU_ASSERT_EQUAL(evq_schedule_at(f.q, 1000, order_ev, v, 2, NULL, &e), NP_OK);
+    CU_ASSERT_EQUAL(net_timer_at(n, 1000, order_late, late, 3, &e), NP_OK);
+    CU_ASSERT_EQUAL(net_timer_at(n, 500, order_cb, v, 4, &e), NP_OK);
+    uint64_t before = evq_dispatched(f.q);
+    CU_ASSERT_EQUAL(evq_run(f.q, &e), NP_OK);
+    /* 4 at 500; at 1000 the batch (1, 3), the event 2, then 9, added during the batch */
+    CU_ASSERT_EQUAL(v[0], 5);
+    uint64_t want[] = {4, 1, 3, 2, 9};
+    for (int i = 0; i < 5; i++)
+        CU_ASSERT_EQUAL(v[i + 1], want[i]);
+    CU_ASSERT_EQUAL(evq_dispatched(f.q) - before, 4); /* batches at 500, 1000, 1000; event 2 */
+    CU_ASSERT_EQUAL(net_timer_at(n, 10, order_cb, v, 5, &e), NP_ERR_INTERNAL); /* the past */
+    fix_close(&f);
+}
+
+TEST(a_ring_on_its_own_links_costs_no_re_rating_and_an_event_per_step)
+{
+    /* 64 chips, ring all-reduce: every message alone on its link, all ranks in lockstep:
+     * no water filling at all, and a handful of events per step instead of several per
+     * message. A direct all-to-all on a switch shares every link, but its flows end
+     * together: re-rated a few times, not once per flow. */
+    sysfix f;
+    fix_open(&f, ARCH_TOPOLOGY_RING, 64, NULL, 0);
+    uint64_t ev0 = evq_dispatched(f.q);
+    double t = run_ps(&f, COLL_OP_ALL_REDUCE, COLL_ALGO_RING, 64 << 16, 0);
+    CU_ASSERT_TRUE(t > 0);
+    uint64_t msgs = 2 * 63 * 64, events = evq_dispatched(f.q) - ev0;
+    CU_ASSERT_EQUAL(net_transfers_started(coll_sys_net(f.s)), msgs);
+    CU_ASSERT_EQUAL(net_rerates(coll_sys_net(f.s)), 0);
+    CU_ASSERT_TRUE(events <= 4 * 2 * 63);
+    fix_close(&f);
+    fix_open(&f, ARCH_TOPOLOGY_SWITCH, 32, NULL, 0);
+    t = run_ps(&f, COLL_OP_ALL_TO_ALL, COLL_ALGO_DIRECT, 32 << 16, 0);
+    /* one link per chip each way, 31 flows on each: every share is B / 31, (p-1)/p n beta */
+    double want = f.alpha_ps + 31.0 / 32 * (32 << 16) * f.beta_ps_per_byte;
+    CU_ASSERT_TRUE(within(t, want, 0.01));
+    CU_ASSERT_TRUE(net_rerates(coll_sys_net(f.s)) <= 4);
+    fix_close(&f);
+}
