@@ -13,6 +13,7 @@
  * collective is done when the last receive of every rank has completed.
  */
 #include "coll.h"
+#include "coll_topo.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -290,7 +291,8 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     coll *c = ctx;
     uint32_t to = (uint32_t)(arg >> 32), recv = (uint32_t)arg;
     coll_xfer x;
-    coll_sched_recv(c->sched, to, recv, &x);
+    coll_sched_recv_deps(c->sched, to, recv, &x);
+    x.bytes = net_event_bytes(c->sys->n);
     if (ev == NET_EVENT_SENT) {
         c->ports[(size_t)x.peer * c->P + x.port].busy = false;
         coll_port_kick(c, x.peer, x.port);
@@ -335,21 +337,35 @@ void coll_free(coll *c)
     free(c);
 }
 
-/* The inner group size of the two-level all-reduce: asked for, else the island, the torus's
- * x ring (when the group is the whole torus), or 0 (the schedule's default). */
-static uint32_t coll_hier_group(const coll *c)
+np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32_t **order,
+                   np_err *err)
 {
-    const net_params *np = net_get_params(c->sys->n);
-    uint32_t p = c->p;
-    if (c->d.group_ranks)
-        return c->d.group_ranks;
-    if (np->topology == ARCH_TOPOLOGY_HIERARCHICAL && np->island_chips > 1 &&
-        np->island_chips < p && p % np->island_chips == 0)
-        return np->island_chips;
-    if ((np->topology == ARCH_TOPOLOGY_TORUS2D || np->topology == ARCH_TOPOLOGY_TORUS3D) &&
-        p == np->chips && np->dims[0] > 1 && np->dims[0] < p)
-        return np->dims[0];
-    return 0;
+    uint32_t p = sd->ranks;
+    *order = NULL;
+    if (sd->algo == COLL_ALGO_HIER && d->group_ranks) { /* groups of consecutive ranks */
+        if (d->group_ranks > p || p % d->group_ranks)
+            return np_err_set(err, NP_ERR_INCONSISTENT, "hierarchical all-reduce: %" PRIu32
+                              " ranks are not whole groups of %" PRIu32, p, d->group_ranks);
+        sd->n_levels = 2;
+        sd->level_ranks[0] = d->group_ranks;
+        sd->level_ranks[1] = p / d->group_ranks;
+        return NP_OK;
+    }
+    bool ring = sd->algo == COLL_ALGO_RING || sd->algo == COLL_ALGO_BIRING;
+    if ((!ring && sd->algo != COLL_ALGO_HIER) || d->rank_order)
+        return NP_OK;
+    if (!(*order = malloc((size_t)p * sizeof **order)))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory fitting a collective");
+    np_status st = ring ? coll_topo_ring_order(n, d->chips, p, *order, err)
+                        : coll_topo_levels(n, d->chips, p, &sd->n_levels, sd->level_ranks,
+                                           *order, err);
+    if (st != NP_OK) {
+        free(*order);
+        *order = NULL;
+        return st;
+    }
+    sd->order = *order;
+    return NP_OK;
 }
 
 np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
@@ -403,22 +419,14 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     coll_sched_desc sd = {.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
                           .elem_bytes = c->d.elem_bytes, .chunk_bytes = d->chunk_bytes,
                           .root = d->root};
-    if (sd.algo == COLL_ALGO_HIER) {
-        uint32_t q = coll_hier_group(c);
-        if (q) {
-            if (p % q) {
-                coll_free(c);
-                return np_err_set(err, NP_ERR_INCONSISTENT, "hierarchical all-reduce: %" PRIu32
-                                  " ranks are not whole groups of %" PRIu32, p, q);
-            }
-            sd.n_levels = 2;
-            sd.level_ranks[0] = q;
-            sd.level_ranks[1] = p / q;
-        }
-    }
-    if (coll_sched_create(&sd, &c->sched, err) != NP_OK) {
+    uint32_t *order = NULL;
+    np_status st = coll_fit(s->n, &c->d, &sd, &order, err);
+    if (st == NP_OK)
+        st = coll_sched_create(&sd, &c->sched, err);
+    free(order);
+    if (st != NP_OK) {
         coll_free(c);
-        return err->status;
+        return st;
     }
     c->P = coll_sched_ports(c->sched);
     void *ports = NULL;
@@ -445,7 +453,6 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     for (uint32_t r = 0; r < p && !c->failed; r++)
         for (uint32_t q = 0; q < c->P; q++)
             coll_port_kick(c, r, q);
-    np_status st = NP_OK;
     if (c->failed)
         st = coll_status(c, err);
     else if (c->left == 0)

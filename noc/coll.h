@@ -63,8 +63,9 @@ typedef struct coll_desc {
     uint32_t root;          /* rank of the root (broadcast, reduce, scatter, gather) */
     uint64_t chunk_bytes;   /* pipelining unit of ring, tree and chain; 0: no chunking */
     uint32_t elem_bytes;    /* element size for reductions; 0: 4 (fp32) */
-    uint32_t group_ranks;   /* hier: ranks per inner group (two levels); 0: the island,
-                               torus row, or the divisor of ranks nearest its square root */
+    uint32_t group_ranks;   /* hier: ranks per inner group, consecutive ranks (two levels);
+                               0: the topology's levels (coll_topo.h) */
+    bool rank_order;        /* rings in rank order, not fitted to the topology (coll_topo.h) */
     coll_done_fn done;      /* (optional) called at completion, from inside the event run */
     void *ctx;
 } coll_desc;
@@ -95,6 +96,13 @@ np_status coll_status(const coll *c, np_err *err);
 
 /* Frees a collective (done, or never to be run further). */
 void coll_free(coll *c);
+
+/* The schedule description d runs as on network n: sd (op, algo, ranks, sizes filled in by the
+ * caller) gets the ring order or levels of coll_topo.h, in *order (malloc'd, the caller frees
+ * it after coll_sched_create; NULL when none). d->chips must be the whole group. NP_ERR_NOMEM,
+ * NP_ERR_INCONSISTENT (group_ranks that do not divide the group). */
+np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32_t **order,
+                   np_err *err);
 
 /* Starts d, runs the event queue until it completes, and fills *r. */
 np_status coll_run(coll_sys *s, const coll_desc *d, coll_result *r, np_err *err);

@@ -26,6 +26,9 @@ typedef struct coll_sched_ops {
     uint32_t (*recvs)(const coll_sched *s, uint32_t rank);
     void (*send)(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i, coll_xfer *x);
     void (*recv)(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x);
+    /* (optional) recv without where it writes: fills peer, port, reduce and the unblock
+     * fields only (a flow engine knows the bytes from the message); defaults to recv. */
+    void (*recv_deps)(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x);
     /* (optional) Frees the state; defaults to free(). */
     void (*free_state)(void *state);
 } coll_sched_ops;

@@ -270,6 +270,40 @@ static void ring_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer 
     }
 }
 
+/* recv_deps: who sends it, whether it reduces, what it unblocks — no bytes or offset. */
+static void ring_recv_deps(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x)
+{
+    const ring_sched *st = coll_sched_state(s);
+    if (st->levels != 1) {
+        ring_recv(s, rank, i, x);
+        return;
+    }
+    const ring_phase *ph = ring_recv_phase(st, i);
+    uint32_t k = ring_pos(st, rank), q = st->q[0], g = i - ph->recv_base, j = 0;
+    if (ph->chunks > 1) {
+        j = g % ph->chunks;
+        g /= ph->chunks;
+    }
+    uint32_t kp = ph->dir > 0 ? (k == 0 ? q - 1 : k - 1) : (k + 1 == q ? 0 : k + 1);
+    x->peer = st->pos2rank ? st->pos2rank[kp] : kp;
+    x->port = ph->port;
+    x->reduce = ph->mode == RING_RS || (ph->mode == RING_AR && g < q - 1);
+    x->unblock_port = ph->port;
+    if (g + 1 < ph->steps) {
+        x->unblock_lo = ph->send_base + (g + 1) * ph->chunks + j;
+        x->unblock_hi = x->unblock_lo + 1;
+        x->unblock_deps = 1;
+    } else if (ph->next >= 0) {
+        const ring_phase *nx = &st->ph[ph->next];
+        x->unblock_port = nx->port;
+        x->unblock_lo = nx->send_base;
+        x->unblock_hi = nx->send_base + nx->chunks;
+        x->unblock_deps = nx->prev_chunks;
+    } else {
+        x->unblock_lo = x->unblock_hi = x->unblock_deps = 0;
+    }
+}
+
 static uint32_t ring_ports(const coll_sched *s)
 {
     const ring_sched *st = coll_sched_state(s);
@@ -465,7 +499,7 @@ static np_status hier_init(coll_sched *s, np_err *err)
 
 #define RING_OPS(op, algo, init)                                                           \
     {op, algo, init, ring_ports, ring_steps, ring_sends, ring_recvs, ring_send, ring_recv, \
-     ring_free}
+     ring_recv_deps, ring_free}
 const coll_sched_ops coll_ring_all_reduce = RING_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_RING,
                                                      ring_ar_init);
 const coll_sched_ops coll_ring_all_gather = RING_OPS(COLL_OP_ALL_GATHER, COLL_ALGO_RING,

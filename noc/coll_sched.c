@@ -164,6 +164,11 @@ void coll_sched_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *
     s->ops->recv(s, rank, i, x);
 }
 
+void coll_sched_recv_deps(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x)
+{
+    (s->ops->recv_deps ? s->ops->recv_deps : s->ops->recv)(s, rank, i, x);
+}
+
 void coll_sched_free(coll_sched *s)
 {
     if (!s)
@@ -332,6 +337,15 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
                         goto out;
                     }
                     coll_sched_recv(s, x.peer, x.match, &y);
+                    coll_xfer z;
+                    coll_sched_recv_deps(s, x.peer, x.match, &z);
+                    if (z.peer != y.peer || z.port != y.port || z.reduce != y.reduce ||
+                        z.unblock_port != y.unblock_port || z.unblock_lo != y.unblock_lo ||
+                        z.unblock_hi != y.unblock_hi || z.unblock_deps != y.unblock_deps) {
+                        st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
+                                        ": recv_deps differs from recv", x.peer, x.match);
+                        goto out;
+                    }
                     if (y.peer != r || y.match != i || y.port != q || y.bytes != x.bytes ||
                         y.step != x.step) {
                         st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " port %" PRIu32

@@ -154,6 +154,9 @@ uint32_t coll_sched_recvs(const coll_sched *s, uint32_t rank);
 void coll_sched_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
                      coll_xfer *x);
 void coll_sched_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x);
+/* Receive i's peer, port, reduce and unblock fields only (the rest may be left unset): what
+ * an engine that knows a message's bytes needs on arrival, cheaper for some algorithms. */
+void coll_sched_recv_deps(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x);
 
 /* Checks the schedule's consistency: every send's match is a receive from it of the same
  * bytes, port and step, and back; every send's deps equals the number of receives that

@@ -154,6 +154,7 @@ struct net {
     uint64_t started;
     uint64_t shares;   /* EXCLUSIVE flows turned SHARED so far (net_flow_ref.shares) */
     uint64_t rerates;
+    uint64_t ev_bytes; /* the transfer whose callback runs (net_event_bytes) */
     uint64_t epoch;
     net_scratch *path;                 /* route being built */
     uint32_t *comp_links, *comp_flows; /* component scratch */
@@ -278,6 +279,13 @@ const net_params *net_get_params(const net *n) { return &n->p; }
 evq *net_evq(const net *n) { return n->q; }
 uint64_t net_transfers_started(const net *n) { return n->started; }
 uint64_t net_rerates(const net *n) { return n->rerates; }
+uint64_t net_event_bytes(const net *n) { return n->ev_bytes; }
+
+uint32_t net_chip_domain(const net *n, uint32_t chip, uint32_t *domain_chips)
+{
+    *domain_chips = 0;
+    return n->topo->domain && n->p.chips > 1 ? n->topo->domain(n, chip, domain_chips) : 0;
+}
 
 char *net_link_name(const net *n, uint32_t link, char *buf, size_t len)
 {
@@ -1132,6 +1140,7 @@ static void net_flow_sent_item(void *ctx, uint64_t arg)
     if (f->itok != (uint32_t)(arg >> 32))
         return;
     f->state = NET_FLOW_IN_FLIGHT;
+    n->ev_bytes = f->bytes;
     if (f->fn)
         f->fn(f->ctx, f->arg, NET_EVENT_SENT);
 }
@@ -1162,6 +1171,7 @@ static void net_flow_finish(evq *q, void *ctx, uint64_t arg)
     if (net_timer_at(n, f->t_sent + c->lat_ps, net_flow_deliver, n, net_item_arg(f, id), &e) !=
         NP_OK)
         n->oom = true;
+    n->ev_bytes = f->bytes;
     if ((f->flags & NET_FLOW_NOTIFY) && f->fn)
         f->fn(f->ctx, f->arg, NET_EVENT_SENT);
 }
@@ -1176,6 +1186,7 @@ static void net_flow_deliver(void *ctx, uint64_t arg)
     net_transfer_fn fn = f->fn;
     void *fctx = f->ctx;
     uint64_t farg = f->arg;
+    n->ev_bytes = f->bytes;
     net_flow_release(n, id);
     if (fn)
         fn(fctx, farg, NET_EVENT_DELIVERED);

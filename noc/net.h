@@ -59,6 +59,9 @@ typedef struct net_topo_ops {
     void (*route)(const net *n, uint32_t src, uint32_t dst);
     /* (optional) frees the data given to net_set_topo_data; defaults to free(). */
     void (*free_data)(void *data);
+    /* (optional) the chip's switch domain (island, leaf switch) and the chips per domain;
+     * defaults to none (0 chips per domain). */
+    uint32_t (*domain)(const net *n, uint32_t chip, uint32_t *domain_chips);
 } net_topo_ops;
 
 /* "chip3->chip4", "chip3->sw1", "sw0->chip2" into buf, with "#k" after the k-th further link
@@ -104,6 +107,11 @@ typedef struct net_path_info {
 } net_path_info;
 np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_err *err);
 
+/* The chip's switch domain — its island (hierarchical) or leaf switch (fat tree) — and, in
+ * *domain_chips, the chips per domain; *domain_chips = 0 (and 0 returned) for topologies
+ * without domains. */
+uint32_t net_chip_domain(const net *n, uint32_t chip, uint32_t *domain_chips);
+
 /* Link facts. */
 typedef struct net_link_info {
     uint32_t from, to;
@@ -123,6 +131,9 @@ typedef enum net_event {
 
 /* Called for each event of a transfer, at its time, with the values given to net_transfer. */
 typedef void (*net_transfer_fn)(void *ctx, uint64_t arg, net_event ev);
+
+/* Inside a net_transfer_fn: the bytes of the transfer it is called for. */
+uint64_t net_event_bytes(const net *n);
 
 /* Names one transfer for net_flow_sent (a plain value; stays safe to use after the transfer
  * is delivered and its record reused). */

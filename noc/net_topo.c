@@ -285,14 +285,23 @@ static void hier_route(const net *n, uint32_t src, uint32_t dst)
     }
 }
 
+/* Leaf switch (fat tree) or island (hierarchical) of a chip: chips / half. */
+static uint32_t sw_domain(const net *n, uint32_t chip, uint32_t *domain_chips)
+{
+    const sw_data *d = net_topo_data(n);
+    *domain_chips = d->half;
+    return chip / d->half;
+}
+
 static const net_topo_ops net_topos[ARCH_TOPOLOGY_COUNT] = {
     [ARCH_TOPOLOGY_RING] = {"ring", torus_build, torus_route, torus_data_free},
     [ARCH_TOPOLOGY_TORUS2D] = {"torus2d", torus_build, torus_route, torus_data_free},
     [ARCH_TOPOLOGY_TORUS3D] = {"torus3d", torus_build, torus_route, torus_data_free},
     [ARCH_TOPOLOGY_FULLY_CONNECTED] = {"fully_connected", fc_build, fc_route, NULL},
     [ARCH_TOPOLOGY_SWITCH] = {"switch", switch_build, switch_route, sw_data_free},
-    [ARCH_TOPOLOGY_FAT_TREE] = {"fat_tree", fat_build, fat_route, sw_data_free},
-    [ARCH_TOPOLOGY_HIERARCHICAL] = {"hierarchical", hier_build, hier_route, sw_data_free},
+    [ARCH_TOPOLOGY_FAT_TREE] = {"fat_tree", fat_build, fat_route, sw_data_free, sw_domain},
+    [ARCH_TOPOLOGY_HIERARCHICAL] = {"hierarchical", hier_build, hier_route, sw_data_free,
+                                    sw_domain},
 };
 _Static_assert(sizeof net_topos / sizeof net_topos[0] == ARCH_TOPOLOGY_COUNT,
                "every topology kind has ops");
