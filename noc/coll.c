@@ -14,6 +14,7 @@
  */
 #include "coll.h"
 #include "coll_topo.h"
+#include "coll_tune.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -49,7 +50,8 @@ _Static_assert(sizeof(coll_port) == 128, "a port is two cache lines");
 struct coll_sys {
     net *n;
     evq *q;
-    arch_config cfg; /* the reduction rate: core and chip */
+    arch_config cfg;    /* the reduction rate: core and chip */
+    coll_tuner *tuner;  /* made when first needed */
 };
 
 struct coll {
@@ -68,18 +70,6 @@ struct coll {
     coll_result res;
     np_err err;
 };
-
-coll_algo coll_algo_resolve(coll_op op, coll_algo a)
-{
-    static const coll_algo first[COLL_OP_COUNT] = {
-        [COLL_OP_ALL_REDUCE] = COLL_ALGO_RING,      [COLL_OP_ALL_GATHER] = COLL_ALGO_RING,
-        [COLL_OP_REDUCE_SCATTER] = COLL_ALGO_RING,  [COLL_OP_BROADCAST] = COLL_ALGO_TREE,
-        [COLL_OP_REDUCE] = COLL_ALGO_TREE,          [COLL_OP_SCATTER] = COLL_ALGO_TREE,
-        [COLL_OP_GATHER] = COLL_ALGO_TREE,          [COLL_OP_ALL_TO_ALL] = COLL_ALGO_PAIRWISE,
-        [COLL_OP_SENDRECV] = COLL_ALGO_DIRECT,
-    };
-    return a == COLL_ALGO_AUTO && (unsigned)op < COLL_OP_COUNT ? first[op] : a;
-}
 
 /* ---- The system ------------------------------------------------------------------------ */
 
@@ -108,11 +98,20 @@ void coll_sys_free(coll_sys *s)
 {
     if (!s)
         return;
+    coll_tuner_free(s->tuner);
     net_free(s->n);
     free(s);
 }
 
 net *coll_sys_net(coll_sys *s) { return s->n; }
+
+coll_tuner *coll_sys_tuner(coll_sys *s)
+{
+    np_err e;
+    if (!s->tuner && coll_tuner_create(s->n, &s->cfg, &s->tuner, &e) != NP_OK)
+        s->tuner = NULL;
+    return s->tuner;
+}
 
 double coll_sys_reduce_bytes_per_s(const coll_sys *s, uint32_t elem_bytes)
 {
@@ -388,7 +387,6 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     c->d = *d;
     if (!c->d.elem_bytes)
         c->d.elem_bytes = 4;
-    c->d.algo = coll_algo_resolve(d->op, d->algo);
     c->p = p;
     c->red_bytes = UINT64_MAX;
     c->chips = malloc((size_t)p * sizeof *c->chips);
@@ -416,6 +414,20 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     free(seen);
     c->d.chips = c->chips;
     c->d.n_chips = p;
+    if (c->d.algo == COLL_ALGO_AUTO) {
+        coll_tuner *t = coll_sys_tuner(s);
+        coll_tune_query tq = {.op = d->op, .chips = c->chips, .ranks = p, .bytes = d->bytes,
+                              .elem_bytes = d->elem_bytes, .chunk_bytes = d->chunk_bytes,
+                              .root = d->root};
+        if (!t) {
+            coll_free(c);
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
+        }
+        if (coll_tune(t, &tq, &c->d.algo, NULL, err) != NP_OK) {
+            coll_free(c);
+            return err->status;
+        }
+    }
     coll_sched_desc sd = {.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
                           .elem_bytes = c->d.elem_bytes, .chunk_bytes = d->chunk_bytes,
                           .root = d->root};

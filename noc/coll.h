@@ -38,12 +38,9 @@
 #include "net.h"
 #include "stats.h"
 
-/* The algorithm that runs for (op, a): AUTO becomes the op's first one. */
-coll_algo coll_algo_resolve(coll_op op, coll_algo a);
-
 typedef struct coll_result {
     coll_op op;
-    coll_algo algo;        /* the one that ran (never AUTO) */
+    coll_algo algo;         /* AUTO: the tuner's choice for the topology and size */        /* the one that ran (never AUTO) */
     uint32_t ranks;
     uint64_t bytes;
     uint64_t t_start_ps, t_end_ps;
@@ -79,6 +76,8 @@ np_status coll_sys_create(const arch_config *cfg, const net_params *np, evq *q, 
                           coll_sys **out, np_err *err);
 void coll_sys_free(coll_sys *s);
 net *coll_sys_net(coll_sys *s);
+/* The system's tuner (coll_tune.h), which resolves COLL_ALGO_AUTO; NULL when out of memory. */
+struct coll_tuner *coll_sys_tuner(coll_sys *s);
 /* Bytes per second one chip reduces (elements of elem_bytes): coll_reduce_ps's rate on all
  * of the chip's cores. */
 double coll_sys_reduce_bytes_per_s(const coll_sys *s, uint32_t elem_bytes);

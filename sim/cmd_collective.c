@@ -442,7 +442,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         goto out;
     }
     const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np.topology];
-    coll_algo ran = coll_algo_resolve(op, algo);
+    coll_algo ran = isa ? COLL_ALGO_RING : algo;
     bool header = false;
     if (json)
         rows = json_array();

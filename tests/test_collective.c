@@ -475,9 +475,9 @@ TEST(every_op_and_algorithm_completes_on_odd_groups_with_odd_sizes_and_chunks)
 
 TEST(collective_command_prints_an_nccl_tests_table_and_json)
 {
-    harness_run r = harness_npusim("collective", "--op", "all_reduce", "--chips", "8",
-                                   "--min-bytes", "1K", "--max-bytes", "1M", "--factor", "4",
-                                   "--json", NULL);
+    harness_run r = harness_npusim("collective", "--op", "all_reduce", "--algo", "ring",
+                                   "--chips", "8", "--min-bytes", "1K", "--max-bytes", "1M",
+                                   "--factor", "4", "--json", NULL);
     CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
     json_t *j = json_loads(r.out, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);

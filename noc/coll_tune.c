@@ -1,0 +1,626 @@
+/* coll_tune.c — the tuner's cost models and memo (see coll_tune.h; the formulas are in
+ * docs/collectives.md, "Choosing the algorithm").
+ *
+ * A group profile holds, per algorithm, the alpha and beta of its patterns on the network,
+ * measured the first time an answer for that (group, algorithm[, root]) is needed. Answers
+ * are memoised in a hash map keyed by (group, op, bytes, element size, chunk, root). */
+#include "coll_tune.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "coll.h"
+#include "coll_impl.h"
+#include "coll_topo.h"
+
+/* A pattern's cost: alpha (ps) and beta (ps per byte of each message). */
+typedef struct tune_pat {
+    double alpha, beta;
+} tune_pat;
+
+#define TUNE_MAX_ROUNDS 64 /* log2 of the largest group, twice */
+
+typedef struct tune_profile {
+    bool done;
+    uint32_t root;               /* trees and chains: the root it was measured for */
+    uint32_t n;                  /* rounds / levels used */
+    tune_pat pat[TUNE_MAX_ROUNDS];
+    tune_pat pat2[TUNE_MAX_ROUNDS]; /* trees: the way down; rhd: the doubling steps */
+    uint32_t q[COLL_MAX_LEVELS]; /* hier: ranks per level */
+} tune_profile;
+
+enum { TUNE_RING, TUNE_BIRING, TUNE_TREE, TUNE_CHAIN, TUNE_RHD, TUNE_HIER, TUNE_PAIRWISE,
+       TUNE_DIRECT, TUNE_FAMILIES };
+
+typedef struct tune_group {
+    uint64_t hash;
+    uint32_t p;
+    uint32_t *chips;
+    tune_profile prof[TUNE_FAMILIES];
+} tune_group;
+
+/* uint64 -> uint32 open-addressing map (the keys are hashes; values index arrays where the
+ * full key is kept and compared). */
+typedef struct tune_map {
+    uint64_t *key;
+    uint32_t *val;
+    uint32_t mask, n;
+} tune_map;
+
+typedef struct tune_answer {
+    uint32_t group;
+    coll_op op;
+    uint64_t bytes, chunk;
+    uint32_t elem, root;
+    coll_algo algo;
+    double t_ps;
+} tune_answer;
+
+struct coll_tuner {
+    net *n;
+    arch_config cfg;
+    tune_group *groups;
+    uint32_t n_groups, cap_groups;
+    tune_map group_map, answer_map;
+    tune_answer *answers;
+    uint32_t n_answers, cap_answers;
+    uint32_t *load;      /* per link: messages of the pattern being measured */
+    uint32_t *touched;   /* links with a load */
+    uint64_t computed, memoised;
+};
+
+/* ---- maps --------------------------------------------------------------------------------- */
+
+static uint64_t tune_mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2);
+    h ^= h >> 31;
+    h *= 0xbf58476d1ce4e5b9ULL;
+    return h ^ (h >> 29);
+}
+
+static bool tune_map_grow(tune_map *m)
+{
+    uint32_t cap = m->key ? 2 * (m->mask + 1) : 64;
+    uint64_t *k = malloc((size_t)cap * sizeof *k);
+    uint32_t *v = malloc((size_t)cap * sizeof *v);
+    if (!k || !v) {
+        free(k);
+        free(v);
+        return false;
+    }
+    for (uint32_t i = 0; i < cap; i++)
+        v[i] = UINT32_MAX;
+    for (uint32_t i = 0; m->key && i <= m->mask; i++) {
+        if (m->val[i] == UINT32_MAX)
+            continue;
+        uint32_t h = (uint32_t)m->key[i] & (cap - 1);
+        while (v[h] != UINT32_MAX)
+            h = (h + 1) & (cap - 1);
+        k[h] = m->key[i];
+        v[h] = m->val[i];
+    }
+    free(m->key);
+    free(m->val);
+    m->key = k;
+    m->val = v;
+    m->mask = cap - 1;
+    return true;
+}
+
+/* Calls match(ctx, value) on every value stored under key until it returns true; returns
+ * that value or UINT32_MAX. */
+static uint32_t tune_map_find(const tune_map *m, uint64_t key, bool (*match)(void *, uint32_t),
+                              void *ctx)
+{
+    if (!m->key)
+        return UINT32_MAX;
+    for (uint32_t h = (uint32_t)key & m->mask; m->val[h] != UINT32_MAX; h = (h + 1) & m->mask)
+        if (m->key[h] == key && match(ctx, m->val[h]))
+            return m->val[h];
+    return UINT32_MAX;
+}
+
+static bool tune_map_put(tune_map *m, uint64_t key, uint32_t val)
+{
+    if ((!m->key || 2 * (m->n + 1) > m->mask + 1) && !tune_map_grow(m))
+        return false;
+    uint32_t h = (uint32_t)key & m->mask;
+    while (m->val[h] != UINT32_MAX)
+        h = (h + 1) & m->mask;
+    m->key[h] = key;
+    m->val[h] = val;
+    m->n++;
+    return true;
+}
+
+/* ---- the tuner --------------------------------------------------------------------------- */
+
+np_status coll_tuner_create(net *n, const arch_config *cfg, coll_tuner **out, np_err *err)
+{
+    coll_tuner *t = calloc(1, sizeof *t);
+    if (!t)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory creating a tuner");
+    t->n = n;
+    t->cfg = *cfg;
+    t->load = calloc(net_links(n) + 1, sizeof *t->load);
+    t->touched = malloc((net_links(n) + 1) * sizeof *t->touched);
+    if (!t->load || !t->touched) {
+        coll_tuner_free(t);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory creating a tuner");
+    }
+    *out = t;
+    return NP_OK;
+}
+
+void coll_tuner_free(coll_tuner *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n_groups; i++)
+        free(t->groups[i].chips);
+    free(t->groups);
+    free(t->group_map.key);
+    free(t->group_map.val);
+    free(t->answer_map.key);
+    free(t->answer_map.val);
+    free(t->answers);
+    free(t->load);
+    free(t->touched);
+    free(t);
+}
+
+void coll_tuner_stats(const coll_tuner *t, uint64_t *computed, uint64_t *memoised)
+{
+    *computed = t->computed;
+    *memoised = t->memoised;
+}
+
+typedef struct group_key {
+    coll_tuner *t;
+    const uint32_t *chips;
+    uint32_t p;
+} group_key;
+
+static bool group_match(void *ctx, uint32_t g)
+{
+    group_key *k = ctx;
+    const tune_group *tg = &k->t->groups[g];
+    if (tg->p != k->p)
+        return false;
+    for (uint32_t i = 0; i < k->p; i++)
+        if (tg->chips[i] != (k->chips ? k->chips[i] : i))
+            return false;
+    return true;
+}
+
+/* The group's index, added when new. UINT32_MAX when out of memory. */
+static uint32_t tune_group_of(coll_tuner *t, const uint32_t *chips, uint32_t p)
+{
+    uint64_t h = tune_mix(0x1234, p);
+    for (uint32_t i = 0; i < p; i++)
+        h = tune_mix(h, chips ? chips[i] : i);
+    group_key k = {t, chips, p};
+    uint32_t g = tune_map_find(&t->group_map, h, group_match, &k);
+    if (g != UINT32_MAX)
+        return g;
+    if (t->n_groups == t->cap_groups) {
+        uint32_t cap = t->cap_groups ? 2 * t->cap_groups : 16;
+        tune_group *v = realloc(t->groups, (size_t)cap * sizeof *v);
+        if (!v)
+            return UINT32_MAX;
+        t->groups = v;
+        t->cap_groups = cap;
+    }
+    tune_group *tg = &t->groups[t->n_groups];
+    memset(tg, 0, sizeof *tg);
+    tg->hash = h;
+    tg->p = p;
+    tg->chips = malloc((size_t)p * sizeof *tg->chips);
+    if (!tg->chips || !tune_map_put(&t->group_map, h, t->n_groups)) {
+        free(tg->chips);
+        return UINT32_MAX;
+    }
+    for (uint32_t i = 0; i < p; i++)
+        tg->chips[i] = chips ? chips[i] : i;
+    return t->n_groups++;
+}
+
+/* Measures the pattern of messages from rank src[i] to rank dst[i] of the group: alpha is
+ * the largest path latency (mean_lat: the mean), beta the most loaded link's messages over
+ * its bandwidth. */
+static np_status tune_pattern(coll_tuner *t, const tune_group *g, const uint32_t *src,
+                              const uint32_t *dst, uint32_t m, bool mean_lat, tune_pat *out,
+                              np_err *err)
+{
+    double lat_max = 0, lat_sum = 0;
+    uint32_t nt = 0;
+    for (uint32_t i = 0; i < m; i++) {
+        net_path_info pi;
+        if (net_route(t->n, g->chips[src[i]], g->chips[dst[i]], &pi, err) != NP_OK)
+            return err->status;
+        lat_max = fmax(lat_max, (double)pi.latency_ps);
+        lat_sum += (double)pi.latency_ps;
+        for (uint32_t j = 0; j < pi.n_links; j++)
+            if (t->load[pi.links[j]]++ == 0)
+                t->touched[nt++] = pi.links[j];
+    }
+    double beta = 0;
+    for (uint32_t i = 0; i < nt; i++) {
+        net_link_info li;
+        net_link_get(t->n, t->touched[i], &li);
+        beta = fmax(beta, t->load[t->touched[i]] * 1e12 / li.bytes_per_s);
+        t->load[t->touched[i]] = 0;
+    }
+    *out = (tune_pat){mean_lat && m ? lat_sum / m : lat_max, beta};
+    return NP_OK;
+}
+
+/* The fitted ring order or levels of the group, as the flow engine will run them. */
+static np_status tune_fit(coll_tuner *t, const tune_group *g, coll_algo a, uint32_t *order,
+                          uint32_t *n_levels, uint32_t levels[COLL_MAX_LEVELS], np_err *err)
+{
+    coll_desc d = {.algo = a, .chips = g->chips, .n_chips = g->p};
+    coll_sched_desc sd = {.algo = a, .ranks = g->p};
+    uint32_t *o;
+    if (coll_fit(t->n, &d, &sd, &o, err) != NP_OK)
+        return err->status;
+    for (uint32_t k = 0; k < g->p; k++)
+        order[k] = o ? o[k] : k;
+    free(o);
+    *n_levels = sd.n_levels;
+    memcpy(levels, sd.level_ranks, sizeof sd.level_ranks);
+    if (a == COLL_ALGO_HIER && sd.n_levels == 0) { /* the schedule's default: two levels */
+        uint32_t best = 1;
+        for (uint32_t k = 1; (uint64_t)k * k <= g->p; k++)
+            if (g->p % k == 0)
+                best = k;
+        levels[0] = best;
+        levels[1] = g->p / best;
+        *n_levels = 2;
+    }
+    return NP_OK;
+}
+
+/* Measures family f's patterns on group g (root for trees and chains). */
+static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t root,
+                                 tune_profile **out, np_err *err)
+{
+    if (f < 0 || f >= TUNE_FAMILIES)
+        return np_err_set(err, NP_ERR_INTERNAL, "no cost model for family %d", f);
+    tune_profile *pr = &g->prof[f];
+    bool rooted = f == TUNE_TREE || f == TUNE_CHAIN;
+    *out = pr;
+    if (pr->done && (!rooted || pr->root == root))
+        return NP_OK;
+    uint32_t p = g->p;
+    uint32_t *src = malloc((size_t)p * 4 * sizeof *src), *dst = src ? src + 2 * p : NULL;
+    uint32_t *order = malloc((size_t)p * sizeof *order);
+    np_status st = NP_OK;
+    if (!src || !order) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory measuring a collective");
+        goto out;
+    }
+    memset(pr, 0, sizeof *pr);
+    pr->root = root;
+    uint32_t m = 0;
+    switch (f) {
+    case TUNE_RING:
+    case TUNE_BIRING: {
+        uint32_t nl, lv[COLL_MAX_LEVELS];
+        if ((st = tune_fit(t, g, COLL_ALGO_RING, order, &nl, lv, err)) != NP_OK)
+            goto out;
+        for (uint32_t k = 0; k < p; k++) {
+            src[m] = order[k], dst[m++] = order[(k + 1) % p];
+            if (f == TUNE_BIRING)
+                src[m] = order[(k + 1) % p], dst[m++] = order[k];
+        }
+        st = tune_pattern(t, g, src, dst, m, true, &pr->pat[0], err);
+        pr->n = 1;
+        break;
+    }
+    case TUNE_TREE: /* binomial rounds by mask: up (child -> parent) and down */
+        for (uint32_t mask = 1; mask < p && st == NP_OK; mask *= 2) {
+            m = 0;
+            for (uint32_t vr = 0; vr + mask < p; vr += 2 * mask)
+                src[m] = (vr + mask + root) % p, dst[m++] = (vr + root) % p;
+            st = tune_pattern(t, g, src, dst, m, false, &pr->pat[pr->n], err);
+            if (st == NP_OK)
+                st = tune_pattern(t, g, dst, src, m, false, &pr->pat2[pr->n], err);
+            pr->n++;
+        }
+        break;
+    case TUNE_CHAIN:
+        for (uint32_t vr = 0; vr + 1 < p; vr++)
+            src[m] = (vr + 1 + root) % p, dst[m++] = (vr + root) % p;
+        st = tune_pattern(t, g, src, dst, m, true, &pr->pat[0], err); /* up */
+        if (st == NP_OK)
+            st = tune_pattern(t, g, dst, src, m, true, &pr->pat2[0], err); /* down */
+        pr->n = 1;
+        break;
+    case TUNE_RHD: /* exchanges with rank ^ mask, mask = p/2, ..., 1 (halving order) */
+        for (uint32_t mask = p / 2; mask >= 1 && st == NP_OK; mask /= 2) {
+            m = 0;
+            for (uint32_t r = 0; r < p; r++)
+                src[m] = r, dst[m++] = r ^ mask;
+            st = tune_pattern(t, g, src, dst, m, false, &pr->pat[pr->n++], err);
+        }
+        break;
+    case TUNE_HIER: {
+        uint32_t nl, lv[COLL_MAX_LEVELS];
+        if ((st = tune_fit(t, g, COLL_ALGO_HIER, order, &nl, lv, err)) != NP_OK)
+            goto out;
+        uint32_t stride = 1;
+        for (uint32_t e = 0; e < nl && st == NP_OK; e++) {
+            if (lv[e] < 2)
+                continue;
+            m = 0;
+            for (uint32_t pos = 0; pos < p; pos++) {
+                uint32_t k = (pos / stride) % lv[e], k2 = (k + 1) % lv[e];
+                src[m] = order[pos], dst[m++] = order[pos - k * stride + k2 * stride];
+            }
+            pr->q[pr->n] = lv[e];
+            st = tune_pattern(t, g, src, dst, m, true, &pr->pat[pr->n++], err);
+            stride *= lv[e];
+        }
+        break;
+    }
+    case TUNE_PAIRWISE: { /* step k: r -> r + k; sampled beyond 256 ranks */
+        uint32_t steps = p - 1, take = steps > 255 ? 64 : steps;
+        double a = 0, b = 0;
+        for (uint32_t i = 0; i < take && st == NP_OK; i++) {
+            uint32_t k = 1 + (uint32_t)((uint64_t)i * steps / take);
+            m = 0;
+            for (uint32_t r = 0; r < p; r++)
+                src[m] = r, dst[m++] = (r + k) % p;
+            tune_pat x;
+            st = tune_pattern(t, g, src, dst, m, false, &x, err);
+            a += x.alpha;
+            b += x.beta;
+        }
+        pr->pat[0] = (tune_pat){a * steps / take, b * steps / take}; /* sums over the steps */
+        pr->n = 1;
+        break;
+    }
+    case TUNE_DIRECT: { /* every pair at once; every 16th source beyond 256 ranks */
+        uint32_t every = p > 256 ? 16 : 1;
+        uint32_t *s2 = malloc((size_t)p * p / every * 2 * sizeof *s2 + sizeof *s2);
+        if (!s2) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory measuring a collective");
+            goto out;
+        }
+        uint32_t *d2 = s2 + (size_t)p * p / every;
+        for (uint32_t r = 0; r < p; r += every)
+            for (uint32_t k = 1; k < p; k++)
+                s2[m] = r, d2[m++] = (r + k) % p;
+        st = tune_pattern(t, g, s2, d2, m, false, &pr->pat[0], err);
+        pr->pat[0].beta *= every;
+        pr->n = 1;
+        free(s2);
+        break;
+    }
+    }
+    pr->done = st == NP_OK;
+out:
+    free(src);
+    free(order);
+    return st;
+}
+
+/* The reduction time (ps) of `bytes`. */
+static double tune_red(const coll_tuner *t, double bytes, uint32_t elem)
+{
+    return (double)coll_reduce_ps(&t->cfg, (uint32_t)t->cfg.chip.cores, (uint64_t)bytes, elem);
+}
+
+static int tune_family(coll_algo a)
+{
+    switch (a) {
+    case COLL_ALGO_RING: return TUNE_RING;
+    case COLL_ALGO_BIRING: return TUNE_BIRING;
+    case COLL_ALGO_TREE: return TUNE_TREE;
+    case COLL_ALGO_CHAIN: return TUNE_CHAIN;
+    case COLL_ALGO_RHD: return TUNE_RHD;
+    case COLL_ALGO_HIER: return TUNE_HIER;
+    case COLL_ALGO_PAIRWISE: return TUNE_PAIRWISE;
+    case COLL_ALGO_DIRECT: return TUNE_DIRECT;
+    default: return -1;
+    }
+}
+
+/* The model of algo for q on group g (see docs/collectives.md). */
+static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query *q,
+                            coll_algo algo, double *out, np_err *err)
+{
+    uint32_t p = g->p, el = q->elem_bytes ? q->elem_bytes : 4;
+    double n = (double)q->bytes, P = p;
+    if (!coll_algo_supported(q->op, algo) || algo == COLL_ALGO_AUTO)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s has no %s algorithm",
+                          coll_op_name(q->op), coll_algo_name(algo));
+    if (algo == COLL_ALGO_RHD && (p & (p - 1)))
+        return np_err_set(err, NP_ERR_INCONSISTENT, "recursive halving/doubling needs a "
+                          "power-of-two group, not %u ranks", (unsigned)p);
+    if (p < 2) {
+        *out = 0;
+        return NP_OK;
+    }
+    if (q->op == COLL_OP_SENDRECV || q->op == COLL_OP_SCATTER || q->op == COLL_OP_GATHER) {
+        *out = 0; /* one algorithm: nothing to choose */
+        return NP_OK;
+    }
+    tune_profile *pr = NULL;
+    uint32_t root = q->op == COLL_OP_ALL_REDUCE ? 0 : q->root;
+    int fam = tune_family(algo);
+    if (fam < 0)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s", coll_algo_name(algo));
+    np_status st = tune_profile_of(t, g, fam, root, &pr, err);
+    if (st != NP_OK)
+        return st;
+    const tune_pat *x = pr->pat;
+    double T = 0, s = n / P;
+    bool reduce = coll_op_reduces(q->op);
+    switch (algo) {
+    case COLL_ALGO_RING: {
+        double steps = q->op == COLL_OP_ALL_REDUCE ? 2 * (P - 1) : P - 1;
+        T = steps * (x->alpha + s * x->beta) + (reduce ? (P - 1) * tune_red(t, s, el) : 0);
+        break;
+    }
+    case COLL_ALGO_BIRING: /* one half's reduction a step hides behind the other's transfer */
+        T = 2 * (P - 1) * (x->alpha + s / 2 * x->beta) + (P - 1) * tune_red(t, s / 2, el);
+        break;
+    case COLL_ALGO_TREE:
+        for (uint32_t r = 0; r < pr->n; r++) {
+            if (q->op != COLL_OP_BROADCAST) /* up: reduce */
+                T += pr->pat[r].alpha + n * pr->pat[r].beta + tune_red(t, n, el);
+            if (q->op != COLL_OP_REDUCE) /* down: broadcast */
+                T += pr->pat2[r].alpha + n * pr->pat2[r].beta;
+        }
+        break;
+    case COLL_ALGO_CHAIN: {
+        double c = (double)coll_chunks(q->bytes, q->chunk_bytes), sc = n / c;
+        const tune_pat *y = q->op == COLL_OP_REDUCE ? &pr->pat[0] : &pr->pat2[0];
+        double red = q->op == COLL_OP_REDUCE ? tune_red(t, sc, el) : 0;
+        T = (P - 1) * (y->alpha + sc * y->beta + red) + (c - 1) * fmax(sc * y->beta, red);
+        break;
+    }
+    case COLL_ALGO_RHD: {
+        uint32_t L = pr->n;
+        bool halve = q->op != COLL_OP_ALL_GATHER, dbl = q->op != COLL_OP_REDUCE_SCATTER;
+        for (uint32_t k = 0; k < L; k++) { /* pat[k]: mask p / 2^(k+1) */
+            double b = n / (double)(2u << k);
+            if (halve)
+                T += pr->pat[k].alpha + b * pr->pat[k].beta + tune_red(t, b, el);
+            if (dbl) /* doubling step with mask 2^t = p / 2^(k+1) sends n 2^t / p = b */
+                T += pr->pat[k].alpha + b * pr->pat[k].beta;
+        }
+        break;
+    }
+    case COLL_ALGO_HIER: {
+        double m = n;
+        for (uint32_t e = 0; e < pr->n; e++) {
+            double qq = pr->q[e], b = m / qq;
+            /* reduce-scatter and all-gather at this level (the top one: its all-reduce) */
+            T += 2 * (qq - 1) * (pr->pat[e].alpha + b * pr->pat[e].beta) +
+                 (qq - 1) * tune_red(t, b, el);
+            m = b;
+        }
+        break;
+    }
+    case COLL_ALGO_PAIRWISE:
+        T = x->alpha + s * x->beta; /* sums over the p - 1 steps */
+        break;
+    case COLL_ALGO_DIRECT:
+        T = x->alpha + s * x->beta;
+        break;
+    default:
+        return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s", coll_algo_name(algo));
+    }
+    *out = T;
+    return NP_OK;
+}
+
+static np_status tune_check(const coll_tuner *t, const coll_tune_query *q, np_err *err)
+{
+    if (q->ranks == 0)
+        return np_err_set(err, NP_ERR_RANGE, "a collective needs at least one rank");
+    uint32_t nc = net_chips(t->n);
+    if (!q->chips && q->ranks > nc)
+        return np_err_set(err, NP_ERR_RANGE, "%" PRIu32 " ranks, but the network has %" PRIu32
+                          " chips", q->ranks, nc);
+    for (uint32_t i = 0; q->chips && i < q->ranks; i++)
+        if (q->chips[i] >= nc)
+            return np_err_set(err, NP_ERR_RANGE, "group rank %" PRIu32 " names chip %" PRIu32
+                              ", which is not in the network", i, q->chips[i]);
+    return NP_OK;
+}
+
+np_status coll_tune_cost(coll_tuner *t, const coll_tune_query *q, coll_algo algo,
+                         double *t_ps, np_err *err)
+{
+    if (tune_check(t, q, err) != NP_OK)
+        return err->status;
+    uint32_t g = tune_group_of(t, q->chips, q->ranks);
+    if (g == UINT32_MAX)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
+    return tune_model(t, &t->groups[g], q, algo, t_ps, err);
+}
+
+typedef struct answer_key {
+    coll_tuner *t;
+    uint32_t group;
+    const coll_tune_query *q;
+} answer_key;
+
+static bool answer_match(void *ctx, uint32_t i)
+{
+    answer_key *k = ctx;
+    const tune_answer *a = &k->t->answers[i];
+    const coll_tune_query *q = k->q;
+    return a->group == k->group && a->op == q->op && a->bytes == q->bytes &&
+           a->chunk == q->chunk_bytes && a->elem == q->elem_bytes &&
+           (!coll_op_rooted(q->op) || a->root == q->root);
+}
+
+np_status coll_tune(coll_tuner *t, const coll_tune_query *q, coll_algo *algo, double *t_ps,
+                    np_err *err)
+{
+    if (tune_check(t, q, err) != NP_OK)
+        return err->status;
+    uint32_t g = tune_group_of(t, q->chips, q->ranks);
+    if (g == UINT32_MAX)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
+    uint64_t h = tune_mix(tune_mix(tune_mix(tune_mix(g, q->op), q->bytes), q->chunk_bytes),
+                          (uint64_t)q->elem_bytes << 32 | (coll_op_rooted(q->op) ? q->root : 0));
+    answer_key k = {t, g, q};
+    uint32_t i = tune_map_find(&t->answer_map, h, answer_match, &k);
+    if (i != UINT32_MAX) {
+        t->memoised++;
+        *algo = t->answers[i].algo;
+        if (t_ps)
+            *t_ps = t->answers[i].t_ps;
+        return NP_OK;
+    }
+    /* the cheapest supported algorithm; on a tie the one listed first */
+    static const coll_algo prefer[] = {COLL_ALGO_RING, COLL_ALGO_HIER, COLL_ALGO_BIRING,
+                                       COLL_ALGO_RHD, COLL_ALGO_TREE, COLL_ALGO_CHAIN,
+                                       COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT};
+    coll_algo best = COLL_ALGO_AUTO;
+    double best_t = INFINITY;
+    for (size_t j = 0; j < sizeof prefer / sizeof *prefer; j++) {
+        if (!coll_algo_supported(q->op, prefer[j]))
+            continue;
+        double c;
+        np_err e2;
+        np_status st = tune_model(t, &t->groups[g], q, prefer[j], &c, &e2);
+        if (st == NP_ERR_INCONSISTENT)
+            continue; /* the group does not fit it */
+        if (st != NP_OK) {
+            *err = e2;
+            return st;
+        }
+        if (c < best_t) {
+            best_t = c;
+            best = prefer[j];
+        }
+    }
+    t->computed++;
+    if (t->n_answers == t->cap_answers) {
+        uint32_t cap = t->cap_answers ? 2 * t->cap_answers : 64;
+        tune_answer *v = realloc(t->answers, (size_t)cap * sizeof *v);
+        if (!v)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
+        t->answers = v;
+        t->cap_answers = cap;
+    }
+    t->answers[t->n_answers] = (tune_answer){g, q->op, q->bytes, q->chunk_bytes, q->elem_bytes,
+                                             coll_op_rooted(q->op) ? q->root : 0, best, best_t};
+    if (!tune_map_put(&t->answer_map, h, t->n_answers))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
+    t->n_answers++;
+    *algo = best;
+    if (t_ps)
+        *t_ps = best_t;
+    return NP_OK;
+}
