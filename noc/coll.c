@@ -481,6 +481,12 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
 
 np_status coll_run(coll_sys *s, const coll_desc *d, coll_result *r, np_err *err)
 {
+    return coll_run_progress(s, d, NULL, NULL, r, err);
+}
+
+np_status coll_run_progress(coll_sys *s, const coll_desc *d, coll_progress_fn progress,
+                            void *ctx, coll_result *r, np_err *err)
+{
     coll *c;
     if (coll_start(s, d, &c, err) != NP_OK)
         return err->status;
@@ -495,6 +501,8 @@ np_status coll_run(coll_sys *s, const coll_desc *d, coll_result *r, np_err *err)
                             coll_sched_messages(c->sched));
         if (st == NP_OK && c->failed)
             st = coll_status(c, err);
+        if (progress)
+            progress(ctx, coll_sched_messages(c->sched) - c->left, coll_sched_messages(c->sched));
     }
     if (st == NP_OK)
         *r = c->res;

@@ -106,4 +106,10 @@ np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32
 /* Starts d, runs the event queue until it completes, and fills *r. */
 np_status coll_run(coll_sys *s, const coll_desc *d, coll_result *r, np_err *err);
 
+/* coll_run that calls progress(ctx, done, total) (may be NULL) after each event of the queue,
+ * with the receives completed and to complete in all. */
+typedef void (*coll_progress_fn)(void *ctx, uint64_t done, uint64_t total);
+np_status coll_run_progress(coll_sys *s, const coll_desc *d, coll_progress_fn progress,
+                            void *ctx, coll_result *r, np_err *err);
+
 #endif

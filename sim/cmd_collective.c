@@ -1,7 +1,12 @@
 /* cmd_collective.c — `npusim collective`: one collective over the chip network at a range
- * of sizes, reported the way nccl-tests reports (size, count, type, time, algbw, busbw).
+ * of sizes, in nccl-tests' table: size, count, type, redop, root, then time, algbw, busbw
+ * and #wrong out of place and in place, each row printed as soon as it is simulated, and the
+ * "# Avg bus bandwidth" footer. The flow engine moves no data, so both halves of a row show
+ * the one simulation and #wrong is N/A.
  *
  * algbw = bytes / time; busbw = algbw x nccl-tests' factor for the op (coll_busbw_factor).
+ * With --algo auto the tuner picks per size (coll_tune.h); a "#  algo" line says so whenever
+ * the choice changes.
  * --chips N builds the topology kind at N chips: a ring of N, the most square torus2d or most
  * cubic torus3d that holds N, N chips on a switch or fat tree (radix raised if needed), N/island
  * islands, or N fully connected chips (links raised to N - 1). A torus or ring gets at least
@@ -10,9 +15,12 @@
  * same network instead of the flow-level engine. JSON field names are documented in
  * docs/collectives.md and kept stable. */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "arch.h"
 #include "cli.h"
@@ -27,32 +35,41 @@
 const char cmd_collective_usage[] =
     "usage: npusim collective [--arch PRESET|FILE] [--set K=V ...] --op OP [--algo ALGO]\n"
     "                         [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
-    "                         [--min-bytes B] [--max-bytes B] [--factor F] [--chunk B]\n"
-    "                         [--root R] [--elem-bytes E] [--isa [--trace FILE[.gz]]]\n"
+    "                         [-b|--min-bytes B] [-e|--max-bytes B] [-f|--factor F]\n"
+    "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
+    "                         [--elem-bytes E] [--rank-order] [--isa [--trace FILE[.gz]]]\n"
     "                         [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
     "  --op OP           all_reduce, all_gather, reduce_scatter, broadcast, reduce, scatter,\n"
     "                    gather, all_to_all or sendrecv\n"
-    "  --algo ALGO       auto (default), ring, biring, tree, rhd, hier, chain, pairwise, direct\n"
+    "  --algo ALGO       auto (default: the tuner's choice per size), ring, biring, tree, rhd,\n"
+    "                    hier, chain, pairwise, direct\n"
     "  --chips N         build the topology kind at N chips (default: system.chips)\n"
     "  --topology T      ring, torus2d, torus3d, fully_connected, switch, fat_tree or\n"
     "                    hierarchical, with optional dimensions (torus2d:4x8, torus3d:4x4x4)\n"
     "  --group SPEC      the ranks' chips: A-B[:STEP] or a comma list (default: all chips)\n"
-    "  --min-bytes B     smallest size (default 8); sizes take K, M, G (binary) suffixes\n"
-    "  --max-bytes B     largest size (default 128M)\n"
-    "  --factor F        multiply the size by F between rows (default 2)\n"
+    "  -b, --min-bytes B smallest size (default 8); sizes take K, M, G (binary) suffixes\n"
+    "  -e, --max-bytes B largest size (default 128M)\n"
+    "  -f, --factor F    multiply the size by F between rows (default 2)\n"
+    "  -n, --iters N     runs per size, back to back, averaged (default 1; every run of the\n"
+    "                    deterministic model takes the same time)\n"
+    "  -w, --warmup N    runs per size before those measured (default 0)\n"
     "  --chunk B         pipelining chunk of ring, tree and chain (default 0: none)\n"
     "  --root R          root rank of broadcast, reduce, scatter, gather (default 0)\n"
     "  --elem-bytes E    element size for counts and reductions (default 4, float)\n"
+    "  --rank-order      rings in rank order instead of fitted to the topology\n"
     "  --isa             lower the collective to ISA programs (comm.send/recv, one per chip)\n"
     "                    and run them on the core model: all_reduce, all_gather and\n"
     "                    reduce_scatter, ring, all chips, no chunking, 4 (fp32) or 2 (bf16)\n"
     "                    byte elements; reductions on core 0's vector unit\n"
     "  --trace F         (--isa) a Chrome/Perfetto trace of the runs, one size after the\n"
     "                    other: a process per chip, the comm.* of each as slices\n"
-    "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n";
+    "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n"
+    "\n"
+    "Each row is printed as soon as it is simulated; a row that takes more than 2 s shows\n"
+    "its progress on standard error when that is a terminal.\n";
 
 static np_status col_parse_size(const char *opt, const char *text, uint64_t *out, np_err *err)
 {
@@ -287,20 +304,77 @@ static np_status col_run_isa(const arch_config *cfg, const kgen_coll *kc, cli_tr
     return NP_OK;
 }
 
+/* The system and the run, then nccl-tests' three header lines. */
 static void col_print_header(coll_op op, coll_algo algo, uint32_t ranks, const net_params *np,
-                             uint64_t chunk, bool isa)
+                             uint64_t min_b, uint64_t max_b, uint32_t factor, uint32_t iters,
+                             uint32_t warmup, uint64_t chunk, bool isa)
 {
     const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np->topology];
-    printf("# %s (%s) over %" PRIu32 " of %" PRIu32 " chips, %s", coll_op_name(op),
-           coll_algo_name(algo), ranks, np->chips, topo_name);
+    printf("# npusim collective: %s (%s) over %" PRIu32 " of %" PRIu32 " chips, %s",
+           coll_op_name(op), coll_algo_name(algo), ranks, np->chips, topo_name);
     if (np->topology <= ARCH_TOPOLOGY_TORUS3D)
         printf(" %" PRIu32 "x%" PRIu32 "x%" PRIu32, np->dims[0], np->dims[1], np->dims[2]);
-    printf(", links %.3g GB/s x %" PRIu32 " per chip, chunk %" PRIu64 " B%s\n",
+    printf(", links %.3g GB/s x %" PRIu32 " per chip, chunk %" PRIu64 " B; %s\n",
            np->link_bytes_per_s / 1e9, np->links_per_chip, chunk,
-           isa ? "; ISA programs on the core model" : "");
-    printf("#%12s %12s %6s %12s %10s %10s\n", "size (B)", "count", "type", "time (us)",
-           "algbw", "busbw");
-    printf("#%12s %12s %6s %12s %10s %10s\n", "", "(elements)", "", "", "(GB/s)", "(GB/s)");
+           isa ? "ISA programs on the core model" : "flow engine");
+    printf("# minBytes %" PRIu64 " maxBytes %" PRIu64 " step: %" PRIu32 "(factor) warmup iters: "
+           "%" PRIu32 " iters: %" PRIu32 " validation: 0\n#\n", min_b, max_b, factor, warmup,
+           iters);
+    printf("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place"
+           "          \n", "", "", "", "", "");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
+           "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time", "algbw",
+           "busbw", "#wrong");
+    printf("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s\n", "(B)",
+           "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
+           "");
+}
+
+/* nccl-tests' time column: fewer decimals as it grows. */
+static void col_time_str(double us, char *buf, size_t n)
+{
+    snprintf(buf, n, us >= 10000 ? "%7.0f" : us >= 100 ? "%7.1f" : "%7.2f", us);
+}
+
+static const char *col_type_name(uint32_t elem, bool isa)
+{
+    switch (elem) {
+    case 1: return "int8";
+    case 2: return isa ? "bfloat16" : "half";
+    case 4: return "float";
+    case 8: return "double";
+    default: return "bytes";
+    }
+}
+
+/* Progress of a long row on standard error (a terminal only), past 2 s. */
+typedef struct col_progress {
+    bool tty, shown;
+    double t0, last;
+    uint64_t bytes;
+} col_progress;
+
+static double col_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void col_progress_cb(void *ctx, uint64_t done, uint64_t total)
+{
+    col_progress *pg = ctx;
+    if (!pg->tty)
+        return;
+    double now = col_wall();
+    if (now - pg->t0 < 2.0 || now - pg->last < 0.5)
+        return;
+    pg->last = now;
+    pg->shown = true;
+    fprintf(stderr, "\r# %" PRIu64 " B: %3.0f%% (%" PRIu64 " of %" PRIu64 " messages), %.0f s",
+            pg->bytes, total ? 100.0 * (double)done / (double)total : 100.0, done, total,
+            now - pg->t0);
+    fflush(stderr);
 }
 
 /* The busiest link's utilization over the last run (its bytes since the previous call /
@@ -324,25 +398,27 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'},     {"set", required_argument, NULL, 's'},
         {"op", required_argument, NULL, 'o'},       {"algo", required_argument, NULL, 'A'},
-        {"chips", required_argument, NULL, 'n'},    {"topology", required_argument, NULL, 't'},
+        {"chips", required_argument, NULL, 'C'},    {"topology", required_argument, NULL, 't'},
         {"group", required_argument, NULL, 'g'},    {"min-bytes", required_argument, NULL, 'b'},
         {"max-bytes", required_argument, NULL, 'e'}, {"factor", required_argument, NULL, 'f'},
+        {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
         {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
         {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
+        {"rank-order", no_argument, NULL, 'R'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
     size_t n_sets = 0;
-    bool have_op = false, json = false, isa = false;
+    bool have_op = false, json = false, isa = false, rank_order = false;
     const char *trace_path = NULL;
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
-    uint32_t chips = 0, factor = 2, root = 0, elem = 4;
+    uint32_t chips = 0, factor = 2, root = 0, elem = 4, iters = 1, warmup = 0;
     uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0;
     int c;
     cli_getopt_reset();
-    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+    while ((c = cli_getopt(argc, argv, "hb:e:f:n:w:", longopts, err)) != -1) {
         np_status st = NP_OK;
         switch (c) {
         case 'a': arch_name = optarg; break;
@@ -365,16 +441,19 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
                 return NP_ERR_USAGE;
             }
             break;
-        case 'n': st = col_parse_u32("--chips", optarg, 1, 1u << 20, &chips, err); break;
+        case 'C': st = col_parse_u32("--chips", optarg, 1, 1u << 20, &chips, err); break;
         case 't': topo = optarg; break;
         case 'g': group = optarg; break;
         case 'b': st = col_parse_size("--min-bytes", optarg, &min_b, err); break;
         case 'e': st = col_parse_size("--max-bytes", optarg, &max_b, err); break;
         case 'f': st = col_parse_u32("--factor", optarg, 2, 1024, &factor, err); break;
+        case 'n': st = col_parse_u32("--iters", optarg, 1, 1000000, &iters, err); break;
+        case 'w': st = col_parse_u32("--warmup", optarg, 0, 1000000, &warmup, err); break;
         case 'c': st = col_parse_size("--chunk", optarg, &chunk, err); break;
         case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
         case 'j': json = true; break;
+        case 'R': rank_order = true; break;
         case 'I': isa = true; break;
         case 'T': trace_path = optarg; break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
@@ -409,6 +488,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
             return np_err_set(err, NP_ERR_USAGE, "--isa runs the ring over all chips without "
                               "chunking, with 4- or 2-byte elements (no --algo other than ring, "
                               "--group or --chunk)");
+        algo = COLL_ALGO_RING;
     }
 
     arch_config cfg;
@@ -442,64 +522,99 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         goto out;
     }
     const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np.topology];
-    coll_algo ran = isa ? COLL_ALGO_RING : algo;
+    const char *redop = coll_op_reduces(op) ? "sum" : "none";
+    int root_col = coll_op_rooted(op) ? (int)root : -1;
+    coll_algo shown = COLL_ALGO_AUTO; /* the algorithm of the last row printed */
     bool header = false;
+    double busbw_sum = 0;
+    uint32_t n_rows = 0;
     if (json)
         rows = json_array();
     if (isa) /* the core model builds its network from cfg.system: make it the one above */
         col_system_from_net(&cfg, &np);
     if (trace_path && (st = cli_trace_open(&tr, trace_path, err)) != NP_OK)
         goto out;
+    col_progress pg = {.tty = !json && isatty(2)};
     for (uint64_t b = min_b; b <= max_b;) {
         coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
-                       .root = root, .chunk_bytes = chunk, .elem_bytes = elem};
-        coll_result r;
-        if (isa) {
-            kgen_coll kc = {kop, np.chips, b, elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16};
-            st = col_run_isa(&cfg, &kc, tr.w ? &tr : NULL, &r, err);
-        } else {
-            st = coll_run(sys, &d, &r, err);
+                       .root = root, .chunk_bytes = chunk, .elem_bytes = elem,
+                       .rank_order = rank_order};
+        coll_result r = {0};
+        double t_ps = 0, busiest = 0;
+        pg.t0 = pg.last = col_wall();
+        pg.bytes = b;
+        for (uint32_t it = 0; it < warmup + iters && st == NP_OK; it++) {
+            if (isa) {
+                kgen_coll kc = {kop, np.chips, b, elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16};
+                st = col_run_isa(&cfg, &kc, tr.w && it == warmup ? &tr : NULL, &r, err);
+            } else {
+                st = coll_run_progress(sys, &d, col_progress_cb, &pg, &r, err);
+                if (st == NP_OK) /* over the measured runs */
+                    busiest = col_busiest_link(coll_sys_net(sys), link_bytes,
+                                               (double)(r.t_end_ps - r.t_start_ps) / 1e12);
+            }
+            if (it >= warmup)
+                t_ps += (double)(r.t_end_ps - r.t_start_ps) / iters;
+        }
+        if (pg.shown) {
+            fprintf(stderr, "\r%60s\r", "");
+            pg.shown = false;
         }
         if (st != NP_OK)
             goto out;
-        double busiest = isa ? 0 : col_busiest_link(coll_sys_net(sys), link_bytes,
-                                                    (double)(r.t_end_ps - r.t_start_ps) / 1e12);
-        ran = r.algo;
         if (!json && !header) { /* after the first run, so an error comes alone */
             header = true;
-            col_print_header(op, ran, ranks, &np, chunk, isa);
+            col_print_header(op, algo, ranks, &np, min_b, max_b, factor, iters, warmup, chunk,
+                             isa);
         }
-        double t_us = (double)(r.t_end_ps - r.t_start_ps) / 1e6;
+        double t_us = t_ps / 1e6;
         double algbw = t_us > 0 ? (double)b / (t_us * 1e3) : 0;
         double busbw = algbw * coll_busbw_factor(op, ranks);
-        if (json)
-            json_array_append_new(rows, json_pack("{s:I, s:I, s:f, s:f, s:f, s:o}", "bytes",
-                                                  (json_int_t)b, "count", (json_int_t)(b / elem),
-                                                  "time_us", t_us, "algbw_gbps", algbw,
-                                                  "busbw_gbps", busbw, "busiest_link_util",
+        busbw_sum += busbw;
+        n_rows++;
+        if (json) {
+            json_array_append_new(rows, json_pack("{s:I, s:I, s:s, s:I, s:f, s:f, s:f, s:o, "
+                                                  "s:o}", "bytes", (json_int_t)b, "count",
+                                                  (json_int_t)(b / elem), "algo",
+                                                  coll_algo_name(r.algo), "time_ps",
+                                                  (json_int_t)llround(t_ps), "time_us", t_us,
+                                                  "algbw_gbps", algbw, "busbw_gbps", busbw,
+                                                  "wrong", json_null(), "busiest_link_util",
                                                   isa ? json_null() : json_real(busiest)));
-        else
-            printf(" %12" PRIu64 " %12" PRIu64 " %6s %12.3f %10.3f %10.3f\n", b, b / elem,
-                   elem == 4 ? "float" : elem == 2 ? "half" : elem == 8 ? "double" : "bytes",
-                   t_us, algbw, busbw);
+        } else {
+            if (algo == COLL_ALGO_AUTO && r.algo != shown)
+                printf("#  algo: %s (tuner)\n", coll_algo_name(r.algo));
+            char ts[32];
+            col_time_str(t_us, ts, sizeof ts);
+            printf("  %10" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  "
+                   "%6.2f  %6.2f  %5s\n", b, b / elem, col_type_name(elem, isa), redop, root_col,
+                   ts, algbw, busbw, "N/A", ts, algbw, busbw, "N/A");
+            fflush(stdout);
+        }
+        shown = r.algo;
         if (b > max_b / factor)
             break;
         b *= factor;
     }
+    double avg_busbw = n_rows ? busbw_sum / n_rows : 0;
     if (json) {
         json_t *g = json_array();
         for (uint32_t i = 0; i < ranks; i++)
             json_array_append_new(g, json_integer(grp ? grp[i] : i));
         json_t *dims = json_pack("[i, i, i]", (int)np.dims[0], (int)np.dims[1], (int)np.dims[2]);
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:I, s:o}",
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:I, s:i, "
+                                "s:i, s:f, s:o}",
                                 "arch", cfg.name, "op", coll_op_name(op), "algo",
-                                coll_algo_name(ran), "engine", isa ? "isa" : "flow", "chips",
+                                coll_algo_name(algo), "engine", isa ? "isa" : "flow", "chips",
                                 (int)np.chips, "ranks", (int)ranks,
                                 "topology", topo_name, "dims", dims, "group", g,
                                 "link_gbps", np.link_bytes_per_s / 1e9, "chunk_bytes",
-                                (json_int_t)chunk, "rows", rows);
+                                (json_int_t)chunk, "iters", (int)iters, "warmup", (int)warmup,
+                                "avg_busbw_gbps", avg_busbw, "rows", rows);
         rows = NULL;
         st = cli_print_json(doc, err);
+    } else {
+        printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %g \n#\n", avg_busbw);
     }
 out:
     if (tr.w) {

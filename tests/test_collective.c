@@ -858,3 +858,101 @@ TEST(a_ring_on_its_own_links_costs_no_re_rating_and_an_event_per_step)
     CU_ASSERT_TRUE(net_rerates(coll_sys_net(f.s)) <= 4);
     fix_close(&f);
 }
+
+/* The data rows of an nccl-tests table: each line not starting with '#', split on spaces. */
+static int table_rows(const char *out, char fields[][13][24], int max)
+{
+    int n = 0;
+    for (const char *l = out; *l && n < max;) {
+        const char *e = strchr(l, '\n');
+        size_t len = e ? (size_t)(e - l) : strlen(l);
+        if (len && l[0] != '#') {
+            char line[256];
+            snprintf(line, sizeof line, "%.*s", (int)len, l);
+            int k = 0;
+            for (char *w = strtok(line, " "); w && k < 13; w = strtok(NULL, " "))
+                snprintf(fields[n][k++], 24, "%s", w);
+            n += k == 13;
+        }
+        l = e ? e + 1 : l + len;
+    }
+    return n;
+}
+
+TEST(collective_command_prints_nccl_tests_columns_footer_and_aliases)
+{
+    /* all_reduce on 8 chips of tiny, 1 KiB .. 1 MiB by 4, short options as nccl-tests */
+    harness_run r = harness_npusim("collective", "--op", "all_reduce", "--algo", "ring",
+                                   "--chips", "8", "-b", "1K", "-e", "1M", "-f", "4", "-n", "3",
+                                   NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    CU_ASSERT_STRING_EQUAL(r.err, "");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "out-of-place"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "in-place"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "#       size         count      type   redop    root "
+                                         "    time   algbw   busbw #wrong     time   algbw   "
+                                         "busbw #wrong"));
+    static char f[16][13][24];
+    int n = table_rows(r.out, f, 16);
+    CU_ASSERT_EQUAL_FATAL(n, 6); /* 1K 4K 16K 64K 256K 1M */
+    double sum = 0;
+    for (int i = 0; i < n; i++) {
+        uint64_t size = 1024ULL << (2 * i);
+        CU_ASSERT_EQUAL(strtoull(f[i][0], NULL, 10), size);
+        CU_ASSERT_EQUAL(strtoull(f[i][1], NULL, 10), size / 4);
+        CU_ASSERT_STRING_EQUAL(f[i][2], "float");
+        CU_ASSERT_STRING_EQUAL(f[i][3], "sum");
+        CU_ASSERT_STRING_EQUAL(f[i][4], "-1");
+        CU_ASSERT_STRING_EQUAL(f[i][8], "N/A");
+        CU_ASSERT_STRING_EQUAL(f[i][12], "N/A");
+        for (int k = 5; k < 8; k++) /* the model moves no data: in place == out of place */
+            CU_ASSERT_STRING_EQUAL(f[i][k], f[i][k + 4]);
+        double t = atof(f[i][5]), alg = atof(f[i][6]), bus = atof(f[i][7]);
+        CU_ASSERT_DOUBLE_EQUAL(alg, size / (t * 1e3), 0.006 + 0.01 * alg); /* 2 decimals */
+        CU_ASSERT_DOUBLE_EQUAL(bus, alg * 2 * 7 / 8.0, 0.015); /* both rounded */
+        sum += bus;
+    }
+    /* the footer: the mean bus bandwidth of the rows, of the exact values (JSON) */
+    const char *avg = strstr(r.out, "# Avg bus bandwidth    : ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(avg);
+    double footer = atof(avg + strlen("# Avg bus bandwidth    : "));
+    CU_ASSERT_DOUBLE_EQUAL(footer, sum / n, 0.01);
+    harness_run_free(&r);
+    harness_run j = harness_npusim("collective", "--op", "all_reduce", "--algo", "ring",
+                                   "--chips", "8", "--min-bytes", "1K", "--max-bytes", "1M",
+                                   "--factor", "4", "--iters", "3", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(j.exit_status, 0);
+    json_t *doc = json_loads(j.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
+    json_t *rows = json_object_get(doc, "rows");
+    double jsum = 0;
+    for (size_t i = 0; i < json_array_size(rows); i++) {
+        json_t *row = json_array_get(rows, i);
+        jsum += json_real_value(json_object_get(row, "busbw_gbps"));
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(row, "algo")), "ring");
+        CU_ASSERT_TRUE(json_is_null(json_object_get(row, "wrong")));
+        /* exact picoseconds, and the rounded text is that */
+        double us = json_real_value(json_object_get(row, "time_us"));
+        CU_ASSERT_DOUBLE_EQUAL(us * 1e6, (double)json_integer_value(json_object_get(row, "time_ps")), 1);
+    }
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(doc, "avg_busbw_gbps")), jsum / 6, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(footer, jsum / 6, 1e-4 * footer + 1e-5);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(doc, "iters")), 3);
+    json_decref(doc);
+    harness_run_free(&j);
+
+    /* a rooted op without reduction: redop none, the root's rank; auto says what it chose */
+    r = harness_npusim("collective", "--op", "broadcast", "--chips", "8", "--root", "3", "-b",
+                       "64K", "-e", "64K", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    n = table_rows(r.out, f, 16);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    CU_ASSERT_STRING_EQUAL(f[0][3], "none");
+    CU_ASSERT_STRING_EQUAL(f[0][4], "3");
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "#  algo: "));
+    harness_run_free(&r);
+    r = harness_npusim("collective", "--op", "all_reduce", "-n", "0", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--iters"));
+    harness_run_free(&r);
+}
