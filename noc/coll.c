@@ -71,6 +71,18 @@ struct coll {
     np_err err;
 };
 
+coll_algo coll_algo_resolve(coll_op op, coll_algo a)
+{
+    static const coll_algo first[COLL_OP_COUNT] = {
+        [COLL_OP_ALL_REDUCE] = COLL_ALGO_RING,     [COLL_OP_ALL_GATHER] = COLL_ALGO_RING,
+        [COLL_OP_REDUCE_SCATTER] = COLL_ALGO_RING, [COLL_OP_BROADCAST] = COLL_ALGO_TREE,
+        [COLL_OP_REDUCE] = COLL_ALGO_TREE,         [COLL_OP_SCATTER] = COLL_ALGO_TREE,
+        [COLL_OP_GATHER] = COLL_ALGO_TREE,         [COLL_OP_ALL_TO_ALL] = COLL_ALGO_PAIRWISE,
+        [COLL_OP_SENDRECV] = COLL_ALGO_DIRECT,
+    };
+    return a == COLL_ALGO_AUTO && (unsigned)op < COLL_OP_COUNT ? first[op] : a;
+}
+
 /* ---- The system ------------------------------------------------------------------------ */
 
 np_status coll_sys_create(const arch_config *cfg, const net_params *np, evq *q, stats *reg,

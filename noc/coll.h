@@ -38,6 +38,11 @@
 #include "net.h"
 #include "stats.h"
 
+/* The algorithm for (op, a) where no network is at hand: a itself, AUTO the op's first
+ * listed (ring, tree, pairwise, direct). coll_start resolves AUTO with the tuner instead
+ * (coll_tune.h), by topology and size; callers that can should too. */
+coll_algo coll_algo_resolve(coll_op op, coll_algo a);
+
 typedef struct coll_result {
     coll_op op;
     coll_algo algo;         /* AUTO: the tuner's choice for the topology and size */        /* the one that ran (never AUTO) */
