@@ -13,6 +13,7 @@
  * collective is done when the last receive of every rank has completed.
  */
 #include "coll.h"
+#include "coll_impl.h"
 #include "coll_topo.h"
 #include "coll_tune.h"
 
@@ -60,6 +61,7 @@ struct coll {
     uint32_t *chips;
     uint32_t p, P;       /* ranks; ports per rank */
     coll_sched *sched;
+    void (*recv_deps)(const coll_sched *, uint32_t, uint32_t, coll_xfer *);
     coll_port *ports;    /* p * P */
     uint64_t *red_free;  /* per rank: when its reducer is free (ps) */
     uint64_t red_bytes, red_ps; /* the last reduction's size and time */
@@ -198,7 +200,7 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
     while (pt->next < pt->n && !c->failed) {
         if (pt->head_of != pt->next) {
             coll_xfer y;
-            coll_sched_send(c->sched, rank, port, pt->next, &y);
+            c->sched->ops->send(c->sched, rank, port, pt->next, &y);
             pt->head = (coll_head){y.bytes, y.peer, y.match, y.deps};
             pt->head_of = pt->next;
         }
@@ -302,7 +304,7 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     coll *c = ctx;
     uint32_t to = (uint32_t)(arg >> 32), recv = (uint32_t)arg;
     coll_xfer x;
-    coll_sched_recv_deps(c->sched, to, recv, &x);
+    c->recv_deps(c->sched, to, recv, &x); /* coll_sched_recv_deps, without the call */
     x.bytes = net_event_bytes(c->sys->n);
     if (ev == NET_EVENT_SENT) {
         c->ports[(size_t)x.peer * c->P + x.port].busy = false;
@@ -453,6 +455,7 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
         return st;
     }
     c->P = coll_sched_ports(c->sched);
+    c->recv_deps = c->sched->ops->recv_deps ? c->sched->ops->recv_deps : c->sched->ops->recv;
     void *ports = NULL;
     if (posix_memalign(&ports, 64, (size_t)p * c->P * sizeof *c->ports) == 0) {
         memset(ports, 0, (size_t)p * c->P * sizeof *c->ports);

@@ -1053,7 +1053,7 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
     double bw = INFINITY; /* bytes per ps */
     for (uint32_t j = 0; j < nlinks; j++) {
         net_link *l = &n->links[f->links[j]];
-        if (net_link_claimed(n, l) && !net_flow_share(n, l->holder)) {
+        if (l->busy_until > now && !net_flow_share(n, l->holder)) {
             net_flow_release(n, id);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
         }
