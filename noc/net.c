@@ -37,6 +37,7 @@
  * Routes are cached per (source, destination) up to NET_RC_MAX pairs.
  */
 #include "net.h"
+#include "net_impl.h"
 
 #include <assert.h>
 #include <inttypes.h>
@@ -44,145 +45,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NET_RC_MAX (1u << 20)     /* route cache: at most this many (src, dst) pairs */
-#define NET_RC_CHUNK (1u << 16)   /* route cache: links stored in chunks of this many */
-
-/* What a flow starting on a link reads and writes: one cache line (the array is aligned). */
-typedef struct net_link {
-    uint64_t busy_until; /* an EXCLUSIVE flow's claim: its sent time (no claim when <= now) */
-    double bw;           /* bytes per ps */
-    uint64_t bytes;
-    stats_counter *ctr;  /* in the registry, or NULL */
-    uint32_t *flows;     /* SHARED flows */
-    uint32_t holder;     /* the claim's flow */
-    uint32_t n_flows, cap_flows;
-    uint32_t from, to;
-} net_link;
-_Static_assert(sizeof(net_link) == 64, "a link is one cache line");
-
-/* The rest of a link: its latency and the re-rating scratch. */
-typedef struct net_link_aux {
-    uint64_t lat_ps;
-    uint64_t mark;
-    double cap_rem;
-    uint32_t n_unfrozen;
-} net_link_aux;
-
-typedef enum net_flow_state {
-    NET_FLOW_FREE,
-    NET_FLOW_EXCLUSIVE,
-    NET_FLOW_SHARED,
-    NET_FLOW_IN_FLIGHT,
-} net_flow_state;
-
-#define NET_FLOW_NOTIFY 1u  /* call fn at SENT */
-#define NET_FLOW_COUNTED 2u /* its bytes are already on its links' counters */
-#define NET_FLOW_EXT 4u     /* links is a malloc'd copy (the route was not cached) */
-
-/* What every flow uses: one cache line (the array is aligned). */
-typedef struct net_flow {
-    const uint32_t *links;
-    net_transfer_fn fn;
-    void *ctx;
-    uint64_t arg;
-    uint64_t bytes;
-    uint64_t t_sent;     /* EXCLUSIVE, IN_FLIGHT: when its last byte leaves / left */
-    uint32_t gen;        /* names this use of the record (net_flow_ref) */
-    uint32_t itok;       /* validates batch items: changes when the flow's times change */
-    uint16_t n_links;
-    uint8_t state, flags;
-    uint32_t next_free;
-} net_flow;
-_Static_assert(sizeof(net_flow) == 64, "a flow is one cache line");
-
-/* What only SHARED flows use. */
-typedef struct net_flow_cold {
-    double remaining, rate; /* bytes left at t_last; bytes per ps */
-    uint64_t t_last, lat_ps;
-    evq_handle fin;
-    uint64_t mark;
-    uint8_t frozen;
-} net_flow_cold;
-
-typedef struct net_scratch {
-    uint32_t *v;
-    uint32_t n, cap;
-    bool oom;
-} net_scratch;
-
-typedef struct net_rc_entry {
-    uint64_t key;          /* src << 32 | dst; UINT64_MAX when empty */
-    const uint32_t *links;
-    uint32_t n_links;
-    uint64_t lat_ps;
-    double bytes_per_s;
-} net_rc_entry;
-
-typedef struct net_item {
-    net_timer_fn fn;
-    void *ctx;
-    uint64_t arg;
-    uint32_t next;
-} net_item;
-
-typedef struct net_batch {
-    uint64_t t;
-    uint32_t head, tail;
-    uint32_t next_free;
-} net_batch;
-
-typedef struct net_heap_ent {
-    double share;
-    uint32_t link;
-} net_heap_ent;
-
-struct net {
-    net_params p;
-    const net_topo_ops *topo;
-    void *topo_data;
-    evq *q;
-    uint32_t n_nodes;
-    uint64_t *node_lat; /* per node: switch latency (0 for chips) */
-    uint32_t cap_nodes;
-    net_link *links;     /* 64-byte aligned once built */
-    net_link_aux *laux;
-    uint32_t n_links, cap_links;
-    net_flow *flows;
-    net_flow_cold *cold;
-    uint32_t n_flows, cap_flows, free_flow;
-    uint64_t started;
-    uint64_t shares;   /* EXCLUSIVE flows turned SHARED so far (net_flow_ref.shares) */
-    uint64_t rerates;
-    uint64_t ev_bytes; /* the transfer whose callback runs (net_event_bytes) */
-    uint64_t epoch;
-    net_scratch *path;                 /* route being built */
-    uint32_t *comp_links, *comp_flows; /* component scratch */
-    uint32_t cap_comp_links, cap_comp_flows;
-    net_heap_ent *heap;
-    uint32_t cap_heap;
-    /* deferred re-rating: links whose flows changed this instant */
-    uint32_t *dirty;
-    uint32_t n_dirty, cap_dirty;
-    bool rerate_pending;
-    evq_handle rerate_ev;
-    /* route cache */
-    net_rc_entry *rc;
-    uint32_t rc_mask, rc_n;
-    uint32_t **rc_chunks;
-    uint32_t rc_n_chunks, rc_used; /* chunks; links used in the last one */
-    /* time batches */
-    net_item *items;
-    uint32_t n_items, cap_items, free_item;
-    net_batch *batches;
-    uint32_t n_batches, cap_batches, free_batch;
-    uint64_t *bt_key;  /* hash: time -> batch (open addressing, UINT32_MAX empty) */
-    uint32_t *bt_val;
-    uint32_t bt_mask, bt_n;
-    uint64_t last_t;   /* the batch last added to, if still open */
-    uint32_t last_b;
-    bool oom;
-};
 
 /* ---- Graph ------------------------------------------------------------------------------- */
 
@@ -304,7 +166,7 @@ char *net_link_name(const net *n, uint32_t link, char *buf, size_t len)
 
 static bool net_flow_unsent(const net *n, const net_flow *f)
 {
-    return f->state == NET_FLOW_SHARED ||
+    return f->state == NET_FLOW_SHARED || f->state == NET_FLOW_PACKETS ||
            (f->state == NET_FLOW_EXCLUSIVE && f->t_sent > evq_now(n->q));
 }
 
@@ -328,9 +190,13 @@ void net_free(net *n)
         return;
     for (uint32_t i = 0; i < n->n_links; i++)
         free(n->links[i].flows);
-    for (uint32_t i = 0; i < n->n_flows; i++)
+    for (uint32_t i = 0; i < n->n_flows; i++) {
         if (n->flows[i].flags & NET_FLOW_EXT)
             free((void *)n->flows[i].links);
+        if (n->cold && n->cold[i].pk)
+            net_pkt_flow_free(n, i);
+    }
+    net_pkt_free(n);
     for (uint32_t i = 0; i < n->rc_n_chunks; i++)
         free(n->rc_chunks[i]);
     free(n->rc_chunks);
@@ -404,6 +270,10 @@ np_status net_create(const net_params *p, evq *q, stats *reg, net **out, np_err 
         free(n->links);
         n->links = aligned;
         n->cap_links = n->n_links;
+    }
+    if (p->engine == NET_ENGINE_PACKET && net_pkt_init(n, err) != NP_OK) {
+        net_free(n);
+        return err->status;
     }
     for (uint32_t i = 0; reg && i < n->n_links; i++) {
         char name[64], comp[96], desc[128];
@@ -683,14 +553,6 @@ static void net_batch_fire(evq *q, void *ctx, uint64_t arg)
 
 /* ---- Flows -------------------------------------------------------------------------------- */
 
-/* ceil(x) for 0 <= x, saturated at 1e18 ps (a libm call without SSE4.1; this is the hot path). */
-static uint64_t net_ceil_ps(double x)
-{
-    if (!(x < 1e18))
-        return (uint64_t)1e18;
-    uint64_t t = (uint64_t)x;
-    return (double)t < x ? t + 1 : t;
-}
 
 static void net_flow_finish(evq *q, void *ctx, uint64_t arg);
 static void net_flow_deliver(void *ctx, uint64_t arg);
@@ -905,7 +767,7 @@ void net_settle(net *n)
     net_rerate_event(n->q, n, 0);
 }
 
-static uint32_t net_flow_alloc(net *n)
+uint32_t net_flow_alloc(net *n)
 {
     uint32_t id = n->free_flow;
     if (id != UINT32_MAX) {
@@ -935,9 +797,11 @@ static uint32_t net_flow_alloc(net *n)
     return id;
 }
 
-static void net_flow_release(net *n, uint32_t id)
+void net_flow_release(net *n, uint32_t id)
 {
     net_flow *f = &n->flows[id];
+    if (n->cold[id].pk)
+        net_pkt_flow_free(n, id);
     if (f->flags & NET_FLOW_EXT)
         free((void *)f->links);
     f->links = NULL;
@@ -962,7 +826,7 @@ static bool net_link_add_flow(net_link *l, uint32_t fid)
     return true;
 }
 
-static void net_link_count(net_link *l, uint64_t bytes)
+void net_link_count(net_link *l, uint64_t bytes)
 {
     l->bytes += bytes;
     if (l->ctr)
@@ -1062,7 +926,13 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
     }
     n->started++;
     np_status st = NP_OK;
-    if (nlinks == 0) { /* nothing to share: the last byte is "sent" now */
+    if (nlinks && n->pk) {
+        st = net_pkt_start(n, id, err);
+        if (st != NP_OK) {
+            net_flow_release(n, id);
+            return st;
+        }
+    } else if (nlinks == 0) { /* nothing to share: the last byte is "sent" now */
         f->state = NET_FLOW_IN_FLIGHT;
         f->t_sent = now;
         if (f->flags & NET_FLOW_NOTIFY)
@@ -1099,8 +969,8 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
         net_mark_dirty(n, f->links, nlinks);
     }
     if (ref)
-        *ref = (net_flow_ref){id, f->gen, f->state == NET_FLOW_SHARED ? UINT64_MAX : f->t_sent,
-                              n->shares};
+        *ref = (net_flow_ref){id, f->gen, f->state == NET_FLOW_SHARED || f->state ==
+                              NET_FLOW_PACKETS ? UINT64_MAX : f->t_sent, n->shares};
     if (st == NP_OK && n->oom)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory re-rating flows");
     return st;
@@ -1121,7 +991,7 @@ bool net_flow_sent(net *n, net_flow_ref r, bool arm)
         return true;
     if (f->state == NET_FLOW_EXCLUSIVE && f->t_sent <= evq_now(n->q))
         return true;
-    if (arm && !(f->flags & NET_FLOW_NOTIFY)) {
+    if (arm && !(f->flags & NET_FLOW_NOTIFY)) { /* SHARED, PACKETS: told by their events */
         f->flags |= NET_FLOW_NOTIFY;
         np_err e;
         if (f->state == NET_FLOW_EXCLUSIVE &&
@@ -1210,7 +1080,10 @@ uint32_t net_flows_list(net *n, net_flow_info *out, uint32_t max)
         if (!net_flow_unsent(n, f))
             continue;
         double rate, left;
-        if (f->state == NET_FLOW_SHARED) {
+        if (f->state == NET_FLOW_PACKETS) { /* no rate: packets */
+            rate = 0;
+            left = (double)f->bytes;
+        } else if (f->state == NET_FLOW_SHARED) {
             const net_flow_cold *c = &n->cold[i];
             rate = c->rate;
             left = c->remaining - c->rate * (double)(now - c->t_last);
@@ -1231,6 +1104,8 @@ np_status net_verify(net *n, np_err *err)
     net_settle(n);
     if (n->oom)
         return np_err_set(err, NP_ERR_NOMEM, "the flow model ran out of memory");
+    if (n->pk)
+        return net_pkt_verify(n, err);
     for (uint32_t i = 0; i < n->n_flows; i++) {
         const net_flow *f = &n->flows[i];
         if (!net_flow_unsent(n, f))

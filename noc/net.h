@@ -32,6 +32,10 @@
 
 typedef struct net net;
 
+/* How transfers move: as max-min fair flows (net.c), or as packets through per-port queues
+ * with link-level flow control (net_pkt.c). */
+typedef enum net_engine { NET_ENGINE_FLOW, NET_ENGINE_PACKET } net_engine;
+
 /* The resolved parameters of a chip network (from arch_system by net_params_from_arch). */
 typedef struct net_params {
     arch_topology topology;
@@ -45,6 +49,9 @@ typedef struct net_params {
     uint64_t switch_latency_ps;
     double scaleout_bytes_per_s;
     uint64_t scaleout_latency_ps;
+    net_engine engine;        /* NET_ENGINE_FLOW unless chosen */
+    uint32_t mtu_bytes;       /* packet engine: largest packet; 0: 4096 */
+    uint32_t buf_packets;     /* packet engine: packets a link's far end buffers; 0: 32 (>= 2) */
 } net_params;
 
 /* Fills p from cfg.system. */

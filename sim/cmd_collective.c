@@ -37,8 +37,8 @@ const char cmd_collective_usage[] =
     "                         [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
     "                         [-b|--min-bytes B] [-e|--max-bytes B] [-f|--factor F]\n"
     "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
-    "                         [--elem-bytes E] [--rank-order] [--isa [--trace FILE[.gz]]]\n"
-    "                         [--json]\n"
+    "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
+    "                         [--mtu B] [--buf N]] [--isa [--trace FILE[.gz]]] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
@@ -60,6 +60,10 @@ const char cmd_collective_usage[] =
     "  --root R          root rank of broadcast, reduce, scatter, gather (default 0)\n"
     "  --elem-bytes E    element size for counts and reductions (default 4, float)\n"
     "  --rank-order      rings in rank order instead of fitted to the topology\n"
+    "  --engine E        flow (default: max-min fair flows) or packet (packets through\n"
+    "                    per-port queues with link-level flow control)\n"
+    "  --mtu B           packet engine: the largest packet (default 4K)\n"
+    "  --buf N           packet engine: packets each link's far end buffers (default 32)\n"
     "  --isa             lower the collective to ISA programs (comm.send/recv, one per chip)\n"
     "                    and run them on the core model: all_reduce, all_gather and\n"
     "                    reduce_scatter, ring, all chips, no chunking, 4 (fp32) or 2 (bf16)\n"
@@ -316,7 +320,8 @@ static void col_print_header(coll_op op, coll_algo algo, uint32_t ranks, const n
         printf(" %" PRIu32 "x%" PRIu32 "x%" PRIu32, np->dims[0], np->dims[1], np->dims[2]);
     printf(", links %.3g GB/s x %" PRIu32 " per chip, chunk %" PRIu64 " B; %s\n",
            np->link_bytes_per_s / 1e9, np->links_per_chip, chunk,
-           isa ? "ISA programs on the core model" : "flow engine");
+           isa ? "ISA programs on the core model"
+               : np->engine == NET_ENGINE_PACKET ? "packet engine" : "flow engine");
     printf("# minBytes %" PRIu64 " maxBytes %" PRIu64 " step: %" PRIu32 "(factor) warmup iters: "
            "%" PRIu32 " iters: %" PRIu32 " validation: 0\n#\n", min_b, max_b, factor, warmup,
            iters);
@@ -404,7 +409,8 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
         {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
         {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
-        {"rank-order", no_argument, NULL, 'R'},
+        {"rank-order", no_argument, NULL, 'R'},   {"engine", required_argument, NULL, 'G'},
+        {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
@@ -415,7 +421,9 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
     uint32_t chips = 0, factor = 2, root = 0, elem = 4, iters = 1, warmup = 0;
-    uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0;
+    uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0, mtu = 0;
+    uint32_t buf = 0;
+    net_engine engine = NET_ENGINE_FLOW;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "hb:e:f:n:w:", longopts, err)) != -1) {
@@ -454,6 +462,22 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
         case 'j': json = true; break;
         case 'R': rank_order = true; break;
+        case 'G':
+            if (!strcmp(optarg, "flow"))
+                engine = NET_ENGINE_FLOW;
+            else if (!strcmp(optarg, "packet"))
+                engine = NET_ENGINE_PACKET;
+            else
+                st = np_err_set(err, NP_ERR_USAGE, "--engine: expected flow or packet, got "
+                                "'%s'", optarg);
+            break;
+        case 'M':
+            st = col_parse_size("--mtu", optarg, &mtu, err);
+            if (st == NP_OK && (mtu < 1 || mtu > (1u << 30)))
+                st = np_err_set(err, NP_ERR_USAGE, "--mtu: expected 1 .. 1G bytes, got '%s'",
+                                optarg);
+            break;
+        case 'B': st = col_parse_u32("--buf", optarg, 2, 1u << 20, &buf, err); break;
         case 'I': isa = true; break;
         case 'T': trace_path = optarg; break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
@@ -474,6 +498,11 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     if (trace_path && !isa)
         return np_err_set(err, NP_ERR_USAGE, "--trace needs --isa (the flow engine runs no "
                           "instructions)");
+    if ((mtu || buf) && engine != NET_ENGINE_PACKET)
+        return np_err_set(err, NP_ERR_USAGE, "--mtu and --buf need --engine packet");
+    if (isa && engine != NET_ENGINE_FLOW)
+        return np_err_set(err, NP_ERR_USAGE, "--isa runs on the flow engine's network (no "
+                          "--engine packet)");
     kgen_coll_op kop = KGEN_COLL_ALL_REDUCE;
     if (isa) {
         if (op == COLL_OP_ALL_GATHER)
@@ -498,6 +527,9 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     net_params_from_arch(&cfg, &np);
     if (col_topology(topo, chips, &np, err) != NP_OK)
         return err->status;
+    np.engine = engine;
+    np.mtu_bytes = (uint32_t)mtu;
+    np.buf_packets = buf;
     if (np.chips < 2)
         return np_err_set(err, NP_ERR_USAGE, "a collective needs at least 2 chips (the "
                           "architecture has %" PRIu32 "; use --chips)", np.chips);
@@ -605,7 +637,9 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:I, s:i, "
                                 "s:i, s:f, s:o}",
                                 "arch", cfg.name, "op", coll_op_name(op), "algo",
-                                coll_algo_name(algo), "engine", isa ? "isa" : "flow", "chips",
+                                coll_algo_name(algo), "engine",
+                                isa ? "isa" : engine == NET_ENGINE_PACKET ? "packet" : "flow",
+                                "chips",
                                 (int)np.chips, "ranks", (int)ranks,
                                 "topology", topo_name, "dims", dims, "group", g,
                                 "link_gbps", np.link_bytes_per_s / 1e9, "chunk_bytes",
