@@ -38,7 +38,8 @@ const char cmd_collective_usage[] =
     "                         [-b|--min-bytes B] [-e|--max-bytes B] [-f|--factor F]\n"
     "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
     "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
-    "                         [--mtu B] [--buf N]] [--isa [--trace FILE[.gz]]] [--json]\n"
+    "                         [--mtu B] [--buf N]] [--isa [--core C] [--trace FILE[.gz]]]\n"
+    "                         [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
@@ -64,10 +65,11 @@ const char cmd_collective_usage[] =
     "                    per-port queues with link-level flow control)\n"
     "  --mtu B           packet engine: the largest packet (default 4K)\n"
     "  --buf N           packet engine: packets each link's far end buffers (default 32)\n"
-    "  --isa             lower the collective to ISA programs (comm.send/recv, one per chip)\n"
-    "                    and run them on the core model: all_reduce, all_gather and\n"
-    "                    reduce_scatter, ring, all chips, no chunking, 4 (fp32) or 2 (bf16)\n"
-    "                    byte elements; reductions on core 0's vector unit\n"
+    "  --isa             lower the collective to one SPMD ISA program (comm.send/recv, peers\n"
+    "                    by group rank) that every chip of the group runs on the core model:\n"
+    "                    all_reduce, all_gather and reduce_scatter, ring, no chunking, 4\n"
+    "                    (fp32) or 2 (bf16) byte elements; reductions on one core's vector unit\n"
+    "  --core C          (--isa) the core of each chip that runs it (default 0)\n"
     "  --trace F         (--isa) a Chrome/Perfetto trace of the runs, one size after the\n"
     "                    other: a process per chip, the comm.* of each as slices\n"
     "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n"
@@ -282,27 +284,44 @@ static void col_system_from_net(arch_config *cfg, const net_params *np)
     cfg->system.island_chips = np->island_chips;
 }
 
-/* The collective kc lowered to ISA programs and run on the core model: its time in *r. */
+/* The collective kc lowered to one SPMD program and run on the core model by the chips of its
+ * group (the others idle): its time in *r. */
 static np_status col_run_isa(const arch_config *cfg, const kgen_coll *kc, cli_trace *tr,
                              coll_result *r, np_err *err)
 {
-    isa_program **pv;
-    if (kgen_coll_build(cfg, kc, &pv, NULL, err) != NP_OK)
+    kgen_coll_prog kp;
+    if (kgen_coll_build(cfg, kc, &kp, err) != NP_OK)
         return err->status;
+    uint32_t n_chips = 0;
+    for (uint32_t k = 0; k < kp.ranks; k++)
+        n_chips = kp.ring[k] + 1 > n_chips ? kp.ring[k] + 1 : n_chips;
+    const isa_program **pv = calloc(n_chips, sizeof *pv);
+    isa_program *idle = NULL;
+    np_status st = pv ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    if (st == NP_OK && n_chips > kp.ranks)
+        st = kgen_coll_idle(cfg, &idle, err);
     core_report *rep = NULL;
-    core_sim_opts o = {.trace = tr ? cli_trace_insn : NULL, .trace_ctx = tr};
-    np_status st = core_sim_run_chips(cfg, (const isa_program *const *)pv, kc->chips, &o, NULL,
-                                      &rep, err);
+    if (st == NP_OK) {
+        for (uint32_t c = 0; c < n_chips; c++)
+            pv[c] = idle;
+        for (uint32_t k = 0; k < kp.ranks; k++)
+            pv[kp.ring[k]] = kp.prog; /* one text for every rank */
+        core_group g = {.id = kp.group, .n = kp.ranks, .chips = kp.ring};
+        core_sim_opts o = {.trace = tr ? cli_trace_insn : NULL, .trace_ctx = tr, .groups = &g,
+                           .n_groups = 1};
+        st = core_sim_run_chips(cfg, pv, n_chips, &o, NULL, &rep, err);
+    }
     if (tr && st == NP_OK) {
         cli_trace_kernels(tr, rep);
         tr->offset_ps += rep->total_ps;
     }
-    for (uint32_t i = 0; i < kc->chips; i++)
-        isa_program_free(pv[i]);
     free(pv);
+    isa_program_free(idle);
+    uint32_t ranks = kp.ranks;
+    kgen_coll_prog_free(&kp);
     if (st != NP_OK)
         return st;
-    *r = (coll_result){.algo = COLL_ALGO_RING, .ranks = kc->chips, .bytes = kc->bytes,
+    *r = (coll_result){.algo = COLL_ALGO_RING, .ranks = ranks, .bytes = kc->bytes,
                        .t_end_ps = rep->total_ps, .bytes_sent = rep->c2c_bytes};
     core_report_free(rep);
     return NP_OK;
@@ -412,6 +431,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         {"rank-order", no_argument, NULL, 'R'},   {"engine", required_argument, NULL, 'G'},
         {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
+        {"core", required_argument, NULL, 'K'},
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
@@ -422,7 +442,8 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     coll_algo algo = COLL_ALGO_AUTO;
     uint32_t chips = 0, factor = 2, root = 0, elem = 4, iters = 1, warmup = 0;
     uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0, mtu = 0;
-    uint32_t buf = 0;
+    uint32_t buf = 0, core = 0;
+    bool have_core = false;
     net_engine engine = NET_ENGINE_FLOW;
     int c;
     cli_getopt_reset();
@@ -478,6 +499,10 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
                                 optarg);
             break;
         case 'B': st = col_parse_u32("--buf", optarg, 2, 1u << 20, &buf, err); break;
+        case 'K':
+            st = col_parse_u32("--core", optarg, 0, 65535, &core, err);
+            have_core = true;
+            break;
         case 'I': isa = true; break;
         case 'T': trace_path = optarg; break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
@@ -498,6 +523,9 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     if (trace_path && !isa)
         return np_err_set(err, NP_ERR_USAGE, "--trace needs --isa (the flow engine runs no "
                           "instructions)");
+    if (have_core && !isa)
+        return np_err_set(err, NP_ERR_USAGE, "--core needs --isa (the flow engine moves data "
+                          "between chips, not cores)");
     if ((mtu || buf) && engine != NET_ENGINE_PACKET)
         return np_err_set(err, NP_ERR_USAGE, "--mtu and --buf need --engine packet");
     if (isa && engine != NET_ENGINE_FLOW)
@@ -512,11 +540,10 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         else if (op != COLL_OP_ALL_REDUCE)
             return np_err_set(err, NP_ERR_USAGE, "--isa: %s is not lowered yet (all_reduce, "
                               "all_gather and reduce_scatter are)", coll_op_name(op));
-        if ((algo != COLL_ALGO_AUTO && algo != COLL_ALGO_RING) || group || chunk ||
+        if ((algo != COLL_ALGO_AUTO && algo != COLL_ALGO_RING) || chunk ||
             (elem != 4 && elem != 2))
-            return np_err_set(err, NP_ERR_USAGE, "--isa runs the ring over all chips without "
-                              "chunking, with 4- or 2-byte elements (no --algo other than ring, "
-                              "--group or --chunk)");
+            return np_err_set(err, NP_ERR_USAGE, "--isa runs the ring without chunking, with 4- "
+                              "or 2-byte elements (no --algo other than ring, no --chunk)");
         algo = COLL_ALGO_RING;
     }
 
@@ -577,7 +604,9 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         pg.bytes = b;
         for (uint32_t it = 0; it < warmup + iters && st == NP_OK; it++) {
             if (isa) {
-                kgen_coll kc = {kop, np.chips, b, elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16};
+                kgen_coll kc = {.op = kop, .chips = grp, .ranks = ranks, .core = core,
+                                .bytes = b, .dtype = elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16,
+                                .rank_order = rank_order};
                 st = col_run_isa(&cfg, &kc, tr.w && it == warmup ? &tr : NULL, &r, err);
             } else {
                 st = coll_run_progress(sys, &d, col_progress_cb, &pg, &r, err);

@@ -142,8 +142,8 @@ TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
         {{"collective", "--op", "all_reduce", "--trace", "t.json"},
          "npusim: --trace needs --isa (the flow engine runs no instructions)\n"},
         {{"collective", "--op", "all_reduce", "--isa", "--chunk", "64"},
-         "npusim: --isa runs the ring over all chips without chunking, with 4- or 2-byte "
-         "elements (no --algo other than ring, --group or --chunk)\n"},
+         "npusim: --isa runs the ring without chunking, with 4- or 2-byte elements (no --algo "
+         "other than ring, no --chunk)\n"},
         {{"collective", "--op", "all_to_all", "--isa"},
          "npusim: --isa: all_to_all is not lowered yet (all_reduce, all_gather and "
          "reduce_scatter are)\n"},
