@@ -45,7 +45,8 @@ coll_algo coll_algo_resolve(coll_op op, coll_algo a);
 
 typedef struct coll_result {
     coll_op op;
-    coll_algo algo;         /* AUTO: the tuner's choice for the topology and size */        /* the one that ran (never AUTO) */
+    coll_algo algo;         /* the one that ran (never AUTO: the tuner's choice for the
+                               topology and size) */
     uint32_t ranks;
     uint64_t bytes;
     uint64_t t_start_ps, t_end_ps;

@@ -48,7 +48,10 @@ static uint32_t log2u(uint32_t v)
     return l;
 }
 
-static uint32_t tree_vr(const tree_sched *t, uint32_t rank) { return (rank + t->p - t->root) % t->p; }
+static uint32_t tree_vr(const tree_sched *t, uint32_t rank)
+{
+    return (rank + t->p - t->root) % t->p;
+}
 static uint32_t tree_rank(const tree_sched *t, uint32_t vr) { return (vr + t->root) % t->p; }
 
 /* The first (largest) child mask of vr; 0 when it has none. */
@@ -290,7 +293,8 @@ static np_status gather_init(coll_sched *s, np_err *err)
 }
 
 #define TREE_OPS(op, algo, init)                                                           \
-    {op, algo, init, tree_ports, tree_steps, tree_sends, tree_recvs, tree_send, tree_recv, NULL, NULL}
+    {op,         algo,      init,      tree_ports, tree_steps, tree_sends,                     \
+     tree_recvs, tree_send, tree_recv, NULL,       NULL}
 const coll_sched_ops coll_tree_broadcast = TREE_OPS(COLL_OP_BROADCAST, COLL_ALGO_TREE,
                                                     tree_bcast_init);
 const coll_sched_ops coll_tree_reduce = TREE_OPS(COLL_OP_REDUCE, COLL_ALGO_TREE,

@@ -236,7 +236,8 @@ TEST(lowered_ring_collectives_take_the_alpha_beta_time_and_agree_with_the_flow_e
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 6, &cfg, &e), NP_OK);
     uint64_t n = 16 * 65536;
-    double t = isa_ns(&cfg, KGEN_COLL_ALL_REDUCE, 16, n), f = flow_ns(&cfg, COLL_OP_ALL_REDUCE, 16, n);
+    double t = isa_ns(&cfg, KGEN_COLL_ALL_REDUCE, 16, n);
+    double f = flow_ns(&cfg, COLL_OP_ALL_REDUCE, 16, n);
     double ar = 2 * 15 * (a + 65536 * b) + 15 * 65536 * g;
     CU_ASSERT_DOUBLE_EQUAL(t, ar, ar * 0.01);
     CU_ASSERT_DOUBLE_EQUAL(t, f, f * 0.01);
@@ -267,7 +268,8 @@ TEST(lowering_refuses_what_the_isa_or_the_system_cannot_hold)
     np_err e = {0};
     kgen_coll one = {.op = KGEN_COLL_ALL_REDUCE, .ranks = 1, .bytes = 64};
     CU_ASSERT_EQUAL(kgen_coll_build(&cfg, &one, &kp, &e), NP_ERR_RANGE);
-    CU_ASSERT_STRING_EQUAL(e.msg, "all_reduce: 1 ranks for a system of 4 chips (2 .. system.chips)");
+    CU_ASSERT_STRING_EQUAL(e.msg,
+                           "all_reduce: 1 ranks for a system of 4 chips (2 .. system.chips)");
     kgen_coll five = {.op = KGEN_COLL_ALL_REDUCE, .ranks = 5, .bytes = 64};
     CU_ASSERT_EQUAL(kgen_coll_build(&cfg, &five, &kp, &e), NP_ERR_RANGE);
     kgen_coll odd = {.op = KGEN_COLL_ALL_GATHER, .ranks = 4, .bytes = 6};

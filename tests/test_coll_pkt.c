@@ -81,7 +81,8 @@ TEST(a_lone_transfer_is_stored_and_forwarded_packet_by_packet)
     pkt_open(&f, NET_ENGINE_PACKET, ARCH_TOPOLOGY_TORUS2D, 4, 4, 1, 0);
     double a = 200000, b = 1e12 / 8e9, mtu = 4096, S = 65536;
     CU_ASSERT_EQUAL(lone_ps(&f, 0, 1, (uint64_t)S), (uint64_t)(a + S * b));
-    CU_ASSERT_EQUAL(lone_ps(&f, 0, 1 + 4 * 2, (uint64_t)S), (uint64_t)(3 * a + S * b + 2 * mtu * b));
+    CU_ASSERT_EQUAL(lone_ps(&f, 0, 1 + 4 * 2, (uint64_t)S),
+                    (uint64_t)(3 * a + S * b + 2 * mtu * b));
     /* a message shorter than a packet: one packet, store and forward on each hop */
     CU_ASSERT_EQUAL(lone_ps(&f, 0, 1 + 4 * 2, 1000), (uint64_t)(3 * (a + 1000 * b)));
     pkt_close(&f);
