@@ -198,7 +198,9 @@ nn_tensor *nn_exp(nn_graph *g, nn_tensor *a);
 nn_tensor *nn_log(nn_graph *g, nn_tensor *a);
 nn_tensor *nn_cast(nn_graph *g, nn_tensor *a, nn_dtype dt);
 /* Zeroes each element with probability p and scales the rest by 1/(1-p); the mask depends
- * only on seed, so the backward pass and re-runs see the same mask. */
+ * only on seed, so the backward pass and re-runs see the same mask: element i (row-major) is
+ * dropped when np_philox_uniform24(seed, i) < (float)p (base/philox.h, counter-based, so a
+ * kernel computes the same mask tile by tile). */
 nn_tensor *nn_dropout(nn_graph *g, nn_tensor *a, double p, uint64_t seed);
 /* Sets element [.., i, j] with j > i of the last two dims to fill (-inf for attention). */
 nn_tensor *nn_causal_mask(nn_graph *g, nn_tensor *a, double fill);

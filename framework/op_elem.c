@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "op_kernels.h"
-#include "rng.h"
+#include "philox.h"
 
 /* ---- broadcasting loop ---- */
 
@@ -167,10 +167,14 @@ void nn_fwd_unary(nn_tensor *t)
         for (int64_t i = 0; i < n; i++) y[i] = x[i];
         break;
     case NN_OP_DROPOUT: {
-        rng r;
-        rng_seed(&r, (uint64_t)t->ip[0]);
-        double p = t->fp[0], keep = 1.0 / (1.0 - p);
-        for (int64_t i = 0; i < n; i++) y[i] = rng_unit(&r) < p ? 0.0f : (float)(x[i] * keep);
+        /* element i is dropped when the counter-based uniform of (seed, i) is below p (as
+         * fp32): a pure function of the element's index, so a kernel drawing its tiles in any
+         * order (vpu.rand) makes the same mask */
+        uint64_t seed = (uint64_t)t->ip[0];
+        float p = (float)t->fp[0];
+        double keep = 1.0 / (1.0 - t->fp[0]);
+        for (int64_t i = 0; i < n; i++)
+            y[i] = np_philox_uniform24(seed, (uint64_t)i) < p ? 0.0f : (float)(x[i] * keep);
         break;
     }
     default: { /* CAUSAL_MASK over the last two dims */
