@@ -566,7 +566,8 @@ static np_status fault(core_model *c, isa_unit u, uint32_t pc, const isa_insn *i
                       isa_unit_names[u], pc, text, msg);
 }
 
-/* Resolves base registers and checks every footprint; the resolved copy goes to *out. */
+/* Resolves base registers (of addresses and VAL operands) and checks every footprint; the
+ * resolved copy goes to *out. */
 static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry *e, np_err *err)
 {
     isa_insn *out = &e->in;
@@ -576,6 +577,11 @@ static np_status resolve(core_model *c, isa_unit u, const isa_insn *src, q_entry
     for (unsigned i = 0; i < nf; i++) {
         isa_opnd *o = &out->opnd[i];
         isa_kind k = isa_ops[src->op].fields[i].kind;
+        if (k == ISA_KIND_VAL) { /* a value: its register's, plus the offset */
+            o->val = (int64_t)((uint64_t)(o->reg ? c->regs[o->reg] : 0) + (uint64_t)o->val);
+            o->reg = 0;
+            continue;
+        }
         if (k != ISA_KIND_SPAD && k != ISA_KIND_ACC && k != ISA_KIND_SPADOPT && k != ISA_KIND_MEM)
             continue;
         if (o->space == ISA_SPACE_NONE)

@@ -185,6 +185,56 @@ static unsigned ranges_vpu_fill(const isa_insn *in, uint64_t mxu_k, uint64_t mxu
     return 1;
 }
 
+static unsigned ranges_vpu_select(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                  core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_SEL *a = &in->VPU_SEL;
+    uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    out[0] = tile(&a->m, "m", rows, cols * e, a->src_s.val, false);
+    out[1] = tile(&a->a, "a", rows, cols * e, a->src_s.val, false);
+    switch (a->bcast.val) {
+    case ISA_BCAST_ROW: out[2] = tile(&a->b, "b", 1, cols * e, 0, false); break;
+    case ISA_BCAST_COL: out[2] = tile(&a->b, "b", 1, rows * e, 0, false); break;
+    case ISA_BCAST_SCALAR: out[2] = tile(&a->b, "b", 1, e, 0, false); break;
+    default: out[2] = tile(&a->b, "b", rows, cols * e, a->src_s.val, false); break;
+    }
+    out[3] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
+    return 4;
+}
+
+static unsigned ranges_vpu_selects(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                   core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_SELS *a = &in->VPU_SELS;
+    uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    out[0] = tile(&a->m, "m", rows, cols * e, a->src_s.val, false);
+    out[1] = tile(&a->a, "a", rows, cols * e, a->src_s.val, false);
+    out[2] = tile(&a->dst, "dst", rows, cols * e, a->dst_s.val, true);
+    return 3;
+}
+
+static unsigned ranges_vpu_iota(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_IOTA *a = &in->VPU_IOTA;
+    out[0] = tile(&a->dst, "dst", (uint64_t)a->rows.val,
+                  (uint64_t)a->cols.val * isa_dtype_size[a->dtype.val], a->dst_s.val, true);
+    return 1;
+}
+
+static unsigned ranges_vpu_rand(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_RAND *a = &in->VPU_RAND;
+    out[0] = tile(&a->dst, "dst", (uint64_t)a->rows.val,
+                  (uint64_t)a->cols.val * isa_dtype_size[a->dtype.val], a->dst_s.val, true);
+    return 1;
+}
+
 static unsigned ranges_comm_send(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
                                  core_range *out)
 {
@@ -216,6 +266,10 @@ static const ranges_fn core_family_ranges[ISA_FAMILY_COUNT] = {
     [ISA_FAMILY_VPU_CAST] = ranges_vpu_cast,
     [ISA_FAMILY_VPU_TRANSPOSE] = ranges_vpu_transpose,
     [ISA_FAMILY_VPU_FILL] = ranges_vpu_fill,
+    [ISA_FAMILY_VPU_SELECT] = ranges_vpu_select,
+    [ISA_FAMILY_VPU_SELECTS] = ranges_vpu_selects,
+    [ISA_FAMILY_VPU_IOTA] = ranges_vpu_iota,
+    [ISA_FAMILY_VPU_RAND] = ranges_vpu_rand,
     [ISA_FAMILY_COMM_SEND] = ranges_comm_send,
     [ISA_FAMILY_COMM_RECV] = ranges_comm_recv,
 };
@@ -345,6 +399,10 @@ static const core_time_class core_family_time[ISA_FAMILY_COUNT] = {
     [ISA_FAMILY_VPU_CAST] = CORE_TIME_VECTOR,
     [ISA_FAMILY_VPU_TRANSPOSE] = CORE_TIME_VECTOR,
     [ISA_FAMILY_VPU_FILL] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_SELECT] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_SELECTS] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_IOTA] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_RAND] = CORE_TIME_VECTOR,
     [ISA_FAMILY_COMM_SEND] = CORE_TIME_FREE,
     [ISA_FAMILY_COMM_RECV] = CORE_TIME_FREE,
 };

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "isa_asm.h"
+#include "philox.h"
 
 #define PAGE_BITS 16
 #define PAGE_BYTES ((uint64_t)1 << PAGE_BITS)
@@ -365,6 +366,27 @@ static double f_mul(double x, double y) { return x * y; }
 static double f_div(double x, double y) { return x / y; }
 static double f_max(double x, double y) { return x > y ? x : y; }
 static double f_min(double x, double y) { return x < y ? x : y; }
+static double f_eq(double x, double y) { return x == y; }
+static double f_ne(double x, double y) { return x != y; }
+static double f_lt(double x, double y) { return x < y; }
+static double f_le(double x, double y) { return x <= y; }
+static double f_gt(double x, double y) { return x > y; }
+static double f_ge(double x, double y) { return x >= y; }
+
+/* The activation derivatives times the upstream gradient y, as the framework's backward
+ * rules compute them (framework/op_elem.c), in double. */
+static double f_dgelu(double x, double y)
+{
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = tanh(u);
+    return (0.5 * (1.0 + th) + 0.5 * x * (1.0 - th * th) * 0.7978845608028654 *
+                                   (1.0 + 3 * 0.044715 * x * x)) * y;
+}
+static double f_dsilu(double x, double y)
+{
+    double s = 1.0 / (1.0 + exp(-x));
+    return s * (1.0 + x * (1.0 - s)) * y;
+}
+static double f_dtanh(double x, double y) { return (1.0 - x * x) * y; }
 
 static double f_exp(double x) { return exp(x); }
 static double f_log(double x) { return log(x); }
@@ -386,6 +408,11 @@ static const core_binop_fn core_binops[ISA_OP_COUNT] = {
     [ISA_OP_VPU_DIV] = f_div, [ISA_OP_VPU_MAX] = f_max, [ISA_OP_VPU_MIN] = f_min,
     [ISA_OP_VPU_ADDS] = f_add, [ISA_OP_VPU_SUBS] = f_sub, [ISA_OP_VPU_MULS] = f_mul,
     [ISA_OP_VPU_DIVS] = f_div, [ISA_OP_VPU_MAXS] = f_max, [ISA_OP_VPU_MINS] = f_min,
+    [ISA_OP_VPU_CMPEQ] = f_eq, [ISA_OP_VPU_CMPNE] = f_ne, [ISA_OP_VPU_CMPLT] = f_lt,
+    [ISA_OP_VPU_CMPLE] = f_le, [ISA_OP_VPU_CMPGT] = f_gt, [ISA_OP_VPU_CMPGE] = f_ge,
+    [ISA_OP_VPU_CMPEQS] = f_eq, [ISA_OP_VPU_CMPNES] = f_ne, [ISA_OP_VPU_CMPLTS] = f_lt,
+    [ISA_OP_VPU_CMPLES] = f_le, [ISA_OP_VPU_CMPGTS] = f_gt, [ISA_OP_VPU_CMPGES] = f_ge,
+    [ISA_OP_VPU_DGELU] = f_dgelu, [ISA_OP_VPU_DSILU] = f_dsilu, [ISA_OP_VPU_DTANH] = f_dtanh,
 };
 
 /* vpu.unary: dst = f(src) */
@@ -423,7 +450,11 @@ bool core_func_has_semantics(isa_op op)
     case ISA_FAMILY_MXU_DRAIN:
     case ISA_FAMILY_VPU_CAST:
     case ISA_FAMILY_VPU_TRANSPOSE:
-    case ISA_FAMILY_VPU_FILL: return true;
+    case ISA_FAMILY_VPU_FILL:
+    case ISA_FAMILY_VPU_SELECT:
+    case ISA_FAMILY_VPU_SELECTS:
+    case ISA_FAMILY_VPU_IOTA:
+    case ISA_FAMILY_VPU_RAND: return true;
     default: return false;
     }
 }
@@ -436,6 +467,66 @@ static np_status exec_fill(core_func *f, uint32_t ci, const isa_args_VPU_FILL *a
         for (uint64_t j = 0; j < cn; j++)
             core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * e, a->dst_s.val, d), d, isa_opnd_f32(&a->value));
     return NP_OK;
+}
+
+/* vpu.sel / vpu.sels: dst = m != 0 ? a : (b or imm); sources read first, so dst may overlap */
+static np_status exec_select(core_func *f, uint32_t ci, const isa_insn *in, np_err *err)
+{
+    bool scalar = isa_ops[in->op].family == ISA_FAMILY_VPU_SELECTS;
+    const isa_args_VPU_SEL *a = &in->VPU_SEL;
+    const isa_args_VPU_SELS *s = &in->VPU_SELS;
+    isa_dtype d = (isa_dtype)(scalar ? s->dtype.val : a->dtype.val);
+    uint64_t r = (uint64_t)(scalar ? s->rows.val : a->rows.val);
+    uint64_t cn = (uint64_t)(scalar ? s->cols.val : a->cols.val), e = isa_dtype_size[d], rb = cn * e;
+    int64_t src_s = scalar ? s->src_s.val : a->src_s.val;
+    const isa_opnd *m = scalar ? &s->m : &a->m, *x = scalar ? &s->a : &a->a;
+    if (tmp_reserve(f, r * cn, err) != NP_OK)
+        return err->status;
+    double imm = scalar ? isa_opnd_f32(&s->imm) : 0;
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++) {
+            if (core_elem_get(spad_at(f, ci, m, i, j, rb, src_s, d), d) != 0) {
+                f->tmp[i * cn + j] = core_elem_get(spad_at(f, ci, x, i, j, rb, src_s, d), d);
+            } else if (scalar) {
+                f->tmp[i * cn + j] = imm;
+            } else {
+                const isa_opnd *b = &a->b;
+                uint8_t *bp = a->bcast.val == ISA_BCAST_ROW      ? spad_at(f, ci, b, 0, j, rb, 0, d)
+                              : a->bcast.val == ISA_BCAST_COL    ? spad_at(f, ci, b, 0, i, r * e, 0, d)
+                              : a->bcast.val == ISA_BCAST_SCALAR ? spad_at(f, ci, b, 0, 0, e, 0, d)
+                                                                 : spad_at(f, ci, b, i, j, rb, src_s, d);
+                f->tmp[i * cn + j] = core_elem_get(bp, d);
+            }
+        }
+    const isa_opnd *dst = scalar ? &s->dst : &a->dst;
+    int64_t dst_s = scalar ? s->dst_s.val : a->dst_s.val;
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++)
+            core_elem_put(spad_at(f, ci, dst, i, j, rb, dst_s, d), d, f->tmp[i * cn + j]);
+    return NP_OK;
+}
+
+static void exec_iota(core_func *f, uint32_t ci, const isa_args_VPU_IOTA *a)
+{
+    isa_dtype d = (isa_dtype)a->dtype.val;
+    uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val, e = isa_dtype_size[d];
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++) {
+            int64_t v = a->start.val + (int64_t)i * a->row_step.val + (int64_t)j * a->col_step.val;
+            core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * e, a->dst_s.val, d), d, (double)v);
+        }
+}
+
+static void exec_rand(core_func *f, uint32_t ci, const isa_args_VPU_RAND *a)
+{
+    isa_dtype d = (isa_dtype)a->dtype.val;
+    uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val, e = isa_dtype_size[d];
+    uint64_t seed = (uint64_t)a->key_lo.val | (uint64_t)a->key_hi.val << 32;
+    uint64_t cs = a->ctr_s.val ? (uint64_t)a->ctr_s.val : cn;
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++)
+            core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * e, a->dst_s.val, d), d,
+                          np_philox_uniform24(seed, (uint64_t)a->ctr.val + i * cs + j));
 }
 
 static np_status exec_cast(core_func *f, uint32_t ci, const isa_args_VPU_CAST *a, np_err *err)
@@ -533,6 +624,10 @@ np_status core_func_exec(core_func *f, uint32_t ci, const isa_insn *in, bool fir
     case ISA_FAMILY_MXU_DRAIN: exec_drain(f, ci, &in->MXU_DRAIN); return NP_OK;
     case ISA_FAMILY_VPU_FILL: return exec_fill(f, ci, &in->VPU_FILL);
     case ISA_FAMILY_VPU_CAST: return exec_cast(f, ci, &in->VPU_CAST, err);
+    case ISA_FAMILY_VPU_SELECT:
+    case ISA_FAMILY_VPU_SELECTS: return exec_select(f, ci, in, err);
+    case ISA_FAMILY_VPU_IOTA: exec_iota(f, ci, &in->VPU_IOTA); return NP_OK;
+    case ISA_FAMILY_VPU_RAND: exec_rand(f, ci, &in->VPU_RAND); return NP_OK;
     case ISA_FAMILY_VPU_BINARY:
     case ISA_FAMILY_VPU_SCALAR:
     case ISA_FAMILY_VPU_UNARY:

@@ -263,6 +263,11 @@ isa_opnd isa_step(unsigned reg, int64_t step)
     return (isa_opnd){.val = step, .reg = (uint8_t)reg};
 }
 
+isa_opnd isa_val(unsigned reg, int64_t off)
+{
+    return (isa_opnd){.val = off, .reg = (uint8_t)reg};
+}
+
 bool isa_insn_equal(const isa_insn *a, const isa_insn *b)
 {
     if (a->op != b->op || (unsigned)a->op >= ISA_OP_COUNT)
@@ -421,14 +426,16 @@ np_status isa_operand_check(isa_op op, unsigned i, const isa_opnd *o, np_err *er
     case ISA_KIND_MEM:
         return isa_check_addr(what, o, (1u << ISA_SPACE_SPAD) | (1u << ISA_SPACE_HBM),
                               ISA_SIZE_HBM_OFF, err);
-    case ISA_KIND_STEP: {
+    case ISA_KIND_STEP:
+    case ISA_KIND_VAL: {
         int64_t lim = (int64_t)1 << (ISA_SIZE_STEP - 1);
         if (o->reg >= ISA_N_REGS)
             return np_err_set(err, NP_ERR_RANGE, "%s: register r%u does not exist (r0..r15)",
                               what, o->reg);
         if (o->val < -lim || o->val > lim - 1)
-            return np_err_set(err, NP_ERR_RANGE, "%s: step %" PRId64 " is out of range %" PRId64
-                              "..%" PRId64, what, o->val, -lim, lim - 1);
+            return np_err_set(err, NP_ERR_RANGE, "%s: %s %" PRId64 " is out of range %" PRId64
+                              "..%" PRId64, what, f->kind == ISA_KIND_STEP ? "step" : "offset",
+                              o->val, -lim, lim - 1);
         return isa_check_stray(what, o, true, true, false, false, err);
     }
     default:
@@ -493,6 +500,7 @@ static uint64_t isa_opnd_pack(isa_kind k, unsigned bits, const isa_opnd *o)
     case ISA_KIND_MEM:
         return (o->space == ISA_SPACE_HBM) | (uint64_t)o->reg << 1 | v << (1 + ISA_SIZE_REG);
     case ISA_KIND_STEP:
+    case ISA_KIND_VAL:
         return o->reg | (v & isa_mask(ISA_SIZE_STEP)) << ISA_SIZE_REG;
     default:
         return v & isa_mask(bits);
@@ -550,6 +558,7 @@ static isa_opnd isa_opnd_unpack(isa_kind k, unsigned bits, uint64_t v)
         o.val = (int64_t)(v >> (1 + ISA_SIZE_REG));
         break;
     case ISA_KIND_STEP:
+    case ISA_KIND_VAL:
         o.reg = v & 15;
         o.val = isa_sext(v >> ISA_SIZE_REG, ISA_SIZE_STEP);
         break;
@@ -789,6 +798,14 @@ static void isa_format_opnd(isa_out *o, const isa_field *f, const isa_opnd *v, c
             isa_put(o, "r%u-=%" PRIu64, v->reg, (uint64_t)0 - (uint64_t)v->val);
         else
             isa_put(o, "r%u+=%" PRId64, v->reg, v->val);
+        break;
+    case ISA_KIND_VAL:
+        if (!v->reg)
+            isa_put(o, "%" PRId64, v->val);
+        else if (v->val < 0)
+            isa_put(o, "r%u-%" PRIu64, v->reg, (uint64_t)0 - (uint64_t)v->val);
+        else
+            isa_put(o, "r%u+%" PRId64, v->reg, v->val);
         break;
     default:
         isa_put(o, "%" PRId64, v->val);

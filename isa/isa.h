@@ -281,6 +281,7 @@ isa_opnd isa_peer(uint32_t chip, uint32_t core);
  * off, core `core`: isa_peer_rel(ISA_PEER_FORM_ADD, 0, 0, 1, 0) is peer(g0[rank+1], 0). */
 isa_opnd isa_peer_rel(isa_peer_form form, unsigned g, unsigned reg, int64_t off, uint32_t core);
 isa_opnd isa_step(unsigned reg, int64_t step);
+isa_opnd isa_val(unsigned reg, int64_t off); /* VAL: the value of reg at dispatch + off */
 float isa_opnd_f32(const isa_opnd *o);
 
 /* Checks operand i of op: kind-appropriate members set, value within the field's range.

@@ -829,6 +829,7 @@ static const char *asm_kind_expects(isa_kind k)
     case ISA_KIND_MEM: return "a scratchpad or HBM address spad[...] or hbm[...]";
     case ISA_KIND_REG: return "a register r0..r15";
     case ISA_KIND_STEP: return "a register step rN+=expr or rN-=expr";
+    case ISA_KIND_VAL: return "a value rN+expr, rN-expr or expr";
     case ISA_KIND_NAME: return "a string \"...\"";
     case ISA_KIND_PEER: return "a core peer(chip, core) or peer(gG[index], core)";
     default: return "a value";
@@ -1066,6 +1067,22 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         int64_t v;
         TRY(asm_int(c, what, &v));
         o->reg = (uint8_t)r;
+        o->val = s.p[0] == '-' ? (int64_t)(0 - (uint64_t)v) : v;
+        return NP_OK;
+    }
+    case ISA_KIND_VAL: {
+        TRY(asm_register(c, &t, &is_reg, &r));
+        if (!is_reg)
+            return asm_int(c, what, &o->val);
+        asm_lex(c, &t);
+        o->reg = (uint8_t)r;
+        asm_tok s;
+        TRY(asm_peek(c, &s));
+        if (!asm_is(&s, "+") && !asm_is(&s, "-"))
+            return NP_OK; /* rN alone: offset 0 */
+        asm_lex(c, &s);
+        int64_t v;
+        TRY(asm_int(c, what, &v));
         o->val = s.p[0] == '-' ? (int64_t)(0 - (uint64_t)v) : v;
         return NP_OK;
     }

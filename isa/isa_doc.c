@@ -186,6 +186,8 @@ static void doc_default(isa_buf *b, const isa_field *f)
         isa_buf_printf(b, "%g", (double)isa_opnd_f32(&o));
     } else if (f->kind == ISA_KIND_SPADOPT) {
         isa_buf_printf(b, "none");
+    } else if (f->kind == ISA_KIND_VAL) {
+        isa_buf_printf(b, "%" PRId64, f->dflt);
     } else if (f->kind == ISA_KIND_STEP) {
         isa_buf_printf(b, "none (r0+=0)");
     } else {
@@ -264,7 +266,9 @@ static const char doc_intro[] =
     "bytes in one of three spaces: `spad` (the core's scratchpad SRAM), `acc` (the "
     "accumulator SRAM beside the systolic array; fp32 or int32 elements) and `hbm` (the "
     "chip's off-chip memory, shared by its cores). Tiles are row-major; a stride operand gives "
-    "the bytes between rows (0: packed).\n"
+    "the bytes between rows (0: packed). A value operand (kind VAL, `r3+16`) is resolved the "
+    "same way into a number rather than an address: how a loop hands a queue instruction a "
+    "per-iteration counter or position (`vpu.rand`, `vpu.iota`).\n"
     "\n"
     "**Loops.** `loop N, r1+=A, r2+=B` runs the body up to the matching `endloop` N times, "
     "adding A to r1 and B to r2 after every iteration; when the loop ends both registers are "

@@ -171,6 +171,30 @@ TEST(mxu_instruction_time_equals_the_array_formula_for_every_dataflow)
     core_report_free(r);
 }
 
+TEST(compare_select_iota_and_rand_take_vector_time_and_their_operands_bytes)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* 8 x 16 bf16 = 128 elements (256 bytes a tile) at 4 lanes: 32 cycles for a compare (3
+     * tiles: 768 bytes), vpu.sel (m, a, b, dst: 1024), vpu.sels (768), vpu.iota (256) and
+     * vpu.dtanh (768); at the transcendental rate 4 x 0.25 = 1 element a cycle, 128 for
+     * vpu.rand (256 bytes) and vpu.dgelu (768). Disjoint destinations, so nothing waits. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\n"
+                                        "li r2, 5\n"
+                                        "vpu.cmplt spad[0], spad[0x1000], spad[0x2000], 8, 16, bf16\n"
+                                        "vpu.sel spad[0x100], spad[0x1000], spad[0x2000], spad[0x3000], 8, 16, bf16\n"
+                                        "vpu.sels spad[0x200], spad[0x1000], spad[0x2000], -1.5, 8, 16, bf16\n"
+                                        "vpu.iota spad[0x300], r2+3, 16, 1, 8, 16, bf16\n"
+                                        "vpu.dtanh spad[0x400], spad[0x1000], spad[0x2000], 8, 16, bf16\n"
+                                        "vpu.rand spad[0x500], r2-5, 7, 0, 8, 16, bf16\n"
+                                        "vpu.dgelu spad[0x600], spad[0x1000], spad[0x2000], 8, 16, bf16\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 5u * 32u + 2u * 128u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->bytes, (3u + 4u + 3u + 1u + 3u + 1u + 3u) * 256u);
+    core_report_free(r);
+}
+
 TEST(vector_unit_time_is_elements_over_lanes_and_transcendentals_cost_more)
 {
     arch_config cfg = tiny(NULL);

@@ -12,6 +12,7 @@
 #include "core.h"
 #include "core_func.h"
 #include "harness.h"
+#include "philox.h"
 #include "isa_asm.h"
 #include "kgen_matmul.h"
 #include "rng.h"
@@ -246,6 +247,69 @@ TEST(vector_ops_and_the_drain_epilogue_compute_hand_checked_values)
             "dma.copy hbm[0x200000], spad[0x100], int8, 4\n",
             c_in, sizeof c_in, c_out, sizeof c_out);
     CU_ASSERT(c_out[0] == 2 && c_out[1] == 2 && c_out[2] == -128 && c_out[3] == 127);
+}
+
+TEST(compare_select_iota_rand_and_activation_derivatives_compute_hand_checked_values)
+{
+    /* x = [1 -2 3; 4 5 -6] at 0, y = [1 8 3; 10 5 12] at 0x18, then 0.5, 0, 1.3, -0.7 (the
+     * derivatives' a) at 0x30 and 2, 3, 1, 1 (their b) at 0x40 */
+    float in[20] = {1, -2, 3, 4, 5, -6, 1, 8, 3, 10, 5, 12, 0.5f, 0, 1.3f, -0.7f, 2, 3, 1, 1};
+    float out[54] = {0};
+    run_vec(".core 0\n"
+            "dma.copy spad[0], hbm[0x100000], fp32, 20\n"
+            "sem.signal dma, s0\n"
+            "sem.wait vpu, s0\n"
+            "li r3, 12\n"
+            "vpu.cmpeq spad[0x100], spad[0], spad[0x18], 2, 3, fp32\n"
+            "vpu.cmplts spad[0x118], spad[0], 3.0, 2, 3, fp32\n"
+            "vpu.cmpge spad[0x130], spad[0], spad[0x18], 2, 3, fp32, bcast=row\n"
+            "vpu.sels spad[0x148], spad[0x118], spad[0], -1.0, 2, 3, fp32\n"
+            "vpu.sel spad[0x160], spad[0x118], spad[0x18], spad[4], 2, 3, fp32, bcast=scalar\n"
+            "vpu.iota spad[0x178], r3-7, -1, 2, 2, 3, fp32\n"
+            "vpu.rand spad[0x190], r3+4, 0x9abc, 0x1234, 2, 3, fp32, ctr_s=10\n"
+            "vpu.dtanh spad[0x1a8], spad[0x30], spad[0x40], 1, 4, fp32\n"
+            "vpu.dgelu spad[0x1b8], spad[0x30], spad[0x40], 1, 4, fp32\n"
+            "vpu.dsilu spad[0x1c8], spad[0x30], spad[0x40], 1, 4, fp32\n"
+            "sem.signal vpu, s1\n"
+            "sem.wait dma, s1\n"
+            "dma.copy hbm[0x200000], spad[0x100], fp32, 54\n",
+            in, sizeof in, out, sizeof out);
+    static const float want[36] = {
+        1, 0, 1, 0, 1, 0,      /* x == y */
+        1, 1, 0, 0, 0, 1,      /* x < 3 */
+        1, 0, 1, 1, 0, 0,      /* x >= y's first row [1 8 3] */
+        1, -2, -1, -1, -1, -6, /* x where x < 3, else -1 */
+        1, 8, -2, -2, -2, 12,  /* y where x < 3, else the scalar x[1] = -2 */
+        5, 7, 9, 4, 6, 8,      /* 12 - 7 + 2j - i */
+    };
+    for (int i = 0; i < 36; i++)
+        CU_ASSERT_EQUAL(out[i], want[i]);
+    /* counters 16 + 10 i + j, key 0x00001234'00009abc */
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 3; j++)
+            CU_ASSERT_EQUAL(out[36 + 3 * i + j],
+                            np_philox_uniform24(0x123400009abcULL, (uint64_t)(16 + 10 * i + j)));
+    /* (1 - a^2) b: 0.75 x 2, 1 x 3, (1 - 1.69) x 1, (1 - 0.49) x 1 */
+    CU_ASSERT_EQUAL(out[42], 1.5f);
+    CU_ASSERT_EQUAL(out[43], 3.0f);
+    CU_ASSERT(fabsf(out[44] - (1.0f - 1.3f * 1.3f)) < 1e-6f);
+    CU_ASSERT(fabsf(out[45] - 0.51f) < 1e-6f);
+    /* gelu's and silu's derivatives by central differences of the functions themselves (h =
+     * 1e-4: an error near h^2 / 6 times the third derivative, below 1e-8) times b */
+    const double a[4] = {0.5f, 0, 1.3f, -0.7f}, b[4] = {2, 3, 1, 1};
+    for (int k = 0; k < 4; k++) {
+        double x = a[k], h = 1e-4;
+#define GELU_(v) (0.5 * (v) * (1 + tanh(0.7978845608028654 * ((v) + 0.044715 * (v) * (v) * (v)))))
+#define SILU_(v) ((v) / (1 + exp(-(v))))
+        double dg = (GELU_(x + h) - GELU_(x - h)) / (2 * h);
+        double ds = (SILU_(x + h) - SILU_(x - h)) / (2 * h);
+#undef GELU_
+#undef SILU_
+        CU_ASSERT(fabs(out[46 + k] - dg * b[k]) < 1e-6);
+        CU_ASSERT(fabs(out[50 + k] - ds * b[k]) < 1e-6);
+    }
+    CU_ASSERT_EQUAL(out[47], 1.5f); /* gelu'(0) = 1/2, times 3 */
+    CU_ASSERT_EQUAL(out[51], 1.5f); /* silu'(0) = 1/2, times 3 */
 }
 
 TEST(npusim_sim_functional_loads_inputs_and_dumps_outputs_by_symbol)

@@ -269,6 +269,31 @@ TEST(a_target_directive_overrides_the_default_and_must_match_a_strict_one)
 
 /* ---- Malformed inputs -------------------------------------------------------------------------- */
 
+TEST(value_operands_are_a_register_plus_a_signed_offset)
+{
+    const char *src = "    vpu.iota spad[0], r3-7, -1, 2, 2, 3, fp32\n"
+                      "    vpu.iota spad[0], -42, 0, 1, 1, 1, fp32\n"
+                      "    vpu.rand spad[0], r15+0x10, 1, 2, 1, 1, bf16, ctr_s=9\n"
+                      "    vpu.iota spad[0], r4, 1, 1, 1, 1, fp32\n";
+    np_err e = {0};
+    isa_program *p = assemble(src, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    const isa_insn *in = p->cores[0].insns;
+    CU_ASSERT(in[0].VPU_IOTA.start.reg == 3 && in[0].VPU_IOTA.start.val == -7);
+    CU_ASSERT_EQUAL(in[0].VPU_IOTA.row_step.val, -1);
+    CU_ASSERT(in[1].VPU_IOTA.start.reg == 0 && in[1].VPU_IOTA.start.val == -42);
+    CU_ASSERT(in[2].VPU_RAND.ctr.reg == 15 && in[2].VPU_RAND.ctr.val == 16);
+    CU_ASSERT_EQUAL(in[2].VPU_RAND.ctr_s.val, 9);
+    CU_ASSERT(in[3].VPU_IOTA.start.reg == 4 && in[3].VPU_IOTA.start.val == 0);
+    char text[160];
+    isa_format(&in[0], NULL, 0, text, sizeof text);
+    CU_ASSERT_STRING_EQUAL(text, "vpu.iota spad[0x0], r3-7, -1, 2, 2, 3, fp32");
+    isa_format(&in[1], NULL, 0, text, sizeof text);
+    CU_ASSERT_STRING_EQUAL(text, "vpu.iota spad[0x0], -42, 0, 1, 1, 1, fp32");
+    check_round_trip(p);
+    isa_program_free(p);
+}
+
 static const struct {
     const char *file;
     int line, col;
@@ -300,6 +325,9 @@ static const struct {
     {"register_out_of_range.s", 1, 8, NP_ERR_RANGE, "register 'r16' does not exist (r0..r15)"},
     {"step_out_of_range.s", 1, 13, NP_ERR_RANGE,
      "operand 'step0' of loop: step 1099511627776 is out of range -549755813888..549755813887"},
+    {"value_out_of_range.s", 1, 23, NP_ERR_RANGE,
+     "operand 'start' of vpu.iota: offset 1099511627776 is out of range "
+     "-549755813888..549755813887"},
     {"spad_offset_out_of_range.s", 1, 13, NP_ERR_RANGE,
      "operand 'dst' of vpu.exp: 0x100000000 is out of range 0x0..0xffffffff"},
     {"unterminated_string.s", 1, 17, NP_ERR_SYNTAX, "unterminated string"},

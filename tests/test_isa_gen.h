@@ -96,6 +96,7 @@ static inline isa_opnd gen_opnd(uint64_t *s, const isa_field *f, const int64_t *
                                                                          : ISA_SIZE_SPAD_OFF));
         break;
     case ISA_KIND_STEP:
+    case ISA_KIND_VAL:
         o.reg = (uint8_t)gen_below(s, ISA_N_REGS);
         o.val = (int64_t)gen_range(s, 0, gen_mask(ISA_SIZE_STEP)) - ((int64_t)1 << (ISA_SIZE_STEP - 1));
         break;
