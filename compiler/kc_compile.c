@@ -163,7 +163,9 @@ static bool broadcasts_to(const kc_tensor *a, const kc_tensor *b)
     return true;
 }
 
-static bool epi_op_ok(nn_op op, bool *needs_arg)
+/* Whether op is an epilogue step (all: a step of a fused chain, KC_DEF_EPILOGUE_ALL) and
+ * whether it takes an operand. */
+static bool epi_op_ok(nn_op op, bool all, bool *needs_arg)
 {
     switch (op) {
     case NN_OP_ADD: case NN_OP_SUB: case NN_OP_MUL: case NN_OP_DIV:
@@ -173,6 +175,12 @@ static bool epi_op_ok(nn_op op, bool *needs_arg)
     case NN_OP_EXP:
         *needs_arg = false;
         return true;
+    case NN_OP_LOG: case NN_OP_CAST: case NN_OP_DROPOUT: case NN_OP_CAUSAL_MASK:
+        *needs_arg = false;
+        return all;
+    case NN_OP_RELU_GRAD: case NN_OP_GELU_GRAD: case NN_OP_SILU_GRAD: case NN_OP_TANH_GRAD:
+        *needs_arg = true;
+        return all;
     default:
         return false;
     }
@@ -184,19 +192,37 @@ static np_status check_epilogue(const kc_prog *p, const kc_kernel_def *d, const 
     if (k->n_epi < 0 || k->n_epi > KC_MAX_EPI)
         return np_err_set(err, NP_ERR_RANGE, "%s: an epilogue of %d steps (0..%d)", who,
                           k->n_epi, KC_MAX_EPI);
-    if (k->n_epi && !(d->flags & KC_DEF_EPILOGUE))
+    if (k->n_epi && !(d->flags & (KC_DEF_EPILOGUE | KC_DEF_EPILOGUE_ALL)))
         return np_err_set(err, NP_ERR_INCONSISTENT, "%s: %s takes no fused epilogue", who,
                           nn_op_name(k->op));
+    bool all = d->flags & KC_DEF_EPILOGUE_ALL;
     for (int i = 0; i < k->n_epi; i++) {
         const kc_epi *s = &k->epi[i];
         bool needs_arg;
-        if (!epi_op_ok(s->op, &needs_arg))
+        if (!epi_op_ok(s->op, all, &needs_arg))
             return np_err_set(err, NP_ERR_INCONSISTENT, "%s: epilogue step %d: %s is not an "
-                              "elementwise op an epilogue applies (add, sub, mul, div, scale, "
-                              "relu, gelu, silu, tanh, exp)", who, i, nn_op_name(s->op));
+                              "elementwise op %s's epilogue applies (add, sub, mul, div, scale, "
+                              "relu, gelu, silu, tanh, exp%s)", who, i, nn_op_name(s->op),
+                              nn_op_name(k->op), all ? ", log, cast, dropout, causal_mask and "
+                              "the activation gradients" : "");
         if (needs_arg != s->has_arg)
             return np_err_set(err, NP_ERR_INCONSISTENT, "%s: epilogue step %d (%s) %s", who, i,
                               nn_op_name(s->op), needs_arg ? "needs an operand" : "takes no operand");
+        if (!all && (s->swap || (s->op == NN_OP_RELU && s->f != 0)))
+            return np_err_set(err, NP_ERR_INCONSISTENT, "%s: epilogue step %d (%s): %s takes "
+                              "no %s", who, i, nn_op_name(s->op), nn_op_name(k->op),
+                              s->swap ? "swapped operands" : "clamped relu");
+        if (s->swap && !s->has_arg)
+            return np_err_set(err, NP_ERR_INCONSISTENT, "%s: epilogue step %d (%s) swaps "
+                              "operands but has one", who, i, nn_op_name(s->op));
+        if (s->op == NN_OP_CAST && (unsigned)s->to >= NN_DTYPE_COUNT)
+            return np_err_set(err, NP_ERR_RANGE, "%s: epilogue step %d (cast) has no dtype "
+                              "(%d)", who, i, (int)s->to);
+        if ((s->op == NN_OP_DROPOUT && !(s->f >= 0 && s->f < 1)) ||
+            (s->op == NN_OP_RELU && !(s->f >= 0)))
+            return np_err_set(err, NP_ERR_RANGE, "%s: epilogue step %d (%s): f = %g is out of "
+                              "range (%s)", who, i, nn_op_name(s->op), s->f,
+                              s->op == NN_OP_DROPOUT ? "0 <= p < 1" : "a clamp >= 0");
         if (s->has_arg) {
             np_status st = check_tensor(p, &s->arg, who, "epilogue operand", i, false, err);
             if (st != NP_OK)

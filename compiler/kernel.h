@@ -145,12 +145,34 @@ typedef struct kc_attr_def {
  *   NN_OP_SCALE                result x f
  *   NN_OP_RELU, GELU, SILU, TANH, EXP
  * The kernel computes the chain at the output's dtype (or, for the prefix it fuses into the
- * matrix unit's drain, in fp32) and rounds once per step. */
+ * matrix unit's drain, in fp32) and rounds once per step.
+ *
+ * The fused chain (KC_DEF_EPILOGUE_ALL kernels: the vector kernels; an additive extension of
+ * the steps above) also takes every other elementwise op of ops.def as a step, so that a
+ * fusion group of the framework (nn_pass_fuse) is one kernel — its first node the kernel's op,
+ * the others its steps (kc_fuse.h builds them):
+ *   NN_OP_RELU with f > 0      min(max(result, 0), f) (relu6: f = 6)
+ *   NN_OP_LOG
+ *   NN_OP_CAST                 the result converted to `to`; the steps after it compute at
+ *                              `to` (before the chain's first CAST, at the dtype of the
+ *                              kernel op's own result: its inputs' dtype)
+ *   NN_OP_DROPOUT              f = p, `seed`: the framework's mask of the result's elements
+ *                              (their row-major indices in the output)
+ *   NN_OP_CAUSAL_MASK          f = the fill of the elements above the diagonal of the
+ *                              output's last two dims
+ *   NN_OP_RELU_GRAD (f: the clamp), GELU_GRAD, SILU_GRAD, TANH_GRAD   with arg: the
+ *                              framework's (x or y, dy) -> dx with the result as x (or y) and
+ *                              arg as dy, or with swap the other way round
+ *   swap                       on a step with arg: the result is the op's second operand
+ *                              (arg - result, arg / result, ...) */
 typedef struct kc_epi {
     nn_op op;
     bool has_arg;
     kc_tensor arg;
     double f;
+    bool swap;     /* (KC_DEF_EPILOGUE_ALL) arg op result instead of result op arg */
+    nn_dtype to;   /* (KC_DEF_EPILOGUE_ALL) CAST: the dtype it converts to */
+    uint64_t seed; /* (KC_DEF_EPILOGUE_ALL) DROPOUT: its seed */
 } kc_epi;
 
 /* ---- placement ---------------------------------------------------------------------------- */
@@ -340,7 +362,9 @@ typedef struct kc_spec {
     kc_spec_val v[KC_MAX_SPEC]; /* every key the op declares, given or defaulted */
 } kc_spec;
 
-#define KC_DEF_EPILOGUE 1u /* takes a fused epilogue */
+#define KC_DEF_EPILOGUE 1u     /* takes a fused epilogue */
+#define KC_DEF_EPILOGUE_ALL 2u /* takes every step of a fused chain (see kc_epi): implies
+                                  KC_DEF_EPILOGUE */
 
 /* One row of the kernel table (compiler/kernels.def): the op, how to compile it, and how
  * `npusim kernel --op "NAME key=value ..."` builds one with fresh operands. */

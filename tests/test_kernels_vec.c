@@ -1,0 +1,346 @@
+/* test_kernels_vec.c — the vector kernels (compiler/kc_elem.c, kc_optim.c, kc_reduce.c and
+ * the engine kc_vec.c) run functionally on the core model (sim/krun.h) against the
+ * framework's reference executor, on seeded shapes that are not multiples of the lanes or
+ * the tiles, for every dtype each op takes; plus the schedule's properties (one HBM pass,
+ * program size, overlap). The tolerances are docs/compiler.md's ("Values of the vector
+ * kernels"). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "harness.h"
+#include "kernel.h"
+#include "krun.h"
+#include "nn.h"
+#include "rng.h"
+
+static arch_config arch(const char *preset, const char *set)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[1] = {set};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve(preset, sets, set ? 1 : 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+/* How to make an input's values. */
+typedef enum { V_NORMAL, V_POSITIVE, V_AWAY_FROM_0, V_INTEGER } vals;
+
+/* Seeded values representable in t's dtype. */
+static void fill(nn_tensor *t, uint64_t seed, vals how)
+{
+    CU_ASSERT_FATAL(nn_tensor_randn(t, seed, 1.0));
+    for (int64_t i = 0; i < nn_numel(t); i++) {
+        float v = t->data[i];
+        switch (how) {
+        case V_POSITIVE: v = fabsf(v) + 0.125f; break;
+        case V_AWAY_FROM_0: v = v < 0 ? v - 0.5f : v + 0.5f; break;
+        case V_INTEGER: v = fminf(fmaxf(nearbyintf(v * 20), -100), 100); break;
+        default: break;
+        }
+        switch (t->dtype) {
+        case NN_BF16: v = nn_round_bf16(v); break;
+        case NN_F16: v = nn_round_f16(v); break;
+        case NN_I8: v = fminf(fmaxf(nearbyintf(v), -127), 127); break;
+        case NN_I32: v = nearbyintf(v); break;
+        default: break;
+        }
+        t->data[i] = v;
+    }
+}
+
+/* The epilogue of k as framework ops after y. */
+static nn_tensor *epilogue(nn_graph *g, const kc_kernel *k, nn_tensor *y, nn_tensor **args)
+{
+    for (int i = 0; i < k->n_epi && y; i++) {
+        const kc_epi *s = &k->epi[i];
+        nn_tensor *a = args[i], *l = s->swap ? a : y, *r = s->swap ? y : a;
+        double fp[NN_MAX_FPARAMS] = {s->f};
+        switch (s->op) {
+        case NN_OP_ADD: y = nn_add(g, l, r); break;
+        case NN_OP_SUB: y = nn_sub(g, l, r); break;
+        case NN_OP_MUL: y = nn_mul(g, l, r); break;
+        case NN_OP_DIV: y = nn_div(g, l, r); break;
+        case NN_OP_SCALE: y = nn_scale(g, y, s->f); break;
+        case NN_OP_RELU: y = nn_node(g, NN_OP_RELU, 1, &y, NULL, fp); break;
+        case NN_OP_GELU: y = nn_gelu(g, y); break;
+        case NN_OP_SILU: y = nn_silu(g, y); break;
+        case NN_OP_TANH: y = nn_tanh(g, y); break;
+        case NN_OP_EXP: y = nn_exp(g, y); break;
+        case NN_OP_LOG: y = nn_log(g, y); break;
+        case NN_OP_CAST: y = nn_cast(g, y, s->to); break;
+        case NN_OP_DROPOUT: y = nn_dropout(g, y, s->f, s->seed); break;
+        case NN_OP_CAUSAL_MASK: y = nn_causal_mask(g, y, s->f); break;
+        default: y = nn_node(g, s->op, 2, (nn_tensor *[]){l, r}, NULL, fp); break;
+        }
+    }
+    return y;
+}
+
+/* The result of one check. */
+typedef struct check {
+    int64_t n, bad;
+    double max_abs;
+    kc_result res;
+    uint64_t cycles, hbm_read, hbm_write;
+} check;
+
+/* Runs k (shapes, strides, dtypes, attributes, epilogue, placement; addresses are krun's)
+ * functionally and compares every output with the framework's: |got - want| <= atol + rtol
+ * |want|. how[i] makes input i's values (epilogue operands: how[n_in + i]). */
+static check run_check(const arch_config *cfg, const kc_kernel *k, const vals *how, uint64_t seed,
+                       double rtol, double atol)
+{
+    check c = {0};
+    nn_graph *g = nn_graph_new(seed);
+    krun_io io;
+    memset(&io, 0, sizeof io);
+    nn_tensor *args[KC_MAX_EPI] = {0}, *want[KC_MAX_OUT] = {0}, *copy[KC_MAX_IN] = {0};
+    for (int i = 0; i < k->n_in; i++) {
+        const kc_tensor *t = &k->in[i];
+        io.in[i] = nn_input(g, "in", t->dtype, t->ndim, t->shape);
+        fill(io.in[i], seed + (uint64_t)i, how ? how[i] : V_NORMAL);
+        /* the reference reads copies: an in-place update must not change the kernel's inputs */
+        copy[i] = nn_input(g, "copy", t->dtype, t->ndim, t->shape);
+        CU_ASSERT_FATAL(nn_tensor_set(copy[i], io.in[i]->data));
+    }
+    for (int i = 0; i < k->n_epi; i++)
+        if (k->epi[i].has_arg) {
+            const kc_tensor *t = &k->epi[i].arg;
+            io.epi[i] = args[i] = nn_input(g, "arg", t->dtype, t->ndim, t->shape);
+            fill(args[i], seed + 100 + (uint64_t)i, how ? how[k->n_in + i] : V_NORMAL);
+        }
+    const kc_kernel_def *d = kc_kernel_find(k->op);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(d->reference(g, k, copy, want, &e), NP_OK);
+    if (k->n_out == 1)
+        want[0] = epilogue(g, k, want[0], args);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want[0]);
+    for (int i = 0; i < k->n_out; i++) {
+        io.out[i] = nn_input(g, "got", k->out[i].dtype, k->out[i].ndim, k->out[i].shape);
+        CU_ASSERT_FATAL(nn_tensor_alloc(io.out[i]));
+    }
+    krun_result r;
+    np_status st = krun_kernel(cfg, k, &io, &(krun_opts){.functional = true}, &r, &e);
+    if (st != NP_OK)
+        fprintf(stderr, "%s: %s\n", nn_op_name(k->op), e.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &e), NP_OK);
+    for (int i = 0; i < k->n_out; i++) {
+        krun_diff df = krun_compare(io.out[i], want[i], rtol, atol);
+        c.n += df.n, c.bad += df.bad;
+        if (df.max_abs > c.max_abs)
+            c.max_abs = df.max_abs;
+        if (df.bad)
+            fprintf(stderr, "%s output %d: %lld of %lld bad, worst %lld: got %.9g want %.9g\n",
+                    nn_op_name(k->op), i, (long long)df.bad, (long long)df.n,
+                    (long long)df.worst, io.out[i]->data[df.worst], want[i]->data[df.worst]);
+    }
+    c.res = r.kernel;
+    c.cycles = r.report->total_cycles;
+    c.hbm_read = r.report->hbm_read_bytes;
+    c.hbm_write = r.report->hbm_write_bytes;
+    krun_result_free(&r);
+    nn_graph_free(g);
+    return c;
+}
+
+/* One ulp of dtype at 1 (the relative spacing): the rounding of one step. */
+static double ulp(nn_dtype t)
+{
+    switch (t) {
+    case NN_BF16: return 0x1p-7;
+    case NN_F16: return 0x1p-10;
+    case NN_F32: return 0x1p-23;
+    default: return 0;
+    }
+}
+
+static kc_tensor dense(nn_dtype t, int ndim, const int64_t *shape)
+{
+    kc_tensor x;
+    kc_tensor_dense(&x, 0, t, ndim, shape);
+    return x;
+}
+
+static const nn_dtype floats[3] = {NN_BF16, NN_F16, NN_F32};
+
+/* ---- elementwise ops ---------------------------------------------------------------------------- */
+
+TEST(binary_ops_with_broadcasting_equal_the_reference_exactly)
+{
+    arch_config cfg = arch("tiny", NULL);
+    /* (a, b) shapes: equal, a row (bias), a column, a scalar, b broadcast on the left, both
+     * broadcast (outer product), a broadcast middle dim */
+    static const struct {
+        int na, nb;
+        int64_t a[4], b[4];
+    } shapes[] = {
+        {2, 2, {37, 45}, {37, 45}},   {2, 1, {23, 29}, {29}},       {2, 2, {19, 33}, {19, 1}},
+        {3, 0, {3, 7, 11}, {0}},      {3, 2, {5, 13, 9}, {13, 9}},  {2, 2, {17, 1}, {1, 21}},
+        {3, 3, {4, 1, 27}, {4, 9, 27}}, {1, 1, {1001}, {1001}},
+    };
+    static const nn_op ops[4] = {NN_OP_ADD, NN_OP_SUB, NN_OP_MUL, NN_OP_DIV};
+    int cases = 0;
+    for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+        for (int o = 0; o < 4; o++)
+            for (int d = 0; d < 3; d++) {
+                kc_kernel k = {.op = ops[o], .n_in = 2, .n_out = 1,
+                               .place = {0, 0, (uint32_t)(1 + (s + o) % 2)}};
+                k.in[0] = dense(floats[d], shapes[s].na, shapes[s].a);
+                k.in[1] = dense(floats[d], shapes[s].nb, shapes[s].b);
+                int nd = shapes[s].na > shapes[s].nb ? shapes[s].na : shapes[s].nb;
+                int64_t out[4];
+                for (int i = 0; i < nd; i++) {
+                    int ia = i - (nd - shapes[s].na), ib = i - (nd - shapes[s].nb);
+                    int64_t x = ia >= 0 ? shapes[s].a[ia] : 1, y = ib >= 0 ? shapes[s].b[ib] : 1;
+                    out[i] = x == 1 ? y : x;
+                }
+                k.out[0] = dense(floats[d], nd, out);
+                vals how[2] = {V_NORMAL, ops[o] == NN_OP_DIV ? V_AWAY_FROM_0 : V_NORMAL};
+                check c = run_check(&cfg, &k, how, 10 + s * 16 + (uint64_t)o * 4 + (uint64_t)d, 0, 0);
+                CU_ASSERT_EQUAL(c.bad, 0);
+                cases++;
+            }
+    CU_ASSERT_EQUAL(cases, 96);
+}
+
+TEST(unary_ops_and_activation_gradients_equal_the_reference)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct {
+        nn_op op;
+        int n_in;
+        vals how;
+        const char *attr;
+        double v;
+    } ops[] = {
+        {NN_OP_SCALE, 1, V_NORMAL, "s", -0.375},  {NN_OP_RELU, 1, V_NORMAL, NULL, 0},
+        {NN_OP_RELU, 1, V_INTEGER, "clamp", 6},   {NN_OP_GELU, 1, V_NORMAL, NULL, 0},
+        {NN_OP_SILU, 1, V_NORMAL, NULL, 0},       {NN_OP_TANH, 1, V_NORMAL, NULL, 0},
+        {NN_OP_EXP, 1, V_NORMAL, NULL, 0},        {NN_OP_LOG, 1, V_POSITIVE, NULL, 0},
+        {NN_OP_RELU_GRAD, 2, V_NORMAL, NULL, 0},  {NN_OP_RELU_GRAD, 2, V_INTEGER, "clamp", 6},
+        {NN_OP_GELU_GRAD, 2, V_NORMAL, NULL, 0},  {NN_OP_SILU_GRAD, 2, V_NORMAL, NULL, 0},
+        {NN_OP_TANH_GRAD, 2, V_NORMAL, NULL, 0},
+    };
+    static const int64_t shape[3] = {3, 17, 23};
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++)
+        for (int d = 0; d < 3; d++) {
+            kc_kernel k = {.op = ops[i].op, .n_in = ops[i].n_in, .n_out = 1,
+                           .place = {0, 0, (uint32_t)(1 + (i + d) % 2)}};
+            if (ops[i].attr)
+                k.attrs[k.n_attrs++] = KC_REAL(ops[i].attr, ops[i].v);
+            for (int j = 0; j < k.n_in; j++)
+                k.in[j] = dense(floats[d], 3, shape);
+            k.out[0] = dense(floats[d], 3, shape);
+            vals how[2] = {ops[i].how, V_NORMAL};
+            /* The transcendental ops compute what the framework computes, in double, and
+             * round once; scale's factor is an fp32 immediate (exact here); silu and the
+             * gradients of gelu and silu order their double arithmetic differently from the
+             * framework, so a result near a rounding boundary may round the other way: one
+             * ulp of fp32 before the final rounding. */
+            check c = run_check(&cfg, &k, how, 200 + i * 3 + (uint64_t)d, 2 * 0x1p-24, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+        }
+}
+
+TEST(cast_converts_between_every_pair_of_dtypes)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t shape[2] = {13, 31};
+    int pairs = 0;
+    for (int a = 0; a < NN_DTYPE_COUNT; a++)
+        for (int b = 0; b < NN_DTYPE_COUNT; b++) {
+            kc_kernel k = {.op = NN_OP_CAST, .n_in = 1, .n_out = 1, .place = {0, 0, 2}};
+            k.in[0] = dense((nn_dtype)a, 2, shape);
+            k.out[0] = dense((nn_dtype)b, 2, shape);
+            /* integers every type holds exactly (|v| <= 100), so conversions to integer
+             * types, which the framework does not round, are exact too */
+            vals how[1] = {V_INTEGER};
+            check c = run_check(&cfg, &k, how, 300 + (uint64_t)(a * 5 + b), 0, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            pairs++;
+        }
+    CU_ASSERT_EQUAL(pairs, 25);
+}
+
+TEST(dropout_makes_the_frameworks_mask_for_the_same_seed)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t s3[3] = {3, 29, 37}, s1[1] = {4099};
+    for (int d = 0; d < 3; d++)
+        for (int sh = 0; sh < 2; sh++) {
+            kc_kernel k = {.op = NN_OP_DROPOUT, .n_in = 1, .n_out = 1,
+                           .place = {0, 0, (uint32_t)(1 + sh)}, .n_attrs = 2};
+            k.attrs[0] = KC_REAL("p", 0.3);
+            k.attrs[1] = KC_INT("seed", 0x5eed0000 + d);
+            k.in[0] = sh ? dense(floats[d], 1, s1) : dense(floats[d], 3, s3);
+            k.out[0] = k.in[0];
+            /* the mask is the framework's bit for bit; the kept values are x x 1/(1 - p) with
+             * the factor as an fp32 immediate: within an ulp of the output */
+            check c = run_check(&cfg, &k, NULL, 400 + (uint64_t)(d * 2 + sh), ulp(floats[d]), 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+        }
+}
+
+TEST(causal_mask_fills_above_the_diagonal_of_the_last_two_dims)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t shapes[3][4] = {{2, 3, 19, 19}, {1, 1, 7, 40}, {1, 1, 1, 300}};
+    for (int s = 0; s < 3; s++)
+        for (int d = 0; d < 3; d++) {
+            kc_kernel k = {.op = NN_OP_CAUSAL_MASK, .n_in = 1, .n_out = 1,
+                           .place = {0, 0, (uint32_t)(1 + (s + d) % 2)}, .n_attrs = 1};
+            k.attrs[0] = KC_REAL("fill", d == 2 ? -INFINITY : -1e4);
+            k.in[0] = dense(floats[d], s == 2 ? 1 : 4, s == 2 ? shapes[s] + 3 : shapes[s]);
+            k.out[0] = k.in[0];
+            check c = run_check(&cfg, &k, NULL, 500 + (uint64_t)(s * 3 + d), 0, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+        }
+}
+
+/* ---- optimizer updates -------------------------------------------------------------------------- */
+
+TEST(optimizer_updates_in_place_equal_the_frameworks_with_fp32_master_weights)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct {
+        nn_op op;
+        double wd, mu;
+        int64_t step;
+    } ups[] = {
+        {NN_OP_SGD_UPDATE, 0, 0.9, 1},   {NN_OP_SGD_UPDATE, 1e-2, 0.9, 7},
+        {NN_OP_ADAM_UPDATE, 0, 0, 1},    {NN_OP_ADAM_UPDATE, 1e-2, 0, 5},
+        {NN_OP_ADAMW_UPDATE, 0, 0, 3},   {NN_OP_ADAMW_UPDATE, 0.1, 0, 12},
+    };
+    static const int64_t shape[2] = {37, 41};
+    for (size_t u = 0; u < sizeof ups / sizeof ups[0]; u++)
+        for (int d = 0; d < 3; d++) { /* the gradient's dtype */
+            bool sgd = ups[u].op == NN_OP_SGD_UPDATE;
+            kc_kernel k = {.op = ups[u].op, .n_in = sgd ? 3 : 4, .n_out = sgd ? 2 : 3,
+                           .place = {0, 0, (uint32_t)(1 + (u + d) % 2)}};
+            k.attrs[k.n_attrs++] = KC_REAL("lr", sgd ? 0.05 : 1e-2);
+            k.attrs[k.n_attrs++] = KC_REAL("weight_decay", ups[u].wd);
+            k.attrs[k.n_attrs++] = KC_INT("step", ups[u].step);
+            if (sgd)
+                k.attrs[k.n_attrs++] = KC_REAL("momentum", ups[u].mu);
+            for (int i = 0; i < k.n_in; i++)
+                k.in[i] = dense(i == 1 ? floats[d] : NN_F32, 2, shape);
+            k.out[0] = k.in[0];
+            for (int i = 1; i < k.n_out; i++)
+                k.out[i] = k.in[i + 1];
+            /* m and v as a training run has them: m ~ gradients, v > 0 */
+            vals how[4] = {V_NORMAL, V_NORMAL, V_NORMAL, V_POSITIVE};
+            /* the intermediates are fp32 roundings where the framework keeps doubles: a few
+             * fp32 ulps of the largest magnitude involved (the parameter, the state) */
+            check c = run_check(&cfg, &k, how, 600 + u * 3 + (uint64_t)d, 8 * 0x1p-24, 8 * 0x1p-24);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            /* one pass: every operand read and written once (but for a few elements where
+             * the last tile of a core overlaps its neighbour), as the kernel expects */
+            CU_ASSERT_EQUAL(c.res.hbm_read_bytes, c.hbm_read);
+            CU_ASSERT_EQUAL(c.res.hbm_write_bytes, c.hbm_write);
+            CU_ASSERT(c.hbm_read + c.hbm_write <= c.res.hbm_bytes_min * 101 / 100);
+        }
+}
