@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "core.h"
 #include "harness.h"
 #include "kernel.h"
 #include "krun.h"
@@ -343,4 +344,251 @@ TEST(optimizer_updates_in_place_equal_the_frameworks_with_fp32_master_weights)
             CU_ASSERT_EQUAL(c.res.hbm_write_bytes, c.hbm_write);
             CU_ASSERT(c.hbm_read + c.hbm_write <= c.res.hbm_bytes_min * 101 / 100);
         }
+}
+
+/* ---- layouts, chains, the schedule ------------------------------------------------------------- */
+
+/* Strides of a dense tensor whose rows (last dim) are pad elements longer than its shape. */
+static kc_tensor padded(nn_dtype t, int ndim, const int64_t *shape, int64_t pad)
+{
+    kc_tensor x = dense(t, ndim, shape);
+    int64_t e = (int64_t)nn_dtype_size(t), s = (shape[ndim - 1] + pad) * e;
+    for (int d = ndim - 2; d >= 0; d--) {
+        x.stride[d] = s;
+        s *= shape[d];
+    }
+    return x;
+}
+
+TEST(strided_transposed_and_padded_operands_equal_the_reference)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t shape[2] = {21, 34};
+    for (int d = 0; d < 3; d++)
+        for (int cores = 1; cores <= 2; cores++) {
+            /* a: column-major (a transposed view); b: rows padded; out: rows padded */
+            kc_kernel k = {.op = NN_OP_SUB, .n_in = 2, .n_out = 1, .place = {0, 0, (uint32_t)cores}};
+            k.in[0] = dense(floats[d], 2, shape);
+            int64_t e = (int64_t)nn_dtype_size(floats[d]);
+            k.in[0].stride[0] = e, k.in[0].stride[1] = shape[0] * e;
+            k.in[1] = padded(floats[d], 2, shape, 3);
+            k.out[0] = padded(floats[d], 2, shape, 5);
+            check c = run_check(&cfg, &k, NULL, 700 + (uint64_t)(d * 2 + cores), 0, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            /* the epilogue operand strided too: a column of a wider matrix */
+            k.n_epi = 1;
+            k.epi[0] = (kc_epi){.op = NN_OP_MUL, .has_arg = true};
+            k.epi[0].arg = padded(floats[d], 2, (int64_t[]){21, 1}, 6);
+            c = run_check(&cfg, &k, NULL, 710 + (uint64_t)(d * 2 + cores), 0, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+        }
+}
+
+TEST(fused_chains_equal_the_frameworks_op_by_op_values_in_one_hbm_pass)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t x2[2] = {29, 37}, row[1] = {37}, col[2] = {29, 1}, s4[4] = {2, 3, 11, 11};
+    for (int d = 0; d < 3; d++) {
+        nn_dtype t = floats[d];
+        /* bias + gelu + residual + scale + cast to fp32 + relu6 + cast back */
+        kc_kernel k = {.op = NN_OP_ADD, .n_in = 2, .n_out = 1, .n_epi = 6, .place = {0, 0, 2}};
+        k.in[0] = dense(t, 2, x2), k.in[1] = dense(t, 1, row);
+        k.epi[0] = (kc_epi){.op = NN_OP_GELU};
+        k.epi[1] = (kc_epi){.op = NN_OP_ADD, .has_arg = true, .arg = dense(t, 2, x2)};
+        k.epi[2] = (kc_epi){.op = NN_OP_SCALE, .f = 0.75};
+        k.epi[3] = (kc_epi){.op = NN_OP_CAST, .to = NN_F32};
+        k.epi[4] = (kc_epi){.op = NN_OP_RELU, .f = 6};
+        k.epi[5] = (kc_epi){.op = NN_OP_CAST, .to = t};
+        k.out[0] = dense(t, 2, x2);
+        check c = run_check(&cfg, &k, NULL, 800 + (uint64_t)d, 2 * 0x1p-24, 0);
+        CU_ASSERT_EQUAL(c.bad, 0);
+        /* no HBM round trip: the inputs read once (the bias once per core), the output
+         * written once */
+        CU_ASSERT_EQUAL(c.hbm_read + c.hbm_write,
+                        c.res.hbm_bytes_min + 37 * nn_dtype_size(t)); /* + core 1's bias copy */
+        CU_ASSERT_EQUAL(c.res.flops, 5u * 29 * 37); /* 7 steps, the casts counting none */
+
+        /* operands on the other side and broadcast: col / x, row - x, then exp, log, and the
+         * gradients with the running value as dy (swap) */
+        kc_kernel g = {.op = NN_OP_MUL, .n_in = 2, .n_out = 1, .n_epi = 5, .place = {0, 0, 1}};
+        g.in[0] = dense(t, 2, x2), g.in[1] = dense(t, 2, x2);
+        g.epi[0] = (kc_epi){.op = NN_OP_DIV, .has_arg = true, .swap = true, .arg = dense(t, 2, col)};
+        g.epi[1] = (kc_epi){.op = NN_OP_SUB, .has_arg = true, .swap = true, .arg = dense(t, 1, row)};
+        g.epi[2] = (kc_epi){.op = NN_OP_TANH};
+        g.epi[3] = (kc_epi){.op = NN_OP_GELU_GRAD, .has_arg = true, .swap = true,
+                            .arg = dense(t, 2, x2)};
+        g.epi[4] = (kc_epi){.op = NN_OP_RELU_GRAD, .has_arg = true, .arg = dense(t, 2, x2)};
+        g.out[0] = dense(t, 2, x2);
+        vals how[7] = {V_AWAY_FROM_0, V_AWAY_FROM_0, V_NORMAL, V_NORMAL, V_NORMAL, V_NORMAL,
+                       V_NORMAL};
+        c = run_check(&cfg, &g, how, 810 + (uint64_t)d, 2 * 0x1p-24, 0);
+        CU_ASSERT_EQUAL(c.bad, 0);
+
+        /* attention's pre-softmax chain: scale, causal mask, then dropout */
+        kc_kernel a = {.op = NN_OP_SCALE, .n_in = 1, .n_out = 1, .n_epi = 2, .place = {0, 0, 2},
+                       .n_attrs = 1, .attrs = {KC_REAL("s", 0.125)}};
+        a.in[0] = dense(t, 4, s4), a.out[0] = dense(t, 4, s4);
+        a.epi[0] = (kc_epi){.op = NN_OP_CAUSAL_MASK, .f = -1e4};
+        a.epi[1] = (kc_epi){.op = NN_OP_DROPOUT, .f = 0.25, .seed = 77 + (uint64_t)d};
+        c = run_check(&cfg, &a, NULL, 820 + (uint64_t)d, ulp(t), 0);
+        CU_ASSERT_EQUAL(c.bad, 0);
+    }
+}
+
+/* Runs prog functionally with n inputs (fp32 bytes at addrs) and reads one output. */
+static void run_prog(const arch_config *cfg, isa_program *prog, int n, const uint64_t *at,
+                     float *const *vals_in, const uint64_t *bytes, uint64_t out_at, float *out,
+                     uint64_t out_bytes, uint64_t *cycles)
+{
+    core_hbm_io in[8], o = {out_at, out, out_bytes, 0};
+    for (int i = 0; i < n; i++)
+        in[i] = (core_hbm_io){at[i], vals_in[i], bytes[i], 0};
+    core_sim_opts so = {.functional = true, .inputs = in, .n_inputs = (size_t)n, .outputs = &o,
+                        .n_outputs = 1};
+    core_report *rep;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(cfg, prog, &so, NULL, &rep, &err), NP_OK);
+    if (cycles)
+        *cycles = rep->total_cycles;
+    core_report_free(rep);
+}
+
+TEST(an_update_in_place_gives_what_the_update_into_other_buffers_gives)
+{
+    /* Adam with p, m, v updated where they are, over a range whose last tile overlaps the one
+     * before it (1517 elements on 2 cores, tiny's scratchpad: several tiles a core) */
+    arch_config cfg = arch("tiny", NULL);
+    int64_t n = 1517;
+    uint64_t bytes = (uint64_t)n * 4;
+    np_err err = {0};
+    kc_kernel k = {.op = NN_OP_ADAM_UPDATE, .n_in = 4, .n_out = 3, .place = {0, 0, 2},
+                   .n_attrs = 2, .attrs = {KC_REAL("lr", 0.01), KC_INT("step", 3)}};
+    kc_prog *p;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 2}, &p, &err), NP_OK);
+    uint64_t at[4];
+    float *v[4];
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL_FATAL(kc_prog_bss(p, NULL, bytes, &at[i], &err), NP_OK);
+        kc_tensor_dense(&k.in[i], at[i], NN_F32, 1, &n);
+        v[i] = malloc(bytes);
+        for (int64_t j = 0; j < n; j++)
+            v[i][j] = (float)((j * 7 + i * 13) % 17) / 8.0f - (i == 3 ? 0 : 1);
+    }
+    k.out[0] = k.in[0], k.out[1] = k.in[2], k.out[2] = k.in[3];
+    kc_result r;
+    CU_ASSERT_EQUAL_FATAL(kc_compile(p, &k, &r, &err), NP_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "2 cores"));
+    CU_ASSERT_EQUAL_FATAL(kc_prog_finish(p, &err), NP_OK);
+    isa_program *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    float *in_place[3];
+    for (int o = 0; o < 3; o++) {
+        in_place[o] = malloc(bytes);
+        run_prog(&cfg, prog, 4, at, v, (uint64_t[]){bytes, bytes, bytes, bytes},
+                 at[o ? o + 1 : 0], in_place[o], bytes, NULL);
+    }
+    isa_program_free(prog);
+    /* the same update into fresh buffers (krun) */
+    nn_graph *g = nn_graph_new(1);
+    krun_io io;
+    memset(&io, 0, sizeof io);
+    for (int i = 0; i < 4; i++) {
+        io.in[i] = nn_input(g, "in", NN_F32, 1, &n);
+        CU_ASSERT_FATAL(nn_tensor_set(io.in[i], v[i]));
+    }
+    for (int o = 0; o < 3; o++) {
+        io.out[o] = nn_input(g, "out", NN_F32, 1, &n);
+        CU_ASSERT_FATAL(nn_tensor_alloc(io.out[o]));
+    }
+    krun_result kr;
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &kr, &err),
+                          NP_OK);
+    krun_result_free(&kr);
+    for (int o = 0; o < 3; o++) {
+        CU_ASSERT_EQUAL(memcmp(in_place[o], io.out[o]->data, bytes), 0);
+        free(in_place[o]);
+    }
+    nn_graph_free(g);
+    for (int i = 0; i < 4; i++)
+        free(v[i]);
+}
+
+TEST(program_size_does_not_grow_with_the_tile_count)
+{
+    arch_config cfg = arch("tiny", NULL);
+    uint64_t insns[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t shape[2] = {i ? 4001 : 401, 97}; /* 10 x the tiles */
+        kc_kernel k = {.op = NN_OP_ADD, .n_in = 2, .n_out = 1, .n_epi = 1, .place = {0, 0, 2}};
+        k.in[0] = dense(NN_BF16, 2, shape), k.in[1] = dense(NN_BF16, 1, shape + 1);
+        k.out[0] = dense(NN_BF16, 2, shape);
+        k.epi[0] = (kc_epi){.op = NN_OP_GELU};
+        krun_result r;
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_OK);
+        insns[i] = r.kernel.insns;
+        krun_result_free(&r);
+    }
+    CU_ASSERT(insns[1] <= insns[0] + 8); /* the loop counts differ, not the bodies */
+    CU_ASSERT(insns[0] < 200);
+}
+
+TEST(loads_stores_and_vector_work_of_successive_tiles_overlap)
+{
+    /* tiny: 16 bytes/cycle of HBM, 4 lanes. gelu on 64 K bf16 elements (transcendental: 1
+     * element a cycle) is vector-bound, 65536 vector cycles against 256 KiB / 16 = 16384 HBM
+     * cycles; a pass without overlap would take their sum. */
+    arch_config cfg = arch("tiny", NULL);
+    int64_t shape[1] = {65536};
+    kc_kernel k = {.op = NN_OP_GELU, .n_in = 1, .n_out = 1, .place = {0, 0, 1}};
+    k.in[0] = dense(NN_BF16, 1, shape), k.out[0] = k.in[0];
+    krun_result r;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_OK);
+    uint64_t vpu = 0, dma = 0;
+    for (uint32_t i = 0; i < r.report->n_units; i++) {
+        if (!strcmp(r.report->units[i].name, "core0.vpu"))
+            vpu = r.report->units[i].busy_cycles;
+        if (!strcmp(r.report->units[i].name, "core0.dma"))
+            dma = r.report->units[i].busy_cycles;
+    }
+    CU_ASSERT(vpu >= 65536);
+    CU_ASSERT(dma >= 16384);
+    /* vector-bound: the run is the vector work plus one tile's load and store at most */
+    CU_ASSERT(r.report->total_cycles < vpu + dma / 4);
+    krun_result_free(&r);
+}
+
+TEST(bad_vector_kernels_are_errors_naming_the_problem)
+{
+    arch_config cfg = arch("tiny", NULL);
+    np_err err = {0};
+    int64_t sh[2] = {8, 8}, other[2] = {8, 3};
+    kc_kernel k = {.op = NN_OP_ADD, .n_in = 2, .n_out = 1, .place = {0, 0, 1}};
+    k.in[0] = dense(NN_BF16, 2, sh), k.in[1] = dense(NN_BF16, 2, other), k.out[0] = dense(NN_BF16, 2, sh);
+    krun_result r;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "input 1 does not broadcast to the output's shape"));
+    /* a chain whose result is not the output's dtype */
+    k.in[1] = dense(NN_BF16, 2, sh);
+    k.n_epi = 1, k.epi[0] = (kc_epi){.op = NN_OP_CAST, .to = NN_F32};
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the chain's result is fp32, the output bf16"));
+    /* the matrix unit's epilogue takes no extended steps */
+    kc_kernel m = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_epi = 1, .place = {0, 0, 1}};
+    m.in[0] = dense(NN_BF16, 2, sh), m.in[1] = dense(NN_BF16, 2, sh), m.out[0] = dense(NN_BF16, 2, sh);
+    m.epi[0] = (kc_epi){.op = NN_OP_CAST, .to = NN_F32};
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &m, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "cast is not an elementwise op matmul's epilogue applies"));
+    /* an output that half overlaps an input */
+    kc_prog *p;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 1}, &p, &err), NP_OK);
+    uint64_t a;
+    kc_prog_bss(p, NULL, 4096, &a, &err);
+    kc_kernel h = {.op = NN_OP_RELU, .n_in = 1, .n_out = 1, .place = {0, 0, 1}};
+    kc_tensor_dense(&h.in[0], a, NN_F32, 2, sh);
+    kc_tensor_dense(&h.out[0], a + 16, NN_F32, 2, sh);
+    CU_ASSERT_EQUAL(kc_compile(p, &h, NULL, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "relu: output 0 overlaps input 0"));
+    kc_prog_free(p);
 }
