@@ -324,6 +324,7 @@ static np_status elem_compile(kc_ctx *x)
     memcpy(p.shape, k->out[0].shape, sizeof p.shape);
     p.n_out = 1;
     p.out[0] = k->out[0];
+    p.max_tile = (uint64_t)kc_attr_int(x, "tile");
     p.tile = chain_tile;
     p.ctx = &c;
     p.what = k->n_epi ? "fused chain" : nn_op_name(k->op);
@@ -454,21 +455,23 @@ static const kc_attr_def binary_keys[] = {
 };
 #define KE_N(a) (unsigned)(sizeof a / sizeof a[0])
 
+#define KE_TILE {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"}
+static const kc_attr_def plain_attrs[] = {KE_TILE};
 static const kc_attr_def scale_attrs[] = {
-    {"s", KC_ATTR_REAL, 1, -HUGE_VAL, HUGE_VAL, "the factor"},
+    {"s", KC_ATTR_REAL, 1, -HUGE_VAL, HUGE_VAL, "the factor"}, KE_TILE,
 };
 static const kc_attr_def relu_attrs[] = {
-    {"clamp", KC_ATTR_REAL, 0, 0, HUGE_VAL, "the upper clamp (0: none; 6: relu6)"},
+    {"clamp", KC_ATTR_REAL, 0, 0, HUGE_VAL, "the upper clamp (0: none; 6: relu6)"}, KE_TILE,
 };
 static const kc_attr_def cast_attrs[] = {
-    {"to", KC_ATTR_DTYPE, -1, 0, 0, "the target dtype (default: the output's)"},
+    {"to", KC_ATTR_DTYPE, -1, 0, 0, "the target dtype (default: the output's)"}, KE_TILE,
 };
 static const kc_attr_def dropout_attrs[] = {
     {"p", KC_ATTR_REAL, 0.1, 0, 0.999999, "the probability an element is dropped"},
-    {"seed", KC_ATTR_INT, 0, -9.2e18, 9.2e18, "the mask's seed (the framework's)"},
+    {"seed", KC_ATTR_INT, 0, -9.2e18, 9.2e18, "the mask's seed (the framework's)"}, KE_TILE,
 };
 static const kc_attr_def causal_attrs[] = {
-    {"fill", KC_ATTR_REAL, -HUGE_VAL, -HUGE_VAL, HUGE_VAL, "the value above the diagonal"},
+    {"fill", KC_ATTR_REAL, -HUGE_VAL, -HUGE_VAL, HUGE_VAL, "the value above the diagonal"}, KE_TILE,
 };
 
 #define KE_DOC "the elementwise engine (kc_vec.h): tiles streamed through two buffer sets per " \
@@ -480,21 +483,21 @@ static const kc_attr_def causal_attrs[] = {
         .build = elem_build, .doc = KE_DOC, .reference = elem_reference,                         \
     };
 
-KE_DEF(kc_add_def, NN_OP_ADD, 2, NULL, 0, binary_keys)
-KE_DEF(kc_sub_def, NN_OP_SUB, 2, NULL, 0, binary_keys)
-KE_DEF(kc_mul_def, NN_OP_MUL, 2, NULL, 0, binary_keys)
-KE_DEF(kc_div_def, NN_OP_DIV, 2, NULL, 0, binary_keys)
+KE_DEF(kc_add_def, NN_OP_ADD, 2, plain_attrs, KE_N(plain_attrs), binary_keys)
+KE_DEF(kc_sub_def, NN_OP_SUB, 2, plain_attrs, KE_N(plain_attrs), binary_keys)
+KE_DEF(kc_mul_def, NN_OP_MUL, 2, plain_attrs, KE_N(plain_attrs), binary_keys)
+KE_DEF(kc_div_def, NN_OP_DIV, 2, plain_attrs, KE_N(plain_attrs), binary_keys)
 KE_DEF(kc_scale_def, NN_OP_SCALE, 1, scale_attrs, KE_N(scale_attrs), unary_keys)
 KE_DEF(kc_relu_def, NN_OP_RELU, 1, relu_attrs, KE_N(relu_attrs), unary_keys)
-KE_DEF(kc_gelu_def, NN_OP_GELU, 1, NULL, 0, unary_keys)
-KE_DEF(kc_silu_def, NN_OP_SILU, 1, NULL, 0, unary_keys)
-KE_DEF(kc_tanh_def, NN_OP_TANH, 1, NULL, 0, unary_keys)
-KE_DEF(kc_exp_def, NN_OP_EXP, 1, NULL, 0, unary_keys)
-KE_DEF(kc_log_def, NN_OP_LOG, 1, NULL, 0, unary_keys)
+KE_DEF(kc_gelu_def, NN_OP_GELU, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
+KE_DEF(kc_silu_def, NN_OP_SILU, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
+KE_DEF(kc_tanh_def, NN_OP_TANH, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
+KE_DEF(kc_exp_def, NN_OP_EXP, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
+KE_DEF(kc_log_def, NN_OP_LOG, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
 KE_DEF(kc_cast_def, NN_OP_CAST, 1, cast_attrs, KE_N(cast_attrs), unary_keys)
 KE_DEF(kc_dropout_def, NN_OP_DROPOUT, 1, dropout_attrs, KE_N(dropout_attrs), unary_keys)
 KE_DEF(kc_causal_mask_def, NN_OP_CAUSAL_MASK, 1, causal_attrs, KE_N(causal_attrs), unary_keys)
 KE_DEF(kc_relu_grad_def, NN_OP_RELU_GRAD, 2, relu_attrs, KE_N(relu_attrs), unary_keys)
-KE_DEF(kc_gelu_grad_def, NN_OP_GELU_GRAD, 2, NULL, 0, unary_keys)
-KE_DEF(kc_silu_grad_def, NN_OP_SILU_GRAD, 2, NULL, 0, unary_keys)
-KE_DEF(kc_tanh_grad_def, NN_OP_TANH_GRAD, 2, NULL, 0, unary_keys)
+KE_DEF(kc_gelu_grad_def, NN_OP_GELU_GRAD, 2, plain_attrs, KE_N(plain_attrs), unary_keys)
+KE_DEF(kc_silu_grad_def, NN_OP_SILU_GRAD, 2, plain_attrs, KE_N(plain_attrs), unary_keys)
+KE_DEF(kc_tanh_grad_def, NN_OP_TANH_GRAD, 2, plain_attrs, KE_N(plain_attrs), unary_keys)

@@ -126,6 +126,7 @@ static np_status optim_compile(kc_ctx *x)
         p.out_over[i] = 1 + (i ? i + 1 : 0);
     p.n_tmp = 3;
     p.tmp_bytes[0] = p.tmp_bytes[1] = p.tmp_bytes[2] = 4;
+    p.max_tile = (uint64_t)kc_attr_int(x, "tile");
     p.tile = optim_tile;
     p.ctx = &o;
     p.what = nn_op_name(k->op);
@@ -224,6 +225,7 @@ static const kc_attr_def sgd_attrs[] = {
     {"momentum", KC_ATTR_REAL, 0, 0, 1, "the momentum (PyTorch's SGD)"},
     {"weight_decay", KC_ATTR_REAL, 0, 0, HUGE_VAL, "L2 weight decay, added to the gradient"},
     {"step", KC_ATTR_INT, 1, 1, 4e18, "the step this update takes (1: the first)"},
+    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"},
 };
 
 static const kc_attr_def adam_attrs[] = {
@@ -234,6 +236,7 @@ static const kc_attr_def adam_attrs[] = {
     {"weight_decay", KC_ATTR_REAL, 0, 0, HUGE_VAL, "weight decay (adam: L2 in the gradient; "
                                                    "adamw: decoupled)"},
     {"step", KC_ATTR_INT, 1, 1, 4e18, "the step this update takes (bias corrections 1 - beta^step)"},
+    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"},
 };
 
 #define KO_N(a) (unsigned)(sizeof a / sizeof a[0])

@@ -54,6 +54,7 @@ typedef struct kv_state {
     int64_t shape[KC_MAX_DIMS];
     bool virt; /* one dim, cut into runs of rows x cols elements */
     int split;
+    int whole; /* the canonical dim a tile covers whole, or -1 */
     uint64_t used;
     kv_stream st[KV_MAX_ST];
     int n_st;
@@ -180,7 +181,7 @@ static np_status canonicalize(kv_state *s)
     for (int d = p->ndim - 1; d >= 0; d--) {
         if (p->shape[d] == 1)
             continue;
-        bool merge = n > 0;
+        bool merge = n > 0 && d + 1 != p->whole - 1 && d != p->whole - 1;
         for (int i = 0; i < s->n_st && merge; i++)
             merge = raw[i][d] == st[i][n - 1] * shape[n - 1];
         for (int q = 0; q < p->n_pos && merge; q++)
@@ -190,6 +191,8 @@ static np_status canonicalize(kv_state *s)
             continue;
         }
         order[n] = d;
+        if (d == p->whole - 1)
+            s->whole = n; /* inner-first for now */
         shape[n] = p->shape[d];
         for (int i = 0; i < s->n_st; i++)
             st[i][n] = raw[i][d];
@@ -198,6 +201,15 @@ static np_status canonicalize(kv_state *s)
         n++;
     }
     (void)order;
+    s->whole = p->whole && p->shape[p->whole - 1] > 1 ? s->whole : -1;
+    if (s->whole >= 0 && n == 1) { /* the whole dim alone: rows of it, one row */
+        shape[1] = 1;
+        for (int i = 0; i < s->n_st; i++)
+            st[i][1] = 0;
+        for (int q = 0; q < p->n_pos; q++)
+            ps[q][1] = 0;
+        n = 2;
+    }
     if (n == 0) { /* one element */
         shape[0] = 1;
         for (int i = 0; i < s->n_st; i++)
@@ -215,6 +227,12 @@ static np_status canonicalize(kv_state *s)
             s->ps[q][c] = ps[q][n - 1 - c];
     }
     s->virt = n == 1;
+    if (s->whole >= 0) {
+        s->whole = n - 1 - s->whole; /* outer-first */
+        if (s->whole < n - 2)
+            return kc_fail(s->x, NP_ERR_INCONSISTENT, "the operands' layout puts dim %d "
+                           "outside the last two that a tile covers", p->whole - 1);
+    }
     return NP_OK;
 }
 
@@ -355,6 +373,10 @@ static void tile_shape(const kv_state *s, uint64_t target, const uint64_t *ext,
         rows = cdiv(R, cdiv(R, rows));
         cols = min_u64(cols, ext_min[s->nd - 1]);
         rows = min_u64(rows, ext_min[s->nd - 2]);
+        if (s->whole == s->nd - 1)
+            cols = min_u64(C, KV_MAX_CNT), rows = min_u64(min_u64(R, KV_MAX_CNT), target / C ? target / C : 1);
+        if (s->whole == s->nd - 2)
+            rows = min_u64(R, KV_MAX_CNT), cols = min_u64(min_u64(C, KV_MAX_CNT), target / R ? target / R : 1);
     }
     fit_strides(s, &rows, &cols);
     *rows_out = rows, *cols_out = cols;
@@ -368,12 +390,12 @@ static np_status choose_tiles(kv_state *s)
     /* the split: the outermost dim with a share for every core, else the largest */
     s->split = -1;
     for (int d = 0; d < s->nd && s->split < 0; d++)
-        if ((uint64_t)s->shape[d] >= n_cores)
+        if ((uint64_t)s->shape[d] >= n_cores && d != s->whole)
             s->split = d;
     if (s->split < 0) {
-        s->split = 0;
+        s->split = s->whole == 0 ? 1 : 0;
         for (int d = 1; d < s->nd; d++)
-            if (s->shape[d] > s->shape[s->split])
+            if (s->shape[d] > s->shape[s->split] && d != s->whole)
                 s->split = d;
     }
     s->used = min_u64(n_cores, (uint64_t)s->shape[s->split]);
@@ -397,6 +419,8 @@ static np_status choose_tiles(kv_state *s)
                                                         : KV_MIN_TILE));
     if (!target)
         target = 1;
+    if (s->p->max_tile && target > s->p->max_tile)
+        target = s->p->max_tile;
     s->target = target ? target : 1;
     s->budget = budget;
     return NP_OK;
@@ -442,6 +466,10 @@ static np_status core_tiles(kv_state *s, uint64_t c)
         if (t->over >= 0 && (s->st[t->over].hoisted || s->st[t->over].bcast != ISA_BCAST_FULL))
             t->over = -1;
     }
+    if (s->whole >= 0 && s->tl[s->whole] != (uint64_t)s->shape[s->whole])
+        return kc_fail(x, NP_ERR_RANGE, "a tile cannot hold the whole dim of %" PRId64
+                       " elements it reduces (at most %u, in the scratchpad)",
+                       s->shape[s->whole], KV_MAX_CNT);
     if (block_bytes(s, rows, cols) > s->budget)
         return kc_fail(x, NP_ERR_RANGE, "its tiles of %" PRIu64 " x %" PRIu64 " elements need %"
                        PRIu64 " scratchpad bytes, more than the %" PRIu64 " free", rows, cols,

@@ -84,6 +84,10 @@ typedef struct kv_plan {
     int64_t pos_stride[KV_MAX_POS][KC_MAX_DIMS]; /* per dim of the space */
     int n_tmp;
     uint64_t tmp_bytes[KV_MAX_TMP];   /* scratch bytes per tile element */
+    int whole;                        /* d + 1: every tile covers dim d of the space whole
+                                         (it is the tile's rows or columns): a kernel that
+                                         reduces along it; 0: none */
+    uint64_t max_tile;                /* elements of a tile at most (0: the engine's choice) */
     int out_over[KV_MAX_OUT];         /* j + 1: output i's tile is written over input j's (same
                                          dtype; the callback reads j first); 0: its own */
     kv_tile_fn tile;

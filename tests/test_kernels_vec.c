@@ -203,6 +203,10 @@ TEST(binary_ops_with_broadcasting_equal_the_reference_exactly)
                 vals how[2] = {V_NORMAL, ops[o] == NN_OP_DIV ? V_AWAY_FROM_0 : V_NORMAL};
                 check c = run_check(&cfg, &k, how, 10 + s * 16 + (uint64_t)o * 4 + (uint64_t)d, 0, 0);
                 CU_ASSERT_EQUAL(c.bad, 0);
+                /* again in small tiles: loops, shifted last tiles, pairs of tiles */
+                k.attrs[k.n_attrs++] = KC_INT("tile", 97);
+                c = run_check(&cfg, &k, how, 10 + s * 16 + (uint64_t)o * 4 + (uint64_t)d, 0, 0);
+                CU_ASSERT_EQUAL(c.bad, 0);
                 cases++;
             }
     CU_ASSERT_EQUAL(cases, 96);
@@ -244,6 +248,9 @@ TEST(unary_ops_and_activation_gradients_equal_the_reference)
              * ulp of fp32 before the final rounding. */
             check c = run_check(&cfg, &k, how, 200 + i * 3 + (uint64_t)d, 2 * 0x1p-24, 0);
             CU_ASSERT_EQUAL(c.bad, 0);
+            k.attrs[k.n_attrs++] = KC_INT("tile", 100);
+            c = run_check(&cfg, &k, how, 200 + i * 3 + (uint64_t)d, 2 * 0x1p-24, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
         }
 }
 
@@ -283,6 +290,9 @@ TEST(dropout_makes_the_frameworks_mask_for_the_same_seed)
              * the factor as an fp32 immediate: within an ulp of the output */
             check c = run_check(&cfg, &k, NULL, 400 + (uint64_t)(d * 2 + sh), ulp(floats[d]), 0);
             CU_ASSERT_EQUAL(c.bad, 0);
+            k.attrs[k.n_attrs++] = KC_INT("tile", 61);
+            c = run_check(&cfg, &k, NULL, 400 + (uint64_t)(d * 2 + sh), ulp(floats[d]), 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
         }
 }
 
@@ -298,6 +308,9 @@ TEST(causal_mask_fills_above_the_diagonal_of_the_last_two_dims)
             k.in[0] = dense(floats[d], s == 2 ? 1 : 4, s == 2 ? shapes[s] + 3 : shapes[s]);
             k.out[0] = k.in[0];
             check c = run_check(&cfg, &k, NULL, 500 + (uint64_t)(s * 3 + d), 0, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            k.attrs[k.n_attrs++] = KC_INT("tile", 50);
+            c = run_check(&cfg, &k, NULL, 500 + (uint64_t)(s * 3 + d), 0, 0);
             CU_ASSERT_EQUAL(c.bad, 0);
         }
 }
@@ -327,6 +340,8 @@ TEST(optimizer_updates_in_place_equal_the_frameworks_with_fp32_master_weights)
             k.attrs[k.n_attrs++] = KC_INT("step", ups[u].step);
             if (sgd)
                 k.attrs[k.n_attrs++] = KC_REAL("momentum", ups[u].mu);
+            if (d == 1)
+                k.attrs[k.n_attrs++] = KC_INT("tile", 200);
             for (int i = 0; i < k.n_in; i++)
                 k.in[i] = dense(i == 1 ? floats[d] : NN_F32, 2, shape);
             k.out[0] = k.in[0];
@@ -407,6 +422,9 @@ TEST(fused_chains_equal_the_frameworks_op_by_op_values_in_one_hbm_pass)
         CU_ASSERT_EQUAL(c.hbm_read + c.hbm_write,
                         c.res.hbm_bytes_min + 37 * nn_dtype_size(t)); /* + core 1's bias copy */
         CU_ASSERT_EQUAL(c.res.flops, 5u * 29 * 37); /* 7 steps, the casts counting none */
+        k.attrs[k.n_attrs++] = KC_INT("tile", 100);
+        c = run_check(&cfg, &k, NULL, 800 + (uint64_t)d, 2 * 0x1p-24, 0);
+        CU_ASSERT_EQUAL(c.bad, 0);
 
         /* operands on the other side and broadcast: col / x, row - x, then exp, log, and the
          * gradients with the running value as dy (swap) */
@@ -423,6 +441,9 @@ TEST(fused_chains_equal_the_frameworks_op_by_op_values_in_one_hbm_pass)
                        V_NORMAL};
         c = run_check(&cfg, &g, how, 810 + (uint64_t)d, 2 * 0x1p-24, 0);
         CU_ASSERT_EQUAL(c.bad, 0);
+        g.attrs[g.n_attrs++] = KC_INT("tile", 80);
+        c = run_check(&cfg, &g, how, 810 + (uint64_t)d, 2 * 0x1p-24, 0);
+        CU_ASSERT_EQUAL(c.bad, 0);
 
         /* attention's pre-softmax chain: scale, causal mask, then dropout */
         kc_kernel a = {.op = NN_OP_SCALE, .n_in = 1, .n_out = 1, .n_epi = 2, .place = {0, 0, 2},
@@ -430,6 +451,9 @@ TEST(fused_chains_equal_the_frameworks_op_by_op_values_in_one_hbm_pass)
         a.in[0] = dense(t, 4, s4), a.out[0] = dense(t, 4, s4);
         a.epi[0] = (kc_epi){.op = NN_OP_CAUSAL_MASK, .f = -1e4};
         a.epi[1] = (kc_epi){.op = NN_OP_DROPOUT, .f = 0.25, .seed = 77 + (uint64_t)d};
+        c = run_check(&cfg, &a, NULL, 820 + (uint64_t)d, ulp(t), 0);
+        CU_ASSERT_EQUAL(c.bad, 0);
+        a.attrs[a.n_attrs++] = KC_INT("tile", 30);
         c = run_check(&cfg, &a, NULL, 820 + (uint64_t)d, ulp(t), 0);
         CU_ASSERT_EQUAL(c.bad, 0);
     }
@@ -591,4 +615,134 @@ TEST(bad_vector_kernels_are_errors_naming_the_problem)
     CU_ASSERT_EQUAL(kc_compile(p, &h, NULL, &err), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "relu: output 0 overlaps input 0"));
     kc_prog_free(p);
+}
+
+/* ---- reductions and broadcasting ---------------------------------------------------------------- */
+
+/* The shape of x reduced over axis. */
+static int reduced(int n, const int64_t *x, int axis, bool keep, int64_t *out)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        if (i != axis)
+            out[k++] = x[i];
+        else if (keep)
+            out[k++] = 1;
+    return k;
+}
+
+TEST(reductions_over_every_axis_equal_the_reference)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t x3[3] = {7, 13, 19};
+    static const nn_op ops[3] = {NN_OP_REDUCE_SUM, NN_OP_REDUCE_MEAN, NN_OP_REDUCE_MAX};
+    int cases = 0;
+    for (int o = 0; o < 3; o++)
+        for (int axis = 0; axis < 3; axis++)
+            for (int d = 0; d < 3; d++) {
+                bool keep = (axis + d) % 2;
+                kc_kernel k = {.op = ops[o], .n_in = 1, .n_out = 1, .n_attrs = 2,
+                               .place = {0, 0, (uint32_t)(1 + (o + axis + d) % 2)},
+                               .attrs = {KC_INT("axis", axis - (d == 1 ? 3 : 0)),
+                                         KC_INT("keepdim", keep)}};
+                k.in[0] = dense(floats[d], 3, x3);
+                int64_t y[3];
+                int yn = reduced(3, x3, axis, keep, y);
+                k.out[0] = dense(floats[d], yn, y);
+                /* sums in fp32 against the framework's double: one ulp of the result plus
+                 * the fp32 roundings of x3[axis] partial sums of values below 4 */
+                bool exact = ops[o] == NN_OP_REDUCE_MAX;
+                double atol = exact ? 0 : (double)x3[axis] * 4 * 0x1p-23;
+                check c = run_check(&cfg, &k, NULL, 900 + (uint64_t)cases, exact ? 0 : ulp(floats[d]), atol);
+                CU_ASSERT_EQUAL(c.bad, 0);
+                /* small tiles: several output tiles (a shifted last one), chunks with a short
+                 * last one */
+                k.attrs[k.n_attrs++] = KC_INT("tk", 5);
+                k.attrs[k.n_attrs++] = KC_INT("tr", 4);
+                c = run_check(&cfg, &k, NULL, 900 + (uint64_t)cases, exact ? 0 : ulp(floats[d]), atol);
+                CU_ASSERT_EQUAL(c.bad, 0);
+                cases++;
+            }
+    CU_ASSERT_EQUAL(cases, 27);
+}
+
+TEST(sum_to_and_broadcast_to_equal_the_reference_for_every_broadcast_pattern)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct {
+        int nb, ns;
+        int64_t big[4], small[4];
+    } pats[] = {
+        {3, 1, {5, 13, 9}, {9}},         /* a bias gradient: the leading dims */
+        {3, 2, {5, 13, 9}, {13, 1}},     /* the last dim and the first */
+        {3, 3, {5, 13, 9}, {5, 1, 9}},   /* a middle dim */
+        {3, 2, {4, 6, 8}, {6, 1}},       /* two groups: the first and the last */
+        {2, 0, {6, 7}, {0}},             /* everything: a scalar */
+        {4, 4, {2, 3, 5, 7}, {1, 3, 1, 7}},
+    };
+    for (size_t i = 0; i < sizeof pats / sizeof pats[0]; i++)
+        for (int d = 0; d < 3; d++) {
+            kc_kernel s = {.op = NN_OP_SUM_TO, .n_in = 1, .n_out = 1,
+                           .place = {0, 0, (uint32_t)(1 + (i + d) % 2)}};
+            s.in[0] = dense(floats[d], pats[i].nb, pats[i].big);
+            s.out[0] = dense(floats[d], pats[i].ns, pats[i].small);
+            int64_t n = kc_tensor_numel(&s.in[0]) / kc_tensor_numel(&s.out[0]);
+            check c = run_check(&cfg, &s, NULL, 1000 + i * 3 + (uint64_t)d, ulp(floats[d]),
+                                (double)n * 4 * 0x1p-23);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            kc_kernel t = s;
+            t.n_attrs = 2, t.attrs[0] = KC_INT("tk", 3), t.attrs[1] = KC_INT("tr", 5);
+            c = run_check(&cfg, &t, NULL, 1000 + i * 3 + (uint64_t)d, ulp(floats[d]),
+                          (double)n * 4 * 0x1p-23);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            kc_kernel b = s;
+            b.op = NN_OP_BROADCAST_TO;
+            b.in[0] = s.out[0], b.out[0] = s.in[0];
+            c = run_check(&cfg, &b, NULL, 1100 + i * 3 + (uint64_t)d, 0, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            /* the small input is read once per core: a broadcast writes its output once */
+            CU_ASSERT_EQUAL(c.hbm_write, kc_tensor_bytes(&b.out[0]));
+            b.n_attrs = 1, b.attrs[0] = KC_INT("tile", 17);
+            c = run_check(&cfg, &b, NULL, 1100 + i * 3 + (uint64_t)d, 0, 0);
+            CU_ASSERT_EQUAL(c.bad, 0);
+        }
+}
+
+TEST(reduce_max_grad_sends_dy_to_the_first_maximum_along_any_axis)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t x3[3] = {6, 11, 9};
+    for (int axis = 0; axis < 3; axis++)
+        for (int d = 0; d < 3; d++) {
+            bool keep = d == 1;
+            /* integers in [-3, 3]: many ties, so "first" matters */
+            nn_graph *g = nn_graph_new(1);
+            nn_tensor *xv = nn_input(g, "x", floats[d], 3, x3);
+            CU_ASSERT_FATAL(nn_tensor_randn(xv, 1200 + (uint64_t)(axis * 3 + d), 1.0));
+            for (int64_t i = 0; i < nn_numel(xv); i++)
+                xv->data[i] = fminf(fmaxf(nearbyintf(xv->data[i] * 1.5f), -3), 3);
+            nn_tensor *yv = nn_reduce_max(g, xv, axis, keep);
+            np_err e = {0};
+            CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &e), NP_OK);
+            nn_tensor *dy = nn_input(g, "dy", floats[d], yv->ndim, yv->ne);
+            fill(dy, 77, V_NORMAL);
+            nn_tensor *want = nn_node(g, NN_OP_REDUCE_MAX_GRAD, 3, (nn_tensor *[]){xv, yv, dy},
+                                      (int64_t[NN_MAX_IPARAMS]){axis, keep}, NULL);
+            CU_ASSERT_EQUAL_FATAL(nn_node_compute(want, &e), NP_OK);
+            kc_kernel k = {.op = NN_OP_REDUCE_MAX_GRAD, .n_in = 3, .n_out = 1, .n_attrs = 3,
+                           .place = {0, 0, (uint32_t)(1 + axis % 2)},
+                           .attrs = {KC_INT("axis", axis), KC_INT("keepdim", keep),
+                                     KC_INT("tile", d == 2 ? 0 : 40)}};
+            kc_tensor_of(&k.in[0], 0, xv), kc_tensor_of(&k.in[1], 0, yv);
+            kc_tensor_of(&k.in[2], 0, dy), kc_tensor_of(&k.out[0], 0, want);
+            nn_tensor *got = nn_input(g, "got", floats[d], 3, x3);
+            krun_io io = {.in = {xv, yv, dy}, .out = {got}};
+            krun_result r;
+            CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &e),
+                                  NP_OK);
+            krun_result_free(&r);
+            krun_diff df = krun_compare(got, want, 0, 0);
+            CU_ASSERT_EQUAL(df.bad, 0);
+            nn_graph_free(g);
+        }
 }
