@@ -11,9 +11,11 @@
 #include "arch.h"
 #include "core.h"
 #include "harness.h"
+#include "kc_fuse.h"
 #include "kernel.h"
 #include "krun.h"
 #include "nn.h"
+#include "pass.h"
 #include "rng.h"
 
 static arch_config arch(const char *preset, const char *set)
@@ -745,4 +747,138 @@ TEST(reduce_max_grad_sends_dy_to_the_first_maximum_along_any_axis)
             CU_ASSERT_EQUAL(df.bad, 0);
             nn_graph_free(g);
         }
+}
+
+/* ---- fusion groups ------------------------------------------------------------------------------ */
+
+/* where() for the tests: every tensor dense, its address a tag that says which it is. */
+typedef struct fuse_map {
+    const nn_tensor *t[64];
+    int n;
+} fuse_map;
+
+static np_status fuse_where(void *ctx, const nn_tensor *t, kc_tensor *out, np_err *err)
+{
+    (void)err;
+    fuse_map *m = ctx;
+    int i = 0;
+    while (i < m->n && m->t[i] != t)
+        i++;
+    if (i == m->n)
+        m->t[m->n++] = t;
+    kc_tensor_of(out, (uint64_t)(i + 1) * 0x100000, t);
+    return NP_OK;
+}
+
+static nn_tensor *tagged(const fuse_map *m, const kc_tensor *k)
+{
+    return (nn_tensor *)m->t[k->addr / 0x100000 - 1];
+}
+
+/* Runs fused kernel k (operands tagged by fuse_where) with the framework's values of its
+ * operands and compares its output with the framework's. */
+static void run_fused(const arch_config *cfg, const fuse_map *m, const kc_kernel *k, nn_graph *g,
+                      double rtol, double atol_rel, check *out)
+{
+    krun_io io;
+    memset(&io, 0, sizeof io);
+    for (int i = 0; i < k->n_in; i++)
+        io.in[i] = tagged(m, &k->in[i]);
+    for (int i = 0; i < k->n_epi; i++)
+        if (k->epi[i].has_arg)
+            io.epi[i] = tagged(m, &k->epi[i].arg);
+    const nn_tensor *want = tagged(m, &k->out[0]);
+    nn_tensor *got = nn_input(g, "got", want->dtype, want->ndim, want->ne);
+    io.out[0] = got;
+    krun_result r;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(cfg, k, &io, &(krun_opts){.functional = true}, &r, &e), NP_OK);
+    double big = 0;
+    for (int64_t i = 0; i < nn_numel(want); i++)
+        big = fmax(big, fabs(want->data[i]));
+    krun_diff d = krun_compare(got, want, rtol, atol_rel * big);
+    CU_ASSERT_EQUAL(d.bad, 0);
+    out->res = r.kernel;
+    out->hbm_read = r.report->hbm_read_bytes, out->hbm_write = r.report->hbm_write_bytes;
+    krun_result_free(&r);
+}
+
+TEST(fusion_groups_become_one_vector_kernel_or_a_matmul_epilogue)
+{
+    arch_config cfg = arch("tiny", NULL);
+    np_err e = {0};
+    kc_place pl = {0, 0, 2};
+    /* a vector chain: gelu(x + b), times y (y first), to fp32, c - that (c a column), dropout,
+     * relu6 */
+    {
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_input(g, "x", NN_BF16, 2, (int64_t[]){19, 40});
+        nn_tensor *b = nn_input(g, "b", NN_BF16, 1, (int64_t[]){40});
+        nn_tensor *y = nn_input(g, "y", NN_BF16, 2, (int64_t[]){19, 40});
+        nn_tensor *c = nn_input(g, "c", NN_F32, 2, (int64_t[]){19, 1});
+        fill(x, 1, V_NORMAL), fill(b, 2, V_NORMAL), fill(y, 3, V_NORMAL), fill(c, 4, V_NORMAL);
+        nn_tensor *h = nn_add(g, x, b), *head = h;
+        h = nn_mul(g, y, nn_gelu(g, h));
+        h = nn_sub(g, c, nn_cast(g, h, NN_F32));
+        h = nn_relu6(g, nn_dropout(g, h, 0.2, 9));
+        nn_graph_set_output(g, h);
+        CU_ASSERT_EQUAL(nn_pass_fuse(g), 1);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &e), NP_OK);
+        nn_tensor *chain[16];
+        int n = kc_fuse_members(g, head->fusion_group, chain, 16);
+        CU_ASSERT_EQUAL_FATAL(n, 7);
+        CU_ASSERT_PTR_EQUAL(chain[6], h);
+        fuse_map m = {0};
+        kc_kernel ks[4];
+        int nk;
+        CU_ASSERT_EQUAL_FATAL(kc_fuse_group(chain, n, fuse_where, &m, &pl, ks, 4, &nk, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nk, 1);
+        CU_ASSERT_EQUAL(ks[0].op, NN_OP_ADD);
+        CU_ASSERT_EQUAL(ks[0].n_epi, 6);
+        CU_ASSERT(ks[0].epi[1].swap && ks[0].epi[3].swap); /* y * ., c - . */
+        check r;
+        run_fused(&cfg, &m, &ks[0], g, 0x1p-23, 0, &r);
+        /* one pass: x, y, c and the output once, the bias once per core (2 x 40 bf16) */
+        CU_ASSERT_EQUAL(r.hbm_read + r.hbm_write, r.res.hbm_bytes_min + 40 * 2);
+        nn_graph_free(g);
+    }
+    /* a matmul chain: x w + b, gelu, + r, x 0.5, to fp32: the matrix unit's epilogue whole (the
+     * last cast its output dtype); then with a cast inside, the rest as a vector kernel */
+    for (int inner = 0; inner < 2; inner++) {
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_input(g, "x", NN_BF16, 2, (int64_t[]){37, 24});
+        nn_tensor *w = nn_input(g, "w", NN_BF16, 2, (int64_t[]){24, 29});
+        nn_tensor *b = nn_input(g, "b", NN_BF16, 1, (int64_t[]){29});
+        nn_tensor *rr = nn_input(g, "r", inner ? NN_F32 : NN_BF16, 2, (int64_t[]){37, 29});
+        fill(x, 5, V_NORMAL), fill(w, 6, V_NORMAL), fill(b, 7, V_NORMAL), fill(rr, 8, V_NORMAL);
+        nn_tensor *mm = nn_matmul(g, x, w), *h = nn_gelu(g, nn_add(g, mm, b));
+        if (inner)
+            h = nn_scale(g, nn_add(g, nn_cast(g, h, NN_F32), rr), 0.5);
+        else
+            h = nn_cast(g, nn_scale(g, nn_add(g, h, rr), 0.5), NN_F32);
+        nn_graph_set_output(g, h);
+        CU_ASSERT_EQUAL(nn_pass_fuse(g), 1);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &e), NP_OK);
+        nn_tensor *chain[16];
+        int n = kc_fuse_members(g, mm->fusion_group, chain, 16);
+        CU_ASSERT_EQUAL_FATAL(n, 6);
+        fuse_map m = {0};
+        kc_kernel ks[4];
+        int nk;
+        CU_ASSERT_EQUAL_FATAL(kc_fuse_group(chain, n, fuse_where, &m, &pl, ks, 4, &nk, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nk, inner ? 2 : 1);
+        CU_ASSERT_EQUAL(ks[0].op, NN_OP_MATMUL);
+        CU_ASSERT_EQUAL(ks[0].n_epi, inner ? 2 : 4);
+        CU_ASSERT_EQUAL(ks[0].out[0].dtype, inner ? NN_BF16 : NN_F32);
+        /* the epilogue computes at the output's type and rounds less than the framework's
+         * op-by-op bf16: within a few bf16 ulps of the largest intermediate */
+        check r;
+        run_fused(&cfg, &m, &ks[0], g, 4 * 0x1p-8, 4 * 0x1p-8, &r);
+        if (inner) {
+            CU_ASSERT_EQUAL(ks[1].op, NN_OP_CAST);
+            CU_ASSERT_EQUAL(ks[1].n_epi, 2);
+            run_fused(&cfg, &m, &ks[1], g, 0x1p-23, 0, &r); /* the framework's own steps */
+        }
+        nn_graph_free(g);
+    }
 }
