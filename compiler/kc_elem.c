@@ -416,6 +416,11 @@ static np_status elem_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
     const kc_kernel_def *d = kc_kernel_find(s->op);
     const kc_spec_val *sh = spec(s, "shape"), *dt = spec(s, "dtype"), *bs = spec(s, "bshape");
     const kc_spec_val *to = spec(s, "to");
+    bool has_b = false; /* a key of its own (the binary ops): else both inputs are shape */
+    for (unsigned i = 0; d && i < d->n_keys; i++)
+        has_b = has_b || !strcmp(d->keys[i].name, "bshape");
+    if (!has_b)
+        bs = NULL;
     if (!d || !sh || !sh->ndim)
         return np_err_set(err, NP_ERR_MISSING, "%s: give its shape (shape=AxBx...)",
                           nn_op_name(s->op));

@@ -882,3 +882,53 @@ TEST(fusion_groups_become_one_vector_kernel_or_a_matmul_epilogue)
         nn_graph_free(g);
     }
 }
+
+/* ---- npusim kernel --op ------------------------------------------------------------------------- */
+
+TEST(every_vector_kernel_builds_from_its_op_keys_and_compiles)
+{
+    static const nn_op ops[] = {
+        NN_OP_ADD, NN_OP_SUB, NN_OP_MUL, NN_OP_DIV, NN_OP_SCALE, NN_OP_RELU, NN_OP_GELU,
+        NN_OP_SILU, NN_OP_TANH, NN_OP_EXP, NN_OP_LOG, NN_OP_CAST, NN_OP_DROPOUT,
+        NN_OP_CAUSAL_MASK, NN_OP_RELU_GRAD, NN_OP_GELU_GRAD, NN_OP_SILU_GRAD, NN_OP_TANH_GRAD,
+        NN_OP_BROADCAST_TO, NN_OP_SUM_TO, NN_OP_REDUCE_SUM, NN_OP_REDUCE_MEAN, NN_OP_REDUCE_MAX,
+        NN_OP_REDUCE_MAX_GRAD, NN_OP_SGD_UPDATE, NN_OP_ADAM_UPDATE, NN_OP_ADAMW_UPDATE,
+    };
+    arch_config cfg = arch("tiny", NULL);
+    for (size_t i = 0; i < sizeof ops / sizeof ops[0]; i++) {
+        const kc_kernel_def *d = kc_kernel_find(ops[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+        CU_ASSERT(d->build && d->reference && d->n_keys >= 2);
+        /* shape=13x30 (to=30 for the broadcasts), dtype=bf16 (fp32 gradients for updates),
+         * bshape=30 for the binary ops: the builder's operands compile */
+        kc_spec s = {.op = ops[i], .n = 4};
+        s.v[0] = (kc_spec_val){.name = "shape", .type = KC_ATTR_SHAPE, .ndim = 2, .shape = {13, 30}};
+        s.v[1] = (kc_spec_val){.name = "dtype", .type = KC_ATTR_DTYPE, .i = NN_BF16};
+        s.v[2] = (kc_spec_val){.name = "bshape", .type = KC_ATTR_SHAPE, .ndim = 1, .shape = {30}};
+        s.v[3] = (kc_spec_val){.name = "to", .type = KC_ATTR_SHAPE, .ndim = 1, .shape = {30}};
+        if (ops[i] == NN_OP_BROADCAST_TO) { /* from [30] to [13, 30] */
+            s.v[0].ndim = 1, s.v[0].shape[0] = 30;
+            s.v[3].ndim = 2, s.v[3].shape[0] = 13, s.v[3].shape[1] = 30;
+        }
+        if (ops[i] == NN_OP_CAST)
+            s.v[3] = (kc_spec_val){.name = "to", .type = KC_ATTR_DTYPE, .i = NN_F32};
+        kc_prog *p;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 2}, &p, &e), NP_OK);
+        kc_kernel k;
+        CU_ASSERT_EQUAL_FATAL(d->build(p, &s, &k, &e), NP_OK);
+        k.place = (kc_place){0, 0, 2};
+        kc_result r;
+        np_status st = kc_compile(p, &k, &r, &e);
+        if (st != NP_OK)
+            fprintf(stderr, "%s: %s\n", nn_op_name(ops[i]), e.msg);
+        CU_ASSERT_EQUAL(st, NP_OK);
+        CU_ASSERT(r.hbm_bytes_min > 0 && r.hbm_read_bytes > 0 && r.hbm_write_bytes > 0);
+        CU_ASSERT_EQUAL(kc_prog_finish(p, &e), NP_OK);
+        kc_prog_free(p);
+        /* a missing shape is an error naming the op */
+        kc_spec none = {.op = ops[i], .n = 0};
+        CU_ASSERT_EQUAL(d->build(NULL, &none, &k, &e), NP_ERR_MISSING);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, nn_op_name(ops[i])));
+    }
+}
