@@ -395,14 +395,6 @@ static np_status elem_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
 
 /* ---- `npusim kernel --op` --------------------------------------------------------------------- */
 
-static const kc_spec_val *spec(const kc_spec *s, const char *name)
-{
-    for (unsigned i = 0; i < s->n; i++)
-        if (s->v[i].name && strcmp(s->v[i].name, name) == 0)
-            return &s->v[i];
-    return NULL;
-}
-
 /* A dense operand of shape/dtype in a fresh .bss buffer. */
 static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
                        np_err *err)
@@ -414,8 +406,8 @@ static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const in
 static np_status elem_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     const kc_kernel_def *d = kc_kernel_find(s->op);
-    const kc_spec_val *sh = spec(s, "shape"), *dt = spec(s, "dtype"), *bs = spec(s, "bshape");
-    const kc_spec_val *to = spec(s, "to");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype"), *bs = kc_spec_get(s, "bshape");
+    const kc_spec_val *to = kc_spec_get(s, "to");
     bool has_b = false; /* a key of its own (the binary ops): else both inputs are shape */
     for (unsigned i = 0; d && i < d->n_keys; i++)
         has_b = has_b || !strcmp(d->keys[i].name, "bshape");
@@ -450,17 +442,17 @@ static np_status elem_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
 /* ---- the table rows --------------------------------------------------------------------------- */
 
 static const kc_attr_def unary_keys[] = {
-    {"shape", KC_ATTR_SHAPE, 0, 0, 0, "the tensor's shape, AxBx..."},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the tensor's shape, AxBx..."},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "its element type"},
 };
 static const kc_attr_def binary_keys[] = {
-    {"shape", KC_ATTR_SHAPE, 0, 0, 0, "the first input's shape, AxBx..."},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the first input's shape, AxBx..."},
     {"bshape", KC_ATTR_SHAPE, 0, 0, 0, "the second input's shape, broadcast (default: shape)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the element type"},
 };
 #define KE_N(a) (unsigned)(sizeof a / sizeof a[0])
 
-#define KE_TILE {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"}
+#define KE_TILE {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"}
 static const kc_attr_def plain_attrs[] = {KE_TILE};
 static const kc_attr_def scale_attrs[] = {
     {"s", KC_ATTR_REAL, 1, -HUGE_VAL, HUGE_VAL, "the factor"}, KE_TILE,

@@ -189,13 +189,7 @@ static np_status optim_reference(nn_graph *g, const kc_kernel *k, nn_tensor *con
 
 static np_status optim_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = NULL, *gd = NULL;
-    for (unsigned i = 0; i < s->n; i++) {
-        if (!strcmp(s->v[i].name, "shape"))
-            sh = &s->v[i];
-        if (!strcmp(s->v[i].name, "gdtype"))
-            gd = &s->v[i];
-    }
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *gd = kc_spec_get(s, "gdtype");
     if (!sh || !sh->ndim)
         return np_err_set(err, NP_ERR_MISSING, "%s: give the parameter's shape (shape=AxB...)",
                           nn_op_name(s->op));
@@ -216,7 +210,7 @@ static np_status optim_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err 
 }
 
 static const kc_attr_def optim_keys[] = {
-    {"shape", KC_ATTR_SHAPE, 0, 0, 0, "the parameter's shape, AxBx..."},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the parameter's shape, AxBx..."},
     {"gdtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the gradient's type (the state is fp32)"},
 };
 
@@ -225,7 +219,7 @@ static const kc_attr_def sgd_attrs[] = {
     {"momentum", KC_ATTR_REAL, 0, 0, 1, "the momentum (PyTorch's SGD)"},
     {"weight_decay", KC_ATTR_REAL, 0, 0, HUGE_VAL, "L2 weight decay, added to the gradient"},
     {"step", KC_ATTR_INT, 1, 1, 4e18, "the step this update takes (1: the first)"},
-    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"},
+    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},
 };
 
 static const kc_attr_def adam_attrs[] = {
@@ -236,7 +230,7 @@ static const kc_attr_def adam_attrs[] = {
     {"weight_decay", KC_ATTR_REAL, 0, 0, HUGE_VAL, "weight decay (adam: L2 in the gradient; "
                                                    "adamw: decoupled)"},
     {"step", KC_ATTR_INT, 1, 1, 4e18, "the step this update takes (bias corrections 1 - beta^step)"},
-    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"},
+    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},
 };
 
 #define KO_N(a) (unsigned)(sizeof a / sizeof a[0])

@@ -23,9 +23,10 @@
  * broadcast_to and reduce_max_grad are streaming kernels of the engine (kc_vec.h):
  * broadcast_to copies its input's tile into every tile of the output (a broadcast row or
  * column made full by vpu.sel of a zero mask); reduce_max_grad (x, y = max(x), dy) -> dx takes
- * tiles that cover the axis whole and sends dy to the first maximal element: vpu.cmpeq with
- * y, then among the matches the smallest index (vpu.iota of -index, vpu.sels, vpu.rmax /
- * vpu.cmax), then vpu.cmpeq of the index with it times dy.
+ * tiles that cover the axis whole and sends dy to the first maximal element, found in x as
+ * the framework finds it (y is not read): vpu.rmax / vpu.cmax of x, vpu.cmpeq with it, then
+ * among the matches the smallest index (vpu.iota of -index, vpu.sels, vpu.rmax / vpu.cmax),
+ * then vpu.cmpeq of the index with it times dy.
  */
 #include <inttypes.h>
 #include <math.h>
@@ -639,25 +640,30 @@ static np_status bcast_compile(kc_ctx *x)
 static void maxgrad_tile(kc_ctx *x, const kv_tile *t, void *ctx)
 {
     (void)ctx;
-    kv_buf X = t->in[0], Y = t->in[1], D = t->in[2];
+    kv_buf X = t->in[0], D = t->in[1];
     bool along_cols = t->pos_col[0] == -1; /* the axis: the tile's columns, or its rows */
     uint64_t m = t->tmp[0], c = t->tmp[1], idx = t->tmp[2];
-    kv_buf f32m = {m, ISA_BCAST_FULL, ISA_DTYPE_FP32}, f32c = {c, ISA_BCAST_FULL, ISA_DTYPE_FP32};
+    kv_buf f32c = {c, ISA_BCAST_FULL, ISA_DTYPE_FP32};
     isa_opnd rows = isa_imm((int64_t)t->rows), cols = isa_imm((int64_t)t->cols);
-    kv_binary(x, t, ISA_OP_VPU_CMPEQ, m, X, Y);                 /* the maxima */
+    isa_bcast per = along_cols ? ISA_BCAST_COL : ISA_BCAST_ROW;
+    isa_insn in; /* the maximum along the axis, from x itself as the framework takes it */
+    isa_insn_init(&in, along_cols ? ISA_OP_VPU_RMAX : ISA_OP_VPU_CMAX);
+    in.VPU_RSUM.dst = isa_spad(0, c), in.VPU_RSUM.src = isa_spad(0, X.addr);
+    in.VPU_RSUM.rows = rows, in.VPU_RSUM.cols = cols, in.VPU_RSUM.dtype = isa_enum(X.dt);
+    isa_emit_insn(x->e, &in);
+    kv_binary(x, t, ISA_OP_VPU_CMPEQ, m, X, (kv_buf){c, per, X.dt}); /* where it is */
     kv_cast(x, t, c, (kv_buf){m, ISA_BCAST_FULL, X.dt}, ISA_DTYPE_FP32);
     ISA_EMIT(x->e, VPU_IOTA, isa_spad(0, idx), t->pos[0], isa_imm(t->pos_row[0]),
              isa_imm(t->pos_col[0]), rows, cols, isa_enum(ISA_DTYPE_FP32)); /* -index */
     ISA_EMIT(x->e, VPU_SELS, isa_spad(0, c), isa_spad(0, c), isa_spad(0, idx), isa_f32(KR_NO_INDEX),
              rows, cols, isa_enum(ISA_DTYPE_FP32));
-    isa_insn in; /* the first maximum: the largest -index among them */
+    /* the first of them: the largest -index */
     isa_insn_init(&in, along_cols ? ISA_OP_VPU_RMAX : ISA_OP_VPU_CMAX);
     in.VPU_RSUM.dst = isa_spad(0, m), in.VPU_RSUM.src = isa_spad(0, c);
     in.VPU_RSUM.rows = rows, in.VPU_RSUM.cols = cols, in.VPU_RSUM.dtype = isa_enum(ISA_DTYPE_FP32);
     isa_emit_insn(x->e, &in);
     kv_binary(x, t, ISA_OP_VPU_CMPEQ, c, (kv_buf){idx, ISA_BCAST_FULL, ISA_DTYPE_FP32},
-              (kv_buf){m, along_cols ? ISA_BCAST_COL : ISA_BCAST_ROW, ISA_DTYPE_FP32});
-    (void)f32m;
+              (kv_buf){m, per, ISA_DTYPE_FP32});
     if (D.dt != ISA_DTYPE_FP32)
         kv_cast(x, t, c, f32c, D.dt);
     kv_binary(x, t, ISA_OP_VPU_MUL, t->out[0].addr, (kv_buf){c, ISA_BCAST_FULL, D.dt}, D);
@@ -687,10 +693,10 @@ static np_status maxgrad_compile(kc_ctx *x)
     memset(&p, 0, sizeof p);
     p.ndim = X->ndim;
     memcpy(p.shape, X->shape, sizeof p.shape);
-    p.n_in = 3, p.n_out = 1;
+    /* y is not read: the maximum is taken from x in the tile, as the framework does */
+    p.n_in = 2, p.n_out = 1;
     p.in[0] = *X;
-    p.in[1] = keep ? k->in[1] : with_axis(&k->in[1], axis);
-    p.in[2] = keep ? k->in[2] : with_axis(&k->in[2], axis);
+    p.in[1] = keep ? k->in[2] : with_axis(&k->in[2], axis);
     p.out[0] = k->out[0];
     if (k->in[1].dtype != X->dtype || k->out[0].dtype != k->in[2].dtype)
         return kc_fail(x, NP_ERR_INCONSISTENT, "y must be typed like x, dx like dy");
@@ -741,14 +747,6 @@ static np_status red_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const
 
 /* ---- `npusim kernel --op` --------------------------------------------------------------------- */
 
-static const kc_spec_val *spec(const kc_spec *s, const char *name)
-{
-    for (unsigned i = 0; i < s->n; i++)
-        if (s->v[i].name && strcmp(s->v[i].name, name) == 0)
-            return &s->v[i];
-    return NULL;
-}
-
 static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
                        np_err *err)
 {
@@ -758,8 +756,8 @@ static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const in
 
 static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = spec(s, "shape"), *dt = spec(s, "dtype"), *to = spec(s, "to");
-    const kc_spec_val *ax = spec(s, "axis"), *kd = spec(s, "keepdim");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype"), *to = kc_spec_get(s, "to");
+    const kc_spec_val *ax = kc_spec_get(s, "axis"), *kd = kc_spec_get(s, "keepdim");
     if (!sh || !sh->ndim)
         return np_err_set(err, NP_ERR_MISSING, "%s: give the input's shape (shape=AxBx...)",
                           nn_op_name(s->op));
@@ -798,8 +796,8 @@ static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *e
 
 /* ---- the table rows --------------------------------------------------------------------------- */
 
-#define KR_TILES {"tk", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "kept elements of a tile (0: chosen)"}, \
-                 {"tr", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "reduced elements of a tile (0: chosen)"}
+#define KR_TILES {"tk", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "tile: kept elements of a tile (0: chosen)"}, \
+                 {"tr", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "tile: reduced elements of a tile (0: chosen)"}
 static const kc_attr_def axis_attrs[] = {
     {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1, "the dim reduced (negative: from the end)"},
     {"keepdim", KC_ATTR_BOOL, 0, 0, 1, "the output keeps the reduced dim as 1"},
@@ -809,17 +807,17 @@ static const kc_attr_def sum_to_attrs[] = {KR_TILES};
 static const kc_attr_def maxgrad_attrs[] = {
     {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1, "the dim reduced (negative: from the end)"},
     {"keepdim", KC_ATTR_BOOL, 0, 0, 1, "y and dy keep the reduced dim as 1"},
-    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"},
+    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},
 };
 static const kc_attr_def bcast_attrs[] = {
-    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "elements of a tile at most (0: chosen)"},
+    {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},
 };
 static const kc_attr_def shape_keys[] = {
-    {"shape", KC_ATTR_SHAPE, 0, 0, 0, "the input's shape, AxBx..."},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the input's shape, AxBx..."},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the element type"},
 };
 static const kc_attr_def to_keys[] = {
-    {"shape", KC_ATTR_SHAPE, 0, 0, 0, "the input's shape, AxBx..."},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the input's shape, AxBx..."},
     {"to", KC_ATTR_SHAPE, 0, 0, 0, "the output's shape, AxBx..."},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the element type"},
 };
