@@ -37,6 +37,20 @@ static double wall(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* v with thousands separators, in buf. */
+static const char *grouped(uint64_t v, char *buf)
+{
+    char d[32];
+    int n = snprintf(d, sizeof d, "%" PRIu64, v), k = 0;
+    for (int i = 0; i < n; i++) {
+        if (i && (n - i) % 3 == 0)
+            buf[k++] = ',';
+        buf[k++] = d[i];
+    }
+    buf[k] = '\0';
+    return buf;
+}
+
 static int run(const arch_config *cfg, const kc_kernel *k, bench_fig *f)
 {
     krun_result r;
@@ -80,7 +94,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json"))
             json = true;
         else {
-            fprintf(stderr, "usage: bench_kernels_vec [--arch A] [--cores N] [--elems N] [--json]\n");
+            fprintf(stderr, "usage: bench_kernels_vec [--arch A] [--cores N] [--elems N] "
+                            "[--json]\n");
             return 2;
         }
     }
@@ -159,13 +174,16 @@ int main(int argc, char **argv)
         free(s);
         json_decref(o);
     } else {
-        printf("%s, %ld cores, HBM %.0f GB/s; goal: >= %.0f %% of the HBM peak on the minimum bytes\n",
-               arch_name, cores, cfg.chip.hbm_gb_per_s, GOAL_PCT);
+        printf("%s, %ld core%s, HBM %.0f GB/s; goal: >= %.0f %% of the HBM peak on the minimum "
+               "bytes\n", arch_name, cores, cores == 1 ? "" : "s", cfg.chip.hbm_gb_per_s,
+               GOAL_PCT);
         for (int i = 0; i < n; i++) {
-            printf("%-6s %s, %.1f M elements\n", f[i].name, f[i].what, (double)f[i].elems / 1048576.0);
-            printf("       %'" PRIu64 " cycles = %.1f us; HBM %.1f MiB moved (minimum %.1f MiB) = %.0f GB/s; "
-                   "%.1f %% of peak %s; simulated in %.2f s\n",
-                   f[i].cycles, f[i].time_us, (double)f[i].hbm_bytes / 1048576.0,
+            printf("%-6s %s, %.1f M elements\n", f[i].name, f[i].what,
+                   (double)f[i].elems / 1048576.0);
+            char cyc[40];
+            printf("       %s cycles = %.1f us; HBM %.1f MiB moved (minimum %.1f MiB) = %.0f "
+                   "GB/s; %.1f %% of peak %s; simulated in %.2f s\n",
+                   grouped(f[i].cycles, cyc), f[i].time_us, (double)f[i].hbm_bytes / 1048576.0,
                    (double)f[i].hbm_bytes_min / 1048576.0, f[i].gbps, f[i].pct,
                    f[i].pct >= GOAL_PCT ? "(ok)" : "(BELOW THE GOAL)", f[i].wall_s);
             printf("       %s\n", f[i].schedule);
