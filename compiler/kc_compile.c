@@ -214,7 +214,7 @@ static np_status check_epilogue(const kc_prog *p, const kc_kernel_def *d, const 
                               s->swap ? "swapped operands" : "clamped relu");
         if (s->swap && !s->has_arg)
             return np_err_set(err, NP_ERR_INCONSISTENT, "%s: epilogue step %d (%s) swaps "
-                              "operands but has one", who, i, nn_op_name(s->op));
+                              "its operands but has only the running value", who, i, nn_op_name(s->op));
         if (s->op == NN_OP_CAST && (unsigned)s->to >= NN_DTYPE_COUNT)
             return np_err_set(err, NP_ERR_RANGE, "%s: epilogue step %d (cast) has no dtype "
                               "(%d)", who, i, (int)s->to);

@@ -406,7 +406,8 @@ static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const in
 static np_status elem_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     const kc_kernel_def *d = kc_kernel_find(s->op);
-    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype"), *bs = kc_spec_get(s, "bshape");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
+    const kc_spec_val *bs = kc_spec_get(s, "bshape");
     const kc_spec_val *to = kc_spec_get(s, "to");
     bool has_b = false; /* a key of its own (the binary ops): else both inputs are shape */
     for (unsigned i = 0; d && i < d->n_keys; i++)

@@ -97,7 +97,8 @@ static np_status optim_compile(kc_ctx *x)
     }
     for (int i = 0; i < k->n_in; i++)
         if (!same_shape(&k->in[i], &k->in[0]))
-            return kc_fail(x, NP_ERR_INCONSISTENT, "input %d differs from the parameter's shape", i);
+            return kc_fail(x, NP_ERR_INCONSISTENT, "input %d differs from the parameter's shape",
+                           i);
     for (int i = 0; i < k->n_out; i++)
         if (!same_shape(&k->out[i], &k->in[0]) ||
             k->out[i].dtype != k->in[i ? i + 1 : 0].dtype)
@@ -229,7 +230,8 @@ static const kc_attr_def adam_attrs[] = {
     {"eps", KC_ATTR_REAL, 1e-8, 0, 1, "added to the denominator"},
     {"weight_decay", KC_ATTR_REAL, 0, 0, HUGE_VAL, "weight decay (adam: L2 in the gradient; "
                                                    "adamw: decoupled)"},
-    {"step", KC_ATTR_INT, 1, 1, 4e18, "the step this update takes (bias corrections 1 - beta^step)"},
+    {"step", KC_ATTR_INT, 1, 1, 4e18,
+     "the step this update takes (bias corrections 1 - beta^step)"},
     {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},
 };
 

@@ -392,8 +392,9 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
         if (!d.red[i] && i != ik)
             r.lv[n++] = (kr_level){KL_OUT, (uint64_t)d.shape[i], 1, d.sx[i], d.so[i], 0, 0, 0};
     r.tk = n;
-    r.lv[n++] = ik >= 0 ? (kr_level){KL_TILEK, (uint64_t)d.shape[ik], 1, d.sx[ik], d.so[ik], 0, 0, 0}
-                        : (kr_level){KL_TILEK, 1, 1, 0, 0, 0, 0, 0};
+    r.lv[n++] = ik >= 0
+                    ? (kr_level){KL_TILEK, (uint64_t)d.shape[ik], 1, d.sx[ik], d.so[ik], 0, 0, 0}
+                    : (kr_level){KL_TILEK, 1, 1, 0, 0, 0, 0, 0};
     for (int i = 0; i < d.n; i++)
         if (d.red[i] && i != ir)
             r.lv[n++] = (kr_level){KL_ACC, (uint64_t)d.shape[i], 1, d.sx[i], 0, 0, 0, 0};
@@ -443,7 +444,8 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
     (void)per;
     int64_t sr = r.col ? R->sx : K->sx, sc = r.col ? K->sx : R->sx;
     uint64_t rows = r.col ? rt : kt, cols = r.col ? kt : rt;
-    if (rows > 1 && (sc == (int64_t)r.e || cols == 1 ? sr >= ((int64_t)1 << 24) : sr >= ((int64_t)1 << 27))) {
+    int64_t row_lim = sc == (int64_t)r.e || cols == 1 ? (int64_t)1 << 24 : (int64_t)1 << 27;
+    if (rows > 1 && sr >= row_lim) {
         if (r.col)
             rt = 1;
         else
@@ -531,7 +533,8 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
     res->flops = (uint64_t)kc_tensor_numel(r.in);
     snprintf(res->schedule, sizeof res->schedule, "%s of %" PRIu64 " elements each, %s; tiles %"
              PRIu64 " x %" PRIu64 ", %" PRIu64 " core%s", nn_op_name(k->op), r.count,
-             r.col ? "down the columns (the last dim kept)" : "along the rows (the last dim reduced)",
+             r.col ? "down the columns (the last dim kept)"
+                   : "along the rows (the last dim reduced)",
              r.col ? rt : kt, r.col ? kt : rt, used, used == 1 ? "" : "s");
     return kc_status(x);
 }
@@ -573,7 +576,8 @@ static np_status reduce_compile(kc_ctx *x)
             return kc_fail(x, NP_ERR_RANGE, "axis %" PRId64 " of a %d-dim input",
                            kc_attr_int(x, "axis"), X->ndim);
         if (Y->ndim != X->ndim - (keep ? 0 : 1))
-            return kc_fail(x, NP_ERR_INCONSISTENT, "the output needs %d dims", X->ndim - (keep ? 0 : 1));
+            return kc_fail(x, NP_ERR_INCONSISTENT, "the output needs %d dims",
+                           X->ndim - (keep ? 0 : 1));
         for (int i = 0, j = 0; i < X->ndim; i++) {
             d.shape[i] = X->shape[i], d.sx[i] = X->stride[i];
             if (i == axis) {
@@ -590,7 +594,9 @@ static np_status reduce_compile(kc_ctx *x)
     }
     if (k->in[0].dtype != k->out[0].dtype)
         return kc_fail(x, NP_ERR_INCONSISTENT, "the output's dtype must be the input's");
-    kr_kind kind = k->op == NN_OP_REDUCE_MAX ? KR_MAX : k->op == NN_OP_REDUCE_MEAN ? KR_MEAN : KR_SUM;
+    kr_kind kind = k->op == NN_OP_REDUCE_MAX    ? KR_MAX
+                   : k->op == NN_OP_REDUCE_MEAN ? KR_MEAN
+                                                : KR_SUM;
     return reduce_emit(x, kind, &d);
 }
 
@@ -686,8 +692,8 @@ static np_status maxgrad_compile(kc_ctx *x)
     const kc_tensor *X = &k->in[0];
     int axis = axis_of(x, X->ndim);
     if (axis < 0 || axis >= X->ndim)
-        return kc_fail(x, NP_ERR_RANGE, "axis %" PRId64 " of a %d-dim input", kc_attr_int(x, "axis"),
-                       X->ndim);
+        return kc_fail(x, NP_ERR_RANGE, "axis %" PRId64 " of a %d-dim input",
+                       kc_attr_int(x, "axis"), X->ndim);
     bool keep = kc_attr_int(x, "keepdim");
     kv_plan p;
     memset(&p, 0, sizeof p);
@@ -756,7 +762,8 @@ static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const in
 
 static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype"), *to = kc_spec_get(s, "to");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
+    const kc_spec_val *to = kc_spec_get(s, "to");
     const kc_spec_val *ax = kc_spec_get(s, "axis"), *kd = kc_spec_get(s, "keepdim");
     if (!sh || !sh->ndim)
         return np_err_set(err, NP_ERR_MISSING, "%s: give the input's shape (shape=AxBx...)",
@@ -775,7 +782,8 @@ static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *e
     int a = ax ? (int)ax->i : -1, n = sh->ndim;
     a = a < 0 ? a + n : a;
     if (a < 0 || a >= n)
-        return np_err_set(err, NP_ERR_RANGE, "%s: axis %d of a %d-dim shape", nn_op_name(s->op), a, n);
+        return np_err_set(err, NP_ERR_RANGE, "%s: axis %d of a %d-dim shape", nn_op_name(s->op),
+                          a, n);
     int64_t r[KC_MAX_DIMS];
     int rn = 0;
     for (int i = 0; i < n; i++)
@@ -796,16 +804,19 @@ static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *e
 
 /* ---- the table rows --------------------------------------------------------------------------- */
 
-#define KR_TILES {"tk", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "tile: kept elements of a tile (0: chosen)"}, \
-                 {"tr", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "tile: reduced elements of a tile (0: chosen)"}
+#define KR_TILES                                                                            \
+    {"tk", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "tile: kept elements of a tile (0: chosen)"},     \
+    {"tr", KC_ATTR_INT, 0, 0, KR_MAX_CNT, "tile: reduced elements of a tile (0: chosen)"}
 static const kc_attr_def axis_attrs[] = {
-    {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1, "the dim reduced (negative: from the end)"},
+    {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1,
+     "the dim reduced (negative: from the end)"},
     {"keepdim", KC_ATTR_BOOL, 0, 0, 1, "the output keeps the reduced dim as 1"},
     KR_TILES,
 };
 static const kc_attr_def sum_to_attrs[] = {KR_TILES};
 static const kc_attr_def maxgrad_attrs[] = {
-    {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1, "the dim reduced (negative: from the end)"},
+    {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1,
+     "the dim reduced (negative: from the end)"},
     {"keepdim", KC_ATTR_BOOL, 0, 0, 1, "y and dy keep the reduced dim as 1"},
     {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},
 };

@@ -249,7 +249,8 @@ static np_status check_aliases(kv_state *s)
             if (ahi <= blo || bhi <= alo)
                 continue;
             if (i >= p->n_in)
-                return kc_fail(s->x, NP_ERR_INCONSISTENT, "outputs %d and %d overlap", i - p->n_in, o);
+                return kc_fail(s->x, NP_ERR_INCONSISTENT, "outputs %d and %d overlap",
+                               i - p->n_in, o);
             if (!same_tensor(a, b) || !s->virt)
                 return kc_fail(s->x, NP_ERR_INCONSISTENT, "output %d overlaps input %d: an "
                                "output may only be an input itself (same address, shape, "
@@ -261,7 +262,10 @@ static np_status check_aliases(kv_state *s)
 
 static isa_bcast layout_of(int64_t sr, int64_t sc)
 {
-    return !sr && !sc ? ISA_BCAST_SCALAR : !sr ? ISA_BCAST_ROW : !sc ? ISA_BCAST_COL : ISA_BCAST_FULL;
+    return !sr && !sc ? ISA_BCAST_SCALAR
+           : !sr      ? ISA_BCAST_ROW
+           : !sc      ? ISA_BCAST_COL
+                      : ISA_BCAST_FULL;
 }
 
 /* Tile row and column strides of every stream for the tile shape chosen. */
@@ -348,8 +352,8 @@ static void tile_shape(const kv_state *s, uint64_t target, const uint64_t *ext,
         if (n_t == 1 && e <= KV_MAX_CNT) {
             rows = 1, cols = e;
         } else if (n_t == 1) {
-            for (uint64_t r = cdiv(e, KV_MAX_CNT); r <= min_u64(KV_MAX_CNT, cdiv(e, KV_MAX_CNT) + 4096);
-                 r++)
+            uint64_t r0 = cdiv(e, KV_MAX_CNT);
+            for (uint64_t r = r0; r <= min_u64(KV_MAX_CNT, r0 + 4096); r++)
                 if (e % r == 0) {
                     rows = r, cols = e / r;
                     break;
@@ -373,10 +377,14 @@ static void tile_shape(const kv_state *s, uint64_t target, const uint64_t *ext,
         rows = cdiv(R, cdiv(R, rows));
         cols = min_u64(cols, ext_min[s->nd - 1]);
         rows = min_u64(rows, ext_min[s->nd - 2]);
-        if (s->whole == s->nd - 1)
-            cols = min_u64(C, KV_MAX_CNT), rows = min_u64(min_u64(R, KV_MAX_CNT), target / C ? target / C : 1);
-        if (s->whole == s->nd - 2)
-            rows = min_u64(R, KV_MAX_CNT), cols = min_u64(min_u64(C, KV_MAX_CNT), target / R ? target / R : 1);
+        if (s->whole == s->nd - 1) {
+            cols = min_u64(C, KV_MAX_CNT);
+            rows = min_u64(min_u64(R, KV_MAX_CNT), target / C ? target / C : 1);
+        }
+        if (s->whole == s->nd - 2) {
+            rows = min_u64(R, KV_MAX_CNT);
+            cols = min_u64(min_u64(C, KV_MAX_CNT), target / R ? target / R : 1);
+        }
     }
     fit_strides(s, &rows, &cols);
     *rows_out = rows, *cols_out = cols;
@@ -559,7 +567,8 @@ static void move(kv_state *s, const kv_stream *t, uint64_t spad, isa_opnd hbm, b
         break;
     default:
         if (t->sc == e)
-            n0 = (uint64_t)cols, n1 = (uint64_t)rows, n2 = 1, h1 = t->sr, p1 = cols * e, h2 = p2 = 0;
+            n0 = (uint64_t)cols, n1 = (uint64_t)rows, n2 = 1, h1 = t->sr, p1 = cols * e,
+            h2 = p2 = 0;
         else
             n0 = 1, n1 = (uint64_t)cols, n2 = (uint64_t)rows, h1 = t->sc, p1 = e, h2 = t->sr,
             p2 = cols * e;

@@ -937,3 +937,39 @@ TEST(every_vector_kernel_builds_from_its_op_keys_and_compiles)
         CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, nn_op_name(ops[i])));
     }
 }
+
+TEST(semaphores_alone_order_the_schedules_with_copies_in_flight)
+{
+    /* no operand scoreboard, four DMA copies in flight: the kernels' semaphores must order
+     * every buffer's reuse themselves */
+    static const char *sets[2] = {"core.scoreboard=0", "core.dma_outstanding=4"};
+    arch_config cfg;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 2, &cfg, &e), NP_OK);
+    static const int64_t x2[2] = {29, 37}, row[1] = {37};
+    kc_kernel k = {.op = NN_OP_ADD, .n_in = 2, .n_out = 1, .n_epi = 2, .place = {0, 0, 2},
+                   .n_attrs = 1, .attrs = {KC_INT("tile", 100)}};
+    k.in[0] = dense(NN_BF16, 2, x2), k.in[1] = dense(NN_BF16, 1, row);
+    k.epi[0] = (kc_epi){.op = NN_OP_GELU};
+    k.epi[1] = (kc_epi){.op = NN_OP_MUL, .has_arg = true, .arg = dense(NN_BF16, 2, x2)};
+    k.out[0] = dense(NN_BF16, 2, x2);
+    CU_ASSERT_EQUAL(run_check(&cfg, &k, NULL, 1300, 0, 0).bad, 0);
+    int64_t n = 1517;
+    kc_kernel a = {.op = NN_OP_ADAM_UPDATE, .n_in = 4, .n_out = 3, .place = {0, 0, 2},
+                   .n_attrs = 2, .attrs = {KC_INT("step", 2), KC_INT("tile", 150)}};
+    for (int i = 0; i < 4; i++)
+        a.in[i] = dense(i == 1 ? NN_BF16 : NN_F32, 1, &n);
+    a.out[0] = a.in[0], a.out[1] = a.in[2], a.out[2] = a.in[3];
+    vals how[4] = {V_NORMAL, V_NORMAL, V_NORMAL, V_POSITIVE};
+    CU_ASSERT_EQUAL(run_check(&cfg, &a, how, 1301, 8 * 0x1p-24, 8 * 0x1p-24).bad, 0);
+    static const int64_t x3[3] = {7, 13, 19};
+    kc_kernel r = {.op = NN_OP_REDUCE_SUM, .n_in = 1, .n_out = 1, .place = {0, 0, 2}, .n_attrs = 3,
+                   .attrs = {KC_INT("axis", 1), KC_INT("tk", 5), KC_INT("tr", 4)}};
+    r.in[0] = dense(NN_F32, 3, x3), r.out[0] = dense(NN_F32, 2, (int64_t[]){7, 19});
+    CU_ASSERT_EQUAL(run_check(&cfg, &r, NULL, 1302, 0x1p-23, 13 * 4 * 0x1p-23).bad, 0);
+    kc_kernel g = {.op = NN_OP_REDUCE_MAX_GRAD, .n_in = 3, .n_out = 1, .place = {0, 0, 2},
+                   .n_attrs = 2, .attrs = {KC_INT("axis", 2), KC_INT("tile", 40)}};
+    g.in[0] = dense(NN_F32, 3, x3), g.in[1] = dense(NN_F32, 2, (int64_t[]){7, 13});
+    g.in[2] = g.in[1], g.out[0] = g.in[0];
+    CU_ASSERT_EQUAL(run_check(&cfg, &g, NULL, 1303, 0, 0).bad, 0);
+}
