@@ -423,7 +423,6 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
         budget = min_u64(budget, kc_spad_avail(x, c));
     kr_level *K = &r.lv[r.tk], *R = &r.lv[r.tr];
     uint64_t k_ext = split == r.tk ? total / used : K->extent;
-    uint64_t per = 2 * r.e + (r.cast ? 4 : 0);
     uint64_t kt = min_u64(min_u64(k_ext, KR_MAX_CNT), r.col ? 4096 : 256);
     if (kc_attr_int(x, "tk"))
         kt = min_u64(kt, (uint64_t)kc_attr_int(x, "tk"));
@@ -441,7 +440,6 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
         else
             kt -= (kt + 7) / 8;
     }
-    (void)per;
     int64_t sr = r.col ? R->sx : K->sx, sc = r.col ? K->sx : R->sx;
     uint64_t rows = r.col ? rt : kt, cols = r.col ? kt : rt;
     int64_t row_lim = sc == (int64_t)r.e || cols == 1 ? (int64_t)1 << 24 : (int64_t)1 << 27;

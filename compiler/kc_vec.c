@@ -65,7 +65,7 @@ typedef struct kv_state {
     uint64_t target, budget; /* tile elements wanted; scratchpad bytes there are */
     uint64_t rows, cols, tl[KC_MAX_DIMS];
     kv_level lv[KC_MAX_DIMS];
-    uint64_t base, block, tmp_off[2][KV_MAX_TMP];
+    uint64_t base, tmp_off[2][KV_MAX_TMP];
     unsigned s_free[2], s_full[2], s_done[2], s_hoist;
     bool any_hoist;
     uint64_t mult, rd, wr;
@@ -176,7 +176,7 @@ static np_status canonicalize(kv_state *s)
                            s->st[i].out ? i - p->n_in : i,
                            s->st[i].out ? "have" : "broadcast to");
     /* inner to outer: keep a dim, or fold it into the one inside it */
-    int n = 0, order[KC_MAX_DIMS];
+    int n = 0;
     int64_t shape[KC_MAX_DIMS], st[KV_MAX_ST][KC_MAX_DIMS], ps[KV_MAX_POS][KC_MAX_DIMS];
     for (int d = p->ndim - 1; d >= 0; d--) {
         if (p->shape[d] == 1)
@@ -190,7 +190,6 @@ static np_status canonicalize(kv_state *s)
             shape[n - 1] *= p->shape[d];
             continue;
         }
-        order[n] = d;
         if (d == p->whole - 1)
             s->whole = n; /* inner-first for now */
         shape[n] = p->shape[d];
@@ -200,7 +199,6 @@ static np_status canonicalize(kv_state *s)
             ps[q][n] = p->pos_stride[q][d];
         n++;
     }
-    (void)order;
     s->whole = p->whole && p->shape[p->whole - 1] > 1 ? s->whole : -1;
     if (s->whole >= 0 && n == 1) { /* the whole dim alone: rows of it, one row */
         shape[1] = 1;
@@ -752,7 +750,6 @@ static np_status emit_core(kv_state *s, uint64_t c)
             s->tmp_off[b][i] = off;
             off += align64(full * p->tmp_bytes[i]);
         }
-    s->block = off;
     kc_spad_alloc(x, off ? off : 64, 64, &s->base);
     for (int b = 0; b < 2; b++) {
         kc_sem_alloc(x, &s->s_free[b]);
