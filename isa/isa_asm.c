@@ -1097,8 +1097,8 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         if (t.kind != TK_STR)
             return asm_wrong_kind(c, op, f, pos);
         asm_lex(c, &t);
-        char *s;
-        size_t len;
+        char *s = NULL;
+        size_t len = 0;
         TRY(asm_string(c, &t, &s, &len));
         if (len > ISA_ASM_MAX_NAME) {
             free(s);
