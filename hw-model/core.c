@@ -6,8 +6,8 @@
  * Outstanding DMA requests. A queue starts its entries in program order; the entries from
  * the head that have started (n_started) stay in the ring until they retire, in order, so
  * they keep holding queue slots. The MXU, VPU and COMM queues run one at a time; the DMA
- * queue keeps up to core.dma_outstanding dma.copy entries in flight (n_inflight; at most
- * CORE_QUEUE_DEPTH since each holds its entry). Each streams through the shared port and HBM
+ * queue keeps up to core.dma_outstanding copies (dma.copy, dma.gather, dma.scatter) in
+ * flight (n_inflight; at most CORE_QUEUE_DEPTH since each holds its entry). Each streams through the shared port and HBM
  * pools as before, so they may complete out of order; a completed entry is marked done and
  * retires once every entry before it has. Anything else in the DMA queue (sem.wait,
  * sem.signal) starts only when nothing before it is left (n_started == 0): a signal after
@@ -362,7 +362,7 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
      *                  time unless the ports are the bound), for a DMA at the HBM peak
      *   HBM stream     a DMA's bytes through the chip's shared HBM (hbm.h) */
     uint64_t spad_bytes = 0, acc_bytes = 0;
-    bool any_hbm = false, both_hbm = nr == 2;
+    bool any_hbm = false, both_hbm = nr >= 2; /* a copy between two HBM places */
     for (unsigned i = 0; i < nr; i++) {
         if (r[i].space == ISA_SPACE_SPAD)
             spad_bytes += r[i].bytes;
@@ -384,9 +384,10 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     double ghz = s->cfg->core.clock_ghz;
     double port_bw = (double)core_spad_bytes_per_cycle(s->cfg) * ghz / 1000.0; /* B/ps */
     double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0;
-    uint64_t cyc = in->op == ISA_OP_DMA_COPY ? 0 : core_exec_cycles(s->cfg, in, e->mxu_k, e->mxu_n);
+    bool dma = isa_ops[in->op].unit == ISA_UNIT_DMA;
+    uint64_t cyc = dma ? 0 : core_exec_cycles(s->cfg, in, e->mxu_k, e->mxu_n);
     double cap = port_bw;
-    if (in->op == ISA_OP_DMA_COPY && any_hbm)
+    if (dma && any_hbm)
         cap = hbm_bw < port_bw ? hbm_bw : port_bw;
     else if (cyc)
         cap = (double)spad_bytes / ((double)cyc * 1000.0 / ghz);
@@ -467,7 +468,7 @@ static void q_start(core_model *c, isa_unit u)
         unsigned slot = (q->head + q->n_started) % CORE_QUEUE_DEPTH;
         q_entry *e = &q->ring[slot];
         const isa_insn *in = &e->in;
-        if (q->n_started && in->op != ISA_OP_DMA_COPY)
+        if (q->n_started && isa_ops[in->op].unit != ISA_UNIT_DMA)
             return; /* q_retire starts it once the entries before it have retired */
         isa_unit bu;
         unsigned ei, oi;
@@ -535,7 +536,7 @@ static void q_start(core_model *c, isa_unit u)
             e->lane++;
         q->lanes |= 1u << e->lane;
         e->parts = 1; /* held until the parts have started, so none completes it early */
-        uint64_t setup = in->op == ISA_OP_DMA_COPY ? (uint64_t)s->cfg->core.dma_setup_cycles : 0;
+        uint64_t setup = isa_ops[in->op].unit == ISA_UNIT_DMA ? (uint64_t)s->cfg->core.dma_setup_cycles : 0;
         if (!setup) {
             q_launch(c, u, slot);
             continue; /* the DMA queue may start another copy */

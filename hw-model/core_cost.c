@@ -11,7 +11,7 @@ static core_range tile(const isa_opnd *o, const char *what, uint64_t rows, uint6
 {
     uint64_t s = stride ? (uint64_t)stride : row_bytes;
     core_range r = {(isa_space)o->space, (uint64_t)o->val, (rows - 1) * s + row_bytes,
-                    rows * row_bytes, write, what, 1, 0, rows, s, row_bytes};
+                    rows * row_bytes, write, what, 1, 0, rows, s, row_bytes, 0};
     return r;
 }
 
@@ -49,7 +49,7 @@ static unsigned ranges_dma(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n, c
         uint64_t ps = s2[i] ? (uint64_t)s2[i] : n1 * rs;
         out[i] = (core_range){(isa_space)ends[i]->space, (uint64_t)ends[i]->val,
                               (n2 - 1) * ps + (n1 - 1) * rs + row, n2 * n1 * row, i == 1,
-                              i ? "dst" : "src", n2, ps, n1, rs, row};
+                              i ? "dst" : "src", n2, ps, n1, rs, row, 0};
     }
     return 2;
 }
@@ -251,6 +251,82 @@ static unsigned ranges_comm_recv(const isa_insn *in, uint64_t mxu_k, uint64_t mx
     return 1;
 }
 
+/* vpu.fma / vpu.fexp: a (dtype), the fp32 coefficients b and c per bb / cb, dst (odtype), and
+ * the optional fp32 row sums. All tiles packed. */
+static core_range coef(const isa_opnd *o, const char *what, uint64_t bcast, uint64_t rows,
+                       uint64_t cols)
+{
+    switch (bcast) {
+    case ISA_BCAST_ROW: return tile(o, what, 1, cols * 4, 0, false);
+    case ISA_BCAST_COL: return tile(o, what, 1, rows * 4, 0, false);
+    case ISA_BCAST_SCALAR: return tile(o, what, 1, 4, 0, false);
+    default: return tile(o, what, rows, cols * 4, 0, false);
+    }
+}
+
+static unsigned ranges_vpu_fma(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                               core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_FMA *a = &in->VPU_FMA;
+    uint64_t rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    unsigned n = 0;
+    out[n++] = tile(&a->a, "a", rows, cols * isa_dtype_size[a->dtype.val], 0, false);
+    out[n++] = coef(&a->b, "b", (uint64_t)a->bb.val, rows, cols);
+    out[n++] = coef(&a->c, "c", (uint64_t)a->cb.val, rows, cols);
+    out[n++] = tile(&a->dst, "dst", rows, cols * isa_dtype_size[a->odtype.val], 0, true);
+    if (a->sum.space != ISA_SPACE_NONE)
+        out[n++] = tile(&a->sum, "sum", 1, rows * 4, 0, true);
+    return n;
+}
+
+/* vpu.rdot: a and b (per bcast) in dtype, one odtype element per row at dst. */
+static unsigned ranges_vpu_rdot(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                                core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_VPU_RDOT *a = &in->VPU_RDOT;
+    uint64_t e = isa_dtype_size[a->dtype.val], rows = (uint64_t)a->rows.val, cols = (uint64_t)a->cols.val;
+    out[0] = tile(&a->a, "a", rows, cols * e, a->a_s.val, false);
+    switch (a->bcast.val) {
+    case ISA_BCAST_ROW: out[1] = tile(&a->b, "b", 1, cols * e, 0, false); break;
+    case ISA_BCAST_COL: out[1] = tile(&a->b, "b", 1, rows * e, 0, false); break;
+    case ISA_BCAST_SCALAR: out[1] = tile(&a->b, "b", 1, e, 0, false); break;
+    default: out[1] = tile(&a->b, "b", rows, cols * e, a->b_s.val, false); break;
+    }
+    out[2] = tile(&a->dst, "dst", 1, rows * isa_dtype_size[a->odtype.val], 0, true);
+    return 3;
+}
+
+/* dma.gather / dma.scatter: the indices, the dense side (n1 rows), and the indexed side (the
+ * whole table as footprint, n1 rows accessed), which a reduction also reads. */
+static unsigned ranges_dma_idx(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
+                               core_range *out)
+{
+    (void)mxu_k, (void)mxu_n;
+    const isa_args_DMA_GATHER *a = &in->DMA_GATHER;
+    bool gather = in->op == ISA_OP_DMA_GATHER;
+    uint64_t row = (uint64_t)a->n0.val * isa_dtype_size[a->dtype.val];
+    uint64_t n1 = (uint64_t)a->n1.val, lim = (uint64_t)a->limit.val;
+    uint64_t ds = a->dst_s1.val ? (uint64_t)a->dst_s1.val : row;
+    uint64_t ss = a->src_s1.val ? (uint64_t)a->src_s1.val : row;
+    unsigned n = 0;
+    out[n++] = tile(&a->idx, "idx", 1, 4 * n1, 0, false);
+    core_range src = tile(&a->src, "src", gather ? lim : n1, row, (int64_t)ss, false);
+    core_range dst = tile(&a->dst, "dst", gather ? n1 : lim, row, (int64_t)ds, true);
+    core_range *table = gather ? &src : &dst;
+    table->idx_rows = n1;
+    table->bytes = n1 * row;
+    out[n++] = src;
+    out[n++] = dst;
+    if (a->red.val != ISA_RED_NONE) { /* read, then combined and written */
+        out[n] = dst;
+        out[n].write = false;
+        out[n++].what = "dst (read)";
+    }
+    return n;
+}
+
 static const ranges_fn core_family_ranges[ISA_FAMILY_COUNT] = {
     [ISA_FAMILY_CTRL] = ranges_none,
     [ISA_FAMILY_SEM] = ranges_none,
@@ -272,6 +348,9 @@ static const ranges_fn core_family_ranges[ISA_FAMILY_COUNT] = {
     [ISA_FAMILY_VPU_RAND] = ranges_vpu_rand,
     [ISA_FAMILY_COMM_SEND] = ranges_comm_send,
     [ISA_FAMILY_COMM_RECV] = ranges_comm_recv,
+    [ISA_FAMILY_VPU_FMA] = ranges_vpu_fma,
+    [ISA_FAMILY_VPU_RDOT] = ranges_vpu_rdot,
+    [ISA_FAMILY_DMA_IDX] = ranges_dma_idx,
 };
 
 unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
@@ -314,6 +393,12 @@ uint64_t core_spad_banks_touched(const arch_config *cfg, const core_range *r, un
 
 uint64_t core_burst_bytes(const core_range *range, uint64_t burst)
 {
+    if (range->idx_rows) {
+        uint64_t per = ceil_div(range->row_bytes, burst);
+        if (range->addr % burst || range->row_stride % burst)
+            per++;
+        return range->idx_rows * per * burst;
+    }
     /* Rows that follow each other without a gap are one access stream: merge them. */
     core_range m = *range, *r = &m;
     if (r->rows == 1 || r->row_stride == r->row_bytes) {
@@ -405,6 +490,9 @@ static const core_time_class core_family_time[ISA_FAMILY_COUNT] = {
     [ISA_FAMILY_VPU_RAND] = CORE_TIME_VECTOR,
     [ISA_FAMILY_COMM_SEND] = CORE_TIME_FREE,
     [ISA_FAMILY_COMM_RECV] = CORE_TIME_FREE,
+    [ISA_FAMILY_VPU_FMA] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_VPU_RDOT] = CORE_TIME_VECTOR,
+    [ISA_FAMILY_DMA_IDX] = CORE_TIME_FREE,
 };
 
 bool core_family_modelled(isa_family f)

@@ -24,7 +24,7 @@
 #include "isa.h"
 #include "mxu_timing.h"
 
-#define CORE_MAX_RANGES 4
+#define CORE_MAX_RANGES 6
 
 typedef struct core_range {
     isa_space space;
@@ -35,6 +35,10 @@ typedef struct core_range {
     const char *what; /* operand name */
     /* the shape: planes of rows of row_bytes contiguous bytes */
     uint64_t planes, plane_stride, rows, row_stride, row_bytes;
+    /* an indexed table (dma.gather's src, dma.scatter's dst): the shape above is the whole
+     * table (its footprint), of which idx_rows rows are accessed at places the data decides;
+     * 0 for every other range */
+    uint64_t idx_rows;
 } core_range;
 
 /* The ranges instruction in touches (resolved; mxu_k, mxu_n: the last mxu.load's tile).
@@ -57,7 +61,9 @@ uint64_t core_spad_banks_touched(const arch_config *cfg, const core_range *r, un
  * it touches (a 40-byte row at offset 16 of 32-byte bursts moves 64); rows (and planes) that
  * follow each other without a gap count as one. Exact when the rows
  * all start at the same offset in a burst or there are at most CORE_BANK_SCAN_ROWS of them;
- * otherwise the scanned rows' average, rounded up. */
+ * otherwise the scanned rows' average, rounded up. An indexed table (idx_rows) moves idx_rows
+ * rows of whole bursts, one burst more per row unless the table and its row stride are
+ * burst-aligned (where a row lies is data: the worst case). */
 uint64_t core_burst_bytes(const core_range *r, uint64_t burst);
 
 /* Whether ranges a and b share a byte: same space, and some row of one meets some row of the

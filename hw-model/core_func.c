@@ -1,6 +1,7 @@
 /* core_func.c — functional-mode memories and instruction semantics (see core_func.h). */
 #include "core_func.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,6 +431,11 @@ static const core_binop_fn core_reductions[ISA_OP_COUNT] = {
     [ISA_OP_VPU_CSUM] = f_add, [ISA_OP_VPU_CMAX] = f_max,
 };
 
+/* vpu.fma family: dst = f(a x b + c) */
+static const core_unop_fn core_fma_fns[ISA_OP_COUNT] = {
+    [ISA_OP_VPU_FMA] = f_copy, [ISA_OP_VPU_FEXP] = f_exp,
+};
+
 bool core_func_has_semantics(isa_op op)
 {
     if ((unsigned)op == 0 || (unsigned)op >= ISA_OP_COUNT)
@@ -440,6 +446,9 @@ bool core_func_has_semantics(isa_op op)
     case ISA_FAMILY_VPU_UNARY: return core_unops[op] != NULL;
     case ISA_FAMILY_VPU_RROW:
     case ISA_FAMILY_VPU_RCOL: return core_reductions[op] != NULL;
+    case ISA_FAMILY_VPU_FMA: return core_fma_fns[op] != NULL;
+    case ISA_FAMILY_VPU_RDOT:
+    case ISA_FAMILY_DMA_IDX:
     case ISA_FAMILY_CTRL:          /* core.c's front end */
     case ISA_FAMILY_SEM:           /* core.c's queues */
     case ISA_FAMILY_COMM_SEND:     /* core_comm.c moves the bytes */
@@ -544,6 +553,115 @@ static np_status exec_cast(core_func *f, uint32_t ci, const isa_args_VPU_CAST *a
     return NP_OK;
 }
 
+/* An fp32 coefficient of vpu.fma at (i, j) per its broadcast mode (tiles packed). */
+static double coef_at(core_func *f, uint32_t ci, const isa_opnd *o, int64_t bcast, uint64_t i,
+                      uint64_t j, uint64_t cols)
+{
+    const uint8_t *p = f->cores[ci].spad + (uint64_t)o->val;
+    uint64_t k = bcast == ISA_BCAST_ROW ? j : bcast == ISA_BCAST_COL ? i
+               : bcast == ISA_BCAST_SCALAR ? 0 : i * cols + j;
+    return core_elem_get(p + 4 * k, ISA_DTYPE_FP32);
+}
+
+/* vpu.fma, vpu.fexp: all results computed (into tmp) before any is stored, so dst may
+ * overlap a, b or c. */
+static np_status exec_fma(core_func *f, uint32_t ci, const isa_insn *in, np_err *err)
+{
+    const isa_args_VPU_FMA *a = &in->VPU_FMA;
+    core_unop_fn fn = core_fma_fns[in->op];
+    isa_dtype d = (isa_dtype)a->dtype.val, od = (isa_dtype)a->odtype.val;
+    uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val;
+    if (tmp_reserve(f, r * cn + r, err) != NP_OK)
+        return err->status;
+    double *y = f->tmp, *sums = f->tmp + r * cn;
+    for (uint64_t i = 0; i < r; i++) {
+        sums[i] = 0;
+        for (uint64_t j = 0; j < cn; j++) {
+            double x = core_elem_get(spad_at(f, ci, &a->a, i, j, cn * isa_dtype_size[d], 0, d), d);
+            double v = fn(x * coef_at(f, ci, &a->b, a->bb.val, i, j, cn) +
+                          coef_at(f, ci, &a->c, a->cb.val, i, j, cn));
+            y[i * cn + j] = v;
+            sums[i] += v;
+        }
+    }
+    for (uint64_t i = 0; i < r; i++)
+        for (uint64_t j = 0; j < cn; j++)
+            core_elem_put(spad_at(f, ci, &a->dst, i, j, cn * isa_dtype_size[od], 0, od), od,
+                          y[i * cn + j]);
+    if (a->sum.space != ISA_SPACE_NONE)
+        for (uint64_t i = 0; i < r; i++)
+            core_elem_put(f->cores[ci].spad + (uint64_t)a->sum.val + 4 * i, ISA_DTYPE_FP32, sums[i]);
+    return NP_OK;
+}
+
+static np_status exec_rdot(core_func *f, uint32_t ci, const isa_args_VPU_RDOT *a, np_err *err)
+{
+    isa_dtype d = (isa_dtype)a->dtype.val, od = (isa_dtype)a->odtype.val;
+    uint64_t r = (uint64_t)a->rows.val, cn = (uint64_t)a->cols.val, e = isa_dtype_size[d];
+    if (tmp_reserve(f, r, err) != NP_OK)
+        return err->status;
+    for (uint64_t i = 0; i < r; i++) {
+        double acc = 0;
+        for (uint64_t j = 0; j < cn; j++) {
+            const isa_opnd *b = &a->b;
+            uint8_t *bp = a->bcast.val == ISA_BCAST_ROW      ? spad_at(f, ci, b, 0, j, cn * e, 0, d)
+                          : a->bcast.val == ISA_BCAST_COL    ? spad_at(f, ci, b, 0, i, r * e, 0, d)
+                          : a->bcast.val == ISA_BCAST_SCALAR ? spad_at(f, ci, b, 0, 0, e, 0, d)
+                                                             : spad_at(f, ci, b, i, j, cn * e, a->b_s.val, d);
+            acc += core_elem_get(spad_at(f, ci, &a->a, i, j, cn * e, a->a_s.val, d), d) *
+                   core_elem_get(bp, d);
+        }
+        f->tmp[i] = acc;
+    }
+    for (uint64_t i = 0; i < r; i++)
+        core_elem_put(f->cores[ci].spad + (uint64_t)a->dst.val + i * isa_dtype_size[od], od, f->tmp[i]);
+    return NP_OK;
+}
+
+/* dma.gather / dma.scatter, one row at a time in index order (so repeated indices of a
+ * scatter combine with every earlier row). */
+static np_status exec_dma_idx(core_func *f, uint32_t ci, const isa_insn *in, np_err *err)
+{
+    const isa_args_DMA_GATHER *a = &in->DMA_GATHER;
+    bool gather = in->op == ISA_OP_DMA_GATHER;
+    isa_dtype d = (isa_dtype)a->dtype.val;
+    uint64_t e = isa_dtype_size[d], n0 = (uint64_t)a->n0.val, row = n0 * e;
+    uint64_t n1 = (uint64_t)a->n1.val, lim = (uint64_t)a->limit.val;
+    uint64_t ds = a->dst_s1.val ? (uint64_t)a->dst_s1.val : row;
+    uint64_t ss = a->src_s1.val ? (uint64_t)a->src_s1.val : row;
+    isa_red red = (isa_red)a->red.val;
+    uint8_t src[2048], dst[2048]; /* chunks of a row, whole elements */
+    uint64_t chunk = sizeof src / e * e;
+    for (uint64_t i = 0; i < n1; i++) {
+        int32_t j;
+        if (mem_read(f, ci, (isa_space)a->idx.space, (uint64_t)a->idx.val + 4 * i, &j, 4, err) != NP_OK)
+            return err->status;
+        if (j < 0 || (uint64_t)j >= lim)
+            return np_err_set(err, NP_ERR_SIM_FAULT, "core %" PRIu32 " %s: index %" PRId32 " (number "
+                              "%" PRIu64 ") is outside the table's rows 0..%" PRIu64, ci,
+                              isa_ops[in->op].mnemonic, j, i, lim - 1);
+        uint64_t sa = (uint64_t)a->src.val + (gather ? (uint64_t)j : i) * ss;
+        uint64_t da = (uint64_t)a->dst.val + (gather ? i : (uint64_t)j) * ds;
+        for (uint64_t off = 0; off < row; off += chunk) {
+            uint64_t k = row - off < chunk ? row - off : chunk;
+            if (mem_read(f, ci, (isa_space)a->src.space, sa + off, src, k, err) != NP_OK)
+                return err->status;
+            if (red != ISA_RED_NONE) {
+                if (mem_read(f, ci, (isa_space)a->dst.space, da + off, dst, k, err) != NP_OK)
+                    return err->status;
+                for (uint64_t t = 0; t < k; t += e) {
+                    double x = core_elem_get(dst + t, d), y = core_elem_get(src + t, d);
+                    core_elem_put(src + t, d, red == ISA_RED_ADD ? x + y : red == ISA_RED_MAX
+                                  ? (x > y ? x : y) : (x < y ? x : y));
+                }
+            }
+            if (mem_write(f, ci, (isa_space)a->dst.space, da + off, src, k, err) != NP_OK)
+                return err->status;
+        }
+    }
+    return NP_OK;
+}
+
 /* The other VPU families read their source(s) into tmp first, so dst may overlap them. */
 static np_status exec_vpu(core_func *f, uint32_t ci, const isa_insn *in, np_err *err)
 {
@@ -619,6 +737,9 @@ np_status core_func_exec(core_func *f, uint32_t ci, const isa_insn *in, bool fir
 {
     switch (isa_ops[in->op].family) {
     case ISA_FAMILY_DMA: return exec_dma(f, ci, &in->DMA_COPY, err);
+    case ISA_FAMILY_DMA_IDX: return exec_dma_idx(f, ci, in, err);
+    case ISA_FAMILY_VPU_FMA: return exec_fma(f, ci, in, err);
+    case ISA_FAMILY_VPU_RDOT: return exec_rdot(f, ci, &in->VPU_RDOT, err);
     case ISA_FAMILY_MXU_LOAD: return exec_load(f, ci, &in->MXU_LOAD, err);
     case ISA_FAMILY_MXU_MM: exec_mm(f, ci, &in->MXU_MM, first); return NP_OK;
     case ISA_FAMILY_MXU_DRAIN: exec_drain(f, ci, &in->MXU_DRAIN); return NP_OK;

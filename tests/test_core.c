@@ -225,6 +225,72 @@ TEST(vector_unit_time_is_elements_over_lanes_and_transcendentals_cost_more)
     core_report_free(r);
 }
 
+TEST(mixed_precision_vector_ops_take_the_vector_or_transcendental_rate)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* 8 x 16 = 128 elements / 4 lanes = 32 cycles each for vpu.fma and vpu.rdot, 128 for
+     * vpu.fexp. Ports (64 B/cycle) never bind: fma bf16 -> fp32 with row/col coefficients
+     * and row sums moves 256 + 64 + 32 + 512 + 32 = 896 bytes (14 cycles); fexp with scalar
+     * coefficients 256 + 4 + 4 + 512 = 776; rdot bf16 with b full 256 + 256 + 8 x 4. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\n"
+                                        "vpu.fma spad[0x4000], spad[0x1000], spad[0x2000], spad[0x3000], 8, 16, bf16, fp32, bb=row, cb=col, sum=spad[0x6000]\n"
+                                        "vpu.fexp spad[0x4000], spad[0x1000], spad[0x2000], spad[0x3000], 8, 16, bf16, fp32, bb=scalar, cb=scalar\n"
+                                        "vpu.rdot spad[0x4000], spad[0x1000], spad[0x2000], 8, 16, bf16, fp32\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->busy_cycles, 32u + 128u + 32u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->bytes, 896u + 776u + 544u);
+    CU_ASSERT_EQUAL(r->total_cycles, 32u + 128u + 32u); /* back to back in the VPU queue */
+    core_report_free(r);
+}
+
+TEST(indexed_copies_move_the_bursts_of_their_rows_and_a_reduction_reads_them_too)
+{
+    /* tiny: 100 ns latency, 16 B/cycle, 32-byte bursts, 2 channels every 64 bytes. A table of
+     * 16 rows of 64 bytes (16 fp32) at hbm[0], rows 64 apart, so its footprint covers both
+     * channels. */
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    struct { const char *copy; uint64_t cycles, hbm_rd, hbm_wr; } cases[] = {
+        /* 8 rows into the scratchpad, indices there: 8 x 64 = 512 bytes, 2 bursts a row:
+         * 100 + 512 / 16 = 132, as a packed 512-byte copy */
+        {"dma.gather spad[0], hbm[0], spad[0x1000], fp32, 16, 8, 16", 132, 512, 0},
+        /* the indices from HBM too: 32 more bytes, one burst: 100 + 544 / 16 = 134 */
+        {"dma.gather spad[0], hbm[0], hbm[0x2000], fp32, 16, 8, 16", 134, 544, 0},
+        /* a table at byte 16 is not burst-aligned: 3 bursts a row, 100 + 768 / 16 = 148 */
+        {"dma.gather spad[0], hbm[0x10], spad[0x1000], fp32, 16, 8, 16", 148, 512, 0},
+        /* a plain scatter writes 512 bytes; with add it reads them first: 100 + 1024 / 16 */
+        {"dma.scatter hbm[0], spad[0], spad[0x1000], fp32, 16, 8, 16", 132, 0, 512},
+        {"dma.scatter hbm[0], spad[0], spad[0x1000], fp32, 16, 8, 16, red=add", 164, 512, 512},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char src[160];
+        snprintf(src, sizeof src, ".core 0\n%s\n", cases[i].copy);
+        CU_ASSERT_EQUAL_FATAL(run_src(&cfg, src, NULL, &r, &e), NP_OK);
+        CU_ASSERT_EQUAL(r->total_cycles, cases[i].cycles);
+        CU_ASSERT_EQUAL(r->hbm_read_bytes, cases[i].hbm_rd);
+        CU_ASSERT_EQUAL(r->hbm_write_bytes, cases[i].hbm_wr);
+        core_report_free(r);
+    }
+    /* The scoreboard sees the whole table: a vpu.relu reading row 15 of a scratchpad table
+     * waits for a scatter into it (16 rows of 16 bytes at spad[0]), though the scatter's
+     * indices could be anything. The scatter from HBM: 100 + 8 x 16 / 16 = 108; the relu (4
+     * elements, 1 cycle) starts when it completes: 108 + 1. */
+    CU_ASSERT_EQUAL_FATAL(run_src(&cfg, ".core 0\n"
+                                        "dma.scatter spad[0], hbm[0], spad[0x1000], fp32, 4, 8, 16\n"
+                                        "vpu.relu spad[0x2000], spad[0xf0], 1, 4, fp32\n",
+                                  NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 109u);
+    CU_ASSERT_EQUAL(unit(r, "core0.vpu")->stall_cycles, 107u);
+    core_report_free(r);
+    /* An index table that reaches past the HBM is a fault at dispatch. */
+    CU_ASSERT_EQUAL(run_src(&cfg, ".core 0\ndma.gather spad[0], hbm[0x3fffff0], spad[0x1000], fp32, 16, 1, 2\n",
+                            NULL, &r, &e), NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "src range 0x3fffff0"));
+}
+
 TEST(loops_step_addresses_and_restore_registers)
 {
     arch_config cfg = tiny(NULL);
@@ -1107,7 +1173,7 @@ TEST(a_scoreboard_wait_behind_a_semaphore_is_reported_as_a_deadlock_naming_both)
 static core_range random_range(rng *g, bool write)
 {
     core_range r = {ISA_SPACE_SPAD, 0, 0, 0, write, "r", 1 + rng_below(g, 3), 0,
-                    1 + rng_below(g, 5), 0, 1 + rng_below(g, 40)};
+                    1 + rng_below(g, 5), 0, 1 + rng_below(g, 40), 0};
     r.row_stride = 1 + rng_below(g, 100);
     r.plane_stride = rng_below(g, 400);
     r.addr = rng_below(g, 1024);
@@ -1150,7 +1216,7 @@ TEST(range_overlap_equals_a_byte_map_comparison_for_random_strided_ranges)
      * into the same buffer, one at offset 0 and one at offset 42: they interleave without
      * sharing a byte — 5600 x 50 row-plane pairs, yet decided exactly, not by extents. */
     core_range g0 = {ISA_SPACE_SPAD, 0, 49 * 9408 + 111 * 84 + 42, 50 * 112 * 42, true, "dst",
-                     50, 9408, 112, 84, 42};
+                     50, 9408, 112, 84, 42, 0};
     core_range g1 = g0;
     g1.addr = 42;
     CU_ASSERT_FALSE(core_ranges_overlap(&g0, &g1));

@@ -312,6 +312,124 @@ TEST(compare_select_iota_rand_and_activation_derivatives_compute_hand_checked_va
     CU_ASSERT_EQUAL(out[51], 1.5f); /* silu'(0) = 1/2, times 3 */
 }
 
+/* Runs src functionally like run_vec, returning the status (and the error in *e). */
+static np_status run_vec_status(const char *src, const void *in, uint64_t in_n, void *out,
+                                uint64_t out_n, np_err *e)
+{
+    arch_config cfg = tiny_df(NULL);
+    isa_target t;
+    isa_target_from_arch(&cfg, &t);
+    isa_asm_opts o = {.target = &t};
+    isa_program *p;
+    CU_ASSERT_EQUAL_FATAL(isa_asm(src, strlen(src), "v.s", &o, &p, e), NP_OK);
+    core_hbm_io i = {0x100000, (void *)in, in_n, 0}, w = {0x200000, out, out_n, 0};
+    core_sim_opts so = {.functional = true, .inputs = &i, .n_inputs = 1, .outputs = &w,
+                        .n_outputs = 1};
+    core_report *r = NULL;
+    np_status st = core_sim_run_opts(&cfg, p, &so, NULL, &r, e);
+    core_report_free(r);
+    isa_program_free(p);
+    return st;
+}
+
+TEST(mixed_precision_vector_ops_compute_hand_checked_values)
+{
+    /* in: a [1 -2 3; 4 5 -6] fp32 at 0, b col [2 -1] at 0x18, c row [0.5 1 1.5] at 0x20,
+     * 1 + 2^-10 at 0x2c, [0 2] at 0x30, [256 1 0] at 0x38 */
+    float in[17] = {1, -2, 3, 4, 5, -6, 2, -1, 0.5f, 1, 1.5f, 1.0f + 0x1p-10f, 0, 2, 256, 1, 0};
+    float out[20] = {0};
+    run_vec(".core 0\n"
+            "dma.copy spad[0], hbm[0x100000], fp32, 17\n"
+            "sem.signal dma, s0\n"
+            "sem.wait vpu, s0\n"
+            "vpu.fill spad[0x80], 1.0, 1, 1, fp32\n"  /* scalar 1 */
+            "vpu.fill spad[0x84], 0.0, 1, 1, fp32\n"  /* scalar 0 */
+            "vpu.fill spad[0x88], 0.5, 1, 1, fp32\n"  /* scalar 0.5 */
+            "vpu.fma spad[0x100], spad[0], spad[0x18], spad[0x20], 2, 3, fp32, fp32, bb=col, cb=row, sum=spad[0x180]\n"
+            "vpu.fma spad[0x200], spad[0x2c], spad[0x80], spad[0x84], 1, 1, fp32, bf16, bb=scalar, cb=scalar\n"
+            "vpu.fexp spad[0x210], spad[0x30], spad[0x88], spad[0x84], 1, 2, fp32, fp32, bb=scalar, cb=scalar, sum=spad[0x220]\n"
+            "vpu.rdot spad[0x300], spad[0], spad[0], 2, 3, fp32, fp32\n"
+            "vpu.rdot spad[0x308], spad[0], spad[0x20], 2, 3, fp32, fp32, bcast=row\n"
+            "vpu.cast spad[0x400], spad[0x38], 1, 3, bf16, fp32\n"
+            "vpu.fill spad[0x410], 1.0, 1, 1, bf16\n"
+            "vpu.rdot spad[0x420], spad[0x400], spad[0x410], 1, 3, bf16, fp32, bcast=scalar\n"
+            "vpu.rdot spad[0x430], spad[0x400], spad[0x410], 1, 3, bf16, bf16, bcast=scalar\n"
+            "vpu.cast spad[0x440], spad[0x430], 1, 1, fp32, bf16\n"
+            "sem.signal vpu, s1\n"
+            "sem.wait dma, s1\n"
+            "dma.copy hbm[0x200000], spad[0x100], fp32, 6\n"
+            "dma.copy hbm[0x200018], spad[0x180], fp32, 2\n"
+            "dma.copy hbm[0x200020], spad[0x200], bf16, 1\n"
+            "dma.copy hbm[0x200024], spad[0x210], fp32, 2\n"
+            "dma.copy hbm[0x20002c], spad[0x220], fp32, 1\n"
+            "dma.copy hbm[0x200030], spad[0x300], fp32, 4\n"
+            "dma.copy hbm[0x200040], spad[0x420], fp32, 1\n"
+            "dma.copy hbm[0x200044], spad[0x440], fp32, 1\n",
+            in, sizeof in, out, sizeof out);
+    /* a x b[i] + c[j]: [2.5 -3 7.5; -3.5 -4 7.5], row sums 7 and 0 */
+    static const float fma[8] = {2.5f, -3, 7.5f, -3.5f, -4, 7.5f, 7, 0};
+    for (int i = 0; i < 8; i++)
+        CU_ASSERT_EQUAL(out[i], fma[i]);
+    /* 1 + 2^-10 rounded once to bf16 (8 significant bits) is 1 */
+    uint16_t h;
+    memcpy(&h, &out[8], 2);
+    CU_ASSERT_EQUAL(h, 0x3f80);
+    /* exp(0.5 x [0 2]) = [1, e], sum 1 + e (both rounded to fp32 once) */
+    CU_ASSERT_EQUAL(out[9], 1.0f);
+    CU_ASSERT_EQUAL(out[10], (float)exp(1.0));
+    CU_ASSERT_EQUAL(out[11], (float)(1.0 + exp(1.0)));
+    /* sums of squares 14, 77; a x [0.5 1 1.5]: 0.5 - 2 + 4.5 = 3, 2 + 5 - 9 = -2 */
+    CU_ASSERT_EQUAL(out[12], 14);
+    CU_ASSERT_EQUAL(out[13], 77);
+    CU_ASSERT_EQUAL(out[14], 3);
+    CU_ASSERT_EQUAL(out[15], -2);
+    /* bf16 [256 1 0] summed: 257 in fp32, but 256 when the result is bf16 (257 is a tie
+     * between 256 and 258; nearest even is 256) */
+    CU_ASSERT_EQUAL(out[16], 257);
+    CU_ASSERT_EQUAL(out[17], 256);
+}
+
+TEST(gathers_and_scatters_move_table_rows_named_by_indices_and_accumulate_repeats)
+{
+    /* in: a 4 x 2 fp32 table at 0 (rows [1 2] [3 4] [5 6] [7 8]), int32 indices [2 0 2] at
+     * 0x20, three rows [10 20] [30 40] [50 60] at 0x30 */
+    uint8_t in[0x48];
+    float tab[8] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[6] = {10, 20, 30, 40, 50, 60};
+    int32_t idx[3] = {2, 0, 2};
+    memcpy(in, tab, sizeof tab);
+    memcpy(in + 0x20, idx, sizeof idx);
+    memcpy(in + 0x30, rows, sizeof rows);
+    float out[6 + 8 + 8] = {0};
+    run_vec(".core 0\n"
+            /* HBM -> HBM gather, indices from HBM */
+            "dma.gather hbm[0x200000], hbm[0x100000], hbm[0x100020], fp32, 2, 3, 4\n"
+            /* scatter-add into a copy of the table: rows 2, 0, 2 get 10 20, 30 40, 50 60 */
+            "dma.copy hbm[0x200018], hbm[0x100000], fp32, 8\n"
+            "sem.signal dma, s0\nsem.wait dma, s0\n"
+            "dma.scatter hbm[0x200018], hbm[0x100030], hbm[0x100020], fp32, 2, 3, 4, red=add\n"
+            /* the same in the scratchpad with max, 3 rows of a wider (stride 16) table */
+            "dma.copy spad[0], hbm[0x100000], fp32, 2, 4, dst_s1=16\n"
+            "dma.copy spad[0x100], hbm[0x100020], int32, 3\n"
+            "sem.signal dma, s1\nsem.wait dma, s1\n"
+            "dma.scatter spad[0], hbm[0x100030], spad[0x100], fp32, 2, 3, 4, dst_s1=16, red=max\n"
+            "sem.signal dma, s2\nsem.wait dma, s2\n"
+            "dma.copy hbm[0x200038], spad[0], fp32, 2, 4, src_s1=16\n",
+            in, sizeof in, out, sizeof out);
+    static const float want[22] = {5, 6, 1, 2, 5, 6,                        /* gathered */
+                                   1 + 30, 2 + 40, 3, 4, 5 + 10 + 50, 6 + 20 + 60, 7, 8,
+                                   30, 40, 3, 4, 50, 60, 7, 8};             /* max */
+    for (int i = 0; i < 22; i++)
+        CU_ASSERT_EQUAL(out[i], want[i]);
+    /* an index outside the table faults, naming the index and the table's rows */
+    np_err e = {0};
+    idx[1] = 4;
+    memcpy(in + 0x20, idx, sizeof idx);
+    CU_ASSERT_EQUAL(run_vec_status(".core 0\n"
+                                   "dma.gather hbm[0x200000], hbm[0x100000], hbm[0x100020], fp32, 2, 3, 4\n",
+                                   in, sizeof in, out, sizeof out, &e), NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "dma.gather: index 4 (number 1) is outside the table's rows 0..3"));
+}
+
 TEST(npusim_sim_functional_loads_inputs_and_dumps_outputs_by_symbol)
 {
     char dir[] = "/tmp/npusim_func_XXXXXX";
