@@ -1,0 +1,266 @@
+/* kc_norm.c — layer norm and RMS norm over the last dim and their gradient ops, on the row
+ * schedule (kc_row.h): one read of x (and g) and one write per element, fp32 inside, one
+ * rounding to the output's dtype. Per tile of R rows of D (x in dtype; vectors fp32 [R]):
+ *
+ *   layernorm   s1 = rdot(x, 1); -mean = s1 x (-1/D); xc = fma(x x 1 + (-mean))   (fp32)
+ *               rstd = rsqrt(rdot(xc, xc) / D + eps)          (two-pass variance)
+ *               y = fma(xc x rstd + 0) without gamma; else xh = fma(xc x rstd + 0),
+ *               y = fma(xh x gamma + beta)                    (gamma, beta fp32 per core)
+ *   rmsnorm     rstd = rsqrt(rdot(x, x) / D + eps); y = fma(x x rstd + 0), or
+ *               xh = fma(x x rstd + 0), y = fma(xh x gamma + 0)
+ *   layernorm_grad (x, g = dy x gamma): xc, rstd and xh as above; gf = fma(g x 1 + 0) with
+ *               its row sums sg; sgx = rdot(xh, gf); t = fma(xh x (-rstd sgx / D) + (-rstd
+ *               sg / D)); dx = fma(g x rstd + t) = rstd (g - mean(g) - xh mean(g xh))
+ *   rmsnorm_grad (x, g): rstd; sgx = rdot(x, g); t = fma(x x (-rstd^3 sgx / D) + 0);
+ *               dx = fma(g x rstd + t) = rstd (g - xh mean(g xh))
+ *
+ * gamma and beta (the framework's [D] parameters) are loaded once per core and converted to
+ * fp32; the gradients of gamma and beta are framework ops of their own (mul, sum_to).
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kc_row.h"
+
+typedef struct knorm {
+    nn_op op;
+    bool rms, grad;
+    int n_aff;                /* forward: 0, 1 (gamma) or 2 (gamma, beta) */
+    isa_dtype dt, ot;
+    uint64_t D;
+    float eps;
+    uint64_t gamma_addr, beta_addr;
+    isa_dtype gdt;            /* gamma's and beta's dtype */
+    /* per core (the same offsets on every core) */
+    uint64_t one, zero, one_dt, inv_d, epsv, gamma, beta, stage;
+    uint64_t xc, gf, s1, nm, s2, rstd, t1, t2;
+} knorm;
+
+static void norm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
+                          uint64_t tr)
+{
+    (void)core, (void)row0, (void)rows;
+    knorm *k = ctx;
+    const isa_dtype F = ISA_DTYPE_FP32;
+    k->one = kv_alloc(x, 4), k->zero = kv_alloc(x, 4), k->one_dt = kv_alloc(x, 4);
+    k->inv_d = kv_alloc(x, 4), k->epsv = kv_alloc(x, 4);
+    kv_fill(x, k->one, 1.0f, 1, F);
+    kv_fill(x, k->zero, 0.0f, 1, F);
+    kv_fill(x, k->one_dt, 1.0f, 1, k->dt);
+    kv_fill(x, k->inv_d, (float)(1.0 / (double)k->D), 1, F);
+    kv_fill(x, k->epsv, k->eps, 1, F);
+    if (k->n_aff) {
+        k->stage = kv_alloc(x, k->D * isa_dtype_size[k->gdt]);
+        k->gamma = kv_alloc(x, k->D * 4);
+        kv_load_f32(x, k->gamma, k->stage, k->gamma_addr, k->D, k->gdt);
+        if (k->n_aff > 1) {
+            k->beta = kv_alloc(x, k->D * 4);
+            kv_load_f32(x, k->beta, k->stage, k->beta_addr, k->D, k->gdt);
+        }
+    }
+    if (!k->rms || k->n_aff || k->grad)
+        k->xc = kv_alloc(x, tr * k->D * 4);
+    if (k->grad && !k->rms)
+        k->gf = kv_alloc(x, tr * k->D * 4);
+    k->s1 = kv_alloc(x, tr * 4), k->nm = kv_alloc(x, tr * 4), k->s2 = kv_alloc(x, tr * 4);
+    k->rstd = kv_alloc(x, tr * 4), k->t1 = kv_alloc(x, tr * 4), k->t2 = kv_alloc(x, tr * 4);
+}
+
+/* rstd = rsqrt(s2 / D + eps) for R rows */
+static void norm_rstd(kc_ctx *x, const knorm *k, uint64_t R)
+{
+    kv_fma(x, ISA_OP_VPU_FMA, k->rstd, k->s2, k->inv_d, k->epsv, 1, R, ISA_DTYPE_FP32,
+           ISA_DTYPE_FP32, ISA_BCAST_SCALAR, ISA_BCAST_SCALAR, -1);
+    kv_unary(x, ISA_OP_VPU_RSQRT, k->rstd, k->rstd, R, ISA_DTYPE_FP32);
+}
+
+static void norm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
+{
+    knorm *k = ctx;
+    const isa_dtype F = ISA_DTYPE_FP32;
+    const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, W = ISA_BCAST_ROW,
+                    T = ISA_BCAST_FULL;
+    uint64_t R = t->rows, D = k->D, in = t->in[0], out = t->out[0];
+    float m1d = (float)(-1.0 / (double)D);
+    if (k->rms) {
+        kv_rdot(x, k->s2, in, in, R, D, k->dt, F, T);
+        norm_rstd(x, k, R);
+        if (k->grad) { /* k1 = -rstd^3 sgx / D */
+            kv_rdot(x, k->s1, in, t->in[1], R, D, k->dt, F, T);
+            kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->rstd, k->rstd, 1, R, F, T);
+            kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->t1, k->rstd, 1, R, F, T);
+            kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->t1, k->s1, 1, R, F, T);
+            kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t1, m1d, R, F);
+            kv_fma(x, ISA_OP_VPU_FMA, k->xc, in, k->t1, k->zero, R, D, k->dt, F, C, S, -1);
+            kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], k->rstd, k->xc, R, D, k->dt, k->ot, C, T, -1);
+        } else if (k->n_aff) {
+            kv_fma(x, ISA_OP_VPU_FMA, k->xc, in, k->rstd, k->zero, R, D, k->dt, F, C, S, -1);
+            kv_fma(x, ISA_OP_VPU_FMA, out, k->xc, k->gamma, k->zero, R, D, F, k->ot, W, S, -1);
+        } else {
+            kv_fma(x, ISA_OP_VPU_FMA, out, in, k->rstd, k->zero, R, D, k->dt, k->ot, C, S, -1);
+        }
+        return;
+    }
+    /* layer norm: centred, then the variance of the centred values */
+    kv_rdot(x, k->s1, in, k->one_dt, R, D, k->dt, F, S);
+    kv_scalar(x, ISA_OP_VPU_MULS, k->nm, k->s1, m1d, R, F);
+    kv_fma(x, ISA_OP_VPU_FMA, k->xc, in, k->one, k->nm, R, D, k->dt, F, S, C, -1);
+    kv_rdot(x, k->s2, k->xc, k->xc, R, D, F, F, T);
+    norm_rstd(x, k, R);
+    if (k->grad) {
+        kv_fma(x, ISA_OP_VPU_FMA, k->xc, k->xc, k->rstd, k->zero, R, D, F, F, C, S, -1); /* xh */
+        kv_fma(x, ISA_OP_VPU_FMA, k->gf, t->in[1], k->one, k->zero, R, D, k->dt, F, S, S,
+               (int64_t)k->s1);                                                   /* sg */
+        kv_rdot(x, k->s2, k->xc, k->gf, R, D, F, F, T);                            /* sgx */
+        kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->rstd, k->s2, 1, R, F, T);
+        kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t1, m1d, R, F);
+        kv_binary(x, ISA_OP_VPU_MUL, k->t2, k->rstd, k->s1, 1, R, F, T);
+        kv_scalar(x, ISA_OP_VPU_MULS, k->t2, k->t2, m1d, R, F);
+        kv_fma(x, ISA_OP_VPU_FMA, k->xc, k->xc, k->t1, k->t2, R, D, F, F, C, C, -1);
+        kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], k->rstd, k->xc, R, D, k->dt, k->ot, C, T, -1);
+    } else if (k->n_aff) {
+        kv_fma(x, ISA_OP_VPU_FMA, k->xc, k->xc, k->rstd, k->zero, R, D, F, F, C, S, -1);
+        kv_fma(x, ISA_OP_VPU_FMA, out, k->xc, k->gamma, k->n_aff > 1 ? k->beta : k->zero, R, D,
+               F, k->ot, W, k->n_aff > 1 ? W : S, -1);
+    } else {
+        kv_fma(x, ISA_OP_VPU_FMA, out, k->xc, k->rstd, k->zero, R, D, F, k->ot, C, S, -1);
+    }
+}
+
+static np_status norm_compile(kc_ctx *x)
+{
+    const kc_kernel *kk = x->k;
+    knorm k = {.op = kk->op, .rms = kk->op == NN_OP_RMSNORM || kk->op == NN_OP_RMSNORM_GRAD,
+               .grad = kk->op == NN_OP_LAYERNORM_GRAD || kk->op == NN_OP_RMSNORM_GRAD,
+               .eps = (float)kc_attr_real(x, "eps")};
+    const kc_tensor *X = &kk->in[0], *Y = &kk->out[0];
+    int max_in = k.grad ? 2 : k.rms ? 2 : 3;
+    if (kk->n_in < (k.grad ? 2 : 1) || kk->n_in > max_in)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%d inputs: %s takes %s", kk->n_in,
+                       nn_op_name(kk->op), k.grad ? "x and g" : k.rms ? "x [, gamma]"
+                                                           : "x [, gamma [, beta]]");
+    if (!kc_is_float(X->dtype) || !kc_is_float(Y->dtype))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "x is %s, out %s: float types only",
+                       nn_dtype_name(X->dtype), nn_dtype_name(Y->dtype));
+    if (!kc_same_shape(X, Y) || (k.grad && !kc_same_shape(X, &kk->in[1])))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "out%s must have x's shape", k.grad ? " and g" : "");
+    if (k.grad && kk->in[1].dtype != X->dtype)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "g is %s, x %s: one dtype",
+                       nn_dtype_name(kk->in[1].dtype), nn_dtype_name(X->dtype));
+    k.dt = kc_isa_dtype(X->dtype), k.ot = kc_isa_dtype(Y->dtype);
+    uint64_t rows, r2, w2;
+    int64_t ldx, ldy, ldg = 0;
+    if (kc_rows_of(x, X, "x", &rows, &k.D, &ldx) != NP_OK ||
+        kc_rows_of(x, Y, "out", &r2, &w2, &ldy) != NP_OK ||
+        (k.grad && kc_rows_of(x, &kk->in[1], "g", &r2, &w2, &ldg) != NP_OK))
+        return kc_status(x);
+    if (!k.grad) {
+        k.n_aff = kk->n_in - 1;
+        for (int i = 1; i < kk->n_in; i++) {
+            const kc_tensor *a = &kk->in[i];
+            if (a->ndim != 1 || (uint64_t)a->shape[0] != k.D || !kc_is_float(a->dtype) ||
+                a->dtype != kk->in[1].dtype || (a->shape[0] > 1 &&
+                                                a->stride[0] != (int64_t)nn_dtype_size(a->dtype)))
+                return kc_fail(x, NP_ERR_INCONSISTENT, "%s must be a packed float [%" PRIu64 "] "
+                               "(gamma and beta of one dtype)", i == 1 ? "gamma" : "beta", k.D);
+        }
+        if (k.n_aff) {
+            k.gdt = kc_isa_dtype(kk->in[1].dtype);
+            k.gamma_addr = kk->in[1].addr;
+            k.beta_addr = k.n_aff > 1 ? kk->in[2].addr : 0;
+        }
+    }
+    kc_row_plan p = {.rows = rows, .n_in = k.grad ? 2 : 1, .n_out = 1, .work = norm_work,
+                     .prologue = norm_prologue, .ctx = &k,
+                     .tr = (uint64_t)kc_attr_int(x, "tr")};
+    p.in[0] = (kc_row_stream){X->addr, ldx, k.dt, k.D};
+    if (k.grad)
+        p.in[1] = (kc_row_stream){kk->in[1].addr, ldg, k.dt, k.D};
+    p.out[0] = (kc_row_stream){Y->addr, ldy, k.ot, k.D};
+    p.work_row_bytes = (k.grad && !k.rms ? 8 : 4) * k.D + 6 * 4 + 6 * 64;
+    p.fixed_bytes = k.n_aff ? k.D * (4 * (uint64_t)k.n_aff + isa_dtype_size[k.gdt]) + 3 * 64 : 0;
+    if (kc_rows_emit(x, &p) != NP_OK)
+        return kc_status(x);
+    x->res->flops = (k.grad ? 10 : 5) * rows * k.D;
+    snprintf(x->res->schedule, sizeof x->res->schedule, "tiles of %" PRIu64 " rows on %" PRIu32
+             " cores", p.tr_used, p.cores_used);
+    return kc_status(x);
+}
+
+/* ---- the table rows ---------------------------------------------------------------------------- */
+
+static np_status norm_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                                nn_tensor **out, np_err *err)
+{
+    double eps = 1e-5;
+    for (int i = 0; i < k->n_attrs; i++)
+        if (k->attrs[i].name && strcmp(k->attrs[i].name, "eps") == 0)
+            eps = k->attrs[i].f;
+    switch (k->op) {
+    case NN_OP_LAYERNORM:
+        out[0] = nn_layernorm(g, in[0], k->n_in > 1 ? in[1] : NULL, k->n_in > 2 ? in[2] : NULL, eps);
+        break;
+    case NN_OP_RMSNORM:
+        out[0] = nn_rmsnorm(g, in[0], k->n_in > 1 ? in[1] : NULL, eps);
+        break;
+    default:
+        out[0] = nn_node(g, k->op, 2, in, NULL, (double[NN_MAX_FPARAMS]){eps});
+        break;
+    }
+    return out[0] ? NP_OK : nn_graph_status(g, err);
+}
+
+static const kc_attr_def norm_keys[] = {
+    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "x's shape, AxBx... (normalized over the last dim)"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
+    {"affine", KC_ATTR_INT, 2, 0, 2, "forward: 0 none, 1 gamma, 2 gamma and beta (rmsnorm: "
+                                    "at most 1)"},
+};
+
+static np_status norm_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
+    const kc_spec_val *af = kc_spec_find(s, "affine");
+    if (!sh || !dt || sh->ndim < 1)
+        return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxBx... is needed", nn_op_name(s->op));
+    nn_dtype t = (nn_dtype)dt->i;
+    bool grad = s->op == NN_OP_LAYERNORM_GRAD || s->op == NN_OP_RMSNORM_GRAD;
+    int64_t aff = grad ? 0 : af ? af->i : 2;
+    if (s->op == NN_OP_RMSNORM && aff > 1)
+        aff = 1;
+    k->n_in = 1 + (grad ? 1 : (int)aff), k->n_out = 1;
+    if (kc_spec_tensor(p, "X", t, sh->ndim, sh->shape, &k->in[0], err) != NP_OK ||
+        kc_spec_tensor(p, "Y", t, sh->ndim, sh->shape, &k->out[0], err) != NP_OK ||
+        (grad && kc_spec_tensor(p, "G", t, sh->ndim, sh->shape, &k->in[1], err) != NP_OK))
+        return err->status;
+    for (int i = 0; !grad && i < aff; i++)
+        if (kc_spec_tensor(p, i ? "BETA" : "GAMMA", t, 1, &sh->shape[sh->ndim - 1], &k->in[1 + i],
+                           err) != NP_OK)
+            return err->status;
+    return NP_OK;
+}
+
+static const kc_attr_def norm_attrs[] = {
+    {"eps", KC_ATTR_REAL, 1e-5, 0, 1, "added to the variance (the framework's fp[0])"},
+    {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: rows per tile (0: chosen)"},
+};
+
+#define NORM_ROW(NAME, OP, NIN, DOC)                                                            \
+    const kc_kernel_def NAME = {                                                                \
+        .op = OP, .n_in = NIN, .n_out = 1,                                                      \
+        .attrs = norm_attrs, .n_attrs = sizeof norm_attrs / sizeof norm_attrs[0],               \
+        .compile = norm_compile, .reference = norm_reference,                                    \
+        .keys = norm_keys, .n_keys = sizeof norm_keys / sizeof norm_keys[0],                    \
+        .build = norm_build, .doc = DOC,                                                        \
+    }
+NORM_ROW(kc_layernorm_def, NN_OP_LAYERNORM, -1,
+         "rows TR at a time, double-buffered: centred two-pass statistics and the affine part "
+         "in fp32, one rounding");
+NORM_ROW(kc_rmsnorm_def, NN_OP_RMSNORM, -1,
+         "rows TR at a time, double-buffered: sum of squares, scale (and gamma) in fp32");
+NORM_ROW(kc_layernorm_grad_def, NN_OP_LAYERNORM_GRAD, 2,
+         "rows TR at a time: statistics recomputed from x, rstd (g - mean g - xh mean(g xh))");
+NORM_ROW(kc_rmsnorm_grad_def, NN_OP_RMSNORM_GRAD, 2,
+         "rows TR at a time: rstd (g - xh mean(g xh)) with the sums from x and g");

@@ -1,0 +1,467 @@
+/* kc_row.c — the tiled, double-buffered schedule of the row kernels and their vector-step
+ * helpers (see kc_row.h). */
+#include "kc_row.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <string.h>
+
+static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+/* ---- checks --------------------------------------------------------------------------------- */
+
+bool kc_is_float(nn_dtype t) { return t == NN_F32 || t == NN_BF16 || t == NN_F16; }
+
+bool kc_same_shape(const kc_tensor *a, const kc_tensor *b)
+{
+    if (a->ndim != b->ndim)
+        return false;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->shape[d] != b->shape[d])
+            return false;
+    return true;
+}
+
+np_status kc_rows_of(kc_ctx *x, const kc_tensor *t, const char *what, uint64_t *rows,
+                     uint64_t *width, int64_t *ld)
+{
+    int64_t e = (int64_t)nn_dtype_size(t->dtype);
+    if (t->ndim == 0) {
+        *rows = 1, *width = 1, *ld = e;
+        return NP_OK;
+    }
+    int n = t->ndim;
+    *width = (uint64_t)t->shape[n - 1];
+    if (t->shape[n - 1] > 1 && t->stride[n - 1] != e)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%s: the last dim must be packed (stride %" PRId64
+                       " bytes, elements of %" PRId64 ")", what, t->stride[n - 1], e);
+    /* the leading dims as one: each steps as the next one's whole extent */
+    uint64_t r = 1;
+    int64_t inner = -1; /* stride of the innermost leading dim of more than one index */
+    int64_t next = 0;   /* what the next-outer dim's stride must be */
+    for (int d = n - 2; d >= 0; d--) {
+        if (t->shape[d] == 1)
+            continue;
+        if (inner < 0)
+            inner = t->stride[d];
+        else if (t->stride[d] != next)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "%s: dims 0..%d do not merge into rows (dim %d "
+                           "strides %" PRId64 " bytes, %" PRId64 " expected)", what, n - 2, d,
+                           t->stride[d], next);
+        next = t->stride[d] * t->shape[d];
+        r *= (uint64_t)t->shape[d];
+    }
+    *rows = r;
+    *ld = inner < 0 ? (int64_t)*width * e : inner;
+    return NP_OK;
+}
+
+/* ---- vector steps --------------------------------------------------------------------------- */
+
+static isa_opnd kv_spad(uint64_t a)
+{
+    return isa_spad((unsigned)(a >> 56), a & ((UINT64_C(1) << 56) - 1));
+}
+
+void kv_fma(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t c,
+            uint64_t rows, uint64_t cols, isa_dtype dt, isa_dtype odt, isa_bcast bb,
+            isa_bcast cb, int64_t sum)
+{
+    isa_insn in;
+    isa_insn_init(&in, op); /* vpu.fma and vpu.fexp share the family's fields */
+    isa_args_VPU_FMA *f = &in.VPU_FMA;
+    f->dst = kv_spad(dst), f->a = kv_spad(a), f->b = kv_spad(b);
+    f->c = kv_spad(c), f->rows = isa_imm((int64_t)rows), f->cols = isa_imm((int64_t)cols);
+    f->dtype = isa_enum(dt), f->odtype = isa_enum(odt), f->bb = isa_enum(bb);
+    f->cb = isa_enum(cb), f->sum = sum < 0 ? isa_none() : kv_spad((uint64_t)sum);
+    isa_emit_insn(x->e, &in);
+}
+
+void kv_rdot(kc_ctx *x, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows, uint64_t cols,
+             isa_dtype dt, isa_dtype odt, isa_bcast bc)
+{
+    ISA_EMIT(x->e, VPU_RDOT, kv_spad(dst), kv_spad(a), kv_spad(b),
+             isa_imm((int64_t)rows), isa_imm((int64_t)cols), isa_enum(dt), isa_enum(odt),
+             isa_enum(bc));
+}
+
+void kv_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows,
+               uint64_t cols, isa_dtype dt, isa_bcast bc)
+{
+    isa_insn in;
+    isa_insn_init(&in, op);
+    in.VPU_ADD.dst = kv_spad(dst), in.VPU_ADD.a = kv_spad(a);
+    in.VPU_ADD.b = kv_spad(b), in.VPU_ADD.rows = isa_imm((int64_t)rows);
+    in.VPU_ADD.cols = isa_imm((int64_t)cols), in.VPU_ADD.dtype = isa_enum(dt);
+    in.VPU_ADD.bcast = isa_enum(bc);
+    isa_emit_insn(x->e, &in);
+}
+
+void kv_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
+               isa_dtype dt)
+{
+    isa_insn in;
+    isa_insn_init(&in, op);
+    in.VPU_ADDS.dst = kv_spad(dst), in.VPU_ADDS.a = kv_spad(a);
+    in.VPU_ADDS.imm = isa_f32(imm), in.VPU_ADDS.rows = isa_imm(1);
+    in.VPU_ADDS.cols = isa_imm((int64_t)n), in.VPU_ADDS.dtype = isa_enum(dt);
+    isa_emit_insn(x->e, &in);
+}
+
+void kv_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt)
+{
+    isa_insn in;
+    isa_insn_init(&in, op);
+    in.VPU_EXP.dst = kv_spad(dst), in.VPU_EXP.src = kv_spad(src);
+    in.VPU_EXP.rows = isa_imm(1), in.VPU_EXP.cols = isa_imm((int64_t)n);
+    in.VPU_EXP.dtype = isa_enum(dt);
+    isa_emit_insn(x->e, &in);
+}
+
+void kv_cast(kc_ctx *x, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt, isa_dtype sdt)
+{
+    ISA_EMIT(x->e, VPU_CAST, kv_spad(dst), kv_spad(src), isa_imm(1),
+             isa_imm((int64_t)n), isa_enum(dt), isa_enum(sdt));
+}
+
+void kv_fill(kc_ctx *x, uint64_t dst, float v, uint64_t n, isa_dtype dt)
+{
+    ISA_EMIT(x->e, VPU_FILL, kv_spad(dst), isa_f32(v), isa_imm(1), isa_imm((int64_t)n),
+             isa_enum(dt));
+}
+
+void kv_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
+             int64_t ds1, int64_t ss1)
+{
+    int64_t row = (int64_t)(n0 * isa_dtype_size[dt]);
+    if (n1 == 1 || ds1 == row)
+        ds1 = 0;
+    if (n1 == 1 || ss1 == row)
+        ss1 = 0;
+    ISA_EMIT(x->e, DMA_COPY, dst, src, isa_enum(dt), isa_imm((int64_t)n0), isa_imm((int64_t)n1),
+             .dst_s1 = isa_imm(ds1), .src_s1 = isa_imm(ss1));
+}
+
+void kv_signal(kc_ctx *x, isa_unit u, unsigned s)
+{
+    ISA_EMIT(x->e, SEM_SIGNAL, isa_enum(u), isa_sem(s));
+}
+
+void kv_wait(kc_ctx *x, isa_unit u, unsigned s)
+{
+    ISA_EMIT(x->e, SEM_WAIT, isa_enum(u), isa_sem(s));
+}
+
+uint64_t kv_alloc(kc_ctx *x, uint64_t n)
+{
+    uint64_t off = 0;
+    if (kc_spad_alloc(x, n ? n : 1, 64, &off) != NP_OK)
+        return 0;
+    return off;
+}
+
+void kv_load_f32(kc_ctx *x, uint64_t dst, uint64_t stage, uint64_t addr, uint64_t n,
+                 isa_dtype dt)
+{
+    unsigned s;
+    if (kc_sem_alloc(x, &s) != NP_OK)
+        return;
+    bool cast = dt != ISA_DTYPE_FP32;
+    kv_copy(x, isa_spad(0, cast ? stage : dst), isa_hbm(0, addr), dt, n, 1, 0, 0);
+    kv_signal(x, ISA_UNIT_DMA, s);
+    kv_wait(x, ISA_UNIT_VPU, s);
+    if (cast)
+        kv_cast(x, dst, stage, n, ISA_DTYPE_FP32, dt);
+    x->res->hbm_read_bytes += n * isa_dtype_size[dt];
+}
+
+/* ---- the schedule --------------------------------------------------------------------------- */
+
+/* Per core: the stream registers, buffers and semaphores. */
+typedef struct krow {
+    kc_ctx *x;
+    kc_row_plan *p;
+    uint32_t core;
+    uint64_t tr, n, last; /* tiles of TR rows, the last one of `last` */
+    unsigned reg_in[KC_ROW_MAX_IN], reg_out[KC_ROW_MAX_OUT];
+    uint64_t in[KC_ROW_MAX_IN][2], out[KC_ROW_MAX_OUT][2];
+    unsigned full[2], free_[2], ofull[2], ofree[2];
+    unsigned pass;
+} krow;
+
+static uint64_t tile_rows(const krow *r, uint64_t t) { return t + 1 == r->n ? r->last : r->tr; }
+
+static void load(krow *r, uint64_t t, uint64_t tbase)
+{
+    kc_ctx *x = r->x;
+    unsigned b = t & 1;
+    kv_wait(x, ISA_UNIT_DMA, r->free_[b]);
+    for (unsigned i = 0; i < r->p->n_in; i++) {
+        const kc_row_stream *s = &r->p->in[i];
+        kv_copy(x, isa_spad(0, r->in[i][b]),
+                isa_hbm(r->reg_in[i], (t - tbase) * r->tr * (uint64_t)s->ld), s->dt, s->width,
+                tile_rows(r, t), 0, s->ld);
+    }
+    kv_signal(x, ISA_UNIT_DMA, r->full[b]);
+}
+
+static void work(krow *r, uint64_t t, uint64_t tbase)
+{
+    kc_ctx *x = r->x;
+    const kc_row_plan *p = r->p;
+    unsigned b = t & 1;
+    kv_wait(x, ISA_UNIT_VPU, r->full[b]);
+    if (p->n_out)
+        kv_wait(x, ISA_UNIT_VPU, r->ofree[b]);
+    kc_row_tile tl = {.core = r->core, .rows = tile_rows(r, t), .pass = r->pass};
+    for (unsigned i = 0; i < p->n_in; i++)
+        tl.in[i] = r->in[i][b];
+    for (unsigned i = 0; i < p->n_out; i++)
+        tl.out[i] = r->out[i][b];
+    for (unsigned i = 0; i < p->n_xreg; i++)
+        tl.xoff[i] = (int64_t)((t - tbase) * r->tr) * p->xstep[i];
+    p->work(x, p->ctx, &tl);
+    kv_signal(x, ISA_UNIT_VPU, r->free_[b]);
+    if (p->n_out)
+        kv_signal(x, ISA_UNIT_VPU, r->ofull[b]);
+}
+
+static void store(krow *r, uint64_t t, uint64_t tbase)
+{
+    kc_ctx *x = r->x;
+    unsigned b = t & 1;
+    if (!r->p->n_out)
+        return;
+    kv_wait(x, ISA_UNIT_DMA, r->ofull[b]);
+    for (unsigned i = 0; i < r->p->n_out; i++) {
+        const kc_row_stream *s = &r->p->out[i];
+        kv_copy(x, isa_hbm(r->reg_out[i], (t - tbase) * r->tr * (uint64_t)s->ld),
+                isa_spad(0, r->out[i][b]), s->dt, s->width, tile_rows(r, t), s->ld, 0);
+    }
+    kv_signal(x, ISA_UNIT_DMA, r->ofree[b]);
+}
+
+/* Tile t's body: the next tile's load, this one's work and store. */
+static void body(krow *r, uint64_t t, uint64_t tbase)
+{
+    if (t + 1 < r->n)
+        load(r, t + 1, tbase);
+    work(r, t, tbase);
+    store(r, t, tbase);
+}
+
+static uint64_t stream_bytes(const kc_row_plan *p)
+{
+    uint64_t b = 0;
+    for (unsigned i = 0; i < p->n_in; i++)
+        b += 2 * p->in[i].width * isa_dtype_size[p->in[i].dt];
+    for (unsigned i = 0; i < p->n_out; i++)
+        b += 2 * p->out[i].width * isa_dtype_size[p->out[i].dt];
+    return b;
+}
+
+uint64_t kc_rows_fit(const kc_ctx *x, const kc_row_plan *p, uint32_t core)
+{
+    uint64_t avail = kc_spad_avail(x, core);
+    /* alignment: every buffer may lose up to 64 bytes; the kernel's own a few dozen */
+    uint64_t slop = 64 * (2 * (p->n_in + p->n_out) + 24) + p->fixed_bytes;
+    uint64_t per = stream_bytes(p) + p->work_row_bytes + 64;
+    return avail > slop ? (avail - slop) / per : 0;
+}
+
+/* Resources of core r->core, once for all passes. */
+static void setup_core(krow *r, const kc_row_plan *p)
+{
+    kc_ctx *x = r->x;
+    for (unsigned i = 0; i < p->n_in; i++)
+        kc_reg_alloc(x, &r->reg_in[i]);
+    for (unsigned i = 0; i < p->n_out; i++)
+        kc_reg_alloc(x, &r->reg_out[i]);
+    for (unsigned b = 0; b < 2; b++) {
+        for (unsigned i = 0; i < p->n_in; i++)
+            r->in[i][b] = kv_alloc(x, r->tr * p->in[i].width * isa_dtype_size[p->in[i].dt]);
+        for (unsigned i = 0; i < p->n_out; i++)
+            r->out[i][b] = kv_alloc(x, r->tr * p->out[i].width * isa_dtype_size[p->out[i].dt]);
+        kc_sem_alloc(x, &r->full[b]);
+        kc_sem_alloc(x, &r->free_[b]);
+        if (p->n_out) {
+            kc_sem_alloc(x, &r->ofull[b]);
+            kc_sem_alloc(x, &r->ofree[b]);
+        }
+    }
+}
+
+/* One pass of the schedule over rows [row0, row0 + rows) with the plan's current streams. */
+static void run_pass(krow *r, uint64_t row0, uint64_t rows)
+{
+    kc_ctx *x = r->x;
+    kc_row_plan *p = r->p;
+    for (unsigned i = 0; i < p->n_in; i++)
+        ISA_EMIT(x->e, LI, isa_reg(r->reg_in[i]),
+                 isa_imm((int64_t)(p->in[i].addr + row0 * (uint64_t)p->in[i].ld)));
+    for (unsigned i = 0; i < p->n_out; i++)
+        ISA_EMIT(x->e, LI, isa_reg(r->reg_out[i]),
+                 isa_imm((int64_t)(p->out[i].addr + row0 * (uint64_t)p->out[i].ld)));
+    for (unsigned b = 0; b < 2; b++) {
+        kv_signal(x, ISA_UNIT_DMA, r->free_[b]);
+        if (p->n_out)
+            kv_signal(x, ISA_UNIT_DMA, r->ofree[b]);
+    }
+    r->n = cdiv(rows, r->tr);
+    r->last = rows - (r->n - 1) * r->tr;
+    uint64_t full = rows / r->tr;
+    load(r, 0, 0);
+    /* pairs of regular bodies: tiles t and t + 1 both full, for t < 2P */
+    uint64_t pairs = full >= 1 ? (full - 1) / 2 : 0;
+    if (pairs) {
+        unsigned regs[KC_ROW_MAX_IN + KC_ROW_MAX_OUT + KC_ROW_MAX_XREG];
+        int64_t steps[KC_ROW_MAX_IN + KC_ROW_MAX_OUT + KC_ROW_MAX_XREG];
+        unsigned n = 0;
+        for (unsigned i = 0; i < p->n_in; i++)
+            regs[n] = r->reg_in[i], steps[n++] = 2 * (int64_t)r->tr * p->in[i].ld;
+        for (unsigned i = 0; i < p->n_out; i++)
+            regs[n] = r->reg_out[i], steps[n++] = 2 * (int64_t)r->tr * p->out[i].ld;
+        for (unsigned i = 0; i < p->n_xreg; i++)
+            regs[n] = p->xreg[i], steps[n++] = 2 * (int64_t)r->tr * p->xstep[i];
+        kc_loop l;
+        kc_loop_begin(x, &l, pairs, n, regs, steps);
+        body(r, 0, 0);
+        body(r, 1, 0);
+        kc_loop_end(x, &l);
+    }
+    for (uint64_t t = 2 * pairs; t < r->n; t++)
+        body(r, t, 0);
+    for (unsigned b = 0; b < 2; b++) {
+        kv_wait(x, ISA_UNIT_DMA, r->free_[b]);
+        if (p->n_out)
+            kv_wait(x, ISA_UNIT_DMA, r->ofree[b]);
+    }
+}
+
+np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
+{
+    const kc_place *pl = &x->k->place;
+    uint32_t cores = pl->n_cores ? pl->n_cores : 1;
+    if (p->rows < cores)
+        cores = (uint32_t)(p->rows ? p->rows : 1);
+    for (unsigned i = 0; i < p->n_in + p->n_out; i++) {
+        const kc_row_stream *s = i < p->n_in ? &p->in[i] : &p->out[i - p->n_in];
+        if (s->width > 65535)
+            return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " elements: at most 65535 (the "
+                           "vector unit's cols)", s->width);
+        if (s->ld >= (1 << 24) && p->rows > 1)
+            return kc_fail(x, NP_ERR_RANGE, "a row stride of %" PRId64 " bytes: at most %d (the "
+                           "copies' row stride field)", s->ld, (1 << 24) - 1);
+    }
+    /* TR: what fits on every core, at most 65535, and 16 tiles a core when the rows allow */
+    uint64_t per_core = cdiv(p->rows, cores), tr = p->tr;
+    uint64_t fit = UINT64_MAX;
+    for (uint32_t c = pl->core0; c < pl->core0 + cores; c++) {
+        uint64_t f = kc_rows_fit(x, p, c);
+        fit = f < fit ? f : fit;
+    }
+    if (fit == 0)
+        return kc_fail(x, NP_ERR_RANGE, "one row needs %" PRIu64 " scratchpad bytes (its tiles "
+                       "double-buffered and its work), more than the %" PRIu64 " free",
+                       stream_bytes(p) + p->work_row_bytes + p->fixed_bytes,
+                       kc_spad_avail(x, pl->core0));
+    if (!tr) {
+        tr = cdiv(per_core, 16);
+        tr = tr > fit ? fit : tr;
+    } else if (tr > fit) {
+        return kc_fail(x, NP_ERR_RANGE, "tiles of %" PRIu64 " rows do not fit the scratchpad (at "
+                       "most %" PRIu64 ")", tr, fit);
+    }
+    tr = tr > 65535 ? 65535 : tr;
+    tr = tr > per_core ? per_core : tr;
+    tr = tr ? tr : 1;
+    p->tr_used = tr;
+    p->cores_used = cores;
+    kc_row_plan first = *p; /* the streams that size the buffers */
+    krow rs[64];
+    if (cores > 64)
+        return kc_fail(x, NP_ERR_RANGE, "%" PRIu32 " cores (at most 64)", cores);
+    for (uint32_t i = 0; i < cores; i++) {
+        uint64_t r0 = p->rows * i / cores, r1 = p->rows * (i + 1) / cores;
+        rs[i] = (krow){.x = x, .p = p, .core = pl->core0 + i, .tr = tr};
+        if (kc_core(x, rs[i].core) != NP_OK)
+            return kc_status(x);
+        if (p->prologue)
+            p->prologue(x, p->ctx, rs[i].core, r0, r1 - r0, tr);
+        setup_core(&rs[i], &first);
+    }
+    unsigned passes = p->n_pass ? p->n_pass : 1;
+    for (unsigned ps = 0; ps < passes && kc_status(x) == NP_OK; ps++) {
+        *p = first;
+        if (p->pass)
+            p->pass(x, p->ctx, ps, p);
+        if (p->n_in > first.n_in || p->n_out > first.n_out)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u has more streams than the first", ps);
+        for (unsigned i = 0; i < p->n_in + p->n_out; i++) {
+            const kc_row_stream *s = i < p->n_in ? &p->in[i] : &p->out[i - p->n_in];
+            const kc_row_stream *f = i < p->n_in ? &first.in[i] : &first.out[i - p->n_in];
+            if (s->width * isa_dtype_size[s->dt] > f->width * isa_dtype_size[f->dt])
+                return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u: a stream wider than its buffers",
+                               ps);
+        }
+        for (uint32_t i = 0; i < cores; i++) {
+            uint64_t r0 = p->rows * i / cores, r1 = p->rows * (i + 1) / cores;
+            if (kc_core(x, rs[i].core) != NP_OK)
+                return kc_status(x);
+            rs[i].pass = ps;
+            run_pass(&rs[i], r0, r1 - r0);
+        }
+        for (unsigned i = 0; i < p->n_in; i++)
+            x->res->hbm_read_bytes += p->rows * p->in[i].width * isa_dtype_size[p->in[i].dt];
+        for (unsigned i = 0; i < p->n_out; i++)
+            x->res->hbm_write_bytes += p->rows * p->out[i].width * isa_dtype_size[p->out[i].dt];
+    }
+    *p = first;
+    for (uint32_t i = 0; i < cores; i++) {
+        if (kc_core(x, rs[i].core) != NP_OK)
+            return kc_status(x);
+        if (p->epilogue)
+            p->epilogue(x, p->ctx, rs[i].core);
+    }
+    x->res->cores = cores;
+    return kc_status(x);
+}
+
+/* ---- `npusim kernel --op` ------------------------------------------------------------------- */
+
+const kc_spec_val *kc_spec_find(const kc_spec *s, const char *name)
+{
+    for (unsigned i = 0; i < s->n; i++)
+        if (s->v[i].name && strcmp(s->v[i].name, name) == 0)
+            return &s->v[i];
+    return NULL;
+}
+
+const kc_attr_def kc_unary_keys[KC_UNARY_N_KEYS] = {
+    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "the input's shape, AxBx... (the last dim is the row)"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
+};
+
+np_status kc_spec_tensor(kc_prog *p, const char *name, nn_dtype dt, int ndim,
+                         const int64_t *shape, kc_tensor *t, np_err *err)
+{
+    uint64_t addr, n = nn_dtype_size(dt);
+    for (int d = 0; d < ndim; d++)
+        n *= (uint64_t)shape[d];
+    if (kc_prog_bss(p, name, n, &addr, err) != NP_OK)
+        return err->status;
+    kc_tensor_dense(t, addr, dt, ndim, shape);
+    return NP_OK;
+}
+
+np_status kc_spec_unary(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
+    if (!sh || !dt || sh->ndim < 1)
+        return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxBx... is needed", nn_op_name(s->op));
+    k->n_in = 1, k->n_out = 1;
+    if (kc_spec_tensor(p, "X", (nn_dtype)dt->i, sh->ndim, sh->shape, &k->in[0], err) != NP_OK ||
+        kc_spec_tensor(p, "Y", (nn_dtype)dt->i, sh->ndim, sh->shape, &k->out[0], err) != NP_OK)
+        return err->status;
+    return NP_OK;
+}

@@ -1,0 +1,237 @@
+/* kc_softmax.c — softmax and log-softmax over the last dim, on the row schedule (kc_row.h).
+ *
+ * A row that fits the scratchpad is done in one pass over HBM (read once, written once); per
+ * tile of TR rows (x in dtype, y in the output's):
+ *
+ *   m  = rmax(x)                                   exact in x's dtype
+ *   E  = fexp(x x 1 + (-m)), s = its row sums      fp32, one transcendental pass
+ *   softmax:      y = fma(E x (1/s) + 0)           rounded once to y's dtype
+ *   log_softmax:  y = fma(x x 1 + (-m - log s))    (E's values are not needed: written in
+ *                                                   x's dtype, only s is)
+ *
+ * A row too wide for the scratchpad (or wider than the vector unit's 65535 columns, or with
+ * the `chunk` attribute) is streamed in chunks of W columns, one pass of the row schedule per
+ * chunk: nc passes keep each row's running max M and sum S (online softmax: with the chunk's
+ * max mc, M' = max(M, mc), S' = S x exp(M - M') + sum exp(x - M')), then nc passes write
+ * softmax = fexp(x + (-M - log S)) or log_softmax = fma(x + (-M - log S)): x is read twice.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kc_row.h"
+
+typedef struct ksm {
+    bool log;
+    isa_dtype dt, ot;
+    uint64_t D, W, nc; /* row width, chunk width, chunks (1: whole rows) */
+    uint64_t x, y;
+    int64_t ldx, ldy;
+    /* per core (same offsets on every core: each allocates in the same order) */
+    uint64_t one, zero, E, m, mf, t1, t2, t3, s;
+    unsigned rv;       /* streaming: register at the tile's rows of the core's stats */
+    uint64_t M, S;     /* streaming: the core's running max and sum, a float per row */
+} ksm;
+
+static void sm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
+                        uint64_t tr)
+{
+    (void)core, (void)row0;
+    ksm *k = ctx;
+    k->one = kv_alloc(x, 4);
+    kv_fill(x, k->one, 1.0f, 1, ISA_DTYPE_FP32);
+    k->zero = kv_alloc(x, 4);
+    kv_fill(x, k->zero, 0.0f, 1, ISA_DTYPE_FP32);
+    k->E = kv_alloc(x, tr * k->W * 4);
+    k->m = kv_alloc(x, tr * 4);
+    k->mf = kv_alloc(x, tr * 4);
+    k->t1 = kv_alloc(x, tr * 4);
+    k->t2 = kv_alloc(x, tr * 4);
+    k->t3 = kv_alloc(x, tr * 4);
+    k->s = kv_alloc(x, tr * 4);
+    if (k->nc > 1) {
+        k->M = kv_alloc(x, rows * 4);
+        k->S = kv_alloc(x, rows * 4);
+        ISA_EMIT(x->e, LI, isa_reg(k->rv), isa_imm(0));
+    }
+}
+
+/* The tile's row max as fp32 at mf. */
+static void row_max(kc_ctx *x, const ksm *k, uint64_t in, uint64_t rows, uint64_t w)
+{
+    ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == ISA_DTYPE_FP32 ? k->mf : k->m), isa_spad(0, in),
+             isa_imm((int64_t)rows), isa_imm((int64_t)w), isa_enum(k->dt));
+    if (k->dt != ISA_DTYPE_FP32)
+        kv_cast(x, k->mf, k->m, rows, ISA_DTYPE_FP32, k->dt);
+}
+
+static void sm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
+{
+    ksm *k = ctx;
+    uint64_t R = t->rows, in = t->in[0];
+    const isa_dtype F = ISA_DTYPE_FP32;
+    if (k->nc == 1) { /* whole rows */
+        row_max(x, k, in, R, k->D);
+        kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->mf, -1.0f, R, F);                 /* -m */
+        kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, k->D, k->dt,
+               k->log ? k->dt : F, ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)k->s);
+        if (!k->log) {
+            kv_unary(x, ISA_OP_VPU_RECIP, k->s, k->s, R, F);
+            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], k->E, k->s, k->zero, R, k->D, F, k->ot,
+                   ISA_BCAST_COL, ISA_BCAST_SCALAR, -1);
+        } else {
+            kv_unary(x, ISA_OP_VPU_LOG, k->s, k->s, R, F);
+            kv_binary(x, ISA_OP_VPU_SUB, k->t1, k->t1, k->s, 1, R, F, ISA_BCAST_FULL);
+            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], in, k->one, k->t1, R, k->D, k->dt, k->ot,
+                   ISA_BCAST_SCALAR, ISA_BCAST_COL, -1);
+        }
+        return;
+    }
+    /* streaming: the stats of the tile's rows at rv + xoff */
+    uint64_t M = KV_AT(k->rv, k->M + (uint64_t)t->xoff[0]), S = KV_AT(k->rv, k->S + (uint64_t)t->xoff[0]);
+    uint64_t w = k->D - (t->pass % k->nc) * k->W;
+    w = w < k->W ? w : k->W;
+    if (t->pass < k->nc) {
+        row_max(x, k, in, R, w);
+        if (t->pass == 0) { /* M = mc; S = sum exp(x - M) */
+            kv_unary(x, ISA_OP_VPU_COPY, M, k->mf, R, F);
+            kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->mf, -1.0f, R, F);
+            kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, w, k->dt, k->dt,
+                   ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)S);
+            return;
+        }
+        kv_binary(x, ISA_OP_VPU_MAX, k->t2, M, k->mf, 1, R, F, ISA_BCAST_FULL);    /* M' */
+        kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t2, -1.0f, R, F);                 /* -M' */
+        kv_fma(x, ISA_OP_VPU_FEXP, k->t3, M, k->one, k->t1, 1, R, F, F,           /* e^(M-M') */
+               ISA_BCAST_SCALAR, ISA_BCAST_FULL, -1);
+        kv_binary(x, ISA_OP_VPU_MUL, S, S, k->t3, 1, R, F, ISA_BCAST_FULL);
+        kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, w, k->dt, k->dt,
+               ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)k->s);
+        kv_binary(x, ISA_OP_VPU_ADD, S, S, k->s, 1, R, F, ISA_BCAST_FULL);
+        kv_unary(x, ISA_OP_VPU_COPY, M, k->t2, R, F);                             /* M = M' */
+        return;
+    }
+    /* c = -M - log S; softmax = exp(x + c), log_softmax = x + c */
+    kv_unary(x, ISA_OP_VPU_LOG, k->t1, S, R, F);
+    kv_binary(x, ISA_OP_VPU_ADD, k->t1, k->t1, M, 1, R, F, ISA_BCAST_FULL);
+    kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t1, -1.0f, R, F);
+    kv_fma(x, k->log ? ISA_OP_VPU_FMA : ISA_OP_VPU_FEXP, t->out[0], in, k->one, k->t1, R, w,
+           k->dt, k->ot, ISA_BCAST_SCALAR, ISA_BCAST_COL, -1);
+}
+
+static void sm_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
+{
+    (void)x;
+    ksm *k = ctx;
+    if (k->nc == 1)
+        return;
+    uint64_t c = pass % k->nc, w = k->D - c * k->W;
+    w = w < k->W ? w : k->W;
+    p->in[0].addr = k->x + c * k->W * isa_dtype_size[k->dt];
+    p->in[0].width = w;
+    if (pass < k->nc) {
+        p->n_out = 0;
+    } else {
+        p->out[0].addr = k->y + c * k->W * isa_dtype_size[k->ot];
+        p->out[0].width = w;
+    }
+}
+
+static np_status softmax_compile(kc_ctx *x)
+{
+    const kc_kernel *kk = x->k;
+    const kc_tensor *X = &kk->in[0], *Y = &kk->out[0];
+    if (!kc_is_float(X->dtype) || !kc_is_float(Y->dtype))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "x is %s, out %s: float types only",
+                       nn_dtype_name(X->dtype), nn_dtype_name(Y->dtype));
+    if (!kc_same_shape(X, Y))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "out must have x's shape");
+    ksm k = {.log = kk->op == NN_OP_LOG_SOFTMAX, .dt = kc_isa_dtype(X->dtype),
+             .ot = kc_isa_dtype(Y->dtype), .x = X->addr, .y = Y->addr};
+    uint64_t rows, wy, ry;
+    if (kc_rows_of(x, X, "x", &rows, &k.D, &k.ldx) != NP_OK ||
+        kc_rows_of(x, Y, "out", &ry, &wy, &k.ldy) != NP_OK)
+        return kc_status(x);
+    uint64_t ex = isa_dtype_size[k.dt], ey = isa_dtype_size[k.ot];
+    kc_row_plan p = {.rows = rows, .n_in = 1, .n_out = 1, .work = sm_work, .pass = sm_pass,
+                     .prologue = sm_prologue, .ctx = &k, .tr = (uint64_t)kc_attr_int(x, "tr")};
+    uint64_t chunk = (uint64_t)kc_attr_int(x, "chunk");
+    const kc_place *pl = &kk->place;
+    uint64_t cores = pl->n_cores ? pl->n_cores : 1, rows_core = (rows + cores - 1) / cores;
+    /* whole rows when one fits; else the widest chunk that does, with the stats per row */
+    k.W = chunk ? chunk : k.D;
+    for (;;) {
+        k.nc = (k.D + k.W - 1) / k.W;
+        p.in[0] = (kc_row_stream){k.x, k.ldx, k.dt, k.W};
+        p.out[0] = (kc_row_stream){k.y, k.ldy, k.ot, k.W};
+        p.work_row_bytes = k.W * 4 + 6 * 4 + 7 * 64;
+        p.fixed_bytes = k.nc > 1 ? 2 * rows_core * 4 + 128 : 0;
+        if (k.W <= 65535 && kc_rows_fit(x, &p, pl->core0) >= 1)
+            break;
+        if (chunk)
+            return kc_fail(x, NP_ERR_RANGE, "chunks of %" PRIu64 " columns do not fit the "
+                           "scratchpad (or exceed 65535)", chunk);
+        uint64_t avail = kc_spad_avail(x, pl->core0), fixed = 2 * rows_core * 4 + 4096;
+        uint64_t w = avail > fixed ? (avail - fixed) / (2 * ex + 2 * ey + 4 + 1) : 0;
+        w = w > 65535 ? 65535 : w;
+        if (w < 1 || w >= k.W)
+            return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " elements: not even a chunk of "
+                           "them fits the scratchpad (%" PRIu64 " bytes free)", k.D, avail);
+        k.W = w;
+    }
+    if (k.nc > 1) {
+        kc_core(x, pl->core0);
+        for (uint32_t c = pl->core0; c < pl->core0 + cores; c++) {
+            kc_core(x, c);
+            kc_reg_alloc(x, &k.rv);
+        }
+        /* the same register on every core: each allocates alike */
+        p.n_xreg = 1, p.xreg[0] = k.rv, p.xstep[0] = 4;
+        p.n_pass = 2 * (unsigned)k.nc;
+    }
+    (void)ry, (void)wy;
+    if (kc_rows_emit(x, &p) != NP_OK)
+        return kc_status(x);
+    x->res->flops = 5 * rows * k.D;
+    snprintf(x->res->schedule, sizeof x->res->schedule, "tiles of %" PRIu64 " rows%s on %" PRIu32
+             " cores", p.tr_used, k.nc > 1 ? " streamed in chunks" : "", p.cores_used);
+    if (k.nc > 1) {
+        char *e = x->res->schedule + strlen(x->res->schedule);
+        snprintf(e, sizeof x->res->schedule - (size_t)(e - x->res->schedule),
+                 " (%" PRIu64 " chunks of %" PRIu64 " columns)", k.nc, k.W);
+    }
+    return kc_status(x);
+}
+
+/* ---- the table rows ---------------------------------------------------------------------------- */
+
+static np_status softmax_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                                   nn_tensor **out, np_err *err)
+{
+    out[0] = k->op == NN_OP_LOG_SOFTMAX ? nn_log_softmax(g, in[0]) : nn_softmax(g, in[0]);
+    return out[0] ? NP_OK : nn_graph_status(g, err);
+}
+
+static np_status softmax_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    return kc_spec_unary(p, s, k, err);
+}
+
+static const kc_attr_def softmax_attrs[] = {
+    {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: rows per tile (0: chosen)"},
+    {"chunk", KC_ATTR_INT, 0, 0, 65535, "tile: columns per chunk, streaming the rows in two "
+                                        "passes (0: whole rows when they fit)"},
+};
+
+#define SOFTMAX_ROW(NAME, OP)                                                                   \
+    const kc_kernel_def NAME = {                                                                \
+        .op = OP, .n_in = 1, .n_out = 1,                                                        \
+        .attrs = softmax_attrs, .n_attrs = sizeof softmax_attrs / sizeof softmax_attrs[0],      \
+        .compile = softmax_compile, .reference = softmax_reference,                              \
+        .keys = kc_unary_keys, .n_keys = KC_UNARY_N_KEYS, .build = softmax_build,               \
+        .doc = "rows of the last dim, TR at a time, double-buffered: max, exp with its sums, "  \
+               "one scaling pass; rows too wide streamed in chunks (online max and sum)",       \
+    }
+SOFTMAX_ROW(kc_softmax_def, NN_OP_SOFTMAX);
+SOFTMAX_ROW(kc_log_softmax_def, NN_OP_LOG_SOFTMAX);

@@ -1,0 +1,211 @@
+/* test_kernels_row.c — the row kernels (compiler/kc_softmax.c, kc_norm.c, kc_rope.c,
+ * kc_loss.c) run functionally on the core model (sim/krun.h) against the framework's
+ * reference executor, on seeded shapes that are not multiples of the lanes, the tiles or the
+ * cores, for every float dtype; plus their schedules (loops, traffic) and errors.
+ *
+ * Tolerance (docs/compiler.md, "Row kernels"): an element is within rtol x |reference| + atol
+ * with rtol one ulp of the output type (bf16 2^-7, fp16 2^-10; fp32 2^-20) and atol = rtol x
+ * the largest |reference| / 8: the kernels compute in fp32 and round once to the output
+ * type, the reference in double. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "harness.h"
+#include "kernel.h"
+#include "krun.h"
+#include "nn.h"
+#include "rng.h"
+
+static arch_config arch(const char *name, const char *set)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[1] = {set};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve(name, sets, set ? 1 : 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+/* The relative tolerance of an output type: one ulp for bf16 and fp16 (the kernels round once
+ * from fp32); for fp32, the few fp32 roundings of the intermediates (up to 8 on the longest
+ * chains, the norms' gradients), 2^-20. */
+static double ulp_of(nn_dtype t)
+{
+    return t == NN_BF16 ? 0x1p-7 : t == NN_F16 ? 0x1p-10 : 0x1p-20;
+}
+
+static float round_to(nn_dtype t, float v)
+{
+    return t == NN_BF16 ? nn_round_bf16(v) : t == NN_F16 ? nn_round_f16(v) : v;
+}
+
+/* Seeded normal(mean, std) values rounded to t's dtype. */
+static void fill(nn_tensor *t, uint64_t seed, double mean, double std)
+{
+    CU_ASSERT_FATAL(nn_tensor_randn(t, seed, std));
+    for (int64_t i = 0; i < nn_numel(t); i++)
+        t->data[i] = round_to(t->dtype, (float)(t->data[i] + mean));
+}
+
+/* Runs k functionally with inputs in[] (k's operands are filled from them and from want,
+ * dense) and compares its output with want (the reference node, computed). Returns the
+ * number of bad elements (printing the worst). */
+static int64_t run_check(const arch_config *cfg, kc_kernel *k, nn_tensor *const *in, int n_in,
+                         nn_tensor *want, nn_graph *g, kc_result *res)
+{
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
+    nn_tensor *got = nn_input(g, "got", want->dtype, want->ndim, want->ne);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+    k->n_in = n_in, k->n_out = 1;
+    krun_io io = {{0}, {0}, {got}};
+    for (int i = 0; i < n_in; i++) {
+        kc_tensor_of(&k->in[i], 0, in[i]);
+        io.in[i] = in[i];
+    }
+    kc_tensor_of(&k->out[0], 0, want);
+    krun_result r;
+    np_status st = krun_kernel(cfg, k, &io, &(krun_opts){.functional = true}, &r, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    if (res)
+        *res = r.kernel;
+    krun_result_free(&r);
+    double big = 0;
+    for (int64_t i = 0; i < nn_numel(want); i++)
+        big = fmax(big, fabs(want->data[i]));
+    double rtol = ulp_of(want->dtype);
+    krun_diff d = krun_compare(got, want, rtol, rtol * big / 8);
+    if (d.bad)
+        fprintf(stderr, "%s %s: %lld of %lld bad, worst at %lld: got %g want %g\n",
+                nn_op_name(k->op), nn_dtype_name(want->dtype), (long long)d.bad, (long long)d.n,
+                (long long)d.worst, got->data[d.worst], want->data[d.worst]);
+    if (getenv("KROW_ERR"))
+        fprintf(stderr, "%s %s: max rel %.3g (%.2f ulp) abs %.3g\n", nn_op_name(k->op), nn_dtype_name(want->dtype), d.max_rel, d.max_rel / rtol, d.max_abs);
+    return d.bad;
+}
+
+static const nn_dtype float_types[3] = {NN_F32, NN_BF16, NN_F16};
+
+/* ---- softmax and log-softmax ------------------------------------------------------------------ */
+
+static int64_t check_softmax(const arch_config *cfg, nn_op op, nn_dtype dt, int ndim,
+                             const int64_t *shape, uint32_t cores, int64_t chunk, uint64_t seed,
+                             kc_result *res)
+{
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_input(g, "x", dt, ndim, shape);
+    fill(x, seed, 0.5, 3.0);
+    nn_tensor *y = op == NN_OP_SOFTMAX ? nn_softmax(g, x) : nn_log_softmax(g, x);
+    kc_kernel k = {.op = op, .place = {0, 0, cores}};
+    if (chunk)
+        k.attrs[k.n_attrs++] = KC_INT("chunk", chunk);
+    int64_t bad = run_check(cfg, &k, &x, 1, y, g, res);
+    nn_graph_free(g);
+    return bad;
+}
+
+TEST(softmax_and_log_softmax_equal_the_reference_on_odd_shapes_dtypes_and_cores)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[3]; uint32_t cores; } cases[] = {
+        {2, {3, 37}, 1}, {3, {2, 5, 19}, 2}, {2, {41, 7}, 2}, {1, {13}, 1}, {2, {1, 130}, 2},
+    };
+    for (int op = 0; op < 2; op++)
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+            for (int t = 0; t < 3; t++)
+                CU_ASSERT_EQUAL(check_softmax(&cfg, op ? NN_OP_LOG_SOFTMAX : NN_OP_SOFTMAX,
+                                              float_types[t], cases[c].nd, cases[c].shape,
+                                              cases[c].cores, 0, 11 + c, NULL), 0);
+}
+
+TEST(rows_too_wide_for_the_scratchpad_are_streamed_in_chunks_with_the_same_values)
+{
+    arch_config cfg = arch("tiny", NULL);
+    kc_result r;
+    /* chunks forced: 37 columns in chunks of 8 (the last of 5) */
+    for (int op = 0; op < 2; op++)
+        for (int t = 0; t < 3; t++) {
+            CU_ASSERT_EQUAL(check_softmax(&cfg, op ? NN_OP_LOG_SOFTMAX : NN_OP_SOFTMAX,
+                                          float_types[t], 2, (int64_t[]){5, 37}, 2, 8, 3, &r), 0);
+            CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "5 chunks of 8 columns"));
+        }
+    /* 20000 fp32 columns (80 KB a row) do not fit tiny's 64 KiB: chunks chosen; x is read
+     * twice, y written once */
+    CU_ASSERT_EQUAL(check_softmax(&cfg, NN_OP_SOFTMAX, NN_F32, 2, (int64_t[]){3, 20000}, 1, 0, 5,
+                                  &r), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "streamed"));
+    CU_ASSERT_EQUAL(r.hbm_read_bytes, 2u * 3 * 20000 * 4);
+    CU_ASSERT_EQUAL(r.hbm_write_bytes, 3u * 20000 * 4);
+    CU_ASSERT_EQUAL(r.hbm_bytes_min, 2u * 3 * 20000 * 4);
+}
+
+/* ---- layer norm, RMS norm and their gradients ------------------------------------------------ */
+
+/* op over x [shape] (normal(mean 1.5, std 2)) with `aff` affine parameters (forward) or g
+ * (gradients), in dtype dt on `cores` cores. */
+static int64_t check_norm(const arch_config *cfg, nn_op op, nn_dtype dt, int ndim,
+                          const int64_t *shape, int aff, uint32_t cores, int64_t tr,
+                          uint64_t seed, kc_result *res)
+{
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *in[3], *y;
+    in[0] = nn_input(g, "x", dt, ndim, shape);
+    fill(in[0], seed, 1.5, 2.0);
+    int n = 1;
+    const double eps = 1e-3;
+    bool grad = op == NN_OP_LAYERNORM_GRAD || op == NN_OP_RMSNORM_GRAD;
+    if (grad) {
+        in[n] = nn_input(g, "g", dt, ndim, shape);
+        fill(in[n++], seed + 1, 0, 1.0);
+        y = nn_node(g, op, 2, in, NULL, (double[NN_MAX_FPARAMS]){eps});
+    } else {
+        for (int i = 0; i < aff; i++) {
+            in[n] = nn_input(g, i ? "beta" : "gamma", dt, 1, &shape[ndim - 1]);
+            fill(in[n++], seed + 2 + i, i ? 0 : 1, 0.5);
+        }
+        y = op == NN_OP_RMSNORM ? nn_rmsnorm(g, in[0], aff ? in[1] : NULL, eps)
+                                : nn_layernorm(g, in[0], aff ? in[1] : NULL, aff > 1 ? in[2] : NULL, eps);
+    }
+    kc_kernel k = {.op = op, .place = {0, 0, cores}, .n_attrs = 1, .attrs = {KC_REAL("eps", eps)}};
+    if (tr)
+        k.attrs[k.n_attrs++] = KC_INT("tr", tr);
+    int64_t bad = run_check(cfg, &k, in, n, y, g, res);
+    nn_graph_free(g);
+    return bad;
+}
+
+TEST(layernorm_and_rmsnorm_equal_the_reference_with_and_without_affine_parameters)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[3]; uint32_t cores; } cases[] = {
+        {2, {3, 37}, 1}, {3, {2, 5, 19}, 2}, {2, {41, 7}, 2}, {1, {13}, 1},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int t = 0; t < 3; t++) {
+            for (int aff = 0; aff <= 2; aff++)
+                CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_LAYERNORM, float_types[t], cases[c].nd,
+                                           cases[c].shape, aff, cases[c].cores, 0, 21 + c, NULL), 0);
+            for (int aff = 0; aff <= 1; aff++)
+                CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_RMSNORM, float_types[t], cases[c].nd,
+                                           cases[c].shape, aff, cases[c].cores, 0, 31 + c, NULL), 0);
+        }
+}
+
+TEST(layernorm_and_rmsnorm_gradients_equal_the_reference)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[3]; uint32_t cores; } cases[] = {
+        {2, {3, 37}, 1}, {3, {2, 5, 19}, 2}, {2, {41, 7}, 2},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int t = 0; t < 3; t++) {
+            CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_LAYERNORM_GRAD, float_types[t], cases[c].nd,
+                                       cases[c].shape, 0, cases[c].cores, 0, 41 + c, NULL), 0);
+            CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_RMSNORM_GRAD, float_types[t], cases[c].nd,
+                                       cases[c].shape, 0, cases[c].cores, 0, 51 + c, NULL), 0);
+        }
+}
