@@ -191,54 +191,71 @@ typedef struct krow {
 
 static uint64_t tile_rows(const krow *r, uint64_t t) { return t + 1 == r->n ? r->last : r->tr; }
 
+static kc_row_tile tile_of(const krow *r, uint64_t t, uint64_t tbase)
+{
+    const kc_row_plan *p = r->p;
+    kc_row_tile tl = {.core = r->core, .rows = tile_rows(r, t), .pass = r->pass,
+                      .parity = (unsigned)(t & 1)};
+    unsigned b = t & 1;
+    for (unsigned i = 0; i < p->n_in; i++) {
+        tl.in[i] = r->in[i][b];
+        tl.in_reg[i] = r->reg_in[i];
+        tl.in_off[i] = (t - tbase) * r->tr * (uint64_t)p->in[i].ld;
+    }
+    for (unsigned i = 0; i < p->n_out; i++) {
+        tl.out[i] = r->out[i][b];
+        tl.out_reg[i] = r->reg_out[i];
+        tl.out_off[i] = (t - tbase) * r->tr * (uint64_t)p->out[i].ld;
+    }
+    for (unsigned i = 0; i < p->n_xreg; i++)
+        tl.xoff[i] = (int64_t)((t - tbase) * r->tr) * p->xstep[i];
+    return tl;
+}
+
 static void load(krow *r, uint64_t t, uint64_t tbase)
 {
     kc_ctx *x = r->x;
-    unsigned b = t & 1;
-    kv_wait(x, ISA_UNIT_DMA, r->free_[b]);
+    kc_row_tile tl = tile_of(r, t, tbase);
+    kv_wait(x, ISA_UNIT_DMA, r->free_[tl.parity]);
     for (unsigned i = 0; i < r->p->n_in; i++) {
         const kc_row_stream *s = &r->p->in[i];
-        kv_copy(x, isa_spad(0, r->in[i][b]),
-                isa_hbm(r->reg_in[i], (t - tbase) * r->tr * (uint64_t)s->ld), s->dt, s->width,
-                tile_rows(r, t), 0, s->ld);
+        kv_copy(x, isa_spad(0, tl.in[i]), isa_hbm(tl.in_reg[i], tl.in_off[i]), s->dt, s->width,
+                tl.rows, 0, s->ld);
     }
-    kv_signal(x, ISA_UNIT_DMA, r->full[b]);
+    if (r->p->load_more)
+        r->p->load_more(x, r->p->ctx, &tl);
+    kv_signal(x, ISA_UNIT_DMA, r->full[tl.parity]);
 }
 
 static void work(krow *r, uint64_t t, uint64_t tbase)
 {
     kc_ctx *x = r->x;
     const kc_row_plan *p = r->p;
-    unsigned b = t & 1;
-    kv_wait(x, ISA_UNIT_VPU, r->full[b]);
+    kc_row_tile tl = tile_of(r, t, tbase);
+    kv_wait(x, ISA_UNIT_VPU, r->full[tl.parity]);
     if (p->n_out)
-        kv_wait(x, ISA_UNIT_VPU, r->ofree[b]);
-    kc_row_tile tl = {.core = r->core, .rows = tile_rows(r, t), .pass = r->pass};
-    for (unsigned i = 0; i < p->n_in; i++)
-        tl.in[i] = r->in[i][b];
-    for (unsigned i = 0; i < p->n_out; i++)
-        tl.out[i] = r->out[i][b];
-    for (unsigned i = 0; i < p->n_xreg; i++)
-        tl.xoff[i] = (int64_t)((t - tbase) * r->tr) * p->xstep[i];
+        kv_wait(x, ISA_UNIT_VPU, r->ofree[tl.parity]);
     p->work(x, p->ctx, &tl);
-    kv_signal(x, ISA_UNIT_VPU, r->free_[b]);
+    kv_signal(x, ISA_UNIT_VPU, r->free_[tl.parity]);
     if (p->n_out)
-        kv_signal(x, ISA_UNIT_VPU, r->ofull[b]);
+        kv_signal(x, ISA_UNIT_VPU, r->ofull[tl.parity]);
 }
 
 static void store(krow *r, uint64_t t, uint64_t tbase)
 {
     kc_ctx *x = r->x;
-    unsigned b = t & 1;
     if (!r->p->n_out)
         return;
-    kv_wait(x, ISA_UNIT_DMA, r->ofull[b]);
+    kc_row_tile tl = tile_of(r, t, tbase);
+    kv_wait(x, ISA_UNIT_DMA, r->ofull[tl.parity]);
+    if (r->p->store_more)
+        r->p->store_more(x, r->p->ctx, &tl);
     for (unsigned i = 0; i < r->p->n_out; i++) {
         const kc_row_stream *s = &r->p->out[i];
-        kv_copy(x, isa_hbm(r->reg_out[i], (t - tbase) * r->tr * (uint64_t)s->ld),
-                isa_spad(0, r->out[i][b]), s->dt, s->width, tile_rows(r, t), s->ld, 0);
+        kv_copy(x, isa_hbm(tl.out_reg[i], tl.out_off[i]), isa_spad(0, tl.out[i]), s->dt,
+                s->width, tl.rows, s->ld, 0);
     }
-    kv_signal(x, ISA_UNIT_DMA, r->ofree[b]);
+    kv_signal(x, ISA_UNIT_DMA, r->ofree[tl.parity]);
 }
 
 /* Tile t's body: the next tile's load, this one's work and store. */
@@ -373,6 +390,7 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
                        "most %" PRIu64 ")", tr, fit);
     }
     tr = tr > 65535 ? 65535 : tr;
+    tr = p->tr_max && tr > p->tr_max ? p->tr_max : tr;
     tr = tr > per_core ? per_core : tr;
     tr = tr ? tr : 1;
     p->tr_used = tr;

@@ -48,6 +48,10 @@ typedef struct kc_row_tile {
     uint64_t out[KC_ROW_MAX_OUT];     /* and the output streams' */
     int64_t xoff[KC_ROW_MAX_XREG];    /* per stepped register: the offset of this tile */
     unsigned pass;
+    unsigned parity;                  /* the buffer set (0, 1) of the tile, for the kernel's */
+    /* HBM: stream i's tile is at register reg + offset off (the hooks copy from there) */
+    unsigned in_reg[KC_ROW_MAX_IN], out_reg[KC_ROW_MAX_OUT];
+    uint64_t in_off[KC_ROW_MAX_IN], out_off[KC_ROW_MAX_OUT];
 } kc_row_tile;
 
 typedef struct kc_row_plan kc_row_plan;
@@ -73,6 +77,11 @@ struct kc_row_plan {
     void (*prologue)(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
                      uint64_t tr);
     void (*work)(kc_ctx *x, void *ctx, const kc_row_tile *t);
+    /* (optional) more DMA of a tile: after its streams' loads (before full[b] is signalled),
+     * and before its streams' stores (after ofull[b] is waited for) */
+    void (*load_more)(kc_ctx *x, void *ctx, const kc_row_tile *t);
+    void (*store_more)(kc_ctx *x, void *ctx, const kc_row_tile *t);
+    uint64_t tr_max;         /* (optional) a bound of the kernel's on TR */
     /* (optional) per core after its tiles (the VPU has done every tile's work) */
     void (*epilogue)(kc_ctx *x, void *ctx, uint32_t core);
     void *ctx;

@@ -209,3 +209,56 @@ TEST(layernorm_and_rmsnorm_gradients_equal_the_reference)
                                        cases[c].shape, 0, cases[c].cores, 0, 51 + c, NULL), 0);
         }
 }
+
+/* ---- cross-entropy and its gradient ---------------------------------------------------------- */
+
+static int64_t check_ce(const arch_config *cfg, bool grad, nn_dtype dt, nn_dtype lt, int ndim,
+                        const int64_t *shape, uint32_t cores, int64_t tr, uint64_t seed,
+                        kc_result *res)
+{
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *in[3];
+    in[0] = nn_input(g, "logits", dt, ndim, shape);
+    fill(in[0], seed, 0.3, 2.0);
+    in[1] = nn_input(g, "labels", lt, ndim - 1, shape);
+    CU_ASSERT_FATAL(nn_tensor_alloc(in[1]));
+    rng r;
+    rng_seed(&r, seed);
+    int64_t C = shape[ndim - 1];
+    for (int64_t i = 0; i < nn_numel(in[1]); i++) /* the last class, and repeats, included */
+        in[1]->data[i] = (float)(i % 3 == 0 ? C - 1 : (int64_t)rng_below(&r, (uint64_t)C));
+    nn_tensor *y;
+    if (grad) {
+        in[2] = nn_input(g, "dy", dt, 0, NULL);
+        CU_ASSERT_FATAL(nn_tensor_fill(in[2], round_to(dt, 1.75f)));
+        y = nn_node(g, NN_OP_CROSS_ENTROPY_GRAD, 3, in, NULL, NULL);
+    } else {
+        y = nn_cross_entropy(g, in[0], in[1]);
+    }
+    kc_kernel k = {.op = grad ? NN_OP_CROSS_ENTROPY_GRAD : NN_OP_CROSS_ENTROPY,
+                   .place = {0, 0, cores}};
+    if (tr)
+        k.attrs[k.n_attrs++] = KC_INT("tr", tr);
+    int64_t bad = run_check(cfg, &k, in, grad ? 3 : 2, y, g, res);
+    nn_graph_free(g);
+    return bad;
+}
+
+TEST(cross_entropy_and_its_gradient_equal_the_reference_for_int32_and_int8_labels)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[3]; uint32_t cores; int64_t tr; } cases[] = {
+        {2, {3, 37}, 1, 0}, {3, {2, 5, 19}, 2, 0}, {2, {41, 7}, 2, 3}, {1, {13}, 1, 0},
+        {2, {23, 11}, 2, 4},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int t = 0; t < 3; t++)
+            for (int grad = 0; grad < 2; grad++) {
+                CU_ASSERT_EQUAL(check_ce(&cfg, grad, float_types[t], NN_I32, cases[c].nd,
+                                         cases[c].shape, cases[c].cores, cases[c].tr, 61 + c,
+                                         NULL), 0);
+                CU_ASSERT_EQUAL(check_ce(&cfg, grad, float_types[t], NN_I8, cases[c].nd,
+                                         cases[c].shape, cases[c].cores, cases[c].tr, 71 + c,
+                                         NULL), 0);
+            }
+}

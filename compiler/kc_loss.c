@@ -1,0 +1,332 @@
+/* kc_loss.c — cross-entropy (logits [..., C], integer labels [...] -> the mean over rows of
+ * log-sum-exp - the label's logit) and its gradient ((softmax - onehot(label)) x dy / rows),
+ * on the row schedule (kc_row.h): the logits are read once.
+ *
+ * Per core, before its tiles: its labels (int32, or int8 converted) become two flat indices
+ * per row — i x ld + label (into the logits tile in HBM) and i x C + label (into the packed
+ * output tile) — relative to the tile's first row, with an iota built by doubling. Per tile:
+ *
+ *   load   the logits tile, and dma.gather of each row's label logit x[i][label_i]
+ *   work   m = rmax(x); E = fexp(x - m), s = its row sums; lse = m + log s
+ *          forward:   acc += rsum(lse - x[label])
+ *          gradient:  y = fma(E x (dy / (rows s)) + 0); q = (exp(x[label] - lse) - 1) x dy / rows
+ *   store  gradient: dma.scatter of q over each row's label element of y's tile, then y
+ *
+ * so every element of the gradient is rounded once. The forward's per-core sums are combined
+ * through an HBM buffer of the kernel's own after a barrier, by the first core, which scales
+ * by 1 / rows and writes the scalar.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "kc_row.h"
+
+typedef struct kce {
+    bool grad;
+    isa_dtype dt, ot, lt;     /* logits, output, labels */
+    uint64_t C, rows;
+    int64_t ld;
+    uint64_t lab_addr, dy_addr;
+    unsigned rv;              /* register at the tile's flat indices */
+    /* per core (the same offsets on every core) */
+    uint64_t one, zero, kdy, nkdy, acc;
+    uint64_t flat_h, flat_s, E, m, mf, s, t1, t2, picked[2], q[2];
+} kce;
+
+/* v[0 .. n) = i x step, int32, by doubling (log2 n instructions). */
+static void iota(kc_ctx *x, uint64_t v, uint64_t n, uint64_t step)
+{
+    kv_fill(x, v, 0.0f, 1, ISA_DTYPE_INT32);
+    for (uint64_t k = 1; k < n; k *= 2)
+        kv_scalar(x, ISA_OP_VPU_ADDS, v + 4 * k, v, (float)(k * step), k < n - k ? k : n - k,
+                  ISA_DTYPE_INT32);
+}
+
+static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
+                        uint64_t tr)
+{
+    (void)core;
+    kce *k = ctx;
+    const isa_dtype F = ISA_DTYPE_FP32, I = ISA_DTYPE_INT32;
+    uint64_t tiles = (rows + tr - 1) / tr, n = tiles * tr, ee = isa_dtype_size[k->dt];
+    k->one = kv_alloc(x, 4), k->zero = kv_alloc(x, 4);
+    kv_fill(x, k->one, 1.0f, 1, F);
+    kv_fill(x, k->zero, 0.0f, 1, F);
+    /* the labels, as int32 */
+    unsigned s, s2; /* DMA -> VPU, VPU -> DMA */
+    kc_sem_alloc(x, &s);
+    kc_sem_alloc(x, &s2);
+    uint64_t raw = kv_alloc(x, n * isa_dtype_size[k->lt]);
+    uint64_t lab = k->lt == I ? raw : kv_alloc(x, n * 4);
+    kv_copy(x, isa_spad(0, raw), isa_hbm(0, k->lab_addr + row0 * isa_dtype_size[k->lt]), k->lt,
+            rows, 1, 0, 0);
+    x->res->hbm_read_bytes += rows * isa_dtype_size[k->lt];
+    if (k->grad) {
+        k->kdy = kv_alloc(x, 4), k->nkdy = kv_alloc(x, 4);
+        kv_load_f32(x, k->kdy, k->nkdy, k->dy_addr, 1, k->dt);
+    }
+    kv_signal(x, ISA_UNIT_DMA, s);
+    kv_wait(x, ISA_UNIT_VPU, s);
+    if (k->lt != I)
+        kv_cast(x, lab, raw, rows, I, k->lt);
+    if (rows < n) /* the last tile's rows past the end: a valid index */
+        kv_fill(x, lab + 4 * rows, 0.0f, n - rows, I);
+    /* flat indices: + i x ld / e (the HBM tile) and + i x C (the packed output tile) */
+    uint64_t io = kv_alloc(x, tr * 4);
+    k->flat_h = kv_alloc(x, n * 4);
+    iota(x, io, tr, (uint64_t)k->ld / ee);
+    kv_binary(x, ISA_OP_VPU_ADD, k->flat_h, lab, io, tiles, tr, I, ISA_BCAST_ROW);
+    if (k->grad) {
+        k->flat_s = kv_alloc(x, n * 4);
+        iota(x, io, tr, k->C);
+        kv_binary(x, ISA_OP_VPU_ADD, k->flat_s, lab, io, tiles, tr, I, ISA_BCAST_ROW);
+        kv_scalar(x, ISA_OP_VPU_MULS, k->kdy, k->kdy, (float)(1.0 / (double)k->rows), 1, F);
+        kv_scalar(x, ISA_OP_VPU_MULS, k->nkdy, k->kdy, -1.0f, 1, F);
+    } else {
+        k->acc = kv_alloc(x, 4);
+        kv_fill(x, k->acc, 0.0f, 1, F);
+    }
+    /* the first gather reads the indices: after them */
+    kv_signal(x, ISA_UNIT_VPU, s2);
+    kv_wait(x, ISA_UNIT_DMA, s2);
+    ISA_EMIT(x->e, LI, isa_reg(k->rv), isa_imm(0));
+    k->E = kv_alloc(x, tr * k->C * (k->grad ? 4 : ee));
+    k->m = kv_alloc(x, tr * 4), k->mf = kv_alloc(x, tr * 4), k->s = kv_alloc(x, tr * 4);
+    k->t1 = kv_alloc(x, tr * 4), k->t2 = kv_alloc(x, tr * 4);
+    for (int b = 0; b < 2; b++) {
+        k->picked[b] = kv_alloc(x, tr * ee);
+        if (k->grad)
+            k->q[b] = kv_alloc(x, tr * isa_dtype_size[k->ot]);
+    }
+}
+
+static void ce_load(kc_ctx *x, void *ctx, const kc_row_tile *t)
+{
+    kce *k = ctx;
+    uint64_t ee = isa_dtype_size[k->dt];
+    ISA_EMIT(x->e, DMA_GATHER, isa_spad(0, k->picked[t->parity]),
+             isa_hbm(t->in_reg[0], t->in_off[0]), isa_spad(k->rv, k->flat_h + (uint64_t)t->xoff[0]),
+             isa_enum(k->dt), isa_imm(1), isa_imm((int64_t)t->rows),
+             isa_imm((int64_t)(t->rows * ((uint64_t)k->ld / ee))), .src_s1 = isa_imm((int64_t)ee));
+}
+
+static void ce_store(kc_ctx *x, void *ctx, const kc_row_tile *t)
+{
+    kce *k = ctx;
+    uint64_t eo = isa_dtype_size[k->ot];
+    ISA_EMIT(x->e, DMA_SCATTER, isa_spad(0, t->out[0]), isa_spad(0, k->q[t->parity]),
+             isa_spad(k->rv, k->flat_s + (uint64_t)t->xoff[0]), isa_enum(k->ot), isa_imm(1),
+             isa_imm((int64_t)t->rows), isa_imm((int64_t)(t->rows * k->C)),
+             .dst_s1 = isa_imm((int64_t)eo), .src_s1 = isa_imm((int64_t)eo));
+}
+
+static void ce_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
+{
+    kce *k = ctx;
+    const isa_dtype F = ISA_DTYPE_FP32;
+    const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, T = ISA_BCAST_FULL;
+    uint64_t R = t->rows, in = t->in[0];
+    ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == F ? k->mf : k->m), isa_spad(0, in),
+             isa_imm((int64_t)R), isa_imm((int64_t)k->C), isa_enum(k->dt));
+    if (k->dt != F)
+        kv_cast(x, k->mf, k->m, R, F, k->dt);
+    kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->mf, -1.0f, R, F);
+    kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, k->C, k->dt, k->grad ? F : k->dt, S,
+           C, (int64_t)k->s);
+    kv_unary(x, ISA_OP_VPU_LOG, k->t2, k->s, R, F);
+    kv_binary(x, ISA_OP_VPU_ADD, k->t2, k->t2, k->mf, 1, R, F, T);          /* lse */
+    uint64_t pf = k->picked[t->parity];
+    if (k->dt != F) {
+        kv_cast(x, k->m, pf, R, F, k->dt);
+        pf = k->m;
+    }
+    if (!k->grad) {
+        kv_binary(x, ISA_OP_VPU_SUB, k->t2, k->t2, pf, 1, R, F, T);
+        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, k->t1), isa_spad(0, k->t2), isa_imm(1),
+                 isa_imm((int64_t)R), isa_enum(F));
+        kv_binary(x, ISA_OP_VPU_ADD, k->acc, k->acc, k->t1, 1, 1, F, T);
+        return;
+    }
+    kv_unary(x, ISA_OP_VPU_RECIP, k->t1, k->s, R, F);
+    kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->t1, k->kdy, 1, R, F, S);
+    kv_fma(x, ISA_OP_VPU_FMA, t->out[0], k->E, k->t1, k->zero, R, k->C, F, k->ot, C, S, -1);
+    kv_scalar(x, ISA_OP_VPU_MULS, k->t2, k->t2, -1.0f, R, F);                 /* -lse */
+    kv_fma(x, ISA_OP_VPU_FEXP, k->s, pf, k->one, k->t2, 1, R, F, F, S, T, -1); /* p[label] */
+    kv_fma(x, ISA_OP_VPU_FMA, k->q[t->parity], k->s, k->kdy, k->nkdy, 1, R, F, k->ot, S, S, -1);
+}
+
+static np_status ce_compile(kc_ctx *x)
+{
+    const kc_kernel *kk = x->k;
+    const kc_tensor *X = &kk->in[0], *L = &kk->in[1], *Y = &kk->out[0];
+    kce k = {.grad = kk->op == NN_OP_CROSS_ENTROPY_GRAD};
+    if (!kc_is_float(X->dtype) || !kc_is_float(Y->dtype))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "logits are %s, out %s: float types only",
+                       nn_dtype_name(X->dtype), nn_dtype_name(Y->dtype));
+    if (L->dtype != NN_I32 && L->dtype != NN_I8)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "labels are %s: i32 or i8", nn_dtype_name(L->dtype));
+    k.dt = kc_isa_dtype(X->dtype), k.ot = kc_isa_dtype(Y->dtype), k.lt = kc_isa_dtype(L->dtype);
+    if (kc_rows_of(x, X, "logits", &k.rows, &k.C, &k.ld) != NP_OK)
+        return kc_status(x);
+    bool ok = L->ndim == X->ndim - 1;
+    for (int d = 0; ok && d < L->ndim; d++)
+        ok = L->shape[d] == X->shape[d];
+    if (!ok)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "labels must have the logits' shape without the "
+                       "last dim");
+    if (kc_tensor_bytes(L) != kc_tensor_extent(L))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "the labels must be packed");
+    k.lab_addr = L->addr;
+    if ((uint64_t)k.ld % isa_dtype_size[k.dt])
+        return kc_fail(x, NP_ERR_INCONSISTENT, "the logits' row stride is not a whole number of "
+                       "elements");
+    kc_row_plan p = {.rows = k.rows, .n_in = 1, .work = ce_work, .prologue = ce_prologue,
+                     .load_more = ce_load, .ctx = &k, .tr = (uint64_t)kc_attr_int(x, "tr")};
+    p.in[0] = (kc_row_stream){X->addr, k.ld, k.dt, k.C};
+    uint64_t ee = isa_dtype_size[k.dt];
+    if (k.grad) {
+        if (!kc_same_shape(X, Y))
+            return kc_fail(x, NP_ERR_INCONSISTENT, "out must have the logits' shape");
+        if (kc_tensor_numel(&kk->in[2]) != 1 || kk->in[2].dtype != X->dtype)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "dy must be a scalar of the logits' dtype");
+        uint64_t yr, yw;
+        int64_t yld;
+        if (kc_rows_of(x, Y, "out", &yr, &yw, &yld) != NP_OK)
+            return kc_status(x);
+        k.dy_addr = kk->in[2].addr;
+        p.n_out = 1;
+        p.out[0] = (kc_row_stream){Y->addr, yld, k.ot, k.C};
+        p.store_more = ce_store;
+    } else if (kc_tensor_numel(Y) != 1) {
+        return kc_fail(x, NP_ERR_INCONSISTENT, "out must be a scalar");
+    }
+    /* the gathers' table: TR rows of ld / e one-element rows, within the limit field */
+    uint64_t per = (uint64_t)k.ld / ee;
+    p.tr_max = ((1u << 24) - 1) / (per > k.C ? per : k.C);
+    p.work_row_bytes = k.C * (k.grad ? 4 : ee) + 9 * 4 + 2 * ee + 2 * 4 + 12 * 64;
+    p.fixed_bytes = 1024;
+    const kc_place *pl = &kk->place;
+    uint32_t cores = pl->n_cores ? pl->n_cores : 1;
+    cores = k.rows < cores ? (uint32_t)k.rows : cores;
+    for (uint32_t c = pl->core0; c < pl->core0 + cores; c++) { /* alike on every core */
+        kc_core(x, c);
+        kc_reg_alloc(x, &k.rv);
+    }
+    p.n_xreg = 1, p.xreg[0] = k.rv, p.xstep[0] = 4;
+    uint64_t wsa = 0;
+    if (!k.grad && cores > 1 && kc_prog_bss(x->prog, NULL, 64 * cores, &wsa, NULL) != NP_OK)
+        return kc_fail(x, NP_ERR_NOMEM, "no HBM for the per-core sums");
+    if (kc_rows_emit(x, &p) != NP_OK)
+        return kc_status(x);
+    x->res->hbm_read_bytes += k.rows * ee;      /* the gathered label logits */
+    x->res->hbm_read_bytes += k.grad ? ee : 0;  /* dy */
+    x->res->flops = 5 * k.rows * k.C;
+    snprintf(x->res->schedule, sizeof x->res->schedule, "tiles of %" PRIu64 " rows on %" PRIu32
+             " cores%s", p.tr_used, p.cores_used, !k.grad && cores > 1 ? ", sums combined by "
+             "core 0 after a barrier" : "");
+    if (k.grad)
+        return kc_status(x);
+    /* the per-core sums -> the mean; semaphores one per direction (DMA -> VPU, VPU -> DMA,
+     * DMA -> DMA) */
+    unsigned sd, sv, ss;
+    const uint64_t one_row = 64; /* each core's sum in a 64-byte slot of its own */
+    for (uint32_t c = pl->core0; c < pl->core0 + cores; c++) {
+        kc_core(x, c);
+        kc_sem_alloc(x, &sv);
+        kc_sem_alloc(x, &ss);
+        kv_signal(x, ISA_UNIT_VPU, sv);
+        kv_wait(x, ISA_UNIT_DMA, sv);
+        if (cores > 1) {
+            kv_copy(x, isa_hbm(0, wsa + (c - pl->core0) * one_row), isa_spad(0, k.acc),
+                    ISA_DTYPE_FP32, 1, 1, 0, 0);
+            kv_signal(x, ISA_UNIT_DMA, ss);
+            kv_wait(x, ISA_UNIT_DMA, ss);
+        }
+    }
+    if (cores > 1) {
+        np_err e = {0};
+        if (kc_barrier(x->prog, &e) != NP_OK)
+            return kc_status(x);
+        kc_core(x, pl->core0);
+        kc_sem_alloc(x, &sd);
+        kc_sem_alloc(x, &sv);
+        kc_sem_alloc(x, &ss);
+        uint64_t part = kv_alloc(x, cores * 4);
+        kv_copy(x, isa_spad(0, part), isa_hbm(0, wsa), ISA_DTYPE_FP32, 1, cores, 0,
+                (int64_t)one_row);
+        kv_signal(x, ISA_UNIT_DMA, sd);
+        kv_wait(x, ISA_UNIT_VPU, sd);
+        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, k.acc), isa_spad(0, part), isa_imm(1),
+                 isa_imm((int64_t)cores), isa_enum(ISA_DTYPE_FP32));
+        x->res->hbm_read_bytes += cores * 4;
+        x->res->hbm_write_bytes += cores * 4;
+    } else {
+        kc_core(x, pl->core0);
+        kc_sem_alloc(x, &sv);
+        kc_sem_alloc(x, &ss);
+    }
+    uint64_t o = kv_alloc(x, 4);
+    kv_scalar(x, ISA_OP_VPU_MULS, k.acc, k.acc, (float)(1.0 / (double)k.rows), 1, ISA_DTYPE_FP32);
+    kv_cast(x, o, k.acc, 1, k.ot, ISA_DTYPE_FP32);
+    kv_signal(x, ISA_UNIT_VPU, sv);
+    kv_wait(x, ISA_UNIT_DMA, sv);
+    kv_copy(x, isa_hbm(0, Y->addr), isa_spad(0, o), k.ot, 1, 1, 0, 0);
+    kv_signal(x, ISA_UNIT_DMA, ss);
+    kv_wait(x, ISA_UNIT_DMA, ss);
+    x->res->hbm_write_bytes += isa_dtype_size[k.ot];
+    return kc_status(x);
+}
+
+/* ---- the table rows ---------------------------------------------------------------------------- */
+
+static np_status ce_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                              nn_tensor **out, np_err *err)
+{
+    out[0] = k->op == NN_OP_CROSS_ENTROPY ? nn_cross_entropy(g, in[0], in[1])
+                                          : nn_node(g, k->op, 3, in, NULL, NULL);
+    return out[0] ? NP_OK : nn_graph_status(g, err);
+}
+
+static const kc_attr_def ce_keys[] = {
+    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "the logits' shape, AxBx... (classes last)"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the logits' element type"},
+    {"labels", KC_ATTR_DTYPE, NN_I32, 0, 0, "the labels' element type (i32 or i8)"},
+};
+
+static np_status ce_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
+    const kc_spec_val *lt = kc_spec_find(s, "labels");
+    if (!sh || !dt || sh->ndim < 1)
+        return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxBx... is needed", nn_op_name(s->op));
+    bool grad = s->op == NN_OP_CROSS_ENTROPY_GRAD;
+    k->n_in = grad ? 3 : 2, k->n_out = 1;
+    if (kc_spec_tensor(p, "LOGITS", (nn_dtype)dt->i, sh->ndim, sh->shape, &k->in[0], err) ||
+        kc_spec_tensor(p, "LABELS", lt ? (nn_dtype)lt->i : NN_I32, sh->ndim - 1, sh->shape,
+                       &k->in[1], err) ||
+        (grad && kc_spec_tensor(p, "DY", (nn_dtype)dt->i, 0, NULL, &k->in[2], err)) ||
+        kc_spec_tensor(p, "OUT", (nn_dtype)dt->i, grad ? sh->ndim : 0, sh->shape, &k->out[0], err))
+        return err->status;
+    return NP_OK;
+}
+
+static const kc_attr_def ce_attrs[] = {
+    {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: rows per tile (0: chosen)"},
+};
+
+const kc_kernel_def kc_cross_entropy_def = {
+    .op = NN_OP_CROSS_ENTROPY, .n_in = 2, .n_out = 1,
+    .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
+    .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
+    .doc = "rows TR at a time: max, exp with its sums, the labels' logits gathered by DMA; "
+           "per-core sums combined by core 0",
+};
+
+const kc_kernel_def kc_cross_entropy_grad_def = {
+    .op = NN_OP_CROSS_ENTROPY_GRAD, .n_in = 3, .n_out = 1,
+    .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
+    .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
+    .doc = "rows TR at a time: softmax x dy / rows, the labels' elements scattered in by DMA "
+           "before the store",
+};
