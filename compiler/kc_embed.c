@@ -173,7 +173,7 @@ static np_status embedding_grad_compile(kc_ctx *x)
     /* the phases' buffers stay the kernel's to its end: each takes a part of the scratchpad */
     zp.tr_max = kc_spad_avail(x, pl->core0) / 8 / (2 * k.D * 4 + 64);
     zp.tr_max = zp.tr_max ? zp.tr_max : 1;
-    zp.out[0] = (kc_row_stream){acc, ld_acc, z.dt, k.D};
+    zp.out[0] = (kc_row_stream){acc, ld_acc, z.dt, k.D, 1, 0};
     if (kc_rows_emit(x, &zp) != NP_OK)
         return kc_status(x);
     if (zp.cores_used > 1 || cores > 1)
@@ -239,8 +239,8 @@ static np_status embedding_grad_compile(kc_ctx *x)
                 return kc_status(x);
         keg_rows cz = {true, k.dt, k.D};
         kc_row_plan cp = {.rows = k.V, .n_in = 1, .n_out = 1, .work = cast_work, .ctx = &cz};
-        cp.in[0] = (kc_row_stream){acc, ld_acc, ISA_DTYPE_FP32, k.D};
-        cp.out[0] = (kc_row_stream){Y->addr, ldy, k.dt, k.D};
+        cp.in[0] = (kc_row_stream){acc, ld_acc, ISA_DTYPE_FP32, k.D, 1, 0};
+        cp.out[0] = (kc_row_stream){Y->addr, ldy, k.dt, k.D, 1, 0};
         if (kc_rows_emit(x, &cp) != NP_OK)
             return kc_status(x);
     }

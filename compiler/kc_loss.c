@@ -28,10 +28,12 @@ typedef struct kce {
     uint64_t C, rows;
     int64_t ld;
     uint64_t lab_addr, dy_addr;
-    unsigned rv;              /* register at the tile's flat indices */
-    /* per core (the same offsets on every core) */
-    uint64_t one, zero, kdy, nkdy, acc;
-    uint64_t flat_h, flat_s, E, m, mf, s, t1, t2, picked[2], q[2];
+    uint32_t core0;
+    struct kce_core {
+        unsigned rv;          /* register at the tile's flat indices */
+        uint64_t one, zero, kdy, nkdy, acc;
+        uint64_t flat_h, flat_s, E, m, mf, s, t1, t2, picked[2], q[2];
+    } pc[KC_ROW_MAX_CORES];
 } kce;
 
 /* v[0 .. n) = i x step, int32, by doubling (log2 n instructions). */
@@ -44,15 +46,16 @@ static void iota(kc_ctx *x, uint64_t v, uint64_t n, uint64_t step)
 }
 
 static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
-                        uint64_t tr)
+                        uint64_t tr, const unsigned *xreg)
 {
-    (void)core;
     kce *k = ctx;
+    struct kce_core *b = KC_ROW_PC(k, core);
+    b->rv = xreg[0];
     const isa_dtype F = ISA_DTYPE_FP32, I = ISA_DTYPE_INT32;
     uint64_t tiles = (rows + tr - 1) / tr, n = tiles * tr, ee = isa_dtype_size[k->dt];
-    k->one = kv_alloc(x, 4), k->zero = kv_alloc(x, 4);
-    kv_fill(x, k->one, 1.0f, 1, F);
-    kv_fill(x, k->zero, 0.0f, 1, F);
+    b->one = kv_alloc(x, 4), b->zero = kv_alloc(x, 4);
+    kv_fill(x, b->one, 1.0f, 1, F);
+    kv_fill(x, b->zero, 0.0f, 1, F);
     /* the labels, as int32 */
     unsigned s, s2; /* DMA -> VPU, VPU -> DMA */
     kc_sem_alloc(x, &s);
@@ -63,8 +66,8 @@ static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
             rows, 1, 0, 0);
     x->res->hbm_read_bytes += rows * isa_dtype_size[k->lt];
     if (k->grad) {
-        k->kdy = kv_alloc(x, 4), k->nkdy = kv_alloc(x, 4);
-        kv_load_f32(x, k->kdy, k->nkdy, k->dy_addr, 1, k->dt);
+        b->kdy = kv_alloc(x, 4), b->nkdy = kv_alloc(x, 4);
+        kv_load_f32(x, b->kdy, b->nkdy, k->dy_addr, 1, k->dt);
     }
     kv_signal(x, ISA_UNIT_DMA, s);
     kv_wait(x, ISA_UNIT_VPU, s);
@@ -74,39 +77,39 @@ static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
         kv_fill(x, lab + 4 * rows, 0.0f, n - rows, I);
     /* flat indices: + i x ld / e (the HBM tile) and + i x C (the packed output tile) */
     uint64_t io = kv_alloc(x, tr * 4);
-    k->flat_h = kv_alloc(x, n * 4);
+    b->flat_h = kv_alloc(x, n * 4);
     iota(x, io, tr, (uint64_t)k->ld / ee);
-    kv_binary(x, ISA_OP_VPU_ADD, k->flat_h, lab, io, tiles, tr, I, ISA_BCAST_ROW);
+    kv_binary(x, ISA_OP_VPU_ADD, b->flat_h, lab, io, tiles, tr, I, ISA_BCAST_ROW);
     if (k->grad) {
-        k->flat_s = kv_alloc(x, n * 4);
+        b->flat_s = kv_alloc(x, n * 4);
         iota(x, io, tr, k->C);
-        kv_binary(x, ISA_OP_VPU_ADD, k->flat_s, lab, io, tiles, tr, I, ISA_BCAST_ROW);
-        kv_scalar(x, ISA_OP_VPU_MULS, k->kdy, k->kdy, (float)(1.0 / (double)k->rows), 1, F);
-        kv_scalar(x, ISA_OP_VPU_MULS, k->nkdy, k->kdy, -1.0f, 1, F);
+        kv_binary(x, ISA_OP_VPU_ADD, b->flat_s, lab, io, tiles, tr, I, ISA_BCAST_ROW);
+        kv_scalar(x, ISA_OP_VPU_MULS, b->kdy, b->kdy, (float)(1.0 / (double)k->rows), 1, F);
+        kv_scalar(x, ISA_OP_VPU_MULS, b->nkdy, b->kdy, -1.0f, 1, F);
     } else {
-        k->acc = kv_alloc(x, 4);
-        kv_fill(x, k->acc, 0.0f, 1, F);
+        b->acc = kv_alloc(x, 4);
+        kv_fill(x, b->acc, 0.0f, 1, F);
     }
     /* the first gather reads the indices: after them */
     kv_signal(x, ISA_UNIT_VPU, s2);
     kv_wait(x, ISA_UNIT_DMA, s2);
-    ISA_EMIT(x->e, LI, isa_reg(k->rv), isa_imm(0));
-    k->E = kv_alloc(x, tr * k->C * (k->grad ? 4 : ee));
-    k->m = kv_alloc(x, tr * 4), k->mf = kv_alloc(x, tr * 4), k->s = kv_alloc(x, tr * 4);
-    k->t1 = kv_alloc(x, tr * 4), k->t2 = kv_alloc(x, tr * 4);
-    for (int b = 0; b < 2; b++) {
-        k->picked[b] = kv_alloc(x, tr * ee);
+    b->E = kv_alloc(x, tr * k->C * (k->grad ? 4 : ee));
+    b->m = kv_alloc(x, tr * 4), b->mf = kv_alloc(x, tr * 4), b->s = kv_alloc(x, tr * 4);
+    b->t1 = kv_alloc(x, tr * 4), b->t2 = kv_alloc(x, tr * 4);
+    for (int i = 0; i < 2; i++) {
+        b->picked[i] = kv_alloc(x, tr * ee);
         if (k->grad)
-            k->q[b] = kv_alloc(x, tr * isa_dtype_size[k->ot]);
+            b->q[i] = kv_alloc(x, tr * isa_dtype_size[k->ot]);
     }
 }
 
 static void ce_load(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     kce *k = ctx;
+    const struct kce_core *b = KC_ROW_PC(k, t->core);
     uint64_t ee = isa_dtype_size[k->dt];
-    ISA_EMIT(x->e, DMA_GATHER, isa_spad(0, k->picked[t->parity]),
-             isa_hbm(t->in_reg[0], t->in_off[0]), isa_spad(k->rv, k->flat_h + (uint64_t)t->xoff[0]),
+    ISA_EMIT(x->e, DMA_GATHER, isa_spad(0, b->picked[t->parity]),
+             isa_hbm(t->in_reg[0], t->in_off[0]), isa_spad(b->rv, b->flat_h + (uint64_t)t->xoff[0]),
              isa_enum(k->dt), isa_imm(1), isa_imm((int64_t)t->rows),
              isa_imm((int64_t)(t->rows * ((uint64_t)k->ld / ee))), .src_s1 = isa_imm((int64_t)ee));
 }
@@ -114,9 +117,10 @@ static void ce_load(kc_ctx *x, void *ctx, const kc_row_tile *t)
 static void ce_store(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     kce *k = ctx;
+    const struct kce_core *b = KC_ROW_PC(k, t->core);
     uint64_t eo = isa_dtype_size[k->ot];
-    ISA_EMIT(x->e, DMA_SCATTER, isa_spad(0, t->out[0]), isa_spad(0, k->q[t->parity]),
-             isa_spad(k->rv, k->flat_s + (uint64_t)t->xoff[0]), isa_enum(k->ot), isa_imm(1),
+    ISA_EMIT(x->e, DMA_SCATTER, isa_spad(0, t->out[0]), isa_spad(0, b->q[t->parity]),
+             isa_spad(b->rv, b->flat_s + (uint64_t)t->xoff[0]), isa_enum(k->ot), isa_imm(1),
              isa_imm((int64_t)t->rows), isa_imm((int64_t)(t->rows * k->C)),
              .dst_s1 = isa_imm((int64_t)eo), .src_s1 = isa_imm((int64_t)eo));
 }
@@ -124,43 +128,44 @@ static void ce_store(kc_ctx *x, void *ctx, const kc_row_tile *t)
 static void ce_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     kce *k = ctx;
+    const struct kce_core *b = KC_ROW_PC(k, t->core);
     const isa_dtype F = ISA_DTYPE_FP32;
     const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, T = ISA_BCAST_FULL;
     uint64_t R = t->rows, in = t->in[0];
-    ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == F ? k->mf : k->m), isa_spad(0, in),
+    ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == F ? b->mf : b->m), isa_spad(0, in),
              isa_imm((int64_t)R), isa_imm((int64_t)k->C), isa_enum(k->dt));
     if (k->dt != F)
-        kv_cast(x, k->mf, k->m, R, F, k->dt);
-    kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->mf, -1.0f, R, F);
-    kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, k->C, k->dt, k->grad ? F : k->dt, S,
-           C, (int64_t)k->s);
-    kv_unary(x, ISA_OP_VPU_LOG, k->t2, k->s, R, F);
-    kv_binary(x, ISA_OP_VPU_ADD, k->t2, k->t2, k->mf, 1, R, F, T);          /* lse */
-    uint64_t pf = k->picked[t->parity];
+        kv_cast(x, b->mf, b->m, R, F, k->dt);
+    kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);
+    kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, k->C, k->dt, k->grad ? F : k->dt, S,
+           C, (int64_t)b->s);
+    kv_unary(x, ISA_OP_VPU_LOG, b->t2, b->s, R, F);
+    kv_binary(x, ISA_OP_VPU_ADD, b->t2, b->t2, b->mf, 1, R, F, T);          /* lse */
+    uint64_t pf = b->picked[t->parity];
     if (k->dt != F) {
-        kv_cast(x, k->m, pf, R, F, k->dt);
-        pf = k->m;
+        kv_cast(x, b->m, pf, R, F, k->dt);
+        pf = b->m;
     }
     if (!k->grad) {
-        kv_binary(x, ISA_OP_VPU_SUB, k->t2, k->t2, pf, 1, R, F, T);
-        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, k->t1), isa_spad(0, k->t2), isa_imm(1),
+        kv_binary(x, ISA_OP_VPU_SUB, b->t2, b->t2, pf, 1, R, F, T);
+        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, b->t1), isa_spad(0, b->t2), isa_imm(1),
                  isa_imm((int64_t)R), isa_enum(F));
-        kv_binary(x, ISA_OP_VPU_ADD, k->acc, k->acc, k->t1, 1, 1, F, T);
+        kv_binary(x, ISA_OP_VPU_ADD, b->acc, b->acc, b->t1, 1, 1, F, T);
         return;
     }
-    kv_unary(x, ISA_OP_VPU_RECIP, k->t1, k->s, R, F);
-    kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->t1, k->kdy, 1, R, F, S);
-    kv_fma(x, ISA_OP_VPU_FMA, t->out[0], k->E, k->t1, k->zero, R, k->C, F, k->ot, C, S, -1);
-    kv_scalar(x, ISA_OP_VPU_MULS, k->t2, k->t2, -1.0f, R, F);                 /* -lse */
-    kv_fma(x, ISA_OP_VPU_FEXP, k->s, pf, k->one, k->t2, 1, R, F, F, S, T, -1); /* p[label] */
-    kv_fma(x, ISA_OP_VPU_FMA, k->q[t->parity], k->s, k->kdy, k->nkdy, 1, R, F, k->ot, S, S, -1);
+    kv_unary(x, ISA_OP_VPU_RECIP, b->t1, b->s, R, F);
+    kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->kdy, 1, R, F, S);
+    kv_fma(x, ISA_OP_VPU_FMA, t->out[0], b->E, b->t1, b->zero, R, k->C, F, k->ot, C, S, -1);
+    kv_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, -1.0f, R, F);                 /* -lse */
+    kv_fma(x, ISA_OP_VPU_FEXP, b->s, pf, b->one, b->t2, 1, R, F, F, S, T, -1); /* p[label] */
+    kv_fma(x, ISA_OP_VPU_FMA, b->q[t->parity], b->s, b->kdy, b->nkdy, 1, R, F, k->ot, S, S, -1);
 }
 
 static np_status ce_compile(kc_ctx *x)
 {
     const kc_kernel *kk = x->k;
     const kc_tensor *X = &kk->in[0], *L = &kk->in[1], *Y = &kk->out[0];
-    kce k = {.grad = kk->op == NN_OP_CROSS_ENTROPY_GRAD};
+    kce k = {.core0 = kk->place.core0, .grad = kk->op == NN_OP_CROSS_ENTROPY_GRAD};
     if (!kc_is_float(X->dtype) || !kc_is_float(Y->dtype))
         return kc_fail(x, NP_ERR_INCONSISTENT, "logits are %s, out %s: float types only",
                        nn_dtype_name(X->dtype), nn_dtype_name(Y->dtype));
@@ -183,7 +188,7 @@ static np_status ce_compile(kc_ctx *x)
                        "elements");
     kc_row_plan p = {.rows = k.rows, .n_in = 1, .work = ce_work, .prologue = ce_prologue,
                      .load_more = ce_load, .ctx = &k, .tr = (uint64_t)kc_attr_int(x, "tr")};
-    p.in[0] = (kc_row_stream){X->addr, k.ld, k.dt, k.C};
+    p.in[0] = (kc_row_stream){X->addr, k.ld, k.dt, k.C, 1, 0};
     uint64_t ee = isa_dtype_size[k.dt];
     if (k.grad) {
         if (!kc_same_shape(X, Y))
@@ -196,7 +201,7 @@ static np_status ce_compile(kc_ctx *x)
             return kc_status(x);
         k.dy_addr = kk->in[2].addr;
         p.n_out = 1;
-        p.out[0] = (kc_row_stream){Y->addr, yld, k.ot, k.C};
+        p.out[0] = (kc_row_stream){Y->addr, yld, k.ot, k.C, 1, 0};
         p.store_more = ce_store;
     } else if (kc_tensor_numel(Y) != 1) {
         return kc_fail(x, NP_ERR_INCONSISTENT, "out must be a scalar");
@@ -209,11 +214,7 @@ static np_status ce_compile(kc_ctx *x)
     const kc_place *pl = &kk->place;
     uint32_t cores = pl->n_cores ? pl->n_cores : 1;
     cores = k.rows < cores ? (uint32_t)k.rows : cores;
-    for (uint32_t c = pl->core0; c < pl->core0 + cores; c++) { /* alike on every core */
-        kc_core(x, c);
-        kc_reg_alloc(x, &k.rv);
-    }
-    p.n_xreg = 1, p.xreg[0] = k.rv, p.xstep[0] = 4;
+    p.n_xreg = 1, p.xstep[0] = 4;
     uint64_t wsa = 0;
     if (!k.grad && cores > 1 && kc_prog_bss(x->prog, NULL, 64 * cores, &wsa, NULL) != NP_OK)
         return kc_fail(x, NP_ERR_NOMEM, "no HBM for the per-core sums");
@@ -238,7 +239,8 @@ static np_status ce_compile(kc_ctx *x)
         kv_signal(x, ISA_UNIT_VPU, sv);
         kv_wait(x, ISA_UNIT_DMA, sv);
         if (cores > 1) {
-            kv_copy(x, isa_hbm(0, wsa + (c - pl->core0) * one_row), isa_spad(0, k.acc),
+            kv_copy(x, isa_hbm(0, wsa + (c - pl->core0) * one_row),
+                    isa_spad(0, KC_ROW_PC(&k, c)->acc),
                     ISA_DTYPE_FP32, 1, 1, 0, 0);
             kv_signal(x, ISA_UNIT_DMA, ss);
             kv_wait(x, ISA_UNIT_DMA, ss);
@@ -257,7 +259,7 @@ static np_status ce_compile(kc_ctx *x)
                 (int64_t)one_row);
         kv_signal(x, ISA_UNIT_DMA, sd);
         kv_wait(x, ISA_UNIT_VPU, sd);
-        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, k.acc), isa_spad(0, part), isa_imm(1),
+        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, KC_ROW_PC(&k, pl->core0)->acc), isa_spad(0, part), isa_imm(1),
                  isa_imm((int64_t)cores), isa_enum(ISA_DTYPE_FP32));
         x->res->hbm_read_bytes += cores * 4;
         x->res->hbm_write_bytes += cores * 4;
@@ -266,9 +268,9 @@ static np_status ce_compile(kc_ctx *x)
         kc_sem_alloc(x, &sv);
         kc_sem_alloc(x, &ss);
     }
-    uint64_t o = kv_alloc(x, 4);
-    kv_scalar(x, ISA_OP_VPU_MULS, k.acc, k.acc, (float)(1.0 / (double)k.rows), 1, ISA_DTYPE_FP32);
-    kv_cast(x, o, k.acc, 1, k.ot, ISA_DTYPE_FP32);
+    uint64_t o = kv_alloc(x, 4), acc = KC_ROW_PC(&k, pl->core0)->acc;
+    kv_scalar(x, ISA_OP_VPU_MULS, acc, acc, (float)(1.0 / (double)k.rows), 1, ISA_DTYPE_FP32);
+    kv_cast(x, o, acc, 1, k.ot, ISA_DTYPE_FP32);
     kv_signal(x, ISA_UNIT_VPU, sv);
     kv_wait(x, ISA_UNIT_DMA, sv);
     kv_copy(x, isa_hbm(0, Y->addr), isa_spad(0, o), k.ot, 1, 1, 0, 0);

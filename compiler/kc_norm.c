@@ -33,106 +33,110 @@ typedef struct knorm {
     float eps;
     uint64_t gamma_addr, beta_addr;
     isa_dtype gdt;            /* gamma's and beta's dtype */
-    /* per core (the same offsets on every core) */
-    uint64_t one, zero, one_dt, inv_d, epsv, gamma, beta, stage;
-    uint64_t xc, gf, s1, nm, s2, rstd, t1, t2;
+    uint32_t core0;
+    struct knorm_core {
+        uint64_t one, zero, one_dt, inv_d, epsv, gamma, beta, stage;
+        uint64_t xc, gf, s1, nm, s2, rstd, t1, t2;
+    } pc[KC_ROW_MAX_CORES];
 } knorm;
 
 static void norm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
-                          uint64_t tr)
+                          uint64_t tr, const unsigned *xreg)
 {
-    (void)core, (void)row0, (void)rows;
+    (void)row0, (void)rows, (void)xreg;
     knorm *k = ctx;
+    struct knorm_core *b = KC_ROW_PC(k, core);
     const isa_dtype F = ISA_DTYPE_FP32;
-    k->one = kv_alloc(x, 4), k->zero = kv_alloc(x, 4), k->one_dt = kv_alloc(x, 4);
-    k->inv_d = kv_alloc(x, 4), k->epsv = kv_alloc(x, 4);
-    kv_fill(x, k->one, 1.0f, 1, F);
-    kv_fill(x, k->zero, 0.0f, 1, F);
-    kv_fill(x, k->one_dt, 1.0f, 1, k->dt);
-    kv_fill(x, k->inv_d, (float)(1.0 / (double)k->D), 1, F);
-    kv_fill(x, k->epsv, k->eps, 1, F);
+    b->one = kv_alloc(x, 4), b->zero = kv_alloc(x, 4), b->one_dt = kv_alloc(x, 4);
+    b->inv_d = kv_alloc(x, 4), b->epsv = kv_alloc(x, 4);
+    kv_fill(x, b->one, 1.0f, 1, F);
+    kv_fill(x, b->zero, 0.0f, 1, F);
+    kv_fill(x, b->one_dt, 1.0f, 1, k->dt);
+    kv_fill(x, b->inv_d, (float)(1.0 / (double)k->D), 1, F);
+    kv_fill(x, b->epsv, k->eps, 1, F);
     if (k->n_aff) {
-        k->stage = kv_alloc(x, k->D * isa_dtype_size[k->gdt]);
-        k->gamma = kv_alloc(x, k->D * 4);
-        kv_load_f32(x, k->gamma, k->stage, k->gamma_addr, k->D, k->gdt);
+        b->stage = kv_alloc(x, k->D * isa_dtype_size[k->gdt]);
+        b->gamma = kv_alloc(x, k->D * 4);
+        kv_load_f32(x, b->gamma, b->stage, k->gamma_addr, k->D, k->gdt);
         if (k->n_aff > 1) {
-            k->beta = kv_alloc(x, k->D * 4);
-            kv_load_f32(x, k->beta, k->stage, k->beta_addr, k->D, k->gdt);
+            b->beta = kv_alloc(x, k->D * 4);
+            kv_load_f32(x, b->beta, b->stage, k->beta_addr, k->D, k->gdt);
         }
     }
     if (!k->rms || k->n_aff || k->grad)
-        k->xc = kv_alloc(x, tr * k->D * 4);
+        b->xc = kv_alloc(x, tr * k->D * 4);
     if (k->grad && !k->rms)
-        k->gf = kv_alloc(x, tr * k->D * 4);
-    k->s1 = kv_alloc(x, tr * 4), k->nm = kv_alloc(x, tr * 4), k->s2 = kv_alloc(x, tr * 4);
-    k->rstd = kv_alloc(x, tr * 4), k->t1 = kv_alloc(x, tr * 4), k->t2 = kv_alloc(x, tr * 4);
+        b->gf = kv_alloc(x, tr * k->D * 4);
+    b->s1 = kv_alloc(x, tr * 4), b->nm = kv_alloc(x, tr * 4), b->s2 = kv_alloc(x, tr * 4);
+    b->rstd = kv_alloc(x, tr * 4), b->t1 = kv_alloc(x, tr * 4), b->t2 = kv_alloc(x, tr * 4);
 }
 
 /* rstd = rsqrt(s2 / D + eps) for R rows */
-static void norm_rstd(kc_ctx *x, const knorm *k, uint64_t R)
+static void norm_rstd(kc_ctx *x, const struct knorm_core *b, uint64_t R)
 {
-    kv_fma(x, ISA_OP_VPU_FMA, k->rstd, k->s2, k->inv_d, k->epsv, 1, R, ISA_DTYPE_FP32,
+    kv_fma(x, ISA_OP_VPU_FMA, b->rstd, b->s2, b->inv_d, b->epsv, 1, R, ISA_DTYPE_FP32,
            ISA_DTYPE_FP32, ISA_BCAST_SCALAR, ISA_BCAST_SCALAR, -1);
-    kv_unary(x, ISA_OP_VPU_RSQRT, k->rstd, k->rstd, R, ISA_DTYPE_FP32);
+    kv_unary(x, ISA_OP_VPU_RSQRT, b->rstd, b->rstd, R, ISA_DTYPE_FP32);
 }
 
 static void norm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     knorm *k = ctx;
+    const struct knorm_core *b = KC_ROW_PC(k, t->core);
     const isa_dtype F = ISA_DTYPE_FP32;
     const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, W = ISA_BCAST_ROW,
                     T = ISA_BCAST_FULL;
     uint64_t R = t->rows, D = k->D, in = t->in[0], out = t->out[0];
     float m1d = (float)(-1.0 / (double)D);
     if (k->rms) {
-        kv_rdot(x, k->s2, in, in, R, D, k->dt, F, T);
-        norm_rstd(x, k, R);
+        kv_rdot(x, b->s2, in, in, R, D, k->dt, F, T);
+        norm_rstd(x, b, R);
         if (k->grad) { /* k1 = -rstd^3 sgx / D */
-            kv_rdot(x, k->s1, in, t->in[1], R, D, k->dt, F, T);
-            kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->rstd, k->rstd, 1, R, F, T);
-            kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->t1, k->rstd, 1, R, F, T);
-            kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->t1, k->s1, 1, R, F, T);
-            kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t1, m1d, R, F);
-            kv_fma(x, ISA_OP_VPU_FMA, k->xc, in, k->t1, k->zero, R, D, k->dt, F, C, S, -1);
-            kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], k->rstd, k->xc, R, D, k->dt, k->ot, C, T, -1);
+            kv_rdot(x, b->s1, in, t->in[1], R, D, k->dt, F, T);
+            kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, b->rstd, 1, R, F, T);
+            kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->rstd, 1, R, F, T);
+            kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->s1, 1, R, F, T);
+            kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
+            kv_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->t1, b->zero, R, D, k->dt, F, C, S, -1);
+            kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, D, k->dt, k->ot, C, T, -1);
         } else if (k->n_aff) {
-            kv_fma(x, ISA_OP_VPU_FMA, k->xc, in, k->rstd, k->zero, R, D, k->dt, F, C, S, -1);
-            kv_fma(x, ISA_OP_VPU_FMA, out, k->xc, k->gamma, k->zero, R, D, F, k->ot, W, S, -1);
+            kv_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->rstd, b->zero, R, D, k->dt, F, C, S, -1);
+            kv_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, b->zero, R, D, F, k->ot, W, S, -1);
         } else {
-            kv_fma(x, ISA_OP_VPU_FMA, out, in, k->rstd, k->zero, R, D, k->dt, k->ot, C, S, -1);
+            kv_fma(x, ISA_OP_VPU_FMA, out, in, b->rstd, b->zero, R, D, k->dt, k->ot, C, S, -1);
         }
         return;
     }
     /* layer norm: centred, then the variance of the centred values */
-    kv_rdot(x, k->s1, in, k->one_dt, R, D, k->dt, F, S);
-    kv_scalar(x, ISA_OP_VPU_MULS, k->nm, k->s1, m1d, R, F);
-    kv_fma(x, ISA_OP_VPU_FMA, k->xc, in, k->one, k->nm, R, D, k->dt, F, S, C, -1);
-    kv_rdot(x, k->s2, k->xc, k->xc, R, D, F, F, T);
-    norm_rstd(x, k, R);
+    kv_rdot(x, b->s1, in, b->one_dt, R, D, k->dt, F, S);
+    kv_scalar(x, ISA_OP_VPU_MULS, b->nm, b->s1, m1d, R, F);
+    kv_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->one, b->nm, R, D, k->dt, F, S, C, -1);
+    kv_rdot(x, b->s2, b->xc, b->xc, R, D, F, F, T);
+    norm_rstd(x, b, R);
     if (k->grad) {
-        kv_fma(x, ISA_OP_VPU_FMA, k->xc, k->xc, k->rstd, k->zero, R, D, F, F, C, S, -1); /* xh */
-        kv_fma(x, ISA_OP_VPU_FMA, k->gf, t->in[1], k->one, k->zero, R, D, k->dt, F, S, S,
-               (int64_t)k->s1);                                                   /* sg */
-        kv_rdot(x, k->s2, k->xc, k->gf, R, D, F, F, T);                            /* sgx */
-        kv_binary(x, ISA_OP_VPU_MUL, k->t1, k->rstd, k->s2, 1, R, F, T);
-        kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t1, m1d, R, F);
-        kv_binary(x, ISA_OP_VPU_MUL, k->t2, k->rstd, k->s1, 1, R, F, T);
-        kv_scalar(x, ISA_OP_VPU_MULS, k->t2, k->t2, m1d, R, F);
-        kv_fma(x, ISA_OP_VPU_FMA, k->xc, k->xc, k->t1, k->t2, R, D, F, F, C, C, -1);
-        kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], k->rstd, k->xc, R, D, k->dt, k->ot, C, T, -1);
+        kv_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, D, F, F, C, S, -1); /* xh */
+        kv_fma(x, ISA_OP_VPU_FMA, b->gf, t->in[1], b->one, b->zero, R, D, k->dt, F, S, S,
+               (int64_t)b->s1);                                                   /* sg */
+        kv_rdot(x, b->s2, b->xc, b->gf, R, D, F, F, T);                            /* sgx */
+        kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, b->s2, 1, R, F, T);
+        kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
+        kv_binary(x, ISA_OP_VPU_MUL, b->t2, b->rstd, b->s1, 1, R, F, T);
+        kv_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, m1d, R, F);
+        kv_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->t1, b->t2, R, D, F, F, C, C, -1);
+        kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, D, k->dt, k->ot, C, T, -1);
     } else if (k->n_aff) {
-        kv_fma(x, ISA_OP_VPU_FMA, k->xc, k->xc, k->rstd, k->zero, R, D, F, F, C, S, -1);
-        kv_fma(x, ISA_OP_VPU_FMA, out, k->xc, k->gamma, k->n_aff > 1 ? k->beta : k->zero, R, D,
+        kv_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, D, F, F, C, S, -1);
+        kv_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, k->n_aff > 1 ? b->beta : b->zero, R, D,
                F, k->ot, W, k->n_aff > 1 ? W : S, -1);
     } else {
-        kv_fma(x, ISA_OP_VPU_FMA, out, k->xc, k->rstd, k->zero, R, D, F, k->ot, C, S, -1);
+        kv_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->rstd, b->zero, R, D, F, k->ot, C, S, -1);
     }
 }
 
 static np_status norm_compile(kc_ctx *x)
 {
     const kc_kernel *kk = x->k;
-    knorm k = {.op = kk->op, .rms = kk->op == NN_OP_RMSNORM || kk->op == NN_OP_RMSNORM_GRAD,
+    knorm k = {.core0 = kk->place.core0, .op = kk->op, .rms = kk->op == NN_OP_RMSNORM || kk->op == NN_OP_RMSNORM_GRAD,
                .grad = kk->op == NN_OP_LAYERNORM_GRAD || kk->op == NN_OP_RMSNORM_GRAD,
                .eps = (float)kc_attr_real(x, "eps")};
     const kc_tensor *X = &kk->in[0], *Y = &kk->out[0];
@@ -175,10 +179,10 @@ static np_status norm_compile(kc_ctx *x)
     kc_row_plan p = {.rows = rows, .n_in = k.grad ? 2 : 1, .n_out = 1, .work = norm_work,
                      .prologue = norm_prologue, .ctx = &k,
                      .tr = (uint64_t)kc_attr_int(x, "tr")};
-    p.in[0] = (kc_row_stream){X->addr, ldx, k.dt, k.D};
+    p.in[0] = (kc_row_stream){X->addr, ldx, k.dt, k.D, 1, 0};
     if (k.grad)
-        p.in[1] = (kc_row_stream){kk->in[1].addr, ldg, k.dt, k.D};
-    p.out[0] = (kc_row_stream){Y->addr, ldy, k.ot, k.D};
+        p.in[1] = (kc_row_stream){kk->in[1].addr, ldg, k.dt, k.D, 1, 0};
+    p.out[0] = (kc_row_stream){Y->addr, ldy, k.ot, k.D, 1, 0};
     p.work_row_bytes = (k.grad && !k.rms ? 8 : 4) * k.D + 6 * 4 + 6 * 64;
     p.fixed_bytes = k.n_aff ? k.D * (4 * (uint64_t)k.n_aff + isa_dtype_size[k.gdt]) + 3 * 64 : 0;
     if (kc_rows_emit(x, &p) != NP_OK)

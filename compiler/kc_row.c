@@ -186,10 +186,30 @@ typedef struct krow {
     unsigned reg_in[KC_ROW_MAX_IN], reg_out[KC_ROW_MAX_OUT];
     uint64_t in[KC_ROW_MAX_IN][2], out[KC_ROW_MAX_OUT][2];
     unsigned full[2], free_[2], ofull[2], ofree[2];
+    unsigned xreg[KC_ROW_MAX_XREG];
     unsigned pass;
 } krow;
 
 static uint64_t tile_rows(const krow *r, uint64_t t) { return t + 1 == r->n ? r->last : r->tr; }
+
+static uint64_t planes_of(const kc_row_stream *s) { return s->planes ? s->planes : 1; }
+
+/* A tile of stream s between HBM and its packed scratchpad buffer (store: to HBM). */
+static void copy3(kc_ctx *x, isa_opnd dst, isa_opnd src, const kc_row_stream *s, uint64_t rows,
+                  bool store)
+{
+    uint64_t np = planes_of(s);
+    if (np == 1) {
+        kv_copy(x, dst, src, s->dt, s->width, rows, store ? s->ld : 0, store ? 0 : s->ld);
+        return;
+    }
+    int64_t row = (int64_t)(s->width * isa_dtype_size[s->dt]);
+    int64_t hs1 = s->ld == row ? 0 : s->ld, hs2 = s->pstride;
+    ISA_EMIT(x->e, DMA_COPY, dst, src, isa_enum(s->dt), isa_imm((int64_t)s->width),
+             isa_imm((int64_t)rows), isa_imm((int64_t)np), .dst_s1 = isa_imm(store ? hs1 : 0),
+             .src_s1 = isa_imm(store ? 0 : hs1), .dst_s2 = isa_imm(store ? hs2 : 0),
+             .src_s2 = isa_imm(store ? 0 : hs2));
+}
 
 static kc_row_tile tile_of(const krow *r, uint64_t t, uint64_t tbase)
 {
@@ -207,8 +227,10 @@ static kc_row_tile tile_of(const krow *r, uint64_t t, uint64_t tbase)
         tl.out_reg[i] = r->reg_out[i];
         tl.out_off[i] = (t - tbase) * r->tr * (uint64_t)p->out[i].ld;
     }
-    for (unsigned i = 0; i < p->n_xreg; i++)
+    for (unsigned i = 0; i < p->n_xreg; i++) {
+        tl.xreg[i] = r->xreg[i];
         tl.xoff[i] = (int64_t)((t - tbase) * r->tr) * p->xstep[i];
+    }
     return tl;
 }
 
@@ -219,8 +241,7 @@ static void load(krow *r, uint64_t t, uint64_t tbase)
     kv_wait(x, ISA_UNIT_DMA, r->free_[tl.parity]);
     for (unsigned i = 0; i < r->p->n_in; i++) {
         const kc_row_stream *s = &r->p->in[i];
-        kv_copy(x, isa_spad(0, tl.in[i]), isa_hbm(tl.in_reg[i], tl.in_off[i]), s->dt, s->width,
-                tl.rows, 0, s->ld);
+        copy3(x, isa_spad(0, tl.in[i]), isa_hbm(tl.in_reg[i], tl.in_off[i]), s, tl.rows, false);
     }
     if (r->p->load_more)
         r->p->load_more(x, r->p->ctx, &tl);
@@ -252,8 +273,7 @@ static void store(krow *r, uint64_t t, uint64_t tbase)
         r->p->store_more(x, r->p->ctx, &tl);
     for (unsigned i = 0; i < r->p->n_out; i++) {
         const kc_row_stream *s = &r->p->out[i];
-        kv_copy(x, isa_hbm(tl.out_reg[i], tl.out_off[i]), isa_spad(0, tl.out[i]), s->dt,
-                s->width, tl.rows, s->ld, 0);
+        copy3(x, isa_hbm(tl.out_reg[i], tl.out_off[i]), isa_spad(0, tl.out[i]), s, tl.rows, true);
     }
     kv_signal(x, ISA_UNIT_DMA, r->ofree[tl.parity]);
 }
@@ -267,13 +287,19 @@ static void body(krow *r, uint64_t t, uint64_t tbase)
     store(r, t, tbase);
 }
 
+/* Bytes of one row of stream s (all its planes). */
+static uint64_t row_bytes(const kc_row_stream *s)
+{
+    return planes_of(s) * s->width * isa_dtype_size[s->dt];
+}
+
 static uint64_t stream_bytes(const kc_row_plan *p)
 {
     uint64_t b = 0;
     for (unsigned i = 0; i < p->n_in; i++)
-        b += 2 * p->in[i].width * isa_dtype_size[p->in[i].dt];
+        b += 2 * row_bytes(&p->in[i]);
     for (unsigned i = 0; i < p->n_out; i++)
-        b += 2 * p->out[i].width * isa_dtype_size[p->out[i].dt];
+        b += 2 * row_bytes(&p->out[i]);
     return b;
 }
 
@@ -296,9 +322,9 @@ static void setup_core(krow *r, const kc_row_plan *p)
         kc_reg_alloc(x, &r->reg_out[i]);
     for (unsigned b = 0; b < 2; b++) {
         for (unsigned i = 0; i < p->n_in; i++)
-            r->in[i][b] = kv_alloc(x, r->tr * p->in[i].width * isa_dtype_size[p->in[i].dt]);
+            r->in[i][b] = kv_alloc(x, r->tr * row_bytes(&p->in[i]));
         for (unsigned i = 0; i < p->n_out; i++)
-            r->out[i][b] = kv_alloc(x, r->tr * p->out[i].width * isa_dtype_size[p->out[i].dt]);
+            r->out[i][b] = kv_alloc(x, r->tr * row_bytes(&p->out[i]));
         kc_sem_alloc(x, &r->full[b]);
         kc_sem_alloc(x, &r->free_[b]);
         if (p->n_out) {
@@ -339,7 +365,7 @@ static void run_pass(krow *r, uint64_t row0, uint64_t rows)
         for (unsigned i = 0; i < p->n_out; i++)
             regs[n] = r->reg_out[i], steps[n++] = 2 * (int64_t)r->tr * p->out[i].ld;
         for (unsigned i = 0; i < p->n_xreg; i++)
-            regs[n] = p->xreg[i], steps[n++] = 2 * (int64_t)r->tr * p->xstep[i];
+            regs[n] = r->xreg[i], steps[n++] = 2 * (int64_t)r->tr * p->xstep[i];
         kc_loop l;
         kc_loop_begin(x, &l, pairs, n, regs, steps);
         body(r, 0, 0);
@@ -369,6 +395,10 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
         if (s->ld >= (1 << 24) && p->rows > 1)
             return kc_fail(x, NP_ERR_RANGE, "a row stride of %" PRId64 " bytes: at most %d (the "
                            "copies' row stride field)", s->ld, (1 << 24) - 1);
+        if (planes_of(s) > 65535 || (planes_of(s) > 1 && s->pstride >= (1 << 27)))
+            return kc_fail(x, NP_ERR_RANGE, "%" PRIu64 " planes %" PRId64 " bytes apart: at most "
+                           "65535, below 2^27 bytes (the copies' plane fields)", planes_of(s),
+                           s->pstride);
     }
     /* TR: what fits on every core, at most 65535, and 16 tiles a core when the rows allow */
     uint64_t per_core = cdiv(p->rows, cores), tr = p->tr;
@@ -396,16 +426,20 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
     p->tr_used = tr;
     p->cores_used = cores;
     kc_row_plan first = *p; /* the streams that size the buffers */
-    krow rs[64];
-    if (cores > 64)
-        return kc_fail(x, NP_ERR_RANGE, "%" PRIu32 " cores (at most 64)", cores);
+    krow rs[KC_ROW_MAX_CORES];
+    if (cores > KC_ROW_MAX_CORES)
+        return kc_fail(x, NP_ERR_RANGE, "%" PRIu32 " cores (at most %d)", cores, KC_ROW_MAX_CORES);
     for (uint32_t i = 0; i < cores; i++) {
         uint64_t r0 = p->rows * i / cores, r1 = p->rows * (i + 1) / cores;
         rs[i] = (krow){.x = x, .p = p, .core = pl->core0 + i, .tr = tr};
         if (kc_core(x, rs[i].core) != NP_OK)
             return kc_status(x);
+        for (unsigned j = 0; j < p->n_xreg; j++) {
+            kc_reg_alloc(x, &rs[i].xreg[j]);
+            ISA_EMIT(x->e, LI, isa_reg(rs[i].xreg[j]), isa_imm(0));
+        }
         if (p->prologue)
-            p->prologue(x, p->ctx, rs[i].core, r0, r1 - r0, tr);
+            p->prologue(x, p->ctx, rs[i].core, r0, r1 - r0, tr, rs[i].xreg);
         setup_core(&rs[i], &first);
     }
     unsigned passes = p->n_pass ? p->n_pass : 1;
@@ -418,7 +452,7 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
         for (unsigned i = 0; i < p->n_in + p->n_out; i++) {
             const kc_row_stream *s = i < p->n_in ? &p->in[i] : &p->out[i - p->n_in];
             const kc_row_stream *f = i < p->n_in ? &first.in[i] : &first.out[i - p->n_in];
-            if (s->width * isa_dtype_size[s->dt] > f->width * isa_dtype_size[f->dt])
+            if (row_bytes(s) > row_bytes(f))
                 return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u: a stream wider than its buffers",
                                ps);
         }
@@ -430,9 +464,9 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
             run_pass(&rs[i], r0, r1 - r0);
         }
         for (unsigned i = 0; i < p->n_in; i++)
-            x->res->hbm_read_bytes += p->rows * p->in[i].width * isa_dtype_size[p->in[i].dt];
+            x->res->hbm_read_bytes += p->rows * row_bytes(&p->in[i]);
         for (unsigned i = 0; i < p->n_out; i++)
-            x->res->hbm_write_bytes += p->rows * p->out[i].width * isa_dtype_size[p->out[i].dt];
+            x->res->hbm_write_bytes += p->rows * row_bytes(&p->out[i]);
     }
     *p = first;
     for (uint32_t i = 0; i < cores; i++) {

@@ -31,13 +31,23 @@
 #define KC_ROW_MAX_IN 4
 #define KC_ROW_MAX_OUT 2
 #define KC_ROW_MAX_XREG 4
+#define KC_ROW_MAX_CORES 64
 
-/* A stream of rows in HBM: row r (of the kernel's rows) at addr + r x ld, width elements. */
+/* A kernel's per-core part of its context (the cores' scratchpads need not be alike):
+ * KC_ROW_PC(k, core) is core's element of k->pc[], k->core0 the placement's first core. */
+#define KC_ROW_PC(k, core) (&(k)->pc[(core) - (k)->core0])
+
+/* A stream of rows in HBM: row r (of the kernel's rows) at addr + r x ld, width elements;
+ * with planes > 1, each row is `planes` such pieces pstride bytes apart (piece q of row r at
+ * addr + q x pstride + r x ld), and a tile of R rows lies in the scratchpad plane by plane
+ * (planes x R x width packed): the vector unit sees planes rows of R x width. */
 typedef struct kc_row_stream {
     uint64_t addr;
     int64_t ld;       /* bytes between rows */
     isa_dtype dt;
     uint64_t width;
+    uint64_t planes;  /* 0 or 1: one piece */
+    int64_t pstride;
 } kc_row_stream;
 
 /* One tile as the kernel's work callback sees it. */
@@ -46,7 +56,8 @@ typedef struct kc_row_tile {
     uint64_t rows;                    /* TR, or fewer for the last tile of a core */
     uint64_t in[KC_ROW_MAX_IN];       /* scratchpad: the input streams' tiles (packed rows) */
     uint64_t out[KC_ROW_MAX_OUT];     /* and the output streams' */
-    int64_t xoff[KC_ROW_MAX_XREG];    /* per stepped register: the offset of this tile */
+    unsigned xreg[KC_ROW_MAX_XREG];   /* the stepped registers (n_xreg) on this core ... */
+    int64_t xoff[KC_ROW_MAX_XREG];    /* ... and the offset of this tile from them */
     unsigned pass;
     unsigned parity;                  /* the buffer set (0, 1) of the tile, for the kernel's */
     /* HBM: stream i's tile is at register reg + offset off (the hooks copy from there) */
@@ -62,10 +73,10 @@ struct kc_row_plan {
     uint64_t work_row_bytes; /* the kernel's scratchpad per tile row (work tiles, vectors) */
     uint64_t fixed_bytes;    /* and per core (constants), both allocated by its prologue */
     uint64_t tr;             /* rows per tile; 0: chosen */
-    /* registers the kernel sets in its prologue and wants stepped by xstep bytes per row of
-     * a tile (per-row vectors of its own); xoff in each tile */
+    /* registers stepped by xstep bytes per row of a tile (for per-row vectors of the kernel's
+     * own): allocated and set to 0 on each core before the prologue; tile t's vectors are at
+     * xreg + xoff (KV_AT) */
     unsigned n_xreg;
-    unsigned xreg[KC_ROW_MAX_XREG];
     int64_t xstep[KC_ROW_MAX_XREG];
     /* passes over the rows (1 when 0); before each, (optional) pass() may change the
      * streams' addresses, widths (at most the plan's first ones, which size the buffers) and
@@ -73,9 +84,10 @@ struct kc_row_plan {
      * scratchpad is streamed in chunks of columns, one pass per chunk */
     unsigned n_pass;
     void (*pass)(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p);
-    /* (optional) per core before its tiles, with the block's rows [row0, row0 + rows) and TR */
+    /* (optional) per core before its tiles, with the block's rows [row0, row0 + rows) and TR;
+     * xreg: the core's stepped registers */
     void (*prologue)(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
-                     uint64_t tr);
+                     uint64_t tr, const unsigned *xreg);
     void (*work)(kc_ctx *x, void *ctx, const kc_row_tile *t);
     /* (optional) more DMA of a tile: after its streams' loads (before full[b] is signalled),
      * and before its streams' stores (after ofull[b] is waited for) */

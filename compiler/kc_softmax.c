@@ -28,95 +28,101 @@ typedef struct ksm {
     uint64_t D, W, nc; /* row width, chunk width, chunks (1: whole rows) */
     uint64_t x, y;
     int64_t ldx, ldy;
-    /* per core (same offsets on every core: each allocates in the same order) */
-    uint64_t one, zero, E, m, mf, t1, t2, t3, s;
-    unsigned rv;       /* streaming: register at the tile's rows of the core's stats */
-    uint64_t M, S;     /* streaming: the core's running max and sum, a float per row */
+    uint32_t core0;
+    struct ksm_core {
+        uint64_t one, zero, E, m, mf, t1, t2, t3, s;
+        unsigned rv;   /* streaming: register at the tile's rows of the core's stats */
+        uint64_t M, S; /* streaming: the core's running max and sum, a float per row */
+    } pc[KC_ROW_MAX_CORES];
 } ksm;
 
 static void sm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
-                        uint64_t tr)
+                        uint64_t tr, const unsigned *xreg)
 {
-    (void)core, (void)row0;
+    (void)row0;
     ksm *k = ctx;
-    k->one = kv_alloc(x, 4);
-    kv_fill(x, k->one, 1.0f, 1, ISA_DTYPE_FP32);
-    k->zero = kv_alloc(x, 4);
-    kv_fill(x, k->zero, 0.0f, 1, ISA_DTYPE_FP32);
-    k->E = kv_alloc(x, tr * k->W * 4);
-    k->m = kv_alloc(x, tr * 4);
-    k->mf = kv_alloc(x, tr * 4);
-    k->t1 = kv_alloc(x, tr * 4);
-    k->t2 = kv_alloc(x, tr * 4);
-    k->t3 = kv_alloc(x, tr * 4);
-    k->s = kv_alloc(x, tr * 4);
+    struct ksm_core *b = KC_ROW_PC(k, core);
+    b->rv = xreg[0];
+    b->one = kv_alloc(x, 4);
+    kv_fill(x, b->one, 1.0f, 1, ISA_DTYPE_FP32);
+    b->zero = kv_alloc(x, 4);
+    kv_fill(x, b->zero, 0.0f, 1, ISA_DTYPE_FP32);
+    b->E = kv_alloc(x, tr * k->W * 4);
+    b->m = kv_alloc(x, tr * 4);
+    b->mf = kv_alloc(x, tr * 4);
+    b->t1 = kv_alloc(x, tr * 4);
+    b->t2 = kv_alloc(x, tr * 4);
+    b->t3 = kv_alloc(x, tr * 4);
+    b->s = kv_alloc(x, tr * 4);
     if (k->nc > 1) {
-        k->M = kv_alloc(x, rows * 4);
-        k->S = kv_alloc(x, rows * 4);
-        ISA_EMIT(x->e, LI, isa_reg(k->rv), isa_imm(0));
+        b->M = kv_alloc(x, rows * 4);
+        b->S = kv_alloc(x, rows * 4);
     }
 }
 
 /* The tile's row max as fp32 at mf. */
-static void row_max(kc_ctx *x, const ksm *k, uint64_t in, uint64_t rows, uint64_t w)
+static void row_max(kc_ctx *x, const ksm *k, const struct ksm_core *b, uint64_t in,
+                    uint64_t rows, uint64_t w)
 {
-    ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == ISA_DTYPE_FP32 ? k->mf : k->m), isa_spad(0, in),
+    ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == ISA_DTYPE_FP32 ? b->mf : b->m), isa_spad(0, in),
              isa_imm((int64_t)rows), isa_imm((int64_t)w), isa_enum(k->dt));
     if (k->dt != ISA_DTYPE_FP32)
-        kv_cast(x, k->mf, k->m, rows, ISA_DTYPE_FP32, k->dt);
+        kv_cast(x, b->mf, b->m, rows, ISA_DTYPE_FP32, k->dt);
 }
 
 static void sm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     ksm *k = ctx;
+    const struct ksm_core *b = KC_ROW_PC(k, t->core);
     uint64_t R = t->rows, in = t->in[0];
     const isa_dtype F = ISA_DTYPE_FP32;
     if (k->nc == 1) { /* whole rows */
-        row_max(x, k, in, R, k->D);
-        kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->mf, -1.0f, R, F);                 /* -m */
-        kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, k->D, k->dt,
-               k->log ? k->dt : F, ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)k->s);
+        row_max(x, k, b, in, R, k->D);
+        kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);                 /* -m */
+        kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, k->D, k->dt,
+               k->log ? k->dt : F, ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)b->s);
         if (!k->log) {
-            kv_unary(x, ISA_OP_VPU_RECIP, k->s, k->s, R, F);
-            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], k->E, k->s, k->zero, R, k->D, F, k->ot,
+            kv_unary(x, ISA_OP_VPU_RECIP, b->s, b->s, R, F);
+            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], b->E, b->s, b->zero, R, k->D, F, k->ot,
                    ISA_BCAST_COL, ISA_BCAST_SCALAR, -1);
         } else {
-            kv_unary(x, ISA_OP_VPU_LOG, k->s, k->s, R, F);
-            kv_binary(x, ISA_OP_VPU_SUB, k->t1, k->t1, k->s, 1, R, F, ISA_BCAST_FULL);
-            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], in, k->one, k->t1, R, k->D, k->dt, k->ot,
+            kv_unary(x, ISA_OP_VPU_LOG, b->s, b->s, R, F);
+            kv_binary(x, ISA_OP_VPU_SUB, b->t1, b->t1, b->s, 1, R, F, ISA_BCAST_FULL);
+            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], in, b->one, b->t1, R, k->D, k->dt, k->ot,
                    ISA_BCAST_SCALAR, ISA_BCAST_COL, -1);
         }
         return;
     }
     /* streaming: the stats of the tile's rows at rv + xoff */
-    uint64_t M = KV_AT(k->rv, k->M + (uint64_t)t->xoff[0]), S = KV_AT(k->rv, k->S + (uint64_t)t->xoff[0]);
+    uint64_t M = KV_AT(b->rv, b->M + (uint64_t)t->xoff[0]);
+    uint64_t S = KV_AT(b->rv, b->S + (uint64_t)t->xoff[0]);
     uint64_t w = k->D - (t->pass % k->nc) * k->W;
     w = w < k->W ? w : k->W;
     if (t->pass < k->nc) {
-        row_max(x, k, in, R, w);
+        row_max(x, k, b, in, R, w);
         if (t->pass == 0) { /* M = mc; S = sum exp(x - M) */
-            kv_unary(x, ISA_OP_VPU_COPY, M, k->mf, R, F);
-            kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->mf, -1.0f, R, F);
-            kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, w, k->dt, k->dt,
+            kv_unary(x, ISA_OP_VPU_COPY, M, b->mf, R, F);
+            kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);
+            kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->dt,
                    ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)S);
             return;
         }
-        kv_binary(x, ISA_OP_VPU_MAX, k->t2, M, k->mf, 1, R, F, ISA_BCAST_FULL);    /* M' */
-        kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t2, -1.0f, R, F);                 /* -M' */
-        kv_fma(x, ISA_OP_VPU_FEXP, k->t3, M, k->one, k->t1, 1, R, F, F,           /* e^(M-M') */
+        kv_binary(x, ISA_OP_VPU_MAX, b->t2, M, b->mf, 1, R, F, ISA_BCAST_FULL);    /* M' */
+        kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t2, -1.0f, R, F);                 /* -M' */
+        kv_fma(x, ISA_OP_VPU_FEXP, b->t3, M, b->one, b->t1, 1, R, F, F,           /* e^(M-M') */
                ISA_BCAST_SCALAR, ISA_BCAST_FULL, -1);
-        kv_binary(x, ISA_OP_VPU_MUL, S, S, k->t3, 1, R, F, ISA_BCAST_FULL);
-        kv_fma(x, ISA_OP_VPU_FEXP, k->E, in, k->one, k->t1, R, w, k->dt, k->dt,
-               ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)k->s);
-        kv_binary(x, ISA_OP_VPU_ADD, S, S, k->s, 1, R, F, ISA_BCAST_FULL);
-        kv_unary(x, ISA_OP_VPU_COPY, M, k->t2, R, F);                             /* M = M' */
+        kv_binary(x, ISA_OP_VPU_MUL, S, S, b->t3, 1, R, F, ISA_BCAST_FULL);
+        kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->dt,
+               ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)b->s);
+        kv_binary(x, ISA_OP_VPU_ADD, S, S, b->s, 1, R, F, ISA_BCAST_FULL);
+        kv_unary(x, ISA_OP_VPU_COPY, M, b->t2, R, F);                             /* M = M' */
         return;
     }
     /* c = -M - log S; softmax = exp(x + c), log_softmax = x + c */
-    kv_unary(x, ISA_OP_VPU_LOG, k->t1, S, R, F);
-    kv_binary(x, ISA_OP_VPU_ADD, k->t1, k->t1, M, 1, R, F, ISA_BCAST_FULL);
-    kv_scalar(x, ISA_OP_VPU_MULS, k->t1, k->t1, -1.0f, R, F);
-    kv_fma(x, k->log ? ISA_OP_VPU_FMA : ISA_OP_VPU_FEXP, t->out[0], in, k->one, k->t1, R, w,
+    kv_unary(x, ISA_OP_VPU_LOG, b->t1, S, R, F);
+    kv_binary(x, ISA_OP_VPU_ADD, b->t1, b->t1, M, 1, R, F, ISA_BCAST_FULL);
+    kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, -1.0f, R, F);
+    kv_fma(x, k->log ? ISA_OP_VPU_FMA : ISA_OP_VPU_FEXP, t->out[0], in, b->one, b->t1, R, w,
            k->dt, k->ot, ISA_BCAST_SCALAR, ISA_BCAST_COL, -1);
 }
 
@@ -147,7 +153,7 @@ static np_status softmax_compile(kc_ctx *x)
                        nn_dtype_name(X->dtype), nn_dtype_name(Y->dtype));
     if (!kc_same_shape(X, Y))
         return kc_fail(x, NP_ERR_INCONSISTENT, "out must have x's shape");
-    ksm k = {.log = kk->op == NN_OP_LOG_SOFTMAX, .dt = kc_isa_dtype(X->dtype),
+    ksm k = {.core0 = kk->place.core0, .log = kk->op == NN_OP_LOG_SOFTMAX, .dt = kc_isa_dtype(X->dtype),
              .ot = kc_isa_dtype(Y->dtype), .x = X->addr, .y = Y->addr};
     uint64_t rows, wy, ry;
     if (kc_rows_of(x, X, "x", &rows, &k.D, &k.ldx) != NP_OK ||
@@ -163,8 +169,8 @@ static np_status softmax_compile(kc_ctx *x)
     k.W = chunk ? chunk : k.D;
     for (;;) {
         k.nc = (k.D + k.W - 1) / k.W;
-        p.in[0] = (kc_row_stream){k.x, k.ldx, k.dt, k.W};
-        p.out[0] = (kc_row_stream){k.y, k.ldy, k.ot, k.W};
+        p.in[0] = (kc_row_stream){k.x, k.ldx, k.dt, k.W, 1, 0};
+        p.out[0] = (kc_row_stream){k.y, k.ldy, k.ot, k.W, 1, 0};
         p.work_row_bytes = k.W * 4 + 6 * 4 + 7 * 64;
         p.fixed_bytes = k.nc > 1 ? 2 * rows_core * 4 + 128 : 0;
         if (k.W <= 65535 && kc_rows_fit(x, &p, pl->core0) >= 1)
@@ -181,13 +187,7 @@ static np_status softmax_compile(kc_ctx *x)
         k.W = w;
     }
     if (k.nc > 1) {
-        kc_core(x, pl->core0);
-        for (uint32_t c = pl->core0; c < pl->core0 + cores; c++) {
-            kc_core(x, c);
-            kc_reg_alloc(x, &k.rv);
-        }
-        /* the same register on every core: each allocates alike */
-        p.n_xreg = 1, p.xreg[0] = k.rv, p.xstep[0] = 4;
+        p.n_xreg = 1, p.xstep[0] = 4;
         p.n_pass = 2 * (unsigned)k.nc;
     }
     (void)ry, (void)wy;

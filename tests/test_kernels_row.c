@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "core.h"
 #include "harness.h"
 #include "kernel.h"
 #include "krun.h"
@@ -261,4 +262,94 @@ TEST(cross_entropy_and_its_gradient_equal_the_reference_for_int32_and_int8_label
                                          cases[c].shape, cases[c].cores, cases[c].tr, 71 + c,
                                          NULL), 0);
             }
+}
+
+/* ---- RoPE ------------------------------------------------------------------------------------- */
+
+TEST(rope_equals_the_reference_forward_and_inverse)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[4]; uint32_t cores; int64_t tr; } cases[] = {
+        {2, {7, 6}, 1, 0}, {4, {2, 3, 5, 10}, 2, 0}, {3, {3, 9, 14}, 2, 2}, {4, {1, 2, 33, 4}, 2, 0},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int t = 0; t < 3; t++)
+            for (int dir = -1; dir <= 1; dir += 2) {
+                nn_graph *g = nn_graph_new(1);
+                nn_tensor *x = nn_input(g, "x", float_types[t], cases[c].nd, cases[c].shape);
+                fill(x, 81 + c, 0, 1.5);
+                nn_tensor *y = nn_node(g, NN_OP_ROPE, 1, &x, NULL,
+                                       (double[NN_MAX_FPARAMS]){500.0, (double)dir});
+                kc_kernel k = {.op = NN_OP_ROPE, .place = {0, 0, cases[c].cores}, .n_attrs = 2,
+                               .attrs = {KC_REAL("base", 500.0), KC_REAL("dir", dir)}};
+                if (cases[c].tr)
+                    k.attrs[k.n_attrs++] = KC_INT("tr", cases[c].tr);
+                CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, y, g, NULL), 0);
+                nn_graph_free(g);
+            }
+}
+
+/* ---- kernels after one another ---------------------------------------------------------------- */
+
+TEST(row_kernels_follow_one_another_in_one_program_on_cores_with_unlike_scratchpads)
+{
+    /* A layernorm on core 1 alone, then a softmax of its output and a cross-entropy of that on
+     * cores 0..1: core 1's scratchpad holds the layernorm's quarantined buffers when the next
+     * kernels allocate theirs, so their offsets differ between the cores; the values must be
+     * the framework's (fp32 throughout, one program). */
+    arch_config cfg = arch("tiny", NULL);
+    np_err err = {0};
+    const int64_t R = 9, D = 23;
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_input(g, "x", NN_F32, 2, (int64_t[]){R, D});
+    fill(x, 91, 0.2, 1.0);
+    nn_tensor *lab = nn_input(g, "labels", NN_I32, 1, (int64_t[]){R});
+    CU_ASSERT_FATAL(nn_tensor_alloc(lab));
+    for (int64_t i = 0; i < R; i++)
+        lab->data[i] = (float)((i * 7) % D);
+    nn_tensor *y1 = nn_layernorm(g, x, NULL, NULL, 1e-5);
+    nn_tensor *y2 = nn_softmax(g, y1);
+    nn_tensor *y3 = nn_cross_entropy(g, y2, lab);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
+    kc_prog *p;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 2}, &p, &err), NP_OK);
+    uint64_t ax, al, a1, a2, a3;
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "X", R * D * 4, &ax, &err), NP_OK);
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "L", R * 4, &al, &err), NP_OK);
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "Y1", R * D * 4, &a1, &err), NP_OK);
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "Y2", R * D * 4, &a2, &err), NP_OK);
+    CU_ASSERT_EQUAL(kc_prog_bss(p, "Y3", 4, &a3, &err), NP_OK);
+    kc_kernel k1 = {.op = NN_OP_LAYERNORM, .n_in = 1, .n_out = 1, .place = {0, 1, 1}};
+    kc_tensor_of(&k1.in[0], ax, x);
+    kc_tensor_of(&k1.out[0], a1, y1);
+    kc_kernel k2 = {.op = NN_OP_SOFTMAX, .n_in = 1, .n_out = 1, .place = {0, 0, 2}};
+    kc_tensor_of(&k2.in[0], a1, y1);
+    kc_tensor_of(&k2.out[0], a2, y2);
+    kc_kernel k3 = {.op = NN_OP_CROSS_ENTROPY, .n_in = 2, .n_out = 1, .place = {0, 0, 2},
+                    .n_attrs = 1, .attrs = {KC_INT("tr", 2)}};
+    kc_tensor_of(&k3.in[0], a2, y2);
+    kc_tensor_of(&k3.in[1], al, lab);
+    kc_tensor_of(&k3.out[0], a3, y3);
+    CU_ASSERT_EQUAL_FATAL(kc_compile(p, &k1, NULL, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(kc_compile(p, &k2, NULL, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(kc_compile(p, &k3, NULL, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(kc_prog_finish(p, &err), NP_OK);
+    isa_program *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    int32_t labels[9];
+    for (int i = 0; i < R; i++)
+        labels[i] = (int32_t)lab->data[i];
+    float out2[9 * 23], out3;
+    core_hbm_io ins[2] = {{ax, x->data, R * D * 4, 0}, {al, labels, sizeof labels, 0}};
+    core_hbm_io outs[2] = {{a2, out2, sizeof out2, 0}, {a3, &out3, 4, 0}};
+    core_sim_opts so = {.functional = true, .inputs = ins, .n_inputs = 2, .outputs = outs,
+                        .n_outputs = 2};
+    core_report *rep;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, prog, &so, NULL, &rep, &err), NP_OK);
+    core_report_free(rep);
+    isa_program_free(prog);
+    for (int64_t i = 0; i < R * D; i++)
+        CU_ASSERT(fabs(out2[i] - y2->data[i]) <= 0x1p-20 * (fabs(y2->data[i]) + 0.125));
+    CU_ASSERT(fabs(out3 - y3->data[0]) <= 0x1p-20 * fabs(y3->data[0]));
+    nn_graph_free(g);
 }
