@@ -385,8 +385,12 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
 {
     const kc_place *pl = &x->k->place;
     uint32_t cores = pl->n_cores ? pl->n_cores : 1;
-    if (p->rows < cores)
-        cores = (uint32_t)(p->rows ? p->rows : 1);
+    uint64_t align = p->row_align ? p->row_align : 1, units = p->rows / align;
+    if (p->rows % align)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%" PRIu64 " rows in blocks of %" PRIu64, p->rows,
+                       align);
+    if (units < cores)
+        cores = (uint32_t)(units ? units : 1);
     for (unsigned i = 0; i < p->n_in + p->n_out; i++) {
         const kc_row_stream *s = i < p->n_in ? &p->in[i] : &p->out[i - p->n_in];
         if (s->width > 65535)
@@ -401,7 +405,7 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
                            s->pstride);
     }
     /* TR: what fits on every core, at most 65535, and 16 tiles a core when the rows allow */
-    uint64_t per_core = cdiv(p->rows, cores), tr = p->tr;
+    uint64_t per_core = cdiv(units, cores) * align, tr = p->tr;
     uint64_t fit = UINT64_MAX;
     for (uint32_t c = pl->core0; c < pl->core0 + cores; c++) {
         uint64_t f = kc_rows_fit(x, p, c);
@@ -430,7 +434,7 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
     if (cores > KC_ROW_MAX_CORES)
         return kc_fail(x, NP_ERR_RANGE, "%" PRIu32 " cores (at most %d)", cores, KC_ROW_MAX_CORES);
     for (uint32_t i = 0; i < cores; i++) {
-        uint64_t r0 = p->rows * i / cores, r1 = p->rows * (i + 1) / cores;
+        uint64_t r0 = units * i / cores * align, r1 = units * (i + 1) / cores * align;
         rs[i] = (krow){.x = x, .p = p, .core = pl->core0 + i, .tr = tr};
         if (kc_core(x, rs[i].core) != NP_OK)
             return kc_status(x);
@@ -457,7 +461,7 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
                                ps);
         }
         for (uint32_t i = 0; i < cores; i++) {
-            uint64_t r0 = p->rows * i / cores, r1 = p->rows * (i + 1) / cores;
+            uint64_t r0 = units * i / cores * align, r1 = units * (i + 1) / cores * align;
             if (kc_core(x, rs[i].core) != NP_OK)
                 return kc_status(x);
             rs[i].pass = ps;

@@ -94,6 +94,7 @@ struct kc_row_plan {
     void (*load_more)(kc_ctx *x, void *ctx, const kc_row_tile *t);
     void (*store_more)(kc_ctx *x, void *ctx, const kc_row_tile *t);
     uint64_t tr_max;         /* (optional) a bound of the kernel's on TR */
+    uint64_t row_align;      /* (optional) the cores' blocks start at multiples of it */
     /* (optional) per core after its tiles (the VPU has done every tile's work) */
     void (*epilogue)(kc_ctx *x, void *ctx, uint32_t core);
     void *ctx;

@@ -353,3 +353,101 @@ TEST(row_kernels_follow_one_another_in_one_program_on_cores_with_unlike_scratchp
     CU_ASSERT(fabs(out3 - y3->data[0]) <= 0x1p-20 * fabs(y3->data[0]));
     nn_graph_free(g);
 }
+
+/* ---- batch norm ------------------------------------------------------------------------------- */
+
+/* Strides of x [N, C, S...] channels-last (C packed innermost, then the spatial dims, N). */
+static void channels_last(kc_tensor *t)
+{
+    int64_t e = (int64_t)nn_dtype_size(t->dtype), s = e * t->shape[1];
+    t->stride[1] = e;
+    for (int d = t->ndim - 1; d >= 2; d--) {
+        t->stride[d] = s;
+        s *= t->shape[d];
+    }
+    t->stride[0] = s;
+}
+
+static int64_t check_bn(const arch_config *cfg, nn_op op, nn_dtype dt, int ndim,
+                        const int64_t *shape, bool affine, bool cl, uint32_t cores, int64_t tr,
+                        uint64_t seed)
+{
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *in[5];
+    int n = 1;
+    in[0] = nn_input(g, "x", dt, ndim, shape);
+    fill(in[0], seed, 1.5, 2.0);
+    const double eps = 1e-3;
+    if (op == NN_OP_BATCHNORM_GRAD) {
+        in[n] = nn_input(g, "g", dt, ndim, shape);
+        fill(in[n++], seed + 1, 0, 1);
+    } else if (affine || op == NN_OP_BATCHNORM_INFER) {
+        for (int i = 0; i < (op == NN_OP_BATCHNORM_INFER ? 4 : 2); i++) {
+            in[n] = nn_input(g, "p", dt, 1, &shape[1]);
+            fill(in[n], seed + 2 + i, i == 0 ? 1 : i == 3 ? 2 : 0, 0.5);
+            if (i == 3) /* a variance */
+                for (int64_t j = 0; j < shape[1]; j++)
+                    in[n]->data[j] = round_to(dt, fabsf(in[n]->data[j]) + 0.1f);
+            n++;
+        }
+    }
+    nn_tensor *y = nn_node(g, op, n, in, NULL, (double[NN_MAX_FPARAMS]){eps});
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
+    nn_tensor *got = nn_input(g, "got", dt, ndim, shape);
+    kc_kernel k = {.op = op, .n_in = n, .n_out = 1, .place = {0, 0, cores}, .n_attrs = 1,
+                   .attrs = {KC_REAL("eps", eps)}};
+    if (tr)
+        k.attrs[k.n_attrs++] = KC_INT("tr", tr);
+    krun_io io = {{0}, {0}, {got}};
+    for (int i = 0; i < n; i++) {
+        kc_tensor_of(&k.in[i], 0, in[i]);
+        io.in[i] = in[i];
+        if (cl && in[i]->ndim == ndim)
+            channels_last(&k.in[i]);
+    }
+    kc_tensor_of(&k.out[0], 0, y);
+    if (cl)
+        channels_last(&k.out[0]);
+    krun_result r;
+    np_status st = krun_kernel(cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.kernel.schedule, cl || ndim == 2 ? "channels-last" : "NCHW"));
+    krun_result_free(&r);
+    /* fp32: the sums of n values each, and the gradient's cancelling terms, 2^-18 */
+    double big = 0, rtol = dt == NN_F32 ? 0x1p-18 : ulp_of(dt);
+    for (int64_t i = 0; i < nn_numel(y); i++)
+        big = fmax(big, fabs(y->data[i]));
+    krun_diff d = krun_compare(got, y, rtol, rtol * big / 8);
+    if (d.bad)
+        fprintf(stderr, "%s %s%s: %lld of %lld bad, worst at %lld: got %g want %g\n",
+                nn_op_name(op), nn_dtype_name(dt), cl ? " channels-last" : "", (long long)d.bad,
+                (long long)d.n, (long long)d.worst, got->data[d.worst], y->data[d.worst]);
+    nn_graph_free(g);
+    return d.bad;
+}
+
+TEST(batchnorm_its_gradient_and_inference_equal_the_reference_nchw_and_channels_last)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[4]; uint32_t cores; int64_t tr; } cases[] = {
+        {4, {3, 5, 2, 3}, 1, 0}, {4, {4, 3, 3, 5}, 2, 2}, {2, {9, 7}, 2, 0}, {3, {5, 6, 11}, 2, 0},
+    };
+    static const nn_op ops[3] = {NN_OP_BATCHNORM, NN_OP_BATCHNORM_GRAD, NN_OP_BATCHNORM_INFER};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int t = 0; t < 3; t++)
+            for (int o = 0; o < 3; o++)
+                for (int cl = 0; cl < 2; cl++) {
+                    if (cl && cases[c].nd == 2)
+                        continue; /* [N, C] is channels-last already */
+                    CU_ASSERT_EQUAL(check_bn(&cfg, ops[o], float_types[t], cases[c].nd,
+                                             cases[c].shape, true, cl, cases[c].cores,
+                                             cases[c].tr, 131 + c), 0);
+                    if (ops[o] == NN_OP_BATCHNORM)
+                        CU_ASSERT_EQUAL(check_bn(&cfg, ops[o], float_types[t], cases[c].nd,
+                                                 cases[c].shape, false, cl, cases[c].cores,
+                                                 cases[c].tr, 141 + c), 0);
+                }
+}
