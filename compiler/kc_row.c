@@ -8,6 +8,8 @@
 
 static uint64_t cdiv(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
 
+#define KC_ROW_MIN_TILE (256u << 10) /* bytes of a tile's streams (see kc_rows_emit) */
+
 /* ---- checks --------------------------------------------------------------------------------- */
 
 bool kc_is_float(nn_dtype t) { return t == NN_F32 || t == NN_BF16 || t == NN_F16; }
@@ -417,7 +419,14 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
                        stream_bytes(p) + p->work_row_bytes + p->fixed_bytes,
                        kc_spad_avail(x, pl->core0));
     if (!tr) {
+        /* 16 tiles a core, so the pipeline's fill and drain are short, but tiles of at least
+         * KC_ROW_MIN_TILE bytes, so each copy's HBM latency is (with one copy in flight) */
+        uint64_t rb = 0;
+        for (unsigned i = 0; i < p->n_in + p->n_out; i++)
+            rb += row_bytes(i < p->n_in ? &p->in[i] : &p->out[i - p->n_in]);
         tr = cdiv(per_core, 16);
+        if (rb && tr * rb < KC_ROW_MIN_TILE)
+            tr = cdiv(KC_ROW_MIN_TILE, rb);
         tr = tr > fit ? fit : tr;
     } else if (tr > fit) {
         return kc_fail(x, NP_ERR_RANGE, "tiles of %" PRIu64 " rows do not fit the scratchpad (at "

@@ -102,8 +102,10 @@ static int64_t check_softmax(const arch_config *cfg, nn_op op, nn_dtype dt, int 
     fill(x, seed, 0.5, 3.0);
     nn_tensor *y = op == NN_OP_SOFTMAX ? nn_softmax(g, x) : nn_log_softmax(g, x);
     kc_kernel k = {.op = op, .place = {0, 0, cores}};
-    if (chunk)
+    if (chunk) { /* and tiles of 2 rows: several tiles a pass */
         k.attrs[k.n_attrs++] = KC_INT("chunk", chunk);
+        k.attrs[k.n_attrs++] = KC_INT("tr", 2);
+    }
     int64_t bad = run_check(cfg, &k, &x, 1, y, g, res);
     nn_graph_free(g);
     return bad;
@@ -127,11 +129,11 @@ TEST(rows_too_wide_for_the_scratchpad_are_streamed_in_chunks_with_the_same_value
 {
     arch_config cfg = arch("tiny", NULL);
     kc_result r;
-    /* chunks forced: 37 columns in chunks of 8 (the last of 5) */
+    /* chunks forced: 37 columns in chunks of 8 (the last of 5), 13 rows in tiles of 2 */
     for (int op = 0; op < 2; op++)
         for (int t = 0; t < 3; t++) {
             CU_ASSERT_EQUAL(check_softmax(&cfg, op ? NN_OP_LOG_SOFTMAX : NN_OP_SOFTMAX,
-                                          float_types[t], 2, (int64_t[]){5, 37}, 2, 8, 3, &r), 0);
+                                          float_types[t], 2, (int64_t[]){13, 37}, 2, 8, 3, &r), 0);
             CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "5 chunks of 8 columns"));
         }
     /* 20000 fp32 columns (80 KB a row) do not fit tiny's 64 KiB: chunks chosen; x is read
@@ -450,4 +452,54 @@ TEST(batchnorm_its_gradient_and_inference_equal_the_reference_nchw_and_channels_
                                                  cases[c].shape, false, cl, cases[c].cores,
                                                  cases[c].tr, 141 + c), 0);
                 }
+}
+
+/* ---- the schedule ----------------------------------------------------------------------------- */
+
+TEST(forced_tiles_loop_over_pairs_with_odd_counts_and_short_last_tiles_and_keep_the_values)
+{
+    /* 41 rows on 2 cores (20 and 21) in tiles of 2, 3 and 7 rows: pair loops, an odd tile
+     * after them, short last tiles */
+    arch_config cfg = arch("tiny", NULL);
+    const int64_t shape[2] = {41, 13};
+    for (int64_t tr = 2; tr <= 7; tr += tr == 3 ? 4 : 1)
+        for (int t = 0; t < 3; t++) {
+            CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_LAYERNORM, float_types[t], 2, shape, 2, 2, tr,
+                                       151, NULL), 0);
+            CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_RMSNORM_GRAD, float_types[t], 2, shape, 0, 2,
+                                       tr, 152, NULL), 0);
+            CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_LAYERNORM_GRAD, float_types[t], 2, shape, 0, 1,
+                                       tr, 153, NULL), 0);
+            CU_ASSERT_EQUAL(check_ce(&cfg, true, float_types[t], NN_I32, 2, shape, 2, tr, 154,
+                                     NULL), 0);
+            CU_ASSERT_EQUAL(check_ce(&cfg, false, float_types[t], NN_I8, 2, shape, 2, tr, 155,
+                                     NULL), 0);
+        }
+}
+
+/* Instructions of a kernel on tiny's 2 cores with tiles of 4 rows. */
+static uint64_t insns_of(const arch_config *cfg, nn_op op, int64_t rows, int64_t cols)
+{
+    kc_kernel k = {.op = op, .n_in = 1, .n_out = 1, .place = {0, 0, 2}, .n_attrs = 1,
+                   .attrs = {KC_INT("tr", 4)}};
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){rows, cols});
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 2, (int64_t[]){rows, cols});
+    krun_result r;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(cfg, &k, NULL, &(krun_opts){0}, &r, &err), NP_OK);
+    uint64_t n = r.kernel.insns;
+    CU_ASSERT_EQUAL(r.kernel.hbm_read_bytes, (uint64_t)(rows * cols * 2));
+    CU_ASSERT_EQUAL(r.kernel.hbm_write_bytes, (uint64_t)(rows * cols * 2));
+    krun_result_free(&r);
+    return n;
+}
+
+TEST(a_row_kernels_program_does_not_grow_with_its_rows)
+{
+    /* 8 tiles a core or 800: the same loop over pairs, the same tail */
+    arch_config cfg = arch("tiny", NULL);
+    for (int op = 0; op < 3; op++) {
+        nn_op o = op == 0 ? NN_OP_SOFTMAX : op == 1 ? NN_OP_LAYERNORM : NN_OP_RMSNORM;
+        CU_ASSERT_EQUAL(insns_of(&cfg, o, 64, 40), insns_of(&cfg, o, 6400, 40));
+    }
 }
