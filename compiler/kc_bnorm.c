@@ -414,13 +414,13 @@ static np_status bn_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const 
 }
 
 static const kc_attr_def bn_keys[] = {
-    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "x's shape N x C x ... (NCHW in memory)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "x's shape N x C x ... (NCHW in memory)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
 };
 
 static np_status bn_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
     if (!sh || !dt || sh->ndim < 2)
         return np_err_set(err, NP_ERR_MISSING, "%s: shape=NxCx... is needed", nn_op_name(s->op));
     nn_dtype t = (nn_dtype)dt->i;

@@ -99,6 +99,8 @@ static np_status embedding_compile(kc_ctx *x)
     }
     x->res->hbm_read_bytes = k.N * (k.D * e + isa_dtype_size[k.it]);
     x->res->hbm_write_bytes = k.N * k.D * e;
+    /* the minimum: the rows named (not the whole table), the indices, the output */
+    x->res->hbm_bytes_min = x->res->hbm_read_bytes + x->res->hbm_write_bytes;
     x->res->cores = cores;
     snprintf(x->res->schedule, sizeof x->res->schedule, "dma.gather of %" PRIu64 " rows on %"
              PRIu32 " cores", k.N, cores);
@@ -248,6 +250,8 @@ static np_status embedding_grad_compile(kc_ctx *x)
     x->res->hbm_write_bytes += wr;
     x->res->cores = cores;
     x->res->flops = k.N * k.D;
+    /* the minimum: indices and dy read once, the table written once */
+    x->res->hbm_bytes_min = k.N * (isa_dtype_size[k.it] + k.D * e) + k.V * k.D * e;
     snprintf(x->res->schedule, sizeof x->res->schedule, "zero, dma.scatter red=add of %" PRIu64
              " rows%s on %" PRIu32 " cores", k.N, wide ? " into fp32, convert" : "", cores);
     return kc_status(x);
@@ -266,8 +270,15 @@ static np_status embedding_reference(nn_graph *g, const kc_kernel *k, nn_tensor 
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
+static int64_t embedding_index_bound(const kc_kernel *k, int in)
+{
+    if (k->op == NN_OP_EMBEDDING)
+        return in == 1 ? k->in[0].shape[0] : 0;
+    return in == 0 ? k->out[0].shape[0] : 0;
+}
+
 static const kc_attr_def embedding_keys[] = {
-    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "the indices' shape, AxB..."},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the indices' shape, AxB..."},
     {"vocab", KC_ATTR_INT, 32000, 1, (1 << 24) - 1, "table rows V"},
     {"dim", KC_ATTR_INT, 4096, 1, 65535, "row width D"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the table's element type"},
@@ -276,9 +287,9 @@ static const kc_attr_def embedding_keys[] = {
 
 static np_status embedding_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
-    const kc_spec_val *v = kc_spec_find(s, "vocab"), *d = kc_spec_find(s, "dim");
-    const kc_spec_val *it = kc_spec_find(s, "index");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
+    const kc_spec_val *v = kc_spec_get(s, "vocab"), *d = kc_spec_get(s, "dim");
+    const kc_spec_val *it = kc_spec_get(s, "index");
     if (!sh || !dt || !v || !d || sh->ndim < 1 || sh->ndim >= KC_MAX_DIMS)
         return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxB... is needed", nn_op_name(s->op));
     int64_t rows[KC_MAX_DIMS], tab[2] = {v->i, d->i};
@@ -304,7 +315,7 @@ const kc_kernel_def kc_embedding_def = {
     .op = NN_OP_EMBEDDING, .n_in = 2, .n_out = 1, .compile = embedding_compile,
     .reference = embedding_reference,
     .keys = embedding_keys, .n_keys = sizeof embedding_keys / sizeof embedding_keys[0],
-    .build = embedding_build,
+    .build = embedding_build, .index_bound = embedding_index_bound,
     .doc = "dma.gather of the table's rows straight into the output, the indices read from HBM",
 };
 
@@ -312,7 +323,7 @@ const kc_kernel_def kc_embedding_grad_def = {
     .op = NN_OP_EMBEDDING_GRAD, .n_in = 2, .n_out = 1, .compile = embedding_grad_compile,
     .reference = embedding_reference,
     .keys = embedding_keys, .n_keys = sizeof embedding_keys / sizeof embedding_keys[0],
-    .build = embedding_build,
+    .build = embedding_build, .index_bound = embedding_index_bound,
     .doc = "zeroed table, dma.scatter red=add of dy's rows in index order (16-bit: into fp32, "
            "converted once)",
 };

@@ -290,16 +290,21 @@ static np_status ce_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const 
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
+static int64_t ce_index_bound(const kc_kernel *k, int in)
+{
+    return in == 1 ? k->in[0].shape[k->in[0].ndim - 1] : 0;
+}
+
 static const kc_attr_def ce_keys[] = {
-    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "the logits' shape, AxBx... (classes last)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the logits' shape, AxBx... (classes last)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the logits' element type"},
     {"labels", KC_ATTR_DTYPE, NN_I32, 0, 0, "the labels' element type (i32 or i8)"},
 };
 
 static np_status ce_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
-    const kc_spec_val *lt = kc_spec_find(s, "labels");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
+    const kc_spec_val *lt = kc_spec_get(s, "labels");
     if (!sh || !dt || sh->ndim < 1)
         return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxBx... is needed", nn_op_name(s->op));
     bool grad = s->op == NN_OP_CROSS_ENTROPY_GRAD;
@@ -321,7 +326,7 @@ const kc_kernel_def kc_cross_entropy_def = {
     .op = NN_OP_CROSS_ENTROPY, .n_in = 2, .n_out = 1,
     .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
     .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
-    .doc = "rows TR at a time: max, exp with its sums, the labels' logits gathered by DMA; "
+    .index_bound = ce_index_bound, .doc = "rows TR at a time: max, exp with its sums, the labels' logits gathered by DMA; "
            "per-core sums combined by core 0",
 };
 
@@ -329,6 +334,6 @@ const kc_kernel_def kc_cross_entropy_grad_def = {
     .op = NN_OP_CROSS_ENTROPY_GRAD, .n_in = 3, .n_out = 1,
     .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
     .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
-    .doc = "rows TR at a time: softmax x dy / rows, the labels' elements scattered in by DMA "
+    .index_bound = ce_index_bound, .doc = "rows TR at a time: softmax x dy / rows, the labels' elements scattered in by DMA "
            "before the store",
 };

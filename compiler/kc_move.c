@@ -465,7 +465,7 @@ static np_status move_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
 }
 
 static const kc_attr_def move_keys[] = {
-    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "the input's shape, AxBx... (concat: each input's)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the input's shape, AxBx... (concat: each input's)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
     {"n", KC_ATTR_INT, 2, 1, KC_MAX_IN, "concat: inputs"},
     {"end", KC_ATTR_INT, 1, 1, 1e12, "slice: the window's end"},
@@ -474,10 +474,10 @@ static const kc_attr_def move_keys[] = {
 
 static np_status move_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
     if (!sh || !dt || sh->ndim < 1)
         return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxBx... is needed", nn_op_name(s->op));
-    const kc_spec_val *axv = kc_spec_find(s, "axis"), *n = kc_spec_find(s, "n");
+    const kc_spec_val *axv = kc_spec_get(s, "axis"), *n = kc_spec_get(s, "n");
     int nd = sh->ndim, ax = axv ? (int)axv->i : 0;
     ax = ax < 0 ? ax + nd : ax;
     if (s->op != NN_OP_PERMUTE && (ax < 0 || ax >= nd))
@@ -487,7 +487,7 @@ static np_status move_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
     k->n_in = 1, k->n_out = 1;
     switch (s->op) {
     case NN_OP_PERMUTE: {
-        const kc_spec_val *a = kc_spec_find(s, "axes");
+        const kc_spec_val *a = kc_spec_get(s, "axes");
         int64_t v = a ? a->i : -1;
         for (int d = nd - 1; d >= 0; d--, v = v < 0 ? v : v / 10)
             out[d] = sh->shape[v < 0 ? d : (int)(v % 10) % nd];
@@ -498,12 +498,12 @@ static np_status move_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
         out[ax] *= k->n_in;
         break;
     case NN_OP_SLICE: {
-        const kc_spec_val *st = kc_spec_find(s, "start"), *en = kc_spec_find(s, "end");
+        const kc_spec_val *st = kc_spec_get(s, "start"), *en = kc_spec_get(s, "end");
         out[ax] = (en ? en->i : 1) - (st ? st->i : 0);
         break;
     }
     default: {
-        const kc_spec_val *b = kc_spec_find(s, "before"), *af = kc_spec_find(s, "after");
+        const kc_spec_val *b = kc_spec_get(s, "before"), *af = kc_spec_get(s, "after");
         out[ax] += (b ? b->i : 0) + (af ? af->i : 0);
         break;
     }

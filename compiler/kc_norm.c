@@ -217,7 +217,7 @@ static np_status norm_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
 }
 
 static const kc_attr_def norm_keys[] = {
-    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "x's shape, AxBx... (normalized over the last dim)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "x's shape, AxBx... (normalized over the last dim)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
     {"affine", KC_ATTR_INT, 2, 0, 2, "forward: 0 none, 1 gamma, 2 gamma and beta (rmsnorm: "
                                     "at most 1)"},
@@ -225,8 +225,8 @@ static const kc_attr_def norm_keys[] = {
 
 static np_status norm_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
-    const kc_spec_val *af = kc_spec_find(s, "affine");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
+    const kc_spec_val *af = kc_spec_get(s, "affine");
     if (!sh || !dt || sh->ndim < 1)
         return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxBx... is needed", nn_op_name(s->op));
     nn_dtype t = (nn_dtype)dt->i;

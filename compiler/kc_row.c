@@ -494,16 +494,8 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
-const kc_spec_val *kc_spec_find(const kc_spec *s, const char *name)
-{
-    for (unsigned i = 0; i < s->n; i++)
-        if (s->v[i].name && strcmp(s->v[i].name, name) == 0)
-            return &s->v[i];
-    return NULL;
-}
-
 const kc_attr_def kc_unary_keys[KC_UNARY_N_KEYS] = {
-    {"shape", KC_ATTR_SHAPE, NAN, 0, 0, "the input's shape, AxBx... (the last dim is the row)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the input's shape, AxBx... (the last dim is the row)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
 };
 
@@ -521,7 +513,7 @@ np_status kc_spec_tensor(kc_prog *p, const char *name, nn_dtype dt, int ndim,
 
 np_status kc_spec_unary(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    const kc_spec_val *sh = kc_spec_find(s, "shape"), *dt = kc_spec_find(s, "dtype");
+    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
     if (!sh || !dt || sh->ndim < 1)
         return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxBx... is needed", nn_op_name(s->op));
     k->n_in = 1, k->n_out = 1;

@@ -387,6 +387,9 @@ typedef struct kc_kernel_def {
      * reference values the kernel's outputs must match (`npusim kernel --functional`) */
     np_status (*reference)(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                            nn_tensor **out, np_err *err);
+    /* (optional) for an input of indices (embedding's, a loss's labels): the bound its values
+     * lie below, so that seeded checks draw them from [0, bound); 0 for any other input */
+    int64_t (*index_bound)(const kc_kernel *k, int in);
 } kc_kernel_def;
 
 /* The kernel of op, or NULL when it has none; for ops that need none (views) the reason. */

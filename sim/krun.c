@@ -245,10 +245,15 @@ np_status krun_kernel_check(const arch_config *cfg, const kc_kernel *k, uint64_t
     memset(&io, 0, sizeof io);
     nn_tensor *out[KC_MAX_OUT] = {0}, *args[KC_MAX_EPI] = {0};
     np_status st = NP_OK;
-    for (int i = 0; i < k->n_in && st == NP_OK; i++)
+    for (int i = 0; i < k->n_in && st == NP_OK; i++) {
+        int64_t bound = d->index_bound ? d->index_bound(k, i) : 0;
         if (!(io.in[i] = leaf_like(g, "in", &k->in[i])) ||
             !leaf_values(io.in[i], seed + (uint64_t)i))
             st = NP_ERR_NOMEM;
+        for (int64_t j = 0; bound > 0 && st == NP_OK && j < nn_numel(io.in[i]); j++)
+            io.in[i]->data[j] = (float)(((uint64_t)fabsf(io.in[i]->data[j]) + (uint64_t)j * 7) %
+                                        (uint64_t)bound);
+    }
     for (int i = 0; i < k->n_epi && st == NP_OK; i++)
         if (k->epi[i].has_arg && (!(io.epi[i] = args[i] = leaf_like(g, "epi", &k->epi[i].arg)) ||
                                   !leaf_values(args[i], seed + 100 + (uint64_t)i)))

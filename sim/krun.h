@@ -72,7 +72,8 @@ krun_diff krun_compare(const nn_tensor *got, const nn_tensor *want, double rtol,
 
 /* krun_kernel with values made here: every input (and epilogue operand) seeded normal(0, 1)
  * values (seed + its index) rounded to its dtype (int8: normal(0, 16) rounded, clamped to
- * +-127; int32: normal(0, 1000) rounded), the reference from the kernel's table row (reference) plus its
+ * +-127; int32: normal(0, 1000) rounded; an input of indices, whose row gives index_bound:
+ * those integers folded into [0, bound)), the reference from the kernel's table row (reference) plus its
  * epilogue as framework ops, then the outputs compared: exact for integer outputs; else
  * within rtol = one ulp of the output type (bf16 2^-7, fp16 2^-10, fp32 2^-22) of each
  * element plus atol = rtol x the largest |reference| / 8 (sums taken in another order).
