@@ -239,3 +239,49 @@ TEST(pad_writes_its_zeros_over_whatever_the_output_held)
         for (int c = 0; c < 6; c++)
             CU_ASSERT_EQUAL(yout[r * 6 + c], c < 2 || c == 5 ? 0.0f : xin[r * 3 + c - 2]);
 }
+
+TEST(bad_indices_axes_and_windows_get_errors_naming_the_kernel)
+{
+    arch_config cfg = arch("tiny", NULL);
+    np_err err = {0};
+    krun_result r;
+    /* float indices */
+    kc_kernel k = {.op = NN_OP_EMBEDDING, .n_in = 2, .n_out = 1};
+    kc_tensor_dense(&k.in[0], 0, NN_F32, 2, (int64_t[]){7, 5});
+    kc_tensor_dense(&k.in[1], 0, NN_F32, 1, (int64_t[]){3});
+    kc_tensor_dense(&k.out[0], 0, NN_F32, 2, (int64_t[]){3, 5});
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "embedding: indices are f32: i32 or i8"));
+    /* an index past the table, at run time: the gather faults naming it */
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *tab = nn_input(g, "t", NN_F32, 2, (int64_t[]){7, 5});
+    nn_tensor *idx = nn_input(g, "i", NN_I32, 1, (int64_t[]){3});
+    nn_tensor *got = nn_input(g, "y", NN_F32, 2, (int64_t[]){3, 5});
+    fill(tab, 1);
+    CU_ASSERT_FATAL(nn_tensor_fill(idx, 9));
+    kc_tensor_dense(&k.in[1], 0, NN_I32, 1, (int64_t[]){3});
+    krun_io io = {{tab, idx}, {0}, {got}};
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err),
+                    NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "dma.gather: index 9 (number 0) is outside the table's rows 0..6"));
+    nn_graph_free(g);
+    /* a permutation that is not one; a slice past the end; a concat that does not add up */
+    kc_kernel p = {.op = NN_OP_PERMUTE, .n_in = 1, .n_out = 1, .n_attrs = 1,
+                   .attrs = {KC_INT("axes", 11)}};
+    kc_tensor_dense(&p.in[0], 0, NN_F32, 2, (int64_t[]){3, 4});
+    kc_tensor_dense(&p.out[0], 0, NN_F32, 2, (int64_t[]){4, 3});
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &p, NULL, NULL, &r, &err), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "permute: axes=11 is not a permutation of 0..1"));
+    kc_kernel s = {.op = NN_OP_SLICE, .n_in = 1, .n_out = 1, .n_attrs = 2,
+                   .attrs = {KC_INT("axis", 1), KC_INT("start", 2)}};
+    kc_tensor_dense(&s.in[0], 0, NN_F32, 2, (int64_t[]){3, 4});
+    kc_tensor_dense(&s.out[0], 0, NN_F32, 2, (int64_t[]){3, 3});
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &s, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "slice: out must be x's window [2, 5) along axis 1"));
+    kc_kernel c = {.op = NN_OP_CONCAT, .n_in = 2, .n_out = 1};
+    kc_tensor_dense(&c.in[0], 0, NN_F32, 2, (int64_t[]){3, 4});
+    kc_tensor_dense(&c.in[1], 0, NN_F32, 2, (int64_t[]){2, 4});
+    kc_tensor_dense(&c.out[0], 0, NN_F32, 2, (int64_t[]){6, 4});
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &c, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "concat: the inputs' dim 0 adds up to 5, out has 6"));
+}

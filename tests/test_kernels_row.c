@@ -503,3 +503,66 @@ TEST(a_row_kernels_program_does_not_grow_with_its_rows)
         CU_ASSERT_EQUAL(insns_of(&cfg, o, 64, 40), insns_of(&cfg, o, 6400, 40));
     }
 }
+
+/* ---- errors ----------------------------------------------------------------------------------- */
+
+/* Compiles k alone (operands in fresh buffers) and returns the status, the message in *err. */
+static np_status compile_alone(const arch_config *cfg, kc_kernel *k, np_err *err)
+{
+    krun_result r;
+    np_status st = krun_kernel(cfg, k, NULL, &(krun_opts){0}, &r, err);
+    if (st == NP_OK)
+        krun_result_free(&r);
+    return st;
+}
+
+TEST(operands_that_do_not_fit_a_row_kernel_get_errors_naming_the_kernel_and_the_problem)
+{
+    arch_config cfg = arch("tiny", NULL);
+    np_err err = {0};
+    kc_kernel k = {.op = NN_OP_LAYERNORM, .n_in = 2, .n_out = 1};
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){4, 8});
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 1, (int64_t[]){7}); /* gamma of the wrong size */
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 2, (int64_t[]){4, 8});
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &k, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "layernorm: gamma must be a packed float [8]"));
+    /* integer x */
+    k.n_in = 1;
+    kc_tensor_dense(&k.in[0], 0, NN_I32, 2, (int64_t[]){4, 8});
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &k, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "float types only"));
+    /* a row wider than the scratchpad can take (layernorm does not stream) */
+    kc_tensor_dense(&k.in[0], 0, NN_F32, 2, (int64_t[]){2, 20000});
+    kc_tensor_dense(&k.out[0], 0, NN_F32, 2, (int64_t[]){2, 20000});
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &k, &err), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "layernorm: one row needs"));
+    /* a last dim that is not packed */
+    kc_tensor_dense(&k.in[0], 0, NN_F32, 2, (int64_t[]){4, 8});
+    kc_tensor_dense(&k.out[0], 0, NN_F32, 2, (int64_t[]){4, 8});
+    k.in[0].stride[1] = 8, k.in[0].stride[0] = 64;
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &k, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the last dim must be packed"));
+    /* softmax: forced chunks too wide */
+    kc_kernel s = {.op = NN_OP_SOFTMAX, .n_in = 1, .n_out = 1, .n_attrs = 1,
+                   .attrs = {KC_INT("chunk", 60000)}};
+    kc_tensor_dense(&s.in[0], 0, NN_F32, 2, (int64_t[]){2, 70000});
+    kc_tensor_dense(&s.out[0], 0, NN_F32, 2, (int64_t[]){2, 70000});
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &s, &err), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "chunks of 60000 columns do not fit"));
+    /* cross-entropy: float labels; labels of the wrong shape */
+    kc_kernel c = {.op = NN_OP_CROSS_ENTROPY, .n_in = 2, .n_out = 1};
+    kc_tensor_dense(&c.in[0], 0, NN_F32, 2, (int64_t[]){4, 8});
+    kc_tensor_dense(&c.in[1], 0, NN_F32, 1, (int64_t[]){4});
+    kc_tensor_dense(&c.out[0], 0, NN_F32, 0, NULL);
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &c, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "cross_entropy: labels are f32: i32 or i8"));
+    kc_tensor_dense(&c.in[1], 0, NN_I32, 1, (int64_t[]){5});
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &c, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the logits' shape without the last dim"));
+    /* rope: odd Dh */
+    kc_kernel r = {.op = NN_OP_ROPE, .n_in = 1, .n_out = 1};
+    kc_tensor_dense(&r.in[0], 0, NN_F32, 2, (int64_t[]){4, 7});
+    kc_tensor_dense(&r.out[0], 0, NN_F32, 2, (int64_t[]){4, 7});
+    CU_ASSERT_EQUAL(compile_alone(&cfg, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "rope: x must be [..., S, Dh] with Dh even"));
+}
