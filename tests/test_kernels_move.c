@@ -285,3 +285,48 @@ TEST(bad_indices_axes_and_windows_get_errors_naming_the_kernel)
     CU_ASSERT_EQUAL(krun_kernel(&cfg, &c, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "concat: the inputs' dim 0 adds up to 5, out has 6"));
 }
+
+/* ---- `npusim kernel --op` ---------------------------------------------------------------------- */
+
+TEST(every_row_and_movement_kernels_op_spec_builds_a_kernel_that_passes_the_seeded_check)
+{
+    /* the --op builders and index bounds of the table rows, checked as npusim kernel
+     * --functional checks them (krun_kernel_check), bf16 on tiny's two cores */
+    static const char *const specs[] = {
+        "softmax shape=5x37", "log_softmax shape=2x3x19", "layernorm shape=7x33",
+        "layernorm shape=7x33 affine=0", "rmsnorm shape=7x33 affine=1", "layernorm_grad shape=9x21",
+        "rmsnorm_grad shape=9x21", "rope shape=2x3x5x10", "cross_entropy shape=9x13",
+        "cross_entropy_grad shape=9x13 labels=i8", "embedding shape=3x5 vocab=11 dim=6",
+        "embedding_grad shape=13 vocab=7 dim=5 index=i8", "permute shape=3x4x5 axes=210",
+        "permute shape=2x3x4x5 axes=0213", "concat shape=3x4 n=3 axis=1",
+        "slice shape=5x6 axis=1 start=2 end=5", "pad shape=5x6 axis=0 before=1 after=2",
+        "batchnorm shape=4x3x5x5", "batchnorm_grad shape=4x3x5x5", "batchnorm_infer shape=4x3x2x7",
+    };
+    arch_config cfg = arch("tiny", NULL);
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        np_err err = {0};
+        kc_spec s;
+        CU_ASSERT_EQUAL_FATAL(kc_spec_parse(specs[i], &s, &err), NP_OK);
+        kc_prog *p;
+        CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 1}, &p, &err), NP_OK);
+        kc_kernel k;
+        memset(&k, 0, sizeof k);
+        np_status st = kc_spec_kernel(p, &s, &k, &err);
+        kc_prog_free(p);
+        if (st != NP_OK)
+            fprintf(stderr, "%s: %s\n", specs[i], err.msg);
+        CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+        k.place = (kc_place){0, 0, 2};
+        krun_result r;
+        krun_check c;
+        st = krun_kernel_check(&cfg, &k, 7 + i, NULL, &r, &c, &err);
+        if (st != NP_OK || c.bad)
+            fprintf(stderr, "%s: %s (%lld of %lld bad)\n", specs[i], st ? err.msg : "",
+                    (long long)c.bad, (long long)c.n);
+        CU_ASSERT_EQUAL(st, NP_OK);
+        CU_ASSERT(c.n > 0);
+        CU_ASSERT_EQUAL(c.bad, 0);
+        if (st == NP_OK)
+            krun_result_free(&r);
+    }
+}
