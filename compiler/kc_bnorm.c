@@ -400,7 +400,7 @@ static np_status bn_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the table rows ---------------------------------------------------------------------------- */
+/* ---- the table rows -------------------------------------------------------------------------- */
 
 static np_status bn_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                               nn_tensor **out, np_err *err)

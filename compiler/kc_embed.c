@@ -49,10 +49,12 @@ static np_status embedding_compile(kc_ctx *x)
     const kc_tensor *T = &kk->in[0], *I = &kk->in[1], *Y = &kk->out[0];
     kemb k = {0};
     if (I->dtype != NN_I32 && I->dtype != NN_I8)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "indices are %s: i32 or i8", nn_dtype_name(I->dtype));
+        return kc_fail(x, NP_ERR_INCONSISTENT, "indices are %s: i32 or i8",
+                       nn_dtype_name(I->dtype));
     if (T->ndim != 2 || Y->ndim != I->ndim + 1 || Y->dtype != T->dtype ||
         Y->shape[Y->ndim - 1] != T->shape[1])
-        return kc_fail(x, NP_ERR_INCONSISTENT, "table must be [V, D] and out [..., D] of its dtype");
+        return kc_fail(x, NP_ERR_INCONSISTENT, "table must be [V, D] and out [..., D] of its "
+                       "dtype");
     for (int d = 0; d < I->ndim; d++)
         if (Y->shape[d] != I->shape[d])
             return kc_fail(x, NP_ERR_INCONSISTENT, "out must be the indices' shape plus D");
@@ -107,7 +109,7 @@ static np_status embedding_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the gradient ------------------------------------------------------------------------------ */
+/* ---- the gradient ---------------------------------------------------------------------------- */
 
 /* The row schedule's work of the zeroing and the final conversion. */
 typedef struct keg_rows {
@@ -137,7 +139,8 @@ static np_status embedding_grad_compile(kc_ctx *x)
     const kc_tensor *I = &kk->in[0], *G = &kk->in[1], *Y = &kk->out[0];
     kemb k = {.grad = true};
     if (I->dtype != NN_I32 && I->dtype != NN_I8)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "indices are %s: i32 or i8", nn_dtype_name(I->dtype));
+        return kc_fail(x, NP_ERR_INCONSISTENT, "indices are %s: i32 or i8",
+                       nn_dtype_name(I->dtype));
     if (!kc_is_float(G->dtype) || Y->dtype != G->dtype || Y->ndim != 2 ||
         G->ndim != I->ndim + 1 || Y->shape[1] != G->shape[G->ndim - 1])
         return kc_fail(x, NP_ERR_INCONSISTENT, "dy must be float [..., D] and out [V, D] of its "
@@ -227,7 +230,8 @@ static np_status embedding_grad_compile(kc_ctx *x)
                      isa_enum(wide ? ISA_DTYPE_FP32 : k.dt), isa_imm((int64_t)k.D),
                      isa_imm((int64_t)n), isa_imm((int64_t)k.V),
                      .dst_s1 = isa_imm(ld_acc == (int64_t)row ? 0 : ld_acc),
-                     .src_s1 = isa_imm(ss1 == (int64_t)row ? 0 : ss1), .red = isa_enum(ISA_RED_ADD));
+                     .src_s1 = isa_imm(ss1 == (int64_t)row ? 0 : ss1),
+                     .red = isa_enum(ISA_RED_ADD));
         }
         kv_signal(x, ISA_UNIT_DMA, ss);
         kv_wait(x, ISA_UNIT_DMA, ss);
@@ -257,7 +261,7 @@ static np_status embedding_grad_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the table rows ---------------------------------------------------------------------------- */
+/* ---- the table rows -------------------------------------------------------------------------- */
 
 static np_status embedding_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                      nn_tensor **out, np_err *err)
@@ -265,7 +269,8 @@ static np_status embedding_reference(nn_graph *g, const kc_kernel *k, nn_tensor 
     if (k->op == NN_OP_EMBEDDING)
         out[0] = nn_embedding(g, in[0], in[1]);
     else
-        out[0] = nn_node(g, NN_OP_EMBEDDING_GRAD, 2, in, (int64_t[NN_MAX_IPARAMS]){k->out[0].shape[0]},
+        out[0] = nn_node(g, NN_OP_EMBEDDING_GRAD, 2, in,
+                         (int64_t[NN_MAX_IPARAMS]){k->out[0].shape[0]},
                          NULL);
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }

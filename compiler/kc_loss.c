@@ -221,7 +221,6 @@ static np_status ce_compile(kc_ctx *x)
     if (kc_rows_emit(x, &p) != NP_OK)
         return kc_status(x);
     x->res->hbm_read_bytes += k.rows * ee;      /* the gathered label logits */
-    x->res->hbm_read_bytes += k.grad ? ee : 0;  /* dy */
     x->res->flops = 5 * k.rows * k.C;
     snprintf(x->res->schedule, sizeof x->res->schedule, "tiles of %" PRIu64 " rows on %" PRIu32
              " cores%s", p.tr_used, p.cores_used, !k.grad && cores > 1 ? ", sums combined by "
@@ -259,7 +258,8 @@ static np_status ce_compile(kc_ctx *x)
                 (int64_t)one_row);
         kv_signal(x, ISA_UNIT_DMA, sd);
         kv_wait(x, ISA_UNIT_VPU, sd);
-        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, KC_ROW_PC(&k, pl->core0)->acc), isa_spad(0, part), isa_imm(1),
+        ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, KC_ROW_PC(&k, pl->core0)->acc), isa_spad(0, part),
+                 isa_imm(1),
                  isa_imm((int64_t)cores), isa_enum(ISA_DTYPE_FP32));
         x->res->hbm_read_bytes += cores * 4;
         x->res->hbm_write_bytes += cores * 4;
@@ -280,7 +280,7 @@ static np_status ce_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the table rows ---------------------------------------------------------------------------- */
+/* ---- the table rows -------------------------------------------------------------------------- */
 
 static np_status ce_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                               nn_tensor **out, np_err *err)
@@ -326,7 +326,8 @@ const kc_kernel_def kc_cross_entropy_def = {
     .op = NN_OP_CROSS_ENTROPY, .n_in = 2, .n_out = 1,
     .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
     .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
-    .index_bound = ce_index_bound, .doc = "rows TR at a time: max, exp with its sums, the labels' logits gathered by DMA; "
+    .index_bound = ce_index_bound,
+    .doc = "rows TR at a time: max, exp with its sums, the labels' logits gathered by DMA; "
            "per-core sums combined by core 0",
 };
 
@@ -334,6 +335,7 @@ const kc_kernel_def kc_cross_entropy_grad_def = {
     .op = NN_OP_CROSS_ENTROPY_GRAD, .n_in = 3, .n_out = 1,
     .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
     .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
-    .index_bound = ce_index_bound, .doc = "rows TR at a time: softmax x dy / rows, the labels' elements scattered in by DMA "
+    .index_bound = ce_index_bound,
+    .doc = "rows TR at a time: softmax x dy / rows, the labels' elements scattered in by DMA "
            "before the store",
 };

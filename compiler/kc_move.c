@@ -176,7 +176,7 @@ static void move_result(kc_ctx *x, uint64_t rd, uint64_t wr, uint32_t cores, con
     snprintf(x->res->schedule, sizeof x->res->schedule, "%s", how);
 }
 
-/* ---- slice, concat, pad ------------------------------------------------------------------------ */
+/* ---- slice, concat, pad ---------------------------------------------------------------------- */
 
 static int axis_attr(kc_ctx *x, int ndim)
 {
@@ -184,7 +184,8 @@ static int axis_attr(kc_ctx *x, int ndim)
     if (a < 0)
         a += ndim;
     if (a < 0 || a >= ndim) {
-        kc_fail(x, NP_ERR_RANGE, "axis %" PRId64 " of a %d-dim tensor", kc_attr_int(x, "axis"), ndim);
+        kc_fail(x, NP_ERR_RANGE, "axis %" PRId64 " of a %d-dim tensor", kc_attr_int(x, "axis"),
+                ndim);
         return -1;
     }
     return (int)a;
@@ -309,7 +310,7 @@ static np_status pad_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- permute ----------------------------------------------------------------------------------- */
+/* ---- permute --------------------------------------------------------------------------------- */
 
 /* The input axis of each output dim, from the attribute's digits (-1: the identity). */
 static np_status perm_of(kc_ctx *x, int nd, int *axes)
@@ -373,7 +374,8 @@ static np_status permute_compile(kc_ctx *x)
     kmv v = {.nd = nd};
     for (int d = 0; d < nd; d++) {
         if (Y->shape[d] != X->shape[axes[d]])
-            return kc_fail(x, NP_ERR_INCONSISTENT, "out dim %d is %" PRId64 ", x's axis %d %" PRId64,
+            return kc_fail(x, NP_ERR_INCONSISTENT, "out dim %d is %" PRId64 ", x's axis %d %"
+                           PRId64,
                            d, Y->shape[d], axes[d], X->shape[axes[d]]);
         v.n[d] = Y->shape[d], v.ss[d] = X->stride[axes[d]], v.ds[d] = Y->stride[d];
     }
@@ -425,7 +427,7 @@ static np_status permute_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the table rows ---------------------------------------------------------------------------- */
+/* ---- the table rows -------------------------------------------------------------------------- */
 
 static int64_t attr_of(const kc_kernel *k, const char *name, int64_t dflt)
 {
@@ -465,7 +467,8 @@ static np_status move_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
 }
 
 static const kc_attr_def move_keys[] = {
-    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the input's shape, AxBx... (concat: each input's)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0,
+     "the input's shape, AxBx... (concat: each input's)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
     {"n", KC_ATTR_INT, 2, 1, KC_MAX_IN, "concat: inputs"},
     {"end", KC_ATTR_INT, 1, 1, 1e12, "slice: the window's end"},

@@ -136,7 +136,8 @@ static void norm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
 static np_status norm_compile(kc_ctx *x)
 {
     const kc_kernel *kk = x->k;
-    knorm k = {.core0 = kk->place.core0, .op = kk->op, .rms = kk->op == NN_OP_RMSNORM || kk->op == NN_OP_RMSNORM_GRAD,
+    knorm k = {.core0 = kk->place.core0, .op = kk->op,
+               .rms = kk->op == NN_OP_RMSNORM || kk->op == NN_OP_RMSNORM_GRAD,
                .grad = kk->op == NN_OP_LAYERNORM_GRAD || kk->op == NN_OP_RMSNORM_GRAD,
                .eps = (float)kc_attr_real(x, "eps")};
     const kc_tensor *X = &kk->in[0], *Y = &kk->out[0];
@@ -193,7 +194,7 @@ static np_status norm_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the table rows ---------------------------------------------------------------------------- */
+/* ---- the table rows -------------------------------------------------------------------------- */
 
 static np_status norm_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                 nn_tensor **out, np_err *err)
@@ -204,7 +205,8 @@ static np_status norm_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
             eps = k->attrs[i].f;
     switch (k->op) {
     case NN_OP_LAYERNORM:
-        out[0] = nn_layernorm(g, in[0], k->n_in > 1 ? in[1] : NULL, k->n_in > 2 ? in[2] : NULL, eps);
+        out[0] = nn_layernorm(g, in[0], k->n_in > 1 ? in[1] : NULL, k->n_in > 2 ? in[2] : NULL,
+                              eps);
         break;
     case NN_OP_RMSNORM:
         out[0] = nn_rmsnorm(g, in[0], k->n_in > 1 ? in[1] : NULL, eps);
@@ -217,7 +219,8 @@ static np_status norm_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
 }
 
 static const kc_attr_def norm_keys[] = {
-    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "x's shape, AxBx... (normalized over the last dim)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0,
+     "x's shape, AxBx... (normalized over the last dim)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
     {"affine", KC_ATTR_INT, 2, 0, 2, "forward: 0 none, 1 gamma, 2 gamma and beta (rmsnorm: "
                                     "at most 1)"},

@@ -103,7 +103,8 @@ static np_status seq_stride(kc_ctx *x, const kc_tensor *t, const char *what, uin
         if (next < 0)
             *stride = t->stride[d];
         else if (t->stride[d] != next)
-            return kc_fail(x, NP_ERR_INCONSISTENT, "%s: the dims before [S, Dh] do not merge", what);
+            return kc_fail(x, NP_ERR_INCONSISTENT, "%s: the dims before [S, Dh] do not merge",
+                           what);
         next = t->stride[d] * t->shape[d];
         *n *= (uint64_t)t->shape[d];
     }
@@ -119,13 +120,15 @@ static np_status rope_compile(kc_ctx *x)
     int nd = X->ndim;
     if (nd < 2 || X->shape[nd - 1] % 2)
         return kc_fail(x, NP_ERR_INCONSISTENT, "x must be [..., S, Dh] with Dh even");
-    krope k = {.core0 = kk->place.core0, .dt = kc_isa_dtype(X->dtype), .ot = kc_isa_dtype(Y->dtype), .x = X->addr,
+    krope k = {.core0 = kk->place.core0, .dt = kc_isa_dtype(X->dtype),
+               .ot = kc_isa_dtype(Y->dtype), .x = X->addr,
                .y = Y->addr};
     k.S = (uint64_t)X->shape[nd - 2], k.h = (uint64_t)X->shape[nd - 1] / 2;
     for (int i = 0; i < 2; i++) {
         const kc_tensor *t = i ? Y : X;
         if (t->stride[nd - 1] != (int64_t)nn_dtype_size(t->dtype))
-            return kc_fail(x, NP_ERR_INCONSISTENT, "%s: the last dim must be packed", i ? "out" : "x");
+            return kc_fail(x, NP_ERR_INCONSISTENT, "%s: the last dim must be packed",
+                           i ? "out" : "x");
     }
     k.ldx = X->stride[nd - 2], k.ldy = Y->stride[nd - 2];
     if (seq_stride(x, X, "x", &k.seqs, &k.psx) != NP_OK ||
@@ -180,7 +183,7 @@ static np_status rope_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the table row ----------------------------------------------------------------------------- */
+/* ---- the table row --------------------------------------------------------------------------- */
 
 static np_status rope_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                 nn_tensor **out, np_err *err)
@@ -202,7 +205,8 @@ static np_status rope_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
 }
 
 static const kc_attr_def rope_attrs[] = {
-    {"base", KC_ATTR_REAL, 10000, 1e-6, 1e12, "frequency base (Llama: 10000; the framework's fp[0])"},
+    {"base", KC_ATTR_REAL, 10000, 1e-6, 1e12,
+     "frequency base (Llama: 10000; the framework's fp[0])"},
     {"dir", KC_ATTR_REAL, 1, -1, 1, "1 forward, -1 the inverse rotation of the backward (fp[1])"},
     {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: positions per tile (0: chosen)"},
 };

@@ -482,12 +482,6 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
             x->res->hbm_write_bytes += p->rows * row_bytes(&p->out[i]);
     }
     *p = first;
-    for (uint32_t i = 0; i < cores; i++) {
-        if (kc_core(x, rs[i].core) != NP_OK)
-            return kc_status(x);
-        if (p->epilogue)
-            p->epilogue(x, p->ctx, rs[i].core);
-    }
     x->res->cores = cores;
     return kc_status(x);
 }
@@ -495,7 +489,8 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
 const kc_attr_def kc_unary_keys[KC_UNARY_N_KEYS] = {
-    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the input's shape, AxBx... (the last dim is the row)"},
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0,
+     "the input's shape, AxBx... (the last dim is the row)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "element type"},
 };
 

@@ -1,14 +1,15 @@
 /* kc_row.h — the schedule the row kernels share (internal to compiler/): softmax, the norms,
- * their gradients, cross-entropy and RoPE work on rows of the last dim, a tile of TR rows at a
- * time, double-buffered between the DMA and the vector unit (kc_row.c).
+ * their gradients, the batch norms, cross-entropy, RoPE and the vector transposes work on
+ * rows, a tile of TR rows at a time, double-buffered between the DMA and the vector unit
+ * (kc_row.c).
  *
  * A kernel describes its streams — the tensors it reads or writes row by row, each `width`
- * elements of its dtype per row, `ld` bytes apart in HBM — and three callbacks: a per-core
+ * elements of its dtype per row, `ld` bytes apart in HBM — and callbacks: a per-core
  * prologue (its constants and work buffers, sized by the chosen TR), the vector work of one
- * tile, and a per-core epilogue. kc_rows_emit splits the rows over the placed cores (a
- * contiguous block each), chooses TR (what fits the scratchpad with every stream's tile
- * double-buffered, at most 65535, and at least 16 tiles a core when the rows allow), and emits
- * per core
+ * tile, optional DMA of its own beside each tile's loads and stores, and one before each
+ * pass. kc_rows_emit splits the rows over the placed cores (a contiguous block each), chooses
+ * TR (what fits the scratchpad with every stream's tile double-buffered, at most 65535, 16
+ * tiles a core but tiles of at least 256 KiB when the rows allow), and emits per core
  *
  *   DMA  wait free[b]; every input stream's tile -> in[b]; signal full[b]       load(t)
  *   VPU  wait full[b]; wait ofree[b]; the tile's work; signal free[b], ofull[b]  work(t)
@@ -95,8 +96,6 @@ struct kc_row_plan {
     void (*store_more)(kc_ctx *x, void *ctx, const kc_row_tile *t);
     uint64_t tr_max;         /* (optional) a bound of the kernel's on TR */
     uint64_t row_align;      /* (optional) the cores' blocks start at multiples of it */
-    /* (optional) per core after its tiles (the VPU has done every tile's work) */
-    void (*epilogue)(kc_ctx *x, void *ctx, uint32_t core);
     void *ctx;
     /* filled by kc_rows_emit */
     uint64_t tr_used;
@@ -111,7 +110,7 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p);
 /* The largest TR kc_rows_emit could use on core for plan p (0: not even one row fits). */
 uint64_t kc_rows_fit(const kc_ctx *x, const kc_row_plan *p, uint32_t core);
 
-/* ---- the kernels' common checks and vector steps ---------------------------------------------- */
+/* ---- the kernels' common checks and vector steps --------------------------------------------- */
 
 /* Rows x width of t seen as rows of its last dim: fails unless the last dim is packed and the
  * leading dims merge into one row stride. */

@@ -153,9 +153,10 @@ static np_status softmax_compile(kc_ctx *x)
                        nn_dtype_name(X->dtype), nn_dtype_name(Y->dtype));
     if (!kc_same_shape(X, Y))
         return kc_fail(x, NP_ERR_INCONSISTENT, "out must have x's shape");
-    ksm k = {.core0 = kk->place.core0, .log = kk->op == NN_OP_LOG_SOFTMAX, .dt = kc_isa_dtype(X->dtype),
+    ksm k = {.core0 = kk->place.core0, .log = kk->op == NN_OP_LOG_SOFTMAX,
+             .dt = kc_isa_dtype(X->dtype),
              .ot = kc_isa_dtype(Y->dtype), .x = X->addr, .y = Y->addr};
-    uint64_t rows, wy, ry;
+    uint64_t rows, wy, ry; /* out's rows and width are x's (same shape) */
     if (kc_rows_of(x, X, "x", &rows, &k.D, &k.ldx) != NP_OK ||
         kc_rows_of(x, Y, "out", &ry, &wy, &k.ldy) != NP_OK)
         return kc_status(x);
@@ -190,7 +191,6 @@ static np_status softmax_compile(kc_ctx *x)
         p.n_xreg = 1, p.xstep[0] = 4;
         p.n_pass = 2 * (unsigned)k.nc;
     }
-    (void)ry, (void)wy;
     if (kc_rows_emit(x, &p) != NP_OK)
         return kc_status(x);
     x->res->flops = 5 * rows * k.D;
@@ -204,7 +204,7 @@ static np_status softmax_compile(kc_ctx *x)
     return kc_status(x);
 }
 
-/* ---- the table rows ---------------------------------------------------------------------------- */
+/* ---- the table rows -------------------------------------------------------------------------- */
 
 static np_status softmax_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                    nn_tensor **out, np_err *err)

@@ -95,7 +95,8 @@ TEST(embedding_gathers_the_rows_its_indices_name_exactly)
             for (int it = 0; it < 2; it++) {
                 nn_graph *g = nn_graph_new(1);
                 nn_tensor *in[2];
-                in[0] = nn_input(g, "table", float_types[t], 2, (int64_t[]){cases[c].V, cases[c].D});
+                in[0] = nn_input(g, "table", float_types[t], 2,
+                                 (int64_t[]){cases[c].V, cases[c].D});
                 fill(in[0], 3 + c);
                 in[1] = nn_input(g, "idx", it ? NN_I8 : NN_I32, cases[c].nd, cases[c].shape);
                 fill_idx(in[1], (uint64_t)cases[c].V, 5 + c);
@@ -130,7 +131,8 @@ TEST(embedding_grad_accumulates_every_row_of_repeated_indices)
                 /* fp32 on one core: the reference's adds in its order, exactly; else an ulp
                  * of the output (fp32: the order of a few adds) */
                 bool exact = float_types[t] == NN_F32 && cases[c].cores == 1;
-                double rtol = float_types[t] == NN_BF16 ? 0x1p-7 : float_types[t] == NN_F16 ? 0x1p-10 : 0x1p-20;
+                double rtol = float_types[t] == NN_BF16 ? 0x1p-7
+                              : float_types[t] == NN_F16 ? 0x1p-10 : 0x1p-20;
                 CU_ASSERT_EQUAL(run_check(&cfg, &k, in, 2, y, g, exact ? 0 : rtol,
                                           exact ? 0 : rtol / 4, NULL), 0);
                 nn_graph_free(g);
@@ -263,7 +265,8 @@ TEST(bad_indices_axes_and_windows_get_errors_naming_the_kernel)
     krun_io io = {{tab, idx}, {0}, {got}};
     CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err),
                     NP_ERR_SIM_FAULT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "dma.gather: index 9 (number 0) is outside the table's rows 0..6"));
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(err.msg, "dma.gather: index 9 (number 0) is outside the table's rows 0..6"));
     nn_graph_free(g);
     /* a permutation that is not one; a slice past the end; a concat that does not add up */
     kc_kernel p = {.op = NN_OP_PERMUTE, .n_in = 1, .n_out = 1, .n_attrs = 1,
@@ -286,7 +289,7 @@ TEST(bad_indices_axes_and_windows_get_errors_naming_the_kernel)
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "concat: the inputs' dim 0 adds up to 5, out has 6"));
 }
 
-/* ---- `npusim kernel --op` ---------------------------------------------------------------------- */
+/* ---- `npusim kernel --op` -------------------------------------------------------------------- */
 
 TEST(every_row_and_movement_kernels_op_spec_builds_a_kernel_that_passes_the_seeded_check)
 {

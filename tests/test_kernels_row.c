@@ -85,13 +85,14 @@ static int64_t run_check(const arch_config *cfg, kc_kernel *k, nn_tensor *const 
                 nn_op_name(k->op), nn_dtype_name(want->dtype), (long long)d.bad, (long long)d.n,
                 (long long)d.worst, got->data[d.worst], want->data[d.worst]);
     if (getenv("KROW_ERR"))
-        fprintf(stderr, "%s %s: max rel %.3g (%.2f ulp) abs %.3g\n", nn_op_name(k->op), nn_dtype_name(want->dtype), d.max_rel, d.max_rel / rtol, d.max_abs);
+        fprintf(stderr, "%s %s: max rel %.3g (%.2f ulp) abs %.3g\n", nn_op_name(k->op),
+                nn_dtype_name(want->dtype), d.max_rel, d.max_rel / rtol, d.max_abs);
     return d.bad;
 }
 
 static const nn_dtype float_types[3] = {NN_F32, NN_BF16, NN_F16};
 
-/* ---- softmax and log-softmax ------------------------------------------------------------------ */
+/* ---- softmax and log-softmax ----------------------------------------------------------------- */
 
 static int64_t check_softmax(const arch_config *cfg, nn_op op, nn_dtype dt, int ndim,
                              const int64_t *shape, uint32_t cores, int64_t chunk, uint64_t seed,
@@ -171,7 +172,8 @@ static int64_t check_norm(const arch_config *cfg, nn_op op, nn_dtype dt, int ndi
             fill(in[n++], seed + 2 + i, i ? 0 : 1, 0.5);
         }
         y = op == NN_OP_RMSNORM ? nn_rmsnorm(g, in[0], aff ? in[1] : NULL, eps)
-                                : nn_layernorm(g, in[0], aff ? in[1] : NULL, aff > 1 ? in[2] : NULL, eps);
+                                : nn_layernorm(g, in[0], aff ? in[1] : NULL,
+                                               aff > 1 ? in[2] : NULL, eps);
     }
     kc_kernel k = {.op = op, .place = {0, 0, cores}, .n_attrs = 1, .attrs = {KC_REAL("eps", eps)}};
     if (tr)
@@ -191,10 +193,12 @@ TEST(layernorm_and_rmsnorm_equal_the_reference_with_and_without_affine_parameter
         for (int t = 0; t < 3; t++) {
             for (int aff = 0; aff <= 2; aff++)
                 CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_LAYERNORM, float_types[t], cases[c].nd,
-                                           cases[c].shape, aff, cases[c].cores, 0, 21 + c, NULL), 0);
+                                           cases[c].shape, aff, cases[c].cores, 0, 21 + c, NULL),
+                                0);
             for (int aff = 0; aff <= 1; aff++)
                 CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_RMSNORM, float_types[t], cases[c].nd,
-                                           cases[c].shape, aff, cases[c].cores, 0, 31 + c, NULL), 0);
+                                           cases[c].shape, aff, cases[c].cores, 0, 31 + c, NULL),
+                                0);
         }
 }
 
@@ -266,13 +270,14 @@ TEST(cross_entropy_and_its_gradient_equal_the_reference_for_int32_and_int8_label
             }
 }
 
-/* ---- RoPE ------------------------------------------------------------------------------------- */
+/* ---- RoPE ------------------------------------------------------------------------------------ */
 
 TEST(rope_equals_the_reference_forward_and_inverse)
 {
     arch_config cfg = arch("tiny", NULL);
     static const struct { int nd; int64_t shape[4]; uint32_t cores; int64_t tr; } cases[] = {
-        {2, {7, 6}, 1, 0}, {4, {2, 3, 5, 10}, 2, 0}, {3, {3, 9, 14}, 2, 2}, {4, {1, 2, 33, 4}, 2, 0},
+        {2, {7, 6}, 1, 0}, {4, {2, 3, 5, 10}, 2, 0}, {3, {3, 9, 14}, 2, 2},
+        {4, {1, 2, 33, 4}, 2, 0},
     };
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
         for (int t = 0; t < 3; t++)
@@ -291,7 +296,7 @@ TEST(rope_equals_the_reference_forward_and_inverse)
             }
 }
 
-/* ---- kernels after one another ---------------------------------------------------------------- */
+/* ---- kernels after one another --------------------------------------------------------------- */
 
 TEST(row_kernels_follow_one_another_in_one_program_on_cores_with_unlike_scratchpads)
 {
@@ -356,7 +361,7 @@ TEST(row_kernels_follow_one_another_in_one_program_on_cores_with_unlike_scratchp
     nn_graph_free(g);
 }
 
-/* ---- batch norm ------------------------------------------------------------------------------- */
+/* ---- batch norm ------------------------------------------------------------------------------ */
 
 /* Strides of x [N, C, S...] channels-last (C packed innermost, then the spatial dims, N). */
 static void channels_last(kc_tensor *t)
@@ -454,7 +459,7 @@ TEST(batchnorm_its_gradient_and_inference_equal_the_reference_nchw_and_channels_
                 }
 }
 
-/* ---- the schedule ----------------------------------------------------------------------------- */
+/* ---- the schedule ---------------------------------------------------------------------------- */
 
 TEST(forced_tiles_loop_over_pairs_with_odd_counts_and_short_last_tiles_and_keep_the_values)
 {
@@ -504,7 +509,7 @@ TEST(a_row_kernels_program_does_not_grow_with_its_rows)
     }
 }
 
-/* ---- errors ----------------------------------------------------------------------------------- */
+/* ---- errors ---------------------------------------------------------------------------------- */
 
 /* Compiles k alone (operands in fresh buffers) and returns the status, the message in *err. */
 static np_status compile_alone(const arch_config *cfg, kc_kernel *k, np_err *err)
