@@ -51,13 +51,13 @@ typedef struct kbn {
 /* NCHW per-row vector j of the core (rows_core fp32 each) for the tile at xoff. */
 static uint64_t rowvec(const struct kbn_core *b, unsigned j, int64_t xoff)
 {
-    return KV_AT(b->rv, b->rowv + j * b->rows * 4 + (uint64_t)xoff);
+    return KRW_AT(b->rv, b->rowv + j * b->rows * 4 + (uint64_t)xoff);
 }
 
 /* dst[local x C] = the [C] vector v in every row (an fma of any finite tile x 0 + v). */
 static void spread(kc_ctx *x, const struct kbn_core *b, uint64_t dst, uint64_t v, uint64_t C)
 {
-    kv_fma(x, ISA_OP_VPU_FMA, dst, b->rowv, b->zero, v, b->local, C, ISA_DTYPE_FP32,
+    krw_fma(x, ISA_OP_VPU_FMA, dst, b->rowv, b->zero, v, b->local, C, ISA_DTYPE_FP32,
            ISA_DTYPE_FP32, ISA_BCAST_SCALAR, ISA_BCAST_ROW, -1);
 }
 
@@ -73,42 +73,42 @@ static void coefficients(kc_ctx *x, kbn *k, struct kbn_core *b)
     float inv_n = (float)(1.0 / (double)k->n);
     uint64_t mean = b->t1, rstd = b->t2, tmp = b->t3;
     if (k->infer) { /* acc holds mean (a0) and var (a1) as loaded */
-        kv_unary(x, ISA_OP_VPU_COPY, mean, a0, C, F);
-        kv_scalar(x, ISA_OP_VPU_ADDS, rstd, a1, k->eps, C, F);
+        krw_unary(x, ISA_OP_VPU_COPY, mean, a0, C, F);
+        krw_scalar(x, ISA_OP_VPU_ADDS, rstd, a1, k->eps, C, F);
     } else {
-        kv_scalar(x, ISA_OP_VPU_MULS, a0, a0, inv_n, C, F);            /* m1 = s1 / n */
-        kv_binary(x, ISA_OP_VPU_MUL, tmp, a0, a0, 1, C, F, T);
-        kv_scalar(x, ISA_OP_VPU_MULS, rstd, a1, inv_n, C, F);
-        kv_binary(x, ISA_OP_VPU_SUB, rstd, rstd, tmp, 1, C, F, T);      /* var */
-        kv_scalar(x, ISA_OP_VPU_ADDS, rstd, rstd, k->eps, C, F);
-        kv_binary(x, ISA_OP_VPU_ADD, mean, a0, b->K, 1, C, F, T);       /* mean */
+        krw_scalar(x, ISA_OP_VPU_MULS, a0, a0, inv_n, C, F);            /* m1 = s1 / n */
+        krw_binary(x, ISA_OP_VPU_MUL, tmp, a0, a0, 1, C, F, T);
+        krw_scalar(x, ISA_OP_VPU_MULS, rstd, a1, inv_n, C, F);
+        krw_binary(x, ISA_OP_VPU_SUB, rstd, rstd, tmp, 1, C, F, T);      /* var */
+        krw_scalar(x, ISA_OP_VPU_ADDS, rstd, rstd, k->eps, C, F);
+        krw_binary(x, ISA_OP_VPU_ADD, mean, a0, b->K, 1, C, F, T);       /* mean */
     }
-    kv_unary(x, ISA_OP_VPU_RSQRT, rstd, rstd, C, F);
+    krw_unary(x, ISA_OP_VPU_RSQRT, rstd, rstd, C, F);
     if (!k->grad) { /* a = gamma rstd, b = beta - mean a */
         if (k->gamma)
-            kv_binary(x, ISA_OP_VPU_MUL, co0, a2, rstd, 1, C, F, T); /* gamma loaded at a2 */
+            krw_binary(x, ISA_OP_VPU_MUL, co0, a2, rstd, 1, C, F, T); /* gamma loaded at a2 */
         else
-            kv_unary(x, ISA_OP_VPU_COPY, co0, rstd, C, F);
-        kv_binary(x, ISA_OP_VPU_MUL, tmp, mean, co0, 1, C, F, T);
+            krw_unary(x, ISA_OP_VPU_COPY, co0, rstd, C, F);
+        krw_binary(x, ISA_OP_VPU_MUL, tmp, mean, co0, 1, C, F, T);
         if (k->beta)
-            kv_binary(x, ISA_OP_VPU_SUB, co1, a3, tmp, 1, C, F, T);  /* beta loaded at a3 */
+            krw_binary(x, ISA_OP_VPU_SUB, co1, a3, tmp, 1, C, F, T);  /* beta loaded at a3 */
         else
-            kv_scalar(x, ISA_OP_VPU_MULS, co1, tmp, -1.0f, C, F);
+            krw_scalar(x, ISA_OP_VPU_MULS, co1, tmp, -1.0f, C, F);
         return;
     }
     /* mgx = rstd (sgx - m1 sg) / n; p = rstd; q = -rstd^2 mgx; r = mean rstd^2 mgx - rstd mg */
-    kv_binary(x, ISA_OP_VPU_MUL, tmp, a0, a2, 1, C, F, T);
-    kv_binary(x, ISA_OP_VPU_SUB, a3, a3, tmp, 1, C, F, T);
-    kv_binary(x, ISA_OP_VPU_MUL, a3, a3, rstd, 1, C, F, T);
-    kv_scalar(x, ISA_OP_VPU_MULS, a3, a3, inv_n, C, F);                  /* mgx */
-    kv_unary(x, ISA_OP_VPU_COPY, co0, rstd, C, F);                       /* p */
-    kv_binary(x, ISA_OP_VPU_MUL, tmp, rstd, rstd, 1, C, F, T);
-    kv_binary(x, ISA_OP_VPU_MUL, tmp, tmp, a3, 1, C, F, T);              /* rstd^2 mgx */
-    kv_scalar(x, ISA_OP_VPU_MULS, co1, tmp, -1.0f, C, F);                /* q */
-    kv_binary(x, ISA_OP_VPU_MUL, co2, tmp, mean, 1, C, F, T);
-    kv_scalar(x, ISA_OP_VPU_MULS, a2, a2, inv_n, C, F);                  /* mg */
-    kv_binary(x, ISA_OP_VPU_MUL, tmp, rstd, a2, 1, C, F, T);
-    kv_binary(x, ISA_OP_VPU_SUB, co2, co2, tmp, 1, C, F, T);             /* r */
+    krw_binary(x, ISA_OP_VPU_MUL, tmp, a0, a2, 1, C, F, T);
+    krw_binary(x, ISA_OP_VPU_SUB, a3, a3, tmp, 1, C, F, T);
+    krw_binary(x, ISA_OP_VPU_MUL, a3, a3, rstd, 1, C, F, T);
+    krw_scalar(x, ISA_OP_VPU_MULS, a3, a3, inv_n, C, F);                  /* mgx */
+    krw_unary(x, ISA_OP_VPU_COPY, co0, rstd, C, F);                       /* p */
+    krw_binary(x, ISA_OP_VPU_MUL, tmp, rstd, rstd, 1, C, F, T);
+    krw_binary(x, ISA_OP_VPU_MUL, tmp, tmp, a3, 1, C, F, T);              /* rstd^2 mgx */
+    krw_scalar(x, ISA_OP_VPU_MULS, co1, tmp, -1.0f, C, F);                /* q */
+    krw_binary(x, ISA_OP_VPU_MUL, co2, tmp, mean, 1, C, F, T);
+    krw_scalar(x, ISA_OP_VPU_MULS, a2, a2, inv_n, C, F);                  /* mg */
+    krw_binary(x, ISA_OP_VPU_MUL, tmp, rstd, a2, 1, C, F, T);
+    krw_binary(x, ISA_OP_VPU_SUB, co2, co2, tmp, 1, C, F, T);             /* r */
 }
 
 /* NCHW: the coefficients as per-row vectors (rowv slots 1 + nstat ..). */
@@ -128,22 +128,22 @@ static void bn_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
     const isa_dtype F = ISA_DTYPE_FP32;
     uint64_t C = k->C;
     b->row0 = row0, b->rows = rows, b->local = k->cl ? 0 : rows / C, b->rv = xreg[0];
-    b->one = kv_alloc(x, 4), b->zero = kv_alloc(x, 4), b->one_dt = kv_alloc(x, 4);
-    kv_fill(x, b->one, 1.0f, 1, F);
-    kv_fill(x, b->zero, 0.0f, 1, F);
-    kv_fill(x, b->one_dt, 1.0f, 1, k->dt);
-    b->K = kv_alloc(x, C * 4), b->nK = kv_alloc(x, C * 4);
-    b->acc = kv_alloc(x, KBN_STATS * C * 4), b->co = kv_alloc(x, 3 * C * 4);
-    b->t1 = kv_alloc(x, C * 4), b->t2 = kv_alloc(x, C * 4), b->t3 = kv_alloc(x, C * 4);
-    b->stage = kv_alloc(x, C * (isa_dtype_size[k->dt] > isa_dtype_size[k->pdt]
+    b->one = krw_alloc(x, 4), b->zero = krw_alloc(x, 4), b->one_dt = krw_alloc(x, 4);
+    krw_fill(x, b->one, 1.0f, 1, F);
+    krw_fill(x, b->zero, 0.0f, 1, F);
+    krw_fill(x, b->one_dt, 1.0f, 1, k->dt);
+    b->K = krw_alloc(x, C * 4), b->nK = krw_alloc(x, C * 4);
+    b->acc = krw_alloc(x, KBN_STATS * C * 4), b->co = krw_alloc(x, 3 * C * 4);
+    b->t1 = krw_alloc(x, C * 4), b->t2 = krw_alloc(x, C * 4), b->t3 = krw_alloc(x, C * 4);
+    b->stage = krw_alloc(x, C * (isa_dtype_size[k->dt] > isa_dtype_size[k->pdt]
                                     ? isa_dtype_size[k->dt] : isa_dtype_size[k->pdt]));
     if (!k->cl)
-        b->rowv = kv_alloc(x, (1 + k->nstat + 3) * rows * 4);
-    b->xs = kv_alloc(x, tr * k->width * 4);
+        b->rowv = krw_alloc(x, (1 + k->nstat + 3) * rows * 4);
+    b->xs = krw_alloc(x, tr * k->width * 4);
     if (k->grad)
-        b->gf = kv_alloc(x, tr * k->width * 4);
+        b->gf = krw_alloc(x, tr * k->width * 4);
     if (k->cl)
-        b->xq = kv_alloc(x, tr * k->width * 4);
+        b->xq = krw_alloc(x, tr * k->width * 4);
     ISA_EMIT(x->e, VPU_FILL, isa_spad(0, b->acc), isa_f32(0), isa_imm(KBN_STATS),
              isa_imm((int64_t)C), isa_enum(F));
     if (!k->cl) /* a finite tile for spread() */
@@ -152,7 +152,7 @@ static void bn_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
     if (k->infer) { /* mean, var, gamma, beta into acc's slots 0..3 */
         uint64_t src[4] = {k->mean, k->var, k->gamma, k->beta};
         for (int j = 0; j < 4; j++)
-            kv_load_f32(x, b->acc + (uint64_t)j * C * 4, b->stage, src[j], C, k->pdt);
+            krw_load_f32(x, b->acc + (uint64_t)j * C * 4, b->stage, src[j], C, k->pdt);
         coefficients(x, k, b);
         spread_coefficients(x, k, b);
         return;
@@ -160,20 +160,20 @@ static void bn_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
     /* the shift: each channel's first element (channels-last: x's first row) */
     unsigned s;
     kc_sem_alloc(x, &s);
-    kv_copy(x, isa_spad(0, b->stage), isa_hbm(0, k->x), k->dt, k->cl ? C : 1, k->cl ? 1 : C, 0,
+    krw_copy(x, isa_spad(0, b->stage), isa_hbm(0, k->x), k->dt, k->cl ? C : 1, k->cl ? 1 : C, 0,
             k->cl ? 0 : k->ld);
-    kv_signal(x, ISA_UNIT_DMA, s);
-    kv_wait(x, ISA_UNIT_VPU, s);
-    kv_cast(x, b->K, b->stage, C, F, k->dt);
-    kv_scalar(x, ISA_OP_VPU_MULS, b->nK, b->K, -1.0f, C, F);
+    krw_signal(x, ISA_UNIT_DMA, s);
+    krw_wait(x, ISA_UNIT_VPU, s);
+    krw_cast(x, b->K, b->stage, C, F, k->dt);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->nK, b->K, -1.0f, C, F);
     if (!k->cl)
         spread(x, b, b->rowv, b->nK, C); /* -K per row */
     x->res->hbm_read_bytes += C * isa_dtype_size[k->dt];
     if (!k->grad) { /* gamma and beta into acc's slots 2, 3 after the sums are taken */
         if (k->gamma)
-            kv_load_f32(x, b->co + 2 * C * 4, b->stage, k->gamma, C, k->pdt);
+            krw_load_f32(x, b->co + 2 * C * 4, b->stage, k->gamma, C, k->pdt);
         if (k->beta)
-            kv_load_f32(x, b->t3, b->stage, k->beta, C, k->pdt);
+            krw_load_f32(x, b->t3, b->stage, k->beta, C, k->pdt);
     }
 }
 
@@ -186,30 +186,30 @@ static void bn_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
     uint64_t R = t->rows, w = k->width, in = t->in[0], g = k->grad ? t->in[1] : 0;
     bool stats = !k->infer && t->pass == 0;
     if (stats && k->cl) {
-        kv_fma(x, ISA_OP_VPU_FMA, b->xs, in, b->one, b->nK, R, w, k->dt, F, S, W, -1);
+        krw_fma(x, ISA_OP_VPU_FMA, b->xs, in, b->one, b->nK, R, w, k->dt, F, S, W, -1);
         uint64_t terms[4] = {b->xs, b->xq, b->gf, b->xq};
-        kv_binary(x, ISA_OP_VPU_MUL, b->xq, b->xs, b->xs, R, w, F, T);
+        krw_binary(x, ISA_OP_VPU_MUL, b->xq, b->xs, b->xs, R, w, F, T);
         for (unsigned j = 0; j < k->nstat; j++) {
             if (j == 2)
-                kv_fma(x, ISA_OP_VPU_FMA, b->gf, g, b->one, b->zero, R, w, k->dt, F, S, S, -1);
+                krw_fma(x, ISA_OP_VPU_FMA, b->gf, g, b->one, b->zero, R, w, k->dt, F, S, S, -1);
             if (j == 3)
-                kv_binary(x, ISA_OP_VPU_MUL, b->xq, b->gf, b->xs, R, w, F, T);
+                krw_binary(x, ISA_OP_VPU_MUL, b->xq, b->gf, b->xs, R, w, F, T);
             ISA_EMIT(x->e, VPU_CSUM, isa_spad(0, b->t1), isa_spad(0, terms[j]), isa_imm((int64_t)R),
                      isa_imm((int64_t)w), isa_enum(F));
-            kv_binary(x, ISA_OP_VPU_ADD, b->acc + j * k->C * 4, b->acc + j * k->C * 4, b->t1, 1,
+            krw_binary(x, ISA_OP_VPU_ADD, b->acc + j * k->C * 4, b->acc + j * k->C * 4, b->t1, 1,
                       k->C, F, T);
         }
         return;
     }
     if (stats) { /* NCHW: row sums into the per-row vectors */
-        kv_fma(x, ISA_OP_VPU_FMA, b->xs, in, b->one, rowvec(b, 0, t->xoff[0]), R, w, k->dt,
+        krw_fma(x, ISA_OP_VPU_FMA, b->xs, in, b->one, rowvec(b, 0, t->xoff[0]), R, w, k->dt,
                F, S, C, -1);
-        kv_rdot(x, rowvec(b, 1, t->xoff[0]), b->xs, b->one, R, w, F, F, S);
-        kv_rdot(x, rowvec(b, 2, t->xoff[0]), b->xs, b->xs, R, w, F, F, T);
+        krw_rdot(x, rowvec(b, 1, t->xoff[0]), b->xs, b->one, R, w, F, F, S);
+        krw_rdot(x, rowvec(b, 2, t->xoff[0]), b->xs, b->xs, R, w, F, F, T);
         if (k->grad) {
-            kv_fma(x, ISA_OP_VPU_FMA, b->gf, g, b->one, b->zero, R, w, k->dt, F, S, S,
+            krw_fma(x, ISA_OP_VPU_FMA, b->gf, g, b->one, b->zero, R, w, k->dt, F, S, S,
                    (int64_t)rowvec(b, 3, t->xoff[0]));
-            kv_rdot(x, rowvec(b, 4, t->xoff[0]), b->xs, b->gf, R, w, F, F, T);
+            krw_rdot(x, rowvec(b, 4, t->xoff[0]), b->xs, b->gf, R, w, F, F, T);
         }
         return;
     }
@@ -223,11 +223,11 @@ static void bn_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
         c2 = rowvec(b, 3 + k->nstat, t->xoff[0]);
     }
     if (!k->grad) {
-        kv_fma(x, ISA_OP_VPU_FMA, t->out[0], in, c0, c1, R, w, k->dt, k->ot, bc, bc, -1);
+        krw_fma(x, ISA_OP_VPU_FMA, t->out[0], in, c0, c1, R, w, k->dt, k->ot, bc, bc, -1);
         return;
     }
-    kv_fma(x, ISA_OP_VPU_FMA, b->xs, in, c1, c2, R, w, k->dt, F, bc, bc, -1);
-    kv_fma(x, ISA_OP_VPU_FMA, t->out[0], g, c0, b->xs, R, w, k->dt, k->ot, bc, T, -1);
+    krw_fma(x, ISA_OP_VPU_FMA, b->xs, in, c1, c2, R, w, k->dt, F, bc, bc, -1);
+    krw_fma(x, ISA_OP_VPU_FMA, t->out[0], g, c0, b->xs, R, w, k->dt, k->ot, bc, T, -1);
 }
 
 /* Before the normalizing pass: the cores' sums combined, the coefficients. */
@@ -256,11 +256,12 @@ static void bn_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
         if (cores > 1) {
             unsigned sv, ss;
             kc_sem_alloc(x, &sv), kc_sem_alloc(x, &ss);
-            kv_signal(x, ISA_UNIT_VPU, sv);
-            kv_wait(x, ISA_UNIT_DMA, sv);
-            kv_copy(x, isa_hbm(0, k->ws + i * slot), isa_spad(0, b->acc), F, k->nstat * C, 1, 0, 0);
-            kv_signal(x, ISA_UNIT_DMA, ss);
-            kv_wait(x, ISA_UNIT_DMA, ss);
+            krw_signal(x, ISA_UNIT_VPU, sv);
+            krw_wait(x, ISA_UNIT_DMA, sv);
+            krw_copy(x, isa_hbm(0, k->ws + i * slot), isa_spad(0, b->acc), F, k->nstat * C, 1,
+                     0, 0);
+            krw_signal(x, ISA_UNIT_DMA, ss);
+            krw_wait(x, ISA_UNIT_DMA, ss);
         }
     }
     if (cores > 1) {
@@ -275,10 +276,10 @@ static void bn_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
         if (cores > 1) { /* every core adds up all the cores' sums */
             unsigned sd;
             kc_sem_alloc(x, &sd);
-            uint64_t all = kv_alloc(x, cores * slot);
-            kv_copy(x, isa_spad(0, all), isa_hbm(0, k->ws), F, k->nstat * C, cores, 0, 0);
-            kv_signal(x, ISA_UNIT_DMA, sd);
-            kv_wait(x, ISA_UNIT_VPU, sd);
+            uint64_t all = krw_alloc(x, cores * slot);
+            krw_copy(x, isa_spad(0, all), isa_hbm(0, k->ws), F, k->nstat * C, cores, 0, 0);
+            krw_signal(x, ISA_UNIT_DMA, sd);
+            krw_wait(x, ISA_UNIT_VPU, sd);
             for (unsigned j = 0; j < k->nstat; j++)
                 ISA_EMIT(x->e, VPU_CSUM, isa_spad(0, b->acc + j * C * 4),
                          isa_spad(0, all + j * C * 4), isa_imm((int64_t)cores),
@@ -286,9 +287,9 @@ static void bn_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
         }
         if (!k->grad) { /* gamma, beta (loaded by the prologue) into slots 2, 3 */
             if (k->gamma)
-                kv_unary(x, ISA_OP_VPU_COPY, b->acc + 2 * C * 4, b->co + 2 * C * 4, C, F);
+                krw_unary(x, ISA_OP_VPU_COPY, b->acc + 2 * C * 4, b->co + 2 * C * 4, C, F);
             if (k->beta)
-                kv_unary(x, ISA_OP_VPU_COPY, b->acc + 3 * C * 4, b->t3, C, F);
+                krw_unary(x, ISA_OP_VPU_COPY, b->acc + 3 * C * 4, b->t3, C, F);
         }
         coefficients(x, k, b);
         spread_coefficients(x, k, b);

@@ -35,12 +35,12 @@ typedef struct kemb {
 static void widen(kc_ctx *x, const kemb *k, uint64_t i0, uint64_t n, uint64_t raw, uint64_t buf,
                   unsigned sd, unsigned sv)
 {
-    kv_copy(x, isa_spad(0, raw), isa_hbm(0, k->idx + i0), ISA_DTYPE_INT8, n, 1, 0, 0);
-    kv_signal(x, ISA_UNIT_DMA, sd);
-    kv_wait(x, ISA_UNIT_VPU, sd);
-    kv_cast(x, buf, raw, n, ISA_DTYPE_INT32, ISA_DTYPE_INT8);
-    kv_signal(x, ISA_UNIT_VPU, sv);
-    kv_wait(x, ISA_UNIT_DMA, sv);
+    krw_copy(x, isa_spad(0, raw), isa_hbm(0, k->idx + i0), ISA_DTYPE_INT8, n, 1, 0, 0);
+    krw_signal(x, ISA_UNIT_DMA, sd);
+    krw_wait(x, ISA_UNIT_VPU, sd);
+    krw_cast(x, buf, raw, n, ISA_DTYPE_INT32, ISA_DTYPE_INT8);
+    krw_signal(x, ISA_UNIT_VPU, sv);
+    krw_wait(x, ISA_UNIT_DMA, sv);
 }
 
 static np_status embedding_compile(kc_ctx *x)
@@ -81,7 +81,7 @@ static np_status embedding_compile(kc_ctx *x)
         kc_sem_alloc(x, &sd), kc_sem_alloc(x, &sv), kc_sem_alloc(x, &ss);
         uint64_t chunk = i1 - i0 < KE_CHUNK ? i1 - i0 : KE_CHUNK, raw = 0, buf = 0;
         if (k.it != ISA_DTYPE_INT32)
-            raw = kv_alloc(x, chunk), buf = kv_alloc(x, chunk * 4);
+            raw = krw_alloc(x, chunk), buf = krw_alloc(x, chunk * 4);
         for (uint64_t a = i0; a < i1; a += chunk) {
             uint64_t n = i1 - a < chunk ? i1 - a : chunk;
             isa_opnd idx = isa_hbm(0, I->addr + a * 4);
@@ -96,8 +96,8 @@ static np_status embedding_compile(kc_ctx *x)
                      .dst_s1 = isa_imm(k.ld_rows == (int64_t)(k.D * e) ? 0 : k.ld_rows),
                      .src_s1 = isa_imm(k.ld_table == (int64_t)(k.D * e) ? 0 : k.ld_table));
         }
-        kv_signal(x, ISA_UNIT_DMA, ss); /* the DMA queue ends on its own copies */
-        kv_wait(x, ISA_UNIT_DMA, ss);
+        krw_signal(x, ISA_UNIT_DMA, ss); /* the DMA queue ends on its own copies */
+        krw_wait(x, ISA_UNIT_DMA, ss);
     }
     x->res->hbm_read_bytes = k.N * (k.D * e + isa_dtype_size[k.it]);
     x->res->hbm_write_bytes = k.N * k.D * e;
@@ -202,9 +202,9 @@ static np_status embedding_grad_compile(kc_ctx *x)
         }
         uint64_t raw = 0, buf = 0, rin = 0, rf = 0;
         if (k.it != ISA_DTYPE_INT32)
-            raw = kv_alloc(x, chunk), buf = kv_alloc(x, chunk * 4);
+            raw = krw_alloc(x, chunk), buf = krw_alloc(x, chunk * 4);
         if (wide)
-            rin = kv_alloc(x, chunk * k.D * e), rf = kv_alloc(x, chunk * k.D * 4);
+            rin = krw_alloc(x, chunk * k.D * e), rf = krw_alloc(x, chunk * k.D * 4);
         k.idx = I->addr;
         for (uint64_t a = i0; a < i1; a += chunk) {
             uint64_t n = i1 - a < chunk ? i1 - a : chunk;
@@ -216,13 +216,13 @@ static np_status embedding_grad_compile(kc_ctx *x)
             isa_opnd src = isa_hbm(0, G->addr + a * (uint64_t)k.ld_rows);
             int64_t ss1 = k.ld_rows;
             if (wide) {
-                kv_copy(x, isa_spad(0, rin), src, k.dt, k.D, n, 0, k.ld_rows);
-                kv_signal(x, ISA_UNIT_DMA, sd);
-                kv_wait(x, ISA_UNIT_VPU, sd);
+                krw_copy(x, isa_spad(0, rin), src, k.dt, k.D, n, 0, k.ld_rows);
+                krw_signal(x, ISA_UNIT_DMA, sd);
+                krw_wait(x, ISA_UNIT_VPU, sd);
                 ISA_EMIT(x->e, VPU_CAST, isa_spad(0, rf), isa_spad(0, rin), isa_imm((int64_t)n),
                          isa_imm((int64_t)k.D), isa_enum(ISA_DTYPE_FP32), isa_enum(k.dt));
-                kv_signal(x, ISA_UNIT_VPU, sv);
-                kv_wait(x, ISA_UNIT_DMA, sv);
+                krw_signal(x, ISA_UNIT_VPU, sv);
+                krw_wait(x, ISA_UNIT_DMA, sv);
                 src = isa_spad(0, rf), ss1 = (int64_t)(k.D * 4);
             }
             uint64_t row = k.D * (wide ? 4 : e);
@@ -233,8 +233,8 @@ static np_status embedding_grad_compile(kc_ctx *x)
                      .src_s1 = isa_imm(ss1 == (int64_t)row ? 0 : ss1),
                      .red = isa_enum(ISA_RED_ADD));
         }
-        kv_signal(x, ISA_UNIT_DMA, ss);
-        kv_wait(x, ISA_UNIT_DMA, ss);
+        krw_signal(x, ISA_UNIT_DMA, ss);
+        krw_wait(x, ISA_UNIT_DMA, ss);
     }
     uint64_t rd = k.N * (k.D * e + isa_dtype_size[k.it]) + k.N * k.D * (wide ? 4 : e);
     uint64_t wr = k.N * k.D * (wide ? 4 : e);

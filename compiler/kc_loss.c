@@ -39,9 +39,9 @@ typedef struct kce {
 /* v[0 .. n) = i x step, int32, by doubling (log2 n instructions). */
 static void iota(kc_ctx *x, uint64_t v, uint64_t n, uint64_t step)
 {
-    kv_fill(x, v, 0.0f, 1, ISA_DTYPE_INT32);
+    krw_fill(x, v, 0.0f, 1, ISA_DTYPE_INT32);
     for (uint64_t k = 1; k < n; k *= 2)
-        kv_scalar(x, ISA_OP_VPU_ADDS, v + 4 * k, v, (float)(k * step), k < n - k ? k : n - k,
+        krw_scalar(x, ISA_OP_VPU_ADDS, v + 4 * k, v, (float)(k * step), k < n - k ? k : n - k,
                   ISA_DTYPE_INT32);
 }
 
@@ -53,53 +53,53 @@ static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
     b->rv = xreg[0];
     const isa_dtype F = ISA_DTYPE_FP32, I = ISA_DTYPE_INT32;
     uint64_t tiles = (rows + tr - 1) / tr, n = tiles * tr, ee = isa_dtype_size[k->dt];
-    b->one = kv_alloc(x, 4), b->zero = kv_alloc(x, 4);
-    kv_fill(x, b->one, 1.0f, 1, F);
-    kv_fill(x, b->zero, 0.0f, 1, F);
+    b->one = krw_alloc(x, 4), b->zero = krw_alloc(x, 4);
+    krw_fill(x, b->one, 1.0f, 1, F);
+    krw_fill(x, b->zero, 0.0f, 1, F);
     /* the labels, as int32 */
     unsigned s, s2; /* DMA -> VPU, VPU -> DMA */
     kc_sem_alloc(x, &s);
     kc_sem_alloc(x, &s2);
-    uint64_t raw = kv_alloc(x, n * isa_dtype_size[k->lt]);
-    uint64_t lab = k->lt == I ? raw : kv_alloc(x, n * 4);
-    kv_copy(x, isa_spad(0, raw), isa_hbm(0, k->lab_addr + row0 * isa_dtype_size[k->lt]), k->lt,
+    uint64_t raw = krw_alloc(x, n * isa_dtype_size[k->lt]);
+    uint64_t lab = k->lt == I ? raw : krw_alloc(x, n * 4);
+    krw_copy(x, isa_spad(0, raw), isa_hbm(0, k->lab_addr + row0 * isa_dtype_size[k->lt]), k->lt,
             rows, 1, 0, 0);
     x->res->hbm_read_bytes += rows * isa_dtype_size[k->lt];
     if (k->grad) {
-        b->kdy = kv_alloc(x, 4), b->nkdy = kv_alloc(x, 4);
-        kv_load_f32(x, b->kdy, b->nkdy, k->dy_addr, 1, k->dt);
+        b->kdy = krw_alloc(x, 4), b->nkdy = krw_alloc(x, 4);
+        krw_load_f32(x, b->kdy, b->nkdy, k->dy_addr, 1, k->dt);
     }
-    kv_signal(x, ISA_UNIT_DMA, s);
-    kv_wait(x, ISA_UNIT_VPU, s);
+    krw_signal(x, ISA_UNIT_DMA, s);
+    krw_wait(x, ISA_UNIT_VPU, s);
     if (k->lt != I)
-        kv_cast(x, lab, raw, rows, I, k->lt);
+        krw_cast(x, lab, raw, rows, I, k->lt);
     if (rows < n) /* the last tile's rows past the end: a valid index */
-        kv_fill(x, lab + 4 * rows, 0.0f, n - rows, I);
+        krw_fill(x, lab + 4 * rows, 0.0f, n - rows, I);
     /* flat indices: + i x ld / e (the HBM tile) and + i x C (the packed output tile) */
-    uint64_t io = kv_alloc(x, tr * 4);
-    b->flat_h = kv_alloc(x, n * 4);
+    uint64_t io = krw_alloc(x, tr * 4);
+    b->flat_h = krw_alloc(x, n * 4);
     iota(x, io, tr, (uint64_t)k->ld / ee);
-    kv_binary(x, ISA_OP_VPU_ADD, b->flat_h, lab, io, tiles, tr, I, ISA_BCAST_ROW);
+    krw_binary(x, ISA_OP_VPU_ADD, b->flat_h, lab, io, tiles, tr, I, ISA_BCAST_ROW);
     if (k->grad) {
-        b->flat_s = kv_alloc(x, n * 4);
+        b->flat_s = krw_alloc(x, n * 4);
         iota(x, io, tr, k->C);
-        kv_binary(x, ISA_OP_VPU_ADD, b->flat_s, lab, io, tiles, tr, I, ISA_BCAST_ROW);
-        kv_scalar(x, ISA_OP_VPU_MULS, b->kdy, b->kdy, (float)(1.0 / (double)k->rows), 1, F);
-        kv_scalar(x, ISA_OP_VPU_MULS, b->nkdy, b->kdy, -1.0f, 1, F);
+        krw_binary(x, ISA_OP_VPU_ADD, b->flat_s, lab, io, tiles, tr, I, ISA_BCAST_ROW);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->kdy, b->kdy, (float)(1.0 / (double)k->rows), 1, F);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->nkdy, b->kdy, -1.0f, 1, F);
     } else {
-        b->acc = kv_alloc(x, 4);
-        kv_fill(x, b->acc, 0.0f, 1, F);
+        b->acc = krw_alloc(x, 4);
+        krw_fill(x, b->acc, 0.0f, 1, F);
     }
     /* the first gather reads the indices: after them */
-    kv_signal(x, ISA_UNIT_VPU, s2);
-    kv_wait(x, ISA_UNIT_DMA, s2);
-    b->E = kv_alloc(x, tr * k->C * (k->grad ? 4 : ee));
-    b->m = kv_alloc(x, tr * 4), b->mf = kv_alloc(x, tr * 4), b->s = kv_alloc(x, tr * 4);
-    b->t1 = kv_alloc(x, tr * 4), b->t2 = kv_alloc(x, tr * 4);
+    krw_signal(x, ISA_UNIT_VPU, s2);
+    krw_wait(x, ISA_UNIT_DMA, s2);
+    b->E = krw_alloc(x, tr * k->C * (k->grad ? 4 : ee));
+    b->m = krw_alloc(x, tr * 4), b->mf = krw_alloc(x, tr * 4), b->s = krw_alloc(x, tr * 4);
+    b->t1 = krw_alloc(x, tr * 4), b->t2 = krw_alloc(x, tr * 4);
     for (int i = 0; i < 2; i++) {
-        b->picked[i] = kv_alloc(x, tr * ee);
+        b->picked[i] = krw_alloc(x, tr * ee);
         if (k->grad)
-            b->q[i] = kv_alloc(x, tr * isa_dtype_size[k->ot]);
+            b->q[i] = krw_alloc(x, tr * isa_dtype_size[k->ot]);
     }
 }
 
@@ -135,30 +135,30 @@ static void ce_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
     ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == F ? b->mf : b->m), isa_spad(0, in),
              isa_imm((int64_t)R), isa_imm((int64_t)k->C), isa_enum(k->dt));
     if (k->dt != F)
-        kv_cast(x, b->mf, b->m, R, F, k->dt);
-    kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);
-    kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, k->C, k->dt, k->grad ? F : k->dt, S,
+        krw_cast(x, b->mf, b->m, R, F, k->dt);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);
+    krw_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, k->C, k->dt, k->grad ? F : k->dt, S,
            C, (int64_t)b->s);
-    kv_unary(x, ISA_OP_VPU_LOG, b->t2, b->s, R, F);
-    kv_binary(x, ISA_OP_VPU_ADD, b->t2, b->t2, b->mf, 1, R, F, T);          /* lse */
+    krw_unary(x, ISA_OP_VPU_LOG, b->t2, b->s, R, F);
+    krw_binary(x, ISA_OP_VPU_ADD, b->t2, b->t2, b->mf, 1, R, F, T);          /* lse */
     uint64_t pf = b->picked[t->parity];
     if (k->dt != F) {
-        kv_cast(x, b->m, pf, R, F, k->dt);
+        krw_cast(x, b->m, pf, R, F, k->dt);
         pf = b->m;
     }
     if (!k->grad) {
-        kv_binary(x, ISA_OP_VPU_SUB, b->t2, b->t2, pf, 1, R, F, T);
+        krw_binary(x, ISA_OP_VPU_SUB, b->t2, b->t2, pf, 1, R, F, T);
         ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, b->t1), isa_spad(0, b->t2), isa_imm(1),
                  isa_imm((int64_t)R), isa_enum(F));
-        kv_binary(x, ISA_OP_VPU_ADD, b->acc, b->acc, b->t1, 1, 1, F, T);
+        krw_binary(x, ISA_OP_VPU_ADD, b->acc, b->acc, b->t1, 1, 1, F, T);
         return;
     }
-    kv_unary(x, ISA_OP_VPU_RECIP, b->t1, b->s, R, F);
-    kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->kdy, 1, R, F, S);
-    kv_fma(x, ISA_OP_VPU_FMA, t->out[0], b->E, b->t1, b->zero, R, k->C, F, k->ot, C, S, -1);
-    kv_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, -1.0f, R, F);                 /* -lse */
-    kv_fma(x, ISA_OP_VPU_FEXP, b->s, pf, b->one, b->t2, 1, R, F, F, S, T, -1); /* p[label] */
-    kv_fma(x, ISA_OP_VPU_FMA, b->q[t->parity], b->s, b->kdy, b->nkdy, 1, R, F, k->ot, S, S, -1);
+    krw_unary(x, ISA_OP_VPU_RECIP, b->t1, b->s, R, F);
+    krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->kdy, 1, R, F, S);
+    krw_fma(x, ISA_OP_VPU_FMA, t->out[0], b->E, b->t1, b->zero, R, k->C, F, k->ot, C, S, -1);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, -1.0f, R, F);                 /* -lse */
+    krw_fma(x, ISA_OP_VPU_FEXP, b->s, pf, b->one, b->t2, 1, R, F, F, S, T, -1); /* p[label] */
+    krw_fma(x, ISA_OP_VPU_FMA, b->q[t->parity], b->s, b->kdy, b->nkdy, 1, R, F, k->ot, S, S, -1);
 }
 
 static np_status ce_compile(kc_ctx *x)
@@ -235,14 +235,14 @@ static np_status ce_compile(kc_ctx *x)
         kc_core(x, c);
         kc_sem_alloc(x, &sv);
         kc_sem_alloc(x, &ss);
-        kv_signal(x, ISA_UNIT_VPU, sv);
-        kv_wait(x, ISA_UNIT_DMA, sv);
+        krw_signal(x, ISA_UNIT_VPU, sv);
+        krw_wait(x, ISA_UNIT_DMA, sv);
         if (cores > 1) {
-            kv_copy(x, isa_hbm(0, wsa + (c - pl->core0) * one_row),
+            krw_copy(x, isa_hbm(0, wsa + (c - pl->core0) * one_row),
                     isa_spad(0, KC_ROW_PC(&k, c)->acc),
                     ISA_DTYPE_FP32, 1, 1, 0, 0);
-            kv_signal(x, ISA_UNIT_DMA, ss);
-            kv_wait(x, ISA_UNIT_DMA, ss);
+            krw_signal(x, ISA_UNIT_DMA, ss);
+            krw_wait(x, ISA_UNIT_DMA, ss);
         }
     }
     if (cores > 1) {
@@ -253,11 +253,11 @@ static np_status ce_compile(kc_ctx *x)
         kc_sem_alloc(x, &sd);
         kc_sem_alloc(x, &sv);
         kc_sem_alloc(x, &ss);
-        uint64_t part = kv_alloc(x, cores * 4);
-        kv_copy(x, isa_spad(0, part), isa_hbm(0, wsa), ISA_DTYPE_FP32, 1, cores, 0,
+        uint64_t part = krw_alloc(x, cores * 4);
+        krw_copy(x, isa_spad(0, part), isa_hbm(0, wsa), ISA_DTYPE_FP32, 1, cores, 0,
                 (int64_t)one_row);
-        kv_signal(x, ISA_UNIT_DMA, sd);
-        kv_wait(x, ISA_UNIT_VPU, sd);
+        krw_signal(x, ISA_UNIT_DMA, sd);
+        krw_wait(x, ISA_UNIT_VPU, sd);
         ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, KC_ROW_PC(&k, pl->core0)->acc), isa_spad(0, part),
                  isa_imm(1),
                  isa_imm((int64_t)cores), isa_enum(ISA_DTYPE_FP32));
@@ -268,14 +268,14 @@ static np_status ce_compile(kc_ctx *x)
         kc_sem_alloc(x, &sv);
         kc_sem_alloc(x, &ss);
     }
-    uint64_t o = kv_alloc(x, 4), acc = KC_ROW_PC(&k, pl->core0)->acc;
-    kv_scalar(x, ISA_OP_VPU_MULS, acc, acc, (float)(1.0 / (double)k.rows), 1, ISA_DTYPE_FP32);
-    kv_cast(x, o, acc, 1, k.ot, ISA_DTYPE_FP32);
-    kv_signal(x, ISA_UNIT_VPU, sv);
-    kv_wait(x, ISA_UNIT_DMA, sv);
-    kv_copy(x, isa_hbm(0, Y->addr), isa_spad(0, o), k.ot, 1, 1, 0, 0);
-    kv_signal(x, ISA_UNIT_DMA, ss);
-    kv_wait(x, ISA_UNIT_DMA, ss);
+    uint64_t o = krw_alloc(x, 4), acc = KC_ROW_PC(&k, pl->core0)->acc;
+    krw_scalar(x, ISA_OP_VPU_MULS, acc, acc, (float)(1.0 / (double)k.rows), 1, ISA_DTYPE_FP32);
+    krw_cast(x, o, acc, 1, k.ot, ISA_DTYPE_FP32);
+    krw_signal(x, ISA_UNIT_VPU, sv);
+    krw_wait(x, ISA_UNIT_DMA, sv);
+    krw_copy(x, isa_hbm(0, Y->addr), isa_spad(0, o), k.ot, 1, 1, 0, 0);
+    krw_signal(x, ISA_UNIT_DMA, ss);
+    krw_wait(x, ISA_UNIT_DMA, ss);
     x->res->hbm_write_bytes += isa_dtype_size[k.ot];
     return kc_status(x);
 }

@@ -142,8 +142,8 @@ static uint32_t kmove_copy(kc_ctx *x, kmv v, uint64_t src, uint64_t dst, isa_dty
                  .src_s2 = isa_imm(ss2));
         for (int d = loop_lo - 1; d >= 0; d--)
             kc_loop_end(x, &l[d]);
-        kv_signal(x, ISA_UNIT_DMA, sem); /* the DMA queue ends on its own copies */
-        kv_wait(x, ISA_UNIT_DMA, sem);
+        krw_signal(x, ISA_UNIT_DMA, sem); /* the DMA queue ends on its own copies */
+        krw_wait(x, ISA_UNIT_DMA, sem);
     }
     return used;
 }
@@ -274,12 +274,12 @@ static uint32_t zero_window(kc_ctx *x, const kc_tensor *Y, int ax, int64_t lo, i
         return kc_fail(x, NP_ERR_RANGE, "%" PRIu32 " cores", cores), 0;
     for (uint32_t c = 0; c < cores; c++) {
         kc_core(x, k->place.core0 + c);
-        fixed[c] = kv_alloc(x, block);
+        fixed[c] = krw_alloc(x, block);
         unsigned s;
         kc_sem_alloc(x, &s);
-        kv_fill(x, fixed[c], 0.0f, block / e, dt);
-        kv_signal(x, ISA_UNIT_VPU, s);
-        kv_wait(x, ISA_UNIT_DMA, s);
+        krw_fill(x, fixed[c], 0.0f, block / e, dt);
+        krw_signal(x, ISA_UNIT_VPU, s);
+        krw_wait(x, ISA_UNIT_DMA, s);
     }
     x->res->hbm_write_bytes += total;
     return kmove_copy(x, v, 0, da, dt, fixed, block, k->place.core0, cores);

@@ -47,36 +47,36 @@ static void norm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, ui
     knorm *k = ctx;
     struct knorm_core *b = KC_ROW_PC(k, core);
     const isa_dtype F = ISA_DTYPE_FP32;
-    b->one = kv_alloc(x, 4), b->zero = kv_alloc(x, 4), b->one_dt = kv_alloc(x, 4);
-    b->inv_d = kv_alloc(x, 4), b->epsv = kv_alloc(x, 4);
-    kv_fill(x, b->one, 1.0f, 1, F);
-    kv_fill(x, b->zero, 0.0f, 1, F);
-    kv_fill(x, b->one_dt, 1.0f, 1, k->dt);
-    kv_fill(x, b->inv_d, (float)(1.0 / (double)k->D), 1, F);
-    kv_fill(x, b->epsv, k->eps, 1, F);
+    b->one = krw_alloc(x, 4), b->zero = krw_alloc(x, 4), b->one_dt = krw_alloc(x, 4);
+    b->inv_d = krw_alloc(x, 4), b->epsv = krw_alloc(x, 4);
+    krw_fill(x, b->one, 1.0f, 1, F);
+    krw_fill(x, b->zero, 0.0f, 1, F);
+    krw_fill(x, b->one_dt, 1.0f, 1, k->dt);
+    krw_fill(x, b->inv_d, (float)(1.0 / (double)k->D), 1, F);
+    krw_fill(x, b->epsv, k->eps, 1, F);
     if (k->n_aff) {
-        b->stage = kv_alloc(x, k->D * isa_dtype_size[k->gdt]);
-        b->gamma = kv_alloc(x, k->D * 4);
-        kv_load_f32(x, b->gamma, b->stage, k->gamma_addr, k->D, k->gdt);
+        b->stage = krw_alloc(x, k->D * isa_dtype_size[k->gdt]);
+        b->gamma = krw_alloc(x, k->D * 4);
+        krw_load_f32(x, b->gamma, b->stage, k->gamma_addr, k->D, k->gdt);
         if (k->n_aff > 1) {
-            b->beta = kv_alloc(x, k->D * 4);
-            kv_load_f32(x, b->beta, b->stage, k->beta_addr, k->D, k->gdt);
+            b->beta = krw_alloc(x, k->D * 4);
+            krw_load_f32(x, b->beta, b->stage, k->beta_addr, k->D, k->gdt);
         }
     }
     if (!k->rms || k->n_aff || k->grad)
-        b->xc = kv_alloc(x, tr * k->D * 4);
+        b->xc = krw_alloc(x, tr * k->D * 4);
     if (k->grad && !k->rms)
-        b->gf = kv_alloc(x, tr * k->D * 4);
-    b->s1 = kv_alloc(x, tr * 4), b->nm = kv_alloc(x, tr * 4), b->s2 = kv_alloc(x, tr * 4);
-    b->rstd = kv_alloc(x, tr * 4), b->t1 = kv_alloc(x, tr * 4), b->t2 = kv_alloc(x, tr * 4);
+        b->gf = krw_alloc(x, tr * k->D * 4);
+    b->s1 = krw_alloc(x, tr * 4), b->nm = krw_alloc(x, tr * 4), b->s2 = krw_alloc(x, tr * 4);
+    b->rstd = krw_alloc(x, tr * 4), b->t1 = krw_alloc(x, tr * 4), b->t2 = krw_alloc(x, tr * 4);
 }
 
 /* rstd = rsqrt(s2 / D + eps) for R rows */
 static void norm_rstd(kc_ctx *x, const struct knorm_core *b, uint64_t R)
 {
-    kv_fma(x, ISA_OP_VPU_FMA, b->rstd, b->s2, b->inv_d, b->epsv, 1, R, ISA_DTYPE_FP32,
+    krw_fma(x, ISA_OP_VPU_FMA, b->rstd, b->s2, b->inv_d, b->epsv, 1, R, ISA_DTYPE_FP32,
            ISA_DTYPE_FP32, ISA_BCAST_SCALAR, ISA_BCAST_SCALAR, -1);
-    kv_unary(x, ISA_OP_VPU_RSQRT, b->rstd, b->rstd, R, ISA_DTYPE_FP32);
+    krw_unary(x, ISA_OP_VPU_RSQRT, b->rstd, b->rstd, R, ISA_DTYPE_FP32);
 }
 
 static void norm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
@@ -89,47 +89,47 @@ static void norm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
     uint64_t R = t->rows, D = k->D, in = t->in[0], out = t->out[0];
     float m1d = (float)(-1.0 / (double)D);
     if (k->rms) {
-        kv_rdot(x, b->s2, in, in, R, D, k->dt, F, T);
+        krw_rdot(x, b->s2, in, in, R, D, k->dt, F, T);
         norm_rstd(x, b, R);
         if (k->grad) { /* k1 = -rstd^3 sgx / D */
-            kv_rdot(x, b->s1, in, t->in[1], R, D, k->dt, F, T);
-            kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, b->rstd, 1, R, F, T);
-            kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->rstd, 1, R, F, T);
-            kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->s1, 1, R, F, T);
-            kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
-            kv_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->t1, b->zero, R, D, k->dt, F, C, S, -1);
-            kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, D, k->dt, k->ot, C, T, -1);
+            krw_rdot(x, b->s1, in, t->in[1], R, D, k->dt, F, T);
+            krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, b->rstd, 1, R, F, T);
+            krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->rstd, 1, R, F, T);
+            krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->s1, 1, R, F, T);
+            krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
+            krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->t1, b->zero, R, D, k->dt, F, C, S, -1);
+            krw_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, D, k->dt, k->ot, C, T, -1);
         } else if (k->n_aff) {
-            kv_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->rstd, b->zero, R, D, k->dt, F, C, S, -1);
-            kv_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, b->zero, R, D, F, k->ot, W, S, -1);
+            krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->rstd, b->zero, R, D, k->dt, F, C, S, -1);
+            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, b->zero, R, D, F, k->ot, W, S, -1);
         } else {
-            kv_fma(x, ISA_OP_VPU_FMA, out, in, b->rstd, b->zero, R, D, k->dt, k->ot, C, S, -1);
+            krw_fma(x, ISA_OP_VPU_FMA, out, in, b->rstd, b->zero, R, D, k->dt, k->ot, C, S, -1);
         }
         return;
     }
     /* layer norm: centred, then the variance of the centred values */
-    kv_rdot(x, b->s1, in, b->one_dt, R, D, k->dt, F, S);
-    kv_scalar(x, ISA_OP_VPU_MULS, b->nm, b->s1, m1d, R, F);
-    kv_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->one, b->nm, R, D, k->dt, F, S, C, -1);
-    kv_rdot(x, b->s2, b->xc, b->xc, R, D, F, F, T);
+    krw_rdot(x, b->s1, in, b->one_dt, R, D, k->dt, F, S);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->nm, b->s1, m1d, R, F);
+    krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->one, b->nm, R, D, k->dt, F, S, C, -1);
+    krw_rdot(x, b->s2, b->xc, b->xc, R, D, F, F, T);
     norm_rstd(x, b, R);
     if (k->grad) {
-        kv_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, D, F, F, C, S, -1); /* xh */
-        kv_fma(x, ISA_OP_VPU_FMA, b->gf, t->in[1], b->one, b->zero, R, D, k->dt, F, S, S,
+        krw_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, D, F, F, C, S, -1); /* xh */
+        krw_fma(x, ISA_OP_VPU_FMA, b->gf, t->in[1], b->one, b->zero, R, D, k->dt, F, S, S,
                (int64_t)b->s1);                                                   /* sg */
-        kv_rdot(x, b->s2, b->xc, b->gf, R, D, F, F, T);                            /* sgx */
-        kv_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, b->s2, 1, R, F, T);
-        kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
-        kv_binary(x, ISA_OP_VPU_MUL, b->t2, b->rstd, b->s1, 1, R, F, T);
-        kv_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, m1d, R, F);
-        kv_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->t1, b->t2, R, D, F, F, C, C, -1);
-        kv_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, D, k->dt, k->ot, C, T, -1);
+        krw_rdot(x, b->s2, b->xc, b->gf, R, D, F, F, T);                            /* sgx */
+        krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, b->s2, 1, R, F, T);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
+        krw_binary(x, ISA_OP_VPU_MUL, b->t2, b->rstd, b->s1, 1, R, F, T);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, m1d, R, F);
+        krw_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->t1, b->t2, R, D, F, F, C, C, -1);
+        krw_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, D, k->dt, k->ot, C, T, -1);
     } else if (k->n_aff) {
-        kv_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, D, F, F, C, S, -1);
-        kv_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, k->n_aff > 1 ? b->beta : b->zero, R, D,
+        krw_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, D, F, F, C, S, -1);
+        krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, k->n_aff > 1 ? b->beta : b->zero, R, D,
                F, k->ot, W, k->n_aff > 1 ? W : S, -1);
     } else {
-        kv_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->rstd, b->zero, R, D, F, k->ot, C, S, -1);
+        krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->rstd, b->zero, R, D, F, k->ot, C, S, -1);
     }
 }
 

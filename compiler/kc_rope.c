@@ -43,20 +43,20 @@ static void rope_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, ui
     struct krope_core *b = KC_ROW_PC(k, core);
     b->rv = xreg[0];
     uint64_t n = rows * k->h;
-    b->cs = kv_alloc(x, n * 4), b->sn = kv_alloc(x, n * 4), b->nsn = kv_alloc(x, n * 4);
-    b->zero = kv_alloc(x, 4);
-    b->t = kv_alloc(x, k->block * tr * k->h * 4);
-    b->u = kv_alloc(x, k->block * tr * k->h * 4);
+    b->cs = krw_alloc(x, n * 4), b->sn = krw_alloc(x, n * 4), b->nsn = krw_alloc(x, n * 4);
+    b->zero = krw_alloc(x, 4);
+    b->t = krw_alloc(x, k->block * tr * k->h * 4);
+    b->u = krw_alloc(x, k->block * tr * k->h * 4);
     unsigned s;
     kc_sem_alloc(x, &s);
     uint64_t tab[3] = {b->cs, b->sn, b->nsn};
     for (int i = 0; i < 3; i++)
-        kv_copy(x, isa_spad(0, tab[i]), isa_hbm(0, k->table + (i * k->S + row0) * k->h * 4),
+        krw_copy(x, isa_spad(0, tab[i]), isa_hbm(0, k->table + (i * k->S + row0) * k->h * 4),
                 ISA_DTYPE_FP32, n, 1, 0, 0);
     x->res->hbm_read_bytes += 3 * n * 4;
-    kv_signal(x, ISA_UNIT_DMA, s);
-    kv_wait(x, ISA_UNIT_VPU, s);
-    kv_fill(x, b->zero, 0.0f, 1, ISA_DTYPE_FP32);
+    krw_signal(x, ISA_UNIT_DMA, s);
+    krw_wait(x, ISA_UNIT_VPU, s);
+    krw_fill(x, b->zero, 0.0f, 1, ISA_DTYPE_FP32);
 }
 
 static void rope_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
@@ -68,13 +68,13 @@ static void rope_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
     uint64_t seqs = k->seqs - t->pass * k->block;
     seqs = seqs < k->block ? seqs : k->block;
     uint64_t cols = t->rows * k->h, off = (uint64_t)t->xoff[0];
-    uint64_t cs = KV_AT(b->rv, b->cs + off), sn = KV_AT(b->rv, b->sn + off),
-             nsn = KV_AT(b->rv, b->nsn + off);
+    uint64_t cs = KRW_AT(b->rv, b->cs + off), sn = KRW_AT(b->rv, b->sn + off),
+             nsn = KRW_AT(b->rv, b->nsn + off);
     uint64_t x1 = t->in[0], x2 = t->in[1];
-    kv_fma(x, ISA_OP_VPU_FMA, b->t, x2, nsn, b->zero, seqs, cols, k->dt, F, W, S, -1);
-    kv_fma(x, ISA_OP_VPU_FMA, t->out[0], x1, cs, b->t, seqs, cols, k->dt, k->ot, W, T, -1);
-    kv_fma(x, ISA_OP_VPU_FMA, b->u, x1, sn, b->zero, seqs, cols, k->dt, F, W, S, -1);
-    kv_fma(x, ISA_OP_VPU_FMA, t->out[1], x2, cs, b->u, seqs, cols, k->dt, k->ot, W, T, -1);
+    krw_fma(x, ISA_OP_VPU_FMA, b->t, x2, nsn, b->zero, seqs, cols, k->dt, F, W, S, -1);
+    krw_fma(x, ISA_OP_VPU_FMA, t->out[0], x1, cs, b->t, seqs, cols, k->dt, k->ot, W, T, -1);
+    krw_fma(x, ISA_OP_VPU_FMA, b->u, x1, sn, b->zero, seqs, cols, k->dt, F, W, S, -1);
+    krw_fma(x, ISA_OP_VPU_FMA, t->out[1], x2, cs, b->u, seqs, cols, k->dt, k->ot, W, T, -1);
 }
 
 static void rope_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)

@@ -60,79 +60,79 @@ np_status kc_rows_of(kc_ctx *x, const kc_tensor *t, const char *what, uint64_t *
 
 /* ---- vector steps --------------------------------------------------------------------------- */
 
-static isa_opnd kv_spad(uint64_t a)
+static isa_opnd krw_spad(uint64_t a)
 {
     return isa_spad((unsigned)(a >> 56), a & ((UINT64_C(1) << 56) - 1));
 }
 
-void kv_fma(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t c,
+void krw_fma(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t c,
             uint64_t rows, uint64_t cols, isa_dtype dt, isa_dtype odt, isa_bcast bb,
             isa_bcast cb, int64_t sum)
 {
     isa_insn in;
     isa_insn_init(&in, op); /* vpu.fma and vpu.fexp share the family's fields */
     isa_args_VPU_FMA *f = &in.VPU_FMA;
-    f->dst = kv_spad(dst), f->a = kv_spad(a), f->b = kv_spad(b);
-    f->c = kv_spad(c), f->rows = isa_imm((int64_t)rows), f->cols = isa_imm((int64_t)cols);
+    f->dst = krw_spad(dst), f->a = krw_spad(a), f->b = krw_spad(b);
+    f->c = krw_spad(c), f->rows = isa_imm((int64_t)rows), f->cols = isa_imm((int64_t)cols);
     f->dtype = isa_enum(dt), f->odtype = isa_enum(odt), f->bb = isa_enum(bb);
-    f->cb = isa_enum(cb), f->sum = sum < 0 ? isa_none() : kv_spad((uint64_t)sum);
+    f->cb = isa_enum(cb), f->sum = sum < 0 ? isa_none() : krw_spad((uint64_t)sum);
     isa_emit_insn(x->e, &in);
 }
 
-void kv_rdot(kc_ctx *x, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows, uint64_t cols,
+void krw_rdot(kc_ctx *x, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows, uint64_t cols,
              isa_dtype dt, isa_dtype odt, isa_bcast bc)
 {
-    ISA_EMIT(x->e, VPU_RDOT, kv_spad(dst), kv_spad(a), kv_spad(b),
+    ISA_EMIT(x->e, VPU_RDOT, krw_spad(dst), krw_spad(a), krw_spad(b),
              isa_imm((int64_t)rows), isa_imm((int64_t)cols), isa_enum(dt), isa_enum(odt),
              isa_enum(bc));
 }
 
-void kv_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows,
+void krw_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows,
                uint64_t cols, isa_dtype dt, isa_bcast bc)
 {
     isa_insn in;
     isa_insn_init(&in, op);
-    in.VPU_ADD.dst = kv_spad(dst), in.VPU_ADD.a = kv_spad(a);
-    in.VPU_ADD.b = kv_spad(b), in.VPU_ADD.rows = isa_imm((int64_t)rows);
+    in.VPU_ADD.dst = krw_spad(dst), in.VPU_ADD.a = krw_spad(a);
+    in.VPU_ADD.b = krw_spad(b), in.VPU_ADD.rows = isa_imm((int64_t)rows);
     in.VPU_ADD.cols = isa_imm((int64_t)cols), in.VPU_ADD.dtype = isa_enum(dt);
     in.VPU_ADD.bcast = isa_enum(bc);
     isa_emit_insn(x->e, &in);
 }
 
-void kv_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
+void krw_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
                isa_dtype dt)
 {
     isa_insn in;
     isa_insn_init(&in, op);
-    in.VPU_ADDS.dst = kv_spad(dst), in.VPU_ADDS.a = kv_spad(a);
+    in.VPU_ADDS.dst = krw_spad(dst), in.VPU_ADDS.a = krw_spad(a);
     in.VPU_ADDS.imm = isa_f32(imm), in.VPU_ADDS.rows = isa_imm(1);
     in.VPU_ADDS.cols = isa_imm((int64_t)n), in.VPU_ADDS.dtype = isa_enum(dt);
     isa_emit_insn(x->e, &in);
 }
 
-void kv_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt)
+void krw_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt)
 {
     isa_insn in;
     isa_insn_init(&in, op);
-    in.VPU_EXP.dst = kv_spad(dst), in.VPU_EXP.src = kv_spad(src);
+    in.VPU_EXP.dst = krw_spad(dst), in.VPU_EXP.src = krw_spad(src);
     in.VPU_EXP.rows = isa_imm(1), in.VPU_EXP.cols = isa_imm((int64_t)n);
     in.VPU_EXP.dtype = isa_enum(dt);
     isa_emit_insn(x->e, &in);
 }
 
-void kv_cast(kc_ctx *x, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt, isa_dtype sdt)
+void krw_cast(kc_ctx *x, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt, isa_dtype sdt)
 {
-    ISA_EMIT(x->e, VPU_CAST, kv_spad(dst), kv_spad(src), isa_imm(1),
+    ISA_EMIT(x->e, VPU_CAST, krw_spad(dst), krw_spad(src), isa_imm(1),
              isa_imm((int64_t)n), isa_enum(dt), isa_enum(sdt));
 }
 
-void kv_fill(kc_ctx *x, uint64_t dst, float v, uint64_t n, isa_dtype dt)
+void krw_fill(kc_ctx *x, uint64_t dst, float v, uint64_t n, isa_dtype dt)
 {
-    ISA_EMIT(x->e, VPU_FILL, kv_spad(dst), isa_f32(v), isa_imm(1), isa_imm((int64_t)n),
+    ISA_EMIT(x->e, VPU_FILL, krw_spad(dst), isa_f32(v), isa_imm(1), isa_imm((int64_t)n),
              isa_enum(dt));
 }
 
-void kv_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
+void krw_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
              int64_t ds1, int64_t ss1)
 {
     int64_t row = (int64_t)(n0 * isa_dtype_size[dt]);
@@ -144,17 +144,17 @@ void kv_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, u
              .dst_s1 = isa_imm(ds1), .src_s1 = isa_imm(ss1));
 }
 
-void kv_signal(kc_ctx *x, isa_unit u, unsigned s)
+void krw_signal(kc_ctx *x, isa_unit u, unsigned s)
 {
     ISA_EMIT(x->e, SEM_SIGNAL, isa_enum(u), isa_sem(s));
 }
 
-void kv_wait(kc_ctx *x, isa_unit u, unsigned s)
+void krw_wait(kc_ctx *x, isa_unit u, unsigned s)
 {
     ISA_EMIT(x->e, SEM_WAIT, isa_enum(u), isa_sem(s));
 }
 
-uint64_t kv_alloc(kc_ctx *x, uint64_t n)
+uint64_t krw_alloc(kc_ctx *x, uint64_t n)
 {
     uint64_t off = 0;
     if (kc_spad_alloc(x, n ? n : 1, 64, &off) != NP_OK)
@@ -162,18 +162,18 @@ uint64_t kv_alloc(kc_ctx *x, uint64_t n)
     return off;
 }
 
-void kv_load_f32(kc_ctx *x, uint64_t dst, uint64_t stage, uint64_t addr, uint64_t n,
+void krw_load_f32(kc_ctx *x, uint64_t dst, uint64_t stage, uint64_t addr, uint64_t n,
                  isa_dtype dt)
 {
     unsigned s;
     if (kc_sem_alloc(x, &s) != NP_OK)
         return;
     bool cast = dt != ISA_DTYPE_FP32;
-    kv_copy(x, isa_spad(0, cast ? stage : dst), isa_hbm(0, addr), dt, n, 1, 0, 0);
-    kv_signal(x, ISA_UNIT_DMA, s);
-    kv_wait(x, ISA_UNIT_VPU, s);
+    krw_copy(x, isa_spad(0, cast ? stage : dst), isa_hbm(0, addr), dt, n, 1, 0, 0);
+    krw_signal(x, ISA_UNIT_DMA, s);
+    krw_wait(x, ISA_UNIT_VPU, s);
     if (cast)
-        kv_cast(x, dst, stage, n, ISA_DTYPE_FP32, dt);
+        krw_cast(x, dst, stage, n, ISA_DTYPE_FP32, dt);
     x->res->hbm_read_bytes += n * isa_dtype_size[dt];
 }
 
@@ -202,7 +202,7 @@ static void copy3(kc_ctx *x, isa_opnd dst, isa_opnd src, const kc_row_stream *s,
 {
     uint64_t np = planes_of(s);
     if (np == 1) {
-        kv_copy(x, dst, src, s->dt, s->width, rows, store ? s->ld : 0, store ? 0 : s->ld);
+        krw_copy(x, dst, src, s->dt, s->width, rows, store ? s->ld : 0, store ? 0 : s->ld);
         return;
     }
     int64_t row = (int64_t)(s->width * isa_dtype_size[s->dt]);
@@ -240,14 +240,14 @@ static void load(krow *r, uint64_t t, uint64_t tbase)
 {
     kc_ctx *x = r->x;
     kc_row_tile tl = tile_of(r, t, tbase);
-    kv_wait(x, ISA_UNIT_DMA, r->free_[tl.parity]);
+    krw_wait(x, ISA_UNIT_DMA, r->free_[tl.parity]);
     for (unsigned i = 0; i < r->p->n_in; i++) {
         const kc_row_stream *s = &r->p->in[i];
         copy3(x, isa_spad(0, tl.in[i]), isa_hbm(tl.in_reg[i], tl.in_off[i]), s, tl.rows, false);
     }
     if (r->p->load_more)
         r->p->load_more(x, r->p->ctx, &tl);
-    kv_signal(x, ISA_UNIT_DMA, r->full[tl.parity]);
+    krw_signal(x, ISA_UNIT_DMA, r->full[tl.parity]);
 }
 
 static void work(krow *r, uint64_t t, uint64_t tbase)
@@ -255,13 +255,13 @@ static void work(krow *r, uint64_t t, uint64_t tbase)
     kc_ctx *x = r->x;
     const kc_row_plan *p = r->p;
     kc_row_tile tl = tile_of(r, t, tbase);
-    kv_wait(x, ISA_UNIT_VPU, r->full[tl.parity]);
+    krw_wait(x, ISA_UNIT_VPU, r->full[tl.parity]);
     if (p->n_out)
-        kv_wait(x, ISA_UNIT_VPU, r->ofree[tl.parity]);
+        krw_wait(x, ISA_UNIT_VPU, r->ofree[tl.parity]);
     p->work(x, p->ctx, &tl);
-    kv_signal(x, ISA_UNIT_VPU, r->free_[tl.parity]);
+    krw_signal(x, ISA_UNIT_VPU, r->free_[tl.parity]);
     if (p->n_out)
-        kv_signal(x, ISA_UNIT_VPU, r->ofull[tl.parity]);
+        krw_signal(x, ISA_UNIT_VPU, r->ofull[tl.parity]);
 }
 
 static void store(krow *r, uint64_t t, uint64_t tbase)
@@ -270,14 +270,14 @@ static void store(krow *r, uint64_t t, uint64_t tbase)
     if (!r->p->n_out)
         return;
     kc_row_tile tl = tile_of(r, t, tbase);
-    kv_wait(x, ISA_UNIT_DMA, r->ofull[tl.parity]);
+    krw_wait(x, ISA_UNIT_DMA, r->ofull[tl.parity]);
     if (r->p->store_more)
         r->p->store_more(x, r->p->ctx, &tl);
     for (unsigned i = 0; i < r->p->n_out; i++) {
         const kc_row_stream *s = &r->p->out[i];
         copy3(x, isa_hbm(tl.out_reg[i], tl.out_off[i]), isa_spad(0, tl.out[i]), s, tl.rows, true);
     }
-    kv_signal(x, ISA_UNIT_DMA, r->ofree[tl.parity]);
+    krw_signal(x, ISA_UNIT_DMA, r->ofree[tl.parity]);
 }
 
 /* Tile t's body: the next tile's load, this one's work and store. */
@@ -324,9 +324,9 @@ static void setup_core(krow *r, const kc_row_plan *p)
         kc_reg_alloc(x, &r->reg_out[i]);
     for (unsigned b = 0; b < 2; b++) {
         for (unsigned i = 0; i < p->n_in; i++)
-            r->in[i][b] = kv_alloc(x, r->tr * row_bytes(&p->in[i]));
+            r->in[i][b] = krw_alloc(x, r->tr * row_bytes(&p->in[i]));
         for (unsigned i = 0; i < p->n_out; i++)
-            r->out[i][b] = kv_alloc(x, r->tr * row_bytes(&p->out[i]));
+            r->out[i][b] = krw_alloc(x, r->tr * row_bytes(&p->out[i]));
         kc_sem_alloc(x, &r->full[b]);
         kc_sem_alloc(x, &r->free_[b]);
         if (p->n_out) {
@@ -348,9 +348,9 @@ static void run_pass(krow *r, uint64_t row0, uint64_t rows)
         ISA_EMIT(x->e, LI, isa_reg(r->reg_out[i]),
                  isa_imm((int64_t)(p->out[i].addr + row0 * (uint64_t)p->out[i].ld)));
     for (unsigned b = 0; b < 2; b++) {
-        kv_signal(x, ISA_UNIT_DMA, r->free_[b]);
+        krw_signal(x, ISA_UNIT_DMA, r->free_[b]);
         if (p->n_out)
-            kv_signal(x, ISA_UNIT_DMA, r->ofree[b]);
+            krw_signal(x, ISA_UNIT_DMA, r->ofree[b]);
     }
     r->n = cdiv(rows, r->tr);
     r->last = rows - (r->n - 1) * r->tr;
@@ -377,9 +377,9 @@ static void run_pass(krow *r, uint64_t row0, uint64_t rows)
     for (uint64_t t = 2 * pairs; t < r->n; t++)
         body(r, t, 0);
     for (unsigned b = 0; b < 2; b++) {
-        kv_wait(x, ISA_UNIT_DMA, r->free_[b]);
+        krw_wait(x, ISA_UNIT_DMA, r->free_[b]);
         if (p->n_out)
-            kv_wait(x, ISA_UNIT_DMA, r->ofree[b]);
+            krw_wait(x, ISA_UNIT_DMA, r->ofree[b]);
     }
 }
 

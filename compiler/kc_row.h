@@ -76,7 +76,7 @@ struct kc_row_plan {
     uint64_t tr;             /* rows per tile; 0: chosen */
     /* registers stepped by xstep bytes per row of a tile (for per-row vectors of the kernel's
      * own): allocated and set to 0 on each core before the prologue; tile t's vectors are at
-     * xreg + xoff (KV_AT) */
+     * xreg + xoff (KRW_AT) */
     unsigned n_xreg;
     int64_t xstep[KC_ROW_MAX_XREG];
     /* passes over the rows (1 when 0); before each, (optional) pass() may change the
@@ -123,35 +123,35 @@ bool kc_same_shape(const kc_tensor *a, const kc_tensor *b);
 /* Float dtypes the row kernels take (fp32, bf16, fp16). */
 bool kc_is_float(nn_dtype t);
 
-/* A scratchpad operand of the kv_* steps: an address, or register reg + off (KV_AT). */
-#define KV_AT(reg, off) (((uint64_t)(reg) << 56) | (uint64_t)(off))
+/* A scratchpad operand of the krw_* steps: an address, or register reg + off (KRW_AT). */
+#define KRW_AT(reg, off) (((uint64_t)(reg) << 56) | (uint64_t)(off))
 
-/* One vector instruction; scratchpad operands as addresses or KV_AT. */
-void kv_fma(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t c,
+/* One vector instruction; scratchpad operands as addresses or KRW_AT. */
+void krw_fma(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t c,
             uint64_t rows, uint64_t cols, isa_dtype dt, isa_dtype odt, isa_bcast bb,
             isa_bcast cb, int64_t sum); /* op: VPU_FMA or VPU_FEXP; sum < 0: none */
-void kv_rdot(kc_ctx *x, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows, uint64_t cols,
+void krw_rdot(kc_ctx *x, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows, uint64_t cols,
              isa_dtype dt, isa_dtype odt, isa_bcast bc);
-void kv_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows,
+void krw_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows,
                uint64_t cols, isa_dtype dt, isa_bcast bc);
-void kv_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
+void krw_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
                isa_dtype dt);
-void kv_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt);
-void kv_cast(kc_ctx *x, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt, isa_dtype sdt);
-void kv_fill(kc_ctx *x, uint64_t dst, float v, uint64_t n, isa_dtype dt);
+void krw_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt);
+void krw_cast(kc_ctx *x, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt, isa_dtype sdt);
+void krw_fill(kc_ctx *x, uint64_t dst, float v, uint64_t n, isa_dtype dt);
 /* A dma.copy of n1 rows of n0 elements, strides as given (0: packed). */
-void kv_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
+void krw_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
              int64_t ds1, int64_t ss1);
-void kv_signal(kc_ctx *x, isa_unit u, unsigned s);
-void kv_wait(kc_ctx *x, isa_unit u, unsigned s);
+void krw_signal(kc_ctx *x, isa_unit u, unsigned s);
+void krw_wait(kc_ctx *x, isa_unit u, unsigned s);
 
 /* Scratchpad of the current core for n bytes (64-aligned), 0 after an error. */
-uint64_t kv_alloc(kc_ctx *x, uint64_t n);
+uint64_t krw_alloc(kc_ctx *x, uint64_t n);
 
 /* Loads n elements of dtype dt at HBM address addr into the scratchpad as fp32 at dst (a
  * staging buffer stage of n x size(dt) bytes when dt is not fp32), ordered before the vector
  * unit's next instructions by a semaphore: the per-core constants (gamma, beta). */
-void kv_load_f32(kc_ctx *x, uint64_t dst, uint64_t stage, uint64_t addr, uint64_t n,
+void krw_load_f32(kc_ctx *x, uint64_t dst, uint64_t stage, uint64_t addr, uint64_t n,
                  isa_dtype dt);
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */

@@ -43,20 +43,20 @@ static void sm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
     ksm *k = ctx;
     struct ksm_core *b = KC_ROW_PC(k, core);
     b->rv = xreg[0];
-    b->one = kv_alloc(x, 4);
-    kv_fill(x, b->one, 1.0f, 1, ISA_DTYPE_FP32);
-    b->zero = kv_alloc(x, 4);
-    kv_fill(x, b->zero, 0.0f, 1, ISA_DTYPE_FP32);
-    b->E = kv_alloc(x, tr * k->W * 4);
-    b->m = kv_alloc(x, tr * 4);
-    b->mf = kv_alloc(x, tr * 4);
-    b->t1 = kv_alloc(x, tr * 4);
-    b->t2 = kv_alloc(x, tr * 4);
-    b->t3 = kv_alloc(x, tr * 4);
-    b->s = kv_alloc(x, tr * 4);
+    b->one = krw_alloc(x, 4);
+    krw_fill(x, b->one, 1.0f, 1, ISA_DTYPE_FP32);
+    b->zero = krw_alloc(x, 4);
+    krw_fill(x, b->zero, 0.0f, 1, ISA_DTYPE_FP32);
+    b->E = krw_alloc(x, tr * k->W * 4);
+    b->m = krw_alloc(x, tr * 4);
+    b->mf = krw_alloc(x, tr * 4);
+    b->t1 = krw_alloc(x, tr * 4);
+    b->t2 = krw_alloc(x, tr * 4);
+    b->t3 = krw_alloc(x, tr * 4);
+    b->s = krw_alloc(x, tr * 4);
     if (k->nc > 1) {
-        b->M = kv_alloc(x, rows * 4);
-        b->S = kv_alloc(x, rows * 4);
+        b->M = krw_alloc(x, rows * 4);
+        b->S = krw_alloc(x, rows * 4);
     }
 }
 
@@ -67,7 +67,7 @@ static void row_max(kc_ctx *x, const ksm *k, const struct ksm_core *b, uint64_t 
     ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == ISA_DTYPE_FP32 ? b->mf : b->m), isa_spad(0, in),
              isa_imm((int64_t)rows), isa_imm((int64_t)w), isa_enum(k->dt));
     if (k->dt != ISA_DTYPE_FP32)
-        kv_cast(x, b->mf, b->m, rows, ISA_DTYPE_FP32, k->dt);
+        krw_cast(x, b->mf, b->m, rows, ISA_DTYPE_FP32, k->dt);
 }
 
 static void sm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
@@ -78,51 +78,51 @@ static void sm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
     const isa_dtype F = ISA_DTYPE_FP32;
     if (k->nc == 1) { /* whole rows */
         row_max(x, k, b, in, R, k->D);
-        kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);                 /* -m */
-        kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, k->D, k->dt,
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);                 /* -m */
+        krw_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, k->D, k->dt,
                k->log ? k->dt : F, ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)b->s);
         if (!k->log) {
-            kv_unary(x, ISA_OP_VPU_RECIP, b->s, b->s, R, F);
-            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], b->E, b->s, b->zero, R, k->D, F, k->ot,
+            krw_unary(x, ISA_OP_VPU_RECIP, b->s, b->s, R, F);
+            krw_fma(x, ISA_OP_VPU_FMA, t->out[0], b->E, b->s, b->zero, R, k->D, F, k->ot,
                    ISA_BCAST_COL, ISA_BCAST_SCALAR, -1);
         } else {
-            kv_unary(x, ISA_OP_VPU_LOG, b->s, b->s, R, F);
-            kv_binary(x, ISA_OP_VPU_SUB, b->t1, b->t1, b->s, 1, R, F, ISA_BCAST_FULL);
-            kv_fma(x, ISA_OP_VPU_FMA, t->out[0], in, b->one, b->t1, R, k->D, k->dt, k->ot,
+            krw_unary(x, ISA_OP_VPU_LOG, b->s, b->s, R, F);
+            krw_binary(x, ISA_OP_VPU_SUB, b->t1, b->t1, b->s, 1, R, F, ISA_BCAST_FULL);
+            krw_fma(x, ISA_OP_VPU_FMA, t->out[0], in, b->one, b->t1, R, k->D, k->dt, k->ot,
                    ISA_BCAST_SCALAR, ISA_BCAST_COL, -1);
         }
         return;
     }
     /* streaming: the stats of the tile's rows at rv + xoff */
-    uint64_t M = KV_AT(b->rv, b->M + (uint64_t)t->xoff[0]);
-    uint64_t S = KV_AT(b->rv, b->S + (uint64_t)t->xoff[0]);
+    uint64_t M = KRW_AT(b->rv, b->M + (uint64_t)t->xoff[0]);
+    uint64_t S = KRW_AT(b->rv, b->S + (uint64_t)t->xoff[0]);
     uint64_t w = k->D - (t->pass % k->nc) * k->W;
     w = w < k->W ? w : k->W;
     if (t->pass < k->nc) {
         row_max(x, k, b, in, R, w);
         if (t->pass == 0) { /* M = mc; S = sum exp(x - M) */
-            kv_unary(x, ISA_OP_VPU_COPY, M, b->mf, R, F);
-            kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);
-            kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->dt,
+            krw_unary(x, ISA_OP_VPU_COPY, M, b->mf, R, F);
+            krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);
+            krw_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->dt,
                    ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)S);
             return;
         }
-        kv_binary(x, ISA_OP_VPU_MAX, b->t2, M, b->mf, 1, R, F, ISA_BCAST_FULL);    /* M' */
-        kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t2, -1.0f, R, F);                 /* -M' */
-        kv_fma(x, ISA_OP_VPU_FEXP, b->t3, M, b->one, b->t1, 1, R, F, F,           /* e^(M-M') */
+        krw_binary(x, ISA_OP_VPU_MAX, b->t2, M, b->mf, 1, R, F, ISA_BCAST_FULL);    /* M' */
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t2, -1.0f, R, F);                 /* -M' */
+        krw_fma(x, ISA_OP_VPU_FEXP, b->t3, M, b->one, b->t1, 1, R, F, F,           /* e^(M-M') */
                ISA_BCAST_SCALAR, ISA_BCAST_FULL, -1);
-        kv_binary(x, ISA_OP_VPU_MUL, S, S, b->t3, 1, R, F, ISA_BCAST_FULL);
-        kv_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->dt,
+        krw_binary(x, ISA_OP_VPU_MUL, S, S, b->t3, 1, R, F, ISA_BCAST_FULL);
+        krw_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->dt,
                ISA_BCAST_SCALAR, ISA_BCAST_COL, (int64_t)b->s);
-        kv_binary(x, ISA_OP_VPU_ADD, S, S, b->s, 1, R, F, ISA_BCAST_FULL);
-        kv_unary(x, ISA_OP_VPU_COPY, M, b->t2, R, F);                             /* M = M' */
+        krw_binary(x, ISA_OP_VPU_ADD, S, S, b->s, 1, R, F, ISA_BCAST_FULL);
+        krw_unary(x, ISA_OP_VPU_COPY, M, b->t2, R, F);                             /* M = M' */
         return;
     }
     /* c = -M - log S; softmax = exp(x + c), log_softmax = x + c */
-    kv_unary(x, ISA_OP_VPU_LOG, b->t1, S, R, F);
-    kv_binary(x, ISA_OP_VPU_ADD, b->t1, b->t1, M, 1, R, F, ISA_BCAST_FULL);
-    kv_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, -1.0f, R, F);
-    kv_fma(x, k->log ? ISA_OP_VPU_FMA : ISA_OP_VPU_FEXP, t->out[0], in, b->one, b->t1, R, w,
+    krw_unary(x, ISA_OP_VPU_LOG, b->t1, S, R, F);
+    krw_binary(x, ISA_OP_VPU_ADD, b->t1, b->t1, M, 1, R, F, ISA_BCAST_FULL);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, -1.0f, R, F);
+    krw_fma(x, k->log ? ISA_OP_VPU_FMA : ISA_OP_VPU_FEXP, t->out[0], in, b->one, b->t1, R, w,
            k->dt, k->ot, ISA_BCAST_SCALAR, ISA_BCAST_COL, -1);
 }
 
