@@ -297,6 +297,11 @@ nn_tensor *nn_attention(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v, b
 /* The same with dropout p_drop (seeded) on the attention probabilities. */
 nn_tensor *nn_attention_dropout(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v,
                                 bool causal, double p_drop, uint64_t seed);
+/* The same as one fused op (attention, scale 1 / sqrt(Dh)): q, k, v of one shape
+ * [B, H, S, Dh]; no S x S tensor in the graph, forward or backward (nn_pass_fuse_attention
+ * rewrites nn_attention's composite into it). */
+nn_tensor *nn_attention_fused(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v,
+                              bool causal);
 /* Sum over channel (dim 1) of [N, C, ...] -> [C]. */
 nn_tensor *nn_channel_sum(nn_graph *g, nn_tensor *x);
 

@@ -25,6 +25,7 @@ NN_KERNEL_DECLS(norm)
 NN_KERNEL_DECLS(norm_grad)
 NN_KERNEL_DECLS(softmax)
 NN_KERNEL_DECLS(rope)
+NN_KERNEL_DECLS(attention)
 NN_KERNEL_DECLS(reshape)
 NN_KERNEL_DECLS(permute)
 NN_KERNEL_DECLS(concat)
@@ -41,6 +42,7 @@ NN_KERNEL_DECLS(buf_update)
 #undef NN_KERNEL_DECLS
 
 void nn_fwd_copy(nn_tensor *t);
+void nn_fwd_attention_grad(nn_tensor *t);
 
 void nn_bwd_binary(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_unary(nn_graph *g, nn_tensor *t, nn_tensor *dy);
@@ -52,6 +54,7 @@ void nn_bwd_pool(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_norm(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_softmax(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_rope(nn_graph *g, nn_tensor *t, nn_tensor *dy);
+void nn_bwd_attention(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_reshape(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_permute(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_concat(nn_graph *g, nn_tensor *t, nn_tensor *dy);
@@ -71,6 +74,8 @@ int64_t nn_flops_pool_grad(const nn_tensor *t);
 int64_t nn_flops_norm(const nn_tensor *t);
 int64_t nn_flops_softmax(const nn_tensor *t);
 int64_t nn_flops_rope(const nn_tensor *t);
+int64_t nn_flops_attention(const nn_tensor *t);
+int64_t nn_attention_macs(const nn_tensor *t);
 int64_t nn_flops_none(const nn_tensor *t);
 int64_t nn_flops_move(const nn_tensor *t);
 int64_t nn_flops_cross_entropy(const nn_tensor *t);

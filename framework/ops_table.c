@@ -67,6 +67,9 @@ const nn_op_impl nn_op_impls[NN_OP_COUNT] = {
     [NN_OP_ROPE] = ROW(rope, nn_flops_rope, nn_bwd_rope),
     [NN_OP_SOFTMAX] = ROW(softmax, nn_flops_softmax, nn_bwd_softmax),
     [NN_OP_LOG_SOFTMAX] = ROW(softmax, nn_flops_softmax, nn_bwd_softmax),
+    [NN_OP_ATTENTION] = ROW(attention, nn_flops_attention, nn_bwd_attention),
+    [NN_OP_ATTENTION_LSE] = ROW(attention, nn_flops_attention, NULL),
+    [NN_OP_ATTENTION_GRAD] = {.infer = nn_infer_attention, .flops = nn_flops_attention, .forward = nn_fwd_attention_grad},
     [NN_OP_RESHAPE] = {.infer = nn_infer_reshape, .flops = nn_flops_none, .forward = nn_fwd_copy, .backward = nn_bwd_reshape},
     [NN_OP_PERMUTE] = ROW(permute, nn_flops_move, nn_bwd_permute),
     [NN_OP_CONCAT] = ROW(concat, nn_flops_move, nn_bwd_concat),
@@ -115,6 +118,9 @@ int64_t nn_node_macs(const nn_tensor *t)
     case NN_OP_CONV2D:
     case NN_OP_CONV2D_GRAD_INPUT:
     case NN_OP_CONV2D_GRAD_WEIGHT: return nn_node_flops(t) / 2;
+    case NN_OP_ATTENTION:
+    case NN_OP_ATTENTION_LSE:
+    case NN_OP_ATTENTION_GRAD: return nn_attention_macs(t);
     default: return 0;
     }
 }

@@ -31,6 +31,14 @@ np_status nn_pass_fold_conv_conv(nn_graph *g, int *n_folded, np_err *err);
  * the group's first node; -1 alone) and returns the number of groups of two or more nodes. */
 int nn_pass_fuse(nn_graph *g);
 
+/* Rewrites each composite attention nn_attention built — matmul(softmax([causal_mask]
+ * (scale(matmul(q, transpose(k))))), v) with single-reader intermediates, no dropout — into
+ * one attention op (nn_attention_fused), in place of the final matmul; the score nodes are
+ * removed. Run it on the forward graph, before nn_backward (afterwards the backward reads
+ * the scores and nothing matches). Off unless called: the zoo's builders keep the
+ * composite. *n_fused counts the rewrites. NP_ERR_NOMEM. */
+np_status nn_pass_fuse_attention(nn_graph *g, int *n_fused, np_err *err);
+
 typedef enum nn_ckpt_policy {
     NN_CKPT_EVERY_K,   /* keep each k-th layer's input, recompute the layers in between */
     NN_CKPT_SELECTIVE, /* keep layer inputs and matmul/conv outputs, recompute the rest */

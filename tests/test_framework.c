@@ -266,6 +266,10 @@ static nn_tensor *gc_slice(gc_ctx *c) { return nn_slice(G, P(c, 3, 6), 1, 2, 5);
 static nn_tensor *gc_pad(gc_ctx *c) { return nn_pad(G, P(c, 3, 2), 0, 1, 2); }
 static nn_tensor *gc_embedding(gc_ctx *c) { return nn_embedding(G, P(c, 5, 3), gc_ints(c, 6, 5)); }
 static nn_tensor *gc_xent(gc_ctx *c) { return nn_cross_entropy(G, P(c, 4, 5), gc_ints(c, 4, 5)); }
+static nn_tensor *gc_attn(gc_ctx *c)
+{
+    return nn_attention_fused(G, P(c, 2, 2, 5, 3), P(c, 2, 2, 5, 3), P(c, 2, 2, 5, 3), true);
+}
 #undef G
 
 static const gc_case gc_cases[NN_OP_COUNT] = {
@@ -280,7 +284,7 @@ static const gc_case gc_cases[NN_OP_COUNT] = {
     [NN_OP_ROPE] = gc_rope, [NN_OP_SOFTMAX] = gc_softmax, [NN_OP_LOG_SOFTMAX] = gc_logsoftmax,
     [NN_OP_RESHAPE] = gc_reshape, [NN_OP_PERMUTE] = gc_permute, [NN_OP_CONCAT] = gc_concat,
     [NN_OP_SLICE] = gc_slice, [NN_OP_PAD] = gc_pad, [NN_OP_EMBEDDING] = gc_embedding,
-    [NN_OP_CROSS_ENTROPY] = gc_xent,
+    [NN_OP_CROSS_ENTROPY] = gc_xent, [NN_OP_ATTENTION] = gc_attn,
 };
 
 /* Scalar loss sum(y * R) with fixed random R, so every output element matters. */
@@ -375,6 +379,11 @@ static nn_tensor *gc_attention(gc_ctx *c)
 {
     return nn_attention(c->g, P(c, 1, 2, 4, 3), P(c, 1, 2, 4, 3), P(c, 1, 2, 4, 3), true);
 }
+static nn_tensor *gc_attention_fused(gc_ctx *c)
+{
+    nn_tensor *q = P(c, 1, 3, 6, 4);
+    return nn_attention_fused(c->g, q, P(c, 1, 3, 6, 4), q, false); /* q read as q and v */
+}
 static nn_tensor *gc_shuffle(gc_ctx *c) { return nn_channel_shuffle(c->g, P(c, 1, 6, 2, 2), 3); }
 static nn_tensor *gc_gap(gc_ctx *c) { return nn_global_avgpool(c->g, P(c, 2, 3, 2, 2)); }
 static nn_tensor *gc_split(gc_ctx *c)
@@ -393,6 +402,7 @@ TEST(composites_and_fan_out_accumulation_pass_finite_difference_checks)
 {
     CU_ASSERT(gc_run("linear", gc_linear, 1) < 1e-2);
     CU_ASSERT(gc_run("attention (causal)", gc_attention, 2) < 1e-2);
+    CU_ASSERT(gc_run("attention fused (not causal, q as v)", gc_attention_fused, 7) < 1e-2);
     CU_ASSERT(gc_run("channel_shuffle", gc_shuffle, 3) < 1e-2);
     CU_ASSERT(gc_run("global_avgpool", gc_gap, 4) < 1e-2);
     CU_ASSERT(gc_run("split", gc_split, 5) < 1e-2);

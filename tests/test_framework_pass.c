@@ -477,3 +477,117 @@ TEST(the_pass_pipeline_on_a_training_graph_keeps_every_value_bit_for_bit)
     free(after);
     nn_graph_free(m.g);
 }
+
+/* ---- fusing attention ---- */
+
+/* A zoo language model's forward graph with initialized parameters and seeded tokens. */
+static nn_model lm_forward(const char *name, double dropout)
+{
+    nn_model_desc d;
+    nn_model m = {0};
+    np_err e = {0};
+    nn_model_opts o = {.seed = 7, .dropout = dropout};
+    if (nn_model_load(name, &d, &e) != NP_OK || nn_model_build(&d, &o, &m, &e) != NP_OK ||
+        nn_model_init(m.g, 11, &e) != NP_OK || !nn_tensor_alloc(m.input) ||
+        !nn_tensor_alloc(m.labels)) {
+        fprintf(stderr, "%s: %s\n", name, e.msg);
+        return m;
+    }
+    for (int64_t i = 0; i < nn_numel(m.input); i++) {
+        m.input->data[i] = (float)((i * 7 + 3) % 16);
+        m.labels->data[i] = (float)((i * 5 + 1) % 16);
+    }
+    return m;
+}
+
+/* Nodes of shape [B, H, S, S] (score or probability matrices; logits are 3-D). */
+static int score_nodes(const nn_graph *g, int64_t S)
+{
+    int n = 0;
+    for (int i = 0; i < nn_graph_n_nodes(g); i++) {
+        const nn_tensor *t = nn_graph_node(g, i);
+        n += t->ndim == 4 && t->ne[3] == S && t->ne[2] == S; /* [B, H, S, S] */
+    }
+    return n;
+}
+
+TEST(fusing_attention_removes_every_score_matrix_and_keeps_loss_and_gradients)
+{
+    const char *names[] = {"gpt-tiny", "llama-tiny"};
+    for (int k = 0; k < 2; k++) {
+        nn_model a = lm_forward(names[k], 0), b = lm_forward(names[k], 0);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a.g);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b.g);
+        np_err e = {0};
+        int fused = -1, before = nn_graph_n_nodes(b.g);
+        CU_ASSERT(score_nodes(b.g, b.seq) > 0);
+        CU_ASSERT_EQUAL_FATAL(nn_pass_fuse_attention(b.g, &fused, &e), NP_OK);
+        CU_ASSERT_EQUAL(fused, 2); /* one per layer */
+        /* per layer: scores, scale, mask, softmax and k's transpose go, the matmul stays */
+        CU_ASSERT_EQUAL(nn_graph_n_nodes(b.g), before - 2 * 5);
+        CU_ASSERT_EQUAL(score_nodes(b.g, b.seq), 0);
+        CU_ASSERT_EQUAL(nn_graph_verify(b.g, &e), NP_OK);
+        for (int i = 0; i < nn_graph_n_nodes(b.g); i++) { /* creation order is topological */
+            const nn_tensor *t = nn_graph_node(b.g, i);
+            for (int s = 0; s < t->n_src; s++)
+                CU_ASSERT(t->src[s]->id < t->id);
+            if (t->op == NN_OP_ATTENTION)
+                CU_ASSERT_PTR_NOT_NULL(strstr(t->name, "attn.attention"));
+        }
+        CU_ASSERT_EQUAL_FATAL(nn_backward(a.g, a.loss, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_backward(b.g, b.loss, &e), NP_OK);
+        CU_ASSERT_EQUAL(score_nodes(b.g, b.seq), 0); /* the backward keeps none either */
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(a.g, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(b.g, &e), NP_OK);
+        CU_ASSERT(fabs(a.loss->data[0] - b.loss->data[0]) < 1e-5 * fabs(a.loss->data[0]));
+        int params = 0;
+        for (int i = 0; i < nn_graph_n_nodes(a.g); i++) {
+            nn_tensor *p = nn_graph_node(a.g, i);
+            if (!p->trainable)
+                continue;
+            nn_tensor *q = nn_graph_find(b.g, p->name);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(p->grad);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(q->grad);
+            double d = max_rel_diff(p->grad->data, q->grad->data, nn_numel(p));
+            if (d > 1e-4)
+                fprintf(stderr, "%s: %s's gradient differs by %g\n", names[k], p->name, d);
+            CU_ASSERT(d <= 1e-4);
+            params++;
+        }
+        CU_ASSERT(params > 10);
+        nn_graph_free(a.g);
+        nn_graph_free(b.g);
+    }
+}
+
+TEST(attention_with_dropout_or_a_shared_score_matrix_is_not_fused)
+{
+    nn_model m = lm_forward("gpt-tiny", 0.1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m.g);
+    np_err e = {0};
+    int fused = -1, before = nn_graph_n_nodes(m.g);
+    CU_ASSERT_EQUAL(nn_pass_fuse_attention(m.g, &fused, &e), NP_OK);
+    CU_ASSERT_EQUAL(fused, 0);
+    CU_ASSERT_EQUAL(nn_graph_n_nodes(m.g), before);
+    nn_graph_free(m.g);
+
+    /* the scores are also an output: the chain must stay */
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *q = nn_input(g, "q", NN_F32, 4, DIMS(1, 2, 5, 4));
+    nn_tensor *s = nn_scale(g, nn_matmul(g, q, nn_transpose(g, q)), 0.5);
+    nn_tensor *y = nn_matmul(g, nn_softmax(g, s), q);
+    nn_graph_set_output(g, y);
+    nn_graph_set_output(g, s);
+    CU_ASSERT_EQUAL(nn_pass_fuse_attention(g, &fused, &e), NP_OK);
+    CU_ASSERT_EQUAL(fused, 0);
+    /* not an output any more: fused, with its scale and no mask */
+    s->is_output = false;
+    CU_ASSERT_EQUAL(nn_pass_fuse_attention(g, &fused, &e), NP_OK);
+    CU_ASSERT_EQUAL(fused, 1);
+    CU_ASSERT_EQUAL(y->op, NN_OP_ATTENTION);
+    CU_ASSERT_EQUAL(y->ip[0], 0);
+    CU_ASSERT_DOUBLE_EQUAL(y->fp[0], 0.5, 0);
+    CU_ASSERT_EQUAL(nn_graph_n_nodes(g), 2); /* q and attention: the transpose went too */
+    nn_graph_free(g);
+}
