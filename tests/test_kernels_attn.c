@@ -1,0 +1,271 @@
+/* test_kernels_attn.c — the fused attention kernels (compiler/kc_attn.c, kc_attn_bwd.c):
+ * forward (out and lse), the lse pass alone and the backward against the framework's
+ * reference executor (op_attention.c) on seeded shapes that are not multiples of the array,
+ * the lanes or the blocks, causal and not, for every float type, on one and several cores and
+ * in the zoo's [B, S, H, Dh] layout; HBM traffic equal to the analytical minimum (no score
+ * matrix); program size that does not grow with heads or key blocks; errors. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "harness.h"
+#include "kernel.h"
+#include "krun.h"
+#include "nn.h"
+
+#define DIMS(...) (int64_t[]){__VA_ARGS__}
+
+static arch_config tiny(void)
+{
+    arch_config cfg;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+/* tiny with room for blocks wider than the mask's 32-row sub-tiles */
+static arch_config roomy(void)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"core.acc_bytes=64KiB", "core.sram_bytes=512KiB"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 2, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+/* Seeded normal values representable in t's dtype. */
+static void randn_as(nn_tensor *t, uint64_t seed, double std)
+{
+    CU_ASSERT_FATAL(nn_tensor_randn(t, seed, std));
+    for (int64_t i = 0; i < nn_numel(t); i++)
+        t->data[i] = t->dtype == NN_BF16 ? nn_round_bf16(t->data[i])
+                     : t->dtype == NN_F16 ? nn_round_f16(t->data[i]) : t->data[i];
+}
+
+static double max_abs(const nn_tensor *t)
+{
+    double m = 0;
+    for (int64_t i = 0; i < nn_numel(t); i++)
+        m = fmax(m, fabs(t->data[i]));
+    return m;
+}
+
+/* The documented bound (docs/compiler.md, "Attention"): the probabilities enter the array in
+ * the input type, so every output element is within 2 ulps of the input type of the largest
+ * magnitude of its own output tensor, plus its own ulp; fp32 within 2^-18 of it. */
+static double ulp_of(nn_dtype dt)
+{
+    return dt == NN_BF16 ? 1.0 / 128 : dt == NN_F16 ? 1.0 / 1024 : 1.0 / 262144;
+}
+
+/* The [B, S, H, Dh] layout of a [B, H, S, Dh] operand (the zoo's q, k, v before the head
+ * permute). */
+static void bshd(kc_tensor *t)
+{
+    int64_t e = (int64_t)nn_dtype_size(t->dtype), H = t->shape[1], S = t->shape[2],
+            Dh = t->shape[3];
+    t->stride[3] = e, t->stride[1] = Dh * e, t->stride[2] = H * Dh * e, t->stride[0] = S * H * Dh * e;
+}
+
+typedef struct attn_case {
+    int64_t B, H, S, Dh;
+    nn_dtype dt;
+    bool causal, zoo_layout;
+    uint32_t cores;
+    int64_t block;
+} attn_case;
+
+static kc_kernel attn_kernel(nn_op op, const attn_case *c)
+{
+    kc_kernel k = {.op = op, .n_attrs = c->block ? 2 : 1, .place = {0, 0, c->cores}};
+    k.attrs[0] = KC_INT("causal", c->causal);
+    if (c->block)
+        k.attrs[1] = KC_INT("block", c->block);
+    return k;
+}
+
+/* Forward: out and lse against attention / attention_lse; returns the report's HBM bytes
+ * (read + written) and fills *kr. */
+static void check_forward(const arch_config *cfg, const attn_case *c, uint64_t seed,
+                          kc_result *kr)
+{
+    np_err err = {0};
+    nn_graph *g = nn_graph_new(1);
+    int64_t *sh = DIMS(c->B, c->H, c->S, c->Dh);
+    nn_tensor *q = nn_input(g, "q", c->dt, 4, sh), *k = nn_input(g, "k", c->dt, 4, sh),
+              *v = nn_input(g, "v", c->dt, 4, sh);
+    randn_as(q, seed, 1.0);
+    randn_as(k, seed + 1, 1.0);
+    randn_as(v, seed + 2, 1.0);
+    kc_kernel kk = attn_kernel(NN_OP_ATTENTION, c);
+    kk.n_in = 3, kk.n_out = 2;
+    nn_tensor *in[3] = {q, k, v}, *want[2] = {0};
+    CU_ASSERT_EQUAL_FATAL(kc_kernel_find(NN_OP_ATTENTION)->reference(g, &kk, in, want, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
+    nn_tensor *got = nn_input(g, "got", c->dt, 4, sh), *lse = nn_input(g, "lse", NN_F32, 3, sh);
+    kc_tensor_of(&kk.in[0], 0, q);
+    kc_tensor_of(&kk.in[1], 0, k);
+    kc_tensor_of(&kk.in[2], 0, v);
+    kc_tensor_of(&kk.out[0], 0, got);
+    kc_tensor_of(&kk.out[1], 0, lse);
+    if (c->zoo_layout)
+        for (int i = 0; i < 3; i++)
+            bshd(&kk.in[i]);
+    krun_io io = {.in = {q, k, v}, .out = {got, lse}};
+    krun_result r;
+    np_status st = krun_kernel(cfg, &kk, &io, &(krun_opts){.functional = true}, &r, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "attention: %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    double u = ulp_of(c->dt), big = max_abs(want[0]);
+    krun_diff d = krun_compare(got, want[0], u, 2 * u * big);
+    krun_diff dl = krun_compare(lse, want[1], 1e-5, 1e-5);
+    if (getenv("KA_DEBUG") || d.bad || dl.bad)
+        fprintf(stderr, "attention %s%s S=%lld Dh=%lld: out %lld of %lld off (worst %g, max "
+                "|out| %g), lse %lld off (worst %g)\n", nn_dtype_name(c->dt),
+                c->causal ? " causal" : "", (long long)c->S, (long long)c->Dh, (long long)d.bad,
+                (long long)d.n, d.max_abs, big, (long long)dl.bad, dl.max_abs);
+    CU_ASSERT_EQUAL(d.bad, 0);
+    CU_ASSERT_EQUAL(dl.bad, 0);
+    /* the traffic the kernel expects is what ran, and it is the minimum */
+    CU_ASSERT_EQUAL(r.report->hbm_read_bytes, r.kernel.hbm_read_bytes);
+    CU_ASSERT_EQUAL(r.report->hbm_write_bytes, r.kernel.hbm_write_bytes);
+    CU_ASSERT_EQUAL(r.kernel.hbm_read_bytes + r.kernel.hbm_write_bytes, r.kernel.hbm_bytes_min);
+    *kr = r.kernel;
+    krun_result_free(&r);
+    nn_graph_free(g);
+}
+
+TEST(attention_forward_equals_the_reference_causal_and_not_for_every_float_type)
+{
+    arch_config cfg = tiny();
+    const nn_dtype dts[] = {NN_F32, NN_BF16, NN_F16};
+    kc_result r;
+    for (int d = 0; d < 3; d++)
+        for (int causal = 0; causal < 2; causal++) {
+            /* 37 queries: blocks of 16, 16 and 5; Dh 12 is not a multiple of the 4x4 array */
+            attn_case c = {2, 3, 37, 12, dts[d], causal, false, 1, 0};
+            check_forward(&cfg, &c, 10 + (uint64_t)d, &r);
+            CU_ASSERT_EQUAL(r.cores, 1u);
+            /* one block (S smaller than any block), an odd head width */
+            attn_case one = {1, 2, 5, 3, dts[d], causal, false, 1, 0};
+            check_forward(&cfg, &one, 20 + (uint64_t)d, &r);
+        }
+}
+
+TEST(attention_forward_in_the_zoo_layout_on_two_cores_with_given_blocks)
+{
+    arch_config cfg = tiny(), big = roomy();
+    kc_result r;
+    for (int causal = 0; causal < 2; causal++) {
+        attn_case c = {3, 2, 29, 8, NN_BF16, causal, true, 2, 8};
+        check_forward(&cfg, &c, 30, &r);
+        CU_ASSERT_EQUAL(r.cores, 2u);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "8-row blocks"));
+        /* 48-row blocks: a diagonal block is two of the mask's sub-rows (32 + 16) */
+        attn_case w = {1, 3, 101, 5, NN_F32, causal, false, 2, 48};
+        check_forward(&big, &w, 40, &r);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "48-row blocks"));
+    }
+}
+
+/* Elements of part p (dq, dk, dv) of got off want by more than rtol |want| + atol x the
+ * part's largest |want|; the worst difference relative to that largest in *worst. */
+static int64_t part_bad(const nn_tensor *got, const nn_tensor *want, int p, double rtol,
+                        double atol, double *worst)
+{
+    int64_t n = nn_numel(want) / 3, bad = 0;
+    const float *g = got->data + p * n, *w = want->data + p * n;
+    double big = 0, d = 0;
+    for (int64_t i = 0; i < n; i++)
+        big = fmax(big, fabs(w[i]));
+    for (int64_t i = 0; i < n; i++) {
+        double x = fabs((double)g[i] - w[i]);
+        d = fmax(d, x);
+        bad += !(x <= rtol * fabs(w[i]) + atol * big);
+    }
+    *worst = d / fmax(big, 1e-30);
+    return bad;
+}
+
+/* Backward: dq, dk, dv against attention_grad, from out and lse the references computed. */
+static void check_backward(const arch_config *cfg, const attn_case *c, uint64_t seed,
+                           kc_result *kr)
+{
+    np_err err = {0};
+    nn_graph *g = nn_graph_new(1);
+    int64_t *sh = DIMS(c->B, c->H, c->S, c->Dh);
+    nn_tensor *q = nn_input(g, "q", c->dt, 4, sh), *k = nn_input(g, "k", c->dt, 4, sh),
+              *v = nn_input(g, "v", c->dt, 4, sh), *dout = nn_input(g, "dout", c->dt, 4, sh);
+    randn_as(q, seed, 1.0);
+    randn_as(k, seed + 1, 1.0);
+    randn_as(v, seed + 2, 1.0);
+    randn_as(dout, seed + 3, 1.0);
+    kc_kernel kf = attn_kernel(NN_OP_ATTENTION, c);
+    nn_tensor *fin[3] = {q, k, v}, *fwd[2] = {0};
+    CU_ASSERT_EQUAL_FATAL(kc_kernel_find(NN_OP_ATTENTION)->reference(g, &kf, fin, fwd, &err), NP_OK);
+    kc_kernel kk = attn_kernel(NN_OP_ATTENTION_GRAD, c);
+    kk.n_in = 6, kk.n_out = 1;
+    nn_tensor *in[6] = {q, k, v, fwd[0], dout, fwd[1]}, *want = NULL;
+    CU_ASSERT_EQUAL_FATAL(kc_kernel_find(NN_OP_ATTENTION_GRAD)->reference(g, &kk, in, &want, &err),
+                          NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
+    nn_tensor *got = nn_input(g, "got", c->dt, 5, DIMS(3, c->B, c->H, c->S, c->Dh));
+    for (int i = 0; i < 6; i++)
+        kc_tensor_of(&kk.in[i], 0, in[i]);
+    kc_tensor_of(&kk.out[0], 0, got);
+    if (c->zoo_layout)
+        for (int i = 0; i < 5; i++)
+            bshd(&kk.in[i]);
+    krun_io io = {.in = {q, k, v, fwd[0], dout, fwd[1]}, .out = {got}};
+    krun_result r;
+    np_status st = krun_kernel(cfg, &kk, &io, &(krun_opts){.functional = true}, &r, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "attention_grad: %s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    double u = ulp_of(c->dt), worst[3];
+    int64_t bad = 0;
+    for (int p = 0; p < 3; p++)
+        bad += part_bad(got, want, p, u, 4 * u, &worst[p]);
+    if (getenv("KA_DEBUG") || bad)
+        fprintf(stderr, "attention_grad %s%s S=%lld Dh=%lld: %lld off; worst |err| / max "
+                "|part|: dq %g, dk %g, dv %g\n", nn_dtype_name(c->dt), c->causal ? " causal" : "",
+                (long long)c->S, (long long)c->Dh, (long long)bad, worst[0], worst[1], worst[2]);
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT_EQUAL(r.report->hbm_read_bytes, r.kernel.hbm_read_bytes);
+    CU_ASSERT_EQUAL(r.report->hbm_write_bytes, r.kernel.hbm_write_bytes);
+    CU_ASSERT_EQUAL(r.kernel.hbm_read_bytes + r.kernel.hbm_write_bytes, r.kernel.hbm_bytes_min);
+    *kr = r.kernel;
+    krun_result_free(&r);
+    nn_graph_free(g);
+}
+
+TEST(attention_backward_equals_the_reference_causal_and_not_for_every_float_type)
+{
+    arch_config cfg = tiny();
+    const nn_dtype dts[] = {NN_F32, NN_BF16, NN_F16};
+    kc_result r;
+    for (int d = 0; d < 3; d++)
+        for (int causal = 0; causal < 2; causal++) {
+            attn_case c = {2, 2, 37, 12, dts[d], causal, false, 1, 0};
+            check_backward(&cfg, &c, 50 + (uint64_t)d, &r);
+            attn_case one = {1, 2, 5, 3, dts[d], causal, false, 1, 0};
+            check_backward(&cfg, &one, 60 + (uint64_t)d, &r);
+        }
+}
+
+TEST(attention_backward_in_the_zoo_layout_on_two_cores_with_given_blocks)
+{
+    arch_config cfg = tiny(), big = roomy();
+    kc_result r;
+    for (int causal = 0; causal < 2; causal++) {
+        attn_case c = {3, 2, 29, 8, NN_BF16, causal, true, 2, 8};
+        check_backward(&cfg, &c, 70, &r);
+        CU_ASSERT_EQUAL(r.cores, 2u);
+        attn_case w = {1, 3, 101, 5, NN_F32, causal, false, 2, 48};
+        check_backward(&big, &w, 80, &r);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "48-row blocks"));
+    }
+}
