@@ -77,26 +77,45 @@ void ka_bwd_place(ka *a, uint64_t base, uint64_t acc)
 
 /* ---- a head ----------------------------------------------------------------------------- */
 
-/* D = rowsum(dout . out) of every query row, in chunks that fit the pair tiles (scratch). */
-static void bwd_dvec(ka *a)
+/* D = rowsum(dout . out) of n query rows at rQb (out, dout) / rLi (D), through the pair tiles
+ * (scratch). */
+static void bwd_dchunk(ka *a, uint64_t n)
 {
     kce *c = &a->c;
     isa_dtype F = ISA_DTYPE_FP32;
-    uint64_t S = a->S, Dh = a->Dh, e = a->e, T = a->T;
+    uint64_t Dh = a->Dh;
+    isa_opnd x = SP(0, a->sbk[0] + a->bs), y = SP(0, a->sbk[0] + a->bdp);
+    isa_opnd o = SP(a->rQb, a->ro), d = SP(a->rQb, a->rdo);
+    if (a->dt == F) {
+        kce_bin(c, ISA_OP_VPU_MUL, x, o, d, n, Dh, F, ISA_BCAST_FULL, 0, 0, 0);
+    } else {
+        kce_cast(c, x, o, n, Dh, F, a->dt, 0, 0);
+        kce_cast(c, y, d, n, Dh, F, a->dt, 0, 0);
+        kce_bin(c, ISA_OP_VPU_MUL, x, x, y, n, Dh, F, ISA_BCAST_FULL, 0, 0, 0);
+    }
+    kce_red(c, ISA_OP_VPU_RSUM, SP(a->rLi, a->rdd), x, n, Dh, F, 0);
+}
+
+/* D of every query row, in chunks that fit the pair tiles: the full chunks as a loop. */
+static void bwd_dvec(ka *a)
+{
+    kce *c = &a->c;
+    uint64_t S = a->S, Dh = a->Dh, T = a->T;
     uint64_t rows = max_u64(T * T, Dh) / Dh;
     rows = rows > S ? S : rows;
-    isa_opnd x = SP(0, a->sbk[0] + a->bs), y = SP(0, a->sbk[0] + a->bdp);
-    for (uint64_t r0 = 0; r0 < S; r0 += rows) {
-        uint64_t n = S - r0 < rows ? S - r0 : rows;
-        isa_opnd o = SP(a->rRes, a->ro + r0 * Dh * e), d = SP(a->rRes, a->rdo + r0 * Dh * e);
-        if (a->dt == F) {
-            kce_bin(c, ISA_OP_VPU_MUL, x, o, d, n, Dh, F, ISA_BCAST_FULL, 0, 0, 0);
-        } else {
-            kce_cast(c, x, o, n, Dh, F, a->dt, 0, 0);
-            kce_cast(c, y, d, n, Dh, F, a->dt, 0, 0);
-            kce_bin(c, ISA_OP_VPU_MUL, x, x, y, n, Dh, F, ISA_BCAST_FULL, 0, 0, 0);
-        }
-        kce_red(c, ISA_OP_VPU_RSUM, SP(a->rRes, a->rdd + r0 * 4), x, n, Dh, F, 0);
+    uint64_t full = S / rows, rest = S - full * rows;
+    kce_mov(c, a->rQb, a->rRes);
+    kce_mov(c, a->rLi, a->rRes);
+    kc_loop l;
+    unsigned regs[2] = {a->rQb, a->rLi};
+    int64_t st[2] = {(int64_t)(rows * Dh * a->e), (int64_t)(rows * 4)};
+    kc_loop_begin(a->x, &l, full, 2, regs, st);
+    bwd_dchunk(a, rows);
+    kc_loop_end(a->x, &l);
+    if (rest) {
+        kce_addi(c, a->rQb, a->rQb, (int64_t)(full * rows * Dh * a->e));
+        kce_addi(c, a->rLi, a->rLi, (int64_t)(full * rows * 4));
+        bwd_dchunk(a, rest);
     }
 }
 

@@ -269,3 +269,131 @@ TEST(attention_backward_in_the_zoo_layout_on_two_cores_with_given_blocks)
         CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "48-row blocks"));
     }
 }
+
+TEST(attention_lse_alone_equals_the_reference_and_reads_only_q_and_k)
+{
+    arch_config cfg = tiny();
+    for (int causal = 0; causal < 2; causal++) {
+        np_err err = {0};
+        attn_case c = {2, 2, 43, 7, NN_BF16, causal, false, 2, 0};
+        int64_t *sh = DIMS(c.B, c.H, c.S, c.Dh);
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *q = nn_input(g, "q", c.dt, 4, sh), *k = nn_input(g, "k", c.dt, 4, sh);
+        randn_as(q, 90, 2.0);
+        randn_as(k, 91, 2.0);
+        kc_kernel kk = attn_kernel(NN_OP_ATTENTION_LSE, &c);
+        kk.n_in = 2, kk.n_out = 1;
+        nn_tensor *in[2] = {q, k}, *want = NULL;
+        CU_ASSERT_EQUAL_FATAL(kc_kernel_find(NN_OP_ATTENTION_LSE)->reference(g, &kk, in, &want, &err),
+                              NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
+        nn_tensor *got = nn_input(g, "got", NN_F32, 3, sh);
+        kc_tensor_of(&kk.in[0], 0, q);
+        kc_tensor_of(&kk.in[1], 0, k);
+        kc_tensor_of(&kk.out[0], 0, got);
+        krun_io io = {.in = {q, k}, .out = {got}};
+        krun_result r;
+        CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &kk, &io, &(krun_opts){.functional = true}, &r,
+                                          &err), NP_OK);
+        krun_diff d = krun_compare(got, want, 1e-5, 1e-5);
+        CU_ASSERT_EQUAL(d.bad, 0);
+        CU_ASSERT_EQUAL(r.report->hbm_read_bytes, 2u * 2 * 2 * 43 * 7 * 2); /* q and k once */
+        CU_ASSERT_EQUAL(r.report->hbm_write_bytes, 2u * 2 * 43 * 4);
+        CU_ASSERT_EQUAL(r.kernel.mxu_flops, 2u * 2 * 2 * 7 * (causal ? 43 * 44 / 2 : 43 * 43));
+        krun_result_free(&r);
+        nn_graph_free(g);
+    }
+}
+
+/* Instructions of an attention kernel compiled alone (timing only). */
+static uint64_t attn_insns(const arch_config *cfg, nn_op op, int64_t B, int64_t H, int64_t S,
+                           bool causal)
+{
+    attn_case c = {B, H, S, 8, NN_BF16, causal, false, 1, 16};
+    kc_kernel k = attn_kernel(op, &c);
+    int n_in = op == NN_OP_ATTENTION ? 3 : 6;
+    k.n_in = n_in, k.n_out = op == NN_OP_ATTENTION ? 2 : 1;
+    for (int i = 0; i < n_in; i++)
+        kc_tensor_dense(&k.in[i], 0, i == 5 ? NN_F32 : NN_BF16, i == 5 ? 3 : 4, DIMS(B, H, S, 8));
+    if (op == NN_OP_ATTENTION) {
+        kc_tensor_dense(&k.out[0], 0, NN_BF16, 4, DIMS(B, H, S, 8));
+        kc_tensor_dense(&k.out[1], 0, NN_F32, 3, DIMS(B, H, S));
+    } else {
+        kc_tensor_dense(&k.out[0], 0, NN_BF16, 5, DIMS(3, B, H, S, 8));
+    }
+    krun_result r;
+    np_err err = {0};
+    np_status st = krun_kernel(cfg, &k, NULL, NULL, &r, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "%s: %s\n", nn_op_name(op), err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    uint64_t n = r.kernel.insns;
+    if (getenv("KA_DEBUG"))
+        fprintf(stderr, "%s %lldx%lldx%lld%s: %llu insns\n", nn_op_name(op), (long long)B,
+                (long long)H, (long long)S, causal ? " causal" : "", (unsigned long long)n);
+    krun_result_free(&r);
+    return n;
+}
+
+TEST(attention_program_size_grows_with_distinct_blocks_not_with_heads_or_key_blocks)
+{
+    arch_config cfg = roomy();
+    nn_op ops[2] = {NN_OP_ATTENTION, NN_OP_ATTENTION_GRAD};
+    for (int o = 0; o < 2; o++) {
+        /* heads are loops (a head's body emitted for the loops over b and h and their last
+         * iterations, which prefetch differently): 2 x 3 heads and 3 x 5 are one program */
+        uint64_t a = attn_insns(&cfg, ops[o], 3, 3, 70, false);
+        CU_ASSERT_EQUAL(attn_insns(&cfg, ops[o], 3, 5, 70, false), a);
+        /* not causal: the middle query and key blocks are loops (70 = 4 x 16 + 6, 150 = 9 x 16 +
+         * 6 rows: the same distinct blocks) */
+        CU_ASSERT_EQUAL(attn_insns(&cfg, ops[o], 3, 3, 150, false), a);
+        /* causal: a body per block row (row i sees i + 1 key blocks, the middle ones a loop),
+         * so 10 rows are about twice 5 */
+        uint64_t c5 = attn_insns(&cfg, ops[o], 3, 3, 70, true);
+        uint64_t c10 = attn_insns(&cfg, ops[o], 3, 3, 150, true);
+        CU_ASSERT(c10 > c5 * 3 / 2 && c10 < c5 * 5 / 2);
+    }
+}
+
+TEST(bad_attention_kernels_are_errors_naming_what_is_wrong)
+{
+    arch_config cfg = tiny();
+    np_err err = {0};
+    krun_result r;
+    kc_kernel k = {.op = NN_OP_ATTENTION, .n_in = 3, .n_out = 2};
+    for (int i = 0; i < 3; i++)
+        kc_tensor_dense(&k.in[i], 0, NN_BF16, 4, DIMS(1, 2, 16, 8));
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 4, DIMS(1, 2, 16, 8));
+    kc_tensor_dense(&k.out[1], 0, NN_F32, 3, DIMS(1, 2, 16));
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_OK);
+    krun_result_free(&r);
+    kc_kernel bad = k; /* v of another length */
+    kc_tensor_dense(&bad.in[2], 0, NN_BF16, 4, DIMS(1, 2, 15, 8));
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "attention: v must be [1, 2, 16, 8] like q"));
+    bad = k; /* integers */
+    for (int i = 0; i < 3; i++)
+        bad.in[i].dtype = NN_I8;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "attention takes floats"));
+    bad = k; /* a column-major head */
+    bad.in[1].stride[3] = 16 * 2, bad.in[1].stride[2] = 2;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "k: its last dim must be contiguous"));
+    bad = k; /* lse not fp32 */
+    bad.out[1].dtype = NN_BF16;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    /* a head that cannot be resident names the limit */
+    bad = k;
+    for (int i = 0; i < 3; i++)
+        kc_tensor_dense(&bad.in[i], 0, NN_BF16, 4, DIMS(1, 2, 4000, 8));
+    kc_tensor_dense(&bad.out[0], 0, NN_BF16, 4, DIMS(1, 2, 4000, 8));
+    kc_tensor_dense(&bad.out[1], 0, NN_F32, 3, DIMS(1, 2, 4000));
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "scratchpad bytes (65536 free)"));
+    /* an unknown attribute gets a did-you-mean */
+    bad = k;
+    bad.n_attrs = 1, bad.attrs[0] = KC_INT("casual", 1);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_UNKNOWN_KEY);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "did you mean 'causal'?"));
+}
