@@ -296,13 +296,6 @@ static void fwd_head(ka *a, const int64_t *hoff)
 
 /* ---- heads ------------------------------------------------------------------------------ */
 
-/* Each operand's offset for head (db, dh) relative to the head registers. */
-static void ka_offsets(const ka *a, int64_t db, int64_t dh, int64_t *off)
-{
-    for (int i = 0; i < a->n_op; i++)
-        off[i] = db * a->op[i].sb + dh * a->op[i].sh;
-}
-
 /* One head: the next head's loads (two residency sets) or its own, then its work. */
 static void ka_head(ka *a, const int64_t *hoff, const int64_t *next)
 {
@@ -322,42 +315,42 @@ static void ka_head(ka *a, const int64_t *hoff, const int64_t *next)
         kce_swap(c, a->rRes, a->rRes2, a->rT);
 }
 
-/* The distinct head registers of the operands and their steps by sb or sh. */
-static unsigned ka_head_regs(const ka *a, bool by_b, unsigned *regs, int64_t *st)
+/* The head walk's registers: each operand group's once. */
+typedef struct ka_walk {
+    ka *a;
+    unsigned n, reg[KA_MAX_OP];
+    int slot[KA_MAX_OP]; /* operand i's register in reg[] */
+} ka_walk;
+
+/* kce_walk's tile: offsets per register to offsets per operand. */
+static void ka_walk_head(void *v, const int64_t *cur, const int64_t *next, bool after)
 {
-    unsigned n = 0;
-    for (int i = 0; i < a->n_op; i++) {
-        bool seen = false;
-        for (unsigned k = 0; k < n; k++)
-            seen = seen || regs[k] == a->op[i].reg;
-        if (!seen)
-            regs[n] = a->op[i].reg, st[n++] = by_b ? a->op[i].sb : a->op[i].sh;
+    ka_walk *w = v;
+    (void)after;
+    int64_t hc[KA_MAX_OP], hn[KA_MAX_OP];
+    for (int i = 0; i < w->a->n_op; i++) {
+        hc[i] = cur[w->slot[i]];
+        hn[i] = next ? next[w->slot[i]] : 0;
     }
-    return n;
+    ka_head(w->a, hc, next ? hn : NULL);
 }
 
-/* Row db of the core's heads (nh of them); the last row's last head prefetches nothing. */
-static void ka_row(ka *a, int64_t db, uint64_t nh, bool last_row)
+/* The core's nb x nh heads: rows of heads along b, heads along h. */
+static void ka_heads(ka *a, uint64_t nb, uint64_t nh)
 {
-    kce *c = &a->c;
-    int64_t cur[KA_MAX_OP], next[KA_MAX_OP];
-    if (nh > 1) {
-        kc_loop l;
-        unsigned regs[KA_MAX_OP];
-        int64_t st[KA_MAX_OP];
-        unsigned n = ka_head_regs(a, false, regs, st);
-        kc_loop_begin(a->x, &l, nh - 1, n, regs, st);
-        uint64_t saved = c->mult;
-        c->mult *= nh - 1;
-        ka_offsets(a, db, 0, cur);
-        ka_offsets(a, db, 1, next);
-        ka_head(a, cur, next);
-        c->mult = saved;
-        kc_loop_end(a->x, &l);
+    ka_walk w = {.a = a};
+    int64_t sb[KA_MAX_OP], sh[KA_MAX_OP];
+    for (int i = 0; i < a->n_op; i++) {
+        unsigned k = 0;
+        while (k < w.n && w.reg[k] != a->op[i].reg)
+            k++;
+        if (k == w.n) {
+            w.reg[w.n] = a->op[i].reg, sb[w.n] = a->op[i].sb, sh[w.n] = a->op[i].sh;
+            w.n++;
+        }
+        w.slot[i] = (int)k;
     }
-    ka_offsets(a, db, (int64_t)nh - 1, cur);
-    ka_offsets(a, db + 1, 0, next);
-    ka_head(a, cur, last_row ? NULL : next);
+    kce_walk(&a->c, w.n, w.reg, sb, sh, nb, nh, NULL, ka_walk_head, &w);
 }
 
 /* ---- the plan ----------------------------------------------------------------------------- */
@@ -571,19 +564,7 @@ static np_status ka_core(ka *a, uint32_t core, uint64_t b0, uint64_t nb, uint64_
     int64_t zero[KA_MAX_OP] = {0};
     if (a->dbuf)
         ka_load_head(a, zero, a->rRes);
-    if (nb > 1) {
-        kc_loop l;
-        unsigned regs[KA_MAX_OP];
-        int64_t st[KA_MAX_OP];
-        unsigned n = ka_head_regs(a, true, regs, st);
-        kc_loop_begin(x, &l, nb - 1, n, regs, st);
-        uint64_t saved = c->mult;
-        c->mult *= nb - 1;
-        ka_row(a, 0, nh, false);
-        c->mult = saved;
-        kc_loop_end(x, &l);
-    }
-    ka_row(a, (int64_t)nb - 1, nh, true);
+    ka_heads(a, nb, nh);
     /* settle: every semaphore back at zero, the DMA queue's last copies waited for */
     if (a->kind == KA_BWD)
         kce_wait(c, ISA_UNIT_VPU, a->s_hdone, 1);

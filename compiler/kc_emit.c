@@ -122,3 +122,65 @@ void kce_swap(kce *c, unsigned a, unsigned b, unsigned t)
     kce_mov(c, a, b);
     kce_mov(c, b, t);
 }
+
+typedef struct kce_grid {
+    kce *c;
+    unsigned n;
+    const unsigned *reg;
+    const int64_t *outer, *inner, *after;
+    uint64_t n_inner;
+    kce_tile_fn body;
+    void *ctx;
+} kce_grid;
+
+static void grid_offsets(const kce_grid *g, int64_t db, int64_t dh, int64_t *off)
+{
+    for (unsigned i = 0; i < g->n; i++)
+        off[i] = db * g->outer[i] + dh * g->inner[i];
+}
+
+/* Row db of the grid: its tiles but the last as a loop, then the last. */
+static void grid_row(const kce_grid *g, int64_t db, bool last_row)
+{
+    kce *c = g->c;
+    int64_t cur[KCE_WALK_REGS], next[KCE_WALK_REGS];
+    if (g->n_inner > 1) {
+        kc_loop l;
+        kc_loop_begin(c->x, &l, g->n_inner - 1, g->n, g->reg, g->inner);
+        uint64_t saved = c->mult;
+        c->mult *= g->n_inner - 1;
+        grid_offsets(g, db, 0, cur);
+        grid_offsets(g, db, 1, next);
+        g->body(g->ctx, cur, next, false);
+        c->mult = saved;
+        kc_loop_end(c->x, &l);
+    }
+    grid_offsets(g, db, (int64_t)g->n_inner - 1, cur);
+    grid_offsets(g, db + 1, 0, next);
+    if (!last_row)
+        g->body(g->ctx, cur, next, false);
+    else
+        g->body(g->ctx, cur, g->after, g->after != NULL);
+}
+
+void kce_walk(kce *c, unsigned n, const unsigned *reg, const int64_t *outer,
+              const int64_t *inner, uint64_t n_outer, uint64_t n_inner, const int64_t *after,
+              kce_tile_fn body, void *ctx)
+{
+    if (n > KCE_WALK_REGS || !n_outer || !n_inner) {
+        kc_fail(c->x, NP_ERR_RANGE, "a walk over %u registers of %llu x %llu tiles", n,
+                (unsigned long long)n_outer, (unsigned long long)n_inner);
+        return;
+    }
+    kce_grid g = {c, n, reg, outer, inner, after, n_inner, body, ctx};
+    if (n_outer > 1) {
+        kc_loop l;
+        kc_loop_begin(c->x, &l, n_outer - 1, n, reg, outer);
+        uint64_t saved = c->mult;
+        c->mult *= n_outer - 1;
+        grid_row(&g, 0, false);
+        c->mult = saved;
+        kc_loop_end(c->x, &l);
+    }
+    grid_row(&g, (int64_t)n_outer - 1, true);
+}

@@ -46,4 +46,17 @@ void kce_addi(kce *c, unsigned rd, unsigned rs, int64_t imm);
 /* Swaps registers a and b through t (three moves). */
 void kce_swap(kce *c, unsigned a, unsigned b, unsigned t);
 
+/* A walk over an n_outer x n_inner grid of tiles (images x channel blocks, batches x heads)
+ * whose registers reg[0 .. n) step by outer[i] / inner[i] from one tile to the next: loops
+ * over both (the last tile of each row, and the last row, emitted once after their loop),
+ * so body sees, besides each register's offset for its tile (cur), the offsets of the tile
+ * after it (next) — to prefetch it before its own stores — or, for the grid's last tile,
+ * `after` (a tile beyond the grid: *after_next true) or NULL. At most KCE_WALK_REGS
+ * registers. */
+#define KCE_WALK_REGS 8
+typedef void (*kce_tile_fn)(void *ctx, const int64_t *cur, const int64_t *next, bool after_next);
+void kce_walk(kce *c, unsigned n, const unsigned *reg, const int64_t *outer,
+              const int64_t *inner, uint64_t n_outer, uint64_t n_inner, const int64_t *after,
+              kce_tile_fn body, void *ctx);
+
 #endif
