@@ -1,0 +1,658 @@
+/* kc_pool.c — 2-D pooling on the vector unit: maxpool2d, avgpool2d (the padding counted) and
+ * their gradients maxpool2d_grad (the first maximum of each window in scan order gets the
+ * gradient, as the reference picks it) and avgpool2d_grad. docs/compiler.md ("Pooling").
+ *
+ * Operands are channels-last (NHWC in memory: channels contiguous, any pixel, row and image
+ * strides). A tile is one image's whole spatial extent for a block of Cb channels, held
+ * padded in the scratchpad: the copy writes the image's interior into a (H + 2p) x (W + 2p)
+ * buffer whose border holds the padding value (-inf for max, 0 for avg), filled once per
+ * buffer, so every output row sees every tap and one loop body serves every row:
+ *
+ *   per output row oh (a loop; registers step s padded rows and one output row), per tap
+ *   (kh, kw) (emitted, k x k of them): the OW x Cb tile of the padded input at row
+ *   oh s + kh, column kw, its rows s x Cb elements apart, combined on the vector unit:
+ *     maxpool   y = max(y, tap)                     (the input's type: exact)
+ *     avgpool   acc += tap (fp32), then y = acc / k^2
+ *     avg grad  dx[tap] += dy / k^2                 (dx padded, fp32)
+ *     max grad  y = max over taps; then per tap in scan order: m = (tap == y) x free,
+ *               free -= m, dx[tap] += m x dy         (free: 1 until a row's first maximum)
+ *
+ * Every input byte is read once and every output byte written once. Tiles are walked image by
+ * image per channel block (kce_walk); the next tile's loads are issued before this tile's
+ * stores, into the other of two buffer sets (registers swapped per tile). */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kc_emit.h"
+
+static isa_opnd SP(unsigned reg, uint64_t off) { return isa_spad(reg, off); }
+static uint64_t al64(uint64_t n) { return (n + 63) & ~(uint64_t)63; }
+
+typedef enum { KP_MAX, KP_AVG, KP_MAX_GRAD, KP_AVG_GRAD } kp_kind;
+
+/* An NHWC operand: image, row and pixel strides (channels contiguous). */
+typedef struct kp_opnd {
+    uint64_t addr;
+    int64_t sn, sh, sw;
+    isa_dtype dt;
+    unsigned reg;
+} kp_opnd;
+
+typedef struct kp {
+    kc_ctx *x;
+    kce c;
+    kp_kind kind;
+    uint64_t N, C, H, W, OH, OW, k, s, p, Hp, Wp, Cb;
+    isa_dtype dt, odt;
+    uint64_t e, oe;
+    kp_opnd in[2], out; /* forward: x; max grad: x, dy; avg grad: dy */
+    int n_in;
+    /* scratchpad: two sets of input and output tiles; fp32 work buffers; row temps */
+    uint64_t xin[2], dyin[2], tout[2], xf, dx, r_y, r_free, r_m, r_dy;
+    uint64_t xin_sz, dyin_sz, tout_sz;
+    /* registers: inputs' and output's HBM, the tile sets (swapped), row walkers */
+    unsigned rX, rX2, rD, rD2, rO, rO2, rT, rXr, rOr, rDr, rGr;
+    unsigned s_infree, s_infull, s_outfree, s_outfull;
+} kp;
+
+/* ---- a tile ------------------------------------------------------------------------------ */
+
+/* The padded tile's pixel pitch is Cb elements (an edge block uses its first cb). */
+static uint64_t kp_px(const kp *p, uint64_t e) { return p->Cb * e; }
+
+/* Loads the tile of cb channels at offsets off (per input) into the set at regs[i]. */
+static void kp_load(kp *p, const int64_t *off, const unsigned *dst_reg, uint64_t cb)
+{
+    kce *c = &p->c;
+    kce_wait(c, ISA_UNIT_DMA, p->s_infree, 1);
+    for (int i = 0; i < p->n_in; i++) {
+        const kp_opnd *o = &p->in[i];
+        bool x = (p->kind == KP_MAX_GRAD && i == 0) || p->kind == KP_MAX || p->kind == KP_AVG;
+        uint64_t rows = x ? p->H : p->OH, px = x ? p->W : p->OW;
+        uint64_t pitch = x ? p->Wp : p->OW, e = isa_dtype_size[o->dt];
+        uint64_t at = x ? (p->p * p->Wp + p->p) * kp_px(p, e) : 0;
+        isa_opnd src = off[i] >= 0 ? isa_hbm(o->reg, (uint64_t)off[i]) : isa_hbm(p->rT, 0);
+        if (off[i] < 0)
+            kce_addi(c, p->rT, o->reg, off[i]);
+        kce_dma(c, SP(dst_reg[i], at), src, o->dt, cb, px, rows, kp_px(p, e), (uint64_t)o->sw,
+                pitch * kp_px(p, e), (uint64_t)o->sh);
+    }
+    kce_signal(c, ISA_UNIT_DMA, p->s_infull, 1);
+}
+
+/* The VPU's output rows: per output row oh the taps of the padded input at rXr (x) and the
+ * output / gradient rows at rOr (y), rDr (dy), rGr (dx, padded fp32). */
+static void kp_row(kp *p, uint64_t cb)
+{
+    kce *c = &p->c;
+    isa_dtype F = ISA_DTYPE_FP32, dt = p->dt;
+    uint64_t k = p->k, s = p->s, OW = p->OW, e = p->e, oe = p->oe;
+    uint64_t xs = s * kp_px(p, e), xo = kp_px(p, e), fs = s * kp_px(p, 4), fo = kp_px(p, 4);
+    uint64_t prow = p->Wp * kp_px(p, e), frow = p->Wp * kp_px(p, 4);
+    /* tap (kh, kw) of the input (its type at rXr, or fp32 at rXr's fp32 twin rGr's row) */
+    switch (p->kind) {
+    case KP_MAX: {
+        isa_opnd y = SP(p->rOr, 0);
+        for (uint64_t kh = 0; kh < k; kh++)
+            for (uint64_t kw = 0; kw < k; kw++) {
+                isa_opnd t = SP(p->rXr, kh * prow + kw * xo);
+                if (kh == 0 && kw == 0)
+                    kce_un(c, ISA_OP_VPU_COPY, y, t, OW, cb, dt, kp_px(p, oe), xs);
+                else
+                    kce_bin(c, ISA_OP_VPU_MAX, y, y, t, OW, cb, dt, ISA_BCAST_FULL, kp_px(p, oe),
+                            kp_px(p, oe), xs);
+            }
+        break;
+    }
+    case KP_AVG: {
+        /* the fp32 input rows at rGr (a cast of the tile when it is not fp32) */
+        isa_opnd acc = SP(0, p->r_y);
+        for (uint64_t kh = 0; kh < k; kh++)
+            for (uint64_t kw = 0; kw < k; kw++) {
+                isa_opnd t = SP(p->rGr, kh * frow + kw * fo);
+                if (kh == 0 && kw == 0)
+                    kce_un(c, ISA_OP_VPU_COPY, acc, t, OW, cb, F, kp_px(p, 4), fs);
+                else
+                    kce_bin(c, ISA_OP_VPU_ADD, acc, acc, t, OW, cb, F, ISA_BCAST_FULL,
+                            kp_px(p, 4), kp_px(p, 4), fs);
+            }
+        float inv = (float)(1.0 / (double)(k * k));
+        if (p->odt == F) {
+            kce_scal(c, ISA_OP_VPU_MULS, SP(p->rOr, 0), acc, inv, OW, cb, F, kp_px(p, 4),
+                     kp_px(p, 4));
+        } else {
+            kce_scal(c, ISA_OP_VPU_MULS, acc, acc, inv, OW, cb, F, kp_px(p, 4), kp_px(p, 4));
+            kce_cast(c, SP(p->rOr, 0), acc, OW, cb, p->odt, F, kp_px(p, oe), kp_px(p, 4));
+        }
+        break;
+    }
+    case KP_AVG_GRAD: {
+        isa_opnd d = SP(0, p->r_dy);
+        float inv = (float)(1.0 / (double)(k * k));
+        if (dt == F) {
+            kce_scal(c, ISA_OP_VPU_MULS, d, SP(p->rDr, 0), inv, OW, cb, F, kp_px(p, 4),
+                     kp_px(p, 4));
+        } else {
+            kce_cast(c, d, SP(p->rDr, 0), OW, cb, F, dt, kp_px(p, 4), kp_px(p, e));
+            kce_scal(c, ISA_OP_VPU_MULS, d, d, inv, OW, cb, F, kp_px(p, 4), kp_px(p, 4));
+        }
+        for (uint64_t kh = 0; kh < k; kh++)
+            for (uint64_t kw = 0; kw < k; kw++) {
+                isa_opnd g = SP(p->rGr, kh * frow + kw * fo);
+                kce_bin(c, ISA_OP_VPU_ADD, g, g, d, OW, cb, F, ISA_BCAST_FULL, fs, fs,
+                        kp_px(p, 4));
+            }
+        break;
+    }
+    default: { /* KP_MAX_GRAD: x in fp32 at rXr (cast when needed), dx at rGr */
+        isa_opnd y = SP(0, p->r_y), fr = SP(0, p->r_free), m = SP(0, p->r_m), d = SP(0, p->r_dy);
+        uint64_t ps = kp_px(p, 4);
+        for (uint64_t kh = 0; kh < k; kh++)
+            for (uint64_t kw = 0; kw < k; kw++) {
+                isa_opnd t = SP(p->rXr, kh * frow + kw * fo);
+                if (kh == 0 && kw == 0)
+                    kce_un(c, ISA_OP_VPU_COPY, y, t, OW, cb, F, ps, fs);
+                else
+                    kce_bin(c, ISA_OP_VPU_MAX, y, y, t, OW, cb, F, ISA_BCAST_FULL, ps, ps, fs);
+            }
+        kce_fill(c, fr, 1.0f, OW, cb, F, ps);
+        if (dt == F)
+            kce_un(c, ISA_OP_VPU_COPY, d, SP(p->rDr, 0), OW, cb, F, ps, ps);
+        else
+            kce_cast(c, d, SP(p->rDr, 0), OW, cb, F, dt, ps, kp_px(p, e));
+        for (uint64_t kh = 0; kh < k; kh++)
+            for (uint64_t kw = 0; kw < k; kw++) {
+                isa_opnd t = SP(p->rXr, kh * frow + kw * fo);
+                isa_opnd g = SP(p->rGr, kh * frow + kw * fo);
+                kce_bin(c, ISA_OP_VPU_CMPEQ, m, t, y, OW, cb, F, ISA_BCAST_FULL, ps, fs, ps);
+                kce_bin(c, ISA_OP_VPU_MUL, m, m, fr, OW, cb, F, ISA_BCAST_FULL, ps, ps, ps);
+                kce_bin(c, ISA_OP_VPU_SUB, fr, fr, m, OW, cb, F, ISA_BCAST_FULL, ps, ps, ps);
+                kce_bin(c, ISA_OP_VPU_MUL, m, m, d, OW, cb, F, ISA_BCAST_FULL, ps, ps, ps);
+                kce_bin(c, ISA_OP_VPU_ADD, g, g, m, OW, cb, F, ISA_BCAST_FULL, fs, fs, ps);
+            }
+        break;
+    }
+    }
+}
+
+/* All output rows of the tile of cb channels at the sets rX / rD (inputs) and rO (output). */
+static void kp_rows(kp *p, uint64_t cb)
+{
+    kce *c = &p->c;
+    isa_dtype F = ISA_DTYPE_FP32;
+    uint64_t e = p->e, oe = p->oe, s = p->s;
+    bool grad = p->kind == KP_MAX_GRAD || p->kind == KP_AVG_GRAD;
+    bool f32x = p->kind == KP_MAX_GRAD || p->kind == KP_AVG; /* taps read fp32 x */
+    /* fp32 x: a cast of the padded tile, row by row (border included: -inf / 0 stay) */
+    if (f32x) {
+        kce_mov(c, p->rXr, p->rX);
+        kce_addi(c, p->rGr, 0, (int64_t)p->xf);
+        kc_loop l;
+        unsigned regs[2] = {p->rXr, p->rGr};
+        int64_t st[2] = {(int64_t)(p->Wp * kp_px(p, e)), (int64_t)(p->Wp * kp_px(p, 4))};
+        kc_loop_begin(p->x, &l, p->Hp, 2, regs, st);
+        if (p->dt == F)
+            kce_un(c, ISA_OP_VPU_COPY, SP(p->rGr, 0), SP(p->rXr, 0), p->Wp, cb, F, kp_px(p, 4),
+                   kp_px(p, 4));
+        else
+            kce_cast(c, SP(p->rGr, 0), SP(p->rXr, 0), p->Wp, cb, F, p->dt, kp_px(p, 4),
+                     kp_px(p, e));
+        kc_loop_end(p->x, &l);
+    }
+    if (grad) { /* dx's padded accumulators, row by row */
+        kce_addi(c, p->rGr, 0, (int64_t)p->dx);
+        kc_loop l;
+        int64_t st1 = (int64_t)(p->Wp * kp_px(p, 4));
+        kc_loop_begin(p->x, &l, p->Hp, 1, &p->rGr, &st1);
+        kce_fill(c, SP(p->rGr, 0), 0.0f, p->Wp, cb, F, kp_px(p, 4));
+        kc_loop_end(p->x, &l);
+    }
+    /* the row walkers */
+    unsigned regs[4];
+    int64_t st[4];
+    unsigned n = 0;
+    switch (p->kind) {
+    case KP_MAX:
+        kce_mov(c, p->rXr, p->rX);
+        kce_mov(c, p->rOr, p->rO);
+        regs[n] = p->rXr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, e));
+        regs[n] = p->rOr, st[n++] = (int64_t)(p->OW * kp_px(p, oe));
+        break;
+    case KP_AVG:
+        kce_addi(c, p->rGr, 0, (int64_t)p->xf);
+        kce_mov(c, p->rOr, p->rO);
+        regs[n] = p->rGr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, 4));
+        regs[n] = p->rOr, st[n++] = (int64_t)(p->OW * kp_px(p, oe));
+        break;
+    case KP_AVG_GRAD:
+        kce_mov(c, p->rDr, p->rD);
+        kce_addi(c, p->rGr, 0, (int64_t)p->dx);
+        regs[n] = p->rDr, st[n++] = (int64_t)(p->OW * kp_px(p, e));
+        regs[n] = p->rGr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, 4));
+        break;
+    default:
+        kce_addi(c, p->rXr, 0, (int64_t)p->xf);
+        kce_mov(c, p->rDr, p->rD);
+        kce_addi(c, p->rGr, 0, (int64_t)p->dx);
+        regs[n] = p->rXr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, 4));
+        regs[n] = p->rDr, st[n++] = (int64_t)(p->OW * kp_px(p, e));
+        regs[n] = p->rGr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, 4));
+        break;
+    }
+    kc_loop l;
+    kc_loop_begin(p->x, &l, p->OH, n, regs, st);
+    kp_row(p, cb);
+    kc_loop_end(p->x, &l);
+    if (grad) { /* dx's interior, in the output type, into the output set */
+        kce_mov(c, p->rOr, p->rO);
+        kce_addi(c, p->rGr, 0, (int64_t)(p->dx + (p->p * p->Wp + p->p) * kp_px(p, 4)));
+        unsigned r2[2] = {p->rOr, p->rGr};
+        int64_t s2[2] = {(int64_t)(p->W * kp_px(p, oe)), (int64_t)(p->Wp * kp_px(p, 4))};
+        kc_loop_begin(p->x, &l, p->H, 2, r2, s2);
+        if (p->odt == F)
+            kce_un(c, ISA_OP_VPU_COPY, SP(p->rOr, 0), SP(p->rGr, 0), p->W, cb, F, kp_px(p, 4),
+                   kp_px(p, 4));
+        else
+            kce_cast(c, SP(p->rOr, 0), SP(p->rGr, 0), p->W, cb, p->odt, F, kp_px(p, oe),
+                     kp_px(p, 4));
+        kc_loop_end(p->x, &l);
+    }
+}
+
+/* A tile walk's context: the channel block's width and the width of the tile after. */
+typedef struct kp_walk {
+    kp *p;
+    uint64_t cb, cb_after;
+} kp_walk;
+
+/* One tile: prefetch the next (into the other sets), compute this one, store it. */
+static void kp_tile(void *v, const int64_t *cur, const int64_t *next, bool after)
+{
+    kp_walk *w = v;
+    kp *p = w->p;
+    kce *c = &p->c;
+    if (next) {
+        unsigned dst[2] = {p->rX2, p->rD2};
+        if (p->kind == KP_AVG_GRAD)
+            dst[0] = p->rD2;
+        kp_load(p, next, dst, after ? w->cb_after : w->cb);
+    }
+    kce_wait(c, ISA_UNIT_VPU, p->s_infull, 1);
+    kce_wait(c, ISA_UNIT_VPU, p->s_outfree, 1);
+    kp_rows(p, w->cb);
+    kce_signal(c, ISA_UNIT_VPU, p->s_infree, 1);
+    kce_signal(c, ISA_UNIT_VPU, p->s_outfull, 1);
+    /* the store */
+    kce_wait(c, ISA_UNIT_DMA, p->s_outfull, 1);
+    const kp_opnd *o = &p->out;
+    bool grad = p->kind == KP_MAX_GRAD || p->kind == KP_AVG_GRAD;
+    uint64_t rows = grad ? p->H : p->OH, px = grad ? p->W : p->OW;
+    int64_t off = cur[p->n_in];
+    isa_opnd dst = off >= 0 ? isa_hbm(o->reg, (uint64_t)off) : isa_hbm(p->rT, 0);
+    if (off < 0)
+        kce_addi(c, p->rT, o->reg, off);
+    kce_dma(c, dst, SP(p->rO, 0), o->dt, w->cb, px, rows, (uint64_t)o->sw, kp_px(p, p->oe),
+            (uint64_t)o->sh, px * kp_px(p, p->oe));
+    kce_signal(c, ISA_UNIT_DMA, p->s_outfree, 1);
+    kce_swap(c, p->rX, p->rX2, p->rT);
+    if (p->n_in > 1 || p->kind == KP_AVG_GRAD)
+        kce_swap(c, p->rD, p->rD2, p->rT);
+    kce_swap(c, p->rO, p->rO2, p->rT);
+}
+
+/* ---- the plan ----------------------------------------------------------------------------- */
+
+/* Scratchpad of tiles of cb channels, laid out from base. */
+static uint64_t kp_layout(kp *p, uint64_t cb, uint64_t base)
+{
+    p->Cb = cb;
+    uint64_t e = p->e, oe = p->oe, pad = p->Hp * p->Wp;
+    bool x = p->kind != KP_AVG_GRAD, dy = p->kind == KP_MAX_GRAD || p->kind == KP_AVG_GRAD;
+    bool grad = dy;
+    p->xin_sz = x ? al64(pad * kp_px(p, e)) : 0;
+    p->dyin_sz = dy ? al64(p->OH * p->OW * kp_px(p, e)) : 0;
+    p->tout_sz = grad ? al64(p->H * p->W * kp_px(p, oe)) : al64(p->OH * p->OW * kp_px(p, oe));
+    uint64_t at = base;
+    for (int i = 0; i < 2; i++) {
+        p->xin[i] = at, at += p->xin_sz;
+        p->dyin[i] = at, at += p->dyin_sz;
+        p->tout[i] = at, at += p->tout_sz;
+    }
+    bool f32x = p->kind == KP_MAX_GRAD || p->kind == KP_AVG;
+    p->xf = at, at += f32x ? al64(pad * kp_px(p, 4)) : 0;
+    p->dx = at, at += grad ? al64(pad * kp_px(p, 4)) : 0;
+    uint64_t row = al64(p->OW * kp_px(p, 4));
+    p->r_y = at, at += row;
+    p->r_free = at, at += p->kind == KP_MAX_GRAD ? row : 0;
+    p->r_m = at, at += p->kind == KP_MAX_GRAD ? row : 0;
+    p->r_dy = at, at += grad ? row : 0;
+    return at - base;
+}
+
+/* Checks an NHWC operand of shape [N, c, h, w]. */
+static np_status kp_opnd_of(kp *p, kp_opnd *o, const kc_tensor *t, const char *what, uint64_t c,
+                            uint64_t h, uint64_t w)
+{
+    kc_ctx *x = p->x;
+    if (t->ndim != 4 || (uint64_t)t->shape[0] != p->N || (uint64_t)t->shape[1] != c ||
+        (uint64_t)t->shape[2] != h || (uint64_t)t->shape[3] != w)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%s must be [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+                       ", %" PRIu64 "]", what, p->N, c, h, w);
+    uint64_t e = nn_dtype_size(t->dtype);
+    if (t->stride[1] != (int64_t)e && c > 1)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%s must be channels-last (NHWC in memory: "
+                       "channel stride %" PRIu64 " bytes, not %" PRId64 ")", what, e, t->stride[1]);
+    if (t->stride[3] >= (1 << 24) || t->stride[2] >= (1 << 27) || t->stride[3] < 0 ||
+        t->stride[2] < 0)
+        return kc_fail(x, NP_ERR_RANGE, "%s: pixels %" PRId64 " and rows %" PRId64 " bytes apart "
+                       "(the copies take < 16 MiB and < 128 MiB)", what, t->stride[3], t->stride[2]);
+    o->addr = t->addr, o->sn = t->stride[0], o->sh = t->stride[2], o->sw = t->stride[3];
+    o->dt = kc_isa_dtype(t->dtype);
+    return NP_OK;
+}
+
+static np_status kp_compile(kc_ctx *x, kp_kind kind)
+{
+    const kc_kernel *k = x->k;
+    kp p;
+    memset(&p, 0, sizeof p);
+    p.x = x, p.kind = kind, p.c = (kce){x, 1, 0, 0};
+    bool grad = kind == KP_MAX_GRAD || kind == KP_AVG_GRAD;
+    const kc_tensor *img = grad ? &k->out[0] : &k->in[0]; /* [N, C, H, W] */
+    const kc_tensor *dy = kind == KP_MAX_GRAD ? &k->in[1] : kind == KP_AVG_GRAD ? &k->in[0]
+                                                                              : &k->out[0];
+    if (img->ndim != 4 || dy->ndim != 4)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "operands must be [N, C, H, W]");
+    p.N = (uint64_t)img->shape[0], p.C = (uint64_t)img->shape[1];
+    p.H = (uint64_t)img->shape[2], p.W = (uint64_t)img->shape[3];
+    p.k = (uint64_t)kc_attr_int(x, "kernel");
+    p.s = (uint64_t)kc_attr_int(x, "stride");
+    p.s = p.s ? p.s : p.k;
+    p.p = (uint64_t)kc_attr_int(x, "pad");
+    if (2 * p.p > p.k || p.H + 2 * p.p < p.k || p.W + 2 * p.p < p.k)
+        return kc_fail(x, NP_ERR_RANGE, "kernel %" PRIu64 ", pad %" PRIu64 " on %" PRIu64 "x%"
+                       PRIu64 " (pad at most half the kernel, the kernel within the padded "
+                       "input)", p.k, p.p, p.H, p.W);
+    p.OH = (p.H + 2 * p.p - p.k) / p.s + 1, p.OW = (p.W + 2 * p.p - p.k) / p.s + 1;
+    p.Hp = p.H + 2 * p.p, p.Wp = p.W + 2 * p.p;
+    p.dt = kc_isa_dtype(dy->dtype); /* the data's type (x's, dy's) */
+    if (!grad)
+        p.dt = kc_isa_dtype(img->dtype);
+    p.odt = kc_isa_dtype(grad ? img->dtype : dy->dtype);
+    p.e = isa_dtype_size[p.dt], p.oe = isa_dtype_size[p.odt];
+    if (p.dt == ISA_DTYPE_INT8 || p.dt == ISA_DTYPE_INT32 || p.odt == ISA_DTYPE_INT8 ||
+        p.odt == ISA_DTYPE_INT32)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "pooling takes floats");
+    if (p.Wp > 65535 || p.Hp > 65535)
+        return kc_fail(x, NP_ERR_RANGE, "a padded image of %" PRIu64 "x%" PRIu64 " pixels (at "
+                       "most 65535 a side)", p.Hp, p.Wp);
+    /* operands */
+    np_status st = NP_OK;
+    switch (kind) {
+    case KP_MAX:
+    case KP_AVG:
+        p.n_in = 1;
+        st = kp_opnd_of(&p, &p.in[0], &k->in[0], "x", p.C, p.H, p.W);
+        if (st == NP_OK)
+            st = kp_opnd_of(&p, &p.out, &k->out[0], "out", p.C, p.OH, p.OW);
+        if (st == NP_OK && k->out[0].dtype != k->in[0].dtype)
+            st = kc_fail(x, NP_ERR_INCONSISTENT, "out must have x's type");
+        break;
+    case KP_MAX_GRAD:
+        p.n_in = 2;
+        st = kp_opnd_of(&p, &p.in[0], &k->in[0], "x", p.C, p.H, p.W);
+        if (st == NP_OK)
+            st = kp_opnd_of(&p, &p.in[1], &k->in[1], "dy", p.C, p.OH, p.OW);
+        if (st == NP_OK)
+            st = kp_opnd_of(&p, &p.out, &k->out[0], "dx", p.C, p.H, p.W);
+        if (st == NP_OK && k->in[0].dtype != k->in[1].dtype)
+            st = kc_fail(x, NP_ERR_INCONSISTENT, "x and dy must have one type");
+        break;
+    default:
+        p.n_in = 1;
+        st = kp_opnd_of(&p, &p.in[0], &k->in[0], "dy", p.C, p.OH, p.OW);
+        if (st == NP_OK)
+            st = kp_opnd_of(&p, &p.out, &k->out[0], "dx", p.C, p.H, p.W);
+        break;
+    }
+    if (st != NP_OK)
+        return st;
+    /* channels per tile: given, or the most that fit twice buffered */
+    const kc_place *pl = &k->place;
+    uint64_t n_cores = pl->n_cores ? pl->n_cores : 1, spad = UINT64_MAX;
+    for (uint32_t cc = pl->core0; cc < pl->core0 + n_cores; cc++) {
+        uint64_t s1 = kc_spad_avail(x, cc);
+        spad = s1 < spad ? s1 : spad;
+    }
+    uint64_t cb = (uint64_t)kc_attr_int(x, "cblock");
+    cb = cb && cb < p.C ? cb : p.C;
+    if (!kc_attr_int(x, "cblock"))
+        while (cb > 1 && kp_layout(&p, cb, 0) > spad)
+            cb = (cb + 1) / 2;
+    uint64_t need = kp_layout(&p, cb, 0);
+    if (need > spad)
+        return kc_fail(x, NP_ERR_RANGE, "a %" PRIu64 "x%" PRIu64 " image of %" PRIu64 " channel%s "
+                       "(padded, twice buffered) needs %" PRIu64 " scratchpad bytes, more than the %"
+                       PRIu64 " free", p.H, p.W, cb, cb > 1 ? "s" : "", need, spad);
+    p.Cb = cb;
+    if (cb > 65535 || p.p * cb > 65535 || (p.s > p.Wp ? p.s : p.Wp) * cb * 4 >= (1u << 24))
+        return kc_fail(x, NP_ERR_RANGE, "%" PRIu64 " channels a tile are too many for the vector "
+                       "unit's fields (give cblock)", cb);
+    /* tiles: channel blocks (full ones, then the edge) x images, split over the cores by
+     * images */
+    uint64_t nfull = p.C / cb, edge = p.C - nfull * cb;
+    kc_result *r = x->res;
+    uint64_t outer = (uint64_t)(p.N * p.OH * p.OW * p.C) * p.k * p.k;
+    r->flops = kind == KP_MAX_GRAD ? 6 * outer : outer;
+    snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 " images padded by %" PRIu64
+             ", %" PRIu64 " channels a tile, %" PRIu64 "x%" PRIu64 " windows stride %" PRIu64,
+             p.H, p.W, p.p, cb, p.k, p.k, p.s);
+    uint32_t used = 0;
+    for (uint64_t core = 0; core < n_cores; core++) {
+        uint64_t n0 = p.N * core / n_cores, n1 = p.N * (core + 1) / n_cores;
+        if (n1 == n0)
+            continue;
+        kp q = p;
+        q.c = (kce){x, 1, 0, 0};
+        if (kc_core(x, pl->core0 + (uint32_t)core) != NP_OK)
+            return kc_status(x);
+        uint64_t at;
+        if (kc_spad_alloc(x, need, 64, &at) != NP_OK)
+            return kc_status(x);
+        kp_layout(&q, cb, at);
+        q.Cb = cb;
+        kp_opnd *ops[3] = {&q.in[0], &q.in[1], &q.out};
+        int nops = q.n_in + 1;
+        ops[q.n_in] = &q.out;
+        for (int i = 0; i < nops; i++)
+            kc_reg_alloc(x, &ops[i]->reg);
+        unsigned *regs[] = {&q.rX, &q.rX2, &q.rD, &q.rD2, &q.rO, &q.rO2, &q.rT, &q.rXr, &q.rOr,
+                            &q.rDr, &q.rGr};
+        for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++)
+            kc_reg_alloc(x, regs[i]);
+        unsigned *sems[] = {&q.s_infree, &q.s_infull, &q.s_outfree, &q.s_outfull};
+        for (size_t i = 0; i < 4; i++)
+            kc_sem_alloc(x, sems[i]);
+        if (kc_status(x) != NP_OK)
+            return kc_status(x);
+        for (int i = 0; i < nops; i++)
+            ISA_EMIT(x->e, LI, isa_reg(ops[i]->reg), isa_imm((int64_t)(ops[i]->addr + n0 * (uint64_t)ops[i]->sn)));
+        bool xin = kind != KP_AVG_GRAD;
+        ISA_EMIT(x->e, LI, isa_reg(q.rX), isa_imm((int64_t)(xin ? q.xin[0] : q.dyin[0])));
+        ISA_EMIT(x->e, LI, isa_reg(q.rX2), isa_imm((int64_t)(xin ? q.xin[1] : q.dyin[1])));
+        ISA_EMIT(x->e, LI, isa_reg(q.rD), isa_imm((int64_t)q.dyin[0]));
+        ISA_EMIT(x->e, LI, isa_reg(q.rD2), isa_imm((int64_t)q.dyin[1]));
+        ISA_EMIT(x->e, LI, isa_reg(q.rO), isa_imm((int64_t)q.tout[0]));
+        ISA_EMIT(x->e, LI, isa_reg(q.rO2), isa_imm((int64_t)q.tout[1]));
+        kce *c = &q.c;
+        kce_signal(c, ISA_UNIT_DMA, q.s_infree, 2);
+        kce_signal(c, ISA_UNIT_DMA, q.s_outfree, 2);
+        /* the padded borders of both input sets, once (the copies write the interior) */
+        if (xin && q.p) {
+            float pv = kind == KP_AVG ? 0.0f : -INFINITY;
+            uint64_t px = kp_px(&q, q.e);
+            for (int i = 0; i < 2; i++) {
+                uint64_t b = q.xin[i];
+                for (uint64_t r0 = 0; r0 < q.p; r0++) { /* top and bottom rows */
+                    kce_fill(c, SP(0, b + r0 * q.Wp * px), pv, q.Wp, cb, q.dt, px);
+                    kce_fill(c, SP(0, b + (q.p + q.H + r0) * q.Wp * px), pv, q.Wp, cb, q.dt, px);
+                }
+                kce_fill(c, SP(0, b + q.p * q.Wp * px), pv, q.H, q.p * cb, q.dt, q.Wp * px);
+                kce_fill(c, SP(0, b + (q.p * q.Wp + q.p + q.W) * px), pv, q.H, q.p * cb, q.dt,
+                         q.Wp * px);
+            }
+        }
+        /* the first tile, then the walk: images (inner) of each channel block (outer) */
+        unsigned wr[3];
+        int64_t wo[3], wi[3];
+        for (int i = 0; i < nops; i++)
+            wr[i] = ops[i]->reg, wo[i] = (int64_t)(cb * isa_dtype_size[ops[i]->dt]),
+            wi[i] = ops[i]->sn;
+        int64_t zero[3] = {0, 0, 0};
+        unsigned first[2] = {q.rX, q.rD};
+        if (kind == KP_AVG_GRAD)
+            first[0] = q.rD;
+        uint64_t nn = n1 - n0;
+        kp_load(&q, zero, first, nfull ? cb : edge);
+        kp_walk w = {&q, cb, edge};
+        int64_t after[3];
+        for (int i = 0; i < nops; i++)
+            after[i] = (int64_t)nfull * wo[i];
+        if (nfull)
+            kce_walk(c, (unsigned)nops, wr, wo, wi, nfull, nn, edge ? after : NULL, kp_tile, &w);
+        if (edge) {
+            for (int i = 0; i < nops; i++) /* the edge block: a walk of its own */
+                kce_addi(c, wr[i], wr[i], (int64_t)nfull * wo[i]);
+            kp_walk we = {&q, edge, edge};
+            kce_walk(c, (unsigned)nops, wr, wo, wi, 1, nn, NULL, kp_tile, &we);
+        }
+        kce_wait(c, ISA_UNIT_DMA, q.s_outfree, 2);
+        kce_wait(c, ISA_UNIT_DMA, q.s_infree, 2);
+        r->hbm_read_bytes += q.c.rd;
+        r->hbm_write_bytes += q.c.wr;
+        used++;
+    }
+    r->cores = used;
+    return kc_status(x);
+}
+
+static np_status maxpool_compile(kc_ctx *x) { return kp_compile(x, KP_MAX); }
+static np_status avgpool_compile(kc_ctx *x) { return kp_compile(x, KP_AVG); }
+static np_status maxpool_grad_compile(kc_ctx *x) { return kp_compile(x, KP_MAX_GRAD); }
+static np_status avgpool_grad_compile(kc_ctx *x) { return kp_compile(x, KP_AVG_GRAD); }
+
+/* ---- the framework's computation of each -------------------------------------------------- */
+
+static int64_t kp_attr(const kc_kernel *k, const char *name, int64_t dflt)
+{
+    for (int i = 0; i < k->n_attrs; i++)
+        if (!strcmp(k->attrs[i].name, name))
+            return k->attrs[i].i;
+    return dflt;
+}
+
+static np_status kp_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                              nn_tensor **out, np_err *err)
+{
+    int64_t kk = kp_attr(k, "kernel", 2), s = kp_attr(k, "stride", 0), pad = kp_attr(k, "pad", 0);
+    s = s ? s : kk;
+    switch (k->op) {
+    case NN_OP_MAXPOOL2D: out[0] = nn_maxpool2d(g, in[0], (int)kk, (int)s, (int)pad); break;
+    case NN_OP_AVGPOOL2D: out[0] = nn_avgpool2d(g, in[0], (int)kk, (int)s, (int)pad); break;
+    default: {
+        int64_t ip[NN_MAX_IPARAMS] = {kk, s, pad, 0, k->out[0].shape[2], k->out[0].shape[3]};
+        out[0] = k->op == NN_OP_MAXPOOL2D_GRAD
+                     ? nn_node(g, NN_OP_MAXPOOL2D_GRAD, 2, (nn_tensor *[]){in[0], in[1]}, ip, NULL)
+                     : nn_node(g, NN_OP_AVGPOOL2D_GRAD, 1, (nn_tensor *[]){in[0]}, ip, NULL);
+        break;
+    }
+    }
+    return out[0] ? NP_OK : nn_graph_status(g, err);
+}
+
+/* ---- `npusim kernel --op` ------------------------------------------------------------------ */
+
+static const kc_attr_def kp_keys[] = {
+    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "x's shape NxCxHxW (stored channels-last)"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "every operand's type"},
+};
+
+static np_status kp_build(kc_prog *pr, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    const kc_spec_val *sh = kc_spec_get(s, "shape");
+    nn_dtype dt = (nn_dtype)kc_spec_get(s, "dtype")->i;
+    if (sh->ndim != 4)
+        return np_err_set(err, NP_ERR_RANGE, "%s: shape= must be NxCxHxW", nn_op_name(s->op));
+    int64_t N = sh->shape[0], C = sh->shape[1], H = sh->shape[2], W = sh->shape[3];
+    int64_t kk = 2, st = 0, pad = 0;
+    const kc_spec_val *v;
+    if ((v = kc_spec_get(s, "kernel")))
+        kk = v->i;
+    if ((v = kc_spec_get(s, "stride")))
+        st = v->i;
+    if ((v = kc_spec_get(s, "pad")))
+        pad = v->i;
+    st = st ? st : kk;
+    int64_t OH = (H + 2 * pad - kk) / st + 1, OW = (W + 2 * pad - kk) / st + 1;
+    if (OH < 1 || OW < 1)
+        return np_err_set(err, NP_ERR_RANGE, "%s: a %" PRId64 "x%" PRId64 " window does not fit "
+                          "%" PRId64 "x%" PRId64, nn_op_name(s->op), kk, kk, H, W);
+    int64_t e = (int64_t)nn_dtype_size(dt);
+    uint64_t ax, ay;
+    int64_t big[4] = {N, C, H, W}, small[4] = {N, C, OH, OW};
+    bool grad = s->op == NN_OP_MAXPOOL2D_GRAD || s->op == NN_OP_AVGPOOL2D_GRAD;
+    /* channels-last buffers */
+    kc_tensor tx, ty;
+    if (kc_prog_bss(pr, "X", (uint64_t)(N * C * H * W * e), &ax, err) != NP_OK ||
+        kc_prog_bss(pr, "Y", (uint64_t)(N * C * OH * OW * e), &ay, err) != NP_OK)
+        return err->status;
+    tx = (kc_tensor){ax, dt, 4, {big[0], big[1], big[2], big[3]},
+                     {H * W * C * e, e, W * C * e, C * e}};
+    ty = (kc_tensor){ay, dt, 4, {small[0], small[1], small[2], small[3]},
+                     {OH * OW * C * e, e, OW * C * e, C * e}};
+    if (!grad) {
+        k->n_in = 1, k->n_out = 1, k->in[0] = tx, k->out[0] = ty;
+        return NP_OK;
+    }
+    uint64_t adx;
+    if (kc_prog_bss(pr, "DX", (uint64_t)(N * C * H * W * e), &adx, err) != NP_OK)
+        return err->status;
+    kc_tensor tdx = tx;
+    tdx.addr = adx;
+    k->n_out = 1, k->out[0] = tdx;
+    if (s->op == NN_OP_MAXPOOL2D_GRAD)
+        k->n_in = 2, k->in[0] = tx, k->in[1] = ty;
+    else
+        k->n_in = 1, k->in[0] = ty;
+    return NP_OK;
+}
+
+/* ---- the table rows ----------------------------------------------------------------------- */
+
+static const kc_attr_def kp_attrs[] = {
+    {"kernel", KC_ATTR_INT, 2, 1, 255, "window side"},
+    {"stride", KC_ATTR_INT, 0, 0, 255, "window step (0: the kernel)"},
+    {"pad", KC_ATTR_INT, 0, 0, 127, "padding on every side (at most half the kernel)"},
+    {"cblock", KC_ATTR_INT, 0, 0, 1048575, "tile: channels per tile (0: as many as fit)"},
+};
+
+#define KP_ROW(OP, def, nin, comp, text)                                                        \
+    const kc_kernel_def def = {                                                                 \
+        .op = OP, .n_in = nin, .n_out = 1,                                                      \
+        .attrs = kp_attrs, .n_attrs = sizeof kp_attrs / sizeof kp_attrs[0],                     \
+        .compile = comp, .reference = kp_reference,                                             \
+        .keys = kp_keys, .n_keys = sizeof kp_keys / sizeof kp_keys[0], .build = kp_build,       \
+        .doc = text,                                                                            \
+    }
+
+KP_ROW(NN_OP_MAXPOOL2D, kc_maxpool2d_def, 1, maxpool_compile,
+       "padded image tiles in the scratchpad; per output row a max over the window's taps");
+KP_ROW(NN_OP_AVGPOOL2D, kc_avgpool2d_def, 1, avgpool_compile,
+       "padded image tiles (fp32); per output row a sum over the taps, times 1 / k^2");
+KP_ROW(NN_OP_MAXPOOL2D_GRAD, kc_maxpool2d_grad_def, 2, maxpool_grad_compile,
+       "per output row the window's max again, then per tap in scan order the first equal "
+       "element (compare, a free mask) adds dy into padded fp32 dx");
+KP_ROW(NN_OP_AVGPOOL2D_GRAD, kc_avgpool2d_grad_def, 1, avgpool_grad_compile,
+       "per output row dy / k^2 added into every tap of padded fp32 dx");
