@@ -1,0 +1,764 @@
+/* kc_convgrad.c — the two gradients of conv2d as implicit GEMMs on the matrix unit, for any
+ * stride, padding and dilation (per dimension), groups and depthwise. docs/compiler.md
+ * ("Convolution gradients") has the whole story.
+ *
+ * Layouts are the conv2d kernel's: images channels-last (NHWC in memory, any pixel, row and
+ * image strides), the weights as the GEMM's [(kh, kw, c)][o] (o contiguous). Per group g (a
+ * loop; its channels cg, its outputs og):
+ *
+ *   conv2d_grad_weight  dw[(kh, kw, c)][o] = sum over images and output pixels (oh, ow) of
+ *                       x[ih, iw][c] dy[oh, ow][o], ih = oh sh - ph + kh dh (iw alike).
+ *     Per tap (kh, kw) a GEMM over the pixels where the tap lies inside the image (a
+ *     rectangle of output rows x columns: no padding is ever read): C = dw's tap block,
+ *     tiles of TM channels x TN outputs, K slices of R output rows of that rectangle of one
+ *     image. A slice's x pixels are gathered (one strided copy) pixel-major and transposed by
+ *     the vector unit into the array's A (TM x pixels); its dy pixels (one copy) are the
+ *     stationary operand. Images and runs of rows are loops.
+ *   conv2d_grad_input   dx[ih, iw][c] = sum over taps and o of dy[oh, ow][o] w[(kh, kw, c)][o]
+ *                       where ih = oh sh - ph + kh dh.
+ *     Output pixels are split into sh x sw phases (ih = rh + sh i', iw = rw + sw j'); in a
+ *     phase only the taps with (rh + ph - kh dh) divisible by sh (and alike in w) contribute,
+ *     each from dy at (i' + a, j' + b) for constants a, b — a stride-1 gather. Tiles of R
+ *     phase rows x the phase's whole width (TN channels), K slices of (tap, TK outputs): dy
+ *     gathered (one copy; the pixels outside dy zeroed by the vector unit), w's tap block
+ *     loaded transposed. Rows of tiles where every tap stays inside dy are a loop; the
+ *     border rows are emitted once each.
+ *
+ * Both: the accumulators are zeroed by a multiply of zeros (so every slice accumulates and
+ * one loop body serves them all), slices are double-buffered (two buffer sets swapped through
+ * registers every slice, counting semaphores), the tile drained and stored at its end. With
+ * several cores, the weight gradient splits its channel x output tiles, the input gradient
+ * its images. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kc_emit.h"
+#include "kc_gemm.h"
+
+static isa_opnd SP(unsigned reg, uint64_t off) { return isa_spad(reg, off); }
+static uint64_t al64(uint64_t n) { return (n + 63) & ~(uint64_t)63; }
+static uint64_t mn(uint64_t a, uint64_t b) { return a < b ? a : b; }
+static int64_t imax(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t imin(int64_t a, int64_t b) { return a < b ? a : b; }
+
+/* An image operand (NHWC: channels contiguous). */
+typedef struct kg_img {
+    uint64_t addr;
+    int64_t sn, sh, sw;
+} kg_img;
+
+typedef struct kg {
+    kc_ctx *x;
+    kce c;
+    bool wgrad;
+    uint64_t N, C, H, W, O, KH, KW, OH, OW, G, cg, og;
+    int64_t sh, sw, ph, pw, dh, dw;
+    isa_dtype dt, odt;
+    uint64_t e, oe;
+    kg_img xi, dy, dx;
+    uint64_t w_addr;
+    int64_t w_sc, w_skh, w_skw; /* w's row (c), tap strides; o is contiguous */
+    /* tiles */
+    uint64_t TM, TN, TK, R, Hph_max, Wph_max;
+    /* scratchpad: per slice bank A [TM x TK] (pitch TK), B, staging; C tile; zeros */
+    uint64_t bank[2], ba, bb, bst, cbuf, zero, acc;
+    /* registers: A's and B's HBM (x / dy, dy / w), C's HBM, the bank pair, a temporary */
+    unsigned rA, rB, rC, rK, rK2, rT;
+    unsigned s_free, s_full, s_ready, s_cfree, s_cfull;
+} kg;
+
+/* Offsets of a body's position from the registers' values (the loops step the registers). */
+typedef struct kg_pos {
+    int64_t a, b, cc;
+} kg_pos;
+
+/* ---- shared pieces ------------------------------------------------------------------------ */
+
+static isa_opnd kg_hbm(kg *g, unsigned reg, int64_t off)
+{
+    if (off >= 0)
+        return isa_hbm(reg, (uint64_t)off);
+    kce_addi(&g->c, g->rT, reg, off); /* MEM offsets are unsigned */
+    return isa_hbm(g->rT, 0);
+}
+
+/* acc (m x n) = 0: a multiply of zeros, so every slice after accumulates. */
+static void kg_zero_acc(kg *g, uint64_t m, uint64_t n)
+{
+    isa_emit *e = g->x->e;
+    ISA_EMIT(e, MXU_LOAD, SP(0, g->zero), isa_imm(1), isa_imm((int64_t)n), isa_enum(g->dt));
+    ISA_EMIT(e, MXU_MM, isa_acc(0, g->acc), SP(0, g->zero), isa_imm((int64_t)m),
+             isa_enum(g->dt), isa_enum(ISA_ACCM_SET));
+}
+
+/* The slice's multiply: W = the B buffer (k x n, rows ws bytes apart; stored transposed, n
+ * rows of k, when trans), A (m x k, rows TK elements apart). */
+static void kg_mm(kg *g, uint64_t m, uint64_t n, uint64_t k, bool trans, uint64_t ws)
+{
+    isa_emit *e = g->x->e;
+    kce *c = &g->c;
+    uint64_t pitch = g->TK * g->e;
+    kce_wait(c, ISA_UNIT_MXU, g->s_ready, 1);
+    ISA_EMIT(e, MXU_LOAD, SP(g->rK, g->bb), isa_imm((int64_t)k), isa_imm((int64_t)n),
+             isa_enum(g->dt), isa_imm(trans),
+             isa_imm(ws == (trans ? k : n) * g->e || (trans ? n : k) < 2 ? 0 : (int64_t)ws));
+    ISA_EMIT(e, MXU_MM, isa_acc(0, g->acc), SP(g->rK, g->ba), isa_imm((int64_t)m),
+             isa_enum(g->dt), isa_enum(ISA_ACCM_ACCUM),
+             isa_imm(pitch == k * g->e || m < 2 ? 0 : (int64_t)pitch));
+    kce_signal(c, ISA_UNIT_MXU, g->s_free, 1);
+    kce_swap(c, g->rK, g->rK2, g->rT);
+}
+
+/* The tile's end: drained and stored as n2 x n1 x n0 (n0 channels) with the given HBM
+ * strides from C's register + off. */
+static void kg_store(kg *g, uint64_t m, uint64_t n, int64_t off, uint64_t n1, uint64_t n2,
+                     uint64_t ds1, uint64_t ds2)
+{
+    isa_emit *e = g->x->e;
+    kce *c = &g->c;
+    kce_wait(c, ISA_UNIT_MXU, g->s_cfree, 1);
+    ISA_EMIT(e, MXU_DRAIN, SP(0, g->cbuf), isa_acc(0, g->acc), isa_imm((int64_t)m),
+             isa_imm((int64_t)n), isa_enum(g->odt));
+    kce_signal(c, ISA_UNIT_MXU, g->s_cfull, 1);
+    kce_wait(c, ISA_UNIT_DMA, g->s_cfull, 1);
+    isa_opnd dst = kg_hbm(g, g->rC, off);
+    kce_dma(c, dst, SP(0, g->cbuf), g->odt, n, n1, n2, ds1, n * g->oe, ds2, n1 * n * g->oe);
+    kce_signal(c, ISA_UNIT_DMA, g->s_cfree, 1);
+}
+
+/* A loop of count over body at the registers stepped by (da, db, dc) per iteration: count 1
+ * is straight. */
+typedef struct kg_loop {
+    kc_loop l;
+    uint64_t saved;
+} kg_loop;
+
+static void kg_loop_begin(kg *g, kg_loop *l, uint64_t count, int64_t da, int64_t db, int64_t dc)
+{
+    unsigned regs[3] = {g->rA, g->rB, g->rC};
+    int64_t st[3] = {da, db, dc};
+    kc_loop_begin(g->x, &l->l, count, 3, regs, st);
+    l->saved = g->c.mult;
+    g->c.mult *= count;
+}
+
+static void kg_loop_end(kg *g, kg_loop *l)
+{
+    g->c.mult = l->saved;
+    kc_loop_end(g->x, &l->l);
+}
+
+/* ---- the weight gradient -------------------------------------------------------------------- */
+
+/* A tap's rectangle of output pixels inside the image: rows [r0, r1), columns [q0, q1). */
+static void wg_rect(const kg *g, uint64_t kh, uint64_t kw, int64_t *r0, int64_t *r1, int64_t *q0,
+                    int64_t *q1)
+{
+    /* ih = oh sh - ph + kh dh in [0, H) */
+    int64_t bh = (int64_t)kh * g->dh - g->ph, bw = (int64_t)kw * g->dw - g->pw;
+    *r0 = bh >= 0 ? 0 : (-bh + g->sh - 1) / g->sh;
+    *r1 = imin((int64_t)g->OH, ((int64_t)g->H - 1 - bh) / g->sh + 1);
+    *q0 = bw >= 0 ? 0 : (-bw + g->sw - 1) / g->sw;
+    *q1 = imin((int64_t)g->OW, ((int64_t)g->W - 1 - bw) / g->sw + 1);
+    if ((int64_t)g->H - 1 - bh < 0)
+        *r1 = 0;
+    if ((int64_t)g->W - 1 - bw < 0)
+        *q1 = 0;
+}
+
+/* One K slice: rows output rows of the tap's rectangle (qn columns from q0) of one image; x
+ * from A's register + xo, dy from B's + yo. */
+static void wg_slice(kg *g, uint64_t tm, uint64_t tn, int64_t xo, int64_t yo, uint64_t rows,
+                     uint64_t qn)
+{
+    kce *c = &g->c;
+    uint64_t e = g->e, pix = rows * qn;
+    kce_wait(c, ISA_UNIT_DMA, g->s_free, 1);
+    isa_opnd src = kg_hbm(g, g->rA, xo);
+    kce_dma(c, SP(g->rK, g->bst), src, g->dt, tm, qn, rows, tm * e,
+            (uint64_t)(g->sw * g->xi.sw), qn * tm * e, (uint64_t)(g->sh * g->xi.sh));
+    src = kg_hbm(g, g->rB, yo);
+    kce_dma(c, SP(g->rK, g->bb), src, g->dt, tn, qn, rows, tn * e, (uint64_t)g->dy.sw, qn * tn * e,
+            (uint64_t)g->dy.sh);
+    kce_signal(c, ISA_UNIT_DMA, g->s_full, 1);
+    kce_wait(c, ISA_UNIT_VPU, g->s_full, 1);
+    kce_un(c, ISA_OP_VPU_TRANSPOSE, SP(g->rK, g->ba), SP(g->rK, g->bst), pix, tm, g->dt,
+           g->TK * e, tm * e);
+    kce_signal(c, ISA_UNIT_VPU, g->s_ready, 1);
+    kg_mm(g, tm, tn, pix, false, tn * e);
+}
+
+/* One output tile (tm channels x tn outputs of tap (kh, kw)) at position p. */
+static void wg_tile(kg *g, const kg_pos *p, uint64_t kh, uint64_t kw, uint64_t tm, uint64_t tn)
+{
+    kce *c = &g->c;
+    int64_t r0, r1, q0, q1;
+    wg_rect(g, kh, kw, &r0, &r1, &q0, &q1);
+    kg_zero_acc(g, tm, tn);
+    if (r1 > r0 && q1 > q0) {
+        uint64_t rows = (uint64_t)(r1 - r0), qn = (uint64_t)(q1 - q0), R = mn(g->R, rows);
+        uint64_t full = rows / R, rest = rows - full * R;
+        /* the slice's first pixel: x at (r0 sh - ph + kh dh, q0 sw - pw + kw dw) */
+        int64_t xo = p->a + (r0 * g->sh - g->ph + (int64_t)kh * g->dh) * g->xi.sh +
+                     (q0 * g->sw - g->pw + (int64_t)kw * g->dw) * g->xi.sw;
+        int64_t yo = p->b + r0 * g->dy.sh + q0 * g->dy.sw;
+        int64_t rx = (int64_t)R * g->sh * g->xi.sh, ry = (int64_t)R * g->dy.sh;
+        kg_loop li;
+        kg_loop_begin(g, &li, g->N, g->xi.sn, g->dy.sn, 0); /* images */
+        if (full) {
+            kg_loop lr;
+            kg_loop_begin(g, &lr, full, rx, ry, 0); /* runs of R rows */
+            wg_slice(g, tm, tn, xo, yo, R, qn);
+            kg_loop_end(g, &lr);
+        }
+        if (rest)
+            wg_slice(g, tm, tn, xo + (int64_t)full * rx, yo + (int64_t)full * ry, rest, qn);
+        kg_loop_end(g, &li);
+    }
+    /* dw's tap block: rows c (w_sc apart), columns o */
+    int64_t off = p->cc + (int64_t)kh * g->w_skh + (int64_t)kw * g->w_skw;
+    kg_store(g, tm, tn, off, tm, 1, (uint64_t)g->w_sc, 0);
+    (void)c;
+}
+
+/* The tiles of one core: channel chunks [i0, i1) x output chunks [j0, j1) of every tap and
+ * group. */
+static void wg_core(kg *g, uint64_t i0, uint64_t i1, uint64_t j0, uint64_t j1)
+{
+    uint64_t TM = g->TM, TN = g->TN, e = g->e, oe = g->oe;
+    uint64_t ci = kmm_cdiv(g->cg, TM), cj = kmm_cdiv(g->og, TN);
+    kg_loop lg;
+    kg_loop_begin(g, &lg, g->G, (int64_t)(g->cg * e), (int64_t)(g->og * e),
+                  (int64_t)(g->og * oe));
+    for (uint64_t kh = 0; kh < g->KH; kh++)
+        for (uint64_t kw = 0; kw < g->KW; kw++) {
+            /* channel chunks: the full ones of this core as a loop, the edge one after (the
+             * registers start at this core's first chunk) */
+            uint64_t ifull = i1 - i0 - (i1 == ci && g->cg % TM ? 1 : 0);
+            for (int part = 0; part < 2; part++) {
+                uint64_t ni = part ? (ifull < i1 - i0 ? 1 : 0) : ifull;
+                uint64_t tm = part ? g->cg - (ci - 1) * TM : TM;
+                uint64_t ib = part ? ifull : 0;
+                if (!ni)
+                    continue;
+                kg_loop lc;
+                kg_loop_begin(g, &lc, ni, (int64_t)(TM * e), 0, (int64_t)TM * g->w_sc);
+                uint64_t jfull = j1 - j0 - (j1 == cj && g->og % TN ? 1 : 0);
+                for (int pj = 0; pj < 2; pj++) {
+                    uint64_t nj = pj ? (jfull < j1 - j0 ? 1 : 0) : jfull;
+                    uint64_t tn = pj ? g->og - (cj - 1) * TN : TN;
+                    uint64_t jb = pj ? jfull : 0;
+                    if (!nj)
+                        continue;
+                    kg_loop lo;
+                    kg_loop_begin(g, &lo, nj, 0, (int64_t)(TN * e), (int64_t)(TN * oe));
+                    kg_pos p = {(int64_t)(ib * TM * e), (int64_t)(jb * TN * e),
+                                (int64_t)(ib * TM) * g->w_sc + (int64_t)(jb * TN * oe)};
+                    wg_tile(g, &p, kh, kw, tm, tn);
+                    kg_loop_end(g, &lo);
+                }
+                kg_loop_end(g, &lc);
+            }
+        }
+    kg_loop_end(g, &lg);
+}
+
+/* ---- the input gradient --------------------------------------------------------------------- */
+
+/* A phase (rh, rw): its rows and columns, and its taps with their dy offsets (a, b): dy
+ * pixel (i' + a, j' + b) feeds phase pixel (i', j'). */
+typedef struct ig_phase {
+    uint64_t rh, rw, hph, wph, nt;
+    uint64_t kh[64], kw[64];
+    int64_t a[64], b[64];
+} ig_phase;
+
+/* floor division */
+static int64_t fdiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+
+static void ig_phase_of(const kg *g, uint64_t rh, uint64_t rw, ig_phase *f)
+{
+    memset(f, 0, sizeof *f);
+    f->rh = rh, f->rw = rw;
+    f->hph = rh < g->H ? (g->H - rh + (uint64_t)g->sh - 1) / (uint64_t)g->sh : 0;
+    f->wph = rw < g->W ? (g->W - rw + (uint64_t)g->sw - 1) / (uint64_t)g->sw : 0;
+    for (uint64_t kh = 0; kh < g->KH; kh++) {
+        int64_t th = (int64_t)rh + g->ph - (int64_t)kh * g->dh;
+        if (((th % g->sh) + g->sh) % g->sh)
+            continue;
+        for (uint64_t kw = 0; kw < g->KW; kw++) {
+            int64_t tw = (int64_t)rw + g->pw - (int64_t)kw * g->dw;
+            if (((tw % g->sw) + g->sw) % g->sw || f->nt == 64)
+                continue;
+            f->kh[f->nt] = kh, f->kw[f->nt] = kw;
+            f->a[f->nt] = fdiv(th, g->sh), f->b[f->nt] = fdiv(tw, g->sw);
+            f->nt++;
+        }
+    }
+}
+
+/* Tap t's valid phase rows [lo, hi) and columns [clo, chi) (dy inside). */
+static void ig_valid(const kg *g, const ig_phase *f, uint64_t t, int64_t *lo, int64_t *hi,
+                     int64_t *clo, int64_t *chi)
+{
+    *lo = imax(0, -f->a[t]);
+    *hi = imin((int64_t)f->hph, (int64_t)g->OH - f->a[t]);
+    *clo = imax(0, -f->b[t]);
+    *chi = imin((int64_t)f->wph, (int64_t)g->OW - f->b[t]);
+}
+
+/* One K slice of tap t for the tile of rows [i0, i0 + rows) (tn channels from the position's
+ * c, tk outputs from its o). */
+static void ig_slice(kg *g, const kg_pos *p, const ig_phase *f, uint64_t t, int64_t i0,
+                     uint64_t rows, uint64_t tn, uint64_t tk)
+{
+    kce *c = &g->c;
+    uint64_t e = g->e, wph = f->wph, pitch = g->TK * e;
+    int64_t lo, hi, clo, chi;
+    ig_valid(g, f, t, &lo, &hi, &clo, &chi);
+    int64_t r0 = imax(lo, i0), r1 = imin(hi, i0 + (int64_t)rows);
+    kce_wait(c, ISA_UNIT_DMA, g->s_free, 1);
+    if (r1 > r0 && chi > clo) {
+        int64_t src = p->a + (r0 + f->a[t]) * g->dy.sh + (clo + f->b[t]) * g->dy.sw;
+        isa_opnd s = kg_hbm(g, g->rA, src);
+        kce_dma(c, SP(g->rK, g->ba + ((uint64_t)(r0 - i0) * wph + (uint64_t)clo) * pitch), s,
+                g->dt, tk, (uint64_t)(chi - clo), (uint64_t)(r1 - r0), pitch, (uint64_t)g->dy.sw,
+                wph * pitch, (uint64_t)g->dy.sh);
+    }
+    /* w's tap block: tn rows c (w_sc apart) of tk outputs */
+    int64_t woff = p->b + (int64_t)f->kh[t] * g->w_skh + (int64_t)f->kw[t] * g->w_skw;
+    isa_opnd s = kg_hbm(g, g->rB, woff);
+    kce_dma(c, SP(g->rK, g->bb), s, g->dt, tk, tn, 1, pitch, (uint64_t)g->w_sc, 0, 0);
+    kce_signal(c, ISA_UNIT_DMA, g->s_full, 1);
+    /* the vector unit zeroes what lies outside dy */
+    kce_wait(c, ISA_UNIT_VPU, g->s_full, 1);
+    isa_dtype dt = g->dt;
+    uint64_t A = g->ba;
+    if (r1 <= r0 || chi <= clo) {
+        kce_fill(c, SP(g->rK, A), 0.0f, rows, wph * g->TK, dt, wph * pitch);
+    } else {
+        if (r0 > i0)
+            kce_fill(c, SP(g->rK, A), 0.0f, (uint64_t)(r0 - i0), wph * g->TK, dt, wph * pitch);
+        if (r1 < i0 + (int64_t)rows)
+            kce_fill(c, SP(g->rK, A + (uint64_t)(r1 - i0) * wph * pitch), 0.0f,
+                     (uint64_t)(i0 + (int64_t)rows - r1), wph * g->TK, dt, wph * pitch);
+        uint64_t vr = (uint64_t)(r1 - r0), at = A + (uint64_t)(r0 - i0) * wph * pitch;
+        if (clo > 0)
+            kce_fill(c, SP(g->rK, at), 0.0f, vr, (uint64_t)clo * g->TK, dt, wph * pitch);
+        if (chi < (int64_t)wph)
+            kce_fill(c, SP(g->rK, at + (uint64_t)chi * pitch), 0.0f, vr,
+                     (wph - (uint64_t)chi) * g->TK, dt, wph * pitch);
+    }
+    kce_signal(c, ISA_UNIT_VPU, g->s_ready, 1);
+    kg_mm(g, rows * wph, tn, tk, true, pitch);
+}
+
+/* One tile: rows [i0, i0 + rows) of phase f, tn channels (position p). */
+static void ig_tile(kg *g, const kg_pos *p, const ig_phase *f, int64_t i0, uint64_t rows,
+                    uint64_t tn)
+{
+    uint64_t wph = f->wph, TK = g->TK, e = g->e;
+    kg_zero_acc(g, rows * wph, tn);
+    for (uint64_t t = 0; t < f->nt; t++) {
+        uint64_t full = g->og / TK, rest = g->og - full * TK;
+        if (full) {
+            kg_loop l;
+            kg_loop_begin(g, &l, full, (int64_t)(TK * e), (int64_t)(TK * e), 0);
+            ig_slice(g, p, f, t, i0, rows, tn, TK);
+            kg_loop_end(g, &l);
+        }
+        if (rest) {
+            kg_pos q = *p;
+            q.a += (int64_t)(full * TK * e), q.b += (int64_t)(full * TK * e);
+            ig_slice(g, &q, f, t, i0, rows, tn, rest);
+        }
+    }
+    /* dx: phase pixel (i', j') is (rh + sh i', rw + sw j') */
+    int64_t off = p->cc + (int64_t)(f->rh + (uint64_t)g->sh * (uint64_t)i0) * g->dx.sh +
+                  (int64_t)f->rw * g->dx.sw;
+    kg_store(g, rows * wph, tn, off, wph, rows, (uint64_t)(g->sw * g->dx.sw),
+             (uint64_t)(g->sh * g->dx.sh));
+}
+
+/* The rows of phase f for a channel chunk at p: the tiles whose rows every tap sees inside dy
+ * as a loop, the others once each. */
+static void ig_rows(kg *g, const kg_pos *p, const ig_phase *f, uint64_t tn)
+{
+    int64_t lo = 0, hi = (int64_t)f->hph;
+    for (uint64_t t = 0; t < f->nt; t++) {
+        int64_t l, h, cl, ch;
+        ig_valid(g, f, t, &l, &h, &cl, &ch);
+        lo = imax(lo, l), hi = imin(hi, h);
+    }
+    uint64_t R = mn(g->R, f->hph), tiles = kmm_cdiv(f->hph, R);
+    /* interior tiles: [i0, i0 + R) inside [lo, hi) */
+    uint64_t t0 = lo > 0 ? kmm_cdiv((uint64_t)lo, R) : 0, t1 = t0;
+    while (t1 < tiles && (int64_t)((t1 + 1) * R) <= hi && (t1 + 1) * R <= f->hph)
+        t1++;
+    int64_t ry = (int64_t)R * g->dy.sh, rx = (int64_t)((uint64_t)g->sh * R) * g->dx.sh;
+    for (uint64_t i = 0; i < tiles; i++) {
+        if (i == t0 && t1 > t0) {
+            kg_loop l;
+            kg_loop_begin(g, &l, t1 - t0, ry, 0, rx);
+            ig_tile(g, p, f, (int64_t)(t0 * R), R, tn);
+            kg_loop_end(g, &l);
+            i = t1 - 1;
+            continue;
+        }
+        uint64_t rows = mn(R, f->hph - i * R);
+        ig_tile(g, p, f, (int64_t)(i * R), rows, tn);
+    }
+}
+
+/* The images [n0, n1) of one core: per group, phase and channel chunk. */
+static void ig_core(kg *g, uint64_t nimg)
+{
+    uint64_t TN = g->TN, e = g->e, oe = g->oe, cj = kmm_cdiv(g->cg, TN);
+    kg_loop ln;
+    kg_loop_begin(g, &ln, nimg, g->dy.sn, 0, g->dx.sn);
+    kg_loop lg;
+    kg_loop_begin(g, &lg, g->G, (int64_t)(g->og * e), (int64_t)(g->og * e),
+                  (int64_t)(g->cg * oe));
+    for (uint64_t rh = 0; rh < (uint64_t)g->sh; rh++)
+        for (uint64_t rw = 0; rw < (uint64_t)g->sw; rw++) {
+            ig_phase f;
+            ig_phase_of(g, rh, rw, &f);
+            if (!f.hph || !f.wph)
+                continue;
+            uint64_t full = g->cg / TN;
+            if (full) {
+                kg_loop lc;
+                kg_loop_begin(g, &lc, full, 0, (int64_t)TN * g->w_sc, (int64_t)(TN * oe));
+                kg_pos p = {0, 0, 0};
+                ig_rows(g, &p, &f, TN);
+                kg_loop_end(g, &lc);
+            }
+            if (cj > full) {
+                kg_pos p = {0, (int64_t)full * (int64_t)TN * g->w_sc, (int64_t)(full * TN * oe)};
+                ig_rows(g, &p, &f, g->cg - full * TN);
+            }
+        }
+    kg_loop_end(g, &lg);
+    kg_loop_end(g, &ln);
+}
+
+/* ---- the plan ----------------------------------------------------------------------------- */
+
+static np_status kg_img_of(kg *g, kg_img *o, const kc_tensor *t, const char *what, uint64_t c,
+                           uint64_t h, uint64_t w)
+{
+    kc_ctx *x = g->x;
+    if (t->ndim != 4 || (uint64_t)t->shape[0] != g->N || (uint64_t)t->shape[1] != c ||
+        (uint64_t)t->shape[2] != h || (uint64_t)t->shape[3] != w)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%s must be [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+                       ", %" PRIu64 "]", what, g->N, c, h, w);
+    uint64_t e = nn_dtype_size(t->dtype);
+    if (t->stride[1] != (int64_t)e && c > 1)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%s must be channels-last (NHWC in memory: "
+                       "channel stride %" PRIu64 " bytes, not %" PRId64 ")", what, e, t->stride[1]);
+    o->addr = t->addr, o->sn = t->stride[0], o->sh = t->stride[2], o->sw = t->stride[3];
+    return NP_OK;
+}
+
+/* Scratchpad bytes of tiles TM x TN x TK (two slice banks, the C tile, the zeros). */
+static uint64_t kg_spad(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK)
+{
+    uint64_t e = g->e;
+    uint64_t bank = al64(TM * TK * e) + al64(TN * TK * e) + (g->wgrad ? al64(TK * TM * e) : 0);
+    return 2 * bank + al64(TM * TN * g->oe) + al64((TM > TN ? TM : TN) * e);
+}
+
+static np_status kg_compile(kc_ctx *x, bool wgrad)
+{
+    const kc_kernel *k = x->k;
+    kg g;
+    memset(&g, 0, sizeof g);
+    g.x = x, g.wgrad = wgrad, g.c = (kce){x, 1, 0, 0};
+    const kc_tensor *img = wgrad ? &k->in[0] : &k->out[0], *dy = wgrad ? &k->in[1] : &k->in[0];
+    const kc_tensor *w = wgrad ? &k->out[0] : &k->in[1];
+    if (img->ndim != 4 || dy->ndim != 4 || w->ndim != 4)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "operands must be 4-D (NCHW images, OIHW weights)");
+    g.N = (uint64_t)img->shape[0], g.C = (uint64_t)img->shape[1], g.H = (uint64_t)img->shape[2];
+    g.W = (uint64_t)img->shape[3], g.O = (uint64_t)w->shape[0];
+    g.KH = (uint64_t)w->shape[2], g.KW = (uint64_t)w->shape[3];
+    g.G = (uint64_t)kc_attr_int(x, "groups");
+    g.sh = kc_attr_int(x, "stride"), g.sw = kc_attr_int(x, "stride_w");
+    g.sw = g.sw ? g.sw : g.sh;
+    g.ph = kc_attr_int(x, "pad"), g.pw = kc_attr_int(x, "pad_w");
+    g.pw = g.pw >= 0 ? g.pw : g.ph;
+    g.dh = kc_attr_int(x, "dilation"), g.dw = kc_attr_int(x, "dilation_w");
+    g.dw = g.dw ? g.dw : g.dh;
+    if (g.C % g.G || g.O % g.G || (uint64_t)w->shape[1] * g.G != g.C)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%" PRIu64 " channels, %" PRIu64 " outputs and w's %"
+                       PRId64 " channels a group do not make %" PRIu64 " groups", g.C, g.O,
+                       w->shape[1], g.G);
+    g.cg = g.C / g.G, g.og = g.O / g.G;
+    int64_t eh = (int64_t)g.H + 2 * g.ph - g.dh * ((int64_t)g.KH - 1) - 1;
+    int64_t ew = (int64_t)g.W + 2 * g.pw - g.dw * ((int64_t)g.KW - 1) - 1;
+    if (eh < 0 || ew < 0)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "the filter is larger than the padded image");
+    g.OH = (uint64_t)(eh / g.sh + 1), g.OW = (uint64_t)(ew / g.sw + 1);
+    if (kg_img_of(&g, wgrad ? &g.xi : &g.dx, img, wgrad ? "x" : "dx", g.C, g.H, g.W) != NP_OK ||
+        kg_img_of(&g, &g.dy, dy, "dy", g.O, g.OH, g.OW) != NP_OK)
+        return kc_status(x);
+    if (w->shape[1] != (int64_t)g.cg)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "w must be [%" PRIu64 ", %" PRIu64 ", %" PRIu64
+                       ", %" PRIu64 "]", g.O, g.cg, g.KH, g.KW);
+    g.dt = kc_isa_dtype(dy->dtype);
+    g.odt = kc_isa_dtype(k->out[0].dtype);
+    g.e = isa_dtype_size[g.dt], g.oe = isa_dtype_size[g.odt];
+    const kc_tensor *other = wgrad ? img : w;
+    if (other->dtype != dy->dtype)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%s is %s, dy %s: the array multiplies one type",
+                       wgrad ? "x" : "w", nn_dtype_name(other->dtype), nn_dtype_name(dy->dtype));
+    if (g.dt == ISA_DTYPE_INT8 || g.dt == ISA_DTYPE_INT32 || g.odt == ISA_DTYPE_INT8 ||
+        g.odt == ISA_DTYPE_INT32)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "the gradients take floats");
+    if (!(isa_emit_program(x->e)->target.dtypes & (1u << g.dt)))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "the array does not multiply %s",
+                       isa_dtype_names[g.dt]);
+    uint64_t we = isa_dtype_size[kc_isa_dtype(w->dtype)];
+    if (w->stride[0] != (int64_t)we && g.O > 1)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "w must be laid out as [(kh, kw, c)][o] (o "
+                       "contiguous: stride %" PRIu64 ", not %" PRId64 ")", we, w->stride[0]);
+    g.w_addr = w->addr, g.w_sc = w->stride[1], g.w_skh = w->stride[2], g.w_skw = w->stride[3];
+    /* tiles that fit: weight gradient TM channels x TN outputs over TK-pixel slices; input
+     * gradient R phase rows (TM = R x the phase's width) x TN channels over TK outputs */
+    const kc_place *pl = &k->place;
+    uint64_t n_cores = pl->n_cores ? pl->n_cores : 1, spad = UINT64_MAX, accb = UINT64_MAX;
+    for (uint32_t cc = pl->core0; cc < pl->core0 + n_cores; cc++) {
+        spad = mn(spad, kc_spad_avail(x, cc));
+        accb = mn(accb, kc_acc_avail(x, cc));
+    }
+    uint64_t Rr = (uint64_t)x->cfg->core.array_rows, Cc = (uint64_t)x->cfg->core.array_cols;
+    if (wgrad) {
+        g.TN = mn(g.og, 4 * Cc);
+        g.TM = mn(g.cg, 4 * Rr);
+        while (g.TM > 1 && g.TM * g.TN * 4 > accb)
+            g.TM = (g.TM + 1) / 2;
+        uint64_t qn = g.OW, want = mn(g.OH * qn, 2048);
+        g.TK = want;
+        while (g.TK > qn && kg_spad(&g, g.TM, g.TN, g.TK) > spad)
+            g.TK = g.TK > qn ? g.TK - qn : qn;
+        while (g.TM > 1 && kg_spad(&g, g.TM, g.TN, g.TK) > spad)
+            g.TM = (g.TM + 1) / 2;
+        g.R = g.TK / qn ? g.TK / qn : 1;
+        g.TK = g.R * qn;
+        if (kg_spad(&g, g.TM, g.TN, g.TK) > spad || g.TM * g.TN * 4 > accb || g.TK > 65535)
+            return kc_fail(x, NP_ERR_RANGE, "slices of one output row (%" PRIu64 " pixels) need %"
+                           PRIu64 " scratchpad bytes (%" PRIu64 " free) and %" PRIu64
+                           " accumulator bytes (%" PRIu64 " free)", qn,
+                           kg_spad(&g, g.TM, g.TN, g.TK), spad, g.TM * g.TN * 4, accb);
+    } else {
+        g.TN = mn(g.cg, 4 * Cc);
+        g.TK = mn(g.og, 4 * Rr);
+        g.Wph_max = kmm_cdiv(g.W, (uint64_t)g.sw), g.Hph_max = kmm_cdiv(g.H, (uint64_t)g.sh);
+        uint64_t wph = g.Wph_max;
+        for (;;) {
+            uint64_t rmax = accb / (wph * g.TN * 4);
+            for (g.R = mn(rmax, g.Hph_max); g.R > 1 && kg_spad(&g, g.R * wph, g.TN, g.TK) > spad;)
+                g.R--;
+            if (g.R >= 1 && kg_spad(&g, g.R * wph, g.TN, g.TK) <= spad && rmax >= 1)
+                break;
+            if (g.TN == 1 && g.TK == 1)
+                return kc_fail(x, NP_ERR_RANGE, "a row of %" PRIu64 " pixels does not fit the "
+                               "scratchpad (%" PRIu64 " bytes free) and the accumulators (%" PRIu64
+                               " free)", wph, spad, accb);
+            if (g.TN >= g.TK)
+                g.TN = (g.TN + 1) / 2;
+            else
+                g.TK = (g.TK + 1) / 2;
+        }
+        while (g.TK > 1 && wph * g.TK > 65535) /* the zero fills' rows of pixels */
+            g.TK = (g.TK + 1) / 2;
+        g.TM = g.R * wph;
+        if (g.TM > 65535)
+            return kc_fail(x, NP_ERR_RANGE, "a tile of %" PRIu64 " pixels (at most 65535)", g.TM);
+    }
+    /* the result */
+    kc_result *r = x->res;
+    uint64_t macs = g.N * g.OH * g.OW * g.O * g.cg * g.KH * g.KW;
+    r->flops = r->mxu_flops = 2 * macs;
+    snprintf(r->schedule, sizeof r->schedule, "%s: %" PRIu64 " groups, tiles %" PRIu64 "x%" PRIu64
+             "x%" PRIu64 "%s", wgrad ? "per tap C^T dy" : "per phase dy W^T", g.G, g.TM, g.TN,
+             g.TK, wgrad ? " (pixels)" : "");
+    /* cores: the weight gradient splits its channel x output tiles, the input gradient its
+     * images */
+    uint64_t ci = kmm_cdiv(g.cg, g.TM), cj = kmm_cdiv(g.og, g.TN), pr = 1, pc = 1;
+    if (wgrad)
+        kmm_split_grid(ci, cj, n_cores, &pr, &pc);
+    uint64_t units = wgrad ? pr * pc : mn(n_cores, g.N);
+    for (uint64_t u = 0; u < units; u++) {
+        kg q = g;
+        q.c = (kce){x, 1, 0, 0};
+        uint64_t i0 = 0, i1 = 0, j0 = 0, j1 = 0, n0 = 0, n1 = 0;
+        if (wgrad) {
+            kmm_block(ci, pr, u / pc, &i0, &i1);
+            kmm_block(cj, pc, u % pc, &j0, &j1);
+        } else {
+            kmm_block(g.N, units, u, &n0, &n1);
+        }
+        if (kc_core(x, pl->core0 + (uint32_t)u) != NP_OK)
+            return kc_status(x);
+        uint64_t at, bank = al64(q.TM * q.TK * q.e) + al64(q.TN * q.TK * q.e) +
+                                (wgrad ? al64(q.TK * q.TM * q.e) : 0);
+        kc_spad_alloc(x, kg_spad(&q, q.TM, q.TN, q.TK), 64, &at);
+        kc_acc_alloc(x, q.TM * q.TN * 4, 64, &q.acc);
+        if (kc_status(x) != NP_OK)
+            return kc_status(x);
+        q.bank[0] = at, q.bank[1] = at + bank;
+        q.ba = 0, q.bb = al64(q.TM * q.TK * q.e), q.bst = q.bb + al64(q.TN * q.TK * q.e);
+        q.cbuf = at + 2 * bank, q.zero = q.cbuf + al64(q.TM * q.TN * q.oe);
+        unsigned *regs[] = {&q.rA, &q.rB, &q.rC, &q.rK, &q.rK2, &q.rT};
+        for (size_t i = 0; i < 6; i++)
+            kc_reg_alloc(x, regs[i]);
+        unsigned *sems[] = {&q.s_free, &q.s_full, &q.s_ready, &q.s_cfree, &q.s_cfull};
+        for (size_t i = 0; i < 5; i++)
+            kc_sem_alloc(x, sems[i]);
+        if (kc_status(x) != NP_OK)
+            return kc_status(x);
+        isa_emit *e = x->e;
+        if (wgrad) {
+            ISA_EMIT(e, LI, isa_reg(q.rA), isa_imm((int64_t)q.xi.addr + (int64_t)(i0 * q.TM * q.e)));
+            ISA_EMIT(e, LI, isa_reg(q.rB), isa_imm((int64_t)q.dy.addr + (int64_t)(j0 * q.TN * q.e)));
+            ISA_EMIT(e, LI, isa_reg(q.rC), isa_imm((int64_t)q.w_addr +
+                                                   (int64_t)(i0 * q.TM) * q.w_sc +
+                                                   (int64_t)(j0 * q.TN * q.oe)));
+        } else {
+            ISA_EMIT(e, LI, isa_reg(q.rA), isa_imm((int64_t)q.dy.addr + (int64_t)n0 * q.dy.sn));
+            ISA_EMIT(e, LI, isa_reg(q.rB), isa_imm((int64_t)q.w_addr));
+            ISA_EMIT(e, LI, isa_reg(q.rC), isa_imm((int64_t)q.dx.addr + (int64_t)n0 * q.dx.sn));
+        }
+        ISA_EMIT(e, LI, isa_reg(q.rK), isa_imm((int64_t)q.bank[0]));
+        ISA_EMIT(e, LI, isa_reg(q.rK2), isa_imm((int64_t)q.bank[1]));
+        kce *c = &q.c;
+        kce_fill(c, SP(0, q.zero), 0.0f, 1, q.TM > q.TN ? q.TM : q.TN, q.dt, 0);
+        kce_signal(c, ISA_UNIT_VPU, q.s_ready, 1); /* the zeros are there */
+        kce_wait(c, ISA_UNIT_MXU, q.s_ready, 1);
+        kce_signal(c, ISA_UNIT_DMA, q.s_free, 2);
+        kce_signal(c, ISA_UNIT_DMA, q.s_cfree, 1);
+        if (wgrad) {
+            wg_core(&q, i0, i1, j0, j1);
+        } else {
+            ig_core(&q, n1 - n0);
+        }
+        kce_wait(c, ISA_UNIT_DMA, q.s_free, 2);
+        kce_wait(c, ISA_UNIT_DMA, q.s_cfree, 1);
+        r->hbm_read_bytes += q.c.rd;
+        r->hbm_write_bytes += q.c.wr;
+    }
+    r->cores = (uint32_t)units;
+    return kc_status(x);
+}
+
+static np_status grad_input_compile(kc_ctx *x) { return kg_compile(x, false); }
+static np_status grad_weight_compile(kc_ctx *x) { return kg_compile(x, true); }
+
+/* ---- the framework's computation of each -------------------------------------------------- */
+
+static int64_t kg_attr(const kc_kernel *k, const char *name, int64_t dflt)
+{
+    for (int i = 0; i < k->n_attrs; i++)
+        if (!strcmp(k->attrs[i].name, name))
+            return k->attrs[i].i;
+    return dflt;
+}
+
+static np_status kg_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
+                              nn_tensor **out, np_err *err)
+{
+    int64_t s = kg_attr(k, "stride", 1), p = kg_attr(k, "pad", 0), d = kg_attr(k, "dilation", 1);
+    int64_t sw = kg_attr(k, "stride_w", 0), pw = kg_attr(k, "pad_w", -1),
+            dw = kg_attr(k, "dilation_w", 0);
+    if ((sw && sw != s) || (pw >= 0 && pw != p) || (dw && dw != d))
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s: the framework's convolution has one "
+                          "stride, pad and dilation for both dims", nn_op_name(k->op));
+    const kc_tensor *o = &k->out[0];
+    int64_t ip[NN_MAX_IPARAMS] = {s, p, d, kg_attr(k, "groups", 1), o->shape[2], o->shape[3]};
+    out[0] = nn_node(g, k->op, 2, (nn_tensor *[]){in[0], in[1]}, ip, NULL);
+    return out[0] ? NP_OK : nn_graph_status(g, err);
+}
+
+/* ---- `npusim kernel --op` ------------------------------------------------------------------ */
+
+static const kc_attr_def kg_keys[] = {
+    {"n", KC_ATTR_INT, 1, 1, 65536, "images"},
+    {"h", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input height"},
+    {"w", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input width"},
+    {"c", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input channels"},
+    {"k", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "output channels (filters)"},
+    {"r", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter height"},
+    {"s", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter width"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "every operand's type"},
+};
+
+static int64_t spec_i(const kc_spec *s, const char *name, int64_t dflt)
+{
+    const kc_spec_val *v = kc_spec_get(s, name);
+    return v ? v->i : dflt;
+}
+
+/* x, dy channels-last, w as [(r, s, c)][k]: the layouts the conv2d kernels take. */
+static np_status kg_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
+{
+    nn_dtype dt = (nn_dtype)spec_i(s, "dtype", NN_BF16);
+    int64_t N = spec_i(s, "n", 1), H = spec_i(s, "h", 1), W = spec_i(s, "w", 1),
+            C = spec_i(s, "c", 1), O = spec_i(s, "k", 1), R = spec_i(s, "r", 1),
+            S = spec_i(s, "s", 1), G = spec_i(s, "groups", 1);
+    int64_t sh = spec_i(s, "stride", 1), sw = spec_i(s, "stride_w", 0);
+    int64_t ph = spec_i(s, "pad", 0), pw = spec_i(s, "pad_w", -1);
+    int64_t dh = spec_i(s, "dilation", 1), dw = spec_i(s, "dilation_w", 0);
+    sw = sw ? sw : sh, pw = pw >= 0 ? pw : ph, dw = dw ? dw : dh;
+    int64_t E = (H + 2 * ph - dh * (R - 1) - 1) / sh + 1, F = (W + 2 * pw - dw * (S - 1) - 1) / sw + 1;
+    if (E < 1 || F < 1 || C % G || O % G)
+        return np_err_set(err, NP_ERR_RANGE, "%s: a %" PRId64 "x%" PRId64 " filter on %" PRId64
+                          "x%" PRId64 " with %" PRId64 " groups of %" PRId64 " channels and %"
+                          PRId64 " outputs does not fit", nn_op_name(s->op), R, S, H, W, G, C, O);
+    int64_t e = (int64_t)nn_dtype_size(dt), cg = C / G;
+    uint64_t ax, aw, ay;
+    if (kc_prog_bss(p, "X", (uint64_t)(N * H * W * C * e), &ax, err) != NP_OK ||
+        kc_prog_bss(p, "W", (uint64_t)(R * S * cg * O * e), &aw, err) != NP_OK ||
+        kc_prog_bss(p, "DY", (uint64_t)(N * E * F * O * e), &ay, err) != NP_OK)
+        return err->status;
+    kc_tensor tx = {ax, dt, 4, {N, C, H, W}, {H * W * C * e, e, W * C * e, C * e}};
+    kc_tensor tw = {aw, dt, 4, {O, cg, R, S}, {e, O * e, S * cg * O * e, cg * O * e}};
+    kc_tensor ty = {ay, dt, 4, {N, O, E, F}, {E * F * O * e, e, F * O * e, O * e}};
+    k->n_in = 2, k->n_out = 1;
+    if (s->op == NN_OP_CONV2D_GRAD_INPUT)
+        k->in[0] = ty, k->in[1] = tw, k->out[0] = tx;
+    else
+        k->in[0] = tx, k->in[1] = ty, k->out[0] = tw;
+    return NP_OK;
+}
+
+/* ---- the table rows ----------------------------------------------------------------------- */
+
+static const kc_attr_def kg_attrs[] = {
+    {"stride", KC_ATTR_INT, 1, 1, 65535, "vertical stride (and horizontal unless stride_w)"},
+    {"stride_w", KC_ATTR_INT, 0, 0, 65535, "horizontal stride (0: stride)"},
+    {"pad", KC_ATTR_INT, 0, 0, 65535, "zero padding top and bottom (and left and right unless pad_w)"},
+    {"pad_w", KC_ATTR_INT, -1, -1, 65535, "zero padding left and right (-1: pad)"},
+    {"dilation", KC_ATTR_INT, 1, 1, 65535, "vertical filter dilation (and horizontal unless dilation_w)"},
+    {"dilation_w", KC_ATTR_INT, 0, 0, 65535, "horizontal filter dilation (0: dilation)"},
+    {"groups", KC_ATTR_INT, 1, 1, 65535, "channel groups (groups = channels: depthwise)"},
+};
+
+const kc_kernel_def kc_conv2d_grad_input_def = {
+    .op = NN_OP_CONV2D_GRAD_INPUT, .n_in = 2, .n_out = 1,
+    .attrs = kg_attrs, .n_attrs = sizeof kg_attrs / sizeof kg_attrs[0],
+    .compile = grad_input_compile, .reference = kg_reference,
+    .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
+    .doc = "implicit GEMM per stride phase: dy gathered with a tap's constant shift (outside "
+           "zeroed), w's tap blocks loaded transposed, border rows emitted once",
+};
+
+const kc_kernel_def kc_conv2d_grad_weight_def = {
+    .op = NN_OP_CONV2D_GRAD_WEIGHT, .n_in = 2, .n_out = 1,
+    .attrs = kg_attrs, .n_attrs = sizeof kg_attrs / sizeof kg_attrs[0],
+    .compile = grad_weight_compile, .reference = kg_reference,
+    .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
+    .doc = "implicit GEMM per tap over the output pixels the tap sees: x gathered and "
+           "transposed, dy stationary, images and runs of rows as loops",
+};

@@ -1,0 +1,134 @@
+/* test_kernels_conv.c — the convolution gradients (compiler/kc_convgrad.c): conv2d_grad_input
+ * and conv2d_grad_weight against the framework's reference executor on odd shapes (channels,
+ * images and filters not multiples of the array or the tiles) with stride, padding, dilation,
+ * groups and depthwise, every float type, one and several cores; values are quarter integers,
+ * so every sum is exact in fp32 and the kernels must equal the reference exactly. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "harness.h"
+#include "kernel.h"
+#include "krun.h"
+#include "nn.h"
+#include "rng.h"
+
+#define DIMS(...) (int64_t[]){__VA_ARGS__}
+
+static arch_config tiny(void)
+{
+    arch_config cfg;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+static void fill(nn_tensor *t, rng *g)
+{
+    CU_ASSERT_FATAL(nn_tensor_alloc(t));
+    for (int64_t i = 0; i < nn_numel(t); i++)
+        t->data[i] = (float)((int)rng_below(g, 9) - 4) / 4.0f;
+}
+
+/* The layouts the conv kernels take: images NHWC, weights [(kh, kw, c)][o]. */
+static void nhwc(kc_tensor *t)
+{
+    int64_t e = (int64_t)nn_dtype_size(t->dtype), C = t->shape[1], H = t->shape[2],
+            W = t->shape[3];
+    t->stride[1] = e, t->stride[3] = C * e, t->stride[2] = W * C * e, t->stride[0] = H * W * C * e;
+}
+
+static void hwio(kc_tensor *t)
+{
+    int64_t e = (int64_t)nn_dtype_size(t->dtype), O = t->shape[0], C = t->shape[1],
+            S = t->shape[3];
+    t->stride[0] = e, t->stride[1] = O * e, t->stride[3] = C * O * e, t->stride[2] = S * C * O * e;
+}
+
+typedef struct conv_case {
+    int64_t N, C, H, W, O, KH, KW, s, p, d, G;
+    nn_dtype dt;
+    uint32_t cores;
+} conv_case;
+
+static void check_grad(const arch_config *cfg, nn_op op, const conv_case *c, rng *g)
+{
+    np_err err = {0};
+    nn_graph *gr = nn_graph_new(1);
+    int64_t OH = (c->H + 2 * c->p - c->d * (c->KH - 1) - 1) / c->s + 1;
+    int64_t OW = (c->W + 2 * c->p - c->d * (c->KW - 1) - 1) / c->s + 1;
+    nn_tensor *x = nn_input(gr, "x", c->dt, 4, DIMS(c->N, c->C, c->H, c->W));
+    nn_tensor *w = nn_input(gr, "w", c->dt, 4, DIMS(c->O, c->C / c->G, c->KH, c->KW));
+    nn_tensor *dy = nn_input(gr, "dy", c->dt, 4, DIMS(c->N, c->O, OH, OW));
+    fill(x, g), fill(w, g), fill(dy, g);
+    bool wg = op == NN_OP_CONV2D_GRAD_WEIGHT;
+    kc_kernel k = {.op = op, .n_in = 2, .n_out = 1, .place = {0, 0, c->cores}, .n_attrs = 4};
+    k.attrs[0] = KC_INT("stride", c->s);
+    k.attrs[1] = KC_INT("pad", c->p);
+    k.attrs[2] = KC_INT("dilation", c->d);
+    k.attrs[3] = KC_INT("groups", c->G);
+    nn_tensor *in[2] = {wg ? x : dy, wg ? dy : w}, *like = wg ? w : x;
+    kc_tensor_of(&k.in[0], 0, in[0]);
+    kc_tensor_of(&k.in[1], 0, in[1]);
+    kc_tensor_of(&k.out[0], 0, like);
+    nn_tensor *want = NULL;
+    CU_ASSERT_EQUAL_FATAL(kc_kernel_find(op)->reference(gr, &k, in, &want, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(gr, &err), NP_OK);
+    nn_tensor *got = nn_input(gr, "got", c->dt, 4, want->ne);
+    kc_tensor_of(&k.out[0], 0, got);
+    if (wg) {
+        nhwc(&k.in[0]), nhwc(&k.in[1]), hwio(&k.out[0]);
+    } else {
+        nhwc(&k.in[0]), hwio(&k.in[1]), nhwc(&k.out[0]);
+    }
+    krun_io io = {.in = {in[0], in[1]}, .out = {got}};
+    krun_result r;
+    np_status st = krun_kernel(cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "%s: %s\n", nn_op_name(op), err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    krun_diff d = krun_compare(got, want, 0, 0);
+    if (d.bad || getenv("KG_DEBUG"))
+        fprintf(stderr, "%s %s N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld p%lld d%lld g%lld on %u "
+                "(%s): %lld of %lld off (worst %g at %lld: %g, not %g)\n", nn_op_name(op),
+                nn_dtype_name(c->dt), (long long)c->N, (long long)c->C, (long long)c->H,
+                (long long)c->W, (long long)c->O, (long long)c->KH, (long long)c->KW,
+                (long long)c->s, (long long)c->p, (long long)c->d, (long long)c->G, c->cores,
+                r.kernel.schedule, (long long)d.bad, (long long)d.n, d.max_abs, (long long)d.worst,
+                d.n ? got->data[d.worst] : 0, d.n ? want->data[d.worst] : 0);
+    CU_ASSERT_EQUAL(d.bad, 0);
+    CU_ASSERT_EQUAL(r.report->hbm_read_bytes, r.kernel.hbm_read_bytes);
+    CU_ASSERT_EQUAL(r.report->hbm_write_bytes, r.kernel.hbm_write_bytes);
+    krun_result_free(&r);
+    nn_graph_free(gr);
+}
+
+static const conv_case conv_cases[] = {
+    {2, 5, 7, 6, 6, 3, 3, 1, 1, 1, 1, NN_F32, 1},  /* same padding */
+    {1, 3, 9, 8, 5, 3, 2, 2, 1, 1, 1, NN_BF16, 1}, /* stride 2: four phases */
+    {2, 4, 8, 9, 6, 3, 3, 1, 2, 2, 2, NN_F16, 2},  /* dilation 2, two groups, two cores */
+    {1, 6, 7, 7, 6, 3, 3, 2, 1, 1, 6, NN_BF16, 1}, /* depthwise, stride 2 */
+    {1, 3, 6, 5, 2, 1, 1, 3, 0, 1, 1, NN_F32, 1},  /* 1x1 stride 3: phases without taps */
+    {2, 9, 10, 11, 10, 5, 5, 2, 2, 1, 1, NN_BF16, 2}, /* 5x5, wide channels */
+    {3, 18, 21, 19, 20, 3, 3, 1, 1, 1, 1, NN_BF16, 1}, /* loops: rows, channel and output chunks */
+};
+
+TEST(conv2d_grad_input_equals_the_reference_for_strides_pads_dilations_and_groups)
+{
+    arch_config cfg = tiny();
+    rng g;
+    rng_seed(&g, 21);
+    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_INPUT, &conv_cases[i], &g);
+}
+
+TEST(conv2d_grad_weight_equals_the_reference_for_strides_pads_dilations_and_groups)
+{
+    arch_config cfg = tiny();
+    rng g;
+    rng_seed(&g, 22);
+    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_WEIGHT, &conv_cases[i], &g);
+}
