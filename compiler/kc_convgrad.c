@@ -223,45 +223,46 @@ static void wg_tile(kg *g, const kg_pos *p, uint64_t kh, uint64_t kw, uint64_t t
     (void)c;
 }
 
-/* The tiles of one core: channel chunks [i0, i1) x output chunks [j0, j1) of every tap and
- * group. */
-static void wg_core(kg *g, uint64_t i0, uint64_t i1, uint64_t j0, uint64_t j1)
+/* The tiles of one core: channel chunks [i0, i1) x output chunks [j0, j1) of the taps
+ * [t0, t1) (kh KW + kw) of every group. */
+static void wg_core(kg *g, uint64_t i0, uint64_t i1, uint64_t j0, uint64_t j1, uint64_t t0,
+                    uint64_t t1)
 {
     uint64_t TM = g->TM, TN = g->TN, e = g->e, oe = g->oe;
     uint64_t ci = kmm_cdiv(g->cg, TM), cj = kmm_cdiv(g->og, TN);
     kg_loop lg;
     kg_loop_begin(g, &lg, g->G, (int64_t)(g->cg * e), (int64_t)(g->og * e),
                   (int64_t)(g->og * oe));
-    for (uint64_t kh = 0; kh < g->KH; kh++)
-        for (uint64_t kw = 0; kw < g->KW; kw++) {
-            /* channel chunks: the full ones of this core as a loop, the edge one after (the
-             * registers start at this core's first chunk) */
-            uint64_t ifull = i1 - i0 - (i1 == ci && g->cg % TM ? 1 : 0);
-            for (int part = 0; part < 2; part++) {
-                uint64_t ni = part ? (ifull < i1 - i0 ? 1 : 0) : ifull;
-                uint64_t tm = part ? g->cg - (ci - 1) * TM : TM;
-                uint64_t ib = part ? ifull : 0;
-                if (!ni)
+    for (uint64_t t = t0; t < t1; t++) {
+        uint64_t kh = t / g->KW, kw = t % g->KW;
+        /* channel chunks: the full ones of this core as a loop, the edge one after (the
+         * registers start at this core's first chunk) */
+        uint64_t ifull = i1 - i0 - (i1 == ci && g->cg % TM ? 1 : 0);
+        for (int part = 0; part < 2; part++) {
+            uint64_t ni = part ? (ifull < i1 - i0 ? 1 : 0) : ifull;
+            uint64_t tm = part ? g->cg - (ci - 1) * TM : TM;
+            uint64_t ib = part ? ifull : 0;
+            if (!ni)
+                continue;
+            kg_loop lc;
+            kg_loop_begin(g, &lc, ni, (int64_t)(TM * e), 0, (int64_t)TM * g->w_sc);
+            uint64_t jfull = j1 - j0 - (j1 == cj && g->og % TN ? 1 : 0);
+            for (int pj = 0; pj < 2; pj++) {
+                uint64_t nj = pj ? (jfull < j1 - j0 ? 1 : 0) : jfull;
+                uint64_t tn = pj ? g->og - (cj - 1) * TN : TN;
+                uint64_t jb = pj ? jfull : 0;
+                if (!nj)
                     continue;
-                kg_loop lc;
-                kg_loop_begin(g, &lc, ni, (int64_t)(TM * e), 0, (int64_t)TM * g->w_sc);
-                uint64_t jfull = j1 - j0 - (j1 == cj && g->og % TN ? 1 : 0);
-                for (int pj = 0; pj < 2; pj++) {
-                    uint64_t nj = pj ? (jfull < j1 - j0 ? 1 : 0) : jfull;
-                    uint64_t tn = pj ? g->og - (cj - 1) * TN : TN;
-                    uint64_t jb = pj ? jfull : 0;
-                    if (!nj)
-                        continue;
-                    kg_loop lo;
-                    kg_loop_begin(g, &lo, nj, 0, (int64_t)(TN * e), (int64_t)(TN * oe));
-                    kg_pos p = {(int64_t)(ib * TM * e), (int64_t)(jb * TN * e),
-                                (int64_t)(ib * TM) * g->w_sc + (int64_t)(jb * TN * oe)};
-                    wg_tile(g, &p, kh, kw, tm, tn);
-                    kg_loop_end(g, &lo);
-                }
-                kg_loop_end(g, &lc);
+                kg_loop lo;
+                kg_loop_begin(g, &lo, nj, 0, (int64_t)(TN * e), (int64_t)(TN * oe));
+                kg_pos p = {(int64_t)(ib * TM * e), (int64_t)(jb * TN * e),
+                            (int64_t)(ib * TM) * g->w_sc + (int64_t)(jb * TN * oe)};
+                wg_tile(g, &p, kh, kw, tm, tn);
+                kg_loop_end(g, &lo);
             }
+            kg_loop_end(g, &lc);
         }
+    }
     kg_loop_end(g, &lg);
 }
 
@@ -584,19 +585,24 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
     snprintf(r->schedule, sizeof r->schedule, "%s: %" PRIu64 " groups, tiles %" PRIu64 "x%" PRIu64
              "x%" PRIu64 "%s", wgrad ? "per tap C^T dy" : "per phase dy W^T", g.G, g.TM, g.TN,
              g.TK, wgrad ? " (pixels)" : "");
-    /* cores: the weight gradient splits its channel x output tiles, the input gradient its
-     * images */
-    uint64_t ci = kmm_cdiv(g.cg, g.TM), cj = kmm_cdiv(g.og, g.TN), pr = 1, pc = 1;
-    if (wgrad)
+    /* cores: the weight gradient splits its channel x output tiles, then its taps; the input
+     * gradient its images */
+    uint64_t ci = kmm_cdiv(g.cg, g.TM), cj = kmm_cdiv(g.og, g.TN), pr = 1, pc = 1, tg = 1;
+    uint64_t taps = g.KH * g.KW;
+    if (wgrad) {
         kmm_split_grid(ci, cj, n_cores, &pr, &pc);
-    uint64_t units = wgrad ? pr * pc : mn(n_cores, g.N);
+        tg = mn(taps, n_cores / (pr * pc));
+    }
+    uint64_t units = wgrad ? pr * pc * tg : mn(n_cores, g.N);
     for (uint64_t u = 0; u < units; u++) {
         kg q = g;
         q.c = (kce){x, 1, 0, 0};
-        uint64_t i0 = 0, i1 = 0, j0 = 0, j1 = 0, n0 = 0, n1 = 0;
+        uint64_t i0 = 0, i1 = 0, j0 = 0, j1 = 0, n0 = 0, n1 = 0, t0 = 0, t1 = 0;
         if (wgrad) {
-            kmm_block(ci, pr, u / pc, &i0, &i1);
-            kmm_block(cj, pc, u % pc, &j0, &j1);
+            uint64_t blk = u / tg;
+            kmm_block(ci, pr, blk / pc, &i0, &i1);
+            kmm_block(cj, pc, blk % pc, &j0, &j1);
+            kmm_block(taps, tg, u % tg, &t0, &t1);
         } else {
             kmm_block(g.N, units, u, &n0, &n1);
         }
@@ -640,7 +646,7 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
         kce_signal(c, ISA_UNIT_DMA, q.s_free, 2);
         kce_signal(c, ISA_UNIT_DMA, q.s_cfree, 1);
         if (wgrad) {
-            wg_core(&q, i0, i1, j0, j1);
+            wg_core(&q, i0, i1, j0, j1, t0, t1);
         } else {
             ig_core(&q, n1 - n0);
         }

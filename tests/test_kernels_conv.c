@@ -132,3 +132,77 @@ TEST(conv2d_grad_weight_equals_the_reference_for_strides_pads_dilations_and_grou
     for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i++)
         check_grad(&cfg, NN_OP_CONV2D_GRAD_WEIGHT, &conv_cases[i], &g);
 }
+
+TEST(convolution_gradients_build_from_their_op_keys_and_compile_any_geometry)
+{
+    arch_config cfg = tiny();
+    const char *specs[] = {
+        "conv2d_grad_input n=2 h=9 w=7 c=6 k=4 r=3 s=2 stride=2 stride_w=1 pad=1 pad_w=0 "
+        "dilation_w=2 groups=2",
+        "conv2d_grad_weight n=2 h=9 w=7 c=6 k=4 r=3 s=2 stride=2 stride_w=1 pad=1 pad_w=0 "
+        "dilation_w=2 groups=2 dtype=fp32",
+    };
+    for (int i = 0; i < 2; i++) {
+        np_err err = {0};
+        kc_prog *p;
+        CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 2}, &p, &err), NP_OK);
+        kc_spec s;
+        CU_ASSERT_EQUAL_FATAL(kc_spec_parse(specs[i], &s, &err), NP_OK);
+        kc_kernel k;
+        CU_ASSERT_EQUAL_FATAL(kc_spec_kernel(p, &s, &k, &err), NP_OK);
+        k.place.n_cores = 2;
+        kc_result r;
+        np_status st = kc_compile(p, &k, &r, &err);
+        if (st != NP_OK)
+            fprintf(stderr, "%s: %s\n", specs[i], err.msg);
+        CU_ASSERT_EQUAL(st, NP_OK);
+        CU_ASSERT_EQUAL(r.cores, 2u);
+        CU_ASSERT_EQUAL(kc_prog_finish(p, &err), NP_OK);
+        kc_prog_free(p);
+    }
+    /* a per-dimension geometry has no framework reference to check against */
+    np_err err = {0};
+    krun_result r;
+    krun_check chk;
+    kc_prog *p;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 1}, &p, &err), NP_OK);
+    kc_spec s;
+    CU_ASSERT_EQUAL_FATAL(kc_spec_parse(specs[0], &s, &err), NP_OK);
+    kc_kernel k;
+    CU_ASSERT_EQUAL_FATAL(kc_spec_kernel(p, &s, &k, &err), NP_OK);
+    kc_prog_free(p);
+    CU_ASSERT_EQUAL(krun_kernel_check(&cfg, &k, 1, NULL, &r, &chk, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "one stride, pad and dilation for both dims"));
+}
+
+TEST(bad_convolution_gradients_are_errors_naming_what_is_wrong)
+{
+    arch_config cfg = tiny();
+    np_err err = {0};
+    krun_result r;
+    kc_kernel k = {.op = NN_OP_CONV2D_GRAD_WEIGHT, .n_in = 2, .n_out = 1, .n_attrs = 1,
+                   .attrs = {KC_INT("pad", 1)}};
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 4, DIMS(1, 4, 6, 6));
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 4, DIMS(1, 5, 6, 6));
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 4, DIMS(5, 4, 3, 3));
+    nhwc(&k.in[0]), nhwc(&k.in[1]), hwio(&k.out[0]);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &err), NP_OK);
+    krun_result_free(&r);
+    kc_kernel bad = k; /* dy of the wrong size */
+    kc_tensor_dense(&bad.in[1], 0, NN_BF16, 4, DIMS(1, 5, 5, 5));
+    nhwc(&bad.in[1]);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "conv2d_grad_weight: dy must be [1, 5, 6, 6]"));
+    bad = k; /* groups that do not divide the channels */
+    bad.n_attrs = 2, bad.attrs[1] = KC_INT("groups", 3);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "do not make 3 groups"));
+    bad = k; /* NCHW x */
+    kc_tensor_dense(&bad.in[0], 0, NN_BF16, 4, DIMS(1, 4, 6, 6));
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "x must be channels-last"));
+    bad = k; /* mixed types */
+    bad.in[1].dtype = NN_F16;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the array multiplies one type"));
+}
