@@ -431,3 +431,19 @@ TEST(attention_kernels_build_from_their_op_keys_and_the_array_overlaps_the_vecto
         krun_result_free(&r);
     }
 }
+
+/* Semaphores alone order every buffer's reuse: no operand scoreboard, four copies in flight. */
+TEST(attention_values_hold_with_semaphores_alone_and_copies_in_flight)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"core.scoreboard=0", "core.dma_outstanding=4", "core.acc_bytes=64KiB",
+                          "core.sram_bytes=512KiB"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 4, &cfg, &e), NP_OK);
+    kc_result r;
+    for (int causal = 0; causal < 2; causal++) {
+        attn_case c = {2, 3, 101, 12, NN_BF16, causal, false, 2, 48};
+        check_forward(&cfg, &c, 100, &r);
+        check_backward(&cfg, &c, 110, &r);
+    }
+}

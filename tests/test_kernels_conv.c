@@ -206,3 +206,18 @@ TEST(bad_convolution_gradients_are_errors_naming_what_is_wrong)
     CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the array multiplies one type"));
 }
+
+/* Semaphores alone order every buffer's reuse: no operand scoreboard, four copies in flight. */
+TEST(convolution_gradient_values_hold_with_semaphores_alone_and_copies_in_flight)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"core.scoreboard=0", "core.dma_outstanding=4"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 2, &cfg, &e), NP_OK);
+    rng g;
+    rng_seed(&g, 23);
+    for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i += 2) {
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_INPUT, &conv_cases[i], &g);
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_WEIGHT, &conv_cases[i], &g);
+    }
+}

@@ -210,3 +210,17 @@ TEST(bad_pooling_kernels_are_errors_naming_what_is_wrong)
     CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_RANGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "scratchpad bytes, more than the"));
 }
+
+/* Semaphores alone order every buffer's reuse: no operand scoreboard, four copies in flight. */
+TEST(pooling_values_hold_with_semaphores_alone_and_copies_in_flight)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"core.scoreboard=0", "core.dma_outstanding=4"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 2, &cfg, &e), NP_OK);
+    rng g;
+    rng_seed(&g, 13);
+    nn_op ops[4] = {NN_OP_MAXPOOL2D, NN_OP_AVGPOOL2D, NN_OP_MAXPOOL2D_GRAD, NN_OP_AVGPOOL2D_GRAD};
+    for (int o = 0; o < 4; o++)
+        check_pool(&cfg, ops[o], &pool_cases[3], &g);
+}
