@@ -63,10 +63,19 @@ typedef struct kg {
     /* tiles */
     uint64_t TM, TN, TK, R, Hph_max, Wph_max;
     /* scratchpad: per slice bank A [TM x TK] (pitch TK), B, staging; C tile; zeros */
-    uint64_t bank[2], ba, bb, bst, cbuf, zero, acc;
+    uint64_t bank[2], ba, bb, bst, bband, cbuf, zero, acc;
+    uint64_t t0, t1;   /* weight gradient: this core's taps (kh KW + kw), stacked in M */
+    uint64_t nimg;     /* ... and its images */
+    /* the weight gradient's images split over pk cores of a tile block: kpart 0 none, 1 the
+     * root (adds the others' partial sums, arriving over the mesh, and stores), 2 a peer */
+    int kpart;
+    uint32_t kroot, kpeers[16];
+    unsigned n_kpeers, tag;
+    uint64_t pbuf;
+    unsigned s_pfree, s_pready, s_reduced;
     /* registers: A's and B's HBM (x / dy, dy / w), C's HBM, the bank pair, a temporary */
     unsigned rA, rB, rC, rK, rK2, rT;
-    unsigned s_free, s_full, s_ready, s_cfree, s_cfull;
+    unsigned s_free, s_full, s_ready, s_cfree, s_cfull, s_zeroed, s_band;
 } kg;
 
 /* Offsets of a body's position from the registers' values (the loops step the registers). */
@@ -168,100 +177,177 @@ static void wg_rect(const kg *g, uint64_t kh, uint64_t kw, int64_t *r0, int64_t 
         *q1 = 0;
 }
 
-/* One K slice: rows output rows of the tap's rectangle (qn columns from q0) of one image; x
- * from A's register + xo, dy from B's + yo. */
-static void wg_slice(kg *g, uint64_t tm, uint64_t tn, int64_t xo, int64_t yo, uint64_t rows,
-                     uint64_t qn)
+/* The core's taps [t0, t1) (kh KW + kw) and the rows of x a run of output rows starting at
+ * oh0 (rows of them) reads: [lo, hi), clipped to the image. */
+static void wg_band(const kg *g, int64_t oh0, uint64_t rows, int64_t *lo, int64_t *hi)
+{
+    uint64_t kh0 = g->t0 / g->KW, kh1 = (g->t1 - 1) / g->KW;
+    *lo = imax(0, oh0 * g->sh - g->ph + (int64_t)kh0 * g->dh);
+    *hi = imin((int64_t)g->H, (oh0 + (int64_t)rows - 1) * g->sh - g->ph + (int64_t)kh1 * g->dh + 1);
+}
+
+/* One K slice: output rows [oh0, oh0 + rows) of one image, every column. The rows of x they
+ * read (tm channels) come in as a band (one copy), each tap's pixels are copied from it inside
+ * the scratchpad into the staging matrix (pixels x taps x TM channels, zeroed first: what a tap
+ * reads outside the image stays 0), the vector unit transposes that into the array's A (taps x
+ * TM rows), dy's pixels (one copy) are the stationary operand. oh0 is relative to the
+ * registers' run; row0 the run's first row in the image (for the taps' rectangles). */
+static void wg_slice(kg *g, uint64_t tm, uint64_t tn, int64_t xo, int64_t yo, int64_t row0,
+                     uint64_t rows)
 {
     kce *c = &g->c;
-    uint64_t e = g->e, pix = rows * qn;
-    kce_wait(c, ISA_UNIT_DMA, g->s_free, 1);
-    isa_opnd src = kg_hbm(g, g->rA, xo);
-    kce_dma(c, SP(g->rK, g->bst), src, g->dt, tm, qn, rows, tm * e,
-            (uint64_t)(g->sw * g->xi.sw), qn * tm * e, (uint64_t)(g->sh * g->xi.sh));
-    src = kg_hbm(g, g->rB, yo);
-    kce_dma(c, SP(g->rK, g->bb), src, g->dt, tn, qn, rows, tn * e, (uint64_t)g->dy.sw, qn * tn * e,
+    uint64_t e = g->e, TM = g->TM, nt = g->t1 - g->t0, ntm = nt * TM, OW = g->OW;
+    uint64_t pix = rows * OW, st = ntm * e;
+    int64_t blo, bhi;
+    wg_band(g, row0, rows, &blo, &bhi);
+    /* the vector unit zeroes the staging matrix once the array is done with the bank */
+    kce_wait(c, ISA_UNIT_VPU, g->s_free, 1);
+    kce_fill(c, SP(g->rK, g->bst), 0.0f, pix, ntm, g->dt, st);
+    kce_signal(c, ISA_UNIT_VPU, g->s_zeroed, 1);
+    kce_wait(c, ISA_UNIT_DMA, g->s_zeroed, 1);
+    if (bhi > blo) {
+        isa_opnd src = kg_hbm(g, g->rA, xo + blo * g->xi.sh);
+        kce_dma(c, SP(g->rK, g->bband), src, g->dt, tm, g->W, (uint64_t)(bhi - blo), TM * e,
+                (uint64_t)g->xi.sw, g->W * TM * e, (uint64_t)g->xi.sh);
+        /* the band must have landed before the copies out of it start */
+        kce_signal(c, ISA_UNIT_DMA, g->s_band, 1);
+        kce_wait(c, ISA_UNIT_DMA, g->s_band, 1);
+    }
+    for (uint64_t t = g->t0; t < g->t1; t++) {
+        uint64_t kh = t / g->KW, kw = t % g->KW;
+        int64_t r0, r1, q0, q1;
+        wg_rect(g, kh, kw, &r0, &r1, &q0, &q1);
+        r0 = imax(r0, row0), r1 = imin(r1, row0 + (int64_t)rows);
+        if (r1 <= r0 || q1 <= q0)
+            continue;
+        int64_t ih = r0 * g->sh - g->ph + (int64_t)kh * g->dh - blo;
+        int64_t iw = q0 * g->sw - g->pw + (int64_t)kw * g->dw;
+        uint64_t src = g->bband + ((uint64_t)ih * g->W + (uint64_t)iw) * TM * e;
+        uint64_t dst = g->bst + ((uint64_t)(r0 - row0) * OW + (uint64_t)q0) * st + (t - g->t0) * TM * e;
+        kce_dma(c, SP(g->rK, dst), SP(g->rK, src), g->dt, tm, (uint64_t)(q1 - q0),
+                (uint64_t)(r1 - r0), st, (uint64_t)g->sw * TM * e, OW * st,
+                (uint64_t)g->sh * g->W * TM * e);
+    }
+    isa_opnd src = kg_hbm(g, g->rB, yo + row0 * g->dy.sh);
+    kce_dma(c, SP(g->rK, g->bb), src, g->dt, tn, OW, rows, tn * e, (uint64_t)g->dy.sw, OW * tn * e,
             (uint64_t)g->dy.sh);
     kce_signal(c, ISA_UNIT_DMA, g->s_full, 1);
     kce_wait(c, ISA_UNIT_VPU, g->s_full, 1);
-    kce_un(c, ISA_OP_VPU_TRANSPOSE, SP(g->rK, g->ba), SP(g->rK, g->bst), pix, tm, g->dt,
-           g->TK * e, tm * e);
+    kce_un(c, ISA_OP_VPU_TRANSPOSE, SP(g->rK, g->ba), SP(g->rK, g->bst), pix, ntm, g->dt,
+           g->TK * e, st);
     kce_signal(c, ISA_UNIT_VPU, g->s_ready, 1);
-    kg_mm(g, tm, tn, pix, false, tn * e);
+    kg_mm(g, ntm, tn, pix, false, tn * e);
 }
 
-/* One output tile (tm channels x tn outputs of tap (kh, kw)) at position p. */
-static void wg_tile(kg *g, const kg_pos *p, uint64_t kh, uint64_t kw, uint64_t tm, uint64_t tn)
+/* One output tile: the core's taps x tm channels x tn outputs at position p, summed over the
+ * images and runs of R output rows (the runs whose rows every tap sees inside the image a
+ * loop, the others once each). */
+static void wg_tile(kg *g, const kg_pos *p, uint64_t tm, uint64_t tn)
 {
-    kce *c = &g->c;
-    int64_t r0, r1, q0, q1;
-    wg_rect(g, kh, kw, &r0, &r1, &q0, &q1);
-    kg_zero_acc(g, tm, tn);
-    if (r1 > r0 && q1 > q0) {
-        uint64_t rows = (uint64_t)(r1 - r0), qn = (uint64_t)(q1 - q0), R = mn(g->R, rows);
-        uint64_t full = rows / R, rest = rows - full * R;
-        /* the slice's first pixel: x at (r0 sh - ph + kh dh, q0 sw - pw + kw dw) */
-        int64_t xo = p->a + (r0 * g->sh - g->ph + (int64_t)kh * g->dh) * g->xi.sh +
-                     (q0 * g->sw - g->pw + (int64_t)kw * g->dw) * g->xi.sw;
-        int64_t yo = p->b + r0 * g->dy.sh + q0 * g->dy.sw;
-        int64_t rx = (int64_t)R * g->sh * g->xi.sh, ry = (int64_t)R * g->dy.sh;
-        kg_loop li;
-        kg_loop_begin(g, &li, g->N, g->xi.sn, g->dy.sn, 0); /* images */
-        if (full) {
-            kg_loop lr;
-            kg_loop_begin(g, &lr, full, rx, ry, 0); /* runs of R rows */
-            wg_slice(g, tm, tn, xo, yo, R, qn);
-            kg_loop_end(g, &lr);
-        }
-        if (rest)
-            wg_slice(g, tm, tn, xo + (int64_t)full * rx, yo + (int64_t)full * ry, rest, qn);
-        kg_loop_end(g, &li);
+    uint64_t TM = g->TM, nt = g->t1 - g->t0, R = g->R, OH = g->OH;
+    kg_zero_acc(g, nt * TM, tn);
+    int64_t lo = 0, hi = (int64_t)OH;
+    for (uint64_t t = g->t0; t < g->t1; t++) {
+        int64_t r0, r1, q0, q1;
+        wg_rect(g, t / g->KW, t % g->KW, &r0, &r1, &q0, &q1);
+        lo = imax(lo, r0), hi = imin(hi, r1);
     }
-    /* dw's tap block: rows c (w_sc apart), columns o */
-    int64_t off = p->cc + (int64_t)kh * g->w_skh + (int64_t)kw * g->w_skw;
-    kg_store(g, tm, tn, off, tm, 1, (uint64_t)g->w_sc, 0);
-    (void)c;
+    uint64_t runs = kmm_cdiv(OH, R), k0 = lo > 0 ? kmm_cdiv((uint64_t)lo, R) : 0, k1 = k0;
+    while (k1 < runs && (int64_t)((k1 + 1) * R) <= hi && (k1 + 1) * R <= OH)
+        k1++;
+    int64_t rx = (int64_t)R * g->sh * g->xi.sh, ry = (int64_t)R * g->dy.sh;
+    kg_loop li;
+    kg_loop_begin(g, &li, g->nimg, g->xi.sn, g->dy.sn, 0); /* images */
+    for (uint64_t k = 0; k < runs; k++) {
+        if (k == k0 && k1 > k0) { /* the interior runs: the registers step R rows */
+            kg_loop lr;
+            kg_loop_begin(g, &lr, k1 - k0, rx, ry, 0);
+            wg_slice(g, tm, tn, p->a, p->b, (int64_t)(k0 * R), R);
+            kg_loop_end(g, &lr);
+            k = k1 - 1;
+            continue;
+        }
+        wg_slice(g, tm, tn, p->a, p->b, (int64_t)(k * R), mn(R, OH - k * R));
+    }
+    kg_loop_end(g, &li);
+    /* drained; each tap's block of dw stored: rows c (w_sc apart), columns o */
+    isa_emit *e = g->x->e;
+    kce *c = &g->c;
+    if (g->kpart) { /* partial sums: the peers send theirs to the root, which adds them */
+        uint64_t bytes = nt * TM * tn * 4;
+        uint32_t chip = g->x->k->place.chip;
+        kce_wait(c, ISA_UNIT_MXU, g->s_pfree, 1);
+        ISA_EMIT(e, MXU_DRAIN, SP(0, g->pbuf), isa_acc(0, g->acc), isa_imm((int64_t)(nt * TM)),
+                 isa_imm((int64_t)tn), isa_enum(ISA_DTYPE_FP32));
+        kce_signal(c, ISA_UNIT_MXU, g->s_pready, 1);
+        kce_wait(c, ISA_UNIT_COMM, g->s_pready, 1);
+        if (g->kpart == 2) {
+            ISA_EMIT(e, COMM_SEND, isa_peer(chip, g->kroot), SP(0, g->pbuf),
+                     isa_imm((int64_t)bytes), isa_imm(g->tag));
+            kce_signal(c, ISA_UNIT_COMM, g->s_pfree, 1);
+            return;
+        }
+        for (unsigned i = 0; i < g->n_kpeers; i++)
+            ISA_EMIT(e, COMM_RECV, isa_peer(chip, g->kpeers[i]), SP(0, g->pbuf),
+                     isa_imm((int64_t)bytes), isa_imm(g->tag), isa_enum(ISA_RED_ADD),
+                     isa_enum(ISA_DTYPE_FP32));
+        kce_signal(c, ISA_UNIT_COMM, g->s_reduced, 1);
+        kce_wait(c, ISA_UNIT_VPU, g->s_reduced, 1);
+        kce_wait(c, ISA_UNIT_VPU, g->s_cfree, 1);
+        kce_cast(c, SP(0, g->cbuf), SP(0, g->pbuf), nt * TM, tn, g->odt, ISA_DTYPE_FP32, 0, 0);
+        kce_signal(c, ISA_UNIT_VPU, g->s_pfree, 1);
+        kce_signal(c, ISA_UNIT_VPU, g->s_cfull, 1);
+    } else {
+        kce_wait(c, ISA_UNIT_MXU, g->s_cfree, 1);
+        ISA_EMIT(e, MXU_DRAIN, SP(0, g->cbuf), isa_acc(0, g->acc), isa_imm((int64_t)(nt * TM)),
+                 isa_imm((int64_t)tn), isa_enum(g->odt));
+        kce_signal(c, ISA_UNIT_MXU, g->s_cfull, 1);
+    }
+    kce_wait(c, ISA_UNIT_DMA, g->s_cfull, 1);
+    for (uint64_t t = g->t0; t < g->t1; t++) {
+        int64_t off = p->cc + (int64_t)(t / g->KW) * g->w_skh + (int64_t)(t % g->KW) * g->w_skw;
+        isa_opnd dst = kg_hbm(g, g->rC, off);
+        kce_dma(c, dst, SP(0, g->cbuf + (t - g->t0) * TM * tn * g->oe), g->odt, tn, tm, 1,
+                (uint64_t)g->w_sc, tn * g->oe, 0, 0);
+    }
+    kce_signal(c, ISA_UNIT_DMA, g->s_cfree, 1);
 }
 
-/* The tiles of one core: channel chunks [i0, i1) x output chunks [j0, j1) of the taps
- * [t0, t1) (kh KW + kw) of every group. */
-static void wg_core(kg *g, uint64_t i0, uint64_t i1, uint64_t j0, uint64_t j1, uint64_t t0,
-                    uint64_t t1)
+/* The tiles of one core: channel chunks [i0, i1) x output chunks [j0, j1) of every group,
+ * each with the core's taps stacked. */
+static void wg_core(kg *g, uint64_t i0, uint64_t i1, uint64_t j0, uint64_t j1)
 {
     uint64_t TM = g->TM, TN = g->TN, e = g->e, oe = g->oe;
     uint64_t ci = kmm_cdiv(g->cg, TM), cj = kmm_cdiv(g->og, TN);
     kg_loop lg;
     kg_loop_begin(g, &lg, g->G, (int64_t)(g->cg * e), (int64_t)(g->og * e),
                   (int64_t)(g->og * oe));
-    for (uint64_t t = t0; t < t1; t++) {
-        uint64_t kh = t / g->KW, kw = t % g->KW;
-        /* channel chunks: the full ones of this core as a loop, the edge one after (the
-         * registers start at this core's first chunk) */
-        uint64_t ifull = i1 - i0 - (i1 == ci && g->cg % TM ? 1 : 0);
-        for (int part = 0; part < 2; part++) {
-            uint64_t ni = part ? (ifull < i1 - i0 ? 1 : 0) : ifull;
-            uint64_t tm = part ? g->cg - (ci - 1) * TM : TM;
-            uint64_t ib = part ? ifull : 0;
-            if (!ni)
+    /* channel chunks: the full ones of this core as a loop, the edge one after (the
+     * registers start at this core's first chunk) */
+    uint64_t ifull = i1 - i0 - (i1 == ci && g->cg % TM ? 1 : 0);
+    for (int part = 0; part < 2; part++) {
+        uint64_t ni = part ? (ifull < i1 - i0 ? 1 : 0) : ifull;
+        uint64_t tm = part ? g->cg - (ci - 1) * TM : TM;
+        uint64_t ib = part ? ifull : 0;
+        if (!ni)
+            continue;
+        kg_loop lc;
+        kg_loop_begin(g, &lc, ni, (int64_t)(TM * e), 0, (int64_t)TM * g->w_sc);
+        uint64_t jfull = j1 - j0 - (j1 == cj && g->og % TN ? 1 : 0);
+        for (int pj = 0; pj < 2; pj++) {
+            uint64_t nj = pj ? (jfull < j1 - j0 ? 1 : 0) : jfull;
+            uint64_t tn = pj ? g->og - (cj - 1) * TN : TN;
+            uint64_t jb = pj ? jfull : 0;
+            if (!nj)
                 continue;
-            kg_loop lc;
-            kg_loop_begin(g, &lc, ni, (int64_t)(TM * e), 0, (int64_t)TM * g->w_sc);
-            uint64_t jfull = j1 - j0 - (j1 == cj && g->og % TN ? 1 : 0);
-            for (int pj = 0; pj < 2; pj++) {
-                uint64_t nj = pj ? (jfull < j1 - j0 ? 1 : 0) : jfull;
-                uint64_t tn = pj ? g->og - (cj - 1) * TN : TN;
-                uint64_t jb = pj ? jfull : 0;
-                if (!nj)
-                    continue;
-                kg_loop lo;
-                kg_loop_begin(g, &lo, nj, 0, (int64_t)(TN * e), (int64_t)(TN * oe));
-                kg_pos p = {(int64_t)(ib * TM * e), (int64_t)(jb * TN * e),
-                            (int64_t)(ib * TM) * g->w_sc + (int64_t)(jb * TN * oe)};
-                wg_tile(g, &p, kh, kw, tm, tn);
-                kg_loop_end(g, &lo);
-            }
-            kg_loop_end(g, &lc);
+            kg_loop lo;
+            kg_loop_begin(g, &lo, nj, 0, (int64_t)(TN * e), (int64_t)(TN * oe));
+            kg_pos p = {(int64_t)(ib * TM * e), (int64_t)(jb * TN * e),
+                        (int64_t)(ib * TM) * g->w_sc + (int64_t)(jb * TN * oe)};
+            wg_tile(g, &p, tm, tn);
+            kg_loop_end(g, &lo);
         }
+        kg_loop_end(g, &lc);
     }
     kg_loop_end(g, &lg);
 }
@@ -463,12 +549,31 @@ static np_status kg_img_of(kg *g, kg_img *o, const kc_tensor *t, const char *wha
     return NP_OK;
 }
 
-/* Scratchpad bytes of tiles TM x TN x TK (two slice banks, the C tile, the zeros). */
-static uint64_t kg_spad(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK)
+/* A slice bank's bytes: the input gradient's A (TM pixels x TK outputs) and B (TN x TK); the
+ * weight gradient's A (nt taps x TM channels x TK pixels), its transposed staging, B (TK
+ * pixels x TN) and the band of x the slice reads (br rows x W pixels x TM channels). */
+static uint64_t kg_bank(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK, uint64_t nt,
+                        uint64_t br)
 {
     uint64_t e = g->e;
-    uint64_t bank = al64(TM * TK * e) + al64(TN * TK * e) + (g->wgrad ? al64(TK * TM * e) : 0);
-    return 2 * bank + al64(TM * TN * g->oe) + al64((TM > TN ? TM : TN) * e);
+    if (!g->wgrad)
+        return al64(TM * TK * e) + al64(TN * TK * e);
+    return 2 * al64(nt * TM * TK * e) + al64(TK * TN * e) + al64(br * g->W * TM * e);
+}
+
+/* Scratchpad bytes: two slice banks, the C tile (m rows), the zeros. */
+static uint64_t kg_spad(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK, uint64_t nt,
+                        uint64_t br)
+{
+    uint64_t m = g->wgrad ? nt * TM : TM;
+    return 2 * kg_bank(g, TM, TN, TK, nt, br) + al64(m * TN * g->oe) +
+           al64((m > TN ? m : TN) * g->e);
+}
+
+/* Rows of x a run of R output rows reads (at most, all taps). */
+static uint64_t kg_band_rows(const kg *g, uint64_t R)
+{
+    return mn(g->H, (R - 1) * (uint64_t)g->sh + (g->KH - 1) * (uint64_t)g->dh + 1);
 }
 
 static np_status kg_compile(kc_ctx *x, bool wgrad)
@@ -534,24 +639,37 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
         accb = mn(accb, kc_acc_avail(x, cc));
     }
     uint64_t Rr = (uint64_t)x->cfg->core.array_rows, Cc = (uint64_t)x->cfg->core.array_cols;
+    uint64_t taps = g.KH * g.KW, nt = taps, pr = 1, pc = 1, tg = 1, pk = 1;
     if (wgrad) {
+        /* TN outputs x TM channels of every tap a core takes (taps split over the cores when
+         * the channel x output tiles are fewer), summed over slices of R output rows */
         g.TN = mn(g.og, 4 * Cc);
         g.TM = mn(g.cg, 4 * Rr);
-        while (g.TM > 1 && g.TM * g.TN * 4 > accb)
+        for (int pass = 0; pass < 2; pass++) {
+            kmm_split_grid(kmm_cdiv(g.cg, g.TM), kmm_cdiv(g.og, g.TN), n_cores, &pr, &pc);
+            /* cores left over share a tile block's images (partial sums added over the mesh),
+             * or, with one image, its taps */
+            pk = mn(mn(g.N, 16), n_cores / (pr * pc));
+            tg = pk > 1 ? 1 : mn(taps, n_cores / (pr * pc));
+            nt = kmm_cdiv(taps, tg);
+            while (g.TM > 1 && nt * g.TM * g.TN * 4 > accb)
+                g.TM = (g.TM + 1) / 2;
+            while (g.TN > 1 && nt * g.TM * g.TN * 4 > accb)
+                g.TN = (g.TN + 1) / 2;
+        }
+        g.R = mn(g.OH, 65535 / g.OW);
+        while (g.R > 1 && (kg_spad(&g, g.TM, g.TN, g.R * g.OW, nt, kg_band_rows(&g, g.R)) > spad ||
+                           g.R * g.OW > 4096))
+            g.R--;
+        while (g.TM > 1 && kg_spad(&g, g.TM, g.TN, g.R * g.OW, nt, kg_band_rows(&g, g.R)) > spad)
             g.TM = (g.TM + 1) / 2;
-        uint64_t qn = g.OW, want = mn(g.OH * qn, 2048);
-        g.TK = want;
-        while (g.TK > qn && kg_spad(&g, g.TM, g.TN, g.TK) > spad)
-            g.TK = g.TK > qn ? g.TK - qn : qn;
-        while (g.TM > 1 && kg_spad(&g, g.TM, g.TN, g.TK) > spad)
-            g.TM = (g.TM + 1) / 2;
-        g.R = g.TK / qn ? g.TK / qn : 1;
-        g.TK = g.R * qn;
-        if (kg_spad(&g, g.TM, g.TN, g.TK) > spad || g.TM * g.TN * 4 > accb || g.TK > 65535)
+        g.TK = g.R * g.OW;
+        uint64_t need = kg_spad(&g, g.TM, g.TN, g.TK, nt, kg_band_rows(&g, g.R));
+        if (need > spad || nt * g.TM * g.TN * 4 > accb || g.TK > 65535 || nt * g.TM > 65535)
             return kc_fail(x, NP_ERR_RANGE, "slices of one output row (%" PRIu64 " pixels) need %"
                            PRIu64 " scratchpad bytes (%" PRIu64 " free) and %" PRIu64
-                           " accumulator bytes (%" PRIu64 " free)", qn,
-                           kg_spad(&g, g.TM, g.TN, g.TK), spad, g.TM * g.TN * 4, accb);
+                           " accumulator bytes (%" PRIu64 " free)", g.OW, need, spad,
+                           nt * g.TM * g.TN * 4, accb);
     } else {
         g.TN = mn(g.cg, 4 * Cc);
         g.TK = mn(g.og, 4 * Rr);
@@ -559,9 +677,9 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
         uint64_t wph = g.Wph_max;
         for (;;) {
             uint64_t rmax = accb / (wph * g.TN * 4);
-            for (g.R = mn(rmax, g.Hph_max); g.R > 1 && kg_spad(&g, g.R * wph, g.TN, g.TK) > spad;)
+            for (g.R = mn(rmax, g.Hph_max); g.R > 1 && kg_spad(&g, g.R * wph, g.TN, g.TK, 0, 0) > spad;)
                 g.R--;
-            if (g.R >= 1 && kg_spad(&g, g.R * wph, g.TN, g.TK) <= spad && rmax >= 1)
+            if (g.R >= 1 && kg_spad(&g, g.R * wph, g.TN, g.TK, 0, 0) <= spad && rmax >= 1)
                 break;
             if (g.TN == 1 && g.TK == 1)
                 return kc_fail(x, NP_ERR_RANGE, "a row of %" PRIu64 " pixels does not fit the "
@@ -582,53 +700,73 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
     kc_result *r = x->res;
     uint64_t macs = g.N * g.OH * g.OW * g.O * g.cg * g.KH * g.KW;
     r->flops = r->mxu_flops = 2 * macs;
-    snprintf(r->schedule, sizeof r->schedule, "%s: %" PRIu64 " groups, tiles %" PRIu64 "x%" PRIu64
-             "x%" PRIu64 "%s", wgrad ? "per tap C^T dy" : "per phase dy W^T", g.G, g.TM, g.TN,
-             g.TK, wgrad ? " (pixels)" : "");
+    if (wgrad)
+        snprintf(r->schedule, sizeof r->schedule, "x^T dy with the taps stacked: %" PRIu64
+                 " groups, tiles %" PRIu64 " taps x %" PRIu64 " channels x %" PRIu64 " outputs, "
+                 "slices of %" PRIu64 " output rows", g.G, nt, g.TM, g.TN, g.R);
+    else
+        snprintf(r->schedule, sizeof r->schedule, "dy W^T per stride phase: %" PRIu64 " groups, "
+                 "tiles %" PRIu64 " pixels (%" PRIu64 " rows) x %" PRIu64 " channels, slices of %"
+                 PRIu64 " outputs", g.G, g.TM, g.R, g.TN, g.TK);
     /* cores: the weight gradient splits its channel x output tiles, then its taps; the input
      * gradient its images */
-    uint64_t ci = kmm_cdiv(g.cg, g.TM), cj = kmm_cdiv(g.og, g.TN), pr = 1, pc = 1, tg = 1;
-    uint64_t taps = g.KH * g.KW;
-    if (wgrad) {
-        kmm_split_grid(ci, cj, n_cores, &pr, &pc);
-        tg = mn(taps, n_cores / (pr * pc));
-    }
-    uint64_t units = wgrad ? pr * pc * tg : mn(n_cores, g.N);
+    uint64_t ci = kmm_cdiv(g.cg, g.TM), cj = kmm_cdiv(g.og, g.TN);
+    uint64_t units = wgrad ? pr * pc * tg * pk : mn(n_cores, g.N);
     for (uint64_t u = 0; u < units; u++) {
         kg q = g;
         q.c = (kce){x, 1, 0, 0};
-        uint64_t i0 = 0, i1 = 0, j0 = 0, j1 = 0, n0 = 0, n1 = 0, t0 = 0, t1 = 0;
+        uint64_t i0 = 0, i1 = 0, j0 = 0, j1 = 0, n0 = 0, n1 = g.N, t0 = 0, t1 = 0;
         if (wgrad) {
-            uint64_t blk = u / tg;
+            uint64_t blk = u / (tg * pk), part = u % (tg * pk);
             kmm_block(ci, pr, blk / pc, &i0, &i1);
             kmm_block(cj, pc, blk % pc, &j0, &j1);
-            kmm_block(taps, tg, u % tg, &t0, &t1);
+            kmm_block(taps, tg, part % tg, &t0, &t1);
+            kmm_block(g.N, pk, part / tg, &n0, &n1);
+            q.kpart = pk == 1 ? 0 : part == 0 ? 1 : 2;
+            q.kroot = pl->core0 + (uint32_t)(blk * tg * pk);
+            q.n_kpeers = 0;
+            for (uint64_t i = 1; i < pk; i++)
+                q.kpeers[q.n_kpeers++] = q.kroot + (uint32_t)i;
+            q.tag = (unsigned)(((q.w_addr >> 6) ^ (q.xi.addr >> 4) ^ (q.dy.addr >> 2)) & 0xffff);
         } else {
             kmm_block(g.N, units, u, &n0, &n1);
         }
+        q.t0 = t0, q.t1 = t1, q.nimg = n1 - n0;
         if (kc_core(x, pl->core0 + (uint32_t)u) != NP_OK)
             return kc_status(x);
-        uint64_t at, bank = al64(q.TM * q.TK * q.e) + al64(q.TN * q.TK * q.e) +
-                                (wgrad ? al64(q.TK * q.TM * q.e) : 0);
-        kc_spad_alloc(x, kg_spad(&q, q.TM, q.TN, q.TK), 64, &at);
-        kc_acc_alloc(x, q.TM * q.TN * 4, 64, &q.acc);
+        uint64_t at, br = kg_band_rows(&q, q.R), m = wgrad ? nt * q.TM : q.TM;
+        uint64_t bank = kg_bank(&q, q.TM, q.TN, q.TK, nt, br);
+        uint64_t pbytes = q.kpart ? al64(m * q.TN * 4) : 0;
+        kc_spad_alloc(x, kg_spad(&q, q.TM, q.TN, q.TK, nt, br) + pbytes, 64, &at);
+        kc_acc_alloc(x, m * q.TN * 4, 64, &q.acc);
         if (kc_status(x) != NP_OK)
             return kc_status(x);
         q.bank[0] = at, q.bank[1] = at + bank;
-        q.ba = 0, q.bb = al64(q.TM * q.TK * q.e), q.bst = q.bb + al64(q.TN * q.TK * q.e);
-        q.cbuf = at + 2 * bank, q.zero = q.cbuf + al64(q.TM * q.TN * q.oe);
+        q.ba = 0;
+        if (wgrad) { /* A, staging, B, band */
+            q.bst = al64(nt * q.TM * q.TK * q.e);
+            q.bb = 2 * q.bst;
+            q.bband = q.bb + al64(q.TK * q.TN * q.e);
+        } else {
+            q.bb = al64(q.TM * q.TK * q.e);
+        }
+        q.cbuf = at + 2 * bank, q.zero = q.cbuf + al64(m * q.TN * q.oe);
+        q.pbuf = q.zero + al64((m > q.TN ? m : q.TN) * q.e);
         unsigned *regs[] = {&q.rA, &q.rB, &q.rC, &q.rK, &q.rK2, &q.rT};
         for (size_t i = 0; i < 6; i++)
             kc_reg_alloc(x, regs[i]);
-        unsigned *sems[] = {&q.s_free, &q.s_full, &q.s_ready, &q.s_cfree, &q.s_cfull};
-        for (size_t i = 0; i < 5; i++)
+        unsigned *sems[] = {&q.s_free, &q.s_full, &q.s_ready, &q.s_cfree, &q.s_cfull,
+                            &q.s_zeroed, &q.s_band, &q.s_pfree, &q.s_pready, &q.s_reduced};
+        for (size_t i = 0; i < sizeof sems / sizeof sems[0]; i++)
             kc_sem_alloc(x, sems[i]);
         if (kc_status(x) != NP_OK)
             return kc_status(x);
         isa_emit *e = x->e;
         if (wgrad) {
-            ISA_EMIT(e, LI, isa_reg(q.rA), isa_imm((int64_t)q.xi.addr + (int64_t)(i0 * q.TM * q.e)));
-            ISA_EMIT(e, LI, isa_reg(q.rB), isa_imm((int64_t)q.dy.addr + (int64_t)(j0 * q.TN * q.e)));
+            ISA_EMIT(e, LI, isa_reg(q.rA), isa_imm((int64_t)q.xi.addr + (int64_t)(i0 * q.TM * q.e) +
+                                                   (int64_t)n0 * q.xi.sn));
+            ISA_EMIT(e, LI, isa_reg(q.rB), isa_imm((int64_t)q.dy.addr + (int64_t)(j0 * q.TN * q.e) +
+                                                   (int64_t)n0 * q.dy.sn));
             ISA_EMIT(e, LI, isa_reg(q.rC), isa_imm((int64_t)q.w_addr +
                                                    (int64_t)(i0 * q.TM) * q.w_sc +
                                                    (int64_t)(j0 * q.TN * q.oe)));
@@ -640,18 +778,23 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
         ISA_EMIT(e, LI, isa_reg(q.rK), isa_imm((int64_t)q.bank[0]));
         ISA_EMIT(e, LI, isa_reg(q.rK2), isa_imm((int64_t)q.bank[1]));
         kce *c = &q.c;
-        kce_fill(c, SP(0, q.zero), 0.0f, 1, q.TM > q.TN ? q.TM : q.TN, q.dt, 0);
+        kce_fill(c, SP(0, q.zero), 0.0f, 1, m > q.TN ? m : q.TN, q.dt, 0);
         kce_signal(c, ISA_UNIT_VPU, q.s_ready, 1); /* the zeros are there */
         kce_wait(c, ISA_UNIT_MXU, q.s_ready, 1);
-        kce_signal(c, ISA_UNIT_DMA, q.s_free, 2);
+        /* both banks start free (the weight gradient's vector unit zeroes a bank first) */
+        isa_unit fu = wgrad ? ISA_UNIT_VPU : ISA_UNIT_DMA;
+        kce_signal(c, fu, q.s_free, 2);
         kce_signal(c, ISA_UNIT_DMA, q.s_cfree, 1);
-        if (wgrad) {
-            wg_core(&q, i0, i1, j0, j1, t0, t1);
-        } else {
+        if (q.kpart)
+            kce_signal(c, ISA_UNIT_MXU, q.s_pfree, 1);
+        if (wgrad)
+            wg_core(&q, i0, i1, j0, j1);
+        else
             ig_core(&q, n1 - n0);
-        }
-        kce_wait(c, ISA_UNIT_DMA, q.s_free, 2);
+        kce_wait(c, fu, q.s_free, 2);
         kce_wait(c, ISA_UNIT_DMA, q.s_cfree, 1);
+        if (q.kpart)
+            kce_wait(c, ISA_UNIT_MXU, q.s_pfree, 1);
         r->hbm_read_bytes += q.c.rd;
         r->hbm_write_bytes += q.c.wr;
     }
