@@ -66,6 +66,7 @@ typedef struct kg {
     uint64_t bank[2], ba, bb, bst, bband, cbuf, zero, acc;
     uint64_t t0, t1;   /* weight gradient: this core's taps (kh KW + kw), stacked in M */
     uint64_t nimg;     /* ... and its images */
+    uint64_t pk;       /* cores sharing a tile block's images */
     /* the weight gradient's images split over pk cores of a tile block: kpart 0 none, 1 the
      * root (adds the others' partial sums, arriving over the mesh, and stores), 2 a peer */
     int kpart;
@@ -561,13 +562,14 @@ static uint64_t kg_bank(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK, uint
     return 2 * al64(nt * TM * TK * e) + al64(TK * TN * e) + al64(br * g->W * TM * e);
 }
 
-/* Scratchpad bytes: two slice banks, the C tile (m rows), the zeros. */
+/* Scratchpad bytes: two slice banks, the C tile (m rows), the zeros, the partial sums (the
+ * weight gradient's images split over cores). */
 static uint64_t kg_spad(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK, uint64_t nt,
                         uint64_t br)
 {
     uint64_t m = g->wgrad ? nt * TM : TM;
     return 2 * kg_bank(g, TM, TN, TK, nt, br) + al64(m * TN * g->oe) +
-           al64((m > TN ? m : TN) * g->e);
+           al64((m > TN ? m : TN) * g->e) + (g->pk > 1 ? al64(m * TN * 4) : 0);
 }
 
 /* Rows of x a run of R output rows reads (at most, all taps). */
@@ -649,7 +651,7 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
             kmm_split_grid(kmm_cdiv(g.cg, g.TM), kmm_cdiv(g.og, g.TN), n_cores, &pr, &pc);
             /* cores left over share a tile block's images (partial sums added over the mesh),
              * or, with one image, its taps */
-            pk = mn(mn(g.N, 16), n_cores / (pr * pc));
+            g.pk = pk = mn(mn(g.N, 16), n_cores / (pr * pc));
             tg = pk > 1 ? 1 : mn(taps, n_cores / (pr * pc));
             nt = kmm_cdiv(taps, tg);
             while (g.TM > 1 && nt * g.TM * g.TN * 4 > accb)
@@ -736,8 +738,7 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
             return kc_status(x);
         uint64_t at, br = kg_band_rows(&q, q.R), m = wgrad ? nt * q.TM : q.TM;
         uint64_t bank = kg_bank(&q, q.TM, q.TN, q.TK, nt, br);
-        uint64_t pbytes = q.kpart ? al64(m * q.TN * 4) : 0;
-        kc_spad_alloc(x, kg_spad(&q, q.TM, q.TN, q.TK, nt, br) + pbytes, 64, &at);
+        kc_spad_alloc(x, kg_spad(&q, q.TM, q.TN, q.TK, nt, br), 64, &at);
         kc_acc_alloc(x, m * q.TN * 4, 64, &q.acc);
         if (kc_status(x) != NP_OK)
             return kc_status(x);
