@@ -67,6 +67,9 @@ typedef struct kg {
     uint64_t t0, t1;   /* weight gradient: this core's taps (kh KW + kw), stacked in M */
     uint64_t nimg;     /* ... and its images */
     uint64_t pk;       /* cores sharing a tile block's images */
+    uint64_t wres;     /* input gradient: w's resident blocks */
+    uint64_t span;     /* ... and the most dy rows a phase's taps reach beyond a tile's */
+    unsigned rWo, s_bfree, s_bfull;
     /* the weight gradient's images split over pk cores of a tile block: kpart 0 none, 1 the
      * root (adds the others' partial sums, arriving over the mesh, and stores), 2 a peer */
     int kpart;
@@ -397,71 +400,112 @@ static void ig_valid(const kg *g, const ig_phase *f, uint64_t t, int64_t *lo, in
     *chi = imin((int64_t)f->wph, (int64_t)g->OW - f->b[t]);
 }
 
-/* One K slice of tap t for the tile of rows [i0, i0 + rows) (tn channels from the position's
- * c, tk outputs from its o). */
-static void ig_slice(kg *g, const kg_pos *p, const ig_phase *f, uint64_t t, int64_t i0,
-                     uint64_t rows, uint64_t tn, uint64_t tk)
+/* The phase's taps' dy row offsets: the smallest and largest a. */
+static void ig_arange(const ig_phase *f, int64_t *amin, int64_t *amax)
 {
-    kce *c = &g->c;
-    uint64_t e = g->e, wph = f->wph, pitch = g->TK * e;
-    int64_t lo, hi, clo, chi;
-    ig_valid(g, f, t, &lo, &hi, &clo, &chi);
-    int64_t r0 = imax(lo, i0), r1 = imin(hi, i0 + (int64_t)rows);
-    kce_wait(c, ISA_UNIT_DMA, g->s_free, 1);
-    if (r1 > r0 && chi > clo) {
-        int64_t src = p->a + (r0 + f->a[t]) * g->dy.sh + (clo + f->b[t]) * g->dy.sw;
-        isa_opnd s = kg_hbm(g, g->rA, src);
-        kce_dma(c, SP(g->rK, g->ba + ((uint64_t)(r0 - i0) * wph + (uint64_t)clo) * pitch), s,
-                g->dt, tk, (uint64_t)(chi - clo), (uint64_t)(r1 - r0), pitch, (uint64_t)g->dy.sw,
-                wph * pitch, (uint64_t)g->dy.sh);
-    }
-    /* w's tap block: tn rows c (w_sc apart) of tk outputs */
-    int64_t woff = p->b + (int64_t)f->kh[t] * g->w_skh + (int64_t)f->kw[t] * g->w_skw;
-    isa_opnd s = kg_hbm(g, g->rB, woff);
-    kce_dma(c, SP(g->rK, g->bb), s, g->dt, tk, tn, 1, pitch, (uint64_t)g->w_sc, 0, 0);
-    kce_signal(c, ISA_UNIT_DMA, g->s_full, 1);
-    /* the vector unit zeroes what lies outside dy */
-    kce_wait(c, ISA_UNIT_VPU, g->s_full, 1);
-    isa_dtype dt = g->dt;
-    uint64_t A = g->ba;
-    if (r1 <= r0 || chi <= clo) {
-        kce_fill(c, SP(g->rK, A), 0.0f, rows, wph * g->TK, dt, wph * pitch);
-    } else {
-        if (r0 > i0)
-            kce_fill(c, SP(g->rK, A), 0.0f, (uint64_t)(r0 - i0), wph * g->TK, dt, wph * pitch);
-        if (r1 < i0 + (int64_t)rows)
-            kce_fill(c, SP(g->rK, A + (uint64_t)(r1 - i0) * wph * pitch), 0.0f,
-                     (uint64_t)(i0 + (int64_t)rows - r1), wph * g->TK, dt, wph * pitch);
-        uint64_t vr = (uint64_t)(r1 - r0), at = A + (uint64_t)(r0 - i0) * wph * pitch;
-        if (clo > 0)
-            kce_fill(c, SP(g->rK, at), 0.0f, vr, (uint64_t)clo * g->TK, dt, wph * pitch);
-        if (chi < (int64_t)wph)
-            kce_fill(c, SP(g->rK, at + (uint64_t)chi * pitch), 0.0f, vr,
-                     (wph - (uint64_t)chi) * g->TK, dt, wph * pitch);
-    }
-    kce_signal(c, ISA_UNIT_VPU, g->s_ready, 1);
-    kg_mm(g, rows * wph, tn, tk, true, pitch);
+    *amin = INT64_MAX, *amax = INT64_MIN;
+    for (uint64_t t = 0; t < f->nt; t++)
+        *amin = imin(*amin, f->a[t]), *amax = imax(*amax, f->a[t]);
 }
 
-/* One tile: rows [i0, i0 + rows) of phase f, tn channels (position p). */
+/* w's blocks for phase f and the channel chunk at p (tn channels): per output chunk of TK
+ * (the last tk_e), tn rows of the phase's taps x tk outputs stacked, resident until the next
+ * chunk (the array frees them). */
+static void ig_wload(kg *g, const kg_pos *p, const ig_phase *f, uint64_t tn)
+{
+    kce *c = &g->c;
+    uint64_t TK = g->TK, e = g->e, nco = kmm_cdiv(g->og, TK), pitch = f->nt * TK * e;
+    kce_wait(c, ISA_UNIT_DMA, g->s_bfree, 1);
+    for (uint64_t j = 0; j < nco; j++) {
+        uint64_t tk = mn(TK, g->og - j * TK);
+        for (uint64_t t = 0; t < f->nt; t++) {
+            int64_t off = p->b + (int64_t)f->kh[t] * g->w_skh + (int64_t)f->kw[t] * g->w_skw +
+                          (int64_t)(j * TK * e);
+            isa_opnd src = kg_hbm(g, g->rB, off);
+            kce_dma(c, SP(0, g->wres + j * g->TN * pitch + t * tk * e), src, g->dt, tk, tn, 1,
+                    pitch, (uint64_t)g->w_sc, 0, 0);
+        }
+    }
+    kce_signal(c, ISA_UNIT_DMA, g->s_bfull, 1);
+    kce_wait(c, ISA_UNIT_MXU, g->s_bfull, 1);
+}
+
+/* One K slice: every tap of the phase for the tk outputs of the chunk at rA / rWo, the tile's
+ * rows [i0, i0 + rows). The dy rows the taps read come in as a band (one copy of all their
+ * columns), each tap's pixels are copied from it inside the scratchpad into its column block
+ * of A (zeroed first: what lies outside dy stays 0), and the array multiplies A by the
+ * resident w block. */
+static void ig_slice(kg *g, const kg_pos *p, const ig_phase *f, int64_t i0, uint64_t rows,
+                     uint64_t tn, uint64_t tk)
+{
+    kce *c = &g->c;
+    isa_emit *em = g->x->e;
+    uint64_t e = g->e, wph = f->wph, TK = g->TK, OW = g->OW, ap = f->nt * TK * e;
+    int64_t amin, amax;
+    ig_arange(f, &amin, &amax);
+    int64_t blo = imax(0, i0 + amin), bhi = imin((int64_t)g->OH, i0 + (int64_t)rows + amax);
+    kce_wait(c, ISA_UNIT_VPU, g->s_free, 1);
+    kce_fill(c, SP(g->rK, g->ba), 0.0f, rows * wph, f->nt * TK, g->dt, ap);
+    kce_signal(c, ISA_UNIT_VPU, g->s_zeroed, 1);
+    kce_wait(c, ISA_UNIT_DMA, g->s_zeroed, 1);
+    if (bhi > blo) {
+        isa_opnd src = kg_hbm(g, g->rA, p->a + blo * g->dy.sh);
+        kce_dma(c, SP(g->rK, g->bband), src, g->dt, tk, OW, (uint64_t)(bhi - blo), TK * e,
+                (uint64_t)g->dy.sw, OW * TK * e, (uint64_t)g->dy.sh);
+        kce_signal(c, ISA_UNIT_DMA, g->s_band, 1); /* landed before the copies out of it */
+        kce_wait(c, ISA_UNIT_DMA, g->s_band, 1);
+        for (uint64_t t = 0; t < f->nt; t++) {
+            int64_t lo, hi, clo, chi;
+            ig_valid(g, f, t, &lo, &hi, &clo, &chi);
+            int64_t r0 = imax(lo, i0), r1 = imin(hi, i0 + (int64_t)rows);
+            if (r1 <= r0 || chi <= clo)
+                continue;
+            uint64_t from = g->bband + ((uint64_t)(r0 + f->a[t] - blo) * OW +
+                                        (uint64_t)(clo + f->b[t])) * TK * e;
+            uint64_t dst = g->ba + ((uint64_t)(r0 - i0) * wph + (uint64_t)clo) * ap + t * tk * e;
+            kce_dma(c, SP(g->rK, dst), SP(g->rK, from), g->dt, tk, (uint64_t)(chi - clo),
+                    (uint64_t)(r1 - r0), ap, TK * e, wph * ap, OW * TK * e);
+        }
+    }
+    kce_signal(c, ISA_UNIT_DMA, g->s_full, 1);
+    kce_wait(c, ISA_UNIT_MXU, g->s_full, 1);
+    uint64_t k = f->nt * tk, m = rows * wph;
+    ISA_EMIT(em, MXU_LOAD, SP(g->rWo, 0), isa_imm((int64_t)k), isa_imm((int64_t)tn),
+             isa_enum(g->dt), isa_imm(1), isa_imm(ap == k * e || tn < 2 ? 0 : (int64_t)ap));
+    ISA_EMIT(em, MXU_MM, isa_acc(0, g->acc), SP(g->rK, g->ba), isa_imm((int64_t)m),
+             isa_enum(g->dt), isa_enum(ISA_ACCM_ACCUM), isa_imm(ap == k * e || m < 2 ? 0 : (int64_t)ap));
+    kce_signal(c, ISA_UNIT_MXU, g->s_free, 1);
+    kce_swap(c, g->rK, g->rK2, g->rT);
+}
+
+/* One tile: rows [i0, i0 + rows) of phase f, tn channels (position p): the output chunks as
+ * a loop (dy's channel register and the w block's stepped), drained and stored. */
 static void ig_tile(kg *g, const kg_pos *p, const ig_phase *f, int64_t i0, uint64_t rows,
                     uint64_t tn)
 {
-    uint64_t wph = f->wph, TK = g->TK, e = g->e;
+    kce *c = &g->c;
+    uint64_t wph = f->wph, TK = g->TK, e = g->e, full = g->og / TK, rest = g->og - full * TK;
+    int64_t wblk = (int64_t)(g->TN * f->nt * TK * e);
     kg_zero_acc(g, rows * wph, tn);
-    for (uint64_t t = 0; t < f->nt; t++) {
-        uint64_t full = g->og / TK, rest = g->og - full * TK;
-        if (full) {
-            kg_loop l;
-            kg_loop_begin(g, &l, full, (int64_t)(TK * e), (int64_t)(TK * e), 0);
-            ig_slice(g, p, f, t, i0, rows, tn, TK);
-            kg_loop_end(g, &l);
-        }
-        if (rest) {
-            kg_pos q = *p;
-            q.a += (int64_t)(full * TK * e), q.b += (int64_t)(full * TK * e);
-            ig_slice(g, &q, f, t, i0, rows, tn, rest);
-        }
+    ISA_EMIT(g->x->e, LI, isa_reg(g->rWo), isa_imm((int64_t)g->wres));
+    if (!f->nt) /* no tap reaches this phase: its pixels' gradient is 0 */
+        full = rest = 0;
+    if (full) {
+        kc_loop l;
+        unsigned regs[2] = {g->rA, g->rWo};
+        int64_t st[2] = {(int64_t)(TK * e), wblk};
+        kc_loop_begin(g->x, &l, full, 2, regs, st);
+        uint64_t saved = c->mult;
+        c->mult *= full;
+        ig_slice(g, p, f, i0, rows, tn, TK);
+        c->mult = saved;
+        kc_loop_end(g->x, &l);
+    }
+    if (rest) {
+        kg_pos q = *p;
+        q.a += (int64_t)(full * TK * e);
+        kce_addi(c, g->rWo, g->rWo, (int64_t)full * wblk);
+        ig_slice(g, &q, f, i0, rows, tn, rest);
     }
     /* dx: phase pixel (i', j') is (rh + sh i', rw + sw j') */
     int64_t off = p->cc + (int64_t)(f->rh + (uint64_t)g->sh * (uint64_t)i0) * g->dx.sh +
@@ -481,7 +525,6 @@ static void ig_rows(kg *g, const kg_pos *p, const ig_phase *f, uint64_t tn)
         lo = imax(lo, l), hi = imin(hi, h);
     }
     uint64_t R = mn(g->R, f->hph), tiles = kmm_cdiv(f->hph, R);
-    /* interior tiles: [i0, i0 + R) inside [lo, hi) */
     uint64_t t0 = lo > 0 ? kmm_cdiv((uint64_t)lo, R) : 0, t1 = t0;
     while (t1 < tiles && (int64_t)((t1 + 1) * R) <= hi && (t1 + 1) * R <= f->hph)
         t1++;
@@ -495,17 +538,15 @@ static void ig_rows(kg *g, const kg_pos *p, const ig_phase *f, uint64_t tn)
             i = t1 - 1;
             continue;
         }
-        uint64_t rows = mn(R, f->hph - i * R);
-        ig_tile(g, p, f, (int64_t)(i * R), rows, tn);
+        ig_tile(g, p, f, (int64_t)(i * R), mn(R, f->hph - i * R), tn);
     }
 }
 
-/* The images [n0, n1) of one core: per group, phase and channel chunk. */
+/* One core's images: per group, phase and channel chunk, w's blocks loaded once, then every
+ * image's rows. */
 static void ig_core(kg *g, uint64_t nimg)
 {
     uint64_t TN = g->TN, e = g->e, oe = g->oe, cj = kmm_cdiv(g->cg, TN);
-    kg_loop ln;
-    kg_loop_begin(g, &ln, nimg, g->dy.sn, 0, g->dx.sn);
     kg_loop lg;
     kg_loop_begin(g, &lg, g->G, (int64_t)(g->og * e), (int64_t)(g->og * e),
                   (int64_t)(g->cg * oe));
@@ -516,20 +557,26 @@ static void ig_core(kg *g, uint64_t nimg)
             if (!f.hph || !f.wph)
                 continue;
             uint64_t full = g->cg / TN;
-            if (full) {
+            for (int part = 0; part < 2; part++) {
+                uint64_t n = part ? (cj > full ? 1 : 0) : full, tn = part ? g->cg - full * TN : TN;
+                if (!n)
+                    continue;
+                kg_pos p = {0, part ? (int64_t)full * (int64_t)TN * g->w_sc : 0,
+                            part ? (int64_t)(full * TN * oe) : 0};
                 kg_loop lc;
-                kg_loop_begin(g, &lc, full, 0, (int64_t)TN * g->w_sc, (int64_t)(TN * oe));
-                kg_pos p = {0, 0, 0};
-                ig_rows(g, &p, &f, TN);
+                kg_loop_begin(g, &lc, n, 0, (int64_t)TN * g->w_sc, (int64_t)(TN * oe));
+                if (f.nt)
+                    ig_wload(g, &p, &f, tn);
+                kg_loop ln;
+                kg_loop_begin(g, &ln, nimg, g->dy.sn, 0, g->dx.sn);
+                ig_rows(g, &p, &f, tn);
+                kg_loop_end(g, &ln);
+                if (f.nt)
+                    kce_signal(&g->c, ISA_UNIT_MXU, g->s_bfree, 1); /* w's blocks read */
                 kg_loop_end(g, &lc);
-            }
-            if (cj > full) {
-                kg_pos p = {0, (int64_t)full * (int64_t)TN * g->w_sc, (int64_t)(full * TN * oe)};
-                ig_rows(g, &p, &f, g->cg - full * TN);
             }
         }
     kg_loop_end(g, &lg);
-    kg_loop_end(g, &ln);
 }
 
 /* ---- the plan ----------------------------------------------------------------------------- */
@@ -550,15 +597,14 @@ static np_status kg_img_of(kg *g, kg_img *o, const kc_tensor *t, const char *wha
     return NP_OK;
 }
 
-/* A slice bank's bytes: the input gradient's A (TM pixels x TK outputs) and B (TN x TK); the
- * weight gradient's A (nt taps x TM channels x TK pixels), its transposed staging, B (TK
+/* A slice bank's bytes: the input gradient's A and band of dy; the weight gradient's A (nt taps x TM channels x TK pixels), its transposed staging, B (TK
  * pixels x TN) and the band of x the slice reads (br rows x W pixels x TM channels). */
 static uint64_t kg_bank(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK, uint64_t nt,
                         uint64_t br)
 {
     uint64_t e = g->e;
-    if (!g->wgrad)
-        return al64(TM * TK * e) + al64(TN * TK * e);
+    if (!g->wgrad) /* A (TM pixels x nt taps x TK outputs), the band of dy (br x OW x TK) */
+        return al64(TM * nt * TK * e) + al64(br * g->OW * TK * e);
     return 2 * al64(nt * TM * TK * e) + al64(TK * TN * e) + al64(br * g->W * TM * e);
 }
 
@@ -568,8 +614,9 @@ static uint64_t kg_spad(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK, uint
                         uint64_t br)
 {
     uint64_t m = g->wgrad ? nt * TM : TM;
+    uint64_t w = g->wgrad ? 0 : kmm_cdiv(g->og, TK) * al64(TN * nt * TK * g->e); /* w resident */
     return 2 * kg_bank(g, TM, TN, TK, nt, br) + al64(m * TN * g->oe) +
-           al64((m > TN ? m : TN) * g->e) + (g->pk > 1 ? al64(m * TN * 4) : 0);
+           al64((m > TN ? m : TN) * g->e) + (g->pk > 1 ? al64(m * TN * 4) : 0) + w;
 }
 
 /* Rows of x a run of R output rows reads (at most, all taps). */
@@ -673,15 +720,31 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
                            " accumulator bytes (%" PRIu64 " free)", g.OW, need, spad,
                            nt * g.TM * g.TN * 4, accb);
     } else {
+        /* R phase rows of the widest phase x TN channels, summed over slices of TK outputs of
+         * every tap of the phase (the phase with the most taps sizes the buffers) */
         g.TN = mn(g.cg, 4 * Cc);
         g.TK = mn(g.og, 4 * Rr);
         g.Wph_max = kmm_cdiv(g.W, (uint64_t)g.sw), g.Hph_max = kmm_cdiv(g.H, (uint64_t)g.sh);
-        uint64_t wph = g.Wph_max;
+        uint64_t wph = g.Wph_max, span = 0;
+        nt = 1;
+        for (uint64_t rh = 0; rh < (uint64_t)g.sh; rh++)
+            for (uint64_t rw = 0; rw < (uint64_t)g.sw; rw++) {
+                ig_phase f;
+                ig_phase_of(&g, rh, rw, &f);
+                int64_t amin, amax;
+                ig_arange(&f, &amin, &amax);
+                nt = f.nt > nt ? f.nt : nt;
+                if (f.nt && (uint64_t)(amax - amin) > span)
+                    span = (uint64_t)(amax - amin);
+            }
         for (;;) {
             uint64_t rmax = accb / (wph * g.TN * 4);
-            for (g.R = mn(rmax, g.Hph_max); g.R > 1 && kg_spad(&g, g.R * wph, g.TN, g.TK, 0, 0) > spad;)
+            for (g.R = mn(rmax, g.Hph_max); g.R > 1 &&
+                 (kg_spad(&g, g.R * wph, g.TN, g.TK, nt, mn(g.OH, g.R + span)) > spad ||
+                  g.R * wph > 4096);)
                 g.R--;
-            if (g.R >= 1 && kg_spad(&g, g.R * wph, g.TN, g.TK, 0, 0) <= spad && rmax >= 1)
+            if (g.R >= 1 && rmax >= 1 &&
+                kg_spad(&g, g.R * wph, g.TN, g.TK, nt, mn(g.OH, g.R + span)) <= spad)
                 break;
             if (g.TN == 1 && g.TK == 1)
                 return kc_fail(x, NP_ERR_RANGE, "a row of %" PRIu64 " pixels does not fit the "
@@ -692,7 +755,8 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
             else
                 g.TK = (g.TK + 1) / 2;
         }
-        while (g.TK > 1 && wph * g.TK > 65535) /* the zero fills' rows of pixels */
+        g.span = span;
+        while (g.TK > 1 && nt * g.TK > 65535) /* the zero fills' columns */
             g.TK = (g.TK + 1) / 2;
         g.TM = g.R * wph;
         if (g.TM > 65535)
@@ -736,7 +800,8 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
         q.t0 = t0, q.t1 = t1, q.nimg = n1 - n0;
         if (kc_core(x, pl->core0 + (uint32_t)u) != NP_OK)
             return kc_status(x);
-        uint64_t at, br = kg_band_rows(&q, q.R), m = wgrad ? nt * q.TM : q.TM;
+        uint64_t at, m = wgrad ? nt * q.TM : q.TM;
+        uint64_t br = wgrad ? kg_band_rows(&q, q.R) : mn(q.OH, q.R + q.span);
         uint64_t bank = kg_bank(&q, q.TM, q.TN, q.TK, nt, br);
         kc_spad_alloc(x, kg_spad(&q, q.TM, q.TN, q.TK, nt, br), 64, &at);
         kc_acc_alloc(x, m * q.TN * 4, 64, &q.acc);
@@ -748,16 +813,18 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
             q.bst = al64(nt * q.TM * q.TK * q.e);
             q.bb = 2 * q.bst;
             q.bband = q.bb + al64(q.TK * q.TN * q.e);
-        } else {
-            q.bb = al64(q.TM * q.TK * q.e);
+        } else { /* A, band */
+            q.bband = al64(q.TM * nt * q.TK * q.e);
         }
         q.cbuf = at + 2 * bank, q.zero = q.cbuf + al64(m * q.TN * q.oe);
         q.pbuf = q.zero + al64((m > q.TN ? m : q.TN) * q.e);
-        unsigned *regs[] = {&q.rA, &q.rB, &q.rC, &q.rK, &q.rK2, &q.rT};
-        for (size_t i = 0; i < 6; i++)
+        q.wres = q.pbuf + (q.pk > 1 ? al64(m * q.TN * 4) : 0);
+        unsigned *regs[] = {&q.rA, &q.rB, &q.rC, &q.rK, &q.rK2, &q.rT, &q.rWo};
+        for (size_t i = 0; i < sizeof regs / sizeof regs[0]; i++)
             kc_reg_alloc(x, regs[i]);
         unsigned *sems[] = {&q.s_free, &q.s_full, &q.s_ready, &q.s_cfree, &q.s_cfull,
-                            &q.s_zeroed, &q.s_band, &q.s_pfree, &q.s_pready, &q.s_reduced};
+                            &q.s_zeroed, &q.s_band, &q.s_pfree, &q.s_pready, &q.s_reduced,
+                            &q.s_bfree, &q.s_bfull};
         for (size_t i = 0; i < sizeof sems / sizeof sems[0]; i++)
             kc_sem_alloc(x, sems[i]);
         if (kc_status(x) != NP_OK)
@@ -782,12 +849,14 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
         kce_fill(c, SP(0, q.zero), 0.0f, 1, m > q.TN ? m : q.TN, q.dt, 0);
         kce_signal(c, ISA_UNIT_VPU, q.s_ready, 1); /* the zeros are there */
         kce_wait(c, ISA_UNIT_MXU, q.s_ready, 1);
-        /* both banks start free (the weight gradient's vector unit zeroes a bank first) */
-        isa_unit fu = wgrad ? ISA_UNIT_VPU : ISA_UNIT_DMA;
+        /* both banks start free (the vector unit zeroes a bank first) */
+        isa_unit fu = ISA_UNIT_VPU;
         kce_signal(c, fu, q.s_free, 2);
         kce_signal(c, ISA_UNIT_DMA, q.s_cfree, 1);
         if (q.kpart)
             kce_signal(c, ISA_UNIT_MXU, q.s_pfree, 1);
+        if (!wgrad)
+            kce_signal(c, ISA_UNIT_MXU, q.s_bfree, 1);
         if (wgrad)
             wg_core(&q, i0, i1, j0, j1);
         else
@@ -796,6 +865,8 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
         kce_wait(c, ISA_UNIT_DMA, q.s_cfree, 1);
         if (q.kpart)
             kce_wait(c, ISA_UNIT_MXU, q.s_pfree, 1);
+        if (!wgrad)
+            kce_wait(c, ISA_UNIT_DMA, q.s_bfree, 1);
         r->hbm_read_bytes += q.c.rd;
         r->hbm_write_bytes += q.c.wr;
     }
