@@ -390,41 +390,47 @@ static uint64_t fwd_acc(uint64_t T, uint64_t Dh, bool fwd)
     return al64(T * T * 4) + (fwd ? al64(T * Dh * 4) : 0);
 }
 
-/* The cost model's cycles for one core's heads with blocks of T: per block pair the array
- * (hw-model's formula per mxu.mm, one accumulator row a cycle per drain) and the vector unit
- * (its ops at their rates) overlap; the heads' loads are exposed without two residency
- * sets. */
-static double ka_estimate(const ka *a, uint64_t T, bool dbuf, uint64_t heads, uint64_t cores)
+/* The cost model's cycles of one (tq queries, tk keys) block pair: the array (hw-model's
+ * formula per mxu.mm, one accumulator row a cycle per drain) and the vector unit (its ops at
+ * their rates) overlap; plus issue and semaphore hand-offs. */
+static double ka_pair(const ka *a, uint64_t tq, uint64_t tk)
 {
     const arch_config *cfg = a->x->cfg;
     isa_dtype dt = a->dt;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
     double tr = (double)cfg->core.vector_lanes * cfg->core.vector_transc_ops_per_lane;
-    double C = (double)cfg->core.array_cols;
-    uint64_t S = a->S, Dh = a->Dh, nq = ka_cdiv(S, T), edge = S - (nq - 1) * T;
-    double head = 0;
-    for (uint64_t i = 0; i < nq; i++) {
-        uint64_t tq = i + 1 < nq ? T : edge;
-        for (uint64_t j = 0; j < (a->causal ? i + 1 : nq); j++) {
-            uint64_t tk = j + 1 < nq ? T : edge;
-            double el = (double)(tq * tk), mxu, vpu;
-            if (a->kind == KA_BWD) {
-                mxu = 2.0 * (double)kmm_array_cycles(cfg, dt, tk, tq, Dh) +
-                      2.0 * (double)kmm_array_cycles(cfg, dt, tk, Dh, tq) +
-                      (double)kmm_array_cycles(cfg, dt, tq, Dh, tk) + 2 * el / C;
-                vpu = el * (dt == ISA_DTYPE_FP32 ? 4 : 6) / lanes + el / tr;
-            } else {
-                mxu = (double)kmm_array_cycles(cfg, dt, tq, tk, Dh) + el / C;
-                vpu = el * (a->kind == KA_FWD && dt != ISA_DTYPE_FP32 ? 5 : 4) / lanes + el / tr;
-                if (a->kind == KA_FWD) {
-                    mxu += (double)kmm_array_cycles(cfg, dt, tq, Dh, tk) + (double)(tq * Dh) / C;
-                    vpu += 2.0 * (double)(tq * Dh) / lanes;
-                }
-            }
-            head += (mxu > vpu ? mxu : vpu) + 40; /* + issue and semaphore hand-offs */
+    double C = (double)cfg->core.array_cols, el = (double)(tq * tk), mxu, vpu;
+    uint64_t Dh = a->Dh;
+    if (a->kind == KA_BWD) {
+        mxu = 2.0 * (double)kmm_array_cycles(cfg, dt, tk, tq, Dh) +
+              2.0 * (double)kmm_array_cycles(cfg, dt, tk, Dh, tq) +
+              (double)kmm_array_cycles(cfg, dt, tq, Dh, tk) + 2 * el / C;
+        vpu = el * (dt == ISA_DTYPE_FP32 ? 4 : 6) / lanes + el / tr;
+    } else {
+        mxu = (double)kmm_array_cycles(cfg, dt, tq, tk, Dh) + el / C;
+        vpu = el * (a->kind == KA_FWD && dt != ISA_DTYPE_FP32 ? 5 : 4) / lanes + el / tr;
+        if (a->kind == KA_FWD) {
+            mxu += (double)kmm_array_cycles(cfg, dt, tq, Dh, tk) + (double)(tq * Dh) / C;
+            vpu += 2.0 * (double)(tq * Dh) / lanes;
         }
     }
-    double bytes = (double)(S * Dh * a->e * (uint64_t)a->n_in);
+    return (mxu > vpu ? mxu : vpu) + 40;
+}
+
+/* The cost model's cycles for one core's heads with blocks of T (nq of them, the last edge
+ * rows): the pairs a head computes, counted in closed form, and the heads' loads, exposed
+ * without two residency sets. */
+static double ka_estimate(const ka *a, uint64_t T, bool dbuf, uint64_t heads, uint64_t cores)
+{
+    const arch_config *cfg = a->x->cfg;
+    uint64_t S = a->S, nq = ka_cdiv(S, T), edge = S - (nq - 1) * T;
+    double full = ka_pair(a, T, T), fe = ka_pair(a, T, edge), ef = ka_pair(a, edge, T);
+    double ee = ka_pair(a, edge, edge), n = (double)(nq - 1), head;
+    if (a->causal) /* row i sees i + 1 blocks; the edge row all, the last being its diagonal */
+        head = n * (n + 1) / 2 * full + n * ef + ee;
+    else
+        head = n * n * full + n * fe + n * ef + ee;
+    double bytes = (double)(S * a->Dh * a->e * (uint64_t)a->n_in);
     double bw = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz / (double)cores;
     double load = cfg->chip.hbm_latency_ns * cfg->core.clock_ghz + bytes / bw;
     return (double)heads * head + (dbuf ? load : (double)heads * load);
