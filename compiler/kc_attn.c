@@ -114,22 +114,30 @@ typedef struct ka_qpos {
 
 /* S of key block j (tk keys) for the query block at rQb into the current block set, then the
  * vector unit's online-softmax step on it (diag: the causal diagonal). */
-static void fwd_step_s(ka *a, const ka_qpos *q, uint64_t j, uint64_t tk, bool diag)
+/* The array's half of fwd_step_s: S of key block j for the query block qoff bytes past rQb. */
+static void fwd_step_s_mxu(ka *a, uint64_t tq, uint64_t qoff, uint64_t j, uint64_t tk)
 {
     isa_emit *e = a->x->e;
     kce *c = &a->c;
-    isa_dtype F = ISA_DTYPE_FP32;
-    uint64_t tq = q->tq, T = a->T, Dh = a->Dh, blk = T * Dh * a->e, RS = a->RS;
+    uint64_t T = a->T, Dh = a->Dh, blk = T * Dh * a->e, RS = a->RS;
     if (a->kind == KA_LSE) /* S's buffer of two blocks back has been read */
         kce_wait(c, ISA_UNIT_MXU, a->s_pfull, 1);
     ISA_EMIT(e, MXU_LOAD, SP(a->rKj, a->rk + j * blk), isa_imm((int64_t)Dh), isa_imm((int64_t)tk),
              isa_enum(a->dt), isa_imm(1));
-    ISA_EMIT(e, MXU_MM, isa_acc(0, a->acc_s), SP(a->rQb, a->rq), isa_imm((int64_t)tq),
+    ISA_EMIT(e, MXU_MM, isa_acc(0, a->acc_s), SP(a->rQb, a->rq + qoff), isa_imm((int64_t)tq),
              isa_enum(a->dt));
     ISA_EMIT(e, MXU_DRAIN, SP(a->rCur, a->bs), isa_acc(0, a->acc_s), isa_imm((int64_t)tq),
-             isa_imm((int64_t)tk), isa_enum(F), isa_enum(ISA_ACT_NONE), isa_f32(a->scale),
-             isa_none(), isa_imm(tk * 4 == RS || tq < 2 ? 0 : (int64_t)RS));
+             isa_imm((int64_t)tk), isa_enum(ISA_DTYPE_FP32), isa_enum(ISA_ACT_NONE),
+             isa_f32(a->scale), isa_none(), isa_imm(tk * 4 == RS || tq < 2 ? 0 : (int64_t)RS));
     kce_signal(c, ISA_UNIT_MXU, a->s_sfull, 1);
+}
+
+/* The vector unit's half: the online-softmax step on the S just drained. */
+static void fwd_step_s_vpu(ka *a, uint64_t tq, uint64_t tk, bool diag)
+{
+    kce *c = &a->c;
+    isa_dtype F = ISA_DTYPE_FP32;
+    uint64_t T = a->T, RS = a->RS;
     kce_wait(c, ISA_UNIT_VPU, a->s_sfull, 1);
     if (diag)
         ka_mask_diag(a, a->rCur, a->bs, tq);
@@ -148,6 +156,12 @@ static void fwd_step_s(ka *a, const ka_qpos *q, uint64_t j, uint64_t tk, bool di
     if (a->kind == KA_FWD && a->dt != F)
         kce_cast(c, SP(a->rCur, a->bp), S, tq, tk, a->dt, F, T * a->e, RS);
     kce_signal(c, ISA_UNIT_VPU, a->s_pfull, 1);
+}
+
+static void fwd_step_s(ka *a, const ka_qpos *q, uint64_t j, uint64_t tk, bool diag)
+{
+    fwd_step_s_mxu(a, q->tq, 0, j, tk);
+    fwd_step_s_vpu(a, q->tq, tk, diag);
 }
 
 /* P V of key block j (tk keys) from the previous block set, and O's update. */
@@ -177,21 +191,29 @@ static void fwd_step_pv(ka *a, const ka_qpos *q, uint64_t j, uint64_t tk)
 static void fwd_swap(ka *a) { kce_swap(&a->c, a->rCur, a->rPrev, a->rT); }
 
 /* One query block over key blocks 0 .. n-1 (the last has tk_last keys and, causal, is the
- * diagonal), then its out and lse. */
-static void fwd_qblock(ka *a, const ka_qpos *q, uint64_t n, uint64_t tk_last)
+ * diagonal), then its out and lse. started: the array drained this row's first S already
+ * (the previous row issued it); next_tq: the next row's rows, whose first S the array
+ * computes before this row's last P V (0: none) — causal rows so overlap, the array going
+ * on with the next row while the vector unit ends this one. */
+static void fwd_qblock(ka *a, const ka_qpos *q, uint64_t n, uint64_t tk_last, bool started,
+                       uint64_t next_tq)
 {
     kce *c = &a->c;
     isa_dtype F = ISA_DTYPE_FP32;
     uint64_t tq = q->tq, T = a->T, Dh = a->Dh, blk = T * Dh * a->e;
     bool fwd = a->kind == KA_FWD;
-    kce_mov(c, a->rKj, a->rRes);
+    if (!started)
+        kce_mov(c, a->rKj, a->rRes);
     kce_fill(c, SP(0, a->m_off), -INFINITY, 1, tq, F, 0);
     kce_fill(c, SP(0, a->l_off), 0.0f, 1, tq, F, 0);
     if (fwd)
         kce_fill(c, SP(0, a->o_off), 0.0f, tq, Dh, F, 0);
     else
         kce_signal(c, ISA_UNIT_MXU, a->s_pfull, 2); /* both S buffers are free */
-    fwd_step_s(a, q, 0, n == 1 ? tk_last : T, n == 1 && a->causal);
+    uint64_t tk0 = n == 1 ? tk_last : T;
+    if (!started)
+        fwd_step_s_mxu(a, tq, 0, 0, tk0);
+    fwd_step_s_vpu(a, tq, tk0, n == 1 && a->causal);
     fwd_swap(a);
     if (n >= 3) { /* key blocks 1 .. n-2: S of j, P V of j - 1 */
         kc_loop l;
@@ -213,6 +235,8 @@ static void fwd_qblock(ka *a, const ka_qpos *q, uint64_t n, uint64_t tk_last)
             fwd_step_pv(a, q, n - 2, T);
         fwd_swap(a);
     }
+    if (next_tq) /* the next row's first block (its queries one block on, its first keys) */
+        fwd_step_s_mxu(a, next_tq, blk, 0, T); /* its first block is whole: it has two or more */
     if (fwd)
         fwd_step_pv(a, q, n - 1, tk_last);
     else
@@ -257,11 +281,13 @@ static void fwd_head(ka *a, const int64_t *hoff)
     kce_mov(c, a->rQb, a->rRes);
     ka_qpos q = {hoff, 0, T};
     if (a->causal) { /* row i sees key blocks 0 .. i: a body of its own each */
+        bool overlap = a->kind == KA_FWD;
         for (uint64_t i = 0; i < nq; i++) {
             if (i)
                 kce_addi(c, a->rQb, a->rQb, (int64_t)blk);
             q.i = i, q.tq = i + 1 < nq ? T : edge;
-            fwd_qblock(a, &q, i + 1, q.tq);
+            uint64_t next = overlap && i + 1 < nq ? (i + 2 < nq ? T : edge) : 0;
+            fwd_qblock(a, &q, i + 1, q.tq, overlap && i > 0, next);
         }
         return;
     }
@@ -283,14 +309,14 @@ static void fwd_head(ka *a, const int64_t *hoff)
         uint64_t saved = c->mult;
         c->mult *= full;
         q.i = 0, q.tq = T;
-        fwd_qblock(a, &q, nq, edge);
+        fwd_qblock(a, &q, nq, edge, false, 0);
         c->mult = saved;
         kc_loop_end(a->x, &l);
     }
     if (full < nq) {
         kce_addi(c, a->rQb, a->rQb, (int64_t)(full * blk));
         q.i = full, q.tq = edge;
-        fwd_qblock(a, &q, nq, edge);
+        fwd_qblock(a, &q, nq, edge, false, 0);
     }
 }
 
