@@ -20,7 +20,10 @@ for a in "$@"; do
   esac
 done
 npusim=$build/sim/npusim
-[ -x "$npusim" ] || { echo "bench_kernels_attn.sh: $npusim not built (run scripts/setup.sh)" >&2; exit 2; }
+[ -x "$npusim" ] || {
+  echo "bench_kernels_attn.sh: $npusim not built (run scripts/setup.sh)" >&2
+  exit 2
+}
 shape=1x96x2048x128
 status=0
 out="["

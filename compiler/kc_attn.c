@@ -490,7 +490,8 @@ static np_status ka_opnd_of(ka *a, int i, const kc_tensor *t, const char *what, 
     if (t->ndim != nd || t->shape[0] != (int64_t)a->B || t->shape[1] != (int64_t)a->H ||
         t->shape[2] != (int64_t)a->S || (!lse && t->shape[3] != (int64_t)a->Dh)) {
         char dims[96];
-        int n = snprintf(dims, sizeof dims, "[%" PRIu64 ", %" PRIu64 ", %" PRIu64, a->B, a->H, a->S);
+        int n = snprintf(dims, sizeof dims, "[%" PRIu64 ", %" PRIu64 ", %" PRIu64, a->B, a->H,
+                         a->S);
         if (!lse)
             snprintf(dims + n, sizeof dims - (size_t)n, ", %" PRIu64, a->Dh);
         return kc_fail(x, NP_ERR_INCONSISTENT, "%s must be %s] like q", what, dims);
@@ -712,7 +713,8 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
             ka probe = a;
             uint64_t need_s = kind == KA_BWD ? ka_bwd_spad(&probe, T, db) :
                                                fwd_layout(&probe, T, db, 0, 0);
-            uint64_t need_a = kind == KA_BWD ? ka_bwd_acc(&probe, T) : fwd_acc(T, a.Dh, kind == KA_FWD);
+            uint64_t need_a = kind == KA_BWD ? ka_bwd_acc(&probe, T)
+                                             : fwd_acc(T, a.Dh, kind == KA_FWD);
             if (need_s > spad || need_a > accb)
                 continue;
             if (n_grp + 8 + (unsigned)db > ISA_N_REGS - 1) /* registers: one residency set */
@@ -873,7 +875,8 @@ static np_status ka_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *er
     k->n_in = n_in;
     if (kind == KA_BWD) {
         if (ka_buf(p, "LSE", NN_F32, 3, q, &k->in[5], err) != NP_OK ||
-            ka_buf(p, "GRAD", dt, 5, (int64_t[]){3, q[0], q[1], q[2], q[3]}, &k->out[0], err) != NP_OK)
+            ka_buf(p, "GRAD", dt, 5, (int64_t[]){3, q[0], q[1], q[2], q[3]}, &k->out[0], err) !=
+                NP_OK)
             return err->status;
         k->n_in = 6, k->n_out = 1;
     } else if (kind == KA_FWD) {

@@ -227,7 +227,8 @@ static void wg_slice(kg *g, uint64_t tm, uint64_t tn, int64_t xo, int64_t yo, in
         int64_t ih = r0 * g->sh - g->ph + (int64_t)kh * g->dh - blo;
         int64_t iw = q0 * g->sw - g->pw + (int64_t)kw * g->dw;
         uint64_t src = g->bband + ((uint64_t)ih * g->W + (uint64_t)iw) * TM * e;
-        uint64_t dst = g->bst + ((uint64_t)(r0 - row0) * OW + (uint64_t)q0) * st + (t - g->t0) * TM * e;
+        uint64_t dst = g->bst + ((uint64_t)(r0 - row0) * OW + (uint64_t)q0) * st +
+                       (t - g->t0) * TM * e;
         kce_dma(c, SP(g->rK, dst), SP(g->rK, src), g->dt, tm, (uint64_t)(q1 - q0),
                 (uint64_t)(r1 - r0), st, (uint64_t)g->sw * TM * e, OW * st,
                 (uint64_t)g->sh * g->W * TM * e);
@@ -473,7 +474,8 @@ static void ig_slice(kg *g, const kg_pos *p, const ig_phase *f, int64_t i0, uint
     ISA_EMIT(em, MXU_LOAD, SP(g->rWo, 0), isa_imm((int64_t)k), isa_imm((int64_t)tn),
              isa_enum(g->dt), isa_imm(1), isa_imm(ap == k * e || tn < 2 ? 0 : (int64_t)ap));
     ISA_EMIT(em, MXU_MM, isa_acc(0, g->acc), SP(g->rK, g->ba), isa_imm((int64_t)m),
-             isa_enum(g->dt), isa_enum(ISA_ACCM_ACCUM), isa_imm(ap == k * e || m < 2 ? 0 : (int64_t)ap));
+             isa_enum(g->dt), isa_enum(ISA_ACCM_ACCUM),
+             isa_imm(ap == k * e || m < 2 ? 0 : (int64_t)ap));
     kce_signal(c, ISA_UNIT_MXU, g->s_free, 1);
     kce_swap(c, g->rK, g->rK2, g->rT);
 }
@@ -597,7 +599,8 @@ static np_status kg_img_of(kg *g, kg_img *o, const kc_tensor *t, const char *wha
     return NP_OK;
 }
 
-/* A slice bank's bytes: the input gradient's A and band of dy; the weight gradient's A (nt taps x TM channels x TK pixels), its transposed staging, B (TK
+/* A slice bank's bytes: the input gradient's A and band of dy; the weight gradient's A (nt
+ * taps x TM channels x TK pixels), its transposed staging, B (TK
  * pixels x TN) and the band of x the slice reads (br rows x W pixels x TM channels). */
 static uint64_t kg_bank(const kg *g, uint64_t TM, uint64_t TN, uint64_t TK, uint64_t nt,
                         uint64_t br)
@@ -932,7 +935,8 @@ static np_status kg_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *er
     int64_t ph = spec_i(s, "pad", 0), pw = spec_i(s, "pad_w", -1);
     int64_t dh = spec_i(s, "dilation", 1), dw = spec_i(s, "dilation_w", 0);
     sw = sw ? sw : sh, pw = pw >= 0 ? pw : ph, dw = dw ? dw : dh;
-    int64_t E = (H + 2 * ph - dh * (R - 1) - 1) / sh + 1, F = (W + 2 * pw - dw * (S - 1) - 1) / sw + 1;
+    int64_t E = (H + 2 * ph - dh * (R - 1) - 1) / sh + 1;
+    int64_t F = (W + 2 * pw - dw * (S - 1) - 1) / sw + 1;
     if (E < 1 || F < 1 || C % G || O % G)
         return np_err_set(err, NP_ERR_RANGE, "%s: a %" PRId64 "x%" PRId64 " filter on %" PRId64
                           "x%" PRId64 " with %" PRId64 " groups of %" PRId64 " channels and %"
@@ -959,9 +963,9 @@ static np_status kg_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *er
 static const kc_attr_def kg_attrs[] = {
     {"stride", KC_ATTR_INT, 1, 1, 65535, "vertical stride (and horizontal unless stride_w)"},
     {"stride_w", KC_ATTR_INT, 0, 0, 65535, "horizontal stride (0: stride)"},
-    {"pad", KC_ATTR_INT, 0, 0, 65535, "zero padding top and bottom (and left and right unless pad_w)"},
+    {"pad", KC_ATTR_INT, 0, 0, 65535, "zero padding above and below (and beside unless pad_w)"},
     {"pad_w", KC_ATTR_INT, -1, -1, 65535, "zero padding left and right (-1: pad)"},
-    {"dilation", KC_ATTR_INT, 1, 1, 65535, "vertical filter dilation (and horizontal unless dilation_w)"},
+    {"dilation", KC_ATTR_INT, 1, 1, 65535, "vertical dilation (and horizontal unless dilation_w)"},
     {"dilation_w", KC_ATTR_INT, 0, 0, 65535, "horizontal filter dilation (0: dilation)"},
     {"groups", KC_ATTR_INT, 1, 1, 65535, "channel groups (groups = channels: depthwise)"},
 };

@@ -347,7 +347,8 @@ static np_status kp_opnd_of(kp *p, kp_opnd *o, const kc_tensor *t, const char *w
     if (t->stride[3] >= (1 << 24) || t->stride[2] >= (1 << 27) || t->stride[3] < 0 ||
         t->stride[2] < 0)
         return kc_fail(x, NP_ERR_RANGE, "%s: pixels %" PRId64 " and rows %" PRId64 " bytes apart "
-                       "(the copies take < 16 MiB and < 128 MiB)", what, t->stride[3], t->stride[2]);
+                       "(the copies take < 16 MiB and < 128 MiB)", what, t->stride[3],
+                       t->stride[2]);
     o->addr = t->addr, o->sn = t->stride[0], o->sh = t->stride[2], o->sw = t->stride[3];
     o->dt = kc_isa_dtype(t->dtype);
     return NP_OK;
@@ -434,7 +435,8 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
     uint64_t need = kp_layout(&p, cb, 0);
     if (need > spad)
         return kc_fail(x, NP_ERR_RANGE, "a %" PRIu64 "x%" PRIu64 " image of %" PRIu64 " channel%s "
-                       "(padded, twice buffered) needs %" PRIu64 " scratchpad bytes, more than the %"
+                       "(padded, twice buffered) needs %" PRIu64 " scratchpad bytes, more than "
+                       "the %"
                        PRIu64 " free", p.H, p.W, cb, cb > 1 ? "s" : "", need, spad);
     p.Cb = cb;
     if (cb > 65535 || p.p * cb > 65535 || (p.s > p.Wp ? p.s : p.Wp) * cb * 4 >= (1u << 24))
@@ -478,7 +480,8 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
         if (kc_status(x) != NP_OK)
             return kc_status(x);
         for (int i = 0; i < nops; i++)
-            ISA_EMIT(x->e, LI, isa_reg(ops[i]->reg), isa_imm((int64_t)(ops[i]->addr + n0 * (uint64_t)ops[i]->sn)));
+            ISA_EMIT(x->e, LI, isa_reg(ops[i]->reg),
+                     isa_imm((int64_t)(ops[i]->addr + n0 * (uint64_t)ops[i]->sn)));
         bool xin = kind != KP_AVG_GRAD;
         ISA_EMIT(x->e, LI, isa_reg(q.rX), isa_imm((int64_t)(xin ? q.xin[0] : q.dyin[0])));
         ISA_EMIT(x->e, LI, isa_reg(q.rX2), isa_imm((int64_t)(xin ? q.xin[1] : q.dyin[1])));

@@ -66,7 +66,8 @@ static void bshd(kc_tensor *t)
 {
     int64_t e = (int64_t)nn_dtype_size(t->dtype), H = t->shape[1], S = t->shape[2],
             Dh = t->shape[3];
-    t->stride[3] = e, t->stride[1] = Dh * e, t->stride[2] = H * Dh * e, t->stride[0] = S * H * Dh * e;
+    t->stride[3] = e, t->stride[1] = Dh * e, t->stride[2] = H * Dh * e;
+    t->stride[0] = S * H * Dh * e;
 }
 
 typedef struct attn_case {
@@ -102,7 +103,8 @@ static void check_forward(const arch_config *cfg, const attn_case *c, uint64_t s
     kc_kernel kk = attn_kernel(NN_OP_ATTENTION, c);
     kk.n_in = 3, kk.n_out = 2;
     nn_tensor *in[3] = {q, k, v}, *want[2] = {0};
-    CU_ASSERT_EQUAL_FATAL(kc_kernel_find(NN_OP_ATTENTION)->reference(g, &kk, in, want, &err), NP_OK);
+    const kc_kernel_def *def = kc_kernel_find(NN_OP_ATTENTION);
+    CU_ASSERT_EQUAL_FATAL(def->reference(g, &kk, in, want, &err), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
     nn_tensor *got = nn_input(g, "got", c->dt, 4, sh), *lse = nn_input(g, "lse", NN_F32, 3, sh);
     kc_tensor_of(&kk.in[0], 0, q);
@@ -205,7 +207,8 @@ static void check_backward(const arch_config *cfg, const attn_case *c, uint64_t 
     randn_as(dout, seed + 3, 1.0);
     kc_kernel kf = attn_kernel(NN_OP_ATTENTION, c);
     nn_tensor *fin[3] = {q, k, v}, *fwd[2] = {0};
-    CU_ASSERT_EQUAL_FATAL(kc_kernel_find(NN_OP_ATTENTION)->reference(g, &kf, fin, fwd, &err), NP_OK);
+    const kc_kernel_def *fdef = kc_kernel_find(NN_OP_ATTENTION);
+    CU_ASSERT_EQUAL_FATAL(fdef->reference(g, &kf, fin, fwd, &err), NP_OK);
     kc_kernel kk = attn_kernel(NN_OP_ATTENTION_GRAD, c);
     kk.n_in = 6, kk.n_out = 1;
     nn_tensor *in[6] = {q, k, v, fwd[0], dout, fwd[1]}, *want = NULL;
@@ -284,8 +287,8 @@ TEST(attention_lse_alone_equals_the_reference_and_reads_only_q_and_k)
         kc_kernel kk = attn_kernel(NN_OP_ATTENTION_LSE, &c);
         kk.n_in = 2, kk.n_out = 1;
         nn_tensor *in[2] = {q, k}, *want = NULL;
-        CU_ASSERT_EQUAL_FATAL(kc_kernel_find(NN_OP_ATTENTION_LSE)->reference(g, &kk, in, &want, &err),
-                              NP_OK);
+        const kc_kernel_def *def = kc_kernel_find(NN_OP_ATTENTION_LSE);
+        CU_ASSERT_EQUAL_FATAL(def->reference(g, &kk, in, &want, &err), NP_OK);
         CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &err), NP_OK);
         nn_tensor *got = nn_input(g, "got", NN_F32, 3, sh);
         kc_tensor_of(&kk.in[0], 0, q);
@@ -403,7 +406,8 @@ TEST(bad_attention_kernels_are_errors_naming_what_is_wrong)
 TEST(attention_kernels_build_from_their_op_keys_and_the_array_overlaps_the_vector_unit)
 {
     arch_config cfg = roomy();
-    const char *specs[] = {"attention shape=2x3x150x16 dtype=bf16", "attention_lse shape=2x3x150x16",
+    const char *specs[] = {"attention shape=2x3x150x16 dtype=bf16",
+                           "attention_lse shape=2x3x150x16",
                            "attention_grad shape=2x3x150x16 causal=1 dtype=fp32"};
     for (int i = 0; i < 3; i++) {
         np_err err = {0};

@@ -91,7 +91,8 @@ static void check_grad(const arch_config *cfg, nn_op op, const conv_case *c, rng
     CU_ASSERT_EQUAL_FATAL(st, NP_OK);
     krun_diff d = krun_compare(got, want, 0, 0);
     if (d.bad || getenv("KG_DEBUG"))
-        fprintf(stderr, "%s %s N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld p%lld d%lld g%lld on %u "
+        fprintf(stderr, "%s %s N%lld C%lld %lldx%lld O%lld k%lldx%lld s%lld p%lld d%lld g%lld "
+                "on %u "
                 "(%s): %lld of %lld off (worst %g at %lld: %g, not %g)\n", nn_op_name(op),
                 nn_dtype_name(c->dt), (long long)c->N, (long long)c->C, (long long)c->H,
                 (long long)c->W, (long long)c->O, (long long)c->KH, (long long)c->KW,
