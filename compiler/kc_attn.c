@@ -349,10 +349,10 @@ typedef struct ka_walk {
 } ka_walk;
 
 /* kce_walk's tile: offsets per register to offsets per operand. */
-static void ka_walk_head(void *v, const int64_t *cur, const int64_t *next, bool after)
+static void ka_walk_head(void *v, const int64_t *cur, const int64_t *next, unsigned flags)
 {
     ka_walk *w = v;
-    (void)after;
+    (void)flags;
     int64_t hc[KA_MAX_OP], hn[KA_MAX_OP];
     for (int i = 0; i < w->a->n_op; i++) {
         hc[i] = cur[w->slot[i]];

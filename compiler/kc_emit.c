@@ -151,16 +151,16 @@ static void grid_row(const kce_grid *g, int64_t db, bool last_row)
         c->mult *= g->n_inner - 1;
         grid_offsets(g, db, 0, cur);
         grid_offsets(g, db, 1, next);
-        g->body(g->ctx, cur, next, false);
+        g->body(g->ctx, cur, next, 0);
         c->mult = saved;
         kc_loop_end(c->x, &l);
     }
     grid_offsets(g, db, (int64_t)g->n_inner - 1, cur);
     grid_offsets(g, db + 1, 0, next);
     if (!last_row)
-        g->body(g->ctx, cur, next, false);
+        g->body(g->ctx, cur, next, KCE_ROW_END);
     else
-        g->body(g->ctx, cur, g->after, g->after != NULL);
+        g->body(g->ctx, cur, g->after, KCE_ROW_END | (g->after ? KCE_NEXT_AFTER : 0));
 }
 
 void kce_walk(kce *c, unsigned n, const unsigned *reg, const int64_t *outer,

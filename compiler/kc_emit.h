@@ -51,10 +51,12 @@ void kce_swap(kce *c, unsigned a, unsigned b, unsigned t);
  * over both (the last tile of each row, and the last row, emitted once after their loop),
  * so body sees, besides each register's offset for its tile (cur), the offsets of the tile
  * after it (next) — to prefetch it before its own stores — or, for the grid's last tile,
- * `after` (a tile beyond the grid: *after_next true) or NULL. At most KCE_WALK_REGS
- * registers. */
+ * `after` (a tile beyond the grid: KCE_NEXT_AFTER) or NULL; KCE_ROW_END marks a row's last
+ * tile. At most KCE_WALK_REGS registers. */
 #define KCE_WALK_REGS 8
-typedef void (*kce_tile_fn)(void *ctx, const int64_t *cur, const int64_t *next, bool after_next);
+#define KCE_NEXT_AFTER 1u
+#define KCE_ROW_END 2u
+typedef void (*kce_tile_fn)(void *ctx, const int64_t *cur, const int64_t *next, unsigned flags);
 void kce_walk(kce *c, unsigned n, const unsigned *reg, const int64_t *outer,
               const int64_t *inner, uint64_t n_outer, uint64_t n_inner, const int64_t *after,
               kce_tile_fn body, void *ctx);

@@ -44,7 +44,7 @@ typedef struct kp {
     kc_ctx *x;
     kce c;
     kp_kind kind;
-    uint64_t N, C, H, W, OH, OW, k, s, p, Hp, Wp, Cb;
+    uint64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, Hp, Wp, Cb;
     isa_dtype dt, odt;
     uint64_t e, oe;
     kp_opnd in[2], out; /* forward: x; max grad: x, dy; avg grad: dy */
@@ -72,7 +72,7 @@ static void kp_load(kp *p, const int64_t *off, const unsigned *dst_reg, uint64_t
         bool x = (p->kind == KP_MAX_GRAD && i == 0) || p->kind == KP_MAX || p->kind == KP_AVG;
         uint64_t rows = x ? p->H : p->OH, px = x ? p->W : p->OW;
         uint64_t pitch = x ? p->Wp : p->OW, e = isa_dtype_size[o->dt];
-        uint64_t at = x ? (p->p * p->Wp + p->p) * kp_px(p, e) : 0;
+        uint64_t at = x ? (p->ph * p->Wp + p->pw) * kp_px(p, e) : 0;
         isa_opnd src = off[i] >= 0 ? isa_hbm(o->reg, (uint64_t)off[i]) : isa_hbm(p->rT, 0);
         if (off[i] < 0)
             kce_addi(c, p->rT, o->reg, off[i]);
@@ -88,15 +88,17 @@ static void kp_row(kp *p, uint64_t cb)
 {
     kce *c = &p->c;
     isa_dtype F = ISA_DTYPE_FP32, dt = p->dt;
-    uint64_t k = p->k, s = p->s, OW = p->OW, e = p->e, oe = p->oe;
-    uint64_t xs = s * kp_px(p, e), xo = kp_px(p, e), fs = s * kp_px(p, 4), fo = kp_px(p, 4);
-    uint64_t prow = p->Wp * kp_px(p, e), frow = p->Wp * kp_px(p, 4);
+    uint64_t KH = p->KH, KW = p->KW, OW = p->OW, e = p->e, oe = p->oe;
+    /* a tap's OW x cb tile: rows sw pixels apart; tap (kh, kw) dh rows and dw pixels on */
+    uint64_t xs = p->sw * kp_px(p, e), xo = p->dw * kp_px(p, e), fs = p->sw * kp_px(p, 4);
+    uint64_t fo = p->dw * kp_px(p, 4);
+    uint64_t prow = p->dh * p->Wp * kp_px(p, e), frow = p->dh * p->Wp * kp_px(p, 4);
     /* tap (kh, kw) of the input (its type at rXr, or fp32 at rXr's fp32 twin rGr's row) */
     switch (p->kind) {
     case KP_MAX: {
         isa_opnd y = SP(p->rOr, 0);
-        for (uint64_t kh = 0; kh < k; kh++)
-            for (uint64_t kw = 0; kw < k; kw++) {
+        for (uint64_t kh = 0; kh < KH; kh++)
+            for (uint64_t kw = 0; kw < KW; kw++) {
                 isa_opnd t = SP(p->rXr, kh * prow + kw * xo);
                 if (kh == 0 && kw == 0)
                     kce_un(c, ISA_OP_VPU_COPY, y, t, OW, cb, dt, kp_px(p, oe), xs);
@@ -109,8 +111,8 @@ static void kp_row(kp *p, uint64_t cb)
     case KP_AVG: {
         /* the fp32 input rows at rGr (a cast of the tile when it is not fp32) */
         isa_opnd acc = SP(0, p->r_y);
-        for (uint64_t kh = 0; kh < k; kh++)
-            for (uint64_t kw = 0; kw < k; kw++) {
+        for (uint64_t kh = 0; kh < KH; kh++)
+            for (uint64_t kw = 0; kw < KW; kw++) {
                 isa_opnd t = SP(p->rGr, kh * frow + kw * fo);
                 if (kh == 0 && kw == 0)
                     kce_un(c, ISA_OP_VPU_COPY, acc, t, OW, cb, F, kp_px(p, 4), fs);
@@ -118,7 +120,7 @@ static void kp_row(kp *p, uint64_t cb)
                     kce_bin(c, ISA_OP_VPU_ADD, acc, acc, t, OW, cb, F, ISA_BCAST_FULL,
                             kp_px(p, 4), kp_px(p, 4), fs);
             }
-        float inv = (float)(1.0 / (double)(k * k));
+        float inv = (float)(1.0 / (double)(KH * KW));
         if (p->odt == F) {
             kce_scal(c, ISA_OP_VPU_MULS, SP(p->rOr, 0), acc, inv, OW, cb, F, kp_px(p, 4),
                      kp_px(p, 4));
@@ -130,7 +132,7 @@ static void kp_row(kp *p, uint64_t cb)
     }
     case KP_AVG_GRAD: {
         isa_opnd d = SP(0, p->r_dy);
-        float inv = (float)(1.0 / (double)(k * k));
+        float inv = (float)(1.0 / (double)(KH * KW));
         if (dt == F) {
             kce_scal(c, ISA_OP_VPU_MULS, d, SP(p->rDr, 0), inv, OW, cb, F, kp_px(p, 4),
                      kp_px(p, 4));
@@ -138,8 +140,8 @@ static void kp_row(kp *p, uint64_t cb)
             kce_cast(c, d, SP(p->rDr, 0), OW, cb, F, dt, kp_px(p, 4), kp_px(p, e));
             kce_scal(c, ISA_OP_VPU_MULS, d, d, inv, OW, cb, F, kp_px(p, 4), kp_px(p, 4));
         }
-        for (uint64_t kh = 0; kh < k; kh++)
-            for (uint64_t kw = 0; kw < k; kw++) {
+        for (uint64_t kh = 0; kh < KH; kh++)
+            for (uint64_t kw = 0; kw < KW; kw++) {
                 isa_opnd g = SP(p->rGr, kh * frow + kw * fo);
                 kce_bin(c, ISA_OP_VPU_ADD, g, g, d, OW, cb, F, ISA_BCAST_FULL, fs, fs,
                         kp_px(p, 4));
@@ -149,8 +151,8 @@ static void kp_row(kp *p, uint64_t cb)
     default: { /* KP_MAX_GRAD: x in fp32 at rXr (cast when needed), dx at rGr */
         isa_opnd y = SP(0, p->r_y), fr = SP(0, p->r_free), m = SP(0, p->r_m), d = SP(0, p->r_dy);
         uint64_t ps = kp_px(p, 4);
-        for (uint64_t kh = 0; kh < k; kh++)
-            for (uint64_t kw = 0; kw < k; kw++) {
+        for (uint64_t kh = 0; kh < KH; kh++)
+            for (uint64_t kw = 0; kw < KW; kw++) {
                 isa_opnd t = SP(p->rXr, kh * frow + kw * fo);
                 if (kh == 0 && kw == 0)
                     kce_un(c, ISA_OP_VPU_COPY, y, t, OW, cb, F, ps, fs);
@@ -162,8 +164,8 @@ static void kp_row(kp *p, uint64_t cb)
             kce_un(c, ISA_OP_VPU_COPY, d, SP(p->rDr, 0), OW, cb, F, ps, ps);
         else
             kce_cast(c, d, SP(p->rDr, 0), OW, cb, F, dt, ps, kp_px(p, e));
-        for (uint64_t kh = 0; kh < k; kh++)
-            for (uint64_t kw = 0; kw < k; kw++) {
+        for (uint64_t kh = 0; kh < KH; kh++)
+            for (uint64_t kw = 0; kw < KW; kw++) {
                 isa_opnd t = SP(p->rXr, kh * frow + kw * fo);
                 isa_opnd g = SP(p->rGr, kh * frow + kw * fo);
                 kce_bin(c, ISA_OP_VPU_CMPEQ, m, t, y, OW, cb, F, ISA_BCAST_FULL, ps, fs, ps);
@@ -182,7 +184,7 @@ static void kp_rows(kp *p, uint64_t cb)
 {
     kce *c = &p->c;
     isa_dtype F = ISA_DTYPE_FP32;
-    uint64_t e = p->e, oe = p->oe, s = p->s;
+    uint64_t e = p->e, oe = p->oe, s = p->sh; /* an output row is sh padded rows on */
     bool grad = p->kind == KP_MAX_GRAD || p->kind == KP_AVG_GRAD;
     bool f32x = p->kind == KP_MAX_GRAD || p->kind == KP_AVG; /* taps read fp32 x */
     /* fp32 x: a cast of the padded tile, row by row (border included: -inf / 0 stay) */
@@ -247,7 +249,7 @@ static void kp_rows(kp *p, uint64_t cb)
     kc_loop_end(p->x, &l);
     if (grad) { /* dx's interior, in the output type, into the output set */
         kce_mov(c, p->rOr, p->rO);
-        kce_addi(c, p->rGr, 0, (int64_t)(p->dx + (p->p * p->Wp + p->p) * kp_px(p, 4)));
+        kce_addi(c, p->rGr, 0, (int64_t)(p->dx + (p->ph * p->Wp + p->pw) * kp_px(p, 4)));
         unsigned r2[2] = {p->rOr, p->rGr};
         int64_t s2[2] = {(int64_t)(p->W * kp_px(p, oe)), (int64_t)(p->Wp * kp_px(p, 4))};
         kc_loop_begin(p->x, &l, p->H, 2, r2, s2);
@@ -268,8 +270,9 @@ typedef struct kp_walk {
 } kp_walk;
 
 /* One tile: prefetch the next (into the other sets), compute this one, store it. */
-static void kp_tile(void *v, const int64_t *cur, const int64_t *next, bool after)
+static void kp_tile(void *v, const int64_t *cur, const int64_t *next, unsigned flags)
 {
+    bool after = flags & KCE_NEXT_AFTER;
     kp_walk *w = v;
     kp *p = w->p;
     kce *c = &p->c;
@@ -368,16 +371,16 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
         return kc_fail(x, NP_ERR_INCONSISTENT, "operands must be [N, C, H, W]");
     p.N = (uint64_t)img->shape[0], p.C = (uint64_t)img->shape[1];
     p.H = (uint64_t)img->shape[2], p.W = (uint64_t)img->shape[3];
-    p.k = (uint64_t)kc_attr_int(x, "kernel");
-    p.s = (uint64_t)kc_attr_int(x, "stride");
-    p.s = p.s ? p.s : p.k;
-    p.p = (uint64_t)kc_attr_int(x, "pad");
-    if (2 * p.p > p.k || p.H + 2 * p.p < p.k || p.W + 2 * p.p < p.k)
+    uint64_t kk = (uint64_t)kc_attr_int(x, "kernel"), ks = (uint64_t)kc_attr_int(x, "stride");
+    uint64_t kpd = (uint64_t)kc_attr_int(x, "pad");
+    ks = ks ? ks : kk;
+    if (2 * kpd > kk || p.H + 2 * kpd < kk || p.W + 2 * kpd < kk)
         return kc_fail(x, NP_ERR_RANGE, "kernel %" PRIu64 ", pad %" PRIu64 " on %" PRIu64 "x%"
                        PRIu64 " (pad at most half the kernel, the kernel within the padded "
-                       "input)", p.k, p.p, p.H, p.W);
-    p.OH = (p.H + 2 * p.p - p.k) / p.s + 1, p.OW = (p.W + 2 * p.p - p.k) / p.s + 1;
-    p.Hp = p.H + 2 * p.p, p.Wp = p.W + 2 * p.p;
+                       "input)", kk, kpd, p.H, p.W);
+    p.KH = p.KW = kk, p.sh = p.sw = ks, p.ph = p.pw = kpd, p.dh = p.dw = 1;
+    p.OH = (p.H + 2 * kpd - kk) / ks + 1, p.OW = (p.W + 2 * kpd - kk) / ks + 1;
+    p.Hp = p.H + 2 * p.ph, p.Wp = p.W + 2 * p.pw;
     p.dt = kc_isa_dtype(dy->dtype); /* the data's type (x's, dy's) */
     if (!grad)
         p.dt = kc_isa_dtype(img->dtype);
@@ -439,18 +442,18 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
                        "the %"
                        PRIu64 " free", p.H, p.W, cb, cb > 1 ? "s" : "", need, spad);
     p.Cb = cb;
-    if (cb > 65535 || p.p * cb > 65535 || (p.s > p.Wp ? p.s : p.Wp) * cb * 4 >= (1u << 24))
+    if (cb > 65535 || p.pw * cb > 65535 || (p.sw > p.Wp ? p.sw : p.Wp) * cb * 4 >= (1u << 24))
         return kc_fail(x, NP_ERR_RANGE, "%" PRIu64 " channels a tile are too many for the vector "
                        "unit's fields (give cblock)", cb);
     /* tiles: channel blocks (full ones, then the edge) x images, split over the cores by
      * images */
     uint64_t nfull = p.C / cb, edge = p.C - nfull * cb;
     kc_result *r = x->res;
-    uint64_t outer = (uint64_t)(p.N * p.OH * p.OW * p.C) * p.k * p.k;
+    uint64_t outer = (uint64_t)(p.N * p.OH * p.OW * p.C) * p.KH * p.KW;
     r->flops = kind == KP_MAX_GRAD ? 6 * outer : outer;
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 " images padded by %" PRIu64
              ", %" PRIu64 " channels a tile, %" PRIu64 "x%" PRIu64 " windows stride %" PRIu64,
-             p.H, p.W, p.p, cb, p.k, p.k, p.s);
+             p.H, p.W, p.ph, cb, p.KH, p.KW, p.sh);
     uint32_t used = 0;
     for (uint64_t core = 0; core < n_cores; core++) {
         uint64_t n0 = p.N * core / n_cores, n1 = p.N * (core + 1) / n_cores;
@@ -493,18 +496,21 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
         kce_signal(c, ISA_UNIT_DMA, q.s_infree, 2);
         kce_signal(c, ISA_UNIT_DMA, q.s_outfree, 2);
         /* the padded borders of both input sets, once (the copies write the interior) */
-        if (xin && q.p) {
+        if (xin && (q.ph || q.pw)) {
             float pv = kind == KP_AVG ? 0.0f : -INFINITY;
             uint64_t px = kp_px(&q, q.e);
             for (int i = 0; i < 2; i++) {
                 uint64_t b = q.xin[i];
-                for (uint64_t r0 = 0; r0 < q.p; r0++) { /* top and bottom rows */
+                for (uint64_t r0 = 0; r0 < q.ph; r0++) { /* top and bottom rows */
                     kce_fill(c, SP(0, b + r0 * q.Wp * px), pv, q.Wp, cb, q.dt, px);
-                    kce_fill(c, SP(0, b + (q.p + q.H + r0) * q.Wp * px), pv, q.Wp, cb, q.dt, px);
+                    kce_fill(c, SP(0, b + (q.ph + q.H + r0) * q.Wp * px), pv, q.Wp, cb, q.dt,
+                             px);
                 }
-                kce_fill(c, SP(0, b + q.p * q.Wp * px), pv, q.H, q.p * cb, q.dt, q.Wp * px);
-                kce_fill(c, SP(0, b + (q.p * q.Wp + q.p + q.W) * px), pv, q.H, q.p * cb, q.dt,
-                         q.Wp * px);
+                if (q.pw) { /* left and right columns */
+                    kce_fill(c, SP(0, b + q.ph * q.Wp * px), pv, q.H, q.pw * cb, q.dt, q.Wp * px);
+                    kce_fill(c, SP(0, b + (q.ph * q.Wp + q.pw + q.W) * px), pv, q.H, q.pw * cb,
+                             q.dt, q.Wp * px);
+                }
             }
         }
         /* the first tile, then the walk: images (inner) of each channel block (outer) */
