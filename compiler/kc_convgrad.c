@@ -1,6 +1,7 @@
 /* kc_convgrad.c — the two gradients of conv2d as implicit GEMMs on the matrix unit, for any
- * stride, padding and dilation (per dimension), groups and depthwise. docs/compiler.md
- * ("Convolution gradients") has the whole story.
+ * stride, padding and dilation (per dimension) and groups; depthwise ones go to the vector
+ * unit (kc_depthwise_grad, kc_pool.c). docs/compiler.md ("Convolution gradients") has the
+ * whole story.
  *
  * Layouts are the conv2d kernel's: images channels-last (NHWC in memory, any pixel, row and
  * image strides), the weights as the GEMM's [(kh, kw, c)][o] (o contiguous). Per group g (a
@@ -36,6 +37,7 @@
 
 #include "kc_emit.h"
 #include "kc_gemm.h"
+#include "kc_pool.h"
 
 static isa_opnd SP(unsigned reg, uint64_t off) { return isa_spad(reg, off); }
 static uint64_t al64(uint64_t n) { return (n + 63) & ~(uint64_t)63; }
@@ -653,6 +655,7 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
                        PRId64 " channels a group do not make %" PRIu64 " groups", g.C, g.O,
                        w->shape[1], g.G);
     g.cg = g.C / g.G, g.og = g.O / g.G;
+    bool depthwise = g.cg == 1 && g.og == 1;
     int64_t eh = (int64_t)g.H + 2 * g.ph - g.dh * ((int64_t)g.KH - 1) - 1;
     int64_t ew = (int64_t)g.W + 2 * g.pw - g.dw * ((int64_t)g.KW - 1) - 1;
     if (eh < 0 || ew < 0)
@@ -669,11 +672,14 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
     g.e = isa_dtype_size[g.dt], g.oe = isa_dtype_size[g.odt];
     const kc_tensor *other = wgrad ? img : w;
     if (other->dtype != dy->dtype)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "%s is %s, dy %s: the array multiplies one type",
-                       wgrad ? "x" : "w", nn_dtype_name(other->dtype), nn_dtype_name(dy->dtype));
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%s is %s, dy %s: the %s multiplies one type",
+                       wgrad ? "x" : "w", nn_dtype_name(other->dtype), nn_dtype_name(dy->dtype),
+                       depthwise ? "vector unit" : "array");
     if (g.dt == ISA_DTYPE_INT8 || g.dt == ISA_DTYPE_INT32 || g.odt == ISA_DTYPE_INT8 ||
         g.odt == ISA_DTYPE_INT32)
         return kc_fail(x, NP_ERR_INCONSISTENT, "the gradients take floats");
+    if (depthwise) /* the vector unit, every channel a lane (kc_pool.c) */
+        return kc_depthwise_grad(x, wgrad);
     if (!(isa_emit_program(x->e)->target.dtypes & (1u << g.dt)))
         return kc_fail(x, NP_ERR_INCONSISTENT, "the array does not multiply %s",
                        isa_dtype_names[g.dt]);
@@ -976,7 +982,8 @@ const kc_kernel_def kc_conv2d_grad_input_def = {
     .compile = grad_input_compile, .reference = kg_reference,
     .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
     .doc = "implicit GEMM per stride phase: dy gathered with a tap's constant shift (outside "
-           "zeroed), w's tap blocks loaded transposed, border rows emitted once",
+           "zeroed), w's tap blocks loaded transposed, border rows emitted once; depthwise on "
+           "the vector unit",
 };
 
 const kc_kernel_def kc_conv2d_grad_weight_def = {
@@ -985,5 +992,6 @@ const kc_kernel_def kc_conv2d_grad_weight_def = {
     .compile = grad_weight_compile, .reference = kg_reference,
     .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
     .doc = "implicit GEMM per tap over the output pixels the tap sees: x gathered and "
-           "transposed, dy stationary, images and runs of rows as loops",
+           "transposed, dy stationary, images and runs of rows as loops; depthwise on the "
+           "vector unit",
 };

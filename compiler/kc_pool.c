@@ -17,6 +17,13 @@
  *     max grad  y = max over taps; then per tap in scan order: m = (tap == y) x free,
  *               free -= m, dx[tap] += m x dy         (free: 1 until a row's first maximum)
  *
+ * The same engine serves the depthwise convolution gradients (kc_depthwise_grad, called by
+ * kc_convgrad.c; any stride, padding and dilation per dimension), w's or dw's KH x KW taps
+ * one row of Cb channels each:
+ *     dw input  dx[tap] += dy x w[tap]               (w's taps cast to fp32 once a tile)
+ *     dw weight dw[tap] += column sum of x[tap] x dy (fp32 sums over a block's images,
+ *               stored after its last image; the cores take the channel blocks)
+ *
  * Every input byte is read once and every output byte written once. Tiles are walked image by
  * image per channel block (kce_walk); the next tile's loads are issued before this tile's
  * stores, into the other of two buffer sets (registers swapped per tile). */
@@ -26,11 +33,23 @@
 #include <string.h>
 
 #include "kc_emit.h"
+#include "kc_gemm.h"
+#include "kc_pool.h"
 
 static isa_opnd SP(unsigned reg, uint64_t off) { return isa_spad(reg, off); }
 static uint64_t al64(uint64_t n) { return (n + 63) & ~(uint64_t)63; }
 
-typedef enum { KP_MAX, KP_AVG, KP_MAX_GRAD, KP_AVG_GRAD } kp_kind;
+typedef enum { KP_MAX, KP_AVG, KP_MAX_GRAD, KP_AVG_GRAD, KP_DW_DX, KP_DW_DW } kp_kind;
+
+/* What a kind reads and writes: x padded (and, for taps read in fp32, its fp32 cast), dy, w's
+ * taps; a whole padded fp32 dx cropped into the output, or the taps' sums over the images. */
+static bool kp_has_x(kp_kind k)
+{
+    return k == KP_MAX || k == KP_AVG || k == KP_MAX_GRAD || k == KP_DW_DW;
+}
+static bool kp_f32x(kp_kind k) { return k == KP_AVG || k == KP_MAX_GRAD || k == KP_DW_DW; }
+static bool kp_has_dy(kp_kind k) { return k == KP_MAX_GRAD || k == KP_AVG_GRAD || k >= KP_DW_DX; }
+static bool kp_dx_out(kp_kind k) { return k == KP_MAX_GRAD || k == KP_AVG_GRAD || k == KP_DW_DX; }
 
 /* An NHWC operand: image, row and pixel strides (channels contiguous). */
 typedef struct kp_opnd {
@@ -47,10 +66,11 @@ typedef struct kp {
     uint64_t N, C, H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, Hp, Wp, Cb;
     isa_dtype dt, odt;
     uint64_t e, oe;
-    kp_opnd in[2], out; /* forward: x; max grad: x, dy; avg grad: dy */
+    kp_opnd in[2], out; /* forward: x; max grad: x, dy; avg grad: dy; depthwise: dy, w / x, dy */
+    int64_t w_skh, w_skw;  /* depthwise: w's (or dw's) tap strides; its channels contiguous */
     int n_in;
     /* scratchpad: two sets of input and output tiles; fp32 work buffers; row temps */
-    uint64_t xin[2], dyin[2], tout[2], xf, dx, r_y, r_free, r_m, r_dy;
+    uint64_t xin[2], dyin[2], tout[2], xf, dx, r_y, r_free, r_m, r_dy, wf, dwacc;
     uint64_t xin_sz, dyin_sz, tout_sz;
     /* registers: inputs' and output's HBM, the tile sets (swapped), row walkers */
     unsigned rX, rX2, rD, rD2, rO, rO2, rT, rXr, rOr, rDr, rGr;
@@ -69,7 +89,16 @@ static void kp_load(kp *p, const int64_t *off, const unsigned *dst_reg, uint64_t
     kce_wait(c, ISA_UNIT_DMA, p->s_infree, 1);
     for (int i = 0; i < p->n_in; i++) {
         const kp_opnd *o = &p->in[i];
-        bool x = (p->kind == KP_MAX_GRAD && i == 0) || p->kind == KP_MAX || p->kind == KP_AVG;
+        if (p->kind == KP_DW_DX && i == 1) { /* w's taps: KH x KW rows of cb channels */
+            uint64_t e = isa_dtype_size[o->dt];
+            isa_opnd src = off[i] >= 0 ? isa_hbm(o->reg, (uint64_t)off[i]) : isa_hbm(p->rT, 0);
+            if (off[i] < 0)
+                kce_addi(c, p->rT, o->reg, off[i]);
+            kce_dma(c, SP(dst_reg[i], 0), src, o->dt, cb, p->KW, p->KH, kp_px(p, e),
+                    (uint64_t)p->w_skw, p->KW * kp_px(p, e), (uint64_t)p->w_skh);
+            continue;
+        }
+        bool x = kp_has_x(p->kind) && i == 0;
         uint64_t rows = x ? p->H : p->OH, px = x ? p->W : p->OW;
         uint64_t pitch = x ? p->Wp : p->OW, e = isa_dtype_size[o->dt];
         uint64_t at = x ? (p->ph * p->Wp + p->pw) * kp_px(p, e) : 0;
@@ -148,6 +177,39 @@ static void kp_row(kp *p, uint64_t cb)
             }
         break;
     }
+    case KP_DW_DX: { /* dx[tap] += dy x w[tap] (per channel) */
+        isa_opnd d = SP(0, p->r_dy), m = SP(0, p->r_m);
+        uint64_t ps = kp_px(p, 4);
+        if (dt == F)
+            kce_un(c, ISA_OP_VPU_COPY, d, SP(p->rDr, 0), OW, cb, F, ps, ps);
+        else
+            kce_cast(c, d, SP(p->rDr, 0), OW, cb, F, dt, ps, kp_px(p, e));
+        for (uint64_t kh = 0; kh < KH; kh++)
+            for (uint64_t kw = 0; kw < KW; kw++) {
+                isa_opnd g = SP(p->rGr, kh * frow + kw * fo);
+                kce_bin(c, ISA_OP_VPU_MUL, m, d, SP(0, p->wf + (kh * KW + kw) * ps), OW, cb, F,
+                        ISA_BCAST_ROW, ps, ps, 0);
+                kce_bin(c, ISA_OP_VPU_ADD, g, g, m, OW, cb, F, ISA_BCAST_FULL, fs, fs, ps);
+            }
+        break;
+    }
+    case KP_DW_DW: { /* dw[tap] += sum over the row of x[tap] x dy (per channel) */
+        isa_opnd d = SP(0, p->r_dy), m = SP(0, p->r_m), cs = SP(0, p->r_y);
+        uint64_t ps = kp_px(p, 4);
+        if (dt == F)
+            kce_un(c, ISA_OP_VPU_COPY, d, SP(p->rDr, 0), OW, cb, F, ps, ps);
+        else
+            kce_cast(c, d, SP(p->rDr, 0), OW, cb, F, dt, ps, kp_px(p, e));
+        for (uint64_t kh = 0; kh < KH; kh++)
+            for (uint64_t kw = 0; kw < KW; kw++) {
+                isa_opnd t = SP(p->rXr, kh * frow + kw * fo);
+                isa_opnd acc = SP(0, p->dwacc + (kh * KW + kw) * ps);
+                kce_bin(c, ISA_OP_VPU_MUL, m, t, d, OW, cb, F, ISA_BCAST_FULL, ps, fs, ps);
+                kce_red(c, ISA_OP_VPU_CSUM, cs, m, OW, cb, F, ps);
+                kce_bin(c, ISA_OP_VPU_ADD, acc, acc, cs, 1, cb, F, ISA_BCAST_FULL, 0, 0, 0);
+            }
+        break;
+    }
     default: { /* KP_MAX_GRAD: x in fp32 at rXr (cast when needed), dx at rGr */
         isa_opnd y = SP(0, p->r_y), fr = SP(0, p->r_free), m = SP(0, p->r_m), d = SP(0, p->r_dy);
         uint64_t ps = kp_px(p, 4);
@@ -185,8 +247,11 @@ static void kp_rows(kp *p, uint64_t cb)
     kce *c = &p->c;
     isa_dtype F = ISA_DTYPE_FP32;
     uint64_t e = p->e, oe = p->oe, s = p->sh; /* an output row is sh padded rows on */
-    bool grad = p->kind == KP_MAX_GRAD || p->kind == KP_AVG_GRAD;
-    bool f32x = p->kind == KP_MAX_GRAD || p->kind == KP_AVG; /* taps read fp32 x */
+    bool grad = kp_dx_out(p->kind);
+    bool f32x = kp_f32x(p->kind); /* taps read fp32 x */
+    if (p->kind == KP_DW_DX) /* w's taps in fp32, for the rows' multiplies */
+        kce_cast(c, SP(0, p->wf), SP(p->rX, 0), p->KH * p->KW, cb, F, p->dt, kp_px(p, 4),
+                 kp_px(p, e));
     /* fp32 x: a cast of the padded tile, row by row (border included: -inf / 0 stay) */
     if (f32x) {
         kce_mov(c, p->rXr, p->rX);
@@ -234,6 +299,18 @@ static void kp_rows(kp *p, uint64_t cb)
         regs[n] = p->rDr, st[n++] = (int64_t)(p->OW * kp_px(p, e));
         regs[n] = p->rGr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, 4));
         break;
+    case KP_DW_DX:
+        kce_mov(c, p->rDr, p->rD);
+        kce_addi(c, p->rGr, 0, (int64_t)p->dx);
+        regs[n] = p->rDr, st[n++] = (int64_t)(p->OW * kp_px(p, e));
+        regs[n] = p->rGr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, 4));
+        break;
+    case KP_DW_DW:
+        kce_addi(c, p->rXr, 0, (int64_t)p->xf);
+        kce_mov(c, p->rDr, p->rD);
+        regs[n] = p->rXr, st[n++] = (int64_t)(s * p->Wp * kp_px(p, 4));
+        regs[n] = p->rDr, st[n++] = (int64_t)(p->OW * kp_px(p, e));
+        break;
     default:
         kce_addi(c, p->rXr, 0, (int64_t)p->xf);
         kce_mov(c, p->rDr, p->rD);
@@ -278,31 +355,49 @@ static void kp_tile(void *v, const int64_t *cur, const int64_t *next, unsigned f
     kce *c = &p->c;
     if (next) {
         unsigned dst[2] = {p->rX2, p->rD2};
-        if (p->kind == KP_AVG_GRAD)
-            dst[0] = p->rD2;
+        if (p->kind == KP_AVG_GRAD || p->kind == KP_DW_DX) /* dy first */
+            dst[0] = p->rD2, dst[1] = p->rX2;
         kp_load(p, next, dst, after ? w->cb_after : w->cb);
     }
     kce_wait(c, ISA_UNIT_VPU, p->s_infull, 1);
-    kce_wait(c, ISA_UNIT_VPU, p->s_outfree, 1);
+    bool dw = p->kind == KP_DW_DW, store = !dw || (flags & KCE_ROW_END);
+    if (!dw)
+        kce_wait(c, ISA_UNIT_VPU, p->s_outfree, 1);
     kp_rows(p, w->cb);
     kce_signal(c, ISA_UNIT_VPU, p->s_infree, 1);
-    kce_signal(c, ISA_UNIT_VPU, p->s_outfull, 1);
+    if (dw && store) { /* the channel block's last image: its taps' sums out, zeroed again */
+        kce_wait(c, ISA_UNIT_VPU, p->s_outfree, 1);
+        uint64_t taps = p->KH * p->KW, ps = kp_px(p, 4);
+        kce_cast(c, SP(p->rO, 0), SP(0, p->dwacc), taps, w->cb, p->odt, ISA_DTYPE_FP32,
+                 kp_px(p, p->oe), ps);
+        kce_fill(c, SP(0, p->dwacc), 0.0f, taps, w->cb, ISA_DTYPE_FP32, ps);
+    }
+    if (store)
+        kce_signal(c, ISA_UNIT_VPU, p->s_outfull, 1);
     /* the store */
-    kce_wait(c, ISA_UNIT_DMA, p->s_outfull, 1);
     const kp_opnd *o = &p->out;
-    bool grad = p->kind == KP_MAX_GRAD || p->kind == KP_AVG_GRAD;
-    uint64_t rows = grad ? p->H : p->OH, px = grad ? p->W : p->OW;
     int64_t off = cur[p->n_in];
     isa_opnd dst = off >= 0 ? isa_hbm(o->reg, (uint64_t)off) : isa_hbm(p->rT, 0);
-    if (off < 0)
-        kce_addi(c, p->rT, o->reg, off);
-    kce_dma(c, dst, SP(p->rO, 0), o->dt, w->cb, px, rows, (uint64_t)o->sw, kp_px(p, p->oe),
-            (uint64_t)o->sh, px * kp_px(p, p->oe));
-    kce_signal(c, ISA_UNIT_DMA, p->s_outfree, 1);
+    if (store) {
+        kce_wait(c, ISA_UNIT_DMA, p->s_outfull, 1);
+        if (off < 0)
+            kce_addi(c, p->rT, o->reg, off);
+        if (dw) {
+            kce_dma(c, dst, SP(p->rO, 0), o->dt, w->cb, p->KW, p->KH, (uint64_t)p->w_skw,
+                    kp_px(p, p->oe), (uint64_t)p->w_skh, p->KW * kp_px(p, p->oe));
+        } else {
+            bool grad = kp_dx_out(p->kind);
+            uint64_t rows = grad ? p->H : p->OH, px = grad ? p->W : p->OW;
+            kce_dma(c, dst, SP(p->rO, 0), o->dt, w->cb, px, rows, (uint64_t)o->sw,
+                    kp_px(p, p->oe), (uint64_t)o->sh, px * kp_px(p, p->oe));
+        }
+        kce_signal(c, ISA_UNIT_DMA, p->s_outfree, 1);
+    }
     kce_swap(c, p->rX, p->rX2, p->rT);
     if (p->n_in > 1 || p->kind == KP_AVG_GRAD)
         kce_swap(c, p->rD, p->rD2, p->rT);
-    kce_swap(c, p->rO, p->rO2, p->rT);
+    if (store)
+        kce_swap(c, p->rO, p->rO2, p->rT);
 }
 
 /* ---- the plan ----------------------------------------------------------------------------- */
@@ -311,26 +406,29 @@ static void kp_tile(void *v, const int64_t *cur, const int64_t *next, unsigned f
 static uint64_t kp_layout(kp *p, uint64_t cb, uint64_t base)
 {
     p->Cb = cb;
-    uint64_t e = p->e, oe = p->oe, pad = p->Hp * p->Wp;
-    bool x = p->kind != KP_AVG_GRAD, dy = p->kind == KP_MAX_GRAD || p->kind == KP_AVG_GRAD;
-    bool grad = dy;
-    p->xin_sz = x ? al64(pad * kp_px(p, e)) : 0;
+    uint64_t e = p->e, oe = p->oe, pad = p->Hp * p->Wp, taps = p->KH * p->KW;
+    bool x = kp_has_x(p->kind), dy = kp_has_dy(p->kind), grad = kp_dx_out(p->kind);
+    p->xin_sz = x ? al64(pad * kp_px(p, e)) : p->kind == KP_DW_DX ? al64(taps * kp_px(p, e)) : 0;
     p->dyin_sz = dy ? al64(p->OH * p->OW * kp_px(p, e)) : 0;
-    p->tout_sz = grad ? al64(p->H * p->W * kp_px(p, oe)) : al64(p->OH * p->OW * kp_px(p, oe));
+    p->tout_sz = grad ? al64(p->H * p->W * kp_px(p, oe))
+                 : p->kind == KP_DW_DW ? al64(taps * kp_px(p, oe))
+                                       : al64(p->OH * p->OW * kp_px(p, oe));
     uint64_t at = base;
     for (int i = 0; i < 2; i++) {
         p->xin[i] = at, at += p->xin_sz;
         p->dyin[i] = at, at += p->dyin_sz;
         p->tout[i] = at, at += p->tout_sz;
     }
-    bool f32x = p->kind == KP_MAX_GRAD || p->kind == KP_AVG;
-    p->xf = at, at += f32x ? al64(pad * kp_px(p, 4)) : 0;
+    p->xf = at, at += kp_f32x(p->kind) ? al64(pad * kp_px(p, 4)) : 0;
     p->dx = at, at += grad ? al64(pad * kp_px(p, 4)) : 0;
     uint64_t row = al64(p->OW * kp_px(p, 4));
+    bool dwk = p->kind >= KP_DW_DX;
     p->r_y = at, at += row;
     p->r_free = at, at += p->kind == KP_MAX_GRAD ? row : 0;
-    p->r_m = at, at += p->kind == KP_MAX_GRAD ? row : 0;
-    p->r_dy = at, at += grad ? row : 0;
+    p->r_m = at, at += p->kind == KP_MAX_GRAD || dwk ? row : 0;
+    p->r_dy = at, at += dy ? row : 0;
+    p->wf = at, at += p->kind == KP_DW_DX ? al64(taps * kp_px(p, 4)) : 0;
+    p->dwacc = at, at += p->kind == KP_DW_DW ? al64(taps * kp_px(p, 4)) : 0;
     return at - base;
 }
 
@@ -356,6 +454,8 @@ static np_status kp_opnd_of(kp *p, kp_opnd *o, const kc_tensor *t, const char *w
     o->dt = kc_isa_dtype(t->dtype);
     return NP_OK;
 }
+
+static np_status kp_emit_all(kp *pp);
 
 static np_status kp_compile(kc_ctx *x, kp_kind kind)
 {
@@ -423,6 +523,16 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
     }
     if (st != NP_OK)
         return st;
+    return kp_emit_all(&p);
+}
+
+/* The common part: channels per tile, the result, every core's tiles. */
+static np_status kp_emit_all(kp *pp)
+{
+    kp p = *pp;
+    kc_ctx *x = p.x;
+    const kc_kernel *k = x->k;
+    kp_kind kind = p.kind;
     /* channels per tile: given, or the most that fit twice buffered */
     const kc_place *pl = &k->place;
     uint64_t n_cores = pl->n_cores ? pl->n_cores : 1, spad = UINT64_MAX;
@@ -430,11 +540,14 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
         uint64_t s1 = kc_spad_avail(x, cc);
         spad = s1 < spad ? s1 : spad;
     }
-    uint64_t cb = (uint64_t)kc_attr_int(x, "cblock");
-    cb = cb && cb < p.C ? cb : p.C;
-    if (!kc_attr_int(x, "cblock"))
+    uint64_t given = kind >= KP_DW_DX ? 0 : (uint64_t)kc_attr_int(x, "cblock");
+    uint64_t cb = given && given < p.C ? given : p.C;
+    if (!given)
         while (cb > 1 && kp_layout(&p, cb, 0) > spad)
             cb = (cb + 1) / 2;
+    /* the depthwise weight gradient's cores take channel blocks: one at least for each */
+    if (kind == KP_DW_DW && kmm_cdiv(p.C, cb) < n_cores)
+        cb = kmm_cdiv(p.C, n_cores < p.C ? n_cores : p.C);
     uint64_t need = kp_layout(&p, cb, 0);
     if (need > spad)
         return kc_fail(x, NP_ERR_RANGE, "a %" PRIu64 "x%" PRIu64 " image of %" PRIu64 " channel%s "
@@ -445,20 +558,31 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
     if (cb > 65535 || p.pw * cb > 65535 || (p.sw > p.Wp ? p.sw : p.Wp) * cb * 4 >= (1u << 24))
         return kc_fail(x, NP_ERR_RANGE, "%" PRIu64 " channels a tile are too many for the vector "
                        "unit's fields (give cblock)", cb);
-    /* tiles: channel blocks (full ones, then the edge) x images, split over the cores by
-     * images */
-    uint64_t nfull = p.C / cb, edge = p.C - nfull * cb;
+    /* tiles: channel blocks (full ones, then the edge) x images */
+    uint64_t edge = p.C % cb;
     kc_result *r = x->res;
     uint64_t outer = (uint64_t)(p.N * p.OH * p.OW * p.C) * p.KH * p.KW;
-    r->flops = kind == KP_MAX_GRAD ? 6 * outer : outer;
-    snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 " images padded by %" PRIu64
-             ", %" PRIu64 " channels a tile, %" PRIu64 "x%" PRIu64 " windows stride %" PRIu64,
-             p.H, p.W, p.ph, cb, p.KH, p.KW, p.sh);
+    r->flops = kind == KP_MAX_GRAD ? 6 * outer : kind >= KP_DW_DX ? 2 * outer : outer;
+    snprintf(r->schedule, sizeof r->schedule, "%s%" PRIu64 "x%" PRIu64 " images padded by %" PRIu64
+             "x%" PRIu64 ", %" PRIu64 " channels a tile, %" PRIu64 "x%" PRIu64 " windows stride %"
+             PRIu64 "x%" PRIu64, kind >= KP_DW_DX ? "depthwise on the vector unit: " : "", p.H,
+             p.W, p.ph, p.pw, cb, p.KH, p.KW, p.sh, p.sw);
+    /* cores split the images, or (the depthwise weight gradient sums them) the channel
+     * blocks */
+    uint64_t nblk = kmm_cdiv(p.C, cb);
+    bool by_blocks = kind == KP_DW_DW;
+    uint64_t units = by_blocks ? (n_cores < nblk ? n_cores : nblk) : n_cores;
     uint32_t used = 0;
-    for (uint64_t core = 0; core < n_cores; core++) {
-        uint64_t n0 = p.N * core / n_cores, n1 = p.N * (core + 1) / n_cores;
-        if (n1 == n0)
+    for (uint64_t core = 0; core < units; core++) {
+        uint64_t n0 = 0, n1 = p.N, b0 = 0, b1 = nblk;
+        if (by_blocks)
+            kmm_block(nblk, units, core, &b0, &b1);
+        else
+            n0 = p.N * core / n_cores, n1 = p.N * (core + 1) / n_cores;
+        if (n1 == n0 || b1 == b0)
             continue;
+        uint64_t nfull = b1 - b0 - (b1 == nblk && edge ? 1 : 0);
+        uint64_t cedge = b1 == nblk ? edge : 0;
         kp q = p;
         q.c = (kce){x, 1, 0, 0};
         if (kc_core(x, pl->core0 + (uint32_t)core) != NP_OK)
@@ -484,7 +608,8 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
             return kc_status(x);
         for (int i = 0; i < nops; i++)
             ISA_EMIT(x->e, LI, isa_reg(ops[i]->reg),
-                     isa_imm((int64_t)(ops[i]->addr + n0 * (uint64_t)ops[i]->sn)));
+                     isa_imm((int64_t)(ops[i]->addr + n0 * (uint64_t)ops[i]->sn +
+                                       b0 * cb * isa_dtype_size[ops[i]->dt])));
         bool xin = kind != KP_AVG_GRAD;
         ISA_EMIT(x->e, LI, isa_reg(q.rX), isa_imm((int64_t)(xin ? q.xin[0] : q.dyin[0])));
         ISA_EMIT(x->e, LI, isa_reg(q.rX2), isa_imm((int64_t)(xin ? q.xin[1] : q.dyin[1])));
@@ -496,8 +621,10 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
         kce_signal(c, ISA_UNIT_DMA, q.s_infree, 2);
         kce_signal(c, ISA_UNIT_DMA, q.s_outfree, 2);
         /* the padded borders of both input sets, once (the copies write the interior) */
-        if (xin && (q.ph || q.pw)) {
-            float pv = kind == KP_AVG ? 0.0f : -INFINITY;
+        if (kind == KP_DW_DW) /* the taps' sums start at zero */
+            kce_fill(c, SP(0, q.dwacc), 0.0f, q.KH * q.KW, cb, ISA_DTYPE_FP32, kp_px(&q, 4));
+        if (kp_has_x(kind) && (q.ph || q.pw)) {
+            float pv = kind == KP_AVG || kind == KP_DW_DW ? 0.0f : -INFINITY;
             uint64_t px = kp_px(&q, q.e);
             for (int i = 0; i < 2; i++) {
                 uint64_t b = q.xin[i];
@@ -521,20 +648,20 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
             wi[i] = ops[i]->sn;
         int64_t zero[3] = {0, 0, 0};
         unsigned first[2] = {q.rX, q.rD};
-        if (kind == KP_AVG_GRAD)
-            first[0] = q.rD;
+        if (kind == KP_AVG_GRAD || kind == KP_DW_DX) /* dy first */
+            first[0] = q.rD, first[1] = q.rX;
         uint64_t nn = n1 - n0;
-        kp_load(&q, zero, first, nfull ? cb : edge);
-        kp_walk w = {&q, cb, edge};
+        kp_load(&q, zero, first, nfull ? cb : cedge);
+        kp_walk w = {&q, cb, cedge};
         int64_t after[3];
         for (int i = 0; i < nops; i++)
             after[i] = (int64_t)nfull * wo[i];
         if (nfull)
-            kce_walk(c, (unsigned)nops, wr, wo, wi, nfull, nn, edge ? after : NULL, kp_tile, &w);
-        if (edge) {
+            kce_walk(c, (unsigned)nops, wr, wo, wi, nfull, nn, cedge ? after : NULL, kp_tile, &w);
+        if (cedge) {
             for (int i = 0; i < nops; i++) /* the edge block: a walk of its own */
                 kce_addi(c, wr[i], wr[i], (int64_t)nfull * wo[i]);
-            kp_walk we = {&q, edge, edge};
+            kp_walk we = {&q, cedge, cedge};
             kce_walk(c, (unsigned)nops, wr, wo, wi, 1, nn, NULL, kp_tile, &we);
         }
         kce_wait(c, ISA_UNIT_DMA, q.s_outfree, 2);
@@ -545,6 +672,67 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
     }
     r->cores = used;
     return kc_status(x);
+}
+
+/* Checks a depthwise filter operand [C, 1, KH, KW] whose channels are contiguous. */
+static np_status kp_filter_of(kp *p, kp_opnd *o, const kc_tensor *t, const char *what)
+{
+    uint64_t e = nn_dtype_size(t->dtype);
+    if (t->ndim != 4 || (uint64_t)t->shape[0] != p->C || t->shape[1] != 1 ||
+        (uint64_t)t->shape[2] != p->KH || (uint64_t)t->shape[3] != p->KW)
+        return kc_fail(p->x, NP_ERR_INCONSISTENT, "%s must be [%" PRIu64 ", 1, %" PRIu64 ", %"
+                       PRIu64 "]", what, p->C, p->KH, p->KW);
+    if (t->stride[0] != (int64_t)e && p->C > 1)
+        return kc_fail(p->x, NP_ERR_INCONSISTENT, "%s must be laid out as [(kh, kw)][c] (c "
+                       "contiguous: stride %" PRIu64 ", not %" PRId64 ")", what, e, t->stride[0]);
+    o->addr = t->addr, o->sn = 0, o->sh = 0, o->sw = 0;
+    o->dt = kc_isa_dtype(t->dtype);
+    p->w_skh = t->stride[2], p->w_skw = t->stride[3];
+    return NP_OK;
+}
+
+np_status kc_depthwise_grad(kc_ctx *x, bool wgrad)
+{
+    const kc_kernel *k = x->k;
+    kp p;
+    memset(&p, 0, sizeof p);
+    p.x = x, p.kind = wgrad ? KP_DW_DW : KP_DW_DX, p.c = (kce){x, 1, 0, 0};
+    const kc_tensor *img = wgrad ? &k->in[0] : &k->out[0], *dy = wgrad ? &k->in[1] : &k->in[0];
+    const kc_tensor *w = wgrad ? &k->out[0] : &k->in[1];
+    p.N = (uint64_t)img->shape[0], p.C = (uint64_t)img->shape[1];
+    p.H = (uint64_t)img->shape[2], p.W = (uint64_t)img->shape[3];
+    p.KH = (uint64_t)w->shape[2], p.KW = (uint64_t)w->shape[3];
+    int64_t sh = kc_attr_int(x, "stride"), sw = kc_attr_int(x, "stride_w");
+    int64_t ph = kc_attr_int(x, "pad"), pw = kc_attr_int(x, "pad_w");
+    int64_t dh = kc_attr_int(x, "dilation"), dw = kc_attr_int(x, "dilation_w");
+    p.sh = (uint64_t)sh, p.sw = (uint64_t)(sw ? sw : sh), p.ph = (uint64_t)ph;
+    p.pw = (uint64_t)(pw >= 0 ? pw : ph), p.dh = (uint64_t)dh, p.dw = (uint64_t)(dw ? dw : dh);
+    p.OH = (p.H + 2 * p.ph - p.dh * (p.KH - 1) - 1) / p.sh + 1;
+    p.OW = (p.W + 2 * p.pw - p.dw * (p.KW - 1) - 1) / p.sw + 1;
+    p.Hp = p.H + 2 * p.ph, p.Wp = p.W + 2 * p.pw;
+    p.dt = kc_isa_dtype(dy->dtype), p.odt = kc_isa_dtype(k->out[0].dtype);
+    p.e = isa_dtype_size[p.dt], p.oe = isa_dtype_size[p.odt];
+    if (p.Wp > 65535 || p.Hp > 65535 || p.KH * p.KW > 65535)
+        return kc_fail(x, NP_ERR_RANGE, "a padded image of %" PRIu64 "x%" PRIu64 " pixels (at "
+                       "most 65535 a side)", p.Hp, p.Wp);
+    p.n_in = 2;
+    np_status st;
+    if (wgrad) {
+        st = kp_opnd_of(&p, &p.in[0], img, "x", p.C, p.H, p.W);
+        if (st == NP_OK)
+            st = kp_opnd_of(&p, &p.in[1], dy, "dy", p.C, p.OH, p.OW);
+        if (st == NP_OK)
+            st = kp_filter_of(&p, &p.out, w, "dw");
+    } else {
+        st = kp_opnd_of(&p, &p.in[0], dy, "dy", p.C, p.OH, p.OW);
+        if (st == NP_OK)
+            st = kp_filter_of(&p, &p.in[1], w, "w");
+        if (st == NP_OK)
+            st = kp_opnd_of(&p, &p.out, img, "dx", p.C, p.H, p.W);
+    }
+    if (st != NP_OK)
+        return st;
+    return kp_emit_all(&p);
 }
 
 static np_status maxpool_compile(kc_ctx *x) { return kp_compile(x, KP_MAX); }

@@ -134,6 +134,29 @@ TEST(conv2d_grad_weight_equals_the_reference_for_strides_pads_dilations_and_grou
         check_grad(&cfg, NN_OP_CONV2D_GRAD_WEIGHT, &conv_cases[i], &g);
 }
 
+/* Depthwise (groups = channels = outputs) goes to the vector engine of kc_pool.c: channels
+ * wider than a tile, several images, pads, dilation and strides, every float type, and the
+ * channel blocks (weight gradient) or rows (input gradient) split over cores. */
+static const conv_case dw_cases[] = {
+    {2, 5, 9, 8, 5, 3, 3, 1, 1, 1, 5, NN_F32, 1},   /* same padding, two images */
+    {3, 7, 11, 10, 7, 3, 3, 1, 2, 2, 7, NN_F16, 2}, /* dilation 2, two cores */
+    {2, 41, 16, 15, 41, 3, 3, 2, 1, 1, 41, NN_BF16, 2}, /* channel blocks, an edge */
+    {1, 4, 12, 13, 4, 5, 5, 3, 2, 1, 4, NN_BF16, 1},  /* 5x5 stride 3 */
+    {2, 3, 6, 7, 3, 1, 1, 2, 0, 1, 3, NN_F32, 2},     /* 1x1 stride 2: pixels no tap reaches */
+    {5, 33, 8, 8, 33, 3, 3, 1, 0, 1, 33, NN_BF16, 2}, /* no pad, odd images, two cores */
+};
+
+TEST(depthwise_gradients_on_the_vector_unit_equal_the_reference)
+{
+    arch_config cfg = tiny();
+    rng g;
+    rng_seed(&g, 23);
+    for (size_t i = 0; i < sizeof dw_cases / sizeof dw_cases[0]; i++) {
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_INPUT, &dw_cases[i], &g);
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_WEIGHT, &dw_cases[i], &g);
+    }
+}
+
 TEST(convolution_gradients_build_from_their_op_keys_and_compile_any_geometry)
 {
     arch_config cfg = tiny();
@@ -206,6 +229,29 @@ TEST(bad_convolution_gradients_are_errors_naming_what_is_wrong)
     bad.in[1].dtype = NN_F16;
     CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the array multiplies one type"));
+    kc_kernel dw = k; /* depthwise: 4 channels, 4 outputs, 4 groups */
+    dw.n_attrs = 2, dw.attrs[1] = KC_INT("groups", 4);
+    kc_tensor_dense(&dw.in[1], 0, NN_BF16, 4, DIMS(1, 4, 6, 6));
+    kc_tensor_dense(&dw.out[0], 0, NN_BF16, 4, DIMS(4, 1, 3, 3));
+    nhwc(&dw.in[1]), hwio(&dw.out[0]);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &dw, NULL, NULL, &r, &err), NP_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.kernel.schedule, "depthwise on the vector unit"));
+    krun_result_free(&r);
+    bad = dw; /* mixed types */
+    bad.in[1].dtype = NN_F16;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the vector unit multiplies one type"));
+    bad = dw; /* dw as OIHW: its channels not contiguous */
+    kc_tensor_dense(&bad.out[0], 0, NN_BF16, 4, DIMS(4, 1, 3, 3));
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "dw must be laid out as [(kh, kw)][c]"));
+    bad = dw; /* a filter larger than the padded image */
+    bad.attrs[0] = KC_INT("pad", 0);
+    kc_tensor_dense(&bad.in[0], 0, NN_BF16, 4, DIMS(1, 4, 2, 2));
+    kc_tensor_dense(&bad.in[1], 0, NN_BF16, 4, DIMS(1, 4, 1, 1));
+    nhwc(&bad.in[0]), nhwc(&bad.in[1]);
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &bad, NULL, NULL, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "the filter is larger than the padded image"));
 }
 
 /* Semaphores alone order every buffer's reuse: no operand scoreboard, four copies in flight. */
@@ -220,5 +266,9 @@ TEST(convolution_gradient_values_hold_with_semaphores_alone_and_copies_in_flight
     for (size_t i = 0; i < sizeof conv_cases / sizeof conv_cases[0]; i += 2) {
         check_grad(&cfg, NN_OP_CONV2D_GRAD_INPUT, &conv_cases[i], &g);
         check_grad(&cfg, NN_OP_CONV2D_GRAD_WEIGHT, &conv_cases[i], &g);
+    }
+    for (size_t i = 1; i < sizeof dw_cases / sizeof dw_cases[0]; i += 2) {
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_INPUT, &dw_cases[i], &g);
+        check_grad(&cfg, NN_OP_CONV2D_GRAD_WEIGHT, &dw_cases[i], &g);
     }
 }
