@@ -545,6 +545,19 @@ static np_status conv2d_reference(nn_graph *g, const kc_kernel *k, nn_tensor *co
                                           dil ? (int)dil->i : 1, grp ? (int)grp->i : 1), err);
 }
 
+/* conv2d's node parameters (framework/op_linalg.c): ip[0] stride, ip[1] pad, ip[2] dilation,
+ * ip[3] groups. */
+static np_status conv2d_from_node(const nn_tensor *t, kc_kernel *k, np_err *err)
+{
+    if (k->n_attrs + 4 > KC_MAX_ATTRS)
+        return np_err_set(err, NP_ERR_RANGE, "conv2d: no room for its attributes");
+    k->attrs[k->n_attrs++] = KC_INT("stride", t->ip[0]);
+    k->attrs[k->n_attrs++] = KC_INT("pad", t->ip[1]);
+    k->attrs[k->n_attrs++] = KC_INT("dilation", t->ip[2]);
+    k->attrs[k->n_attrs++] = KC_INT("groups", t->ip[3]);
+    return NP_OK;
+}
+
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
 static int64_t spec_i(const kc_spec *s, const char *name)
@@ -670,6 +683,7 @@ const kc_kernel_def kc_conv2d_def = {
     .keys = conv2d_keys, .n_keys = sizeof conv2d_keys / sizeof conv2d_keys[0],
     .build = conv2d_build,
     .reference = conv2d_reference,
+    .from_node = conv2d_from_node,
     .doc = "implicit im2col: the GEMM schedule of matmul with each A slice gathered from the "
            "NHWC input by strided DMA",
 };

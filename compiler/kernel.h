@@ -390,6 +390,12 @@ typedef struct kc_kernel_def {
     /* (optional) for an input of indices (embedding's, a loss's labels): the bound its values
      * lie below, so that seeded checks draw them from [0, bound); 0 for any other input */
     int64_t (*index_bound)(const kc_kernel *k, int in);
+    /* (optional) the inverse of reference: appends to k->attrs the attributes that make k
+     * compute framework node t (from t's parameters, ip and fp); k's operands are already
+     * t's. NULL: the node sets none (each takes its default). The lowering of whole steps
+     * (compiler/lower.h) builds a node's kernel with it and checks the result against
+     * reference. */
+    np_status (*from_node)(const nn_tensor *t, kc_kernel *k, np_err *err);
 } kc_kernel_def;
 
 /* The kernel of op, or NULL when it has none; for ops that need none (views) the reason. */

@@ -1,0 +1,124 @@
+/* lower.h — whole training steps lowered to one ISA program per core: a framework graph
+ * (forward, loss, backward, optimizer) placed in one chip's HBM and compiled kernel after
+ * kernel, in the scheduler's order, through the kernel ABI (kernel.h).
+ *
+ *   nn_graph *g = ...;                        // a training step (nn_backward, nn_optim_step)
+ *   lower_prog *lp;
+ *   lower_graph(&cfg, g, &(lower_opts){0}, &lp, &err);
+ *   const isa_program *prog = lp->prog;       // one text per core of the chip; run it
+ *   uint64_t w = lower_addr(lp, w1);          // where w1's values live (host writes them,
+ *   ...                                       //   reads the trained ones back)
+ *   lower_prog_free(lp);
+ *
+ * What each node becomes (lower_node_kind):
+ *   - leaves (inputs, parameters, optimizer state, constants) are persistent buffers of their
+ *     own, each a data symbol named after the tensor: constants that have values are .data
+ *     (the program carries them), the others .bss, which the host fills before the run and
+ *     reads after it (parameters and optimizer state are updated in place);
+ *   - every other node's result is a transient buffer in one arena (a .bss symbol "arena")
+ *     placed by the framework's liveness memory planner (pass.h, nn_memplan_build): buffers
+ *     whose lifetimes do not overlap share bytes; views and in-place updates alias their
+ *     source, so an optimizer update writes its parameter where the host put it;
+ *   - views (reshape, stop_grad, ... : NN_OPF_VIEW and ops kernels.def says need no kernel)
+ *     lower to nothing;
+ *   - a fusion group of nn_pass_fuse whose head's kernel takes an epilogue (matmul, conv2d)
+ *     is one kernel: the chain of elementwise steps after the head that the epilogue can
+ *     apply (add/sub/mul/div of an operand that broadcasts to the result, scale, relu, gelu,
+ *     silu, tanh, exp) runs before the store, and the intermediate results are never written;
+ *   - a permute that swaps the last two dims of a dense tensor and is read only by matmuls
+ *     is folded into their operands' strides (a column-major operand), with no kernel;
+ *   - every other node is the kernel of its op (kernels.def): inputs its sources, outputs its
+ *     result (an update: the parameter and its state, in place), attributes from its
+ *     parameters (kc_kernel_def.from_node), checked against the kernel's reference (the
+ *     framework node the attributes describe must be this node), spread over the cores.
+ *   An op without a kernel is an error naming the op and the node, never a skip.
+ *
+ * Ordering between kernels is the kernel ABI's: one core orders its own HBM accesses, and
+ * kc_compile puts a barrier on every core before a kernel that touches what another
+ * placement wrote (or reuses arena bytes another placement read).
+ */
+#ifndef NPUSIM_LOWER_H
+#define NPUSIM_LOWER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "isa_prog.h"
+#include "kernel.h"
+#include "nn.h"
+
+typedef struct lower_opts {
+    uint32_t cores;       /* the program's cores, every kernel spread over all of them (0:
+                             chip.cores) */
+    bool no_fuse;         /* every node its own kernel: no epilogues, no folded transposes */
+    const struct kc_tile_cache *tiles; /* (optional) tuned tilings (kc_tiles.h) */
+    uint64_t bss_base;    /* (optional) where .bss starts in HBM (0: isa_emit's default) */
+} lower_opts;
+
+/* What a node lowered to. */
+typedef enum lower_node_kind {
+    LOWER_NODE_NONE,    /* not scheduled */
+    LOWER_NODE_LEAF,    /* a persistent buffer of its own */
+    LOWER_NODE_VIEW,    /* no code: aliases its source's bytes (reshape, an update's result) */
+    LOWER_NODE_FOLDED,  /* no code: a transpose folded into its readers' operand strides */
+    LOWER_NODE_FUSED,   /* computed inside another node's kernel, never stored */
+    LOWER_NODE_KERNEL,  /* the head of a kernel */
+} lower_node_kind;
+
+/* One kernel of the program, in program order. */
+typedef struct lower_step {
+    const nn_tensor *node;   /* its head: the kernel's op */
+    const nn_tensor *last;   /* the node whose value it stores (the head, or its epilogue's
+                                last step) */
+    int n_fused;             /* nodes fused into it (epilogue steps, folded transposes) */
+    kc_kernel k;             /* as compiled: operands at their HBM addresses */
+    kc_result res;
+} lower_step;
+
+typedef struct lower_prog {
+    isa_program *prog;       /* owned: every core's text, .data and .bss */
+    uint32_t cores;
+    uint32_t n_steps;
+    lower_step *steps;
+    int max_id;              /* node ids 0 .. max_id index the arrays below */
+    lower_node_kind *kind;   /* by node id */
+    uint64_t *addr;          /* by node id: HBM address of its dense values (UINT64_MAX:
+                                none: fused, folded or not scheduled) */
+    uint64_t arena_addr, arena_bytes;     /* the transient buffers */
+    uint64_t persistent_bytes;            /* every leaf's buffer */
+    uint64_t flops, hbm_bytes;            /* sums over the kernels' kc_results */
+} lower_prog;
+
+/* Lowers one run of training graph g (all its nodes in nn_schedule's order) to a program for
+ * one chip of cfg (cfg and g must outlive *out: steps point at g's nodes). Runs nn_pass_fuse
+ * on g (it only records fusion groups; no value changes) unless opts->no_fuse. Errors:
+ * NP_ERR_MISSING naming the first op without a kernel (op, node, shapes), NP_ERR_INCONSISTENT
+ * for a communication op (a graph of one chip has none: lower a plan's rank instead) or a
+ * node a kernel cannot be built from, the compiler's (a kernel that cannot be tiled names the
+ * limit), NP_ERR_RANGE when the buffers do not fit the HBM, NP_ERR_NOMEM. *out is NULL on
+ * failure. */
+np_status lower_graph(const arch_config *cfg, nn_graph *g, const lower_opts *opts,
+                      lower_prog **out, np_err *err);
+void lower_prog_free(lower_prog *lp);
+
+/* Hands the program over (the caller frees it with isa_program_free); lp keeps the rest. */
+isa_program *lower_prog_take(lower_prog *lp);
+
+/* The HBM address of t's values (dense, row-major, t's dtype), or UINT64_MAX when t has no
+ * buffer of its own (fused into a kernel, a folded transpose, not in the graph lowered). */
+uint64_t lower_addr(const lower_prog *lp, const nn_tensor *t);
+
+/* The kernel of framework node `node` with its operands dense at address 0 (inputs its
+ * sources, outputs its result; an update's outputs its parameter and state), its attributes
+ * from the node's parameters, placed on cores 0 .. cores-1 of chip 0: what the node costs
+ * when it is its own kernel (the run engine's fast fidelity times these). Errors as
+ * lower_graph's for one node: NP_ERR_MISSING (no kernel for the op), NP_ERR_INCONSISTENT (the
+ * kernel's operands, attributes or reference do not describe the node). */
+np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k, np_err *err);
+
+/* "relu bf16[8,32] -> bf16[8,32]": the node's op and shapes, for messages. */
+char *lower_node_desc(const nn_tensor *node, char *buf, size_t n);
+
+#endif

@@ -1,0 +1,176 @@
+/* lower_node.c — one framework node as a kernel of the kernel ABI: operands, attributes (the
+ * kernel's from_node), the check against the kernel's reference, and the epilogue steps a
+ * fusion chain gives a matmul or conv2d (see lower.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lower_impl.h"
+
+bool lw_is_view(const nn_tensor *node)
+{
+    return node->op != NN_OP_LEAF &&
+           ((nn_op_flags(node->op) & NN_OPF_VIEW) || kc_no_kernel_reason(node->op) != NULL);
+}
+
+static size_t lw_shape(const nn_tensor *t, char *buf, size_t n)
+{
+    char sh[96];
+    int k = snprintf(buf, n, "%s%s", nn_dtype_name(t->dtype), nn_shape_str(t, sh, sizeof sh));
+    return k < 0 ? 0 : (size_t)k;
+}
+
+char *lower_node_desc(const nn_tensor *node, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s ", nn_op_name(node->op));
+    for (int i = 0; i < node->n_src && k < n; i++) {
+        k += lw_shape(node->src[i], buf + k, n - k);
+        if (i + 1 < node->n_src && k < n)
+            k += (size_t)snprintf(buf + k, n - k, ", ");
+    }
+    if (k < n)
+        k += (size_t)snprintf(buf + k, n - k, " -> ");
+    if (k < n)
+        lw_shape(node, buf + k, n - k);
+    return buf;
+}
+
+/* The framework node the kernel's attributes describe (its reference on leaves shaped like
+ * its inputs) must be `node`: same op, shape, dtype and parameters. */
+static np_status lw_check_reference(const kc_kernel_def *def, const kc_kernel *k,
+                                    const nn_tensor *node, np_err *err)
+{
+    char desc[256];
+    nn_graph *g = nn_graph_new(1);
+    if (!g)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory checking a kernel");
+    nn_tensor *in[KC_MAX_IN] = {0}, *out[KC_MAX_OUT] = {0};
+    for (int i = 0; i < k->n_in; i++)
+        in[i] = nn_leaf(g, "in", NN_ROLE_INPUT, k->in[i].dtype, k->in[i].ndim, k->in[i].shape);
+    np_err e = {0};
+    np_status st = nn_graph_status(g, &e);
+    if (st == NP_OK)
+        st = def->reference(g, k, in, out, &e);
+    const nn_tensor *r = out[0];
+    bool same = st == NP_OK && r && r->op == node->op && r->dtype == node->dtype &&
+                r->ndim == node->ndim;
+    for (int d = 0; same && d < node->ndim; d++)
+        same = r->ne[d] == node->ne[d];
+    for (int i = 0; same && i < NN_MAX_IPARAMS; i++)
+        same = r->ip[i] == node->ip[i];
+    for (int i = 0; same && i < NN_MAX_FPARAMS; i++)
+        same = r->fp[i] == node->fp[i] || (r->fp[i] != r->fp[i] && node->fp[i] != node->fp[i]);
+    nn_graph_free(g);
+    if (same)
+        return NP_OK;
+    lower_node_desc(node, desc, sizeof desc);
+    if (st != NP_OK)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the %s kernel's reference "
+                          "refuses the attributes made from the node: %s", desc, node->name,
+                          nn_op_name(node->op), e.msg);
+    return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the %s kernel's attributes "
+                      "made from the node do not describe it (its reference computes another "
+                      "node; the kernel needs a from_node that maps the node's parameters)",
+                      desc, node->name, nn_op_name(node->op));
+}
+
+np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
+                         uint32_t chip, uint32_t cores, kc_kernel *k, np_err *err)
+{
+    char desc[256];
+    memset(k, 0, sizeof *k);
+    const kc_kernel_def *def = kc_kernel_find(node->op);
+    if (!def)
+        return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s')",
+                          lower_node_desc(node, desc, sizeof desc), node->name);
+    bool update = nn_op_flags(node->op) & NN_OPF_UPDATE;
+    int n_out = update ? def->n_out : 1;
+    if ((def->n_in >= 0 && def->n_in != node->n_src) || node->n_src > KC_MAX_IN ||
+        (update ? def->n_out < 1 || (def->n_out > 1 && def->n_out + 1 > node->n_src)
+                : def->n_out != 1))
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the %s kernel takes %d "
+                          "inputs and %d outputs, the node has %d sources%s",
+                          lower_node_desc(node, desc, sizeof desc), node->name,
+                          nn_op_name(node->op), def->n_in, def->n_out, node->n_src,
+                          update ? " (updated in place)" : " and one result");
+    k->op = node->op;
+    k->n_in = node->n_src;
+    k->n_out = n_out;
+    for (int i = 0; i < node->n_src; i++)
+        k->in[i] = in[i];
+    if (update) { /* in place: the parameter, then its state (the sources after the gradient) */
+        k->out[0] = in[0];
+        for (int j = 1; j < n_out; j++)
+            k->out[j] = in[j + 1];
+    } else {
+        k->out[0] = *out;
+    }
+    k->place = (kc_place){.chip = chip, .core0 = 0, .n_cores = cores};
+    if (def->from_node && def->from_node(node, k, err) != NP_OK)
+        return err->status;
+    if (def->reference)
+        return lw_check_reference(def, k, node, err);
+    return NP_OK;
+}
+
+np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k, np_err *err)
+{
+    kc_tensor in[KC_MAX_IN], out;
+    for (int i = 0; i < node->n_src && i < KC_MAX_IN; i++)
+        kc_tensor_of(&in[i], 0, node->src[i]);
+    kc_tensor_of(&out, 0, node);
+    return lw_node_kernel(node, in, &out, 0, cores ? cores : 1, k, err);
+}
+
+/* ---- epilogue steps -------------------------------------------------------------------------- */
+
+/* Whether a's shape broadcasts to b's (numpy rules). */
+static bool lw_broadcasts(const nn_tensor *a, const nn_tensor *b)
+{
+    if (a->ndim > b->ndim)
+        return false;
+    for (int d = 1; d <= a->ndim; d++) {
+        int64_t x = a->ne[a->ndim - d], y = b->ne[b->ndim - d];
+        if (x != 1 && x != y)
+            return false;
+    }
+    return true;
+}
+
+bool lw_epi_step_ok(const nn_tensor *cur, const nn_tensor *m, const nn_tensor **arg)
+{
+    *arg = NULL;
+    if (m->dtype != cur->dtype || !nn_same_shape(m, cur))
+        return false;
+    switch (m->op) {
+    case NN_OP_ADD: case NN_OP_MUL: /* commutative: cur may be either operand */
+    case NN_OP_SUB: case NN_OP_DIV: {
+        if (m->n_src != 2 || m->src[0] == m->src[1])
+            return false;
+        int other = m->src[0] == cur ? 1 : 0;
+        if (m->src[1 - other] != cur)
+            return false;
+        if (other == 0 && (m->op == NN_OP_SUB || m->op == NN_OP_DIV))
+            return false; /* arg - result: the epilogue computes result op arg */
+        *arg = m->src[other];
+        return lw_broadcasts(*arg, m);
+    }
+    case NN_OP_RELU:
+        return m->fp[0] == 0; /* relu6's clamp is not an epilogue step */
+    case NN_OP_SCALE: case NN_OP_GELU: case NN_OP_SILU: case NN_OP_TANH: case NN_OP_EXP:
+        return true;
+    default:
+        return false;
+    }
+}
+
+void lw_epi_step(const nn_tensor *m, const kc_tensor *arg, kc_epi *e)
+{
+    memset(e, 0, sizeof *e);
+    e->op = m->op;
+    e->has_arg = arg != NULL;
+    if (arg)
+        e->arg = *arg;
+    if (m->op == NN_OP_SCALE)
+        e->f = m->fp[0];
+}

@@ -1,0 +1,252 @@
+/* test_lower.c — whole graphs lowered to one program per core (compiler/lower.h) and run on
+ * the core model (sim/run_full.h), against the framework's reference executor: a layer
+ * stack's values, the kernels it becomes (epilogues fused, transposes folded), the arena
+ * against the framework's memory planner, errors that name the op, and the zoo's training
+ * steps (loss and updated parameters within the documented tolerance, docs/compiler.md). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "harness.h"
+#include "lower.h"
+#include "model.h"
+#include "optim.h"
+#include "pass.h"
+#include "run_full.h"
+
+static arch_config tiny(void)
+{
+    arch_config cfg;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+/* The largest |a - b| over t's elements relative to the largest |b| (at least floor). */
+static double rel_err(const float *a, const float *b, int64_t n, double floor)
+{
+    double mx = floor, md = 0;
+    for (int64_t i = 0; i < n; i++) {
+        mx = fmax(mx, fabs(b[i]));
+        md = fmax(md, fabs((double)a[i] - b[i]));
+    }
+    return md / mx;
+}
+
+/* y = relu(x w1 + b1) w2^T + b2, w2 given as [13, 29]: two matmul kernels, the bias and relu
+ * in the first one's epilogue, the transpose folded into the second one's operand. */
+typedef struct stack {
+    nn_graph *g;
+    nn_tensor *x, *w1, *b1, *w2, *b2, *h, *hr, *wt, *y;
+} stack;
+
+static stack make_stack(nn_dtype dt)
+{
+    stack s;
+    s.g = nn_graph_new(1);
+    s.x = nn_input(s.g, "x", dt, 2, (int64_t[]){37, 45});
+    s.w1 = nn_param(s.g, "w1", dt, 2, (int64_t[]){45, 29});
+    s.b1 = nn_param(s.g, "b1", dt, 1, (int64_t[]){29});
+    s.w2 = nn_param(s.g, "w2", dt, 2, (int64_t[]){13, 29});
+    s.b2 = nn_param(s.g, "b2", dt, 1, (int64_t[]){13});
+    s.h = nn_add(s.g, nn_matmul(s.g, s.x, s.w1), s.b1);
+    s.hr = nn_relu(s.g, s.h);
+    s.wt = nn_transpose(s.g, s.w2);
+    s.y = nn_add(s.g, nn_matmul(s.g, s.hr, s.wt), s.b2);
+    nn_graph_set_output(s.g, s.y);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_status(s.g, NULL), NP_OK);
+    nn_tensor *leaves[] = {s.x, s.w1, s.b1, s.w2, s.b2};
+    for (int i = 0; i < 5; i++)
+        nn_tensor_randn(leaves[i], 10 + (uint64_t)i, i == 0 ? 1.0 : 0.3);
+    return s;
+}
+
+TEST(a_layer_stack_runs_on_the_core_model_as_the_reference_computes_it)
+{
+    arch_config cfg = tiny();
+    const nn_dtype dts[] = {NN_F32, NN_BF16};
+    for (int d = 0; d < 2; d++) {
+        stack ref = make_stack(dts[d]), sim = make_stack(dts[d]);
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(ref.g, &e), NP_OK);
+        run_full_graph_result r;
+        np_status st = run_full_graph(&cfg, sim.g, &(run_full_graph_opts){.functional = true},
+                                      &r, &e);
+        if (st != NP_OK)
+            fprintf(stderr, "%s\n", e.msg);
+        CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+        /* what the graph became: 2 kernels on both cores, the add and relu fused into the
+         * first, the transpose folded into the second's operand and its bias fused */
+        CU_ASSERT_EQUAL(r.lp->n_steps, 2);
+        CU_ASSERT_EQUAL(r.lp->cores, 2);
+        CU_ASSERT_EQUAL(r.lp->steps[0].k.n_epi, 2);
+        CU_ASSERT_EQUAL(r.lp->steps[1].k.n_epi, 1);
+        CU_ASSERT_EQUAL(r.lp->kind[sim.wt->id], LOWER_NODE_FOLDED);
+        CU_ASSERT_EQUAL(r.lp->kind[sim.h->id], LOWER_NODE_FUSED);
+        CU_ASSERT_EQUAL(r.lp->addr[sim.h->id], UINT64_MAX); /* never stored */
+        CU_ASSERT(r.cycles > 0);
+        /* fp32: the GEMM rounds as the reference does, the fused bias is added to the fp32
+         * sum once (an ulp); bf16: the epilogue saves the rounding of x w1 (2^-7 of it) */
+        double tol = dts[d] == NN_F32 ? 1e-6 : 2.0 / 128;
+        double err = rel_err(sim.y->data, ref.y->data, nn_numel(ref.y), 1e-3);
+        fprintf(stderr, "%s: %llu cycles, worst relative error %.2e\n", nn_dtype_name(dts[d]),
+                (unsigned long long)r.cycles, err);
+        CU_ASSERT(err < tol);
+        CU_ASSERT(err > 0 || dts[d] == NN_F32);
+        run_full_graph_result_free(&r);
+        nn_graph_free(ref.g);
+        nn_graph_free(sim.g);
+    }
+}
+
+TEST(without_fusion_every_node_is_its_own_kernel_and_a_missing_kernel_is_named)
+{
+    arch_config cfg = tiny();
+    stack s = make_stack(NN_F32);
+    np_err e = {0};
+    lower_prog *lp = NULL;
+    np_status st = lower_graph(&cfg, s.g, &(lower_opts){.no_fuse = true}, &lp, &e);
+    if (kc_kernel_find(NN_OP_ADD)) { /* the vector kernels are there */
+        CU_ASSERT_EQUAL(st, NP_OK);
+        CU_ASSERT(!lp || lp->n_steps >= 5);
+    } else {
+        CU_ASSERT_EQUAL(st, NP_ERR_MISSING);
+        CU_ASSERT_PTR_NULL(lp);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "no kernel for add f32[37,29], f32[29] -> "
+                                      "f32[37,29] yet (node '"));
+    }
+    lower_prog_free(lp);
+    nn_graph_free(s.g);
+}
+
+/* A chain of matmuls whose intermediates die one after the other. */
+TEST(the_arena_places_buffers_as_the_frameworks_memory_planner_does)
+{
+    arch_config cfg = tiny();
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *y = nn_input(g, "x", NN_F32, 2, (int64_t[]){16, 24}), *first = NULL;
+    for (int i = 0; i < 5; i++) {
+        int64_t n = i % 2 ? 24 : 40, k = y->ne[1];
+        y = nn_matmul(g, y, nn_param(g, "w", NN_F32, 2, (int64_t[]){k, n}));
+        if (!i)
+            first = y;
+    }
+    y = nn_matmul(g, y, nn_transpose(g, first)); /* keeps the first product alive */
+    nn_graph_set_output(g, y);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_status(g, NULL), NP_OK);
+    np_err e = {0};
+    nn_memplan mp;
+    CU_ASSERT_EQUAL_FATAL(nn_memplan_build(g, &mp, &e), NP_OK);
+    lower_prog *lp = NULL;
+    CU_ASSERT_EQUAL_FATAL(lower_graph(&cfg, g, &(lower_opts){0}, &lp, &e), NP_OK);
+    /* the transpose has no buffer of its own here (folded), the planner gives it one */
+    uint64_t t_bytes = (nn_nbytes(first) + 63) / 64 * 64;
+    CU_ASSERT(lp->arena_bytes <= mp.arena_bytes);
+    CU_ASSERT(lp->arena_bytes + t_bytes >= mp.arena_bytes);
+    CU_ASSERT(lp->arena_bytes < mp.no_reuse_bytes); /* buffers are reused */
+    /* every stored node at the planner's offset when nothing is folded before it */
+    CU_ASSERT_EQUAL(lp->addr[first->id] - lp->arena_addr, mp.offset[first->id]);
+    fprintf(stderr, "arena %llu bytes, planner %llu, no reuse %llu\n",
+            (unsigned long long)lp->arena_bytes, (unsigned long long)mp.arena_bytes,
+            (unsigned long long)mp.no_reuse_bytes);
+    nn_memplan_free(&mp);
+    lower_prog_free(lp);
+    nn_graph_free(g);
+}
+
+/* ---- the zoo's training steps ------------------------------------------------------------- */
+
+/* Builds model m's training step (SGD with momentum, batch b) with parameters from seed 11. */
+static bool train_graph(const char *model, int64_t batch, nn_dtype dt, nn_model *m)
+{
+    np_err e = {0};
+    nn_model_desc d;
+    nn_optim sgd = {.kind = NN_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
+    nn_model_opts o = {.batch = batch, .compute = dt, .seed = 5};
+    if (nn_model_load(model, &d, &e) != NP_OK || nn_model_build(&d, &o, m, &e) != NP_OK ||
+        nn_model_init(m->g, 11, &e) != NP_OK || nn_backward(m->g, m->loss, &e) != NP_OK ||
+        nn_optim_step(m->g, &sgd, &e) != NP_OK) {
+        fprintf(stderr, "%s: %s\n", model, e.msg);
+        return false;
+    }
+    nn_tensor_alloc(m->input);
+    nn_tensor_alloc(m->labels);
+    for (int64_t i = 0; i < nn_numel(m->input); i++)
+        m->input->data[i] = m->input->dtype == NN_I32 ? (float)(i * 7 % 16)
+                                                      : (float)sin((double)i * 0.37);
+    for (int64_t i = 0; i < nn_numel(m->labels); i++)
+        m->labels->data[i] = (float)(i * 5 % (m->labels->ndim > 1 ? 16 : 2));
+    return true;
+}
+
+/* The first op of g's schedule that would need a kernel the table does not have. */
+static const nn_tensor *first_missing(nn_graph *g)
+{
+    nn_tensor **order;
+    int n;
+    if (nn_schedule(g, &order, &n, NULL) != NP_OK)
+        return NULL;
+    const nn_tensor *miss = NULL;
+    for (int i = 0; i < n && !miss; i++) {
+        const nn_tensor *t = order[i];
+        if (t->op != NN_OP_LEAF && !(nn_op_flags(t->op) & NN_OPF_VIEW) &&
+            !kc_no_kernel_reason(t->op) && !kc_kernel_find(t->op) &&
+            !(t->op == NN_OP_PERMUTE && kc_kernel_find(NN_OP_MATMUL)) &&
+            !(nn_op_flags(t->op) & NN_OPF_ELEM && t->fusion_group >= 0 &&
+              t->fusion_group != t->id))
+            miss = t;
+    }
+    free(order);
+    return miss;
+}
+
+/* One training step of model: the reference executor's loss and parameters against the
+ * core model's, worst relative error per tensor (against its largest magnitude, at least
+ * 1e-3) below tol. Without every kernel the step needs, the lowering's error must name the
+ * first op that lacks one. */
+static void check_step(const char *model, int64_t batch, nn_dtype dt, double tol)
+{
+    arch_config cfg = tiny();
+    nn_model ref, sim;
+    CU_ASSERT_FATAL(train_graph(model, batch, dt, &ref) && train_graph(model, batch, dt, &sim));
+    nn_pass_fuse(sim.g);
+    const nn_tensor *miss = first_missing(sim.g);
+    np_err e = {0};
+    run_full_graph_result r;
+    np_status st = run_full_graph(&cfg, sim.g, &(run_full_graph_opts){.functional = true}, &r,
+                                  &e);
+    if (miss) {
+        char want[128];
+        snprintf(want, sizeof want, "no kernel for %s ", nn_op_name(miss->op));
+        fprintf(stderr, "%s: %s\n", model, e.msg);
+        CU_ASSERT_EQUAL(st, NP_ERR_MISSING);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, want));
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, miss->name));
+    } else {
+        if (st != NP_OK)
+            fprintf(stderr, "%s: %s\n", model, e.msg);
+        CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(ref.g, &e), NP_OK);
+        double worst = rel_err(sim.loss->data, ref.loss->data, 1, 1e-3);
+        fprintf(stderr, "%s %s: loss %.6f (reference %.6f), %u kernels, %llu cycles\n", model,
+                nn_dtype_name(dt), sim.loss->data[0], ref.loss->data[0], r.lp->n_steps,
+                (unsigned long long)r.cycles);
+        for (int i = 0; i < nn_graph_n_nodes(ref.g); i++) {
+            nn_tensor *t = nn_graph_node(ref.g, i), *u = nn_graph_node(sim.g, i);
+            if (t->op == NN_OP_LEAF && t->trainable)
+                worst = fmax(worst, rel_err(u->data, t->data, nn_numel(t), 1e-3));
+        }
+        fprintf(stderr, "%s %s: worst relative error %.2e (tolerance %.1e)\n", model,
+                nn_dtype_name(dt), worst, tol);
+        CU_ASSERT(worst < tol);
+        run_full_graph_result_free(&r);
+    }
+    nn_graph_free(ref.g);
+    nn_graph_free(sim.g);
+}
+
+TEST(mlp_tiny_trains_one_step_on_the_core_model_as_the_reference_executor)
+{
+    check_step("mlp-tiny", 64, NN_F32, 1e-4);
+}
