@@ -28,6 +28,7 @@ np_status kc_prog_new(const arch_config *cfg, const kc_prog_opts *opts, kc_prog 
     p->chip = o.chip;
     p->n_cores = o.cores;
     p->no_auto_barrier = o.no_auto_barrier;
+    p->fences_nocomm = o.fences_nocomm;
     p->tiles = o.tiles;
     isa_target t;
     isa_target_from_arch(cfg, &t);
@@ -113,12 +114,31 @@ void kc_prog_spad_free(kc_prog *p, uint32_t core, uint64_t off)
         kc_blocks_free(&p->cores[core].spad, off);
 }
 
+np_status kc_prog_sem_alloc(kc_prog *p, uint32_t core, unsigned *sem, np_err *err)
+{
+    if (core >= p->n_cores)
+        return np_err_set(err, NP_ERR_RANGE, "semaphore of core %" PRIu32 ": the program has %"
+                          PRIu32 " cores", core, p->n_cores);
+    int i = kc_sems_alloc(&p->cores[core].sems, 0);
+    if (i < 0)
+        return np_err_set(err, NP_ERR_RANGE, "all %d semaphores of core %" PRIu32 " are taken",
+                          ISA_N_SEMS, core);
+    *sem = (unsigned)i;
+    return NP_OK;
+}
+
+void kc_prog_sem_free(kc_prog *p, uint32_t core, unsigned sem)
+{
+    if (core < p->n_cores && sem < ISA_N_SEMS && p->cores[core].sems.state[sem] == 1)
+        p->cores[core].sems.state[sem] = KC_SEM_QUARANTINED;
+}
+
 np_status kc_fence(kc_prog *p, uint32_t core, np_err *err)
 {
     if (core >= p->n_cores)
         return np_err_set(err, NP_ERR_RANGE, "fence on core %" PRIu32 ": the program has %"
                           PRIu32 " cores", core, p->n_cores);
-    if (isa_emit_core(p->e, core) != NP_OK || ISA_EMIT(p->e, FENCE) != NP_OK)
+    if (isa_emit_core(p->e, core) != NP_OK || ISA_EMIT(p->e, FENCE, .nocomm = isa_imm(p->fences_nocomm)) != NP_OK)
         return isa_emit_status(p->e, err);
     kc_prog_quiesce(p, core);
     return NP_OK;
@@ -128,7 +148,7 @@ np_status kc_barrier(kc_prog *p, np_err *err)
 {
     uint32_t id = p->barriers++ & 0xffffu;
     for (uint32_t c = 0; c < p->n_cores; c++) {
-        if (isa_emit_core(p->e, c) != NP_OK || ISA_EMIT(p->e, BARRIER, isa_imm(id)) != NP_OK)
+        if (isa_emit_core(p->e, c) != NP_OK || ISA_EMIT(p->e, BARRIER, isa_imm(id), .nocomm = isa_imm(p->fences_nocomm)) != NP_OK)
             return isa_emit_status(p->e, err);
         kc_prog_quiesce(p, c);
     }

@@ -235,6 +235,10 @@ typedef struct kc_prog_opts {
                              one gets a text, every barrier and the final halt */
     isa_emit_opts emit;   /* HBM layout of .data/.bss (hbm_bytes 0: chip.hbm_bytes) */
     bool no_auto_barrier; /* do not insert barriers for HBM dependencies across cores */
+    bool fences_nocomm;   /* every fence and barrier (kc_fence, kc_barrier, the automatic
+                             ones) leaves the COMM queue out (`fence nocomm=1`): collectives
+                             in flight go on while kernels follow them; a kernel's own
+                             messages are waited for through its semaphores */
     const struct kc_tile_cache *tiles; /* (optional) tuned tilings (compiler/kc_tiles.h):
                                           kc_compile uses the one stored for a kernel whose
                                           tiling attributes it does not give */
@@ -262,6 +266,12 @@ np_status kc_prog_bss(kc_prog *p, const char *name, uint64_t bytes, uint64_t *ad
 np_status kc_prog_spad_alloc(kc_prog *p, uint32_t core, uint64_t bytes, uint64_t align,
                              uint64_t *off, np_err *err);
 void kc_prog_spad_free(kc_prog *p, uint32_t core, uint64_t off);
+
+/* A semaphore of core that the caller keeps across kernels (kernels never get it), at zero
+ * when taken; kc_prog_sem_free gives it back (into quarantine until the next fence or barrier
+ * on the core; it must be at zero again). NP_ERR_RANGE when all are taken. */
+np_status kc_prog_sem_alloc(kc_prog *p, uint32_t core, unsigned *sem, np_err *err);
+void kc_prog_sem_free(kc_prog *p, uint32_t core, unsigned sem);
 
 /* Appends a fence to core's text (its quarantined resources become free), or a barrier to
  * every core's (all quarantined resources become free; HBM ranges forgotten). */

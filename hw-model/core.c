@@ -88,6 +88,15 @@ static bool queues_empty(const core_model *c)
     return true;
 }
 
+/* What the front end's fence waits for: every queue, or every queue but COMM (nocomm). */
+static bool fence_drained(const core_model *c)
+{
+    for (unsigned u = 0; u < ISA_N_QUEUES; u++)
+        if (c->q[u].count && !(c->fence_nocomm && u == ISA_UNIT_COMM))
+            return false;
+    return true;
+}
+
 static void core_check_done(core_model *c)
 {
     if (c->fe == FE_HALTED && queues_empty(c)) {
@@ -100,7 +109,7 @@ static void core_check_done(core_model *c)
 /* The front end waited on something a retirement may have released. */
 static void fe_wake(core_model *c, isa_unit u)
 {
-    if ((c->fe == FE_WAIT_QUEUE && c->fe_wait_q == u) || (c->fe == FE_FENCE && queues_empty(c))) {
+    if ((c->fe == FE_WAIT_QUEUE && c->fe_wait_q == u) || (c->fe == FE_FENCE && fence_drained(c))) {
         /* a wait fe_next began ahead of time starts when that step would have run */
         uint64_t t = now_ps(c) > c->fe_stall_from ? now_ps(c) : c->fe_stall_from;
         bool full = c->fe == FE_WAIT_QUEUE;
@@ -869,7 +878,8 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                 return;
             case ISA_OP_FENCE:
                 c->fe_wait_pc = c->pc++;
-                if (!queues_empty(c)) {
+                c->fence_nocomm = in->FENCE.nocomm.val != 0;
+                if (!fence_drained(c)) {
                     c->fe = FE_FENCE;
                     c->fe_stall_from = now_ps(c);
                     return;
@@ -877,7 +887,8 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                 continue;
             default: /* ISA_OP_BARRIER */
                 c->fe_wait_pc = c->pc;
-                if (!queues_empty(c)) { /* fence first; re-run this barrier afterwards */
+                c->fence_nocomm = in->BARRIER.nocomm.val != 0;
+                if (!fence_drained(c)) { /* fence first; re-run this barrier afterwards */
                     c->fe = FE_FENCE;
                     c->fe_stall_from = now_ps(c);
                     c->fe_insns--;
@@ -984,7 +995,9 @@ void core_deadlock_lines(const core_model *c, char *buf, size_t n)
     if (c->fe == FE_WAIT_QUEUE || c->fe == FE_FENCE || c->fe == FE_BARRIER) {
         insn_text(s, &c->text->insns[c->fe_wait_pc], text, sizeof text);
         const char *why = c->fe == FE_WAIT_QUEUE ? "waits for room in the full queue"
-                          : c->fe == FE_FENCE    ? "waits for every queue to drain (fence)"
+                          : c->fe == FE_FENCE    ? (c->fence_nocomm
+                                                        ? "waits for every queue but comm to drain (fence)"
+                                                        : "waits for every queue to drain (fence)")
                                                  : "waits at a barrier for the other cores";
         snprintf(line, sizeof line, "\n  %s ctrl: pc %u `%s` %s%s%s", who,
                  c->fe_wait_pc, text, why,

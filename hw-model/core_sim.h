@@ -124,6 +124,7 @@ typedef struct core_model {
     uint64_t t_halt_ps;     /* when the front end halted */
     uint64_t t_done_ps;
     uint64_t barrier_id;
+    bool fence_nocomm;      /* the fence (or barrier) waited on leaves COMM out */
     int64_t regs[ISA_N_REGS];
     loop_frame loops[ISA_LOOP_DEPTH];
     uint64_t sem[ISA_N_SEMS];

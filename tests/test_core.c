@@ -997,6 +997,31 @@ TEST(a_send_to_another_chip_takes_the_link_latency_plus_bytes_over_bandwidth)
     core_report_free(r);
 }
 
+TEST(a_fence_with_nocomm_lets_the_front_end_go_on_while_messages_are_in_flight)
+{
+    arch_config cfg = tiny(NULL);
+    core_report *r;
+    np_err e = {0};
+    /* chip 0 waits for 64 bytes from chip 1 (they arrive at 208, as above), then copies 4096
+     * bytes (356 cycles alone). A plain fence waits for the recv: the copy is dispatched at
+     * 208 and ends at 564. With nocomm the front end passes the fence in the cycle after the
+     * recv's dispatch: the copy runs 1 .. 357 while the message travels; a barrier (of the
+     * one core) fences the same and releases its core a cycle later: 358. */
+    const char *recv = ".core 0\ncomm.recv peer(1, 0), spad[0], 64, 3\n%s\n"
+                       "dma.copy spad[0x1000], hbm[0], bf16, 2048\n";
+    const char *fences[] = {"fence", "fence nocomm=1", "barrier 7, nocomm=1"};
+    const uint64_t want[] = {564, 357, 358};
+    for (int i = 0; i < 3; i++) {
+        char src[256];
+        snprintf(src, sizeof src, recv, fences[i]);
+        const char *two[] = {src, ".core 0\ncomm.send peer(0, 0), spad[0], 64, 3\n"};
+        CU_ASSERT_EQUAL_FATAL(run_chips(&cfg, two, 2, NULL, &r, &e), NP_OK);
+        CU_ASSERT_EQUAL(r->total_cycles, want[i]);
+        CU_ASSERT_EQUAL(unit(r, "chip0.core0.ctrl")->stall_cycles, i ? 0u : 207u);
+        core_report_free(r);
+    }
+}
+
 TEST(a_message_between_chips_crosses_both_meshes_to_and_from_the_link_port)
 {
     core_report *r;
