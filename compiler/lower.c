@@ -1,5 +1,5 @@
-/* lower.c — a training graph lowered to one program per core of a chip (see lower.h):
- * what each node becomes, where every buffer lives, and the kernels in schedule order. */
+/* lower.c — the lowering's core (see lower.h, lower_impl.h): what each item becomes, where
+ * every buffer lives, the kernels and communication in order; and the front end of a graph. */
 #include "lower.h"
 
 #include <inttypes.h>
@@ -11,37 +11,7 @@
 #include "lower_impl.h"
 #include "pass.h"
 
-/* The lowering of one graph in progress. */
-typedef struct lw_graph {
-    const arch_config *cfg;
-    nn_graph *g;
-    nn_tensor **order;
-    int n;
-    int *pos;             /* by id: schedule position (-1: not scheduled) */
-    int *uses;            /* by id: readers */
-    nn_tensor **reader;   /* by id: the reader when uses is 1 */
-    bool *all_mm;         /* by id: every reader is a matmul */
-    const nn_tensor **root;   /* by id: the node whose buffer holds its values */
-    const nn_tensor **head;   /* by id: the kernel head a fused node belongs to */
-    int32_t *buf;         /* by id: index into bufs of its arena buffer, -1 */
-    kc_tensor *lay;       /* by id: layout of its values (has_lay) */
-    bool *has_lay;
-    lower_prog *lp;
-} lw_graph;
-
-static void lw_graph_free(lw_graph *w)
-{
-    free(w->order);
-    free(w->pos);
-    free(w->uses);
-    free(w->reader);
-    free(w->all_mm);
-    free(w->root);
-    free(w->head);
-    free(w->buf);
-    free(w->lay);
-    free(w->has_lay);
-}
+/* ---- the program and its context ----------------------------------------------------------- */
 
 void lower_prog_free(lower_prog *lp)
 {
@@ -61,12 +31,82 @@ isa_program *lower_prog_take(lower_prog *lp)
     return p;
 }
 
-uint64_t lower_addr(const lower_prog *lp, const nn_tensor *t)
+uint64_t lower_addr_mb(const lower_prog *lp, const nn_tensor *t, int mb)
 {
-    return t && t->id >= 0 && t->id <= lp->max_id ? lp->addr[t->id] : UINT64_MAX;
+    if (!t || t->id < 0 || t->id > lp->max_id)
+        return UINT64_MAX;
+    const uint64_t *a = &lp->addr[(size_t)t->id * lp->n_slots];
+    if (mb >= 0 && (uint32_t)mb + 1 < lp->n_slots && a[mb + 1] != UINT64_MAX)
+        return a[mb + 1];
+    return a[0];
 }
 
-/* ---- what each node becomes -------------------------------------------------------------- */
+uint64_t lower_addr(const lower_prog *lp, const nn_tensor *t) { return lower_addr_mb(lp, t, -1); }
+
+np_status lw_ctx_init(lw_ctx *w, const arch_config *cfg, const lower_opts *o, int max_id,
+                      uint32_t n_slots, uint32_t chip, np_err *err)
+{
+    memset(w, 0, sizeof *w);
+    w->cfg = cfg;
+    w->o = o ? *o : (lower_opts){0};
+    w->n_slots = n_slots;
+    size_t n = ((size_t)max_id + 1) * n_slots;
+    lower_prog *lp = w->lp = calloc(1, sizeof *lp);
+    if (!lp || !(w->slot = malloc(n * sizeof *w->slot)) ||
+        !(lp->kind = calloc((size_t)max_id + 1, sizeof *lp->kind)) ||
+        !(lp->addr = malloc(n * sizeof *lp->addr)))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a step");
+    for (size_t i = 0; i < n; i++) {
+        w->slot[i] = LW_NONE;
+        lp->addr[i] = UINT64_MAX;
+    }
+    lp->max_id = max_id;
+    lp->n_slots = n_slots;
+    lp->chip = chip;
+    lp->cores = w->o.cores ? w->o.cores : (uint32_t)cfg->chip.cores;
+    return NP_OK;
+}
+
+void lw_ctx_fini(lw_ctx *w)
+{
+    kc_prog_free(w->p);
+    free(w->it);
+    free(w->slot);
+    free(w->fl);
+    lower_prog_free(w->lp);
+    memset(w, 0, sizeof *w);
+}
+
+np_status lw_item_add(lw_ctx *w, nn_tensor *t, int32_t inst, const int32_t *src,
+                      const nn_plan_entry *e, bool lead, int32_t *out, np_err *err)
+{
+    if (w->n == w->cap) {
+        int32_t cap = w->cap ? 2 * w->cap : 256;
+        lw_item *v = realloc(w->it, (size_t)cap * sizeof *v);
+        if (!v)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a step");
+        w->it = v, w->cap = cap;
+    }
+    lw_item *it = &w->it[w->n];
+    memset(it, 0, sizeof *it);
+    it->t = t;
+    it->inst = inst;
+    for (int s = 0; s < t->n_src; s++)
+        it->src[s] = src[s];
+    it->e = e;
+    it->lead = lead;
+    it->block = -1;
+    it->reader = it->root = it->head = it->buf = it->step = LW_NONE;
+    it->all_mm = true;
+    it->addr = UINT64_MAX;
+    w->slot[(size_t)t->id * w->n_slots + (size_t)(inst + 1)] = w->n;
+    if (out)
+        *out = w->n;
+    w->n++;
+    return NP_OK;
+}
+
+/* ---- what each item becomes ------------------------------------------------------------------ */
 
 /* A permute that swaps the last two dims and keeps the others. */
 static bool lw_is_transpose(const nn_tensor *t)
@@ -79,128 +119,130 @@ static bool lw_is_transpose(const nn_tensor *t)
     return t->ip[t->ndim - 2] == t->ndim - 1 && t->ip[t->ndim - 1] == t->ndim - 2;
 }
 
-static np_status lw_readers(lw_graph *w, np_err *err)
+static void lw_readers(lw_ctx *w)
 {
-    int ids = w->lp->max_id + 1;
-    w->uses = calloc((size_t)ids, sizeof *w->uses);
-    w->reader = calloc((size_t)ids, sizeof *w->reader);
-    w->all_mm = malloc((size_t)ids * sizeof *w->all_mm);
-    if (!w->uses || !w->reader || !w->all_mm)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering the graph");
-    for (int i = 0; i < ids; i++)
-        w->all_mm[i] = true;
-    for (int i = 0; i < w->n; i++) {
-        nn_tensor *t = w->order[i];
-        for (int s = 0; s < t->n_src; s++) {
-            const nn_tensor *src = t->src[s];
-            bool again = false; /* a node reading src twice is one reader */
+    for (int32_t i = 0; i < w->n; i++) {
+        lw_item *it = &w->it[i];
+        for (int s = 0; s < it->t->n_src; s++) {
+            bool again = false; /* an item reading one source twice is one reader */
             for (int r = 0; r < s; r++)
-                again = again || t->src[r] == src;
+                again = again || it->src[r] == it->src[s];
             if (again)
                 continue;
-            w->uses[src->id]++;
-            w->reader[src->id] = t;
-            w->all_mm[src->id] = w->all_mm[src->id] && t->op == NN_OP_MATMUL;
+            lw_item *src = &w->it[it->src[s]];
+            src->uses++;
+            src->reader = i;
+            src->all_mm = src->all_mm && it->t->op == NN_OP_MATMUL;
         }
     }
-    return NP_OK;
 }
 
-/* The fusion chain headed by kernel node h: fills the epilogue's nodes (and their operands)
- * and returns the last node, whose value the kernel stores. */
-static const nn_tensor *lw_chain(lw_graph *w, const nn_tensor *h, const nn_tensor **steps,
-                                 const nn_tensor **args, int *n_steps)
+/* The chain of epilogue steps after kernel head h (a fusion group of nn_pass_fuse): fills the
+ * steps' items and returns the last, whose value the kernel stores. */
+static int32_t lw_chain(lw_ctx *w, int32_t h, int32_t *steps, int *n_steps)
 {
     *n_steps = 0;
-    const kc_kernel_def *d = kc_kernel_find(h->op);
-    if (!d || !(d->flags & KC_DEF_EPILOGUE) || h->fusion_group != h->id)
+    const nn_tensor *ht = w->it[h].t;
+    const kc_kernel_def *d = kc_kernel_find(ht->op);
+    if (!d || !(d->flags & KC_DEF_EPILOGUE) || ht->fusion_group != ht->id)
         return h;
-    const nn_tensor *cur = h;
-    while (*n_steps < KC_MAX_EPI && w->uses[cur->id] == 1 && !cur->is_output) {
-        const nn_tensor *m = w->reader[cur->id], *arg;
-        if (m->fusion_group != h->id || !lw_epi_step_ok(cur, m, &arg))
+    int32_t cur = h;
+    while (*n_steps < KC_MAX_EPI && w->it[cur].uses == 1 && !w->it[cur].t->is_output) {
+        int32_t m = w->it[cur].reader;
+        const nn_tensor *arg;
+        if (w->it[m].t->fusion_group != ht->id || w->it[m].block != w->it[h].block ||
+            w->it[m].inst != w->it[h].inst || !lw_epi_step_ok(w->it[cur].t, w->it[m].t, &arg))
             break;
-        /* the kernel runs at the head's place: its operand must be stored by then */
-        if (arg && (w->pos[arg->id] < 0 || w->pos[arg->id] > w->pos[h->id] ||
-                    (w->lp->kind[arg->id] == LOWER_NODE_FUSED && w->root[arg->id] != arg)))
-            break;
-        steps[*n_steps] = m;
-        args[(*n_steps)++] = arg;
+        if (arg) { /* the kernel runs at the head's place: its operand must be stored by then */
+            int32_t a = w->it[m].src[w->it[m].t->src[0] == arg ? 0 : 1];
+            if (a > h || (w->it[a].kind == LOWER_NODE_FUSED && w->it[a].root != a))
+                break;
+        }
+        steps[(*n_steps)++] = m;
         cur = m;
     }
     return cur;
 }
 
-/* Decides every node's kind (lp->kind) and the root whose buffer holds its values. */
-static np_status lw_classify(lw_graph *w, const lower_opts *o, np_err *err)
+/* Decides every item's kind and the item whose buffer holds its values (root). */
+static np_status lw_classify(lw_ctx *w, np_err *err)
 {
-    lower_prog *lp = w->lp;
     char desc[256];
-    for (int i = 0; i < w->n; i++) {
-        const nn_tensor *t = w->order[i];
-        if (lp->kind[t->id] != LOWER_NODE_NONE) /* fused into an earlier head */
+    for (int32_t i = 0; i < w->n; i++) {
+        lw_item *it = &w->it[i];
+        const nn_tensor *t = it->t;
+        if (it->kind != LOWER_NODE_NONE) /* fused into an earlier head */
             continue;
         if (t->op == NN_OP_LEAF) {
-            lp->kind[t->id] = LOWER_NODE_LEAF;
-            w->root[t->id] = t;
-        } else if ((nn_op_flags(t->op) & NN_OPF_COMM) && !(nn_op_flags(t->op) & NN_OPF_VIEW)) {
-            return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): a communication op in "
-                              "the graph of one chip (lower a plan's rank instead)",
-                              lower_node_desc(t, desc, sizeof desc), t->name);
-        } else if (lw_is_view(t)) {
-            lp->kind[t->id] = LOWER_NODE_VIEW;
-            w->root[t->id] = w->root[t->src[0]->id];
-        } else if (!o->no_fuse && lw_is_transpose(t) && w->uses[t->id] > 0 &&
-                   w->all_mm[t->id] && !t->is_output &&
-                   lp->kind[t->src[0]->id] != LOWER_NODE_FOLDED) {
-            lp->kind[t->id] = LOWER_NODE_FOLDED;
-            w->root[t->id] = w->root[t->src[0]->id];
+            it->kind = LOWER_NODE_LEAF;
+            it->root = i;
+        } else if (lw_is_comm(t)) {
+            if (!w->plan)
+                return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): a communication op "
+                                  "in the graph of one chip (lower a plan's rank instead)",
+                                  lower_node_desc(t, desc, sizeof desc), t->name);
+            it->kind = LOWER_NODE_COMM;
+            it->root = lw_comm_out_bytes(w, i) ? i : w->it[it->src[0]].root;
+            if (t->op == NN_OP_RECV)
+                it->root = i;
+        } else if (lw_is_view(t) || t->op == NN_OP_GROUP_COPY) {
+            it->kind = LOWER_NODE_VIEW;
+            it->root = w->it[it->src[0]].root;
+        } else if (!w->o.no_fuse && lw_is_transpose(t) && it->uses > 0 && it->all_mm &&
+                   !t->is_output && w->it[it->src[0]].kind != LOWER_NODE_FOLDED) {
+            it->kind = LOWER_NODE_FOLDED;
+            it->root = w->it[it->src[0]].root;
         } else {
-            lp->kind[t->id] = LOWER_NODE_KERNEL;
+            it->kind = LOWER_NODE_KERNEL;
             if (nn_op_flags(t->op) & NN_OPF_UPDATE) {
-                w->root[t->id] = w->root[t->src[0]->id];
+                it->root = w->it[it->src[0]].root;
                 continue;
             }
-            const nn_tensor *steps[KC_MAX_EPI], *args[KC_MAX_EPI], *last = t;
+            int32_t steps[KC_MAX_EPI], last = i;
             int ns = 0;
-            if (!o->no_fuse)
-                last = lw_chain(w, t, steps, args, &ns);
-            for (int s = 0; s < ns; s++)
-                lp->kind[steps[s]->id] = LOWER_NODE_FUSED;
-            w->root[t->id] = last;
+            if (!w->o.no_fuse)
+                last = lw_chain(w, i, steps, &ns);
+            it->root = last;
             for (int s = 0; s < ns; s++) {
-                w->root[steps[s]->id] = last;
-                w->head[steps[s]->id] = t;
+                w->it[steps[s]].kind = LOWER_NODE_FUSED;
+                w->it[steps[s]].root = last;
+                w->it[steps[s]].head = i;
             }
         }
+    }
+    for (int32_t i = 0; i < w->n; i++) /* every instance of a node becomes the same */
+        w->lp->kind[w->it[i].t->id] = w->it[i].kind;
+    for (int32_t i = 0; i < w->n; i++) { /* the first op no kernel computes, before anything */
+        const lw_item *it = &w->it[i];
+        if (it->kind == LOWER_NODE_KERNEL && !kc_kernel_find(it->t->op))
+            return np_err_set(err, NP_ERR_MISSING, "lower: no kernel for %s yet (node '%s')",
+                              lower_node_desc(it->t, desc, sizeof desc), it->t->name);
     }
     return NP_OK;
 }
 
 /* ---- buffers ------------------------------------------------------------------------------ */
 
-/* A data symbol name for tensor t: its name with every character an assembler identifier
- * cannot hold as '_', unique among the names given so far (else "<name>$<id>"). */
-static void lw_symbol(const nn_tensor *t, char *buf, size_t n, const isa_program *p)
+void lw_symbol_name(const nn_tensor *t, const char *suffix, char *buf, size_t n)
 {
     size_t k = 0;
-    for (const char *s = t->name; *s && k + 1 < n && k < 48; s++, k++) {
+    for (const char *s = t->name; *s && k + 1 < n && k < 40; s++, k++) {
         char c = *s;
         bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '.' ||
                   c == '$' || (k && c >= '0' && c <= '9');
         buf[k] = ok ? c : '_';
     }
-    buf[k] = '\0';
-    if (!k || !isa_name_ok(buf, k) || isa_program_symbol(p, buf))
-        snprintf(buf + k, n - k, "$%d", t->id);
+    if (!k && n > 1)
+        buf[k++] = 't';
+    snprintf(buf + k, n - k, "%s", suffix);
 }
 
-/* t's values (fp32, t->data) as bytes of its dtype. */
-static void lw_pack(const nn_tensor *t, uint8_t *out)
+/* t's values (fp32, vals) as bytes of its dtype. */
+static void lw_pack(const nn_tensor *t, const float *vals, uint8_t *out)
 {
     int64_t n = nn_numel(t);
     for (int64_t i = 0; i < n; i++) {
-        float v = t->data[i];
+        float v = vals[i];
         switch (t->dtype) {
         case NN_BF16: {
             uint16_t b = isa_f32_to_bf16(v);
@@ -227,100 +269,139 @@ static void lw_pack(const nn_tensor *t, uint8_t *out)
     }
 }
 
-static np_status lw_leaves(lw_graph *w, kc_prog *p, np_err *err)
+/* The constant value a leaf item has in this program, or NULL: a constant with values, or a
+ * plan's rank value (one i32 for this rank). */
+static const float *lw_const_value(const lw_ctx *w, const lw_item *it, float *scratch)
+{
+    const nn_tensor *t = it->t;
+    if (w->plan) {
+        const nn_plan_leaf *l = nn_plan_leaf_of(w->cls, t);
+        if (l && l->kind == NN_LEAF_RANKVALUE) {
+            *scratch = (float)nn_plan_rank_value(w->plan, w->rank, l);
+            return scratch;
+        }
+        if (l && l->kind == NN_LEAF_CONST && t->data)
+            return t->data;
+        if (l)
+            return NULL;
+    }
+    return t->role == NN_ROLE_CONST && t->data ? t->data : NULL;
+}
+
+static np_status lw_leaves(lw_ctx *w, np_err *err)
 {
     lower_prog *lp = w->lp;
-    isa_emit *e = kc_prog_emit(p);
-    for (int i = 0; i < w->n; i++) {
-        const nn_tensor *t = w->order[i];
-        if (t->op != NN_OP_LEAF)
+    isa_emit *e = kc_prog_emit(w->p);
+    for (int32_t i = 0; i < w->n; i++) {
+        lw_item *it = &w->it[i];
+        if (it->kind != LOWER_NODE_LEAF)
             continue;
-        char name[64];
-        lw_symbol(t, name, sizeof name, kc_prog_program(p));
-        uint64_t bytes = nn_nbytes(t), addr;
+        char name[64], suffix[24];
+        if (it->inst >= 0)
+            snprintf(suffix, sizeof suffix, "$mb%d", it->inst);
+        else
+            suffix[0] = '\0';
+        lw_symbol_name(it->t, suffix, name, sizeof name);
+        if (!isa_name_ok(name, strlen(name)) || isa_program_symbol(kc_prog_program(w->p), name)) {
+            snprintf(suffix + strlen(suffix), sizeof suffix - strlen(suffix), "$%d", it->t->id);
+            lw_symbol_name(it->t, suffix, name, sizeof name);
+        }
+        uint64_t bytes = nn_nbytes(it->t), addr;
         if (!bytes)
             bytes = 1;
-        if (t->role == NN_ROLE_CONST && t->data) {
+        float one;
+        const float *cv = lw_const_value(w, it, &one);
+        if (cv) {
             uint8_t *v = calloc(1, bytes);
             if (!v)
                 return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering constants");
-            lw_pack(t, v);
+            lw_pack(it->t, cv, v);
             np_status st = isa_emit_data(e, name, v, bytes, 64, &addr);
             free(v);
             if (st != NP_OK)
                 return isa_emit_status(e, err);
-        } else if (kc_prog_bss(p, name, bytes, &addr, err) != NP_OK) {
+        } else if (kc_prog_bss(w->p, name, bytes, &addr, err) != NP_OK) {
             return err->status;
         }
-        lp->addr[t->id] = addr;
+        it->addr = addr;
         lp->persistent_bytes += bytes;
     }
     return NP_OK;
 }
 
-/* The kernels' steps (heads in schedule order) and the arena's buffers: each stored node's
- * lifetime from its kernel to its last reader (outputs to the end). */
-static np_status lw_arena(lw_graph *w, kc_prog *p, np_err *err)
+/* Bytes of the buffer item i owns (its result; a reduce-scatter's working copy). */
+static uint64_t lw_own_bytes(const lw_ctx *w, int32_t i)
+{
+    const lw_item *it = &w->it[i];
+    if (it->kind == LOWER_NODE_COMM && it->t->op != NN_OP_RECV)
+        return lw_comm_out_bytes(w, i);
+    return nn_nbytes(it->t);
+}
+
+/* Program steps (kernels and comm entries, in order) and the arena's buffers: each stored
+ * item lives from its step to its last reader's (outputs to the end). */
+static np_status lw_arena(lw_ctx *w, np_err *err)
 {
     lower_prog *lp = w->lp;
     int32_t n_steps = 0;
-    int32_t *step_of = malloc(((size_t)lp->max_id + 1) * sizeof *step_of); /* by head id */
     lw_buf *bufs = calloc((size_t)w->n + 1, sizeof *bufs);
     uint32_t nb = 0;
+    if (!bufs)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory planning the arena");
+    for (int32_t i = 0; i < w->n; i++) {
+        lw_item *it = &w->it[i];
+        bool comm = it->kind == LOWER_NODE_COMM;
+        if (it->kind != LOWER_NODE_KERNEL && !comm)
+            continue;
+        if (!comm || it->lead)
+            n_steps++;
+        it->step = n_steps - 1;
+        if (it->root != i && !(it->kind == LOWER_NODE_KERNEL && it->root != LW_NONE &&
+                               w->it[it->root].kind == LOWER_NODE_FUSED))
+            continue; /* in place (an update, an all-reduce of an accumulator) */
+        int32_t r = it->root;
+        if (w->it[r].buf != LW_NONE)
+            continue;
+        w->it[r].buf = (int32_t)nb;
+        bufs[nb++] = (lw_buf){.bytes = r == i ? lw_own_bytes(w, i) : nn_nbytes(w->it[r].t),
+                              .first = it->step, .last = it->step};
+    }
+    for (int32_t i = 0; i < w->n; i++) { /* fused items compute at their head's step */
+        lw_item *it = &w->it[i];
+        if (it->kind == LOWER_NODE_FUSED)
+            it->step = w->it[it->head].step;
+    }
+    for (int32_t i = 0; i < w->n; i++) { /* every step reads its sources, writes its root */
+        const lw_item *it = &w->it[i];
+        if (it->step == LW_NONE)
+            continue;
+        for (int s = 0; s <= it->t->n_src; s++) {
+            int32_t r = s < it->t->n_src ? w->it[it->src[s]].root : it->root;
+            if (r != LW_NONE && w->it[r].buf != LW_NONE && bufs[w->it[r].buf].last < it->step)
+                bufs[w->it[r].buf].last = it->step;
+        }
+    }
+    for (int32_t i = 0; i < w->n; i++) {
+        int32_t r = w->it[i].root;
+        if (w->it[i].t->is_output && r != LW_NONE && w->it[r].buf != LW_NONE)
+            bufs[w->it[r].buf].last = n_steps - 1;
+    }
     np_status st = NP_OK;
-    if (!step_of || !bufs) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory planning the arena");
-        goto done;
+    if (nb && ((st = lw_arena_plan(bufs, nb, n_steps, &lp->arena_bytes, err)) != NP_OK ||
+               (st = kc_prog_bss(w->p, "arena", lp->arena_bytes, &lp->arena_addr, err)) != NP_OK)) {
+        free(bufs);
+        return st;
     }
-    for (int i = 0; i < w->n; i++) {
-        const nn_tensor *t = w->order[i];
-        step_of[t->id] = -1;
-        if (lp->kind[t->id] != LOWER_NODE_KERNEL)
-            continue;
-        step_of[t->id] = n_steps++;
-        const nn_tensor *last = w->root[t->id];
-        if (!(nn_op_flags(t->op) & NN_OPF_UPDATE)) {
-            w->buf[last->id] = (int32_t)nb;
-            bufs[nb++] = (lw_buf){.bytes = nn_nbytes(last), .first = step_of[t->id],
-                                  .last = step_of[t->id]};
-        }
+    for (int32_t i = 0; i < w->n; i++)
+        if (w->it[i].buf != LW_NONE)
+            w->it[i].addr = lp->arena_addr + bufs[w->it[i].buf].off;
+    for (int32_t i = 0; i < w->n; i++) {
+        const lw_item *it = &w->it[i];
+        if (it->addr != UINT64_MAX)
+            lp->addr[(size_t)it->t->id * w->n_slots + (size_t)(it->inst + 1)] = it->addr;
     }
-    /* readers: every kernel reads its head's sources and its epilogue's operands; a fused
-     * step's sources are those of the chain */
-    for (int i = 0; i < w->n; i++) {
-        const nn_tensor *t = w->order[i];
-        lower_node_kind k = lp->kind[t->id];
-        if (k != LOWER_NODE_KERNEL && k != LOWER_NODE_FUSED)
-            continue;
-        /* a fused node is computed at its head's step */
-        int32_t s = step_of[(k == LOWER_NODE_KERNEL ? t : w->head[t->id])->id];
-        for (int j = 0; j < t->n_src; j++) {
-            const nn_tensor *r = w->root[t->src[j]->id];
-            if (r && r != w->root[t->id] && w->buf[r->id] >= 0 &&
-                bufs[w->buf[r->id]].last < s)
-                bufs[w->buf[r->id]].last = s;
-        }
-    }
-    for (int i = 0; i < w->n; i++) {
-        const nn_tensor *t = w->order[i], *r = w->root[t->id];
-        if (t->is_output && r && w->buf[r->id] >= 0)
-            bufs[w->buf[r->id]].last = n_steps - 1;
-    }
-    if (nb) {
-        if ((st = lw_arena_plan(bufs, nb, n_steps, &lp->arena_bytes, err)) != NP_OK ||
-            (st = kc_prog_bss(p, "arena", lp->arena_bytes, &lp->arena_addr, err)) != NP_OK)
-            goto done;
-        for (int i = 0; i < w->n; i++) {
-            const nn_tensor *t = w->order[i];
-            if (w->buf[t->id] >= 0)
-                lp->addr[t->id] = lp->arena_addr + bufs[w->buf[t->id]].off;
-        }
-    }
-    lp->n_steps = (uint32_t)n_steps;
-done:
-    free(step_of);
     free(bufs);
-    return st;
+    return NP_OK;
 }
 
 /* ---- layouts and kernels ------------------------------------------------------------------- */
@@ -336,187 +417,182 @@ static bool lw_dense(const kc_tensor *t)
     return true;
 }
 
-/* The layout of t's values, from its root's buffer and its sources' layouts. */
-static np_status lw_layout(lw_graph *w, const nn_tensor *t, np_err *err)
+/* The layout of item i's values, from its buffer or its sources' layouts. */
+static np_status lw_layout(lw_ctx *w, int32_t i, np_err *err)
 {
-    lower_prog *lp = w->lp;
-    kc_tensor *l = &w->lay[t->id];
-    switch (lp->kind[t->id]) {
+    lw_item *it = &w->it[i];
+    const nn_tensor *t = it->t;
+    kc_tensor *l = &it->lay;
+    const lw_item *s0 = t->n_src ? &w->it[it->src[0]] : NULL;
+    switch (it->kind) {
     case LOWER_NODE_LEAF:
-        kc_tensor_of(l, lp->addr[t->id], t);
+        kc_tensor_of(l, it->addr, t);
         break;
-    case LOWER_NODE_VIEW: {
-        const kc_tensor *s = &w->lay[t->src[0]->id];
-        if (!w->has_lay[t->src[0]->id] || !lw_dense(s))
+    case LOWER_NODE_VIEW:
+        if (!s0->has_lay || !lw_dense(&s0->lay))
             return np_err_set(err, NP_ERR_INTERNAL, "lower: view '%s' of a value without a "
                               "dense layout", t->name);
-        kc_tensor_of(l, s->addr, t);
+        kc_tensor_of(l, s0->lay.addr, t);
         break;
-    }
     case LOWER_NODE_FOLDED: {
-        *l = w->lay[t->src[0]->id];
+        *l = s0->lay;
         int a = l->ndim - 2, b = l->ndim - 1;
         int64_t sh = l->shape[a], st = l->stride[a];
         l->shape[a] = l->shape[b], l->stride[a] = l->stride[b];
         l->shape[b] = sh, l->stride[b] = st;
         break;
     }
+    case LOWER_NODE_COMM:
+        if (it->root != i) { /* in place, or a send (a view of what it sends) */
+            kc_tensor_of(l, s0->lay.addr, t);
+        } else {
+            kc_tensor_of(l, it->addr, t);
+            if (t->op == NN_OP_REDUCE_SCATTER) /* its part of the working copy */
+                l->addr += lw_comm_part_offset(w, i);
+        }
+        break;
     default:
         if (nn_op_flags(t->op) & NN_OPF_UPDATE) {
-            kc_tensor_of(l, w->lay[t->src[0]->id].addr, t);
-        } else if (w->buf[t->id] >= 0) {
-            kc_tensor_of(l, lp->addr[t->id], t);
+            kc_tensor_of(l, s0->lay.addr, t);
+        } else if (it->addr != UINT64_MAX) {
+            kc_tensor_of(l, it->addr, t);
         } else {
-            w->has_lay[t->id] = false; /* fused, never stored */
+            it->has_lay = false; /* fused, never stored */
             return NP_OK;
         }
         break;
     }
-    w->has_lay[t->id] = true;
+    it->has_lay = true;
     return NP_OK;
 }
 
-/* A kernel symbol for head h: "<name>$<id>", the name cut to fit. */
-static void lw_kernel_name(const nn_tensor *h, char *buf, size_t n)
-{
-    char id[16];
-    int k = snprintf(id, sizeof id, "$%d", h->id);
-    size_t room = n - 1 - (size_t)k, j = 0;
-    for (const char *s = h->name; *s && j < room; s++, j++) {
-        char c = *s;
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_' || c == '.' ||
-                  c == '$' || (j && c >= '0' && c <= '9');
-        buf[j] = ok ? c : '_';
-    }
-    if (!j)
-        buf[j++] = 'k';
-    memcpy(buf + j, id, (size_t)k + 1);
-}
-
-static np_status lw_emit(lw_graph *w, kc_prog *p, np_err *err)
+/* Compiles kernel item i (its head) with its epilogue chain. */
+static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
 {
     lower_prog *lp = w->lp;
-    uint32_t si = 0;
-    for (int i = 0; i < w->n; i++) {
-        const nn_tensor *t = w->order[i];
-        if (lw_layout(w, t, err) != NP_OK)
-            return err->status;
-        if (lp->kind[t->id] != LOWER_NODE_KERNEL)
-            continue;
-        kc_tensor in[KC_MAX_IN];
-        for (int s = 0; s < t->n_src && s < KC_MAX_IN; s++) {
-            if (!w->has_lay[t->src[s]->id])
-                return np_err_set(err, NP_ERR_INTERNAL, "lower: '%s' reads '%s', which has no "
-                                  "layout", t->name, t->src[s]->name);
-            in[s] = w->lay[t->src[s]->id];
-        }
-        lower_step *st = &lp->steps[si++];
-        bool update = nn_op_flags(t->op) & NN_OPF_UPDATE;
-        st->node = t;
-        st->last = update ? t : w->root[t->id];
-        kc_tensor out;
-        kc_tensor_of(&out, update ? 0 : lp->addr[st->last->id], t);
-        if (lw_node_kernel(t, in, &out, 0, lp->cores, &st->k, err) != NP_OK)
-            return err->status;
-        /* the epilogue: the chain from the head to its stored node */
-        for (const nn_tensor *cur = t; cur != st->last;) {
-            const nn_tensor *m = w->reader[cur->id], *arg;
-            lw_epi_step_ok(cur, m, &arg);
-            if (arg && !w->has_lay[arg->id])
-                return np_err_set(err, NP_ERR_INTERNAL, "lower: epilogue operand '%s' has no "
-                                  "layout", arg->name);
-            lw_epi_step(m, arg ? &w->lay[arg->id] : NULL, &st->k.epi[st->k.n_epi++]);
-            st->n_fused++;
-            cur = m;
-        }
-        if (st->last != t)
-            kc_tensor_of(&st->k.out[0], lp->addr[st->last->id], st->last);
-        for (int s = 0; s < t->n_src; s++)
-            st->n_fused += lp->kind[t->src[s]->id] == LOWER_NODE_FOLDED;
-        char name[64];
-        lw_kernel_name(t, name, sizeof name);
-        st->k.name = name;
-        if (kc_compile(p, &st->k, &st->res, err) != NP_OK)
-            return err->status;
-        st->k.name = NULL; /* the symbol is in res.name */
-        lp->flops += st->res.flops;
-        lp->hbm_bytes += st->res.hbm_read_bytes + st->res.hbm_write_bytes;
+    lw_item *it = &w->it[i];
+    const nn_tensor *t = it->t;
+    kc_tensor in[KC_MAX_IN];
+    for (int s = 0; s < t->n_src && s < KC_MAX_IN; s++) {
+        const lw_item *src = &w->it[it->src[s]];
+        if (!src->has_lay)
+            return np_err_set(err, NP_ERR_INTERNAL, "lower: '%s' reads '%s', which has no "
+                              "layout", t->name, src->t->name);
+        in[s] = src->lay;
     }
+    lower_step *st = &lp->steps[lp->n_steps++];
+    bool update = nn_op_flags(t->op) & NN_OPF_UPDATE;
+    int32_t last = update ? i : it->root;
+    st->node = t;
+    st->last = w->it[last].t;
+    st->mb = it->inst;
+    kc_tensor out;
+    kc_tensor_of(&out, update ? 0 : w->it[last].addr, t);
+    if (lw_node_kernel(t, in, &out, lp->chip, lp->cores, &st->k, err) != NP_OK)
+        return err->status;
+    for (int32_t cur = i; cur != last;) { /* the epilogue: the chain to the stored item */
+        int32_t m = w->it[cur].reader;
+        const nn_tensor *arg;
+        lw_epi_step_ok(w->it[cur].t, w->it[m].t, &arg);
+        const lw_item *a = arg ? &w->it[w->it[m].src[w->it[m].t->src[0] == arg ? 0 : 1]] : NULL;
+        if (a && !a->has_lay)
+            return np_err_set(err, NP_ERR_INTERNAL, "lower: epilogue operand '%s' has no "
+                              "layout", arg->name);
+        lw_epi_step(w->it[m].t, a ? &a->lay : NULL, &st->k.epi[st->k.n_epi++]);
+        st->n_fused++;
+        cur = m;
+    }
+    if (last != i)
+        kc_tensor_of(&st->k.out[0], w->it[last].addr, w->it[last].t);
+    for (int s = 0; s < t->n_src; s++)
+        st->n_fused += w->it[it->src[s]].kind == LOWER_NODE_FOLDED;
+    /* communication in flight that this kernel's operands touch: wait for it first */
+    for (int s = 0; s < st->k.n_in + st->k.n_out + st->k.n_epi; s++) {
+        const kc_tensor *x = s < st->k.n_in ? &st->k.in[s]
+                             : s < st->k.n_in + st->k.n_out ? &st->k.out[s - st->k.n_in]
+                                                            : &st->k.epi[s - st->k.n_in - st->k.n_out].arg;
+        if (s >= st->k.n_in + st->k.n_out && !st->k.epi[s - st->k.n_in - st->k.n_out].has_arg)
+            continue;
+        if (lw_comm_wait(w, x->addr, x->addr + kc_tensor_extent(x), err) != NP_OK)
+            return err->status;
+    }
+    char name[64], suffix[24];
+    if (it->inst >= 0)
+        snprintf(suffix, sizeof suffix, "$%d.mb%d", t->id, it->inst);
+    else
+        snprintf(suffix, sizeof suffix, "$%d", t->id);
+    lw_symbol_name(t, suffix, name, sizeof name);
+    st->k.name = name;
+    if (kc_compile(w->p, &st->k, &st->res, err) != NP_OK)
+        return err->status;
+    st->k.name = NULL; /* the symbol is in res.name */
+    lp->flops += st->res.flops;
+    lp->hbm_bytes += st->res.hbm_read_bytes + st->res.hbm_write_bytes;
     return NP_OK;
 }
 
-/* The first node no kernel can compute, for an error that names it before anything is
- * compiled. */
-static np_status lw_check_kernels(lw_graph *w, np_err *err)
+np_status lw_lower(lw_ctx *w, np_err *err)
 {
-    char desc[256];
-    for (int i = 0; i < w->n; i++) {
-        const nn_tensor *t = w->order[i];
-        if (w->lp->kind[t->id] == LOWER_NODE_KERNEL && !kc_kernel_find(t->op))
-            return np_err_set(err, NP_ERR_MISSING, "lower: no kernel for %s yet (node '%s')",
-                              lower_node_desc(t, desc, sizeof desc), t->name);
+    lower_prog *lp = w->lp;
+    lw_readers(w);
+    np_status st;
+    if ((st = lw_classify(w, err)) != NP_OK)
+        return st;
+    kc_prog_opts po = {.chip = lp->chip, .cores = lp->cores, .tiles = w->o.tiles,
+                       .fences_nocomm = true,
+                       .emit = {.bss_base = w->o.bss_base, .hbm_bytes = w->cfg->chip.hbm_bytes}};
+    if (!(lp->steps = calloc((size_t)w->n + 1, sizeof *lp->steps)))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a step");
+    if ((st = kc_prog_new(w->cfg, &po, &w->p, err)) != NP_OK ||
+        (st = lw_leaves(w, err)) != NP_OK || (st = lw_arena(w, err)) != NP_OK)
+        return st;
+    for (int32_t i = 0; i < w->n; i++) {
+        if ((st = lw_layout(w, i, err)) != NP_OK)
+            return st;
+        if (w->it[i].kind == LOWER_NODE_KERNEL)
+            st = lw_kernel(w, i, err);
+        else if (w->it[i].kind == LOWER_NODE_COMM && w->it[i].lead)
+            st = lw_comm_emit(w, i, err);
+        if (st != NP_OK)
+            return st;
     }
+    if ((st = lw_comm_wait(w, 0, UINT64_MAX, err)) != NP_OK || /* nothing left in flight */
+        (st = kc_prog_finish(w->p, err)) != NP_OK)
+        return st;
+    lp->prog = kc_prog_take(w->p);
+    kc_prog_free(w->p);
+    w->p = NULL;
     return NP_OK;
 }
+
+/* ---- the front end of a graph --------------------------------------------------------------- */
 
 np_status lower_graph(const arch_config *cfg, nn_graph *g, const lower_opts *opts,
                       lower_prog **out, np_err *err)
 {
     *out = NULL;
-    lower_opts o = opts ? *opts : (lower_opts){0};
-    lw_graph w = {.cfg = cfg, .g = g};
-    kc_prog *p = NULL;
-    lower_prog *lp = calloc(1, sizeof *lp);
-    np_status st = NP_OK;
-    if (!lp) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory lowering the graph");
-        goto fail;
-    }
-    w.lp = lp;
-    lp->cores = o.cores ? o.cores : (uint32_t)cfg->chip.cores;
-    lp->max_id = nn_graph_max_id(g);
-    int ids = lp->max_id + 1;
-    if ((st = nn_schedule(g, &w.order, &w.n, err)) != NP_OK)
-        goto fail;
-    if (!o.no_fuse)
+    lw_ctx w;
+    nn_tensor **order = NULL;
+    int n = 0;
+    np_status st = lw_ctx_init(&w, cfg, opts, nn_graph_max_id(g), 1, 0, err);
+    if (st == NP_OK)
+        st = nn_schedule(g, &order, &n, err);
+    if (st == NP_OK && !w.o.no_fuse)
         nn_pass_fuse(g);
-    lp->kind = calloc((size_t)ids, sizeof *lp->kind);
-    lp->addr = malloc((size_t)ids * sizeof *lp->addr);
-    w.pos = malloc((size_t)ids * sizeof *w.pos);
-    w.root = calloc((size_t)ids, sizeof *w.root);
-    w.head = calloc((size_t)ids, sizeof *w.head);
-    w.buf = malloc((size_t)ids * sizeof *w.buf);
-    w.lay = calloc((size_t)ids, sizeof *w.lay);
-    w.has_lay = calloc((size_t)ids, sizeof *w.has_lay);
-    lp->steps = calloc((size_t)w.n + 1, sizeof *lp->steps);
-    if (!lp->kind || !lp->addr || !w.pos || !w.root || !w.head || !w.buf || !w.lay || !w.has_lay ||
-        !lp->steps) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory lowering the graph");
-        goto fail;
+    for (int i = 0; i < n && st == NP_OK; i++) {
+        nn_tensor *t = order[i];
+        int32_t src[NN_MAX_SRC];
+        for (int s = 0; s < t->n_src; s++)
+            src[s] = lw_slot_get(&w, t->src[s], -1);
+        st = lw_item_add(&w, t, -1, src, NULL, false, NULL, err);
     }
-    for (int i = 0; i < ids; i++) {
-        lp->addr[i] = UINT64_MAX;
-        w.pos[i] = -1;
-        w.buf[i] = -1;
+    free(order);
+    if (st == NP_OK)
+        st = lw_lower(&w, err);
+    if (st == NP_OK) {
+        *out = w.lp;
+        w.lp = NULL;
     }
-    for (int i = 0; i < w.n; i++)
-        w.pos[w.order[i]->id] = i;
-    kc_prog_opts po = {.cores = lp->cores, .tiles = o.tiles,
-                       .emit = {.bss_base = o.bss_base, .hbm_bytes = cfg->chip.hbm_bytes}};
-    if ((st = lw_readers(&w, err)) != NP_OK || (st = lw_classify(&w, &o, err)) != NP_OK ||
-        (st = lw_check_kernels(&w, err)) != NP_OK ||
-        (st = kc_prog_new(cfg, &po, &p, err)) != NP_OK || (st = lw_leaves(&w, p, err)) != NP_OK ||
-        (st = lw_arena(&w, p, err)) != NP_OK || (st = lw_emit(&w, p, err)) != NP_OK ||
-        (st = kc_prog_finish(p, err)) != NP_OK)
-        goto fail;
-    lp->prog = kc_prog_take(p);
-    kc_prog_free(p);
-    lw_graph_free(&w);
-    *out = lp;
-    return NP_OK;
-fail:
-    kc_prog_free(p);
-    lw_graph_free(&w);
-    lower_prog_free(lp);
+    lw_ctx_fini(&w);
     return st;
 }

@@ -48,6 +48,7 @@
 #include "isa_prog.h"
 #include "kernel.h"
 #include "nn.h"
+#include "plan.h"
 
 typedef struct lower_opts {
     uint32_t cores;       /* the program's cores, every kernel spread over all of them (0:
@@ -55,6 +56,11 @@ typedef struct lower_opts {
     bool no_fuse;         /* every node its own kernel: no epilogues, no folded transposes */
     const struct kc_tile_cache *tiles; /* (optional) tuned tilings (kc_tiles.h) */
     uint64_t bss_base;    /* (optional) where .bss starts in HBM (0: isa_emit's default) */
+    /* plans: how collectives run (as the flow engine runs them) */
+    const struct net *net;       /* (optional) the chip network: rings fitted to the topology
+                                    (noc/coll_topo.h); NULL: rings in rank order */
+    struct coll_tuner *tuner;    /* (optional) the algorithm of each collective (noc/
+                                    coll_tune.h); NULL: the ring */
 } lower_opts;
 
 /* What a node lowered to. */
@@ -65,6 +71,7 @@ typedef enum lower_node_kind {
     LOWER_NODE_FOLDED,  /* no code: a transpose folded into its readers' operand strides */
     LOWER_NODE_FUSED,   /* computed inside another node's kernel, never stored */
     LOWER_NODE_KERNEL,  /* the head of a kernel */
+    LOWER_NODE_COMM,    /* a collective, send or recv: comm.* on a core's COMM queue */
 } lower_node_kind;
 
 /* One kernel of the program, in program order. */
@@ -73,19 +80,23 @@ typedef struct lower_step {
     const nn_tensor *last;   /* the node whose value it stores (the head, or its epilogue's
                                 last step) */
     int n_fused;             /* nodes fused into it (epilogue steps, folded transposes) */
+    int mb;                  /* the micro-batch of its instance (-1: a graph's, a step's) */
     kc_kernel k;             /* as compiled: operands at their HBM addresses */
     kc_result res;
 } lower_step;
 
 typedef struct lower_prog {
     isa_program *prog;       /* owned: every core's text, .data and .bss */
-    uint32_t cores;
-    uint32_t n_steps;
+    uint32_t chip, cores;
+    uint32_t n_steps;        /* kernels, in program order */
     lower_step *steps;
+    uint32_t n_comm;         /* collectives, sends and receives emitted */
     int max_id;              /* node ids 0 .. max_id index the arrays below */
     lower_node_kind *kind;   /* by node id */
-    uint64_t *addr;          /* by node id: HBM address of its dense values (UINT64_MAX:
-                                none: fused, folded or not scheduled) */
+    uint32_t n_slots;        /* instances per node: 1 (a graph), or micro-batches + 1 */
+    uint64_t *addr;          /* by (node id, slot): HBM address of its dense values
+                                (UINT64_MAX: none of its own); slot 0 the persistent or
+                                per-step instance, slot 1 + m micro-batch m's (lower_addr_mb) */
     uint64_t arena_addr, arena_bytes;     /* the transient buffers */
     uint64_t persistent_bytes;            /* every leaf's buffer */
     uint64_t flops, hbm_bytes;            /* sums over the kernels' kc_results */
@@ -103,12 +114,24 @@ np_status lower_graph(const arch_config *cfg, nn_graph *g, const lower_opts *opt
                       lower_prog **out, np_err *err);
 void lower_prog_free(lower_prog *lp);
 
+/* Lowers one step of rank `rank` of plan p (its class's entries in schedule order, a
+ * micro-batch block's buffers once per micro-batch in flight) to a program for its chip
+ * (p->mesh.chip[rank]) of cfg; collectives, sends and receives as comm.* on the cores of
+ * their streams (lower_coll.c's header). p and cfg must outlive *out. Runs nn_pass_fuse on the
+ * class graph unless no_fuse. Errors as lower_graph's, NP_ERR_RANGE for a rank outside the
+ * mesh, NP_ERR_MISSING for communication not lowered yet (naming the op). */
+np_status lower_plan_rank(const arch_config *cfg, const nn_plan *p, int rank,
+                          const lower_opts *opts, lower_prog **out, np_err *err);
+
 /* Hands the program over (the caller frees it with isa_program_free); lp keeps the rest. */
 isa_program *lower_prog_take(lower_prog *lp);
 
 /* The HBM address of t's values (dense, row-major, t's dtype), or UINT64_MAX when t has no
- * buffer of its own (fused into a kernel, a folded transpose, not in the graph lowered). */
+ * buffer of its own (fused into a kernel, a folded transpose, not in the graph lowered):
+ * its persistent or per-step instance; lower_addr_mb micro-batch mb's (a plan's nodes of
+ * micro-batch blocks and data leaves; others: as lower_addr). */
 uint64_t lower_addr(const lower_prog *lp, const nn_tensor *t);
+uint64_t lower_addr_mb(const lower_prog *lp, const nn_tensor *t, int mb);
 
 /* The kernel of framework node `node` with its operands dense at address 0 (inputs its
  * sources, outputs its result; an update's outputs its parameter and state), its attributes

@@ -1,9 +1,88 @@
-/* lower_impl.h — what the lowering's files share (internal to compiler/): a node's kernel,
- * fusion chains, and the arena planner. */
+/* lower_impl.h — what the lowering's files share (internal to compiler/).
+ *
+ * A lowering works on items: one per instance of a node that the program computes or holds,
+ * in execution order. A graph's items are its nodes in schedule order (one instance each);
+ * a plan rank's are its class graph's leaves, then every (entry, micro-batch) of its step in
+ * schedule order, a node of a micro-batch block once per micro-batch (data leaves too). The
+ * front ends (lower.c for graphs, lower_plan.c for plans) fill the items; lw_lower decides
+ * what each becomes, places the buffers and emits the kernels and the communication
+ * (lower_coll.c). */
 #ifndef NPUSIM_LOWER_IMPL_H
 #define NPUSIM_LOWER_IMPL_H
 
 #include "lower.h"
+#include "plan.h"
+
+#define LW_NONE (-1)
+
+typedef struct lw_item {
+    nn_tensor *t;
+    int32_t inst;               /* micro-batch of its instance; -1: persistent or per step */
+    int32_t src[NN_MAX_SRC];    /* the items of its sources */
+    const nn_plan_entry *e;     /* plan: the entry it belongs to (NULL: a leaf, or a graph) */
+    bool lead;                  /* comm: the first node of its entry (emits the entry) */
+    int32_t block;              /* plan: the block of its entry (-1: a leaf, or a graph) */
+    /* readers */
+    int32_t uses, reader;       /* distinct reading items; the reader when there is one */
+    bool all_mm;                /* every reader is a matmul */
+    /* what it became */
+    lower_node_kind kind;
+    int32_t root;               /* the item whose buffer holds its values */
+    int32_t head;               /* fused: the head of its kernel */
+    int32_t buf;                /* index of its arena buffer (LW_NONE) */
+    int32_t step;               /* kernel or comm entry: its program step */
+    bool has_lay;
+    kc_tensor lay;              /* where its values are */
+    uint64_t addr;              /* dense values' address (UINT64_MAX: none of its own) */
+} lw_item;
+
+/* A collective, send or recv in flight: what it touches, and how a later kernel waits. */
+typedef struct lw_flight {
+    uint64_t lo, hi;            /* HBM range it reads or writes */
+    uint32_t core;              /* whose COMM queue runs it */
+    unsigned sem;               /* signalled (COMM) when it is done */
+    int32_t item;               /* its lead item */
+} lw_flight;
+
+typedef struct lw_ctx {
+    const arch_config *cfg;
+    lower_opts o;
+    lower_prog *lp;
+    kc_prog *p;
+    lw_item *it;
+    int32_t n, cap;
+    int32_t *slot;              /* by (node id, instance slot): its item (LW_NONE) */
+    uint32_t n_slots;           /* instances per node: 1 (graph) or micro-batches + 1 */
+    /* plan lowering */
+    const nn_plan *plan;
+    const nn_plan_class *cls;
+    int rank;
+    /* communication in flight (lower_coll.c) */
+    lw_flight *fl;
+    uint32_t n_fl, cap_fl;
+    uint32_t tag_next;          /* comm tags handed out so far */
+} lw_ctx;
+
+/* Item index of (t, instance), or LW_NONE. */
+static inline int32_t lw_slot_get(const lw_ctx *w, const nn_tensor *t, int32_t inst)
+{
+    return w->slot[(size_t)t->id * w->n_slots + (size_t)(inst + 1)];
+}
+
+/* Appends an item for (t, inst) with its sources' items; NP_ERR_NOMEM. */
+np_status lw_item_add(lw_ctx *w, nn_tensor *t, int32_t inst, const int32_t *src,
+                      const nn_plan_entry *e, bool lead, int32_t *out, np_err *err);
+
+/* Sets up w for node ids 0 .. max_id with n_slots instances each (w->lp allocated). */
+np_status lw_ctx_init(lw_ctx *w, const arch_config *cfg, const lower_opts *o, int max_id,
+                      uint32_t n_slots, uint32_t chip, np_err *err);
+void lw_ctx_fini(lw_ctx *w);
+
+/* Decides, places and emits every item (the front end filled them). On success w->lp holds
+ * the finished program. */
+np_status lw_lower(lw_ctx *w, np_err *err);
+
+/* ---- nodes (lower_node.c) ---- */
 
 /* The kernel of node with the given operand layouts: in[i] for node->src[i] (an update's
  * outputs are its in-place sources: out[0] = in[0], out[j] = in[j + 1]), out for its result;
@@ -24,7 +103,32 @@ bool lw_epi_step_ok(const nn_tensor *cur, const nn_tensor *m, const nn_tensor **
 /* Fills *e with the epilogue step of node m (lw_epi_step_ok), its operand at layout arg. */
 void lw_epi_step(const nn_tensor *m, const kc_tensor *arg, kc_epi *e);
 
-/* ---- the arena ------------------------------------------------------------------------------
+/* A kernel or data symbol for t: its name with the characters an assembler identifier cannot
+ * hold as '_' (at most 40 of them), then suffix ("$<id>" and the like). */
+void lw_symbol_name(const nn_tensor *t, const char *suffix, char *buf, size_t n);
+
+/* ---- communication (lower_coll.c) ---- */
+
+/* True when node t is communication that the lowering emits as comm.* (collectives, send,
+ * recv); group_copy (identity forward) and shard_slice are not. */
+bool lw_is_comm(const nn_tensor *t);
+
+/* Bytes the output buffer of comm item i needs (a reduce-scatter works on a copy of its whole
+ * input; 0: the output aliases its input, in place). */
+uint64_t lw_comm_out_bytes(const lw_ctx *w, int32_t i);
+
+/* Where in comm item i's own buffer its result starts (a reduce-scatter's part). */
+uint64_t lw_comm_part_offset(const lw_ctx *w, int32_t i);
+
+/* Emits comm item i's entry (its lead) on its stream's core, after a barrier that makes the
+ * kernels before it visible; records it in flight. */
+np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err);
+
+/* Before a kernel touching [lo, hi): makes every core wait for the communication in flight
+ * that touches that range (all of it with lo = 0, hi = UINT64_MAX). */
+np_status lw_comm_wait(lw_ctx *w, uint64_t lo, uint64_t hi, np_err *err);
+
+/* ---- the arena (lower_mem.c) ------------------------------------------------------------------
  * Transient buffers placed by liveness, with nn_memplan_build's rule (pass.h): in step order,
  * a step's new buffers are placed first (best fit into the gaps, else at the end, 64-byte
  * aligned), then the buffers it was the last reader of are freed — so a step's outputs never
