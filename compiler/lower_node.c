@@ -74,6 +74,82 @@ static np_status lw_check_reference(const kc_kernel_def *def, const kc_kernel *k
                       desc, node->name, nn_op_name(node->op));
 }
 
+/* ---- attributes from the node ---------------------------------------------------------------
+ * For a kernel whose row has no from_node: the attributes the framework's parameters of its op
+ * give (framework/ops_api.c, optim.c), each added only when the kernel declares it; the
+ * reference check below then says whether that describes the node. */
+
+static void lw_attr(const kc_kernel_def *d, kc_kernel *k, const char *name, double v)
+{
+    for (unsigned i = 0; i < d->n_attrs; i++)
+        if (strcmp(d->attrs[i].name, name) == 0 && k->n_attrs < KC_MAX_ATTRS) {
+            k->attrs[k->n_attrs++] = (kc_attr){name, (int64_t)v, v};
+            return;
+        }
+}
+
+static void lw_attrs_of_node(const kc_kernel_def *d, const nn_tensor *t, kc_kernel *k)
+{
+    const int64_t *ip = t->ip;
+    const double *fp = t->fp;
+    switch (t->op) {
+    case NN_OP_SCALE: lw_attr(d, k, "s", fp[0]); break;
+    case NN_OP_RELU: case NN_OP_RELU_GRAD: lw_attr(d, k, "clamp", fp[0]); break;
+    case NN_OP_CAST: lw_attr(d, k, "to", (double)ip[0]); break;
+    case NN_OP_DROPOUT:
+        lw_attr(d, k, "p", fp[0]);
+        lw_attr(d, k, "seed", (double)ip[0]);
+        break;
+    case NN_OP_CAUSAL_MASK: lw_attr(d, k, "fill", fp[0]); break;
+    case NN_OP_REDUCE_SUM: case NN_OP_REDUCE_MEAN: case NN_OP_REDUCE_MAX:
+    case NN_OP_REDUCE_MAX_GRAD:
+        lw_attr(d, k, "axis", (double)ip[0]);
+        lw_attr(d, k, "keepdim", (double)ip[1]);
+        break;
+    case NN_OP_PERMUTE: {
+        double a = 0;
+        for (int i = 0; i < t->ndim; i++)
+            a = a * 10 + (double)ip[i];
+        lw_attr(d, k, "axes", a);
+        break;
+    }
+    case NN_OP_CONCAT: lw_attr(d, k, "axis", (double)ip[0]); break;
+    case NN_OP_SLICE:
+        lw_attr(d, k, "axis", (double)ip[0]);
+        lw_attr(d, k, "start", (double)ip[1]);
+        break;
+    case NN_OP_PAD:
+        lw_attr(d, k, "axis", (double)ip[0]);
+        lw_attr(d, k, "before", (double)ip[1]);
+        break;
+    case NN_OP_LAYERNORM: case NN_OP_LAYERNORM_GRAD: case NN_OP_RMSNORM:
+    case NN_OP_RMSNORM_GRAD: case NN_OP_BATCHNORM: case NN_OP_BATCHNORM_GRAD:
+    case NN_OP_BATCHNORM_INFER:
+        lw_attr(d, k, "eps", fp[0]);
+        break;
+    case NN_OP_ROPE:
+        lw_attr(d, k, "base", fp[0]);
+        lw_attr(d, k, "dir", fp[1]);
+        break;
+    case NN_OP_SGD_UPDATE:
+        lw_attr(d, k, "lr", fp[0]);
+        lw_attr(d, k, "momentum", fp[1]);
+        lw_attr(d, k, "weight_decay", fp[2]);
+        lw_attr(d, k, "step", (double)(ip[0] + 1)); /* the count after this update */
+        break;
+    case NN_OP_ADAM_UPDATE: case NN_OP_ADAMW_UPDATE:
+        lw_attr(d, k, "lr", fp[0]);
+        lw_attr(d, k, "beta1", fp[1]);
+        lw_attr(d, k, "beta2", fp[2]);
+        lw_attr(d, k, "eps", fp[3]);
+        lw_attr(d, k, "weight_decay", fp[4]);
+        lw_attr(d, k, "step", (double)(ip[0] + 1));
+        break;
+    default:
+        break;
+    }
+}
+
 np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
                          uint32_t chip, uint32_t cores, kc_kernel *k, np_err *err)
 {
@@ -106,8 +182,12 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
         k->out[0] = *out;
     }
     k->place = (kc_place){.chip = chip, .core0 = 0, .n_cores = cores};
-    if (def->from_node && def->from_node(node, k, err) != NP_OK)
-        return err->status;
+    if (def->from_node) {
+        if (def->from_node(node, k, err) != NP_OK)
+            return err->status;
+    } else {
+        lw_attrs_of_node(def, node, k);
+    }
     if (def->reference)
         return lw_check_reference(def, k, node, err);
     return NP_OK;
