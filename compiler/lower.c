@@ -19,6 +19,7 @@ void lower_prog_free(lower_prog *lp)
         return;
     isa_program_free(lp->prog);
     free(lp->steps);
+    free(lp->comm);
     free(lp->kind);
     free(lp->addr);
     free(lp);
@@ -147,7 +148,8 @@ static int32_t lw_chain(lw_ctx *w, int32_t h, int32_t *steps, int *n_steps)
     if (!d || !(d->flags & KC_DEF_EPILOGUE) || ht->fusion_group != ht->id)
         return h;
     int32_t cur = h;
-    while (*n_steps < KC_MAX_EPI && w->it[cur].uses == 1 && !w->it[cur].t->is_output) {
+    while (*n_steps < KC_MAX_EPI && w->it[cur].uses == 1 && !w->it[cur].t->is_output &&
+           !w->it[cur].keep) {
         int32_t m = w->it[cur].reader;
         const nn_tensor *arg;
         if (w->it[m].t->fusion_group != ht->id || w->it[m].block != w->it[h].block ||
@@ -383,7 +385,7 @@ static np_status lw_arena(lw_ctx *w, np_err *err)
     }
     for (int32_t i = 0; i < w->n; i++) {
         int32_t r = w->it[i].root;
-        if (w->it[i].t->is_output && r != LW_NONE && w->it[r].buf != LW_NONE)
+        if ((w->it[i].t->is_output || w->it[i].keep) && r != LW_NONE && w->it[r].buf != LW_NONE)
             bufs[w->it[r].buf].last = n_steps - 1;
     }
     np_status st = NP_OK;
@@ -486,6 +488,7 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
     st->node = t;
     st->last = w->it[last].t;
     st->mb = it->inst;
+    st->e = it->e;
     kc_tensor out;
     kc_tensor_of(&out, update ? 0 : w->it[last].addr, t);
     if (lw_node_kernel(t, in, &out, lp->chip, lp->cores, &st->k, err) != NP_OK)
@@ -541,7 +544,8 @@ np_status lw_lower(lw_ctx *w, np_err *err)
     kc_prog_opts po = {.chip = lp->chip, .cores = lp->cores, .tiles = w->o.tiles,
                        .fences_nocomm = true,
                        .emit = {.bss_base = w->o.bss_base, .hbm_bytes = w->cfg->chip.hbm_bytes}};
-    if (!(lp->steps = calloc((size_t)w->n + 1, sizeof *lp->steps)))
+    if (!(lp->steps = calloc((size_t)w->n + 1, sizeof *lp->steps)) ||
+        !(lp->comm = calloc((size_t)w->n + 1, sizeof *lp->comm)))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a step");
     if ((st = kc_prog_new(w->cfg, &po, &w->p, err)) != NP_OK ||
         (st = lw_leaves(w, err)) != NP_OK || (st = lw_arena(w, err)) != NP_OK)

@@ -81,16 +81,27 @@ typedef struct lower_step {
                                 last step) */
     int n_fused;             /* nodes fused into it (epilogue steps, folded transposes) */
     int mb;                  /* the micro-batch of its instance (-1: a graph's, a step's) */
+    const nn_plan_entry *e;  /* a plan's: the entry of its head (NULL for a graph) */
     kc_kernel k;             /* as compiled: operands at their HBM addresses */
     kc_result res;
 } lower_step;
+
+/* One communication entry of a plan's rank, in program order. */
+typedef struct lower_comm {
+    const nn_plan_entry *e;  /* the entry (its kind, tag, match and bytes) */
+    int mb;                  /* its micro-batch (-1: a step block's) */
+    uint32_t core;           /* the core whose COMM queue runs it (its stream's) */
+    char name[64];           /* its kernel symbol there: traces and statistics name it */
+    uint64_t bytes_sent;     /* bytes its comm.send instructions put on the network */
+} lower_comm;
 
 typedef struct lower_prog {
     isa_program *prog;       /* owned: every core's text, .data and .bss */
     uint32_t chip, cores;
     uint32_t n_steps;        /* kernels, in program order */
     lower_step *steps;
-    uint32_t n_comm;         /* collectives, sends and receives emitted */
+    uint32_t n_comm;         /* collectives, sends and receives emitted, in order */
+    lower_comm *comm;
     int max_id;              /* node ids 0 .. max_id index the arrays below */
     lower_node_kind *kind;   /* by node id */
     uint32_t n_slots;        /* instances per node: 1 (a graph), or micro-batches + 1 */

@@ -31,6 +31,7 @@
  * cores are taken in send order, and a stream's entries come in the same order on every rank
  * of a group). */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -213,7 +214,8 @@ static coll_op lw_coll_op(nn_op op, bool *ok)
 }
 
 /* One collective of one node (item i) over its group: X its buffer (in place). */
-static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag0, np_err *err)
+static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag0,
+                               lower_comm *rec, np_err *err)
 {
     char desc[256];
     lw_item *it = &w->it[i];
@@ -311,6 +313,7 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
                 coll_sched_send(s, (uint32_t)me, pt, next[pt], &xs);
                 if (got[base[pt] + next[pt]] < xs.deps)
                     break;
+                rec->bytes_sent += xs.bytes;
                 if (xs.bytes)
                     ISA_EMIT(e, COMM_SEND, isa_peer(group[xs.peer], core),
                              isa_hbm(0, (int64_t)(x + xs.offset)), isa_imm((int64_t)xs.bytes),
@@ -382,9 +385,17 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
         st = kc_barrier(w->p, err);
     if (st != NP_OK)
         return st;
-    w->lp->n_comm++;
     isa_emit *em = kc_prog_emit(w->p);
     uint32_t core;
+    lower_comm *rec = &w->lp->comm[w->lp->n_comm++];
+    rec->e = e;
+    rec->mb = it->inst;
+    char suffix[24];
+    if (it->inst >= 0)
+        snprintf(suffix, sizeof suffix, "$%d.mb%d", it->t->id, it->inst);
+    else
+        snprintf(suffix, sizeof suffix, "$%d", it->t->id);
+    lw_symbol_name(it->t, suffix, rec->name, sizeof rec->name);
     if (e->kind == NN_PLAN_SEND || e->kind == NN_PLAN_RECV) {
         bool send = e->kind == NN_PLAN_SEND;
         int pp = w->plan->mesh.size[NN_MESH_PP];
@@ -404,7 +415,10 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
         uint64_t addr = send ? w->it[it->src[0]].lay.addr : it->addr;
         uint64_t bytes = nn_nbytes(it->t);
         uint32_t tag = (uint32_t)(LW_S_COUNT * 4096 + (e->match & 0x0fff)) & 0xffff;
+        rec->core = core;
         isa_emit_core(em, core);
+        isa_emit_kernel_begin(em, rec->name);
+        rec->bytes_sent = send ? bytes : 0;
         if (send)
             ISA_EMIT(em, COMM_SEND, isa_peer(chip, peer_core), isa_hbm(0, (int64_t)addr),
                      isa_imm((int64_t)bytes), isa_imm(tag));
@@ -416,9 +430,12 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
     } else {
         lw_stream s = lw_coll_stream(e);
         core = lw_stream_core(w, s);
+        rec->core = core;
+        isa_emit_core(em, core);
+        isa_emit_kernel_begin(em, rec->name);
 #ifdef LW_HAVE_SCHED
         for (int32_t k = i; k < i + n && st == NP_OK; k++)
-            st = lw_collective(w, k, core, (uint32_t)s * 4096, err);
+            st = lw_collective(w, k, core, (uint32_t)s * 4096, rec, err);
         if (st != NP_OK)
             return st;
 #else
@@ -432,7 +449,8 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
     if (kc_prog_sem_alloc(w->p, core, &sem, err) != NP_OK)
         return err->status;
     isa_emit_core(em, core);
-    if (ISA_EMIT(em, SEM_SIGNAL, isa_enum(ISA_UNIT_COMM), isa_sem(sem)) != NP_OK)
+    if (ISA_EMIT(em, SEM_SIGNAL, isa_enum(ISA_UNIT_COMM), isa_sem(sem)) != NP_OK ||
+        isa_emit_kernel_end(em) != NP_OK)
         return isa_emit_status(em, err);
     return lw_flight_add(w, lo, hi, core, sem, i, err);
 }

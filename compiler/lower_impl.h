@@ -22,6 +22,7 @@ typedef struct lw_item {
     const nn_plan_entry *e;     /* plan: the entry it belongs to (NULL: a leaf, or a graph) */
     bool lead;                  /* comm: the first node of its entry (emits the entry) */
     int32_t block;              /* plan: the block of its entry (-1: a leaf, or a graph) */
+    bool keep;                  /* its buffer lives to the end (an output, a plan's loss) */
     /* readers */
     int32_t uses, reader;       /* distinct reading items; the reader when there is one */
     bool all_mm;                /* every reader is a matmul */

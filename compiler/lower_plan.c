@@ -8,8 +8,9 @@
 #include "pass.h"
 
 /* The instance of source t that an item at micro-batch mb (-1: a step block) reads: a data
- * leaf or a node of a micro-batch block is per micro-batch (a step block reads the last
- * one's), everything else has one instance. */
+ * leaf or a node of a micro-batch block (an in-place update of a persistent buffer too: one
+ * item per micro-batch, on the buffer of its leaf) is per micro-batch (a step block reads the
+ * last one's), everything else has one instance. */
 static int32_t lw_src_inst(const lw_ctx *w, const nn_tensor *t, int mb)
 {
     int last = w->plan->n_micro - 1;
@@ -17,7 +18,8 @@ static int32_t lw_src_inst(const lw_ctx *w, const nn_tensor *t, int mb)
         const nn_plan_leaf *l = nn_plan_leaf_of(w->cls, t);
         return l && l->kind == NN_LEAF_DATA ? (mb >= 0 ? mb : last) : -1;
     }
-    return nn_plan_buffer_kind_of(t) == NN_BUFFER_MICRO ? (mb >= 0 ? mb : last) : -1;
+    bool step = t->region == NN_REGION_OPTIM || t->chunk < 0; /* plan_query.c's rule */
+    return step ? -1 : (mb >= 0 ? mb : last);
 }
 
 static np_status lw_plan_entry(lw_ctx *w, const nn_plan_entry *e, int block, int mb,
@@ -46,6 +48,7 @@ static np_status lw_plan_entry(lw_ctx *w, const nn_plan_entry *e, int block, int
         if (lw_item_add(w, t, inst, src, e, k == 0, &id, err) != NP_OK)
             return err->status;
         w->it[id].block = block;
+        w->it[id].keep = t == w->cls->loss; /* the host reads every micro-batch's loss */
     }
     return NP_OK;
 }

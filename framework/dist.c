@@ -571,6 +571,14 @@ np_status nn_dist_load_params(nn_dist *d, const nn_graph *src, np_err *err)
     return NP_OK;
 }
 
+float *nn_dist_values(nn_dist *d, int rank, const nn_tensor *t, int mb)
+{
+    if (rank < 0 || rank >= d->n_ranks)
+        return NULL;
+    float **s = nn_slot(d, &d->r[rank], t, mb);
+    return s ? *s : NULL;
+}
+
 np_status nn_dist_param(const nn_dist *d, const char *name, float *out, int64_t n, np_err *err)
 {
     const nn_plan *p = d->p;

@@ -339,6 +339,8 @@ void hw_system_check(hw_system *y)
 
 uint32_t hw_system_n_chips(const hw_system *y) { return y->n_chips; }
 
+const struct net *hw_system_net(const hw_system *y) { return y->net; }
+
 hw_chip_state hw_system_chip_state(const hw_system *y, uint32_t chip)
 {
     return chip < y->n_chips ? y->chips[chip].state : HW_CHIP_EMPTY;

@@ -121,6 +121,11 @@ void hw_system_free(hw_system *sys);
 
 uint32_t hw_system_n_chips(const hw_system *sys);
 
+/* The chip-to-chip network (noc/net.h: its links' bytes and bandwidths), or NULL until a
+ * loaded program may talk to another chip. Owned by the system. */
+struct net;
+const struct net *hw_system_net(const hw_system *sys);
+
 /* Loads program p (borrowed: it must stay valid until the chip gets another program or the
  * system is freed) on chip, which must be EMPTY, LOADED, DONE or DEADLOCK: the chip becomes
  * LOADED with fresh cores (scratchpads and accumulators zero), its HBM kept; in functional

@@ -1,0 +1,763 @@
+/* run_full_plan.c — every rank of a plan at full fidelity: lowered, run together on one
+ * hw_system, and the run engine's figures measured from the timeline (see run_full.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "evq.h"
+#include "net.h"
+#include "run_full.h"
+
+#if defined(__has_include)
+#if __has_include("coll_tune.h")
+#define RF_HAVE_TUNER 1
+#include "coll_tune.h"
+#endif
+#endif
+
+#define RF_BIN0_PS 1048576u /* link windows: 2^20 ps, doubled to keep at most RF_BINS */
+#define RF_BINS 512u
+
+/* What one kernel or communication entry of a rank did: its first instruction's start and
+ * its last one's end, over every core. */
+typedef struct rf_rec {
+    uint64_t first, last;
+    bool ran;
+} rf_rec;
+
+typedef struct rf_rank {
+    const lower_prog *lp;
+    uint32_t chip;
+    rf_rec *rec;          /* lp->n_steps kernels, then lp->n_comm comm entries */
+    int32_t **pcmap;      /* per core of the program: per pc, its record (-1: none) */
+    uint32_t n_cores;
+} rf_rank;
+
+typedef struct rf_run {
+    const arch_config *cfg;
+    const nn_plan *p;
+    evq *q;
+    hw_system *sys;
+    rf_rank *rk;
+    int32_t *rank_of_chip; /* by chip: its rank, -1 */
+    uint32_t n_chips, running;
+    /* link samples: bytes per link per window */
+    uint32_t n_links;
+    uint64_t *last_bytes;  /* per link at the last sample */
+    uint64_t *bins;        /* [link * RF_BINS + bin] */
+    uint64_t bin_ps;
+    uint32_t n_bins;
+} rf_run;
+
+static void rf_trace(void *ctx, const core_trace_insn *t)
+{
+    rf_run *x = ctx;
+    int32_t r = t->chip < x->n_chips ? x->rank_of_chip[t->chip] : -1;
+    if (r < 0)
+        return;
+    rf_rank *k = &x->rk[r];
+    if (t->core >= k->n_cores || !k->pcmap[t->core])
+        return;
+    int32_t i = k->pcmap[t->core][t->pc];
+    if (i < 0)
+        return;
+    rf_rec *c = &k->rec[i];
+    if (!c->ran || t->start_ps < c->first)
+        c->first = t->start_ps;
+    if (!c->ran || t->end_ps > c->last)
+        c->last = t->end_ps;
+    c->ran = true;
+}
+
+static void rf_end(void *ctx, hw_system *sys, uint32_t chip, hw_chip_state st)
+{
+    (void)sys, (void)chip, (void)st;
+    rf_run *x = ctx;
+    if (x->running)
+        x->running--;
+}
+
+/* Adds the bytes each link carried since the last sample to the current window (halving the
+ * resolution when the run outgrows RF_BINS windows). */
+static void rf_sample(rf_run *x, uint64_t now)
+{
+    const net *n = hw_system_net(x->sys);
+    if (!n || !x->bins)
+        return;
+    uint64_t bin = now / x->bin_ps;
+    while (bin >= RF_BINS) { /* merge pairs: windows twice as long */
+        for (uint32_t l = 0; l < x->n_links; l++) {
+            uint64_t *b = &x->bins[(size_t)l * RF_BINS];
+            for (uint32_t k = 0; k < RF_BINS / 2; k++)
+                b[k] = b[2 * k] + b[2 * k + 1];
+            memset(b + RF_BINS / 2, 0, RF_BINS / 2 * sizeof *b);
+        }
+        x->bin_ps *= 2;
+        bin = now / x->bin_ps;
+    }
+    for (uint32_t l = 0; l < x->n_links; l++) {
+        net_link_info li;
+        net_link_get(n, l, &li);
+        x->bins[(size_t)l * RF_BINS + bin] += li.bytes - x->last_bytes[l];
+        x->last_bytes[l] = li.bytes;
+    }
+    if (bin + 1 > x->n_bins)
+        x->n_bins = (uint32_t)bin + 1;
+}
+
+static void rf_sample_ev(evq *q, void *ctx, uint64_t arg)
+{
+    (void)arg;
+    rf_run *x = ctx;
+    rf_sample(x, evq_now(q));
+    /* again while chips run and something else is pending (else the run is over or stuck) */
+    if (x->running && evq_pending(q) > 0)
+        evq_schedule_in(q, RF_BIN0_PS, rf_sample_ev, x, 0, NULL, NULL);
+}
+
+/* ---- records ------------------------------------------------------------------------------ */
+
+typedef struct rf_name {
+    const char *name;
+    int32_t rec;
+} rf_name;
+
+static int rf_name_cmp(const void *a, const void *b)
+{
+    return strcmp(((const rf_name *)a)->name, ((const rf_name *)b)->name);
+}
+
+/* Each core's pcs mapped onto the rank's records by kernel symbol. */
+static np_status rf_map(rf_rank *k, np_err *err)
+{
+    const lower_prog *lp = k->lp;
+    uint32_t n = lp->n_steps + lp->n_comm;
+    rf_name *names = malloc(((size_t)n + 1) * sizeof *names);
+    k->rec = calloc((size_t)n + 1, sizeof *k->rec);
+    k->n_cores = 0;
+    for (uint32_t c = 0; c < lp->prog->n_cores; c++)
+        if (lp->prog->cores[c].core + 1 > k->n_cores)
+            k->n_cores = lp->prog->cores[c].core + 1;
+    k->pcmap = calloc((size_t)k->n_cores + 1, sizeof *k->pcmap);
+    if (!names || !k->rec || !k->pcmap) {
+        free(names);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < lp->n_steps; i++)
+        names[i] = (rf_name){lp->steps[i].res.name, (int32_t)i};
+    for (uint32_t i = 0; i < lp->n_comm; i++)
+        names[lp->n_steps + i] = (rf_name){lp->comm[i].name, (int32_t)(lp->n_steps + i)};
+    qsort(names, n, sizeof *names, rf_name_cmp);
+    np_status st = NP_OK;
+    for (uint32_t c = 0; c < lp->prog->n_cores && st == NP_OK; c++) {
+        const isa_core_text *t = &lp->prog->cores[c];
+        int32_t *m = k->pcmap[t->core] = malloc(((size_t)t->n_insns + 1) * sizeof *m);
+        if (!m) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (uint32_t i = 0; i < t->n_insns; i++)
+            m[i] = -1;
+        for (uint32_t j = 0; j < t->n_kernels; j++) {
+            rf_name key = {t->kernels[j].name, 0};
+            const rf_name *f = key.name ? bsearch(&key, names, n, sizeof *names, rf_name_cmp) : NULL;
+            for (uint32_t i = 0; f && i < t->kernels[j].count; i++)
+                m[t->kernels[j].start + i] = f->rec;
+        }
+    }
+    free(names);
+    return st;
+}
+
+/* ---- values -------------------------------------------------------------------------------- */
+
+/* Whether leaf t of rank r's class has its values in the program itself (a .data constant). */
+static bool rf_is_const(const nn_plan_class *c, const nn_tensor *t)
+{
+    const nn_plan_leaf *l = nn_plan_leaf_of(c, t);
+    return l ? l->kind == NN_LEAF_RANKVALUE || (l->kind == NN_LEAF_CONST && t->data)
+             : t->role == NN_ROLE_CONST && t->data;
+}
+
+static bool rf_is_data(const nn_plan_class *c, const nn_tensor *t)
+{
+    const nn_plan_leaf *l = nn_plan_leaf_of(c, t);
+    return l && l->kind == NN_LEAF_DATA;
+}
+
+static np_status rf_load(rf_run *x, const run_full_io *io, np_err *err)
+{
+    for (int r = 0; r < x->p->mesh.n_ranks; r++) {
+        const rf_rank *k = &x->rk[r];
+        const nn_plan_class *c = &x->p->classes[nn_plan_rank_class(x->p, r)];
+        for (int i = 0; i < nn_graph_n_nodes(c->g); i++) {
+            const nn_tensor *t = nn_graph_node(c->g, i);
+            if (t->op != NN_OP_LEAF || rf_is_const(c, t))
+                continue;
+            bool data = rf_is_data(c, t);
+            for (int mb = data ? 0 : -1; mb < (data ? x->p->n_micro : 0); mb++) {
+                uint64_t a = data ? lower_addr_mb(k->lp, t, mb) : lower_addr(k->lp, t);
+                const float *v = a != UINT64_MAX ? io->load(io->ctx, r, t, mb) : NULL;
+                if (v && run_full_write(x->sys, k->chip, a, t->dtype, v, nn_numel(t), err) != NP_OK)
+                    return err->status;
+            }
+        }
+    }
+    return NP_OK;
+}
+
+static np_status rf_store(rf_run *x, const run_full_io *io, np_err *err)
+{
+    float *v = NULL;
+    size_t cap = 0;
+    np_status st = NP_OK;
+    for (int r = 0; r < x->p->mesh.n_ranks && st == NP_OK; r++) {
+        const rf_rank *k = &x->rk[r];
+        const nn_plan_class *c = &x->p->classes[nn_plan_rank_class(x->p, r)];
+        for (int i = 0; i < nn_graph_n_nodes(c->g) && st == NP_OK; i++) {
+            const nn_tensor *t = nn_graph_node(c->g, i);
+            bool loss = t == c->loss;
+            if (!loss && (t->op != NN_OP_LEAF || rf_is_const(c, t) || rf_is_data(c, t)))
+                continue;
+            size_t n = (size_t)nn_numel(t);
+            if (n > cap) {
+                free(v);
+                if (!(v = malloc(n * sizeof *v))) {
+                    st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+                    break;
+                }
+                cap = n;
+            }
+            for (int mb = loss ? 0 : -1; mb < (loss ? x->p->n_micro : 0) && st == NP_OK; mb++) {
+                uint64_t a = loss ? lower_addr_mb(k->lp, t, mb) : lower_addr(k->lp, t);
+                if (a == UINT64_MAX)
+                    continue;
+                if ((st = run_full_read(x->sys, k->chip, a, t->dtype, v, (int64_t)n, err)) == NP_OK)
+                    st = io->store(io->ctx, r, t, mb, v, err);
+            }
+        }
+    }
+    free(v);
+    return st;
+}
+
+/* ---- figures -------------------------------------------------------------------------------- */
+
+typedef struct rf_iv {
+    uint64_t lo, hi;
+} rf_iv;
+
+static int rf_iv_cmp(const void *a, const void *b)
+{
+    const rf_iv *x = a, *y = b;
+    return x->lo < y->lo ? -1 : x->lo > y->lo ? 1 : (x->hi < y->hi ? -1 : x->hi > y->hi);
+}
+
+/* Sorts and merges v[0 .. n) in place; returns the count of disjoint intervals. */
+static uint32_t rf_union(rf_iv *v, uint32_t n)
+{
+    qsort(v, n, sizeof *v, rf_iv_cmp);
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (v[i].hi <= v[i].lo)
+            continue;
+        if (m && v[i].lo <= v[m - 1].hi) {
+            if (v[i].hi > v[m - 1].hi)
+                v[m - 1].hi = v[i].hi;
+        } else {
+            v[m++] = v[i];
+        }
+    }
+    return m;
+}
+
+static uint64_t rf_len(const rf_iv *v, uint32_t n)
+{
+    uint64_t s = 0;
+    for (uint32_t i = 0; i < n; i++)
+        s += v[i].hi - v[i].lo;
+    return s;
+}
+
+/* Length of [lo, hi) covered by the disjoint sorted intervals v. */
+static uint64_t rf_covered(const rf_iv *v, uint32_t n, uint64_t lo, uint64_t hi)
+{
+    uint64_t s = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = v[i].lo > lo ? v[i].lo : lo, b = v[i].hi < hi ? v[i].hi : hi;
+        s += b > a ? b - a : 0;
+    }
+    return s;
+}
+
+static run_comm_kind rf_kind(nn_comm_tag t)
+{
+    switch (t) {
+    case NN_COMM_TP: return RUN_COMM_TP;
+    case NN_COMM_SP: return RUN_COMM_SP;
+    case NN_COMM_DP: return RUN_COMM_DP;
+    case NN_COMM_ZERO: return RUN_COMM_ZERO;
+    case NN_COMM_PP: return RUN_COMM_PP;
+    default: return RUN_COMM_OTHER;
+    }
+}
+
+/* A communication entry instance of some rank, matched with the other ranks'. */
+typedef struct rf_comm {
+    int rank;
+    uint32_t rec;
+    const lower_comm *c;
+    uint64_t lo, hi;
+} rf_comm;
+
+/* The comm record of `rank` for entry instance (match, mb, kind) talking to peer (a send or
+ * recv) or in the group of first member first; -1 when none. */
+static int32_t rf_find(const rf_run *x, int rank, const nn_plan_entry *like, int mb)
+{
+    const rf_rank *k = &x->rk[rank];
+    for (uint32_t i = 0; i < k->lp->n_comm; i++) {
+        const lower_comm *c = &k->lp->comm[i];
+        if (c->mb == mb && c->e->match == like->match &&
+            (c->e->kind == NN_PLAN_COLLECTIVE) == (like->kind == NN_PLAN_COLLECTIVE) &&
+            (like->kind == NN_PLAN_COLLECTIVE || c->e->kind != like->kind))
+            return (int32_t)(k->lp->n_steps + i);
+    }
+    return -1;
+}
+
+static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out, np_err *err)
+{
+    const nn_plan *p = x->p;
+    uint32_t R = (uint32_t)p->mesh.n_ranks;
+    run_result *r = calloc(1, sizeof *r);
+    if (!r)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    r->ranks = R;
+    r->steps = 1;
+    r->rank = calloc(R, sizeof *r->rank);
+    r->step_end_ps = calloc(1, sizeof *r->step_end_ps);
+    r->stages = (uint32_t)p->mesh.size[NN_MESH_PP];
+    r->micro_batches = (uint32_t)p->n_micro;
+    r->stage_bubble_frac = calloc(r->stages + 1, sizeof(double));
+    r->stage_bubble_ratio = calloc(r->stages + 1, sizeof(double));
+    rf_iv **busy = calloc(R, sizeof *busy);
+    uint32_t *n_busy = calloc(R, sizeof *n_busy);
+    rf_iv *tmp = NULL;
+    np_status st = NP_OK;
+    if (!r->rank || !r->step_end_ps || !r->stage_bubble_frac || !r->stage_bubble_ratio || !busy ||
+        !n_busy) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    /* time, compute busy (the union of the rank's kernels), pipeline tasks */
+    for (uint32_t k = 0; k < R; k++) {
+        const rf_rank *rk = &x->rk[k];
+        run_rank_stats *s = &r->rank[k];
+        hw_chip_info ci;
+        hw_system_chip_info(x->sys, rk->chip, &ci);
+        s->end_ps = ci.t_end_ps;
+        if (ci.t_end_ps > r->time_ps)
+            r->time_ps = ci.t_end_ps;
+        if (!(busy[k] = malloc(((size_t)rk->lp->n_steps + 1) * sizeof **busy))) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        bool pipe = false;
+        for (uint32_t i = 0; i < rk->lp->n_steps; i++) {
+            const rf_rec *c = &rk->rec[i];
+            if (!c->ran)
+                continue;
+            busy[k][n_busy[k]++] = (rf_iv){c->first, c->last};
+            const nn_plan_entry *e = rk->lp->steps[i].e;
+            if (e && e->chunk >= 0) { /* a micro-batch's forward or backward */
+                if (!pipe || c->first < s->pipe_first_ps)
+                    s->pipe_first_ps = c->first;
+                if (!pipe || c->last > s->pipe_last_ps)
+                    s->pipe_last_ps = c->last;
+                s->pipe_busy_ps += c->last - c->first;
+                pipe = true;
+            }
+        }
+        n_busy[k] = rf_union(busy[k], n_busy[k]);
+        s->busy_ps[RUN_UNIT_COMPUTE] = rf_len(busy[k], n_busy[k]);
+        int64_t mf, hf;
+        nn_plan_class_flops(p, &p->classes[nn_plan_rank_class(p, (int)k)], &mf, &hf);
+        s->flops = (double)mf;
+        s->hw_flops = (double)hf;
+        /* the units: the core model's busy cycles, mean over the chip's cores */
+        core_report *cr;
+        if ((st = hw_system_report(x->sys, rk->chip, NULL, &cr, err)) != NP_OK)
+            goto done;
+        double ps_per_cycle = 1000.0 / x->cfg->core.clock_ghz, sum[3] = {0};
+        uint32_t cores = 0;
+        for (uint32_t u = 0; u < cr->n_units; u++) {
+            const char *n = strrchr(cr->units[u].name, '.');
+            n = n ? n + 1 : cr->units[u].name;
+            int j = !strcmp(n, "mxu") ? 0 : !strcmp(n, "vpu") ? 1 : !strcmp(n, "dma") ? 2 : -1;
+            if (j >= 0)
+                sum[j] += (double)cr->units[u].busy_cycles * ps_per_cycle;
+            cores += j == 0;
+        }
+        core_report_free(cr);
+        if (cores) {
+            s->busy_ps[RUN_UNIT_MXU] = (uint64_t)(sum[0] / cores);
+            s->busy_ps[RUN_UNIT_VPU] = (uint64_t)(sum[1] / cores);
+            s->busy_ps[RUN_UNIT_DMA] = (uint64_t)(sum[2] / cores);
+        }
+    }
+    r->step_ps = r->time_ps;
+    r->step_end_ps[0] = r->time_ps;
+    /* communication: each instance from its last member's start to its last member's end (a
+     * transfer: its send's start to its delivery), per member rank and kind */
+    uint32_t n_all = 0;
+    for (uint32_t k = 0; k < R; k++)
+        n_all += x->rk[k].lp->n_comm;
+    rf_iv *civ = malloc(((size_t)n_all + 1) * sizeof *civ);
+    uint8_t *ckind = malloc((size_t)n_all + 1);
+    uint32_t *crank = malloc(((size_t)n_all + 1) * sizeof *crank), nc = 0;
+    if (!civ || !ckind || !crank) {
+        free(civ), free(ckind), free(crank);
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (uint32_t k = 0; k < R; k++) {
+        const rf_rank *rk = &x->rk[k];
+        for (uint32_t i = 0; i < rk->lp->n_comm; i++) {
+            const lower_comm *c = &rk->lp->comm[i];
+            const rf_rec *me = &rk->rec[rk->lp->n_steps + i];
+            if (!me->ran)
+                continue;
+            run_comm_kind kind = rf_kind(c->e->tag);
+            uint64_t lo = me->first, hi = me->last;
+            if (c->e->kind == NN_PLAN_COLLECTIVE) {
+                int ranks[256];
+                int n = nn_plan_group(p, (int)k, c->e, ranks, 256);
+                for (int j = 0; j < n && j < 256; j++) {
+                    int32_t q = rf_find(x, ranks[j], c->e, c->mb);
+                    const rf_rec *o2 = q >= 0 ? &x->rk[ranks[j]].rec[q] : NULL;
+                    if (o2 && o2->ran) {
+                        lo = o2->first > lo ? o2->first : lo;
+                        hi = o2->last > hi ? o2->last : hi;
+                    }
+                }
+                if (n > 0 && ranks[0] == (int)k)
+                    r->rank[k].comm_bytes[kind] += 0; /* added below, per member */
+            } else {
+                int peer = nn_plan_peer(p, (int)k, c->e);
+                int32_t q = rf_find(x, peer, c->e, c->mb);
+                const rf_rec *o2 = q >= 0 ? &x->rk[peer].rec[q] : NULL;
+                const rf_rec *snd = c->e->kind == NN_PLAN_SEND ? me : o2;
+                const rf_rec *rcv = c->e->kind == NN_PLAN_SEND ? o2 : me;
+                if (snd && rcv && snd->ran && rcv->ran) {
+                    lo = snd->first;
+                    /* delivered when the recv got it: at its end when it waited, else before
+                     * the recv started (the message was in its mailbox) */
+                    uint64_t d = rcv->last;
+                    if (rcv->first > snd->last && d > rcv->first)
+                        d = rcv->first > snd->last ? rcv->first : snd->last;
+                    hi = d > lo ? d : lo;
+                }
+            }
+            civ[nc] = (rf_iv){lo, hi};
+            ckind[nc] = (uint8_t)kind;
+            crank[nc++] = k;
+            /* bytes put on the network: a collective's on its group's first rank (summed over
+             * its members' sends), a send's on its sender */
+            if (c->e->kind == NN_PLAN_COLLECTIVE) {
+                int ranks[256];
+                int n = nn_plan_group(p, (int)k, c->e, ranks, 256);
+                if (n > 0)
+                    r->rank[ranks[0]].comm_bytes[kind] += c->bytes_sent;
+            } else if (c->e->kind == NN_PLAN_SEND) {
+                r->rank[k].comm_bytes[kind] += c->bytes_sent;
+            }
+        }
+    }
+    if (!(tmp = malloc(((size_t)nc + 1) * sizeof *tmp))) {
+        free(civ), free(ckind), free(crank);
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (uint32_t k = 0; k < R; k++) {
+        run_rank_stats *s = &r->rank[k];
+        for (int kind = 0; kind <= RUN_COMM_COUNT; kind++) { /* COUNT: every kind (the unit) */
+            uint32_t m = 0;
+            for (uint32_t i = 0; i < nc; i++)
+                if (crank[i] == k && (kind == RUN_COMM_COUNT || ckind[i] == kind))
+                    tmp[m++] = civ[i];
+            m = rf_union(tmp, m);
+            uint64_t len = rf_len(tmp, m), over = 0;
+            for (uint32_t i = 0; i < m; i++)
+                over += rf_covered(busy[k], n_busy[k], tmp[i].lo, tmp[i].hi);
+            if (kind == RUN_COMM_COUNT) {
+                s->busy_ps[RUN_UNIT_COMM] = len;
+            } else {
+                s->comm_ps[kind] = len;
+                s->exposed_ps[kind] = len - over;
+            }
+        }
+        for (int kind = 0; kind < RUN_COMM_COUNT; kind++) {
+            r->comm_ps[kind] += s->comm_ps[kind];
+            r->exposed_ps[kind] += s->exposed_ps[kind];
+            r->comm_bytes[kind] += s->comm_bytes[kind];
+        }
+    }
+    free(civ), free(ckind), free(crank);
+    /* bubbles: a rank's compute idle inside its pipeline's window (its pp group's first
+     * pipeline start to last end), over the window and over its pipeline busy time */
+    for (uint32_t k = 0; k < R && r->stages > 1; k++) {
+        int grp[256], n = nn_plan_axis_group(p, (int)k, NN_MESH_PP, grp, 256);
+        uint64_t lo = UINT64_MAX, hi = 0;
+        for (int j = 0; j < n; j++) {
+            const run_rank_stats *g = &r->rank[grp[j]];
+            if (g->pipe_last_ps > g->pipe_first_ps) {
+                lo = g->pipe_first_ps < lo ? g->pipe_first_ps : lo;
+                hi = g->pipe_last_ps > hi ? g->pipe_last_ps : hi;
+            }
+        }
+        if (hi <= lo)
+            continue;
+        uint64_t idle = (hi - lo) - rf_covered(busy[k], n_busy[k], lo, hi);
+        int stage = p->classes[nn_plan_rank_class(p, (int)k)].stage;
+        r->stage_bubble_frac[stage] += (double)idle / (double)(hi - lo);
+        if (r->rank[k].pipe_busy_ps)
+            r->stage_bubble_ratio[stage] += (double)idle / (double)r->rank[k].pipe_busy_ps;
+    }
+    for (uint32_t s = 0; s < r->stages && r->stages > 1; s++) {
+        double per = (double)R / r->stages; /* ranks per stage */
+        r->stage_bubble_frac[s] /= per;
+        r->stage_bubble_ratio[s] /= per;
+        r->bubble_frac += r->stage_bubble_frac[s] / r->stages;
+        r->bubble_ratio += r->stage_bubble_ratio[s] / r->stages;
+    }
+    /* links: bytes over the run, the peak window (bytes counted at a flow's last byte, spread
+     * back over the windows before at no more than the link's bandwidth) */
+    const net *nt = hw_system_net(x->sys);
+    r->n_links = nt ? net_links(nt) : 0;
+    r->links = calloc((size_t)r->n_links + 1, sizeof *r->links);
+    r->n_top = o->top_links ? o->top_links : 8;
+    if (r->n_top > r->n_links)
+        r->n_top = r->n_links;
+    r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
+    if (!r->links || !r->top) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    r->link_window_ps = x->bin_ps;
+    double t_s = (double)r->time_ps * 1e-12, w_s = (double)x->bin_ps * 1e-12;
+    for (uint32_t l = 0; l < r->n_links; l++) {
+        run_link_stats *ls = &r->links[l];
+        net_link_info li;
+        net_link_get(nt, l, &li);
+        net_link_name(nt, l, ls->name, sizeof ls->name);
+        ls->capacity_bytes_per_s = li.bytes_per_s;
+        ls->bytes = li.bytes;
+        ls->avg_bytes_per_s = t_s > 0 ? (double)li.bytes / t_s : 0;
+        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0;
+        const uint64_t *b = x->bins ? &x->bins[(size_t)l * RF_BINS] : NULL;
+        for (uint32_t k = RF_BINS; b && k-- > 0;) {
+            double v = (double)b[k] + carry, here = k == 0 || v < cap ? v : cap;
+            carry = v - here;
+            peak = here > peak ? here : peak;
+        }
+        ls->peak_bytes_per_s = w_s > 0 ? peak / w_s : 0;
+    }
+    for (uint32_t i = 0; i < r->n_top; i++) { /* the busiest by bytes (ties: the lower id) */
+        uint32_t best = UINT32_MAX;
+        for (uint32_t l = 0; l < r->n_links; l++) {
+            bool taken = false;
+            for (uint32_t j = 0; j < i && !taken; j++)
+                taken = r->top[j] == l;
+            if (!taken && (best == UINT32_MAX || r->links[l].bytes > r->links[best].bytes))
+                best = l;
+        }
+        r->top[i] = best;
+    }
+    r->events = evq_dispatched(x->q);
+    r->ranks_simulated = R;
+    r->mirror_groupset = UINT32_MAX;
+    r->mirror_ways = 1;
+done:
+    for (uint32_t k = 0; busy && k < R; k++)
+        free(busy[k]);
+    free(busy);
+    free(n_busy);
+    free(tmp);
+    if (st != NP_OK)
+        run_result_free(r);
+    else
+        *out = r;
+    return st;
+}
+
+/* ---- the run -------------------------------------------------------------------------------- */
+
+void run_full_result_free(run_full_result *r)
+{
+    if (!r)
+        return;
+    run_result_free(r->r);
+    for (uint32_t k = 0; r->progs && k < r->n_ranks; k++)
+        lower_prog_free(r->progs[k]);
+    free(r->progs);
+    memset(r, 0, sizeof *r);
+}
+
+np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full_opts *opts,
+                        run_full_result *out, np_err *err)
+{
+    memset(out, 0, sizeof *out);
+    run_full_opts o = opts ? *opts : (run_full_opts){0};
+    uint32_t R = (uint32_t)p->mesh.n_ranks;
+    rf_run x = {.cfg = cfg, .p = p, .bin_ps = RF_BIN0_PS};
+    evq *pq = NULL;
+    net *pnet = NULL;
+    void *tuner = NULL;
+    np_status st = NP_OK;
+    if (o.functional && (!o.io.load || !o.io.store))
+        return np_err_set(err, NP_ERR_INCONSISTENT, "a functional full-fidelity run needs values "
+                          "(run_full_opts.io)");
+    for (uint32_t k = 0; k < R; k++)
+        if ((uint32_t)p->mesh.chip[k] + 1 > x.n_chips)
+            x.n_chips = (uint32_t)p->mesh.chip[k] + 1;
+    if (x.n_chips > (uint32_t)cfg->system.chips)
+        return np_err_set(err, NP_ERR_RANGE, "the plan's ranks reach chip %" PRIu32 ", the system "
+                          "has %lld", x.n_chips - 1, (long long)cfg->system.chips);
+    out->n_ranks = R;
+    out->progs = calloc(R, sizeof *out->progs);
+    x.rk = calloc(R, sizeof *x.rk);
+    x.rank_of_chip = malloc(((size_t)x.n_chips + 1) * sizeof *x.rank_of_chip);
+    if (!out->progs || !x.rk || !x.rank_of_chip) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (uint32_t c = 0; c < x.n_chips; c++)
+        x.rank_of_chip[c] = -1;
+    /* the flow engine's rings and algorithms: a network of the system for their questions */
+    lower_opts lo = o.lower;
+    if (!o.rank_order && cfg->system.chips > 1) {
+        net_params np;
+        net_params_from_arch(cfg, &np);
+        if ((st = evq_create(&pq, err)) != NP_OK || (st = net_create(&np, pq, NULL, &pnet, err)) != NP_OK)
+            goto done;
+        lo.net = pnet;
+#ifdef RF_HAVE_TUNER
+        coll_tuner *t;
+        if ((st = coll_tuner_create(pnet, cfg, &t, err)) != NP_OK)
+            goto done;
+        tuner = t;
+        lo.tuner = t;
+#endif
+    }
+    for (uint32_t k = 0; k < R; k++) {
+        if ((st = lower_plan_rank(cfg, p, (int)k, &lo, &out->progs[k], err)) != NP_OK)
+            goto done;
+        rf_rank *rk = &x.rk[k];
+        rk->lp = out->progs[k];
+        rk->chip = (uint32_t)p->mesh.chip[k];
+        if (x.rank_of_chip[rk->chip] >= 0) {
+            st = np_err_set(err, NP_ERR_INCONSISTENT, "ranks %d and %u are both on chip %u",
+                            x.rank_of_chip[rk->chip], k, rk->chip);
+            goto done;
+        }
+        x.rank_of_chip[rk->chip] = (int32_t)k;
+        if ((st = rf_map(rk, err)) != NP_OK)
+            goto done;
+        out->kernels += rk->lp->n_steps;
+        out->comm += rk->lp->n_comm;
+        for (uint32_t c = 0; c < rk->lp->prog->n_cores; c++)
+            out->insns += rk->lp->prog->cores[c].n_insns;
+    }
+    hw_system_opts so = {.n_chips = x.n_chips, .functional = o.functional, .trace = rf_trace,
+                         .trace_ctx = &x, .on_end = rf_end, .on_end_ctx = &x};
+    if ((st = evq_create(&x.q, err)) != NP_OK ||
+        (st = hw_system_create(cfg, x.q, &so, &x.sys, err)) != NP_OK)
+        goto done;
+    for (uint32_t k = 0; k < R && st == NP_OK; k++)
+        st = hw_system_load(x.sys, x.rk[k].chip, x.rk[k].lp->prog, err);
+    if (st == NP_OK && o.functional)
+        st = rf_load(&x, &o.io, err);
+    for (uint32_t k = 0; k < R && st == NP_OK; k++)
+        st = hw_system_start(x.sys, x.rk[k].chip, err);
+    if (st != NP_OK)
+        goto done;
+    x.running = R;
+    const net *nt = hw_system_net(x.sys);
+    if (nt) {
+        x.n_links = net_links(nt);
+        x.last_bytes = calloc((size_t)x.n_links + 1, sizeof *x.last_bytes);
+        x.bins = calloc((size_t)x.n_links * RF_BINS + 1, sizeof *x.bins);
+        if (!x.last_bytes || !x.bins) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        if ((st = evq_schedule_in(x.q, RF_BIN0_PS, rf_sample_ev, &x, 0, NULL, err)) != NP_OK)
+            goto done;
+    }
+    if ((st = evq_run(x.q, err)) != NP_OK)
+        goto done;
+    hw_system_check(x.sys);
+    rf_sample(&x, evq_now(x.q));
+    for (uint32_t k = 0; k < R && st == NP_OK; k++) {
+        hw_chip_state s = hw_system_chip_state(x.sys, x.rk[k].chip);
+        if (s != HW_CHIP_DONE) {
+            np_err e = {0};
+            hw_system_chip_error(x.sys, x.rk[k].chip, &e);
+            st = np_err_set(err, s == HW_CHIP_DEADLOCK ? NP_ERR_DEADLOCK : NP_ERR_SIM_FAULT,
+                            "rank %u (chip %u): its step program ended %s: %s", k, x.rk[k].chip,
+                            hw_chip_state_names[s], e.msg);
+        }
+    }
+    out->events = evq_dispatched(x.q);
+    if (st == NP_OK)
+        st = rf_figures(&x, &o, &out->r, err);
+    if (st == NP_OK && o.functional)
+        st = rf_store(&x, &o.io, err);
+done:
+    hw_system_free(x.sys);
+    evq_free(x.q);
+    for (uint32_t k = 0; x.rk && k < R; k++) {
+        for (uint32_t c = 0; x.rk[k].pcmap && c < x.rk[k].n_cores; c++)
+            free(x.rk[k].pcmap[c]);
+        free(x.rk[k].pcmap);
+        free(x.rk[k].rec);
+    }
+    free(x.rk);
+    free(x.rank_of_chip);
+    free(x.last_bytes);
+    free(x.bins);
+#ifdef RF_HAVE_TUNER
+    coll_tuner_free(tuner);
+#endif
+    (void)tuner;
+    net_free(pnet);
+    evq_free(pq);
+    if (st != NP_OK)
+        run_full_result_free(out);
+    return st;
+}
+
+/* ---- the distributed executor as io ------------------------------------------------------- */
+
+static const float *rf_dist_load(void *ctx, int rank, const nn_tensor *t, int mb)
+{
+    return nn_dist_values(ctx, rank, t, mb);
+}
+
+static np_status rf_dist_store(void *ctx, int rank, const nn_tensor *t, int mb, const float *v,
+                               np_err *err)
+{
+    float *d = nn_dist_values(ctx, rank, t, mb);
+    if (!d)
+        return np_err_set(err, NP_ERR_MISSING, "rank %d: the executor holds no values of '%s'",
+                          rank, t->name);
+    memcpy(d, v, (size_t)nn_numel(t) * sizeof *d);
+    return NP_OK;
+}
+
+run_full_io run_full_io_dist(struct nn_dist *d)
+{
+    return (run_full_io){.load = rf_dist_load, .store = rf_dist_store, .ctx = d};
+}

@@ -1,0 +1,170 @@
+/* test_run_full.c — full fidelity (sim/run_full.h): every rank of a plan lowered to ISA
+ * programs and run on one system of chips. Values: gpt-tiny on 8 chips under dp2 x tp2 x pp2
+ * trains one step as the reference distributed executor (framework/dist.h) computes it, rank by
+ * rank, and as one device does. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dist.h"
+#include "harness.h"
+#include "model.h"
+#include "optim.h"
+#include "run_full.h"
+
+static arch_config tiny(unsigned chips)
+{
+    arch_config cfg;
+    np_err e = {0};
+    char set[64];
+    snprintf(set, sizeof set, "system.chips=%u", chips);
+    const char *sets[] = {set};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 1, &cfg, &e), NP_OK);
+    return cfg;
+}
+
+static const nn_optim sgd = {.kind = NN_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
+
+static void make_batch(const nn_model *m, float *in, float *lab)
+{
+    for (int64_t i = 0; i < nn_numel(m->input); i++)
+        in[i] = m->input->dtype == NN_I32 ? (float)(i * 7 % 16) : (float)sin((double)i * 0.37);
+    for (int64_t i = 0; i < nn_numel(m->labels); i++)
+        lab[i] = (float)(i * 5 % (m->labels->ndim > 1 ? 16 : 2));
+}
+
+/* The simulation's values: initial ones from `init` (parameters loaded, never stepped) and the
+ * data of each micro-batch from `ref` (stepped); the step's results into `init`'s parameters
+ * (for nn_dist_param) and into the losses. */
+typedef struct io_ctx {
+    nn_dist *init, *ref;
+    const nn_plan *p;
+    int n_bad;            /* leaves whose values differ from the reference executor's */
+    double worst;         /* the largest relative difference of any leaf */
+    double loss_sum;
+    int n_loss;
+} io_ctx;
+
+static const float *io_load(void *ctx, int rank, const nn_tensor *t, int mb)
+{
+    io_ctx *x = ctx;
+    const nn_plan_leaf *l = nn_plan_leaf_of(&x->p->classes[nn_plan_rank_class(x->p, rank)], t);
+    return nn_dist_values(l && l->kind == NN_LEAF_DATA ? x->ref : x->init, rank, t, mb);
+}
+
+static np_status io_store(void *ctx, int rank, const nn_tensor *t, int mb, const float *v,
+                          np_err *err)
+{
+    io_ctx *x = ctx;
+    const nn_plan_class *c = &x->p->classes[nn_plan_rank_class(x->p, rank)];
+    if (t == c->loss) {
+        int co[NN_MESH_AXES];
+        nn_mesh_coords(&x->p->mesh, rank, co);
+        if (co[NN_MESH_TP] == 0) { /* the tp ranks hold the same loss */
+            x->loss_sum += v[0];
+            x->n_loss++;
+        }
+        return NP_OK;
+    }
+    /* against the reference executor's values of the same rank */
+    const float *want = nn_dist_values(x->ref, rank, t, mb);
+    double mx = 1e-3, md = 0;
+    for (int64_t i = 0; i < nn_numel(t); i++) {
+        double w = want ? want[i] : 0;
+        mx = fmax(mx, fabs(w));
+        md = fmax(md, fabs(v[i] - w));
+    }
+    x->worst = fmax(x->worst, md / mx);
+    x->n_bad += md / mx > 1e-4;
+    float *mine = nn_dist_values(x->init, rank, t, mb);
+    if (mine)
+        memcpy(mine, v, (size_t)nn_numel(t) * sizeof *v);
+    (void)err;
+    return NP_OK;
+}
+
+TEST(gpt_tiny_on_8_chips_trains_one_step_as_the_distributed_executor_and_one_device)
+{
+    arch_config cfg = tiny(8);
+    np_err e = {0};
+    nn_model_desc d;
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    nn_model_opts mo = {.batch = 4, .compute = NN_F32, .seed = 5};
+    /* one device: the reference step */
+    nn_model one, init;
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &mo, &one, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_init(one.g, 11, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &mo, &init, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_init(init.g, 11, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_backward(one.g, one.loss, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_optim_step(one.g, &sgd, &e), NP_OK);
+    nn_tensor_alloc(one.input);
+    nn_tensor_alloc(one.labels);
+    make_batch(&one, one.input->data, one.labels->data);
+    float *in = malloc((size_t)nn_numel(one.input) * sizeof *in);
+    float *lab = malloc((size_t)nn_numel(one.labels) * sizeof *lab);
+    memcpy(in, one.input->data, (size_t)nn_numel(one.input) * sizeof *in);
+    memcpy(lab, one.labels->data, (size_t)nn_numel(one.labels) * sizeof *lab);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(one.g, &e), NP_OK);
+    /* dp2 x tp2 x pp2, 1F1B, 2 micro-batches: the reference distributed step */
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.dp = s.tp = s.pp = 2;
+    s.microbatch = 1;
+    nn_plan *p = NULL;
+    nn_dist *ref = NULL, *start = NULL;
+    double ref_loss;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &mo, &s, &sgd, &cfg, &p, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &ref, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &start, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_load_params(ref, init.g, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_load_params(start, init.g, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_dist_step(ref, in, lab, &ref_loss, &e), NP_OK);
+    /* the same step on 8 simulated chips */
+    io_ctx x = {.init = start, .ref = ref, .p = p};
+    run_full_opts o = {.functional = true,
+                       .io = {.load = io_load, .store = io_store, .ctx = &x}};
+    run_full_result r;
+    np_status st = run_full_plan(&cfg, p, &o, &r, &e);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    double loss = x.loss_sum / x.n_loss;
+    fprintf(stderr, "gpt-tiny dp2 tp2 pp2: loss %.6f (distributed executor %.6f, one device "
+                    "%.6f), %llu kernels and %llu comm entries on 8 chips, %.3f us, every leaf "
+                    "within %.2e of the executor's\n", loss, ref_loss, one.loss->data[0],
+            (unsigned long long)r.kernels, (unsigned long long)r.comm, r.r->time_ps * 1e-6,
+            x.worst);
+    CU_ASSERT_EQUAL(x.n_loss, 4); /* 2 dp ranks x 2 micro-batches */
+    CU_ASSERT(fabs(loss - ref_loss) < 1e-5 * fabs(ref_loss));
+    CU_ASSERT(fabs(loss - one.loss->data[0]) < 1e-5 * fabs(one.loss->data[0]));
+    CU_ASSERT_EQUAL(x.n_bad, 0);
+    /* the simulated parameters, reassembled from the ranks, against one device's */
+    double worst = 0;
+    for (int i = 0; i < nn_graph_n_nodes(one.g); i++) {
+        const nn_tensor *t = nn_graph_node(one.g, i);
+        if (t->op != NN_OP_LEAF || !t->trainable)
+            continue;
+        int64_t n = nn_numel(t);
+        float *v = malloc((size_t)n * sizeof *v);
+        CU_ASSERT_EQUAL(nn_dist_param(start, t->name, v, n, &e), NP_OK);
+        double mx = 1e-3, md = 0;
+        for (int64_t k = 0; k < n; k++) {
+            mx = fmax(mx, fabs(t->data[k]));
+            md = fmax(md, fabs(v[k] - t->data[k]));
+        }
+        worst = fmax(worst, md / mx);
+        free(v);
+    }
+    fprintf(stderr, "parameters within %.2e of one device's\n", worst);
+    CU_ASSERT(worst < 1e-5);
+    run_full_result_free(&r);
+    nn_dist_free(ref);
+    nn_dist_free(start);
+    nn_plan_free(p);
+    nn_graph_free(one.g);
+    nn_graph_free(init.g);
+    free(in);
+    free(lab);
+}
