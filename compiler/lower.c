@@ -216,7 +216,7 @@ static np_status lw_classify(lw_ctx *w, np_err *err)
         w->lp->kind[w->it[i].t->id] = w->it[i].kind;
     for (int32_t i = 0; i < w->n; i++) { /* the first op no kernel computes, before anything */
         const lw_item *it = &w->it[i];
-        if (it->kind == LOWER_NODE_KERNEL && !kc_kernel_find(it->t->op))
+        if (it->kind == LOWER_NODE_KERNEL && !lw_kernel_def(it->t))
             return np_err_set(err, NP_ERR_MISSING, "lower: no kernel for %s yet (node '%s')",
                               lower_node_desc(it->t, desc, sizeof desc), it->t->name);
     }

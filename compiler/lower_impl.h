@@ -92,6 +92,11 @@ np_status lw_lower(lw_ctx *w, np_err *err);
 np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
                          uint32_t chip, uint32_t cores, kc_kernel *k, np_err *err);
 
+/* The kernel table row node compiles with: its op's, or for an in-place update whose op has
+ * none, the op it amounts to (grad_acc: add into the accumulator, copy_to: cast into the
+ * destination); NULL when there is none. */
+const kc_kernel_def *lw_kernel_def(const nn_tensor *node);
+
 /* True when node lowers to no code of its own: a view (NN_OPF_VIEW) or an op kernels.def
  * says needs no kernel. */
 bool lw_is_view(const nn_tensor *node);

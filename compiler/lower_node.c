@@ -150,12 +150,57 @@ static void lw_attrs_of_node(const kc_kernel_def *d, const nn_tensor *t, kc_kern
     }
 }
 
+/* The kernel an in-place update of a persistent buffer runs when its op has none of its own:
+ * grad_acc (acc += g) is add into acc, copy_to (dst = src in dst's dtype) is cast into dst. */
+static nn_op lw_substitute(nn_op op)
+{
+    switch (op) {
+    case NN_OP_GRAD_ACC: return NN_OP_ADD;
+    case NN_OP_COPY_TO: return NN_OP_CAST;
+    default: return op;
+    }
+}
+
+const kc_kernel_def *lw_kernel_def(const nn_tensor *node)
+{
+    const kc_kernel_def *d = kc_kernel_find(node->op);
+    return d ? d : kc_kernel_find(lw_substitute(node->op));
+}
+
+/* The substitute kernel of update node (lw_substitute): its operands as the op it stands
+ * for computes them, written over the updated buffer. */
+static np_status lw_substitute_kernel(const kc_kernel_def *def, const nn_tensor *node,
+                                      const kc_tensor *in, uint32_t chip, uint32_t cores,
+                                      kc_kernel *k, np_err *err)
+{
+    char desc[256];
+    k->op = def->op;
+    k->n_out = 1;
+    k->out[0] = in[0]; /* acc or dst, in place */
+    if (node->op == NN_OP_GRAD_ACC) {
+        k->n_in = 2;
+        k->in[0] = in[0];
+        k->in[1] = in[1];
+    } else {
+        k->n_in = 1;
+        k->in[0] = in[1];
+        lw_attr(def, k, "to", (double)node->src[0]->dtype);
+    }
+    if (!nn_same_shape(node->src[0], node->src[1]))
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): its operands differ in "
+                          "shape", lower_node_desc(node, desc, sizeof desc), node->name);
+    k->place = (kc_place){.chip = chip, .core0 = 0, .n_cores = cores};
+    return NP_OK;
+}
+
 np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
                          uint32_t chip, uint32_t cores, kc_kernel *k, np_err *err)
 {
     char desc[256];
     memset(k, 0, sizeof *k);
     const kc_kernel_def *def = kc_kernel_find(node->op);
+    if (!def && (def = kc_kernel_find(lw_substitute(node->op))))
+        return lw_substitute_kernel(def, node, in, chip, cores, k, err);
     if (!def)
         return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s')",
                           lower_node_desc(node, desc, sizeof desc), node->name);
