@@ -97,7 +97,7 @@ np_status lw_item_add(lw_ctx *w, nn_tensor *t, int32_t inst, const int32_t *src,
     it->e = e;
     it->lead = lead;
     it->block = -1;
-    it->reader = it->root = it->head = it->buf = it->step = LW_NONE;
+    it->reader = it->root = it->head = it->buf = it->step = it->bucket = LW_NONE;
     it->all_mm = true;
     it->addr = UINT64_MAX;
     w->slot[(size_t)t->id * w->n_slots + (size_t)(inst + 1)] = w->n;
@@ -290,14 +290,42 @@ static const float *lw_const_value(const lw_ctx *w, const lw_item *it, float *sc
     return t->role == NN_ROLE_CONST && t->data ? t->data : NULL;
 }
 
+/* The leaves of bucket `lead` (lw_comm_buckets) in one block, in the entry's order. */
+static np_status lw_bucket_alloc(lw_ctx *w, int32_t lead, np_err *err)
+{
+    uint64_t bytes = 0, addr;
+    for (int32_t k = lead; k < w->n && w->it[k].e == w->it[lead].e &&
+                           w->it[k].inst == w->it[lead].inst; k++)
+        bytes += nn_nbytes(w->it[w->it[w->it[k].src[0]].root].t);
+    char name[64];
+    lw_symbol_name(w->it[lead].t, "$bucket", name, sizeof name);
+    if (isa_program_symbol(kc_prog_program(w->p), name))
+        snprintf(name + strlen(name), sizeof name - strlen(name), "%d", lead);
+    if (kc_prog_bss(w->p, name, bytes, &addr, err) != NP_OK)
+        return err->status;
+    for (int32_t k = lead; k < w->n && w->it[k].e == w->it[lead].e &&
+                           w->it[k].inst == w->it[lead].inst; k++) {
+        lw_item *leaf = &w->it[w->it[w->it[k].src[0]].root];
+        leaf->addr = addr;
+        addr += nn_nbytes(leaf->t);
+    }
+    w->lp->persistent_bytes += bytes;
+    return NP_OK;
+}
+
 static np_status lw_leaves(lw_ctx *w, np_err *err)
 {
     lower_prog *lp = w->lp;
     isa_emit *e = kc_prog_emit(w->p);
     for (int32_t i = 0; i < w->n; i++) {
         lw_item *it = &w->it[i];
-        if (it->kind != LOWER_NODE_LEAF)
+        if (it->kind != LOWER_NODE_LEAF || it->addr != UINT64_MAX)
             continue;
+        if (it->bucket != LW_NONE) {
+            if (lw_bucket_alloc(w, it->bucket, err) != NP_OK)
+                return err->status;
+            continue;
+        }
         char name[64], suffix[24];
         if (it->inst >= 0)
             snprintf(suffix, sizeof suffix, "$mb%d", it->inst);
@@ -547,6 +575,8 @@ np_status lw_lower(lw_ctx *w, np_err *err)
     if (!(lp->steps = calloc((size_t)w->n + 1, sizeof *lp->steps)) ||
         !(lp->comm = calloc((size_t)w->n + 1, sizeof *lp->comm)))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a step");
+    if (w->plan)
+        lw_comm_buckets(w);
     if ((st = kc_prog_new(w->cfg, &po, &w->p, err)) != NP_OK ||
         (st = lw_leaves(w, err)) != NP_OK || (st = lw_arena(w, err)) != NP_OK)
         return st;

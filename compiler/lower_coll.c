@@ -126,7 +126,78 @@ static lw_stream lw_coll_stream(const nn_plan_entry *e)
     }
 }
 
-static uint32_t lw_stream_core(const lw_ctx *w, lw_stream s) { return (uint32_t)s % w->lp->cores; }
+/* The stream of a send or recv entry of a rank of class c. */
+static lw_stream lw_p2p_stream(const nn_plan *p, const nn_plan_class *c, const nn_plan_entry *e)
+{
+    int pp = p->mesh.size[NN_MESH_PP];
+    bool next = ((c->stage + e->peer) % pp + pp) % pp > c->stage; /* a later stage */
+    return e->kind == NN_PLAN_SEND ? (next ? LW_S_SEND_NEXT : LW_S_SEND_PREV)
+                                   : (next ? LW_S_RECV_NEXT : LW_S_RECV_PREV);
+}
+
+/* The core of stream s: the streams the plan uses anywhere (every class: the same on every
+ * rank, so a sender knows its receiver's core), numbered in the order of lw_stream, each on
+ * the core of its number (mod cores) — a plan with one stream runs it on core 0, at the link
+ * ports. */
+static uint32_t lw_stream_core(lw_ctx *w, lw_stream s)
+{
+    if (!w->streams_known) {
+        bool used[LW_S_COUNT] = {false};
+        for (int c = 0; c < w->plan->n_classes; c++) {
+            const nn_plan_class *cl = &w->plan->classes[c];
+            for (int b = 0; b < cl->n_blocks; b++)
+                for (int k = 0; k < cl->blocks[b].n_entries; k++) {
+                    const nn_plan_entry *e = &cl->blocks[b].entries[k];
+                    if (e->kind == NN_PLAN_COLLECTIVE && lw_group_size(e->nodes[0]) > 1)
+                        used[lw_coll_stream(e)] = true;
+                    else if (e->kind == NN_PLAN_SEND || e->kind == NN_PLAN_RECV)
+                        used[lw_p2p_stream(w->plan, cl, e)] = true;
+                }
+        }
+        uint32_t k = 0;
+        for (int i = 0; i < LW_S_COUNT; i++)
+            w->stream_core[i] = used[i] ? k++ % w->lp->cores : 0;
+        w->streams_known = true;
+    }
+    return w->stream_core[s];
+}
+
+/* The entry's items (its nodes at this instance): the lead and the ones after it. */
+static int32_t lw_entry_items(const lw_ctx *w, int32_t lead)
+{
+    int32_t n = 1;
+    while (lead + n < w->n && w->it[lead + n].e == w->it[lead].e &&
+           w->it[lead + n].inst == w->it[lead].inst && !w->it[lead + n].lead)
+        n++;
+    return n;
+}
+
+void lw_comm_buckets(lw_ctx *w)
+{
+    for (int32_t i = 0; i < w->n; i++) {
+        lw_item *it = &w->it[i];
+        if (it->kind != LOWER_NODE_COMM || !it->lead || it->t->op != NN_OP_ALL_REDUCE ||
+            it->e->n_nodes < 2 || lw_group_size(it->t) <= 1)
+            continue;
+        int32_t n = lw_entry_items(w, i);
+        bool ok = n == it->e->n_nodes;
+        for (int32_t k = i; k < i + n && ok; k++) {
+            const lw_item *x = &w->it[k];
+            int32_t r = w->it[x->src[0]].root; /* the accumulator (after its last update) */
+            const lw_item *leaf = r != LW_NONE ? &w->it[r] : x;
+            ok = x->t->op == NN_OP_ALL_REDUCE && x->t->dtype == it->t->dtype &&
+                 x->root == r && leaf->kind == LOWER_NODE_LEAF &&
+                 leaf->bucket == LW_NONE && x->t->ip[NN_COMM_IP_SIZE] == it->t->ip[NN_COMM_IP_SIZE];
+            for (int32_t j = i; j < k && ok; j++) /* a leaf reduced twice in one entry */
+                ok = w->it[w->it[j].src[0]].root != r;
+        }
+        if (!ok)
+            continue;
+        it->packed = true;
+        for (int32_t k = i; k < i + n; k++)
+            w->it[w->it[w->it[k].src[0]].root].bucket = i;
+    }
+}
 
 /* ---- in flight -------------------------------------------------------------------------------- */
 
@@ -166,6 +237,28 @@ np_status lw_comm_wait(lw_ctx *w, uint64_t lo, uint64_t hi, np_err *err)
 
 /* ---- emitting -------------------------------------------------------------------------------- */
 
+/* The cores a communication entry runs on, each opened (its kernel symbol begun) on first
+ * use; lw_comm_emit closes each with a semaphore the kernels after it can wait on. */
+#define LW_MAX_ENTRY_CORES 8
+typedef struct lw_open {
+    uint32_t core[LW_MAX_ENTRY_CORES];
+    unsigned n;
+    const char *name;
+} lw_open;
+
+static void lw_open_core(lw_ctx *w, lw_open *o, uint32_t core)
+{
+    isa_emit *e = kc_prog_emit(w->p);
+    isa_emit_core(e, core);
+    for (unsigned i = 0; i < o->n; i++)
+        if (o->core[i] == core)
+            return;
+    if (o->n < LW_MAX_ENTRY_CORES) {
+        o->core[o->n++] = core;
+        isa_emit_kernel_begin(e, o->name);
+    }
+}
+
 #ifdef LW_HAVE_SCHED
 
 /* A copy of bytes from HBM src to HBM dst on the current core's DMA queue, as rows of at most
@@ -190,15 +283,6 @@ static np_status lw_copy(lw_ctx *w, uint64_t dst, uint64_t src, uint64_t bytes)
 
 #endif
 
-/* The entry's items (its nodes at this instance): the lead and the ones after it. */
-static int32_t lw_entry_items(const lw_ctx *w, int32_t lead)
-{
-    int32_t n = 1;
-    while (lead + n < w->n && w->it[lead + n].e == w->it[lead].e &&
-           w->it[lead + n].inst == w->it[lead].inst && !w->it[lead + n].lead)
-        n++;
-    return n;
-}
 
 #ifdef LW_HAVE_SCHED
 
@@ -214,8 +298,29 @@ static coll_op lw_coll_op(nn_op op, bool *ok)
 }
 
 /* One collective of one node (item i) over its group: X its buffer (in place). */
+/* Whether the schedule's ports are independent on every rank's side: each receive unblocks
+ * only sends of the port its message came on (biring: one direction per port). Then each
+ * port can run on a COMM queue of its own. */
+static bool lw_ports_independent(const coll_sched *s, uint32_t me)
+{
+    if (coll_sched_ports(s) < 2)
+        return false;
+    for (uint32_t r = 0; r < coll_sched_recvs(s, me); r++) {
+        coll_xfer x;
+        coll_sched_recv(s, me, r, &x);
+        if (x.unblock_hi > x.unblock_lo && x.unblock_port != x.port)
+            return false;
+    }
+    return true;
+}
+
+/* One collective of item i's node over its group on X (its buffer, in place: a copy in, if
+ * any, was made before); a packed bucket's lead (bucket_bytes > 0) reduces the whole bucket,
+ * its leaves from the lead's on. Its COMM instructions go on core (the stream's), or port p of
+ * a schedule with independent ports on core + p. */
 static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag0,
-                               lower_comm *rec, np_err *err)
+                               lower_comm *rec, uint64_t bucket_bytes, lw_open *open,
+                               np_err *err)
 {
     char desc[256];
     lw_item *it = &w->it[i];
@@ -234,15 +339,8 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
     uint64_t x = it->root == i ? it->addr : src->lay.addr; /* the schedule's buffer X */
     uint64_t bytes = op == COLL_OP_ALL_GATHER ? nn_nbytes(t)
                      : op == COLL_OP_REDUCE_SCATTER ? nn_nbytes(t->src[0]) : nn_nbytes(t);
-    if (op != COLL_OP_ALL_REDUCE) { /* the parts along dim must be contiguous */
-        const nn_tensor *whole = op == COLL_OP_ALL_GATHER ? t : t->src[0];
-        int dim = (int)t->ip[NN_COMM_IP_DIM];
-        for (int d = 0; d < dim; d++)
-            if (whole->ne[d] != 1)
-                return np_err_set(err, NP_ERR_MISSING, "lower: %s (node '%s') along dim %d of "
-                                  "a tensor whose parts are not contiguous is not lowered yet",
-                                  lower_node_desc(t, desc, sizeof desc), t->name, dim);
-    }
+    if (bucket_bytes)
+        bytes = bucket_bytes;
     uint32_t group[256], order[256];
     for (int k = 0; k < p; k++)
         group[k] = (uint32_t)chips[k];
@@ -270,54 +368,33 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
     if (coll_sched_create(&d, &s, err) != NP_OK)
         return err->status;
     isa_emit *e = kc_prog_emit(w->p);
-    isa_emit_core(e, core);
-    /* the copy in: an out-of-place all-reduce's whole input, an all-gather's own part, a
-     * reduce-scatter's whole input */
-    if (it->root == i) {
-        uint64_t off = op == COLL_OP_ALL_GATHER ? (uint64_t)me * nn_nbytes(t->src[0]) : 0;
-        unsigned sem;
-        if (kc_prog_sem_alloc(w->p, core, &sem, err) != NP_OK ||
-            lw_copy(w, x + off, src->lay.addr, nn_nbytes(t->src[0])) != NP_OK ||
-            ISA_EMIT(e, SEM_SIGNAL, isa_enum(ISA_UNIT_DMA), isa_sem(sem)) != NP_OK ||
-            ISA_EMIT(e, SEM_WAIT, isa_enum(ISA_UNIT_COMM), isa_sem(sem)) != NP_OK) {
-            coll_sched_free(s);
-            return isa_emit_status(e, err) != NP_OK ? err->status : err->status;
-        }
-        kc_prog_sem_free(w->p, core, sem);
-    }
-    /* the schedule of rank `me`: sends as their receives allow, then the next receive */
     uint32_t ports = coll_sched_ports(s), n_recv = coll_sched_recvs(s, (uint32_t)me);
-    uint32_t *next = calloc(ports + 1, sizeof *next), *got = NULL;
-    uint32_t n_send_all = 0;
-    for (uint32_t pt = 0; pt < ports; pt++)
-        n_send_all += coll_sched_sends(s, (uint32_t)me, pt);
-    /* got[port][index]: receives completed that unblock that send */
-    uint32_t *base = calloc(ports + 1, sizeof *base);
-    if (!next || !base) {
-        free(next);
-        free(base);
-        coll_sched_free(s);
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a collective");
-    }
-    for (uint32_t pt = 0; pt < ports; pt++)
+    bool split = lw_ports_independent(s, (uint32_t)me) && w->lp->cores > 1;
+    uint32_t *next = calloc(ports + 1, sizeof *next), *base = calloc(ports + 1, sizeof *base);
+    for (uint32_t pt = 0; next && base && pt < ports; pt++)
         base[pt + 1] = base[pt] + coll_sched_sends(s, (uint32_t)me, pt);
-    got = calloc((size_t)n_send_all + 1, sizeof *got);
-    isa_dtype dt = kc_isa_dtype(t->dtype);
-    uint32_t r = 0;
+    uint32_t *got = next && base ? calloc((size_t)base[ports] + 1, sizeof *got) : NULL;
     np_status st = got ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    isa_dtype dt = kc_isa_dtype(t->dtype);
+    /* the schedule of rank `me`: sends as their receives allow, then the next receive (on
+     * one core, or each port's on its own when they are independent) */
+    uint32_t r = 0;
     while (st == NP_OK) {
         bool sent = false;
         for (uint32_t pt = 0; pt < ports; pt++) {
+            uint32_t c = split ? (core + pt) % w->lp->cores : core;
             while (next[pt] < coll_sched_sends(s, (uint32_t)me, pt)) {
                 coll_xfer xs;
                 coll_sched_send(s, (uint32_t)me, pt, next[pt], &xs);
                 if (got[base[pt] + next[pt]] < xs.deps)
                     break;
                 rec->bytes_sent += xs.bytes;
-                if (xs.bytes)
-                    ISA_EMIT(e, COMM_SEND, isa_peer(group[xs.peer], core),
+                if (xs.bytes) {
+                    lw_open_core(w, open, c);
+                    ISA_EMIT(e, COMM_SEND, isa_peer(group[xs.peer], c),
                              isa_hbm(0, (int64_t)(x + xs.offset)), isa_imm((int64_t)xs.bytes),
                              isa_imm((int64_t)((tag0 + xs.step) & 0xffff)));
+                }
                 next[pt]++;
                 sent = true;
             }
@@ -329,12 +406,15 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
         }
         coll_xfer xr;
         coll_sched_recv(s, (uint32_t)me, r++, &xr);
-        if (xr.bytes)
-            ISA_EMIT(e, COMM_RECV, isa_peer(group[xr.peer], core),
+        uint32_t c = split ? (core + xr.port) % w->lp->cores : core;
+        if (xr.bytes) {
+            lw_open_core(w, open, c);
+            ISA_EMIT(e, COMM_RECV, isa_peer(group[xr.peer], c),
                      isa_hbm(0, (int64_t)(x + xr.offset)), isa_imm((int64_t)xr.bytes),
                      isa_imm((int64_t)((tag0 + xr.step) & 0xffff)),
                      .red = isa_enum(xr.reduce ? ISA_RED_ADD : ISA_RED_NONE),
                      .dtype = isa_enum(dt));
+        }
         for (uint32_t u = xr.unblock_lo; u < xr.unblock_hi; u++)
             got[base[xr.unblock_port] + u]++;
         st = isa_emit_status(e, err);
@@ -352,7 +432,44 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
     return st;
 }
 
+/* The copy into comm item k's own buffer before its collective: an out-of-place all-reduce's
+ * or reduce-scatter's whole input, an all-gather's own part into its slot. */
+static np_status lw_copy_in(lw_ctx *w, int32_t k, np_err *err)
+{
+    const lw_item *it = &w->it[k];
+    if (it->root != k || it->t->op == NN_OP_RECV)
+        return NP_OK;
+    const lw_item *src = &w->it[it->src[0]];
+    uint64_t off = 0;
+    if (it->t->op == NN_OP_ALL_GATHER) {
+        int chips[256];
+        int me = lw_group(w, it, chips, 256);
+        off = (uint64_t)(me < 0 ? 0 : me) * nn_nbytes(src->t);
+    }
+    if (lw_copy(w, it->addr + off, src->lay.addr, nn_nbytes(src->t)) != NP_OK)
+        return isa_emit_status(kc_prog_emit(w->p), err);
+    return NP_OK;
+}
+
 #endif
+
+/* Parts along dim of an all-gather or reduce-scatter are contiguous when every dim before it
+ * is 1. */
+static np_status lw_check_parts(const lw_item *it, np_err *err)
+{
+    char desc[256];
+    const nn_tensor *t = it->t;
+    if (t->op != NN_OP_ALL_GATHER && t->op != NN_OP_REDUCE_SCATTER)
+        return NP_OK;
+    const nn_tensor *whole = t->op == NN_OP_ALL_GATHER ? t : t->src[0];
+    int dim = (int)t->ip[NN_COMM_IP_DIM];
+    for (int d = 0; d < dim; d++)
+        if (whole->ne[d] != 1)
+            return np_err_set(err, NP_ERR_MISSING, "lower: %s (node '%s') along dim %d of a "
+                              "tensor whose parts are not contiguous is not lowered yet",
+                              lower_node_desc(t, desc, sizeof desc), t->name, dim);
+    return NP_OK;
+}
 
 np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
 {
@@ -377,6 +494,9 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
                 lo = a[j][0] < lo ? a[j][0] : lo;
                 hi = a[j][1] > hi ? a[j][1] : hi;
             }
+        np_status st = lw_check_parts(x, err);
+        if (st != NP_OK)
+            return st;
     }
     if (hi <= lo)
         return NP_OK;
@@ -386,7 +506,6 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
     if (st != NP_OK)
         return st;
     isa_emit *em = kc_prog_emit(w->p);
-    uint32_t core;
     lower_comm *rec = &w->lp->comm[w->lp->n_comm++];
     rec->e = e;
     rec->mb = it->inst;
@@ -396,19 +515,17 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
     else
         snprintf(suffix, sizeof suffix, "$%d", it->t->id);
     lw_symbol_name(it->t, suffix, rec->name, sizeof rec->name);
+    lw_open open = {.name = rec->name};
     if (e->kind == NN_PLAN_SEND || e->kind == NN_PLAN_RECV) {
         bool send = e->kind == NN_PLAN_SEND;
-        int pp = w->plan->mesh.size[NN_MESH_PP];
-        int target = ((w->cls->stage + e->peer) % pp + pp) % pp;
-        bool next = target > w->cls->stage; /* the peer is a later stage */
-        lw_stream mine = send ? (next ? LW_S_SEND_NEXT : LW_S_SEND_PREV)
-                              : (next ? LW_S_RECV_NEXT : LW_S_RECV_PREV);
-        lw_stream theirs = send ? (next ? LW_S_RECV_PREV : LW_S_RECV_NEXT)
-                                : (next ? LW_S_SEND_PREV : LW_S_SEND_NEXT);
-        core = lw_stream_core(w, mine);
-        uint32_t peer_core = lw_stream_core(w, theirs);
+        lw_stream mine = lw_p2p_stream(w->plan, w->cls, e);
+        lw_stream theirs = mine == LW_S_SEND_NEXT   ? LW_S_RECV_PREV
+                           : mine == LW_S_SEND_PREV ? LW_S_RECV_NEXT
+                           : mine == LW_S_RECV_NEXT ? LW_S_SEND_PREV
+                                                    : LW_S_SEND_NEXT;
+        uint32_t core = lw_stream_core(w, mine), peer_core = lw_stream_core(w, theirs);
         int peer = nn_plan_peer(w->plan, w->rank, e);
-        if (target == w->cls->stage || peer < 0 || peer >= w->plan->mesh.n_ranks)
+        if (peer < 0 || peer >= w->plan->mesh.n_ranks || peer == w->rank)
             return np_err_set(err, NP_ERR_INTERNAL, "lower: a %s of '%s' to itself",
                               send ? "send" : "recv", it->t->name);
         uint32_t chip = (uint32_t)w->plan->mesh.chip[peer];
@@ -416,8 +533,7 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
         uint64_t bytes = nn_nbytes(it->t);
         uint32_t tag = (uint32_t)(LW_S_COUNT * 4096 + (e->match & 0x0fff)) & 0xffff;
         rec->core = core;
-        isa_emit_core(em, core);
-        isa_emit_kernel_begin(em, rec->name);
+        lw_open_core(w, &open, core);
         rec->bytes_sent = send ? bytes : 0;
         if (send)
             ISA_EMIT(em, COMM_SEND, isa_peer(chip, peer_core), isa_hbm(0, (int64_t)addr),
@@ -429,13 +545,28 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
             return err->status;
     } else {
         lw_stream s = lw_coll_stream(e);
-        core = lw_stream_core(w, s);
+        uint32_t core = lw_stream_core(w, s);
         rec->core = core;
-        isa_emit_core(em, core);
-        isa_emit_kernel_begin(em, rec->name);
 #ifdef LW_HAVE_SCHED
-        for (int32_t k = i; k < i + n && st == NP_OK; k++)
-            st = lw_collective(w, k, core, (uint32_t)s * 4096, rec, err);
+        /* out-of-place collectives copy their input first, then every core waits for it */
+        bool copy = false;
+        for (int32_t k = i; k < i + n; k++)
+            copy = copy || (w->it[k].root == k && w->it[k].t->op != NN_OP_RECV);
+        if (copy) {
+            lw_open_core(w, &open, core);
+            for (int32_t k = i; k < i + n && st == NP_OK; k++)
+                st = lw_copy_in(w, k, err);
+            if (st == NP_OK)
+                st = kc_barrier(w->p, err);
+        }
+        if (st == NP_OK && it->packed) {
+            uint64_t bytes = 0;
+            for (int32_t k = i; k < i + n; k++)
+                bytes += nn_nbytes(w->it[k].t);
+            st = lw_collective(w, i, core, (uint32_t)s * 4096, rec, bytes, &open, err);
+        }
+        for (int32_t k = i; k < i + n && st == NP_OK && !it->packed; k++)
+            st = lw_collective(w, k, core, (uint32_t)s * 4096, rec, 0, &open, err);
         if (st != NP_OK)
             return st;
 #else
@@ -445,12 +576,16 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
 #endif
     }
     (void)desc;
-    unsigned sem;
-    if (kc_prog_sem_alloc(w->p, core, &sem, err) != NP_OK)
-        return err->status;
-    isa_emit_core(em, core);
-    if (ISA_EMIT(em, SEM_SIGNAL, isa_enum(ISA_UNIT_COMM), isa_sem(sem)) != NP_OK ||
-        isa_emit_kernel_end(em) != NP_OK)
-        return isa_emit_status(em, err);
-    return lw_flight_add(w, lo, hi, core, sem, i, err);
+    for (unsigned c = 0; c < open.n; c++) { /* each core it ran on signals its end */
+        unsigned sem;
+        if (kc_prog_sem_alloc(w->p, open.core[c], &sem, err) != NP_OK)
+            return err->status;
+        isa_emit_core(em, open.core[c]);
+        if (ISA_EMIT(em, SEM_SIGNAL, isa_enum(ISA_UNIT_COMM), isa_sem(sem)) != NP_OK ||
+            isa_emit_kernel_end(em) != NP_OK)
+            return isa_emit_status(em, err);
+        if (lw_flight_add(w, lo, hi, open.core[c], sem, i, err) != NP_OK)
+            return err->status;
+    }
+    return NP_OK;
 }

@@ -23,6 +23,9 @@ typedef struct lw_item {
     bool lead;                  /* comm: the first node of its entry (emits the entry) */
     int32_t block;              /* plan: the block of its entry (-1: a leaf, or a graph) */
     bool keep;                  /* its buffer lives to the end (an output, a plan's loss) */
+    bool packed;                /* comm lead: its entry's nodes reduce buffers laid out one
+                                   after the other (a bucket): one collective over them all */
+    int32_t bucket;             /* leaf: the lead of the bucket it is packed into (LW_NONE) */
     /* readers */
     int32_t uses, reader;       /* distinct reading items; the reader when there is one */
     bool all_mm;                /* every reader is a matmul */
@@ -61,7 +64,8 @@ typedef struct lw_ctx {
     /* communication in flight (lower_coll.c) */
     lw_flight *fl;
     uint32_t n_fl, cap_fl;
-    uint32_t tag_next;          /* comm tags handed out so far */
+    uint32_t stream_core[16];   /* each stream's core (lower_coll.c) */
+    bool streams_known;
 } lw_ctx;
 
 /* Item index of (t, instance), or LW_NONE. */
@@ -125,6 +129,11 @@ uint64_t lw_comm_out_bytes(const lw_ctx *w, int32_t i);
 
 /* Where in comm item i's own buffer its result starts (a reduce-scatter's part). */
 uint64_t lw_comm_part_offset(const lw_ctx *w, int32_t i);
+
+/* Marks the buckets: an entry of several in-place all-reduces of leaves (gradient
+ * accumulators) of one dtype gets its leaves packed one after the other (lw_leaves), so that
+ * the entry is one collective over all of them, as the plan sizes it. */
+void lw_comm_buckets(lw_ctx *w);
 
 /* Emits comm item i's entry (its lead) on its stream's core, after a barrier that makes the
  * kernels before it visible; records it in flight. */
