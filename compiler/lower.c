@@ -44,6 +44,60 @@ uint64_t lower_addr_mb(const lower_prog *lp, const nn_tensor *t, int mb)
 
 uint64_t lower_addr(const lower_prog *lp, const nn_tensor *t) { return lower_addr_mb(lp, t, -1); }
 
+/* ---- the memo ------------------------------------------------------------------------------ */
+
+typedef struct lw_memo_graph {
+    const nn_graph *g;
+    int max_id;
+    bool *checked;
+    kc_tiling *tiling;
+} lw_memo_graph;
+
+struct lower_memo {
+    lw_memo_graph *v;
+    uint32_t n, cap;
+};
+
+lower_memo *lower_memo_new(void) { return calloc(1, sizeof(lower_memo)); }
+
+void lower_memo_free(lower_memo *m)
+{
+    if (!m)
+        return;
+    for (uint32_t i = 0; i < m->n; i++) {
+        free(m->v[i].checked);
+        free(m->v[i].tiling);
+    }
+    free(m->v);
+    free(m);
+}
+
+/* The memo's arrays for graph g (made on first use); NULL when out of memory. */
+static lw_memo_graph *lw_memo_of(lower_memo *m, const nn_graph *g, int max_id)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->v[i].g == g && m->v[i].max_id == max_id)
+            return &m->v[i];
+    if (m->n == m->cap) {
+        uint32_t cap = m->cap ? 2 * m->cap : 8;
+        lw_memo_graph *v = realloc(m->v, cap * sizeof *v);
+        if (!v)
+            return NULL;
+        m->v = v, m->cap = cap;
+    }
+    lw_memo_graph *x = &m->v[m->n];
+    x->g = g;
+    x->max_id = max_id;
+    x->checked = calloc((size_t)max_id + 1, sizeof *x->checked);
+    x->tiling = calloc((size_t)max_id + 1, sizeof *x->tiling);
+    if (!x->checked || !x->tiling) {
+        free(x->checked);
+        free(x->tiling);
+        return NULL;
+    }
+    return &m->v[m->n++];
+}
+
 np_status lw_ctx_init(lw_ctx *w, const arch_config *cfg, const lower_opts *o, int max_id,
                       uint32_t n_slots, uint32_t chip, np_err *err)
 {
@@ -74,8 +128,30 @@ void lw_ctx_fini(lw_ctx *w)
     free(w->it);
     free(w->slot);
     free(w->fl);
+    if (!w->o.memo) {
+        free(w->checked);
+        free(w->tiling);
+    }
     lower_prog_free(w->lp);
     memset(w, 0, sizeof *w);
+}
+
+np_status lw_ctx_graph(lw_ctx *w, const nn_graph *g, np_err *err)
+{
+    int max_id = w->lp->max_id;
+    if (w->o.memo) {
+        lw_memo_graph *m = lw_memo_of(w->o.memo, g, max_id);
+        if (!m)
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a step");
+        w->checked = m->checked;
+        w->tiling = m->tiling;
+        return NP_OK;
+    }
+    w->checked = calloc((size_t)max_id + 1, sizeof *w->checked);
+    w->tiling = calloc((size_t)max_id + 1, sizeof *w->tiling);
+    if (!w->checked || !w->tiling)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering a step");
+    return NP_OK;
 }
 
 np_status lw_item_add(lw_ctx *w, nn_tensor *t, int32_t inst, const int32_t *src,
@@ -519,7 +595,8 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
     st->e = it->e;
     kc_tensor out;
     kc_tensor_of(&out, update ? 0 : w->it[last].addr, t);
-    if (lw_node_kernel(t, in, &out, lp->chip, lp->cores, &st->k, err) != NP_OK)
+    if (lw_node_kernel(t, in, &out, lp->chip, lp->cores, !w->checked[t->id], &st->k, err) !=
+        NP_OK)
         return err->status;
     for (int32_t cur = i; cur != last;) { /* the epilogue: the chain to the stored item */
         int32_t m = w->it[cur].reader;
@@ -554,9 +631,17 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
         snprintf(suffix, sizeof suffix, "$%d", t->id);
     lw_symbol_name(t, suffix, name, sizeof name);
     st->k.name = name;
+    /* a node's instances differ only in their addresses: they take its first one's tiling */
+    kc_tiling *tl = &w->tiling[t->id];
+    bool reuse = w->checked[t->id] && tl->n_attrs && st->k.n_attrs + (int)tl->n_attrs <= KC_MAX_ATTRS;
+    for (unsigned a = 0; reuse && a < tl->n_attrs; a++)
+        st->k.attrs[st->k.n_attrs++] = tl->attrs[a];
     if (kc_compile(w->p, &st->k, &st->res, err) != NP_OK)
         return err->status;
+    if (!reuse && st->res.n_cands)
+        *tl = st->res.cands[0];
     st->k.name = NULL; /* the symbol is in res.name */
+    w->checked[t->id] = true;
     lp->flops += st->res.flops;
     lp->hbm_bytes += st->res.hbm_read_bytes + st->res.hbm_write_bytes;
     return NP_OK;
@@ -609,6 +694,8 @@ np_status lower_graph(const arch_config *cfg, nn_graph *g, const lower_opts *opt
     nn_tensor **order = NULL;
     int n = 0;
     np_status st = lw_ctx_init(&w, cfg, opts, nn_graph_max_id(g), 1, 0, err);
+    if (st == NP_OK)
+        st = lw_ctx_graph(&w, g, err);
     if (st == NP_OK)
         st = nn_schedule(g, &order, &n, err);
     if (st == NP_OK && !w.o.no_fuse)

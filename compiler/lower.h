@@ -50,6 +50,14 @@
 #include "nn.h"
 #include "plan.h"
 
+/* What lowering one rank learns that other ranks of the same class (and other instances of
+ * a node) reuse: each node's kernel checked against its reference once, its tiling chosen by
+ * the cost model once. Optional (lower_opts.memo); the caller owns it and frees it after the
+ * programs lowered with it. */
+typedef struct lower_memo lower_memo;
+lower_memo *lower_memo_new(void); /* NULL when out of memory */
+void lower_memo_free(lower_memo *m);
+
 typedef struct lower_opts {
     uint32_t cores;       /* the program's cores, every kernel spread over all of them (0:
                              chip.cores) */
@@ -61,6 +69,7 @@ typedef struct lower_opts {
                                     (noc/coll_topo.h); NULL: rings in rank order */
     struct coll_tuner *tuner;    /* (optional) the algorithm of each collective (noc/
                                     coll_tune.h); NULL: the ring */
+    lower_memo *memo;            /* (optional) shared across the ranks lowered with it */
 } lower_opts;
 
 /* What a node lowered to. */

@@ -64,6 +64,9 @@ typedef struct lw_ctx {
     /* communication in flight (lower_coll.c) */
     lw_flight *fl;
     uint32_t n_fl, cap_fl;
+    bool *checked;              /* by node id: its kernel was checked against its reference */
+    kc_tiling *tiling;          /* by node id: the tiling its first instance got (n_attrs 0:
+                                   none), which the others reuse */
     uint32_t stream_core[16];   /* each stream's core (lower_coll.c) */
     bool streams_known;
 } lw_ctx;
@@ -82,6 +85,8 @@ np_status lw_item_add(lw_ctx *w, nn_tensor *t, int32_t inst, const int32_t *src,
 np_status lw_ctx_init(lw_ctx *w, const arch_config *cfg, const lower_opts *o, int max_id,
                       uint32_t n_slots, uint32_t chip, np_err *err);
 void lw_ctx_fini(lw_ctx *w);
+/* Binds w to the graph it lowers (the memo's arrays for it, or w's own). NP_ERR_NOMEM. */
+np_status lw_ctx_graph(lw_ctx *w, const nn_graph *g, np_err *err);
 
 /* Decides, places and emits every item (the front end filled them). On success w->lp holds
  * the finished program. */
@@ -91,10 +96,11 @@ np_status lw_lower(lw_ctx *w, np_err *err);
 
 /* The kernel of node with the given operand layouts: in[i] for node->src[i] (an update's
  * outputs are its in-place sources: out[0] = in[0], out[j] = in[j + 1]), out for its result;
- * attributes from the node (kc_kernel_def.from_node), checked against the kernel's reference;
- * placed on cores 0 .. cores-1 of chip. Errors as lower_node_kernel. */
+ * attributes from the node (kc_kernel_def.from_node), checked against the kernel's reference
+ * when check (once per node is enough: its instances differ only in addresses); placed on
+ * cores 0 .. cores-1 of chip. Errors as lower_node_kernel. */
 np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
-                         uint32_t chip, uint32_t cores, kc_kernel *k, np_err *err);
+                         uint32_t chip, uint32_t cores, bool check, kc_kernel *k, np_err *err);
 
 /* The kernel table row node compiles with: its op's, or for an in-place update whose op has
  * none, the op it amounts to (grad_acc: add into the accumulator, copy_to: cast into the

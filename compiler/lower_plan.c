@@ -67,6 +67,8 @@ np_status lower_plan_rank(const arch_config *cfg, const nn_plan *p, int rank,
     w.plan = p;
     w.cls = c;
     w.rank = rank;
+    if (st == NP_OK)
+        st = lw_ctx_graph(&w, c->g, err);
     if (st == NP_OK && !w.o.no_fuse)
         nn_pass_fuse(c->g);
     for (int i = 0; i < nn_graph_n_nodes(c->g) && st == NP_OK; i++) { /* persistent leaves */

@@ -38,9 +38,10 @@ void core_trace(core_model *c, isa_unit u, const q_entry *e)
     if (!y->trace)
         return;
     char text[256];
-    insn_text(c->chip, &e->in, text, sizeof text);
+    if (!y->trace_no_text)
+        insn_text(c->chip, &e->in, text, sizeof text);
     int32_t k = c->pcs[e->pc].kernel;
-    core_trace_insn t = {c->chip->chip, c->id, u, e->lane, e->pc, text,
+    core_trace_insn t = {c->chip->chip, c->id, u, e->lane, e->pc, y->trace_no_text ? NULL : text,
                          k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c)};
     y->trace(y->trace_ctx, &t);
 }

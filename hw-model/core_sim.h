@@ -218,6 +218,7 @@ struct hw_system {
                           while it is unchanged */
     core_trace_fn trace; /* or NULL */
     void *trace_ctx;
+    bool trace_no_text;  /* core_trace_insn.text NULL (hw_system_opts) */
     hw_chip_end_fn on_end; /* or NULL */
     void *on_end_ctx;
     sys_group *groups;

@@ -518,6 +518,7 @@ np_status hw_system_create(const arch_config *cfg, evq *q, const hw_system_opts 
     y->epoch = 1;
     y->trace = o.trace;
     y->trace_ctx = o.trace_ctx;
+    y->trace_no_text = o.trace_no_text;
     y->on_end = o.on_end;
     y->on_end_ctx = o.on_end_ctx;
     for (uint32_t i = 0; i < y->n_chips; i++) {

@@ -100,6 +100,8 @@ typedef struct hw_system_opts {
     size_t n_groups;
     core_trace_fn trace;       /* (optional) called as each instruction completes */
     void *trace_ctx;
+    bool trace_no_text;        /* the trace's core_trace_insn.text is NULL: no instruction is
+                                  formatted (a caller that attributes instructions by pc) */
     hw_chip_end_fn on_end;     /* (optional) */
     void *on_end_ctx;
     stats *reg;                /* (optional) mesh and link counters register here as the

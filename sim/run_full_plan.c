@@ -615,6 +615,7 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     evq *pq = NULL;
     net *pnet = NULL;
     void *tuner = NULL;
+    lower_memo *memo = NULL;
     np_status st = NP_OK;
     if (o.functional && (!o.io.load || !o.io.store))
         return np_err_set(err, NP_ERR_INCONSISTENT, "a functional full-fidelity run needs values "
@@ -637,6 +638,13 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
         x.rank_of_chip[c] = -1;
     /* the flow engine's rings and algorithms: a network of the system for their questions */
     lower_opts lo = o.lower;
+    memo = lo.memo ? NULL : lower_memo_new(); /* shared by the ranks of a class */
+    if (!lo.memo && !memo) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    if (!lo.memo)
+        lo.memo = memo;
     if (!o.rank_order && cfg->system.chips > 1) {
         net_params np;
         net_params_from_arch(cfg, &np);
@@ -671,7 +679,8 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
             out->insns += rk->lp->prog->cores[c].n_insns;
     }
     hw_system_opts so = {.n_chips = x.n_chips, .functional = o.functional, .trace = rf_trace,
-                         .trace_ctx = &x, .on_end = rf_end, .on_end_ctx = &x};
+                         .trace_ctx = &x, .trace_no_text = true, .on_end = rf_end,
+                         .on_end_ctx = &x};
     if ((st = evq_create(&x.q, err)) != NP_OK ||
         (st = hw_system_create(cfg, x.q, &so, &x.sys, err)) != NP_OK)
         goto done;
@@ -734,6 +743,7 @@ done:
     (void)tuner;
     net_free(pnet);
     evq_free(pq);
+    lower_memo_free(memo);
     if (st != NP_OK)
         run_full_result_free(out);
     return st;
