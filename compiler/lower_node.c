@@ -206,6 +206,11 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
                           lower_node_desc(node, desc, sizeof desc), node->name);
     bool update = nn_op_flags(node->op) & NN_OPF_UPDATE;
     int n_out = update ? def->n_out : 1;
+    if (def->n_in >= 0 && def->n_in != node->n_src && !update)
+        return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s'): the %s kernel "
+                          "takes %d inputs, this form of the op has %d",
+                          lower_node_desc(node, desc, sizeof desc), node->name,
+                          nn_op_name(node->op), def->n_in, node->n_src);
     if ((def->n_in >= 0 && def->n_in != node->n_src) || node->n_src > KC_MAX_IN ||
         (update ? def->n_out < 1 || (def->n_out > 1 && def->n_out + 1 > node->n_src)
                 : def->n_out != 1))
