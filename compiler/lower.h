@@ -35,7 +35,14 @@
  *
  * Ordering between kernels is the kernel ABI's: one core orders its own HBM accesses, and
  * kc_compile puts a barrier on every core before a kernel that touches what another
- * placement wrote (or reuses arena bytes another placement read).
+ * placement wrote (or reuses arena bytes another placement read). Fences and barriers leave
+ * the COMM queue out (nocomm), so communication in flight overlaps the kernels after it.
+ *
+ * A plan's rank (lower_plan_rank) lowers the same way: its class's entries in schedule order,
+ * a micro-batch block's nodes once per micro-batch (lower_addr_mb), collectives, sends and
+ * receives as comm.* on their streams' cores (lower_coll.c's header; docs/compiler.md,
+ * "Lowering whole steps"). lower_prog.steps give each kernel's plan entry and micro-batch, so
+ * an engine that times entries can time the very kernels this lowering emits.
  */
 #ifndef NPUSIM_LOWER_H
 #define NPUSIM_LOWER_H

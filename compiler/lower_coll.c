@@ -37,14 +37,9 @@
 
 #include "lower_impl.h"
 
-#if defined(__has_include)
-#if __has_include("coll_sched.h")
-#define LW_HAVE_SCHED 1
 #include "coll_sched.h"
 #include "coll_topo.h"
 #include "coll_tune.h"
-#endif
-#endif
 
 bool lw_is_comm(const nn_tensor *t)
 {
@@ -259,8 +254,6 @@ static void lw_open_core(lw_ctx *w, lw_open *o, uint32_t core)
     }
 }
 
-#ifdef LW_HAVE_SCHED
-
 /* A copy of bytes from HBM src to HBM dst on the current core's DMA queue, as rows of at most
  * 2^16 bytes. */
 static np_status lw_copy(lw_ctx *w, uint64_t dst, uint64_t src, uint64_t bytes)
@@ -280,11 +273,6 @@ static np_status lw_copy(lw_ctx *w, uint64_t dst, uint64_t src, uint64_t bytes)
     }
     return isa_emit_status(e, NULL);
 }
-
-#endif
-
-
-#ifdef LW_HAVE_SCHED
 
 static coll_op lw_coll_op(nn_op op, bool *ok)
 {
@@ -451,8 +439,6 @@ static np_status lw_copy_in(lw_ctx *w, int32_t k, np_err *err)
     return NP_OK;
 }
 
-#endif
-
 /* Parts along dim of an all-gather or reduce-scatter are contiguous when every dim before it
  * is 1. */
 static np_status lw_check_parts(const lw_item *it, np_err *err)
@@ -473,7 +459,6 @@ static np_status lw_check_parts(const lw_item *it, np_err *err)
 
 np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
 {
-    char desc[256];
     const lw_item *it = &w->it[i];
     const nn_plan_entry *e = it->e;
     if (e->kind == NN_PLAN_COLLECTIVE && lw_group_size(it->t) <= 1)
@@ -547,7 +532,6 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
         lw_stream s = lw_coll_stream(e);
         uint32_t core = lw_stream_core(w, s);
         rec->core = core;
-#ifdef LW_HAVE_SCHED
         /* out-of-place collectives copy their input first, then every core waits for it */
         bool copy = false;
         for (int32_t k = i; k < i + n; k++)
@@ -569,13 +553,7 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
             st = lw_collective(w, k, core, (uint32_t)s * 4096, rec, 0, &open, err);
         if (st != NP_OK)
             return st;
-#else
-        return np_err_set(err, NP_ERR_MISSING, "lower: %s (node '%s'): collectives need the "
-                          "schedules of noc/coll_sched.h, which this build lacks",
-                          lower_node_desc(it->t, desc, sizeof desc), it->t->name);
-#endif
     }
-    (void)desc;
     for (unsigned c = 0; c < open.n; c++) { /* each core it ran on signals its end */
         unsigned sem;
         if (kc_prog_sem_alloc(w->p, open.core[c], &sem, err) != NP_OK)

@@ -10,12 +10,7 @@
 #include "net.h"
 #include "run_full.h"
 
-#if defined(__has_include)
-#if __has_include("coll_tune.h")
-#define RF_HAVE_TUNER 1
 #include "coll_tune.h"
-#endif
-#endif
 
 #define RF_BIN0_PS 1048576u /* link windows: 2^20 ps, doubled to keep at most RF_BINS */
 #define RF_BINS 512u
@@ -614,7 +609,7 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     rf_run x = {.cfg = cfg, .p = p, .bin_ps = RF_BIN0_PS};
     evq *pq = NULL;
     net *pnet = NULL;
-    void *tuner = NULL;
+    coll_tuner *tuner = NULL;
     lower_memo *memo = NULL;
     np_status st = NP_OK;
     if (o.functional && (!o.io.load || !o.io.store))
@@ -651,13 +646,9 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
         if ((st = evq_create(&pq, err)) != NP_OK || (st = net_create(&np, pq, NULL, &pnet, err)) != NP_OK)
             goto done;
         lo.net = pnet;
-#ifdef RF_HAVE_TUNER
-        coll_tuner *t;
-        if ((st = coll_tuner_create(pnet, cfg, &t, err)) != NP_OK)
+        if ((st = coll_tuner_create(pnet, cfg, &tuner, err)) != NP_OK)
             goto done;
-        tuner = t;
-        lo.tuner = t;
-#endif
+        lo.tuner = tuner;
     }
     for (uint32_t k = 0; k < R; k++) {
         if ((st = lower_plan_rank(cfg, p, (int)k, &lo, &out->progs[k], err)) != NP_OK)
@@ -737,10 +728,7 @@ done:
     free(x.rank_of_chip);
     free(x.last_bytes);
     free(x.bins);
-#ifdef RF_HAVE_TUNER
     coll_tuner_free(tuner);
-#endif
-    (void)tuner;
     net_free(pnet);
     evq_free(pq);
     lower_memo_free(memo);
