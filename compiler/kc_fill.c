@@ -113,7 +113,7 @@ static np_status onehot_compile(kc_ctx *x)
     return kv_emit(x, &p);
 }
 
-/* ---- the framework's nodes -------------------------------------------------------------------- */
+/* ---- the framework's nodes ------------------------------------------------------------------- */
 
 static np_status fill_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                 nn_tensor **out, np_err *err)
@@ -142,7 +142,7 @@ static np_status onehot_reference(nn_graph *g, const kc_kernel *k, nn_tensor *co
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
-/* ---- `npusim kernel --op` --------------------------------------------------------------------- */
+/* ---- `npusim kernel --op` -------------------------------------------------------------------- */
 
 static np_status kf_fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
                           np_err *err)

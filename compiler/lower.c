@@ -615,11 +615,12 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
     for (int s = 0; s < t->n_src; s++)
         st->n_fused += w->it[it->src[s]].kind == LOWER_NODE_FOLDED;
     /* communication in flight that this kernel's operands touch: wait for it first */
-    for (int s = 0; s < st->k.n_in + st->k.n_out + st->k.n_epi; s++) {
+    int n_io = st->k.n_in + st->k.n_out;
+    for (int s = 0; s < n_io + st->k.n_epi; s++) {
         const kc_tensor *x = s < st->k.n_in ? &st->k.in[s]
-                             : s < st->k.n_in + st->k.n_out ? &st->k.out[s - st->k.n_in]
-                                                            : &st->k.epi[s - st->k.n_in - st->k.n_out].arg;
-        if (s >= st->k.n_in + st->k.n_out && !st->k.epi[s - st->k.n_in - st->k.n_out].has_arg)
+                             : s < n_io    ? &st->k.out[s - st->k.n_in]
+                                           : &st->k.epi[s - n_io].arg;
+        if (s >= n_io && !st->k.epi[s - n_io].has_arg)
             continue;
         if (lw_comm_wait(w, x->addr, x->addr + kc_tensor_extent(x), err) != NP_OK)
             return err->status;
@@ -633,7 +634,8 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
     st->k.name = name;
     /* a node's instances differ only in their addresses: they take its first one's tiling */
     kc_tiling *tl = &w->tiling[t->id];
-    bool reuse = w->checked[t->id] && tl->n_attrs && st->k.n_attrs + (int)tl->n_attrs <= KC_MAX_ATTRS;
+    bool reuse = w->checked[t->id] && tl->n_attrs &&
+                 st->k.n_attrs + (int)tl->n_attrs <= KC_MAX_ATTRS;
     for (unsigned a = 0; reuse && a < tl->n_attrs; a++)
         st->k.attrs[st->k.n_attrs++] = tl->attrs[a];
     if (kc_compile(w->p, &st->k, &st->res, err) != NP_OK)

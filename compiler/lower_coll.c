@@ -102,7 +102,7 @@ uint64_t lw_comm_part_offset(const lw_ctx *w, int32_t i)
     return k < 0 ? 0 : (uint64_t)k * nn_nbytes(it->t);
 }
 
-/* ---- streams ---------------------------------------------------------------------------------- */
+/* ---- streams --------------------------------------------------------------------------------- */
 
 typedef enum lw_stream {
     LW_S_TP, LW_S_DP, LW_S_SEND_NEXT, LW_S_RECV_PREV, LW_S_SEND_PREV, LW_S_RECV_NEXT, LW_S_SP,
@@ -194,7 +194,7 @@ void lw_comm_buckets(lw_ctx *w)
     }
 }
 
-/* ---- in flight -------------------------------------------------------------------------------- */
+/* ---- in flight ------------------------------------------------------------------------------- */
 
 static np_status lw_flight_add(lw_ctx *w, uint64_t lo, uint64_t hi, uint32_t core,
                                unsigned sem, int32_t item, np_err *err)

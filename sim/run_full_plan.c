@@ -157,7 +157,8 @@ static np_status rf_map(rf_rank *k, np_err *err)
             m[i] = -1;
         for (uint32_t j = 0; j < t->n_kernels; j++) {
             rf_name key = {t->kernels[j].name, 0};
-            const rf_name *f = key.name ? bsearch(&key, names, n, sizeof *names, rf_name_cmp) : NULL;
+            const rf_name *f =
+                key.name ? bsearch(&key, names, n, sizeof *names, rf_name_cmp) : NULL;
             for (uint32_t i = 0; f && i < t->kernels[j].count; i++)
                 m[t->kernels[j].start + i] = f->rec;
         }
@@ -299,14 +300,6 @@ static run_comm_kind rf_kind(nn_comm_tag t)
     }
 }
 
-/* A communication entry instance of some rank, matched with the other ranks'. */
-typedef struct rf_comm {
-    int rank;
-    uint32_t rec;
-    const lower_comm *c;
-    uint64_t lo, hi;
-} rf_comm;
-
 /* The comm record of `rank` for entry instance (match, mb, kind) talking to peer (a send or
  * recv) or in the group of first member first; -1 when none. */
 static int32_t rf_find(const rf_run *x, int rank, const nn_plan_entry *like, int mb)
@@ -437,8 +430,6 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                         hi = o2->last > hi ? o2->last : hi;
                     }
                 }
-                if (n > 0 && ranks[0] == (int)k)
-                    r->rank[k].comm_bytes[kind] += 0; /* added below, per member */
             } else {
                 int peer = nn_plan_peer(p, (int)k, c->e);
                 int32_t q = rf_find(x, peer, c->e, c->mb);
@@ -643,7 +634,8 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     if (!o.rank_order && cfg->system.chips > 1) {
         net_params np;
         net_params_from_arch(cfg, &np);
-        if ((st = evq_create(&pq, err)) != NP_OK || (st = net_create(&np, pq, NULL, &pnet, err)) != NP_OK)
+        if ((st = evq_create(&pq, err)) != NP_OK ||
+            (st = net_create(&np, pq, NULL, &pnet, err)) != NP_OK)
             goto done;
         lo.net = pnet;
         if ((st = coll_tuner_create(pnet, cfg, &tuner, err)) != NP_OK)
