@@ -32,4 +32,9 @@ const char *harness_src_path(const char *rel);
 /* Reads a whole file into a malloc'd NUL-terminated string; NULL if it cannot be read. */
 char *harness_read_file(const char *path, size_t *len);
 
+/* Returns doc (freeing it) with every "/tmp/" replaced by a directory of this process's own
+ * (made once, under /tmp), so documented commands that write /tmp files cannot race with
+ * other test processes running the same examples. NULL when out of memory. */
+char *harness_private_tmp(char *doc);
+
 #endif

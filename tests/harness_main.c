@@ -4,6 +4,7 @@
 #include "harness.h"
 
 #include <CUnit/Basic.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -149,4 +150,60 @@ char *harness_read_file(const char *path, size_t *len)
     if (len)
         *len = n;
     return buf;
+}
+
+static char private_dir[64];
+
+/* Removes the private folder and the files the examples wrote in it (at exit). */
+static void private_tmp_remove(void)
+{
+    DIR *d = opendir(private_dir);
+    if (d) {
+        for (struct dirent *e; (e = readdir(d));) {
+            char path[512];
+            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")) {
+                snprintf(path, sizeof path, "%s/%s", private_dir, e->d_name);
+                remove(path);
+            }
+        }
+        closedir(d);
+    }
+    rmdir(private_dir);
+}
+
+char *harness_private_tmp(char *doc)
+{
+    char *dir = private_dir;
+    if (!doc)
+        return NULL;
+    if (!dir[0]) {
+        snprintf(dir, sizeof private_dir, "/tmp/npusim_doc_XXXXXX");
+        if (!mkdtemp(dir)) {
+            dir[0] = '\0';
+            return doc; /* no private folder: the shared /tmp it is */
+        }
+        atexit(private_tmp_remove);
+    }
+    size_t n = 0, len = strlen(doc), dl = strlen(dir);
+    for (const char *p = doc; (p = strstr(p, "/tmp/")); p += 5)
+        n++;
+    char *out = malloc(len + n * dl + 1);
+    if (!out) {
+        free(doc);
+        return NULL;
+    }
+    char *w = out;
+    for (const char *p = doc, *q; ; p = q + 4) {
+        q = strstr(p, "/tmp/");
+        if (!q) {
+            strcpy(w, p);
+            break;
+        }
+        memcpy(w, p, (size_t)(q - p));
+        w += q - p;
+        memcpy(w, dir, dl);
+        w += dl;
+    }
+    free(doc);
+    return out;
 }

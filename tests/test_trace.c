@@ -550,7 +550,7 @@ TEST(traces_of_sim_layer_and_collective_isa_are_valid_and_identical_on_rerun)
  * Returns the number of commands run. */
 static unsigned run_doc(const char *rel)
 {
-    char *doc = harness_read_file(harness_src_path(rel), NULL);
+    char *doc = harness_private_tmp(harness_read_file(harness_src_path(rel), NULL));
     CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
     char root[4096];
     snprintf(root, sizeof root, "%s", harness_src_path(""));

@@ -9,7 +9,7 @@
 
 TEST(every_command_of_the_tutorial_runs)
 {
-    char *doc = harness_read_file(harness_src_path("docs/tutorial.md"), NULL);
+    char *doc = harness_private_tmp(harness_read_file(harness_src_path("docs/tutorial.md"), NULL));
     CU_ASSERT_PTR_NOT_NULL_FATAL(doc);
     char root[4096];
     snprintf(root, sizeof root, "%s", harness_src_path(""));
