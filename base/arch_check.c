@@ -86,6 +86,26 @@ static bool check_link_port(const arch_config *c, char *msg, size_t n)
     return false;
 }
 
+static bool check_hbm_controllers(const arch_config *c, char *msg, size_t n)
+{
+    const arch_chip *h = &c->chip;
+    if (h->hbm_controllers > h->hbm_channels) {
+        snprintf(msg, n, "chip.hbm_controllers = %" PRId64 " is more than chip.hbm_channels = %"
+                 PRId64 ": each controller owns at least one channel", h->hbm_controllers,
+                 h->hbm_channels);
+        return false;
+    }
+    if (h->hbm_controllers && h->hbm_placement == ARCH_HBM_PLACEMENT_STRIDE &&
+        h->hbm_controller_router >= h->mesh_x * h->mesh_y) {
+        snprintf(msg, n, "chip.hbm_controller_router = %" PRId64 " is not a router of the "
+                 "chip.mesh_x x chip.mesh_y = %" PRId64 " x %" PRId64 " mesh (routers 0 .. %"
+                 PRId64 ")", h->hbm_controller_router, h->mesh_x, h->mesh_y,
+                 h->mesh_x * h->mesh_y - 1);
+        return false;
+    }
+    return true;
+}
+
 static bool check_torus2d_flat(const arch_config *c, char *msg, size_t n)
 {
     if (c->system.chips == 1 || c->system.topology != ARCH_TOPOLOGY_TORUS2D ||
@@ -215,6 +235,12 @@ const arch_check_info arch_checks[] = {
     {"The link ports sit on a router of the mesh: `chip.link_port_router` < `chip.mesh_x` x "
      "`chip.mesh_y`.",
      BLAME(K(chip, link_port_router), K(chip, mesh_x), K(chip, mesh_y)), check_link_port},
+    {"Every HBM controller owns a channel (`chip.hbm_controllers` <= `chip.hbm_channels`), and "
+     "with `chip.hbm_placement: stride` the first sits on a router of the mesh "
+     "(`chip.hbm_controller_router` < `chip.mesh_x` x `chip.mesh_y`).",
+     BLAME(K(chip, hbm_controllers), K(chip, hbm_channels), K(chip, hbm_controller_router),
+           K(chip, hbm_placement), K(chip, mesh_x), K(chip, mesh_y)),
+     check_hbm_controllers},
     {"A `torus2d` has `system.torus_z` = 1.",
      BLAME(K(system, torus_z), K(system, topology)), check_torus2d_flat},
     {"The torus dimensions multiply to the chip count: `torus_x` x `torus_y` (`torus2d`) or "

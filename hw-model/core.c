@@ -410,9 +410,20 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
                      (double)s->cfg->core.sram_port_bytes_per_cycle * ghz / 1000.0;
     if (bank_bw < cap)
         cap = bank_bw;
-    /* The HBM side moves whole bursts, and only the channels its rows touch serve it. */
+    /* The HBM side moves whole bursts, and only the channels its rows touch serve it; with
+     * controllers on the mesh, each controller's part crosses the mesh (hbm_mesh.h). */
     uint64_t hb = 0;
-    if (any_hbm) {
+    if (any_hbm && s->hmesh) {
+        unsigned n_parts;
+        uint64_t t_mesh;
+        if (hbm_mesh_copy(s->hmesh, r, nr, c->id, hbm_cap, ((uint64_t)c->index << 16) | arg,
+                          &n_parts, &t_mesh, &s->err) != NP_OK)
+            goto fail;
+        e->parts += n_parts; /* they complete in mesh ticks, never inside the call */
+        if ((double)t_mesh > alone)
+            alone = (double)t_mesh;
+        any_hbm = false; /* started */
+    } else if (any_hbm) {
         const arch_chip *ch = &s->cfg->chip;
         for (unsigned i = 0; i < nr; i++)
             if (r[i].space == ISA_SPACE_HBM)
@@ -458,6 +469,12 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     return;
 fail:
     chip_fail(s);
+}
+
+void core_dma_access_done(void *ctx, uint64_t tag)
+{
+    chip_sim *s = ctx;
+    q_part_done(&s->cores[tag >> 16], tag & 0xffff);
 }
 
 static void q_launch_ev(evq *eq, void *ctx, uint64_t arg)

@@ -92,6 +92,16 @@ typedef struct core_kernel_report {
     uint64_t start_ps, end_ps; /* that dispatch and that retirement (0, 0: never ran) */
 } core_kernel_report;
 
+/* One HBM controller on the mesh (chip.hbm_controllers > 0), over the report's programs. */
+typedef struct core_hbm_ctrl_report {
+    char name[32];          /* "hbm.ctrl0", or "chip1.hbm.ctrl0" with several chips */
+    uint32_t chip, ctrl, router;
+    uint64_t read_bytes, write_bytes; /* HBM bytes it served (whole bursts) */
+    uint64_t limited_bytes; /* of the bytes it served, those moved while its bandwidth or its
+                               port fixed the rate (the DMA waited for the controller) */
+    double util_pct;        /* (read + write) / (its bandwidth x total_ps) */
+} core_hbm_ctrl_report;
+
 typedef struct core_report {
     uint64_t total_cycles;     /* core cycles until the last core (of any chip) finished */
     uint64_t total_ps;
@@ -104,6 +114,17 @@ typedef struct core_report {
     uint64_t sram_read_bytes, sram_write_bytes; /* scratchpad */
     uint64_t acc_read_bytes, acc_write_bytes;   /* accumulator SRAM */
     uint64_t c2c_bytes;        /* sent from one chip to another (all chips: sums) */
+    /* HBM controllers on the mesh (chip.hbm_controllers > 0; else n_hbm_ctrls = 0): the
+     * DMA's HBM bytes (whole bursts) that crossed the mesh, split by what set their rate —
+     * a controller's bandwidth, a controller's port, a mesh link (router output, ejection or
+     * injection channel), or the copy's own limit (the channels it touches, the scratchpad
+     * ports) — and the mesh link that limited the most. Sums over chips. */
+    core_hbm_ctrl_report *hbm_ctrls;
+    uint32_t n_hbm_ctrls;
+    uint64_t hbm_mesh_bytes, hbm_limited_by_ctrl, hbm_limited_by_ctrl_port,
+        hbm_limited_by_mesh, hbm_limited_by_copy;
+    char hbm_busiest_link[48]; /* "r1.xplus" ("chip1.r1.xplus"), "" when no link limited */
+    uint64_t hbm_busiest_link_bytes;
 } core_report;
 
 /* Runs program p (already checked against cfg by the loader) on the chip of cfg in timing
@@ -188,8 +209,8 @@ void core_report_free(core_report *r);
 
 /* {"total_cycles", "total_ps", "units": [{"name", "busy_cycles", "stall_cycles",
  *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "chip", "core", "cycles"}],
- *  "traffic": {"hbm_read_bytes", ...}} — names documented in docs/hw-model.md. NULL when out
- * of memory. */
+ *  "traffic": {"hbm_read_bytes", ...}, and with controllers on the mesh "hbm_mesh": {...}} —
+ * names documented in docs/hw-model.md. NULL when out of memory. */
 json_t *core_report_json(const core_report *r);
 
 /* The same as a human-readable table. */

@@ -2,12 +2,65 @@
  * of core_sim_run_chips), and printed as JSON and as text (field names are documented in
  * docs/hw-model.md and kept stable). */
 #include <inttypes.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core_sim.h"
+
+/* The "hbm_mesh" member: controllers on the mesh and what limited the DMA's HBM traffic. */
+static json_t *core_report_hbm_json(const core_report *r)
+{
+    json_t *ctrls = json_array();
+    for (uint32_t i = 0; ctrls && i < r->n_hbm_ctrls; i++) {
+        const core_hbm_ctrl_report *c = &r->hbm_ctrls[i];
+        if (json_array_append_new(ctrls, json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f}",
+                                                   "name", c->name, "chip", (json_int_t)c->chip,
+                                                   "ctrl", (json_int_t)c->ctrl, "router",
+                                                   (json_int_t)c->router, "read_bytes",
+                                                   (json_int_t)c->read_bytes, "write_bytes",
+                                                   (json_int_t)c->write_bytes, "limited_bytes",
+                                                   (json_int_t)c->limited_bytes, "util_pct",
+                                                   c->util_pct))) {
+            json_decref(ctrls);
+            return NULL;
+        }
+    }
+    if (!ctrls)
+        return NULL;
+    return json_pack("{s:I, s:{s:I, s:I, s:I, s:I}, s:{s:s, s:I}, s:o}", "bytes",
+                     (json_int_t)r->hbm_mesh_bytes, "limited_bytes", "controllers",
+                     (json_int_t)r->hbm_limited_by_ctrl, "controller_ports",
+                     (json_int_t)r->hbm_limited_by_ctrl_port, "mesh_links",
+                     (json_int_t)r->hbm_limited_by_mesh, "copies",
+                     (json_int_t)r->hbm_limited_by_copy, "busiest_link", "name",
+                     r->hbm_busiest_link, "limited_bytes",
+                     (json_int_t)r->hbm_busiest_link_bytes, "controllers", ctrls);
+}
+
+/* The text lines of the HBM controllers on the mesh. */
+static void core_report_hbm_print(const core_report *r, FILE *out)
+{
+    double all = r->hbm_mesh_bytes ? (double)r->hbm_mesh_bytes : 1;
+    fprintf(out, "\nHBM over the mesh: %" PRIu64 " B; rate set by the controllers %.1f %%, their "
+            "ports %.1f %%, mesh links %.1f %%, the copies' own channels and ports %.1f %%\n",
+            r->hbm_mesh_bytes, 100.0 * (double)r->hbm_limited_by_ctrl / all,
+            100.0 * (double)r->hbm_limited_by_ctrl_port / all,
+            100.0 * (double)r->hbm_limited_by_mesh / all,
+            100.0 * (double)r->hbm_limited_by_copy / all);
+    if (r->hbm_busiest_link[0])
+        fprintf(out, "the mesh link that limited the most: %s (%" PRIu64 " B)\n",
+                r->hbm_busiest_link, r->hbm_busiest_link_bytes);
+    fprintf(out, "%-20s %6s %14s %14s %14s %8s\n", "controller", "router", "read bytes",
+            "write bytes", "limited bytes", "util");
+    for (uint32_t i = 0; i < r->n_hbm_ctrls; i++) {
+        const core_hbm_ctrl_report *c = &r->hbm_ctrls[i];
+        fprintf(out, "%-20s %6" PRIu32 " %14" PRIu64 " %14" PRIu64 " %14" PRIu64 " %6.1f %%\n",
+                c->name, c->router, c->read_bytes, c->write_bytes, c->limited_bytes, c->util_pct);
+    }
+}
 
 json_t *core_report_json(const core_report *r)
 {
@@ -42,10 +95,18 @@ json_t *core_report_json(const core_report *r)
                                 (json_int_t)r->c2c_bytes);
     if (!traffic)
         goto fail;
-    return json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "total_cycles",
-                     (json_int_t)r->total_cycles, "total_ps", (json_int_t)r->total_ps, "chips",
-                     (json_int_t)r->n_chips, "units", units, "kernels", kernels, "traffic",
-                     traffic);
+    json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "total_cycles",
+                          (json_int_t)r->total_cycles, "total_ps", (json_int_t)r->total_ps,
+                          "chips", (json_int_t)r->n_chips, "units", units, "kernels", kernels,
+                          "traffic", traffic);
+    if (o && r->n_hbm_ctrls) {
+        json_t *hm = core_report_hbm_json(r);
+        if (!hm || json_object_set_new(o, "hbm_mesh", hm)) {
+            json_decref(o);
+            return NULL;
+        }
+    }
+    return o;
 fail:
     json_decref(units);
     json_decref(kernels);
@@ -69,6 +130,8 @@ void core_report_print(const core_report *r, FILE *out)
     if (r->n_chips > 1)
         fprintf(out, "chip-to-chip: %" PRIu64 " B sent between %" PRIu32 " chips\n", r->c2c_bytes,
                 r->n_chips);
+    if (r->n_hbm_ctrls)
+        core_report_hbm_print(r, out);
     if (r->n_kernels) {
         fprintf(out, "\n%-24s %6s %6s %12s\n", "kernel", "chip", "core", "cycles");
         for (uint32_t i = 0; i < r->n_kernels; i++)
@@ -81,6 +144,70 @@ void core_report_print(const core_report *r, FILE *out)
 static uint64_t chip_end_ps(const chip_sim *s)
 {
     return s->state == HW_CHIP_RUNNING ? evq_now(s->q) : s->t_end_ps;
+}
+
+/* Adds chip s's HBM controllers and figures to r (r->total_ps is set). NP_ERR_NOMEM. */
+static np_status report_hbm(const hw_system *y, const chip_sim *s, core_report *r)
+{
+    uint32_t n = hbm_mesh_count(s->hmesh);
+    core_hbm_ctrl_report *v = realloc(r->hbm_ctrls, (r->n_hbm_ctrls + n) * sizeof *v);
+    if (!v)
+        return NP_ERR_NOMEM;
+    r->hbm_ctrls = v;
+    for (uint32_t j = 0; j < n; j++) {
+        core_hbm_ctrl_report *c = &v[r->n_hbm_ctrls++];
+        double rd, wr, lim;
+        hbm_mesh_ctrl_figures(s->hmesh, j, &rd, &wr, &lim);
+        *c = (core_hbm_ctrl_report){.chip = s->chip, .ctrl = j,
+                                    .router = hbm_mesh_router(s->cfg, j),
+                                    .read_bytes = (uint64_t)llround(rd),
+                                    .write_bytes = (uint64_t)llround(wr),
+                                    .limited_bytes = (uint64_t)llround(lim)};
+        double cap = hbm_mesh_ctrl_gb_per_s(s->cfg, j) * 1e-3 * (double)r->total_ps; /* bytes */
+        c->util_pct = cap > 0 ? 100.0 * (rd + wr) / cap : 0;
+        if (y->n_chips > 1)
+            snprintf(c->name, sizeof c->name, "chip%" PRIu32 ".hbm.ctrl%" PRIu32, s->chip, j);
+        else
+            snprintf(c->name, sizeof c->name, "hbm.ctrl%" PRIu32, j);
+    }
+    hbm_mesh_figures f;
+    hbm_mesh_get_figures(s->hmesh, &f);
+    r->hbm_mesh_bytes += (uint64_t)llround(f.bytes);
+    r->hbm_limited_by_ctrl += (uint64_t)llround(f.by_ctrl);
+    r->hbm_limited_by_ctrl_port += (uint64_t)llround(f.by_ctrl_port);
+    r->hbm_limited_by_mesh += (uint64_t)llround(f.by_mesh);
+    r->hbm_limited_by_copy += (uint64_t)llround(f.by_copy);
+    if (f.busiest_link[0] && (uint64_t)llround(f.busiest_link_bytes) > r->hbm_busiest_link_bytes) {
+        r->hbm_busiest_link_bytes = (uint64_t)llround(f.busiest_link_bytes);
+        if (y->n_chips > 1)
+            snprintf(r->hbm_busiest_link, sizeof r->hbm_busiest_link, "chip%" PRIu32 ".%s",
+                     s->chip, f.busiest_link);
+        else
+            snprintf(r->hbm_busiest_link, sizeof r->hbm_busiest_link, "%s", f.busiest_link);
+    }
+    return NP_OK;
+}
+
+/* Registers each controller's figures in reg ("hbm.ctrl0.read_bytes", ...). */
+static np_status report_hbm_stats(const core_report *r, stats *reg, np_err *err)
+{
+    for (uint32_t i = 0; i < r->n_hbm_ctrls; i++) {
+        const core_hbm_ctrl_report *c = &r->hbm_ctrls[i];
+        const struct { const char *name, *desc; uint64_t v; } f[] = {
+            {"read_bytes", "HBM bytes the controller read for DMA copies", c->read_bytes},
+            {"write_bytes", "HBM bytes the controller wrote for DMA copies", c->write_bytes},
+            {"limited_bytes", "bytes moved while the controller's bandwidth or port set the rate",
+             c->limited_bytes},
+        };
+        for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
+            stats_counter *ctr = stats_new_counter(reg, c->name, f[j].name, "bytes", f[j].desc,
+                                                   err);
+            if (!ctr)
+                return err->status;
+            stats_add(ctr, f[j].v);
+        }
+    }
+    return NP_OK;
 }
 
 np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report **out,
@@ -164,6 +291,12 @@ np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report
         r->sram_read_bytes += s->spad_rd, r->sram_write_bytes += s->spad_wr;
         r->acc_read_bytes += s->acc_rd, r->acc_write_bytes += s->acc_wr;
         r->c2c_bytes += s->c2c_bytes;
+        if (s->hmesh && report_hbm(y, s, r) != NP_OK)
+            goto nomem;
+    }
+    if (reg && report_hbm_stats(r, reg, err) != NP_OK) {
+        core_report_free(r);
+        return err->status;
     }
     if (reg) {
         static const struct { const char *name, *unit, *desc; size_t off; } f[] = {
@@ -199,5 +332,6 @@ void core_report_free(core_report *r)
         free(r->kernels[i].name);
     free(r->kernels);
     free(r->units);
+    free(r->hbm_ctrls);
     free(r);
 }

@@ -19,6 +19,7 @@
 #include "core_func.h"
 #include "evq.h"
 #include "hbm.h"
+#include "hbm_mesh.h"
 #include "hw_system.h"
 #include "mesh.h"
 #include "net.h"
@@ -178,7 +179,9 @@ struct chip_sim {
     uint32_t cores_left; /* cores of the program not yet DONE */
     chip_core *slots;    /* per core number (chip.cores of them) */
     uint32_t barrier_arrived;
-    mesh *noc;         /* the on-chip mesh for comm.*; NULL until a program needs it */
+    mesh *noc;         /* the on-chip mesh for comm.* and, with chip.hbm_controllers, the
+                          DMA's HBM traffic; NULL until a program needs it */
+    hbm_mesh *hmesh;   /* the HBM controllers on it (chip.hbm_controllers > 0), else NULL */
     clk_domain noc_clk;
     uint32_t grp_inst[ISA_N_GROUPS]; /* the instance of g<i> it belongs to, or UINT32_MAX */
     uint32_t grp_rank[ISA_N_GROUPS]; /* its rank there */
@@ -267,6 +270,9 @@ void core_trace(core_model *c, isa_unit u, const q_entry *e);
  * CORE_TAG_RELEASE for the master's release, and the core's index in the low 32 bits). */
 #define CORE_TAG_BARRIER (1ull << 63)
 #define CORE_TAG_RELEASE (1ull << 62)
+/* A DMA's access to an HBM controller over the mesh completed (mesh_set_access_done; the tag
+ * is the core's index << 16 | q_arg of its entry). */
+void core_dma_access_done(void *ctx, uint64_t tag);
 /* A barrier flit reached its router (from the mesh's delivery callback). */
 void core_barrier_deliver(chip_sim *s, uint64_t tag);
 /* Appends one line per waiting unit of core c to buf (the deadlock report). */

@@ -40,6 +40,7 @@ static void chip_free(chip_sim *s)
 {
     chip_free_cores(s);
     free(s->slots);
+    hbm_mesh_free(s->hmesh);
     mesh_free(s->noc);
     core_func_free(s->func);
     hbm_free(s->mem);
@@ -88,6 +89,13 @@ np_status chip_ensure_mesh(chip_sim *s, np_err *err)
     }
     mesh_set_deliver(m, core_comm_mesh_deliver, s);
     mesh_set_sent(m, core_comm_mesh_sent, s);
+    if (cfg->chip.hbm_controllers) {
+        if (hbm_mesh_create(cfg, m, &s->hmesh, err) != NP_OK) {
+            mesh_free(m);
+            return err->status;
+        }
+        mesh_set_access_done(m, core_dma_access_done, s);
+    }
     s->noc = m;
     return NP_OK;
 }
@@ -186,6 +194,7 @@ np_status hw_system_load(hw_system *y, uint32_t chip, const isa_program *p, np_e
                               ", but the chip has %lld cores", p->cores[i].core,
                               (long long)y->cfg->chip.cores);
     bool need_mesh, cross = prog_scan(p, chip, y->n_chips, &need_mesh);
+    need_mesh = need_mesh || y->cfg->chip.hbm_controllers; /* the DMA crosses it */
     chip_free_cores(s);
     y->epoch++;
     s->state = HW_CHIP_EMPTY;
@@ -203,6 +212,8 @@ np_status hw_system_load(hw_system *y, uint32_t chip, const isa_program *p, np_e
     s->barrier_arrived = 0;
     s->t_start_ps = s->t_end_ps = 0;
     s->hbm_rd = s->hbm_wr = s->spad_rd = s->spad_wr = s->acc_rd = s->acc_wr = s->c2c_bytes = 0;
+    if (s->hmesh)
+        hbm_mesh_mark(s->hmesh); /* its figures count from this program on */
     s->err = s->fault = (np_err){0};
     return NP_OK;
 }

@@ -23,131 +23,15 @@
  * the way to) the downstream ivc == buf_flits; flits created == waiting at sources + in ivcs +
  * on ejection links + delivered; each packet's flits are delivered in order, once each.
  */
-#include "mesh.h"
+#include "mesh_impl.h"
 
 #include "arch.h"
-#include "mesh_flow.h"
 
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define NP MESH_PORT_COUNT
-#define NONE UINT32_MAX
-
-typedef struct mesh_flit {
-    uint64_t arr; /* cycle it reaches (reached) the buffer */
-    uint32_t pkt; /* index into m->pkts */
-    uint32_t seq; /* 0 = head, flits - 1 = tail */
-} mesh_flit;
-
-typedef struct mesh_ivc {
-    uint64_t t_ready; /* front flit: first cycle it may bid (valid while count > 0) */
-    uint64_t t_base;  /* the cycle after the last departure (for the next front) */
-    uint32_t head, count;
-    int8_t out_port;  /* the front packet's output port */
-    int16_t out_vc;   /* -1: the front head needs an output VC */
-} mesh_ivc;
-
-typedef struct mesh_ovc {
-    uint64_t t_next;   /* return cycle of the oldest credit on its way back (UINT64_MAX: none) */
-    uint32_t credits;
-    uint32_t ret_base; /* its ring of return cycles: m->ret + ret_base, B entries */
-    uint16_t ret_head, ret_n;
-    uint8_t busy;
-    uint8_t draining;  /* wait_tail_credit: the tail is sent, the VC frees when credits == B */
-} mesh_ovc;
-
-typedef struct mesh_msg {
-    uint32_t src, dst, flits;
-    uint32_t cut;  /* flits already cut into packets */
-    uint32_t sent; /* flits injected */
-    uint32_t recv; /* flits delivered */
-    uint64_t tag, t_create, t_inject;
-    uint32_t next; /* source-queue link while queued, free-list link while unused */
-} mesh_msg;
-
-typedef struct mesh_pkt {
-    uint32_t msg, dst, flits;
-    uint32_t recv;     /* flits delivered so far */
-    uint32_t next_free;
-} mesh_pkt;
-
-typedef struct mesh_src { /* one endpoint's source queue */
-    uint32_t first, last;  /* queued messages (linked through mesh_msg.next) */
-    uint32_t pkt;          /* the packet being injected, NONE between packets */
-    uint32_t seq;          /* its next flit */
-    int32_t vc;            /* its injection VC, -1 until allocated */
-    uint32_t last_vc;      /* round-robin start of the next injection VC allocation */
-} mesh_src;
-
-typedef struct mesh_eject { /* a flit on an ejection link (flit mode) or a message arriving
-                               (flow mode, pkt = the message) */
-    uint64_t t;
-    uint32_t pkt, seq;
-} mesh_eject;
-
-typedef struct mesh_list { /* a set of node ids in insertion order */
-    uint32_t *v;
-    uint8_t *in;
-    uint32_t n;
-} mesh_list;
-
-struct mesh {
-    mesh_params p;
-    uint32_t n; /* routers = endpoints */
-    uint32_t V, B, S, R, X, L, CD; /* vcs, buf_flits, input speedup, stages, link, credit */
-    uint64_t cycle;
-
-    mesh_ivc *ivc;      /* n * NP * V */
-    mesh_flit *buf;     /* n * NP * V * B */
-    mesh_ovc *ovc;      /* n * NP * V */
-    mesh_ovc *inj;      /* n * V */
-    uint64_t *ret;      /* (n * NP * V + n * V) * B return cycles */
-    uint32_t *occ;      /* flits in (or on their way to) each router's ivcs */
-    uint64_t *vmask;    /* n * NP: bit v set when ivc v of that input port holds flits */
-    uint8_t *pmask;     /* n: bit b set when BookSim input port b holds flits */
-    uint16_t *va_gptr;  /* n * NP * V: per output VC (BookSim order), next input VC */
-    uint16_t *va_aptr;  /* n * NP * V: per input VC (BookSim order), next output VC */
-    uint8_t *sa_gptr;   /* n * NP: per output, next crossbar input */
-    uint8_t *sa_aptr;   /* n * NP * S: per crossbar input, next output */
-    uint8_t *sa_vc;     /* n * NP * S: per crossbar input, the VC round robin starts at */
-    int32_t *nb;        /* n * NP: neighbour router through each port, -1 at the edge */
-
-    mesh_msg *msgs;
-    uint32_t n_msgs, cap_msgs, free_msg;
-    mesh_pkt *pkts;
-    uint32_t n_pkts, cap_pkts, free_pkt;
-    mesh_src *src;      /* n */
-    mesh_list act;      /* routers holding flits */
-    mesh_list sact;     /* sources with queued messages */
-    mesh_eject *ej;     /* flit mode: ring of pending deliveries, in time order;
-                           flow mode: a min-heap of message arrivals by (t, seq) */
-    uint32_t ej_head, ej_n, ej_cap;
-
-    mesh_flow *flow;    /* flow mode */
-    uint32_t *route;    /* flow mode: scratch for a route's links */
-    uint32_t *ended;    /* flow mode: messages whose flow ended in this step */
-    uint32_t n_ended, cap_ended;
-    uint64_t arrivals;  /* flow mode: arrival sequence numbers (heap ties) */
-
-    stats_counter **links;    /* n * NP flit counters: in the registry, else own_links */
-    stats_counter *own_links;
-
-    mesh_deliver_fn deliver;
-    void *deliver_ctx;
-    mesh_deliver_fn on_sent;
-    void *on_sent_ctx;
-
-    mesh_totals tot;
-    uint64_t order_errors; /* flits delivered out of order or twice, or lost */
-
-    evq *q; /* mesh_attach */
-    const clk_domain *clk;
-    bool scheduled;
-};
 
 static const char *const mesh_port_names[NP] = {"local", "xplus", "xminus", "yplus", "yminus"};
 static const char *const mesh_mode_names[MESH_MODE_COUNT] = {[MESH_MODE_FLIT] = "flit",
@@ -337,6 +221,8 @@ void mesh_free(mesh *m)
     free(m->sact.v);
     free(m->sact.in);
     free(m->ej);
+    free(m->arr.v);
+    mesh_mem_free(m);
     mesh_flow_free(m->flow);
     free(m->route);
     free(m->ended);
@@ -369,7 +255,8 @@ np_status mesh_create(const mesh_params *p, stats *reg, const char *prefix, mesh
     m->X = st.crossbar;
     m->L = p->link_cycles;
     m->CD = p->credit_delay;
-    m->free_msg = m->free_pkt = NONE;
+    m->free_msg = m->free_pkt = m->free_acc = NONE;
+    m->n_flow_links = m->n * (NP + 1);
     size_t n = m->n, nvc = n * NP * m->V;
     m->nb = calloc(n * NP, sizeof *m->nb);
     m->src = calloc(n, sizeof *m->src);
@@ -412,14 +299,9 @@ np_status mesh_create(const mesh_params *p, stats *reg, const char *prefix, mesh
         }
         for (size_t i = 0; i < n * NP * m->S; i++)
             m->sa_vc[i] = (uint8_t)((i % m->S) % m->V); /* BookSim: input % speedup */
-    } else {
-        if (mesh_flow_create((uint32_t)(n * (NP + 1)), &m->flow, err) != NP_OK) {
-            mesh_free(m);
-            return err->status;
-        }
-        m->route = calloc(p->kx + p->ky + 2, sizeof *m->route);
-        if (!m->route)
-            goto nomem;
+    } else if (mesh_ensure_flow(m, err) != NP_OK) {
+        mesh_free(m);
+        return err->status;
     }
     for (uint32_t i = 0; i < m->n; i++) {
         m->src[i] = (mesh_src){.first = NONE, .last = NONE, .pkt = NONE, .vc = -1,
@@ -480,7 +362,7 @@ const mesh_params *mesh_get_params(const mesh *m) { return &m->p; }
 
 bool mesh_idle(const mesh *m)
 {
-    return m->tot.messages_created == m->tot.messages_delivered;
+    return m->tot.messages_created == m->tot.messages_delivered && m->accs_live == 0;
 }
 
 uint64_t mesh_link_flits(const mesh *m, uint32_t r, int port)
@@ -554,51 +436,50 @@ static void flit_delivered(mesh *m, const mesh_eject *e)
         msg_done(m, id, e->t);
 }
 
-/* ---- flow mode: arrivals heap ------------------------------------------------------------------ */
+/* ---- heaps of (cycle, order) -> id ------------------------------------------------------------ */
 
-static bool arr_less(const mesh_eject *a, const mesh_eject *b)
+static bool hent_less(const mesh_hent *a, const mesh_hent *b)
 {
     return a->t < b->t || (a->t == b->t && a->seq < b->seq);
 }
 
-static void arr_push(mesh *m, uint64_t t, uint32_t msg)
+bool mesh_heap_push(mesh_heap *h, uint64_t t, uint32_t id)
 {
-    if (m->ej_n == m->ej_cap) {
-        uint32_t cap = m->ej_cap ? m->ej_cap * 2 : 64;
-        mesh_eject *v = realloc(m->ej, (size_t)cap * sizeof *v);
-        if (!v) {
-            m->order_errors++;
-            return;
-        }
-        m->ej = v;
-        m->ej_cap = cap;
+    if (h->n == h->cap) {
+        uint32_t cap = h->cap ? h->cap * 2 : 64;
+        mesh_hent *v = realloc(h->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        h->v = v;
+        h->cap = cap;
     }
-    uint32_t i = m->ej_n++;
-    m->ej[i] = (mesh_eject){t, msg, (uint32_t)m->arrivals++};
-    while (i && arr_less(&m->ej[i], &m->ej[(i - 1) / 2])) {
-        mesh_eject tmp = m->ej[i];
-        m->ej[i] = m->ej[(i - 1) / 2];
-        m->ej[(i - 1) / 2] = tmp;
+    uint32_t i = h->n++;
+    h->v[i] = (mesh_hent){t, h->seq++, id};
+    while (i && hent_less(&h->v[i], &h->v[(i - 1) / 2])) {
+        mesh_hent tmp = h->v[i];
+        h->v[i] = h->v[(i - 1) / 2];
+        h->v[(i - 1) / 2] = tmp;
         i = (i - 1) / 2;
     }
+    return true;
 }
 
-static mesh_eject arr_pop(mesh *m)
+mesh_hent mesh_heap_pop(mesh_heap *h)
 {
-    mesh_eject top = m->ej[0];
-    m->ej[0] = m->ej[--m->ej_n];
+    mesh_hent top = h->v[0];
+    h->v[0] = h->v[--h->n];
     for (uint32_t i = 0;;) {
-        uint32_t l = 2 * i + 1, r = l + 1, s = i;
-        if (l < m->ej_n && arr_less(&m->ej[l], &m->ej[s]))
-            s = l;
-        if (r < m->ej_n && arr_less(&m->ej[r], &m->ej[s]))
-            s = r;
-        if (s == i)
+        uint32_t l = 2 * i + 1, r = l + 1, sm = i;
+        if (l < h->n && hent_less(&h->v[l], &h->v[sm]))
+            sm = l;
+        if (r < h->n && hent_less(&h->v[r], &h->v[sm]))
+            sm = r;
+        if (sm == i)
             break;
-        mesh_eject tmp = m->ej[i];
-        m->ej[i] = m->ej[s];
-        m->ej[s] = tmp;
-        i = s;
+        mesh_hent tmp = h->v[i];
+        h->v[i] = h->v[sm];
+        h->v[sm] = tmp;
+        i = sm;
     }
     return top;
 }
@@ -629,11 +510,7 @@ np_status mesh_send(mesh *m, uint32_t src, uint32_t dst, uint32_t flits, uint64_
         id = m->n_msgs;
     }
     uint32_t next_free = id < m->n_msgs ? m->msgs[id].next : NONE;
-    if (m->q && !m->scheduled && mesh_idle(m)) { /* idle: catch up with the event queue */
-        uint64_t c = clk_cycle_at_or_after(m->clk, evq_now(m->q));
-        if (c > m->cycle)
-            m->cycle = c;
-    }
+    mesh_sync(m);
     m->msgs[id] = (mesh_msg){.src = src, .dst = dst, .flits = flits, .tag = tag,
                              .t_create = m->cycle, .next = NONE};
     if (m->p.mode == MESH_MODE_FLOW) {
@@ -664,7 +541,7 @@ np_status mesh_send(mesh *m, uint32_t src, uint32_t dst, uint32_t flits, uint64_
 /* ---- flit mode ------------------------------------------------------------------------------ */
 
 /* The XY output port at router r for a packet to dst. */
-static int mesh_route(const mesh *m, uint32_t r, uint32_t dst)
+int mesh_route(const mesh *m, uint32_t r, uint32_t dst)
 {
     uint32_t x = r % m->p.kx, y = r / m->p.kx, dx = dst % m->p.kx, dy = dst / m->p.kx;
     if (dx > x)
@@ -1018,6 +895,15 @@ static void flit_step(mesh *m)
 
 /* ---- flow mode ------------------------------------------------------------------------------ */
 
+np_status mesh_ensure_flow(mesh *m, np_err *err)
+{
+    if (m->flow)
+        return NP_OK;
+    if (!(m->route = calloc(m->p.kx + m->p.ky + 4, sizeof *m->route)))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory creating the mesh's flow model");
+    return mesh_flow_create(m->n_flow_links, &m->flow, err);
+}
+
 /* Link ids of the flow model: router r's output port p is r * NP + p (LOCAL: ejection), r's
  * injection channel is n * NP + r. */
 static np_status flow_start(mesh *m, uint32_t id, np_err *err)
@@ -1032,7 +918,8 @@ static np_status flow_start(mesh *m, uint32_t id, np_err *err)
             break;
         r = (uint32_t)m->nb[(size_t)r * NP + (size_t)op];
     }
-    return mesh_flow_start(m->flow, (double)m->cycle, m->route, n, (double)g->flits, id, err);
+    return mesh_flow_start(m->flow, (double)m->cycle, m->route, n, (double)g->flits, INFINITY, 0,
+                           id, err);
 }
 
 static void flow_ended(void *ctx, uint64_t user, double t_end)
@@ -1041,7 +928,7 @@ static void flow_ended(void *ctx, uint64_t user, double t_end)
     mesh *m = ctx;
     if (m->n_ended == m->cap_ended) {
         uint32_t cap = m->cap_ended ? 2 * m->cap_ended : 16;
-        uint32_t *v = realloc(m->ended, cap * sizeof *v);
+        uint64_t *v = realloc(m->ended, cap * sizeof *v);
         if (!v) {
             m->order_errors++;
             return;
@@ -1049,22 +936,28 @@ static void flow_ended(void *ctx, uint64_t user, double t_end)
         m->ended = v;
         m->cap_ended = cap;
     }
-    m->ended[m->n_ended++] = (uint32_t)user;
+    m->ended[m->n_ended++] = user;
 }
 
+/* One cycle of the flow model: message arrivals (flow mode), accesses due, and the flows whose
+ * last flit is sent during this cycle (end time in (now, now + 1]). */
 static void flow_step(mesh *m)
 {
     uint64_t now = m->cycle;
-    while (m->ej_n && m->ej[0].t <= now) {
-        mesh_eject e = arr_pop(m);
-        m->tot.flits_delivered += m->msgs[e.pkt].flits;
-        msg_done(m, e.pkt, e.t);
+    while (m->arr.n && m->arr.v[0].t <= now) {
+        mesh_hent e = mesh_heap_pop(&m->arr);
+        m->tot.flits_delivered += m->msgs[e.id].flits;
+        msg_done(m, e.id, e.t);
     }
-    /* flows whose last flit is sent during this cycle (end time in (now, now + 1]) */
+    mesh_mem_due(m, now);
     m->n_ended = 0;
     mesh_flow_advance(m->flow, (double)now + 1.0, flow_ended, m);
     for (uint32_t i = 0; i < m->n_ended; i++) {
-        uint32_t id = m->ended[i];
+        if (m->ended[i] & MESH_USER_ACC) {
+            mesh_mem_flow_ended(m, (uint32_t)m->ended[i], now);
+            continue;
+        }
+        uint32_t id = (uint32_t)m->ended[i];
         mesh_msg *g = &m->msgs[id];
         g->sent = g->flits;
         g->t_inject = g->t_create;
@@ -1081,7 +974,8 @@ static void flow_step(mesh *m)
         }
         /* the last flit takes the zero-load head latency from its source */
         uint64_t head = mesh_zero_load_cycles(&m->p, g->src, g->dst, 1);
-        arr_push(m, now + head, id);
+        if (!mesh_heap_push(&m->arr, now + head, id))
+            m->order_errors++;
         if (m->on_sent) {
             mesh_packet info = msg_info(g, now);
             m->on_sent(m->on_sent_ctx, &info);
@@ -1089,10 +983,13 @@ static void flow_step(mesh *m)
     }
 }
 
-/* The next cycle at which flow mode has something to do (UINT64_MAX: nothing). */
+/* The next cycle at which the flow model has something to do (UINT64_MAX: nothing). */
 static uint64_t flow_next_cycle(const mesh *m)
 {
-    uint64_t c = m->ej_n ? m->ej[0].t : UINT64_MAX;
+    uint64_t c = m->arr.n ? m->arr.v[0].t : UINT64_MAX;
+    uint64_t cm = mesh_mem_next_cycle(m);
+    if (cm < c)
+        c = cm;
     double te = mesh_flow_next_end(m->flow);
     if (isfinite(te)) {
         double k = ceil(te - 1e-9) - 1.0; /* the step whose cycle ends it */
@@ -1105,10 +1002,10 @@ static uint64_t flow_next_cycle(const mesh *m)
 
 void mesh_step(mesh *m)
 {
-    if (m->p.mode == MESH_MODE_FLOW)
-        flow_step(m);
-    else
+    if (m->p.mode == MESH_MODE_FLIT)
         flit_step(m);
+    if (m->flow)
+        flow_step(m);
     m->cycle++;
 }
 
@@ -1119,12 +1016,18 @@ np_status mesh_verify(const mesh *m, np_err *err)
     if (m->order_errors)
         return np_err_set(err, NP_ERR_INTERNAL, "%" PRIu64 " flits were delivered out of "
                           "order, twice, or lost", m->order_errors);
+    if (m->accs_live != m->acc_start.n + m->accs_flowing + m->acc_done.n)
+        return np_err_set(err, NP_ERR_INTERNAL, "memory accesses not conserved: %" PRIu64
+                          " live != %" PRIu32 " requesting + %" PRIu64 " flowing + %" PRIu32
+                          " completing", m->accs_live, m->acc_start.n, m->accs_flowing,
+                          m->acc_done.n);
     uint64_t queued = 0;
     for (uint32_t r = 0; r < m->n; r++)
         for (uint32_t id = m->src[r].first; id != NONE; id = m->msgs[id].next)
             queued += m->msgs[id].flits - m->msgs[id].sent;
     if (m->p.mode == MESH_MODE_FLOW) {
-        uint64_t active = mesh_flow_active(m->flow), arriving = m->ej_n;
+        uint64_t active = mesh_flow_active(m->flow) - m->accs_flowing,
+                 arriving = m->arr.n;
         if (m->tot.messages_created != active + arriving + m->tot.messages_delivered)
             return np_err_set(err, NP_ERR_INTERNAL, "messages not conserved: %" PRIu64
                               " created != %" PRIu64 " flowing + %" PRIu64 " arriving + %"
@@ -1192,30 +1095,60 @@ static void mesh_tick(evq *q, void *ctx, uint64_t arg)
     uint64_t c = clk_ps_to_cycles(m->clk, evq_now(q));
     if (c > m->cycle)
         m->cycle = c;
-    mesh_step(m); /* `scheduled` stays set: a send from a callback waits for below */
+    m->in_tick = true; /* a send or access from a callback waits for the wake below */
+    mesh_step(m);
+    m->in_tick = false;
     m->scheduled = false;
     mesh_wake(m);
 }
 
-/* Schedules the next tick when attached, not yet scheduled, and there is work: the next cycle
- * (flit mode), or the next cycle a flow ends or a message arrives (flow mode). */
+void mesh_sync(mesh *m)
+{
+    /* Between ticks nothing is due before the queue's time (a tick would have been earlier),
+     * so the mesh may jump to its cycle. */
+    if (!m->q || m->in_tick)
+        return;
+    uint64_t c = clk_cycle_at_or_after(m->clk, evq_now(m->q));
+    if (c > m->cycle)
+        m->cycle = c;
+}
+
+/* Schedules the next tick when attached and there is work: the next cycle (flits in flight),
+ * or the next cycle the flow model has something to do (a flow ends, a message arrives, an
+ * access is due); an earlier one than the tick pending replaces it. */
 static void mesh_wake(mesh *m)
 {
-    if (!m->q || m->scheduled || mesh_idle(m))
+    if (!m->q || m->in_tick || mesh_idle(m))
         return;
-    uint64_t c = m->cycle;
-    if (m->p.mode == MESH_MODE_FLOW) {
-        c = flow_next_cycle(m);
-        if (c == UINT64_MAX)
+    uint64_t c = UINT64_MAX;
+    if (m->p.mode == MESH_MODE_FLIT && m->tot.messages_created != m->tot.messages_delivered)
+        c = m->cycle;
+    if (m->flow) {
+        uint64_t cf = flow_next_cycle(m);
+        if (cf < c)
+            c = cf;
+    }
+    if (c == UINT64_MAX)
+        return;
+    if (c < m->cycle)
+        c = m->cycle;
+    if (m->scheduled) {
+        if (c >= m->tick_cycle)
             return;
+        evq_cancel(m->q, m->tick);
+        m->scheduled = false;
     }
     uint64_t t = clk_cycles_to_ps(m->clk, c);
     if (t < evq_now(m->q))
         t = evq_now(m->q);
     np_err e;
-    if (evq_schedule_at(m->q, t, mesh_tick, m, 0, NULL, &e) == NP_OK)
+    if (evq_schedule_at(m->q, t, mesh_tick, m, 0, &m->tick, &e) == NP_OK) {
         m->scheduled = true;
+        m->tick_cycle = c;
+    }
 }
+
+void mesh_kick(mesh *m) { mesh_wake(m); }
 
 np_status mesh_attach(mesh *m, evq *q, const clk_domain *clk, np_err *err)
 {

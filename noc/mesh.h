@@ -54,9 +54,13 @@
  * has been sent. A lone message takes exactly T0; no per-cycle work at all (mesh_attach posts
  * events only when a flow ends or a message arrives).
  *
+ * Memory controllers (mesh_add_controller) are endpoints too, each at a router beside the
+ * router's own endpoint, and memory accesses (mesh_access_start) between a controller and an
+ * endpoint are fluid flows over the same links in either mode (see below).
+ *
  * The mesh counts its own time in NoC cycles and is advanced one cycle at a time by
  * mesh_step; mesh_attach drives it from an event queue instead, one event per NoC cycle while
- * flits are in flight (flit mode) or one per flow end and delivery (flow mode).
+ * flits are in flight (flit mode) or one per flow end and delivery (flow mode and accesses).
  */
 #ifndef NPUSIM_NOC_MESH_H
 #define NPUSIM_NOC_MESH_H
@@ -201,7 +205,82 @@ uint64_t mesh_zero_load_cycles(const mesh_params *p, uint32_t src, uint32_t dst,
                                uint32_t flits);
 
 /* Drives m from q on clock domain clk: events at the NoC cycle edges where m has work, none
- * while it is idle (mesh_send wakes it). m must outlive q's run. NP_ERR_NOMEM. */
+ * while it is idle (mesh_send and mesh_access_start wake it, at the cycle of the queue's
+ * time). m must outlive q's run. NP_ERR_NOMEM. */
 np_status mesh_attach(mesh *m, evq *q, const clk_domain *clk, np_err *err);
+
+/* ---- memory controllers and accesses ---------------------------------------------------------
+ * A memory controller (an HBM controller) sits at a router beside that router's endpoint, with
+ * ports of its own onto the router (one flit per cycle each way) and a bandwidth of
+ * flits_per_cycle that every access it serves shares. An access moves `flits` (real: bytes /
+ * flit bytes) between controller c and endpoint `node` as one fluid flow over its XY route,
+ * whatever the mesh's mode:
+ *   read   c's bandwidth, c's port out, the router outputs from c's router to node's (the last
+ *          one node's ejection channel);
+ *   write  node's injection channel, the router outputs to c's router, c's port in, c's
+ *          bandwidth;
+ * capped at the access's own cap, and shared max-min fairly with every other access and, in
+ * flow mode, with the messages (in flit mode flits and accesses do not see each other's use
+ * of the links). With h = mesh_zero_load_cycles(node <-> c's router, 1 flit):
+ *   read   the request reaches c h cycles after the start, c spends access_cycles, then the
+ *          data flows; the access completes when its last flit reaches node, h after the cycle
+ *          its flow ended;
+ *   write  the data flows at once; its last flit reaches c h after, c spends access_cycles,
+ *          and the completion reaches node h cycles later.
+ * Alone at r flits per cycle both take 2h + access_cycles + ceil(flits / r) - 1 cycles. Each
+ * flow remembers what limits it (the controller's bandwidth, its port, a mesh link, its own
+ * cap), and the flits moved under each are counted (mesh_mem_get_stats): where the memory
+ * traffic contends.
+ */
+typedef struct mesh_access {
+    uint32_t ctrl;          /* a controller of the mesh */
+    uint32_t node;          /* an endpoint (router) */
+    bool write;             /* node -> controller; else controller -> node */
+    double flits;           /* > 0 */
+    double cap;             /* flits per cycle the access may take at most (INFINITY: none) */
+    uint32_t access_cycles; /* the memory's own latency */
+    uint64_t tag;           /* the caller's, given back when it completes */
+} mesh_access;
+
+/* Called at the cycle an access completes (from inside mesh_step), with its tag. It may start
+ * accesses and send messages. */
+typedef void (*mesh_access_fn)(void *ctx, uint64_t tag);
+void mesh_set_access_done(mesh *m, mesh_access_fn fn, void *ctx);
+
+/* Adds controller number mesh_controllers(m) at router `router` with a bandwidth of
+ * flits_per_cycle (> 0). Several may share a router. NP_ERR_RANGE for a bad router or
+ * bandwidth, NP_ERR_NOMEM; nothing changes on failure. */
+np_status mesh_add_controller(mesh *m, uint32_t router, double flits_per_cycle, np_err *err);
+uint32_t mesh_controllers(const mesh *m);
+uint32_t mesh_controller_router(const mesh *m, uint32_t ctrl);
+
+/* Starts access *a at the current cycle. NP_ERR_RANGE for a bad controller, node, flit count
+ * or cap; NP_ERR_NOMEM. Nothing changes on failure. */
+np_status mesh_access_start(mesh *m, const mesh_access *a, np_err *err);
+
+/* What the accesses moved and what limited them, in flits (of the part moved so far). */
+typedef struct mesh_mem_stats {
+    uint64_t accesses, completed;
+    double flits;            /* moved */
+    double ctrl_bound_flits; /* ... while a controller's bandwidth fixed their rate */
+    double port_bound_flits; /* ... a controller's port */
+    double mesh_bound_flits; /* ... a router output or an endpoint's injection channel */
+    double cap_bound_flits;  /* ... their own caps */
+} mesh_mem_stats;
+void mesh_mem_get_stats(const mesh *m, mesh_mem_stats *s);
+
+/* Controller ctrl: its router and bandwidth, the flits of its completed reads and writes, and
+ * the flits its bandwidth or its ports limited. */
+typedef struct mesh_ctrl_stats {
+    uint32_t router;
+    double flits_per_cycle;
+    double read_flits, write_flits;
+    double bound_flits;
+} mesh_ctrl_stats;
+void mesh_controller_stats(const mesh *m, uint32_t ctrl, mesh_ctrl_stats *s);
+
+/* Flits of accesses whose rate router r's output `port` fixed (MESH_PORT_LOCAL: its ejection
+ * channel; MESH_PORT_COUNT: r's injection channel). */
+double mesh_link_bound_flits(const mesh *m, uint32_t r, int port);
 
 #endif

@@ -90,6 +90,7 @@ typedef struct layer_result {
     uint64_t dram_rd, dram_wr;
     uint64_t total_ps;
     const char *kernel; /* "conv" or "matmul" */
+    json_t *hbm_mesh;   /* the report's "hbm_mesh" (controllers on the mesh), or NULL */
 } layer_result;
 
 /* Simulates the GEMM m x n x k, or with cv non-NULL the convolution (whose GEMM it is) with
@@ -125,6 +126,16 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     double seconds = (double)r->total_ps * 1e-12;
     out->dram_rd = r->hbm_read_bytes, out->dram_wr = r->hbm_write_bytes;
     out->dram_gbs = seconds > 0 ? (double)(out->dram_rd + out->dram_wr) / seconds / 1e9 : 0;
+    out->hbm_mesh = NULL;
+    if (r->n_hbm_ctrls) {
+        json_t *rj = core_report_json(r);
+        out->hbm_mesh = json_incref(json_object_get(rj, "hbm_mesh"));
+        json_decref(rj);
+        if (!out->hbm_mesh) {
+            core_report_free(r);
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory reporting the HBM mesh");
+        }
+    }
     core_report_free(r);
     return NP_OK;
 }
@@ -186,6 +197,26 @@ static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_re
     printf("SRAM writes:            ofmap %" PRIu64 " elements\n", r->t.sram_ofmap_writes);
     printf("DRAM bytes:             read %" PRIu64 " B, written %" PRIu64 " B (%.2f GB/s)\n",
            r->dram_rd, r->dram_wr, r->dram_gbs);
+    if (r->hbm_mesh) { /* controllers on the mesh: what set the DMA's rate */
+        json_t *lim = json_object_get(r->hbm_mesh, "limited_bytes");
+        double all = (double)json_integer_value(json_object_get(r->hbm_mesh, "bytes"));
+        if (all <= 0)
+            all = 1;
+        printf("HBM over the mesh:      rate set by the controllers %.1f %%, their ports %.1f %%, "
+               "mesh links %.1f %%, the copies %.1f %%\n",
+               100.0 * (double)json_integer_value(json_object_get(lim, "controllers")) / all,
+               100.0 * (double)json_integer_value(json_object_get(lim, "controller_ports")) / all,
+               100.0 * (double)json_integer_value(json_object_get(lim, "mesh_links")) / all,
+               100.0 * (double)json_integer_value(json_object_get(lim, "copies")) / all);
+        json_t *c;
+        size_t i;
+        json_array_foreach(json_object_get(r->hbm_mesh, "controllers"), i, c)
+            printf("  %-20s  router %-3" JSON_INTEGER_FORMAT "  %.1f %% busy, %" JSON_INTEGER_FORMAT
+                   " B limited by it\n", json_string_value(json_object_get(c, "name")),
+                   json_integer_value(json_object_get(c, "router")),
+                   json_real_value(json_object_get(c, "util_pct")),
+                   json_integer_value(json_object_get(c, "limited_bytes")));
+    }
 }
 
 np_status cmd_layer(int argc, char **argv, np_err *err)
@@ -364,6 +395,11 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         }
         if (json) {
             json_t *o = layer_json(l, &lr);
+            if (o && lr.hbm_mesh && json_object_set(o, "hbm_mesh", lr.hbm_mesh)) {
+                json_decref(o);
+                o = NULL;
+            }
+            json_decref(lr.hbm_mesh);
             if (!o || json_array_append_new(layers, o)) {
                 st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
                 break;
@@ -374,6 +410,8 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         } else {
             layer_print(l, &arr, &lr, kp);
         }
+        if (!json)
+            json_decref(lr.hbm_mesh);
     }
     mxu_topology_free(&topo);
     if (tr.w) {

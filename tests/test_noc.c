@@ -853,3 +853,43 @@ TEST(noc_command_compares_with_a_reference_file_and_finds_the_saturation_rate)
     json_decref(j);
     harness_run_free(&r);
 }
+
+static void send_later(evq *q, void *ctx, uint64_t arg)
+{
+    (void)q, (void)arg;
+    pingpong *pp = ctx;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(mesh_send(pp->m, 2, 3, 10, 2, &e), NP_OK);
+}
+
+TEST(in_flow_mode_a_message_sent_while_another_flows_starts_now_and_ends_on_time)
+{
+    /* A long flow 0 -> 1 is under way (its end is far off) when a short message 2 -> 3 on
+     * other links is sent at cycle 5: it is created at 5 and arrives T0 later, not when the
+     * long one ends. */
+    evq *q = NULL;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(evq_create(&q, &e), NP_OK);
+    clk_domain clk;
+    CU_ASSERT_EQUAL_FATAL(clk_init_ghz(&clk, 1.0, &e), NP_OK);
+    mesh_params p = MP(4, 1, 2, 8, 2, 1);
+    p.mode = MESH_MODE_FLOW;
+    pingpong pp = {0};
+    CU_ASSERT_EQUAL_FATAL(mesh_create(&p, NULL, NULL, &pp.m, &e), NP_OK);
+    got g = {0};
+    mesh_set_deliver(pp.m, on_deliver, &g);
+    CU_ASSERT_EQUAL(mesh_attach(pp.m, q, &clk, &e), NP_OK);
+    CU_ASSERT_EQUAL(mesh_send(pp.m, 0, 1, 1000, 1, &e), NP_OK);
+    CU_ASSERT_EQUAL(evq_schedule_at(q, 5000, send_later, &pp, 0, NULL, &e), NP_OK);
+    CU_ASSERT_EQUAL(evq_run_until(q, 100000, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(g.n, 1);
+    CU_ASSERT_EQUAL(g.last.tag, 2u);
+    CU_ASSERT_EQUAL(g.last.t_create, 5u);
+    CU_ASSERT_EQUAL(g.last.t_done, 5 + mesh_zero_load_cycles(&p, 2, 3, 10));
+    CU_ASSERT_EQUAL(evq_run(q, &e), NP_OK);
+    CU_ASSERT_EQUAL(g.n, 2);
+    CU_ASSERT_EQUAL(g.last.t_done, mesh_zero_load_cycles(&p, 0, 1, 1000));
+    CU_ASSERT_EQUAL(mesh_verify(pp.m, &e), NP_OK);
+    mesh_free(pp.m);
+    evq_free(q);
+}
