@@ -81,7 +81,13 @@ np_status hbm_mesh_create(const arch_config *cfg, mesh *m, hbm_mesh **out, np_er
     h->n = n;
     h->flit_bytes = (double)cfg->chip.noc_flit_bytes;
     h->ps_per_cycle = 1000.0 / cfg->chip.noc_clock_ghz;
-    h->access_cycles = (uint32_t)ceil(cfg->chip.hbm_latency_ns * cfg->chip.noc_clock_ghz - 1e-9);
+    /* hbm_latency_ns is what a core at the controller's router sees: the memory's own part is
+     * that less the round trip through the router (the request's and the data's head
+     * latencies, 2 (P + 2L), less the cycle the last flit shares with the stream) */
+    const mesh_params *mp = mesh_get_params(m);
+    int64_t lat = (int64_t)ceil(cfg->chip.hbm_latency_ns * cfg->chip.noc_clock_ghz - 1e-9);
+    int64_t local = 2 * (int64_t)(mp->router_cycles + 2 * mp->link_cycles) - 1;
+    h->access_cycles = (uint32_t)(lat > local ? lat - local : 0);
     for (uint32_t j = 0; j < n; j++) {
         /* GB/s = bytes per ns; per NoC cycle: x ns per cycle; in flits: / flit bytes */
         h->ctrl_fpc[j] = hbm_mesh_ctrl_gb_per_s(cfg, j) / cfg->chip.noc_clock_ghz / h->flit_bytes;

@@ -10,10 +10,14 @@
  * core's router and the controller's: a read for a source range, a write for a destination
  * range, capped at the share of the channels it touches there (k channels: k x hbm_gb_per_s /
  * channels) and at the scratchpad ports. All parts run at once and the copy's HBM side ends
- * with the last. Alone, a part of B bytes at b bytes per NoC cycle (the least of its cap, its
- * controller's bandwidth and a link's flit per cycle) H hops away takes
- *     2 x ((H + 1)(P + L) + L) + ceil(hbm_latency x noc clock) + ceil(B / b) - 1  NoC cycles
- * (request there, the memory's latency, the data back; a write: data, latency, completion).
+ * with the last. chip.hbm_latency_ns is the latency a core at the controller's router sees;
+ * the memory's own part (the accesses' access_cycles) is that, in NoC cycles rounded up, less
+ * the round trip through that router, 2 (P + 2L) - 1 (at least 0). Alone, a part of B bytes at
+ * b bytes per NoC cycle (the least of its cap, its controller's bandwidth and a link's flit
+ * per cycle) H hops from its controller therefore takes
+ *     ceil(hbm_latency x noc clock) + 2H (P + L) + ceil(B / b)   NoC cycles
+ * (the request there, the memory, the data back; a write: the data, the memory, the
+ * completion), which at H = 0 is the time without the mesh.
  */
 #ifndef NPUSIM_HBM_MESH_H
 #define NPUSIM_HBM_MESH_H

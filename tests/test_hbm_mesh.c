@@ -315,31 +315,32 @@ TEST(controllers_sit_where_the_placement_puts_them_and_own_every_other_channel)
 
 TEST(a_lone_copy_over_the_mesh_pays_the_round_trip_and_streams_at_the_hbm_rate)
 {
-    /* tiny: 16-byte flits at 1 GHz = the HBM's 16 B/cycle; router pipeline 2, links 1 */
+    /* tiny: 16-byte flits at 1 GHz = the HBM's 16 B/cycle; router pipeline P = 2, links L = 1.
+     * The memory's own latency is 100 - (2 x (2 + 2) - 1) = 93 cycles. Edges: controller 0 at
+     * router 0 with core 0: h = (0 + 1) x 3 + 1 = 4; 4096 bytes = 256 flits:
+     * 2 x 4 + 93 + 256 - 1 = 356, the time without the mesh */
     const char *one[] = {"chip.hbm_controllers=1"};
     arch_config cfg = tiny_with(one, 1);
-    /* edges: controller 0 at router 0 with core 0: h = (0 + 1) x 3 + 1 = 4; 4096 bytes =
-     * 256 flits: 2 x 4 + 100 + 256 - 1 = 363 (without the mesh 356) */
     core_report *r = run(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\n");
-    CU_ASSERT_EQUAL(r->total_cycles, 363u);
-    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 363u);
+    CU_ASSERT_EQUAL(r->total_cycles, 356u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 356u);
     CU_ASSERT_EQUAL(unit(r, "core0.dma")->stall_cycles, 0u);
     CU_ASSERT_EQUAL(r->n_hbm_ctrls, 1u);
     CU_ASSERT_EQUAL(r->hbm_ctrls[0].read_bytes, 4096u);
     CU_ASSERT_EQUAL(r->hbm_mesh_bytes, 4096u);
     CU_ASSERT_EQUAL(r->hbm_read_bytes, 4096u); /* the traffic totals are unchanged */
     core_report_free(r);
-    /* core 1 at router 1: h = 7: 14 + 100 + 255 = 369; a store the same way */
+    /* core 1 at router 1: h = 7: 14 + 93 + 255 = 362 = 356 + 2 (P + L); a store the same */
     r = run(&cfg, ".core 1\ndma.copy hbm[0], spad[0], bf16, 2048\n");
-    CU_ASSERT_EQUAL(r->total_cycles, 369u);
+    CU_ASSERT_EQUAL(r->total_cycles, 362u);
     CU_ASSERT_EQUAL(r->hbm_ctrls[0].write_bytes, 4096u);
     core_report_free(r);
     /* two controllers (router 0 and router 1, 8 B/cycle = 0.5 flit/cycle each) split the
-     * 64-byte interleave: 2048 bytes each, 256 cycles; the far one sets the end: 369 */
+     * 64-byte interleave: 2048 bytes each, 256 cycles; the far one sets the end: 362 */
     const char *two[] = {"chip.hbm_controllers=2"};
     cfg = tiny_with(two, 1);
     r = run(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\n");
-    CU_ASSERT_EQUAL(r->total_cycles, 369u);
+    CU_ASSERT_EQUAL(r->total_cycles, 362u);
     CU_ASSERT_EQUAL(r->hbm_ctrls[0].read_bytes, 2048u);
     CU_ASSERT_EQUAL(r->hbm_ctrls[1].read_bytes, 2048u);
     core_report_free(r);
@@ -349,9 +350,9 @@ TEST(k_cores_streaming_through_one_controller_get_a_kth_of_its_bandwidth_and_say
 {
     /* 8 cores on a 3 x 3 mesh of 64-byte flits (4 x the HBM per link), one controller in the
      * centre (router 4, 16 B/cycle). Cores 1, 3, 5, 7 (one hop, h = 7) copy 4096 bytes each
-     * at once: 4 B/cycle each, 1024 cycles: 2 x 7 + 100 + 1024 - 1 = 1137 (one HBM for
-     * everybody, no mesh: 100 + 4 x 4096 / 16 = 1124); alone each would take
-     * 14 + 100 + 256 - 1 = 369, so 768 cycles of stall each. */
+     * at once: 4 B/cycle each, 1024 cycles: 2 x 7 + 93 + 1024 - 1 = 1130 (one HBM for
+     * everybody, no mesh: 100 + 4 x 4096 / 16 = 1124: the hop there and back adds 6); alone
+     * each would take 14 + 93 + 256 - 1 = 362, so 768 cycles of stall each. */
     const char *sets[] = {"chip.cores=8", "chip.mesh_x=3", "chip.mesh_y=3",
                           "chip.noc_flit_bytes=64", "chip.hbm_controllers=1",
                           "chip.hbm_placement=stride", "chip.hbm_controller_router=4"};
@@ -361,18 +362,18 @@ TEST(k_cores_streaming_through_one_controller_get_a_kth_of_its_bandwidth_and_say
                       ".core 5\ndma.copy spad[0], hbm[0x2000], bf16, 2048\n"
                       ".core 7\ndma.copy spad[0], hbm[0x3000], bf16, 2048\n";
     core_report *r = run(&cfg, src);
-    CU_ASSERT_EQUAL(r->total_cycles, 1137u);
+    CU_ASSERT_EQUAL(r->total_cycles, 1130u);
     const char *names[] = {"core1.dma", "core3.dma", "core5.dma", "core7.dma"};
     for (int i = 0; i < 4; i++) {
-        CU_ASSERT_EQUAL(unit(r, names[i])->busy_cycles, 369u);
+        CU_ASSERT_EQUAL(unit(r, names[i])->busy_cycles, 362u);
         CU_ASSERT_EQUAL(unit(r, names[i])->stall_cycles, 768u);
     }
-    /* all of it was the controller's doing; it was busy 16384 / 16 = 1024 of 1137 cycles */
+    /* all of it was the controller's doing; it was busy 16384 / 16 = 1024 of 1130 cycles */
     CU_ASSERT_EQUAL(r->hbm_mesh_bytes, 16384u);
     CU_ASSERT_EQUAL(r->hbm_limited_by_ctrl, 16384u);
     CU_ASSERT_EQUAL(r->hbm_limited_by_mesh, 0u);
     CU_ASSERT_EQUAL(r->hbm_ctrls[0].limited_bytes, 16384u);
-    CU_ASSERT_DOUBLE_EQUAL(r->hbm_ctrls[0].util_pct, 100.0 * 1024 / 1137, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(r->hbm_ctrls[0].util_pct, 100.0 * 1024 / 1130, 1e-9);
     json_t *j = core_report_json(r);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
     CU_ASSERT_EQUAL(json_integer_value(json_object_get(json_object_get(json_object_get(
@@ -388,24 +389,24 @@ TEST(copies_from_two_controllers_whose_routes_share_a_link_are_mesh_bound)
      * apart: controller 0), core 3 channel 1 only (controller 1), 32 rows = 2048 bytes = 128
      * flits each, capped by their one channel at 32 B/cycle = 2 flits. Routes r0 -> r2 and
      * r1 -> r3 share r1.xplus: half a flit each, 256 cycles; h = 10 both:
-     * 10 + 100 + 256 - 1 + 10 = 375 (alone 247) */
+     * 10 + 93 + 256 - 1 + 10 = 368 (alone 10 + 93 + 128 - 1 + 10 = 240) */
     const char *sets[] = {"chip.cores=4", "chip.mesh_x=4", "chip.hbm_gb_per_s=64",
                           "chip.hbm_controllers=2", "chip.hbm_placement=stride"};
     arch_config cfg = tiny_with(sets, 5);
     const char *src = ".core 2\ndma.copy spad[0], hbm[0x0], bf16, 32, 32, src_s1=128\n"
                       ".core 3\ndma.copy spad[0], hbm[0x40], bf16, 32, 32, src_s1=128\n";
     core_report *r = run(&cfg, src);
-    CU_ASSERT_EQUAL(r->total_cycles, 375u);
-    CU_ASSERT_EQUAL(unit(r, "core2.dma")->busy_cycles, 247u);
+    CU_ASSERT_EQUAL(r->total_cycles, 368u);
+    CU_ASSERT_EQUAL(unit(r, "core2.dma")->busy_cycles, 240u);
     CU_ASSERT_EQUAL(r->hbm_limited_by_mesh, 4096u);
     CU_ASSERT_STRING_EQUAL(r->hbm_busiest_link, "r1.xplus");
     CU_ASSERT_EQUAL(r->hbm_busiest_link_bytes, 4096u);
     CU_ASSERT_EQUAL(r->hbm_ctrls[0].read_bytes, 2048u);
     CU_ASSERT_EQUAL(r->hbm_ctrls[1].read_bytes, 2048u);
     core_report_free(r);
-    /* core 3 alone: 247 */
+    /* core 3 alone: 240 */
     r = run(&cfg, ".core 3\ndma.copy spad[0], hbm[0x40], bf16, 32, 32, src_s1=128\n");
-    CU_ASSERT_EQUAL(r->total_cycles, 247u);
+    CU_ASSERT_EQUAL(r->total_cycles, 240u);
     core_report_free(r);
 }
 
