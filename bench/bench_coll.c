@@ -7,7 +7,8 @@
  *      shared by four flows, re-rated whenever one ends).
  * For each: wall and CPU time, simulated time, bus bandwidth, messages, events of the event
  * queue, re-ratings (water fillings) and the process's peak RSS so far.
- * Usage: bench_coll [--quick] [--json]   (--quick: 16x smaller cases, for smoke tests)
+ * Usage: bench_coll [--quick] [--json] [--case N]   (--quick: 16x smaller cases, for smoke
+ * tests; --case N: only case N, 1 .. 4, e.g. to profile it)
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -117,13 +118,17 @@ static int run_case(const bench_case *bc, json_t *out, bool json)
 int main(int argc, char **argv)
 {
     bool quick = false, json = false;
+    int only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--quick"))
             quick = true;
         else if (!strcmp(argv[i], "--json"))
             json = true;
+        else if (!strcmp(argv[i], "--case") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
+                 atoi(argv[i + 1]) <= 4)
+            only = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_coll [--quick] [--json]\n");
+            fprintf(stderr, "usage: bench_coll [--quick] [--json] [--case 1..4]\n");
             return 2;
         }
     }
@@ -153,7 +158,7 @@ int main(int argc, char **argv)
     };
     json_t *out = json ? json_array() : NULL;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        if (run_case(&cases[i], out, json))
+        if ((!only || (size_t)only == i + 1) && run_case(&cases[i], out, json))
             return 1;
     if (json) {
         char *text = json_dumps(out, JSON_INDENT(2));

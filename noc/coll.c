@@ -62,6 +62,7 @@ struct coll {
     uint32_t p, P;       /* ranks; ports per rank */
     coll_sched *sched;
     void (*recv_deps)(const coll_sched *, uint32_t, uint32_t, coll_xfer *);
+    void (*send_deps)(const coll_sched *, uint32_t, uint32_t, uint32_t, coll_xfer *);
     coll_port *ports;    /* p * P */
     uint64_t *red_free;  /* per rank: when its reducer is free (ps) */
     uint64_t red_bytes, red_ps; /* the last reduction's size and time */
@@ -200,7 +201,7 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
     while (pt->next < pt->n && !c->failed) {
         if (pt->head_of != pt->next) {
             coll_xfer y;
-            c->sched->ops->send(c->sched, rank, port, pt->next, &y);
+            c->send_deps(c->sched, rank, port, pt->next, &y); /* coll_sched_send_deps */
             pt->head = (coll_head){y.bytes, y.peer, y.match, y.deps};
             pt->head_of = pt->next;
         }
@@ -456,6 +457,7 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     }
     c->P = coll_sched_ports(c->sched);
     c->recv_deps = c->sched->ops->recv_deps ? c->sched->ops->recv_deps : c->sched->ops->recv;
+    c->send_deps = c->sched->ops->send_deps ? c->sched->ops->send_deps : c->sched->ops->send;
     void *ports = NULL;
     if (posix_memalign(&ports, 64, (size_t)p * c->P * sizeof *c->ports) == 0) {
         memset(ports, 0, (size_t)p * c->P * sizeof *c->ports);

@@ -31,6 +31,10 @@ typedef struct coll_sched_ops {
     void (*recv_deps)(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x);
     /* (optional) Frees the state; defaults to free(). */
     void (*free_state)(void *state);
+    /* (optional) send without where it reads: fills peer, match, deps and bytes only (what a
+     * flow engine needs to issue it); defaults to send. */
+    void (*send_deps)(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
+                      coll_xfer *x);
 } coll_sched_ops;
 
 struct coll_sched {

@@ -235,6 +235,39 @@ static void ring_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_
     ring_chunk(st, d, ph, pos, lab, j, &x->offset, &x->bytes);
 }
 
+/* send_deps of a one-level ring: the segment's size, the peer and the match, no offset. */
+static void ring_send_deps(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
+                           coll_xfer *x)
+{
+    const ring_sched *st = coll_sched_state(s);
+    if (st->levels != 1) {
+        ring_send(s, rank, port, i, x);
+        return;
+    }
+    const ring_phase *ph = ring_send_phase(st, port, i);
+    uint32_t k = ring_pos(st, rank), q = st->q[0], g = i - ph->send_base, j = 0;
+    if (ph->chunks > 1) {
+        j = g % ph->chunks;
+        g /= ph->chunks;
+    }
+    bool fwd = ph->dir > 0;
+    uint32_t v = fwd || k == 0 ? k : q - k;
+    int64_t l = (int64_t)v + ph->o - g; /* (the gather's shift of ring_flat_op is q: none) */
+    while (l < 0)
+        l += q;
+    while (l >= q)
+        l -= q;
+    uint32_t ks = fwd || l == 0 ? (uint32_t)l : q - (uint32_t)l;
+    uint32_t idx = st->pos2rank ? st->pos2rank[ks] : ks;
+    uint32_t c = idx < ph->sr;
+    x->bytes = (ph->cq[c] + (j < ph->cr[c])) * coll_sched_d(s)->elem_bytes +
+               (idx == q - 1 && j == ph->chunks - 1 ? ph->rem : 0);
+    uint32_t kp = fwd ? (k + 1 == q ? 0 : k + 1) : (k == 0 ? q - 1 : k - 1);
+    x->peer = st->pos2rank ? st->pos2rank[kp] : kp;
+    x->match = ph->recv_base + g * ph->chunks + j;
+    x->deps = g == 0 ? ph->prev_chunks : 1;
+}
+
 static void ring_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x)
 {
     const ring_sched *st = coll_sched_state(s);
@@ -499,7 +532,7 @@ static np_status hier_init(coll_sched *s, np_err *err)
 
 #define RING_OPS(op, algo, init)                                                           \
     {op, algo, init, ring_ports, ring_steps, ring_sends, ring_recvs, ring_send, ring_recv, \
-     ring_recv_deps, ring_free}
+     ring_recv_deps, ring_free, ring_send_deps}
 const coll_sched_ops coll_ring_all_reduce = RING_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_RING,
                                                      ring_ar_init);
 const coll_sched_ops coll_ring_all_gather = RING_OPS(COLL_OP_ALL_GATHER, COLL_ALGO_RING,

@@ -169,6 +169,12 @@ void coll_sched_recv_deps(const coll_sched *s, uint32_t rank, uint32_t i, coll_x
     (s->ops->recv_deps ? s->ops->recv_deps : s->ops->recv)(s, rank, i, x);
 }
 
+void coll_sched_send_deps(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
+                          coll_xfer *x)
+{
+    (s->ops->send_deps ? s->ops->send_deps : s->ops->send)(s, rank, port, i, x);
+}
+
 void coll_sched_free(coll_sched *s)
 {
     if (!s)
@@ -329,6 +335,15 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
                     uint32_t i = v[r].next[q]++;
                     coll_xfer x, y;
                     coll_sched_send(s, r, q, i, &x);
+                    coll_xfer sd;
+                    coll_sched_send_deps(s, r, q, i, &sd);
+                    if (sd.peer != x.peer || sd.match != x.match || sd.deps != x.deps ||
+                        sd.bytes != x.bytes) {
+                        st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " port %" PRIu32
+                                        " send %" PRIu32 ": send_deps differs from send", r, q,
+                                        i);
+                        goto out;
+                    }
                     if (x.peer >= p || x.match >= coll_sched_recvs(s, x.peer)) {
                         st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " port %" PRIu32
                                         " send %" PRIu32 " goes to receive %" PRIu32 " of rank "

@@ -157,6 +157,10 @@ void coll_sched_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *
 /* Receive i's peer, port, reduce and unblock fields only (the rest may be left unset): what
  * an engine that knows a message's bytes needs on arrival, cheaper for some algorithms. */
 void coll_sched_recv_deps(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x);
+/* Send i's peer, match, deps and bytes only (the rest of *x undefined): what an engine needs
+ * to issue it, without where it reads, which may be cheaper. */
+void coll_sched_send_deps(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
+                          coll_xfer *x);
 
 /* Checks the schedule's consistency: every send's match is a receive from it of the same
  * bytes, port and step, and back; every send's deps equals the number of receives that

@@ -455,61 +455,81 @@ static void net_bt_remove(net *n, uint64_t t)
     }
 }
 
+/* The batch of time t, made (with its event) if there is none: a slot of n->batches, or
+ * UINT32_MAX when out of memory (err filled). */
+static __attribute__((noinline)) uint32_t net_batch_of(net *n, uint64_t t, np_err *err)
+{
+    if (t < evq_now(n->q)) {
+        np_err_set(err, NP_ERR_INTERNAL, "net_timer_at: %" PRIu64 " ps is before now (%" PRIu64
+                   " ps)", t, evq_now(n->q));
+        return UINT32_MAX;
+    }
+    if ((!n->bt_val || 2 * (n->bt_n + 1) > n->bt_mask + 1) && !net_bt_grow(n)) {
+        np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
+        return UINT32_MAX;
+    }
+    uint32_t b, h = net_bt_slot(n, t);
+    if (n->bt_val[h] != UINT32_MAX) {
+        b = n->bt_val[h];
+    } else {
+        if (n->free_batch != UINT32_MAX) {
+            b = n->free_batch;
+            n->free_batch = n->batches[b].next_free;
+        } else {
+            if (n->n_batches == n->cap_batches) {
+                uint32_t cap = n->cap_batches ? 2 * n->cap_batches : 256;
+                net_batch *v = realloc(n->batches, (size_t)cap * sizeof *v);
+                if (!v) {
+                    np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
+                    return UINT32_MAX;
+                }
+                n->batches = v;
+                n->cap_batches = cap;
+            }
+            b = n->n_batches++;
+        }
+        if (evq_schedule_at(n->q, t, net_batch_fire, n, b, NULL, err) != NP_OK) {
+            n->batches[b].next_free = n->free_batch;
+            n->free_batch = b;
+            return UINT32_MAX;
+        }
+        n->batches[b] = (net_batch){t, UINT32_MAX, UINT32_MAX, UINT32_MAX};
+        n->bt_key[h] = t;
+        n->bt_val[h] = b;
+        n->bt_n++;
+    }
+    n->last_t = t;
+    n->last_b = b;
+    return b;
+}
+
+/* A new item (UINT32_MAX when out of memory). */
+static __attribute__((noinline)) uint32_t net_item_grow(net *n)
+{
+    if (n->n_items == n->cap_items) {
+        uint32_t cap = n->cap_items ? 2 * n->cap_items : 1024;
+        net_item *v = realloc(n->items, (size_t)cap * sizeof *v);
+        if (!v)
+            return UINT32_MAX;
+        n->items = v;
+        n->cap_items = cap;
+    }
+    return n->n_items++;
+}
+
 np_status net_timer_at(net *n, uint64_t t, net_timer_fn fn, void *ctx, uint64_t arg,
                        np_err *err)
 {
-    if (t < evq_now(n->q))
-        return np_err_set(err, NP_ERR_INTERNAL, "net_timer_at: %" PRIu64 " ps is before now "
-                          "(%" PRIu64 " ps)", t, evq_now(n->q));
+    /* callers in lockstep add to one batch after another: the last one is checked first (it
+     * is still pending, so t is not in the past) */
     uint32_t b = n->last_b;
-    if (b == UINT32_MAX || n->last_t != t) {
-        if ((!n->bt_val || 2 * (n->bt_n + 1) > n->bt_mask + 1) && !net_bt_grow(n))
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
-        uint32_t h = net_bt_slot(n, t);
-        if (n->bt_val[h] != UINT32_MAX) {
-            b = n->bt_val[h];
-        } else {
-            if (n->free_batch != UINT32_MAX) {
-                b = n->free_batch;
-                n->free_batch = n->batches[b].next_free;
-            } else {
-                if (n->n_batches == n->cap_batches) {
-                    uint32_t cap = n->cap_batches ? 2 * n->cap_batches : 256;
-                    net_batch *v = realloc(n->batches, (size_t)cap * sizeof *v);
-                    if (!v)
-                        return np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
-                    n->batches = v;
-                    n->cap_batches = cap;
-                }
-                b = n->n_batches++;
-            }
-            if (evq_schedule_at(n->q, t, net_batch_fire, n, b, NULL, err) != NP_OK) {
-                n->batches[b].next_free = n->free_batch;
-                n->free_batch = b;
-                return err->status;
-            }
-            n->batches[b] = (net_batch){t, UINT32_MAX, UINT32_MAX, UINT32_MAX};
-            n->bt_key[h] = t;
-            n->bt_val[h] = b;
-            n->bt_n++;
-        }
-        n->last_t = t;
-        n->last_b = b;
-    }
+    if ((b == UINT32_MAX || n->last_t != t) && (b = net_batch_of(n, t, err)) == UINT32_MAX)
+        return err->status;
     uint32_t id = n->free_item;
-    if (id != UINT32_MAX) {
+    if (id != UINT32_MAX)
         n->free_item = n->items[id].next;
-    } else {
-        if (n->n_items == n->cap_items) {
-            uint32_t cap = n->cap_items ? 2 * n->cap_items : 1024;
-            net_item *v = realloc(n->items, (size_t)cap * sizeof *v);
-            if (!v)
-                return np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
-            n->items = v;
-            n->cap_items = cap;
-        }
-        id = n->n_items++;
-    }
+    else if ((id = net_item_grow(n)) == UINT32_MAX)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory batching events");
     n->items[id] = (net_item){fn, ctx, arg, UINT32_MAX};
     net_batch *bt = &n->batches[b];
     if (bt->tail == UINT32_MAX)
@@ -767,40 +787,48 @@ void net_settle(net *n)
     net_rerate_event(n->q, n, 0);
 }
 
-uint32_t net_flow_alloc(net *n)
+/* A new flow record from the pool, grown when empty (UINT32_MAX: out of memory). */
+static uint32_t net_flow_grow(net *n)
+{
+    if (n->n_flows == n->cap_flows) {
+        uint32_t cap = n->cap_flows ? n->cap_flows * 2 : 64;
+        void *v = NULL; /* a flow per cache line */
+        if (posix_memalign(&v, 64, (size_t)cap * sizeof(net_flow)) != 0)
+            return UINT32_MAX;
+        if (n->n_flows)
+            memcpy(v, n->flows, (size_t)n->n_flows * sizeof(net_flow));
+        free(n->flows);
+        n->flows = v;
+        net_flow_cold *w = realloc(n->cold, (size_t)cap * sizeof *w);
+        if (!w)
+            return UINT32_MAX;
+        n->cold = w;
+        n->cap_flows = cap;
+    }
+    uint32_t id = n->n_flows++;
+    n->flows[id] = (net_flow){.links = NULL};
+    n->cold[id] = (net_flow_cold){.fin = EVQ_HANDLE_NONE};
+    return id;
+}
+
+static inline uint32_t net_flow_take(net *n)
 {
     uint32_t id = n->free_flow;
-    if (id != UINT32_MAX) {
+    if (id != UINT32_MAX)
         n->free_flow = n->flows[id].next_free;
-    } else {
-        if (n->n_flows == n->cap_flows) {
-            uint32_t cap = n->cap_flows ? n->cap_flows * 2 : 64;
-            void *v = NULL; /* a flow per cache line */
-            if (posix_memalign(&v, 64, (size_t)cap * sizeof(net_flow)) != 0)
-                return UINT32_MAX;
-            if (n->n_flows)
-                memcpy(v, n->flows, (size_t)n->n_flows * sizeof(net_flow));
-            free(n->flows);
-            n->flows = v;
-            net_flow_cold *w = realloc(n->cold, (size_t)cap * sizeof *w);
-            if (!w)
-                return UINT32_MAX;
-            n->cold = w;
-            n->cap_flows = cap;
-        }
-        id = n->n_flows++;
-        n->flows[id] = (net_flow){.links = NULL};
-        n->cold[id] = (net_flow_cold){.fin = EVQ_HANDLE_NONE};
-    }
+    else if ((id = net_flow_grow(n)) == UINT32_MAX)
+        return id;
     n->flows[id].gen++;
     n->flows[id].itok++;
     return id;
 }
 
-void net_flow_release(net *n, uint32_t id)
+uint32_t net_flow_alloc(net *n) { return net_flow_take(n); }
+
+static inline void net_flow_put(net *n, uint32_t id)
 {
     net_flow *f = &n->flows[id];
-    if (n->cold[id].pk)
+    if (n->pk && n->cold[id].pk) /* (the cold record only with packets: no miss per flow) */
         net_pkt_flow_free(n, id);
     if (f->flags & NET_FLOW_EXT)
         free((void *)f->links);
@@ -811,6 +839,8 @@ void net_flow_release(net *n, uint32_t id)
     f->next_free = n->free_flow;
     n->free_flow = id;
 }
+
+void net_flow_release(net *n, uint32_t id) { net_flow_put(n, id); }
 
 static bool net_link_add_flow(net_link *l, uint32_t fid)
 {
@@ -878,31 +908,34 @@ static bool net_flow_share(net *n, uint32_t id)
     return true;
 }
 
-np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, unsigned flags,
-                          const net_path_info *route, net_transfer_fn fn, void *ctx,
-                          uint64_t arg, net_flow_ref *ref, np_err *err)
+/* net_transfer_ex in general: any route, sharing, the packet engine. */
+static __attribute__((noinline)) np_status
+net_transfer_any(net *n, uint32_t src, uint32_t dst, uint64_t bytes, unsigned flags,
+                 const net_path_info *route, net_transfer_fn fn, void *ctx, uint64_t arg,
+                 net_flow_ref *ref, np_err *err)
 {
-    net_path_info path;
-    if (route && route->stable)
-        path = *route;
-    else if (net_route(n, src, dst, &path, err) != NP_OK)
-        return err->status;
-    bool cached = path.stable;
-    uint32_t nlinks = bytes ? path.n_links : 0;
-    uint32_t id = net_flow_alloc(n);
+    net_path_info routed;
+    const net_path_info *path = route;
+    if (!route || !route->stable) {
+        if (net_route(n, src, dst, &routed, err) != NP_OK)
+            return err->status;
+        path = &routed;
+    }
+    uint32_t nlinks = bytes ? path->n_links : 0;
+    uint32_t id = net_flow_take(n);
     if (id == UINT32_MAX)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
     net_flow *f = &n->flows[id];
     f->flags = flags & NET_XFER_QUIET_SENT ? 0 : NET_FLOW_NOTIFY;
-    if (cached || nlinks == 0) {
-        f->links = path.links;
+    if (path->stable || nlinks == 0) {
+        f->links = path->links;
     } else {
         uint32_t *v = malloc((size_t)nlinks * sizeof *v);
         if (!v) {
-            net_flow_release(n, id);
+            net_flow_put(n, id);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
         }
-        memcpy(v, path.links, (size_t)nlinks * sizeof *v);
+        memcpy(v, path->links, (size_t)nlinks * sizeof *v);
         f->links = v;
         f->flags |= NET_FLOW_EXT;
     }
@@ -918,7 +951,7 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
     for (uint32_t j = 0; j < nlinks; j++) {
         net_link *l = &n->links[f->links[j]];
         if (l->busy_until > now && !net_flow_share(n, l->holder)) {
-            net_flow_release(n, id);
+            net_flow_put(n, id);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
         }
         shared |= l->n_flows > 0;
@@ -929,7 +962,7 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
     if (nlinks && n->pk) {
         st = net_pkt_start(n, id, err);
         if (st != NP_OK) {
-            net_flow_release(n, id);
+            net_flow_put(n, id);
             return st;
         }
     } else if (nlinks == 0) { /* nothing to share: the last byte is "sent" now */
@@ -938,11 +971,16 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
         if (f->flags & NET_FLOW_NOTIFY)
             st = net_timer_at(n, now, net_flow_sent_item, n, net_item_arg(f, id), err);
         if (st == NP_OK)
-            st = net_timer_at(n, now + path.latency_ps, net_flow_deliver, n,
+            st = net_timer_at(n, now + path->latency_ps, net_flow_deliver, n,
                               net_item_arg(f, id), err);
     } else if (!shared) {
         f->state = NET_FLOW_EXCLUSIVE;
-        f->t_sent = now + net_ceil_ps((double)bytes / bw);
+        if (bytes != n->memo_bytes || bw != n->memo_bw) {
+            n->memo_bytes = bytes;
+            n->memo_bw = bw;
+            n->memo_ps = net_ceil_ps((double)bytes / bw);
+        }
+        f->t_sent = now + n->memo_ps;
         f->flags |= NET_FLOW_COUNTED;
         for (uint32_t j = 0; j < nlinks; j++) {
             net_link *l = &n->links[f->links[j]];
@@ -953,14 +991,14 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
         if (f->flags & NET_FLOW_NOTIFY)
             st = net_timer_at(n, f->t_sent, net_flow_sent_item, n, net_item_arg(f, id), err);
         if (st == NP_OK)
-            st = net_timer_at(n, f->t_sent + path.latency_ps, net_flow_deliver, n,
+            st = net_timer_at(n, f->t_sent + path->latency_ps, net_flow_deliver, n,
                               net_item_arg(f, id), err);
     } else {
         net_flow_cold *c = &n->cold[id];
         f->state = NET_FLOW_SHARED;
         f->t_sent = UINT64_MAX;
         *c = (net_flow_cold){.remaining = (double)bytes, .rate = 0, .t_last = now,
-                             .lat_ps = path.latency_ps, .fin = EVQ_HANDLE_NONE};
+                             .lat_ps = path->latency_ps, .fin = EVQ_HANDLE_NONE};
         for (uint32_t j = 0; j < nlinks; j++)
             if (!net_link_add_flow(&n->links[f->links[j]], id)) {
                 n->oom = true;
@@ -971,6 +1009,62 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
     if (ref)
         *ref = (net_flow_ref){id, f->gen, f->state == NET_FLOW_SHARED || f->state ==
                               NET_FLOW_PACKETS ? UINT64_MAX : f->t_sent, n->shares};
+    if (st == NP_OK && n->oom)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory re-rating flows");
+    return st;
+}
+
+/* The common case on its own: a stable route whose links are all free, so the flow is
+ * EXCLUSIVE — what net_transfer_any does then, with nothing else on the path. */
+np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, unsigned flags,
+                          const net_path_info *route, net_transfer_fn fn, void *ctx,
+                          uint64_t arg, net_flow_ref *ref, np_err *err)
+{
+    if (!route || !route->stable || !bytes || !route->n_links || n->pk)
+        return net_transfer_any(n, src, dst, bytes, flags, route, fn, ctx, arg, ref, err);
+    uint64_t now = evq_now(n->q);
+    const uint32_t *ls = route->links;
+    uint32_t nl = route->n_links;
+    double bw = INFINITY;
+    for (uint32_t j = 0; j < nl; j++) {
+        const net_link *l = &n->links[ls[j]];
+        if (l->busy_until > now || l->n_flows)
+            return net_transfer_any(n, src, dst, bytes, flags, route, fn, ctx, arg, ref, err);
+        bw = l->bw < bw ? l->bw : bw;
+    }
+    uint32_t id = net_flow_take(n);
+    if (id == UINT32_MAX)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a transfer");
+    if (bytes != n->memo_bytes || bw != n->memo_bw) {
+        n->memo_bytes = bytes;
+        n->memo_bw = bw;
+        n->memo_ps = net_ceil_ps((double)bytes / bw);
+    }
+    net_flow *f = &n->flows[id];
+    f->links = ls;
+    f->n_links = (uint16_t)nl;
+    f->bytes = bytes;
+    f->fn = fn;
+    f->ctx = ctx;
+    f->arg = arg;
+    f->state = NET_FLOW_EXCLUSIVE;
+    f->flags = (flags & NET_XFER_QUIET_SENT ? 0 : NET_FLOW_NOTIFY) | NET_FLOW_COUNTED;
+    f->t_sent = now + n->memo_ps;
+    n->started++;
+    for (uint32_t j = 0; j < nl; j++) {
+        net_link *l = &n->links[ls[j]];
+        l->busy_until = f->t_sent;
+        l->holder = id;
+        net_link_count(l, bytes);
+    }
+    np_status st = NP_OK;
+    if (f->flags & NET_FLOW_NOTIFY)
+        st = net_timer_at(n, f->t_sent, net_flow_sent_item, n, net_item_arg(f, id), err);
+    if (st == NP_OK)
+        st = net_timer_at(n, f->t_sent + route->latency_ps, net_flow_deliver, n,
+                          net_item_arg(f, id), err);
+    if (ref)
+        *ref = (net_flow_ref){id, f->gen, f->t_sent, n->shares};
     if (st == NP_OK && n->oom)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory re-rating flows");
     return st;
@@ -1057,7 +1151,7 @@ static void net_flow_deliver(void *ctx, uint64_t arg)
     void *fctx = f->ctx;
     uint64_t farg = f->arg;
     n->ev_bytes = f->bytes;
-    net_flow_release(n, id);
+    net_flow_put(n, id);
     if (fn)
         fn(fctx, farg, NET_EVENT_DELIVERED);
 }

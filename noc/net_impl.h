@@ -162,6 +162,10 @@ struct net {
     uint32_t bt_mask, bt_n;
     uint64_t last_t;   /* the batch last added to, if still open */
     uint32_t last_b;
+    /* the last exclusive flow's size, bandwidth and time on the wire: messages of a
+     * collective mostly repeat them (a division saved) */
+    uint64_t memo_bytes, memo_ps;
+    double memo_bw;
     /* the packet engine (net_pkt.c), when p.engine is NET_ENGINE_PACKET */
     net_pkt_link *pk;
     bool oom;
