@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_isa_coll.sh — speed and memory of collectives lowered to ISA programs and run on the
-# core model (`npusim collective --isa`, one program per chip), against the flow-level engine
-# on the same network in the same run.
+# core model (`npusim collective --isa`: one SPMD program of 26 instructions that every chip
+# runs), against the flow-level engine on the same network in the same run.
 #
 #   bench/bench_isa_coll.sh [--json] [BUILD_DIR]      (default BUILD_DIR: build)
 #
@@ -10,10 +10,10 @@
 # peak memory (max RSS) and messages per second of CPU time (2 (p - 1) messages per chip) for
 # both engines, and their CPU-time ratio. Then memory against message count: at 1024 chips a
 # reduce-scatter sends p - 1 messages per chip, an all-reduce 2 (p - 1) over the same ring
-# and programs of the same kind; the difference in peak memory per million more messages.
-# A table of every message would be about 60 MiB per million; message records are recycled,
-# so what remains is the all-reduce's longer programs (two ring phases: 39 k instructions
-# against 20 k, 200 bytes each in memory, about 3.5 MiB).
+# and the same program; the difference in peak memory per million more messages. A table of
+# every message would be about 60 MiB per million; message records are recycled and the
+# program does not grow with the chips, so the difference is about zero: memory is flat in
+# the number of messages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 json=0

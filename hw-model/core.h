@@ -12,22 +12,26 @@
  * while an older one of its core that overlaps its operands (RAW, WAR, WAW) has not
  * completed. An instruction's parts run together and it retires when the last ends: its
  * compute time (core_cost.h), its scratchpad bytes through the core's port pool (shared by
- * the units) and a DMA's bytes through the HBM (shared by every core); both pools are hbm.h
- * servers, max-min fair. See docs/hw-model.md.
+ * the units; an hbm.h server, max-min fair) and a DMA's HBM bytes — through the chip's HBM,
+ * one hbm.h server shared by every core, or with chip.hbm_controllers > 0 as accesses over
+ * the mesh to the controllers that own them (hbm_mesh.h: max-min fair on the controllers'
+ * bandwidth and ports and the mesh's links). See docs/hw-model.md.
  *
  * Chips: a run has n chips, program i on chip i (core_sim_run_chips; n <= system.chips), all
  * on one event queue; each chip has its own HBM, cores and mesh. The functions here run one
  * whole run on a queue of their own; hw_system.h is the same model steppable on a queue the
  * caller owns (program after program on a chip, queries while it runs).
  *
- * COMM: when a program has comm.* instructions its chip gets one noc/mesh.h mesh from the
- * arch config (core i at router i), clocked at chip.noc_clock_ghz; when a comm.* may name
- * another chip the run gets the chip-to-chip network (noc/net.h, system.* keys). A peer is
- * peer(chip, core), or a rank in a group of the running chip (peer(g0[rank+1], core): SPMD
- * programs; core_sim_opts.groups, docs/isa.md "Groups"), resolved at dispatch. comm.send
- * to a core of the same chip is one packet of ceil(bytes / noc_flit_bytes) flits, to another
- * chip one transfer over the topology's route (links shared max-min fairly); it retires when
- * its last byte has left. comm.recv takes the oldest message from that (chip, core) with that
+ * COMM: when a program has comm.* instructions (or a barrier among cores, or the chip has
+ * HBM controllers on the mesh) its chip gets one noc/mesh.h mesh from the arch config (core
+ * i at router i), clocked at chip.noc_clock_ghz, flit by flit or as flows (chip.noc_mode);
+ * when a comm.* may name another chip the run gets the chip-to-chip network (noc/net.h,
+ * system.* keys). A peer is peer(chip, core), or a rank in a group of the running chip
+ * (peer(g0[rank+1], core): SPMD programs; core_sim_opts.groups, docs/isa.md "Groups"),
+ * resolved at dispatch. comm.send to a core of the same chip is one mesh message of
+ * ceil(bytes / noc_flit_bytes) flits (cut into packets of at most noc_max_packet_flits), to
+ * another chip one transfer over the topology's route (links shared max-min fairly); it
+ * retires when its last byte has left. comm.recv takes the oldest message from that (chip, core) with that
  * tag (waiting in the receiving core's mailbox if it came first, else waiting for it) and,
  * with a reduction, spends elements / (vector_lanes x ops_per_lane) cycles more. Functional
  * mode moves (and reduces) the bytes.

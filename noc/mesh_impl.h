@@ -83,6 +83,7 @@ typedef struct mesh_ctrl {
 typedef struct mesh_acc {
     mesh_access a;
     uint32_t head;      /* zero-load cycles of one flit between the ends */
+    uint32_t lag;       /* a write started after its cycle's step: cycles its flow began late */
     uint32_t next_free;
 } mesh_acc;
 

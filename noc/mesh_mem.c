@@ -127,13 +127,24 @@ np_status mesh_access_start(mesh *m, const mesh_access *a, np_err *err)
     }
     uint32_t next_free = id < m->n_accs ? m->accs[id].next_free : NONE;
     mesh_sync(m);
+    /* Outside a tick the mesh may have stepped the current cycle already (m->cycle is the
+     * next one): a read's request still leaves in this cycle; a write's flow can only start
+     * in the next, and its completion comes that cycle sooner, so alone it takes what it
+     * would have. */
+    uint64_t c = m->cycle;
+    if (m->q && !m->in_tick) {
+        uint64_t now = clk_cycle_at_or_after(m->clk, evq_now(m->q));
+        if (now < c)
+            c = now;
+    }
     mesh_acc *x = &m->accs[id];
     *x = (mesh_acc){.a = *a,
                     .head = (uint32_t)mesh_zero_load_cycles(&m->p, a->node,
                                                             m->ctrl[a->ctrl].router, 1),
+                    .lag = (uint32_t)(m->cycle - c),
                     .next_free = NONE};
     np_status st = a->write ? acc_flow(m, id, err)
-                   : mesh_heap_push(&m->acc_start, m->cycle + x->head + a->access_cycles, id)
+                   : mesh_heap_push(&m->acc_start, c + x->head + a->access_cycles, id)
                        ? NP_OK
                        : np_err_set(err, NP_ERR_NOMEM, "out of memory starting a memory access");
     if (st != NP_OK) {
@@ -192,7 +203,7 @@ void mesh_mem_flow_ended(mesh *m, uint32_t id, uint64_t now)
             break;
         r = (uint32_t)m->nb[(size_t)r * NP + (size_t)op];
     }
-    uint64_t t = now + x->head + (x->a.write ? x->a.access_cycles + x->head : 0);
+    uint64_t t = now + x->head + (x->a.write ? x->a.access_cycles + x->head - x->lag : 0);
     if (!mesh_heap_push(&m->acc_done, t, id))
         m->order_errors++;
 }

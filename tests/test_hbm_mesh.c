@@ -346,6 +346,57 @@ TEST(a_lone_copy_over_the_mesh_pays_the_round_trip_and_streams_at_the_hbm_rate)
     core_report_free(r);
 }
 
+TEST(one_controller_at_the_cores_router_leaves_every_single_core_dma_figure_unchanged)
+{
+    /* tiny's mesh carries a flit of 16 bytes a cycle, the HBM's rate: with the controller at
+     * core 0's router the mesh is not the bottleneck and adds no hop, so each program of
+     * test_core's DMA cases (bursts, channels, outstanding copies, descriptor setup, stores,
+     * gathers, a copy and a vector op sharing the ports) takes the cycles it takes without the
+     * mesh, unit by unit */
+    static const struct { const char *set, *src; } cases[] = {
+        {NULL, "dma.copy spad[0], hbm[0], bf16, 2048\ndma.copy hbm[0x1000], spad[0], bf16, 2048"},
+        {NULL, "dma.copy spad[0], hbm[0], bf16, 8, 64, src_s1=64"},
+        {NULL, "dma.copy spad[0], hbm[0], bf16, 8, 64"},
+        {NULL, "dma.copy spad[0], hbm[0x10], bf16, 24"},
+        {NULL, "dma.copy spad[0], hbm[0], bf16, 32, 16, src_s1=128"},
+        {NULL, "dma.copy spad[0], hbm[0], bf16, 32, 16, src_s1=192"},
+        {"core.dma_outstanding=4", "dma.copy spad[0], hbm[0], bf16, 2048\n"
+         "dma.copy spad[0x1000], hbm[0x1000], bf16, 2048\ndma.copy spad[0x2000], hbm[0x2000], "
+         "bf16, 2048\ndma.copy spad[0x3000], hbm[0x3000], bf16, 2048"},
+        {"core.dma_outstanding=2", "dma.copy spad[0], hbm[0], bf16, 2048\n"
+         "dma.copy spad[0x1000], hbm[0x1000], bf16, 2048\ndma.copy spad[0x2000], hbm[0x2000], "
+         "bf16, 2048"},
+        {"core.dma_setup_cycles=20", "dma.copy spad[0], hbm[0], bf16, 2048\n"
+         "dma.copy spad[0x1000], hbm[0x1000], bf16, 2048"},
+        {NULL, "dma.gather spad[0], hbm[0], spad[0x1000], fp32, 16, 8, 16"},
+        {NULL, "dma.gather spad[0], hbm[0x10], spad[0x1000], fp32, 16, 8, 16"},
+        {NULL, "dma.copy spad[0x4000], hbm[0], bf16, 1024\nvpu.add spad[0x800], spad[0], "
+               "spad[0x100], 8, 16, bf16"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *off[2] = {cases[i].set, NULL}, *on[2] = {"chip.hbm_controllers=1", NULL};
+        size_t n = cases[i].set ? 1 : 0;
+        if (cases[i].set)
+            on[1] = cases[i].set;
+        arch_config a = tiny_with(off, n), b = tiny_with(on, n + 1);
+        char src[512];
+        snprintf(src, sizeof src, ".core 0\n%s\n", cases[i].src);
+        core_report *ra = run(&a, src), *rb = run(&b, src);
+        CU_ASSERT_EQUAL(rb->total_cycles, ra->total_cycles);
+        if (rb->total_cycles != ra->total_cycles)
+            fprintf(stderr, "case %zu: %llu with the controller, %llu without\n", i,
+                    (unsigned long long)rb->total_cycles, (unsigned long long)ra->total_cycles);
+        for (uint32_t u = 0; u < ra->n_units; u++) {
+            CU_ASSERT_EQUAL(rb->units[u].busy_cycles, ra->units[u].busy_cycles);
+            CU_ASSERT_EQUAL(rb->units[u].stall_cycles, ra->units[u].stall_cycles);
+        }
+        CU_ASSERT_EQUAL(rb->hbm_read_bytes, ra->hbm_read_bytes);
+        CU_ASSERT_EQUAL(rb->hbm_limited_by_mesh, 0u);
+        core_report_free(ra);
+        core_report_free(rb);
+    }
+}
+
 TEST(k_cores_streaming_through_one_controller_get_a_kth_of_its_bandwidth_and_say_so)
 {
     /* 8 cores on a 3 x 3 mesh of 64-byte flits (4 x the HBM per link), one controller in the
