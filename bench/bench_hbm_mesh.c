@@ -1,6 +1,6 @@
 /* bench_hbm_mesh.c — HBM controllers on the mesh (bench/README.md, "bench_hbm_mesh"):
- *   1. bf16 matmul kernels (1024^3, 2048^3, 4096^3) on tpu-pod's 8 cores (kgen_matmul_build), simulated on the core
- *      model with the memory beside the mesh (chip.hbm_controllers = 0), with 4 controllers on
+ *   1. bf16 matmul kernels (1024^3, 2048^3, 4096^3) on tpu-pod's 8 cores (kgen_matmul_build),
+ *      simulated on the core model with the memory beside the mesh (chip.hbm_controllers = 0), with 4 controllers on
  *      its mesh as configured (64-byte flits), and with 4 on a mesh wide enough not to be the
  *      bottleneck (4 KiB flits): simulated cycles, CPU time, memory accesses over the mesh;
  *   2. what the same memory traffic would cost flit by flit: the run's HBM bytes, as 64-byte

@@ -31,9 +31,10 @@
  * resolved at dispatch. comm.send to a core of the same chip is one mesh message of
  * ceil(bytes / noc_flit_bytes) flits (cut into packets of at most noc_max_packet_flits), to
  * another chip one transfer over the topology's route (links shared max-min fairly); it
- * retires when its last byte has left. comm.recv takes the oldest message from that (chip, core) with that
- * tag (waiting in the receiving core's mailbox if it came first, else waiting for it) and,
- * with a reduction, spends elements / (vector_lanes x ops_per_lane) cycles more. Functional
+ * retires when its last byte has left. comm.recv takes the oldest message from that (chip,
+ * core) with that tag (waiting in the receiving core's mailbox if it came first, else
+ * waiting for it) and, with a reduction, spends elements / (vector_lanes x ops_per_lane)
+ * cycles more. Functional
  * mode moves (and reduces) the bytes.
  *
  * Front end, per core:                        Queue, per unit:

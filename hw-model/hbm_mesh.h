@@ -59,7 +59,8 @@ np_status hbm_mesh_copy(hbm_mesh *h, const core_range *r, unsigned nr, uint32_t 
  * program's load), in bytes (flits x chip.noc_flit_bytes). */
 typedef struct hbm_mesh_figures {
     double bytes;                 /* moved over the mesh to and from the controllers */
-    double by_ctrl, by_ctrl_port; /* ... while a controller's bandwidth, or its port, set the rate */
+    double by_ctrl, by_ctrl_port; /* ... while a controller's bandwidth, or its port, set
+                                     the rate */
     double by_mesh, by_copy;      /* ... a mesh link; the copy's own channels or ports */
     char busiest_link[32];        /* the mesh link that limited the most bytes ("r1.xplus",
                                      "r2.local" (ejection), "r0.inject"); "" if none did */

@@ -1,5 +1,6 @@
 /* mesh.c — the on-chip mesh, flit by flit as BookSim 2's iq_router, or as flows (see mesh.h
- * for the model and docs/noc.md for the mapping to BookSim, stage by stage).
+ * for the model and docs/noc.md for the mapping to BookSim, stage by stage). The state is in
+ * mesh_impl.h; memory controllers and their accesses are mesh_mem.c's.
  *
  * Flit-mode state, per router r, port p (MESH_PORT_*), virtual channel v:
  *   ivc[r][p][v]  input VC: a FIFO of flits (buf_flits deep) holding the flits on their way in
@@ -436,7 +437,7 @@ static void flit_delivered(mesh *m, const mesh_eject *e)
         msg_done(m, id, e->t);
 }
 
-/* ---- heaps of (cycle, order) -> id ------------------------------------------------------------ */
+/* ---- heaps of (cycle, order) -> id -------------------------------------------------------- */
 
 static bool hent_less(const mesh_hent *a, const mesh_hent *b)
 {

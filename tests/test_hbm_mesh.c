@@ -25,7 +25,7 @@
 #include "isa_asm.h"
 #include "mesh.h"
 
-/* ---- the mesh's accesses, stepped by hand ------------------------------------------------------ */
+/* ---- the mesh's accesses, stepped by hand ------------------------------------------------ */
 
 typedef struct done_log {
     mesh *m;
