@@ -49,8 +49,14 @@ typedef struct kmm {
     uint64_t e, ce;
     kmm_akind ak;
     bool b_cols;             /* B is stored column-major (N rows of K) */
+    bool c_cols;             /* C is stored column-major (N rows of M): ldc steps j */
+    /* Transposed: the array computes C^T = B^T A^T: it holds A's slice (mxu.load, tk x tm)
+     * and streams B^T's (tn rows of tk), so the streamed dimension is N; the accumulator
+     * tile is tn x tm. A row-major B is transposed by the VPU (staging buffers). */
+    bool ct;
     uint64_t a_base, b_base, c_base;
-    int64_t lda, ldb, ldc;   /* bytes between rows: A (ROWS: i, COLS: k), B (k, or n), C (i) */
+    int64_t lda, ldb, ldc;   /* bytes between rows: A (ROWS: i, COLS: k), B (k, or n), C (i,
+                                or j when c_cols) */
     int nb;                  /* batch loops */
     uint64_t bcount[KMM_MAX_BATCH];
     int64_t bsa[KMM_MAX_BATCH], bsb[KMM_MAX_BATCH], bsc[KMM_MAX_BATCH];
@@ -67,7 +73,7 @@ typedef struct kmm {
     unsigned rA, rB, rC;
     unsigned s_full[2], s_free[2], s_staged[2], s_cfull, s_cfree, s_drained, s_eready, s_braw,
         s_bready;
-    uint64_t abuf[2], bbuf[2], stage[2], cbuf, acc;
+    uint64_t abuf[2], bbuf[2], stage[2], bstage[2], cbuf, tbuf, sbuf, acc;
     /* traffic, counted as emitted times the enclosing loops' counts */
     uint64_t mult, rd, wr;
     /* K split over pk cores per block of tiles (1: none). This core's K range [kb, kb + kl);
@@ -86,6 +92,30 @@ typedef struct kmm {
         int64_t ratio;
     } eg;
 } kmm;
+
+/* The VPU work of the schedule (kc_matmul.c plans it so; kc_gemm_emit.c emits it, the cost
+ * model prices it): a slice's transposes (a column-major A streamed, a row-major B streamed
+ * under ct), and after the drain the C tile's transposes — into C's orientation for the
+ * epilogue's vector steps, and into the stored orientation. */
+static inline bool kmm_a_transposed(const kmm *m) { return !m->ct && m->ak == KMM_A_COLS; }
+static inline bool kmm_b_transposed(const kmm *m) { return m->ct && !m->b_cols; }
+/* Transposes of the drained tile: before the vector steps (the accumulators hold C^T) and
+ * before the store (the orientation then differs from C's layout). */
+static inline unsigned kmm_c_transposes(const kmm *m)
+{
+    bool t = m->ct; /* the orientation of the tile: true = C^T */
+    unsigned n = 0;
+    if (m->n_steps && t)
+        n++, t = false;
+    if (t != m->c_cols)
+        n++;
+    return n;
+}
+/* The drain is followed by VPU work on the tile. */
+static inline bool kmm_vpu_after_drain(const kmm *m)
+{
+    return m->n_steps || kmm_c_transposes(m);
+}
 
 /* The representative position of a body: batch byte offsets and output tile origin. */
 typedef struct kmm_pos {
@@ -131,6 +161,7 @@ uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint
  * tiles are left changed. */
 typedef struct kmm_cand {
     uint64_t tm, tn, tk, pk, cycles;
+    bool ct;
 } kmm_cand;
 void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
                 uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned *n, unsigned max_best);

@@ -185,19 +185,29 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     tile_t t = {tm, tn, 0, 0, 0, 0, 0, 0, 0};
     uint64_t full = c->K / m->TK, edge = c->K % m->TK, copies;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
-    double tr = m->ak == KMM_A_COLS ? (double)(tm * m->TK) / lanes : 0; /* the VPU's transpose */
+    /* the VPU's transposes of a slice: a column-major A streamed, a row-major B under ct */
+    double tr_per_k = ((kmm_a_transposed(m) ? (double)tm : 0) +
+                       (kmm_b_transposed(m) ? (double)tn : 0)) / lanes;
+    /* the array: A streamed through B, or under ct B^T through A^T */
+    uint64_t sm = m->ct ? tn : tm, sn = m->ct ? tm : tn;
     if (full) {
-        t.load_full = slice_dma(c, i0, j0, tm, tn, 0, m->TK, count * full, &copies) + tr;
-        t.mm_full = (double)kmm_array_cycles(cfg, m->dt, tm, tn, m->TK);
+        t.load_full = slice_dma(c, i0, j0, tm, tn, 0, m->TK, count * full, &copies) +
+                      tr_per_k * (double)m->TK;
+        t.mm_full = (double)kmm_array_cycles(cfg, m->dt, sm, sn, m->TK);
     }
     if (edge) {
         t.load_edge = slice_dma(c, i0, j0, tm, tn, full * m->TK, edge, count, &copies) +
-                      (m->ak == KMM_A_COLS ? (double)(tm * edge) / lanes : 0);
-        t.mm_edge = (double)kmm_array_cycles(cfg, m->dt, tm, tn, edge);
+                      tr_per_k * (double)edge;
+        t.mm_edge = (double)kmm_array_cycles(cfg, m->dt, sm, sn, edge);
     }
     t.drain = (double)cdiv(tm * tn, (uint64_t)cfg->core.array_cols);
-    t.store = copy_cycles(c, m->c_base + i0 * (uint64_t)m->ldc + j0 * m->ce, tm, (uint64_t)m->ldc,
-                          tn * m->ce, count) + c->lat;
+    if (m->c_cols)
+        t.store = copy_cycles(c, m->c_base + j0 * (uint64_t)m->ldc + i0 * m->ce, tn,
+                              (uint64_t)m->ldc, tm * m->ce, count) + c->lat;
+    else
+        t.store = copy_cycles(c, m->c_base + i0 * (uint64_t)m->ldc + j0 * m->ce, tm,
+                              (uint64_t)m->ldc, tn * m->ce, count) + c->lat;
+    t.vpu = (double)kmm_c_transposes(m) * (double)(tm * tn) / lanes;
     for (int a = 0; a < m->n_args; a++) {
         const kmm_arg *g = &m->args[a];
         uint64_t ae = isa_dtype_size[g->dt];
@@ -443,10 +453,13 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                 uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned *n, unsigned max_best)
 {
     uint64_t R = (uint64_t)cfg->core.array_rows, C = (uint64_t)cfg->core.array_cols;
-    uint64_t side_m = cfg->core.dataflow == ARCH_DATAFLOW_OS ? R
-                      : cfg->core.dataflow == ARCH_DATAFLOW_IS ? C : 1;
-    uint64_t side_n = cfg->core.dataflow == ARCH_DATAFLOW_IS ? 1 : C;
+    /* the array sides the mxu.mm's rows (m), columns (n) and depth (k) map to (1: streamed) */
+    uint64_t side_mm = cfg->core.dataflow == ARCH_DATAFLOW_OS ? R
+                       : cfg->core.dataflow == ARCH_DATAFLOW_IS ? C : 1;
+    uint64_t side_mn = cfg->core.dataflow == ARCH_DATAFLOW_IS ? 1 : C;
     uint64_t side_k = cfg->core.dataflow == ARCH_DATAFLOW_OS ? 1 : R;
+    /* under ct the mxu.mm's rows are N's and its columns M's */
+    uint64_t side_m = m->ct ? side_mn : side_mm, side_n = m->ct ? side_mm : side_mn;
     uint64_t unit_m = m->ak == KMM_A_CONV ? m->cv.f_out : 1, unit_k = m->ak == KMM_A_CONV ? m->cv.sc : 1;
     uint64_t cm_[64], cn_[64], ck_[64];
     unsigned nm = dim_candidates(m->M, side_m ? side_m : R, unit_m, cm_, 64);
@@ -454,6 +467,8 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
     unsigned nk = dim_candidates(m->K, side_k ? side_k : R, unit_k, ck_, 64);
     if (side_m == 1) /* streamed: multiples of the array too */
         nm = dim_candidates(m->M, R, unit_m, cm_, 64);
+    if (side_n == 1)
+        nn = dim_candidates(m->N, R, 1, cn_, 64);
     uint64_t given_m = m->TM, given_n = m->TN, given_k = m->TK;
     unsigned n_best = *n;
     for (unsigned a = 0; a < nm; a++)
@@ -473,7 +488,7 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                 kmm_est est;
                 kmm_estimate(m, cfg, n_cores, &est);
                 /* insert, best (fewest cycles; then fewer tiles) first */
-                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, est.cycles};
+                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, est.cycles, m->ct};
                 unsigned pos = n_best;
                 while (pos > 0 && (best[pos - 1].cycles > cd.cycles ||
                                    (best[pos - 1].cycles == cd.cycles &&

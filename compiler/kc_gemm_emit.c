@@ -189,13 +189,14 @@ static void emit_gather(kmm *m, int64_t base, uint64_t sa, uint64_t i0, uint64_t
 
 /* ---- slices and tiles ----------------------------------------------------------------------- */
 
-/* Slice k (of TK) of the tile at p (tm x tn): the DMA and MXU halves. */
+/* Slice k (of TK) of the tile at p (tm x tn): the DMA, VPU (transposes) and MXU parts. */
 static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint64_t k0,
                        uint64_t tk, unsigned b, isa_accm mode)
 {
     k0 += m->kb; /* this core's part of K */
     isa_emit *e = m->x->e;
     uint64_t es = m->e;
+    bool ta = kmm_a_transposed(m), tb = kmm_b_transposed(m);
     sem_wait(m, ISA_UNIT_DMA, m->s_free[b]);
     switch (m->ak) {
     case KMM_A_ROWS:
@@ -203,8 +204,8 @@ static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint6
             isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + k0 * es), m->dt, tk,
             tm, 1, tk * es, (uint64_t)m->lda, 0, 0);
         break;
-    case KMM_A_COLS:
-        dma(m, isa_spad(0, m->stage[b]),
+    case KMM_A_COLS: /* tk rows of tm: staged for a transpose, or held as they are (ct) */
+        dma(m, isa_spad(0, ta ? m->stage[b] : m->abuf[b]),
             isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)k0 * m->lda) + p->i0 * es), m->dt, tm,
             tk, 1, tm * es, (uint64_t)m->lda, 0, 0);
         break;
@@ -212,28 +213,39 @@ static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint6
         emit_gather(m, p->oa, m->abuf[b], p->i0, tm, k0, tk);
         break;
     }
-    if (!m->b_cols)
-        dma(m, isa_spad(0, m->bbuf[b]),
+    if (!m->b_cols) /* tk rows of tn (staged for a transpose under ct) */
+        dma(m, isa_spad(0, tb ? m->bstage[b] : m->bbuf[b]),
             isa_hbm(m->rB, (uint64_t)(p->ob + (int64_t)k0 * m->ldb) + p->j0 * es), m->dt, tn, tk,
             1, tn * es, (uint64_t)m->ldb, 0, 0);
-    else
+    else /* tn rows of tk */
         dma(m, isa_spad(0, m->bbuf[b]),
             isa_hbm(m->rB, (uint64_t)(p->ob + (int64_t)p->j0 * m->ldb) + k0 * es), m->dt, tk, tn,
             1, tk * es, (uint64_t)m->ldb, 0, 0);
-    if (m->ak == KMM_A_COLS) {
+    if (ta || tb) {
         sem_signal(m, ISA_UNIT_DMA, m->s_staged[b]);
         sem_wait(m, ISA_UNIT_VPU, m->s_staged[b]);
-        ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->abuf[b]), isa_spad(0, m->stage[b]),
-                 isa_imm((int64_t)tk), isa_imm((int64_t)tm), isa_enum(m->dt));
+        if (ta) /* tk x tm -> the streamed tm x tk */
+            ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->abuf[b]), isa_spad(0, m->stage[b]),
+                     isa_imm((int64_t)tk), isa_imm((int64_t)tm), isa_enum(m->dt));
+        if (tb) /* tk x tn -> the streamed tn x tk */
+            ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->bbuf[b]), isa_spad(0, m->bstage[b]),
+                     isa_imm((int64_t)tk), isa_imm((int64_t)tn), isa_enum(m->dt));
         sem_signal(m, ISA_UNIT_VPU, m->s_full[b]);
     } else {
         sem_signal(m, ISA_UNIT_DMA, m->s_full[b]);
     }
     sem_wait(m, ISA_UNIT_MXU, m->s_full[b]);
-    ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tk), isa_imm((int64_t)tn),
-             isa_enum(m->dt), isa_imm(m->b_cols));
-    ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->abuf[b]), isa_imm((int64_t)tm),
-             isa_enum(m->dt), isa_enum(mode));
+    if (!m->ct) { /* hold B (tk x tn), stream A */
+        ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tk),
+                 isa_imm((int64_t)tn), isa_enum(m->dt), isa_imm(m->b_cols));
+        ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->abuf[b]), isa_imm((int64_t)tm),
+                 isa_enum(m->dt), isa_enum(mode));
+    } else { /* hold A^T (tk x tm: A's slice, transposed unless it is column-major), stream B^T */
+        ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->abuf[b]), isa_imm((int64_t)tk),
+                 isa_imm((int64_t)tm), isa_enum(m->dt), isa_imm(m->ak != KMM_A_COLS));
+        ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tn),
+                 isa_enum(m->dt), isa_enum(mode));
+    }
     sem_signal(m, ISA_UNIT_MXU, m->s_free[b]);
 }
 
@@ -292,16 +304,16 @@ static void cast_arg(kmm *m, int a, uint64_t tm, uint64_t tn, isa_dtype to)
              isa_imm((int64_t)cols), isa_enum(to), isa_enum(g->dt));
 }
 
-static void emit_steps(kmm *m, uint64_t tm, uint64_t tn);
+static void emit_finish(kmm *m, uint64_t tm, uint64_t tn);
 
 /* The end of a tile of a split K: every core drains its partial sums (fp32, int32 for int8
- * inputs); the others send
- * theirs to the root over the mesh, the root receives and adds them, converts the sum to C
- * and runs the epilogue on the VPU (nothing is fused into the drain then). */
+ * inputs, in the accumulators' orientation); the others send theirs to the root over the
+ * mesh, the root receives and adds them (then, in emit_post, converts the sum to C's type
+ * and runs the epilogue on the VPU: nothing is fused into the drain). */
 static void emit_drain_split(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
 {
     isa_emit *e = m->x->e;
-    uint64_t bytes = tm * tn * 4;
+    uint64_t bytes = tm * tn * 4, ar = m->ct ? tn : tm, ac = m->ct ? tm : tn;
     uint32_t chip = m->x->k->place.chip;
     /* the accumulators' type: int32 for int8 inputs, else fp32 */
     isa_dtype pdt = m->dt == ISA_DTYPE_INT8 ? ISA_DTYPE_INT32 : ISA_DTYPE_FP32;
@@ -311,8 +323,8 @@ static void emit_drain_split(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
     if (m->kpart == 1 && m->n_args)
         sem_signal(m, ISA_UNIT_DMA, m->s_eready);
     sem_wait(m, ISA_UNIT_MXU, m->s_pfree);
-    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->pbuf), isa_acc(0, m->acc), isa_imm((int64_t)tm),
-             isa_imm((int64_t)tn), isa_enum(pdt));
+    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->pbuf), isa_acc(0, m->acc), isa_imm((int64_t)ar),
+             isa_imm((int64_t)ac), isa_enum(pdt));
     sem_signal(m, ISA_UNIT_MXU, m->s_pready);
     sem_wait(m, ISA_UNIT_COMM, m->s_pready);
     if (m->kpart == 2) {
@@ -325,25 +337,17 @@ static void emit_drain_split(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
         ISA_EMIT(e, COMM_RECV, isa_peer(chip, m->kpeers[i]), isa_spad(0, m->pbuf),
                  isa_imm((int64_t)bytes), isa_imm(m->tag), isa_enum(ISA_RED_ADD), isa_enum(pdt));
     sem_signal(m, ISA_UNIT_COMM, m->s_reduced);
-    sem_wait(m, ISA_UNIT_VPU, m->s_reduced);
-    sem_wait(m, ISA_UNIT_VPU, m->s_cfree);
-    ISA_EMIT(e, VPU_CAST, isa_spad(0, m->cbuf), isa_spad(0, m->pbuf), isa_imm((int64_t)tm),
-             isa_imm((int64_t)tn), isa_enum(m->cdt), isa_enum(pdt));
-    sem_signal(m, ISA_UNIT_VPU, m->s_pfree);
-    if (m->n_args)
-        sem_wait(m, ISA_UNIT_VPU, m->s_eready);
-    emit_steps(m, tm, tn);
-    sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
 }
 
-/* The epilogue's vector steps on the C tile (its operands loaded; casts first). */
-static void emit_steps(kmm *m, uint64_t tm, uint64_t tn)
+/* The epilogue's vector steps on the C tile at c (tm x tn; its operands loaded; casts
+ * first). */
+static void emit_steps(kmm *m, uint64_t c_at, uint64_t tm, uint64_t tn)
 {
     isa_emit *e = m->x->e;
     for (int a = 0; a < m->n_args; a++)
         if (a != m->bias && m->args[a].cast)
             cast_arg(m, a, tm, tn, m->cdt);
-    isa_opnd c = isa_spad(0, m->cbuf), rows = isa_imm((int64_t)tm), cols = isa_imm((int64_t)tn);
+    isa_opnd c = isa_spad(0, c_at), rows = isa_imm((int64_t)tm), cols = isa_imm((int64_t)tn);
     for (int i = 0; i < m->n_steps; i++) {
         const kmm_step *s = &m->steps[i];
         isa_insn in;
@@ -363,9 +367,34 @@ static void emit_steps(kmm *m, uint64_t tm, uint64_t tn)
     }
 }
 
-/* The end of the tile at p, its slices done: the epilogue's operands, the drain and the
- * epilogue's vector steps (the store follows with emit_store, after the next tile's first
- * slice when there is one). */
+/* The VPU's work on the drained tile in cbuf (in the accumulators' orientation: C^T under
+ * ct): into C's orientation for the vector steps, the steps, then into the orientation C is
+ * stored in (kmm_c_transposes); the store reads m->sbuf. */
+static void emit_finish(kmm *m, uint64_t tm, uint64_t tn)
+{
+    isa_emit *e = m->x->e;
+    bool t = m->ct;
+    uint64_t at = m->cbuf;
+    if (m->n_steps) {
+        if (t) { /* tn x tm -> tm x tn */
+            ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->tbuf), isa_spad(0, at), isa_imm((int64_t)tn),
+                     isa_imm((int64_t)tm), isa_enum(m->cdt));
+            at = m->tbuf, t = false;
+        }
+        emit_steps(m, at, tm, tn);
+    }
+    if (t != m->c_cols) {
+        uint64_t to = at == m->cbuf ? m->tbuf : m->cbuf;
+        ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, to), isa_spad(0, at),
+                 isa_imm((int64_t)(t ? tn : tm)), isa_imm((int64_t)(t ? tm : tn)),
+                 isa_enum(m->cdt));
+        at = to;
+    }
+}
+
+/* The end of the tile at p, its slices done: the epilogue's operands and the drain (the VPU's
+ * work and the store follow with emit_store, after the next tile's head when there is
+ * one). */
 static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
 {
     if (m->kpart) {
@@ -385,45 +414,78 @@ static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
             sem_signal(m, ISA_UNIT_DMA, m->s_bready);
         }
     }
+    bool loaded = false;
     if (m->n_steps) {
-        bool any = false;
         for (int a = 0; a < m->n_args; a++)
             if (a != m->bias) {
                 load_arg(m, p, a, tm, tn);
-                any = true;
+                loaded = true;
             }
-        if (any)
+        if (loaded)
             sem_signal(m, ISA_UNIT_DMA, m->s_eready);
     }
     sem_wait(m, ISA_UNIT_MXU, m->s_cfree);
     if (m->bias >= 0)
         sem_wait(m, ISA_UNIT_MXU, m->s_bready);
-    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->cbuf), isa_acc(0, m->acc), isa_imm((int64_t)tm),
-             isa_imm((int64_t)tn), isa_enum(m->cdt), isa_enum(m->act), isa_f32(m->scale),
+    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->cbuf), isa_acc(0, m->acc),
+             isa_imm((int64_t)(m->ct ? tn : tm)), isa_imm((int64_t)(m->ct ? tm : tn)),
+             isa_enum(m->cdt), isa_enum(m->act), isa_f32(m->scale),
              m->bias >= 0 ? isa_spad(0, m->args[m->bias].buf) : isa_none());
-    if (m->n_steps) {
-        sem_signal(m, ISA_UNIT_MXU, m->s_drained);
-        sem_wait(m, ISA_UNIT_VPU, m->s_drained);
-        bool loaded = false;
-        for (int a = 0; a < m->n_args; a++)
-            loaded = loaded || a != m->bias;
-        if (loaded)
-            sem_wait(m, ISA_UNIT_VPU, m->s_eready);
-        emit_steps(m, tm, tn);
-        sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
-    } else {
-        sem_signal(m, ISA_UNIT_MXU, m->s_cfull);
-    }
+    sem_signal(m, ISA_UNIT_MXU, kmm_vpu_after_drain(m) ? m->s_drained : m->s_cfull);
 }
 
-/* The store of the drained tile at p (none on the cores that send their partial sums). */
-static void emit_store(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+/* The VPU's part of the end of the tile at p (after its drain): with a split K, the sum's
+ * conversion and the whole epilogue; else the steps and transposes emit_finish does. It is
+ * emitted after the next tile's head, so the VPU transposes that head's slices first and the
+ * array need not wait for them behind this tile's drain. */
+static void emit_post(kmm *m, uint64_t tm, uint64_t tn)
 {
     if (m->kpart == 2)
         return;
+    if (m->kpart == 1) {
+        isa_dtype pdt = m->dt == ISA_DTYPE_INT8 ? ISA_DTYPE_INT32 : ISA_DTYPE_FP32;
+        sem_wait(m, ISA_UNIT_VPU, m->s_reduced);
+        sem_wait(m, ISA_UNIT_VPU, m->s_cfree);
+        ISA_EMIT(m->x->e, VPU_CAST, isa_spad(0, m->cbuf), isa_spad(0, m->pbuf),
+                 isa_imm((int64_t)(m->ct ? tn : tm)), isa_imm((int64_t)(m->ct ? tm : tn)),
+                 isa_enum(m->cdt), isa_enum(pdt));
+        sem_signal(m, ISA_UNIT_VPU, m->s_pfree);
+        if (m->n_args)
+            sem_wait(m, ISA_UNIT_VPU, m->s_eready);
+        emit_finish(m, tm, tn);
+        sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
+        return;
+    }
+    if (!kmm_vpu_after_drain(m))
+        return;
+    bool loaded = false;
+    for (int a = 0; a < m->n_args && m->n_steps; a++)
+        loaded = loaded || a != m->bias;
+    sem_wait(m, ISA_UNIT_VPU, m->s_drained);
+    if (loaded)
+        sem_wait(m, ISA_UNIT_VPU, m->s_eready);
+    emit_finish(m, tm, tn);
+    sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
+}
+
+/* Where the tile at p starts in C, relative to rC. */
+static uint64_t c_off(const kmm *m, const kmm_pos *p)
+{
+    return m->c_cols ? (uint64_t)(p->oc + (int64_t)p->j0 * m->ldc) + p->i0 * m->ce
+                     : (uint64_t)(p->oc + (int64_t)p->i0 * m->ldc) + p->j0 * m->ce;
+}
+
+/* The VPU's part of the end of the tile at p (emit_post), then its store (none on the cores
+ * that send their partial sums): tm rows of tn, or for a column-major C tn rows of tm. */
+static void emit_store(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+{
+    emit_post(m, tm, tn);
+    if (m->kpart == 2)
+        return;
     sem_wait(m, ISA_UNIT_DMA, m->s_cfull);
-    dma(m, isa_hbm(m->rC, (uint64_t)(p->oc + (int64_t)p->i0 * m->ldc) + p->j0 * m->ce),
-        isa_spad(0, m->cbuf), m->cdt, tn, tm, 1, (uint64_t)m->ldc, tn * m->ce, 0, 0);
+    uint64_t n0 = m->c_cols ? tm : tn, n1 = m->c_cols ? tn : tm;
+    dma(m, isa_hbm(m->rC, c_off(m, p)), isa_spad(0, m->sbuf), m->cdt, n0, n1, 1,
+        (uint64_t)m->ldc, n0 * m->ce, 0, 0);
     sem_signal(m, ISA_UNIT_DMA, m->s_cfree);
 }
 
@@ -506,7 +568,7 @@ static unsigned body_col(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool 
 static void col_steps(const kmm *m, kmm_steps *st)
 {
     steps_add(st, m->rB, m->b_cols ? (int64_t)m->TN * m->ldb : (int64_t)(m->TN * m->e));
-    steps_add(st, m->rC, (int64_t)(m->TN * m->ce));
+    steps_add(st, m->rC, m->c_cols ? (int64_t)m->TN * m->ldc : (int64_t)(m->TN * m->ce));
     for (int a = 0; a < m->n_args; a++)
         steps_add(st, m->args[a].reg, m->args[a].sn * (int64_t)m->TN);
 }
@@ -568,7 +630,7 @@ static void row_steps(const kmm *m, kmm_steps *st)
                                          : (int64_t)(m->TM / m->cv.f_out * m->cv.sh * m->cv.w *
                                                      m->cv.c * m->e);
     steps_add(st, m->rA, dm_a);
-    steps_add(st, m->rC, (int64_t)m->TM * m->ldc);
+    steps_add(st, m->rC, m->c_cols ? (int64_t)(m->TM * m->ce) : (int64_t)m->TM * m->ldc);
     for (int a = 0; a < m->n_args; a++)
         steps_add(st, m->args[a].reg, m->args[a].sm * (int64_t)m->TM);
 }
@@ -650,11 +712,19 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     isa_emit *e = x->e;
     if (kc_core(x, core) != NP_OK)
         return kc_status(x);
-    /* scratchpad: A0 A1 B0 B1 C [staging 0 1] [epilogue operands], one block */
+    /* scratchpad, one block: A0 A1 B0 B1 C [A staging 0 1] [B staging 0 1] [transposed C]
+     * [partial sums] [epilogue operands] */
     uint64_t es = m->e, a_sz = m->TM * m->TK * es, b_sz = m->TK * m->TN * es;
     uint64_t c_sz = m->TM * m->TN * m->ce, work = 2 * a_sz + 2 * b_sz + c_sz, at;
-    if (m->ak == KMM_A_COLS)
+    uint64_t st_at = work, bst_at, t_at;
+    if (kmm_a_transposed(m))
         work += 2 * a_sz;
+    bst_at = work;
+    if (kmm_b_transposed(m))
+        work += 2 * b_sz;
+    t_at = work;
+    if (kmm_c_transposes(m))
+        work += c_sz;
     uint64_t p_at = work;
     if (m->kpart)
         work += m->TM * m->TN * 4; /* the fp32 partial sums */
@@ -678,8 +748,10 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     m->abuf[0] = at, m->abuf[1] = at + a_sz;
     m->bbuf[0] = at + 2 * a_sz, m->bbuf[1] = at + 2 * a_sz + b_sz;
     m->cbuf = at + 2 * a_sz + 2 * b_sz;
-    if (m->ak == KMM_A_COLS)
-        m->stage[0] = m->cbuf + c_sz, m->stage[1] = m->cbuf + c_sz + a_sz;
+    m->stage[0] = at + st_at, m->stage[1] = at + st_at + a_sz;
+    m->bstage[0] = at + bst_at, m->bstage[1] = at + bst_at + b_sz;
+    m->tbuf = at + t_at;
+    m->sbuf = kmm_c_transposes(m) & 1 ? m->tbuf : m->cbuf;
     m->pbuf = at + p_at;
     for (int a = 0; a < m->n_args; a++) {
         m->args[a].raw += at;
@@ -689,13 +761,15 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     for (int b = 0; b < 2; b++) {
         kc_sem_alloc(x, &m->s_full[b]);
         kc_sem_alloc(x, &m->s_free[b]);
-        if (m->ak == KMM_A_COLS)
+        if (kmm_a_transposed(m) || kmm_b_transposed(m))
             kc_sem_alloc(x, &m->s_staged[b]);
     }
     kc_sem_alloc(x, &m->s_cfull);
     kc_sem_alloc(x, &m->s_cfree);
+    if (kmm_vpu_after_drain(m))
+        kc_sem_alloc(x, &m->s_drained);
     if (m->n_steps)
-        kc_sem_alloc(x, &m->s_drained), kc_sem_alloc(x, &m->s_eready);
+        kc_sem_alloc(x, &m->s_eready);
     if (m->bias >= 0) {
         kc_sem_alloc(x, &m->s_bready);
         if (m->args[m->bias].cast)

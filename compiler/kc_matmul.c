@@ -101,7 +101,7 @@ np_status kc_gemm_tiles(const arch_config *cfg, const kc_gemm_shape *g, uint64_t
 
 uint64_t kc_gemm_spad_bytes(const kc_gemm_shape *g, uint64_t tm, uint64_t tn, uint64_t tk)
 {
-    return (2 + g->extra_mk) * tm * tk * g->e + 2 * tk * tn * g->e +
+    return (2 + g->extra_mk) * tm * tk * g->e + (2 + g->extra_kn) * tk * tn * g->e +
            tm * tn * (g->ce + g->extra_mn) + tn * g->extra_n + tm * g->extra_m + g->extra;
 }
 
@@ -117,13 +117,15 @@ static void bcast_strides(const kc_tensor *t, int out_nd, int64_t *s)
     }
 }
 
-/* The epilogue: with fuse, the drain's fused prefix [scale] [bias] [activation], the rest
- * vector steps (without, all of it vector steps: a split K sums before the epilogue). m->eg:
+/* The epilogue: the drain's fused prefix [scale] [bias] [activation], the rest vector steps.
+ * With a split K (m->pk > 1) all of it is vector steps (the drain sees a partial sum); under
+ * ct the drain sees C^T, so its per-column bias cannot hold C's row vector. m->eg:
  * the output has nd dims; bdims[0..nbd) are those of the batch loops, mdim and ndim those of
  * the GEMM's rows and columns (for a conv the pixel dim ow; then an operand's stride along
  * dim mouter, oh, must be ratio = OW times its stride along ow; mouter -1: none). */
-static np_status plan_epilogue(kmm *m, bool fuse)
+static np_status plan_epilogue(kmm *m)
 {
+    bool fuse = m->pk <= 1, fuse_bias = fuse && !m->ct;
     kc_ctx *x = m->x;
     const kc_kernel *k = x->k;
     int nd = m->eg.nd, nbd = m->eg.nbd, mdim = m->eg.mdim, ndim = m->eg.ndim;
@@ -164,8 +166,8 @@ static np_status plan_epilogue(kmm *m, bool fuse)
         bool batch_free = true;
         for (int b = 0; b < nbd; b++)
             batch_free = batch_free && !g.sbat[b];
-        if (fuse && m->bias < 0 && m->n_args == 0 && m->n_steps == 0 && m->act == ISA_ACT_NONE &&
-            s->op == NN_OP_ADD && g.bcast == ISA_BCAST_ROW && batch_free) {
+        if (fuse_bias && m->bias < 0 && m->n_args == 0 && m->n_steps == 0 &&
+            m->act == ISA_ACT_NONE && s->op == NN_OP_ADD && g.bcast == ISA_BCAST_ROW && batch_free) {
             g.cast = g.dt != ISA_DTYPE_FP32;
             m->bias = m->n_args;
             m->args[m->n_args++] = g;
@@ -201,9 +203,19 @@ static np_status plan_epilogue(kmm *m, bool fuse)
     return NP_OK;
 }
 
-/* The scratchpad the epilogue's operand tiles take, as kc_gemm_shape counts it. */
-static void epilogue_spad(const kmm *m, kc_gemm_shape *g)
+/* The GEMM as the tile choice sees the plan: its dimensions, element sizes, cores and the
+ * scratchpad beyond double-buffered A and B slices and one C tile (kc_gemm_shape): staging
+ * for the transposes of A's or B's slices, the transposed C tile, the partial sums of a
+ * split K, the epilogue's operand tiles. */
+static void plan_shape(const kmm *m, uint64_t cores, kc_gemm_shape *g)
 {
+    *g = (kc_gemm_shape){m->M, m->N, m->K, m->e, m->ce, cores, 0, 0, 0, 0, 0, 0};
+    g->extra_mk = kmm_a_transposed(m) ? 2 : 0;
+    g->extra_kn = kmm_b_transposed(m) ? 2 : 0;
+    if (kmm_c_transposes(m))
+        g->extra_mn += m->ce;
+    if (m->pk > 1)
+        g->extra_mn += 4;
     for (int a = 0; a < m->n_args; a++) {
         const kmm_arg *r = &m->args[a];
         uint64_t per = isa_dtype_size[r->dt] + (r->cast ? (a == m->bias ? 4 : m->ce) : 0);
@@ -216,11 +228,25 @@ static void epilogue_spad(const kmm *m, kc_gemm_shape *g)
     }
 }
 
-/* Tiles: the attributes tm, tn, tk, ksplit where given, the rest chosen by the cost model for
- * the placed cores' free memories (kc_gemm_cost.c), a split K among them (pk cores a block of
- * tiles, their partial sums added over the mesh, the epilogue on the VPU after the sum); the
- * best candidates go to the result for a tuner. */
-static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
+/* A schedule variant of the plan: transposed (ct) or not, K split over pk cores a block. */
+static np_status plan_variant(const kmm *base, bool ct, uint64_t pk, uint64_t cores, kmm *v,
+                              kc_gemm_shape *g)
+{
+    *v = *base;
+    v->ct = ct;
+    v->pk = pk;
+    if (plan_epilogue(v) != NP_OK)
+        return kc_status(v->x);
+    plan_shape(v, cores, g);
+    return NP_OK;
+}
+
+/* Tiles: the attributes tm, tn, tk, ksplit, ct where given, the rest chosen by the cost model
+ * for the placed cores' free memories (kc_gemm_cost.c) among the schedule's variants — C or
+ * C^T computed, K split among 2, 4, ... cores a block of tiles (their partial sums added over
+ * the mesh, the epilogue on the VPU after the sum) or not; the best candidates go to the
+ * result for a tuner. */
+static np_status plan_tiles(kmm *m)
 {
     kc_ctx *x = m->x;
     const kc_place *pl = &x->k->place;
@@ -229,51 +255,40 @@ static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
         spad = min_u64(spad, kc_spad_avail(x, c));
         acc = min_u64(acc, kc_acc_avail(x, c));
     }
-    g->cores = n;
     uint64_t tm = (uint64_t)kc_attr_int(x, "tm"), tn = (uint64_t)kc_attr_int(x, "tn"),
              tk = (uint64_t)kc_attr_int(x, "tk"), ks = (uint64_t)kc_attr_int(x, "ksplit");
+    int64_t cta = kc_attr_int(x, "ct");
     if (ks > n)
         return kc_fail(x, NP_ERR_RANGE, "ksplit %" PRIu64 " over %" PRIu64 " cores", ks, n);
+    bool search = !tm || !tn || !tk || !ks || !cta;
     kmm_cand best[KC_MAX_CANDS];
     unsigned nb = 0;
-    /* without a split (the epilogue fused into the drain where it can be) */
-    if ((!tm || !tn || !tk) && ks <= 1) {
-        m->TM = tm, m->TN = tn, m->TK = tk, m->pk = 1;
-        kmm_search(m, x->cfg, g, spad, acc, n, best, &nb, KC_MAX_CANDS);
-    }
-    /* split over 2, 4, ... cores a block */
-    kmm split = *m;
-    kc_gemm_shape gs = *g;
-    bool have_split = false;
-    if ((!tm || !tn || !tk || ks > 1) && (ks == 0 || ks > 1) && n > 1) {
-        if (plan_epilogue(&split, false) != NP_OK)
-            return kc_status(x);
-        gs.extra_mn = gs.extra_n = gs.extra_m = gs.extra = 0;
-        epilogue_spad(&split, &gs);
-        gs.extra_mn += 4; /* the fp32 partial sums */
-        for (uint64_t pk = ks > 1 ? ks : 2; pk <= n && pk <= KMM_MAX_KSPLIT; pk *= 2) {
-            split.TM = tm, split.TN = tn, split.TK = tk, split.pk = pk;
-            kmm_search(&split, x->cfg, &gs, spad, acc, n, best, &nb, KC_MAX_CANDS);
-            have_split = true;
-            if (ks > 1)
+    kmm v;
+    kc_gemm_shape g;
+    for (int ct = 0; ct < 2 && search; ct++) {
+        if (cta && cta != 1 + ct)
+            continue;
+        for (uint64_t pk = ks ? ks : 1; pk <= n && pk <= KMM_MAX_KSPLIT; pk *= 2) {
+            if (plan_variant(m, ct, pk, n, &v, &g) != NP_OK)
+                return kc_status(x);
+            v.TM = tm, v.TN = tn, v.TK = tk;
+            kmm_search(&v, x->cfg, &g, spad, acc, n, best, &nb, KC_MAX_CANDS);
+            if (ks)
                 break;
         }
     }
-    if (nb && best[0].pk > 1 && have_split) {
-        *m = split;
-        *g = gs;
-    }
-    if (nb) {
-        m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk, m->pk = best[0].pk;
+    if (nb) { /* the best candidate's variant */
+        if (plan_variant(m, best[0].ct, best[0].pk, n, &v, &g) != NP_OK)
+            return kc_status(x);
+        *m = v;
+        m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk;
     } else { /* all given, or nothing fits: the heuristic checks them and names the limit */
-        m->TM = tm, m->TN = tn, m->TK = tk, m->pk = ks > 1 ? ks : 1;
-        if (m->pk > 1) {
-            *m = split;
-            m->TM = tm, m->TN = tn, m->TK = tk, m->pk = ks;
-            *g = gs;
-        }
+        if (plan_variant(m, cta == 2, ks > 1 ? ks : 1, n, &v, &g) != NP_OK)
+            return kc_status(x);
+        *m = v;
+        m->TM = tm, m->TN = tn, m->TK = tk;
         np_err e = {0};
-        if (kc_gemm_tiles(x->cfg, g, spad, acc, &m->TM, &m->TN, &m->TK, &e) != NP_OK)
+        if (kc_gemm_tiles(x->cfg, &g, spad, acc, &m->TM, &m->TN, &m->TK, &e) != NP_OK)
             return kc_fail(x, e.status, "%s", e.msg);
         if (m->pk > 1 && cdiv(m->K, m->TK) < m->pk)
             return kc_fail(x, NP_ERR_RANGE, "ksplit %" PRIu64 ": K = %" PRIu64 " has only %"
@@ -285,10 +300,11 @@ static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
     r->est_cycles = est.cycles;
     r->n_cands = nb ? nb : 1;
     if (!nb)
-        best[0] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, est.cycles};
+        best[0] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, est.cycles, m->ct};
     for (unsigned i = 0; i < r->n_cands; i++)
-        r->cands[i] = (kc_tiling){4, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
-                                      KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk)},
+        r->cands[i] = (kc_tiling){5, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
+                                      KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk),
+                                      KC_INT("ct", best[i].ct ? 2 : 1)},
                                   best[i].cycles};
     return NP_OK;
 }
@@ -299,9 +315,11 @@ static void plan_result(kmm *m, uint64_t batches)
     uint64_t mn = m->M * m->N * batches;
     r->mxu_flops = 2 * mn * m->K;
     r->flops = r->mxu_flops + mn * (uint64_t)(m->x->k->n_epi);
-    char split[48] = "";
+    char split[64] = "";
     if (m->pk > 1)
         snprintf(split, sizeof split, ", K split over %" PRIu64 " cores", m->pk);
+    if (m->ct)
+        snprintf(split + strlen(split), sizeof split - strlen(split), ", C^T = B^T A^T");
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " GEMM%s, tiles "
              "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " (M x N x K)%s", m->M, m->N, m->K,
              batches > 1 ? " per batch" : "", m->TM, m->TN, m->TK, split);
@@ -357,10 +375,13 @@ static np_status matmul_compile(kc_ctx *x)
     else
         return kc_fail(x, NP_ERR_INCONSISTENT, "B (strides %" PRId64 ", %" PRId64 " bytes) is "
                        "neither row- nor column-major", b2, b1);
-    if (C->stride[nd - 1] != (int64_t)m.ce && m.N > 1)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "out must be row-major (last stride %" PRId64
-                       ", element %" PRIu64 " bytes)", C->stride[nd - 1], m.ce);
-    m.ldc = C->stride[nd - 2];
+    if (C->stride[nd - 1] == (int64_t)m.ce || m.N == 1)
+        m.c_cols = false, m.ldc = C->stride[nd - 2];
+    else if (C->stride[nd - 2] == (int64_t)m.ce || m.M == 1)
+        m.c_cols = true, m.ldc = C->stride[nd - 1];
+    else
+        return kc_fail(x, NP_ERR_INCONSISTENT, "out (strides %" PRId64 ", %" PRId64 " bytes) is "
+                       "neither row- nor column-major", C->stride[nd - 2], C->stride[nd - 1]);
     m.a_base = A->addr, m.b_base = B->addr, m.c_base = C->addr;
     /* batch dims: out's leading dims; A's and B's broadcast to them; then merged where every
      * operand's strides allow and dims of 1 dropped */
@@ -408,11 +429,7 @@ static np_status matmul_compile(kc_ctx *x)
     m.eg.ratio = 0;
     for (int b = 0; b < nbd; b++)
         m.eg.bdims[b] = bdims[b];
-    if (plan_epilogue(&m, true) != NP_OK)
-        return kc_status(x);
-    kc_gemm_shape g = {m.M, m.N, m.K, m.e, m.ce, 1, m.ak == KMM_A_COLS ? 2 : 0, 0, 0, 0, 0};
-    epilogue_spad(&m, &g);
-    if (plan_tiles(&m, &g) != NP_OK)
+    if (plan_tiles(&m) != NP_OK)
         return kc_status(x);
     plan_result(&m, batches);
     return kmm_emit(&m);
@@ -486,11 +503,7 @@ static np_status conv2d_compile(kc_ctx *x)
     /* the epilogue sees out's dims [N, O, OH, OW]: GEMM rows are pixels (ow; oh = F pixels) */
     m.eg.nd = 4, m.eg.nbd = nbd, m.eg.mdim = 3, m.eg.ndim = 1, m.eg.mouter = 2;
     m.eg.ratio = (int64_t)F, m.eg.bdims[0] = bdims[0];
-    if (plan_epilogue(&m, true) != NP_OK)
-        return kc_status(x);
-    kc_gemm_shape g = {m.M, m.N, m.K, m.e, m.ce, 1, 0, 0, 0, 0, 0};
-    epilogue_spad(&m, &g);
-    if (plan_tiles(&m, &g) != NP_OK)
+    if (plan_tiles(&m) != NP_OK)
         return kc_status(x);
     /* the gathers' fields: n0 20 bits, n1/n2 16 bits, s1 strides 24 bits, s2 27 bits; a
      * piece has at most min(TM, F) pixels a row and TM / F rows (the row strides matter only
@@ -652,7 +665,8 @@ static np_status conv2d_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err
     {"tm", KC_ATTR_INT, 0, 0, 65535, "tile: output tile rows (0: the cost model's)"},          \
     {"tn", KC_ATTR_INT, 0, 0, 65535, "tile: output tile columns (0: the cost model's)"},       \
     {"tk", KC_ATTR_INT, 0, 0, 65535, "tile: K slice depth (0: the cost model's)"},              \
-    {"ksplit", KC_ATTR_INT, 0, 0, 16, "tile: cores sharing one block of tiles' K, their partial sums added over the mesh (0: the cost model's, 1: none)"}
+    {"ksplit", KC_ATTR_INT, 0, 0, 16, "tile: cores sharing one block of tiles' K, their partial sums added over the mesh (0: the cost model's, 1: none)"}, \
+    {"ct", KC_ATTR_INT, 0, 0, 2, "tile: 2 computes C^T = B^T A^T (the array holds A and streams B^T: N streams through it instead of M), 1 C = A B, 0 the cost model's choice"}
 
 static const kc_attr_def matmul_attrs[] = {KMM_TILE_ATTRS};
 
