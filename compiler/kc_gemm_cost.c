@@ -225,9 +225,9 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
          * rate, then converts the sum */
         double noc = (double)cfg->chip.noc_flit_bytes * cfg->chip.noc_clock_ghz / cfg->core.clock_ghz;
         double bytes = (double)(tm * tn * 4), add = (double)(tm * tn) / lanes;
-        /* they arrive over the root router's links (two at a mesh corner) while it adds */
-        double links = m->pk - 1 < 2 ? (double)(m->pk - 1) : 2.0;
-        double wire = (double)(m->pk - 1) * bytes / (noc * links), adds = (double)(m->pk - 1) * add;
+        /* they arrive through the root router's one ejection port, a flit per NoC cycle,
+         * while it adds */
+        double wire = (double)(m->pk - 1) * bytes / noc, adds = (double)(m->pk - 1) * add;
         t.vpu += (wire > adds ? wire : adds) + add +
                  2 * (double)(cfg->chip.noc_router_cycles + cfg->chip.noc_link_cycles);
     }
