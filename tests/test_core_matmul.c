@@ -324,16 +324,29 @@ TEST(resnet18_and_bert_base_topologies_run_on_a_128x128_array_in_every_dataflow)
      * (230x230x3, 7x7, 64, stride 2) has E = ceil((230 - 7 + 2) / 2) = 113 -> M = 12769,
      * K = 147; os: Sr = M -> 100 folds, Sc = 64 -> 1, T = 147: 100 x (128 + 128 + 147 - 2)
      * - 1 = 40099. BERT ffn1 (512 x 3072 x 768) ws: Sr = 768 -> 6, Sc = 3072 -> 24, T = 512:
-     * 144 x (256 + 128 + 512 - 2) - 1 = 128735. */
+     * 144 x (256 + 128 + 512 - 2) - 1 = 128735, SCALE-Sim's (no weight double-buffering);
+     * with tpu-pod's (f = 2) only the first fold's 128-cycle preload is exposed: 144 x (128
+     * + 128 + 512 - 2) + 128 - 1 = 110431. */
     static const char *dfs[] = {"os", "ws", "is"};
-    static const struct { const char *file; size_t layers; const char *df; size_t idx; json_int_t cycles; }
-        topo[] = {{"configs/topologies/resnet18.csv", 21, "os", 0, 40099},
-                  {"configs/topologies/bert_base.csv", 8, "ws", 6, 128735}};
-    for (size_t f = 0; f < 2; f++)
+    static const struct {
+        const char *file;
+        size_t layers;
+        const char *df;
+        size_t idx;
+        json_int_t cycles;
+        const char *wdb;
+    } topo[] = {{"configs/topologies/resnet18.csv", 21, "os", 0, 40099,
+                 "core.mxu_weight_double_buffer=0"},
+                {"configs/topologies/bert_base.csv", 8, "ws", 6, 128735,
+                 "core.mxu_weight_double_buffer=0"},
+                {"configs/topologies/bert_base.csv", 8, "ws", 6, 110431,
+                 "core.mxu_weight_double_buffer=1"}};
+    for (size_t f = 0; f < 3; f++)
         for (int d = 0; d < 3; d++) {
-            harness_run r = harness_npusim("layer", "--arch", "tpu-pod", "--array", "128x128",
-                                           "--dataflow", dfs[d], "--topology",
-                                           harness_src_path(topo[f].file), "--json", NULL);
+            harness_run r = harness_npusim("layer", "--arch", "tpu-pod", "--set", topo[f].wdb,
+                                           "--array", "128x128", "--dataflow", dfs[d],
+                                           "--topology", harness_src_path(topo[f].file), "--json",
+                                           NULL);
             CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
             json_error_t je;
             json_t *j = json_loads(r.out, 0, &je);
