@@ -13,12 +13,42 @@
 
 typedef enum { KMM_A_ROWS, KMM_A_COLS, KMM_A_CONV } kmm_akind;
 
-/* A convolution's geometry as the gathers need it (elements; the input is NHWC). */
+/* A convolution's geometry as the schedule needs it (kc_conv.c plans it; elements unless
+ * said). Per tile row the input rows its output rows need are staged in the scratchpad (the
+ * block): zero-padded on every side, channels-last ([row][column][channel]) for an NHWC
+ * input, channel-major ([channel][row][column]) for an NCHW one; the A slices are gathered
+ * from the block by scratchpad-to-scratchpad dma.copy. K runs over the filter window in the
+ * input's order — (r, s, c) channels-last, (c, r, s) channel-major — and is cut into runs:
+ * elements of K contiguous in the block for one output pixel (an (s, c) row of the window,
+ * or with a dilation a c run, channels-last; an s run, or single elements, channel-major). */
 typedef struct kmm_conv {
-    uint64_t h, w, c, r, s, sh, sw, e_out, f_out; /* e_out x f_out output pixels */
-    uint64_t sc;                                  /* S x C: one filter row's window run */
-    bool rows_ok; /* a gather may step over filter rows (W x C x e fits src_s1) */
+    uint64_t h, w, c;        /* input height, width; channels of one group */
+    uint64_t ctot;           /* channels of the whole input (every group) */
+    uint64_t r, s;           /* filter height and width */
+    uint64_t sh, sw, dh, dw, ph, pw; /* strides, dilations, zero padding (rows, columns) */
+    uint64_t e_out, f_out;   /* output rows; output pixels a row */
+    bool cm;                 /* channel-major (NCHW) input */
+    uint64_t unit, runs;     /* elements of a run; runs in K */
+    uint64_t rb, wp, wcopy;  /* the block: rows (the most a tile row needs), columns (padded),
+                                input columns copied into it (after pw zero columns) */
+    uint64_t pix_step, row_step; /* block elements from one output pixel / row to the next */
+    uint64_t xrow, xchan;    /* HBM bytes from one input row / channel to the next */
+    /* this core's block, the register the gathers address it with (stepped by the K
+     * loop), and the semaphores of its staging */
+    uint64_t sb;
+    unsigned rG, s_fence, s_zf, s_zd, s_init;
+    int64_t kstep;           /* block bytes from one K slice's runs to the next's (loops) */
 } kmm_conv;
+
+/* Element offset in the block of run u's first element for the block's first output row's
+ * pixel 0. */
+uint64_t kmm_run_base(const kmm_conv *g, uint64_t u);
+/* Rows of the block of a tile row of tm pixels starting at pixel i0, and the most for any
+ * tile row of tm pixels. */
+uint64_t kmm_block_rows(const kmm_conv *g, uint64_t i0, uint64_t tm);
+uint64_t kmm_block_rows_max(const kmm_conv *g, uint64_t tm);
+/* Scratchpad bytes of the block for tiles of tm pixels (e: element size). */
+uint64_t kmm_stage_bytes(const kmm_conv *g, uint64_t tm, uint64_t e);
 
 /* An operand of the epilogue: where its tile for output tile (i0, j0) comes from. */
 typedef struct kmm_arg {
@@ -89,6 +119,7 @@ typedef struct kmm {
     struct {
         int nd, nbd, mdim, ndim, mouter;
         int bdims[KMM_MAX_BATCH];
+        int64_t bmul[KMM_MAX_BATCH]; /* indices of dim bdims[b] per batch index (groups) */
         int64_t ratio;
     } eg;
 } kmm;
@@ -123,6 +154,26 @@ typedef struct kmm_pos {
     uint64_t i0, j0;
 } kmm_pos;
 
+/* The planning kc_matmul.c shares with kc_conv.c: the tiles and the schedule's variant
+ * chosen by the cost model (plan_tiles), the result's flops and schedule text. */
+np_status kmm_plan_tiles(kmm *m);
+void kmm_plan_result(kmm *m, uint64_t batches);
+
+/* The framework reference's result (kc_kernel_def.reference): out[0] = t, or the graph's
+ * error. The value of `--op` key name (0 when the op declares none). */
+np_status kmm_ref_status(nn_graph *g, nn_tensor **out, nn_tensor *t, np_err *err);
+int64_t kmm_spec_i(const kc_spec *s, const char *name);
+
+/* The tiling attributes of the GEMM kernels. */
+#define KMM_TILE_ATTRS                                                                          \
+    {"tm", KC_ATTR_INT, 0, 0, 65535, "tile: output tile rows (0: the cost model's)"},          \
+    {"tn", KC_ATTR_INT, 0, 0, 65535, "tile: output tile columns (0: the cost model's)"},       \
+    {"tk", KC_ATTR_INT, 0, 0, 65535, "tile: K slice depth (0: the cost model's)"},              \
+    {"ksplit", KC_ATTR_INT, 0, 0, 16, "tile: cores sharing one block of tiles' K, their "       \
+     "partial sums added over the mesh (0: the cost model's, 1: none)"},                        \
+    {"ct", KC_ATTR_INT, 0, 0, 2, "tile: 2 computes C^T = B^T A^T (the array holds A and "       \
+     "streams B^T: N streams through it instead of M), 1 C = A B, 0 the cost model's choice"}
+
 /* Emits the plan on the placed cores (one block of the tile grid each, or with m->pk > 1 pk
  * cores a block, each over its part of K), filling the kernel's result (cores, HBM bytes).
  * Returns kc_status. */
@@ -139,6 +190,10 @@ void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *h
  * their count. */
 uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
                          void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx);
+
+/* The scratchpad copies emit_gather makes for the A slice of tile rows [i0, i0 + tm), K
+ * columns [k0, k0 + tk) of a convolution. */
+uint64_t kmm_gather_count(const kmm_conv *g, uint64_t i0, uint64_t tm, uint64_t k0, uint64_t tk);
 
 /* The cost model (kc_gemm_cost.c) of the plan with its tiles m->TM, TN, TK on n_cores. */
 typedef struct kmm_est {

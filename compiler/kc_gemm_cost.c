@@ -125,12 +125,14 @@ static double copy_cycles(cm *c, uint64_t addr, uint64_t rows, uint64_t stride,
     return (double)b / bw;
 }
 
-/* A slice's DMA time (the A and B parts) of the tile at (i0, j0), depth tk at k0. */
+/* A slice's DMA time (the A and B parts) of the tile at (i0, j0), depth tk at k0. A
+ * convolution's A slice is gathered from the staged block: scratchpad copies, each paying
+ * the DMA's setup and moving its bytes twice through the ports. */
 static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t tn, uint64_t k0,
                         uint64_t tk, uint64_t count, uint64_t *copies)
 {
     const kmm *m = c->m;
-    uint64_t e = m->e;
+    uint64_t e = m->e, gathers = 0;
     double t = 0;
     *copies = 2;
     switch (m->ak) {
@@ -142,24 +144,11 @@ static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
         t += copy_cycles(c, m->a_base + k0 * (uint64_t)m->lda + i0 * e, tk, (uint64_t)m->lda,
                          tm * e, count);
         break;
-    case KMM_A_CONV: {
-        /* a gather per piece of the tile and filter row of the slice (kc_gemm_emit.c picks
-         * the cheaper of that and per output row for whole filter rows: counted the same) */
-        const kmm_conv *g = &m->cv;
-        uint64_t pieces = kmm_tile_pieces(g->f_out, i0, tm, NULL, NULL);
-        uint64_t frows = (k0 + tk - 1) / g->sc - k0 / g->sc + 1;
-        uint64_t touched = (i0 + tm - 1) / g->f_out - i0 / g->f_out + 1;
-        uint64_t n = pieces * frows;
-        if (g->rows_ok && tk >= g->sc && touched + 2 * pieces < n)
-            n = touched + 2 * pieces;
-        uint64_t run = min_u64(g->sc, tk) * e;
-        double one = copy_cycles(c, m->a_base, tm * tk * e / run / n + 1, g->sw * g->c * e,
-                                 run, 0);
-        t += (double)n * one;
-        c->hbm_bytes += tm * tk * e * count;
-        *copies = n + 1;
+    case KMM_A_CONV:
+        gathers = kmm_gather_count(&m->cv, i0, tm, k0, tk);
+        t += 2.0 * (double)(tm * tk * e) / c->port_bw;
+        *copies = 1;
         break;
-    }
     }
     if (!m->b_cols)
         t += copy_cycles(c, m->b_base + k0 * (uint64_t)m->ldb + j0 * e, tk, (uint64_t)m->ldb,
@@ -167,7 +156,26 @@ static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     else
         t += copy_cycles(c, m->b_base + j0 * (uint64_t)m->ldb + k0 * e, tn, (uint64_t)m->ldb,
                          tk * e, count);
-    return t + c->lat * (double)cdiv(*copies, c->outstanding);
+    return t + c->lat * (double)cdiv(*copies, c->outstanding) +
+           (double)(gathers * (uint64_t)c->cfg->core.dma_setup_cycles);
+}
+
+/* A convolution's staging of the block of the tile row of tm pixels at i0 (count such rows):
+ * the input rows it needs (at most the input's) copied from HBM, after a fence. */
+static double stage_cost(cm *c, uint64_t i0, uint64_t tm, uint64_t count)
+{
+    const kmm *m = c->m;
+    const kmm_conv *g = &m->cv;
+    uint64_t e = m->e, n = min_u64(kmm_block_rows(g, i0, tm), g->h);
+    double t;
+    if (g->cm) /* per channel n rows of wcopy, or one run when the rows are whole */
+        t = g->wcopy == g->w ? copy_cycles(c, m->a_base, g->c, g->xchan, n * g->xrow, count)
+                             : copy_cycles(c, m->a_base, n * g->c, g->xrow, g->wcopy * e, count);
+    else if (g->c == g->ctot)
+        t = copy_cycles(c, m->a_base, n, g->xrow, g->wcopy * g->c * e, count);
+    else
+        t = copy_cycles(c, m->a_base, n * g->wcopy, g->ctot * e, g->c * e, count);
+    return t + c->lat;
 }
 
 /* The durations of one tile class (tm x tn): per slice, full and edge (DMA loads, array);
@@ -272,12 +280,14 @@ static void pipe_mms(pipe *p, const tile_t *t, uint64_t full, uint64_t from, uin
     }
 }
 
-/* A row of n tiles of class t (the last one of class last, e.g. an edge tile). */
+/* A row of n tiles of class t (the last one of class last, e.g. an edge tile), after the
+ * staging of its block (a convolution's: stage cycles of the DMA). */
 static void pipe_row(pipe *p, const tile_t *t, const tile_t *last, uint64_t n, uint64_t S,
-                     uint64_t full)
+                     uint64_t full, double stage)
 {
     uint64_t h = S < 2 ? S : 2;
     double ld[4] = {0}, ld_next[4] = {0};
+    p->dma += stage;
     /* the first tile's head */
     pipe_loads(p, n == 1 ? last : t, S, full, 0, h, ld);
     for (uint64_t j = 0; j < n; j++) {
@@ -333,6 +343,11 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
     tile_t ee = er && ec ? tile_cost(&c, ie, je, tm_e, tn_e, batches) : er ? ef : fe;
     if (!nfc) /* only the edge column */
         ff = fe, ef = ee;
+    double st_full = 0, st_edge = 0;
+    if (m->ak == KMM_A_CONV) {
+        st_full = nfr ? stage_cost(&c, i0, m->TM, nfr * batches) : 0;
+        st_edge = er ? stage_cost(&c, ie, tm_e, batches) : 0;
+    }
     pipe p = {0};
     /* rows repeat: step a few of each kind, then go on at the last one's pace */
     double before = 0;
@@ -348,10 +363,10 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
                 break;
             }
             before = p.mxu > p.dma ? p.mxu : p.dma;
-            pipe_row(&p, &ff, &fe, ncols, S, full);
+            pipe_row(&p, &ff, &fe, ncols, S, full, st_full);
         }
         if (er)
-            pipe_row(&p, &ef, &ee, ncols, S, full);
+            pipe_row(&p, &ef, &ee, ncols, S, full, st_edge);
         if (b >= 2 && batches > 3) { /* steady: the rest of the batches */
             double now = p.mxu > p.dma ? p.mxu : p.dma;
             double shift = (now - batch0) * (double)(batches - b - 1);
@@ -460,7 +475,8 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
     uint64_t side_k = cfg->core.dataflow == ARCH_DATAFLOW_OS ? 1 : R;
     /* under ct the mxu.mm's rows are N's and its columns M's */
     uint64_t side_m = m->ct ? side_mn : side_mm, side_n = m->ct ? side_mm : side_mn;
-    uint64_t unit_m = m->ak == KMM_A_CONV ? m->cv.f_out : 1, unit_k = m->ak == KMM_A_CONV ? m->cv.sc : 1;
+    uint64_t unit_m = m->ak == KMM_A_CONV ? m->cv.f_out : 1;
+    uint64_t unit_k = m->ak == KMM_A_CONV ? m->cv.unit : 1;
     uint64_t cm_[64], cn_[64], ck_[64];
     unsigned nm = dim_candidates(m->M, side_m ? side_m : R, unit_m, cm_, 64);
     unsigned nn = dim_candidates(m->N, side_n ? side_n : C, 1, cn_, 64);
@@ -478,9 +494,13 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                          tk = given_k ? given_k : ck_[c];
                 if ((given_m && a) || (given_n && b) || (given_k && c))
                     continue;
-                if (tm * tn * 4 > acc || kc_gemm_spad_bytes(g, tm, tn, tk) > spad)
+                uint64_t need = kc_gemm_spad_bytes(g, tm, tn, tk);
+                if (m->ak == KMM_A_CONV) /* the staged block; the gathers' fields */
+                    need += kmm_stage_bytes(&m->cv, min_u64(tm, m->M), m->e);
+                if (tm * tn * 4 > acc || need > spad)
                     continue;
-                if (m->ak == KMM_A_CONV && (tk * m->e >= (1u << 24) || min_u64(m->cv.sc, tk) >= (1u << 20)))
+                if (m->ak == KMM_A_CONV &&
+                    (tk * m->e >= (1u << 24) || min_u64(m->cv.unit, tk) >= (1u << 20)))
                     continue;
                 if (m->pk > 1 && cdiv(m->K, tk) < m->pk) /* every core of a split a slice */
                     continue;

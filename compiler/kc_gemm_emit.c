@@ -107,12 +107,12 @@ static unsigned kmm_loop(kmm *m, const kmm_pos *p, uint64_t count, unsigned flip
     return parity;
 }
 
-/* ---- A slices of a convolution: gathers from the NHWC input ---------------------------------- */
+/* ---- a convolution: the staged block and the A slices gathered from it ------------------ */
 
 /* The pieces of the M tile [i0, i0 + tm): each a partial output row or a run of whole output
  * rows. With fn non-NULL, calls it per piece; returns the count. */
 uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
-                            void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx)
+                         void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx)
 {
     uint64_t end = i0 + tm, n = 0;
     for (uint64_t q = i0; q < end; n++) {
@@ -130,61 +130,192 @@ uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
 
 typedef struct gather_ctx {
     kmm *m;
-    uint64_t sa, i0, k0, tk, klo, khi;
-    int64_t base; /* byte offset of the slice's image and, relative to rA's loop start */
+    uint64_t sa, i0, oh0, k0, tk, klo, khi;
 } gather_ctx;
 
-/* Per piece: one gather per filter row that columns [klo, khi) of the slice touch, of the
- * contiguous (s, c) run of that row: n0 = the run, n1 = pixels of a row (src step
- * stride_w x C), n2 = output rows (src step stride x W x C). */
+/* The block element of pixel q's window element at run u, offset t in the run, for the block
+ * whose first output row is oh0. */
+static uint64_t block_el(const kmm_conv *g, uint64_t oh0, uint64_t q, uint64_t u, uint64_t t)
+{
+    return kmm_run_base(g, u) + (q / g->f_out - oh0) * g->row_step +
+           (q % g->f_out) * g->pix_step + t;
+}
+
+/* Per piece: one gather per run that columns [klo, khi) of the slice touch, of its part:
+ * n0 = that part, n1 = pixels of a row (src step: a pixel of the block), n2 = output rows
+ * (src step: an output row of the block). */
 static void gather_piece(void *v, uint64_t q, uint64_t cnt, uint64_t rows)
 {
     const gather_ctx *x = v;
     kmm *m = x->m;
     const kmm_conv *g = &m->cv;
-    uint64_t oh = q / g->f_out, ow = q % g->f_out, e = m->e;
-    for (uint64_t fr = x->klo / g->sc; fr * g->sc < x->khi; fr++) {
-        uint64_t lo = fr * g->sc > x->klo ? fr * g->sc : x->klo;
-        uint64_t hi = min_u64((fr + 1) * g->sc, x->khi);
-        uint64_t src = ((oh * g->sh + fr) * g->w + ow * g->sw) * g->c + (lo - fr * g->sc);
+    uint64_t e = m->e, U = g->unit;
+    for (uint64_t u = x->klo / U; u * U < x->khi; u++) {
+        uint64_t lo = u * U > x->klo ? u * U : x->klo, hi = min_u64((u + 1) * U, x->khi);
         dma(m, isa_spad(0, x->sa + ((q - x->i0) * x->tk + (lo - x->k0)) * e),
-            isa_hbm(m->rA, (uint64_t)x->base + src * e), m->dt, hi - lo, cnt, rows, x->tk * e,
-            g->sw * g->c * e, g->f_out * x->tk * e, g->sh * g->w * g->c * e);
+            isa_spad(g->rG, block_el(g, x->oh0, q, u, lo - u * U) * e), m->dt, hi - lo, cnt,
+            rows, x->tk * e, g->pix_step * e, g->f_out * x->tk * e, g->row_step * e);
     }
 }
 
-/* The gathers of one A slice: tile rows [i0, i0 + tm) (output pixels), K columns [k0, k0 +
- * tk), into the scratchpad at sa (tm rows of tk elements). The slice's whole filter rows
- * [ra, rb) are gathered either per piece and filter row (gather_piece) or, when that takes
- * more copies, per output row the tile touches with one copy for all of them (n0 = S x C,
- * n1 = filter rows, src step W x C; n2 = pixels); the partial filter rows at the slice's ends
- * always per piece. */
-static void emit_gather(kmm *m, int64_t base, uint64_t sa, uint64_t i0, uint64_t tm,
+/* The longest run of runs from u on (before end) whose block offsets step evenly: its end,
+ * and the step in *st (elements). */
+static uint64_t even_runs(const kmm_conv *g, uint64_t u, uint64_t end, uint64_t *st)
+{
+    if (u + 1 >= end) {
+        *st = 0;
+        return end;
+    }
+    *st = kmm_run_base(g, u + 1) - kmm_run_base(g, u);
+    uint64_t v = u + 1;
+    while (v + 1 < end && v + 1 - u < 65535 && kmm_run_base(g, v + 1) - kmm_run_base(g, v) == *st)
+        v++;
+    return v + 1;
+}
+
+/* Copies of the slice's whole runs [ra, rb) done per output row the tile touches, evenly
+ * stepped runs in one copy each: their count. */
+static uint64_t gathers_per_row(const kmm_conv *g, uint64_t i0, uint64_t tm, uint64_t ra,
+                                uint64_t rb)
+{
+    uint64_t segs = 0, st;
+    for (uint64_t u = ra; u < rb; u = even_runs(g, u, rb, &st))
+        segs++;
+    return ((i0 + tm - 1) / g->f_out - i0 / g->f_out + 1) * segs;
+}
+
+/* The gathers of one A slice from the block (its first output row oh0): tile rows [i0, i0 +
+ * tm) (output pixels), K columns [k0, k0 + tk), into the scratchpad at sa (tm rows of tk
+ * elements). The slice's whole runs [ra, rb) are gathered either per piece and run
+ * (gather_piece) or, when that takes more copies, per output row the tile touches with one
+ * copy for every evenly stepped stretch of runs (n0 = a run, n1 = runs, n2 = pixels); the
+ * partial runs at the slice's ends always per piece. */
+static void emit_gather(kmm *m, uint64_t sa, uint64_t oh0, uint64_t i0, uint64_t tm,
                         uint64_t k0, uint64_t tk)
 {
     const kmm_conv *g = &m->cv;
-    uint64_t F = g->f_out, SC = g->sc, e = m->e;
-    uint64_t ra = (k0 + SC - 1) / SC, rb = (k0 + tk) / SC;
-    gather_ctx x = {m, sa, i0, k0, tk, k0, k0 + tk, base};
-    if (rb > ra && g->rows_ok) {
+    uint64_t F = g->f_out, U = g->unit, e = m->e;
+    uint64_t ra = (k0 + U - 1) / U, rb = (k0 + tk) / U;
+    gather_ctx x = {m, sa, i0, oh0, k0, tk, k0, k0 + tk};
+    if (rb > ra) {
         uint64_t pieces = kmm_tile_pieces(F, i0, tm, NULL, NULL);
-        uint64_t touched = (i0 + tm - 1) / F - i0 / F + 1;
-        if (touched < pieces * (rb - ra)) {
-            if (k0 < ra * SC) /* the head: part of filter row ra - 1 */
-                x.klo = k0, x.khi = ra * SC, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+        if (gathers_per_row(g, i0, tm, ra, rb) < pieces * (rb - ra)) {
+            if (k0 < ra * U) /* the head: part of run ra - 1 */
+                x.klo = k0, x.khi = ra * U, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
             for (uint64_t oh = i0 / F; oh * F < i0 + tm; oh++) {
-                uint64_t lo = oh * F > i0 ? oh * F : i0, hi = min_u64((oh + 1) * F, i0 + tm);
-                uint64_t src = ((oh * g->sh + ra) * g->w + (lo - oh * F) * g->sw) * g->c;
-                dma(m, isa_spad(0, sa + ((lo - i0) * tk + (ra * SC - k0)) * e),
-                    isa_hbm(m->rA, (uint64_t)base + src * e), m->dt, SC, rb - ra, hi - lo,
-                    SC * e, g->w * g->c * e, tk * e, g->sw * g->c * e);
+                uint64_t lo = oh * F > i0 ? oh * F : i0, hi = min_u64((oh + 1) * F, i0 + tm), st;
+                for (uint64_t u = ra, v; u < rb; u = v) {
+                    v = even_runs(g, u, rb, &st);
+                    dma(m, isa_spad(0, sa + ((lo - i0) * tk + (u * U - k0)) * e),
+                        isa_spad(g->rG, block_el(g, oh0, lo, u, 0) * e), m->dt, U, v - u,
+                        hi - lo, U * e, st * e, tk * e, g->pix_step * e);
+                }
             }
-            if (rb * SC < k0 + tk) /* the tail: part of filter row rb */
-                x.klo = rb * SC, x.khi = k0 + tk, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+            if (rb * U < k0 + tk) /* the tail: part of run rb */
+                x.klo = rb * U, x.khi = k0 + tk, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
             return;
         }
     }
     kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+}
+
+uint64_t kmm_gather_count(const kmm_conv *g, uint64_t i0, uint64_t tm, uint64_t k0, uint64_t tk)
+{
+    uint64_t U = g->unit, ra = (k0 + U - 1) / U, rb = (k0 + tk) / U;
+    uint64_t pieces = kmm_tile_pieces(g->f_out, i0, tm, NULL, NULL);
+    uint64_t per_piece = pieces * ((k0 + tk - 1) / U - k0 / U + 1);
+    if (rb > ra) {
+        uint64_t per_row = gathers_per_row(g, i0, tm, ra, rb);
+        if (per_row < pieces * (rb - ra))
+            return per_row + (k0 < ra * U ? pieces : 0) + (rb * U < k0 + tk ? pieces : 0);
+    }
+    return per_piece;
+}
+
+/* Fills rows x len elements (each row len long, rows stride bytes apart; stride 0: packed)
+ * at off with zeros, in as few vpu.fill as the 16-bit counts allow. */
+static void fill_zero(kmm *m, uint64_t off, uint64_t rows, uint64_t len, uint64_t stride)
+{
+    uint64_t e = m->e;
+    if (!stride) { /* packed: any shape of the same elements */
+        uint64_t n = rows * len;
+        while (n) {
+            uint64_t c = min_u64(n, 65535), r = min_u64(n / c, 65535);
+            ISA_EMIT(m->x->e, VPU_FILL, isa_spad(0, off), isa_f32(0.0f), isa_imm((int64_t)r),
+                     isa_imm((int64_t)c), isa_enum(m->dt));
+            off += r * c * e, n -= r * c;
+        }
+        return;
+    }
+    for (uint64_t r0 = 0; r0 < rows; r0 += 65535)
+        for (uint64_t c0 = 0; c0 < len; c0 += 65535)
+            ISA_EMIT(m->x->e, VPU_FILL, isa_spad(0, off + r0 * stride + c0 * e), isa_f32(0.0f),
+                     isa_imm((int64_t)min_u64(rows - r0, 65535)),
+                     isa_imm((int64_t)min_u64(len - c0, 65535)), isa_enum(m->dt),
+                     isa_imm((int64_t)stride));
+}
+
+/* Zeros block rows [r0, r1) of the block (every channel). */
+static void fill_block_rows(kmm *m, uint64_t r0, uint64_t r1)
+{
+    const kmm_conv *g = &m->cv;
+    uint64_t e = m->e;
+    if (r1 <= r0)
+        return;
+    if (!g->cm)
+        fill_zero(m, g->sb + r0 * g->wp * g->c * e, 1, (r1 - r0) * g->wp * g->c, 0);
+    else
+        fill_zero(m, g->sb + r0 * g->wp * e, g->c, (r1 - r0) * g->wp, g->rb * g->wp * e);
+}
+
+/* A DMA fence: the queue's later copies start after its earlier ones completed. */
+static void dma_fence(kmm *m)
+{
+    sem_signal(m, ISA_UNIT_DMA, m->cv.s_fence);
+    sem_wait(m, ISA_UNIT_DMA, m->cv.s_fence);
+}
+
+/* Stages the block of the tile row at p (tm pixels from p->i0): after the gathers of the
+ * previous block (a fence), the input rows it needs that exist are copied from HBM into the
+ * zeroed block at their padded places; its rows above or below the input are zeroed by the
+ * VPU meanwhile (the columns beside it are never written: zeroed once at the start). The
+ * gathers that follow see it landed (a fence, or the wait for the zeros). */
+static void emit_stage(kmm *m, const kmm_pos *p, uint64_t tm)
+{
+    const kmm_conv *g = &m->cv;
+    uint64_t e = m->e, i0 = p->i0;
+    uint64_t ihp_lo = i0 / g->f_out * g->sh, rows = kmm_block_rows(g, i0, tm);
+    uint64_t va = ihp_lo > g->ph ? ihp_lo : g->ph;                   /* padded coordinates */
+    uint64_t vb = min_u64(ihp_lo + rows, g->ph + g->h);             /* exclusive */
+    uint64_t top = va - ihp_lo, bot = vb > va ? ihp_lo + rows - vb : 0;
+    if (vb <= va)
+        top = rows, vb = va;
+    dma_fence(m);
+    bool zero = top || bot;
+    if (zero) {
+        sem_signal(m, ISA_UNIT_DMA, g->s_zf);
+        sem_wait(m, ISA_UNIT_VPU, g->s_zf);
+        fill_block_rows(m, 0, top);
+        fill_block_rows(m, rows - bot, rows);
+        sem_signal(m, ISA_UNIT_VPU, g->s_zd);
+    }
+    if (vb > va) {
+        uint64_t n = vb - va, j = va - ihp_lo;
+        isa_opnd src = isa_hbm(m->rA, (uint64_t)p->oa + (va - g->ph) * g->xrow);
+        if (g->cm) /* per channel: n rows of wcopy; channels as planes */
+            dma(m, isa_spad(0, g->sb + (j * g->wp + g->pw) * e), src, m->dt, g->wcopy, n, g->c,
+                g->wp * e, g->xrow, g->rb * g->wp * e, g->xchan);
+        else if (g->c == g->ctot) /* n rows of wcopy pixels x c */
+            dma(m, isa_spad(0, g->sb + (j * g->wp + g->pw) * g->c * e), src, m->dt,
+                g->wcopy * g->c, n, 1, g->wp * g->c * e, g->xrow, 0, 0);
+        else /* a group's channels of every pixel: c per pixel, wcopy pixels, n rows */
+            dma(m, isa_spad(0, g->sb + (j * g->wp + g->pw) * g->c * e), src, m->dt, g->c,
+                g->wcopy, n, g->c * e, g->ctot * e, g->wp * g->c * e, g->xrow);
+    }
+    if (zero)
+        sem_wait(m, ISA_UNIT_DMA, g->s_zd);
+    else
+        dma_fence(m);
 }
 
 /* ---- slices and tiles ----------------------------------------------------------------------- */
@@ -209,8 +340,8 @@ static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint6
             isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)k0 * m->lda) + p->i0 * es), m->dt, tm,
             tk, 1, tm * es, (uint64_t)m->lda, 0, 0);
         break;
-    case KMM_A_CONV:
-        emit_gather(m, p->oa, m->abuf[b], p->i0, tm, k0, tk);
+    case KMM_A_CONV: /* from the tile row's block */
+        emit_gather(m, m->abuf[b], p->i0 / m->cv.f_out, p->i0, tm, k0, tk);
         break;
     }
     if (!m->b_cols) /* tk rows of tn (staged for a transpose under ct) */
@@ -526,10 +657,11 @@ static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, un
     uint64_t full = m->kl / m->TK, edge = m->kl % m->TK, h = head_slices(m);
     slice_ctx sc = {tm, tn, h};
     kmm_steps st = {0};
-    int64_t dk_a = m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
-                   : m->ak == KMM_A_COLS ? (int64_t)m->TK * m->lda
-                                         : (int64_t)(m->TK / m->cv.sc * m->cv.w * m->cv.c * m->e);
-    steps_add(&st, m->rA, dk_a);
+    if (m->ak == KMM_A_CONV) /* the gathers' slice of the block */
+        steps_add(&st, m->cv.rG, m->cv.kstep);
+    else
+        steps_add(&st, m->rA, m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
+                                                  : (int64_t)m->TK * m->lda);
     steps_add(&st, m->rB, m->b_cols ? (int64_t)(m->TK * m->e) : (int64_t)m->TK * m->ldb);
     if (full > h)
         b = kmm_loop(m, p, full - h, 1, m->k_regular, st.n, st.reg, st.step, body_slice, &sc, b);
@@ -586,6 +718,8 @@ static unsigned emit_row(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t c0, uin
     kmm_pos q = *p, last = *p, ed = *p;
     q.j0 = c0 * m->TN;
     ed.j0 = (c1 - 1) * m->TN;
+    if (m->ak == KMM_A_CONV)
+        emit_stage(m, p, tm);
     if (!full) { /* only the edge tile */
         b = emit_head(m, &ed, tm, tn_edge, b);
         b = emit_rest(m, &ed, tm, tn_edge, b);
@@ -627,8 +761,7 @@ static void row_steps(const kmm *m, kmm_steps *st)
 {
     int64_t dm_a = m->ak == KMM_A_ROWS ? (int64_t)m->TM * m->lda
                    : m->ak == KMM_A_COLS ? (int64_t)(m->TM * m->e)
-                                         : (int64_t)(m->TM / m->cv.f_out * m->cv.sh * m->cv.w *
-                                                     m->cv.c * m->e);
+                                         : (int64_t)(m->TM / m->cv.f_out * m->cv.sh * m->cv.xrow);
     steps_add(st, m->rA, dm_a);
     steps_add(st, m->rC, m->c_cols ? (int64_t)(m->TM * m->ce) : (int64_t)m->TM * m->ldc);
     for (int a = 0; a < m->n_args; a++)
@@ -643,18 +776,38 @@ typedef struct batch_ctx {
     uint64_t r0, r1, c0, c1;
 } batch_ctx;
 
+/* Whether tile row i of a convolution has a block that reaches past the input (padding rows
+ * to zero: such rows are emitted one by one). */
+static bool row_clipped(const kmm *m, uint64_t i)
+{
+    const kmm_conv *g = &m->cv;
+    uint64_t i0 = i * m->TM, tm = min_u64(m->TM, m->M - i0), top = i0 / g->f_out * g->sh;
+    return top < g->ph || top + kmm_block_rows(g, i0, tm) > g->ph + g->h;
+}
+
+/* The tile rows [r0, r1) of one batch: the full ones in a loop — for a convolution those
+ * whose block lies inside the input, the others one by one before and after it — then the
+ * edge row. */
 static unsigned emit_region(kmm *m, const kmm_pos *p, const batch_ctx *bc, unsigned b)
 {
     uint64_t rows = cdiv(m->M, m->TM);
     bool edge = bc->r1 == rows && m->M % m->TM;
-    uint64_t full = bc->r1 - bc->r0 - (edge ? 1 : 0);
+    uint64_t full = bc->r1 - (edge ? 1 : 0), pa = bc->r0, pb = full;
+    while (m->ak == KMM_A_CONV && pa < pb && row_clipped(m, pa))
+        pa++;
+    while (m->ak == KMM_A_CONV && pb > pa && row_clipped(m, pb - 1))
+        pb--;
     region_ctx r = {bc->c0, bc->c1};
     kmm_pos q = *p;
-    q.i0 = bc->r0 * m->TM;
     kmm_steps st = {0};
     row_steps(m, &st);
-    b = kmm_loop(m, &q, full, row_flip(m, bc->c1 - bc->c0), m->m_regular, st.n, st.reg, st.step,
-                 body_row, &r, b);
+    unsigned flip = row_flip(m, bc->c1 - bc->c0);
+    q.i0 = bc->r0 * m->TM;
+    b = kmm_loop(m, &q, pa - bc->r0, flip, false, st.n, st.reg, st.step, body_row, &r, b);
+    q.i0 = pa * m->TM;
+    b = kmm_loop(m, &q, pb - pa, flip, m->m_regular, st.n, st.reg, st.step, body_row, &r, b);
+    q.i0 = pb * m->TM;
+    b = kmm_loop(m, &q, full - pb, flip, false, st.n, st.reg, st.step, body_row, &r, b);
     if (edge) {
         q.i0 = (bc->r1 - 1) * m->TM;
         b = emit_row(m, &q, m->M - q.i0, bc->c0, bc->c1, b);
@@ -728,6 +881,9 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     uint64_t p_at = work;
     if (m->kpart)
         work += m->TM * m->TN * 4; /* the fp32 partial sums */
+    uint64_t sb_at = work, sb_sz = 0;
+    if (m->ak == KMM_A_CONV) /* the staged block */
+        work += sb_sz = m->cv.rb * m->cv.wp * m->cv.c * es;
     for (int a = 0; a < m->n_args; a++) {
         kmm_arg *g = &m->args[a];
         uint64_t rows, cols;
@@ -753,6 +909,7 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     m->tbuf = at + t_at;
     m->sbuf = kmm_c_transposes(m) & 1 ? m->tbuf : m->cbuf;
     m->pbuf = at + p_at;
+    m->cv.sb = at + sb_at;
     for (int a = 0; a < m->n_args; a++) {
         m->args[a].raw += at;
         m->args[a].buf = m->args[a].cast ? m->args[a].buf + at : m->args[a].raw;
@@ -782,6 +939,13 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
         if (m->n_args && !m->n_steps)
             kc_sem_alloc(x, &m->s_eready);
     }
+    if (m->ak == KMM_A_CONV) {
+        kc_sem_alloc(x, &m->cv.s_fence);
+        kc_sem_alloc(x, &m->cv.s_zf);
+        kc_sem_alloc(x, &m->cv.s_zd);
+        kc_sem_alloc(x, &m->cv.s_init);
+        kc_reg_alloc(x, &m->cv.rG);
+    }
     kc_reg_alloc(x, &m->rA);
     kc_reg_alloc(x, &m->rB);
     kc_reg_alloc(x, &m->rC);
@@ -800,6 +964,12 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     sem_signal(m, ISA_UNIT_DMA, m->s_cfree);
     if (m->kpart)
         sem_signal(m, ISA_UNIT_MXU, m->s_pfree);
+    if (m->ak == KMM_A_CONV) { /* the block starts zeroed: its padding columns stay so */
+        ISA_EMIT(e, LI, isa_reg(m->cv.rG), isa_imm((int64_t)m->cv.sb));
+        fill_zero(m, m->cv.sb, 1, sb_sz / es, 0);
+        sem_signal(m, ISA_UNIT_VPU, m->cv.s_init);
+        sem_wait(m, ISA_UNIT_DMA, m->cv.s_init);
+    }
     kmm_pos p = {0};
     batch_ctx bc = {0, r0, r1, c0, c1};
     m->mult = 1;

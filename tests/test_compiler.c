@@ -414,11 +414,18 @@ TEST(conv2d_values_equal_the_reference_in_channels_last_layout)
      * (quarter-integers, short sums), so equal */
     CU_ASSERT_EQUAL(krun_compare(got, y, 0, 0).bad, 0);
     krun_result_free(&r);
-    /* a layout the kernel does not take is an error naming it */
+    /* a layout the kernel does not take is an error naming the ones it does */
+    kc_tensor_of(&k.in[0], 0, x);
+    k.in[0].stride[3] = 3 * e; /* columns not packed */
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err),
+                    NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "x must be NCHW"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "channels-last"));
+    /* and the framework's NCHW x with channels-last w is one: their windows' orders differ */
     kc_tensor_of(&k.in[0], 0, x);
     CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err),
                     NP_ERR_INCONSISTENT);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "channels-last"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "(c, kh, kw)"));
     nn_graph_free(gr);
 }
 
