@@ -179,10 +179,19 @@ int64_t kmm_spec_i(const kc_spec *s, const char *name);
  * Returns kc_status. */
 np_status kmm_emit(kmm *m);
 
-/* The tile grid (rows x cols tiles) cut into *pr x *pc blocks for up to `cores` cores: the
- * split with the fewest tiles on the busiest core, then the fewest blocks; block i of n of
- * [0, total) as even as possible, the larger ones first. */
-void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, uint64_t *pc);
+/* A core's part of the work: batches [b0, b1) of the outermost batch loop, tile rows
+ * [r0, r1) and tile columns [c0, c1). */
+typedef struct kmm_part {
+    uint64_t b0, b1, r0, r1, c0, c1;
+} kmm_part;
+
+/* The batches (of the outermost batch loop) x tile rows x tile columns cut into *pb x *pr x
+ * *pc blocks for up to `cores` cores: the split with the fewest tiles on the busiest core,
+ * then the fewest blocks. kmm_part_of gives block blk's part (blocks in batch, row, column
+ * order); kmm_block is block i of n of [0, total), as even as possible, the larger first. */
+void kmm_split(const kmm *m, uint64_t cores, uint64_t *pb, uint64_t *pr, uint64_t *pc);
+void kmm_part_of(const kmm *m, uint64_t pb, uint64_t pr, uint64_t pc, uint64_t blk,
+                 kmm_part *pt);
 void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *hi);
 
 /* The pieces of the M tile [i0, i0 + tm) of a convolution with F output pixels a row: each a
@@ -210,12 +219,21 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
 uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n,
                           uint64_t k);
 
-/* The best tilings by the cost model among the candidates (sizes already in m->TM/TN/TK
- * kept, 0 ones searched; K split over m->pk cores per block) that fit spad scratchpad and acc
- * accumulator bytes, merged into best[0 .. *n) (at most max_best, fewest cycles first). m's
- * tiles are left changed. */
+/* The ranking of the tile search (kc_gemm_cost.c): the plan's cycles in closed form — each
+ * tile at the pace of its slowest resource (slices at the slower of load and multiply, then
+ * the drain; the DMA's loads and store; the drain, VPU and store chain), per tile row the
+ * first load (and a convolution's staging), the busiest core at an equal share of the HBM,
+ * and no less than all bytes at the HBM's bandwidth. Cheap enough for every candidate, and
+ * blind to what only stepping the queues shows (kmm_estimate): the tuner simulates its best
+ * candidates. */
+uint64_t kmm_quick(const kmm *m, const arch_config *cfg, uint64_t n_cores);
+
+/* The best tilings by the ranking (kmm_quick) among the candidates (sizes already in
+ * m->TM/TN/TK kept, 0 ones searched; K split over m->pk cores per block) that fit spad
+ * scratchpad and acc accumulator bytes, merged into best[0 .. *n) (at most max_best, fewest
+ * cycles first). m's tiles are left changed. */
 typedef struct kmm_cand {
-    uint64_t tm, tn, tk, pk, cycles;
+    uint64_t tm, tn, tk, pk, cycles; /* cycles: the ranking's */
     bool ct;
 } kmm_cand;
 void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,

@@ -316,38 +316,62 @@ static void pipe_row(pipe *p, const tile_t *t, const tile_t *last, uint64_t n, u
     }
 }
 
-/* One core's block [r0, r1) x [c0, c1) of the tile grid, its HBM bandwidth bw (bytes per
- * cycle): its time, and its HBM bytes in *bytes. */
-static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_t r0,
-                        uint64_t r1, uint64_t c0, uint64_t c1, uint64_t *bytes)
+/* The costs of one core's part (kmm_part: batches, tile rows, tile columns) at HBM bandwidth bw
+ * (bytes per cycle): its tile classes (full and edge rows x full and edge columns), the
+ * staging of a convolution's blocks, and the counts they repeat. */
+typedef struct block_t {
+    cm c;
+    uint64_t batches, nfr, ncols, nfc, S, full, edge;
+    bool er;
+    tile_t ff, fe, ef, ee;
+    double st_full, st_edge;
+} block_t;
+
+static void block_costs(block_t *k, const kmm *m, const arch_config *cfg, double bw,
+                        const kmm_part *pt)
 {
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), batches = 1;
+    uint64_t r0 = pt->r0, r1 = pt->r1, c0 = pt->c0, c1 = pt->c1;
     for (int b = 0; b < m->nb; b++)
-        batches *= m->bcount[b];
+        batches *= b ? m->bcount[b] : pt->b1 - pt->b0;
     uint64_t pk = m->pk ? m->pk : 1, kl = min_u64(m->K, cdiv(cdiv(m->K, m->TK), pk) * m->TK);
-    uint64_t S = cdiv(kl, m->TK), full = kl / m->TK;
     double ghz = cfg->core.clock_ghz;
-    cm c = {m, cfg, bw, cfg->chip.hbm_gb_per_s / ghz,
-            (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
-            cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
-            (uint64_t)cfg->core.dma_outstanding, 0, kl};
+    k->c = (cm){m, cfg, bw, cfg->chip.hbm_gb_per_s / ghz,
+                (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
+                cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
+                (uint64_t)cfg->core.dma_outstanding, 0, kl};
+    cm *c = &k->c;
+    k->batches = batches, k->S = cdiv(kl, m->TK), k->full = kl / m->TK, k->edge = kl % m->TK;
     bool er = r1 == rows && m->M % m->TM, ec = c1 == cols && m->N % m->TN;
-    uint64_t nfr = r1 - r0 - er, ncols = c1 - c0;
+    k->er = er;
+    k->nfr = r1 - r0 - er, k->ncols = c1 - c0, k->nfc = k->ncols - ec;
+    uint64_t nfr = k->nfr, nfc = k->nfc;
     uint64_t tm_e = m->M - (rows - 1) * m->TM, tn_e = m->N - (cols - 1) * m->TN;
     uint64_t i0 = r0 * m->TM, j0 = c0 * m->TN, ie = (rows - 1) * m->TM, je = (cols - 1) * m->TN;
-    /* the tile classes: full and edge rows x full and edge columns */
-    uint64_t nfc = ncols - ec;
-    tile_t ff = tile_cost(&c, i0, j0, m->TM, m->TN, nfr * nfc * batches);
-    tile_t fe = ec ? tile_cost(&c, i0, je, m->TM, tn_e, nfr * batches) : ff;
-    tile_t ef = er ? tile_cost(&c, ie, j0, tm_e, m->TN, nfc * batches) : ff;
-    tile_t ee = er && ec ? tile_cost(&c, ie, je, tm_e, tn_e, batches) : er ? ef : fe;
+    k->ff = tile_cost(c, i0, j0, m->TM, m->TN, nfr * nfc * batches);
+    k->fe = ec ? tile_cost(c, i0, je, m->TM, tn_e, nfr * batches) : k->ff;
+    k->ef = er ? tile_cost(c, ie, j0, tm_e, m->TN, nfc * batches) : k->ff;
+    k->ee = er && ec ? tile_cost(c, ie, je, tm_e, tn_e, batches) : er ? k->ef : k->fe;
     if (!nfc) /* only the edge column */
-        ff = fe, ef = ee;
-    double st_full = 0, st_edge = 0;
+        k->ff = k->fe, k->ef = k->ee;
+    k->st_full = k->st_edge = 0;
     if (m->ak == KMM_A_CONV) {
-        st_full = nfr ? stage_cost(&c, i0, m->TM, nfr * batches) : 0;
-        st_edge = er ? stage_cost(&c, ie, tm_e, batches) : 0;
+        k->st_full = nfr ? stage_cost(c, i0, m->TM, nfr * batches) : 0;
+        k->st_edge = er ? stage_cost(c, ie, tm_e, batches) : 0;
     }
+}
+
+/* One core's part of the work at HBM bandwidth bw (bytes per cycle), stepped through the
+ * queues: its time, and its HBM bytes in *bytes. */
+static double core_time(const kmm *m, const arch_config *cfg, double bw, const kmm_part *pt,
+                        uint64_t *bytes)
+{
+    block_t k;
+    block_costs(&k, m, cfg, bw, pt);
+    uint64_t batches = k.batches, nfr = k.nfr, ncols = k.ncols, S = k.S, full = k.full;
+    bool er = k.er;
+    const tile_t ff = k.ff, fe = k.fe, ef = k.ef, ee = k.ee;
+    double st_full = k.st_full, st_edge = k.st_edge;
     pipe p = {0};
     /* rows repeat: step a few of each kind, then go on at the last one's pace */
     double before = 0;
@@ -375,7 +399,7 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
             break;
         }
     }
-    *bytes = c.hbm_bytes;
+    *bytes = k.c.hbm_bytes;
     return p.dma > p.mxu ? p.dma : p.mxu;
 }
 
@@ -384,10 +408,9 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
 void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_est *out)
 {
     memset(out, 0, sizeof *out);
-    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
-    uint64_t pk = m->pk ? m->pk : 1;
-    kmm_split_grid(rows, cols, (n_cores ? n_cores : 1) / pk, &pr, &pc);
-    uint64_t P = pr * pc; /* blocks; pk cores each share the HBM too */
+    uint64_t pb, pr, pc, pk = m->pk ? m->pk : 1;
+    kmm_split(m, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
+    uint64_t P = pb * pr * pc; /* blocks; pk cores each share the HBM too */
     double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz; /* bytes per core cycle */
     /* Pass 1: every core at an equal share. Pass 2 (up to KMM_EST_MAX_CORES cores): each core
      * shares the HBM with the cores still running, on average over its run: cores that finish
@@ -399,10 +422,10 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
     uint64_t bytes = 0;
     bool two = P <= KMM_EST_MAX_CORES && P > 1;
     for (uint64_t i = 0; i < P; i++) {
-        uint64_t r0, r1, c0, c1, b;
-        kmm_block(rows, pr, i / pc, &r0, &r1);
-        kmm_block(cols, pc, i % pc, &c0, &c1);
-        double t = core_time(m, cfg, hbm / (double)(P * pk), r0, r1, c0, c1, &b);
+        uint64_t b;
+        kmm_part pt;
+        kmm_part_of(m, pb, pr, pc, i, &pt);
+        double t = core_time(m, cfg, hbm / (double)(P * pk), &pt, &b);
         if (two)
             t1[i] = t;
         worst = t > worst ? t : worst;
@@ -415,10 +438,10 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
             for (uint64_t j = 0; j < P; j++)
                 active += t1[j] < t1[i] ? t1[j] / t1[i] : 1.0;
             double share = hbm / (active > 1 ? active : 1) / (double)pk;
-            uint64_t r0, r1, c0, c1, b;
-            kmm_block(rows, pr, i / pc, &r0, &r1);
-            kmm_block(cols, pc, i % pc, &c0, &c1);
-            double t = core_time(m, cfg, share, r0, r1, c0, c1, &b);
+            uint64_t b;
+            kmm_part pt;
+            kmm_part_of(m, pb, pr, pc, i, &pt);
+            double t = core_time(m, cfg, share, &pt, &b);
             worst = t > worst ? t : worst;
         }
     }
@@ -426,6 +449,53 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
     double chip = (double)bytes / hbm;
     out->cycles = (uint64_t)ceil(worst > chip ? worst : chip);
     out->cores = P * pk;
+}
+
+/* ---- the ranking: a closed-form estimate ------------------------------------------------- */
+
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* A tile's cycles in the schedule's steady state, in closed form: its slices go at the pace
+ * of the slower of their load (DMA) and their multiply (array), then the array drains it;
+ * the DMA loads its slices and stores it; and its drain, the VPU's work on it and its store
+ * are a chain the next tile's drain waits for (one C buffer). The tile takes the longest. */
+static double quick_tile(const tile_t *t, uint64_t full, uint64_t edge)
+{
+    double slices = (double)full * dmax(t->load_full, t->mm_full) +
+                    (edge ? dmax(t->load_edge, t->mm_edge) : 0);
+    double dma = (double)full * t->load_full + (edge ? t->load_edge : 0) + t->store;
+    return dmax(dmax(slices + t->drain, dma), t->drain + t->vpu + t->store);
+}
+
+/* A core's block in closed form: its tiles in the steady state, per tile row the staging of
+ * a convolution's block and the first slice's load before the array starts, and at the end
+ * the last tile's VPU work and store. */
+static double quick_core(const kmm *m, const arch_config *cfg, double bw, const kmm_part *pt,
+                         uint64_t *bytes)
+{
+    block_t k;
+    block_costs(&k, m, cfg, bw, pt);
+    double f = (double)(k.ncols - k.nfc), per_row = (double)k.nfc * quick_tile(&k.ff, k.full, k.edge) +
+                                               f * quick_tile(&k.fe, k.full, k.edge);
+    double t = (double)k.nfr * (per_row + k.st_full + k.ff.load_full);
+    if (k.er)
+        t += (double)k.nfc * quick_tile(&k.ef, k.full, k.edge) +
+             f * quick_tile(&k.ee, k.full, k.edge) + k.st_edge + k.ef.load_full;
+    const tile_t *last = k.er ? &k.ee : &k.fe;
+    *bytes = k.c.hbm_bytes;
+    return (double)k.batches * t + last->vpu + last->store;
+}
+
+uint64_t kmm_quick(const kmm *m, const arch_config *cfg, uint64_t n_cores)
+{
+    uint64_t pb, pr, pc, bytes, pk = m->pk ? m->pk : 1;
+    kmm_split(m, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
+    double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz, cores = (double)(pb * pr * pc * pk);
+    /* the first block is the largest: the busiest core, at an equal share of the HBM */
+    kmm_part pt;
+    kmm_part_of(m, pb, pr, pc, 0, &pt);
+    double t = quick_core(m, cfg, hbm / cores, &pt, &bytes);
+    return (uint64_t)ceil(dmax(t, (double)bytes * cores / hbm));
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */
@@ -505,10 +575,8 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                 if (m->pk > 1 && cdiv(m->K, tk) < m->pk) /* every core of a split a slice */
                     continue;
                 m->TM = tm, m->TN = tn, m->TK = tk;
-                kmm_est est;
-                kmm_estimate(m, cfg, n_cores, &est);
-                /* insert, best (fewest cycles; then fewer tiles) first */
-                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, est.cycles, m->ct};
+                /* insert, best (fewest cycles by the ranking; then fewer tiles) first */
+                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, kmm_quick(m, cfg, n_cores), m->ct};
                 unsigned pos = n_best;
                 while (pos > 0 && (best[pos - 1].cycles > cd.cycles ||
                                    (best[pos - 1].cycles == cd.cycles &&

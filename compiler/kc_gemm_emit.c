@@ -774,6 +774,7 @@ static unsigned row_flip(const kmm *m, uint64_t ncols) { return (unsigned)(ncols
 typedef struct batch_ctx {
     int d;
     uint64_t r0, r1, c0, c1;
+    uint64_t b0, b1; /* this core's part of the outermost batch loop */
 } batch_ctx;
 
 /* Whether tile row i of a convolution has a block that reaches past the input (padding rows
@@ -835,7 +836,16 @@ static unsigned emit_batches(kmm *m, const kmm_pos *p, const batch_ctx *bc, unsi
         tiles *= m->bcount[i];
     batch_ctx inner = *bc;
     inner.d = d + 1;
-    return kmm_loop(m, p, m->bcount[d], (unsigned)(tiles & tile_flip(m)), true, st.n, st.reg,
+    uint64_t count = d ? m->bcount[d] : bc->b1 - bc->b0;
+    kmm_pos q = *p;
+    if (!d) { /* this core's batches start at b0 */
+        q.oa += (int64_t)bc->b0 * m->bsa[0];
+        q.ob += (int64_t)bc->b0 * m->bsb[0];
+        q.oc += (int64_t)bc->b0 * m->bsc[0];
+        for (int a = 0; a < m->n_args; a++)
+            q.oarg[a] += (int64_t)bc->b0 * m->args[a].sbat[0];
+    }
+    return kmm_loop(m, &q, count, (unsigned)(tiles & tile_flip(m)), true, st.n, st.reg,
                     st.step, body_batch, &inner, b);
 }
 
@@ -858,8 +868,7 @@ static unsigned body_batch(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, boo
 
 /* Takes this core's resources, emits its block of the tile grid [r0, r1) x [c0, c1), and
  * settles its semaphores back to zero. */
-static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint64_t c0,
-                           uint64_t c1)
+static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
 {
     kc_ctx *x = m->x;
     isa_emit *e = x->e;
@@ -971,7 +980,7 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
         sem_wait(m, ISA_UNIT_DMA, m->cv.s_init);
     }
     kmm_pos p = {0};
-    batch_ctx bc = {0, r0, r1, c0, c1};
+    batch_ctx bc = {0, pt->r0, pt->r1, pt->c0, pt->c1, pt->b0, pt->b1};
     m->mult = 1;
     emit_batches(m, &p, &bc, 0);
     /* settle: the DMA queue takes back the credits (and so waits for its own last copies) */
@@ -983,20 +992,20 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     return kc_status(x);
 }
 
-/* Cuts the tile grid (rows x cols tiles) into pr x pc blocks for up to `cores` cores: the
- * split with the fewest tiles on the busiest core, then the fewest blocks. */
-void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, uint64_t *pc)
+void kmm_split(const kmm *m, uint64_t cores, uint64_t *pb, uint64_t *pr, uint64_t *pc)
 {
-    uint64_t best = UINT64_MAX, br = 1, bcn = 1;
-    for (uint64_t r = 1; r <= cores && r <= rows; r++)
-        for (uint64_t c = 1; r * c <= cores && c <= cols; c++) {
-            uint64_t worst = cdiv(rows, r) * cdiv(cols, c);
-            if (worst < best || (worst == best && r * c < br * bcn)) {
-                best = worst;
-                br = r, bcn = c;
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), nb = m->nb ? m->bcount[0] : 1;
+    uint64_t best = UINT64_MAX, bb = 1, br = 1, bcn = 1;
+    for (uint64_t q = 1; q <= cores && q <= nb; q++)
+        for (uint64_t r = 1; q * r <= cores && r <= rows; r++)
+            for (uint64_t c = 1; q * r * c <= cores && c <= cols; c++) {
+                uint64_t worst = cdiv(nb, q) * cdiv(rows, r) * cdiv(cols, c);
+                if (worst < best || (worst == best && q * r * c < bb * br * bcn)) {
+                    best = worst;
+                    bb = q, br = r, bcn = c;
+                }
             }
-        }
-    *pr = br, *pc = bcn;
+    *pb = bb, *pr = br, *pc = bcn;
 }
 
 /* Block i of n of [0, total): as even as possible, the larger ones first. */
@@ -1007,20 +1016,29 @@ void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *h
     *hi = *lo + base + (i < extra ? 1 : 0);
 }
 
+void kmm_part_of(const kmm *m, uint64_t pb, uint64_t pr, uint64_t pc, uint64_t blk,
+                 kmm_part *pt)
+{
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), nb = m->nb ? m->bcount[0] : 1;
+    (void)pb;
+    kmm_block(nb, pb, blk / (pr * pc), &pt->b0, &pt->b1);
+    kmm_block(rows, pr, blk % (pr * pc) / pc, &pt->r0, &pt->r1);
+    kmm_block(cols, pc, blk % pc, &pt->c0, &pt->c1);
+}
+
 np_status kmm_emit(kmm *m)
 {
     kc_ctx *x = m->x;
     const kc_place *pl = &x->k->place;
     uint64_t n_cores = pl->n_cores ? pl->n_cores : 1;
-    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
-    uint64_t pk = m->pk ? m->pk : 1, slices = cdiv(m->K, m->TK);
-    kmm_split_grid(rows, cols, n_cores / pk, &pr, &pc);
+    uint64_t pb, pr, pc, pk = m->pk ? m->pk : 1, slices = cdiv(m->K, m->TK);
+    kmm_split(m, n_cores / pk, &pb, &pr, &pc);
     /* a tag of the kernel's own (messages between two cores with one tag stay in order) */
     m->tag = (unsigned)(((m->c_base >> 6) ^ (m->a_base >> 4) ^ (m->b_base >> 2)) & 0xffff);
-    for (uint64_t i = 0; i < pr * pc * pk; i++) {
-        uint64_t blk = i / pk, g = i % pk, r0, r1, c0, c1, s0, s1;
-        kmm_block(rows, pr, blk / pc, &r0, &r1);
-        kmm_block(cols, pc, blk % pc, &c0, &c1);
+    for (uint64_t i = 0; i < pb * pr * pc * pk; i++) {
+        uint64_t blk = i / pk, g = i % pk, s0, s1;
+        kmm_part pt;
+        kmm_part_of(m, pb, pr, pc, blk, &pt);
         kmm_block(slices, pk, g, &s0, &s1); /* this core's K: whole slices */
         m->kb = s0 * m->TK;
         m->kl = min_u64(m->K, s1 * m->TK) - m->kb;
@@ -1029,10 +1047,10 @@ np_status kmm_emit(kmm *m)
         m->n_kpeers = 0;
         for (uint64_t q = 1; q < pk; q++)
             m->kpeers[m->n_kpeers++] = m->kroot + (uint32_t)q;
-        if (emit_core(m, pl->core0 + (uint32_t)i, r0, r1, c0, c1) != NP_OK)
+        if (emit_core(m, pl->core0 + (uint32_t)i, &pt) != NP_OK)
             return kc_status(x);
     }
-    x->res->cores = (uint32_t)(pr * pc * pk);
+    x->res->cores = (uint32_t)(pb * pr * pc * pk);
     x->res->hbm_read_bytes = m->rd;
     x->res->hbm_write_bytes = m->wr;
     return kc_status(x);

@@ -303,18 +303,28 @@ np_status kmm_plan_tiles(kmm *m)
                            m->ak == KMM_A_CONV ? ", with the staged input rows" : "", need,
                            spad);
     }
-    kmm_est est;
-    kmm_estimate(m, x->cfg, n, &est);
+    /* the schedule's estimate (kmm_estimate steps its queues) of each candidate the ranking
+     * put first, the chosen one first */
     kc_result *r = x->res;
-    r->est_cycles = est.cycles;
     r->n_cands = nb ? nb : 1;
     if (!nb)
-        best[0] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, est.cycles, m->ct};
-    for (unsigned i = 0; i < r->n_cands; i++)
+        best[0] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, 0, m->ct};
+    for (unsigned i = 0; i < r->n_cands; i++) {
+        kmm_est est;
+        if (i == 0) {
+            kmm_estimate(m, x->cfg, n, &est);
+            r->est_cycles = est.cycles;
+        } else {
+            if (plan_variant(m, best[i].ct, best[i].pk, n, &v, &g) != NP_OK)
+                return kc_status(x);
+            v.TM = best[i].tm, v.TN = best[i].tn, v.TK = best[i].tk;
+            kmm_estimate(&v, x->cfg, n, &est);
+        }
         r->cands[i] = (kc_tiling){5, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
                                       KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk),
                                       KC_INT("ct", best[i].ct ? 2 : 1)},
-                                  best[i].cycles};
+                                  est.cycles};
+    }
     return NP_OK;
 }
 
