@@ -185,6 +185,10 @@ typedef struct kmm_part {
     uint64_t b0, b1, r0, r1, c0, c1;
 } kmm_part;
 
+/* The tile grid (rows x cols tiles) cut into *pr x *pc blocks for up to `cores` cores: the
+ * split with the fewest tiles on the busiest core, then the fewest blocks. */
+void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, uint64_t *pc);
+
 /* The batches (of the outermost batch loop) x tile rows x tile columns cut into *pb x *pr x
  * *pc blocks for up to `cores` cores: the split with the fewest tiles on the busiest core,
  * then the fewest blocks. kmm_part_of gives block blk's part (blocks in batch, row, column

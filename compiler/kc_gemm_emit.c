@@ -992,6 +992,20 @@ static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
     return kc_status(x);
 }
 
+void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, uint64_t *pc)
+{
+    uint64_t best = UINT64_MAX, br = 1, bcn = 1;
+    for (uint64_t r = 1; r <= cores && r <= rows; r++)
+        for (uint64_t c = 1; r * c <= cores && c <= cols; c++) {
+            uint64_t worst = cdiv(rows, r) * cdiv(cols, c);
+            if (worst < best || (worst == best && r * c < br * bcn)) {
+                best = worst;
+                br = r, bcn = c;
+            }
+        }
+    *pr = br, *pc = bcn;
+}
+
 void kmm_split(const kmm *m, uint64_t cores, uint64_t *pb, uint64_t *pr, uint64_t *pc)
 {
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), nb = m->nb ? m->bcount[0] : 1;
