@@ -84,6 +84,12 @@ typedef struct kmm {
      * and streams B^T's (tn rows of tk), so the streamed dimension is N; the accumulator
      * tile is tn x tm. A row-major B is transposed by the VPU (staging buffers). */
     bool ct;
+    /* Reuse: a tile row's A rows (tm x this core's K, row-major A) are loaded into the
+     * scratchpad once, at the row's start, and every tile of the row multiplies them there
+     * (the slab, addressed by rS), instead of loading A's slice with each B slice. */
+    bool reuse;
+    unsigned rS;
+    uint64_t slab;
     uint64_t a_base, b_base, c_base;
     int64_t lda, ldb, ldc;   /* bytes between rows: A (ROWS: i, COLS: k), B (k, or n), C (i,
                                 or j when c_cols) */
@@ -172,7 +178,10 @@ int64_t kmm_spec_i(const kc_spec *s, const char *name);
     {"ksplit", KC_ATTR_INT, 0, 0, 16, "tile: cores sharing one block of tiles' K, their "       \
      "partial sums added over the mesh (0: the cost model's, 1: none)"},                        \
     {"ct", KC_ATTR_INT, 0, 0, 2, "tile: 2 computes C^T = B^T A^T (the array holds A and "       \
-     "streams B^T: N streams through it instead of M), 1 C = A B, 0 the cost model's choice"}
+     "streams B^T: N streams through it instead of M), 1 C = A B, 0 the cost model's choice"}, \
+    {"reuse", KC_ATTR_BOOL, 0, 0, 1, "tile: 1 keeps a tile row's A rows in the scratchpad "      \
+     "across its tiles (a row-major A, no split K; the tuner's choice: the cost model prices "  \
+     "the plain schedule)"}
 
 /* Emits the plan on the placed cores (one block of the tile grid each, or with m->pk > 1 pk
  * cores a block, each over its part of K), filling the kernel's result (cores, HBM bytes).
@@ -238,7 +247,7 @@ uint64_t kmm_quick(const kmm *m, const arch_config *cfg, uint64_t n_cores);
  * cycles first). m's tiles are left changed. */
 typedef struct kmm_cand {
     uint64_t tm, tn, tk, pk, cycles; /* cycles: the ranking's */
-    bool ct;
+    bool ct, reuse;
 } kmm_cand;
 void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t spad,
                 uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned *n, unsigned max_best);

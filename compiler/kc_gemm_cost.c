@@ -576,7 +576,8 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                     continue;
                 m->TM = tm, m->TN = tn, m->TK = tk;
                 /* insert, best (fewest cycles by the ranking; then fewer tiles) first */
-                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, kmm_quick(m, cfg, n_cores), m->ct};
+                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, kmm_quick(m, cfg, n_cores), m->ct,
+                               m->reuse};
                 unsigned pos = n_best;
                 while (pos > 0 && (best[pos - 1].cycles > cd.cycles ||
                                    (best[pos - 1].cycles == cd.cycles &&

@@ -330,10 +330,11 @@ static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint6
     bool ta = kmm_a_transposed(m), tb = kmm_b_transposed(m);
     sem_wait(m, ISA_UNIT_DMA, m->s_free[b]);
     switch (m->ak) {
-    case KMM_A_ROWS:
-        dma(m, isa_spad(0, m->abuf[b]),
-            isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + k0 * es), m->dt, tk,
-            tm, 1, tk * es, (uint64_t)m->lda, 0, 0);
+    case KMM_A_ROWS: /* (kept in the slab under reuse) */
+        if (!m->reuse)
+            dma(m, isa_spad(0, m->abuf[b]),
+                isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + k0 * es), m->dt, tk,
+                tm, 1, tk * es, (uint64_t)m->lda, 0, 0);
         break;
     case KMM_A_COLS: /* tk rows of tm: staged for a transpose, or held as they are (ct) */
         dma(m, isa_spad(0, ta ? m->stage[b] : m->abuf[b]),
@@ -366,14 +367,17 @@ static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint6
         sem_signal(m, ISA_UNIT_DMA, m->s_full[b]);
     }
     sem_wait(m, ISA_UNIT_MXU, m->s_full[b]);
+    /* A's slice: its buffer, or its columns of the slab (rows kl elements apart) */
+    isa_opnd a = m->reuse ? isa_spad(m->rS, (k0 - m->kb) * es) : isa_spad(0, m->abuf[b]);
+    isa_opnd as = isa_imm(m->reuse && m->kl != tk ? (int64_t)(m->kl * es) : 0);
     if (!m->ct) { /* hold B (tk x tn), stream A */
         ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tk),
                  isa_imm((int64_t)tn), isa_enum(m->dt), isa_imm(m->b_cols));
-        ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->abuf[b]), isa_imm((int64_t)tm),
-                 isa_enum(m->dt), isa_enum(mode));
+        ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), a, isa_imm((int64_t)tm), isa_enum(m->dt),
+                 isa_enum(mode), as);
     } else { /* hold A^T (tk x tm: A's slice, transposed unless it is column-major), stream B^T */
-        ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->abuf[b]), isa_imm((int64_t)tk),
-                 isa_imm((int64_t)tm), isa_enum(m->dt), isa_imm(m->ak != KMM_A_COLS));
+        ISA_EMIT(e, MXU_LOAD, a, isa_imm((int64_t)tk), isa_imm((int64_t)tm), isa_enum(m->dt),
+                 isa_imm(m->ak != KMM_A_COLS), as);
         ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tn),
                  isa_enum(m->dt), isa_enum(mode));
     }
@@ -659,6 +663,8 @@ static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, un
     kmm_steps st = {0};
     if (m->ak == KMM_A_CONV) /* the gathers' slice of the block */
         steps_add(&st, m->cv.rG, m->cv.kstep);
+    else if (m->reuse) /* the slice's columns of the slab */
+        steps_add(&st, m->rS, (int64_t)(m->TK * m->e));
     else
         steps_add(&st, m->rA, m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
                                                   : (int64_t)m->TK * m->lda);
@@ -720,6 +726,10 @@ static unsigned emit_row(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t c0, uin
     ed.j0 = (c1 - 1) * m->TN;
     if (m->ak == KMM_A_CONV)
         emit_stage(m, p, tm);
+    if (m->reuse) /* the row's A rows, this core's part of K, into the slab */
+        dma(m, isa_spad(0, m->slab),
+            isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + m->kb * m->e), m->dt,
+            m->kl, tm, 1, m->kl * m->e, (uint64_t)m->lda, 0, 0);
     if (!full) { /* only the edge tile */
         b = emit_head(m, &ed, tm, tn_edge, b);
         b = emit_rest(m, &ed, tm, tn_edge, b);
@@ -876,7 +886,7 @@ static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
         return kc_status(x);
     /* scratchpad, one block: A0 A1 B0 B1 C [A staging 0 1] [B staging 0 1] [transposed C]
      * [partial sums] [epilogue operands] */
-    uint64_t es = m->e, a_sz = m->TM * m->TK * es, b_sz = m->TK * m->TN * es;
+    uint64_t es = m->e, a_sz = m->reuse ? 0 : m->TM * m->TK * es, b_sz = m->TK * m->TN * es;
     uint64_t c_sz = m->TM * m->TN * m->ce, work = 2 * a_sz + 2 * b_sz + c_sz, at;
     uint64_t st_at = work, bst_at, t_at;
     if (kmm_a_transposed(m))
@@ -893,6 +903,8 @@ static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
     uint64_t sb_at = work, sb_sz = 0;
     if (m->ak == KMM_A_CONV) /* the staged block */
         work += sb_sz = m->cv.rb * m->cv.wp * m->cv.c * es;
+    else if (m->reuse) /* the slab */
+        work += m->TM * m->kl * es;
     for (int a = 0; a < m->n_args; a++) {
         kmm_arg *g = &m->args[a];
         uint64_t rows, cols;
@@ -918,7 +930,7 @@ static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
     m->tbuf = at + t_at;
     m->sbuf = kmm_c_transposes(m) & 1 ? m->tbuf : m->cbuf;
     m->pbuf = at + p_at;
-    m->cv.sb = at + sb_at;
+    m->cv.sb = m->slab = at + sb_at;
     for (int a = 0; a < m->n_args; a++) {
         m->args[a].raw += at;
         m->args[a].buf = m->args[a].cast ? m->args[a].buf + at : m->args[a].raw;
@@ -955,6 +967,8 @@ static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
         kc_sem_alloc(x, &m->cv.s_init);
         kc_reg_alloc(x, &m->cv.rG);
     }
+    if (m->reuse)
+        kc_reg_alloc(x, &m->rS);
     kc_reg_alloc(x, &m->rA);
     kc_reg_alloc(x, &m->rB);
     kc_reg_alloc(x, &m->rC);
@@ -962,6 +976,8 @@ static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
         kc_reg_alloc(x, &m->args[a].reg);
     if (kc_status(x) != NP_OK)
         return kc_status(x);
+    if (m->reuse)
+        ISA_EMIT(e, LI, isa_reg(m->rS), isa_imm((int64_t)m->slab));
     ISA_EMIT(e, LI, isa_reg(m->rA), isa_imm((int64_t)m->a_base));
     ISA_EMIT(e, LI, isa_reg(m->rB), isa_imm((int64_t)m->b_base));
     ISA_EMIT(e, LI, isa_reg(m->rC), isa_imm((int64_t)m->c_base));

@@ -102,7 +102,8 @@ np_status kc_gemm_tiles(const arch_config *cfg, const kc_gemm_shape *g, uint64_t
 
 uint64_t kc_gemm_spad_bytes(const kc_gemm_shape *g, uint64_t tm, uint64_t tn, uint64_t tk)
 {
-    return (2 + g->extra_mk) * tm * tk * g->e + (2 + g->extra_kn) * tk * tn * g->e +
+    uint64_t a = g->reuse_k ? tm * g->reuse_k * g->e : (2 + g->extra_mk) * tm * tk * g->e;
+    return a + (2 + g->extra_kn) * tk * tn * g->e +
            tm * tn * (g->ce + g->extra_mn) + tn * g->extra_n + tm * g->extra_m + g->extra;
 }
 
@@ -210,9 +211,10 @@ static np_status plan_epilogue(kmm *m)
  * split K, the epilogue's operand tiles. */
 static void plan_shape(const kmm *m, uint64_t cores, kc_gemm_shape *g)
 {
-    *g = (kc_gemm_shape){m->M, m->N, m->K, m->e, m->ce, cores, 0, 0, 0, 0, 0, 0};
+    *g = (kc_gemm_shape){m->M, m->N, m->K, m->e, m->ce, cores, 0, 0, 0, 0, 0, 0, 0};
     g->extra_mk = kmm_a_transposed(m) ? 2 : 0;
     g->extra_kn = kmm_b_transposed(m) ? 2 : 0;
+    g->reuse_k = m->reuse ? m->K : 0;
     if (kmm_c_transposes(m))
         g->extra_mn += m->ce;
     if (m->pk > 1)
@@ -230,23 +232,30 @@ static void plan_shape(const kmm *m, uint64_t cores, kc_gemm_shape *g)
 }
 
 /* A schedule variant of the plan: transposed (ct) or not, K split over pk cores a block. */
-static np_status plan_variant(const kmm *base, bool ct, uint64_t pk, uint64_t cores, kmm *v,
-                              kc_gemm_shape *g)
+static np_status plan_variant(const kmm *base, bool ct, uint64_t pk, bool reuse, uint64_t cores,
+                              kmm *v, kc_gemm_shape *g)
 {
     *v = *base;
     v->ct = ct;
     v->pk = pk;
+    v->reuse = reuse;
     if (plan_epilogue(v) != NP_OK)
         return kc_status(v->x);
     plan_shape(v, cores, g);
     return NP_OK;
 }
 
-/* Tiles: the attributes tm, tn, tk, ksplit, ct where given, the rest chosen by the cost model
- * for the placed cores' free memories (kc_gemm_cost.c) among the schedule's variants — C or
- * C^T computed, K split among 2, 4, ... cores a block of tiles (their partial sums added over
- * the mesh, the epilogue on the VPU after the sum) or not; the best candidates go to the
- * result for a tuner. */
+/* Whether the plan can keep A's rows resident (reuse): a row-major A, no split K. */
+static bool reuse_ok(const kmm *m, uint64_t pk) { return m->ak == KMM_A_ROWS && pk <= 1; }
+
+#define KMM_BEST 8 /* candidates the search keeps */
+
+/* Tiles: the attributes tm, tn, tk, ksplit, ct, reuse where given, the rest chosen by the cost
+ * model for the placed cores' free memories (kc_gemm_cost.c) among the schedule's variants —
+ * C or C^T computed, K split among 2, 4, ... cores a block of tiles (their partial sums added
+ * over the mesh, the epilogue on the VPU after the sum) or not. The model ranks the plain
+ * schedule; reuse (A's rows resident across a tile row) is left to the tuner: the result's
+ * candidates for it are the model's best, each followed by its reuse twin where one fits. */
 np_status kmm_plan_tiles(kmm *m)
 {
     kc_ctx *x = m->x;
@@ -259,10 +268,14 @@ np_status kmm_plan_tiles(kmm *m)
     uint64_t tm = (uint64_t)kc_attr_int(x, "tm"), tn = (uint64_t)kc_attr_int(x, "tn"),
              tk = (uint64_t)kc_attr_int(x, "tk"), ks = (uint64_t)kc_attr_int(x, "ksplit");
     int64_t cta = kc_attr_int(x, "ct");
+    bool reuse = kc_attr_int(x, "reuse");
     if (ks > n)
         return kc_fail(x, NP_ERR_RANGE, "ksplit %" PRIu64 " over %" PRIu64 " cores", ks, n);
+    if (reuse && !reuse_ok(m, ks))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "reuse keeps a row-major A's rows: %s",
+                       m->ak != KMM_A_ROWS ? "A is not row-major" : "not with a split K");
     bool search = !tm || !tn || !tk || !ks || !cta;
-    kmm_cand best[KC_MAX_CANDS];
+    kmm_cand best[KMM_BEST];
     unsigned nb = 0;
     kmm v;
     kc_gemm_shape g;
@@ -270,21 +283,23 @@ np_status kmm_plan_tiles(kmm *m)
         if (cta && cta != 1 + ct)
             continue;
         for (uint64_t pk = ks ? ks : 1; pk <= n && pk <= KMM_MAX_KSPLIT; pk *= 2) {
-            if (plan_variant(m, ct, pk, n, &v, &g) != NP_OK)
+            if (reuse && pk > 1)
+                break;
+            if (plan_variant(m, ct, pk, reuse, n, &v, &g) != NP_OK)
                 return kc_status(x);
             v.TM = tm, v.TN = tn, v.TK = tk;
-            kmm_search(&v, x->cfg, &g, spad, acc, n, best, &nb, KC_MAX_CANDS);
+            kmm_search(&v, x->cfg, &g, spad, acc, n, best, &nb, KMM_BEST);
             if (ks)
                 break;
         }
     }
     if (nb) { /* the best candidate's variant */
-        if (plan_variant(m, best[0].ct, best[0].pk, n, &v, &g) != NP_OK)
+        if (plan_variant(m, best[0].ct, best[0].pk, reuse, n, &v, &g) != NP_OK)
             return kc_status(x);
         *m = v;
         m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk;
     } else { /* all given, or nothing fits: the heuristic checks them and names the limit */
-        if (plan_variant(m, cta == 2, ks > 1 ? ks : 1, n, &v, &g) != NP_OK)
+        if (plan_variant(m, cta == 2, ks > 1 ? ks : 1, reuse, n, &v, &g) != NP_OK)
             return kc_status(x);
         *m = v;
         m->TM = tm, m->TN = tn, m->TK = tk;
@@ -303,27 +318,42 @@ np_status kmm_plan_tiles(kmm *m)
                            m->ak == KMM_A_CONV ? ", with the staged input rows" : "", need,
                            spad);
     }
-    /* the schedule's estimate (kmm_estimate steps its queues) of each candidate the ranking
-     * put first, the chosen one first */
+    /* the candidates for a tuner: the ranking's best, the chosen one first, each with the
+     * schedule's estimate (kmm_estimate steps its queues; of the plain schedule: it does not
+     * price reuse) and followed by its reuse twin when it fits */
     kc_result *r = x->res;
-    r->n_cands = nb ? nb : 1;
     if (!nb)
-        best[0] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, 0, m->ct};
-    for (unsigned i = 0; i < r->n_cands; i++) {
+        best[nb++] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, 0, m->ct, m->reuse};
+    r->n_cands = 0;
+    for (unsigned i = 0; i < nb && r->n_cands < KC_MAX_CANDS; i++) {
         kmm_est est;
         if (i == 0) {
             kmm_estimate(m, x->cfg, n, &est);
             r->est_cycles = est.cycles;
         } else {
-            if (plan_variant(m, best[i].ct, best[i].pk, n, &v, &g) != NP_OK)
+            if (plan_variant(m, best[i].ct, best[i].pk, reuse, n, &v, &g) != NP_OK)
                 return kc_status(x);
             v.TM = best[i].tm, v.TN = best[i].tn, v.TK = best[i].tk;
             kmm_estimate(&v, x->cfg, n, &est);
         }
-        r->cands[i] = (kc_tiling){5, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
-                                      KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk),
-                                      KC_INT("ct", best[i].ct ? 2 : 1)},
-                                  est.cycles};
+        for (int twin = 0; twin < 2 && r->n_cands < KC_MAX_CANDS; twin++) {
+            bool ru = reuse || twin;
+            if (twin && (reuse || !search || !reuse_ok(m, best[i].pk)))
+                break;
+            if (twin) { /* it needs the slab in the scratchpad */
+                kmm w;
+                kc_gemm_shape gw;
+                if (plan_variant(m, best[i].ct, 1, true, n, &w, &gw) != NP_OK)
+                    return kc_status(x);
+                if (kc_gemm_spad_bytes(&gw, best[i].tm, best[i].tn, best[i].tk) > spad)
+                    break;
+            }
+            r->cands[r->n_cands++] =
+                (kc_tiling){6, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
+                                KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk),
+                                KC_INT("ct", best[i].ct ? 2 : 1), KC_INT("reuse", ru)},
+                            est.cycles};
+        }
     }
     return NP_OK;
 }
@@ -337,6 +367,8 @@ void kmm_plan_result(kmm *m, uint64_t batches)
     char split[64] = "";
     if (m->pk > 1)
         snprintf(split, sizeof split, ", K split over %" PRIu64 " cores", m->pk);
+    if (m->reuse)
+        snprintf(split + strlen(split), sizeof split - strlen(split), ", A's rows kept");
     if (m->ct)
         snprintf(split + strlen(split), sizeof split - strlen(split), ", C^T = B^T A^T");
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " GEMM%s, tiles "

@@ -20,6 +20,7 @@ typedef struct kc_gemm_shape {
     uint64_t cores;
     uint64_t extra_mk, extra_mn, extra_n, extra_m, extra;
     uint64_t extra_kn;
+    uint64_t reuse_k; /* > 0: A's slices replaced by a resident TM x reuse_k slab */
 } kc_gemm_shape;
 
 /* Fills the 0 tile sizes among *tm, *tn, *tk for g on cfg with spad scratchpad and acc

@@ -103,9 +103,10 @@ TEST(the_kernel_h_example_appends_a_matmul_kernel_and_halts)
 
 /* Runs y = a x b (framework) and the matmul kernel on the given layouts; exact equality
  * (the kernel accumulates in fp32 in k order like the reference, and rounds once). */
-static void check_matmul_ct(const arch_config *cfg, int nda, const int64_t *sa, int ndb,
-                            const int64_t *sb, nn_dtype dt, bool a_cols, bool b_cols,
-                            bool c_cols, int ct, uint32_t cores, rng *g)
+static void check_matmul_reuse(const arch_config *cfg, int nda, const int64_t *sa, int ndb,
+                               const int64_t *sb, nn_dtype dt, bool a_cols, bool b_cols,
+                               bool c_cols, int ct, bool reuse, const int64_t *tiles,
+                               uint32_t cores, rng *g)
 {
     np_err err = {0};
     nn_graph *gr = nn_graph_new(1);
@@ -122,6 +123,10 @@ static void check_matmul_ct(const arch_config *cfg, int nda, const int64_t *sa, 
     kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .place = {0, 0, cores}};
     if (ct)
         k.attrs[k.n_attrs++] = KC_INT("ct", ct);
+    if (reuse)
+        k.attrs[k.n_attrs++] = KC_INT("reuse", 1);
+    for (int i = 0; tiles && i < 3; i++)
+        k.attrs[k.n_attrs++] = KC_INT(i == 0 ? "tm" : i == 1 ? "tn" : "tk", tiles[i]);
     kc_tensor_of(&k.in[0], 0, a);
     kc_tensor_of(&k.in[1], 0, b);
     kc_tensor_of(&k.out[0], 0, got);
@@ -143,11 +148,21 @@ static void check_matmul_ct(const arch_config *cfg, int nda, const int64_t *sa, 
     CU_ASSERT_EQUAL(d.bad, 0);
     if (ct == 2)
         CU_ASSERT_PTR_NOT_NULL(strstr(r.kernel.schedule, "C^T"));
+    if (reuse)
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.kernel.schedule, "A's rows kept"));
     /* the kernel's expected traffic is what ran */
     CU_ASSERT_EQUAL(r.report->hbm_read_bytes, r.kernel.hbm_read_bytes);
     CU_ASSERT_EQUAL(r.report->hbm_write_bytes, r.kernel.hbm_write_bytes);
     krun_result_free(&r);
     nn_graph_free(gr);
+}
+
+static void check_matmul_ct(const arch_config *cfg, int nda, const int64_t *sa, int ndb,
+                            const int64_t *sb, nn_dtype dt, bool a_cols, bool b_cols,
+                            bool c_cols, int ct, uint32_t cores, rng *g)
+{
+    check_matmul_reuse(cfg, nda, sa, ndb, sb, dt, a_cols, b_cols, c_cols, ct, false, NULL, cores,
+                       g);
 }
 
 static void check_matmul(const arch_config *cfg, int nda, const int64_t *sa, int ndb,
@@ -212,6 +227,35 @@ TEST(the_transposed_schedule_c_t_equals_b_t_a_t_gives_the_reference_for_every_la
                     false, true, 2, 2, &g);
     check_matmul_ct(&ws, 2, (int64_t[]){33, 20}, 2, (int64_t[]){20, 17}, NN_BF16, false, true,
                     true, 1, 1, &g);
+}
+
+TEST(a_tile_rows_a_rows_kept_in_the_scratchpad_give_the_reference)
+{
+    /* reuse: the A rows of a tile row loaded once and multiplied by every tile of the row
+     * from there (in C = A B and in C^T = B^T A^T); small tiles force rows of several tiles
+     * and slices, and loops over them */
+    rng g;
+    rng_seed(&g, 20261209);
+    arch_config ws = tiny(NULL), os = tiny("core.dataflow=os");
+    check_matmul_reuse(&ws, 2, (int64_t[]){37, 45}, 2, (int64_t[]){45, 29}, NN_BF16, false, false,
+                       false, 1, true, (int64_t[]){8, 8, 12}, 1, &g);
+    check_matmul_reuse(&ws, 2, (int64_t[]){37, 45}, 2, (int64_t[]){45, 29}, NN_I8, false, true,
+                       true, 2, true, (int64_t[]){12, 8, 8}, 2, &g);
+    check_matmul_reuse(&os, 3, (int64_t[]){3, 21, 33}, 3, (int64_t[]){3, 33, 17}, NN_BF16, false,
+                       false, false, 0, true, (int64_t[]){8, 4, 8}, 2, &g);
+    check_matmul_reuse(&ws, 2, (int64_t[]){70, 130}, 2, (int64_t[]){130, 50}, NN_BF16, false,
+                       false, false, 0, true, NULL, 1, &g);
+    /* a column-major A cannot be kept as rows */
+    np_err err = {0};
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_attrs = 1,
+                   .attrs = {KC_INT("reuse", 1)}};
+    kc_tensor_dense(&k.in[0], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    kc_tensor_dense(&k.in[1], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    kc_tensor_dense(&k.out[0], 0, NN_BF16, 2, (int64_t[]){8, 8});
+    col_major(&k.in[0]);
+    krun_result r;
+    CU_ASSERT_EQUAL(krun_kernel(&ws, &k, NULL, &(krun_opts){0}, &r, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "row-major A"));
 }
 
 TEST(the_cost_model_streams_the_longer_of_m_and_n_through_a_weight_stationary_array)
