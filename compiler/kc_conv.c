@@ -286,8 +286,10 @@ static const kc_attr_def conv2d_keys[] = {
     {"k", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "output channels (filters)"},
     {"r", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter height"},
     {"s", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter width"},
-    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "input and filter type (the output's too; int8 gives int32)"},
-    {"nchw", KC_ATTR_BOOL, 0, 0, 1, "1: the framework's layout (x NCHW, w OIHW, out NCHW); 0: channels-last (x NHWC, w [(kh, kw, c)][o], out NHWC)"},
+    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0,
+     "input and filter type (the output's too; int8 gives int32)"},
+    {"nchw", KC_ATTR_BOOL, 0, 0, 1, "1: the framework's layout (x NCHW, w OIHW, out NCHW); 0: "
+     "channels-last (x NHWC, w [(kh, kw, c)][o], out NHWC)"},
 };
 
 static np_status conv2d_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
@@ -327,14 +329,16 @@ static np_status conv2d_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err
     return NP_OK;
 }
 
-/* ---- the table row ---------------------------------------------------------------------------- */
+/* ---- the table row -------------------------------------------------------------------------- */
 
 static const kc_attr_def conv2d_attrs[] = {
     {"stride", KC_ATTR_INT, 1, 1, 65535, "vertical stride (and horizontal unless stride_w)"},
     {"stride_w", KC_ATTR_INT, 0, 0, 65535, "horizontal stride (0: stride)"},
-    {"pad", KC_ATTR_INT, 0, 0, 65535, "zero padding above and below (and left and right unless pad_w)"},
+    {"pad", KC_ATTR_INT, 0, 0, 65535,
+     "zero padding above and below (and left and right unless pad_w)"},
     {"pad_w", KC_ATTR_INT, -1, -1, 65535, "zero padding left and right (-1: pad)"},
-    {"dilation", KC_ATTR_INT, 1, 1, 65535, "filter dilation, vertical (and horizontal unless dilation_w)"},
+    {"dilation", KC_ATTR_INT, 1, 1, 65535,
+     "filter dilation, vertical (and horizontal unless dilation_w)"},
     {"dilation_w", KC_ATTR_INT, 0, 0, 65535, "horizontal filter dilation (0: dilation)"},
     {"groups", KC_ATTR_INT, 1, 1, 1048576, "channel groups (groups = channels: depthwise)"},
     KMM_TILE_ATTRS,

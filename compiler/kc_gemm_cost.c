@@ -475,8 +475,9 @@ static double quick_core(const kmm *m, const arch_config *cfg, double bw, const 
 {
     block_t k;
     block_costs(&k, m, cfg, bw, pt);
-    double f = (double)(k.ncols - k.nfc), per_row = (double)k.nfc * quick_tile(&k.ff, k.full, k.edge) +
-                                               f * quick_tile(&k.fe, k.full, k.edge);
+    double f = (double)(k.ncols - k.nfc);
+    double per_row = (double)k.nfc * quick_tile(&k.ff, k.full, k.edge) +
+                     f * quick_tile(&k.fe, k.full, k.edge);
     double t = (double)k.nfr * (per_row + k.st_full + k.ff.load_full);
     if (k.er)
         t += (double)k.nfc * quick_tile(&k.ef, k.full, k.edge) +

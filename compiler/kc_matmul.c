@@ -169,7 +169,8 @@ static np_status plan_epilogue(kmm *m)
         for (int b = 0; b < nbd; b++)
             batch_free = batch_free && !g.sbat[b];
         if (fuse_bias && m->bias < 0 && m->n_args == 0 && m->n_steps == 0 &&
-            m->act == ISA_ACT_NONE && s->op == NN_OP_ADD && g.bcast == ISA_BCAST_ROW && batch_free) {
+            m->act == ISA_ACT_NONE && s->op == NN_OP_ADD && g.bcast == ISA_BCAST_ROW &&
+            batch_free) {
             g.cast = g.dt != ISA_DTYPE_FP32;
             m->bias = m->n_args;
             m->args[m->n_args++] = g;
@@ -543,7 +544,8 @@ static np_status spec_matrix(kc_prog *p, const char *name, nn_dtype dt, int64_t 
 static np_status matmul_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     nn_dtype dt = (nn_dtype)kmm_spec_i(s, "dtype"), od = dt == NN_I8 ? NN_I32 : dt;
-    int64_t M = kmm_spec_i(s, "m"), N = kmm_spec_i(s, "n"), K = kmm_spec_i(s, "k"), B = kmm_spec_i(s, "batch");
+    int64_t M = kmm_spec_i(s, "m"), N = kmm_spec_i(s, "n"), K = kmm_spec_i(s, "k");
+    int64_t B = kmm_spec_i(s, "batch");
     int64_t pad = kmm_spec_i(s, "pad");
     k->n_in = 2, k->n_out = 1;
     if (spec_matrix(p, "A", dt, B, M, K, kmm_spec_i(s, "ta"), pad, &k->in[0], err) != NP_OK ||

@@ -74,7 +74,8 @@ static np_status shard_compile(kc_ctx *x)
      * i, rows sa bytes apart. The indices are computed in fp32 (exact below 2^24). */
     bool block = sa == row * e && sy == yrow * e && len * row * e < (1 << 24);
     int64_t n_idx = block ? 1 : len;
-    uint64_t cols = n_idx < 1024 ? (uint64_t)n_idx : 1024, rows = ((uint64_t)n_idx + cols - 1) / cols;
+    uint64_t cols = n_idx < 1024 ? (uint64_t)n_idx : 1024;
+    uint64_t rows = ((uint64_t)n_idx + cols - 1) / cols;
     uint64_t s_off, s_t, s_iota, s_idx;
     unsigned so, si, se;
     kc_spad_alloc(x, 64, 64, &s_off);
@@ -211,7 +212,7 @@ static int64_t shard_index_bound(const kc_kernel *k, int in)
     return in == 1 && dim < k->in[0].ndim ? k->in[0].shape[dim] : 0;
 }
 
-/* ---- `npusim kernel --op` --------------------------------------------------------------------- */
+/* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
 static np_status shard_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {

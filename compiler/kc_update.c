@@ -50,7 +50,8 @@ static void update_tile(kc_ctx *x, const kv_tile *t, void *v)
     kv_buf out = t->out[0];
     switch (u->op) {
     case NN_OP_GRAD_ACC: {
-        kv_buf a = to_f32(x, t, t->in[0], t->tmp[u->t0]), g = to_f32(x, t, t->in[1], t->tmp[u->t1]);
+        kv_buf a = to_f32(x, t, t->in[0], t->tmp[u->t0]);
+        kv_buf g = to_f32(x, t, t->in[1], t->tmp[u->t1]);
         uint64_t sum = u->dt == ISA_DTYPE_FP32 ? out.addr : t->tmp[u->t0];
         kv_binary(x, t, ISA_OP_VPU_ADD, sum, a, g);
         if (sum != out.addr)
@@ -166,9 +167,10 @@ static np_status update_compile(kc_ctx *x)
     if (kv_emit(x, &p) != NP_OK)
         return kc_status(x);
     /* the minimum: what the op must read (fill: nothing; copy_to: src) and write */
-    x->res->hbm_bytes_min = kc_tensor_bytes(o) + (k->op == NN_OP_FILL ? 0
-                                                  : k->op == NN_OP_COPY_TO ? kc_tensor_bytes(&k->in[1])
-                                                  : kc_tensor_bytes(buf) + kc_tensor_bytes(&k->in[1]));
+    uint64_t rd = k->op == NN_OP_FILL      ? 0
+                  : k->op == NN_OP_COPY_TO ? kc_tensor_bytes(&k->in[1])
+                                           : kc_tensor_bytes(buf) + kc_tensor_bytes(&k->in[1]);
+    x->res->hbm_bytes_min = kc_tensor_bytes(o) + rd;
     return kc_status(x);
 }
 
@@ -183,7 +185,8 @@ static np_status one_hot_compile(kc_ctx *x)
     if (lab->dtype != NN_I32 && lab->dtype != NN_I8)
         return kc_fail(x, NP_ERR_INCONSISTENT, "labels must be i32 or i8, not %s",
                        nn_dtype_name(lab->dtype));
-    if (o->ndim != lab->ndim + 1 || memcmp(o->shape, lab->shape, sizeof(int64_t) * (size_t)lab->ndim))
+    if (o->ndim != lab->ndim + 1 ||
+        memcmp(o->shape, lab->shape, sizeof(int64_t) * (size_t)lab->ndim))
         return kc_fail(x, NP_ERR_INCONSISTENT, "out must be the labels' shape and the classes");
     if (u.offset && ((k->in[1].dtype != NN_I32 && k->in[1].dtype != NN_I8) ||
                      kc_tensor_numel(&k->in[1]) != 1))
@@ -248,7 +251,7 @@ static np_status one_hot_reference(nn_graph *g, const kc_kernel *k, nn_tensor *c
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
-/* ---- `npusim kernel --op` --------------------------------------------------------------------- */
+/* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
 static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
                        np_err *err)
@@ -292,7 +295,7 @@ static np_status one_hot_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_er
     return fresh(p, &k->out[0], (nn_dtype)dt->i, sh->ndim + 1, o, err);
 }
 
-/* ---- the table rows --------------------------------------------------------------------------- */
+/* ---- the table rows ------------------------------------------------------------------------- */
 
 #define KU_N(a) (unsigned)(sizeof a / sizeof a[0])
 #define KU_TILE {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"}
@@ -300,7 +303,8 @@ static np_status one_hot_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_er
 static const kc_attr_def update_keys[] = {
     {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the buffer's shape, AxBx..."},
     {"dtype", KC_ATTR_DTYPE, NN_F32, 0, 0, "the buffer's element type"},
-    {"sdtype", KC_ATTR_DTYPE, -1, 0, 0, "grad_acc's g, copy_to's src: its element type (default: dtype)"},
+    {"sdtype", KC_ATTR_DTYPE, -1, 0, 0,
+     "grad_acc's g, copy_to's src: its element type (default: dtype)"},
 };
 static const kc_attr_def fill_keys[] = {
     {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the buffer's shape, AxBx..."},
@@ -311,7 +315,8 @@ static const kc_attr_def one_hot_keys[] = {
     {"classes", KC_ATTR_INT, KC_REQUIRED, 1, 16777216, "the classes (the output's last dim)"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the output's element type"},
     {"ldtype", KC_ATTR_DTYPE, NN_I32, 0, 0, "the labels' type (i32 or i8)"},
-    {"offset", KC_ATTR_BOOL, 0, 0, 1, "1: an i32 scalar offset subtracted from every label (a vocabulary shard's first class)"},
+    {"offset", KC_ATTR_BOOL, 0, 0, 1,
+     "1: an i32 scalar offset subtracted from every label (a vocabulary shard's first class)"},
 };
 static const kc_attr_def plain_attrs[] = {KU_TILE};
 static const kc_attr_def fill_attrs[] = {

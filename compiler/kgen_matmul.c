@@ -15,7 +15,8 @@ static kc_gemm_shape gemm_shape(const kgen_matmul *mm)
 {
     isa_dtype d = mm->dtype < ISA_DTYPE_COUNT ? mm->dtype : ISA_DTYPE_FP32;
     return (kc_gemm_shape){mm->m, mm->n, mm->k, isa_dtype_size[d],
-                           isa_dtype_size[kgen_matmul_out_dtype(d)], mm->cores, 0, 0, 0, 0, 0, 0, 0};
+                           isa_dtype_size[kgen_matmul_out_dtype(d)], mm->cores, 0, 0, 0, 0, 0,
+                           0, 0};
 }
 
 np_status kgen_matmul_tiles(const arch_config *cfg, kgen_matmul *mm, np_err *err)

@@ -83,7 +83,14 @@ TEST(grad_acc_fill_and_copy_to_equal_the_frameworks_in_place_updates)
     rng_seed(&r, 20261208);
     /* buffer dtype, the other input's, shape (the other input flat: the framework needs the
      * counts to agree, not the shapes), cores */
-    static const struct { nn_op op; nn_dtype bt, st; int nd; int64_t ne[3]; bool flat; uint32_t cores; } cs[] = {
+    static const struct {
+        nn_op op;
+        nn_dtype bt, st;
+        int nd;
+        int64_t ne[3];
+        bool flat;
+        uint32_t cores;
+    } cs[] = {
         {NN_OP_GRAD_ACC, NN_F32, NN_BF16, 2, {37, 129}, false, 2},
         {NN_OP_GRAD_ACC, NN_BF16, NN_BF16, 3, {3, 5, 77}, true, 1},
         {NN_OP_GRAD_ACC, NN_F32, NN_F32, 1, {4099}, false, 2},
@@ -143,7 +150,8 @@ TEST(an_update_in_place_leaves_what_the_reference_leaves_in_the_buffer)
     CU_ASSERT_EQUAL_FATAL(kc_prog_finish(p, &err), NP_OK);
     isa_program *prog = kc_prog_take(p);
     kc_prog_free(p);
-    core_hbm_io in[2] = {{at[0], v[0], bytes, 0}, {at[1], v[1], bytes, 0}}, o = {at[0], got, bytes, 0};
+    core_hbm_io in[2] = {{at[0], v[0], bytes, 0}, {at[1], v[1], bytes, 0}};
+    core_hbm_io o = {at[0], got, bytes, 0};
     core_sim_opts so = {.functional = true, .inputs = in, .n_inputs = 2, .outputs = &o,
                         .n_outputs = 1};
     core_report *rep;
@@ -162,7 +170,15 @@ TEST(one_hot_marks_each_labels_class_less_the_offset_and_nothing_out_of_range)
     rng r;
     rng_seed(&r, 3);
     /* labels shape, classes, labels' dtype, an offset, out dtype, cores */
-    static const struct { int nd; int64_t ne[2]; int64_t c; nn_dtype lt; bool off; nn_dtype ot; uint32_t cores; } cs[] = {
+    static const struct {
+        int nd;
+        int64_t ne[2];
+        int64_t c;
+        nn_dtype lt;
+        bool off;
+        nn_dtype ot;
+        uint32_t cores;
+    } cs[] = {
         {1, {37}, 1001, NN_I32, false, NN_BF16, 1},
         {2, {5, 7}, 33, NN_I8, true, NN_F32, 2},
         {2, {3, 130}, 9, NN_I32, true, NN_BF16, 2},
@@ -287,4 +303,42 @@ TEST(a_shard_offset_past_the_tensor_is_a_fault_of_the_run)
     CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, &(krun_opts){0}, &r, &err), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "does not split"));
     nn_graph_free(g);
+}
+
+TEST(every_spec_of_these_kernels_builds_and_passes_the_seeded_check)
+{
+    /* `npusim kernel --op` texts: the row's keys build the kernel, and krun_kernel_check (what
+     * `npusim kernel --functional` runs) finds every element within its bound */
+    static const char *specs[] = {
+        "grad_acc shape=37x129 dtype=fp32 sdtype=bf16", "grad_acc shape=1000 dtype=bf16",
+        "fill shape=33x77 dtype=bf16 value=1.5", "copy_to shape=129x7 dtype=bf16 sdtype=fp32",
+        "one_hot shape=37 classes=101 dtype=bf16",
+        "one_hot shape=5x7 classes=33 ldtype=i8 offset=1",
+        "shard_slice shape=64x48 size=4", "shard_slice shape=5x6x70 size=3 dim=1 dtype=fp32",
+        "conv2d n=2 h=9 w=8 c=4 k=6 r=3 s=3 pad=1 nchw=1 groups=2",
+        "conv2d h=11 w=10 c=3 k=5 r=3 s=2 stride=2 pad=2 dilation=2 dtype=int8",
+        "matmul m=37 n=45 k=29 ct=2",
+        "matmul m=37 n=45 k=29 reuse=1 tm=8 tn=16 tk=16 ksplit=1 ct=1",
+    };
+    arch_config cfg = arch();
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        np_err err = {0};
+        kc_spec s;
+        CU_ASSERT_EQUAL_FATAL(kc_spec_parse(specs[i], &s, &err), NP_OK);
+        kc_prog *p;
+        CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, NULL, &p, &err), NP_OK);
+        kc_kernel k;
+        CU_ASSERT_EQUAL_FATAL(kc_spec_kernel(p, &s, &k, &err), NP_OK);
+        kc_prog_free(p);
+        krun_result r;
+        krun_check c;
+        np_status st = krun_kernel_check(&cfg, &k, 7, NULL, &r, &c, &err);
+        if (st != NP_OK || c.bad)
+            fprintf(stderr, "%s: %s, %lld of %lld bad\n", specs[i], st ? err.msg : "ran",
+                    (long long)c.bad, (long long)c.n);
+        CU_ASSERT_EQUAL(st, NP_OK);
+        CU_ASSERT(c.n > 0 && c.bad == 0);
+        if (st == NP_OK)
+            krun_result_free(&r);
+    }
 }
