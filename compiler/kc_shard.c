@@ -56,6 +56,10 @@ static np_status shard_compile(kc_ctx *x)
     if (len < 1 || D % len)
         return kc_fail(x, NP_ERR_INCONSISTENT, "a's dim %d of %" PRId64 " does not split into "
                        "parts of %" PRId64, dim, D, len);
+    int64_t size = kc_attr_int(x, "size");
+    if (size && size * len != D)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "a group of %" PRId64 " ranks takes parts of %"
+                       PRId64 " of a's dim %d, not %" PRId64, size, D / size, dim, len);
     if ((O->dtype != NN_I32 && O->dtype != NN_I8) || kc_tensor_numel(O) != 1)
         return kc_fail(x, NP_ERR_INCONSISTENT, "the offset must be an integer scalar");
     int64_t row = row_elems(A, dim), yrow = row_elems(Y, dim);
@@ -180,35 +184,50 @@ static np_status shard_compile(kc_ctx *x)
 
 /* ---- the framework's computation (checks) --------------------------------------------------- */
 
-/* Part offset / len of a along dim: the distributed executor's shard_slice; a group of one is
- * the framework's own node. */
+static int64_t attr_or(const kc_kernel *k, const char *name, int64_t dflt)
+{
+    for (int i = 0; i < k->n_attrs; i++)
+        if (k->attrs[i].name && !strcmp(k->attrs[i].name, name))
+            return k->attrs[i].i;
+    return dflt;
+}
+
+/* The framework's node (nn_shard_slice with the attributes' tag, group size and dim): what
+ * the kernel computes. The reference executor runs it for a group of one only; for more, with
+ * the offset's value known, the part is the distributed executor's (framework/dist.c: part
+ * offset / len), as a framework slice. */
 static np_status shard_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                  nn_tensor **out, np_err *err)
 {
-    int dim = 0;
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && !strcmp(k->attrs[i].name, "dim"))
-            dim = (int)k->attrs[i].i;
-    int64_t D = in[0]->ne[dim], len = k->out[0].shape[dim];
-    if (len == D)
-        out[0] = nn_shard_slice(g, in[0], in[1], 0, 1, dim);
-    else {
-        if (!in[1]->data)
-            return np_err_set(err, NP_ERR_MISSING, "shard_slice: the reference needs the offset's "
-                              "value");
+    int dim = (int)attr_or(k, "dim", 0);
+    if (dim >= in[0]->ndim)
+        return np_err_set(err, NP_ERR_RANGE, "shard_slice: dim %d of %d", dim, in[0]->ndim);
+    int64_t len = k->out[0].shape[dim], D = in[0]->ne[dim];
+    int64_t size = attr_or(k, "size", 0) ? attr_or(k, "size", 0) : D / len;
+    if (size > 1 && in[1]->data) {
         int64_t part = (int64_t)in[1]->data[0] / len;
         out[0] = nn_slice(g, in[0], dim, part * len, (part + 1) * len);
+    } else {
+        out[0] = nn_shard_slice(g, in[0], in[1], (int)attr_or(k, "tag", 0), (int)size, dim);
     }
     return out[0] ? NP_OK : nn_graph_status(g, err);
+}
+
+/* The node's parameters (framework/op_comm.c): its group's tag and size, and the dim. */
+static np_status shard_from_node(const nn_tensor *t, kc_kernel *k, np_err *err)
+{
+    if (k->n_attrs + 3 > KC_MAX_ATTRS)
+        return np_err_set(err, NP_ERR_RANGE, "shard_slice: no room for its attributes");
+    k->attrs[k->n_attrs++] = KC_INT("dim", t->ip[NN_COMM_IP_DIM]);
+    k->attrs[k->n_attrs++] = KC_INT("size", t->ip[NN_COMM_IP_SIZE]);
+    k->attrs[k->n_attrs++] = KC_INT("tag", t->ip[NN_COMM_IP_TAG]);
+    return NP_OK;
 }
 
 /* The offset input's values: any element of the dim (the kernel takes its part). */
 static int64_t shard_index_bound(const kc_kernel *k, int in)
 {
-    int dim = 0;
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && !strcmp(k->attrs[i].name, "dim"))
-            dim = (int)k->attrs[i].i;
+    int dim = (int)attr_or(k, "dim", 0);
     return in == 1 && dim < k->in[0].ndim ? k->in[0].shape[dim] : 0;
 }
 
@@ -218,6 +237,7 @@ static np_status shard_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err 
 {
     const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
     int64_t size = kc_spec_get(s, "size")->i, dim = kc_spec_get(s, "dim")->i;
+    size = size ? size : 2;
     if (!sh || !sh->ndim || dim >= sh->ndim || sh->shape[dim] % size)
         return np_err_set(err, NP_ERR_RANGE, "shard_slice: shape's dim %" PRId64 " must split "
                           "into size = %" PRId64 " parts", dim, size);
@@ -240,10 +260,11 @@ static np_status shard_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err 
 static const kc_attr_def shard_keys[] = {
     {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "a's shape, AxBx..."},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "its element type"},
-    {"size", KC_ATTR_INT, 2, 1, 65536, "the group's ranks: the parts of dim"},
 };
 static const kc_attr_def shard_attrs[] = {
     {"dim", KC_ATTR_INT, 0, 0, KC_MAX_DIMS - 1, "the dim cut into parts"},
+    {"size", KC_ATTR_INT, 0, 0, 1 << 24, "the group's ranks (0: a's dim / out's)"},
+    {"tag", KC_ATTR_INT, 0, 0, 4, "the group's mesh axis (tp, sp, dp, zero, pp: the node's)"},
 };
 
 const kc_kernel_def kc_shard_slice_def = {
@@ -251,6 +272,7 @@ const kc_kernel_def kc_shard_slice_def = {
     .n_attrs = sizeof shard_attrs / sizeof shard_attrs[0], .compile = shard_compile,
     .keys = shard_keys, .n_keys = sizeof shard_keys / sizeof shard_keys[0], .build = shard_build,
     .reference = shard_reference, .index_bound = shard_index_bound,
+    .from_node = shard_from_node,
     .doc = "the offset turned into the part's row indices by the VPU, the rows moved HBM to HBM "
            "by dma.gather",
 };

@@ -1,21 +1,16 @@
-/* kc_update.c — the in-place updates of persistent buffers that parallel strategies add to a
- * step (framework/op_comm.c), and one_hot, on the vector family's streaming engine (kc_vec.h):
+/* kc_update.c — two in-place updates of persistent buffers that parallel strategies add to a
+ * step (framework/op_comm.c), on the vector family's streaming engine (kc_vec.h); fill is
+ * kc_fill.c's:
  *
  *   grad_acc (acc, g)     acc += g: both read, added in fp32, rounded once to acc's type
  *                         (the framework adds in fp32 and rounds the result); written over
  *                         acc's tile
- *   fill (buf)            buf = value in buf's type: nothing read, one vpu.fill per tile
  *   copy_to (dst, src)    dst = src converted to dst's type (master -> model copies): src read,
  *                         dst only written
- *   one_hot (labels [, offset])  out [..., C] = 1 where labels - offset is the class, else 0:
- *                         the class of each element is a position of the engine (vpu.iota),
- *                         the labels a column of the tile, the offset a scalar; compared in
- *                         fp32 (labels below 2^24 are exact there), the mask converted once
  *
- * Operands are the framework node's: the buffer first (grad_acc, fill, copy_to take it as
- * in[0] and write out[0]: the same tensor for an update in place, or another). g and src
- * need the buffer's element count, not its shape (the framework's rule): a dense one is
- * read as if shaped like the buffer. */
+ * Operands are the framework node's: the buffer first (in[0]; out[0] is it for an update in
+ * place, or another tensor shaped like it). g and src need the buffer's element count, not
+ * its shape (the framework's rule): a dense one is read as if shaped like the buffer. */
 #include <inttypes.h>
 #include <math.h>
 #include <string.h>
@@ -27,10 +22,7 @@
 typedef struct ku_plan {
     nn_op op;
     isa_dtype dt;        /* the output's */
-    double value;        /* fill */
     int t0, t1;          /* scratch tiles (fp32) */
-    int pos;             /* one_hot: the class position */
-    bool offset;         /* one_hot: an offset input */
 } ku_plan;
 
 static kv_buf f32(uint64_t addr) { return (kv_buf){addr, ISA_BCAST_FULL, ISA_DTYPE_FP32}; }
@@ -48,39 +40,17 @@ static void update_tile(kc_ctx *x, const kv_tile *t, void *v)
 {
     const ku_plan *u = v;
     kv_buf out = t->out[0];
-    switch (u->op) {
-    case NN_OP_GRAD_ACC: {
-        kv_buf a = to_f32(x, t, t->in[0], t->tmp[u->t0]);
-        kv_buf g = to_f32(x, t, t->in[1], t->tmp[u->t1]);
-        uint64_t sum = u->dt == ISA_DTYPE_FP32 ? out.addr : t->tmp[u->t0];
-        kv_binary(x, t, ISA_OP_VPU_ADD, sum, a, g);
-        if (sum != out.addr)
-            kv_cast(x, t, out.addr, f32(sum), u->dt);
-        break;
-    }
-    case NN_OP_FILL:
-        ISA_EMIT(x->e, VPU_FILL, isa_spad(0, out.addr), isa_f32((float)u->value),
-                 isa_imm((int64_t)t->rows), isa_imm((int64_t)t->cols), isa_enum(u->dt));
-        break;
-    case NN_OP_COPY_TO:
+    if (u->op == NN_OP_COPY_TO) {
         kv_cast(x, t, out.addr, t->in[0], u->dt);
-        break;
-    default: { /* ONE_HOT: class - label + offset == 0 */
-        uint64_t d = t->tmp[u->t0];
-        ISA_EMIT(x->e, VPU_IOTA, isa_spad(0, d), t->pos[u->pos], isa_imm(t->pos_row[u->pos]),
-                 isa_imm(t->pos_col[u->pos]), isa_imm((int64_t)t->rows),
-                 isa_imm((int64_t)t->cols), isa_enum(ISA_DTYPE_FP32));
-        kv_binary(x, t, ISA_OP_VPU_SUB, d, f32(d), to_f32(x, t, t->in[0], t->tmp[u->t1]));
-        if (u->offset)
-            kv_binary(x, t, ISA_OP_VPU_ADD, d, f32(d), to_f32(x, t, t->in[1], t->tmp[u->t1]));
-        uint64_t m = u->dt == ISA_DTYPE_FP32 ? out.addr : t->tmp[u->t1];
-        ISA_EMIT(x->e, VPU_CMPEQS, isa_spad(0, m), isa_spad(0, d), isa_f32(0.0f),
-                 isa_imm((int64_t)t->rows), isa_imm((int64_t)t->cols), isa_enum(ISA_DTYPE_FP32));
-        if (m != out.addr)
-            kv_cast(x, t, out.addr, f32(m), u->dt);
-        break;
+        return;
     }
-    }
+    /* GRAD_ACC */
+    kv_buf a = to_f32(x, t, t->in[0], t->tmp[u->t0]);
+    kv_buf g = to_f32(x, t, t->in[1], t->tmp[u->t1]);
+    uint64_t sum = u->dt == ISA_DTYPE_FP32 ? out.addr : t->tmp[u->t0];
+    kv_binary(x, t, ISA_OP_VPU_ADD, sum, a, g);
+    if (sum != out.addr)
+        kv_cast(x, t, out.addr, f32(sum), u->dt);
 }
 
 /* ---- the kernels ---------------------------------------------------------------------------- */
@@ -123,7 +93,7 @@ static np_status update_compile(kc_ctx *x)
     const kc_kernel *k = x->k;
     const kc_tensor *buf = &k->in[0], *o = &k->out[0];
     kv_plan p;
-    ku_plan u = {.op = k->op, .dt = kc_isa_dtype(o->dtype), .t0 = -1, .t1 = -1, .pos = -1};
+    ku_plan u = {.op = k->op, .dt = kc_isa_dtype(o->dtype), .t0 = -1, .t1 = -1};
     memset(&p, 0, sizeof p);
     if (o->ndim != buf->ndim || memcmp(o->shape, buf->shape, sizeof(int64_t) * (size_t)o->ndim) ||
         o->dtype != buf->dtype)
@@ -133,8 +103,7 @@ static np_status update_compile(kc_ctx *x)
     memcpy(p.shape, o->shape, sizeof p.shape);
     p.n_out = 1;
     p.out[0] = *o;
-    switch (k->op) {
-    case NN_OP_GRAD_ACC:
+    if (k->op == NN_OP_GRAD_ACC) {
         if (!is_float(buf->dtype) || !is_float(k->in[1].dtype))
             return kc_fail(x, NP_ERR_INCONSISTENT, "accumulates float values (%s += %s)",
                            nn_dtype_name(buf->dtype), nn_dtype_name(k->in[1].dtype));
@@ -146,11 +115,7 @@ static np_status update_compile(kc_ctx *x)
         u.t0 = p.n_tmp, p.tmp_bytes[p.n_tmp++] = 4;
         u.t1 = p.n_tmp, p.tmp_bytes[p.n_tmp++] = 4;
         x->res->flops = (uint64_t)kc_tensor_numel(buf);
-        break;
-    case NN_OP_FILL:
-        u.value = kc_attr_real(x, "value");
-        break;
-    default: /* COPY_TO: src only is read */
+    } else { /* COPY_TO: src only is read */
         if (is_float(buf->dtype) != is_float(k->in[1].dtype))
             return kc_fail(x, NP_ERR_INCONSISTENT, "copies %s into %s: one float and one "
                            "integer type", nn_dtype_name(k->in[1].dtype),
@@ -158,7 +123,6 @@ static np_status update_compile(kc_ctx *x)
         p.n_in = 1;
         if (shaped_like(x, &k->in[1], buf, "src", &p.in[0]) != NP_OK)
             return kc_status(x);
-        break;
     }
     p.max_tile = (uint64_t)kc_attr_int(x, "tile");
     p.tile = update_tile;
@@ -166,68 +130,14 @@ static np_status update_compile(kc_ctx *x)
     p.what = nn_op_name(k->op);
     if (kv_emit(x, &p) != NP_OK)
         return kc_status(x);
-    /* the minimum: what the op must read (fill: nothing; copy_to: src) and write */
-    uint64_t rd = k->op == NN_OP_FILL      ? 0
-                  : k->op == NN_OP_COPY_TO ? kc_tensor_bytes(&k->in[1])
-                                           : kc_tensor_bytes(buf) + kc_tensor_bytes(&k->in[1]);
+    /* the minimum: what the op must read (copy_to: src only) and write */
+    uint64_t rd = k->op == NN_OP_COPY_TO ? kc_tensor_bytes(&k->in[1])
+                                         : kc_tensor_bytes(buf) + kc_tensor_bytes(&k->in[1]);
     x->res->hbm_bytes_min = kc_tensor_bytes(o) + rd;
     return kc_status(x);
 }
 
-static np_status one_hot_compile(kc_ctx *x)
-{
-    const kc_kernel *k = x->k;
-    const kc_tensor *lab = &k->in[0], *o = &k->out[0];
-    kv_plan p;
-    ku_plan u = {.op = k->op, .dt = kc_isa_dtype(o->dtype), .t0 = -1, .t1 = -1,
-                 .offset = k->n_in > 1};
-    memset(&p, 0, sizeof p);
-    if (lab->dtype != NN_I32 && lab->dtype != NN_I8)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "labels must be i32 or i8, not %s",
-                       nn_dtype_name(lab->dtype));
-    if (o->ndim != lab->ndim + 1 ||
-        memcmp(o->shape, lab->shape, sizeof(int64_t) * (size_t)lab->ndim))
-        return kc_fail(x, NP_ERR_INCONSISTENT, "out must be the labels' shape and the classes");
-    if (u.offset && ((k->in[1].dtype != NN_I32 && k->in[1].dtype != NN_I8) ||
-                     kc_tensor_numel(&k->in[1]) != 1))
-        return kc_fail(x, NP_ERR_INCONSISTENT, "the offset must be an integer scalar");
-    p.ndim = o->ndim;
-    memcpy(p.shape, o->shape, sizeof p.shape);
-    p.n_out = 1;
-    p.out[0] = *o;
-    /* the labels: one per row of classes (a trailing dim of 1), the offset everywhere */
-    p.n_in = k->n_in;
-    p.in[0] = *lab;
-    p.in[0].ndim = lab->ndim + 1;
-    p.in[0].shape[lab->ndim] = 1;
-    p.in[0].stride[lab->ndim] = 0;
-    if (u.offset) {
-        p.in[1] = k->in[1];
-        p.in[1].ndim = 0;
-    }
-    u.pos = p.n_pos++;
-    p.pos_stride[u.pos][o->ndim - 1] = 1; /* the class */
-    u.t0 = p.n_tmp, p.tmp_bytes[p.n_tmp++] = 4;
-    u.t1 = p.n_tmp, p.tmp_bytes[p.n_tmp++] = 4;
-    p.max_tile = (uint64_t)kc_attr_int(x, "tile");
-    p.tile = update_tile;
-    p.ctx = &u;
-    p.what = "one_hot";
-    if (kv_emit(x, &p) != NP_OK)
-        return kc_status(x);
-    x->res->flops = 3 * (uint64_t)kc_tensor_numel(o);
-    return kc_status(x);
-}
-
 /* ---- the framework's computation (checks) --------------------------------------------------- */
-
-static double attr_real(const kc_kernel *k, const char *name, double dflt)
-{
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && !strcmp(k->attrs[i].name, name))
-            return k->attrs[i].f;
-    return dflt;
-}
 
 /* The update on a copy of the buffer (its node writes its source in place). */
 static np_status update_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
@@ -237,18 +147,9 @@ static np_status update_reference(nn_graph *g, const kc_kernel *k, nn_tensor *co
     if (buf && in[0]->data && !nn_tensor_set(buf, in[0]->data))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     nn_tensor *y = k->op == NN_OP_GRAD_ACC ? nn_grad_accumulate(g, buf, in[1])
-                   : k->op == NN_OP_COPY_TO ? nn_copy_to(g, buf, in[1])
-                                            : nn_fill(g, buf, attr_real(k, "value", 0));
+                                           : nn_copy_to(g, buf, in[1]);
     out[0] = y;
     return y ? NP_OK : nn_graph_status(g, err);
-}
-
-static np_status one_hot_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
-                                   nn_tensor **out, np_err *err)
-{
-    const kc_tensor *o = &k->out[0];
-    out[0] = nn_one_hot(g, in[0], k->n_in > 1 ? in[1] : NULL, o->shape[o->ndim - 1], o->dtype);
-    return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
@@ -268,31 +169,13 @@ static np_status update_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err
         return np_err_set(err, NP_ERR_MISSING, "%s: give the buffer's shape (shape=AxBx...)",
                           nn_op_name(s->op));
     memset(k, 0, sizeof *k);
-    k->op = s->op, k->n_in = s->op == NN_OP_FILL ? 1 : 2, k->n_out = 1;
+    k->op = s->op, k->n_in = 2, k->n_out = 1;
     nn_dtype t = (nn_dtype)dt->i, st = sd && sd->i >= 0 ? (nn_dtype)sd->i : t;
     if (fresh(p, &k->in[0], t, sh->ndim, sh->shape, err) != NP_OK ||
-        (k->n_in > 1 && fresh(p, &k->in[1], st, sh->ndim, sh->shape, err) != NP_OK))
+        fresh(p, &k->in[1], st, sh->ndim, sh->shape, err) != NP_OK)
         return err->status;
     k->out[0] = k->in[0]; /* in place */
     return NP_OK;
-}
-
-static np_status one_hot_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
-{
-    const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
-    const kc_spec_val *ld = kc_spec_get(s, "ldtype");
-    int64_t C = kc_spec_get(s, "classes")->i;
-    if (!sh || !sh->ndim || sh->ndim + 1 > KC_MAX_DIMS)
-        return np_err_set(err, NP_ERR_MISSING, "one_hot: give the labels' shape (shape=AxBx...)");
-    memset(k, 0, sizeof *k);
-    k->op = NN_OP_ONE_HOT, k->n_in = kc_spec_get(s, "offset")->i ? 2 : 1, k->n_out = 1;
-    int64_t o[KC_MAX_DIMS];
-    memcpy(o, sh->shape, sizeof(int64_t) * (size_t)sh->ndim);
-    o[sh->ndim] = C;
-    if (fresh(p, &k->in[0], (nn_dtype)ld->i, sh->ndim, sh->shape, err) != NP_OK ||
-        (k->n_in > 1 && fresh(p, &k->in[1], NN_I32, 1, (int64_t[]){1}, err) != NP_OK))
-        return err->status;
-    return fresh(p, &k->out[0], (nn_dtype)dt->i, sh->ndim + 1, o, err);
 }
 
 /* ---- the table rows ------------------------------------------------------------------------- */
@@ -306,23 +189,7 @@ static const kc_attr_def update_keys[] = {
     {"sdtype", KC_ATTR_DTYPE, -1, 0, 0,
      "grad_acc's g, copy_to's src: its element type (default: dtype)"},
 };
-static const kc_attr_def fill_keys[] = {
-    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the buffer's shape, AxBx..."},
-    {"dtype", KC_ATTR_DTYPE, NN_F32, 0, 0, "the buffer's element type"},
-};
-static const kc_attr_def one_hot_keys[] = {
-    {"shape", KC_ATTR_SHAPE, KC_REQUIRED, 0, 0, "the labels' shape, AxBx..."},
-    {"classes", KC_ATTR_INT, KC_REQUIRED, 1, 16777216, "the classes (the output's last dim)"},
-    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the output's element type"},
-    {"ldtype", KC_ATTR_DTYPE, NN_I32, 0, 0, "the labels' type (i32 or i8)"},
-    {"offset", KC_ATTR_BOOL, 0, 0, 1,
-     "1: an i32 scalar offset subtracted from every label (a vocabulary shard's first class)"},
-};
 static const kc_attr_def plain_attrs[] = {KU_TILE};
-static const kc_attr_def fill_attrs[] = {
-    {"value", KC_ATTR_REAL, 0, -HUGE_VAL, HUGE_VAL, "the value every element is set to"}, KU_TILE,
-};
-
 #define KU_DOC "the streaming engine (kc_vec.h): the buffer's tiles through two buffer sets per " \
                "core, written over in place"
 
@@ -333,24 +200,9 @@ const kc_kernel_def kc_grad_acc_def = {
     .doc = KU_DOC "; acc + g in fp32, rounded once",
 };
 
-const kc_kernel_def kc_fill_def = {
-    .op = NN_OP_FILL, .n_in = 1, .n_out = 1, .attrs = fill_attrs, .n_attrs = KU_N(fill_attrs),
-    .compile = update_compile, .keys = fill_keys, .n_keys = KU_N(fill_keys),
-    .build = update_build, .reference = update_reference,
-    .doc = KU_DOC "; vpu.fill, nothing read",
-};
-
 const kc_kernel_def kc_copy_to_def = {
     .op = NN_OP_COPY_TO, .n_in = 2, .n_out = 1, .attrs = plain_attrs,
     .n_attrs = KU_N(plain_attrs), .compile = update_compile, .keys = update_keys,
     .n_keys = KU_N(update_keys), .build = update_build, .reference = update_reference,
     .doc = KU_DOC "; src converted to the buffer's type, the buffer only written",
-};
-
-const kc_kernel_def kc_one_hot_def = {
-    .op = NN_OP_ONE_HOT, .n_in = -1, .n_out = 1, .attrs = plain_attrs,
-    .n_attrs = KU_N(plain_attrs), .compile = one_hot_compile, .keys = one_hot_keys,
-    .n_keys = KU_N(one_hot_keys), .build = one_hot_build, .reference = one_hot_reference,
-    .doc = "the streaming engine (kc_vec.h): each tile's classes (vpu.iota) compared with its "
-           "labels (a column) less the offset, the mask converted to the output's type",
 };

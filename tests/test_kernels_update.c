@@ -1,10 +1,10 @@
-/* test_kernels_update.c — the kernels of the ops parallel strategies add to a step
- * (compiler/kc_update.c, kc_shard.c): grad_acc, fill, copy_to, one_hot and shard_slice, run
- * functionally on the core model (sim/krun.h) against the framework's reference executor on
- * odd shapes (tiles that do not divide them, one core and two), every dtype each takes, in
- * place where the framework updates in place; shard_slice's part chosen at run time by a value
- * in HBM, against the distributed executor's rule (part offset / length) and a fault for an
- * offset past the tensor. */
+/* test_kernels_update.c — kernels of the ops parallel strategies add to a step
+ * (compiler/kc_update.c, kc_shard.c): grad_acc, copy_to and shard_slice, run functionally on
+ * the core model (sim/krun.h) against the framework's reference executor on odd shapes (tiles
+ * that do not divide them, one core and two), every dtype each takes, in place where the
+ * framework updates in place; shard_slice's part chosen at run time by a value in HBM, against
+ * the distributed executor's rule (part offset / length) and a fault for an offset past the
+ * tensor. (fill and one_hot: tests/test_kernels_fill.c.) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -77,7 +77,7 @@ static nn_tensor *reference(nn_graph *g, const kc_kernel *k, nn_tensor **in)
     return y;
 }
 
-TEST(grad_acc_fill_and_copy_to_equal_the_frameworks_in_place_updates)
+TEST(grad_acc_and_copy_to_equal_the_frameworks_in_place_updates)
 {
     rng r;
     rng_seed(&r, 20261208);
@@ -98,8 +98,6 @@ TEST(grad_acc_fill_and_copy_to_equal_the_frameworks_in_place_updates)
         {NN_OP_COPY_TO, NN_BF16, NN_F32, 2, {129, 7}, false, 2},
         {NN_OP_COPY_TO, NN_F32, NN_BF16, 3, {2, 9, 31}, true, 1},
         {NN_OP_COPY_TO, NN_I32, NN_I32, 1, {1000}, false, 1},
-        {NN_OP_FILL, NN_BF16, NN_BF16, 2, {33, 77}, false, 2},
-        {NN_OP_FILL, NN_F32, NN_F32, 1, {5}, false, 1},
     };
     for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
         nn_graph *g = nn_graph_new(1);
@@ -108,13 +106,9 @@ TEST(grad_acc_fill_and_copy_to_equal_the_frameworks_in_place_updates)
             n *= cs[i].ne[d];
         bool ints = cs[i].bt == NN_I32;
         nn_tensor *in[2] = {leaf(g, cs[i].bt, cs[i].nd, cs[i].ne, &r, -100, ints ? 200 : 0)};
-        if (cs[i].op != NN_OP_FILL)
-            in[1] = cs[i].flat ? leaf(g, cs[i].st, 1, &n, &r, -100, ints ? 200 : 0)
-                               : leaf(g, cs[i].st, cs[i].nd, cs[i].ne, &r, -100, ints ? 200 : 0);
-        kc_kernel k = {.op = cs[i].op, .n_in = cs[i].op == NN_OP_FILL ? 1 : 2, .n_out = 1,
-                       .place = {0, 0, cs[i].cores}};
-        if (cs[i].op == NN_OP_FILL)
-            k.attrs[k.n_attrs++] = KC_REAL("value", i == 7 ? -2.75 : 1e-3); /* 1e-3 rounds */
+        in[1] = cs[i].flat ? leaf(g, cs[i].st, 1, &n, &r, -100, ints ? 200 : 0)
+                           : leaf(g, cs[i].st, cs[i].nd, cs[i].ne, &r, -100, ints ? 200 : 0);
+        kc_kernel k = {.op = cs[i].op, .n_in = 2, .n_out = 1, .place = {0, 0, cs[i].cores}};
         for (int j = 0; j < k.n_in; j++)
             kc_tensor_of(&k.in[j], 0, in[j]);
         kc_tensor_of(&k.out[0], 0, in[0]);
@@ -163,57 +157,6 @@ TEST(an_update_in_place_leaves_what_the_reference_leaves_in_the_buffer)
     core_report_free(rep);
     isa_program_free(prog);
     free(got), free(v[0]), free(v[1]);
-}
-
-TEST(one_hot_marks_each_labels_class_less_the_offset_and_nothing_out_of_range)
-{
-    rng r;
-    rng_seed(&r, 3);
-    /* labels shape, classes, labels' dtype, an offset, out dtype, cores */
-    static const struct {
-        int nd;
-        int64_t ne[2];
-        int64_t c;
-        nn_dtype lt;
-        bool off;
-        nn_dtype ot;
-        uint32_t cores;
-    } cs[] = {
-        {1, {37}, 1001, NN_I32, false, NN_BF16, 1},
-        {2, {5, 7}, 33, NN_I8, true, NN_F32, 2},
-        {2, {3, 130}, 9, NN_I32, true, NN_BF16, 2},
-        {1, {1}, 5, NN_I32, false, NN_F32, 1},
-    };
-    for (size_t i = 0; i < sizeof cs / sizeof cs[0]; i++) {
-        nn_graph *g = nn_graph_new(1);
-        /* labels around the classes: some below the offset, some past the last class */
-        int64_t lo = cs[i].off ? 2 : -2, span = cs[i].c + cs[i].c / 2 + 5;
-        if (cs[i].lt == NN_I8 && span > 100)
-            span = 100;
-        nn_tensor *in[2] = {leaf(g, cs[i].lt, cs[i].nd, cs[i].ne, &r, lo, span)};
-        if (cs[i].off) {
-            in[1] = nn_input(g, "off", NN_I32, 1, (int64_t[]){1});
-            CU_ASSERT_FATAL(nn_tensor_alloc(in[1]));
-            in[1]->data[0] = 4;
-        }
-        int64_t ne[3] = {cs[i].ne[0], cs[i].ne[1], 0};
-        ne[cs[i].nd] = cs[i].c;
-        kc_kernel k = {.op = NN_OP_ONE_HOT, .n_in = cs[i].off ? 2 : 1, .n_out = 1,
-                       .place = {0, 0, cs[i].cores}};
-        for (int j = 0; j < k.n_in; j++)
-            kc_tensor_of(&k.in[j], 0, in[j]);
-        nn_tensor *got = like(g, cs[i].ot, cs[i].nd + 1, ne);
-        kc_tensor_of(&k.out[0], 0, got);
-        nn_tensor *want = reference(g, &k, in);
-        /* the reference marks some classes and leaves some rows (of many) empty */
-        double ones = 0, n = (double)nn_numel(in[0]);
-        for (int64_t j = 0; j < nn_numel(want); j++)
-            ones += want->data[j];
-        CU_ASSERT(ones <= n && (n < 20 || (ones > 0 && ones < n)));
-        krun_io io = {.in = {in[0], in[1]}, .out = {got}};
-        run_exact(&k, &io, want, "one_hot");
-        nn_graph_free(g);
-    }
 }
 
 /* shard_slice of a (shape ne, along dim, in parts of len) with offset off into out (its
@@ -311,9 +254,7 @@ TEST(every_spec_of_these_kernels_builds_and_passes_the_seeded_check)
      * `npusim kernel --functional` runs) finds every element within its bound */
     static const char *specs[] = {
         "grad_acc shape=37x129 dtype=fp32 sdtype=bf16", "grad_acc shape=1000 dtype=bf16",
-        "fill shape=33x77 dtype=bf16 value=1.5", "copy_to shape=129x7 dtype=bf16 sdtype=fp32",
-        "one_hot shape=37 classes=101 dtype=bf16",
-        "one_hot shape=5x7 classes=33 ldtype=i8 offset=1",
+        "copy_to shape=129x7 dtype=bf16 sdtype=fp32",
         "shard_slice shape=64x48 size=4", "shard_slice shape=5x6x70 size=3 dim=1 dtype=fp32",
         "conv2d n=2 h=9 w=8 c=4 k=6 r=3 s=3 pad=1 nchw=1 groups=2",
         "conv2d h=11 w=10 c=3 k=5 r=3 s=2 stride=2 pad=2 dilation=2 dtype=int8",
@@ -341,4 +282,40 @@ TEST(every_spec_of_these_kernels_builds_and_passes_the_seeded_check)
         if (st == NP_OK)
             krun_result_free(&r);
     }
+}
+
+TEST(shard_slice_describes_the_plans_node_from_its_parameters)
+{
+    /* the lowering makes a node's kernel with from_node and checks that the kernel's reference
+     * is the node: its op, shape and parameters (group tag and size, dim) */
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *a = nn_input(g, "a", NN_BF16, 3, (int64_t[]){2, 12, 5});
+    nn_tensor *off = nn_input(g, "off", NN_I32, 1, (int64_t[]){1});
+    nn_tensor *node = nn_shard_slice(g, a, off, 2, 4, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(node);
+    const kc_kernel_def *d = kc_kernel_find(NN_OP_SHARD_SLICE);
+    kc_kernel k = {.op = NN_OP_SHARD_SLICE, .n_in = 2, .n_out = 1};
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(d->from_node(node, &k, &err), NP_OK);
+    kc_tensor_of(&k.in[0], 0, a);
+    kc_tensor_of(&k.in[1], 0, off);
+    kc_tensor_of(&k.out[0], 0, node);
+    nn_graph *h = nn_graph_new(1);
+    nn_tensor *in[2] = {nn_input(h, "a", NN_BF16, 3, a->ne),
+                        nn_input(h, "off", NN_I32, 1, off->ne)};
+    nn_tensor *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(d->reference(h, &k, in, &r, &err), NP_OK);
+    CU_ASSERT_EQUAL(r->op, NN_OP_SHARD_SLICE);
+    CU_ASSERT_EQUAL(r->ne[1], 3);
+    CU_ASSERT_EQUAL(memcmp(r->ip, node->ip, sizeof r->ip), 0);
+    /* and it compiles for that node: a group of 4 takes parts of 3 of the 12 */
+    arch_config cfg = arch();
+    krun_result kr;
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, &(krun_opts){0}, &kr, &err), NP_OK);
+    krun_result_free(&kr);
+    k.attrs[1] = KC_INT("size", 3); /* a group that does not match the shapes */
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, &(krun_opts){0}, &kr, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "a group of 3 ranks"));
+    nn_graph_free(h);
+    nn_graph_free(g);
 }
