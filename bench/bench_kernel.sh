@@ -20,13 +20,12 @@ done
 npusim=$build/sim/npusim
 [ -x "$npusim" ] || { echo "bench_kernel.sh: $npusim not built (run scripts/setup.sh)" >&2; exit 2; }
 op="matmul m=4096 n=4096 k=4096 dtype=bf16 pad=128"
-set_=(--set core.mxu_weight_double_buffer=1)
 status=0
 out="["
 sep=""
 for cores in 1 8; do
   target=$([ "$cores" = 1 ] && echo 90 || echo 80)
-  j=$("$npusim" kernel --arch tpu-pod "${set_[@]}" --op "$op" --cores "$cores" --json)
+  j=$("$npusim" kernel --arch tpu-pod --op "$op" --cores "$cores" --json)
   line=$(python3 - "$j" "$cores" "$target" <<'PY'
 import json, sys
 d = json.loads(sys.argv[1]); cores = int(sys.argv[2]); target = float(sys.argv[3])

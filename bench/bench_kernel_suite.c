@@ -1,5 +1,6 @@
 /* bench_kernel_suite.c — the tile choice on bench/kernel_suite.txt: for every kernel, the cost
- * model's choice and the tuned one (the fastest of the model's 8 best, simulated), the model's
+ * model's choice and the tuned one (the fastest of the candidates it offers, simulated: its best
+ * tilings, each with its operand-reuse twin), the model's
  * error, and the suite's error distribution (sim/ksuite.h; docs/compiler.md).
  *
  *   build/bench/bench_kernel_suite [SUITE] [--json]   (default: bench/kernel_suite.txt) */
@@ -89,7 +90,7 @@ int main(int argc, char **argv)
                "  min %+.1f%%, 25%% %+.1f%%, median %+.1f%%, 75%% %+.1f%%, max %+.1f%%; mean |err| "
                "%.1f%%; %zu of %zu within 15%%\n", n, s.err_min, s.err_p25, s.err_median,
                s.err_p75, s.err_max, s.abs_err_mean, s.within_15, n);
-        printf("tuning (fastest of the model's 8 best, simulated): never slower: %s; >= 10%% "
+        printf("tuning (fastest of the model's candidates, simulated): never slower: %s; >= 10%% "
                "faster on %zu kernels\n", s.tuned_slower ? "NO" : "yes", s.gain_10);
         printf("wall time %.1f s\n", secs);
     }

@@ -125,12 +125,14 @@ static double copy_cycles(cm *c, uint64_t addr, uint64_t rows, uint64_t stride,
     return (double)b / bw;
 }
 
-/* A slice's DMA time (the A and B parts) of the tile at (i0, j0), depth tk at k0. */
+/* A slice's DMA time (the A and B parts) of the tile at (i0, j0), depth tk at k0. A
+ * convolution's A slice is gathered from the staged block: scratchpad copies, each paying
+ * the DMA's setup and moving its bytes twice through the ports. */
 static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t tn, uint64_t k0,
                         uint64_t tk, uint64_t count, uint64_t *copies)
 {
     const kmm *m = c->m;
-    uint64_t e = m->e;
+    uint64_t e = m->e, gathers = 0;
     double t = 0;
     *copies = 2;
     switch (m->ak) {
@@ -142,24 +144,11 @@ static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
         t += copy_cycles(c, m->a_base + k0 * (uint64_t)m->lda + i0 * e, tk, (uint64_t)m->lda,
                          tm * e, count);
         break;
-    case KMM_A_CONV: {
-        /* a gather per piece of the tile and filter row of the slice (kc_gemm_emit.c picks
-         * the cheaper of that and per output row for whole filter rows: counted the same) */
-        const kmm_conv *g = &m->cv;
-        uint64_t pieces = kmm_tile_pieces(g->f_out, i0, tm, NULL, NULL);
-        uint64_t frows = (k0 + tk - 1) / g->sc - k0 / g->sc + 1;
-        uint64_t touched = (i0 + tm - 1) / g->f_out - i0 / g->f_out + 1;
-        uint64_t n = pieces * frows;
-        if (g->rows_ok && tk >= g->sc && touched + 2 * pieces < n)
-            n = touched + 2 * pieces;
-        uint64_t run = min_u64(g->sc, tk) * e;
-        double one = copy_cycles(c, m->a_base, tm * tk * e / run / n + 1, g->sw * g->c * e,
-                                 run, 0);
-        t += (double)n * one;
-        c->hbm_bytes += tm * tk * e * count;
-        *copies = n + 1;
+    case KMM_A_CONV:
+        gathers = kmm_gather_count(&m->cv, i0, tm, k0, tk);
+        t += 2.0 * (double)(tm * tk * e) / c->port_bw;
+        *copies = 1;
         break;
-    }
     }
     if (!m->b_cols)
         t += copy_cycles(c, m->b_base + k0 * (uint64_t)m->ldb + j0 * e, tk, (uint64_t)m->ldb,
@@ -167,7 +156,26 @@ static double slice_dma(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     else
         t += copy_cycles(c, m->b_base + j0 * (uint64_t)m->ldb + k0 * e, tn, (uint64_t)m->ldb,
                          tk * e, count);
-    return t + c->lat * (double)cdiv(*copies, c->outstanding);
+    return t + c->lat * (double)cdiv(*copies, c->outstanding) +
+           (double)(gathers * (uint64_t)c->cfg->core.dma_setup_cycles);
+}
+
+/* A convolution's staging of the block of the tile row of tm pixels at i0 (count such rows):
+ * the input rows it needs (at most the input's) copied from HBM, after a fence. */
+static double stage_cost(cm *c, uint64_t i0, uint64_t tm, uint64_t count)
+{
+    const kmm *m = c->m;
+    const kmm_conv *g = &m->cv;
+    uint64_t e = m->e, n = min_u64(kmm_block_rows(g, i0, tm), g->h);
+    double t;
+    if (g->cm) /* per channel n rows of wcopy, or one run when the rows are whole */
+        t = g->wcopy == g->w ? copy_cycles(c, m->a_base, g->c, g->xchan, n * g->xrow, count)
+                             : copy_cycles(c, m->a_base, n * g->c, g->xrow, g->wcopy * e, count);
+    else if (g->c == g->ctot)
+        t = copy_cycles(c, m->a_base, n, g->xrow, g->wcopy * g->c * e, count);
+    else
+        t = copy_cycles(c, m->a_base, n * g->wcopy, g->ctot * e, g->c * e, count);
+    return t + c->lat;
 }
 
 /* The durations of one tile class (tm x tn): per slice, full and edge (DMA loads, array);
@@ -185,19 +193,29 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     tile_t t = {tm, tn, 0, 0, 0, 0, 0, 0, 0};
     uint64_t full = c->K / m->TK, edge = c->K % m->TK, copies;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
-    double tr = m->ak == KMM_A_COLS ? (double)(tm * m->TK) / lanes : 0; /* the VPU's transpose */
+    /* the VPU's transposes of a slice: a column-major A streamed, a row-major B under ct */
+    double tr_per_k = ((kmm_a_transposed(m) ? (double)tm : 0) +
+                       (kmm_b_transposed(m) ? (double)tn : 0)) / lanes;
+    /* the array: A streamed through B, or under ct B^T through A^T */
+    uint64_t sm = m->ct ? tn : tm, sn = m->ct ? tm : tn;
     if (full) {
-        t.load_full = slice_dma(c, i0, j0, tm, tn, 0, m->TK, count * full, &copies) + tr;
-        t.mm_full = (double)kmm_array_cycles(cfg, m->dt, tm, tn, m->TK);
+        t.load_full = slice_dma(c, i0, j0, tm, tn, 0, m->TK, count * full, &copies) +
+                      tr_per_k * (double)m->TK;
+        t.mm_full = (double)kmm_array_cycles(cfg, m->dt, sm, sn, m->TK);
     }
     if (edge) {
         t.load_edge = slice_dma(c, i0, j0, tm, tn, full * m->TK, edge, count, &copies) +
-                      (m->ak == KMM_A_COLS ? (double)(tm * edge) / lanes : 0);
-        t.mm_edge = (double)kmm_array_cycles(cfg, m->dt, tm, tn, edge);
+                      tr_per_k * (double)edge;
+        t.mm_edge = (double)kmm_array_cycles(cfg, m->dt, sm, sn, edge);
     }
     t.drain = (double)cdiv(tm * tn, (uint64_t)cfg->core.array_cols);
-    t.store = copy_cycles(c, m->c_base + i0 * (uint64_t)m->ldc + j0 * m->ce, tm, (uint64_t)m->ldc,
-                          tn * m->ce, count) + c->lat;
+    if (m->c_cols)
+        t.store = copy_cycles(c, m->c_base + j0 * (uint64_t)m->ldc + i0 * m->ce, tn,
+                              (uint64_t)m->ldc, tm * m->ce, count) + c->lat;
+    else
+        t.store = copy_cycles(c, m->c_base + i0 * (uint64_t)m->ldc + j0 * m->ce, tm,
+                              (uint64_t)m->ldc, tn * m->ce, count) + c->lat;
+    t.vpu = (double)kmm_c_transposes(m) * (double)(tm * tn) / lanes;
     for (int a = 0; a < m->n_args; a++) {
         const kmm_arg *g = &m->args[a];
         uint64_t ae = isa_dtype_size[g->dt];
@@ -215,9 +233,9 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
          * rate, then converts the sum */
         double noc = (double)cfg->chip.noc_flit_bytes * cfg->chip.noc_clock_ghz / cfg->core.clock_ghz;
         double bytes = (double)(tm * tn * 4), add = (double)(tm * tn) / lanes;
-        /* they arrive over the root router's links (two at a mesh corner) while it adds */
-        double links = m->pk - 1 < 2 ? (double)(m->pk - 1) : 2.0;
-        double wire = (double)(m->pk - 1) * bytes / (noc * links), adds = (double)(m->pk - 1) * add;
+        /* they arrive through the root router's one ejection port, a flit per NoC cycle,
+         * while it adds */
+        double wire = (double)(m->pk - 1) * bytes / noc, adds = (double)(m->pk - 1) * add;
         t.vpu += (wire > adds ? wire : adds) + add +
                  2 * (double)(cfg->chip.noc_router_cycles + cfg->chip.noc_link_cycles);
     }
@@ -262,12 +280,14 @@ static void pipe_mms(pipe *p, const tile_t *t, uint64_t full, uint64_t from, uin
     }
 }
 
-/* A row of n tiles of class t (the last one of class last, e.g. an edge tile). */
+/* A row of n tiles of class t (the last one of class last, e.g. an edge tile), after the
+ * staging of its block (a convolution's: stage cycles of the DMA). */
 static void pipe_row(pipe *p, const tile_t *t, const tile_t *last, uint64_t n, uint64_t S,
-                     uint64_t full)
+                     uint64_t full, double stage)
 {
     uint64_t h = S < 2 ? S : 2;
     double ld[4] = {0}, ld_next[4] = {0};
+    p->dma += stage;
     /* the first tile's head */
     pipe_loads(p, n == 1 ? last : t, S, full, 0, h, ld);
     for (uint64_t j = 0; j < n; j++) {
@@ -296,33 +316,62 @@ static void pipe_row(pipe *p, const tile_t *t, const tile_t *last, uint64_t n, u
     }
 }
 
-/* One core's block [r0, r1) x [c0, c1) of the tile grid, its HBM bandwidth bw (bytes per
- * cycle): its time, and its HBM bytes in *bytes. */
-static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_t r0,
-                        uint64_t r1, uint64_t c0, uint64_t c1, uint64_t *bytes)
+/* The costs of one core's part (kmm_part: batches, tile rows, tile columns) at HBM bandwidth bw
+ * (bytes per cycle): its tile classes (full and edge rows x full and edge columns), the
+ * staging of a convolution's blocks, and the counts they repeat. */
+typedef struct block_t {
+    cm c;
+    uint64_t batches, nfr, ncols, nfc, S, full, edge;
+    bool er;
+    tile_t ff, fe, ef, ee;
+    double st_full, st_edge;
+} block_t;
+
+static void block_costs(block_t *k, const kmm *m, const arch_config *cfg, double bw,
+                        const kmm_part *pt)
 {
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), batches = 1;
+    uint64_t r0 = pt->r0, r1 = pt->r1, c0 = pt->c0, c1 = pt->c1;
     for (int b = 0; b < m->nb; b++)
-        batches *= m->bcount[b];
+        batches *= b ? m->bcount[b] : pt->b1 - pt->b0;
     uint64_t pk = m->pk ? m->pk : 1, kl = min_u64(m->K, cdiv(cdiv(m->K, m->TK), pk) * m->TK);
-    uint64_t S = cdiv(kl, m->TK), full = kl / m->TK;
     double ghz = cfg->core.clock_ghz;
-    cm c = {m, cfg, bw, cfg->chip.hbm_gb_per_s / ghz,
-            (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
-            cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
-            (uint64_t)cfg->core.dma_outstanding, 0, kl};
+    k->c = (cm){m, cfg, bw, cfg->chip.hbm_gb_per_s / ghz,
+                (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
+                cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
+                (uint64_t)cfg->core.dma_outstanding, 0, kl};
+    cm *c = &k->c;
+    k->batches = batches, k->S = cdiv(kl, m->TK), k->full = kl / m->TK, k->edge = kl % m->TK;
     bool er = r1 == rows && m->M % m->TM, ec = c1 == cols && m->N % m->TN;
-    uint64_t nfr = r1 - r0 - er, ncols = c1 - c0;
+    k->er = er;
+    k->nfr = r1 - r0 - er, k->ncols = c1 - c0, k->nfc = k->ncols - ec;
+    uint64_t nfr = k->nfr, nfc = k->nfc;
     uint64_t tm_e = m->M - (rows - 1) * m->TM, tn_e = m->N - (cols - 1) * m->TN;
     uint64_t i0 = r0 * m->TM, j0 = c0 * m->TN, ie = (rows - 1) * m->TM, je = (cols - 1) * m->TN;
-    /* the tile classes: full and edge rows x full and edge columns */
-    uint64_t nfc = ncols - ec;
-    tile_t ff = tile_cost(&c, i0, j0, m->TM, m->TN, nfr * nfc * batches);
-    tile_t fe = ec ? tile_cost(&c, i0, je, m->TM, tn_e, nfr * batches) : ff;
-    tile_t ef = er ? tile_cost(&c, ie, j0, tm_e, m->TN, nfc * batches) : ff;
-    tile_t ee = er && ec ? tile_cost(&c, ie, je, tm_e, tn_e, batches) : er ? ef : fe;
+    k->ff = tile_cost(c, i0, j0, m->TM, m->TN, nfr * nfc * batches);
+    k->fe = ec ? tile_cost(c, i0, je, m->TM, tn_e, nfr * batches) : k->ff;
+    k->ef = er ? tile_cost(c, ie, j0, tm_e, m->TN, nfc * batches) : k->ff;
+    k->ee = er && ec ? tile_cost(c, ie, je, tm_e, tn_e, batches) : er ? k->ef : k->fe;
     if (!nfc) /* only the edge column */
-        ff = fe, ef = ee;
+        k->ff = k->fe, k->ef = k->ee;
+    k->st_full = k->st_edge = 0;
+    if (m->ak == KMM_A_CONV) {
+        k->st_full = nfr ? stage_cost(c, i0, m->TM, nfr * batches) : 0;
+        k->st_edge = er ? stage_cost(c, ie, tm_e, batches) : 0;
+    }
+}
+
+/* One core's part of the work at HBM bandwidth bw (bytes per cycle), stepped through the
+ * queues: its time, and its HBM bytes in *bytes. */
+static double core_time(const kmm *m, const arch_config *cfg, double bw, const kmm_part *pt,
+                        uint64_t *bytes)
+{
+    block_t k;
+    block_costs(&k, m, cfg, bw, pt);
+    uint64_t batches = k.batches, nfr = k.nfr, ncols = k.ncols, S = k.S, full = k.full;
+    bool er = k.er;
+    const tile_t ff = k.ff, fe = k.fe, ef = k.ef, ee = k.ee;
+    double st_full = k.st_full, st_edge = k.st_edge;
     pipe p = {0};
     /* rows repeat: step a few of each kind, then go on at the last one's pace */
     double before = 0;
@@ -338,10 +387,10 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
                 break;
             }
             before = p.mxu > p.dma ? p.mxu : p.dma;
-            pipe_row(&p, &ff, &fe, ncols, S, full);
+            pipe_row(&p, &ff, &fe, ncols, S, full, st_full);
         }
         if (er)
-            pipe_row(&p, &ef, &ee, ncols, S, full);
+            pipe_row(&p, &ef, &ee, ncols, S, full, st_edge);
         if (b >= 2 && batches > 3) { /* steady: the rest of the batches */
             double now = p.mxu > p.dma ? p.mxu : p.dma;
             double shift = (now - batch0) * (double)(batches - b - 1);
@@ -350,7 +399,7 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
             break;
         }
     }
-    *bytes = c.hbm_bytes;
+    *bytes = k.c.hbm_bytes;
     return p.dma > p.mxu ? p.dma : p.mxu;
 }
 
@@ -359,10 +408,9 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, uint64_
 void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_est *out)
 {
     memset(out, 0, sizeof *out);
-    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
-    uint64_t pk = m->pk ? m->pk : 1;
-    kmm_split_grid(rows, cols, (n_cores ? n_cores : 1) / pk, &pr, &pc);
-    uint64_t P = pr * pc; /* blocks; pk cores each share the HBM too */
+    uint64_t pb, pr, pc, pk = m->pk ? m->pk : 1;
+    kmm_split(m, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
+    uint64_t P = pb * pr * pc; /* blocks; pk cores each share the HBM too */
     double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz; /* bytes per core cycle */
     /* Pass 1: every core at an equal share. Pass 2 (up to KMM_EST_MAX_CORES cores): each core
      * shares the HBM with the cores still running, on average over its run: cores that finish
@@ -374,10 +422,10 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
     uint64_t bytes = 0;
     bool two = P <= KMM_EST_MAX_CORES && P > 1;
     for (uint64_t i = 0; i < P; i++) {
-        uint64_t r0, r1, c0, c1, b;
-        kmm_block(rows, pr, i / pc, &r0, &r1);
-        kmm_block(cols, pc, i % pc, &c0, &c1);
-        double t = core_time(m, cfg, hbm / (double)(P * pk), r0, r1, c0, c1, &b);
+        uint64_t b;
+        kmm_part pt;
+        kmm_part_of(m, pb, pr, pc, i, &pt);
+        double t = core_time(m, cfg, hbm / (double)(P * pk), &pt, &b);
         if (two)
             t1[i] = t;
         worst = t > worst ? t : worst;
@@ -390,10 +438,10 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
             for (uint64_t j = 0; j < P; j++)
                 active += t1[j] < t1[i] ? t1[j] / t1[i] : 1.0;
             double share = hbm / (active > 1 ? active : 1) / (double)pk;
-            uint64_t r0, r1, c0, c1, b;
-            kmm_block(rows, pr, i / pc, &r0, &r1);
-            kmm_block(cols, pc, i % pc, &c0, &c1);
-            double t = core_time(m, cfg, share, r0, r1, c0, c1, &b);
+            uint64_t b;
+            kmm_part pt;
+            kmm_part_of(m, pb, pr, pc, i, &pt);
+            double t = core_time(m, cfg, share, &pt, &b);
             worst = t > worst ? t : worst;
         }
     }
@@ -401,6 +449,54 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
     double chip = (double)bytes / hbm;
     out->cycles = (uint64_t)ceil(worst > chip ? worst : chip);
     out->cores = P * pk;
+}
+
+/* ---- the ranking: a closed-form estimate ------------------------------------------------- */
+
+static double dmax(double a, double b) { return a > b ? a : b; }
+
+/* A tile's cycles in the schedule's steady state, in closed form: its slices go at the pace
+ * of the slower of their load (DMA) and their multiply (array), then the array drains it;
+ * the DMA loads its slices and stores it; and its drain, the VPU's work on it and its store
+ * are a chain the next tile's drain waits for (one C buffer). The tile takes the longest. */
+static double quick_tile(const tile_t *t, uint64_t full, uint64_t edge)
+{
+    double slices = (double)full * dmax(t->load_full, t->mm_full) +
+                    (edge ? dmax(t->load_edge, t->mm_edge) : 0);
+    double dma = (double)full * t->load_full + (edge ? t->load_edge : 0) + t->store;
+    return dmax(dmax(slices + t->drain, dma), t->drain + t->vpu + t->store);
+}
+
+/* A core's block in closed form: its tiles in the steady state, per tile row the staging of
+ * a convolution's block and the first slice's load before the array starts, and at the end
+ * the last tile's VPU work and store. */
+static double quick_core(const kmm *m, const arch_config *cfg, double bw, const kmm_part *pt,
+                         uint64_t *bytes)
+{
+    block_t k;
+    block_costs(&k, m, cfg, bw, pt);
+    double f = (double)(k.ncols - k.nfc);
+    double per_row = (double)k.nfc * quick_tile(&k.ff, k.full, k.edge) +
+                     f * quick_tile(&k.fe, k.full, k.edge);
+    double t = (double)k.nfr * (per_row + k.st_full + k.ff.load_full);
+    if (k.er)
+        t += (double)k.nfc * quick_tile(&k.ef, k.full, k.edge) +
+             f * quick_tile(&k.ee, k.full, k.edge) + k.st_edge + k.ef.load_full;
+    const tile_t *last = k.er ? &k.ee : &k.fe;
+    *bytes = k.c.hbm_bytes;
+    return (double)k.batches * t + last->vpu + last->store;
+}
+
+uint64_t kmm_quick(const kmm *m, const arch_config *cfg, uint64_t n_cores)
+{
+    uint64_t pb, pr, pc, bytes, pk = m->pk ? m->pk : 1;
+    kmm_split(m, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
+    double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz, cores = (double)(pb * pr * pc * pk);
+    /* the first block is the largest: the busiest core, at an equal share of the HBM */
+    kmm_part pt;
+    kmm_part_of(m, pb, pr, pc, 0, &pt);
+    double t = quick_core(m, cfg, hbm / cores, &pt, &bytes);
+    return (uint64_t)ceil(dmax(t, (double)bytes * cores / hbm));
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */
@@ -443,17 +539,23 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                 uint64_t acc, uint64_t n_cores, kmm_cand *best, unsigned *n, unsigned max_best)
 {
     uint64_t R = (uint64_t)cfg->core.array_rows, C = (uint64_t)cfg->core.array_cols;
-    uint64_t side_m = cfg->core.dataflow == ARCH_DATAFLOW_OS ? R
-                      : cfg->core.dataflow == ARCH_DATAFLOW_IS ? C : 1;
-    uint64_t side_n = cfg->core.dataflow == ARCH_DATAFLOW_IS ? 1 : C;
+    /* the array sides the mxu.mm's rows (m), columns (n) and depth (k) map to (1: streamed) */
+    uint64_t side_mm = cfg->core.dataflow == ARCH_DATAFLOW_OS ? R
+                       : cfg->core.dataflow == ARCH_DATAFLOW_IS ? C : 1;
+    uint64_t side_mn = cfg->core.dataflow == ARCH_DATAFLOW_IS ? 1 : C;
     uint64_t side_k = cfg->core.dataflow == ARCH_DATAFLOW_OS ? 1 : R;
-    uint64_t unit_m = m->ak == KMM_A_CONV ? m->cv.f_out : 1, unit_k = m->ak == KMM_A_CONV ? m->cv.sc : 1;
+    /* under ct the mxu.mm's rows are N's and its columns M's */
+    uint64_t side_m = m->ct ? side_mn : side_mm, side_n = m->ct ? side_mm : side_mn;
+    uint64_t unit_m = m->ak == KMM_A_CONV ? m->cv.f_out : 1;
+    uint64_t unit_k = m->ak == KMM_A_CONV ? m->cv.unit : 1;
     uint64_t cm_[64], cn_[64], ck_[64];
     unsigned nm = dim_candidates(m->M, side_m ? side_m : R, unit_m, cm_, 64);
     unsigned nn = dim_candidates(m->N, side_n ? side_n : C, 1, cn_, 64);
     unsigned nk = dim_candidates(m->K, side_k ? side_k : R, unit_k, ck_, 64);
     if (side_m == 1) /* streamed: multiples of the array too */
         nm = dim_candidates(m->M, R, unit_m, cm_, 64);
+    if (side_n == 1)
+        nn = dim_candidates(m->N, R, 1, cn_, 64);
     uint64_t given_m = m->TM, given_n = m->TN, given_k = m->TK;
     unsigned n_best = *n;
     for (unsigned a = 0; a < nm; a++)
@@ -463,17 +565,20 @@ void kmm_search(kmm *m, const arch_config *cfg, const kc_gemm_shape *g, uint64_t
                          tk = given_k ? given_k : ck_[c];
                 if ((given_m && a) || (given_n && b) || (given_k && c))
                     continue;
-                if (tm * tn * 4 > acc || kc_gemm_spad_bytes(g, tm, tn, tk) > spad)
+                uint64_t need = kc_gemm_spad_bytes(g, tm, tn, tk);
+                if (m->ak == KMM_A_CONV) /* the staged block; the gathers' fields */
+                    need += kmm_stage_bytes(&m->cv, min_u64(tm, m->M), m->e);
+                if (tm * tn * 4 > acc || need > spad)
                     continue;
-                if (m->ak == KMM_A_CONV && (tk * m->e >= (1u << 24) || min_u64(m->cv.sc, tk) >= (1u << 20)))
+                if (m->ak == KMM_A_CONV &&
+                    (tk * m->e >= (1u << 24) || min_u64(m->cv.unit, tk) >= (1u << 20)))
                     continue;
                 if (m->pk > 1 && cdiv(m->K, tk) < m->pk) /* every core of a split a slice */
                     continue;
                 m->TM = tm, m->TN = tn, m->TK = tk;
-                kmm_est est;
-                kmm_estimate(m, cfg, n_cores, &est);
-                /* insert, best (fewest cycles; then fewer tiles) first */
-                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, est.cycles};
+                /* insert, best (fewest cycles by the ranking; then fewer tiles) first */
+                kmm_cand cd = {tm, tn, tk, m->pk ? m->pk : 1, kmm_quick(m, cfg, n_cores), m->ct,
+                               m->reuse};
                 unsigned pos = n_best;
                 while (pos > 0 && (best[pos - 1].cycles > cd.cycles ||
                                    (best[pos - 1].cycles == cd.cycles &&

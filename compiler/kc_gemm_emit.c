@@ -107,12 +107,12 @@ static unsigned kmm_loop(kmm *m, const kmm_pos *p, uint64_t count, unsigned flip
     return parity;
 }
 
-/* ---- A slices of a convolution: gathers from the NHWC input ---------------------------------- */
+/* ---- a convolution: the staged block and the A slices gathered from it ------------------ */
 
 /* The pieces of the M tile [i0, i0 + tm): each a partial output row or a run of whole output
  * rows. With fn non-NULL, calls it per piece; returns the count. */
 uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
-                            void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx)
+                         void (*fn)(void *, uint64_t, uint64_t, uint64_t), void *ctx)
 {
     uint64_t end = i0 + tm, n = 0;
     for (uint64_t q = i0; q < end; n++) {
@@ -130,110 +130,257 @@ uint64_t kmm_tile_pieces(uint64_t F, uint64_t i0, uint64_t tm,
 
 typedef struct gather_ctx {
     kmm *m;
-    uint64_t sa, i0, k0, tk, klo, khi;
-    int64_t base; /* byte offset of the slice's image and, relative to rA's loop start */
+    uint64_t sa, i0, oh0, k0, tk, klo, khi;
 } gather_ctx;
 
-/* Per piece: one gather per filter row that columns [klo, khi) of the slice touch, of the
- * contiguous (s, c) run of that row: n0 = the run, n1 = pixels of a row (src step
- * stride_w x C), n2 = output rows (src step stride x W x C). */
+/* The block element of pixel q's window element at run u, offset t in the run, for the block
+ * whose first output row is oh0. */
+static uint64_t block_el(const kmm_conv *g, uint64_t oh0, uint64_t q, uint64_t u, uint64_t t)
+{
+    return kmm_run_base(g, u) + (q / g->f_out - oh0) * g->row_step +
+           (q % g->f_out) * g->pix_step + t;
+}
+
+/* Per piece: one gather per run that columns [klo, khi) of the slice touch, of its part:
+ * n0 = that part, n1 = pixels of a row (src step: a pixel of the block), n2 = output rows
+ * (src step: an output row of the block). */
 static void gather_piece(void *v, uint64_t q, uint64_t cnt, uint64_t rows)
 {
     const gather_ctx *x = v;
     kmm *m = x->m;
     const kmm_conv *g = &m->cv;
-    uint64_t oh = q / g->f_out, ow = q % g->f_out, e = m->e;
-    for (uint64_t fr = x->klo / g->sc; fr * g->sc < x->khi; fr++) {
-        uint64_t lo = fr * g->sc > x->klo ? fr * g->sc : x->klo;
-        uint64_t hi = min_u64((fr + 1) * g->sc, x->khi);
-        uint64_t src = ((oh * g->sh + fr) * g->w + ow * g->sw) * g->c + (lo - fr * g->sc);
+    uint64_t e = m->e, U = g->unit;
+    for (uint64_t u = x->klo / U; u * U < x->khi; u++) {
+        uint64_t lo = u * U > x->klo ? u * U : x->klo, hi = min_u64((u + 1) * U, x->khi);
         dma(m, isa_spad(0, x->sa + ((q - x->i0) * x->tk + (lo - x->k0)) * e),
-            isa_hbm(m->rA, (uint64_t)x->base + src * e), m->dt, hi - lo, cnt, rows, x->tk * e,
-            g->sw * g->c * e, g->f_out * x->tk * e, g->sh * g->w * g->c * e);
+            isa_spad(g->rG, block_el(g, x->oh0, q, u, lo - u * U) * e), m->dt, hi - lo, cnt,
+            rows, x->tk * e, g->pix_step * e, g->f_out * x->tk * e, g->row_step * e);
     }
 }
 
-/* The gathers of one A slice: tile rows [i0, i0 + tm) (output pixels), K columns [k0, k0 +
- * tk), into the scratchpad at sa (tm rows of tk elements). The slice's whole filter rows
- * [ra, rb) are gathered either per piece and filter row (gather_piece) or, when that takes
- * more copies, per output row the tile touches with one copy for all of them (n0 = S x C,
- * n1 = filter rows, src step W x C; n2 = pixels); the partial filter rows at the slice's ends
- * always per piece. */
-static void emit_gather(kmm *m, int64_t base, uint64_t sa, uint64_t i0, uint64_t tm,
+/* The longest run of runs from u on (before end) whose block offsets step evenly: its end,
+ * and the step in *st (elements). */
+static uint64_t even_runs(const kmm_conv *g, uint64_t u, uint64_t end, uint64_t *st)
+{
+    if (u + 1 >= end) {
+        *st = 0;
+        return end;
+    }
+    *st = kmm_run_base(g, u + 1) - kmm_run_base(g, u);
+    uint64_t v = u + 1;
+    while (v + 1 < end && v + 1 - u < 65535 && kmm_run_base(g, v + 1) - kmm_run_base(g, v) == *st)
+        v++;
+    return v + 1;
+}
+
+/* Copies of the slice's whole runs [ra, rb) done per output row the tile touches, evenly
+ * stepped runs in one copy each: their count. */
+static uint64_t gathers_per_row(const kmm_conv *g, uint64_t i0, uint64_t tm, uint64_t ra,
+                                uint64_t rb)
+{
+    uint64_t segs = 0, st;
+    for (uint64_t u = ra; u < rb; u = even_runs(g, u, rb, &st))
+        segs++;
+    return ((i0 + tm - 1) / g->f_out - i0 / g->f_out + 1) * segs;
+}
+
+/* The gathers of one A slice from the block (its first output row oh0): tile rows [i0, i0 +
+ * tm) (output pixels), K columns [k0, k0 + tk), into the scratchpad at sa (tm rows of tk
+ * elements). The slice's whole runs [ra, rb) are gathered either per piece and run
+ * (gather_piece) or, when that takes more copies, per output row the tile touches with one
+ * copy for every evenly stepped stretch of runs (n0 = a run, n1 = runs, n2 = pixels); the
+ * partial runs at the slice's ends always per piece. */
+static void emit_gather(kmm *m, uint64_t sa, uint64_t oh0, uint64_t i0, uint64_t tm,
                         uint64_t k0, uint64_t tk)
 {
     const kmm_conv *g = &m->cv;
-    uint64_t F = g->f_out, SC = g->sc, e = m->e;
-    uint64_t ra = (k0 + SC - 1) / SC, rb = (k0 + tk) / SC;
-    gather_ctx x = {m, sa, i0, k0, tk, k0, k0 + tk, base};
-    if (rb > ra && g->rows_ok) {
+    uint64_t F = g->f_out, U = g->unit, e = m->e;
+    uint64_t ra = (k0 + U - 1) / U, rb = (k0 + tk) / U;
+    gather_ctx x = {m, sa, i0, oh0, k0, tk, k0, k0 + tk};
+    if (rb > ra) {
         uint64_t pieces = kmm_tile_pieces(F, i0, tm, NULL, NULL);
-        uint64_t touched = (i0 + tm - 1) / F - i0 / F + 1;
-        if (touched < pieces * (rb - ra)) {
-            if (k0 < ra * SC) /* the head: part of filter row ra - 1 */
-                x.klo = k0, x.khi = ra * SC, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+        if (gathers_per_row(g, i0, tm, ra, rb) < pieces * (rb - ra)) {
+            if (k0 < ra * U) /* the head: part of run ra - 1 */
+                x.klo = k0, x.khi = ra * U, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
             for (uint64_t oh = i0 / F; oh * F < i0 + tm; oh++) {
-                uint64_t lo = oh * F > i0 ? oh * F : i0, hi = min_u64((oh + 1) * F, i0 + tm);
-                uint64_t src = ((oh * g->sh + ra) * g->w + (lo - oh * F) * g->sw) * g->c;
-                dma(m, isa_spad(0, sa + ((lo - i0) * tk + (ra * SC - k0)) * e),
-                    isa_hbm(m->rA, (uint64_t)base + src * e), m->dt, SC, rb - ra, hi - lo,
-                    SC * e, g->w * g->c * e, tk * e, g->sw * g->c * e);
+                uint64_t lo = oh * F > i0 ? oh * F : i0, hi = min_u64((oh + 1) * F, i0 + tm), st;
+                for (uint64_t u = ra, v; u < rb; u = v) {
+                    v = even_runs(g, u, rb, &st);
+                    dma(m, isa_spad(0, sa + ((lo - i0) * tk + (u * U - k0)) * e),
+                        isa_spad(g->rG, block_el(g, oh0, lo, u, 0) * e), m->dt, U, v - u,
+                        hi - lo, U * e, st * e, tk * e, g->pix_step * e);
+                }
             }
-            if (rb * SC < k0 + tk) /* the tail: part of filter row rb */
-                x.klo = rb * SC, x.khi = k0 + tk, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
+            if (rb * U < k0 + tk) /* the tail: part of run rb */
+                x.klo = rb * U, x.khi = k0 + tk, kmm_tile_pieces(F, i0, tm, gather_piece, &x);
             return;
         }
     }
     kmm_tile_pieces(F, i0, tm, gather_piece, &x);
 }
 
+uint64_t kmm_gather_count(const kmm_conv *g, uint64_t i0, uint64_t tm, uint64_t k0, uint64_t tk)
+{
+    uint64_t U = g->unit, ra = (k0 + U - 1) / U, rb = (k0 + tk) / U;
+    uint64_t pieces = kmm_tile_pieces(g->f_out, i0, tm, NULL, NULL);
+    uint64_t per_piece = pieces * ((k0 + tk - 1) / U - k0 / U + 1);
+    if (rb > ra) {
+        uint64_t per_row = gathers_per_row(g, i0, tm, ra, rb);
+        if (per_row < pieces * (rb - ra))
+            return per_row + (k0 < ra * U ? pieces : 0) + (rb * U < k0 + tk ? pieces : 0);
+    }
+    return per_piece;
+}
+
+/* Fills rows x len elements (each row len long, rows stride bytes apart; stride 0: packed)
+ * at off with zeros, in as few vpu.fill as the 16-bit counts allow. */
+static void fill_zero(kmm *m, uint64_t off, uint64_t rows, uint64_t len, uint64_t stride)
+{
+    uint64_t e = m->e;
+    if (!stride) { /* packed: any shape of the same elements */
+        uint64_t n = rows * len;
+        while (n) {
+            uint64_t c = min_u64(n, 65535), r = min_u64(n / c, 65535);
+            ISA_EMIT(m->x->e, VPU_FILL, isa_spad(0, off), isa_f32(0.0f), isa_imm((int64_t)r),
+                     isa_imm((int64_t)c), isa_enum(m->dt));
+            off += r * c * e, n -= r * c;
+        }
+        return;
+    }
+    for (uint64_t r0 = 0; r0 < rows; r0 += 65535)
+        for (uint64_t c0 = 0; c0 < len; c0 += 65535)
+            ISA_EMIT(m->x->e, VPU_FILL, isa_spad(0, off + r0 * stride + c0 * e), isa_f32(0.0f),
+                     isa_imm((int64_t)min_u64(rows - r0, 65535)),
+                     isa_imm((int64_t)min_u64(len - c0, 65535)), isa_enum(m->dt),
+                     isa_imm((int64_t)stride));
+}
+
+/* Zeros block rows [r0, r1) of the block (every channel). */
+static void fill_block_rows(kmm *m, uint64_t r0, uint64_t r1)
+{
+    const kmm_conv *g = &m->cv;
+    uint64_t e = m->e;
+    if (r1 <= r0)
+        return;
+    if (!g->cm)
+        fill_zero(m, g->sb + r0 * g->wp * g->c * e, 1, (r1 - r0) * g->wp * g->c, 0);
+    else
+        fill_zero(m, g->sb + r0 * g->wp * e, g->c, (r1 - r0) * g->wp, g->rb * g->wp * e);
+}
+
+/* A DMA fence: the queue's later copies start after its earlier ones completed. */
+static void dma_fence(kmm *m)
+{
+    sem_signal(m, ISA_UNIT_DMA, m->cv.s_fence);
+    sem_wait(m, ISA_UNIT_DMA, m->cv.s_fence);
+}
+
+/* Stages the block of the tile row at p (tm pixels from p->i0): after the gathers of the
+ * previous block (a fence), the input rows it needs that exist are copied from HBM into the
+ * zeroed block at their padded places; its rows above or below the input are zeroed by the
+ * VPU meanwhile (the columns beside it are never written: zeroed once at the start). The
+ * gathers that follow see it landed (a fence, or the wait for the zeros). */
+static void emit_stage(kmm *m, const kmm_pos *p, uint64_t tm)
+{
+    const kmm_conv *g = &m->cv;
+    uint64_t e = m->e, i0 = p->i0;
+    uint64_t ihp_lo = i0 / g->f_out * g->sh, rows = kmm_block_rows(g, i0, tm);
+    uint64_t va = ihp_lo > g->ph ? ihp_lo : g->ph;                   /* padded coordinates */
+    uint64_t vb = min_u64(ihp_lo + rows, g->ph + g->h);             /* exclusive */
+    uint64_t top = va - ihp_lo, bot = vb > va ? ihp_lo + rows - vb : 0;
+    if (vb <= va)
+        top = rows, vb = va;
+    dma_fence(m);
+    bool zero = top || bot;
+    if (zero) {
+        sem_signal(m, ISA_UNIT_DMA, g->s_zf);
+        sem_wait(m, ISA_UNIT_VPU, g->s_zf);
+        fill_block_rows(m, 0, top);
+        fill_block_rows(m, rows - bot, rows);
+        sem_signal(m, ISA_UNIT_VPU, g->s_zd);
+    }
+    if (vb > va) {
+        uint64_t n = vb - va, j = va - ihp_lo;
+        isa_opnd src = isa_hbm(m->rA, (uint64_t)p->oa + (va - g->ph) * g->xrow);
+        if (g->cm) /* per channel: n rows of wcopy; channels as planes */
+            dma(m, isa_spad(0, g->sb + (j * g->wp + g->pw) * e), src, m->dt, g->wcopy, n, g->c,
+                g->wp * e, g->xrow, g->rb * g->wp * e, g->xchan);
+        else if (g->c == g->ctot) /* n rows of wcopy pixels x c */
+            dma(m, isa_spad(0, g->sb + (j * g->wp + g->pw) * g->c * e), src, m->dt,
+                g->wcopy * g->c, n, 1, g->wp * g->c * e, g->xrow, 0, 0);
+        else /* a group's channels of every pixel: c per pixel, wcopy pixels, n rows */
+            dma(m, isa_spad(0, g->sb + (j * g->wp + g->pw) * g->c * e), src, m->dt, g->c,
+                g->wcopy, n, g->c * e, g->ctot * e, g->wp * g->c * e, g->xrow);
+    }
+    if (zero)
+        sem_wait(m, ISA_UNIT_DMA, g->s_zd);
+    else
+        dma_fence(m);
+}
+
 /* ---- slices and tiles ----------------------------------------------------------------------- */
 
-/* Slice k (of TK) of the tile at p (tm x tn): the DMA and MXU halves. */
+/* Slice k (of TK) of the tile at p (tm x tn): the DMA, VPU (transposes) and MXU parts. */
 static void emit_slice(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, uint64_t k0,
                        uint64_t tk, unsigned b, isa_accm mode)
 {
     k0 += m->kb; /* this core's part of K */
     isa_emit *e = m->x->e;
     uint64_t es = m->e;
+    bool ta = kmm_a_transposed(m), tb = kmm_b_transposed(m);
     sem_wait(m, ISA_UNIT_DMA, m->s_free[b]);
     switch (m->ak) {
-    case KMM_A_ROWS:
-        dma(m, isa_spad(0, m->abuf[b]),
-            isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + k0 * es), m->dt, tk,
-            tm, 1, tk * es, (uint64_t)m->lda, 0, 0);
+    case KMM_A_ROWS: /* (kept in the slab under reuse) */
+        if (!m->reuse)
+            dma(m, isa_spad(0, m->abuf[b]),
+                isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + k0 * es), m->dt, tk,
+                tm, 1, tk * es, (uint64_t)m->lda, 0, 0);
         break;
-    case KMM_A_COLS:
-        dma(m, isa_spad(0, m->stage[b]),
+    case KMM_A_COLS: /* tk rows of tm: staged for a transpose, or held as they are (ct) */
+        dma(m, isa_spad(0, ta ? m->stage[b] : m->abuf[b]),
             isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)k0 * m->lda) + p->i0 * es), m->dt, tm,
             tk, 1, tm * es, (uint64_t)m->lda, 0, 0);
         break;
-    case KMM_A_CONV:
-        emit_gather(m, p->oa, m->abuf[b], p->i0, tm, k0, tk);
+    case KMM_A_CONV: /* from the tile row's block */
+        emit_gather(m, m->abuf[b], p->i0 / m->cv.f_out, p->i0, tm, k0, tk);
         break;
     }
-    if (!m->b_cols)
-        dma(m, isa_spad(0, m->bbuf[b]),
+    if (!m->b_cols) /* tk rows of tn (staged for a transpose under ct) */
+        dma(m, isa_spad(0, tb ? m->bstage[b] : m->bbuf[b]),
             isa_hbm(m->rB, (uint64_t)(p->ob + (int64_t)k0 * m->ldb) + p->j0 * es), m->dt, tn, tk,
             1, tn * es, (uint64_t)m->ldb, 0, 0);
-    else
+    else /* tn rows of tk */
         dma(m, isa_spad(0, m->bbuf[b]),
             isa_hbm(m->rB, (uint64_t)(p->ob + (int64_t)p->j0 * m->ldb) + k0 * es), m->dt, tk, tn,
             1, tk * es, (uint64_t)m->ldb, 0, 0);
-    if (m->ak == KMM_A_COLS) {
+    if (ta || tb) {
         sem_signal(m, ISA_UNIT_DMA, m->s_staged[b]);
         sem_wait(m, ISA_UNIT_VPU, m->s_staged[b]);
-        ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->abuf[b]), isa_spad(0, m->stage[b]),
-                 isa_imm((int64_t)tk), isa_imm((int64_t)tm), isa_enum(m->dt));
+        if (ta) /* tk x tm -> the streamed tm x tk */
+            ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->abuf[b]), isa_spad(0, m->stage[b]),
+                     isa_imm((int64_t)tk), isa_imm((int64_t)tm), isa_enum(m->dt));
+        if (tb) /* tk x tn -> the streamed tn x tk */
+            ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->bbuf[b]), isa_spad(0, m->bstage[b]),
+                     isa_imm((int64_t)tk), isa_imm((int64_t)tn), isa_enum(m->dt));
         sem_signal(m, ISA_UNIT_VPU, m->s_full[b]);
     } else {
         sem_signal(m, ISA_UNIT_DMA, m->s_full[b]);
     }
     sem_wait(m, ISA_UNIT_MXU, m->s_full[b]);
-    ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tk), isa_imm((int64_t)tn),
-             isa_enum(m->dt), isa_imm(m->b_cols));
-    ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->abuf[b]), isa_imm((int64_t)tm),
-             isa_enum(m->dt), isa_enum(mode));
+    /* A's slice: its buffer, or its columns of the slab (rows kl elements apart) */
+    isa_opnd a = m->reuse ? isa_spad(m->rS, (k0 - m->kb) * es) : isa_spad(0, m->abuf[b]);
+    isa_opnd as = isa_imm(m->reuse && m->kl != tk ? (int64_t)(m->kl * es) : 0);
+    if (!m->ct) { /* hold B (tk x tn), stream A */
+        ISA_EMIT(e, MXU_LOAD, isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tk),
+                 isa_imm((int64_t)tn), isa_enum(m->dt), isa_imm(m->b_cols));
+        ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), a, isa_imm((int64_t)tm), isa_enum(m->dt),
+                 isa_enum(mode), as);
+    } else { /* hold A^T (tk x tm: A's slice, transposed unless it is column-major), stream B^T */
+        ISA_EMIT(e, MXU_LOAD, a, isa_imm((int64_t)tk), isa_imm((int64_t)tm), isa_enum(m->dt),
+                 isa_imm(m->ak != KMM_A_COLS), as);
+        ISA_EMIT(e, MXU_MM, isa_acc(0, m->acc), isa_spad(0, m->bbuf[b]), isa_imm((int64_t)tn),
+                 isa_enum(m->dt), isa_enum(mode));
+    }
     sem_signal(m, ISA_UNIT_MXU, m->s_free[b]);
 }
 
@@ -292,16 +439,16 @@ static void cast_arg(kmm *m, int a, uint64_t tm, uint64_t tn, isa_dtype to)
              isa_imm((int64_t)cols), isa_enum(to), isa_enum(g->dt));
 }
 
-static void emit_steps(kmm *m, uint64_t tm, uint64_t tn);
+static void emit_finish(kmm *m, uint64_t tm, uint64_t tn);
 
 /* The end of a tile of a split K: every core drains its partial sums (fp32, int32 for int8
- * inputs); the others send
- * theirs to the root over the mesh, the root receives and adds them, converts the sum to C
- * and runs the epilogue on the VPU (nothing is fused into the drain then). */
+ * inputs, in the accumulators' orientation); the others send theirs to the root over the
+ * mesh, the root receives and adds them (then, in emit_post, converts the sum to C's type
+ * and runs the epilogue on the VPU: nothing is fused into the drain). */
 static void emit_drain_split(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
 {
     isa_emit *e = m->x->e;
-    uint64_t bytes = tm * tn * 4;
+    uint64_t bytes = tm * tn * 4, ar = m->ct ? tn : tm, ac = m->ct ? tm : tn;
     uint32_t chip = m->x->k->place.chip;
     /* the accumulators' type: int32 for int8 inputs, else fp32 */
     isa_dtype pdt = m->dt == ISA_DTYPE_INT8 ? ISA_DTYPE_INT32 : ISA_DTYPE_FP32;
@@ -311,8 +458,8 @@ static void emit_drain_split(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
     if (m->kpart == 1 && m->n_args)
         sem_signal(m, ISA_UNIT_DMA, m->s_eready);
     sem_wait(m, ISA_UNIT_MXU, m->s_pfree);
-    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->pbuf), isa_acc(0, m->acc), isa_imm((int64_t)tm),
-             isa_imm((int64_t)tn), isa_enum(pdt));
+    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->pbuf), isa_acc(0, m->acc), isa_imm((int64_t)ar),
+             isa_imm((int64_t)ac), isa_enum(pdt));
     sem_signal(m, ISA_UNIT_MXU, m->s_pready);
     sem_wait(m, ISA_UNIT_COMM, m->s_pready);
     if (m->kpart == 2) {
@@ -325,25 +472,17 @@ static void emit_drain_split(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
         ISA_EMIT(e, COMM_RECV, isa_peer(chip, m->kpeers[i]), isa_spad(0, m->pbuf),
                  isa_imm((int64_t)bytes), isa_imm(m->tag), isa_enum(ISA_RED_ADD), isa_enum(pdt));
     sem_signal(m, ISA_UNIT_COMM, m->s_reduced);
-    sem_wait(m, ISA_UNIT_VPU, m->s_reduced);
-    sem_wait(m, ISA_UNIT_VPU, m->s_cfree);
-    ISA_EMIT(e, VPU_CAST, isa_spad(0, m->cbuf), isa_spad(0, m->pbuf), isa_imm((int64_t)tm),
-             isa_imm((int64_t)tn), isa_enum(m->cdt), isa_enum(pdt));
-    sem_signal(m, ISA_UNIT_VPU, m->s_pfree);
-    if (m->n_args)
-        sem_wait(m, ISA_UNIT_VPU, m->s_eready);
-    emit_steps(m, tm, tn);
-    sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
 }
 
-/* The epilogue's vector steps on the C tile (its operands loaded; casts first). */
-static void emit_steps(kmm *m, uint64_t tm, uint64_t tn)
+/* The epilogue's vector steps on the C tile at c (tm x tn; its operands loaded; casts
+ * first). */
+static void emit_steps(kmm *m, uint64_t c_at, uint64_t tm, uint64_t tn)
 {
     isa_emit *e = m->x->e;
     for (int a = 0; a < m->n_args; a++)
         if (a != m->bias && m->args[a].cast)
             cast_arg(m, a, tm, tn, m->cdt);
-    isa_opnd c = isa_spad(0, m->cbuf), rows = isa_imm((int64_t)tm), cols = isa_imm((int64_t)tn);
+    isa_opnd c = isa_spad(0, c_at), rows = isa_imm((int64_t)tm), cols = isa_imm((int64_t)tn);
     for (int i = 0; i < m->n_steps; i++) {
         const kmm_step *s = &m->steps[i];
         isa_insn in;
@@ -363,9 +502,34 @@ static void emit_steps(kmm *m, uint64_t tm, uint64_t tn)
     }
 }
 
-/* The end of the tile at p, its slices done: the epilogue's operands, the drain and the
- * epilogue's vector steps (the store follows with emit_store, after the next tile's first
- * slice when there is one). */
+/* The VPU's work on the drained tile in cbuf (in the accumulators' orientation: C^T under
+ * ct): into C's orientation for the vector steps, the steps, then into the orientation C is
+ * stored in (kmm_c_transposes); the store reads m->sbuf. */
+static void emit_finish(kmm *m, uint64_t tm, uint64_t tn)
+{
+    isa_emit *e = m->x->e;
+    bool t = m->ct;
+    uint64_t at = m->cbuf;
+    if (m->n_steps) {
+        if (t) { /* tn x tm -> tm x tn */
+            ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, m->tbuf), isa_spad(0, at), isa_imm((int64_t)tn),
+                     isa_imm((int64_t)tm), isa_enum(m->cdt));
+            at = m->tbuf, t = false;
+        }
+        emit_steps(m, at, tm, tn);
+    }
+    if (t != m->c_cols) {
+        uint64_t to = at == m->cbuf ? m->tbuf : m->cbuf;
+        ISA_EMIT(e, VPU_TRANSPOSE, isa_spad(0, to), isa_spad(0, at),
+                 isa_imm((int64_t)(t ? tn : tm)), isa_imm((int64_t)(t ? tm : tn)),
+                 isa_enum(m->cdt));
+        at = to;
+    }
+}
+
+/* The end of the tile at p, its slices done: the epilogue's operands and the drain (the VPU's
+ * work and the store follow with emit_store, after the next tile's head when there is
+ * one). */
 static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
 {
     if (m->kpart) {
@@ -385,45 +549,78 @@ static void emit_drain(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
             sem_signal(m, ISA_UNIT_DMA, m->s_bready);
         }
     }
+    bool loaded = false;
     if (m->n_steps) {
-        bool any = false;
         for (int a = 0; a < m->n_args; a++)
             if (a != m->bias) {
                 load_arg(m, p, a, tm, tn);
-                any = true;
+                loaded = true;
             }
-        if (any)
+        if (loaded)
             sem_signal(m, ISA_UNIT_DMA, m->s_eready);
     }
     sem_wait(m, ISA_UNIT_MXU, m->s_cfree);
     if (m->bias >= 0)
         sem_wait(m, ISA_UNIT_MXU, m->s_bready);
-    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->cbuf), isa_acc(0, m->acc), isa_imm((int64_t)tm),
-             isa_imm((int64_t)tn), isa_enum(m->cdt), isa_enum(m->act), isa_f32(m->scale),
+    ISA_EMIT(e, MXU_DRAIN, isa_spad(0, m->cbuf), isa_acc(0, m->acc),
+             isa_imm((int64_t)(m->ct ? tn : tm)), isa_imm((int64_t)(m->ct ? tm : tn)),
+             isa_enum(m->cdt), isa_enum(m->act), isa_f32(m->scale),
              m->bias >= 0 ? isa_spad(0, m->args[m->bias].buf) : isa_none());
-    if (m->n_steps) {
-        sem_signal(m, ISA_UNIT_MXU, m->s_drained);
-        sem_wait(m, ISA_UNIT_VPU, m->s_drained);
-        bool loaded = false;
-        for (int a = 0; a < m->n_args; a++)
-            loaded = loaded || a != m->bias;
-        if (loaded)
-            sem_wait(m, ISA_UNIT_VPU, m->s_eready);
-        emit_steps(m, tm, tn);
-        sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
-    } else {
-        sem_signal(m, ISA_UNIT_MXU, m->s_cfull);
-    }
+    sem_signal(m, ISA_UNIT_MXU, kmm_vpu_after_drain(m) ? m->s_drained : m->s_cfull);
 }
 
-/* The store of the drained tile at p (none on the cores that send their partial sums). */
-static void emit_store(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+/* The VPU's part of the end of the tile at p (after its drain): with a split K, the sum's
+ * conversion and the whole epilogue; else the steps and transposes emit_finish does. It is
+ * emitted after the next tile's head, so the VPU transposes that head's slices first and the
+ * array need not wait for them behind this tile's drain. */
+static void emit_post(kmm *m, uint64_t tm, uint64_t tn)
 {
     if (m->kpart == 2)
         return;
+    if (m->kpart == 1) {
+        isa_dtype pdt = m->dt == ISA_DTYPE_INT8 ? ISA_DTYPE_INT32 : ISA_DTYPE_FP32;
+        sem_wait(m, ISA_UNIT_VPU, m->s_reduced);
+        sem_wait(m, ISA_UNIT_VPU, m->s_cfree);
+        ISA_EMIT(m->x->e, VPU_CAST, isa_spad(0, m->cbuf), isa_spad(0, m->pbuf),
+                 isa_imm((int64_t)(m->ct ? tn : tm)), isa_imm((int64_t)(m->ct ? tm : tn)),
+                 isa_enum(m->cdt), isa_enum(pdt));
+        sem_signal(m, ISA_UNIT_VPU, m->s_pfree);
+        if (m->n_args)
+            sem_wait(m, ISA_UNIT_VPU, m->s_eready);
+        emit_finish(m, tm, tn);
+        sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
+        return;
+    }
+    if (!kmm_vpu_after_drain(m))
+        return;
+    bool loaded = false;
+    for (int a = 0; a < m->n_args && m->n_steps; a++)
+        loaded = loaded || a != m->bias;
+    sem_wait(m, ISA_UNIT_VPU, m->s_drained);
+    if (loaded)
+        sem_wait(m, ISA_UNIT_VPU, m->s_eready);
+    emit_finish(m, tm, tn);
+    sem_signal(m, ISA_UNIT_VPU, m->s_cfull);
+}
+
+/* Where the tile at p starts in C, relative to rC. */
+static uint64_t c_off(const kmm *m, const kmm_pos *p)
+{
+    return m->c_cols ? (uint64_t)(p->oc + (int64_t)p->j0 * m->ldc) + p->i0 * m->ce
+                     : (uint64_t)(p->oc + (int64_t)p->i0 * m->ldc) + p->j0 * m->ce;
+}
+
+/* The VPU's part of the end of the tile at p (emit_post), then its store (none on the cores
+ * that send their partial sums): tm rows of tn, or for a column-major C tn rows of tm. */
+static void emit_store(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn)
+{
+    emit_post(m, tm, tn);
+    if (m->kpart == 2)
+        return;
     sem_wait(m, ISA_UNIT_DMA, m->s_cfull);
-    dma(m, isa_hbm(m->rC, (uint64_t)(p->oc + (int64_t)p->i0 * m->ldc) + p->j0 * m->ce),
-        isa_spad(0, m->cbuf), m->cdt, tn, tm, 1, (uint64_t)m->ldc, tn * m->ce, 0, 0);
+    uint64_t n0 = m->c_cols ? tm : tn, n1 = m->c_cols ? tn : tm;
+    dma(m, isa_hbm(m->rC, c_off(m, p)), isa_spad(0, m->sbuf), m->cdt, n0, n1, 1,
+        (uint64_t)m->ldc, n0 * m->ce, 0, 0);
     sem_signal(m, ISA_UNIT_DMA, m->s_cfree);
 }
 
@@ -464,10 +661,13 @@ static unsigned emit_rest(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t tn, un
     uint64_t full = m->kl / m->TK, edge = m->kl % m->TK, h = head_slices(m);
     slice_ctx sc = {tm, tn, h};
     kmm_steps st = {0};
-    int64_t dk_a = m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
-                   : m->ak == KMM_A_COLS ? (int64_t)m->TK * m->lda
-                                         : (int64_t)(m->TK / m->cv.sc * m->cv.w * m->cv.c * m->e);
-    steps_add(&st, m->rA, dk_a);
+    if (m->ak == KMM_A_CONV) /* the gathers' slice of the block */
+        steps_add(&st, m->cv.rG, m->cv.kstep);
+    else if (m->reuse) /* the slice's columns of the slab */
+        steps_add(&st, m->rS, (int64_t)(m->TK * m->e));
+    else
+        steps_add(&st, m->rA, m->ak == KMM_A_ROWS ? (int64_t)(m->TK * m->e)
+                                                  : (int64_t)m->TK * m->lda);
     steps_add(&st, m->rB, m->b_cols ? (int64_t)(m->TK * m->e) : (int64_t)m->TK * m->ldb);
     if (full > h)
         b = kmm_loop(m, p, full - h, 1, m->k_regular, st.n, st.reg, st.step, body_slice, &sc, b);
@@ -506,7 +706,7 @@ static unsigned body_col(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, bool 
 static void col_steps(const kmm *m, kmm_steps *st)
 {
     steps_add(st, m->rB, m->b_cols ? (int64_t)m->TN * m->ldb : (int64_t)(m->TN * m->e));
-    steps_add(st, m->rC, (int64_t)(m->TN * m->ce));
+    steps_add(st, m->rC, m->c_cols ? (int64_t)m->TN * m->ldc : (int64_t)(m->TN * m->ce));
     for (int a = 0; a < m->n_args; a++)
         steps_add(st, m->args[a].reg, m->args[a].sn * (int64_t)m->TN);
 }
@@ -524,6 +724,12 @@ static unsigned emit_row(kmm *m, const kmm_pos *p, uint64_t tm, uint64_t c0, uin
     kmm_pos q = *p, last = *p, ed = *p;
     q.j0 = c0 * m->TN;
     ed.j0 = (c1 - 1) * m->TN;
+    if (m->ak == KMM_A_CONV)
+        emit_stage(m, p, tm);
+    if (m->reuse) /* the row's A rows, this core's part of K, into the slab */
+        dma(m, isa_spad(0, m->slab),
+            isa_hbm(m->rA, (uint64_t)(p->oa + (int64_t)p->i0 * m->lda) + m->kb * m->e), m->dt,
+            m->kl, tm, 1, m->kl * m->e, (uint64_t)m->lda, 0, 0);
     if (!full) { /* only the edge tile */
         b = emit_head(m, &ed, tm, tn_edge, b);
         b = emit_rest(m, &ed, tm, tn_edge, b);
@@ -565,10 +771,9 @@ static void row_steps(const kmm *m, kmm_steps *st)
 {
     int64_t dm_a = m->ak == KMM_A_ROWS ? (int64_t)m->TM * m->lda
                    : m->ak == KMM_A_COLS ? (int64_t)(m->TM * m->e)
-                                         : (int64_t)(m->TM / m->cv.f_out * m->cv.sh * m->cv.w *
-                                                     m->cv.c * m->e);
+                                         : (int64_t)(m->TM / m->cv.f_out * m->cv.sh * m->cv.xrow);
     steps_add(st, m->rA, dm_a);
-    steps_add(st, m->rC, (int64_t)m->TM * m->ldc);
+    steps_add(st, m->rC, m->c_cols ? (int64_t)(m->TM * m->ce) : (int64_t)m->TM * m->ldc);
     for (int a = 0; a < m->n_args; a++)
         steps_add(st, m->args[a].reg, m->args[a].sm * (int64_t)m->TM);
 }
@@ -579,20 +784,41 @@ static unsigned row_flip(const kmm *m, uint64_t ncols) { return (unsigned)(ncols
 typedef struct batch_ctx {
     int d;
     uint64_t r0, r1, c0, c1;
+    uint64_t b0, b1; /* this core's part of the outermost batch loop */
 } batch_ctx;
 
+/* Whether tile row i of a convolution has a block that reaches past the input (padding rows
+ * to zero: such rows are emitted one by one). */
+static bool row_clipped(const kmm *m, uint64_t i)
+{
+    const kmm_conv *g = &m->cv;
+    uint64_t i0 = i * m->TM, tm = min_u64(m->TM, m->M - i0), top = i0 / g->f_out * g->sh;
+    return top < g->ph || top + kmm_block_rows(g, i0, tm) > g->ph + g->h;
+}
+
+/* The tile rows [r0, r1) of one batch: the full ones in a loop — for a convolution those
+ * whose block lies inside the input, the others one by one before and after it — then the
+ * edge row. */
 static unsigned emit_region(kmm *m, const kmm_pos *p, const batch_ctx *bc, unsigned b)
 {
     uint64_t rows = cdiv(m->M, m->TM);
     bool edge = bc->r1 == rows && m->M % m->TM;
-    uint64_t full = bc->r1 - bc->r0 - (edge ? 1 : 0);
+    uint64_t full = bc->r1 - (edge ? 1 : 0), pa = bc->r0, pb = full;
+    while (m->ak == KMM_A_CONV && pa < pb && row_clipped(m, pa))
+        pa++;
+    while (m->ak == KMM_A_CONV && pb > pa && row_clipped(m, pb - 1))
+        pb--;
     region_ctx r = {bc->c0, bc->c1};
     kmm_pos q = *p;
-    q.i0 = bc->r0 * m->TM;
     kmm_steps st = {0};
     row_steps(m, &st);
-    b = kmm_loop(m, &q, full, row_flip(m, bc->c1 - bc->c0), m->m_regular, st.n, st.reg, st.step,
-                 body_row, &r, b);
+    unsigned flip = row_flip(m, bc->c1 - bc->c0);
+    q.i0 = bc->r0 * m->TM;
+    b = kmm_loop(m, &q, pa - bc->r0, flip, false, st.n, st.reg, st.step, body_row, &r, b);
+    q.i0 = pa * m->TM;
+    b = kmm_loop(m, &q, pb - pa, flip, m->m_regular, st.n, st.reg, st.step, body_row, &r, b);
+    q.i0 = pb * m->TM;
+    b = kmm_loop(m, &q, full - pb, flip, false, st.n, st.reg, st.step, body_row, &r, b);
     if (edge) {
         q.i0 = (bc->r1 - 1) * m->TM;
         b = emit_row(m, &q, m->M - q.i0, bc->c0, bc->c1, b);
@@ -620,7 +846,16 @@ static unsigned emit_batches(kmm *m, const kmm_pos *p, const batch_ctx *bc, unsi
         tiles *= m->bcount[i];
     batch_ctx inner = *bc;
     inner.d = d + 1;
-    return kmm_loop(m, p, m->bcount[d], (unsigned)(tiles & tile_flip(m)), true, st.n, st.reg,
+    uint64_t count = d ? m->bcount[d] : bc->b1 - bc->b0;
+    kmm_pos q = *p;
+    if (!d) { /* this core's batches start at b0 */
+        q.oa += (int64_t)bc->b0 * m->bsa[0];
+        q.ob += (int64_t)bc->b0 * m->bsb[0];
+        q.oc += (int64_t)bc->b0 * m->bsc[0];
+        for (int a = 0; a < m->n_args; a++)
+            q.oarg[a] += (int64_t)bc->b0 * m->args[a].sbat[0];
+    }
+    return kmm_loop(m, &q, count, (unsigned)(tiles & tile_flip(m)), true, st.n, st.reg,
                     st.step, body_batch, &inner, b);
 }
 
@@ -643,21 +878,33 @@ static unsigned body_batch(kmm *m, const kmm_pos *p, uint64_t k, unsigned b, boo
 
 /* Takes this core's resources, emits its block of the tile grid [r0, r1) x [c0, c1), and
  * settles its semaphores back to zero. */
-static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint64_t c0,
-                           uint64_t c1)
+static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
 {
     kc_ctx *x = m->x;
     isa_emit *e = x->e;
     if (kc_core(x, core) != NP_OK)
         return kc_status(x);
-    /* scratchpad: A0 A1 B0 B1 C [staging 0 1] [epilogue operands], one block */
-    uint64_t es = m->e, a_sz = m->TM * m->TK * es, b_sz = m->TK * m->TN * es;
+    /* scratchpad, one block: A0 A1 B0 B1 C [A staging 0 1] [B staging 0 1] [transposed C]
+     * [partial sums] [epilogue operands] */
+    uint64_t es = m->e, a_sz = m->reuse ? 0 : m->TM * m->TK * es, b_sz = m->TK * m->TN * es;
     uint64_t c_sz = m->TM * m->TN * m->ce, work = 2 * a_sz + 2 * b_sz + c_sz, at;
-    if (m->ak == KMM_A_COLS)
+    uint64_t st_at = work, bst_at, t_at;
+    if (kmm_a_transposed(m))
         work += 2 * a_sz;
+    bst_at = work;
+    if (kmm_b_transposed(m))
+        work += 2 * b_sz;
+    t_at = work;
+    if (kmm_c_transposes(m))
+        work += c_sz;
     uint64_t p_at = work;
     if (m->kpart)
         work += m->TM * m->TN * 4; /* the fp32 partial sums */
+    uint64_t sb_at = work, sb_sz = 0;
+    if (m->ak == KMM_A_CONV) /* the staged block */
+        work += sb_sz = m->cv.rb * m->cv.wp * m->cv.c * es;
+    else if (m->reuse) /* the slab */
+        work += m->TM * m->kl * es;
     for (int a = 0; a < m->n_args; a++) {
         kmm_arg *g = &m->args[a];
         uint64_t rows, cols;
@@ -678,9 +925,12 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     m->abuf[0] = at, m->abuf[1] = at + a_sz;
     m->bbuf[0] = at + 2 * a_sz, m->bbuf[1] = at + 2 * a_sz + b_sz;
     m->cbuf = at + 2 * a_sz + 2 * b_sz;
-    if (m->ak == KMM_A_COLS)
-        m->stage[0] = m->cbuf + c_sz, m->stage[1] = m->cbuf + c_sz + a_sz;
+    m->stage[0] = at + st_at, m->stage[1] = at + st_at + a_sz;
+    m->bstage[0] = at + bst_at, m->bstage[1] = at + bst_at + b_sz;
+    m->tbuf = at + t_at;
+    m->sbuf = kmm_c_transposes(m) & 1 ? m->tbuf : m->cbuf;
     m->pbuf = at + p_at;
+    m->cv.sb = m->slab = at + sb_at;
     for (int a = 0; a < m->n_args; a++) {
         m->args[a].raw += at;
         m->args[a].buf = m->args[a].cast ? m->args[a].buf + at : m->args[a].raw;
@@ -689,13 +939,15 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     for (int b = 0; b < 2; b++) {
         kc_sem_alloc(x, &m->s_full[b]);
         kc_sem_alloc(x, &m->s_free[b]);
-        if (m->ak == KMM_A_COLS)
+        if (kmm_a_transposed(m) || kmm_b_transposed(m))
             kc_sem_alloc(x, &m->s_staged[b]);
     }
     kc_sem_alloc(x, &m->s_cfull);
     kc_sem_alloc(x, &m->s_cfree);
+    if (kmm_vpu_after_drain(m))
+        kc_sem_alloc(x, &m->s_drained);
     if (m->n_steps)
-        kc_sem_alloc(x, &m->s_drained), kc_sem_alloc(x, &m->s_eready);
+        kc_sem_alloc(x, &m->s_eready);
     if (m->bias >= 0) {
         kc_sem_alloc(x, &m->s_bready);
         if (m->args[m->bias].cast)
@@ -708,6 +960,15 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
         if (m->n_args && !m->n_steps)
             kc_sem_alloc(x, &m->s_eready);
     }
+    if (m->ak == KMM_A_CONV) {
+        kc_sem_alloc(x, &m->cv.s_fence);
+        kc_sem_alloc(x, &m->cv.s_zf);
+        kc_sem_alloc(x, &m->cv.s_zd);
+        kc_sem_alloc(x, &m->cv.s_init);
+        kc_reg_alloc(x, &m->cv.rG);
+    }
+    if (m->reuse)
+        kc_reg_alloc(x, &m->rS);
     kc_reg_alloc(x, &m->rA);
     kc_reg_alloc(x, &m->rB);
     kc_reg_alloc(x, &m->rC);
@@ -715,6 +976,8 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
         kc_reg_alloc(x, &m->args[a].reg);
     if (kc_status(x) != NP_OK)
         return kc_status(x);
+    if (m->reuse)
+        ISA_EMIT(e, LI, isa_reg(m->rS), isa_imm((int64_t)m->slab));
     ISA_EMIT(e, LI, isa_reg(m->rA), isa_imm((int64_t)m->a_base));
     ISA_EMIT(e, LI, isa_reg(m->rB), isa_imm((int64_t)m->b_base));
     ISA_EMIT(e, LI, isa_reg(m->rC), isa_imm((int64_t)m->c_base));
@@ -726,8 +989,14 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     sem_signal(m, ISA_UNIT_DMA, m->s_cfree);
     if (m->kpart)
         sem_signal(m, ISA_UNIT_MXU, m->s_pfree);
+    if (m->ak == KMM_A_CONV) { /* the block starts zeroed: its padding columns stay so */
+        ISA_EMIT(e, LI, isa_reg(m->cv.rG), isa_imm((int64_t)m->cv.sb));
+        fill_zero(m, m->cv.sb, 1, sb_sz / es, 0);
+        sem_signal(m, ISA_UNIT_VPU, m->cv.s_init);
+        sem_wait(m, ISA_UNIT_DMA, m->cv.s_init);
+    }
     kmm_pos p = {0};
-    batch_ctx bc = {0, r0, r1, c0, c1};
+    batch_ctx bc = {0, pt->r0, pt->r1, pt->c0, pt->c1, pt->b0, pt->b1};
     m->mult = 1;
     emit_batches(m, &p, &bc, 0);
     /* settle: the DMA queue takes back the credits (and so waits for its own last copies) */
@@ -739,8 +1008,6 @@ static np_status emit_core(kmm *m, uint32_t core, uint64_t r0, uint64_t r1, uint
     return kc_status(x);
 }
 
-/* Cuts the tile grid (rows x cols tiles) into pr x pc blocks for up to `cores` cores: the
- * split with the fewest tiles on the busiest core, then the fewest blocks. */
 void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, uint64_t *pc)
 {
     uint64_t best = UINT64_MAX, br = 1, bcn = 1;
@@ -755,6 +1022,22 @@ void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, 
     *pr = br, *pc = bcn;
 }
 
+void kmm_split(const kmm *m, uint64_t cores, uint64_t *pb, uint64_t *pr, uint64_t *pc)
+{
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), nb = m->nb ? m->bcount[0] : 1;
+    uint64_t best = UINT64_MAX, bb = 1, br = 1, bcn = 1;
+    for (uint64_t q = 1; q <= cores && q <= nb; q++)
+        for (uint64_t r = 1; q * r <= cores && r <= rows; r++)
+            for (uint64_t c = 1; q * r * c <= cores && c <= cols; c++) {
+                uint64_t worst = cdiv(nb, q) * cdiv(rows, r) * cdiv(cols, c);
+                if (worst < best || (worst == best && q * r * c < bb * br * bcn)) {
+                    best = worst;
+                    bb = q, br = r, bcn = c;
+                }
+            }
+    *pb = bb, *pr = br, *pc = bcn;
+}
+
 /* Block i of n of [0, total): as even as possible, the larger ones first. */
 void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *hi)
 {
@@ -763,20 +1046,29 @@ void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *h
     *hi = *lo + base + (i < extra ? 1 : 0);
 }
 
+void kmm_part_of(const kmm *m, uint64_t pb, uint64_t pr, uint64_t pc, uint64_t blk,
+                 kmm_part *pt)
+{
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), nb = m->nb ? m->bcount[0] : 1;
+    (void)pb;
+    kmm_block(nb, pb, blk / (pr * pc), &pt->b0, &pt->b1);
+    kmm_block(rows, pr, blk % (pr * pc) / pc, &pt->r0, &pt->r1);
+    kmm_block(cols, pc, blk % pc, &pt->c0, &pt->c1);
+}
+
 np_status kmm_emit(kmm *m)
 {
     kc_ctx *x = m->x;
     const kc_place *pl = &x->k->place;
     uint64_t n_cores = pl->n_cores ? pl->n_cores : 1;
-    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), pr, pc;
-    uint64_t pk = m->pk ? m->pk : 1, slices = cdiv(m->K, m->TK);
-    kmm_split_grid(rows, cols, n_cores / pk, &pr, &pc);
+    uint64_t pb, pr, pc, pk = m->pk ? m->pk : 1, slices = cdiv(m->K, m->TK);
+    kmm_split(m, n_cores / pk, &pb, &pr, &pc);
     /* a tag of the kernel's own (messages between two cores with one tag stay in order) */
     m->tag = (unsigned)(((m->c_base >> 6) ^ (m->a_base >> 4) ^ (m->b_base >> 2)) & 0xffff);
-    for (uint64_t i = 0; i < pr * pc * pk; i++) {
-        uint64_t blk = i / pk, g = i % pk, r0, r1, c0, c1, s0, s1;
-        kmm_block(rows, pr, blk / pc, &r0, &r1);
-        kmm_block(cols, pc, blk % pc, &c0, &c1);
+    for (uint64_t i = 0; i < pb * pr * pc * pk; i++) {
+        uint64_t blk = i / pk, g = i % pk, s0, s1;
+        kmm_part pt;
+        kmm_part_of(m, pb, pr, pc, blk, &pt);
         kmm_block(slices, pk, g, &s0, &s1); /* this core's K: whole slices */
         m->kb = s0 * m->TK;
         m->kl = min_u64(m->K, s1 * m->TK) - m->kb;
@@ -785,10 +1077,10 @@ np_status kmm_emit(kmm *m)
         m->n_kpeers = 0;
         for (uint64_t q = 1; q < pk; q++)
             m->kpeers[m->n_kpeers++] = m->kroot + (uint32_t)q;
-        if (emit_core(m, pl->core0 + (uint32_t)i, r0, r1, c0, c1) != NP_OK)
+        if (emit_core(m, pl->core0 + (uint32_t)i, &pt) != NP_OK)
             return kc_status(x);
     }
-    x->res->cores = (uint32_t)(pr * pc * pk);
+    x->res->cores = (uint32_t)(pb * pr * pc * pk);
     x->res->hbm_read_bytes = m->rd;
     x->res->hbm_write_bytes = m->wr;
     return kc_status(x);

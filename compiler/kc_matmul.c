@@ -1,7 +1,8 @@
-/* kc_matmul.c — matmul (batched, either operand transposed) and 2-D convolution (implicit
- * im2col) through the kernel ABI: the checks of their operands and layouts, the plan of the
- * GEMM schedule (kc_gemm_emit.c emits it; docs/compiler.md, "The GEMM kernels"), the tile
- * choice, their framework references, their `npusim kernel --op` keys and their table rows. */
+/* kc_matmul.c — matmul (batched, any operand transposed) through the kernel ABI, and the
+ * planning it shares with conv2d (kc_conv.c): the checks of its operands and layouts, the
+ * plan of the GEMM schedule (kc_gemm_emit.c emits it; docs/compiler.md, "The GEMM kernels"),
+ * the epilogue's plan, the tile and variant choice, its framework reference, its `npusim
+ * kernel --op` keys and its table row. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -101,7 +102,8 @@ np_status kc_gemm_tiles(const arch_config *cfg, const kc_gemm_shape *g, uint64_t
 
 uint64_t kc_gemm_spad_bytes(const kc_gemm_shape *g, uint64_t tm, uint64_t tn, uint64_t tk)
 {
-    return (2 + g->extra_mk) * tm * tk * g->e + 2 * tk * tn * g->e +
+    uint64_t a = g->reuse_k ? tm * g->reuse_k * g->e : (2 + g->extra_mk) * tm * tk * g->e;
+    return a + (2 + g->extra_kn) * tk * tn * g->e +
            tm * tn * (g->ce + g->extra_mn) + tn * g->extra_n + tm * g->extra_m + g->extra;
 }
 
@@ -117,13 +119,15 @@ static void bcast_strides(const kc_tensor *t, int out_nd, int64_t *s)
     }
 }
 
-/* The epilogue: with fuse, the drain's fused prefix [scale] [bias] [activation], the rest
- * vector steps (without, all of it vector steps: a split K sums before the epilogue). m->eg:
+/* The epilogue: the drain's fused prefix [scale] [bias] [activation], the rest vector steps.
+ * With a split K (m->pk > 1) all of it is vector steps (the drain sees a partial sum); under
+ * ct the drain sees C^T, so its per-column bias cannot hold C's row vector. m->eg:
  * the output has nd dims; bdims[0..nbd) are those of the batch loops, mdim and ndim those of
  * the GEMM's rows and columns (for a conv the pixel dim ow; then an operand's stride along
  * dim mouter, oh, must be ratio = OW times its stride along ow; mouter -1: none). */
-static np_status plan_epilogue(kmm *m, bool fuse)
+static np_status plan_epilogue(kmm *m)
 {
+    bool fuse = m->pk <= 1, fuse_bias = fuse && !m->ct;
     kc_ctx *x = m->x;
     const kc_kernel *k = x->k;
     int nd = m->eg.nd, nbd = m->eg.nbd, mdim = m->eg.mdim, ndim = m->eg.ndim;
@@ -151,7 +155,7 @@ static np_status plan_epilogue(kmm *m, bool fuse)
                 return kc_fail(x, NP_ERR_INCONSISTENT, "epilogue step %d: its operand's "
                                "pixel rows are not %" PRId64 " pixels apart", i, m_outer_ratio);
             for (int b = 0; b < nbd; b++)
-                g.sbat[b] = st[bdims[b]];
+                g.sbat[b] = st[bdims[b]] * (m->eg.bmul[b] ? m->eg.bmul[b] : 1);
             uint64_t ae = isa_dtype_size[g.dt];
             if (g.sn && g.sn != (int64_t)ae)
                 return kc_fail(x, NP_ERR_INCONSISTENT, "epilogue step %d: its operand's last "
@@ -164,8 +168,9 @@ static np_status plan_epilogue(kmm *m, bool fuse)
         bool batch_free = true;
         for (int b = 0; b < nbd; b++)
             batch_free = batch_free && !g.sbat[b];
-        if (fuse && m->bias < 0 && m->n_args == 0 && m->n_steps == 0 && m->act == ISA_ACT_NONE &&
-            s->op == NN_OP_ADD && g.bcast == ISA_BCAST_ROW && batch_free) {
+        if (fuse_bias && m->bias < 0 && m->n_args == 0 && m->n_steps == 0 &&
+            m->act == ISA_ACT_NONE && s->op == NN_OP_ADD && g.bcast == ISA_BCAST_ROW &&
+            batch_free) {
             g.cast = g.dt != ISA_DTYPE_FP32;
             m->bias = m->n_args;
             m->args[m->n_args++] = g;
@@ -201,9 +206,20 @@ static np_status plan_epilogue(kmm *m, bool fuse)
     return NP_OK;
 }
 
-/* The scratchpad the epilogue's operand tiles take, as kc_gemm_shape counts it. */
-static void epilogue_spad(const kmm *m, kc_gemm_shape *g)
+/* The GEMM as the tile choice sees the plan: its dimensions, element sizes, cores and the
+ * scratchpad beyond double-buffered A and B slices and one C tile (kc_gemm_shape): staging
+ * for the transposes of A's or B's slices, the transposed C tile, the partial sums of a
+ * split K, the epilogue's operand tiles. */
+static void plan_shape(const kmm *m, uint64_t cores, kc_gemm_shape *g)
 {
+    *g = (kc_gemm_shape){m->M, m->N, m->K, m->e, m->ce, cores, 0, 0, 0, 0, 0, 0, 0};
+    g->extra_mk = kmm_a_transposed(m) ? 2 : 0;
+    g->extra_kn = kmm_b_transposed(m) ? 2 : 0;
+    g->reuse_k = m->reuse ? m->K : 0;
+    if (kmm_c_transposes(m))
+        g->extra_mn += m->ce;
+    if (m->pk > 1)
+        g->extra_mn += 4;
     for (int a = 0; a < m->n_args; a++) {
         const kmm_arg *r = &m->args[a];
         uint64_t per = isa_dtype_size[r->dt] + (r->cast ? (a == m->bias ? 4 : m->ce) : 0);
@@ -216,11 +232,32 @@ static void epilogue_spad(const kmm *m, kc_gemm_shape *g)
     }
 }
 
-/* Tiles: the attributes tm, tn, tk, ksplit where given, the rest chosen by the cost model for
- * the placed cores' free memories (kc_gemm_cost.c), a split K among them (pk cores a block of
- * tiles, their partial sums added over the mesh, the epilogue on the VPU after the sum); the
- * best candidates go to the result for a tuner. */
-static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
+/* A schedule variant of the plan: transposed (ct) or not, K split over pk cores a block. */
+static np_status plan_variant(const kmm *base, bool ct, uint64_t pk, bool reuse, uint64_t cores,
+                              kmm *v, kc_gemm_shape *g)
+{
+    *v = *base;
+    v->ct = ct;
+    v->pk = pk;
+    v->reuse = reuse;
+    if (plan_epilogue(v) != NP_OK)
+        return kc_status(v->x);
+    plan_shape(v, cores, g);
+    return NP_OK;
+}
+
+/* Whether the plan can keep A's rows resident (reuse): a row-major A, no split K. */
+static bool reuse_ok(const kmm *m, uint64_t pk) { return m->ak == KMM_A_ROWS && pk <= 1; }
+
+#define KMM_BEST 8 /* candidates the search keeps */
+
+/* Tiles: the attributes tm, tn, tk, ksplit, ct, reuse where given, the rest chosen by the cost
+ * model for the placed cores' free memories (kc_gemm_cost.c) among the schedule's variants —
+ * C or C^T computed, K split among 2, 4, ... cores a block of tiles (their partial sums added
+ * over the mesh, the epilogue on the VPU after the sum) or not. The model ranks the plain
+ * schedule; reuse (A's rows resident across a tile row) is left to the tuner: the result's
+ * candidates for it are the model's best, each followed by its reuse twin where one fits. */
+np_status kmm_plan_tiles(kmm *m)
 {
     kc_ctx *x = m->x;
     const kc_place *pl = &x->k->place;
@@ -229,79 +266,112 @@ static np_status plan_tiles(kmm *m, kc_gemm_shape *g)
         spad = min_u64(spad, kc_spad_avail(x, c));
         acc = min_u64(acc, kc_acc_avail(x, c));
     }
-    g->cores = n;
     uint64_t tm = (uint64_t)kc_attr_int(x, "tm"), tn = (uint64_t)kc_attr_int(x, "tn"),
              tk = (uint64_t)kc_attr_int(x, "tk"), ks = (uint64_t)kc_attr_int(x, "ksplit");
+    int64_t cta = kc_attr_int(x, "ct");
+    bool reuse = kc_attr_int(x, "reuse");
     if (ks > n)
         return kc_fail(x, NP_ERR_RANGE, "ksplit %" PRIu64 " over %" PRIu64 " cores", ks, n);
-    kmm_cand best[KC_MAX_CANDS];
+    if (reuse && !reuse_ok(m, ks))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "reuse keeps a row-major A's rows: %s",
+                       m->ak != KMM_A_ROWS ? "A is not row-major" : "not with a split K");
+    bool search = !tm || !tn || !tk || !ks || !cta;
+    kmm_cand best[KMM_BEST];
     unsigned nb = 0;
-    /* without a split (the epilogue fused into the drain where it can be) */
-    if ((!tm || !tn || !tk) && ks <= 1) {
-        m->TM = tm, m->TN = tn, m->TK = tk, m->pk = 1;
-        kmm_search(m, x->cfg, g, spad, acc, n, best, &nb, KC_MAX_CANDS);
-    }
-    /* split over 2, 4, ... cores a block */
-    kmm split = *m;
-    kc_gemm_shape gs = *g;
-    bool have_split = false;
-    if ((!tm || !tn || !tk || ks > 1) && (ks == 0 || ks > 1) && n > 1) {
-        if (plan_epilogue(&split, false) != NP_OK)
-            return kc_status(x);
-        gs.extra_mn = gs.extra_n = gs.extra_m = gs.extra = 0;
-        epilogue_spad(&split, &gs);
-        gs.extra_mn += 4; /* the fp32 partial sums */
-        for (uint64_t pk = ks > 1 ? ks : 2; pk <= n && pk <= KMM_MAX_KSPLIT; pk *= 2) {
-            split.TM = tm, split.TN = tn, split.TK = tk, split.pk = pk;
-            kmm_search(&split, x->cfg, &gs, spad, acc, n, best, &nb, KC_MAX_CANDS);
-            have_split = true;
-            if (ks > 1)
+    kmm v;
+    kc_gemm_shape g;
+    for (int ct = 0; ct < 2 && search; ct++) {
+        if (cta && cta != 1 + ct)
+            continue;
+        for (uint64_t pk = ks ? ks : 1; pk <= n && pk <= KMM_MAX_KSPLIT; pk *= 2) {
+            if (reuse && pk > 1)
+                break;
+            if (plan_variant(m, ct, pk, reuse, n, &v, &g) != NP_OK)
+                return kc_status(x);
+            v.TM = tm, v.TN = tn, v.TK = tk;
+            kmm_search(&v, x->cfg, &g, spad, acc, n, best, &nb, KMM_BEST);
+            if (ks)
                 break;
         }
     }
-    if (nb && best[0].pk > 1 && have_split) {
-        *m = split;
-        *g = gs;
-    }
-    if (nb) {
-        m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk, m->pk = best[0].pk;
+    if (nb) { /* the best candidate's variant */
+        if (plan_variant(m, best[0].ct, best[0].pk, reuse, n, &v, &g) != NP_OK)
+            return kc_status(x);
+        *m = v;
+        m->TM = best[0].tm, m->TN = best[0].tn, m->TK = best[0].tk;
     } else { /* all given, or nothing fits: the heuristic checks them and names the limit */
-        m->TM = tm, m->TN = tn, m->TK = tk, m->pk = ks > 1 ? ks : 1;
-        if (m->pk > 1) {
-            *m = split;
-            m->TM = tm, m->TN = tn, m->TK = tk, m->pk = ks;
-            *g = gs;
-        }
+        if (plan_variant(m, cta == 2, ks > 1 ? ks : 1, reuse, n, &v, &g) != NP_OK)
+            return kc_status(x);
+        *m = v;
+        m->TM = tm, m->TN = tn, m->TK = tk;
         np_err e = {0};
-        if (kc_gemm_tiles(x->cfg, g, spad, acc, &m->TM, &m->TN, &m->TK, &e) != NP_OK)
+        if (kc_gemm_tiles(x->cfg, &g, spad, acc, &m->TM, &m->TN, &m->TK, &e) != NP_OK)
             return kc_fail(x, e.status, "%s", e.msg);
         if (m->pk > 1 && cdiv(m->K, m->TK) < m->pk)
             return kc_fail(x, NP_ERR_RANGE, "ksplit %" PRIu64 ": K = %" PRIu64 " has only %"
                            PRIu64 " slices of %" PRIu64, m->pk, m->K, cdiv(m->K, m->TK), m->TK);
+        uint64_t need = kc_gemm_spad_bytes(&g, m->TM, m->TN, m->TK) +
+                        (m->ak == KMM_A_CONV ? kmm_stage_bytes(&m->cv, m->TM, m->e) : 0);
+        if (need > spad)
+            return kc_fail(x, NP_ERR_RANGE, "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " tiles "
+                           "(double-buffered%s) need %" PRIu64 " scratchpad bytes, more than "
+                           "the %" PRIu64 " free", m->TM, m->TN, m->TK,
+                           m->ak == KMM_A_CONV ? ", with the staged input rows" : "", need,
+                           spad);
     }
-    kmm_est est;
-    kmm_estimate(m, x->cfg, n, &est);
+    /* the candidates for a tuner: the ranking's best, the chosen one first, each with the
+     * schedule's estimate (kmm_estimate steps its queues; of the plain schedule: it does not
+     * price reuse) and followed by its reuse twin when it fits */
     kc_result *r = x->res;
-    r->est_cycles = est.cycles;
-    r->n_cands = nb ? nb : 1;
     if (!nb)
-        best[0] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, est.cycles};
-    for (unsigned i = 0; i < r->n_cands; i++)
-        r->cands[i] = (kc_tiling){4, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
-                                      KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk)},
-                                  best[i].cycles};
+        best[nb++] = (kmm_cand){m->TM, m->TN, m->TK, m->pk, 0, m->ct, m->reuse};
+    r->n_cands = 0;
+    for (unsigned i = 0; i < nb && r->n_cands < KC_MAX_CANDS; i++) {
+        kmm_est est;
+        if (i == 0) {
+            kmm_estimate(m, x->cfg, n, &est);
+            r->est_cycles = est.cycles;
+        } else {
+            if (plan_variant(m, best[i].ct, best[i].pk, reuse, n, &v, &g) != NP_OK)
+                return kc_status(x);
+            v.TM = best[i].tm, v.TN = best[i].tn, v.TK = best[i].tk;
+            kmm_estimate(&v, x->cfg, n, &est);
+        }
+        for (int twin = 0; twin < 2 && r->n_cands < KC_MAX_CANDS; twin++) {
+            bool ru = reuse || twin;
+            if (twin && (reuse || !search || !reuse_ok(m, best[i].pk)))
+                break;
+            if (twin) { /* it needs the slab in the scratchpad */
+                kmm w;
+                kc_gemm_shape gw;
+                if (plan_variant(m, best[i].ct, 1, true, n, &w, &gw) != NP_OK)
+                    return kc_status(x);
+                if (kc_gemm_spad_bytes(&gw, best[i].tm, best[i].tn, best[i].tk) > spad)
+                    break;
+            }
+            r->cands[r->n_cands++] =
+                (kc_tiling){6, {KC_INT("tm", best[i].tm), KC_INT("tn", best[i].tn),
+                                KC_INT("tk", best[i].tk), KC_INT("ksplit", best[i].pk),
+                                KC_INT("ct", best[i].ct ? 2 : 1), KC_INT("reuse", ru)},
+                            est.cycles};
+        }
+    }
     return NP_OK;
 }
 
-static void plan_result(kmm *m, uint64_t batches)
+void kmm_plan_result(kmm *m, uint64_t batches)
 {
     kc_result *r = m->x->res;
     uint64_t mn = m->M * m->N * batches;
     r->mxu_flops = 2 * mn * m->K;
     r->flops = r->mxu_flops + mn * (uint64_t)(m->x->k->n_epi);
-    char split[48] = "";
+    char split[64] = "";
     if (m->pk > 1)
         snprintf(split, sizeof split, ", K split over %" PRIu64 " cores", m->pk);
+    if (m->reuse)
+        snprintf(split + strlen(split), sizeof split - strlen(split), ", A's rows kept");
+    if (m->ct)
+        snprintf(split + strlen(split), sizeof split - strlen(split), ", C^T = B^T A^T");
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " GEMM%s, tiles "
              "%" PRIu64 "x%" PRIu64 "x%" PRIu64 " (M x N x K)%s", m->M, m->N, m->K,
              batches > 1 ? " per batch" : "", m->TM, m->TN, m->TK, split);
@@ -357,10 +427,13 @@ static np_status matmul_compile(kc_ctx *x)
     else
         return kc_fail(x, NP_ERR_INCONSISTENT, "B (strides %" PRId64 ", %" PRId64 " bytes) is "
                        "neither row- nor column-major", b2, b1);
-    if (C->stride[nd - 1] != (int64_t)m.ce && m.N > 1)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "out must be row-major (last stride %" PRId64
-                       ", element %" PRIu64 " bytes)", C->stride[nd - 1], m.ce);
-    m.ldc = C->stride[nd - 2];
+    if (C->stride[nd - 1] == (int64_t)m.ce || m.N == 1)
+        m.c_cols = false, m.ldc = C->stride[nd - 2];
+    else if (C->stride[nd - 2] == (int64_t)m.ce || m.M == 1)
+        m.c_cols = true, m.ldc = C->stride[nd - 1];
+    else
+        return kc_fail(x, NP_ERR_INCONSISTENT, "out (strides %" PRId64 ", %" PRId64 " bytes) is "
+                       "neither row- nor column-major", C->stride[nd - 2], C->stride[nd - 1]);
     m.a_base = A->addr, m.b_base = B->addr, m.c_base = C->addr;
     /* batch dims: out's leading dims; A's and B's broadcast to them; then merged where every
      * operand's strides allow and dims of 1 dropped */
@@ -408,108 +481,15 @@ static np_status matmul_compile(kc_ctx *x)
     m.eg.ratio = 0;
     for (int b = 0; b < nbd; b++)
         m.eg.bdims[b] = bdims[b];
-    if (plan_epilogue(&m, true) != NP_OK)
+    if (kmm_plan_tiles(&m) != NP_OK)
         return kc_status(x);
-    kc_gemm_shape g = {m.M, m.N, m.K, m.e, m.ce, 1, m.ak == KMM_A_COLS ? 2 : 0, 0, 0, 0, 0};
-    epilogue_spad(&m, &g);
-    if (plan_tiles(&m, &g) != NP_OK)
-        return kc_status(x);
-    plan_result(&m, batches);
-    return kmm_emit(&m);
-}
-
-/* conv2d: in[0] x [N, C, H, W], in[1] w [O, C, KH, KW], out [N, O, OH, OW], in the layouts
- * of implicit im2col: x channels-last (NHWC in memory), w as the GEMM's B [(kh, kw, c)][o],
- * out as C [(oh, ow)][o] (NHWC). */
-static np_status conv2d_compile(kc_ctx *x)
-{
-    const kc_kernel *k = x->k;
-    const kc_tensor *X = &k->in[0], *W = &k->in[1], *Y = &k->out[0];
-    kmm m;
-    memset(&m, 0, sizeof m);
-    m.x = x;
-    if (X->ndim != 4 || W->ndim != 4 || Y->ndim != 4)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "x, w and out must be 4-D (NCHW, OIHW, NCHW)");
-    if (X->dtype != W->dtype)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "x is %s, w %s: the array multiplies one type",
-                       nn_dtype_name(X->dtype), nn_dtype_name(W->dtype));
-    m.dt = kc_isa_dtype(X->dtype), m.cdt = kc_isa_dtype(Y->dtype);
-    m.e = isa_dtype_size[m.dt], m.ce = isa_dtype_size[m.cdt];
-    if (!(isa_emit_program(x->e)->target.dtypes & (1u << m.dt)))
-        return kc_fail(x, NP_ERR_INCONSISTENT, "the array does not multiply %s",
-                       isa_dtype_names[m.dt]);
-    int64_t pad = kc_attr_int(x, "pad"), dil = kc_attr_int(x, "dilation");
-    int64_t groups = kc_attr_int(x, "groups");
-    if (pad != 0 || dil != 1 || groups != 1)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "pad %" PRId64 ", dilation %" PRId64 ", groups %"
-                       PRId64 ": the implicit-im2col kernel takes pad 0, dilation 1, groups 1 "
-                       "(pad the input first)", pad, dil, groups);
-    uint64_t N = (uint64_t)X->shape[0], Cc = (uint64_t)X->shape[1], H = (uint64_t)X->shape[2],
-             Wd = (uint64_t)X->shape[3], O = (uint64_t)W->shape[0], R = (uint64_t)W->shape[2],
-             S = (uint64_t)W->shape[3];
-    uint64_t sh = (uint64_t)kc_attr_int(x, "stride"), sw = (uint64_t)kc_attr_int(x, "stride_w");
-    sw = sw ? sw : sh;
-    if ((uint64_t)W->shape[1] != Cc || R > H || S > Wd)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "w [%" PRIu64 ", %" PRId64 ", %" PRIu64 ", %"
-                       PRIu64 "] does not fit x [%" PRIu64 ", %" PRIu64 ", %" PRIu64 ", %" PRIu64
-                       "]", O, W->shape[1], R, S, N, Cc, H, Wd);
-    uint64_t E = (H - R) / sh + 1, F = (Wd - S) / sw + 1;
-    if ((uint64_t)Y->shape[0] != N || (uint64_t)Y->shape[1] != O || (uint64_t)Y->shape[2] != E ||
-        (uint64_t)Y->shape[3] != F)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "out must be [%" PRIu64 ", %" PRIu64 ", %" PRIu64
-                       ", %" PRIu64 "]", N, O, E, F);
-    int64_t e = (int64_t)m.e, ce = (int64_t)m.ce;
-    if (X->stride[1] != e || X->stride[3] != (int64_t)Cc * e ||
-        X->stride[2] != (int64_t)(Wd * Cc) * e)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "x must be channels-last (NHWC in memory: "
-                       "strides C %" PRId64 ", W %" PRId64 ", H %" PRId64 " bytes)", e,
-                       (int64_t)Cc * e, (int64_t)(Wd * Cc) * e);
-    if (W->stride[0] != e || W->stride[1] != (int64_t)O * e ||
-        W->stride[3] != (int64_t)(Cc * O) * e || W->stride[2] != (int64_t)(S * Cc * O) * e)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "w must be laid out as [(kh, kw, c)][o] (strides "
-                       "O %" PRId64 ", C %" PRId64 ", KW %" PRId64 ", KH %" PRId64 " bytes)", e,
-                       (int64_t)O * e, (int64_t)(Cc * O) * e, (int64_t)(S * Cc * O) * e);
-    if ((Y->stride[1] != ce && O > 1) || Y->stride[3] != (int64_t)O * ce ||
-        Y->stride[2] != (int64_t)(F * O) * ce)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "out must be channels-last (NHWC in memory)");
-    m.M = E * F, m.N = O, m.K = R * S * Cc;
-    m.ak = KMM_A_CONV;
-    m.a_base = X->addr, m.b_base = W->addr, m.c_base = Y->addr;
-    m.ldb = (int64_t)O * e, m.ldc = (int64_t)O * ce;
-    m.cv = (kmm_conv){H, Wd, Cc, R, S, sh, sw, E, F, S * Cc,
-                      Wd * Cc * m.e < (1u << 24) && R <= 65535};
-    int bdims[1] = {0}, nbd = 0;
-    if (N > 1) {
-        m.nb = nbd = 1;
-        m.bcount[0] = N, m.bsa[0] = X->stride[0], m.bsb[0] = 0, m.bsc[0] = Y->stride[0];
-    }
-    /* the epilogue sees out's dims [N, O, OH, OW]: GEMM rows are pixels (ow; oh = F pixels) */
-    m.eg.nd = 4, m.eg.nbd = nbd, m.eg.mdim = 3, m.eg.ndim = 1, m.eg.mouter = 2;
-    m.eg.ratio = (int64_t)F, m.eg.bdims[0] = bdims[0];
-    if (plan_epilogue(&m, true) != NP_OK)
-        return kc_status(x);
-    kc_gemm_shape g = {m.M, m.N, m.K, m.e, m.ce, 1, 0, 0, 0, 0, 0};
-    epilogue_spad(&m, &g);
-    if (plan_tiles(&m, &g) != NP_OK)
-        return kc_status(x);
-    /* the gathers' fields: n0 20 bits, n1/n2 16 bits, s1 strides 24 bits, s2 27 bits; a
-     * piece has at most min(TM, F) pixels a row and TM / F rows (the row strides matter only
-     * when a tile can hold two whole output rows) */
-    uint64_t tm_max = min_u64(m.TM, m.M);
-    bool multi_rows = tm_max >= 2 * F;
-    if (min_u64(m.cv.sc, m.TK) >= (1u << 20) || min_u64(F, tm_max) > 65535 ||
-        tm_max / F > 65535 || m.TK * m.e >= (1u << 24) || sw * Cc * m.e >= (1u << 24) ||
-        (multi_rows && (sh * Wd * Cc * m.e >= (1u << 27) || F * m.TK * m.e >= (1u << 27))))
-        return kc_fail(x, NP_ERR_RANGE, "too large for the gathers' dma.copy fields");
-    m.m_regular = m.TM % F == 0;
-    m.k_regular = m.TK % m.cv.sc == 0;
-    plan_result(&m, N);
+    kmm_plan_result(&m, batches);
     return kmm_emit(&m);
 }
 
 /* ---- the framework's computation of each (for checks) ---------------------------------------- */
 
-static np_status graph_status(nn_graph *g, nn_tensor **out, nn_tensor *t, np_err *err)
+np_status kmm_ref_status(nn_graph *g, nn_tensor **out, nn_tensor *t, np_err *err)
 {
     out[0] = t;
     return t ? NP_OK : nn_graph_status(g, err);
@@ -519,48 +499,12 @@ static np_status matmul_reference(nn_graph *g, const kc_kernel *k, nn_tensor *co
                                   nn_tensor **out, np_err *err)
 {
     (void)k;
-    return graph_status(g, out, nn_matmul(g, in[0], in[1]), err);
-}
-
-static const kc_attr *find_attr(const kc_kernel *k, const char *name)
-{
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && strcmp(k->attrs[i].name, name) == 0)
-            return &k->attrs[i];
-    return NULL;
-}
-
-static np_status conv2d_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
-                                  nn_tensor **out, np_err *err)
-{
-    const kc_attr *st = find_attr(k, "stride"), *sw = find_attr(k, "stride_w");
-    const kc_attr *pad = find_attr(k, "pad"), *dil = find_attr(k, "dilation");
-    const kc_attr *grp = find_attr(k, "groups");
-    int64_t s = st ? st->i : 1;
-    if (sw && sw->i && sw->i != s)
-        return np_err_set(err, NP_ERR_INCONSISTENT, "conv2d: the framework's conv2d has one "
-                          "stride for both dims (stride %" PRId64 ", stride_w %" PRId64 ")", s,
-                          sw->i);
-    return graph_status(g, out, nn_conv2d(g, in[0], in[1], (int)s, pad ? (int)pad->i : 0,
-                                          dil ? (int)dil->i : 1, grp ? (int)grp->i : 1), err);
-}
-
-/* conv2d's node parameters (framework/op_linalg.c): ip[0] stride, ip[1] pad, ip[2] dilation,
- * ip[3] groups. */
-static np_status conv2d_from_node(const nn_tensor *t, kc_kernel *k, np_err *err)
-{
-    if (k->n_attrs + 4 > KC_MAX_ATTRS)
-        return np_err_set(err, NP_ERR_RANGE, "conv2d: no room for its attributes");
-    k->attrs[k->n_attrs++] = KC_INT("stride", t->ip[0]);
-    k->attrs[k->n_attrs++] = KC_INT("pad", t->ip[1]);
-    k->attrs[k->n_attrs++] = KC_INT("dilation", t->ip[2]);
-    k->attrs[k->n_attrs++] = KC_INT("groups", t->ip[3]);
-    return NP_OK;
+    return kmm_ref_status(g, out, nn_matmul(g, in[0], in[1]), err);
 }
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
-static int64_t spec_i(const kc_spec *s, const char *name)
+int64_t kmm_spec_i(const kc_spec *s, const char *name)
 {
     const kc_spec_val *v = kc_spec_get(s, name);
     return v ? v->i : 0;
@@ -599,71 +543,21 @@ static np_status spec_matrix(kc_prog *p, const char *name, nn_dtype dt, int64_t 
 
 static np_status matmul_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
-    nn_dtype dt = (nn_dtype)spec_i(s, "dtype"), od = dt == NN_I8 ? NN_I32 : dt;
-    int64_t M = spec_i(s, "m"), N = spec_i(s, "n"), K = spec_i(s, "k"), B = spec_i(s, "batch");
-    int64_t pad = spec_i(s, "pad");
+    nn_dtype dt = (nn_dtype)kmm_spec_i(s, "dtype"), od = dt == NN_I8 ? NN_I32 : dt;
+    int64_t M = kmm_spec_i(s, "m"), N = kmm_spec_i(s, "n"), K = kmm_spec_i(s, "k");
+    int64_t B = kmm_spec_i(s, "batch");
+    int64_t pad = kmm_spec_i(s, "pad");
     k->n_in = 2, k->n_out = 1;
-    if (spec_matrix(p, "A", dt, B, M, K, spec_i(s, "ta"), pad, &k->in[0], err) != NP_OK ||
-        spec_matrix(p, "B", dt, B, K, N, spec_i(s, "tb"), pad, &k->in[1], err) != NP_OK ||
+    if (spec_matrix(p, "A", dt, B, M, K, kmm_spec_i(s, "ta"), pad, &k->in[0], err) != NP_OK ||
+        spec_matrix(p, "B", dt, B, K, N, kmm_spec_i(s, "tb"), pad, &k->in[1], err) != NP_OK ||
         spec_matrix(p, "C", od, B, M, N, false, pad, &k->out[0], err) != NP_OK)
         return err->status;
     return NP_OK;
 }
 
-static const kc_attr_def conv2d_keys[] = {
-    {"n", KC_ATTR_INT, 1, 1, 65536, "images"},
-    {"h", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input height"},
-    {"w", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input width"},
-    {"c", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "input channels"},
-    {"k", KC_ATTR_INT, KC_REQUIRED, 1, 1048576, "output channels (filters)"},
-    {"r", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter height"},
-    {"s", KC_ATTR_INT, KC_REQUIRED, 1, 65535, "filter width"},
-    {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "input and filter type (the output's too; int8 gives int32)"},
-};
-
-/* x NHWC, w as [(r, s, c)][k], out NHWC (the layouts the conv2d kernel takes). */
-static np_status conv2d_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
-{
-    nn_dtype dt = (nn_dtype)spec_i(s, "dtype"), od = dt == NN_I8 ? NN_I32 : dt;
-    int64_t N = spec_i(s, "n"), H = spec_i(s, "h"), W = spec_i(s, "w"), C = spec_i(s, "c"),
-            O = spec_i(s, "k"), R = spec_i(s, "r"), S = spec_i(s, "s");
-    int64_t sh = spec_i(s, "stride"), sw = spec_i(s, "stride_w") ? spec_i(s, "stride_w") : sh;
-    int64_t pad = spec_i(s, "pad"), dil = spec_i(s, "dilation");
-    int64_t E = (H + 2 * pad - dil * (R - 1) - 1) / sh + 1, F = (W + 2 * pad - dil * (S - 1) - 1) / sw + 1;
-    if (E < 1 || F < 1)
-        return np_err_set(err, NP_ERR_RANGE, "conv2d: a %" PRId64 "x%" PRId64 " filter does not "
-                          "fit a %" PRId64 "x%" PRId64 " input", R, S, H, W);
-    int64_t e = (int64_t)nn_dtype_size(dt), ce = (int64_t)nn_dtype_size(od);
-    uint64_t ax, aw, ay;
-    if (kc_prog_bss(p, "X", (uint64_t)(N * H * W * C * e), &ax, err) != NP_OK ||
-        kc_prog_bss(p, "W", (uint64_t)(R * S * C * O * e), &aw, err) != NP_OK ||
-        kc_prog_bss(p, "Y", (uint64_t)(N * E * F * O * ce), &ay, err) != NP_OK)
-        return err->status;
-    k->n_in = 2, k->n_out = 1;
-    k->in[0] = (kc_tensor){ax, dt, 4, {N, C, H, W}, {H * W * C * e, e, W * C * e, C * e}};
-    k->in[1] = (kc_tensor){aw, dt, 4, {O, C, R, S}, {e, O * e, S * C * O * e, C * O * e}};
-    k->out[0] = (kc_tensor){ay, od, 4, {N, O, E, F}, {E * F * O * ce, ce, F * O * ce, O * ce}};
-    return NP_OK;
-}
-
 /* ---- the table rows --------------------------------------------------------------------------- */
 
-#define KMM_TILE_ATTRS                                                                          \
-    {"tm", KC_ATTR_INT, 0, 0, 65535, "tile: output tile rows (0: the cost model's)"},          \
-    {"tn", KC_ATTR_INT, 0, 0, 65535, "tile: output tile columns (0: the cost model's)"},       \
-    {"tk", KC_ATTR_INT, 0, 0, 65535, "tile: K slice depth (0: the cost model's)"},              \
-    {"ksplit", KC_ATTR_INT, 0, 0, 16, "tile: cores sharing one block of tiles' K, their partial sums added over the mesh (0: the cost model's, 1: none)"}
-
 static const kc_attr_def matmul_attrs[] = {KMM_TILE_ATTRS};
-
-static const kc_attr_def conv2d_attrs[] = {
-    {"stride", KC_ATTR_INT, 1, 1, 65535, "vertical stride (and horizontal unless stride_w)"},
-    {"stride_w", KC_ATTR_INT, 0, 0, 65535, "horizontal stride (0: stride)"},
-    {"pad", KC_ATTR_INT, 0, 0, 65535, "zero padding on every side"},
-    {"dilation", KC_ATTR_INT, 1, 1, 65535, "filter dilation"},
-    {"groups", KC_ATTR_INT, 1, 1, 65535, "channel groups"},
-    KMM_TILE_ATTRS,
-};
 
 const kc_kernel_def kc_matmul_def = {
     .op = NN_OP_MATMUL, .flags = KC_DEF_EPILOGUE, .n_in = 2, .n_out = 1,
@@ -674,16 +568,4 @@ const kc_kernel_def kc_matmul_def = {
     .reference = matmul_reference,
     .doc = "tiled, double-buffered GEMM on the matrix unit; batches, rows of tiles, tiles and "
            "pairs of K slices as loops",
-};
-
-const kc_kernel_def kc_conv2d_def = {
-    .op = NN_OP_CONV2D, .flags = KC_DEF_EPILOGUE, .n_in = 2, .n_out = 1,
-    .attrs = conv2d_attrs, .n_attrs = sizeof conv2d_attrs / sizeof conv2d_attrs[0],
-    .compile = conv2d_compile,
-    .keys = conv2d_keys, .n_keys = sizeof conv2d_keys / sizeof conv2d_keys[0],
-    .build = conv2d_build,
-    .reference = conv2d_reference,
-    .from_node = conv2d_from_node,
-    .doc = "implicit im2col: the GEMM schedule of matmul with each A slice gathered from the "
-           "NHWC input by strided DMA",
 };

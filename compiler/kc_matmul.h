@@ -11,13 +11,16 @@
 
 /* A GEMM as the tile choice sees it: dimensions, element sizes (A and B: e; C: ce), the cores
  * that share its tiles, and the scratchpad bytes it needs beyond double-buffered A and B
- * tiles and one C tile: extra_mk more TM x TK A tiles (a transposed A's staging), and per
- * output element / per TN column / per TM row / in all (the epilogue's operand tiles). */
+ * tiles and one C tile: extra_mk more TM x TK A tiles (a transposed A's staging), per output
+ * element / per TN column / per TM row / in all (the epilogue's operand tiles, a transposed
+ * C tile, partial sums), and extra_kn more TK x TN B tiles (a transposed B's staging). */
 typedef struct kc_gemm_shape {
     uint64_t m, n, k;
     uint64_t e, ce;
     uint64_t cores;
     uint64_t extra_mk, extra_mn, extra_n, extra_m, extra;
+    uint64_t extra_kn;
+    uint64_t reuse_k; /* > 0: A's slices replaced by a resident TM x reuse_k slab */
 } kc_gemm_shape;
 
 /* Fills the 0 tile sizes among *tm, *tn, *tk for g on cfg with spad scratchpad and acc

@@ -74,8 +74,8 @@ np_status kc_tile_cache_put(kc_tile_cache *c, const char *key, const kc_tiling *
     bool found;
     size_t i = find(c, key, &found);
     kc_tiling copy = *t;
-    if (copy.n_attrs > 4)
-        copy.n_attrs = 4;
+    if (copy.n_attrs > KC_TILING_MAX_ATTRS)
+        copy.n_attrs = KC_TILING_MAX_ATTRS;
     for (unsigned a = 0; a < copy.n_attrs; a++)
         if (!(copy.attrs[a].name = strdup(t->attrs[a].name))) {
             for (unsigned b = 0; b < a; b++)
@@ -137,9 +137,11 @@ np_status kc_tile_cache_load(const char *path, kc_tile_cache **out, np_err *err)
         json_t *e = json_array_get(list, i), *attrs = json_object_get(e, "attrs");
         const char *key = json_string_value(json_object_get(e, "key"));
         json_t *cyc = json_object_get(e, "cycles");
-        if (!key || !json_is_object(attrs) || json_object_size(attrs) > 4 || !json_is_integer(cyc)) {
+        if (!key || !json_is_object(attrs) || json_object_size(attrs) > KC_TILING_MAX_ATTRS ||
+            !json_is_integer(cyc)) {
             st = np_err_at(err, NP_ERR_FORMAT, path, 0, 0, "tiling %zu: expected {\"key\", "
-                           "\"attrs\" (at most 4 integers), \"cycles\"}", i);
+                           "\"attrs\" (at most %d integers), \"cycles\"}", i,
+                           KC_TILING_MAX_ATTRS);
             break;
         }
         kc_tiling t = {0};

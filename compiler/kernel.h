@@ -199,12 +199,14 @@ typedef struct kc_kernel {
     kc_place place;
 } kc_kernel;
 
-/* A tiling of a kernel: the attributes that select it (tm, tn, tk for the GEMMs) and the
- * cost model's cycles for it. A tuner compiles the kernel with each and keeps the fastest. */
-#define KC_MAX_CANDS 8
+/* A tiling of a kernel: the attributes that select it (tm, tn, tk, ksplit, ct for the GEMMs)
+ * and the cost model's cycles for it. A tuner compiles the kernel with each and keeps the
+ * fastest. */
+#define KC_MAX_CANDS 16
+#define KC_TILING_MAX_ATTRS 6
 typedef struct kc_tiling {
     unsigned n_attrs;
-    kc_attr attrs[4];
+    kc_attr attrs[KC_TILING_MAX_ATTRS];
     uint64_t est_cycles;
 } kc_tiling;
 

@@ -15,7 +15,8 @@ static kc_gemm_shape gemm_shape(const kgen_matmul *mm)
 {
     isa_dtype d = mm->dtype < ISA_DTYPE_COUNT ? mm->dtype : ISA_DTYPE_FP32;
     return (kc_gemm_shape){mm->m, mm->n, mm->k, isa_dtype_size[d],
-                           isa_dtype_size[kgen_matmul_out_dtype(d)], mm->cores, 0, 0, 0, 0, 0};
+                           isa_dtype_size[kgen_matmul_out_dtype(d)], mm->cores, 0, 0, 0, 0, 0,
+                           0, 0};
 }
 
 np_status kgen_matmul_tiles(const arch_config *cfg, kgen_matmul *mm, np_err *err)
@@ -98,8 +99,10 @@ np_status kgen_matmul_build(const arch_config *cfg, const kgen_matmul *in, char 
     uint64_t e = isa_dtype_size[mm.dtype], ce = isa_dtype_size[kgen_matmul_out_dtype(mm.dtype)];
     static const char *const names[] = {"A", "B", "C"};
     uint64_t bytes[] = {mm.m * mm.k * e, mm.k * mm.n * e, mm.m * mm.n * ce};
-    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_attrs = 3,
-                   .attrs = {KC_INT("tm", mm.tm), KC_INT("tn", mm.tn), KC_INT("tk", mm.tk)}};
+    /* the array streams A (SCALE-Sim's mapping of the GEMM) */
+    kc_kernel k = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .n_attrs = 4,
+                   .attrs = {KC_INT("tm", mm.tm), KC_INT("tn", mm.tn), KC_INT("tk", mm.tk),
+                             KC_INT("ct", 1)}};
     return build_program(cfg, mm.cores ? mm.cores : 1, names, bytes, 3, &k, fill_matmul, &mm,
                          text, prog, err);
 }
@@ -170,9 +173,10 @@ np_status kgen_conv_build(const arch_config *cfg, const kgen_conv *cv, char **te
     uint64_t e = isa_dtype_size[cv->dtype], ce = isa_dtype_size[kgen_matmul_out_dtype(cv->dtype)];
     static const char *const names[] = {"B", "C", "X"};
     uint64_t bytes[] = {mm.k * mm.n * e, mm.m * mm.n * ce, cv->h * cv->w * cv->c * e};
-    kc_kernel k = {.op = NN_OP_CONV2D, .name = "conv", .n_in = 2, .n_out = 1, .n_attrs = 5,
+    kc_kernel k = {.op = NN_OP_CONV2D, .name = "conv", .n_in = 2, .n_out = 1, .n_attrs = 6,
                    .attrs = {KC_INT("stride", cv->stride), KC_INT("stride_w", conv_sw(cv)),
-                             KC_INT("tm", mm.tm), KC_INT("tn", mm.tn), KC_INT("tk", mm.tk)}};
+                             KC_INT("tm", mm.tm), KC_INT("tn", mm.tn), KC_INT("tk", mm.tk),
+                             KC_INT("ct", 1)}};
     return build_program(cfg, cv->cores ? cv->cores : 1, names, bytes, 3, &k, fill_conv, cv, text,
                          prog, err);
 }

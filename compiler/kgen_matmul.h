@@ -15,7 +15,8 @@
  *   store the C tile -> signal cfree.
  *
  * A convolution (kgen_conv_build) is the conv2d kernel: the same schedule with implicit
- * im2col, each A slice gathered by strided dma.copy straight from the NHWC input in HBM.
+ * im2col, each tile row's input rows staged once in the scratchpad and each A slice gathered
+ * from them by strided dma.copy.
  * The text these return is the program's disassembly (isa_disasm).
  */
 #ifndef NPUSIM_KGEN_MATMUL_H
@@ -86,13 +87,14 @@ np_status kgen_conv_tiles(const arch_config *cfg, const kgen_conv *cv, kgen_matm
                           np_err *err);
 
 /* A convolution as one kernel (named conv) with implicit im2col: the tiled,
- * double-buffered matmul above with tiles from kgen_conv_tiles, except that each A slice
+ * double-buffered matmul above with tiles from kgen_conv_tiles, except that each tile row's
+ * input rows are staged from X (symbol X, NHWC) into the scratchpad once and each A slice
  * (rows: the tile's output pixels; columns: the slice's part of the (r, s, c) window) is
- * gathered from X (symbol X, NHWC) straight into the scratchpad buffer: one strided dma.copy
- * per (piece of the M tile, filter row the K slice touches), where a piece is a partial
- * output row (n0 = the run of (s, c) within that filter row, n1 = pixels, src_s1 = stride_w x
- * C) or a run of whole output rows (n2 = rows, src_s2 = stride x W x C). No A operand exists
- * in HBM: HBM reads are the gathered bytes and the filters (symbol B), writes only C.
+ * gathered from them into its buffer: one strided dma.copy per (piece of the M tile, filter
+ * row the K slice touches), where a piece is a partial output row (n0 = the run of (s, c)
+ * within that filter row, n1 = pixels, src_s1 = stride_w x C) or a run of whole output rows
+ * (n2 = rows), or one per output row for whole filter rows (docs/hw-model.md). No A operand
+ * exists in HBM: HBM reads are the staged rows and the filters (symbol B), writes only C.
  * Errors as kgen_matmul_build, plus NP_ERR_RANGE when a gather's counts or strides exceed
  * the ISA's fields. */
 np_status kgen_conv_build(const arch_config *cfg, const kgen_conv *cv, char **text,

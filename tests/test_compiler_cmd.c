@@ -163,7 +163,7 @@ TEST(npusim_kernel_errors_name_the_flag_and_exit_with_2)
         {"matmul m=1 n=1 k=1 tkk=3", "did you mean 'tk'?"},
         /* a 4096-wide N tile needs 4096 x 4 x TM accumulator bytes: tiny has 4 KiB */
         {"matmul m=64 n=4096 k=64 tn=4096", "accumulator"},
-        {"conv2d h=9 w=9 c=3 k=5 r=3 s=3 pad=1", "pad the input first"},
+        {"conv2d h=9 w=9 c=3 k=5 r=3 s=3 groups=2", "2 groups do not divide c = 3"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         harness_run r = harness_npusim("kernel", "--arch", "tiny", "--op", bad[i].op, NULL);

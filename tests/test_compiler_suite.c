@@ -1,6 +1,6 @@
 /* test_compiler_suite.c — the tile choice on bench/kernel_suite.txt (30 kernels): the cost
  * model's estimate of its own choice within 15% of the simulated cycles on every kernel, and
- * tuning (the fastest of its 8 best tilings, simulated) never slower than that choice. The
+ * tuning (the fastest of its candidate tilings, simulated) never slower than that choice. The
  * simulator is the oracle; bench/bench_kernel_suite prints the same figures. */
 #include <math.h>
 #include <stdio.h>

@@ -254,10 +254,13 @@ TEST(npusim_layer_maps_a_conv_the_scalesim_way)
         CU_ASSERT_EQUAL(jint(pl, "k"), 18);
         /* Every variant runs the conv kernel (implicit im2col). ws on tiny: one M tile (TM
          * = M <= 4096 / (4 x 4) accumulator rows) and one N tile (N = 4), so the HBM reads
-         * are each output pixel's 3 x 3 x 2 window once, 2 B each, plus the filters once
-         * (18 x 4 x 2 = 144 B); the only writes are C (M x 4 x 2 B); no A round trip. */
+         * are the input rows and columns the windows reach, staged once (SCALE-Sim's E = 6
+         * on the input padded to 13 x 13, and --pad 1 on 14 x 14: 13 x 13 of them, --pad 0
+         * 11 x 11), 2 channels x 2 B each, plus the filters once (18 x 4 x 2 = 144 B); the
+         * only writes are C (M x 4 x 2 B); no A round trip. */
         CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(pl, "kernel")), "conv");
-        CU_ASSERT_EQUAL(jint(pl, "dram_read_bytes"), pads[i].m * 18 * 2 + 144);
+        json_int_t side = pads[i].m == 25 ? 11 : 13;
+        CU_ASSERT_EQUAL(jint(pl, "dram_read_bytes"), side * side * 2 * 2 + 144);
         CU_ASSERT_EQUAL(jint(pl, "dram_write_bytes"), pads[i].m * 4 * 2);
         if (pads[i].pad && !strcmp(pads[i].pad, "0")) /* ws on 4x4: Sr = 18 -> 5 folds, T =
                                                           25: 5 x (8 + 4 + 25 - 2) - 1 */
@@ -295,13 +298,14 @@ TEST(npusim_layer_reads_a_topology_file_and_prints_the_compute_report_columns)
     CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_array_get(ls, 2), "name")),
                            "DP_bChannel_1");
     /* conv rows run the conv kernel, the GEMM row the matmul. Each is one tile on tiny ws, so
-     * HBM reads are the windows once plus the filters once, writes only C (2 B elements):
-     * conv_a: SCALE-Sim's E = 5 (the kernel runs on the input padded to 15 x 15), M = 25,
-     * K = 45, N = 7: 25 x 45 x 2 + 45 x 7 x 2 = 2880 read, 25 x 7 x 2 = 350 written;
-     * each DP_b channel is a one-channel 6 x 6 conv, 3 x 3, 1 filter: M = 16, K = 9:
-     * 16 x 9 x 2 + 9 x 2 = 306 read, 16 x 2 = 32 written. */
+     * HBM reads are the input rows the windows reach staged once plus the filters once,
+     * writes only C (2 B elements): conv_a: SCALE-Sim's E = 5 (the kernel runs on the input
+     * padded to 15 x 15, every row and column of it reached), 5 channels, K = 45, N = 7:
+     * 15 x 15 x 5 x 2 + 45 x 7 x 2 = 2880 read, 25 x 7 x 2 = 350 written; each DP_b
+     * channel is a one-channel 6 x 6 conv, 3 x 3, 1 filter: M = 16, K = 9: 6 x 6 x 2 +
+     * 9 x 2 = 90 read, 16 x 2 = 32 written. */
     static const struct { const char *kernel; json_int_t rd, wr; } io[] = {
-        {"conv", 2880, 350}, {"conv", 306, 32}, {"conv", 306, 32}, {"matmul", -1, 256 * 128 * 2}};
+        {"conv", 2880, 350}, {"conv", 90, 32}, {"conv", 90, 32}, {"matmul", -1, 256 * 128 * 2}};
     for (size_t i = 0; i < 4; i++) {
         json_t *l = json_array_get(ls, i);
         CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(l, "kernel")), io[i].kernel);
@@ -324,16 +328,29 @@ TEST(resnet18_and_bert_base_topologies_run_on_a_128x128_array_in_every_dataflow)
      * (230x230x3, 7x7, 64, stride 2) has E = ceil((230 - 7 + 2) / 2) = 113 -> M = 12769,
      * K = 147; os: Sr = M -> 100 folds, Sc = 64 -> 1, T = 147: 100 x (128 + 128 + 147 - 2)
      * - 1 = 40099. BERT ffn1 (512 x 3072 x 768) ws: Sr = 768 -> 6, Sc = 3072 -> 24, T = 512:
-     * 144 x (256 + 128 + 512 - 2) - 1 = 128735. */
+     * 144 x (256 + 128 + 512 - 2) - 1 = 128735, SCALE-Sim's (no weight double-buffering);
+     * with tpu-pod's (f = 2) only the first fold's 128-cycle preload is exposed: 144 x (128
+     * + 128 + 512 - 2) + 128 - 1 = 110431. */
     static const char *dfs[] = {"os", "ws", "is"};
-    static const struct { const char *file; size_t layers; const char *df; size_t idx; json_int_t cycles; }
-        topo[] = {{"configs/topologies/resnet18.csv", 21, "os", 0, 40099},
-                  {"configs/topologies/bert_base.csv", 8, "ws", 6, 128735}};
-    for (size_t f = 0; f < 2; f++)
+    static const struct {
+        const char *file;
+        size_t layers;
+        const char *df;
+        size_t idx;
+        json_int_t cycles;
+        const char *wdb;
+    } topo[] = {{"configs/topologies/resnet18.csv", 21, "os", 0, 40099,
+                 "core.mxu_weight_double_buffer=0"},
+                {"configs/topologies/bert_base.csv", 8, "ws", 6, 128735,
+                 "core.mxu_weight_double_buffer=0"},
+                {"configs/topologies/bert_base.csv", 8, "ws", 6, 110431,
+                 "core.mxu_weight_double_buffer=1"}};
+    for (size_t f = 0; f < 3; f++)
         for (int d = 0; d < 3; d++) {
-            harness_run r = harness_npusim("layer", "--arch", "tpu-pod", "--array", "128x128",
-                                           "--dataflow", dfs[d], "--topology",
-                                           harness_src_path(topo[f].file), "--json", NULL);
+            harness_run r = harness_npusim("layer", "--arch", "tpu-pod", "--set", topo[f].wdb,
+                                           "--array", "128x128", "--dataflow", dfs[d],
+                                           "--topology", harness_src_path(topo[f].file), "--json",
+                                           NULL);
             CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
             json_error_t je;
             json_t *j = json_loads(r.out, 0, &je);
@@ -411,52 +428,64 @@ TEST(two_cores_split_the_tiles_and_share_the_hbm)
     CU_ASSERT_EQUAL(kgen_matmul_build(&plain, &three, &text, NULL, &e), NP_ERR_RANGE);
 }
 
-/* Counts the occurrences of needle in hay. */
-static unsigned count_str(const char *hay, const char *needle)
+/* Counts the lines of text with two HBM operands. */
+static unsigned count_hbm_to_hbm(const char *text)
 {
     unsigned n = 0;
-    for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
-        n++;
+    for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        const char *h = strstr(l, "hbm["), *end = strchr(l, '\n');
+        if (h && (h = strstr(h + 1, "hbm[")) && (!end || h < end))
+            n++;
+    }
     return n;
 }
 
 /* Counts the dma.copy instructions that ran with their source in HBM [lo, hi) (from the
  * trace's resolved text, "dma.copy spad[...], hbm[0x...], ..."). */
+/* Copies from HBM range [lo, hi) into the scratchpad (n), and copies inside the scratchpad
+ * (spad). */
 typedef struct src_count {
     uint64_t lo, hi;
-    unsigned n;
+    unsigned n, spad;
 } src_count;
 
 static void count_src(void *ctx, const core_trace_insn *t)
 {
     src_count *c = ctx;
     const char *h = strstr(t->text, ", hbm[");
-    if (strncmp(t->text, "dma.copy spad[", 14) != 0 || !h)
+    if (strncmp(t->text, "dma.copy spad[", 14) != 0)
         return;
+    if (!h) {
+        c->spad++;
+        return;
+    }
     uint64_t a = strtoull(h + 6, NULL, 0);
     if (a >= c->lo && a < c->hi)
         c->n++;
 }
 
-TEST(conv_hbm_traffic_is_the_gathered_windows_plus_the_filters_and_c_only)
+TEST(conv_hbm_traffic_is_the_staged_input_rows_plus_the_filters_and_c_only)
 {
     /* 9 x 9 x 3 input, 3 x 3 filters, 5 of them, stride 2: E = F = 4, M = 16, K = 27, N = 5,
-     * bf16 (2 B). The A slice of a tile is gathered from X once per (tile, slice), B once
-     * per (tile, slice), C written once:
-     *   reads  = ceil(N / TN) x M x K x 2 + ceil(M / TM) x K x N x 2
+     * bf16 (2 B). Per tile row the input rows its output rows need are staged once from X
+     * (every column: the block is (F - 1) x 2 + 3 = 9 = W wide), B is read once per (tile,
+     * slice), C written once:
+     *   reads  = staged rows x 9 x 3 x 2 + ceil(M / TM) x K x N x 2
      *   writes = M x N x 2 = 160 (no im2col matrix written to HBM and read back).
-     * (a) TM = 6, TN = 3, TK = 8: reads 2 x 16 x 27 x 2 + 3 x 27 x 5 x 2 = 1728 + 810.
-     * Gathers: the M tiles [0, 6), [6, 12), [12, 16) split at output-row boundaries (rows of
-     * 4 pixels) into {row 0, pixels 4-5}, {pixels 6-7, row 2}, {row 3} = 5 pieces; the K
-     * slices [0, 8), [8, 16), [16, 24), [24, 27) touch filter rows (9 elements each) {0},
-     * {0, 1}, {1, 2}, {2} = 6 (slice, filter row) pairs, none whole; one gather per piece x
-     * pair, for each of the 2 columns of N tiles: 5 x 6 x 2 = 60.
-     * (b) TM = 6, TN = 5, TK = 27: reads 16 x 27 x 2 + 3 x 27 x 5 x 2 = 864 + 810. The one
-     * slice holds all 3 filter rows whole, so per piece and filter row would be 5 x 3 = 15
-     * copies; instead one copy per output row a tile touches covers the 3 filter rows:
-     * tiles touch rows {0, 1}, {1, 2}, {3}: 5 gathers. */
+     * TM = 6: the tile rows [0, 6), [6, 12), [12, 16) cover output rows {0, 1}, {1, 2}, {3},
+     * so their blocks are input rows 0-4, 2-6 and 6-8: 5 + 5 + 3 = 13 rows, 702 bytes, and
+     * 3 x 27 x 5 x 2 = 810 of B: 1512 read, from three staging copies.
+     * The A slices are gathered from the block inside the scratchpad:
+     * (a) TN = 3, TK = 8: the M tiles split at output-row boundaries (rows of 4 pixels) into
+     * {row 0, pixels 4-5}, {pixels 6-7, row 2}, {row 3} = 5 pieces; the K slices [0, 8),
+     * [8, 16), [16, 24), [24, 27) touch filter rows (runs of 9 elements) {0}, {0, 1},
+     * {1, 2}, {2} = 6 (slice, run) pairs, none whole; one gather per piece x pair, for each
+     * of the 2 columns of N tiles: 5 x 6 x 2 = 60.
+     * (b) TN = 5, TK = 27: the one slice holds all 3 filter rows whole, so per piece and
+     * filter row would be 5 x 3 = 15 copies; instead one copy per output row a tile touches
+     * covers the 3 filter rows (evenly stepped in the block): rows {0, 1}, {1, 2}, {3}: 5. */
     static const struct { uint64_t tm, tn, tk; unsigned gathers; uint64_t rd; } cs[] = {
-        {6, 3, 8, 60, 1728 + 810}, {6, 5, 27, 5, 864 + 810}};
+        {6, 3, 8, 60, 702 + 810}, {6, 5, 27, 5, 702 + 810}};
     static const char *dfs[] = {"core.dataflow=os", "core.dataflow=ws", "core.dataflow=is"};
     for (int c = 0; c < 2; c++)
         for (int d = 0; d < 3; d++) {
@@ -469,15 +498,16 @@ TEST(conv_hbm_traffic_is_the_gathered_windows_plus_the_filters_and_c_only)
             isa_program *p;
             CU_ASSERT_EQUAL_FATAL(kgen_conv_build(&cfg, &cv, &text, &p, &e), NP_OK);
             CU_ASSERT_PTR_NULL(isa_program_symbol(p, "A"));
-            /* no HBM-to-HBM copy: every dma.copy has exactly one HBM operand */
-            CU_ASSERT_EQUAL(count_str(text, "hbm["), count_str(text, "dma.copy"));
+            /* no HBM-to-HBM copy */
+            CU_ASSERT_EQUAL(count_hbm_to_hbm(text), 0u);
             const isa_symbol *xs = isa_program_symbol(p, "X");
             CU_ASSERT_PTR_NOT_NULL_FATAL(xs);
-            src_count gathers = {xs->addr, xs->addr + xs->size, 0};
+            src_count gathers = {xs->addr, xs->addr + xs->size, 0, 0};
             core_sim_opts so = {.trace = count_src, .trace_ctx = &gathers};
             core_report *r;
             CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &so, NULL, &r, &e), NP_OK);
-            CU_ASSERT_EQUAL(gathers.n, cs[c].gathers);
+            CU_ASSERT_EQUAL(gathers.n, 3u);
+            CU_ASSERT_EQUAL(gathers.spad, cs[c].gathers);
             CU_ASSERT_EQUAL(r->hbm_read_bytes, cs[c].rd);
             CU_ASSERT_EQUAL(r->hbm_write_bytes, 160u);
             /* one kernel, no im2col prologue */
