@@ -8,6 +8,7 @@
 
 #define NN_MODEL_MAX_KEYS 32
 #define NN_MODEL_MAX_VALUES 8
+#define NN_MODEL_MAX_FILE_BYTES (64 << 10) /* a model file is a few lines */
 
 typedef struct nn_model_entry {
     char key[32];
@@ -41,6 +42,11 @@ np_status nn_model_load(const char *name_or_path, nn_model_desc *d, np_err *err)
 int64_t nn_model_int(const nn_model_desc *d, const char *key, int64_t def);
 int nn_model_ints(const nn_model_desc *d, const char *key, int64_t *out, int max);
 const char *nn_model_word(const nn_model_desc *d, const char *key, const char *def);
+
+/* NP_ERR_RANGE (naming the file) when d at this batch and sequence length would hold more
+ * than 2^50 parameters or elements in one tensor, or a training step more than 2^62 FLOPs:
+ * counts that 64-bit arithmetic no longer holds. nn_model_build calls it first. */
+np_status nn_model_check_scale(const nn_model_desc *d, int64_t batch, int64_t seq, np_err *err);
 
 typedef struct nn_model_opts {
     int64_t batch;        /* 0: the file's batch (default 1) */

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "isa_util.h"
+#include "readfile.h"
 #include "suggest.h"
 
 #define TRY(x)                                                                                 \
@@ -2094,26 +2095,12 @@ np_status isa_asm_file(const char *path, const isa_asm_opts *opts, isa_program *
                        np_err *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open: %s", strerror(errno));
-    isa_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        isa_buf_put(&b, chunk, n);
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b.s);
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot read");
-    }
-    if (b.oom) {
-        free(b.s);
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
-    }
-    np_status st = isa_asm(b.s ? b.s : "", b.len, path, opts, out, err);
-    free(b.s);
+    char *text;
+    size_t len;
+    if (np_read_file(path, ISA_ASM_MAX_FILE_BYTES, "an assembly file", &text, &len, err) != NP_OK)
+        return err->status;
+    np_status st = isa_asm(text, len, path, opts, out, err);
+    free(text);
     return st;
 }
 

@@ -27,7 +27,6 @@
 #include "mxu_scalecfg.h"
 #include "mxu_topo.h"
 
-#define LAYER_DEFAULT_ARCH "edge"
 #define LAYER_MAX_SETS 60
 
 const char cmd_layer_usage[] =
@@ -36,7 +35,7 @@ const char cmd_layer_usage[] =
     "                    (--gemm M,N,K | --conv H,W,R,S,C,K,STRIDE | --topology FILE.csv)\n"
     "                    [--cores N] [--trace FILE[.gz]] [--json]\n"
     "\n"
-    "  --arch A        architecture preset or YAML file (default: " LAYER_DEFAULT_ARCH ")\n"
+    "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V       override one config key (repeatable)\n"
     "  --array RxC     systolic array rows x columns (default: core.array_rows/cols)\n"
     "  --dataflow D    os, ws or is (default: core.dataflow)\n"
@@ -200,7 +199,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         {"trace", required_argument, NULL, 'T'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = LAYER_DEFAULT_ARCH;
+    const char *arch_name = CLI_DEFAULT_ARCH;
     const char *topology = NULL, *scalecfg_path = NULL, *trace_path = NULL;
     uint64_t pad = 0, cores = 1;
     bool have_pad = false;

@@ -16,7 +16,6 @@
 #include "cli.h"
 #include "traffic.h"
 
-#define NOC_DEFAULT_ARCH "tiny"
 #define NOC_MAX_SETS 64
 #define NOC_MAX_HOT 64
 #define NOC_MAX_ROWS 1000
@@ -30,7 +29,7 @@ const char cmd_noc_usage[] =
     "                  [--hotspot N[,N...]] [--seed S] [--saturation] [--json]\n"
     "       npusim noc --compare FILE [--json]\n"
     "\n"
-    "  --arch A           architecture preset or YAML file (default: " NOC_DEFAULT_ARCH ")\n"
+    "  --arch A           architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V          override one config key (repeatable)\n"
     "  --mesh KxK         mesh size in routers (default: chip.mesh_x x chip.mesh_y)\n"
     "  --traffic T        destination pattern (default: uniform)\n"
@@ -222,7 +221,7 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = NOC_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
+    const char *arch_name = CLI_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
     const char *sets[NOC_MAX_SETS];
     size_t n_sets = 0;
     noc_traffic traffic = NOC_TRAFFIC_UNIFORM;

@@ -18,7 +18,6 @@
 #include "stats.h"
 #include "cli_trace.h"
 
-#define SIM_DEFAULT_ARCH "tiny"
 #define SIM_MAX_SETS 64
 #define SIM_MAX_IO 64
 
@@ -28,7 +27,7 @@ const char cmd_sim_usage[] =
     "                  [--trace FILE[.gz]] [--stats FILE[.json]] [--max-cycles N] [--json]\n"
     "                  PROG.elf [PROG.elf ...]\n"
     "\n"
-    "  --arch A        architecture preset or YAML file (default: " SIM_DEFAULT_ARCH "); the\n"
+    "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH "); the\n"
     "                  program must have been built for it\n"
     "  --set K=V       override one config key (repeatable)\n"
     "  --functional    compute real values (bf16/fp16/fp32/int8); timing is unchanged\n"
@@ -77,7 +76,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         {"max-cycles", required_argument, NULL, 'm'}, {"stats", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = SIM_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
+    const char *arch_name = CLI_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
     uint64_t max_cycles = 0;
     const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
     size_t n_inputs = 0, n_dumps = 0;

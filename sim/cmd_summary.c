@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "csv.h"
 #include "model.h"
+#include "parse.h"
 
 const char cmd_summary_usage[] =
     "usage: npusim summary --model NAME|FILE [--batch B] [--seq S] [--json | --csv]\n"
@@ -23,14 +24,11 @@ const char cmd_summary_usage[] =
     "  FLOPs count a multiply-add as 2 floating-point operations; the training step is the\n"
     "  forward pass, the backward pass and an AdamW update.\n";
 
-static np_status summary_parse_pos(const char *opt, const char *text, int64_t *out, np_err *err)
+/* --batch and --seq: the model file's bounds (docs/models.md) */
+static np_status summary_parse_pos(const char *opt, const char *text, int64_t max, int64_t *out,
+                                   np_err *err)
 {
-    char *end = NULL;
-    long long v = strtoll(text, &end, 10);
-    if (text[0] < '0' || text[0] > '9' || *end != '\0' || v < 1)
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected a positive integer, got '%s'", opt, text);
-    *out = v;
-    return NP_OK;
+    return np_parse_i64(NP_SRC_OPT(opt), text, 1, max, out, err);
 }
 
 static json_t *summary_shape_json(const nn_summary_row *r)
@@ -66,11 +64,11 @@ np_status cmd_summary(int argc, char **argv, np_err *err)
         switch (c) {
         case 'm': model = optarg; break;
         case 'b':
-            if (summary_parse_pos("--batch", optarg, &batch, err) != NP_OK)
+            if (summary_parse_pos("--batch", optarg, 1 << 20, &batch, err) != NP_OK)
                 return err->status;
             break;
         case 's':
-            if (summary_parse_pos("--seq", optarg, &seq, err) != NP_OK)
+            if (summary_parse_pos("--seq", optarg, 1 << 24, &seq, err) != NP_OK)
                 return err->status;
             break;
         case 'j': json = true; break;
