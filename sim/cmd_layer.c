@@ -21,6 +21,8 @@
 #include "cli.h"
 #include "cli_trace.h"
 #include "clock.h"
+#include "human.h"
+#include "parse.h"
 #include "core.h"
 #include "kgen_matmul.h"
 #include "mxu_timing.h"
@@ -60,25 +62,54 @@ const char cmd_layer_usage[] =
     "\n"
     "Operands are bf16.\n";
 
-/* Parses "a,b,c,..." into exactly n values >= 1. */
+/* Parses "a,b,c,..." into exactly n values in 1 .. 2^32 (names: what each one is). */
 static np_status layer_parse_list(const char *opt, const char *text, uint64_t *v, int n,
-                                  np_err *err)
+                                  const char *names, np_err *err)
 {
     const char *p = text;
     for (int i = 0; i < n; i++) {
-        char *end;
-        if (*p < '0' || *p > '9')
-            goto bad;
-        unsigned long long x = strtoull(p, &end, 10);
-        if (x == 0 || x > (1ull << 32) || (i < n - 1 ? *end != ',' : *end != '\0'))
-            goto bad;
-        v[i] = x;
-        p = end + 1;
+        size_t len = strcspn(p, ",");
+        char field[32];
+        if ((i < n - 1 ? p[len] != ',' : p[len] != '\0') || len >= sizeof field)
+            return np_err_set(err, NP_ERR_USAGE, "%s: expected %d integers separated by commas "
+                              "(%s), got '%.60s'", opt, n, names, text);
+        memcpy(field, p, len);
+        field[len] = '\0';
+        const char *nm = names; /* the i-th of "M,N,K" */
+        for (int k = 0; k < i; k++)
+            nm += strcspn(nm, ",") + 1;
+        char src[64];
+        snprintf(src, sizeof src, "%s %.*s", opt, (int)strcspn(nm, ","), nm);
+        if (np_parse_u64(NP_SRC_OPT(src), field, 1, 1ull << 32, &v[i], err) != NP_OK)
+            return err->status;
+        p += len + 1;
     }
     return NP_OK;
-bad:
-    return np_err_set(err, NP_ERR_USAGE, "%s: expected %d integers >= 1 separated by commas, "
-                      "got '%s'", opt, n, text);
+}
+
+/* NP_ERR_RANGE unless the layer's operands and result (bf16) fit the chip's HBM: a bound that
+ * keeps every size and product the kernel generators compute within 64 bits. */
+static np_status layer_check_fits(const arch_config *cfg, const char *what, uint64_t in_elems,
+                                  uint64_t w_elems, uint64_t out_elems, np_err *err)
+{
+    unsigned __int128 bytes = ((unsigned __int128)in_elems + w_elems + out_elems) * 2;
+    if (bytes <= cfg->chip.hbm_bytes)
+        return NP_OK;
+    char h[NP_HUMAN_MAX];
+    np_human_bytes(cfg->chip.hbm_bytes, h, sizeof h);
+    if (bytes >> 64)
+        return np_err_set(err, NP_ERR_RANGE, "%s: its operands hold more than 2^64 bytes; "
+                          "the chip's HBM holds %s", what, h);
+    char b[NP_HUMAN_MAX];
+    np_human_bytes((uint64_t)bytes, b, sizeof b);
+    return np_err_set(err, NP_ERR_RANGE, "%s: its operands and result (bf16) take %s, more "
+                      "than the chip's HBM (%s)", what, b, h);
+}
+
+/* a x b, or UINT64_MAX when it overflows (which layer_check_fits then refuses). */
+static uint64_t layer_mul(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
 /* One layer's figures: SCALE-Sim's compute model plus the simulated kernel. */
@@ -221,12 +252,12 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         case 'A': array = optarg; break;
         case 'd': dataflow = optarg; break;
         case 'g':
-            if (layer_parse_list("--gemm", optarg, gemm, 3, err) != NP_OK)
+            if (layer_parse_list("--gemm", optarg, gemm, 3, "M,N,K", err) != NP_OK)
                 return err->status;
             have_gemm = true;
             break;
         case 'c':
-            if (layer_parse_list("--conv", optarg, conv, 7, err) != NP_OK)
+            if (layer_parse_list("--conv", optarg, conv, 7, "H,W,R,S,C,K,STRIDE", err) != NP_OK)
                 return err->status;
             have_conv = true;
             break;
@@ -268,17 +299,24 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         n_sets += sc.n_sets;
     }
     if (array) {
-        unsigned long long r = 0, cc = 0;
-        char tail;
-        if (sscanf(array, "%llux%llu%c", &r, &cc, &tail) != 2 || !r || !cc)
-            return np_err_set(err, NP_ERR_USAGE, "--array: expected RxC, got '%s'", array);
-        snprintf(rows_set, sizeof rows_set, "core.array_rows=%llu", r);
-        snprintf(cols_set, sizeof cols_set, "core.array_cols=%llu", cc);
+        const arch_key_info *kr = arch_key_find("core.array_rows");
+        uint64_t rc[2];
+        int nd;
+        if (np_parse_dims(NP_SRC_OPT("--array"), array, 2, 2, (uint64_t)kr->min,
+                          (uint64_t)kr->max, UINT64_MAX, rc, &nd, err) != NP_OK)
+            return err->status;
+        snprintf(rows_set, sizeof rows_set, "core.array_rows=%" PRIu64, rc[0]);
+        snprintf(cols_set, sizeof cols_set, "core.array_cols=%" PRIu64, rc[1]);
         sets[n_sets++] = rows_set;
         sets[n_sets++] = cols_set;
     }
     if (dataflow) {
-        snprintf(df_set, sizeof df_set, "core.dataflow=%s", dataflow);
+        const arch_enum_info *ei = arch_key_find("core.dataflow")->enum_info;
+        size_t idx;
+        if (np_parse_enum(NP_SRC_OPT("--dataflow"), dataflow, "dataflow", ei->values, ei->n,
+                          &idx, err) != NP_OK)
+            return err->status;
+        snprintf(df_set, sizeof df_set, "core.dataflow=%s", ei->values[idx]);
         sets[n_sets++] = df_set;
     }
     arch_config cfg;
@@ -305,9 +343,9 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 return np_err_set(err, NP_ERR_RANGE, "--conv: the filter is larger than the "
                                   "padded input");
             }
-            l->m = ((h - conv[2]) / conv[6] + 1) * ((w - conv[3]) / conv[6] + 1);
+            l->m = layer_mul((h - conv[2]) / conv[6] + 1, (w - conv[3]) / conv[6] + 1);
             l->n = conv[5];
-            l->k = conv[2] * conv[3] * conv[4];
+            l->k = layer_mul(layer_mul(conv[2], conv[3]), conv[4]);
         } else if (have_conv) {
             mxu_conv cv = {conv[0], conv[1], conv[2], conv[3], conv[4], conv[5], conv[6], conv[6]};
             if (mxu_conv_gemm(&cv, &l->m, &l->n, &l->k, err) != NP_OK) {
@@ -352,7 +390,11 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
             kc = layer_scalesim_conv(&l->conv);
         kc.cores = cores;
         const kgen_conv *kp = have_pad || l->is_conv ? &kc : NULL;
-        st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, cores, tr.w ? &tr : NULL, &lr, err);
+        uint64_t in_e = kp ? layer_mul(layer_mul(kp->h, kp->w), kp->c) : layer_mul(l->m, l->k);
+        st = layer_check_fits(&cfg, l->name, in_e, layer_mul(l->k, l->n), layer_mul(l->m, l->n),
+                              err);
+        if (st == NP_OK)
+            st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, cores, tr.w ? &tr : NULL, &lr, err);
         if (st != NP_OK) {
             np_err_prefix(err, "layer %zu (%s)", i, l->name);
             break;
