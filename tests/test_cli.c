@@ -125,7 +125,7 @@ TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
         const char *msg; /* the whole first line of stderr */
     } cases[] = {
         {{"sim", "--max-cycles", "abc", elf},
-         "npusim: --max-cycles: expected an integer in 1 .. 18446744073709, got 'abc'\n"},
+         "npusim: --max-cycles: expected an integer in 0 .. 18446744073709, got 'abc'\n"},
         {{"sim", "--functional", "--input", "3:X=/dev/null", elf},
          "npusim: --input: chip 3 has no program (1 given)\n"},
         {{"sim", elf, elf, elf}, "npusim: 3 programs for a system of 2 chips (one per chip)\n"},
