@@ -7,6 +7,7 @@
  * trace (sim/cli_trace.h). JSON field names are documented in docs/hw-model.md and kept
  * stable. A deadlock or a fault of the simulated program is an error (exit status 3) whose
  * message names the units, program counters and instructions involved. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
