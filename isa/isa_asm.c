@@ -1101,6 +1101,10 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         char *s = NULL;
         size_t len = 0;
         TRY(asm_string(c, &t, &s, &len));
+        if (len == 0) { /* the ELF's name table holds no empty name (isa_elf.h) */
+            free(s);
+            return asm_err(c, pos, NP_ERR_RANGE, "%s: the name is empty", what);
+        }
         if (len > ISA_ASM_MAX_NAME) {
             free(s);
             return asm_err(c, pos, NP_ERR_RANGE, "%s: the name is %zu bytes long (at most %d)",
@@ -1352,6 +1356,14 @@ static np_status asm_data(asm_state *as, const asm_stmt *st)
             memcpy(&fb, &x, sizeof fb);
             bits = st->what == D_FLOAT ? fb : st->what == D_BF16 ? isa_f32_to_bf16(x)
                                                                   : isa_f32_to_fp16(x);
+            /* a finite value that rounds to infinity does not fit, as for .float */
+            bool inf16 = st->what == D_BF16 ? (bits & 0x7fff) == 0x7f80
+                                            : st->what == D_FP16 && (bits & 0x7fff) == 0x7c00;
+            if (inf16)
+                return asm_err(&c, t.pos, NP_ERR_RANGE, "%s: %g does not fit %s (largest "
+                               "finite %s)", asm_data_kinds[st->what].name, (double)x,
+                               st->what == D_BF16 ? "bf16" : "fp16",
+                               st->what == D_BF16 ? "3.3895314e38" : "65504");
         } else {
             if (v.is_float)
                 return asm_err(&c, t.pos, NP_ERR_TYPE, "%s: expected an integer, got %g",
