@@ -65,6 +65,7 @@ typedef struct asm_core {
     isa_insn *insns;
     isa_kernel *kernels;
     size_t n_kernels, cap_kernels;
+    size_t *khash, khash_cap; /* kernel names: open addressing, index + 1, 0 empty */
     bool kernel_open;     /* the last kernel has not ended yet (no .endk) */
     unsigned depth;       /* open loops */
     int loop_line[ISA_LOOP_DEPTH], loop_col[ISA_LOOP_DEPTH];
@@ -493,6 +494,49 @@ static bool asm_hash_insert(asm_state *as, size_t idx)
     while (as->hash[p])
         p = (p + 1) & (as->hash_cap - 1);
     as->hash[p] = idx + 1;
+    return true;
+}
+
+/* The index of core k's kernel named s[0..n), or -1. */
+static long asm_kernel_find(const asm_core *k, const char *s, size_t n)
+{
+    if (!k->khash_cap)
+        return -1;
+    for (size_t h = asm_hash(s, n) & (k->khash_cap - 1);; h = (h + 1) & (k->khash_cap - 1)) {
+        size_t v = k->khash[h];
+        if (!v)
+            return -1;
+        const char *name = k->kernels[v - 1].name;
+        if (strlen(name) == n && memcmp(name, s, n) == 0)
+            return (long)(v - 1);
+    }
+}
+
+/* Adds kernel idx of core k to its name set (grown to twice the kernels). */
+static bool asm_kernel_hash_insert(asm_core *k, size_t idx)
+{
+    if ((k->n_kernels + 1) * 2 > k->khash_cap) {
+        size_t cap = k->khash_cap ? k->khash_cap * 2 : 64;
+        size_t *h = calloc(cap, sizeof *h);
+        if (!h)
+            return false;
+        free(k->khash);
+        k->khash = h;
+        k->khash_cap = cap;
+        for (size_t j = 0; j < k->n_kernels; j++)
+            if (j != idx) {
+                const char *nm = k->kernels[j].name;
+                size_t p = asm_hash(nm, strlen(nm)) & (cap - 1);
+                while (h[p])
+                    p = (p + 1) & (cap - 1);
+                h[p] = j + 1;
+            }
+    }
+    const char *nm = k->kernels[idx].name;
+    size_t p = asm_hash(nm, strlen(nm)) & (k->khash_cap - 1);
+    while (k->khash[p])
+        p = (p + 1) & (k->khash_cap - 1);
+    k->khash[p] = idx + 1;
     return true;
 }
 
@@ -1638,11 +1682,10 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
             return asm_err(c, t.pos, NP_ERR_SYNTAX, "'%.*s' is a reserved word and cannot name a "
                            "kernel", (int)t.len, c->s + t.pos);
         TRY(asm_expect_eol(c, "the kernel name"));
-        for (size_t j = 0; j < k->n_kernels; j++)
-            if (strlen(k->kernels[j].name) == t.len &&
-                memcmp(k->kernels[j].name, c->s + t.pos, t.len) == 0)
-                return asm_err(c, t.pos, NP_ERR_DUPLICATE, "kernel '%s' is already defined on "
-                               "core %" PRIu32, k->kernels[j].name, k->core);
+        long dup = asm_kernel_find(k, c->s + t.pos, t.len);
+        if (dup >= 0)
+            return asm_err(c, t.pos, NP_ERR_DUPLICATE, "kernel '%s' is already defined on "
+                           "core %" PRIu32, k->kernels[dup].name, k->core);
         if (k->kernel_open)
             k->kernels[k->n_kernels - 1].count = k->n_insns - k->kernels[k->n_kernels - 1].start;
         if (!ISA_GROW(k->kernels, k->cap_kernels, k->n_kernels + 1))
@@ -1653,6 +1696,8 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
         memcpy(kn, c->s + t.pos, t.len);
         kn[t.len] = '\0';
         k->kernels[k->n_kernels++] = (isa_kernel){kn, k->n_insns, 0};
+        if (!asm_kernel_hash_insert(k, k->n_kernels - 1))
+            return asm_nomem(as);
         k->kernel_open = true;
         return NP_OK;
     }
@@ -2053,6 +2098,7 @@ static void asm_free(asm_state *as)
         for (size_t j = 0; j < as->cores[k].n_kernels; j++)
             free(as->cores[k].kernels[j].name);
         free(as->cores[k].kernels);
+        free(as->cores[k].khash);
     }
     free(as->cores);
     free(as->stmts);
