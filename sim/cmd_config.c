@@ -104,9 +104,12 @@ static np_status cfg_list(bool json, np_err *err)
             snprintf(summary, sizeof summary, "error: %s", np_err_format(&e, buf, sizeof buf));
         }
         snprintf(path, sizeof path, "%s/%s.yaml", arch_config_dir(), p.names[i]);
+        char fb[3 * NP_ERR_FILE_MAX], sb[3 * sizeof summary];
         if (json)
             json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "name", p.names[i],
-                                                  "path", path, "summary", summary));
+                                                  "path", cli_json_safe(path, fb, sizeof fb),
+                                                  "summary",
+                                                  cli_json_safe(summary, sb, sizeof sb)));
         else
             printf("%-14s %s\n", p.names[i], summary);
     }

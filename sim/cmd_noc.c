@@ -184,8 +184,10 @@ static np_status noc_compare(const char *path, bool json, np_err *err)
         json_decref(rows);
         return st;
     }
+    char fb[1024];
     if (json)
-        return cli_print_json(json_pack("{s:s, s:s, s:o}", "reference", path, "booksim_commit",
+        return cli_print_json(json_pack("{s:s, s:s, s:o}", "reference",
+                                        cli_json_safe(path, fb, sizeof fb), "booksim_commit",
                                         commit, "rows", rows),
                               err);
     return NP_OK;
