@@ -271,6 +271,13 @@ np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, n
             return np_err_at(err, NP_ERR_RANGE, path, line, kcol, "more than %d keys",
                              NN_MODEL_MAX_KEYS);
         nn_model_entry *e = &d->e[d->n];
+        if ((size_t)(kend - s) >= sizeof e->key)
+            return np_err_at(err, NP_ERR_RANGE, path, line, kcol, "a key has at most %zu "
+                             "characters", sizeof e->key - 1);
+        if (strlen(v) >= sizeof e->word)
+            return np_err_at(err, NP_ERR_RANGE, path, line, (int)(v - buf) + 1,
+                             "'%.*s': a value has at most %zu characters", (int)(kend - s), s,
+                             sizeof e->word - 1);
         snprintf(e->key, sizeof e->key, "%.*s", (int)(kend - s), s);
         snprintf(e->word, sizeof e->word, "%s", v);
         e->line = line;
