@@ -1,6 +1,7 @@
 /* layer_model.c — a zoo model's conv and linear layers as a topology (see layer_model.h). */
 #include "layer_model.h"
 
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +56,14 @@ static np_status lm_conv(mxu_topology *t, size_t *cap, const nn_tensor *y, int64
     return NP_OK;
 }
 
+/* A linear layer's weight: a trainable parameter, or one transposed (a tied lm_head). */
+static bool lm_weight(const nn_tensor *w)
+{
+    if (w->op == NN_OP_PERMUTE && w->n_src == 1)
+        w = w->src[0];
+    return w->op == NN_OP_LEAF && w->trainable;
+}
+
 np_status layer_model_topology(const char *name_or_path, int64_t batch, mxu_topology *out,
                                np_err *err)
 {
@@ -75,8 +84,8 @@ np_status layer_model_topology(const char *name_or_path, int64_t batch, mxu_topo
         const nn_tensor *y = nn_graph_node(m.g, i);
         if (y->op == NN_OP_CONV2D) {
             st = lm_conv(&t, &cap, y, m.batch, err);
-        } else if (y->op == NN_OP_MATMUL && y->src[1]->op == NN_OP_LEAF &&
-                   y->src[1]->trainable && y->src[1]->ndim == 2) {
+        } else if (y->op == NN_OP_MATMUL && y->src[1]->ndim == 2 &&
+                   lm_weight(y->src[1])) {
             const nn_tensor *a = y->src[0], *b = y->src[1];
             uint64_t rows = 1;
             for (int k = 0; k < a->ndim - 1; k++)
