@@ -10,9 +10,12 @@
  *   exit: N                        its exit status
  *   stderr: TEXT                   text its standard error must contain (repeatable)
  *   stdout: TEXT                   text its standard output must contain (repeatable)
+ *   messages: N                    "npusim: " messages on stderr (default 1; config check
+ *                                  names every error of a file)
  * ARGS are separated by single spaces; in ARGS and TEXT, @DIR@ is tests/data/bad, @TMP@ a
- * fresh folder, \xHH a byte and \s a space. A failing exit status (2) must come with exactly
- * one "npusim: " message and never a signal, a sanitizer report or a hang (ctest's timeout). */
+ * fresh folder, \xHH a byte and \s a space. A failing exit status (2) must come with that
+ * many "npusim: " messages and never a signal, a sanitizer report or a hang (ctest's
+ * timeout). */
 #include <dirent.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -74,7 +77,7 @@ static bool bad_case(const char *path, const char *name, const char *dir)
         return false;
     }
     char *args_line = NULL, *want_err[BAD_MAX_TEXT], *want_out[BAD_MAX_TEXT], *pre[8];
-    int n_err = 0, n_out = 0, n_pre = 0, want_exit = -1;
+    int n_err = 0, n_out = 0, n_pre = 0, want_exit = -1, want_msgs = 1;
     for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
         if (strncmp(line, "args: ", 6) == 0)
             args_line = line + 6;
@@ -82,6 +85,8 @@ static bool bad_case(const char *path, const char *name, const char *dir)
             pre[n_pre++] = line + 5;
         else if (strncmp(line, "exit: ", 6) == 0)
             want_exit = atoi(line + 6);
+        else if (strncmp(line, "messages: ", 10) == 0)
+            want_msgs = atoi(line + 10);
         else if (strncmp(line, "stderr: ", 8) == 0 && n_err < BAD_MAX_TEXT)
             want_err[n_err++] = line + 8;
         else if (strncmp(line, "stdout: ", 8) == 0 && n_out < BAD_MAX_TEXT)
@@ -129,12 +134,14 @@ static bool bad_case(const char *path, const char *name, const char *dir)
             }
             free(w);
         }
-        if (want_exit != 0) { /* one clear message: "npusim: ..." once, nothing else but usage */
-            const char *first = strstr(r.err, "npusim: ");
-            bool one = first == r.err && !strstr(first + 1, "npusim: ");
+        if (want_exit != 0) { /* clear messages: "npusim: ..." as many as said, and usage */
+            int msgs = 0;
+            for (const char *p = r.err; (p = strstr(p, "npusim: ")); p++)
+                msgs++;
             bool sanitizer = strstr(r.err, "Sanitizer") || strstr(r.err, "runtime error");
-            if (!one || sanitizer) {
-                printf("\n  %s: expected one 'npusim: ' message, got: %s\n", name, r.err);
+            if (strncmp(r.err, "npusim: ", 8) != 0 || msgs != want_msgs || sanitizer) {
+                printf("\n  %s: expected %d 'npusim: ' message(s), got: %s\n", name, want_msgs,
+                       r.err);
                 ok = false;
             }
         }
