@@ -441,8 +441,8 @@ np_status nn_model_load(const char *name, nn_model_desc *d, np_err *err)
 
 /* Upper bounds, in doubles, of what a model of d at batch B and sequence S computes: its
  * parameters, its largest tensor (elements) and its forward FLOPs. Close for transformers and
- * MLPs; for convolutional networks every weight is counted as applied at every position of
- * the stem's output, several times the truth. */
+ * MLPs; for convolutional networks each stage's weights are counted at its image size (the
+ * first block of a stage at the size before its stride), a few times the truth. */
 static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *params,
                             double *tensor, double *flops)
 {
@@ -476,15 +476,24 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
         return;
     }
     double img = (double)nn_model_int(d, "image", 224), ch = (double)nn_model_int(d, "channels", 3);
-    double classes = (double)nn_model_int(d, "classes", 1), wide, p;
+    double classes = (double)nn_model_int(d, "classes", 1), wide, p, fw;
+    /* the stem: a 7 x 7 (or 3 x 3) stride-2 convolution to (img / 2)^2, then stages that each
+     * halve the image from (img / 4)^2: a stage's weights are applied at its size, + 1 per
+     * side for rounding */
+    double stem = (img / 2 + 1) * (img / 2 + 1);
     if (strcmp(f, "resnet") == 0) {
         int n = nn_model_ints(d, "layers", v, 4);
-        double blocks = 0;
-        for (int i = 0; i < n; i++)
-            blocks += (double)v[i];
         bool bottleneck = strcmp(nn_model_word(d, "block", "basic"), "bottleneck") == 0;
-        wide = 8 * (double)nn_model_int(d, "width", 64) * (bottleneck ? 4 : 1);
-        p = 49 * ch * wide + blocks * 3 * 9 * wide * wide + classes * wide;
+        double w = (double)nn_model_int(d, "width", 64), e = bottleneck ? 4 : 1;
+        p = 49 * ch * w + classes * 8 * w * e;
+        fw = stem * 49 * ch * w + classes * 8 * w * e;
+        wide = 8 * w * e;
+        for (int i = 0; i < n; i++) {
+            double ws = w * (double)(1 << i), hw = img / (double)(4 << i) + 1;
+            double block = 9 * ws * ws + 2 * ws * e * ws * e + ws * e * ws * e; /* >= either */
+            p += (double)v[i] * block;
+            fw += (double)v[i] * block * (i ? 4 * hw * hw : hw * hw); /* the first block: 2x */
+        }
     } else if (strcmp(f, "densenet") == 0) {
         int n = nn_model_ints(d, "layers", v, NN_MODEL_MAX_VALUES);
         double layers = 0, g = (double)nn_model_int(d, "growth", 1);
@@ -492,14 +501,22 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
         for (int i = 0; i < n; i++)
             layers += (double)v[i];
         wide = (double)nn_model_int(d, "init_features", 64) + layers * g;
-        p = 49 * ch * wide + layers * (wide * bn * g + 9 * bn * g * g) + classes * wide;
+        p = 49 * ch * wide + classes * wide;
+        fw = stem * 49 * ch * wide + classes * wide;
+        for (int i = 0; i < n; i++) { /* block i at (img / 4 / 2^i)^2 */
+            double hw = img / (4.0 * (double)(1u << (i < 30 ? i : 30))) + 1;
+            double block = (double)v[i] * (wide * bn * g + 9 * bn * g * g) + wide * wide;
+            p += block;
+            fw += block * hw * hw;
+        }
     } else { /* mobilenet_v2: a fixed stack of at most 1280 channels, 3.5 M parameters */
         wide = 1280 > ch ? 1280 : ch;
         p = 4e6 + 1280 * classes + 27 * ch;
+        fw = stem * p;
     }
     *params = p;
-    *tensor = B * img * img * wide;
-    *flops = 2 * B * (img / 2 + 1) * (img / 2 + 1) * p;
+    *tensor = B * stem * 4 * wide; /* no activation is larger than the stem's at full width */
+    *flops = 2 * B * fw;
 }
 
 np_status nn_model_check_scale(const nn_model_desc *d, int64_t batch, int64_t seq, np_err *err)
