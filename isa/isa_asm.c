@@ -436,6 +436,9 @@ static np_status asm_string(asm_cur *c, const asm_tok *t, char **out, size_t *ou
                 free(r);
                 return asm_err(c, at, NP_ERR_RANGE, "a string cannot contain a NUL byte");
             }
+        } else if (ch == '\0') { /* a raw one, as much as an escaped one */
+            free(r);
+            return asm_err(c, t->pos + 1 + i, NP_ERR_RANGE, "a string cannot contain a NUL byte");
         }
         r[len++] = ch;
     }

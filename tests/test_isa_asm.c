@@ -474,6 +474,15 @@ TEST(hostile_nesting_is_an_error_not_a_stack_overflow)
     /* an empty trace name, which the ELF cannot hold */
     CU_ASSERT_PTR_NULL(assemble(".core 0\ntrace.begin \"\"\n", &e));
     CU_ASSERT_STRING_EQUAL(e.msg, "operand 'name' of trace.begin: the name is empty");
+    /* nor a raw NUL byte inside a string (found by fuzz_isa_asm: the name was cut there, so
+     * the disassembly did not reassemble) */
+    static const char raw_nul[] = ".core 0\ntrace.end \"a\0b\"\nhalt\n";
+    isa_asm_opts o = {&tiny, false};
+    isa_program *q = NULL;
+    CU_ASSERT_EQUAL(isa_asm(raw_nul, sizeof raw_nul - 1, "n.s", &o, &q, &e), NP_ERR_RANGE);
+    CU_ASSERT_STRING_EQUAL(e.msg, "a string cannot contain a NUL byte");
+    CU_ASSERT_EQUAL(e.col, 13); /* the NUL: trace.end "a then it */
+    CU_ASSERT_PTR_NULL(q);
     free(src);
 }
 
