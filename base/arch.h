@@ -140,6 +140,9 @@ void arch_defaults(arch_config *out);
 np_status arch_load_string(const char *text, size_t len, const char *path, arch_config *out,
                            np_err *err);
 
+/* The largest config file read: 16 MiB. */
+#define ARCH_FILE_MAX_BYTES (16u << 20)
+
 /* arch_load_string on the contents of the file at path. NP_ERR_IO (naming path) if it cannot
  * be read. *out is unchanged on failure. */
 np_status arch_load_file(const char *path, arch_config *out, np_err *err);
@@ -155,6 +158,21 @@ np_status arch_set(arch_config *cfg, const char *assignment, np_err *err);
  * section.key=value: " before the message), else at the first one the file wrote
  * (file:line:col), else at the section, else at the file. */
 np_status arch_validate(const arch_config *cfg, np_err *err);
+
+/* Every failure of arch_validate at once: errs[0..min(*n, max)) in the order of keys, then of
+ * rules; *n counts them all. Returns the first one's status, NP_OK when there is none. */
+np_status arch_validate_all(const arch_config *cfg, np_err *errs, size_t max, size_t *n);
+
+/* `npusim config check`: every error of a config file's text at once — each bad key or value
+ * (loading goes on with the next key), then, when every value loaded, every failed rule of
+ * arch_validate — into errs[0..min(*n, max)); a syntax error still stops the file (then *n is
+ * 1). Returns the first error's status, NP_OK for a valid config. */
+np_status arch_check_text(const char *text, size_t len, const char *path, np_err *errs,
+                          size_t max, size_t *n);
+
+/* arch_check_text on the file at path (read as arch_load_file reads it; a file that cannot be
+ * read is its one error). */
+np_status arch_check_file(const char *path, np_err *errs, size_t max, size_t *n);
 
 /* Where config files come from: $NPUSIM_CONFIG_DIR if set and not empty, else the source
  * tree's configs/ folder (compiled in). */

@@ -281,9 +281,22 @@ static np_status arch_blame(const arch_config *cfg, arch_key k, arch_section sec
     return np_err_at(err, s, src->path[0] ? src->path : NULL, 0, 0, "%s", msg);
 }
 
-np_status arch_validate(const arch_config *cfg, np_err *err)
+/* Every failure of cfg into errs[0..max) (counted in *n beyond max); stops after the first
+ * when first_only. */
+static np_status arch_validate_into(const arch_config *cfg, np_err *errs, size_t max, size_t *n,
+                                    bool first_only)
 {
     char msg[NP_ERR_MSG_MAX - 80];
+    np_err scratch;
+    *n = 0;
+#define ARCH_FAIL(call)                                                                        \
+    do {                                                                                       \
+        np_err *slot = *n < max ? &errs[*n] : &scratch;                                        \
+        np_status fs_ = (call);                                                                \
+        (*n)++;                                                                                \
+        if (first_only)                                                                        \
+            return fs_;                                                                        \
+    } while (0)
     for (size_t i = 0; i < ARCH_KEY_COUNT; i++) {
         const arch_key_info *k = &arch_keys[i];
         double v = arch_get(cfg, k);
@@ -292,7 +305,7 @@ np_status arch_validate(const arch_config *cfg, np_err *err)
             if (v < 0 || v >= (double)k->enum_info->n) {
                 snprintf(msg, sizeof msg, "%s holds %.0f, which is not a %s value", k->full_name,
                          v, k->enum_info->name);
-                return arch_blame(cfg, (arch_key)i, k->section, NP_ERR_RANGE, msg, err);
+                ARCH_FAIL(arch_blame(cfg, (arch_key)i, k->section, NP_ERR_RANGE, msg, slot));
             }
             continue;
         }
@@ -310,7 +323,7 @@ np_status arch_validate(const arch_config *cfg, np_err *err)
             snprintf(msg, sizeof msg, "%s = %s %s is out of range: allowed %.15g to %.15g %s",
                      k->full_name, text, k->unit, k->min, k->max, k->unit);
         }
-        return arch_blame(cfg, (arch_key)i, k->section, NP_ERR_RANGE, msg, err);
+        ARCH_FAIL(arch_blame(cfg, (arch_key)i, k->section, NP_ERR_RANGE, msg, slot));
     }
     for (size_t i = 0; i < arch_n_checks; i++) {
         const arch_check_info *c = &arch_checks[i];
@@ -324,8 +337,24 @@ np_status arch_validate(const arch_config *cfg, np_err *err)
         for (const arch_key *k = c->blame; *k != ARCH_KEY_COUNT && blamed == ARCH_KEY_COUNT; k++)
             if (cfg->src.key[*k].origin == ARCH_ORIGIN_FILE)
                 blamed = *k;
-        return arch_blame(cfg, blamed, arch_keys[c->blame[0]].section, NP_ERR_INCONSISTENT, msg,
-                          err);
+        ARCH_FAIL(arch_blame(cfg, blamed, arch_keys[c->blame[0]].section, NP_ERR_INCONSISTENT,
+                             msg, slot));
     }
-    return NP_OK;
+#undef ARCH_FAIL
+    return *n ? (max ? errs[0].status : scratch.status) : NP_OK;
+}
+
+np_status arch_validate(const arch_config *cfg, np_err *err)
+{
+    size_t n;
+    np_err e = {0};
+    np_status st = arch_validate_into(cfg, &e, 1, &n, true);
+    if (st != NP_OK && err)
+        *err = e;
+    return st;
+}
+
+np_status arch_validate_all(const arch_config *cfg, np_err *errs, size_t max, size_t *n)
+{
+    return arch_validate_into(cfg, errs, max, n, false);
 }

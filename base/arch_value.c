@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "parse.h"
 #include "suggest.h"
 
 #define ARCH_NELEM(a) (sizeof(a) / sizeof((a)[0]))
@@ -325,6 +326,10 @@ np_status arch_set(arch_config *cfg, const char *assignment, np_err *err)
         for (const char *c = value; *c; c++)
             if ((unsigned char)*c < 0x20 || *c == 0x7F)
                 return np_err_set(err, NP_ERR_TYPE, "name holds a control character");
+        size_t bad = np_utf8_invalid_at(value, strlen(value));
+        if (bad < strlen(value))
+            return np_err_set(err, NP_ERR_TYPE, "name: byte %zu (0x%02x) is not valid UTF-8",
+                              bad + 1, (unsigned char)value[bad]);
         if (strlen(value) >= sizeof cfg->name)
             return np_err_set(err, NP_ERR_RANGE, "name is longer than %zu characters",
                               sizeof cfg->name - 1);

@@ -23,8 +23,6 @@
 #include "arch.h"
 #include "suggest.h"
 
-#define ARCH_FILE_MAX_BYTES (16u << 20)
-
 typedef struct arch_yaml {
     yaml_parser_t parser;
     yaml_event_t ev; /* the current event, valid when have_ev */
@@ -34,6 +32,10 @@ typedef struct arch_yaml {
     size_t len;
     arch_config *cfg;
     np_err *err;
+    /* collecting (arch_check_text): errors of keys and values go here and loading goes on
+     * with the next key; NULL: the first error stops loading */
+    np_err *errs;
+    size_t max_errs, n_errs;
 } arch_yaml;
 
 static np_status ay_at(arch_yaml *y, np_status s, yaml_mark_t m, const char *fmt, ...)
@@ -176,6 +178,84 @@ static np_status ay_key(arch_yaml *y, const char *where, char *buf, size_t n)
     return NP_OK;
 }
 
+/* Consumes the rest of the node whose first event is the current one (a scalar is whole); a
+ * node nested more than 64 deep is a TYPE error, not walked. */
+static np_status ay_skip_node(arch_yaml *y)
+{
+    int depth = y->ev.type == YAML_MAPPING_START_EVENT || y->ev.type == YAML_SEQUENCE_START_EVENT;
+    while (depth > 0) {
+        if (depth > 64)
+            return ay_at(y, NP_ERR_TYPE, ay_mark(y), "a value nested more than 64 deep");
+        np_status st = ay_next(y);
+        if (st != NP_OK)
+            return st;
+        if (y->ev.type == YAML_MAPPING_START_EVENT || y->ev.type == YAML_SEQUENCE_START_EVENT)
+            depth++;
+        else if (y->ev.type == YAML_MAPPING_END_EVENT || y->ev.type == YAML_SEQUENCE_END_EVENT)
+            depth--;
+    }
+    return NP_OK;
+}
+
+/* A key's or value's error (in *y->err): the status when not collecting; else it is kept and
+ * NP_OK returned, so that loading goes on. */
+static np_status ay_soft(arch_yaml *y, np_status st)
+{
+    if (st == NP_ERR_SYNTAX) /* (ay_section_key's nested value: its error is in *y->err) */
+        return y->err->status;
+    if (!y->errs || st == NP_ERR_NOMEM)
+        return st;
+    if (y->n_errs < y->max_errs)
+        y->errs[y->n_errs] = *y->err;
+    y->n_errs++;
+    return NP_OK;
+}
+
+/* One key of section sec (its name read, km its mark): NP_OK with the value stored, or an
+ * error with the value's node consumed whenever it was reached. */
+static np_status ay_section_key(arch_yaml *y, const char *sec, const char *name, yaml_mark_t km,
+                                bool *consumed)
+{
+    char what[96];
+    np_status st;
+    *consumed = false;
+    const arch_key_info *k = arch_key_lookup(sec, name);
+    if (!k) {
+        const arch_key_info *guess = arch_key_suggest(name, sec);
+        if (guess)
+            return ay_at(y, NP_ERR_UNKNOWN_KEY, km, "unknown key '%s.%s'; did you mean '%s'?",
+                         sec, name, guess->full_name);
+        return ay_at(y, NP_ERR_UNKNOWN_KEY, km, "unknown key '%s.%s'", sec, name);
+    }
+    arch_pos *pos = &y->cfg->src.key[k - arch_keys];
+    if (pos->origin == ARCH_ORIGIN_FILE)
+        return ay_at(y, NP_ERR_DUPLICATE, km,
+                     "duplicate key '%s' (first given at line %d, column %d)", k->full_name,
+                     pos->line, pos->col);
+    if ((st = ay_next(y)) != NP_OK)
+        return st;
+    *consumed = true;
+    if (!ay_is_scalar(y)) { /* not skipped: a nested value stops the file (it may be deep) */
+        char expects[256];
+        ay_at(y, NP_ERR_TYPE, ay_mark(y), "%s expects %s, got %s", k->full_name,
+              arch_key_expects(k, expects, sizeof expects), ay_describe(y, what, sizeof what));
+        return NP_ERR_SYNTAX; /* the error stays a TYPE error; SYNTAX only stops collecting */
+    }
+    char text[256];
+    bool clean = ay_scalar_text(y, text, sizeof text);
+    arch_value v;
+    if (ay_is_null(y)) /* an empty value's mark is where parsing stopped: use the key's */
+        return ay_place(y, km, arch_value_parse(k, "", false, &v, y->err));
+    if (!clean)
+        return ay_at(y, NP_ERR_TYPE, ay_mark(y), "%s: the value holds a control character",
+                     k->full_name);
+    if ((st = arch_value_parse(k, text, ay_is_quoted(y), &v, y->err)) != NP_OK)
+        return ay_place(y, ay_mark(y), st);
+    arch_value_store(y->cfg, k, v);
+    *pos = (arch_pos){ARCH_ORIGIN_FILE, (int)km.line + 1, (int)km.column + 1};
+    return NP_OK;
+}
+
 static np_status ay_section(arch_yaml *y, arch_section s)
 {
     const char *sec = arch_sections[s].name;
@@ -185,44 +265,19 @@ static np_status ay_section(arch_yaml *y, arch_section s)
             return st;
         if (y->ev.type == YAML_MAPPING_END_EVENT)
             return NP_OK;
-        char name[128], what[96];
+        char name[128];
         yaml_mark_t km = ay_mark(y);
         if ((st = ay_key(y, sec, name, sizeof name)) != NP_OK)
             return st;
-        const arch_key_info *k = arch_key_lookup(sec, name);
-        if (!k) {
-            const arch_key_info *guess = arch_key_suggest(name, sec);
-            if (guess)
-                return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
-                             "unknown key '%s.%s'; did you mean '%s'?", sec, name,
-                             guess->full_name);
-            return ay_at(y, NP_ERR_UNKNOWN_KEY, km, "unknown key '%s.%s'", sec, name);
-        }
-        arch_pos *pos = &y->cfg->src.key[k - arch_keys];
-        if (pos->origin == ARCH_ORIGIN_FILE)
-            return ay_at(y, NP_ERR_DUPLICATE, km,
-                         "duplicate key '%s' (first given at line %d, column %d)", k->full_name,
-                         pos->line, pos->col);
-        if ((st = ay_next(y)) != NP_OK)
+        bool consumed;
+        if ((st = ay_section_key(y, sec, name, km, &consumed)) == NP_OK)
+            continue;
+        if ((st = ay_soft(y, st)) != NP_OK)
             return st;
-        if (!ay_is_scalar(y)) {
-            char expects[256];
-            return ay_at(y, NP_ERR_TYPE, ay_mark(y), "%s expects %s, got %s", k->full_name,
-                         arch_key_expects(k, expects, sizeof expects),
-                         ay_describe(y, what, sizeof what));
-        }
-        char text[256];
-        bool clean = ay_scalar_text(y, text, sizeof text);
-        arch_value v;
-        if (ay_is_null(y)) /* an empty value's mark is where parsing stopped: use the key's */
-            return ay_place(y, km, arch_value_parse(k, "", false, &v, y->err));
-        if (!clean)
-            return ay_at(y, NP_ERR_TYPE, ay_mark(y), "%s: the value holds a control character",
-                         k->full_name);
-        if ((st = arch_value_parse(k, text, ay_is_quoted(y), &v, y->err)) != NP_OK)
-            return ay_place(y, ay_mark(y), st);
-        arch_value_store(y->cfg, k, v);
-        *pos = (arch_pos){ARCH_ORIGIN_FILE, (int)km.line + 1, (int)km.column + 1};
+        if (!consumed && ((st = ay_next(y)) != NP_OK || (st = ay_skip_node(y)) != NP_OK))
+            return st; /* the bad key's value */
+        if (consumed && (st = ay_skip_node(y)) != NP_OK)
+            return st;
     }
 }
 
@@ -281,14 +336,19 @@ static np_status ay_top(arch_yaml *y)
             const char *guess = np_suggest(name, names, ARCH_SECTION_COUNT + 1, 2);
             const arch_key_info *key = guess ? NULL : arch_key_suggest(name, NULL);
             if (guess)
-                return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
-                             "unknown section '%s'; did you mean '%s'?", name, guess);
-            if (key)
-                return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
-                             "unknown section '%s'; did you mean '%s' (keys go inside their "
-                             "section)?", name, key->full_name);
-            return ay_at(y, NP_ERR_UNKNOWN_KEY, km,
-                         "unknown section '%s' (sections: core, chip, system; and name)", name);
+                st = ay_at(y, NP_ERR_UNKNOWN_KEY, km,
+                           "unknown section '%s'; did you mean '%s'?", name, guess);
+            else if (key)
+                st = ay_at(y, NP_ERR_UNKNOWN_KEY, km,
+                           "unknown section '%s'; did you mean '%s' (keys go inside their "
+                           "section)?", name, key->full_name);
+            else
+                st = ay_at(y, NP_ERR_UNKNOWN_KEY, km,
+                           "unknown section '%s' (sections: core, chip, system; and name)", name);
+            if ((st = ay_soft(y, st)) != NP_OK || (st = ay_next(y)) != NP_OK ||
+                (st = ay_skip_node(y)) != NP_OK)
+                return st;
+            continue;
         }
         arch_pos *pos = &y->cfg->src.section[s];
         if (pos->origin == ARCH_ORIGIN_FILE)
@@ -355,12 +415,16 @@ static void ay_default_name(const char *path, char *name, size_t n)
     snprintf(name, n, "%.*s", (int)(len < n ? len : n - 1), base);
 }
 
-np_status arch_load_string(const char *text, size_t len, const char *path, arch_config *out,
-                           np_err *err)
+/* arch_load_string, collecting key and value errors into errs[0..max) when errs is set. */
+static np_status arch_load_collect(const char *text, size_t len, const char *path,
+                                   arch_config *out, np_err *err, np_err *errs, size_t max,
+                                   size_t *n)
 {
     arch_config cfg;
     arch_defaults(&cfg);
-    arch_yaml y = {.path = path ? path : "", .text = text, .len = len, .cfg = &cfg, .err = err};
+    np_err scratch = {0};
+    arch_yaml y = {.path = path ? path : "", .text = text, .len = len, .cfg = &cfg,
+                   .err = err ? err : &scratch, .errs = errs, .max_errs = max};
     snprintf(cfg.src.path, sizeof cfg.src.path, "%s", y.path);
     if (path)
         ay_default_name(path, cfg.name, sizeof cfg.name);
@@ -371,12 +435,44 @@ np_status arch_load_string(const char *text, size_t len, const char *path, arch_
     if (y.have_ev)
         yaml_event_delete(&y.ev);
     yaml_parser_delete(&y.parser);
+    if (n)
+        *n = y.n_errs;
+    if (st == NP_OK && y.n_errs) /* collected: the first is the load's error */
+        st = (*y.err = errs[0]).status;
     if (st == NP_OK)
         *out = cfg;
     return st;
 }
 
-np_status arch_load_file(const char *path, arch_config *out, np_err *err)
+np_status arch_load_string(const char *text, size_t len, const char *path, arch_config *out,
+                           np_err *err)
+{
+    return arch_load_collect(text, len, path, out, err, NULL, 0, NULL);
+}
+
+np_status arch_check_text(const char *text, size_t len, const char *path, np_err *errs,
+                          size_t max, size_t *n)
+{
+    arch_config cfg;
+    np_err e = {0};
+    size_t got = 0;
+    *n = 0;
+    np_status st = arch_load_collect(text, len, path, &cfg, &e, errs, max, &got);
+    if (st != NP_OK && !got) { /* a syntax or structure error stopped the file */
+        if (max)
+            errs[0] = e;
+        *n = 1;
+        return st;
+    }
+    if (st != NP_OK) {
+        *n = got;
+        return st;
+    }
+    return arch_validate_all(&cfg, errs, max, n);
+}
+
+/* Reads a config file whole into *buf (free it), *len bytes. */
+static np_status arch_read_file(const char *path, char **out, size_t *out_len, np_err *err)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -412,9 +508,40 @@ np_status arch_load_file(const char *path, arch_config *out, np_err *err)
                        strerror(errno));
         goto done;
     }
-    st = arch_load_string(buf, len, path, out, err);
 done:
-    free(buf);
     fclose(f);
+    if (st != NP_OK) {
+        free(buf);
+        return st;
+    }
+    *out = buf;
+    *out_len = len;
+    return NP_OK;
+}
+
+np_status arch_load_file(const char *path, arch_config *out, np_err *err)
+{
+    char *buf;
+    size_t len;
+    if (arch_read_file(path, &buf, &len, err) != NP_OK)
+        return err->status;
+    np_status st = arch_load_string(buf, len, path, out, err);
+    free(buf);
+    return st;
+}
+
+np_status arch_check_file(const char *path, np_err *errs, size_t max, size_t *n)
+{
+    char *buf;
+    size_t len;
+    np_err e = {0};
+    if (arch_read_file(path, &buf, &len, &e) != NP_OK) {
+        if (max)
+            errs[0] = e;
+        *n = 1;
+        return e.status;
+    }
+    np_status st = arch_check_text(buf, len, path, errs, max, n);
+    free(buf);
     return st;
 }

@@ -8,6 +8,7 @@
 
 #define NN_MODEL_MAX_KEYS 32
 #define NN_MODEL_MAX_VALUES 8
+#define NN_MODEL_MAX_FILE_BYTES (64 << 10) /* a model file is a few lines */
 
 typedef struct nn_model_entry {
     char key[32];
@@ -42,6 +43,11 @@ int64_t nn_model_int(const nn_model_desc *d, const char *key, int64_t def);
 int nn_model_ints(const nn_model_desc *d, const char *key, int64_t *out, int max);
 const char *nn_model_word(const nn_model_desc *d, const char *key, const char *def);
 
+/* NP_ERR_RANGE (naming the file) when d at this batch and sequence length would hold more
+ * than 2^50 parameters or elements in one tensor, or a training step more than 2^62 FLOPs:
+ * counts that 64-bit arithmetic no longer holds. nn_model_build calls it first. */
+np_status nn_model_check_scale(const nn_model_desc *d, int64_t batch, int64_t seq, np_err *err);
+
 typedef struct nn_model_opts {
     int64_t batch;        /* 0: the file's batch (default 1) */
     int64_t seq;          /* sequence length for language models; 0: the file's context */
@@ -72,22 +78,41 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
 np_status nn_model_init(nn_graph *g, uint64_t seed, np_err *err);
 
 typedef struct nn_summary_row {
-    char name[NN_NAME_MAX];
+    char name[NN_NAME_MAX]; /* the scope ("layer1.0.conv1"); a container: its prefix */
     char op[32];
+    char type[32];       /* torchinfo's layer type: the PyTorch module class ("Conv2d",
+                            "Bottleneck", "Sequential"), or the op for a functional step */
+    int depth, index;    /* torchinfo's depth-idx: depth 0 is the model, index counts the rows
+                            of a depth from 1 in order */
+    bool container;      /* a module made of the rows under it (their params and FLOPs summed
+                            into it; mult_adds 0, shown as "--"): nn_summary.modules */
     int ndim;
-    int64_t ne[NN_MAX_DIMS];
+    int64_t ne[NN_MAX_DIMS]; /* the layer's output */
     int64_t params;
+    int64_t mult_adds;   /* torchinfo's Mult-Adds: a convolution's params x batch x output
+                            pixels, another layer's params x batch (0 without params) */
     int64_t flops;       /* forward */
     int64_t train_flops; /* forward, backward and optimizer nodes of the layer */
 } nn_summary_row;
 
 typedef struct nn_summary {
     char model[64];
+    char model_type[32]; /* the model's class ("ResNet"): torchinfo's depth-0 row */
     int64_t batch, seq;
-    nn_summary_row *rows;
+    int ndim;            /* the model's output (logits) */
+    int64_t ne[NN_MAX_DIMS];
+    nn_summary_row *rows; /* the layers (not containers), in order */
     int n_rows;
-    int64_t total_params, trainable_params;
+    nn_summary_row *modules; /* the containers, in order; module i comes right before row
+                                module_before[i] (at the depth it has) */
+    int *module_before;
+    int n_modules;
+    int64_t total_params, trainable_params, non_trainable_params;
+    int64_t total_mult_adds; /* over the layers that are not containers */
     int64_t forward_flops, forward_macs, train_step_flops;
+    /* torchinfo's size estimates, in bytes (f32): the input, the outputs of the layers that
+     * have parameters twice (forward and backward), the parameters, and their sum */
+    uint64_t est_input_bytes, est_fwd_bwd_bytes, est_params_bytes, est_total_bytes;
     /* Memory of one training step (nn_memplan_build): persistent leaves by role, and the
      * transient arena with buffer reuse against no reuse; live peak split by role. */
     uint64_t param_bytes, optimizer_bytes, input_bytes;

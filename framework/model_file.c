@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "model.h"
+#include "parse.h"
+#include "readfile.h"
 #include "suggest.h"
 #include "nn_impl.h"
 
@@ -36,49 +38,56 @@ typedef struct nn_key_spec {
     bool required;
     int count;          /* NN_KEY_INTS: exact number of values, 0 for 1..NN_MODEL_MAX_VALUES */
     const char *words;  /* NN_KEY_WORD: allowed values, '|'-separated */
+    int64_t max;        /* NN_KEY_INT(S): each value in 1..max */
 } nn_key_spec;
+
+/* Bounds of integer keys: generous (a hundred times today's largest models), so that only a
+ * mistake hits them, and small enough that shapes computed from them fit 64 bits. */
+#define NN_MAX_WIDTH (1 << 24)   /* features, classes, vocab, context, ffn */
+#define NN_MAX_DMODEL (1 << 20)  /* d_model, widths of convolutions, image size */
+#define NN_MAX_DEPTH 4096        /* layers of a stage or of a transformer, heads */
 
 static const char *const nn_families[] = {"mlp", "resnet", "mobilenet_v2", "densenet", "gpt", "llama"};
 
 static const nn_key_spec nn_keys[] = {
-    {NULL, "family", NN_KEY_WORD, true, 0, "mlp|resnet|mobilenet_v2|densenet|gpt|llama"},
-    {NULL, "description", NN_KEY_TEXT, false, 0, NULL},
-    {NULL, "batch", NN_KEY_INT, false, 0, NULL},
-    {"mlp", "inputs", NN_KEY_INT, true, 0, NULL},
-    {"mlp", "hidden", NN_KEY_INTS, true, 0, NULL},
-    {"mlp", "classes", NN_KEY_INT, true, 0, NULL},
-    {"mlp", "activation", NN_KEY_WORD, false, 0, "relu|gelu|tanh"},
-    {"resnet", "block", NN_KEY_WORD, true, 0, "basic|bottleneck"},
-    {"resnet", "layers", NN_KEY_INTS, true, 4, NULL},
-    {"resnet", "width", NN_KEY_INT, false, 0, NULL},
-    {"resnet", "classes", NN_KEY_INT, true, 0, NULL},
-    {"resnet", "image", NN_KEY_INT, true, 0, NULL},
-    {"resnet", "channels", NN_KEY_INT, false, 0, NULL},
-    {"mobilenet_v2", "classes", NN_KEY_INT, true, 0, NULL},
-    {"mobilenet_v2", "image", NN_KEY_INT, true, 0, NULL},
-    {"mobilenet_v2", "channels", NN_KEY_INT, false, 0, NULL},
-    {"densenet", "growth", NN_KEY_INT, true, 0, NULL},
-    {"densenet", "layers", NN_KEY_INTS, true, 0, NULL},
-    {"densenet", "init_features", NN_KEY_INT, true, 0, NULL},
-    {"densenet", "bn_size", NN_KEY_INT, false, 0, NULL},
-    {"densenet", "classes", NN_KEY_INT, true, 0, NULL},
-    {"densenet", "image", NN_KEY_INT, true, 0, NULL},
-    {"densenet", "channels", NN_KEY_INT, false, 0, NULL},
-    {"gpt", "layers", NN_KEY_INT, true, 0, NULL},
-    {"gpt", "d_model", NN_KEY_INT, true, 0, NULL},
-    {"gpt", "heads", NN_KEY_INT, true, 0, NULL},
-    {"gpt", "vocab", NN_KEY_INT, true, 0, NULL},
-    {"gpt", "context", NN_KEY_INT, true, 0, NULL},
-    {"gpt", "ffn", NN_KEY_INT, false, 0, NULL},
-    {"gpt", "tied", NN_KEY_WORD, false, 0, "yes|no"},
-    {"llama", "layers", NN_KEY_INT, true, 0, NULL},
-    {"llama", "d_model", NN_KEY_INT, true, 0, NULL},
-    {"llama", "heads", NN_KEY_INT, true, 0, NULL},
-    {"llama", "kv_heads", NN_KEY_INT, false, 0, NULL},
-    {"llama", "vocab", NN_KEY_INT, true, 0, NULL},
-    {"llama", "context", NN_KEY_INT, true, 0, NULL},
-    {"llama", "ffn", NN_KEY_INT, true, 0, NULL},
-    {"llama", "tied", NN_KEY_WORD, false, 0, "yes|no"},
+    {NULL, "family", NN_KEY_WORD, true, 0, "mlp|resnet|mobilenet_v2|densenet|gpt|llama", 0},
+    {NULL, "description", NN_KEY_TEXT, false, 0, NULL, 0},
+    {NULL, "batch", NN_KEY_INT, false, 0, NULL, 1 << 20},
+    {"mlp", "inputs", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"mlp", "hidden", NN_KEY_INTS, true, 0, NULL, NN_MAX_WIDTH},
+    {"mlp", "classes", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"mlp", "activation", NN_KEY_WORD, false, 0, "relu|gelu|tanh", 0},
+    {"resnet", "block", NN_KEY_WORD, true, 0, "basic|bottleneck", 0},
+    {"resnet", "layers", NN_KEY_INTS, true, 4, NULL, NN_MAX_DEPTH},
+    {"resnet", "width", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"resnet", "classes", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"resnet", "image", NN_KEY_INT, true, 0, NULL, 65536},
+    {"resnet", "channels", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"mobilenet_v2", "classes", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"mobilenet_v2", "image", NN_KEY_INT, true, 0, NULL, 65536},
+    {"mobilenet_v2", "channels", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"densenet", "growth", NN_KEY_INT, true, 0, NULL, NN_MAX_DMODEL},
+    {"densenet", "layers", NN_KEY_INTS, true, 0, NULL, NN_MAX_DEPTH},
+    {"densenet", "init_features", NN_KEY_INT, true, 0, NULL, NN_MAX_DMODEL},
+    {"densenet", "bn_size", NN_KEY_INT, false, 0, NULL, NN_MAX_DEPTH},
+    {"densenet", "classes", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"densenet", "image", NN_KEY_INT, true, 0, NULL, 65536},
+    {"densenet", "channels", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"gpt", "layers", NN_KEY_INT, true, 0, NULL, NN_MAX_DEPTH},
+    {"gpt", "d_model", NN_KEY_INT, true, 0, NULL, NN_MAX_DMODEL},
+    {"gpt", "heads", NN_KEY_INT, true, 0, NULL, NN_MAX_DEPTH * 16},
+    {"gpt", "vocab", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"gpt", "context", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"gpt", "ffn", NN_KEY_INT, false, 0, NULL, NN_MAX_WIDTH},
+    {"gpt", "tied", NN_KEY_WORD, false, 0, "yes|no", 0},
+    {"llama", "layers", NN_KEY_INT, true, 0, NULL, NN_MAX_DEPTH},
+    {"llama", "d_model", NN_KEY_INT, true, 0, NULL, NN_MAX_DMODEL},
+    {"llama", "heads", NN_KEY_INT, true, 0, NULL, NN_MAX_DEPTH * 16},
+    {"llama", "kv_heads", NN_KEY_INT, false, 0, NULL, NN_MAX_DEPTH * 16},
+    {"llama", "vocab", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"llama", "context", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"llama", "ffn", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
+    {"llama", "tied", NN_KEY_WORD, false, 0, "yes|no", 0},
 };
 #define NN_N_KEYS (sizeof nn_keys / sizeof nn_keys[0])
 
@@ -167,12 +176,15 @@ static np_status nn_entry_check(const nn_model_desc *d, nn_model_entry *e, const
         char *end;
         errno = 0;
         long long v = strtoll(buf, &end, 10);
-        if (*end || !isdigit((unsigned char)buf[buf[0] == '-' ? 1 : 0]) || errno)
+        if (*end || !isdigit((unsigned char)buf[buf[0] == '-' ? 1 : 0]))
             return np_err_at(err, NP_ERR_TYPE, d->path, e->line, col, "%s: '%s' is not an integer",
                              e->key, buf);
-        if (v < 1)
+        if (errno || (size_t)(p - tok) >= sizeof buf)
             return np_err_at(err, NP_ERR_RANGE, d->path, e->line, col,
-                             "%s: %lld must be at least 1", e->key, v);
+                             "%s: '%s' is outside 1 .. %lld", e->key, buf, (long long)k->max);
+        if (v < 1 || v > k->max)
+            return np_err_at(err, NP_ERR_RANGE, d->path, e->line, col,
+                             "%s: %lld is outside 1 .. %lld", e->key, v, (long long)k->max);
         if (e->n == NN_MODEL_MAX_VALUES)
             return np_err_at(err, NP_ERR_RANGE, d->path, e->line, col,
                              "%s: at most %d values", e->key, NN_MODEL_MAX_VALUES);
@@ -259,6 +271,13 @@ np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, n
             return np_err_at(err, NP_ERR_RANGE, path, line, kcol, "more than %d keys",
                              NN_MODEL_MAX_KEYS);
         nn_model_entry *e = &d->e[d->n];
+        if ((size_t)(kend - s) >= sizeof e->key)
+            return np_err_at(err, NP_ERR_RANGE, path, line, kcol, "a key has at most %zu "
+                             "characters", sizeof e->key - 1);
+        if (strlen(v) >= sizeof e->word)
+            return np_err_at(err, NP_ERR_RANGE, path, line, (int)(v - buf) + 1,
+                             "'%.*s': a value has at most %zu characters", (int)(kend - s), s,
+                             sizeof e->word - 1);
         snprintf(e->key, sizeof e->key, "%.*s", (int)(kend - s), s);
         snprintf(e->word, sizeof e->word, "%s", v);
         e->line = line;
@@ -376,47 +395,146 @@ np_status nn_model_load(const char *name, nn_model_desc *d, np_err *err)
         snprintf(path, sizeof path, "%s", name);
     else
         snprintf(path, sizeof path, "%s/%s.model", nn_model_dir(), name);
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (!is_path) {
-            char **names;
-            size_t n;
-            if (nn_model_names(&names, &n, err) != NP_OK)
-                return err->status;
-            const char *guess = np_suggest(name, (const char *const *)names, n, 3);
-            if (guess)
-                np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown model '%s'; did you mean '%s'?", name,
-                           guess);
-            else
-                np_err_set(err, NP_ERR_UNKNOWN_KEY,
-                           "unknown model '%s' (run 'npusim models' for the list)", name);
-            nn_model_names_free(names, n);
+    FILE *f = is_path ? NULL : fopen(path, "r");
+    if (f)
+        fclose(f);
+    if (!f && !is_path) { /* did you mean: the zoo's names that begin so, else the nearest */
+        char **names;
+        size_t n;
+        if (nn_model_names(&names, &n, err) != NP_OK)
             return err->status;
-        }
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open: %s", strerror(errno));
+        char list[256] = "";
+        size_t used = 0, n_pre = 0, wl = strlen(name);
+        for (size_t i = 0; i < n && used < sizeof list; i++)
+            if (wl >= 2 && strncmp(names[i], name, wl) == 0 && n_pre++ < 6)
+                used += (size_t)snprintf(list + used, sizeof list - used, "%s'%s'",
+                                         used ? ", " : "", names[i]);
+        const char *guess = np_suggest_name(name, (const char *const *)names, n);
+        if (n_pre > 1)
+            np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown model '%s'; did you mean one of %s%s?",
+                       name, list, n_pre > 6 ? ", ..." : "");
+        else if (guess)
+            np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown model '%s'; did you mean '%s'?", name,
+                       guess);
+        else
+            np_err_set(err, NP_ERR_UNKNOWN_KEY,
+                       "unknown model '%s' (run 'npusim models' for the list)", name);
+        nn_model_names_free(names, n);
+        return err->status;
     }
-    char *text = NULL;
-    size_t len = 0, cap = 0;
-    int c;
-    np_status st = NP_OK;
-    while ((c = fgetc(f)) != EOF) {
-        if (len + 2 > cap) {
-            cap = cap ? 2 * cap : 4096;
-            char *bigger = nn_realloc(text, cap);
-            if (!bigger) {
-                st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
-                break;
-            }
-            text = bigger;
-        }
-        text[len++] = (char)c;
+    char *text;
+    size_t len;
+    if (np_read_file(path, NN_MODEL_MAX_FILE_BYTES, "a model file", &text, &len, err) != NP_OK)
+        return err->status;
+    if (memchr(text, '\0', len)) {
+        size_t at = (size_t)((char *)memchr(text, '\0', len) - text);
+        int line = 1;
+        for (size_t i = 0; i < at; i++)
+            line += text[i] == '\n';
+        free(text);
+        return np_err_at(err, NP_ERR_SYNTAX, path, line, 0, "a NUL byte (a model file is text)");
     }
-    fclose(f);
-    if (st == NP_OK) {
-        if (text)
-            text[len] = '\0';
-        st = nn_model_parse(path, text ? text : "", d, err);
-    }
+    np_status st = nn_model_parse(path, text, d, err);
     free(text);
     return st;
+}
+
+/* Upper bounds, in doubles, of what a model of d at batch B and sequence S computes: its
+ * parameters, its largest tensor (elements) and its forward FLOPs. Close for transformers and
+ * MLPs; for convolutional networks each stage's weights are counted at its image size (the
+ * first block of a stage at the size before its stride), a few times the truth. */
+static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *params,
+                            double *tensor, double *flops)
+{
+    const char *f = d->family;
+    int64_t v[NN_MODEL_MAX_VALUES];
+    if (strcmp(f, "gpt") == 0 || strcmp(f, "llama") == 0) {
+        double L = (double)nn_model_int(d, "layers", 1), D = (double)nn_model_int(d, "d_model", 1);
+        double V = (double)nn_model_int(d, "vocab", 1), H = (double)nn_model_int(d, "heads", 1);
+        double F = (double)nn_model_int(d, "ffn", 4 * nn_model_int(d, "d_model", 1));
+        double C = (double)nn_model_int(d, "context", 1);
+        *params = L * (4 * D * D + 3 * D * F + 4 * D) + V * D + C * D;
+        double wide = V > F ? (V > D ? V : D) : (F > D ? F : D);
+        double act = B * S * wide, scores = B * H * S * S;
+        *tensor = act > scores ? act : scores;
+        *tensor = *tensor > V * D ? *tensor : V * D;
+        *flops = 2 * B * S * *params + L * 4 * B * S * S * D;
+        return;
+    }
+    if (strcmp(f, "mlp") == 0) {
+        double in = (double)nn_model_int(d, "inputs", 1), wide = in, p = 0;
+        int n = nn_model_ints(d, "hidden", v, NN_MODEL_MAX_VALUES);
+        for (int i = 0; i <= n; i++) {
+            double out = i < n ? (double)v[i] : (double)nn_model_int(d, "classes", 1);
+            p += in * out + out;
+            wide = out > wide ? out : wide;
+            in = out;
+        }
+        *params = p;
+        *tensor = B * wide > p ? B * wide : p;
+        *flops = 2 * B * p;
+        return;
+    }
+    double img = (double)nn_model_int(d, "image", 224), ch = (double)nn_model_int(d, "channels", 3);
+    double classes = (double)nn_model_int(d, "classes", 1), wide, p, fw;
+    /* the stem: a 7 x 7 (or 3 x 3) stride-2 convolution to (img / 2)^2, then stages that each
+     * halve the image from (img / 4)^2: a stage's weights are applied at its size, + 1 per
+     * side for rounding */
+    double stem = (img / 2 + 1) * (img / 2 + 1);
+    if (strcmp(f, "resnet") == 0) {
+        int n = nn_model_ints(d, "layers", v, 4);
+        bool bottleneck = strcmp(nn_model_word(d, "block", "basic"), "bottleneck") == 0;
+        double w = (double)nn_model_int(d, "width", 64), e = bottleneck ? 4 : 1;
+        p = 49 * ch * w + classes * 8 * w * e;
+        fw = stem * 49 * ch * w + classes * 8 * w * e;
+        wide = 8 * w * e;
+        for (int i = 0; i < n; i++) {
+            double ws = w * (double)(1 << i), hw = img / (double)(4 << i) + 1;
+            double block = 9 * ws * ws + 2 * ws * e * ws * e + ws * e * ws * e; /* >= either */
+            p += (double)v[i] * block;
+            fw += (double)v[i] * block * (i ? 4 * hw * hw : hw * hw); /* the first block: 2x */
+        }
+    } else if (strcmp(f, "densenet") == 0) {
+        int n = nn_model_ints(d, "layers", v, NN_MODEL_MAX_VALUES);
+        double layers = 0, g = (double)nn_model_int(d, "growth", 1);
+        double bn = (double)nn_model_int(d, "bn_size", 4);
+        for (int i = 0; i < n; i++)
+            layers += (double)v[i];
+        wide = (double)nn_model_int(d, "init_features", 64) + layers * g;
+        p = 49 * ch * wide + classes * wide;
+        fw = stem * 49 * ch * wide + classes * wide;
+        for (int i = 0; i < n; i++) { /* block i at (img / 4 / 2^i)^2 */
+            double hw = img / (4.0 * (double)(1u << (i < 30 ? i : 30))) + 1;
+            double block = (double)v[i] * (wide * bn * g + 9 * bn * g * g) + wide * wide;
+            p += block;
+            fw += block * hw * hw;
+        }
+    } else { /* mobilenet_v2: a fixed stack of at most 1280 channels, 3.5 M parameters */
+        wide = 1280 > ch ? 1280 : ch;
+        p = 4e6 + 1280 * classes + 27 * ch;
+        fw = stem * p;
+    }
+    *params = p;
+    *tensor = B * stem * 4 * wide; /* no activation is larger than the stem's at full width */
+    *flops = 2 * B * fw;
+}
+
+np_status nn_model_check_scale(const nn_model_desc *d, int64_t batch, int64_t seq, np_err *err)
+{
+    double params, tensor, flops;
+    nn_model_bounds(d, (double)batch, (double)seq, &params, &tensor, &flops);
+    /* a training step is about 3 forward passes and an optimizer update (~ 20 x params);
+     * counts of elements and FLOPs are int64 (docs/models.md) */
+    const double lim = 0x1p62, elim = 0x1p50;
+    double train = 3 * flops + 20 * params;
+    const char *what = params > elim ? "parameters" : tensor > elim ? "elements in one tensor"
+                                                    : train > lim ? "FLOPs per training step"
+                                                                  : NULL;
+    if (!what)
+        return NP_OK;
+    double x = params > elim ? params : tensor > elim ? tensor : train;
+    return np_err_at(err, NP_ERR_RANGE, d->path, 0, 0,
+                     "model %s at batch %lld, sequence %lld: about %.3g %s, more than npusim "
+                     "counts (at most %.3g; 64-bit counts)", d->name, (long long)batch,
+                     (long long)seq, x, what, params > elim || tensor > elim ? elim : lim);
 }

@@ -147,6 +147,28 @@ bool nn_tensor_set(nn_tensor *t, const float *v);
 /* Fills with normal(0, std) values from seed (allocating). */
 bool nn_tensor_randn(nn_tensor *t, uint64_t seed, double std);
 bool nn_tensor_fill(nn_tensor *t, float v);
+
+/* ---- tensor values, for embedders and tests (instead of reaching into t->data) ----
+ * Values are floats whatever the dtype (bf16/fp16 values are rounded, i32 ones whole), in
+ * row-major order of t->ne. Each call checks its arguments and returns an error (never
+ * reads or writes outside the tensor); on failure nothing changed. */
+
+/* t's values, read-only, or NULL when it has none yet (a graph that has not run). */
+const float *nn_tensor_values(const nn_tensor *t);
+
+/* Copies t's numel values into out[0..n). NP_ERR_MISSING when t has no values,
+ * NP_ERR_RANGE when n is not numel. */
+np_status nn_tensor_read(const nn_tensor *t, float *out, size_t n, np_err *err);
+
+/* Sets t's values from v[0..n) (allocating storage). NP_ERR_RANGE when n is not numel,
+ * NP_ERR_TYPE for an i32 tensor given a value that is not a whole number, NP_ERR_NOMEM. */
+np_status nn_tensor_write(nn_tensor *t, const float *v, size_t n, np_err *err);
+
+/* The value at idx[0..t->ndim) (*out), or sets it (allocating zeroed storage first).
+ * NP_ERR_RANGE for an index outside the shape; nn_tensor_get_at: NP_ERR_MISSING without
+ * values. */
+np_status nn_tensor_get_at(const nn_tensor *t, const int64_t *idx, float *out, np_err *err);
+np_status nn_tensor_set_at(nn_tensor *t, const int64_t *idx, float v, np_err *err);
 void nn_tensor_set_name(nn_tensor *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* ---- graphs ---- */

@@ -386,6 +386,13 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
 np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_model *m, np_err *err)
 {
     memset(m, 0, sizeof *m);
+    if (o->batch < 0 || o->seq < 0)
+        return np_err_set(err, NP_ERR_RANGE, "%s: a negative batch or sequence length", d->name);
+    bool lm0 = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
+    int64_t S0 = lm0 ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
+    if (nn_model_check_scale(d, o->batch ? o->batch : nn_model_int(d, "batch", 1), S0, err) !=
+        NP_OK)
+        return err->status;
     m->g = nn_graph_new(o->seed);
     if (!m->g)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building %s", d->name);

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core_sim.h"
+#include "human.h"
 
 /* The "hbm_mesh" member: controllers on the mesh and what limited the DMA's HBM traffic. */
 static json_t *core_report_hbm_json(const core_report *r)
@@ -115,28 +116,41 @@ fail:
 
 void core_report_print(const core_report *r, FILE *out)
 {
-    fprintf(out, "total: %" PRIu64 " cycles (%" PRIu64 " ps)\n\n", r->total_cycles, r->total_ps);
-    fprintf(out, "%-20s %12s %12s %12s %8s %14s\n", "unit", "busy cycles", "stall cycles",
-            "idle cycles", "insns", "bytes");
+    char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX], d[NP_HUMAN_MAX], e[NP_HUMAN_MAX];
+    char f[NP_HUMAN_MAX];
+    fprintf(out, "total: %s cycles (%s)\n\n", np_human_count(r->total_cycles, a, sizeof a),
+            np_human_ps(r->total_ps, b, sizeof b));
+    fprintf(out, "%-20s %13s %7s %13s %13s %10s %12s\n", "unit", "busy cycles", "busy %",
+            "stall cycles", "idle cycles", "insns", "bytes");
     for (uint32_t i = 0; i < r->n_units; i++) {
         const core_unit_report *u = &r->units[i];
-        fprintf(out, "%-20s %12" PRIu64 " %12" PRIu64 " %12" PRIu64 " %8" PRIu64 " %14" PRIu64 "\n",
-                u->name, u->busy_cycles, u->stall_cycles, u->idle_cycles, u->insns, u->bytes);
+        double pct = r->total_cycles ? 100.0 * (double)u->busy_cycles / (double)r->total_cycles
+                                     : 0;
+        fprintf(out, "%-20s %13s %7.1f %13s %13s %10s %12s\n", u->name,
+                np_human_count(u->busy_cycles, a, sizeof a), pct,
+                np_human_count(u->stall_cycles, b, sizeof b),
+                np_human_count(u->idle_cycles, c, sizeof c), np_human_count(u->insns, d, sizeof d),
+                np_human_bytes(u->bytes, e, sizeof e));
     }
-    fprintf(out, "\ntraffic: HBM read %" PRIu64 " B, HBM write %" PRIu64 " B, scratchpad read %" PRIu64
-            " B, scratchpad write %" PRIu64 " B, accumulator read %" PRIu64 " B, write %" PRIu64 " B\n",
-            r->hbm_read_bytes, r->hbm_write_bytes, r->sram_read_bytes, r->sram_write_bytes,
-            r->acc_read_bytes, r->acc_write_bytes);
+    fprintf(out, "\ntraffic: HBM read %s, HBM write %s, scratchpad read %s, scratchpad write %s,\n"
+            "         accumulator read %s, write %s\n",
+            np_human_bytes(r->hbm_read_bytes, a, sizeof a),
+            np_human_bytes(r->hbm_write_bytes, b, sizeof b),
+            np_human_bytes(r->sram_read_bytes, c, sizeof c),
+            np_human_bytes(r->sram_write_bytes, d, sizeof d),
+            np_human_bytes(r->acc_read_bytes, e, sizeof e),
+            np_human_bytes(r->acc_write_bytes, f, sizeof f));
     if (r->n_chips > 1)
-        fprintf(out, "chip-to-chip: %" PRIu64 " B sent between %" PRIu32 " chips\n", r->c2c_bytes,
-                r->n_chips);
+        fprintf(out, "chip-to-chip: %s sent between %" PRIu32 " chips\n",
+                np_human_bytes(r->c2c_bytes, a, sizeof a), r->n_chips);
     if (r->n_hbm_ctrls)
         core_report_hbm_print(r, out);
     if (r->n_kernels) {
-        fprintf(out, "\n%-24s %6s %6s %12s\n", "kernel", "chip", "core", "cycles");
+        fprintf(out, "\n%-24s %6s %6s %13s\n", "kernel", "chip", "core", "cycles");
         for (uint32_t i = 0; i < r->n_kernels; i++)
-            fprintf(out, "%-24s %6" PRIu32 " %6" PRIu32 " %12" PRIu64 "\n", r->kernels[i].name,
-                    r->kernels[i].chip, r->kernels[i].core, r->kernels[i].cycles);
+            fprintf(out, "%-24s %6" PRIu32 " %6" PRIu32 " %13s\n", r->kernels[i].name,
+                    r->kernels[i].chip, r->kernels[i].core,
+                    np_human_count(r->kernels[i].cycles, a, sizeof a));
     }
 }
 

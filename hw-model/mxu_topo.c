@@ -1,6 +1,9 @@
 /* mxu_topo.c — SCALE-Sim topology CSV reader (see mxu_topo.h). */
 #include "mxu_topo.h"
 
+#include "parse.h"
+#include "readfile.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,20 +66,23 @@ static np_status topo_line(mxu_topology *t, size_t *cap, char *s, const char *pa
         return np_err_at(err, NP_ERR_SYNTAX, path, line, 1,
                          "expected 4 fields (name, M, N, K) or 8-9 (name, H, W, R, S, C, "
                          "filters, stride[, stride_w]), found %d", nf);
+    /* a depthwise layer's name gets "Channel_<i>" (at most 14 bytes) appended */
+    bool dw = nf != 4 && strstr(field[0], "DP") != NULL;
+    if (np_parse_name(NP_SRC_AT(path, line, col[0], "layer name"), field[0],
+                      MXU_TOPO_NAME_MAX - 1 - (dw ? 14 : 0), err) != NP_OK)
+        return err->status;
+    static const char *const conv_names[] = {"", "H", "W", "R", "S", "C", "filters", "stride",
+                                             "stride_w"};
+    static const char *const gemm_names[] = {"", "M", "N", "K"};
     uint64_t v[TOPO_MAX_FIELDS] = {0};
-    for (int i = 1; i < nf; i++) {
-        char *end;
-        unsigned long long x = strtoull(field[i], &end, 10);
-        if (field[i][0] < '0' || field[i][0] > '9' || *end != '\0' || x == 0 || x > (1ull << 32))
-            return np_err_at(err, NP_ERR_SYNTAX, path, line, col[i],
-                             "'%s' is not an integer in 1 .. 2^32", field[i]);
-        v[i] = x;
-    }
+    for (int i = 1; i < nf; i++)
+        if (np_parse_u64(NP_SRC_AT(path, line, col[i], nf == 4 ? gemm_names[i] : conv_names[i]),
+                         field[i], 1, 1ull << 32, &v[i], err) != NP_OK)
+            return err->status;
     if (nf == 4) /* name, M, N, K */
         return topo_add(t, cap, field[0], v[1], v[2], v[3], NULL, path, line, err);
     mxu_conv c = {v[1], v[2], v[3], v[4], v[5], v[6], v[7], nf == 9 ? v[8] : v[7]};
     uint64_t m, n, k;
-    bool dw = strstr(field[0], "DP") != NULL;
     uint64_t copies = dw ? c.channels : 1;
     if (dw)
         c.channels = 1;
@@ -91,7 +97,7 @@ static np_status topo_line(mxu_topology *t, size_t *cap, char *s, const char *pa
     for (uint64_t i = 0; i < copies; i++) {
         char name[MXU_TOPO_NAME_MAX + 32];
         if (dw)
-            snprintf(name, sizeof name, "%.60sChannel_%llu", field[0], (unsigned long long)i);
+            snprintf(name, sizeof name, "%sChannel_%llu", field[0], (unsigned long long)i);
         else
             snprintf(name, sizeof name, "%s", field[0]);
         if (topo_add(t, cap, name, m, n, k, &c, path, line, err) != NP_OK)
@@ -140,40 +146,12 @@ np_status mxu_topology_parse(const char *text, size_t len, const char *path, mxu
 
 np_status mxu_topology_load(const char *path, mxu_topology *out, np_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return np_err_set(err, NP_ERR_IO, "%s: cannot open", path);
-    char *buf = NULL;
-    size_t len = 0, cap = 0;
-    for (;;) {
-        if (cap - len < 4096) {
-            size_t nc = cap ? 2 * cap : 8192;
-            if (nc > ((size_t)64 << 20)) {
-                free(buf);
-                fclose(f);
-                return np_err_set(err, NP_ERR_RANGE, "%s: larger than 64 MiB", path);
-            }
-            char *nb = realloc(buf, nc);
-            if (!nb) {
-                free(buf);
-                fclose(f);
-                return np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
-            }
-            buf = nb, cap = nc;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(buf);
-        return np_err_set(err, NP_ERR_IO, "%s: read error", path);
-    }
-    np_status st = mxu_topology_parse(buf ? buf : "", len, path, out, err);
-    free(buf);
+    char *text;
+    size_t len;
+    if (np_read_file(path, MXU_TOPO_MAX_FILE_BYTES, "a topology file", &text, &len, err) != NP_OK)
+        return err->status;
+    np_status st = mxu_topology_parse(text, len, path, out, err);
+    free(text);
     return st;
 }
 

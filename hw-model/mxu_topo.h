@@ -23,6 +23,7 @@
 
 #define MXU_TOPO_NAME_MAX 96
 #define MXU_TOPO_MAX_LAYERS 100000
+#define MXU_TOPO_MAX_FILE_BYTES (64ull << 20)
 
 typedef struct mxu_layer {
     char name[MXU_TOPO_NAME_MAX];
@@ -37,13 +38,16 @@ typedef struct mxu_topology {
 } mxu_topology;
 
 /* Parses text[0..len) (path names it in errors) into *out (free with mxu_topology_free).
- * NP_ERR_SYNTAX (file:line:col) for a line that is not 4, 8 or 9 fields or a field that is
- * not an integer >= 1, NP_ERR_RANGE for an impossible convolution or too many layers,
+ * NP_ERR_SYNTAX (file:line:col) for a line that is not 4, 8 or 9 fields, a field that is
+ * not an integer or a name that is not UTF-8 without control characters (at most
+ * MXU_TOPO_NAME_MAX - 1 bytes), NP_ERR_RANGE for a value outside 1 .. 2^32, an impossible
+ * convolution or too many layers,
  * NP_ERR_MISSING for a file without layers, NP_ERR_NOMEM; *out is empty on failure. */
 np_status mxu_topology_parse(const char *text, size_t len, const char *path, mxu_topology *out,
                              np_err *err);
 
-/* mxu_topology_parse on the file at path; NP_ERR_IO if it cannot be read. */
+/* mxu_topology_parse on the file at path (at most 64 MiB); NP_ERR_IO if it cannot be read or
+ * is not a file. */
 np_status mxu_topology_load(const char *path, mxu_topology *out, np_err *err);
 
 void mxu_topology_free(mxu_topology *t);

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "isa_util.h"
+#include "readfile.h"
 #include "suggest.h"
 
 #define TRY(x)                                                                                 \
@@ -64,6 +65,7 @@ typedef struct asm_core {
     isa_insn *insns;
     isa_kernel *kernels;
     size_t n_kernels, cap_kernels;
+    size_t *khash, khash_cap; /* kernel names: open addressing, index + 1, 0 empty */
     bool kernel_open;     /* the last kernel has not ended yet (no .endk) */
     unsigned depth;       /* open loops */
     int loop_line[ISA_LOOP_DEPTH], loop_col[ISA_LOOP_DEPTH];
@@ -434,6 +436,9 @@ static np_status asm_string(asm_cur *c, const asm_tok *t, char **out, size_t *ou
                 free(r);
                 return asm_err(c, at, NP_ERR_RANGE, "a string cannot contain a NUL byte");
             }
+        } else if (ch == '\0') { /* a raw one, as much as an escaped one */
+            free(r);
+            return asm_err(c, t->pos + 1 + i, NP_ERR_RANGE, "a string cannot contain a NUL byte");
         }
         r[len++] = ch;
     }
@@ -492,6 +497,49 @@ static bool asm_hash_insert(asm_state *as, size_t idx)
     while (as->hash[p])
         p = (p + 1) & (as->hash_cap - 1);
     as->hash[p] = idx + 1;
+    return true;
+}
+
+/* The index of core k's kernel named s[0..n), or -1. */
+static long asm_kernel_find(const asm_core *k, const char *s, size_t n)
+{
+    if (!k->khash_cap)
+        return -1;
+    for (size_t h = asm_hash(s, n) & (k->khash_cap - 1);; h = (h + 1) & (k->khash_cap - 1)) {
+        size_t v = k->khash[h];
+        if (!v)
+            return -1;
+        const char *name = k->kernels[v - 1].name;
+        if (strlen(name) == n && memcmp(name, s, n) == 0)
+            return (long)(v - 1);
+    }
+}
+
+/* Adds kernel idx of core k to its name set (grown to twice the kernels). */
+static bool asm_kernel_hash_insert(asm_core *k, size_t idx)
+{
+    if ((k->n_kernels + 1) * 2 > k->khash_cap) {
+        size_t cap = k->khash_cap ? k->khash_cap * 2 : 64;
+        size_t *h = calloc(cap, sizeof *h);
+        if (!h)
+            return false;
+        free(k->khash);
+        k->khash = h;
+        k->khash_cap = cap;
+        for (size_t j = 0; j < k->n_kernels; j++)
+            if (j != idx) {
+                const char *nm = k->kernels[j].name;
+                size_t p = asm_hash(nm, strlen(nm)) & (cap - 1);
+                while (h[p])
+                    p = (p + 1) & (cap - 1);
+                h[p] = j + 1;
+            }
+    }
+    const char *nm = k->kernels[idx].name;
+    size_t p = asm_hash(nm, strlen(nm)) & (k->khash_cap - 1);
+    while (k->khash[p])
+        p = (p + 1) & (k->khash_cap - 1);
+    k->khash[p] = idx + 1;
     return true;
 }
 
@@ -1100,6 +1148,10 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         char *s = NULL;
         size_t len = 0;
         TRY(asm_string(c, &t, &s, &len));
+        if (len == 0) { /* the ELF's name table holds no empty name (isa_elf.h) */
+            free(s);
+            return asm_err(c, pos, NP_ERR_RANGE, "%s: the name is empty", what);
+        }
         if (len > ISA_ASM_MAX_NAME) {
             free(s);
             return asm_err(c, pos, NP_ERR_RANGE, "%s: the name is %zu bytes long (at most %d)",
@@ -1351,6 +1403,14 @@ static np_status asm_data(asm_state *as, const asm_stmt *st)
             memcpy(&fb, &x, sizeof fb);
             bits = st->what == D_FLOAT ? fb : st->what == D_BF16 ? isa_f32_to_bf16(x)
                                                                   : isa_f32_to_fp16(x);
+            /* a finite value that rounds to infinity does not fit, as for .float */
+            bool inf16 = st->what == D_BF16 ? (bits & 0x7fff) == 0x7f80
+                                            : st->what == D_FP16 && (bits & 0x7fff) == 0x7c00;
+            if (inf16)
+                return asm_err(&c, t.pos, NP_ERR_RANGE, "%s: %g does not fit %s (largest "
+                               "finite %s)", asm_data_kinds[st->what].name, (double)x,
+                               st->what == D_BF16 ? "bf16" : "fp16",
+                               st->what == D_BF16 ? "3.3895314e38" : "65504");
         } else {
             if (v.is_float)
                 return asm_err(&c, t.pos, NP_ERR_TYPE, "%s: expected an integer, got %g",
@@ -1625,11 +1685,10 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
             return asm_err(c, t.pos, NP_ERR_SYNTAX, "'%.*s' is a reserved word and cannot name a "
                            "kernel", (int)t.len, c->s + t.pos);
         TRY(asm_expect_eol(c, "the kernel name"));
-        for (size_t j = 0; j < k->n_kernels; j++)
-            if (strlen(k->kernels[j].name) == t.len &&
-                memcmp(k->kernels[j].name, c->s + t.pos, t.len) == 0)
-                return asm_err(c, t.pos, NP_ERR_DUPLICATE, "kernel '%s' is already defined on "
-                               "core %" PRIu32, k->kernels[j].name, k->core);
+        long dup = asm_kernel_find(k, c->s + t.pos, t.len);
+        if (dup >= 0)
+            return asm_err(c, t.pos, NP_ERR_DUPLICATE, "kernel '%s' is already defined on "
+                           "core %" PRIu32, k->kernels[dup].name, k->core);
         if (k->kernel_open)
             k->kernels[k->n_kernels - 1].count = k->n_insns - k->kernels[k->n_kernels - 1].start;
         if (!ISA_GROW(k->kernels, k->cap_kernels, k->n_kernels + 1))
@@ -1640,6 +1699,8 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
         memcpy(kn, c->s + t.pos, t.len);
         kn[t.len] = '\0';
         k->kernels[k->n_kernels++] = (isa_kernel){kn, k->n_insns, 0};
+        if (!asm_kernel_hash_insert(k, k->n_kernels - 1))
+            return asm_nomem(as);
         k->kernel_open = true;
         return NP_OK;
     }
@@ -2040,6 +2101,7 @@ static void asm_free(asm_state *as)
         for (size_t j = 0; j < as->cores[k].n_kernels; j++)
             free(as->cores[k].kernels[j].name);
         free(as->cores[k].kernels);
+        free(as->cores[k].khash);
     }
     free(as->cores);
     free(as->stmts);
@@ -2094,26 +2156,12 @@ np_status isa_asm_file(const char *path, const isa_asm_opts *opts, isa_program *
                        np_err *err)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open: %s", strerror(errno));
-    isa_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0)
-        isa_buf_put(&b, chunk, n);
-    bool bad = ferror(f);
-    fclose(f);
-    if (bad) {
-        free(b.s);
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot read");
-    }
-    if (b.oom) {
-        free(b.s);
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
-    }
-    np_status st = isa_asm(b.s ? b.s : "", b.len, path, opts, out, err);
-    free(b.s);
+    char *text;
+    size_t len;
+    if (np_read_file(path, ISA_ASM_MAX_FILE_BYTES, "an assembly file", &text, &len, err) != NP_OK)
+        return err->status;
+    np_status st = isa_asm(text, len, path, opts, out, err);
+    free(text);
     return st;
 }
 

@@ -43,6 +43,11 @@ typedef struct isa_asm_opts {
 np_status isa_asm(const char *src, size_t len, const char *file, const isa_asm_opts *opts,
                   isa_program **out, np_err *err);
 
+/* The largest assembly file read (256 MiB: a hundred times the largest program the compiler
+ * writes); np_read_file refuses a larger one, a directory or a device with NP_ERR_RANGE or
+ * NP_ERR_IO naming the file. */
+#define ISA_ASM_MAX_FILE_BYTES (256ull << 20)
+
 /* isa_asm on the contents of the file at path; NP_ERR_IO if it cannot be read. */
 np_status isa_asm_file(const char *path, const isa_asm_opts *opts, isa_program **out,
                        np_err *err);

@@ -1,48 +1,81 @@
 #!/usr/bin/env bash
-# fuzz.sh — build the libFuzzer harnesses of isa/fuzz (decoder, assembler, ELF loader) and
-# hw-model/fuzz (the core model running what assembles) with clang, AddressSanitizer and
-# UndefinedBehaviorSanitizer, and run each for a bounded time.
+# fuzz.sh — build every libFuzzer harness with clang, AddressSanitizer and
+# UndefinedBehaviorSanitizer, and run each for a bounded time:
 #
-#   scripts/fuzz.sh [SECONDS]    seconds per harness (default 30)
+#   isa/fuzz       decode, asm, elf     the decoder, the assembler, the ELF loader
+#   hw-model/fuzz  core                 the core model running what assembles
+#                  topo, scalecfg       SCALE-Sim topology CSV and .cfg files
+#   base/fuzz      config, set, parse   architecture configs, --set values, the one door
+#   framework/fuzz model                model files
+#   traces/fuzz    trace                the trace reader and analyzer
+#   sim/fuzz       cli                  the command-line option parser
 #
-# Needs clang and its libFuzzer runtime (Debian: clang libclang-rt-14-dev, or the pair of
-# another LLVM version with CC set to that clang). Builds into build-fuzz/ (FUZZ_BUILD_DIR).
-# Seeds: isa/examples/*.s and tests/data/isa/*.s for the assembler, those examples assembled
-# into ELF files for the loader and the decoder, and the examples and hw-model/fuzz/*.s for
-# the core model; the corpus grows in
+#   scripts/fuzz.sh [SECONDS] [HARNESS ...]   seconds per harness (default 30); all harnesses
+#                                             unless some are named
+#
+# Each harness asserts its parser's contract (what is accepted round-trips or re-validates;
+# what is refused is a bad-input error with a message) and prints libFuzzer's final stats
+# (executions, time). Needs clang and its libFuzzer runtime (Debian: clang
+# libclang-rt-14-dev, or the pair of another LLVM version with CC set to that clang). Builds
+# into build-fuzz/ (FUZZ_BUILD_DIR). Seeds come from the repository (the corpora under
+# */fuzz/corpus, the examples, presets, zoo, topologies and test data); the corpus grows in
 # build-fuzz/fuzz-corpus/. A finding stops the script with a non-zero status and leaves the
-# input in build-fuzz/fuzz-artifacts/ (reproduce: build-fuzz/isa/fuzz_isa_NAME FILE, or
-# build-fuzz/hw-model/fuzz_core FILE).
+# input in build-fuzz/fuzz-artifacts/ (reproduce: build-fuzz/<dir>/fuzz_NAME FILE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 secs=${1:-30}
+shift || true
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${CC:-clang}
 jobs=$(nproc 2>/dev/null || echo 2)
+all=(decode asm elf core config set parse model topo scalecfg trace cli)
+only=("$@")
+((${#only[@]})) || only=("${all[@]}")
+
+target() { # the CMake target of harness $1
+  case "$1" in decode|asm|elf) echo "fuzz_isa_$1" ;; *) echo "fuzz_$1" ;; esac
+}
+binary() { # the executable of harness $1
+  case "$1" in
+    decode|asm|elf) echo "$build/isa/fuzz_isa_$1" ;;
+    core) echo "$build/hw-model/fuzz_core" ;;
+    *) echo "$build/fuzz/fuzz_$1" ;;
+  esac
+}
 
 CC=$cc cmake -S . -B "$build" -DNPUSIM_FUZZ=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$build" -j "$jobs" --target fuzz_isa_decode fuzz_isa_asm fuzz_isa_elf fuzz_core \
-  npusim
+targets=(npusim)
+for h in "${only[@]}"; do targets+=("$(target "$h")"); done
+cmake --build "$build" -j "$jobs" --target "${targets[@]}"
 
 corpus=$build/fuzz-corpus
 artifacts=$build/fuzz-artifacts
-mkdir -p "$corpus/decode" "$corpus/asm" "$corpus/elf" "$corpus/core" "$artifacts"
+mkdir -p "$artifacts"
+for h in "${all[@]}"; do mkdir -p "$corpus/$h"; done
 cp isa/examples/*.s tests/data/isa/*.s "$corpus/asm/"
 cp isa/examples/*.s hw-model/fuzz/*.s "$corpus/core/"
 for s in isa/examples/*.s; do
   "$build/sim/npusim" asm "$s" -o "$corpus/elf/$(basename "$s" .s).elf"
 done
 cp "$corpus"/elf/*.elf "$corpus/decode/"
-
-for h in decode asm elf; do
-  echo "fuzz.sh: fuzz_isa_$h for ${secs}s"
-  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-    "$build/isa/fuzz_isa_$h" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 \
-    -max_len=65536 -print_final_stats=1 -artifact_prefix="$artifacts/$h-" "$corpus/$h"
+cp configs/*.yaml tests/data/arch/*.yaml "$corpus/config/"
+cp base/fuzz/corpus/set/* "$corpus/set/"
+cp base/fuzz/corpus/parse/* "$corpus/parse/"
+cp models/*.model tests/data/bad/files/*.model "$corpus/model/"
+cp configs/topologies/*.csv tests/data/bad/files/*.csv "$corpus/topo/"
+cp tests/data/hw/*.cfg "$corpus/scalecfg/"
+for f in tests/data/bad/files/*.cfg; do # the seeds stay small: not the 64 KiB ones
+  [ "$(stat -c %s "$f")" -lt 4096 ] && cp "$f" "$corpus/scalecfg/"
 done
-echo "fuzz.sh: fuzz_core for ${secs}s"
-ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
-  "$build/hw-model/fuzz_core" -max_total_time="$secs" -timeout=20 -rss_limit_mb=2048 \
-  -max_len=16384 -print_final_stats=1 -artifact_prefix="$artifacts/core-" "$corpus/core"
+cp traces/fuzz/corpus/* "$corpus/trace/"
+cp sim/fuzz/corpus/* "$corpus/cli/"
+
+for h in "${only[@]}"; do
+  case "$h" in core) limit=16384; tmo=20 ;; *) limit=65536; tmo=10 ;; esac
+  echo "fuzz.sh: $(target "$h") for ${secs}s"
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+    "$(binary "$h")" -max_total_time="$secs" -timeout="$tmo" -rss_limit_mb=2048 \
+    -max_len="$limit" -print_final_stats=1 -artifact_prefix="$artifacts/$h-" "$corpus/$h"
+done
 echo "fuzz.sh: no findings"

@@ -16,6 +16,11 @@
 
 #include "err.h"
 
+/* The architecture every command uses without --arch: the tiny preset, on which every
+ * command means something (2 chips of 2 cores on a 2 x 1 mesh, 4 x 4 arrays) and runs in
+ * milliseconds. Stated in each command's --help. */
+#define CLI_DEFAULT_ARCH "tiny"
+
 typedef np_status (*cli_cmd_fn)(int argc, char **argv, np_err *err);
 
 typedef struct cli_cmd {
@@ -44,22 +49,28 @@ const char *cli_suggest(const char *name);
 void cli_print_usage(const cli_cmd *cmd);
 
 /* getopt_long wrapper used by every command: returns the option character, -1 at the end of
- * options, or '?' after filling err with NP_ERR_USAGE naming the unknown option or the option
- * whose argument is missing. Call cli_getopt_reset() before the first call. */
+ * options, or '?' after filling err with NP_ERR_USAGE naming the unknown option (with "did
+ * you mean" among longopts), the ambiguous prefix, or the option whose value is missing.
+ * Call cli_getopt_reset() before the first call. */
 void cli_getopt_reset(void);
 int cli_getopt(int argc, char **argv, const char *shortopts, const struct option *longopts,
                np_err *err);
 
-/* Parses the value `text` of option `opt` (e.g. "--seed") as a decimal integer in lo..hi.
- * NP_ERR_USAGE naming the option, the value and the allowed range otherwise (*out unchanged). */
+/* Parses the value `text` of option `opt` (e.g. "--seed") as a decimal integer in lo..hi:
+ * np_parse_u64 (parse.h, the checked parsers every option goes through). NP_ERR_USAGE naming
+ * the option, the value and the allowed range otherwise (*out unchanged). */
 np_status cli_parse_u64(const char *opt, const char *text, uint64_t lo, uint64_t hi,
                         uint64_t *out, np_err *err);
 
 /* Appends a --set argument to sets[0..*n), which holds at most max: NP_ERR_USAGE when full. */
 np_status cli_add_set(const char **sets, size_t *n, size_t max, const char *arg, np_err *err);
 
+/* s itself when it is valid UTF-8, else a copy in buf (n bytes) with each bad byte replaced
+ * by U+FFFD: for file names and other free text on its way to JSON. */
+const char *cli_json_safe(const char *s, char *buf, size_t n);
+
 /* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to
- * stdout, then drops the reference. Returns NP_ERR_NOMEM (filling err) if j is NULL. */
+ * stdout, then drops the reference. NP_ERR_INTERNAL (filling err) if j is NULL. */
 np_status cli_print_json(json_t *j, np_err *err);
 
 #endif

@@ -3,7 +3,9 @@
  * reports passed to the trace layout (traces/trace_layout.h, docs/traces.md), which owns
  * processes, threads, flows and counters.
  *
- * Per instruction: a slice on its unit's thread with args {pc, insn, kernel} (DMA and COMM:
+ * Per instruction a unit runs (DMA, MXU, VPU, COMM; the front end's control instructions and
+ * sem.signal have no unit time, hence no slice) and per semaphore wait that waited: a slice
+ * on its unit's thread with args {pc, insn, kernel} (DMA and COMM:
  * bytes too); a comm.send and the comm.recv that takes its message are joined by a flow; a
  * DMA's HBM bytes go to the chip's "hbm.read" / "hbm.write" counters, a comm.send's to
  * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s. Per kernel: a

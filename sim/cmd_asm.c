@@ -17,9 +17,10 @@ const char cmd_asm_usage[] =
     "Assembles IN.s (syntax: docs/isa.md) into an npusim ELF program.\n"
     "\n"
     "  -o, --output FILE   the ELF file to write (default: IN with .s replaced by .elf)\n"
-    "  --arch PRESET|FILE  the architecture to build for (default: tiny); recorded in the\n"
-    "                      program's note. A .target directive in the source must agree with\n"
-    "                      an architecture given here; without --arch, .target wins\n"
+    "  --arch PRESET|FILE  the architecture to build for (default: " CLI_DEFAULT_ARCH ");\n"
+    "                      recorded in the program's note. A .target directive in the\n"
+    "                      source must agree with an architecture given here; without\n"
+    "                      --arch, .target wins\n"
     "  --set S.K=V         override one key of the architecture (repeatable)\n"
     "  --doc               print the ISA reference in Markdown (docs/isa.md) and exit\n";
 
@@ -78,7 +79,7 @@ np_status cmd_asm(int argc, char **argv, np_err *err)
     const char *in = argv[optind];
 
     arch_config cfg;
-    np_status st = arch_resolve(arch ? arch : "tiny", sets, n_sets, &cfg, err);
+    np_status st = arch_resolve(arch ? arch : CLI_DEFAULT_ARCH, sets, n_sets, &cfg, err);
     if (st != NP_OK)
         return st;
     isa_target target;

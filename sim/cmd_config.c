@@ -10,13 +10,14 @@
 
 const char cmd_config_usage[] =
     "usage: npusim config show PRESET|FILE [--set SECTION.KEY=VALUE ...] [--json]\n"
-    "       npusim config check PRESET|FILE...\n"
+    "       npusim config check PRESET|FILE... [--json]\n"
     "       npusim config list [--json]\n"
     "       npusim config doc\n"
     "\n"
     "  show       print the resolved config (defaults, then the file, then each --set) with\n"
     "             units, as YAML that loads again; derived peak throughput at the end\n"
-    "  check      validate each config; print 'FILE: ok', or its error (exit status 2)\n"
+    "  check      validate each config; print 'FILE: ok', or every error it has (exit\n"
+    "             status 2); with --json one document of every file's errors\n"
     "  list       list the presets (NAME.yaml in $NPUSIM_CONFIG_DIR, default: configs/)\n"
     "  doc        print the Markdown reference of every key (docs/config.md)\n"
     "\n"
@@ -25,6 +26,8 @@ const char cmd_config_usage[] =
     "  -s, --set SECTION.KEY=VALUE override one key, e.g. --set core.array_rows=256 or\n"
     "                              --set 'core.sram_bytes=32 MiB' (repeatable)\n"
     "  --json                      show: {\"name\", \"core\": {KEY: {\"value\", \"unit\"}}, ...};\n"
+    "                              check: [{\"file\", \"valid\", \"n_errors\", \"errors\":\n"
+    "                              [{\"line\", \"col\", \"class\", \"message\"}]}];\n"
     "                              list: [{\"name\", \"path\", \"summary\"}]\n";
 
 enum { CFG_SHOW, CFG_CHECK, CFG_LIST, CFG_DOC, CFG_N_SUB };
@@ -60,24 +63,71 @@ static np_status cfg_show(const char *arg, const char *const *sets, size_t n_set
     return NP_OK;
 }
 
-/* Checks every argument; prints "ARG: ok" for the good ones. Each failure but the last is
- * printed here as main would print it; the last is returned for main to print. */
-static np_status cfg_check(int n, char **args, np_err *err)
+#define CFG_MAX_ERRORS 64
+
+/* Checks every argument, each file for all its errors at once (arch_check_text): prints
+ * "ARG: ok" for the good ones and every error of the bad ones as main prints one (text), or
+ * one JSON document [{"file", "valid", "errors": [{"line", "col", "class", "message"}]}]. The
+ * last error is returned for main to print (text) or the first, already printed (JSON). */
+static np_status cfg_check(int n, char **args, bool json, np_err *err)
 {
-    np_err pending = {0};
+    np_err pending = {0}, first = {0};
+    json_t *list = json ? json_array() : NULL;
+    if (json && !list)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    np_err *errs = calloc(CFG_MAX_ERRORS, sizeof *errs);
+    if (!errs) {
+        json_decref(list);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
     for (int i = 0; i < n; i++) {
-        arch_config cfg;
+        char path[NP_ERR_FILE_MAX];
+        size_t n_errs = 0;
         np_err e = {0};
-        if (arch_resolve(args[i], NULL, 0, &cfg, &e) == NP_OK) {
+        if (arch_locate(args[i], path, sizeof path, &e) != NP_OK) {
+            errs[0] = e;
+            n_errs = 1;
+        } else {
+            arch_check_file(path, errs, CFG_MAX_ERRORS, &n_errs);
+        }
+        size_t shown = n_errs < CFG_MAX_ERRORS ? n_errs : CFG_MAX_ERRORS;
+        if (json) {
+            json_t *ej = json_array();
+            char fb[3 * NP_ERR_FILE_MAX], mb[3 * NP_ERR_MSG_MAX];
+            for (size_t k = 0; k < shown; k++)
+                json_array_append_new(ej, json_pack("{s:i, s:i, s:s, s:s}", "line", errs[k].line,
+                                                    "col", errs[k].col, "class",
+                                                    np_status_name(errs[k].status), "message",
+                                                    cli_json_safe(errs[k].msg, mb, sizeof mb)));
+            json_array_append_new(list, json_pack("{s:s, s:b, s:I, s:o}", "file",
+                                                  cli_json_safe(args[i], fb, sizeof fb), "valid",
+                                                  n_errs == 0, "n_errors", (json_int_t)n_errs,
+                                                  "errors", ej));
+        } else if (!n_errs) {
             printf("%s: ok\n", args[i]);
-            continue;
         }
-        if (pending.status != NP_OK) {
-            char buf[NP_ERR_FILE_MAX + NP_ERR_MSG_MAX + 32];
-            fflush(stdout);
-            fprintf(stderr, "npusim: %s\n", np_err_format(&pending, buf, sizeof buf));
+        for (size_t k = 0; k < shown; k++) {
+            if (!json && pending.status != NP_OK) {
+                char buf[NP_ERR_FILE_MAX + NP_ERR_MSG_MAX + 32];
+                fflush(stdout);
+                fprintf(stderr, "npusim: %s\n", np_err_format(&pending, buf, sizeof buf));
+            }
+            pending = errs[k];
+            if (first.status == NP_OK)
+                first = errs[k];
         }
-        pending = e;
+        if (!json && n_errs > shown)
+            fprintf(stderr, "npusim: %s: %zu more errors\n", args[i], n_errs - shown);
+    }
+    free(errs);
+    if (json) {
+        np_status st = cli_print_json(list, err);
+        if (st != NP_OK)
+            return st;
+        if (first.status == NP_OK)
+            return NP_OK;
+        /* the errors are in the document; main still exits 2, with a one-line summary */
+        return np_err_set(err, first.status, "config check: invalid configs (see the JSON)");
     }
     if (pending.status == NP_OK)
         return NP_OK;
@@ -104,9 +154,12 @@ static np_status cfg_list(bool json, np_err *err)
             snprintf(summary, sizeof summary, "error: %s", np_err_format(&e, buf, sizeof buf));
         }
         snprintf(path, sizeof path, "%s/%s.yaml", arch_config_dir(), p.names[i]);
+        char fb[3 * NP_ERR_FILE_MAX], sb[3 * sizeof summary];
         if (json)
             json_array_append_new(list, json_pack("{s:s, s:s, s:s}", "name", p.names[i],
-                                                  "path", path, "summary", summary));
+                                                  "path", cli_json_safe(path, fb, sizeof fb),
+                                                  "summary",
+                                                  cli_json_safe(summary, sb, sizeof sb)));
         else
             printf("%-14s %s\n", p.names[i], summary);
     }
@@ -170,8 +223,9 @@ np_status cmd_config(int argc, char **argv, np_err *err)
         st = np_err_set(err, NP_ERR_USAGE, "--set applies to 'config show' only");
         goto done;
     }
-    if (json && (sub == CFG_CHECK || sub == CFG_DOC)) {
-        st = np_err_set(err, NP_ERR_USAGE, "--json applies to 'config show' and 'config list'");
+    if (json && sub == CFG_DOC) {
+        st = np_err_set(err, NP_ERR_USAGE, "--json applies to 'config show', 'check' and "
+                        "'list'");
         goto done;
     }
     switch (sub) {
@@ -186,7 +240,7 @@ np_status cmd_config(int argc, char **argv, np_err *err)
         if (npos < 1)
             st = np_err_set(err, NP_ERR_USAGE, "config check needs at least one PRESET or FILE");
         else
-            st = cfg_check(npos, pos, err);
+            st = cfg_check(npos, pos, json, err);
         break;
     case CFG_LIST:
     case CFG_DOC:

@@ -101,7 +101,10 @@ np_status cmd_disasm(int argc, char **argv, np_err *err)
         isa_program_free(p);
         if (!cores)
             return err->status;
-        return cli_print_json(json_pack("{s:s, s:o}", "file", argv[optind], "cores", cores), err);
+        char fb[1024];
+        return cli_print_json(json_pack("{s:s, s:o}", "file",
+                                        cli_json_safe(argv[optind], fb, sizeof fb), "cores",
+                                        cores), err);
     }
     char *text;
     st = isa_disasm(p, &text, err);

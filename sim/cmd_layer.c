@@ -21,22 +21,26 @@
 #include "cli.h"
 #include "cli_trace.h"
 #include "clock.h"
+#include "human.h"
+#include "parse.h"
 #include "core.h"
 #include "kgen_matmul.h"
+#include "layer_model.h"
+#include "mxu_report.h"
 #include "mxu_timing.h"
 #include "mxu_scalecfg.h"
 #include "mxu_topo.h"
 
-#define LAYER_DEFAULT_ARCH "edge"
 #define LAYER_MAX_SETS 60
 
 const char cmd_layer_usage[] =
     "usage: npusim layer [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--array RxC]\n"
     "                    [--dataflow os|ws|is] [--scalesim-config FILE.cfg] [--pad P]\n"
-    "                    (--gemm M,N,K | --conv H,W,R,S,C,K,STRIDE | --topology FILE.csv)\n"
-    "                    [--cores N] [--trace FILE[.gz]] [--json]\n"
+    "                    (--gemm M,N,K | --conv H,W,R,S,C,K,STRIDE | --topology FILE.csv |\n"
+    "                     --model NAME|FILE [--batch B]) [--reports DIR] [--cores N]\n"
+    "                    [--trace FILE[.gz]] [--json]\n"
     "\n"
-    "  --arch A        architecture preset or YAML file (default: " LAYER_DEFAULT_ARCH ")\n"
+    "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V       override one config key (repeatable)\n"
     "  --array RxC     systolic array rows x columns (default: core.array_rows/cols)\n"
     "  --dataflow D    os, ws or is (default: core.dataflow)\n"
@@ -50,42 +54,83 @@ const char cmd_layer_usage[] =
     "  --topology F    a SCALE-Sim topology file: lines of name,M,N,K (GEMM) or\n"
     "                  name,H,W,R,S,C,filters,stride (conv; \"DP\" in the name: depthwise);\n"
     "                  the text output is then SCALE-Sim's COMPUTE_REPORT.csv columns\n"
+    "  --model M       the conv and linear layers of a zoo model (or model file) as a\n"
+    "                  topology, at --batch B (default 1)\n"
     "  --scalesim-config F  a SCALE-Sim .cfg file: its array size, dataflow, SRAM sizes and\n"
     "                  (InterfaceBandwidth: USER) Bandwidth override the architecture;\n"
-    "                  --set, --array and --dataflow override it in turn\n"
+    "                  --set, --array and --dataflow override it in turn. With\n"
+    "                  InterfaceBandwidth: CALC, as in SCALE-Sim, the memory is sized so\n"
+    "                  that the array never stalls: total = compute cycles, 0 stalls (the\n"
+    "                  simulated kernel's own time is reported beside them)\n"
+    "  --reports DIR   write SCALE-Sim's COMPUTE_REPORT.csv, BANDWIDTH_REPORT.csv and\n"
+    "                  DETAILED_ACCESS_REPORT.csv into DIR/RUN_NAME (the .cfg's run_name,\n"
+    "                  else npusim_layer), as SCALE-Sim does with -p DIR\n"
     "  --cores N       split each layer's output tiles over cores 0 .. N-1 of the chip\n"
-    "                  (default 1; at most chip.cores); SCALE-Sim's figures stay one array's\n"
+    "                  (default 1; at most chip.cores); the SCALE-Sim compute figure stays\n"
+    "                  one array's, and the stall cycles are counted against the compute of\n"
+    "                  one core's share (its ceil(folds / N) folds)\n"
     "  --trace F       write a Chrome/Perfetto trace of the runs, one layer after the other\n"
     "                  (gzip when F ends in .gz; a \"layers\" thread marks each layer)\n"
     "  --json          print {\"layers\": [...]} (fields in docs/hw-model.md)\n"
     "\n"
     "Operands are bf16.\n";
 
-/* Parses "a,b,c,..." into exactly n values >= 1. */
+/* Parses "a,b,c,..." into exactly n values in 1 .. 2^32 (names: what each one is). */
 static np_status layer_parse_list(const char *opt, const char *text, uint64_t *v, int n,
-                                  np_err *err)
+                                  const char *names, np_err *err)
 {
     const char *p = text;
     for (int i = 0; i < n; i++) {
-        char *end;
-        if (*p < '0' || *p > '9')
-            goto bad;
-        unsigned long long x = strtoull(p, &end, 10);
-        if (x == 0 || x > (1ull << 32) || (i < n - 1 ? *end != ',' : *end != '\0'))
-            goto bad;
-        v[i] = x;
-        p = end + 1;
+        size_t len = strcspn(p, ",");
+        char field[32];
+        if ((i < n - 1 ? p[len] != ',' : p[len] != '\0') || len >= sizeof field)
+            return np_err_set(err, NP_ERR_USAGE, "%s: expected %d integers separated by commas "
+                              "(%s), got '%.60s'", opt, n, names, text);
+        memcpy(field, p, len);
+        field[len] = '\0';
+        const char *nm = names; /* the i-th of "M,N,K" */
+        for (int k = 0; k < i; k++)
+            nm += strcspn(nm, ",") + 1;
+        char src[64];
+        snprintf(src, sizeof src, "%s %.*s", opt, (int)strcspn(nm, ","), nm);
+        if (np_parse_u64(NP_SRC_OPT(src), field, 1, 1ull << 32, &v[i], err) != NP_OK)
+            return err->status;
+        p += len + 1;
     }
     return NP_OK;
-bad:
-    return np_err_set(err, NP_ERR_USAGE, "%s: expected %d integers >= 1 separated by commas, "
-                      "got '%s'", opt, n, text);
+}
+
+/* NP_ERR_RANGE unless the layer's operands and result (bf16) fit the chip's HBM: a bound that
+ * keeps every size and product the kernel generators compute within 64 bits. */
+static np_status layer_check_fits(const arch_config *cfg, const char *what, uint64_t in_elems,
+                                  uint64_t w_elems, uint64_t out_elems, np_err *err)
+{
+    unsigned __int128 bytes = ((unsigned __int128)in_elems + w_elems + out_elems) * 2;
+    if (bytes <= cfg->chip.hbm_bytes)
+        return NP_OK;
+    char h[NP_HUMAN_MAX];
+    np_human_bytes(cfg->chip.hbm_bytes, h, sizeof h);
+    if (bytes >> 64)
+        return np_err_set(err, NP_ERR_RANGE, "%s: its operands hold more than 2^64 bytes; "
+                          "the chip's HBM holds %s", what, h);
+    char b[NP_HUMAN_MAX];
+    np_human_bytes((uint64_t)bytes, b, sizeof b);
+    return np_err_set(err, NP_ERR_RANGE, "%s: its operands and result (bf16) take %s, more "
+                      "than the chip's HBM (%s)", what, b, h);
+}
+
+/* a x b, or UINT64_MAX when it overflows (which layer_check_fits then refuses). */
+static uint64_t layer_mul(uint64_t a, uint64_t b)
+{
+    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
 }
 
 /* One layer's figures: SCALE-Sim's compute model plus the simulated kernel. */
 typedef struct layer_result {
     mxu_timing t;
-    uint64_t total, stall;
+    uint64_t compute_core; /* SCALE-Sim cycles of one core's share: ceil(folds / cores) folds */
+    uint64_t sim_total;    /* the simulated kernel's cycles */
+    uint64_t total, stall; /* as reported: the kernel's, or with CALC SCALE-Sim's (stall 0) */
     double overall_pct, dram_gbs;
     uint64_t dram_rd, dram_wr;
     uint64_t total_ps;
@@ -96,8 +141,8 @@ typedef struct layer_result {
 /* Simulates the GEMM m x n x k, or with cv non-NULL the convolution (whose GEMM it is) with
  * the conv kernel. */
 static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_t m, uint64_t n,
-                           uint64_t k, const kgen_conv *cv, uint64_t cores, cli_trace *tr,
-                           layer_result *out, np_err *err)
+                           uint64_t k, const kgen_conv *cv, uint64_t cores, bool calc,
+                           cli_trace *tr, layer_result *out, np_err *err)
 {
     if (mxu_gemm_timing(arr, m, n, k, &out->t, err) != NP_OK)
         return err->status;
@@ -117,10 +162,19 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     if (st != NP_OK)
         return st;
     out->total_ps = r->total_ps;
-    uint64_t compute = out->t.scalesim_cycles;
     out->kernel = cv ? "conv" : "matmul";
-    out->total = r->total_cycles;
-    out->stall = out->total > compute ? out->total - compute : 0;
+    out->sim_total = r->total_cycles;
+    uint64_t share = (out->t.folds + cores - 1) / cores;
+    out->compute_core = cores == 1 ? out->t.scalesim_cycles
+                                   : share * out->t.fold_cycles -
+                                         (out->t.cycles - out->t.scalesim_cycles);
+    if (calc) { /* SCALE-Sim's CALC: the memory never stalls the array */
+        out->total = out->compute_core;
+        out->stall = 0;
+    } else {
+        out->total = r->total_cycles;
+        out->stall = out->total > out->compute_core ? out->total - out->compute_core : 0;
+    }
     double pes = (double)arr->rows * (double)arr->cols * (double)cores;
     out->overall_pct = out->total ? 100.0 * (double)out->t.macs / ((double)out->total * pes) : 0;
     double seconds = (double)r->total_ps * 1e-12;
@@ -162,10 +216,12 @@ static kgen_conv layer_scalesim_conv(const mxu_conv *c)
 static json_t *layer_json(const mxu_layer *l, const layer_result *r)
 {
     return json_pack(
-        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:{s:I, s:I, s:I}, "
+        "{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:{s:I, s:I, s:I}, "
         "s:{s:I, s:I, s:I}, s:I, s:I, s:f, s:s}",
         "name", l->name, "m", (json_int_t)l->m, "n", (json_int_t)l->n, "k", (json_int_t)l->k,
         "total_cycles", (json_int_t)r->total, "compute_cycles", (json_int_t)r->t.scalesim_cycles,
+        "compute_cycles_per_core", (json_int_t)r->compute_core,
+        "simulated_cycles", (json_int_t)r->sim_total,
         "stall_cycles", (json_int_t)r->stall, "overall_util_pct", r->overall_pct,
         "mapping_efficiency_pct", r->t.mapping_efficiency_pct, "compute_util_pct",
         r->t.compute_util_pct, "sram_reads", "ifmap", (json_int_t)r->t.sram_ifmap_reads,
@@ -177,26 +233,44 @@ static json_t *layer_json(const mxu_layer *l, const layer_result *r)
 }
 
 static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_result *r,
-                        const kgen_conv *kc)
+                        const kgen_conv *kc, uint64_t cores, bool calc)
 {
-    printf("layer %s: M=%" PRIu64 " N=%" PRIu64 " K=%" PRIu64 " on a %" PRIu64 "x%" PRIu64
-           " array\n", l->name, l->m, l->n, l->k, arr->rows, arr->cols);
+    char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX];
+    if (cores == 1)
+        printf("layer %s: M=%" PRIu64 " N=%" PRIu64 " K=%" PRIu64 " on a %" PRIu64 "x%" PRIu64
+               " array\n", l->name, l->m, l->n, l->k, arr->rows, arr->cols);
+    else
+        printf("layer %s: M=%" PRIu64 " N=%" PRIu64 " K=%" PRIu64 " on %" PRIu64 " cores of "
+               "%" PRIu64 "x%" PRIu64 " arrays\n", l->name, l->m, l->n, l->k, cores, arr->rows,
+               arr->cols);
     if (kc)
         printf("kernel:                 conv (implicit im2col) on a %" PRIu64 "x%" PRIu64
                "x%" PRIu64 " input (padding included)\n", kc->h, kc->w, kc->c);
     else
         printf("kernel:                 matmul\n");
-    printf("total cycles:           %" PRIu64 " cycles\n", r->total);
-    printf("compute cycles:         %" PRIu64 " cycles (SCALE-Sim v2)\n", r->t.scalesim_cycles);
-    printf("stall cycles:           %" PRIu64 " cycles\n", r->stall);
+    printf("total cycles:           %s cycles%s\n", np_human_count(r->total, a, sizeof a),
+           calc ? " (InterfaceBandwidth: CALC: SCALE-Sim's, without stalls)" : "");
+    printf("compute cycles:         %s cycles (SCALE-Sim v2, one array)\n",
+           np_human_count(r->t.scalesim_cycles, a, sizeof a));
+    if (cores > 1)
+        printf("compute cycles / core:  %s cycles (%" PRIu64 " of %" PRIu64 " folds)\n",
+               np_human_count(r->compute_core, a, sizeof a),
+               (r->t.folds + cores - 1) / cores, r->t.folds);
+    printf("stall cycles:           %s cycles\n", np_human_count(r->stall, a, sizeof a));
+    if (calc)
+        printf("simulated kernel:       %s cycles on the architecture's memory\n",
+               np_human_count(r->sim_total, a, sizeof a));
     printf("overall utilization:    %.2f %%\n", r->overall_pct);
     printf("mapping efficiency:     %.2f %%\n", r->t.mapping_efficiency_pct);
     printf("compute utilization:    %.2f %%\n", r->t.compute_util_pct);
-    printf("SRAM reads:             ifmap %" PRIu64 ", filter %" PRIu64 " elements\n",
-           r->t.sram_ifmap_reads, r->t.sram_filter_reads);
-    printf("SRAM writes:            ofmap %" PRIu64 " elements\n", r->t.sram_ofmap_writes);
-    printf("DRAM bytes:             read %" PRIu64 " B, written %" PRIu64 " B (%.2f GB/s)\n",
-           r->dram_rd, r->dram_wr, r->dram_gbs);
+    printf("SRAM reads:             ifmap %s, filter %s elements\n",
+           np_human_count(r->t.sram_ifmap_reads, a, sizeof a),
+           np_human_count(r->t.sram_filter_reads, b, sizeof b));
+    printf("SRAM writes:            ofmap %s elements\n",
+           np_human_count(r->t.sram_ofmap_writes, a, sizeof a));
+    printf("DRAM:                   read %s, written %s (%.2f GB/s)\n",
+           np_human_bytes(r->dram_rd, a, sizeof a), np_human_bytes(r->dram_wr, b, sizeof b),
+           r->dram_gbs);
     if (r->hbm_mesh) { /* controllers on the mesh: what set the DMA's rate */
         json_t *lim = json_object_get(r->hbm_mesh, "limited_bytes");
         double all = (double)json_integer_value(json_object_get(r->hbm_mesh, "bytes"));
@@ -211,11 +285,12 @@ static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_re
         json_t *c;
         size_t i;
         json_array_foreach(json_object_get(r->hbm_mesh, "controllers"), i, c)
-            printf("  %-20s  router %-3" JSON_INTEGER_FORMAT "  %.1f %% busy, %" JSON_INTEGER_FORMAT
-                   " B limited by it\n", json_string_value(json_object_get(c, "name")),
+            printf("  %-20s  router %-3" JSON_INTEGER_FORMAT "  %.1f %% busy, %s limited by it\n",
+                   json_string_value(json_object_get(c, "name")),
                    json_integer_value(json_object_get(c, "router")),
                    json_real_value(json_object_get(c, "util_pct")),
-                   json_integer_value(json_object_get(c, "limited_bytes")));
+                   np_human_bytes((uint64_t)json_integer_value(json_object_get(c, "limited_bytes")),
+                                  a, sizeof a));
     }
 }
 
@@ -228,12 +303,14 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         {"topology", required_argument, NULL, 't'},
         {"scalesim-config", required_argument, NULL, 'S'},
         {"pad", required_argument, NULL, 'p'},  {"cores", required_argument, NULL, 'n'},
-        {"trace", required_argument, NULL, 'T'},
+        {"trace", required_argument, NULL, 'T'}, {"model", required_argument, NULL, 'm'},
+        {"batch", required_argument, NULL, 'B'}, {"reports", required_argument, NULL, 'R'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = LAYER_DEFAULT_ARCH;
-    const char *topology = NULL, *scalecfg_path = NULL, *trace_path = NULL;
-    uint64_t pad = 0, cores = 1;
+    const char *arch_name = CLI_DEFAULT_ARCH;
+    const char *topology = NULL, *scalecfg_path = NULL, *trace_path = NULL, *model = NULL;
+    const char *reports = NULL;
+    uint64_t pad = 0, cores = 1, batch = 1;
     bool have_pad = false;
     const char *sets[MXU_SCALECFG_MAX_SETS + LAYER_MAX_SETS + 3];
     size_t n_sets = 0;
@@ -253,12 +330,12 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         case 'A': array = optarg; break;
         case 'd': dataflow = optarg; break;
         case 'g':
-            if (layer_parse_list("--gemm", optarg, gemm, 3, err) != NP_OK)
+            if (layer_parse_list("--gemm", optarg, gemm, 3, "M,N,K", err) != NP_OK)
                 return err->status;
             have_gemm = true;
             break;
         case 'c':
-            if (layer_parse_list("--conv", optarg, conv, 7, err) != NP_OK)
+            if (layer_parse_list("--conv", optarg, conv, 7, "H,W,R,S,C,K,STRIDE", err) != NP_OK)
                 return err->status;
             have_conv = true;
             break;
@@ -274,6 +351,12 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 return err->status;
             break;
         case 'T': trace_path = optarg; break;
+        case 'm': model = optarg; break;
+        case 'B':
+            if (cli_parse_u64("--batch", optarg, 1, 1 << 20, &batch, err) != NP_OK)
+                return err->status;
+            break;
+        case 'R': reports = optarg; break;
         case 'j': json = true; break;
         case 'h': cli_print_usage(cli_find("layer")); return NP_OK;
         default: return err->status;
@@ -281,8 +364,9 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if ((int)have_gemm + (int)have_conv + (topology != NULL) != 1)
-        return np_err_set(err, NP_ERR_USAGE, "give exactly one of --gemm, --conv and --topology");
+    if ((int)have_gemm + (int)have_conv + (topology != NULL) + (model != NULL) != 1)
+        return np_err_set(err, NP_ERR_USAGE, "give exactly one of --gemm, --conv, --topology "
+                          "and --model");
     if (have_pad && !have_conv)
         return np_err_set(err, NP_ERR_USAGE, "--pad applies to --conv only");
     mxu_scalecfg sc = {0};
@@ -300,17 +384,24 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         n_sets += sc.n_sets;
     }
     if (array) {
-        unsigned long long r = 0, cc = 0;
-        char tail;
-        if (sscanf(array, "%llux%llu%c", &r, &cc, &tail) != 2 || !r || !cc)
-            return np_err_set(err, NP_ERR_USAGE, "--array: expected RxC, got '%s'", array);
-        snprintf(rows_set, sizeof rows_set, "core.array_rows=%llu", r);
-        snprintf(cols_set, sizeof cols_set, "core.array_cols=%llu", cc);
+        const arch_key_info *kr = arch_key_find("core.array_rows");
+        uint64_t rc[2];
+        int nd;
+        if (np_parse_dims(NP_SRC_OPT("--array"), array, 2, 2, (uint64_t)kr->min,
+                          (uint64_t)kr->max, UINT64_MAX, rc, &nd, err) != NP_OK)
+            return err->status;
+        snprintf(rows_set, sizeof rows_set, "core.array_rows=%" PRIu64, rc[0]);
+        snprintf(cols_set, sizeof cols_set, "core.array_cols=%" PRIu64, rc[1]);
         sets[n_sets++] = rows_set;
         sets[n_sets++] = cols_set;
     }
     if (dataflow) {
-        snprintf(df_set, sizeof df_set, "core.dataflow=%s", dataflow);
+        const arch_enum_info *ei = arch_key_find("core.dataflow")->enum_info;
+        size_t idx;
+        if (np_parse_enum(NP_SRC_OPT("--dataflow"), dataflow, "dataflow", ei->values, ei->n,
+                          &idx, err) != NP_OK)
+            return err->status;
+        snprintf(df_set, sizeof df_set, "core.dataflow=%s", ei->values[idx]);
         sets[n_sets++] = df_set;
     }
     arch_config cfg;
@@ -318,8 +409,13 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         return err->status;
 
     mxu_topology topo = {0};
+    bool table = topology || model; /* many layers: SCALE-Sim's COMPUTE_REPORT columns */
+    bool calc = scalecfg_path && sc.calc_bandwidth;
     if (topology) {
         if (mxu_topology_load(topology, &topo, err) != NP_OK)
+            return err->status;
+    } else if (model) {
+        if (layer_model_topology(model, (int64_t)batch, &topo, err) != NP_OK)
             return err->status;
     } else {
         topo.layers = calloc(1, sizeof *topo.layers);
@@ -337,9 +433,9 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 return np_err_set(err, NP_ERR_RANGE, "--conv: the filter is larger than the "
                                   "padded input");
             }
-            l->m = ((h - conv[2]) / conv[6] + 1) * ((w - conv[3]) / conv[6] + 1);
+            l->m = layer_mul((h - conv[2]) / conv[6] + 1, (w - conv[3]) / conv[6] + 1);
             l->n = conv[5];
-            l->k = conv[2] * conv[3] * conv[4];
+            l->k = layer_mul(layer_mul(conv[2], conv[3]), conv[4]);
         } else if (have_conv) {
             mxu_conv cv = {conv[0], conv[1], conv[2], conv[3], conv[4], conv[5], conv[6], conv[6]};
             if (mxu_conv_gemm(&cv, &l->m, &l->n, &l->k, err) != NP_OK) {
@@ -362,15 +458,22 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "--cores %llu: the chip has %lld cores",
                           (unsigned long long)cores, (long long)cfg.chip.cores);
     }
+    mxu_report_row *rows = reports ? calloc(topo.n, sizeof *rows) : NULL;
+    if (reports && !rows) {
+        mxu_topology_free(&topo);
+        json_decref(layers);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
     cli_trace tr = {0};
     if (trace_path && cli_trace_open(&tr, trace_path, err) != NP_OK) {
         mxu_topology_free(&topo);
         json_decref(layers);
+        free(rows);
         return err->status;
     }
-    if (!json && topology)
+    if (!json && table) /* SCALE-Sim's COMPUTE_REPORT columns, then its compute cycles */
         printf("LayerID, Total Cycles, Stall Cycles, Overall Util %%, Mapping Efficiency %%, "
-               "Compute Util %%,\n");
+               "Compute Util %%, Compute Cycles,\n");
     np_status st = NP_OK;
     for (size_t i = 0; i < topo.n && st == NP_OK; i++) {
         layer_result lr;
@@ -384,10 +487,22 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
             kc = layer_scalesim_conv(&l->conv);
         kc.cores = cores;
         const kgen_conv *kp = have_pad || l->is_conv ? &kc : NULL;
-        st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, cores, tr.w ? &tr : NULL, &lr, err);
+        uint64_t in_e = kp ? layer_mul(layer_mul(kp->h, kp->w), kp->c) : layer_mul(l->m, l->k);
+        st = layer_check_fits(&cfg, l->name, in_e, layer_mul(l->k, l->n), layer_mul(l->m, l->n),
+                              err);
+        if (st == NP_OK)
+            st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, cores, calc, tr.w ? &tr : NULL, &lr,
+                           err);
         if (st != NP_OK) {
             np_err_prefix(err, "layer %zu (%s)", i, l->name);
             break;
+        }
+        if (rows) {
+            rows[i] = (mxu_report_row){.t = lr.t, .total_cycles = lr.total,
+                                       .stall_cycles = lr.stall, .dram_cycles = lr.sim_total,
+                                       .pes = arr.rows * arr.cols * cores};
+            mxu_report_words(l, &rows[i].ifmap_words, &rows[i].filter_words,
+                             &rows[i].ofmap_words);
         }
         if (tr.w) { /* the layer on its own thread; the next one starts where it ended */
             cli_trace_span(&tr, 0, UINT32_MAX - 1, "layers", l->name, "layer", 0, lr.total_ps);
@@ -404,15 +519,20 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
                 break;
             }
-        } else if (topology) {
-            printf("%zu, %" PRIu64 ", %" PRIu64 ", %.4f, %.4f, %.4f,\n", i, lr.total, lr.stall,
-                   lr.overall_pct, lr.t.mapping_efficiency_pct, lr.t.compute_util_pct);
+        } else if (table) {
+            printf("%zu, %" PRIu64 ", %" PRIu64 ", %.4f, %.4f, %.4f, %" PRIu64 ",\n", i,
+                   lr.total, lr.stall, lr.overall_pct, lr.t.mapping_efficiency_pct,
+                   lr.t.compute_util_pct, lr.compute_core);
         } else {
-            layer_print(l, &arr, &lr, kp);
+            layer_print(l, &arr, &lr, kp, cores, calc);
         }
         if (!json)
             json_decref(lr.hbm_mesh);
     }
+    const char *run_name = sc.run_name[0] ? sc.run_name : "npusim_layer";
+    if (st == NP_OK && rows)
+        st = mxu_reports_write(reports, run_name, rows, topo.n, err);
+    free(rows);
     mxu_topology_free(&topo);
     if (tr.w) {
         np_err terr;
@@ -431,7 +551,10 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
     static const char *dfn[] = {"os", "ws", "is"};
     char arrs[64];
     snprintf(arrs, sizeof arrs, "%" PRIu64 "x%" PRIu64, arr.rows, arr.cols);
-    return cli_print_json(json_pack("{s:s, s:s, s:s, s:o}", "arch", cfg.name, "array", arrs,
-                                    "dataflow", dfn[arr.dataflow], "layers", layers),
+    return cli_print_json(json_pack("{s:s, s:s, s:s, s:I, s:s, s:o}", "arch", cfg.name, "array",
+                                    arrs, "dataflow", dfn[arr.dataflow], "cores",
+                                    (json_int_t)cores, "interface_bandwidth",
+                                    !scalecfg_path ? "arch" : calc ? "CALC" : "USER", "layers",
+                                    layers),
                           err);
 }

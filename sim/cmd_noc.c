@@ -14,9 +14,9 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "parse.h"
 #include "traffic.h"
 
-#define NOC_DEFAULT_ARCH "tiny"
 #define NOC_MAX_SETS 64
 #define NOC_MAX_HOT 64
 #define NOC_MAX_ROWS 1000
@@ -30,7 +30,7 @@ const char cmd_noc_usage[] =
     "                  [--hotspot N[,N...]] [--seed S] [--saturation] [--json]\n"
     "       npusim noc --compare FILE [--json]\n"
     "\n"
-    "  --arch A           architecture preset or YAML file (default: " NOC_DEFAULT_ARCH ")\n"
+    "  --arch A           architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V          override one config key (repeatable)\n"
     "  --mesh KxK         mesh size in routers (default: chip.mesh_x x chip.mesh_y)\n"
     "  --traffic T        destination pattern (default: uniform)\n"
@@ -54,13 +54,7 @@ const char cmd_noc_usage[] =
 
 static np_status noc_parse_double(const char *opt, const char *text, double *out, np_err *err)
 {
-    char *end = NULL;
-    double v = strtod(text, &end);
-    if (end == text || *end != '\0' || !(v >= 0 && v <= 1))
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected a rate in 0 .. 1, got '%s'", opt,
-                          text);
-    *out = v;
-    return NP_OK;
+    return np_parse_f64(NP_SRC_OPT(opt), text, 0, 1, out, err);
 }
 
 static np_status noc_parse_rates(const char *text, double *r0, double *r1, double *step,
@@ -190,8 +184,10 @@ static np_status noc_compare(const char *path, bool json, np_err *err)
         json_decref(rows);
         return st;
     }
+    char fb[1024];
     if (json)
-        return cli_print_json(json_pack("{s:s, s:s, s:o}", "reference", path, "booksim_commit",
+        return cli_print_json(json_pack("{s:s, s:s, s:o}", "reference",
+                                        cli_json_safe(path, fb, sizeof fb), "booksim_commit",
                                         commit, "rows", rows),
                               err);
     return NP_OK;
@@ -222,7 +218,8 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = NOC_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
+    const char *arch_name = CLI_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
+    const char *hot_arg = NULL;
     const char *sets[NOC_MAX_SETS];
     size_t n_sets = 0;
     noc_traffic traffic = NOC_TRAFFIC_UNIFORM;
@@ -265,20 +262,7 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         case 'T': wait_tail = true; break;
         case 'Z': find_sat = true; break;
         case 'X': compare = optarg; break;
-        case 'H': {
-            char *s = optarg;
-            while (*s) {
-                char *end;
-                unsigned long v = strtoul(s, &end, 10);
-                if (end == s || (*end && *end != ',') || n_hot == NOC_MAX_HOT)
-                    return np_err_set(err, NP_ERR_USAGE, "--hotspot: expected up to %d node "
-                                      "numbers separated by commas, got '%s'", NOC_MAX_HOT,
-                                      optarg);
-                hot[n_hot++] = (uint32_t)v;
-                s = *end ? end + 1 : end;
-            }
-            break;
-        }
+        case 'H': hot_arg = optarg; break;
         case 'j': json = true; break;
         case 'h': cli_print_usage(cli_find("noc")); return NP_OK;
         default: return err->status;
@@ -314,14 +298,28 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     p.mesh.input_speedup = (uint32_t)speedup;
     p.mesh.wait_tail_credit = wait_tail;
     if (mesh_arg) {
-        unsigned kx, ky;
-        char tail;
-        if (sscanf(mesh_arg, "%ux%u%c", &kx, &ky, &tail) != 2 || kx < 1 || ky < 1 ||
-            kx > 1024 || ky > 1024)
-            return np_err_set(err, NP_ERR_USAGE, "--mesh: expected KXxKY such as 8x8, got '%s'",
-                              mesh_arg);
-        p.mesh.kx = kx;
-        p.mesh.ky = ky;
+        uint64_t k[2];
+        int nd;
+        if (np_parse_dims(NP_SRC_OPT("--mesh"), mesh_arg, 2, 2, 1, 1024, UINT64_MAX, k, &nd,
+                          err) != NP_OK)
+            return err->status;
+        p.mesh.kx = (uint32_t)k[0];
+        p.mesh.ky = (uint32_t)k[1];
+    }
+    if (p.mesh.kx * p.mesh.ky < 2)
+        return np_err_set(err, NP_ERR_USAGE, "architecture %s has a 1x1 mesh (one core): no "
+                          "network to study; give --mesh KXxKY or another --arch", cfg.name);
+    if (hot_arg) {
+        uint64_t hv[NOC_MAX_HOT];
+        size_t nh;
+        if (np_parse_list(NP_SRC_OPT("--hotspot"), hot_arg, 0, p.mesh.kx * p.mesh.ky - 1, hv,
+                          NOC_MAX_HOT, &nh, err) != NP_OK)
+            return err->status;
+        for (size_t i = 0; i < nh; i++)
+            hot[i] = (uint32_t)hv[i];
+        n_hot = (uint32_t)nh;
+        p.hotspots = hot;
+        p.n_hotspots = n_hot;
     }
 
     json_t *rows = json ? json_array() : NULL;

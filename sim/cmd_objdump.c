@@ -77,10 +77,11 @@ static json_t *od_json(const char *file, const isa_elf_info *in, const isa_progr
                                                "kernels", ks));
     }
     const isa_target *t = &in->target;
+    char fb[1024];
     return json_pack(
         "{s:s, s:{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I}, s:o, s:o, "
         "s:{s:I, s:I, s:I, s:I, s:I, s:I, s:s}, s:o}",
-        "file", file,
+        "file", cli_json_safe(file, fb, sizeof fb),
         "header", "class", in->ei_class == 2 ? "ELFCLASS64" : "?", "data",
         in->ei_data == 1 ? "little-endian" : "?", "type", in->type == 2 ? "EXEC" : "?",
         "machine", (json_int_t)in->machine, "version", (json_int_t)in->version, "entry",

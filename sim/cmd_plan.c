@@ -10,6 +10,7 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "parse.h"
 #include "plan.h"
 
 const char cmd_plan_usage[] =
@@ -54,17 +55,28 @@ static np_status plan_int(const char *opt, const char *text, int64_t lo, int64_t
 static np_status plan_stage_layers(const char *text, nn_strategy *s, np_err *err)
 {
     const char *p = text;
-    s->n_stage_layers = 0;
-    while (*p) {
-        char *end = NULL;
-        long v = strtol(p, &end, 10);
-        if (end == p || v < 0 || (*end && *end != ',') || s->n_stage_layers == NN_STRATEGY_MAX_CHUNKS)
-            return np_err_set(err, NP_ERR_USAGE,
-                              "--stage-layers: expected layer counts separated by commas, got '%s'",
+    int n = 0;
+    int v[NN_STRATEGY_MAX_CHUNKS];
+    for (;;) { /* every field read whole (the one door), at most NN_STRATEGY_MAX_CHUNKS */
+        size_t len = strcspn(p, ",");
+        char field[32];
+        uint64_t x;
+        if (n == NN_STRATEGY_MAX_CHUNKS || len >= sizeof field)
+            return np_err_set(err, NP_ERR_USAGE, "--stage-layers: expected at most %d layer "
+                              "counts separated by commas, got '%.60s'", NN_STRATEGY_MAX_CHUNKS,
                               text);
-        s->stage_layers[s->n_stage_layers++] = (int)v;
-        p = *end ? end + 1 : end;
+        memcpy(field, p, len);
+        field[len] = '\0';
+        if (np_parse_u64(NP_SRC_OPT("--stage-layers"), field, 0, 1 << 20, &x, err) != NP_OK)
+            return err->status;
+        v[n++] = (int)x;
+        if (!p[len])
+            break;
+        p += len + 1;
     }
+    for (int i = 0; i < n; i++)
+        s->stage_layers[i] = v[i];
+    s->n_stage_layers = n;
     return NP_OK;
 }
 
@@ -332,20 +344,21 @@ np_status cmd_plan(int argc, char **argv, np_err *err)
                 return err->status;
             break;
         case 'k': {
-            char *end = NULL;
-            double mb = strtod(optarg, &end);
-            if (end == optarg || *end || !(mb > 0) || mb > 1e6)
-                return np_err_set(err, NP_ERR_USAGE, "--bucket-mb: expected a positive number of "
-                                  "MiB, got '%s'", optarg);
+            double mb;
+            if (np_parse_f64(NP_SRC_OPT("--bucket-mb"), optarg, 1e-6, 1e6, &mb, err) != NP_OK)
+                return err->status;
             s.bucket_mb = mb;
             break;
         }
-        case 'x':
-            if (strcmp(optarg, "bf16") && strcmp(optarg, "fp32"))
-                return np_err_set(err, NP_ERR_USAGE, "--precision: expected bf16 or fp32, got '%s'",
-                                  optarg);
-            o.compute = strcmp(optarg, "fp32") == 0 ? NN_F32 : NN_BF16;
+        case 'x': {
+            static const char *const precisions[] = {"bf16", "fp32"};
+            size_t pi;
+            if (np_parse_enum(NP_SRC_OPT("--precision"), optarg, "precision", precisions, 2, &pi,
+                              err) != NP_OK)
+                return err->status;
+            o.compute = pi == 1 ? NN_F32 : NN_BF16;
             break;
+        }
         case 'o': snprintf(s.placement, sizeof s.placement, "%s", optarg); break;
         case 'L':
             if (plan_stage_layers(optarg, &s, err) != NP_OK)

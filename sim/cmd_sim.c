@@ -7,20 +7,25 @@
  * trace (sim/cli_trace.h). JSON field names are documented in docs/hw-model.md and kept
  * stable. A deadlock or a fault of the simulated program is an error (exit status 3) whose
  * message names the units, program counters and instructions involved. */
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arch.h"
 #include "cli.h"
+#include "parse.h"
+#include "readfile.h"
 #include "core.h"
 #include "isa_elf.h"
 #include "stats.h"
 #include "cli_trace.h"
 
-#define SIM_DEFAULT_ARCH "tiny"
 #define SIM_MAX_SETS 64
 #define SIM_MAX_IO 64
+
+/* A run still going after this many core cycles stops with exit status 3 (--max-cycles). */
+#define SIM_DEFAULT_MAX_CYCLES 1000000000ull
 
 const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
@@ -28,7 +33,7 @@ const char cmd_sim_usage[] =
     "                  [--trace FILE[.gz]] [--stats FILE[.json]] [--max-cycles N] [--json]\n"
     "                  PROG.elf [PROG.elf ...]\n"
     "\n"
-    "  --arch A        architecture preset or YAML file (default: " SIM_DEFAULT_ARCH "); the\n"
+    "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH "); the\n"
     "                  program must have been built for it\n"
     "  --set K=V       override one config key (repeatable)\n"
     "  --functional    compute real values (bf16/fp16/fp32/int8); timing is unchanged\n"
@@ -37,10 +42,13 @@ const char cmd_sim_usage[] =
     "  --dump S=F      (functional) write data symbol S's bytes to file F after the run\n"
     "  --trace F       write a Chrome/Perfetto trace (gzip when F ends in .gz): one process\n"
     "                  per chip, one thread per unit (per DMA lane), a slice per\n"
-    "                  instruction and per kernel (open in ui.perfetto.dev)\n"
+    "                  instruction a unit runs (DMA, MXU, VPU, COMM), per semaphore wait\n"
+    "                  and per kernel (open in ui.perfetto.dev); the front end's control\n"
+    "                  instructions and sem.signal take no unit time and have no slice\n"
     "  --stats F       write every statistic of the run (units, on-chip mesh links,\n"
     "                  chip-to-chip links) to F: text, or JSON when F ends in .json\n"
-    "  --max-cycles N  stop a run still going after N core cycles (exit status 3)\n"
+    "  --max-cycles N  stop a run still going after N core cycles (exit status 3; default\n"
+    "                  1,000,000,000; 0: no limit)\n"
     "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
     "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
     "\n"
@@ -77,8 +85,8 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         {"max-cycles", required_argument, NULL, 'm'}, {"stats", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = SIM_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
-    uint64_t max_cycles = 0;
+    const char *arch_name = CLI_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
+    uint64_t max_cycles = SIM_DEFAULT_MAX_CYCLES;
     const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
     size_t n_inputs = 0, n_dumps = 0;
     bool functional = false;
@@ -112,7 +120,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         case 't': trace_path = optarg; break;
         case 'S': stats_path = optarg; break;
         case 'm':
-            if (cli_parse_u64("--max-cycles", optarg, 1, UINT64_MAX / 1000000, &max_cycles, err) !=
+            if (cli_parse_u64("--max-cycles", optarg, 0, UINT64_MAX / 1000000, &max_cycles, err) !=
                 NP_OK)
                 return err->status;
             break;
@@ -146,12 +154,17 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         char name[256];
         const char *eq = strchr(arg, '=');
         uint32_t chip = 0;
-        char *colon;
-        unsigned long cn = strtoul(arg, &colon, 10);
-        if (colon != arg && *colon == ':' && colon < eq) { /* "C:SYM=FILE" */
+        const char *colon = strchr(arg, ':');
+        if (colon && colon < eq && colon > arg && arg[0] >= '0' && arg[0] <= '9') {
+            char cs[32]; /* "C:SYM=FILE" */
+            uint64_t cn;
+            snprintf(cs, sizeof cs, "%.*s", (int)(colon - arg < 31 ? colon - arg : 31), arg);
+            if ((st = np_parse_u64(NP_SRC_OPT(is_in ? "--input CHIP" : "--dump CHIP"), cs, 0,
+                                   UINT32_MAX, &cn, err)) != NP_OK)
+                break;
             if (cn >= n_progs) {
-                st = np_err_set(err, NP_ERR_USAGE, "--%s: chip %lu has no program (%u given)",
-                                is_in ? "input" : "dump", cn, n_progs);
+                st = np_err_set(err, NP_ERR_USAGE, "--%s: chip %" PRIu64 " has no program (%u "
+                                "given)", is_in ? "input" : "dump", cn, n_progs);
                 break;
             }
             chip = (uint32_t)cn;
@@ -172,20 +185,12 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
                 st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
             continue;
         }
-        FILE *f = fopen(eq + 1, "rb");
-        if (!f) {
-            st = np_err_set(err, NP_ERR_IO, "--input: cannot open '%s'", eq + 1);
+        char what[600], *buf;
+        size_t got;
+        snprintf(what, sizeof what, "--input %s (the size of symbol %s)", name, name);
+        if ((st = np_read_file(eq + 1, sym->size, what, &buf, &got, err)) != NP_OK)
             break;
-        }
-        uint8_t *buf = malloc(sym->size + 1);
-        size_t got = buf ? fread(buf, 1, sym->size + 1, f) : 0;
-        fclose(f);
-        if (!buf)
-            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        else if (got > sym->size)
-            st = np_err_set(err, NP_ERR_RANGE, "--input: '%s' is longer than %s (%llu bytes)",
-                            eq + 1, name, (unsigned long long)sym->size);
-        in_io[n_in++] = (core_hbm_io){sym->addr, buf, got, chip};
+        in_io[n_in++] = (core_hbm_io){sym->addr, (uint8_t *)buf, got, chip};
     }
     core_report *r = NULL;
     stats *reg = NULL;

@@ -51,7 +51,9 @@ static np_status trace_check(const char *path, bool json, np_err *err)
         json_t *probs = json_array();
         for (uint64_t i = 0; probs && i < n && i < TDB_PROBLEMS_KEPT; i++)
             json_array_append_new(probs, json_string(db->problem[i]));
-        cli_print_json(json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "trace", path,
+        char fb[1024];
+        cli_print_json(json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "trace",
+                                 cli_json_safe(path, fb, sizeof fb),
                                  "valid", n == 0, "events", (json_int_t)db->events, "slices",
                                  (json_int_t)db->n_slices, "flows", (json_int_t)db->n_flows,
                                  "counters", (json_int_t)db->n_counters, "problems",
@@ -175,8 +177,9 @@ static np_status trace_stats(const char *path, bool json, bool csv, size_t top, 
     if (st == NP_OK) {
         if (json) {
             json_t *j = tstats_json(db, &s, top, max_path);
+            char fb[1024];
             if (j)
-                json_object_set_new(j, "trace", json_string(path));
+                json_object_set_new(j, "trace", json_string(cli_json_safe(path, fb, sizeof fb)));
             st = cli_print_json(j, err);
         } else if (csv) {
             print_csv(db, &s);

@@ -125,7 +125,7 @@ TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
         const char *msg; /* the whole first line of stderr */
     } cases[] = {
         {{"sim", "--max-cycles", "abc", elf},
-         "npusim: --max-cycles: expected an integer in 1 .. 18446744073709, got 'abc'\n"},
+         "npusim: --max-cycles: expected an integer in 0 .. 18446744073709, got 'abc'\n"},
         {{"sim", "--functional", "--input", "3:X=/dev/null", elf},
          "npusim: --input: chip 3 has no program (1 given)\n"},
         {{"sim", elf, elf, elf}, "npusim: 3 programs for a system of 2 chips (one per chip)\n"},
@@ -160,6 +160,40 @@ TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
         harness_run_free(&r);
     }
     remove(src);
+    remove(elf);
+    rmdir(dir);
+}
+
+TEST(every_command_that_takes_an_architecture_defaults_to_the_same_one_and_says_so)
+{
+    /* asm, sim, noc and layer: CLI_DEFAULT_ARCH; an ELF built without --arch runs without it */
+    static const char *cmds[] = {"asm", "sim", "noc", "layer"};
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++) {
+        harness_run r = harness_npusim(cmds[i], "--help", NULL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "(default: tiny)"));
+        harness_run_free(&r);
+    }
+    char dir[] = "/tmp/npusim_cli_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char elf[256];
+    snprintf(elf, sizeof elf, "%s/m.elf", dir);
+    harness_run a = harness_npusim("asm", harness_src_path("isa/examples/matmul_db.s"), "-o", elf,
+                                   NULL);
+    CU_ASSERT_EQUAL(a.exit_status, 0);
+    harness_run_free(&a);
+    harness_run s = harness_npusim("sim", elf, NULL);
+    CU_ASSERT_EQUAL(s.exit_status, 0);
+    /* figures for people: grouped cycles, a scaled time, scaled bytes (the JSON keeps 50553) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.out, "total: 50,553 cycles (50.6 \xc2\xb5s)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.out, "HBM read 96.0 KiB"));
+    harness_run_free(&s);
+    s = harness_npusim("sim", "--json", elf, NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s.out, "\"total_cycles\": 50553"));
+    harness_run_free(&s);
+    harness_run n = harness_npusim("noc", "--cycles", "200", "--warmup", "50", NULL);
+    CU_ASSERT_EQUAL(n.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(n.out, "# mesh 2x1")); /* tiny's mesh, not a 1x1 */
+    harness_run_free(&n);
     remove(elf);
     rmdir(dir);
 }

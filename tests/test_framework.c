@@ -442,3 +442,42 @@ TEST(framework_doc_shows_the_built_example_verbatim_and_names_every_op)
     free(doc);
     free(ex);
 }
+
+TEST(tensor_values_are_written_read_and_indexed_through_checked_accessors)
+{
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *a = nn_input(g, "a", NN_F32, 2, DIMS(2, 3));
+    nn_tensor *b = nn_param(g, "b", NN_F32, 2, DIMS(3, 2));
+    nn_tensor *y = nn_matmul(g, a, b);
+    nn_tensor *tok = nn_input(g, "tok", NN_I32, 1, DIMS(2));
+    np_err e = {0};
+    float out[4];
+    CU_ASSERT_PTR_NULL(nn_tensor_values(y)); /* nothing computed yet */
+    CU_ASSERT_EQUAL(nn_tensor_read(y, out, 4, &e), NP_ERR_MISSING);
+    const float av[6] = {1, 2, 3, 4, 5, 6}, bv[6] = {1, 0, 0, 1, 1, 1};
+    CU_ASSERT_EQUAL(nn_tensor_write(a, av, 5, &e), NP_ERR_RANGE); /* 6 values, not 5 */
+    CU_ASSERT_PTR_NULL(nn_tensor_values(a));                      /* nothing changed */
+    CU_ASSERT_EQUAL(nn_tensor_write(a, av, 6, &e), NP_OK);
+    CU_ASSERT_EQUAL(nn_tensor_write(b, bv, 6, &e), NP_OK);
+    CU_ASSERT_EQUAL(nn_tensor_write(tok, (const float[]){3, 1.5f}, 2, &e), NP_ERR_TYPE);
+    CU_ASSERT_EQUAL(nn_tensor_write(tok, (const float[]){3, 1}, 2, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &e), NP_OK);
+    /* [[1,2,3],[4,5,6]] x [[1,0],[0,1],[1,1]] = [[4,5],[10,11]] by hand */
+    CU_ASSERT_EQUAL(nn_tensor_read(y, out, 3, &e), NP_ERR_RANGE);
+    CU_ASSERT_EQUAL_FATAL(nn_tensor_read(y, out, 4, &e), NP_OK);
+    CU_ASSERT_EQUAL(out[0], 4);
+    CU_ASSERT_EQUAL(out[1], 5);
+    CU_ASSERT_EQUAL(out[2], 10);
+    CU_ASSERT_EQUAL(out[3], 11);
+    float v = 0;
+    CU_ASSERT_EQUAL(nn_tensor_get_at(y, DIMS(1, 0), &v, &e), NP_OK);
+    CU_ASSERT_EQUAL(v, 10);
+    CU_ASSERT_EQUAL(nn_tensor_get_at(y, DIMS(2, 0), &v, &e), NP_ERR_RANGE);
+    CU_ASSERT_EQUAL(nn_tensor_get_at(y, DIMS(0, -1), &v, &e), NP_ERR_RANGE);
+    CU_ASSERT_EQUAL(nn_tensor_set_at(a, DIMS(0, 2), -1, &e), NP_OK);
+    CU_ASSERT_EQUAL(nn_tensor_get_at(a, DIMS(0, 2), &v, &e), NP_OK);
+    CU_ASSERT_EQUAL(v, -1);
+    CU_ASSERT_EQUAL(nn_tensor_set_at(a, DIMS(0, 3), 1, &e), NP_ERR_RANGE);
+    CU_ASSERT_EQUAL(nn_tensor_values(a)[2], -1);
+    nn_graph_free(g);
+}

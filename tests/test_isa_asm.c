@@ -78,7 +78,7 @@ TEST(expressions_data_directives_and_layout_give_the_hand_computed_values)
         "    .dword -1\n"
         "    .float 1.5\n"
         "    .bf16 1.0, -2.5\n"
-        "    .fp16 1.0, 65520.0, 5.96e-8\n"
+        "    .fp16 1.0, 65504.0, 5.96e-8\n"
         "d2: .zero 3\n"
         ".size d1, 4\n"
         ".bss\n"
@@ -103,7 +103,7 @@ TEST(expressions_data_directives_and_layout_give_the_hand_computed_values)
         0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
         0x00, 0x00, 0xc0, 0x3f,                     /* 1.5f */
         0x80, 0x3f, 0x20, 0xc0,                     /* bf16 1.0, -2.5 */
-        0x00, 0x3c, 0x00, 0x7c, 0x01, 0x00,         /* fp16 1.0, inf (65520 ties to even), 2^-24 */
+        0x00, 0x3c, 0xff, 0x7b, 0x01, 0x00,         /* fp16 1.0, 65504 (the largest), 2^-24 */
         0, 0, 0};                                   /* d2 */
     CU_ASSERT_EQUAL_FATAL(p->n_data, 2);
     CU_ASSERT_STRING_EQUAL(p->data[0].name, ".data");
@@ -460,6 +460,29 @@ TEST(hostile_nesting_is_an_error_not_a_stack_overflow)
     CU_ASSERT_STRING_EQUAL(e.msg, "number '1e999' is out of range");
     CU_ASSERT_PTR_NULL(assemble(".data\n.float 1e300\n", &e));
     CU_ASSERT_STRING_EQUAL(e.msg, ".float: 1e+300 does not fit fp32");
+    /* nor a half-precision one: 65520 is the fp16 midpoint past 65504 that ties to infinity;
+     * 3.4e38 rounds past bf16's largest 0x7f7f (3.3895e38) */
+    CU_ASSERT_PTR_NULL(assemble(".data\n.fp16 65520\n", &e));
+    CU_ASSERT_STRING_EQUAL(e.msg, ".fp16: 65520 does not fit fp16 (largest finite 65504)");
+    CU_ASSERT_PTR_NULL(assemble(".data\n.fp16 -70000\n", &e));
+    CU_ASSERT_EQUAL(e.status, NP_ERR_RANGE);
+    CU_ASSERT_PTR_NULL(assemble(".data\n.bf16 3.4e38\n", &e));
+    CU_ASSERT_EQUAL(e.status, NP_ERR_RANGE);
+    isa_program *p = assemble(".data\n.bf16 3.38e38\n.fp16 65519\n", &e);
+    CU_ASSERT_PTR_NOT_NULL(p); /* both round down to the largest finite value */
+    isa_program_free(p);
+    /* an empty trace name, which the ELF cannot hold */
+    CU_ASSERT_PTR_NULL(assemble(".core 0\ntrace.begin \"\"\n", &e));
+    CU_ASSERT_STRING_EQUAL(e.msg, "operand 'name' of trace.begin: the name is empty");
+    /* nor a raw NUL byte inside a string (found by fuzz_isa_asm: the name was cut there, so
+     * the disassembly did not reassemble) */
+    static const char raw_nul[] = ".core 0\ntrace.end \"a\0b\"\nhalt\n";
+    isa_asm_opts o = {&tiny, false};
+    isa_program *q = NULL;
+    CU_ASSERT_EQUAL(isa_asm(raw_nul, sizeof raw_nul - 1, "n.s", &o, &q, &e), NP_ERR_RANGE);
+    CU_ASSERT_STRING_EQUAL(e.msg, "a string cannot contain a NUL byte");
+    CU_ASSERT_EQUAL(e.col, 13); /* the NUL: trace.end "a then it */
+    CU_ASSERT_PTR_NULL(q);
     free(src);
 }
 

@@ -195,8 +195,8 @@ TEST(summary_text_shows_layers_and_totals_and_honours_batch_and_seq)
                                    "128", NULL);
     CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "h.11.mlp.c_fc"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "[2,128,3072]"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "total params:       124439808"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "[2, 128, 3072]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "Total params: 124,439,808"));
     harness_run_free(&r);
 
     r = harness_npusim("summary", "--model", "gpt2-small", "--seq", "4096", NULL);
@@ -231,4 +231,129 @@ TEST(model_loops_are_unrolled_with_fresh_node_identities_per_layer)
     CU_ASSERT_PTR_NOT_NULL(nn_graph_find(m.g, "h.1.attn.c_attn.weight"));
     CU_ASSERT_NOT_EQUAL(nn_graph_find(m.g, "h.0.mlp.c_fc.weight"), nn_graph_find(m.g, "h.1.mlp.c_fc.weight"));
     nn_graph_free(m.g);
+}
+
+/* One conv or linear layer of torchvision's resnet50 by hand: params, torchinfo's Mult-Adds
+ * (params x batch x output pixels for a conv, params x batch for a linear) and output
+ * elements. */
+typedef struct ti_layer {
+    int64_t params, mult_adds, out;
+} ti_layer;
+
+static int ti_resnet50(ti_layer *l)
+{
+    int n = 0;
+    l[n++] = (ti_layer){3 * 64 * 49, 3 * 64 * 49 * 112 * 112, 64 * 112 * 112}; /* conv1 */
+    static const int blocks[4] = {3, 4, 6, 3};
+    int64_t cin = 64;
+    for (int s = 0; s < 4; s++) {
+        int64_t w = 64 << s, hw = 56 >> s, hw_in = s ? 2 * hw : hw;
+        for (int b = 0; b < blocks[s]; b++) {
+            int64_t in = b ? 4 * w : cin, hw1 = b ? hw : hw_in; /* v1.5: stride on conv2 */
+            l[n++] = (ti_layer){in * w, in * w * hw1 * hw1, w * hw1 * hw1};         /* conv1 */
+            l[n++] = (ti_layer){9 * w * w, 9 * w * w * hw * hw, w * hw * hw};       /* conv2 */
+            l[n++] = (ti_layer){w * 4 * w, 4 * w * w * hw * hw, 4 * w * hw * hw};   /* conv3 */
+            if (!b)
+                l[n++] = (ti_layer){in * 4 * w, in * 4 * w * hw * hw, 4 * w * hw * hw}; /* down */
+        }
+        cin = 4 * w;
+    }
+    l[n++] = (ti_layer){2048 * 1000 + 1000, 2048 * 1000 + 1000, 1000}; /* fc */
+    return n;
+}
+
+TEST(resnet50_summary_reads_like_torchinfos_table_for_torchvisions_resnet50)
+{
+    ti_layer want[64];
+    int n = ti_resnet50(want);
+    CU_ASSERT_EQUAL_FATAL(n, 54); /* 53 convolutions and the fc layer */
+    nn_model_desc d;
+    nn_summary s;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("resnet50", &d, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_summary_build(&d, 1, 0, &s, &e), NP_OK);
+    int k = 0;
+    int64_t conv_bn_fc_out = 0, bn_params = 0;
+    for (int i = 0; i < s.n_rows; i++) {
+        const nn_summary_row *r = &s.rows[i];
+        bool conv = strcmp(r->type, "Conv2d") == 0, fc = strcmp(r->type, "Linear") == 0;
+        if (strcmp(r->type, "BatchNorm2d") == 0) {
+            /* torchinfo: weight and bias, 2C params and 2C x batch Mult-Adds */
+            CU_ASSERT_EQUAL(r->mult_adds, r->params);
+            CU_ASSERT_EQUAL(r->params, 2 * r->ne[1]);
+            bn_params += r->params;
+            conv_bn_fc_out += r->ne[1] * r->ne[2] * r->ne[3];
+        }
+        if (!conv && !fc)
+            continue;
+        CU_ASSERT_FATAL(k < n);
+        if (r->params != want[k].params || r->mult_adds != want[k].mult_adds)
+            fprintf(stderr, "%s: %lld params, %lld mult-adds; want %lld, %lld\n", r->name,
+                    (long long)r->params, (long long)r->mult_adds, (long long)want[k].params,
+                    (long long)want[k].mult_adds);
+        CU_ASSERT_EQUAL(r->params, want[k].params);
+        CU_ASSERT_EQUAL(r->mult_adds, want[k].mult_adds);
+        conv_bn_fc_out += want[k].out;
+        k++;
+    }
+    CU_ASSERT_EQUAL(k, n);
+    /* torchvision's published totals: 25,557,032 parameters, 4.09 G Mult-Adds at 224 x 224 */
+    CU_ASSERT_EQUAL(s.total_params, 25557032);
+    CU_ASSERT_EQUAL(s.trainable_params, 25557032);
+    CU_ASSERT_EQUAL(s.non_trainable_params, 0);
+    int64_t ma = 0;
+    for (int i = 0; i < n; i++)
+        ma += want[i].mult_adds;
+    CU_ASSERT_EQUAL(s.total_mult_adds, ma + bn_params);
+    CU_ASSERT_EQUAL((int64_t)(s.total_mult_adds / 1e7 + 0.5), 409); /* "4.09" G */
+    /* torchinfo's estimates: input, outputs of the layers with parameters twice, params */
+    CU_ASSERT_EQUAL(s.est_input_bytes, 3 * 224 * 224 * 4);
+    CU_ASSERT_EQUAL(s.est_fwd_bwd_bytes, (uint64_t)conv_bn_fc_out * 4 * 2);
+    CU_ASSERT_EQUAL(s.est_params_bytes, 25557032ull * 4);
+    CU_ASSERT_EQUAL((int64_t)(s.est_fwd_bwd_bytes / 1e4 + 0.5), 17783); /* 177.83 MB */
+    CU_ASSERT_EQUAL((int64_t)(s.est_total_bytes / 1e4 + 0.5), 28066);   /* 280.66 MB */
+    /* the tree: layer1 is a Sequential at depth 1, layer1.0 a Bottleneck at 2-1 */
+    bool seq = false, bott = false;
+    for (int i = 0; i < s.n_modules; i++) {
+        const nn_summary_row *m = &s.modules[i];
+        seq |= !strcmp(m->name, "layer1") && !strcmp(m->type, "Sequential") && m->depth == 1;
+        bott |= !strcmp(m->name, "layer1.0") && !strcmp(m->type, "Bottleneck") &&
+                m->depth == 2 && m->index == 1 && m->params == 75008;
+    }
+    CU_ASSERT_TRUE(seq);
+    CU_ASSERT_TRUE(bott);
+    nn_summary_free(&s);
+    harness_run r = harness_npusim("summary", "--model", "resnet50", NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "Total params: 25,557,032\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "Total mult-adds (G): 4.09\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "Estimated Total Size (MB): 280.66\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\xe2\x94\x82    \xe2\x94\x94\xe2\x94\x80"
+                                         "Bottleneck: 2-1"));
+    harness_run_free(&r);
+}
+
+TEST(gpt_summary_rows_show_each_layers_output_not_its_slices_or_flattened_tokens)
+{
+    nn_model_desc d;
+    nn_summary s;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt2-small", &d, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_summary_build(&d, 2, 16, &s, &e), NP_OK);
+    for (int i = 0; i < s.n_rows; i++) {
+        const nn_summary_row *r = &s.rows[i];
+        if (!strcmp(r->name, "h.3.attn.c_attn")) { /* [B,S,3D], not the v slice [B,S,D] */
+            CU_ASSERT_EQUAL(r->ndim, 3);
+            CU_ASSERT_EQUAL(r->ne[2], 3 * 768);
+            CU_ASSERT_STRING_EQUAL(r->type, "Linear");
+        }
+        if (!strcmp(r->name, "lm_head")) { /* [B,S,V], not [B*S,V] */
+            CU_ASSERT_EQUAL(r->ndim, 3);
+            CU_ASSERT_EQUAL(r->ne[0], 2);
+            CU_ASSERT_EQUAL(r->ne[1], 16);
+            CU_ASSERT_EQUAL(r->ne[2], 50257);
+        }
+    }
+    CU_ASSERT_EQUAL(s.ndim, 3);
+    CU_ASSERT_STRING_EQUAL(s.model_type, "GPT2LMHeadModel");
+    nn_summary_free(&s);
 }

@@ -130,6 +130,25 @@ TEST(a_trace_reads_back_as_the_events_written_plain_and_gzipped)
     write_and_check(tmp("t.json.gz"), true);
 }
 
+TEST(names_that_are_not_utf8_are_written_with_replacement_characters_and_stay_json)
+{
+    const char *path = tmp("u.json");
+    trace_writer *w;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_open(path, &w, &e), NP_OK);
+    /* a bad lead byte, a cut sequence, an overlong form, then good 2-, 3- and 4-byte ones */
+    trace_name_process(w, 0, "a\xff" "b\xe2\x82" "c\xc0\xaf"
+                             "d \xc2\xb5s \xe2\x82\xac \xf0\x9f\x98\x80\"");
+    CU_ASSERT_EQUAL_FATAL(trace_close(w, &e), NP_OK);
+    json_t *j = read_whole(path); /* jansson refuses JSON that is not UTF-8 */
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(str(json_object_get(event(j, 0), "args"), "name"),
+                           "a\xef\xbf\xbd" "b\xef\xbf\xbd\xef\xbf\xbd"
+                           "c\xef\xbf\xbd\xef\xbf\xbd"
+                           "d \xc2\xb5s \xe2\x82\xac \xf0\x9f\x98\x80\"");
+    json_decref(j);
+}
+
 TEST(times_are_written_as_exact_decimal_microseconds)
 {
     char b[32];

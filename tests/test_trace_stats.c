@@ -375,7 +375,7 @@ TEST(csv_tables_hold_the_figures_of_the_json_output)
     line = r.out;
     json_array_foreach(json_object_get(j, "layers"), i, m) {
         line = strchr(line, '\n') + 1;
-        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 8), 6u);
+        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 8), 8u);
         CU_ASSERT_STRING_EQUAL(f[0], json_string_value(json_object_get(m, "name")));
         CU_ASSERT_EQUAL(strtoll(f[4], NULL, 10), json_integer_value(json_object_get(m, "flops")));
     }

@@ -3,6 +3,7 @@
  * Events are formatted straight into a fixed buffer (TRACE_BUF_BYTES) that goes to zlib's
  * gzwrite (or stdio) when full: no allocation per event, memory independent of the trace. */
 #include "trace.h"
+#include "parse.h"
 
 #include <math.h>
 #include <stdbool.h>
@@ -48,7 +49,8 @@ static void put(trace_writer *w, const char *s, size_t n)
 
 static void puts_(trace_writer *w, const char *s) { put(w, s, strlen(s)); }
 
-/* s as a JSON string, quoted (RFC 8259: '"', '\\' and control bytes escaped; UTF-8 passes). */
+/* s as a JSON string, quoted (RFC 8259: '"', '\\' and control bytes escaped; UTF-8 passes;
+ * a byte that is not part of well-formed UTF-8 becomes U+FFFD, so the trace stays JSON). */
 static void put_str(trace_writer *w, const char *s)
 {
     static const char hex[] = "0123456789abcdef";
@@ -56,6 +58,17 @@ static void put_str(trace_writer *w, const char *s)
     const char *run = s;
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
+        if (c >= 0x80) {
+            size_t need = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 ? 2 : 0;
+            if (need && strnlen(s, need) == need && np_utf8_invalid_at(s, need) == need) {
+                s += need - 1; /* one well-formed character */
+                continue;
+            }
+            put(w, run, (size_t)(s - run));
+            put(w, "\\ufffd", 6);
+            run = s + 1;
+            continue;
+        }
         if (c >= 0x20 && c != '"' && c != '\\')
             continue;
         put(w, run, (size_t)(s - run));

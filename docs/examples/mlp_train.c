@@ -43,23 +43,24 @@ int main(void)
     nn_tensor_randn(w2, 2, 0.2);
     nn_tensor_fill(b1, 0.0f);
     nn_tensor_fill(b2, 0.0f);
-    nn_tensor_alloc(x);
-    nn_tensor_alloc(labels);
     rng r;
     rng_seed(&r, 7);
     double first = 0, last = 0;
     for (int step = 0; step < 300; step++) {
+        float xv[2 * BATCH], lv[BATCH], l;
         for (int i = 0; i < BATCH; i++) { /* label: same sign of both coordinates */
             double a = 2 * rng_unit(&r) - 1, b = 2 * rng_unit(&r) - 1;
-            x->data[2 * i] = (float)a;
-            x->data[2 * i + 1] = (float)b;
-            labels->data[i] = a * b > 0 ? 1.0f : 0.0f;
+            xv[2 * i] = (float)a;
+            xv[2 * i + 1] = (float)b;
+            lv[i] = a * b > 0 ? 1.0f : 0.0f;
         }
-        if (nn_graph_compute(g, &err) != NP_OK)
+        if (nn_tensor_write(x, xv, 2 * BATCH, &err) != NP_OK ||
+            nn_tensor_write(labels, lv, BATCH, &err) != NP_OK ||
+            nn_graph_compute(g, &err) != NP_OK || nn_tensor_read(loss, &l, 1, &err) != NP_OK)
             goto fail;
         if (step == 0)
-            first = loss->data[0];
-        last = loss->data[0];
+            first = l;
+        last = l;
     }
     printf("loss %.4f -> %.4f\n", first, last);
     nn_graph_free(g);
