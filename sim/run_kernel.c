@@ -1,0 +1,470 @@
+/* run_kernel.c — a plan's compute node as a kernel of the kernel ABI, its key, and its timing
+ * on the core model with an optional cache file (see run_kernel.h). */
+#include "run_kernel.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.h"
+#include "run_hash.h"
+
+/* ---- the framework's parameters of each op, as its kernel's attributes --------------------- */
+
+/* Fills k's attributes from node's ip/fp. */
+typedef void (*rk_attrs_fn)(const nn_tensor *node, kc_kernel *k);
+
+static void rk_add(kc_kernel *k, kc_attr a)
+{
+    if (k->n_attrs < KC_MAX_ATTRS)
+        k->attrs[k->n_attrs++] = a;
+}
+
+/* conv2d: ip[0] stride, ip[1] pad, ip[2] dilation, ip[3] groups (framework/op_linalg.c) */
+static void rk_conv2d(const nn_tensor *n, kc_kernel *k)
+{
+    rk_add(k, KC_INT("stride", n->ip[0]));
+    rk_add(k, KC_INT("pad", n->ip[1]));
+    rk_add(k, KC_INT("dilation", n->ip[2]));
+    rk_add(k, KC_INT("groups", n->ip[3]));
+}
+
+/* Ops whose kernel takes attributes, and how the node's parameters give them. An op with a
+ * kernel but no row here is mapped with no attributes; the reference check then tells
+ * whether that describes the node. */
+static const struct {
+    nn_op op;
+    rk_attrs_fn fill;
+} rk_attr_table[] = {
+    {NN_OP_CONV2D, rk_conv2d},
+};
+
+static rk_attrs_fn rk_attrs_of(nn_op op)
+{
+    for (size_t i = 0; i < sizeof rk_attr_table / sizeof rk_attr_table[0]; i++)
+        if (rk_attr_table[i].op == op)
+            return rk_attr_table[i].fill;
+    return NULL;
+}
+
+/* ---- nodes --------------------------------------------------------------------------------- */
+
+bool run_node_is_view(const nn_tensor *node)
+{
+    return (nn_op_flags(node->op) & NN_OPF_VIEW) || kc_no_kernel_reason(node->op) != NULL;
+}
+
+static size_t rk_shape(const nn_tensor *t, char *buf, size_t n)
+{
+    char sh[96];
+    return (size_t)snprintf(buf, n, "%s%s", nn_dtype_name(t->dtype), nn_shape_str(t, sh, sizeof sh));
+}
+
+char *run_node_desc(const nn_tensor *node, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s ", nn_op_name(node->op));
+    for (int i = 0; i < node->n_src && k < n; i++) {
+        k += rk_shape(node->src[i], buf + k, n - k);
+        if (i + 1 < node->n_src && k < n)
+            k += (size_t)snprintf(buf + k, n - k, ", ");
+    }
+    if (k < n)
+        k += (size_t)snprintf(buf + k, n - k, " -> ");
+    if (k < n)
+        rk_shape(node, buf + k, n - k);
+    return buf;
+}
+
+/* The reference node the kernel's attributes describe equals the plan's node. */
+static np_status rk_check_reference(const kc_kernel_def *def, const kc_kernel *k,
+                                    const nn_tensor *node, np_err *err)
+{
+    char desc[256];
+    nn_graph *g = nn_graph_new(1);
+    if (!g)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory checking a kernel");
+    nn_tensor *in[KC_MAX_IN] = {0}, *out[KC_MAX_OUT] = {0};
+    for (int i = 0; i < k->n_in; i++)
+        in[i] = nn_leaf(g, "in", NN_ROLE_INPUT, k->in[i].dtype, k->in[i].ndim, k->in[i].shape);
+    np_err e = {0};
+    np_status st = nn_graph_status(g, &e);
+    if (st == NP_OK)
+        st = def->reference(g, k, in, out, &e);
+    const nn_tensor *r = out[0];
+    bool same = st == NP_OK && r && r->op == node->op && r->dtype == node->dtype &&
+                r->ndim == node->ndim;
+    for (int d = 0; same && d < node->ndim; d++)
+        same = r->ne[d] == node->ne[d];
+    for (int i = 0; same && i < NN_MAX_IPARAMS; i++)
+        same = r->ip[i] == node->ip[i];
+    for (int i = 0; same && i < NN_MAX_FPARAMS; i++)
+        same = r->fp[i] == node->fp[i];
+    nn_graph_free(g);
+    if (same)
+        return NP_OK;
+    run_node_desc(node, desc, sizeof desc);
+    if (st != NP_OK)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the kernel's reference "
+                          "refuses the mapped attributes: %s", desc, node->name, e.msg);
+    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "%s (node '%s'): npusim run cannot yet map the "
+                      "node's parameters onto the attributes of the %s kernel", desc, node->name,
+                      nn_op_name(node->op));
+}
+
+np_status run_kernel_of_node(const nn_tensor *node, const arch_config *cfg, kc_kernel *k,
+                             np_err *err)
+{
+    char desc[256];
+    memset(k, 0, sizeof *k);
+    const kc_kernel_def *def = kc_kernel_find(node->op);
+    if (!def)
+        return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s')",
+                          run_node_desc(node, desc, sizeof desc), node->name);
+    if ((def->n_in >= 0 && def->n_in != node->n_src) || def->n_out != 1 ||
+        node->n_src > KC_MAX_IN)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the %s kernel takes %d "
+                          "inputs and %d outputs, the node has %d sources and one result",
+                          run_node_desc(node, desc, sizeof desc), node->name,
+                          nn_op_name(node->op), def->n_in, def->n_out, node->n_src);
+    k->op = node->op;
+    k->n_in = node->n_src;
+    k->n_out = 1;
+    for (int i = 0; i < node->n_src; i++)
+        kc_tensor_of(&k->in[i], 0, node->src[i]);
+    kc_tensor_of(&k->out[0], 0, node);
+    rk_attrs_fn fill = rk_attrs_of(node->op);
+    if (fill)
+        fill(node, k);
+    else if (def->n_attrs && !def->reference)
+        return np_err_set(err, NP_ERR_UNKNOWN_KEY, "%s (node '%s'): npusim run cannot yet map "
+                          "the node's parameters onto the attributes of the %s kernel",
+                          run_node_desc(node, desc, sizeof desc), node->name,
+                          nn_op_name(node->op));
+    k->place = (kc_place){.chip = 0, .core0 = 0, .n_cores = (uint32_t)cfg->chip.cores};
+    if (def->reference)
+        return rk_check_reference(def, k, node, err);
+    return NP_OK;
+}
+
+/* ---- keys ---------------------------------------------------------------------------------- */
+
+static size_t rk_tensor_key(const kc_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", nn_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? "," : "", t->shape[d]);
+    /* strides only when they are not the dense row-major ones */
+    int64_t dense = (int64_t)nn_dtype_size(t->dtype);
+    bool is_dense = true;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        is_dense = is_dense && t->stride[d] == dense;
+        dense *= t->shape[d];
+    }
+    if (!is_dense)
+        for (int d = 0; d < t->ndim && k < n; d++)
+            k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? "," : "/", t->stride[d]);
+    if (k < n)
+        k += (size_t)snprintf(buf + k, n - k, "]");
+    return k;
+}
+
+void run_kernel_key(const kc_kernel *k, char *buf, size_t n)
+{
+    size_t o = (size_t)snprintf(buf, n, "%s", nn_op_name(k->op));
+    for (int i = 0; i < k->n_in && o < n; i++) {
+        o += (size_t)snprintf(buf + o, n - o, " in%d=", i);
+        if (o < n)
+            o += rk_tensor_key(&k->in[i], buf + o, n - o);
+    }
+    for (int i = 0; i < k->n_out && o < n; i++) {
+        o += (size_t)snprintf(buf + o, n - o, " out%d=", i);
+        if (o < n)
+            o += rk_tensor_key(&k->out[i], buf + o, n - o);
+    }
+    for (int i = 0; i < k->n_attrs && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, " %s=%.17g", k->attrs[i].name, k->attrs[i].f);
+    for (int i = 0; i < k->n_epi && o < n; i++) {
+        const kc_epi *e = &k->epi[i];
+        o += (size_t)snprintf(buf + o, n - o, " epi=%s/%.17g", nn_op_name(e->op), e->f);
+        if (e->has_arg && o < n)
+            o += rk_tensor_key(&e->arg, buf + o, n - o);
+    }
+    if (o < n)
+        snprintf(buf + o, n - o, " cores=%" PRIu32 "+%" PRIu32, k->place.core0,
+                 k->place.n_cores ? k->place.n_cores : 1);
+}
+
+uint64_t run_arch_fingerprint(const arch_config *cfg)
+{
+    json_t *j = arch_to_json(cfg);
+    uint64_t h = 0;
+    const char *sections[] = {"core", "chip"};
+    for (int i = 0; i < 2; i++) {
+        char *s = j ? json_dumps(json_object_get(j, sections[i]), JSON_SORT_KEYS | JSON_COMPACT)
+                    : NULL;
+        if (s)
+            h = run_hash_bytes(s, strlen(s), h);
+        free(s);
+    }
+    json_decref(j);
+    return h;
+}
+
+/* ---- the timer ----------------------------------------------------------------------------- */
+
+typedef struct rk_entry {
+    uint64_t prog_hash;
+    run_ktime t;
+    uint64_t hbm_bytes;
+} rk_entry;
+
+struct run_ktimer {
+    const arch_config *cfg;
+    uint64_t fingerprint;
+    char *path;
+    rk_entry *v;         /* timings of this architecture from the file and simulated since */
+    uint32_t n, cap;
+    run_hmap index;      /* program hash -> entry */
+    run_ktimer_stats st;
+    void (*progress)(void *ctx, const char *what);
+    void *progress_ctx;
+};
+
+static const run_unit rk_units[] = {RUN_UNIT_DMA, RUN_UNIT_MXU, RUN_UNIT_VPU};
+
+static bool rk_put(run_ktimer *t, const rk_entry *e)
+{
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? 2 * t->cap : 64;
+        rk_entry *v = realloc(t->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        t->v = v, t->cap = cap;
+    }
+    if (!run_hmap_put(&t->index, e->prog_hash, t->n))
+        return false;
+    t->v[t->n++] = *e;
+    return true;
+}
+
+static const rk_entry *rk_get(const run_ktimer *t, uint64_t h)
+{
+    for (uint32_t it = 0, i; (i = run_hmap_next(&t->index, h, &it)) != RUN_HMAP_END;)
+        if (t->v[i].prog_hash == h)
+            return &t->v[i];
+    return NULL;
+}
+
+/* A line: fingerprint prog-hash ps dma_ps mxu_ps vpu_ps hbm_bytes key (hex hashes). */
+static np_status rk_load(run_ktimer *t, np_err *err)
+{
+    FILE *f = fopen(t->path, "r");
+    if (!f) {
+        if (errno == ENOENT)
+            return NP_OK;
+        return np_err_set(err, NP_ERR_IO, "%s: cannot read the kernel cache: %s", t->path,
+                          strerror(errno));
+    }
+    char line[RUN_KEY_MAX + 256];
+    int lineno = 0;
+    np_status st = NP_OK;
+    while (st == NP_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        uint64_t fp, h, v[5];
+        if (sscanf(line, "%" SCNx64 " %" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                   " %" SCNu64, &fp, &h, &v[0], &v[1], &v[2], &v[3], &v[4]) != 7) {
+            st = np_err_at(err, NP_ERR_FORMAT, t->path, lineno, 1, "not a kernel cache entry "
+                           "(fingerprint, program hash, ps, dma, mxu and vpu ps, HBM bytes, key)");
+            break;
+        }
+        if (fp != t->fingerprint || rk_get(t, h))
+            continue;
+        rk_entry e = {.prog_hash = h, .hbm_bytes = v[4]};
+        e.t.ps = v[0];
+        for (int u = 0; u < 3; u++)
+            e.t.unit_ps[rk_units[u]] = v[1 + u];
+        if (!rk_put(t, &e))
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the kernel cache");
+    }
+    fclose(f);
+    return st;
+}
+
+np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer **out,
+                            np_err *err)
+{
+    run_ktimer *t = calloc(1, sizeof *t);
+    if (!t || (path && !(t->path = strdup(path)))) {
+        free(t);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    t->cfg = cfg;
+    t->fingerprint = run_arch_fingerprint(cfg);
+    if (t->path && rk_load(t, err) != NP_OK) {
+        run_ktimer_free(t);
+        return err->status;
+    }
+    *out = t;
+    return NP_OK;
+}
+
+void run_ktimer_free(run_ktimer *t)
+{
+    if (!t)
+        return;
+    free(t->path);
+    free(t->v);
+    run_hmap_free(&t->index);
+    free(t);
+}
+
+void run_ktimer_set_progress(run_ktimer *t, void (*fn)(void *ctx, const char *what), void *ctx)
+{
+    t->progress = fn;
+    t->progress_ctx = ctx;
+}
+
+run_ktimer_stats run_ktimer_get_stats(const run_ktimer *t) { return t->st; }
+
+static double rk_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A hash of everything the core model reads of p: each core's instructions and kernels, the
+ * data sections' places and sizes, the name table. */
+static np_status rk_prog_hash(const isa_program *p, uint64_t *out, np_err *err)
+{
+    uint64_t h = run_hash_bytes(&p->n_cores, sizeof p->n_cores, 0);
+    for (uint32_t c = 0; c < p->n_cores; c++) {
+        const isa_core_text *t = &p->cores[c];
+        h = run_hash_bytes(&t->core, sizeof t->core, h);
+        for (uint32_t i = 0; i < t->n_insns; i++) {
+            uint8_t w[ISA_WORD_BYTES];
+            if (isa_encode(&t->insns[i], w, err) != NP_OK)
+                return err->status;
+            h = run_hash_bytes(w, sizeof w, h);
+        }
+        for (uint32_t k = 0; k < t->n_kernels; k++) {
+            uint32_t se[2] = {t->kernels[k].start, t->kernels[k].count};
+            h = run_hash_bytes(se, sizeof se, h);
+        }
+    }
+    for (uint32_t d = 0; d < p->n_data; d++) {
+        uint64_t as[2] = {p->data[d].addr, p->data[d].size};
+        h = run_hash_bytes(as, sizeof as, h);
+    }
+    *out = run_hash_bytes(p->names, p->names_len, h);
+    return NP_OK;
+}
+
+/* k compiled alone: every operand in a .bss buffer of its own, then halt on every core. */
+static np_status rk_compile(const arch_config *cfg, const kc_kernel *k0, kc_result *res,
+                            isa_program **prog, np_err *err)
+{
+    kc_kernel k = *k0;
+    uint32_t cores = k.place.core0 + (k.place.n_cores ? k.place.n_cores : 1);
+    kc_prog *p;
+    if (kc_prog_new(cfg, &(kc_prog_opts){.cores = cores}, &p, err) != NP_OK)
+        return err->status;
+    np_status st = NP_OK;
+    for (int i = 0; i < k.n_in && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.in[i]), &k.in[i].addr, err);
+    for (int i = 0; i < k.n_epi && st == NP_OK; i++)
+        if (k.epi[i].has_arg)
+            st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.epi[i].arg), &k.epi[i].arg.addr, err);
+    for (int i = 0; i < k.n_out && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.out[i]), &k.out[i].addr, err);
+    if (st == NP_OK)
+        st = kc_compile(p, &k, res, err);
+    if (st == NP_OK)
+        st = kc_prog_finish(p, err);
+    if (st == NP_OK)
+        *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    return st;
+}
+
+/* The duration and the mean busy time over the chip's cores of the DMA, matrix and vector
+ * units, from a core report. */
+static void rk_from_report(const arch_config *cfg, const core_report *r, run_ktime *t)
+{
+    memset(t, 0, sizeof *t);
+    t->ps = r->total_ps;
+    double ps_per_cycle = r->total_cycles ? (double)r->total_ps / (double)r->total_cycles : 0;
+    uint64_t busy[3] = {0};
+    for (uint32_t i = 0; i < r->n_units; i++) { /* 5 per core: dma, mxu, vpu, comm, ctrl */
+        unsigned u = i % 5;
+        if (u < 3)
+            busy[u] += r->units[i].busy_cycles;
+    }
+    for (int u = 0; u < 3; u++)
+        t->unit_ps[rk_units[u]] =
+            (uint64_t)((double)busy[u] * ps_per_cycle / (double)cfg->chip.cores + 0.5);
+}
+
+np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_err *err)
+{
+    run_ktimer *t = ctx;
+    run_kspec *ks = rk->data;
+    if (t->progress)
+        t->progress(t->progress_ctx, rk->key);
+    double t0 = rk_wall();
+    kc_result res;
+    isa_program *prog = NULL;
+    uint64_t h = 0;
+    np_status st = rk_compile(t->cfg, &ks->k, &res, &prog, err);
+    if (st == NP_OK)
+        st = rk_prog_hash(prog, &h, err);
+    if (st != NP_OK) {
+        isa_program_free(prog);
+        np_err_prefix(err, "kernel %s", rk->key);
+        return st;
+    }
+    t->st.compiled++;
+    snprintf(ks->name, sizeof ks->name, "%s", res.name);
+    ks->hbm_bytes = res.hbm_read_bytes + res.hbm_write_bytes;
+    const rk_entry *have = rk_get(t, h);
+    if (have) {
+        *out = have->t;
+        t->st.from_file++;
+        isa_program_free(prog);
+        t->st.sim_wall_s += rk_wall() - t0;
+        return NP_OK;
+    }
+    core_report *rep = NULL;
+    st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
+    isa_program_free(prog);
+    if (st != NP_OK) {
+        np_err_prefix(err, "kernel %s", rk->key);
+        return st;
+    }
+    rk_from_report(t->cfg, rep, out);
+    core_report_free(rep);
+    t->st.simulated++;
+    rk_entry e = {.prog_hash = h, .t = *out, .hbm_bytes = ks->hbm_bytes};
+    if (!rk_put(t, &e))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    if (t->path) {
+        FILE *f = fopen(t->path, "a");
+        bool ok = f && fprintf(f, "%016" PRIx64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                               " %" PRIu64 " %" PRIu64 " %s\n", t->fingerprint, h, out->ps,
+                               out->unit_ps[RUN_UNIT_DMA], out->unit_ps[RUN_UNIT_MXU],
+                               out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes, rk->key) > 0;
+        if (f && fclose(f) != 0)
+            ok = false;
+        if (!ok)
+            return np_err_set(err, NP_ERR_IO, "%s: cannot append to the kernel cache: %s",
+                              t->path, strerror(errno));
+    }
+    t->st.sim_wall_s += rk_wall() - t0;
+    return NP_OK;
+}

@@ -1,0 +1,105 @@
+/* run_kernel.h — the compute kernels of `npusim run`: a plan's compute node becomes a kernel of
+ * the kernel ABI (compiler/kernel.h), spread over every core of its chip, named by a key that
+ * holds everything its timing depends on, and timed by compiling it on a stand-alone program
+ * and simulating that program on the core model in timing mode (hw-model/core.h).
+ *
+ *   kc_kernel k;
+ *   run_kernel_of_node(node, &cfg, &k, &err);          // op, operands, attributes, placement
+ *   char key[RUN_KEY_MAX];
+ *   run_kernel_key(&k, key, sizeof key);               // "matmul in0=bf16[64,32] ... cores=0+8"
+ *   run_ktimer *t;
+ *   run_ktimer_create(&cfg, "kernels.cache", &t, &err); // (file optional) timings kept on disk
+ *   run_ktime kt;
+ *   run_ktimer_time(t, &(run_kernel){.key = key, .data = &k}, &kt, &err);  // a run_kernel_fn
+ *   run_ktimer_free(t);
+ *
+ * What a node lowers to:
+ *   - views (NN_OPF_VIEW: reshape, stop_grad, group_copy, send) and ops compiler/kernels.def
+ *     marks as needing no kernel lower to nothing (run_node_is_view);
+ *   - every other op to the kernel of kernels.def: inputs the node's sources (dense,
+ *     row-major, their shapes and dtypes), output the node's result, attributes from the
+ *     node's parameters by this file's table of the framework's ip/fp layout per op, placed
+ *     on cores 0 .. chip.cores-1. Before it is used the mapping is checked against the
+ *     kernel's own reference (kc_kernel_def.reference): the framework node that the kernel's
+ *     attributes describe must be the plan's node (op, shape, dtype, parameters). An op
+ *     without a kernel, or whose parameters this file cannot map, is an error naming the op,
+ *     the node and its shapes — never a guessed duration.
+ *
+ * The timing cache file (optional): one line per kernel program, keyed by the architecture's
+ * fingerprint (a hash of its core and chip sections) and a hash of the compiled program, so a
+ * timing is reused only for the very same instructions on the very same hardware; other
+ * architectures' lines are kept. Lines are appended as kernels are simulated.
+ */
+#ifndef NPUSIM_SIM_RUN_KERNEL_H
+#define NPUSIM_SIM_RUN_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "kernel.h"
+#include "nn.h"
+#include "run_engine.h"
+
+#define RUN_KEY_MAX 512
+
+/* What a run graph's kernel (run_kernel.data) points at. */
+typedef struct run_kspec {
+    kc_kernel k;             /* operand addresses 0 */
+    const nn_tensor *node;   /* the first plan node with this key (names, messages) */
+    /* filled when it is timed */
+    char name[64];           /* its kernel symbol ("matmul") */
+    uint64_t hbm_bytes;      /* HBM bytes its schedule moves (kc_result) */
+} run_kspec;
+
+/* True when node lowers to nothing (a view, or an op kernels.def says needs no kernel). */
+bool run_node_is_view(const nn_tensor *node);
+
+/* Fills *k with the kernel of node on cfg's chip (operand addresses 0). NP_ERR_MISSING when
+ * the op has no kernel yet, NP_ERR_UNKNOWN_KEY when its parameters cannot be mapped onto the
+ * kernel's attributes, NP_ERR_INCONSISTENT when the kernel's operand counts or its reference
+ * disagree with the node; each message names the op, the node and its shapes. */
+np_status run_kernel_of_node(const nn_tensor *node, const arch_config *cfg, kc_kernel *k,
+                             np_err *err);
+
+/* "relu bf16[8,32] -> bf16[8,32]": the node's op and shapes, for messages. */
+char *run_node_desc(const nn_tensor *node, char *buf, size_t n);
+
+/* The key of k: op, every operand's dtype, shape and strides, attributes, epilogue and
+ * placement, as text (deterministic; equal kernels give equal keys). */
+void run_kernel_key(const kc_kernel *k, char *buf, size_t n);
+
+/* A hash of the architecture's core and chip sections (what a kernel's timing depends on). */
+uint64_t run_arch_fingerprint(const arch_config *cfg);
+
+typedef struct run_ktimer run_ktimer;
+
+typedef struct run_ktimer_stats {
+    uint32_t compiled;   /* kernels compiled */
+    uint32_t simulated;  /* ... simulated on the core model */
+    uint32_t from_file;  /* ... whose timing came from the cache file */
+    double sim_wall_s;   /* wall time spent compiling and simulating */
+} run_ktimer_stats;
+
+/* A kernel timer for cfg (which must outlive it), with an optional cache file (path NULL:
+ * none; a missing file is created when the first timing is written). NP_ERR_IO when the file
+ * exists but cannot be read, NP_ERR_FORMAT naming the line that is not an entry. */
+np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer **out,
+                            np_err *err);
+void run_ktimer_free(run_ktimer *t);
+
+/* (optional) called before each kernel is compiled and simulated: done of total so far. */
+void run_ktimer_set_progress(run_ktimer *t, void (*fn)(void *ctx, const char *what),
+                             void *ctx);
+
+/* The run_kernel_fn: times k (k->data is its run_kspec, whose name and hbm_bytes it fills):
+ * duration, and the busy time of the
+ * matrix units, vector units and DMA engines (mean over the chip's cores). Errors of the
+ * compiler and the core model (naming the kernel), NP_ERR_IO when the cache file cannot be
+ * appended to. */
+np_status run_ktimer_time(void *ctx, const run_kernel *k, run_ktime *out, np_err *err);
+
+run_ktimer_stats run_ktimer_get_stats(const run_ktimer *t);
+
+#endif
