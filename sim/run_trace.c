@@ -49,10 +49,10 @@ static void rt_compute(void *ctx, uint32_t rank, uint32_t task, uint32_t step, u
     args[n++] = TRACE_ARG_F("flops", (double)e->flops);
     if (ks->hbm_bytes)
         args[n++] = TRACE_ARG_U("bytes", ks->hbm_bytes);
-    if (pt->mb >= 0) { /* forward and backward work: the pipeline's */
-        args[n++] = TRACE_ARG_I("stage", cl->stage);
+    if (pt->mb >= 0) /* forward and backward work */
         args[n++] = TRACE_ARG_I("mb", pt->mb);
-    }
+    if (pt->mb >= 0 && t->rp->gs_pp != RUN_NONE) /* ... of a pipeline stage */
+        args[n++] = TRACE_ARG_I("stage", cl->stage);
     if (e->region == NN_REGION_RECOMPUTE)
         args[n++] = TRACE_ARG_S("region", "recompute");
     if (t->sink.ops->span) {

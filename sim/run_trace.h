@@ -4,8 +4,8 @@
  *
  * Per chip (the process of the rank's chip):
  *   - a span per compute task on track "kernels", named by its kernel, category "kernel",
- *     args node, layer, flops, bytes (the kernel's HBM bytes), and for forward and backward
- *     work stage and mb (micro-batch);
+ *     args node, layer, flops, bytes (the kernel's HBM bytes), for forward and backward work
+ *     mb (micro-batch) and, with a pipeline, stage;
  *   - unit slices of the chip as a whole (thread chip.<unit>): "compute" for the whole task
  *     (the compute engine), "mxu", "vpu" and "dma" from its start for the kernel's busy time
  *     of those units (mean over the chip's cores);

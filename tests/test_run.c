@@ -1,70 +1,78 @@
-/* test_run.c — `npusim run`, the main job: it resolves the architecture, runs the event-kernel
- * self-check, reports both (text and JSON), is deterministic, and refuses bad input. */
+/* test_run.c — `npusim run`, the main job, as a command: its options, its refusals (status 2
+ * with the flag and the rule), memory against HBM, and — on models whose ops all have kernels
+ * — the report in text and JSON with the names `npusim report` reads, determinism, and the
+ * trace against `npusim trace stats`. (The engine, the plan's mapping and the figures'
+ * formulas are tested in test_run_engine.c and test_run_plan.c.) */
 #include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "harness.h"
 
-TEST(run_json_reports_arch_and_a_matching_selfcheck)
+TEST(run_help_shows_the_strategy_flags_and_the_default_job)
 {
-    harness_run r = harness_npusim("run", "--arch", "tiny", "--events", "20000", "--json", NULL);
-    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
-    json_error_t jerr;
-    json_t *j = json_loads(r.out, 0, &jerr);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(j, "arch"), "name")),
-                           "tiny");
-    json_t *sc = json_object_get(j, "selfcheck");
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sc, "events_dispatched")), 20000);
-    CU_ASSERT_TRUE(json_is_true(json_object_get(sc, "matches_reference")));
-    json_decref(j);
+    harness_run r = harness_npusim("run", "--help", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    const char *flags[] = {"--model", "--batch", "--dp", "--tp", "--pp", "--zero", "--sp",
+                           "--microbatch", "--schedule", "--recompute", "--steps", "--fidelity",
+                           "--functional", "--trace", "--no-cache", "--no-dedup", "--allow-oom",
+                           "--json", "gpt2-small on 8 chips"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, flags[i]));
     harness_run_free(&r);
 }
 
-TEST(run_output_is_byte_identical_across_runs_and_depends_on_the_seed)
+static void refuses(const char *want, const char *a0, ...)
 {
-    harness_run a = harness_npusim("run", "--events", "30000", "--seed", "7", NULL);
-    harness_run b = harness_npusim("run", "--events", "30000", "--seed", "7", NULL);
-    harness_run c = harness_npusim("run", "--events", "30000", "--seed", "8", NULL);
-    CU_ASSERT_EQUAL(a.exit_status, 0);
-    CU_ASSERT_STRING_EQUAL(a.out, b.out);
-    CU_ASSERT_STRING_NOT_EQUAL(a.out, c.out);
-    CU_ASSERT_PTR_NOT_NULL(strstr(a.out, "matches reference:  yes"));
-    harness_run_free(&a);
-    harness_run_free(&b);
-    harness_run_free(&c);
-}
-
-TEST(run_default_architecture_is_the_edge_preset_with_overrides_applied)
-{
-    harness_run r = harness_npusim("run", "--events", "1000", "--set", "core.array_rows=64",
-                                   "--json", NULL);
-    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
-    json_t *j = json_loads(r.out, 0, NULL);
-    json_t *arch = json_object_get(j, "arch");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(arch, "name")), "edge");
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(
-                        json_object_get(json_object_get(arch, "core"), "array_rows"), "value")),
-                    64);
-    json_decref(j);
-    harness_run_free(&r);
-}
-
-TEST(run_refuses_bad_options_and_unknown_presets_with_status_2)
-{
-    harness_run r = harness_npusim("run", "--events", "many", NULL);
+    const char *args[32] = {"run", a0};
+    int n = 2;
+    va_list ap;
+    va_start(ap, a0);
+    for (const char *s; n < 31 && (s = va_arg(ap, const char *));)
+        args[n++] = s;
+    va_end(ap);
+    args[n] = NULL;
+    harness_run r = harness_npusim_in(NULL, args);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--events: expected a non-negative integer, got 'many'"));
-    harness_run_free(&r);
-
-    r = harness_npusim("run", "--arch", "tpu-pd", NULL);
-    CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "tpu-pod"));
+    if (!strstr(r.err, want))
+        printf("\nexpected '%s' in: %s\n", want, r.err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want));
     CU_ASSERT_STRING_EQUAL(r.out, "");
     harness_run_free(&r);
+}
 
-    r = harness_npusim("run", "extra", NULL);
+TEST(run_refuses_bad_options_with_status_2_naming_the_flag)
+{
+    refuses("--steps: expected an integer in 1 .. 1000000, got '0'", "--steps", "0", NULL);
+    refuses("--fidelity: expected fast or full, got 'fastest'", "--fidelity", "fastest", NULL);
+    refuses("unexpected argument 'extra'", "extra", NULL);
+    refuses("tpu-pod", "--arch", "tpu-pd", NULL);
+    refuses("--model is required with strategy flags", "--tp", "4", NULL);
+    refuses("--batch is required with --model", "--model", "mlp-tiny", NULL);
+    refuses("--tp 3 does not divide the 4 attention heads of gpt-tiny", "--arch", "a100-cluster",
+            "--model", "gpt-tiny", "--batch", "4", "--tp", "3", NULL);
+    refuses("--schedule", "--model", "gpt-tiny", "--batch", "4", "--schedule", "zigzag", NULL);
+}
+
+TEST(run_full_fidelity_and_functional_mode_are_refused_as_not_yet_available)
+{
+    refuses("--fidelity full is not yet available", "--fidelity", "full", NULL);
+    refuses("--functional needs --fidelity full", "--functional", NULL);
+}
+
+TEST(run_a_plan_that_does_not_fit_in_hbm_is_status_2_with_the_breakdown_by_role)
+{
+    /* GPT-2 small's fp32 Adam state alone (124 M x 12 bytes) is far more than tiny's 64 MiB */
+    harness_run r = harness_npusim("run", "--arch", "tiny", "--model", "gpt2-small", "--batch",
+                                   "2", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unexpected argument 'extra'"));
+    const char *want[] = {"gpt2-small does not fit", "of its 64.00 MiB of HBM", "parameters",
+                          "gradients", "optimizer state", "activations", "workspace",
+                          "--allow-oom"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want[i]));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
     harness_run_free(&r);
 }
