@@ -15,40 +15,70 @@
 
 /* ---- the framework's parameters of each op, as its kernel's attributes --------------------- */
 
-/* Fills k's attributes from node's ip/fp. */
-typedef void (*rk_attrs_fn)(const nn_tensor *node, kc_kernel *k);
-
-static void rk_add(kc_kernel *k, kc_attr a)
-{
-    if (k->n_attrs < KC_MAX_ATTRS)
-        k->attrs[k->n_attrs++] = a;
-}
-
-/* conv2d: ip[0] stride, ip[1] pad, ip[2] dilation, ip[3] groups (framework/op_linalg.c) */
-static void rk_conv2d(const nn_tensor *n, kc_kernel *k)
-{
-    rk_add(k, KC_INT("stride", n->ip[0]));
-    rk_add(k, KC_INT("pad", n->ip[1]));
-    rk_add(k, KC_INT("dilation", n->ip[2]));
-    rk_add(k, KC_INT("groups", n->ip[3]));
-}
-
-/* Ops whose kernel takes attributes, and how the node's parameters give them. An op with a
- * kernel but no row here is mapped with no attributes; the reference check then tells
- * whether that describes the node. */
-static const struct {
+/* Where a kernel attribute comes from in the framework node (framework/ops_api.c, optim.c,
+ * op_linalg.c): fp[idx], or ip[idx] + add. A row whose attribute the op's kernel does not
+ * declare is skipped; the reference check (rk_check_reference) then tells whether the
+ * kernel still describes the node. */
+typedef struct rk_attr_row {
     nn_op op;
-    rk_attrs_fn fill;
-} rk_attr_table[] = {
-    {NN_OP_CONV2D, rk_conv2d},
+    const char *name;
+    char from;    /* 'f': fp[idx], 'i': ip[idx] + add */
+    int idx;
+    int64_t add;
+} rk_attr_row;
+
+static const rk_attr_row rk_attr_rows[] = {
+    {NN_OP_CONV2D, "stride", 'i', 0, 0},
+    {NN_OP_CONV2D, "pad", 'i', 1, 0},
+    {NN_OP_CONV2D, "dilation", 'i', 2, 0},
+    {NN_OP_CONV2D, "groups", 'i', 3, 0},
+    {NN_OP_SCALE, "s", 'f', 0, 0},
+    {NN_OP_RELU, "clamp", 'f', 0, 0},
+    {NN_OP_RELU_GRAD, "clamp", 'f', 0, 0},
+    {NN_OP_CAST, "to", 'i', 0, 0},
+    {NN_OP_DROPOUT, "p", 'f', 0, 0},
+    {NN_OP_DROPOUT, "seed", 'i', 0, 0},
+    {NN_OP_CAUSAL_MASK, "fill", 'f', 0, 0},
+    {NN_OP_LAYERNORM, "eps", 'f', 0, 0},
+    {NN_OP_LAYERNORM_GRAD, "eps", 'f', 0, 0},
+    {NN_OP_RMSNORM, "eps", 'f', 0, 0},
+    {NN_OP_RMSNORM_GRAD, "eps", 'f', 0, 0},
+    /* optimizers: lr, then the rule's constants; ip[0] counts the steps taken before */
+    {NN_OP_SGD_UPDATE, "lr", 'f', 0, 0},
+    {NN_OP_SGD_UPDATE, "momentum", 'f', 1, 0},
+    {NN_OP_SGD_UPDATE, "weight_decay", 'f', 2, 0},
+    {NN_OP_SGD_UPDATE, "step", 'i', 0, 1},
+#define RK_ADAM(OP)                                                                             \
+    {OP, "lr", 'f', 0, 0}, {OP, "beta1", 'f', 1, 0}, {OP, "beta2", 'f', 2, 0},                    \
+    {OP, "eps", 'f', 3, 0}, {OP, "weight_decay", 'f', 4, 0}, {OP, "step", 'i', 0, 1}
+    RK_ADAM(NN_OP_ADAM_UPDATE),
+    RK_ADAM(NN_OP_ADAMW_UPDATE),
+#undef RK_ADAM
 };
 
-static rk_attrs_fn rk_attrs_of(nn_op op)
+static bool rk_declares(const kc_kernel_def *def, const char *name)
 {
-    for (size_t i = 0; i < sizeof rk_attr_table / sizeof rk_attr_table[0]; i++)
-        if (rk_attr_table[i].op == op)
-            return rk_attr_table[i].fill;
-    return NULL;
+    for (unsigned i = 0; i < def->n_attrs; i++)
+        if (!strcmp(def->attrs[i].name, name))
+            return true;
+    return false;
+}
+
+/* Fills k's attributes from node's parameters; false when the op has no row. */
+static bool rk_attrs(const kc_kernel_def *def, const nn_tensor *n, kc_kernel *k)
+{
+    bool any = false;
+    for (size_t i = 0; i < sizeof rk_attr_rows / sizeof rk_attr_rows[0]; i++) {
+        const rk_attr_row *r = &rk_attr_rows[i];
+        if (r->op != n->op)
+            continue;
+        any = true;
+        if (!rk_declares(def, r->name) || k->n_attrs == KC_MAX_ATTRS)
+            continue;
+        k->attrs[k->n_attrs++] = r->from == 'f' ? KC_REAL(r->name, n->fp[r->idx])
+                                                : KC_INT(r->name, n->ip[r->idx] + r->add);
+    }
+    return any;
 }
 
 /* ---- nodes --------------------------------------------------------------------------------- */
@@ -124,22 +154,25 @@ np_status run_kernel_of_node(const nn_tensor *node, const arch_config *cfg, kc_k
     if (!def)
         return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s')",
                           run_node_desc(node, desc, sizeof desc), node->name);
-    if ((def->n_in >= 0 && def->n_in != node->n_src) || def->n_out != 1 ||
-        node->n_src > KC_MAX_IN)
+    /* outputs: the node's result; an in-place update with several outputs also writes the
+     * state it updates, its sources 2, 3, ... (the optimizers: p, then m and v) */
+    bool update = (nn_op_flags(node->op) & NN_OPF_UPDATE) != 0;
+    int n_out = def->n_out;
+    if ((def->n_in >= 0 && def->n_in != node->n_src) || n_out < 1 || n_out > KC_MAX_OUT ||
+        (n_out > 1 && (!update || n_out > node->n_src)) || node->n_src > KC_MAX_IN)
         return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the %s kernel takes %d "
                           "inputs and %d outputs, the node has %d sources and one result",
                           run_node_desc(node, desc, sizeof desc), node->name,
                           nn_op_name(node->op), def->n_in, def->n_out, node->n_src);
     k->op = node->op;
     k->n_in = node->n_src;
-    k->n_out = 1;
+    k->n_out = n_out;
     for (int i = 0; i < node->n_src; i++)
         kc_tensor_of(&k->in[i], 0, node->src[i]);
     kc_tensor_of(&k->out[0], 0, node);
-    rk_attrs_fn fill = rk_attrs_of(node->op);
-    if (fill)
-        fill(node, k);
-    else if (def->n_attrs && !def->reference)
+    for (int i = 1; i < n_out; i++)
+        kc_tensor_of(&k->out[i], 0, node->src[i + 1]);
+    if (!rk_attrs(def, node, k) && def->n_attrs && !def->reference)
         return np_err_set(err, NP_ERR_UNKNOWN_KEY, "%s (node '%s'): npusim run cannot yet map "
                           "the node's parameters onto the attributes of the %s kernel",
                           run_node_desc(node, desc, sizeof desc), node->name,
