@@ -18,7 +18,7 @@
 #define RP_DROPPED 0x80000000u    /* an instance that lowered to nothing: pool offset */
 #define RP_MISSING_SHOWN 6        /* ops without kernels named in the message */
 
-enum { RP_KEY_AXIS_SHIFT = 1 }; /* groupset key: axis << 1 | ends */
+enum { RP_KEY_AXIS_SHIFT = 1 }; /* groupset key: axis << 1 | a part of the axis */
 
 typedef struct rp {
     const nn_plan *p;
@@ -30,14 +30,14 @@ typedef struct rp {
     /* pass 1 */
     run_kspec *ks;
     char **keys;
-    uint32_t n_ks, cap_ks;
+    uint32_t n_ks, cap_ks, cap_keys;
     run_hmap ks_index;
     uint32_t ***kid;          /* [class][block][entry]: kernel id, RUN_NONE when none */
     char missing[RP_MISSING_SHOWN][200];
     uint32_t n_missing;       /* distinct ops without kernels */
     nn_op missing_op[NN_OP_COUNT];
     np_status missing_status;
-    /* pass 2: groupsets by key (axis << 1 | ends) */
+    /* pass 2: groupsets by key (rp_gs_key) */
     uint32_t gs[NN_MESH_AXES * 2];
     int *buf;                 /* a group's ranks */
     /* pass 3 */
@@ -112,9 +112,8 @@ static np_status rp_kernel(rp *x, const nn_tensor *node, uint32_t *id)
             *id = i;
             return NP_OK;
         }
-    uint32_t cap = x->cap_ks;
-    if (!rp_grow((void **)&x->ks, &cap, x->n_ks + 1, sizeof *x->ks) ||
-        !rp_grow((void **)&x->keys, &x->cap_ks, x->n_ks + 1, sizeof *x->keys))
+    if (!rp_grow((void **)&x->ks, &x->cap_ks, x->n_ks + 1, sizeof *x->ks) ||
+        !rp_grow((void **)&x->keys, &x->cap_keys, x->n_ks + 1, sizeof *x->keys))
         return rp_oom(x);
     if (!(x->keys[x->n_ks] = strdup(key)) || !run_hmap_put(&x->ks_index, h, x->n_ks))
         return rp_oom(x);
@@ -167,15 +166,12 @@ static np_status rp_pass_kernels(rp *x)
 
 /* ---- pass 2: groupsets --------------------------------------------------------------------- */
 
-static bool rp_is_ends(const nn_plan_entry *e)
+/* A collective's groupset: its tag's axis, and whether its group is the whole axis or a
+ * part of it (the tied embedding's first and last stage): nn_plan_group says which ranks. */
+static uint32_t rp_gs_key(const rp *x, const nn_plan_entry *e)
 {
-    const nn_tensor *t = e->n_nodes ? e->nodes[0] : NULL;
-    return t && t->op == NN_OP_ALL_REDUCE && t->ip[NN_COMM_IP_PEER] == NN_GROUP_ENDS;
-}
-
-static uint32_t rp_gs_key(const nn_plan_entry *e)
-{
-    return (uint32_t)nn_comm_tag_axis(e->tag) << RP_KEY_AXIS_SHIFT | (rp_is_ends(e) ? 1u : 0u);
+    nn_mesh_axis a = nn_comm_tag_axis(e->tag);
+    return (uint32_t)a << RP_KEY_AXIS_SHIFT | (e->group_size != x->p->mesh.size[a] ? 1u : 0u);
 }
 
 /* The groupset of key (rep: an entry with that key, run by the ranks of classes cls[]). */
@@ -185,7 +181,10 @@ static np_status rp_make_groupset(rp *x, uint32_t key, const nn_plan_entry *rep,
     const nn_plan *p = x->p;
     static const char *const names[NN_MESH_AXES] = {"dp", "tp", "pp"};
     char name[RUN_NAME_MAX];
-    snprintf(name, sizeof name, "%s%s", names[key >> RP_KEY_AXIS_SHIFT], key & 1 ? "-ends" : "");
+    if (key & 1) /* a part of the axis: named by its size ("pp-2") */
+        snprintf(name, sizeof name, "%s-%d", names[key >> RP_KEY_AXIS_SHIFT], rep->group_size);
+    else
+        snprintf(name, sizeof name, "%s", names[key >> RP_KEY_AXIS_SHIFT]);
     uint32_t *members = NULL, n = 0, size = 0, cand = 0;
     np_status st = NP_OK;
     for (int r = 0; r < p->mesh.n_ranks && st == NP_OK; r++) {
@@ -241,7 +240,7 @@ static np_status rp_pass_groupsets(rp *x)
                 const nn_plan_entry *e = &bl->entries[i];
                 if (e->kind != NN_PLAN_COLLECTIVE || rp_collective_noop(e))
                     continue;
-                uint32_t k = rp_gs_key(e);
+                uint32_t k = rp_gs_key(x, e);
                 if (!rep[k])
                     rep[k] = e;
                 cls[k * (size_t)p->n_classes + (size_t)c] = true;
@@ -409,7 +408,7 @@ static np_status rp_task_of(rp *x, int c, int b, const nn_plan_entry *e, int ent
                               cl->stage, nn_op_name(e->nodes[0]->op));
         t->comm = rp_comm_kind(e->tag);
         t->stream = rp_coll_stream(e, t->op);
-        t->groupset = x->gs[rp_gs_key(e)];
+        t->groupset = x->gs[rp_gs_key(x, e)];
         t->bytes = e->bytes;
         t->elem_bytes = (uint32_t)nn_dtype_size(e->nodes[0]->dtype);
         if (t->op == COLL_OP_BROADCAST || t->op == COLL_OP_REDUCE)

@@ -4,9 +4,10 @@
  *   plan                         run graph
  *   rank r on mesh.chip[r]       rank r on chip mesh.chip[r]
  *   class (pipeline stage)       class: every rank of the stage runs its tasks
- *   mesh axes tp, dp, pp         groupsets "tp", "dp", "pp" (nn_plan_axis_group), plus
- *                                "pp-ends" for the tied-embedding all-reduce (first and last
- *                                stage: nn_plan_group)
+ *   mesh axes tp, dp, pp         groupsets "tp", "dp", "pp" (nn_plan_group), plus a groupset
+ *                                for collectives over a part of an axis, named by its size:
+ *                                "pp-2", the tied-embedding all-reduce of the first and the
+ *                                last stage
  *   schedule x blocks x entries  tasks in issue order: for each (block, micro-batch) of the
  *                                schedule, each entry that runs at that micro-batch
  *   compute entry                a compute task of the node's kernel (run_kernel.h); views and

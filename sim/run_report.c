@@ -284,6 +284,7 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "hardware_flops_per_step", json_real(o->hw_flops_per_step));
     json_object_set_new(j, "peak_flops_per_chip", json_real(o->peak_flops_per_chip));
     json_object_set_new(j, "tflops_per_chip", json_real(o->tflops_per_chip));
+    json_object_set_new(j, "hardware_tflops_per_chip", json_real(o->hw_tflops_per_chip));
     json_object_set_new(j, "mfu_pct", json_real(o->mfu_pct));
     json_object_set_new(j, "hfu_pct", json_real(o->hfu_pct));
     json_object_set_new(j, "bubble_pct", json_real(o->bubble_pct));

@@ -6,7 +6,7 @@
  *   model, arch, chips, system_chips, batch, seq, microbatch, micro_batches, schedule,
  *   recompute, precision, zero, sp, mesh {dp, tp, pp, order}, steps, fidelity,
  *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
- *   peak_flops_per_chip, tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
+ *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
  *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
  *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes}],
  *   units [{kind, min_util_pct, mean_util_pct, max_util_pct}],
