@@ -505,3 +505,73 @@ TEST(ops_without_kernels_are_named_together_with_their_shapes_and_nothing_is_gue
         nn_plan_free(p);
     }
 }
+
+/* ---- the JSON report --------------------------------------------------------------------- */
+
+TEST(the_json_report_has_the_issues_names_and_npusim_report_reads_it)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 4);
+    job_spec js = {.arch = "a100-cluster", .dp = 2, .tp = 2, .pp = 2, .batch = 8, .microbatch = 1,
+                   .schedule = NN_PP_1F1B};
+    timing t = {.rate = 1e10};
+    run_report rep;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
+    json_t *j = run_report_json(&rep);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    const char *top[] = {"model", "arch", "chips", "schedule", "recompute", "zero", "sp",
+                         "mesh", "micro_batches", "microbatch", "step_time_s", "tokens_per_s",
+                         "model_flops_per_step", "mfu_pct", "hfu_pct", "bubble_pct",
+                         "bubble_ratio", "comm", "units", "links", "memory", "fidelity",
+                         "wall_s"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(j, top[i]));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "fidelity")), "fast");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "chips")), 8);
+    json_t *c, *u, *l;
+    size_t i;
+    json_array_foreach(json_object_get(j, "comm"), i, c) {
+        CU_ASSERT(json_is_string(json_object_get(c, "kind")));
+        CU_ASSERT(json_is_number(json_object_get(c, "total_s")));
+        CU_ASSERT(json_is_number(json_object_get(c, "exposed_s")));
+        CU_ASSERT(json_is_integer(json_object_get(c, "bytes")));
+    }
+    CU_ASSERT(json_array_size(json_object_get(j, "comm")) >= 3); /* tp, dp, pp */
+    json_array_foreach(json_object_get(j, "units"), i, u)
+        for (int k = 0; k < 3; k++)
+            CU_ASSERT(json_is_number(json_object_get(u, (const char *[]){"min_util_pct",
+                                                      "mean_util_pct", "max_util_pct"}[k])));
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "units")), RUN_UNIT_COUNT);
+    json_array_foreach(json_object_get(j, "links"), i, l) {
+        CU_ASSERT(json_is_string(json_object_get(l, "name")));
+        CU_ASSERT(json_is_number(json_object_get(l, "avg_gbps")));
+        CU_ASSERT(json_is_number(json_object_get(l, "peak_gbps")));
+    }
+    CU_ASSERT(json_array_size(json_object_get(j, "links")) > 0);
+    json_t *m = json_object_get(j, "memory");
+    CU_ASSERT(json_is_integer(json_object_get(m, "peak_bytes")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(m, "hbm_bytes")), 80LL << 30);
+    /* npusim report draws its cards, utilization, links, memory and communication from it */
+    char dir[] = "/tmp/npusim_run_report_XXXXXX", path[64], html[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    snprintf(html, sizeof html, "%s/r.html", dir);
+    CU_ASSERT_EQUAL(json_dump_file(j, path, 0), 0);
+    harness_run r = harness_npusim("report", path, "-o", html, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    const char *want[] = {"step time", "MFU", "pipeline bubble", "exposed communication",
+                          "chart-util", "chart-memory",
+                          "More than 256 chips"}; /* a100-cluster's links: listed, not drawn */
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        CU_ASSERT_PTR_NOT_NULL(strstr(page, want[k]));
+    free(page);
+    harness_run_free(&r);
+    unlink(html);
+    unlink(path);
+    rmdir(dir);
+    json_decref(j);
+    run_report_free(&rep);
+}
