@@ -249,19 +249,37 @@ uint64_t run_arch_fingerprint(const arch_config *cfg)
 
 /* ---- the timer ----------------------------------------------------------------------------- */
 
+/* A hash of the running executable's bytes: the build whose compiler and core model made a
+ * timing (0 when it cannot be read; timings are then not kept in the file). */
+static uint64_t rk_build_id(void)
+{
+    FILE *f = fopen("/proc/self/exe", "rb");
+    if (!f)
+        return 0;
+    unsigned char buf[1 << 16];
+    uint64_t h = 0;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = run_hash_bytes(buf, n, h);
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    return bad ? 0 : h | 1;
+}
+
 typedef struct rk_entry {
-    uint64_t prog_hash;
+    char *key;
     run_ktime t;
     uint64_t hbm_bytes;
+    char name[64];
 } rk_entry;
 
 struct run_ktimer {
     const arch_config *cfg;
-    uint64_t fingerprint;
+    uint64_t fingerprint; /* architecture x build */
     char *path;
-    rk_entry *v;         /* timings of this architecture from the file and simulated since */
+    rk_entry *v;         /* timings of this architecture and build: from the file, then new */
     uint32_t n, cap;
-    run_hmap index;      /* program hash -> entry */
+    run_hmap index;      /* key hash -> entry */
     run_ktimer_stats st;
     void (*progress)(void *ctx, const char *what);
     void *progress_ctx;
@@ -269,7 +287,16 @@ struct run_ktimer {
 
 static const run_unit rk_units[] = {RUN_UNIT_DMA, RUN_UNIT_MXU, RUN_UNIT_VPU};
 
-static bool rk_put(run_ktimer *t, const rk_entry *e)
+static const rk_entry *rk_get(const run_ktimer *t, const char *key)
+{
+    uint64_t h = run_hash_bytes(key, strlen(key), 0);
+    for (uint32_t it = 0, i; (i = run_hmap_next(&t->index, h, &it)) != RUN_HMAP_END;)
+        if (!strcmp(t->v[i].key, key))
+            return &t->v[i];
+    return NULL;
+}
+
+static bool rk_put(run_ktimer *t, const char *key, const rk_entry *e)
 {
     if (t->n == t->cap) {
         uint32_t cap = t->cap ? 2 * t->cap : 64;
@@ -278,21 +305,17 @@ static bool rk_put(run_ktimer *t, const rk_entry *e)
             return false;
         t->v = v, t->cap = cap;
     }
-    if (!run_hmap_put(&t->index, e->prog_hash, t->n))
+    char *k = strdup(key);
+    if (!k || !run_hmap_put(&t->index, run_hash_bytes(key, strlen(key), 0), t->n)) {
+        free(k);
         return false;
-    t->v[t->n++] = *e;
+    }
+    t->v[t->n] = *e;
+    t->v[t->n++].key = k;
     return true;
 }
 
-static const rk_entry *rk_get(const run_ktimer *t, uint64_t h)
-{
-    for (uint32_t it = 0, i; (i = run_hmap_next(&t->index, h, &it)) != RUN_HMAP_END;)
-        if (t->v[i].prog_hash == h)
-            return &t->v[i];
-    return NULL;
-}
-
-/* A line: fingerprint prog-hash ps dma_ps mxu_ps vpu_ps hbm_bytes key (hex hashes). */
+/* A line: fingerprint ps dma_ps mxu_ps vpu_ps hbm_bytes name key (the fingerprint in hex). */
 static np_status rk_load(run_ktimer *t, np_err *err)
 {
     FILE *f = fopen(t->path, "r");
@@ -309,20 +332,24 @@ static np_status rk_load(run_ktimer *t, np_err *err)
         lineno++;
         if (line[0] == '#' || line[0] == '\n')
             continue;
-        uint64_t fp, h, v[5];
-        if (sscanf(line, "%" SCNx64 " %" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                   " %" SCNu64, &fp, &h, &v[0], &v[1], &v[2], &v[3], &v[4]) != 7) {
+        uint64_t fp, v[5];
+        int at = 0;
+        rk_entry e = {0};
+        if (sscanf(line, "%" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                   " %63s %n", &fp, &v[0], &v[1], &v[2], &v[3], &v[4], e.name, &at) != 7 || !at) {
             st = np_err_at(err, NP_ERR_FORMAT, t->path, lineno, 1, "not a kernel cache entry "
-                           "(fingerprint, program hash, ps, dma, mxu and vpu ps, HBM bytes, key)");
+                           "(fingerprint, ps, dma, mxu and vpu ps, HBM bytes, name, key)");
             break;
         }
-        if (fp != t->fingerprint || rk_get(t, h))
+        char *key = line + at;
+        key[strcspn(key, "\n")] = '\0';
+        if (fp != t->fingerprint || rk_get(t, key))
             continue;
-        rk_entry e = {.prog_hash = h, .hbm_bytes = v[4]};
         e.t.ps = v[0];
         for (int u = 0; u < 3; u++)
             e.t.unit_ps[rk_units[u]] = v[1 + u];
-        if (!rk_put(t, &e))
+        e.hbm_bytes = v[4];
+        if (!rk_put(t, key, &e))
             st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the kernel cache");
     }
     fclose(f);
@@ -338,7 +365,14 @@ np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
     t->cfg = cfg;
-    t->fingerprint = run_arch_fingerprint(cfg);
+    if (t->path) {
+        uint64_t build = rk_build_id();
+        t->fingerprint = run_hash_bytes(&build, sizeof build, run_arch_fingerprint(cfg));
+        if (!build) { /* no build identity: nothing can be known to be the same */
+            free(t->path);
+            t->path = NULL;
+        }
+    }
     if (t->path && rk_load(t, err) != NP_OK) {
         run_ktimer_free(t);
         return err->status;
@@ -351,6 +385,8 @@ void run_ktimer_free(run_ktimer *t)
 {
     if (!t)
         return;
+    for (uint32_t i = 0; i < t->n; i++)
+        free(t->v[i].key);
     free(t->path);
     free(t->v);
     run_hmap_free(&t->index);
@@ -370,33 +406,6 @@ static double rk_wall(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* A hash of everything the core model reads of p: each core's instructions and kernels, the
- * data sections' places and sizes, the name table. */
-static np_status rk_prog_hash(const isa_program *p, uint64_t *out, np_err *err)
-{
-    uint64_t h = run_hash_bytes(&p->n_cores, sizeof p->n_cores, 0);
-    for (uint32_t c = 0; c < p->n_cores; c++) {
-        const isa_core_text *t = &p->cores[c];
-        h = run_hash_bytes(&t->core, sizeof t->core, h);
-        for (uint32_t i = 0; i < t->n_insns; i++) {
-            uint8_t w[ISA_WORD_BYTES];
-            if (isa_encode(&t->insns[i], w, err) != NP_OK)
-                return err->status;
-            h = run_hash_bytes(w, sizeof w, h);
-        }
-        for (uint32_t k = 0; k < t->n_kernels; k++) {
-            uint32_t se[2] = {t->kernels[k].start, t->kernels[k].count};
-            h = run_hash_bytes(se, sizeof se, h);
-        }
-    }
-    for (uint32_t d = 0; d < p->n_data; d++) {
-        uint64_t as[2] = {p->data[d].addr, p->data[d].size};
-        h = run_hash_bytes(as, sizeof as, h);
-    }
-    *out = run_hash_bytes(p->names, p->names_len, h);
-    return NP_OK;
 }
 
 /* k compiled alone: every operand in a .bss buffer of its own, then halt on every core. */
@@ -448,33 +457,25 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
 {
     run_ktimer *t = ctx;
     run_kspec *ks = rk->data;
+    const rk_entry *have = t->path ? rk_get(t, rk->key) : NULL;
+    if (have) {
+        *out = have->t;
+        snprintf(ks->name, sizeof ks->name, "%s", have->name);
+        ks->hbm_bytes = have->hbm_bytes;
+        t->st.from_file++;
+        return NP_OK;
+    }
     if (t->progress)
         t->progress(t->progress_ctx, rk->key);
     double t0 = rk_wall();
     kc_result res;
     isa_program *prog = NULL;
-    uint64_t h = 0;
-    np_status st = rk_compile(t->cfg, &ks->k, &res, &prog, err);
-    if (st == NP_OK)
-        st = rk_prog_hash(prog, &h, err);
-    if (st != NP_OK) {
-        isa_program_free(prog);
-        np_err_prefix(err, "kernel %s", rk->key);
-        return st;
-    }
-    t->st.compiled++;
-    snprintf(ks->name, sizeof ks->name, "%s", res.name);
-    ks->hbm_bytes = res.hbm_read_bytes + res.hbm_write_bytes;
-    const rk_entry *have = rk_get(t, h);
-    if (have) {
-        *out = have->t;
-        t->st.from_file++;
-        isa_program_free(prog);
-        t->st.sim_wall_s += rk_wall() - t0;
-        return NP_OK;
-    }
     core_report *rep = NULL;
-    st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
+    np_status st = rk_compile(t->cfg, &ks->k, &res, &prog, err);
+    if (st == NP_OK) {
+        t->st.compiled++;
+        st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
+    }
     isa_program_free(prog);
     if (st != NP_OK) {
         np_err_prefix(err, "kernel %s", rk->key);
@@ -483,21 +484,24 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     rk_from_report(t->cfg, rep, out);
     core_report_free(rep);
     t->st.simulated++;
-    rk_entry e = {.prog_hash = h, .t = *out, .hbm_bytes = ks->hbm_bytes};
-    if (!rk_put(t, &e))
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    if (t->path) {
-        FILE *f = fopen(t->path, "a");
-        bool ok = f && fprintf(f, "%016" PRIx64 " %016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                               " %" PRIu64 " %" PRIu64 " %s\n", t->fingerprint, h, out->ps,
-                               out->unit_ps[RUN_UNIT_DMA], out->unit_ps[RUN_UNIT_MXU],
-                               out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes, rk->key) > 0;
-        if (f && fclose(f) != 0)
-            ok = false;
-        if (!ok)
-            return np_err_set(err, NP_ERR_IO, "%s: cannot append to the kernel cache: %s",
-                              t->path, strerror(errno));
-    }
+    snprintf(ks->name, sizeof ks->name, "%s", res.name);
+    ks->hbm_bytes = res.hbm_read_bytes + res.hbm_write_bytes;
     t->st.sim_wall_s += rk_wall() - t0;
+    if (!t->path)
+        return NP_OK;
+    rk_entry e = {.t = *out, .hbm_bytes = ks->hbm_bytes};
+    snprintf(e.name, sizeof e.name, "%s", ks->name[0] ? ks->name : nn_op_name(ks->k.op));
+    if (!rk_put(t, rk->key, &e))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    FILE *f = fopen(t->path, "a");
+    bool ok = f && fprintf(f, "%016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                           " %" PRIu64 " %s %s\n", t->fingerprint, out->ps,
+                           out->unit_ps[RUN_UNIT_DMA], out->unit_ps[RUN_UNIT_MXU],
+                           out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes, e.name, rk->key) > 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok)
+        return np_err_set(err, NP_ERR_IO, "%s: cannot append to the kernel cache: %s", t->path,
+                          strerror(errno));
     return NP_OK;
 }

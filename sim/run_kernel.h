@@ -25,10 +25,12 @@
  *     without a kernel, or whose parameters this file cannot map, is an error naming the op,
  *     the node and its shapes — never a guessed duration.
  *
- * The timing cache file (optional): one line per kernel program, keyed by the architecture's
- * fingerprint (a hash of its core and chip sections) and a hash of the compiled program, so a
- * timing is reused only for the very same instructions on the very same hardware; other
- * architectures' lines are kept. Lines are appended as kernels are simulated.
+ * The timing cache file (optional): one line per kernel, keyed by the kernel's key, the
+ * architecture's fingerprint (a hash of its core and chip sections) and the build (a hash of
+ * the running executable: the compiler and the core model that made the timing), so a timing
+ * is reused only where compiling and simulating the kernel again would give the same; other
+ * architectures' and builds' lines are kept. A reused kernel is neither compiled nor simulated.
+ * Lines are appended as kernels are simulated.
  */
 #ifndef NPUSIM_SIM_RUN_KERNEL_H
 #define NPUSIM_SIM_RUN_KERNEL_H
@@ -78,13 +80,14 @@ typedef struct run_ktimer run_ktimer;
 typedef struct run_ktimer_stats {
     uint32_t compiled;   /* kernels compiled */
     uint32_t simulated;  /* ... simulated on the core model */
-    uint32_t from_file;  /* ... whose timing came from the cache file */
+    uint32_t from_file;  /* kernels whose timing came from the cache file (not compiled) */
     double sim_wall_s;   /* wall time spent compiling and simulating */
 } run_ktimer_stats;
 
 /* A kernel timer for cfg (which must outlive it), with an optional cache file (path NULL:
- * none; a missing file is created when the first timing is written). NP_ERR_IO when the file
- * exists but cannot be read, NP_ERR_FORMAT naming the line that is not an entry. */
+ * none; a missing file is created when the first timing is written; without a readable
+ * /proc/self/exe the build is unknown and no file is used). NP_ERR_IO when the file exists
+ * but cannot be read, NP_ERR_FORMAT naming the line that is not an entry. */
 np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer **out,
                             np_err *err);
 void run_ktimer_free(run_ktimer *t);
