@@ -123,6 +123,13 @@ static const char *fmt_si(double v, const char *unit, char *buf, size_t n)
     return buf;
 }
 
+/* A percentage with the digits that matter: 42.5 %, 0.73 %, 0.0021 %. */
+static const char *fmt_pct(double v, char *buf, size_t n)
+{
+    snprintf(buf, n, v == 0 || v >= 10 ? "%.1f %%" : v >= 0.1 ? "%.2f %%" : "%.2g %%", v);
+    return buf;
+}
+
 /* 1234567 -> "1,234,567" */
 static const char *fmt_count(uint64_t v, char *buf, size_t n)
 {
@@ -164,7 +171,8 @@ static void run_print(const run_report *r)
            fmt_si(r->tflops_per_chip * 1e12, "FLOP/s", a, sizeof a),
            fmt_si(r->hw_tflops_per_chip * 1e12, "FLOP/s", b, sizeof b),
            fmt_si(r->peak_flops_per_chip, "FLOP/s", c, sizeof c));
-    printf("MFU / HFU            %.1f %% / %.1f %%\n", r->mfu_pct, r->hfu_pct);
+    printf("MFU / HFU            %s / %s\n", fmt_pct(r->mfu_pct, a, sizeof a),
+           fmt_pct(r->hfu_pct, b, sizeof b));
     if (r->pp > 1) {
         printf("pipeline bubble      %.1f %% of the pipeline's window ((p-1)/(m+p-1) form; "
                "analytical %.1f %%), %.3f of busy time ((p-1)/m form)\n", r->bubble_pct,
