@@ -149,10 +149,10 @@ static const char *fmt_count(uint64_t v, char *buf, size_t n)
 static void run_print(const run_report *r)
 {
     char a[48], b[48], c[48], d[48];
-    printf("# %s on %s: %" PRIu32 " of %" PRIu32 " chips, dp %d x tp %d x pp %d, %s, %d "
-           "micro-batches of %" PRId64 " (global batch %" PRId64, r->model, r->arch, r->chips,
-           r->system_chips, r->dp, r->tp, r->pp, r->schedule, r->micro_batches, r->microbatch,
-           r->batch);
+    printf("# %s on %s: %s of %s chips, dp %d x tp %d x pp %d, %s, %d micro-batches of %" PRId64
+           " (global batch %" PRId64, r->model, r->arch, fmt_count(r->chips, a, sizeof a),
+           fmt_count(r->system_chips, b, sizeof b), r->dp, r->tp, r->pp, r->schedule,
+           r->micro_batches, r->microbatch, r->batch);
     if (r->seq > 1)
         printf(", sequence %" PRId64, r->seq);
     printf(")\n# %s, ZeRO %d%s, recompute %s; %s fidelity, %" PRIu32 " step%s\n\n",

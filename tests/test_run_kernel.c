@@ -149,3 +149,47 @@ TEST(a_kernels_timing_is_its_run_on_the_core_model_and_the_cache_file_keeps_it_p
     krun_result_free(&kr);
     nn_graph_free(g);
 }
+
+TEST(in_place_updates_without_kernels_run_as_the_elementwise_kernel_they_compute)
+{
+    arch_config cfg = tiny();
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *acc = nn_leaf(g, "acc", NN_ROLE_GRADIENT, NN_BF16, 2, (int64_t[]){8, 32});
+    nn_tensor *gr = nn_input(g, "g", NN_BF16, 2, (int64_t[]){8, 32});
+    nn_tensor *master = nn_leaf(g, "master", NN_ROLE_OPTSTATE, NN_F32, 2, (int64_t[]){8, 32});
+    struct {
+        nn_tensor *node, *same;
+    } cases[] = {
+        {nn_grad_accumulate(g, acc, gr), nn_add(g, acc, gr)},      /* acc += g */
+        {nn_copy_to(g, acc, master), nn_cast(g, master, NN_BF16)}, /* acc = bf16(master) */
+        {nn_fill(g, acc, 0.0), NULL},                              /* acc = 0 */
+    };
+    for (int i = 0; i < 3; i++) {
+        nn_op op = cases[i].node->op;
+        if (kc_kernel_find(op)) /* its own kernel now */
+            continue;
+        kc_kernel k, want;
+        np_err err = {0};
+        np_status st = run_kernel_of_node(cases[i].node, &cfg, &k, &err);
+        nn_op as = i == 0 ? NN_OP_ADD : i == 1 ? NN_OP_CAST : NN_OP_BROADCAST_TO;
+        if (!kc_kernel_find(as)) {
+            CU_ASSERT_EQUAL(st, NP_ERR_MISSING);
+            continue;
+        }
+        CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+        CU_ASSERT_EQUAL(k.op, as);
+        CU_ASSERT_EQUAL(k.out[0].dtype, NN_BF16);
+        CU_ASSERT_EQUAL(k.out[0].shape[1], 32);
+        if (cases[i].same) { /* the very kernel of the op it computes: one key, one timing */
+            CU_ASSERT_EQUAL_FATAL(run_kernel_of_node(cases[i].same, &cfg, &want, &err), NP_OK);
+            char a[RUN_KEY_MAX], b[RUN_KEY_MAX];
+            run_kernel_key(&k, a, sizeof a);
+            run_kernel_key(&want, b, sizeof b);
+            CU_ASSERT_STRING_EQUAL(a, b);
+        } else { /* a scalar broadcast over the buffer */
+            CU_ASSERT_EQUAL(k.n_in, 1);
+            CU_ASSERT_EQUAL(k.in[0].ndim, 0);
+        }
+    }
+    nn_graph_free(g);
+}
