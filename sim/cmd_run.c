@@ -47,8 +47,10 @@ const char cmd_run_usage[] =
     "  --steps N         training steps simulated one after the other (default 1)\n"
     "  --fidelity F      fast (default): each distinct kernel simulated once on the core model,\n"
     "                    every rank's plan replayed on its chip's engines over the network;\n"
-    "                    full: every core's whole-step program (not yet available)\n"
-    "  --functional      compute values (needs --fidelity full)\n"
+    "                    full: every rank's step lowered to one program per core and run on\n"
+    "                    the core model (the reference; small systems, one step)\n"
+    "  --functional      compute values (with --fidelity full): the step's loss beside the\n"
+    "                    distributed executor's, from a seeded initialisation and batch\n"
     "  --trace T         write a Chrome/Perfetto trace (gzip when T ends in .gz)\n"
     CLI_TRACE_USAGE
     "  --kernel-cache F  keep kernel timings in file F (keyed by architecture and program)\n"
@@ -160,6 +162,9 @@ static void run_print(const run_report *r)
            r->sp ? ", sequence parallel" : "", r->recompute, r->fidelity, r->steps,
            r->steps == 1 ? "" : "s");
     printf("step time            %s\n", fmt_time(r->step_time_s, a, sizeof a));
+    if (!isnan(r->loss))
+        printf("loss                 %.6f (the distributed executor: %.6f)\n", r->loss,
+               r->loss_reference);
     if (r->seq > 1)
         printf("throughput           %s tokens/s\n", fmt_count((uint64_t)(r->tokens_per_s + 0.5), a, sizeof a));
     else
@@ -310,14 +315,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     }
     if (st == NP_OK && optind < argc)
         st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (st == NP_OK && strcmp(fidelity, "full") == 0)
-        st = np_err_set(err, NP_ERR_USAGE, "--fidelity full is not yet available: it needs "
-                        "whole-step programs per core and the steppable hardware system; "
-                        "--fidelity fast (the default) simulates every kernel on the core model "
-                        "once and replays every rank's plan over the network");
-    if (st == NP_OK && functional)
-        st = np_err_set(err, NP_ERR_USAGE, "--functional needs --fidelity full, which is not "
-                        "yet available");
+    j.full = strcmp(fidelity, "full") == 0;
+    j.functional = functional;
     if (st == NP_OK && !model) {
         if (strategy_given)
             st = np_err_set(err, NP_ERR_USAGE, "--model is required with strategy flags (the "

@@ -1,10 +1,13 @@
 /* run_job.c — `npusim run` from the plan to the report (see run_job.h). */
 #include "run_job.h"
 
+#include <math.h>
+
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#include "run_job_impl.h"
 #include "run_kernel.h"
 #include "run_plan.h"
 #include "run_trace.h"
@@ -38,10 +41,41 @@ static void rj_run_progress(void *ctx, double done)
     p->j->progress(p->j->progress_ctx, "simulating", done);
 }
 
+/* The full-fidelity job: the plan's ranks lowered and run on the core model. */
+static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_err *err)
+{
+    if (j->trace_path)
+        return np_err_set(err, NP_ERR_USAGE, "--trace is not available with --fidelity full "
+                          "yet (the fast fidelity's trace has the same layout)");
+    if (j->steps > 1)
+        return np_err_set(err, NP_ERR_USAGE, "--fidelity full simulates one step (--steps 1)");
+    if (j->progress)
+        j->progress(j->progress_ctx, "lowering and running every rank", 0);
+    run_full_result fr;
+    double loss, loss_ref;
+    np_status st = rj_full(j, p, &fr, &loss, &loss_ref, err);
+    if (st != NP_OK)
+        return st;
+    st = run_report_make(p, NULL, j->cfg, fr.r, NULL, out, err);
+    if (st == NP_OK) {
+        out->fidelity = "full";
+        out->loss = loss;
+        out->loss_reference = loss_ref;
+        out->kernels = (uint32_t)fr.kernels;
+        out->events = fr.events;
+        out->tasks = fr.kernels + fr.comm;
+    }
+    run_full_result_free(&fr);
+    return st;
+}
+
 np_status run_job_run(const run_job *j, run_report *out, np_err *err)
 {
     double t0 = rj_wall();
     memset(out, 0, sizeof *out);
+    if (j->functional && !j->full)
+        return np_err_set(err, NP_ERR_USAGE, "--functional needs --fidelity full (values are "
+                          "computed by the whole-step programs on the core model)");
     nn_plan *p = NULL;
     run_plan *rp = NULL;
     run_ktimer *kt = NULL;
@@ -51,6 +85,12 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     np_status st = nn_plan_build(j->model, &j->o, &j->s, &j->optim, j->cfg, &p, err);
     if (st == NP_OK && !j->allow_oom)
         st = run_memory_check(p, err);
+    if (st == NP_OK && j->full) {
+        st = rj_run_full(j, p, out, err);
+        out->wall_s = rj_wall() - t0;
+        nn_plan_free(p);
+        return st;
+    }
     if (st == NP_OK)
         st = run_plan_build(p, j->cfg, &(run_plan_opts){.nodes_only = j->time_kernel != NULL},
                             &rp, err);

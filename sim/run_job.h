@@ -6,8 +6,10 @@
  *      breakdown, unless allow_oom);
  *   3. the plan becomes the engine's task graph (run_plan.h): each distinct compute op one
  *      kernel of compiler/'s ABI;
- *   4. the engine (run_engine.h) times each kernel once on the core model (run_kernel.h) and
- *      replays every rank's tasks on one event queue, collectives and sends over the network;
+ *   4. fast fidelity: the engine (run_engine.h) times each kernel once on the core model
+ *      (run_kernel.h) and replays every rank's tasks on one event queue, collectives and
+ *      sends over the network; full fidelity: every rank's step lowered to one program per
+ *      core and run on the core model (run_full.h), with values when functional;
  *   5. the figures (run_report.h) and, with trace_path, the trace (run_trace.h).
  *
  *   run_job j = {.cfg = &cfg, .model = &desc, .steps = 1};
@@ -43,6 +45,11 @@ typedef struct run_job {
     bool no_cache;            /* time every executed kernel (no timing cache, no file) */
     bool no_dedup;            /* simulate every rank (no mirrored ranks) */
     bool allow_oom;           /* simulate a plan that does not fit in HBM */
+    bool full;                /* full fidelity: every rank's step lowered to one program per
+                                 core and run on the core model (sim/run_full.h), one step */
+    bool functional;          /* (full) values: a seeded initialisation (o.seed) and batch;
+                                 the report gives the simulated loss and the distributed
+                                 executor's */
     uint32_t top_links;       /* busiest links in the report (0: 8; at most RUN_REPORT_LINKS_MAX) */
     const char *kernel_cache; /* (optional) timing cache file (run_kernel.h) */
     /* (optional) times kernels instead of the core model (tests: analytical durations) */

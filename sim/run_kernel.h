@@ -13,17 +13,15 @@
  *   run_ktimer_time(t, &(run_kernel){.key = key, .data = &k}, &kt, &err);  // a run_kernel_fn
  *   run_ktimer_free(t);
  *
- * What a node lowers to:
+ * What a node lowers to is the step lowering's own mapping (compiler/lower.h,
+ * lower_node_kernel), so both fidelities time the same kernels for the same nodes:
  *   - views (NN_OPF_VIEW: reshape, stop_grad, group_copy, send) and ops compiler/kernels.def
  *     marks as needing no kernel lower to nothing (run_node_is_view);
  *   - every other op to the kernel of kernels.def: inputs the node's sources (dense,
- *     row-major, their shapes and dtypes), output the node's result, attributes from the
- *     node's parameters by this file's table of the framework's ip/fp layout per op, placed
- *     on cores 0 .. chip.cores-1. Before it is used the mapping is checked against the
- *     kernel's own reference (kc_kernel_def.reference): the framework node that the kernel's
- *     attributes describe must be the plan's node (op, shape, dtype, parameters). An op
- *     without a kernel, or whose parameters this file cannot map, is an error naming the op,
- *     the node and its shapes — never a guessed duration.
+ *     row-major), outputs its result (an update: the parameter and its state), attributes
+ *     from the node's parameters, checked against the kernel's reference, placed on cores
+ *     0 .. chip.cores-1. An op without a kernel, or whose kernel does not take this form of
+ *     it, is an error naming the op, the node and its shapes — never a guessed duration.
  *
  * The timing cache file (optional): one line per kernel, keyed by the kernel's key, the
  * architecture's fingerprint (a hash of its core and chip sections) and the build (a hash of
@@ -58,10 +56,10 @@ typedef struct run_kspec {
 /* True when node lowers to nothing (a view, or an op kernels.def says needs no kernel). */
 bool run_node_is_view(const nn_tensor *node);
 
-/* Fills *k with the kernel of node on cfg's chip (operand addresses 0). NP_ERR_MISSING when
- * the op has no kernel yet, NP_ERR_UNKNOWN_KEY when its parameters cannot be mapped onto the
- * kernel's attributes, NP_ERR_INCONSISTENT when the kernel's operand counts or its reference
- * disagree with the node; each message names the op, the node and its shapes. */
+/* Fills *k with the kernel of node on cfg's chip (operand addresses 0): lower_node_kernel.
+ * NP_ERR_MISSING when the op has no kernel (or none for this form of it), NP_ERR_INCONSISTENT
+ * when the kernel's operands, attributes or reference do not describe the node; each message
+ * names the op, the node and its shapes. */
 np_status run_kernel_of_node(const nn_tensor *node, const arch_config *cfg, kc_kernel *k,
                              np_err *err);
 

@@ -80,7 +80,7 @@ static np_status rp_missing(rp *x, const nn_tensor *node, const np_err *e)
         char d[160];
         snprintf(x->missing[x->n_missing], sizeof x->missing[0], "%s%s",
                  run_node_desc(node, d, sizeof d),
-                 e->status == NP_ERR_UNKNOWN_KEY ? " (its parameters cannot be mapped yet)" : "");
+                 e->status == NP_ERR_INCONSISTENT ? " (its kernel does not describe it)" : "");
     }
     x->missing_op[x->n_missing++] = node->op;
     if (x->missing_status == NP_OK)
@@ -99,7 +99,7 @@ static np_status rp_kernel(rp *x, const nn_tensor *node, uint32_t *id)
         run_node_desc(node, key + n, sizeof key - (size_t)n);
         s.k.op = node->op;
     } else if (run_kernel_of_node(node, x->cfg, &s.k, &e) != NP_OK) {
-        if (e.status == NP_ERR_MISSING || e.status == NP_ERR_UNKNOWN_KEY)
+        if (e.status == NP_ERR_MISSING || e.status == NP_ERR_INCONSISTENT)
             return rp_missing(x, node, &e);
         *x->err = e;
         return e.status;

@@ -2,6 +2,7 @@
 #include "run_report.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -192,14 +193,15 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     nn_plan_summary_free(&s);
     /* the engine */
     o->events = r->events;
-    for (uint32_t c = 0; c < rp->n_classes; c++)
+    o->loss = o->loss_reference = NAN;
+    for (uint32_t c = 0; rp && c < rp->n_classes; c++)
         for (uint32_t i = 0; i < r->ranks; i++)
             if (run_graph_class_of(rp->g, i) == c)
                 o->tasks += (uint64_t)rp->n_tasks[c] * r->steps;
     o->colls_simulated = r->colls_simulated;
     o->colls_reused = r->colls_reused;
     o->transfers = r->transfers;
-    o->kernels = rp->n_kspecs;
+    o->kernels = rp ? rp->n_kspecs : 0;
     if (kt) {
         o->kernels_simulated = kt->simulated;
         o->kernels_from_file = kt->from_file;
@@ -296,6 +298,10 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "links", links);
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "engine", engine);
+    if (!isnan(o->loss)) {
+        json_object_set_new(j, "loss", json_real(o->loss));
+        json_object_set_new(j, "loss_reference", json_real(o->loss_reference));
+    }
     json_object_set_new(j, "wall_s", json_real(o->wall_s));
     return j;
 }

@@ -13,7 +13,8 @@
  *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}],
  *   memory {params_bytes, ..., total_bytes, peak_bytes, hbm_bytes, stage, fits},
  *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, colls_simulated,
- *           colls_reused, transfers, ranks_simulated, mirror_ways}, wall_s
+ *           colls_reused, transfers, ranks_simulated, mirror_ways}, wall_s; with
+ *   --functional: loss, loss_reference
  */
 #ifndef NPUSIM_SIM_RUN_REPORT_H
 #define NPUSIM_SIM_RUN_REPORT_H
@@ -83,11 +84,14 @@ typedef struct run_report {
     /* what the engine did */
     uint64_t events, tasks, colls_simulated, colls_reused, transfers;
     uint32_t kernels, kernels_simulated, kernels_from_file, ranks_simulated, mirror_ways;
+    double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
+                                    distributed executor's (NaN otherwise) */
     double wall_s;
 } run_report;
 
-/* The figures of result r (of rp's graph, of plan p on cfg); kt (may be NULL) for the kernel
- * counts. NP_ERR_NOMEM. Free with run_report_free. */
+/* The figures of result r (of rp's graph, of plan p on cfg; rp NULL: a full-fidelity run,
+ * the caller fills the engine's counts); kt (may be NULL) for the kernel counts.
+ * NP_ERR_NOMEM. Free with run_report_free. */
 np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_config *cfg,
                           const run_result *r, const run_ktimer_stats *kt, run_report *out,
                           np_err *err);

@@ -57,10 +57,12 @@ TEST(run_refuses_bad_options_with_status_2_naming_the_flag)
     refuses("--schedule", "--model", "gpt-tiny", "--batch", "4", "--schedule", "zigzag", NULL);
 }
 
-TEST(run_full_fidelity_and_functional_mode_are_refused_as_not_yet_available)
+TEST(run_functional_mode_needs_full_fidelity_and_full_fidelity_has_no_trace_yet)
 {
-    refuses("--fidelity full is not yet available", "--fidelity", "full", NULL);
-    refuses("--functional needs --fidelity full", "--functional", NULL);
+    refuses("--functional needs --fidelity full", "--model", "mlp-tiny", "--batch", "8",
+            "--functional", NULL);
+    refuses("--trace is not available with --fidelity full", "--model", "mlp-tiny", "--batch",
+            "8", "--fidelity", "full", "--trace", "/tmp/npusim_never_written.json", NULL);
 }
 
 TEST(run_a_plan_that_does_not_fit_in_hbm_is_status_2_with_the_breakdown_by_role)
@@ -76,6 +78,52 @@ TEST(run_a_plan_that_does_not_fit_in_hbm_is_status_2_with_the_breakdown_by_role)
         CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want[i]));
     CU_ASSERT_STRING_EQUAL(r.out, "");
     harness_run_free(&r);
+}
+
+/* ---- full fidelity: 8 chips of tiny with 8 cores each ---------------------------------------- */
+
+#define TINY8 "--arch", "tiny", "--set", "system.chips=8", "--set", "chip.cores=8", "--set", \
+              "chip.mesh_x=4", "--set", "chip.mesh_y=2"
+
+TEST(full_fidelity_runs_every_ranks_lowered_step_and_functional_mode_gives_the_executors_loss)
+{
+    const char *prec[] = {"fp32", "bf16"};
+    double tol[] = {1e-5, 1e-2};
+    for (int i = 0; i < 2; i++) {
+        harness_run r = harness_npusim("run", TINY8, "--model", "mlp-tiny", "--batch", "16",
+                                       "--dp", "2", "--tp", "2", "--pp", "2", "--microbatch", "2",
+                                       "--precision", prec[i], "--fidelity", "full",
+                                       "--functional", "--json", NULL);
+        CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+        json_t *j = json_loads(r.out, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "fidelity")), "full");
+        CU_ASSERT(json_number_value(json_object_get(j, "step_time_s")) > 0);
+        double loss = json_number_value(json_object_get(j, "loss"));
+        double want = json_number_value(json_object_get(j, "loss_reference"));
+        CU_ASSERT(want > 0.1);
+        CU_ASSERT(fabs(loss - want) <= tol[i] * fabs(want));
+        json_decref(j);
+        harness_run_free(&r);
+    }
+    /* the same plan at both fidelities: the plan's FLOPs, the same kinds of communication */
+    harness_run f = harness_npusim("run", TINY8, "--model", "gpt-tiny", "--batch", "8", "--dp",
+                                   "4", "--pp", "2", "--microbatch", "1", "--fidelity", "full",
+                                   "--json", NULL);
+    harness_run s = harness_npusim("run", TINY8, "--model", "gpt-tiny", "--batch", "8", "--dp",
+                                   "4", "--pp", "2", "--microbatch", "1", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(f.exit_status, 0);
+    CU_ASSERT_EQUAL_FATAL(s.exit_status, 0);
+    json_t *jf = json_loads(f.out, 0, NULL), *js = json_loads(s.out, 0, NULL);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(jf, "model_flops_per_step")),
+                           json_number_value(json_object_get(js, "model_flops_per_step")), 0.5);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(jf, "comm")),
+                    json_array_size(json_object_get(js, "comm")));
+    CU_ASSERT(json_number_value(json_object_get(jf, "step_time_s")) > 0);
+    json_decref(jf);
+    json_decref(js);
+    harness_run_free(&f);
+    harness_run_free(&s);
 }
 
 /* ---- a real run: gpt-tiny on 4 chips of tpu-pod, dp 2 x pp 2, 1F1B, every kernel compiled and
