@@ -1,21 +1,28 @@
-/* bench_run.c — the run engine at the size of the main job's goal (see bench/README.md).
+/* bench_run.c — `npusim run` at the size of the main job's goal (see bench/README.md).
  *
- * A synthetic task graph of GPT-3 175B's training step on 1024 chips of a100-cluster: tp 8
- * (one NVLink island), pp 16, dp 8, rank = tp + 8 (dp + 8 pp) as Megatron-LM orders them;
- * 96 layers, 6 per stage; 1F1B over 192 micro-batches of one 2048-token sequence (global
- * batch 1536). Per layer and micro-batch: attention and MLP forward, each followed by a tp
- * all-reduce of the activations (s x h bf16), and the same backward; activations and their
- * gradients sent between stages; after the last micro-batch, each layer's bf16 gradients
- * all-reduced across dp as its backward finishes (one bucket per layer); then the optimizer.
- * Kernel durations are the layer's FLOPs at a fixed fraction of the chip's peak (no core
- * model here: the bench measures the engine, not the kernels).
+ *   build/bench/bench_run                      GPT-3 175B, 1024 chips of a100-cluster, tp 8,
+ *                                              pp 16, dp 8, 1F1B, micro-batch 1, global batch
+ *                                              1536, fast fidelity (issue 12, done-when 5)
+ *   build/bench/bench_run --default            the README's default run (npusim run)
+ *   build/bench/bench_run --zoo                every zoo model under one strategy on a preset
+ *                                              it fits (done-when 6)
+ *   build/bench/bench_run --megatron FILE      every row of a weak-scaling table (below)
  *
- * Prints the wall and CPU time and the peak memory (max RSS) of building and of simulating,
- * the events, what the shortcuts did, and the simulated figures. Goal (issue 12, done-when
- * 5): <= 60 s and <= 8 GB on this machine.
+ * Options: --kernel-cache FILE (kernel timings kept across runs), --no-cache, --no-dedup,
+ * --analytical EFF (kernels timed as their FLOPs at EFF of the chip's peak, at least 1 ns,
+ * instead of compiled and simulated: the engine on the real plan, whatever kernels exist),
+ * --json.
  *
- *   build/bench/bench_run [--micro-batches M] [--steps N] [--no-cache] [--no-reuse]
- *                         [--no-dedup] [--json]
+ * Prints, per run: wall and CPU time and peak memory (max RSS) of the whole run (plan,
+ * kernels, simulation), the kernels compiled and simulated, the events, and the simulated
+ * step, MFU, bubble and exposed communication. Goal (issue 12): GPT-3 175B in <= 60 s and
+ * <= 8 GB on this machine.
+ *
+ * --megatron FILE reads Narayanan et al.'s weak-scaling table (bench/megatron_weak_scaling.csv:
+ * parameters, heads, hidden, layers, tp, pp, gpus, batch, their TFLOP/s per GPU and % of peak)
+ * and runs each row as a GPT (vocabulary 51,200, sequence 2048, micro-batch 1, full
+ * recomputation, as their equation (3) counts) on a100-cluster with system.chips = gpus,
+ * printing our TFLOP/s per chip, MFU and HFU beside theirs.
  */
 #include <inttypes.h>
 #include <jansson.h>
@@ -25,24 +32,9 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "run_engine.h"
+#include "arch.h"
+#include "run_job.h"
 
-enum { S_TP, S_SEND_F, S_RECV_F, S_SEND_B, S_RECV_B, S_DP };
-
-typedef struct shape {
-    uint32_t tp, pp, dp, layers_per_stage, m;
-    double h, seq, eff; /* hidden size, tokens per micro-batch, fraction of peak */
-    double peak_flops;  /* per chip */
-} shape;
-
-static double bench_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-/* CPU time of the process: on a shared machine, time spent descheduled is not the engine's. */
 static double bench_cpu(void)
 {
     struct timespec ts;
@@ -57,264 +49,298 @@ static double bench_rss_mib(void)
     return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
 }
 
+/* --analytical: a kernel takes its FLOPs at eff of the chip's peak (at least 1 ns). */
+typedef struct analytical {
+    double flops_per_s;
+} analytical;
+
 static np_status bench_time(void *ctx, const run_kernel *k, run_ktime *out, np_err *err)
 {
     (void)err;
-    const shape *sh = ctx;
-    out->ps = (uint64_t)(k->flops / (sh->peak_flops * sh->eff) * 1e12);
-    out->unit_ps[RUN_UNIT_MXU] = (uint64_t)((double)out->ps * sh->eff);
+    const analytical *a = ctx;
+    double ps = k->flops / a->flops_per_s * 1e12;
+    memset(out, 0, sizeof *out);
+    out->ps = ps < 1000 ? 1000 : (uint64_t)ps;
+    out->unit_ps[RUN_UNIT_MXU] = (uint64_t)(k->flops / a->flops_per_s * 1e12);
     return NP_OK;
 }
 
-#define CK(x)                                                                                 \
-    do {                                                                                      \
-        if ((x) != NP_OK)                                                                     \
-            return err->status;                                                               \
-    } while (0)
+typedef struct bench_opts {
+    const char *kernel_cache;
+    bool no_cache, no_dedup, json;
+    double analytical; /* 0: real kernels */
+    bool must_fit;     /* refuse a plan beyond HBM (else simulated anyway) */
+} bench_opts;
 
-static np_status bench_task(run_graph *g, uint32_t cls, run_task t, uint32_t *id, np_err *err)
+/* One run; prints its figures (or appends them to arr as JSON). */
+static int bench_one(const char *title, const char *arch, const char *const *sets, size_t n_sets,
+                     const nn_model_desc *d, const nn_strategy *s, const nn_model_opts *o,
+                     const bench_opts *bo, json_t *arr, run_report *keep, bool quiet)
 {
-    return run_graph_add_task(g, cls, &t, id, err);
-}
-
-/* The 1F1B order of stage s: +i+1 forward of micro-batch i, -(i+1) its backward. */
-static uint32_t bench_order(uint32_t p, uint32_t m, uint32_t s, int *ops)
-{
-    uint32_t n = 0, warm = p - s - 1 < m ? p - s - 1 : m;
-    for (uint32_t i = 0; i < warm; i++)
-        ops[n++] = (int)i + 1;
-    for (uint32_t i = 0; i < m - warm; i++) {
-        ops[n++] = (int)(warm + i) + 1;
-        ops[n++] = -((int)i + 1);
+    np_err err = {0};
+    arch_config cfg;
+    if (arch_resolve(arch, sets, n_sets, &cfg, &err) != NP_OK) {
+        fprintf(stderr, "bench_run: %s\n", err.msg);
+        return 1;
     }
-    for (uint32_t i = m - warm; i < m; i++)
-        ops[n++] = -((int)i + 1);
-    return n;
+    analytical an = {bo->analytical * run_peak_flops(&cfg, o->compute)};
+    run_job j = {.cfg = &cfg, .model = d, .s = *s, .o = *o, .steps = 1,
+                 .optim = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
+                           .eps = 1e-8, .weight_decay = 0.1},
+                 .no_cache = bo->no_cache, .no_dedup = bo->no_dedup, .allow_oom = !bo->must_fit,
+                 .kernel_cache = bo->kernel_cache,
+                 .time_kernel = bo->analytical > 0 ? bench_time : NULL, .time_ctx = &an};
+    double c0 = bench_cpu();
+    run_report r;
+    if (run_job_run(&j, &r, &err) != NP_OK) {
+        fprintf(stderr, "bench_run: %s: %s\n", title, err.msg);
+        return 1;
+    }
+    double cpu = bench_cpu() - c0, rss = bench_rss_mib();
+    double exposed = 0, total = 0;
+    for (uint32_t i = 0; i < r.n_comm; i++)
+        exposed += r.comm[i].exposed_s, total += r.comm[i].total_s;
+    if (arr) {
+        json_t *x = run_report_json(&r);
+        json_object_set_new(x, "title", json_string(title));
+        json_object_set_new(x, "cpu_s", json_real(cpu));
+        json_object_set_new(x, "max_rss_mib", json_real(rss));
+        json_array_append_new(arr, x);
+    } else if (!quiet) {
+        printf("%s\n", title);
+        printf("  run:     %.2f s wall, %.2f s CPU, max RSS %.0f MiB; %" PRIu64 " events, %" PRIu64
+               " tasks, %" PRIu32 " of %" PRIu32 " ranks simulated\n", r.wall_s, cpu, rss,
+               r.events, r.tasks, r.ranks_simulated, r.chips);
+        printf("  kernels: %" PRIu32 " distinct, %" PRIu32 " simulated on the core model, %" PRIu32
+               " from the cache file%s\n", r.kernels, r.kernels_simulated, r.kernels_from_file,
+               bo->analytical > 0 ? " (analytical durations)" : "");
+        printf("  step:    %.3f s, %.1f TFLOP/s per chip, MFU %.1f %%, HFU %.1f %%, bubble %.2f %% "
+               "(analytical %.2f %%), communication exposed %.3f s of %.3f s per chip\n",
+               r.step_time_s, r.tflops_per_chip, r.mfu_pct, r.hfu_pct, r.bubble_pct,
+               100 * r.bubble_analytical, exposed, total);
+    }
+    if (keep)
+        *keep = r;
+    else
+        run_report_free(&r);
+    return 0;
 }
 
-static np_status bench_graph(const shape *sh, run_graph **out, np_err *err)
+/* Narayanan et al.'s table, one row per GPT configuration. */
+static int bench_megatron(const char *path, const bench_opts *bo, json_t *arr)
 {
-    uint32_t tp = sh->tp, pp = sh->pp, dp = sh->dp, R = tp * pp * dp;
-    run_graph *g;
-    CK(run_graph_create(R, &g, err));
-    *out = g;
-    uint32_t *mem = malloc(R * sizeof *mem), n, gs_tp, gs_pp, gs_dp;
-    if (!mem)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-#define RANK(t, d, s) ((t) + tp * ((d) + dp * (s)))
-    n = 0;
-    for (uint32_t i = 0; i < R; i++)
-        mem[n++] = i;
-    np_status st = run_graph_add_groupset(g, "tp", R / tp, tp, mem, &gs_tp, err);
-    n = 0;
-    for (uint32_t s = 0; s < pp; s++)
-        for (uint32_t t = 0; t < tp; t++)
-            for (uint32_t d = 0; d < dp; d++)
-                mem[n++] = RANK(t, d, s);
-    if (st == NP_OK)
-        st = run_graph_add_groupset(g, "dp", R / dp, dp, mem, &gs_dp, err);
-    n = 0;
-    for (uint32_t t = 0; t < tp; t++)
-        for (uint32_t d = 0; d < dp; d++)
-            for (uint32_t s = 0; s < pp; s++)
-                mem[n++] = RANK(t, d, s);
-    if (st == NP_OK)
-        st = run_graph_add_groupset(g, "pp", R / pp, pp, mem, &gs_pp, err);
-    free(mem);
-    CK(st);
-    CK(run_graph_set_pipeline(g, gs_pp, sh->m, err));
-    static const char *const names[] = {"tp", "pp-send-f", "pp-recv-f", "pp-send-b", "pp-recv-b",
-                                        "dp"};
-    for (uint32_t i = 0; i < 6; i++)
-        CK(run_graph_set_stream_name(g, i, names[i], err));
-    double h = sh->h, s = sh->seq;
-    double attn = (8 * s * h * h + 4 * s * s * h) / tp, mlp = 16 * s * h * h / tp;
-    uint32_t k_af, k_mf, k_ab, k_mb, k_opt;
-    CK(run_graph_add_kernel(g, &(run_kernel){.key = "attention fwd", .flops = attn}, &k_af, err));
-    CK(run_graph_add_kernel(g, &(run_kernel){.key = "mlp fwd", .flops = mlp}, &k_mf, err));
-    CK(run_graph_add_kernel(g, &(run_kernel){.key = "attention bwd", .flops = 2 * attn}, &k_ab,
-                            err));
-    CK(run_graph_add_kernel(g, &(run_kernel){.key = "mlp bwd", .flops = 2 * mlp}, &k_mb, err));
-    double params = 12 * h * h / tp * sh->layers_per_stage; /* per rank */
-    CK(run_graph_add_kernel(g, &(run_kernel){.key = "adam", .flops = 16 * params}, &k_opt, err));
-    uint64_t act = (uint64_t)(s * h * 2), grad_layer = (uint64_t)(12 * h * h / tp * 2);
-    int *ops = malloc(2 * sh->m * sizeof *ops);
-    if (!ops)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    for (uint32_t st_i = 0; st_i < pp && st == NP_OK; st_i++) {
-        char name[16];
-        snprintf(name, sizeof name, "stage%" PRIu32, st_i);
-        uint32_t cls;
-        if ((st = run_graph_add_class(g, name, &cls, err)) != NP_OK)
-            break;
-        for (uint32_t t = 0; t < tp && st == NP_OK; t++)
-            for (uint32_t d = 0; d < dp && st == NP_OK; d++)
-                st = run_graph_set_class(g, RANK(t, d, st_i), cls, err);
-        uint32_t nops = bench_order(pp, sh->m, st_i, ops), buckets[64], nb = 0;
-        for (uint32_t o = 0; o < nops && st == NP_OK; o++) {
-            bool f = ops[o] > 0;
-            uint32_t i = (uint32_t)(f ? ops[o] : -ops[o]) - 1, prev = RUN_NONE, id;
-            if (f ? st_i > 0 : st_i + 1 < pp)
-                st = bench_task(g, cls, (run_task){.kind = RUN_TASK_RECV, .comm = RUN_COMM_PP,
-                                                   .stream = f ? S_RECV_F : S_RECV_B,
-                                                   .bytes = act, .peer_groupset = gs_pp,
-                                                   .peer = f ? -1 : 1, .tag = f ? 0 : 1},
-                                &prev, err);
-            for (uint32_t l = 0; l < sh->layers_per_stage && st == NP_OK; l++)
-                for (uint32_t half = 0; half < 2 && st == NP_OK; half++) {
-                    uint32_t k = f ? (half ? k_mf : k_af) : (half ? k_ab : k_mb);
-                    st = bench_task(g, cls, (run_task){.kind = RUN_TASK_COMPUTE, .kernel = k,
-                                                       .flags = RUN_TASK_PIPELINE,
-                                                       .deps = &prev,
-                                                       .n_deps = prev != RUN_NONE},
-                                    &id, err);
-                    if (st == NP_OK)
-                        st = bench_task(g, cls, (run_task){.kind = RUN_TASK_COLL,
-                                                           .comm = RUN_COMM_TP, .stream = S_TP,
-                                                           .op = COLL_OP_ALL_REDUCE,
-                                                           .groupset = gs_tp, .bytes = act,
-                                                           .deps = &id, .n_deps = 1},
-                                        &prev, err);
-                    if (st == NP_OK && !f && half && i + 1 == sh->m && nb < 64)
-                        st = bench_task(g, cls, (run_task){.kind = RUN_TASK_COLL,
-                                                           .comm = RUN_COMM_DP, .stream = S_DP,
-                                                           .op = COLL_OP_ALL_REDUCE,
-                                                           .groupset = gs_dp,
-                                                           .bytes = grad_layer, .deps = &prev,
-                                                           .n_deps = 1},
-                                        &buckets[nb++], err);
-                }
-            if (st == NP_OK && (f ? st_i + 1 < pp : st_i > 0))
-                st = bench_task(g, cls, (run_task){.kind = RUN_TASK_SEND, .comm = RUN_COMM_PP,
-                                                   .stream = f ? S_SEND_F : S_SEND_B,
-                                                   .bytes = act, .peer_groupset = gs_pp,
-                                                   .peer = f ? 1 : -1, .tag = f ? 0 : 1,
-                                                   .deps = &prev, .n_deps = 1},
-                                NULL, err);
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        fprintf(stderr, "bench_run: cannot read %s\n", path);
+        return 1;
+    }
+    char line[512];
+    int rc = 0, lineno = 0;
+    bool header = true;
+    if (!arr)
+        printf("%-8s %5s %4s %4s %6s %6s | %12s %6s | %12s %6s %6s %9s\n", "params", "tp", "pp",
+               "dp", "gpus", "batch", "theirs TF/s", "%peak", "ours TF/s", "HFU", "MFU", "wall");
+    /* theirs: hardware FLOP/s (eq. (3) counts the recomputed forward); ours: HFU is the same
+     * measure, MFU leaves recomputation out */
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || strspn(line, " \t\r\n") == strlen(line))
+            continue; /* comments */
+        if (header) { /* the column names */
+            header = false;
+            continue;
         }
-        if (st == NP_OK)
-            st = bench_task(g, cls, (run_task){.kind = RUN_TASK_COMPUTE, .kernel = k_opt,
-                                               .deps = buckets, .n_deps = nb},
-                            NULL, err);
+        double params, tflops, pct;
+        int heads, hidden, layers, tp, pp, gpus, batch;
+        if (sscanf(line, "%lf,%d,%d,%d,%d,%d,%d,%d,%lf,%lf", &params, &heads, &hidden, &layers, &tp,
+                   &pp, &gpus, &batch, &tflops, &pct) != 10) {
+            fprintf(stderr, "%s:%d: not a row of the table\n", path, lineno);
+            rc = 1;
+            break;
+        }
+        char text[512], chips[64], title[128];
+        snprintf(text, sizeof text, "family = gpt\ndescription = Megatron-LM GPT %.1fB\n"
+                 "layers = %d\nd_model = %d\nheads = %d\nvocab = 51200\ncontext = 2048\n"
+                 "batch = 1\n", params, layers, hidden, heads);
+        nn_model_desc d;
+        np_err err = {0};
+        if (nn_model_parse(path, text, &d, &err) != NP_OK) {
+            fprintf(stderr, "bench_run: %s\n", err.msg);
+            rc = 1;
+            break;
+        }
+        nn_strategy s;
+        nn_strategy_default(&s);
+        s.tp = tp, s.pp = pp, s.dp = gpus / (tp * pp), s.microbatch = 1;
+        s.recompute = NN_RECOMPUTE_FULL;
+        nn_model_opts o = {.batch = batch, .seq = 2048, .compute = NN_BF16, .seed = 1};
+        snprintf(chips, sizeof chips, "system.chips=%d", gpus < 1024 ? 1024 : gpus);
+        const char *sets[] = {chips};
+        snprintf(title, sizeof title, "megatron %.1fB", params);
+        run_report r;
+        if (bench_one(title, "a100-cluster", sets, 1, &d, &s, &o, bo, arr, arr ? NULL : &r, true)) {
+            rc = 1;
+            continue;
+        }
+        if (!arr) {
+            printf("%-8.1f %5d %4d %4d %6d %6d | %12.0f %5.0f%% | %12.1f %5.1f%% %5.1f%% %8.1fs\n",
+                   params, tp, pp, s.dp, gpus, batch, tflops, pct, r.hw_tflops_per_chip, r.hfu_pct,
+                   r.mfu_pct, r.wall_s);
+            run_report_free(&r);
+        } else {
+            json_t *x = json_array_get(arr, json_array_size(arr) - 1);
+            json_object_set_new(x, "published_tflops_per_gpu", json_real(tflops));
+            json_object_set_new(x, "published_pct_of_peak", json_real(pct));
+        }
+        fflush(stdout);
     }
-    free(ops);
-    CK(st);
-    return run_graph_finalize(g, err);
-#undef RANK
+    fclose(f);
+    return rc;
+}
+
+/* Every model of the zoo under one strategy on a preset it fits (issue 12, done-when 6). */
+typedef struct zoo_row {
+    const char *model, *arch;
+    int dp, tp, pp;
+    int64_t batch, microbatch, seq;
+} zoo_row;
+
+static const zoo_row zoo[] = {
+    {"mlp-tiny", "tpu-pod", 2, 1, 1, 64, 0, 0},
+    {"mlp", "tpu-pod", 8, 1, 1, 256, 0, 0},
+    {"resnet-tiny", "tpu-pod", 4, 1, 1, 32, 0, 0},
+    {"resnet18", "tpu-pod", 8, 1, 1, 256, 0, 0},
+    {"resnet50", "tpu-pod", 8, 1, 1, 256, 0, 0},
+    {"mobilenet_v2", "tpu-pod", 8, 1, 1, 256, 0, 0},
+    {"densenet121", "tpu-pod", 8, 1, 1, 256, 0, 0},
+    {"gpt-tiny", "tpu-pod", 2, 2, 2, 8, 1, 0},
+    {"llama-tiny", "tpu-pod", 2, 2, 2, 8, 1, 0},
+    {"gpt2-small", "tpu-pod", 2, 2, 2, 16, 2, 0},
+    {"gpt2-medium", "tpu-pod", 2, 2, 2, 16, 2, 0},
+    {"gpt2-large", "tpu-pod", 2, 4, 2, 16, 2, 0},
+    {"gpt2-xl", "tpu-pod", 2, 5, 2, 16, 1, 0},
+    {"gpt3-125m", "a100-cluster", 8, 1, 1, 256, 4, 0},
+    {"gpt3-1.3b", "a100-cluster", 8, 2, 1, 256, 4, 0},
+    {"gpt3-6.7b", "a100-cluster", 8, 8, 1, 256, 2, 0},
+    {"gpt3-13b", "a100-cluster", 8, 8, 2, 256, 1, 0},
+    {"gpt3-175b", "a100-cluster", 8, 8, 16, 1536, 1, 0},
+    {"llama2-7b", "a100-cluster", 8, 8, 1, 256, 1, 0},
+    {"llama2-13b", "a100-cluster", 8, 8, 2, 256, 1, 0},
+    {"llama2-70b", "a100-cluster", 8, 8, 8, 512, 1, 0},
+};
+
+static int bench_zoo(const bench_opts *bo, json_t *arr)
+{
+    int rc = 0;
+    if (!arr)
+        printf("%-14s %-13s %-16s %6s %12s %8s %8s %9s\n", "model", "arch", "strategy", "chips",
+               "step", "MFU", "bubble", "wall");
+    for (size_t i = 0; i < sizeof zoo / sizeof zoo[0]; i++) {
+        const zoo_row *z = &zoo[i];
+        nn_model_desc d;
+        np_err err = {0};
+        if (nn_model_load(z->model, &d, &err) != NP_OK) {
+            fprintf(stderr, "bench_run: %s\n", err.msg);
+            rc = 1;
+            continue;
+        }
+        nn_strategy s;
+        nn_strategy_default(&s);
+        s.dp = z->dp, s.tp = z->tp, s.pp = z->pp, s.microbatch = z->microbatch;
+        nn_model_opts o = {.batch = z->batch, .seq = z->seq, .compute = NN_BF16, .seed = 1};
+        char strat[32];
+        snprintf(strat, sizeof strat, "dp%d tp%d pp%d", z->dp, z->tp, z->pp);
+        run_report r;
+        bench_opts fit = *bo;
+        fit.must_fit = true;
+        if (bench_one(z->model, z->arch, NULL, 0, &d, &s, &o, &fit, arr, arr ? NULL : &r, true)) {
+            rc = 1;
+            continue;
+        }
+        if (!arr) {
+            char st[32];
+            snprintf(st, sizeof st, r.step_time_s < 1 ? "%.2f ms" : "%.3f s",
+                     r.step_time_s < 1 ? r.step_time_s * 1e3 : r.step_time_s);
+            printf("%-14s %-13s %-16s %6u %12s %7.1f%% %7.1f%% %8.1fs\n", z->model, z->arch, strat,
+                   r.chips, st, r.mfu_pct, r.bubble_pct, r.wall_s);
+            run_report_free(&r);
+        }
+        fflush(stdout);
+    }
+    return rc;
 }
 
 int main(int argc, char **argv)
 {
-    shape sh = {.tp = 8, .pp = 16, .dp = 8, .layers_per_stage = 6, .m = 192, .h = 12288,
-                .seq = 2048, .eff = 0.5};
-    run_opts o = {0};
-    bool json = false;
+    bench_opts bo = {0};
+    bool dflt = false, zoo_all = false;
+    const char *megatron = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--micro-batches") && i + 1 < argc)
-            sh.m = (uint32_t)strtoul(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--steps") && i + 1 < argc)
-            o.steps = (uint32_t)strtoul(argv[++i], NULL, 10);
+        if (!strcmp(argv[i], "--default"))
+            dflt = true;
+        else if (!strcmp(argv[i], "--zoo"))
+            zoo_all = true;
+        else if (!strcmp(argv[i], "--megatron") && i + 1 < argc)
+            megatron = argv[++i];
+        else if (!strcmp(argv[i], "--kernel-cache") && i + 1 < argc)
+            bo.kernel_cache = argv[++i];
+        else if (!strcmp(argv[i], "--analytical") && i + 1 < argc)
+            bo.analytical = atof(argv[++i]);
         else if (!strcmp(argv[i], "--no-cache"))
-            o.no_kernel_cache = true;
-        else if (!strcmp(argv[i], "--no-reuse"))
-            o.no_coll_reuse = true;
+            bo.no_cache = true;
         else if (!strcmp(argv[i], "--no-dedup"))
-            o.no_rank_dedup = true;
+            bo.no_dedup = true;
         else if (!strcmp(argv[i], "--json"))
-            json = true;
+            bo.json = true;
         else {
-            fprintf(stderr, "usage: bench_run [--micro-batches M] [--steps N] [--no-cache] "
-                            "[--no-reuse] [--no-dedup] [--json]\n");
+            fprintf(stderr, "usage: bench_run [--default | --zoo | --megatron FILE] [--kernel-cache FILE] "
+                            "[--no-cache] [--no-dedup] [--analytical EFF] [--json]\n");
             return 2;
         }
     }
-    if (sh.m < 1) {
-        fprintf(stderr, "bench_run: --micro-batches must be at least 1\n");
+    if (bo.analytical < 0 || bo.analytical > 1) {
+        fprintf(stderr, "bench_run: --analytical takes a fraction of peak in (0, 1]\n");
         return 2;
     }
-    np_err err = {0};
-    arch_config cfg;
-    if (arch_resolve("a100-cluster", NULL, 0, &cfg, &err) != NP_OK) {
-        fprintf(stderr, "bench_run: %s\n", err.msg);
-        return 1;
-    }
-    sh.peak_flops = 2.0 * (double)cfg.core.array_rows * (double)cfg.core.array_cols *
-                    cfg.core.macs_per_pe_bf16 * cfg.core.clock_ghz * 1e9 * (double)cfg.chip.cores;
-    double t0 = bench_wall(), c0 = bench_cpu();
-    run_graph *g = NULL;
-    if (bench_graph(&sh, &g, &err) != NP_OK) {
-        fprintf(stderr, "bench_run: building the graph: %s\n", err.msg);
-        run_graph_free(g);
-        return 1;
-    }
-    double t1 = bench_wall(), c1 = bench_cpu(), rss_build = bench_rss_mib();
-    o.time_kernel = bench_time;
-    o.time_ctx = &sh;
-    run_result *r = NULL;
-    if (run_simulate(g, &cfg, NULL, &o, &r, &err) != NP_OK) {
-        fprintf(stderr, "bench_run: %s\n", err.msg);
-        run_graph_free(g);
-        return 1;
-    }
-    double t2 = bench_wall(), c2 = bench_cpu(), rss = bench_rss_mib();
-    uint64_t tasks = 0;
-    for (uint32_t c = 0; c < run_graph_classes(g); c++)
-        tasks += (uint64_t)run_graph_tasks(g, c) * (sh.tp * sh.dp);
-    double R = r->ranks, step_s = (double)r->step_ps * 1e-12;
-    double tp_tot = (double)r->comm_ps[RUN_COMM_TP] / R * 1e-12 / r->steps,
-           tp_exp = (double)r->exposed_ps[RUN_COMM_TP] / R * 1e-12 / r->steps;
-    double pp_tot = (double)r->comm_ps[RUN_COMM_PP] / R * 1e-12 / r->steps,
-           pp_exp = (double)r->exposed_ps[RUN_COMM_PP] / R * 1e-12 / r->steps;
-    double dp_tot = (double)r->comm_ps[RUN_COMM_DP] / R * 1e-12 / r->steps,
-           dp_exp = (double)r->exposed_ps[RUN_COMM_DP] / R * 1e-12 / r->steps;
-    const run_link_stats *top = r->n_top ? &r->links[r->top[0]] : NULL;
-    if (json) {
-        json_t *j = json_pack(
-            "{s:s, s:i, s:i, s:i, s:i, s:I, s:f, s:f, s:f, s:f, s:f, s:I, s:I, s:I, s:I, s:I, "
-            "s:i, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:s, s:f}",
-            "workload", "gpt3-175b tp8 pp16 dp8 1f1b", "chips", (int)r->ranks, "micro_batches",
-            (int)sh.m, "steps", (int)r->steps, "classes", (int)run_graph_classes(g), "tasks",
-            (json_int_t)tasks, "build_wall_s", t1 - t0, "build_cpu_s", c1 - c0, "sim_wall_s",
-            t2 - t1, "sim_cpu_s", c2 - c1, "max_rss_mib",
-            rss, "events", (json_int_t)r->events, "kernels_timed",
-            (json_int_t)r->kernels_timed, "colls_simulated", (json_int_t)r->colls_simulated,
-            "colls_reused", (json_int_t)r->colls_reused, "transfers",
-            (json_int_t)r->transfers, "ranks_simulated", (int)r->ranks_simulated,
-            "mirror_ways", (int)r->mirror_ways, "step_time_s", step_s, "bubble_pct",
-            100 * r->bubble_frac, "bubble_ratio", r->bubble_ratio, "tp_total_s", tp_tot,
-            "tp_exposed_s", tp_exp, "pp_exposed_s", pp_exp, "dp_total_s", dp_tot,
-            "dp_exposed_s", dp_exp, "busiest_link", top ? top->name : "",
-            "busiest_link_avg_gbps", top ? top->avg_bytes_per_s * 1e-9 : 0.0);
-        char *s = json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-        puts(s);
-        free(s);
-        json_decref(j);
+    json_t *arr = bo.json ? json_array() : NULL;
+    int rc;
+    if (zoo_all) {
+        rc = bench_zoo(&bo, arr);
+    } else if (megatron) {
+        rc = bench_megatron(megatron, &bo, arr);
     } else {
-        printf("workload: GPT-3 175B shape, 1024 chips of a100-cluster, tp8 pp16 dp8, 1F1B, "
-               "%" PRIu32 " micro-batches, %" PRIu32 " step(s)\n", sh.m, r->steps);
-        printf("graph:    %" PRIu32 " classes, %" PRIu64 " tasks per step over all ranks, built "
-               "in %.2f s wall, %.2f s CPU (max RSS %.0f MiB)\n", run_graph_classes(g), tasks,
-               t1 - t0, c1 - c0, rss_build);
-        printf("run:      %.2f s wall, %.2f s CPU, max RSS %.0f MiB, %" PRIu64 " events (%.2f M "
-               "events per CPU second)\n", t2 - t1, c2 - c1, rss, r->events,
-               (double)r->events / (c2 - c1) * 1e-6);
-        printf("shortcuts: %" PRIu32 " of %" PRIu32 " ranks simulated (mirror x%" PRIu32 "), "
-               "%" PRIu64 " kernels timed, %" PRIu64 " collectives on the network, %" PRIu64
-               " reused (%" PRIu64 " scratch runs), %" PRIu64 " transfers\n",
-               r->ranks_simulated, r->ranks, r->mirror_ways, r->kernels_timed,
-               r->colls_simulated, r->colls_reused, r->colls_scratch, r->transfers);
-        printf("step:     %.3f s; bubble %.2f %% ((p-1)/(m+p-1) = %.2f %%), ratio %.4f "
-               "((p-1)/m = %.4f)\n", step_s, 100 * r->bubble_frac,
-               100.0 * (sh.pp - 1) / (sh.m + sh.pp - 1), r->bubble_ratio,
-               (double)(sh.pp - 1) / sh.m);
-        printf("comm per chip: tp %.3f s (exposed %.3f s), pp %.3f s (exposed %.3f s), dp "
-               "%.3f s (exposed %.3f s)\n", tp_tot, tp_exp, pp_tot, pp_exp, dp_tot, dp_exp);
-        if (top)
-            printf("busiest link: %s, avg %.2f GB/s, peak %.2f GB/s (of %.0f GB/s)\n", top->name,
-                   top->avg_bytes_per_s * 1e-9, top->peak_bytes_per_s * 1e-9,
-                   top->capacity_bytes_per_s * 1e-9);
+        nn_model_desc d;
+        np_err err = {0};
+        nn_strategy s;
+        nn_strategy_default(&s);
+        nn_model_opts o = {.compute = NN_BF16, .seed = 1};
+        const char *arch, *title;
+        if (dflt) { /* as sim/cmd_run.c's default job */
+            title = "npusim run (README default: gpt2-small, 8 chips of tpu-pod, dp2 x tp2 x pp2)";
+            arch = "tpu-pod";
+            s.dp = s.tp = s.pp = 2;
+            s.microbatch = 2;
+            o.batch = 16;
+            rc = nn_model_load("gpt2-small", &d, &err) != NP_OK;
+        } else {
+            title = "GPT-3 175B, 1024 chips of a100-cluster, tp8 pp16 dp8, 1F1B, micro-batch 1, "
+                    "global batch 1536";
+            arch = "a100-cluster";
+            s.tp = 8, s.pp = 16, s.dp = 8, s.microbatch = 1;
+            o.batch = 1536;
+            rc = nn_model_load("gpt3-175b", &d, &err) != NP_OK;
+        }
+        if (rc)
+            fprintf(stderr, "bench_run: %s\n", err.msg);
+        else
+            rc = bench_one(title, arch, NULL, 0, &d, &s, &o, &bo, arr, NULL, false);
     }
-    run_result_free(r);
-    run_graph_free(g);
-    return 0;
+    if (arr) {
+        char *txt = json_dumps(arr, JSON_INDENT(2) | JSON_REAL_PRECISION(10));
+        if (txt)
+            printf("%s\n", txt);
+        free(txt);
+        json_decref(arr);
+    }
+    return rc;
 }

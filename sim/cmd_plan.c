@@ -10,7 +10,7 @@
 
 #include "arch.h"
 #include "cli.h"
-#include "parse.h"
+#include "cli_strategy.h"
 #include "plan.h"
 
 const char cmd_plan_usage[] =
@@ -22,63 +22,9 @@ const char cmd_plan_usage[] =
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
     "  --model M         a zoo model (see `npusim models`) or a model file\n"
-    "  --batch B         global batch: samples per training step\n"
-    "  --seq S           sequence length of language models (default: the model's context)\n"
-    "  --dp, --tp, --pp  data-, tensor- and pipeline-parallel sizes (default 1 each)\n"
-    "  --zero Z          ZeRO stage: 1 shards optimizer state, 2 gradients too, 3 parameters\n"
-    "                    too (default 0: plain data parallelism)\n"
-    "  --sp              Megatron sequence parallelism in the norm and dropout regions\n"
-    "  --microbatch b    samples per micro-batch per data-parallel rank (default: batch / dp)\n"
-    "  --schedule S      pipeline schedule: gpipe, 1f1b (default) or interleaved:V (V virtual\n"
-    "                    stages per rank)\n"
-    "  --recompute R     activation recomputation: none (default), selective (the attention\n"
-    "                    core) or full (every layer from its input)\n"
-    "  --bucket-mb X     gradient bucket size in MiB (default 25)\n"
-    "  --precision P     bf16 (default: bf16 compute, fp32 master weights and Adam state) or\n"
-    "                    fp32\n"
-    "  --placement O     mesh axes on chips, fastest first (default: topology-aware, tp on the\n"
-    "                    fastest links), e.g. tp,pp,dp\n"
-    "  --stage-layers L  layers of each model chunk (default: balanced by FLOPs)\n"
+    CLI_STRATEGY_USAGE
     "  --json            print {chips, mesh, stages, collectives, memory, flops_per_step,\n"
     "                    bubble_analytical, ...} (docs/parallel.md)\n";
-
-static np_status plan_int(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out,
-                          np_err *err)
-{
-    uint64_t v;
-    if (cli_parse_u64(opt, text, (uint64_t)lo, (uint64_t)hi, &v, err) != NP_OK)
-        return err->status;
-    *out = (int64_t)v;
-    return NP_OK;
-}
-
-static np_status plan_stage_layers(const char *text, nn_strategy *s, np_err *err)
-{
-    const char *p = text;
-    int n = 0;
-    int v[NN_STRATEGY_MAX_CHUNKS];
-    for (;;) { /* every field read whole (the one door), at most NN_STRATEGY_MAX_CHUNKS */
-        size_t len = strcspn(p, ",");
-        char field[32];
-        uint64_t x;
-        if (n == NN_STRATEGY_MAX_CHUNKS || len >= sizeof field)
-            return np_err_set(err, NP_ERR_USAGE, "--stage-layers: expected at most %d layer "
-                              "counts separated by commas, got '%.60s'", NN_STRATEGY_MAX_CHUNKS,
-                              text);
-        memcpy(field, p, len);
-        field[len] = '\0';
-        if (np_parse_u64(NP_SRC_OPT("--stage-layers"), field, 0, 1 << 20, &x, err) != NP_OK)
-            return err->status;
-        v[n++] = (int)x;
-        if (!p[len])
-            break;
-        p += len + 1;
-    }
-    for (int i = 0; i < n; i++)
-        s->stage_layers[i] = v[i];
-    s->n_stage_layers = n;
-    return NP_OK;
-}
 
 /* "1.50 GiB" */
 static const char *plan_bytes(uint64_t b, char *buf, size_t n)
@@ -286,84 +232,24 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
 np_status cmd_plan(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
-        {"arch", required_argument, NULL, 'a'},       {"model", required_argument, NULL, 'm'},
-        {"batch", required_argument, NULL, 'b'},      {"seq", required_argument, NULL, 's'},
-        {"dp", required_argument, NULL, 'D'},         {"tp", required_argument, NULL, 'T'},
-        {"pp", required_argument, NULL, 'P'},         {"zero", required_argument, NULL, 'z'},
-        {"sp", no_argument, NULL, 'S'},               {"microbatch", required_argument, NULL, 'u'},
-        {"schedule", required_argument, NULL, 'c'},   {"recompute", required_argument, NULL, 'r'},
-        {"bucket-mb", required_argument, NULL, 'k'},  {"precision", required_argument, NULL, 'x'},
-        {"placement", required_argument, NULL, 'o'},  {"stage-layers", required_argument, NULL, 'L'},
-        {"json", no_argument, NULL, 'j'},             {"help", no_argument, NULL, 'h'},
-        {0}};
+        {"arch", required_argument, NULL, 'a'}, {"model", required_argument, NULL, 'm'},
+        {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
+        CLI_STRATEGY_LONGOPTS,                  {0}};
     const char *arch = NULL, *model = NULL;
-    int64_t batch = 0, seq = 0, v = 0;
     bool json = false;
-    nn_strategy s;
-    nn_strategy_default(&s);
-    nn_model_opts o = {.compute = NN_BF16, .seed = 1};
+    cli_strategy cs;
+    cli_strategy_init(&cs);
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        if (cli_strategy_is_flag(c)) {
+            if (cli_strategy_flag(&cs, c, optarg, err) != NP_OK)
+                return err->status;
+            continue;
+        }
         switch (c) {
         case 'a': arch = optarg; break;
         case 'm': model = optarg; break;
-        case 'b':
-            if (plan_int("--batch", optarg, 1, INT64_MAX / 2, &batch, err) != NP_OK)
-                return err->status;
-            break;
-        case 's':
-            if (plan_int("--seq", optarg, 1, 1 << 24, &seq, err) != NP_OK)
-                return err->status;
-            break;
-        case 'D':
-        case 'T':
-        case 'P': {
-            const char *opt = c == 'D' ? "--dp" : c == 'T' ? "--tp" : "--pp";
-            if (plan_int(opt, optarg, 1, 1 << 20, &v, err) != NP_OK)
-                return err->status;
-            *(c == 'D' ? &s.dp : c == 'T' ? &s.tp : &s.pp) = (int)v;
-            break;
-        }
-        case 'z':
-            if (plan_int("--zero", optarg, 0, 3, &v, err) != NP_OK)
-                return err->status;
-            s.zero = (int)v;
-            break;
-        case 'S': s.sp = true; break;
-        case 'u':
-            if (plan_int("--microbatch", optarg, 1, INT64_MAX / 2, &s.microbatch, err) != NP_OK)
-                return err->status;
-            break;
-        case 'c':
-            if (nn_strategy_parse_schedule(&s, optarg, err) != NP_OK)
-                return err->status;
-            break;
-        case 'r':
-            if (nn_strategy_parse_recompute(&s, optarg, err) != NP_OK)
-                return err->status;
-            break;
-        case 'k': {
-            double mb;
-            if (np_parse_f64(NP_SRC_OPT("--bucket-mb"), optarg, 1e-6, 1e6, &mb, err) != NP_OK)
-                return err->status;
-            s.bucket_mb = mb;
-            break;
-        }
-        case 'x': {
-            static const char *const precisions[] = {"bf16", "fp32"};
-            size_t pi;
-            if (np_parse_enum(NP_SRC_OPT("--precision"), optarg, "precision", precisions, 2, &pi,
-                              err) != NP_OK)
-                return err->status;
-            o.compute = pi == 1 ? NN_F32 : NN_BF16;
-            break;
-        }
-        case 'o': snprintf(s.placement, sizeof s.placement, "%s", optarg); break;
-        case 'L':
-            if (plan_stage_layers(optarg, &s, err) != NP_OK)
-                return err->status;
-            break;
         case 'j': json = true; break;
         case 'h': cli_print_usage(cli_find("plan")); return NP_OK;
         default: return err->status;
@@ -371,19 +257,16 @@ np_status cmd_plan(int argc, char **argv, np_err *err)
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (!arch || !model || !batch)
+    if (!arch || !model || !cs.o.batch)
         return np_err_set(err, NP_ERR_USAGE, "%s is required", !arch ? "--arch" : !model ? "--model" : "--batch");
     arch_config a;
     nn_model_desc d;
     if (arch_resolve(arch, NULL, 0, &a, err) != NP_OK || nn_model_load(model, &d, err) != NP_OK)
         return err->status;
-    o.batch = batch;
-    o.seq = seq;
-    nn_optim adam = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
-                     .weight_decay = 0.1};
+    nn_optim adam = cli_strategy_optim();
     nn_plan *p = NULL;
     nn_plan_summary sum;
-    if (nn_plan_build(&d, &o, &s, &adam, &a, &p, err) != NP_OK)
+    if (nn_plan_build(&d, &cs.o, &cs.s, &adam, &a, &p, err) != NP_OK)
         return err->status;
     if (nn_plan_summarize(p, &sum, err) != NP_OK) {
         nn_plan_free(p);

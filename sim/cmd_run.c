@@ -1,96 +1,359 @@
-/* cmd_run.c — `npusim run`: the main job on an architecture.
- *
- * Today the main job resolves the architecture (preset or file, with --set overrides) and
- * runs the event kernel's self-check (a seeded randomized workload checked event by event
- * against a reference queue). Later layers replace the self-check with the simulation of a
- * model's training step on that architecture. */
+/* cmd_run.c — `npusim run`: the main job — a model's training step under a parallel strategy,
+ * every rank's plan compiled to kernels and simulated on all chips together; the report says
+ * where the time went (step time, throughput, MFU/HFU, bubbles, exposed communication per
+ * kind, per-unit utilization, link bandwidth, memory). The work is run_job.h's; this file
+ * parses options and prints (docs/run.md has every figure, its definition and its unit). */
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "arch.h"
 #include "cli.h"
-#include "evq.h"
+#include "cli_strategy.h"
+#include "cli_trace.h"
+#include "run_job.h"
 
-#define RUN_DEFAULT_ARCH "edge"
+/* The default job (README command 1): a GPT-2-small-sized step on 8 chips, dp2 x tp2 x pp2. */
+#define RUN_DEFAULT_ARCH "tpu-pod"
+#define RUN_DEFAULT_MODEL "gpt2-small"
+#define RUN_DEFAULT_PAR 2
+#define RUN_DEFAULT_BATCH 16
+#define RUN_DEFAULT_MICROBATCH 2
 #define RUN_MAX_SETS 64
 
-const char cmd_run_usage[] =
-    "usage: npusim run [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--events N]\n"
-    "                  [--seed S] [--json]\n"
-    "\n"
-    "  --arch A        architecture preset or YAML file (default: " RUN_DEFAULT_ARCH ")\n"
-    "  --set K=V       override one config key (repeatable), e.g. --set core.array_rows=64\n"
-    "  --events N      events dispatched by the event-kernel self-check (default: 1000000)\n"
-    "  --seed S        seed of the self-check's workload (default: 1)\n"
-    "  --json          print {\"arch\": {...}, \"selfcheck\": {...}} instead of text\n";
+enum {
+    RUN_OPT_STEPS = 0x7601, RUN_OPT_FIDELITY, RUN_OPT_FUNCTIONAL, RUN_OPT_TRACE, RUN_OPT_NO_CACHE,
+    RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS
+};
 
-static json_t *run_selfcheck_json(const evq_selfcheck_result *r)
+const char cmd_run_usage[] =
+    "usage: npusim run [--arch A] [--set SECTION.KEY=VALUE ...] [--model M] [--batch B]\n"
+    "                  [--seq S] [--dp D] [--tp T] [--pp P] [--zero Z] [--sp] [--microbatch b]\n"
+    "                  [--schedule S] [--recompute R] [--bucket-mb X] [--precision P]\n"
+    "                  [--placement O] [--stage-layers L] [--steps N] [--fidelity fast|full]\n"
+    "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
+    "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom] [--json]\n"
+    "\n"
+    "Without --model: " RUN_DEFAULT_MODEL " on 8 chips of " RUN_DEFAULT_ARCH ", dp 2 x tp 2 x pp 2, 1F1B,\n"
+    "global batch 16 in micro-batches of 2.\n"
+    "\n"
+    "  --arch A          architecture preset or YAML file (default: " RUN_DEFAULT_ARCH ")\n"
+    "  --set K=V         override one config key (repeatable), e.g. --set system.chips=3072\n"
+    "  --model M         a zoo model (see `npusim models`) or a model file\n"
+    CLI_STRATEGY_USAGE
+    "  --steps N         training steps simulated one after the other (default 1)\n"
+    "  --fidelity F      fast (default): each distinct kernel simulated once on the core model,\n"
+    "                    every rank's plan replayed on its chip's engines over the network;\n"
+    "                    full: every rank's step lowered to one program per core and run on\n"
+    "                    the core model (the reference; small systems, one step)\n"
+    "  --functional      compute values (with --fidelity full): the step's loss beside the\n"
+    "                    distributed executor's, from a seeded initialisation and batch\n"
+    "  --trace T         write a Chrome/Perfetto trace (gzip when T ends in .gz)\n"
+    CLI_TRACE_USAGE
+    "  --kernel-cache F  keep kernel timings in file F (keyed by architecture and program)\n"
+    "  --no-cache        time every kernel execution (no timing cache, no file)\n"
+    "  --no-dedup        simulate every rank (no mirrored ranks)\n"
+    "  --allow-oom       simulate a plan that does not fit in HBM\n"
+    "  --links N         busiest links reported (default 8)\n"
+    "  --json            print one object (names in docs/run.md), exact values\n";
+
+/* ---- progress ------------------------------------------------------------------------------ */
+
+typedef struct run_progress {
+    bool on;
+    int len;
+} run_progress;
+
+static void run_progress_fn(void *ctx, const char *what, double done)
 {
-    char hash[32];
-    snprintf(hash, sizeof hash, "0x%016" PRIx64, r->hash);
-    return json_pack("{s:I, s:I, s:I, s:s, s:I, s:b}", "events_dispatched",
-                     (json_int_t)r->dispatched, "events_cancelled", (json_int_t)r->cancelled,
-                     "final_time_ps", (json_int_t)r->final_time_ps, "order_hash", hash,
-                     "queue_rebuilds", (json_int_t)r->rebuilds, "matches_reference",
-                     r->matched);
+    run_progress *p = ctx;
+    if (!p->on)
+        return;
+    int n = fprintf(stderr, "\r%s: %3.0f %%", what, 100.0 * done);
+    for (int i = n; i < p->len; i++)
+        fputc(' ', stderr);
+    p->len = n;
+    fflush(stderr);
 }
+
+static void run_progress_end(run_progress *p)
+{
+    if (p->on && p->len) {
+        fprintf(stderr, "\r%*s\r", p->len, "");
+        fflush(stderr);
+    }
+}
+
+/* ---- units for people ---------------------------------------------------------------------- */
+
+static const char *fmt_time(double s, char *buf, size_t n)
+{
+    double a = fabs(s);
+    if (a == 0)
+        snprintf(buf, n, "0 s");
+    else if (a < 1e-6)
+        snprintf(buf, n, "%.1f ns", s * 1e9);
+    else if (a < 1e-3)
+        snprintf(buf, n, "%.2f us", s * 1e6);
+    else if (a < 1)
+        snprintf(buf, n, "%.2f ms", s * 1e3);
+    else
+        snprintf(buf, n, "%.3f s", s);
+    return buf;
+}
+
+static const char *fmt_bytes(double b, char *buf, size_t n)
+{
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int k = 0;
+    while (b >= 1024 && k < 5)
+        b /= 1024, k++;
+    snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", b, unit[k]);
+    return buf;
+}
+
+static const char *fmt_si(double v, const char *unit, char *buf, size_t n)
+{
+    const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
+    int k = 0;
+    while (fabs(v) >= 1000 && k < 6)
+        v /= 1000, k++;
+    snprintf(buf, n, "%.2f %s%s", v, pre[k], unit);
+    return buf;
+}
+
+/* A percentage with the digits that matter: 42.5 %, 0.73 %, 0.0021 %. */
+static const char *fmt_pct(double v, char *buf, size_t n)
+{
+    snprintf(buf, n, v == 0 || v >= 10 ? "%.1f %%" : v >= 0.1 ? "%.2f %%" : "%.2g %%", v);
+    return buf;
+}
+
+/* 1234567 -> "1,234,567" */
+static const char *fmt_count(uint64_t v, char *buf, size_t n)
+{
+    char raw[32];
+    int len = snprintf(raw, sizeof raw, "%" PRIu64, v), o = 0;
+    for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
+        if (i && (len - i) % 3 == 0)
+            buf[o++] = ',';
+        buf[o++] = raw[i];
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+/* ---- the text report ----------------------------------------------------------------------- */
+
+static void run_print(const run_report *r)
+{
+    char a[48], b[48], c[48], d[48];
+    printf("# %s on %s: %s of %s chips, dp %d x tp %d x pp %d, %s, %d micro-batches of %" PRId64
+           " (global batch %" PRId64, r->model, r->arch, fmt_count(r->chips, a, sizeof a),
+           fmt_count(r->system_chips, b, sizeof b), r->dp, r->tp, r->pp, r->schedule,
+           r->micro_batches, r->microbatch, r->batch);
+    if (r->seq > 1)
+        printf(", sequence %" PRId64, r->seq);
+    printf(")\n# %s, ZeRO %d%s, recompute %s; %s fidelity, %" PRIu32 " step%s\n\n",
+           strcmp(r->precision, "fp32") == 0 ? "fp32" : "bf16 compute with fp32 masters", r->zero,
+           r->sp ? ", sequence parallel" : "", r->recompute, r->fidelity, r->steps,
+           r->steps == 1 ? "" : "s");
+    printf("step time            %s\n", fmt_time(r->step_time_s, a, sizeof a));
+    if (!isnan(r->loss))
+        printf("loss                 %.6f (the distributed executor: %.6f)\n", r->loss,
+               r->loss_reference);
+    if (r->seq > 1)
+        printf("throughput           %s tokens/s\n", fmt_count((uint64_t)(r->tokens_per_s + 0.5), a, sizeof a));
+    else
+        printf("throughput           %s samples/s\n", fmt_count((uint64_t)(r->samples_per_s + 0.5), a, sizeof a));
+    printf("FLOPs per step       %s model, %s with recomputation (all chips)\n",
+           fmt_si(r->model_flops_per_step, "FLOP", a, sizeof a),
+           fmt_si(r->hw_flops_per_step, "FLOP", b, sizeof b));
+    printf("per chip             %s model, %s hardware, of %s peak\n",
+           fmt_si(r->tflops_per_chip * 1e12, "FLOP/s", a, sizeof a),
+           fmt_si(r->hw_tflops_per_chip * 1e12, "FLOP/s", b, sizeof b),
+           fmt_si(r->peak_flops_per_chip, "FLOP/s", c, sizeof c));
+    printf("MFU / HFU            %s / %s\n", fmt_pct(r->mfu_pct, a, sizeof a),
+           fmt_pct(r->hfu_pct, b, sizeof b));
+    if (r->pp > 1) {
+        printf("pipeline bubble      %.1f %% of the pipeline's window ((p-1)/(m+p-1) form; "
+               "analytical %.1f %%), %.3f of busy time ((p-1)/m form)\n", r->bubble_pct,
+               100.0 * r->bubble_analytical, r->bubble_ratio);
+        printf("  by stage          ");
+        for (uint32_t s = 0; s < r->stages; s++)
+            printf(" %.1f %%", r->stage_bubble_pct[s]);
+        printf("\n");
+    } else {
+        printf("pipeline bubble      none (one stage)\n");
+    }
+
+    printf("\nutilization (busy / run time, over chips)   min      mean       max\n");
+    for (int u = 0; u < RUN_UNIT_COUNT; u++)
+        printf("  %-42s %5.1f %%  %5.1f %%  %6.1f %%\n", run_unit_name((run_unit)u),
+               r->units[u].min_pct, r->units[u].mean_pct, r->units[u].max_pct);
+
+    if (r->n_comm) {
+        printf("\ncommunication per step (mean over the chips that take part)\n"
+               "  %-6s %6s %12s %12s %12s %12s\n", "kind", "chips", "total", "exposed",
+               "overlapped", "bytes");
+        for (uint32_t i = 0; i < r->n_comm; i++) {
+            const run_report_comm *m = &r->comm[i];
+            printf("  %-6s %6" PRIu32 " %12s %12s %12s %12s\n", run_comm_kind_name(m->kind),
+                   m->chips, fmt_time(m->total_s, a, sizeof a), fmt_time(m->exposed_s, b, sizeof b),
+                   fmt_time(m->total_s - m->exposed_s, c, sizeof c),
+                   fmt_bytes((double)m->bytes, d, sizeof d));
+        }
+    } else {
+        printf("\ncommunication        none\n");
+    }
+    if (r->n_links) {
+        printf("\nbusiest links (over the run)\n  %-20s %12s %12s %12s %12s\n", "link", "avg",
+               "peak", "capacity", "carried");
+        for (uint32_t i = 0; i < r->n_links; i++) {
+            const run_report_link *l = &r->links[i];
+            printf("  %-20s %7.2f GB/s %7.2f GB/s %7.2f GB/s %12s\n", l->name, l->avg_gbps,
+                   l->peak_gbps, l->capacity_gbps, fmt_bytes((double)l->bytes, a, sizeof a));
+        }
+    }
+    const nn_plan_mem *m = &r->mem;
+    printf("\nmemory of the largest chip (stage %d) against %s of HBM\n", r->mem_stage,
+           fmt_bytes((double)r->hbm_bytes, a, sizeof a));
+    const char *names[] = {"parameters", "gradients", "optimizer state", "activations",
+                           "comm buffers", "workspace", "total"};
+    uint64_t vals[] = {m->params_bytes, m->grads_bytes, m->optstate_bytes, m->activations_bytes,
+                       m->buffers_bytes, m->workspace_bytes, m->total_bytes};
+    for (int i = 0; i < 7; i++)
+        printf("  %-16s %12s\n", names[i], fmt_bytes((double)vals[i], a, sizeof a));
+    if (!r->fits)
+        printf("  does not fit: %s more than the chip has (--allow-oom)\n",
+               fmt_bytes((double)(m->total_bytes - r->hbm_bytes), a, sizeof a));
+
+    printf("\nengine: %s events, %s tasks; %" PRIu32 " of %" PRIu32 " ranks simulated", fmt_count(r->events, a, sizeof a),
+           fmt_count(r->tasks, b, sizeof b), r->ranks_simulated, r->chips);
+    if (r->mirror_ways > 1)
+        printf(" (the others mirror them, %" PRIu32 " ways)", r->mirror_ways);
+    printf("; %" PRIu32 " distinct kernels (%" PRIu32 " simulated on the core model, %" PRIu32
+           " from the cache file); %s collectives simulated, %s reused; %s wall\n", r->kernels,
+           r->kernels_simulated, r->kernels_from_file, fmt_count(r->colls_simulated, c, sizeof c),
+           fmt_count(r->colls_reused, d, sizeof d), fmt_time(r->wall_s, a, sizeof a));
+}
+
+/* ---- the command --------------------------------------------------------------------------- */
 
 np_status cmd_run(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
-        {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
-        {"events", required_argument, NULL, 'e'}, {"seed", required_argument, NULL, 'S'},
-        {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
+        {"arch", required_argument, NULL, 'a'},
+        {"set", required_argument, NULL, 's'},
+        {"model", required_argument, NULL, 'm'},
+        {"json", no_argument, NULL, 'j'},
+        {"help", no_argument, NULL, 'h'},
+        {"steps", required_argument, NULL, RUN_OPT_STEPS},
+        {"fidelity", required_argument, NULL, RUN_OPT_FIDELITY},
+        {"functional", no_argument, NULL, RUN_OPT_FUNCTIONAL},
+        {"trace", required_argument, NULL, RUN_OPT_TRACE},
+        {"kernel-cache", required_argument, NULL, RUN_OPT_KERNEL_CACHE},
+        {"no-cache", no_argument, NULL, RUN_OPT_NO_CACHE},
+        {"no-dedup", no_argument, NULL, RUN_OPT_NO_DEDUP},
+        {"allow-oom", no_argument, NULL, RUN_OPT_ALLOW_OOM},
+        {"links", required_argument, NULL, RUN_OPT_LINKS},
+        CLI_STRATEGY_LONGOPTS,
+        CLI_TRACE_LONGOPTS,
         {0}};
-    const char *arch_name = RUN_DEFAULT_ARCH;
+    const char *arch_name = RUN_DEFAULT_ARCH, *model = NULL, *fidelity = "fast";
     const char *sets[RUN_MAX_SETS];
     size_t n_sets = 0;
-    uint64_t n_events = 1000000, seed = 1;
-    bool json = false;
+    bool json = false, functional = false, strategy_given = false;
+    uint64_t steps = 1;
+    run_job j = {.steps = 1, .optim = cli_strategy_optim()};
+    cli_strategy cs;
+    cli_strategy_init(&cs);
     int c;
+    np_status st = NP_OK;
     cli_getopt_reset();
-    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+    while (st == NP_OK && (c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        if (cli_strategy_is_flag(c)) {
+            st = cli_strategy_flag(&cs, c, optarg, err);
+            strategy_given = true;
+            continue;
+        }
         switch (c) {
         case 'a': arch_name = optarg; break;
-        case 's':
-            if (cli_add_set(sets, &n_sets, RUN_MAX_SETS, optarg, err) != NP_OK)
-                return err->status;
-            break;
-        case 'e':
-            if (cli_parse_u64("--events", optarg, 0, UINT64_MAX, &n_events, err) != NP_OK)
-                return err->status;
-            break;
-        case 'S':
-            if (cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &seed, err) != NP_OK)
-                return err->status;
-            break;
+        case 's': st = cli_add_set(sets, &n_sets, RUN_MAX_SETS, optarg, err); break;
+        case 'm': model = optarg; break;
         case 'j': json = true; break;
-        case 'h': cli_print_usage(cli_find("run")); return NP_OK;
-        default: return err->status;
+        case 'h':
+            trace_chips_free(&j.trace_opts.chips);
+            cli_print_usage(cli_find("run"));
+            return NP_OK;
+        case RUN_OPT_STEPS: st = cli_parse_u64("--steps", optarg, 1, 1000000, &steps, err); break;
+        case RUN_OPT_FIDELITY:
+            if (strcmp(optarg, "fast") && strcmp(optarg, "full"))
+                st = np_err_set(err, NP_ERR_USAGE, "--fidelity: expected fast or full, got '%s'",
+                                optarg);
+            fidelity = optarg;
+            break;
+        case RUN_OPT_FUNCTIONAL: functional = true; break;
+        case RUN_OPT_TRACE: j.trace_path = optarg; break;
+        case RUN_OPT_KERNEL_CACHE: j.kernel_cache = optarg; break;
+        case RUN_OPT_NO_CACHE: j.no_cache = true; break;
+        case RUN_OPT_NO_DEDUP: j.no_dedup = true; break;
+        case RUN_OPT_ALLOW_OOM: j.allow_oom = true; break;
+        case RUN_OPT_LINKS: {
+            uint64_t v = 0;
+            st = cli_parse_u64("--links", optarg, 1, RUN_REPORT_LINKS_MAX, &v, err);
+            j.top_links = (uint32_t)v;
+            break;
+        }
+        case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(&j.trace_opts, c, optarg, err); break;
+        default: st = err->status; break;
         }
     }
-    if (optind < argc)
-        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-
+    if (st == NP_OK && optind < argc)
+        st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    j.full = strcmp(fidelity, "full") == 0;
+    j.functional = functional;
+    if (st == NP_OK && !model) {
+        if (strategy_given)
+            st = np_err_set(err, NP_ERR_USAGE, "--model is required with strategy flags (the "
+                            "default job is " RUN_DEFAULT_MODEL " at dp 2 x tp 2 x pp 2)");
+        model = RUN_DEFAULT_MODEL;
+        cs.s.dp = cs.s.tp = cs.s.pp = RUN_DEFAULT_PAR;
+        cs.s.microbatch = RUN_DEFAULT_MICROBATCH;
+        cs.o.batch = RUN_DEFAULT_BATCH;
+    }
+    if (st == NP_OK && !cs.o.batch)
+        st = np_err_set(err, NP_ERR_USAGE, "--batch is required with --model");
     arch_config cfg;
-    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
-        return err->status;
-    evq_selfcheck_result res;
-    if (evq_selfcheck(n_events, seed, &res, err) != NP_OK)
-        return err->status;
-
+    nn_model_desc d;
+    if (st == NP_OK)
+        st = arch_resolve(arch_name, sets, n_sets, &cfg, err);
+    if (st == NP_OK)
+        st = nn_model_load(model, &d, err);
+    run_report rep = {0};
+    run_progress prog = {.on = isatty(2) != 0};
+    if (st == NP_OK) {
+        j.cfg = &cfg;
+        j.model = &d;
+        j.s = cs.s;
+        j.o = cs.o;
+        j.steps = (uint32_t)steps;
+        j.progress = run_progress_fn;
+        j.progress_ctx = &prog;
+        st = run_job_run(&j, &rep, err);
+        run_progress_end(&prog);
+    }
+    trace_chips_free(&j.trace_opts.chips);
+    if (st != NP_OK)
+        return st;
     if (json)
-        return cli_print_json(json_pack("{s:o, s:o}", "arch", arch_to_json(&cfg), "selfcheck",
-                                        run_selfcheck_json(&res)),
-                              err);
-    printf("# Architecture (resolved from %s)\n", arch_name);
-    arch_print(&cfg, stdout);
-    printf("\n# Event-kernel self-check (seed %" PRIu64 ")\n", seed);
-    printf("events dispatched:  %" PRIu64 " events\n", res.dispatched);
-    printf("events cancelled:   %" PRIu64 " events\n", res.cancelled);
-    printf("final time:         %" PRIu64 " ps\n", res.final_time_ps);
-    printf("order hash:         0x%016" PRIx64 "\n", res.hash);
-    printf("queue rebuilds:     %" PRIu64 "\n", res.rebuilds);
-    printf("matches reference:  %s\n", res.matched ? "yes" : "no");
-    return NP_OK;
+        st = cli_print_json(run_report_json(&rep), err);
+    else
+        run_print(&rep);
+    run_report_free(&rep);
+    return st;
 }

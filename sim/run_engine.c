@@ -47,26 +47,44 @@ static inline void rs_acct(rs_rank *r, uint64_t now)
         }
 }
 
-static inline void rs_comm_begin(rs_rank *r, unsigned kind, uint64_t now)
+/* Rank r's mirror at position k of its mirror group (r itself for k = 0 or no mirrors). */
+static inline uint32_t rs_mirror(const run_sim *s, uint32_t r, uint32_t k)
 {
-    rs_acct(r, now);
-    r->active[kind]++;
-    r->n_active++;
+    if (!k)
+        return r;
+    const rg_groupset *G = &s->g->gs[s->mirror_gs];
+    return G->members[(size_t)G->group_of[r] * G->size + k];
 }
 
-static inline void rs_comm_end(rs_rank *r, unsigned kind, uint64_t now)
+static inline void rs_comm_begin(run_sim *s, rs_rank *r, unsigned kind, uint64_t now)
+{
+    (void)s;
+    rs_acct(r, now);
+    if (r->n_active++ == 0)
+        r->comm_since = now;
+    r->active[kind]++;
+}
+
+static inline void rs_comm_end(run_sim *s, rs_rank *r, unsigned kind, uint64_t now)
 {
     rs_acct(r, now);
     r->active[kind]--;
-    r->n_active--;
+    if (--r->n_active == 0 && s->obs && s->obs->comm_busy && now > r->comm_since)
+        for (uint32_t k = 0; k < s->mirror_n; k++)
+            s->obs->comm_busy(s->obs->ctx, rs_mirror(s, r->id, k), r->comm_since, now);
 }
 
 /* ---- engines ------------------------------------------------------------------------------ */
 
-static inline const rg_task *rs_head(const rs_rank *r, uint32_t e)
+static inline uint32_t rs_head_id(const rs_rank *r, uint32_t e)
 {
     const rg_class *c = r->cls;
-    return &c->tasks[c->order[c->eng_off[e] + r->eng[e].idx]];
+    return c->order[c->eng_off[e] + r->eng[e].idx];
+}
+
+static inline const rg_task *rs_head(const rs_rank *r, uint32_t e)
+{
+    return &r->cls->tasks[rs_head_id(r, e)];
 }
 
 /* Engine e of r finished its head. */
@@ -126,6 +144,9 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
     }
     rs_acct(r, now);
     r->computing = 1;
+    r->eng[e].t_start = now;
+    if (s->obs)
+        r->kt = *kt;
     r->st.busy_ps[RUN_UNIT_COMPUTE] += kt->ps;
     for (int u = 0; u < RUN_UNIT_COUNT; u++)
         if (run_unit_from_kernel((run_unit)u))
@@ -176,8 +197,9 @@ static int rs_start_send(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t)
         rs_fail(s, &err);
         return RS_WAIT;
     }
-    rs_comm_begin(r, t->comm, now);
-    rs_comm_begin(d, t->comm, now);
+    rs_comm_begin(s, r, t->comm, now);
+    rs_comm_begin(s, d, t->comm, now);
+    r->eng[e].t_start = now;
     r->st.comm_bytes[t->comm] += t->bytes;
     s->transfers++;
     return RS_STARTED;
@@ -246,8 +268,37 @@ static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg)
     r->computing = 0;
     if (rs_head(r, e)->flags & RUN_TASK_PIPELINE)
         r->st.pipe_last_ps = now;
+    if (s->obs && s->obs->compute)
+        for (uint32_t k = 0; k < s->mirror_n; k++)
+            s->obs->compute(s->obs->ctx, rs_mirror(s, r->id, k), rs_head_id(r, e), r->eng[e].step,
+                            r->eng[e].t_start, now, &r->kt);
     rs_complete(s, r, e);
     rs_kick(s, r);
+}
+
+/* Every member's part of the collective of slot v that completes now (a collective on the
+ * mirror groupset is its whole group: the simulated member and its mirrors; any other is
+ * repeated for each mirror position with its members' mirrors). */
+static void rs_observe_coll(run_sim *s, const rs_rdv *v, const rg_spec *sp, uint32_t e,
+                            uint64_t now)
+{
+    uint64_t slot = (uint64_t)(v - s->rdv);
+    bool whole = sp->groupset == s->mirror_gs;
+    uint32_t ways = whole ? 1 : s->mirror_n;
+    for (uint32_t k = 0; k < ways; k++) {
+        uint64_t group = ((slot * 256 + k) << 32 | (v->count & 0xffffffffu)) + 1;
+        for (uint32_t i = 0; i < v->n_members; i++) {
+            const rs_rank *r = &s->rank[v->members[i]];
+            uint32_t task = rs_head_id(r, e), step = r->eng[e].step;
+            if (whole)
+                for (uint32_t j = 0; j < s->mirror_n; j++)
+                    s->obs->coll(s->obs->ctx, rs_mirror(s, r->id, j), task, step, v->t_start, now,
+                                 group, s->mirror_n, sp->bytes);
+            else
+                s->obs->coll(s->obs->ctx, rs_mirror(s, r->id, k), task, step, v->t_start, now,
+                             group, v->n_members, sp->bytes);
+        }
+    }
 }
 
 static void rs_ev_coll_done(evq *q, void *ctx, uint64_t arg)
@@ -274,9 +325,12 @@ static void rs_ev_coll_done(evq *q, void *ctx, uint64_t arg)
     else
         first->st.comm_bytes[sp->comm] += bytes;
     uint32_t e = 1 + sp->stream;
+    if (s->obs && s->obs->coll)
+        rs_observe_coll(s, v, sp, e, now);
+    v->count++;
     for (uint32_t i = 0; i < v->n_members; i++) {
         rs_rank *r = &s->rank[v->members[i]];
-        rs_comm_end(r, sp->comm, now);
+        rs_comm_end(s, r, sp->comm, now);
         rs_complete(s, r, e);
     }
     for (uint32_t i = 0; i < v->n_members; i++)
@@ -318,7 +372,7 @@ static void rs_coll_begin(run_sim *s, rs_rdv *v)
     np_err e;
     v->t_start = now;
     for (uint32_t i = 0; i < v->n_members; i++)
-        rs_comm_begin(&s->rank[v->members[i]], sp->comm, now);
+        rs_comm_begin(s, &s->rank[v->members[i]], sp->comm, now);
     if (v->sig != RUN_NONE) {
         if (rs_reuse_get(s, v, &v->reuse, &e) != NP_OK ||
             evq_schedule_in(s->q, s->reuse[v->reuse].dur_ps, rs_ev_coll_timer, s,
@@ -355,8 +409,12 @@ static void rs_p2p_event(void *ctx, uint64_t arg, net_event ev)
     uint32_t k = g->send_off[r->id] + t->ref;
     rs_rank *d = &s->rank[g->send_dst[k]];
     uint64_t now = evq_now(s->q);
-    rs_comm_end(r, t->comm, now);
-    rs_comm_end(d, t->comm, now);
+    if (s->obs && s->obs->transfer)
+        for (uint32_t j = 0; j < s->mirror_n; j++)
+            s->obs->transfer(s->obs->ctx, rs_mirror(s, r->id, j), rs_mirror(s, d->id, j),
+                             rs_head_id(r, e), r->eng[e].step, r->eng[e].t_start, now, t->bytes);
+    rs_comm_end(s, r, t->comm, now);
+    rs_comm_end(s, d, t->comm, now);
     rs_complete(s, r, e);
     rs_rchan *ch = &s->rchan[g->recv_off[d->id] + g->send_dch[k]];
     if (ch->waiting) {
@@ -620,6 +678,7 @@ np_status run_simulate(const run_graph *g, const arch_config *cfg, const net_par
     s.cfg = cfg;
     s.o = *opts;
     s.steps = opts->steps ? opts->steps : 1;
+    s.obs = opts->observer;
     if (s.o.no_coll_reuse)
         s.o.no_rank_dedup = true; /* mirrored ranks need their groups' collectives reused */
     bool has_compute = false;

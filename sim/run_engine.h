@@ -70,6 +70,34 @@ uint32_t run_kcache_size(const run_kcache *c);
 
 /* ---- Running ------------------------------------------------------------------------------ */
 
+/* What the engine tells an observer (a trace writer) as the run goes; every entry is
+ * optional. Ranks are run_graph ranks, tasks their class's task ids, steps 0-based, times ps.
+ * Mirrored ranks (run_engine.h's symmetric ranks) are reported too: every call about a
+ * simulated rank is repeated for the ranks that mirror it, with their own ranks. */
+typedef struct run_observer {
+    /* a compute task ran [start_ps, end_ps) with timing kt */
+    void (*compute)(void *ctx, uint32_t rank, uint32_t task, uint32_t step, uint64_t start_ps,
+                    uint64_t end_ps, const run_ktime *kt);
+    /* rank's part of a collective task, in flight [start_ps, end_ps) (every member of its group
+     * is there from start_ps); group identifies this instance (non-zero; the same on every
+     * member, distinct across instances), group_size its members; bytes is the collective's
+     * size (run_task.bytes) */
+    void (*coll)(void *ctx, uint32_t rank, uint32_t task, uint32_t step, uint64_t start_ps,
+                 uint64_t end_ps, uint64_t group, uint32_t group_size, uint64_t bytes);
+    /* a send task of rank src (task, step) in flight [start_ps, end_ps) to rank dst, delivered
+     * at end_ps */
+    void (*transfer)(void *ctx, uint32_t src, uint32_t dst, uint32_t task, uint32_t step,
+                     uint64_t start_ps, uint64_t end_ps, uint64_t bytes);
+    /* rank had at least one collective or transfer in flight throughout [start_ps, end_ps)
+     * and none just before or after (the intervals of run_rank_stats.busy_ps[RUN_UNIT_COMM]) */
+    void (*comm_busy)(void *ctx, uint32_t rank, uint64_t start_ps, uint64_t end_ps);
+    /* at the end, every link that carried bytes: bytes[k] moved in window k (window_ps wide,
+     * n windows from time 0), spread as for peak_bytes_per_s */
+    void (*link)(void *ctx, uint32_t link, const char *name, const double *bytes, uint32_t n,
+                 uint64_t window_ps);
+    void *ctx;
+} run_observer;
+
 typedef struct run_opts {
     uint32_t steps;         /* 0: 1 */
     run_kernel_fn time_kernel; /* required when the graph has compute tasks */
@@ -79,6 +107,7 @@ typedef struct run_opts {
     bool no_coll_reuse;     /* simulate every collective on the network (implies no mirror) */
     bool no_rank_dedup;     /* simulate every rank */
     uint32_t top_links;     /* links to rank as busiest (0: 8) */
+    const run_observer *observer; /* (optional) told what happens, for traces */
     /* (optional) called now and then with the fraction of tasks done, 0 .. 1 */
     void (*progress)(void *ctx, double done);
     void *progress_ctx;

@@ -270,7 +270,7 @@ static np_status rg_spec_intern(run_graph *g, const run_task *t, uint32_t *id, n
     rg_spec s;
     memset(&s, 0, sizeof s); /* padding too: specs are hashed and compared as bytes */
     s.op = t->op;
-    s.algo = coll_algo_resolve(t->op, t->algo);
+    s.algo = t->algo; /* AUTO: the network's tuner chooses when the collective starts */
     s.groupset = t->groupset;
     s.root = t->root;
     s.elem_bytes = t->elem_bytes ? t->elem_bytes : 4;

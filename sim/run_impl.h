@@ -28,7 +28,7 @@ typedef struct rg_groupset {
 /* A distinct collective: everything that decides what it does. */
 typedef struct rg_spec {
     coll_op op;
-    coll_algo algo; /* resolved: never AUTO */
+    coll_algo algo; /* AUTO: chosen by the tuner (coll_tune.h) per group and size */
     uint32_t groupset, root, elem_bytes, stream;
     run_comm_kind comm;
     uint64_t bytes, chunk_bytes;

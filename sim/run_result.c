@@ -129,15 +129,22 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
         ls->avg_bytes_per_s = t_s > 0 ? (double)ls->bytes / t_s : 0;
         /* The network counts a flow's bytes when its last byte leaves: spread them back over
          * the windows before, at no more than the link's bandwidth, latest first. */
-        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0;
+        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0, spread[RS_LINK_BINS];
         const uint64_t *b = &s->bins[l * RS_LINK_BINS];
         for (uint32_t k = RS_LINK_BINS; k-- > 0;) {
             double v = (double)b[k] + carry;
             double here = k == 0 || v < cap ? v : cap;
             carry = v - here;
             peak = here > peak ? here : peak;
+            spread[k] = here;
         }
         ls->peak_bytes_per_s = peak / w_s;
+        if (s->obs && s->obs->link && ls->bytes) {
+            uint32_t n = RS_LINK_BINS;
+            while (n > 1 && spread[n - 1] == 0)
+                n--;
+            s->obs->link(s->obs->ctx, (uint32_t)l, ls->name, spread, n, s->bin_ps);
+        }
     }
     /* The busiest by bytes (ties: the lower id), by selection: n_top is small. */
     for (uint32_t i = 0; i < r->n_top; i++) {

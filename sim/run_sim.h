@@ -29,6 +29,7 @@ typedef struct rs_eng {
     uint32_t idx;   /* the head's index in its step's list */
     uint32_t step;  /* the head's step */
     uint8_t busy;
+    uint64_t t_start; /* when the head started (for the observer) */
 } rs_eng;
 
 typedef struct rs_rank {
@@ -42,6 +43,8 @@ typedef struct rs_rank {
     uint32_t pipe_step; /* the step the pipeline figures are of (the last one) */
     uint64_t t_acct;   /* comm time accounted up to here */
     uint32_t steps_done;
+    uint64_t comm_since; /* the start of the current comm-busy interval (n_active > 0) */
+    run_ktime kt;        /* the running compute task's timing (for the observer) */
     run_rank_stats st;
     uint64_t own_bytes[RUN_COMM_COUNT]; /* bytes of mirror-groupset collectives */
     rs_eng eng[RUN_ENGINES];
@@ -84,6 +87,7 @@ typedef struct rs_rdv {
     coll *c;
     uint64_t t_start;
     uint32_t reuse;          /* the timing being replayed (index into run_sim.reuse) */
+    uint64_t count;          /* collectives completed here (observer group ids) */
 } rs_rdv;
 
 typedef struct run_sim {
@@ -137,6 +141,8 @@ typedef struct run_sim {
     /* counters */
     uint64_t kernels_timed, colls_sim, colls_reused, colls_scratch, transfers;
     uint32_t ranks_sim;
+    const run_observer *obs; /* NULL: none */
+    uint64_t n_transfers_seen; /* observer group ids of sends */
     /* a failure inside an event: the run stops */
     bool failed;
     np_err err;

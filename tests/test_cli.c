@@ -100,9 +100,9 @@ TEST(integer_options_outside_their_range_name_the_option_and_the_range)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "npusim: --vcs: expected an integer in 1 .. 64, got '0'"));
     harness_run_free(&r);
 
-    r = harness_npusim("run", "--seed", "-3", NULL);
+    r = harness_npusim("run", "--steps", "-3", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--seed: expected a non-negative integer, got '-3'"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--steps: expected an integer in 1 .. 1000000, got '-3'"));
     harness_run_free(&r);
 }
 

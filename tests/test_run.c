@@ -1,70 +1,310 @@
-/* test_run.c — `npusim run`, the main job: it resolves the architecture, runs the event-kernel
- * self-check, reports both (text and JSON), is deterministic, and refuses bad input. */
+/* test_run.c — `npusim run`, the main job, as a command: its options, its refusals (status 2
+ * with the flag and the rule), memory against HBM, and — on models whose ops all have kernels
+ * — the report in text and JSON with the names `npusim report` reads, determinism, and the
+ * trace against `npusim trace stats`. (The engine, the plan's mapping and the figures'
+ * formulas are tested in test_run_engine.c and test_run_plan.c.) */
 #include <jansson.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "harness.h"
 
-TEST(run_json_reports_arch_and_a_matching_selfcheck)
+TEST(run_help_shows_the_strategy_flags_and_the_default_job)
 {
-    harness_run r = harness_npusim("run", "--arch", "tiny", "--events", "20000", "--json", NULL);
-    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
-    json_error_t jerr;
-    json_t *j = json_loads(r.out, 0, &jerr);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(json_object_get(j, "arch"), "name")),
-                           "tiny");
-    json_t *sc = json_object_get(j, "selfcheck");
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sc, "events_dispatched")), 20000);
-    CU_ASSERT_TRUE(json_is_true(json_object_get(sc, "matches_reference")));
-    json_decref(j);
+    harness_run r = harness_npusim("run", "--help", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    const char *flags[] = {"--model", "--batch", "--dp", "--tp", "--pp", "--zero", "--sp",
+                           "--microbatch", "--schedule", "--recompute", "--steps", "--fidelity",
+                           "--functional", "--trace", "--no-cache", "--no-dedup", "--allow-oom",
+                           "--json", "gpt2-small on 8 chips"};
+    for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++)
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, flags[i]));
     harness_run_free(&r);
 }
 
-TEST(run_output_is_byte_identical_across_runs_and_depends_on_the_seed)
+static void refuses(const char *want, const char *a0, ...)
 {
-    harness_run a = harness_npusim("run", "--events", "30000", "--seed", "7", NULL);
-    harness_run b = harness_npusim("run", "--events", "30000", "--seed", "7", NULL);
-    harness_run c = harness_npusim("run", "--events", "30000", "--seed", "8", NULL);
-    CU_ASSERT_EQUAL(a.exit_status, 0);
-    CU_ASSERT_STRING_EQUAL(a.out, b.out);
-    CU_ASSERT_STRING_NOT_EQUAL(a.out, c.out);
-    CU_ASSERT_PTR_NOT_NULL(strstr(a.out, "matches reference:  yes"));
-    harness_run_free(&a);
-    harness_run_free(&b);
-    harness_run_free(&c);
-}
-
-TEST(run_default_architecture_is_the_edge_preset_with_overrides_applied)
-{
-    harness_run r = harness_npusim("run", "--events", "1000", "--set", "core.array_rows=64",
-                                   "--json", NULL);
-    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
-    json_t *j = json_loads(r.out, 0, NULL);
-    json_t *arch = json_object_get(j, "arch");
-    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(arch, "name")), "edge");
-    CU_ASSERT_EQUAL(json_integer_value(json_object_get(
-                        json_object_get(json_object_get(arch, "core"), "array_rows"), "value")),
-                    64);
-    json_decref(j);
-    harness_run_free(&r);
-}
-
-TEST(run_refuses_bad_options_and_unknown_presets_with_status_2)
-{
-    harness_run r = harness_npusim("run", "--events", "many", NULL);
+    const char *args[32] = {"run", a0};
+    int n = 2;
+    va_list ap;
+    va_start(ap, a0);
+    for (const char *s; n < 31 && (s = va_arg(ap, const char *));)
+        args[n++] = s;
+    va_end(ap);
+    args[n] = NULL;
+    harness_run r = harness_npusim_in(NULL, args);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--events: expected a non-negative integer, got 'many'"));
-    harness_run_free(&r);
-
-    r = harness_npusim("run", "--arch", "tpu-pd", NULL);
-    CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "tpu-pod"));
+    if (!strstr(r.err, want))
+        printf("\nexpected '%s' in: %s\n", want, r.err);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want));
     CU_ASSERT_STRING_EQUAL(r.out, "");
     harness_run_free(&r);
+}
 
-    r = harness_npusim("run", "extra", NULL);
+TEST(run_refuses_bad_options_with_status_2_naming_the_flag)
+{
+    refuses("--steps: expected an integer in 1 .. 1000000, got '0'", "--steps", "0", NULL);
+    refuses("--fidelity: expected fast or full, got 'fastest'", "--fidelity", "fastest", NULL);
+    refuses("unexpected argument 'extra'", "extra", NULL);
+    refuses("tpu-pod", "--arch", "tpu-pd", NULL);
+    refuses("--model is required with strategy flags", "--tp", "4", NULL);
+    refuses("--batch is required with --model", "--model", "mlp-tiny", NULL);
+    refuses("--tp 3 does not divide the 4 attention heads of gpt-tiny", "--arch", "a100-cluster",
+            "--model", "gpt-tiny", "--batch", "4", "--tp", "3", NULL);
+    refuses("--schedule", "--model", "gpt-tiny", "--batch", "4", "--schedule", "zigzag", NULL);
+}
+
+TEST(run_functional_mode_needs_full_fidelity_and_full_fidelity_has_no_trace_yet)
+{
+    refuses("--functional needs --fidelity full", "--model", "mlp-tiny", "--batch", "8",
+            "--functional", NULL);
+    refuses("--trace is not available with --fidelity full", "--model", "mlp-tiny", "--batch",
+            "8", "--fidelity", "full", "--trace", "/tmp/npusim_never_written.json", NULL);
+}
+
+TEST(run_a_plan_that_does_not_fit_in_hbm_is_status_2_with_the_breakdown_by_role)
+{
+    /* GPT-2 small's fp32 Adam state alone (124 M x 12 bytes) is far more than tiny's 64 MiB */
+    harness_run r = harness_npusim("run", "--arch", "tiny", "--model", "gpt2-small", "--batch",
+                                   "2", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "unexpected argument 'extra'"));
+    const char *want[] = {"gpt2-small does not fit", "of its 64.00 MiB of HBM", "parameters",
+                          "gradients", "optimizer state", "activations", "workspace",
+                          "--allow-oom"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want[i]));
+    CU_ASSERT_STRING_EQUAL(r.out, "");
     harness_run_free(&r);
+}
+
+/* ---- full fidelity: 8 chips of tiny with 8 cores each ---------------------------------------- */
+
+#define TINY8 "--arch", "tiny", "--set", "system.chips=8", "--set", "chip.cores=8", "--set", \
+              "chip.mesh_x=4", "--set", "chip.mesh_y=2"
+
+TEST(full_fidelity_runs_every_ranks_lowered_step_and_functional_mode_gives_the_executors_loss)
+{
+    const char *prec[] = {"fp32", "bf16"};
+    double tol[] = {1e-5, 1e-2};
+    for (int i = 0; i < 2; i++) {
+        harness_run r = harness_npusim("run", TINY8, "--model", "mlp-tiny", "--batch", "16",
+                                       "--dp", "2", "--tp", "2", "--pp", "2", "--microbatch", "2",
+                                       "--precision", prec[i], "--fidelity", "full",
+                                       "--functional", "--json", NULL);
+        CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+        json_t *j = json_loads(r.out, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "fidelity")), "full");
+        CU_ASSERT(json_number_value(json_object_get(j, "step_time_s")) > 0);
+        double loss = json_number_value(json_object_get(j, "loss"));
+        double want = json_number_value(json_object_get(j, "loss_reference"));
+        CU_ASSERT(want > 0.1);
+        CU_ASSERT(fabs(loss - want) <= tol[i] * fabs(want));
+        json_decref(j);
+        harness_run_free(&r);
+    }
+    /* the same plan at both fidelities: the plan's FLOPs, the same kinds of communication */
+    harness_run f = harness_npusim("run", TINY8, "--model", "gpt-tiny", "--batch", "8", "--dp",
+                                   "4", "--pp", "2", "--microbatch", "1", "--fidelity", "full",
+                                   "--json", NULL);
+    harness_run s = harness_npusim("run", TINY8, "--model", "gpt-tiny", "--batch", "8", "--dp",
+                                   "4", "--pp", "2", "--microbatch", "1", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(f.exit_status, 0);
+    CU_ASSERT_EQUAL_FATAL(s.exit_status, 0);
+    json_t *jf = json_loads(f.out, 0, NULL), *js = json_loads(s.out, 0, NULL);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(jf, "model_flops_per_step")),
+                           json_number_value(json_object_get(js, "model_flops_per_step")), 0.5);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(jf, "comm")),
+                    json_array_size(json_object_get(js, "comm")));
+    CU_ASSERT(json_number_value(json_object_get(jf, "step_time_s")) > 0);
+    json_decref(jf);
+    json_decref(js);
+    harness_run_free(&f);
+    harness_run_free(&s);
+}
+
+/* ---- a real run: gpt-tiny on 4 chips of tpu-pod, dp 2 x pp 2, 1F1B, every kernel compiled and
+ * simulated on the core model ---------------------------------------------------------------- */
+
+#define GPT_TINY "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8", "--dp", "2", \
+                 "--pp", "2", "--microbatch", "1"
+
+static json_t *run_json(const char *extra0, const char *extra1)
+{
+    const char *args[24] = {"run", GPT_TINY, "--json"};
+    int n = 14;
+    if (extra0)
+        args[n++] = extra0;
+    if (extra1)
+        args[n++] = extra1;
+    args[n] = NULL;
+    harness_run r = harness_npusim_in(NULL, args);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    if (r.exit_status)
+        printf("\n%s\n", r.err);
+    json_t *j = json_loads(r.out, 0, NULL);
+    harness_run_free(&r);
+    return j;
+}
+
+static double jnum(const json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
+
+TEST(a_real_run_reports_the_plans_flops_and_memory_and_figures_by_their_definitions)
+{
+    json_t *j = run_json(NULL, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    harness_run p = harness_npusim("plan", GPT_TINY, "--json", NULL);
+    json_t *plan = json_loads(p.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(plan);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "model")), "gpt-tiny");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "fidelity")), "fast");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "chips")), 4);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "schedule")), "1f1b");
+    /* FLOPs and memory: npusim plan's */
+    CU_ASSERT_DOUBLE_EQUAL(jnum(j, "model_flops_per_step"), jnum(plan, "flops_per_step"), 0.5);
+    json_t *m = json_object_get(j, "memory"), *pm = json_object_get(plan, "memory");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(m, "total_bytes")),
+                    json_integer_value(json_object_get(pm, "total_bytes")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(m, "peak_bytes")),
+                    json_integer_value(json_object_get(pm, "total_bytes")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(m, "hbm_bytes")), 32LL << 30);
+    /* throughput and MFU from their definitions; tpu-pod's peak from its data sheet:
+     * 2 x 128 x 128 x 1.05 GHz x 8 MXUs = 275.25 TFLOP/s */
+    double step = jnum(j, "step_time_s");
+    CU_ASSERT(step > 0);
+    CU_ASSERT_DOUBLE_EQUAL(jnum(j, "peak_flops_per_chip"), 275.2512e12, 1e6);
+    CU_ASSERT_DOUBLE_EQUAL(jnum(j, "tokens_per_s"), 8 * 16 / step, 1e-6 * 8 * 16 / step);
+    CU_ASSERT_DOUBLE_EQUAL(jnum(j, "mfu_pct"),
+                           100 * jnum(j, "model_flops_per_step") / step / 4 / 275.2512e12, 1e-9);
+    /* a pipeline of 2 stages and 4 micro-batches: the measured bubble at least the analytical
+     * (p-1)/(m+p-1) = 20 % (idle for any reason counts) and below the whole window */
+    CU_ASSERT_DOUBLE_EQUAL(jnum(j, "bubble_analytical"), 0.2, 1e-12);
+    CU_ASSERT(jnum(j, "bubble_pct") >= 20.0 - 2.0 && jnum(j, "bubble_pct") < 100);
+    /* every unit busy less than the run, the compute engine the most of the chip's units */
+    json_t *u;
+    size_t i;
+    double compute = 0;
+    json_array_foreach(json_object_get(j, "units"), i, u) {
+        CU_ASSERT(jnum(u, "min_util_pct") <= jnum(u, "mean_util_pct"));
+        CU_ASSERT(jnum(u, "mean_util_pct") <= jnum(u, "max_util_pct"));
+        CU_ASSERT(jnum(u, "max_util_pct") <= 100.0 + 1e-9);
+        if (!strcmp(json_string_value(json_object_get(u, "kind")), "compute"))
+            compute = jnum(u, "mean_util_pct");
+    }
+    json_array_foreach(json_object_get(j, "units"), i, u)
+        if (strcmp(json_string_value(json_object_get(u, "kind")), "comm"))
+            CU_ASSERT(jnum(u, "mean_util_pct") <= compute + 1e-9);
+    json_t *c;
+    int kinds = 0;
+    json_array_foreach(json_object_get(j, "comm"), i, c) {
+        CU_ASSERT(jnum(c, "exposed_s") <= jnum(c, "total_s") + 1e-15);
+        kinds++;
+    }
+    CU_ASSERT_EQUAL(kinds, 2); /* dp and pp */
+    json_decref(plan);
+    harness_run_free(&p);
+    json_decref(j);
+}
+
+TEST(a_real_run_is_deterministic_and_its_shortcuts_and_kernel_cache_change_no_figure)
+{
+    char dir[] = "/tmp/npusim_run_cache_XXXXXX", cache[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(cache, sizeof cache, "%s/kernels", dir);
+    json_t *runs[5] = {run_json(NULL, NULL), run_json(NULL, NULL), run_json("--no-dedup", NULL),
+                       run_json("--kernel-cache", cache), run_json("--kernel-cache", cache)};
+    char *want = NULL;
+    for (int i = 0; i < 5; i++) {
+        CU_ASSERT_PTR_NOT_NULL_FATAL(runs[i]);
+        json_t *eng = json_object_get(runs[i], "engine");
+        if (i == 3)
+            CU_ASSERT(json_integer_value(json_object_get(eng, "kernels_simulated")) > 0);
+        if (i == 4) { /* everything from the file: nothing compiled or simulated */
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(eng, "kernels_simulated")), 0);
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(eng, "kernels_from_file")),
+                            json_integer_value(json_object_get(eng, "kernels")));
+        }
+        json_object_del(runs[i], "engine");
+        json_object_del(runs[i], "wall_s");
+        char *s = json_dumps(runs[i], JSON_SORT_KEYS);
+        if (!want)
+            want = s;
+        else {
+            CU_ASSERT_STRING_EQUAL(s, want);
+            free(s);
+        }
+        json_decref(runs[i]);
+    }
+    free(want);
+    unlink(cache);
+    rmdir(dir);
+}
+
+TEST(a_real_runs_text_report_has_every_figure_with_its_unit)
+{
+    harness_run r = harness_npusim("run", GPT_TINY, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    const char *want[] = {"# gpt-tiny on tpu-pod: 4 of 4,096 chips", "step time", " us",
+                          "tokens/s", "FLOPs per step", "MFLOP model", "MFU / HFU", " %",
+                          "pipeline bubble", "(p-1)/(m+p-1) form; analytical 20.0 %",
+                          "utilization (busy / run time, over chips)", "compute", "mxu",
+                          "communication per step", "dp", "pp", "busiest links", "GB/s",
+                          "memory of the largest chip", "KiB", "engine:", "distinct kernels"};
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        if (!strstr(r.out, want[i]))
+            printf("\nmissing '%s'\n", want[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.out, want[i]));
+    }
+    harness_run_free(&r);
+}
+
+TEST(trace_stats_of_a_real_runs_trace_give_its_utilization_communication_and_bubble)
+{
+    char dir[] = "/tmp/npusim_run_trace_XXXXXX", trace[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(trace, sizeof trace, "%s/t.json.gz", dir);
+    json_t *j = run_json("--trace", trace);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    harness_run c = harness_npusim("trace", "check", trace, NULL);
+    CU_ASSERT_EQUAL(c.exit_status, 0);
+    harness_run_free(&c);
+    harness_run s = harness_npusim("trace", "stats", trace, "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(s.exit_status, 0);
+    json_t *st = json_loads(s.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(st);
+    json_t *u, *x, *cm;
+    size_t i, k;
+    int matched = 0;
+    json_array_foreach(json_object_get(j, "units"), i, u)
+        json_array_foreach(json_object_get(st, "units"), k, x)
+            if (!strcmp(json_string_value(json_object_get(u, "kind")),
+                        json_string_value(json_object_get(x, "kind")))) {
+                matched++;
+                for (int f = 0; f < 3; f++) {
+                    const char *n = (const char *[]){"min_util_pct", "mean_util_pct",
+                                                     "max_util_pct"}[f];
+                    CU_ASSERT_DOUBLE_EQUAL(jnum(u, n), jnum(x, n), 1e-6);
+                }
+            }
+    CU_ASSERT_EQUAL(matched, 5);
+    matched = 0;
+    json_array_foreach(json_object_get(j, "comm"), i, cm)
+        json_array_foreach(json_object_get(st, "comm"), k, x)
+            if (!strcmp(json_string_value(json_object_get(cm, "kind")),
+                        json_string_value(json_object_get(x, "kind")))) {
+                matched++;
+                CU_ASSERT_DOUBLE_EQUAL(jnum(cm, "total_s"), jnum(x, "total_s"), 1e-12);
+                CU_ASSERT_DOUBLE_EQUAL(jnum(cm, "exposed_s"), jnum(x, "exposed_s"), 1e-12);
+            }
+    CU_ASSERT_EQUAL(matched, 2);
+    CU_ASSERT_DOUBLE_EQUAL(jnum(j, "bubble_pct"), jnum(st, "bubble_pct"), 1e-6);
+    CU_ASSERT_DOUBLE_EQUAL(jnum(j, "bubble_ratio"), jnum(st, "bubble_ratio"), 1e-6);
+    json_decref(st);
+    harness_run_free(&s);
+    json_decref(j);
+    unlink(trace);
+    rmdir(dir);
 }

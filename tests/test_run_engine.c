@@ -748,8 +748,8 @@ TEST(collectives_of_one_group_that_disagree_are_refused_before_the_run)
                            .groupset = gs, .bytes = 1024});
     CU_ASSERT_EQUAL(run_graph_finalize(g, &e), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "collective 0 on s0/dp differs between ranks 1 (class b "
-                                         "task 0: all_gather ring 1024 bytes) and 0 (class a task "
-                                         "0: all_reduce ring 1024 bytes)"));
+                                         "task 0: all_gather auto 1024 bytes) and 0 (class a task "
+                                         "0: all_reduce auto 1024 bytes)"));
     run_graph_free(g);
 
     run_graph_create(2, &g, &e);

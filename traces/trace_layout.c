@@ -13,6 +13,7 @@
 #define LAYOUT_BIN0_PS 1000    /* a counter's first bin width: 1 ns */
 #define LAYOUT_TID_SPAN 192    /* core tids: 256 per core; units 0..191, span tracks 192.. */
 #define LAYOUT_TID_CHIP 0xFFFF00u
+#define LAYOUT_TID_CHIP_UNIT 0xFFFE00u /* a chip's own units: + 32 unit + lane */
 #define LAYOUT_TID_LINK 0xFE0000u /* a chip's link threads: + the link's index (16 bits) */
 
 /* ---- the layout ------------------------------------------------------------------------------- */
@@ -249,13 +250,17 @@ static void lay_unit_slice(void *ctx, const trace_unit_slice *s)
 {
     trace_layout *l = ctx;
     seen_time(l, s->end_ps);
-    if (l->level < TRACE_LEVEL_INSN || !traced(l, s->chip))
+    bool chip_unit = s->core == TRACE_NO_CORE; /* a summary of the chip: every level keeps it */
+    if ((!chip_unit && l->level < TRACE_LEVEL_INSN) || !traced(l, s->chip))
         return;
     unsigned unit = s->unit < TRACE_UNITS_MAX ? s->unit : TRACE_UNITS_MAX - 1;
     unsigned lane = s->lane < TRACE_LANES_MAX ? s->lane : TRACE_LANES_MAX - 1;
-    uint32_t pid = pid_of(s->chip), tid = s->core * 256 + unit * TRACE_LANES_MAX + lane;
-    char prefix[24];
-    snprintf(prefix, sizeof prefix, "core%u.", s->core);
+    uint32_t pid = pid_of(s->chip);
+    uint32_t tid = chip_unit ? LAYOUT_TID_CHIP_UNIT + unit * TRACE_LANES_MAX + lane
+                             : s->core * 256 + unit * TRACE_LANES_MAX + lane;
+    char prefix[24] = "chip.";
+    if (!chip_unit)
+        snprintf(prefix, sizeof prefix, "core%u.", s->core);
     name_thread(l, pid, tid, prefix, s->unit_name, lane);
     uint64_t dur = s->end_ps > s->start_ps ? s->end_ps - s->start_ps : 0;
     trace_slice(l->w, pid, tid, s->name, s->cat ? s->cat : s->unit_name, s->start_ps, dur,

@@ -4,6 +4,7 @@
  *
  *   process "chip N" (pid N, sorted by N)          process "system" (pid TRACE_PID_SYSTEM)
  *     thread coreC.<unit>[lane]   tid 256C + 32u + lane      thread <link name>  tid = link
+ *     thread chip.<unit>[lane]    tid 0xFFFE00 + 32u + lane   (a chip's own units)
  *     thread coreC <track>[lane]  tid 256C + 192 + 8k + lane  (k: the track's index)
  *     thread <track>[lane]        tid 0xFFFF00 + 16k + lane   (a chip's own spans)
  *     thread link <name>          tid 0xFE0000 + link         (the chip's outgoing links)

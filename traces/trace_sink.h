@@ -30,7 +30,9 @@ typedef enum trace_msg_kind {
     TRACE_MSG_RECV,
 } trace_msg_kind;
 
-/* An instruction (or a unit's task) that ran on one unit of one core. */
+/* An instruction (or a unit's task) that ran on one unit of one core. core TRACE_NO_CORE: a
+ * unit of the chip as a whole (the run engine's compute engine, the chip's matrix units
+ * summed over its cores, ...): thread "chip.<unit_name>", kept at every trace level. */
 typedef struct trace_unit_slice {
     uint32_t chip, core;
     unsigned unit;      /* 0 .. TRACE_UNITS_MAX-1: its thread's place */

@@ -303,8 +303,13 @@ static np_status comm_and_stages(const tdb *db, tstats *st, np_err *err)
     uint32_t *kinds = NULL;
     int32_t *stages = NULL;
     size_t nk = 0, ns = 0;
+    uint64_t win_lo = UINT64_MAX, win_hi = 0; /* the pipeline's window: slices with a stage */
     for (size_t i = 0; i < db->n_slices; i++) {
         const tdb_slice *s = &db->slices[i];
+        if (s->stage >= 0) {
+            win_lo = s->start_ps < win_lo ? s->start_ps : win_lo;
+            win_hi = s->end_ps > win_hi ? s->end_ps : win_hi;
+        }
         if (cat_is(db, s, cats_comm)) {
             size_t k = 0;
             while (k < nk && kinds[k] != s->kind)
@@ -355,6 +360,7 @@ static np_status comm_and_stages(const tdb *db, tstats *st, np_err *err)
             stages[j] = stages[j - 1], stages[j - 1] = x;
         }
     double sum_pct = 0, sum_ratio = 0;
+    uint64_t win = win_hi > win_lo ? win_hi - win_lo : 0;
     for (size_t k = 0; k < ns; k++) {
         tstats_stage *g = &st->stages[st->n_stages++];
         g->stage = stages[k];
@@ -370,10 +376,10 @@ static np_status comm_and_stages(const tdb *db, tstats *st, np_err *err)
                     for (size_t i = db->threads[t].first; i < db->threads[t].first + db->threads[t].n; i++)
                         if (db->slices[i].stage == stages[k] && db->slices[i].mb > mb_max)
                             mb_max = db->slices[i].mb;
-            uint64_t busy = ivls_merge(&cm), idle = st->span_ps > busy ? st->span_ps - busy : 0;
+            uint64_t busy = ivls_merge(&cm), idle = win > busy ? win - busy : 0;
             g->chips++;
             g->busy_ps += busy, g->idle_ps += idle;
-            pct += st->span_ps ? 100.0 * (double)idle / (double)st->span_ps : 0;
+            pct += win ? 100.0 * (double)idle / (double)win : 0;
             ratio += busy ? (double)idle / (double)busy : 0;
         }
         g->microbatches = (uint32_t)(mb_max + 1);

@@ -14,7 +14,9 @@
  *              (category mxu, vpu or compute) of that chip runs; means over the chips that
  *              communicate;
  *   stages     slices with args.stage: per stage and chip, busy = the union of that stage's
- *              slices, idle = span - busy; bubble_pct = idle / span (the (p-1)/(m+p-1) form),
+ *              slices, idle = window - busy, the window from the first start to the last end
+ *              of any slice with a stage (the pipeline's part of the run: the whole span when
+ *              only pipeline work has stages); bubble_pct = idle / window (the (p-1)/(m+p-1) form),
  *              bubble_ratio = idle / busy (the (p-1)/m form); per stage the mean over its
  *              chips, overall the mean over stages;
  *   critical   the chain of work that ends last, walked back: from a slice to what let it

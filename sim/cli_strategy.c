@@ -1,0 +1,121 @@
+/* cli_strategy.c — the strategy flags of `npusim plan` and `npusim run` (see cli_strategy.h). */
+#include "cli_strategy.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "parse.h"
+
+void cli_strategy_init(cli_strategy *cs)
+{
+    memset(cs, 0, sizeof *cs);
+    nn_strategy_default(&cs->s);
+    cs->o.compute = NN_BF16;
+    cs->o.seed = 1;
+}
+
+bool cli_strategy_is_flag(int c) { return c >= CLI_STRATEGY_OPT_BASE && c < CLI_STRATEGY_OPT_END; }
+
+static np_status cs_int(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out,
+                        np_err *err)
+{
+    uint64_t v;
+    if (cli_parse_u64(opt, text, (uint64_t)lo, (uint64_t)hi, &v, err) != NP_OK)
+        return err->status;
+    *out = (int64_t)v;
+    return NP_OK;
+}
+
+static np_status cs_stage_layers(const char *text, nn_strategy *s, np_err *err)
+{
+    const char *p = text;
+    int n = 0;
+    int v[NN_STRATEGY_MAX_CHUNKS];
+    for (;;) { /* every field read whole (the one door), at most NN_STRATEGY_MAX_CHUNKS */
+        size_t len = strcspn(p, ",");
+        char field[32];
+        uint64_t x;
+        if (n == NN_STRATEGY_MAX_CHUNKS || len >= sizeof field)
+            return np_err_set(err, NP_ERR_USAGE, "--stage-layers: expected at most %d layer "
+                              "counts separated by commas, got '%.60s'", NN_STRATEGY_MAX_CHUNKS,
+                              text);
+        memcpy(field, p, len);
+        field[len] = '\0';
+        if (np_parse_u64(NP_SRC_OPT("--stage-layers"), field, 0, 1 << 20, &x, err) != NP_OK)
+            return err->status;
+        v[n++] = (int)x;
+        if (!p[len])
+            break;
+        p += len + 1;
+    }
+    for (int i = 0; i < n; i++)
+        s->stage_layers[i] = v[i];
+    s->n_stage_layers = n;
+    return NP_OK;
+}
+
+np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
+{
+    nn_strategy *s = &cs->s;
+    int64_t v = 0;
+    switch (c) {
+    case CLI_STRATEGY_OPT_BATCH:
+        return cs_int("--batch", arg, 1, INT64_MAX / 2, &cs->o.batch, err);
+    case CLI_STRATEGY_OPT_SEQ:
+        return cs_int("--seq", arg, 1, 1 << 24, &cs->o.seq, err);
+    case CLI_STRATEGY_OPT_DP:
+    case CLI_STRATEGY_OPT_TP:
+    case CLI_STRATEGY_OPT_PP: {
+        const char *opt = c == CLI_STRATEGY_OPT_DP ? "--dp" : c == CLI_STRATEGY_OPT_TP ? "--tp" : "--pp";
+        if (cs_int(opt, arg, 1, 1 << 20, &v, err) != NP_OK)
+            return err->status;
+        *(c == CLI_STRATEGY_OPT_DP ? &s->dp : c == CLI_STRATEGY_OPT_TP ? &s->tp : &s->pp) = (int)v;
+        return NP_OK;
+    }
+    case CLI_STRATEGY_OPT_ZERO:
+        if (cs_int("--zero", arg, 0, 3, &v, err) != NP_OK)
+            return err->status;
+        s->zero = (int)v;
+        return NP_OK;
+    case CLI_STRATEGY_OPT_SP:
+        s->sp = true;
+        return NP_OK;
+    case CLI_STRATEGY_OPT_MICROBATCH:
+        return cs_int("--microbatch", arg, 1, INT64_MAX / 2, &s->microbatch, err);
+    case CLI_STRATEGY_OPT_SCHEDULE:
+        return nn_strategy_parse_schedule(s, arg, err);
+    case CLI_STRATEGY_OPT_RECOMPUTE:
+        return nn_strategy_parse_recompute(s, arg, err);
+    case CLI_STRATEGY_OPT_BUCKET: {
+        double mb;
+        if (np_parse_f64(NP_SRC_OPT("--bucket-mb"), arg, 1e-6, 1e6, &mb, err) != NP_OK)
+            return err->status;
+        s->bucket_mb = mb;
+        return NP_OK;
+    }
+    case CLI_STRATEGY_OPT_PRECISION: {
+        static const char *const precisions[] = {"bf16", "fp32"};
+        size_t pi;
+        if (np_parse_enum(NP_SRC_OPT("--precision"), arg, "precision", precisions, 2, &pi, err) !=
+            NP_OK)
+            return err->status;
+        cs->o.compute = pi == 1 ? NN_F32 : NN_BF16;
+        return NP_OK;
+    }
+    case CLI_STRATEGY_OPT_PLACEMENT:
+        snprintf(s->placement, sizeof s->placement, "%s", arg);
+        return NP_OK;
+    case CLI_STRATEGY_OPT_STAGE_LAYERS:
+        return cs_stage_layers(arg, s, err);
+    default:
+        return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
+    }
+}
+
+nn_optim cli_strategy_optim(void)
+{
+    return (nn_optim){.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
+                      .eps = 1e-8, .weight_decay = 0.1};
+}

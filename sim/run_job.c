@@ -1,0 +1,135 @@
+/* run_job.c — `npusim run` from the plan to the report (see run_job.h). */
+#include "run_job.h"
+
+#include <math.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "run_job_impl.h"
+#include "run_kernel.h"
+#include "run_plan.h"
+#include "run_trace.h"
+
+static double rj_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+typedef struct rj_progress {
+    const run_job *j;
+    uint32_t kernels, timed;
+} rj_progress;
+
+static void rj_kernel_progress(void *ctx, const char *key)
+{
+    rj_progress *p = ctx;
+    char what[96];
+    const char *sp = strchr(key, ' ');
+    snprintf(what, sizeof what, "kernel %u of %u (%.*s)", p->timed + 1, p->kernels,
+             sp ? (int)(sp - key) : (int)strlen(key), key);
+    p->timed++;
+    p->j->progress(p->j->progress_ctx, what, p->kernels ? (double)p->timed / p->kernels : 1);
+}
+
+static void rj_run_progress(void *ctx, double done)
+{
+    rj_progress *p = ctx;
+    p->j->progress(p->j->progress_ctx, "simulating", done);
+}
+
+/* The full-fidelity job: the plan's ranks lowered and run on the core model. */
+static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_err *err)
+{
+    if (j->trace_path)
+        return np_err_set(err, NP_ERR_USAGE, "--trace is not available with --fidelity full "
+                          "yet (the fast fidelity's trace has the same layout)");
+    if (j->steps > 1)
+        return np_err_set(err, NP_ERR_USAGE, "--fidelity full simulates one step (--steps 1)");
+    if (j->progress)
+        j->progress(j->progress_ctx, "lowering and running every rank", 0);
+    run_full_result fr;
+    double loss, loss_ref;
+    np_status st = rj_full(j, p, &fr, &loss, &loss_ref, err);
+    if (st != NP_OK)
+        return st;
+    st = run_report_make(p, NULL, j->cfg, fr.r, NULL, out, err);
+    if (st == NP_OK) {
+        out->fidelity = "full";
+        out->loss = loss;
+        out->loss_reference = loss_ref;
+        out->kernels = (uint32_t)fr.kernels;
+        out->events = fr.events;
+        out->tasks = fr.kernels + fr.comm;
+    }
+    run_full_result_free(&fr);
+    return st;
+}
+
+np_status run_job_run(const run_job *j, run_report *out, np_err *err)
+{
+    double t0 = rj_wall();
+    memset(out, 0, sizeof *out);
+    if (j->functional && !j->full)
+        return np_err_set(err, NP_ERR_USAGE, "--functional needs --fidelity full (values are "
+                          "computed by the whole-step programs on the core model)");
+    nn_plan *p = NULL;
+    run_plan *rp = NULL;
+    run_ktimer *kt = NULL;
+    trace_layout *lay = NULL;
+    run_trace *tr = NULL;
+    run_result *res = NULL;
+    np_status st = nn_plan_build(j->model, &j->o, &j->s, &j->optim, j->cfg, &p, err);
+    if (st == NP_OK && !j->allow_oom)
+        st = run_memory_check(p, err);
+    if (st == NP_OK && j->full) {
+        st = rj_run_full(j, p, out, err);
+        out->wall_s = rj_wall() - t0;
+        nn_plan_free(p);
+        return st;
+    }
+    if (st == NP_OK)
+        st = run_plan_build(p, j->cfg, &(run_plan_opts){.nodes_only = j->time_kernel != NULL},
+                            &rp, err);
+    if (st == NP_OK && !j->time_kernel)
+        st = run_ktimer_create(j->cfg, j->no_cache ? NULL : j->kernel_cache, &kt, err);
+    rj_progress prog = {.j = j, .kernels = rp ? rp->n_kspecs : 0};
+    if (st == NP_OK && kt && j->progress && !j->no_cache)
+        run_ktimer_set_progress(kt, rj_kernel_progress, &prog);
+    if (st == NP_OK && j->trace_path) {
+        st = trace_layout_open(j->trace_path, &j->trace_opts, &lay, err);
+        if (st == NP_OK)
+            st = run_trace_create(rp, trace_layout_sink(lay), &tr, err);
+    }
+    if (st == NP_OK) {
+        run_opts o = {.steps = j->steps, .time_kernel = j->time_kernel ? j->time_kernel
+                                                                       : run_ktimer_time,
+                      .time_ctx = j->time_kernel ? j->time_ctx : kt,
+                      .no_kernel_cache = j->no_cache, .no_rank_dedup = j->no_dedup,
+                      .top_links = j->top_links,
+                      .observer = tr ? run_trace_observer(tr) : NULL,
+                      .progress = j->progress ? rj_run_progress : NULL, .progress_ctx = &prog};
+        st = run_simulate(rp->g, j->cfg, NULL, &o, &res, err);
+    }
+    if (lay) {
+        np_err e2 = {0};
+        if (trace_layout_close(lay, &e2) != NP_OK && st == NP_OK) {
+            *err = e2;
+            st = e2.status;
+        }
+    }
+    if (st == NP_OK) {
+        run_ktimer_stats ks = kt ? run_ktimer_get_stats(kt) : (run_ktimer_stats){0};
+        st = run_report_make(p, rp, j->cfg, res, kt ? &ks : NULL, out, err);
+        out->wall_s = rj_wall() - t0;
+    }
+    run_result_free(res);
+    run_trace_free(tr);
+    run_ktimer_free(kt);
+    run_plan_free(rp);
+    nn_plan_free(p);
+    return st;
+}

@@ -1,0 +1,72 @@
+/* run_job.h — `npusim run` as a library call: a model's training step under a strategy on an
+ * architecture, from the plan to the report (docs/run.md, "From model to report"):
+ *
+ *   1. framework/ builds the plan (nn_plan_build): every rank's step, one class per stage;
+ *   2. the largest rank's memory is checked against the chip's HBM (NP_ERR_RANGE with the
+ *      breakdown, unless allow_oom);
+ *   3. the plan becomes the engine's task graph (run_plan.h): each distinct compute op one
+ *      kernel of compiler/'s ABI;
+ *   4. fast fidelity: the engine (run_engine.h) times each kernel once on the core model
+ *      (run_kernel.h) and replays every rank's tasks on one event queue, collectives and
+ *      sends over the network; full fidelity: every rank's step lowered to one program per
+ *      core and run on the core model (run_full.h), with values when functional;
+ *   5. the figures (run_report.h) and, with trace_path, the trace (run_trace.h).
+ *
+ *   run_job j = {.cfg = &cfg, .model = &desc, .steps = 1};
+ *   nn_strategy_default(&j.s); j.s.dp = j.s.tp = j.s.pp = 2;
+ *   j.o = (nn_model_opts){.batch = 16, .compute = NN_BF16, .seed = 1};
+ *   j.optim = (nn_optim){.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95};
+ *   run_report rep;
+ *   run_job_run(&j, &rep, &err);      // rep.step_time_s, rep.mfu_pct, ...
+ *   run_report_free(&rep);
+ */
+#ifndef NPUSIM_SIM_RUN_JOB_H
+#define NPUSIM_SIM_RUN_JOB_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "model.h"
+#include "optim.h"
+#include "plan.h"
+#include "run_engine.h"
+#include "run_report.h"
+#include "trace_layout.h"
+
+typedef struct run_job {
+    const arch_config *cfg;
+    const nn_model_desc *model;
+    nn_strategy s;
+    nn_model_opts o;          /* batch (required), seq, compute dtype, seed */
+    nn_optim optim;
+    uint32_t steps;           /* 0: 1 */
+    bool no_cache;            /* time every executed kernel (no timing cache, no file) */
+    bool no_dedup;            /* simulate every rank (no mirrored ranks) */
+    bool allow_oom;           /* simulate a plan that does not fit in HBM */
+    bool full;                /* full fidelity: every rank's step lowered to one program per
+                                 core and run on the core model (sim/run_full.h), one step */
+    bool functional;          /* (full) values: a seeded initialisation (o.seed) and batch;
+                                 the report gives the simulated loss and the distributed
+                                 executor's */
+    uint32_t top_links;       /* busiest links in the report (0: 8; at most RUN_REPORT_LINKS_MAX) */
+    const char *kernel_cache; /* (optional) timing cache file (run_kernel.h) */
+    /* (optional) times kernels instead of the core model (tests: analytical durations) */
+    run_kernel_fn time_kernel;
+    void *time_ctx;
+    /* (optional) the trace */
+    const char *trace_path;
+    trace_layout_opts trace_opts;
+    /* (optional) progress: what is being done and the fraction done (0 .. 1) */
+    void (*progress)(void *ctx, const char *what, double done);
+    void *progress_ctx;
+} run_job;
+
+/* Runs j and fills *out (free with run_report_free). Errors of every stage as they come:
+ * the plan's (NP_ERR_RANGE / NP_ERR_INCONSISTENT naming the flag), memory (NP_ERR_RANGE),
+ * missing kernels (NP_ERR_MISSING), the compiler's and the core model's, the engine's
+ * (NP_ERR_DEADLOCK), the trace's (NP_ERR_IO). Nothing is printed. */
+np_status run_job_run(const run_job *j, run_report *out, np_err *err);
+
+#endif

@@ -1,0 +1,356 @@
+/* run_kernel.c — a plan's compute node as a kernel of the kernel ABI, its key, and its timing
+ * on the core model with an optional cache file (see run_kernel.h). */
+#include "run_kernel.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core.h"
+#include "lower.h"
+#include "run_hash.h"
+
+/* ---- nodes --------------------------------------------------------------------------------- */
+
+bool run_node_is_view(const nn_tensor *node)
+{
+    return (nn_op_flags(node->op) & NN_OPF_VIEW) || kc_no_kernel_reason(node->op) != NULL;
+}
+
+char *run_node_desc(const nn_tensor *node, char *buf, size_t n)
+{
+    return lower_node_desc(node, buf, n);
+}
+
+np_status run_kernel_of_node(const nn_tensor *node, const arch_config *cfg, kc_kernel *k,
+                             np_err *err)
+{
+    return lower_node_kernel(node, (uint32_t)cfg->chip.cores, k, err);
+}
+
+/* ---- keys ---------------------------------------------------------------------------------- */
+
+static size_t rk_tensor_key(const kc_tensor *t, char *buf, size_t n)
+{
+    size_t k = (size_t)snprintf(buf, n, "%s[", nn_dtype_name(t->dtype));
+    for (int d = 0; d < t->ndim && k < n; d++)
+        k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? "," : "", t->shape[d]);
+    /* strides only when they are not the dense row-major ones */
+    int64_t dense = (int64_t)nn_dtype_size(t->dtype);
+    bool is_dense = true;
+    for (int d = t->ndim - 1; d >= 0; d--) {
+        is_dense = is_dense && t->stride[d] == dense;
+        dense *= t->shape[d];
+    }
+    if (!is_dense)
+        for (int d = 0; d < t->ndim && k < n; d++)
+            k += (size_t)snprintf(buf + k, n - k, "%s%" PRId64, d ? "," : "/", t->stride[d]);
+    if (k < n)
+        k += (size_t)snprintf(buf + k, n - k, "]");
+    return k;
+}
+
+void run_kernel_key(const kc_kernel *k, char *buf, size_t n)
+{
+    size_t o = (size_t)snprintf(buf, n, "%s", nn_op_name(k->op));
+    for (int i = 0; i < k->n_in && o < n; i++) {
+        o += (size_t)snprintf(buf + o, n - o, " in%d=", i);
+        if (o < n)
+            o += rk_tensor_key(&k->in[i], buf + o, n - o);
+    }
+    for (int i = 0; i < k->n_out && o < n; i++) {
+        o += (size_t)snprintf(buf + o, n - o, " out%d=", i);
+        if (o < n)
+            o += rk_tensor_key(&k->out[i], buf + o, n - o);
+    }
+    for (int i = 0; i < k->n_attrs && o < n; i++)
+        o += (size_t)snprintf(buf + o, n - o, " %s=%.17g", k->attrs[i].name, k->attrs[i].f);
+    for (int i = 0; i < k->n_epi && o < n; i++) {
+        const kc_epi *e = &k->epi[i];
+        o += (size_t)snprintf(buf + o, n - o, " epi=%s/%.17g", nn_op_name(e->op), e->f);
+        if (e->has_arg && o < n)
+            o += rk_tensor_key(&e->arg, buf + o, n - o);
+    }
+    if (o < n)
+        snprintf(buf + o, n - o, " cores=%" PRIu32 "+%" PRIu32, k->place.core0,
+                 k->place.n_cores ? k->place.n_cores : 1);
+}
+
+uint64_t run_arch_fingerprint(const arch_config *cfg)
+{
+    json_t *j = arch_to_json(cfg);
+    uint64_t h = 0;
+    const char *sections[] = {"core", "chip"};
+    for (int i = 0; i < 2; i++) {
+        char *s = j ? json_dumps(json_object_get(j, sections[i]), JSON_SORT_KEYS | JSON_COMPACT)
+                    : NULL;
+        if (s)
+            h = run_hash_bytes(s, strlen(s), h);
+        free(s);
+    }
+    json_decref(j);
+    return h;
+}
+
+/* ---- the timer ----------------------------------------------------------------------------- */
+
+/* A hash of the running executable's bytes: the build whose compiler and core model made a
+ * timing (0 when it cannot be read; timings are then not kept in the file). */
+static uint64_t rk_build_id(void)
+{
+    FILE *f = fopen("/proc/self/exe", "rb");
+    if (!f)
+        return 0;
+    unsigned char buf[1 << 16];
+    uint64_t h = 0;
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0)
+        h = run_hash_bytes(buf, n, h);
+    bool bad = ferror(f) != 0;
+    fclose(f);
+    return bad ? 0 : h | 1;
+}
+
+typedef struct rk_entry {
+    char *key;
+    run_ktime t;
+    uint64_t hbm_bytes;
+    char name[64];
+} rk_entry;
+
+struct run_ktimer {
+    const arch_config *cfg;
+    uint64_t fingerprint; /* architecture x build */
+    char *path;
+    rk_entry *v;         /* timings of this architecture and build: from the file, then new */
+    uint32_t n, cap;
+    run_hmap index;      /* key hash -> entry */
+    run_ktimer_stats st;
+    void (*progress)(void *ctx, const char *what);
+    void *progress_ctx;
+};
+
+static const run_unit rk_units[] = {RUN_UNIT_DMA, RUN_UNIT_MXU, RUN_UNIT_VPU};
+
+static const rk_entry *rk_get(const run_ktimer *t, const char *key)
+{
+    uint64_t h = run_hash_bytes(key, strlen(key), 0);
+    for (uint32_t it = 0, i; (i = run_hmap_next(&t->index, h, &it)) != RUN_HMAP_END;)
+        if (!strcmp(t->v[i].key, key))
+            return &t->v[i];
+    return NULL;
+}
+
+static bool rk_put(run_ktimer *t, const char *key, const rk_entry *e)
+{
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? 2 * t->cap : 64;
+        rk_entry *v = realloc(t->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        t->v = v, t->cap = cap;
+    }
+    char *k = strdup(key);
+    if (!k || !run_hmap_put(&t->index, run_hash_bytes(key, strlen(key), 0), t->n)) {
+        free(k);
+        return false;
+    }
+    t->v[t->n] = *e;
+    t->v[t->n++].key = k;
+    return true;
+}
+
+/* A line: fingerprint ps dma_ps mxu_ps vpu_ps hbm_bytes name key (the fingerprint in hex). */
+static np_status rk_load(run_ktimer *t, np_err *err)
+{
+    FILE *f = fopen(t->path, "r");
+    if (!f) {
+        if (errno == ENOENT)
+            return NP_OK;
+        return np_err_set(err, NP_ERR_IO, "%s: cannot read the kernel cache: %s", t->path,
+                          strerror(errno));
+    }
+    char line[RUN_KEY_MAX + 256];
+    int lineno = 0;
+    np_status st = NP_OK;
+    while (st == NP_OK && fgets(line, sizeof line, f)) {
+        lineno++;
+        if (line[0] == '#' || line[0] == '\n')
+            continue;
+        uint64_t fp, v[5];
+        int at = 0;
+        rk_entry e = {0};
+        if (sscanf(line, "%" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                   " %63s %n", &fp, &v[0], &v[1], &v[2], &v[3], &v[4], e.name, &at) != 7 || !at) {
+            st = np_err_at(err, NP_ERR_FORMAT, t->path, lineno, 1, "not a kernel cache entry "
+                           "(fingerprint, ps, dma, mxu and vpu ps, HBM bytes, name, key)");
+            break;
+        }
+        char *key = line + at;
+        key[strcspn(key, "\n")] = '\0';
+        if (fp != t->fingerprint || rk_get(t, key))
+            continue;
+        e.t.ps = v[0];
+        for (int u = 0; u < 3; u++)
+            e.t.unit_ps[rk_units[u]] = v[1 + u];
+        e.hbm_bytes = v[4];
+        if (!rk_put(t, key, &e))
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the kernel cache");
+    }
+    fclose(f);
+    return st;
+}
+
+np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer **out,
+                            np_err *err)
+{
+    run_ktimer *t = calloc(1, sizeof *t);
+    if (!t || (path && !(t->path = strdup(path)))) {
+        free(t);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    t->cfg = cfg;
+    if (t->path) {
+        uint64_t build = rk_build_id();
+        t->fingerprint = run_hash_bytes(&build, sizeof build, run_arch_fingerprint(cfg));
+        if (!build) { /* no build identity: nothing can be known to be the same */
+            free(t->path);
+            t->path = NULL;
+        }
+    }
+    if (t->path && rk_load(t, err) != NP_OK) {
+        run_ktimer_free(t);
+        return err->status;
+    }
+    *out = t;
+    return NP_OK;
+}
+
+void run_ktimer_free(run_ktimer *t)
+{
+    if (!t)
+        return;
+    for (uint32_t i = 0; i < t->n; i++)
+        free(t->v[i].key);
+    free(t->path);
+    free(t->v);
+    run_hmap_free(&t->index);
+    free(t);
+}
+
+void run_ktimer_set_progress(run_ktimer *t, void (*fn)(void *ctx, const char *what), void *ctx)
+{
+    t->progress = fn;
+    t->progress_ctx = ctx;
+}
+
+run_ktimer_stats run_ktimer_get_stats(const run_ktimer *t) { return t->st; }
+
+static double rk_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* k compiled alone: every operand in a .bss buffer of its own, then halt on every core. */
+static np_status rk_compile(const arch_config *cfg, const kc_kernel *k0, kc_result *res,
+                            isa_program **prog, np_err *err)
+{
+    kc_kernel k = *k0;
+    uint32_t cores = k.place.core0 + (k.place.n_cores ? k.place.n_cores : 1);
+    kc_prog *p;
+    if (kc_prog_new(cfg, &(kc_prog_opts){.cores = cores}, &p, err) != NP_OK)
+        return err->status;
+    np_status st = NP_OK;
+    for (int i = 0; i < k.n_in && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.in[i]), &k.in[i].addr, err);
+    for (int i = 0; i < k.n_epi && st == NP_OK; i++)
+        if (k.epi[i].has_arg)
+            st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.epi[i].arg), &k.epi[i].arg.addr, err);
+    for (int i = 0; i < k.n_out && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.out[i]), &k.out[i].addr, err);
+    if (st == NP_OK)
+        st = kc_compile(p, &k, res, err);
+    if (st == NP_OK)
+        st = kc_prog_finish(p, err);
+    if (st == NP_OK)
+        *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    return st;
+}
+
+/* The duration and the mean busy time over the chip's cores of the DMA, matrix and vector
+ * units, from a core report. */
+static void rk_from_report(const arch_config *cfg, const core_report *r, run_ktime *t)
+{
+    memset(t, 0, sizeof *t);
+    t->ps = r->total_ps;
+    double ps_per_cycle = r->total_cycles ? (double)r->total_ps / (double)r->total_cycles : 0;
+    uint64_t busy[3] = {0};
+    for (uint32_t i = 0; i < r->n_units; i++) { /* 5 per core: dma, mxu, vpu, comm, ctrl */
+        unsigned u = i % 5;
+        if (u < 3)
+            busy[u] += r->units[i].busy_cycles;
+    }
+    for (int u = 0; u < 3; u++)
+        t->unit_ps[rk_units[u]] =
+            (uint64_t)((double)busy[u] * ps_per_cycle / (double)cfg->chip.cores + 0.5);
+}
+
+np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_err *err)
+{
+    run_ktimer *t = ctx;
+    run_kspec *ks = rk->data;
+    const rk_entry *have = t->path ? rk_get(t, rk->key) : NULL;
+    if (have) {
+        *out = have->t;
+        snprintf(ks->name, sizeof ks->name, "%s", have->name);
+        ks->hbm_bytes = have->hbm_bytes;
+        t->st.from_file++;
+        return NP_OK;
+    }
+    if (t->progress)
+        t->progress(t->progress_ctx, rk->key);
+    double t0 = rk_wall();
+    kc_result res;
+    isa_program *prog = NULL;
+    core_report *rep = NULL;
+    np_status st = rk_compile(t->cfg, &ks->k, &res, &prog, err);
+    if (st == NP_OK) {
+        t->st.compiled++;
+        st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
+    }
+    isa_program_free(prog);
+    if (st != NP_OK) {
+        np_err_prefix(err, "kernel %s", rk->key);
+        return st;
+    }
+    rk_from_report(t->cfg, rep, out);
+    core_report_free(rep);
+    t->st.simulated++;
+    snprintf(ks->name, sizeof ks->name, "%s", res.name);
+    ks->hbm_bytes = res.hbm_read_bytes + res.hbm_write_bytes;
+    t->st.sim_wall_s += rk_wall() - t0;
+    if (!t->path)
+        return NP_OK;
+    rk_entry e = {.t = *out, .hbm_bytes = ks->hbm_bytes};
+    snprintf(e.name, sizeof e.name, "%s", ks->name[0] ? ks->name : nn_op_name(ks->k.op));
+    if (!rk_put(t, rk->key, &e))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    FILE *f = fopen(t->path, "a");
+    bool ok = f && fprintf(f, "%016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                           " %" PRIu64 " %s %s\n", t->fingerprint, out->ps,
+                           out->unit_ps[RUN_UNIT_DMA], out->unit_ps[RUN_UNIT_MXU],
+                           out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes, e.name, rk->key) > 0;
+    if (f && fclose(f) != 0)
+        ok = false;
+    if (!ok)
+        return np_err_set(err, NP_ERR_IO, "%s: cannot append to the kernel cache: %s", t->path,
+                          strerror(errno));
+    return NP_OK;
+}

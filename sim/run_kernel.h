@@ -1,0 +1,106 @@
+/* run_kernel.h — the compute kernels of `npusim run`: a plan's compute node becomes a kernel of
+ * the kernel ABI (compiler/kernel.h), spread over every core of its chip, named by a key that
+ * holds everything its timing depends on, and timed by compiling it on a stand-alone program
+ * and simulating that program on the core model in timing mode (hw-model/core.h).
+ *
+ *   kc_kernel k;
+ *   run_kernel_of_node(node, &cfg, &k, &err);          // op, operands, attributes, placement
+ *   char key[RUN_KEY_MAX];
+ *   run_kernel_key(&k, key, sizeof key);               // "matmul in0=bf16[64,32] ... cores=0+8"
+ *   run_ktimer *t;
+ *   run_ktimer_create(&cfg, "kernels.cache", &t, &err); // (file optional) timings kept on disk
+ *   run_ktime kt;
+ *   run_ktimer_time(t, &(run_kernel){.key = key, .data = &k}, &kt, &err);  // a run_kernel_fn
+ *   run_ktimer_free(t);
+ *
+ * What a node lowers to is the step lowering's own mapping (compiler/lower.h,
+ * lower_node_kernel), so both fidelities time the same kernels for the same nodes:
+ *   - views (NN_OPF_VIEW: reshape, stop_grad, group_copy, send) and ops compiler/kernels.def
+ *     marks as needing no kernel lower to nothing (run_node_is_view);
+ *   - every other op to the kernel of kernels.def: inputs the node's sources (dense,
+ *     row-major), outputs its result (an update: the parameter and its state), attributes
+ *     from the node's parameters, checked against the kernel's reference, placed on cores
+ *     0 .. chip.cores-1. An op without a kernel, or whose kernel does not take this form of
+ *     it, is an error naming the op, the node and its shapes — never a guessed duration.
+ *
+ * The timing cache file (optional): one line per kernel, keyed by the kernel's key, the
+ * architecture's fingerprint (a hash of its core and chip sections) and the build (a hash of
+ * the running executable: the compiler and the core model that made the timing), so a timing
+ * is reused only where compiling and simulating the kernel again would give the same; other
+ * architectures' and builds' lines are kept. A reused kernel is neither compiled nor simulated.
+ * Lines are appended as kernels are simulated.
+ */
+#ifndef NPUSIM_SIM_RUN_KERNEL_H
+#define NPUSIM_SIM_RUN_KERNEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "kernel.h"
+#include "nn.h"
+#include "run_engine.h"
+
+#define RUN_KEY_MAX 512
+
+/* What a run graph's kernel (run_kernel.data) points at. */
+typedef struct run_kspec {
+    kc_kernel k;             /* operand addresses 0 */
+    const nn_tensor *node;   /* the first plan node with this key (names, messages) */
+    /* filled when it is timed */
+    char name[64];           /* its kernel symbol ("matmul") */
+    uint64_t hbm_bytes;      /* HBM bytes its schedule moves (kc_result) */
+} run_kspec;
+
+/* True when node lowers to nothing (a view, or an op kernels.def says needs no kernel). */
+bool run_node_is_view(const nn_tensor *node);
+
+/* Fills *k with the kernel of node on cfg's chip (operand addresses 0): lower_node_kernel.
+ * NP_ERR_MISSING when the op has no kernel (or none for this form of it), NP_ERR_INCONSISTENT
+ * when the kernel's operands, attributes or reference do not describe the node; each message
+ * names the op, the node and its shapes. */
+np_status run_kernel_of_node(const nn_tensor *node, const arch_config *cfg, kc_kernel *k,
+                             np_err *err);
+
+/* "relu bf16[8,32] -> bf16[8,32]": the node's op and shapes, for messages. */
+char *run_node_desc(const nn_tensor *node, char *buf, size_t n);
+
+/* The key of k: op, every operand's dtype, shape and strides, attributes, epilogue and
+ * placement, as text (deterministic; equal kernels give equal keys). */
+void run_kernel_key(const kc_kernel *k, char *buf, size_t n);
+
+/* A hash of the architecture's core and chip sections (what a kernel's timing depends on). */
+uint64_t run_arch_fingerprint(const arch_config *cfg);
+
+typedef struct run_ktimer run_ktimer;
+
+typedef struct run_ktimer_stats {
+    uint32_t compiled;   /* kernels compiled */
+    uint32_t simulated;  /* ... simulated on the core model */
+    uint32_t from_file;  /* kernels whose timing came from the cache file (not compiled) */
+    double sim_wall_s;   /* wall time spent compiling and simulating */
+} run_ktimer_stats;
+
+/* A kernel timer for cfg (which must outlive it), with an optional cache file (path NULL:
+ * none; a missing file is created when the first timing is written; without a readable
+ * /proc/self/exe the build is unknown and no file is used). NP_ERR_IO when the file exists
+ * but cannot be read, NP_ERR_FORMAT naming the line that is not an entry. */
+np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer **out,
+                            np_err *err);
+void run_ktimer_free(run_ktimer *t);
+
+/* (optional) called before each kernel is compiled and simulated: done of total so far. */
+void run_ktimer_set_progress(run_ktimer *t, void (*fn)(void *ctx, const char *what),
+                             void *ctx);
+
+/* The run_kernel_fn: times k (k->data is its run_kspec, whose name and hbm_bytes it fills):
+ * duration, and the busy time of the
+ * matrix units, vector units and DMA engines (mean over the chip's cores). Errors of the
+ * compiler and the core model (naming the kernel), NP_ERR_IO when the cache file cannot be
+ * appended to. */
+np_status run_ktimer_time(void *ctx, const run_kernel *k, run_ktime *out, np_err *err);
+
+run_ktimer_stats run_ktimer_get_stats(const run_ktimer *t);
+
+#endif

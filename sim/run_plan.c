@@ -1,0 +1,712 @@
+/* run_plan.c — a plan as the run engine's task graph (see run_plan.h).
+ *
+ * Three passes: (1) every compute entry of every block becomes a kernel (each distinct key
+ * once; ops without kernels are collected for one message); (2) the groupsets every
+ * collective and send needs; (3) the tasks, class by class in schedule order, with each
+ * entry instance's task id remembered so that later entries can depend on it. An instance
+ * that lowers to nothing remembers the tasks it would have waited for instead. */
+#include "run_plan.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_hash.h"
+
+#define RP_NOTASK UINT32_MAX      /* an instance that has not run (yet) */
+#define RP_DROPPED 0x80000000u    /* an instance that lowered to nothing: pool offset */
+#define RP_MISSING_SHOWN 6        /* ops without kernels named in the message */
+
+enum { RP_KEY_AXIS_SHIFT = 1 }; /* groupset key: axis << 1 | a part of the axis */
+
+typedef struct rp {
+    const nn_plan *p;
+    const arch_config *cfg;
+    run_plan_opts o;
+    int stage;                /* the class being lowered */
+    run_plan *rp;
+    np_err *err;
+    /* pass 1 */
+    run_kspec *ks;
+    char **keys;
+    uint32_t n_ks, cap_ks, cap_keys;
+    run_hmap ks_index;
+    uint32_t ***kid;          /* [class][block][entry]: kernel id, RUN_NONE when none */
+    char missing[RP_MISSING_SHOWN][200];
+    uint32_t n_missing;       /* distinct ops without kernels */
+    nn_op missing_op[NN_OP_COUNT];
+    np_status missing_status;
+    /* pass 2: groupsets by key (rp_gs_key) */
+    uint32_t gs[NN_MESH_AXES * 2];
+    int *buf;                 /* a group's ranks */
+    /* pass 3 */
+    uint32_t **ref;           /* per block: instance (mb * n_entries + e) -> task or DROPPED */
+    uint32_t **order;         /* per block: its entries in issue order (rp_block_order) */
+    uint32_t *pool;           /* dropped instances' dependencies: count, then task ids */
+    uint32_t n_pool, cap_pool;
+    uint32_t *deps;
+    uint32_t n_deps, cap_deps;
+} rp;
+
+static np_status rp_oom(rp *x)
+{
+    return np_err_set(x->err, NP_ERR_NOMEM, "out of memory building the run graph");
+}
+
+static bool rp_grow(void **v, uint32_t *cap, uint32_t need, size_t elem)
+{
+    if (need <= *cap)
+        return true;
+    uint32_t c = *cap ? *cap : 64;
+    while (c < need)
+        c *= 2;
+    void *n = realloc(*v, (size_t)c * elem);
+    if (!n)
+        return false;
+    *v = n;
+    *cap = c;
+    return true;
+}
+
+/* ---- pass 1: kernels ----------------------------------------------------------------------- */
+
+static np_status rp_missing(rp *x, const nn_tensor *node, const np_err *e)
+{
+    for (uint32_t i = 0; i < x->n_missing; i++)
+        if (x->missing_op[i] == node->op)
+            return NP_OK;
+    if (x->n_missing < RP_MISSING_SHOWN) {
+        char d[160];
+        snprintf(x->missing[x->n_missing], sizeof x->missing[0], "%s%s",
+                 run_node_desc(node, d, sizeof d),
+                 e->status == NP_ERR_INCONSISTENT ? " (its kernel does not describe it)" : "");
+    }
+    x->missing_op[x->n_missing++] = node->op;
+    if (x->missing_status == NP_OK)
+        x->missing_status = e->status;
+    return NP_OK;
+}
+
+static np_status rp_kernel(rp *x, const nn_tensor *node, uint32_t *id)
+{
+    *id = RUN_NONE;
+    run_kspec s = {.node = node};
+    np_err e = {0};
+    char key[RUN_KEY_MAX];
+    if (x->o.nodes_only) {
+        int n = snprintf(key, sizeof key, "stage %d node %d ", x->stage, node->id);
+        run_node_desc(node, key + n, sizeof key - (size_t)n);
+        s.k.op = node->op;
+    } else if (run_kernel_of_node(node, x->cfg, &s.k, &e) != NP_OK) {
+        if (e.status == NP_ERR_MISSING || e.status == NP_ERR_INCONSISTENT)
+            return rp_missing(x, node, &e);
+        *x->err = e;
+        return e.status;
+    } else {
+        run_kernel_key(&s.k, key, sizeof key);
+    }
+    uint64_t h = run_hash_bytes(key, strlen(key), 0);
+    for (uint32_t it = 0, i; (i = run_hmap_next(&x->ks_index, h, &it)) != RUN_HMAP_END;)
+        if (strcmp(x->keys[i], key) == 0) {
+            *id = i;
+            return NP_OK;
+        }
+    if (!rp_grow((void **)&x->ks, &x->cap_ks, x->n_ks + 1, sizeof *x->ks) ||
+        !rp_grow((void **)&x->keys, &x->cap_keys, x->n_ks + 1, sizeof *x->keys))
+        return rp_oom(x);
+    if (!(x->keys[x->n_ks] = strdup(key)) || !run_hmap_put(&x->ks_index, h, x->n_ks))
+        return rp_oom(x);
+    x->ks[x->n_ks] = s;
+    *id = x->n_ks++;
+    return NP_OK;
+}
+
+static bool rp_collective_noop(const nn_plan_entry *e) { return e->group_size <= 1; }
+
+static np_status rp_pass_kernels(rp *x)
+{
+    const nn_plan *p = x->p;
+    if (!(x->kid = calloc((size_t)p->n_classes, sizeof *x->kid)))
+        return rp_oom(x);
+    for (int c = 0; c < p->n_classes; c++) {
+        const nn_plan_class *cl = &p->classes[c];
+        x->stage = cl->stage;
+        if (!(x->kid[c] = calloc((size_t)cl->n_blocks + 1, sizeof **x->kid)))
+            return rp_oom(x);
+        for (int b = 0; b < cl->n_blocks; b++) {
+            const nn_plan_block *bl = &cl->blocks[b];
+            if (!(x->kid[c][b] = malloc(((size_t)bl->n_entries + 1) * sizeof ***x->kid)))
+                return rp_oom(x);
+            for (int i = 0; i < bl->n_entries; i++) {
+                const nn_plan_entry *e = &bl->entries[i];
+                x->kid[c][b][i] = RUN_NONE;
+                if (e->kind != NN_PLAN_COMPUTE || run_node_is_view(e->nodes[0]))
+                    continue;
+                if (rp_kernel(x, e->nodes[0], &x->kid[c][b][i]) != NP_OK)
+                    return x->err->status;
+            }
+        }
+    }
+    if (x->n_missing) {
+        char msg[NP_ERR_MSG_MAX];
+        size_t n = (size_t)snprintf(msg, sizeof msg, "%s: %" PRIu32 " op%s of the plan %s no "
+                                    "kernel yet: ", p->model, x->n_missing,
+                                    x->n_missing == 1 ? "" : "s",
+                                    x->n_missing == 1 ? "has" : "have");
+        for (uint32_t i = 0; i < x->n_missing && i < RP_MISSING_SHOWN && n < sizeof msg; i++)
+            n += (size_t)snprintf(msg + n, sizeof msg - n, "%s%s", i ? "; " : "", x->missing[i]);
+        if (x->n_missing > RP_MISSING_SHOWN && n < sizeof msg)
+            snprintf(msg + n, sizeof msg - n, "; and %" PRIu32 " more",
+                     x->n_missing - RP_MISSING_SHOWN);
+        return np_err_set(x->err, x->missing_status, "%s", msg);
+    }
+    return NP_OK;
+}
+
+/* ---- pass 2: groupsets --------------------------------------------------------------------- */
+
+/* A collective's groupset: its tag's axis, and whether its group is the whole axis or a
+ * part of it (the tied embedding's first and last stage): nn_plan_group says which ranks. */
+static uint32_t rp_gs_key(const rp *x, const nn_plan_entry *e)
+{
+    nn_mesh_axis a = nn_comm_tag_axis(e->tag);
+    return (uint32_t)a << RP_KEY_AXIS_SHIFT | (e->group_size != x->p->mesh.size[a] ? 1u : 0u);
+}
+
+/* The groupset of key (rep: an entry with that key, run by the ranks of classes cls[]). */
+static np_status rp_make_groupset(rp *x, uint32_t key, const nn_plan_entry *rep,
+                                  const bool *cls)
+{
+    const nn_plan *p = x->p;
+    static const char *const names[NN_MESH_AXES] = {"dp", "tp", "pp"};
+    char name[RUN_NAME_MAX];
+    if (key & 1) /* a part of the axis: named by its size ("pp-2") */
+        snprintf(name, sizeof name, "%s-%d", names[key >> RP_KEY_AXIS_SHIFT], rep->group_size);
+    else
+        snprintf(name, sizeof name, "%s", names[key >> RP_KEY_AXIS_SHIFT]);
+    uint32_t *members = NULL, n = 0, size = 0, cand = 0;
+    np_status st = NP_OK;
+    for (int r = 0; r < p->mesh.n_ranks && st == NP_OK; r++) {
+        if (!cls[nn_plan_rank_class(p, r)])
+            continue;
+        cand++;
+        int k = nn_plan_group(p, r, rep, x->buf, p->mesh.n_ranks);
+        bool in = false;
+        for (int j = 0; j < k; j++)
+            in |= x->buf[j] == r;
+        if (!in || (size && (uint32_t)k != size)) {
+            st = np_err_set(x->err, NP_ERR_INTERNAL, "the plan's %s group of rank %d does not "
+                            "hold it or differs in size", name, r);
+            break;
+        }
+        size = (uint32_t)k;
+        if (x->buf[0] != r)
+            continue;
+        uint32_t *v = realloc(members, ((size_t)n + size) * sizeof *v);
+        if (!v) {
+            st = rp_oom(x);
+            break;
+        }
+        members = v;
+        for (uint32_t j = 0; j < size; j++)
+            members[n + j] = (uint32_t)x->buf[j];
+        n += size;
+    }
+    if (st == NP_OK && n != cand)
+        st = np_err_set(x->err, NP_ERR_INTERNAL, "the plan's %s groups do not partition the "
+                        "ranks that use them", name);
+    if (st == NP_OK)
+        st = run_graph_add_groupset(x->rp->g, name, n / size, size, members, &x->gs[key], x->err);
+    free(members);
+    return st;
+}
+
+static np_status rp_pass_groupsets(rp *x)
+{
+    const nn_plan *p = x->p;
+    for (size_t i = 0; i < sizeof x->gs / sizeof x->gs[0]; i++)
+        x->gs[i] = RUN_NONE;
+    if (!(x->buf = malloc(((size_t)p->mesh.n_ranks + 1) * sizeof *x->buf)))
+        return rp_oom(x);
+    const nn_plan_entry *rep[NN_MESH_AXES * 2] = {0};
+    bool *cls = calloc((size_t)NN_MESH_AXES * 2 * (size_t)p->n_classes, sizeof *cls);
+    if (!cls)
+        return rp_oom(x);
+    for (int c = 0; c < p->n_classes; c++)
+        for (int b = 0; b < p->classes[c].n_blocks; b++) {
+            const nn_plan_block *bl = &p->classes[c].blocks[b];
+            for (int i = 0; i < bl->n_entries; i++) {
+                const nn_plan_entry *e = &bl->entries[i];
+                if (e->kind != NN_PLAN_COLLECTIVE || rp_collective_noop(e))
+                    continue;
+                uint32_t k = rp_gs_key(x, e);
+                if (!rep[k])
+                    rep[k] = e;
+                cls[k * (size_t)p->n_classes + (size_t)c] = true;
+            }
+        }
+    /* the pipeline (sends, receives and the bubble) */
+    if (p->mesh.size[NN_MESH_PP] > 1) {
+        uint32_t k = (uint32_t)NN_MESH_PP << RP_KEY_AXIS_SHIFT;
+        nn_plan_entry pp = {.tag = NN_COMM_PP};
+        if (!rep[k])
+            rep[k] = &pp;
+        for (int c = 0; c < p->n_classes; c++)
+            cls[k * (size_t)p->n_classes + (size_t)c] = true;
+        np_status st = rp_make_groupset(x, k, rep[k], cls + k * (size_t)p->n_classes);
+        rep[k] = NULL;
+        if (st != NP_OK) {
+            free(cls);
+            return st;
+        }
+        x->rp->gs_pp = x->gs[k];
+    }
+    np_status st = NP_OK;
+    for (uint32_t k = 0; k < NN_MESH_AXES * 2 && st == NP_OK; k++)
+        if (rep[k])
+            st = rp_make_groupset(x, k, rep[k], cls + k * (size_t)p->n_classes);
+    free(cls);
+    if (st == NP_OK && x->rp->gs_pp != RUN_NONE)
+        st = run_graph_set_pipeline(x->rp->g, x->rp->gs_pp, (uint32_t)p->n_micro, x->err);
+    return st;
+}
+
+/* ---- pass 3: tasks ------------------------------------------------------------------------- */
+
+static np_status rp_dep_add(rp *x, uint32_t t)
+{
+    for (uint32_t i = 0; i < x->n_deps; i++)
+        if (x->deps[i] == t)
+            return NP_OK;
+    if (!rp_grow((void **)&x->deps, &x->cap_deps, x->n_deps + 1, sizeof *x->deps))
+        return rp_oom(x);
+    x->deps[x->n_deps++] = t;
+    return NP_OK;
+}
+
+/* Collects into x->deps the tasks entry e (of block b at micro-batch mb) waits for. */
+static np_status rp_collect_deps(rp *x, const nn_plan_class *cl, int b, int mb,
+                                 const nn_plan_entry *e)
+{
+    x->n_deps = 0;
+    for (int i = 0; i < e->n_deps; i++) {
+        const nn_plan_dep *d = &e->deps[i];
+        int tb = d->block < 0 ? b : d->block;
+        const nn_plan_block *bl = &cl->blocks[tb];
+        bool micro = bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD;
+        int tmb = !micro ? 0 : mb >= 0 ? mb : x->p->n_micro - 1;
+        if (d->entry < 0 || d->entry >= bl->n_entries)
+            return np_err_set(x->err, NP_ERR_INTERNAL, "stage %d: a dependency on entry %d of "
+                              "block %d, which has %d", cl->stage, d->entry, tb, bl->n_entries);
+        uint32_t ref = x->ref[tb][(size_t)tmb * (size_t)bl->n_entries + (size_t)d->entry];
+        if (ref == RP_NOTASK)
+            return np_err_set(x->err, NP_ERR_INTERNAL, "stage %d: entry of block %d depends on "
+                              "entry %d of block %d (micro-batch %d), which has not run before "
+                              "it", cl->stage, b, d->entry, tb, tmb);
+        if (ref & RP_DROPPED) {
+            const uint32_t *pl = x->pool + (ref & ~RP_DROPPED);
+            for (uint32_t k = 0; k < pl[0]; k++)
+                if (rp_dep_add(x, pl[1 + k]) != NP_OK)
+                    return x->err->status;
+        } else if (rp_dep_add(x, ref) != NP_OK) {
+            return x->err->status;
+        }
+    }
+    return NP_OK;
+}
+
+/* Remembers that this instance lowered to nothing: its dependents wait for x->deps. */
+static np_status rp_drop(rp *x, uint32_t *slot)
+{
+    if (!rp_grow((void **)&x->pool, &x->cap_pool, x->n_pool + 1 + x->n_deps, sizeof *x->pool))
+        return rp_oom(x);
+    *slot = RP_DROPPED | x->n_pool;
+    x->pool[x->n_pool++] = x->n_deps;
+    memcpy(x->pool + x->n_pool, x->deps, (size_t)x->n_deps * sizeof *x->deps);
+    x->n_pool += x->n_deps;
+    x->rp->views++;
+    return NP_OK;
+}
+
+static coll_op rp_coll_op(nn_op op, bool *ok)
+{
+    *ok = true;
+    switch (op) {
+    case NN_OP_ALL_REDUCE: return COLL_OP_ALL_REDUCE;
+    case NN_OP_REDUCE_SCATTER: return COLL_OP_REDUCE_SCATTER;
+    case NN_OP_ALL_GATHER: return COLL_OP_ALL_GATHER;
+    case NN_OP_BROADCAST: return COLL_OP_BROADCAST;
+    case NN_OP_REDUCE: return COLL_OP_REDUCE;
+    case NN_OP_ALL_TO_ALL: return COLL_OP_ALL_TO_ALL;
+    default: *ok = false; return COLL_OP_ALL_REDUCE;
+    }
+}
+
+static run_comm_kind rp_comm_kind(nn_comm_tag t)
+{
+    switch (t) {
+    case NN_COMM_TP: return RUN_COMM_TP;
+    case NN_COMM_SP: return RUN_COMM_SP;
+    case NN_COMM_DP: return RUN_COMM_DP;
+    case NN_COMM_ZERO: return RUN_COMM_ZERO;
+    case NN_COMM_PP: return RUN_COMM_PP;
+    default: return RUN_COMM_OTHER;
+    }
+}
+
+static uint32_t rp_coll_stream(const nn_plan_entry *e, coll_op op)
+{
+    switch (e->tag) {
+    case NN_COMM_TP: return RUN_PLAN_S_TP;
+    case NN_COMM_SP: return RUN_PLAN_S_SP;
+    case NN_COMM_DP: return RUN_PLAN_S_DP;
+    case NN_COMM_ZERO:
+        return op == COLL_OP_REDUCE_SCATTER ? RUN_PLAN_S_ZERO_SCATTER : RUN_PLAN_S_ZERO_GATHER;
+    default: return RUN_PLAN_S_PP;
+    }
+}
+
+/* The task of entry e (block b of class c at micro-batch mb) into *t; false when it lowers to
+ * nothing. */
+static np_status rp_task_of(rp *x, int c, int b, const nn_plan_entry *e, int entry, run_task *t,
+                            bool *is_task)
+{
+    const nn_plan *p = x->p;
+    const nn_plan_class *cl = &p->classes[c];
+    *is_task = true;
+    memset(t, 0, sizeof *t);
+    t->deps = x->deps;
+    t->n_deps = x->n_deps;
+    t->peer_groupset = RUN_NONE;
+    switch (e->kind) {
+    case NN_PLAN_COMPUTE: {
+        uint32_t k = x->kid[c][b][entry];
+        if (k == RUN_NONE) {
+            *is_task = false;
+            return NP_OK;
+        }
+        t->kind = RUN_TASK_COMPUTE;
+        t->kernel = k;
+        const nn_plan_block *bl = &cl->blocks[b];
+        if (bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD)
+            t->flags |= RUN_TASK_PIPELINE;
+        if (e->region == NN_REGION_RECOMPUTE)
+            t->flags |= RUN_TASK_RECOMPUTE;
+        return NP_OK;
+    }
+    case NN_PLAN_COLLECTIVE: {
+        if (rp_collective_noop(e)) {
+            *is_task = false;
+            return NP_OK;
+        }
+        bool ok;
+        t->kind = RUN_TASK_COLL;
+        t->op = rp_coll_op(e->nodes[0]->op, &ok);
+        if (!ok)
+            return np_err_set(x->err, NP_ERR_INTERNAL, "stage %d: a collective entry of op %s",
+                              cl->stage, nn_op_name(e->nodes[0]->op));
+        t->comm = rp_comm_kind(e->tag);
+        t->stream = rp_coll_stream(e, t->op);
+        t->groupset = x->gs[rp_gs_key(x, e)];
+        t->bytes = e->bytes;
+        t->elem_bytes = (uint32_t)nn_dtype_size(e->nodes[0]->dtype);
+        if (t->op == COLL_OP_BROADCAST || t->op == COLL_OP_REDUCE)
+            t->root = (uint32_t)e->nodes[0]->ip[NN_COMM_IP_ARG];
+        return NP_OK;
+    }
+    case NN_PLAN_SEND:
+    case NN_PLAN_RECV: {
+        bool send = e->kind == NN_PLAN_SEND;
+        int pp = p->mesh.size[NN_MESH_PP];
+        int target = ((cl->stage + e->peer) % pp + pp) % pp;
+        t->kind = send ? RUN_TASK_SEND : RUN_TASK_RECV;
+        t->comm = rp_comm_kind(e->tag);
+        t->stream = send ? (e->peer > 0 ? RUN_PLAN_S_SEND_NEXT : RUN_PLAN_S_SEND_PREV)
+                         : (e->peer < 0 ? RUN_PLAN_S_RECV_PREV : RUN_PLAN_S_RECV_NEXT);
+        t->bytes = e->bytes;
+        t->peer_groupset = x->rp->gs_pp;
+        t->peer = target - cl->stage;
+        t->tag = (uint32_t)e->match;
+        if (x->rp->gs_pp == RUN_NONE || target == cl->stage)
+            return np_err_set(x->err, NP_ERR_INTERNAL, "stage %d: a %s to itself", cl->stage,
+                              send ? "send" : "recv");
+        return NP_OK;
+    }
+    }
+    return np_err_set(x->err, NP_ERR_INTERNAL, "an entry of unknown kind");
+}
+
+/* The issue order of block bl's entries: a topological order of its in-block dependencies
+ * that takes, among the entries ready, the one whose node has the smallest scheduling key
+ * (ties: the plan's order) — the order the plan's scheduler intends inside the block. (The
+ * plan schedules the class graph as a whole, so an entry waiting for a node of another
+ * block, a gradient accumulation for its step's zeroing, can land far later than its key
+ * says; inside the block only in-block dependencies bind.) order[k] is the k-th entry. */
+static np_status rp_block_order(rp *x, const nn_plan_block *bl, int b, uint32_t *order)
+{
+    uint32_t n = (uint32_t)bl->n_entries;
+    uint32_t *indeg = calloc((size_t)n + 1, sizeof *indeg), *heap = malloc(((size_t)n + 1) * sizeof *heap);
+    uint32_t *start = calloc((size_t)n + 2, sizeof *start), *users = NULL;
+    np_status st = NP_OK;
+    if (!indeg || !heap || !start) {
+        st = rp_oom(x);
+        goto out;
+    }
+    uint32_t total = 0;
+    for (uint32_t i = 0; i < n; i++)
+        for (int k = 0; k < bl->entries[i].n_deps; k++) {
+            const nn_plan_dep *d = &bl->entries[i].deps[k];
+            if ((d->block < 0 || d->block == b) && d->entry >= 0 && (uint32_t)d->entry < i) {
+                start[d->entry + 1]++;
+                total++;
+            }
+        }
+    for (uint32_t i = 0; i < n; i++)
+        start[i + 1] += start[i];
+    if (!(users = malloc(((size_t)total + 1) * sizeof *users))) {
+        st = rp_oom(x);
+        goto out;
+    }
+    uint32_t *fill = heap; /* reused as the fill pointers before the heap is needed */
+    memcpy(fill, start, (size_t)n * sizeof *fill);
+    for (uint32_t i = 0; i < n; i++)
+        for (int k = 0; k < bl->entries[i].n_deps; k++) {
+            const nn_plan_dep *d = &bl->entries[i].deps[k];
+            if ((d->block < 0 || d->block == b) && d->entry >= 0 && (uint32_t)d->entry < i) {
+                users[fill[d->entry]++] = i;
+                indeg[i]++;
+            }
+        }
+#define RP_KEY(i) (bl->entries[i].nodes[0]->sched_key)
+#define RP_LESS(a, c) (RP_KEY(a) < RP_KEY(c) || (RP_KEY(a) == RP_KEY(c) && (a) < (c)))
+    uint32_t nh = 0, k = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (!indeg[i]) {
+            uint32_t j = nh++;
+            for (; j && RP_LESS(i, heap[(j - 1) / 2]); j = (j - 1) / 2)
+                heap[j] = heap[(j - 1) / 2];
+            heap[j] = i;
+        }
+    while (nh) {
+        uint32_t top = heap[0], last = heap[--nh], j = 0;
+        for (;;) {
+            uint32_t l = 2 * j + 1, m = l;
+            if (l >= nh)
+                break;
+            if (l + 1 < nh && RP_LESS(heap[l + 1], heap[l]))
+                m = l + 1;
+            if (!RP_LESS(heap[m], last))
+                break;
+            heap[j] = heap[m];
+            j = m;
+        }
+        if (nh)
+            heap[j] = last;
+        order[k++] = top;
+        for (uint32_t u = start[top]; u < start[top + 1]; u++) {
+            uint32_t i = users[u];
+            if (--indeg[i] == 0) {
+                uint32_t q = nh++;
+                for (; q && RP_LESS(i, heap[(q - 1) / 2]); q = (q - 1) / 2)
+                    heap[q] = heap[(q - 1) / 2];
+                heap[q] = i;
+            }
+        }
+    }
+#undef RP_LESS
+#undef RP_KEY
+    if (k != n)
+        st = np_err_set(x->err, NP_ERR_INTERNAL, "a block's dependencies form a cycle");
+out:
+    free(indeg);
+    free(heap);
+    free(start);
+    free(users);
+    return st;
+}
+
+static np_status rp_pass_tasks_class(rp *x, int c)
+{
+    const nn_plan *p = x->p;
+    const nn_plan_class *cl = &p->classes[c];
+    run_plan *out = x->rp;
+    np_status st = NP_OK;
+    if (!(x->ref = calloc((size_t)cl->n_blocks + 1, sizeof *x->ref)) ||
+        !(x->order = calloc((size_t)cl->n_blocks + 1, sizeof *x->order))) {
+        free(x->ref);
+        x->ref = NULL;
+        return rp_oom(x);
+    }
+    for (int b = 0; b < cl->n_blocks; b++) {
+        const nn_plan_block *bl = &cl->blocks[b];
+        if (!(x->order[b] = malloc(((size_t)bl->n_entries + 1) * sizeof **x->order))) {
+            st = rp_oom(x);
+            goto out;
+        }
+        if ((st = rp_block_order(x, bl, b, x->order[b])) != NP_OK)
+            goto out;
+        size_t inst = bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD
+                          ? (size_t)p->n_micro : 1;
+        size_t n = inst * (size_t)bl->n_entries + 1;
+        if (!(x->ref[b] = malloc(n * sizeof **x->ref))) {
+            st = rp_oom(x);
+            goto out;
+        }
+        memset(x->ref[b], 0xff, n * sizeof **x->ref);
+    }
+    uint32_t cap_tasks = 0;
+    x->n_pool = 0;
+    for (int s = 0; s < cl->n_sched && st == NP_OK; s++) {
+        int b = cl->sched[s].block, mb = cl->sched[s].mb;
+        const nn_plan_block *bl = &cl->blocks[b];
+        for (int k = 0; k < bl->n_entries && st == NP_OK; k++) {
+            int i = (int)x->order[b][k];
+            const nn_plan_entry *e = &bl->entries[i];
+            if (!nn_plan_entry_runs(e, mb, p->n_micro))
+                continue;
+            uint32_t *slot = &x->ref[b][(size_t)(mb < 0 ? 0 : mb) * (size_t)bl->n_entries +
+                                        (size_t)i];
+            run_task t;
+            bool is_task;
+            if ((st = rp_collect_deps(x, cl, b, mb, e)) != NP_OK ||
+                (st = rp_task_of(x, c, b, e, i, &t, &is_task)) != NP_OK)
+                break;
+            if (!is_task) {
+                st = rp_drop(x, slot);
+                continue;
+            }
+            uint32_t id;
+            if ((st = run_graph_add_task(out->g, (uint32_t)c, &t, &id, x->err)) != NP_OK)
+                break;
+            if (!rp_grow((void **)&out->tasks[c], &cap_tasks, id + 1, sizeof *out->tasks[c])) {
+                st = rp_oom(x);
+                break;
+            }
+            out->tasks[c][id] = (run_plan_task){.e = e, .mb = mb,
+                                                .kernel = t.kind == RUN_TASK_COMPUTE ? t.kernel
+                                                                                     : RUN_NONE};
+            out->n_tasks[c] = id + 1;
+            *slot = id;
+        }
+    }
+out:
+    for (int b = 0; b < cl->n_blocks; b++) {
+        free(x->ref[b]);
+        free(x->order[b]);
+    }
+    free(x->ref);
+    free(x->order);
+    x->ref = NULL;
+    x->order = NULL;
+    return st;
+}
+
+static np_status rp_pass_tasks(rp *x)
+{
+    const nn_plan *p = x->p;
+    run_plan *out = x->rp;
+    static const char *const stream_names[RUN_PLAN_S_COUNT] = {
+        "tp", "sp", "dp", "zero-gather", "zero-scatter", "pp", "send-next", "recv-prev",
+        "send-prev", "recv-next"};
+    for (uint32_t s = 0; s < RUN_PLAN_S_COUNT; s++)
+        if (run_graph_set_stream_name(out->g, s, stream_names[s], x->err) != NP_OK)
+            return x->err->status;
+    for (int c = 0; c < p->n_classes; c++) {
+        char name[RUN_NAME_MAX];
+        uint32_t id;
+        snprintf(name, sizeof name, "stage %d", c);
+        if (run_graph_add_class(out->g, name, &id, x->err) != NP_OK)
+            return x->err->status;
+    }
+    for (int r = 0; r < p->mesh.n_ranks; r++)
+        if (run_graph_set_class(out->g, (uint32_t)r, (uint32_t)nn_plan_rank_class(p, r),
+                                x->err) != NP_OK ||
+            run_graph_set_chip(out->g, (uint32_t)r, (uint32_t)p->mesh.chip[r], x->err) != NP_OK)
+            return x->err->status;
+    /* the kernels, now that their specs no longer move */
+    out->n_kspecs = x->n_ks;
+    out->kspecs = x->ks;
+    x->ks = NULL;
+    for (uint32_t i = 0; i < out->n_kspecs; i++) {
+        const nn_tensor *node = out->kspecs[i].node;
+        double flops = (double)nn_node_flops(node);
+        uint32_t id;
+        if (run_graph_add_kernel(out->g, &(run_kernel){.key = x->keys[i], .data = &out->kspecs[i],
+                                                       .flops = flops, .hw_flops = flops},
+                                 &id, x->err) != NP_OK)
+            return x->err->status;
+        if (id != i)
+            return np_err_set(x->err, NP_ERR_INTERNAL, "kernel %" PRIu32 " got id %" PRIu32, i, id);
+    }
+    for (int c = 0; c < p->n_classes; c++)
+        if (rp_pass_tasks_class(x, c) != NP_OK)
+            return x->err->status;
+    return NP_OK;
+}
+
+/* ---- the whole ----------------------------------------------------------------------------- */
+
+np_status run_plan_build(const nn_plan *p, const arch_config *cfg, const run_plan_opts *opts,
+                         run_plan **out, np_err *err)
+{
+    *out = NULL;
+    rp x = {.p = p, .cfg = cfg, .err = err, .o = opts ? *opts : (run_plan_opts){0}};
+    run_plan *r = calloc(1, sizeof *r);
+    if (!r)
+        return rp_oom(&x);
+    x.rp = r;
+    r->p = p;
+    r->gs_pp = RUN_NONE;
+    r->n_classes = (uint32_t)p->n_classes;
+    np_status st = NP_OK;
+    if (!(r->tasks = calloc(r->n_classes + 1, sizeof *r->tasks)) ||
+        !(r->n_tasks = calloc(r->n_classes + 1, sizeof *r->n_tasks)))
+        st = rp_oom(&x);
+    if (st == NP_OK)
+        st = run_graph_create((uint32_t)p->mesh.n_ranks, &r->g, err);
+    if (st == NP_OK)
+        st = rp_pass_kernels(&x);
+    if (st == NP_OK)
+        st = rp_pass_groupsets(&x);
+    if (st == NP_OK)
+        st = rp_pass_tasks(&x);
+    if (st == NP_OK)
+        st = run_graph_finalize(r->g, err);
+    /* pass 1's tables */
+    if (x.kid)
+        for (int c = 0; c < p->n_classes; c++) {
+            for (int b = 0; x.kid[c] && b < p->classes[c].n_blocks; b++)
+                free(x.kid[c][b]);
+            free(x.kid[c]);
+        }
+    free(x.kid);
+    for (uint32_t i = 0; i < x.n_ks; i++)
+        free(x.keys[i]);
+    free(x.keys);
+    free(x.ks);
+    run_hmap_free(&x.ks_index);
+    free(x.buf);
+    free(x.pool);
+    free(x.deps);
+    if (st != NP_OK) {
+        run_plan_free(r);
+        return st;
+    }
+    *out = r;
+    return NP_OK;
+}
+
+void run_plan_free(run_plan *plan)
+{
+    if (!plan)
+        return;
+    run_graph_free(plan->g);
+    free(plan->kspecs);
+    if (plan->tasks)
+        for (uint32_t c = 0; c < plan->n_classes; c++)
+            free(plan->tasks[c]);
+    free(plan->tasks);
+    free(plan->n_tasks);
+    free(plan);
+}

@@ -1,0 +1,113 @@
+/* run_report.h — the report of `npusim run`: the figures of a simulated training step, from
+ * the plan (framework/plan.h), its run graph (run_plan.h) and the engine's result
+ * (run_engine.h). docs/run.md defines every figure; run_report_json gives them the names
+ * `npusim report` and scripts read (kept stable):
+ *
+ *   model, arch, chips, system_chips, batch, seq, microbatch, micro_batches, schedule,
+ *   recompute, precision, zero, sp, mesh {dp, tp, pp, order}, steps, fidelity,
+ *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
+ *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
+ *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
+ *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes}],
+ *   units [{kind, min_util_pct, mean_util_pct, max_util_pct}],
+ *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}],
+ *   memory {params_bytes, ..., total_bytes, peak_bytes, hbm_bytes, stage, fits},
+ *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, colls_simulated,
+ *           colls_reused, transfers, ranks_simulated, mirror_ways}, wall_s; with
+ *   --functional: loss, loss_reference
+ */
+#ifndef NPUSIM_SIM_RUN_REPORT_H
+#define NPUSIM_SIM_RUN_REPORT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "plan.h"
+#include "run_engine.h"
+#include "run_kernel.h"
+#include "run_plan.h"
+
+#define RUN_REPORT_LINKS_MAX 16
+
+typedef struct run_report_comm {
+    run_comm_kind kind;
+    uint32_t chips;        /* ranks that take part in communication of the kind */
+    double total_s;        /* per step, mean over those ranks: time any of it is in flight */
+    double exposed_s;      /* ... of which the rank's compute engine is idle */
+    uint64_t bytes;        /* per step, all ranks: bytes put on the network */
+} run_report_comm;
+
+typedef struct run_report_unit {
+    run_unit unit;
+    double min_pct, mean_pct, max_pct; /* busy / run time per chip, over chips */
+} run_report_unit;
+
+typedef struct run_report_link {
+    char name[32];
+    uint64_t bytes;        /* over the run */
+    double avg_gbps, peak_gbps, capacity_gbps; /* GB/s (10^9 bytes/s) */
+} run_report_link;
+
+typedef struct run_report {
+    char model[64], arch[64];
+    uint32_t chips, system_chips, steps;
+    int64_t batch, seq, microbatch;
+    int micro_batches;
+    char schedule[32];
+    const char *recompute, *precision, *fidelity;
+    int zero, dp, tp, pp;
+    bool sp;
+    char order[16];
+    double step_time_s;
+    double tokens_per_s;   /* language models (seq > 1); else 0 */
+    double samples_per_s;  /* other models; else 0 */
+    double model_flops_per_step, hw_flops_per_step; /* all chips, measured over the run */
+    double peak_flops_per_chip; /* the array's peak at the compute dtype, all cores */
+    double tflops_per_chip;     /* model FLOPs per second per chip / 1e12 */
+    double hw_tflops_per_chip;
+    double mfu_pct, hfu_pct;
+    double bubble_pct, bubble_ratio, bubble_analytical; /* pct: 0 .. 100 */
+    uint32_t stages;
+    double *stage_bubble_pct, *stage_bubble_ratio;
+    uint32_t n_comm;
+    run_report_comm comm[RUN_COMM_COUNT];
+    run_report_unit units[RUN_UNIT_COUNT];
+    uint32_t n_links;
+    run_report_link links[RUN_REPORT_LINKS_MAX];
+    nn_plan_mem mem;       /* the largest rank's */
+    int mem_stage;
+    uint64_t hbm_bytes;
+    bool fits;
+    /* what the engine did */
+    uint64_t events, tasks, colls_simulated, colls_reused, transfers;
+    uint32_t kernels, kernels_simulated, kernels_from_file, ranks_simulated, mirror_ways;
+    double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
+                                    distributed executor's (NaN otherwise) */
+    double wall_s;
+} run_report;
+
+/* The figures of result r (of rp's graph, of plan p on cfg; rp NULL: a full-fidelity run,
+ * the caller fills the engine's counts); kt (may be NULL) for the kernel counts.
+ * NP_ERR_NOMEM. Free with run_report_free. */
+np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_config *cfg,
+                          const run_result *r, const run_ktimer_stats *kt, run_report *out,
+                          np_err *err);
+void run_report_free(run_report *rep);
+
+/* The report as one JSON object (names above); NULL when out of memory. */
+json_t *run_report_json(const run_report *rep);
+
+/* The peak FLOP/s of cfg's chip at dtype (2 x rows x cols x MACs per PE x clock x cores). */
+double run_peak_flops(const arch_config *cfg, nn_dtype dtype);
+
+/* The largest rank's memory against the chip's HBM: NP_ERR_RANGE when it does not fit, with
+ * the breakdown by role in the message (a plan that cannot run). */
+np_status run_memory_check(const nn_plan *p, np_err *err);
+
+/* The schedule as `npusim plan` names it: "gpipe", "1f1b", "interleaved:V". */
+const char *run_schedule_name(const nn_strategy *s, char *buf, size_t n);
+
+#endif

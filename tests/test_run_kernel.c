@@ -1,0 +1,195 @@
+/* test_run_kernel.c — the run's kernels (sim/run_kernel.h): a plan node mapped onto the kernel
+ * ABI (operands, attributes from the framework's parameters, placement, the reference check),
+ * its key, and its timing on the core model against the kernel run on its own through krun,
+ * with the cache file reused only for the same architecture (and refused when corrupt). */
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "harness.h"
+#include "krun.h"
+#include "run_kernel.h"
+
+static arch_config tiny(void)
+{
+    arch_config cfg;
+    np_err err = {0};
+    CU_ASSERT_EQUAL(arch_resolve("tiny", NULL, 0, &cfg, &err), NP_OK);
+    return cfg;
+}
+
+TEST(a_matmul_node_becomes_the_matmul_kernel_on_every_core_with_a_key_of_its_shapes)
+{
+    arch_config cfg = tiny();
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *a = nn_input(g, "a", NN_BF16, 2, (int64_t[]){37, 45});
+    nn_tensor *b = nn_param(g, "b", NN_BF16, 2, (int64_t[]){45, 19});
+    nn_tensor *y = nn_matmul(g, a, b);
+    kc_kernel k;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(run_kernel_of_node(y, &cfg, &k, &err), NP_OK);
+    CU_ASSERT_EQUAL(k.op, NN_OP_MATMUL);
+    CU_ASSERT_EQUAL(k.n_in, 2);
+    CU_ASSERT_EQUAL(k.n_out, 1);
+    CU_ASSERT_EQUAL(k.in[1].shape[0], 45);
+    CU_ASSERT_EQUAL(k.out[0].shape[1], 19);
+    CU_ASSERT_EQUAL(k.place.n_cores, 2); /* tiny's chip has 2 cores */
+    char key[RUN_KEY_MAX];
+    run_kernel_key(&k, key, sizeof key);
+    CU_ASSERT_STRING_EQUAL(key, "matmul in0=bf16[37,45] in1=bf16[45,19] out0=bf16[37,19] cores=0+2");
+    CU_ASSERT_FALSE(run_node_is_view(y));
+    CU_ASSERT_TRUE(run_node_is_view(nn_reshape(g, y, 1, (int64_t[]){37 * 19})));
+    nn_graph_free(g);
+}
+
+TEST(a_conv2d_nodes_stride_pad_dilation_and_groups_become_its_kernels_attributes)
+{
+    arch_config cfg = tiny();
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_input(g, "x", NN_BF16, 4, (int64_t[]){2, 8, 12, 12});
+    nn_tensor *w = nn_param(g, "w", NN_BF16, 4, (int64_t[]){16, 8, 3, 3});
+    nn_tensor *y = nn_conv2d(g, x, w, 2, 0, 1, 1);
+    kc_kernel k;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(run_kernel_of_node(y, &cfg, &k, &err), NP_OK);
+    int64_t want[4] = {2, 0, 1, 1};
+    const char *names[4] = {"stride", "pad", "dilation", "groups"};
+    for (int i = 0; i < 4; i++) {
+        bool found = false;
+        for (int j = 0; j < k.n_attrs; j++)
+            if (!strcmp(k.attrs[j].name, names[i])) {
+                found = true;
+                CU_ASSERT_EQUAL(k.attrs[j].i, want[i]);
+            }
+        CU_ASSERT_TRUE(found);
+    }
+    nn_graph_free(g);
+}
+
+TEST(an_op_without_a_kernel_is_an_error_naming_the_op_the_node_and_its_shapes)
+{
+    if (kc_kernel_find(NN_OP_RELU))
+        return; /* relu has its kernel now: nothing to refuse (test_run_plan.c covers the rest) */
+    arch_config cfg = tiny();
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_input(g, "x", NN_BF16, 2, (int64_t[]){8, 32});
+    nn_tensor *y = nn_relu(g, x);
+    kc_kernel k;
+    np_err err = {0};
+    CU_ASSERT_EQUAL(run_kernel_of_node(y, &cfg, &k, &err), NP_ERR_MISSING);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "no kernel for relu bf16[8,32] -> bf16[8,32]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, y->name));
+    nn_graph_free(g);
+}
+
+static run_kspec matmul_spec(const arch_config *cfg, nn_graph *g, int64_t m, int64_t n, int64_t kk)
+{
+    nn_tensor *a = nn_input(g, "a", NN_BF16, 2, (int64_t[]){m, kk});
+    nn_tensor *b = nn_param(g, "b", NN_BF16, 2, (int64_t[]){kk, n});
+    run_kspec s = {.node = nn_matmul(g, a, b)};
+    np_err err = {0};
+    CU_ASSERT_EQUAL(run_kernel_of_node(s.node, cfg, &s.k, &err), NP_OK);
+    return s;
+}
+
+TEST(a_kernels_timing_is_its_run_on_the_core_model_and_the_cache_file_keeps_it_per_architecture)
+{
+    arch_config cfg = tiny();
+    nn_graph *g = nn_graph_new(1);
+    run_kspec s = matmul_spec(&cfg, g, 64, 48, 80);
+    char key[RUN_KEY_MAX];
+    run_kernel_key(&s.k, key, sizeof key);
+    run_kernel rk = {.key = key, .data = &s};
+    /* the same kernel run on its own through krun, timing only */
+    krun_result kr;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &s.k, NULL, NULL, &kr, &err), NP_OK);
+    char dir[] = "/tmp/npusim_kcache_XXXXXX", path[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/kernels.cache", dir);
+    run_ktimer *t;
+    run_ktime a, b;
+    CU_ASSERT_EQUAL_FATAL(run_ktimer_create(&cfg, path, &t, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(run_ktimer_time(t, &rk, &a, &err), NP_OK);
+    CU_ASSERT_EQUAL(a.ps, kr.report->total_ps);
+    CU_ASSERT(a.unit_ps[RUN_UNIT_MXU] > 0 && a.unit_ps[RUN_UNIT_MXU] <= a.ps);
+    CU_ASSERT(a.unit_ps[RUN_UNIT_DMA] > 0 && a.unit_ps[RUN_UNIT_DMA] <= a.ps);
+    CU_ASSERT_STRING_EQUAL(s.name, kr.kernel.name);
+    CU_ASSERT_EQUAL(s.hbm_bytes, kr.kernel.hbm_read_bytes + kr.kernel.hbm_write_bytes);
+    CU_ASSERT_EQUAL(run_ktimer_get_stats(t).simulated, 1);
+    run_ktimer_free(t);
+    /* a second timer reads the file: neither compiled nor simulated, the same timing */
+    CU_ASSERT_EQUAL_FATAL(run_ktimer_create(&cfg, path, &t, &err), NP_OK);
+    memset(s.name, 0, sizeof s.name);
+    CU_ASSERT_EQUAL_FATAL(run_ktimer_time(t, &rk, &b, &err), NP_OK);
+    CU_ASSERT_EQUAL(memcmp(&a, &b, sizeof a), 0);
+    CU_ASSERT_STRING_EQUAL(s.name, kr.kernel.name);
+    run_ktimer_stats st = run_ktimer_get_stats(t);
+    CU_ASSERT_EQUAL(st.from_file, 1);
+    CU_ASSERT_EQUAL(st.compiled, 0);
+    run_ktimer_free(t);
+    /* another architecture (a slower clock) simulates it again, and its run is slower */
+    arch_config slow = cfg;
+    CU_ASSERT_EQUAL_FATAL(arch_set(&slow, "core.clock_ghz=0.5", &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(run_ktimer_create(&slow, path, &t, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(run_ktimer_time(t, &rk, &b, &err), NP_OK);
+    CU_ASSERT_EQUAL(run_ktimer_get_stats(t).simulated, 1);
+    CU_ASSERT(b.ps > a.ps);
+    run_ktimer_free(t);
+    /* a corrupt line is refused with its position */
+    FILE *f = fopen(path, "a");
+    fputs("not a line of the cache\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL(run_ktimer_create(&cfg, path, &t, &err), NP_ERR_FORMAT);
+    CU_ASSERT_EQUAL(err.line, 3);
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.file, "kernels.cache"));
+    unlink(path);
+    rmdir(dir);
+    krun_result_free(&kr);
+    nn_graph_free(g);
+}
+
+TEST(in_place_updates_without_kernels_run_as_the_elementwise_kernel_they_compute)
+{
+    arch_config cfg = tiny();
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *acc = nn_leaf(g, "acc", NN_ROLE_GRADIENT, NN_BF16, 2, (int64_t[]){8, 32});
+    nn_tensor *gr = nn_input(g, "g", NN_BF16, 2, (int64_t[]){8, 32});
+    nn_tensor *master = nn_leaf(g, "master", NN_ROLE_OPTSTATE, NN_F32, 2, (int64_t[]){8, 32});
+    struct {
+        nn_tensor *node, *same;
+    } cases[] = {
+        {nn_grad_accumulate(g, acc, gr), nn_add(g, acc, gr)},      /* acc += g */
+        {nn_copy_to(g, acc, master), nn_cast(g, master, NN_BF16)}, /* acc = bf16(master) */
+        {nn_fill(g, acc, 0.0), NULL},                              /* acc = 0 */
+    };
+    for (int i = 0; i < 3; i++) {
+        nn_op op = cases[i].node->op;
+        if (kc_kernel_find(op)) /* its own kernel now */
+            continue;
+        kc_kernel k, want;
+        np_err err = {0};
+        np_status st = run_kernel_of_node(cases[i].node, &cfg, &k, &err);
+        nn_op as = i == 0 ? NN_OP_ADD : i == 1 ? NN_OP_CAST : NN_OP_BROADCAST_TO;
+        if (!kc_kernel_find(as)) {
+            CU_ASSERT_EQUAL(st, NP_ERR_MISSING);
+            continue;
+        }
+        CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+        CU_ASSERT_EQUAL(k.op, as);
+        CU_ASSERT_EQUAL(k.out[0].dtype, NN_BF16);
+        CU_ASSERT_EQUAL(k.out[0].shape[1], 32);
+        if (cases[i].same) { /* the very kernel of the op it computes: one key, one timing */
+            CU_ASSERT_EQUAL_FATAL(run_kernel_of_node(cases[i].same, &cfg, &want, &err), NP_OK);
+            char a[RUN_KEY_MAX], b[RUN_KEY_MAX];
+            run_kernel_key(&k, a, sizeof a);
+            run_kernel_key(&want, b, sizeof b);
+            CU_ASSERT_STRING_EQUAL(a, b);
+        } else { /* a scalar broadcast over the buffer */
+            CU_ASSERT_EQUAL(k.n_in, 1);
+            CU_ASSERT_EQUAL(k.in[0].ndim, 0);
+        }
+    }
+    nn_graph_free(g);
+}

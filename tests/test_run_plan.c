@@ -1,0 +1,586 @@
+/* test_run_plan.c — a parallel strategy's plan (framework/plan.h) run by the engine through
+ * run_plan.h and run_job.h, with kernels timed analytically by the test (so the figures can be
+ * checked against the schedules' formulas): pipeline bubbles of GPipe, 1F1B and interleaved
+ * 1F1B with balanced stages, DDP bucket overlap, ZeRO-3 prefetch on fast and slow links, the
+ * mapping of entries onto tasks (kernels, groups, peers, dependencies), FLOPs against the plan,
+ * and that shortcuts and mirrored ranks change nothing. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "arch.h"
+#include "harness.h"
+#include "run_job.h"
+#include "run_plan.h"
+#include "trace_db.h"
+#include "trace_stats.h"
+
+/* Durations: a node in a model layer takes its FLOPs at rate flop/s (at least 1 ns); work
+ * outside the layers (input, head, loss, optimizer) takes outside_ps. */
+typedef struct timing {
+    double rate;
+    uint64_t outside_ps;
+    uint32_t calls;
+} timing;
+
+static np_status time_by_flops(void *ctx, const run_kernel *k, run_ktime *out, np_err *err)
+{
+    (void)err;
+    timing *t = ctx;
+    const run_kspec *ks = k->data;
+    t->calls++;
+    memset(out, 0, sizeof *out);
+    if (ks->node->layer < 0)
+        out->ps = t->outside_ps;
+    else
+        out->ps = (uint64_t)(fmax(1000.0, (double)nn_node_flops(ks->node) / t->rate * 1e12));
+    out->unit_ps[RUN_UNIT_MXU] = out->ps / 2;
+    return NP_OK;
+}
+
+/* A GPT of `layers` equal layers (width 32, 4 heads, 16 tokens; a model file written here):
+ * every layer's work is the same, and what is outside the layers (embedding, head, loss)
+ * takes no time, so pipeline stages of equal layer counts are balanced. */
+static void gpt_desc(nn_model_desc *d, int layers)
+{
+    char text[512];
+    snprintf(text, sizeof text, "family = gpt\ndescription = balanced\nlayers = %d\n"
+             "d_model = 32\nheads = 4\nvocab = 16\ncontext = 16\nbatch = 4\n", layers);
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_parse("balanced.model", text, d, &err), NP_OK);
+}
+
+typedef struct job_spec {
+    const char *arch;
+    const char *sets[4];
+    int dp, tp, pp, zero, v;
+    int64_t batch, microbatch;
+    nn_pp_schedule schedule;
+    double bucket_mb;
+    int stage_layers; /* layers per chunk (0: balanced by the plan) */
+    bool no_cache, no_dedup;
+} job_spec;
+
+static np_status run_spec(const nn_model_desc *d, const job_spec *js, timing *t, run_report *rep,
+                          np_err *err)
+{
+    arch_config cfg;
+    size_t n_sets = 0;
+    while (n_sets < 4 && js->sets[n_sets])
+        n_sets++;
+    if (arch_resolve(js->arch, js->sets, n_sets, &cfg, err) != NP_OK)
+        return err->status;
+    run_job j = {.cfg = &cfg, .model = d, .steps = 1, .optim = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8},
+                
+                 .time_kernel = time_by_flops, .time_ctx = t, .no_cache = js->no_cache,
+                 .no_dedup = js->no_dedup, .trace_path = getenv("TRACE")};
+    nn_strategy_default(&j.s);
+    j.s.dp = js->dp ? js->dp : 1;
+    j.s.tp = js->tp ? js->tp : 1;
+    j.s.pp = js->pp ? js->pp : 1;
+    j.s.zero = js->zero;
+    j.s.schedule = js->schedule;
+    j.s.virtual_stages = js->v ? js->v : 1;
+    j.s.microbatch = js->microbatch;
+    j.s.bucket_mb = js->bucket_mb;
+    if (js->stage_layers) {
+        j.s.n_stage_layers = j.s.pp * j.s.virtual_stages;
+        for (int i = 0; i < j.s.n_stage_layers; i++)
+            j.s.stage_layers[i] = js->stage_layers;
+    }
+    j.o = (nn_model_opts){.batch = js->batch, .compute = NN_BF16, .seed = 1};
+    return run_job_run(&j, rep, err);
+}
+
+TEST(gpipe_and_1f1b_bubbles_of_balanced_stages_are_p_minus_1_over_m_plus_p_minus_1)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 8);
+    int ps[] = {2, 4, 8}, ms[] = {4, 8, 16, 32};
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < 3; i++)
+            for (int k = 0; k < 4; k++) {
+                int p = ps[i], m = ms[k];
+                job_spec js = {.arch = "a100-cluster", .pp = p, .batch = m, .microbatch = 1,
+                               .schedule = s ? NN_PP_1F1B : NN_PP_GPIPE,
+                               .stage_layers = 8 / p};
+                timing t = {.rate = 1e9};
+                run_report rep;
+                np_err err = {0};
+                CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
+                double want = 100.0 * (p - 1) / (m + p - 1);
+                if (getenv("SHOW") || fabs(rep.bubble_pct - want) > 2.0)
+                    printf("\n%s p %d m %d: bubble %.2f %%, want %.2f %%\n", s ? "1f1b" : "gpipe",
+                           p, m, rep.bubble_pct, want);
+                CU_ASSERT(fabs(rep.bubble_pct - want) <= 2.0);
+                CU_ASSERT(fabs(rep.bubble_ratio - (double)(p - 1) / m) <= 0.02 * (p - 1.0) / m + 0.02);
+                run_report_free(&rep);
+            }
+}
+
+TEST(interleaved_1f1b_divides_the_bubble_by_the_virtual_stages)
+{
+    int ps[] = {2, 4, 8}, vs[] = {2, 4};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            int p = ps[i], v = vs[k], m = 2 * p;
+            if (p * v > 16)
+                continue;
+            nn_model_desc d;
+            gpt_desc(&d, p * v);
+            job_spec js = {.arch = "a100-cluster", .pp = p, .v = v, .batch = m, .microbatch = 1,
+                           .schedule = NN_PP_INTERLEAVED, .stage_layers = 1};
+            timing t = {.rate = 1e9};
+            run_report rep;
+            np_err err = {0};
+            CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
+            double want = 100.0 * (p - 1) / (v * m + p - 1);
+            if (getenv("SHOW") || fabs(rep.bubble_pct - want) > 2.0)
+                printf("\ninterleaved p %d v %d m %d: bubble %.2f %% (ratio %.3f), want %.2f %% "
+                       "(%.3f)\n", p, v, m, rep.bubble_pct, rep.bubble_ratio, want,
+                       (p - 1.0) / (v * m));
+            CU_ASSERT(fabs(rep.bubble_pct - want) <= 2.0);
+            CU_ASSERT(fabs(rep.bubble_ratio - (p - 1.0) / (v * m)) <= 0.02);
+            CU_ASSERT(fabs(rep.bubble_analytical * 100 - want) < 1e-9);
+            run_report_free(&rep);
+        }
+}
+
+/* Exposed and total data-parallel communication of a dp-4 step with buckets of mb MiB. */
+static void ddp(double bucket_mb, const char *link, double *total, double *exposed)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 8);
+    job_spec js = {.arch = "a100-cluster", .sets = {link}, .dp = 4, .batch = 8, .microbatch = 2,
+                   .bucket_mb = bucket_mb};
+    timing t = {.rate = getenv("RATE") ? atof(getenv("RATE")) : 1e10};
+    run_report rep;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
+    *total = *exposed = -1;
+    for (uint32_t i = 0; i < rep.n_comm; i++)
+        if (rep.comm[i].kind == RUN_COMM_DP)
+            *total = rep.comm[i].total_s, *exposed = rep.comm[i].exposed_s;
+    if (getenv("SHOW"))
+        printf("\nddp bucket %.3f MiB %s: dp total %.3f ms exposed %.3f ms, step %.3f ms\n",
+               bucket_mb, link, *total * 1e3, *exposed * 1e3, rep.step_time_s * 1e3);
+    run_report_free(&rep);
+}
+
+TEST(ddp_buckets_overlap_the_backward_pass_and_more_buckets_expose_less)
+{
+    double t1, e1, t2, e2, t3, e3;
+    const char *slow = getenv("SLOW") ? getenv("SLOW") : "system.link_gb_per_s=0.02";
+    ddp(100, slow, &t1, &e1);   /* one bucket: the whole gradient after the backward pass */
+    ddp(0.05, slow, &t2, &e2);  /* about one per layer */
+    ddp(0.01, slow, &t3, &e3);  /* several per layer */
+    CU_ASSERT(t1 > 0 && t2 > 0 && t3 > 0);
+    CU_ASSERT(e2 < t2 && e3 < t3);
+    CU_ASSERT(fabs(e1 - t1) <= 1e-6 * t1); /* one bucket after the last gradient: all exposed */
+    CU_ASSERT(e2 < 0.5 * e1);
+    CU_ASSERT(e3 < e2);
+}
+
+/* ZeRO-3's exposed and total all-gather / reduce-scatter time at dp 4. */
+static void zero3(const char *link, double *total, double *exposed, double *step)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 8);
+    job_spec js = {.arch = "a100-cluster", .sets = {link}, .dp = 4, .zero = 3, .batch = 8,
+                   .microbatch = 2};
+    timing t = {.rate = getenv("RATE") ? atof(getenv("RATE")) : 1e10};
+    run_report rep;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
+    *total = *exposed = -1;
+    for (uint32_t i = 0; i < rep.n_comm; i++)
+        if (rep.comm[i].kind == RUN_COMM_ZERO)
+            *total = rep.comm[i].total_s, *exposed = rep.comm[i].exposed_s;
+    *step = rep.step_time_s;
+    if (getenv("SHOW"))
+        printf("\nzero3 %s: total %.3f ms exposed %.3f ms, step %.3f ms\n", link, *total * 1e3,
+               *exposed * 1e3, rep.step_time_s * 1e3);
+    run_report_free(&rep);
+}
+
+TEST(zero3_prefetch_hides_all_gathers_on_fast_links_and_exposes_them_on_slow_ones)
+{
+    double tf, ef, sf, ts, es, ss;
+    zero3("system.link_gb_per_s=25", &tf, &ef, &sf);
+    zero3(getenv("SLOW") ? getenv("SLOW") : "system.link_gb_per_s=0.001", &ts, &es, &ss);
+    CU_ASSERT(tf > 0 && ts > 0);
+    /* fast: the first gathers (nothing to overlap them with yet), the last reduce-scatters
+     * and the latency of the backward pass's gathers, which the plan issues inside the layer
+     * that needs them, show: a few percent of the step (3.5 % here) */
+    CU_ASSERT(ef < 0.05 * sf);
+    /* slow: each layer waits for its parameters, and the step grows by most of it */
+    CU_ASSERT(es > 0.5 * ts);
+    CU_ASSERT(ss > sf + 0.5 * ts);
+}
+
+/* ---- the trace against the report ------------------------------------------------------- */
+
+/* Runs js with a trace and checks `npusim trace stats`'s figures (traces/trace_stats.h) on it
+ * against the report's: per-unit utilization, exposed and total communication per kind, the
+ * bubble. */
+static void trace_agrees(const nn_model_desc *d, job_spec js)
+{
+    char dir[] = "/tmp/npusim_run_trace_XXXXXX", path[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.json.gz", dir);
+    arch_config cfg;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve(js.arch, js.sets, js.sets[0] ? 1 : 0, &cfg, &err), NP_OK);
+    timing t = {.rate = 1e10};
+    run_job j = {.cfg = &cfg, .model = d, .steps = 1, .time_kernel = time_by_flops, .time_ctx = &t,
+                 .optim = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95},
+                 .trace_path = path};
+    nn_strategy_default(&j.s);
+    j.s.dp = js.dp ? js.dp : 1, j.s.tp = js.tp ? js.tp : 1, j.s.pp = js.pp ? js.pp : 1;
+    j.s.zero = js.zero, j.s.schedule = js.schedule, j.s.microbatch = js.microbatch;
+    j.s.virtual_stages = js.v ? js.v : 1;
+    j.o = (nn_model_opts){.batch = js.batch, .compute = NN_BF16, .seed = 1};
+    run_report rep;
+    CU_ASSERT_EQUAL_FATAL(run_job_run(&j, &rep, &err), NP_OK);
+    tdb *db = NULL;
+    tstats st;
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(tstats_compute(db, &st, &err), NP_OK);
+    CU_ASSERT(fabs((double)st.span_ps * 1e-12 - rep.step_time_s) < 1e-12);
+    for (int u = 0; u < RUN_UNIT_COUNT; u++) {
+        const tstats_unit *x = NULL;
+        for (size_t i = 0; i < st.n_units; i++)
+            if (!strcmp(st.units[i].kind, run_unit_name((run_unit)u)))
+                x = &st.units[i];
+        CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+        CU_ASSERT_EQUAL(x->chips, rep.chips);
+        CU_ASSERT(fabs(x->mean_pct - rep.units[u].mean_pct) < 1e-6);
+        CU_ASSERT(fabs(x->min_pct - rep.units[u].min_pct) < 1e-6);
+        CU_ASSERT(fabs(x->max_pct - rep.units[u].max_pct) < 1e-6);
+    }
+    CU_ASSERT_EQUAL(st.n_comm, rep.n_comm);
+    for (uint32_t i = 0; i < rep.n_comm; i++) {
+        const run_report_comm *c = &rep.comm[i];
+        const tstats_comm *x = NULL;
+        for (size_t k = 0; k < st.n_comm; k++)
+            if (st.comm[k].kind != TDB_NONE &&
+                !strcmp(tdb_str(db, st.comm[k].kind), run_comm_kind_name(c->kind)))
+                x = &st.comm[k];
+        CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+        CU_ASSERT_EQUAL(x->chips, c->chips);
+        CU_ASSERT(fabs((double)x->total_ps * 1e-12 / x->chips - c->total_s) < 1e-12);
+        CU_ASSERT(fabs((double)x->exposed_ps * 1e-12 / x->chips - c->exposed_s) < 1e-12);
+    }
+    if (rep.pp > 1) {
+        CU_ASSERT(fabs(st.bubble_pct - rep.bubble_pct) < 1e-6);
+        CU_ASSERT(fabs(st.bubble_ratio - rep.bubble_ratio) < 1e-6);
+    } else {
+        CU_ASSERT(st.bubble_pct < 0); /* no stages */
+    }
+    tstats_free(&st);
+    tdb_free(db);
+    run_report_free(&rep);
+    unlink(path);
+    rmdir(dir);
+}
+
+TEST(trace_stats_of_the_run_trace_give_the_reports_utilization_communication_and_bubble)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 4);
+    /* pipeline and data parallelism (1F1B, dp buckets, pp sends, tied embedding) */
+    trace_agrees(&d, (job_spec){.arch = "a100-cluster", .dp = 2, .pp = 2, .batch = 8,
+                                .microbatch = 1, .schedule = NN_PP_1F1B});
+    /* tensor parallelism with mirrored ranks, interleaved pipeline */
+    trace_agrees(&d, (job_spec){.arch = "a100-cluster", .tp = 2, .pp = 2, .v = 2, .batch = 4,
+                                .microbatch = 1, .schedule = NN_PP_INTERLEAVED});
+    /* ZeRO-3 on a torus */
+    trace_agrees(&d, (job_spec){.arch = "tpu-pod", .sets = {"system.link_gb_per_s=1"}, .dp = 4,
+                                .zero = 3, .batch = 8, .microbatch = 2});
+}
+
+/* ---- shortcuts, determinism, FLOPs -------------------------------------------------------- */
+
+/* The report as JSON without what only says how the engine got there. */
+static char *report_figures(const run_report *rep)
+{
+    json_t *j = run_report_json(rep);
+    json_object_del(j, "engine");
+    json_object_del(j, "wall_s");
+    char *s = json_dumps(j, JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+    json_decref(j);
+    return s;
+}
+
+TEST(kernel_cache_and_mirrored_ranks_on_or_off_give_identical_figures)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 4);
+    char *want = NULL;
+    uint32_t sim_on = 0, sim_off = 0, calls_on = 0, calls_off = 0;
+    for (int k = 0; k < 4; k++) {
+        /* islands of 2: the tp pairs' all-reduces have their links to themselves */
+        job_spec js = {.arch = "a100-cluster", .sets = {"system.island_chips=2"}, .dp = 2,
+                       .tp = 2, .pp = 2, .batch = 8, .microbatch = 1,
+                       .schedule = NN_PP_1F1B, .no_cache = k & 1,
+                       .no_dedup = (k >> 1) & 1};
+        timing t = {.rate = 1e10};
+        run_report rep;
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
+        char *got = report_figures(&rep);
+        if (!want)
+            want = got;
+        else {
+            CU_ASSERT_STRING_EQUAL(got, want);
+            free(got);
+        }
+        if (k == 0)
+            sim_on = rep.ranks_simulated, calls_on = t.calls;
+        if (k == 3)
+            sim_off = rep.ranks_simulated, calls_off = t.calls;
+        run_report_free(&rep);
+    }
+    /* and the shortcuts did something: tp mirrors (1 rank in 2), each kernel timed once */
+    CU_ASSERT_EQUAL(sim_off, 8);
+    CU_ASSERT(sim_on < sim_off);
+    CU_ASSERT(calls_on * 4 < calls_off);
+    free(want);
+}
+
+TEST(measured_flops_are_the_plans_and_recomputation_counts_only_as_hardware_flops)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 4);
+    for (int rc = 0; rc < 3; rc++) {
+        arch_config cfg;
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(arch_resolve("a100-cluster", NULL, 0, &cfg, &err), NP_OK);
+        nn_strategy s;
+        nn_strategy_default(&s);
+        s.dp = s.tp = s.pp = 2;
+        s.microbatch = 1;
+        s.recompute = (nn_recompute)rc;
+        nn_model_opts o = {.batch = 8, .compute = NN_BF16, .seed = 1};
+        nn_optim opt = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95};
+        nn_plan *p;
+        nn_plan_summary sum;
+        CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &opt, &cfg, &p, &err), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_plan_summarize(p, &sum, &err), NP_OK);
+        timing t = {.rate = 1e10};
+        run_job j = {.cfg = &cfg, .model = &d, .steps = 2, .s = s, .o = o, .optim = opt,
+                     .time_kernel = time_by_flops, .time_ctx = &t};
+        run_report rep;
+        CU_ASSERT_EQUAL_FATAL(run_job_run(&j, &rep, &err), NP_OK);
+        CU_ASSERT_DOUBLE_EQUAL(rep.model_flops_per_step, (double)sum.flops_per_step, 0.5);
+        CU_ASSERT_DOUBLE_EQUAL(rep.hw_flops_per_step, (double)sum.hw_flops_per_step, 0.5);
+        if (rc == NN_RECOMPUTE_NONE)
+            CU_ASSERT_DOUBLE_EQUAL(rep.hw_flops_per_step, rep.model_flops_per_step, 0.5);
+        if (rc == NN_RECOMPUTE_FULL)
+            CU_ASSERT(rep.hw_flops_per_step > 1.2 * rep.model_flops_per_step);
+        /* MFU and HFU as PaLM defines them: FLOPs per second over the chips' peak */
+        double peak = 2.0 * 32 * 32 * 1 * 1.41e9 * 108;
+        CU_ASSERT_DOUBLE_EQUAL(rep.peak_flops_per_chip, peak, 1);
+        CU_ASSERT_DOUBLE_EQUAL(rep.mfu_pct, 100 * rep.model_flops_per_step / rep.step_time_s / 8 / peak,
+                               1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(rep.hfu_pct, 100 * rep.hw_flops_per_step / rep.step_time_s / 8 / peak,
+                               1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(rep.tokens_per_s, 8 * 16 / rep.step_time_s, 1e-6);
+        run_report_free(&rep);
+        nn_plan_summary_free(&sum);
+        nn_plan_free(p);
+    }
+}
+
+TEST(every_entry_instance_becomes_one_task_and_views_none)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 4);
+    arch_config cfg;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("a100-cluster", NULL, 0, &cfg, &err), NP_OK);
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.dp = s.tp = s.pp = 2;
+    s.microbatch = 1;
+    s.zero = 1;
+    nn_model_opts o = {.batch = 8, .compute = NN_BF16, .seed = 1};
+    nn_optim opt = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95};
+    nn_plan *p;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &opt, &cfg, &p, &err), NP_OK);
+    run_plan *rp;
+    CU_ASSERT_EQUAL_FATAL(run_plan_build(p, &cfg, &(run_plan_opts){.nodes_only = true}, &rp, &err),
+                          NP_OK);
+    uint64_t views = 0;
+    for (int c = 0; c < p->n_classes; c++) {
+        uint32_t n[4] = {0}, got[RUN_TASK_KIND_COUNT] = {0};
+        nn_plan_iter it;
+        nn_plan_iter_begin(&it, p, &p->classes[c]);
+        const nn_plan_entry *e;
+        while ((e = nn_plan_iter_next(&it, NULL, NULL))) {
+            bool view = e->kind == NN_PLAN_COMPUTE && (nn_op_flags(e->nodes[0]->op) & NN_OPF_VIEW);
+            views += view;
+            n[e->kind] += !view;
+        }
+        for (uint32_t t = 0; t < rp->n_tasks[c]; t++) {
+            const nn_plan_entry *te = rp->tasks[c][t].e;
+            got[te->kind == NN_PLAN_COMPUTE      ? RUN_TASK_COMPUTE
+                : te->kind == NN_PLAN_COLLECTIVE ? RUN_TASK_COLL
+                : te->kind == NN_PLAN_SEND       ? RUN_TASK_SEND
+                                                 : RUN_TASK_RECV]++;
+        }
+        CU_ASSERT_EQUAL(run_graph_tasks(rp->g, (uint32_t)c), rp->n_tasks[c]);
+        CU_ASSERT_EQUAL(got[RUN_TASK_COMPUTE], n[NN_PLAN_COMPUTE]);
+        CU_ASSERT_EQUAL(got[RUN_TASK_COLL], n[NN_PLAN_COLLECTIVE]);
+        CU_ASSERT_EQUAL(got[RUN_TASK_SEND], n[NN_PLAN_SEND]);
+        CU_ASSERT_EQUAL(got[RUN_TASK_RECV], n[NN_PLAN_RECV]);
+        CU_ASSERT(n[NN_PLAN_SEND] > 0 && n[NN_PLAN_COLLECTIVE] > 0);
+    }
+    CU_ASSERT(views > 0);
+    CU_ASSERT_EQUAL(rp->views, views);
+    CU_ASSERT_EQUAL(run_graph_ranks(rp->g), 8);
+    for (uint32_t r = 0; r < 8; r++) {
+        CU_ASSERT_EQUAL(run_graph_chip_of(rp->g, r), (uint32_t)p->mesh.chip[r]);
+        CU_ASSERT_EQUAL(run_graph_class_of(rp->g, r), (uint32_t)nn_plan_rank_class(p, (int)r));
+    }
+    run_plan_free(rp);
+    nn_plan_free(p);
+}
+
+TEST(ops_without_kernels_are_named_together_with_their_shapes_and_nothing_is_guessed)
+{
+    const char *models[] = {"mlp-tiny", "gpt-tiny"};
+    for (int m = 0; m < 2; m++) {
+        nn_model_desc d;
+        arch_config cfg;
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(nn_model_load(models[m], &d, &err), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", NULL, 0, &cfg, &err), NP_OK);
+        nn_strategy s;
+        nn_strategy_default(&s);
+        s.dp = 2;
+        nn_model_opts o = {.batch = 4, .compute = NN_BF16, .seed = 1};
+        nn_optim opt = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95};
+        nn_plan *p;
+        CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &opt, &cfg, &p, &err), NP_OK);
+        /* the ops of the plan the compiler has no kernel for, found here on their own */
+        bool missing[NN_OP_COUNT] = {false};
+        int n_missing = 0;
+        nn_plan_iter it;
+        nn_plan_iter_begin(&it, p, &p->classes[0]);
+        const nn_plan_entry *e;
+        while ((e = nn_plan_iter_next(&it, NULL, NULL))) {
+            nn_op op = e->nodes[0]->op;
+            /* in-place updates without kernels of their own run as add, cast, broadcast_to */
+            nn_op as = op == NN_OP_GRAD_ACC ? NN_OP_ADD
+                       : op == NN_OP_COPY_TO ? NN_OP_CAST
+                       : op == NN_OP_FILL    ? NN_OP_BROADCAST_TO
+                                             : op;
+            if (e->kind == NN_PLAN_COMPUTE && !(nn_op_flags(op) & NN_OPF_VIEW) &&
+                !kc_no_kernel_reason(op) && !kc_kernel_find(op) && !kc_kernel_find(as) &&
+                !missing[op]) {
+                missing[op] = true;
+                n_missing++;
+            }
+        }
+        run_plan *rp = NULL;
+        np_status st = run_plan_build(p, &cfg, NULL, &rp, &err);
+        if (n_missing == 0) {
+            /* every op has a kernel: it runs, or a kernel refuses its shapes (a compiler
+             * limit, named), or its parameters cannot be mapped (named too) */
+            CU_ASSERT(st == NP_OK || strstr(err.msg, "kernel") != NULL);
+        } else {
+            CU_ASSERT_EQUAL(st, NP_ERR_MISSING);
+            CU_ASSERT_PTR_NULL(rp);
+            char want[64];
+            snprintf(want, sizeof want, "%s: ", models[m]);
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, want));
+            int said = atoi(err.msg + strlen(want)); /* "N ops of the plan ..." */
+            CU_ASSERT(said >= n_missing); /* and those whose parameters cannot be mapped */
+            int named = 0;
+            for (int op = 0; op < NN_OP_COUNT; op++) {
+                char w[48];
+                snprintf(w, sizeof w, "%s ", nn_op_name((nn_op)op)); /* "relu bf16[8,32] -> ..." */
+                if (missing[op] && strstr(err.msg, w))
+                    named++;
+            }
+            CU_ASSERT(named >= (n_missing < 6 ? n_missing : 6));
+            CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "bf16[")); /* shapes with their dtypes */
+        }
+        run_plan_free(rp);
+        nn_plan_free(p);
+    }
+}
+
+/* ---- the JSON report --------------------------------------------------------------------- */
+
+TEST(the_json_report_has_the_issues_names_and_npusim_report_reads_it)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 4);
+    job_spec js = {.arch = "a100-cluster", .dp = 2, .tp = 2, .pp = 2, .batch = 8, .microbatch = 1,
+                   .schedule = NN_PP_1F1B};
+    timing t = {.rate = 1e10};
+    run_report rep;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
+    json_t *j = run_report_json(&rep);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    const char *top[] = {"model", "arch", "chips", "schedule", "recompute", "zero", "sp",
+                         "mesh", "micro_batches", "microbatch", "step_time_s", "tokens_per_s",
+                         "model_flops_per_step", "mfu_pct", "hfu_pct", "bubble_pct",
+                         "bubble_ratio", "comm", "units", "links", "memory", "fidelity",
+                         "wall_s"};
+    for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(j, top[i]));
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "fidelity")), "fast");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "chips")), 8);
+    json_t *c, *u, *l;
+    size_t i;
+    json_array_foreach(json_object_get(j, "comm"), i, c) {
+        CU_ASSERT(json_is_string(json_object_get(c, "kind")));
+        CU_ASSERT(json_is_number(json_object_get(c, "total_s")));
+        CU_ASSERT(json_is_number(json_object_get(c, "exposed_s")));
+        CU_ASSERT(json_is_integer(json_object_get(c, "bytes")));
+    }
+    CU_ASSERT(json_array_size(json_object_get(j, "comm")) >= 3); /* tp, dp, pp */
+    json_array_foreach(json_object_get(j, "units"), i, u)
+        for (int k = 0; k < 3; k++)
+            CU_ASSERT(json_is_number(json_object_get(u, (const char *[]){"min_util_pct",
+                                                      "mean_util_pct", "max_util_pct"}[k])));
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "units")), RUN_UNIT_COUNT);
+    json_array_foreach(json_object_get(j, "links"), i, l) {
+        CU_ASSERT(json_is_string(json_object_get(l, "name")));
+        CU_ASSERT(json_is_number(json_object_get(l, "avg_gbps")));
+        CU_ASSERT(json_is_number(json_object_get(l, "peak_gbps")));
+    }
+    CU_ASSERT(json_array_size(json_object_get(j, "links")) > 0);
+    json_t *m = json_object_get(j, "memory");
+    CU_ASSERT(json_is_integer(json_object_get(m, "peak_bytes")));
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(m, "hbm_bytes")), 80LL << 30);
+    /* npusim report draws its cards, utilization, links, memory and communication from it */
+    char dir[] = "/tmp/npusim_run_report_XXXXXX", path[64], html[64];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/run.json", dir);
+    snprintf(html, sizeof html, "%s/r.html", dir);
+    CU_ASSERT_EQUAL(json_dump_file(j, path, 0), 0);
+    harness_run r = harness_npusim("report", path, "-o", html, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    const char *want[] = {"step time", "MFU", "pipeline bubble", "exposed communication",
+                          "chart-util", "chart-memory",
+                          "More than 256 chips"}; /* a100-cluster's links: listed, not drawn */
+    for (size_t k = 0; k < sizeof want / sizeof want[0]; k++)
+        CU_ASSERT_PTR_NOT_NULL(strstr(page, want[k]));
+    free(page);
+    harness_run_free(&r);
+    unlink(html);
+    unlink(path);
+    rmdir(dir);
+    json_decref(j);
+    run_report_free(&rep);
+}
