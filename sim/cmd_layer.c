@@ -165,8 +165,12 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     out->kernel = cv ? "conv" : "matmul";
     out->sim_total = r->total_cycles;
     uint64_t share = (out->t.folds + cores - 1) / cores;
+    /* what double-buffered weights save per fold after the first (0 without them) */
+    uint64_t fold_saved = out->t.folds > 1 ? (out->t.folds * out->t.fold_cycles - out->t.cycles) /
+                                                 (out->t.folds - 1)
+                                           : 0;
     out->compute_core = cores == 1 ? out->t.scalesim_cycles
-                                   : share * out->t.fold_cycles -
+                                   : share * out->t.fold_cycles - (share - 1) * fold_saved -
                                          (out->t.cycles - out->t.scalesim_cycles);
     if (calc) { /* SCALE-Sim's CALC: the memory never stalls the array */
         out->total = out->compute_core;

@@ -239,7 +239,7 @@ TEST(layer_on_several_cores_counts_stalls_against_one_cores_share_of_the_folds)
     /* 1024^3 ws on 128 x 128: 8 x 8 = 64 folds of 2 x 128 + 128 + 1024 - 2 = 1406 cycles
      * (SCALE-Sim: 64 x 1406 - 1 = 89983); on 4 cores a core's share is 16 folds: 22495 */
     const char *args[] = {"layer", "--arch", "tpu-pod", "--gemm", "1024,1024,1024", "--cores",
-                          "4", "--json", NULL};
+                          "4", "--set", "core.mxu_weight_double_buffer=0", "--json", NULL};
     harness_run r = harness_npusim_in(NULL, args);
     CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
     double total = ss_json_num(r.out, "total_cycles", 0);
@@ -249,8 +249,16 @@ TEST(layer_on_several_cores_counts_stalls_against_one_cores_share_of_the_folds)
     CU_ASSERT_EQUAL(ss_json_num(r.out, "stall_cycles", 0), total - 22495);
     CU_ASSERT_EQUAL(ss_json_num(r.out, "cores", 0), 4);
     harness_run_free(&r);
+    /* tpu-pod's own double-buffered weights: only the first fold pays the 128-cycle preload,
+     * 64 x 1278 + 128 - 1 = 81919 in all, 16 x 1278 + 128 - 1 = 20575 for a core's share */
+    const char *db[] = {"layer", "--arch", "tpu-pod", "--gemm", "1024,1024,1024", "--cores", "4",
+                        "--json", NULL};
+    r = harness_npusim_in(NULL, db);
+    CU_ASSERT_EQUAL(ss_json_num(r.out, "compute_cycles", 0), 81919);
+    CU_ASSERT_EQUAL(ss_json_num(r.out, "compute_cycles_per_core", 0), 20575);
+    harness_run_free(&r);
     const char *text[] = {"layer", "--arch", "tpu-pod", "--gemm", "1024,1024,1024", "--cores",
-                          "4", NULL};
+                          "4", "--set", "core.mxu_weight_double_buffer=0", NULL};
     r = harness_npusim_in(NULL, text);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "on 4 cores of 128x128 arrays"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "compute cycles / core:  22,495 cycles (16 of 64 folds)"));
