@@ -913,13 +913,29 @@ static const kc_attr_def ka_attrs[] = {
     {"block", KC_ATTR_INT, 0, 0, 65535, "tile: query and key block rows (0: the cost model's)"},
 };
 
+/* The bounds of docs/compiler.md ("Attention", values): out fp32 within 2^-18 of the largest
+ * output, 16-bit within 2 ulp x max |out| + 1 ulp x |out|; lse within 1e-5; the backward's
+ * parts within 4 ulp x the largest magnitude + 1 ulp x |value| (fp32: 2^-18 for the ulp). */
+static void ka_tolerance(const kc_kernel *k, int out, kc_tol *t)
+{
+    nn_dtype dt = k->in[0].dtype;
+    double u = dt == NN_F32 ? 0x1p-18 : kc_tol_ulp(dt).rtol;
+    bool lse = (k->op == NN_OP_ATTENTION && out == 1) || k->op == NN_OP_ATTENTION_LSE;
+    if (lse)
+        *t = (kc_tol){0, 1e-5, 0};
+    else if (k->op == NN_OP_ATTENTION_GRAD)
+        *t = (kc_tol){dt == NN_F32 ? 0 : u, 0, 4 * u};
+    else
+        *t = dt == NN_F32 ? (kc_tol){0, 0, u} : (kc_tol){u, 0, 2 * u};
+}
+
 #define KA_ROW(OP, def, nin, nout, comp, ref, bld, text)                                        \
     const kc_kernel_def def = {                                                                 \
         .op = OP, .n_in = nin, .n_out = nout,                                                   \
         .attrs = ka_attrs, .n_attrs = sizeof ka_attrs / sizeof ka_attrs[0],                     \
         .compile = comp, .reference = ref,                                                      \
         .keys = ka_keys, .n_keys = sizeof ka_keys / sizeof ka_keys[0], .build = bld,            \
-        .doc = text,                                                                            \
+        .doc = text, .tolerance = ka_tolerance,                                                 \
     }
 
 KA_ROW(NN_OP_ATTENTION, kc_attention_def, 3, 2, attn_compile, attn_reference, attn_build,

@@ -446,12 +446,21 @@ static const kc_attr_def bn_attrs[] = {
     {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: rows per tile (0: chosen)"},
 };
 
+/* docs/compiler.md's bound of the batch norms: fp32 2^-18 (shifted sums over N x S values,
+ * the gradient's cancelling terms), else one ulp of the output. */
+static void bn_tolerance(const kc_kernel *k, int out, kc_tol *t)
+{
+    *t = kc_tol_ulp(k->out[out].dtype);
+    if (k->out[out].dtype == NN_F32)
+        t->rtol = 0x1p-18, t->atol_max = 0x1p-18 / 8;
+}
+
 #define BN_ROW(NAME, OP, NIN, DOC)                                                              \
     const kc_kernel_def NAME = {                                                                \
         .op = OP, .n_in = NIN, .n_out = 1, .attrs = bn_attrs,                                   \
         .n_attrs = sizeof bn_attrs / sizeof bn_attrs[0], .compile = bn_compile,                 \
         .reference = bn_reference, .keys = bn_keys, .n_keys = sizeof bn_keys / sizeof bn_keys[0], \
-        .build = bn_build, .doc = DOC,                                                          \
+        .build = bn_build, .doc = DOC, .tolerance = bn_tolerance,                               \
     }
 BN_ROW(kc_batchnorm_def, NN_OP_BATCHNORM, -1,
        "a statistics pass (shifted sums per channel, combined over the cores), then x a + b");

@@ -1,13 +1,19 @@
 /* kc_embed.c — embedding (table [V, D], integer indices [...] -> [..., D]) as indexed DMA,
- * and its gradient (indices, dy [..., D] -> [V, D]) as a scatter-add.
+ * and its gradient (indices, dy [..., D] -> [V, D]) as a scatter-add; both also over a
+ * vocabulary shard (a third input: the i32/i8 scalar offset of the shard's first row, as the
+ * tensor-parallel plans make them: an index outside [offset, offset + V) gives a row of
+ * zeros / adds nothing).
  *
  * embedding: each core takes a block of the indices and moves its rows with dma.gather
  *   straight from the table to the output (HBM to HBM, 65535 rows per instruction, the
  *   indices read from HBM); no vector work. int8 indices are first brought to the scratchpad
- *   and widened to int32 by the vector unit.
+ *   and widened to int32 by the vector unit; over a shard the vector unit also subtracts the
+ *   offset (read from HBM once per core) and the gather skips what falls outside the table
+ *   (skip=1: a row of zeros).
  * embedding_grad: the gradient table is zeroed (the row schedule, kc_row.h, storing zero
  *   tiles), then every row of dy is added into the row its index names with dma.scatter
- *   red=add — rows applied in index order, so repeated indices accumulate. With an fp32
+ *   red=add — rows applied in index order, so repeated indices accumulate (over a shard the
+ *   indices as above; the scatter drops the rows outside the table). With an fp32
  *   gradient dy's rows go from HBM to HBM; a 16-bit gradient is accumulated in fp32 in an HBM
  *   buffer of the kernel's own (dy converted by the vector unit on the way) and converted
  *   once at the end, so each element is rounded once, as the reference does. With several
@@ -17,30 +23,92 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kc_row.h"
 
 #define KE_CHUNK 65535u /* rows per indexed copy (its n1 field) */
 
 typedef struct kemb {
-    bool grad;
-    isa_dtype dt, it;            /* rows, indices */
+    bool grad, shard;
+    isa_dtype dt, it, ot;        /* rows, indices, the shard's offset */
     uint64_t V, D, N;
-    uint64_t table, idx, rows;   /* table (gather src / scatter dst), indices, dense rows */
+    uint64_t idx, off;           /* indices, offset (HBM) */
     int64_t ld_table, ld_rows;
 } kemb;
 
-/* Indices [i0, i0 + n) as int32 in the scratchpad at buf (staged at raw), for int8 ones;
- * the DMA waits for the conversion. */
-static void widen(kc_ctx *x, const kemb *k, uint64_t i0, uint64_t n, uint64_t raw, uint64_t buf,
-                  unsigned sd, unsigned sv)
+/* The scratchpad and semaphores of one core's index staging (kidx_begin). */
+typedef struct kidx {
+    bool staged;                 /* indices go through the scratchpad (i8, or a shard) */
+    uint64_t raw, buf, offr, offb;
+    unsigned sd, sv;
+} kidx;
+
+/* Resources of a core taking index chunks of up to `chunk` (sd/sv its own semaphores). */
+static void kidx_begin(kc_ctx *x, const kemb *k, uint64_t chunk, kidx *s)
 {
-    krw_copy(x, isa_spad(0, raw), isa_hbm(0, k->idx + i0), ISA_DTYPE_INT8, n, 1, 0, 0);
-    krw_signal(x, ISA_UNIT_DMA, sd);
-    krw_wait(x, ISA_UNIT_VPU, sd);
-    krw_cast(x, buf, raw, n, ISA_DTYPE_INT32, ISA_DTYPE_INT8);
-    krw_signal(x, ISA_UNIT_VPU, sv);
-    krw_wait(x, ISA_UNIT_DMA, sv);
+    memset(s, 0, sizeof *s);
+    s->staged = k->it != ISA_DTYPE_INT32 || k->shard;
+    kc_sem_alloc(x, &s->sd), kc_sem_alloc(x, &s->sv);
+    if (!s->staged)
+        return;
+    s->buf = krw_alloc(x, chunk * 4);
+    if (k->it != ISA_DTYPE_INT32)
+        s->raw = krw_alloc(x, chunk);
+    if (k->shard)
+        s->offb = krw_alloc(x, 4), s->offr = k->ot != ISA_DTYPE_INT32 ? krw_alloc(x, 1) : s->offb;
+}
+
+/* The index operand of chunk [i0, i0 + n): straight from HBM (int32, no shard) or staged in
+ * the scratchpad as int32 (int8 widened, the offset subtracted: read once per core, with the
+ * core's first chunk); the DMA queue waits for the vector unit. */
+static isa_opnd kidx_chunk(kc_ctx *x, const kemb *k, kidx *s, uint64_t i0, uint64_t n, bool first)
+{
+    if (!s->staged)
+        return isa_hbm(0, k->idx + i0 * 4);
+    bool wide = k->it != ISA_DTYPE_INT32;
+    krw_copy(x, isa_spad(0, wide ? s->raw : s->buf),
+             isa_hbm(0, k->idx + i0 * isa_dtype_size[k->it]), k->it, n, 1, 0, 0);
+    if (k->shard && first)
+        krw_copy(x, isa_spad(0, s->offr), isa_hbm(0, k->off), k->ot, 1, 1, 0, 0);
+    krw_signal(x, ISA_UNIT_DMA, s->sd);
+    krw_wait(x, ISA_UNIT_VPU, s->sd);
+    if (wide)
+        krw_cast(x, s->buf, s->raw, n, ISA_DTYPE_INT32, k->it);
+    if (k->shard) {
+        if (first && s->offr != s->offb)
+            krw_cast(x, s->offb, s->offr, 1, ISA_DTYPE_INT32, k->ot);
+        krw_binary(x, ISA_OP_VPU_SUB, s->buf, s->buf, s->offb, 1, n, ISA_DTYPE_INT32,
+                   ISA_BCAST_SCALAR);
+    }
+    krw_signal(x, ISA_UNIT_VPU, s->sv);
+    krw_wait(x, ISA_UNIT_DMA, s->sv);
+    return isa_spad(0, s->buf);
+}
+
+/* The indices' (and a shard offset's) checks, common to both kernels: fills it, ot, shard,
+ * idx, off. */
+static np_status kemb_indices(kc_ctx *x, kemb *k, const kc_tensor *I, int off_in)
+{
+    const kc_kernel *kk = x->k;
+    if (kk->n_in != 2 && kk->n_in != 3)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "%d inputs: 2, or 3 over a vocabulary shard "
+                       "(the offset of its first row last)", kk->n_in);
+    if (I->dtype != NN_I32 && I->dtype != NN_I8)
+        return kc_fail(x, NP_ERR_INCONSISTENT, "indices are %s: i32 or i8",
+                       nn_dtype_name(I->dtype));
+    if (kc_tensor_bytes(I) != kc_tensor_extent(I))
+        return kc_fail(x, NP_ERR_INCONSISTENT, "the indices must be packed");
+    k->it = kc_isa_dtype(I->dtype), k->idx = I->addr;
+    k->shard = kk->n_in == 3;
+    if (k->shard) {
+        const kc_tensor *O = &kk->in[off_in];
+        if ((O->dtype != NN_I32 && O->dtype != NN_I8) || kc_tensor_numel(O) != 1)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "the shard's offset must be one i32 or i8 "
+                           "element");
+        k->ot = kc_isa_dtype(O->dtype), k->off = O->addr;
+    }
+    return NP_OK;
 }
 
 static np_status embedding_compile(kc_ctx *x)
@@ -48,9 +116,8 @@ static np_status embedding_compile(kc_ctx *x)
     const kc_kernel *kk = x->k;
     const kc_tensor *T = &kk->in[0], *I = &kk->in[1], *Y = &kk->out[0];
     kemb k = {0};
-    if (I->dtype != NN_I32 && I->dtype != NN_I8)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "indices are %s: i32 or i8",
-                       nn_dtype_name(I->dtype));
+    if (kemb_indices(x, &k, I, 2) != NP_OK)
+        return kc_status(x);
     if (T->ndim != 2 || Y->ndim != I->ndim + 1 || Y->dtype != T->dtype ||
         Y->shape[Y->ndim - 1] != T->shape[1])
         return kc_fail(x, NP_ERR_INCONSISTENT, "table must be [V, D] and out [..., D] of its "
@@ -58,11 +125,9 @@ static np_status embedding_compile(kc_ctx *x)
     for (int d = 0; d < I->ndim; d++)
         if (Y->shape[d] != I->shape[d])
             return kc_fail(x, NP_ERR_INCONSISTENT, "out must be the indices' shape plus D");
-    k.dt = kc_isa_dtype(T->dtype), k.it = kc_isa_dtype(I->dtype);
+    k.dt = kc_isa_dtype(T->dtype);
     k.V = (uint64_t)T->shape[0], k.D = (uint64_t)T->shape[1];
     uint64_t e = isa_dtype_size[k.dt], rows, w;
-    if (kc_tensor_bytes(I) != kc_tensor_extent(I))
-        return kc_fail(x, NP_ERR_INCONSISTENT, "the indices must be packed");
     if (kc_rows_of(x, Y, "out", &rows, &w, &k.ld_rows) != NP_OK)
         return kc_status(x);
     k.N = (uint64_t)kc_tensor_numel(I);
@@ -77,35 +142,34 @@ static np_status embedding_compile(kc_ctx *x)
     for (uint32_t c = 0; c < cores; c++) {
         uint64_t i0 = k.N * c / cores, i1 = k.N * (c + 1) / cores;
         kc_core(x, pl->core0 + c);
-        unsigned sd, sv, ss;
-        kc_sem_alloc(x, &sd), kc_sem_alloc(x, &sv), kc_sem_alloc(x, &ss);
-        uint64_t chunk = i1 - i0 < KE_CHUNK ? i1 - i0 : KE_CHUNK, raw = 0, buf = 0;
-        if (k.it != ISA_DTYPE_INT32)
-            raw = krw_alloc(x, chunk), buf = krw_alloc(x, chunk * 4);
+        uint64_t chunk = i1 - i0 < KE_CHUNK ? i1 - i0 : KE_CHUNK;
+        kidx ix;
+        unsigned ss;
+        kidx_begin(x, &k, chunk, &ix);
+        kc_sem_alloc(x, &ss);
         for (uint64_t a = i0; a < i1; a += chunk) {
             uint64_t n = i1 - a < chunk ? i1 - a : chunk;
-            isa_opnd idx = isa_hbm(0, I->addr + a * 4);
-            if (k.it != ISA_DTYPE_INT32) {
-                k.idx = I->addr;
-                widen(x, &k, a, n, raw, buf, sd, sv);
-                idx = isa_spad(0, buf);
-            }
+            isa_opnd idx = kidx_chunk(x, &k, &ix, a, n, a == i0);
             ISA_EMIT(x->e, DMA_GATHER, isa_hbm(0, Y->addr + a * (uint64_t)k.ld_rows),
                      isa_hbm(0, T->addr), idx, isa_enum(k.dt), isa_imm((int64_t)k.D),
                      isa_imm((int64_t)n), isa_imm((int64_t)k.V),
                      .dst_s1 = isa_imm(k.ld_rows == (int64_t)(k.D * e) ? 0 : k.ld_rows),
-                     .src_s1 = isa_imm(k.ld_table == (int64_t)(k.D * e) ? 0 : k.ld_table));
+                     .src_s1 = isa_imm(k.ld_table == (int64_t)(k.D * e) ? 0 : k.ld_table),
+                     .skip = isa_imm(k.shard));
         }
         krw_signal(x, ISA_UNIT_DMA, ss); /* the DMA queue ends on its own copies */
         krw_wait(x, ISA_UNIT_DMA, ss);
     }
-    x->res->hbm_read_bytes = k.N * (k.D * e + isa_dtype_size[k.it]);
+    uint64_t extra = k.shard ? cores * isa_dtype_size[k.ot] : 0; /* each core's offset */
+    x->res->hbm_read_bytes = k.N * (k.D * e + isa_dtype_size[k.it]) + extra;
     x->res->hbm_write_bytes = k.N * k.D * e;
-    /* the minimum: the rows named (not the whole table), the indices, the output */
-    x->res->hbm_bytes_min = x->res->hbm_read_bytes + x->res->hbm_write_bytes;
+    /* the minimum: the rows named (not the whole table; over a shard, as if every index fell
+     * inside it), the indices, the offset once, the output */
+    x->res->hbm_bytes_min = x->res->hbm_read_bytes - extra + (k.shard ? isa_dtype_size[k.ot] : 0) +
+                            x->res->hbm_write_bytes;
     x->res->cores = cores;
-    snprintf(x->res->schedule, sizeof x->res->schedule, "dma.gather of %" PRIu64 " rows on %"
-             PRIu32 " cores", k.N, cores);
+    snprintf(x->res->schedule, sizeof x->res->schedule, "dma.gather of %" PRIu64 " rows%s on %"
+             PRIu32 " cores", k.N, k.shard ? " of a vocabulary shard" : "", cores);
     return kc_status(x);
 }
 
@@ -138,9 +202,8 @@ static np_status embedding_grad_compile(kc_ctx *x)
     const kc_kernel *kk = x->k;
     const kc_tensor *I = &kk->in[0], *G = &kk->in[1], *Y = &kk->out[0];
     kemb k = {.grad = true};
-    if (I->dtype != NN_I32 && I->dtype != NN_I8)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "indices are %s: i32 or i8",
-                       nn_dtype_name(I->dtype));
+    if (kemb_indices(x, &k, I, 2) != NP_OK)
+        return kc_status(x);
     if (!kc_is_float(G->dtype) || Y->dtype != G->dtype || Y->ndim != 2 ||
         G->ndim != I->ndim + 1 || Y->shape[1] != G->shape[G->ndim - 1])
         return kc_fail(x, NP_ERR_INCONSISTENT, "dy must be float [..., D] and out [V, D] of its "
@@ -148,9 +211,7 @@ static np_status embedding_grad_compile(kc_ctx *x)
     for (int d = 0; d < I->ndim; d++)
         if (G->shape[d] != I->shape[d])
             return kc_fail(x, NP_ERR_INCONSISTENT, "dy must be the indices' shape plus D");
-    if (kc_tensor_bytes(I) != kc_tensor_extent(I))
-        return kc_fail(x, NP_ERR_INCONSISTENT, "the indices must be packed");
-    k.dt = kc_isa_dtype(G->dtype), k.it = kc_isa_dtype(I->dtype);
+    k.dt = kc_isa_dtype(G->dtype);
     k.V = (uint64_t)Y->shape[0], k.D = (uint64_t)Y->shape[1], k.N = (uint64_t)kc_tensor_numel(I);
     uint64_t e = isa_dtype_size[k.dt], rows, w, vr, vw;
     int64_t ldy;
@@ -200,19 +261,14 @@ static np_status embedding_grad_compile(kc_ctx *x)
                 return kc_fail(x, NP_ERR_RANGE, "a row of dy (%" PRIu64 " elements) does not fit "
                                "the scratchpad to be converted", k.D);
         }
-        uint64_t raw = 0, buf = 0, rin = 0, rf = 0;
-        if (k.it != ISA_DTYPE_INT32)
-            raw = krw_alloc(x, chunk), buf = krw_alloc(x, chunk * 4);
+        kidx ix;
+        kidx_begin(x, &k, chunk, &ix);
+        uint64_t rin = 0, rf = 0;
         if (wide)
             rin = krw_alloc(x, chunk * k.D * e), rf = krw_alloc(x, chunk * k.D * 4);
-        k.idx = I->addr;
         for (uint64_t a = i0; a < i1; a += chunk) {
             uint64_t n = i1 - a < chunk ? i1 - a : chunk;
-            isa_opnd idx = isa_hbm(0, I->addr + a * isa_dtype_size[k.it]);
-            if (k.it != ISA_DTYPE_INT32) {
-                widen(x, &k, a, n, raw, buf, sd, sv);
-                idx = isa_spad(0, buf);
-            }
+            isa_opnd idx = kidx_chunk(x, &k, &ix, a, n, a == i0);
             isa_opnd src = isa_hbm(0, G->addr + a * (uint64_t)k.ld_rows);
             int64_t ss1 = k.ld_rows;
             if (wide) {
@@ -231,12 +287,14 @@ static np_status embedding_grad_compile(kc_ctx *x)
                      isa_imm((int64_t)n), isa_imm((int64_t)k.V),
                      .dst_s1 = isa_imm(ld_acc == (int64_t)row ? 0 : ld_acc),
                      .src_s1 = isa_imm(ss1 == (int64_t)row ? 0 : ss1),
-                     .red = isa_enum(ISA_RED_ADD));
+                     .red = isa_enum(ISA_RED_ADD), .skip = isa_imm(k.shard));
         }
         krw_signal(x, ISA_UNIT_DMA, ss);
         krw_wait(x, ISA_UNIT_DMA, ss);
     }
-    uint64_t rd = k.N * (k.D * e + isa_dtype_size[k.it]) + k.N * k.D * (wide ? 4 : e);
+    uint64_t off_bytes = k.shard ? isa_dtype_size[k.ot] : 0;
+    uint64_t rd = k.N * (k.D * e + isa_dtype_size[k.it]) + k.N * k.D * (wide ? 4 : e) +
+                  sc * off_bytes;
     uint64_t wr = k.N * k.D * (wide ? 4 : e);
     /* 3. a 16-bit gradient: the fp32 sums converted, once */
     if (wide) {
@@ -255,9 +313,10 @@ static np_status embedding_grad_compile(kc_ctx *x)
     x->res->cores = cores;
     x->res->flops = k.N * k.D;
     /* the minimum: indices and dy read once, the table written once */
-    x->res->hbm_bytes_min = k.N * (isa_dtype_size[k.it] + k.D * e) + k.V * k.D * e;
+    x->res->hbm_bytes_min = k.N * (isa_dtype_size[k.it] + k.D * e) + k.V * k.D * e + off_bytes;
     snprintf(x->res->schedule, sizeof x->res->schedule, "zero, dma.scatter red=add of %" PRIu64
-             " rows%s on %" PRIu32 " cores", k.N, wide ? " into fp32, convert" : "", cores);
+             " rows%s%s on %" PRIu32 " cores", k.N, k.shard ? " of a vocabulary shard" : "",
+             wide ? " into fp32, convert" : "", cores);
     return kc_status(x);
 }
 
@@ -267,19 +326,23 @@ static np_status embedding_reference(nn_graph *g, const kc_kernel *k, nn_tensor 
                                      nn_tensor **out, np_err *err)
 {
     if (k->op == NN_OP_EMBEDDING)
-        out[0] = nn_embedding(g, in[0], in[1]);
+        out[0] = k->n_in == 3 ? nn_embedding_shard(g, in[0], in[1], in[2])
+                              : nn_embedding(g, in[0], in[1]);
     else
-        out[0] = nn_node(g, NN_OP_EMBEDDING_GRAD, 2, in,
-                         (int64_t[NN_MAX_IPARAMS]){k->out[0].shape[0]},
-                         NULL);
+        out[0] = nn_node(g, NN_OP_EMBEDDING_GRAD, k->n_in, in,
+                         (int64_t[NN_MAX_IPARAMS]){k->out[0].shape[0]}, NULL);
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
+/* Indices below V; over a shard below 3V, with the offset below V: some indices fall before
+ * the shard, some in it, some after it. */
 static int64_t embedding_index_bound(const kc_kernel *k, int in)
 {
-    if (k->op == NN_OP_EMBEDDING)
-        return in == 1 ? k->in[0].shape[0] : 0;
-    return in == 0 ? k->out[0].shape[0] : 0;
+    int64_t V = k->op == NN_OP_EMBEDDING ? k->in[0].shape[0] : k->out[0].shape[0];
+    int idx = k->op == NN_OP_EMBEDDING ? 1 : 0;
+    if (in == idx)
+        return k->n_in == 3 ? 3 * V : V;
+    return in == 2 ? V : 0;
 }
 
 static const kc_attr_def embedding_keys[] = {
@@ -288,13 +351,15 @@ static const kc_attr_def embedding_keys[] = {
     {"dim", KC_ATTR_INT, 4096, 1, 65535, "row width D"},
     {"dtype", KC_ATTR_DTYPE, NN_BF16, 0, 0, "the table's element type"},
     {"index", KC_ATTR_DTYPE, NN_I32, 0, 0, "the indices' element type (i32 or i8)"},
+    {"shard", KC_ATTR_BOOL, 0, 0, 1, "a vocabulary shard: a third input, the i32 offset of its "
+     "first row"},
 };
 
 static np_status embedding_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
     const kc_spec_val *v = kc_spec_get(s, "vocab"), *d = kc_spec_get(s, "dim");
-    const kc_spec_val *it = kc_spec_get(s, "index");
+    const kc_spec_val *it = kc_spec_get(s, "index"), *sd = kc_spec_get(s, "shard");
     if (!sh || !dt || !v || !d || sh->ndim < 1 || sh->ndim >= KC_MAX_DIMS)
         return np_err_set(err, NP_ERR_MISSING, "%s: shape=AxB... is needed", nn_op_name(s->op));
     int64_t rows[KC_MAX_DIMS], tab[2] = {v->i, d->i};
@@ -302,7 +367,7 @@ static np_status embedding_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_
         rows[i] = sh->shape[i];
     rows[sh->ndim] = d->i;
     nn_dtype t = (nn_dtype)dt->i, itt = it ? (nn_dtype)it->i : NN_I32;
-    k->n_in = 2, k->n_out = 1;
+    k->n_in = sd && sd->i ? 3 : 2, k->n_out = 1;
     if (s->op == NN_OP_EMBEDDING) {
         if (kc_spec_tensor(p, "TABLE", t, 2, tab, &k->in[0], err) ||
             kc_spec_tensor(p, "IDX", itt, sh->ndim, sh->shape, &k->in[1], err) ||
@@ -313,22 +378,26 @@ static np_status embedding_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_
                kc_spec_tensor(p, "OUT", t, 2, tab, &k->out[0], err)) {
         return err->status;
     }
+    if (k->n_in == 3 && kc_spec_tensor(p, "OFFSET", NN_I32, 0, NULL, &k->in[2], err))
+        return err->status;
     return NP_OK;
 }
 
 const kc_kernel_def kc_embedding_def = {
-    .op = NN_OP_EMBEDDING, .n_in = 2, .n_out = 1, .compile = embedding_compile,
+    .op = NN_OP_EMBEDDING, .n_in = -1, .n_out = 1, .compile = embedding_compile,
     .reference = embedding_reference,
     .keys = embedding_keys, .n_keys = sizeof embedding_keys / sizeof embedding_keys[0],
     .build = embedding_build, .index_bound = embedding_index_bound,
-    .doc = "dma.gather of the table's rows straight into the output, the indices read from HBM",
+    .doc = "dma.gather of the table's rows straight into the output, the indices read from HBM "
+           "(over a vocabulary shard: the offset subtracted by the vector unit, rows outside "
+           "skipped as zeros)",
 };
 
 const kc_kernel_def kc_embedding_grad_def = {
-    .op = NN_OP_EMBEDDING_GRAD, .n_in = 2, .n_out = 1, .compile = embedding_grad_compile,
+    .op = NN_OP_EMBEDDING_GRAD, .n_in = -1, .n_out = 1, .compile = embedding_grad_compile,
     .reference = embedding_reference,
     .keys = embedding_keys, .n_keys = sizeof embedding_keys / sizeof embedding_keys[0],
     .build = embedding_build, .index_bound = embedding_index_bound,
     .doc = "zeroed table, dma.scatter red=add of dy's rows in index order (16-bit: into fp32, "
-           "converted once)",
+           "converted once; over a vocabulary shard: rows outside dropped)",
 };

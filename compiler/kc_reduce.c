@@ -835,11 +835,24 @@ static const kc_attr_def to_keys[] = {
 #define KR_RED_DOC "any axis: tiles of the innermost kept x reduced dims by strided DMA, " \
                    "reduced down the columns or along the rows into fp32 (max: exact) " \
                    "accumulators, double-buffered"
+/* docs/compiler.md's bound of sums and means: one ulp of the output plus n x 4 x 2^-23 for n
+ * values below 4 in magnitude (fp32 partial sums in another order; a mean: divided by n). */
+static void red_tolerance(const kc_kernel *k, int out, kc_tol *t)
+{
+    *t = kc_tol_ulp(k->out[out].dtype);
+    int64_t no = kc_tensor_numel(&k->out[out]);
+    double n = no ? (double)kc_tensor_numel(&k->in[0]) / (double)no : 1;
+    if (k->op == NN_OP_REDUCE_SUM || k->op == NN_OP_SUM_TO)
+        t->atol = n * 4 * 0x1p-23;
+    else if (k->op == NN_OP_REDUCE_MEAN)
+        t->atol = 4 * 0x1p-23;
+}
+
 #define KR_DEF(name, OP, nin, fn, ad, nad, kd, doc_)                                              \
     const kc_kernel_def name = {                                                                 \
         .op = OP, .n_in = nin, .n_out = 1, .attrs = ad, .n_attrs = nad, .compile = fn,           \
         .keys = kd, .n_keys = KR_N(kd), .build = red_build, .doc = doc_,                         \
-        .reference = red_reference,                                                              \
+        .reference = red_reference, .tolerance = red_tolerance,                                  \
     };
 
 KR_DEF(kc_reduce_sum_def, NN_OP_REDUCE_SUM, 1, reduce_compile, axis_attrs, KR_N(axis_attrs),

@@ -25,6 +25,12 @@ nn_dtype kc_nn_dtype(isa_dtype t)
     return NN_DTYPE_COUNT;
 }
 
+kc_tol kc_tol_ulp(nn_dtype t)
+{
+    double u = t == NN_BF16 ? 0x1p-7 : t == NN_F16 ? 0x1p-10 : t == NN_F32 ? 0x1p-20 : 0;
+    return (kc_tol){u, 0, u / 8};
+}
+
 kc_tensor *kc_tensor_dense(kc_tensor *t, uint64_t addr, nn_dtype dtype, int ndim,
                            const int64_t *shape)
 {

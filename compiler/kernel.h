@@ -374,6 +374,12 @@ typedef struct kc_spec {
     kc_spec_val v[KC_MAX_SPEC]; /* every key the op declares, given or defaulted */
 } kc_spec;
 
+/* How close a kernel's output element must be to the reference's: within
+ * rtol x |reference| + atol + atol_max x the output's largest finite |reference|. */
+typedef struct kc_tol {
+    double rtol, atol, atol_max;
+} kc_tol;
+
 #define KC_DEF_EPILOGUE 1u     /* takes a fused epilogue */
 #define KC_DEF_EPILOGUE_ALL 2u /* takes every step of a fused chain (see kc_epi): implies
                                   KC_DEF_EPILOGUE */
@@ -408,7 +414,15 @@ typedef struct kc_kernel_def {
      * (compiler/lower.h) builds a node's kernel with it and checks the result against
      * reference. */
     np_status (*from_node)(const nn_tensor *t, kc_kernel *k, np_err *err);
+    /* (optional) the documented bound of output `out` against reference (docs/compiler.md),
+     * for seeded checks (sim/krun.h). NULL: kc_tol_ulp of the output's dtype */
+    void (*tolerance)(const kc_kernel *k, int out, kc_tol *t);
 } kc_kernel_def;
+
+/* The default bound of kc_kernel_def.tolerance for an output of dtype t: exact for integer
+ * outputs, else rtol one ulp of the type (bf16 2^-7, fp16 2^-10, fp32 2^-20: a few fp32
+ * roundings), atol_max rtol / 8. */
+kc_tol kc_tol_ulp(nn_dtype t);
 
 /* The kernel of op, or NULL when it has none; for ops that need none (views) the reason. */
 const kc_kernel_def *kc_kernel_find(nn_op op);

@@ -636,6 +636,16 @@ static np_status exec_dma_idx(core_func *f, uint32_t ci, const isa_insn *in, np_
         int32_t j;
         if (mem_read(f, ci, (isa_space)a->idx.space, (uint64_t)a->idx.val + 4 * i, &j, 4, err) != NP_OK)
             return err->status;
+        if ((j < 0 || (uint64_t)j >= lim) && a->skip.val) {
+            if (gather && red == ISA_RED_NONE) { /* a row of zeros */
+                memset(src, 0, row < chunk ? row : chunk);
+                for (uint64_t off = 0; off < row; off += chunk)
+                    if (mem_write(f, ci, (isa_space)a->dst.space, (uint64_t)a->dst.val + i * ds +
+                                  off, src, row - off < chunk ? row - off : chunk, err) != NP_OK)
+                        return err->status;
+            }
+            continue;
+        }
         if (j < 0 || (uint64_t)j >= lim)
             return np_err_set(err, NP_ERR_SIM_FAULT, "core %" PRIu32 " %s: index %" PRId32 " (number "
                               "%" PRIu64 ") is outside the table's rows 0..%" PRIu64, ci,

@@ -336,8 +336,20 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
             json_object_set_new(fj, "elements", json_integer((json_int_t)chk.n));
             json_object_set_new(fj, "bad", json_integer((json_int_t)chk.bad));
             json_object_set_new(fj, "max_abs_err", json_real(chk.max_abs));
-            json_object_set_new(fj, "rtol", json_real(chk.rtol));
-            json_object_set_new(fj, "atol", json_real(chk.atol));
+            json_object_set_new(fj, "rtol", json_real(chk.out[0].rtol));
+            json_object_set_new(fj, "atol", json_real(chk.out[0].atol));
+            json_t *outs = json_array();
+            for (int i = 0; i < chk.n_out; i++) {
+                const krun_check_out *co = &chk.out[i];
+                json_t *oj = json_object();
+                json_object_set_new(oj, "elements", json_integer((json_int_t)co->n));
+                json_object_set_new(oj, "bad", json_integer((json_int_t)co->bad));
+                json_object_set_new(oj, "max_abs_err", json_real(co->max_abs));
+                json_object_set_new(oj, "rtol", json_real(co->rtol));
+                json_object_set_new(oj, "atol", json_real(co->atol));
+                json_array_append_new(outs, oj);
+            }
+            json_object_set_new(fj, "outputs", outs);
             json_object_set_new(j, "functional", fj);
         }
         if (tune) {
@@ -375,10 +387,15 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
                    100.0 * (1.0 - (double)tuned.cycles[tuned.best_index] /
                                       (double)tuned.cycles[0]));
         }
-        if (functional)
-            printf("\nfunctional: %" PRId64 " of %" PRId64 " elements outside the tolerance "
+        for (int i = 0; functional && i < chk.n_out; i++) {
+            char which[32] = "";
+            if (chk.n_out > 1)
+                snprintf(which, sizeof which, " (output %d)", i);
+            printf("%sfunctional%s: %" PRId64 " of %" PRId64 " elements outside the tolerance "
                    "(largest difference %g; rtol %g, atol %g) against the reference executor\n",
-                   chk.bad, chk.n, chk.max_abs, chk.rtol, chk.atol);
+                   i ? "" : "\n", which, chk.out[i].bad, chk.out[i].n, chk.out[i].max_abs,
+                   chk.out[i].rtol, chk.out[i].atol);
+        }
     }
     free(asm_text);
     krun_result_free(&r);

@@ -61,7 +61,8 @@ np_status krun_kernel(const arch_config *cfg, const kc_kernel *k, const krun_io 
 void krun_result_free(krun_result *r);
 
 /* How far got is from want, element by element: an element is bad when
- * |got - want| > atol + rtol x |want| (or one is NaN and the other not). */
+ * |got - want| > atol + rtol x |want|, when one is NaN and the other not, or when either is
+ * infinite and they differ (equal infinities are no difference). */
 typedef struct krun_diff {
     int64_t n, bad;
     int64_t worst;        /* index of the largest |got - want| */
@@ -73,14 +74,23 @@ krun_diff krun_compare(const nn_tensor *got, const nn_tensor *want, double rtol,
 /* krun_kernel with values made here: every input (and epilogue operand) seeded normal(0, 1)
  * values (seed + its index) rounded to its dtype (int8: normal(0, 16) rounded, clamped to
  * +-127; int32: normal(0, 1000) rounded; an input of indices, whose row gives index_bound:
- * those integers folded into [0, bound)), the reference from the kernel's table row (reference) plus its
- * epilogue as framework ops, then the outputs compared: exact for integer outputs; else
- * within rtol = one ulp of the output type (bf16 2^-7, fp16 2^-10, fp32 2^-22) of each
- * element plus atol = rtol x the largest |reference| / 8 (sums taken in another order).
- * NP_ERR_UNKNOWN_KEY when the op's row has no reference. */
-typedef struct krun_check {
+ * those integers folded into [0, bound)), the reference from the kernel's table row
+ * (reference) plus its epilogue as framework ops (every kc_epi step: the fused-chain ones
+ * too), then each output compared within the bound its row documents (kc_kernel_def's
+ * tolerance; by default exact for integer outputs, else one ulp of the output type — bf16
+ * 2^-7, fp16 2^-10, fp32 2^-20 — of each element plus 1/8 of that of the output's largest
+ * finite |reference|). NP_ERR_UNKNOWN_KEY when the op's row has no reference. */
+typedef struct krun_check_out {
     int64_t n, bad;
-    double max_abs, rtol, atol;
+    double max_abs;       /* the largest |got - want| (INFINITY: a NaN or infinity differs) */
+    double rtol, atol;    /* the bound it was checked against: rtol x |reference| + atol */
+} krun_check_out;
+
+typedef struct krun_check {
+    int64_t n, bad;       /* over every output */
+    double max_abs;
+    int n_out;
+    krun_check_out out[KC_MAX_OUT];
 } krun_check;
 
 np_status krun_kernel_check(const arch_config *cfg, const kc_kernel *k, uint64_t seed,

@@ -430,6 +430,40 @@ TEST(gathers_and_scatters_move_table_rows_named_by_indices_and_accumulate_repeat
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "dma.gather: index 4 (number 1) is outside the table's rows 0..3"));
 }
 
+TEST(with_skip_an_index_outside_the_table_gathers_zeros_and_scatters_nothing)
+{
+    /* in: a 4 x 2 fp32 table at 0 (rows [1 2] [3 4] [5 6] [7 8]), int32 indices
+     * [2 -1 4 0] at 0x20, four rows [10 20] [30 40] [50 60] [70 80] at 0x30 */
+    uint8_t in[0x50];
+    float tab[8] = {1, 2, 3, 4, 5, 6, 7, 8}, rows[8] = {10, 20, 30, 40, 50, 60, 70, 80};
+    int32_t idx[4] = {2, -1, 4, 0};
+    memcpy(in, tab, sizeof tab);
+    memcpy(in + 0x20, idx, sizeof idx);
+    memcpy(in + 0x30, rows, sizeof rows);
+    float out[8 + 8 + 8] = {0};
+    run_vec(".core 0\n"
+            /* rows 2, (none), (none), 0: the skipped ones zero */
+            "dma.copy hbm[0x200000], hbm[0x100030], fp32, 8\n"
+            "sem.signal dma, s0\nsem.wait dma, s0\n"
+            "dma.gather hbm[0x200000], hbm[0x100000], hbm[0x100020], fp32, 2, 4, 4, skip=1\n"
+            /* with red=add over the rows: the skipped rows are left as they are */
+            "dma.copy hbm[0x200020], hbm[0x100030], fp32, 8\n"
+            "sem.signal dma, s1\nsem.wait dma, s1\n"
+            "dma.gather hbm[0x200020], hbm[0x100000], hbm[0x100020], fp32, 2, 4, 4, red=add, "
+            "skip=1\n"
+            /* scatter-add into a copy of the table: rows 2 and 0 get 10 20 and 70 80 */
+            "dma.copy hbm[0x200040], hbm[0x100000], fp32, 8\n"
+            "sem.signal dma, s2\nsem.wait dma, s2\n"
+            "dma.scatter hbm[0x200040], hbm[0x100030], hbm[0x100020], fp32, 2, 4, 4, red=add, "
+            "skip=1\n",
+            in, sizeof in, out, sizeof out);
+    static const float want[24] = {5, 6, 0, 0, 0, 0, 1, 2,
+                                   10 + 5, 20 + 6, 30, 40, 50, 60, 70 + 1, 80 + 2,
+                                   1 + 70, 2 + 80, 3, 4, 5 + 10, 6 + 20, 7, 8};
+    for (int i = 0; i < 24; i++)
+        CU_ASSERT_EQUAL(out[i], want[i]);
+}
+
 TEST(npusim_sim_functional_loads_inputs_and_dumps_outputs_by_symbol)
 {
     char dir[] = "/tmp/npusim_func_XXXXXX";

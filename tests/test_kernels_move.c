@@ -139,6 +139,70 @@ TEST(embedding_grad_accumulates_every_row_of_repeated_indices)
             }
 }
 
+/* Indices of a vocabulary of 3V rows (before the shard, in it, after it) and the shard's
+ * offset, as the tensor-parallel plans make them (framework/plan_tp.c). */
+static void fill_shard_idx(nn_tensor *t, nn_tensor *off, uint64_t V, int64_t o, uint64_t seed)
+{
+    CU_ASSERT_FATAL(nn_tensor_alloc(t));
+    CU_ASSERT_FATAL(nn_tensor_alloc(off));
+    off->data[0] = (float)o;
+    rng r;
+    rng_seed(&r, seed);
+    for (int64_t i = 0; i < nn_numel(t); i++) /* the shard's first and last rows, and others */
+        t->data[i] = (float)(i % 4 == 1 ? o : i % 4 == 2 ? o + (int64_t)V - 1
+                                                      : (int64_t)rng_below(&r, 3 * V));
+}
+
+TEST(over_a_vocabulary_shard_embedding_gives_zeros_and_its_gradient_nothing_outside_it)
+{
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[2]; int64_t V, D, off; uint32_t cores; } cases[] = {
+        {1, {13}, 7, 5, 7, 1}, {2, {3, 11}, 20, 19, 0, 2}, {2, {2, 70}, 9, 33, 11, 2},
+        {1, {40}, 4, 129, 35, 2},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (int t = 0; t < 3; t++)
+            for (int it = 0; it < 2; it++) {
+                nn_dtype idt = it ? NN_I8 : NN_I32;
+                nn_graph *g = nn_graph_new(1);
+                nn_tensor *in[3];
+                in[0] = nn_input(g, "table", float_types[t], 2,
+                                 (int64_t[]){cases[c].V, cases[c].D});
+                fill(in[0], 3 + c);
+                in[1] = nn_input(g, "idx", idt, cases[c].nd, cases[c].shape);
+                in[2] = nn_input(g, "offset", idt, 0, NULL);
+                fill_shard_idx(in[1], in[2], (uint64_t)cases[c].V, cases[c].off, 5 + c);
+                nn_tensor *y = nn_embedding_shard(g, in[0], in[1], in[2]);
+                kc_kernel k = {.op = NN_OP_EMBEDDING, .place = {0, 0, cases[c].cores}};
+                CU_ASSERT_EQUAL(run_check(&cfg, &k, in, 3, y, g, 0, 0, NULL), 0);
+                /* some rows are zeros, some are not */
+                int64_t zero = 0;
+                for (int64_t i = 0; i < nn_numel(y); i += cases[c].D)
+                    zero += y->data[i] == 0;
+                CU_ASSERT(zero > 0 && zero < nn_numel(y) / cases[c].D);
+                nn_graph_free(g);
+                /* the gradient: rows outside the shard add nothing */
+                g = nn_graph_new(1);
+                nn_tensor *gi[3];
+                gi[0] = nn_input(g, "idx", idt, cases[c].nd, cases[c].shape);
+                gi[2] = nn_input(g, "offset", idt, 0, NULL);
+                fill_shard_idx(gi[0], gi[2], (uint64_t)cases[c].V, cases[c].off, 7 + c);
+                int64_t dys[3] = {cases[c].shape[0], cases[c].shape[1], cases[c].D};
+                dys[cases[c].nd] = cases[c].D;
+                gi[1] = nn_input(g, "dy", float_types[t], cases[c].nd + 1, dys);
+                fill(gi[1], 9 + c);
+                y = nn_node(g, NN_OP_EMBEDDING_GRAD, 3, gi,
+                            (int64_t[NN_MAX_IPARAMS]){cases[c].V}, NULL);
+                k = (kc_kernel){.op = NN_OP_EMBEDDING_GRAD, .place = {0, 0, cases[c].cores}};
+                bool exact = float_types[t] == NN_F32 && cases[c].cores == 1;
+                double rtol = float_types[t] == NN_BF16 ? 0x1p-7
+                              : float_types[t] == NN_F16 ? 0x1p-10 : 0x1p-20;
+                CU_ASSERT_EQUAL(run_check(&cfg, &k, gi, 3, y, g, exact ? 0 : rtol,
+                                          exact ? 0 : rtol / 4, NULL), 0);
+                nn_graph_free(g);
+            }
+}
+
 /* ---- permute, concat, slice, pad ------------------------------------------------------------- */
 
 static const nn_dtype all_types[5] = {NN_F32, NN_BF16, NN_F16, NN_I8, NN_I32};
@@ -300,7 +364,8 @@ TEST(every_row_and_movement_kernels_op_spec_builds_a_kernel_that_passes_the_seed
         "layernorm shape=7x33 affine=0", "rmsnorm shape=7x33 affine=1", "layernorm_grad shape=9x21",
         "rmsnorm_grad shape=9x21", "rope shape=2x3x5x10", "cross_entropy shape=9x13",
         "cross_entropy_grad shape=9x13 labels=i8", "embedding shape=3x5 vocab=11 dim=6",
-        "embedding_grad shape=13 vocab=7 dim=5 index=i8", "permute shape=3x4x5 axes=210",
+        "embedding_grad shape=13 vocab=7 dim=5 index=i8", "embedding shape=4x9 vocab=7 dim=6 "
+        "shard=1", "embedding_grad shape=29 vocab=9 dim=5 shard=1", "permute shape=3x4x5 axes=210",
         "permute shape=2x3x4x5 axes=0213", "concat shape=3x4 n=3 axis=1",
         "slice shape=5x6 axis=1 start=2 end=5", "pad shape=5x6 axis=0 before=1 after=2",
         "batchnorm shape=4x3x5x5", "batchnorm_grad shape=4x3x5x5", "batchnorm_infer shape=4x3x2x7",
