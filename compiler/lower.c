@@ -196,6 +196,8 @@ static bool lw_is_transpose(const nn_tensor *t)
     return t->ip[t->ndim - 2] == t->ndim - 1 && t->ip[t->ndim - 1] == t->ndim - 2;
 }
 
+bool lower_is_transpose(const nn_tensor *t) { return lw_is_transpose(t); }
+
 static void lw_readers(lw_ctx *w)
 {
     for (int32_t i = 0; i < w->n; i++) {

@@ -168,6 +168,22 @@ uint64_t lower_addr_mb(const lower_prog *lp, const nn_tensor *t, int mb);
  * kernel's operands, attributes or reference do not describe the node). */
 np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k, np_err *err);
 
+/* The same with its operands at the given layouts (in[i] for node->src[i], out for its
+ * result; addresses as given): a strided operand where the lowering folds a transpose. */
+np_status lower_node_kernel_at(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
+                               uint32_t cores, kc_kernel *k, np_err *err);
+
+/* The lowering's fusion rules, for an engine that times a plan's kernels as lower_plan_rank
+ * compiles them without lowering the plan (sim/run_fuse.c):
+ *   lower_epi_ok: whether a kernel whose result is cur can apply node m (a reader of cur) as
+ *     its next epilogue step; *arg is m's other operand (NULL: none);
+ *   lower_epi_of: that step, its operand at layout arg (NULL: none);
+ *   lower_is_transpose: whether t is a permute swapping its last two dims (folded into its
+ *     readers' operand strides when every reader is a matmul). */
+bool lower_epi_ok(const nn_tensor *cur, const nn_tensor *m, const nn_tensor **arg);
+void lower_epi_of(const nn_tensor *m, const kc_tensor *arg, kc_epi *e);
+bool lower_is_transpose(const nn_tensor *t);
+
 /* "relu bf16[8,32] -> bf16[8,32]": the node's op and shapes, for messages. */
 char *lower_node_desc(const nn_tensor *node, char *buf, size_t n);
 

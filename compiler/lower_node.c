@@ -252,6 +252,19 @@ np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k,
     return lw_node_kernel(node, in, &out, 0, cores ? cores : 1, true, k, err);
 }
 
+np_status lower_node_kernel_at(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
+                               uint32_t cores, kc_kernel *k, np_err *err)
+{
+    return lw_node_kernel(node, in, out, 0, cores ? cores : 1, true, k, err);
+}
+
+bool lower_epi_ok(const nn_tensor *cur, const nn_tensor *m, const nn_tensor **arg)
+{
+    return lw_epi_step_ok(cur, m, arg);
+}
+
+void lower_epi_of(const nn_tensor *m, const kc_tensor *arg, kc_epi *e) { lw_epi_step(m, arg, e); }
+
 /* ---- epilogue steps -------------------------------------------------------------------------- */
 
 /* Whether a's shape broadcasts to b's (numpy rules). */

@@ -47,7 +47,9 @@
 /* What a run graph's kernel (run_kernel.data) points at. */
 typedef struct run_kspec {
     kc_kernel k;             /* operand addresses 0 */
-    const nn_tensor *node;   /* the first plan node with this key (names, messages) */
+    const nn_tensor *node;   /* the first plan node with this key (names, messages): the
+                                kernel's head */
+    int64_t flops;           /* the head's and its fused chain's FLOPs */
     /* filled when it is timed */
     char name[64];           /* its kernel symbol ("matmul") */
     uint64_t hbm_bytes;      /* HBM bytes its schedule moves (kc_result) */

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "run_fuse.h"
 #include "run_hash.h"
 
 #define RP_NOTASK UINT32_MAX      /* an instance that has not run (yet) */
@@ -19,6 +20,11 @@
 #define RP_MISSING_SHOWN 6        /* ops without kernels named in the message */
 
 enum { RP_KEY_AXIS_SHIFT = 1 }; /* groupset key: axis << 1 | a part of the axis */
+
+typedef struct rp_deps {
+    int n;
+    nn_plan_dep *d;
+} rp_deps;
 
 typedef struct rp {
     const nn_plan *p;
@@ -33,6 +39,9 @@ typedef struct rp {
     uint32_t n_ks, cap_ks, cap_keys;
     run_hmap ks_index;
     uint32_t ***kid;          /* [class][block][entry]: kernel id, RUN_NONE when none */
+    run_fuse **fuse;          /* per class: what the lowering fuses (NULL: nothing) */
+    rp_deps ***xdeps;         /* [class][block][entry]: a fused kernel's head also waits
+                                 for what its chain's steps wait for (outside the chain) */
     char missing[RP_MISSING_SHOWN][200];
     uint32_t n_missing;       /* distinct ops without kernels */
     nn_op missing_op[NN_OP_COUNT];
@@ -88,17 +97,19 @@ static np_status rp_missing(rp *x, const nn_tensor *node, const np_err *e)
     return NP_OK;
 }
 
-static np_status rp_kernel(rp *x, const nn_tensor *node, uint32_t *id)
+/* The kernel of compute node `node` (its fused kernel when f is given). */
+static np_status rp_kernel(rp *x, const run_fuse *f, const nn_tensor *node, uint32_t *id)
 {
     *id = RUN_NONE;
-    run_kspec s = {.node = node};
+    run_kspec s = {.node = node, .flops = f ? run_fuse_flops(f, node) : nn_node_flops(node)};
     np_err e = {0};
     char key[RUN_KEY_MAX];
     if (x->o.nodes_only) {
         int n = snprintf(key, sizeof key, "stage %d node %d ", x->stage, node->id);
         run_node_desc(node, key + n, sizeof key - (size_t)n);
         s.k.op = node->op;
-    } else if (run_kernel_of_node(node, x->cfg, &s.k, &e) != NP_OK) {
+    } else if ((f ? run_fuse_kernel(f, node, (uint32_t)x->cfg->chip.cores, &s.k, &e)
+                  : run_kernel_of_node(node, x->cfg, &s.k, &e)) != NP_OK) {
         if (e.status == NP_ERR_MISSING || e.status == NP_ERR_INCONSISTENT)
             return rp_missing(x, node, &e);
         *x->err = e;
@@ -124,16 +135,72 @@ static np_status rp_kernel(rp *x, const nn_tensor *node, uint32_t *id)
 
 static bool rp_collective_noop(const nn_plan_entry *e) { return e->group_size <= 1; }
 
+/* The dependencies of the chain fused into entry i's kernel (block b of class c) that lead
+ * outside the chain: its head waits for them (an epilogue operand's producer). */
+static np_status rp_chain_deps(rp *x, int c, int b, int i)
+{
+    const nn_plan_block *bl = &x->p->classes[c].blocks[b];
+    int n_chain;
+    const nn_tensor *const *chain = run_fuse_chain(x->fuse[c], bl->entries[i].nodes[0], &n_chain);
+    if (!n_chain)
+        return NP_OK;
+    int member[KC_MAX_EPI + 1], n_member = 0;
+    member[n_member++] = i;
+    for (int k = 0; k < bl->n_entries; k++)
+        for (int s = 0; s < n_chain; s++)
+            if (bl->entries[k].kind == NN_PLAN_COMPUTE && bl->entries[k].nodes[0] == chain[s])
+                member[n_member++] = k;
+    if (!x->xdeps[c][b] &&
+        !(x->xdeps[c][b] = calloc((size_t)bl->n_entries + 1, sizeof **x->xdeps[c])))
+        return rp_oom(x);
+    rp_deps *out = &x->xdeps[c][b][i];
+    for (int m = 1; m < n_member; m++) {
+        const nn_plan_entry *e = &bl->entries[member[m]];
+        for (int k = 0; k < e->n_deps; k++) {
+            nn_plan_dep d = e->deps[k];
+            bool inside = false;
+            for (int j = 0; j < n_member && (d.block < 0 || d.block == b); j++)
+                inside = inside || d.entry == member[j];
+            if (inside)
+                continue;
+            nn_plan_dep *v = realloc(out->d, (size_t)(out->n + 1) * sizeof *v);
+            if (!v)
+                return rp_oom(x);
+            out->d = v;
+            out->d[out->n++] = d;
+        }
+    }
+    return NP_OK;
+}
+
+/* The k-th dependency of entry i of block b of class c (its own, then its chain's). */
+static const nn_plan_dep *rp_dep(const rp *x, int c, int b, int i, int k)
+{
+    const nn_plan_entry *e = &x->p->classes[c].blocks[b].entries[i];
+    if (k < e->n_deps)
+        return &e->deps[k];
+    const rp_deps *xd = x->xdeps && x->xdeps[c][b] ? &x->xdeps[c][b][i] : NULL;
+    return xd && k - e->n_deps < xd->n ? &xd->d[k - e->n_deps] : NULL;
+}
+
 static np_status rp_pass_kernels(rp *x)
 {
     const nn_plan *p = x->p;
     if (!(x->kid = calloc((size_t)p->n_classes, sizeof *x->kid)))
         return rp_oom(x);
+    if (!(x->fuse = calloc((size_t)p->n_classes + 1, sizeof *x->fuse)) ||
+        !(x->xdeps = calloc((size_t)p->n_classes + 1, sizeof *x->xdeps)))
+        return rp_oom(x);
     for (int c = 0; c < p->n_classes; c++) {
         const nn_plan_class *cl = &p->classes[c];
         x->stage = cl->stage;
-        if (!(x->kid[c] = calloc((size_t)cl->n_blocks + 1, sizeof **x->kid)))
+        if (!(x->kid[c] = calloc((size_t)cl->n_blocks + 1, sizeof **x->kid)) ||
+            !(x->xdeps[c] = calloc((size_t)cl->n_blocks + 1, sizeof **x->xdeps)))
             return rp_oom(x);
+        if (!x->o.nodes_only && !x->o.no_fuse &&
+            run_fuse_class(p, cl, &x->fuse[c], x->err) != NP_OK)
+            return x->err->status;
+        const run_fuse *f = x->fuse[c];
         for (int b = 0; b < cl->n_blocks; b++) {
             const nn_plan_block *bl = &cl->blocks[b];
             if (!(x->kid[c][b] = malloc(((size_t)bl->n_entries + 1) * sizeof ***x->kid)))
@@ -141,9 +208,11 @@ static np_status rp_pass_kernels(rp *x)
             for (int i = 0; i < bl->n_entries; i++) {
                 const nn_plan_entry *e = &bl->entries[i];
                 x->kid[c][b][i] = RUN_NONE;
-                if (e->kind != NN_PLAN_COMPUTE || run_node_is_view(e->nodes[0]))
+                if (e->kind != NN_PLAN_COMPUTE || run_node_is_view(e->nodes[0]) ||
+                    (f && run_fuse_kind_of(f, e->nodes[0]) != RUN_FUSE_KERNEL))
                     continue;
-                if (rp_kernel(x, e->nodes[0], &x->kid[c][b][i]) != NP_OK)
+                if (rp_kernel(x, f, e->nodes[0], &x->kid[c][b][i]) != NP_OK ||
+                    (f && rp_chain_deps(x, c, b, i) != NP_OK))
                     return x->err->status;
             }
         }
@@ -286,12 +355,12 @@ static np_status rp_dep_add(rp *x, uint32_t t)
 }
 
 /* Collects into x->deps the tasks entry e (of block b at micro-batch mb) waits for. */
-static np_status rp_collect_deps(rp *x, const nn_plan_class *cl, int b, int mb,
-                                 const nn_plan_entry *e)
+static np_status rp_collect_deps(rp *x, int c, int b, int mb, int entry)
 {
+    const nn_plan_class *cl = &x->p->classes[c];
     x->n_deps = 0;
-    for (int i = 0; i < e->n_deps; i++) {
-        const nn_plan_dep *d = &e->deps[i];
+    const nn_plan_dep *d;
+    for (int i = 0; (d = rp_dep(x, c, b, entry, i)); i++) {
         int tb = d->block < 0 ? b : d->block;
         const nn_plan_block *bl = &cl->blocks[tb];
         bool micro = bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD;
@@ -443,8 +512,10 @@ static np_status rp_task_of(rp *x, int c, int b, const nn_plan_entry *e, int ent
  * plan schedules the class graph as a whole, so an entry waiting for a node of another
  * block, a gradient accumulation for its step's zeroing, can land far later than its key
  * says; inside the block only in-block dependencies bind.) order[k] is the k-th entry. */
-static np_status rp_block_order(rp *x, const nn_plan_block *bl, int b, uint32_t *order)
+static np_status rp_block_order(rp *x, int c, int b, uint32_t *order)
 {
+    const nn_plan_block *bl = &x->p->classes[c].blocks[b];
+    const nn_plan_dep *d;
     uint32_t n = (uint32_t)bl->n_entries;
     uint32_t *indeg = calloc((size_t)n + 1, sizeof *indeg), *heap = malloc(((size_t)n + 1) * sizeof *heap);
     uint32_t *start = calloc((size_t)n + 2, sizeof *start), *users = NULL;
@@ -455,8 +526,7 @@ static np_status rp_block_order(rp *x, const nn_plan_block *bl, int b, uint32_t 
     }
     uint32_t total = 0;
     for (uint32_t i = 0; i < n; i++)
-        for (int k = 0; k < bl->entries[i].n_deps; k++) {
-            const nn_plan_dep *d = &bl->entries[i].deps[k];
+        for (int k = 0; (d = rp_dep(x, c, b, (int)i, k)); k++) {
             if ((d->block < 0 || d->block == b) && d->entry >= 0 && (uint32_t)d->entry < i) {
                 start[d->entry + 1]++;
                 total++;
@@ -471,8 +541,7 @@ static np_status rp_block_order(rp *x, const nn_plan_block *bl, int b, uint32_t 
     uint32_t *fill = heap; /* reused as the fill pointers before the heap is needed */
     memcpy(fill, start, (size_t)n * sizeof *fill);
     for (uint32_t i = 0; i < n; i++)
-        for (int k = 0; k < bl->entries[i].n_deps; k++) {
-            const nn_plan_dep *d = &bl->entries[i].deps[k];
+        for (int k = 0; (d = rp_dep(x, c, b, (int)i, k)); k++) {
             if ((d->block < 0 || d->block == b) && d->entry >= 0 && (uint32_t)d->entry < i) {
                 users[fill[d->entry]++] = i;
                 indeg[i]++;
@@ -544,7 +613,7 @@ static np_status rp_pass_tasks_class(rp *x, int c)
             st = rp_oom(x);
             goto out;
         }
-        if ((st = rp_block_order(x, bl, b, x->order[b])) != NP_OK)
+        if ((st = rp_block_order(x, c, b, x->order[b])) != NP_OK)
             goto out;
         size_t inst = bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD
                           ? (size_t)p->n_micro : 1;
@@ -569,7 +638,7 @@ static np_status rp_pass_tasks_class(rp *x, int c)
                                         (size_t)i];
             run_task t;
             bool is_task;
-            if ((st = rp_collect_deps(x, cl, b, mb, e)) != NP_OK ||
+            if ((st = rp_collect_deps(x, c, b, mb, i)) != NP_OK ||
                 (st = rp_task_of(x, c, b, e, i, &t, &is_task)) != NP_OK)
                 break;
             if (!is_task) {
@@ -629,8 +698,7 @@ static np_status rp_pass_tasks(rp *x)
     out->kspecs = x->ks;
     x->ks = NULL;
     for (uint32_t i = 0; i < out->n_kspecs; i++) {
-        const nn_tensor *node = out->kspecs[i].node;
-        double flops = (double)nn_node_flops(node);
+        double flops = (double)out->kspecs[i].flops;
         uint32_t id;
         if (run_graph_add_kernel(out->g, &(run_kernel){.key = x->keys[i], .data = &out->kspecs[i],
                                                        .flops = flops, .hw_flops = flops},
@@ -681,6 +749,18 @@ np_status run_plan_build(const nn_plan *p, const arch_config *cfg, const run_pla
             free(x.kid[c]);
         }
     free(x.kid);
+    for (int c = 0; x.fuse && c < p->n_classes; c++)
+        run_fuse_free(x.fuse[c]);
+    free(x.fuse);
+    for (int c = 0; x.xdeps && c < p->n_classes; c++) {
+        for (int b = 0; x.xdeps[c] && b < p->classes[c].n_blocks; b++) {
+            for (int i = 0; x.xdeps[c][b] && i < p->classes[c].blocks[b].n_entries; i++)
+                free(x.xdeps[c][b][i].d);
+            free(x.xdeps[c][b]);
+        }
+        free(x.xdeps[c]);
+    }
+    free(x.xdeps);
     for (uint32_t i = 0; i < x.n_ks; i++)
         free(x.keys[i]);
     free(x.keys);

@@ -83,6 +83,9 @@ typedef struct run_plan_opts {
      * own whose run_kspec has only .node, for a caller that times kernels itself (tests with
      * analytical durations per node); never for a real run. */
     bool nodes_only;
+    /* Every compute node its own kernel, as lower_opts.no_fuse lowers it (else the kernels
+     * are the step lowering's: fusion groups with their epilogues, folded transposes). */
+    bool no_fuse;
 } run_plan_opts;
 
 /* Builds the run graph of plan p on cfg's chips (p and cfg must outlive it; opts may be
