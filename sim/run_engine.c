@@ -142,12 +142,13 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
         }
         kt = &own;
     }
+    uint64_t ps = (t->flags & RUN_TASK_CHAINED) && kt->chained_ps ? kt->chained_ps : kt->ps;
     rs_acct(r, now);
     r->computing = 1;
     r->eng[e].t_start = now;
     if (s->obs)
         r->kt = *kt;
-    r->st.busy_ps[RUN_UNIT_COMPUTE] += kt->ps;
+    r->st.busy_ps[RUN_UNIT_COMPUTE] += ps;
     for (int u = 0; u < RUN_UNIT_COUNT; u++)
         if (run_unit_from_kernel((run_unit)u))
             r->st.busy_ps[u] += kt->unit_ps[u];
@@ -162,9 +163,9 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
             r->st.pipe_first_ps = now;
             r->st.pipe_busy_ps = 0;
         }
-        r->st.pipe_busy_ps += kt->ps;
+        r->st.pipe_busy_ps += ps;
     }
-    if (evq_schedule_in(s->q, kt->ps, rs_ev_compute_done, s, (uint64_t)r->id << 4 | e, NULL,
+    if (evq_schedule_in(s->q, ps, rs_ev_compute_done, s, (uint64_t)r->id << 4 | e, NULL,
                         &err) != NP_OK) {
         rs_fail(s, &err);
         return RS_WAIT;

@@ -48,6 +48,8 @@
 /* A kernel's timing on one chip. */
 typedef struct run_ktime {
     uint64_t ps;                       /* duration */
+    uint64_t chained_ps;               /* duration of a RUN_TASK_CHAINED task: the kernel right
+                                          after a barrier that waits for earlier work (0: ps) */
     uint64_t unit_ps[RUN_UNIT_COUNT];  /* busy time of the units that are run_unit_from_kernel
                                           (mean over the chip's cores); others ignored */
 } run_ktime;

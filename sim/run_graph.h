@@ -88,6 +88,9 @@ const char *run_task_kind_name(run_task_kind k); /* "compute", "coll", "send", "
 #define RUN_TASK_PIPELINE 1u  /* compute: a micro-batch's forward or backward in the pipeline
                                  schedule; the bubble is measured over these tasks */
 #define RUN_TASK_RECOMPUTE 2u /* compute: recomputation — hardware FLOPs, not model FLOPs */
+#define RUN_TASK_CHAINED 4u   /* compute: waits for work issued since the last chained task
+                                 (a program puts a barrier before it): takes its kernel's
+                                 run_ktime.chained_ps */
 
 /* One task. Fields not used by its kind are ignored. */
 typedef struct run_task {

@@ -506,6 +506,17 @@ static np_status rp_task_of(rp *x, int c, int b, const nn_plan_entry *e, int ent
     return np_err_set(x->err, NP_ERR_INTERNAL, "an entry of unknown kind");
 }
 
+/* Whether a compute task with dependencies x->deps waits, as the step's program does with a
+ * barrier, for work issued since the last such task (last): a kernel issued after it, or any
+ * communication (a kernel reading what communication wrote waits for it, then a barrier). */
+static bool rp_chained(const rp *x, const run_plan_task *tasks, uint32_t last)
+{
+    for (uint32_t i = 0; i < x->n_deps; i++)
+        if (x->deps[i] >= last || tasks[x->deps[i]].kernel == RUN_NONE)
+            return true;
+    return false;
+}
+
 /* The issue order of block bl's entries: a topological order of its in-block dependencies
  * that takes, among the entries ready, the one whose node has the smallest scheduling key
  * (ties: the plan's order) — the order the plan's scheduler intends inside the block. (The
@@ -624,7 +635,7 @@ static np_status rp_pass_tasks_class(rp *x, int c)
         }
         memset(x->ref[b], 0xff, n * sizeof **x->ref);
     }
-    uint32_t cap_tasks = 0;
+    uint32_t cap_tasks = 0, last_chained = 0;
     x->n_pool = 0;
     for (int s = 0; s < cl->n_sched && st == NP_OK; s++) {
         int b = cl->sched[s].block, mb = cl->sched[s].mb;
@@ -645,9 +656,13 @@ static np_status rp_pass_tasks_class(rp *x, int c)
                 st = rp_drop(x, slot);
                 continue;
             }
+            if (t.kind == RUN_TASK_COMPUTE && rp_chained(x, out->tasks[c], last_chained))
+                t.flags |= RUN_TASK_CHAINED;
             uint32_t id;
             if ((st = run_graph_add_task(out->g, (uint32_t)c, &t, &id, x->err)) != NP_OK)
                 break;
+            if (t.flags & RUN_TASK_CHAINED)
+                last_chained = id;
             if (!rp_grow((void **)&out->tasks[c], &cap_tasks, id + 1, sizeof *out->tasks[c])) {
                 st = rp_oom(x);
                 break;
