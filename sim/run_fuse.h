@@ -19,7 +19,7 @@
  * and its other operand is computed (or held) before the head; a transpose (lower_is_transpose)
  * that only matmuls read is folded. The rules themselves (which steps an epilogue takes, what
  * a transpose is, the kernels) are the compiler's functions; the walk over the plan is this
- * file's. tests/test_run_plan.c checks that the kernels equal lower_plan_rank's.
+ * file's. tests/test_run_fidelity.c checks that the kernels equal lower_plan_rank's.
  */
 #ifndef NPUSIM_SIM_RUN_FUSE_H
 #define NPUSIM_SIM_RUN_FUSE_H
