@@ -14,6 +14,8 @@
 #include "cli.h"
 #include "cli_strategy.h"
 #include "cli_trace.h"
+#include "csv.h"
+#include "human.h"
 #include "run_job.h"
 
 /* The default job (README command 1): a GPT-2-small-sized step on 8 chips, dp2 x tp2 x pp2. */
@@ -26,7 +28,7 @@
 
 enum {
     RUN_OPT_STEPS = 0x7601, RUN_OPT_FIDELITY, RUN_OPT_FUNCTIONAL, RUN_OPT_TRACE, RUN_OPT_NO_CACHE,
-    RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS
+    RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS, RUN_OPT_CSV
 };
 
 const char cmd_run_usage[] =
@@ -35,7 +37,8 @@ const char cmd_run_usage[] =
     "                  [--schedule S] [--recompute R] [--bucket-mb X] [--precision P]\n"
     "                  [--placement O] [--stage-layers L] [--steps N] [--fidelity fast|full]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
-    "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom] [--json]\n"
+    "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
+    "                  [--links N] [--json | --csv]\n"
     "\n"
     "Without --model: " RUN_DEFAULT_MODEL " on 8 chips of " RUN_DEFAULT_ARCH ", dp 2 x tp 2 x pp 2, 1F1B,\n"
     "global batch 16 in micro-batches of 2.\n"
@@ -58,7 +61,8 @@ const char cmd_run_usage[] =
     "  --no-dedup        simulate every rank (no mirrored ranks)\n"
     "  --allow-oom       simulate a plan that does not fit in HBM\n"
     "  --links N         busiest links reported (default 8)\n"
-    "  --json            print one object (names in docs/run.md), exact values\n";
+    "  --json            print one object (names in docs/run.md), exact values\n"
+    "  --csv             print the same figures as CSV rows: section, item, figure, value\n";
 
 /* ---- progress ------------------------------------------------------------------------------ */
 
@@ -87,42 +91,16 @@ static void run_progress_end(run_progress *p)
     }
 }
 
-/* ---- units for people ---------------------------------------------------------------------- */
+/* ---- units for people (base/human.h) ------------------------------------------------------ */
 
 static const char *fmt_time(double s, char *buf, size_t n)
 {
-    double a = fabs(s);
-    if (a == 0)
-        snprintf(buf, n, "0 s");
-    else if (a < 1e-6)
-        snprintf(buf, n, "%.1f ns", s * 1e9);
-    else if (a < 1e-3)
-        snprintf(buf, n, "%.2f us", s * 1e6);
-    else if (a < 1)
-        snprintf(buf, n, "%.2f ms", s * 1e3);
-    else
-        snprintf(buf, n, "%.3f s", s);
-    return buf;
+    return np_human_ps((uint64_t)llround(s > 0 ? s * 1e12 : 0), buf, n);
 }
 
 static const char *fmt_bytes(double b, char *buf, size_t n)
 {
-    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int k = 0;
-    while (b >= 1024 && k < 5)
-        b /= 1024, k++;
-    snprintf(buf, n, k ? "%.2f %s" : "%.0f %s", b, unit[k]);
-    return buf;
-}
-
-static const char *fmt_si(double v, const char *unit, char *buf, size_t n)
-{
-    const char *pre[] = {"", "k", "M", "G", "T", "P", "E"};
-    int k = 0;
-    while (fabs(v) >= 1000 && k < 6)
-        v /= 1000, k++;
-    snprintf(buf, n, "%.2f %s%s", v, pre[k], unit);
-    return buf;
+    return np_human_bytes((uint64_t)llround(b > 0 ? b : 0), buf, n);
 }
 
 /* A percentage with the digits that matter: 42.5 %, 0.73 %, 0.0021 %. */
@@ -132,29 +110,65 @@ static const char *fmt_pct(double v, char *buf, size_t n)
     return buf;
 }
 
-/* 1234567 -> "1,234,567" */
-static const char *fmt_count(uint64_t v, char *buf, size_t n)
+/* s right-aligned in w display columns (a UTF-8 character is one column). */
+static void put_right(const char *s, int w)
 {
-    char raw[32];
-    int len = snprintf(raw, sizeof raw, "%" PRIu64, v), o = 0;
-    for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
-        if (i && (len - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = raw[i];
-    }
-    buf[o] = '\0';
-    return buf;
+    int cols = 0;
+    for (const char *c = s; *c; c++)
+        cols += ((unsigned char)*c & 0xc0) != 0x80;
+    printf("%*s%s", w > cols ? w - cols : 0, "", s);
 }
 
 /* ---- the text report ----------------------------------------------------------------------- */
 
+static void run_print_bubble(const run_report *r)
+{
+    if (r->pp <= 1) {
+        printf("pipeline bubble      none (one stage)\n");
+        return;
+    }
+    /* the (p-1)/m form is the idle time over the busy time: f / (1 - f) of the other form */
+    double a = r->bubble_analytical, ratio_a = a < 1 ? a / (1 - a) : 0;
+    printf("pipeline bubble      %.1f %% of the pipeline's window idle ((p-1)/(m+p-1) form; "
+           "analytical %.1f %%)\n", r->bubble_pct, 100.0 * a);
+    printf("                     idle %.2f x the busy time ((p-1)/m form; analytical %.2f x)\n",
+           r->bubble_ratio, ratio_a);
+    printf("  by stage          ");
+    for (uint32_t s = 0; s < r->stages; s++)
+        printf(" %.1f %%", r->stage_bubble_pct[s]);
+    printf("\n");
+}
+
+static void run_print_engine(const run_report *r)
+{
+    char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX], d[NP_HUMAN_MAX];
+    if (!strcmp(r->fidelity, "full")) {
+        printf("\nengine: every rank's step lowered to ISA programs and run on the core model: "
+               "%s kernels and %s communication entries, %s events; %s wall\n",
+               np_human_count(r->kernels, a, sizeof a),
+               np_human_count(r->tasks - r->kernels, b, sizeof b),
+               np_human_count(r->events, c, sizeof c), fmt_time(r->wall_s, d, sizeof d));
+        return;
+    }
+    printf("\nengine: %s events, %s tasks; %" PRIu32 " of %" PRIu32 " ranks simulated",
+           np_human_count(r->events, a, sizeof a), np_human_count(r->tasks, b, sizeof b),
+           r->ranks_simulated, r->chips);
+    if (r->mirror_ways > 1)
+        printf(" (the others mirror them, %" PRIu32 " ways)", r->mirror_ways);
+    printf("; %" PRIu32 " distinct kernels (%" PRIu32 " simulated on the core model, %" PRIu32
+           " from the cache file); %s collectives simulated, %s reused; %s wall\n", r->kernels,
+           r->kernels_simulated, r->kernels_from_file,
+           np_human_count(r->colls_simulated, c, sizeof c),
+           np_human_count(r->colls_reused, d, sizeof d), fmt_time(r->wall_s, a, sizeof a));
+}
+
 static void run_print(const run_report *r)
 {
     char a[48], b[48], c[48], d[48];
-    printf("# %s on %s: %s of %s chips, dp %d x tp %d x pp %d, %s, %d micro-batches of %" PRId64
-           " (global batch %" PRId64, r->model, r->arch, fmt_count(r->chips, a, sizeof a),
-           fmt_count(r->system_chips, b, sizeof b), r->dp, r->tp, r->pp, r->schedule,
-           r->micro_batches, r->microbatch, r->batch);
+    printf("# %s on %s: %s of %s chips, dp %d x tp %d x pp %d, %s, %d micro-batch%s of %" PRId64
+           " (global batch %" PRId64, r->model, r->arch, np_human_count(r->chips, a, sizeof a),
+           np_human_count(r->system_chips, b, sizeof b), r->dp, r->tp, r->pp, r->schedule,
+           r->micro_batches, r->micro_batches == 1 ? "" : "es", r->microbatch, r->batch);
     if (r->seq > 1)
         printf(", sequence %" PRId64, r->seq);
     printf(")\n# %s, ZeRO %d%s, recompute %s; %s fidelity, %" PRIu32 " step%s\n\n",
@@ -166,29 +180,21 @@ static void run_print(const run_report *r)
         printf("loss                 %.6f (the distributed executor: %.6f)\n", r->loss,
                r->loss_reference);
     if (r->seq > 1)
-        printf("throughput           %s tokens/s\n", fmt_count((uint64_t)(r->tokens_per_s + 0.5), a, sizeof a));
+        printf("throughput           %s tokens/s\n",
+               np_human_count((uint64_t)(r->tokens_per_s + 0.5), a, sizeof a));
     else
-        printf("throughput           %s samples/s\n", fmt_count((uint64_t)(r->samples_per_s + 0.5), a, sizeof a));
+        printf("throughput           %s samples/s\n",
+               np_human_count((uint64_t)(r->samples_per_s + 0.5), a, sizeof a));
     printf("FLOPs per step       %s model, %s with recomputation (all chips)\n",
-           fmt_si(r->model_flops_per_step, "FLOP", a, sizeof a),
-           fmt_si(r->hw_flops_per_step, "FLOP", b, sizeof b));
+           np_human_si(r->model_flops_per_step, "FLOP", a, sizeof a),
+           np_human_si(r->hw_flops_per_step, "FLOP", b, sizeof b));
     printf("per chip             %s model, %s hardware, of %s peak\n",
-           fmt_si(r->tflops_per_chip * 1e12, "FLOP/s", a, sizeof a),
-           fmt_si(r->hw_tflops_per_chip * 1e12, "FLOP/s", b, sizeof b),
-           fmt_si(r->peak_flops_per_chip, "FLOP/s", c, sizeof c));
+           np_human_si(r->tflops_per_chip * 1e12, "FLOP/s", a, sizeof a),
+           np_human_si(r->hw_tflops_per_chip * 1e12, "FLOP/s", b, sizeof b),
+           np_human_si(r->peak_flops_per_chip, "FLOP/s", c, sizeof c));
     printf("MFU / HFU            %s / %s\n", fmt_pct(r->mfu_pct, a, sizeof a),
            fmt_pct(r->hfu_pct, b, sizeof b));
-    if (r->pp > 1) {
-        printf("pipeline bubble      %.1f %% of the pipeline's window ((p-1)/(m+p-1) form; "
-               "analytical %.1f %%), %.3f of busy time ((p-1)/m form)\n", r->bubble_pct,
-               100.0 * r->bubble_analytical, r->bubble_ratio);
-        printf("  by stage          ");
-        for (uint32_t s = 0; s < r->stages; s++)
-            printf(" %.1f %%", r->stage_bubble_pct[s]);
-        printf("\n");
-    } else {
-        printf("pipeline bubble      none (one stage)\n");
-    }
+    run_print_bubble(r);
 
     printf("\nutilization (busy / run time, over chips)   min      mean       max\n");
     for (int u = 0; u < RUN_UNIT_COUNT; u++)
@@ -201,10 +207,12 @@ static void run_print(const run_report *r)
                "overlapped", "bytes");
         for (uint32_t i = 0; i < r->n_comm; i++) {
             const run_report_comm *m = &r->comm[i];
-            printf("  %-6s %6" PRIu32 " %12s %12s %12s %12s\n", run_comm_kind_name(m->kind),
-                   m->chips, fmt_time(m->total_s, a, sizeof a), fmt_time(m->exposed_s, b, sizeof b),
-                   fmt_time(m->total_s - m->exposed_s, c, sizeof c),
-                   fmt_bytes((double)m->bytes, d, sizeof d));
+            printf("  %-6s %6" PRIu32 " ", run_comm_kind_name(m->kind), m->chips);
+            put_right(fmt_time(m->total_s, a, sizeof a), 12);
+            put_right(fmt_time(m->exposed_s, b, sizeof b), 13);
+            put_right(fmt_time(m->total_s - m->exposed_s, c, sizeof c), 13);
+            put_right(fmt_bytes((double)m->bytes, d, sizeof d), 13);
+            printf("\n");
         }
     } else {
         printf("\ncommunication        none\n");
@@ -230,15 +238,83 @@ static void run_print(const run_report *r)
     if (!r->fits)
         printf("  does not fit: %s more than the chip has (--allow-oom)\n",
                fmt_bytes((double)(m->total_bytes - r->hbm_bytes), a, sizeof a));
+    run_print_engine(r);
+}
 
-    printf("\nengine: %s events, %s tasks; %" PRIu32 " of %" PRIu32 " ranks simulated", fmt_count(r->events, a, sizeof a),
-           fmt_count(r->tasks, b, sizeof b), r->ranks_simulated, r->chips);
-    if (r->mirror_ways > 1)
-        printf(" (the others mirror them, %" PRIu32 " ways)", r->mirror_ways);
-    printf("; %" PRIu32 " distinct kernels (%" PRIu32 " simulated on the core model, %" PRIu32
-           " from the cache file); %s collectives simulated, %s reused; %s wall\n", r->kernels,
-           r->kernels_simulated, r->kernels_from_file, fmt_count(r->colls_simulated, c, sizeof c),
-           fmt_count(r->colls_reused, d, sizeof d), fmt_time(r->wall_s, a, sizeof a));
+/* ---- CSV: the JSON report's figures as rows (section, item, figure, value) ------------------ */
+
+static void csv_value(const json_t *v, char *buf, size_t n)
+{
+    if (json_is_string(v))
+        snprintf(buf, n, "%s", json_string_value(v));
+    else if (json_is_integer(v))
+        snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else if (json_is_real(v)) /* the JSON's precision (cli_print_json) */
+        snprintf(buf, n, "%.12g", json_real_value(v));
+    else if (json_is_boolean(v))
+        snprintf(buf, n, "%s", json_is_true(v) ? "true" : "false");
+    else
+        buf[0] = '\0';
+}
+
+/* The item an array element names: its kind, name or stage. */
+static void csv_item(const json_t *o, char *buf, size_t n)
+{
+    const char *keys[] = {"kind", "name", "stage"};
+    for (int k = 0; k < 3; k++) {
+        const json_t *v = json_object_get(o, keys[k]);
+        if (v) {
+            csv_value(v, buf, n);
+            return;
+        }
+    }
+    buf[0] = '\0';
+}
+
+static void csv_object(const char *section, const char *item, const json_t *o)
+{
+    const char *key;
+    json_t *v;
+    char val[96];
+    json_object_foreach((json_t *)o, key, v) {
+        if (json_is_object(v) || json_is_array(v)) /* mesh in memory: none today */
+            continue;
+        if (item[0] && (!strcmp(key, "kind") || !strcmp(key, "name") || !strcmp(key, "stage")))
+            continue;
+        csv_value(v, val, sizeof val);
+        const char *row[] = {section, item, key, val};
+        csv_row(stdout, row, 4);
+    }
+}
+
+/* Every figure of the report as one row: top-level figures with an empty section, an
+ * object's (mesh, memory, engine) with its name as section, an array's (stages, comm, units,
+ * links) with its name as section and each element's kind, name or stage as item. The names
+ * are the JSON report's (docs/run.md). */
+static np_status run_print_csv(json_t *j, np_err *err)
+{
+    if (!j)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    const char *head[] = {"section", "item", "figure", "value"};
+    csv_row(stdout, head, 4);
+    csv_object("", "", j);
+    const char *key;
+    json_t *v;
+    json_object_foreach(j, key, v) {
+        if (json_is_object(v)) {
+            csv_object(key, "", v);
+        } else if (json_is_array(v)) {
+            size_t i;
+            json_t *e;
+            json_array_foreach(v, i, e) {
+                char item[64];
+                csv_item(e, item, sizeof item);
+                csv_object(key, item, e);
+            }
+        }
+    }
+    json_decref(j);
+    return NP_OK;
 }
 
 /* ---- the command --------------------------------------------------------------------------- */
@@ -260,13 +336,14 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         {"no-dedup", no_argument, NULL, RUN_OPT_NO_DEDUP},
         {"allow-oom", no_argument, NULL, RUN_OPT_ALLOW_OOM},
         {"links", required_argument, NULL, RUN_OPT_LINKS},
+        {"csv", no_argument, NULL, RUN_OPT_CSV},
         CLI_STRATEGY_LONGOPTS,
         CLI_TRACE_LONGOPTS,
         {0}};
     const char *arch_name = RUN_DEFAULT_ARCH, *model = NULL, *fidelity = "fast";
     const char *sets[RUN_MAX_SETS];
     size_t n_sets = 0;
-    bool json = false, functional = false, strategy_given = false;
+    bool json = false, csv = false, functional = false, strategy_given = false;
     uint64_t steps = 1;
     run_job j = {.steps = 1, .optim = cli_strategy_optim()};
     cli_strategy cs;
@@ -302,6 +379,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         case RUN_OPT_NO_CACHE: j.no_cache = true; break;
         case RUN_OPT_NO_DEDUP: j.no_dedup = true; break;
         case RUN_OPT_ALLOW_OOM: j.allow_oom = true; break;
+        case RUN_OPT_CSV: csv = true; break;
         case RUN_OPT_LINKS: {
             uint64_t v = 0;
             st = cli_parse_u64("--links", optarg, 1, RUN_REPORT_LINKS_MAX, &v, err);
@@ -315,6 +393,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     }
     if (st == NP_OK && optind < argc)
         st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (st == NP_OK && json && csv)
+        st = np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     j.full = strcmp(fidelity, "full") == 0;
     j.functional = functional;
     if (st == NP_OK && !model) {
@@ -352,6 +432,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         return st;
     if (json)
         st = cli_print_json(run_report_json(&rep), err);
+    else if (csv)
+        st = run_print_csv(run_report_json(&rep), err);
     else
         run_print(&rep);
     run_report_free(&rep);

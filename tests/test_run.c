@@ -6,6 +6,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -280,9 +281,10 @@ TEST(a_real_runs_text_report_has_every_figure_with_its_unit)
 {
     harness_run r = harness_npusim("run", GPT_TINY, NULL);
     CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
-    const char *want[] = {"# gpt-tiny on tpu-pod: 4 of 4,096 chips", "step time", " us",
+    const char *want[] = {"# gpt-tiny on tpu-pod: 4 of 4,096 chips", "step time", " \xc2\xb5s",
                           "tokens/s", "FLOPs per step", "MFLOP model", "MFU / HFU", " %",
                           "pipeline bubble", "(p-1)/(m+p-1) form; analytical 20.0 %",
+                          "x the busy time ((p-1)/m form; analytical 0.25 x)",
                           "utilization (busy / run time, over chips)", "compute", "mxu",
                           "communication per step", "dp", "pp", "busiest links", "GB/s",
                           "memory of the largest chip", "KiB", "engine:", "distinct kernels"};
@@ -340,4 +342,57 @@ TEST(trace_stats_of_a_real_runs_trace_give_its_utilization_communication_and_bub
     json_decref(j);
     unlink(trace);
     rmdir(dir);
+}
+
+/* The CSV rows of `npusim run --csv` hold the JSON report's figures, one per row. */
+TEST(run_csv_gives_the_json_reports_figures_as_rows)
+{
+    harness_run c = harness_npusim("run", GPT_TINY, "--csv", NULL);
+    harness_run j = harness_npusim("run", GPT_TINY, "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(c.exit_status, 0);
+    CU_ASSERT_EQUAL_FATAL(j.exit_status, 0);
+    json_t *js = json_loads(j.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(js);
+    CU_ASSERT(strncmp(c.out, "section,item,figure,value\n", 26) == 0);
+    /* a top-level figure, a communication kind's, a unit's and the memory's */
+    char want[160];
+    const char *names[] = {"model_flops_per_step", "step_time_s", "mfu_pct", "bubble_pct"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(want, sizeof want, "\n,,%s,", names[k]);
+        const char *row = strstr(c.out, want);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(row);
+        CU_ASSERT_EQUAL(strtod(row + strlen(want), NULL),
+                        json_number_value(json_object_get(js, names[k])));
+    }
+    json_t *dp = NULL, *cm = json_object_get(js, "comm");
+    for (size_t i = 0; i < json_array_size(cm); i++)
+        if (!strcmp(json_string_value(json_object_get(json_array_get(cm, i), "kind")), "dp"))
+            dp = json_array_get(cm, i);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dp);
+    snprintf(want, sizeof want, "\ncomm,dp,bytes,%" JSON_INTEGER_FORMAT "\n",
+             json_integer_value(json_object_get(dp, "bytes")));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.out, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.out, "\nunits,compute,mean_util_pct,"));
+    snprintf(want, sizeof want, "\nmemory,,hbm_bytes,%" JSON_INTEGER_FORMAT "\n",
+             json_integer_value(json_object_get(json_object_get(js, "memory"), "hbm_bytes")));
+    CU_ASSERT_PTR_NOT_NULL(strstr(c.out, want));
+    /* every row has four fields */
+    int rows = 0, bad = 0;
+    for (const char *l = c.out; *l; rows++) {
+        const char *e = strchr(l, '\n');
+        int commas = 0;
+        bool quoted = false;
+        for (const char *q = l; q < (e ? e : l + strlen(l)); q++) {
+            quoted ^= *q == '"';
+            commas += *q == ',' && !quoted;
+        }
+        bad += commas != 3;
+        l = e ? e + 1 : l + strlen(l);
+    }
+    CU_ASSERT(rows > 40);
+    CU_ASSERT_EQUAL(bad, 0);
+    json_decref(js);
+    harness_run_free(&c);
+    harness_run_free(&j);
+    refuses("--json and --csv", "--model", "mlp-tiny", "--batch", "8", "--json", "--csv", NULL);
 }
