@@ -475,6 +475,7 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
         nn_tensor *fill = nn_fill(g, buf, 0.0);
         if (!fill || !nn_ps_mark_since(ps, from, NN_HINT_BEGIN, false))
             goto graph_fail;
+        fill->sched_key = -1.0; /* zeroed before anything: the accumulations follow their gradients */
         /* every micro-batch: accumulate (ZeRO-2: reduce-scatter first) */
         from = nn_graph_n_nodes(g);
         nn_ps_ctx(ps, NN_REGION_BACKWARD, c, gr->layer, gr->scope);

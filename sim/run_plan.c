@@ -51,7 +51,6 @@ typedef struct rp {
     int *buf;                 /* a group's ranks */
     /* pass 3 */
     uint32_t **ref;           /* per block: instance (mb * n_entries + e) -> task or DROPPED */
-    uint32_t **order;         /* per block: its entries in issue order (rp_block_order) */
     uint32_t *pool;           /* dropped instances' dependencies: count, then task ids */
     uint32_t n_pool, cap_pool;
     uint32_t *deps;
@@ -554,115 +553,16 @@ static bool rp_chained(const rp *x, const run_plan_task *tasks, uint32_t last)
     return false;
 }
 
-/* The issue order of block bl's entries: a topological order of its in-block dependencies
- * that takes, among the entries ready, the one whose node has the smallest scheduling key
- * (ties: the plan's order) — the order the plan's scheduler intends inside the block. (The
- * plan schedules the class graph as a whole, so an entry waiting for a node of another
- * block, a gradient accumulation for its step's zeroing, can land far later than its key
- * says; inside the block only in-block dependencies bind.) order[k] is the k-th entry. */
-static np_status rp_block_order(rp *x, int c, int b, uint32_t *order)
-{
-    const nn_plan_block *bl = &x->p->classes[c].blocks[b];
-    const nn_plan_dep *d;
-    uint32_t n = (uint32_t)bl->n_entries;
-    uint32_t *indeg = calloc((size_t)n + 1, sizeof *indeg), *heap = malloc(((size_t)n + 1) * sizeof *heap);
-    uint32_t *start = calloc((size_t)n + 2, sizeof *start), *users = NULL;
-    np_status st = NP_OK;
-    if (!indeg || !heap || !start) {
-        st = rp_oom(x);
-        goto out;
-    }
-    uint32_t total = 0;
-    for (uint32_t i = 0; i < n; i++)
-        for (int k = 0; (d = rp_dep(x, c, b, (int)i, k)); k++) {
-            if ((d->block < 0 || d->block == b) && d->entry >= 0 && (uint32_t)d->entry < i) {
-                start[d->entry + 1]++;
-                total++;
-            }
-        }
-    for (uint32_t i = 0; i < n; i++)
-        start[i + 1] += start[i];
-    if (!(users = malloc(((size_t)total + 1) * sizeof *users))) {
-        st = rp_oom(x);
-        goto out;
-    }
-    uint32_t *fill = heap; /* reused as the fill pointers before the heap is needed */
-    memcpy(fill, start, (size_t)n * sizeof *fill);
-    for (uint32_t i = 0; i < n; i++)
-        for (int k = 0; (d = rp_dep(x, c, b, (int)i, k)); k++) {
-            if ((d->block < 0 || d->block == b) && d->entry >= 0 && (uint32_t)d->entry < i) {
-                users[fill[d->entry]++] = i;
-                indeg[i]++;
-            }
-        }
-#define RP_KEY(i) (bl->entries[i].nodes[0]->sched_key)
-#define RP_LESS(a, c) (RP_KEY(a) < RP_KEY(c) || (RP_KEY(a) == RP_KEY(c) && (a) < (c)))
-    uint32_t nh = 0, k = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (!indeg[i]) {
-            uint32_t j = nh++;
-            for (; j && RP_LESS(i, heap[(j - 1) / 2]); j = (j - 1) / 2)
-                heap[j] = heap[(j - 1) / 2];
-            heap[j] = i;
-        }
-    while (nh) {
-        uint32_t top = heap[0], last = heap[--nh], j = 0;
-        for (;;) {
-            uint32_t l = 2 * j + 1, m = l;
-            if (l >= nh)
-                break;
-            if (l + 1 < nh && RP_LESS(heap[l + 1], heap[l]))
-                m = l + 1;
-            if (!RP_LESS(heap[m], last))
-                break;
-            heap[j] = heap[m];
-            j = m;
-        }
-        if (nh)
-            heap[j] = last;
-        order[k++] = top;
-        for (uint32_t u = start[top]; u < start[top + 1]; u++) {
-            uint32_t i = users[u];
-            if (--indeg[i] == 0) {
-                uint32_t q = nh++;
-                for (; q && RP_LESS(i, heap[(q - 1) / 2]); q = (q - 1) / 2)
-                    heap[q] = heap[(q - 1) / 2];
-                heap[q] = i;
-            }
-        }
-    }
-#undef RP_LESS
-#undef RP_KEY
-    if (k != n)
-        st = np_err_set(x->err, NP_ERR_INTERNAL, "a block's dependencies form a cycle");
-out:
-    free(indeg);
-    free(heap);
-    free(start);
-    free(users);
-    return st;
-}
-
 static np_status rp_pass_tasks_class(rp *x, int c)
 {
     const nn_plan *p = x->p;
     const nn_plan_class *cl = &p->classes[c];
     run_plan *out = x->rp;
     np_status st = NP_OK;
-    if (!(x->ref = calloc((size_t)cl->n_blocks + 1, sizeof *x->ref)) ||
-        !(x->order = calloc((size_t)cl->n_blocks + 1, sizeof *x->order))) {
-        free(x->ref);
-        x->ref = NULL;
+    if (!(x->ref = calloc((size_t)cl->n_blocks + 1, sizeof *x->ref)))
         return rp_oom(x);
-    }
     for (int b = 0; b < cl->n_blocks; b++) {
         const nn_plan_block *bl = &cl->blocks[b];
-        if (!(x->order[b] = malloc(((size_t)bl->n_entries + 1) * sizeof **x->order))) {
-            st = rp_oom(x);
-            goto out;
-        }
-        if ((st = rp_block_order(x, c, b, x->order[b])) != NP_OK)
-            goto out;
         size_t inst = bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD
                           ? (size_t)p->n_micro : 1;
         size_t n = inst * (size_t)bl->n_entries + 1;
@@ -672,13 +572,13 @@ static np_status rp_pass_tasks_class(rp *x, int c)
         }
         memset(x->ref[b], 0xff, n * sizeof **x->ref);
     }
-    uint32_t cap_tasks = 0, last_chained = 0;
+    uint32_t cap_tasks = 0, last_chained = 0, last_compute = RUN_NONE;
     x->n_pool = 0;
     for (int s = 0; s < cl->n_sched && st == NP_OK; s++) {
         int b = cl->sched[s].block, mb = cl->sched[s].mb;
         const nn_plan_block *bl = &cl->blocks[b];
         for (int k = 0; k < bl->n_entries && st == NP_OK; k++) {
-            int i = (int)x->order[b][k];
+            int i = k; /* the plan's order: the step lowering's program order */
             const nn_plan_entry *e = &bl->entries[i];
             if (!nn_plan_entry_runs(e, mb, p->n_micro))
                 continue;
@@ -695,6 +595,14 @@ static np_status rp_pass_tasks_class(rp *x, int c)
             }
             if (t.kind == RUN_TASK_COMPUTE && rp_chained(x, out->tasks[c], last_chained))
                 t.flags |= RUN_TASK_CHAINED;
+            /* the step's program puts a barrier before communication: it starts once every
+             * kernel issued before it is done */
+            if (t.kind != RUN_TASK_COMPUTE && last_compute != RUN_NONE) {
+                if ((st = rp_dep_add(x, last_compute)) != NP_OK)
+                    break;
+                t.deps = x->deps;
+                t.n_deps = x->n_deps;
+            }
             /* an unpacked bucket: one collective per node, in order on the stream */
             int parts = t.kind == RUN_TASK_COLL && !rp_packed(e) ? e->n_nodes : 1;
             uint32_t id = 0;
@@ -707,6 +615,8 @@ static np_status rp_pass_tasks_class(rp *x, int c)
                     break;
                 if (t.flags & RUN_TASK_CHAINED)
                     last_chained = id;
+                if (t.kind == RUN_TASK_COMPUTE)
+                    last_compute = id;
                 if (!rp_grow((void **)&out->tasks[c], &cap_tasks, id + 1,
                              sizeof *out->tasks[c])) {
                     st = rp_oom(x);
@@ -725,12 +635,9 @@ static np_status rp_pass_tasks_class(rp *x, int c)
 out:
     for (int b = 0; b < cl->n_blocks; b++) {
         free(x->ref[b]);
-        free(x->order[b]);
     }
     free(x->ref);
-    free(x->order);
     x->ref = NULL;
-    x->order = NULL;
     return st;
 }
 

@@ -2,9 +2,9 @@
  * done-when 3): the fast engine times the very kernels the step lowering compiles (fusion
  * groups with their epilogues, folded transposes — compiler/lower.h's lower_plan_rank is the
  * reference), and the two fidelities' step times agree within 3 % for gpt-tiny and mlp-tiny
- * on 8 chips of tpu-pod under dp8, dp2 x tp4 and dp4 x pp2 (1F1B, 4 micro-batches), and for
- * gpt-tiny under dp2 x tp2 x pp2. (Not yet within it: mlp-tiny dp2 x tp2 x pp2, -4.0 %; ZeRO,
- * -56 %: docs/run.md, "Full against fast".) */
+ * on 8 chips of tpu-pod under dp2 x tp2 x pp2, dp8, dp2 x tp4, dp4 x pp2 (1F1B, 4
+ * micro-batches) and dp8 with ZeRO 1. (Not yet within it: ZeRO 3, -4 to -5 %: docs/run.md,
+ * "Full against fast".) */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -161,11 +161,12 @@ static void step_times(const spec *s, double *fast, double *full)
 }
 
 /* Fast fidelity within 3 % of full fidelity (the reference) on gpt-tiny and mlp-tiny. */
-static void within_3_percent(int dp, int tp, int pp, int64_t batch, int64_t microbatch)
+static void within_3_percent(int dp, int tp, int pp, int zero, int64_t batch,
+                             int64_t microbatch)
 {
     const char *models[] = {"gpt-tiny", "mlp-tiny"};
     for (int m = 0; m < 2; m++) {
-        spec s = {models[m], dp, tp, pp, 0, batch, microbatch};
+        spec s = {models[m], dp, tp, pp, zero, batch, microbatch};
         double fast, full;
         step_times(&s, &fast, &full);
         double diff = fast / full - 1;
@@ -179,23 +180,25 @@ static void within_3_percent(int dp, int tp, int pp, int64_t batch, int64_t micr
 
 TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp8)
 {
-    within_3_percent(8, 1, 1, 16, 0);
+    within_3_percent(8, 1, 1, 0, 16, 0);
 }
 
 TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp2_tp4)
 {
-    within_3_percent(2, 4, 1, 16, 0);
+    within_3_percent(2, 4, 1, 0, 16, 0);
 }
 
 TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp4_pp2_1f1b_of_4_micro_batches)
 {
-    within_3_percent(4, 1, 2, 16, 1);
+    within_3_percent(4, 1, 2, 0, 16, 1);
 }
 
-TEST(fast_and_full_fidelity_agree_within_3_percent_on_gpt_tiny_dp2_tp2_pp2)
+TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp2_tp2_pp2)
 {
-    spec s = {"gpt-tiny", 2, 2, 2, 0, 8, 0};
-    double fast, full;
-    step_times(&s, &fast, &full);
-    CU_ASSERT(fabs(fast / full - 1) <= 0.03);
+    within_3_percent(2, 2, 2, 0, 8, 0);
+}
+
+TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp8_zero1)
+{
+    within_3_percent(8, 1, 1, 1, 16, 0);
 }
