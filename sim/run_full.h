@@ -97,6 +97,10 @@ typedef struct run_full_opts {
                                 rings fitted to the topology, algorithms from its tuner) */
     run_full_io io;          /* functional: required */
     uint32_t top_links;      /* busiest links in the result (0: 8) */
+    /* (optional) progress: what is being done and the fraction done (0 .. 1): each rank's
+     * lowering, then the run (the chips that have finished, the simulated time so far) */
+    void (*progress)(void *ctx, const char *what, double done);
+    void *progress_ctx;
 } run_full_opts;
 
 typedef struct run_full_result {

@@ -44,6 +44,8 @@ typedef struct rf_run {
     uint64_t *bins;        /* [link * RF_BINS + bin] */
     uint64_t bin_ps;
     uint32_t n_bins;
+    const run_full_opts *o;   /* its progress */
+    uint32_t samples;
 } rf_run;
 
 static void rf_trace(void *ctx, const core_trace_insn *t)
@@ -107,6 +109,13 @@ static void rf_sample_ev(evq *q, void *ctx, uint64_t arg)
     (void)arg;
     rf_run *x = ctx;
     rf_sample(x, evq_now(q));
+    if (x->o->progress && ++x->samples % 1024 == 0) { /* every 2^30 ps or so simulated */
+        char what[96];
+        uint32_t r = (uint32_t)x->p->mesh.n_ranks;
+        snprintf(what, sizeof what, "running every chip's program (%.3f ms simulated)",
+                 (double)evq_now(q) * 1e-9);
+        x->o->progress(x->o->progress_ctx, what, r ? (double)(r - x->running) / r : 1);
+    }
     /* again while chips run and something else is pending (else the run is over or stuck) */
     if (x->running && evq_pending(q) > 0)
         evq_schedule_in(q, RF_BIN0_PS, rf_sample_ev, x, 0, NULL, NULL);
@@ -597,7 +606,7 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     memset(out, 0, sizeof *out);
     run_full_opts o = opts ? *opts : (run_full_opts){0};
     uint32_t R = (uint32_t)p->mesh.n_ranks;
-    rf_run x = {.cfg = cfg, .p = p, .bin_ps = RF_BIN0_PS};
+    rf_run x = {.cfg = cfg, .p = p, .bin_ps = RF_BIN0_PS, .o = &o};
     evq *pq = NULL;
     net *pnet = NULL;
     coll_tuner *tuner = NULL;
@@ -643,6 +652,11 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
         lo.tuner = tuner;
     }
     for (uint32_t k = 0; k < R; k++) {
+        if (o.progress) {
+            char what[64];
+            snprintf(what, sizeof what, "lowering rank %" PRIu32 " of %" PRIu32, k + 1, R);
+            o.progress(o.progress_ctx, what, (double)k / R);
+        }
         if ((st = lower_plan_rank(cfg, p, (int)k, &lo, &out->progs[k], err)) != NP_OK)
             goto done;
         rf_rank *rk = &x.rk[k];

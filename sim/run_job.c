@@ -49,8 +49,6 @@ static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_e
                           "yet (the fast fidelity's trace has the same layout)");
     if (j->steps > 1)
         return np_err_set(err, NP_ERR_USAGE, "--fidelity full simulates one step (--steps 1)");
-    if (j->progress)
-        j->progress(j->progress_ctx, "lowering and running every rank", 0);
     run_full_result fr;
     double loss, loss_ref;
     np_status st = rj_full(j, p, &fr, &loss, &loss_ref, err);

@@ -76,7 +76,8 @@ static void rjf_batch(const nn_model *m, float *in, float *lab)
 np_status rj_full(const run_job *j, const nn_plan *p, run_full_result *fr, double *loss,
                   double *loss_ref, np_err *err)
 {
-    run_full_opts o = {.top_links = j->top_links, .functional = j->functional};
+    run_full_opts o = {.top_links = j->top_links, .functional = j->functional,
+                       .progress = j->progress, .progress_ctx = j->progress_ctx};
     *loss = *loss_ref = NAN;
     if (!j->functional)
         return run_full_plan(j->cfg, p, &o, fr, err);
