@@ -25,6 +25,7 @@
 #include "arch.h"
 #include "cli.h"
 #include "cli_trace.h"
+#include "cli_trace_coll.h"
 #include "coll.h"
 #include "core.h"
 #include "kgen_coll.h"
@@ -38,8 +39,8 @@ const char cmd_collective_usage[] =
     "                         [-b|--min-bytes B] [-e|--max-bytes B] [-f|--factor F]\n"
     "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
     "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
-    "                         [--mtu B] [--buf N]] [--isa [--core C] [--trace FILE[.gz]]]\n"
-    "                         [--json]\n"
+    "                         [--mtu B] [--buf N]] [--isa [--core C]]\n"
+    "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
@@ -70,8 +71,11 @@ const char cmd_collective_usage[] =
     "                    all_reduce, all_gather and reduce_scatter, ring, no chunking, 4\n"
     "                    (fp32) or 2 (bf16) byte elements; reductions on one core's vector unit\n"
     "  --core C          (--isa) the core of each chip that runs it (default 0)\n"
-    "  --trace F         (--isa) a Chrome/Perfetto trace of the runs, one size after the\n"
-    "                    other: a process per chip, the comm.* of each as slices\n"
+    "  --trace F         a Chrome/Perfetto trace of the runs, one size after the other: a\n"
+    "                    process per chip; the flow engine's collective per rank, its\n"
+    "                    messages (send, recv/reduce) and link bandwidth counters; with\n"
+    "                    --isa the comm.* of each chip as slices (not --engine packet)\n"
+    CLI_TRACE_USAGE
     "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n"
     "\n"
     "Each row is printed as soon as it is simulated; a row that takes more than 2 s shows\n"
@@ -417,7 +421,8 @@ static double col_busiest_link(net *n, uint64_t *prev, double seconds)
     return best;
 }
 
-np_status cmd_collective(int argc, char **argv, np_err *err)
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'},     {"set", required_argument, NULL, 's'},
@@ -431,7 +436,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         {"rank-order", no_argument, NULL, 'R'},   {"engine", required_argument, NULL, 'G'},
         {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
-        {"core", required_argument, NULL, 'K'},
+        {"core", required_argument, NULL, 'K'},   CLI_TRACE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
@@ -505,6 +510,8 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
             break;
         case 'I': isa = true; break;
         case 'T': trace_path = optarg; break;
+        case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(trace_opts, c, optarg, err); break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
         default: return err->status;
         }
@@ -520,9 +527,11 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     if (!coll_algo_supported(op, algo))
         return np_err_set(err, NP_ERR_USAGE, "--algo: %s has no %s algorithm", coll_op_name(op),
                           coll_algo_name(algo));
-    if (trace_path && !isa)
-        return np_err_set(err, NP_ERR_USAGE, "--trace needs --isa (the flow engine runs no "
-                          "instructions)");
+    if (trace_path && engine == NET_ENGINE_PACKET)
+        return np_err_set(err, NP_ERR_USAGE, "--trace: the packet engine is not traced (the "
+                          "flow engine and --isa are)");
+    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
+        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     if (have_core && !isa)
         return np_err_set(err, NP_ERR_USAGE, "--core needs --isa (the flow engine moves data "
                           "between chips, not cores)");
@@ -567,6 +576,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     evq *q = NULL;
     coll_sys *sys = NULL;
     cli_trace tr = {0};
+    cli_trace_coll *tc = NULL;
     json_t *rows = NULL;
     uint64_t *link_bytes = NULL;
     np_status st = evq_create(&q, err);
@@ -591,7 +601,11 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         rows = json_array();
     if (isa) /* the core model builds its network from cfg.system: make it the one above */
         col_system_from_net(&cfg, &np);
-    if (trace_path && (st = cli_trace_open(&tr, trace_path, err)) != NP_OK)
+    if (trace_path && (st = cli_trace_open_opts(&tr, trace_path, trace_opts, err)) != NP_OK)
+        goto out;
+    if (trace_path && !isa &&
+        (st = cli_trace_coll_create(coll_sys_net(sys), tr.sink, trace_opts->level, &tc, err)) !=
+            NP_OK)
         goto out;
     col_progress pg = {.tty = !json && isatty(2)};
     for (uint64_t b = min_b; b <= max_b;) {
@@ -609,7 +623,10 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
                                 .rank_order = rank_order};
                 st = col_run_isa(&cfg, &kc, tr.w && it == warmup ? &tr : NULL, &r, err);
             } else {
+                d.obs = tc && it == warmup ? cli_trace_coll_observer(tc) : NULL;
                 st = coll_run_progress(sys, &d, col_progress_cb, &pg, &r, err);
+                if (st == NP_OK && d.obs)
+                    cli_trace_coll_done(tc, &r, grp);
                 if (st == NP_OK) /* over the measured runs */
                     busiest = col_busiest_link(coll_sys_net(sys), link_bytes,
                                                (double)(r.t_end_ps - r.t_start_ps) / 1e12);
@@ -680,6 +697,9 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %g \n#\n", avg_busbw);
     }
 out:
+    if (tc && st == NP_OK)
+        st = cli_trace_coll_status(tc, err);
+    cli_trace_coll_free(tc);
     if (tr.w) {
         np_err terr;
         np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
@@ -691,5 +711,13 @@ out:
     coll_sys_free(sys);
     evq_free(q);
     free(grp);
+    return st;
+}
+
+np_status cmd_collective(int argc, char **argv, np_err *err)
+{
+    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    np_status st = col_main(argc, argv, &o, err);
+    trace_chips_free(&o.chips);
     return st;
 }

@@ -38,7 +38,7 @@ const char cmd_layer_usage[] =
     "                    [--dataflow os|ws|is] [--scalesim-config FILE.cfg] [--pad P]\n"
     "                    (--gemm M,N,K | --conv H,W,R,S,C,K,STRIDE | --topology FILE.csv |\n"
     "                     --model NAME|FILE [--batch B]) [--reports DIR] [--cores N]\n"
-    "                    [--trace FILE[.gz]] [--json]\n"
+    "                    [--trace FILE[.gz] [--trace-chips L] [--trace-level K]] [--json]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V       override one config key (repeatable)\n"
@@ -71,6 +71,7 @@ const char cmd_layer_usage[] =
     "                  one core's share (its ceil(folds / N) folds)\n"
     "  --trace F       write a Chrome/Perfetto trace of the runs, one layer after the other\n"
     "                  (gzip when F ends in .gz; a \"layers\" thread marks each layer)\n"
+    CLI_TRACE_USAGE
     "  --json          print {\"layers\": [...]} (fields in docs/hw-model.md)\n"
     "\n"
     "Operands are bf16.\n";
@@ -298,7 +299,8 @@ static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_re
     }
 }
 
-np_status cmd_layer(int argc, char **argv, np_err *err)
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
@@ -310,7 +312,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         {"trace", required_argument, NULL, 'T'}, {"model", required_argument, NULL, 'm'},
         {"batch", required_argument, NULL, 'B'}, {"reports", required_argument, NULL, 'R'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
-        {0}};
+        CLI_TRACE_LONGOPTS,                     {0}};
     const char *arch_name = CLI_DEFAULT_ARCH;
     const char *topology = NULL, *scalecfg_path = NULL, *trace_path = NULL, *model = NULL;
     const char *reports = NULL;
@@ -355,6 +357,11 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 return err->status;
             break;
         case 'T': trace_path = optarg; break;
+        case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_LEVEL:
+            if (cli_trace_flag(trace_opts, c, optarg, err) != NP_OK)
+                return err->status;
+            break;
         case 'm': model = optarg; break;
         case 'B':
             if (cli_parse_u64("--batch", optarg, 1, 1 << 20, &batch, err) != NP_OK)
@@ -373,6 +380,8 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                           "and --model");
     if (have_pad && !have_conv)
         return np_err_set(err, NP_ERR_USAGE, "--pad applies to --conv only");
+    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
+        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     mxu_scalecfg sc = {0};
     if (scalecfg_path) {
         /* The SCALE-Sim file comes first, so --set, --array and --dataflow override it; its
@@ -469,7 +478,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
     cli_trace tr = {0};
-    if (trace_path && cli_trace_open(&tr, trace_path, err) != NP_OK) {
+    if (trace_path && cli_trace_open_opts(&tr, trace_path, trace_opts, err) != NP_OK) {
         mxu_topology_free(&topo);
         json_decref(layers);
         free(rows);
@@ -561,4 +570,12 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                                     !scalecfg_path ? "arch" : calc ? "CALC" : "USER", "layers",
                                     layers),
                           err);
+}
+
+np_status cmd_layer(int argc, char **argv, np_err *err)
+{
+    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    np_status st = layer_main(argc, argv, &o, err);
+    trace_chips_free(&o.chips);
+    return st;
 }

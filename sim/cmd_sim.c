@@ -30,8 +30,8 @@
 const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
     "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...]\n"
-    "                  [--trace FILE[.gz]] [--stats FILE[.json]] [--max-cycles N] [--json]\n"
-    "                  PROG.elf [PROG.elf ...]\n"
+    "                  [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
+    "                  [--stats FILE[.json]] [--max-cycles N] [--json] PROG.elf [PROG.elf ...]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH "); the\n"
     "                  program must have been built for it\n"
@@ -45,6 +45,7 @@ const char cmd_sim_usage[] =
     "                  instruction a unit runs (DMA, MXU, VPU, COMM), per semaphore wait\n"
     "                  and per kernel (open in ui.perfetto.dev); the front end's control\n"
     "                  instructions and sem.signal take no unit time and have no slice\n"
+    CLI_TRACE_USAGE
     "  --stats F       write every statistic of the run (units, on-chip mesh links,\n"
     "                  chip-to-chip links) to F: text, or JSON when F ends in .json\n"
     "  --max-cycles N  stop a run still going after N core cycles (exit status 3; default\n"
@@ -76,7 +77,8 @@ static np_status sim_write_stats(const stats *reg, const char *path, np_err *err
     return NP_OK;
 }
 
-np_status cmd_sim(int argc, char **argv, np_err *err)
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
@@ -84,7 +86,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         {"dump", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
         {"max-cycles", required_argument, NULL, 'm'}, {"stats", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
-        {0}};
+        CLI_TRACE_LONGOPTS,                     {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
     uint64_t max_cycles = SIM_DEFAULT_MAX_CYCLES;
     const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
@@ -118,6 +120,11 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
             break;
         case 'j': json = true; break;
         case 't': trace_path = optarg; break;
+        case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_LEVEL:
+            if (cli_trace_flag(trace_opts, c, optarg, err) != NP_OK)
+                return err->status;
+            break;
         case 'S': stats_path = optarg; break;
         case 'm':
             if (cli_parse_u64("--max-cycles", optarg, 0, UINT64_MAX / 1000000, &max_cycles, err) !=
@@ -132,6 +139,8 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "missing the program (PROG.elf)");
     if ((n_inputs || n_dumps) && !functional)
         return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
+    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
+        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     arch_config cfg;
     if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
         return err->status;
@@ -198,7 +207,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
     cli_trace tr = {0};
     if (st == NP_OK && trace_path)
-        st = cli_trace_open(&tr, trace_path, err);
+        st = cli_trace_open_opts(&tr, trace_path, trace_opts, err);
     if (st == NP_OK) {
         core_sim_opts o = {.functional = functional, .inputs = in_io, .n_inputs = n_in,
                            .outputs = out_io, .n_outputs = n_out,
@@ -245,4 +254,12 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
     core_report_print(r, stdout);
     core_report_free(r);
     return NP_OK;
+}
+
+np_status cmd_sim(int argc, char **argv, np_err *err)
+{
+    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    np_status st = sim_main(argc, argv, &o, err);
+    trace_chips_free(&o.chips);
+    return st;
 }
