@@ -64,12 +64,13 @@ void cli_trace_noc_sample(void *ctx, const mesh *m, bool reset)
     cli_trace_noc *t = ctx;
     uint64_t c = mesh_cycle(m), dt = c - t->prev_cycle;
     if (dt) { /* a sample at the cycle of the last one (the window opening) writes nothing */
-        uint64_t at = t->offset_ps + c * t->cycle_ps;
+        /* occupancy now; a link's flits/cycle over the period, from its start */
+        uint64_t now = t->offset_ps + c * t->cycle_ps, from = now - dt * t->cycle_ps;
         for (uint32_t r = 0; r < t->n; r++) {
-            ctn_level(t, (size_t)r * CTN_SERIES, at, mesh_router_flits(m, r));
+            ctn_level(t, (size_t)r * CTN_SERIES, now, mesh_router_flits(m, r));
             for (int pt = 0; pt < MESH_PORT_COUNT; pt++) {
                 uint64_t f = mesh_link_flits(m, r, pt), *p = &t->prev[(size_t)r * MESH_PORT_COUNT + pt];
-                ctn_level(t, (size_t)r * CTN_SERIES + 1 + pt, at,
+                ctn_level(t, (size_t)r * CTN_SERIES + 1 + pt, from,
                           (double)(f >= *p ? f - *p : f) / (double)dt);
                 *p = f;
             }

@@ -5,7 +5,8 @@
  *   - "rR flits": flits in router R's input buffers (or on their way to them) at each sample;
  *   - "rR.<port> flits/cycle": flits that left router R through that output port (xplus,
  *     xminus, yplus, yminus to a neighbour; local: ejected at R) over the sample period, per
- *     cycle — the link's utilization (0 .. 1);
+ *     cycle — the link's utilization (0 .. 1), stamped at the period's start (so the
+ *     counter's integral over time is the link's flits x the cycle time);
  * each written when its value changes. Spans: per rate a span on track "runs" named
  * "rate R" (args offered and accepted rate, packet latency, cycles), and its phases on track
  * "phases": "warmup", "measure" and "drain". Runs follow each other in time; a cycle is

@@ -3,6 +3,7 @@
  * back with zlib and jansson, independently of the reader; the checks are shown to catch
  * each kind of bad trace, written here by hand; the traces of npusim sim, layer and
  * collective --isa pass them and are identical on a rerun. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -513,9 +514,9 @@ static void run_ok(const char *const *args)
     harness_run_free(&r);
 }
 
-/* The trace a command writes is valid, has slices and flows as expected, and a rerun
- * writes the same bytes. */
-static void command_trace(const char *const *args, const char *path, size_t min_flows)
+/* The trace a command writes passes every check, has at least min_slices slices, and a rerun
+ * writes the same bytes. Returns it loaded (the caller frees it). */
+static tdb *command_trace(const char *const *args, const char *path, size_t min_slices)
 {
     run_ok(args);
     size_t n1, n2;
@@ -524,7 +525,10 @@ static void command_trace(const char *const *args, const char *path, size_t min_
     char *b = harness_read_file(path, &n2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
     CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-    CU_ASSERT(n1 == n2 && !memcmp(a, b, n1));
+    if (n1 != n2 || memcmp(a, b, n1)) {
+        CU_FAIL("a rerun wrote other bytes");
+        fprintf(stderr, "npusim %s: %s differs on a rerun\n", args[0], path);
+    }
     free(a);
     free(b);
     tdb *db;
@@ -533,12 +537,36 @@ static void command_trace(const char *const *args, const char *path, size_t min_
     for (uint64_t i = 0; i < db->problems && i < TDB_PROBLEMS_KEPT; i++)
         fprintf(stderr, "%s: %s\n", path, db->problem[i]);
     CU_ASSERT_EQUAL(db->problems, 0u);
-    CU_ASSERT(db->n_slices > 10);
-    CU_ASSERT(db->n_flows >= min_flows);
-    tdb_free(db);
+    CU_ASSERT(db->n_slices >= min_slices);
+    return db;
 }
 
-TEST(traces_of_sim_layer_and_collective_isa_are_valid_and_identical_on_rerun)
+/* Slices of category cat in db. */
+static size_t slices_of(const tdb *db, const char *cat)
+{
+    uint32_t id = tdb_find_str(db, cat);
+    size_t n = 0;
+    for (size_t i = 0; i < db->n_slices; i++)
+        n += db->slices[i].cat == id;
+    return n;
+}
+
+/* Whether every process of db is one of the chips in `chips` (a -1 terminated list) or the
+ * system process. */
+static bool only_chips(const tdb *db, const int *chips)
+{
+    for (size_t i = 0; i < db->n_processes; i++) {
+        uint32_t pid = db->processes[i].pid;
+        bool ok = pid == TRACE_PID_SYSTEM;
+        for (const int *c = chips; *c >= 0; c++)
+            ok |= pid == (uint32_t)*c;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+TEST(traces_of_sim_layer_collective_noc_and_run_are_valid_and_identical_on_rerun)
 {
     const char *elf = tmp("sendrecv.elf"), *mm = tmp("mm.elf");
     const char *as1[] = {"asm", harness_src_path("isa/examples/sendrecv.s"), "-o", elf, NULL};
@@ -548,19 +576,132 @@ TEST(traces_of_sim_layer_and_collective_isa_are_valid_and_identical_on_rerun)
     run_ok(as2);
     const char *t1 = tmp("sim.json.gz");
     const char *sim[] = {"sim", elf, "--trace", t1, NULL};
-    command_trace(sim, t1, 2); /* the send and the send back */
+    tdb *db = command_trace(sim, t1, 10);
+    CU_ASSERT_EQUAL(db->n_flows, 2u); /* the send and the send back */
+    tdb_free(db);
     const char *t2 = tmp("simmm.json");
     const char *sim2[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t2, NULL};
-    command_trace(sim2, t2, 0);
+    tdb_free(command_trace(sim2, t2, 10));
     const char *t3 = tmp("layer.json.gz");
     const char *layer[] = {"layer", "--arch", "tiny", "--topology",
                            harness_src_path("tests/data/hw/mini_conv.csv"), "--trace", t3, NULL};
-    command_trace(layer, t3, 0);
+    tdb_free(command_trace(layer, t3, 10));
     const char *t4 = tmp("coll.json.gz");
     const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--isa",
                           "--chips", "4", "--max-bytes", "1K", "--trace", t4, NULL};
     /* a ring all-reduce on 4 chips: 2 (p - 1) = 6 sends per chip per size */
-    command_trace(coll, t4, 8 * 6 * 4);
+    db = command_trace(coll, t4, 10);
+    CU_ASSERT(db->n_flows >= 8 * 6 * 4);
+    tdb_free(db);
+    /* the flow engine: 3 sizes x 4 ranks x 6 messages, and per collective one flow through
+     * its 4 ranks (3 arrows) */
+    const char *t5 = tmp("collflow.json.gz");
+    const char *flow[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--chips", "4",
+                          "-b", "1K", "-e", "4K", "--trace", t5, NULL};
+    db = command_trace(flow, t5, 3 * 4 * 6 * 2);
+    CU_ASSERT_EQUAL(db->n_flows, 3u * 4 * 6 + 3 * 3);
+    CU_ASSERT_EQUAL(slices_of(db, "collective"), 3u * 4);
+    CU_ASSERT_EQUAL(slices_of(db, "comm"), 3u * 4 * 6 * 2);
+    tdb_free(db);
+    const char *t6 = tmp("noc.json.gz");
+    const char *noc[] = {"noc", "--mesh", "4x4", "--rate", "0.1:0.3:0.2", "--cycles", "2000",
+                         "--trace", t6, NULL};
+    db = command_trace(noc, t6, 2 * 4); /* per rate: its span and 3 phases */
+    CU_ASSERT_EQUAL(db->n_counters, 16u + 2 * 24 + 16); /* 16 routers, 48 links, 16 ejections */
+    tdb_free(db);
+    const char *t7 = tmp("run.json.gz");
+    const char *run[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
+                         "--dp", "2", "--pp", "2", "--microbatch", "1", "--trace", t7, NULL};
+    db = command_trace(run, t7, 100);
+    CU_ASSERT(db->n_flows > 0);
+    CU_ASSERT(db->n_counters > 0);
+    tdb_free(db);
+}
+
+TEST(trace_chips_and_trace_level_keep_only_what_they_name_on_every_command)
+{
+    const char *elf = tmp("sendrecv2.elf"), *mm = tmp("mm2.elf");
+    const char *as[] = {"asm", harness_src_path("isa/examples/sendrecv.s"), "-o", elf, NULL};
+    run_ok(as);
+    const char *as2[] = {"asm", harness_src_path("isa/examples/matmul_db.s"), "-o", mm,
+                         "--arch", "tiny", NULL};
+    run_ok(as2);
+    static const int chip0[] = {0, -1}, chip1[] = {1, -1}, chips01[] = {0, 1, -1};
+    const char *t1 = tmp("simk.json");
+    const char *sim[] = {"sim", elf, "--trace", t1, "--trace-level", "kernel", NULL};
+    tdb *db = command_trace(sim, t1, 1);
+    CU_ASSERT_EQUAL(db->n_flows, 0u);  /* messages are instruction-level */
+    CU_ASSERT_EQUAL(slices_of(db, "comm"), 0u);
+    CU_ASSERT(slices_of(db, "kernel") + slices_of(db, "collective") == db->n_slices);
+    tdb_free(db);
+    const char *sim1[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t1, "--trace-chips", "1",
+                          NULL};
+    db = command_trace(sim1, t1, 1);
+    CU_ASSERT(only_chips(db, chip1));
+    CU_ASSERT(slices_of(db, "dma") > 0);
+    tdb_free(db);
+    const char *t2 = tmp("layerk.json");
+    const char *layer[] = {"layer", "--arch", "tiny", "--gemm", "64,64,64", "--trace", t2,
+                           "--trace-level", "kernel", NULL};
+    db = command_trace(layer, t2, 2);
+    CU_ASSERT(slices_of(db, "kernel") + slices_of(db, "layer") == db->n_slices);
+    tdb_free(db);
+    const char *t3 = tmp("collk.json");
+    const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--chips", "4",
+                          "-b", "1K", "-e", "1K", "--trace", t3, "--trace-chips", "0-1",
+                          "--trace-level", "kernel", NULL};
+    db = command_trace(coll, t3, 2);
+    CU_ASSERT(only_chips(db, chips01));
+    CU_ASSERT_EQUAL(slices_of(db, "collective"), db->n_slices); /* no message slices */
+    CU_ASSERT_EQUAL(db->n_flows, 1u); /* the collective's, through the two ranks kept */
+    tdb_free(db);
+    const char *t4 = tmp("runk.json");
+    const char *run[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
+                         "--dp", "2", "--pp", "2", "--microbatch", "1", "--trace", t4,
+                         "--trace-chips", "0", "--trace-level", "kernel", NULL};
+    db = command_trace(run, t4, 10);
+    CU_ASSERT(only_chips(db, chip0));
+    tdb_free(db);
+    const char *bad[] = {"sim", elf, "--trace-level", "kernel", NULL};
+    harness_run r = harness_npusim_in(NULL, bad);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--trace-chips and --trace-level need --trace"));
+    harness_run_free(&r);
+}
+
+/* The sum of the integrals over time of the counter series whose names end in suffix. */
+static double counters_integral(const tdb *db, const char *suffix, size_t *n)
+{
+    double sum = 0;
+    *n = 0;
+    size_t ls = strlen(suffix);
+    for (size_t i = 0; i < db->n_counters; i++) {
+        const char *name = tdb_str(db, db->counters[i].name);
+        size_t l = strlen(name);
+        if (l >= ls && !strcmp(name + l - ls, suffix))
+            sum += db->counters[i].integral, (*n)++;
+    }
+    return sum;
+}
+
+TEST(the_noc_traces_ejection_counters_carry_the_offered_load)
+{
+    /* Uniform traffic at 0.2 flits/node/cycle, below saturation: each router ejects what the
+     * nodes offer, 0.2 flits per cycle on average; an ejection counter's integral over time
+     * is its flits x the cycle time (1 ns at tiny's noc_clock_ghz = 1). */
+    const char *t = tmp("nocload.json");
+    const char *noc[] = {"noc", "--mesh", "4x4", "--rate", "0.2", "--warmup", "500",
+                         "--cycles", "20000", "--trace", t, "--trace-every", "50", NULL};
+    tdb *db = command_trace(noc, t, 4);
+    size_t n;
+    double flits = counters_integral(db, ".local flits/cycle", &n) / 1000.0; /* ps per cycle */
+    CU_ASSERT_EQUAL(n, 16u);
+    double span = (double)(db->t_end_ps - db->t_begin_ps) / 1000.0; /* cycles */
+    double rate = flits / (16 * span);
+    CU_ASSERT_DOUBLE_EQUAL(rate, 0.2, 0.2 * 0.03);
+    if (fabs(rate - 0.2) > 0.006)
+        fprintf(stderr, "ejected %.4f flits/node/cycle\n", rate);
+    tdb_free(db);
 }
 
 /* Runs the examples of a doc: a ```yaml block whose first line is "# PATH ..." is written to
