@@ -28,6 +28,7 @@
 #include "cli_trace_coll.h"
 #include "coll.h"
 #include "core.h"
+#include "csv.h"
 #include "kgen_coll.h"
 
 #define COL_DEFAULT_ARCH "tiny"
@@ -40,7 +41,8 @@ const char cmd_collective_usage[] =
     "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
     "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
     "                         [--mtu B] [--buf N]] [--isa [--core C]]\n"
-    "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]] [--json]\n"
+    "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
+    "                         [--json | --csv]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
@@ -77,6 +79,7 @@ const char cmd_collective_usage[] =
     "                    --isa the comm.* of each chip as slices (not --engine packet)\n"
     CLI_TRACE_USAGE
     "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n"
+    "  --csv             print the rows as CSV (the names of --json's rows)\n"
     "\n"
     "Each row is printed as soon as it is simulated; a row that takes more than 2 s shows\n"
     "its progress on standard error when that is a terminal.\n";
@@ -433,6 +436,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
         {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
         {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
+        {"csv", no_argument, NULL, 'V'},
         {"rank-order", no_argument, NULL, 'R'},   {"engine", required_argument, NULL, 'G'},
         {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
@@ -441,7 +445,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
     size_t n_sets = 0;
-    bool have_op = false, json = false, isa = false, rank_order = false;
+    bool have_op = false, json = false, csv = false, isa = false, rank_order = false;
     const char *trace_path = NULL;
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
@@ -487,6 +491,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
         case 'j': json = true; break;
+        case 'V': csv = true; break;
         case 'R': rank_order = true; break;
         case 'G':
             if (!strcmp(optarg, "flow"))
@@ -522,6 +527,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!have_op)
         return np_err_set(err, NP_ERR_USAGE, "--op is required");
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     if (max_b < min_b)
         return np_err_set(err, NP_ERR_USAGE, "--max-bytes is below --min-bytes");
     if (!coll_algo_supported(op, algo))
@@ -597,7 +604,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     bool header = false;
     double busbw_sum = 0;
     uint32_t n_rows = 0;
-    if (json)
+    if (json || csv)
         rows = json_array();
     if (isa) /* the core model builds its network from cfg.system: make it the one above */
         col_system_from_net(&cfg, &np);
@@ -607,7 +614,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         (st = cli_trace_coll_create(coll_sys_net(sys), tr.sink, trace_opts->level, &tc, err)) !=
             NP_OK)
         goto out;
-    col_progress pg = {.tty = !json && isatty(2)};
+    col_progress pg = {.tty = !json && !csv && isatty(2)};
     for (uint64_t b = min_b; b <= max_b;) {
         coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
                        .root = root, .chunk_bytes = chunk, .elem_bytes = elem,
@@ -640,7 +647,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         }
         if (st != NP_OK)
             goto out;
-        if (!json && !header) { /* after the first run, so an error comes alone */
+        if (!json && !csv && !header) { /* after the first run, so an error comes alone */
             header = true;
             col_print_header(op, algo, ranks, &np, min_b, max_b, factor, iters, warmup, chunk,
                              isa);
@@ -650,7 +657,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         double busbw = algbw * coll_busbw_factor(op, ranks);
         busbw_sum += busbw;
         n_rows++;
-        if (json) {
+        if (rows) {
             json_array_append_new(rows, json_pack("{s:I, s:I, s:s, s:I, s:f, s:f, s:f, s:o, "
                                                   "s:o}", "bytes", (json_int_t)b, "count",
                                                   (json_int_t)(b / elem), "algo",
@@ -693,6 +700,11 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
                                 "avg_busbw_gbps", avg_busbw, "rows", rows);
         rows = NULL;
         st = cli_print_json(doc, err);
+    } else if (csv) {
+        static const char *const keys[] = {"bytes", "count", "algo", "time_ps", "time_us",
+                                           "algbw_gbps", "busbw_gbps", "busiest_link_util"};
+        if (!csv_json_rows(stdout, rows, keys, sizeof keys / sizeof keys[0]))
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
     } else {
         printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %g \n#\n", avg_busbw);
     }

@@ -16,6 +16,7 @@
 #include "cli.h"
 #include "cli_trace.h"
 #include "cli_trace_noc.h"
+#include "csv.h"
 #include "parse.h"
 #include "traffic.h"
 
@@ -30,7 +31,7 @@ const char cmd_noc_usage[] =
     "                  [--router-cycles P] [--link-cycles L] [--credit-delay D]\n"
     "                  [--input-speedup S] [--wait-tail-credit] [--warmup N] [--cycles N]\n"
     "                  [--hotspot N[,N...]] [--seed S] [--saturation]\n"
-    "                  [--trace FILE[.gz] [--trace-every N]] [--json]\n"
+    "                  [--trace FILE[.gz] [--trace-every N]] [--json | --csv]\n"
     "       npusim noc --compare FILE [--json]\n"
     "\n"
     "  --arch A           architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
@@ -57,7 +58,8 @@ const char cmd_noc_usage[] =
     "  --trace-every N    cycles between the trace's samples (default: 100)\n"
     "  --compare FILE     run every point of a BookSim reference file (such as\n"
     "                     tests/data/noc/booksim_mesh.csv) and print ours beside it\n"
-    "  --json             print {\"rows\": [...], ...} (fields in docs/noc.md)\n";
+    "  --json             print {\"rows\": [...], ...} (fields in docs/noc.md)\n"
+    "  --csv              print the rows as CSV (the names of --json's rows)\n";
 
 static np_status noc_parse_double(const char *opt, const char *text, double *out, np_err *err)
 {
@@ -203,13 +205,14 @@ static np_status noc_compare(const char *path, bool json, np_err *err)
 /* The rows of rates r0 .. r1 (step) and, when asked, the saturation rate, printed; each
  * row's run traced into tn (may be NULL) when p0 has its sampler. */
 static np_status noc_rates(const noc_study_params *p0, const char *arch, double r0, double r1,
-                           double step, bool find_sat, bool json, cli_trace_noc *tn, np_err *err)
+                           double step, bool find_sat, bool json, bool csv, cli_trace_noc *tn,
+                           np_err *err)
 {
     noc_study_params p = *p0;
     noc_traffic traffic = p.traffic;
-    json_t *rows = json ? json_array() : NULL;
+    json_t *rows = json || csv ? json_array() : NULL;
     double sat_rate = -1;
-    if (!json) {
+    if (!json && !csv) {
         mesh_stages stg;
         mesh_stages_of(&p.mesh, &stg);
         printf("# mesh %" PRIu32 "x%" PRIu32 ", %s traffic, %" PRIu32 "-flit packets, %" PRIu32
@@ -233,7 +236,7 @@ static np_status noc_rates(const noc_study_params *p0, const char *arch, double 
         }
         if (tn)
             cli_trace_noc_run(tn, &p, &res);
-        if (json)
+        if (rows)
             json_array_append_new(rows, noc_row_json(&res));
         else
             printf("  %8.4f %9.4f %11.2f %11.2f %9.1f %9.2f%s\n", res.offered_rate,
@@ -270,6 +273,16 @@ static np_status noc_rates(const noc_study_params *p0, const char *arch, double 
             json_object_set_new(doc, "max_sustainable_rate", json_real(max_rate));
         return cli_print_json(doc, err);
     }
+    if (csv) { /* the rows (the bisection's rate is not a row) */
+        static const char *const keys[] = {"offered_rate", "accepted_rate", "avg_packet_latency",
+                                           "avg_network_latency", "p50_packet_latency",
+                                           "p99_packet_latency", "zero_load_latency",
+                                           "avg_hops", "max_link_util", "packets_measured",
+                                           "saturated"};
+        bool ok = csv_json_rows(stdout, rows, keys, sizeof keys / sizeof keys[0]);
+        json_decref(rows);
+        return ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
     if (sat_rate >= 0)
         printf("# saturated at an offered %.4f flits/node/cycle\n", sat_rate);
     else if (step > 0)
@@ -305,6 +318,7 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         {"trace", required_argument, NULL, 'F'},
         {"trace-every", required_argument, NULL, 'E'},
         {"json", no_argument, NULL, 'j'},
+        {"csv", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
@@ -317,7 +331,7 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     bool wait_tail = false;
     uint32_t hot[NOC_MAX_HOT];
     uint32_t n_hot = 0;
-    bool json = false, find_sat = false;
+    bool json = false, csv = false, find_sat = false;
     const char *compare = NULL, *trace_path = NULL;
     uint64_t trace_every = 100;
     bool have_every = false;
@@ -360,6 +374,7 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
             break;
         case 'H': hot_arg = optarg; break;
         case 'j': json = true; break;
+        case 'V': csv = true; break;
         case 'h': cli_print_usage(cli_find("noc")); return NP_OK;
         default: return err->status;
         }
@@ -368,6 +383,11 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    if (csv && compare)
+        return np_err_set(err, NP_ERR_USAGE, "--csv: not with --compare (its --json has the "
+                          "rows)");
     if (have_every && !trace_path)
         return np_err_set(err, NP_ERR_USAGE, "--trace-every needs --trace");
     if (compare && trace_path)
@@ -437,7 +457,7 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         }
         p.sample = cli_trace_noc_sample, p.sample_ctx = tn, p.sample_every = trace_every;
     }
-    np_status st = noc_rates(&p, cfg.name, r0, r1, step, find_sat, json, tn, err);
+    np_status st = noc_rates(&p, cfg.name, r0, r1, step, find_sat, json, csv, tn, err);
     cli_trace_noc_free(tn);
     if (tr.w) {
         np_err terr;

@@ -20,6 +20,7 @@
 #include "isa_elf.h"
 #include "stats.h"
 #include "cli_trace.h"
+#include "csv.h"
 
 #define SIM_MAX_SETS 64
 #define SIM_MAX_IO 64
@@ -31,7 +32,8 @@ const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
     "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...]\n"
     "                  [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
-    "                  [--stats FILE[.json]] [--max-cycles N] [--json] PROG.elf [PROG.elf ...]\n"
+    "                  [--stats FILE[.json]] [--max-cycles N] [--json | --csv]\n"
+    "                  PROG.elf [PROG.elf ...]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH "); the\n"
     "                  program must have been built for it\n"
@@ -52,6 +54,8 @@ const char cmd_sim_usage[] =
     "                  1,000,000,000; 0: no limit)\n"
     "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
     "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
+    "  --csv           print the units' table as CSV (name, busy_cycles, stall_cycles,\n"
+    "                  idle_cycles, insns, bytes: the names of --json's units)\n"
     "\n"
     "The i-th program runs on chip i (at most system.chips programs); comm.send/recv between\n"
     "cores of one chip use its mesh, between chips the chip-to-chip network.\n";
@@ -86,7 +90,8 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"dump", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
         {"max-cycles", required_argument, NULL, 'm'}, {"stats", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
-        CLI_TRACE_LONGOPTS,                     {0}};
+        {"csv", no_argument, NULL, 'V'},        CLI_TRACE_LONGOPTS,
+        {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
     uint64_t max_cycles = SIM_DEFAULT_MAX_CYCLES;
     const char *inputs[SIM_MAX_IO], *dumps[SIM_MAX_IO];
@@ -94,7 +99,7 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     bool functional = false;
     const char *sets[SIM_MAX_SETS];
     size_t n_sets = 0;
-    bool json = false;
+    bool json = false, csv = false;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
@@ -119,6 +124,7 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
                 dumps[n_dumps++] = optarg;
             break;
         case 'j': json = true; break;
+        case 'V': csv = true; break;
         case 't': trace_path = optarg; break;
         case CLI_TRACE_OPT_CHIPS:
         case CLI_TRACE_OPT_LEVEL:
@@ -139,6 +145,8 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         return np_err_set(err, NP_ERR_USAGE, "missing the program (PROG.elf)");
     if ((n_inputs || n_dumps) && !functional)
         return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
         return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     arch_config cfg;
@@ -244,12 +252,19 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         core_report_free(r);
         return st;
     }
-    if (json) {
+    if (json || csv) {
         json_t *j = core_report_json(r);
         core_report_free(r);
         if (!j)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory building the JSON report");
-        return cli_print_json(j, err);
+        if (json)
+            return cli_print_json(j, err);
+        static const char *const keys[] = {"name", "busy_cycles", "stall_cycles", "idle_cycles",
+                                           "insns", "bytes"};
+        bool ok = csv_json_rows(stdout, json_object_get(j, "units"), keys,
+                                sizeof keys / sizeof keys[0]);
+        json_decref(j);
+        return ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
     core_report_print(r, stdout);
     core_report_free(r);
