@@ -779,3 +779,57 @@ TEST(every_example_of_the_trace_sweep_and_report_docs_runs)
     CU_ASSERT(run_doc("docs/sweeps.md") >= 4);
     CU_ASSERT(run_doc("docs/report.md") >= 3);
 }
+
+TEST(the_run_traces_hbm_counters_carry_the_kernels_bytes_and_the_plans_memory)
+{
+    /* gpt-tiny, dp 2 x pp 2, four micro-batches under 1F1B: each chip's "hbm.used" starts at
+     * its resident bytes (parameters, gradients, optimizer states), peaks at the plan's
+     * saved activations on top of them (npusim run --json's memory, the largest stage) and
+     * comes back to them; the "hbm" bandwidth counters integrate to the kernels' HBM bytes
+     * (their spans' bytes args; GB/s x ps = 1e-3 bytes). */
+    const char *t = tmp("runmem.json");
+    const char *args[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
+                          "--dp", "2", "--pp", "2", "--microbatch", "1", "--json", "--trace", t,
+                          NULL};
+    harness_run r = harness_npusim_in(NULL, args);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    harness_run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *m = json_object_get(j, "memory");
+    double resident = 0, act = (double)json_integer_value(json_object_get(m, "activations_bytes"));
+    static const char *const roles[] = {"params_bytes", "grads_bytes", "optstate_bytes"};
+    for (int k = 0; k < 3; k++)
+        resident += (double)json_integer_value(json_object_get(m, roles[k]));
+    json_decref(j);
+    CU_ASSERT(act > 0);
+    tdb *db;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(tdb_load(t, &db, &e), NP_OK);
+    CU_ASSERT_EQUAL(db->problems, 0u);
+    uint32_t used = tdb_find_str(db, "hbm.used"), hbm = tdb_find_str(db, "hbm");
+    double peak = 0, low_at_peak = 0, hbm_bytes = 0, span_bytes = 0;
+    size_t n_used = 0, n_hbm = 0;
+    for (size_t i = 0; i < db->n_counters; i++) {
+        const tdb_counter *c = &db->counters[i];
+        if (c->name == used) {
+            n_used++;
+            if (c->max > peak)
+                peak = c->max, low_at_peak = c->min;
+        } else if (c->name == hbm) {
+            n_hbm++;
+            hbm_bytes += c->integral * 1e-3;
+        }
+    }
+    uint32_t kernel = tdb_find_str(db, "kernel");
+    for (size_t i = 0; i < db->n_slices; i++)
+        if (db->slices[i].cat == kernel)
+            span_bytes += db->slices[i].bytes;
+    CU_ASSERT_EQUAL(n_used, 4u);
+    CU_ASSERT_EQUAL(n_hbm, 4u);
+    CU_ASSERT_DOUBLE_EQUAL(peak, resident + act, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(low_at_peak, resident, 0.5);
+    CU_ASSERT(span_bytes > 0);
+    CU_ASSERT_DOUBLE_EQUAL(hbm_bytes, span_bytes, 1e-6 * span_bytes);
+    tdb_free(db);
+}
