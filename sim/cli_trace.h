@@ -8,7 +8,11 @@
  * on its unit's thread with args {pc, insn, kernel} (DMA and COMM:
  * bytes too); a comm.send and the comm.recv that takes its message are joined by a flow; a
  * DMA's HBM bytes go to the chip's "hbm.read" / "hbm.write" counters, a comm.send's to
- * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s. Per kernel: a
+ * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s; a DMA into the
+ * scratchpad to the core's "coreN.spad" level (bytes): the extent of the scratchpad the
+ * running kernel's DMA has filled, from its lowest to its highest byte written, back to 0
+ * when the core's kernel changes (npusim sim adds each chip's "hbm.used": its program's data
+ * sections, what HBM holds — the programs allocate nothing while they run). Per kernel: a
  * span on "coreN kernels" with args {cycles, flops, bytes} (the MXU's multiply-accumulates
  * x 2, from mxu.mm's rows and the last mxu.load's tile; the DMA's HBM bytes); a kernel that sent or received messages is a
  * collective: its spans on every chip are joined by a flow. Every time is shifted by
@@ -42,6 +46,9 @@ typedef struct cli_trace {
     size_t n_work, cap_work;
     u64map work_of;      /* (chip, core, kernel name) -> index into work, probed */
     u64map mxu_tile;     /* (chip << 32 | core) + 1 -> the last mxu.load's k << 32 | n */
+    u64map spad_of;      /* (chip << 32 | core) + 1 -> index + 1 into spad */
+    struct cli_trace_spad *spad; /* per core: the scratchpad its kernel's DMA filled */
+    size_t n_spad, cap_spad;
     bool oom;
 } cli_trace;
 
@@ -74,6 +81,11 @@ void cli_trace_insn(void *ctx, const core_trace_insn *in);
 /* The kernels of a finished run (r may be NULL), then the end of the run (the counters of
  * the run go out). */
 void cli_trace_kernels(cli_trace *t, const core_report *r);
+
+/* A level (occupancy) sample of chip's counter at t_ps (+ offset); samples of one counter in
+ * time order. */
+void cli_trace_level(cli_trace *t, uint32_t chip, const char *counter, uint64_t t_ps,
+                     double value);
 
 /* A span of chip pid on its own track named `thread` (tid is not used: the layout places
  * tracks; kept for the callers). */

@@ -216,6 +216,12 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     cli_trace tr = {0};
     if (st == NP_OK && trace_path)
         st = cli_trace_open_opts(&tr, trace_path, trace_opts, err);
+    for (uint32_t i = 0; st == NP_OK && tr.w && i < n_progs; i++) { /* what each HBM holds */
+        uint64_t bytes = 0;
+        for (uint32_t k = 0; k < progs[i]->n_data; k++)
+            bytes += progs[i]->data[k].size;
+        cli_trace_level(&tr, i, "hbm.used", 0, (double)bytes);
+    }
     if (st == NP_OK) {
         core_sim_opts o = {.functional = functional, .inputs = in_io, .n_inputs = n_in,
                            .outputs = out_io, .n_outputs = n_out,

@@ -833,3 +833,38 @@ TEST(the_run_traces_hbm_counters_carry_the_kernels_bytes_and_the_plans_memory)
     CU_ASSERT_DOUBLE_EQUAL(hbm_bytes, span_bytes, 1e-6 * span_bytes);
     tdb_free(db);
 }
+
+/* The largest value of counter `name` over the series of db (-1 when none), and how many. */
+static double counter_max(const tdb *db, const char *name, size_t *n)
+{
+    uint32_t id = tdb_find_str(db, name);
+    double mx = -1;
+    *n = 0;
+    for (size_t i = 0; i < db->n_counters; i++)
+        if (db->counters[i].name == id) {
+            (*n)++;
+            if (db->counters[i].max > mx)
+                mx = db->counters[i].max;
+        }
+    return mx;
+}
+
+TEST(the_sim_traces_occupancy_counters_are_the_programs_hbm_data_and_scratchpad_tiles)
+{
+    /* isa/examples/matmul_db.s: M = N = 64, K = 128 bf16 in .bss, A + B + C = 16,384 + 16,384
+     * + 8,192 bytes of HBM per chip; its DMA fills the scratchpad's A0, A1 (TM x TK = 32 x 32
+     * x 2 bytes each) and B0, B1 (TK x TN = 32 x 16 x 2) tiles, up to B1 + 1,024 = 6,144
+     * bytes (C0 after them is written by mxu.drain, not DMA). */
+    const char *mm = tmp("occ_mm.elf"), *t = tmp("occ.json");
+    const char *as[] = {"asm", harness_src_path("isa/examples/matmul_db.s"), "-o", mm, "--arch",
+                        "tiny", NULL};
+    run_ok(as);
+    const char *sim[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t, NULL};
+    tdb *db = command_trace(sim, t, 10);
+    size_t n;
+    CU_ASSERT_DOUBLE_EQUAL(counter_max(db, "hbm.used", &n), 40960, 0);
+    CU_ASSERT_EQUAL(n, 2u); /* one per chip */
+    CU_ASSERT_DOUBLE_EQUAL(counter_max(db, "core0.spad", &n), 6144, 0);
+    CU_ASSERT_EQUAL(n, 2u);
+    tdb_free(db);
+}
