@@ -514,23 +514,25 @@ static void run_ok(const char *const *args)
     harness_run_free(&r);
 }
 
-/* The trace a command writes passes every check, has at least min_slices slices, and a rerun
- * writes the same bytes. Returns it loaded (the caller frees it). */
-static tdb *command_trace(const char *const *args, const char *path, size_t min_slices)
+/* The trace a command writes passes every check and has at least min_slices slices; with
+ * rerun, a second run writes the same bytes. Returns it loaded (the caller frees it). */
+static tdb *trace_of(const char *const *args, const char *path, size_t min_slices, bool rerun)
 {
     run_ok(args);
     size_t n1, n2;
     char *a = harness_read_file(path, &n1);
-    run_ok(args);
-    char *b = harness_read_file(path, &n2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-    if (n1 != n2 || memcmp(a, b, n1)) {
-        CU_FAIL("a rerun wrote other bytes");
-        fprintf(stderr, "npusim %s: %s differs on a rerun\n", args[0], path);
+    if (rerun) {
+        run_ok(args);
+        char *b = harness_read_file(path, &n2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        if (n1 != n2 || memcmp(a, b, n1)) {
+            CU_FAIL("a rerun wrote other bytes");
+            fprintf(stderr, "npusim %s: %s differs on a rerun\n", args[0], path);
+        }
+        free(b);
     }
     free(a);
-    free(b);
     tdb *db;
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
@@ -576,21 +578,21 @@ TEST(traces_of_sim_layer_collective_noc_and_run_are_valid_and_identical_on_rerun
     run_ok(as2);
     const char *t1 = tmp("sim.json.gz");
     const char *sim[] = {"sim", elf, "--trace", t1, NULL};
-    tdb *db = command_trace(sim, t1, 10);
+    tdb *db = trace_of(sim, t1, 10, true);
     CU_ASSERT_EQUAL(db->n_flows, 2u); /* the send and the send back */
     tdb_free(db);
     const char *t2 = tmp("simmm.json");
     const char *sim2[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t2, NULL};
-    tdb_free(command_trace(sim2, t2, 10));
+    tdb_free(trace_of(sim2, t2, 10, true));
     const char *t3 = tmp("layer.json.gz");
     const char *layer[] = {"layer", "--arch", "tiny", "--topology",
                            harness_src_path("tests/data/hw/mini_conv.csv"), "--trace", t3, NULL};
-    tdb_free(command_trace(layer, t3, 10));
+    tdb_free(trace_of(layer, t3, 10, true));
     const char *t4 = tmp("coll.json.gz");
     const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--isa",
                           "--chips", "4", "--max-bytes", "1K", "--trace", t4, NULL};
     /* a ring all-reduce on 4 chips: 2 (p - 1) = 6 sends per chip per size */
-    db = command_trace(coll, t4, 10);
+    db = trace_of(coll, t4, 10, true);
     CU_ASSERT(db->n_flows >= 8 * 6 * 4);
     tdb_free(db);
     /* the flow engine: 3 sizes x 4 ranks x 6 messages, and per collective one flow through
@@ -598,7 +600,7 @@ TEST(traces_of_sim_layer_collective_noc_and_run_are_valid_and_identical_on_rerun
     const char *t5 = tmp("collflow.json.gz");
     const char *flow[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--chips", "4",
                           "-b", "1K", "-e", "4K", "--trace", t5, NULL};
-    db = command_trace(flow, t5, 3 * 4 * 6 * 2);
+    db = trace_of(flow, t5, 3 * 4 * 6 * 2, true);
     CU_ASSERT_EQUAL(db->n_flows, 3u * 4 * 6 + 3 * 3);
     CU_ASSERT_EQUAL(slices_of(db, "collective"), 3u * 4);
     CU_ASSERT_EQUAL(slices_of(db, "comm"), 3u * 4 * 6 * 2);
@@ -606,13 +608,13 @@ TEST(traces_of_sim_layer_collective_noc_and_run_are_valid_and_identical_on_rerun
     const char *t6 = tmp("noc.json.gz");
     const char *noc[] = {"noc", "--mesh", "4x4", "--rate", "0.1:0.3:0.2", "--cycles", "2000",
                          "--trace", t6, NULL};
-    db = command_trace(noc, t6, 2 * 4); /* per rate: its span and 3 phases */
+    db = trace_of(noc, t6, 2 * 4, true); /* per rate: its span and 3 phases */
     CU_ASSERT_EQUAL(db->n_counters, 16u + 2 * 24 + 16); /* 16 routers, 48 links, 16 ejections */
     tdb_free(db);
     const char *t7 = tmp("run.json.gz");
     const char *run[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
                          "--dp", "2", "--pp", "2", "--microbatch", "1", "--trace", t7, NULL};
-    db = command_trace(run, t7, 100);
+    db = trace_of(run, t7, 100, true);
     CU_ASSERT(db->n_flows > 0);
     CU_ASSERT(db->n_counters > 0);
     tdb_free(db);
@@ -629,28 +631,28 @@ TEST(trace_chips_and_trace_level_keep_only_what_they_name_on_every_command)
     static const int chip0[] = {0, -1}, chip1[] = {1, -1}, chips01[] = {0, 1, -1};
     const char *t1 = tmp("simk.json");
     const char *sim[] = {"sim", elf, "--trace", t1, "--trace-level", "kernel", NULL};
-    tdb *db = command_trace(sim, t1, 1);
+    tdb *db = trace_of(sim, t1, 1, false);
     CU_ASSERT_EQUAL(db->n_flows, 0u);  /* messages are instruction-level */
     CU_ASSERT_EQUAL(slices_of(db, "comm"), 0u);
     CU_ASSERT(slices_of(db, "kernel") + slices_of(db, "collective") == db->n_slices);
     tdb_free(db);
     const char *sim1[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t1, "--trace-chips", "1",
                           NULL};
-    db = command_trace(sim1, t1, 1);
+    db = trace_of(sim1, t1, 1, false);
     CU_ASSERT(only_chips(db, chip1));
     CU_ASSERT(slices_of(db, "dma") > 0);
     tdb_free(db);
     const char *t2 = tmp("layerk.json");
     const char *layer[] = {"layer", "--arch", "tiny", "--gemm", "64,64,64", "--trace", t2,
                            "--trace-level", "kernel", NULL};
-    db = command_trace(layer, t2, 2);
+    db = trace_of(layer, t2, 2, false);
     CU_ASSERT(slices_of(db, "kernel") + slices_of(db, "layer") == db->n_slices);
     tdb_free(db);
     const char *t3 = tmp("collk.json");
     const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--chips", "4",
                           "-b", "1K", "-e", "1K", "--trace", t3, "--trace-chips", "0-1",
                           "--trace-level", "kernel", NULL};
-    db = command_trace(coll, t3, 2);
+    db = trace_of(coll, t3, 2, false);
     CU_ASSERT(only_chips(db, chips01));
     CU_ASSERT_EQUAL(slices_of(db, "collective"), db->n_slices); /* no message slices */
     CU_ASSERT_EQUAL(db->n_flows, 1u); /* the collective's, through the two ranks kept */
@@ -659,7 +661,7 @@ TEST(trace_chips_and_trace_level_keep_only_what_they_name_on_every_command)
     const char *run[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
                          "--dp", "2", "--pp", "2", "--microbatch", "1", "--trace", t4,
                          "--trace-chips", "0", "--trace-level", "kernel", NULL};
-    db = command_trace(run, t4, 10);
+    db = trace_of(run, t4, 10, false);
     CU_ASSERT(only_chips(db, chip0));
     tdb_free(db);
     const char *bad[] = {"sim", elf, "--trace-level", "kernel", NULL};
@@ -692,7 +694,7 @@ TEST(the_noc_traces_ejection_counters_carry_the_offered_load)
     const char *t = tmp("nocload.json");
     const char *noc[] = {"noc", "--mesh", "4x4", "--rate", "0.2", "--warmup", "500",
                          "--cycles", "20000", "--trace", t, "--trace-every", "50", NULL};
-    tdb *db = command_trace(noc, t, 4);
+    tdb *db = trace_of(noc, t, 4, false);
     size_t n;
     double flits = counters_integral(db, ".local flits/cycle", &n) / 1000.0; /* ps per cycle */
     CU_ASSERT_EQUAL(n, 16u);
@@ -860,7 +862,7 @@ TEST(the_sim_traces_occupancy_counters_are_the_programs_hbm_data_and_scratchpad_
                         "tiny", NULL};
     run_ok(as);
     const char *sim[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t, NULL};
-    tdb *db = command_trace(sim, t, 10);
+    tdb *db = trace_of(sim, t, 10, false);
     size_t n;
     CU_ASSERT_DOUBLE_EQUAL(counter_max(db, "hbm.used", &n), 40960, 0);
     CU_ASSERT_EQUAL(n, 2u); /* one per chip */
