@@ -415,6 +415,14 @@ void cli_trace_kernels(cli_trace *t, const core_report *r)
     }
     free(order);
     work_clear(t);
+    uint64_t end_ps = t->offset_ps + (r ? r->total_ps : 0);
+    for (size_t i = 0; i < t->n_spad; i++) { /* the run's kernels (and their names) are gone */
+        cli_trace_spad *s = &t->spad[i];
+        if (s->hi && ops && ops->level)
+            ops->level(t->sink.ctx, s->chip, s->name, end_ps > s->t_ps ? end_ps : s->t_ps, 0);
+        s->kernel = NULL, s->lo = s->hi = 0;
+        s->t_ps = end_ps > s->t_ps ? end_ps : s->t_ps;
+    }
     if (ops && ops->run_end)
         ops->run_end(t->sink.ctx, t->offset_ps + (r ? r->total_ps : 0));
 }

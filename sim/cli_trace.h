@@ -11,7 +11,7 @@
  * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s; a DMA into the
  * scratchpad to the core's "coreN.spad" level (bytes): the extent of the scratchpad the
  * running kernel's DMA has filled, from its lowest to its highest byte written, back to 0
- * when the core's kernel changes (npusim sim adds each chip's "hbm.used": its program's data
+ * when the core's kernel changes and at the run's end (npusim sim adds each chip's "hbm.used": its program's data
  * sections, what HBM holds — the programs allocate nothing while they run). Per kernel: a
  * span on "coreN kernels" with args {cycles, flops, bytes} (the MXU's multiply-accumulates
  * x 2, from mxu.mm's rows and the last mxu.load's tile; the DMA's HBM bytes); a kernel that sent or received messages is a
