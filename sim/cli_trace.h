@@ -58,10 +58,13 @@ typedef struct cli_trace {
 #define CLI_TRACE_LONGOPTS                                                      \
     {"trace-chips", required_argument, NULL, CLI_TRACE_OPT_CHIPS},             \
     {"trace-level", required_argument, NULL, CLI_TRACE_OPT_LEVEL}
-#define CLI_TRACE_USAGE                                                              \
-    "  --trace-chips L keep only these chips in the trace (0-3,8,12-15)\n"           \
-    "  --trace-level K kernel: kernel spans, counters and collective flows; insn\n"  \
-    "                  (default): every instruction and message too\n"
+#define CLI_TRACE_USAGE_AT(pad, indent)                                               \
+    "  --trace-chips L" pad "keep only these chips in the trace (0-3,8,12-15)\n"     \
+    "  --trace-level K" pad "kernel: kernel spans, counters and collective flows;\n" \
+    indent "insn (default): every instruction and message too\n"
+/* ... for a usage text whose descriptions start at column 18 (CLI_TRACE_USAGE) or 20 */
+#define CLI_TRACE_USAGE CLI_TRACE_USAGE_AT(" ", "                  ")
+#define CLI_TRACE_USAGE_20 CLI_TRACE_USAGE_AT("   ", "                    ")
 
 /* Takes getopt's value c and its argument for the two options above into o (o zeroed
  * first: insn level, every chip). NP_ERR_USAGE naming the flag; NP_ERR_NOMEM. Free o's chip

@@ -77,7 +77,7 @@ const char cmd_collective_usage[] =
     "                    process per chip; the flow engine's collective per rank, its\n"
     "                    messages (send, recv/reduce) and link bandwidth counters; with\n"
     "                    --isa the comm.* of each chip as slices (not --engine packet)\n"
-    CLI_TRACE_USAGE
+    CLI_TRACE_USAGE_20
     "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n"
     "  --csv             print the rows as CSV (the names of --json's rows)\n"
     "\n"
