@@ -50,6 +50,39 @@ np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout
     return st;
 }
 
+np_status cli_trace_set_arch(cli_trace *t, const arch_config *cfg, np_err *err)
+{
+    if (!t->w || t->route_net)
+        return NP_OK;
+    net_params np;
+    net_params_from_arch(cfg, &np);
+    if (evq_create(&t->route_q, err) != NP_OK ||
+        net_create(&np, t->route_q, NULL, &t->route_net, err) != NP_OK)
+        return err->status;
+    t->n_links = net_links(t->route_net);
+    if (!(t->link_name = calloc(t->n_links + 1, sizeof *t->link_name)))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    for (uint32_t l = 0; l < t->n_links; l++)
+        net_link_name(t->route_net, l, t->link_name[l], sizeof t->link_name[l]);
+    return NP_OK;
+}
+
+/* A send's bytes over [start, end] into the counter of every link of its route. */
+static void route_bytes(cli_trace *t, uint32_t src, uint32_t dst, uint64_t bytes,
+                        uint64_t start, uint64_t end)
+{
+    net_path_info route;
+    np_err e;
+    if (!t->route_net || src == dst || src >= net_chips(t->route_net) ||
+        dst >= net_chips(t->route_net) || net_route(t->route_net, src, dst, &route, &e) != NP_OK)
+        return;
+    for (uint32_t i = 0; i < route.n_links; i++)
+        if (route.links[i] < t->n_links) {
+            trace_transfer x = {TRACE_SYSTEM_CHIP, t->link_name[route.links[i]], bytes, start, end};
+            t->sink.ops->transfer(t->sink.ctx, &x);
+        }
+}
+
 np_status cli_trace_open(cli_trace *t, const char *path, np_err *err)
 {
     return cli_trace_open_opts(t, path, NULL, err);
@@ -336,6 +369,7 @@ void cli_trace_insn(void *ctx, const core_trace_insn *in)
                 trace_transfer x = {in->chip, s.peer_chip == in->chip ? "noc.send" : "c2c.send",
                                     bytes, start, end};
                 ops->transfer(t->sink.ctx, &x);
+                route_bytes(t, in->chip, s.peer_chip, bytes, start, end);
             }
         }
         if ((send || recv) && in->kernel)
@@ -440,6 +474,10 @@ np_status cli_trace_close(cli_trace *t, np_err *err)
     u64map_free(&t->spad_of);
     free(t->spad);
     t->spad = NULL;
+    net_free(t->route_net);
+    evq_free(t->route_q);
+    free(t->link_name);
+    t->route_net = NULL, t->route_q = NULL, t->link_name = NULL;
     np_status st = trace_layout_close(t->w, err);
     t->w = NULL;
     if (st == NP_OK && t->oom)

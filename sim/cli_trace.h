@@ -29,8 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch.h"
 #include "core.h"
 #include "err.h"
+#include "net.h"
 #include "trace_layout.h"
 #include "trace_map.h"
 
@@ -49,6 +51,10 @@ typedef struct cli_trace {
     u64map spad_of;      /* (chip << 32 | core) + 1 -> index + 1 into spad */
     struct cli_trace_spad *spad; /* per core: the scratchpad its kernel's DMA filled */
     size_t n_spad, cap_spad;
+    evq *route_q;        /* cli_trace_set_arch: the chip network, for routes only */
+    net *route_net;
+    char (*link_name)[48];
+    uint32_t n_links;
     bool oom;
 } cli_trace;
 
@@ -77,6 +83,11 @@ np_status cli_trace_open(cli_trace *t, const char *path, np_err *err);
 /* The same with options (NULL: the defaults); o's chip list is copied. */
 np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout_opts *o,
                               np_err *err);
+
+/* The chip network of cfg (system.*, as the core model builds it), so that each comm.send
+ * to another chip also counts its bytes into a bandwidth counter per link of its route on the
+ * system process (named as noc/ names links). NP_ERR_NOMEM and the network's errors. */
+np_status cli_trace_set_arch(cli_trace *t, const arch_config *cfg, np_err *err);
 
 /* core_sim_opts.trace: one instruction (ctx: the cli_trace). */
 void cli_trace_insn(void *ctx, const core_trace_insn *in);

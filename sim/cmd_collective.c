@@ -610,6 +610,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         col_system_from_net(&cfg, &np);
     if (trace_path && (st = cli_trace_open_opts(&tr, trace_path, trace_opts, err)) != NP_OK)
         goto out;
+    if (trace_path && isa && (st = cli_trace_set_arch(&tr, &cfg, err)) != NP_OK)
+        goto out;
     if (trace_path && !isa &&
         (st = cli_trace_coll_create(coll_sys_net(sys), tr.sink, trace_opts->level, &tc, err)) !=
             NP_OK)

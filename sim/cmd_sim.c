@@ -216,6 +216,8 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     cli_trace tr = {0};
     if (st == NP_OK && trace_path)
         st = cli_trace_open_opts(&tr, trace_path, trace_opts, err);
+    if (st == NP_OK && tr.w)
+        st = cli_trace_set_arch(&tr, &cfg, err);
     for (uint32_t i = 0; st == NP_OK && tr.w && i < n_progs; i++) { /* what each HBM holds */
         uint64_t bytes = 0;
         for (uint32_t k = 0; k < progs[i]->n_data; k++)

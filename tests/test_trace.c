@@ -870,3 +870,25 @@ TEST(the_sim_traces_occupancy_counters_are_the_programs_hbm_data_and_scratchpad_
     CU_ASSERT_EQUAL(n, 2u);
     tdb_free(db);
 }
+
+TEST(the_isa_collectives_link_counters_carry_the_rings_bytes)
+{
+    /* A ring all-reduce of B = 1 KiB on a ring of 4 chips lowered to ISA: every rank sends
+     * 2 (p - 1) = 6 segments of B / p = 256 bytes to its neighbour, so each link of the ring
+     * carries 1,536 bytes (a GB/s counter's integral over ps is 1e-3 bytes). */
+    const char *t = tmp("isalinks.json");
+    const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--isa",
+                          "--chips", "4", "-b", "1K", "-e", "1K", "--trace", t, NULL};
+    tdb *db = trace_of(coll, t, 4, false);
+    size_t links = 0;
+    for (size_t i = 0; i < db->n_counters; i++) {
+        const tdb_counter *c = &db->counters[i];
+        if (db->processes[c->process].pid != TRACE_PID_SYSTEM)
+            continue;
+        links++;
+        CU_ASSERT_DOUBLE_EQUAL(c->integral * 1e-3, 1536, 1e-6);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tdb_str(db, c->name), "->"));
+    }
+    CU_ASSERT_EQUAL(links, 4u);
+    tdb_free(db);
+}
