@@ -23,6 +23,7 @@ struct run_trace {
     uint64_t *saved;     /* per class x layer */
     uint32_t *bwd_tasks; /* per class x layer: backward tasks of one micro-batch */
     uint64_t *used;      /* per rank: its HBM occupancy now; UINT64_MAX before its first task */
+    uint32_t n_ranks;
     u64map stash;        /* (rank, layer, micro-batch) + 1 -> its backward tasks still to end */
 };
 
@@ -46,7 +47,7 @@ static void rt_unit(const run_trace *t, uint32_t chip, unsigned unit, const char
  * task to the end of the last backward task of that layer that reads them. */
 static void rt_hbm_used(run_trace *t, uint32_t rank, const run_plan_task *pt, uint64_t t_ps)
 {
-    if (!t->used || !t->sink.ops->level)
+    if (!t->used || !t->sink.ops->level || rank >= t->n_ranks)
         return;
     uint32_t c = run_graph_class_of(t->rp->g, rank), chip = run_graph_chip_of(t->rp->g, rank);
     uint64_t *u = &t->used[rank], before = *u;
@@ -219,6 +220,7 @@ np_status run_trace_create(const run_plan *rp, trace_sink sink, run_trace **out,
     }
     for (uint32_t r = 0; r < R; r++)
         t->used[r] = UINT64_MAX;
+    t->n_ranks = R;
     for (uint32_t c = 0; c < C && c < (uint32_t)rp->p->n_classes; c++) {
         const nn_plan_class *cl = &rp->p->classes[c];
         nn_plan_mem m;
