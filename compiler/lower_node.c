@@ -205,7 +205,7 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
         return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s')",
                           lower_node_desc(node, desc, sizeof desc), node->name);
     bool update = nn_op_flags(node->op) & NN_OPF_UPDATE;
-    int n_out = update ? def->n_out : 1;
+    int n_out = def->n_out;
     if (def->n_in >= 0 && def->n_in != node->n_src && !update)
         return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s'): the %s kernel "
                           "takes %d inputs, this form of the op has %d",
@@ -213,7 +213,7 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
                           nn_op_name(node->op), def->n_in, node->n_src);
     if ((def->n_in >= 0 && def->n_in != node->n_src) || node->n_src > KC_MAX_IN ||
         (update ? def->n_out < 1 || (def->n_out > 1 && def->n_out + 1 > node->n_src)
-                : def->n_out != 1))
+                : def->n_out < 1 || def->n_out > KC_MAX_OUT))
         return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the %s kernel takes %d "
                           "inputs and %d outputs, the node has %d sources%s",
                           lower_node_desc(node, desc, sizeof desc), node->name,
@@ -228,8 +228,9 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
         k->out[0] = in[0];
         for (int j = 1; j < n_out; j++)
             k->out[j] = in[j + 1];
-    } else {
-        k->out[0] = *out;
+    } else { /* the node's result, then the kernel's further outputs (attention's lse) */
+        for (int j = 0; j < n_out; j++)
+            k->out[j] = out[j];
     }
     k->place = (kc_place){.chip = chip, .core0 = 0, .n_cores = cores};
     if (def->from_node) {
@@ -245,11 +246,13 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
 
 np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k, np_err *err)
 {
-    kc_tensor in[KC_MAX_IN], out;
+    kc_tensor in[KC_MAX_IN], out[KC_MAX_OUT];
     for (int i = 0; i < node->n_src && i < KC_MAX_IN; i++)
         kc_tensor_of(&in[i], 0, node->src[i]);
-    kc_tensor_of(&out, 0, node);
-    return lw_node_kernel(node, in, &out, 0, cores ? cores : 1, true, k, err);
+    kc_tensor_of(&out[0], 0, node);
+    if (node->op == NN_OP_ATTENTION) /* its lse, [B, H, S] fp32 */
+        kc_tensor_dense(&out[1], 0, NN_F32, 3, node->ne);
+    return lw_node_kernel(node, in, out, 0, cores ? cores : 1, true, k, err);
 }
 
 /* ---- epilogue steps -------------------------------------------------------------------------- */
