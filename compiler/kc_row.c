@@ -99,37 +99,70 @@ void krw_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint
     isa_emit_insn(x->e, &in);
 }
 
+/* n packed elements as a tile of rows x KRW_SPAN_COLS and a row of the rest (rem), so that
+ * no count exceeds the 16-bit rows and cols fields (n below 65536: one row of n). */
+#define KRW_SPAN_COLS 32768u
+static void krw_span(uint64_t n, uint64_t *rows, uint64_t *cols, uint64_t *rem)
+{
+    if (n <= 65535u) {
+        *rows = 1, *cols = n, *rem = 0;
+        return;
+    }
+    *cols = KRW_SPAN_COLS, *rows = n / KRW_SPAN_COLS, *rem = n % KRW_SPAN_COLS;
+}
+
 void krw_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
                isa_dtype dt)
 {
-    isa_insn in;
-    isa_insn_init(&in, op);
-    in.VPU_ADDS.dst = krw_spad(dst), in.VPU_ADDS.a = krw_spad(a);
-    in.VPU_ADDS.imm = isa_f32(imm), in.VPU_ADDS.rows = isa_imm(1);
-    in.VPU_ADDS.cols = isa_imm((int64_t)n), in.VPU_ADDS.dtype = isa_enum(dt);
-    isa_emit_insn(x->e, &in);
+    uint64_t rows, cols, rem, done = 0, e = isa_dtype_size[dt];
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem) {
+        if (!rows || !cols)
+            continue;
+        isa_insn in;
+        isa_insn_init(&in, op);
+        in.VPU_ADDS.dst = krw_spad(dst + done * e), in.VPU_ADDS.a = krw_spad(a + done * e);
+        in.VPU_ADDS.imm = isa_f32(imm), in.VPU_ADDS.rows = isa_imm((int64_t)rows);
+        in.VPU_ADDS.cols = isa_imm((int64_t)cols), in.VPU_ADDS.dtype = isa_enum(dt);
+        isa_emit_insn(x->e, &in);
+    }
 }
 
 void krw_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt)
 {
-    isa_insn in;
-    isa_insn_init(&in, op);
-    in.VPU_EXP.dst = krw_spad(dst), in.VPU_EXP.src = krw_spad(src);
-    in.VPU_EXP.rows = isa_imm(1), in.VPU_EXP.cols = isa_imm((int64_t)n);
-    in.VPU_EXP.dtype = isa_enum(dt);
-    isa_emit_insn(x->e, &in);
+    uint64_t rows, cols, rem, done = 0, e = isa_dtype_size[dt];
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem) {
+        if (!rows || !cols)
+            continue;
+        isa_insn in;
+        isa_insn_init(&in, op);
+        in.VPU_EXP.dst = krw_spad(dst + done * e), in.VPU_EXP.src = krw_spad(src + done * e);
+        in.VPU_EXP.rows = isa_imm((int64_t)rows), in.VPU_EXP.cols = isa_imm((int64_t)cols);
+        in.VPU_EXP.dtype = isa_enum(dt);
+        isa_emit_insn(x->e, &in);
+    }
 }
 
 void krw_cast(kc_ctx *x, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt, isa_dtype sdt)
 {
-    ISA_EMIT(x->e, VPU_CAST, krw_spad(dst), krw_spad(src), isa_imm(1),
-             isa_imm((int64_t)n), isa_enum(dt), isa_enum(sdt));
+    uint64_t rows, cols, rem, done = 0;
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem)
+        if (rows && cols)
+            ISA_EMIT(x->e, VPU_CAST, krw_spad(dst + done * isa_dtype_size[dt]),
+                     krw_spad(src + done * isa_dtype_size[sdt]), isa_imm((int64_t)rows),
+                     isa_imm((int64_t)cols), isa_enum(dt), isa_enum(sdt));
 }
 
 void krw_fill(kc_ctx *x, uint64_t dst, float v, uint64_t n, isa_dtype dt)
 {
-    ISA_EMIT(x->e, VPU_FILL, krw_spad(dst), isa_f32(v), isa_imm(1), isa_imm((int64_t)n),
-             isa_enum(dt));
+    uint64_t rows, cols, rem, done = 0;
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem)
+        if (rows && cols)
+            ISA_EMIT(x->e, VPU_FILL, krw_spad(dst + done * isa_dtype_size[dt]), isa_f32(v),
+                     isa_imm((int64_t)rows), isa_imm((int64_t)cols), isa_enum(dt));
 }
 
 void krw_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,

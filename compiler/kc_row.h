@@ -134,6 +134,8 @@ void krw_rdot(kc_ctx *x, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows, ui
              isa_dtype dt, isa_dtype odt, isa_bcast bc);
 void krw_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows,
                uint64_t cols, isa_dtype dt, isa_bcast bc);
+/* krw_scalar, krw_unary, krw_cast, krw_fill: n packed elements, any n (beyond the 16-bit
+ * cols field: a tile of 32768-element rows and one row of the rest) */
 void krw_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
                isa_dtype dt);
 void krw_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt);

@@ -306,6 +306,28 @@ TEST(pad_writes_its_zeros_over_whatever_the_output_held)
             CU_ASSERT_EQUAL(yout[r * 6 + c], c < 2 || c == 5 ? 0.0f : xin[r * 3 + c - 2]);
 }
 
+TEST(pad_zeroes_windows_of_more_elements_than_a_vector_instructions_cols_field_holds)
+{
+    /* [3, 50, 7] padded by 500 before and 301 after along dim 2: 75,000 and 45,150 zeros,
+     * beyond vpu.fill's 65,535 columns, from a scratchpad block that holds them all (tiny
+     * with 2 MiB of scratchpad); on one core and on two, for a float and an integer type */
+    arch_config cfg = arch("tiny", "core.sram_bytes=2097152");
+    const nn_dtype types[2] = {NN_BF16, NN_I8};
+    for (int t = 0; t < 2; t++)
+        for (uint32_t cores = 1; cores <= 2; cores++) {
+            nn_graph *g = nn_graph_new(1);
+            nn_tensor *x = nn_input(g, "x", types[t], 3, (int64_t[]){3, 50, 7});
+            fill(x, 131 + t);
+            nn_tensor *pd = nn_pad(g, x, 2, 500, 301);
+            kc_kernel k = {.op = NN_OP_PAD, .place = {0, 0, cores}, .n_attrs = 2,
+                           .attrs = {KC_INT("axis", 2), KC_INT("before", 500)}};
+            kc_result r;
+            CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, pd, g, 0, 0, &r), 0);
+            CU_ASSERT_EQUAL(r.hbm_write_bytes, nn_nbytes(pd));
+            nn_graph_free(g);
+        }
+}
+
 TEST(bad_indices_axes_and_windows_get_errors_naming_the_kernel)
 {
     arch_config cfg = arch("tiny", NULL);
