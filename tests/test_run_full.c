@@ -236,3 +236,15 @@ TEST(gpt_tiny_on_8_chips_dp4_pp2_trains_one_step_as_the_distributed_executor_and
 {
     check_plan("gpt-tiny", 8, 4, 1, 2, 1);
 }
+
+TEST(mlp_tiny_under_tp8_and_dp8_trains_one_step_as_the_distributed_executor_and_one_device)
+{
+    check_plan("mlp-tiny", 64, 1, 8, 1, 64); /* every layer's 32 units split 4 a chip */
+    check_plan("mlp-tiny", 64, 8, 1, 1, 8);
+}
+
+TEST(gpt_tiny_under_dp8_and_dp2_tp4_trains_one_step_as_the_distributed_executor_and_one_device)
+{
+    check_plan("gpt-tiny", 8, 8, 1, 1, 1);
+    check_plan("gpt-tiny", 4, 2, 4, 1, 2); /* one head a chip */
+}
