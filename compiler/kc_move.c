@@ -410,14 +410,22 @@ static np_status permute_compile(kc_ctx *x)
             passes *= (uint64_t)m.n[d];
             t.nb++;
         }
-    if (passes > 65535)
-        return kc_fail(x, NP_ERR_RANGE, "a transpose over %" PRIu64 " batch indices (at most "
-                       "65535)", passes);
     kc_row_plan p = {.rows = (uint64_t)m.n[b], .n_in = 1, .n_out = 1, .work = tr_work,
-                     .pass = tr_pass, .n_pass = (unsigned)passes, .ctx = &t,
-                     .tr = (uint64_t)kc_attr_int(x, "tr"), .tr_max = 65535};
+                     .ctx = &t, .tr = (uint64_t)kc_attr_int(x, "tr"), .tr_max = 65535};
     p.in[0] = (kc_row_stream){X->addr, m.ss[b], dt, t.A, 1, 0};
     p.out[0] = (kc_row_stream){Y->addr, e, dt, 1, t.A, m.ds[a]};
+    if (t.nb <= KC_ROW_MAX_LOOPS) { /* the batch indices as loops: one pass in the program */
+        p.n_loop = (unsigned)t.nb;
+        for (int d = 0; d < t.nb; d++) {
+            p.loop_n[d] = (uint64_t)t.bn[d];
+            p.loop_in[d][0] = t.bss[d], p.loop_out[d][0] = t.bds[d];
+        }
+    } else if (passes > 65535) {
+        return kc_fail(x, NP_ERR_RANGE, "a transpose over %" PRIu64 " batch indices in %d dims "
+                       "(at most 65535 in more than %d)", passes, t.nb, KC_ROW_MAX_LOOPS);
+    } else {
+        p.pass = tr_pass, p.n_pass = (unsigned)passes;
+    }
     if (kc_rows_emit(x, &p) != NP_OK)
         return kc_status(x);
     char how[96];

@@ -369,8 +369,8 @@ static void setup_core(krow *r, const kc_row_plan *p)
     }
 }
 
-/* One pass of the schedule over rows [row0, row0 + rows) with the plan's current streams. */
-static void run_pass(krow *r, uint64_t row0, uint64_t rows)
+/* Points the stream registers at rows [row0, ...) of the plan's current streams. */
+static void set_streams(krow *r, uint64_t row0)
 {
     kc_ctx *x = r->x;
     kc_row_plan *p = r->p;
@@ -380,6 +380,13 @@ static void run_pass(krow *r, uint64_t row0, uint64_t rows)
     for (unsigned i = 0; i < p->n_out; i++)
         ISA_EMIT(x->e, LI, isa_reg(r->reg_out[i]),
                  isa_imm((int64_t)(p->out[i].addr + row0 * (uint64_t)p->out[i].ld)));
+}
+
+/* One pass of the schedule over `rows` rows from where the stream registers point. */
+static void run_pass(krow *r, uint64_t rows)
+{
+    kc_ctx *x = r->x;
+    kc_row_plan *p = r->p;
     for (unsigned b = 0; b < 2; b++) {
         krw_signal(x, ISA_UNIT_DMA, r->free_[b]);
         if (p->n_out)
@@ -488,6 +495,38 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
             p->prologue(x, p->ctx, rs[i].core, r0, r1 - r0, tr, rs[i].xreg);
         setup_core(&rs[i], &first);
     }
+    if (p->n_loop) { /* one pass in loops that step the streams' starts */
+        if (p->pass || p->n_pass > 1 || p->n_loop > KC_ROW_MAX_LOOPS)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "looped passes with a pass callback");
+        uint64_t n = 1;
+        for (unsigned d = 0; d < p->n_loop; d++)
+            n *= p->loop_n[d];
+        for (uint32_t i = 0; i < cores; i++) {
+            uint64_t r0 = units * i / cores * align, r1 = units * (i + 1) / cores * align;
+            if (kc_core(x, rs[i].core) != NP_OK)
+                return kc_status(x);
+            set_streams(&rs[i], r0);
+            kc_loop l[KC_ROW_MAX_LOOPS];
+            for (unsigned d = 0; d < p->n_loop; d++) {
+                unsigned regs[KC_ROW_MAX_IN + KC_ROW_MAX_OUT], m = 0;
+                int64_t steps[KC_ROW_MAX_IN + KC_ROW_MAX_OUT];
+                for (unsigned j = 0; j < p->n_in; j++)
+                    regs[m] = rs[i].reg_in[j], steps[m++] = p->loop_in[d][j];
+                for (unsigned j = 0; j < p->n_out; j++)
+                    regs[m] = rs[i].reg_out[j], steps[m++] = p->loop_out[d][j];
+                kc_loop_begin(x, &l[d], p->loop_n[d], m, regs, steps);
+            }
+            run_pass(&rs[i], r1 - r0);
+            for (unsigned d = p->n_loop; d-- > 0;)
+                kc_loop_end(x, &l[d]);
+        }
+        for (unsigned i = 0; i < p->n_in; i++)
+            x->res->hbm_read_bytes += n * p->rows * row_bytes(&p->in[i]);
+        for (unsigned i = 0; i < p->n_out; i++)
+            x->res->hbm_write_bytes += n * p->rows * row_bytes(&p->out[i]);
+        x->res->cores = cores;
+        return kc_status(x);
+    }
     unsigned passes = p->n_pass ? p->n_pass : 1;
     for (unsigned ps = 0; ps < passes && kc_status(x) == NP_OK; ps++) {
         *p = first;
@@ -507,7 +546,8 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
             if (kc_core(x, rs[i].core) != NP_OK)
                 return kc_status(x);
             rs[i].pass = ps;
-            run_pass(&rs[i], r0, r1 - r0);
+            set_streams(&rs[i], r0);
+            run_pass(&rs[i], r1 - r0);
         }
         for (unsigned i = 0; i < p->n_in; i++)
             x->res->hbm_read_bytes += p->rows * row_bytes(&p->in[i]);

@@ -33,6 +33,7 @@
 #define KC_ROW_MAX_OUT 2
 #define KC_ROW_MAX_XREG 4
 #define KC_ROW_MAX_CORES 64
+#define KC_ROW_MAX_LOOPS 4
 
 /* A kernel's per-core part of its context (the cores' scratchpads need not be alike):
  * KC_ROW_PC(k, core) is core's element of k->pc[], k->core0 the placement's first core. */
@@ -85,6 +86,12 @@ struct kc_row_plan {
      * scratchpad is streamed in chunks of columns, one pass per chunk */
     unsigned n_pass;
     void (*pass)(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p);
+    /* (optional, without pass()) passes that differ only in where the streams start, as
+     * loops: n_loop dims (outermost first) of loop_n[d] passes each, stream i's start stepped
+     * by loop_in[d][i] (loop_out[d][i]) bytes a pass of dim d; the program holds one pass */
+    unsigned n_loop;
+    uint64_t loop_n[KC_ROW_MAX_LOOPS];
+    int64_t loop_in[KC_ROW_MAX_LOOPS][KC_ROW_MAX_IN], loop_out[KC_ROW_MAX_LOOPS][KC_ROW_MAX_OUT];
     /* (optional) per core before its tiles, with the block's rows [row0, row0 + rows) and TR;
      * xreg: the core's stepped registers */
     void (*prologue)(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,

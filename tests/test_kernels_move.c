@@ -237,6 +237,41 @@ TEST(permute_moves_every_element_exactly_by_strided_copies_or_tile_transposes)
         }
 }
 
+TEST(batched_transposes_loop_over_their_batch_so_the_program_does_not_grow_with_it)
+{
+    /* [P, Q, R, S] -> [Q, P, S, R]: two batch dims that do not merge (P and Q swap), each a
+     * loop; then [B, 5, 7] -> [B, 7, 5] for B = 2 and 40: the same instructions */
+    arch_config cfg = arch("tiny", NULL);
+    for (int t = 0; t < 5; t++) {
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_input(g, "x", all_types[t], 4, (int64_t[]){3, 4, 5, 6});
+        fill(x, 141 + t);
+        nn_tensor *y = nn_permute(g, x, (int[]){1, 0, 3, 2});
+        kc_kernel k = {.op = NN_OP_PERMUTE, .place = {0, 0, 2}, .n_attrs = 1,
+                       .attrs = {KC_INT("axes", 1032)}};
+        kc_result r;
+        CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, y, g, 0, 0, &r), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "12 passes"));
+        CU_ASSERT_EQUAL(r.hbm_read_bytes, nn_nbytes(y));
+        nn_graph_free(g);
+    }
+    uint64_t insns[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t B = i ? 40 : 2;
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_input(g, "x", NN_BF16, 3, (int64_t[]){B, 5, 7});
+        fill(x, 151 + i);
+        nn_tensor *y = nn_permute(g, x, (int[]){0, 2, 1});
+        kc_kernel k = {.op = NN_OP_PERMUTE, .place = {0, 0, 1}, .n_attrs = 1,
+                       .attrs = {KC_INT("axes", 21)}};
+        kc_result r;
+        CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, y, g, 0, 0, &r), 0);
+        insns[i] = r.insns;
+        nn_graph_free(g);
+    }
+    CU_ASSERT_EQUAL(insns[0], insns[1]);
+}
+
 TEST(concat_slice_and_pad_move_windows_exactly_along_every_axis)
 {
     arch_config cfg = arch("tiny", NULL);
