@@ -911,6 +911,19 @@ static np_status kg_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const 
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
+/* The gradients' node parameters (framework/op_linalg.c, conv2d's): ip[0] stride, ip[1] pad,
+ * ip[2] dilation, ip[3] groups (one of each for both dims); ip[4..5] the output's H and W. */
+static np_status kg_from_node(const nn_tensor *t, kc_kernel *k, np_err *err)
+{
+    if (k->n_attrs + 4 > KC_MAX_ATTRS)
+        return np_err_set(err, NP_ERR_RANGE, "%s: no room for its attributes", nn_op_name(t->op));
+    k->attrs[k->n_attrs++] = KC_INT("stride", t->ip[0]);
+    k->attrs[k->n_attrs++] = KC_INT("pad", t->ip[1]);
+    k->attrs[k->n_attrs++] = KC_INT("dilation", t->ip[2]);
+    k->attrs[k->n_attrs++] = KC_INT("groups", t->ip[3]);
+    return NP_OK;
+}
+
 /* ---- `npusim kernel --op` ------------------------------------------------------------------ */
 
 static const kc_attr_def kg_keys[] = {
@@ -979,7 +992,7 @@ static const kc_attr_def kg_attrs[] = {
 const kc_kernel_def kc_conv2d_grad_input_def = {
     .op = NN_OP_CONV2D_GRAD_INPUT, .n_in = 2, .n_out = 1,
     .attrs = kg_attrs, .n_attrs = sizeof kg_attrs / sizeof kg_attrs[0],
-    .compile = grad_input_compile, .reference = kg_reference,
+    .compile = grad_input_compile, .reference = kg_reference, .from_node = kg_from_node,
     .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
     .doc = "implicit GEMM per stride phase: dy gathered with a tap's constant shift (outside "
            "zeroed), w's tap blocks loaded transposed, border rows emitted once; depthwise on "
@@ -989,7 +1002,7 @@ const kc_kernel_def kc_conv2d_grad_input_def = {
 const kc_kernel_def kc_conv2d_grad_weight_def = {
     .op = NN_OP_CONV2D_GRAD_WEIGHT, .n_in = 2, .n_out = 1,
     .attrs = kg_attrs, .n_attrs = sizeof kg_attrs / sizeof kg_attrs[0],
-    .compile = grad_weight_compile, .reference = kg_reference,
+    .compile = grad_weight_compile, .reference = kg_reference, .from_node = kg_from_node,
     .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
     .doc = "implicit GEMM per tap over the output pixels the tap sees: x gathered and "
            "transposed, dy stationary, images and runs of rows as loops; depthwise on the "
