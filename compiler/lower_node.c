@@ -255,6 +255,33 @@ np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k,
     return lw_node_kernel(node, in, out, 0, cores ? cores : 1, true, k, err);
 }
 
+np_status lower_kernel_alone(const arch_config *cfg, const kc_kernel *k0, kc_result *res,
+                             isa_program **prog, np_err *err)
+{
+    kc_kernel k = *k0;
+    uint32_t cores = k.place.core0 + (k.place.n_cores ? k.place.n_cores : 1);
+    kc_prog *p;
+    if (kc_prog_new(cfg, &(kc_prog_opts){.chip = k.place.chip, .cores = cores}, &p, err) !=
+        NP_OK)
+        return err->status;
+    np_status st = NP_OK;
+    for (int i = 0; i < k.n_in && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.in[i]), &k.in[i].addr, err);
+    for (int i = 0; i < k.n_epi && st == NP_OK; i++)
+        if (k.epi[i].has_arg)
+            st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.epi[i].arg), &k.epi[i].arg.addr, err);
+    for (int i = 0; i < k.n_out && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.out[i]), &k.out[i].addr, err);
+    if (st == NP_OK)
+        st = kc_compile(p, &k, res, err);
+    if (st == NP_OK)
+        st = kc_prog_finish(p, err);
+    if (st == NP_OK && prog)
+        *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    return st;
+}
+
 /* ---- epilogue steps -------------------------------------------------------------------------- */
 
 /* Whether a's shape broadcasts to b's (numpy rules). */
