@@ -176,6 +176,12 @@ np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k,
 np_status lower_kernel_alone(const arch_config *cfg, const kc_kernel *k, kc_result *res,
                              isa_program **prog, np_err *err);
 
+/* The compute nodes of model layer `layer` in plan p (every class's compute entries whose
+ * layer it is: forward, backward, recomputation and the optimizer's updates of its
+ * parameters), each once, in block order, those that lower to a kernel (not views):
+ * up to max of them into nodes (may be NULL with max 0); returns how many there are. */
+int lower_plan_layer_nodes(const nn_plan *p, int layer, const nn_tensor **nodes, int max);
+
 /* "relu bf16[8,32] -> bf16[8,32]": the node's op and shapes, for messages. */
 char *lower_node_desc(const nn_tensor *node, char *buf, size_t n);
 

@@ -348,3 +348,52 @@ TEST(every_zoo_model_builds_every_kernel_of_its_plan_on_tpu_pod)
     }
     nn_model_names_free(names, n);
 }
+
+TEST(every_kernel_of_a_gpt3_175b_layer_builds_and_counts_megatrons_flops)
+{
+    /* layer 0 of GPT-3 175B at micro-batch 1, sequence 2048 on one tpu-pod chip: forward,
+     * backward and AdamW; compiled, not simulated (bench/bench_layer_compile times it). The
+     * kernels' FLOPs against Narayanan et al.'s 72 B s h^2 (1 + s / 6h) per layer: within 1 %
+     * (the rest: norms, softmax, the update) */
+    np_err e = {0};
+    arch_config cfg;
+    nn_model_desc d;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", NULL, 0, &cfg, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt3-175b", &d, &e), NP_OK);
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.microbatch = 1;
+    nn_model_opts o = {.batch = 1, .seq = 2048, .compute = NN_BF16, .seed = 1};
+    nn_optim opt = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
+                    .eps = 1e-8, .weight_decay = 0.1};
+    nn_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &opt, &cfg, &p, &e), NP_OK);
+    int n = lower_plan_layer_nodes(p, 0, NULL, 0);
+    CU_ASSERT_FATAL(n > 0);
+    const nn_tensor **nodes = calloc((size_t)n, sizeof *nodes);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nodes);
+    CU_ASSERT_EQUAL(lower_plan_layer_nodes(p, 0, nodes, n), n);
+    int by_region[4] = {0}, bad = 0;
+    double flops = 0;
+    for (int i = 0; i < n; i++) {
+        kc_kernel k;
+        kc_result r;
+        by_region[nodes[i]->region & 3]++;
+        if (lower_node_kernel(nodes[i], (uint32_t)cfg.chip.cores, &k, &e) != NP_OK ||
+            lower_kernel_alone(&cfg, &k, &r, NULL, &e) != NP_OK) {
+            fprintf(stderr, "%s: %s\n", nodes[i]->name, e.msg);
+            bad++;
+            continue;
+        }
+        flops += (double)r.flops;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(by_region[NN_REGION_FORWARD] > 0 && by_region[NN_REGION_BACKWARD] > 0);
+    CU_ASSERT(by_region[NN_REGION_OPTIM] >= 12); /* 4 linear layers' w and b, 2 norms' */
+    double h = 12288, sq = 2048, want = 72 * sq * h * h * (1 + sq / (6 * h));
+    fprintf(stderr, "gpt3-175b layer 0: %d kernels, %.4g FLOPs (Megatron's %.4g)\n", n, flops,
+            want);
+    CU_ASSERT(fabs(flops / want - 1) < 0.01);
+    free(nodes);
+    nn_plan_free(p);
+}
