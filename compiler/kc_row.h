@@ -32,7 +32,7 @@
 #define KC_ROW_MAX_IN 4
 #define KC_ROW_MAX_OUT 2
 #define KC_ROW_MAX_XREG 4
-#define KC_ROW_MAX_CORES 64
+#define KC_ROW_MAX_CORES 256 /* a100-cluster: 108 */
 #define KC_ROW_MAX_LOOPS 4
 
 /* A kernel's per-core part of its context (the cores' scratchpads need not be alike):

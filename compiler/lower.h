@@ -169,7 +169,8 @@ uint64_t lower_addr_mb(const lower_prog *lp, const nn_tensor *t, int mb);
 np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k, np_err *err);
 
 /* Kernel k (operand addresses ignored) compiled alone into a fresh program for cfg's chip:
- * every operand (and epilogue argument) in a .bss buffer of its own, then halt on every core
+ * every operand (and epilogue argument) in a .bss buffer of its own (from a quarter of the
+ * HBM, at most 1 GiB, up: the kernel's constants below), then halt on every core
  * up to its placement's last; *res what it costs, *prog the program (the caller frees it;
  * NULL when not wanted). What `npusim run` times, and what compiling a plan's kernels means.
  * Errors: the compiler's (naming the kernel), NP_ERR_NOMEM. */

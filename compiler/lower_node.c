@@ -260,9 +260,14 @@ np_status lower_kernel_alone(const arch_config *cfg, const kc_kernel *k0, kc_res
 {
     kc_kernel k = *k0;
     uint32_t cores = k.place.core0 + (k.place.n_cores ? k.place.n_cores : 1);
+    /* room for a kernel's constants (.data: RoPE's tables) below the operands: a quarter of
+     * the HBM, at most 1 GiB */
+    uint64_t room = cfg->chip.hbm_bytes / 4 < (UINT64_C(1) << 30) ? cfg->chip.hbm_bytes / 4
+                                                                   : UINT64_C(1) << 30;
+    kc_prog_opts po = {.chip = k.place.chip, .cores = cores,
+                       .emit = {.bss_base = room > ISA_EMIT_BSS_BASE ? room : 0}};
     kc_prog *p;
-    if (kc_prog_new(cfg, &(kc_prog_opts){.chip = k.place.chip, .cores = cores}, &p, err) !=
-        NP_OK)
+    if (kc_prog_new(cfg, &po, &p, err) != NP_OK)
         return err->status;
     np_status st = NP_OK;
     for (int i = 0; i < k.n_in && st == NP_OK; i++)

@@ -217,6 +217,23 @@ TEST(layernorm_and_rmsnorm_gradients_equal_the_reference)
         }
 }
 
+TEST(row_kernels_spread_over_more_than_64_cores)
+{
+    /* tiny with 80 cores (a100-cluster has 108): the norms, their gradients and softmax over
+     * 203 rows, every core a block of rows */
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[3] = {"chip.cores=80", "chip.mesh_x=10", "chip.mesh_y=8"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 3, &cfg, &e), NP_OK);
+    const int64_t shape[2] = {203, 9};
+    kc_result r;
+    CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_LAYERNORM, NN_BF16, 2, shape, 2, 80, 0, 61, &r), 0);
+    CU_ASSERT_EQUAL(r.cores, 80u);
+    CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_RMSNORM_GRAD, NN_F32, 2, shape, 0, 80, 0, 62, &r), 0);
+    CU_ASSERT_EQUAL(check_softmax(&cfg, NN_OP_SOFTMAX, NN_BF16, 2, shape, 80, 0, 63, &r), 0);
+    CU_ASSERT_EQUAL(r.cores, 80u);
+}
+
 /* ---- cross-entropy and its gradient ---------------------------------------------------------- */
 
 static int64_t check_ce(const arch_config *cfg, bool grad, nn_dtype dt, nn_dtype lt, int ndim,

@@ -397,3 +397,26 @@ TEST(every_kernel_of_a_gpt3_175b_layer_builds_and_counts_megatrons_flops)
     free(nodes);
     nn_plan_free(p);
 }
+
+TEST(a_kernel_compiled_alone_has_room_for_megabytes_of_constants)
+{
+    /* RoPE over 2048 positions of 128-wide heads: its cos/sin table is 1.5 MiB of .data,
+     * more than the emitter's default 960 KiB below .bss */
+    np_err e = {0};
+    arch_config cfg;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", NULL, 0, &cfg, &e), NP_OK);
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_input(g, "x", NN_BF16, 4, (int64_t[]){1, 2, 2048, 128});
+    nn_tensor *y = nn_rope(g, x, 10000);
+    kc_kernel k;
+    kc_result r;
+    isa_program *prog = NULL;
+    CU_ASSERT_EQUAL_FATAL(lower_node_kernel(y, 8, &k, &e), NP_OK);
+    np_status st = lower_kernel_alone(&cfg, &k, &r, &prog, &e);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_EQUAL(st, NP_OK);
+    CU_ASSERT_PTR_NOT_NULL(prog);
+    isa_program_free(prog);
+    nn_graph_free(g);
+}
