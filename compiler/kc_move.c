@@ -410,10 +410,48 @@ static np_status permute_compile(kc_ctx *x)
             passes *= (uint64_t)m.n[d];
             t.nb++;
         }
+    uint64_t A = t.A, Ac = A; /* A in chunks of Ac columns when a row of A does not fit */
     kc_row_plan p = {.rows = (uint64_t)m.n[b], .n_in = 1, .n_out = 1, .work = tr_work,
                      .ctx = &t, .tr = (uint64_t)kc_attr_int(x, "tr"), .tr_max = 65535};
-    p.in[0] = (kc_row_stream){X->addr, m.ss[b], dt, t.A, 1, 0};
-    p.out[0] = (kc_row_stream){Y->addr, e, dt, 1, t.A, m.ds[a]};
+    for (;; Ac = (Ac + 1) / 2) {
+        p.in[0] = (kc_row_stream){X->addr, m.ss[b], dt, Ac, 1, 0};
+        p.out[0] = (kc_row_stream){Y->addr, e, dt, 1, Ac, m.ds[a]};
+        uint64_t want = p.rows < 16 ? p.rows : 16; /* rows a tile should hold */
+        if (Ac == 1 || (Ac <= 65535 && kc_rows_fit(x, &p, k->place.core0) >= want))
+            break;
+    }
+    uint64_t chunks = A / Ac, rem = A % Ac;
+    if (chunks > 1 || rem) { /* the chunks as one more loop (the last, shorter one apart) */
+        if (t.nb + 1 > KC_ROW_MAX_LOOPS)
+            return kc_fail(x, NP_ERR_RANGE, "a transpose of rows of %" PRIu64 " elements in "
+                           "chunks over %d batch dims (at most %d)", A, t.nb,
+                           KC_ROW_MAX_LOOPS - 1);
+        t.A = Ac;
+        p.n_loop = (unsigned)t.nb + 1;
+        for (int d = 0; d < t.nb; d++) {
+            p.loop_n[d] = (uint64_t)t.bn[d];
+            p.loop_in[d][0] = t.bss[d], p.loop_out[d][0] = t.bds[d];
+        }
+        p.loop_n[t.nb] = chunks;
+        p.loop_in[t.nb][0] = (int64_t)Ac * e, p.loop_out[t.nb][0] = (int64_t)Ac * m.ds[a];
+        if (kc_rows_emit(x, &p) != NP_OK)
+            return kc_status(x);
+        if (rem) { /* the last chunk: its own pass, from the chunks' end */
+            t.A = rem;
+            p.n_loop = (unsigned)t.nb;
+            p.in[0] = (kc_row_stream){X->addr + chunks * Ac * (uint64_t)e, m.ss[b], dt, rem, 1, 0};
+            p.out[0] = (kc_row_stream){Y->addr + chunks * Ac * (uint64_t)m.ds[a], e, dt, 1, rem,
+                                       m.ds[a]};
+            if (kc_rows_emit(x, &p) != NP_OK)
+                return kc_status(x);
+        }
+        char how[128];
+        snprintf(how, sizeof how, "tiles of %" PRIu64 " x %" PRIu64 " transposed by the vector "
+                 "unit, %" PRIu64 " passes, rows in %" PRIu64 " chunks", p.tr_used, Ac, passes,
+                 chunks + (rem ? 1 : 0));
+        move_result(x, 0, 0, p.cores_used, how);
+        return kc_status(x);
+    }
     if (t.nb <= KC_ROW_MAX_LOOPS) { /* the batch indices as loops: one pass in the program */
         p.n_loop = (unsigned)t.nb;
         for (int d = 0; d < t.nb; d++) {

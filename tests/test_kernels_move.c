@@ -272,6 +272,30 @@ TEST(batched_transposes_loop_over_their_batch_so_the_program_does_not_grow_with_
     CU_ASSERT_EQUAL(insns[0], insns[1]);
 }
 
+TEST(transposes_of_rows_too_wide_for_the_scratchpad_go_in_chunks_of_columns)
+{
+    /* tiny's 64 KiB: [37, 701] and [3, 37, 701] fp32 rows of 701 do not fit 16 a tile, so
+     * the rows go in chunks (176, 176, 176 and the last 173), a loop of their own */
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[3]; int axes[3]; int64_t digits; } cases[] = {
+        {2, {37, 701}, {1, 0}, 10}, {3, {3, 37, 701}, {0, 2, 1}, 21}};
+    for (size_t c = 0; c < 2; c++)
+        for (int t = 0; t < 5; t += 4) { /* fp32, int32 */
+            nn_graph *g = nn_graph_new(1);
+            nn_tensor *x = nn_input(g, "x", all_types[t], cases[c].nd, cases[c].shape);
+            fill(x, 161 + c);
+            nn_tensor *y = nn_permute(g, x, cases[c].axes);
+            kc_kernel k = {.op = NN_OP_PERMUTE, .place = {0, 0, 2}, .n_attrs = 1,
+                           .attrs = {KC_INT("axes", cases[c].digits)}};
+            kc_result r;
+            CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, y, g, 0, 0, &r), 0);
+            CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "rows in 4 chunks"));
+            CU_ASSERT_EQUAL(r.hbm_read_bytes, nn_nbytes(y));
+            CU_ASSERT_EQUAL(r.hbm_write_bytes, nn_nbytes(y));
+            nn_graph_free(g);
+        }
+}
+
 TEST(concat_slice_and_pad_move_windows_exactly_along_every_axis)
 {
     arch_config cfg = arch("tiny", NULL);
