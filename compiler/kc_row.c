@@ -495,16 +495,31 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
             p->prologue(x, p->ctx, rs[i].core, r0, r1 - r0, tr, rs[i].xreg);
         setup_core(&rs[i], &first);
     }
-    if (p->n_loop) { /* one pass in loops that step the streams' starts */
-        if (p->pass || p->n_pass > 1 || p->n_loop > KC_ROW_MAX_LOOPS)
-            return kc_fail(x, NP_ERR_INCONSISTENT, "looped passes with a pass callback");
-        uint64_t n = 1;
+    if (p->n_loop > KC_ROW_MAX_LOOPS)
+        return kc_fail(x, NP_ERR_RANGE, "%u loops of passes (at most %d)", p->n_loop,
+                       KC_ROW_MAX_LOOPS);
+    unsigned passes = p->n_pass ? p->n_pass : 1;
+    for (unsigned ps = 0; ps < passes && kc_status(x) == NP_OK; ps++) {
+        *p = first;
+        if (p->pass)
+            p->pass(x, p->ctx, ps, p);
+        if (p->n_in > first.n_in || p->n_out > first.n_out)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u has more streams than the first", ps);
+        for (unsigned i = 0; i < p->n_in + p->n_out; i++) {
+            const kc_row_stream *s = i < p->n_in ? &p->in[i] : &p->out[i - p->n_in];
+            const kc_row_stream *f = i < p->n_in ? &first.in[i] : &first.out[i - p->n_in];
+            if (row_bytes(s) > row_bytes(f))
+                return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u: a stream wider than its buffers",
+                               ps);
+        }
+        uint64_t nl = 1; /* the pass runs in loops that step the streams' starts */
         for (unsigned d = 0; d < p->n_loop; d++)
-            n *= p->loop_n[d];
+            nl *= p->loop_n[d];
         for (uint32_t i = 0; i < cores; i++) {
             uint64_t r0 = units * i / cores * align, r1 = units * (i + 1) / cores * align;
             if (kc_core(x, rs[i].core) != NP_OK)
                 return kc_status(x);
+            rs[i].pass = ps;
             set_streams(&rs[i], r0);
             kc_loop l[KC_ROW_MAX_LOOPS];
             for (unsigned d = 0; d < p->n_loop; d++) {
@@ -521,38 +536,9 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
                 kc_loop_end(x, &l[d]);
         }
         for (unsigned i = 0; i < p->n_in; i++)
-            x->res->hbm_read_bytes += n * p->rows * row_bytes(&p->in[i]);
+            x->res->hbm_read_bytes += nl * p->rows * row_bytes(&p->in[i]);
         for (unsigned i = 0; i < p->n_out; i++)
-            x->res->hbm_write_bytes += n * p->rows * row_bytes(&p->out[i]);
-        x->res->cores = cores;
-        return kc_status(x);
-    }
-    unsigned passes = p->n_pass ? p->n_pass : 1;
-    for (unsigned ps = 0; ps < passes && kc_status(x) == NP_OK; ps++) {
-        *p = first;
-        if (p->pass)
-            p->pass(x, p->ctx, ps, p);
-        if (p->n_in > first.n_in || p->n_out > first.n_out)
-            return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u has more streams than the first", ps);
-        for (unsigned i = 0; i < p->n_in + p->n_out; i++) {
-            const kc_row_stream *s = i < p->n_in ? &p->in[i] : &p->out[i - p->n_in];
-            const kc_row_stream *f = i < p->n_in ? &first.in[i] : &first.out[i - p->n_in];
-            if (row_bytes(s) > row_bytes(f))
-                return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u: a stream wider than its buffers",
-                               ps);
-        }
-        for (uint32_t i = 0; i < cores; i++) {
-            uint64_t r0 = units * i / cores * align, r1 = units * (i + 1) / cores * align;
-            if (kc_core(x, rs[i].core) != NP_OK)
-                return kc_status(x);
-            rs[i].pass = ps;
-            set_streams(&rs[i], r0);
-            run_pass(&rs[i], r1 - r0);
-        }
-        for (unsigned i = 0; i < p->n_in; i++)
-            x->res->hbm_read_bytes += p->rows * row_bytes(&p->in[i]);
-        for (unsigned i = 0; i < p->n_out; i++)
-            x->res->hbm_write_bytes += p->rows * row_bytes(&p->out[i]);
+            x->res->hbm_write_bytes += nl * p->rows * row_bytes(&p->out[i]);
     }
     *p = first;
     x->res->cores = cores;

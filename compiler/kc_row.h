@@ -86,9 +86,10 @@ struct kc_row_plan {
      * scratchpad is streamed in chunks of columns, one pass per chunk */
     unsigned n_pass;
     void (*pass)(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p);
-    /* (optional, without pass()) passes that differ only in where the streams start, as
-     * loops: n_loop dims (outermost first) of loop_n[d] passes each, stream i's start stepped
-     * by loop_in[d][i] (loop_out[d][i]) bytes a pass of dim d; the program holds one pass */
+    /* (optional) each pass in loops that step where the streams start: n_loop dims
+     * (outermost first) of loop_n[d] iterations each, stream i's start stepped by
+     * loop_in[d][i] (loop_out[d][i]) bytes an iteration of dim d; the program holds the
+     * pass once (pass() may change the loops too) */
     unsigned n_loop;
     uint64_t loop_n[KC_ROW_MAX_LOOPS];
     int64_t loop_in[KC_ROW_MAX_LOOPS][KC_ROW_MAX_IN], loop_out[KC_ROW_MAX_LOOPS][KC_ROW_MAX_OUT];
