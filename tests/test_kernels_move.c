@@ -139,6 +139,30 @@ TEST(embedding_grad_accumulates_every_row_of_repeated_indices)
             }
 }
 
+TEST(embedding_grad_of_rows_too_wide_for_the_scratchpad_goes_in_column_pieces)
+{
+    /* tiny's 64 KiB and rows of 6000: the zeroing and the final conversion as narrower rows,
+     * dy converted and scatter-added in column pieces; bf16 and fp16 (fp32 accumulation),
+     * fp32 (straight from HBM), on one core and two */
+    arch_config cfg = arch("tiny", NULL);
+    for (int t = 0; t < 3; t++)
+        for (uint32_t cores = 1; cores <= 2; cores++) {
+            nn_graph *g = nn_graph_new(1);
+            nn_tensor *in[2];
+            in[0] = nn_input(g, "idx", NN_I32, 1, (int64_t[]){9});
+            fill_idx(in[0], 7, 17 + cores);
+            in[1] = nn_input(g, "dy", float_types[t], 2, (int64_t[]){9, 6000});
+            fill(in[1], 19 + t);
+            nn_tensor *y = nn_node(g, NN_OP_EMBEDDING_GRAD, 2, in, (int64_t[NN_MAX_IPARAMS]){7},
+                                   NULL);
+            kc_kernel k = {.op = NN_OP_EMBEDDING_GRAD, .place = {0, 0, cores}};
+            double rtol = float_types[t] == NN_BF16 ? 0x1p-7
+                          : float_types[t] == NN_F16 ? 0x1p-10 : 0x1p-20;
+            CU_ASSERT_EQUAL(run_check(&cfg, &k, in, 2, y, g, rtol, rtol / 4, NULL), 0);
+            nn_graph_free(g);
+        }
+}
+
 /* Indices of a vocabulary of 3V rows (before the shard, in it, after it) and the shard's
  * offset, as the tensor-parallel plans make them (framework/plan_tp.c). */
 static void fill_shard_idx(nn_tensor *t, nn_tensor *off, uint64_t V, int64_t o, uint64_t seed)
