@@ -168,6 +168,21 @@ uint64_t lower_addr_mb(const lower_prog *lp, const nn_tensor *t, int mb);
  * kernel's operands, attributes or reference do not describe the node). */
 np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k, np_err *err);
 
+/* Kernel k (operand addresses ignored) compiled alone into a fresh program for cfg's chip:
+ * every operand (and epilogue argument) in a .bss buffer of its own (from a quarter of the
+ * HBM, at most 1 GiB, up: the kernel's constants below), then halt on every core
+ * up to its placement's last; *res what it costs, *prog the program (the caller frees it;
+ * NULL when not wanted). What `npusim run` times, and what compiling a plan's kernels means.
+ * Errors: the compiler's (naming the kernel), NP_ERR_NOMEM. */
+np_status lower_kernel_alone(const arch_config *cfg, const kc_kernel *k, kc_result *res,
+                             isa_program **prog, np_err *err);
+
+/* The compute nodes of model layer `layer` in plan p (every class's compute entries whose
+ * layer it is: forward, backward, recomputation and the optimizer's updates of its
+ * parameters), each once, in block order, those that lower to a kernel (not views):
+ * up to max of them into nodes (may be NULL with max 0); returns how many there are. */
+int lower_plan_layer_nodes(const nn_plan *p, int layer, const nn_tensor **nodes, int max);
+
 /* "relu bf16[8,32] -> bf16[8,32]": the node's op and shapes, for messages. */
 char *lower_node_desc(const nn_tensor *node, char *buf, size_t n);
 

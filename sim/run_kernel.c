@@ -257,33 +257,6 @@ static double rk_wall(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* k compiled alone: every operand in a .bss buffer of its own, then halt on every core. */
-static np_status rk_compile(const arch_config *cfg, const kc_kernel *k0, kc_result *res,
-                            isa_program **prog, np_err *err)
-{
-    kc_kernel k = *k0;
-    uint32_t cores = k.place.core0 + (k.place.n_cores ? k.place.n_cores : 1);
-    kc_prog *p;
-    if (kc_prog_new(cfg, &(kc_prog_opts){.cores = cores}, &p, err) != NP_OK)
-        return err->status;
-    np_status st = NP_OK;
-    for (int i = 0; i < k.n_in && st == NP_OK; i++)
-        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.in[i]), &k.in[i].addr, err);
-    for (int i = 0; i < k.n_epi && st == NP_OK; i++)
-        if (k.epi[i].has_arg)
-            st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.epi[i].arg), &k.epi[i].arg.addr, err);
-    for (int i = 0; i < k.n_out && st == NP_OK; i++)
-        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.out[i]), &k.out[i].addr, err);
-    if (st == NP_OK)
-        st = kc_compile(p, &k, res, err);
-    if (st == NP_OK)
-        st = kc_prog_finish(p, err);
-    if (st == NP_OK)
-        *prog = kc_prog_take(p);
-    kc_prog_free(p);
-    return st;
-}
-
 /* The duration and the mean busy time over the chip's cores of the DMA, matrix and vector
  * units, from a core report. */
 static void rk_from_report(const arch_config *cfg, const core_report *r, run_ktime *t)
@@ -320,7 +293,7 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     kc_result res;
     isa_program *prog = NULL;
     core_report *rep = NULL;
-    np_status st = rk_compile(t->cfg, &ks->k, &res, &prog, err);
+    np_status st = lower_kernel_alone(t->cfg, &ks->k, &res, &prog, err);
     if (st == NP_OK) {
         t->st.compiled++;
         st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
