@@ -800,6 +800,17 @@ static void ka_params(const kc_kernel *k, const nn_tensor *q, int64_t *ip, doubl
     fp[0] = scale > 0 ? scale : 1.0 / sqrt((double)q->ne[q->ndim - 1]);
 }
 
+/* The inverse of ka_params: a node's causal flag (ip[0]) and scale (fp[0]) as attributes. */
+static np_status ka_from_node(const nn_tensor *t, kc_kernel *k, np_err *err)
+{
+    if (k->n_attrs + 2 > KC_MAX_ATTRS)
+        return np_err_set(err, NP_ERR_RANGE, "%s: no room for its attributes",
+                          nn_op_name(t->op));
+    k->attrs[k->n_attrs++] = KC_INT("causal", t->ip[0] != 0);
+    k->attrs[k->n_attrs++] = KC_REAL("scale", t->fp[0]);
+    return NP_OK;
+}
+
 static np_status ka_ref(nn_graph *g, nn_tensor **out, int n, np_err *err)
 {
     for (int i = 0; i < n; i++)
@@ -935,7 +946,7 @@ static void ka_tolerance(const kc_kernel *k, int out, kc_tol *t)
         .attrs = ka_attrs, .n_attrs = sizeof ka_attrs / sizeof ka_attrs[0],                     \
         .compile = comp, .reference = ref,                                                      \
         .keys = ka_keys, .n_keys = sizeof ka_keys / sizeof ka_keys[0], .build = bld,            \
-        .doc = text, .tolerance = ka_tolerance,                                                 \
+        .doc = text, .tolerance = ka_tolerance, .from_node = ka_from_node,                      \
     }
 
 KA_ROW(NN_OP_ATTENTION, kc_attention_def, 3, 2, attn_compile, attn_reference, attn_build,

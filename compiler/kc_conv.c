@@ -75,6 +75,28 @@ static int64_t linear(const int64_t *st, const int64_t *ext, int n, bool *lin)
     return unit;
 }
 
+/* Whether w (strides ws of [O, Cg, R, S]) holds each filter's window in x's order —
+ * (c, kh, kw) when cm, else (kh, kw, c) — in one stride, as B's columns ([o][window]: *b_cols)
+ * or rows ([window][o]), B's leading dimension *ldb bytes. */
+static bool w_window(const int64_t *ws, int64_t O, int64_t Cg, int64_t R, int64_t S, int64_t e,
+                     bool cm, bool *b_cols, int64_t *ldb)
+{
+    int64_t kst[3] = {ws[1], ws[3], ws[2]}, kex[3] = {Cg, S, R}; /* (kh, kw, c): c innermost */
+    if (cm) /* (c, kh, kw): kw innermost */
+        kst[0] = ws[3], kst[1] = ws[2], kst[2] = ws[1], kex[0] = S, kex[1] = R, kex[2] = Cg;
+    bool lin;
+    int64_t ek = linear(kst, kex, 3, &lin), Kg = R * S * Cg;
+    if (lin && Kg > 1 && ek == e) /* [o][window] */
+        *b_cols = true, *ldb = O > 1 ? ws[0] : Kg * e;
+    else if (lin && fits(ws[0], e, O)) /* [window][o] */
+        *b_cols = false, *ldb = Kg > 1 ? ek : O * e;
+    else if (Kg == 1)
+        *b_cols = true, *ldb = ws[0];
+    else
+        return false;
+    return true;
+}
+
 /* Whether K's slices of TK repeat in the block: every slice's runs sit where the first
  * slice's do, shifted by the same step (*step, bytes), so a loop can step one register. */
 static bool slices_regular(const kmm *m, int64_t *step)
@@ -146,20 +168,10 @@ static np_status conv2d_compile(kc_ctx *x)
                        PRId64 ", W %" PRId64 " bytes) or channels-last (NHWC in memory: C %"
                        PRId64 ", H %" PRId64 ", W %" PRId64 ")", H * W * e, W * e, e, e,
                        W * C * e, C * e);
-    m.cv.cm = !cl;
-    int64_t kst[3] = {ws[1], ws[3], ws[2]}, kex[3] = {Cg, S, R}; /* (kh, kw, c): c innermost */
-    if (m.cv.cm) /* (c, kh, kw): kw innermost */
-        kst[0] = ws[3], kst[1] = ws[2], kst[2] = ws[1], kex[0] = S, kex[1] = R, kex[2] = Cg;
-    bool lin;
-    int64_t ek = linear(kst, kex, 3, &lin);
     int64_t Kg = R * S * Cg, Ng = O / G;
-    if (lin && Kg > 1 && ek == e) /* [o][window] */
-        m.b_cols = true, m.ldb = O > 1 ? ws[0] : Kg * e;
-    else if (lin && fits(ws[0], e, O)) /* [window][o] */
-        m.b_cols = false, m.ldb = Kg > 1 ? ek : O * e;
-    else if (Kg == 1)
-        m.b_cols = true, m.ldb = ws[0];
-    else
+    /* x both (one pixel): the order w's window is in */
+    m.cv.cm = !cl || (cm && !w_window(ws, O, Cg, R, S, e, false, &m.b_cols, &m.ldb));
+    if (!w_window(ws, O, Cg, R, S, e, m.cv.cm, &m.b_cols, &m.ldb))
         return kc_fail(x, NP_ERR_INCONSISTENT, "w must hold each filter's window in x's order, "
                        "%s, in one stride: as [%s][o] or [o][%s]", m.cv.cm ? "(c, kh, kw)"
                        : "(kh, kw, c)", m.cv.cm ? "(c, kh, kw)" : "(kh, kw, c)",

@@ -37,6 +37,7 @@
 
 #include "kc_emit.h"
 #include "kc_gemm.h"
+#include "kc_phase.h"
 #include "kc_pool.h"
 
 static isa_opnd SP(unsigned reg, uint64_t off) { return isa_spad(reg, off); }
@@ -883,8 +884,97 @@ static np_status kg_compile(kc_ctx *x, bool wgrad)
     return kc_status(x);
 }
 
-static np_status grad_input_compile(kc_ctx *x) { return kg_compile(x, false); }
-static np_status grad_weight_compile(kc_ctx *x) { return kg_compile(x, true); }
+/* ---- the framework's layouts: permute phases around the kernel ---------------------------- */
+
+/* An [N, C, H, W] image with C > 1 whose channels are not contiguous (the framework's NCHW). */
+static bool kg_channel_major(const kc_tensor *t)
+{
+    return t->ndim == 4 && t->shape[1] > 1 && t->stride[1] != (int64_t)nn_dtype_size(t->dtype);
+}
+
+/* An [O, Cg, KH, KW] filter whose outputs are not contiguous (the framework's OIHW). */
+static bool kg_filter_oihw(const kc_tensor *t)
+{
+    return t->ndim == 4 && t->shape[0] > 1 && t->stride[0] != (int64_t)nn_dtype_size(t->dtype);
+}
+
+/* A scratch HBM buffer holding t's elements in the kernels' layout (an image channels-last,
+ * a filter as [(kh, kw, c)][o]): *s is t's shape with those strides, *dense the same bytes
+ * as the dense tensor of permuted dims that permute reads or writes. */
+static np_status kg_scratch(kc_ctx *x, const kc_tensor *t, bool filter, kc_tensor *s,
+                            kc_tensor *dense)
+{
+    int64_t e = (int64_t)nn_dtype_size(t->dtype), A = t->shape[0], B = t->shape[1],
+            H = t->shape[2], W = t->shape[3];
+    uint64_t addr;
+    np_err err = {0};
+    if (kc_prog_bss(x->prog, NULL, (uint64_t)(A * B * H * W * e), &addr, &err) != NP_OK)
+        return kc_fail(x, err.status, "a scratch buffer for %s layout: %s",
+                       filter ? "the filter's" : "an image's", err.msg);
+    *s = *t;
+    s->addr = addr;
+    if (filter) { /* [O, Cg, KH, KW] as [KH][KW][Cg][O] */
+        int64_t st[4] = {e, A * e, W * B * A * e, B * A * e};
+        memcpy(s->stride, st, sizeof st);
+        kc_tensor_dense(dense, addr, t->dtype, 4, (int64_t[]){H, W, B, A});
+    } else { /* [N, C, H, W] as NHWC */
+        int64_t st[4] = {H * W * B * e, e, W * B * e, B * e};
+        memcpy(s->stride, st, sizeof st);
+        kc_tensor_dense(dense, addr, t->dtype, 4, (int64_t[]){A, H, W, B});
+    }
+    return NP_OK;
+}
+
+/* A permute phase from `in` to `out` (axes: out dim d takes in's axis digit d). */
+static np_status kg_permute(kc_ctx *x, const kc_tensor *in, const kc_tensor *out, int64_t axes)
+{
+    kc_kernel pk = {.op = NN_OP_PERMUTE, .n_in = 1, .n_out = 1, .in = {*in}, .out = {*out},
+                    .n_attrs = 1, .attrs = {KC_INT("axes", axes)}, .place = x->k->place};
+    return kc_phase_run(x, &pk);
+}
+
+/* The gradient with operands in the framework's layouts: images channel-major and filters
+ * OIHW are permuted into scratch buffers in the kernels' layouts (a phase), the kernel runs
+ * on them (a phase), and a converted result is permuted back. Each conversion reads and
+ * writes its tensor once more: the honest price of the layout. */
+static np_status kg_compile_any(kc_ctx *x, bool wgrad)
+{
+    const kc_kernel *k = x->k;
+    /* operands: the weight gradient x, dy -> dw; the input gradient dy, w -> dx */
+    bool conv_in[2] = {kg_channel_major(&k->in[0]),
+                       wgrad ? kg_channel_major(&k->in[1]) : kg_filter_oihw(&k->in[1])};
+    bool conv_out = wgrad ? kg_filter_oihw(&k->out[0]) : kg_channel_major(&k->out[0]);
+    if (!conv_in[0] && !conv_in[1] && !conv_out)
+        return kg_compile(x, wgrad);
+    for (int i = 0; i < 2; i++)
+        if (k->in[i].ndim != 4)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "operands must be 4-D (NCHW images, OIHW "
+                           "weights)");
+    kc_kernel kk = *k;
+    kc_tensor dense;
+    for (int i = 0; i < 2; i++) {
+        bool filter = !wgrad && i == 1;
+        if (conv_in[i] && (kg_scratch(x, &k->in[i], filter, &kk.in[i], &dense) != NP_OK ||
+                           kg_permute(x, &k->in[i], &dense, filter ? 2310 : 231) != NP_OK))
+            return kc_status(x);
+    }
+    kc_tensor out_dense;
+    if (conv_out && kg_scratch(x, &k->out[0], wgrad, &kk.out[0], &out_dense) != NP_OK)
+        return kc_status(x);
+    if (kc_phase_end(x) != NP_OK || kc_phase_run(x, &kk) != NP_OK)
+        return kc_status(x);
+    char how[sizeof x->res->schedule];
+    snprintf(how, sizeof how, "%s", x->res->schedule);
+    if (conv_out && (kc_phase_end(x) != NP_OK ||
+                     kg_permute(x, &out_dense, &k->out[0], wgrad ? 3201 : 312) != NP_OK))
+        return kc_status(x);
+    snprintf(x->res->schedule, sizeof x->res->schedule, "%.100s; framework layouts permuted",
+             how);
+    return kc_status(x);
+}
+
+static np_status grad_input_compile(kc_ctx *x) { return kg_compile_any(x, false); }
+static np_status grad_weight_compile(kc_ctx *x) { return kg_compile_any(x, true); }
 
 /* ---- the framework's computation of each -------------------------------------------------- */
 
@@ -909,6 +999,19 @@ static np_status kg_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const 
     int64_t ip[NN_MAX_IPARAMS] = {s, p, d, kg_attr(k, "groups", 1), o->shape[2], o->shape[3]};
     out[0] = nn_node(g, k->op, 2, (nn_tensor *[]){in[0], in[1]}, ip, NULL);
     return out[0] ? NP_OK : nn_graph_status(g, err);
+}
+
+/* The gradients' node parameters (framework/op_linalg.c, conv2d's): ip[0] stride, ip[1] pad,
+ * ip[2] dilation, ip[3] groups (one of each for both dims); ip[4..5] the output's H and W. */
+static np_status kg_from_node(const nn_tensor *t, kc_kernel *k, np_err *err)
+{
+    if (k->n_attrs + 4 > KC_MAX_ATTRS)
+        return np_err_set(err, NP_ERR_RANGE, "%s: no room for its attributes", nn_op_name(t->op));
+    k->attrs[k->n_attrs++] = KC_INT("stride", t->ip[0]);
+    k->attrs[k->n_attrs++] = KC_INT("pad", t->ip[1]);
+    k->attrs[k->n_attrs++] = KC_INT("dilation", t->ip[2]);
+    k->attrs[k->n_attrs++] = KC_INT("groups", t->ip[3]);
+    return NP_OK;
 }
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------ */
@@ -979,7 +1082,7 @@ static const kc_attr_def kg_attrs[] = {
 const kc_kernel_def kc_conv2d_grad_input_def = {
     .op = NN_OP_CONV2D_GRAD_INPUT, .n_in = 2, .n_out = 1,
     .attrs = kg_attrs, .n_attrs = sizeof kg_attrs / sizeof kg_attrs[0],
-    .compile = grad_input_compile, .reference = kg_reference,
+    .compile = grad_input_compile, .reference = kg_reference, .from_node = kg_from_node,
     .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
     .doc = "implicit GEMM per stride phase: dy gathered with a tap's constant shift (outside "
            "zeroed), w's tap blocks loaded transposed, border rows emitted once; depthwise on "
@@ -989,7 +1092,7 @@ const kc_kernel_def kc_conv2d_grad_input_def = {
 const kc_kernel_def kc_conv2d_grad_weight_def = {
     .op = NN_OP_CONV2D_GRAD_WEIGHT, .n_in = 2, .n_out = 1,
     .attrs = kg_attrs, .n_attrs = sizeof kg_attrs / sizeof kg_attrs[0],
-    .compile = grad_weight_compile, .reference = kg_reference,
+    .compile = grad_weight_compile, .reference = kg_reference, .from_node = kg_from_node,
     .keys = kg_keys, .n_keys = sizeof kg_keys / sizeof kg_keys[0], .build = kg_build,
     .doc = "implicit GEMM per tap over the output pixels the tap sees: x gathered and "
            "transposed, dy stationary, images and runs of rows as loops; depthwise on the "

@@ -11,7 +11,9 @@
  *   offset (read from HBM once per core) and the gather skips what falls outside the table
  *   (skip=1: a row of zeros).
  * embedding_grad: the gradient table is zeroed (the row schedule, kc_row.h, storing zero
- *   tiles), then every row of dy is added into the row its index names with dma.scatter
+ *   tiles; a dense table with rows too wide as narrower rows), then every row of dy (in
+ *   column pieces when whole rows do not fit) is added into the row its index names with
+ *   dma.scatter
  *   red=add — rows applied in index order, so repeated indices accumulate (over a shard the
  *   indices as above; the scatter drops the rows outside the table). With an fp32
  *   gradient dy's rows go from HBM to HBM; a 16-bit gradient is accumulated in fp32 in an HBM
@@ -236,10 +238,24 @@ static np_status embedding_grad_compile(kc_ctx *x)
     /* 1. zero the accumulation table */
     keg_rows z = {false, wide ? ISA_DTYPE_FP32 : k.dt, k.D};
     kc_row_plan zp = {.rows = k.V, .n_out = 1, .work = zero_work, .ctx = &z};
-    /* the phases' buffers stay the kernel's to its end: each takes a part of the scratchpad */
-    zp.tr_max = kc_spad_avail(x, pl->core0) / 8 / (2 * k.D * 4 + 64);
+    /* the phases' buffers stay the kernel's to its end: each takes a part of the scratchpad;
+     * a dense table whose rows are too wide for that part is zeroed as narrower rows (a
+     * divisor of V x D elements) */
+    uint64_t part = UINT64_MAX, ze = isa_dtype_size[z.dt];
+    for (uint32_t c = pl->core0; c < pl->core0 + cores; c++)
+        part = kc_spad_avail(x, c) / 8 < part ? kc_spad_avail(x, c) / 8 : part;
+    uint64_t zrows = k.V, zw = k.D;
+    if (2 * k.D * ze + 64 > part && ld_acc == (int64_t)(k.D * ze)) {
+        uint64_t total = k.V * k.D;
+        for (zw = (part - 64) / (2 * ze); zw > 1 && total % zw; zw--)
+            ;
+        zw = zw ? zw : 1, zrows = total / zw;
+        z.D = zw;
+    }
+    zp.rows = zrows;
+    zp.tr_max = part / (2 * zw * ze + 64);
     zp.tr_max = zp.tr_max ? zp.tr_max : 1;
-    zp.out[0] = (kc_row_stream){acc, ld_acc, z.dt, k.D, 1, 0};
+    zp.out[0] = (kc_row_stream){acc, zw == k.D ? ld_acc : (int64_t)(zw * ze), z.dt, zw, 1, 0};
     if (kc_rows_emit(x, &zp) != NP_OK)
         return kc_status(x);
     if (zp.cores_used > 1 || cores > 1)
@@ -252,10 +268,17 @@ static np_status embedding_grad_compile(kc_ctx *x)
         kc_core(x, pl->core0 + c);
         unsigned sd, sv, ss;
         kc_sem_alloc(x, &sd), kc_sem_alloc(x, &sv), kc_sem_alloc(x, &ss);
-        uint64_t chunk = i1 - i0 < KE_CHUNK ? i1 - i0 : KE_CHUNK;
-        if (wide) { /* dy converted in the scratchpad: chunks as large as fit */
-            uint64_t per = k.D * (e + 4) + 5, room = kc_spad_avail(x, pl->core0 + c) / 2;
-            uint64_t fit = room > 4096 ? (room - 4096) / per : 0;
+        uint64_t chunk = i1 - i0 < KE_CHUNK ? i1 - i0 : KE_CHUNK, dc = k.D;
+        if (wide) { /* dy converted in the scratchpad: chunks as large as fit, of rows in
+                       column pieces of dc when whole rows leave fewer than 16 a chunk */
+            uint64_t room = kc_spad_avail(x, pl->core0 + c) / 2, want = chunk < 16 ? chunk : 16;
+            uint64_t fit;
+            for (;; dc = (dc + 1) / 2) {
+                uint64_t per = dc * (e + 4) + 5;
+                fit = room > 4096 ? (room - 4096) / per : 0;
+                if (fit >= want || dc == 1)
+                    break;
+            }
             chunk = fit < chunk ? fit : chunk;
             if (!chunk)
                 return kc_fail(x, NP_ERR_RANGE, "a row of dy (%" PRIu64 " elements) does not fit "
@@ -265,29 +288,33 @@ static np_status embedding_grad_compile(kc_ctx *x)
         kidx_begin(x, &k, chunk, &ix);
         uint64_t rin = 0, rf = 0;
         if (wide)
-            rin = krw_alloc(x, chunk * k.D * e), rf = krw_alloc(x, chunk * k.D * 4);
+            rin = krw_alloc(x, chunk * dc * e), rf = krw_alloc(x, chunk * dc * 4);
         for (uint64_t a = i0; a < i1; a += chunk) {
             uint64_t n = i1 - a < chunk ? i1 - a : chunk;
             isa_opnd idx = kidx_chunk(x, &k, &ix, a, n, a == i0);
-            isa_opnd src = isa_hbm(0, G->addr + a * (uint64_t)k.ld_rows);
-            int64_t ss1 = k.ld_rows;
-            if (wide) {
-                krw_copy(x, isa_spad(0, rin), src, k.dt, k.D, n, 0, k.ld_rows);
-                krw_signal(x, ISA_UNIT_DMA, sd);
-                krw_wait(x, ISA_UNIT_VPU, sd);
-                ISA_EMIT(x->e, VPU_CAST, isa_spad(0, rf), isa_spad(0, rin), isa_imm((int64_t)n),
-                         isa_imm((int64_t)k.D), isa_enum(ISA_DTYPE_FP32), isa_enum(k.dt));
-                krw_signal(x, ISA_UNIT_VPU, sv);
-                krw_wait(x, ISA_UNIT_DMA, sv);
-                src = isa_spad(0, rf), ss1 = (int64_t)(k.D * 4);
+            for (uint64_t c0 = 0; c0 < k.D; c0 += dc) { /* column pieces (one: whole rows) */
+                uint64_t pw = k.D - c0 < dc ? k.D - c0 : dc;
+                isa_opnd src = isa_hbm(0, G->addr + a * (uint64_t)k.ld_rows + c0 * e);
+                int64_t ss1 = k.ld_rows;
+                if (wide) {
+                    krw_copy(x, isa_spad(0, rin), src, k.dt, pw, n, 0, k.ld_rows);
+                    krw_signal(x, ISA_UNIT_DMA, sd);
+                    krw_wait(x, ISA_UNIT_VPU, sd);
+                    ISA_EMIT(x->e, VPU_CAST, isa_spad(0, rf), isa_spad(0, rin),
+                             isa_imm((int64_t)n), isa_imm((int64_t)pw), isa_enum(ISA_DTYPE_FP32),
+                             isa_enum(k.dt));
+                    krw_signal(x, ISA_UNIT_VPU, sv);
+                    krw_wait(x, ISA_UNIT_DMA, sv);
+                    src = isa_spad(0, rf), ss1 = (int64_t)(pw * 4);
+                }
+                uint64_t row = pw * (wide ? 4 : e);
+                ISA_EMIT(x->e, DMA_SCATTER, isa_hbm(0, acc + c0 * (wide ? 4 : e)), src, idx,
+                         isa_enum(wide ? ISA_DTYPE_FP32 : k.dt), isa_imm((int64_t)pw),
+                         isa_imm((int64_t)n), isa_imm((int64_t)k.V),
+                         .dst_s1 = isa_imm(ld_acc == (int64_t)row ? 0 : ld_acc),
+                         .src_s1 = isa_imm(ss1 == (int64_t)row ? 0 : ss1),
+                         .red = isa_enum(ISA_RED_ADD), .skip = isa_imm(k.shard));
             }
-            uint64_t row = k.D * (wide ? 4 : e);
-            ISA_EMIT(x->e, DMA_SCATTER, isa_hbm(0, acc), src, idx,
-                     isa_enum(wide ? ISA_DTYPE_FP32 : k.dt), isa_imm((int64_t)k.D),
-                     isa_imm((int64_t)n), isa_imm((int64_t)k.V),
-                     .dst_s1 = isa_imm(ld_acc == (int64_t)row ? 0 : ld_acc),
-                     .src_s1 = isa_imm(ss1 == (int64_t)row ? 0 : ss1),
-                     .red = isa_enum(ISA_RED_ADD), .skip = isa_imm(k.shard));
         }
         krw_signal(x, ISA_UNIT_DMA, ss);
         krw_wait(x, ISA_UNIT_DMA, ss);
@@ -305,6 +332,22 @@ static np_status embedding_grad_compile(kc_ctx *x)
         kc_row_plan cp = {.rows = k.V, .n_in = 1, .n_out = 1, .work = cast_work, .ctx = &cz};
         cp.in[0] = (kc_row_stream){acc, ld_acc, ISA_DTYPE_FP32, k.D, 1, 0};
         cp.out[0] = (kc_row_stream){Y->addr, ldy, k.dt, k.D, 1, 0};
+        /* rows too wide for what is left, both tables dense: narrower rows (a divisor of V x
+         * D elements) */
+        uint64_t left = UINT64_MAX, per = 2 * (4 + e);
+        for (uint32_t c = pl->core0; c < pl->core0 + cores; c++)
+            left = kc_spad_avail(x, c) < left ? kc_spad_avail(x, c) : left;
+        bool fits = true;
+        for (uint32_t c = pl->core0; c < pl->core0 + cores; c++)
+            fits = fits && kc_rows_fit(x, &cp, c) >= 1;
+        if (!fits && ldy == (int64_t)(k.D * e) && left > 4096) {
+            uint64_t total = k.V * k.D, cw = (left - 4096) / per;
+            for (cw = cw < k.D ? cw : k.D; cw > 1 && total % cw; cw--)
+                ;
+            cw = cw ? cw : 1, cz.D = cw, cp.rows = total / cw;
+            cp.in[0] = (kc_row_stream){acc, (int64_t)(cw * 4), ISA_DTYPE_FP32, cw, 1, 0};
+            cp.out[0] = (kc_row_stream){Y->addr, (int64_t)(cw * e), k.dt, cw, 1, 0};
+        }
         if (kc_rows_emit(x, &cp) != NP_OK)
             return kc_status(x);
     }

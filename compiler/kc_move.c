@@ -335,7 +335,9 @@ static np_status perm_of(kc_ctx *x, int nd, int *axes)
 /* A transpose pass: the tiles of one batch index. */
 typedef struct ktr {
     isa_dtype dt;
-    uint64_t A;                 /* the input's packed run, the output's rows */
+    uint64_t A;                 /* the input's packed run, the output's rows (a chunk's) */
+    uint64_t A0, Ac;            /* rows in chunks: the whole run, a chunk */
+    int64_t ds_a;               /* rows in chunks: the output's stride of A */
     uint64_t src, dst;          /* batch index 0 */
     int nb;                     /* batch dims */
     int64_t bn[KC_MAX_DIMS], bss[KC_MAX_DIMS], bds[KC_MAX_DIMS];
@@ -360,6 +362,17 @@ static void tr_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
     }
     p->in[0].addr = k->src + so;
     p->out[0].addr = k->dst + dof;
+}
+
+/* Chunk `pass` of Ac columns of a transpose whose rows go in chunks (the last one shorter). */
+static void tr_chunk_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
+{
+    (void)x;
+    ktr *k = ctx;
+    uint64_t c0 = pass * k->Ac, w = k->A0 - c0 < k->Ac ? k->A0 - c0 : k->Ac;
+    k->A = w;
+    p->in[0].addr = k->src + c0 * isa_dtype_size[k->dt], p->in[0].width = w;
+    p->out[0].addr = k->dst + c0 * (uint64_t)k->ds_a, p->out[0].planes = w;
 }
 
 static np_status permute_compile(kc_ctx *x)
@@ -402,7 +415,8 @@ static np_status permute_compile(kc_ctx *x)
         move_result(x, bytes, bytes, c, "dma.copy HBM to HBM, rows of one element");
         return kc_status(x);
     }
-    ktr t = {.dt = dt, .A = (uint64_t)m.n[a], .src = X->addr, .dst = Y->addr};
+    ktr t = {.dt = dt, .A = (uint64_t)m.n[a], .A0 = (uint64_t)m.n[a], .src = X->addr,
+             .dst = Y->addr};
     uint64_t passes = 1;
     for (int d = 0; d < m.nd; d++)
         if (d != a && d != b) {
@@ -410,14 +424,49 @@ static np_status permute_compile(kc_ctx *x)
             passes *= (uint64_t)m.n[d];
             t.nb++;
         }
-    if (passes > 65535)
-        return kc_fail(x, NP_ERR_RANGE, "a transpose over %" PRIu64 " batch indices (at most "
-                       "65535)", passes);
+    uint64_t A = t.A, Ac = A; /* A in chunks of Ac columns when a row of A does not fit */
     kc_row_plan p = {.rows = (uint64_t)m.n[b], .n_in = 1, .n_out = 1, .work = tr_work,
-                     .pass = tr_pass, .n_pass = (unsigned)passes, .ctx = &t,
-                     .tr = (uint64_t)kc_attr_int(x, "tr"), .tr_max = 65535};
-    p.in[0] = (kc_row_stream){X->addr, m.ss[b], dt, t.A, 1, 0};
-    p.out[0] = (kc_row_stream){Y->addr, e, dt, 1, t.A, m.ds[a]};
+                     .ctx = &t, .tr = (uint64_t)kc_attr_int(x, "tr"), .tr_max = 65535};
+    for (;; Ac = (Ac + 1) / 2) {
+        p.in[0] = (kc_row_stream){X->addr, m.ss[b], dt, Ac, 1, 0};
+        p.out[0] = (kc_row_stream){Y->addr, e, dt, 1, Ac, m.ds[a]};
+        uint64_t want = p.rows < 16 ? p.rows : 16; /* rows a tile should hold */
+        if (Ac == 1 || (Ac <= 65535 && kc_rows_fit(x, &p, k->place.core0) >= want))
+            break;
+    }
+    uint64_t chunks = A / Ac, rem = A % Ac;
+    if (chunks > 1 || rem) { /* the chunks as passes (a shorter last one), the batch as loops */
+        if (t.nb > KC_ROW_MAX_LOOPS)
+            return kc_fail(x, NP_ERR_RANGE, "a transpose of rows of %" PRIu64 " elements in "
+                           "chunks over %d batch dims (at most %d)", A, t.nb, KC_ROW_MAX_LOOPS);
+        t.Ac = Ac;
+        t.ds_a = m.ds[a];
+        p.n_loop = (unsigned)t.nb;
+        for (int d = 0; d < t.nb; d++) {
+            p.loop_n[d] = (uint64_t)t.bn[d];
+            p.loop_in[d][0] = t.bss[d], p.loop_out[d][0] = t.bds[d];
+        }
+        p.pass = tr_chunk_pass, p.n_pass = (unsigned)(chunks + (rem ? 1 : 0));
+        if (kc_rows_emit(x, &p) != NP_OK)
+            return kc_status(x);
+        char how[128];
+        snprintf(how, sizeof how, "tiles of %" PRIu64 " x %" PRIu64 " transposed by the vector "
+                 "unit, %" PRIu64 " passes, rows in %u chunks", p.tr_used, Ac, passes, p.n_pass);
+        move_result(x, 0, 0, p.cores_used, how);
+        return kc_status(x);
+    }
+    if (t.nb <= KC_ROW_MAX_LOOPS) { /* the batch indices as loops: one pass in the program */
+        p.n_loop = (unsigned)t.nb;
+        for (int d = 0; d < t.nb; d++) {
+            p.loop_n[d] = (uint64_t)t.bn[d];
+            p.loop_in[d][0] = t.bss[d], p.loop_out[d][0] = t.bds[d];
+        }
+    } else if (passes > 65535) {
+        return kc_fail(x, NP_ERR_RANGE, "a transpose over %" PRIu64 " batch indices in %d dims "
+                       "(at most 65535 in more than %d)", passes, t.nb, KC_ROW_MAX_LOOPS);
+    } else {
+        p.pass = tr_pass, p.n_pass = (unsigned)passes;
+    }
     if (kc_rows_emit(x, &p) != NP_OK)
         return kc_status(x);
     char how[96];

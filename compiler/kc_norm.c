@@ -34,16 +34,20 @@ typedef struct knorm {
     uint64_t gamma_addr, beta_addr;
     isa_dtype gdt;            /* gamma's and beta's dtype */
     uint32_t core0;
+    uint64_t W, nc;           /* chunk width and chunks (1: whole rows) */
+    uint64_t x, g, y;         /* streaming: the operands' HBM addresses */
     struct knorm_core {
         uint64_t one, zero, one_dt, inv_d, epsv, gamma, beta, stage;
-        uint64_t xc, gf, s1, nm, s2, rstd, t1, t2;
+        uint64_t xc, gf, s1, nm, s2, rstd, t1, t2, t3;
+        unsigned rv;          /* streaming: register at the tile's rows of the core's stats */
+        uint64_t A, B, C, E;  /* streaming: per row of the core (mean, M2; sums) */
     } pc[KC_ROW_MAX_CORES];
 } knorm;
 
 static void norm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
                           uint64_t tr, const unsigned *xreg)
 {
-    (void)row0, (void)rows, (void)xreg;
+    (void)row0;
     knorm *k = ctx;
     struct knorm_core *b = KC_ROW_PC(k, core);
     const isa_dtype F = ISA_DTYPE_FP32;
@@ -64,11 +68,18 @@ static void norm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, ui
         }
     }
     if (!k->rms || k->n_aff || k->grad)
-        b->xc = krw_alloc(x, tr * k->D * 4);
+        b->xc = krw_alloc(x, tr * k->W * 4);
     if (k->grad && !k->rms)
-        b->gf = krw_alloc(x, tr * k->D * 4);
+        b->gf = krw_alloc(x, tr * k->W * 4);
     b->s1 = krw_alloc(x, tr * 4), b->nm = krw_alloc(x, tr * 4), b->s2 = krw_alloc(x, tr * 4);
     b->rstd = krw_alloc(x, tr * 4), b->t1 = krw_alloc(x, tr * 4), b->t2 = krw_alloc(x, tr * 4);
+    b->t3 = krw_alloc(x, tr * 4);
+    if (k->nc > 1) {
+        b->rv = xreg[0];
+        b->A = krw_alloc(x, rows * 4), b->B = krw_alloc(x, rows * 4);
+        if (k->grad && !k->rms)
+            b->C = krw_alloc(x, rows * 4), b->E = krw_alloc(x, rows * 4);
+    }
 }
 
 /* rstd = rsqrt(s2 / D + eps) for R rows */
@@ -79,10 +90,126 @@ static void norm_rstd(kc_ctx *x, const struct knorm_core *b, uint64_t R)
     krw_unary(x, ISA_OP_VPU_RSQRT, b->rstd, b->rstd, R, ISA_DTYPE_FP32);
 }
 
+/* Rows too wide for the scratchpad: pass phase x nc + c is chunk c (w columns, after n_a)
+ * of phase
+ *   0   layernorm(_grad): the chunk's mean and centred sum of squares merged into the row's
+ *       (Chan et al.: delta = mean_c - mean, mean += delta w / n, M2 += M2_c + delta^2 n_a w
+ *       / n); rmsnorm(_grad): sums of x^2 (and x g)
+ *   1   layernorm, rmsnorm: the chunk normalized (gamma's and beta's columns of the chunk);
+ *       layernorm_grad: sums of g and of xh g; rmsnorm_grad: dx
+ *   2   layernorm_grad: dx
+ * A (mean or sum x^2), B (M2 or sum x g), C (sum g), E (sum xh g) per row of the core,
+ * fp32. */
+static void norm_work_stream(kc_ctx *x, const knorm *k, const struct knorm_core *b,
+                             const kc_row_tile *t)
+{
+    const isa_dtype F = ISA_DTYPE_FP32;
+    const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, W = ISA_BCAST_ROW,
+                    T = ISA_BCAST_FULL;
+    uint64_t R = t->rows, D = k->D, in = t->in[0], out = t->out[0];
+    uint64_t phase = t->pass / k->nc, c = t->pass % k->nc, na = c * k->W;
+    uint64_t w = D - na < k->W ? D - na : k->W;
+    uint64_t A = KRW_AT(b->rv, b->A + (uint64_t)t->xoff[0]);
+    uint64_t B = KRW_AT(b->rv, b->B + (uint64_t)t->xoff[0]);
+    uint64_t Cs = KRW_AT(b->rv, b->C + (uint64_t)t->xoff[0]);
+    uint64_t Es = KRW_AT(b->rv, b->E + (uint64_t)t->xoff[0]);
+    float m1d = (float)(-1.0 / (double)D);
+    if (k->rms) {
+        if (phase == 0) { /* A += sum x^2; grad: B += sum x g */
+            krw_rdot(x, c ? b->s2 : A, in, in, R, w, k->dt, F, T);
+            if (c)
+                krw_binary(x, ISA_OP_VPU_ADD, A, A, b->s2, 1, R, F, T);
+            if (k->grad) {
+                krw_rdot(x, c ? b->s1 : B, in, t->in[1], R, w, k->dt, F, T);
+                if (c)
+                    krw_binary(x, ISA_OP_VPU_ADD, B, B, b->s1, 1, R, F, T);
+            }
+            return;
+        }
+        krw_unary(x, ISA_OP_VPU_COPY, b->s2, A, R, F);
+        norm_rstd(x, b, R);
+        if (k->grad) { /* t1 = -rstd^3 sum(x g) / D; dx = g rstd + x t1 */
+            krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, b->rstd, 1, R, F, T);
+            krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, b->rstd, 1, R, F, T);
+            krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->t1, B, 1, R, F, T);
+            krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
+            krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->t1, b->zero, R, w, k->dt, F, C, S, -1);
+            krw_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, w, k->dt, k->ot, C, T,
+                    -1);
+        } else if (k->n_aff) {
+            krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->rstd, b->zero, R, w, k->dt, F, C, S, -1);
+            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma + na * 4, b->zero, R, w, F, k->ot, W,
+                    S, -1);
+        } else {
+            krw_fma(x, ISA_OP_VPU_FMA, out, in, b->rstd, b->zero, R, w, k->dt, k->ot, C, S, -1);
+        }
+        return;
+    }
+    if (phase == 0) { /* the chunk's mean (t1) and M2 (s2), merged into A and B */
+        krw_rdot(x, b->s1, in, b->one_dt, R, w, k->dt, F, S);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->s1, (float)(1.0 / (double)w), R, F);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->nm, b->t1, -1.0f, R, F);
+        krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->one, b->nm, R, w, k->dt, F, S, C, -1);
+        krw_rdot(x, b->s2, b->xc, b->xc, R, w, F, F, T);
+        if (c == 0) {
+            krw_unary(x, ISA_OP_VPU_COPY, A, b->t1, R, F);
+            krw_unary(x, ISA_OP_VPU_COPY, B, b->s2, R, F);
+            return;
+        }
+        double n = (double)(na + w);
+        krw_binary(x, ISA_OP_VPU_SUB, b->t2, b->t1, A, 1, R, F, T);                 /* delta */
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t3, b->t2, (float)((double)w / n), R, F);
+        krw_binary(x, ISA_OP_VPU_ADD, A, A, b->t3, 1, R, F, T);
+        krw_binary(x, ISA_OP_VPU_MUL, b->t2, b->t2, b->t2, 1, R, F, T);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, (float)((double)na * (double)w / n), R, F);
+        krw_binary(x, ISA_OP_VPU_ADD, B, B, b->s2, 1, R, F, T);
+        krw_binary(x, ISA_OP_VPU_ADD, B, B, b->t2, 1, R, F, T);
+        return;
+    }
+    /* rstd from M2, xh (or xc) of the chunk */
+    krw_unary(x, ISA_OP_VPU_COPY, b->s2, B, R, F);
+    norm_rstd(x, b, R);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->nm, A, -1.0f, R, F);
+    krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->one, b->nm, R, w, k->dt, F, S, C, -1);
+    if (!k->grad) {
+        if (k->n_aff) {
+            krw_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, w, F, F, C, S, -1);
+            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma + na * 4,
+                    k->n_aff > 1 ? b->beta + na * 4 : b->zero, R, w, F, k->ot, W,
+                    k->n_aff > 1 ? W : S, -1);
+        } else {
+            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->rstd, b->zero, R, w, F, k->ot, C, S, -1);
+        }
+        return;
+    }
+    krw_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, w, F, F, C, S, -1); /* xh */
+    if (phase == 1) { /* C += sum g, E += sum xh g */
+        krw_fma(x, ISA_OP_VPU_FMA, b->gf, t->in[1], b->one, b->zero, R, w, k->dt, F, S, S,
+                (int64_t)(c ? b->s1 : Cs));
+        krw_rdot(x, c ? b->s2 : Es, b->xc, b->gf, R, w, F, F, T);
+        if (c) {
+            krw_binary(x, ISA_OP_VPU_ADD, Cs, Cs, b->s1, 1, R, F, T);
+            krw_binary(x, ISA_OP_VPU_ADD, Es, Es, b->s2, 1, R, F, T);
+        }
+        return;
+    }
+    /* dx = g rstd + xh (-rstd sum(xh g) / D) + (-rstd sum(g) / D) */
+    krw_binary(x, ISA_OP_VPU_MUL, b->t1, b->rstd, Es, 1, R, F, T);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t1, m1d, R, F);
+    krw_binary(x, ISA_OP_VPU_MUL, b->t2, b->rstd, Cs, 1, R, F, T);
+    krw_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, m1d, R, F);
+    krw_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->t1, b->t2, R, w, F, F, C, C, -1);
+    krw_fma(x, ISA_OP_VPU_FMA, out, t->in[1], b->rstd, b->xc, R, w, k->dt, k->ot, C, T, -1);
+}
+
 static void norm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     knorm *k = ctx;
     const struct knorm_core *b = KC_ROW_PC(k, t->core);
+    if (k->nc > 1) {
+        norm_work_stream(x, k, b, t);
+        return;
+    }
     const isa_dtype F = ISA_DTYPE_FP32;
     const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, W = ISA_BCAST_ROW,
                     T = ISA_BCAST_FULL;
@@ -133,6 +260,29 @@ static void norm_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
     }
 }
 
+/* Phases of a streamed row (norm_work_stream). */
+static uint64_t norm_phases(const knorm *k) { return k->grad && !k->rms ? 3 : 2; }
+
+static void norm_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
+{
+    (void)x;
+    knorm *k = ctx;
+    if (k->nc == 1)
+        return;
+    uint64_t phase = pass / k->nc, c = pass % k->nc, w = k->D - c * k->W;
+    w = w < k->W ? w : k->W;
+    uint64_t ex = isa_dtype_size[k->dt], ey = isa_dtype_size[k->ot];
+    p->in[0].addr = k->x + c * k->W * ex, p->in[0].width = w;
+    bool g = k->grad && (k->rms || phase >= 1);
+    p->n_in = g ? 2 : 1;
+    if (g)
+        p->in[1].addr = k->g + c * k->W * ex, p->in[1].width = w;
+    if (phase + 1 == norm_phases(k))
+        p->out[0].addr = k->y + c * k->W * ey, p->out[0].width = w;
+    else
+        p->n_out = 0;
+}
+
 static np_status norm_compile(kc_ctx *x)
 {
     const kc_kernel *kk = x->k;
@@ -178,19 +328,53 @@ static np_status norm_compile(kc_ctx *x)
         }
     }
     kc_row_plan p = {.rows = rows, .n_in = k.grad ? 2 : 1, .n_out = 1, .work = norm_work,
-                     .prologue = norm_prologue, .ctx = &k,
+                     .prologue = norm_prologue, .pass = norm_pass, .ctx = &k,
                      .tr = (uint64_t)kc_attr_int(x, "tr")};
-    p.in[0] = (kc_row_stream){X->addr, ldx, k.dt, k.D, 1, 0};
-    if (k.grad)
-        p.in[1] = (kc_row_stream){kk->in[1].addr, ldg, k.dt, k.D, 1, 0};
-    p.out[0] = (kc_row_stream){Y->addr, ldy, k.ot, k.D, 1, 0};
-    p.work_row_bytes = (k.grad && !k.rms ? 8 : 4) * k.D + 6 * 4 + 6 * 64;
-    p.fixed_bytes = k.n_aff ? k.D * (4 * (uint64_t)k.n_aff + isa_dtype_size[k.gdt]) + 3 * 64 : 0;
+    k.x = X->addr, k.y = Y->addr, k.g = k.grad ? kk->in[1].addr : 0;
+    const kc_place *pl = &kk->place;
+    uint64_t cores = pl->n_cores ? pl->n_cores : 1, rows_core = (rows + cores - 1) / cores;
+    uint64_t chunk = (uint64_t)kc_attr_int(x, "chunk"), ex = isa_dtype_size[k.dt];
+    uint64_t aff = k.n_aff ? k.D * (4 * (uint64_t)k.n_aff + isa_dtype_size[k.gdt]) + 3 * 64 : 0;
+    uint64_t work = k.grad && !k.rms ? 8 : 4, stats = 4 * rows_core * 4 + 4 * 64;
+    /* whole rows when one fits; else the widest chunk that does, with the stats per row */
+    for (k.W = chunk ? chunk : k.D;;) {
+        k.nc = (k.D + k.W - 1) / k.W;
+        p.in[0] = (kc_row_stream){X->addr, ldx, k.dt, k.W, 1, 0};
+        if (k.grad)
+            p.in[1] = (kc_row_stream){kk->in[1].addr, ldg, k.dt, k.W, 1, 0};
+        p.out[0] = (kc_row_stream){Y->addr, ldy, k.ot, k.W, 1, 0};
+        p.work_row_bytes = work * k.W + 7 * 4 + 7 * 64;
+        p.fixed_bytes = aff + (k.nc > 1 ? stats : 0);
+        if (k.W <= 65535 && kc_rows_fit(x, &p, pl->core0) >= 1)
+            break;
+        if (chunk)
+            return kc_fail(x, NP_ERR_RANGE, "chunks of %" PRIu64 " columns do not fit the "
+                           "scratchpad (or exceed 65535)", chunk);
+        uint64_t avail = kc_spad_avail(x, pl->core0), fixed = aff + stats + 4096;
+        uint64_t per = 2 * ex * (k.grad ? 2 : 1) + 2 * isa_dtype_size[k.ot] + work + 1;
+        uint64_t w = avail > fixed ? (avail - fixed) / per : 0;
+        w = w > 65535 ? 65535 : w;
+        if (w < 1 || w >= k.W)
+            return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " elements: not even a chunk of "
+                           "them fits the scratchpad (%" PRIu64 " bytes free%s)", k.D, avail,
+                           k.n_aff ? ", gamma and beta resident in fp32" : "");
+        k.W = w;
+    }
+    if (k.nc > 1) {
+        p.n_xreg = 1, p.xstep[0] = 4;
+        p.n_pass = (unsigned)(norm_phases(&k) * k.nc);
+    }
     if (kc_rows_emit(x, &p) != NP_OK)
         return kc_status(x);
     x->res->flops = (k.grad ? 10 : 5) * rows * k.D;
     snprintf(x->res->schedule, sizeof x->res->schedule, "tiles of %" PRIu64 " rows on %" PRIu32
              " cores", p.tr_used, p.cores_used);
+    if (k.nc > 1) {
+        size_t n = strlen(x->res->schedule);
+        snprintf(x->res->schedule + n, sizeof x->res->schedule - n, ", rows streamed in %" PRIu64
+                 " chunks of %" PRIu64 " columns, %" PRIu64 " passes", k.nc, k.W,
+                 norm_phases(&k));
+    }
     return kc_status(x);
 }
 
@@ -252,6 +436,8 @@ static np_status norm_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
 static const kc_attr_def norm_attrs[] = {
     {"eps", KC_ATTR_REAL, 1e-5, 0, 1, "added to the variance (the framework's fp[0])"},
     {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: rows per tile (0: chosen)"},
+    {"chunk", KC_ATTR_INT, 0, 0, 65535, "tile: columns per chunk of a streamed row (0: whole "
+     "rows when they fit)"},
 };
 
 #define NORM_ROW(NAME, OP, NIN, DOC)                                                            \

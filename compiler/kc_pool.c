@@ -3,7 +3,8 @@
  * gradient, as the reference picks it) and avgpool2d_grad. docs/compiler.md ("Pooling").
  *
  * Operands are channels-last (NHWC in memory: channels contiguous, any pixel, row and image
- * strides). A tile is one image's whole spatial extent for a block of Cb channels, held
+ * strides), or all channel-major as the framework lays them out (NCHW: each channel is then
+ * an image of one channel, N x C of them). A tile is one image's whole spatial extent for a block of Cb channels, held
  * padded in the scratchpad: the copy writes the image's interior into a (H + 2p) x (W + 2p)
  * buffer whose border holds the padding value (-inf for max, 0 for avg), filled once per
  * buffer, so every output row sees every tap and one loop body serves every row:
@@ -457,6 +458,26 @@ static np_status kp_opnd_of(kp *p, kp_opnd *o, const kc_tensor *t, const char *w
 
 static np_status kp_emit_all(kp *pp);
 
+/* When every operand of k is channel-major ([N, C, H, W] with channels C > 1 not contiguous
+ * and the image stride C times the channel stride), turns them into [N x C, 1, H, W]: the
+ * same elements, each channel an image of its own. */
+static bool kp_channel_major(kc_kernel *k)
+{
+    int n = k->n_in + k->n_out;
+    for (int i = 0; i < n; i++) {
+        const kc_tensor *t = i < k->n_in ? &k->in[i] : &k->out[i - k->n_in];
+        if (t->ndim != 4 || t->shape[1] < 2 || t->stride[1] == (int64_t)nn_dtype_size(t->dtype) ||
+            (t->shape[0] > 1 && t->stride[0] != t->shape[1] * t->stride[1]))
+            return false;
+    }
+    for (int i = 0; i < n; i++) {
+        kc_tensor *t = i < k->n_in ? &k->in[i] : &k->out[i - k->n_in];
+        t->shape[0] *= t->shape[1], t->shape[1] = 1;
+        t->stride[0] = t->stride[1], t->stride[1] = (int64_t)nn_dtype_size(t->dtype);
+    }
+    return true;
+}
+
 static np_status kp_compile(kc_ctx *x, kp_kind kind)
 {
     const kc_kernel *k = x->k;
@@ -492,7 +513,13 @@ static np_status kp_compile(kc_ctx *x, kp_kind kind)
     if (p.Wp > 65535 || p.Hp > 65535)
         return kc_fail(x, NP_ERR_RANGE, "a padded image of %" PRIu64 "x%" PRIu64 " pixels (at "
                        "most 65535 a side)", p.Hp, p.Wp);
-    /* operands */
+    /* operands; channel-major ones (the framework's NCHW: images and channels one index)
+     * are N x C images of one channel each */
+    kc_kernel kv = *k;
+    if (kp_channel_major(&kv)) {
+        k = &kv;
+        p.N *= p.C, p.C = 1;
+    }
     np_status st = NP_OK;
     switch (kind) {
     case KP_MAX:
@@ -769,6 +796,18 @@ static np_status kp_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const 
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
+/* The pools' node parameters (framework/ops_api.c, op_linalg.c): ip[0] the window side,
+ * ip[1] the stride, ip[2] the pad (the gradients' ip[4..5]: x's H and W, the output's). */
+static np_status kp_from_node(const nn_tensor *t, kc_kernel *k, np_err *err)
+{
+    if (k->n_attrs + 3 > KC_MAX_ATTRS)
+        return np_err_set(err, NP_ERR_RANGE, "%s: no room for its attributes", nn_op_name(t->op));
+    k->attrs[k->n_attrs++] = KC_INT("kernel", t->ip[0]);
+    k->attrs[k->n_attrs++] = KC_INT("stride", t->ip[1]);
+    k->attrs[k->n_attrs++] = KC_INT("pad", t->ip[2]);
+    return NP_OK;
+}
+
 /* ---- `npusim kernel --op` ------------------------------------------------------------------ */
 
 static const kc_attr_def kp_keys[] = {
@@ -839,7 +878,7 @@ static const kc_attr_def kp_attrs[] = {
     const kc_kernel_def def = {                                                                 \
         .op = OP, .n_in = nin, .n_out = 1,                                                      \
         .attrs = kp_attrs, .n_attrs = sizeof kp_attrs / sizeof kp_attrs[0],                     \
-        .compile = comp, .reference = kp_reference,                                             \
+        .compile = comp, .reference = kp_reference, .from_node = kp_from_node,                  \
         .keys = kp_keys, .n_keys = sizeof kp_keys / sizeof kp_keys[0], .build = kp_build,       \
         .doc = text,                                                                            \
     }

@@ -99,37 +99,70 @@ void krw_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint
     isa_emit_insn(x->e, &in);
 }
 
+/* n packed elements as a tile of rows x KRW_SPAN_COLS and a row of the rest (rem), so that
+ * no count exceeds the 16-bit rows and cols fields (n below 65536: one row of n). */
+#define KRW_SPAN_COLS 32768u
+static void krw_span(uint64_t n, uint64_t *rows, uint64_t *cols, uint64_t *rem)
+{
+    if (n <= 65535u) {
+        *rows = 1, *cols = n, *rem = 0;
+        return;
+    }
+    *cols = KRW_SPAN_COLS, *rows = n / KRW_SPAN_COLS, *rem = n % KRW_SPAN_COLS;
+}
+
 void krw_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
                isa_dtype dt)
 {
-    isa_insn in;
-    isa_insn_init(&in, op);
-    in.VPU_ADDS.dst = krw_spad(dst), in.VPU_ADDS.a = krw_spad(a);
-    in.VPU_ADDS.imm = isa_f32(imm), in.VPU_ADDS.rows = isa_imm(1);
-    in.VPU_ADDS.cols = isa_imm((int64_t)n), in.VPU_ADDS.dtype = isa_enum(dt);
-    isa_emit_insn(x->e, &in);
+    uint64_t rows, cols, rem, done = 0, e = isa_dtype_size[dt];
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem) {
+        if (!rows || !cols)
+            continue;
+        isa_insn in;
+        isa_insn_init(&in, op);
+        in.VPU_ADDS.dst = krw_spad(dst + done * e), in.VPU_ADDS.a = krw_spad(a + done * e);
+        in.VPU_ADDS.imm = isa_f32(imm), in.VPU_ADDS.rows = isa_imm((int64_t)rows);
+        in.VPU_ADDS.cols = isa_imm((int64_t)cols), in.VPU_ADDS.dtype = isa_enum(dt);
+        isa_emit_insn(x->e, &in);
+    }
 }
 
 void krw_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt)
 {
-    isa_insn in;
-    isa_insn_init(&in, op);
-    in.VPU_EXP.dst = krw_spad(dst), in.VPU_EXP.src = krw_spad(src);
-    in.VPU_EXP.rows = isa_imm(1), in.VPU_EXP.cols = isa_imm((int64_t)n);
-    in.VPU_EXP.dtype = isa_enum(dt);
-    isa_emit_insn(x->e, &in);
+    uint64_t rows, cols, rem, done = 0, e = isa_dtype_size[dt];
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem) {
+        if (!rows || !cols)
+            continue;
+        isa_insn in;
+        isa_insn_init(&in, op);
+        in.VPU_EXP.dst = krw_spad(dst + done * e), in.VPU_EXP.src = krw_spad(src + done * e);
+        in.VPU_EXP.rows = isa_imm((int64_t)rows), in.VPU_EXP.cols = isa_imm((int64_t)cols);
+        in.VPU_EXP.dtype = isa_enum(dt);
+        isa_emit_insn(x->e, &in);
+    }
 }
 
 void krw_cast(kc_ctx *x, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt, isa_dtype sdt)
 {
-    ISA_EMIT(x->e, VPU_CAST, krw_spad(dst), krw_spad(src), isa_imm(1),
-             isa_imm((int64_t)n), isa_enum(dt), isa_enum(sdt));
+    uint64_t rows, cols, rem, done = 0;
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem)
+        if (rows && cols)
+            ISA_EMIT(x->e, VPU_CAST, krw_spad(dst + done * isa_dtype_size[dt]),
+                     krw_spad(src + done * isa_dtype_size[sdt]), isa_imm((int64_t)rows),
+                     isa_imm((int64_t)cols), isa_enum(dt), isa_enum(sdt));
 }
 
 void krw_fill(kc_ctx *x, uint64_t dst, float v, uint64_t n, isa_dtype dt)
 {
-    ISA_EMIT(x->e, VPU_FILL, krw_spad(dst), isa_f32(v), isa_imm(1), isa_imm((int64_t)n),
-             isa_enum(dt));
+    uint64_t rows, cols, rem, done = 0;
+    krw_span(n, &rows, &cols, &rem);
+    for (int part = 0; part < 2; part++, done = rows * cols, rows = 1, cols = rem)
+        if (rows && cols)
+            ISA_EMIT(x->e, VPU_FILL, krw_spad(dst + done * isa_dtype_size[dt]), isa_f32(v),
+                     isa_imm((int64_t)rows), isa_imm((int64_t)cols), isa_enum(dt));
 }
 
 void krw_copy(kc_ctx *x, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
@@ -336,8 +369,8 @@ static void setup_core(krow *r, const kc_row_plan *p)
     }
 }
 
-/* One pass of the schedule over rows [row0, row0 + rows) with the plan's current streams. */
-static void run_pass(krow *r, uint64_t row0, uint64_t rows)
+/* Points the stream registers at rows [row0, ...) of the plan's current streams. */
+static void set_streams(krow *r, uint64_t row0)
 {
     kc_ctx *x = r->x;
     kc_row_plan *p = r->p;
@@ -347,6 +380,13 @@ static void run_pass(krow *r, uint64_t row0, uint64_t rows)
     for (unsigned i = 0; i < p->n_out; i++)
         ISA_EMIT(x->e, LI, isa_reg(r->reg_out[i]),
                  isa_imm((int64_t)(p->out[i].addr + row0 * (uint64_t)p->out[i].ld)));
+}
+
+/* One pass of the schedule over `rows` rows from where the stream registers point. */
+static void run_pass(krow *r, uint64_t rows)
+{
+    kc_ctx *x = r->x;
+    kc_row_plan *p = r->p;
     for (unsigned b = 0; b < 2; b++) {
         krw_signal(x, ISA_UNIT_DMA, r->free_[b]);
         if (p->n_out)
@@ -455,6 +495,9 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
             p->prologue(x, p->ctx, rs[i].core, r0, r1 - r0, tr, rs[i].xreg);
         setup_core(&rs[i], &first);
     }
+    if (p->n_loop > KC_ROW_MAX_LOOPS)
+        return kc_fail(x, NP_ERR_RANGE, "%u loops of passes (at most %d)", p->n_loop,
+                       KC_ROW_MAX_LOOPS);
     unsigned passes = p->n_pass ? p->n_pass : 1;
     for (unsigned ps = 0; ps < passes && kc_status(x) == NP_OK; ps++) {
         *p = first;
@@ -469,17 +512,33 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p)
                 return kc_fail(x, NP_ERR_INCONSISTENT, "pass %u: a stream wider than its buffers",
                                ps);
         }
+        uint64_t nl = 1; /* the pass runs in loops that step the streams' starts */
+        for (unsigned d = 0; d < p->n_loop; d++)
+            nl *= p->loop_n[d];
         for (uint32_t i = 0; i < cores; i++) {
             uint64_t r0 = units * i / cores * align, r1 = units * (i + 1) / cores * align;
             if (kc_core(x, rs[i].core) != NP_OK)
                 return kc_status(x);
             rs[i].pass = ps;
-            run_pass(&rs[i], r0, r1 - r0);
+            set_streams(&rs[i], r0);
+            kc_loop l[KC_ROW_MAX_LOOPS];
+            for (unsigned d = 0; d < p->n_loop; d++) {
+                unsigned regs[KC_ROW_MAX_IN + KC_ROW_MAX_OUT], m = 0;
+                int64_t steps[KC_ROW_MAX_IN + KC_ROW_MAX_OUT];
+                for (unsigned j = 0; j < p->n_in; j++)
+                    regs[m] = rs[i].reg_in[j], steps[m++] = p->loop_in[d][j];
+                for (unsigned j = 0; j < p->n_out; j++)
+                    regs[m] = rs[i].reg_out[j], steps[m++] = p->loop_out[d][j];
+                kc_loop_begin(x, &l[d], p->loop_n[d], m, regs, steps);
+            }
+            run_pass(&rs[i], r1 - r0);
+            for (unsigned d = p->n_loop; d-- > 0;)
+                kc_loop_end(x, &l[d]);
         }
         for (unsigned i = 0; i < p->n_in; i++)
-            x->res->hbm_read_bytes += p->rows * row_bytes(&p->in[i]);
+            x->res->hbm_read_bytes += nl * p->rows * row_bytes(&p->in[i]);
         for (unsigned i = 0; i < p->n_out; i++)
-            x->res->hbm_write_bytes += p->rows * row_bytes(&p->out[i]);
+            x->res->hbm_write_bytes += nl * p->rows * row_bytes(&p->out[i]);
     }
     *p = first;
     x->res->cores = cores;

@@ -32,7 +32,8 @@
 #define KC_ROW_MAX_IN 4
 #define KC_ROW_MAX_OUT 2
 #define KC_ROW_MAX_XREG 4
-#define KC_ROW_MAX_CORES 64
+#define KC_ROW_MAX_CORES 256 /* a100-cluster: 108 */
+#define KC_ROW_MAX_LOOPS 4
 
 /* A kernel's per-core part of its context (the cores' scratchpads need not be alike):
  * KC_ROW_PC(k, core) is core's element of k->pc[], k->core0 the placement's first core. */
@@ -85,6 +86,13 @@ struct kc_row_plan {
      * scratchpad is streamed in chunks of columns, one pass per chunk */
     unsigned n_pass;
     void (*pass)(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p);
+    /* (optional) each pass in loops that step where the streams start: n_loop dims
+     * (outermost first) of loop_n[d] iterations each, stream i's start stepped by
+     * loop_in[d][i] (loop_out[d][i]) bytes an iteration of dim d; the program holds the
+     * pass once (pass() may change the loops too) */
+    unsigned n_loop;
+    uint64_t loop_n[KC_ROW_MAX_LOOPS];
+    int64_t loop_in[KC_ROW_MAX_LOOPS][KC_ROW_MAX_IN], loop_out[KC_ROW_MAX_LOOPS][KC_ROW_MAX_OUT];
     /* (optional) per core before its tiles, with the block's rows [row0, row0 + rows) and TR;
      * xreg: the core's stepped registers */
     void (*prologue)(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint64_t rows,
@@ -134,6 +142,8 @@ void krw_rdot(kc_ctx *x, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows, ui
              isa_dtype dt, isa_dtype odt, isa_bcast bc);
 void krw_binary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, uint64_t b, uint64_t rows,
                uint64_t cols, isa_dtype dt, isa_bcast bc);
+/* krw_scalar, krw_unary, krw_cast, krw_fill: n packed elements, any n (beyond the 16-bit
+ * cols field: a tile of 32768-element rows and one row of the rest) */
 void krw_scalar(kc_ctx *x, isa_op op, uint64_t dst, uint64_t a, float imm, uint64_t n,
                isa_dtype dt);
 void krw_unary(kc_ctx *x, isa_op op, uint64_t dst, uint64_t src, uint64_t n, isa_dtype dt);

@@ -173,7 +173,7 @@ np_status lw_item_add(lw_ctx *w, nn_tensor *t, int32_t inst, const int32_t *src,
     it->e = e;
     it->lead = lead;
     it->block = -1;
-    it->reader = it->root = it->head = it->buf = it->step = it->bucket = LW_NONE;
+    it->reader = it->root = it->head = it->buf = it->step = it->bucket = it->pair = LW_NONE;
     it->all_mm = true;
     it->addr = UINT64_MAX;
     w->slot[(size_t)t->id * w->n_slots + (size_t)(inst + 1)] = w->n;
@@ -244,6 +244,29 @@ static int32_t lw_chain(lw_ctx *w, int32_t h, int32_t *steps, int *n_steps)
     return cur;
 }
 
+/* Each attention kernel computes the log-sum-exp an attention_lse of the same q, k, mask and
+ * scale (its backward's) needs, as its second output: the lse item is paired with it and has
+ * no kernel of its own (kc_attn.c). An attention_lse without one (recomputation) compiles
+ * alone. */
+static void lw_pair_attention(lw_ctx *w)
+{
+    for (int32_t i = 0; i < w->n; i++) {
+        lw_item *a = &w->it[i];
+        if (a->kind != LOWER_NODE_KERNEL || a->t->op != NN_OP_ATTENTION)
+            continue;
+        for (int32_t j = i + 1; j < w->n; j++) {
+            lw_item *l = &w->it[j];
+            if (l->kind == LOWER_NODE_KERNEL && l->t->op == NN_OP_ATTENTION_LSE &&
+                l->pair == LW_NONE && l->inst == a->inst && l->src[0] == a->src[0] &&
+                l->src[1] == a->src[1] && l->t->ip[0] == a->t->ip[0] &&
+                l->t->fp[0] == a->t->fp[0]) {
+                a->pair = j, l->pair = i;
+                break;
+            }
+        }
+    }
+}
+
 /* Decides every item's kind and the item whose buffer holds its values (root). */
 static np_status lw_classify(lw_ctx *w, np_err *err)
 {
@@ -290,6 +313,7 @@ static np_status lw_classify(lw_ctx *w, np_err *err)
             }
         }
     }
+    lw_pair_attention(w);
     for (int32_t i = 0; i < w->n; i++) /* every instance of a node becomes the same */
         w->lp->kind[w->it[i].t->id] = w->it[i].kind;
     for (int32_t i = 0; i < w->n; i++) { /* the first op no kernel computes, before anything */
@@ -461,9 +485,10 @@ static np_status lw_arena(lw_ctx *w, np_err *err)
         bool comm = it->kind == LOWER_NODE_COMM;
         if (it->kind != LOWER_NODE_KERNEL && !comm)
             continue;
-        if (!comm || it->lead)
+        bool paired = it->t->op == NN_OP_ATTENTION_LSE && it->pair != LW_NONE;
+        if ((!comm || it->lead) && !paired)
             n_steps++;
-        it->step = n_steps - 1;
+        it->step = paired ? w->it[it->pair].step : n_steps - 1; /* written by its attention */
         if (it->root != i && !(it->kind == LOWER_NODE_KERNEL && it->root != LW_NONE &&
                                w->it[it->root].kind == LOWER_NODE_FUSED))
             continue; /* in place (an update, an all-reduce of an accumulator) */
@@ -574,6 +599,33 @@ static np_status lw_layout(lw_ctx *w, int32_t i, np_err *err)
     return NP_OK;
 }
 
+/* Where attention item i's kernel writes its lse: its paired attention_lse's buffer, else a
+ * scratch buffer of the node's own (written, never read). */
+static np_status lw_attention_lse(lw_ctx *w, int32_t i, kc_tensor *lse, np_err *err)
+{
+    const lw_item *it = &w->it[i];
+    const nn_tensor *q = it->t->src[0];
+    int64_t sh[3] = {q->ne[0], q->ne[1], q->ne[2]};
+    if (it->pair != LW_NONE) {
+        kc_tensor_of(lse, w->it[it->pair].addr, w->it[it->pair].t);
+        return NP_OK;
+    }
+    char name[64];
+    lw_symbol_name(it->t, "$lse", name, sizeof name);
+    const isa_symbol *sym = isa_program_symbol(kc_prog_program(w->p), name);
+    uint64_t addr;
+    if (sym) {
+        addr = sym->addr;
+    } else {
+        uint64_t bytes = (uint64_t)(sh[0] * sh[1] * sh[2]) * 4;
+        if (kc_prog_bss(w->p, name, bytes, &addr, err) != NP_OK)
+            return err->status;
+        w->lp->persistent_bytes += bytes;
+    }
+    kc_tensor_dense(lse, addr, NN_F32, 3, sh);
+    return NP_OK;
+}
+
 /* Compiles kernel item i (its head) with its epilogue chain. */
 static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
 {
@@ -595,9 +647,12 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
     st->last = w->it[last].t;
     st->mb = it->inst;
     st->e = it->e;
-    kc_tensor out;
-    kc_tensor_of(&out, update ? 0 : w->it[last].addr, t);
-    if (lw_node_kernel(t, in, &out, lp->chip, lp->cores, !w->checked[t->id], &st->k, err) !=
+    kc_tensor out[KC_MAX_OUT];
+    memset(out, 0, sizeof out);
+    kc_tensor_of(&out[0], update ? 0 : w->it[last].addr, t);
+    if (t->op == NN_OP_ATTENTION && lw_attention_lse(w, i, &out[1], err) != NP_OK)
+        return err->status;
+    if (lw_node_kernel(t, in, out, lp->chip, lp->cores, !w->checked[t->id], &st->k, err) !=
         NP_OK)
         return err->status;
     for (int32_t cur = i; cur != last;) { /* the epilogue: the chain to the stored item */
@@ -672,7 +727,8 @@ np_status lw_lower(lw_ctx *w, np_err *err)
     for (int32_t i = 0; i < w->n; i++) {
         if ((st = lw_layout(w, i, err)) != NP_OK)
             return st;
-        if (w->it[i].kind == LOWER_NODE_KERNEL)
+        if (w->it[i].kind == LOWER_NODE_KERNEL &&
+            !(w->it[i].t->op == NN_OP_ATTENTION_LSE && w->it[i].pair != LW_NONE))
             st = lw_kernel(w, i, err);
         else if (w->it[i].kind == LOWER_NODE_COMM && w->it[i].lead)
             st = lw_comm_emit(w, i, err);

@@ -184,6 +184,26 @@ bool lower_epi_ok(const nn_tensor *cur, const nn_tensor *m, const nn_tensor **ar
 void lower_epi_of(const nn_tensor *m, const kc_tensor *arg, kc_epi *e);
 bool lower_is_transpose(const nn_tensor *t);
 
+/* Kernel k (operand addresses ignored) compiled alone into a fresh program for cfg's chip:
+ * every operand (and epilogue argument) in a .bss buffer of its own (from a quarter of the
+ * HBM, at most 1 GiB, up: the kernel's constants below), then halt on every core
+ * up to its placement's last; *res what it costs, *prog the program (the caller frees it;
+ * NULL when not wanted). What `npusim run` times, and what compiling a plan's kernels means.
+ * Errors: the compiler's (naming the kernel), NP_ERR_NOMEM. */
+np_status lower_kernel_alone(const arch_config *cfg, const kc_kernel *k, kc_result *res,
+                             isa_program **prog, np_err *err);
+/* The same with the kernel compiled reps times one after the other on the same buffers (a
+ * barrier between them where one writes what the next reads; *res the first's): what a
+ * kernel costs right after itself, as a step runs a kernel that waits for the one before. */
+np_status lower_kernel_repeated(const arch_config *cfg, const kc_kernel *k, int reps,
+                                kc_result *res, isa_program **prog, np_err *err);
+
+/* The compute nodes of model layer `layer` in plan p (every class's compute entries whose
+ * layer it is: forward, backward, recomputation and the optimizer's updates of its
+ * parameters), each once, in block order, those that lower to a kernel (not views):
+ * up to max of them into nodes (may be NULL with max 0); returns how many there are. */
+int lower_plan_layer_nodes(const nn_plan *p, int layer, const nn_tensor **nodes, int max);
+
 /* "relu bf16[8,32] -> bf16[8,32]": the node's op and shapes, for messages. */
 char *lower_node_desc(const nn_tensor *node, char *buf, size_t n);
 

@@ -33,6 +33,9 @@ typedef struct lw_item {
     lower_node_kind kind;
     int32_t root;               /* the item whose buffer holds its values */
     int32_t head;               /* fused: the head of its kernel */
+    int32_t pair;               /* attention: the attention_lse item whose buffer its kernel's
+                                   second output fills; attention_lse: the attention item that
+                                   computes it (no kernel of its own); LW_NONE */
     int32_t buf;                /* index of its arena buffer (LW_NONE) */
     int32_t step;               /* kernel or comm entry: its program step */
     bool has_lay;
@@ -95,7 +98,8 @@ np_status lw_lower(lw_ctx *w, np_err *err);
 /* ---- nodes (lower_node.c) ---- */
 
 /* The kernel of node with the given operand layouts: in[i] for node->src[i] (an update's
- * outputs are its in-place sources: out[0] = in[0], out[j] = in[j + 1]), out for its result;
+ * outputs are its in-place sources: out[0] = in[0], out[j] = in[j + 1]), out[0] for its
+ * result (out[1 ..] for the outputs beyond it of a kernel with more: attention's lse);
  * attributes from the node (kc_kernel_def.from_node), checked against the kernel's reference
  * when check (once per node is enough: its instances differ only in addresses); placed on
  * cores 0 .. cores-1 of chip. Errors as lower_node_kernel. */

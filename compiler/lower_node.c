@@ -205,7 +205,7 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
         return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s')",
                           lower_node_desc(node, desc, sizeof desc), node->name);
     bool update = nn_op_flags(node->op) & NN_OPF_UPDATE;
-    int n_out = update ? def->n_out : 1;
+    int n_out = def->n_out;
     if (def->n_in >= 0 && def->n_in != node->n_src && !update)
         return np_err_set(err, NP_ERR_MISSING, "no kernel for %s yet (node '%s'): the %s kernel "
                           "takes %d inputs, this form of the op has %d",
@@ -213,7 +213,7 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
                           nn_op_name(node->op), def->n_in, node->n_src);
     if ((def->n_in >= 0 && def->n_in != node->n_src) || node->n_src > KC_MAX_IN ||
         (update ? def->n_out < 1 || (def->n_out > 1 && def->n_out + 1 > node->n_src)
-                : def->n_out != 1))
+                : def->n_out < 1 || def->n_out > KC_MAX_OUT))
         return np_err_set(err, NP_ERR_INCONSISTENT, "%s (node '%s'): the %s kernel takes %d "
                           "inputs and %d outputs, the node has %d sources%s",
                           lower_node_desc(node, desc, sizeof desc), node->name,
@@ -228,8 +228,9 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
         k->out[0] = in[0];
         for (int j = 1; j < n_out; j++)
             k->out[j] = in[j + 1];
-    } else {
-        k->out[0] = *out;
+    } else { /* the node's result, then the kernel's further outputs (attention's lse) */
+        for (int j = 0; j < n_out; j++)
+            k->out[j] = out[j];
     }
     k->place = (kc_place){.chip = chip, .core0 = 0, .n_cores = cores};
     if (def->from_node) {
@@ -245,11 +246,55 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
 
 np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k, np_err *err)
 {
-    kc_tensor in[KC_MAX_IN], out;
+    kc_tensor in[KC_MAX_IN], out[KC_MAX_OUT];
     for (int i = 0; i < node->n_src && i < KC_MAX_IN; i++)
         kc_tensor_of(&in[i], 0, node->src[i]);
-    kc_tensor_of(&out, 0, node);
-    return lw_node_kernel(node, in, &out, 0, cores ? cores : 1, true, k, err);
+    kc_tensor_of(&out[0], 0, node);
+    if (node->op == NN_OP_ATTENTION) /* its lse, [B, H, S] fp32 */
+        kc_tensor_dense(&out[1], 0, NN_F32, 3, node->ne);
+    return lw_node_kernel(node, in, out, 0, cores ? cores : 1, true, k, err);
+}
+
+np_status lower_kernel_alone(const arch_config *cfg, const kc_kernel *k0, kc_result *res,
+                             isa_program **prog, np_err *err)
+{
+    return lower_kernel_repeated(cfg, k0, 1, res, prog, err);
+}
+
+np_status lower_kernel_repeated(const arch_config *cfg, const kc_kernel *k0, int reps,
+                                kc_result *res, isa_program **prog, np_err *err)
+{
+    kc_kernel k = *k0;
+    uint32_t cores = k.place.core0 + (k.place.n_cores ? k.place.n_cores : 1);
+    /* room for a kernel's constants (.data: RoPE's tables) below the operands: a quarter of
+     * the HBM, at most 1 GiB */
+    uint64_t room = cfg->chip.hbm_bytes / 4 < (UINT64_C(1) << 30) ? cfg->chip.hbm_bytes / 4
+                                                                   : UINT64_C(1) << 30;
+    kc_prog_opts po = {.chip = k.place.chip, .cores = cores,
+                       .emit = {.bss_base = room > ISA_EMIT_BSS_BASE ? room : 0}};
+    kc_prog *p;
+    if (kc_prog_new(cfg, &po, &p, err) != NP_OK)
+        return err->status;
+    np_status st = NP_OK;
+    for (int i = 0; i < k.n_in && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.in[i]), &k.in[i].addr, err);
+    for (int i = 0; i < k.n_epi && st == NP_OK; i++)
+        if (k.epi[i].has_arg)
+            st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.epi[i].arg), &k.epi[i].arg.addr, err);
+    for (int i = 0; i < k.n_out && st == NP_OK; i++)
+        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.out[i]), &k.out[i].addr, err);
+    if (st == NP_OK)
+        st = kc_compile(p, &k, res, err);
+    for (int r = 1; r < reps && st == NP_OK; r++) {
+        kc_result again;
+        st = kc_compile(p, &k, &again, err);
+    }
+    if (st == NP_OK)
+        st = kc_prog_finish(p, err);
+    if (st == NP_OK && prog)
+        *prog = kc_prog_take(p);
+    kc_prog_free(p);
+    return st;
 }
 
 np_status lower_node_kernel_at(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,

@@ -92,3 +92,22 @@ np_status lower_plan_rank(const arch_config *cfg, const nn_plan *p, int rank,
     lw_ctx_fini(&w);
     return st;
 }
+
+int lower_plan_layer_nodes(const nn_plan *p, int layer, const nn_tensor **nodes, int max)
+{
+    int n = 0;
+    for (int c = 0; c < p->n_classes; c++) {
+        const nn_plan_class *pc = &p->classes[c];
+        for (int b = 0; b < pc->n_blocks; b++)
+            for (int i = 0; i < pc->blocks[b].n_entries; i++) {
+                const nn_plan_entry *e = &pc->blocks[b].entries[i];
+                if (e->kind != NN_PLAN_COMPUTE || e->layer != layer || e->n_nodes < 1 ||
+                    lw_is_view(e->nodes[0]))
+                    continue;
+                if (n < max)
+                    nodes[n] = e->nodes[0];
+                n++;
+            }
+    }
+    return n;
+}

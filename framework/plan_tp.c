@@ -12,6 +12,7 @@
  *                        gets Megatron's f (group_copy: its gradient is all-reduced)
  *   matmul(S on K, param) the param is split by rows (row-parallel): the output is P
  *   matmul(S, S) batched the heads stay split (attention)
+ *   attention(S, S, S)   the fused op (op_attention.c) over split heads: each rank its own
  *   embedding(param, ids) the table is split by rows (vocabulary-parallel, padded to a
  *                        multiple of tp): P
  *   cross_entropy(S)     vocabulary-parallel loss: all-reduced max, sum of exp and target
@@ -933,6 +934,32 @@ static np_status nn_pb_rowwise(nn_pb *pb, const nn_tensor *x, int c, nn_src *src
     return nn_pb_emit(pb, x, c, nn_node(g, x->op, x->n_src, loc, x->ip, x->fp), l);
 }
 
+/* ---- fused attention ---- */
+
+/* attention(q, k, v [B, H, S, Dh]) (op_attention.c): with q, k and v split alike along B or
+ * H (the heads of a column-parallel projection, as the composite's batched matmuls keep
+ * them) each rank attends over its own heads and the output keeps the split; otherwise it
+ * runs replicated. S and Dh are never split: a query sees every key of its head. */
+static np_status nn_pb_attention(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs)
+{
+    for (int i = 0; i < x->n_src; i++)
+        nn_pb_resolve_p(pb, &srcs[i]);
+    if (pb->err->status != NP_OK)
+        return pb->err->status;
+    nn_lay l = nn_src_lay(&srcs[0]);
+    bool split = l.kind == NN_LAY_S && l.dim < x->ndim - 2 && x->n_src == 3;
+    for (int i = 1; split && i < x->n_src; i++)
+        split = nn_lay_eq(nn_src_lay(&srcs[i]), l);
+    if (!split)
+        return nn_pb_replicated(pb, x, c, srcs);
+    nn_tensor *loc[3];
+    for (int i = 0; i < 3; i++)
+        if (!(loc[i] = nn_src_as(pb, &srcs[i], c, x, l)))
+            return nn_pb_fail_graph(pb, c);
+    nn_graph *g = nn_pb_ctx(pb, c, x);
+    return nn_pb_emit(pb, x, c, nn_node(g, x->op, 3, loc, x->ip, x->fp), l);
+}
+
 /* ---- embedding and loss ---- */
 
 static np_status nn_pb_embedding(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs)
@@ -1021,6 +1048,7 @@ static np_status nn_pb_node(nn_pb *pb, const nn_tensor *x)
     case NN_OP_LAYERNORM:
     case NN_OP_RMSNORM:
     case NN_OP_ROPE: return nn_pb_rowwise(pb, x, c, srcs);
+    case NN_OP_ATTENTION: return nn_pb_attention(pb, x, c, srcs);
     case NN_OP_EMBEDDING: return nn_pb_embedding(pb, x, c, srcs);
     case NN_OP_CROSS_ENTROPY: return nn_pb_cross_entropy(pb, x, c, srcs);
     default: return nn_pb_replicated(pb, x, c, srcs);

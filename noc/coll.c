@@ -233,6 +233,12 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
             coll_fail(c, e.status, e.msg);
             return;
         }
+        if (c->d.obs && c->d.obs->send) {
+            coll_obs_msg m = {.src = src, .dst = dst, .port = port,
+                              .id = (uint64_t)x->peer << 32 | x->match, .bytes = x->bytes,
+                              .route = &pt->route, .t_ps = now};
+            c->d.obs->send(c->d.obs->ctx, &m);
+        }
     }
 }
 
@@ -315,7 +321,7 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     c->inflight--;
     if (c->failed)
         return;
-    uint64_t t = evq_now(c->sys->q);
+    uint64_t t = evq_now(c->sys->q), t_arrive = t;
     if (x.reduce) {
         if (x.bytes != c->red_bytes) { /* messages mostly have one size: remember its time */
             c->red_bytes = x.bytes;
@@ -326,6 +332,12 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
         t = (*fr > t ? *fr : t) + c->red_ps;
         *fr = t;
         c->res.reductions++;
+    }
+    if (c->d.obs && c->d.obs->recv) {
+        coll_obs_msg m = {.src = c->chips[x.peer], .dst = c->chips[to], .port = x.port,
+                          .id = arg, .bytes = x.bytes, .t_ps = t_arrive,
+                          .t_reduce_ps = x.reduce ? t - c->red_ps : t, .t_done_ps = t};
+        c->d.obs->recv(c->d.obs->ctx, &m);
     }
     coll_recv_complete(c, to, &x, t);
 }

@@ -57,6 +57,26 @@ typedef struct coll_result {
 
 typedef void (*coll_done_fn)(void *ctx, const coll_result *r);
 
+/* A message of a collective as an observer sees it (coll_desc.obs: traces). */
+typedef struct coll_obs_msg {
+    uint32_t src, dst;          /* chips */
+    uint32_t port;              /* the sender's port: its sends leave one after the other */
+    uint64_t id;                /* the same at its send and its receive */
+    uint64_t bytes;
+    const net_path_info *route; /* send: its route (links, latency); recv: NULL */
+    uint64_t t_ps;              /* send: it starts; recv: it arrived */
+    uint64_t t_reduce_ps, t_done_ps; /* recv: its reduction ran [t_reduce, t_done] on dst
+                                        (equal: none; the receive completes at t_done) */
+} coll_obs_msg;
+
+/* Called from inside the event run: send when a message starts, recv when it arrives. The
+ * observer only looks; either entry may be NULL. */
+typedef struct coll_observer {
+    void (*send)(void *ctx, const coll_obs_msg *m);
+    void (*recv)(void *ctx, const coll_obs_msg *m);
+    void *ctx;
+} coll_observer;
+
 typedef struct coll_desc {
     coll_op op;
     coll_algo algo;
@@ -71,6 +91,7 @@ typedef struct coll_desc {
     bool rank_order;        /* rings in rank order, not fitted to the topology (coll_topo.h) */
     coll_done_fn done;      /* (optional) called at completion, from inside the event run */
     void *ctx;
+    const coll_observer *obs; /* (optional) sees every message (borrowed) */
 } coll_desc;
 
 typedef struct coll_sys coll_sys;

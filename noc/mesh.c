@@ -371,6 +371,13 @@ uint64_t mesh_link_flits(const mesh *m, uint32_t r, int port)
     return m->links[(size_t)r * NP + (size_t)port]->value;
 }
 
+uint32_t mesh_router_flits(const mesh *m, uint32_t r) { return r < m->n ? m->occ[r] : 0; }
+
+const char *mesh_port_name(int port)
+{
+    return port >= 0 && port < NP ? mesh_port_names[port] : NULL;
+}
+
 void mesh_reset_link_counts(mesh *m)
 {
     for (size_t i = 0; i < (size_t)m->n * NP; i++)

@@ -181,6 +181,12 @@ const mesh_params *mesh_get_params(const mesh *m);
 uint64_t mesh_link_flits(const mesh *m, uint32_t r, int port);
 void mesh_reset_link_counts(mesh *m);
 
+/* Flits in router r's input buffers or on their way to them (flit mode; 0 in flow mode). */
+uint32_t mesh_router_flits(const mesh *m, uint32_t r);
+
+/* "local", "xplus", "xminus", "yplus", "yminus"; NULL out of range. */
+const char *mesh_port_name(int port);
+
 /* Conservation of flits: created == still in source queues + in buffers and on links +
  * delivered; every packet's flits arrived in order, each once; for every output VC, credits +
  * credits on their way back + flits in (or on the way to) the VC it feeds == buf_flits.

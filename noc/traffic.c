@@ -99,6 +99,8 @@ static void noc_study_tick(evq *q, void *ctx, uint64_t arg)
     noc_study *s = ctx;
     uint64_t c = mesh_cycle(s->m);
     if (c == s->t_start) {
+        if (s->p->sample)
+            s->p->sample(s->p->sample_ctx, s->m, true);
         mesh_reset_link_counts(s->m);
         s->backlog_start = noc_study_backlog(s->m);
     }
@@ -133,9 +135,12 @@ static void noc_study_tick(evq *q, void *ctx, uint64_t arg)
         s->backlog_end = noc_study_backlog(s->m);
         s->window_maxlink = maxl;
     }
-    if (s->measured_done == s->measured_created && c + 1 >= s->t_end)
-        return; /* all measured packets arrived: stop */
-    if (c + 1 >= s->t_end + s->p->drain_max)
+    /* stop once all measured packets arrived, or when the drain runs out */
+    bool last = (s->measured_done == s->measured_created && c + 1 >= s->t_end) ||
+                c + 1 >= s->t_end + s->p->drain_max;
+    if (s->p->sample && ((c + 1) % s->p->sample_every == 0 || last))
+        s->p->sample(s->p->sample_ctx, s->m, false);
+    if (last)
         return;
     np_err e;
     if (evq_schedule_in(q, 1000, noc_study_tick, s, 0, NULL, &e) != NP_OK) {
@@ -158,6 +163,9 @@ np_status noc_study_run(const noc_study_params *p, noc_study_result *res, np_err
                           "1024", p->packet_flits);
     if (p->measure < 1)
         return np_err_set(err, NP_ERR_RANGE, "the measurement window needs at least 1 cycle");
+    if (p->sample && p->sample_every < 1)
+        return np_err_set(err, NP_ERR_RANGE, "samples of the mesh need a period of at least 1 "
+                          "cycle");
     if (p->traffic == NOC_TRAFFIC_TRANSPOSE && mp->kx != mp->ky)
         return np_err_set(err, NP_ERR_INCONSISTENT, "transpose traffic needs a square mesh, "
                           "not %" PRIu32 "x%" PRIu32, mp->kx, mp->ky);

@@ -65,6 +65,12 @@ typedef struct noc_study_params {
     uint64_t seed;
     const uint32_t *hotspots; /* NULL: the centre node */
     uint32_t n_hotspots;
+    /* (optional) an observer of the mesh (traces): called after every sample_every-th cycle's
+     * step and after the last cycle, and with reset set just before the link counts are
+     * cleared as the window opens (mesh_cycle(m) is the cycles done). It only reads. */
+    void (*sample)(void *ctx, const mesh *m, bool reset);
+    void *sample_ctx;
+    uint64_t sample_every; /* cycles (>= 1 when sample is set) */
 } noc_study_params;
 
 typedef struct noc_study_result {

@@ -15,6 +15,14 @@
 
 #define CLI_OPERANDS_MAX 12
 
+typedef struct cli_trace_spad { /* a core's scratchpad filled by its running kernel's DMA */
+    uint32_t chip, core;
+    const char *kernel;
+    uint64_t lo, hi;    /* [lo, hi): hi = 0 when nothing is filled */
+    uint64_t t_ps;      /* its last sample */
+    char name[24];      /* "core<N>.spad" */
+} cli_trace_spad;
+
 typedef struct cli_trace_work {
     uint32_t chip, core;
     char *kernel;
@@ -40,6 +48,39 @@ np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout
     if (st == NP_OK)
         t->sink = trace_layout_sink(t->w);
     return st;
+}
+
+np_status cli_trace_set_arch(cli_trace *t, const arch_config *cfg, np_err *err)
+{
+    if (!t->w || t->route_net)
+        return NP_OK;
+    net_params np;
+    net_params_from_arch(cfg, &np);
+    if (evq_create(&t->route_q, err) != NP_OK ||
+        net_create(&np, t->route_q, NULL, &t->route_net, err) != NP_OK)
+        return err->status;
+    t->n_links = net_links(t->route_net);
+    if (!(t->link_name = calloc(t->n_links + 1, sizeof *t->link_name)))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    for (uint32_t l = 0; l < t->n_links; l++)
+        net_link_name(t->route_net, l, t->link_name[l], sizeof t->link_name[l]);
+    return NP_OK;
+}
+
+/* A send's bytes over [start, end] into the counter of every link of its route. */
+static void route_bytes(cli_trace *t, uint32_t src, uint32_t dst, uint64_t bytes,
+                        uint64_t start, uint64_t end)
+{
+    net_path_info route;
+    np_err e;
+    if (!t->route_net || src == dst || src >= net_chips(t->route_net) ||
+        dst >= net_chips(t->route_net) || net_route(t->route_net, src, dst, &route, &e) != NP_OK)
+        return;
+    for (uint32_t i = 0; i < route.n_links; i++)
+        if (route.links[i] < t->n_links) {
+            trace_transfer x = {TRACE_SYSTEM_CHIP, t->link_name[route.links[i]], bytes, start, end};
+            t->sink.ops->transfer(t->sink.ctx, &x);
+        }
 }
 
 np_status cli_trace_open(cli_trace *t, const char *path, np_err *err)
@@ -209,6 +250,62 @@ static void work_clear(cli_trace *t)
     u64map_free(&t->work_of);
 }
 
+void cli_trace_level(cli_trace *t, uint32_t chip, const char *counter, uint64_t t_ps,
+                     double value)
+{
+    if (t->sink.ops && t->sink.ops->level)
+        t->sink.ops->level(t->sink.ctx, chip, counter, t->offset_ps + t_ps, value);
+}
+
+/* The scratchpad of (chip, core), made when first seen (NULL: out of memory). */
+static cli_trace_spad *spad_get(cli_trace *t, uint32_t chip, uint32_t core)
+{
+    bool fresh;
+    uint64_t *v = u64map_slot(&t->spad_of, ((uint64_t)chip << 32 | core) + 1, &fresh);
+    if (!v)
+        return NULL;
+    if (!*v) {
+        if (t->n_spad == t->cap_spad) {
+            size_t cap = t->cap_spad ? 2 * t->cap_spad : 16;
+            cli_trace_spad *p = realloc(t->spad, cap * sizeof *p);
+            if (!p)
+                return NULL;
+            t->spad = p, t->cap_spad = cap;
+        }
+        cli_trace_spad *s = &t->spad[t->n_spad];
+        *s = (cli_trace_spad){.chip = chip, .core = core};
+        snprintf(s->name, sizeof s->name, "core%u.spad", core);
+        *v = ++t->n_spad;
+    }
+    return &t->spad[*v - 1];
+}
+
+/* A DMA of `bytes` into the scratchpad at addr by kernel on (chip, core) ended at end_ps
+ * (absolute): the core's "coreN.spad" level, restarted when the kernel changes. */
+static void spad_fill(cli_trace *t, const core_trace_insn *in, uint64_t addr, uint64_t bytes,
+                      uint64_t end_ps)
+{
+    cli_trace_spad *s = spad_get(t, in->chip, in->core);
+    if (!s) {
+        t->oom = true;
+        return;
+    }
+    uint64_t at = end_ps > s->t_ps ? end_ps : s->t_ps; /* samples in time order */
+    bool same = s->kernel == in->kernel ||
+                (s->kernel && in->kernel && !strcmp(s->kernel, in->kernel));
+    if (!same) {
+        if (s->hi && t->sink.ops && t->sink.ops->level) /* the last kernel's is gone */
+            t->sink.ops->level(t->sink.ctx, in->chip, s->name, at, 0);
+        s->kernel = in->kernel, s->lo = s->hi = 0;
+    }
+    uint64_t lo = s->hi && s->lo < addr ? s->lo : addr, hi = addr + bytes > s->hi ? addr + bytes : s->hi;
+    if (lo == s->lo && hi == s->hi)
+        return;
+    s->lo = lo, s->hi = hi, s->t_ps = at;
+    if (t->sink.ops && t->sink.ops->level)
+        t->sink.ops->level(t->sink.ctx, in->chip, s->name, at, (double)(hi - lo));
+}
+
 void cli_trace_insn(void *ctx, const core_trace_insn *in)
 {
     cli_trace *t = ctx;
@@ -252,6 +349,12 @@ void cli_trace_insn(void *ctx, const core_trace_insn *in)
                                     ? work_get(t, in->chip, in->core, in->kernel, true) : NULL;
             if (w)
                 w->bytes += bytes;
+            if (!strncmp(op[0], "spad[", 5) && op[0][5] >= '0' && op[0][5] <= '9') {
+                char *e;
+                uint64_t sp = strtoull(op[0] + 5, &e, 0);
+                if (*e == ']')
+                    spad_fill(t, in, sp, bytes, end);
+            }
             if ((rd || wr) && ops && ops->transfer) {
                 trace_transfer x = {in->chip, NULL, bytes, start, end};
                 if (rd)
@@ -266,6 +369,7 @@ void cli_trace_insn(void *ctx, const core_trace_insn *in)
                 trace_transfer x = {in->chip, s.peer_chip == in->chip ? "noc.send" : "c2c.send",
                                     bytes, start, end};
                 ops->transfer(t->sink.ctx, &x);
+                route_bytes(t, in->chip, s.peer_chip, bytes, start, end);
             }
         }
         if ((send || recv) && in->kernel)
@@ -345,6 +449,14 @@ void cli_trace_kernels(cli_trace *t, const core_report *r)
     }
     free(order);
     work_clear(t);
+    uint64_t end_ps = t->offset_ps + (r ? r->total_ps : 0);
+    for (size_t i = 0; i < t->n_spad; i++) { /* the run's kernels (and their names) are gone */
+        cli_trace_spad *s = &t->spad[i];
+        if (s->hi && ops && ops->level)
+            ops->level(t->sink.ctx, s->chip, s->name, end_ps > s->t_ps ? end_ps : s->t_ps, 0);
+        s->kernel = NULL, s->lo = s->hi = 0;
+        s->t_ps = end_ps > s->t_ps ? end_ps : s->t_ps;
+    }
     if (ops && ops->run_end)
         ops->run_end(t->sink.ctx, t->offset_ps + (r ? r->total_ps : 0));
 }
@@ -359,6 +471,13 @@ np_status cli_trace_close(cli_trace *t, np_err *err)
     free(t->work);
     t->work = NULL;
     u64map_free(&t->mxu_tile);
+    u64map_free(&t->spad_of);
+    free(t->spad);
+    t->spad = NULL;
+    net_free(t->route_net);
+    evq_free(t->route_q);
+    free(t->link_name);
+    t->route_net = NULL, t->route_q = NULL, t->link_name = NULL;
     np_status st = trace_layout_close(t->w, err);
     t->w = NULL;
     if (st == NP_OK && t->oom)

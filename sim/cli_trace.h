@@ -8,7 +8,11 @@
  * on its unit's thread with args {pc, insn, kernel} (DMA and COMM:
  * bytes too); a comm.send and the comm.recv that takes its message are joined by a flow; a
  * DMA's HBM bytes go to the chip's "hbm.read" / "hbm.write" counters, a comm.send's to
- * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s. Per kernel: a
+ * "c2c.send" (another chip) or "noc.send" (a core of its own chip), in GB/s; a DMA into the
+ * scratchpad to the core's "coreN.spad" level (bytes): the extent of the scratchpad the
+ * running kernel's DMA has filled, from its lowest to its highest byte written, back to 0
+ * when the core's kernel changes and at the run's end (npusim sim adds each chip's "hbm.used": its program's data
+ * sections, what HBM holds — the programs allocate nothing while they run). Per kernel: a
  * span on "coreN kernels" with args {cycles, flops, bytes} (the MXU's multiply-accumulates
  * x 2, from mxu.mm's rows and the last mxu.load's tile; the DMA's HBM bytes); a kernel that sent or received messages is a
  * collective: its spans on every chip are joined by a flow. Every time is shifted by
@@ -25,8 +29,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "arch.h"
 #include "core.h"
 #include "err.h"
+#include "net.h"
 #include "trace_layout.h"
 #include "trace_map.h"
 
@@ -42,6 +48,13 @@ typedef struct cli_trace {
     size_t n_work, cap_work;
     u64map work_of;      /* (chip, core, kernel name) -> index into work, probed */
     u64map mxu_tile;     /* (chip << 32 | core) + 1 -> the last mxu.load's k << 32 | n */
+    u64map spad_of;      /* (chip << 32 | core) + 1 -> index + 1 into spad */
+    struct cli_trace_spad *spad; /* per core: the scratchpad its kernel's DMA filled */
+    size_t n_spad, cap_spad;
+    evq *route_q;        /* cli_trace_set_arch: the chip network, for routes only */
+    net *route_net;
+    char (*link_name)[48];
+    uint32_t n_links;
     bool oom;
 } cli_trace;
 
@@ -51,10 +64,13 @@ typedef struct cli_trace {
 #define CLI_TRACE_LONGOPTS                                                      \
     {"trace-chips", required_argument, NULL, CLI_TRACE_OPT_CHIPS},             \
     {"trace-level", required_argument, NULL, CLI_TRACE_OPT_LEVEL}
-#define CLI_TRACE_USAGE                                                              \
-    "  --trace-chips L keep only these chips in the trace (0-3,8,12-15)\n"           \
-    "  --trace-level K kernel: kernel spans, counters and collective flows; insn\n"  \
-    "                  (default): every instruction and message too\n"
+#define CLI_TRACE_USAGE_AT(pad, indent)                                               \
+    "  --trace-chips L" pad "keep only these chips in the trace (0-3,8,12-15)\n"     \
+    "  --trace-level K" pad "kernel: kernel spans, counters and collective flows;\n" \
+    indent "insn (default): every instruction and message too\n"
+/* ... for a usage text whose descriptions start at column 18 (CLI_TRACE_USAGE) or 20 */
+#define CLI_TRACE_USAGE CLI_TRACE_USAGE_AT(" ", "                  ")
+#define CLI_TRACE_USAGE_20 CLI_TRACE_USAGE_AT("   ", "                    ")
 
 /* Takes getopt's value c and its argument for the two options above into o (o zeroed
  * first: insn level, every chip). NP_ERR_USAGE naming the flag; NP_ERR_NOMEM. Free o's chip
@@ -68,12 +84,22 @@ np_status cli_trace_open(cli_trace *t, const char *path, np_err *err);
 np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout_opts *o,
                               np_err *err);
 
+/* The chip network of cfg (system.*, as the core model builds it), so that each comm.send
+ * to another chip also counts its bytes into a bandwidth counter per link of its route on the
+ * system process (named as noc/ names links). NP_ERR_NOMEM and the network's errors. */
+np_status cli_trace_set_arch(cli_trace *t, const arch_config *cfg, np_err *err);
+
 /* core_sim_opts.trace: one instruction (ctx: the cli_trace). */
 void cli_trace_insn(void *ctx, const core_trace_insn *in);
 
 /* The kernels of a finished run (r may be NULL), then the end of the run (the counters of
  * the run go out). */
 void cli_trace_kernels(cli_trace *t, const core_report *r);
+
+/* A level (occupancy) sample of chip's counter at t_ps (+ offset); samples of one counter in
+ * time order. */
+void cli_trace_level(cli_trace *t, uint32_t chip, const char *counter, uint64_t t_ps,
+                     double value);
 
 /* A span of chip pid on its own track named `thread` (tid is not used: the layout places
  * tracks; kept for the callers). */

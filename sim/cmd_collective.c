@@ -25,8 +25,10 @@
 #include "arch.h"
 #include "cli.h"
 #include "cli_trace.h"
+#include "cli_trace_coll.h"
 #include "coll.h"
 #include "core.h"
+#include "csv.h"
 #include "kgen_coll.h"
 
 #define COL_DEFAULT_ARCH "tiny"
@@ -38,8 +40,9 @@ const char cmd_collective_usage[] =
     "                         [-b|--min-bytes B] [-e|--max-bytes B] [-f|--factor F]\n"
     "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
     "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
-    "                         [--mtu B] [--buf N]] [--isa [--core C] [--trace FILE[.gz]]]\n"
-    "                         [--json]\n"
+    "                         [--mtu B] [--buf N]] [--isa [--core C]]\n"
+    "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
+    "                         [--json | --csv]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
@@ -70,9 +73,13 @@ const char cmd_collective_usage[] =
     "                    all_reduce, all_gather and reduce_scatter, ring, no chunking, 4\n"
     "                    (fp32) or 2 (bf16) byte elements; reductions on one core's vector unit\n"
     "  --core C          (--isa) the core of each chip that runs it (default 0)\n"
-    "  --trace F         (--isa) a Chrome/Perfetto trace of the runs, one size after the\n"
-    "                    other: a process per chip, the comm.* of each as slices\n"
+    "  --trace F         a Chrome/Perfetto trace of the runs, one size after the other: a\n"
+    "                    process per chip; the flow engine's collective per rank, its\n"
+    "                    messages (send, recv/reduce) and link bandwidth counters; with\n"
+    "                    --isa the comm.* of each chip as slices (not --engine packet)\n"
+    CLI_TRACE_USAGE_20
     "  --json            print {\"op\", \"algo\", \"chips\", \"topology\", \"rows\": [...]}\n"
+    "  --csv             print the rows as CSV (the names of --json's rows)\n"
     "\n"
     "Each row is printed as soon as it is simulated; a row that takes more than 2 s shows\n"
     "its progress on standard error when that is a terminal.\n";
@@ -417,7 +424,8 @@ static double col_busiest_link(net *n, uint64_t *prev, double seconds)
     return best;
 }
 
-np_status cmd_collective(int argc, char **argv, np_err *err)
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'},     {"set", required_argument, NULL, 's'},
@@ -428,15 +436,16 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
         {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
         {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
+        {"csv", no_argument, NULL, 'V'},
         {"rank-order", no_argument, NULL, 'R'},   {"engine", required_argument, NULL, 'G'},
         {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
-        {"core", required_argument, NULL, 'K'},
+        {"core", required_argument, NULL, 'K'},   CLI_TRACE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
     size_t n_sets = 0;
-    bool have_op = false, json = false, isa = false, rank_order = false;
+    bool have_op = false, json = false, csv = false, isa = false, rank_order = false;
     const char *trace_path = NULL;
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
@@ -482,6 +491,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
         case 'j': json = true; break;
+        case 'V': csv = true; break;
         case 'R': rank_order = true; break;
         case 'G':
             if (!strcmp(optarg, "flow"))
@@ -505,6 +515,8 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
             break;
         case 'I': isa = true; break;
         case 'T': trace_path = optarg; break;
+        case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(trace_opts, c, optarg, err); break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
         default: return err->status;
         }
@@ -515,14 +527,18 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!have_op)
         return np_err_set(err, NP_ERR_USAGE, "--op is required");
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     if (max_b < min_b)
         return np_err_set(err, NP_ERR_USAGE, "--max-bytes is below --min-bytes");
     if (!coll_algo_supported(op, algo))
         return np_err_set(err, NP_ERR_USAGE, "--algo: %s has no %s algorithm", coll_op_name(op),
                           coll_algo_name(algo));
-    if (trace_path && !isa)
-        return np_err_set(err, NP_ERR_USAGE, "--trace needs --isa (the flow engine runs no "
-                          "instructions)");
+    if (trace_path && engine == NET_ENGINE_PACKET)
+        return np_err_set(err, NP_ERR_USAGE, "--trace: the packet engine is not traced (the "
+                          "flow engine and --isa are)");
+    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
+        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     if (have_core && !isa)
         return np_err_set(err, NP_ERR_USAGE, "--core needs --isa (the flow engine moves data "
                           "between chips, not cores)");
@@ -567,6 +583,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     evq *q = NULL;
     coll_sys *sys = NULL;
     cli_trace tr = {0};
+    cli_trace_coll *tc = NULL;
     json_t *rows = NULL;
     uint64_t *link_bytes = NULL;
     np_status st = evq_create(&q, err);
@@ -587,13 +604,19 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
     bool header = false;
     double busbw_sum = 0;
     uint32_t n_rows = 0;
-    if (json)
+    if (json || csv)
         rows = json_array();
     if (isa) /* the core model builds its network from cfg.system: make it the one above */
         col_system_from_net(&cfg, &np);
-    if (trace_path && (st = cli_trace_open(&tr, trace_path, err)) != NP_OK)
+    if (trace_path && (st = cli_trace_open_opts(&tr, trace_path, trace_opts, err)) != NP_OK)
         goto out;
-    col_progress pg = {.tty = !json && isatty(2)};
+    if (trace_path && isa && (st = cli_trace_set_arch(&tr, &cfg, err)) != NP_OK)
+        goto out;
+    if (trace_path && !isa &&
+        (st = cli_trace_coll_create(coll_sys_net(sys), tr.sink, trace_opts->level, &tc, err)) !=
+            NP_OK)
+        goto out;
+    col_progress pg = {.tty = !json && !csv && isatty(2)};
     for (uint64_t b = min_b; b <= max_b;) {
         coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
                        .root = root, .chunk_bytes = chunk, .elem_bytes = elem,
@@ -609,7 +632,10 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
                                 .rank_order = rank_order};
                 st = col_run_isa(&cfg, &kc, tr.w && it == warmup ? &tr : NULL, &r, err);
             } else {
+                d.obs = tc && it == warmup ? cli_trace_coll_observer(tc) : NULL;
                 st = coll_run_progress(sys, &d, col_progress_cb, &pg, &r, err);
+                if (st == NP_OK && d.obs)
+                    cli_trace_coll_done(tc, &r, grp);
                 if (st == NP_OK) /* over the measured runs */
                     busiest = col_busiest_link(coll_sys_net(sys), link_bytes,
                                                (double)(r.t_end_ps - r.t_start_ps) / 1e12);
@@ -623,7 +649,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         }
         if (st != NP_OK)
             goto out;
-        if (!json && !header) { /* after the first run, so an error comes alone */
+        if (!json && !csv && !header) { /* after the first run, so an error comes alone */
             header = true;
             col_print_header(op, algo, ranks, &np, min_b, max_b, factor, iters, warmup, chunk,
                              isa);
@@ -633,7 +659,7 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
         double busbw = algbw * coll_busbw_factor(op, ranks);
         busbw_sum += busbw;
         n_rows++;
-        if (json) {
+        if (rows) {
             json_array_append_new(rows, json_pack("{s:I, s:I, s:s, s:I, s:f, s:f, s:f, s:o, "
                                                   "s:o}", "bytes", (json_int_t)b, "count",
                                                   (json_int_t)(b / elem), "algo",
@@ -676,10 +702,18 @@ np_status cmd_collective(int argc, char **argv, np_err *err)
                                 "avg_busbw_gbps", avg_busbw, "rows", rows);
         rows = NULL;
         st = cli_print_json(doc, err);
+    } else if (csv) {
+        static const char *const keys[] = {"bytes", "count", "algo", "time_ps", "time_us",
+                                           "algbw_gbps", "busbw_gbps", "busiest_link_util"};
+        if (!csv_json_rows(stdout, rows, keys, sizeof keys / sizeof keys[0]))
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
     } else {
         printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %g \n#\n", avg_busbw);
     }
 out:
+    if (tc && st == NP_OK)
+        st = cli_trace_coll_status(tc, err);
+    cli_trace_coll_free(tc);
     if (tr.w) {
         np_err terr;
         np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
@@ -691,5 +725,13 @@ out:
     coll_sys_free(sys);
     evq_free(q);
     free(grp);
+    return st;
+}
+
+np_status cmd_collective(int argc, char **argv, np_err *err)
+{
+    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    np_status st = col_main(argc, argv, &o, err);
+    trace_chips_free(&o.chips);
     return st;
 }

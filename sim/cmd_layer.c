@@ -20,6 +20,7 @@
 #include "arch.h"
 #include "cli.h"
 #include "cli_trace.h"
+#include "csv.h"
 #include "clock.h"
 #include "human.h"
 #include "parse.h"
@@ -38,7 +39,7 @@ const char cmd_layer_usage[] =
     "                    [--dataflow os|ws|is] [--scalesim-config FILE.cfg] [--pad P]\n"
     "                    (--gemm M,N,K | --conv H,W,R,S,C,K,STRIDE | --topology FILE.csv |\n"
     "                     --model NAME|FILE [--batch B]) [--reports DIR] [--cores N]\n"
-    "                    [--trace FILE[.gz]] [--json]\n"
+    "                    [--trace FILE[.gz] [--trace-chips L] [--trace-level K]] [--json | --csv]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V       override one config key (repeatable)\n"
@@ -71,7 +72,9 @@ const char cmd_layer_usage[] =
     "                  one core's share (its ceil(folds / N) folds)\n"
     "  --trace F       write a Chrome/Perfetto trace of the runs, one layer after the other\n"
     "                  (gzip when F ends in .gz; a \"layers\" thread marks each layer)\n"
+    CLI_TRACE_USAGE
     "  --json          print {\"layers\": [...]} (fields in docs/hw-model.md)\n"
+    "  --csv           print a row per layer as CSV (the names of --json's layers)\n"
     "\n"
     "Operands are bf16.\n";
 
@@ -298,7 +301,8 @@ static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_re
     }
 }
 
-np_status cmd_layer(int argc, char **argv, np_err *err)
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
@@ -310,6 +314,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         {"trace", required_argument, NULL, 'T'}, {"model", required_argument, NULL, 'm'},
         {"batch", required_argument, NULL, 'B'}, {"reports", required_argument, NULL, 'R'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
+        {"csv", no_argument, NULL, 'V'},        CLI_TRACE_LONGOPTS,
         {0}};
     const char *arch_name = CLI_DEFAULT_ARCH;
     const char *topology = NULL, *scalecfg_path = NULL, *trace_path = NULL, *model = NULL;
@@ -321,7 +326,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
     char rows_set[64], cols_set[64], df_set[64];
     const char *array = NULL, *dataflow = NULL;
     uint64_t gemm[3] = {0}, conv[7] = {0};
-    bool have_gemm = false, have_conv = false, json = false;
+    bool have_gemm = false, have_conv = false, json = false, csv = false;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
@@ -355,6 +360,11 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                 return err->status;
             break;
         case 'T': trace_path = optarg; break;
+        case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_LEVEL:
+            if (cli_trace_flag(trace_opts, c, optarg, err) != NP_OK)
+                return err->status;
+            break;
         case 'm': model = optarg; break;
         case 'B':
             if (cli_parse_u64("--batch", optarg, 1, 1 << 20, &batch, err) != NP_OK)
@@ -362,6 +372,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
             break;
         case 'R': reports = optarg; break;
         case 'j': json = true; break;
+        case 'V': csv = true; break;
         case 'h': cli_print_usage(cli_find("layer")); return NP_OK;
         default: return err->status;
         }
@@ -373,6 +384,10 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                           "and --model");
     if (have_pad && !have_conv)
         return np_err_set(err, NP_ERR_USAGE, "--pad applies to --conv only");
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
+        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     mxu_scalecfg sc = {0};
     if (scalecfg_path) {
         /* The SCALE-Sim file comes first, so --set, --array and --dataflow override it; its
@@ -469,13 +484,13 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
     cli_trace tr = {0};
-    if (trace_path && cli_trace_open(&tr, trace_path, err) != NP_OK) {
+    if (trace_path && cli_trace_open_opts(&tr, trace_path, trace_opts, err) != NP_OK) {
         mxu_topology_free(&topo);
         json_decref(layers);
         free(rows);
         return err->status;
     }
-    if (!json && table) /* SCALE-Sim's COMPUTE_REPORT columns, then its compute cycles */
+    if (!json && !csv && table) /* SCALE-Sim's COMPUTE_REPORT columns, then its compute cycles */
         printf("LayerID, Total Cycles, Stall Cycles, Overall Util %%, Mapping Efficiency %%, "
                "Compute Util %%, Compute Cycles,\n");
     np_status st = NP_OK;
@@ -512,7 +527,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
             cli_trace_span(&tr, 0, UINT32_MAX - 1, "layers", l->name, "layer", 0, lr.total_ps);
             tr.offset_ps += lr.total_ps;
         }
-        if (json) {
+        if (json || csv) {
             json_t *o = layer_json(l, &lr);
             if (o && lr.hbm_mesh && json_object_set(o, "hbm_mesh", lr.hbm_mesh)) {
                 json_decref(o);
@@ -530,7 +545,7 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         } else {
             layer_print(l, &arr, &lr, kp, cores, calc);
         }
-        if (!json)
+        if (!json && !csv)
             json_decref(lr.hbm_mesh);
     }
     const char *run_name = sc.run_name[0] ? sc.run_name : "npusim_layer";
@@ -548,6 +563,15 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
         json_decref(layers);
         return st;
     }
+    if (csv) {
+        static const char *const keys[] = {
+            "name", "m", "n", "k", "total_cycles", "compute_cycles", "compute_cycles_per_core",
+            "simulated_cycles", "stall_cycles", "overall_util_pct", "mapping_efficiency_pct",
+            "compute_util_pct", "dram_read_bytes", "dram_write_bytes", "dram_gb_per_s", "kernel"};
+        bool ok = csv_json_rows(stdout, layers, keys, sizeof keys / sizeof keys[0]);
+        json_decref(layers);
+        return ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
     if (!json) {
         json_decref(layers);
         return NP_OK;
@@ -561,4 +585,12 @@ np_status cmd_layer(int argc, char **argv, np_err *err)
                                     !scalecfg_path ? "arch" : calc ? "CALC" : "USER", "layers",
                                     layers),
                           err);
+}
+
+np_status cmd_layer(int argc, char **argv, np_err *err)
+{
+    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    np_status st = layer_main(argc, argv, &o, err);
+    trace_chips_free(&o.chips);
+    return st;
 }

@@ -14,6 +14,9 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "cli_trace.h"
+#include "cli_trace_noc.h"
+#include "csv.h"
 #include "parse.h"
 #include "traffic.h"
 
@@ -27,7 +30,8 @@ const char cmd_noc_usage[] =
     "                  [--rate R[:R_END:STEP]] [--packet-flits F] [--vcs V] [--buf B]\n"
     "                  [--router-cycles P] [--link-cycles L] [--credit-delay D]\n"
     "                  [--input-speedup S] [--wait-tail-credit] [--warmup N] [--cycles N]\n"
-    "                  [--hotspot N[,N...]] [--seed S] [--saturation] [--json]\n"
+    "                  [--hotspot N[,N...]] [--seed S] [--saturation]\n"
+    "                  [--trace FILE[.gz] [--trace-every N]] [--json | --csv]\n"
     "       npusim noc --compare FILE [--json]\n"
     "\n"
     "  --arch A           architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
@@ -48,9 +52,14 @@ const char cmd_noc_usage[] =
     "  --hotspot LIST     hotspot nodes for --traffic hotspot (default: the centre node)\n"
     "  --seed S           seed of the injection process (default: 1)\n"
     "  --saturation       also find the saturation rate by bisection (to 1%)\n"
+    "  --trace F          write a Chrome/Perfetto trace of the rates' runs, one after the\n"
+    "                     other (gzip when F ends in .gz): per router its buffered flits and\n"
+    "                     per link its flits/cycle as counters, sampled every N cycles\n"
+    "  --trace-every N    cycles between the trace's samples (default: 100)\n"
     "  --compare FILE     run every point of a BookSim reference file (such as\n"
     "                     tests/data/noc/booksim_mesh.csv) and print ours beside it\n"
-    "  --json             print {\"rows\": [...], ...} (fields in docs/noc.md)\n";
+    "  --json             print {\"rows\": [...], ...} (fields in docs/noc.md)\n"
+    "  --csv              print the rows as CSV (the names of --json's rows)\n";
 
 static np_status noc_parse_double(const char *opt, const char *text, double *out, np_err *err)
 {
@@ -193,6 +202,97 @@ static np_status noc_compare(const char *path, bool json, np_err *err)
     return NP_OK;
 }
 
+/* The rows of rates r0 .. r1 (step) and, when asked, the saturation rate, printed; each
+ * row's run traced into tn (may be NULL) when p0 has its sampler. */
+static np_status noc_rates(const noc_study_params *p0, const char *arch, double r0, double r1,
+                           double step, bool find_sat, bool json, bool csv, cli_trace_noc *tn,
+                           np_err *err)
+{
+    noc_study_params p = *p0;
+    noc_traffic traffic = p.traffic;
+    json_t *rows = json || csv ? json_array() : NULL;
+    double sat_rate = -1;
+    if (!json && !csv) {
+        mesh_stages stg;
+        mesh_stages_of(&p.mesh, &stg);
+        printf("# mesh %" PRIu32 "x%" PRIu32 ", %s traffic, %" PRIu32 "-flit packets, %" PRIu32
+               " VCs x %" PRIu32 " flits, router %" PRIu32 " cycles (route %" PRIu32
+               ", VC alloc 1, switch alloc 1, crossbar %" PRIu32 "), link %" PRIu32 " cycles\n",
+               p.mesh.kx, p.mesh.ky, noc_traffic_name(traffic), p.packet_flits, p.mesh.vcs,
+               p.mesh.buf_flits, p.mesh.router_cycles, stg.routing, stg.crossbar,
+               p.mesh.link_cycles);
+        printf("# %8s %9s %11s %11s %9s %9s  %s\n", "offered", "accepted", "pkt_lat", "net_lat",
+               "p99", "zero_ld", "(flits/node/cycle; latencies in cycles)");
+    }
+    for (int i = 0;; i++) {
+        double r = r0 + i * step;
+        if (r > r1 + 1e-9 || (step == 0 && i > 0))
+            break;
+        p.rate = r;
+        noc_study_result res;
+        if (noc_study_run(&p, &res, err) != NP_OK) {
+            json_decref(rows);
+            return err->status;
+        }
+        if (tn)
+            cli_trace_noc_run(tn, &p, &res);
+        if (rows)
+            json_array_append_new(rows, noc_row_json(&res));
+        else
+            printf("  %8.4f %9.4f %11.2f %11.2f %9.1f %9.2f%s\n", res.offered_rate,
+                   res.accepted_rate, res.avg_packet_latency, res.avg_network_latency,
+                   res.p99_packet_latency, res.zero_load_latency,
+                   res.saturated ? "  saturated" : "");
+        if (res.saturated) {
+            sat_rate = r;
+            break;
+        }
+    }
+    double max_rate = -1;
+    p.sample = NULL; /* the bisection's runs are not traced */
+    if (find_sat && noc_study_saturation(&p, 0.01, &max_rate, err) != NP_OK) {
+        json_decref(rows);
+        return err->status;
+    }
+    if (json) {
+        json_t *mj = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "kx",
+                               (int)p.mesh.kx, "ky", (int)p.mesh.ky, "vcs", (int)p.mesh.vcs,
+                               "buf_flits", (int)p.mesh.buf_flits, "router_cycles",
+                               (int)p.mesh.router_cycles, "link_cycles",
+                               (int)p.mesh.link_cycles, "credit_delay",
+                               (int)p.mesh.credit_delay, "input_speedup",
+                               (int)p.mesh.input_speedup, "wait_tail_credit",
+                               p.mesh.wait_tail_credit);
+        json_t *doc = json_pack("{s:s, s:o, s:s, s:i, s:I, s:I, s:o, s:o}", "arch", arch,
+                                "mesh", mj, "traffic", noc_traffic_name(traffic),
+                                "packet_flits", (int)p.packet_flits, "warmup_cycles",
+                                (json_int_t)p.warmup, "measure_cycles", (json_int_t)p.measure,
+                                "saturation_rate",
+                                sat_rate >= 0 ? json_real(sat_rate) : json_null(), "rows", rows);
+        if (find_sat)
+            json_object_set_new(doc, "max_sustainable_rate", json_real(max_rate));
+        return cli_print_json(doc, err);
+    }
+    if (csv) { /* the rows (the bisection's rate is not a row) */
+        static const char *const keys[] = {"offered_rate", "accepted_rate", "avg_packet_latency",
+                                           "avg_network_latency", "p50_packet_latency",
+                                           "p99_packet_latency", "zero_load_latency",
+                                           "avg_hops", "max_link_util", "packets_measured",
+                                           "saturated"};
+        bool ok = csv_json_rows(stdout, rows, keys, sizeof keys / sizeof keys[0]);
+        json_decref(rows);
+        return ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    if (sat_rate >= 0)
+        printf("# saturated at an offered %.4f flits/node/cycle\n", sat_rate);
+    else if (step > 0)
+        printf("# not saturated up to %.4f flits/node/cycle\n", r1);
+    if (find_sat)
+        printf("# highest rate not saturated (bisection to 1%%): %.4f flits/node/cycle\n",
+               max_rate);
+    return NP_OK;
+}
+
 np_status cmd_noc(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
@@ -215,7 +315,10 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         {"wait-tail-credit", no_argument, NULL, 'T'},
         {"saturation", no_argument, NULL, 'Z'},
         {"compare", required_argument, NULL, 'X'},
+        {"trace", required_argument, NULL, 'F'},
+        {"trace-every", required_argument, NULL, 'E'},
         {"json", no_argument, NULL, 'j'},
+        {"csv", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
@@ -228,8 +331,10 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     bool wait_tail = false;
     uint32_t hot[NOC_MAX_HOT];
     uint32_t n_hot = 0;
-    bool json = false, find_sat = false;
-    const char *compare = NULL;
+    bool json = false, csv = false, find_sat = false;
+    const char *compare = NULL, *trace_path = NULL;
+    uint64_t trace_every = 100;
+    bool have_every = false;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
@@ -262,8 +367,14 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         case 'T': wait_tail = true; break;
         case 'Z': find_sat = true; break;
         case 'X': compare = optarg; break;
+        case 'F': trace_path = optarg; break;
+        case 'E':
+            st = cli_parse_u64("--trace-every", optarg, 1, 100000000, &trace_every, err);
+            have_every = true;
+            break;
         case 'H': hot_arg = optarg; break;
         case 'j': json = true; break;
+        case 'V': csv = true; break;
         case 'h': cli_print_usage(cli_find("noc")); return NP_OK;
         default: return err->status;
         }
@@ -272,6 +383,16 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    if (csv && compare)
+        return np_err_set(err, NP_ERR_USAGE, "--csv: not with --compare (its --json has the "
+                          "rows)");
+    if (have_every && !trace_path)
+        return np_err_set(err, NP_ERR_USAGE, "--trace-every needs --trace");
+    if (compare && trace_path)
+        return np_err_set(err, NP_ERR_USAGE, "--trace: not with --compare (trace the runs of "
+                          "--rate)");
     if (compare)
         return noc_compare(compare, json, err);
     double r0, r1, step;
@@ -322,72 +443,27 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         p.n_hotspots = n_hot;
     }
 
-    json_t *rows = json ? json_array() : NULL;
-    double sat_rate = -1;
-    if (!json) {
-        mesh_stages stg;
-        mesh_stages_of(&p.mesh, &stg);
-        printf("# mesh %" PRIu32 "x%" PRIu32 ", %s traffic, %" PRIu32 "-flit packets, %" PRIu32
-               " VCs x %" PRIu32 " flits, router %" PRIu32 " cycles (route %" PRIu32
-               ", VC alloc 1, switch alloc 1, crossbar %" PRIu32 "), link %" PRIu32 " cycles\n",
-               p.mesh.kx, p.mesh.ky, noc_traffic_name(traffic), p.packet_flits, p.mesh.vcs,
-               p.mesh.buf_flits, p.mesh.router_cycles, stg.routing, stg.crossbar,
-               p.mesh.link_cycles);
-        printf("# %8s %9s %11s %11s %9s %9s  %s\n", "offered", "accepted", "pkt_lat", "net_lat",
-               "p99", "zero_ld", "(flits/node/cycle; latencies in cycles)");
-    }
-    for (int i = 0;; i++) {
-        double r = r0 + i * step;
-        if (r > r1 + 1e-9 || (step == 0 && i > 0))
-            break;
-        p.rate = r;
-        noc_study_result res;
-        if (noc_study_run(&p, &res, err) != NP_OK) {
-            json_decref(rows);
+    cli_trace tr = {0};
+    cli_trace_noc *tn = NULL;
+    if (trace_path) {
+        double ghz = cfg.chip.noc_clock_ghz > 0 ? cfg.chip.noc_clock_ghz : 1;
+        uint64_t cycle_ps = (uint64_t)(1000.0 / ghz + 0.5);
+        if (cli_trace_open(&tr, trace_path, err) != NP_OK)
+            return err->status;
+        if (cli_trace_noc_create(&p.mesh, tr.sink, cycle_ps, &tn, err) != NP_OK) {
+            np_err terr;
+            cli_trace_close(&tr, &terr);
             return err->status;
         }
-        if (json)
-            json_array_append_new(rows, noc_row_json(&res));
-        else
-            printf("  %8.4f %9.4f %11.2f %11.2f %9.1f %9.2f%s\n", res.offered_rate,
-                   res.accepted_rate, res.avg_packet_latency, res.avg_network_latency,
-                   res.p99_packet_latency, res.zero_load_latency,
-                   res.saturated ? "  saturated" : "");
-        if (res.saturated) {
-            sat_rate = r;
-            break;
-        }
+        p.sample = cli_trace_noc_sample, p.sample_ctx = tn, p.sample_every = trace_every;
     }
-    double max_rate = -1;
-    if (find_sat && noc_study_saturation(&p, 0.01, &max_rate, err) != NP_OK) {
-        json_decref(rows);
-        return err->status;
+    np_status st = noc_rates(&p, cfg.name, r0, r1, step, find_sat, json, csv, tn, err);
+    cli_trace_noc_free(tn);
+    if (tr.w) {
+        np_err terr;
+        np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
+        if (st == NP_OK)
+            st = ts;
     }
-    if (json) {
-        json_t *mj = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:b}", "kx",
-                               (int)p.mesh.kx, "ky", (int)p.mesh.ky, "vcs", (int)p.mesh.vcs,
-                               "buf_flits", (int)p.mesh.buf_flits, "router_cycles",
-                               (int)p.mesh.router_cycles, "link_cycles",
-                               (int)p.mesh.link_cycles, "credit_delay",
-                               (int)p.mesh.credit_delay, "input_speedup",
-                               (int)p.mesh.input_speedup, "wait_tail_credit",
-                               p.mesh.wait_tail_credit);
-        json_t *doc = json_pack("{s:s, s:o, s:s, s:i, s:I, s:I, s:o, s:o}", "arch", cfg.name,
-                                "mesh", mj, "traffic", noc_traffic_name(traffic),
-                                "packet_flits", (int)p.packet_flits, "warmup_cycles",
-                                (json_int_t)warmup, "measure_cycles", (json_int_t)cycles,
-                                "saturation_rate",
-                                sat_rate >= 0 ? json_real(sat_rate) : json_null(), "rows", rows);
-        if (find_sat)
-            json_object_set_new(doc, "max_sustainable_rate", json_real(max_rate));
-        return cli_print_json(doc, err);
-    }
-    if (sat_rate >= 0)
-        printf("# saturated at an offered %.4f flits/node/cycle\n", sat_rate);
-    else if (step > 0)
-        printf("# not saturated up to %.4f flits/node/cycle\n", r1);
-    if (find_sat)
-        printf("# highest rate not saturated (bisection to 1%%): %.4f flits/node/cycle\n",
-               max_rate);
-    return NP_OK;
+    return st;
 }

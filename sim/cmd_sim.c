@@ -20,6 +20,7 @@
 #include "isa_elf.h"
 #include "stats.h"
 #include "cli_trace.h"
+#include "csv.h"
 
 #define SIM_MAX_SETS 64
 #define SIM_MAX_IO 64
@@ -30,7 +31,8 @@
 const char cmd_sim_usage[] =
     "usage: npusim sim [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--functional]\n"
     "                  [--input [CHIP:]SYM=FILE ...] [--dump [CHIP:]SYM=FILE ...]\n"
-    "                  [--trace FILE[.gz]] [--stats FILE[.json]] [--max-cycles N] [--json]\n"
+    "                  [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
+    "                  [--stats FILE[.json]] [--max-cycles N] [--json | --csv]\n"
     "                  PROG.elf [PROG.elf ...]\n"
     "\n"
     "  --arch A        architecture preset or YAML file (default: " CLI_DEFAULT_ARCH "); the\n"
@@ -45,12 +47,15 @@ const char cmd_sim_usage[] =
     "                  instruction a unit runs (DMA, MXU, VPU, COMM), per semaphore wait\n"
     "                  and per kernel (open in ui.perfetto.dev); the front end's control\n"
     "                  instructions and sem.signal take no unit time and have no slice\n"
+    CLI_TRACE_USAGE
     "  --stats F       write every statistic of the run (units, on-chip mesh links,\n"
     "                  chip-to-chip links) to F: text, or JSON when F ends in .json\n"
     "  --max-cycles N  stop a run still going after N core cycles (exit status 3; default\n"
     "                  1,000,000,000; 0: no limit)\n"
     "  --json          print {\"total_cycles\", \"units\": [...], \"kernels\": [...],\n"
     "                  \"traffic\": {...}} (fields in docs/hw-model.md)\n"
+    "  --csv           print the units' table as CSV (name, busy_cycles, stall_cycles,\n"
+    "                  idle_cycles, insns, bytes: the names of --json's units)\n"
     "\n"
     "The i-th program runs on chip i (at most system.chips programs); comm.send/recv between\n"
     "cores of one chip use its mesh, between chips the chip-to-chip network.\n";
@@ -76,7 +81,8 @@ static np_status sim_write_stats(const stats *reg, const char *path, np_err *err
     return NP_OK;
 }
 
-np_status cmd_sim(int argc, char **argv, np_err *err)
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
@@ -84,6 +90,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         {"dump", required_argument, NULL, 'd'}, {"trace", required_argument, NULL, 't'},
         {"max-cycles", required_argument, NULL, 'm'}, {"stats", required_argument, NULL, 'S'},
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
+        {"csv", no_argument, NULL, 'V'},        CLI_TRACE_LONGOPTS,
         {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *trace_path = NULL, *stats_path = NULL;
     uint64_t max_cycles = SIM_DEFAULT_MAX_CYCLES;
@@ -92,7 +99,7 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
     bool functional = false;
     const char *sets[SIM_MAX_SETS];
     size_t n_sets = 0;
-    bool json = false;
+    bool json = false, csv = false;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
@@ -117,7 +124,13 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
                 dumps[n_dumps++] = optarg;
             break;
         case 'j': json = true; break;
+        case 'V': csv = true; break;
         case 't': trace_path = optarg; break;
+        case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_LEVEL:
+            if (cli_trace_flag(trace_opts, c, optarg, err) != NP_OK)
+                return err->status;
+            break;
         case 'S': stats_path = optarg; break;
         case 'm':
             if (cli_parse_u64("--max-cycles", optarg, 0, UINT64_MAX / 1000000, &max_cycles, err) !=
@@ -132,6 +145,10 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "missing the program (PROG.elf)");
     if ((n_inputs || n_dumps) && !functional)
         return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
+    if (json && csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
+        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     arch_config cfg;
     if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
         return err->status;
@@ -198,7 +215,15 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
     cli_trace tr = {0};
     if (st == NP_OK && trace_path)
-        st = cli_trace_open(&tr, trace_path, err);
+        st = cli_trace_open_opts(&tr, trace_path, trace_opts, err);
+    if (st == NP_OK && tr.w)
+        st = cli_trace_set_arch(&tr, &cfg, err);
+    for (uint32_t i = 0; st == NP_OK && tr.w && i < n_progs; i++) { /* what each HBM holds */
+        uint64_t bytes = 0;
+        for (uint32_t k = 0; k < progs[i]->n_data; k++)
+            bytes += progs[i]->data[k].size;
+        cli_trace_level(&tr, i, "hbm.used", 0, (double)bytes);
+    }
     if (st == NP_OK) {
         core_sim_opts o = {.functional = functional, .inputs = in_io, .n_inputs = n_in,
                            .outputs = out_io, .n_outputs = n_out,
@@ -235,14 +260,29 @@ np_status cmd_sim(int argc, char **argv, np_err *err)
         core_report_free(r);
         return st;
     }
-    if (json) {
+    if (json || csv) {
         json_t *j = core_report_json(r);
         core_report_free(r);
         if (!j)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory building the JSON report");
-        return cli_print_json(j, err);
+        if (json)
+            return cli_print_json(j, err);
+        static const char *const keys[] = {"name", "busy_cycles", "stall_cycles", "idle_cycles",
+                                           "insns", "bytes"};
+        bool ok = csv_json_rows(stdout, json_object_get(j, "units"), keys,
+                                sizeof keys / sizeof keys[0]);
+        json_decref(j);
+        return ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
     core_report_print(r, stdout);
     core_report_free(r);
     return NP_OK;
+}
+
+np_status cmd_sim(int argc, char **argv, np_err *err)
+{
+    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    np_status st = sim_main(argc, argv, &o, err);
+    trace_chips_free(&o.chips);
+    return st;
 }

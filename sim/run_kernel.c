@@ -261,44 +261,6 @@ static double rk_wall(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* k compiled alone (reps times one after the other on the same buffers; k names its tiling
- * when reps > 1): every operand in a .bss buffer of its own, then halt on every core. */
-static np_status rk_compile(const arch_config *cfg, const kc_kernel *k0, int reps,
-                            kc_result *res, isa_program **prog, np_err *err)
-{
-    kc_kernel k = *k0;
-    uint32_t cores = k.place.core0 + (k.place.n_cores ? k.place.n_cores : 1);
-    /* room for a kernel's constants (.data: RoPE's tables) below the operands: a quarter of
-     * the HBM, at most 1 GiB */
-    uint64_t room = cfg->chip.hbm_bytes / 4 < (UINT64_C(1) << 30) ? cfg->chip.hbm_bytes / 4
-                                                                   : UINT64_C(1) << 30;
-    kc_prog_opts po = {.cores = cores, .fences_nocomm = true,
-                       .emit = {.bss_base = room > ISA_EMIT_BSS_BASE ? room : 0}};
-    kc_prog *p;
-    if (kc_prog_new(cfg, &po, &p, err) != NP_OK)
-        return err->status;
-    np_status st = NP_OK;
-    for (int i = 0; i < k.n_in && st == NP_OK; i++)
-        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.in[i]), &k.in[i].addr, err);
-    for (int i = 0; i < k.n_epi && st == NP_OK; i++)
-        if (k.epi[i].has_arg)
-            st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.epi[i].arg), &k.epi[i].arg.addr, err);
-    for (int i = 0; i < k.n_out && st == NP_OK; i++)
-        st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.out[i]), &k.out[i].addr, err);
-    if (st == NP_OK)
-        st = kc_compile(p, &k, res, err);
-    for (int r = 1; r < reps && st == NP_OK; r++) {
-        kc_result again;
-        st = kc_compile(p, &k, &again, err);
-    }
-    if (st == NP_OK)
-        st = kc_prog_finish(p, err);
-    if (st == NP_OK)
-        *prog = kc_prog_take(p);
-    kc_prog_free(p);
-    return st;
-}
-
 /* The duration and the mean busy time over the chip's cores of the DMA, matrix and vector
  * units, from a core report. */
 static void rk_from_report(const arch_config *cfg, const core_report *r, run_ktime *t)
@@ -335,7 +297,7 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     kc_result res, res2;
     isa_program *prog = NULL;
     core_report *rep = NULL;
-    np_status st = rk_compile(t->cfg, &ks->k, 1, &res, &prog, err);
+    np_status st = lower_kernel_alone(t->cfg, &ks->k, &res, &prog, err);
     if (st == NP_OK) {
         t->st.compiled++;
         st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
@@ -356,7 +318,7 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
                          a < tl->n_attrs; a++)
         tiled.attrs[tiled.n_attrs++] = tl->attrs[a];
     core_report *rep2 = NULL;
-    st = rk_compile(t->cfg, &tiled, 2, &res2, &prog, err);
+    st = lower_kernel_repeated(t->cfg, &tiled, 2, &res2, &prog, err);
     if (st == NP_OK)
         st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep2, err);
     isa_program_free(prog);

@@ -16,6 +16,12 @@
  *     named send / recv, from the send's start to its delivery, joined by a flow;
  *   - a "chip.comm" slice (category "busy") for each interval with any communication of the
  *     chip in flight.
+ * Counters per chip: "hbm" (GB/s), each kernel's HBM bytes over its task, and "hbm.used"
+ * (bytes), the chip's HBM occupancy: its class's resident parameters, gradients and optimizer
+ * states from time 0, plus each micro-batch's saved activations of a layer from the end of its
+ * first forward task to the end of the last backward task of that layer (communication
+ * buffers and workspace, transient, are left out; its peak is the plan's activations_bytes
+ * over the resident bytes).
  * The system process: a bandwidth counter per network link that carried bytes, in GB/s.
  *
  * So `npusim trace stats` on the trace of a one-step run gives the report's per-unit

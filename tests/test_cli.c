@@ -139,8 +139,8 @@ TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
          "npusim: --cores: expected an integer in 1 .. 65536, got '0'\n"},
         {{"layer", "--gemm", "8,8,8", "--trace", "/nonexistent-dir/t.json"},
          "npusim: /nonexistent-dir/t.json: cannot create the trace file\n"},
-        {{"collective", "--op", "all_reduce", "--trace", "t.json"},
-         "npusim: --trace needs --isa (the flow engine runs no instructions)\n"},
+        {{"collective", "--op", "all_reduce", "--engine", "packet", "--trace", "t.json"},
+         "npusim: --trace: the packet engine is not traced (the flow engine and --isa are)\n"},
         {{"collective", "--op", "all_reduce", "--isa", "--chunk", "64"},
          "npusim: --isa runs the ring without chunking, with 4- or 2-byte elements (no --algo "
          "other than ring, no --chunk)\n"},

@@ -197,6 +197,20 @@ TEST(conv2d_in_the_frameworks_layout_equals_the_reference_with_padding_strides_a
         }
 }
 
+TEST(conv2d_of_one_pixel_images_in_the_frameworks_layout_takes_oihw_filters)
+{
+    /* a 1 x 1 NCHW image is channels-last too: the filter's order decides (resnet-tiny's
+     * last stage: 3x3 filters, pad 1, on 1x1 maps) */
+    rng g;
+    rng_seed(&g, 20261208);
+    arch_config cfg = arch("tiny", NULL);
+    for (int dt = 0; dt < 2; dt++) {
+        conv_case k = {2, 6, 1, 1, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, dt ? NN_BF16 : NN_I8, false,
+                       false, false, 1 + (uint32_t)dt, 0, 0, 0, 0, 0};
+        check(&cfg, &k, &g);
+    }
+}
+
 TEST(conv2d_groups_and_depthwise_equal_the_reference_in_both_layouts)
 {
     rng g;

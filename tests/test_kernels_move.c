@@ -139,6 +139,30 @@ TEST(embedding_grad_accumulates_every_row_of_repeated_indices)
             }
 }
 
+TEST(embedding_grad_of_rows_too_wide_for_the_scratchpad_goes_in_column_pieces)
+{
+    /* tiny's 64 KiB and rows of 6000: the zeroing and the final conversion as narrower rows,
+     * dy converted and scatter-added in column pieces; bf16 and fp16 (fp32 accumulation),
+     * fp32 (straight from HBM), on one core and two */
+    arch_config cfg = arch("tiny", NULL);
+    for (int t = 0; t < 3; t++)
+        for (uint32_t cores = 1; cores <= 2; cores++) {
+            nn_graph *g = nn_graph_new(1);
+            nn_tensor *in[2];
+            in[0] = nn_input(g, "idx", NN_I32, 1, (int64_t[]){9});
+            fill_idx(in[0], 7, 17 + cores);
+            in[1] = nn_input(g, "dy", float_types[t], 2, (int64_t[]){9, 6000});
+            fill(in[1], 19 + t);
+            nn_tensor *y = nn_node(g, NN_OP_EMBEDDING_GRAD, 2, in, (int64_t[NN_MAX_IPARAMS]){7},
+                                   NULL);
+            kc_kernel k = {.op = NN_OP_EMBEDDING_GRAD, .place = {0, 0, cores}};
+            double rtol = float_types[t] == NN_BF16 ? 0x1p-7
+                          : float_types[t] == NN_F16 ? 0x1p-10 : 0x1p-20;
+            CU_ASSERT_EQUAL(run_check(&cfg, &k, in, 2, y, g, rtol, rtol / 4, NULL), 0);
+            nn_graph_free(g);
+        }
+}
+
 /* Indices of a vocabulary of 3V rows (before the shard, in it, after it) and the shard's
  * offset, as the tensor-parallel plans make them (framework/plan_tp.c). */
 static void fill_shard_idx(nn_tensor *t, nn_tensor *off, uint64_t V, int64_t o, uint64_t seed)
@@ -237,6 +261,65 @@ TEST(permute_moves_every_element_exactly_by_strided_copies_or_tile_transposes)
         }
 }
 
+TEST(batched_transposes_loop_over_their_batch_so_the_program_does_not_grow_with_it)
+{
+    /* [P, Q, R, S] -> [Q, P, S, R]: two batch dims that do not merge (P and Q swap), each a
+     * loop; then [B, 5, 7] -> [B, 7, 5] for B = 2 and 40: the same instructions */
+    arch_config cfg = arch("tiny", NULL);
+    for (int t = 0; t < 5; t++) {
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_input(g, "x", all_types[t], 4, (int64_t[]){3, 4, 5, 6});
+        fill(x, 141 + t);
+        nn_tensor *y = nn_permute(g, x, (int[]){1, 0, 3, 2});
+        kc_kernel k = {.op = NN_OP_PERMUTE, .place = {0, 0, 2}, .n_attrs = 1,
+                       .attrs = {KC_INT("axes", 1032)}};
+        kc_result r;
+        CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, y, g, 0, 0, &r), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "12 passes"));
+        CU_ASSERT_EQUAL(r.hbm_read_bytes, nn_nbytes(y));
+        nn_graph_free(g);
+    }
+    uint64_t insns[2];
+    for (int i = 0; i < 2; i++) {
+        int64_t B = i ? 40 : 2;
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_input(g, "x", NN_BF16, 3, (int64_t[]){B, 5, 7});
+        fill(x, 151 + i);
+        nn_tensor *y = nn_permute(g, x, (int[]){0, 2, 1});
+        kc_kernel k = {.op = NN_OP_PERMUTE, .place = {0, 0, 1}, .n_attrs = 1,
+                       .attrs = {KC_INT("axes", 21)}};
+        kc_result r;
+        CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, y, g, 0, 0, &r), 0);
+        insns[i] = r.insns;
+        nn_graph_free(g);
+    }
+    CU_ASSERT_EQUAL(insns[0], insns[1]);
+}
+
+TEST(transposes_of_rows_too_wide_for_the_scratchpad_go_in_chunks_of_columns)
+{
+    /* tiny's 64 KiB: [37, 701] and [3, 37, 701] fp32 rows of 701 do not fit 16 a tile, so
+     * the rows go in chunks (176, 176, 176 and the last 173), a loop of their own */
+    arch_config cfg = arch("tiny", NULL);
+    static const struct { int nd; int64_t shape[3]; int axes[3]; int64_t digits; } cases[] = {
+        {2, {37, 701}, {1, 0}, 10}, {3, {3, 37, 701}, {0, 2, 1}, 21}};
+    for (size_t c = 0; c < 2; c++)
+        for (int t = 0; t < 5; t += 4) { /* fp32, int32 */
+            nn_graph *g = nn_graph_new(1);
+            nn_tensor *x = nn_input(g, "x", all_types[t], cases[c].nd, cases[c].shape);
+            fill(x, 161 + c);
+            nn_tensor *y = nn_permute(g, x, cases[c].axes);
+            kc_kernel k = {.op = NN_OP_PERMUTE, .place = {0, 0, 2}, .n_attrs = 1,
+                           .attrs = {KC_INT("axes", cases[c].digits)}};
+            kc_result r;
+            CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, y, g, 0, 0, &r), 0);
+            CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "rows in 4 chunks"));
+            CU_ASSERT_EQUAL(r.hbm_read_bytes, nn_nbytes(y));
+            CU_ASSERT_EQUAL(r.hbm_write_bytes, nn_nbytes(y));
+            nn_graph_free(g);
+        }
+}
+
 TEST(concat_slice_and_pad_move_windows_exactly_along_every_axis)
 {
     arch_config cfg = arch("tiny", NULL);
@@ -304,6 +387,28 @@ TEST(pad_writes_its_zeros_over_whatever_the_output_held)
     for (int r = 0; r < 4; r++)
         for (int c = 0; c < 6; c++)
             CU_ASSERT_EQUAL(yout[r * 6 + c], c < 2 || c == 5 ? 0.0f : xin[r * 3 + c - 2]);
+}
+
+TEST(pad_zeroes_windows_of_more_elements_than_a_vector_instructions_cols_field_holds)
+{
+    /* [3, 50, 7] padded by 500 before and 301 after along dim 2: 75,000 and 45,150 zeros,
+     * beyond vpu.fill's 65,535 columns, from a scratchpad block that holds them all (tiny
+     * with 2 MiB of scratchpad); on one core and on two, for a float and an integer type */
+    arch_config cfg = arch("tiny", "core.sram_bytes=2097152");
+    const nn_dtype types[2] = {NN_BF16, NN_I8};
+    for (int t = 0; t < 2; t++)
+        for (uint32_t cores = 1; cores <= 2; cores++) {
+            nn_graph *g = nn_graph_new(1);
+            nn_tensor *x = nn_input(g, "x", types[t], 3, (int64_t[]){3, 50, 7});
+            fill(x, 131 + t);
+            nn_tensor *pd = nn_pad(g, x, 2, 500, 301);
+            kc_kernel k = {.op = NN_OP_PAD, .place = {0, 0, cores}, .n_attrs = 2,
+                           .attrs = {KC_INT("axis", 2), KC_INT("before", 500)}};
+            kc_result r;
+            CU_ASSERT_EQUAL(run_check(&cfg, &k, &x, 1, pd, g, 0, 0, &r), 0);
+            CU_ASSERT_EQUAL(r.hbm_write_bytes, nn_nbytes(pd));
+            nn_graph_free(g);
+        }
 }
 
 TEST(bad_indices_axes_and_windows_get_errors_naming_the_kernel)

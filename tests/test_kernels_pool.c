@@ -51,7 +51,8 @@ typedef struct pool_case {
 
 /* Runs op's kernel on seeded values against its reference; exact for max (and the max
  * gradient: its sums are of quarters), within an ulp of the type for the averages. */
-static void check_pool(const arch_config *cfg, nn_op op, const pool_case *c, rng *g)
+static void check_pool_in(const arch_config *cfg, nn_op op, const pool_case *c, rng *g,
+                          bool nchw)
 {
     np_err err = {0};
     nn_graph *gr = nn_graph_new(1);
@@ -75,7 +76,8 @@ static void check_pool(const arch_config *cfg, nn_op op, const pool_case *c, rng
         k.n_in = 1, in[0] = x;
     for (int i = 0; i < k.n_in; i++) {
         kc_tensor_of(&k.in[i], 0, in[i]);
-        nhwc(&k.in[i]);
+        if (!nchw)
+            nhwc(&k.in[i]);
     }
     if (grad) /* the reference reads the output's H and W */
         kc_tensor_of(&k.out[0], 0, x);
@@ -84,7 +86,8 @@ static void check_pool(const arch_config *cfg, nn_op op, const pool_case *c, rng
     CU_ASSERT_EQUAL_FATAL(nn_graph_compute(gr, &err), NP_OK);
     nn_tensor *got = nn_input(gr, "got", c->dt, 4, want->ne);
     kc_tensor_of(&k.out[0], 0, got);
-    nhwc(&k.out[0]);
+    if (!nchw)
+        nhwc(&k.out[0]);
     krun_io io = {.in = {in[0], in[1]}, .out = {got}};
     krun_result r;
     np_status st = krun_kernel(cfg, &k, &io, &(krun_opts){.functional = true}, &r, &err);
@@ -108,6 +111,12 @@ static void check_pool(const arch_config *cfg, nn_op op, const pool_case *c, rng
     CU_ASSERT_EQUAL(r.kernel.hbm_read_bytes + r.kernel.hbm_write_bytes, r.kernel.hbm_bytes_min);
     krun_result_free(&r);
     nn_graph_free(gr);
+}
+
+/* Channels-last operands (the kernels' own layout). */
+static void check_pool(const arch_config *cfg, nn_op op, const pool_case *c, rng *g)
+{
+    check_pool_in(cfg, op, c, g, false);
 }
 
 static const pool_case pool_cases[] = {
@@ -137,6 +146,22 @@ TEST(pooling_gradient_kernels_equal_the_reference_ties_to_the_first_maximum)
     for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
         check_pool(&cfg, NN_OP_MAXPOOL2D_GRAD, &pool_cases[i], &g);
         check_pool(&cfg, NN_OP_AVGPOOL2D_GRAD, &pool_cases[i], &g);
+    }
+}
+
+TEST(pooling_kernels_take_the_frameworks_nchw_layout_as_images_of_one_channel)
+{
+    /* every case and op with the operands dense [N, C, H, W] as the framework holds them */
+    arch_config cfg = tiny();
+    rng g;
+    rng_seed(&g, 13);
+    const nn_op ops[4] = {NN_OP_MAXPOOL2D, NN_OP_AVGPOOL2D, NN_OP_MAXPOOL2D_GRAD,
+                          NN_OP_AVGPOOL2D_GRAD};
+    for (size_t i = 0; i < sizeof pool_cases / sizeof pool_cases[0]; i++) {
+        pool_case c = pool_cases[i];
+        c.cblock = 0;
+        for (int o = 0; o < 4; o++)
+            check_pool_in(&cfg, ops[o], &c, &g, true);
     }
 }
 

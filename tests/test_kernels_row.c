@@ -149,6 +149,8 @@ TEST(rows_too_wide_for_the_scratchpad_are_streamed_in_chunks_with_the_same_value
 
 /* ---- layer norm, RMS norm and their gradients ------------------------------------------------ */
 
+static int64_t norm_chunk; /* (check_norm_chunked) the chunk attribute, 0: none */
+
 /* op over x [shape] (normal(mean 1.5, std 2)) with `aff` affine parameters (forward) or g
  * (gradients), in dtype dt on `cores` cores. */
 static int64_t check_norm(const arch_config *cfg, nn_op op, nn_dtype dt, int ndim,
@@ -178,8 +180,21 @@ static int64_t check_norm(const arch_config *cfg, nn_op op, nn_dtype dt, int ndi
     kc_kernel k = {.op = op, .place = {0, 0, cores}, .n_attrs = 1, .attrs = {KC_REAL("eps", eps)}};
     if (tr)
         k.attrs[k.n_attrs++] = KC_INT("tr", tr);
+    if (norm_chunk)
+        k.attrs[k.n_attrs++] = KC_INT("chunk", norm_chunk);
     int64_t bad = run_check(cfg, &k, in, n, y, g, res);
     nn_graph_free(g);
+    return bad;
+}
+
+/* check_norm with the chunk attribute (columns per chunk of a streamed row) and tiles of 2. */
+static int64_t check_norm_chunked(const arch_config *cfg, nn_op op, nn_dtype dt, int ndim,
+                                  const int64_t *shape, int aff, uint32_t cores, int64_t chunk,
+                                  uint64_t seed, kc_result *res)
+{
+    norm_chunk = chunk;
+    int64_t bad = check_norm(cfg, op, dt, ndim, shape, aff, cores, 2, seed, res);
+    norm_chunk = 0;
     return bad;
 }
 
@@ -215,6 +230,51 @@ TEST(layernorm_and_rmsnorm_gradients_equal_the_reference)
             CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_RMSNORM_GRAD, float_types[t], cases[c].nd,
                                        cases[c].shape, 0, cases[c].cores, 0, 51 + c, NULL), 0);
         }
+}
+
+TEST(norm_rows_too_wide_for_the_scratchpad_are_streamed_in_chunks_with_the_same_values)
+{
+    /* chunks forced (37 columns in chunks of 8, the last of 5; tiles of 2 rows): every norm
+     * and gradient, every float type, with gamma and beta; then 20000 fp32 columns that do
+     * not fit tiny's 64 KiB, chunks chosen: x read once per phase */
+    arch_config cfg = arch("tiny", NULL);
+    const nn_op ops[4] = {NN_OP_LAYERNORM, NN_OP_RMSNORM, NN_OP_LAYERNORM_GRAD,
+                          NN_OP_RMSNORM_GRAD};
+    kc_result r;
+    for (int o = 0; o < 4; o++)
+        for (int t = 0; t < 3; t++) {
+            int aff = ops[o] == NN_OP_LAYERNORM ? 2 : ops[o] == NN_OP_RMSNORM ? 1 : 0;
+            CU_ASSERT_EQUAL(check_norm_chunked(&cfg, ops[o], float_types[t], 2,
+                                               (int64_t[]){13, 37}, aff, 2, 8, 71 + o, &r), 0);
+            CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "5 chunks of 8 columns"));
+        }
+    for (int o = 0; o < 4; o++) {
+        CU_ASSERT_EQUAL(check_norm(&cfg, ops[o], NN_F32, 2, (int64_t[]){3, 20000}, 0, 2, 0,
+                                   81 + o, &r), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "rows streamed"));
+        uint64_t x = 3 * 20000 * 4, phases = ops[o] == NN_OP_LAYERNORM_GRAD ? 3 : 2;
+        uint64_t g = ops[o] == NN_OP_LAYERNORM_GRAD ? 2 * x : ops[o] == NN_OP_RMSNORM_GRAD ? 2 * x
+                                                                                            : 0;
+        CU_ASSERT_EQUAL(r.hbm_read_bytes, phases * x + g);
+        CU_ASSERT_EQUAL(r.hbm_write_bytes, x);
+    }
+}
+
+TEST(row_kernels_spread_over_more_than_64_cores)
+{
+    /* tiny with 80 cores (a100-cluster has 108): the norms, their gradients and softmax over
+     * 203 rows, every core a block of rows */
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[3] = {"chip.cores=80", "chip.mesh_x=10", "chip.mesh_y=8"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 3, &cfg, &e), NP_OK);
+    const int64_t shape[2] = {203, 9};
+    kc_result r;
+    CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_LAYERNORM, NN_BF16, 2, shape, 2, 80, 0, 61, &r), 0);
+    CU_ASSERT_EQUAL(r.cores, 80u);
+    CU_ASSERT_EQUAL(check_norm(&cfg, NN_OP_RMSNORM_GRAD, NN_F32, 2, shape, 0, 80, 0, 62, &r), 0);
+    CU_ASSERT_EQUAL(check_softmax(&cfg, NN_OP_SOFTMAX, NN_BF16, 2, shape, 80, 0, 63, &r), 0);
+    CU_ASSERT_EQUAL(r.cores, 80u);
 }
 
 /* ---- cross-entropy and its gradient ---------------------------------------------------------- */
@@ -536,11 +596,16 @@ TEST(operands_that_do_not_fit_a_row_kernel_get_errors_naming_the_kernel_and_the_
     kc_tensor_dense(&k.in[0], 0, NN_I32, 2, (int64_t[]){4, 8});
     CU_ASSERT_EQUAL(compile_alone(&cfg, &k, &err), NP_ERR_INCONSISTENT);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "float types only"));
-    /* a row wider than the scratchpad can take (layernorm does not stream) */
+    /* a row whose gamma and beta alone (resident in fp32) overflow the scratchpad: streamed
+     * rows do not help */
+    k.n_in = 3;
     kc_tensor_dense(&k.in[0], 0, NN_F32, 2, (int64_t[]){2, 20000});
+    kc_tensor_dense(&k.in[1], 0, NN_F32, 1, (int64_t[]){20000});
+    kc_tensor_dense(&k.in[2], 0, NN_F32, 1, (int64_t[]){20000});
     kc_tensor_dense(&k.out[0], 0, NN_F32, 2, (int64_t[]){2, 20000});
     CU_ASSERT_EQUAL(compile_alone(&cfg, &k, &err), NP_ERR_RANGE);
-    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "layernorm: one row needs"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "layernorm: rows of 20000 elements: not even a chunk"));
+    k.n_in = 1;
     /* a last dim that is not packed */
     kc_tensor_dense(&k.in[0], 0, NN_F32, 2, (int64_t[]){4, 8});
     kc_tensor_dense(&k.out[0], 0, NN_F32, 2, (int64_t[]){4, 8});

@@ -14,6 +14,7 @@
 #include "optim.h"
 #include "pass.h"
 #include "run_full.h"
+#include "run_plan.h"
 
 static arch_config tiny(void)
 {
@@ -271,4 +272,151 @@ TEST(mixed_precision_steps_match_the_reference_within_bf16_tolerance)
 {
     check_step("mlp-tiny", 64, NN_BF16, 2e-2);
     check_step("gpt-tiny", 4, NN_BF16, 5e-2);
+}
+
+/* ---- the zoo: every kernel of every model's plan builds ------------------------------------ */
+
+/* Compiles every distinct kernel of model name's plan under s on arch (each alone, as `npusim
+ * run` times them; nothing simulated); the kernels that do not build, each printed. */
+static int zoo_plan_failures(const char *name, const char *arch, const nn_strategy *s,
+                             int64_t batch, int64_t seq, uint32_t *kernels)
+{
+    np_err e = {0};
+    arch_config cfg;
+    nn_model_desc d;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve(arch, NULL, 0, &cfg, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_load(name, &d, &e), NP_OK);
+    nn_model_opts o = {.batch = batch, .seq = seq, .compute = NN_BF16, .seed = 1};
+    nn_optim opt = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
+                    .eps = 1e-8, .weight_decay = 0.1};
+    nn_plan *p = NULL;
+    run_plan *rp = NULL;
+    if (nn_plan_build(&d, &o, s, &opt, &cfg, &p, &e) != NP_OK ||
+        run_plan_build(p, &cfg, NULL, &rp, &e) != NP_OK) {
+        fprintf(stderr, "%s: %s\n", name, e.msg);
+        nn_plan_free(p);
+        return 1;
+    }
+    int bad = 0;
+    for (uint32_t i = 0; i < rp->n_kspecs; i++) {
+        kc_result r;
+        np_err ke = {0};
+        if (lower_kernel_alone(&cfg, &rp->kspecs[i].k, &r, NULL, &ke) != NP_OK) {
+            char key[RUN_KEY_MAX];
+            run_kernel_key(&rp->kspecs[i].k, key, sizeof key);
+            fprintf(stderr, "%s: %s: %s\n", name, key, ke.msg);
+            bad++;
+        }
+    }
+    *kernels = rp->n_kspecs;
+    run_plan_free(rp);
+    nn_plan_free(p);
+    return bad;
+}
+
+TEST(every_zoo_model_builds_every_kernel_of_its_plan_on_tpu_pod)
+{
+    /* batch 2 in micro-batches of 1, language models at 16 tokens (their widths, heads and
+     * vocabularies as the zoo has them: GPT-3 175B's 12288-wide layers, Llama 2 70B's
+     * grouped-query attention), bf16 with AdamW; tp 2 where the model splits (transformers
+     * and MLPs; gpt2-xl's 25 heads do not: pp 2), dp 2 for the convolutional ones */
+    char **names;
+    size_t n;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_names(&names, &n, &e), NP_OK);
+    CU_ASSERT_FATAL(n >= 20);
+    for (size_t i = 0; i < n; i++) {
+        nn_strategy s;
+        nn_strategy_default(&s);
+        nn_model_desc d;
+        CU_ASSERT_EQUAL_FATAL(nn_model_load(names[i], &d, &e), NP_OK);
+        const char *fam = nn_model_word(&d, "family", "");
+        bool split = !strcmp(fam, "gpt") || !strcmp(fam, "llama") || !strcmp(fam, "mlp");
+        bool heads_odd = nn_model_int(&d, "heads", 2) % 2 != 0;
+        s.microbatch = 1;
+        if (!split)
+            s.dp = 2;
+        else if (heads_odd)
+            s.pp = 2;
+        else
+            s.tp = 2;
+        uint32_t kernels = 0;
+        int bad = zoo_plan_failures(names[i], "tpu-pod", &s, 2, 16, &kernels);
+        fprintf(stderr, "%s: %u kernels, %d do not build\n", names[i], kernels, bad);
+        CU_ASSERT_EQUAL(bad, 0);
+        CU_ASSERT(kernels > 0);
+    }
+    nn_model_names_free(names, n);
+}
+
+TEST(every_kernel_of_a_gpt3_175b_layer_builds_and_counts_megatrons_flops)
+{
+    /* layer 0 of GPT-3 175B at micro-batch 1, sequence 2048 on one tpu-pod chip: forward,
+     * backward and AdamW; compiled, not simulated (bench/bench_layer_compile times it). The
+     * kernels' FLOPs against Narayanan et al.'s 72 B s h^2 (1 + s / 6h) per layer: within 1 %
+     * (the rest: norms, softmax, the update) */
+    np_err e = {0};
+    arch_config cfg;
+    nn_model_desc d;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", NULL, 0, &cfg, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt3-175b", &d, &e), NP_OK);
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.microbatch = 1;
+    nn_model_opts o = {.batch = 1, .seq = 2048, .compute = NN_BF16, .seed = 1};
+    nn_optim opt = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
+                    .eps = 1e-8, .weight_decay = 0.1};
+    nn_plan *p = NULL;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &opt, &cfg, &p, &e), NP_OK);
+    int n = lower_plan_layer_nodes(p, 0, NULL, 0);
+    CU_ASSERT_FATAL(n > 0);
+    const nn_tensor **nodes = calloc((size_t)n, sizeof *nodes);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(nodes);
+    CU_ASSERT_EQUAL(lower_plan_layer_nodes(p, 0, nodes, n), n);
+    int by_region[4] = {0}, bad = 0;
+    double flops = 0;
+    for (int i = 0; i < n; i++) {
+        kc_kernel k;
+        kc_result r;
+        by_region[nodes[i]->region & 3]++;
+        if (lower_node_kernel(nodes[i], (uint32_t)cfg.chip.cores, &k, &e) != NP_OK ||
+            lower_kernel_alone(&cfg, &k, &r, NULL, &e) != NP_OK) {
+            fprintf(stderr, "%s: %s\n", nodes[i]->name, e.msg);
+            bad++;
+            continue;
+        }
+        flops += (double)r.flops;
+    }
+    CU_ASSERT_EQUAL(bad, 0);
+    CU_ASSERT(by_region[NN_REGION_FORWARD] > 0 && by_region[NN_REGION_BACKWARD] > 0);
+    CU_ASSERT(by_region[NN_REGION_OPTIM] >= 12); /* 4 linear layers' w and b, 2 norms' */
+    double h = 12288, sq = 2048, want = 72 * sq * h * h * (1 + sq / (6 * h));
+    fprintf(stderr, "gpt3-175b layer 0: %d kernels, %.4g FLOPs (Megatron's %.4g)\n", n, flops,
+            want);
+    CU_ASSERT(fabs(flops / want - 1) < 0.01);
+    free(nodes);
+    nn_plan_free(p);
+}
+
+TEST(a_kernel_compiled_alone_has_room_for_megabytes_of_constants)
+{
+    /* RoPE over 2048 positions of 128-wide heads: its cos/sin table is 1.5 MiB of .data,
+     * more than the emitter's default 960 KiB below .bss */
+    np_err e = {0};
+    arch_config cfg;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", NULL, 0, &cfg, &e), NP_OK);
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *x = nn_input(g, "x", NN_BF16, 4, (int64_t[]){1, 2, 2048, 128});
+    nn_tensor *y = nn_rope(g, x, 10000);
+    kc_kernel k;
+    kc_result r;
+    isa_program *prog = NULL;
+    CU_ASSERT_EQUAL_FATAL(lower_node_kernel(y, 8, &k, &e), NP_OK);
+    np_status st = lower_kernel_alone(&cfg, &k, &r, &prog, &e);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_EQUAL(st, NP_OK);
+    CU_ASSERT_PTR_NOT_NULL(prog);
+    isa_program_free(prog);
+    nn_graph_free(g);
 }

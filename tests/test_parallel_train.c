@@ -17,6 +17,7 @@
 #include "dist.h"
 #include "harness.h"
 #include "optim.h"
+#include "pass.h"
 #include "rng.h"
 
 #define STEPS 3
@@ -46,13 +47,27 @@ typedef struct run {
 
 static const nn_optim sgd = {.kind = NN_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
 
-/* Single-device training of d at batch B: losses and the trained graph. */
-static bool reference(const nn_model_desc *d, int64_t batch, int64_t seq, run *out)
+/* Rewrites m's composite attentions into the fused op (nn_pass_fuse_attention) when asked;
+ * the number fused. */
+static int fuse(nn_model *m, bool fused)
+{
+    int n = 0;
+    np_err e = {0};
+    if (fused && nn_pass_fuse_attention(m->g, &n, &e) != NP_OK)
+        fprintf(stderr, "fuse: %s\n", e.msg);
+    return n;
+}
+
+/* Single-device training of d at batch B (with fused attention when asked): losses and the
+ * trained graph. */
+static bool reference_of(const nn_model_desc *d, int64_t batch, int64_t seq, bool fused,
+                         run *out)
 {
     np_err e = {0};
     nn_model m;
     nn_model_opts o = {.batch = batch, .seq = seq, .compute = NN_F32, .seed = 5};
-    if (nn_model_build(d, &o, &m, &e) != NP_OK || nn_model_init(m.g, 11, &e) != NP_OK ||
+    if (nn_model_build(d, &o, &m, &e) != NP_OK || (fused && !fuse(&m, fused)) ||
+        nn_model_init(m.g, 11, &e) != NP_OK ||
         nn_backward(m.g, m.loss, &e) != NP_OK || nn_optim_step(m.g, &sgd, &e) != NP_OK) {
         fprintf(stderr, "reference: %s\n", e.msg);
         return false;
@@ -73,10 +88,37 @@ static bool reference(const nn_model_desc *d, int64_t batch, int64_t seq, run *o
     return true;
 }
 
+static bool reference(const nn_model_desc *d, int64_t batch, int64_t seq, run *out)
+{
+    return reference_of(d, batch, seq, false, out);
+}
+
+/* The plan of d under s: from the model file, or (fused) from its graph of one micro-batch
+ * with the attentions fused. */
+static np_status plan_of(const nn_model_desc *d, const nn_model_opts *o, const nn_strategy *s,
+                         bool fused, nn_plan **p, np_err *e)
+{
+    if (!fused)
+        return nn_plan_build(d, o, s, &sgd, NULL, p, e);
+    nn_model m;
+    nn_model_opts mo = *o;
+    mo.batch = s->microbatch ? s->microbatch : o->batch / s->dp;
+    np_status st = nn_model_build(d, &mo, &m, e);
+    if (st != NP_OK)
+        return st;
+    if (!fuse(&m, true))
+        st = np_err_set(e, NP_ERR_INTERNAL, "%s: no attention to fuse", d->name);
+    else
+        st = nn_plan_build_graph(&m, d->name, o->batch, s, &sgd, NULL, p, e);
+    nn_graph_free(m.g);
+    return st;
+}
+
 /* The same training under strategy s; compares with ref. Returns the worst relative error
  * over losses and parameters (INFINITY on failure). */
-static double distributed(const nn_model_desc *d, int64_t batch, int64_t seq, const nn_strategy *s,
-                          const run *ref, double *out_losses)
+static double distributed_of(const nn_model_desc *d, int64_t batch, int64_t seq,
+                             const nn_strategy *s, bool fused, const run *ref, double *out_losses,
+                             nn_plan **plan_out)
 {
     np_err e = {0};
     nn_plan *p = NULL;
@@ -85,7 +127,7 @@ static double distributed(const nn_model_desc *d, int64_t batch, int64_t seq, co
     nn_model_opts o = {.batch = batch, .seq = seq, .compute = NN_F32, .seed = 5};
     double worst = INFINITY;
     init.g = NULL;
-    if (nn_plan_build(d, &o, s, &sgd, NULL, &p, &e) != NP_OK || nn_dist_new(p, &dist, &e) != NP_OK ||
+    if (plan_of(d, &o, s, fused, &p, &e) != NP_OK || nn_dist_new(p, &dist, &e) != NP_OK ||
         nn_model_build(d, &o, &init, &e) != NP_OK || nn_model_init(init.g, 11, &e) != NP_OK ||
         nn_dist_load_params(dist, init.g, &e) != NP_OK) {
         fprintf(stderr, "%s: %s\n", d->name, e.msg);
@@ -132,8 +174,17 @@ static double distributed(const nn_model_desc *d, int64_t batch, int64_t seq, co
 out:
     nn_graph_free(init.g);
     nn_dist_free(dist);
-    nn_plan_free(p);
+    if (plan_out)
+        *plan_out = p;
+    else
+        nn_plan_free(p);
     return worst;
+}
+
+static double distributed(const nn_model_desc *d, int64_t batch, int64_t seq, const nn_strategy *s,
+                          const run *ref, double *out_losses)
+{
+    return distributed_of(d, batch, seq, s, false, ref, out_losses, NULL);
 }
 
 static nn_strategy strategy(int dp, int tp, int pp, int64_t micro)
@@ -216,6 +267,46 @@ TEST(gpipe_recomputation_and_tp_with_dp_train_as_one_device)
     s.recompute = NN_RECOMPUTE_FULL;
     s.sp = true;
     check("gpt-tiny", 4, 0, s, "dp2 tp2 sp full recomputation");
+}
+
+TEST(fused_attention_under_tp2_splits_the_heads_and_trains_as_one_device)
+{
+    /* gpt-tiny with nn_pass_fuse_attention's attention op, single device against dp1 x tp2
+     * x pp1 and dp2 x tp2 x pp2: every rank's attention takes its half of the heads */
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    run ref = {0};
+    CU_ASSERT_FATAL(reference_of(&d, 4, 0, true, &ref));
+    int64_t heads = 0;
+    for (int i = 0; i < nn_graph_n_nodes(ref.g); i++) {
+        const nn_tensor *t = nn_graph_node(ref.g, i);
+        if (t->op == NN_OP_ATTENTION)
+            heads = t->ne[1];
+    }
+    CU_ASSERT_FATAL(heads >= 2);
+    nn_strategy ss[2] = {strategy(1, 2, 1, 2), strategy(2, 2, 2, 1)};
+    for (int k = 0; k < 2; k++) {
+        nn_plan *p = NULL;
+        double worst = distributed_of(&d, 4, 0, &ss[k], true, &ref, NULL, &p);
+        fprintf(stderr, "gpt-tiny fused attention dp%d tp2 pp%d: worst relative error %.2e\n",
+                ss[k].dp, ss[k].pp, worst);
+        CU_ASSERT(worst < 1e-5);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        int n_attn = 0, n_grad = 0;
+        for (int c = 0; c < p->n_classes; c++)
+            for (int i = 0; i < nn_graph_n_nodes(p->classes[c].g); i++) {
+                const nn_tensor *t = nn_graph_node(p->classes[c].g, i);
+                if (t->op == NN_OP_ATTENTION || t->op == NN_OP_ATTENTION_GRAD) {
+                    n_attn += t->op == NN_OP_ATTENTION;
+                    n_grad += t->op == NN_OP_ATTENTION_GRAD;
+                    CU_ASSERT_EQUAL(t->src[0]->ne[1], heads / 2); /* q: the rank's heads */
+                }
+            }
+        CU_ASSERT(n_attn >= 2 && n_grad == n_attn); /* every layer's, forward and backward */
+        nn_plan_free(p);
+    }
+    nn_graph_free(ref.g);
 }
 
 TEST(the_distributed_executor_is_deterministic)

@@ -11,6 +11,7 @@
 #include "harness.h"
 #include "model.h"
 #include "optim.h"
+#include "pass.h"
 #include "run_full.h"
 
 static arch_config tiny(unsigned chips)
@@ -105,7 +106,8 @@ static np_status io_store(void *ctx, int rank, const nn_tensor *t, int mb, const
 /* One step of model under dp x tp x pp (micro-batches of `micro` samples) on 8 chips of tiny:
  * every rank's leaves against the distributed executor's, the loss and the reassembled
  * parameters against one device's, within 1e-5 relative (fp32). */
-static void check_plan(const char *model, int64_t batch, int dp, int tp, int pp, int64_t micro)
+static void check_plan_of(const char *model, int64_t batch, int dp, int tp, int pp,
+                          int64_t micro, bool fused)
 {
     arch_config cfg = tiny(8);
     np_err e = {0};
@@ -115,6 +117,11 @@ static void check_plan(const char *model, int64_t batch, int dp, int tp, int pp,
     /* one device: the reference step */
     nn_model one, init;
     CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &mo, &one, &e), NP_OK);
+    int n_fused = 0;
+    if (fused) { /* the attention op (kc_attn.c's kernels) instead of the composite */
+        CU_ASSERT_EQUAL_FATAL(nn_pass_fuse_attention(one.g, &n_fused, &e), NP_OK);
+        CU_ASSERT_FATAL(n_fused > 0);
+    }
     CU_ASSERT_EQUAL_FATAL(nn_model_init(one.g, 11, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &mo, &init, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_model_init(init.g, 11, &e), NP_OK);
@@ -138,7 +145,18 @@ static void check_plan(const char *model, int64_t batch, int dp, int tp, int pp,
     nn_plan *p = NULL;
     nn_dist *ref = NULL, *start = NULL;
     double ref_loss;
-    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &mo, &s, &sgd, &cfg, &p, &e), NP_OK);
+    if (fused) { /* the plan of the fused graph of one micro-batch */
+        nn_model m0;
+        nn_model_opts mo0 = mo;
+        mo0.batch = micro;
+        CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &mo0, &m0, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_pass_fuse_attention(m0.g, &n_fused, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_plan_build_graph(&m0, model, batch, &s, &sgd, &cfg, &p, &e),
+                              NP_OK);
+        nn_graph_free(m0.g);
+    } else {
+        CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &mo, &s, &sgd, &cfg, &p, &e), NP_OK);
+    }
     CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &ref, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &start, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_dist_load_params(ref, init.g, &e), NP_OK);
@@ -155,10 +173,10 @@ static void check_plan(const char *model, int64_t batch, int dp, int tp, int pp,
         fprintf(stderr, "%s\n", e.msg);
     CU_ASSERT_EQUAL_FATAL(st, NP_OK);
     double loss = x.loss_sum / x.n_loss;
-    fprintf(stderr, "%s dp%d tp%d pp%d: loss %.6f (distributed executor %.6f, one device "
+    fprintf(stderr, "%s%s dp%d tp%d pp%d: loss %.6f (distributed executor %.6f, one device "
                     "%.6f), %llu kernels and %llu comm entries on %d chips, %.3f us, every leaf "
-                    "within %.2e of the executor's\n", model, dp, tp, pp, loss, ref_loss,
-            one.loss->data[0],
+                    "within %.2e of the executor's\n", model, fused ? " (fused attention)" : "",
+            dp, tp, pp, loss, ref_loss, one.loss->data[0],
             (unsigned long long)r.kernels, (unsigned long long)r.comm, dp * tp * pp,
             r.r->time_ps * 1e-6, x.worst);
     CU_ASSERT_EQUAL(x.n_loss, dp * p->n_micro); /* every dp rank's micro-batches */
@@ -194,9 +212,19 @@ static void check_plan(const char *model, int64_t batch, int dp, int tp, int pp,
     free(lab);
 }
 
+static void check_plan(const char *model, int64_t batch, int dp, int tp, int pp, int64_t micro)
+{
+    check_plan_of(model, batch, dp, tp, pp, micro, false);
+}
+
 TEST(gpt_tiny_on_8_chips_trains_one_step_as_the_distributed_executor_and_one_device)
 {
     check_plan("gpt-tiny", 4, 2, 2, 2, 1);
+}
+
+TEST(gpt_tiny_with_fused_attention_under_tp2_trains_one_step_as_one_device)
+{
+    check_plan_of("gpt-tiny", 4, 2, 2, 2, 1, true); /* each rank's heads on its chip */
 }
 
 TEST(mlp_tiny_on_8_chips_trains_one_step_as_the_distributed_executor_and_one_device)
@@ -207,4 +235,16 @@ TEST(mlp_tiny_on_8_chips_trains_one_step_as_the_distributed_executor_and_one_dev
 TEST(gpt_tiny_on_8_chips_dp4_pp2_trains_one_step_as_the_distributed_executor_and_one_device)
 {
     check_plan("gpt-tiny", 8, 4, 1, 2, 1);
+}
+
+TEST(mlp_tiny_under_tp8_and_dp8_trains_one_step_as_the_distributed_executor_and_one_device)
+{
+    check_plan("mlp-tiny", 64, 1, 8, 1, 64); /* every layer's 32 units split 4 a chip */
+    check_plan("mlp-tiny", 64, 8, 1, 1, 8);
+}
+
+TEST(gpt_tiny_under_dp8_and_dp2_tp4_trains_one_step_as_the_distributed_executor_and_one_device)
+{
+    check_plan("gpt-tiny", 8, 8, 1, 1, 1);
+    check_plan("gpt-tiny", 4, 2, 4, 1, 2); /* one head a chip */
 }

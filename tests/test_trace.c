@@ -3,6 +3,7 @@
  * back with zlib and jansson, independently of the reader; the checks are shown to catch
  * each kind of bad trace, written here by hand; the traces of npusim sim, layer and
  * collective --isa pass them and are identical on a rerun. */
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -513,32 +514,61 @@ static void run_ok(const char *const *args)
     harness_run_free(&r);
 }
 
-/* The trace a command writes is valid, has slices and flows as expected, and a rerun
- * writes the same bytes. */
-static void command_trace(const char *const *args, const char *path, size_t min_flows)
+/* The trace a command writes passes every check and has at least min_slices slices; with
+ * rerun, a second run writes the same bytes. Returns it loaded (the caller frees it). */
+static tdb *trace_of(const char *const *args, const char *path, size_t min_slices, bool rerun)
 {
     run_ok(args);
     size_t n1, n2;
     char *a = harness_read_file(path, &n1);
-    run_ok(args);
-    char *b = harness_read_file(path, &n2);
     CU_ASSERT_PTR_NOT_NULL_FATAL(a);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(b);
-    CU_ASSERT(n1 == n2 && !memcmp(a, b, n1));
+    if (rerun) {
+        run_ok(args);
+        char *b = harness_read_file(path, &n2);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b);
+        if (n1 != n2 || memcmp(a, b, n1)) {
+            CU_FAIL("a rerun wrote other bytes");
+            fprintf(stderr, "npusim %s: %s differs on a rerun\n", args[0], path);
+        }
+        free(b);
+    }
     free(a);
-    free(b);
     tdb *db;
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
     for (uint64_t i = 0; i < db->problems && i < TDB_PROBLEMS_KEPT; i++)
         fprintf(stderr, "%s: %s\n", path, db->problem[i]);
     CU_ASSERT_EQUAL(db->problems, 0u);
-    CU_ASSERT(db->n_slices > 10);
-    CU_ASSERT(db->n_flows >= min_flows);
-    tdb_free(db);
+    CU_ASSERT(db->n_slices >= min_slices);
+    return db;
 }
 
-TEST(traces_of_sim_layer_and_collective_isa_are_valid_and_identical_on_rerun)
+/* Slices of category cat in db. */
+static size_t slices_of(const tdb *db, const char *cat)
+{
+    uint32_t id = tdb_find_str(db, cat);
+    size_t n = 0;
+    for (size_t i = 0; i < db->n_slices; i++)
+        n += db->slices[i].cat == id;
+    return n;
+}
+
+/* Whether every process of db is one of the chips in `chips` (a -1 terminated list) or the
+ * system process. */
+static bool only_chips(const tdb *db, const int *chips)
+{
+    for (size_t i = 0; i < db->n_processes; i++) {
+        uint32_t pid = db->processes[i].pid;
+        bool ok = pid == TRACE_PID_SYSTEM;
+        for (const int *c = chips; *c >= 0; c++)
+            ok |= pid == (uint32_t)*c;
+        if (!ok)
+            return false;
+    }
+    return true;
+}
+
+TEST(traces_of_sim_layer_collective_noc_and_run_are_valid_and_identical_on_rerun)
 {
     const char *elf = tmp("sendrecv.elf"), *mm = tmp("mm.elf");
     const char *as1[] = {"asm", harness_src_path("isa/examples/sendrecv.s"), "-o", elf, NULL};
@@ -548,19 +578,132 @@ TEST(traces_of_sim_layer_and_collective_isa_are_valid_and_identical_on_rerun)
     run_ok(as2);
     const char *t1 = tmp("sim.json.gz");
     const char *sim[] = {"sim", elf, "--trace", t1, NULL};
-    command_trace(sim, t1, 2); /* the send and the send back */
+    tdb *db = trace_of(sim, t1, 10, true);
+    CU_ASSERT_EQUAL(db->n_flows, 2u); /* the send and the send back */
+    tdb_free(db);
     const char *t2 = tmp("simmm.json");
     const char *sim2[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t2, NULL};
-    command_trace(sim2, t2, 0);
+    tdb_free(trace_of(sim2, t2, 10, true));
     const char *t3 = tmp("layer.json.gz");
     const char *layer[] = {"layer", "--arch", "tiny", "--topology",
                            harness_src_path("tests/data/hw/mini_conv.csv"), "--trace", t3, NULL};
-    command_trace(layer, t3, 0);
+    tdb_free(trace_of(layer, t3, 10, true));
     const char *t4 = tmp("coll.json.gz");
     const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--isa",
                           "--chips", "4", "--max-bytes", "1K", "--trace", t4, NULL};
     /* a ring all-reduce on 4 chips: 2 (p - 1) = 6 sends per chip per size */
-    command_trace(coll, t4, 8 * 6 * 4);
+    db = trace_of(coll, t4, 10, true);
+    CU_ASSERT(db->n_flows >= 8 * 6 * 4);
+    tdb_free(db);
+    /* the flow engine: 3 sizes x 4 ranks x 6 messages, and per collective one flow through
+     * its 4 ranks (3 arrows) */
+    const char *t5 = tmp("collflow.json.gz");
+    const char *flow[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--chips", "4",
+                          "-b", "1K", "-e", "4K", "--trace", t5, NULL};
+    db = trace_of(flow, t5, 3 * 4 * 6 * 2, true);
+    CU_ASSERT_EQUAL(db->n_flows, 3u * 4 * 6 + 3 * 3);
+    CU_ASSERT_EQUAL(slices_of(db, "collective"), 3u * 4);
+    CU_ASSERT_EQUAL(slices_of(db, "comm"), 3u * 4 * 6 * 2);
+    tdb_free(db);
+    const char *t6 = tmp("noc.json.gz");
+    const char *noc[] = {"noc", "--mesh", "4x4", "--rate", "0.1:0.3:0.2", "--cycles", "2000",
+                         "--trace", t6, NULL};
+    db = trace_of(noc, t6, 2 * 4, true); /* per rate: its span and 3 phases */
+    CU_ASSERT_EQUAL(db->n_counters, 16u + 2 * 24 + 16); /* 16 routers, 48 links, 16 ejections */
+    tdb_free(db);
+    const char *t7 = tmp("run.json.gz");
+    const char *run[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
+                         "--dp", "2", "--pp", "2", "--microbatch", "1", "--trace", t7, NULL};
+    db = trace_of(run, t7, 100, true);
+    CU_ASSERT(db->n_flows > 0);
+    CU_ASSERT(db->n_counters > 0);
+    tdb_free(db);
+}
+
+TEST(trace_chips_and_trace_level_keep_only_what_they_name_on_every_command)
+{
+    const char *elf = tmp("sendrecv2.elf"), *mm = tmp("mm2.elf");
+    const char *as[] = {"asm", harness_src_path("isa/examples/sendrecv.s"), "-o", elf, NULL};
+    run_ok(as);
+    const char *as2[] = {"asm", harness_src_path("isa/examples/matmul_db.s"), "-o", mm,
+                         "--arch", "tiny", NULL};
+    run_ok(as2);
+    static const int chip0[] = {0, -1}, chip1[] = {1, -1}, chips01[] = {0, 1, -1};
+    const char *t1 = tmp("simk.json");
+    const char *sim[] = {"sim", elf, "--trace", t1, "--trace-level", "kernel", NULL};
+    tdb *db = trace_of(sim, t1, 1, false);
+    CU_ASSERT_EQUAL(db->n_flows, 0u);  /* messages are instruction-level */
+    CU_ASSERT_EQUAL(slices_of(db, "comm"), 0u);
+    CU_ASSERT(slices_of(db, "kernel") + slices_of(db, "collective") == db->n_slices);
+    tdb_free(db);
+    const char *sim1[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t1, "--trace-chips", "1",
+                          NULL};
+    db = trace_of(sim1, t1, 1, false);
+    CU_ASSERT(only_chips(db, chip1));
+    CU_ASSERT(slices_of(db, "dma") > 0);
+    tdb_free(db);
+    const char *t2 = tmp("layerk.json");
+    const char *layer[] = {"layer", "--arch", "tiny", "--gemm", "64,64,64", "--trace", t2,
+                           "--trace-level", "kernel", NULL};
+    db = trace_of(layer, t2, 2, false);
+    CU_ASSERT(slices_of(db, "kernel") + slices_of(db, "layer") == db->n_slices);
+    tdb_free(db);
+    const char *t3 = tmp("collk.json");
+    const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--chips", "4",
+                          "-b", "1K", "-e", "1K", "--trace", t3, "--trace-chips", "0-1",
+                          "--trace-level", "kernel", NULL};
+    db = trace_of(coll, t3, 2, false);
+    CU_ASSERT(only_chips(db, chips01));
+    CU_ASSERT_EQUAL(slices_of(db, "collective"), db->n_slices); /* no message slices */
+    CU_ASSERT_EQUAL(db->n_flows, 1u); /* the collective's, through the two ranks kept */
+    tdb_free(db);
+    const char *t4 = tmp("runk.json");
+    const char *run[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
+                         "--dp", "2", "--pp", "2", "--microbatch", "1", "--trace", t4,
+                         "--trace-chips", "0", "--trace-level", "kernel", NULL};
+    db = trace_of(run, t4, 10, false);
+    CU_ASSERT(only_chips(db, chip0));
+    tdb_free(db);
+    const char *bad[] = {"sim", elf, "--trace-level", "kernel", NULL};
+    harness_run r = harness_npusim_in(NULL, bad);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--trace-chips and --trace-level need --trace"));
+    harness_run_free(&r);
+}
+
+/* The sum of the integrals over time of the counter series whose names end in suffix. */
+static double counters_integral(const tdb *db, const char *suffix, size_t *n)
+{
+    double sum = 0;
+    *n = 0;
+    size_t ls = strlen(suffix);
+    for (size_t i = 0; i < db->n_counters; i++) {
+        const char *name = tdb_str(db, db->counters[i].name);
+        size_t l = strlen(name);
+        if (l >= ls && !strcmp(name + l - ls, suffix))
+            sum += db->counters[i].integral, (*n)++;
+    }
+    return sum;
+}
+
+TEST(the_noc_traces_ejection_counters_carry_the_offered_load)
+{
+    /* Uniform traffic at 0.2 flits/node/cycle, below saturation: each router ejects what the
+     * nodes offer, 0.2 flits per cycle on average; an ejection counter's integral over time
+     * is its flits x the cycle time (1 ns at tiny's noc_clock_ghz = 1). */
+    const char *t = tmp("nocload.json");
+    const char *noc[] = {"noc", "--mesh", "4x4", "--rate", "0.2", "--warmup", "500",
+                         "--cycles", "20000", "--trace", t, "--trace-every", "50", NULL};
+    tdb *db = trace_of(noc, t, 4, false);
+    size_t n;
+    double flits = counters_integral(db, ".local flits/cycle", &n) / 1000.0; /* ps per cycle */
+    CU_ASSERT_EQUAL(n, 16u);
+    double span = (double)(db->t_end_ps - db->t_begin_ps) / 1000.0; /* cycles */
+    double rate = flits / (16 * span);
+    CU_ASSERT_DOUBLE_EQUAL(rate, 0.2, 0.2 * 0.03);
+    if (fabs(rate - 0.2) > 0.006)
+        fprintf(stderr, "ejected %.4f flits/node/cycle\n", rate);
+    tdb_free(db);
 }
 
 /* Runs the examples of a doc: a ```yaml block whose first line is "# PATH ..." is written to
@@ -637,4 +780,115 @@ TEST(every_example_of_the_trace_sweep_and_report_docs_runs)
     CU_ASSERT(run_doc("docs/traces.md") >= 6);
     CU_ASSERT(run_doc("docs/sweeps.md") >= 4);
     CU_ASSERT(run_doc("docs/report.md") >= 3);
+}
+
+TEST(the_run_traces_hbm_counters_carry_the_kernels_bytes_and_the_plans_memory)
+{
+    /* gpt-tiny, dp 2 x pp 2, four micro-batches under 1F1B: each chip's "hbm.used" starts at
+     * its resident bytes (parameters, gradients, optimizer states), peaks at the plan's
+     * saved activations on top of them (npusim run --json's memory, the largest stage) and
+     * comes back to them; the "hbm" bandwidth counters integrate to the kernels' HBM bytes
+     * (their spans' bytes args; GB/s x ps = 1e-3 bytes). */
+    const char *t = tmp("runmem.json");
+    const char *args[] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
+                          "--dp", "2", "--pp", "2", "--microbatch", "1", "--json", "--trace", t,
+                          NULL};
+    harness_run r = harness_npusim_in(NULL, args);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    harness_run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *m = json_object_get(j, "memory");
+    double resident = 0, act = (double)json_integer_value(json_object_get(m, "activations_bytes"));
+    static const char *const roles[] = {"params_bytes", "grads_bytes", "optstate_bytes"};
+    for (int k = 0; k < 3; k++)
+        resident += (double)json_integer_value(json_object_get(m, roles[k]));
+    json_decref(j);
+    CU_ASSERT(act > 0);
+    tdb *db;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(tdb_load(t, &db, &e), NP_OK);
+    CU_ASSERT_EQUAL(db->problems, 0u);
+    uint32_t used = tdb_find_str(db, "hbm.used"), hbm = tdb_find_str(db, "hbm");
+    double peak = 0, low_at_peak = 0, hbm_bytes = 0, span_bytes = 0;
+    size_t n_used = 0, n_hbm = 0;
+    for (size_t i = 0; i < db->n_counters; i++) {
+        const tdb_counter *c = &db->counters[i];
+        if (c->name == used) {
+            n_used++;
+            if (c->max > peak)
+                peak = c->max, low_at_peak = c->min;
+        } else if (c->name == hbm) {
+            n_hbm++;
+            hbm_bytes += c->integral * 1e-3;
+        }
+    }
+    uint32_t kernel = tdb_find_str(db, "kernel");
+    for (size_t i = 0; i < db->n_slices; i++)
+        if (db->slices[i].cat == kernel)
+            span_bytes += db->slices[i].bytes;
+    CU_ASSERT_EQUAL(n_used, 4u);
+    CU_ASSERT_EQUAL(n_hbm, 4u);
+    CU_ASSERT_DOUBLE_EQUAL(peak, resident + act, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(low_at_peak, resident, 0.5);
+    CU_ASSERT(span_bytes > 0);
+    CU_ASSERT_DOUBLE_EQUAL(hbm_bytes, span_bytes, 1e-6 * span_bytes);
+    tdb_free(db);
+}
+
+/* The largest value of counter `name` over the series of db (-1 when none), and how many. */
+static double counter_max(const tdb *db, const char *name, size_t *n)
+{
+    uint32_t id = tdb_find_str(db, name);
+    double mx = -1;
+    *n = 0;
+    for (size_t i = 0; i < db->n_counters; i++)
+        if (db->counters[i].name == id) {
+            (*n)++;
+            if (db->counters[i].max > mx)
+                mx = db->counters[i].max;
+        }
+    return mx;
+}
+
+TEST(the_sim_traces_occupancy_counters_are_the_programs_hbm_data_and_scratchpad_tiles)
+{
+    /* isa/examples/matmul_db.s: M = N = 64, K = 128 bf16 in .bss, A + B + C = 16,384 + 16,384
+     * + 8,192 bytes of HBM per chip; its DMA fills the scratchpad's A0, A1 (TM x TK = 32 x 32
+     * x 2 bytes each) and B0, B1 (TK x TN = 32 x 16 x 2) tiles, up to B1 + 1,024 = 6,144
+     * bytes (C0 after them is written by mxu.drain, not DMA). */
+    const char *mm = tmp("occ_mm.elf"), *t = tmp("occ.json");
+    const char *as[] = {"asm", harness_src_path("isa/examples/matmul_db.s"), "-o", mm, "--arch",
+                        "tiny", NULL};
+    run_ok(as);
+    const char *sim[] = {"sim", "--arch", "tiny", mm, mm, "--trace", t, NULL};
+    tdb *db = trace_of(sim, t, 10, false);
+    size_t n;
+    CU_ASSERT_DOUBLE_EQUAL(counter_max(db, "hbm.used", &n), 40960, 0);
+    CU_ASSERT_EQUAL(n, 2u); /* one per chip */
+    CU_ASSERT_DOUBLE_EQUAL(counter_max(db, "core0.spad", &n), 6144, 0);
+    CU_ASSERT_EQUAL(n, 2u);
+    tdb_free(db);
+}
+
+TEST(the_isa_collectives_link_counters_carry_the_rings_bytes)
+{
+    /* A ring all-reduce of B = 1 KiB on a ring of 4 chips lowered to ISA: every rank sends
+     * 2 (p - 1) = 6 segments of B / p = 256 bytes to its neighbour, so each link of the ring
+     * carries 1,536 bytes (a GB/s counter's integral over ps is 1e-3 bytes). */
+    const char *t = tmp("isalinks.json");
+    const char *coll[] = {"collective", "--op", "all_reduce", "--algo", "ring", "--isa",
+                          "--chips", "4", "-b", "1K", "-e", "1K", "--trace", t, NULL};
+    tdb *db = trace_of(coll, t, 4, false);
+    size_t links = 0;
+    for (size_t i = 0; i < db->n_counters; i++) {
+        const tdb_counter *c = &db->counters[i];
+        if (db->processes[c->process].pid != TRACE_PID_SYSTEM)
+            continue;
+        links++;
+        CU_ASSERT_DOUBLE_EQUAL(c->integral * 1e-3, 1536, 1e-6);
+        CU_ASSERT_PTR_NOT_NULL(strstr(tdb_str(db, c->name), "->"));
+    }
+    CU_ASSERT_EQUAL(links, 4u);
+    tdb_free(db);
 }

@@ -2,6 +2,7 @@
  * hand with answers worked out by hand (utilization, exposed communication, the critical
  * path, GPipe's bubble (p-1)/(m+p-1)), and against `npusim sim --json`'s own report of the
  * same run (every unit's busy + stall cycles). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -385,4 +386,75 @@ TEST(csv_tables_hold_the_figures_of_the_json_output)
     r = harness_npusim("models", "--csv", "--json", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
     harness_run_free(&r);
+}
+
+/* The CSV of `npusim ... --csv` against the array `field` of the same command's --json: one
+ * header of names, then a row per element with each name's value (integers exactly, reals
+ * to 1e-9, strings, true/false, null as empty). */
+static void csv_matches_json(const char *const *args, const char *field, size_t min_rows)
+{
+    const char *v[24];
+    size_t n = 0;
+    for (; args[n]; n++)
+        v[n] = args[n];
+    v[n] = "--json", v[n + 1] = NULL;
+    json_t *j = run_json(v);
+    v[n] = "--csv";
+    harness_run r = harness_npusim_in(NULL, v);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *rows = json_object_get(j, field);
+    CU_ASSERT_FATAL(json_array_size(rows) >= min_rows);
+    char head[24][128], f[24][128];
+    const char *line = r.out;
+    size_t nk = csv_fields(line, head, 24), i;
+    CU_ASSERT(nk >= 4);
+    json_t *o;
+    json_array_foreach(rows, i, o) {
+        const char *nl = strchr(line, '\n');
+        CU_ASSERT_PTR_NOT_NULL_FATAL(nl);
+        line = nl + 1;
+        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 24), nk);
+        for (size_t k = 0; k < nk; k++) {
+            json_t *x = json_object_get(o, head[k]);
+            CU_ASSERT_PTR_NOT_NULL(x); /* every column is a field of the JSON rows */
+            const char *want = json_is_string(x) ? json_string_value(x)
+                               : json_is_boolean(x) ? (json_is_true(x) ? "true" : "false")
+                               : json_is_null(x) ? "" : NULL;
+            if (want) {
+                CU_ASSERT_STRING_EQUAL(f[k], want);
+            } else if (json_is_integer(x)) {
+                CU_ASSERT_EQUAL(strtoll(f[k], NULL, 10), json_integer_value(x));
+            } else if (json_is_real(x)) {
+                CU_ASSERT_DOUBLE_EQUAL(strtod(f[k], NULL), json_real_value(x),
+                                       1e-9 * (1 + fabs(json_real_value(x))));
+            }
+        }
+    }
+    CU_ASSERT_EQUAL(strchr(line, '\n')[1], '\0'); /* no row beyond the JSON's */
+    harness_run_free(&r);
+    json_decref(j);
+    v[n] = "--csv", v[n + 1] = "--json", v[n + 2] = NULL;
+    r = harness_npusim_in(NULL, v);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    harness_run_free(&r);
+}
+
+TEST(sim_layer_collective_and_noc_print_the_rows_of_their_json_as_csv)
+{
+    const char *elf = tmp("csv_mm.elf");
+    const char *as[] = {"asm", "--arch", "tiny", harness_src_path("isa/examples/matmul_db.s"),
+                        "-o", elf, NULL};
+    harness_run a = harness_npusim_in(NULL, as);
+    CU_ASSERT_EQUAL_FATAL(a.exit_status, 0);
+    harness_run_free(&a);
+    csv_matches_json((const char *const[]){"sim", "--arch", "tiny", elf, elf, NULL}, "units", 10);
+    csv_matches_json((const char *const[]){"layer", "--arch", "tiny", "--topology",
+                                           harness_src_path("tests/data/hw/mini_conv.csv"), NULL},
+                     "layers", 2);
+    csv_matches_json((const char *const[]){"collective", "--op", "all_reduce", "--chips", "4",
+                                           "-b", "1K", "-e", "8K", NULL},
+                     "rows", 4);
+    csv_matches_json((const char *const[]){"noc", "--mesh", "4x4", "--rate", "0.1:0.3:0.1",
+                                           "--cycles", "2000", NULL},
+                     "rows", 3);
 }

@@ -36,3 +36,38 @@ void csv_row(FILE *f, const char *const *fields, size_t n)
     }
     fputc('\n', f);
 }
+
+bool csv_json_rows(FILE *f, const json_t *rows, const char *const *keys, size_t n_keys)
+{
+    csv_row(f, keys, n_keys);
+    const char **fields = malloc((n_keys ? n_keys : 1) * sizeof *fields);
+    char *text = malloc((n_keys ? n_keys : 1) * 32);
+    if (!fields || !text) {
+        free(fields);
+        free(text);
+        return false;
+    }
+    size_t i;
+    const json_t *o;
+    json_array_foreach(rows, i, o) {
+        for (size_t k = 0; k < n_keys; k++) {
+            const json_t *v = json_object_get(o, keys[k]);
+            char *buf = text + 32 * k;
+            fields[k] = buf;
+            if (json_is_string(v))
+                fields[k] = json_string_value(v);
+            else if (json_is_integer(v))
+                snprintf(buf, 32, "%lld", (long long)json_integer_value(v));
+            else if (json_is_real(v))
+                snprintf(buf, 32, "%.12g", json_real_value(v));
+            else if (json_is_boolean(v))
+                fields[k] = json_is_true(v) ? "true" : "false";
+            else
+                fields[k] = "";
+        }
+        csv_row(f, fields, n_keys);
+    }
+    free(fields);
+    free(text);
+    return true;
+}

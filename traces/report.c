@@ -205,6 +205,37 @@ static void summary(FILE *f, const report_input *in)
     fputs("</section>\n", f);
 }
 
+static const tdb *pid_db; /* qsort's context (the report is single-threaded) */
+
+static int by_pid(const void *a, const void *b)
+{
+    uint32_t x = pid_db->processes[*(const size_t *)a].pid,
+             y = pid_db->processes[*(const size_t *)b].pid;
+    return x < y ? -1 : x > y;
+}
+
+/* The processes of db that have slices (chips, not the system's counters alone), in pid
+ * order, at most max: a malloc'd array of indices (NULL when none or out of memory). */
+static size_t *chips_with_slices(const tdb *db, size_t max, size_t *n)
+{
+    size_t *v = db->n_processes ? malloc(db->n_processes * sizeof *v) : NULL;
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t p = 0; p < db->n_processes; p++)
+        for (size_t t = 0; t < db->n_threads; t++)
+            if (db->threads[t].process == p && db->threads[t].n) {
+                v[(*n)++] = p;
+                break;
+            }
+    pid_db = db;
+    if (*n > 1)
+        qsort(v, *n, sizeof *v, by_pid);
+    if (*n > max)
+        *n = max;
+    return v;
+}
+
 /* ---- timeline --------------------------------------------------------------------------------- */
 
 static void timeline(FILE *f, const report_input *in)
@@ -216,10 +247,14 @@ static void timeline(FILE *f, const report_input *in)
         fputs("</section>\n", f);
         return;
     }
-    size_t chips = db->n_processes < TL_CHIPS ? db->n_processes : TL_CHIPS;
+    size_t chips, with_slices;
+    size_t *shown = chips_with_slices(db, SIZE_MAX, &with_slices);
+    chips = with_slices < TL_CHIPS ? with_slices : TL_CHIPS;
     int row = 12, h = 24 + (int)chips * (CLS_COUNT * row + 8);
     double *occ = calloc(CLS_COUNT * TL_BINS, sizeof *occ);
-    if (!occ) {
+    if (!occ || !shown) {
+        free(occ);
+        free(shown);
         missing(f, "Out of memory drawing the timeline.");
         fputs("</section>\n", f);
         return;
@@ -227,9 +262,10 @@ static void timeline(FILE *f, const report_input *in)
     double bin = (double)in->st->span_ps / TL_BINS, px = (double)(W - LABEL_W) / TL_BINS;
     char b[64];
     fprintf(f, "<p>Shade: the share of a chip's tracks of that kind that are busy; %zu of %zu "
-               "chips shown.</p>\n", chips, db->n_processes);
+               "chips shown.</p>\n", chips, with_slices);
     svg_open(f, "chart-timeline", h, "timeline per chip");
-    for (size_t p = 0; p < chips; p++) {
+    for (size_t row_i = 0; row_i < chips; row_i++) {
+        size_t p = shown[row_i];
         memset(occ, 0, CLS_COUNT * TL_BINS * sizeof *occ);
         unsigned n_threads[CLS_COUNT] = {0};
         for (size_t t = 0; t < db->n_threads; t++) {
@@ -254,7 +290,7 @@ static void timeline(FILE *f, const report_input *in)
             for (int c = 0; c < CLS_COUNT; c++)
                 n_threads[c] += has[c];
         }
-        int y0 = 20 + (int)p * (CLS_COUNT * row + 8);
+        int y0 = 20 + (int)row_i * (CLS_COUNT * row + 8);
         const char *pn = tdb_str(db, db->processes[p].name);
         fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y0 + row + 4);
         esc(f, pn ? pn : "?");
@@ -290,6 +326,7 @@ static void timeline(FILE *f, const report_input *in)
         fprintf(f, "<span style=\"color:%s\">&#9632;</span> %s &nbsp; ", cls_color[c], cls_name[c]);
     fputs("</p>\n</section>\n", f);
     free(occ);
+    free(shown);
 }
 
 /* ---- utilization ------------------------------------------------------------------------------ */
@@ -364,7 +401,8 @@ static void utilization(FILE *f, const report_input *in)
         /* chips x unit kinds: the mean util of the chip's tracks of that kind */
         const tdb *db = in->db;
         const tstats *st = in->st;
-        size_t chips = db->n_processes < 64 ? db->n_processes : 64, nk = st->n_units;
+        size_t chips, nk = st->n_units;
+        size_t *shown = chips_with_slices(db, 64, &chips);
         int cw = (W - LABEL_W) / (int)(nk ? nk : 1), ch = 14, h = 24 + (int)chips * ch;
         fputs("<p>Per chip and unit kind (darker: busier).</p>\n", f);
         svg_open(f, "chart-util-grid", h, "utilization per chip and unit kind");
@@ -373,9 +411,10 @@ static void utilization(FILE *f, const report_input *in)
             esc(f, st->units[k].kind);
             fputs("</text>\n", f);
         }
-        for (size_t p = 0; p < chips; p++) {
+        for (size_t row_i = 0; row_i < chips; row_i++) {
+            size_t p = shown[row_i];
             const char *pn = tdb_str(db, db->processes[p].name);
-            fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", 20 + (int)p * ch + 11);
+            fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", 20 + (int)row_i * ch + 11);
             esc(f, pn ? pn : "?");
             fputs("</text>\n", f);
             for (size_t k = 0; k < nk; k++) {
@@ -391,11 +430,12 @@ static void utilization(FILE *f, const report_input *in)
                 double v = sum / m;
                 fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#4e79a7\" "
                            "fill-opacity=\"%.3f\"><title>%s %s: %.2f %%</title></rect>\n",
-                        LABEL_W + (int)k * cw, 20 + (int)p * ch, cw - 2, ch - 2,
+                        LABEL_W + (int)k * cw, 20 + (int)row_i * ch, cw - 2, ch - 2,
                         0.08 + 0.92 * fmin(v, 100) / 100, pn ? pn : "", st->units[k].kind, v);
             }
         }
         fputs("</svg>\n", f);
+        free(shown);
     }
     fputs("</section>\n", f);
 }
