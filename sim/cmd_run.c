@@ -243,78 +243,62 @@ static void run_print(const run_report *r)
 
 /* ---- CSV: the JSON report's figures as rows (section, item, figure, value) ------------------ */
 
-static void csv_value(const json_t *v, char *buf, size_t n)
-{
-    if (json_is_string(v))
-        snprintf(buf, n, "%s", json_string_value(v));
-    else if (json_is_integer(v))
-        snprintf(buf, n, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-    else if (json_is_real(v)) /* the JSON's precision (cli_print_json) */
-        snprintf(buf, n, "%.12g", json_real_value(v));
-    else if (json_is_boolean(v))
-        snprintf(buf, n, "%s", json_is_true(v) ? "true" : "false");
-    else
-        buf[0] = '\0';
-}
-
-/* The item an array element names: its kind, name or stage. */
-static void csv_item(const json_t *o, char *buf, size_t n)
+/* The item an array element names: its kind, name or stage (NULL: none). */
+static json_t *csv_item(const json_t *o)
 {
     const char *keys[] = {"kind", "name", "stage"};
     for (int k = 0; k < 3; k++) {
-        const json_t *v = json_object_get(o, keys[k]);
-        if (v) {
-            csv_value(v, buf, n);
-            return;
-        }
+        json_t *v = json_object_get(o, keys[k]);
+        if (v)
+            return v;
     }
-    buf[0] = '\0';
+    return NULL;
 }
 
-static void csv_object(const char *section, const char *item, const json_t *o)
+/* Appends a row per scalar figure of object o to rows (an element's naming key left out). */
+static bool csv_rows_of(json_t *rows, const char *section, json_t *item, const json_t *o)
 {
     const char *key;
     json_t *v;
-    char val[96];
+    bool ok = true;
     json_object_foreach((json_t *)o, key, v) {
-        if (json_is_object(v) || json_is_array(v)) /* mesh in memory: none today */
+        if (json_is_object(v) || json_is_array(v) || (item && v == item))
             continue;
-        if (item[0] && (!strcmp(key, "kind") || !strcmp(key, "name") || !strcmp(key, "stage")))
-            continue;
-        csv_value(v, val, sizeof val);
-        const char *row[] = {section, item, key, val};
-        csv_row(stdout, row, 4);
+        json_t *row = json_object();
+        ok = ok && row && json_object_set_new(row, "section", json_string(section)) == 0 &&
+             json_object_set(row, "item", item ? item : json_null()) == 0 &&
+             json_object_set_new(row, "figure", json_string(key)) == 0 &&
+             json_object_set(row, "value", v) == 0 && json_array_append_new(rows, row) == 0;
     }
+    return ok;
 }
 
-/* Every figure of the report as one row: top-level figures with an empty section, an
- * object's (mesh, memory, engine) with its name as section, an array's (stages, comm, units,
- * links) with its name as section and each element's kind, name or stage as item. The names
- * are the JSON report's (docs/run.md). */
+/* Every figure of the report as one row (traces/csv.h's csv_json_rows): top-level figures
+ * with an empty section, an object's (mesh, memory, engine) with its name as section, an
+ * array's (stages, comm, units, links) with its name as section and each element's kind,
+ * name or stage as item. The names are the JSON report's (docs/run.md). */
 static np_status run_print_csv(json_t *j, np_err *err)
 {
-    if (!j)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    const char *head[] = {"section", "item", "figure", "value"};
-    csv_row(stdout, head, 4);
-    csv_object("", "", j);
+    json_t *rows = json_array();
+    bool ok = j && rows && csv_rows_of(rows, "", NULL, j);
     const char *key;
     json_t *v;
-    json_object_foreach(j, key, v) {
-        if (json_is_object(v)) {
-            csv_object(key, "", v);
-        } else if (json_is_array(v)) {
-            size_t i;
-            json_t *e;
-            json_array_foreach(v, i, e) {
-                char item[64];
-                csv_item(e, item, sizeof item);
-                csv_object(key, item, e);
+    if (ok)
+        json_object_foreach(j, key, v) {
+            if (json_is_object(v)) {
+                ok = ok && csv_rows_of(rows, key, NULL, v);
+            } else if (json_is_array(v)) {
+                size_t i;
+                json_t *e;
+                json_array_foreach(v, i, e)
+                    ok = ok && csv_rows_of(rows, key, csv_item(e), e);
             }
         }
-    }
+    static const char *const head[] = {"section", "item", "figure", "value"};
+    ok = ok && csv_json_rows(stdout, rows, head, 4);
+    json_decref(rows);
     json_decref(j);
-    return NP_OK;
+    return ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
 }
 
 /* ---- the command --------------------------------------------------------------------------- */
