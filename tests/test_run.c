@@ -248,10 +248,11 @@ TEST(a_real_run_is_deterministic_and_its_shortcuts_and_kernel_cache_change_no_fi
     char dir[] = "/tmp/npusim_run_cache_XXXXXX", cache[64];
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
     snprintf(cache, sizeof cache, "%s/kernels", dir);
-    json_t *runs[5] = {run_json(NULL, NULL), run_json(NULL, NULL), run_json("--no-dedup", NULL),
-                       run_json("--kernel-cache", cache), run_json("--kernel-cache", cache)};
+    json_t *runs[6] = {run_json(NULL, NULL), run_json(NULL, NULL), run_json("--no-dedup", NULL),
+                       run_json("--kernel-cache", cache), run_json("--kernel-cache", cache),
+                       run_json("--no-cache", NULL)};
     char *want = NULL;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         CU_ASSERT_PTR_NOT_NULL_FATAL(runs[i]);
         json_t *eng = json_object_get(runs[i], "engine");
         if (i == 3)
