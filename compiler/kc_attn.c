@@ -707,6 +707,9 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
         if (a.S <= 1024)
             cands[nc++] = a.S;
     }
+    double cest[16]; /* each block size's estimate (its better residency), for the tuner */
+    for (uint64_t ci = 0; ci < nc; ci++)
+        cest[ci] = INFINITY;
     for (uint64_t ci = 0; ci < nc; ci++)
         for (int db = 1; db >= 0; db--) {
             uint64_t T = cands[ci];
@@ -720,6 +723,7 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
             if (n_grp + 8 + (unsigned)db > ISA_N_REGS - 1) /* registers: one residency set */
                 continue;
             double est = ka_estimate(&a, T, db, heads, pr * pc);
+            cest[ci] = est < cest[ci] ? est : cest[ci];
             if (est < best * 0.999) {
                 best = est, bestT = T, best_db = db;
             }
@@ -761,6 +765,24 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
         break;
     }
     r->est_cycles = (uint64_t)best;
+    /* the tuner's candidates (`block` selects one): the chosen block size first, then the
+     * others that fit, fewest estimated cycles first */
+    r->n_cands = 0;
+    for (uint64_t ci = 0; ci < nc; ci++)
+        if (cands[ci] == a.T)
+            cest[ci] = -1; /* first */
+    while (r->n_cands < KC_MAX_CANDS) {
+        uint64_t pick = nc;
+        for (uint64_t ci = 0; ci < nc; ci++)
+            if (isfinite(cest[ci]) && (pick == nc || cest[ci] < cest[pick]))
+                pick = ci;
+        if (pick == nc)
+            break;
+        r->cands[r->n_cands++] = (kc_tiling){
+            1, {KC_INT("block", (int64_t)cands[pick])},
+            cest[pick] < 0 ? (uint64_t)best : (uint64_t)cest[pick]};
+        cest[pick] = INFINITY;
+    }
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 " heads of %" PRIu64 "x%" PRIu64
              "%s, %" PRIu64 "-row blocks, %s", a.B * a.H, a.S, a.Dh,
              a.causal ? " causal" : "", a.T,
