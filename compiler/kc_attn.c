@@ -291,9 +291,20 @@ static void fwd_head(ka *a, const int64_t *hoff)
         }
         return;
     }
-    /* the full query blocks as a loop stepping rQb and the output registers */
+    /* The full query blocks: a loop stepping rQb and the output registers. The forward's
+     * rows are rotated as the causal ones are: each row's body computes the next row's first
+     * S before its own last P V, so the array goes on while the vector unit ends the row; the
+     * first and last full rows are emitted alone (the first computes its own first S, the
+     * last hands the edge row's or nothing), the rows between them are the loop (each
+     * started by the row before, its q.i = 1 offset on registers based at row 1). */
     uint64_t full = S / T;
-    if (full) {
+    bool rot = a->kind == KA_FWD && nq > 1;
+    uint64_t lo = rot ? 1 : 0, hi = rot ? (full ? full - 1 : 0) : full; /* the loop's rows */
+    if (rot && full) { /* row 0 */
+        q.i = 0, q.tq = T;
+        fwd_qblock(a, &q, nq, edge, false, full > 1 ? T : edge);
+    }
+    if (hi > lo) {
         kc_loop l;
         unsigned regs[3] = {a->rQb, 0, 0};
         int64_t st[3] = {(int64_t)blk, 0, 0};
@@ -305,18 +316,28 @@ static void fwd_head(ka *a, const int64_t *hoff)
             if (!seen)
                 regs[n] = a->op[i].reg, st[n++] = a->op[i].step;
         }
-        kc_loop_begin(a->x, &l, full, n, regs, st);
+        if (lo)
+            kce_addi(c, a->rQb, a->rQb, (int64_t)(lo * blk));
+        kc_loop_begin(a->x, &l, hi - lo, n, regs, st);
         uint64_t saved = c->mult;
-        c->mult *= full;
-        q.i = 0, q.tq = T;
-        fwd_qblock(a, &q, nq, edge, false, 0);
+        c->mult *= hi - lo;
+        q.i = lo, q.tq = T;
+        fwd_qblock(a, &q, nq, edge, rot, rot ? T : 0);
         c->mult = saved;
         kc_loop_end(a->x, &l);
+        if (lo)
+            kce_addi(c, a->rQb, a->rQb, -(int64_t)(lo * blk));
+    }
+    if (rot && full > 1) { /* the last full row: the edge row's first S, if there is one */
+        kce_addi(c, a->rQb, a->rQb, (int64_t)((full - 1) * blk));
+        q.i = full - 1, q.tq = T;
+        fwd_qblock(a, &q, nq, edge, true, full < nq ? edge : 0);
+        kce_addi(c, a->rQb, a->rQb, -(int64_t)((full - 1) * blk));
     }
     if (full < nq) {
         kce_addi(c, a->rQb, a->rQb, (int64_t)(full * blk));
         q.i = full, q.tq = edge;
-        fwd_qblock(a, &q, nq, edge, false, 0);
+        fwd_qblock(a, &q, nq, edge, rot && full > 0, 0);
     }
 }
 
