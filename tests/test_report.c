@@ -165,9 +165,10 @@ TEST(the_report_renders_in_headless_chromium_with_every_chart_and_no_error)
     CU_ASSERT_PTR_NOT_NULL(strstr(dom, "ERRORS 0"));
     if (!strstr(dom, "ERRORS 0"))
         fprintf(stderr, "report: %s\n", strstr(dom, "ERRORS"));
-    static const char *const charts[] = {"chart-breakdown", "chart-timeline", "chart-util",
-                                         "chart-util-grid", "chart-links",    "chart-roofline",
-                                         "chart-memory",    "chart-comm",     "chart-sweep"};
+    static const char *const charts[] = {"chart-chip-time", "chart-breakdown", "chart-timeline",
+                                         "chart-util",      "chart-util-grid", "chart-links",
+                                         "chart-roofline",  "chart-memory",    "chart-comm",
+                                         "chart-sweep"};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
         CU_ASSERT_TRUE(chart_ok(dom, charts[i]));
     /* the sweep's script drew the points and a Pareto front among them */

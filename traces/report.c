@@ -78,19 +78,30 @@ static const char *jstr(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-/* The category class of a slice (-1: none: spans, waits, other). */
+/* The class of a unit or category name (-1: none). */
+static int name_class(const char *c, size_t n)
+{
+    static const struct { const char *name; int cls; } k[] = {
+        {"mxu", CLS_COMPUTE}, {"vpu", CLS_COMPUTE}, {"compute", CLS_COMPUTE},
+        {"dma", CLS_MEMORY},  {"memory", CLS_MEMORY}, {"comm", CLS_COMM}};
+    for (size_t i = 0; c && i < sizeof k / sizeof k[0]; i++)
+        if (strlen(k[i].name) == n && !strncmp(c, k[i].name, n))
+            return k[i].cls;
+    return -1;
+}
+
+/* The class of a slice by its category (-1: none: spans, waits, other); a "busy" slice
+ * (npusim run's chip.comm: communication in flight) by its thread's unit, the part of the
+ * thread's name after its last '.' ("chip.comm", "core0.dma[1]"). */
 static int slice_class(const tdb *db, const tdb_slice *s)
 {
     const char *c = tdb_str(db, s->cat);
     if (!c)
         return -1;
-    if (!strcmp(c, "mxu") || !strcmp(c, "vpu") || !strcmp(c, "compute"))
-        return CLS_COMPUTE;
-    if (!strcmp(c, "dma") || !strcmp(c, "memory"))
-        return CLS_MEMORY;
-    if (!strcmp(c, "comm"))
-        return CLS_COMM;
-    return -1;
+    if (strcmp(c, "busy"))
+        return name_class(c, strlen(c));
+    const char *t = tdb_str(db, db->threads[s->thread].name), *dot = t ? strrchr(t, '.') : NULL;
+    return dot ? name_class(dot + 1, strcspn(dot + 1, "[")) : -1;
 }
 
 static void svg_open(FILE *f, const char *id, int h, const char *label)
@@ -126,13 +137,111 @@ static void card(FILE *f, const char *label, const char *value)
     fputs("</div></div>\n", f);
 }
 
+/* A bar of parts (ps) stacked left to right, each labelled with its share when wide enough. */
+static void stack_bar(FILE *f, const char *id, const char *label, const double *part,
+                      const char *const *names, const char *const *colors, int n)
+{
+    char b[64];
+    double total = 0;
+    for (int c = 0; c < n; c++)
+        total += part[c];
+    svg_open(f, id, 60, label);
+    double x = 0;
+    for (int c = 0; c < n && total > 0; c++) {
+        double w = part[c] / total * W;
+        if (w <= 0)
+            continue;
+        fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>"
+                   "%s: %s (%.1f %%)</title></rect>\n",
+                x, w, colors[c], names[c], fmt_s(part[c] * 1e-12, b, sizeof b),
+                100 * part[c] / total);
+        if (w > 7.5 * (double)(strlen(names[c]) + 4)) /* room for its label */
+            fprintf(f, "<text x=\"%.2f\" y=\"50\">%s %.0f%%</text>\n", x + 2, names[c],
+                    100 * part[c] / total);
+        x += w;
+    }
+    fputs("</svg>\n<p class=\"legend\">", f);
+    for (int c = 0; c < n && total > 0; c++)
+        if (part[c] > 0)
+            fprintf(f, "<span style=\"color:%s\">&#9632;</span> %s %.1f %% (%s) &nbsp; ",
+                    colors[c], names[c], 100 * part[c] / total,
+                    fmt_s(part[c] * 1e-12, b, sizeof b));
+    fputs("</p>\n", f);
+}
+
+static size_t *chips_with_slices(const tdb *db, size_t max, size_t *n);
+
+typedef struct tl_edge {
+    uint64_t t;
+    int cls, d; /* class, +1 at a slice's start, -1 at its end */
+} tl_edge;
+
+static int by_time(const void *a, const void *b)
+{
+    uint64_t x = ((const tl_edge *)a)->t, y = ((const tl_edge *)b)->t;
+    return x < y ? -1 : x > y;
+}
+
+/* Each chip's span, from the trace's first start to its last end, split by what the chip
+ * did: computing; else moving memory; else communicating; else idle (part[CLS_COUNT]). The
+ * mean over the chips that have slices, in ps; false when there is none (or no memory). */
+static bool chip_time(const tdb *db, double part[CLS_COUNT + 1], size_t *n_chips)
+{
+    memset(part, 0, (CLS_COUNT + 1) * sizeof *part);
+    size_t chips;
+    size_t *shown = chips_with_slices(db, SIZE_MAX, &chips);
+    tl_edge *e = db->n_slices ? malloc(2 * db->n_slices * sizeof *e) : NULL;
+    if (!shown || !e || !chips) {
+        free(shown);
+        free(e);
+        return false;
+    }
+    for (size_t i = 0; i < chips; i++) {
+        size_t n = 0;
+        for (size_t t = 0; t < db->n_threads; t++) {
+            const tdb_thread *th = &db->threads[t];
+            if (th->process != shown[i])
+                continue;
+            for (size_t k = th->first; k < th->first + th->n; k++) {
+                const tdb_slice *s = &db->slices[k];
+                int c = slice_class(db, s);
+                if (c >= 0 && s->end_ps > s->start_ps) {
+                    e[n++] = (tl_edge){s->start_ps, c, 1};
+                    e[n++] = (tl_edge){s->end_ps, c, -1};
+                }
+            }
+        }
+        qsort(e, n, sizeof *e, by_time);
+        int active[CLS_COUNT] = {0};
+        uint64_t t = db->t_begin_ps;
+        for (size_t k = 0; k <= n; k++) {
+            uint64_t next = k < n ? e[k].t : db->t_end_ps;
+            int c = 0;
+            while (c < CLS_COUNT && !active[c])
+                c++;
+            part[c] += (double)(next - t);
+            t = next;
+            if (k < n)
+                active[e[k].cls] += e[k].d;
+        }
+    }
+    for (int c = 0; c <= CLS_COUNT; c++)
+        part[c] /= (double)chips;
+    *n_chips = chips;
+    free(shown);
+    free(e);
+    return true;
+}
+
 static void summary(FILE *f, const report_input *in)
 {
     section(f, "summary", "Where did the time go");
-    char b[64];
+    char b[64], d[64];
     const json_t *r = in->run;
+    bool have_run = false;
     fputs("<div class=\"cards\">\n", f);
     if (r && json_object_get(r, "step_time_s")) {
+        have_run = true;
         card(f, "step time", fmt_s(num(r, "step_time_s"), b, sizeof b));
         if (!isnan(num(r, "tokens_per_s")))
             card(f, "tokens/s", fmt_si(num(r, "tokens_per_s"), "", b, sizeof b));
@@ -150,6 +259,7 @@ static void summary(FILE *f, const report_input *in)
         if (tot > 0)
             card(f, "exposed communication", fmt_s(exp, b, sizeof b));
     } else if (r && json_object_get(r, "total_ps")) {
+        have_run = true;
         card(f, "simulated time", fmt_s(num(r, "total_ps") * 1e-12, b, sizeof b));
         snprintf(b, sizeof b, "%.0f", num(r, "total_cycles"));
         card(f, "cycles", b);
@@ -160,47 +270,64 @@ static void summary(FILE *f, const report_input *in)
         snprintf(b, sizeof b, "%.0f", num(r, "chips"));
         card(f, "chips", b);
     }
-    if (in->st) {
+    if (in->st && !have_run) /* a run's own time says it better */
         card(f, "trace span", fmt_s((double)in->st->span_ps * 1e-12, b, sizeof b));
-        card(f, "critical path", fmt_s((double)in->st->path_ps * 1e-12, b, sizeof b));
-    }
     if (in->sweep) {
         snprintf(b, sizeof b, "%zu", json_array_size(in->sweep));
         card(f, "sweep points", b);
     }
     fputs("</div>\n", f);
+    static const char *const names[] = {"compute", "memory", "communication", "other", "idle"};
+    static const char *const colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#bbb"};
+    double part[CLS_COUNT + 2];
+    size_t chips = 0;
+    if (in->db && chip_time(in->db, part, &chips)) {
+        const char *cn[] = {"computing", "memory", "communication", "idle"};
+        const char *cc[] = {colors[0], colors[1], colors[2], colors[4]};
+        fprintf(f, "<p>Each chip's time by what it did, the mean over %zu chips (memory: moving "
+                   "data with nothing computing; communication: with nothing computing; idle: "
+                   "waiting, as in pipeline bubbles):</p>\n", chips);
+        stack_bar(f, "chart-chip-time", "each chip's time by what it did", part, cn, cc, 4);
+    }
+    size_t i;
+    const json_t *c;
+    if (r && json_array_size(json_object_get(r, "comm"))) {
+        fputs("<p>Exposed communication per kind (mean over the chips that take part):", f);
+        json_array_foreach(json_object_get(r, "comm"), i, c) {
+            fputs(i ? ", " : " ", f);
+            esc(f, jstr(c, "kind") ? jstr(c, "kind") : "?");
+            fprintf(f, " %s of %s", fmt_s(num(c, "exposed_s"), b, sizeof b),
+                    fmt_s(num(c, "total_s"), d, sizeof d));
+        }
+        fputs(".</p>\n", f);
+    }
+    if (in->st && in->st->n_kernels) {
+        uint64_t total = 0;
+        for (i = 0; i < in->st->n_kernels; i++)
+            total += in->st->kernels[i].total_ps;
+        fputs("<p>Top kernels by time, over every chip:", f);
+        for (i = 0; i < in->st->n_kernels && i < 5 && total; i++) {
+            fputs(i ? ", " : " ", f);
+            esc(f, tdb_str(in->db, in->st->kernels[i].name));
+            fprintf(f, " %.1f %%", 100.0 * (double)in->st->kernels[i].total_ps / (double)total);
+        }
+        fputs(" (the table at the end).</p>\n", f);
+    }
     if (in->st && in->st->n_path) {
         /* the critical path by class, and its idle time */
         const tdb *db = in->db;
-        double part[CLS_COUNT + 2] = {0}; /* + other, idle */
-        for (size_t i = 0; i < in->st->n_path; i++) {
+        memset(part, 0, sizeof part); /* + other, idle */
+        for (i = 0; i < in->st->n_path; i++) {
             const tdb_slice *s = &db->slices[in->st->path[i].slice];
-            int c = slice_class(db, s);
-            part[c < 0 ? CLS_COUNT : c] += (double)(s->end_ps - s->start_ps);
+            int k = slice_class(db, s);
+            part[k < 0 ? CLS_COUNT : k] += (double)(s->end_ps - s->start_ps);
             part[CLS_COUNT + 1] += (double)in->st->path[i].idle_before_ps;
         }
-        double total = 0;
-        for (int c = 0; c < CLS_COUNT + 2; c++)
-            total += part[c];
-        static const char *const names[] = {"compute", "memory", "communication", "other", "idle"};
-        static const char *const colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#ddd"};
-        fputs("<p>The critical path (the chain of work that ends last) by kind of work:</p>\n", f);
-        svg_open(f, "chart-breakdown", 60, "critical path by kind of work");
-        double x = 0;
-        for (int c = 0; c < CLS_COUNT + 2 && total > 0; c++) {
-            double w = part[c] / total * W;
-            if (w <= 0)
-                continue;
-            fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>"
-                       "%s: %s (%.1f %%)</title></rect>\n",
-                    x, w, colors[c], names[c], fmt_s(part[c] * 1e-12, b, sizeof b),
-                    100 * part[c] / total);
-            if (w > 90)
-                fprintf(f, "<text x=\"%.2f\" y=\"50\">%s %.0f%%</text>\n", x + 2, names[c],
-                        100 * part[c] / total);
-            x += w;
-        }
-        fputs("</svg>\n", f);
+        fprintf(f, "<p>The critical path (the chain of work that ends last, %s over %zu "
+                   "steps) by kind of work:</p>\n",
+                fmt_s((double)in->st->path_ps * 1e-12, b, sizeof b), in->st->n_path);
+        stack_bar(f, "chart-breakdown", "critical path by kind of work", part, names, colors,
+                  CLS_COUNT + 2);
     }
     fputs("</section>\n", f);
 }

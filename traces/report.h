@@ -4,7 +4,10 @@
  *
  * What it shows, each where its input has the data (otherwise a line says what is missing):
  *   summary        "where did the time go": the headline figures of the run and, with a
- *                  trace, the critical path split by category (id chart-breakdown);
+ *                  trace, each chip's time by what it did (computing, else memory, else
+ *                  communication, else idle; mean over chips: chart-chip-time), the exposed
+ *                  communication per kind, the top kernels and the critical path split by
+ *                  category (chart-breakdown);
  *   timeline       per chip, rows for compute, memory and communication, shaded by the share
  *                  of that chip's tracks busy (chart-timeline; trace);
  *   utilization    per unit kind min/mean/max over chips (chart-util), per chip and unit kind
