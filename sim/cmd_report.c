@@ -111,6 +111,7 @@ static void fill_arch(const arch_config *cfg, report_arch *a)
     a->chips = (uint32_t)cfg->system.chips;
     a->torus_x = (uint32_t)cfg->system.torus_x;
     a->torus_y = (uint32_t)cfg->system.torus_y;
+    a->torus_z = (uint32_t)cfg->system.torus_z;
     a->island_chips = (uint32_t)cfg->system.island_chips;
 }
 

@@ -596,100 +596,360 @@ static bool parse_end(const char *s, size_t n, node *out)
     return true;
 }
 
-static void place(const report_arch *a, uint32_t chips, uint32_t sws, node *nd)
+/* One link's figures: from the run's `links`, else from the trace's counter of it. */
+typedef struct lfig {
+    char name[48];
+    node a, b;
+    double avg, peak; /* GB/s */
+} lfig;
+
+static bool parse_link(const char *name, node *a, node *b)
+{
+    const char *arrow = name ? strstr(name, "->") : NULL;
+    return arrow && parse_end(name, (size_t)(arrow - name), a) &&
+           parse_end(arrow + 2, strlen(arrow + 2), b);
+}
+
+static int by_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The links with figures: the run's, then every link counter of the trace's system
+ * process that the run did not list (its average over the trace's span). */
+static lfig *link_figures(const report_input *in, size_t *n)
+{
+    const json_t *ls = in->run ? json_object_get(in->run, "links") : NULL, *l;
+    size_t cap = json_array_size(ls) + (in->db ? in->db->n_counters : 0), i;
+    lfig *v = cap ? calloc(cap, sizeof *v) : NULL;
+    *n = 0;
+    if (!v)
+        return NULL;
+    json_array_foreach(ls, i, l) {
+        lfig *x = &v[*n];
+        if (!jstr(l, "name") || !parse_link(jstr(l, "name"), &x->a, &x->b))
+            continue;
+        snprintf(x->name, sizeof x->name, "%s", jstr(l, "name"));
+        x->avg = num(l, "avg_gbps"), x->peak = num(l, "peak_gbps");
+        (*n)++;
+    }
+    const tdb *db = in->db;
+    double span = db ? (double)(db->t_end_ps - db->t_begin_ps) : 0;
+    for (size_t c = 0; db && span > 0 && c < db->n_counters; c++) {
+        const tdb_counter *k = &db->counters[c];
+        const char *pn = tdb_str(db, db->processes[k->process].name), *name = tdb_str(db, k->name);
+        lfig *x = &v[*n];
+        if (!pn || strcmp(pn, "system") || !parse_link(name, &x->a, &x->b))
+            continue;
+        bool listed = false;
+        for (size_t j = 0; j < *n && !listed; j++)
+            listed = !strcmp(v[j].name, name);
+        if (listed)
+            continue;
+        snprintf(x->name, sizeof x->name, "%s", name);
+        x->avg = k->integral / span, x->peak = k->max;
+        (*n)++;
+    }
+    return v;
+}
+
+static const lfig *link_find(const lfig *v, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i].name, name))
+            return &v[i];
+    return NULL;
+}
+
+/* The chips the run used: those with slices in the trace and the ends of the links with
+ * figures; sorted, distinct. */
+static uint32_t *chips_used(const report_input *in, const lfig *lf, size_t n_lf, size_t *n)
+{
+    const tdb *db = in->db;
+    size_t cap = 2 * n_lf + (db ? db->n_processes : 0);
+    uint32_t *v = cap ? malloc(cap * sizeof *v) : NULL;
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t p = 0; db && p < db->n_processes; p++) {
+        const char *pn = tdb_str(db, db->processes[p].name);
+        unsigned id;
+        if (!pn || sscanf(pn, "chip %u", &id) != 1)
+            continue;
+        for (size_t t = 0; t < db->n_threads; t++)
+            if (db->threads[t].process == p && db->threads[t].n) {
+                v[(*n)++] = id;
+                break;
+            }
+    }
+    for (size_t i = 0; i < n_lf; i++) {
+        if (!lf[i].a.sw)
+            v[(*n)++] = lf[i].a.id;
+        if (!lf[i].b.sw)
+            v[(*n)++] = lf[i].b.id;
+    }
+    qsort(v, *n, sizeof *v, by_u32);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!k || v[k - 1] != v[i])
+            v[k++] = v[i];
+    *n = k;
+    return v;
+}
+
+/* A link drawn between a and b (a's end to b's, offset to its side so both directions
+ * show), coloured by its average bandwidth against vmax; fig NULL: no figure (idle when
+ * the trace's counters say which links carried anything). */
+static void link_line(FILE *f, const node *a, const node *b, const char *name, const lfig *fig,
+                      double vmax, bool complete, double bend)
+{
+    double v = fig && vmax > 0 ? fmin(fig->avg / vmax, 1) : 0;
+    double dx = b->x - a->x, dy = b->y - a->y, len = sqrt(dx * dx + dy * dy) + 1e-9;
+    double ox = -dy / len * 3, oy = dx / len * 3; /* the two directions side by side */
+    int red = (int)(60 + 195 * v), green = (int)(170 - 140 * v), blue = (int)(220 - 190 * v);
+    const char *stroke = fig ? NULL : "#d8d8d8";
+    char rgb[32];
+    snprintf(rgb, sizeof rgb, "rgb(%d,%d,%d)", red, green, blue);
+    if (bend != 0) /* a wrap-around link: an arc over the row or column */
+        fprintf(f, "<path class=\"link\" d=\"M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f\" fill=\"none\" ",
+                a->x + ox, a->y + oy, (a->x + b->x) / 2 + ox - dy / len * bend,
+                (a->y + b->y) / 2 + oy + dx / len * bend, b->x + ox, b->y + oy);
+    else
+        fprintf(f, "<line class=\"link\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" ",
+                a->x + ox, a->y + oy, b->x + ox, b->y + oy);
+    fprintf(f, "stroke=\"%s\" stroke-width=\"%.1f\"><title>", stroke ? stroke : rgb,
+            fig ? 1.5 + 3 * v : 1.0);
+    esc(f, name);
+    if (fig)
+        fprintf(f, ": %.3f GB/s average, %.3f GB/s peak", fig->avg, fig->peak);
+    else
+        fputs(complete ? ": carried nothing" : ": not among the links given", f);
+    fputs("</title>", f);
+    fputs(bend != 0 ? "</path>\n" : "</line>\n", f);
+}
+
+/* The colour key of link_line at y: five steps from idle to vmax. */
+static void link_key(FILE *f, int y, double vmax)
+{
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">0</text>\n", W - 250,
+            y + 9);
+    for (int k = 0; k <= 4; k++) {
+        double v = k / 4.0;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"36\" height=\"10\" "
+                   "fill=\"rgb(%d,%d,%d)\"><title>%.3g GB/s</title></rect>\n",
+                W - 245 + 38 * k, y, (int)(60 + 195 * v), (int)(170 - 140 * v),
+                (int)(220 - 190 * v), v * vmax);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\">%.3g GB/s</text>\n", W - 245 + 38 * 5,
+            y + 9, vmax);
+}
+
+static void chip_node(FILE *f, const node *nd, bool used, bool label)
+{
+    fprintf(f, "<circle class=\"node\" cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" stroke=\"%s\">"
+               "<title>%s%u%s</title></circle>\n",
+            nd->x, nd->y, nd->sw ? 9 : 6, nd->sw ? "#555" : used ? "#fff" : "#f4f4f4",
+            used || nd->sw ? "#333" : "#bbb", nd->sw ? "switch " : "chip ", nd->id,
+            used || nd->sw ? "" : " (unused)");
+    if (label)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\" text-anchor=\"middle\">%s%u</text>\n",
+                nd->x, nd->y - 10, nd->sw ? "sw" : "", nd->id);
+}
+
+/* A torus: the box of its grid from the least to the greatest coordinate of the chips used
+ * in each dimension, z layers side by side, every link of the torus inside the box (the
+ * wrap-around ones as arcs when the box spans a whole ring). false when the box holds more
+ * than 256 chips. */
+static bool links_torus(FILE *f, const report_input *in, const lfig *lf, size_t n_lf,
+                        const uint32_t *used, size_t n_used, double vmax, bool complete)
+{
+    const report_arch *a = &in->arch;
+    uint32_t dim[3] = {a->torus_x, a->torus_y, !strcmp(a->topology, "torus3d") ? a->torus_z : 1};
+    uint32_t lo[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX}, hi[3] = {0}, ext[3];
+    for (size_t i = 0; i < n_used; i++) {
+        uint32_t c = used[i], co[3] = {c % dim[0], c / dim[0] % dim[1], c / dim[0] / dim[1]};
+        for (int d = 0; d < 3; d++)
+            lo[d] = co[d] < lo[d] ? co[d] : lo[d], hi[d] = co[d] > hi[d] ? co[d] : hi[d];
+    }
+    uint64_t box = 1;
+    for (int d = 0; d < 3; d++)
+        ext[d] = hi[d] - lo[d] + 1, box *= ext[d];
+    if (box > 256)
+        return false;
+    double pw = (W - 40.0) / ext[2]; /* a z layer's panel */
+    double dx = ext[0] > 1 ? fmin(160, (pw - 60) / (ext[0] - 1)) : 0;
+    double dy = ext[1] > 1 ? fmin(110, 300.0 / (ext[1] - 1)) : 0;
+    int h = (int)(70 + (ext[1] - 1) * dy + 50);
+    fprintf(f, "<p>Each link's average bandwidth against %s (%.3g GB/s): red is saturated, grey "
+               "carried nothing. The %u x %u x %u box of the %u x %u x %u torus that holds the "
+               "%zu chips the run used; %zu links with figures.</p>\n",
+            a->link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, ext[0], ext[1],
+            ext[2], dim[0], dim[1], dim[2], n_used, n_lf);
+    svg_open(f, "chart-links", h, "link heat map");
+#define PLACE(nd, co)                                                                        \
+    ((nd).sw = false, (nd).x = 20 + pw * ((co)[2] - lo[2]) + 30 + dx * ((co)[0] - lo[0]),     \
+     (nd).y = 50 + dy * ((co)[1] - lo[1]))
+    for (uint32_t z = lo[2]; z <= hi[2]; z++)
+        if (ext[2] > 1)
+            fprintf(f, "<text x=\"%.1f\" y=\"14\" class=\"lbl\">z = %u</text>\n",
+                    20 + pw * (z - lo[2]) + 30, z);
+    char name[48];
+    for (uint32_t z = lo[2]; z <= hi[2]; z++)
+        for (uint32_t y = lo[1]; y <= hi[1]; y++)
+            for (uint32_t x = lo[0]; x <= hi[0]; x++) {
+                uint32_t co[3] = {x, y, z}, c = x + dim[0] * (y + dim[1] * z);
+                node na;
+                PLACE(na, co), na.id = c;
+                for (int d = 0; d < 3; d++) {
+                    if (dim[d] < 2 || (dim[d] == 2 && co[d] == 1))
+                        continue; /* no ring, or the pair's links drawn from coordinate 0 */
+                    uint32_t nco[3] = {x, y, z};
+                    nco[d] = (co[d] + 1) % dim[d];
+                    if (nco[d] < lo[d] || nco[d] > hi[d])
+                        continue; /* leaves the box */
+                    uint32_t nb = nco[0] + dim[0] * (nco[1] + dim[1] * nco[2]);
+                    node nn;
+                    PLACE(nn, nco), nn.id = nb;
+                    double bend = nco[d] < co[d] ? (d == 1 ? 40 : -40) : 0; /* wrap-around */
+                    snprintf(name, sizeof name, "chip%u->chip%u", c, nb);
+                    link_line(f, &na, &nn, name, link_find(lf, n_lf, name), vmax, complete, bend);
+                    snprintf(name, sizeof name, "chip%u->chip%u", nb, c);
+                    link_line(f, &nn, &na, name, link_find(lf, n_lf, name), vmax, complete, -bend);
+                }
+            }
+    size_t k = 0;
+    for (uint32_t z = lo[2]; z <= hi[2]; z++)
+        for (uint32_t y = lo[1]; y <= hi[1]; y++)
+            for (uint32_t x = lo[0]; x <= hi[0]; x++) {
+                uint32_t co[3] = {x, y, z}, c = x + dim[0] * (y + dim[1] * z);
+                node nd;
+                PLACE(nd, co), nd.id = c;
+                while (k < n_used && used[k] < c)
+                    k++;
+                chip_node(f, &nd, k < n_used && used[k] == c, box <= 64);
+            }
+#undef PLACE
+    link_key(f, h - 16, vmax);
+    fputs("</svg>\n", f);
+    return true;
+}
+
+/* Where a chip (slot of n) or a switch (slot of sws) goes: ring and fully connected on a
+ * circle, switches above a line of chips. */
+static void place(uint32_t n, uint32_t sws, uint32_t slot, node *nd)
 {
     double cx = W / 2.0, cy = 200, r = 160;
-    const char *t = a->topology ? a->topology : "";
-    bool grid = !strcmp(t, "torus2d") && a->torus_x * a->torus_y == chips;
-    bool switched = sws > 0;
     if (nd->sw) {
-        nd->x = sws > 1 ? 80 + (W - 160) * (double)nd->id / (sws - 1) : cx;
+        nd->x = sws > 1 ? 80 + (W - 160) * (double)slot / (sws - 1) : cx;
         nd->y = 40;
-    } else if (grid) {
-        double dx = (W - 200) / (double)(a->torus_x > 1 ? a->torus_x - 1 : 1),
-               dy = 300.0 / (double)(a->torus_y > 1 ? a->torus_y - 1 : 1);
-        nd->x = 100 + (nd->id % a->torus_x) * dx;
-        nd->y = 50 + (double)(nd->id / a->torus_x) * dy;
-    } else if (switched) {
-        nd->x = chips > 1 ? 40 + (W - 80) * (double)nd->id / (chips - 1) : cx;
+    } else if (sws > 0) {
+        nd->x = n > 1 ? 40 + (W - 80) * (double)slot / (n - 1) : cx;
         nd->y = 330;
     } else {
-        double ang = 2 * PI * nd->id / (chips ? chips : 1) - PI / 2;
+        double ang = 2 * PI * slot / (n ? n : 1) - PI / 2;
         nd->x = cx + r * cos(ang), nd->y = cy + r * sin(ang);
     }
+}
+
+/* The slot of a link's end: a switch's index among sw; a chip's id, or its index among
+ * the chips used when not all are drawn. */
+static uint32_t slot_of(const node *e, bool all, const uint32_t *used, size_t n_used,
+                        const uint32_t *sw, uint32_t sws)
+{
+    const uint32_t *v = e->sw ? sw : all ? NULL : used;
+    const uint32_t *hit = v ? bsearch(&e->id, v, e->sw ? sws : n_used, sizeof *v, by_u32) : NULL;
+    return hit ? (uint32_t)(hit - v) : e->id;
 }
 
 static void links(FILE *f, const report_input *in)
 {
     section(f, "links", "Link bandwidth on the topology");
-    const json_t *ls = in->run ? json_object_get(in->run, "links") : NULL, *l;
-    size_t n = json_array_size(ls), i;
-    if (!n) {
+    size_t n = 0, n_used = 0;
+    lfig *lf = link_figures(in, &n);
+    uint32_t *used = lf ? chips_used(in, lf, n, &n_used) : NULL;
+    if (!n || !used) {
         missing(f, "No per-link figures in the inputs (npusim run --json lists the busiest "
-                   "links).");
+                   "links, its trace has every link).");
+        free(lf);
+        free(used);
         fputs("</section>\n", f);
         return;
     }
-    uint32_t chips = 0, sws = 0;
+    /* complete: the trace's link counters say which links carried anything */
+    bool complete = false;
+    for (size_t c = 0; in->db && c < in->db->n_counters && !complete; c++) {
+        const char *pn = tdb_str(in->db, in->db->processes[in->db->counters[c].process].name);
+        complete = pn && !strcmp(pn, "system");
+    }
+    uint32_t chips = 0, sws = 0, *sw = malloc((2 * n + 1) * sizeof *sw);
     double vmax = in->arch.link_gbps;
-    json_array_foreach(ls, i, l) {
-        const char *name = jstr(l, "name"), *arrow = name ? strstr(name, "->") : NULL;
-        node a, b;
-        if (!arrow || !parse_end(name, (size_t)(arrow - name), &a) ||
-            !parse_end(arrow + 2, strlen(arrow + 2), &b))
-            continue;
+    for (size_t i = 0; i < n; i++) {
         for (int k = 0; k < 2; k++) {
-            node *e = k ? &b : &a;
-            if (e->sw && e->id + 1 > sws)
-                sws = e->id + 1;
+            const node *e = k ? &lf[i].b : &lf[i].a;
+            if (e->sw && sw)
+                sw[sws++] = e->id;
             if (!e->sw && e->id + 1 > chips)
                 chips = e->id + 1;
         }
-        if (!(in->arch.link_gbps > 0) && num(l, "avg_gbps") > vmax)
-            vmax = num(l, "avg_gbps");
+        if (!(in->arch.link_gbps > 0) && lf[i].avg > vmax)
+            vmax = lf[i].avg;
+    }
+    if (sw) { /* the switches the links reach, distinct, in order */
+        qsort(sw, sws, sizeof *sw, by_u32);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < sws; i++)
+            if (!k || sw[k - 1] != sw[i])
+                sw[k++] = sw[i];
+        sws = k;
     }
     if (in->arch.chips > chips)
         chips = in->arch.chips;
-    if (chips > 256) {
-        missing(f, "More than 256 chips: the busiest links are listed in the run's text report.");
+    const char *topo = in->arch.topology ? in->arch.topology : "";
+    bool torus = (!strcmp(topo, "torus2d") || !strcmp(topo, "torus3d")) && in->arch.torus_x &&
+                 in->arch.torus_y && (uint64_t)in->arch.torus_x * in->arch.torus_y *
+                 (strcmp(topo, "torus3d") ? 1 : in->arch.torus_z) == chips;
+    if (torus && links_torus(f, in, lf, n, used, n_used, vmax, complete)) {
+        free(lf);
+        free(used);
+        free(sw);
+        fputs("</section>\n", f);
+        return;
+    }
+    /* every chip of the system, or of a larger one only the chips used */
+    bool all = chips <= 256;
+    uint32_t n_nodes = all ? chips : (uint32_t)n_used;
+    if (n_nodes > 256) {
+        missing(f, "More than 256 chips used: the busiest links are listed in the run's text "
+                   "report.");
+        free(lf);
+        free(used);
+        free(sw);
         fputs("</section>\n", f);
         return;
     }
     fprintf(f, "<p>Each link's average bandwidth against %s (%.3g GB/s): red is saturated. "
-               "%zu links given.</p>\n",
-            in->arch.link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, n);
+               "%zu links with figures%s.</p>\n",
+            in->arch.link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, n,
+            all ? "" : "; the chips the run used, of a larger system");
     svg_open(f, "chart-links", 380, "link heat map");
-    json_array_foreach(ls, i, l) {
-        const char *name = jstr(l, "name"), *arrow = name ? strstr(name, "->") : NULL;
-        node a, b;
-        if (!arrow || !parse_end(name, (size_t)(arrow - name), &a) ||
-            !parse_end(arrow + 2, strlen(arrow + 2), &b))
-            continue;
-        place(&in->arch, chips, sws, &a);
-        place(&in->arch, chips, sws, &b);
-        double v = vmax > 0 ? fmin(num(l, "avg_gbps") / vmax, 1) : 0;
-        double dx = b.x - a.x, dy = b.y - a.y, len = sqrt(dx * dx + dy * dy) + 1e-9;
-        double ox = -dy / len * 3, oy = dx / len * 3; /* the two directions side by side */
-        int red = (int)(60 + 195 * v), green = (int)(170 - 140 * v), blue = (int)(220 - 190 * v);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"rgb(%d,%d,%d)\" "
-                   "stroke-width=\"%.1f\"><title>",
-                a.x + ox, a.y + oy, b.x + ox, b.y + oy, red, green, blue, 1.5 + 3 * v);
-        esc(f, name);
-        fprintf(f, ": %.3f GB/s average, %.3f GB/s peak</title></line>\n", num(l, "avg_gbps"),
-                num(l, "peak_gbps"));
+    for (size_t i = 0; i < n; i++) {
+        node a = lf[i].a, b = lf[i].b;
+        place(n_nodes, sws, slot_of(&a, all, used, n_used, sw, sws), &a);
+        place(n_nodes, sws, slot_of(&b, all, used, n_used, sw, sws), &b);
+        link_line(f, &a, &b, lf[i].name, &lf[i], vmax, complete, 0);
     }
-    for (uint32_t k = 0; k < chips + sws; k++) {
-        node nd = {k >= chips, k >= chips ? k - chips : k, 0, 0};
-        place(&in->arch, chips, sws, &nd);
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>%s%u</title>"
-                   "</circle>\n",
-                nd.x, nd.y, nd.sw ? 9 : 6, nd.sw ? "#555" : "#fff", nd.sw ? "switch " : "chip ",
-                nd.id);
-        if (chips + sws <= 64)
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\" text-anchor=\"middle\">%s%u"
-                       "</text>\n", nd.x, nd.y - 10, nd.sw ? "sw" : "", nd.id);
+    for (uint32_t k = 0; k < n_nodes + sws; k++) {
+        node nd = {k >= n_nodes, k >= n_nodes ? sw[k - n_nodes] : all ? k : used[k], 0, 0};
+        place(n_nodes, sws, k >= n_nodes ? k - n_nodes : k, &nd);
+        chip_node(f, &nd, nd.sw || bsearch(&nd.id, used, n_used, sizeof *used, by_u32),
+                  n_nodes + sws <= 64);
     }
+    link_key(f, 364, vmax);
     fputs("</svg>\n</section>\n", f);
+    free(lf);
+    free(used);
+    free(sw);
 }
 
 /* ---- roofline --------------------------------------------------------------------------------- */
