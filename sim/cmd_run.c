@@ -315,6 +315,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     }
     if (st == NP_OK && optind < argc)
         st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (st == NP_OK)
+        st = cli_trace_need_path(j.trace_path, &j.trace_opts, err);
     j.full = strcmp(fidelity, "full") == 0;
     j.functional = functional;
     if (st == NP_OK && !model) {
