@@ -52,7 +52,7 @@ const char cmd_run_usage[] =
     "  --functional      compute values (with --fidelity full): the step's loss beside the\n"
     "                    distributed executor's, from a seeded initialisation and batch\n"
     "  --trace T         write a Chrome/Perfetto trace (gzip when T ends in .gz)\n"
-    CLI_TRACE_USAGE
+    CLI_TRACE_USAGE_20
     "  --kernel-cache F  keep kernel timings in file F (keyed by architecture and program)\n"
     "  --no-cache        time every kernel execution (no timing cache, no file)\n"
     "  --no-dedup        simulate every rank (no mirrored ranks)\n"
