@@ -225,24 +225,22 @@ TEST(a_collective_report_plots_bus_bandwidth_and_bad_inputs_are_errors)
     harness_run_free(&r);
 }
 
-/* The titles of the page's link marks ("chipA->chipB: ..."), as written (the arrow escaped). */
+/* How many of the page's link marks are titled name ("chipA->chipB", written with the arrow
+ * escaped); *avg: the last one's average GB/s (-1 when it has none). */
 static int link_marks(const char *page, const char *name, double *avg)
 {
-    char key[80];
-    snprintf(key, sizeof key, "<title>%s: ", name);
-    char *esc_key = key + 7; /* "chipA->chipB" is written "chipA-&gt;chipB" */
-    char buf[96];
-    const char *arrow = strstr(esc_key, "->");
-    snprintf(buf, sizeof buf, "<title>%.*s-&gt;%s", (int)(arrow - esc_key), esc_key, arrow + 2);
+    const char *arrow = strstr(name, "->");
+    char title[96];
+    snprintf(title, sizeof title, "<title>%.*s-&gt;%s: ", (int)(arrow - name), name, arrow + 2);
     int n = 0;
-    for (const char *p = page; (p = strstr(p, buf)); p++) {
-        const char *line = p;
-        while (line > page && strncmp(line, "class=\"link\"", 12) && *line != '\n')
-            line--;
-        if (strncmp(line, "class=\"link\"", 12))
-            continue; /* not a link's mark */
+    for (const char *p = page; (p = strstr(p, title)); p++) {
+        const char *open = p;
+        while (open > page && open[-1] != '\n')
+            open--; /* the mark's element starts its line */
+        if (strncmp(open, "<line class=\"link\"", 18) && strncmp(open, "<path class=\"link\"", 18))
+            continue;
         n++;
-        if (avg && sscanf(p + strlen(buf), "%lf GB/s average", avg) != 1)
+        if (sscanf(p + strlen(title), "%lf GB/s average", avg) != 1)
             *avg = -1;
     }
     return n;

@@ -634,6 +634,7 @@ static lfig *link_figures(const report_input *in, size_t *n)
         x->avg = num(l, "avg_gbps"), x->peak = num(l, "peak_gbps");
         (*n)++;
     }
+    size_t n_run = *n; /* (the run lists a few: at most 16) */
     const tdb *db = in->db;
     double span = db ? (double)(db->t_end_ps - db->t_begin_ps) : 0;
     for (size_t c = 0; db && span > 0 && c < db->n_counters; c++) {
@@ -643,7 +644,7 @@ static lfig *link_figures(const report_input *in, size_t *n)
         if (!pn || strcmp(pn, "system") || !parse_link(name, &x->a, &x->b))
             continue;
         bool listed = false;
-        for (size_t j = 0; j < *n && !listed; j++)
+        for (size_t j = 0; j < n_run && !listed; j++)
             listed = !strcmp(v[j].name, name);
         if (listed)
             continue;
@@ -782,10 +783,11 @@ static bool links_torus(FILE *f, const report_input *in, const lfig *lf, size_t 
     double dy = ext[1] > 1 ? fmin(110, 300.0 / (ext[1] - 1)) : 0;
     int h = (int)(70 + (ext[1] - 1) * dy + 50);
     fprintf(f, "<p>Each link's average bandwidth against %s (%.3g GB/s): red is saturated, grey "
-               "carried nothing. The %u x %u x %u box of the %u x %u x %u torus that holds the "
-               "%zu chips the run used; %zu links with figures.</p>\n",
-            a->link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, ext[0], ext[1],
-            ext[2], dim[0], dim[1], dim[2], n_used, n_lf);
+               "%s. The %u x %u x %u box of the %u x %u x %u torus that holds the %zu chips the "
+               "run used; %zu links with figures.</p>\n",
+            a->link_gbps > 0 ? "the link's capacity" : "the busiest", vmax,
+            complete ? "carried nothing" : "has no figure (not among the run's busiest)", ext[0],
+            ext[1], ext[2], dim[0], dim[1], dim[2], n_used, n_lf);
     svg_open(f, "chart-links", h, "link heat map");
 #define PLACE(nd, co)                                                                        \
     ((nd).sw = false, (nd).x = 20 + pw * ((co)[2] - lo[2]) + 30 + dx * ((co)[0] - lo[0]),     \
