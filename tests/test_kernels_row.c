@@ -279,6 +279,8 @@ TEST(row_kernels_spread_over_more_than_64_cores)
 
 /* ---- cross-entropy and its gradient ---------------------------------------------------------- */
 
+static int64_t ce_chunk; /* the chunk attribute of check_ce's kernels (0: none) */
+
 static int64_t check_ce(const arch_config *cfg, bool grad, nn_dtype dt, nn_dtype lt, int ndim,
                         const int64_t *shape, uint32_t cores, int64_t tr, uint64_t seed,
                         kc_result *res)
@@ -306,6 +308,8 @@ static int64_t check_ce(const arch_config *cfg, bool grad, nn_dtype dt, nn_dtype
                    .place = {0, 0, cores}};
     if (tr)
         k.attrs[k.n_attrs++] = KC_INT("tr", tr);
+    if (ce_chunk)
+        k.attrs[k.n_attrs++] = KC_INT("chunk", ce_chunk);
     int64_t bad = run_check(cfg, &k, in, grad ? 3 : 2, y, g, res);
     nn_graph_free(g);
     return bad;
@@ -331,6 +335,29 @@ TEST(cross_entropy_and_its_gradient_equal_the_reference_for_int32_and_int8_label
 }
 
 /* ---- RoPE ------------------------------------------------------------------------------------ */
+
+TEST(cross_entropy_of_rows_too_wide_for_the_scratchpad_streams_them_in_chunks)
+{
+    /* forced chunks of 8 (the last of 5) over 37 classes, tiles of 2 and 3 rows, 1 and 2
+     * cores, every float type, int32 and int8 labels (a third of them the last class); then
+     * 20000 fp32 classes on tiny's 64 KiB with chunks chosen */
+    arch_config cfg = arch("tiny", NULL);
+    kc_result r;
+    ce_chunk = 8;
+    for (int t = 0; t < 3; t++)
+        for (int grad = 0; grad < 2; grad++)
+            for (uint32_t cores = 1; cores <= 2; cores++) {
+                CU_ASSERT_EQUAL(check_ce(&cfg, grad, float_types[t], t ? NN_I32 : NN_I8, 2,
+                                         (int64_t[]){13, 37}, cores, 1 + cores, 91 + t, &r), 0);
+                CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "5 chunks of 8 columns"));
+            }
+    ce_chunk = 0;
+    for (int grad = 0; grad < 2; grad++) {
+        CU_ASSERT_EQUAL(check_ce(&cfg, grad, NN_F32, NN_I32, 2, (int64_t[]){5, 20000}, 2, 0, 97,
+                                 &r), 0);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "rows streamed"));
+    }
+}
 
 TEST(rope_equals_the_reference_forward_and_inverse)
 {
