@@ -9,6 +9,7 @@
 
 #include "dist.h"
 #include "harness.h"
+#include "lower.h"
 #include "model.h"
 #include "optim.h"
 #include "pass.h"
@@ -156,6 +157,18 @@ static void check_plan_of(const char *model, int64_t batch, int dp, int tp, int 
         nn_graph_free(m0.g);
     } else {
         CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &mo, &s, &sgd, &cfg, &p, &e), NP_OK);
+    }
+    if (fused) { /* every attention_lse is its attention kernel's second output */
+        lower_prog *lp = NULL;
+        CU_ASSERT_EQUAL_FATAL(lower_plan_rank(&cfg, p, 0, &(lower_opts){0}, &lp, &e), NP_OK);
+        int n_attn = 0, n_lse = 0;
+        for (uint32_t i = 0; i < lp->n_steps; i++) {
+            n_attn += lp->steps[i].node->op == NN_OP_ATTENTION;
+            n_lse += lp->steps[i].node->op == NN_OP_ATTENTION_LSE;
+        }
+        CU_ASSERT(n_attn > 0);
+        CU_ASSERT_EQUAL(n_lse, 0);
+        lower_prog_free(lp);
     }
     CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &ref, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &start, &e), NP_OK);
