@@ -1,7 +1,9 @@
 /* bench_kernel_suite.c — the tile choice on bench/kernel_suite.txt: for every kernel, the cost
  * model's choice and the tuned one (the fastest of the candidates it offers, simulated: its best
- * tilings, each with its operand-reuse twin), the model's
- * error, and the suite's error distribution (sim/ksuite.h; docs/compiler.md).
+ * tilings, each with its operand-reuse twin), the model's error, and the suite's error
+ * distribution (sim/ksuite.h; docs/compiler.md). Exit status 1 when a criterion of issue 10's
+ * done-when 5 is missed: the model within 15% on every kernel, tuning never slower, tuning at
+ * least 10% faster on 5 kernels or more.
  *
  *   build/bench/bench_kernel_suite [SUITE] [--json]   (default: bench/kernel_suite.txt) */
 #include <stdio.h>
@@ -13,6 +15,21 @@
 #include <jansson.h>
 
 #include "ksuite.h"
+
+/* "tm x tn x tk" and the schedule choices that differ from the plain C = A B of a tiling. */
+static void tiling_text(const kc_tiling *t, char *buf, size_t n)
+{
+    int64_t v[6] = {0, 0, 0, 1, 1, 0};
+    const char *names[6] = {"tm", "tn", "tk", "ksplit", "ct", "reuse"};
+    for (unsigned i = 0; i < t->n_attrs; i++)
+        for (int j = 0; j < 6; j++)
+            if (!strcmp(t->attrs[i].name, names[j]))
+                v[j] = t->attrs[i].i;
+    snprintf(buf, n, "%lldx%lldx%lld%s%s%s", (long long)v[0], (long long)v[1], (long long)v[2],
+             v[4] == 2 ? " ct" : "", v[3] > 1 ? " ks" : "", v[5] ? " reuse" : "");
+    if (v[3] > 1) /* the split's width after "ks" */
+        snprintf(buf + strlen(buf), n - strlen(buf), "%lld", (long long)v[3]);
+}
 
 int main(int argc, char **argv)
 {
@@ -60,6 +77,9 @@ int main(int argc, char **argv)
             json_object_set_new(r, "tuned_cycles", json_integer((json_int_t)rows[i].tuned_cycles));
             json_object_set_new(r, "err_pct", json_real(rows[i].err_pct));
             json_object_set_new(r, "gain_pct", json_real(rows[i].gain_pct));
+            char tt[64];
+            tiling_text(&rows[i].tuned, tt, sizeof tt);
+            json_object_set_new(r, "tuned_tiling", json_string(tt));
             json_array_append_new(list, r);
         }
         json_object_set_new(j, "kernels", list);
@@ -79,21 +99,25 @@ int main(int argc, char **argv)
         putchar('\n');
         json_decref(j);
     } else {
-        printf("%-8s %5s  %-58s %12s %12s %7s %12s %7s\n", "arch", "cores", "op",
-               "model est", "model sim", "err", "tuned sim", "gain");
-        for (size_t i = 0; i < n; i++)
-            printf("%-8s %5u  %-58.58s %12llu %12llu %+6.1f%% %12llu %6.1f%%\n", rows[i].arch,
-                   rows[i].cores, rows[i].op, (unsigned long long)rows[i].est_cycles,
+        printf("%-8s %5s  %-58s %12s %12s %7s %12s %7s  %s\n", "arch", "cores", "op",
+               "model est", "model sim", "err", "tuned sim", "gain", "tuned tiling");
+        for (size_t i = 0; i < n; i++) {
+            char tt[64];
+            tiling_text(&rows[i].tuned, tt, sizeof tt);
+            printf("%-8s %5u  %-58.58s %12llu %12llu %+6.1f%% %12llu %6.1f%%  %s\n",
+                   rows[i].arch, rows[i].cores, rows[i].op,
+                   (unsigned long long)rows[i].est_cycles,
                    (unsigned long long)rows[i].model_cycles, rows[i].err_pct,
-                   (unsigned long long)rows[i].tuned_cycles, rows[i].gain_pct);
+                   (unsigned long long)rows[i].tuned_cycles, rows[i].gain_pct, tt);
+        }
         printf("\ncost model error (estimate vs simulated cycles of its choice), %zu kernels:\n"
                "  min %+.1f%%, 25%% %+.1f%%, median %+.1f%%, 75%% %+.1f%%, max %+.1f%%; mean |err| "
                "%.1f%%; %zu of %zu within 15%%\n", n, s.err_min, s.err_p25, s.err_median,
                s.err_p75, s.err_max, s.abs_err_mean, s.within_15, n);
         printf("tuning (fastest of the model's candidates, simulated): never slower: %s; >= 10%% "
-               "faster on %zu kernels\n", s.tuned_slower ? "NO" : "yes", s.gain_10);
+               "faster on %zu kernels (target 5)\n", s.tuned_slower ? "NO" : "yes", s.gain_10);
         printf("wall time %.1f s\n", secs);
     }
     free(rows);
-    return s.tuned_slower ? 1 : 0;
+    return s.tuned_slower || s.within_15 < n || s.gain_10 < 5 ? 1 : 0;
 }

@@ -53,7 +53,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    trace_layout_opts o = {TRACE_LEVEL_KERNEL, {0}};
+    trace_layout_opts o = {.level = TRACE_LEVEL_KERNEL};
     trace_layout *lay;
     np_err e = {0};
     if (trace_layout_open(out, &o, &lay, &e) != NP_OK) {

@@ -104,6 +104,15 @@ void kc_blocks_free(kc_blocks *a, uint64_t off)
             a->b[i].quarantined = true;
 }
 
+uint64_t kc_blocks_owned(const kc_blocks *a, uint32_t owner)
+{
+    uint64_t n = 0;
+    for (uint32_t i = 0; i < a->n; i++)
+        if (a->b[i].owner == owner && !a->b[i].quarantined)
+            n += a->b[i].size;
+    return n;
+}
+
 void kc_blocks_release(kc_blocks *a, uint32_t owner)
 {
     for (uint32_t i = 0; i < a->n; i++)

@@ -40,6 +40,9 @@ bool kc_blocks_alloc(kc_blocks *a, uint64_t bytes, uint64_t align, uint32_t owne
 /* The largest align-aligned free run (counting quarantined blocks as free when asked). */
 uint64_t kc_blocks_largest(const kc_blocks *a, uint64_t align, bool through_quarantine);
 
+/* The bytes of the blocks owner holds (taken, not quarantined). */
+uint64_t kc_blocks_owned(const kc_blocks *a, uint32_t owner);
+
 /* Quarantines the taken block at off (no-op when there is none); every block of owner. */
 void kc_blocks_free(kc_blocks *a, uint64_t off);
 void kc_blocks_release(kc_blocks *a, uint32_t owner);

@@ -148,13 +148,28 @@ static void fwd_step_s_vpu(ka *a, uint64_t tq, uint64_t tk, bool diag)
     kce_bin(c, ISA_OP_VPU_SUB, al, m, mc, 1, tq, F, ISA_BCAST_FULL, 0, 0, 0);
     kce_un(c, ISA_OP_VPU_EXP, al, al, 1, tq, F, 0, 0);
     kce_un(c, ISA_OP_VPU_COPY, m, mc, 1, tq, F, 0, 0);
-    kce_bin(c, ISA_OP_VPU_SUB, S, S, m, tq, tk, F, ISA_BCAST_COL, RS, RS, 0);
-    kce_un(c, ISA_OP_VPU_EXP, S, S, tq, tk, F, RS, RS);
-    kce_red(c, ISA_OP_VPU_RSUM, lc, S, tq, tk, F, RS);
+    bool cast = a->kind == KA_FWD && a->dt != F;
+    if (tk * 4 == RS) {
+        /* a whole block (packed rows): P = exp(S - m) in the input type straight from the
+         * fp32 scores, with its row sums, in one pass (vpu.fexp: exp(S x 1 + (-m))) */
+        kce_un(c, ISA_OP_VPU_NEG, mc, m, 1, tq, F, 0, 0);
+        isa_insn in;
+        isa_insn_init(&in, ISA_OP_VPU_FEXP);
+        isa_args_VPU_FMA *f = &in.VPU_FMA;
+        f->dst = cast ? SP(a->rCur, a->bp) : S, f->a = S, f->b = SP(0, a->one_off);
+        f->c = mc, f->rows = isa_imm((int64_t)tq), f->cols = isa_imm((int64_t)tk);
+        f->dtype = isa_enum(F), f->odtype = isa_enum(cast ? a->dt : F);
+        f->bb = isa_enum(ISA_BCAST_SCALAR), f->cb = isa_enum(ISA_BCAST_COL), f->sum = lc;
+        isa_emit_insn(a->x->e, &in);
+    } else {
+        kce_bin(c, ISA_OP_VPU_SUB, S, S, m, tq, tk, F, ISA_BCAST_COL, RS, RS, 0);
+        kce_un(c, ISA_OP_VPU_EXP, S, S, tq, tk, F, RS, RS);
+        kce_red(c, ISA_OP_VPU_RSUM, lc, S, tq, tk, F, RS);
+        if (cast)
+            kce_cast(c, SP(a->rCur, a->bp), S, tq, tk, a->dt, F, T * a->e, RS);
+    }
     kce_bin(c, ISA_OP_VPU_MUL, l, l, al, 1, tq, F, ISA_BCAST_FULL, 0, 0, 0);
     kce_bin(c, ISA_OP_VPU_ADD, l, l, lc, 1, tq, F, ISA_BCAST_FULL, 0, 0, 0);
-    if (a->kind == KA_FWD && a->dt != F)
-        kce_cast(c, SP(a->rCur, a->bp), S, tq, tk, a->dt, F, T * a->e, RS);
     kce_signal(c, ISA_UNIT_VPU, a->s_pfull, 1);
 }
 
@@ -291,9 +306,20 @@ static void fwd_head(ka *a, const int64_t *hoff)
         }
         return;
     }
-    /* the full query blocks as a loop stepping rQb and the output registers */
+    /* The full query blocks: a loop stepping rQb and the output registers. The forward's
+     * rows are rotated as the causal ones are: each row's body computes the next row's first
+     * S before its own last P V, so the array goes on while the vector unit ends the row; the
+     * first and last full rows are emitted alone (the first computes its own first S, the
+     * last hands the edge row's or nothing), the rows between them are the loop (each
+     * started by the row before, its q.i = 1 offset on registers based at row 1). */
     uint64_t full = S / T;
-    if (full) {
+    bool rot = a->kind == KA_FWD && nq > 1;
+    uint64_t lo = rot ? 1 : 0, hi = rot ? (full ? full - 1 : 0) : full; /* the loop's rows */
+    if (rot && full) { /* row 0 */
+        q.i = 0, q.tq = T;
+        fwd_qblock(a, &q, nq, edge, false, full > 1 ? T : edge);
+    }
+    if (hi > lo) {
         kc_loop l;
         unsigned regs[3] = {a->rQb, 0, 0};
         int64_t st[3] = {(int64_t)blk, 0, 0};
@@ -305,18 +331,28 @@ static void fwd_head(ka *a, const int64_t *hoff)
             if (!seen)
                 regs[n] = a->op[i].reg, st[n++] = a->op[i].step;
         }
-        kc_loop_begin(a->x, &l, full, n, regs, st);
+        if (lo)
+            kce_addi(c, a->rQb, a->rQb, (int64_t)(lo * blk));
+        kc_loop_begin(a->x, &l, hi - lo, n, regs, st);
         uint64_t saved = c->mult;
-        c->mult *= full;
-        q.i = 0, q.tq = T;
-        fwd_qblock(a, &q, nq, edge, false, 0);
+        c->mult *= hi - lo;
+        q.i = lo, q.tq = T;
+        fwd_qblock(a, &q, nq, edge, rot, rot ? T : 0);
         c->mult = saved;
         kc_loop_end(a->x, &l);
+        if (lo)
+            kce_addi(c, a->rQb, a->rQb, -(int64_t)(lo * blk));
+    }
+    if (rot && full > 1) { /* the last full row: the edge row's first S, if there is one */
+        kce_addi(c, a->rQb, a->rQb, (int64_t)((full - 1) * blk));
+        q.i = full - 1, q.tq = T;
+        fwd_qblock(a, &q, nq, edge, true, full < nq ? edge : 0);
+        kce_addi(c, a->rQb, a->rQb, -(int64_t)((full - 1) * blk));
     }
     if (full < nq) {
         kce_addi(c, a->rQb, a->rQb, (int64_t)(full * blk));
         q.i = full, q.tq = edge;
-        fwd_qblock(a, &q, nq, edge, false, 0);
+        fwd_qblock(a, &q, nq, edge, rot && full > 0, 0);
     }
 }
 
@@ -407,6 +443,7 @@ static uint64_t fwd_layout(ka *a, uint64_t T, bool dbuf, uint64_t base, uint64_t
     a->mc_off = at, at += al64(T * 4);
     a->lc_off = at, at += al64(T * 4);
     a->mask = at, at += a->causal ? al64(t * t * 4) : 0;
+    a->one_off = at, at += 64;
     a->acc_s = acc, a->acc_pv = acc + al64(T * T * 4);
     return at - base;
 }
@@ -419,7 +456,7 @@ static uint64_t fwd_acc(uint64_t T, uint64_t Dh, bool fwd)
 /* The cost model's cycles of one (tq queries, tk keys) block pair: the array (hw-model's
  * formula per mxu.mm, one accumulator row a cycle per drain) and the vector unit (its ops at
  * their rates) overlap; plus issue and semaphore hand-offs. */
-static double ka_pair(const ka *a, uint64_t tq, uint64_t tk)
+static double ka_pair(const ka *a, uint64_t tq, uint64_t tk, uint64_t T, double *fill)
 {
     const arch_config *cfg = a->x->cfg;
     isa_dtype dt = a->dt;
@@ -434,12 +471,17 @@ static double ka_pair(const ka *a, uint64_t tq, uint64_t tk)
         vpu = el * (dt == ISA_DTYPE_FP32 ? 4 : 6) / lanes + el / tr;
     } else {
         mxu = (double)kmm_array_cycles(cfg, dt, tq, tk, Dh) + el / C;
-        vpu = el * (a->kind == KA_FWD && dt != ISA_DTYPE_FP32 ? 5 : 4) / lanes + el / tr;
+        /* the row max, then a whole block's exp, row sums and cast in one vpu.fexp; an edge
+         * block's subtract, exp, row sums and cast one pass each */
+        vpu = tk == T ? el / lanes + el / tr
+                      : el * (a->kind == KA_FWD && dt != ISA_DTYPE_FP32 ? 5 : 4) / lanes + el / tr;
         if (a->kind == KA_FWD) {
             mxu += (double)kmm_array_cycles(cfg, dt, tq, Dh, tk) + (double)(tq * Dh) / C;
             vpu += 2.0 * (double)(tq * Dh) / lanes;
         }
     }
+    if (fill)
+        *fill = mxu < vpu ? mxu : vpu;
     return (mxu > vpu ? mxu : vpu) + 40;
 }
 
@@ -450,12 +492,25 @@ static double ka_estimate(const ka *a, uint64_t T, bool dbuf, uint64_t heads, ui
 {
     const arch_config *cfg = a->x->cfg;
     uint64_t S = a->S, nq = ka_cdiv(S, T), edge = S - (nq - 1) * T;
-    double full = ka_pair(a, T, T), fe = ka_pair(a, T, edge), ef = ka_pair(a, edge, T);
-    double ee = ka_pair(a, edge, edge), n = (double)(nq - 1), head;
+    double fill;
+    double full = ka_pair(a, T, T, T, &fill), fe = ka_pair(a, T, edge, T, NULL);
+    double ef = ka_pair(a, edge, T, T, NULL), ee = ka_pair(a, edge, edge, T, NULL);
+    double n = (double)(nq - 1), head;
     if (a->causal) /* row i sees i + 1 blocks; the edge row all, the last being its diagonal */
         head = n * (n + 1) / 2 * full + n * ef + ee;
     else
         head = n * n * full + n * fe + n * ef + ee;
+    /* attention_lse's rows do not overlap: a row's first S waits for the vector unit to end
+     * the row before, and the vector unit for it (the forward computes the next row's first
+     * S under the row's end) */
+    if (a->kind == KA_LSE)
+        head += (double)nq * fill;
+    if (a->causal) { /* each row's diagonal block: -inf right of its sub-tiles, triangles */
+        const arch_config *c = a->x->cfg;
+        double lanes = (double)c->core.vector_lanes * c->core.vector_ops_per_lane;
+        double t = (double)(T < KA_MASK_T ? T : KA_MASK_T), Tq = (double)T;
+        head += (double)nq * (Tq * Tq / 2 + Tq * t / 2) / lanes;
+    }
     double bytes = (double)(S * a->Dh * a->e * (uint64_t)a->n_in);
     double bw = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz / (double)cores;
     double load = cfg->chip.hbm_latency_ns * cfg->core.clock_ghz + bytes / bw;
@@ -594,6 +649,8 @@ static np_status ka_core(ka *a, uint32_t core, uint64_t b0, uint64_t nb, uint64_
         kce_signal(c, ISA_UNIT_MXU, a->s_hdone, 1);
     if (a->causal)
         ka_build_mask(a);
+    if (a->kind != KA_BWD)
+        kce_fill(c, SP(0, a->one_off), 1.0f, 1, 1, ISA_DTYPE_FP32, 0);
     int64_t zero[KA_MAX_OP] = {0};
     if (a->dbuf)
         ka_load_head(a, zero, a->rRes);
@@ -707,6 +764,9 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
         if (a.S <= 1024)
             cands[nc++] = a.S;
     }
+    double cest[16]; /* each block size's estimate (its better residency), for the tuner */
+    for (uint64_t ci = 0; ci < nc; ci++)
+        cest[ci] = INFINITY;
     for (uint64_t ci = 0; ci < nc; ci++)
         for (int db = 1; db >= 0; db--) {
             uint64_t T = cands[ci];
@@ -720,6 +780,7 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
             if (n_grp + 8 + (unsigned)db > ISA_N_REGS - 1) /* registers: one residency set */
                 continue;
             double est = ka_estimate(&a, T, db, heads, pr * pc);
+            cest[ci] = est < cest[ci] ? est : cest[ci];
             if (est < best * 0.999) {
                 best = est, bestT = T, best_db = db;
             }
@@ -761,6 +822,24 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
         break;
     }
     r->est_cycles = (uint64_t)best;
+    /* the tuner's candidates (`block` selects one): the chosen block size first, then the
+     * others that fit, fewest estimated cycles first */
+    r->n_cands = 0;
+    for (uint64_t ci = 0; ci < nc; ci++)
+        if (cands[ci] == a.T)
+            cest[ci] = -1; /* first */
+    while (r->n_cands < KC_MAX_CANDS) {
+        uint64_t pick = nc;
+        for (uint64_t ci = 0; ci < nc; ci++)
+            if (isfinite(cest[ci]) && (pick == nc || cest[ci] < cest[pick]))
+                pick = ci;
+        if (pick == nc)
+            break;
+        r->cands[r->n_cands++] = (kc_tiling){
+            1, {KC_INT("block", (int64_t)cands[pick])},
+            cest[pick] < 0 ? (uint64_t)best : (uint64_t)cest[pick]};
+        cest[pick] = INFINITY;
+    }
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 " heads of %" PRIu64 "x%" PRIu64
              "%s, %" PRIu64 "-row blocks, %s", a.B * a.H, a.S, a.Dh,
              a.causal ? " causal" : "", a.T,

@@ -49,7 +49,7 @@ typedef struct ka {
     uint64_t sbk[2], sbk_sz;
     uint64_t bs, bp, bpv, bal, bdp, bds, bdsn;     /* offsets in a block set */
     uint64_t obk[2], obk_sz;
-    uint64_t o_off, m_off, l_off, mc_off, lc_off, mask;
+    uint64_t o_off, m_off, l_off, mc_off, lc_off, mask, one_off; /* one_off: fp32 1.0 */
     uint64_t RS;       /* row stride of the fp32 score tiles: T x 4 */
     uint64_t acc_s, acc_pv, acc_dp, acc_dk, acc_dv, acc_dq;
     /* registers */

@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "kc_row.h"
 
@@ -26,13 +27,20 @@ typedef struct kce {
     bool grad;
     isa_dtype dt, ot, lt;     /* logits, output, labels */
     uint64_t C, rows;
-    int64_t ld;
+    int64_t ld, ldy;
     uint64_t lab_addr, dy_addr;
+    uint64_t W, nc;           /* chunk width and chunks (1: whole rows) */
+    uint64_t x, y;            /* streaming: the logits' and the gradient's HBM addresses */
     uint32_t core0;
     struct kce_core {
         unsigned rv;          /* register at the tile's flat indices */
         uint64_t one, zero, kdy, nkdy, acc;
-        uint64_t flat_h, flat_s, E, m, mf, s, t1, t2, picked[2], q[2];
+        uint64_t flat_h, flat_s, E, m, mf, s, t1, t2, t3, picked[2], q[2];
+        uint64_t row0, rows;  /* the core's rows */
+        uint64_t M, S, P;     /* streaming: per row of the core, the running max and sum and
+                                 the label's logit (fp32) */
+        uint64_t flat_y, qv;  /* streaming gradient: i x ldy / e + label over the core's rows,
+                                 and the label elements' values */
     } pc[KC_ROW_MAX_CORES];
 } kce;
 
@@ -80,7 +88,20 @@ static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
     b->flat_h = krw_alloc(x, n * 4);
     iota(x, io, tr, (uint64_t)k->ld / ee);
     krw_binary(x, ISA_OP_VPU_ADD, b->flat_h, lab, io, tiles, tr, I, ISA_BCAST_ROW);
-    if (k->grad) {
+    b->row0 = row0, b->rows = rows;
+    if (k->nc > 1) {
+        b->M = krw_alloc(x, n * 4), b->S = krw_alloc(x, n * 4), b->P = krw_alloc(x, n * 4);
+        if (k->grad) { /* flat indices into the core's rows of the gradient in HBM */
+            uint64_t ioa = krw_alloc(x, n * 4);
+            b->flat_y = krw_alloc(x, n * 4), b->qv = krw_alloc(x, n * isa_dtype_size[k->ot]);
+            iota(x, ioa, n, (uint64_t)k->ldy / isa_dtype_size[k->ot]);
+            krw_binary(x, ISA_OP_VPU_ADD, b->flat_y, lab, ioa, 1, n, I, ISA_BCAST_FULL);
+        }
+    }
+    if (k->grad && k->nc > 1) {
+        krw_scalar(x, ISA_OP_VPU_MULS, b->kdy, b->kdy, (float)(1.0 / (double)k->rows), 1, F);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->nkdy, b->kdy, -1.0f, 1, F);
+    } else if (k->grad) {
         b->flat_s = krw_alloc(x, n * 4);
         iota(x, io, tr, k->C);
         krw_binary(x, ISA_OP_VPU_ADD, b->flat_s, lab, io, tiles, tr, I, ISA_BCAST_ROW);
@@ -93,9 +114,9 @@ static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
     /* the first gather reads the indices: after them */
     krw_signal(x, ISA_UNIT_VPU, s2);
     krw_wait(x, ISA_UNIT_DMA, s2);
-    b->E = krw_alloc(x, tr * k->C * (k->grad ? 4 : ee));
+    b->E = krw_alloc(x, tr * k->W * (k->grad ? 4 : ee));
     b->m = krw_alloc(x, tr * 4), b->mf = krw_alloc(x, tr * 4), b->s = krw_alloc(x, tr * 4);
-    b->t1 = krw_alloc(x, tr * 4), b->t2 = krw_alloc(x, tr * 4);
+    b->t1 = krw_alloc(x, tr * 4), b->t2 = krw_alloc(x, tr * 4), b->t3 = krw_alloc(x, tr * 4);
     for (int i = 0; i < 2; i++) {
         b->picked[i] = krw_alloc(x, tr * ee);
         if (k->grad)
@@ -106,6 +127,8 @@ static void ce_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, uint
 static void ce_load(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     kce *k = ctx;
+    if (t->pass) /* streaming: the first pass (chunk 0, at the rows' starts) gathers */
+        return;
     const struct kce_core *b = KC_ROW_PC(k, t->core);
     uint64_t ee = isa_dtype_size[k->dt];
     ISA_EMIT(x->e, DMA_GATHER, isa_spad(0, b->picked[t->parity]),
@@ -125,10 +148,118 @@ static void ce_store(kc_ctx *x, void *ctx, const kc_row_tile *t)
              .dst_s1 = isa_imm((int64_t)eo), .src_s1 = isa_imm((int64_t)eo));
 }
 
+/* Rows too wide for the scratchpad: passes 0 .. nc-1 keep each row's running max M and sum S
+ * (online, as softmax's) and the label's logit P (gathered by the first); the forward adds
+ * lse - P of the tile's rows at the last chunk; the gradient's passes nc .. 2nc-1 write
+ * exp(x - lse) dy / rows per chunk (the label elements are put right after the passes). */
+static void ce_work_stream(kc_ctx *x, const kce *k, const struct kce_core *b,
+                           const kc_row_tile *t)
+{
+    const isa_dtype F = ISA_DTYPE_FP32;
+    const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, T = ISA_BCAST_FULL;
+    uint64_t R = t->rows, in = t->in[0], c = t->pass % k->nc, w = k->C - c * k->W;
+    w = w < k->W ? w : k->W;
+    uint64_t M = KRW_AT(b->rv, b->M + (uint64_t)t->xoff[0]);
+    uint64_t Sv = KRW_AT(b->rv, b->S + (uint64_t)t->xoff[0]);
+    uint64_t P = KRW_AT(b->rv, b->P + (uint64_t)t->xoff[0]);
+    if (t->pass >= k->nc) { /* gradient: y = exp(x - lse) dy / rows */
+        krw_unary(x, ISA_OP_VPU_LOG, b->t2, Sv, R, F);
+        krw_binary(x, ISA_OP_VPU_ADD, b->t2, b->t2, M, 1, R, F, T);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t2, b->t2, -1.0f, R, F);                /* -lse */
+        krw_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t2, R, w, k->dt, F, S, C, -1);
+        krw_fma(x, ISA_OP_VPU_FMA, t->out[0], b->E, b->kdy, b->zero, R, w, F, k->ot, S, S, -1);
+        return;
+    }
+    ISA_EMIT(x->e, VPU_RMAX, isa_spad(0, k->dt == F ? b->mf : b->m), isa_spad(0, in),
+             isa_imm((int64_t)R), isa_imm((int64_t)w), isa_enum(k->dt));
+    if (k->dt != F)
+        krw_cast(x, b->mf, b->m, R, F, k->dt);
+    if (c == 0) { /* M = mc; S = sum exp(x - M); P = the gathered label logits */
+        krw_unary(x, ISA_OP_VPU_COPY, M, b->mf, R, F);
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->mf, -1.0f, R, F);
+        krw_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->grad ? F : k->dt,
+                S, C, (int64_t)Sv);
+        if (k->dt != F)
+            krw_cast(x, P, b->picked[t->parity], R, F, k->dt);
+        else
+            krw_unary(x, ISA_OP_VPU_COPY, P, b->picked[t->parity], R, F);
+    } else {
+        krw_binary(x, ISA_OP_VPU_MAX, b->t2, M, b->mf, 1, R, F, T);                /* M' */
+        krw_scalar(x, ISA_OP_VPU_MULS, b->t1, b->t2, -1.0f, R, F);                /* -M' */
+        krw_fma(x, ISA_OP_VPU_FEXP, b->t3, M, b->one, b->t1, 1, R, F, F, S, T, -1); /* e^(M-M') */
+        krw_binary(x, ISA_OP_VPU_MUL, Sv, Sv, b->t3, 1, R, F, T);
+        krw_fma(x, ISA_OP_VPU_FEXP, b->E, in, b->one, b->t1, R, w, k->dt, k->grad ? F : k->dt,
+                S, C, (int64_t)b->s);
+        krw_binary(x, ISA_OP_VPU_ADD, Sv, Sv, b->s, 1, R, F, T);
+        krw_unary(x, ISA_OP_VPU_COPY, M, b->t2, R, F);
+    }
+    if (k->grad || c + 1 < k->nc)
+        return;
+    /* forward, the last chunk: acc += sum over the tile's rows of lse - P */
+    krw_unary(x, ISA_OP_VPU_LOG, b->t2, Sv, R, F);
+    krw_binary(x, ISA_OP_VPU_ADD, b->t2, b->t2, M, 1, R, F, T);
+    krw_binary(x, ISA_OP_VPU_SUB, b->t2, b->t2, P, 1, R, F, T);
+    ISA_EMIT(x->e, VPU_RSUM, isa_spad(0, b->t1), isa_spad(0, b->t2), isa_imm(1),
+             isa_imm((int64_t)R), isa_enum(F));
+    krw_binary(x, ISA_OP_VPU_ADD, b->acc, b->acc, b->t1, 1, 1, F, T);
+}
+
+static void ce_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
+{
+    (void)x;
+    kce *k = ctx;
+    if (k->nc == 1)
+        return;
+    uint64_t c = pass % k->nc, w = k->C - c * k->W;
+    w = w < k->W ? w : k->W;
+    p->in[0].addr = k->x + c * k->W * isa_dtype_size[k->dt], p->in[0].width = w;
+    if (pass < k->nc) {
+        p->n_out = 0;
+    } else {
+        p->out[0].addr = k->y + c * k->W * isa_dtype_size[k->ot];
+        p->out[0].width = w;
+    }
+}
+
+/* The streamed gradient's label elements, after the passes (whose stores the DMA queues have
+ * waited for): per core q = (exp(P - lse) - 1) dy / rows of its rows, scattered into the
+ * gradient in HBM at i x ldy / e + label. */
+static void ce_stream_labels(kc_ctx *x, const kce *k, const kc_row_plan *p)
+{
+    const isa_dtype F = ISA_DTYPE_FP32;
+    const isa_bcast S = ISA_BCAST_SCALAR, T = ISA_BCAST_FULL;
+    for (uint32_t c = k->core0; c < k->core0 + p->cores_used; c++) {
+        const struct kce_core *b = KC_ROW_PC(k, c);
+        uint64_t n = b->rows, eo = isa_dtype_size[k->ot];
+        kc_core(x, c);
+        uint64_t lse = krw_alloc(x, n * 4), pl = krw_alloc(x, n * 4);
+        unsigned sv, ss;
+        kc_sem_alloc(x, &sv), kc_sem_alloc(x, &ss);
+        krw_unary(x, ISA_OP_VPU_LOG, lse, b->S, n, F);
+        krw_binary(x, ISA_OP_VPU_ADD, lse, lse, b->M, 1, n, F, T);
+        krw_scalar(x, ISA_OP_VPU_MULS, lse, lse, -1.0f, n, F);                    /* -lse */
+        krw_fma(x, ISA_OP_VPU_FEXP, pl, b->P, b->one, lse, 1, n, F, F, S, T, -1); /* p[label] */
+        krw_fma(x, ISA_OP_VPU_FMA, b->qv, pl, b->kdy, b->nkdy, 1, n, F, k->ot, S, S, -1);
+        krw_signal(x, ISA_UNIT_VPU, sv);
+        krw_wait(x, ISA_UNIT_DMA, sv);
+        ISA_EMIT(x->e, DMA_SCATTER, isa_hbm(0, k->y + b->row0 * (uint64_t)k->ldy),
+                 isa_spad(0, b->qv), isa_spad(0, b->flat_y), isa_enum(k->ot), isa_imm(1),
+                 isa_imm((int64_t)n), isa_imm((int64_t)(n * ((uint64_t)k->ldy / eo))),
+                 .dst_s1 = isa_imm((int64_t)eo), .src_s1 = isa_imm((int64_t)eo));
+        krw_signal(x, ISA_UNIT_DMA, ss);
+        krw_wait(x, ISA_UNIT_DMA, ss);
+        x->res->hbm_write_bytes += n * eo;
+    }
+}
+
 static void ce_work(kc_ctx *x, void *ctx, const kc_row_tile *t)
 {
     kce *k = ctx;
     const struct kce_core *b = KC_ROW_PC(k, t->core);
+    if (k->nc > 1) {
+        ce_work_stream(x, k, b, t);
+        return;
+    }
     const isa_dtype F = ISA_DTYPE_FP32;
     const isa_bcast S = ISA_BCAST_SCALAR, C = ISA_BCAST_COL, T = ISA_BCAST_FULL;
     uint64_t R = t->rows, in = t->in[0];
@@ -187,7 +318,9 @@ static np_status ce_compile(kc_ctx *x)
         return kc_fail(x, NP_ERR_INCONSISTENT, "the logits' row stride is not a whole number of "
                        "elements");
     kc_row_plan p = {.rows = k.rows, .n_in = 1, .work = ce_work, .prologue = ce_prologue,
-                     .load_more = ce_load, .ctx = &k, .tr = (uint64_t)kc_attr_int(x, "tr")};
+                     .load_more = ce_load, .pass = ce_pass, .ctx = &k,
+                     .tr = (uint64_t)kc_attr_int(x, "tr")};
+    k.x = X->addr, k.y = Y->addr, k.W = k.C, k.nc = 1;
     p.in[0] = (kc_row_stream){X->addr, k.ld, k.dt, k.C, 1, 0};
     uint64_t ee = isa_dtype_size[k.dt];
     if (k.grad) {
@@ -199,7 +332,7 @@ static np_status ce_compile(kc_ctx *x)
         int64_t yld;
         if (kc_rows_of(x, Y, "out", &yr, &yw, &yld) != NP_OK)
             return kc_status(x);
-        k.dy_addr = kk->in[2].addr;
+        k.dy_addr = kk->in[2].addr, k.ldy = yld;
         p.n_out = 1;
         p.out[0] = (kc_row_stream){Y->addr, yld, k.ot, k.C, 1, 0};
         p.store_more = ce_store;
@@ -209,22 +342,59 @@ static np_status ce_compile(kc_ctx *x)
     /* the gathers' table: TR rows of ld / e one-element rows, within the limit field */
     uint64_t per = (uint64_t)k.ld / ee;
     p.tr_max = ((1u << 24) - 1) / (per > k.C ? per : k.C);
-    p.work_row_bytes = k.C * (k.grad ? 4 : ee) + 9 * 4 + 2 * ee + 2 * 4 + 12 * 64;
-    p.fixed_bytes = 1024;
     const kc_place *pl = &kk->place;
     uint32_t cores = pl->n_cores ? pl->n_cores : 1;
     cores = k.rows < cores ? (uint32_t)k.rows : cores;
+    /* whole rows when one fits; else chunks of W columns, the per-row state of the core's
+     * rows (labels, indices, M, S, P) in the scratchpad */
+    uint64_t rows_core = (k.rows + cores - 1) / cores, chunk = (uint64_t)kc_attr_int(x, "chunk");
+    uint64_t per_col = 2 * ee + (k.grad ? 2 * (uint64_t)isa_dtype_size[k.ot] + 4 : ee);
+    for (k.W = chunk ? chunk : k.C;;) {
+        k.nc = (k.C + k.W - 1) / k.W;
+        p.in[0].width = k.W;
+        if (k.grad)
+            p.out[0].width = k.W;
+        p.work_row_bytes = k.W * (k.grad ? 4 : ee) + 9 * 4 + 2 * ee + 2 * 4 + 12 * 64;
+        p.fixed_bytes = 1024 + (k.nc > 1 ? rows_core * 4 * 12 + 8 * 64 : 0);
+        if (k.W <= 65535 && kc_rows_fit(x, &p, pl->core0) >= 1)
+            break;
+        if (chunk)
+            return kc_fail(x, NP_ERR_RANGE, "chunks of %" PRIu64 " columns do not fit the "
+                           "scratchpad (or exceed 65535)", chunk);
+        uint64_t avail = kc_spad_avail(x, pl->core0), fixed = rows_core * 4 * 12 + 8192;
+        uint64_t w = avail > fixed ? (avail - fixed) / (per_col + 1) : 0;
+        w = w > 65535 ? 65535 : w;
+        if (w < 1 || w >= k.W)
+            return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " classes: not even a chunk of "
+                           "them fits the scratchpad (%" PRIu64 " bytes free)", k.C, avail);
+        k.W = w;
+    }
+    if (k.nc > 1) {
+        p.n_pass = (unsigned)(k.grad ? 2 * k.nc : k.nc);
+        p.store_more = NULL; /* the label elements after the passes (ce_stream_labels) */
+        if (k.grad && rows_core * ((uint64_t)k.ldy / isa_dtype_size[k.ot]) >= (1u << 24))
+            return kc_fail(x, NP_ERR_RANGE, "a core's %" PRIu64 " rows of %" PRIu64 " classes: "
+                           "their label elements are beyond one scatter's reach (2^24)",
+                           rows_core, k.C);
+    }
     p.n_xreg = 1, p.xstep[0] = 4;
     uint64_t wsa = 0;
     if (!k.grad && cores > 1 && kc_prog_bss(x->prog, NULL, 64 * cores, &wsa, NULL) != NP_OK)
         return kc_fail(x, NP_ERR_NOMEM, "no HBM for the per-core sums");
     if (kc_rows_emit(x, &p) != NP_OK)
         return kc_status(x);
+    if (k.grad && k.nc > 1)
+        ce_stream_labels(x, &k, &p);
     x->res->hbm_read_bytes += k.rows * ee;      /* the gathered label logits */
     x->res->flops = 5 * k.rows * k.C;
     snprintf(x->res->schedule, sizeof x->res->schedule, "tiles of %" PRIu64 " rows on %" PRIu32
              " cores%s", p.tr_used, p.cores_used, !k.grad && cores > 1 ? ", sums combined by "
              "core 0 after a barrier" : "");
+    if (k.nc > 1) {
+        size_t n = strlen(x->res->schedule);
+        snprintf(x->res->schedule + n, sizeof x->res->schedule - n, ", rows streamed in %" PRIu64
+                 " chunks of %" PRIu64 " columns", k.nc, k.W);
+    }
     if (k.grad)
         return kc_status(x);
     /* the per-core sums -> the mean; semaphores one per direction (DMA -> VPU, VPU -> DMA,
@@ -320,11 +490,14 @@ static np_status ce_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *er
 
 static const kc_attr_def ce_attrs[] = {
     {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: rows per tile (0: chosen)"},
+    {"chunk", KC_ATTR_INT, 0, 0, 65535, "tile: columns per chunk of a streamed row (0: whole "
+     "rows when they fit)"},
 };
 
 const kc_kernel_def kc_cross_entropy_def = {
     .op = NN_OP_CROSS_ENTROPY, .n_in = 2, .n_out = 1,
-    .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
+    .attrs = ce_attrs, .n_attrs = sizeof ce_attrs / sizeof ce_attrs[0], .compile = ce_compile,
+    .reference = ce_reference,
     .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
     .index_bound = ce_index_bound,
     .doc = "rows TR at a time: max, exp with its sums, the labels' logits gathered by DMA; "
@@ -333,7 +506,8 @@ const kc_kernel_def kc_cross_entropy_def = {
 
 const kc_kernel_def kc_cross_entropy_grad_def = {
     .op = NN_OP_CROSS_ENTROPY_GRAD, .n_in = 3, .n_out = 1,
-    .attrs = ce_attrs, .n_attrs = 1, .compile = ce_compile, .reference = ce_reference,
+    .attrs = ce_attrs, .n_attrs = sizeof ce_attrs / sizeof ce_attrs[0], .compile = ce_compile,
+    .reference = ce_reference,
     .keys = ce_keys, .n_keys = sizeof ce_keys / sizeof ce_keys[0], .build = ce_build,
     .index_bound = ce_index_bound,
     .doc = "rows TR at a time: softmax x dy / rows, the labels' elements scattered in by DMA "

@@ -15,7 +15,8 @@
  *               dx = fma(g x rstd + t) = rstd (g - xh mean(g xh))
  *
  * gamma and beta (the framework's [D] parameters) are loaded once per core and converted to
- * fp32; the gradients of gamma and beta are framework ops of their own (mul, sum_to).
+ * fp32 (streamed rows: a chunk's columns of them before each normalizing pass); the gradients
+ * of gamma and beta are framework ops of their own (mul, sum_to).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -37,7 +38,8 @@ typedef struct knorm {
     uint64_t W, nc;           /* chunk width and chunks (1: whole rows) */
     uint64_t x, g, y;         /* streaming: the operands' HBM addresses */
     struct knorm_core {
-        uint64_t one, zero, one_dt, inv_d, epsv, gamma, beta, stage;
+        uint64_t one, zero, one_dt, inv_d, epsv, gamma, beta, stage, stage_b;
+        unsigned sg;          /* streaming: DMA -> VPU, a chunk of gamma and beta loaded */
         uint64_t xc, gf, s1, nm, s2, rstd, t1, t2, t3;
         unsigned rv;          /* streaming: register at the tile's rows of the core's stats */
         uint64_t A, B, C, E;  /* streaming: per row of the core (mean, M2; sums) */
@@ -58,7 +60,14 @@ static void norm_prologue(kc_ctx *x, void *ctx, uint32_t core, uint64_t row0, ui
     krw_fill(x, b->one_dt, 1.0f, 1, k->dt);
     krw_fill(x, b->inv_d, (float)(1.0 / (double)k->D), 1, F);
     krw_fill(x, b->epsv, k->eps, 1, F);
-    if (k->n_aff) {
+    if (k->n_aff && k->nc > 1) { /* streaming: a chunk of them, loaded by each pass */
+        b->stage = krw_alloc(x, k->W * isa_dtype_size[k->gdt]);
+        b->gamma = krw_alloc(x, k->W * 4);
+        if (k->n_aff > 1)
+            b->stage_b = krw_alloc(x, k->W * isa_dtype_size[k->gdt]),
+            b->beta = krw_alloc(x, k->W * 4);
+        kc_sem_alloc(x, &b->sg);
+    } else if (k->n_aff) {
         b->stage = krw_alloc(x, k->D * isa_dtype_size[k->gdt]);
         b->gamma = krw_alloc(x, k->D * 4);
         krw_load_f32(x, b->gamma, b->stage, k->gamma_addr, k->D, k->gdt);
@@ -138,7 +147,7 @@ static void norm_work_stream(kc_ctx *x, const knorm *k, const struct knorm_core 
                     -1);
         } else if (k->n_aff) {
             krw_fma(x, ISA_OP_VPU_FMA, b->xc, in, b->rstd, b->zero, R, w, k->dt, F, C, S, -1);
-            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma + na * 4, b->zero, R, w, F, k->ot, W,
+            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, b->zero, R, w, F, k->ot, W,
                     S, -1);
         } else {
             krw_fma(x, ISA_OP_VPU_FMA, out, in, b->rstd, b->zero, R, w, k->dt, k->ot, C, S, -1);
@@ -174,8 +183,8 @@ static void norm_work_stream(kc_ctx *x, const knorm *k, const struct knorm_core 
     if (!k->grad) {
         if (k->n_aff) {
             krw_fma(x, ISA_OP_VPU_FMA, b->xc, b->xc, b->rstd, b->zero, R, w, F, F, C, S, -1);
-            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma + na * 4,
-                    k->n_aff > 1 ? b->beta + na * 4 : b->zero, R, w, F, k->ot, W,
+            krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->gamma, k->n_aff > 1 ? b->beta : b->zero,
+                    R, w, F, k->ot, W,
                     k->n_aff > 1 ? W : S, -1);
         } else {
             krw_fma(x, ISA_OP_VPU_FMA, out, b->xc, b->rstd, b->zero, R, w, F, k->ot, C, S, -1);
@@ -281,6 +290,26 @@ static void norm_pass(kc_ctx *x, void *ctx, unsigned pass, kc_row_plan *p)
         p->out[0].addr = k->y + c * k->W * ey, p->out[0].width = w;
     else
         p->n_out = 0;
+    if (!k->n_aff || phase != 1)
+        return;
+    /* the normalizing passes: gamma's (and beta's) columns of the chunk on every core, after
+     * the last pass's tiles (its DMA waited for their work) and before this one's */
+    uint64_t eg = isa_dtype_size[k->gdt];
+    for (uint32_t core = k->core0; core < k->core0 + p->cores_used; core++) {
+        const struct knorm_core *b = KC_ROW_PC(k, core);
+        kc_core(x, core);
+        krw_copy(x, isa_spad(0, b->stage), isa_hbm(0, k->gamma_addr + c * k->W * eg), k->gdt,
+                 w, 1, 0, 0);
+        if (k->n_aff > 1)
+            krw_copy(x, isa_spad(0, b->stage_b), isa_hbm(0, k->beta_addr + c * k->W * eg),
+                     k->gdt, w, 1, 0, 0);
+        krw_signal(x, ISA_UNIT_DMA, b->sg);
+        krw_wait(x, ISA_UNIT_VPU, b->sg);
+        krw_cast(x, b->gamma, b->stage, w, ISA_DTYPE_FP32, k->gdt);
+        if (k->n_aff > 1)
+            krw_cast(x, b->beta, b->stage_b, w, ISA_DTYPE_FP32, k->gdt);
+        x->res->hbm_read_bytes += w * eg * (uint64_t)k->n_aff;
+    }
 }
 
 static np_status norm_compile(kc_ctx *x)
@@ -334,7 +363,7 @@ static np_status norm_compile(kc_ctx *x)
     const kc_place *pl = &kk->place;
     uint64_t cores = pl->n_cores ? pl->n_cores : 1, rows_core = (rows + cores - 1) / cores;
     uint64_t chunk = (uint64_t)kc_attr_int(x, "chunk"), ex = isa_dtype_size[k.dt];
-    uint64_t aff = k.n_aff ? k.D * (4 * (uint64_t)k.n_aff + isa_dtype_size[k.gdt]) + 3 * 64 : 0;
+    uint64_t eg = k.n_aff ? isa_dtype_size[k.gdt] : 0, aff_col = (4 + eg) * (uint64_t)k.n_aff;
     uint64_t work = k.grad && !k.rms ? 8 : 4, stats = 4 * rows_core * 4 + 4 * 64;
     /* whole rows when one fits; else the widest chunk that does, with the stats per row */
     for (k.W = chunk ? chunk : k.D;;) {
@@ -344,20 +373,20 @@ static np_status norm_compile(kc_ctx *x)
             p.in[1] = (kc_row_stream){kk->in[1].addr, ldg, k.dt, k.W, 1, 0};
         p.out[0] = (kc_row_stream){Y->addr, ldy, k.ot, k.W, 1, 0};
         p.work_row_bytes = work * k.W + 7 * 4 + 7 * 64;
-        p.fixed_bytes = aff + (k.nc > 1 ? stats : 0);
+        /* gamma and beta in fp32 (and staged): whole, or a chunk's when streaming */
+        p.fixed_bytes = (k.n_aff ? k.W * aff_col + 5 * 64 : 0) + (k.nc > 1 ? stats : 0);
         if (k.W <= 65535 && kc_rows_fit(x, &p, pl->core0) >= 1)
             break;
         if (chunk)
             return kc_fail(x, NP_ERR_RANGE, "chunks of %" PRIu64 " columns do not fit the "
                            "scratchpad (or exceed 65535)", chunk);
-        uint64_t avail = kc_spad_avail(x, pl->core0), fixed = aff + stats + 4096;
-        uint64_t per = 2 * ex * (k.grad ? 2 : 1) + 2 * isa_dtype_size[k.ot] + work + 1;
+        uint64_t avail = kc_spad_avail(x, pl->core0), fixed = stats + 4096;
+        uint64_t per = 2 * ex * (k.grad ? 2 : 1) + 2 * isa_dtype_size[k.ot] + work + aff_col + 1;
         uint64_t w = avail > fixed ? (avail - fixed) / per : 0;
         w = w > 65535 ? 65535 : w;
         if (w < 1 || w >= k.W)
             return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " elements: not even a chunk of "
-                           "them fits the scratchpad (%" PRIu64 " bytes free%s)", k.D, avail,
-                           k.n_aff ? ", gamma and beta resident in fp32" : "");
+                           "them fits the scratchpad (%" PRIu64 " bytes free)", k.D, avail);
         k.W = w;
     }
     if (k.nc > 1) {

@@ -4,8 +4,9 @@
  *
  * Operands are channels-last (NHWC in memory: channels contiguous, any pixel, row and image
  * strides), or all channel-major as the framework lays them out (NCHW: each channel is then
- * an image of one channel, N x C of them). A tile is one image's whole spatial extent for a block of Cb channels, held
- * padded in the scratchpad: the copy writes the image's interior into a (H + 2p) x (W + 2p)
+ * an image of one channel, N x C of them). A tile is one image's whole spatial extent for a
+ * block of Cb channels, held padded in the scratchpad: the copy writes the image's interior
+ * into a (H + 2p) x (W + 2p)
  * buffer whose border holds the padding value (-inf for max, 0 for avg), filled once per
  * buffer, so every output row sees every tap and one loop body serves every row:
  *

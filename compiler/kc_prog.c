@@ -209,15 +209,18 @@ static np_status mem_alloc(kc_ctx *x, bool spad, uint64_t bytes, uint64_t align,
     if (align & (align - 1))
         return kc_fail(x, NP_ERR_RANGE, "%s alignment %" PRIu64 " is not a power of two", what,
                        align);
-    bool oom;
-    if (kc_blocks_alloc(b, bytes, align, xi->owner, off, &oom))
-        return NP_OK;
-    if (!oom && kc_blocks_largest(b, align, true) >= bytes) {
+    bool oom, got = kc_blocks_alloc(b, bytes, align, xi->owner, off, &oom);
+    if (!got && !oom && kc_blocks_largest(b, align, true) >= bytes) {
         np_err e = {0};
         if (kc_fence(x->prog, xi->core, &e) != NP_OK)
             return kc_status(x);
-        if (kc_blocks_alloc(b, bytes, align, xi->owner, off, &oom))
-            return NP_OK;
+        got = kc_blocks_alloc(b, bytes, align, xi->owner, off, &oom);
+    }
+    if (got) {
+        uint64_t held = spad ? kc_blocks_owned(b, xi->owner) : 0; /* kc_result.spad_bytes */
+        if (held > x->res->spad_bytes)
+            x->res->spad_bytes = held;
+        return NP_OK;
     }
     if (oom)
         return kc_fail(x, NP_ERR_NOMEM, "out of memory");

@@ -26,13 +26,16 @@
  * tiles that cover the axis whole and sends dy to the first maximal element, found in x as
  * the framework finds it (y is not read): vpu.rmax / vpu.cmax of x, vpu.cmpeq with it, then
  * among the matches the smallest index (vpu.iota of -index, vpu.sels, vpu.rmax / vpu.cmax),
- * then vpu.cmpeq of the index with it times dy.
+ * then vpu.cmpeq of the index with it times dy. An axis too long for a tile goes in four
+ * phases (maxgrad_phased): reduce_max, the first maxima's -index per element, reduce_max of
+ * that, then dx.
  */
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
+#include "kc_phase.h"
 #include "kc_vec.h"
 
 static uint64_t min_u64(uint64_t a, uint64_t b) { return a < b ? a : b; }
@@ -684,6 +687,109 @@ static kc_tensor with_axis(const kc_tensor *t, int axis)
     return r;
 }
 
+/* The phased schedule's z = (x == m) ? -index : below every -index (fp32), m broadcast along
+ * the axis. */
+static void maxgrad_z_tile(kc_ctx *x, const kv_tile *t, void *ctx)
+{
+    (void)ctx;
+    kv_buf X = t->in[0], M = t->in[1];
+    uint64_t m = t->tmp[0], c = t->tmp[1];
+    isa_opnd rows = isa_imm((int64_t)t->rows), cols = isa_imm((int64_t)t->cols);
+    kv_binary(x, t, ISA_OP_VPU_CMPEQ, m, X, M);
+    kv_cast(x, t, c, (kv_buf){m, ISA_BCAST_FULL, X.dt}, ISA_DTYPE_FP32);
+    ISA_EMIT(x->e, VPU_IOTA, isa_spad(0, m), t->pos[0], isa_imm(t->pos_row[0]),
+             isa_imm(t->pos_col[0]), rows, cols, isa_enum(ISA_DTYPE_FP32)); /* -index */
+    ISA_EMIT(x->e, VPU_SELS, isa_spad(0, t->out[0].addr), isa_spad(0, c), isa_spad(0, m),
+             isa_f32(KR_NO_INDEX), rows, cols, isa_enum(ISA_DTYPE_FP32));
+}
+
+/* The phased schedule's dx = (-index == f) x dy, f (the first maximum's -index) and dy
+ * broadcast along the axis. */
+static void maxgrad_dx_tile(kc_ctx *x, const kv_tile *t, void *ctx)
+{
+    (void)ctx;
+    kv_buf F = t->in[0], D = t->in[1];
+    uint64_t idx = t->tmp[0], c = t->tmp[1];
+    isa_opnd rows = isa_imm((int64_t)t->rows), cols = isa_imm((int64_t)t->cols);
+    ISA_EMIT(x->e, VPU_IOTA, isa_spad(0, idx), t->pos[0], isa_imm(t->pos_row[0]),
+             isa_imm(t->pos_col[0]), rows, cols, isa_enum(ISA_DTYPE_FP32));
+    kv_binary(x, t, ISA_OP_VPU_CMPEQ, c, (kv_buf){idx, ISA_BCAST_FULL, ISA_DTYPE_FP32}, F);
+    if (D.dt != ISA_DTYPE_FP32)
+        kv_cast(x, t, c, (kv_buf){c, ISA_BCAST_FULL, ISA_DTYPE_FP32}, D.dt);
+    kv_binary(x, t, ISA_OP_VPU_MUL, t->out[0].addr, (kv_buf){c, ISA_BCAST_FULL, D.dt}, D);
+}
+
+/* A dense scratch buffer in HBM shaped like t with dim axis of one element (keep) or like t
+ * (whole), of dtype dt; the view of it with dim axis broadcast (stride 0) to t's extent. */
+static np_status maxgrad_scratch(kc_ctx *x, const kc_tensor *t, int axis, bool reduced,
+                                 isa_dtype dt, kc_tensor *buf, kc_tensor *view)
+{
+    int64_t sh[KC_MAX_DIMS];
+    memcpy(sh, t->shape, sizeof sh);
+    if (reduced)
+        sh[axis] = 1;
+    kc_tensor_dense(buf, 0, kc_nn_dtype(dt), t->ndim, sh);
+    np_err e = {0};
+    if (kc_prog_bss(x->prog, NULL, kc_tensor_bytes(buf), &buf->addr, &e) != NP_OK)
+        return kc_fail(x, e.status, "a scratch buffer: %s", e.msg);
+    *view = *buf;
+    if (reduced)
+        view->shape[axis] = t->shape[axis], view->stride[axis] = 0;
+    return NP_OK;
+}
+
+/* reduce_max_grad over an axis too long for a tile (or with phased=1), in four phases with
+ * a barrier between them: m = reduce_max(x) (keepdim), z = (x == m) ? -index : -2^30 (fp32),
+ * f = reduce_max(z) (the first maximum's -index), dx = (-index == f) x dy — x is read twice, z
+ * written and read once more: the price of the axis. */
+static np_status maxgrad_phased(kc_ctx *x, const kc_tensor *X, const kc_tensor *DY, int axis,
+                                bool keep)
+{
+    const kc_kernel *k = x->k;
+    isa_dtype dt = kc_isa_dtype(X->dtype);
+    kc_tensor m, mb, z, zv, f, fb;
+    uint64_t rd = 0, wr = 0;
+    if (maxgrad_scratch(x, X, axis, true, dt, &m, &mb) != NP_OK ||
+        maxgrad_scratch(x, X, axis, false, ISA_DTYPE_FP32, &z, &zv) != NP_OK ||
+        maxgrad_scratch(x, X, axis, true, ISA_DTYPE_FP32, &f, &fb) != NP_OK)
+        return kc_status(x);
+    kc_kernel r = {.op = NN_OP_REDUCE_MAX, .n_in = 1, .n_out = 1, .in = {*X}, .out = {m},
+                   .n_attrs = 2, .attrs = {KC_INT("axis", axis), KC_INT("keepdim", 1)},
+                   .place = k->place};
+    if (kc_phase_run(x, &r) != NP_OK)
+        return kc_status(x);
+    rd += x->res->hbm_read_bytes, wr += x->res->hbm_write_bytes;
+    if (kc_phase_end(x) != NP_OK)
+        return kc_status(x);
+    kv_plan p;
+    memset(&p, 0, sizeof p);
+    p.ndim = X->ndim;
+    memcpy(p.shape, X->shape, sizeof p.shape);
+    p.n_in = 2, p.n_out = 1, p.in[0] = *X, p.in[1] = mb, p.out[0] = z;
+    p.n_pos = 1, p.pos_stride[0][axis] = -1;
+    p.n_tmp = 2, p.tmp_bytes[0] = p.tmp_bytes[1] = 4;
+    p.tile = maxgrad_z_tile;
+    p.what = "reduce_max_grad's first maxima";
+    if (kv_emit(x, &p) != NP_OK)
+        return kc_status(x);
+    rd += x->res->hbm_read_bytes, wr += x->res->hbm_write_bytes;
+    if (kc_phase_end(x) != NP_OK)
+        return kc_status(x);
+    r.in[0] = z, r.out[0] = f;
+    if (kc_phase_run(x, &r) != NP_OK)
+        return kc_status(x);
+    rd += x->res->hbm_read_bytes, wr += x->res->hbm_write_bytes;
+    if (kc_phase_end(x) != NP_OK)
+        return kc_status(x);
+    p.in[0] = fb, p.in[1] = keep ? *DY : with_axis(DY, axis), p.out[0] = k->out[0];
+    p.tile = maxgrad_dx_tile;
+    p.what = "reduce_max_grad in four phases (the axis too long for a tile)";
+    if (kv_emit(x, &p) != NP_OK)
+        return kc_status(x);
+    x->res->hbm_read_bytes += rd, x->res->hbm_write_bytes += wr;
+    return kc_status(x);
+}
+
 static np_status maxgrad_compile(kc_ctx *x)
 {
     const kc_kernel *k = x->k;
@@ -693,6 +799,19 @@ static np_status maxgrad_compile(kc_ctx *x)
         return kc_fail(x, NP_ERR_RANGE, "axis %" PRId64 " of a %d-dim input",
                        kc_attr_int(x, "axis"), X->ndim);
     bool keep = kc_attr_int(x, "keepdim");
+    /* a tile holds the axis whole (x, dy, dx and three fp32 temporaries, double-buffered) in
+     * a quarter of the scratchpad, or the axis goes in phases */
+    uint64_t per = 2 * (nn_dtype_size(X->dtype) + 2 * nn_dtype_size(k->in[2].dtype)) + 12;
+    uint64_t room = UINT64_MAX;
+    for (uint32_t c = k->place.core0; c < k->place.core0 + (k->place.n_cores ? k->place.n_cores
+                                                                                : 1); c++)
+        room = kc_spad_avail(x, c) < room ? kc_spad_avail(x, c) : room;
+    if (kc_attr_int(x, "phased") || X->shape[axis] > 65535 ||
+        (uint64_t)X->shape[axis] * per > room / 4) {
+        if (k->in[1].dtype != X->dtype || k->out[0].dtype != k->in[2].dtype)
+            return kc_fail(x, NP_ERR_INCONSISTENT, "y must be typed like x, dx like dy");
+        return maxgrad_phased(x, X, &k->in[2], axis, keep);
+    }
     kv_plan p;
     memset(&p, 0, sizeof p);
     p.ndim = X->ndim;
@@ -817,6 +936,8 @@ static const kc_attr_def maxgrad_attrs[] = {
      "the dim reduced (negative: from the end)"},
     {"keepdim", KC_ATTR_BOOL, 0, 0, 1, "y and dy keep the reduced dim as 1"},
     {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},
+    {"phased", KC_ATTR_BOOL, 0, 0, 1, "tile: the four-phase schedule of an axis too long for "
+     "a tile even when it fits (0: only then)"},
 };
 static const kc_attr_def bcast_attrs[] = {
     {"tile", KC_ATTR_INT, 0, 0, 1 << 30, "tile: elements of a tile at most (0: chosen)"},

@@ -223,6 +223,8 @@ typedef struct kc_result {
     char schedule[160];       /* the tiling chosen, for people ("tiles 512x512x1024 ...") */
     uint64_t mxu_flops;       /* of flops, those on the matrix unit (0: a vector kernel) */
     uint64_t est_cycles;      /* the cost model's cycles for the tiling chosen (0: none) */
+    uint64_t spad_bytes;      /* scratchpad the kernel held at its peak on its fullest core:
+                                 its allocations' bytes taken at once (the allocator's) */
     unsigned n_cands;         /* the cost model's best tilings, the chosen one first: the */
     kc_tiling cands[KC_MAX_CANDS]; /* attributes that select each, and its estimate */
 } kc_result;

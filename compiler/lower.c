@@ -248,16 +248,27 @@ static int32_t lw_chain(lw_ctx *w, int32_t h, int32_t *steps, int *n_steps)
  * scale (its backward's) needs, as its second output: the lse item is paired with it and has
  * no kernel of its own (kc_attn.c). An attention_lse without one (recomputation) compiles
  * alone. */
-static void lw_pair_attention(lw_ctx *w)
+static np_status lw_pair_attention(lw_ctx *w, np_err *err)
 {
+    int32_t n_lse = 0; /* the attention_lse kernels, in order */
+    for (int32_t i = 0; i < w->n; i++)
+        n_lse += w->it[i].kind == LOWER_NODE_KERNEL && w->it[i].t->op == NN_OP_ATTENTION_LSE;
+    if (!n_lse)
+        return NP_OK;
+    int32_t *lse = malloc((size_t)n_lse * sizeof *lse);
+    if (!lse)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory pairing attentions");
+    for (int32_t i = 0, q = 0; i < w->n; i++)
+        if (w->it[i].kind == LOWER_NODE_KERNEL && w->it[i].t->op == NN_OP_ATTENTION_LSE)
+            lse[q++] = i;
     for (int32_t i = 0; i < w->n; i++) {
         lw_item *a = &w->it[i];
         if (a->kind != LOWER_NODE_KERNEL || a->t->op != NN_OP_ATTENTION)
             continue;
-        for (int32_t j = i + 1; j < w->n; j++) {
+        for (int32_t q = 0; q < n_lse; q++) {
+            int32_t j = lse[q];
             lw_item *l = &w->it[j];
-            if (l->kind == LOWER_NODE_KERNEL && l->t->op == NN_OP_ATTENTION_LSE &&
-                l->pair == LW_NONE && l->inst == a->inst && l->src[0] == a->src[0] &&
+            if (j > i && l->pair == LW_NONE && l->inst == a->inst && l->src[0] == a->src[0] &&
                 l->src[1] == a->src[1] && l->t->ip[0] == a->t->ip[0] &&
                 l->t->fp[0] == a->t->fp[0]) {
                 a->pair = j, l->pair = i;
@@ -265,6 +276,8 @@ static void lw_pair_attention(lw_ctx *w)
             }
         }
     }
+    free(lse);
+    return NP_OK;
 }
 
 /* Decides every item's kind and the item whose buffer holds its values (root). */
@@ -313,7 +326,8 @@ static np_status lw_classify(lw_ctx *w, np_err *err)
             }
         }
     }
-    lw_pair_attention(w);
+    if (lw_pair_attention(w, err) != NP_OK)
+        return err->status;
     for (int32_t i = 0; i < w->n; i++) /* every instance of a node becomes the same */
         w->lp->kind[w->it[i].t->id] = w->it[i].kind;
     for (int32_t i = 0; i < w->n; i++) { /* the first op no kernel computes, before anything */

@@ -32,12 +32,22 @@ typedef struct cli_trace_work {
 np_status cli_trace_flag(trace_layout_opts *o, int c, const char *arg, np_err *err)
 {
     if (c == CLI_TRACE_OPT_CHIPS) {
+        o->flag = o->flag ? o->flag : "--trace-chips";
         trace_chips_free(&o->chips);
         return trace_chips_parse("--trace-chips", arg, &o->chips, err);
     }
-    if (c == CLI_TRACE_OPT_LEVEL)
+    if (c == CLI_TRACE_OPT_LEVEL) {
+        o->flag = o->flag ? o->flag : "--trace-level";
         return trace_level_parse("--trace-level", arg, &o->level, err);
+    }
     return np_err_set(err, NP_ERR_INTERNAL, "cli_trace_flag: option %d is not a trace option", c);
+}
+
+np_status cli_trace_need_path(const char *trace_path, const trace_layout_opts *o, np_err *err)
+{
+    if (!trace_path && o->flag)
+        return np_err_set(err, NP_ERR_USAGE, "%s needs --trace FILE", o->flag);
+    return NP_OK;
 }
 
 np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout_opts *o,

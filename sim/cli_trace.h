@@ -20,8 +20,8 @@
  * layer).
  *
  * Options of the commands that write traces: CLI_TRACE_LONGOPTS in their getopt table,
- * cli_trace_flag() for those options, CLI_TRACE_USAGE in their usage text, then
- * cli_trace_open_opts(). */
+ * cli_trace_flag() for those options, CLI_TRACE_USAGE in their usage text, cli_trace_need_path()
+ * right after the options, then cli_trace_open_opts(). */
 #ifndef NPUSIM_CLI_TRACE_H
 #define NPUSIM_CLI_TRACE_H
 
@@ -73,9 +73,13 @@ typedef struct cli_trace {
 #define CLI_TRACE_USAGE_20 CLI_TRACE_USAGE_AT("   ", "                    ")
 
 /* Takes getopt's value c and its argument for the two options above into o (o zeroed
- * first: insn level, every chip). NP_ERR_USAGE naming the flag; NP_ERR_NOMEM. Free o's chip
- * list with trace_chips_free. */
+ * first: insn level, every chip), and the first flag given into o->flag. NP_ERR_USAGE naming
+ * the flag; NP_ERR_NOMEM. Free o's chip list with trace_chips_free. */
 np_status cli_trace_flag(trace_layout_opts *o, int c, const char *arg, np_err *err);
+
+/* After the options: NP_ERR_USAGE naming the flag ("--trace-level needs --trace FILE") when
+ * o->flag was given without a trace path, whatever its value; NP_OK otherwise. */
+np_status cli_trace_need_path(const char *trace_path, const trace_layout_opts *o, np_err *err);
 
 /* Opens path (gzip when it ends in .gz) at insn level for every chip; *t zeroed first. */
 np_status cli_trace_open(cli_trace *t, const char *path, np_err *err);

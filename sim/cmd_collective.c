@@ -523,6 +523,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         if (st != NP_OK)
             return st;
     }
+    if (cli_trace_need_path(trace_path, trace_opts, err) != NP_OK)
+        return err->status;
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (!have_op)
@@ -537,8 +539,6 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     if (trace_path && engine == NET_ENGINE_PACKET)
         return np_err_set(err, NP_ERR_USAGE, "--trace: the packet engine is not traced (the "
                           "flow engine and --isa are)");
-    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
-        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     if (have_core && !isa)
         return np_err_set(err, NP_ERR_USAGE, "--core needs --isa (the flow engine moves data "
                           "between chips, not cores)");
@@ -730,7 +730,7 @@ out:
 
 np_status cmd_collective(int argc, char **argv, np_err *err)
 {
-    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    trace_layout_opts o = {.level = TRACE_LEVEL_INSN};
     np_status st = col_main(argc, argv, &o, err);
     trace_chips_free(&o.chips);
     return st;

@@ -40,7 +40,7 @@ const char cmd_kernel_usage[] =
     "  --set K=V       override one config key (repeatable)\n"
     "  --cores N       spread the kernel over cores 0 .. N-1 of the chip (default 1)\n"
     "  --tune          simulate the cost model's best tilings and keep the fastest\n"
-    "  --tune-top K    how many of them (default 8, at most 8)\n"
+    "  --tune-top K    how many of them (default 16, at most 16)\n"
     "  --tiles F       a tiling cache: its tiling for this kernel is used; with --tune the\n"
     "                  fastest is stored there (keyed by op, shapes, dtypes, architecture)\n"
     "  --functional    also compute values on seeded inputs and check them against the\n"

@@ -377,6 +377,8 @@ static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts
         default: return err->status;
         }
     }
+    if (cli_trace_need_path(trace_path, trace_opts, err) != NP_OK)
+        return err->status;
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if ((int)have_gemm + (int)have_conv + (topology != NULL) + (model != NULL) != 1)
@@ -386,8 +388,6 @@ static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts
         return np_err_set(err, NP_ERR_USAGE, "--pad applies to --conv only");
     if (json && csv)
         return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
-    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
-        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     mxu_scalecfg sc = {0};
     if (scalecfg_path) {
         /* The SCALE-Sim file comes first, so --set, --array and --dataflow override it; its
@@ -589,7 +589,7 @@ static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts
 
 np_status cmd_layer(int argc, char **argv, np_err *err)
 {
-    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    trace_layout_opts o = {.level = TRACE_LEVEL_INSN};
     np_status st = layer_main(argc, argv, &o, err);
     trace_chips_free(&o.chips);
     return st;

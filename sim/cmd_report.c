@@ -29,11 +29,11 @@ const char cmd_report_usage[] =
     "  --set K=V       override one config key of that architecture (repeatable)\n"
     "  --title T       the report's title\n"
     "\n"
-    "Charts: where the time went (the critical path by kind), a timeline per chip,\n"
-    "utilization per unit and chip, link bandwidth on the topology, a roofline of every\n"
-    "kernel, memory against capacity, exposed vs overlapped communication, bus bandwidth\n"
-    "per size, top kernels, and for sweeps any metric against any swept key with the\n"
-    "Pareto front (docs/report.md).\n";
+    "Charts: where the time went (each chip's time and the critical path by kind of\n"
+    "work), a timeline per chip, utilization per unit and chip, link bandwidth on the\n"
+    "topology, a roofline of every kernel, memory against capacity, exposed vs overlapped\n"
+    "communication, bus bandwidth per size, top kernels, and for sweeps any metric against\n"
+    "any swept key with the Pareto front (docs/report.md).\n";
 
 typedef enum input_kind { INPUT_RUN, INPUT_TRACE, INPUT_SWEEP } input_kind;
 
@@ -111,6 +111,7 @@ static void fill_arch(const arch_config *cfg, report_arch *a)
     a->chips = (uint32_t)cfg->system.chips;
     a->torus_x = (uint32_t)cfg->system.torus_x;
     a->torus_y = (uint32_t)cfg->system.torus_y;
+    a->torus_z = (uint32_t)cfg->system.torus_z;
     a->island_chips = (uint32_t)cfg->system.island_chips;
 }
 

@@ -55,7 +55,7 @@ const char cmd_run_usage[] =
     "  --functional      compute values (with --fidelity full): the step's loss beside the\n"
     "                    distributed executor's, from a seeded initialisation and batch\n"
     "  --trace T         write a Chrome/Perfetto trace (gzip when T ends in .gz)\n"
-    CLI_TRACE_USAGE
+    CLI_TRACE_USAGE_20
     "  --kernel-cache F  keep kernel timings in file F (keyed by architecture and program)\n"
     "  --no-cache        time every kernel execution (no timing cache, no file)\n"
     "  --no-dedup        simulate every rank (no mirrored ranks)\n"
@@ -379,6 +379,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (st == NP_OK && json && csv)
         st = np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    if (st == NP_OK)
+        st = cli_trace_need_path(j.trace_path, &j.trace_opts, err);
     j.full = strcmp(fidelity, "full") == 0;
     j.functional = functional;
     if (st == NP_OK && !model) {

@@ -141,14 +141,14 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         default: return err->status;
         }
     }
+    if (cli_trace_need_path(trace_path, trace_opts, err) != NP_OK)
+        return err->status;
     if (optind >= argc)
         return np_err_set(err, NP_ERR_USAGE, "missing the program (PROG.elf)");
     if ((n_inputs || n_dumps) && !functional)
         return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
     if (json && csv)
         return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
-    if (!trace_path && (trace_opts->level != TRACE_LEVEL_INSN || trace_opts->chips.bits))
-        return np_err_set(err, NP_ERR_USAGE, "--trace-chips and --trace-level need --trace");
     arch_config cfg;
     if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
         return err->status;
@@ -281,7 +281,7 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
 
 np_status cmd_sim(int argc, char **argv, np_err *err)
 {
-    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    trace_layout_opts o = {.level = TRACE_LEVEL_INSN};
     np_status st = sim_main(argc, argv, &o, err);
     trace_chips_free(&o.chips);
     return st;

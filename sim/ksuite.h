@@ -25,7 +25,7 @@ typedef struct ksuite_row {
     unsigned tried;
     double err_pct;         /* 100 x (est - model) / model */
     double gain_pct;        /* 100 x (1 - tuned / model): how much faster tuning is */
-    kc_tiling model, tuned;
+    kc_tiling tuned;        /* the fastest candidate's tiling attributes */
 } ksuite_row;
 
 /* Reads the suite at path into *rows (malloc'd, *n of them). NP_ERR_IO, NP_ERR_SYNTAX with

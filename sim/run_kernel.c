@@ -331,6 +331,7 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     t->st.simulated++;
     snprintf(ks->name, sizeof ks->name, "%s", res.name);
     ks->hbm_bytes = res.hbm_read_bytes + res.hbm_write_bytes;
+    ks->spad_bytes = res.spad_bytes;
     t->st.sim_wall_s += rk_wall() - t0;
     if (!t->path)
         return NP_OK;

@@ -53,6 +53,8 @@ typedef struct run_kspec {
     /* filled when it is timed */
     char name[64];           /* its kernel symbol ("matmul") */
     uint64_t hbm_bytes;      /* HBM bytes its schedule moves (kc_result) */
+    uint64_t spad_bytes;     /* scratchpad at its peak on its fullest core (kc_result; 0:
+                                unknown, a timing from the cache file) */
 } run_kspec;
 
 /* True when node lowers to nothing (a view, or an op kernels.def says needs no kernel). */

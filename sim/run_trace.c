@@ -112,6 +112,10 @@ static void rt_compute(void *ctx, uint32_t rank, uint32_t task, uint32_t step, u
         t->sink.ops->transfer(t->sink.ctx, &x);
     }
     rt_hbm_used(t, rank, pt, b);
+    if (t->sink.ops->level && ks->spad_bytes) { /* the kernel's scratchpad while it runs */
+        t->sink.ops->level(t->sink.ctx, chip, "spad.used", a, (double)ks->spad_bytes);
+        t->sink.ops->level(t->sink.ctx, chip, "spad.used", b, 0);
+    }
     if (t->sink.ops->unit_slice) {
         rt_unit(t, chip, RT_U_COMPUTE, "compute", name, NULL, a, b);
         rt_unit(t, chip, RT_U_MXU, "mxu", name, NULL, a, a + kt->unit_ps[RUN_UNIT_MXU]);

@@ -21,7 +21,9 @@
  * states from time 0, plus each micro-batch's saved activations of a layer from the end of its
  * first forward task to the end of the last backward task of that layer (communication
  * buffers and workspace, transient, are left out; its peak is the plan's activations_bytes
- * over the resident bytes).
+ * over the resident bytes), and "spad.used" (bytes), the scratchpad the running kernel holds
+ * on its fullest core (kc_result.spad_bytes) from its task's start to its end, 0 between
+ * kernels (left out for kernels timed from a cache file, which keeps no footprint).
  * The system process: a bandwidth counter per network link that carried bytes, in GB/s.
  *
  * So `npusim trace stats` on the trace of a one-step run gives the report's per-unit

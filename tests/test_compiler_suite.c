@@ -1,7 +1,8 @@
 /* test_compiler_suite.c — the tile choice on bench/kernel_suite.txt (30 kernels): the cost
  * model's estimate of its own choice within 15% of the simulated cycles on every kernel, and
- * tuning (the fastest of its candidate tilings, simulated) never slower than that choice. The
- * simulator is the oracle; bench/bench_kernel_suite prints the same figures. */
+ * tuning (the fastest of its candidate tilings, simulated) never slower than that choice and
+ * at least 10% faster on 5 kernels or more (issue 10, done-when 5). The simulator is the
+ * oracle; bench/bench_kernel_suite prints the same figures. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +10,7 @@
 #include "harness.h"
 #include "ksuite.h"
 
-TEST(the_cost_model_is_within_15_percent_and_tuning_never_loses_on_the_suite)
+TEST(the_cost_model_is_within_15_percent_and_tuning_never_loses_and_gains_on_five)
 {
     ksuite_row *rows;
     size_t n;
@@ -35,6 +36,7 @@ TEST(the_cost_model_is_within_15_percent_and_tuning_never_loses_on_the_suite)
     ksuite_summarize(rows, n, &s);
     CU_ASSERT_EQUAL(s.within_15, n);
     CU_ASSERT_EQUAL(s.tuned_slower, 0u);
+    CU_ASSERT(s.gain_10 >= 5);
     free(rows);
     /* a malformed suite line is an error naming the file and line */
     char path[] = "/tmp/npusim_suite_XXXXXX";

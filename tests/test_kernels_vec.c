@@ -754,6 +754,68 @@ TEST(reduce_max_grad_sends_dy_to_the_first_maximum_along_any_axis)
         }
 }
 
+/* reduce_max_grad of x (integers in [-3, 3]: ties) of shape sh along axis, phased or not,
+ * against the reference: the bad elements; *schedule the kernel's. */
+static int64_t check_maxgrad(const arch_config *cfg, int nd, const int64_t *sh, int axis,
+                             nn_dtype dt, bool keep, bool phased, uint32_t cores, uint64_t seed,
+                             char *schedule, size_t n)
+{
+    nn_graph *g = nn_graph_new(1);
+    nn_tensor *xv = nn_input(g, "x", dt, nd, sh);
+    CU_ASSERT_FATAL(nn_tensor_randn(xv, seed, 1.0));
+    for (int64_t i = 0; i < nn_numel(xv); i++)
+        xv->data[i] = fminf(fmaxf(nearbyintf(xv->data[i] * 1.5f), -3), 3);
+    nn_tensor *yv = nn_reduce_max(g, xv, axis, keep);
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &e), NP_OK);
+    nn_tensor *dy = nn_input(g, "dy", dt, yv->ndim, yv->ne);
+    fill(dy, seed + 1, V_NORMAL);
+    nn_tensor *want = nn_node(g, NN_OP_REDUCE_MAX_GRAD, 3, (nn_tensor *[]){xv, yv, dy},
+                              (int64_t[NN_MAX_IPARAMS]){axis, keep}, NULL);
+    CU_ASSERT_EQUAL_FATAL(nn_node_compute(want, &e), NP_OK);
+    kc_kernel k = {.op = NN_OP_REDUCE_MAX_GRAD, .n_in = 3, .n_out = 1, .n_attrs = 3,
+                   .place = {0, 0, cores},
+                   .attrs = {KC_INT("axis", axis), KC_INT("keepdim", keep),
+                             KC_INT("phased", phased)}};
+    kc_tensor_of(&k.in[0], 0, xv), kc_tensor_of(&k.in[1], 0, yv);
+    kc_tensor_of(&k.in[2], 0, dy), kc_tensor_of(&k.out[0], 0, want);
+    nn_tensor *got = nn_input(g, "got", dt, nd, sh);
+    krun_io io = {.in = {xv, yv, dy}, .out = {got}};
+    krun_result r;
+    np_status st = krun_kernel(cfg, &k, &io, &(krun_opts){.functional = true}, &r, &e);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    snprintf(schedule, n, "%s", r.kernel.schedule);
+    krun_result_free(&r);
+    krun_diff df = krun_compare(got, want, 0, 0);
+    nn_graph_free(g);
+    return df.bad;
+}
+
+TEST(reduce_max_grad_over_an_axis_too_long_for_a_tile_goes_in_phases)
+{
+    /* phased forced on [6, 11, 9] along every axis, every float type, keepdim or not, 1 and
+     * 2 cores; then 70,001 elements along the last axis of [3, 70001] and along the first of
+     * [70001, 2] (beyond a tile's 65,535) on tiny: exact, the first maximum of the ties */
+    arch_config cfg = arch("tiny", NULL);
+    char how[160];
+    static const int64_t x3[3] = {6, 11, 9};
+    for (int axis = 0; axis < 3; axis++)
+        for (int d = 0; d < 3; d++) {
+            CU_ASSERT_EQUAL(check_maxgrad(&cfg, 3, x3, axis, floats[d], d == 1, true,
+                                          (uint32_t)(1 + (axis + d) % 2), 1300 + axis * 3 + d,
+                                          how, sizeof how), 0);
+            CU_ASSERT_PTR_NOT_NULL(strstr(how, "four phases"));
+        }
+    CU_ASSERT_EQUAL(check_maxgrad(&cfg, 2, (int64_t[]){3, 70001}, 1, NN_BF16, false, false, 2,
+                                  1320, how, sizeof how), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(how, "four phases"));
+    CU_ASSERT_EQUAL(check_maxgrad(&cfg, 2, (int64_t[]){70001, 2}, 0, NN_F32, true, false, 1,
+                                  1321, how, sizeof how), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(how, "four phases"));
+}
+
 /* ---- fusion groups ------------------------------------------------------------------------------ */
 
 /* where() for the tests: every tensor dense, its address a tag that says which it is. */

@@ -165,9 +165,10 @@ TEST(the_report_renders_in_headless_chromium_with_every_chart_and_no_error)
     CU_ASSERT_PTR_NOT_NULL(strstr(dom, "ERRORS 0"));
     if (!strstr(dom, "ERRORS 0"))
         fprintf(stderr, "report: %s\n", strstr(dom, "ERRORS"));
-    static const char *const charts[] = {"chart-breakdown", "chart-timeline", "chart-util",
-                                         "chart-util-grid", "chart-links",    "chart-roofline",
-                                         "chart-memory",    "chart-comm",     "chart-sweep"};
+    static const char *const charts[] = {"chart-chip-time", "chart-breakdown", "chart-timeline",
+                                         "chart-util",      "chart-util-grid", "chart-links",
+                                         "chart-roofline",  "chart-memory",    "chart-comm",
+                                         "chart-sweep"};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
         CU_ASSERT_TRUE(chart_ok(dom, charts[i]));
     /* the sweep's script drew the points and a Pareto front among them */
@@ -222,4 +223,153 @@ TEST(a_collective_report_plots_bus_bandwidth_and_bad_inputs_are_errors)
     CU_ASSERT_EQUAL(r.exit_status, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "-o"));
     harness_run_free(&r);
+}
+
+/* How many of the page's link marks are titled name ("chipA->chipB", written with the arrow
+ * escaped); *avg: the last one's average GB/s (-1 when it has none). */
+static int link_marks(const char *page, const char *name, double *avg)
+{
+    const char *arrow = strstr(name, "->");
+    char title[96];
+    snprintf(title, sizeof title, "<title>%.*s-&gt;%s: ", (int)(arrow - name), name, arrow + 2);
+    int n = 0;
+    for (const char *p = page; (p = strstr(p, title)); p++) {
+        const char *open = p;
+        while (open > page && open[-1] != '\n')
+            open--; /* the mark's element starts its line */
+        if (strncmp(open, "<line class=\"link\"", 18) && strncmp(open, "<path class=\"link\"", 18))
+            continue;
+        n++;
+        if (sscanf(p + strlen(title), "%lf GB/s average", avg) != 1)
+            *avg = -1;
+    }
+    return n;
+}
+
+static double run_link_avg(const char *run_json, const char *name)
+{
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "\"%s\"", name);
+    const char *p = strstr(run_json, quoted);
+    const char *a = p ? strstr(p, "\"avg_gbps\":") : NULL;
+    double v = -1;
+    if (a)
+        sscanf(a + 11, "%lf", &v);
+    return v;
+}
+
+TEST(the_link_map_of_8_chips_of_a_4096_chip_torus_draws_the_box_of_the_torus_they_use)
+{
+    /* the README's default run's shape (gpt-tiny for speed): dp 2 x tp 2 x pp 2 on tpu-pod's
+     * 16 x 16 x 16 torus */
+    const char *trace = tmp("run.json.gz"), *json = tmp("run.json"), *html = tmp("run.html"),
+               *html2 = tmp("run_trace_only.html");
+    harness_run r = harness_npusim("run", "--model", "gpt-tiny", "--batch", "16", "--microbatch",
+                                   "2", "--dp", "2", "--tp", "2", "--pp", "2", "--json",
+                                   "--trace", trace, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    FILE *f = fopen(json, "w");
+    fputs(r.out, f);
+    fclose(f);
+    run_ok((const char *const[]){"report", json, trace, "-o", html, NULL});
+    run_ok((const char *const[]){"report", trace, "--arch", "tpu-pod", "-o", html2, NULL});
+    char *page = harness_read_file(html, NULL), *page2 = harness_read_file(html2, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page2);
+    CU_ASSERT_PTR_NULL(strstr(page, "More than 256 chips"));
+    /* the chips: tp pairs along x, the two pipeline stages one row apart (chip c at x = c %
+     * 16, y = c / 16 % 16): chips 0..3 and 16..19, a 4 x 2 x 1 box */
+    static const unsigned chips[] = {0, 1, 2, 3, 16, 17, 18, 19};
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "The 4 x 2 x 1 box of the 16 x 16 x 16 torus"));
+    for (size_t i = 0; i < 8; i++) {
+        char t[48];
+        snprintf(t, sizeof t, "<title>chip %u</title>", chips[i]);
+        CU_ASSERT_PTR_NOT_NULL(strstr(page, t));
+    }
+    /* every torus link inside the box, both ways, once: the pairs one apart along x in a row
+     * and 16 apart along y — 6 + 4 pairs, 20 links */
+    size_t expected = 0;
+    for (size_t i = 0; i < 8; i++)
+        for (size_t j = 0; j < 8; j++) {
+            unsigned a = chips[i], b = chips[j];
+            bool x_nb = a / 16 == b / 16 && (a + 1 == b || b + 1 == a);
+            bool y_nb = a % 16 == b % 16 && (a + 16 == b || b + 16 == a);
+            if (!x_nb && !y_nb)
+                continue;
+            char name[48];
+            snprintf(name, sizeof name, "chip%u->chip%u", a, b);
+            expected++;
+            double avg = -1, avg2 = -1;
+            CU_ASSERT_EQUAL(link_marks(page, name, &avg), 1);
+            CU_ASSERT_EQUAL(link_marks(page2, name, &avg2), 1);
+            CU_ASSERT(avg > 0); /* every one of them carried something */
+            /* a link the run lists: its figure; from the trace alone: the counter's integral
+             * over the span, the same bytes within the counter's rounding */
+            double want = run_link_avg(r.out, name);
+            if (want > 0) {
+                CU_ASSERT_DOUBLE_EQUAL(avg, want, 0.0005 + 1e-9);
+                CU_ASSERT_DOUBLE_EQUAL(avg2, want, want * 0.005 + 0.001);
+            }
+        }
+    CU_ASSERT_EQUAL(expected, 20);
+    size_t marks = 0;
+    for (const char *p = page; (p = strstr(p, "class=\"link\"")); p++)
+        marks++;
+    CU_ASSERT_EQUAL(marks, 20);
+    /* the first screen: each chip's computing share is the run's compute utilization */
+    const char *c = strstr(page, "</span> computing "); /* the legend's, to 0.1 % */
+    const char *u = strstr(r.out, "\"kind\": \"compute\"");
+    double pct = -1, util = -2;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(u);
+    sscanf(c + 18, "%lf", &pct);
+    u = strstr(u, "\"mean_util_pct\":");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(u);
+    sscanf(u + 16, "%lf", &util);
+    CU_ASSERT_DOUBLE_EQUAL(pct, util, 0.051);
+    free(page);
+    free(page2);
+    harness_run_free(&r);
+}
+
+TEST(a_run_over_more_than_256_chips_lists_its_links_instead_of_drawing_them)
+{
+    /* a ring over 300 of 4096 chips: the chips used are too many to draw */
+    const char *json = tmp("ring300.json"), *html = tmp("ring300.html");
+    FILE *f = fopen(json, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"step_time_s\": 1, \"links\": [", f);
+    for (unsigned i = 0; i < 300; i++)
+        fprintf(f, "%s{\"name\": \"chip%u->chip%u\", \"avg_gbps\": 1, \"peak_gbps\": 2}",
+                i ? ", " : "", i, i + 1);
+    fputs("]}\n", f);
+    fclose(f);
+    run_ok((const char *const[]){"report", json, "--arch", "tpu-pod", "--set",
+                                 "system.topology=ring", "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "More than 256 chips used"));
+    CU_ASSERT_PTR_NULL(strstr(page, "id=\"chart-links\""));
+    free(page);
+    /* 200 of them: the chips used, on a circle */
+    f = fopen(json, "w");
+    fputs("{\"step_time_s\": 1, \"links\": [", f);
+    for (unsigned i = 0; i < 200; i++)
+        fprintf(f, "%s{\"name\": \"chip%u->chip%u\", \"avg_gbps\": 1, \"peak_gbps\": 2}",
+                i ? ", " : "", i, i + 1);
+    fputs("]}\n", f);
+    fclose(f);
+    run_ok((const char *const[]){"report", json, "--arch", "tpu-pod", "--set",
+                                 "system.topology=ring", "-o", html, NULL});
+    page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "id=\"chart-links\""));
+    size_t nodes = 0, marks = 0;
+    for (const char *p = page; (p = strstr(p, "class=\"node\"")); p++)
+        nodes++;
+    for (const char *p = page; (p = strstr(p, "class=\"link\"")); p++)
+        marks++;
+    CU_ASSERT_EQUAL(nodes, 201);
+    CU_ASSERT_EQUAL(marks, 200);
+    free(page);
 }

@@ -9,10 +9,12 @@
 
 #include "dist.h"
 #include "harness.h"
+#include "lower.h"
 #include "model.h"
 #include "optim.h"
 #include "pass.h"
 #include "run_full.h"
+#include "run_job.h"
 
 static arch_config tiny(unsigned chips)
 {
@@ -157,6 +159,18 @@ static void check_plan_of(const char *model, int64_t batch, int dp, int tp, int 
     } else {
         CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &mo, &s, &sgd, &cfg, &p, &e), NP_OK);
     }
+    if (fused) { /* every attention_lse is its attention kernel's second output */
+        lower_prog *lp = NULL;
+        CU_ASSERT_EQUAL_FATAL(lower_plan_rank(&cfg, p, 0, &(lower_opts){0}, &lp, &e), NP_OK);
+        int n_attn = 0, n_lse = 0;
+        for (uint32_t i = 0; i < lp->n_steps; i++) {
+            n_attn += lp->steps[i].node->op == NN_OP_ATTENTION;
+            n_lse += lp->steps[i].node->op == NN_OP_ATTENTION_LSE;
+        }
+        CU_ASSERT(n_attn > 0);
+        CU_ASSERT_EQUAL(n_lse, 0);
+        lower_prog_free(lp);
+    }
     CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &ref, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &start, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(nn_dist_load_params(ref, init.g, &e), NP_OK);
@@ -247,4 +261,31 @@ TEST(gpt_tiny_under_dp8_and_dp2_tp4_trains_one_step_as_the_distributed_executor_
 {
     check_plan("gpt-tiny", 8, 8, 1, 1, 1);
     check_plan("gpt-tiny", 4, 2, 4, 1, 2); /* one head a chip */
+}
+
+TEST(the_functional_run_of_gpt_tiny_dp2_tp2_pp2_in_bf16_gives_the_executors_loss)
+{
+    /* what `npusim run --fidelity full --functional --model gpt-tiny --batch 8 --dp 2 --tp 2
+     * --pp 2` runs (run_job: bf16 compute, fp32 masters, AdamW, 1F1B): the simulated step's
+     * mean loss against the distributed executor's, within bf16's 2^-7 */
+    arch_config cfg = tiny(8);
+    np_err e = {0};
+    nn_model_desc d;
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    run_job j = {.cfg = &cfg, .model = &d, .steps = 1, .full = true, .functional = true};
+    nn_strategy_default(&j.s);
+    j.s.dp = j.s.tp = j.s.pp = 2;
+    j.o = (nn_model_opts){.batch = 8, .compute = NN_BF16, .seed = 1};
+    j.optim = (nn_optim){.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
+                         .eps = 1e-8, .weight_decay = 0.1};
+    run_report rep;
+    np_status st = run_job_run(&j, &rep, &e);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    fprintf(stderr, "gpt-tiny bf16 dp2 tp2 pp2: loss %.6f, the distributed executor %.6f\n",
+            rep.loss, rep.loss_reference);
+    CU_ASSERT(rep.loss_reference > 1);
+    CU_ASSERT(fabs(rep.loss - rep.loss_reference) <= 0x1p-7 * fabs(rep.loss_reference));
+    run_report_free(&rep);
 }

@@ -316,7 +316,7 @@ TEST(the_layout_gives_a_process_per_chip_a_thread_per_unit_and_lane_and_joins_me
 
 TEST(trace_chips_and_trace_level_kernel_keep_big_traces_small)
 {
-    trace_layout_opts o = {TRACE_LEVEL_INSN, {0}};
+    trace_layout_opts o = {.level = TRACE_LEVEL_INSN};
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(trace_chips_parse("--trace-chips", "0,2", &o.chips, &e), NP_OK);
     const char *path = tmp("filtered.json");
@@ -664,11 +664,39 @@ TEST(trace_chips_and_trace_level_keep_only_what_they_name_on_every_command)
     db = trace_of(run, t4, 10, false);
     CU_ASSERT(only_chips(db, chip0));
     tdb_free(db);
-    const char *bad[] = {"sim", elf, "--trace-level", "kernel", NULL};
-    harness_run r = harness_npusim_in(NULL, bad);
-    CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--trace-chips and --trace-level need --trace"));
-    harness_run_free(&r);
+}
+
+TEST(trace_chips_and_trace_level_without_trace_are_usage_errors_naming_the_flag_in_every_command)
+{
+    /* each command's smallest valid call, then each option alone, even at its default value
+     * (insn, chip 0): exit 2 naming it, before anything runs */
+    static const char *const cmds[][6] = {
+        {"sim", "prog.elf", NULL},
+        {"layer", "--gemm", "8,8,8", NULL},
+        {"collective", "--op", "all_reduce", NULL},
+        {"run", NULL}};
+    static const char *const flags[][3] = {{"--trace-level", "insn", "--trace-level"},
+                                           {"--trace-level", "kernel", "--trace-level"},
+                                           {"--trace-chips", "0", "--trace-chips"}};
+    for (size_t c = 0; c < sizeof cmds / sizeof cmds[0]; c++)
+        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) {
+            const char *args[10];
+            size_t n = 0;
+            for (size_t i = 0; cmds[c][i]; i++)
+                args[n++] = cmds[c][i];
+            args[n++] = flags[k][0];
+            args[n++] = flags[k][1];
+            args[n] = NULL;
+            harness_run r = harness_npusim_in(NULL, args);
+            char want[64];
+            snprintf(want, sizeof want, "%s needs --trace", flags[k][2]);
+            CU_ASSERT_EQUAL(r.exit_status, 2);
+            CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want));
+            if (r.exit_status != 2 || !strstr(r.err, want))
+                fprintf(stderr, "npusim %s %s %s: exit %d, %s\n", cmds[c][0], flags[k][0],
+                        flags[k][1], r.exit_status, r.err);
+            harness_run_free(&r);
+        }
 }
 
 /* The sum of the integrals over time of the counter series whose names end in suffix. */

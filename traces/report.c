@@ -78,19 +78,30 @@ static const char *jstr(const json_t *o, const char *k)
     return json_string_value(json_object_get(o, k));
 }
 
-/* The category class of a slice (-1: none: spans, waits, other). */
+/* The class of a unit or category name (-1: none). */
+static int name_class(const char *c, size_t n)
+{
+    static const struct { const char *name; int cls; } k[] = {
+        {"mxu", CLS_COMPUTE}, {"vpu", CLS_COMPUTE}, {"compute", CLS_COMPUTE},
+        {"dma", CLS_MEMORY},  {"memory", CLS_MEMORY}, {"comm", CLS_COMM}};
+    for (size_t i = 0; c && i < sizeof k / sizeof k[0]; i++)
+        if (strlen(k[i].name) == n && !strncmp(c, k[i].name, n))
+            return k[i].cls;
+    return -1;
+}
+
+/* The class of a slice by its category (-1: none: spans, waits, other); a "busy" slice
+ * (npusim run's chip.comm: communication in flight) by its thread's unit, the part of the
+ * thread's name after its last '.' ("chip.comm", "core0.dma[1]"). */
 static int slice_class(const tdb *db, const tdb_slice *s)
 {
     const char *c = tdb_str(db, s->cat);
     if (!c)
         return -1;
-    if (!strcmp(c, "mxu") || !strcmp(c, "vpu") || !strcmp(c, "compute"))
-        return CLS_COMPUTE;
-    if (!strcmp(c, "dma") || !strcmp(c, "memory"))
-        return CLS_MEMORY;
-    if (!strcmp(c, "comm"))
-        return CLS_COMM;
-    return -1;
+    if (strcmp(c, "busy"))
+        return name_class(c, strlen(c));
+    const char *t = tdb_str(db, db->threads[s->thread].name), *dot = t ? strrchr(t, '.') : NULL;
+    return dot ? name_class(dot + 1, strcspn(dot + 1, "[")) : -1;
 }
 
 static void svg_open(FILE *f, const char *id, int h, const char *label)
@@ -126,13 +137,111 @@ static void card(FILE *f, const char *label, const char *value)
     fputs("</div></div>\n", f);
 }
 
+/* A bar of parts (ps) stacked left to right, each labelled with its share when wide enough. */
+static void stack_bar(FILE *f, const char *id, const char *label, const double *part,
+                      const char *const *names, const char *const *colors, int n)
+{
+    char b[64];
+    double total = 0;
+    for (int c = 0; c < n; c++)
+        total += part[c];
+    svg_open(f, id, 60, label);
+    double x = 0;
+    for (int c = 0; c < n && total > 0; c++) {
+        double w = part[c] / total * W;
+        if (w <= 0)
+            continue;
+        fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>"
+                   "%s: %s (%.1f %%)</title></rect>\n",
+                x, w, colors[c], names[c], fmt_s(part[c] * 1e-12, b, sizeof b),
+                100 * part[c] / total);
+        if (w > 7.5 * (double)(strlen(names[c]) + 4)) /* room for its label */
+            fprintf(f, "<text x=\"%.2f\" y=\"50\">%s %.0f%%</text>\n", x + 2, names[c],
+                    100 * part[c] / total);
+        x += w;
+    }
+    fputs("</svg>\n<p class=\"legend\">", f);
+    for (int c = 0; c < n && total > 0; c++)
+        if (part[c] > 0)
+            fprintf(f, "<span style=\"color:%s\">&#9632;</span> %s %.1f %% (%s) &nbsp; ",
+                    colors[c], names[c], 100 * part[c] / total,
+                    fmt_s(part[c] * 1e-12, b, sizeof b));
+    fputs("</p>\n", f);
+}
+
+static size_t *chips_with_slices(const tdb *db, size_t max, size_t *n);
+
+typedef struct tl_edge {
+    uint64_t t;
+    int cls, d; /* class, +1 at a slice's start, -1 at its end */
+} tl_edge;
+
+static int by_time(const void *a, const void *b)
+{
+    uint64_t x = ((const tl_edge *)a)->t, y = ((const tl_edge *)b)->t;
+    return x < y ? -1 : x > y;
+}
+
+/* Each chip's span, from the trace's first start to its last end, split by what the chip
+ * did: computing; else moving memory; else communicating; else idle (part[CLS_COUNT]). The
+ * mean over the chips that have slices, in ps; false when there is none (or no memory). */
+static bool chip_time(const tdb *db, double part[CLS_COUNT + 1], size_t *n_chips)
+{
+    memset(part, 0, (CLS_COUNT + 1) * sizeof *part);
+    size_t chips;
+    size_t *shown = chips_with_slices(db, SIZE_MAX, &chips);
+    tl_edge *e = db->n_slices ? malloc(2 * db->n_slices * sizeof *e) : NULL;
+    if (!shown || !e || !chips) {
+        free(shown);
+        free(e);
+        return false;
+    }
+    for (size_t i = 0; i < chips; i++) {
+        size_t n = 0;
+        for (size_t t = 0; t < db->n_threads; t++) {
+            const tdb_thread *th = &db->threads[t];
+            if (th->process != shown[i])
+                continue;
+            for (size_t k = th->first; k < th->first + th->n; k++) {
+                const tdb_slice *s = &db->slices[k];
+                int c = slice_class(db, s);
+                if (c >= 0 && s->end_ps > s->start_ps) {
+                    e[n++] = (tl_edge){s->start_ps, c, 1};
+                    e[n++] = (tl_edge){s->end_ps, c, -1};
+                }
+            }
+        }
+        qsort(e, n, sizeof *e, by_time);
+        int active[CLS_COUNT] = {0};
+        uint64_t t = db->t_begin_ps;
+        for (size_t k = 0; k <= n; k++) {
+            uint64_t next = k < n ? e[k].t : db->t_end_ps;
+            int c = 0;
+            while (c < CLS_COUNT && !active[c])
+                c++;
+            part[c] += (double)(next - t);
+            t = next;
+            if (k < n)
+                active[e[k].cls] += e[k].d;
+        }
+    }
+    for (int c = 0; c <= CLS_COUNT; c++)
+        part[c] /= (double)chips;
+    *n_chips = chips;
+    free(shown);
+    free(e);
+    return true;
+}
+
 static void summary(FILE *f, const report_input *in)
 {
     section(f, "summary", "Where did the time go");
-    char b[64];
+    char b[64], d[64];
     const json_t *r = in->run;
+    bool have_run = false;
     fputs("<div class=\"cards\">\n", f);
     if (r && json_object_get(r, "step_time_s")) {
+        have_run = true;
         card(f, "step time", fmt_s(num(r, "step_time_s"), b, sizeof b));
         if (!isnan(num(r, "tokens_per_s")))
             card(f, "tokens/s", fmt_si(num(r, "tokens_per_s"), "", b, sizeof b));
@@ -150,6 +259,7 @@ static void summary(FILE *f, const report_input *in)
         if (tot > 0)
             card(f, "exposed communication", fmt_s(exp, b, sizeof b));
     } else if (r && json_object_get(r, "total_ps")) {
+        have_run = true;
         card(f, "simulated time", fmt_s(num(r, "total_ps") * 1e-12, b, sizeof b));
         snprintf(b, sizeof b, "%.0f", num(r, "total_cycles"));
         card(f, "cycles", b);
@@ -160,47 +270,64 @@ static void summary(FILE *f, const report_input *in)
         snprintf(b, sizeof b, "%.0f", num(r, "chips"));
         card(f, "chips", b);
     }
-    if (in->st) {
+    if (in->st && !have_run) /* a run's own time says it better */
         card(f, "trace span", fmt_s((double)in->st->span_ps * 1e-12, b, sizeof b));
-        card(f, "critical path", fmt_s((double)in->st->path_ps * 1e-12, b, sizeof b));
-    }
     if (in->sweep) {
         snprintf(b, sizeof b, "%zu", json_array_size(in->sweep));
         card(f, "sweep points", b);
     }
     fputs("</div>\n", f);
+    static const char *const names[] = {"compute", "memory", "communication", "other", "idle"};
+    static const char *const colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#bbb"};
+    double part[CLS_COUNT + 2];
+    size_t chips = 0;
+    if (in->db && chip_time(in->db, part, &chips)) {
+        const char *cn[] = {"computing", "memory", "communication", "idle"};
+        const char *cc[] = {colors[0], colors[1], colors[2], colors[4]};
+        fprintf(f, "<p>Each chip's time by what it did, the mean over %zu chips (memory: moving "
+                   "data with nothing computing; communication: with nothing computing; idle: "
+                   "waiting, as in pipeline bubbles):</p>\n", chips);
+        stack_bar(f, "chart-chip-time", "each chip's time by what it did", part, cn, cc, 4);
+    }
+    size_t i;
+    const json_t *c;
+    if (r && json_array_size(json_object_get(r, "comm"))) {
+        fputs("<p>Exposed communication per kind (mean over the chips that take part):", f);
+        json_array_foreach(json_object_get(r, "comm"), i, c) {
+            fputs(i ? ", " : " ", f);
+            esc(f, jstr(c, "kind") ? jstr(c, "kind") : "?");
+            fprintf(f, " %s of %s", fmt_s(num(c, "exposed_s"), b, sizeof b),
+                    fmt_s(num(c, "total_s"), d, sizeof d));
+        }
+        fputs(".</p>\n", f);
+    }
+    if (in->st && in->st->n_kernels) {
+        uint64_t total = 0;
+        for (i = 0; i < in->st->n_kernels; i++)
+            total += in->st->kernels[i].total_ps;
+        fputs("<p>Top kernels by time, over every chip:", f);
+        for (i = 0; i < in->st->n_kernels && i < 5 && total; i++) {
+            fputs(i ? ", " : " ", f);
+            esc(f, tdb_str(in->db, in->st->kernels[i].name));
+            fprintf(f, " %.1f %%", 100.0 * (double)in->st->kernels[i].total_ps / (double)total);
+        }
+        fputs(" (the table at the end).</p>\n", f);
+    }
     if (in->st && in->st->n_path) {
         /* the critical path by class, and its idle time */
         const tdb *db = in->db;
-        double part[CLS_COUNT + 2] = {0}; /* + other, idle */
-        for (size_t i = 0; i < in->st->n_path; i++) {
+        memset(part, 0, sizeof part); /* + other, idle */
+        for (i = 0; i < in->st->n_path; i++) {
             const tdb_slice *s = &db->slices[in->st->path[i].slice];
-            int c = slice_class(db, s);
-            part[c < 0 ? CLS_COUNT : c] += (double)(s->end_ps - s->start_ps);
+            int k = slice_class(db, s);
+            part[k < 0 ? CLS_COUNT : k] += (double)(s->end_ps - s->start_ps);
             part[CLS_COUNT + 1] += (double)in->st->path[i].idle_before_ps;
         }
-        double total = 0;
-        for (int c = 0; c < CLS_COUNT + 2; c++)
-            total += part[c];
-        static const char *const names[] = {"compute", "memory", "communication", "other", "idle"};
-        static const char *const colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#ddd"};
-        fputs("<p>The critical path (the chain of work that ends last) by kind of work:</p>\n", f);
-        svg_open(f, "chart-breakdown", 60, "critical path by kind of work");
-        double x = 0;
-        for (int c = 0; c < CLS_COUNT + 2 && total > 0; c++) {
-            double w = part[c] / total * W;
-            if (w <= 0)
-                continue;
-            fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>"
-                       "%s: %s (%.1f %%)</title></rect>\n",
-                    x, w, colors[c], names[c], fmt_s(part[c] * 1e-12, b, sizeof b),
-                    100 * part[c] / total);
-            if (w > 90)
-                fprintf(f, "<text x=\"%.2f\" y=\"50\">%s %.0f%%</text>\n", x + 2, names[c],
-                        100 * part[c] / total);
-            x += w;
-        }
-        fputs("</svg>\n", f);
+        fprintf(f, "<p>The critical path (the chain of work that ends last, %s over %zu "
+                   "steps) by kind of work:</p>\n",
+                fmt_s((double)in->st->path_ps * 1e-12, b, sizeof b), in->st->n_path);
+        stack_bar(f, "chart-breakdown", "critical path by kind of work", part, names, colors,
+                  CLS_COUNT + 2);
     }
     fputs("</section>\n", f);
 }
@@ -469,100 +596,362 @@ static bool parse_end(const char *s, size_t n, node *out)
     return true;
 }
 
-static void place(const report_arch *a, uint32_t chips, uint32_t sws, node *nd)
+/* One link's figures: from the run's `links`, else from the trace's counter of it. */
+typedef struct lfig {
+    char name[48];
+    node a, b;
+    double avg, peak; /* GB/s */
+} lfig;
+
+static bool parse_link(const char *name, node *a, node *b)
+{
+    const char *arrow = name ? strstr(name, "->") : NULL;
+    return arrow && parse_end(name, (size_t)(arrow - name), a) &&
+           parse_end(arrow + 2, strlen(arrow + 2), b);
+}
+
+static int by_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* The links with figures: the run's, then every link counter of the trace's system
+ * process that the run did not list (its average over the trace's span). */
+static lfig *link_figures(const report_input *in, size_t *n)
+{
+    const json_t *ls = in->run ? json_object_get(in->run, "links") : NULL, *l;
+    size_t cap = json_array_size(ls) + (in->db ? in->db->n_counters : 0), i;
+    lfig *v = cap ? calloc(cap, sizeof *v) : NULL;
+    *n = 0;
+    if (!v)
+        return NULL;
+    json_array_foreach(ls, i, l) {
+        lfig *x = &v[*n];
+        if (!jstr(l, "name") || !parse_link(jstr(l, "name"), &x->a, &x->b))
+            continue;
+        snprintf(x->name, sizeof x->name, "%s", jstr(l, "name"));
+        x->avg = num(l, "avg_gbps"), x->peak = num(l, "peak_gbps");
+        (*n)++;
+    }
+    size_t n_run = *n; /* (the run lists a few: at most 16) */
+    const tdb *db = in->db;
+    double span = db ? (double)(db->t_end_ps - db->t_begin_ps) : 0;
+    for (size_t c = 0; db && span > 0 && c < db->n_counters; c++) {
+        const tdb_counter *k = &db->counters[c];
+        const char *pn = tdb_str(db, db->processes[k->process].name), *name = tdb_str(db, k->name);
+        lfig *x = &v[*n];
+        if (!pn || strcmp(pn, "system") || !parse_link(name, &x->a, &x->b))
+            continue;
+        bool listed = false;
+        for (size_t j = 0; j < n_run && !listed; j++)
+            listed = !strcmp(v[j].name, name);
+        if (listed)
+            continue;
+        snprintf(x->name, sizeof x->name, "%s", name);
+        x->avg = k->integral / span, x->peak = k->max;
+        (*n)++;
+    }
+    return v;
+}
+
+static const lfig *link_find(const lfig *v, size_t n, const char *name)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(v[i].name, name))
+            return &v[i];
+    return NULL;
+}
+
+/* The chips the run used: those with slices in the trace and the ends of the links with
+ * figures; sorted, distinct. */
+static uint32_t *chips_used(const report_input *in, const lfig *lf, size_t n_lf, size_t *n)
+{
+    const tdb *db = in->db;
+    size_t cap = 2 * n_lf + (db ? db->n_processes : 0);
+    uint32_t *v = cap ? malloc(cap * sizeof *v) : NULL;
+    *n = 0;
+    if (!v)
+        return NULL;
+    for (size_t p = 0; db && p < db->n_processes; p++) {
+        const char *pn = tdb_str(db, db->processes[p].name);
+        unsigned id;
+        if (!pn || sscanf(pn, "chip %u", &id) != 1)
+            continue;
+        for (size_t t = 0; t < db->n_threads; t++)
+            if (db->threads[t].process == p && db->threads[t].n) {
+                v[(*n)++] = id;
+                break;
+            }
+    }
+    for (size_t i = 0; i < n_lf; i++) {
+        if (!lf[i].a.sw)
+            v[(*n)++] = lf[i].a.id;
+        if (!lf[i].b.sw)
+            v[(*n)++] = lf[i].b.id;
+    }
+    qsort(v, *n, sizeof *v, by_u32);
+    size_t k = 0;
+    for (size_t i = 0; i < *n; i++)
+        if (!k || v[k - 1] != v[i])
+            v[k++] = v[i];
+    *n = k;
+    return v;
+}
+
+/* A link drawn between a and b (a's end to b's, offset to its side so both directions
+ * show), coloured by its average bandwidth against vmax; fig NULL: no figure (idle when
+ * the trace's counters say which links carried anything). */
+static void link_line(FILE *f, const node *a, const node *b, const char *name, const lfig *fig,
+                      double vmax, bool complete, double bend)
+{
+    double v = fig && vmax > 0 ? fmin(fig->avg / vmax, 1) : 0;
+    double dx = b->x - a->x, dy = b->y - a->y, len = sqrt(dx * dx + dy * dy) + 1e-9;
+    double ox = -dy / len * 3, oy = dx / len * 3; /* the two directions side by side */
+    int red = (int)(60 + 195 * v), green = (int)(170 - 140 * v), blue = (int)(220 - 190 * v);
+    const char *stroke = fig ? NULL : "#d8d8d8";
+    char rgb[32];
+    snprintf(rgb, sizeof rgb, "rgb(%d,%d,%d)", red, green, blue);
+    if (bend != 0) /* a wrap-around link: an arc over the row or column */
+        fprintf(f, "<path class=\"link\" d=\"M%.1f,%.1f Q%.1f,%.1f %.1f,%.1f\" fill=\"none\" ",
+                a->x + ox, a->y + oy, (a->x + b->x) / 2 + ox - dy / len * bend,
+                (a->y + b->y) / 2 + oy + dx / len * bend, b->x + ox, b->y + oy);
+    else
+        fprintf(f, "<line class=\"link\" x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" ",
+                a->x + ox, a->y + oy, b->x + ox, b->y + oy);
+    fprintf(f, "stroke=\"%s\" stroke-width=\"%.1f\"><title>", stroke ? stroke : rgb,
+            fig ? 1.5 + 3 * v : 1.0);
+    esc(f, name);
+    if (fig)
+        fprintf(f, ": %.3f GB/s average, %.3f GB/s peak", fig->avg, fig->peak);
+    else
+        fputs(complete ? ": carried nothing" : ": not among the links given", f);
+    fputs("</title>", f);
+    fputs(bend != 0 ? "</path>\n" : "</line>\n", f);
+}
+
+/* The colour key of link_line at y: five steps from idle to vmax. */
+static void link_key(FILE *f, int y, double vmax)
+{
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\" text-anchor=\"end\">0</text>\n", W - 250,
+            y + 9);
+    for (int k = 0; k <= 4; k++) {
+        double v = k / 4.0;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"36\" height=\"10\" "
+                   "fill=\"rgb(%d,%d,%d)\"><title>%.3g GB/s</title></rect>\n",
+                W - 245 + 38 * k, y, (int)(60 + 195 * v), (int)(170 - 140 * v),
+                (int)(220 - 190 * v), v * vmax);
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\">%.3g GB/s</text>\n", W - 245 + 38 * 5,
+            y + 9, vmax);
+}
+
+static void chip_node(FILE *f, const node *nd, bool used, bool label)
+{
+    fprintf(f, "<circle class=\"node\" cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\" stroke=\"%s\">"
+               "<title>%s%u%s</title></circle>\n",
+            nd->x, nd->y, nd->sw ? 9 : 6, nd->sw ? "#555" : used ? "#fff" : "#f4f4f4",
+            used || nd->sw ? "#333" : "#bbb", nd->sw ? "switch " : "chip ", nd->id,
+            used || nd->sw ? "" : " (unused)");
+    if (label)
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\" text-anchor=\"middle\">%s%u</text>\n",
+                nd->x, nd->y - 10, nd->sw ? "sw" : "", nd->id);
+}
+
+/* A torus: the box of its grid from the least to the greatest coordinate of the chips used
+ * in each dimension, z layers side by side, every link of the torus inside the box (the
+ * wrap-around ones as arcs when the box spans a whole ring). false when the box holds more
+ * than 256 chips. */
+static bool links_torus(FILE *f, const report_input *in, const lfig *lf, size_t n_lf,
+                        const uint32_t *used, size_t n_used, double vmax, bool complete)
+{
+    const report_arch *a = &in->arch;
+    uint32_t dim[3] = {a->torus_x, a->torus_y, !strcmp(a->topology, "torus3d") ? a->torus_z : 1};
+    uint32_t lo[3] = {UINT32_MAX, UINT32_MAX, UINT32_MAX}, hi[3] = {0}, ext[3];
+    for (size_t i = 0; i < n_used; i++) {
+        uint32_t c = used[i], co[3] = {c % dim[0], c / dim[0] % dim[1], c / dim[0] / dim[1]};
+        for (int d = 0; d < 3; d++)
+            lo[d] = co[d] < lo[d] ? co[d] : lo[d], hi[d] = co[d] > hi[d] ? co[d] : hi[d];
+    }
+    uint64_t box = 1;
+    for (int d = 0; d < 3; d++)
+        ext[d] = hi[d] - lo[d] + 1, box *= ext[d];
+    if (box > 256)
+        return false;
+    double pw = (W - 40.0) / ext[2]; /* a z layer's panel */
+    double dx = ext[0] > 1 ? fmin(160, (pw - 60) / (ext[0] - 1)) : 0;
+    double dy = ext[1] > 1 ? fmin(110, 300.0 / (ext[1] - 1)) : 0;
+    int h = (int)(70 + (ext[1] - 1) * dy + 50);
+    fprintf(f, "<p>Each link's average bandwidth against %s (%.3g GB/s): red is saturated, grey "
+               "%s. The %u x %u x %u box of the %u x %u x %u torus that holds the %zu chips the "
+               "run used; %zu links with figures.</p>\n",
+            a->link_gbps > 0 ? "the link's capacity" : "the busiest", vmax,
+            complete ? "carried nothing" : "has no figure (not among the run's busiest)", ext[0],
+            ext[1], ext[2], dim[0], dim[1], dim[2], n_used, n_lf);
+    svg_open(f, "chart-links", h, "link heat map");
+#define PLACE(nd, co)                                                                        \
+    ((nd).sw = false, (nd).x = 20 + pw * ((co)[2] - lo[2]) + 30 + dx * ((co)[0] - lo[0]),     \
+     (nd).y = 50 + dy * ((co)[1] - lo[1]))
+    for (uint32_t z = lo[2]; z <= hi[2]; z++)
+        if (ext[2] > 1)
+            fprintf(f, "<text x=\"%.1f\" y=\"14\" class=\"lbl\">z = %u</text>\n",
+                    20 + pw * (z - lo[2]) + 30, z);
+    char name[48];
+    for (uint32_t z = lo[2]; z <= hi[2]; z++)
+        for (uint32_t y = lo[1]; y <= hi[1]; y++)
+            for (uint32_t x = lo[0]; x <= hi[0]; x++) {
+                uint32_t co[3] = {x, y, z}, c = x + dim[0] * (y + dim[1] * z);
+                node na;
+                PLACE(na, co), na.id = c;
+                for (int d = 0; d < 3; d++) {
+                    if (dim[d] < 2 || (dim[d] == 2 && co[d] == 1))
+                        continue; /* no ring, or the pair's links drawn from coordinate 0 */
+                    uint32_t nco[3] = {x, y, z};
+                    nco[d] = (co[d] + 1) % dim[d];
+                    if (nco[d] < lo[d] || nco[d] > hi[d])
+                        continue; /* leaves the box */
+                    uint32_t nb = nco[0] + dim[0] * (nco[1] + dim[1] * nco[2]);
+                    node nn;
+                    PLACE(nn, nco), nn.id = nb;
+                    double bend = nco[d] < co[d] ? (d == 1 ? 40 : -40) : 0; /* wrap-around */
+                    snprintf(name, sizeof name, "chip%u->chip%u", c, nb);
+                    link_line(f, &na, &nn, name, link_find(lf, n_lf, name), vmax, complete, bend);
+                    snprintf(name, sizeof name, "chip%u->chip%u", nb, c);
+                    link_line(f, &nn, &na, name, link_find(lf, n_lf, name), vmax, complete, -bend);
+                }
+            }
+    size_t k = 0;
+    for (uint32_t z = lo[2]; z <= hi[2]; z++)
+        for (uint32_t y = lo[1]; y <= hi[1]; y++)
+            for (uint32_t x = lo[0]; x <= hi[0]; x++) {
+                uint32_t co[3] = {x, y, z}, c = x + dim[0] * (y + dim[1] * z);
+                node nd;
+                PLACE(nd, co), nd.id = c;
+                while (k < n_used && used[k] < c)
+                    k++;
+                chip_node(f, &nd, k < n_used && used[k] == c, box <= 64);
+            }
+#undef PLACE
+    link_key(f, h - 16, vmax);
+    fputs("</svg>\n", f);
+    return true;
+}
+
+/* Where a chip (slot of n) or a switch (slot of sws) goes: ring and fully connected on a
+ * circle, switches above a line of chips. */
+static void place(uint32_t n, uint32_t sws, uint32_t slot, node *nd)
 {
     double cx = W / 2.0, cy = 200, r = 160;
-    const char *t = a->topology ? a->topology : "";
-    bool grid = !strcmp(t, "torus2d") && a->torus_x * a->torus_y == chips;
-    bool switched = sws > 0;
     if (nd->sw) {
-        nd->x = sws > 1 ? 80 + (W - 160) * (double)nd->id / (sws - 1) : cx;
+        nd->x = sws > 1 ? 80 + (W - 160) * (double)slot / (sws - 1) : cx;
         nd->y = 40;
-    } else if (grid) {
-        double dx = (W - 200) / (double)(a->torus_x > 1 ? a->torus_x - 1 : 1),
-               dy = 300.0 / (double)(a->torus_y > 1 ? a->torus_y - 1 : 1);
-        nd->x = 100 + (nd->id % a->torus_x) * dx;
-        nd->y = 50 + (double)(nd->id / a->torus_x) * dy;
-    } else if (switched) {
-        nd->x = chips > 1 ? 40 + (W - 80) * (double)nd->id / (chips - 1) : cx;
+    } else if (sws > 0) {
+        nd->x = n > 1 ? 40 + (W - 80) * (double)slot / (n - 1) : cx;
         nd->y = 330;
     } else {
-        double ang = 2 * PI * nd->id / (chips ? chips : 1) - PI / 2;
+        double ang = 2 * PI * slot / (n ? n : 1) - PI / 2;
         nd->x = cx + r * cos(ang), nd->y = cy + r * sin(ang);
     }
+}
+
+/* The slot of a link's end: a switch's index among sw; a chip's id, or its index among
+ * the chips used when not all are drawn. */
+static uint32_t slot_of(const node *e, bool all, const uint32_t *used, size_t n_used,
+                        const uint32_t *sw, uint32_t sws)
+{
+    const uint32_t *v = e->sw ? sw : all ? NULL : used;
+    const uint32_t *hit = v ? bsearch(&e->id, v, e->sw ? sws : n_used, sizeof *v, by_u32) : NULL;
+    return hit ? (uint32_t)(hit - v) : e->id;
 }
 
 static void links(FILE *f, const report_input *in)
 {
     section(f, "links", "Link bandwidth on the topology");
-    const json_t *ls = in->run ? json_object_get(in->run, "links") : NULL, *l;
-    size_t n = json_array_size(ls), i;
-    if (!n) {
+    size_t n = 0, n_used = 0;
+    lfig *lf = link_figures(in, &n);
+    uint32_t *used = lf ? chips_used(in, lf, n, &n_used) : NULL;
+    if (!n || !used) {
         missing(f, "No per-link figures in the inputs (npusim run --json lists the busiest "
-                   "links).");
+                   "links, its trace has every link).");
+        free(lf);
+        free(used);
         fputs("</section>\n", f);
         return;
     }
-    uint32_t chips = 0, sws = 0;
+    /* complete: the trace's link counters say which links carried anything */
+    bool complete = false;
+    for (size_t c = 0; in->db && c < in->db->n_counters && !complete; c++) {
+        const char *pn = tdb_str(in->db, in->db->processes[in->db->counters[c].process].name);
+        complete = pn && !strcmp(pn, "system");
+    }
+    uint32_t chips = 0, sws = 0, *sw = malloc((2 * n + 1) * sizeof *sw);
     double vmax = in->arch.link_gbps;
-    json_array_foreach(ls, i, l) {
-        const char *name = jstr(l, "name"), *arrow = name ? strstr(name, "->") : NULL;
-        node a, b;
-        if (!arrow || !parse_end(name, (size_t)(arrow - name), &a) ||
-            !parse_end(arrow + 2, strlen(arrow + 2), &b))
-            continue;
+    for (size_t i = 0; i < n; i++) {
         for (int k = 0; k < 2; k++) {
-            node *e = k ? &b : &a;
-            if (e->sw && e->id + 1 > sws)
-                sws = e->id + 1;
+            const node *e = k ? &lf[i].b : &lf[i].a;
+            if (e->sw && sw)
+                sw[sws++] = e->id;
             if (!e->sw && e->id + 1 > chips)
                 chips = e->id + 1;
         }
-        if (!(in->arch.link_gbps > 0) && num(l, "avg_gbps") > vmax)
-            vmax = num(l, "avg_gbps");
+        if (!(in->arch.link_gbps > 0) && lf[i].avg > vmax)
+            vmax = lf[i].avg;
+    }
+    if (sw) { /* the switches the links reach, distinct, in order */
+        qsort(sw, sws, sizeof *sw, by_u32);
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < sws; i++)
+            if (!k || sw[k - 1] != sw[i])
+                sw[k++] = sw[i];
+        sws = k;
     }
     if (in->arch.chips > chips)
         chips = in->arch.chips;
-    if (chips > 256) {
-        missing(f, "More than 256 chips: the busiest links are listed in the run's text report.");
+    const char *topo = in->arch.topology ? in->arch.topology : "";
+    bool torus = (!strcmp(topo, "torus2d") || !strcmp(topo, "torus3d")) && in->arch.torus_x &&
+                 in->arch.torus_y && (uint64_t)in->arch.torus_x * in->arch.torus_y *
+                 (strcmp(topo, "torus3d") ? 1 : in->arch.torus_z) == chips;
+    if (torus && links_torus(f, in, lf, n, used, n_used, vmax, complete)) {
+        free(lf);
+        free(used);
+        free(sw);
+        fputs("</section>\n", f);
+        return;
+    }
+    /* every chip of the system, or of a larger one only the chips used */
+    bool all = chips <= 256;
+    uint32_t n_nodes = all ? chips : (uint32_t)n_used;
+    if (n_nodes > 256) {
+        missing(f, "More than 256 chips used: the busiest links are listed in the run's text "
+                   "report.");
+        free(lf);
+        free(used);
+        free(sw);
         fputs("</section>\n", f);
         return;
     }
     fprintf(f, "<p>Each link's average bandwidth against %s (%.3g GB/s): red is saturated. "
-               "%zu links given.</p>\n",
-            in->arch.link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, n);
+               "%zu links with figures%s.</p>\n",
+            in->arch.link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, n,
+            all ? "" : "; the chips the run used, of a larger system");
     svg_open(f, "chart-links", 380, "link heat map");
-    json_array_foreach(ls, i, l) {
-        const char *name = jstr(l, "name"), *arrow = name ? strstr(name, "->") : NULL;
-        node a, b;
-        if (!arrow || !parse_end(name, (size_t)(arrow - name), &a) ||
-            !parse_end(arrow + 2, strlen(arrow + 2), &b))
-            continue;
-        place(&in->arch, chips, sws, &a);
-        place(&in->arch, chips, sws, &b);
-        double v = vmax > 0 ? fmin(num(l, "avg_gbps") / vmax, 1) : 0;
-        double dx = b.x - a.x, dy = b.y - a.y, len = sqrt(dx * dx + dy * dy) + 1e-9;
-        double ox = -dy / len * 3, oy = dx / len * 3; /* the two directions side by side */
-        int red = (int)(60 + 195 * v), green = (int)(170 - 140 * v), blue = (int)(220 - 190 * v);
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"rgb(%d,%d,%d)\" "
-                   "stroke-width=\"%.1f\"><title>",
-                a.x + ox, a.y + oy, b.x + ox, b.y + oy, red, green, blue, 1.5 + 3 * v);
-        esc(f, name);
-        fprintf(f, ": %.3f GB/s average, %.3f GB/s peak</title></line>\n", num(l, "avg_gbps"),
-                num(l, "peak_gbps"));
+    for (size_t i = 0; i < n; i++) {
+        node a = lf[i].a, b = lf[i].b;
+        place(n_nodes, sws, slot_of(&a, all, used, n_used, sw, sws), &a);
+        place(n_nodes, sws, slot_of(&b, all, used, n_used, sw, sws), &b);
+        link_line(f, &a, &b, lf[i].name, &lf[i], vmax, complete, 0);
     }
-    for (uint32_t k = 0; k < chips + sws; k++) {
-        node nd = {k >= chips, k >= chips ? k - chips : k, 0, 0};
-        place(&in->arch, chips, sws, &nd);
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"%d\" fill=\"%s\"><title>%s%u</title>"
-                   "</circle>\n",
-                nd.x, nd.y, nd.sw ? 9 : 6, nd.sw ? "#555" : "#fff", nd.sw ? "switch " : "chip ",
-                nd.id);
-        if (chips + sws <= 64)
-            fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\" text-anchor=\"middle\">%s%u"
-                       "</text>\n", nd.x, nd.y - 10, nd.sw ? "sw" : "", nd.id);
+    for (uint32_t k = 0; k < n_nodes + sws; k++) {
+        node nd = {k >= n_nodes, k >= n_nodes ? sw[k - n_nodes] : all ? k : used[k], 0, 0};
+        place(n_nodes, sws, k >= n_nodes ? k - n_nodes : k, &nd);
+        chip_node(f, &nd, nd.sw || bsearch(&nd.id, used, n_used, sizeof *used, by_u32),
+                  n_nodes + sws <= 64);
     }
+    link_key(f, 364, vmax);
     fputs("</svg>\n</section>\n", f);
+    free(lf);
+    free(used);
+    free(sw);
 }
 
 /* ---- roofline --------------------------------------------------------------------------------- */

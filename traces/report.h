@@ -4,14 +4,20 @@
  *
  * What it shows, each where its input has the data (otherwise a line says what is missing):
  *   summary        "where did the time go": the headline figures of the run and, with a
- *                  trace, the critical path split by category (id chart-breakdown);
+ *                  trace, each chip's time by what it did (computing, else memory, else
+ *                  communication, else idle; mean over chips: chart-chip-time), the exposed
+ *                  communication per kind, the top kernels and the critical path split by
+ *                  category (chart-breakdown);
  *   timeline       per chip, rows for compute, memory and communication, shaded by the share
  *                  of that chip's tracks busy (chart-timeline; trace);
  *   utilization    per unit kind min/mean/max over chips (chart-util), per chip and unit kind
  *                  (chart-util-grid; trace);
  *   links          a heat map of link bandwidth drawn on the topology: ring and fully
- *                  connected on a circle, tori on a grid, switches above their chips
- *                  (chart-links; the run's `links`);
+ *                  connected on a circle, switches above their chips; a torus as the box of
+ *                  its grid that holds the chips the run used (the chips with slices and the
+ *                  links' ends), every torus link inside it drawn, its z layers side by side
+ *                  (chart-links; the run's `links`, and every link counter of the trace);
+ *                  systems of more than 256 chips show only the chips the run used;
  *   roofline       every kernel at its arithmetic intensity and FLOP/s under the core's
  *                  ceilings (chart-roofline; trace kernel spans with flops and bytes, an arch);
  *   memory         the largest chip's memory by role against the HBM capacity (chart-memory);
@@ -43,7 +49,7 @@ typedef struct report_arch {
     double hbm_capacity_bytes;
     double link_gbps;
     const char *topology;      /* "ring", "torus2d", ... */
-    uint32_t chips, torus_x, torus_y, island_chips;
+    uint32_t chips, torus_x, torus_y, torus_z, island_chips;
 } report_arch;
 
 typedef struct report_input {

@@ -47,6 +47,8 @@ typedef struct trace_chips {
 typedef struct trace_layout_opts {
     trace_level level;
     trace_chips chips; /* borrowed; the layout copies it */
+    const char *flag;  /* the first command-line option that set these (sim/cli_trace.h's
+                          cli_trace_flag), NULL: none; the layout ignores it */
 } trace_layout_opts;
 
 typedef struct trace_layout trace_layout;
