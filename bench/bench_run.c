@@ -219,7 +219,7 @@ static const zoo_row zoo[] = {
     {"gpt2-medium", "tpu-pod", 2, 2, 2, 16, 2, 0},
     {"gpt2-large", "tpu-pod", 2, 4, 2, 16, 2, 0},
     {"gpt2-xl", "tpu-pod", 2, 5, 2, 16, 1, 0},
-    {"gpt3-125m", "a100-cluster", 8, 4, 1, 256, 4, 0}, /* tp4: a vocabulary shard a row fits */
+    {"gpt3-125m", "a100-cluster", 8, 1, 1, 256, 4, 0},
     {"gpt3-1.3b", "a100-cluster", 8, 2, 1, 256, 4, 0},
     {"gpt3-6.7b", "a100-cluster", 8, 8, 1, 256, 2, 0},
     {"gpt3-13b", "a100-cluster", 8, 8, 2, 256, 1, 0},
