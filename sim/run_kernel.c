@@ -185,9 +185,14 @@ static np_status rk_load(run_ktimer *t, np_err *err)
         uint64_t fp, v[6];
         int at = 0;
         rk_entry e = {0};
-        if (sscanf(line, "%" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                   " %" SCNu64 " %63s %n", &fp, &v[0], &v[5], &v[1], &v[2], &v[3], &v[4], e.name,
-                   &at) != 8 || !at) {
+        int got = sscanf(line, "%" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                         " %" SCNu64 " %" SCNu64 " %63s %n", &fp, &v[0], &v[5], &v[1], &v[2],
+                         &v[3], &v[4], e.name, &at);
+        if ((got != 8 || !at) &&
+            sscanf(line, "%" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                   " %63s %n", &fp, &v[0], &v[1], &v[2], &v[3], &v[4], e.name, &at) == 7 && at)
+            continue; /* an earlier build's line, without the chained time: not this build's */
+        if (got != 8 || !at) {
             st = np_err_at(err, NP_ERR_FORMAT, t->path, lineno, 1, "not a kernel cache entry "
                            "(fingerprint, ps, chained ps, dma, mxu and vpu ps, HBM bytes, name, "
                            "key)");

@@ -137,12 +137,22 @@ TEST(a_kernels_timing_is_its_run_on_the_core_model_and_the_cache_file_keeps_it_p
     CU_ASSERT_EQUAL(run_ktimer_get_stats(t).simulated, 1);
     CU_ASSERT(b.ps > a.ps);
     run_ktimer_free(t);
-    /* a corrupt line is refused with its position */
+    /* the chained time: the kernel right after itself behind a barrier, more than half what
+     * it takes alone (a warm start saves no more than the cold one's start-up) */
+    CU_ASSERT(a.chained_ps > 0);
+    CU_ASSERT(a.chained_ps + a.ps / 2 >= a.ps);
+    /* an earlier build's line (no chained time) is skipped, not refused */
     FILE *f = fopen(path, "a");
+    fputs("00000000deadbeef 100 10 20 30 40 matmul matmul in0=bf16[2,2]\n", f);
+    fclose(f);
+    CU_ASSERT_EQUAL_FATAL(run_ktimer_create(&cfg, path, &t, &err), NP_OK);
+    run_ktimer_free(t);
+    /* a corrupt line is refused with its position */
+    f = fopen(path, "a");
     fputs("not a line of the cache\n", f);
     fclose(f);
     CU_ASSERT_EQUAL(run_ktimer_create(&cfg, path, &t, &err), NP_ERR_FORMAT);
-    CU_ASSERT_EQUAL(err.line, 3);
+    CU_ASSERT_EQUAL(err.line, 4);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.file, "kernels.cache"));
     unlink(path);
     rmdir(dir);
