@@ -7,7 +7,8 @@
  *
  * Each step computes at the dtype the framework's node would have (the inputs' dtype; after a
  * cast, its target) and rounds once, as the framework does after every node, so a chain's
- * values are the framework's op-by-op values. Broadcast operands are read as a row, a column
+ * values are the framework's op-by-op values (on int8 and int32 only the steps whose results
+ * are integers of the type: int_refusal). Broadcast operands are read as a row, a column
  * or a scalar of the tile; where the vector unit cannot broadcast the operand that needs it
  * (only b of a binary op broadcasts) the step is turned around (a commutative op; a - b as
  * -(b - a)) or the operand is first made a full tile (vpu.sel of a zero mask: exact).
@@ -244,7 +245,6 @@ static const char *int_refusal(const ke_step *st)
         return NULL;
     }
 }
-
 
 /* The kernel's op and epilogue as chain steps, their dtypes, and the plan's inputs. */
 static np_status plan_chain(kc_ctx *x, ke_chain *c, kv_plan *p)
