@@ -7,7 +7,8 @@
  *
  * Each step computes at the dtype the framework's node would have (the inputs' dtype; after a
  * cast, its target) and rounds once, as the framework does after every node, so a chain's
- * values are the framework's op-by-op values. Broadcast operands are read as a row, a column
+ * values are the framework's op-by-op values (on int8 and int32 only the steps whose results
+ * are integers of the type: int_refusal). Broadcast operands are read as a row, a column
  * or a scalar of the tile; where the vector unit cannot broadcast the operand that needs it
  * (only b of a binary op broadcasts) the step is turned around (a commutative op; a - b as
  * -(b - a)) or the operand is first made a full tile (vpu.sel of a zero mask: exact).
@@ -212,6 +213,39 @@ static void chain_tile(kc_ctx *x, const kv_tile *t, void *ctx)
 
 /* ---- planning ------------------------------------------------------------------------------- */
 
+/* Why step st cannot compute at an integer dtype, or NULL when it can: the vector unit rounds
+ * a result to the integer type and saturates it, the framework keeps it as computed, so only
+ * steps whose integer results are integers the type holds are compiled (add, sub, relu, cast,
+ * relu_grad; causal_mask with an integer fill); the others are refused rather than differ. */
+static const char *int_refusal(const ke_step *st)
+{
+    if (st->dt != ISA_DTYPE_INT8 && st->dt != ISA_DTYPE_INT32)
+        return NULL;
+    double lo = st->dt == ISA_DTYPE_INT8 ? -128 : -2147483648.0;
+    double hi = st->dt == ISA_DTYPE_INT8 ? 127 : 2147483647.0;
+    switch (st->op) {
+    case NN_OP_MUL:
+        return "a product past the type's range saturates on the vector unit, where PyTorch "
+               "wraps it and the framework keeps it";
+    case NN_OP_DIV:
+        return "true division of integers is a fraction (PyTorch's is a float)";
+    case NN_OP_SCALE:
+        return "a scaled integer is a fraction or past the type's range in general";
+    case NN_OP_GELU: case NN_OP_SILU: case NN_OP_TANH: case NN_OP_EXP: case NN_OP_LOG:
+    case NN_OP_GELU_GRAD: case NN_OP_SILU_GRAD: case NN_OP_TANH_GRAD:
+        return "its values are fractions (PyTorch's are floats)";
+    case NN_OP_DROPOUT:
+        return "its kept values are multiplied by 1 / (1 - p), a fraction";
+    case NN_OP_RELU: case NN_OP_RELU_GRAD:
+        return st->f != floor(st->f) ? "a clamp that is not an integer" : NULL;
+    case NN_OP_CAUSAL_MASK:
+        return st->f != floor(st->f) || st->f < lo || st->f > hi
+                   ? "a fill that is not an integer of the type (the default is -inf)" : NULL;
+    default:
+        return NULL;
+    }
+}
+
 /* The kernel's op and epilogue as chain steps, their dtypes, and the plan's inputs. */
 static np_status plan_chain(kc_ctx *x, ke_chain *c, kv_plan *p)
 {
@@ -258,6 +292,14 @@ static np_status plan_chain(kc_ctx *x, ke_chain *c, kv_plan *p)
             n->arg = p->n_in;
             p->in[p->n_in++] = e->arg;
         }
+    }
+    for (int i = 0; i < c->n; i++) {
+        const char *why = int_refusal(&c->s[i]);
+        if (why)
+            return kc_fail(x, NP_ERR_TYPE, "%s%s%s%s is not supported: %s; cast to a float "
+                           "type first", i ? "its fused step " : "",
+                           i ? nn_op_name(c->s[i].op) : "", i ? " on " : "",
+                           isa_dtype_names[c->s[i].dt], why);
     }
     if (c->s[c->n - 1].to != kc_isa_dtype(k->out[0].dtype))
         return kc_fail(x, NP_ERR_INCONSISTENT, "the chain's result is %s, the output %s",

@@ -595,6 +595,12 @@ static np_status reduce_compile(kc_ctx *x)
     }
     if (k->in[0].dtype != k->out[0].dtype)
         return kc_fail(x, NP_ERR_INCONSISTENT, "the output's dtype must be the input's");
+    /* a mean of integers is a fraction: the vector unit would round it to the type, the
+     * framework keeps it (PyTorch refuses an integer mean) */
+    if (k->op == NN_OP_REDUCE_MEAN && (X->dtype == NN_I8 || X->dtype == NN_I32))
+        return kc_fail(x, NP_ERR_TYPE, "%s is not supported: the mean of integers is "
+                       "a fraction; cast to a float type first",
+                       isa_dtype_names[kc_isa_dtype(X->dtype)]);
     kr_kind kind = k->op == NN_OP_REDUCE_MAX    ? KR_MAX
                    : k->op == NN_OP_REDUCE_MEAN ? KR_MEAN
                                                 : KR_SUM;

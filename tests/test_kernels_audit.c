@@ -27,7 +27,8 @@ typedef struct audit_row {
 } audit_row;
 
 /* elementwise: integer types only where the op is exact on integers as the framework
- * computes it (moves, adds of small values, compare-and-select) */
+ * computes it (moves, adds of small values, compare-and-select); the kernels refuse the others
+ * on integers (test_kernels_vec.c) */
 static const audit_row elementwise[] = {
     {"add shape=7x37 bshape=37", "dtype", F3INT},
     {"sub shape=5x3x13 bshape=5x1x13", "dtype", F3INT},
@@ -44,6 +45,7 @@ static const audit_row elementwise[] = {
     {"cast shape=5x27 to=bf16", "dtype", F3},
     {"dropout shape=17x19 p=0.3 seed=5", "dtype", F3},
     {"causal_mask shape=2x13x13", "dtype", F3},
+    {"causal_mask shape=2x13x13 fill=-100", "dtype", F3INT},
     {"relu_grad shape=19x7", "dtype", F3INT},
     {"gelu_grad shape=19x7", "dtype", F3},
     {"silu_grad shape=19x7", "dtype", F3},

@@ -624,6 +624,94 @@ TEST(bad_vector_kernels_are_errors_naming_the_problem)
     kc_prog_free(p);
 }
 
+/* Compiles the kernel of `npusim kernel --op` text on tiny (2 cores): its status, and its
+ * message in err. */
+static np_status compile_spec(const char *text, np_err *err)
+{
+    arch_config cfg = arch("tiny", NULL);
+    kc_spec s;
+    kc_prog *p = NULL;
+    kc_kernel k;
+    np_status st = kc_spec_parse(text, &s, err);
+    if (st == NP_OK)
+        st = kc_prog_new(&cfg, &(kc_prog_opts){.cores = 2}, &p, err);
+    if (st == NP_OK)
+        st = kc_spec_kernel(p, &s, &k, err);
+    if (st == NP_OK) {
+        k.place = (kc_place){0, 0, 2};
+        st = kc_compile(p, &k, NULL, err);
+    }
+    kc_prog_free(p);
+    return st;
+}
+
+TEST(integer_ops_whose_results_are_fractions_or_saturate_are_refused_naming_op_and_dtype)
+{
+    /* the vector unit rounds an integer result to its type and saturates it, the framework
+     * keeps it as computed (docs/compiler.md, "Integer types"): each of these would differ */
+#define FIRST_ "; cast to a float type first"
+    static const struct {
+        const char *op, *why;
+    } refused[] = {
+        {"mul shape=5x13", "a product past the type's range saturates on the vector unit, where "
+                           "PyTorch wraps it and the framework keeps it"},
+        {"div shape=5x13", "true division of integers is a fraction (PyTorch's is a float)"},
+        {"scale shape=5x13 s=2", "a scaled integer is a fraction or past the type's range in "
+                                 "general"},
+        {"gelu shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"silu shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"tanh shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"exp shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"log shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"gelu_grad shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"silu_grad shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"tanh_grad shape=5x13", "its values are fractions (PyTorch's are floats)"},
+        {"dropout shape=5x13 p=0.5", "its kept values are multiplied by 1 / (1 - p), a fraction"},
+        {"relu shape=5x13 clamp=6.5", "a clamp that is not an integer"},
+        {"relu_grad shape=5x13 clamp=0.5", "a clamp that is not an integer"},
+        {"causal_mask shape=5x13", "a fill that is not an integer of the type (the default is "
+                                   "-inf)"},
+        {"reduce_mean shape=5x13 axis=1", "the mean of integers is a fraction"},
+    };
+    static const char *dtypes[2][2] = {{"int8", "int8"}, {"i32", "int32"}};
+    for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+        for (int d = 0; d < 2; d++) {
+            char text[128], want[512];
+            snprintf(text, sizeof text, "%s dtype=%s", refused[i].op, dtypes[d][0]);
+            size_t name = strcspn(refused[i].op, " ");
+            snprintf(want, sizeof want, "%.*s: %s is not supported: %s" FIRST_, (int)name,
+                     refused[i].op, dtypes[d][1], refused[i].why);
+            np_err e = {0};
+            np_status st = compile_spec(text, &e);
+            if (st != NP_ERR_TYPE || strcmp(e.msg, want))
+                fprintf(stderr, "%s: %s\n", text, e.msg);
+            CU_ASSERT_EQUAL(st, NP_ERR_TYPE);
+            CU_ASSERT_STRING_EQUAL(e.msg, want);
+        }
+    CU_ASSERT_EQUAL(np_status_exit_code(NP_ERR_TYPE), 2); /* `npusim kernel --op` exits 2 */
+    /* a fused step is refused too, named as the kernel's step */
+    int64_t sh[2] = {5, 13};
+    kc_kernel k = {.op = NN_OP_ADD, .n_in = 2, .n_out = 1, .n_epi = 1, .place = {0, 0, 1}};
+    k.in[0] = dense(NN_I8, 2, sh), k.in[1] = dense(NN_I8, 2, sh), k.out[0] = dense(NN_I8, 2, sh);
+    k.epi[0] = (kc_epi){.op = NN_OP_MUL, .has_arg = true, .arg = dense(NN_I8, 2, sh)};
+    arch_config cfg = arch("tiny", NULL);
+    krun_result r;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(krun_kernel(&cfg, &k, NULL, NULL, &r, &e), NP_ERR_TYPE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "add: its fused step mul on int8 is not supported: a "
+                                         "product past the type's range saturates"));
+    /* a cast to a float type first: the same product compiles (and equals the reference) */
+    k.in[0] = dense(NN_I8, 2, sh), k.out[0] = dense(NN_F32, 2, sh);
+    k.op = NN_OP_CAST, k.n_in = 1;
+    k.epi[0] = (kc_epi){.op = NN_OP_MUL, .has_arg = true, .arg = dense(NN_F32, 2, sh)};
+    CU_ASSERT_EQUAL(run_check(&cfg, &k, NULL, 1401, 0, 0).bad, 0);
+    /* integer fills and clamps are integers of the type: compiled */
+    np_err ok = {0};
+    CU_ASSERT_EQUAL(compile_spec("causal_mask shape=5x13 dtype=int8 fill=-100", &ok), NP_OK);
+    CU_ASSERT_EQUAL(compile_spec("relu shape=5x13 dtype=i32 clamp=6", &ok), NP_OK);
+#undef FIRST_
+}
+
 /* ---- reductions and broadcasting ---------------------------------------------------------------- */
 
 /* The shape of x reduced over axis. */
