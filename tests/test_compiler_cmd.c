@@ -186,3 +186,31 @@ TEST(npusim_kernel_errors_name_the_flag_and_exit_with_2)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--cores 3"));
     harness_run_free(&r);
 }
+
+TEST(npusim_kernel_prints_figures_for_people_and_exact_values_in_json)
+{
+    /* 1024^3 on tiny (4 x 4 array at 1 GHz: 32 GFLOP/s peak, 16 GB/s HBM): 2 x 1024^3 =
+     * 2.15 GFLOP, at least 3 x 1024^2 x 2 B = 6.00 MiB moved; a cycle is 1000 ps */
+    const char *op = "matmul m=1024 n=1024 k=1024";
+    json_t *j = kernel_json("tiny", op, NULL);
+    uint64_t cycles = (uint64_t)num(j, "cycles");
+    CU_ASSERT_EQUAL(num(j, "time_ps"), (double)cycles * 1000);
+    CU_ASSERT_EQUAL(num(j, "flops"), 2.0 * 1024 * 1024 * 1024);
+    CU_ASSERT_EQUAL(num(j, "hbm_bytes_min"), 3.0 * 1024 * 1024 * 2);
+    json_decref(j);
+    harness_run r = harness_npusim("kernel", "--arch", "tiny", "--op", op, NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    char want[96]; /* the cycles with a comma every three digits, the time in ms */
+    snprintf(want, sizeof want, "%llu,%03llu,%03llu cycles, %.1f ms at 1.00 GHz",
+             (unsigned long long)(cycles / 1000000), (unsigned long long)(cycles / 1000 % 1000),
+             (unsigned long long)(cycles % 1000), (double)cycles / 1e6);
+    CU_ASSERT_TRUE(cycles >= 10000000 && cycles < 100000000); /* the format above fits */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, want));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "compute       2.15 GFLOP at "));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "of the peak 32.0 GFLOP/s"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "(minimum 6.00 MiB)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "of 16.0 GB/s\n"));
+    CU_ASSERT_PTR_NULL(strstr(r.out, " ps)")); /* no unscaled picoseconds */
+    CU_ASSERT_PTR_NULL(strstr(r.out, " us")); /* µs, not us */
+    harness_run_free(&r);
+}
