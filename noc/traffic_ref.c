@@ -182,6 +182,14 @@ np_status noc_ref_load(const char *path, noc_ref *ref, np_err *err)
     if (np_read_file(path, NOC_REF_MAX_BYTES, "a BookSim reference file", &text, &len, err) !=
         NP_OK)
         return err->status;
+    np_status st = noc_ref_parse(text, len, path, ref, err);
+    free(text);
+    return st;
+}
+
+np_status noc_ref_parse(char *text, size_t len, const char *path, noc_ref *ref, np_err *err)
+{
+    memset(ref, 0, sizeof *ref);
     bs_cfg c = {.vcs = 16, .buf = 8, .rd = 1, .va = 1, .sa = 1, .stf = 1, .speedup = 1,
                 .iters = 1, .router = "iq", .vc_alloc = "islip", .sw_alloc = "islip",
                 .routing = "none", .policy = "private"}; /* BookSim's defaults */
@@ -255,7 +263,6 @@ np_status noc_ref_load(const char *path, noc_ref *ref, np_err *err)
     if (!header)
         st = np_err_at(err, NP_ERR_SYNTAX, path, ln, 0, "no header line");
 out:
-    free(text);
     if (st != NP_OK)
         noc_ref_free(ref);
     return st;
