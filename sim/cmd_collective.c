@@ -32,7 +32,6 @@
 #include "kgen_coll.h"
 #include "parse.h"
 
-#define COL_DEFAULT_ARCH "tiny"
 #define COL_MAX_SETS 64
 #define COL_MAX_CHIPS (1u << 20) /* --chips, a topology's dimensions and their product */
 
@@ -46,7 +45,7 @@ const char cmd_collective_usage[] =
     "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
     "                         [--json | --csv]\n"
     "\n"
-    "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
+    "  --arch A          architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
     "  --op OP           all_reduce, all_gather, reduce_scatter, broadcast, reduce, scatter,\n"
     "                    gather, all_to_all or sendrecv\n"
@@ -406,7 +405,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
         {"core", required_argument, NULL, 'K'},   CLI_TRACE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},           {0}};
-    const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
+    const char *arch_name = CLI_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
     size_t n_sets = 0;
     bool have_op = false, json = false, csv = false, isa = false, rank_order = false;
