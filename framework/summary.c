@@ -14,8 +14,9 @@
  * Sequential, "layer1.0" a Bottleneck), each row has its module type and depth-idx, its
  * Mult-Adds by torchinfo's rule (a convolution's params x batch x output pixels, a linear
  * layer's params x batch x tokens, any other layer's params x batch), an adaptive average
- * pool's output as torchvision's [B,C,1,1] (the flatten after it is functional), and the size estimates are torchinfo's (input; outputs of the
- * layers with parameters, twice; parameters; f32). */
+ * pool's output as torchvision's [B,C,1,1] (the flatten after it is functional), and the
+ * size estimates are torchinfo's (input; outputs of the layers with parameters, twice;
+ * parameters; f32). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
