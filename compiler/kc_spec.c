@@ -32,7 +32,7 @@ static unsigned def_keys(const kc_kernel_def *d, const kc_attr_def **out)
     return n;
 }
 
-/* a->min .. a->max as integers (the table's doubles hold them exactly). */
+/* A bound of the table (a double) as an integer: callers round lo up and hi down. */
 static int64_t attr_bound(double v)
 {
     return v <= -9.2e18 ? INT64_MIN : v >= 9.2e18 ? INT64_MAX : (int64_t)v;
@@ -53,7 +53,8 @@ static np_status parse_value(const char *op, const kc_attr_def *a, const char *v
         int64_t x;
         if (a->type == KC_ATTR_BOOL && (!strcmp(v, "true") || !strcmp(v, "false")))
             x = v[0] == 't';
-        else if (np_parse_i64(src, v, attr_bound(a->min), attr_bound(a->max), &x, err) != NP_OK)
+        else if (np_parse_i64(src, v, attr_bound(ceil(a->min)), attr_bound(floor(a->max)), &x,
+                              err) != NP_OK)
             return err->status;
         out->i = x;
         out->f = (double)x;
