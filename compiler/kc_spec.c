@@ -32,7 +32,8 @@ static unsigned def_keys(const kc_kernel_def *d, const kc_attr_def **out)
     return n;
 }
 
-/* A bound of the table (a double) as an integer: callers round lo up and hi down. */
+/* A double as an integer, saturated at int64's range (a bound of the table: callers round lo
+ * up and hi down; a real's integer part). */
 static int64_t attr_bound(double v)
 {
     return v <= -9.2e18 ? INT64_MIN : v >= 9.2e18 ? INT64_MAX : (int64_t)v;
@@ -63,7 +64,7 @@ static np_status parse_value(const char *op, const kc_attr_def *a, const char *v
     case KC_ATTR_REAL:
         if (np_parse_f64(src, v, a->min, a->max, &out->f, err) != NP_OK)
             return err->status;
-        out->i = (int64_t)out->f;
+        out->i = attr_bound(out->f); /* not a cast past int64 (found by fuzz_kspec) */
         return NP_OK;
     case KC_ATTR_DTYPE: {
         enum { N_WORDS = sizeof kc_dtype_words / sizeof kc_dtype_words[0] };

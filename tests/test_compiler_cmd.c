@@ -187,6 +187,18 @@ TEST(npusim_kernel_errors_name_the_flag_and_exit_with_2)
     harness_run_free(&r);
 }
 
+TEST(a_real_key_past_the_range_of_int64_is_read_without_overflow)
+{
+    /* found by fuzz_kspec: lr's integer part was a cast past int64 (UBSan) */
+    kc_spec s;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(kc_spec_parse("adamw_update shape=1024 lr=3.4e54", &s, &e), NP_OK);
+    const kc_spec_val *lr = kc_spec_get(&s, "lr");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(lr);
+    CU_ASSERT_DOUBLE_EQUAL(lr->f, 3.4e54, 1e40);
+    CU_ASSERT_EQUAL(lr->i, INT64_MAX);
+}
+
 TEST(npusim_kernel_prints_figures_for_people_and_exact_values_in_json)
 {
     /* 1024^3 on tiny (4 x 4 array at 1 GHz: 32 GFLOP/s peak, 16 GB/s HBM): 2 x 1024^3 =
