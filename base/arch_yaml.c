@@ -21,6 +21,7 @@
 #include <yaml.h>
 
 #include "arch.h"
+#include "readfile.h"
 #include "suggest.h"
 
 typedef struct arch_yaml {
@@ -471,52 +472,11 @@ np_status arch_check_text(const char *text, size_t len, const char *path, np_err
     return arch_validate_all(&cfg, errs, max, n);
 }
 
-/* Reads a config file whole into *buf (free it), *len bytes. */
+/* Reads a config file whole into *buf (free it), *len bytes: base/readfile.h (no directory
+ * or device, at most ARCH_FILE_MAX_BYTES). */
 static np_status arch_read_file(const char *path, char **out, size_t *out_len, np_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open config file: %s",
-                         strerror(errno));
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    np_status st = NP_OK;
-    for (;;) {
-        if (!buf) {
-            st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
-            goto done;
-        }
-        size_t got = fread(buf + len, 1, cap - len, f);
-        len += got;
-        if (got == 0)
-            break;
-        if (len > ARCH_FILE_MAX_BYTES) {
-            st = np_err_at(err, NP_ERR_IO, path, 0, 0,
-                           "config file is larger than %u MiB; is it really a config?",
-                           ARCH_FILE_MAX_BYTES >> 20);
-            goto done;
-        }
-        if (len == cap) {
-            char *bigger = realloc(buf, cap *= 2);
-            if (!bigger)
-                free(buf);
-            buf = bigger;
-        }
-    }
-    if (ferror(f)) {
-        st = np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot read config file: %s",
-                       strerror(errno));
-        goto done;
-    }
-done:
-    fclose(f);
-    if (st != NP_OK) {
-        free(buf);
-        return st;
-    }
-    *out = buf;
-    *out_len = len;
-    return NP_OK;
+    return np_read_file(path, ARCH_FILE_MAX_BYTES, "a config file", out, out_len, err);
 }
 
 np_status arch_load_file(const char *path, arch_config *out, np_err *err)

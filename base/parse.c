@@ -113,10 +113,23 @@ np_status np_parse_i64(const np_src *src, const char *text, int64_t lo, int64_t 
     return NP_OK;
 }
 
+/* v in the fewest digits (up to 17) that read back as v: "1e-06", not "9.99...95e-07". */
+static const char *parse_real_shown(double v, char *buf, size_t n)
+{
+    for (int digits = 6; digits <= 17; digits++) {
+        snprintf(buf, n, "%.*g", digits, v);
+        if (strtod(buf, NULL) == v)
+            break;
+    }
+    return buf;
+}
+
 np_status np_parse_f64(const np_src *src, const char *text, double lo, double hi, double *out,
                        np_err *err)
 {
-    char sh[64];
+    char sh[64], lo_s[32], hi_s[32];
+    parse_real_shown(lo, lo_s, sizeof lo_s);
+    parse_real_shown(hi, hi_s, sizeof hi_s);
     const char *p = text;
     /* strtod's syntax, less what it takes beyond plain decimals (hex, inf, nan, spaces) */
     if (*p == '+' || *p == '-')
@@ -139,13 +152,13 @@ np_status np_parse_f64(const np_src *src, const char *text, double lo, double hi
     }
     if (!digits || *p)
         return np_src_fail(src, NP_ERR_SYNTAX, digits ? (size_t)(p - text) : 0, err,
-                           "expected a number in %.17g .. %.17g, got '%s'", lo, hi,
+                           "expected a number in %s .. %s, got '%s'", lo_s, hi_s,
                            parse_shown(text, sh, sizeof sh));
     errno = 0;
     double v = strtod(text, NULL);
     if (!isfinite(v) || v < lo || v > hi)
         return np_src_fail(src, NP_ERR_RANGE, 0, err,
-                           "expected a number in %.17g .. %.17g, got '%s'", lo, hi,
+                           "expected a number in %s .. %s, got '%s'", lo_s, hi_s,
                            parse_shown(text, sh, sizeof sh));
     *out = v;
     return NP_OK;

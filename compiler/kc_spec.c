@@ -1,8 +1,6 @@
 /* kc_spec.c — `npusim kernel --op "NAME key=value ..."`: the parser and the kernel of a spec
  * (see kernel.h). Every op plugs in through its row of the kernel table: its keys and
  * attributes are the keys, its build function makes the kernel. */
-#include <ctype.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -10,7 +8,10 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "parse.h"
 #include "suggest.h"
+
+#define KC_SPEC_MAX_ELEMS (1ULL << 50) /* a shape's elements, as a model tensor's */
 
 static const struct {
     const char *name;
@@ -31,71 +32,62 @@ static unsigned def_keys(const kc_kernel_def *d, const kc_attr_def **out)
     return n;
 }
 
+/* A double as an integer, saturated at int64's range (a bound of the table: callers round lo
+ * up and hi down; a real's integer part). */
+static int64_t attr_bound(double v)
+{
+    return v <= -9.2e18 ? INT64_MIN : v >= 9.2e18 ? INT64_MAX : (int64_t)v;
+}
+
+/* One value of the spec through the one door (base/parse.h); errors name "OP KEY". */
 static np_status parse_value(const char *op, const kc_attr_def *a, const char *v,
                              kc_spec_val *out, np_err *err)
 {
-    char *end;
+    char name[96];
+    snprintf(name, sizeof name, "%s %s", op, a->name);
+    const np_src *src = NP_SRC_OPT(name);
     out->name = a->name;
     out->type = a->type;
     switch (a->type) {
     case KC_ATTR_INT:
     case KC_ATTR_BOOL: {
-        if (a->type == KC_ATTR_BOOL && (!strcmp(v, "true") || !strcmp(v, "false"))) {
-            out->i = v[0] == 't';
-        } else {
-            errno = 0;
-            long long x = strtoll(v, &end, 10);
-            if (!*v || *end || errno)
-                return np_err_set(err, NP_ERR_SYNTAX, "%s %s=%s: expected %s", op, a->name, v,
-                                  a->type == KC_ATTR_BOOL ? "0, 1, true or false" : "an integer");
-            out->i = x;
-        }
-        if ((double)out->i < a->min || (double)out->i > a->max)
-            return np_err_set(err, NP_ERR_RANGE, "%s %s=%s is out of range %.0f..%.0f", op,
-                              a->name, v, a->min, a->max);
-        out->f = (double)out->i;
+        int64_t x;
+        if (a->type == KC_ATTR_BOOL && (!strcmp(v, "true") || !strcmp(v, "false")))
+            x = v[0] == 't';
+        else if (np_parse_i64(src, v, attr_bound(ceil(a->min)), attr_bound(floor(a->max)), &x,
+                              err) != NP_OK)
+            return err->status;
+        out->i = x;
+        out->f = (double)x;
         return NP_OK;
     }
     case KC_ATTR_REAL:
-        errno = 0;
-        out->f = strtod(v, &end);
-        if (!*v || *end || errno || !isfinite(out->f))
-            return np_err_set(err, NP_ERR_SYNTAX, "%s %s=%s: expected a number", op, a->name, v);
-        if (out->f < a->min || out->f > a->max)
-            return np_err_set(err, NP_ERR_RANGE, "%s %s=%s is out of range %g..%g", op, a->name,
-                              v, a->min, a->max);
-        out->i = (int64_t)out->f;
+        if (np_parse_f64(src, v, a->min, a->max, &out->f, err) != NP_OK)
+            return err->status;
+        out->i = attr_bound(out->f); /* not a cast past int64 (found by fuzz_kspec) */
         return NP_OK;
-    case KC_ATTR_DTYPE:
-        for (size_t i = 0; i < sizeof kc_dtype_words / sizeof kc_dtype_words[0]; i++)
-            if (!strcmp(v, kc_dtype_words[i].name)) {
-                out->i = kc_dtype_words[i].t;
-                out->f = (double)out->i;
-                return NP_OK;
-            }
-        return np_err_set(err, NP_ERR_SYNTAX, "%s %s=%s: expected a dtype (bf16, fp16, fp32, "
-                          "int8, int32)", op, a->name, v);
+    case KC_ATTR_DTYPE: {
+        enum { N_WORDS = sizeof kc_dtype_words / sizeof kc_dtype_words[0] };
+        const char *words[N_WORDS];
+        for (size_t i = 0; i < N_WORDS; i++)
+            words[i] = kc_dtype_words[i].name;
+        size_t i;
+        if (np_parse_enum(src, v, "dtype", words, N_WORDS, &i, err) != NP_OK)
+            return err->status;
+        out->i = kc_dtype_words[i].t;
+        out->f = (double)out->i;
+        return NP_OK;
+    }
     case KC_ATTR_SHAPE: {
-        out->ndim = 0;
-        const char *q = v;
-        for (;;) {
-            errno = 0;
-            if (!isdigit((unsigned char)*q))
-                goto bad_shape;
-            long long x = strtoll(q, &end, 10);
-            if (errno || x < 1 || out->ndim == KC_MAX_DIMS)
-                goto bad_shape;
-            out->shape[out->ndim++] = x;
-            if (!*end)
-                break;
-            if (*end != 'x')
-                goto bad_shape;
-            q = end + 1;
-        }
+        uint64_t d[KC_MAX_DIMS];
+        int n;
+        if (np_parse_dims(src, v, 1, KC_MAX_DIMS, 1, KC_SPEC_MAX_ELEMS, KC_SPEC_MAX_ELEMS, d, &n,
+                          err) != NP_OK)
+            return err->status;
+        out->ndim = n;
+        for (int i = 0; i < n; i++)
+            out->shape[i] = (int64_t)d[i];
         return NP_OK;
-    bad_shape:
-        return np_err_set(err, NP_ERR_SYNTAX, "%s %s=%s: expected a shape of 1 to %d dims >= 1, "
-                          "like 4x1024", op, a->name, v, KC_MAX_DIMS);
     }
     }
     return np_err_set(err, NP_ERR_INTERNAL, "%s %s: unknown key type", op, a->name);

@@ -7,6 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "readfile.h"
+
+#define KC_TILE_CACHE_MAX_BYTES (64u << 20) /* a cache of many thousand tilings */
 
 typedef struct kc_tile_entry {
     char *key;
@@ -114,18 +119,20 @@ np_status kc_tile_cache_load(const char *path, kc_tile_cache **out, np_err *err)
     kc_tile_cache *c = kc_tile_cache_new();
     if (!c)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        if (errno == ENOENT) {
-            *out = c;
-            return NP_OK;
-        }
+    if (access(path, F_OK) != 0 && errno == ENOENT) { /* a new cache */
+        *out = c;
+        return NP_OK;
+    }
+    char *text; /* through base/readfile.h: no directory or device, at most the cap */
+    size_t len;
+    if (np_read_file(path, KC_TILE_CACHE_MAX_BYTES, "a tiling cache", &text, &len, err) !=
+        NP_OK) {
         kc_tile_cache_free(c);
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot read the tiling cache");
+        return err->status;
     }
     json_error_t je;
-    json_t *j = json_loadf(f, 0, &je);
-    fclose(f);
+    json_t *j = json_loadb(text, len, 0, &je);
+    free(text);
     np_status st = NP_OK;
     json_t *list = j ? json_object_get(j, "tilings") : NULL;
     if (!j)

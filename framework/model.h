@@ -90,7 +90,8 @@ typedef struct nn_summary_row {
     int64_t ne[NN_MAX_DIMS]; /* the layer's output */
     int64_t params;
     int64_t mult_adds;   /* torchinfo's Mult-Adds: a convolution's params x batch x output
-                            pixels, another layer's params x batch (0 without params) */
+                            pixels, a linear layer's params x batch x tokens, another
+                            layer's params x batch (0 without params) */
     int64_t flops;       /* forward */
     int64_t train_flops; /* forward, backward and optimizer nodes of the layer */
 } nn_summary_row;

@@ -12,9 +12,11 @@
  *
  * torchinfo's view on top: the scopes' dotted prefixes are the containers ("layer1" a
  * Sequential, "layer1.0" a Bottleneck), each row has its module type and depth-idx, its
- * Mult-Adds by torchinfo's rule (a convolution's params x batch x output pixels, any other
- * layer's params x batch), and the size estimates are torchinfo's (input; outputs of the
- * layers with parameters, twice; parameters; f32). */
+ * Mult-Adds by torchinfo's rule (a convolution's params x batch x output pixels, a linear
+ * layer's params x batch x tokens, any other layer's params x batch), an adaptive average
+ * pool's output as torchvision's [B,C,1,1] (the flatten after it is functional), and the
+ * size estimates are torchinfo's (input; outputs of the layers with parameters, twice;
+ * parameters; f32). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,10 +169,19 @@ static np_status summary_torchinfo(const nn_model_desc *d, const nn_model *m, nn
         snprintf(row->type, sizeof row->type, "%s", summary_leaf_type(row));
         row->depth = depth;
         row->index = ++counter[depth < NN_NAME_MAX ? depth : NN_NAME_MAX - 1];
-        /* torchinfo: a convolution's params x batch x output pixels, others params x batch */
+        /* torchinfo (LayerInfo.calculate_macs): a convolution's params x batch x output
+         * pixels, a linear layer's params x every output dimension but the last (batch and
+         * tokens), any other layer's params x batch */
+        if (!strcmp(row->type, "AdaptiveAvgPool2d") && row->ndim == 2) { /* [B,C,1,1] */
+            row->ndim = 4;
+            row->ne[2] = row->ne[3] = 1;
+        }
         int64_t per = row->ne[0];
         if (strcmp(row->op, "conv2d") == 0 && row->ndim == 4)
             per *= row->ne[2] * row->ne[3];
+        else if (!strcmp(row->type, "Linear"))
+            for (int k = 1; k + 1 < row->ndim; k++)
+                per *= row->ne[k];
         row->mult_adds = row->params * (row->ndim ? per : 1);
         s->total_mult_adds += row->mult_adds;
         if (row->params) {

@@ -9,6 +9,7 @@
  * reassembles to the same program.
  */
 #include "isa_elf.h"
+#include "readfile.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -1117,30 +1118,11 @@ np_status isa_elf_load(const char *path, const isa_target *expect, isa_program *
     *out = NULL;
     if (info)
         *info = NULL;
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open: %s", strerror(errno));
-    isa_buf b = {0};
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0 && !b.oom) {
-        isa_buf_put(&b, chunk, n);
-        if (b.len > ISA_ELF_MAX_FILE_BYTES)
-            break;
-    }
-    bool bad = ferror(f);
-    fclose(f);
-    np_status st;
-    if (bad)
-        st = np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot read");
-    else if (b.oom)
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
-    else if (b.len > ISA_ELF_MAX_FILE_BYTES)
-        st = np_err_at(err, NP_ERR_FORMAT, path, 0, 0, "larger than %zu bytes",
-                       ISA_ELF_MAX_FILE_BYTES);
-    else
-        st = isa_elf_load_mem((const uint8_t *)(b.s ? b.s : ""), b.len, path, expect, out, info,
-                              err);
-    free(b.s);
+    char *text; /* through base/readfile.h: no directory or device, at most the cap */
+    size_t len;
+    if (np_read_file(path, ISA_ELF_MAX_FILE_BYTES, "an ELF program", &text, &len, err) != NP_OK)
+        return err->status;
+    np_status st = isa_elf_load_mem((const uint8_t *)text, len, path, expect, out, info, err);
+    free(text);
     return st;
 }

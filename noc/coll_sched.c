@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "parse.h"
+
 static const char *const coll_op_names[COLL_OP_COUNT] = {
     [COLL_OP_ALL_REDUCE] = "all_reduce", [COLL_OP_ALL_GATHER] = "all_gather",
     [COLL_OP_REDUCE_SCATTER] = "reduce_scatter", [COLL_OP_BROADCAST] = "broadcast",
@@ -99,9 +101,11 @@ np_status coll_op_parse(const char *s, coll_op *out, np_err *err)
             *out = (coll_op)i;
             return NP_OK;
         }
-    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown collective '%s' (expected all_reduce, "
-                      "all_gather, reduce_scatter, broadcast, reduce, scatter, gather, "
-                      "all_to_all or sendrecv)", s);
+    const char *guess = np_suggest_name(s, coll_op_names, COLL_OP_COUNT);
+    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown collective '%s'%s%s%s (expected "
+                      "all_reduce, all_gather, reduce_scatter, broadcast, reduce, scatter, "
+                      "gather, all_to_all or sendrecv)", s, guess ? "; did you mean '" : "",
+                      guess ? guess : "", guess ? "'?" : "");
 }
 
 np_status coll_algo_parse(const char *s, coll_algo *out, np_err *err)
@@ -111,8 +115,10 @@ np_status coll_algo_parse(const char *s, coll_algo *out, np_err *err)
             *out = (coll_algo)i;
             return NP_OK;
         }
-    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown algorithm '%s' (expected auto, ring, "
-                      "biring, tree, rhd, hier, chain, pairwise or direct)", s);
+    const char *guess = np_suggest_name(s, coll_algo_names, COLL_ALGO_COUNT);
+    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown algorithm '%s'%s%s%s (expected auto, "
+                      "ring, biring, tree, rhd, hier, chain, pairwise or direct)", s,
+                      guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
 }
 
 double coll_busbw_factor(coll_op op, uint32_t p)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "evq.h"
+#include "parse.h"
 #include "rng.h"
 #include "stats.h"
 
@@ -32,8 +33,10 @@ np_status noc_traffic_parse(const char *name, noc_traffic *out, np_err *err)
             *out = (noc_traffic)i;
             return NP_OK;
         }
-    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown traffic pattern '%s' (expected "
-                      "uniform, transpose, bitcomp, hotspot or neighbor)", name);
+    const char *guess = np_suggest_name(name, noc_traffic_names, NOC_TRAFFIC_COUNT);
+    return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown traffic pattern '%s'%s%s%s (expected "
+                      "uniform, transpose, bitcomp, hotspot or neighbor)", name,
+                      guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
 }
 
 uint32_t noc_traffic_dest(noc_traffic t, const mesh_params *p, uint32_t src,

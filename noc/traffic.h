@@ -133,6 +133,10 @@ typedef struct noc_ref {
  * malformed row and NP_ERR_INCONSISTENT for a router we do not model, both at file:line;
  * NP_ERR_NOMEM. The caller frees with noc_ref_free (also after a failure). */
 np_status noc_ref_load(const char *path, noc_ref *ref, np_err *err);
+/* The same for a file's text[0..len) (NUL-terminated; split in place), errors naming path. A
+ * file is read through base/readfile.h (at most 16 MiB, no directory or device); its
+ * base-configuration integers go through base/parse.h in the ranges the mapping accepts. */
+np_status noc_ref_parse(char *text, size_t len, const char *path, noc_ref *ref, np_err *err);
 void noc_ref_free(noc_ref *ref);
 
 /* The study that reproduces reference point pt at offered `rate` (its router, mesh, traffic,

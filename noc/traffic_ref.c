@@ -2,12 +2,16 @@
  * finding a study's saturation rate the way scripts/booksim_noc.sh finds BookSim's. */
 #include "traffic.h"
 
-#include <errno.h>
 #include <inttypes.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "parse.h"
+#include "readfile.h"
+
+#define NOC_REF_MAX_BYTES (16u << 20) /* a reference file: a few KiB of rows */
 
 np_status noc_study_saturation(const noc_study_params *p, double rel_tol, double *rate,
                                np_err *err)
@@ -78,22 +82,36 @@ typedef struct bs_cfg {
     char router[16], vc_alloc[16], sw_alloc[16], routing[16], policy[16];
 } bs_cfg;
 
-static void bs_line(bs_cfg *c, const char *line)
+/* One "#   key = value;" line of BookSim's base configuration into c: integers through the
+ * one door (base/parse.h), in the ranges BookSim and the mapping accept, errors at
+ * path:line:col. Other lines and keys are left alone. */
+static np_status bs_line(bs_cfg *c, const char *line, const char *path, int ln, np_err *err)
 {
     char key[64], val[64];
-    if (sscanf(line, "#%*[ ]%63[a-z_] = %63[^;];", key, val) != 2)
-        return;
-    static const struct { const char *key; size_t off; } ints[] = {
-        {"num_vcs", offsetof(bs_cfg, vcs)},          {"vc_buf_size", offsetof(bs_cfg, buf)},
-        {"routing_delay", offsetof(bs_cfg, rd)},     {"vc_alloc_delay", offsetof(bs_cfg, va)},
-        {"sw_alloc_delay", offsetof(bs_cfg, sa)},    {"st_prepare_delay", offsetof(bs_cfg, stp)},
-        {"st_final_delay", offsetof(bs_cfg, stf)},   {"credit_delay", offsetof(bs_cfg, cd)},
-        {"input_speedup", offsetof(bs_cfg, speedup)},
-        {"wait_for_tail_credit", offsetof(bs_cfg, wait_tail)},
-        {"alloc_iters", offsetof(bs_cfg, iters)}};
-    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++)
-        if (strcmp(key, ints[i].key) == 0)
-            *(long *)((char *)c + ints[i].off) = strtol(val, NULL, 10);
+    int at = 0;
+    if (sscanf(line, "#%*[ ]%63[a-z_] = %n%63[^;];", key, &at, val) != 2)
+        return NP_OK;
+    static const struct { const char *key; size_t off; long lo, hi; } ints[] = {
+        {"num_vcs", offsetof(bs_cfg, vcs), 1, 64},
+        {"vc_buf_size", offsetof(bs_cfg, buf), 1, 4096},
+        {"routing_delay", offsetof(bs_cfg, rd), 0, 62},
+        {"vc_alloc_delay", offsetof(bs_cfg, va), 0, 64},
+        {"sw_alloc_delay", offsetof(bs_cfg, sa), 0, 64},
+        {"st_prepare_delay", offsetof(bs_cfg, stp), 0, 64},
+        {"st_final_delay", offsetof(bs_cfg, stf), 0, 64},
+        {"credit_delay", offsetof(bs_cfg, cd), 0, 64},
+        {"input_speedup", offsetof(bs_cfg, speedup), 0, 6},
+        {"wait_for_tail_credit", offsetof(bs_cfg, wait_tail), 0, 1},
+        {"alloc_iters", offsetof(bs_cfg, iters), 1, 64}};
+    for (size_t i = 0; i < sizeof ints / sizeof ints[0]; i++) {
+        if (strcmp(key, ints[i].key) != 0)
+            continue;
+        int64_t v;
+        if (np_parse_i64(NP_SRC_AT(path, ln, at + 1, key), val, ints[i].lo, ints[i].hi, &v,
+                         err) != NP_OK)
+            return err->status;
+        *(long *)((char *)c + ints[i].off) = (long)v;
+    }
     static const struct { const char *key; size_t off; } strs[] = {
         {"router", offsetof(bs_cfg, router)},         {"vc_allocator", offsetof(bs_cfg, vc_alloc)},
         {"sw_allocator", offsetof(bs_cfg, sw_alloc)}, {"routing_function", offsetof(bs_cfg, routing)},
@@ -101,6 +119,7 @@ static void bs_line(bs_cfg *c, const char *line)
     for (size_t i = 0; i < sizeof strs / sizeof strs[0]; i++)
         if (strcmp(key, strs[i].key) == 0)
             snprintf((char *)c + strs[i].off, 16, "%.15s", val);
+    return NP_OK;
 }
 
 /* Maps c onto our router, or explains at path:line why it cannot. */
@@ -144,36 +163,52 @@ static int csv_split(char *s, char **f, int n)
     return k;
 }
 
+/* A field of a row: empty (an unstable run's figures) is 0, else a finite real. */
 static bool csv_num(const char *s, double *out)
 {
     if (!*s) {
         *out = 0;
         return true;
     }
-    char *end;
-    errno = 0;
-    *out = strtod(s, &end);
-    return end != s && !*end && errno == 0;
+    np_err e;
+    return np_parse_f64(NP_SRC_OPT(NULL), s, -1e300, 1e300, out, &e) == NP_OK;
 }
 
 np_status noc_ref_load(const char *path, noc_ref *ref, np_err *err)
 {
     memset(ref, 0, sizeof *ref);
-    FILE *fp = fopen(path, "r");
-    if (!fp)
-        return np_err_set(err, NP_ERR_IO, "%s: %s", path, strerror(errno));
+    char *text;
+    size_t len;
+    if (np_read_file(path, NOC_REF_MAX_BYTES, "a BookSim reference file", &text, &len, err) !=
+        NP_OK)
+        return err->status;
+    np_status st = noc_ref_parse(text, len, path, ref, err);
+    free(text);
+    return st;
+}
+
+np_status noc_ref_parse(char *text, size_t len, const char *path, noc_ref *ref, np_err *err)
+{
+    memset(ref, 0, sizeof *ref);
     bs_cfg c = {.vcs = 16, .buf = 8, .rd = 1, .va = 1, .sa = 1, .stf = 1, .speedup = 1,
                 .iters = 1, .router = "iq", .vc_alloc = "islip", .sw_alloc = "islip",
                 .routing = "none", .policy = "private"}; /* BookSim's defaults */
-    char line[512];
     int ln = 0;
     bool header = false;
     size_t cap = 0;
     np_status st = NP_OK;
-    while (fgets(line, sizeof line, fp)) {
+    for (char *next = text, *line; (line = next) && *line;) {
         ln++;
+        next = strchr(line, '\n');
+        if (next)
+            *next++ = '\0';
+        if (strlen(line) != (size_t)((next ? next - 1 : text + len) - line)) {
+            st = np_err_at(err, NP_ERR_SYNTAX, path, ln, (int)strlen(line) + 1, "a NUL byte");
+            goto out;
+        }
         if (line[0] == '#') {
-            bs_line(&c, line);
+            if ((st = bs_line(&c, line, path, ln, err)) != NP_OK)
+                goto out;
             sscanf(line, "# booksim commit: %63s", ref->commit);
             continue;
         }
@@ -228,6 +263,7 @@ np_status noc_ref_load(const char *path, noc_ref *ref, np_err *err)
     if (!header)
         st = np_err_at(err, NP_ERR_SYNTAX, path, ln, 0, "no header line");
 out:
-    fclose(fp);
+    if (st != NP_OK)
+        noc_ref_free(ref);
     return st;
 }

@@ -5,6 +5,8 @@
 #   isa/fuzz       decode, asm, elf     the decoder, the assembler, the ELF loader
 #   hw-model/fuzz  core                 the core model running what assembles
 #                  topo, scalecfg       SCALE-Sim topology CSV and .cfg files
+#   noc/fuzz       booksim              BookSim reference files (npusim noc --compare)
+#   compiler/fuzz  kspec                npusim kernel --op specs
 #   base/fuzz      config, set, parse   architecture configs, --set values, the one door
 #   framework/fuzz model                model files
 #   traces/fuzz    trace                the trace reader and analyzer
@@ -29,7 +31,7 @@ shift || true
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${CC:-clang}
 jobs=$(nproc 2>/dev/null || echo 2)
-all=(decode asm elf core config set parse model topo scalecfg trace cli)
+all=(decode asm elf core config set parse model topo scalecfg booksim kspec trace cli)
 only=("$@")
 ((${#only[@]})) || only=("${all[@]}")
 
@@ -65,6 +67,8 @@ cp base/fuzz/corpus/parse/* "$corpus/parse/"
 cp models/*.model tests/data/bad/files/*.model "$corpus/model/"
 cp configs/topologies/*.csv tests/data/bad/files/*.csv "$corpus/topo/"
 cp tests/data/hw/*.cfg "$corpus/scalecfg/"
+cp tests/data/noc/*.csv "$corpus/booksim/"
+cp compiler/fuzz/corpus/* "$corpus/kspec/"
 for f in tests/data/bad/files/*.cfg; do # the seeds stay small: not the 64 KiB ones
   [ "$(stat -c %s "$f")" -lt 4096 ] && cp "$f" "$corpus/scalecfg/"
 done

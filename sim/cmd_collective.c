@@ -30,9 +30,10 @@
 #include "core.h"
 #include "csv.h"
 #include "kgen_coll.h"
+#include "parse.h"
 
-#define COL_DEFAULT_ARCH "tiny"
 #define COL_MAX_SETS 64
+#define COL_MAX_CHIPS (1u << 20) /* --chips, a topology's dimensions and their product */
 
 const char cmd_collective_usage[] =
     "usage: npusim collective [--arch PRESET|FILE] [--set K=V ...] --op OP [--algo ALGO]\n"
@@ -44,7 +45,7 @@ const char cmd_collective_usage[] =
     "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
     "                         [--json | --csv]\n"
     "\n"
-    "  --arch A          architecture preset or YAML file (default: " COL_DEFAULT_ARCH ")\n"
+    "  --arch A          architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable)\n"
     "  --op OP           all_reduce, all_gather, reduce_scatter, broadcast, reduce, scatter,\n"
     "                    gather, all_to_all or sendrecv\n"
@@ -53,7 +54,8 @@ const char cmd_collective_usage[] =
     "  --chips N         build the topology kind at N chips (default: system.chips)\n"
     "  --topology T      ring, torus2d, torus3d, fully_connected, switch, fat_tree or\n"
     "                    hierarchical, with optional dimensions (torus2d:4x8, torus3d:4x4x4)\n"
-    "  --group SPEC      the ranks' chips: A-B[:STEP] or a comma list (default: all chips)\n"
+    "  --group SPEC      the ranks' chips: N, A-B or A-B:STEP items separated by commas\n"
+    "                    (0-7, 0,2,5, 0-1,4-5; default: all chips)\n"
     "  -b, --min-bytes B smallest size (default 8); sizes take K, M, G (binary) suffixes\n"
     "  -e, --max-bytes B largest size (default 128M)\n"
     "  -f, --factor F    multiply the size by F between rows (default 2)\n"
@@ -84,29 +86,11 @@ const char cmd_collective_usage[] =
     "Each row is printed as soon as it is simulated; a row that takes more than 2 s shows\n"
     "its progress on standard error when that is a terminal.\n";
 
-static np_status col_parse_size(const char *opt, const char *text, uint64_t *out, np_err *err)
+/* A size of option opt (parse.h: "64K", "1 GiB") in lo..hi bytes. */
+static np_status col_parse_size(const char *opt, const char *text, uint64_t lo, uint64_t hi,
+                                uint64_t *out, np_err *err)
 {
-    char *end = NULL;
-    if (text[0] < '0' || text[0] > '9')
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected a size such as 8, 64K or 1G, got "
-                          "'%s'", opt, text);
-    unsigned long long v = strtoull(text, &end, 10);
-    unsigned long long mul = 1;
-    if (*end == 'K' || *end == 'k')
-        mul = 1ULL << 10;
-    else if (*end == 'M' || *end == 'm')
-        mul = 1ULL << 20;
-    else if (*end == 'G' || *end == 'g')
-        mul = 1ULL << 30;
-    if (mul > 1)
-        end++;
-    if (*end == 'B' || *end == 'i')
-        end += (*end == 'i' && end[1] == 'B') ? 2 : 1;
-    if (*end != '\0' || (v && mul > UINT64_MAX / v))
-        return np_err_set(err, NP_ERR_USAGE, "%s: expected a size such as 8, 64K or 1G, got "
-                          "'%s'", opt, text);
-    *out = v * mul;
-    return NP_OK;
+    return np_parse_size(NP_SRC_OPT(opt), text, lo, hi, out, err);
 }
 
 static np_status col_parse_u32(const char *opt, const char *text, uint32_t lo, uint32_t hi,
@@ -157,34 +141,30 @@ static np_status col_topology(const char *spec, uint32_t chips_opt, net_params *
         char kind[64];
         const char *colon = strchr(spec, ':');
         size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
-        if (len >= sizeof kind)
-            return np_err_set(err, NP_ERR_USAGE, "--topology: '%s' is not a topology", spec);
-        memcpy(kind, spec, len);
-        kind[len] = '\0';
+        snprintf(kind, sizeof kind, "%.*s", (int)(len < 63 ? len : 63), spec);
         const arch_key_info *k = arch_key_find("system.topology");
-        int found = -1;
-        for (size_t i = 0; i < k->enum_info->n; i++)
-            if (strcmp(kind, k->enum_info->values[i]) == 0)
-                found = (int)i;
-        if (found < 0)
-            return np_err_set(err, NP_ERR_USAGE, "--topology: unknown kind '%s' (expected ring, "
-                              "torus2d, torus3d, fully_connected, switch, fat_tree or "
-                              "hierarchical)", kind);
+        size_t found;
+        if (np_parse_enum(NP_SRC_OPT("--topology"), kind, "topology",
+                          k->enum_info->values, k->enum_info->n, &found, err) != NP_OK)
+            return err->status;
         np->topology = (arch_topology)found;
         if (colon) {
-            unsigned d[3] = {1, 1, 1};
-            char tail;
-            int nd = sscanf(colon + 1, "%ux%ux%u%c", &d[0], &d[1], &d[2], &tail);
-            if (nd < 1 || nd > 3 || !d[0] || !d[1] || !d[2])
-                return np_err_set(err, NP_ERR_USAGE, "--topology: bad dimensions in '%s'", spec);
+            /* a torus names each of its dimensions; the others one count */
+            int want = np->topology == ARCH_TOPOLOGY_TORUS2D   ? 2
+                       : np->topology == ARCH_TOPOLOGY_TORUS3D ? 3
+                                                               : 1;
+            uint64_t d[3] = {1, 1, 1};
+            int nd;
+            if (np_parse_dims(NP_SRC_OPT("--topology"), colon + 1, want, want, 1, COL_MAX_CHIPS,
+                              COL_MAX_CHIPS, d, &nd, err) != NP_OK)
+                return err->status;
             if (np->topology == ARCH_TOPOLOGY_HIERARCHICAL) {
-                np->island_chips = d[0];
+                np->island_chips = (uint32_t)d[0];
             } else {
-                np->dims[0] = d[0];
-                np->dims[1] = d[1];
-                np->dims[2] = d[2];
+                for (int i = 0; i < 3; i++)
+                    np->dims[i] = (uint32_t)d[i];
                 if (!chips_opt)
-                    np->chips = d[0] * d[1] * d[2];
+                    np->chips = (uint32_t)(d[0] * d[1] * d[2]);
             }
         } else if (!chips_opt && (np->topology == ARCH_TOPOLOGY_TORUS2D ||
                                   np->topology == ARCH_TOPOLOGY_TORUS3D)) {
@@ -235,45 +215,29 @@ static np_status col_topology(const char *spec, uint32_t chips_opt, net_params *
     return NP_OK;
 }
 
-/* "A-B[:STEP]" or "a,b,c" into a new array. */
-static np_status col_group(const char *spec, uint32_t **out, uint32_t *n, np_err *err)
+/* The chips of a --group list (parse.h: "0-7", "0,2,5", "0-14:2", "0-1,4-5"), each one of the
+ * network's `chips`, at most `chips` of them (counted before anything is allocated), into a
+ * new array. */
+static np_status col_group(const char *spec, uint32_t chips, uint32_t **out, uint32_t *n,
+                           np_err *err)
 {
-    unsigned a, b, step = 1;
-    char tail;
-    uint32_t *v = NULL;
-    if (strchr(spec, '-')) {
-        int k = sscanf(spec, "%u-%u:%u%c", &a, &b, &step, &tail);
-        if ((k != 2 && k != 3) || b < a || step == 0)
-            return np_err_set(err, NP_ERR_USAGE, "--group: expected A-B[:STEP] or a comma "
-                              "list, got '%s'", spec);
-        *n = (b - a) / step + 1;
-        v = malloc((size_t)*n * sizeof *v);
-        if (!v)
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        for (uint32_t i = 0; i < *n; i++)
-            v[i] = a + i * step;
-    } else {
-        uint32_t cap = 1;
-        for (const char *s = spec; *s; s++)
-            cap += *s == ',';
-        v = malloc((size_t)cap * sizeof *v);
-        if (!v)
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        *n = 0;
-        const char *s = spec;
-        while (*s) {
-            char *end;
-            unsigned long x = strtoul(s, &end, 10);
-            if (end == s || (*end && *end != ',')) {
-                free(v);
-                return np_err_set(err, NP_ERR_USAGE, "--group: expected A-B[:STEP] or a "
-                                  "comma list, got '%s'", spec);
-            }
-            v[(*n)++] = (uint32_t)x;
-            s = *end ? end + 1 : end;
-        }
+    size_t count;
+    if (np_parse_list(NP_SRC_OPT("--group"), spec, 0, chips - 1, NULL, chips, &count, err) !=
+        NP_OK)
+        return err->status;
+    uint64_t *v = malloc(count * sizeof *v);
+    uint32_t *g = malloc(count * sizeof *g);
+    if (!v || !g) {
+        free(v);
+        free(g);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
-    *out = v;
+    np_parse_list(NP_SRC_OPT("--group"), spec, 0, chips - 1, v, count, &count, err);
+    for (size_t i = 0; i < count; i++)
+        g[i] = (uint32_t)v[i];
+    free(v);
+    *out = g;
+    *n = (uint32_t)count;
     return NP_OK;
 }
 
@@ -442,7 +406,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
         {"core", required_argument, NULL, 'K'},   CLI_TRACE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},           {0}};
-    const char *arch_name = COL_DEFAULT_ARCH, *topo = NULL, *group = NULL;
+    const char *arch_name = CLI_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
     size_t n_sets = 0;
     bool have_op = false, json = false, csv = false, isa = false, rank_order = false;
@@ -479,34 +443,29 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
                 return NP_ERR_USAGE;
             }
             break;
-        case 'C': st = col_parse_u32("--chips", optarg, 1, 1u << 20, &chips, err); break;
+        case 'C': st = col_parse_u32("--chips", optarg, 1, COL_MAX_CHIPS, &chips, err); break;
         case 't': topo = optarg; break;
         case 'g': group = optarg; break;
-        case 'b': st = col_parse_size("--min-bytes", optarg, &min_b, err); break;
-        case 'e': st = col_parse_size("--max-bytes", optarg, &max_b, err); break;
+        case 'b': st = col_parse_size("--min-bytes", optarg, 1, 1ULL << 50, &min_b, err); break;
+        case 'e': st = col_parse_size("--max-bytes", optarg, 1, 1ULL << 50, &max_b, err); break;
         case 'f': st = col_parse_u32("--factor", optarg, 2, 1024, &factor, err); break;
         case 'n': st = col_parse_u32("--iters", optarg, 1, 1000000, &iters, err); break;
         case 'w': st = col_parse_u32("--warmup", optarg, 0, 1000000, &warmup, err); break;
-        case 'c': st = col_parse_size("--chunk", optarg, &chunk, err); break;
+        case 'c': st = col_parse_size("--chunk", optarg, 0, 1ULL << 50, &chunk, err); break;
         case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
         case 'j': json = true; break;
         case 'V': csv = true; break;
         case 'R': rank_order = true; break;
-        case 'G':
-            if (!strcmp(optarg, "flow"))
-                engine = NET_ENGINE_FLOW;
-            else if (!strcmp(optarg, "packet"))
-                engine = NET_ENGINE_PACKET;
-            else
-                st = np_err_set(err, NP_ERR_USAGE, "--engine: expected flow or packet, got "
-                                "'%s'", optarg);
+        case 'G': {
+            static const char *const engines[] = {"flow", "packet"};
+            size_t e = 0;
+            st = np_parse_enum(NP_SRC_OPT("--engine"), optarg, "engine", engines, 2, &e, err);
+            engine = e == 1 ? NET_ENGINE_PACKET : NET_ENGINE_FLOW;
             break;
+        }
         case 'M':
-            st = col_parse_size("--mtu", optarg, &mtu, err);
-            if (st == NP_OK && (mtu < 1 || mtu > (1u << 30)))
-                st = np_err_set(err, NP_ERR_USAGE, "--mtu: expected 1 .. 1G bytes, got '%s'",
-                                optarg);
+            st = col_parse_size("--mtu", optarg, 1, 1u << 30, &mtu, err);
             break;
         case 'B': st = col_parse_u32("--buf", optarg, 2, 1u << 20, &buf, err); break;
         case 'K':
@@ -577,7 +536,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         return np_err_set(err, NP_ERR_USAGE, "a collective needs at least 2 chips (the "
                           "architecture has %" PRIu32 "; use --chips)", np.chips);
     uint32_t *grp = NULL, n_grp = 0;
-    if (group && col_group(group, &grp, &n_grp, err) != NP_OK)
+    if (group && col_group(group, np.chips, &grp, &n_grp, err) != NP_OK)
         return err->status;
 
     evq *q = NULL;

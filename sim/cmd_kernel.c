@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "cli_trace.h"
 #include "core.h"
+#include "human.h"
 #include "isa_asm.h"
 #include "kernel.h"
 #include "kc_tiles.h"
@@ -49,55 +50,6 @@ const char cmd_kernel_usage[] =
     "  --emit-asm      print the kernel's program (the disassembler's text; in --json: \"asm\")\n"
     "  --trace F       write a Chrome/Perfetto trace of the run (gzip when F ends in .gz)\n"
     "  --json          print one object (fields in docs/compiler.md)\n";
-
-/* ---- numbers for people --------------------------------------------------------------------- */
-
-static const char *with_commas(uint64_t v, char *buf, size_t n)
-{
-    char tmp[32];
-    int len = snprintf(tmp, sizeof tmp, "%" PRIu64, v), o = 0;
-    for (int i = 0; i < len && (size_t)o + 2 < n; i++) {
-        if (i && (len - i) % 3 == 0)
-            buf[o++] = ',';
-        buf[o++] = tmp[i];
-    }
-    buf[o] = '\0';
-    return buf;
-}
-
-static const char *scaled_bytes(double b, char *buf, size_t n)
-{
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int u = 0;
-    while (b >= 1024 && u < 4)
-        b /= 1024, u++;
-    snprintf(buf, n, u ? "%.1f %s" : "%.0f %s", b, units[u]);
-    return buf;
-}
-
-static const char *scaled_time(double us, char *buf, size_t n)
-{
-    if (us >= 1e6)
-        snprintf(buf, n, "%.3f s", us / 1e6);
-    else if (us >= 1e3)
-        snprintf(buf, n, "%.3f ms", us / 1e3);
-    else
-        snprintf(buf, n, "%.3f us", us);
-    return buf;
-}
-
-static const char *scaled_flops(double f, char *buf, size_t n)
-{
-    if (f >= 1e12)
-        snprintf(buf, n, "%.2f TFLOP", f / 1e12);
-    else if (f >= 1e9)
-        snprintf(buf, n, "%.2f GFLOP", f / 1e9);
-    else if (f >= 1e6)
-        snprintf(buf, n, "%.2f MFLOP", f / 1e6);
-    else
-        snprintf(buf, n, "%.0f FLOP", f);
-    return buf;
-}
 
 /* ---- --list --------------------------------------------------------------------------------- */
 
@@ -137,12 +89,16 @@ static void kernel_list(void)
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
+/* The kernel's time in ps: its cycles at the core clock. */
+static uint64_t figures_ps(const krun_figures *f) { return (uint64_t)llround(f->time_us * 1e6); }
+
 static json_t *figures_json(const char *op, const krun_figures *f, const krun_result *r)
 {
     json_t *j = json_object();
     json_object_set_new(j, "op", json_string(op));
     json_object_set_new(j, "cycles", json_integer((json_int_t)f->cycles));
     json_object_set_new(j, "time_us", json_real(f->time_us));
+    json_object_set_new(j, "time_ps", json_integer((json_int_t)figures_ps(f)));
     json_object_set_new(j, "flops", json_integer((json_int_t)f->flops));
     json_object_set_new(j, "tflops", json_real(f->tflops));
     json_object_set_new(j, "hbm_bytes", json_integer((json_int_t)f->hbm_bytes));
@@ -169,29 +125,32 @@ static json_t *figures_json(const char *op, const krun_figures *f, const krun_re
 static void figures_print(const char *op, const arch_config *cfg, const char *arch,
                           const krun_figures *f, const krun_result *r)
 {
-    char a[48], b[48], c[48];
+    char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX], d[NP_HUMAN_MAX];
     printf("%s on %s, %" PRIu32 " core%s\n", op, arch, f->cores, f->cores == 1 ? "" : "s");
     printf("  schedule      %s (%s instructions)\n", r->kernel.schedule,
-           with_commas(r->kernel.insns, a, sizeof a));
-    printf("  time          %s cycles, %s at %.2f GHz\n", with_commas(f->cycles, a, sizeof a),
-           scaled_time(f->time_us, b, sizeof b), cfg->core.clock_ghz);
-    printf("  compute       %s at %.2f TFLOP/s, %.1f%% of the peak %.2f TFLOP/s", 
-           scaled_flops((double)f->flops, a, sizeof a), f->tflops,
-           f->peak_tflops > 0 ? 100.0 * f->tflops / f->peak_tflops : 0.0, f->peak_tflops);
+           np_human_count(r->kernel.insns, a, sizeof a));
+    printf("  time          %s cycles, %s at %s\n", np_human_count(f->cycles, a, sizeof a),
+           np_human_ps(figures_ps(f), b, sizeof b),
+           np_human_si(cfg->core.clock_ghz * 1e9, "Hz", c, sizeof c));
+    printf("  compute       %s at %s, %.1f%% of the peak %s",
+           np_human_si((double)f->flops, "FLOP", a, sizeof a),
+           np_human_si(f->tflops * 1e12, "FLOP/s", b, sizeof b),
+           f->peak_tflops > 0 ? 100.0 * f->tflops / f->peak_tflops : 0.0,
+           np_human_si(f->peak_tflops * 1e12, "FLOP/s", c, sizeof c));
     if (r->kernel.mxu_flops)
         printf(" (MXU utilization %.1f%%)", f->mxu_util_pct);
-    printf("\n  HBM           %s moved (minimum %s) at %.1f GB/s, %.1f%% of %.1f GB/s\n",
-           scaled_bytes((double)f->hbm_bytes, a, sizeof a),
-           scaled_bytes((double)f->hbm_bytes_min, c, sizeof c), f->gbps,
-           f->peak_gbps > 0 ? 100.0 * f->gbps / f->peak_gbps : 0.0, f->peak_gbps);
+    printf("\n  HBM           %s moved (minimum %s) at %s, %.1f%% of %s\n",
+           np_human_bytes(f->hbm_bytes, a, sizeof a), np_human_bytes(f->hbm_bytes_min, b, sizeof b),
+           np_human_si(f->gbps * 1e9, "B/s", c, sizeof c),
+           f->peak_gbps > 0 ? 100.0 * f->gbps / f->peak_gbps : 0.0,
+           np_human_si(f->peak_gbps * 1e9, "B/s", d, sizeof d));
     printf("  roofline      %s-bound: %.1f%% of the bound\n",
            f->compute_bound ? "compute" : "memory", f->roofline_pct);
     if (r->kernel.est_cycles)
         printf("  cost model    %s cycles (%+.1f%% of the simulated)\n",
-               with_commas(r->kernel.est_cycles, a, sizeof a),
+               np_human_count(r->kernel.est_cycles, a, sizeof a),
                100.0 * ((double)r->kernel.est_cycles - (double)f->cycles) / (double)f->cycles);
     printf("\n");
-    (void)b;
     core_report_print(r->report, stdout);
 }
 
@@ -378,29 +337,32 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
             printf("\ntuned: %u tilings simulated (cycles: cost model's estimate -> simulated)\n",
                    tuned.tried);
             for (unsigned i = 0; i < tuned.tried; i++) {
-                char a1[32], a2[32];
+                char a1[NP_HUMAN_MAX], a2[NP_HUMAN_MAX];
                 printf("  %s %-14s -> %14s\n", i == tuned.best_index ? "*" : " ",
-                       with_commas(tuned.est[i], a1, sizeof a1),
-                       with_commas(tuned.cycles[i], a2, sizeof a2));
+                       np_human_count(tuned.est[i], a1, sizeof a1),
+                       np_human_count(tuned.cycles[i], a2, sizeof a2));
             }
             printf("  the fastest is %.1f%% faster than the cost model's choice\n",
                    100.0 * (1.0 - (double)tuned.cycles[tuned.best_index] /
                                       (double)tuned.cycles[0]));
         }
         for (int i = 0; functional && i < chk.n_out; i++) {
-            char which[32] = "";
+            char which[32] = "", nb[NP_HUMAN_MAX], nn[NP_HUMAN_MAX];
             if (chk.n_out > 1)
                 snprintf(which, sizeof which, " (output %d)", i);
-            printf("%sfunctional%s: %" PRId64 " of %" PRId64 " elements outside the tolerance "
-                   "(largest difference %g; rtol %g, atol %g) against the reference executor\n",
-                   i ? "" : "\n", which, chk.out[i].bad, chk.out[i].n, chk.out[i].max_abs,
+            printf("%sfunctional%s: %s of %s elements outside the tolerance (largest "
+                   "difference %g; rtol %g, atol %g) against the reference executor\n",
+                   i ? "" : "\n", which, np_human_int(chk.out[i].bad, nb, sizeof nb),
+                   np_human_int(chk.out[i].n, nn, sizeof nn), chk.out[i].max_abs,
                    chk.out[i].rtol, chk.out[i].atol);
         }
     }
     free(asm_text);
     krun_result_free(&r);
+    char nb[NP_HUMAN_MAX], nn[NP_HUMAN_MAX];
     if (st == NP_OK && functional && chk.bad)
-        return np_err_set(err, NP_ERR_SIM_FAULT, "--functional: %" PRId64 " of %" PRId64
-                          " output elements differ from the reference executor", chk.bad, chk.n);
+        return np_err_set(err, NP_ERR_SIM_FAULT, "--functional: %s of %s output elements "
+                          "differ from the reference executor",
+                          np_human_int(chk.bad, nb, sizeof nb), np_human_int(chk.n, nn, sizeof nn));
     return st;
 }

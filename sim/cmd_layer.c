@@ -142,7 +142,9 @@ typedef struct layer_result {
 } layer_result;
 
 /* Simulates the GEMM m x n x k, or with cv non-NULL the convolution (whose GEMM it is) with
- * the conv kernel. */
+ * the conv kernel; a convolution whose kernel does not fit the core (NP_ERR_RANGE: its staged
+ * input rows hold every channel, more than a small scratchpad such as tiny's 64 KiB) runs as
+ * that GEMM instead, its im2col'd input in HBM (out->kernel says which ran). */
 static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_t m, uint64_t n,
                            uint64_t k, const kgen_conv *cv, uint64_t cores, bool calc,
                            cli_trace *tr, layer_result *out, np_err *err)
@@ -152,9 +154,19 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     kgen_matmul mm = {m, n, k, ISA_DTYPE_BF16, 0, 0, 0, cores};
     char *text = NULL;
     isa_program *p = NULL;
-    if ((cv ? kgen_conv_build(cfg, cv, &text, &p, err)
-            : kgen_matmul_build(cfg, &mm, &text, &p, err)) != NP_OK)
+    np_status built = cv ? kgen_conv_build(cfg, cv, &text, &p, err)
+                         : kgen_matmul_build(cfg, &mm, &text, &p, err);
+    bool as_gemm = false;
+    if (built == NP_ERR_RANGE && cv) { /* the conv's GEMM, else the conv's own error */
+        np_err conv_err = *err;
+        as_gemm = kgen_matmul_build(cfg, &mm, &text, &p, err) == NP_OK;
+        if (!as_gemm) {
+            *err = conv_err;
+            return conv_err.status;
+        }
+    } else if (built != NP_OK) {
         return err->status;
+    }
     free(text);
     core_report *r = NULL;
     core_sim_opts o = {.trace = tr ? cli_trace_insn : NULL, .trace_ctx = tr};
@@ -165,7 +177,7 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     if (st != NP_OK)
         return st;
     out->total_ps = r->total_ps;
-    out->kernel = cv ? "conv" : "matmul";
+    out->kernel = cv && !as_gemm ? "conv" : "matmul";
     out->sim_total = r->total_cycles;
     uint64_t share = (out->t.folds + cores - 1) / cores;
     /* what double-buffered weights save per fold after the first (0 without them) */
@@ -250,9 +262,12 @@ static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_re
         printf("layer %s: M=%" PRIu64 " N=%" PRIu64 " K=%" PRIu64 " on %" PRIu64 " cores of "
                "%" PRIu64 "x%" PRIu64 " arrays\n", l->name, l->m, l->n, l->k, cores, arr->rows,
                arr->cols);
-    if (kc)
+    if (kc && !strcmp(r->kernel, "conv"))
         printf("kernel:                 conv (implicit im2col) on a %" PRIu64 "x%" PRIu64
                "x%" PRIu64 " input (padding included)\n", kc->h, kc->w, kc->c);
+    else if (kc)
+        printf("kernel:                 matmul: the conv's im2col GEMM (the conv kernel's "
+               "staged input rows do not fit the scratchpad)\n");
     else
         printf("kernel:                 matmul\n");
     printf("total cycles:           %s cycles%s\n", np_human_count(r->total, a, sizeof a),

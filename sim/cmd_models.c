@@ -4,6 +4,7 @@
 
 #include "cli.h"
 #include "csv.h"
+#include "human.h"
 #include "model.h"
 
 const char cmd_models_usage[] =
@@ -67,8 +68,11 @@ np_status cmd_models(int argc, char **argv, np_err *err)
             snprintf(pb, sizeof pb, "%" PRId64, params);
             const char *row[] = {d.name, d.family, pb, desc};
             csv_row(stdout, row, 4);
-        } else
-            printf("%-14s %-13s %16" PRId64 "  %s\n", d.name, d.family, params, desc);
+        } else {
+            char pb[NP_HUMAN_MAX];
+            printf("%-14s %-13s %16s  %s\n", d.name, d.family, np_human_int(params, pb, sizeof pb),
+                   desc);
+        }
     }
     nn_model_names_free(names, n);
     if (st != NP_OK) {

@@ -10,11 +10,13 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "readfile.h"
 #include "report.h"
 #include "trace_db.h"
 #include "trace_stats.h"
 
 #define REPORT_MAX_SETS 64
+#define REPORT_SWEEP_MAX_BYTES (256u << 20) /* a sweep's results: a line per point */
 
 const char cmd_report_usage[] =
     "usage: npusim report [RUN.json] [TRACE.json[.gz]] [RESULTS.jsonl] -o REPORT.html\n"
@@ -59,20 +61,29 @@ static np_status input_kind_of(const char *path, input_kind *out, np_err *err)
     return NP_OK;
 }
 
-/* The sweep's JSON lines as an array (a line that does not parse is an error naming it). */
+/* The sweep's JSON lines as an array (a line that does not parse is an error naming it); the
+ * file through base/readfile.h (no directory or device, at most REPORT_SWEEP_MAX_BYTES). */
 static np_status load_sweep(const char *path, json_t **out, np_err *err)
 {
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open the sweep results");
+    char *text;
+    size_t len;
+    if (np_read_file(path, REPORT_SWEEP_MAX_BYTES, "sweep results (JSON lines)", &text, &len,
+                     err) != NP_OK)
+        return err->status;
     json_t *a = json_array();
-    char *line = NULL;
-    size_t cap = 0;
     int lineno = 0;
     np_status st = a ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    while (st == NP_OK && getline(&line, &cap, f) > 0) {
+    for (char *line = text, *next; st == NP_OK && line < text + len; line = next) {
         lineno++;
-        if (strspn(line, " \t\r\n") == strlen(line))
+        char *nl = memchr(line, '\n', (size_t)(text + len - line));
+        next = nl ? nl + 1 : text + len;
+        if (memchr(line, '\0', (size_t)(next - line))) {
+            st = np_err_at(err, NP_ERR_SYNTAX, path, lineno, 1, "a NUL byte: not JSON lines");
+            break;
+        }
+        if (nl)
+            *nl = '\0';
+        if (strspn(line, " \t\r") == strlen(line))
             continue;
         json_error_t je;
         json_t *j = json_loads(line, 0, &je);
@@ -84,8 +95,7 @@ static np_status load_sweep(const char *path, json_t **out, np_err *err)
         }
         json_array_append_new(a, j);
     }
-    free(line);
-    fclose(f);
+    free(text);
     if (st != NP_OK) {
         json_decref(a);
         return st;

@@ -25,7 +25,8 @@ const char cmd_summary_usage[] =
     "\n"
     "The table is torchinfo's: the layers as a tree of modules (type: depth-idx), each\n"
     "layer's output shape, parameters and Mult-Adds (torchinfo's: a convolution's parameters\n"
-    "x batch x output pixels, another layer's parameters x batch), totals and torchinfo's size\n"
+    "x batch x output pixels, a linear layer's x batch x tokens, another layer's parameters\n"
+    "x batch), totals and torchinfo's size\n"
     "estimates (MB = 10^6 bytes), then the exact forward FLOPs of each layer (a multiply-add\n"
     "is 2 FLOPs) and the memory of a training step (forward, backward, AdamW).\n";
 

@@ -720,10 +720,10 @@ TEST(missing_file_is_an_io_error_naming_the_path)
     np_err e = {0};
     CU_ASSERT_EQUAL(arch_load_file(path, &c, &e), NP_ERR_IO);
     EXPECT_STR(e.file, path);
-    EXPECT_STR(e.msg, "cannot open config file: No such file or directory");
+    EXPECT_STR(e.msg, "cannot open: No such file or directory");
     harness_run r = harness_npusim("config", "check", path, NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    snprintf(want, sizeof want, "npusim: %s: cannot open config file: No such file or directory\n",
+    snprintf(want, sizeof want, "npusim: %s: cannot open: No such file or directory\n",
              path);
     EXPECT_STR(r.err, want);
     harness_run_free(&r);
@@ -734,7 +734,7 @@ TEST(directory_is_an_io_error)
     arch_config c;
     np_err e = {0};
     CU_ASSERT_EQUAL(arch_load_file(harness_src_path("tests/data/arch"), &c, &e), NP_ERR_IO);
-    EXPECT_STR(e.msg, "cannot read config file: Is a directory");
+    EXPECT_STR(e.msg, "is a directory, not a config file");
 }
 
 TEST(odd_and_huge_inputs_give_errors_not_crashes)

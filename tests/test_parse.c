@@ -88,6 +88,11 @@ TEST(reals_are_finite_plain_decimals_in_range)
         CU_ASSERT_EQUAL(np_parse_f64(OPT, bad[i], 0, 1, &d, &e), NP_ERR_USAGE);
         CU_ASSERT_DOUBLE_EQUAL(d, 9, 0);
     }
+    /* the range in the fewest digits that read back: 1e-06, not 9.9999999999999995e-07 */
+    CU_ASSERT_EQUAL(np_parse_f64(OPT, "-1", 1e-6, 1e6, &d, &e), NP_ERR_USAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "expected a number in 1e-06 .. 1e+06, got '-1'"));
+    CU_ASSERT_EQUAL(np_parse_f64(OPT, "x", 0.1, 1.0 / 3, &d, &e), NP_ERR_USAGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "in 0.1 .. 0.3333333333333333, got 'x'"));
 }
 
 TEST(sizes_take_binary_units_and_refuse_overflow_and_decimal_units)

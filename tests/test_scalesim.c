@@ -264,3 +264,28 @@ TEST(layer_on_several_cores_counts_stalls_against_one_cores_share_of_the_folds)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "compute cycles / core:  22,495 cycles (16 of 64 folds)"));
     harness_run_free(&r);
 }
+
+TEST(layer_model_runs_resnet50_on_the_default_architecture_as_a_new_user_types_it)
+{
+    /* `npusim layer --model resnet50` on tiny (4 x 4 arrays, ws, a 64 KiB scratchpad): every
+     * one of the 53 convolutions and fc runs; a convolution whose conv kernel cannot stage its
+     * input rows (layer1.1.conv1: 56 x 256 channels of bf16 a row) runs as its im2col GEMM,
+     * with SCALE-Sim's compute cycles all the same: M = 3136, N = 64, K = 256 on 4 x 4 ws is
+     * ceil(K/4) x ceil(N/4) = 1024 folds of 2 x 4 + 4 + M - 2 = 3146 cycles, less 1 */
+    const char *args[] = {"layer", "--model", "resnet50", "--json", NULL};
+    harness_run r = harness_npusim_in(NULL, args);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    int n = 0;
+    for (const char *p = r.out; (p = strstr(p, "\"name\": ")); p++)
+        n++;
+    CU_ASSERT_EQUAL(n, 54);
+    const char *l = strstr(r.out, "\"name\": \"layer1.1.conv1\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(l);
+    CU_ASSERT_EQUAL(ss_json_num(l, "m", 0), 3136);
+    CU_ASSERT_EQUAL(ss_json_num(l, "compute_cycles", 0), 1024.0 * 3146 - 1);
+    const char *kernel = strstr(l, "\"kernel\": ");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(kernel);
+    CU_ASSERT_EQUAL(strncmp(kernel, "\"kernel\": \"matmul\"", 18), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "\"kernel\": \"conv\"")); /* conv1's kernel fits */
+    harness_run_free(&r);
+}

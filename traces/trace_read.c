@@ -67,7 +67,7 @@ static void advance(reader *r, size_t n)
 static np_status peek(reader *r, int *c)
 {
     for (;;) {
-        while (r->beg < r->end && strchr(" \t\r\n", r->data[r->beg]))
+        while (r->beg < r->end && r->data[r->beg] && strchr(" \t\r\n", r->data[r->beg]))
             advance(r, 1);
         if (r->beg < r->end) {
             *c = (unsigned char)r->data[r->beg];
