@@ -294,11 +294,11 @@ static uint32_t sw_domain(const net *n, uint32_t chip, uint32_t *domain_chips)
 }
 
 static const net_topo_ops net_topos[ARCH_TOPOLOGY_COUNT] = {
-    [ARCH_TOPOLOGY_RING] = {"ring", torus_build, torus_route, torus_data_free},
-    [ARCH_TOPOLOGY_TORUS2D] = {"torus2d", torus_build, torus_route, torus_data_free},
-    [ARCH_TOPOLOGY_TORUS3D] = {"torus3d", torus_build, torus_route, torus_data_free},
-    [ARCH_TOPOLOGY_FULLY_CONNECTED] = {"fully_connected", fc_build, fc_route, NULL},
-    [ARCH_TOPOLOGY_SWITCH] = {"switch", switch_build, switch_route, sw_data_free},
+    [ARCH_TOPOLOGY_RING] = {"ring", torus_build, torus_route, torus_data_free, NULL},
+    [ARCH_TOPOLOGY_TORUS2D] = {"torus2d", torus_build, torus_route, torus_data_free, NULL},
+    [ARCH_TOPOLOGY_TORUS3D] = {"torus3d", torus_build, torus_route, torus_data_free, NULL},
+    [ARCH_TOPOLOGY_FULLY_CONNECTED] = {"fully_connected", fc_build, fc_route, NULL, NULL},
+    [ARCH_TOPOLOGY_SWITCH] = {"switch", switch_build, switch_route, sw_data_free, NULL},
     [ARCH_TOPOLOGY_FAT_TREE] = {"fat_tree", fat_build, fat_route, sw_data_free, sw_domain},
     [ARCH_TOPOLOGY_HIERARCHICAL] = {"hierarchical", hier_build, hier_route, sw_data_free,
                                     sw_domain},
