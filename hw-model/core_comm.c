@@ -5,7 +5,12 @@
  * link-port router (chip.link_port_router), one transfer on the chip-to-chip network
  * (noc/net.h: the topology's route, links shared max-min fairly with every other transfer in
  * flight), and a packet on the receiver chip's mesh from its link-port router to the core (a
- * leg is skipped when the core sits at the port's router).
+ * leg is skipped when the core sits at the port's router). It crosses them cut-through, in
+ * pieces of chip.c2c_piece_bytes: every piece is its own packet on each mesh and its own
+ * transfer on the links (one of the message's at a time, the next starting when the last has
+ * left; to a receiver at the port, every piece that has reached the sender's port at once),
+ * and takes its next leg as soon as it has crossed the last. The message arrives with its last
+ * piece; the counts of pieces per leg live on its record (no allocation per piece).
  *
  * A message is a record of the system's table (hw_system.msgs) from the send until it has both
  * left its sender (the send retires) and been taken by a recv; then the record is recycled, so
@@ -184,29 +189,54 @@ static void comm_arrived(hw_system *y, uint32_t id)
 
 static void comm_net_event(void *ctx, uint64_t arg, net_event ev);
 
-/* Message id (between chips) starts leg `leg` now, or has arrived after the last one. */
-static void comm_leg(hw_system *y, uint32_t id, uint8_t leg)
+/* Bytes of pieces [k, k + n) of message m (chip.c2c_piece_bytes each, the last one shorter). */
+static uint64_t comm_pieces_bytes(const hw_system *y, const comm_msg *m, uint32_t k, uint32_t n)
+{
+    uint64_t pb = y->cfg->chip.c2c_piece_bytes, lo = (uint64_t)k * pb, hi = lo + n * pb;
+    return (hi < m->bytes ? hi : m->bytes) - (lo < m->bytes ? lo : m->bytes);
+}
+
+/* Message id (between chips) puts its next pieces on the links if they are at the sender
+ * chip's port and the links are free of its last transfer: one piece, or, when the receiver
+ * sits at the port (no mesh leg to feed), every piece at the port in one transfer. The
+ * transfer's arg carries the message and its count of pieces. */
+static void comm_link_next(hw_system *y, uint32_t id)
 {
     comm_msg *m = &y->msgs[id];
-    chip_sim *s = &y->chips[leg == 0 ? m->src_chip : m->dst_chip];
-    uint32_t port = (uint32_t)y->cfg->chip.link_port_router;
-    uint32_t flits = mesh_message_flits(m->bytes, (uint32_t)y->cfg->chip.noc_flit_bytes);
-    m->leg = leg;
-    if (leg == 0 && m->src_core == port)
-        leg = m->leg = 1; /* the sender sits at the port */
-    if (leg == 0) {
-        if (mesh_send(s->noc, m->src_core, port, flits, id, &s->err) != NP_OK)
-            chip_fail(s);
-    } else if (leg == 1) {
-        s->c2c_bytes += m->bytes;
-        if (net_transfer(y->net, m->src_chip, m->dst_chip, m->bytes, comm_net_event, y, id,
-                         &s->err) != NP_OK)
-            chip_fail(s);
-    } else if (m->dst_core == port) {
-        comm_arrived(y, id); /* the receiver sits at the port */
-    } else if (mesh_send(s->noc, port, m->dst_core, flits, id, &s->err) != NP_OK) {
+    if (m->link_busy || m->on_link == m->at_port)
+        return;
+    chip_sim *s = &y->chips[m->src_chip];
+    uint32_t n = m->dst_core == (uint32_t)y->cfg->chip.link_port_router ? m->at_port - m->on_link : 1;
+    uint64_t bytes = comm_pieces_bytes(y, m, m->on_link, n);
+    m->on_link += n;
+    m->link_busy = true;
+    s->c2c_bytes += bytes;
+    if (net_transfer(y->net, m->src_chip, m->dst_chip, bytes, comm_net_event, y,
+                     (uint64_t)n << 32 | id, &s->err) != NP_OK)
         chip_fail(s);
+}
+
+/* Message id (between chips) starts: its pieces queue on the sender chip's mesh for the
+ * link port, or, from a core at the port, are all there at once. */
+static void comm_c2c_start(hw_system *y, uint32_t id)
+{
+    comm_msg *m = &y->msgs[id];
+    chip_sim *s = &y->chips[m->src_chip];
+    uint32_t port = (uint32_t)y->cfg->chip.link_port_router;
+    uint64_t pb = y->cfg->chip.c2c_piece_bytes;
+    m->pieces = m->bytes ? (uint32_t)((m->bytes + pb - 1) / pb) : 1;
+    if (m->src_core == port) {
+        m->left0 = m->at_port = m->pieces;
+        comm_link_next(y, id);
+        return;
     }
+    uint32_t fb = (uint32_t)y->cfg->chip.noc_flit_bytes;
+    for (uint32_t k = 0; k < m->pieces; k++)
+        if (mesh_send(s->noc, m->src_core, port, mesh_message_flits(comm_pieces_bytes(y, m, k, 1), fb),
+                      id, &s->err) != NP_OK) {
+            chip_fail(s);
+            return;
+        }
 }
 
 void core_comm_mesh_deliver(void *ctx, const mesh_packet *p)
@@ -218,35 +248,62 @@ void core_comm_mesh_deliver(void *ctx, const mesh_packet *p)
         return;
     }
     uint32_t id = (uint32_t)p->tag;
-    const comm_msg *m = &y->msgs[id];
-    if (m->src_chip != m->dst_chip && m->leg == 0)
-        comm_leg(y, id, 1); /* reached the link port: onto the links */
-    else
+    comm_msg *m = &y->msgs[id];
+    if (m->src_chip == m->dst_chip) {
         comm_arrived(y, id);
+    } else if (s->chip == m->src_chip) { /* a piece reached the link port: onto the links */
+        m->at_port++;
+        comm_link_next(y, id);
+    } else if (++m->at_dst == m->pieces) { /* the last piece reached the receiver */
+        comm_arrived(y, id);
+    }
 }
 
-/* The mesh took the tail of a packet from its source: for a message's first mesh (this chip,
- * or the sender's chip on its way to the link ports) the sender's last byte has left. */
+/* The mesh took the tail of a packet from its source: for a message on this chip, or the
+ * last piece of one on its way to the link ports, the sender's last byte has left. */
 void core_comm_mesh_sent(void *ctx, const mesh_packet *p)
 {
     chip_sim *s = ctx;
     if (p->tag & CORE_TAG_BARRIER)
         return;
-    const comm_msg *m = &s->sys->msgs[(uint32_t)p->tag];
-    if (m->src_chip == s->chip && m->leg == 0)
+    comm_msg *m = &s->sys->msgs[(uint32_t)p->tag];
+    if (m->src_chip == s->chip && (m->dst_chip == s->chip || ++m->left0 == m->pieces))
         comm_sent(s->sys, (uint32_t)p->tag);
 }
 
 /* From a net.h event, at its end (net_flow_finish / net_flow_deliver call it last): the
- * COMM entry it ends may complete in it, instead of in an event at the same time. */
+ * COMM entry it ends may complete in it, instead of in an event at the same time. At SENT
+ * the links take the message's next pieces (a sender at the port retires with its last); at
+ * DELIVERED the pieces cross the receiver chip's mesh, or have arrived. */
 static void comm_net_event(void *ctx, uint64_t arg, net_event ev)
 {
     hw_system *y = ctx;
+    uint32_t id = (uint32_t)arg, n = (uint32_t)(arg >> 32);
+    comm_msg *m = &y->msgs[id];
+    uint32_t port = (uint32_t)y->cfg->chip.link_port_router;
     y->in_net_callback = true;
-    if (ev == NET_EVENT_SENT) /* a sender at the link ports: its last byte left on the link */
-        comm_sent(y, (uint32_t)arg);
-    else
-        comm_leg(y, (uint32_t)arg, 2);
+    if (ev == NET_EVENT_SENT) {
+        m->link_busy = false;
+        if (m->on_link < m->pieces)
+            comm_link_next(y, id);
+        else if (m->src_core == port) /* its last byte left on the link */
+            comm_sent(y, id);
+    } else if (m->dst_core == port) {
+        m->off_link = m->at_dst += n;
+        if (m->at_dst == m->pieces)
+            comm_arrived(y, id); /* the receiver sits at the port */
+    } else {
+        chip_sim *d = &y->chips[m->dst_chip];
+        uint32_t fb = (uint32_t)y->cfg->chip.noc_flit_bytes;
+        for (uint32_t k = m->off_link; k < m->off_link + n; k++)
+            if (mesh_send(d->noc, port, m->dst_core,
+                          mesh_message_flits(comm_pieces_bytes(y, m, k, 1), fb), id,
+                          &d->err) != NP_OK) {
+                chip_fail(d);
+                break;
+            }
+        m->off_link += n;
+    }
     y->in_net_callback = false;
 }
 
@@ -363,7 +420,7 @@ void core_comm_start(core_model *c, core_queue *q, unsigned slot)
             goto fail;
         return;
     }
-    comm_leg(y, id, 0);
+    comm_c2c_start(y, id);
     return;
 fail:
     chip_fail(s);

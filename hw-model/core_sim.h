@@ -133,7 +133,7 @@ typedef struct core_model {
 } core_model;
 
 /* A comm.send's message: one mesh packet from the sender's router to the receiver's on one
- * chip, or one chip-to-chip network transfer between two chips. Its record lives from the
+ * chip, or, between two chips, pieces over three legs (core_comm.c). Its record lives from the
  * send until it is both sent and taken by a recv, then goes back to the free list. */
 typedef struct comm_msg {
     uint32_t src_chip, src_idx; /* sender: chip, and core index in its program */
@@ -148,8 +148,17 @@ typedef struct comm_msg {
     bool taken;                 /* a recv took it (out of the mailbox) */
     uint32_t next;              /* the next message in the receiver's mailbox, or in the free
                                    list */
-    uint8_t leg;                /* between chips: 0 sender's mesh to the link port, 1 the
-                                   links, 2 receiver's mesh from its link port */
+    /* Between chips the message crosses its legs (0 the sender's mesh to the link port, 1
+     * the links, 2 the receiver's mesh from its port) in `pieces` pieces of
+     * chip.c2c_piece_bytes (the last one shorter), each taking its next leg when it has
+     * crossed the last; counts of pieces so far: */
+    uint32_t pieces;
+    uint32_t left0;             /* whose tail has left the sender for its mesh (leg 0) */
+    uint32_t at_port;           /* at the sender chip's link port (all at once from a port core) */
+    uint32_t on_link;           /* started on the links, one transfer at a time */
+    uint32_t off_link;          /* delivered by the links to the receiver chip's port */
+    uint32_t at_dst;            /* at the receiver */
+    bool link_busy;             /* a transfer of this message's has not left the sender yet */
     uint8_t *data;              /* functional mode: the bytes, read when the send started */
 } comm_msg;
 
