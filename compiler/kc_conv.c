@@ -127,7 +127,7 @@ static np_status conv2d_compile(kc_ctx *x)
     const kc_tensor *X = &k->in[0], *Wt = &k->in[1], *Y = &k->out[0];
     kmm m;
     memset(&m, 0, sizeof m);
-    m.x = x;
+    m.x = x, m.em.x = x;
     if (X->ndim != 4 || Wt->ndim != 4 || Y->ndim != 4)
         return kc_fail(x, NP_ERR_INCONSISTENT, "x, w and out must be 4-D ([N, C, H, W], "
                        "[O, C/groups, KH, KW], [N, O, OH, OW])");

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kc_emit.h"
 #include "kc_matmul.h"
 #include "kernel.h"
 
@@ -110,8 +111,9 @@ typedef struct kmm {
     unsigned s_full[2], s_free[2], s_staged[2], s_cfull, s_cfree, s_drained, s_eready, s_braw,
         s_bready;
     uint64_t abuf[2], bbuf[2], stage[2], bstage[2], cbuf, tbuf, sbuf, acc;
-    /* traffic, counted as emitted times the enclosing loops' counts */
-    uint64_t mult, rd, wr;
+    /* the copies' emitter (kc_emit.h): HBM traffic counted as emitted times the enclosing
+     * loops' counts */
+    kce em;
     /* K split over pk cores per block of tiles (1: none). This core's K range [kb, kb + kl);
      * kpart 0: no split, 1: the block's root (receives and adds the partial sums, then
      * stores), 2: another core of the block (sends its partial sums to kroot). */

@@ -50,25 +50,7 @@ static void sem_signal(kmm *m, isa_unit u, unsigned s)
 static void dma(kmm *m, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
                 uint64_t n2, uint64_t ds1, uint64_t ss1, uint64_t ds2, uint64_t ss2)
 {
-    bool rows = n1 > 1 || n2 > 1, planes = n2 > 1;
-    uint64_t row = n0 * isa_dtype_size[dt];
-    /* strides equal to the packed layout are left out (0 means packed) */
-    if (!rows || ds1 == row)
-        ds1 = 0;
-    if (!rows || ss1 == row)
-        ss1 = 0;
-    if (!planes || ds2 == n1 * (ds1 ? ds1 : row))
-        ds2 = 0;
-    if (!planes || ss2 == n1 * (ss1 ? ss1 : row))
-        ss2 = 0;
-    ISA_EMIT(m->x->e, DMA_COPY, dst, src, isa_enum(dt), isa_imm((int64_t)n0),
-             isa_imm((int64_t)n1), isa_imm((int64_t)n2), isa_imm((int64_t)ds1),
-             isa_imm((int64_t)ss1), isa_imm((int64_t)ds2), isa_imm((int64_t)ss2));
-    uint64_t bytes = n0 * n1 * n2 * isa_dtype_size[dt] * m->mult;
-    if (src.space == ISA_SPACE_HBM)
-        m->rd += bytes;
-    if (dst.space == ISA_SPACE_HBM)
-        m->wr += bytes;
+    kce_dma(&m->em, dst, src, dt, n0, n1, n2, ds1, ss1, ds2, ss2);
 }
 
 /* A loop over count iterations of a body that flips the buffer parity `flip` times (mod 2)
@@ -95,12 +77,12 @@ static unsigned kmm_loop(kmm *m, const kmm_pos *p, uint64_t count, unsigned flip
         st[i] = steps[i] * (int64_t)per;
     kc_loop l;
     kc_loop_begin(m->x, &l, iters, n, regs, st);
-    uint64_t saved = m->mult;
-    m->mult *= iters;
+    uint64_t saved = m->em.mult;
+    m->em.mult *= iters;
     unsigned q = parity;
     for (uint64_t k = 0; k < per; k++)
         q = body(m, p, k, q, l.real, ctx);
-    m->mult = saved;
+    m->em.mult = saved;
     kc_loop_end(m->x, &l);
     if (per == 2 && count % 2) /* the odd one out, after the loop (registers back at the start) */
         parity = body(m, p, count - 1, parity, false, ctx);
@@ -997,7 +979,7 @@ static np_status emit_core(kmm *m, uint32_t core, const kmm_part *pt)
     }
     kmm_pos p = {0};
     batch_ctx bc = {0, pt->r0, pt->r1, pt->c0, pt->c1, pt->b0, pt->b1};
-    m->mult = 1;
+    m->em.mult = 1;
     emit_batches(m, &p, &bc, 0);
     /* settle: the DMA queue takes back the credits (and so waits for its own last copies) */
     sem_wait(m, ISA_UNIT_DMA, m->s_free[0]);
@@ -1081,8 +1063,8 @@ np_status kmm_emit(kmm *m)
             return kc_status(x);
     }
     x->res->cores = (uint32_t)(pb * pr * pc * pk);
-    x->res->hbm_read_bytes = m->rd;
-    x->res->hbm_write_bytes = m->wr;
+    x->res->hbm_read_bytes = m->em.rd;
+    x->res->hbm_write_bytes = m->em.wr;
     return kc_status(x);
 }
 

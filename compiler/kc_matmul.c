@@ -385,7 +385,7 @@ static np_status matmul_compile(kc_ctx *x)
     const kc_tensor *A = &k->in[0], *B = &k->in[1], *C = &k->out[0];
     kmm m;
     memset(&m, 0, sizeof m);
-    m.x = x;
+    m.x = x, m.em.x = x;
     if (A->ndim < 2 || B->ndim < 2 || C->ndim < 2)
         return kc_fail(x, NP_ERR_INCONSISTENT, "operands need at least 2 dims (A %d, B %d, "
                        "out %d)", A->ndim, B->ndim, C->ndim);
