@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "human.h"
 #include "isa_elf.h"
 
 const char cmd_objdump_usage[] =
@@ -130,13 +131,17 @@ static void od_text(const char *file, const isa_elf_info *in, const isa_program 
     printf("  isa_version  %" PRIu32 "\n", in->isa_version);
     printf("  array        %" PRIu32 " x %" PRIu32 "\n", t->array_rows, t->array_cols);
     printf("  cores        %" PRIu32 "\n", t->cores);
-    printf("  spad_bytes   %" PRIu64 "\n", t->spad_bytes);
-    printf("  acc_bytes    %" PRIu64 "\n", t->acc_bytes);
+    char hb[NP_HUMAN_MAX];
+    printf("  spad_bytes   %" PRIu64 " (%s)\n", t->spad_bytes,
+           np_human_bytes(t->spad_bytes, hb, sizeof hb));
+    printf("  acc_bytes    %" PRIu64 " (%s)\n", t->acc_bytes,
+           np_human_bytes(t->acc_bytes, hb, sizeof hb));
     printf("  dtypes       %s\n", isa_dtypes_text(t->dtypes, dt, sizeof dt));
     printf("\nCores:\n");
     for (uint32_t c = 0; c < p->n_cores; c++) {
         const isa_core_text *ct = &p->cores[c];
-        printf("  core %" PRIu32 ": %" PRIu32 " instructions", ct->core, ct->n_insns);
+        printf("  core %" PRIu32 ": %s instructions", ct->core,
+               np_human_count(ct->n_insns, hb, sizeof hb));
         for (uint32_t k = 0; k < ct->n_kernels; k++)
             printf("%s%s [%" PRIu32 ", %" PRIu32 ")", k ? ", " : "; kernels ",
                    ct->kernels[k].name, ct->kernels[k].start,

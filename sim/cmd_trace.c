@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "csv.h"
+#include "human.h"
 #include "trace_db.h"
 #include "trace_stats.h"
 
@@ -25,21 +26,6 @@ const char cmd_trace_usage[] =
     "  --json          print the figures as JSON (names in docs/traces.md)\n"
     "  --csv           print the per-track table as CSV (process, pid, track, slices,\n"
     "                  busy_ps, wait_ps, util_pct)\n";
-
-/* ps for people: "812 ps", "3.250 ns", "1.204 us", "12.500 ms", "1.500 s". */
-static const char *fmt_ps(uint64_t ps, char *buf, size_t n)
-{
-    static const char *const unit[] = {"ps", "ns", "us", "ms", "s"};
-    double v = (double)ps;
-    int u = 0;
-    while (u < 4 && v >= 1000)
-        v /= 1000, u++;
-    if (u == 0)
-        snprintf(buf, n, "%" PRIu64 " ps", ps);
-    else
-        snprintf(buf, n, "%.3f %s", v, unit[u]);
-    return buf;
-}
 
 static np_status trace_check(const char *path, bool json, np_err *err)
 {
@@ -60,14 +46,18 @@ static np_status trace_check(const char *path, bool json, np_err *err)
                                  (json_int_t)n, "messages", probs),
                        err);
     } else {
-        printf("%s: %" PRIu64 " events, %zu slices, %zu flows, %zu counter series, %zu "
-               "processes, %zu threads: %s\n",
-               path, db->events, db->n_slices, db->n_flows, db->n_counters, db->n_processes,
+        char e[NP_HUMAN_MAX], sl[NP_HUMAN_MAX], fl[NP_HUMAN_MAX];
+        printf("%s: %s events, %s slices, %s flows, %zu counter series, %zu processes, %zu "
+               "threads: %s\n",
+               path, np_human_count(db->events, e, sizeof e),
+               np_human_count(db->n_slices, sl, sizeof sl),
+               np_human_count(db->n_flows, fl, sizeof fl), db->n_counters, db->n_processes,
                db->n_threads, n ? "INVALID" : "valid");
         for (uint64_t i = 0; i < n && i < TDB_PROBLEMS_KEPT; i++)
             printf("  %s\n", db->problem[i]);
         if (n > TDB_PROBLEMS_KEPT)
-            printf("  ... and %" PRIu64 " more\n", n - TDB_PROBLEMS_KEPT);
+            printf("  ... and %s more\n",
+                   np_human_count(n - TDB_PROBLEMS_KEPT, e, sizeof e));
     }
     tdb_free(db);
     if (n)
@@ -78,9 +68,9 @@ static np_status trace_check(const char *path, bool json, np_err *err)
 
 static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_path)
 {
-    char a[32], b[32], c[32];
-    printf("span %s, %zu slices on %zu tracks\n", fmt_ps(s->span_ps, a, sizeof a), db->n_slices,
-           s->n_tracks);
+    char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX];
+    printf("span %s, %s slices on %zu tracks\n", np_human_ps(s->span_ps, a, sizeof a),
+           np_human_count(db->n_slices, b, sizeof b), s->n_tracks);
     if (s->n_units) {
         printf("\n%-12s %6s %10s %10s %10s\n", "unit", "chips", "min util", "mean util",
                "max util");
@@ -93,8 +83,9 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
     for (size_t i = 0; i < s->n_tracks; i++) {
         const tstats_track *t = &s->tracks[i];
         const char *pn = tdb_str(db, db->processes[t->process].name);
-        printf("%-28s %-20s %8" PRIu64 " %12s %12s %7.2f%%\n", pn ? pn : "?", t->name, t->slices,
-               fmt_ps(t->busy_ps, a, sizeof a), fmt_ps(t->wait_ps, b, sizeof b), t->util_pct);
+        printf("%-28s %-20s %8s %12s %12s %7.2f%%\n", pn ? pn : "?", t->name,
+               np_human_count(t->slices, c, sizeof c), np_human_ps(t->busy_ps, a, sizeof a),
+               np_human_ps(t->wait_ps, b, sizeof b), t->util_pct);
     }
     if (s->n_kernels) {
         uint64_t total = 0;
@@ -102,8 +93,9 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
             total += s->kernels[i].total_ps;
         printf("\n%-32s %8s %12s %8s\n", "kernel", "count", "total", "share");
         for (size_t i = 0; i < s->n_kernels && i < top; i++)
-            printf("%-32s %8" PRIu64 " %12s %7.2f%%\n", tdb_str(db, s->kernels[i].name),
-                   s->kernels[i].count, fmt_ps(s->kernels[i].total_ps, a, sizeof a),
+            printf("%-32s %8s %12s %7.2f%%\n", tdb_str(db, s->kernels[i].name),
+                   np_human_count(s->kernels[i].count, b, sizeof b),
+                   np_human_ps(s->kernels[i].total_ps, a, sizeof a),
                    total ? 100.0 * (double)s->kernels[i].total_ps / (double)total : 0);
     }
     if (s->n_comm) {
@@ -114,7 +106,8 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
             uint64_t n = m->chips ? m->chips : 1;
             printf("%-12s %6u %14s %14s %9.2f%%\n",
                    m->kind == TDB_NONE ? "comm" : tdb_str(db, m->kind), m->chips,
-                   fmt_ps(m->total_ps / n, a, sizeof a), fmt_ps(m->exposed_ps / n, b, sizeof b),
+                   np_human_ps(m->total_ps / n, a, sizeof a),
+                   np_human_ps(m->exposed_ps / n, b, sizeof b),
                    m->total_ps ? 100.0 * (double)m->exposed_ps / (double)m->total_ps : 0);
         }
     }
@@ -125,26 +118,29 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
             const tstats_stage *g = &s->stages[i];
             uint64_t n = g->chips ? g->chips : 1;
             printf("%-6d %6u %6u %14s %14s %9.2f%% %8.4f\n", g->stage, g->chips, g->microbatches,
-                   fmt_ps(g->busy_ps / n, a, sizeof a), fmt_ps(g->idle_ps / n, b, sizeof b),
+                   np_human_ps(g->busy_ps / n, a, sizeof a),
+                   np_human_ps(g->idle_ps / n, b, sizeof b),
                    g->bubble_pct, g->bubble_ratio);
         }
         printf("bubble: %.2f%% of the step ((p-1)/(m+p-1) form), %.4f of the busy time "
                "((p-1)/m form)\n", s->bubble_pct, s->bubble_ratio);
     }
-    printf("\ncritical path: %s over %zu steps, %s of it idle\n", fmt_ps(s->path_ps, a, sizeof a),
-           s->n_path, fmt_ps(s->path_idle_ps, b, sizeof b));
+    printf("\ncritical path: %s over %s steps, %s of it idle\n",
+           np_human_ps(s->path_ps, a, sizeof a), np_human_count(s->n_path, c, sizeof c),
+           np_human_ps(s->path_idle_ps, b, sizeof b));
     for (size_t i = 0; i < s->n_path && i < max_path; i++) {
         const tdb_slice *sl = &db->slices[s->path[i].slice];
         char label[200];
         tdb_thread_label(db, &db->threads[sl->thread], label, sizeof label);
-        printf("  %12s  %-32s %-20s %10s", fmt_ps(sl->start_ps, a, sizeof a), label,
-               tdb_str(db, sl->name), fmt_ps(sl->end_ps - sl->start_ps, b, sizeof b));
+        printf("  %12s  %-32s %-20s %10s", np_human_ps(sl->start_ps, a, sizeof a), label,
+               tdb_str(db, sl->name), np_human_ps(sl->end_ps - sl->start_ps, b, sizeof b));
         if (s->path[i].idle_before_ps)
-            printf("  (after %s idle)", fmt_ps(s->path[i].idle_before_ps, c, sizeof c));
+            printf("  (after %s idle)", np_human_ps(s->path[i].idle_before_ps, c, sizeof c));
         putchar('\n');
     }
     if (s->n_path > max_path)
-        printf("  ... %zu more steps (--path N)\n", s->n_path - max_path);
+        printf("  ... %s more steps (--path N)\n",
+               np_human_count(s->n_path - max_path, a, sizeof a));
 }
 
 static void print_csv(const tdb *db, const tstats *s)

@@ -581,6 +581,8 @@ TEST(objdump_shows_headers_sections_symbols_and_the_note)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "224        FUNC    .text.core0    scale\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  array        4 x 4\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  dtypes       fp32|bf16|fp16|int8\n"));
+    /* the scratchpad of ref_program's target: 64 * 1024 bytes, and the same in KiB */
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  spad_bytes   65536 (64.0 KiB)\n"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "  core 1: 2 instructions; kernels other [0, 2)\n"));
     harness_run_free(&r);
 
