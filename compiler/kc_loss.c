@@ -358,16 +358,9 @@ static np_status ce_compile(kc_ctx *x)
         p.fixed_bytes = 1024 + (k.nc > 1 ? rows_core * 4 * 12 + 8 * 64 : 0);
         if (k.W <= 65535 && kc_rows_fit(x, &p, pl->core0) >= 1)
             break;
-        if (chunk)
-            return kc_fail(x, NP_ERR_RANGE, "chunks of %" PRIu64 " columns do not fit the "
-                           "scratchpad (or exceed 65535)", chunk);
-        uint64_t avail = kc_spad_avail(x, pl->core0), fixed = rows_core * 4 * 12 + 8192;
-        uint64_t w = avail > fixed ? (avail - fixed) / (per_col + 1) : 0;
-        w = w > 65535 ? 65535 : w;
-        if (w < 1 || w >= k.W)
-            return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " classes: not even a chunk of "
-                           "them fits the scratchpad (%" PRIu64 " bytes free)", k.C, avail);
-        k.W = w;
+        if (kc_chunk_narrow(x, pl->core0, chunk, k.C, "classes", rows_core * 4 * 12 + 8192,
+                            per_col + 1, &k.W) != NP_OK)
+            return kc_status(x);
     }
     if (k.nc > 1) {
         p.n_pass = (unsigned)(k.grad ? 2 * k.nc : k.nc);

@@ -377,17 +377,9 @@ static np_status norm_compile(kc_ctx *x)
         p.fixed_bytes = (k.n_aff ? k.W * aff_col + 5 * 64 : 0) + (k.nc > 1 ? stats : 0);
         if (k.W <= 65535 && kc_rows_fit(x, &p, pl->core0) >= 1)
             break;
-        if (chunk)
-            return kc_fail(x, NP_ERR_RANGE, "chunks of %" PRIu64 " columns do not fit the "
-                           "scratchpad (or exceed 65535)", chunk);
-        uint64_t avail = kc_spad_avail(x, pl->core0), fixed = stats + 4096;
         uint64_t per = 2 * ex * (k.grad ? 2 : 1) + 2 * isa_dtype_size[k.ot] + work + aff_col + 1;
-        uint64_t w = avail > fixed ? (avail - fixed) / per : 0;
-        w = w > 65535 ? 65535 : w;
-        if (w < 1 || w >= k.W)
-            return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " elements: not even a chunk of "
-                           "them fits the scratchpad (%" PRIu64 " bytes free)", k.D, avail);
-        k.W = w;
+        if (kc_chunk_narrow(x, pl->core0, chunk, k.D, "elements", stats + 4096, per, &k.W) != NP_OK)
+            return kc_status(x);
     }
     if (k.nc > 1) {
         p.n_xreg = 1, p.xstep[0] = 4;

@@ -347,6 +347,22 @@ uint64_t kc_rows_fit(const kc_ctx *x, const kc_row_plan *p, uint32_t core)
     return avail > slop ? (avail - slop) / per : 0;
 }
 
+np_status kc_chunk_narrow(kc_ctx *x, uint32_t core, uint64_t chunk, uint64_t width,
+                          const char *what, uint64_t fixed, uint64_t per_col, uint64_t *w)
+{
+    if (chunk)
+        return kc_fail(x, NP_ERR_RANGE, "chunks of %" PRIu64 " columns do not fit the "
+                       "scratchpad (or exceed 65535)", chunk);
+    uint64_t avail = kc_spad_avail(x, core);
+    uint64_t n = avail > fixed ? (avail - fixed) / per_col : 0;
+    n = n > 65535 ? 65535 : n;
+    if (n < 1 || n >= *w)
+        return kc_fail(x, NP_ERR_RANGE, "rows of %" PRIu64 " %s: not even a chunk of them fits "
+                       "the scratchpad (%" PRIu64 " bytes free)", width, what, avail);
+    *w = n;
+    return NP_OK;
+}
+
 /* Resources of core r->core, once for all passes. */
 static void setup_core(krow *r, const kc_row_plan *p)
 {

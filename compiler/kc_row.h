@@ -118,6 +118,14 @@ np_status kc_rows_emit(kc_ctx *x, kc_row_plan *p);
 /* The largest TR kc_rows_emit could use on core for plan p (0: not even one row fits). */
 uint64_t kc_rows_fit(const kc_ctx *x, const kc_row_plan *p, uint32_t core);
 
+/* Rows of width elements (`what`: "elements", "classes") streamed in chunks: after chunks of *w
+ * columns did not fit core's scratchpad, the next width to try, in *w: the most columns that
+ * per_col bytes each leave room for beside fixed bytes, at most 65535. Fails through kc_fail
+ * (NP_ERR_RANGE) when the width was the tiling's own `chunk` attribute (chunk != 0), or when
+ * the new width would not be narrower than *w or not even one column fits. */
+np_status kc_chunk_narrow(kc_ctx *x, uint32_t core, uint64_t chunk, uint64_t width,
+                          const char *what, uint64_t fixed, uint64_t per_col, uint64_t *w);
+
 /* ---- the kernels' common checks and vector steps --------------------------------------------- */
 
 /* Rows x width of t seen as rows of its last dim: fails unless the last dim is packed and the

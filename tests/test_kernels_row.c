@@ -644,6 +644,18 @@ TEST(operands_that_do_not_fit_a_row_kernel_get_errors_naming_the_kernel_and_the_
     kc_tensor_dense(&s.out[0], 0, NN_F32, 2, (int64_t[]){2, 70000});
     CU_ASSERT_EQUAL(compile_alone(&cfg, &s, &err), NP_ERR_RANGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "chunks of 60000 columns do not fit"));
+    /* rows that need chunks, so many on one core that their per-row statistics alone exceed a
+     * 32 KiB scratchpad (softmax: M and S in fp32 per row, 2 x 4096 x 4 = 32 KiB, plus its
+     * 4 KiB of slack; layernorm: four fp32 figures per row): no chunk width is left */
+    arch_config small = arch("tpu-pod", "core.sram_bytes=32768");
+    for (int op = 0; op < 2; op++) {
+        kc_kernel w = {.op = op ? NN_OP_LAYERNORM : NN_OP_SOFTMAX, .n_in = 1, .n_out = 1};
+        kc_tensor_dense(&w.in[0], 0, NN_F32, 2, (int64_t[]){4096, 20000});
+        kc_tensor_dense(&w.out[0], 0, NN_F32, 2, (int64_t[]){4096, 20000});
+        CU_ASSERT_EQUAL(compile_alone(&small, &w, &err), NP_ERR_RANGE);
+        CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "rows of 20000 elements: not even a chunk of them "
+                                               "fits the scratchpad (32768 bytes free)"));
+    }
     /* cross-entropy: float labels; labels of the wrong shape */
     kc_kernel c = {.op = NN_OP_CROSS_ENTROPY, .n_in = 2, .n_out = 1};
     kc_tensor_dense(&c.in[0], 0, NN_F32, 2, (int64_t[]){4, 8});
