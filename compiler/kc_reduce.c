@@ -35,6 +35,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kc_emit.h"
 #include "kc_phase.h"
 #include "kc_vec.h"
 
@@ -78,40 +79,23 @@ typedef struct kr {
     unsigned rx, ro, lag;
     unsigned s_free[2], s_full[2], s_oready, s_ofree;
     uint64_t xbuf[2], cbuf, pbuf, abuf, obuf;
-    uint64_t mult, rd, wr;
+    kce em;                      /* its copies' HBM bytes (em.x is x; em.mult the loops' trips) */
 } kr;
 
 static void sem_wait(kr *r, isa_unit u, unsigned s)
 {
-    ISA_EMIT(r->x->e, SEM_WAIT, isa_enum(u), isa_sem(s));
+    kce_wait(&r->em, u, s, 1);
 }
 
 static void sem_signal(kr *r, isa_unit u, unsigned s)
 {
-    ISA_EMIT(r->x->e, SEM_SIGNAL, isa_enum(u), isa_sem(s));
+    kce_signal(&r->em, u, s, 1);
 }
 
 static void dma(kr *r, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
-                uint64_t n2, int64_t ds1, int64_t ss1, int64_t ds2, int64_t ss2)
+                uint64_t n2, uint64_t ds1, uint64_t ss1, uint64_t ds2, uint64_t ss2)
 {
-    int64_t row = (int64_t)(n0 * isa_dtype_size[dt]);
-    if (n1 == 1 && n2 == 1)
-        ds1 = ss1 = 0;
-    if (ds1 == row)
-        ds1 = 0;
-    if (ss1 == row)
-        ss1 = 0;
-    if (n2 == 1 || ds2 == (int64_t)n1 * (ds1 ? ds1 : row))
-        ds2 = 0;
-    if (n2 == 1 || ss2 == (int64_t)n1 * (ss1 ? ss1 : row))
-        ss2 = 0;
-    ISA_EMIT(r->x->e, DMA_COPY, dst, src, isa_enum(dt), isa_imm((int64_t)n0), isa_imm((int64_t)n1),
-             isa_imm((int64_t)n2), isa_imm(ds1), isa_imm(ss1), isa_imm(ds2), isa_imm(ss2));
-    uint64_t bytes = n0 * n1 * n2 * isa_dtype_size[dt] * r->mult;
-    if (src.space == ISA_SPACE_HBM)
-        r->rd += bytes;
-    if (dst.space == ISA_SPACE_HBM)
-        r->wr += bytes;
+    kce_dma(&r->em, dst, src, dt, n0, n1, n2, ds1, ss1, ds2, ss2);
 }
 
 /* A rows x cols tile between HBM (row stride sr, column stride sc) and a packed buffer. */
@@ -224,11 +208,11 @@ static unsigned emit_run(kr *r, int lv, kr_pos p, uint64_t k0, kr_body body, uns
     int64_t steps[2] = {(int64_t)(L->t * per) * L->sx, (int64_t)(L->t * per) * L->so};
     kc_loop l;
     kc_loop_begin(r->x, &l, iters, 2, regs, steps);
-    uint64_t saved = r->mult;
-    r->mult *= iters;
+    uint64_t saved = r->em.mult;
+    r->em.mult *= iters;
     for (uint64_t k = 0; k < per; k++)
         b = body(r, lv, at_index(L, q, k * L->t), b);
-    r->mult = saved;
+    r->em.mult = saved;
     kc_loop_end(r->x, &l);
     if (per == 2 && m % 2)
         b = body(r, lv, at_index(L, q, (m - 1) * L->t), b);
@@ -368,7 +352,7 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
     const kc_kernel *k = x->k;
     kr r;
     memset(&r, 0, sizeof r);
-    r.x = x, r.kind = kind, r.in = &k->in[0], r.out = &k->out[0];
+    r.x = r.em.x = x, r.kind = kind, r.in = &k->in[0], r.out = &k->out[0];
     r.dt = kc_isa_dtype(r.in->dtype), r.odt = kc_isa_dtype(r.out->dtype);
     r.adt = kind == KR_MAX ? r.dt : ISA_DTYPE_FP32;
     r.e = isa_dtype_size[r.dt], r.oe = isa_dtype_size[r.odt], r.ae = isa_dtype_size[r.adt];
@@ -472,7 +456,7 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
     for (int i = 0; i < r.n_lv; i++)
         if (r.lv[i].kind == KL_ACC)
             r.lv[i].nfull = r.lv[i].extent;
-    r.mult = 1;
+    r.em.mult = 1;
     for (uint64_t c = 0; c < used; c++) {
         uint64_t base = total / used, extra = total % used;
         uint64_t lo = c * base + (c < extra ? c : extra), ext = base + (c < extra ? 1 : 0);
@@ -530,7 +514,7 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
     }
     kc_result *res = x->res;
     res->cores = (uint32_t)used;
-    res->hbm_read_bytes = r.rd, res->hbm_write_bytes = r.wr;
+    res->hbm_read_bytes = r.em.rd, res->hbm_write_bytes = r.em.wr;
     res->flops = (uint64_t)kc_tensor_numel(r.in);
     snprintf(res->schedule, sizeof res->schedule, "%s of %" PRIu64 " elements each, %s; tiles %"
              PRIu64 " x %" PRIu64 ", %" PRIu64 " core%s", nn_op_name(k->op), r.count,

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kc_emit.h"
+
 #define KV_MAX_ST (KV_MAX_IN + KV_MAX_OUT)
 #define KV_MAX_GR (KV_MAX_ST + KV_MAX_POS)
 #define KV_S1_LIMIT ((int64_t)1 << 24) /* dma.copy s1 strides: 24 bits */
@@ -68,7 +70,7 @@ typedef struct kv_state {
     uint64_t base, tmp_off[2][KV_MAX_TMP];
     unsigned s_free[2], s_full[2], s_done[2], s_hoist;
     bool any_hoist;
-    uint64_t mult, rd, wr;
+    kce em;                      /* its copies' HBM bytes (em.x is x; em.mult the loops' trips) */
 } kv_state;
 
 /* ---- helpers for tile callbacks ------------------------------------------------------------- */
@@ -513,36 +515,19 @@ static np_status make_groups(kv_state *s)
 
 static void sem_wait(kv_state *s, isa_unit u, unsigned sem)
 {
-    ISA_EMIT(s->x->e, SEM_WAIT, isa_enum(u), isa_sem(sem));
+    kce_wait(&s->em, u, sem, 1);
 }
 
 static void sem_signal(kv_state *s, isa_unit u, unsigned sem)
 {
-    ISA_EMIT(s->x->e, SEM_SIGNAL, isa_enum(u), isa_sem(sem));
+    kce_signal(&s->em, u, sem, 1);
 }
 
 /* dma.copy of n2 x n1 x n0 elements of dt (strides equal to the packed layout left out). */
 static void dma(kv_state *s, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
-                uint64_t n2, int64_t ds1, int64_t ss1, int64_t ds2, int64_t ss2)
+                uint64_t n2, uint64_t ds1, uint64_t ss1, uint64_t ds2, uint64_t ss2)
 {
-    int64_t row = (int64_t)(n0 * isa_dtype_size[dt]);
-    if (n1 == 1 && n2 == 1)
-        ds1 = ss1 = 0;
-    if (ds1 == row)
-        ds1 = 0;
-    if (ss1 == row)
-        ss1 = 0;
-    if (n2 == 1 || ds2 == (int64_t)n1 * (ds1 ? ds1 : row))
-        ds2 = 0;
-    if (n2 == 1 || ss2 == (int64_t)n1 * (ss1 ? ss1 : row))
-        ss2 = 0;
-    ISA_EMIT(s->x->e, DMA_COPY, dst, src, isa_enum(dt), isa_imm((int64_t)n0), isa_imm((int64_t)n1),
-             isa_imm((int64_t)n2), isa_imm(ds1), isa_imm(ss1), isa_imm(ds2), isa_imm(ss2));
-    uint64_t bytes = n0 * n1 * n2 * isa_dtype_size[dt] * s->mult;
-    if (src.space == ISA_SPACE_HBM)
-        s->rd += bytes;
-    if (dst.space == ISA_SPACE_HBM)
-        s->wr += bytes;
+    kce_dma(&s->em, dst, src, dt, n0, n1, n2, ds1, ss1, ds2, ss2);
 }
 
 /* One tile of stream t between its HBM place and its packed buffer at spad. */
@@ -669,8 +654,8 @@ static unsigned emit_run(kv_state *s, int lv, const int64_t *pos, uint64_t m, un
         }
     kc_loop l;
     kc_loop_begin(s->x, &l, iters, n, regs, steps);
-    uint64_t saved = s->mult;
-    s->mult *= iters;
+    uint64_t saved = s->em.mult;
+    s->em.mult *= iters;
     unsigned q = b;
     for (uint64_t k = 0; k < per; k++) {
         int64_t pk[KV_MAX_GR];
@@ -678,7 +663,7 @@ static unsigned emit_run(kv_state *s, int lv, const int64_t *pos, uint64_t m, un
             pk[g] = pos[g] + (int64_t)k * step[g];
         q = emit_level(s, lv + 1, pk, false, q);
     }
-    s->mult = saved;
+    s->em.mult = saved;
     kc_loop_end(s->x, &l);
     if (per == 2 && m % 2) { /* the odd one out, registers back at the loop's start */
         int64_t pk[KV_MAX_GR];
@@ -791,7 +776,7 @@ np_status kv_emit(kc_ctx *x, const kv_plan *p)
 {
     kv_state s;
     memset(&s, 0, sizeof s);
-    s.x = x, s.p = p;
+    s.x = s.em.x = x, s.p = p;
     if (p->n_in > KV_MAX_IN || p->n_out > KV_MAX_OUT || p->n_out < 1 || p->n_pos > KV_MAX_POS ||
         p->n_tmp > KV_MAX_TMP)
         return kc_fail(x, NP_ERR_RANGE, "%d inputs, %d outputs, %d positions, %d scratch "
@@ -822,7 +807,7 @@ np_status kv_emit(kc_ctx *x, const kv_plan *p)
     if (regs > ISA_N_REGS - 1)
         return kc_fail(x, NP_ERR_RANGE, "its operands step in %d different ways: %u registers "
                        "(at most %d)", s.n_gr, regs, ISA_N_REGS - 1);
-    s.mult = 1;
+    s.em.mult = 1;
     uint64_t rows0 = 0, cols0 = 0;
     for (uint64_t c = 0; c < s.used; c++) {
         if (emit_core(&s, c) != NP_OK)
@@ -832,8 +817,8 @@ np_status kv_emit(kc_ctx *x, const kv_plan *p)
     }
     kc_result *r = x->res;
     r->cores = (uint32_t)s.used;
-    r->hbm_read_bytes = s.rd;
-    r->hbm_write_bytes = s.wr;
+    r->hbm_read_bytes = s.em.rd;
+    r->hbm_write_bytes = s.em.wr;
     char dims[96];
     size_t k = 0;
     for (int d = 0; d < s.nd && k < sizeof dims; d++)
