@@ -106,6 +106,21 @@ static bool check_hbm_controllers(const arch_config *c, char *msg, size_t n)
     return true;
 }
 
+static bool check_c2c_pieces(const arch_config *c, char *msg, size_t n)
+{
+    /* the largest message is the whole HBM; the simulation counts its pieces in 32 bits */
+    uint64_t pb = c->chip.c2c_piece_bytes, pieces = c->chip.hbm_bytes / pb + 1;
+    if (pieces <= UINT32_MAX)
+        return true;
+    char hb[48], ps[48];
+    snprintf(msg, n, "chip.c2c_piece_bytes = %s is too small for chip.hbm_bytes = %s: a message "
+             "of the whole HBM would be more pieces than 32 bits count (at least %" PRIu64
+             " bytes)",
+             size_msg(pb, ps, sizeof ps), size_msg(c->chip.hbm_bytes, hb, sizeof hb),
+             c->chip.hbm_bytes / UINT32_MAX + 1);
+    return false;
+}
+
 static bool check_torus2d_flat(const arch_config *c, char *msg, size_t n)
 {
     if (c->system.chips == 1 || c->system.topology != ARCH_TOPOLOGY_TORUS2D ||
@@ -241,6 +256,9 @@ const arch_check_info arch_checks[] = {
      BLAME(K(chip, hbm_controllers), K(chip, hbm_channels), K(chip, hbm_controller_router),
            K(chip, hbm_placement), K(chip, mesh_x), K(chip, mesh_y)),
      check_hbm_controllers},
+    {"A message between chips, at most the whole HBM, is at most 2^32 - 1 pieces: "
+     "`chip.hbm_bytes` / `chip.c2c_piece_bytes` < 2^32 - 1.",
+     BLAME(K(chip, c2c_piece_bytes), K(chip, hbm_bytes)), check_c2c_pieces},
     {"A `torus2d` has `system.torus_z` = 1.",
      BLAME(K(system, torus_z), K(system, topology)), check_torus2d_flat},
     {"The torus dimensions multiply to the chip count: `torus_x` x `torus_y` (`torus2d`) or "

@@ -386,6 +386,22 @@ TEST(set_that_breaks_consistency_is_blamed_on_the_set)
     CU_ASSERT_EQUAL(e.line, 0);
 }
 
+/* A message between chips is counted in pieces of chip.c2c_piece_bytes in 32 bits: 256 GiB of
+ * HBM in 64-byte pieces is 2^38 / 2^6 = 2^32 pieces, one too many; 65-byte pieces give
+ * 2^38 / 65 = 4,228,890,877 (< 2^32 - 1). */
+TEST(chip_to_chip_pieces_of_a_whole_hbm_message_fit_32_bits)
+{
+    const char *over[] = {"chip.hbm_bytes=256GiB", "chip.c2c_piece_bytes=64"};
+    const char *fits[] = {"chip.hbm_bytes=256GiB", "chip.c2c_piece_bytes=65"};
+    arch_config c;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(arch_resolve("tpu-pod", over, 2, &c, &e), NP_ERR_INCONSISTENT);
+    EXPECT_STR(e.msg, "--set chip.c2c_piece_bytes=64: chip.c2c_piece_bytes = 64 bytes is too "
+                      "small for chip.hbm_bytes = 256 GiB: a message of the whole HBM would be "
+                      "more pieces than 32 bits count (at least 65 bytes)");
+    CU_ASSERT_EQUAL(arch_resolve("tpu-pod", fits, 2, &c, &e), NP_OK);
+}
+
 TEST(one_chip_system_is_valid_with_any_topology)
 {
     for (int t = 0; t < ARCH_TOPOLOGY_COUNT; t++) {
