@@ -132,31 +132,42 @@ static unsigned q_limit(const core_model *c, isa_unit u)
 
 /* Queue q's busy and stall time from its last accounting to `now` while entries are in
  * flight: busy until the latest of their alone ends, stalled (on port or HBM contention)
- * after it. */
-static void q_inflight_split(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall)
+ * after it; *pc (when not NULL) the pc of the entry whose alone end is that latest. */
+static void q_inflight_split(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *stall,
+                             uint32_t *pc)
 {
     uint64_t ideal = 0;
+    const q_entry *last = NULL;
     for (unsigned i = 0; i < q->n_started; i++) {
         const q_entry *e = &q->ring[(q->head + i) % CORE_QUEUE_DEPTH];
-        if (!e->done && e->t_ideal_ps > ideal)
+        if (!e->done && (!last || e->t_ideal_ps > ideal)) {
             ideal = e->t_ideal_ps;
+            last = e;
+        }
     }
     uint64_t b = ideal < now ? ideal : now;
     if (b < q->t_acct_ps)
         b = q->t_acct_ps;
     *busy = b - q->t_acct_ps;
     *stall = now - b;
+    if (pc)
+        *pc = last ? last->pc : UINT32_MAX;
 }
 
-/* Accounts queue q's busy and stall time up to now; call before its in-flight set changes. */
+/* Accounts queue q's busy and stall time up to now, its busy time also to the kernel of the
+ * entry that made it (kernel_run.busy_ps); call before its in-flight set changes. */
 void core_q_account(core_model *c, core_queue *q)
 {
     uint64_t now = now_ps(c);
     if (q->n_inflight) {
         uint64_t b, st;
-        q_inflight_split(q, now, &b, &st);
+        uint32_t pc;
+        q_inflight_split(q, now, &b, &st, &pc);
         q->busy_ps += b;
         q->stall_ps += st;
+        int32_t k = b && pc < c->n_insns ? c->pcs[pc].kernel : -1;
+        if (k >= 0)
+            c->kernels[k].busy_ps[q - c->q] += b;
     }
     q->t_acct_ps = now;
 }
@@ -169,7 +180,7 @@ void core_q_so_far(const core_queue *q, uint64_t now, uint64_t *busy, uint64_t *
         return;
     uint64_t b = 0, st = 0;
     if (q->n_inflight)
-        q_inflight_split(q, now, &b, &st);
+        q_inflight_split(q, now, &b, &st, NULL);
     else if (q->state == Q_WAIT_SEM)
         st = now - q->t_wait_ps;
     else if (q->sb_wait)

@@ -95,6 +95,12 @@ typedef struct core_kernel_report {
     uint32_t chip, core;
     uint64_t cycles;
     uint64_t start_ps, end_ps; /* that dispatch and that retirement (0, 0: never ran) */
+    uint64_t busy_cycles[ISA_N_QUEUES]; /* of its core's DMA, MXU, VPU and COMM units' busy
+                              cycles, those its instructions made: a unit's busy time while
+                              several instructions are in flight goes to the one whose alone
+                              end is the latest (the kernel's own busy cycles when no other
+                              kernel's instruction runs beside it on the core; a report taken
+                              while the chip runs leaves out the time not yet accounted) */
 } core_kernel_report;
 
 /* One HBM controller on the mesh (chip.hbm_controllers > 0), over the report's programs. */
@@ -213,7 +219,8 @@ np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *p
 void core_report_free(core_report *r);
 
 /* {"total_cycles", "total_ps", "units": [{"name", "busy_cycles", "stall_cycles",
- *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "chip", "core", "cycles"}],
+ *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "chip", "core", "cycles",
+ *  "busy_cycles": {"dma", "mxu", "vpu", "comm"}}],
  *  "traffic": {"hbm_read_bytes", ...}, and with controllers on the mesh "hbm_mesh": {...}} —
  * names documented in docs/hw-model.md. NULL when out of memory. */
 json_t *core_report_json(const core_report *r);

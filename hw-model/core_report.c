@@ -80,10 +80,16 @@ json_t *core_report_json(const core_report *r)
     }
     for (uint32_t i = 0; i < r->n_kernels; i++) {
         const core_kernel_report *k = &r->kernels[i];
-        if (json_array_append_new(kernels, json_pack("{s:s, s:I, s:I, s:I}", "name", k->name,
-                                                     "chip", (json_int_t)k->chip, "core",
-                                                     (json_int_t)k->core, "cycles",
-                                                     (json_int_t)k->cycles)))
+        json_t *busy = json_object();
+        for (unsigned u = 0; busy && u < ISA_N_QUEUES; u++)
+            if (json_object_set_new(busy, isa_unit_names[u],
+                                    json_integer((json_int_t)k->busy_cycles[u])))
+                json_decref(busy), busy = NULL;
+        if (!busy || json_array_append_new(kernels, json_pack("{s:s, s:I, s:I, s:I, s:o}", "name",
+                                                              k->name, "chip", (json_int_t)k->chip,
+                                                              "core", (json_int_t)k->core,
+                                                              "cycles", (json_int_t)k->cycles,
+                                                              "busy_cycles", busy)))
             goto fail;
     }
     json_t *traffic = json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I}", "hbm_read_bytes",
@@ -299,6 +305,8 @@ np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report
                                        : 0;
                 kr->start_ps = run->seen ? run->first_ps : 0;
                 kr->end_ps = run->seen ? run->last_ps : 0;
+                for (unsigned u = 0; u < ISA_N_QUEUES; u++)
+                    kr->busy_cycles[u] = clk_ps_to_cycles(clk, run->busy_ps[u]);
             }
         }
         r->hbm_read_bytes += s->hbm_rd, r->hbm_write_bytes += s->hbm_wr;

@@ -87,6 +87,9 @@ typedef struct pc_info {
 /* One kernel of a core's text as it runs. */
 typedef struct kernel_run {
     uint64_t first_ps, last_ps; /* first dispatch, last retire */
+    uint64_t busy_ps[ISA_N_QUEUES]; /* each queue's busy time (core_q_account) while one of
+                                       its instructions was the one in flight that would end
+                                       the latest alone */
     bool seen;
 } kernel_run;
 

@@ -653,6 +653,42 @@ TEST(outstanding_dma_copies_overlap_their_latency_and_share_the_hbm)
     core_report_free(r);
 }
 
+TEST(each_kernels_unit_busy_cycles_are_those_its_instructions_made)
+{
+    /* The four copies of the test above, two in kernel a, two in kernel b. */
+    const char *src = ".core 0\n"
+                      ".kernel a\n"
+                      "dma.copy spad[0], hbm[0], bf16, 2048\n"
+                      "dma.copy spad[0x1000], hbm[0x1000], bf16, 2048\n"
+                      ".kernel b\n"
+                      "dma.copy spad[0x2000], hbm[0x2000], bf16, 2048\n"
+                      "dma.copy spad[0x3000], hbm[0x3000], bf16, 2048\n"
+                      "mxu.load spad[0], 4, 4, bf16\n";
+    core_report *r;
+    np_err e = {0};
+    /* One outstanding: each copy is busy its 356 cycles alone, two per kernel: 712 each; the
+     * mxu.load (0 cycles, it waits for the copy that wrote its operand) adds nothing. */
+    arch_config one = tiny(NULL);
+    CU_ASSERT_EQUAL_FATAL(run_src(&one, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(r->n_kernels, 2u);
+    CU_ASSERT_STRING_EQUAL(r->kernels[0].name, "a");
+    CU_ASSERT_EQUAL(r->kernels[0].busy_cycles[ISA_UNIT_DMA], 712u);
+    CU_ASSERT_EQUAL(r->kernels[1].busy_cycles[ISA_UNIT_DMA], 712u);
+    CU_ASSERT_EQUAL(r->kernels[1].busy_cycles[ISA_UNIT_MXU], 0u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->insns, 1u);
+    core_report_free(r);
+    /* Four outstanding: dispatched at 0, 1, 2, 3, alone they would end at 356, 357, 358,
+     * 359; the unit is busy until the latest of those (359, the test above) and each stretch
+     * goes to the kernel of the copy that ends the latest then: [0, 1) copy 0 and [1, 2)
+     * copy 1 to a (2 cycles), [2, 3) copy 2 and [3, 359) copy 3 to b (357). */
+    arch_config four = tiny("core.dma_outstanding=4");
+    CU_ASSERT_EQUAL_FATAL(run_src(&four, src, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->kernels[0].busy_cycles[ISA_UNIT_DMA], 2u);
+    CU_ASSERT_EQUAL(r->kernels[1].busy_cycles[ISA_UNIT_DMA], 357u);
+    CU_ASSERT_EQUAL(unit(r, "core0.dma")->busy_cycles, 359u);
+    core_report_free(r);
+}
+
 TEST(the_dma_decodes_one_descriptor_at_a_time_before_each_transfer)
 {
     /* core.dma_setup_cycles = 20. Two 4096-byte copies (100 + 256 cycles each alone).
