@@ -193,8 +193,10 @@ bool lower_is_transpose(const nn_tensor *t);
 np_status lower_kernel_alone(const arch_config *cfg, const kc_kernel *k, kc_result *res,
                              isa_program **prog, np_err *err);
 /* The same with the kernel compiled reps times one after the other on the same buffers (a
- * barrier between them where one writes what the next reads; *res the first's): what a
- * kernel costs right after itself, as a step runs a kernel that waits for the one before. */
+ * barrier between them where one writes what the next reads; *res the first's, the first
+ * exactly the program lower_kernel_alone compiles up to its halts; the later copies named with
+ * the tiling the first chose, so the cost model runs once): what a kernel costs right after
+ * itself, as a step runs a kernel that waits for the one before. */
 np_status lower_kernel_repeated(const arch_config *cfg, const kc_kernel *k, int reps,
                                 kc_result *res, isa_program **prog, np_err *err);
 

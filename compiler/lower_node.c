@@ -285,6 +285,11 @@ np_status lower_kernel_repeated(const arch_config *cfg, const kc_kernel *k0, int
         st = kc_prog_bss(p, NULL, kc_tensor_extent(&k.out[i]), &k.out[i].addr, err);
     if (st == NP_OK)
         st = kc_compile(p, &k, res, err);
+    /* the later copies with the tiling the first chose, so the cost model runs once */
+    const kc_tiling *tl = st == NP_OK && res->n_cands ? &res->cands[0] : NULL;
+    if (tl && k.n_attrs + (int)tl->n_attrs <= KC_MAX_ATTRS)
+        for (unsigned a = 0; a < tl->n_attrs; a++)
+            k.attrs[k.n_attrs++] = tl->attrs[a];
     for (int r = 1; r < reps && st == NP_OK; r++) {
         kc_result again;
         st = kc_compile(p, &k, &again, err);

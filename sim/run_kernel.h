@@ -1,7 +1,8 @@
 /* run_kernel.h — the compute kernels of `npusim run`: a plan's compute node becomes a kernel of
  * the kernel ABI (compiler/kernel.h), spread over every core of its chip, named by a key that
- * holds everything its timing depends on, and timed by compiling it on a stand-alone program
- * and simulating that program on the core model in timing mode (hw-model/core.h).
+ * holds everything its timing depends on, and timed by compiling it twice in a row on a
+ * stand-alone program and simulating that program on the core model in timing mode
+ * (hw-model/core.h): the first copy is the kernel alone, the rest its chained duration.
  *
  *   kc_kernel k;
  *   run_kernel_of_node(node, &cfg, &k, &err);          // op, operands, attributes, placement
@@ -81,7 +82,9 @@ typedef struct run_ktimer run_ktimer;
 
 typedef struct run_ktimer_stats {
     uint32_t compiled;   /* kernels compiled */
-    uint32_t simulated;  /* ... simulated on the core model */
+    uint32_t simulated;  /* ... simulated on the core model (twice in a row: run_ktimer_time) */
+    uint32_t simulated_alone; /* of those, simulated alone too (their copies ran beside
+                                 each other: one core) */
     uint32_t from_file;  /* kernels whose timing came from the cache file (not compiled) */
     double sim_wall_s;   /* wall time spent compiling and simulating */
 } run_ktimer_stats;
@@ -99,10 +102,14 @@ void run_ktimer_set_progress(run_ktimer *t, void (*fn)(void *ctx, const char *wh
                              void *ctx);
 
 /* The run_kernel_fn: times k (k->data is its run_kspec, whose name and hbm_bytes it fills):
- * duration, and the busy time of the
- * matrix units, vector units and DMA engines (mean over the chip's cores). Errors of the
- * compiler and the core model (naming the kernel), NP_ERR_IO when the cache file cannot be
- * appended to. */
+ * duration, and the busy time of the matrix units, vector units and DMA engines (mean over
+ * the chip's cores), alone on a fresh chip, and the duration right after itself (chained_ps).
+ * One program holds the kernel twice (lower_kernel_repeated, compiled once with the cost
+ * model); its one run gives both, the first copy's figures being the kernel alone's — unless
+ * the report shows the copies running beside each other (one core: no barrier between them),
+ * when the kernel is compiled and simulated alone too (run_ktimer_stats.simulated_alone).
+ * Errors of the compiler and the core model (naming the kernel), NP_ERR_IO when the cache
+ * file cannot be appended to. */
 np_status run_ktimer_time(void *ctx, const run_kernel *k, run_ktime *out, np_err *err);
 
 run_ktimer_stats run_ktimer_get_stats(const run_ktimer *t);

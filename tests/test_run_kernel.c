@@ -203,3 +203,70 @@ TEST(in_place_updates_without_kernels_run_as_the_elementwise_kernel_they_compute
     }
     nn_graph_free(g);
 }
+
+/* The figures krun's run of k alone gives: its duration, and each unit's busy cycles summed
+ * over the cores as a mean over the chip's cores at the run's picoseconds per cycle. */
+static void alone_from_krun(const arch_config *cfg, const krun_result *kr, run_ktime *want)
+{
+    const core_report *r = kr->report;
+    memset(want, 0, sizeof *want);
+    want->ps = r->total_ps;
+    const char *unit[3] = {"dma", "mxu", "vpu"};
+    run_unit as[3] = {RUN_UNIT_DMA, RUN_UNIT_MXU, RUN_UNIT_VPU};
+    for (int u = 0; u < 3; u++) {
+        uint64_t busy = 0;
+        for (uint32_t i = 0; i < r->n_units; i++) {
+            const char *dot = strrchr(r->units[i].name, '.');
+            if (dot && !strcmp(dot + 1, unit[u]))
+                busy += r->units[i].busy_cycles;
+        }
+        want->unit_ps[as[u]] = (uint64_t)((double)busy * (double)r->total_ps /
+                                          (double)r->total_cycles / (double)cfg->chip.cores +
+                                          0.5);
+    }
+}
+
+TEST(a_kernels_alone_figures_from_its_doubled_program_equal_its_run_alone_through_krun)
+{
+    /* tiny (2 cores: a barrier between the copies, the first copy is the kernel alone) and
+     * edge (1 core: the copies run beside each other, the kernel is simulated alone too) */
+    const char *archs[2] = {"tiny", "edge"};
+    for (int a = 0; a < 2; a++) {
+        arch_config cfg;
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(arch_resolve(archs[a], NULL, 0, &cfg, &err), NP_OK);
+        nn_graph *g = nn_graph_new(1);
+        nn_tensor *x = nn_input(g, "x", NN_BF16, 2, (int64_t[]){96, 64});
+        nn_tensor *w = nn_param(g, "w", NN_BF16, 2, (int64_t[]){64, 80});
+        nn_tensor *nodes[3] = {nn_matmul(g, x, w), nn_softmax(g, x), nn_gelu(g, x)};
+        run_ktimer *t;
+        CU_ASSERT_EQUAL_FATAL(run_ktimer_create(&cfg, NULL, &t, &err), NP_OK);
+        for (int i = 0; i < 3; i++) {
+            run_kspec s = {.node = nodes[i]};
+            CU_ASSERT_EQUAL_FATAL(run_kernel_of_node(s.node, &cfg, &s.k, &err), NP_OK);
+            char key[RUN_KEY_MAX];
+            run_kernel_key(&s.k, key, sizeof key);
+            run_kernel rk = {.key = key, .data = &s};
+            run_ktime got, want;
+            CU_ASSERT_EQUAL_FATAL(run_ktimer_time(t, &rk, &got, &err), NP_OK);
+            krun_result kr;
+            CU_ASSERT_EQUAL_FATAL(krun_kernel(&cfg, &s.k, NULL, NULL, &kr, &err), NP_OK);
+            alone_from_krun(&cfg, &kr, &want);
+            CU_ASSERT_EQUAL(got.ps, want.ps);
+            CU_ASSERT_EQUAL(got.unit_ps[RUN_UNIT_DMA], want.unit_ps[RUN_UNIT_DMA]);
+            CU_ASSERT_EQUAL(got.unit_ps[RUN_UNIT_MXU], want.unit_ps[RUN_UNIT_MXU]);
+            CU_ASSERT_EQUAL(got.unit_ps[RUN_UNIT_VPU], want.unit_ps[RUN_UNIT_VPU]);
+            CU_ASSERT(got.unit_ps[RUN_UNIT_DMA] > 0);
+            CU_ASSERT(i != 0 || got.unit_ps[RUN_UNIT_MXU] > 0);
+            CU_ASSERT(i == 0 || got.unit_ps[RUN_UNIT_VPU] > 0);
+            CU_ASSERT_STRING_EQUAL(s.name, kr.kernel.name);
+            krun_result_free(&kr);
+        }
+        run_ktimer_stats st = run_ktimer_get_stats(t);
+        CU_ASSERT_EQUAL(st.compiled, 3);
+        CU_ASSERT_EQUAL(st.simulated, 3);
+        CU_ASSERT_EQUAL(st.simulated_alone, a == 0 ? 0 : 3);
+        run_ktimer_free(t);
+        nn_graph_free(g);
+    }
+}
