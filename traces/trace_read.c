@@ -6,7 +6,9 @@
  * is never mistaken for an error. */
 #include "trace_read.h"
 
+#include <limits.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -56,9 +58,9 @@ static void advance(reader *r, size_t n)
 {
     for (size_t i = 0; i < n; i++) {
         if (r->data[r->beg + i] == '\n')
-            r->line++, r->col = 1;
+            r->line += r->line < INT_MAX, r->col = 1;
         else
-            r->col++;
+            r->col += r->col < INT_MAX; /* positions past 2^31 - 1 stay there */
     }
     r->beg += n;
 }
@@ -126,8 +128,10 @@ static np_status value(reader *r, json_t **out)
             return NP_OK;
         }
         if (r->eof || (size_t)je.position < r->end - r->beg) { /* not cut by the chunk's end */
-            int line = r->line + je.line - 1, col = je.line > 1 ? je.column : r->col + je.column - 1;
-            return np_err_at(r->err, NP_ERR_SYNTAX, r->path, line, col, "%s", je.text);
+            int64_t line = (int64_t)r->line + je.line - 1;
+            int64_t col = je.line > 1 ? je.column : (int64_t)r->col + je.column - 1;
+            line = line > INT_MAX ? INT_MAX : line, col = col > INT_MAX ? INT_MAX : col;
+            return np_err_at(r->err, NP_ERR_SYNTAX, r->path, (int)line, (int)col, "%s", je.text);
         }
         size_t had = r->end - r->beg;
         np_status st = fill(r);
