@@ -95,3 +95,11 @@ char *np_human_si(double v, const char *unit, char *buf, size_t n)
     }
     return buf;
 }
+
+int np_human_width(const char *s, int width)
+{
+    int extra = 0;
+    for (; *s; s++)
+        extra += ((unsigned char)*s & 0xC0) == 0x80; /* a UTF-8 continuation byte */
+    return width + extra;
+}

@@ -27,4 +27,9 @@ char *np_human_ps(uint64_t ps, char *buf, size_t n);
  * (735135.9e9, "FLOP") -> "735 TFLOP", (12, "MAC") -> "12 MAC". */
 char *np_human_si(double v, const char *unit, char *buf, size_t n);
 
+/* The printf field width that makes the UTF-8 text s take width columns on a terminal: width
+ * plus the bytes of s that are not characters of their own ("µs" is 3 bytes, 2 columns), as
+ * in printf("%*s", np_human_width(s, 12), s). */
+int np_human_width(const char *s, int width);
+
 #endif

@@ -83,9 +83,10 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
     for (size_t i = 0; i < s->n_tracks; i++) {
         const tstats_track *t = &s->tracks[i];
         const char *pn = tdb_str(db, db->processes[t->process].name);
-        printf("%-28s %-20s %8s %12s %12s %7.2f%%\n", pn ? pn : "?", t->name,
-               np_human_count(t->slices, c, sizeof c), np_human_ps(t->busy_ps, a, sizeof a),
-               np_human_ps(t->wait_ps, b, sizeof b), t->util_pct);
+        np_human_ps(t->busy_ps, a, sizeof a), np_human_ps(t->wait_ps, b, sizeof b);
+        printf("%-28s %-20s %8s %*s %*s %7.2f%%\n", pn ? pn : "?", t->name,
+               np_human_count(t->slices, c, sizeof c), np_human_width(a, 12), a,
+               np_human_width(b, 12), b, t->util_pct);
     }
     if (s->n_kernels) {
         uint64_t total = 0;
@@ -93,9 +94,9 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
             total += s->kernels[i].total_ps;
         printf("\n%-32s %8s %12s %8s\n", "kernel", "count", "total", "share");
         for (size_t i = 0; i < s->n_kernels && i < top; i++)
-            printf("%-32s %8s %12s %7.2f%%\n", tdb_str(db, s->kernels[i].name),
+            printf("%-32s %8s %*s %7.2f%%\n", tdb_str(db, s->kernels[i].name),
                    np_human_count(s->kernels[i].count, b, sizeof b),
-                   np_human_ps(s->kernels[i].total_ps, a, sizeof a),
+                   np_human_width(np_human_ps(s->kernels[i].total_ps, a, sizeof a), 12), a,
                    total ? 100.0 * (double)s->kernels[i].total_ps / (double)total : 0);
     }
     if (s->n_comm) {
@@ -104,10 +105,10 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
         for (size_t i = 0; i < s->n_comm; i++) {
             const tstats_comm *m = &s->comm[i];
             uint64_t n = m->chips ? m->chips : 1;
-            printf("%-12s %6u %14s %14s %9.2f%%\n",
+            np_human_ps(m->total_ps / n, a, sizeof a), np_human_ps(m->exposed_ps / n, b, sizeof b);
+            printf("%-12s %6u %*s %*s %9.2f%%\n",
                    m->kind == TDB_NONE ? "comm" : tdb_str(db, m->kind), m->chips,
-                   np_human_ps(m->total_ps / n, a, sizeof a),
-                   np_human_ps(m->exposed_ps / n, b, sizeof b),
+                   np_human_width(a, 14), a, np_human_width(b, 14), b,
                    m->total_ps ? 100.0 * (double)m->exposed_ps / (double)m->total_ps : 0);
         }
     }
@@ -117,9 +118,9 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
         for (size_t i = 0; i < s->n_stages; i++) {
             const tstats_stage *g = &s->stages[i];
             uint64_t n = g->chips ? g->chips : 1;
-            printf("%-6d %6u %6u %14s %14s %9.2f%% %8.4f\n", g->stage, g->chips, g->microbatches,
-                   np_human_ps(g->busy_ps / n, a, sizeof a),
-                   np_human_ps(g->idle_ps / n, b, sizeof b),
+            np_human_ps(g->busy_ps / n, a, sizeof a), np_human_ps(g->idle_ps / n, b, sizeof b);
+            printf("%-6d %6u %6u %*s %*s %9.2f%% %8.4f\n", g->stage, g->chips, g->microbatches,
+                   np_human_width(a, 14), a, np_human_width(b, 14), b,
                    g->bubble_pct, g->bubble_ratio);
         }
         printf("bubble: %.2f%% of the step ((p-1)/(m+p-1) form), %.4f of the busy time "
@@ -132,8 +133,9 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
         const tdb_slice *sl = &db->slices[s->path[i].slice];
         char label[200];
         tdb_thread_label(db, &db->threads[sl->thread], label, sizeof label);
-        printf("  %12s  %-32s %-20s %10s", np_human_ps(sl->start_ps, a, sizeof a), label,
-               tdb_str(db, sl->name), np_human_ps(sl->end_ps - sl->start_ps, b, sizeof b));
+        np_human_ps(sl->start_ps, a, sizeof a), np_human_ps(sl->end_ps - sl->start_ps, b, sizeof b);
+        printf("  %*s  %-32s %-20s %*s", np_human_width(a, 12), a, label, tdb_str(db, sl->name),
+               np_human_width(b, 10), b);
         if (s->path[i].idle_before_ps)
             printf("  (after %s idle)", np_human_ps(s->path[i].idle_before_ps, c, sizeof c));
         putchar('\n');

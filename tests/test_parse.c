@@ -261,6 +261,13 @@ TEST(human_figures_are_grouped_and_scaled)
     CU_ASSERT_STRING_EQUAL(np_human_si(4.089e9, "MAC", b, sizeof b), "4.09 GMAC");
     CU_ASSERT_STRING_EQUAL(np_human_si(12, "FLOP", b, sizeof b), "12 FLOP");
     CU_ASSERT_STRING_EQUAL(np_human_si(-1500, "B/s", b, sizeof b), "-1.50 kB/s");
+    /* a field of 12 columns: "50.6 µs" is 8 bytes in 7 columns, so printf needs width 13 */
+    CU_ASSERT_EQUAL(np_human_width("50.6 \xc2\xb5s", 12), 13);
+    CU_ASSERT_EQUAL(np_human_width("750 ps", 12), 12);
+    char row[64];
+    np_human_ps(50553000, b, sizeof b);
+    snprintf(row, sizeof row, "[%*s]", np_human_width(b, 10), b);
+    CU_ASSERT_STRING_EQUAL(row, "[   50.6 \xc2\xb5s]"); /* 3 spaces + 7 columns */
 }
 
 /* Writes n bytes of 'a' to a new file in dir; returns its path (static). */
