@@ -113,10 +113,7 @@ static const char *fmt_pct(double v, char *buf, size_t n)
 /* s right-aligned in w display columns (a UTF-8 character is one column). */
 static void put_right(const char *s, int w)
 {
-    int cols = 0;
-    for (const char *c = s; *c; c++)
-        cols += ((unsigned char)*c & 0xc0) != 0x80;
-    printf("%*s%s", w > cols ? w - cols : 0, "", s);
+    printf("%*s", np_human_width(s, w), s);
 }
 
 /* ---- the text report ----------------------------------------------------------------------- */
