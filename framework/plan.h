@@ -115,6 +115,9 @@ typedef struct nn_strategy {
     nn_pp_schedule schedule;   /* default 1F1B */
     int virtual_stages;        /* chunks per rank for NN_PP_INTERLEAVED (>= 2); else 1 */
     nn_recompute recompute;
+    bool fuse_attention;       /* nn_plan_build rewrites the model's composite attentions into
+                                  the fused attention op (nn_pass_fuse_attention: flash
+                                  attention, Megatron-LM's --use-flash-attn); default off */
     double bucket_mb;          /* DP/ZeRO gradient bucket size in MiB; 0: 25 MiB */
     int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
     int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */
@@ -303,13 +306,18 @@ typedef struct nn_plan {
     nn_dtype compute;        /* NN_F32 or NN_BF16 */
     nn_optim optim;
     int64_t vocab_padded;    /* language models under tp: the padded vocabulary (else 0) */
+    int attention_fused;     /* attentions of the model (one micro-batch's graph) that are the
+                                fused attention op */
+    int attention_composite; /* ... and that are left composite (nn_attention's softmax core:
+                                the pass does not fuse one with dropout on its probabilities) */
     int n_classes;           /* = pp */
     nn_plan_class *classes;
     uint64_t hbm_bytes;      /* of the architecture's chip (0 without one) */
 } nn_plan;
 
 /* Builds the plan of one training step of model d (opts: global batch, seq, compute dtype,
- * seed) under strategy s with optimizer opt, placed on arch (may be NULL: no chip limit).
+ * seed) under strategy s with optimizer opt, placed on arch (may be NULL: no chip limit);
+ * with s->fuse_attention the model's graph goes through nn_pass_fuse_attention first.
  * A strategy that cannot be built is NP_ERR_RANGE/NP_ERR_INCONSISTENT naming the flag and
  * the rule it breaks (tp must divide the heads, pp at most the layers, dp*tp*pp at most the
  * chips, the batch divisible into micro-batches, ...). Shapes only: no storage is allocated.
@@ -321,7 +329,8 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
  * micro-batch of m->batch samples per dp rank, ending in the scalar m->loss; m->input and
  * m->labels (either may be NULL) are the leaves fed per micro-batch, `batch` the global
  * batch. Layers (nn_graph_set_layer) are the pipeline's units; communication ops in the graph
- * (nn_all_to_all, ...) run over their tag's axis. The graph is only read. */
+ * (nn_all_to_all, ...) run over their tag's axis. The graph is only read, so
+ * s->fuse_attention is NP_ERR_USAGE here: run nn_pass_fuse_attention on m->g first. */
 np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch,
                               const nn_strategy *s, const nn_optim *opt, const arch_config *arch,
                               nn_plan **out, np_err *err);

@@ -2,6 +2,7 @@
  *
  *   1. validate the strategy against the model and the system (errors name the flag)
  *   2. place the mesh (mesh.c); build the single-device forward graph of one micro-batch
+ *      (its composite attentions fused into the attention op with s->fuse_attention)
  *   3. cut it into model chunks (plan_sched.c) and rewrite it into one local graph per
  *      pipeline stage (plan_tp.c: tensor/sequence parallelism, ZeRO-3 gathers, send/recv)
  *   4. differentiate every stage from its loss (seeded with 1/(m dp)) and from the gradients
@@ -1239,6 +1240,11 @@ static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batc
     pb.n_chunks = p->n_chunks;
     pb.max_id0 = nn_graph_max_id(pb.g0);
     p->seq = m0->seq > 0 ? m0->seq : 1;
+    for (int i = 0; i < nn_graph_n_nodes(pb.g0); i++) { /* its attentions, fused or not */
+        const nn_tensor *t = nn_graph_node(pb.g0, i);
+        p->attention_fused += t->op == NN_OP_ATTENTION && t->region == NN_REGION_FORWARD;
+        p->attention_composite += t->op == NN_OP_SOFTMAX && t->attn_core;
+    }
     if ((st = nn_pb_setup(&pb)) != NP_OK || (st = nn_pb_partition(&pb, p)) != NP_OK ||
         (st = nn_pb_forward(&pb)) != NP_OK || (st = nn_pb_backward(&pb, p)) != NP_OK)
         goto fail;
@@ -1299,7 +1305,10 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
     nn_model m0;
     nn_model_opts o0 = *opts;
     o0.batch = micro;
-    if ((st = nn_model_build(d, &o0, &m0, err)) == NP_OK)
+    int n_fused;
+    if ((st = nn_model_build(d, &o0, &m0, err)) == NP_OK && s->fuse_attention)
+        st = nn_pass_fuse_attention(m0.g, &n_fused, err);
+    if (st == NP_OK)
         st = nn_plan_core(d->name, &m0, batch, micro, s, opt, arch, out, err);
     nn_graph_free(m0.g);
     return st;
@@ -1314,6 +1323,9 @@ np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch
     if (!m->g || !m->loss || m->batch < 1)
         return np_err_set(err, NP_ERR_MISSING, "plan: %s needs a graph, a loss and its micro-batch size",
                           name);
+    if (s->fuse_attention)
+        return np_err_set(err, NP_ERR_USAGE, "plan: %s: fuse_attention needs nn_plan_build (this "
+                          "graph is only read: run nn_pass_fuse_attention on it first)", name);
     nn_strategy s2 = *s;
     s2.microbatch = m->batch;
     np_status st = nn_plan_validate_common(&s2, batch, &micro, err);

@@ -12,6 +12,7 @@ void cli_strategy_init(cli_strategy *cs)
 {
     memset(cs, 0, sizeof *cs);
     nn_strategy_default(&cs->s);
+    cs->s.fuse_attention = true;
     cs->o.compute = NN_BF16;
     cs->o.seed = 1;
 }
@@ -88,6 +89,15 @@ np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *er
         return nn_strategy_parse_schedule(s, arg, err);
     case CLI_STRATEGY_OPT_RECOMPUTE:
         return nn_strategy_parse_recompute(s, arg, err);
+    case CLI_STRATEGY_OPT_ATTENTION: {
+        static const char *const forms[] = {"fused", "composite"};
+        size_t fi;
+        if (np_parse_enum(NP_SRC_OPT("--attention"), arg, "attention", forms, 2, &fi, err) !=
+            NP_OK)
+            return err->status;
+        s->fuse_attention = fi == 0;
+        return NP_OK;
+    }
     case CLI_STRATEGY_OPT_BUCKET: {
         double mb;
         if (np_parse_f64(NP_SRC_OPT("--bucket-mb"), arg, 1e-6, 1e6, &mb, err) != NP_OK)

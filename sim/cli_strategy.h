@@ -1,6 +1,7 @@
 /* cli_strategy.h — the strategy flags `npusim plan` and `npusim run` share: the global batch
  * and sequence, the mesh sizes, ZeRO, sequence parallelism, micro-batches, the pipeline
- * schedule, recomputation, buckets, precision, placement and stage layers (docs/parallel.md).
+ * schedule, recomputation, fused or composite attention, buckets, precision, placement and
+ * stage layers (docs/parallel.md).
  *
  * A command puts CLI_STRATEGY_LONGOPTS in its getopt table, passes those options to
  * cli_strategy_flag, prints CLI_STRATEGY_USAGE in its usage text and builds the plan from
@@ -32,6 +33,7 @@ enum {
     CLI_STRATEGY_OPT_MICROBATCH,
     CLI_STRATEGY_OPT_SCHEDULE,
     CLI_STRATEGY_OPT_RECOMPUTE,
+    CLI_STRATEGY_OPT_ATTENTION,
     CLI_STRATEGY_OPT_BUCKET,
     CLI_STRATEGY_OPT_PRECISION,
     CLI_STRATEGY_OPT_PLACEMENT,
@@ -50,6 +52,7 @@ enum {
     {"microbatch", required_argument, NULL, CLI_STRATEGY_OPT_MICROBATCH},                \
     {"schedule", required_argument, NULL, CLI_STRATEGY_OPT_SCHEDULE},                    \
     {"recompute", required_argument, NULL, CLI_STRATEGY_OPT_RECOMPUTE},                  \
+    {"attention", required_argument, NULL, CLI_STRATEGY_OPT_ATTENTION},                  \
     {"bucket-mb", required_argument, NULL, CLI_STRATEGY_OPT_BUCKET},                     \
     {"precision", required_argument, NULL, CLI_STRATEGY_OPT_PRECISION},                  \
     {"placement", required_argument, NULL, CLI_STRATEGY_OPT_PLACEMENT},                  \
@@ -67,6 +70,9 @@ enum {
     "                    stages per rank)\n"                                                  \
     "  --recompute R     activation recomputation: none (default), selective (the attention\n" \
     "                    core) or full (every layer from its input)\n"                       \
+    "  --attention A     fused (default): each composite attention becomes the attention op,\n" \
+    "                    flash attention's kernels (no S x S scores in HBM; Megatron-LM's\n"   \
+    "                    --use-flash-attn); composite: matmul, scale, mask, softmax, matmul\n" \
     "  --bucket-mb X     gradient bucket size in MiB (default 25)\n"                          \
     "  --precision P     bf16 (default: bf16 compute, fp32 master weights and Adam state) or\n" \
     "                    fp32\n"                                                              \
@@ -74,7 +80,7 @@ enum {
     "                    fastest links), e.g. tp,pp,dp\n"                                     \
     "  --stage-layers L  layers of each model chunk (default: balanced by FLOPs)\n"
 
-/* The defaults: one chip, 1F1B, bf16, batch 0 (unset), seed 1. */
+/* The defaults: one chip, 1F1B, fused attention, bf16, batch 0 (unset), seed 1. */
 void cli_strategy_init(cli_strategy *cs);
 
 /* True when getopt's value c is one of CLI_STRATEGY_LONGOPTS. */

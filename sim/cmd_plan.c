@@ -17,7 +17,7 @@ const char cmd_plan_usage[] =
     "usage: npusim plan --arch A --model M --batch B [--seq S] [--dp D] [--tp T] [--pp P]\n"
     "                   [--zero 0|1|2|3] [--sp] [--microbatch b]\n"
     "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full]\n"
-    "                   [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
+    "                   [--attention fused|composite] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
     "                   [--stage-layers N,N,...] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
@@ -112,7 +112,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:I, s:I, s:f}",
+                     "s:o, s:I, s:I, s:f, s:i, s:i}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
@@ -121,7 +121,9 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      p->compute == NN_F32 ? "fp32" : "bf16", "zero", p->s.zero, "sp", p->s.sp,
                      "mesh", mesh, "stages", stages, "collectives", colls, "memory", mem,
                      "flops_per_step", (json_int_t)s->flops_per_step, "hardware_flops_per_step",
-                     (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p));
+                     (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p),
+                     "attention_fused", p->attention_fused, "attention_composite",
+                     p->attention_composite);
 }
 
 static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a)
@@ -134,9 +136,10 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
            p->n_micro, p->microbatch, p->batch);
     if (p->seq > 1)
         printf(", sequence %" PRId64, p->seq);
-    printf(")\n# %s, ZeRO %d%s, recompute %s\n",
+    printf(")\n# %s, ZeRO %d%s, recompute %s, attention: %d fused, %d composite\n",
            p->compute == NN_F32 ? "fp32" : "bf16 compute with fp32 masters", p->s.zero,
-           p->s.sp ? ", sequence parallel" : "", plan_recompute_names[p->s.recompute]);
+           p->s.sp ? ", sequence parallel" : "", plan_recompute_names[p->s.recompute],
+           p->attention_fused, p->attention_composite);
     if (p->vocab_padded)
         printf("# vocabulary padded to %" PRId64 " rows for tp %d (as Megatron pads it)\n", p->vocab_padded,
                p->mesh.size[NN_MESH_TP]);

@@ -35,7 +35,8 @@ const char cmd_run_usage[] =
     "usage: npusim run [--arch A] [--set SECTION.KEY=VALUE ...] [--model M] [--batch B]\n"
     "                  [--seq S] [--dp D] [--tp T] [--pp P] [--zero Z] [--sp] [--microbatch b]\n"
     "                  [--schedule S] [--recompute R] [--bucket-mb X] [--precision P]\n"
-    "                  [--placement O] [--stage-layers L] [--steps N] [--fidelity fast|full]\n"
+    "                  [--placement O] [--stage-layers L] [--attention fused|composite]\n"
+    "                  [--steps N] [--fidelity fast|full]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
     "                  [--links N] [--json | --csv]\n"
@@ -159,6 +160,25 @@ static void run_print_engine(const run_report *r)
            np_human_count(r->colls_reused, d, sizeof d), fmt_time(r->wall_s, a, sizeof a));
 }
 
+/* Which attention the step ran, and why when it is not the one asked for. */
+static void run_print_attention(const run_report *r)
+{
+    int f = r->attention_fused, c = r->attention_composite;
+    bool asked = strcmp(r->attention_requested, "fused") == 0;
+    if (!f && !c)
+        printf("attention none (the model has no attention)");
+    else if (!c)
+        printf("attention fused (%d flash attention%s)", f, f == 1 ? "" : "s");
+    else if (!asked)
+        printf("attention composite (%d, --attention composite)", c);
+    else if (!f)
+        printf("attention composite (the fusion pass fuses none of the %d: dropout on the "
+               "probabilities, or a form the fused op does not take)", c);
+    else
+        printf("attention %d fused (flash), %d composite (the fusion pass leaves them: dropout "
+               "on the probabilities, or a form the fused op does not take)", f, c);
+}
+
 static void run_print(const run_report *r)
 {
     char a[48], b[48], c[48], d[48];
@@ -168,9 +188,11 @@ static void run_print(const run_report *r)
            r->micro_batches, r->micro_batches == 1 ? "" : "es", r->microbatch, r->batch);
     if (r->seq > 1)
         printf(", sequence %" PRId64, r->seq);
-    printf(")\n# %s, ZeRO %d%s, recompute %s; %s fidelity, %" PRIu32 " step%s\n\n",
+    printf(")\n# %s, ZeRO %d%s, recompute %s, ",
            strcmp(r->precision, "fp32") == 0 ? "fp32" : "bf16 compute with fp32 masters", r->zero,
-           r->sp ? ", sequence parallel" : "", r->recompute, r->fidelity, r->steps,
+           r->sp ? ", sequence parallel" : "", r->recompute);
+    run_print_attention(r);
+    printf("; %s fidelity, %" PRIu32 " step%s\n\n", r->fidelity, r->steps,
            r->steps == 1 ? "" : "s");
     printf("step time            %s\n", fmt_time(r->step_time_s, a, sizeof a));
     if (!isnan(r->loss))
@@ -335,7 +357,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     while (st == NP_OK && (c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
         if (cli_strategy_is_flag(c)) {
             st = cli_strategy_flag(&cs, c, optarg, err);
-            strategy_given = true;
+            strategy_given = strategy_given || c != CLI_STRATEGY_OPT_ATTENTION; /* the
+                                                  default job runs either attention */
             continue;
         }
         switch (c) {

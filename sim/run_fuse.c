@@ -14,12 +14,15 @@ typedef struct rf_node {
     int block;            /* the block of its entry (-1: a leaf) */
     bool scheduled;       /* an entry's node */
     bool compute;         /* a compute entry's node */
+    int mb;               /* its first instance's micro-batch (-1: a step block's) */
     int readers;          /* distinct scheduled nodes reading it */
     const nn_tensor *reader;
     bool all_mm;          /* every reader is a matmul */
     run_fuse_kind kind;
     bool folded;          /* INSIDE: a folded transpose */
-    const nn_tensor *last;/* INSIDE (a chain step): its chain's last node */
+    bool paired;          /* an attention kernel and the attention_lse it writes (INSIDE) */
+    const nn_tensor *lse; /* KERNEL (an attention): the attention_lse it writes */
+    const nn_tensor *last;/* INSIDE (a chain step): its chain's last node (an lse: itself) */
     int n_chain;          /* KERNEL: its chain */
     const nn_tensor *chain[KC_MAX_EPI];
 } rf_node;
@@ -79,8 +82,34 @@ static void rf_chain(run_fuse *f, const nn_tensor *h)
     }
 }
 
-np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, run_fuse **out,
-                         np_err *err)
+/* lower.c's lw_pair_attention, on nodes: each attention kernel, in order, writes the lse of
+ * the first unpaired attention_lse kernel after it of the same micro-batch, q, k, mask and
+ * scale as its second output, and that lse has no kernel of its own. */
+static void rf_pair_attention(run_fuse *f, const nn_tensor **order, int n_order)
+{
+    for (int i = 0; i < n_order; i++) {
+        const nn_tensor *a = order[i];
+        rf_node *an = rf_at(f, a);
+        if (a->op != NN_OP_ATTENTION || an->kind != RUN_FUSE_KERNEL)
+            continue;
+        for (int j = i + 1; j < n_order; j++) {
+            const nn_tensor *l = order[j];
+            rf_node *ln = rf_at(f, l);
+            if (l->op == NN_OP_ATTENTION_LSE && ln->kind == RUN_FUSE_KERNEL && !ln->paired &&
+                ln->mb == an->mb && l->src[0] == a->src[0] && l->src[1] == a->src[1] &&
+                l->ip[0] == a->ip[0] && l->fp[0] == a->fp[0]) {
+                an->paired = ln->paired = true;
+                an->lse = l;
+                ln->kind = RUN_FUSE_INSIDE;
+                ln->last = l;
+                break;
+            }
+        }
+    }
+}
+
+np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, bool no_fuse,
+                         run_fuse **out, np_err *err)
 {
     *out = NULL;
     run_fuse *f = calloc(1, sizeof *f);
@@ -95,7 +124,8 @@ np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, run_fuse **ou
     f->max_id = max_id;
     for (int i = 0; i <= max_id; i++)
         f->n[i] = (rf_node){.pos = INT64_MAX, .block = -1, .all_mm = true};
-    nn_pass_fuse(c->g);
+    if (!no_fuse)
+        nn_pass_fuse(c->g);
     /* the first instance of every node, in the lowering's order */
     nn_plan_iter it;
     nn_plan_iter_begin(&it, p, c);
@@ -116,6 +146,7 @@ np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, run_fuse **ou
             n->scheduled = true;
             n->pos = pos;
             n->block = (int)(b - c->blocks);
+            n->mb = mb;
             n->compute = e->kind == NN_PLAN_COMPUTE;
             order[n_order++] = t;
         }
@@ -140,16 +171,17 @@ np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, run_fuse **ou
         if (!n->compute || n->kind == RUN_FUSE_INSIDE || run_node_is_view(t))
             continue;
         const rf_node *s0 = t->n_src ? rf_at(f, t->src[0]) : NULL;
-        if (lower_is_transpose(t) && n->readers > 0 && n->all_mm && !t->is_output &&
-            !(s0 && s0->folded)) {
+        if (!no_fuse && lower_is_transpose(t) && n->readers > 0 && n->all_mm &&
+            !t->is_output && !(s0 && s0->folded)) {
             n->kind = RUN_FUSE_INSIDE;
             n->folded = true;
             continue;
         }
         n->kind = RUN_FUSE_KERNEL;
-        if (!(nn_op_flags(t->op) & NN_OPF_UPDATE))
+        if (!no_fuse && !(nn_op_flags(t->op) & NN_OPF_UPDATE))
             rf_chain(f, t);
     }
+    rf_pair_attention(f, order, n_order);
     free(order);
     *out = f;
     return NP_OK;
@@ -195,11 +227,13 @@ static void rf_layout(const run_fuse *f, const nn_tensor *t, kc_tensor *l)
 np_status run_fuse_kernel(const run_fuse *f, const nn_tensor *head, uint32_t cores,
                           kc_kernel *k, np_err *err)
 {
-    kc_tensor in[KC_MAX_IN], out;
+    kc_tensor in[KC_MAX_IN], out[KC_MAX_OUT];
     for (int s = 0; s < head->n_src && s < KC_MAX_IN; s++)
         rf_layout(f, head->src[s], &in[s]);
-    kc_tensor_of(&out, 0, head);
-    if (lower_node_kernel_at(head, in, &out, cores, k, err) != NP_OK)
+    kc_tensor_of(&out[0], 0, head);
+    if (head->op == NN_OP_ATTENTION) /* its lse (its pair's, or scratch), [B, H, S] fp32 */
+        kc_tensor_dense(&out[1], 0, NN_F32, 3, head->src[0]->ne);
+    if (lower_node_kernel_at(head, in, out, cores, k, err) != NP_OK)
         return err->status;
     int n;
     const nn_tensor *const *chain = run_fuse_chain(f, head, &n);
@@ -225,5 +259,8 @@ int64_t run_fuse_flops(const run_fuse *f, const nn_tensor *head)
     int64_t flops = nn_node_flops(head);
     for (int s = 0; s < n; s++)
         flops += nn_node_flops(chain[s]);
+    const rf_node *h = rf_at(f, head);
+    if (h && h->lse) /* the plan counts the lse's FLOPs on its own node */
+        flops += nn_node_flops(h->lse);
     return flops;
 }

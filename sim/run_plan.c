@@ -196,8 +196,7 @@ static np_status rp_pass_kernels(rp *x)
         if (!(x->kid[c] = calloc((size_t)cl->n_blocks + 1, sizeof **x->kid)) ||
             !(x->xdeps[c] = calloc((size_t)cl->n_blocks + 1, sizeof **x->xdeps)))
             return rp_oom(x);
-        if (!x->o.nodes_only && !x->o.no_fuse &&
-            run_fuse_class(p, cl, &x->fuse[c], x->err) != NP_OK)
+        if (!x->o.nodes_only && run_fuse_class(p, cl, x->o.no_fuse, &x->fuse[c], x->err) != NP_OK)
             return x->err->status;
         const run_fuse *f = x->fuse[c];
         for (int b = 0; b < cl->n_blocks; b++) {

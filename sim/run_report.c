@@ -84,6 +84,11 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->recompute = rr_recompute_names[p->s.recompute];
     o->precision = p->compute == NN_F32 ? "fp32" : "bf16";
     o->fidelity = "fast";
+    o->attention_fused = p->attention_fused;
+    o->attention_composite = p->attention_composite;
+    o->attention = p->attention_fused ? (p->attention_composite ? "mixed" : "fused")
+                                      : (p->attention_composite ? "composite" : "none");
+    o->attention_requested = p->s.fuse_attention ? "fused" : "composite";
     o->zero = p->s.zero;
     o->sp = p->s.sp;
     o->dp = p->mesh.size[NN_MESH_DP];
@@ -280,6 +285,10 @@ json_t *run_report_json(const run_report *o)
                           o->fidelity, "step_time_s", o->step_time_s);
     if (!j)
         return NULL;
+    json_object_set_new(j, "attention", json_string(o->attention));
+    json_object_set_new(j, "attention_requested", json_string(o->attention_requested));
+    json_object_set_new(j, "attention_fused", json_integer(o->attention_fused));
+    json_object_set_new(j, "attention_composite", json_integer(o->attention_composite));
     json_object_set_new(j, o->seq > 1 ? "tokens_per_s" : "samples_per_s",
                         json_real(o->seq > 1 ? o->tokens_per_s : o->samples_per_s));
     json_object_set_new(j, "model_flops_per_step", json_real(o->model_flops_per_step));

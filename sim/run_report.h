@@ -4,7 +4,8 @@
  * `npusim report` and scripts read (kept stable):
  *
  *   model, arch, chips, system_chips, batch, seq, microbatch, micro_batches, schedule,
- *   recompute, precision, zero, sp, mesh {dp, tp, pp, order}, steps, fidelity,
+ *   recompute, precision, zero, sp, mesh {dp, tp, pp, order}, attention, attention_requested,
+ *   attention_fused, attention_composite, steps, fidelity,
  *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
  *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
  *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
@@ -58,6 +59,12 @@ typedef struct run_report {
     int micro_batches;
     char schedule[32];
     const char *recompute, *precision, *fidelity;
+    /* the attention the step ran: "fused" (the attention op, flash attention), "composite"
+     * (matmul, scale, mask, softmax, matmul), "mixed" or "none" (the model has none); what
+     * was asked ("fused": nn_strategy.fuse_attention, or "composite"); the model's attentions
+     * (one micro-batch) of each form */
+    const char *attention, *attention_requested;
+    int attention_fused, attention_composite;
     int zero, dp, tp, pp;
     bool sp;
     char order[16];
