@@ -591,3 +591,50 @@ TEST(attention_with_dropout_or_a_shared_score_matrix_is_not_fused)
     CU_ASSERT_EQUAL(nn_graph_n_nodes(g), 2); /* q and attention: the transpose went too */
     nn_graph_free(g);
 }
+
+TEST(checkpointing_gpt2_small_with_fused_attention_keeps_no_score_matrix_under_any_policy)
+{
+    /* nn_pass_fuse_attention before the backward: the attention op's backward reads q, k, v
+     * and its own output (and recomputes the probabilities from the log-sum-exp), so per
+     * layer the backward reads the composite's 16 SD floats less nothing but the H S^2
+     * probabilities, plus the attention's output: 17 SD. Every-layer checkpointing keeps the
+     * layer input alone, as before. NN_CKPT_SELECTIVE keeps the layer input and the matmul
+     * outputs (qkv 3 SD, c_proj 1 SD, c_fc 4 SD): the attention op is no matmul, so its output
+     * is recomputed (its forward runs again in the backward), 9 SD. NN_CKPT_ATTENTION finds no
+     * attention core to recompute: 17 SD. The head is kept in every case (fp32). */
+    const double B = 1, S = 1024, D = 768, L = 12, V = 50257;
+    double head = 4 * (2 * B * S * D + D * V + B * S * V);
+    struct { const char *what; int policy; double per_layer_sd; } cases[] = {
+        {"no checkpointing", -1, 17},
+        {"every layer", NN_CKPT_EVERY_K, 1},
+        {"selective", NN_CKPT_SELECTIVE, 9},
+        {"attention core", NN_CKPT_ATTENTION, 17},
+    };
+    for (int i = 0; i < 4; i++) {
+        nn_model_desc d;
+        nn_model m = {0};
+        np_err e = {0};
+        nn_model_opts o = {.batch = 1, .seq = 1024};
+        nn_optim adamw = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999,
+                          .eps = 1e-8};
+        int fused = 0, n_re = 0;
+        CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt2-small", &d, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &m, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_pass_fuse_attention(m.g, &fused, &e), NP_OK);
+        CU_ASSERT_EQUAL(fused, 12);
+        CU_ASSERT_EQUAL_FATAL(nn_backward(m.g, m.loss, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_optim_step(m.g, &adamw, &e), NP_OK);
+        if (cases[i].policy >= 0)
+            CU_ASSERT_EQUAL(nn_pass_checkpoint(m.g, (nn_ckpt_policy)cases[i].policy, 1, &n_re,
+                                               &e), NP_OK);
+        CU_ASSERT_EQUAL(nn_graph_verify(m.g, &e), NP_OK);
+        CU_ASSERT_EQUAL(score_nodes(m.g, 1024), 0);
+        double saved = (double)nn_saved_activation_bytes(m.g);
+        double want = 4 * L * B * cases[i].per_layer_sd * S * D + head;
+        fprintf(stderr, "gpt2-small, fused attention, %s: %d recomputed nodes, saved "
+                        "activations %.2f MiB (analytical %.2f MiB)\n", cases[i].what, n_re,
+                saved / 1048576, want / 1048576);
+        CU_ASSERT_DOUBLE_EQUAL(saved, want, 1.0);
+        nn_graph_free(m.g);
+    }
+}
