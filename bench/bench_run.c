@@ -8,7 +8,8 @@
  *                                              it fits (done-when 6)
  *   build/bench/bench_run --megatron FILE      every row of a weak-scaling table (below)
  *
- * Options: --kernel-cache FILE (kernel timings kept across runs), --no-cache, --no-dedup,
+ * Options: --attention composite (the composite attention instead of the fused one, npusim
+ * run's default), --kernel-cache FILE (kernel timings kept across runs), --no-cache, --no-dedup,
  * --analytical EFF (kernels timed as their FLOPs at EFF of the chip's peak, at least 1 ns,
  * instead of compiled and simulated: the engine on the real plan, whatever kernels exist),
  * --json.
@@ -21,7 +22,8 @@
  * --megatron FILE reads Narayanan et al.'s weak-scaling table (bench/megatron_weak_scaling.csv:
  * parameters, heads, hidden, layers, tp, pp, gpus, batch, their TFLOP/s per GPU and % of peak)
  * and runs each row as a GPT (vocabulary 51,200, sequence 2048, micro-batch 1, full
- * recomputation, as their equation (3) counts) on a100-cluster with system.chips = gpus,
+ * recomputation, as their equation (3) counts; composite attention, as their 2021 runs had no
+ * flash attention) on a100-cluster with system.chips = gpus,
  * printing our TFLOP/s per chip, MFU and HFU beside theirs.
  */
 #include <inttypes.h>
@@ -68,6 +70,7 @@ static np_status bench_time(void *ctx, const run_kernel *k, run_ktime *out, np_e
 typedef struct bench_opts {
     const char *kernel_cache;
     bool no_cache, no_dedup, json;
+    bool composite;    /* the composite attention (else fused, as npusim run) */
     double analytical; /* 0: real kernels */
     bool must_fit;     /* refuse a plan beyond HBM (else simulated anyway) */
 } bench_opts;
@@ -90,6 +93,7 @@ static int bench_one(const char *title, const char *arch, const char *const *set
                  .no_cache = bo->no_cache, .no_dedup = bo->no_dedup, .allow_oom = !bo->must_fit,
                  .kernel_cache = bo->kernel_cache,
                  .time_kernel = bo->analytical > 0 ? bench_time : NULL, .time_ctx = &an};
+    j.s.fuse_attention = !bo->composite;
     double c0 = bench_cpu();
     run_report r;
     if (run_job_run(&j, &r, &err) != NP_OK) {
@@ -114,6 +118,9 @@ static int bench_one(const char *title, const char *arch, const char *const *set
         printf("  kernels: %" PRIu32 " distinct, %" PRIu32 " simulated on the core model, %" PRIu32
                " from the cache file%s\n", r.kernels, r.kernels_simulated, r.kernels_from_file,
                bo->analytical > 0 ? " (analytical durations)" : "");
+        printf("  attention: %s (%d fused, %d composite)%s%s\n", r.attention, r.attention_fused,
+               r.attention_composite, r.attention_why[0] ? "; the fused kernel does not fit: " : "",
+               r.attention_why);
         printf("  step:    %.3f s, %.1f TFLOP/s per chip, MFU %.1f %%, HFU %.1f %%, bubble %.2f %% "
                "(analytical %.2f %%), communication exposed %.3f s of %.3f s per chip\n",
                r.step_time_s, r.tflops_per_chip, r.mfu_pct, r.hfu_pct, r.bubble_pct,
@@ -178,7 +185,10 @@ static int bench_megatron(const char *path, const bench_opts *bo, json_t *arr)
         const char *sets[] = {chips};
         snprintf(title, sizeof title, "megatron %.1fB", params);
         run_report r;
-        if (bench_one(title, "a100-cluster", sets, 1, &d, &s, &o, bo, arr, arr ? NULL : &r, true)) {
+        bench_opts theirs = *bo;
+        theirs.composite = true;
+        if (bench_one(title, "a100-cluster", sets, 1, &d, &s, &o, &theirs, arr, arr ? NULL : &r,
+                      true)) {
             rc = 1;
             continue;
         }
@@ -286,6 +296,9 @@ int main(int argc, char **argv)
             bo.kernel_cache = argv[++i];
         else if (!strcmp(argv[i], "--analytical") && i + 1 < argc)
             bo.analytical = atof(argv[++i]);
+        else if (!strcmp(argv[i], "--attention") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "composite") || !strcmp(argv[i + 1], "fused")))
+            bo.composite = !strcmp(argv[++i], "composite");
         else if (!strcmp(argv[i], "--no-cache"))
             bo.no_cache = true;
         else if (!strcmp(argv[i], "--no-dedup"))
@@ -293,8 +306,9 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json"))
             bo.json = true;
         else {
-            fprintf(stderr, "usage: bench_run [--default | --zoo | --megatron FILE] [--kernel-cache FILE] "
-                            "[--no-cache] [--no-dedup] [--analytical EFF] [--json]\n");
+            fprintf(stderr, "usage: bench_run [--default | --zoo | --megatron FILE] [--attention "
+                            "fused|composite] [--kernel-cache FILE] [--no-cache] [--no-dedup] "
+                            "[--analytical EFF] [--json]\n");
             return 2;
         }
     }

@@ -12,6 +12,7 @@
 #include "cli.h"
 #include "cli_strategy.h"
 #include "plan.h"
+#include "run_job.h"
 
 const char cmd_plan_usage[] =
     "usage: npusim plan --arch A --model M --batch B [--seq S] [--dp D] [--tp T] [--pp P]\n"
@@ -72,7 +73,8 @@ static json_t *plan_mem_json(const nn_plan_mem *m)
                      (json_int_t)m->total_bytes);
 }
 
-static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_config *a)
+static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_config *a,
+                         const char *why)
 {
     char sched[32];
     json_t *chips = json_array();
@@ -112,7 +114,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:I, s:I, s:f, s:i, s:i}",
+                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
@@ -123,10 +125,11 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      "flops_per_step", (json_int_t)s->flops_per_step, "hardware_flops_per_step",
                      (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p),
                      "attention_fused", p->attention_fused, "attention_composite",
-                     p->attention_composite);
+                     p->attention_composite, "attention_why", why);
 }
 
-static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a)
+static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a,
+                      const char *why)
 {
     char b1[32], b2[32], sched[32];
     printf("# %s on %s: %d of %" PRId64 " chips, dp %d x tp %d x pp %d", p->model, a->name,
@@ -140,6 +143,8 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
            p->compute == NN_F32 ? "fp32" : "bf16 compute with fp32 masters", p->s.zero,
            p->s.sp ? ", sequence parallel" : "", plan_recompute_names[p->s.recompute],
            p->attention_fused, p->attention_composite);
+    if (why[0])
+        printf("# attention composite: the fused kernel does not fit the chip (%s)\n", why);
     if (p->vocab_padded)
         printf("# vocabulary padded to %" PRId64 " rows for tp %d (as Megatron pads it)\n", p->vocab_padded,
                p->mesh.size[NN_MESH_TP]);
@@ -269,7 +274,8 @@ np_status cmd_plan(int argc, char **argv, np_err *err)
     nn_optim adam = cli_strategy_optim();
     nn_plan *p = NULL;
     nn_plan_summary sum;
-    if (nn_plan_build(&d, &cs.o, &cs.s, &adam, &a, &p, err) != NP_OK)
+    char why[RUN_REPORT_WHY_MAX];
+    if (run_build_plan(&d, &cs.o, &cs.s, &adam, &a, &p, why, sizeof why, err) != NP_OK)
         return err->status;
     if (nn_plan_summarize(p, &sum, err) != NP_OK) {
         nn_plan_free(p);
@@ -277,9 +283,9 @@ np_status cmd_plan(int argc, char **argv, np_err *err)
     }
     np_status st = NP_OK;
     if (json)
-        st = cli_print_json(plan_json(p, &sum, &a), err);
+        st = cli_print_json(plan_json(p, &sum, &a, why), err);
     else
-        plan_text(p, &sum, &a);
+        plan_text(p, &sum, &a, why);
     nn_plan_summary_free(&sum);
     nn_plan_free(p);
     return st;

@@ -171,6 +171,9 @@ static void run_print_attention(const run_report *r)
         printf("attention fused (%d flash attention%s)", f, f == 1 ? "" : "s");
     else if (!asked)
         printf("attention composite (%d, --attention composite)", c);
+    else if (r->attention_why[0])
+        printf("attention composite (%d: the fused kernel does not fit the chip, %s)", c,
+               r->attention_why);
     else if (!f)
         printf("attention composite (the fusion pass fuses none of the %d: dropout on the "
                "probabilities, or a form the fused op does not take)", c);

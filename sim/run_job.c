@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "lower.h"
 #include "run_job_impl.h"
 #include "run_kernel.h"
 #include "run_plan.h"
@@ -67,6 +68,58 @@ static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_e
     return st;
 }
 
+/* Whether every distinct attention kernel of p compiles for cfg's chip; the first that does
+ * not (NP_ERR_RANGE: its operands do not fit the scratchpad) in why. Other errors are left to
+ * the run, which reports them as it does for every kernel. */
+static bool rj_attention_fits(const nn_plan *p, const arch_config *cfg, char *why, size_t n)
+{
+    enum { RJ_KEYS = 16 };
+    char keys[RJ_KEYS][RUN_KEY_MAX];
+    int n_keys = 0;
+    for (int c = 0; c < p->n_classes; c++)
+        for (int i = 0; i < nn_graph_n_nodes(p->classes[c].g); i++) {
+            const nn_tensor *t = nn_graph_node(p->classes[c].g, i);
+            if (t->op != NN_OP_ATTENTION && t->op != NN_OP_ATTENTION_LSE &&
+                t->op != NN_OP_ATTENTION_GRAD)
+                continue;
+            kc_kernel k;
+            kc_result res;
+            np_err e = {0};
+            char key[RUN_KEY_MAX];
+            if (run_kernel_of_node(t, cfg, &k, &e) != NP_OK)
+                continue;
+            run_kernel_key(&k, key, sizeof key);
+            bool seen = false;
+            for (int q = 0; q < n_keys && !seen; q++)
+                seen = strcmp(keys[q], key) == 0;
+            if (seen)
+                continue;
+            if (n_keys < RJ_KEYS)
+                snprintf(keys[n_keys++], sizeof keys[0], "%s", key);
+            if (lower_kernel_alone(cfg, &k, &res, NULL, &e) == NP_ERR_RANGE) {
+                snprintf(why, n, "%s", e.msg);
+                return false;
+            }
+        }
+    return true;
+}
+
+np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const nn_strategy *s,
+                         const nn_optim *opt, const arch_config *cfg, nn_plan **out, char *why,
+                         size_t n, np_err *err)
+{
+    if (n)
+        why[0] = 0;
+    np_status st = nn_plan_build(d, o, s, opt, cfg, out, err);
+    if (st != NP_OK || !s->fuse_attention || !(*out)->attention_fused ||
+        rj_attention_fits(*out, cfg, why, n))
+        return st;
+    nn_plan_free(*out);
+    nn_strategy composite = *s;
+    composite.fuse_attention = false;
+    return nn_plan_build(d, o, &composite, opt, cfg, out, err);
+}
+
 np_status run_job_run(const run_job *j, run_report *out, np_err *err)
 {
     double t0 = rj_wall();
@@ -80,11 +133,15 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     trace_layout *lay = NULL;
     run_trace *tr = NULL;
     run_result *res = NULL;
-    np_status st = nn_plan_build(j->model, &j->o, &j->s, &j->optim, j->cfg, &p, err);
+    char why[RUN_REPORT_WHY_MAX] = "";
+    np_status st = run_build_plan(j->model, &j->o, &j->s, &j->optim, j->cfg, &p, why,
+                                  sizeof why, err);
     if (st == NP_OK && !j->allow_oom)
         st = run_memory_check(p, err);
     if (st == NP_OK && j->full) {
         st = rj_run_full(j, p, out, err);
+        if (st == NP_OK)
+            run_report_set_attention(out, &j->s, why);
         out->wall_s = rj_wall() - t0;
         nn_plan_free(p);
         return st;
@@ -122,6 +179,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     if (st == NP_OK) {
         run_ktimer_stats ks = kt ? run_ktimer_get_stats(kt) : (run_ktimer_stats){0};
         st = run_report_make(p, rp, j->cfg, res, kt ? &ks : NULL, out, err);
+        run_report_set_attention(out, &j->s, why);
         out->wall_s = rj_wall() - t0;
     }
     run_result_free(res);

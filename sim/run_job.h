@@ -63,6 +63,16 @@ typedef struct run_job {
     void *progress_ctx;
 } run_job;
 
+/* The plan of model d (nn_plan_build) with the attention s asks for, when the chip can run it:
+ * with s->fuse_attention, every distinct attention kernel of the fused plan is compiled for
+ * cfg's chip, and when one does not fit (compiler/kc_attn.c keeps a head's operands resident
+ * in each core's scratchpad: NP_ERR_RANGE, e.g. any GPT head of sequence 2048 on
+ * a100-cluster's 192 KiB) the composite plan is built instead and why[n] says which kernel
+ * and what it needs (else why[0] is 0). Errors of nn_plan_build. */
+np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const nn_strategy *s,
+                         const nn_optim *opt, const arch_config *cfg, nn_plan **out, char *why,
+                         size_t n, np_err *err);
+
 /* Runs j and fills *out (free with run_report_free). Errors of every stage as they come:
  * the plan's (NP_ERR_RANGE / NP_ERR_INCONSISTENT naming the flag), memory (NP_ERR_RANGE),
  * missing kernels (NP_ERR_MISSING), the compiler's and the core model's, the engine's

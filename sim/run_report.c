@@ -289,6 +289,7 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "attention_requested", json_string(o->attention_requested));
     json_object_set_new(j, "attention_fused", json_integer(o->attention_fused));
     json_object_set_new(j, "attention_composite", json_integer(o->attention_composite));
+    json_object_set_new(j, "attention_why", json_string(o->attention_why));
     json_object_set_new(j, o->seq > 1 ? "tokens_per_s" : "samples_per_s",
                         json_real(o->seq > 1 ? o->tokens_per_s : o->samples_per_s));
     json_object_set_new(j, "model_flops_per_step", json_real(o->model_flops_per_step));
@@ -313,4 +314,10 @@ json_t *run_report_json(const run_report *o)
     }
     json_object_set_new(j, "wall_s", json_real(o->wall_s));
     return j;
+}
+
+void run_report_set_attention(run_report *rep, const nn_strategy *s, const char *why)
+{
+    rep->attention_requested = s->fuse_attention ? "fused" : "composite";
+    snprintf(rep->attention_why, sizeof rep->attention_why, "%s", why ? why : "");
 }

@@ -5,7 +5,7 @@
  *
  *   model, arch, chips, system_chips, batch, seq, microbatch, micro_batches, schedule,
  *   recompute, precision, zero, sp, mesh {dp, tp, pp, order}, attention, attention_requested,
- *   attention_fused, attention_composite, steps, fidelity,
+ *   attention_fused, attention_composite, attention_why, steps, fidelity,
  *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
  *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
  *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
@@ -32,6 +32,7 @@
 #include "run_plan.h"
 
 #define RUN_REPORT_LINKS_MAX 16
+#define RUN_REPORT_WHY_MAX 320
 
 typedef struct run_report_comm {
     run_comm_kind kind;
@@ -65,6 +66,7 @@ typedef struct run_report {
      * (one micro-batch) of each form */
     const char *attention, *attention_requested;
     int attention_fused, attention_composite;
+    char attention_why[RUN_REPORT_WHY_MAX]; /* fused asked, composite run: why ("" else) */
     int zero, dp, tp, pp;
     bool sp;
     char order[16];
@@ -103,6 +105,10 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
                           const run_result *r, const run_ktimer_stats *kt, run_report *out,
                           np_err *err);
 void run_report_free(run_report *rep);
+
+/* What the job asked for (s->fuse_attention) and, when the plan fell back to the composite
+ * attention, why (run_build_plan's; may be ""). */
+void run_report_set_attention(run_report *rep, const nn_strategy *s, const char *why);
 
 /* The report as one JSON object (names above); NULL when out of memory. */
 json_t *run_report_json(const run_report *rep);
