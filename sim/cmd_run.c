@@ -170,7 +170,7 @@ static void run_print_attention(const run_report *r)
     else if (!c)
         printf("attention fused (%d flash attention%s)", f, f == 1 ? "" : "s");
     else if (!asked)
-        printf("attention composite (%d, --attention composite)", c);
+        printf("attention composite (%d, as --attention composite asks)", c);
     else if (r->attention_why[0])
         printf("attention composite (%d: the fused kernel does not fit the chip, %s)", c,
                r->attention_why);
