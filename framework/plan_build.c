@@ -1319,7 +1319,7 @@ np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch
                               nn_plan **out, np_err *err)
 {
     *out = NULL;
-    int64_t micro;
+    int64_t micro = 0;
     if (!m->g || !m->loss || m->batch < 1)
         return np_err_set(err, NP_ERR_MISSING, "plan: %s needs a graph, a loss and its micro-batch size",
                           name);
