@@ -379,6 +379,12 @@ np_status nn_backward_roots(nn_graph *g, int n, nn_tensor *const *roots,
 /* ---- costs ---- */
 /* FLOPs of one node (a multiply-add counts 2), and bytes it reads and writes. */
 int64_t nn_node_flops(const nn_tensor *t);
+/* Model FLOPs of one node: the FLOPs of the math the model states, whatever form computes
+ * it — the FLOPs MFU divides. nn_node_flops for every op but the fused attention's, which
+ * count as the composite's GEMMs and softmax do: every query-key pair (a causal mask removes
+ * none, as in Megatron-LM's and PaLM's MFU formulas), and nothing for what the fused
+ * backward recomputes (attention_lse: 0; attention_grad without its second QK^T). */
+int64_t nn_node_model_flops(const nn_tensor *t);
 int64_t nn_node_macs(const nn_tensor *t); /* matmul/conv multiply-adds; 0 for other ops */
 uint64_t nn_node_bytes(const nn_tensor *t);
 

@@ -176,6 +176,19 @@ int64_t nn_flops_attention(const nn_tensor *t)
     }
 }
 
+/* The same, as model FLOPs (nn_node_model_flops): every pair, no recomputation. */
+int64_t nn_model_flops_attention(const nn_tensor *t)
+{
+    const nn_tensor *q = t->src[0];
+    int64_t heads = q->ne[0] * q->ne[1], P = nn_attn_pairs(q, false), Dh = q->ne[3];
+    switch (t->op) {
+    case NN_OP_ATTENTION: return heads * P * (4 * Dh + 5);
+    case NN_OP_ATTENTION_LSE: return 0;
+    /* dV, dP, dQ, dK and dS = P (dP - D) */
+    default: return heads * (P * (8 * Dh + 4) + q->ne[2] * 2 * Dh);
+    }
+}
+
 int64_t nn_attention_macs(const nn_tensor *t)
 {
     const nn_tensor *q = t->src[0];

@@ -75,6 +75,7 @@ int64_t nn_flops_norm(const nn_tensor *t);
 int64_t nn_flops_softmax(const nn_tensor *t);
 int64_t nn_flops_rope(const nn_tensor *t);
 int64_t nn_flops_attention(const nn_tensor *t);
+int64_t nn_model_flops_attention(const nn_tensor *t);
 int64_t nn_attention_macs(const nn_tensor *t);
 int64_t nn_flops_none(const nn_tensor *t);
 int64_t nn_flops_move(const nn_tensor *t);

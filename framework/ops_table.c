@@ -111,6 +111,16 @@ int64_t nn_node_flops(const nn_tensor *t)
     return impl->flops ? impl->flops(t) : nn_numel(t);
 }
 
+int64_t nn_node_model_flops(const nn_tensor *t)
+{
+    switch (t->op) {
+    case NN_OP_ATTENTION:
+    case NN_OP_ATTENTION_LSE:
+    case NN_OP_ATTENTION_GRAD: return nn_model_flops_attention(t);
+    default: return nn_node_flops(t);
+    }
+}
+
 int64_t nn_node_macs(const nn_tensor *t)
 {
     switch (t->op) {

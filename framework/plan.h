@@ -205,7 +205,8 @@ typedef struct nn_plan_entry {
     uint64_t bytes;      /* collective/send/recv: bytes of the buffer(s) communicated
                             (all_gather: its output, reduce_scatter: its input); compute:
                             nn_node_bytes */
-    int64_t flops;       /* compute: nn_node_flops; 0 otherwise */
+    int64_t flops;       /* compute: nn_node_flops (what the hardware does); 0 otherwise */
+    int64_t model_flops; /* compute: nn_node_model_flops; 0 otherwise */
     int group_size;      /* collective: ranks in the group; send/recv: 2 */
     int peer;            /* send/recv: peer = this rank's stage + peer (mod pp) */
     int match;           /* pairs sends with recvs and a collective's instances */

@@ -959,6 +959,7 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
                 en->kind = NN_PLAN_COMPUTE;
             if (en->kind == NN_PLAN_COMPUTE) {
                 en->flops = nn_node_flops(t0);
+                en->model_flops = nn_node_model_flops(t0);
                 en->bytes = nn_node_bytes(t0);
             } else {
                 en->tag = (nn_comm_tag)t0->ip[NN_COMM_IP_TAG];

@@ -131,7 +131,7 @@ void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, int64_t *mode
             continue;
         hw += e->flops;
         if (e->region != NN_REGION_RECOMPUTE)
-            model += e->flops;
+            model += e->model_flops;
     }
     *model_flops = model;
     *hw_flops = hw;

@@ -230,7 +230,7 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
     if (p->hbm_bytes && m->total_bytes > p->hbm_bytes)
         printf("  does not fit: %s more than the chip has\n",
                plan_bytes(m->total_bytes - p->hbm_bytes, b1, sizeof b1));
-    printf("\nFLOPs per step (all chips): %s model, %s with recomputation\n",
+    printf("\nFLOPs per step (all chips): %s model, %s executed\n",
            plan_flops((double)s->flops_per_step, b1, sizeof b1),
            plan_flops((double)s->hw_flops_per_step, b2, sizeof b2));
     printf("pipeline bubble (analytical, (p-1)/(%sm+p-1)): %.2f %%\n",

@@ -207,7 +207,7 @@ static void run_print(const run_report *r)
     else
         printf("throughput           %s samples/s\n",
                np_human_count((uint64_t)(r->samples_per_s + 0.5), a, sizeof a));
-    printf("FLOPs per step       %s model, %s with recomputation (all chips)\n",
+    printf("FLOPs per step       %s model, %s executed (all chips)\n",
            np_human_si(r->model_flops_per_step, "FLOP", a, sizeof a),
            np_human_si(r->hw_flops_per_step, "FLOP", b, sizeof b));
     printf("per chip             %s model, %s hardware, of %s peak\n",

@@ -252,15 +252,16 @@ np_status run_fuse_kernel(const run_fuse *f, const nn_tensor *head, uint32_t cor
     return NP_OK;
 }
 
-int64_t run_fuse_flops(const run_fuse *f, const nn_tensor *head)
+int64_t run_fuse_flops(const run_fuse *f, const nn_tensor *head, bool model)
 {
+    int64_t (*of)(const nn_tensor *) = model ? nn_node_model_flops : nn_node_flops;
     int n;
     const nn_tensor *const *chain = run_fuse_chain(f, head, &n);
-    int64_t flops = nn_node_flops(head);
+    int64_t flops = of(head);
     for (int s = 0; s < n; s++)
-        flops += nn_node_flops(chain[s]);
+        flops += of(chain[s]);
     const rf_node *h = rf_at(f, head);
     if (h && h->lse) /* the plan counts the lse's FLOPs on its own node */
-        flops += nn_node_flops(h->lse);
+        flops += of(h->lse);
     return flops;
 }

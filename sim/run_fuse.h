@@ -59,8 +59,8 @@ const nn_tensor *const *run_fuse_chain(const run_fuse *f, const nn_tensor *head,
 np_status run_fuse_kernel(const run_fuse *f, const nn_tensor *head, uint32_t cores,
                           kc_kernel *k, np_err *err);
 
-/* FLOPs of head's kernel: the head's, its chain's and its lse's (nn_node_flops), so that
- * the tasks' FLOPs add up to the plan's. */
-int64_t run_fuse_flops(const run_fuse *f, const nn_tensor *head);
+/* FLOPs of head's kernel: the head's, its chain's and its lse's (nn_node_flops, or
+ * nn_node_model_flops when model is set), so that the tasks' FLOPs add up to the plan's. */
+int64_t run_fuse_flops(const run_fuse *f, const nn_tensor *head, bool model);
 
 #endif

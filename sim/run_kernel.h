@@ -50,7 +50,8 @@ typedef struct run_kspec {
     kc_kernel k;             /* operand addresses 0 */
     const nn_tensor *node;   /* the first plan node with this key (names, messages): the
                                 kernel's head */
-    int64_t flops;           /* the head's and its fused chain's FLOPs */
+    int64_t flops;           /* the head's and its fused chain's FLOPs (nn_node_flops) */
+    int64_t model_flops;     /* ... as model FLOPs (nn_node_model_flops) */
     /* filled when it is timed */
     char name[64];           /* its kernel symbol ("matmul") */
     uint64_t hbm_bytes;      /* HBM bytes its schedule moves (kc_result) */

@@ -100,7 +100,9 @@ static np_status rp_missing(rp *x, const nn_tensor *node, const np_err *e)
 static np_status rp_kernel(rp *x, const run_fuse *f, const nn_tensor *node, uint32_t *id)
 {
     *id = RUN_NONE;
-    run_kspec s = {.node = node, .flops = f ? run_fuse_flops(f, node) : nn_node_flops(node)};
+    run_kspec s = {.node = node,
+                   .flops = f ? run_fuse_flops(f, node, false) : nn_node_flops(node),
+                   .model_flops = f ? run_fuse_flops(f, node, true) : nn_node_model_flops(node)};
     np_err e = {0};
     char key[RUN_KEY_MAX];
     if (x->o.nodes_only) {
@@ -667,10 +669,10 @@ static np_status rp_pass_tasks(rp *x)
     out->kspecs = x->ks;
     x->ks = NULL;
     for (uint32_t i = 0; i < out->n_kspecs; i++) {
-        double flops = (double)out->kspecs[i].flops;
+        double flops = (double)out->kspecs[i].model_flops, hw = (double)out->kspecs[i].flops;
         uint32_t id;
         if (run_graph_add_kernel(out->g, &(run_kernel){.key = x->keys[i], .data = &out->kspecs[i],
-                                                       .flops = flops, .hw_flops = flops},
+                                                       .flops = flops, .hw_flops = hw},
                                  &id, x->err) != NP_OK)
             return x->err->status;
         if (id != i)

@@ -14,6 +14,7 @@
  *     none to fuse (an MLP) or the pass leaves them (dropout on the probabilities).
  * (Values at full fidelity: test_run.c; fast against full: test_run_fidelity.c.) */
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -256,6 +257,33 @@ TEST(run_fuses_attention_by_default_and_says_which_attention_it_ran)
     CU_ASSERT_EQUAL(r.exit_status, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--attention"));
     harness_run_free(&r);
+}
+
+/* Model FLOPs do not depend on the form of the attention (MFU compares across --attention):
+ * the fused op counts every query-key pair and nothing for the scores its backward
+ * recomputes, which only the executed (hardware) FLOPs count. gpt-tiny, dp 2 of batch 8: 2
+ * ranks x 2 layers x one micro-batch of 4 samples x 4 heads = 16 heads of S = 16, Dh = 8
+ * per attention, 256 pairs (136 causal). Per attention, model: forward 16 x 256 x (4 Dh + 5)
+ * = 151,552, lse 0, grad 16 x (256 x (8 Dh + 4) + 2 S Dh) = 282,624; executed: 16 x 136 x
+ * 37 = 80,512, 16 x 136 x (2 Dh + 4) = 43,520, 16 x (136 x (10 Dh + 4) + 256) = 186,880:
+ * 123,264 more model FLOPs than executed, times 4 attentions. */
+TEST(fused_attention_counts_model_flops_as_the_composite_and_executed_flops_as_it_runs)
+{
+    json_t *f = run_json("gpt-tiny", NULL, NULL), *c = run_json("gpt-tiny", "--attention",
+                                                                "composite");
+    double fm = json_real_value(json_object_get(f, "model_flops_per_step"));
+    double fh = json_real_value(json_object_get(f, "hardware_flops_per_step"));
+    double cm = json_real_value(json_object_get(c, "model_flops_per_step"));
+    double ch = json_real_value(json_object_get(c, "hardware_flops_per_step"));
+    CU_ASSERT_DOUBLE_EQUAL(fm - fh, 4 * 123264.0, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(cm, ch, 0.5); /* no recomputation: the composite runs what it states */
+    /* the two forms' model FLOPs differ only by the composite's elementwise ops around the
+     * scores (scale, mask, softmax and their gradients) against the fused op's 5 + 4 a pair */
+    if (fabs(fm - cm) > 0.01 * cm)
+        printf("\nmodel FLOPs fused %.0f composite %.0f\n", fm, cm);
+    CU_ASSERT(fabs(fm - cm) <= 0.01 * cm);
+    json_decref(f);
+    json_decref(c);
 }
 
 /* Every kernel takes 1 us (the dropout kernel cannot describe a node's mask yet). */
