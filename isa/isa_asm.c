@@ -1060,7 +1060,7 @@ static np_status asm_f32(asm_cur *c, isa_op op, const isa_field *f, size_t pos, 
         TRY(asm_peek(c, &n));
         if (asm_is(&n, "(")) {
             asm_lex(c, &n);
-            int64_t v;
+            int64_t v = 0;
             TRY(asm_int(c, "bits()", &v));
             TRY(asm_expect(c, ")", "to close bits("));
             if (v < 0 || v > 0xffffffff)
@@ -1112,7 +1112,7 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         if (!asm_is(&s, "+=") && !asm_is(&s, "-="))
             return asm_err(c, s.pos, NP_ERR_SYNTAX, "expected '+=' or '-=' after the register, "
                            "got %s", asm_tok_text(c, &s, tb, sizeof tb));
-        int64_t v;
+        int64_t v = 0;
         TRY(asm_int(c, what, &v));
         o->reg = (uint8_t)r;
         o->val = s.p[0] == '-' ? (int64_t)(0 - (uint64_t)v) : v;
@@ -1129,7 +1129,7 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         if (!asm_is(&s, "+") && !asm_is(&s, "-"))
             return NP_OK; /* rN alone: offset 0 */
         asm_lex(c, &s);
-        int64_t v;
+        int64_t v = 0;
         TRY(asm_int(c, what, &v));
         o->val = s.p[0] == '-' ? (int64_t)(0 - (uint64_t)v) : v;
         return NP_OK;
@@ -1177,13 +1177,13 @@ static np_status asm_operand(asm_cur *c, isa_op op, unsigned fi, uint32_t insn, 
         bool group;
         TRY(asm_peer_group(c, what, o, &group));
         if (!group) {
-            int64_t chip;
+            int64_t chip = 0;
             TRY(asm_int(c, what, &chip));
             o->val = chip;
         }
         TRY(asm_expect(c, ",", group ? "between the group member and core" : "between chip and core"));
         TRY(asm_peek(c, &p));
-        int64_t core;
+        int64_t core = 0;
         TRY(asm_int(c, what, &core));
         TRY(asm_expect(c, ")", "to close peer("));
         if (core < 0 || core > 0xffff)
@@ -1443,7 +1443,7 @@ static np_status asm_size(asm_state *as, const asm_stmt *st)
     asm_sym *y = &as->syms[st->what];
     asm_tok t;
     TRY(asm_peek(&c, &t));
-    int64_t v;
+    int64_t v = 0;
     TRY(asm_int(&c, ".size", &v));
     TRY(asm_expect_eol(&c, ".size"));
     uint64_t sec_size = y->sec == SEC_DATA ? as->data_size : as->bss_size;
@@ -1561,7 +1561,7 @@ static np_status asm_target(asm_cur *c, const asm_tok *dir)
             }
         } else {
             TRY(asm_peek(c, &v));
-            int64_t x;
+            int64_t x = 0;
             TRY(asm_int(c, ".target", &x));
             uint64_t hi = ki < 3 ? 0xffffffffu : UINT64_MAX >> 1;
             if (x < 1 || (uint64_t)x > hi)
@@ -1658,7 +1658,7 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
     }
     if (strcmp(name, ".core") == 0) {
         TRY(asm_peek(c, &t));
-        int64_t n;
+        int64_t n = 0;
         TRY(asm_int(c, ".core", &n));
         if (n < 0 || n > 0xffff)
             return asm_err(c, t.pos, NP_ERR_RANGE, ".core %" PRId64 " is out of range 0..65535", n);
@@ -1666,7 +1666,7 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
         return asm_core_slot(c, (uint32_t)n, c->line, (int)dir->pos + 1, &as->sec);
     }
     if (strcmp(name, ".kernel") == 0 || strcmp(name, ".endk") == 0) {
-        int slot;
+        int slot = 0;
         TRY(asm_text_section(c, dir->pos, name, &slot));
         asm_core *k = &as->cores[slot];
         if (name[2] == 'n') { /* .endk */
@@ -1708,7 +1708,7 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
         bool data = name[1] == 'd';
         TRY(asm_peek(c, &t));
         if (t.kind != TK_EOL) {
-            int64_t a;
+            int64_t a = 0;
             TRY(asm_int(c, name, &a));
             if (a < 0 || (uint64_t)a >= ISA_HBM_LIMIT)
                 return asm_err(c, t.pos, NP_ERR_RANGE, "%s address %" PRId64 " is out of range "
@@ -1749,7 +1749,7 @@ static np_status asm_directive(asm_cur *c, const asm_tok *dir)
     uint64_t limit = as->sec == SEC_DATA ? ISA_ASM_MAX_DATA_BYTES : (uint64_t)1 << 48;
     if (strcmp(name, ".zero") == 0 || strcmp(name, ".space") == 0 || strcmp(name, ".align") == 0) {
         TRY(asm_peek(c, &t));
-        int64_t n;
+        int64_t n = 0;
         TRY(asm_int(c, name, &n));
         TRY(asm_expect_eol(c, name));
         uint64_t grow;
@@ -1823,7 +1823,7 @@ static np_status asm_mnemonic(asm_cur *c, const asm_tok *t)
                            "'%s'?", word, best);
         return asm_err(c, t->pos, NP_ERR_UNKNOWN_KEY, "unknown mnemonic '%s'", word);
     }
-    int slot;
+    int slot = 0;
     char what[80];
     snprintf(what, sizeof what, "instruction '%s'", word);
     TRY(asm_text_section(c, t->pos, what, &slot));

@@ -510,7 +510,7 @@ static np_status hier_init(coll_sched *s, np_err *err)
                               " ranks are not levels of %" PRIu32 "%s%s", p, lv[0],
                               n > 1 ? " x ..." : "", n > COLL_MAX_LEVELS ? " (at most 4)" : "");
     }
-    ring_sched *st;
+    ring_sched *st = NULL;
     if (ring_setup(s, &st, lv, n, 1, err) != NP_OK)
         return err->status;
     uint32_t L = st->levels, el = d->elem_bytes;

@@ -447,7 +447,8 @@ static np_status finish(tdb *db, np_err *err)
     }
     free(stack);
     for (size_t k = 0; k < in->n_opens; k++)
-        problem(db, "a B event of '%s' never ends", tdb_str(db, in->opens[k].name));
+        problem(db, "a B event of '%s' never ends",
+                tdb_str(db, in->opens[k].name) ? tdb_str(db, in->opens[k].name) : "?");
     /* flows: per id one s, one f; steps bound; arrows between consecutive steps */
     if (in->n_pts)
         qsort(in->pts, in->n_pts, sizeof *in->pts, pt_order);
