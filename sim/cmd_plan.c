@@ -10,6 +10,7 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "human.h"
 #include "cli_strategy.h"
 #include "plan.h"
 #include "run_job.h"
@@ -132,9 +133,11 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
                       const char *why)
 {
     char b1[32], b2[32], sched[32];
-    printf("# %s on %s: %d of %" PRId64 " chips, dp %d x tp %d x pp %d", p->model, a->name,
-           p->mesh.n_ranks, a->system.chips, p->mesh.size[NN_MESH_DP], p->mesh.size[NN_MESH_TP],
-           p->mesh.size[NN_MESH_PP]);
+    char nr[NP_HUMAN_MAX], nc[NP_HUMAN_MAX];
+    printf("# %s on %s: %s of %s chips, dp %d x tp %d x pp %d", p->model, a->name,
+           np_human_count((uint64_t)p->mesh.n_ranks, nr, sizeof nr),
+           np_human_count((uint64_t)a->system.chips, nc, sizeof nc), p->mesh.size[NN_MESH_DP],
+           p->mesh.size[NN_MESH_TP], p->mesh.size[NN_MESH_PP]);
     printf(", %s, %d micro-batches of %" PRId64 " (global batch %" PRId64, plan_sched_name(&p->s, sched, sizeof sched),
            p->n_micro, p->microbatch, p->batch);
     if (p->seq > 1)
@@ -154,7 +157,7 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
     for (int r = 0; r < show; r++)
         printf(" %d->%d", r, p->mesh.chip[r]);
     printf("%s\n", show < p->mesh.n_ranks ? " ..." : "");
-    printf("\n%-6s %-14s %16s %16s %12s\n", "stage", "layers", "FLOP/step/chip", "with recompute", "memory");
+    printf("\n%-6s %-14s %16s %16s %12s\n", "stage", "layers", "FLOP/step/chip", "executed", "memory");
     for (int c = 0; c < p->n_classes; c++) {
         char lay[64] = "";
         size_t k = 0;
