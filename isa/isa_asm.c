@@ -2167,13 +2167,24 @@ np_status isa_asm_file(const char *path, const isa_asm_opts *opts, isa_program *
 
 /* ---- Disassembler ------------------------------------------------------------------------------ */
 
+/* Bytes [from, to) as .byte lines of 16, a run of 32 or more zeros as one .zero line (a
+ * megabyte of zeros is one line, not 65,536). */
 static void dis_bytes(isa_buf *b, const uint8_t *bytes, uint64_t from, uint64_t to)
 {
-    for (uint64_t i = from; i < to; i += 16) {
+    for (uint64_t i = from; i < to;) {
+        uint64_t z = i;
+        while (z < to && bytes[z] == 0)
+            z++;
+        if (z - i >= 32) {
+            isa_buf_printf(b, "    .zero %" PRIu64 "\n", z - i);
+            i = z;
+            continue;
+        }
         isa_buf_printf(b, "    .byte ");
         for (uint64_t j = i; j < to && j < i + 16; j++)
             isa_buf_printf(b, "%s0x%02x", j == i ? "" : ", ", bytes[j]);
         isa_buf_printf(b, "\n");
+        i = i + 16 < to ? i + 16 : to;
     }
 }
 
