@@ -508,7 +508,7 @@ static const kc_attr_def cast_attrs[] = {
 };
 static const kc_attr_def dropout_attrs[] = {
     {"p", KC_ATTR_REAL, 0.1, 0, 0.999999, "the probability an element is dropped"},
-    {"seed", KC_ATTR_INT, 0, -9.2e18, 9.2e18, "the mask's seed (the framework's)"}, KE_TILE,
+    {"seed", KC_ATTR_INT, 0, -0x1p63, 0x1p63, "the mask's seed (the framework's)"}, KE_TILE,
 };
 static const kc_attr_def causal_attrs[] = {
     {"fill", KC_ATTR_REAL, -HUGE_VAL, -HUGE_VAL, HUGE_VAL, "the value above the diagonal"}, KE_TILE,

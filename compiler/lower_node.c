@@ -79,13 +79,18 @@ static np_status lw_check_reference(const kc_kernel_def *def, const kc_kernel *k
  * give (framework/ops_api.c, optim.c), each added only when the kernel declares it; the
  * reference check below then says whether that describes the node. */
 
-static void lw_attr(const kc_kernel_def *d, kc_kernel *k, const char *name, double v)
+static void lw_attr_set(const kc_kernel_def *d, kc_kernel *k, kc_attr a)
 {
     for (unsigned i = 0; i < d->n_attrs; i++)
-        if (strcmp(d->attrs[i].name, name) == 0 && k->n_attrs < KC_MAX_ATTRS) {
-            k->attrs[k->n_attrs++] = (kc_attr){name, (int64_t)v, v};
+        if (strcmp(d->attrs[i].name, a.name) == 0 && k->n_attrs < KC_MAX_ATTRS) {
+            k->attrs[k->n_attrs++] = a;
             return;
         }
+}
+
+static void lw_attr(const kc_kernel_def *d, kc_kernel *k, const char *name, double v)
+{
+    lw_attr_set(d, k, (kc_attr){name, (int64_t)v, v});
 }
 
 static void lw_attrs_of_node(const kc_kernel_def *d, const nn_tensor *t, kc_kernel *k)
@@ -98,7 +103,7 @@ static void lw_attrs_of_node(const kc_kernel_def *d, const nn_tensor *t, kc_kern
     case NN_OP_CAST: lw_attr(d, k, "to", (double)ip[0]); break;
     case NN_OP_DROPOUT:
         lw_attr(d, k, "p", fp[0]);
-        lw_attr(d, k, "seed", (double)ip[0]);
+        lw_attr_set(d, k, KC_INT("seed", ip[0])); /* all 64 bits: a double keeps 53 */
         break;
     case NN_OP_CAUSAL_MASK: lw_attr(d, k, "fill", fp[0]); break;
     case NN_OP_REDUCE_SUM: case NN_OP_REDUCE_MEAN: case NN_OP_REDUCE_MAX:

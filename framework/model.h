@@ -56,7 +56,8 @@ typedef struct nn_model_opts {
     uint64_t seed;
     double dropout;       /* GPT: dropout probability of the embeddings, the attention
                              probabilities and each block's two residual branches (GPT-2's
-                             embd/attn/resid_pdrop); 0 (default) builds no dropout */
+                             embd/attn/resid_pdrop); 0 (default) builds no dropout; in
+                             [0, 1), and nn_model_build refuses it for another family */
 } nn_model_opts;
 
 typedef struct nn_model {

@@ -311,6 +311,7 @@ typedef struct nn_plan {
                                 fused attention op */
     int attention_composite; /* ... and that are left composite (nn_attention's softmax core:
                                 the pass does not fuse one with dropout on its probabilities) */
+    double dropout;          /* the largest probability of the model's dropouts (0: none) */
     int n_classes;           /* = pp */
     nn_plan_class *classes;
     uint64_t hbm_bytes;      /* of the architecture's chip (0 without one) */

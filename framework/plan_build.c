@@ -1245,6 +1245,8 @@ static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batc
         const nn_tensor *t = nn_graph_node(pb.g0, i);
         p->attention_fused += t->op == NN_OP_ATTENTION && t->region == NN_REGION_FORWARD;
         p->attention_composite += t->op == NN_OP_SOFTMAX && t->attn_core;
+        if (t->op == NN_OP_DROPOUT && t->region == NN_REGION_FORWARD && t->fp[0] > p->dropout)
+            p->dropout = t->fp[0];
     }
     if ((st = nn_pb_setup(&pb)) != NP_OK || (st = nn_pb_partition(&pb, p)) != NP_OK ||
         (st = nn_pb_forward(&pb)) != NP_OK || (st = nn_pb_backward(&pb, p)) != NP_OK)

@@ -388,6 +388,12 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     memset(m, 0, sizeof *m);
     if (o->batch < 0 || o->seq < 0)
         return np_err_set(err, NP_ERR_RANGE, "%s: a negative batch or sequence length", d->name);
+    if (!(o->dropout >= 0 && o->dropout < 1))
+        return np_err_set(err, NP_ERR_RANGE, "%s: dropout %g is not a probability in [0, 1)",
+                          d->name, o->dropout);
+    if (o->dropout > 0 && strcmp(d->family, "gpt") != 0)
+        return np_err_set(err, NP_ERR_RANGE, "%s: dropout is built for the gpt family only "
+                          "(GPT-2's embd/attn/resid_pdrop), not for %s", d->name, d->family);
     bool lm0 = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
     int64_t S0 = lm0 ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
     if (nn_model_check_scale(d, o->batch ? o->batch : nn_model_int(d, "batch", 1), S0, err) !=

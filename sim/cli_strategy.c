@@ -119,6 +119,8 @@ np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *er
         return NP_OK;
     case CLI_STRATEGY_OPT_STAGE_LAYERS:
         return cs_stage_layers(arg, s, err);
+    case CLI_STRATEGY_OPT_DROPOUT:
+        return np_parse_f64(NP_SRC_OPT("--dropout"), arg, 0, 0.99, &cs->o.dropout, err);
     default:
         return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
     }

@@ -1,7 +1,7 @@
 /* cli_strategy.h — the strategy flags `npusim plan` and `npusim run` share: the global batch
  * and sequence, the mesh sizes, ZeRO, sequence parallelism, micro-batches, the pipeline
- * schedule, recomputation, fused or composite attention, buckets, precision, placement and
- * stage layers (docs/parallel.md).
+ * schedule, recomputation, fused or composite attention, dropout, buckets, precision,
+ * placement and stage layers (docs/parallel.md).
  *
  * A command puts CLI_STRATEGY_LONGOPTS in its getopt table, passes those options to
  * cli_strategy_flag, prints CLI_STRATEGY_USAGE in its usage text and builds the plan from
@@ -38,6 +38,7 @@ enum {
     CLI_STRATEGY_OPT_PRECISION,
     CLI_STRATEGY_OPT_PLACEMENT,
     CLI_STRATEGY_OPT_STAGE_LAYERS,
+    CLI_STRATEGY_OPT_DROPOUT,
     CLI_STRATEGY_OPT_END
 };
 
@@ -56,7 +57,8 @@ enum {
     {"bucket-mb", required_argument, NULL, CLI_STRATEGY_OPT_BUCKET},                     \
     {"precision", required_argument, NULL, CLI_STRATEGY_OPT_PRECISION},                  \
     {"placement", required_argument, NULL, CLI_STRATEGY_OPT_PLACEMENT},                  \
-    {"stage-layers", required_argument, NULL, CLI_STRATEGY_OPT_STAGE_LAYERS}
+    {"stage-layers", required_argument, NULL, CLI_STRATEGY_OPT_STAGE_LAYERS},            \
+    {"dropout", required_argument, NULL, CLI_STRATEGY_OPT_DROPOUT}
 
 #define CLI_STRATEGY_USAGE                                                                   \
     "  --batch B         global batch: samples per training step\n"                          \
@@ -73,6 +75,10 @@ enum {
     "  --attention A     fused (default): each composite attention becomes the attention op,\n" \
     "                    flash attention's kernels (no S x S scores in HBM; Megatron-LM's\n"   \
     "                    --use-flash-attn); composite: matmul, scale, mask, softmax, matmul\n" \
+    "  --dropout P       GPT dropout probability on the embeddings, the attention\n"         \
+    "                    probabilities and the residual branches (GPT-2's 0.1; Megatron-LM's\n" \
+    "                    --attention-dropout and --hidden-dropout); default 0: none. The\n"   \
+    "                    fused attention has none, so attention stays composite\n"           \
     "  --bucket-mb X     gradient bucket size in MiB (default 25)\n"                          \
     "  --precision P     bf16 (default: bf16 compute, fp32 master weights and Adam state) or\n" \
     "                    fp32\n"                                                              \

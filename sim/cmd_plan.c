@@ -20,7 +20,7 @@ const char cmd_plan_usage[] =
     "                   [--zero 0|1|2|3] [--sp] [--microbatch b]\n"
     "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full]\n"
     "                   [--attention fused|composite] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
-    "                   [--stage-layers N,N,...] [--json]\n"
+    "                   [--stage-layers N,N,...] [--dropout P] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
     "  --model M         a zoo model (see `npusim models`) or a model file\n"
@@ -115,7 +115,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s}",
+                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
@@ -126,7 +126,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      "flops_per_step", (json_int_t)s->flops_per_step, "hardware_flops_per_step",
                      (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p),
                      "attention_fused", p->attention_fused, "attention_composite",
-                     p->attention_composite, "attention_why", why);
+                     p->attention_composite, "attention_why", why, "dropout", p->dropout);
 }
 
 static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a,
@@ -138,14 +138,17 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
            np_human_count((uint64_t)p->mesh.n_ranks, nr, sizeof nr),
            np_human_count((uint64_t)a->system.chips, nc, sizeof nc), p->mesh.size[NN_MESH_DP],
            p->mesh.size[NN_MESH_TP], p->mesh.size[NN_MESH_PP]);
-    printf(", %s, %d micro-batches of %" PRId64 " (global batch %" PRId64, plan_sched_name(&p->s, sched, sizeof sched),
-           p->n_micro, p->microbatch, p->batch);
+    printf(", %s, %d micro-batch%s of %" PRId64 " (global batch %" PRId64,
+           plan_sched_name(&p->s, sched, sizeof sched), p->n_micro, p->n_micro == 1 ? "" : "es",
+           p->microbatch, p->batch);
     if (p->seq > 1)
         printf(", sequence %" PRId64, p->seq);
-    printf(")\n# %s, ZeRO %d%s, recompute %s, attention: %d fused, %d composite\n",
+    printf(")\n# %s, ZeRO %d%s, recompute %s, ",
            p->compute == NN_F32 ? "fp32" : "bf16 compute with fp32 masters", p->s.zero,
-           p->s.sp ? ", sequence parallel" : "", plan_recompute_names[p->s.recompute],
-           p->attention_fused, p->attention_composite);
+           p->s.sp ? ", sequence parallel" : "", plan_recompute_names[p->s.recompute]);
+    if (p->dropout > 0)
+        printf("dropout %g (attention with dropout stays composite), ", p->dropout);
+    printf("attention: %d fused, %d composite\n", p->attention_fused, p->attention_composite);
     if (why[0])
         printf("# attention composite: the fused kernel does not fit the chip (%s)\n", why);
     if (p->vocab_padded)

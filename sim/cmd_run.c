@@ -36,7 +36,7 @@ const char cmd_run_usage[] =
     "                  [--seq S] [--dp D] [--tp T] [--pp P] [--zero Z] [--sp] [--microbatch b]\n"
     "                  [--schedule S] [--recompute R] [--bucket-mb X] [--precision P]\n"
     "                  [--placement O] [--stage-layers L] [--attention fused|composite]\n"
-    "                  [--steps N] [--fidelity fast|full]\n"
+    "                  [--dropout P] [--steps N] [--fidelity fast|full]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
     "                  [--links N] [--json | --csv]\n"
@@ -174,6 +174,9 @@ static void run_print_attention(const run_report *r)
     else if (r->attention_why[0])
         printf("attention composite (%d: the fused kernel does not fit the chip, %s)", c,
                r->attention_why);
+    else if (!f && r->dropout > 0)
+        printf("attention composite (%d: dropout on the probabilities, which the fused op does "
+               "not take)", c);
     else if (!f)
         printf("attention composite (the fusion pass fuses none of the %d: dropout on the "
                "probabilities, or a form the fused op does not take)", c);
@@ -194,6 +197,8 @@ static void run_print(const run_report *r)
     printf(")\n# %s, ZeRO %d%s, recompute %s, ",
            strcmp(r->precision, "fp32") == 0 ? "fp32" : "bf16 compute with fp32 masters", r->zero,
            r->sp ? ", sequence parallel" : "", r->recompute);
+    if (r->dropout > 0)
+        printf("dropout %g, ", r->dropout);
     run_print_attention(r);
     printf("; %s fidelity, %" PRIu32 " step%s\n\n", r->fidelity, r->steps,
            r->steps == 1 ? "" : "s");

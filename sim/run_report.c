@@ -84,6 +84,7 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->recompute = rr_recompute_names[p->s.recompute];
     o->precision = p->compute == NN_F32 ? "fp32" : "bf16";
     o->fidelity = "fast";
+    o->dropout = p->dropout;
     o->attention_fused = p->attention_fused;
     o->attention_composite = p->attention_composite;
     o->attention = p->attention_fused ? (p->attention_composite ? "mixed" : "fused")
@@ -285,6 +286,7 @@ json_t *run_report_json(const run_report *o)
                           o->fidelity, "step_time_s", o->step_time_s);
     if (!j)
         return NULL;
+    json_object_set_new(j, "dropout", json_real(o->dropout));
     json_object_set_new(j, "attention", json_string(o->attention));
     json_object_set_new(j, "attention_requested", json_string(o->attention_requested));
     json_object_set_new(j, "attention_fused", json_integer(o->attention_fused));

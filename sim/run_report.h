@@ -4,7 +4,7 @@
  * `npusim report` and scripts read (kept stable):
  *
  *   model, arch, chips, system_chips, batch, seq, microbatch, micro_batches, schedule,
- *   recompute, precision, zero, sp, mesh {dp, tp, pp, order}, attention, attention_requested,
+ *   recompute, precision, zero, sp, mesh {dp, tp, pp, order}, dropout, attention, attention_requested,
  *   attention_fused, attention_composite, attention_why, steps, fidelity,
  *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
  *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
@@ -64,6 +64,7 @@ typedef struct run_report {
      * (matmul, scale, mask, softmax, matmul), "mixed" or "none" (the model has none); what
      * was asked ("fused": nn_strategy.fuse_attention, or "composite"); the model's attentions
      * (one micro-batch) of each form */
+    double dropout; /* the model's dropout probability (nn_plan.dropout; 0: none) */
     const char *attention, *attention_requested;
     int attention_fused, attention_composite;
     char attention_why[RUN_REPORT_WHY_MAX]; /* fused asked, composite run: why ("" else) */
