@@ -128,13 +128,16 @@ TEST(full_fidelity_runs_every_ranks_lowered_step_and_functional_mode_gives_the_e
 }
 
 /* The simulated loss and the reference executor's of `npusim run --functional` (full fidelity,
- * tpu-pod, bf16) of gpt-tiny at batch 8 under dp x tp x pp, its attention fused or composite. */
-static void functional_loss(const char *dp, const char *tp, const char *pp, const char *attn,
-                            double *loss, double *ref)
+ * tpu-pod, bf16) of gpt-tiny at batch 8 under dp x tp x pp, its attention fused or composite,
+ * with dropout probability `dropout`. */
+static void functional_loss_dropout(const char *dp, const char *tp, const char *pp,
+                                    const char *attn, const char *dropout, double *loss,
+                                    double *ref)
 {
     harness_run r = harness_npusim("run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch",
                                    "8", "--dp", dp, "--tp", tp, "--pp", pp, "--attention", attn,
-                                   "--fidelity", "full", "--functional", "--json", NULL);
+                                   "--dropout", dropout, "--fidelity", "full", "--functional",
+                                   "--json", NULL);
     CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
     json_t *j = json_loads(r.out, 0, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(j);
@@ -142,6 +145,12 @@ static void functional_loss(const char *dp, const char *tp, const char *pp, cons
     *ref = json_number_value(json_object_get(j, "loss_reference"));
     json_decref(j);
     harness_run_free(&r);
+}
+
+static void functional_loss(const char *dp, const char *tp, const char *pp, const char *attn,
+                            double *loss, double *ref)
+{
+    functional_loss_dropout(dp, tp, pp, attn, "0", loss, ref);
 }
 
 TEST(run_functional_gpt_tiny_on_8_chips_gives_the_single_device_loss_within_bf16_tolerance)
@@ -165,6 +174,25 @@ TEST(run_functional_gpt_tiny_on_8_chips_gives_the_single_device_loss_within_bf16
         CU_ASSERT(fabs(loss - one) <= tol);
         CU_ASSERT(fabs(loss - dist) <= tol);
     }
+}
+
+/* With --dropout 0.1 every dropout kernel of the lowered step (vpu.rand of each element's index
+ * under the node's seed) drops what the reference executor's Philox masks drop: the simulated
+ * loss is the distributed executor's within bf16's 2^-8, and the masks change the loss by more
+ * than that against the step without dropout. (Under dp and tp each rank draws its masks over
+ * the indices of its own samples and shard, as Megatron-LM's ranks draw their own, so the
+ * 8-chip loss is not the one device's here; pp alone gives the one device's.) */
+TEST(run_functional_with_dropout_gives_the_distributed_executors_loss_on_8_chips)
+{
+    double loss, dist, plain, plain_dist;
+    functional_loss_dropout("2", "2", "2", "composite", "0.1", &loss, &dist);
+    functional_loss("2", "2", "2", "composite", &plain, &plain_dist);
+    double tol = ldexp(1.0, -8) * dist;
+    fprintf(stderr, "gpt-tiny dp2 x tp2 x pp2, dropout 0.1: loss %.6f (distributed executor "
+                    "%.6f; without dropout %.6f)\n", loss, dist, plain);
+    CU_ASSERT(dist > 0.5);
+    CU_ASSERT(fabs(loss - dist) <= tol);
+    CU_ASSERT(fabs(dist - plain_dist) > tol);
 }
 
 /* ---- a real run: gpt-tiny on 4 chips of tpu-pod, dp 2 x pp 2, 1F1B, every kernel compiled and
