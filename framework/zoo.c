@@ -394,21 +394,18 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     if (o->dropout > 0 && strcmp(d->family, "gpt") != 0)
         return np_err_set(err, NP_ERR_RANGE, "%s: dropout is built for the gpt family only "
                           "(GPT-2's embd/attn/resid_pdrop), not for %s", d->name, d->family);
-    bool lm0 = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
-    int64_t S0 = lm0 ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
-    if (nn_model_check_scale(d, o->batch ? o->batch : nn_model_int(d, "batch", 1), S0, err) !=
-        NP_OK)
+    bool lm = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
+    int64_t B = o->batch ? o->batch : nn_model_int(d, "batch", 1);
+    int64_t S = lm ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
+    if (lm && S > nn_model_int(d, "context", 1))
+        return np_err_set(err, NP_ERR_RANGE, "%s: sequence length %lld exceeds the context of %lld",
+                          d->name, (long long)S, (long long)nn_model_int(d, "context", 1));
+    if (nn_model_check_scale(d, B, S, err) != NP_OK)
         return err->status;
     m->g = nn_graph_new(o->seed);
     if (!m->g)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building %s", d->name);
     nn_zb b = {m->g, o->inference, o->compute, o->dropout};
-    int64_t B = o->batch ? o->batch : nn_model_int(d, "batch", 1);
-    bool lm = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
-    int64_t S = lm ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
-    if (lm && S > nn_model_int(d, "context", 1))
-        return np_err_set(err, NP_ERR_RANGE, "%s: sequence length %lld exceeds the context of %lld",
-                          d->name, (long long)S, (long long)nn_model_int(d, "context", 1));
     m->batch = B;
     m->seq = S;
     nn_tensor *logits;
