@@ -521,6 +521,7 @@ static const kc_attr_def causal_attrs[] = {
         .op = OP, .flags = KC_DEF_EPILOGUE | KC_DEF_EPILOGUE_ALL, .n_in = nin, .n_out = 1,       \
         .attrs = ad, .n_attrs = nad, .compile = elem_compile, .keys = kd, .n_keys = KE_N(kd),    \
         .build = elem_build, .doc = KE_DOC, .reference = elem_reference,                         \
+        .values_only_attr = OP == NN_OP_DROPOUT ? "seed" : NULL,                                 \
     };
 
 KE_DEF(kc_add_def, NN_OP_ADD, 2, plain_attrs, KE_N(plain_attrs), binary_keys)

@@ -419,6 +419,10 @@ typedef struct kc_kernel_def {
     /* (optional) the documented bound of output `out` against reference (docs/compiler.md),
      * for seeded checks (sim/krun.h). NULL: kc_tol_ulp of the output's dtype */
     void (*tolerance)(const kc_kernel *k, int out, kc_tol *t);
+    /* (optional) the attribute that changes only the values the kernel computes, never its
+     * program's timing (dropout's seed: vpu.rand's immediates), so kernels that differ in it
+     * share one timing (sim/run_kernel.h's key leaves it out). NULL: every attribute counts */
+    const char *values_only_attr;
 } kc_kernel_def;
 
 /* The default bound of kc_kernel_def.tolerance for an output of dtype t: exact for integer

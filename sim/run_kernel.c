@@ -68,8 +68,11 @@ void run_kernel_key(const kc_kernel *k, char *buf, size_t n)
         if (o < n)
             o += rk_tensor_key(&k->out[i], buf + o, n - o);
     }
+    const kc_kernel_def *def = kc_kernel_find(k->op);
+    const char *values_only = def ? def->values_only_attr : NULL;
     for (int i = 0; i < k->n_attrs && o < n; i++)
-        o += (size_t)snprintf(buf + o, n - o, " %s=%.17g", k->attrs[i].name, k->attrs[i].f);
+        if (!values_only || strcmp(k->attrs[i].name, values_only) != 0)
+            o += (size_t)snprintf(buf + o, n - o, " %s=%.17g", k->attrs[i].name, k->attrs[i].f);
     for (int i = 0; i < k->n_epi && o < n; i++) {
         const kc_epi *e = &k->epi[i];
         o += (size_t)snprintf(buf + o, n - o, " epi=%s/%.17g", nn_op_name(e->op), e->f);

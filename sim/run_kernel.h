@@ -1,6 +1,7 @@
 /* run_kernel.h — the compute kernels of `npusim run`: a plan's compute node becomes a kernel of
  * the kernel ABI (compiler/kernel.h), spread over every core of its chip, named by a key that
- * holds everything its timing depends on, and timed by compiling it twice in a row on a
+ * holds everything its timing depends on (not an attribute its kernel_def names
+ * values_only_attr: dropout's seed), and timed by compiling it twice in a row on a
  * stand-alone program and simulating that program on the core model in timing mode
  * (hw-model/core.h): the first copy is the kernel alone, the rest its chained duration.
  *
