@@ -516,13 +516,15 @@ static const kc_attr_def causal_attrs[] = {
 
 #define KE_DOC "the elementwise engine (kc_vec.h): tiles streamed through two buffer sets per " \
                "core, the op and its fused chain on the vector unit"
-#define KE_DEF(name, OP, nin, ad, nad, kd)                                                       \
+/* vo: the attribute that changes only the values (kc_kernel_def.values_only_attr), or NULL */
+#define KE_DEF_VO(name, OP, nin, ad, nad, kd, vo)                                                \
     const kc_kernel_def name = {                                                                 \
         .op = OP, .flags = KC_DEF_EPILOGUE | KC_DEF_EPILOGUE_ALL, .n_in = nin, .n_out = 1,       \
         .attrs = ad, .n_attrs = nad, .compile = elem_compile, .keys = kd, .n_keys = KE_N(kd),    \
         .build = elem_build, .doc = KE_DOC, .reference = elem_reference,                         \
-        .values_only_attr = OP == NN_OP_DROPOUT ? "seed" : NULL,                                 \
+        .values_only_attr = vo,                                                                  \
     };
+#define KE_DEF(name, OP, nin, ad, nad, kd) KE_DEF_VO(name, OP, nin, ad, nad, kd, NULL)
 
 KE_DEF(kc_add_def, NN_OP_ADD, 2, plain_attrs, KE_N(plain_attrs), binary_keys)
 KE_DEF(kc_sub_def, NN_OP_SUB, 2, plain_attrs, KE_N(plain_attrs), binary_keys)
@@ -536,7 +538,8 @@ KE_DEF(kc_tanh_def, NN_OP_TANH, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
 KE_DEF(kc_exp_def, NN_OP_EXP, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
 KE_DEF(kc_log_def, NN_OP_LOG, 1, plain_attrs, KE_N(plain_attrs), unary_keys)
 KE_DEF(kc_cast_def, NN_OP_CAST, 1, cast_attrs, KE_N(cast_attrs), unary_keys)
-KE_DEF(kc_dropout_def, NN_OP_DROPOUT, 1, dropout_attrs, KE_N(dropout_attrs), unary_keys)
+KE_DEF_VO(kc_dropout_def, NN_OP_DROPOUT, 1, dropout_attrs, KE_N(dropout_attrs), unary_keys,
+          "seed")
 KE_DEF(kc_causal_mask_def, NN_OP_CAUSAL_MASK, 1, causal_attrs, KE_N(causal_attrs), unary_keys)
 KE_DEF(kc_relu_grad_def, NN_OP_RELU_GRAD, 2, relu_attrs, KE_N(relu_attrs), unary_keys)
 KE_DEF(kc_gelu_grad_def, NN_OP_GELU_GRAD, 2, plain_attrs, KE_N(plain_attrs), unary_keys)

@@ -6,7 +6,9 @@
  *                                    the backward block of the same chunk reads, plus one byte
  *                                    per element of every dropout mask the backward needs
  *                                    (a device keeps the mask; our reference executor
- *                                    regenerates it from the seed) — summed over the
+ *                                    regenerates it from the seed), plus the log-sum-exp
+ *                                    of every fused attention whose q and k are saved (its
+ *                                    forward kernel writes it for the backward) — summed over the
  *                                    micro-batches in flight, at their peak over the schedule
  *   buffers                          outputs of collectives and receives that are not saved
  *                                    activations (gathered ZeRO-3 parameters, all-reduced or
@@ -70,6 +72,13 @@ static bool nn_mask_kept(const nn_plan *p, const nn_tensor *t)
     return true;
 }
 
+/* t is an attention_lse whose q and k are saved forward buffers (see nn_memctx_init). */
+static bool nn_lse_kept_with(const nn_memctx *m, const nn_tensor *t)
+{
+    return t->op == NN_OP_ATTENTION_LSE && m->saved[nn_root(t->src[0])->id] &&
+           m->saved[nn_root(t->src[1])->id];
+}
+
 static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_class *c, np_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -113,6 +122,23 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
                 }
             }
     }
+    /* The log-sum-exp a fused attention's backward reads is computed in the backward
+     * (attention_lse), but the lowering has the forward attention kernel write it (lower.c's
+     * lw_pair_attention): it is kept from the forward with that kernel's q and k when those
+     * are saved, and is a transient of the backward when they are recomputed there. */
+    for (int b = 0; b < c->n_blocks; b++) {
+        const nn_plan_block *blk = &c->blocks[b];
+        if (blk->kind != NN_BLOCK_BACKWARD)
+            continue;
+        for (int e = 0; e < blk->n_entries; e++)
+            for (int k = 0; k < blk->entries[e].n_nodes; k++) {
+                const nn_tensor *t = blk->entries[e].nodes[k];
+                if (nn_lse_kept_with(m, t)) {
+                    m->saved[t->id] = true;
+                    m->reader_layer[t->id] = t->layer;
+                }
+            }
+    }
     return NP_OK;
 }
 
@@ -123,11 +149,14 @@ static uint64_t nn_saved(const nn_memctx *m, int chunk, int layer, bool by_layer
     const nn_plan_class *c = m->c;
     for (int b = 0; b < c->n_blocks; b++) {
         const nn_plan_block *blk = &c->blocks[b];
-        if (blk->kind != NN_BLOCK_FORWARD || (chunk >= 0 && blk->chunk != chunk))
+        if ((blk->kind != NN_BLOCK_FORWARD && blk->kind != NN_BLOCK_BACKWARD) ||
+            (chunk >= 0 && blk->chunk != chunk))
             continue;
         for (int e = 0; e < blk->n_entries; e++)
             for (int k = 0; k < blk->entries[e].n_nodes; k++) {
                 const nn_tensor *t = blk->entries[e].nodes[k];
+                if (blk->kind == NN_BLOCK_BACKWARD && t->op != NN_OP_ATTENTION_LSE)
+                    continue; /* of the backward only the lse its forward kept */
                 if (m->saved[t->id] && (!by_layer || m->reader_layer[t->id] == layer))
                     bytes += nn_nbytes(t);
                 if (nn_mask_kept(m->p, t) && (!by_layer || t->layer == layer))

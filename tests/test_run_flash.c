@@ -3,8 +3,9 @@
  * against the composite (--attention composite), by hand from the shapes:
  *
  *   - the saved activations drop by the probabilities' bytes, b (H/tp) S^2 per layer and
- *     micro-batch in flight, less the attention's output b S (D/tp), which the fused op's
- *     backward reads and the composite's does not (docs/framework.md, "Checkpointing");
+ *     micro-batch in flight, less the attention's output b S (D/tp) and its log-sum-exp
+ *     b (H/tp) S (fp32), which the fused op's backward reads and the composite's does not
+ *     (docs/framework.md, "Checkpointing");
  *     selective recomputation (the attention core) already drops the probabilities, so there
  *     the fused op keeps only its output more; full recomputation keeps only layer inputs;
  *   - every attention kernel of the step moves the flash minimum through HBM: q, k, v read and
@@ -69,8 +70,9 @@ typedef struct lm {
 
 /* The drop of each stage's activations, composite - fused, under recomputation policy rc:
  * per layer of the stage and micro-batch it holds at once (1F1B: min(pp - stage, m)), the
- * probabilities b (H/tp) S^2 (unless rc recomputes them) less the attention output b S D/tp
- * (unless rc keeps only layer inputs), bf16. */
+ * probabilities b (H/tp) S^2 (unless rc recomputes them) less the attention output b S D/tp,
+ * bf16, and the log-sum-exp b (H/tp) S, fp32, which the forward kernel writes for the
+ * backward (unless rc keeps only layer inputs). */
 static void check_drop(const lm *m, int dp, int tp, int pp, int64_t batch, int64_t micro,
                        nn_recompute rc)
 {
@@ -86,12 +88,13 @@ static void check_drop(const lm *m, int dp, int tp, int pp, int64_t batch, int64
     CU_ASSERT_EQUAL(f->attention_composite, 0);
     int64_t probs = rc == NN_RECOMPUTE_NONE ? micro * (m->H / tp) * m->S * m->S * 2 : 0;
     int64_t out = rc == NN_RECOMPUTE_FULL ? 0 : micro * m->S * (m->D / tp) * 2;
+    int64_t lse = rc == NN_RECOMPUTE_FULL ? 0 : micro * (m->H / tp) * m->S * 4;
     int64_t mbs = batch / dp / micro;
     for (int st = 0; st < pp; st++) {
         const nn_plan_class *k = &f->classes[st];
         int64_t layers = k->layer_first < 0 ? 0 : k->layer_last - k->layer_first + 1;
         int64_t in_flight = pp - st < mbs ? pp - st : mbs;
-        int64_t want = layers * in_flight * (probs - out);
+        int64_t want = layers * in_flight * (probs - out - lse);
         int64_t got = (int64_t)activations(c, st) - (int64_t)activations(f, st);
         fprintf(stderr, "%s dp %d tp %d pp %d recompute %d, stage %d (%lld layers, %lld "
                         "micro-batches in flight): activations %.2f -> %.2f MiB, drop %lld "
@@ -232,11 +235,11 @@ TEST(run_fuses_attention_by_default_and_says_which_attention_it_ran)
     CU_ASSERT_STRING_EQUAL(jstr(c, "attention_requested"), "composite");
     CU_ASSERT_EQUAL(jint(c, "attention_fused"), 0);
     CU_ASSERT_EQUAL(jint(c, "attention_composite"), 2);
-    /* dp 2 of batch 8, one micro-batch of 4 in flight: 2 layers x (4 x 4 heads x 16^2 - 4 x 16
-     * x 32) x 2 bytes */
+    /* dp 2 of batch 8, one micro-batch of 4 in flight: 2 layers x ((4 x 4 heads x 16^2 - 4 x
+     * 16 x 32) x 2 bytes - 4 x 4 heads x 16 x 4 bytes of lse) */
     json_int_t drop = jint(json_object_get(c, "memory"), "activations_bytes") -
                       jint(json_object_get(f, "memory"), "activations_bytes");
-    CU_ASSERT_EQUAL(drop, 2 * (4 * 4 * 16 * 16 - 4 * 16 * 32) * 2);
+    CU_ASSERT_EQUAL(drop, 2 * ((4 * 4 * 16 * 16 - 4 * 16 * 32) * 2 - 4 * 4 * 16 * 4));
     json_decref(f);
     json_decref(c);
     /* the text header */
