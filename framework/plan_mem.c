@@ -72,13 +72,6 @@ static bool nn_mask_kept(const nn_plan *p, const nn_tensor *t)
     return true;
 }
 
-/* t is an attention_lse whose q and k are saved forward buffers (see nn_memctx_init). */
-static bool nn_lse_kept_with(const nn_memctx *m, const nn_tensor *t)
-{
-    return t->op == NN_OP_ATTENTION_LSE && m->saved[nn_root(t->src[0])->id] &&
-           m->saved[nn_root(t->src[1])->id];
-}
-
 static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_class *c, np_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -120,20 +113,13 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
                     if (t->layer >= 0 && (m->reader_layer[r->id] < 0 || t->layer < m->reader_layer[r->id]))
                         m->reader_layer[r->id] = t->layer;
                 }
-            }
-    }
-    /* The log-sum-exp a fused attention's backward reads is computed in the backward
-     * (attention_lse), but the lowering has the forward attention kernel write it (lower.c's
-     * lw_pair_attention): it is kept from the forward with that kernel's q and k when those
-     * are saved, and is a transient of the backward when they are recomputed there. */
-    for (int b = 0; b < c->n_blocks; b++) {
-        const nn_plan_block *blk = &c->blocks[b];
-        if (blk->kind != NN_BLOCK_BACKWARD)
-            continue;
-        for (int e = 0; e < blk->n_entries; e++)
-            for (int k = 0; k < blk->entries[e].n_nodes; k++) {
-                const nn_tensor *t = blk->entries[e].nodes[k];
-                if (nn_lse_kept_with(m, t)) {
+                /* The log-sum-exp a fused attention's backward reads is computed in the
+                 * backward (attention_lse), but the lowering has the forward attention kernel
+                 * write it (lower.c's lw_pair_attention): it is kept from the forward with
+                 * that kernel's q and k when those are saved (as reading them just marked
+                 * them), a transient of the backward when they are recomputed there. */
+                if (t->op == NN_OP_ATTENTION_LSE && m->saved[nn_root(t->src[0])->id] &&
+                    m->saved[nn_root(t->src[1])->id]) {
                     m->saved[t->id] = true;
                     m->reader_layer[t->id] = t->layer;
                 }
