@@ -640,6 +640,18 @@ static np_status lw_attention_lse(lw_ctx *w, int32_t i, kc_tensor *lse, np_err *
     return NP_OK;
 }
 
+/* The seed dropout node t of an item at micro-batch instance inst (-1: none) draws with on
+ * this rank: its own seed mixed with the micro-batch and, when t is split over tp, the rank's
+ * tp coordinate (nn_dropout_seed), as the distributed executor draws it. */
+static uint64_t lw_dropout_seed(const lw_ctx *w, const nn_tensor *t, int32_t inst)
+{
+    int c[NN_MESH_AXES] = {0};
+    if (w->plan)
+        nn_mesh_coords(&w->plan->mesh, w->rank, c);
+    return nn_dropout_seed((uint64_t)t->ip[NN_DROPOUT_IP_SEED], inst < 0 ? 0 : inst,
+                           t->ip[NN_DROPOUT_IP_TP] ? c[NN_MESH_TP] : 0);
+}
+
 /* Compiles kernel item i (its head) with its epilogue chain. */
 static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
 {
@@ -669,6 +681,9 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
     if (lw_node_kernel(t, in, out, lp->chip, lp->cores, !w->checked[t->id], &st->k, err) !=
         NP_OK)
         return err->status;
+    for (int a = 0; t->op == NN_OP_DROPOUT && a < st->k.n_attrs; a++)
+        if (strcmp(st->k.attrs[a].name, "seed") == 0)
+            st->k.attrs[a] = KC_INT("seed", lw_dropout_seed(w, t, it->inst));
     for (int32_t cur = i; cur != last;) { /* the epilogue: the chain to the stored item */
         int32_t m = w->it[cur].reader;
         const nn_tensor *arg;
@@ -677,7 +692,10 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
         if (a && !a->has_lay)
             return np_err_set(err, NP_ERR_INTERNAL, "lower: epilogue operand '%s' has no "
                               "layout", arg->name);
-        lw_epi_step(w->it[m].t, a ? &a->lay : NULL, &st->k.epi[st->k.n_epi++]);
+        kc_epi *ep = &st->k.epi[st->k.n_epi++];
+        lw_epi_step(w->it[m].t, a ? &a->lay : NULL, ep);
+        if (ep->op == NN_OP_DROPOUT)
+            ep->seed = lw_dropout_seed(w, w->it[m].t, w->it[m].inst);
         st->n_fused++;
         cur = m;
     }

@@ -56,8 +56,8 @@ static np_status lw_check_reference(const kc_kernel_def *def, const kc_kernel *k
                 r->ndim == node->ndim;
     for (int d = 0; same && d < node->ndim; d++)
         same = r->ne[d] == node->ne[d];
-    for (int i = 0; same && i < NN_MAX_IPARAMS; i++)
-        same = r->ip[i] == node->ip[i];
+    for (int i = 0; same && i < NN_MAX_IPARAMS; i++) /* dropout's tp flag: lower.c's seed */
+        same = r->ip[i] == node->ip[i] || (node->op == NN_OP_DROPOUT && i == NN_DROPOUT_IP_TP);
     for (int i = 0; same && i < NN_MAX_FPARAMS; i++)
         same = r->fp[i] == node->fp[i] || (r->fp[i] != r->fp[i] && node->fp[i] != node->fp[i]);
     nn_graph_free(g);

@@ -232,6 +232,9 @@ static np_status nn_run_compute(nn_dist *d, nn_rank *R, nn_tensor *t, int mb, np
         bool optim = t->op == NN_OP_SGD_UPDATE || t->op == NN_OP_ADAM_UPDATE || t->op == NN_OP_ADAMW_UPDATE;
         if (optim)
             t->ip[0] = d->steps;
+        if (t->op == NN_OP_DROPOUT) /* this micro-batch's (and tp rank's) mask */
+            t->ip[0] = (int64_t)nn_dropout_seed((uint64_t)ip0, mb < 0 ? 0 : mb,
+                                                t->ip[NN_DROPOUT_IP_TP] ? R->c[NN_MESH_TP] : 0);
         t->data = out;
         t->data_is_view = true;
         st = nn_node_compute(t, err);
@@ -241,8 +244,7 @@ static np_status nn_run_compute(nn_dist *d, nn_rank *R, nn_tensor *t, int mb, np
             R->loss_sum += t->data[0];
         t->data = NULL;
         t->data_is_view = false;
-        if (optim)
-            t->ip[0] = ip0;
+        t->ip[0] = ip0;
     }
     for (int s = t->n_src - 1; s >= 0; s--)
         t->src[s]->data = saved[s];
@@ -663,6 +665,15 @@ np_status nn_dist_step(nn_dist *d, const float *input, const float *labels, doub
                        np_err *err)
 {
     const nn_plan *p = d->p;
+    /* micro-batch buffers live for one step: the last step's stay readable (nn_dist_values) */
+    for (int i = 0; i < d->n_ranks; i++) {
+        nn_rank *R = &d->r[i];
+        int M = nn_dist_maxid(d, R->cls) + 1;
+        for (int k = 0; k < M * p->n_micro; k++) {
+            free(R->micro[k]);
+            R->micro[k] = NULL;
+        }
+    }
     for (int i = 0; i < d->n_ranks; i++) {
         nn_rank *R = &d->r[i];
         R->s = R->e = 0;
@@ -707,14 +718,6 @@ np_status nn_dist_step(nn_dist *d, const float *input, const float *labels, doub
     for (int i = 0; i < d->n_ranks; i++)
         sum += d->r[i].loss_sum;
     *loss = sum / ((double)p->mesh.size[NN_MESH_DP] * p->n_micro);
-    for (int i = 0; i < d->n_ranks; i++) { /* micro-batch buffers live for one step */
-        nn_rank *R = &d->r[i];
-        int M = nn_dist_maxid(d, R->cls) + 1;
-        for (int k = 0; k < M * p->n_micro; k++) {
-            free(R->micro[k]);
-            R->micro[k] = NULL;
-        }
-    }
     d->steps++;
     return NP_OK;
 }

@@ -46,10 +46,11 @@ np_status nn_dist_step(nn_dist *d, const float *input, const float *labels, doub
 np_status nn_dist_param(const nn_dist *d, const char *name, float *out, int64_t n, np_err *err);
 
 /* Rank `rank`'s values of tensor t of its class graph: its instance of micro-batch mb for a
- * data leaf or a node of a micro-batch block (mb -1: the last micro-batch's), its one instance
- * otherwise; numel(t) floats the caller may read and write (to give a rank its state, or to
- * put back a state computed elsewhere before nn_dist_param reassembles it), or NULL when the
- * executor holds none (not computed or loaded yet; a constant's values are t->data). */
+ * data leaf or a node of a micro-batch block (mb -1: the last micro-batch's; the last step's,
+ * kept until the next step starts), its one instance otherwise; numel(t) floats the caller
+ * may read and write (to give a rank its state, or to put back a state computed elsewhere
+ * before nn_dist_param reassembles it), or NULL when the executor holds none (not computed or
+ * loaded yet; a constant's values are t->data). */
 float *nn_dist_values(nn_dist *d, int rank, const nn_tensor *t, int mb);
 
 /* The reference implementation of communication node t (all_reduce, reduce_scatter,

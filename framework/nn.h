@@ -224,6 +224,17 @@ nn_tensor *nn_cast(nn_graph *g, nn_tensor *a, nn_dtype dt);
  * dropped when np_philox_uniform24(seed, i) < (float)p (base/philox.h, counter-based, so a
  * kernel computes the same mask tile by tile). */
 nn_tensor *nn_dropout(nn_graph *g, nn_tensor *a, double p, uint64_t seed);
+/* A dropout node's ip[NN_DROPOUT_IP_TP] is 1 when its tensor is split over tensor parallelism
+ * (plan_tp.c sets it; its backward keeps it): then each tp rank draws its own masks, as
+ * Megatron-LM's model-parallel RNG does; a replicated or partial-sum tensor has the same mask
+ * on every tp rank, so that its replicas stay equal. */
+enum { NN_DROPOUT_IP_SEED = 0, NN_DROPOUT_IP_TP = 1 };
+/* The seed a dropout node of seed `seed` draws its mask with at micro-batch mb (0-based) on
+ * tp coordinate tp_rank (0 unless the node is split over tp): `seed` itself for (0, 0) — one
+ * device and one micro-batch draw the node's own mask — and a different seed for every other
+ * pair, so that micro-batches draw fresh masks as successive forward passes do in PyTorch. The
+ * distributed executor (dist.h) and the lowered step (compiler/lower.h) both draw with it. */
+uint64_t nn_dropout_seed(uint64_t seed, int mb, int tp_rank);
 /* Sets element [.., i, j] with j > i of the last two dims to fill (-inf for attention). */
 nn_tensor *nn_causal_mask(nn_graph *g, nn_tensor *a, double fill);
 nn_tensor *nn_broadcast_to(nn_graph *g, nn_tensor *a, int ndim, const int64_t *ne);

@@ -200,7 +200,7 @@ void nn_bwd_unary(nn_graph *g, nn_tensor *t, nn_tensor *dy)
     case NN_OP_EXP: dx = nn_mul(g, dy, t); break;
     case NN_OP_LOG: dx = nn_div(g, dy, x); break;
     case NN_OP_CAST: dx = nn_cast(g, dy, x->dtype); break;
-    case NN_OP_DROPOUT: dx = nn_dropout(g, dy, t->fp[0], (uint64_t)t->ip[0]); break;
+    case NN_OP_DROPOUT: dx = nn_node(g, NN_OP_DROPOUT, 1, (nn_tensor *[]){dy}, t->ip, t->fp); break;
     default: dx = nn_causal_mask(g, dy, 0.0); break;
     }
     nn_grad_acc(g, x, dx);

@@ -49,6 +49,16 @@ nn_tensor *nn_dropout(nn_graph *g, nn_tensor *a, double p, uint64_t seed)
     return nn_un(g, NN_OP_DROPOUT, a, (int64_t[NN_MAX_IPARAMS]){(int64_t)seed},
                  (double[NN_MAX_FPARAMS]){p});
 }
+uint64_t nn_dropout_seed(uint64_t seed, int mb, int tp_rank)
+{
+    if (mb == 0 && tp_rank == 0)
+        return seed;
+    /* splitmix64's finaliser of the pair, so that nearby pairs give unrelated seeds */
+    uint64_t z = ((uint64_t)(uint32_t)mb << 32 | (uint32_t)tp_rank) + 0x9E3779B97F4A7C15u;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9u;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBu;
+    return seed ^ (z ^ (z >> 31));
+}
 nn_tensor *nn_causal_mask(nn_graph *g, nn_tensor *a, double fill)
 {
     return nn_un(g, NN_OP_CAUSAL_MASK, a, NULL, (double[NN_MAX_FPARAMS]){fill});

@@ -626,8 +626,12 @@ static np_status nn_pb_elementwise(nn_pb *pb, const nn_tensor *x, int c, nn_src 
             loc[i] = srcs[i].v->copied;
         }
     }
+    int64_t ip[NN_MAX_IPARAMS];
+    memcpy(ip, x->ip, sizeof ip);
+    if (x->op == NN_OP_DROPOUT) /* a split tensor: each tp rank draws its own mask (nn.h) */
+        ip[NN_DROPOUT_IP_TP] = 1;
     g = nn_pb_ctx(pb, c, x);
-    return nn_pb_emit(pb, x, c, nn_node(g, x->op, n, loc, x->ip, x->fp), nn_lay_s(od, blocks));
+    return nn_pb_emit(pb, x, c, nn_node(g, x->op, n, loc, ip, x->fp), nn_lay_s(od, blocks));
 }
 
 /* ---- matmul ---- */

@@ -2,7 +2,9 @@
  * mlp-tiny trained 3 steps by the reference distributed executor (dist.h) under each
  * strategy give every step's loss and the parameters after the last step within 1e-5
  * relative of the single-device reference executor (nn.h) in fp32; the executor is
- * deterministic and reports a deadlock with every waiting rank.
+ * deterministic and reports a deadlock with every waiting rank; with dropout its masks drop at
+ * the rate p, afresh per micro-batch and per tp shard, one mask on replicated tensors, and the
+ * backward drops where the forward dropped.
  *
  * The optimizer is SGD with momentum: Adam divides each element's gradient by its own
  * magnitude, so a parameter whose exact gradient is zero (the attention's key bias: softmax
@@ -307,6 +309,139 @@ TEST(fused_attention_under_tp2_splits_the_heads_and_trains_as_one_device)
         nn_plan_free(p);
     }
     nn_graph_free(ref.g);
+}
+
+/* The positions of n elements where dropout dropped: x nonzero and y zero (0: kept, 1:
+ * dropped, 2: x zero, undecidable). */
+static void dropped(const float *x, const float *y, int64_t n, unsigned char *m)
+{
+    for (int64_t i = 0; i < n; i++)
+        m[i] = x[i] == 0 ? 2 : y[i] == 0;
+}
+
+/* Over the positions both masks decide: the fraction where they agree (*n: how many). */
+static double agreement(const unsigned char *a, const unsigned char *b, int64_t n, int64_t *cnt)
+{
+    int64_t same = 0, k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (a[i] != 2 && b[i] != 2) {
+            k++;
+            same += a[i] == b[i];
+        }
+    *cnt = k;
+    return k ? (double)same / (double)k : 1;
+}
+
+/* gpt-tiny with dropout 0.1 under tp 2 (with and without sequence parallelism), two
+ * micro-batches: every forward mask drops a fraction p of its elements (within 5 sigma of
+ * the binomial), micro-batches draw independent masks (as successive PyTorch forward passes
+ * do: two independent masks agree on p^2 + (1-p)^2 = 0.82 of the positions; the same mask on
+ * all of them), a tensor split over tp draws an independent mask on each tp rank (Megatron-LM's
+ * model-parallel RNG) while a replicated one draws the same on both (its replicas stay equal),
+ * and every backward dropout drops exactly where its forward dropped. */
+TEST(dropout_draws_fresh_masks_per_micro_batch_and_per_tp_shard_and_the_same_in_backward)
+{
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    const double p_drop = 0.1;
+    for (int sp = 0; sp < 2; sp++) {
+        nn_strategy s = strategy(1, 2, 1, 2);
+        s.sp = sp;
+        nn_model_opts o = {.batch = 4, .compute = NN_F32, .seed = 5, .dropout = p_drop};
+        nn_plan *p = NULL;
+        nn_dist *dist = NULL;
+        nn_model init;
+        init.g = NULL;
+        CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &sgd, NULL, &p, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(p->n_micro, 2);
+        CU_ASSERT_EQUAL_FATAL(nn_plan_rank_class(p, 0), nn_plan_rank_class(p, 1));
+        CU_ASSERT_EQUAL_FATAL(nn_dist_new(p, &dist, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &init, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_model_init(init.g, 11, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_dist_load_params(dist, init.g, &e), NP_OK);
+        float *in = calloc((size_t)nn_numel(init.input), sizeof *in);
+        float *lab = calloc((size_t)nn_numel(init.labels), sizeof *lab);
+        rng r;
+        rng_seed(&r, 3);
+        make_batch(&init, d.family, &r, in, lab);
+        double loss;
+        CU_ASSERT_EQUAL_FATAL(nn_dist_step(dist, in, lab, &loss, &e), NP_OK);
+        const nn_graph *g = p->classes[nn_plan_rank_class(p, 0)].g;
+        int n_split = 0, n_repl = 0, n_bwd = 0;
+        for (int i = 0; i < nn_graph_n_nodes(g); i++) {
+            const nn_tensor *t = nn_graph_node(g, i);
+            if (t->op != NN_OP_DROPOUT || t->region != NN_REGION_FORWARD || t->fp[0] <= 0)
+                continue;
+            int64_t n = nn_numel(t);
+            unsigned char *m[2][2]; /* [tp rank][micro-batch] */
+            bool same_input = true;
+            for (int rk = 0; rk < 2; rk++)
+                for (int mb = 0; mb < 2; mb++) {
+                    const float *x = nn_dist_values(dist, rk, t->src[0], mb);
+                    const float *y = nn_dist_values(dist, rk, t, mb);
+                    CU_ASSERT_PTR_NOT_NULL_FATAL(x);
+                    CU_ASSERT_PTR_NOT_NULL_FATAL(y);
+                    m[rk][mb] = malloc((size_t)n);
+                    dropped(x, y, n, m[rk][mb]);
+                    int64_t k = 0, dr = 0;
+                    for (int64_t j = 0; j < n; j++)
+                        k += m[rk][mb][j] != 2, dr += m[rk][mb][j] == 1;
+                    double sigma = sqrt(p_drop * (1 - p_drop) / (double)k);
+                    CU_ASSERT(k >= 256);
+                    CU_ASSERT(fabs((double)dr / (double)k - p_drop) < 5 * sigma);
+                    const float *x1 = nn_dist_values(dist, 1, t->src[0], mb);
+                    same_input = same_input && memcmp(x, x1, (size_t)n * sizeof *x) == 0;
+                }
+            int64_t k;
+            for (int rk = 0; rk < 2; rk++) /* micro-batches: independent masks */
+                CU_ASSERT(agreement(m[rk][0], m[rk][1], n, &k) < 0.9);
+            for (int mb = 0; mb < 2; mb++) {
+                double a = agreement(m[0][mb], m[1][mb], n, &k);
+                if (same_input) {
+                    CU_ASSERT_EQUAL(a, 1.0); /* replicated: the same mask on both */
+                } else {
+                    CU_ASSERT(a < 0.9); /* split: each shard its own */
+                }
+            }
+            n_split += !same_input;
+            n_repl += same_input;
+            /* the backward dropouts of this node (the same seed): their mask is its mask */
+            for (int b = 0; b < nn_graph_n_nodes(g); b++) {
+                const nn_tensor *u = nn_graph_node(g, b);
+                if (u->op != NN_OP_DROPOUT || u->region != NN_REGION_BACKWARD ||
+                    u->ip[0] != t->ip[0])
+                    continue;
+                n_bwd++;
+                unsigned char *mu = malloc((size_t)n);
+                for (int rk = 0; rk < 2; rk++)
+                    for (int mb = 0; mb < 2; mb++) {
+                        dropped(nn_dist_values(dist, rk, u->src[0], mb),
+                                nn_dist_values(dist, rk, u, mb), n, mu);
+                        CU_ASSERT_EQUAL(agreement(m[rk][mb], mu, n, &k), 1.0);
+                        CU_ASSERT(k >= 256);
+                    }
+                free(mu);
+            }
+            for (int rk = 0; rk < 2; rk++)
+                for (int mb = 0; mb < 2; mb++)
+                    free(m[rk][mb]);
+        }
+        fprintf(stderr, "gpt-tiny tp2%s dropout %.1f: %d split and %d replicated forward "
+                        "dropouts, %d backward\n", sp ? " sp" : "", p_drop, n_split, n_repl, n_bwd);
+        CU_ASSERT(n_split >= 2); /* every layer's attention probabilities (its heads) */
+        if (sp) {
+            CU_ASSERT(n_repl == 0); /* the residual dropouts split over the sequence too */
+        } else {
+            CU_ASSERT(n_repl >= 2); /* the residual dropouts after the all-reduce */
+        }
+        CU_ASSERT(n_bwd == n_split + n_repl);
+        free(in);
+        free(lab);
+        nn_graph_free(init.g);
+        nn_dist_free(dist);
+        nn_plan_free(p);
+    }
 }
 
 TEST(the_distributed_executor_is_deterministic)

@@ -177,13 +177,12 @@ TEST(run_functional_gpt_tiny_on_8_chips_gives_the_single_device_loss_within_bf16
 }
 
 /* With --dropout 0.1 every dropout kernel of the lowered step (vpu.rand of each element's index
- * under the node's seed) drops what the reference executor's Philox masks drop: the simulated
- * loss is the distributed executor's within bf16's 2^-8, and the masks change the loss by more
- * than that against the step without dropout. (A mask is Philox over the node's seed and each
- * element's index in the rank's local tensor, so dp ranks, tp shards and micro-batches draw the
- * same pattern over their own elements, where one device draws over the whole batch: the
- * 8-chip loss is not the one device's here; pp alone, one micro-batch, gives the one
- * device's.) */
+ * under its seed) drops what the reference executor's Philox masks drop: the simulated loss is
+ * the distributed executor's within bf16's 2^-8, and the masks change the loss by more than
+ * that against the step without dropout. (A mask is Philox over each element's index in the
+ * rank's local tensor under the node's seed mixed with the micro-batch and, for a tensor split
+ * over tp, the tp rank — nn_dropout_seed — so the 8-chip loss is not the one device's, which
+ * draws over the whole batch; test_parallel_train.c checks how the masks are drawn.) */
 TEST(run_functional_with_dropout_gives_the_distributed_executors_loss_on_8_chips)
 {
     double loss, dist, plain, plain_dist;
