@@ -171,20 +171,15 @@ void lw_comm_buckets(lw_ctx *w)
 {
     for (int32_t i = 0; i < w->n; i++) {
         lw_item *it = &w->it[i];
-        if (it->kind != LOWER_NODE_COMM || !it->lead || it->t->op != NN_OP_ALL_REDUCE ||
-            it->e->n_nodes < 2 || lw_group_size(it->t) <= 1)
+        if (it->kind != LOWER_NODE_COMM || !it->lead || !it->e || !nn_plan_entry_is_bucket(it->e))
             continue;
         int32_t n = lw_entry_items(w, i);
         bool ok = n == it->e->n_nodes;
-        for (int32_t k = i; k < i + n && ok; k++) {
+        for (int32_t k = i; k < i + n && ok; k++) { /* the items: in place on their leaves */
             const lw_item *x = &w->it[k];
             int32_t r = w->it[x->src[0]].root; /* the accumulator (after its last update) */
-            const lw_item *leaf = r != LW_NONE ? &w->it[r] : x;
-            ok = x->t->op == NN_OP_ALL_REDUCE && x->t->dtype == it->t->dtype &&
-                 x->root == r && leaf->kind == LOWER_NODE_LEAF &&
-                 leaf->bucket == LW_NONE && x->t->ip[NN_COMM_IP_SIZE] == it->t->ip[NN_COMM_IP_SIZE];
-            for (int32_t j = i; j < k && ok; j++) /* a leaf reduced twice in one entry */
-                ok = w->it[w->it[j].src[0]].root != r;
+            ok = r != LW_NONE && x->root == r && w->it[r].kind == LOWER_NODE_LEAF &&
+                 w->it[r].bucket == LW_NONE;
         }
         if (!ok)
             continue;

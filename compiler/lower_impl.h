@@ -140,9 +140,9 @@ uint64_t lw_comm_out_bytes(const lw_ctx *w, int32_t i);
 /* Where in comm item i's own buffer its result starts (a reduce-scatter's part). */
 uint64_t lw_comm_part_offset(const lw_ctx *w, int32_t i);
 
-/* Marks the buckets: an entry of several in-place all-reduces of leaves (gradient
- * accumulators) of one dtype gets its leaves packed one after the other (lw_leaves), so that
- * the entry is one collective over all of them, as the plan sizes it. */
+/* Marks the buckets: an entry that is one (nn_plan_entry_is_bucket: in-place all-reduces of
+ * gradient accumulators) gets its leaves packed one after the other (lw_leaves), so that the
+ * entry is one collective over all of them, as the plan sizes it and the fast run times it. */
 void lw_comm_buckets(lw_ctx *w);
 
 /* Emits comm item i's entry (its lead) on its stream's core, after a barrier that makes the

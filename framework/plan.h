@@ -357,6 +357,14 @@ int64_t nn_plan_rank_value(const nn_plan *p, int rank, const nn_plan_leaf *l);
 /* The leaf record of class graph tensor t, or NULL. */
 const nn_plan_leaf *nn_plan_leaf_of(const nn_plan_class *c, const nn_tensor *t);
 
+/* Whether collective entry e is a bucket: one collective over all its nodes' buffers packed
+ * together, as data parallelism reduces gradients (PyTorch DDP's buckets) — at least two
+ * nodes, every one an in-place all-reduce outside the forward pass of a distinct leaf (an
+ * accumulator, through its updates and views), of one dtype and one group size above 1. Any
+ * other entry of several nodes is one collective per node, one after the other on its stream.
+ * The step lowering (compiler/lower_coll.c) and the fast run (sim/run_plan.c) both ask it. */
+bool nn_plan_entry_is_bucket(const nn_plan_entry *e);
+
 /* ---- iteration ---- */
 
 /* Whether entry e runs at micro-batch mb (LAST_MB entries only at n_micro - 1). */

@@ -73,6 +73,33 @@ const nn_plan_leaf *nn_plan_leaf_of(const nn_plan_class *c, const nn_tensor *t)
     return NULL;
 }
 
+/* The leaf under t's chain of in-place updates and views (t itself when there is none). */
+static const nn_tensor *nn_plan_buffer_leaf(const nn_tensor *t)
+{
+    while (t->op != NN_OP_LEAF && t->n_src > 0 &&
+           (nn_op_flags(t->op) & (NN_OPF_UPDATE | NN_OPF_VIEW)) != 0)
+        t = t->src[0];
+    return t;
+}
+
+bool nn_plan_entry_is_bucket(const nn_plan_entry *e)
+{
+    if (e->kind != NN_PLAN_COLLECTIVE || e->n_nodes < 2)
+        return false;
+    const nn_tensor *n0 = e->nodes[0];
+    for (int k = 0; k < e->n_nodes; k++) {
+        const nn_tensor *t = e->nodes[k], *leaf = nn_plan_buffer_leaf(t->src[0]);
+        if (t->op != NN_OP_ALL_REDUCE || t->dtype != n0->dtype || leaf->op != NN_OP_LEAF ||
+            t->ip[NN_COMM_IP_SIZE] != n0->ip[NN_COMM_IP_SIZE] || t->ip[NN_COMM_IP_SIZE] <= 1 ||
+            t->region == NN_REGION_FORWARD)
+            return false;
+        for (int j = 0; j < k; j++) /* a leaf reduced twice in one entry */
+            if (nn_plan_buffer_leaf(e->nodes[j]->src[0]) == leaf)
+                return false;
+    }
+    return true;
+}
+
 bool nn_plan_entry_runs(const nn_plan_entry *e, int mb, int n_micro)
 {
     return e->when == NN_PLAN_EVERY_MB || mb < 0 || mb == n_micro - 1;

@@ -436,36 +436,6 @@ static uint32_t rp_coll_stream(const nn_plan_entry *e, coll_op op)
     }
 }
 
-/* Whether collective entry e runs as one collective over all its nodes' buffers, as the step
- * lowering packs a bucket (compiler/lower_coll.c, lw_comm_buckets): every node an in-place
- * all-reduce, outside the forward pass, of a distinct leaf (an accumulator, after its
- * updates), of one dtype and group size. Any other entry of several nodes is one collective
- * per node, one after the other on its stream. */
-static bool rp_packed(const nn_plan_entry *e)
-{
-    if (e->n_nodes < 2)
-        return true;
-    const nn_tensor *n0 = e->nodes[0];
-    for (int k = 0; k < e->n_nodes; k++) {
-        const nn_tensor *t = e->nodes[k], *leaf = t->src[0];
-        while (leaf->op != NN_OP_LEAF && leaf->n_src > 0 &&
-               ((nn_op_flags(leaf->op) & (NN_OPF_UPDATE | NN_OPF_VIEW)) != 0))
-            leaf = leaf->src[0];
-        if (t->op != NN_OP_ALL_REDUCE || t->dtype != n0->dtype || leaf->op != NN_OP_LEAF ||
-            t->ip[NN_COMM_IP_SIZE] != n0->ip[NN_COMM_IP_SIZE] || t->region == NN_REGION_FORWARD)
-            return false;
-        for (int j = 0; j < k; j++) {
-            const nn_tensor *o = e->nodes[j]->src[0];
-            while (o->op != NN_OP_LEAF && o->n_src > 0 &&
-                   ((nn_op_flags(o->op) & (NN_OPF_UPDATE | NN_OPF_VIEW)) != 0))
-                o = o->src[0];
-            if (o == leaf)
-                return false;
-        }
-    }
-    return true;
-}
-
 /* Bytes of collective node t in the plan's convention (nccl-tests sizes: an all-gather's
  * output, a reduce-scatter's input, else its buffer). */
 static uint64_t rp_node_bytes(const nn_tensor *t)
@@ -604,8 +574,9 @@ static np_status rp_pass_tasks_class(rp *x, int c)
                 t.deps = x->deps;
                 t.n_deps = x->n_deps;
             }
-            /* an unpacked bucket: one collective per node, in order on the stream */
-            int parts = t.kind == RUN_TASK_COLL && !rp_packed(e) ? e->n_nodes : 1;
+            /* an entry that is no bucket (nn_plan_entry_is_bucket): one collective per node,
+             * in order on the stream */
+            int parts = t.kind == RUN_TASK_COLL && !nn_plan_entry_is_bucket(e) ? e->n_nodes : 1;
             uint32_t id = 0;
             for (int part = 0; part < parts && st == NP_OK; part++) {
                 if (parts > 1) {
