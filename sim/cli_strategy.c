@@ -17,6 +17,8 @@ void cli_strategy_init(cli_strategy *cs)
     cs->o.seed = 1;
 }
 
+_Static_assert(CLI_STRATEGY_OPT_END - CLI_STRATEGY_OPT_BASE <= 32, "cli_strategy.given has a bit per flag");
+
 bool cli_strategy_is_flag(int c) { return c >= CLI_STRATEGY_OPT_BASE && c < CLI_STRATEGY_OPT_END; }
 
 static np_status cs_int(const char *opt, const char *text, int64_t lo, int64_t hi, int64_t *out,
@@ -57,7 +59,7 @@ static np_status cs_stage_layers(const char *text, nn_strategy *s, np_err *err)
     return NP_OK;
 }
 
-np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
+static np_status cs_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
 {
     nn_strategy *s = &cs->s;
     int64_t v = 0;
@@ -124,6 +126,21 @@ np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *er
     default:
         return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
     }
+}
+
+np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
+{
+    if (!cli_strategy_is_flag(c))
+        return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
+    np_status st = cs_flag(cs, c, arg, err);
+    if (st == NP_OK)
+        cs->given |= 1u << (c - CLI_STRATEGY_OPT_BASE);
+    return st;
+}
+
+bool cli_strategy_given(const cli_strategy *cs, int c)
+{
+    return cli_strategy_is_flag(c) && (cs->given >> (c - CLI_STRATEGY_OPT_BASE) & 1u);
 }
 
 nn_optim cli_strategy_optim(void)

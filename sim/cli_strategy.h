@@ -11,6 +11,7 @@
 
 #include <getopt.h>
 #include <stdbool.h>
+#include <stdint.h>
 
 #include "err.h"
 #include "model.h"
@@ -19,6 +20,7 @@
 typedef struct cli_strategy {
     nn_strategy s;
     nn_model_opts o; /* batch, seq, compute dtype (bf16 unless --precision fp32), seed 1 */
+    uint32_t given;  /* bit c - CLI_STRATEGY_OPT_BASE: flag c was taken (cli_strategy_given) */
 } cli_strategy;
 
 #define CLI_STRATEGY_OPT_BASE 0x7500
@@ -94,6 +96,9 @@ bool cli_strategy_is_flag(int c);
 
 /* Takes option c with argument arg into cs. NP_ERR_USAGE naming the flag and the value. */
 np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *err);
+
+/* Whether strategy flag c was taken into cs (so that a default need not override it). */
+bool cli_strategy_given(const cli_strategy *cs, int c);
 
 /* The optimizer both commands plan with: AdamW (lr 1e-4, betas 0.9 / 0.95, eps 1e-8, weight
  * decay 0.1), as GPT-3 and Megatron-LM train. */

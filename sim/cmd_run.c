@@ -42,7 +42,7 @@ const char cmd_run_usage[] =
     "                  [--links N] [--json | --csv]\n"
     "\n"
     "Without --model: " RUN_DEFAULT_MODEL " on 8 chips of " RUN_DEFAULT_ARCH ", dp 2 x tp 2 x pp 2, 1F1B,\n"
-    "global batch 16 in micro-batches of 2.\n"
+    "global batch 16 in micro-batches of 2; strategy flags change that job (--tp 4: 16 chips).\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " RUN_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable), e.g. --set system.chips=3072\n"
@@ -330,6 +330,24 @@ static np_status run_print_csv(json_t *j, np_err *err)
 
 /* ---- the command --------------------------------------------------------------------------- */
 
+/* The default job under the strategy flags given: RUN_DEFAULT_MODEL, and for each of the
+ * global batch and dp, tp, pp not given the default job's value; micro-batches of the default
+ * job's size where it divides each dp rank's share of the batch, else that share whole. */
+static void run_default_job(cli_strategy *cs)
+{
+    if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_BATCH))
+        cs->o.batch = RUN_DEFAULT_BATCH;
+    if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_DP))
+        cs->s.dp = RUN_DEFAULT_PAR;
+    if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_TP))
+        cs->s.tp = RUN_DEFAULT_PAR;
+    if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_PP))
+        cs->s.pp = RUN_DEFAULT_PAR;
+    int64_t share = cs->o.batch % cs->s.dp == 0 ? cs->o.batch / cs->s.dp : 0;
+    if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_MICROBATCH))
+        cs->s.microbatch = share > 0 && share % RUN_DEFAULT_MICROBATCH == 0 ? RUN_DEFAULT_MICROBATCH : 0;
+}
+
 np_status cmd_run(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
@@ -354,7 +372,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     const char *arch_name = RUN_DEFAULT_ARCH, *model = NULL, *fidelity = "fast";
     const char *sets[RUN_MAX_SETS];
     size_t n_sets = 0;
-    bool json = false, csv = false, functional = false, strategy_given = false;
+    bool json = false, csv = false, functional = false;
     uint64_t steps = 1;
     run_job j = {.steps = 1, .optim = cli_strategy_optim()};
     cli_strategy cs;
@@ -365,8 +383,6 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     while (st == NP_OK && (c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
         if (cli_strategy_is_flag(c)) {
             st = cli_strategy_flag(&cs, c, optarg, err);
-            strategy_given = strategy_given || c != CLI_STRATEGY_OPT_ATTENTION; /* the
-                                                  default job runs either attention */
             continue;
         }
         switch (c) {
@@ -411,14 +427,9 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         st = cli_trace_need_path(j.trace_path, &j.trace_opts, err);
     j.full = strcmp(fidelity, "full") == 0;
     j.functional = functional;
-    if (st == NP_OK && !model) {
-        if (strategy_given)
-            st = np_err_set(err, NP_ERR_USAGE, "--model is required with strategy flags (the "
-                            "default job is " RUN_DEFAULT_MODEL " at dp 2 x tp 2 x pp 2)");
+    if (st == NP_OK && !model) { /* the default job, as the strategy flags given change it */
         model = RUN_DEFAULT_MODEL;
-        cs.s.dp = cs.s.tp = cs.s.pp = RUN_DEFAULT_PAR;
-        cs.s.microbatch = RUN_DEFAULT_MICROBATCH;
-        cs.o.batch = RUN_DEFAULT_BATCH;
+        run_default_job(&cs);
     }
     if (st == NP_OK && !cs.o.batch)
         st = np_err_set(err, NP_ERR_USAGE, "--batch is required with --model");

@@ -51,11 +51,43 @@ TEST(run_refuses_bad_options_with_status_2_naming_the_flag)
     refuses("--fidelity: expected fast or full, got 'fastest'", "--fidelity", "fastest", NULL);
     refuses("unexpected argument 'extra'", "extra", NULL);
     refuses("tpu-pod", "--arch", "tpu-pd", NULL);
-    refuses("--model is required with strategy flags", "--tp", "4", NULL);
     refuses("--batch is required with --model", "--model", "mlp-tiny", NULL);
     refuses("--tp 3 does not divide the 4 attention heads of gpt-tiny", "--arch", "a100-cluster",
             "--model", "gpt-tiny", "--batch", "4", "--tp", "3", NULL);
     refuses("--schedule", "--model", "gpt-tiny", "--batch", "4", "--schedule", "zigzag", NULL);
+}
+
+/* Strategy flags without --model change the default job (README command 1: gpt2-small on
+ * tpu-pod, batch 16, dp 2 x tp 2 x pp 2, micro-batches of 2) and keep the rest of it. */
+TEST(strategy_flags_without_a_model_change_the_default_job)
+{
+    static const struct {
+        const char *flag, *value;
+        int dp, tp, pp, chips, batch, microbatch;
+    } cases[] = {
+        {"--tp", "4", 2, 4, 2, 16, 16, 2},        /* 2 x 4 x 2 chips */
+        {"--batch", "64", 2, 2, 2, 8, 64, 2},     /* 64 / 2 = 32 a rank, in 16 of 2 */
+        {"--dp", "8", 8, 2, 2, 32, 16, 2},        /* 16 / 8 = 2 a rank: one micro-batch */
+        {"--microbatch", "8", 2, 2, 2, 8, 16, 8}, /* 16 / 2 = 8 a rank: one micro-batch */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        harness_run r = harness_npusim("run", cases[i].flag, cases[i].value, "--json", NULL);
+        CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+        json_t *j = json_loads(r.out, 0, NULL), *mesh = json_object_get(j, "mesh");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(mesh);
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "model")), "gpt2-small");
+        CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "arch")), "tpu-pod");
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(mesh, "dp")), cases[i].dp);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(mesh, "tp")), cases[i].tp);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(mesh, "pp")), cases[i].pp);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "chips")), cases[i].chips);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "batch")), cases[i].batch);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "microbatch")), cases[i].microbatch);
+        json_decref(j);
+        harness_run_free(&r);
+    }
+    /* a change the job cannot take is the plan's own error, naming the flag */
+    refuses("--batch 16 is not divisible by --dp 3", "--dp", "3", NULL);
 }
 
 TEST(run_functional_mode_needs_full_fidelity_and_full_fidelity_has_no_trace_yet)
