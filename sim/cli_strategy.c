@@ -130,9 +130,7 @@ static np_status cs_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
 
 np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
 {
-    if (!cli_strategy_is_flag(c))
-        return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
-    np_status st = cs_flag(cs, c, arg, err);
+    np_status st = cs_flag(cs, c, arg, err); /* refuses any c that is no strategy flag */
     if (st == NP_OK)
         cs->given |= 1u << (c - CLI_STRATEGY_OPT_BASE);
     return st;
