@@ -11,6 +11,12 @@
  * arrival order; coll_reduce_ps) — so it is applied at once to the slots it unblocks; a send
  * whose last dep completes later gets a kick at that time (a batched net timer). The
  * collective is done when the last receive of every rank has completed.
+ *
+ * A protocol other than raw (coll_proto.h) holds the first sends back by its base cost, puts
+ * each message's wire bytes (lines, pacing) on the net, and completes a receive no sooner
+ * than its step after the message's last byte left (arrival is that time plus the path
+ * latency, so the step adds max(0, step - path latency)); the payload, for reductions, is the
+ * schedule's.
  */
 #include "coll.h"
 #include "coll_impl.h"
@@ -66,6 +72,8 @@ struct coll {
     coll_port *ports;    /* p * P */
     uint64_t *red_free;  /* per rank: when its reducer is free (ps) */
     uint64_t red_bytes, red_ps; /* the last reduction's size and time */
+    coll_proto_params pp; /* the protocol's (RAW: none) */
+    bool wire_on;        /* pp's wire bytes differ from the payload (lines, pacing) */
     uint64_t left;       /* receives not yet arrived */
     uint64_t t_last;     /* when the receives arrived so far complete */
     uint64_t inflight;   /* messages and timers the event queue still refers c by */
@@ -216,6 +224,7 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
         pt->next++;
         c->res.transfers++;
         c->res.bytes_sent += x->bytes;
+        uint64_t wire = x->bytes;
         c->inflight++;
         pt->busy = true;
         np_err e;
@@ -227,7 +236,10 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
             }
             pt->route_to = pt->route.stable ? x->peer : UINT32_MAX;
         }
-        if (net_transfer_ex(c->sys->n, src, dst, x->bytes, NET_XFER_QUIET_SENT, &pt->route,
+        if (c->wire_on)
+            wire = coll_proto_wire_bytes(&c->pp, x->bytes, pt->route.bytes_per_s);
+        c->res.wire_bytes += wire;
+        if (net_transfer_ex(c->sys->n, src, dst, wire, NET_XFER_QUIET_SENT, &pt->route,
                             coll_net_event, c, (uint64_t)x->peer << 32 | x->match, &pt->last,
                             &e) != NP_OK) {
             coll_fail(c, e.status, e.msg);
@@ -247,6 +259,17 @@ static void coll_kick_item(void *ctx, uint64_t arg)
     coll *c = ctx;
     c->inflight--;
     coll_port_kick(c, (uint32_t)(arg >> 32), (uint32_t)arg);
+}
+
+/* The protocol's base cost has passed: every port sends what it can. */
+static void coll_kick_all_item(void *ctx, uint64_t arg)
+{
+    (void)arg;
+    coll *c = ctx;
+    c->inflight--;
+    for (uint32_t r = 0; r < c->p && !c->failed; r++)
+        for (uint32_t q = 0; q < c->P; q++)
+            coll_port_kick(c, r, q);
 }
 
 static void coll_done_item(void *ctx, uint64_t arg)
@@ -311,8 +334,12 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     coll *c = ctx;
     uint32_t to = (uint32_t)(arg >> 32), recv = (uint32_t)arg;
     coll_xfer x;
-    c->recv_deps(c->sched, to, recv, &x); /* coll_sched_recv_deps, without the call */
-    x.bytes = net_event_bytes(c->sys->n);
+    if (c->wire_on && ev == NET_EVENT_DELIVERED) {
+        c->sched->ops->recv(c->sched, to, recv, &x); /* the payload: the net has wire bytes */
+    } else {
+        c->recv_deps(c->sched, to, recv, &x); /* coll_sched_recv_deps, without the call */
+        x.bytes = net_event_bytes(c->sys->n);
+    }
     if (ev == NET_EVENT_SENT) {
         c->ports[(size_t)x.peer * c->P + x.port].busy = false;
         coll_port_kick(c, x.peer, x.port);
@@ -321,7 +348,18 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     c->inflight--;
     if (c->failed)
         return;
-    uint64_t t = evq_now(c->sys->q), t_arrive = t;
+    uint64_t t = evq_now(c->sys->q);
+    if (c->pp.step_ps) { /* the step, from the last byte leaving: the path latency counts */
+        net_path_info pi;
+        np_err e;
+        if (net_route(c->sys->n, c->chips[x.peer], c->chips[to], &pi, &e) != NP_OK) {
+            coll_fail(c, e.status, e.msg);
+            return;
+        }
+        if (c->pp.step_ps > pi.latency_ps)
+            t += c->pp.step_ps - pi.latency_ps;
+    }
+    uint64_t t_arrive = t;
     if (x.reduce) {
         if (x.bytes != c->red_bytes) { /* messages mostly have one size: remember its time */
             c->red_bytes = x.bytes;
@@ -441,20 +479,30 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     free(seen);
     c->d.chips = c->chips;
     c->d.n_chips = p;
-    if (c->d.algo == COLL_ALGO_AUTO) {
+    c->d.proto = coll_proto_resolve(&s->cfg, d->proto);
+    if ((unsigned)c->d.proto >= COLL_PROTO_COUNT) {
+        coll_free(c);
+        return np_err_set(err, NP_ERR_RANGE, "unknown collective protocol %d", (int)d->proto);
+    }
+    if (c->d.algo == COLL_ALGO_AUTO || c->d.proto == COLL_PROTO_AUTO) {
         coll_tuner *t = coll_sys_tuner(s);
         coll_tune_query tq = {.op = d->op, .chips = c->chips, .ranks = p, .bytes = d->bytes,
                               .elem_bytes = d->elem_bytes, .chunk_bytes = d->chunk_bytes,
-                              .root = d->root};
+                              .root = d->root, .proto = c->d.proto};
+        coll_tune_pick pick;
         if (!t) {
             coll_free(c);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
         }
-        if (coll_tune(t, &tq, &c->d.algo, NULL, err) != NP_OK) {
+        if (coll_tune_choose(t, &tq, c->d.algo, &pick, err) != NP_OK) {
             coll_free(c);
             return err->status;
         }
+        c->d.algo = pick.algo;
+        c->d.proto = pick.proto;
     }
+    coll_proto_params_of(&s->cfg, c->d.proto, &c->pp);
+    c->wire_on = c->pp.line_bytes != c->pp.line_data || c->pp.max_bytes_per_s > 0;
     coll_sched_desc sd = {.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
                           .elem_bytes = c->d.elem_bytes, .chunk_bytes = d->chunk_bytes,
                           .root = d->root};
@@ -490,10 +538,13 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
         }
     c->left = coll_sched_messages(c->sched);
     c->res = (coll_result){.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
-                           .t_start_ps = evq_now(s->q)};
-    for (uint32_t r = 0; r < p && !c->failed; r++)
-        for (uint32_t q = 0; q < c->P; q++)
-            coll_port_kick(c, r, q);
+                           .t_start_ps = evq_now(s->q), .proto = c->d.proto};
+    if (c->pp.base_ps && c->left)
+        coll_at(c, evq_now(s->q) + c->pp.base_ps, coll_kick_all_item, 0);
+    else
+        for (uint32_t r = 0; r < p && !c->failed; r++)
+            for (uint32_t q = 0; q < c->P; q++)
+                coll_port_kick(c, r, q);
     if (c->failed)
         st = coll_status(c, err);
     else if (c->left == 0)

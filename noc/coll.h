@@ -20,6 +20,11 @@
  *   coll_free(c);
  *   coll_sys_free(sys);
  *
+ * A protocol (coll_proto.h: NCCL's LL, LL128, Simple; or raw, the default) adds a fixed cost
+ * before the first message, a least time per message from its last byte leaving to its
+ * completion, and its wire format and pace to each message's bytes on the links; the
+ * schedule stays the same.
+ *
  * Sizes follow nccl-tests: `bytes` is the per-rank buffer of all-reduce, broadcast, reduce
  * and sendrecv; the whole (gathered) buffer of all-gather, the whole input of reduce-scatter,
  * the root's whole buffer of scatter and gather, and each rank's whole send buffer of
@@ -32,6 +37,7 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "coll_proto.h"
 #include "coll_sched.h"
 #include "err.h"
 #include "evq.h"
@@ -51,8 +57,11 @@ typedef struct coll_result {
     uint64_t bytes;
     uint64_t t_start_ps, t_end_ps;
     uint64_t transfers;    /* messages sent */
-    uint64_t bytes_sent;   /* summed over messages */
+    uint64_t bytes_sent;   /* payload, summed over messages */
+    uint64_t wire_bytes;   /* what the messages put on their links (coll_proto.h): lines,
+                              pacing; bytes_sent with the raw protocol */
     uint64_t reductions;
+    coll_proto proto;      /* the protocol that ran (never SYSTEM or AUTO) */
 } coll_result;
 
 typedef void (*coll_done_fn)(void *ctx, const coll_result *r);
@@ -89,6 +98,8 @@ typedef struct coll_desc {
     uint32_t group_ranks;   /* hier: ranks per inner group, consecutive ranks (two levels);
                                0: the topology's levels (coll_topo.h) */
     bool rank_order;        /* rings in rank order, not fitted to the topology (coll_topo.h) */
+    coll_proto proto;       /* how messages cross the links (coll_proto.h); SYSTEM (0): the
+                               system's coll_protocol; AUTO: the tuner's choice */
     coll_done_fn done;      /* (optional) called at completion, from inside the event run */
     void *ctx;
     const coll_observer *obs; /* (optional) sees every message (borrowed) */

@@ -15,9 +15,10 @@
 #include "coll_impl.h"
 #include "coll_topo.h"
 
-/* A pattern's cost: alpha (ps) and beta (ps per byte of each message). */
+/* A pattern's cost: alpha (ps) and beta (ps per byte of each message), and the bottleneck
+ * bandwidth of its fastest route (bytes/s: where a paced protocol stretches messages most). */
 typedef struct tune_pat {
-    double alpha, beta;
+    double alpha, beta, bw;
 } tune_pat;
 
 #define TUNE_MAX_ROUNDS 64 /* log2 of the largest group, twice */
@@ -54,8 +55,9 @@ typedef struct tune_answer {
     coll_op op;
     uint64_t bytes, chunk;
     uint32_t elem, root;
-    coll_algo algo;
-    double t_ps;
+    coll_algo want_algo;   /* asked for: AUTO or fixed */
+    coll_proto want_proto; /* asked for: AUTO or fixed (SYSTEM resolved) */
+    coll_tune_pick pick;
 } tune_answer;
 
 struct coll_tuner {
@@ -235,7 +237,7 @@ static np_status tune_pattern(coll_tuner *t, const tune_group *g, const uint32_t
                               const uint32_t *dst, uint32_t m, bool mean_lat, tune_pat *out,
                               np_err *err)
 {
-    double lat_max = 0, lat_sum = 0;
+    double lat_max = 0, lat_sum = 0, bw = 0;
     uint32_t nt = 0;
     for (uint32_t i = 0; i < m; i++) {
         net_path_info pi;
@@ -243,6 +245,7 @@ static np_status tune_pattern(coll_tuner *t, const tune_group *g, const uint32_t
             return err->status;
         lat_max = fmax(lat_max, (double)pi.latency_ps);
         lat_sum += (double)pi.latency_ps;
+        bw = fmax(bw, pi.bytes_per_s);
         for (uint32_t j = 0; j < pi.n_links; j++)
             if (t->load[pi.links[j]]++ == 0)
                 t->touched[nt++] = pi.links[j];
@@ -254,7 +257,7 @@ static np_status tune_pattern(coll_tuner *t, const tune_group *g, const uint32_t
         beta = fmax(beta, t->load[t->touched[i]] * 1e12 / li.bytes_per_s);
         t->load[t->touched[i]] = 0;
     }
-    *out = (tune_pat){mean_lat && m ? lat_sum / m : lat_max, beta};
+    *out = (tune_pat){mean_lat && m ? lat_sum / m : lat_max, beta, bw};
     return NP_OK;
 }
 
@@ -369,7 +372,7 @@ static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t r
     }
     case TUNE_PAIRWISE: { /* step k: r -> r + k; sampled beyond 256 ranks */
         uint32_t steps = p - 1, take = steps > 255 ? 64 : steps;
-        double a = 0, b = 0;
+        double a = 0, b = 0, bw = 0;
         for (uint32_t i = 0; i < take && st == NP_OK; i++) {
             uint32_t k = 1 + (uint32_t)((uint64_t)i * steps / take);
             m = 0;
@@ -379,8 +382,9 @@ static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t r
             st = tune_pattern(t, g, src, dst, m, false, &x, err);
             a += x.alpha;
             b += x.beta;
+            bw = fmax(bw, x.bw);
         }
-        pr->pat[0] = (tune_pat){a * steps / take, b * steps / take}; /* sums over the steps */
+        pr->pat[0] = (tune_pat){a * steps / take, b * steps / take, bw}; /* sums over steps */
         pr->n = 1;
         break;
     }
@@ -430,9 +434,12 @@ static int tune_family(coll_algo a)
     }
 }
 
-/* The model of algo for q on group g (see docs/collectives.md). */
+/* The model of algo with protocol proto (RAW, LL, LL128 or SIMPLE) for q on group g (see
+ * docs/collectives.md). A protocol makes a message's latency at least its step (A), scales
+ * beta by its wire bytes per payload byte on the pattern's fastest route (B), and adds its
+ * base cost once. */
 static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query *q,
-                            coll_algo algo, double *out, np_err *err)
+                            coll_algo algo, coll_proto proto, double *out, np_err *err)
 {
     uint32_t p = g->p, el = q->elem_bytes ? q->elem_bytes : 4;
     double n = (double)q->bytes, P = p;
@@ -446,13 +453,22 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
         *out = 0;
         return NP_OK;
     }
-    if (q->op == COLL_OP_SENDRECV || q->op == COLL_OP_SCATTER || q->op == COLL_OP_GATHER) {
-        *out = 0; /* one algorithm: nothing to choose */
+    coll_proto_params pp;
+    coll_proto_params_of(&t->cfg, proto, &pp);
+    double step = (double)pp.step_ps;
+#define A(pt) fmax((pt).alpha, step)
+#define B(pt) ((pt).beta * coll_proto_wire_factor(&pp, (pt).bw))
+    bool one_algo = q->op == COLL_OP_SENDRECV || q->op == COLL_OP_SCATTER ||
+                    q->op == COLL_OP_GATHER;
+    if (one_algo && proto == COLL_PROTO_RAW) {
+        *out = 0; /* one algorithm and no protocol: nothing to choose */
         return NP_OK;
     }
     tune_profile *pr = NULL;
     uint32_t root = q->op == COLL_OP_ALL_REDUCE ? 0 : q->root;
-    int fam = tune_family(algo);
+    int fam = q->op == COLL_OP_SENDRECV ? TUNE_RING /* each rank to the next: a ring step */
+              : q->op == COLL_OP_SCATTER || q->op == COLL_OP_GATHER ? TUNE_TREE
+                                                                     : tune_family(algo);
     if (fam < 0)
         return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s", coll_algo_name(algo));
     np_status st = tune_profile_of(t, g, fam, root, &pr, err);
@@ -461,63 +477,125 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
     const tune_pat *x = pr->pat;
     double T = 0, s = n / P;
     bool reduce = coll_op_reduces(q->op);
-    switch (algo) {
-    case COLL_ALGO_RING: {
-        double steps = q->op == COLL_OP_ALL_REDUCE ? 2 * (P - 1) : P - 1;
-        T = steps * (x->alpha + s * x->beta) + (reduce ? (P - 1) * tune_red(t, s, el) : 0);
-        break;
-    }
-    case COLL_ALGO_BIRING: /* one half's reduction a step hides behind the other's transfer */
-        T = 2 * (P - 1) * (x->alpha + s / 2 * x->beta) + (P - 1) * tune_red(t, s / 2, el);
-        break;
-    case COLL_ALGO_TREE:
-        for (uint32_t r = 0; r < pr->n; r++) {
-            if (q->op != COLL_OP_BROADCAST) /* up: reduce */
-                T += pr->pat[r].alpha + n * pr->pat[r].beta + tune_red(t, n, el);
-            if (q->op != COLL_OP_REDUCE) /* down: broadcast */
-                T += pr->pat2[r].alpha + n * pr->pat2[r].beta;
+    if (q->op == COLL_OP_SENDRECV) {
+        T = A(*x) + n * B(*x);
+    } else if (q->op == COLL_OP_SCATTER || q->op == COLL_OP_GATHER) {
+        for (uint32_t r = 0; r < pr->n; r++) /* round r moves up to half of what is left */
+            T += A(pr->pat[r]) + n / (double)(2u << r) * B(pr->pat[r]);
+    } else {
+        switch (algo) {
+        case COLL_ALGO_RING: {
+            double steps = q->op == COLL_OP_ALL_REDUCE ? 2 * (P - 1) : P - 1;
+            T = steps * (A(*x) + s * B(*x)) + (reduce ? (P - 1) * tune_red(t, s, el) : 0);
+            break;
         }
-        break;
-    case COLL_ALGO_CHAIN: {
-        double c = (double)coll_chunks(q->bytes, q->chunk_bytes), sc = n / c;
-        const tune_pat *y = q->op == COLL_OP_REDUCE ? &pr->pat[0] : &pr->pat2[0];
-        double red = q->op == COLL_OP_REDUCE ? tune_red(t, sc, el) : 0;
-        T = (P - 1) * (y->alpha + sc * y->beta + red) + (c - 1) * fmax(sc * y->beta, red);
-        break;
-    }
-    case COLL_ALGO_RHD: {
-        uint32_t L = pr->n;
-        bool halve = q->op != COLL_OP_ALL_GATHER, dbl = q->op != COLL_OP_REDUCE_SCATTER;
-        for (uint32_t k = 0; k < L; k++) { /* pat[k]: mask p / 2^(k+1) */
-            double b = n / (double)(2u << k);
-            if (halve)
-                T += pr->pat[k].alpha + b * pr->pat[k].beta + tune_red(t, b, el);
-            if (dbl) /* doubling step with mask 2^t = p / 2^(k+1) sends n 2^t / p = b */
-                T += pr->pat[k].alpha + b * pr->pat[k].beta;
+        case COLL_ALGO_BIRING: /* one half's reduction a step hides behind the other's transfer */
+            T = 2 * (P - 1) * (A(*x) + s / 2 * B(*x)) + (P - 1) * tune_red(t, s / 2, el);
+            break;
+        case COLL_ALGO_TREE:
+            for (uint32_t r = 0; r < pr->n; r++) {
+                if (q->op != COLL_OP_BROADCAST) /* up: reduce */
+                    T += A(pr->pat[r]) + n * B(pr->pat[r]) + tune_red(t, n, el);
+                if (q->op != COLL_OP_REDUCE) /* down: broadcast */
+                    T += A(pr->pat2[r]) + n * B(pr->pat2[r]);
+            }
+            break;
+        case COLL_ALGO_CHAIN: {
+            double c = (double)coll_chunks(q->bytes, q->chunk_bytes), sc = n / c;
+            const tune_pat *y = q->op == COLL_OP_REDUCE ? &pr->pat[0] : &pr->pat2[0];
+            double red = q->op == COLL_OP_REDUCE ? tune_red(t, sc, el) : 0;
+            T = (P - 1) * (A(*y) + sc * B(*y) + red) + (c - 1) * fmax(sc * B(*y), red);
+            break;
         }
-        break;
-    }
-    case COLL_ALGO_HIER: {
-        double m = n;
-        for (uint32_t e = 0; e < pr->n; e++) {
-            double qq = pr->q[e], b = m / qq;
-            /* reduce-scatter and all-gather at this level (the top one: its all-reduce) */
-            T += 2 * (qq - 1) * (pr->pat[e].alpha + b * pr->pat[e].beta) +
-                 (qq - 1) * tune_red(t, b, el);
-            m = b;
+        case COLL_ALGO_RHD: {
+            uint32_t L = pr->n;
+            bool halve = q->op != COLL_OP_ALL_GATHER, dbl = q->op != COLL_OP_REDUCE_SCATTER;
+            for (uint32_t k = 0; k < L; k++) { /* pat[k]: mask p / 2^(k+1) */
+                double b = n / (double)(2u << k);
+                if (halve)
+                    T += A(pr->pat[k]) + b * B(pr->pat[k]) + tune_red(t, b, el);
+                if (dbl) /* doubling step with mask 2^t = p / 2^(k+1) sends n 2^t / p = b */
+                    T += A(pr->pat[k]) + b * B(pr->pat[k]);
+            }
+            break;
         }
-        break;
+        case COLL_ALGO_HIER: {
+            double m = n;
+            for (uint32_t e = 0; e < pr->n; e++) {
+                double qq = pr->q[e], b = m / qq;
+                /* reduce-scatter and all-gather at this level (the top one: its all-reduce) */
+                T += 2 * (qq - 1) * (A(pr->pat[e]) + b * B(pr->pat[e])) +
+                     (qq - 1) * tune_red(t, b, el);
+                m = b;
+            }
+            break;
+        }
+        case COLL_ALGO_PAIRWISE: /* alpha and beta sum over the p - 1 steps */
+            T = fmax(x->alpha, (P - 1) * step) + s * B(*x);
+            break;
+        case COLL_ALGO_DIRECT:
+            T = A(*x) + s * B(*x);
+            break;
+        default:
+            return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s",
+                              coll_algo_name(algo));
+        }
     }
-    case COLL_ALGO_PAIRWISE:
-        T = x->alpha + s * x->beta; /* sums over the p - 1 steps */
-        break;
-    case COLL_ALGO_DIRECT:
-        T = x->alpha + s * x->beta;
-        break;
-    default:
-        return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s", coll_algo_name(algo));
+#undef A
+#undef B
+    *out = T + (double)pp.base_ps;
+    return NP_OK;
+}
+
+/* Whether NCCL runs algo for q's op on group g (system.coll_algos = nccl): rings for
+ * all-reduce, all-gather and reduce-scatter, and multi-level rings for an all-reduce whose
+ * group spans several islands (standing for NCCL's rings through every NIC); chains for
+ * broadcast and reduce (NCCL's pipelined rings); every peer at once for all-to-all and
+ * sendrecv; the one algorithm of scatter and gather. */
+static bool tune_nccl_runs(const coll_tuner *t, const tune_group *g, coll_op op,
+                           coll_algo algo)
+{
+    switch (op) {
+    case COLL_OP_ALL_REDUCE:
+        if (algo == COLL_ALGO_HIER) {
+            uint32_t per, d0 = net_chip_domain(t->n, g->chips[0], &per);
+            for (uint32_t i = 1; per && i < g->p; i++)
+                if (net_chip_domain(t->n, g->chips[i], &per) != d0)
+                    return true;
+            return false;
+        }
+        return algo == COLL_ALGO_RING;
+    case COLL_OP_ALL_GATHER:
+    case COLL_OP_REDUCE_SCATTER: return algo == COLL_ALGO_RING;
+    case COLL_OP_BROADCAST:
+    case COLL_OP_REDUCE: return algo == COLL_ALGO_CHAIN;
+    case COLL_OP_ALL_TO_ALL:
+    case COLL_OP_SENDRECV: return algo == COLL_ALGO_DIRECT;
+    default: return true;
     }
-    *out = T;
+}
+
+/* The least modelled time of algo for q over the protocols asked (proto fixed, or AUTO: LL,
+ * LL128, Simple; on a tie the one listed first), and that protocol. */
+static np_status tune_algo(coll_tuner *t, tune_group *g, const coll_tune_query *q,
+                           coll_algo algo, coll_proto proto, double *t_ps,
+                           coll_proto *best_proto, np_err *err)
+{
+    static const coll_proto autos[] = {COLL_PROTO_SIMPLE, COLL_PROTO_LL128, COLL_PROTO_LL};
+    const coll_proto *cand = proto == COLL_PROTO_AUTO ? autos : &proto;
+    size_t nc = proto == COLL_PROTO_AUTO ? sizeof autos / sizeof *autos : 1;
+    *t_ps = INFINITY;
+    *best_proto = cand[0];
+    for (size_t i = 0; i < nc; i++) {
+        double c = INFINITY;
+        np_status st = tune_model(t, g, q, algo, cand[i], &c, err);
+        if (st != NP_OK)
+            return st;
+        if (c < *t_ps) {
+            *t_ps = c;
+            *best_proto = cand[i];
+        }
+    }
     return NP_OK;
 }
 
@@ -536,6 +614,12 @@ static np_status tune_check(const coll_tuner *t, const coll_tune_query *q, np_er
     return NP_OK;
 }
 
+/* q's protocol with SYSTEM replaced by the system's. */
+static coll_proto tune_proto(const coll_tuner *t, const coll_tune_query *q)
+{
+    return coll_proto_resolve(&t->cfg, q->proto);
+}
+
 np_status coll_tune_cost(coll_tuner *t, const coll_tune_query *q, coll_algo algo,
                          double *t_ps, np_err *err)
 {
@@ -544,13 +628,16 @@ np_status coll_tune_cost(coll_tuner *t, const coll_tune_query *q, coll_algo algo
     uint32_t g = tune_group_of(t, q->chips, q->ranks);
     if (g == UINT32_MAX)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
-    return tune_model(t, &t->groups[g], q, algo, t_ps, err);
+    coll_proto used;
+    return tune_algo(t, &t->groups[g], q, algo, tune_proto(t, q), t_ps, &used, err);
 }
 
 typedef struct answer_key {
     coll_tuner *t;
     uint32_t group;
     const coll_tune_query *q;
+    coll_algo algo;
+    coll_proto proto;
 } answer_key;
 
 static bool answer_match(void *ctx, uint32_t i)
@@ -560,50 +647,64 @@ static bool answer_match(void *ctx, uint32_t i)
     const coll_tune_query *q = k->q;
     return a->group == k->group && a->op == q->op && a->bytes == q->bytes &&
            a->chunk == q->chunk_bytes && a->elem == q->elem_bytes &&
+           a->want_algo == k->algo && a->want_proto == k->proto &&
            (!coll_op_rooted(q->op) || a->root == q->root);
 }
 
-np_status coll_tune(coll_tuner *t, const coll_tune_query *q, coll_algo *algo, double *t_ps,
-                    np_err *err)
+np_status coll_tune_choose(coll_tuner *t, const coll_tune_query *q, coll_algo algo,
+                           coll_tune_pick *out, np_err *err)
 {
     if (tune_check(t, q, err) != NP_OK)
         return err->status;
+    coll_proto proto = tune_proto(t, q);
+    if ((unsigned)proto >= COLL_PROTO_COUNT || proto == COLL_PROTO_SYSTEM)
+        return np_err_set(err, NP_ERR_RANGE, "unknown collective protocol %d", (int)q->proto);
     uint32_t g = tune_group_of(t, q->chips, q->ranks);
     if (g == UINT32_MAX)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
     uint64_t h = tune_mix(tune_mix(tune_mix(tune_mix(g, q->op), q->bytes), q->chunk_bytes),
                           (uint64_t)q->elem_bytes << 32 | (coll_op_rooted(q->op) ? q->root : 0));
-    answer_key k = {t, g, q};
+    h = tune_mix(h, (uint64_t)algo << 8 | (uint64_t)proto);
+    answer_key k = {t, g, q, algo, proto};
     uint32_t i = tune_map_find(&t->answer_map, h, answer_match, &k);
     if (i != UINT32_MAX) {
         t->memoised++;
-        *algo = t->answers[i].algo;
-        if (t_ps)
-            *t_ps = t->answers[i].t_ps;
+        *out = t->answers[i].pick;
         return NP_OK;
     }
-    /* the cheapest supported algorithm; on a tie the one listed first */
-    static const coll_algo prefer[] = {COLL_ALGO_RING, COLL_ALGO_HIER, COLL_ALGO_BIRING,
-                                       COLL_ALGO_RHD, COLL_ALGO_TREE, COLL_ALGO_CHAIN,
-                                       COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT};
-    coll_algo best = COLL_ALGO_AUTO;
-    double best_t = INFINITY;
-    for (size_t j = 0; j < sizeof prefer / sizeof *prefer; j++) {
-        if (!coll_algo_supported(q->op, prefer[j]))
-            continue;
-        double c;
-        np_err e2;
-        np_status st = tune_model(t, &t->groups[g], q, prefer[j], &c, &e2);
-        if (st == NP_ERR_INCONSISTENT)
-            continue; /* the group does not fit it */
-        if (st != NP_OK) {
-            *err = e2;
+    coll_tune_pick best = {COLL_ALGO_AUTO, COLL_PROTO_RAW, INFINITY};
+    if (algo != COLL_ALGO_AUTO) {
+        np_status st = tune_algo(t, &t->groups[g], q, algo, proto, &best.t_ps, &best.proto,
+                                 err);
+        if (st != NP_OK)
             return st;
+        best.algo = algo;
+    } else {
+        /* the cheapest supported algorithm; on a tie the one listed first */
+        static const coll_algo prefer[] = {COLL_ALGO_RING, COLL_ALGO_HIER, COLL_ALGO_BIRING,
+                                           COLL_ALGO_RHD, COLL_ALGO_TREE, COLL_ALGO_CHAIN,
+                                           COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT};
+        bool nccl = t->cfg.system.coll_algos == ARCH_COLL_ALGOS_NCCL;
+        for (size_t j = 0; j < sizeof prefer / sizeof *prefer; j++) {
+            if (!coll_algo_supported(q->op, prefer[j]) ||
+                (nccl && !tune_nccl_runs(t, &t->groups[g], q->op, prefer[j])))
+                continue;
+            double c = INFINITY;
+            coll_proto cp = proto;
+            np_err e2;
+            np_status st = tune_algo(t, &t->groups[g], q, prefer[j], proto, &c, &cp, &e2);
+            if (st == NP_ERR_INCONSISTENT)
+                continue; /* the group does not fit it */
+            if (st != NP_OK) {
+                *err = e2;
+                return st;
+            }
+            if (c < best.t_ps)
+                best = (coll_tune_pick){prefer[j], cp, c};
         }
-        if (c < best_t) {
-            best_t = c;
-            best = prefer[j];
-        }
+        if (best.algo == COLL_ALGO_AUTO)
+            return np_err_set(err, NP_ERR_INCONSISTENT, "no algorithm of %s fits a group of "
+                              "%" PRIu32 " ranks", coll_op_name(q->op), q->ranks);
     }
     t->computed++;
     if (t->n_answers == t->cap_answers) {
@@ -615,12 +716,23 @@ np_status coll_tune(coll_tuner *t, const coll_tune_query *q, coll_algo *algo, do
         t->cap_answers = cap;
     }
     t->answers[t->n_answers] = (tune_answer){g, q->op, q->bytes, q->chunk_bytes, q->elem_bytes,
-                                             coll_op_rooted(q->op) ? q->root : 0, best, best_t};
+                                             coll_op_rooted(q->op) ? q->root : 0, algo, proto,
+                                             best};
     if (!tune_map_put(&t->answer_map, h, t->n_answers))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
     t->n_answers++;
-    *algo = best;
+    *out = best;
+    return NP_OK;
+}
+
+np_status coll_tune(coll_tuner *t, const coll_tune_query *q, coll_algo *algo, double *t_ps,
+                    np_err *err)
+{
+    coll_tune_pick pick;
+    if (coll_tune_choose(t, q, COLL_ALGO_AUTO, &pick, err) != NP_OK)
+        return err->status;
+    *algo = pick.algo;
     if (t_ps)
-        *t_ps = best_t;
+        *t_ps = pick.t_ps;
     return NP_OK;
 }

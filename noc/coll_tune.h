@@ -10,7 +10,11 @@
  * max over links of (messages on the link / its bandwidth) — what max-min sharing gives the
  * slowest message. gamma is the chip's reduction rate (coll_reduce_ps). So a ring on a torus
  * it does not fit, a tree on a ring, recursive doubling across islands all pay for the links
- * they share.
+ * they share. A protocol (coll_proto.h) adds its base cost once, makes every message's latency
+ * at least its step, and multiplies beta by its wire bytes per payload byte (lines, pacing on
+ * the pattern's fastest route); with protocol auto the tuner picks the protocol too (LL, LL128
+ * or Simple), as NCCL's does. With system.coll_algos = nccl only the algorithms NCCL runs are
+ * candidates.
  *
  * The tuner is a library function for the run engine, called for every collective of a step:
  * patterns are measured once per (group, algorithm) and every answer is memoised per
@@ -30,6 +34,7 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "coll_proto.h"
 #include "coll_sched.h"
 #include "err.h"
 #include "net.h"
@@ -44,7 +49,15 @@ typedef struct coll_tune_query {
     uint32_t elem_bytes;    /* 0: 4 */
     uint64_t chunk_bytes;   /* 0: none */
     uint32_t root;
+    coll_proto proto;       /* SYSTEM (0): the system's coll_protocol; AUTO: choose it */
 } coll_tune_query;
+
+/* What the tuner chose and the modelled time. */
+typedef struct coll_tune_pick {
+    coll_algo algo;         /* never AUTO */
+    coll_proto proto;       /* never SYSTEM or AUTO */
+    double t_ps;
+} coll_tune_pick;
 
 /* A tuner for network n (borrowed: it must outlive the tuner) and the reduction rate of cfg
  * (copied). NP_ERR_NOMEM. */
@@ -57,9 +70,16 @@ void coll_tuner_free(coll_tuner *t);
 np_status coll_tune(coll_tuner *t, const coll_tune_query *q, coll_algo *algo, double *t_ps,
                     np_err *err);
 
-/* The modelled time (ps) of one algorithm for q. NP_ERR_INCONSISTENT when the op lacks the
- * algorithm or the group does not fit it (recursive halving/doubling on a group that is not
- * a power of two); errors as coll_tune. */
+/* The (algorithm, protocol) with the least modelled time for q: algo fixed or AUTO (among the
+ * candidates of system.coll_algos), q->proto fixed, SYSTEM or AUTO (LL, LL128 or Simple).
+ * Errors as coll_tune, and NP_ERR_INCONSISTENT for a fixed algorithm the op lacks or the group
+ * does not fit. */
+np_status coll_tune_choose(coll_tuner *t, const coll_tune_query *q, coll_algo algo,
+                           coll_tune_pick *out, np_err *err);
+
+/* The modelled time (ps) of one algorithm for q (with q->proto; AUTO: its best protocol).
+ * NP_ERR_INCONSISTENT when the op lacks the algorithm or the group does not fit it (recursive
+ * halving/doubling on a group that is not a power of two); errors as coll_tune. */
 np_status coll_tune_cost(coll_tuner *t, const coll_tune_query *q, coll_algo algo,
                          double *t_ps, np_err *err);
 

@@ -65,10 +65,11 @@ void net_params_from_arch(const arch_config *cfg, net_params *p)
     p->island_chips = (uint32_t)s->island_chips;
     p->links_per_chip = (uint32_t)s->links_per_chip;
     p->switch_radix = (uint32_t)s->switch_radix;
-    p->link_bytes_per_s = s->link_gb_per_s * 1e9;
+    /* payload rates: the line rate less packet headers, flits and CRC (link_efficiency) */
+    p->link_bytes_per_s = s->link_gb_per_s * 1e9 * s->link_efficiency;
     p->link_latency_ps = (uint64_t)llround(s->link_latency_ns * 1000.0);
     p->switch_latency_ps = (uint64_t)llround(s->switch_latency_ns * 1000.0);
-    p->scaleout_bytes_per_s = s->scaleout_gb_per_s * 1e9;
+    p->scaleout_bytes_per_s = s->scaleout_gb_per_s * 1e9 * s->scaleout_efficiency;
     p->scaleout_latency_ps = (uint64_t)llround(s->scaleout_latency_ns * 1000.0);
 }
 

@@ -44,7 +44,7 @@ typedef struct net_params {
     uint32_t island_chips;    /* hierarchical */
     uint32_t links_per_chip;
     uint32_t switch_radix;
-    double link_bytes_per_s;  /* one link, one direction */
+    double link_bytes_per_s;  /* one link, one direction: payload bytes per second */
     uint64_t link_latency_ps;
     uint64_t switch_latency_ps;
     double scaleout_bytes_per_s;
@@ -54,7 +54,8 @@ typedef struct net_params {
     uint32_t buf_packets;     /* packet engine: packets a link's far end buffers; 0: 32 (>= 2) */
 } net_params;
 
-/* Fills p from cfg.system. */
+/* Fills p from cfg.system. Link and scale-out rates are payload rates: the line rate times
+ * system.link_efficiency / scaleout_efficiency. */
 void net_params_from_arch(const arch_config *cfg, net_params *p);
 
 /* A topology: how to build its graph and route on it. */

@@ -6,7 +6,9 @@
  *
  * algbw = bytes / time; busbw = algbw x nccl-tests' factor for the op (coll_busbw_factor).
  * With --algo auto the tuner picks per size (coll_tune.h); a "#  algo" line says so whenever
- * the choice changes.
+ * the choice changes. --proto (default: system.coll_protocol) names the protocol (coll_proto.h:
+ * raw, or NCCL's ll, ll128, simple, or auto: the tuner's choice), which the "#  algo" line
+ * names too when it is not raw.
  * --chips N builds the topology kind at N chips: a ring of N, the most square torus2d or most
  * cubic torus3d that holds N, N chips on a switch or fat tree (radix raised if needed), N/island
  * islands, or N fully connected chips (links raised to N - 1). A torus or ring gets at least
@@ -37,7 +39,7 @@
 
 const char cmd_collective_usage[] =
     "usage: npusim collective [--arch PRESET|FILE] [--set K=V ...] --op OP [--algo ALGO]\n"
-    "                         [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
+    "                         [--proto P] [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
     "                         [-b|--min-bytes B] [-e|--max-bytes B] [-f|--factor F]\n"
     "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
     "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
@@ -51,6 +53,9 @@ const char cmd_collective_usage[] =
     "                    gather, all_to_all or sendrecv\n"
     "  --algo ALGO       auto (default: the tuner's choice per size), ring, biring, tree, rhd,\n"
     "                    hier, chain, pairwise, direct\n"
+    "  --proto P         how messages cross the links: raw (payload only), NCCL's ll, ll128\n"
+    "                    or simple, or auto (the tuner's choice per size); default: the\n"
+    "                    architecture's system.coll_protocol\n"
     "  --chips N         build the topology kind at N chips (default: system.chips)\n"
     "  --topology T      ring, torus2d, torus3d, fully_connected, switch, fat_tree or\n"
     "                    hierarchical, with optional dimensions (torus2d:4x8, torus3d:4x4x4)\n"
@@ -299,17 +304,23 @@ static np_status col_run_isa(const arch_config *cfg, const kgen_coll *kc, cli_tr
 }
 
 /* The system and the run, then nccl-tests' three header lines. */
-static void col_print_header(coll_op op, coll_algo algo, uint32_t ranks, const net_params *np,
-                             uint64_t min_b, uint64_t max_b, uint32_t factor, uint32_t iters,
-                             uint32_t warmup, uint64_t chunk, bool isa)
+static void col_print_header(coll_op op, coll_algo algo, coll_proto proto, uint32_t ranks,
+                             const net_params *np, double link_eff, uint64_t min_b,
+                             uint64_t max_b, uint32_t factor, uint32_t iters, uint32_t warmup,
+                             uint64_t chunk, bool isa)
 {
     const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np->topology];
-    printf("# npusim collective: %s (%s) over %" PRIu32 " of %" PRIu32 " chips, %s",
-           coll_op_name(op), coll_algo_name(algo), ranks, np->chips, topo_name);
+    printf("# npusim collective: %s (%s", coll_op_name(op), coll_algo_name(algo));
+    if (proto != COLL_PROTO_RAW)
+        printf(", protocol %s", coll_proto_name(proto));
+    printf(") over %" PRIu32 " of %" PRIu32 " chips, %s", ranks, np->chips, topo_name);
     if (np->topology <= ARCH_TOPOLOGY_TORUS3D)
         printf(" %" PRIu32 "x%" PRIu32 "x%" PRIu32, np->dims[0], np->dims[1], np->dims[2]);
-    printf(", links %.3g GB/s x %" PRIu32 " per chip, chunk %" PRIu64 " B; %s\n",
-           np->link_bytes_per_s / 1e9, np->links_per_chip, chunk,
+    printf(", links %.3g GB/s x %" PRIu32 " per chip", np->link_bytes_per_s / link_eff / 1e9,
+           np->links_per_chip);
+    if (link_eff < 1)
+        printf(" (%.3g%% payload)", link_eff * 100);
+    printf(", chunk %" PRIu64 " B; %s\n", chunk,
            isa ? "ISA programs on the core model"
                : np->engine == NET_ENGINE_PACKET ? "packet engine" : "flow engine");
     printf("# minBytes %" PRIu64 " maxBytes %" PRIu64 " step: %" PRIu32 "(factor) warmup iters: "
@@ -404,7 +415,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"rank-order", no_argument, NULL, 'R'},   {"engine", required_argument, NULL, 'G'},
         {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
-        {"core", required_argument, NULL, 'K'},   CLI_TRACE_LONGOPTS,
+        {"core", required_argument, NULL, 'K'},   {"proto", required_argument, NULL, 'P'},
+        CLI_TRACE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *topo = NULL, *group = NULL;
     const char *sets[COL_MAX_SETS];
@@ -413,6 +425,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     const char *trace_path = NULL;
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
+    coll_proto proto = COLL_PROTO_SYSTEM;
     uint32_t chips = 0, factor = 2, root = 0, elem = 4, iters = 1, warmup = 0;
     uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0, mtu = 0;
     uint32_t buf = 0, core = 0;
@@ -440,6 +453,13 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
             if (coll_algo_parse(optarg, &algo, err) != NP_OK) {
                 err->status = NP_ERR_USAGE;
                 np_err_prefix(err, "--algo");
+                return NP_ERR_USAGE;
+            }
+            break;
+        case 'P':
+            if (coll_proto_parse(optarg, &proto, err) != NP_OK) {
+                err->status = NP_ERR_USAGE;
+                np_err_prefix(err, "--proto");
                 return NP_ERR_USAGE;
             }
             break;
@@ -525,6 +545,11 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     arch_config cfg;
     if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
         return err->status;
+    proto = coll_proto_resolve(&cfg, proto);
+    if (isa && proto != COLL_PROTO_RAW)
+        return np_err_set(err, NP_ERR_USAGE, "--isa: the lowered programs move raw payload (no "
+                          "--proto %s, no system.coll_protocol other than raw)",
+                          coll_proto_name(proto));
     net_params np;
     net_params_from_arch(&cfg, &np);
     if (col_topology(topo, chips, &np, err) != NP_OK)
@@ -559,7 +584,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np.topology];
     const char *redop = coll_op_reduces(op) ? "sum" : "none";
     int root_col = coll_op_rooted(op) ? (int)root : -1;
-    coll_algo shown = COLL_ALGO_AUTO; /* the algorithm of the last row printed */
+    coll_algo shown = COLL_ALGO_AUTO; /* the algorithm and protocol of the last row printed */
+    coll_proto shown_proto = COLL_PROTO_SYSTEM;
     bool header = false;
     double busbw_sum = 0;
     uint32_t n_rows = 0;
@@ -579,7 +605,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     for (uint64_t b = min_b; b <= max_b;) {
         coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
                        .root = root, .chunk_bytes = chunk, .elem_bytes = elem,
-                       .rank_order = rank_order};
+                       .rank_order = rank_order, .proto = proto};
         coll_result r = {0};
         double t_ps = 0, busiest = 0;
         pg.t0 = pg.last = col_wall();
@@ -610,26 +636,34 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
             goto out;
         if (!json && !csv && !header) { /* after the first run, so an error comes alone */
             header = true;
-            col_print_header(op, algo, ranks, &np, min_b, max_b, factor, iters, warmup, chunk,
-                             isa);
+            col_print_header(op, algo, proto, ranks, &np, cfg.system.link_efficiency, min_b,
+                             max_b, factor, iters, warmup, chunk, isa);
         }
         double t_us = t_ps / 1e6;
         double algbw = t_us > 0 ? (double)b / (t_us * 1e3) : 0;
         double busbw = algbw * coll_busbw_factor(op, ranks);
         busbw_sum += busbw;
         n_rows++;
+        if (isa)
+            r.proto = COLL_PROTO_RAW;
         if (rows) {
-            json_array_append_new(rows, json_pack("{s:I, s:I, s:s, s:I, s:f, s:f, s:f, s:o, "
-                                                  "s:o}", "bytes", (json_int_t)b, "count",
+            json_array_append_new(rows, json_pack("{s:I, s:I, s:s, s:s, s:I, s:f, s:f, s:f, "
+                                                  "s:o, s:o}", "bytes", (json_int_t)b, "count",
                                                   (json_int_t)(b / elem), "algo",
-                                                  coll_algo_name(r.algo), "time_ps",
+                                                  coll_algo_name(r.algo), "proto",
+                                                  coll_proto_name(r.proto), "time_ps",
                                                   (json_int_t)llround(t_ps), "time_us", t_us,
                                                   "algbw_gbps", algbw, "busbw_gbps", busbw,
                                                   "wrong", json_null(), "busiest_link_util",
                                                   isa ? json_null() : json_real(busiest)));
         } else {
-            if (algo == COLL_ALGO_AUTO && r.algo != shown)
-                printf("#  algo: %s (tuner)\n", coll_algo_name(r.algo));
+            bool tuned = algo == COLL_ALGO_AUTO || proto == COLL_PROTO_AUTO;
+            if (tuned && (r.algo != shown || r.proto != shown_proto)) {
+                printf("#  algo: %s", coll_algo_name(r.algo));
+                if (r.proto != COLL_PROTO_RAW)
+                    printf(", protocol %s", coll_proto_name(r.proto));
+                printf(" (tuner)\n");
+            }
             char ts[32];
             col_time_str(t_us, ts, sizeof ts);
             printf("  %10" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  "
@@ -638,6 +672,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
             fflush(stdout);
         }
         shown = r.algo;
+        shown_proto = r.proto;
         if (b > max_b / factor)
             break;
         b *= factor;
@@ -648,21 +683,24 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         for (uint32_t i = 0; i < ranks; i++)
             json_array_append_new(g, json_integer(grp ? grp[i] : i));
         json_t *dims = json_pack("[i, i, i]", (int)np.dims[0], (int)np.dims[1], (int)np.dims[2]);
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:I, s:i, "
-                                "s:i, s:f, s:o}",
+        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:f, "
+                                "s:I, s:i, s:i, s:f, s:o}",
                                 "arch", cfg.name, "op", coll_op_name(op), "algo",
-                                coll_algo_name(algo), "engine",
+                                coll_algo_name(algo), "proto", coll_proto_name(proto),
+                                "engine",
                                 isa ? "isa" : engine == NET_ENGINE_PACKET ? "packet" : "flow",
                                 "chips",
                                 (int)np.chips, "ranks", (int)ranks,
                                 "topology", topo_name, "dims", dims, "group", g,
-                                "link_gbps", np.link_bytes_per_s / 1e9, "chunk_bytes",
+                                "link_gbps", np.link_bytes_per_s / 1e9, "link_efficiency",
+                                cfg.system.link_efficiency, "chunk_bytes",
                                 (json_int_t)chunk, "iters", (int)iters, "warmup", (int)warmup,
                                 "avg_busbw_gbps", avg_busbw, "rows", rows);
         rows = NULL;
         st = cli_print_json(doc, err);
     } else if (csv) {
-        static const char *const keys[] = {"bytes", "count", "algo", "time_ps", "time_us",
+        static const char *const keys[] = {"bytes", "count", "algo", "proto", "time_ps",
+                                           "time_us",
                                            "algbw_gbps", "busbw_gbps", "busiest_link_util"};
         if (!csv_json_rows(stdout, rows, keys, sizeof keys / sizeof keys[0]))
             st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
