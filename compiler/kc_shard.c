@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernel.h"
+#include "plan.h"
 
 #define KS_MAX_N 65535u /* a gather's n0 and n1 */
 
@@ -264,7 +265,8 @@ static const kc_attr_def shard_keys[] = {
 static const kc_attr_def shard_attrs[] = {
     {"dim", KC_ATTR_INT, 0, 0, KC_MAX_DIMS - 1, "the dim cut into parts"},
     {"size", KC_ATTR_INT, 0, 0, 1 << 24, "the group's ranks (0: a's dim / out's)"},
-    {"tag", KC_ATTR_INT, 0, 0, 4, "the group's mesh axis (tp, sp, dp, zero, pp: the node's)"},
+    {"tag", KC_ATTR_INT, 0, 0, NN_COMM_TAG_COUNT - 1,
+     "the group's mesh axis (tp, sp, dp, zero, pp, pp-sg: the node's)"},
 };
 
 const kc_kernel_def kc_shard_slice_def = {

@@ -301,7 +301,7 @@ static np_status lw_classify(lw_ctx *w, np_err *err)
             it->root = lw_comm_out_bytes(w, i) ? i : w->it[it->src[0]].root;
             if (t->op == NN_OP_RECV)
                 it->root = i;
-        } else if (lw_is_view(t) || t->op == NN_OP_GROUP_COPY) {
+        } else if (lower_node_is_view(t) || t->op == NN_OP_GROUP_COPY) {
             it->kind = LOWER_NODE_VIEW;
             it->root = w->it[it->src[0]].root;
         } else if (!w->o.no_fuse && lw_is_transpose(t) && it->uses > 0 && it->all_mm &&
@@ -579,7 +579,10 @@ static np_status lw_layout(lw_ctx *w, int32_t i, np_err *err)
         if (!s0->has_lay || !lw_dense(&s0->lay))
             return np_err_set(err, NP_ERR_INTERNAL, "lower: view '%s' of a value without a "
                               "dense layout", t->name);
-        kc_tensor_of(l, s0->lay.addr, t);
+        /* a pipeline scatter's slice: this rank's part of its source, in place */
+        kc_tensor_of(l, s0->lay.addr + (w->plan && nn_plan_node_is_offset_view(t)
+                                            ? nn_plan_offset_view_bytes(w->plan, w->cls, w->rank, t)
+                                            : 0), t);
         break;
     case LOWER_NODE_FOLDED: {
         *l = s0->lay;

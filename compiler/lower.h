@@ -173,6 +173,11 @@ np_status lower_node_kernel(const nn_tensor *node, uint32_t cores, kc_kernel *k,
 np_status lower_node_kernel_at(const nn_tensor *node, const kc_tensor *in, const kc_tensor *out,
                                uint32_t cores, kc_kernel *k, np_err *err);
 
+/* Whether node lowers to no code of its own: a view (NN_OPF_VIEW), an op kernels.def says
+ * needs no kernel, or a pipeline scatter's slice (nn_plan_node_is_offset_view: its source's
+ * bytes at this rank's offset). The fast run asks it too (sim/run_kernel.c). */
+bool lower_node_is_view(const nn_tensor *node);
+
 /* The lowering's fusion rules, for an engine that times a plan's kernels as lower_plan_rank
  * compiles them without lowering the plan (sim/run_fuse.c):
  *   lower_epi_ok: whether a kernel whose result is cur can apply node m (a reader of cur) as

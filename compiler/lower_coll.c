@@ -112,7 +112,8 @@ typedef enum lw_stream {
 static lw_stream lw_coll_stream(const nn_plan_entry *e)
 {
     switch (e->tag) {
-    case NN_COMM_TP: return LW_S_TP;
+    case NN_COMM_TP:
+    case NN_COMM_PP_SG: return LW_S_TP; /* the tp group's stream, as the fast run's */
     case NN_COMM_SP: return LW_S_SP;
     case NN_COMM_DP: return LW_S_DP;
     case NN_COMM_ZERO:

@@ -111,10 +111,6 @@ np_status lw_node_kernel(const nn_tensor *node, const kc_tensor *in, const kc_te
  * destination); NULL when there is none. */
 const kc_kernel_def *lw_kernel_def(const nn_tensor *node);
 
-/* True when node lowers to no code of its own: a view (NN_OPF_VIEW) or an op kernels.def
- * says needs no kernel. */
-bool lw_is_view(const nn_tensor *node);
-
 /* True when a kernel whose result is `cur` can apply node m (which reads cur) as its next
  * epilogue step (kernel.h's kc_epi, KC_DEF_EPILOGUE): *arg is m's other operand (NULL for a
  * step without one). */

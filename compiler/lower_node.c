@@ -7,10 +7,11 @@
 
 #include "lower_impl.h"
 
-bool lw_is_view(const nn_tensor *node)
+bool lower_node_is_view(const nn_tensor *node)
 {
     return node->op != NN_OP_LEAF &&
-           ((nn_op_flags(node->op) & NN_OPF_VIEW) || kc_no_kernel_reason(node->op) != NULL);
+           ((nn_op_flags(node->op) & NN_OPF_VIEW) || kc_no_kernel_reason(node->op) != NULL ||
+            nn_plan_node_is_offset_view(node));
 }
 
 static size_t lw_shape(const nn_tensor *t, char *buf, size_t n)

@@ -102,7 +102,7 @@ int lower_plan_layer_nodes(const nn_plan *p, int layer, const nn_tensor **nodes,
             for (int i = 0; i < pc->blocks[b].n_entries; i++) {
                 const nn_plan_entry *e = &pc->blocks[b].entries[i];
                 if (e->kind != NN_PLAN_COMPUTE || e->layer != layer || e->n_nodes < 1 ||
-                    lw_is_view(e->nodes[0]))
+                    lower_node_is_view(e->nodes[0]))
                     continue;
                 if (n < max)
                     nodes[n] = e->nodes[0];

@@ -20,7 +20,8 @@
 #include "plan.h"
 
 static const char *const nn_mesh_axis_names[NN_MESH_AXES] = {"dp", "tp", "pp"};
-static const char *const nn_comm_tag_names[NN_COMM_TAG_COUNT] = {"tp", "sp", "dp", "zero", "pp"};
+static const char *const nn_comm_tag_names[NN_COMM_TAG_COUNT] = {"tp", "sp", "dp", "zero", "pp",
+                                                                    "pp-sg"};
 
 const char *nn_mesh_axis_name(nn_mesh_axis a) { return a < NN_MESH_AXES ? nn_mesh_axis_names[a] : "?"; }
 const char *nn_comm_tag_name(nn_comm_tag t) { return t < NN_COMM_TAG_COUNT ? nn_comm_tag_names[t] : "?"; }
@@ -29,7 +30,8 @@ nn_mesh_axis nn_comm_tag_axis(nn_comm_tag t)
 {
     switch (t) {
     case NN_COMM_TP:
-    case NN_COMM_SP: return NN_MESH_TP;
+    case NN_COMM_SP:
+    case NN_COMM_PP_SG: return NN_MESH_TP;
     case NN_COMM_DP:
     case NN_COMM_ZERO: return NN_MESH_DP;
     default: return NN_MESH_PP;
@@ -44,6 +46,7 @@ void nn_strategy_default(nn_strategy *s)
     s->virtual_stages = 1;
     s->recompute = NN_RECOMPUTE_NONE;
     s->bucket_mb = 25.0;
+    s->pp_scatter_gather = true;
 }
 
 np_status nn_strategy_parse_schedule(nn_strategy *s, const char *text, np_err *err)

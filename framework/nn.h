@@ -49,7 +49,7 @@
  * broadcast, reduce, all_to_all, send, recv, group_copy, shard_slice). A node names its
  * group symbolically — the axis of its tag and the group size — because ranks that run the
  * same plan share the node; plan.h's nn_plan_group gives the concrete ranks. */
-#define NN_COMM_IP_TAG 0    /* nn_comm_tag (plan.h): tp, sp, dp, zero, pp */
+#define NN_COMM_IP_TAG 0    /* nn_comm_tag (plan.h): tp, sp, dp, zero, pp, pp-sg */
 #define NN_COMM_IP_SIZE 1   /* ranks in the group */
 #define NN_COMM_IP_DIM 2    /* all_gather, reduce_scatter, shard_slice: the dim gathered or
                              * split; all_to_all: the dim split */

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "op_kernels.h"
+#include "plan.h"
 
 /* ---- constructors ---- */
 
@@ -139,8 +140,8 @@ static bool nn_is_int_dtype(nn_dtype t)
 np_status nn_infer_comm(nn_tensor *t, np_err *err)
 {
     int64_t size = t->ip[NN_COMM_IP_SIZE];
-    if (t->ip[NN_COMM_IP_TAG] < 0 || t->ip[NN_COMM_IP_TAG] > 4)
-        return nn_infer_fail(t, err, NP_ERR_RANGE, "tag %lld is not tp, sp, dp, zero or pp",
+    if (t->ip[NN_COMM_IP_TAG] < 0 || t->ip[NN_COMM_IP_TAG] >= NN_COMM_TAG_COUNT)
+        return nn_infer_fail(t, err, NP_ERR_RANGE, "tag %lld is not tp, sp, dp, zero, pp or pp-sg",
                              (long long)t->ip[NN_COMM_IP_TAG]);
     if (size < 1)
         return nn_infer_fail(t, err, NP_ERR_RANGE, "a group of %lld ranks", (long long)size);

@@ -118,6 +118,14 @@ typedef struct nn_strategy {
     bool fuse_attention;       /* nn_plan_build rewrites the model's composite attentions into
                                   the fused attention op (nn_pass_fuse_attention: flash
                                   attention, Megatron-LM's --use-flash-attn); default off */
+    bool pp_scatter_gather;    /* Megatron-LM's pipeline scatter/gather (Narayanan et al.,
+                                  SC21, 4.1; on unless --no-scatter-gather-tensors-in-pipeline):
+                                  a boundary value replicated over tp (tp > 1, no sequence
+                                  parallelism, its elements a multiple of tp) is sent as each
+                                  tp rank's 1/tp of it, flattened (partial sums: their
+                                  reduce-scatter), and all-gathered over the receiving stage's
+                                  tp group (NN_COMM_PP_SG); its gradient the same way back.
+                                  nn_strategy_default: on (`--no-pp-scatter-gather`: off) */
     double bucket_mb;          /* DP/ZeRO gradient bucket size in MiB; 0: 25 MiB */
     int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
     int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */
@@ -125,7 +133,8 @@ typedef struct nn_strategy {
                                   "" for the topology-aware default */
 } nn_strategy;
 
-/* The strategy of one chip: dp = tp = pp = 1, 1F1B, 25 MiB buckets. */
+/* The strategy of one chip: dp = tp = pp = 1, 1F1B, 25 MiB buckets, pipeline scatter/gather
+ * on (it acts only with tp > 1 and pp > 1). */
 void nn_strategy_default(nn_strategy *s);
 
 /* Parses a --schedule value: "gpipe", "1f1b" or "interleaved:V" (V >= 2). NP_ERR_USAGE
@@ -145,12 +154,16 @@ typedef enum nn_comm_tag {
     NN_COMM_DP,   /* data-parallel gradient all-reduce */
     NN_COMM_ZERO, /* ZeRO reduce-scatter of gradients, all-gather of parameters */
     NN_COMM_PP,   /* pipeline send/recv; tied-embedding gradient all-reduce */
+    NN_COMM_PP_SG, /* pipeline scatter/gather (Megatron-LM's), over the tp group: the
+                      all-gather that rebuilds a boundary value sent in 1/tp shards (and a
+                      partial-sum boundary's reduce-scatter before it is sent) */
     NN_COMM_TAG_COUNT
 } nn_comm_tag;
 
 const char *nn_mesh_axis_name(nn_mesh_axis a); /* "dp", "tp", "pp" */
-const char *nn_comm_tag_name(nn_comm_tag t);   /* "tp", "sp", "dp", "zero", "pp" */
-nn_mesh_axis nn_comm_tag_axis(nn_comm_tag t);  /* tp, sp -> TP; dp, zero -> DP; pp -> PP */
+const char *nn_comm_tag_name(nn_comm_tag t);   /* "tp", "sp", "dp", "zero", "pp", "pp-sg" */
+nn_mesh_axis nn_comm_tag_axis(nn_comm_tag t);  /* tp, sp, pp-sg -> TP; dp, zero -> DP;
+                                                  pp -> PP */
 
 typedef struct nn_mesh {
     int size[NN_MESH_AXES]; /* dp, tp, pp */
@@ -312,6 +325,9 @@ typedef struct nn_plan {
     int attention_composite; /* ... and that are left composite (nn_attention's softmax core:
                                 the pass does not fuse one with dropout on its probabilities) */
     double dropout;          /* the largest probability of the model's dropouts (0: none) */
+    int pp_scattered;        /* pipeline boundaries (values sent from one model chunk to another
+                                in one micro-batch's forward) sent in 1/tp shards and
+                                all-gathered (s.pp_scatter_gather); 0: none */
     int n_classes;           /* = pp */
     nn_plan_class *classes;
     uint64_t hbm_bytes;      /* of the architecture's chip (0 without one) */
@@ -364,6 +380,16 @@ const nn_plan_leaf *nn_plan_leaf_of(const nn_plan_class *c, const nn_tensor *t);
  * other entry of several nodes is one collective per node, one after the other on its stream.
  * The step lowering (compiler/lower_coll.c) and the fast run (sim/run_plan.c) both ask it. */
 bool nn_plan_entry_is_bucket(const nn_plan_entry *e);
+
+/* Whether node t is a pipeline scatter's slice (shard_slice with tag pp-sg, along a dim with
+ * only dims of 1 before it): this rank's part of a value is then a contiguous range of its
+ * bytes, a view as Megatron's split_tensor_into_1d_equal_chunks is — no kernel, no buffer of its
+ * own. Memory (nn_plan_class_memory), the step lowering and the fast run all ask this. */
+bool nn_plan_node_is_offset_view(const nn_tensor *t);
+/* Where that view starts in its source for rank (of class c), in bytes: the rank's offset
+ * (its RANKVALUE leaf) times the bytes of the dims after the split one. */
+uint64_t nn_plan_offset_view_bytes(const nn_plan *p, const nn_plan_class *c, int rank,
+                                   const nn_tensor *t);
 
 /* ---- iteration ---- */
 

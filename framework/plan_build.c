@@ -255,8 +255,10 @@ static np_status nn_pb_backward(nn_pb *pb, nn_plan *p)
         if (!b->grad_recv)
             goto graph_fail;
         b->grad_recv->ip[NN_COMM_IP_MATCH] = ++pb->next_match;
+        /* scattered: the seed is the gradient of the sent shard, whose shard_slice's gradient
+         * is the all-gather over tp that rebuilds the whole gradient */
         if (!nn_tlist_push(&roots[fs], sent) || !nn_tlist_push(&seeds[fs], b->grad_recv) ||
-            !nn_tlist_push(&wrt[ts], b->recv)) {
+            !nn_tlist_push(&wrt[ts], b->value)) {
             st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
             goto done;
         }
@@ -276,15 +278,25 @@ static np_status nn_pb_backward(nn_pb *pb, nn_plan *p)
             continue;
         int fs = nn_pb_stage(pb, b->from), ts = nn_pb_stage(pb, b->to);
         nn_graph *g = pb->stages[ts].g;
-        if (!b->recv->grad) {
-            st = np_err_set(err, NP_ERR_INTERNAL, "plan: no gradient reaches %s", b->recv->name);
+        if (!b->value->grad) {
+            st = np_err_set(err, NP_ERR_INTERNAL, "plan: no gradient reaches %s", b->value->name);
             goto done;
         }
         nn_graph_set_region(g, NN_REGION_BACKWARD);
         nn_graph_set_chunk(g, b->to);
         nn_graph_set_layer(g, -1);
         nn_graph_set_scope(g, "%s", b->recv->scope);
-        nn_tensor *send = nn_send(g, b->recv->grad, NN_COMM_PP, (fs - ts + pp) % pp);
+        /* scattered: the gradient of the value is whole on every tp rank (the value is
+         * replicated), so each sends its 1/tp of it: the gather's gradient is this slice, not
+         * the reduce-scatter autodiff would make */
+        nn_lay whole = {NN_LAY_R, -1, 1};
+        nn_tensor *grad = b->scattered ? nn_pb_scatter(pb, ts, g, b->value->grad, whole)
+                                       : b->value->grad;
+        if (!grad && err->status != NP_OK) {
+            st = err->status;
+            goto done;
+        }
+        nn_tensor *send = nn_send(g, grad, NN_COMM_PP, (fs - ts + pp) % pp);
         if (!send)
             goto graph_fail;
         send->is_output = true;
@@ -1255,6 +1267,8 @@ static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batc
         if (pb.params[i].work != NN_F32)
             p->compute = pb.params[i].work;
     p->vocab_padded = pb.vocab_shard * pb.tp == pb.vocab ? 0 : pb.vocab_shard * pb.tp;
+    for (int i = 0; i < pb.n_bounds; i++)
+        p->pp_scattered += pb.bounds[i].scattered;
     int *tied_match = nn_calloc((size_t)pb.n_params + 1, sizeof *tied_match);
     if (!tied_match) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");

@@ -49,21 +49,29 @@ typedef struct nn_pparam {
     nn_tensor **gathered;   /* ZeRO-3: per chunk, the gathered value of this forward */
 } nn_pparam;
 
+enum { NN_PB_RANK_VALUES = 16 }; /* distinct rank-dependent offsets of a stage */
+
 typedef struct nn_pstage {
     nn_graph *g;
-    nn_tensor *rank_value[8]; /* RANKVALUE leaves (tp coordinate * scale), by scale below */
-    int64_t rank_scale[8];
+    nn_tensor *rank_value[NN_PB_RANK_VALUES]; /* RANKVALUE leaves (tp coordinate * scale), */
+    int64_t rank_scale[NN_PB_RANK_VALUES];    /* by scale */
     int n_rank_values;
     nn_tensor **inputs;      /* local copies of G0 leaves (inputs, consts), by G0 id */
     nn_plan_leaf *leaves;
     int n_leaves, cap_leaves;
 } nn_pstage;
 
-/* A pipeline boundary: a value sent from chunk `from` to chunk `to`. */
+/* A pipeline boundary: a value sent from chunk `from` to chunk `to`. Scattered (Megatron's
+ * scatter/gather, nn_strategy.pp_scatter_gather): `from` sends its tp rank's 1/tp of the value,
+ * flattened — a replicated value's slice (shard_slice), a partial sum's reduce-scatter — and
+ * `to` all-gathers the parts over its tp group into `value`, replicated; the gradient goes back
+ * the same way (the shard_slice's or reduce-scatter's gradient is that all-gather). */
 typedef struct nn_pbound {
     nn_tensor *send, *recv;       /* forward: in from's and to's graphs */
+    nn_tensor *value;             /* the value `to` computes with: recv, or its parts gathered */
     int from, to;
     bool grad;                    /* a gradient travels back */
+    bool scattered;               /* sent in 1/tp shards */
     nn_tensor *grad_recv;         /* backward: the received gradient (from's graph) */
 } nn_pbound;
 
@@ -93,6 +101,16 @@ typedef struct nn_pb {
 
 /* plan_tp.c: rewrites the forward graph into the stages' graphs. */
 np_status nn_pb_forward(nn_pb *pb);
+/* Whether a boundary value t of layout lay is sent in 1/tp shards: Megatron's rule (tp > 1,
+ * no sequence parallelism, elements a multiple of tp) for a value replicated over tp or, as our
+ * rewrite may leave a residual stream, partial sums of it; never a split value. */
+bool nn_pb_scatters(const nn_pb *pb, const nn_tensor *t, nn_lay lay);
+/* The i32 RANKVALUE leaf "tp coordinate x scale" of a stage (NULL and pb->err on failure). */
+nn_tensor *nn_pb_rank_value(nn_pb *pb, int stage, int64_t scale);
+/* This tp rank's 1/tp of t (layout lay: R or P), flattened, in stage's graph g: R, its slice
+ * (Megatron's split_tensor_into_1d_equal_chunks); P, the reduce-scatter of the partial sums
+ * over tp. NULL: the graph's error or pb->err. */
+nn_tensor *nn_pb_scatter(nn_pb *pb, int stage, nn_graph *g, nn_tensor *t, nn_lay lay);
 /* Stage of a chunk. */
 static inline int nn_pb_stage(const nn_pb *pb, int chunk) { return chunk % pb->pp; }
 /* Adds a leaf record to a stage (NULL on OOM). */

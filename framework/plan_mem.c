@@ -25,15 +25,15 @@
 
 #include "plan_impl.h"
 
-/* The buffer t's storage belongs to: views and in-place updates alias their source, and an
- * all-reduce of a gradient accumulator (DP, tied embeddings, sequence-parallel norms) works
- * in place as NCCL's does. */
+/* The buffer t's storage belongs to: views (a pipeline scatter's slice too) and in-place
+ * updates alias their source, and an all-reduce of a gradient accumulator (DP, tied
+ * embeddings, sequence-parallel norms) works in place as NCCL's does. */
 static const nn_tensor *nn_root(const nn_tensor *t)
 {
     for (;;) {
         if (t->op == NN_OP_LEAF)
             return t;
-        if (nn_op_flags(t->op) & (NN_OPF_VIEW | NN_OPF_UPDATE)) {
+        if ((nn_op_flags(t->op) & (NN_OPF_VIEW | NN_OPF_UPDATE)) || nn_plan_node_is_offset_view(t)) {
             t = t->src[0];
         } else if (t->op == NN_OP_ALL_REDUCE && t->region != NN_REGION_FORWARD &&
                    nn_root(t->src[0])->op == NN_OP_LEAF) {

@@ -73,6 +73,26 @@ const nn_plan_leaf *nn_plan_leaf_of(const nn_plan_class *c, const nn_tensor *t)
     return NULL;
 }
 
+bool nn_plan_node_is_offset_view(const nn_tensor *t)
+{
+    if (t->op != NN_OP_SHARD_SLICE || t->ip[NN_COMM_IP_TAG] != NN_COMM_PP_SG)
+        return false;
+    for (int d = 0; d < t->ip[NN_COMM_IP_DIM]; d++)
+        if (t->ne[d] != 1)
+            return false;
+    return true;
+}
+
+uint64_t nn_plan_offset_view_bytes(const nn_plan *p, const nn_plan_class *c, int rank,
+                                   const nn_tensor *t)
+{
+    const nn_plan_leaf *l = nn_plan_leaf_of(c, t->src[1]);
+    uint64_t row = nn_dtype_size(t->dtype);
+    for (int d = (int)t->ip[NN_COMM_IP_DIM] + 1; d < t->ndim; d++)
+        row *= (uint64_t)t->ne[d];
+    return l ? (uint64_t)nn_plan_rank_value(p, rank, l) * row : 0;
+}
+
 /* The leaf under t's chain of in-place updates and views (t itself when there is none). */
 static const nn_tensor *nn_plan_buffer_leaf(const nn_tensor *t)
 {

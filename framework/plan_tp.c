@@ -98,14 +98,13 @@ nn_plan_leaf *nn_pb_leaf(nn_pb *pb, int stage, nn_plan_leaf_kind kind, nn_tensor
     return l;
 }
 
-/* The RANKVALUE leaf "tp coordinate x scale" of a stage (an i32 scalar). */
-static nn_tensor *nn_pb_rank_value(nn_pb *pb, int stage, int64_t scale)
+nn_tensor *nn_pb_rank_value(nn_pb *pb, int stage, int64_t scale)
 {
     nn_pstage *st = &pb->stages[stage];
     for (int i = 0; i < st->n_rank_values; i++)
         if (st->rank_scale[i] == scale)
             return st->rank_value[i];
-    if (st->n_rank_values == 8) {
+    if (st->n_rank_values == NN_PB_RANK_VALUES) {
         np_err_set(pb->err, NP_ERR_INTERNAL, "plan: too many rank-dependent offsets");
         return NULL;
     }
@@ -395,6 +394,24 @@ static nn_tensor *nn_pb_input(nn_pb *pb, int st, const nn_tensor *x)
     return t;
 }
 
+bool nn_pb_scatters(const nn_pb *pb, const nn_tensor *t, nn_lay lay)
+{
+    /* Megatron-LM (p2p_communication.py): scatter/gather unless sequence parallelism already
+     * splits the boundary tensor, and not when its elements do not divide into tp parts */
+    return pb->s->pp_scatter_gather && pb->tp > 1 && !pb->sp && lay.kind != NN_LAY_S &&
+           nn_numel(t) % pb->tp == 0;
+}
+
+nn_tensor *nn_pb_scatter(nn_pb *pb, int stage, nn_graph *g, nn_tensor *t, nn_lay lay)
+{
+    int64_t n = nn_numel(t);
+    nn_tensor *flat = t->ndim == 1 ? t : nn_reshape(g, t, 1, (int64_t[]){n});
+    if (lay.kind == NN_LAY_P) /* partial sums: the reduce-scatter half of their all-reduce */
+        return nn_reduce_scatter(g, flat, NN_COMM_PP_SG, pb->tp, 0);
+    nn_tensor *off = nn_pb_rank_value(pb, stage, n / pb->tp);
+    return off ? nn_shard_slice(g, flat, off, NN_COMM_PP_SG, pb->tp, 0) : NULL;
+}
+
 /* The value of G0 node x in chunk c: its own, or received from its chunk. */
 static nn_pv *nn_pb_value_in(nn_pb *pb, const nn_tensor *x, int c)
 {
@@ -413,15 +430,24 @@ static nn_pv *nn_pb_value_in(nn_pb *pb, const nn_tensor *x, int c)
         return NULL;
     }
     int from = nn_pb_stage(pb, home->chunk), to = nn_pb_stage(pb, c);
+    bool scattered = nn_pb_scatters(pb, home->t, home->lay);
     nn_graph *gf = nn_pb_ctx(pb, home->chunk, x);
-    nn_tensor *send = nn_send(gf, home->t, NN_COMM_PP, (to - from + pb->pp) % pb->pp);
+    nn_tensor *part = scattered ? nn_pb_scatter(pb, from, gf, home->t, home->lay) : home->t;
+    nn_tensor *send = nn_send(gf, part, NN_COMM_PP, (to - from + pb->pp) % pb->pp);
     nn_graph *gt = nn_pb_ctx(pb, c, x);
-    nn_tensor *recv = nn_recv(gt, home->t->ndim, home->t->ne, home->t->dtype, NN_COMM_PP,
-                              (from - to + pb->pp) % pb->pp);
-    if (!send || !recv)
+    nn_graph_set_layer(gt, -1); /* a chunk's input: always kept (recomputation starts from it) */
+    nn_tensor *recv = send ? nn_recv(gt, part->ndim, part->ne, part->dtype, NN_COMM_PP,
+                                     (from - to + pb->pp) % pb->pp) : NULL;
+    nn_tensor *value = recv;
+    if (scattered && recv) /* Megatron's gather_split_1d_tensor, then the view to the shape */
+        value = nn_reshape(gt, nn_all_gather(gt, recv, NN_COMM_PP_SG, pb->tp, 0),
+                           home->t->ndim, home->t->ne);
+    if (!send || !value) {
+        if (pb->err->status == NP_OK)
+            nn_pb_fail_graph(pb, send ? c : home->chunk);
         return NULL;
+    }
     send->is_output = true;
-    recv->layer = -1; /* a chunk's input: always kept (recomputation starts from it) */
     send->ip[NN_COMM_IP_MATCH] = recv->ip[NN_COMM_IP_MATCH] = ++pb->next_match;
     if (pb->n_bounds == pb->cap_bounds) {
         int cap = pb->cap_bounds ? 2 * pb->cap_bounds : 16;
@@ -433,8 +459,9 @@ static nn_pv *nn_pb_value_in(nn_pb *pb, const nn_tensor *x, int c)
         pb->bounds = b;
         pb->cap_bounds = cap;
     }
-    pb->bounds[pb->n_bounds++] = (nn_pbound){send, recv, home->chunk, c, pb->needs_grad[x->id], NULL};
-    nn_pv *v = nn_pv_new(pb, c, recv, home->lay);
+    pb->bounds[pb->n_bounds++] = (nn_pbound){send, recv, value, home->chunk, c,
+                                             pb->needs_grad[x->id], scattered, NULL};
+    nn_pv *v = nn_pv_new(pb, c, value, scattered ? NN_LAYOUT_R : home->lay);
     if (!v)
         return NULL;
     v->next = home->next;

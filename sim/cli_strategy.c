@@ -123,6 +123,9 @@ static np_status cs_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
         return cs_stage_layers(arg, s, err);
     case CLI_STRATEGY_OPT_DROPOUT:
         return np_parse_f64(NP_SRC_OPT("--dropout"), arg, 0, 0.99, &cs->o.dropout, err);
+    case CLI_STRATEGY_OPT_NO_PP_SG:
+        s->pp_scatter_gather = false;
+        return NP_OK;
     default:
         return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
     }

@@ -1,7 +1,7 @@
 /* cli_strategy.h — the strategy flags `npusim plan` and `npusim run` share: the global batch
  * and sequence, the mesh sizes, ZeRO, sequence parallelism, micro-batches, the pipeline
  * schedule, recomputation, fused or composite attention, dropout, buckets, precision,
- * placement and stage layers (docs/parallel.md).
+ * placement, stage layers and the pipeline's scatter/gather (docs/parallel.md).
  *
  * A command puts CLI_STRATEGY_LONGOPTS in its getopt table, passes those options to
  * cli_strategy_flag, prints CLI_STRATEGY_USAGE in its usage text and builds the plan from
@@ -41,6 +41,7 @@ enum {
     CLI_STRATEGY_OPT_PLACEMENT,
     CLI_STRATEGY_OPT_STAGE_LAYERS,
     CLI_STRATEGY_OPT_DROPOUT,
+    CLI_STRATEGY_OPT_NO_PP_SG,
     CLI_STRATEGY_OPT_END
 };
 
@@ -60,7 +61,8 @@ enum {
     {"precision", required_argument, NULL, CLI_STRATEGY_OPT_PRECISION},                  \
     {"placement", required_argument, NULL, CLI_STRATEGY_OPT_PLACEMENT},                  \
     {"stage-layers", required_argument, NULL, CLI_STRATEGY_OPT_STAGE_LAYERS},            \
-    {"dropout", required_argument, NULL, CLI_STRATEGY_OPT_DROPOUT}
+    {"dropout", required_argument, NULL, CLI_STRATEGY_OPT_DROPOUT},                      \
+    {"no-pp-scatter-gather", no_argument, NULL, CLI_STRATEGY_OPT_NO_PP_SG}
 
 #define CLI_STRATEGY_USAGE                                                                   \
     "  --batch B         global batch: samples per training step\n"                          \
@@ -86,9 +88,15 @@ enum {
     "                    fp32\n"                                                              \
     "  --placement O     mesh axes on chips, fastest first (default: topology-aware, tp on the\n" \
     "                    fastest links), e.g. tp,pp,dp\n"                                     \
-    "  --stage-layers L  layers of each model chunk (default: balanced by FLOPs)\n"
+    "  --stage-layers L  layers of each model chunk (default: balanced by FLOPs)\n"          \
+    "  --no-pp-scatter-gather\n"                                                             \
+    "                    send pipeline activations and gradients whole from every tp rank;\n" \
+    "                    default (Megatron-LM's scatter/gather, with tp > 1 and no --sp): each\n" \
+    "                    tp rank sends 1/tp of it and the receiving stage all-gathers it over\n" \
+    "                    its tp group\n"
 
-/* The defaults: one chip, 1F1B, fused attention, bf16, batch 0 (unset), seed 1. */
+/* The defaults: one chip, 1F1B, fused attention, pipeline scatter/gather, bf16, batch 0
+ * (unset), seed 1. */
 void cli_strategy_init(cli_strategy *cs);
 
 /* True when getopt's value c is one of CLI_STRATEGY_LONGOPTS. */

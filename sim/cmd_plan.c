@@ -20,7 +20,7 @@ const char cmd_plan_usage[] =
     "                   [--zero 0|1|2|3] [--sp] [--microbatch b]\n"
     "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full]\n"
     "                   [--attention fused|composite] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
-    "                   [--stage-layers N,N,...] [--dropout P] [--json]\n"
+    "                   [--stage-layers N,N,...] [--dropout P] [--no-pp-scatter-gather] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
     "  --model M         a zoo model (see `npusim models`) or a model file\n"
@@ -115,7 +115,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f}",
+                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:b, s:i}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
@@ -126,7 +126,8 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      "flops_per_step", (json_int_t)s->flops_per_step, "hardware_flops_per_step",
                      (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p),
                      "attention_fused", p->attention_fused, "attention_composite",
-                     p->attention_composite, "attention_why", why, "dropout", p->dropout);
+                     p->attention_composite, "attention_why", why, "dropout", p->dropout,
+                     "pp_scatter_gather", p->s.pp_scatter_gather, "pp_scattered", p->pp_scattered);
 }
 
 static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a,
@@ -149,6 +150,11 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
     if (p->dropout > 0)
         printf("dropout %g (attention with dropout stays composite), ", p->dropout);
     printf("attention: %d fused, %d composite\n", p->attention_fused, p->attention_composite);
+    if (p->pp_scattered)
+        printf("# pipeline scatter/gather: %d boundar%s sent in 1/%d shards, all-gathered over tp "
+               "(--no-pp-scatter-gather sends %s whole)\n", p->pp_scattered,
+               p->pp_scattered == 1 ? "y" : "ies", p->mesh.size[NN_MESH_TP],
+               p->pp_scattered == 1 ? "it" : "them");
     if (why[0])
         printf("# attention composite: the fused kernel does not fit the chip (%s)\n", why);
     if (p->vocab_padded)

@@ -36,7 +36,7 @@ const char cmd_run_usage[] =
     "                  [--seq S] [--dp D] [--tp T] [--pp P] [--zero Z] [--sp] [--microbatch b]\n"
     "                  [--schedule S] [--recompute R] [--bucket-mb X] [--precision P]\n"
     "                  [--placement O] [--stage-layers L] [--attention fused|composite]\n"
-    "                  [--dropout P] [--steps N] [--fidelity fast|full]\n"
+    "                  [--dropout P] [--no-pp-scatter-gather] [--steps N] [--fidelity fast|full]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
     "                  [--links N] [--json | --csv]\n"
@@ -194,9 +194,10 @@ static void run_print(const run_report *r)
            r->micro_batches, r->micro_batches == 1 ? "" : "es", r->microbatch, r->batch);
     if (r->seq > 1)
         printf(", sequence %" PRId64, r->seq);
-    printf(")\n# %s, ZeRO %d%s, recompute %s, ",
+    printf(")\n# %s, ZeRO %d%s%s, recompute %s, ",
            strcmp(r->precision, "fp32") == 0 ? "fp32" : "bf16 compute with fp32 masters", r->zero,
-           r->sp ? ", sequence parallel" : "", r->recompute);
+           r->sp ? ", sequence parallel" : "",
+           r->pp_scattered ? ", pipeline scatter/gather" : "", r->recompute);
     if (r->dropout > 0)
         printf("dropout %g, ", r->dropout);
     run_print_attention(r);

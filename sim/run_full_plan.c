@@ -9,6 +9,7 @@
 #include "evq.h"
 #include "net.h"
 #include "run_full.h"
+#include "run_plan.h"
 
 #include "coll_tune.h"
 
@@ -297,18 +298,6 @@ static uint64_t rf_covered(const rf_iv *v, uint32_t n, uint64_t lo, uint64_t hi)
     return s;
 }
 
-static run_comm_kind rf_kind(nn_comm_tag t)
-{
-    switch (t) {
-    case NN_COMM_TP: return RUN_COMM_TP;
-    case NN_COMM_SP: return RUN_COMM_SP;
-    case NN_COMM_DP: return RUN_COMM_DP;
-    case NN_COMM_ZERO: return RUN_COMM_ZERO;
-    case NN_COMM_PP: return RUN_COMM_PP;
-    default: return RUN_COMM_OTHER;
-    }
-}
-
 /* The comm record of `rank` for entry instance (match, mb, kind) talking to peer (a send or
  * recv) or in the group of first member first; -1 when none. */
 static int32_t rf_find(const rf_run *x, int rank, const nn_plan_entry *like, int mb)
@@ -426,7 +415,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
             const rf_rec *me = &rk->rec[rk->lp->n_steps + i];
             if (!me->ran)
                 continue;
-            run_comm_kind kind = rf_kind(c->e->tag);
+            run_comm_kind kind = run_plan_comm_kind(c->e->tag);
             uint64_t lo = me->first, hi = me->last;
             if (c->e->kind == NN_PLAN_COLLECTIVE) {
                 int ranks[256];

@@ -19,7 +19,7 @@
 
 bool run_node_is_view(const nn_tensor *node)
 {
-    return (nn_op_flags(node->op) & NN_OPF_VIEW) || kc_no_kernel_reason(node->op) != NULL;
+    return lower_node_is_view(node);
 }
 
 char *run_node_desc(const nn_tensor *node, char *buf, size_t n)

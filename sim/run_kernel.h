@@ -17,8 +17,9 @@
  *
  * What a node lowers to is the step lowering's own mapping (compiler/lower.h,
  * lower_node_kernel), so both fidelities time the same kernels for the same nodes:
- *   - views (NN_OPF_VIEW: reshape, stop_grad, group_copy, send) and ops compiler/kernels.def
- *     marks as needing no kernel lower to nothing (run_node_is_view);
+ *   - views (NN_OPF_VIEW: reshape, stop_grad, group_copy, send), ops compiler/kernels.def
+ *     marks as needing no kernel and a pipeline scatter's slice lower to nothing
+ *     (run_node_is_view);
  *   - every other op to the kernel of kernels.def: inputs the node's sources (dense,
  *     row-major), outputs its result (an update: the parameter and its state), attributes
  *     from the node's parameters, checked against the kernel's reference, placed on cores
@@ -60,7 +61,8 @@ typedef struct run_kspec {
                                 unknown, a timing from the cache file) */
 } run_kspec;
 
-/* True when node lowers to nothing (a view, or an op kernels.def says needs no kernel). */
+/* True when node lowers to nothing (a view, an op kernels.def says needs no kernel, a
+ * pipeline scatter's slice): lower_node_is_view, the lowering's own rule. */
 bool run_node_is_view(const nn_tensor *node);
 
 /* Fills *k with the kernel of node on cfg's chip (operand addresses 0): lower_node_kernel.

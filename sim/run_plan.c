@@ -412,7 +412,7 @@ static coll_op rp_coll_op(nn_op op, bool *ok)
     }
 }
 
-static run_comm_kind rp_comm_kind(nn_comm_tag t)
+run_comm_kind run_plan_comm_kind(nn_comm_tag t)
 {
     switch (t) {
     case NN_COMM_TP: return RUN_COMM_TP;
@@ -420,6 +420,7 @@ static run_comm_kind rp_comm_kind(nn_comm_tag t)
     case NN_COMM_DP: return RUN_COMM_DP;
     case NN_COMM_ZERO: return RUN_COMM_ZERO;
     case NN_COMM_PP: return RUN_COMM_PP;
+    case NN_COMM_PP_SG: return RUN_COMM_PP_SG;
     default: return RUN_COMM_OTHER;
     }
 }
@@ -427,7 +428,9 @@ static run_comm_kind rp_comm_kind(nn_comm_tag t)
 static uint32_t rp_coll_stream(const nn_plan_entry *e, coll_op op)
 {
     switch (e->tag) {
-    case NN_COMM_TP: return RUN_PLAN_S_TP;
+    case NN_COMM_TP:
+    case NN_COMM_PP_SG: return RUN_PLAN_S_TP; /* the tp group's stream, as Megatron's
+                                                     gather runs on the tp communicator */
     case NN_COMM_SP: return RUN_PLAN_S_SP;
     case NN_COMM_DP: return RUN_PLAN_S_DP;
     case NN_COMM_ZERO:
@@ -482,7 +485,7 @@ static np_status rp_task_of(rp *x, int c, int b, const nn_plan_entry *e, int ent
         if (!ok)
             return np_err_set(x->err, NP_ERR_INTERNAL, "stage %d: a collective entry of op %s",
                               cl->stage, nn_op_name(e->nodes[0]->op));
-        t->comm = rp_comm_kind(e->tag);
+        t->comm = run_plan_comm_kind(e->tag);
         t->stream = rp_coll_stream(e, t->op);
         t->groupset = x->gs[rp_gs_key(x, e)];
         t->bytes = e->bytes;
@@ -497,7 +500,7 @@ static np_status rp_task_of(rp *x, int c, int b, const nn_plan_entry *e, int ent
         int pp = p->mesh.size[NN_MESH_PP];
         int target = ((cl->stage + e->peer) % pp + pp) % pp;
         t->kind = send ? RUN_TASK_SEND : RUN_TASK_RECV;
-        t->comm = rp_comm_kind(e->tag);
+        t->comm = run_plan_comm_kind(e->tag);
         t->stream = send ? (e->peer > 0 ? RUN_PLAN_S_SEND_NEXT : RUN_PLAN_S_SEND_PREV)
                          : (e->peer < 0 ? RUN_PLAN_S_RECV_PREV : RUN_PLAN_S_RECV_NEXT);
         t->bytes = e->bytes;

@@ -16,7 +16,7 @@
  *   collective entry             a collective (all_reduce, reduce_scatter, all_gather,
  *                                broadcast, reduce, all_to_all) over the entry's group, on
  *                                the stream of its tag (tp, sp, dp, zero-gather, zero-scatter,
- *                                pp); a group of one rank is nothing
+ *                                pp; pp-sg on tp's); a group of one rank is nothing
  *   send / recv entry            a send / recv on the pp groupset, at the peer's offset within
  *                                the pipeline (the plan's wrap-around made an offset), tag =
  *                                the entry's match; sends to the next stage, receives from the
@@ -43,6 +43,10 @@
 #include "plan.h"
 #include "run_graph.h"
 #include "run_kernel.h"
+
+/* The report's kind of a plan's communication tag (tp, sp, dp, zero, pp, pp-sg): the one
+ * map the fast run, the full run and the trace use. */
+run_comm_kind run_plan_comm_kind(nn_comm_tag t);
 
 /* The streams of a rank (run_task.stream). */
 typedef enum run_plan_stream {

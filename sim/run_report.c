@@ -92,6 +92,8 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->attention_requested = p->s.fuse_attention ? "fused" : "composite";
     o->zero = p->s.zero;
     o->sp = p->s.sp;
+    o->pp_scatter_gather = p->s.pp_scatter_gather;
+    o->pp_scattered = p->pp_scattered;
     o->dp = p->mesh.size[NN_MESH_DP];
     o->tp = p->mesh.size[NN_MESH_TP];
     o->pp = p->mesh.size[NN_MESH_PP];
@@ -286,6 +288,8 @@ json_t *run_report_json(const run_report *o)
                           o->fidelity, "step_time_s", o->step_time_s);
     if (!j)
         return NULL;
+    json_object_set_new(j, "pp_scatter_gather", json_boolean(o->pp_scatter_gather));
+    json_object_set_new(j, "pp_scattered", json_integer(o->pp_scattered));
     json_object_set_new(j, "dropout", json_real(o->dropout));
     json_object_set_new(j, "attention", json_string(o->attention));
     json_object_set_new(j, "attention_requested", json_string(o->attention_requested));

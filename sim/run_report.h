@@ -70,6 +70,8 @@ typedef struct run_report {
     char attention_why[RUN_REPORT_WHY_MAX]; /* fused asked, composite run: why ("" else) */
     int zero, dp, tp, pp;
     bool sp;
+    bool pp_scatter_gather; /* nn_strategy.pp_scatter_gather (--no-pp-scatter-gather: off) */
+    int pp_scattered;       /* pipeline boundaries sent in 1/tp shards (nn_plan.pp_scattered) */
     char order[16];
     double step_time_s;
     double tokens_per_s;   /* language models (seq > 1); else 0 */

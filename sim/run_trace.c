@@ -124,21 +124,13 @@ static void rt_compute(void *ctx, uint32_t rank, uint32_t task, uint32_t step, u
     }
 }
 
-static run_comm_kind rt_kind(nn_comm_tag tag)
-{
-    static const run_comm_kind k[NN_COMM_TAG_COUNT] = {
-        [NN_COMM_TP] = RUN_COMM_TP, [NN_COMM_SP] = RUN_COMM_SP, [NN_COMM_DP] = RUN_COMM_DP,
-        [NN_COMM_ZERO] = RUN_COMM_ZERO, [NN_COMM_PP] = RUN_COMM_PP};
-    return tag < NN_COMM_TAG_COUNT ? k[tag] : RUN_COMM_OTHER;
-}
-
 static void rt_comm_span(const run_trace *t, uint32_t rank, const run_plan_task *pt,
                          const char *name, const char *cat, uint64_t a, uint64_t b,
                          uint64_t bytes, uint64_t group, uint32_t group_size)
 {
     if (!t->sink.ops->span)
         return;
-    const char *kind = run_comm_kind_name(rt_kind(pt->e->tag));
+    const char *kind = run_comm_kind_name(run_plan_comm_kind(pt->e->tag));
     trace_arg args[3]; /* no stage: communication is not the pipeline's busy time */
     size_t n = 0;
     args[n++] = TRACE_ARG_S("kind", kind);

@@ -1,6 +1,6 @@
 /* test_parallel_train.c — sharded training equals single-device training: gpt-tiny and
  * mlp-tiny trained 3 steps by the reference distributed executor (dist.h) under each
- * strategy give every step's loss and the parameters after the last step within 1e-5
+ * strategy (pipeline scatter/gather on and off) give every step's loss and the parameters after the last step within 1e-5
  * relative of the single-device reference executor (nn.h) in fp32; the executor is
  * deterministic and reports a deadlock with every waiting rank; with dropout its masks drop at
  * the rate p, afresh per micro-batch and per tp shard, one mask on replicated tensors, and the
@@ -221,6 +221,41 @@ TEST(dp2_tp2_pp2_1f1b_on_8_ranks_trains_gpt_tiny_and_mlp_tiny_as_one_device)
     check("gpt-tiny", 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B");
     check("mlp-tiny", 64, 0, strategy(2, 2, 2, 8), "dp2 tp2 pp2 1F1B");
     check("llama-tiny", 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B (RoPE, GQA, untied head)");
+}
+
+TEST(pipeline_scatter_gather_on_and_off_trains_tp2_pp2_as_one_device)
+{
+    /* Megatron's scatter/gather (nn_strategy.pp_scatter_gather): each tp rank sends 1/2 of a
+     * boundary and the next stage all-gathers it, gradients the same way back; gpt-tiny's
+     * boundary is replicated over tp, llama-tiny's partial sums (reduce-scattered first); with
+     * interleaving, gpt-tiny has 3 boundaries on 2 stages */
+    static const struct {
+        const char *model;
+        int v, scattered;
+    } cases[] = {{"gpt-tiny", 1, 1}, {"llama-tiny", 1, 1}, {"gpt-tiny", 2, 3}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int sg = 1; sg >= 0; sg--) {
+            nn_model_desc d;
+            np_err e = {0};
+            CU_ASSERT_EQUAL_FATAL(nn_model_load(cases[i].model, &d, &e), NP_OK);
+            run ref = {0};
+            CU_ASSERT_FATAL(reference(&d, 4, 0, &ref));
+            nn_strategy s = strategy(1, 2, 2, 1);
+            s.pp_scatter_gather = sg;
+            if (cases[i].v > 1) {
+                s.schedule = NN_PP_INTERLEAVED;
+                s.virtual_stages = cases[i].v;
+            }
+            nn_plan *p = NULL;
+            double worst = distributed_of(&d, 4, 0, &s, false, &ref, NULL, &p);
+            fprintf(stderr, "%s tp2 pp2%s, scatter/gather %s: worst relative error %.2e\n",
+                    d.name, cases[i].v > 1 ? " interleaved:2" : "", sg ? "on" : "off", worst);
+            CU_ASSERT(worst < 1e-5);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+            CU_ASSERT_EQUAL(p->pp_scattered, sg ? cases[i].scattered : 0);
+            nn_plan_free(p);
+            nn_graph_free(ref.g);
+        }
 }
 
 TEST(zero_1_2_and_3_at_dp4_train_as_one_device)

@@ -428,7 +428,10 @@ TEST(every_entry_instance_becomes_one_task_and_views_none)
         nn_plan_iter_begin(&it, p, &p->classes[c]);
         const nn_plan_entry *e;
         while ((e = nn_plan_iter_next(&it, NULL, NULL))) {
-            bool view = e->kind == NN_PLAN_COMPUTE && (nn_op_flags(e->nodes[0]->op) & NN_OPF_VIEW);
+            /* views: reshapes and the like, and the slice of a boundary each tp rank sends
+             * (the pipeline's scatter/gather: its bytes at the rank's offset) */
+            bool view = e->kind == NN_PLAN_COMPUTE && ((nn_op_flags(e->nodes[0]->op) & NN_OPF_VIEW) ||
+                                                      nn_plan_node_is_offset_view(e->nodes[0]));
             views += view;
             bool zero = e->kind == NN_PLAN_COLLECTIVE && e->nodes[0]->op != NN_OP_ALL_REDUCE;
             n[e->kind] += view ? 0 : zero ? (uint32_t)e->n_nodes : 1;
