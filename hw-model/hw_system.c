@@ -25,6 +25,7 @@ static void chip_free_cores(chip_sim *s)
         core_model *c = &s->cores[i];
         free(c->kernels);
         free(c->pcs);
+        free(c->pipe);
         hbm_free(c->ports);
         hbm_free(c->acc_port);
     }
@@ -157,6 +158,8 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
             hbm_create(s->q, (double)cfg->core.acc_port_bytes_per_cycle * cfg->core.clock_ghz / 1000.0,
                        0, &c->acc_port, err) != NP_OK)
             return err->status;
+        if (cfg->core.mxu_pipelined_folds && !(c->pipe = calloc(1, sizeof *c->pipe)))
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory creating core %u", c->id);
         uint32_t nk = t->n_kernels ? t->n_kernels : 1;
         c->kernels = calloc(nk, sizeof *c->kernels);
         c->pcs = malloc((t->n_insns ? t->n_insns : 1) * sizeof *c->pcs);
