@@ -69,6 +69,12 @@ static void q_start(core_model *c, isa_unit u);
 
 /* ---- kernels ---------------------------------------------------------------------------------- */
 
+uint64_t core_kernel_launch_ps(const arch_config *cfg, bool host_launch)
+{
+    double ns = cfg->chip.kernel_gap_ns + (host_launch ? cfg->chip.kernel_launch_ns : 0.0);
+    return (uint64_t)llround(ns * 1000.0);
+}
+
 /* Instruction pc of core c is dispatched (or, for the front end's own, executed) at t_ps. */
 static void kernel_dispatch(core_model *c, uint32_t pc, uint64_t t_ps)
 {
@@ -902,7 +908,8 @@ static uint32_t fe_ahead_pc(const core_model *c, unsigned *n_insns)
         if (c->pcs[pc].queue != ISA_UNIT_CTRL)
             break;
         const isa_insn *in = &c->text->insns[pc];
-        if (in->op == ISA_OP_HALT || in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER)
+        if (in->op == ISA_OP_HALT || in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER ||
+            c->pcs[pc].launch)
             break;
         if (in->op == ISA_OP_LOOP) {
             rem[n] = (uint64_t)in->LOOP.count.val - 1;
@@ -976,6 +983,14 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
         }
         const isa_insn *in = &c->text->insns[c->pc];
         isa_unit u = (isa_unit)c->pcs[c->pc].queue;
+        if (c->pcs[c->pc].launch) { /* a kernel's launch: the stream's gap first */
+            uint64_t t = clk_edge_at_or_after(&c->clk, now_ps(c) +
+                         core_kernel_launch_ps(c->cfg, c->pcs[c->pc].launch == HW_LAUNCH_HOST));
+            c->pcs[c->pc].launch = HW_LAUNCH_NONE;
+            c->fe_stall_ps += t - now_ps(c);
+            fe_schedule(c, t);
+            return;
+        }
         if (u == ISA_UNIT_CTRL) {
             fe_ctrl_result r = fe_ctrl(c, in, now_ps(c));
             if (r == FE_CTRL_FREE)

@@ -85,6 +85,8 @@ typedef struct peer_ok {
 typedef struct pc_info {
     int32_t kernel; /* kernel index, or -1 */
     uint8_t queue;  /* isa_insn_queue of the instruction (ISA_UNIT_CTRL: its own) */
+    uint8_t launch; /* a kernel's first instruction whose launch the front end still waits
+                       for (hw_launch; cleared once waited) */
 } pc_info;
 
 /* The array's run of folds with core.mxu_pipelined_folds (core.c, "pipelined folds"): an
@@ -250,6 +252,8 @@ struct hw_system {
                           while it is unchanged */
     core_trace_fn trace; /* or NULL */
     void *trace_ctx;
+    hw_launch_fn launch; /* or NULL */
+    void *launch_ctx;
     bool trace_no_text;  /* core_trace_insn.text NULL (hw_system_opts) */
     hw_chip_end_fn on_end; /* or NULL */
     void *on_end_ctx;

@@ -166,10 +166,16 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
         if (!c->kernels || !c->pcs)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory creating core %u", c->id);
         for (uint32_t pc = 0; pc < t->n_insns; pc++)
-            c->pcs[pc] = (pc_info){-1, (uint8_t)isa_insn_queue(&t->insns[pc])};
-        for (uint32_t k = 0; k < t->n_kernels; k++)
+            c->pcs[pc] = (pc_info){-1, (uint8_t)isa_insn_queue(&t->insns[pc]), HW_LAUNCH_NONE};
+        bool launches = s->sys->launch && core_kernel_launch_ps(cfg, true);
+        for (uint32_t k = 0; k < t->n_kernels; k++) {
             for (uint32_t pc = t->kernels[k].start; pc < t->kernels[k].start + t->kernels[k].count; pc++)
                 c->pcs[pc].kernel = (int32_t)k;
+            if (launches && t->kernels[k].count)
+                c->pcs[t->kernels[k].start].launch =
+                    (uint8_t)s->sys->launch(s->sys->launch_ctx, s->chip, t->core,
+                                            t->kernels[k].start, t->kernels[k].name);
+        }
     }
     return NP_OK;
 }
@@ -532,6 +538,8 @@ np_status hw_system_create(const arch_config *cfg, evq *q, const hw_system_opts 
     y->epoch = 1;
     y->trace = o.trace;
     y->trace_ctx = o.trace_ctx;
+    y->launch = o.launch;
+    y->launch_ctx = o.launch_ctx;
     y->trace_no_text = o.trace_no_text;
     y->on_end = o.on_end;
     y->on_end_ctx = o.on_end_ctx;
