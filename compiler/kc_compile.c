@@ -343,9 +343,9 @@ static np_status compile_kernel(kc_prog *p, const kc_kernel *k, kc_result *res, 
         return np_err_set(err, NP_ERR_RANGE, "%s: placed on cores %" PRIu32 "..%" PRIu32 ", the "
                           "program has %" PRIu32 " (0..%" PRIu32 ")", who, pl->core0,
                           pl->core0 + n_cores - 1, p->n_cores, p->n_cores - 1);
-    /* HBM dependencies on other cores: a barrier first */
-    if (!p->no_auto_barrier) {
-        bool need = false;
+    /* HBM dependencies on other cores (or a stream's order): a barrier first */
+    bool need = p->stream_order && p->kernels > 0;
+    if (!p->no_auto_barrier || need) {
         for (int i = 0; i < k->n_in && !need; i++)
             need = conflicts(p, &k->in[i], pl, false);
         for (int i = 0; i < k->n_epi && !need; i++)

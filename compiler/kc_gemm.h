@@ -234,6 +234,18 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
 uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n,
                           uint64_t k);
 
+/* Its fold schedule (mxu_timing.h's mxu_sched, the streamed term at the dtype's rate):
+ * cycles = lead + (folds - 1) x period + tail. */
+typedef struct kmm_sched {
+    uint64_t folds, stream, lead, period, tail, cycles;
+} kmm_sched;
+void kmm_array_sched(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n, uint64_t k,
+                     kmm_sched *out);
+
+/* Cycles from one fold's stream start (t_prev long) to the next one's (t_next long):
+ * mxu_timing.h's mxu_fold_gap for cfg's array (a test checks that they agree). */
+uint64_t kmm_fold_gap(const arch_config *cfg, uint64_t t_prev, uint64_t t_next);
+
 /* The ranking of the tile search (kc_gemm_cost.c): the plan's cycles in closed form — each
  * tile at the pace of its slowest resource (slices at the slower of load and multiply, then
  * the drain; the DMA's loads and store; the drain, VPU and store chain), per tile row the

@@ -36,7 +36,21 @@ static double macs_rate(const arch_config *cfg, isa_dtype d)
     }
 }
 
-uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n, uint64_t k)
+uint64_t kmm_fold_gap(const arch_config *cfg, uint64_t t_prev, uint64_t t_next)
+{
+    uint64_t R = (uint64_t)cfg->core.array_rows, C = (uint64_t)cfg->core.array_cols;
+    bool os = cfg->core.dataflow == ARCH_DATAFLOW_OS, db = cfg->core.mxu_weight_double_buffer;
+    if (!cfg->core.mxu_pipelined_folds)
+        return (os ? R : 2 * R) + C + t_prev - 2 - (db && !os ? R : 0);
+    if (os) {
+        uint64_t edge = t_prev + R > t_next ? t_prev + R - t_next : 0;
+        return t_prev > edge ? t_prev : edge;
+    }
+    return db ? (t_prev > R ? t_prev : R) : t_prev + R - 1;
+}
+
+void kmm_array_sched(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n, uint64_t k,
+                     kmm_sched *out)
 {
     uint64_t R = (uint64_t)cfg->core.array_rows, C = (uint64_t)cfg->core.array_cols, sr, sc, t;
     switch (cfg->core.dataflow) {
@@ -44,15 +58,33 @@ uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint
     case ARCH_DATAFLOW_IS: sr = k, sc = m, t = n; break;
     default: sr = k, sc = n, t = m; break;
     }
-    bool os = cfg->core.dataflow == ARCH_DATAFLOW_OS;
-    uint64_t folds = cdiv(sr, R) * cdiv(sc, C);
-    uint64_t cycles = folds * ((os ? R : 2 * R) + C + t - 2);
-    if (cfg->core.mxu_weight_double_buffer && !os)
-        cycles -= (folds - 1) * R;
     double rate = macs_rate(cfg, dt);
     if (rate > 0 && rate != 1.0)
-        cycles = cycles - folds * t + folds * (uint64_t)ceil((double)t / rate);
-    return cycles;
+        t = (uint64_t)ceil((double)t / rate);
+    out->folds = cdiv(sr, R) * cdiv(sc, C);
+    out->stream = t;
+    out->lead = cfg->core.dataflow == ARCH_DATAFLOW_OS ? 0 : R;
+    out->period = kmm_fold_gap(cfg, t, t);
+    out->tail = t + R + C - 2;
+    out->cycles = out->lead + (out->folds - 1) * out->period + out->tail;
+}
+
+uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint64_t n, uint64_t k)
+{
+    kmm_sched s;
+    kmm_array_sched(cfg, dt, m, n, k, &s);
+    return s.cycles;
+}
+
+/* With pipelined folds, the cycles an mxu.mm of schedule s adds when it goes on right after
+ * one whose last fold streamed t_prev cycles (the array's run of folds continues:
+ * hw-model/core.c); without, its cycles alone. */
+static double chain_cycles(const arch_config *cfg, const kmm_sched *s, uint64_t t_prev)
+{
+    if (!cfg->core.mxu_pipelined_folds)
+        return (double)s->cycles;
+    return (double)kmm_fold_gap(cfg, t_prev, s->stream) + (double)((s->folds - 1) * s->period) +
+           (double)s->tail - (double)(t_prev + s->tail - s->stream);
 }
 
 /* ---- copies --------------------------------------------------------------------------------- */
@@ -183,6 +215,9 @@ static double stage_cost(cm *c, uint64_t i0, uint64_t tm, uint64_t count)
 typedef struct tile_t {
     uint64_t tm, tn;
     double load_full, load_edge, mm_full, mm_edge, drain, vpu, store;
+    kmm_sched s_full, s_edge; /* the slices' fold schedules */
+    double chain_full, chain_edge; /* a slice's cycles right after the one before it (a full
+                                      slice's), the array's run of folds going on */
 } tile_t;
 
 static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t tn,
@@ -190,7 +225,7 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
 {
     const kmm *m = c->m;
     const arch_config *cfg = c->cfg;
-    tile_t t = {tm, tn, 0, 0, 0, 0, 0, 0, 0};
+    tile_t t = {.tm = tm, .tn = tn};
     uint64_t full = c->K / m->TK, edge = c->K % m->TK, copies;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
     /* the VPU's transposes of a slice: a column-major A streamed, a row-major B under ct */
@@ -201,12 +236,16 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
     if (full) {
         t.load_full = slice_dma(c, i0, j0, tm, tn, 0, m->TK, count * full, &copies) +
                       tr_per_k * (double)m->TK;
-        t.mm_full = (double)kmm_array_cycles(cfg, m->dt, sm, sn, m->TK);
+        kmm_array_sched(cfg, m->dt, sm, sn, m->TK, &t.s_full);
+        t.mm_full = (double)t.s_full.cycles;
+        t.chain_full = chain_cycles(cfg, &t.s_full, t.s_full.stream);
     }
     if (edge) {
         t.load_edge = slice_dma(c, i0, j0, tm, tn, full * m->TK, edge, count, &copies) +
                       tr_per_k * (double)edge;
-        t.mm_edge = (double)kmm_array_cycles(cfg, m->dt, sm, sn, edge);
+        kmm_array_sched(cfg, m->dt, sm, sn, edge, &t.s_edge);
+        t.mm_edge = (double)t.s_edge.cycles;
+        t.chain_edge = full ? chain_cycles(cfg, &t.s_edge, t.s_full.stream) : t.mm_edge;
     }
     t.drain = (double)cdiv(tm * tn, (uint64_t)cfg->core.array_cols);
     if (m->c_cols)
@@ -251,6 +290,10 @@ static tile_t tile_cost(cm *c, uint64_t i0, uint64_t j0, uint64_t tm, uint64_t t
  * before this tile's store within a row. */
 typedef struct pipe {
     double dma, mxu;      /* when each queue is free */
+    bool run;             /* pipelined folds: the array's last op was a slice, which ended at
+                             mxu, its last fold streaming from s_last for t_last cycles */
+    double s_last;
+    uint64_t t_last;
     double mm_done[2];    /* the array's last two slices (by buffer) */
     double store_done;    /* the last store */
     unsigned parity;
@@ -269,21 +312,32 @@ static void pipe_loads(pipe *p, const tile_t *t, uint64_t S, uint64_t full, uint
     (void)S;
 }
 
-static void pipe_mms(pipe *p, const tile_t *t, uint64_t full, uint64_t from, uint64_t to,
-                     const double *load_done)
+static void pipe_mms(pipe *p, const arch_config *cfg, const tile_t *t, uint64_t full,
+                     uint64_t from, uint64_t to, const double *load_done)
 {
     for (uint64_t i = from; i < to; i++) {
         unsigned b = (p->parity + (unsigned)i) & 1;
+        const kmm_sched *s = i < full ? &t->s_full : &t->s_edge;
         double start = p->mxu > load_done[i % 4] ? p->mxu : load_done[i % 4];
-        p->mxu = start + (i < full ? t->mm_full : t->mm_edge);
+        double s0 = start + (double)s->lead; /* alone */
+        if (cfg->core.mxu_pipelined_folds && p->run) { /* the run of folds goes on */
+            double g = p->s_last + (double)kmm_fold_gap(cfg, p->t_last, s->stream);
+            double r = load_done[i % 4] + (double)s->lead;
+            double v = g > r ? g : r;
+            s0 = v < s0 ? v : s0;
+        }
+        p->s_last = s0 + (double)((s->folds - 1) * s->period);
+        p->t_last = s->stream;
+        p->run = true;
+        p->mxu = p->s_last + (double)s->tail;
         p->mm_done[b] = p->mxu;
     }
 }
 
 /* A row of n tiles of class t (the last one of class last, e.g. an edge tile), after the
  * staging of its block (a convolution's: stage cycles of the DMA). */
-static void pipe_row(pipe *p, const tile_t *t, const tile_t *last, uint64_t n, uint64_t S,
-                     uint64_t full, double stage)
+static void pipe_row(pipe *p, const arch_config *cfg, const tile_t *t, const tile_t *last,
+                     uint64_t n, uint64_t S, uint64_t full, double stage)
 {
     uint64_t h = S < 2 ? S : 2;
     double ld[4] = {0}, ld_next[4] = {0};
@@ -293,15 +347,16 @@ static void pipe_row(pipe *p, const tile_t *t, const tile_t *last, uint64_t n, u
     for (uint64_t j = 0; j < n; j++) {
         const tile_t *c = j + 1 == n ? last : t;
         /* the array: the head's slices (loaded), then the rest as they load */
-        pipe_mms(p, c, full, 0, h, ld);
+        pipe_mms(p, cfg, c, full, 0, h, ld);
         double rest_ld[4] = {0};
         for (uint64_t i = h; i < S; i++) {
             pipe_loads(p, c, S, full, i, i + 1, rest_ld);
-            pipe_mms(p, c, full, i, i + 1, rest_ld);
+            pipe_mms(p, cfg, c, full, i, i + 1, rest_ld);
         }
         /* the drain waits for the previous store; then the epilogue */
         double ds = p->mxu > p->store_done ? p->mxu : p->store_done;
         p->mxu = ds + c->drain;
+        p->run = false; /* the drain ends the run of folds */
         double ready = p->mxu + c->vpu;
         p->parity = (p->parity + (unsigned)S) & 1;
         /* the DMA: the next tile's head, then this store */
@@ -382,20 +437,20 @@ static double core_time(const kmm *m, const arch_config *cfg, double bw, const k
                 double now = p.mxu > p.dma ? p.mxu : p.dma, step = now - before;
                 double shift = step * (double)(nfr - r);
                 p.dma += shift, p.mxu += shift, p.store_done += shift;
-                p.mm_done[0] += shift, p.mm_done[1] += shift;
+                p.mm_done[0] += shift, p.mm_done[1] += shift, p.s_last += shift;
                 p.parity = (p.parity + (unsigned)((nfr - r) * ncols * S)) & 1;
                 break;
             }
             before = p.mxu > p.dma ? p.mxu : p.dma;
-            pipe_row(&p, &ff, &fe, ncols, S, full, st_full);
+            pipe_row(&p, cfg, &ff, &fe, ncols, S, full, st_full);
         }
         if (er)
-            pipe_row(&p, &ef, &ee, ncols, S, full, st_edge);
+            pipe_row(&p, cfg, &ef, &ee, ncols, S, full, st_edge);
         if (b >= 2 && batches > 3) { /* steady: the rest of the batches */
             double now = p.mxu > p.dma ? p.mxu : p.dma;
             double shift = (now - batch0) * (double)(batches - b - 1);
             p.dma += shift, p.mxu += shift, p.store_done += shift;
-            p.mm_done[0] += shift, p.mm_done[1] += shift;
+            p.mm_done[0] += shift, p.mm_done[1] += shift, p.s_last += shift;
             break;
         }
     }
@@ -461,8 +516,12 @@ static double dmax(double a, double b) { return a > b ? a : b; }
  * are a chain the next tile's drain waits for (one C buffer). The tile takes the longest. */
 static double quick_tile(const tile_t *t, uint64_t full, uint64_t edge)
 {
-    double slices = (double)full * dmax(t->load_full, t->mm_full) +
-                    (edge ? dmax(t->load_edge, t->mm_edge) : 0);
+    /* the first slice after the drain pays its fill; with pipelined folds the others go on
+     * from the one before */
+    double slices = full ? dmax(t->load_full, t->mm_full) +
+                               (double)(full - 1) * dmax(t->load_full, t->chain_full) +
+                               (edge ? dmax(t->load_edge, t->chain_edge) : 0)
+                         : (edge ? dmax(t->load_edge, t->mm_edge) : 0);
     double dma = (double)full * t->load_full + (edge ? t->load_edge : 0) + t->store;
     return dmax(dmax(slices + t->drain, dma), t->drain + t->vpu + t->store);
 }

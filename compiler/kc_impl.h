@@ -28,7 +28,7 @@ struct kc_prog {
     kc_core_res *cores;
     uint32_t barriers;    /* emitted so far (the next id, mod 2^16) */
     uint32_t kernels;     /* compiled so far: owner ids are 1 + this */
-    bool no_auto_barrier, fences_nocomm, finished;
+    bool no_auto_barrier, fences_nocomm, stream_order, finished;
     const struct kc_tile_cache *tiles;
     kc_access *acc;
     uint32_t n_acc, cap_acc;

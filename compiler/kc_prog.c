@@ -28,6 +28,7 @@ np_status kc_prog_new(const arch_config *cfg, const kc_prog_opts *opts, kc_prog 
     p->chip = o.chip;
     p->n_cores = o.cores;
     p->no_auto_barrier = o.no_auto_barrier;
+    p->stream_order = o.stream_order;
     p->fences_nocomm = o.fences_nocomm;
     p->tiles = o.tiles;
     isa_target t;

@@ -239,6 +239,9 @@ typedef struct kc_prog_opts {
                              one gets a text, every barrier and the final halt */
     isa_emit_opts emit;   /* HBM layout of .data/.bss (hbm_bytes 0: chip.hbm_bytes) */
     bool no_auto_barrier; /* do not insert barriers for HBM dependencies across cores */
+    bool stream_order;    /* a barrier before every kernel but the first, as a GPU stream
+                             runs its kernels one after the other (the step lowering, when
+                             the chip has a kernel launch overhead: docs/run.md) */
     bool fences_nocomm;   /* every fence and barrier (kc_fence, kc_barrier, the automatic
                              ones) leaves the COMM queue out (`fence nocomm=1`): collectives
                              in flight go on while kernels follow them; a kernel's own

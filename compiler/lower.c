@@ -750,6 +750,8 @@ np_status lw_lower(lw_ctx *w, np_err *err)
         return st;
     kc_prog_opts po = {.chip = lp->chip, .cores = lp->cores, .tiles = w->o.tiles,
                        .fences_nocomm = true,
+                       .stream_order = w->cfg->chip.kernel_gap_ns > 0 ||
+                                       w->cfg->chip.kernel_launch_ns > 0,
                        .emit = {.bss_base = w->o.bss_base, .hbm_bytes = w->cfg->chip.hbm_bytes}};
     if (!(lp->steps = calloc((size_t)w->n + 1, sizeof *lp->steps)) ||
         !(lp->comm = calloc((size_t)w->n + 1, sizeof *lp->comm)))

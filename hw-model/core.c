@@ -19,7 +19,19 @@
  * Busy and stall of a queue are accounted over time, not per instruction (q_account): while
  * at least one entry is in flight, the unit is busy until the latest "alone" end
  * (t_ideal_ps) of the entries in flight and stalled after it (they wait on contention). With
- * one entry in flight at a time this is busy = alone time, stall = the rest, as before. */
+ * one entry in flight at a time this is busy = alone time, stall = the rest, as before.
+ *
+ * Pipelined folds (core.mxu_pipelined_folds, c->pipe). An mxu.mm's folds overlap (mxu_sched);
+ * the array also goes on from one mxu.mm to the next when only entries that take no time
+ * (sem.*, mxu.load) come between and the first one's array time was what ended it: the
+ * second's first fold then streams mxu_fold_gap after the first's last, or as soon as the
+ * second could have started, whichever is later, and the second takes from its start (the
+ * first's end) to the end of its own folds. "Could have started" is the latest readiness of
+ * it and the MXU entries between (q_entry.t_ready_ps): its dispatch; for a sem.wait, the last
+ * signal of its semaphore (or the end of its wait); for a scoreboard wait, when the older entry
+ * it waited for completed (q_complete_ev marks the MXU entries an entry of another queue held
+ * back). So the queue still runs one entry at a time, semaphores and the scoreboard keep their
+ * meaning, and a run of folds never starts before its inputs were there. */
 #include "core_sim.h"
 
 #include <inttypes.h>
@@ -56,6 +68,12 @@ void core_name(const core_model *c, char *buf, size_t n)
 static void q_start(core_model *c, isa_unit u);
 
 /* ---- kernels ---------------------------------------------------------------------------------- */
+
+uint64_t core_kernel_launch_ps(const arch_config *cfg, bool host_launch)
+{
+    double ns = cfg->chip.kernel_gap_ns + (host_launch ? cfg->chip.kernel_launch_ns : 0.0);
+    return (uint64_t)llround(ns * 1000.0);
+}
 
 /* Instruction pc of core c is dispatched (or, for the front end's own, executed) at t_ps. */
 static void kernel_dispatch(core_model *c, uint32_t pc, uint64_t t_ps)
@@ -249,12 +267,66 @@ static void sb_wake(core_model *c)
             q_start(c, (isa_unit)u);
 }
 
+/* ---- pipelined folds (see the top of this file) ---------------------------------------------- */
+
+/* mxu.mm e starts now on a pipelined array: the cycles from now to the end of its folds, its
+ * first fold going on from the previous mxu.mm's run when that is live. Records its run. */
+static uint64_t mxu_pipe_launch(core_model *c, const q_entry *e)
+{
+    mxu_pipe *p = c->pipe;
+    mxu_sched sc;
+    if (!core_mxu_insn_sched(c->cfg, &e->in, e->mxu_k, e->mxu_n, &sc)) {
+        p->live = false;
+        return 0;
+    }
+    const clk_domain *d = &c->clk;
+    uint64_t now = clk_cycle_at_or_after(d, now_ps(c)), s0 = now + sc.lead;
+    if (p->live) {
+        mxu_array a;
+        mxu_array_from_arch(c->cfg, &a);
+        uint64_t ready = e->t_ready_ps > p->ready_ps ? e->t_ready_ps : p->ready_ps;
+        uint64_t r = clk_cycle_at_or_after(d, ready) + sc.lead;
+        uint64_t g = p->s_last + mxu_fold_gap(&a, p->t_last, sc.stream);
+        uint64_t v = r > g ? r : g;
+        s0 = v < s0 ? v : s0;
+    }
+    p->s_last = s0 + (sc.folds - 1) * sc.period;
+    p->t_last = sc.stream;
+    uint64_t end = p->s_last + sc.tail;
+    p->end_ps = clk_cycles_to_ps(d, end);
+    p->live = true;
+    p->ready_ps = 0;
+    return end - now;
+}
+
+/* MXU entry e (not an mxu.mm) retires: the next mxu.mm could not start before it was ready. */
+static void mxu_pipe_retire(core_model *c, const q_entry *e)
+{
+    if (e->t_ready_ps > c->pipe->ready_ps)
+        c->pipe->ready_ps = e->t_ready_ps;
+}
+
+/* Entry o of another queue completes now: the MXU entries not yet started that its operands
+ * held back (the scoreboard's rule) could not have started before now. */
+static void mxu_pipe_mark(core_model *c, const q_entry *o)
+{
+    const core_queue *q = &c->q[ISA_UNIT_MXU];
+    unsigned ei, oi;
+    for (unsigned i = q->n_started; i < q->count; i++) {
+        q_entry *m = &c->q[ISA_UNIT_MXU].ring[(q->head + i) % CORE_QUEUE_DEPTH];
+        if (m->seq > o->seq && m->t_ready_ps < now_ps(c) && sb_conflict(m, o, &ei, &oi))
+            m->t_ready_ps = now_ps(c);
+    }
+}
+
 /* Head of queue u retires now (it has started and, unless it took no time, completed). */
 static void q_retire(core_model *c, isa_unit u)
 {
     core_queue *q = &c->q[u];
     q_entry *e = &q->ring[q->head];
     kernel_retire(c, e->pc);
+    if (c->pipe && u == ISA_UNIT_MXU && e->in.op != ISA_OP_MXU_MM)
+        mxu_pipe_retire(c, e);
     q->insns++;
     q->head = (q->head + 1) % CORE_QUEUE_DEPTH;
     if (--q->count == 0)
@@ -279,6 +351,12 @@ static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
     c->completing = true;
     core_q_account(c, q);
     e->done = true;
+    if (c->pipe) {
+        if (u != ISA_UNIT_MXU && c->cfg->core.scoreboard)
+            mxu_pipe_mark(c, e);
+        else if (u == ISA_UNIT_MXU && e->in.op == ISA_OP_MXU_MM && now_ps(c) != c->pipe->end_ps)
+            c->pipe->live = false; /* a port held it beyond its folds: the array drained */
+    }
     q->lanes &= ~(1u << e->lane);
     core_trace(c, u, e);
     kernel_retire(c, e->pc);
@@ -345,6 +423,8 @@ static void sem_arrive_ev(evq *eq, void *ctx, uint64_t arg)
     (void)eq;
     core_model *c = ctx;
     c->sem[arg & 0xff] += arg >> 8;
+    if (c->pipe)
+        c->pipe->sem_ps[arg & 0xff] = now_ps(c);
     for (unsigned u = 0; u < ISA_N_QUEUES; u++)
         if (c->q[u].state == Q_WAIT_SEM) {
             c->q[u].stall_ps += now_ps(c) - c->q[u].t_wait_ps;
@@ -407,6 +487,10 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0;
     bool dma = isa_ops[in->op].unit == ISA_UNIT_DMA;
     uint64_t cyc = dma ? 0 : core_exec_cycles(s->cfg, in, e->mxu_k, e->mxu_n);
+    if (c->pipe && in->op == ISA_OP_MXU_MM)
+        cyc = mxu_pipe_launch(c, e);
+    else if (c->pipe && cyc && u == ISA_UNIT_MXU)
+        c->pipe->live = false; /* a drain: the run of folds is over */
     double cap = port_bw;
     if (dma && any_hbm)
         cap = hbm_bw < port_bw ? hbm_bw : port_bw;
@@ -519,6 +603,8 @@ static void q_start(core_model *c, isa_unit u)
         }
         if (q->sb_wait) { /* with copies in flight q_account has counted the time */
             q->sb_wait = false;
+            if (e->t_ready_ps < now_ps(c))
+                e->t_ready_ps = now_ps(c);
             uint64_t from = q->sb_from_ps > q->t_acct_ps ? q->sb_from_ps : q->t_acct_ps;
             if (!q->n_inflight)
                 q->stall_ps += now_ps(c) - from;
@@ -536,6 +622,11 @@ static void q_start(core_model *c, isa_unit u)
                 return;
             }
             c->sem[sem] -= need;
+            if (c->pipe) { /* ready when its semaphore got its last signal, or now */
+                uint64_t t = e->waited ? now_ps(c) : c->pipe->sem_ps[sem];
+                if (t > e->t_ready_ps)
+                    e->t_ready_ps = t;
+            }
             if (e->waited) {
                 core_trace(c, u, e);
                 e->waited = false;
@@ -817,7 +908,8 @@ static uint32_t fe_ahead_pc(const core_model *c, unsigned *n_insns)
         if (c->pcs[pc].queue != ISA_UNIT_CTRL)
             break;
         const isa_insn *in = &c->text->insns[pc];
-        if (in->op == ISA_OP_HALT || in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER)
+        if (in->op == ISA_OP_HALT || in->op == ISA_OP_FENCE || in->op == ISA_OP_BARRIER ||
+            c->pcs[pc].launch)
             break;
         if (in->op == ISA_OP_LOOP) {
             rem[n] = (uint64_t)in->LOOP.count.val - 1;
@@ -891,6 +983,14 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
         }
         const isa_insn *in = &c->text->insns[c->pc];
         isa_unit u = (isa_unit)c->pcs[c->pc].queue;
+        if (c->pcs[c->pc].launch) { /* a kernel's launch: the stream's gap first */
+            uint64_t t = clk_edge_at_or_after(&c->clk, now_ps(c) +
+                         core_kernel_launch_ps(c->cfg, c->pcs[c->pc].launch == HW_LAUNCH_HOST));
+            c->pcs[c->pc].launch = HW_LAUNCH_NONE;
+            c->fe_stall_ps += t - now_ps(c);
+            fe_schedule(c, t);
+            return;
+        }
         if (u == ISA_UNIT_CTRL) {
             fe_ctrl_result r = fe_ctrl(c, in, now_ps(c));
             if (r == FE_CTRL_FREE)
@@ -962,6 +1062,7 @@ void core_fe_step_ev(evq *eq, void *ctx, uint64_t arg)
                    c->loops[c->depth - 1].remaining + 1 == c->loops[c->depth - 1].count;
         e->mxu_k = c->mxu_k;
         e->mxu_n = c->mxu_n;
+        e->t_ready_ps = now_ps(c);
         q->count++;
         c->q_used |= 1u << u;
         kernel_dispatch(c, c->pc, now_ps(c));

@@ -218,6 +218,13 @@ np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *p
 
 void core_report_free(core_report *r);
 
+/* Kernel launches (chip.kernel_gap_ns, chip.kernel_launch_ns; docs/run.md, "Kernel
+ * launches"): how long a kernel waits on its chip's stream before it starts, after the later
+ * of the previous kernel's end and what it waits for — the gap, plus the launch latency for a
+ * kernel the host launches on an idle stream (host_launch: the first of a step) — in ps,
+ * rounded to the nearest. 0 with both keys 0 (the default). */
+uint64_t core_kernel_launch_ps(const arch_config *cfg, bool host_launch);
+
 /* {"total_cycles", "total_ps", "units": [{"name", "busy_cycles", "stall_cycles",
  *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "chip", "core", "cycles",
  *  "busy_cycles": {"dma", "mxu", "vpu", "comm"}}],

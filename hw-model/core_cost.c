@@ -443,17 +443,32 @@ uint64_t core_spad_bytes_per_cycle(const arch_config *cfg)
     return (uint64_t)cfg->core.sram_banks * (uint64_t)cfg->core.sram_port_bytes_per_cycle;
 }
 
-uint64_t core_mxu_cycles(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k,
-                         double macs_per_pe)
+bool core_mxu_sched(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k, double macs_per_pe,
+                    mxu_sched *out)
 {
     mxu_timing t;
     np_err e = {0};
     if (mxu_gemm_timing(a, m, n, k, &t, &e) != NP_OK || !(macs_per_pe > 0))
-        return 0;
-    if (macs_per_pe == 1.0)
-        return t.cycles;
-    uint64_t stream = (uint64_t)ceil((double)t.t / macs_per_pe);
-    return t.cycles - t.folds * t.t + t.folds * stream;
+        return false;
+    uint64_t stream = macs_per_pe == 1.0 ? t.t : (uint64_t)ceil((double)t.t / macs_per_pe);
+    mxu_sched_of(a, t.folds, stream ? stream : 1, out);
+    return true;
+}
+
+uint64_t core_mxu_cycles(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k,
+                         double macs_per_pe)
+{
+    mxu_sched s;
+    return core_mxu_sched(a, m, n, k, macs_per_pe, &s) ? s.cycles : 0;
+}
+
+bool core_mxu_insn_sched(const arch_config *cfg, const isa_insn *in, uint64_t mxu_k,
+                         uint64_t mxu_n, mxu_sched *out)
+{
+    mxu_array arr;
+    mxu_array_from_arch(cfg, &arr);
+    return core_mxu_sched(&arr, (uint64_t)in->MXU_MM.m.val, mxu_n, mxu_k,
+                          macs_rate(cfg, (isa_dtype)in->MXU_MM.dtype.val), out);
 }
 
 /* ---- compute time, by family ---------------------------------------------------------------- */

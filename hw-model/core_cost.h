@@ -89,8 +89,19 @@ uint64_t core_exec_cycles(const arch_config *cfg, const isa_insn *in, uint64_t m
  * every family of the ISA table). */
 bool core_family_modelled(isa_family f);
 
-/* MXU cycles of an (m, n, k) GEMM at macs_per_pe MACs per PE per cycle (> 0). */
+/* MXU cycles of an (m, n, k) GEMM at macs_per_pe MACs per PE per cycle (> 0): its fold
+ * schedule's cycles, the streamed term T of each fold taking ceil(T / macs_per_pe). */
 uint64_t core_mxu_cycles(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k,
                          double macs_per_pe);
+
+/* That fold schedule (mxu_timing.h); false (and *out untouched) for an invalid shape or a
+ * rate of 0. */
+bool core_mxu_sched(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k, double macs_per_pe,
+                    mxu_sched *out);
+
+/* The fold schedule of a resolved mxu.mm on cfg's array (mxu_k, mxu_n: the last mxu.load's
+ * tile); false when the shape is invalid or the array cannot do its dtype. */
+bool core_mxu_insn_sched(const arch_config *cfg, const isa_insn *in, uint64_t mxu_k,
+                         uint64_t mxu_n, mxu_sched *out);
 
 #endif

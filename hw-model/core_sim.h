@@ -42,6 +42,9 @@ typedef struct q_entry {
     uint64_t t_ideal_ps;   /* in flight: when it would end with the ports and HBM to itself */
     uint64_t t_start_ps;   /* when it started (a sem.wait: when it began to wait) */
     uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
+    uint64_t t_ready_ps;   /* MXU entries with pipelined folds (mxu_pipe): when it could have
+                              started as far as its own inputs go (its dispatch, the older
+                              entries its operands waited for, its semaphore) */
     isa_insn in;           /* resolved */
     core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
 } q_entry;
@@ -82,7 +85,22 @@ typedef struct peer_ok {
 typedef struct pc_info {
     int32_t kernel; /* kernel index, or -1 */
     uint8_t queue;  /* isa_insn_queue of the instruction (ISA_UNIT_CTRL: its own) */
+    uint8_t launch; /* a kernel's first instruction whose launch the front end still waits
+                       for (hw_launch; cleared once waited) */
 } pc_info;
+
+/* The array's run of folds with core.mxu_pipelined_folds (core.c, "pipelined folds"): an
+ * mxu.mm continues the run of the one before it when nothing that takes the array's time came
+ * between, its first fold's stream starting as early as the array and its own inputs allow. */
+typedef struct mxu_pipe {
+    bool live;         /* the last MXU entry that took time was an mxu.mm that its array time
+                          ended (not held longer by a port): its run of folds can go on */
+    uint64_t s_last;   /* the core cycle at which its last fold's stream began */
+    uint64_t t_last;   /* that fold's stream cycles */
+    uint64_t end_ps;   /* when its array time ends */
+    uint64_t ready_ps; /* the latest t_ready_ps of the MXU entries retired since it */
+    uint64_t sem_ps[ISA_N_SEMS]; /* when each semaphore last received a signal */
+} mxu_pipe;
 
 /* One kernel of a core's text as it runs. */
 typedef struct kernel_run {
@@ -125,6 +143,7 @@ typedef struct core_model {
     hbm *ports;             /* the scratchpad's ports: a bandwidth pool the units share */
     hbm *acc_port;          /* the accumulator SRAM's port (mxu.mm, mxu.drain); NULL when
                                core.acc_port_bytes_per_cycle is 0 (the array paces itself) */
+    mxu_pipe *pipe;         /* core.mxu_pipelined_folds: the array's run of folds; else NULL */
     uint64_t t_halt_ps;     /* when the front end halted */
     uint64_t t_done_ps;
     uint64_t barrier_id;
@@ -233,6 +252,8 @@ struct hw_system {
                           while it is unchanged */
     core_trace_fn trace; /* or NULL */
     void *trace_ctx;
+    hw_launch_fn launch; /* or NULL */
+    void *launch_ctx;
     bool trace_no_text;  /* core_trace_insn.text NULL (hw_system_opts) */
     hw_chip_end_fn on_end; /* or NULL */
     void *on_end_ctx;

@@ -25,6 +25,7 @@ static void chip_free_cores(chip_sim *s)
         core_model *c = &s->cores[i];
         free(c->kernels);
         free(c->pcs);
+        free(c->pipe);
         hbm_free(c->ports);
         hbm_free(c->acc_port);
     }
@@ -157,16 +158,24 @@ static np_status chip_build_cores(chip_sim *s, const isa_program *p, np_err *err
             hbm_create(s->q, (double)cfg->core.acc_port_bytes_per_cycle * cfg->core.clock_ghz / 1000.0,
                        0, &c->acc_port, err) != NP_OK)
             return err->status;
+        if (cfg->core.mxu_pipelined_folds && !(c->pipe = calloc(1, sizeof *c->pipe)))
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory creating core %u", c->id);
         uint32_t nk = t->n_kernels ? t->n_kernels : 1;
         c->kernels = calloc(nk, sizeof *c->kernels);
         c->pcs = malloc((t->n_insns ? t->n_insns : 1) * sizeof *c->pcs);
         if (!c->kernels || !c->pcs)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory creating core %u", c->id);
         for (uint32_t pc = 0; pc < t->n_insns; pc++)
-            c->pcs[pc] = (pc_info){-1, (uint8_t)isa_insn_queue(&t->insns[pc])};
-        for (uint32_t k = 0; k < t->n_kernels; k++)
+            c->pcs[pc] = (pc_info){-1, (uint8_t)isa_insn_queue(&t->insns[pc]), HW_LAUNCH_NONE};
+        bool launches = s->sys->launch && core_kernel_launch_ps(cfg, true);
+        for (uint32_t k = 0; k < t->n_kernels; k++) {
             for (uint32_t pc = t->kernels[k].start; pc < t->kernels[k].start + t->kernels[k].count; pc++)
                 c->pcs[pc].kernel = (int32_t)k;
+            if (launches && t->kernels[k].count)
+                c->pcs[t->kernels[k].start].launch =
+                    (uint8_t)s->sys->launch(s->sys->launch_ctx, s->chip, t->core,
+                                            t->kernels[k].start, t->kernels[k].name);
+        }
     }
     return NP_OK;
 }
@@ -529,6 +538,8 @@ np_status hw_system_create(const arch_config *cfg, evq *q, const hw_system_opts 
     y->epoch = 1;
     y->trace = o.trace;
     y->trace_ctx = o.trace_ctx;
+    y->launch = o.launch;
+    y->launch_ctx = o.launch_ctx;
     y->trace_no_text = o.trace_no_text;
     y->on_end = o.on_end;
     y->on_end_ctx = o.on_end_ctx;

@@ -93,6 +93,14 @@ extern const char *const hw_chip_state_names[HW_CHIP_STATE_COUNT];
  * free the system. */
 typedef void (*hw_chip_end_fn)(void *ctx, hw_system *sys, uint32_t chip, hw_chip_state state);
 
+/* How kernel symbol `kernel` of chip's program, which begins at instruction pc of core `core`
+ * (its number), is launched (hw_system_opts.launch): the core waits core_kernel_launch_ps
+ * before that instruction (the gap; with HW_LAUNCH_HOST, the launch latency too), as a GPU
+ * stream waits between its kernels; HW_LAUNCH_NONE: not at all. */
+typedef enum hw_launch { HW_LAUNCH_NONE, HW_LAUNCH_GAP, HW_LAUNCH_HOST } hw_launch;
+typedef hw_launch (*hw_launch_fn)(void *ctx, uint32_t chip, uint32_t core, uint32_t pc,
+                                  const char *kernel);
+
 typedef struct hw_system_opts {
     uint32_t n_chips;          /* chips 0 .. n_chips-1 (<= system.chips); 0: system.chips */
     bool functional;           /* move real bytes and compute values; else timing only */
@@ -106,6 +114,10 @@ typedef struct hw_system_opts {
     void *on_end_ctx;
     stats *reg;                /* (optional) mesh and link counters register here as the
                                   meshes and the network are built */
+    hw_launch_fn launch;       /* (optional) kernel launches: asked once per kernel symbol of
+                                  each program loaded; without it (or with both keys 0) no
+                                  kernel waits */
+    void *launch_ctx;
 } hw_system_opts;
 
 /* A new system of opts->n_chips chips of cfg (which must outlive it) on queue q (the

@@ -19,6 +19,38 @@ void mxu_array_from_arch(const arch_config *cfg, mxu_array *out)
     out->cols = (uint64_t)cfg->core.array_cols;
     out->dataflow = cfg->core.dataflow;
     out->weight_double_buffer = cfg->core.mxu_weight_double_buffer != 0;
+    out->pipelined = cfg->core.mxu_pipelined_folds != 0;
+}
+
+uint64_t mxu_fold_gap(const mxu_array *a, uint64_t t_prev, uint64_t t_next)
+{
+    const uint64_t R = a->rows, C = a->cols;
+    bool os = a->dataflow == ARCH_DATAFLOW_OS;
+    if (!a->pipelined) /* the whole fold, its preload hidden when double-buffered */
+        return (os ? R : 2 * R) + C + t_prev - 2 - (a->weight_double_buffer && !os ? R : 0);
+    if (os) {
+        /* the stream's feeders, and each column's outputs leaving through the bottom edge one
+         * a cycle: fold f's R outputs of column j leave at s + t_prev - 1 + j + i (i < R),
+         * the next fold's at s' + t_next - 1 + j + i, after them */
+        uint64_t edge = t_prev + R > t_next ? t_prev + R - t_next : 0;
+        return t_prev > edge ? t_prev : edge;
+    }
+    /* ws, is: the next stationary tile shifts in (R cycles a column) while the current one
+     * computes (double-buffered), or after its last use (T + R - 1 from the stream's start) */
+    if (a->weight_double_buffer)
+        return t_prev > R ? t_prev : R;
+    return t_prev + R - 1;
+}
+
+void mxu_sched_of(const mxu_array *a, uint64_t folds, uint64_t stream, mxu_sched *out)
+{
+    const uint64_t R = a->rows, C = a->cols;
+    out->folds = folds;
+    out->stream = stream;
+    out->lead = a->dataflow == ARCH_DATAFLOW_OS ? 0 : R;
+    out->period = mxu_fold_gap(a, stream, stream);
+    out->tail = stream + R + C - 2;
+    out->cycles = out->lead + (folds - 1) * out->period + out->tail;
 }
 
 np_status mxu_conv_gemm(const mxu_conv *c, uint64_t *m, uint64_t *n, uint64_t *k, np_err *err)
@@ -79,7 +111,10 @@ np_status mxu_gemm_timing(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k
                           (unsigned long long)m, (unsigned long long)n, (unsigned long long)k);
     if (a->weight_double_buffer && !os)
         t.cycles -= (t.folds - 1) * R; /* only the first fold's preload is exposed */
-    t.scalesim_cycles = t.cycles - 1;
+    t.scalesim_cycles = t.cycles - 1;  /* SCALE-Sim's, pipelined or not */
+    mxu_sched sc;
+    mxu_sched_of(a, t.folds, t.t, &sc); /* <= the unpipelined count: no overflow */
+    t.lead = sc.lead, t.period = sc.period, t.tail = sc.tail, t.cycles = sc.cycles;
     /* Used PEs summed over the fold grid is exactly Sr x Sc. */
     double used = (double)t.sr * (double)t.sc;
     t.mapping_efficiency_pct = 100.0 * used / (double)rc_fold;

@@ -19,6 +19,22 @@
  * With weight double-buffering (mxu_array.weight_double_buffer; ws and is only) the next
  * fold's preload is hidden under the current fold: only the first fold pays its R cycles.
  *
+ * With pipelined folds (mxu_array.pipelined, core.mxu_pipelined_folds; not SCALE-Sim) the next
+ * fold's operands enter while the current one drains: fold f's stream starts `lead + f x
+ * period` cycles after the GEMM starts and the array is done `tail` cycles after the last
+ * fold's stream started (mxu_sched):
+ *
+ *     lead    os: 0                ws/is: R (the first stationary tile's preload)
+ *     period  os: max(T, R)        ws/is: max(T, R) double-buffered, T + R - 1 without
+ *     tail    T + R + C - 2 (the last fold's skew, stream and drain)
+ *
+ * T is the streamed term, R the outputs of a fold leaving each column through the array's
+ * bottom edge one a cycle (os), or the next stationary tile's R rows loading (ws/is). A
+ * following GEMM may continue the run of folds: its first stream starts mxu_fold_gap(T_prev,
+ * T) after the previous GEMM's last (the core model decides when, hw-model/core.c). The same
+ * description holds without pipelining: lead os 0, ws/is R; period = fold_cycles (less R
+ * double-buffered); tail T + R + C - 2.
+ *
  * The cost is O(1): nothing here is proportional to PEs x cycles. tests/test_mxu.c checks the
  * formulas against a cycle-by-cycle register-level model of the array and against SCALE-Sim's
  * own golden reports, tests/tb_mxu_rtl.cpp against SystemVerilog arrays (hw-model/rtl/) under
@@ -38,9 +54,11 @@ typedef struct mxu_array {
     uint64_t rows, cols;       /* R x C processing elements, both >= 1 */
     arch_dataflow dataflow;    /* ARCH_DATAFLOW_OS, _WS or _IS */
     bool weight_double_buffer; /* ws/is: hide each fold's preload but the first's (not SCALE-Sim) */
+    bool pipelined;            /* consecutive folds overlap (not SCALE-Sim) */
 } mxu_array;
 
-/* The array of an architecture: cfg->core.array_rows/cols/dataflow/mxu_weight_double_buffer. */
+/* The array of an architecture: cfg->core.array_rows/cols/dataflow/mxu_weight_double_buffer/
+ * mxu_pipelined_folds. */
 void mxu_array_from_arch(const arch_config *cfg, mxu_array *out);
 
 /* A convolution layer in SCALE-Sim's topology-file terms (no padding). */
@@ -64,10 +82,13 @@ typedef struct mxu_timing {
     uint64_t sr, sc, t;              /* the mapping (table above) */
     uint64_t row_folds, col_folds;   /* ceil(Sr/R), ceil(Sc/C) */
     uint64_t folds;                  /* row_folds x col_folds */
-    uint64_t fold_cycles;            /* cycles of one fold (formulas above) */
-    uint64_t cycles;                 /* busy cycles of the array for the whole GEMM */
+    uint64_t fold_cycles;            /* cycles of one fold alone, SCALE-Sim's (formulas above) */
+    uint64_t lead, period, tail;     /* the fold schedule (mxu_sched) */
+    uint64_t cycles;                 /* busy cycles of the array for the whole GEMM, as the
+                                        array is configured: lead + (folds - 1) x period + tail */
     uint64_t scalesim_cycles;        /* SCALE-Sim's "Total Cycles": its last demand row's
-                                        index, cycles - 1 (double buffering off) */
+                                        index, the unpipelined cycles - 1 (with double
+                                        buffering: its count - 1), whatever `pipelined` says */
     uint64_t macs;                   /* M x N x K */
     double mapping_efficiency_pct;   /* mean over folds of used PEs / R x C */
     double compute_util_pct;         /* mean over folds of MACs / (R x C x SCALE-Sim's fold
@@ -87,5 +108,22 @@ np_status mxu_gemm_timing(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k
 /* Busy cycles of the array for one GEMM: mxu_gemm_timing's `cycles`, or 0 when the shape is
  * invalid (a zero dimension). For the core model's per-instruction cost. */
 uint64_t mxu_gemm_cycles(const mxu_array *a, uint64_t m, uint64_t n, uint64_t k);
+
+/* The fold schedule of `folds` folds that each stream `stream` cycles (T, or T at the dtype's
+ * MACs per PE: ceil(T / rate)): fold f's stream starts lead + f x period cycles after the
+ * first fold's preload (if any) starts, and the array is done tail cycles after the last
+ * fold's stream started, cycles = lead + (folds - 1) x period + tail. folds and stream >= 1
+ * and the sums must fit 64 bits (mxu_gemm_timing checks the shapes it is given). */
+typedef struct mxu_sched {
+    uint64_t folds, stream;
+    uint64_t lead, period, tail, cycles;
+} mxu_sched;
+void mxu_sched_of(const mxu_array *a, uint64_t folds, uint64_t stream, mxu_sched *out);
+
+/* Cycles from the start of one fold's stream (t_prev cycles long) to the earliest start of
+ * the next one's (t_next long) on array a: with pipelining the least the array's resources
+ * allow (the formulas above; a fold of a following GEMM too), without it the whole fold
+ * (SCALE-Sim) less its preload when double-buffered. */
+uint64_t mxu_fold_gap(const mxu_array *a, uint64_t t_prev, uint64_t t_next);
 
 #endif

@@ -92,13 +92,18 @@ static void kernel_list(void)
 /* The kernel's time in ps: its cycles at the core clock. */
 static uint64_t figures_ps(const krun_figures *f) { return (uint64_t)llround(f->time_us * 1e6); }
 
-static json_t *figures_json(const char *op, const krun_figures *f, const krun_result *r)
+static json_t *figures_json(const char *op, const arch_config *cfg, const krun_figures *f,
+                            const krun_result *r)
 {
     json_t *j = json_object();
     json_object_set_new(j, "op", json_string(op));
     json_object_set_new(j, "cycles", json_integer((json_int_t)f->cycles));
     json_object_set_new(j, "time_us", json_real(f->time_us));
     json_object_set_new(j, "time_ps", json_integer((json_int_t)figures_ps(f)));
+    /* launched on an idle stream: the launch latency and the gap first (docs/run.md) */
+    uint64_t launch = core_kernel_launch_ps(cfg, true);
+    json_object_set_new(j, "launch_ps", json_integer((json_int_t)launch));
+    json_object_set_new(j, "time_launched_ps", json_integer((json_int_t)(figures_ps(f) + launch)));
     json_object_set_new(j, "flops", json_integer((json_int_t)f->flops));
     json_object_set_new(j, "tflops", json_real(f->tflops));
     json_object_set_new(j, "hbm_bytes", json_integer((json_int_t)f->hbm_bytes));
@@ -132,6 +137,12 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
     printf("  time          %s cycles, %s at %s\n", np_human_count(f->cycles, a, sizeof a),
            np_human_ps(figures_ps(f), b, sizeof b),
            np_human_si(cfg->core.clock_ghz * 1e9, "Hz", c, sizeof c));
+    uint64_t launch = core_kernel_launch_ps(cfg, true);
+    if (launch)
+        printf("  launched      %s on an idle stream: the launch latency %s and the gap %s "
+               "first\n", np_human_ps(figures_ps(f) + launch, a, sizeof a),
+               np_human_ps(launch - core_kernel_launch_ps(cfg, false), b, sizeof b),
+               np_human_ps(core_kernel_launch_ps(cfg, false), c, sizeof c));
     printf("  compute       %s at %s, %.1f%% of the peak %s",
            np_human_si((double)f->flops, "FLOP", a, sizeof a),
            np_human_si(f->tflops * 1e12, "FLOP/s", b, sizeof b),
@@ -287,7 +298,7 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
     krun_figures_of(&cfg, &k, &r, &f);
     const char *op = nn_op_name(k.op);
     if (json) {
-        json_t *j = figures_json(op, &f, &r);
+        json_t *j = figures_json(op, &cfg, &f, &r);
         json_object_set_new(j, "spec", json_string(op_text));
         json_object_set_new(j, "arch", json_string(arch_name));
         if (functional) {

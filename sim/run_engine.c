@@ -13,6 +13,8 @@
  */
 #include "run_sim.h"
 
+#include "core.h"
+
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -120,6 +122,7 @@ static void rs_complete(run_sim *s, rs_rank *r, uint32_t e)
 }
 
 static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg);
+static void rs_ev_compute_launch(evq *q, void *ctx, uint64_t arg);
 static void rs_coll_begin(run_sim *s, rs_rdv *v);
 static void rs_p2p_event(void *ctx, uint64_t arg, net_event ev);
 
@@ -223,8 +226,20 @@ static int rs_try_start(run_sim *s, rs_rank *r, uint32_t e)
     E->busy = 1;
     s->t_last = evq_now(s->q);
     switch ((run_task_kind)t->kind) {
-    case RUN_TASK_COMPUTE:
-        return rs_start_compute(s, r, e, t);
+    case RUN_TASK_COMPUTE: {
+        /* the stream's gap (and for a step's first kernel the host's launch) first: the
+         * engine is held, nothing computes (docs/run.md, "Kernel launches") */
+        uint64_t wait = s->launch_ps[E->idx == 0];
+        if (!wait)
+            return rs_start_compute(s, r, e, t);
+        np_err err;
+        if (evq_schedule_in(s->q, wait, rs_ev_compute_launch, s, (uint64_t)r->id << 4 | e, NULL,
+                            &err) != NP_OK) {
+            rs_fail(s, &err);
+            return RS_WAIT;
+        }
+        return RS_STARTED;
+    }
     case RUN_TASK_COLL:
         rs_arrive(s, r, t);
         return RS_STARTED;
@@ -258,6 +273,15 @@ static void rs_kick(run_sim *s, rs_rank *r)
 }
 
 /* ---- event handlers ----------------------------------------------------------------------- */
+
+static void rs_ev_compute_launch(evq *q, void *ctx, uint64_t arg)
+{
+    (void)q;
+    run_sim *s = ctx;
+    rs_rank *r = &s->rank[arg >> 4];
+    uint32_t e = (uint32_t)(arg & 15);
+    rs_start_compute(s, r, e, rs_head(r, e));
+}
 
 static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg)
 {
@@ -677,6 +701,10 @@ np_status run_simulate(const run_graph *g, const arch_config *cfg, const net_par
     memset(&s, 0, sizeof s);
     s.g = g;
     s.cfg = cfg;
+    if (cfg) {
+        s.launch_ps[0] = core_kernel_launch_ps(cfg, false);
+        s.launch_ps[1] = core_kernel_launch_ps(cfg, true);
+    }
     s.o = *opts;
     s.steps = opts->steps ? opts->steps : 1;
     s.obs = opts->observer;

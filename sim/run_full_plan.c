@@ -69,6 +69,23 @@ static void rf_trace(void *ctx, const core_trace_insn *t)
     c->ran = true;
 }
 
+/* Kernel launches (docs/run.md, "Kernel launches"): a rank's first kernel is the host's
+ * launch after the previous step, every other kernel waits the stream's gap, communication
+ * entries nothing (the fast engine's rule). */
+static hw_launch rf_launch(void *ctx, uint32_t chip, uint32_t core, uint32_t pc, const char *kernel)
+{
+    (void)kernel;
+    rf_run *x = ctx;
+    int32_t r = chip < x->n_chips ? x->rank_of_chip[chip] : -1;
+    if (r < 0)
+        return HW_LAUNCH_NONE;
+    const rf_rank *k = &x->rk[r];
+    int32_t i = core < k->n_cores && k->pcmap[core] ? k->pcmap[core][pc] : -1;
+    if (i < 0 || (uint32_t)i >= k->lp->n_steps)
+        return HW_LAUNCH_NONE;
+    return i == 0 ? HW_LAUNCH_HOST : HW_LAUNCH_GAP;
+}
+
 static void rf_end(void *ctx, hw_system *sys, uint32_t chip, hw_chip_state st)
 {
     (void)sys, (void)chip, (void)st;
@@ -666,7 +683,7 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     }
     hw_system_opts so = {.n_chips = x.n_chips, .functional = o.functional, .trace = rf_trace,
                          .trace_ctx = &x, .trace_no_text = true, .on_end = rf_end,
-                         .on_end_ctx = &x};
+                         .on_end_ctx = &x, .launch = rf_launch, .launch_ctx = &x};
     if ((st = evq_create(&x.q, err)) != NP_OK ||
         (st = hw_system_create(cfg, x.q, &so, &x.sys, err)) != NP_OK)
         goto done;

@@ -567,7 +567,12 @@ static np_status rp_pass_tasks_class(rp *x, int c)
                 st = rp_drop(x, slot);
                 continue;
             }
-            if (t.kind == RUN_TASK_COMPUTE && rp_chained(x, out->tasks[c], last_chained))
+            /* with a kernel launch overhead the lowering orders every kernel after the
+             * previous one with a barrier, as a GPU stream does (kc_prog_opts.stream_order) */
+            bool stream = (x->cfg->chip.kernel_gap_ns > 0 || x->cfg->chip.kernel_launch_ns > 0) &&
+                          last_compute != RUN_NONE;
+            if (t.kind == RUN_TASK_COMPUTE &&
+                (stream || rp_chained(x, out->tasks[c], last_chained)))
                 t.flags |= RUN_TASK_CHAINED;
             /* the step's program puts a barrier before communication: it starts once every
              * kernel issued before it is done */

@@ -93,6 +93,8 @@ typedef struct rs_rdv {
 typedef struct run_sim {
     const run_graph *g;
     const arch_config *cfg;
+    uint64_t launch_ps[2]; /* a kernel's wait on the stream: [1] the first of a rank's step
+                              (core_kernel_launch_ps), [0] every other */
     run_opts o;
     evq *q;
     coll_sys *cs;

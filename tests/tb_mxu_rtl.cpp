@@ -191,7 +191,7 @@ template <class V> void check_ws_is(unsigned R, unsigned C)
                     for (unsigned j = 0; j < N; j++)
                         CU_ASSERT_EQUAL(O[j][i], want[i][j]);
             }
-            mxu_array arr = {R, C, df, false};
+            mxu_array arr = {R, C, df, false, false};
             if (cycles != mxu_gemm_cycles(&arr, M, N, K)) {
                 CU_FAIL("the RTL's cycles differ from mxu_gemm_cycles");
                 fprintf(stderr, "%s %ux%u GEMM %ux%ux%u: RTL %llu, model %llu\n",
@@ -210,7 +210,7 @@ template <class V> void check_os(unsigned R, unsigned C)
         Mat A = operands(M, K, M * 131 + K), B = operands(K, N, N * 71 + K), O;
         uint64_t cycles = run_os<V>(R, C, A, B, O);
         CU_ASSERT(O == product(A, B));
-        mxu_array arr = {R, C, ARCH_DATAFLOW_OS, false};
+        mxu_array arr = {R, C, ARCH_DATAFLOW_OS, false, false};
         if (cycles != mxu_gemm_cycles(&arr, M, N, K)) {
             CU_FAIL("the RTL's cycles differ from mxu_gemm_cycles");
             fprintf(stderr, "os %ux%u GEMM %ux%ux%u: RTL %llu, model %llu\n", R, C, M, N, K,

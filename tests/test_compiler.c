@@ -698,17 +698,26 @@ TEST(the_cost_models_array_formula_is_the_hardware_models)
 {
     /* compiler/kc_gemm_cost.c mirrors hw-model's array timing (mxu_timing.h and the per-dtype
      * rate of core_cost.c): the two agree on every dataflow, double-buffering and dtype. */
-    static const char *sets[][2] = {
-        {"core.dataflow=ws", NULL}, {"core.dataflow=os", NULL}, {"core.dataflow=is", NULL},
-        {"core.dataflow=ws", "core.mxu_weight_double_buffer=1"},
-        {"core.dataflow=is", "core.mxu_weight_double_buffer=1"}};
+    static const char *sets[][3] = {
+        {"core.dataflow=ws", NULL, NULL}, {"core.dataflow=os", NULL, NULL},
+        {"core.dataflow=is", NULL, NULL},
+        {"core.dataflow=ws", "core.mxu_weight_double_buffer=1", NULL},
+        {"core.dataflow=is", "core.mxu_weight_double_buffer=1", NULL},
+        {"core.dataflow=ws", "core.mxu_pipelined_folds=1", NULL},
+        {"core.dataflow=os", "core.mxu_pipelined_folds=1", NULL},
+        {"core.dataflow=is", "core.mxu_pipelined_folds=1", NULL},
+        {"core.dataflow=ws", "core.mxu_weight_double_buffer=1", "core.mxu_pipelined_folds=1"},
+        {"core.dataflow=is", "core.mxu_weight_double_buffer=1", "core.mxu_pipelined_folds=1"}};
     static const isa_dtype dts[] = {ISA_DTYPE_BF16, ISA_DTYPE_FP32, ISA_DTYPE_INT8};
     rng g;
     rng_seed(&g, 11);
     for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
         arch_config cfg;
         np_err e = {0};
-        CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets[s], sets[s][1] ? 2 : 1, &cfg, &e), NP_OK);
+        unsigned n_set = sets[s][2] ? 3 : sets[s][1] ? 2 : 1;
+        CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets[s], n_set, &cfg, &e), NP_OK);
+        mxu_array arr;
+        mxu_array_from_arch(&cfg, &arr);
         for (int i = 0; i < 40; i++) {
             uint64_t m = 1 + rng_below(&g, 70), n = 1 + rng_below(&g, 70), k = 1 + rng_below(&g, 70);
             isa_dtype dt = dts[i % 3];
@@ -718,6 +727,8 @@ TEST(the_cost_models_array_formula_is_the_hardware_models)
             mm.MXU_MM.m = isa_imm((int64_t)m);
             mm.MXU_MM.dtype = isa_imm(dt);
             CU_ASSERT_EQUAL(kmm_array_cycles(&cfg, dt, m, n, k), core_exec_cycles(&cfg, &mm, k, n));
+            /* and the gap between two folds of a run (pipelined folds, mxu_timing.h) */
+            CU_ASSERT_EQUAL(kmm_fold_gap(&cfg, m, k), mxu_fold_gap(&arr, m, k));
         }
     }
 }

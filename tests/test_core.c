@@ -171,6 +171,88 @@ TEST(mxu_instruction_time_equals_the_array_formula_for_every_dataflow)
     core_report_free(r);
 }
 
+TEST(pipelined_folds_overlap_inside_an_mxu_mm_and_between_mxu_mm_back_to_back)
+{
+    /* ws 13 x 7 x 5 on the 4 x 4 array: Sr = K = 5 -> 2 row folds, Sc = N = 7 -> 2 column
+     * folds, F = 4, T = M = 13. SCALE-Sim: 4 x (8 + 4 + 13 - 2) = 92. Pipelined (lead R = 4,
+     * tail T + R + C - 2 = 19): without double-buffering a fold every T + R - 1 = 16 cycles,
+     * 4 + 3 x 16 + 19 = 71; double-buffered every max(T, R) = 13, 4 + 39 + 19 = 62. */
+    const char *one = ".core 0\nmxu.load spad[0], 5, 7, bf16\nmxu.mm acc[0], spad[0x2000], 13, bf16\n";
+    static const struct {
+        const char *set[3];
+        uint64_t busy;
+    } alone[] = {
+        {{"core.mxu_pipelined_folds=0", NULL, NULL}, 92},
+        {{"core.mxu_pipelined_folds=1", NULL, NULL}, 71},
+        {{"core.mxu_pipelined_folds=1", "core.mxu_weight_double_buffer=1", NULL}, 62},
+        /* os: Sr = M = 13 -> 4 row folds, Sc = 7 -> 2, F = 8, T = K = 5: a fold every
+         * max(T, R) = 5, 7 x 5 + 5 + 4 + 4 - 2 = 46 (SCALE-Sim 8 x 11 = 88) */
+        {{"core.mxu_pipelined_folds=1", "core.dataflow=os", NULL}, 46},
+    };
+    np_err e = {0};
+    core_report *r;
+    for (size_t i = 0; i < sizeof alone / sizeof alone[0]; i++) {
+        arch_config cfg;
+        unsigned n = alone[i].set[1] ? 2 : 1;
+        CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", alone[i].set, n, &cfg, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(run_src(&cfg, one, NULL, &r, &e), NP_OK);
+        CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, alone[i].busy);
+        core_report_free(r);
+    }
+    arch_config db;
+    const char *dbset[] = {"core.mxu_pipelined_folds=1", "core.mxu_weight_double_buffer=1",
+                           "chip.hbm_latency_ns=40"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", dbset, 3, &db, &e), NP_OK);
+    /* Two back to back (dispatched at 1 and 2), double-buffered: the first 1 .. 63, its last
+     * fold streaming from 1 + 4 + 3 x 13 = 44; the second's first fold streams
+     * mxu_fold_gap(13, 13) = 13 later, at 57, and it ends at 57 + 39 + 19 = 115: 52 cycles,
+     * F x T, every PE busy. */
+    const char *two = ".core 0\nmxu.load spad[0], 5, 7, bf16\nmxu.mm acc[0], spad[0x2000], 13, bf16\n"
+                      "mxu.mm acc[0x400], spad[0x2000], 13, bf16, mode=accum\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&db, two, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 115u);
+    CU_ASSERT_EQUAL(unit(r, "core0.mxu")->busy_cycles, 62u + 52u);
+    core_report_free(r);
+    /* The second's operand comes from a copy (256 bytes: 40 + 256 / 16 = 56, from cycle 0),
+     * whose semaphore reaches the core at 57; the first mm runs 3 .. 65, its last fold from
+     * 46. The second could stream at 46 + 13 = 59 but was ready only at 57 (+ its preload 4):
+     * from 61 to 61 + 39 + 19 = 119. Without the semaphore the scoreboard holds it until the
+     * copy completes at 56: from 60, to 118. */
+    const char *dep = ".core 0\ndma.copy spad[0x3000], hbm[0], bf16, 128\nsem.signal dma, s0\n"
+                      "mxu.load spad[0], 5, 7, bf16\nmxu.mm acc[0], spad[0x2000], 13, bf16\n"
+                      "sem.wait mxu, s0\nmxu.mm acc[0x400], spad[0x3000], 13, bf16\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&db, dep, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 119u);
+    core_report_free(r);
+    const char *sb = ".core 0\ndma.copy spad[0x3000], hbm[0], bf16, 128\n"
+                     "mxu.load spad[0], 5, 7, bf16\nmxu.mm acc[0], spad[0x2000], 13, bf16\n"
+                     "mxu.mm acc[0x400], spad[0x3000], 13, bf16\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&db, sb, NULL, &r, &e), NP_OK);
+    /* dispatched at 0, 1, 2, 3: the first mm 2 .. 64, last fold from 45, gap to 58; ready 56
+     * + 4 = 60: 60 + 58 = 118 */
+    CU_ASSERT_EQUAL(r->total_cycles, 118u);
+    core_report_free(r);
+    /* A drain between them ends the run of folds: 1 .. 63, the drain of 13 x 7 takes
+     * ceil(91 / 4) = 23 (to 86), the second alone 62: 148. */
+    const char *drain = ".core 0\nmxu.load spad[0], 5, 7, bf16\nmxu.mm acc[0], spad[0x2000], 13, bf16\n"
+                        "mxu.drain spad[0x3000], acc[0], 13, 7, bf16\n"
+                        "mxu.mm acc[0], spad[0x2000], 13, bf16\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&db, drain, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 148u);
+    core_report_free(r);
+    /* An accumulator port of 4 B/cycle holds each mm for 13 x 7 x 4 / 4 = 91 cycles > 62: the
+     * array drained before the first retired, so the second starts its own fill: 1 + 2 x 91. */
+    arch_config port;
+    const char *pset[] = {"core.mxu_pipelined_folds=1", "core.mxu_weight_double_buffer=1",
+                          "core.acc_port_bytes_per_cycle=4"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", pset, 3, &port, &e), NP_OK);
+    const char *two_set = ".core 0\nmxu.load spad[0], 5, 7, bf16\nmxu.mm acc[0], spad[0x2000], 13, bf16\n"
+                          "mxu.mm acc[0x400], spad[0x2000], 13, bf16\n";
+    CU_ASSERT_EQUAL_FATAL(run_src(&port, two_set, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(r->total_cycles, 1u + 2u * 91u);
+    core_report_free(r);
+}
+
 TEST(compare_select_iota_and_rand_take_vector_time_and_their_operands_bytes)
 {
     arch_config cfg = tiny(NULL);

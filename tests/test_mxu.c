@@ -11,6 +11,7 @@
  *     cycles there are Total Cycles - Stall Cycles, since that run had DRAM stalls).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -232,7 +233,7 @@ TEST(closed_form_equals_the_cycle_level_array_for_every_shape_array_and_dataflow
     for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++)
         for (size_t d = 0; d < 3; d++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
-                mxu_array arr = {arrays[a][0], arrays[a][1], dfs[d], false};
+                mxu_array arr = {arrays[a][0], arrays[a][1], dfs[d], false, false};
                 uint64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
                 mxu_timing t;
                 np_err e = {0};
@@ -247,6 +248,482 @@ TEST(closed_form_equals_the_cycle_level_array_for_every_shape_array_and_dataflow
                 checked++;
             }
     CU_ASSERT_EQUAL(checked, 5 * 3 * 24);
+}
+
+/* ---- pipelined folds: the cycle-level array with overlapping folds -------------------------
+ *
+ * The same registers as above, with what lets folds overlap: each PE of an os array drives its
+ * column's output line (one value a cycle, leaving through the bottom edge) in the cycle of its
+ * T-th MAC and starts the next fold at 0; a ws/is array shifts the next stationary tile down
+ * a transport register per PE (bottom row's value first, one a cycle per column), each PE
+ * capturing its own value as it passes — into a shadow register that the fold's first
+ * streamed element swaps in (double-buffered), or straight into the weight register. Every
+ * register carries the fold (and stream row) it belongs to, so an overlap the hardware cannot
+ * do shows as a hazard: two folds on one feeder or output line in a cycle, a PE meeting
+ * operands of two folds, a weight or partial sum of another fold, a shadow overwritten before
+ * it was swapped in. Each fold is then placed greedily, as early as the array allows: its
+ * tile's load per column, then its stream, each the earliest cycle for which a simulation of
+ * it beside the fold before shows no hazard (found by bisection: later never hurts). The
+ * whole sequence is finally simulated with every hazard fatal, the products checked against
+ * a triple loop, and the cycles (to the last output) compared with the closed form. */
+
+#define PS_MAX 16
+#define PS_FAR (INT64_MAX / 4)
+
+typedef struct pfold {
+    uint64_t T;          /* streamed rows */
+    const int64_t *S;    /* os: A part, R x T; ws/is: stationary tile, R x C */
+    const int64_t *X;    /* os: B part, T x C; ws/is: streamed, T x R */
+    int64_t *out;        /* os: R x C; ws/is: T x C (added to) */
+    int64_t s;           /* its stream's first cycle */
+    int64_t L[PS_MAX];   /* ws/is: the cycle each column's load of its tile starts */
+    int64_t last;        /* its last cycle of activity (the simulation's) */
+} pfold;
+
+typedef struct preg {
+    int64_t v, f, t; /* value, fold, stream row (transport: destination row) */
+    int valid;
+} preg;
+
+/* Marks fold f on line `line` of an occupancy table at cycle c; a second fold is a hazard. */
+static int occ_mark(int32_t *occ, int64_t n_cyc, uint64_t line, int64_t c, int32_t f)
+{
+    if (c < 0 || c >= n_cyc)
+        return 0;
+    int32_t *o = &occ[line * (uint64_t)n_cyc + (uint64_t)c];
+    if (*o >= 0)
+        return 1;
+    *o = f;
+    return 0;
+}
+
+/* Simulates folds fs[0..n) on an R x C array; returns the number of hazards (stopping at the
+ * first unless fatal, when each fails the test) and the cycles to the last activity in *cyc. */
+static unsigned psim(uint64_t R, uint64_t C, bool os, bool db, pfold *fs, unsigned n, bool fatal,
+                     uint64_t *cyc)
+{
+    int64_t end = 0;
+    for (unsigned f = 0; f < n; f++) {
+        if (fs[f].s < PS_FAR && fs[f].s + (int64_t)(fs[f].T + R + C) + 2 > end)
+            end = fs[f].s + (int64_t)(fs[f].T + R + C) + 2;
+        for (uint64_t j = 0; !os && j < C; j++)
+            if (fs[f].L[j] < PS_FAR && fs[f].L[j] + (int64_t)(2 * R + C) > end)
+                end = fs[f].L[j] + (int64_t)(2 * R + C);
+    }
+    unsigned hz = 0;
+#define HAZARD()                                                                                    \
+    do {                                                                                           \
+        hz++;                                                                                      \
+        if (fatal)                                                                                 \
+            CU_FAIL("hazard in the pipelined array");                                              \
+        goto out;                                                                                  \
+    } while (0)
+    /* who drives each left feeder (rows) and top feeder (columns) at each cycle */
+    int32_t *rows = malloc(R * (uint64_t)end * sizeof *rows);
+    int32_t *cols = malloc(C * (uint64_t)end * sizeof *cols);
+    preg *a = calloc(R * C, sizeof *a), *na = calloc(R * C, sizeof *na); /* os A, ws x */
+    preg *b = calloc(R * C, sizeof *b), *nb = calloc(R * C, sizeof *nb); /* os B, ws psum */
+    preg *tr = calloc(R * C, sizeof *tr), *ntr = calloc(R * C, sizeof *ntr);
+    preg *act = calloc(R * C, sizeof *act), *sh = calloc(R * C, sizeof *sh);
+    int64_t *acc = calloc(R * C, sizeof *acc), *cnt = calloc(R * C, sizeof *cnt);
+    int64_t *cur = malloc(R * C * sizeof *cur);
+    memset(rows, 0xff, R * (uint64_t)end * sizeof *rows);
+    memset(cols, 0xff, C * (uint64_t)end * sizeof *cols);
+    for (uint64_t p = 0; p < R * C; p++)
+        cur[p] = -1;
+    for (unsigned f = 0; f < n; f++) {
+        fs[f].last = -1;
+        for (uint64_t t = 0; fs[f].s < PS_FAR && t < fs[f].T; t++) {
+            for (uint64_t i = 0; i < R; i++)
+                if (occ_mark(rows, end, i, fs[f].s + (int64_t)(t + i), (int32_t)f))
+                    HAZARD();
+            for (uint64_t j = 0; os && j < C; j++)
+                if (occ_mark(cols, end, j, fs[f].s + (int64_t)(t + j), (int32_t)f))
+                    HAZARD();
+        }
+        for (uint64_t j = 0; !os && j < C; j++)
+            for (uint64_t q = 0; fs[f].L[j] < PS_FAR && q < R; q++)
+                if (occ_mark(cols, end, j, fs[f].L[j] + (int64_t)q, (int32_t)f))
+                    HAZARD();
+    }
+    for (int64_t c = 0; c < end; c++) {
+        for (uint64_t i = 0; i < R; i++)
+            for (uint64_t j = 0; j < C; j++) {
+                uint64_t p = i * C + j;
+                preg *x = &na[p];
+                if (j > 0) {
+                    *x = a[p - 1];
+                } else {
+                    int32_t f = rows[i * (uint64_t)end + (uint64_t)c];
+                    x->valid = f >= 0;
+                    if (f >= 0) {
+                        uint64_t t = (uint64_t)(c - fs[f].s) - i;
+                        x->f = f, x->t = (int64_t)t;
+                        x->v = os ? fs[f].S[i * fs[f].T + t] : fs[f].X[t * R + i];
+                    }
+                }
+                if (os) { /* B from the top */
+                    preg *y = &nb[p];
+                    if (i > 0) {
+                        *y = b[p - C];
+                    } else {
+                        int32_t f = cols[j * (uint64_t)end + (uint64_t)c];
+                        y->valid = f >= 0;
+                        if (f >= 0) {
+                            uint64_t t = (uint64_t)(c - fs[f].s) - j;
+                            y->f = f, y->t = (int64_t)t, y->v = fs[f].X[t * C + j];
+                        }
+                    }
+                } else { /* the tile's transport from the top */
+                    preg *y = &ntr[p];
+                    if (i > 0) {
+                        *y = tr[p - C];
+                        if (y->valid && y->t == (int64_t)i - 1)
+                            y->valid = 0; /* captured a row above */
+                    } else {
+                        int32_t f = cols[j * (uint64_t)end + (uint64_t)c];
+                        y->valid = f >= 0;
+                        if (f >= 0) {
+                            uint64_t row = R - 1 - (uint64_t)(c - fs[f].L[j]);
+                            y->f = f, y->t = (int64_t)row, y->v = fs[f].S[row * C + j];
+                        }
+                    }
+                }
+            }
+        bool line[PS_MAX] = {false};
+        for (uint64_t i = 0; i < R; i++)
+            for (uint64_t j = 0; j < C; j++) {
+                uint64_t p = i * C + j;
+                const preg *x = &na[p];
+                if (os) {
+                    const preg *y = &nb[p];
+                    if (!x->valid && !y->valid)
+                        continue;
+                    if (!x->valid || !y->valid || x->f != y->f || x->t != y->t)
+                        HAZARD(); /* operands of two folds or rows meet */
+                    if (cur[p] != x->f) {
+                        if (cnt[p])
+                            HAZARD(); /* the PE has not finished its fold */
+                        cur[p] = x->f, acc[p] = 0;
+                    }
+                    acc[p] += x->v * y->v;
+                    if (++cnt[p] == (int64_t)fs[x->f].T) { /* onto the column's output line */
+                        if (line[j])
+                            HAZARD();
+                        line[j] = true;
+                        fs[x->f].out[p] += acc[p];
+                        fs[x->f].last = c;
+                        cnt[p] = 0, cur[p] = -1;
+                    }
+                    continue;
+                }
+                preg *o = &nb[p];
+                o->valid = 0;
+                const preg *up = i > 0 ? &b[p - C] : NULL;
+                if (x->valid) {
+                    if (db && (!act[p].valid || act[p].f != x->f)) { /* the fold's first row */
+                        if (!sh[p].valid || sh[p].f != x->f)
+                            HAZARD(); /* its weight is not there yet */
+                        act[p] = sh[p];
+                        sh[p].valid = 0;
+                    }
+                    if (!act[p].valid || act[p].f != x->f)
+                        HAZARD(); /* another fold's weight */
+                    int64_t in = 0;
+                    if (up) {
+                        if (!up->valid || up->f != x->f || up->t != x->t)
+                            HAZARD(); /* another row's partial sum */
+                        in = up->v;
+                    }
+                    *o = (preg){in + x->v * act[p].v, x->f, x->t, 1};
+                } else if (up && up->valid) {
+                    HAZARD(); /* a partial sum without its input */
+                }
+                const preg *w = &ntr[p];
+                if (w->valid && w->t == (int64_t)i) { /* capture this PE's weight */
+                    preg *dst = db ? &sh[p] : &act[p];
+                    if (db && sh[p].valid)
+                        HAZARD(); /* the shadow's tile was not swapped in yet */
+                    *dst = (preg){w->v, w->f, 0, 1};
+                }
+            }
+        if (!os)
+            for (uint64_t j = 0; j < C; j++) {
+                const preg *o = &nb[(R - 1) * C + j];
+                if (o->valid) {
+                    fs[o->f].out[(uint64_t)o->t * C + j] += o->v;
+                    fs[o->f].last = c;
+                }
+            }
+        preg *t;
+        t = a, a = na, na = t;
+        t = b, b = nb, nb = t;
+        t = tr, tr = ntr, ntr = t;
+    }
+out:
+#undef HAZARD
+    *cyc = 0;
+    for (unsigned f = 0; f < n; f++)
+        if (fs[f].last + 1 > (int64_t)*cyc)
+            *cyc = (uint64_t)(fs[f].last + 1);
+    free(rows), free(cols), free(a), free(na), free(b), free(nb), free(tr), free(ntr);
+    free(act), free(sh), free(acc), free(cnt), free(cur);
+    return hz;
+}
+
+/* Whether fold f placed as it is runs beside fold f - 1 without a hazard (outputs discarded). */
+static bool pfits(uint64_t R, uint64_t C, bool os, bool db, const pfold *fs, unsigned f)
+{
+    pfold two[2];
+    unsigned n = 0;
+    int64_t *scratch[2];
+    for (unsigned k = f ? f - 1 : f; k <= f; k++) {
+        two[n] = fs[k];
+        scratch[n] = calloc((fs[k].T > R ? fs[k].T : R) * C, sizeof **scratch);
+        two[n].out = scratch[n];
+        n++;
+    }
+    uint64_t cyc;
+    unsigned hz = psim(R, C, os, db, two, n, false, &cyc);
+    for (unsigned k = 0; k < n; k++)
+        free(scratch[k]);
+    return hz == 0;
+}
+
+/* The least value in [lo, lo + span] for which fits() holds (bisection: later never hurts). */
+static int64_t pearliest(uint64_t R, uint64_t C, bool os, bool db, pfold *fs, unsigned f,
+                         int64_t *field, int64_t lo, int64_t span)
+{
+    int64_t hi = lo + span;
+    *field = hi;
+    CU_ASSERT_FATAL(pfits(R, C, os, db, fs, f));
+    while (lo < hi) {
+        int64_t mid = lo + (hi - lo) / 2;
+        *field = mid;
+        if (pfits(R, C, os, db, fs, f))
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    *field = lo;
+    return lo;
+}
+
+/* Places folds fs[0..n) greedily, each as early as the array allows after the one before. */
+static void pplace(uint64_t R, uint64_t C, bool os, bool db, pfold *fs, unsigned n)
+{
+    for (unsigned f = 0; f < n; f++) {
+        int64_t span = (int64_t)(4 * (R + C) + 2 * (fs[f].T + (f ? fs[f - 1].T : 0)) + 8);
+        fs[f].s = PS_FAR;
+        for (uint64_t j = 0; j < PS_MAX; j++)
+            fs[f].L[j] = PS_FAR;
+        for (uint64_t j = 0; !os && j < C; j++) /* each column's load, the others not loading */
+            pearliest(R, C, os, db, fs, f, &fs[f].L[j], f ? fs[f - 1].L[j] + (int64_t)R : 0, span);
+        pearliest(R, C, os, db, fs, f, &fs[f].s, f ? fs[f - 1].s + 1 : 0, span);
+    }
+}
+
+/* One GEMM's folds on the model (operands from A, B; products into out), as ref_gemm cuts
+ * them; appends them to fs (returns how many). The buffers are freed by pfree. */
+static unsigned pfolds(uint64_t R, uint64_t C, arch_dataflow df, uint64_t M, uint64_t N,
+                       uint64_t K, const int64_t *A, const int64_t *B, int64_t *out, pfold *fs)
+{
+    bool os = df == ARCH_DATAFLOW_OS;
+    uint64_t Sr = os ? M : K, Sc = df == ARCH_DATAFLOW_IS ? M : N;
+    uint64_t T = os ? K : df == ARCH_DATAFLOW_WS ? M : N;
+    unsigned n = 0;
+    for (uint64_t c0 = 0; c0 < Sc; c0 += C)
+        for (uint64_t r0 = 0; r0 < Sr; r0 += R, n++) {
+            uint64_t ru = Sr - r0 < R ? Sr - r0 : R, cu = Sc - c0 < C ? Sc - c0 : C;
+            int64_t *S = calloc(R * (T > C ? T : C), sizeof *S);
+            int64_t *X = calloc(T * (R > C ? R : C), sizeof *X);
+            for (uint64_t i = 0; i < ru; i++)
+                for (uint64_t t = 0; os && t < T; t++)
+                    S[i * T + t] = A[(r0 + i) * K + t];
+            for (uint64_t t = 0; os && t < T; t++)
+                for (uint64_t j = 0; j < cu; j++)
+                    X[t * C + j] = B[t * N + c0 + j];
+            for (uint64_t i = 0; !os && i < ru; i++)
+                for (uint64_t j = 0; j < cu; j++)
+                    S[i * C + j] = df == ARCH_DATAFLOW_WS ? B[(r0 + i) * N + c0 + j]
+                                                          : A[(c0 + j) * K + r0 + i];
+            for (uint64_t t = 0; !os && t < T; t++)
+                for (uint64_t i = 0; i < ru; i++)
+                    X[t * R + i] = df == ARCH_DATAFLOW_WS ? A[t * K + r0 + i] : B[(r0 + i) * N + t];
+            fs[n] = (pfold){.T = T, .S = S, .X = X, .out = calloc((T > R ? T : R) * C, sizeof(int64_t))};
+            /* where this fold's outputs go: kept in the fold's own buffer, added up below */
+            (void)out;
+        }
+    return n;
+}
+
+/* Adds each fold's outputs into the GEMM's out (M x N), the inverse of pfolds' cut. */
+static void pgather(uint64_t R, uint64_t C, arch_dataflow df, uint64_t M, uint64_t N, uint64_t K,
+                    const pfold *fs, int64_t *out)
+{
+    bool os = df == ARCH_DATAFLOW_OS;
+    uint64_t Sr = os ? M : K, Sc = df == ARCH_DATAFLOW_IS ? M : N;
+    uint64_t T = os ? K : df == ARCH_DATAFLOW_WS ? M : N;
+    unsigned n = 0;
+    for (uint64_t c0 = 0; c0 < Sc; c0 += C)
+        for (uint64_t r0 = 0; r0 < Sr; r0 += R, n++) {
+            uint64_t ru = Sr - r0 < R ? Sr - r0 : R, cu = Sc - c0 < C ? Sc - c0 : C;
+            const int64_t *o = fs[n].out;
+            for (uint64_t i = 0; os && i < ru; i++)
+                for (uint64_t j = 0; j < cu; j++)
+                    out[(r0 + i) * N + c0 + j] += o[i * C + j];
+            for (uint64_t t = 0; !os && t < T; t++)
+                for (uint64_t j = 0; j < cu; j++) {
+                    if (df == ARCH_DATAFLOW_WS)
+                        out[t * N + c0 + j] += o[t * C + j];
+                    else
+                        out[(c0 + j) * N + t] += o[t * C + j];
+                }
+        }
+}
+
+static void pfree(pfold *fs, unsigned n)
+{
+    for (unsigned f = 0; f < n; f++)
+        free((void *)fs[f].S), free((void *)fs[f].X), free(fs[f].out);
+}
+
+/* A GEMM's operands and the product they must give. */
+typedef struct pgemm {
+    uint64_t M, N, K;
+    int64_t *A, *B, *out;
+} pgemm;
+
+static pgemm pgemm_new(uint64_t M, uint64_t N, uint64_t K, uint64_t salt)
+{
+    pgemm g = {M, N, K, malloc(M * K * sizeof(int64_t)), malloc(K * N * sizeof(int64_t)),
+               calloc(M * N, sizeof(int64_t))};
+    for (uint64_t i = 0; i < M; i++)
+        for (uint64_t k = 0; k < K; k++)
+            g.A[i * K + k] = elem(i, k, 1 + salt);
+    for (uint64_t k = 0; k < K; k++)
+        for (uint64_t j = 0; j < N; j++)
+            g.B[k * N + j] = elem(k, j, 2 + salt);
+    return g;
+}
+
+static void pgemm_check_free(pgemm *g)
+{
+    for (uint64_t i = 0; i < g->M; i++)
+        for (uint64_t j = 0; j < g->N; j++) {
+            int64_t s = 0;
+            for (uint64_t k = 0; k < g->K; k++)
+                s += g->A[i * g->K + k] * g->B[k * g->N + j];
+            CU_ASSERT_EQUAL_FATAL(g->out[i * g->N + j], s);
+        }
+    free(g->A), free(g->B), free(g->out);
+}
+
+static uint64_t pfold_count(uint64_t R, uint64_t C, arch_dataflow df, uint64_t M, uint64_t N,
+                            uint64_t K)
+{
+    uint64_t Sr = df == ARCH_DATAFLOW_OS ? M : K, Sc = df == ARCH_DATAFLOW_IS ? M : N;
+    return ((Sr + R - 1) / R) * ((Sc + C - 1) / C);
+}
+
+/* The shapes of the pipelined checks: the shapes above but the largest (the cycle model of a
+ * whole sequence is slower than the fold-by-fold one). */
+static bool pshape_ok(uint64_t M, uint64_t N, uint64_t K) { return M * N * K <= 4000; }
+
+TEST(pipelined_closed_form_equals_the_cycle_level_array_with_overlapping_folds)
+{
+    unsigned checked = 0;
+    for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++)
+        for (size_t d = 0; d < 3; d++)
+            for (int db = 0; db < (dfs[d] == ARCH_DATAFLOW_OS ? 1 : 2); db++)
+                for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+                    uint64_t M = shapes[s][0], N = shapes[s][1], K = shapes[s][2];
+                    uint64_t R = arrays[a][0], C = arrays[a][1];
+                    if (!pshape_ok(M, N, K))
+                        continue;
+                    bool os = dfs[d] == ARCH_DATAFLOW_OS;
+                    mxu_array arr = {R, C, dfs[d], db != 0, true};
+                    uint64_t F = pfold_count(R, C, dfs[d], M, N, K);
+                    pfold *fs = calloc(F, sizeof *fs);
+                    pgemm g = pgemm_new(M, N, K, s);
+                    CU_ASSERT_EQUAL_FATAL(pfolds(R, C, dfs[d], M, N, K, g.A, g.B, g.out, fs), F);
+                    pplace(R, C, os, db, fs, (unsigned)F);
+                    uint64_t cyc;
+                    CU_ASSERT_EQUAL(psim(R, C, os, db, fs, (unsigned)F, true, &cyc), 0u);
+                    pgather(R, C, dfs[d], M, N, K, fs, g.out);
+                    pgemm_check_free(&g);
+                    mxu_timing t;
+                    np_err e = {0};
+                    CU_ASSERT_EQUAL_FATAL(mxu_gemm_timing(&arr, M, N, K, &t, &e), NP_OK);
+                    if (t.cycles != cyc)
+                        fprintf(stderr, "\n    %s%s %llux%llu GEMM %llux%llux%llu: the array %llu "
+                                "cycles, the closed form %llu\n", os ? "os" : dfs[d] == ARCH_DATAFLOW_WS ? "ws" : "is",
+                                db ? " db" : "", (unsigned long long)R, (unsigned long long)C,
+                                (unsigned long long)M, (unsigned long long)N, (unsigned long long)K,
+                                (unsigned long long)cyc, (unsigned long long)t.cycles);
+                    CU_ASSERT_EQUAL(t.cycles, cyc);
+                    CU_ASSERT_EQUAL(fs[0].s, (int64_t)t.lead);
+                    for (uint64_t f = 1; f < F; f++)
+                        CU_ASSERT_EQUAL(fs[f].s - fs[f - 1].s, (int64_t)t.period);
+                    /* SCALE-Sim's figures do not move */
+                    arr.pipelined = false;
+                    mxu_timing u;
+                    CU_ASSERT_EQUAL_FATAL(mxu_gemm_timing(&arr, M, N, K, &u, &e), NP_OK);
+                    CU_ASSERT_EQUAL(t.scalesim_cycles, u.scalesim_cycles);
+                    CU_ASSERT(t.cycles <= u.cycles);
+                    pfree(fs, (unsigned)F);
+                    free(fs);
+                    checked++;
+                }
+    CU_ASSERT(checked >= 5 * 5 * 16);
+}
+
+/* Two GEMMs back to back on a pipelined array (two mxu.mm with nothing between): the second's
+ * first fold streams mxu_fold_gap(T1, T2) after the first's last, T1 != T2 included. */
+TEST(pipelined_gemms_back_to_back_go_on_from_each_others_folds)
+{
+    static const uint64_t pairs[][6] = {
+        {7, 9, 5, 3, 9, 5},  {3, 9, 5, 11, 9, 5}, {5, 6, 2, 5, 6, 13}, {9, 4, 12, 2, 4, 3},
+        {1, 8, 8, 6, 8, 8},  {12, 5, 7, 12, 5, 1},
+    };
+    unsigned checked = 0;
+    for (size_t a = 0; a < sizeof arrays / sizeof arrays[0]; a++)
+        for (size_t d = 0; d < 3; d++)
+            for (int db = 0; db < (dfs[d] == ARCH_DATAFLOW_OS ? 1 : 2); db++)
+                for (size_t s = 0; s < sizeof pairs / sizeof pairs[0]; s++) {
+                    uint64_t R = arrays[a][0], C = arrays[a][1];
+                    bool os = dfs[d] == ARCH_DATAFLOW_OS;
+                    mxu_array arr = {R, C, dfs[d], db != 0, true};
+                    const uint64_t *p = pairs[s];
+                    uint64_t F1 = pfold_count(R, C, dfs[d], p[0], p[1], p[2]);
+                    uint64_t F2 = pfold_count(R, C, dfs[d], p[3], p[4], p[5]);
+                    pfold *fs = calloc(F1 + F2, sizeof *fs);
+                    pgemm g1 = pgemm_new(p[0], p[1], p[2], 3), g2 = pgemm_new(p[3], p[4], p[5], 7);
+                    pfolds(R, C, dfs[d], p[0], p[1], p[2], g1.A, g1.B, g1.out, fs);
+                    pfolds(R, C, dfs[d], p[3], p[4], p[5], g2.A, g2.B, g2.out, fs + F1);
+                    pplace(R, C, os, db, fs, (unsigned)(F1 + F2));
+                    uint64_t cyc;
+                    CU_ASSERT_EQUAL(psim(R, C, os, db, fs, (unsigned)(F1 + F2), true, &cyc), 0u);
+                    pgather(R, C, dfs[d], p[0], p[1], p[2], fs, g1.out);
+                    pgather(R, C, dfs[d], p[3], p[4], p[5], fs + F1, g2.out);
+                    pgemm_check_free(&g1);
+                    pgemm_check_free(&g2);
+                    mxu_timing t1, t2;
+                    np_err e = {0};
+                    CU_ASSERT_EQUAL_FATAL(mxu_gemm_timing(&arr, p[0], p[1], p[2], &t1, &e), NP_OK);
+                    CU_ASSERT_EQUAL_FATAL(mxu_gemm_timing(&arr, p[3], p[4], p[5], &t2, &e), NP_OK);
+                    int64_t end1 = -1;
+                    for (uint64_t f = 0; f < F1; f++)
+                        end1 = fs[f].last > end1 ? fs[f].last : end1;
+                    CU_ASSERT_EQUAL((uint64_t)(end1 + 1), t1.cycles); /* the first as alone */
+                    int64_t s2 = fs[F1 - 1].s + (int64_t)mxu_fold_gap(&arr, t1.t, t2.t);
+                    CU_ASSERT_EQUAL(fs[F1].s, s2);
+                    CU_ASSERT_EQUAL(cyc, (uint64_t)s2 + (F2 - 1) * t2.period + t2.tail);
+                    pfree(fs, (unsigned)(F1 + F2));
+                    free(fs);
+                    checked++;
+                }
+    CU_ASSERT_EQUAL(checked, 5 * 5 * 6);
 }
 
 /* SCALE-Sim v2 golden COMPUTE_REPORT / DETAILED_ACCESS_REPORT rows for GEMM 256x128x256 on a
@@ -265,7 +742,7 @@ TEST(gemm_matches_scalesim_golden_reports_for_os_ws_and_is)
         {ARCH_DATAFLOW_IS, 19984, 5777, 50.59288537549407, 40.99279423538831, 65536, 262144, 262144},
     };
     for (size_t i = 0; i < 3; i++) {
-        mxu_array arr = {32, 32, gold[i].df, false};
+        mxu_array arr = {32, 32, gold[i].df, false, false};
         mxu_timing t;
         np_err e = {0};
         CU_ASSERT_EQUAL_FATAL(mxu_gemm_timing(&arr, 256, 128, 256, &t, &e), NP_OK);
@@ -314,7 +791,7 @@ TEST(weight_double_buffering_hides_every_preload_but_the_first)
 {
     /* 100x70x50 on 16x16, ws: Sr=K=50 -> 4 row folds, Sc=N=70 -> 5 col folds, T=100.
      * SCALE-Sim: 20 x (32 + 16 + 100 - 2) = 2920; double-buffered: 20 x 130 + 16 = 2616. */
-    mxu_array ws = {16, 16, ARCH_DATAFLOW_WS, false};
+    mxu_array ws = {16, 16, ARCH_DATAFLOW_WS, false, false};
     np_err e = {0};
     mxu_timing t;
     CU_ASSERT_EQUAL_FATAL(mxu_gemm_timing(&ws, 100, 70, 50, &t, &e), NP_OK);
@@ -325,13 +802,13 @@ TEST(weight_double_buffering_hides_every_preload_but_the_first)
     CU_ASSERT_EQUAL(t.cycles, 2616u);
     /* os keeps nothing stationary to preload: unchanged (4 x 5 folds... M=100 -> 7, N=70 -> 5,
      * 35 x (16 + 16 + 50 - 2) = 2800). */
-    mxu_array os = {16, 16, ARCH_DATAFLOW_OS, true};
+    mxu_array os = {16, 16, ARCH_DATAFLOW_OS, true, false};
     CU_ASSERT_EQUAL(mxu_gemm_cycles(&os, 100, 70, 50), 2800u);
 }
 
 TEST(invalid_shapes_and_arrays_are_range_errors)
 {
-    mxu_array arr = {8, 8, ARCH_DATAFLOW_WS, false};
+    mxu_array arr = {8, 8, ARCH_DATAFLOW_WS, false, false};
     mxu_timing t;
     memset(&t, 0x5a, sizeof t);
     mxu_timing before = t;
@@ -447,7 +924,7 @@ TEST(conv_layer_matches_scalesim_golden_report_through_the_topology_reader)
     CU_ASSERT_EQUAL_FATAL(mxu_topology_parse(src, strlen(src), "alexnet_part.csv", &t, &e), NP_OK);
     CU_ASSERT_EQUAL_FATAL(t.n, 1u);
     CU_ASSERT_EQUAL(t.layers[0].m, 55u * 55u);
-    mxu_array arr = {32, 32, ARCH_DATAFLOW_WS, false};
+    mxu_array arr = {32, 32, ARCH_DATAFLOW_WS, false, false};
     mxu_timing tm;
     CU_ASSERT_EQUAL_FATAL(mxu_gemm_timing(&arr, t.layers[0].m, t.layers[0].n, t.layers[0].k, &tm,
                                           &e), NP_OK);

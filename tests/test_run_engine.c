@@ -692,6 +692,69 @@ TEST(a_run_is_deterministic_and_steps_follow_each_other)
     run_graph_free(g);
 }
 
+/* ---- kernel launches ------------------------------------------------------------------------ */
+
+/* A stream of kernels (docs/run.md, "Kernel launches"): each starts chip.kernel_gap_ns after
+ * the later of the previous kernel's end and what it waits for, the first of a step
+ * chip.kernel_launch_ns later still. */
+static run_result *stream_run(const char *const *sets, size_t n_sets, uint32_t n, bool with_coll,
+                              uint32_t steps)
+{
+    tnet f;
+    tnet_init(&f, ARCH_TOPOLOGY_SWITCH, 2, sets, n_sets);
+    run_graph *g;
+    np_err e = {0};
+    uint32_t all[2] = {0, 1}, dp, cls;
+    CU_ASSERT_EQUAL_FATAL(run_graph_create(2, &g, &e), NP_OK);
+    run_graph_add_groupset(g, "dp", 1, 2, all, &dp, &e);
+    run_graph_add_class(g, "replica", &cls, &e);
+    uint32_t k = kernel(g, "k", US(10));
+    uint32_t prev = compute(g, cls, k, 0, NULL, 0);
+    for (uint32_t i = 1; i < n; i++) {
+        if (with_coll && i == n - 1) /* the last kernel waits for an all-reduce of the one before */
+            prev = task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_DP,
+                                           .stream = 0, .op = COLL_OP_ALL_REDUCE,
+                                           .algo = COLL_ALGO_RING, .groupset = dp,
+                                           .bytes = 1 << 20, .deps = &prev, .n_deps = 1});
+        prev = compute(g, cls, k, 0, &prev, 1);
+    }
+    CU_ASSERT_EQUAL_FATAL(run_graph_finalize(g, &e), NP_OK);
+    run_result *r = simulate(g, &f, &(run_opts){.steps = steps});
+    run_graph_free(g);
+    return r;
+}
+
+TEST(n_kernels_on_a_stream_take_n_times_duration_plus_gap_plus_the_launch)
+{
+    static const char *const keys[] = {"chip.kernel_gap_ns=2000", "chip.kernel_launch_ns=7000"};
+    /* 5 kernels of 10 us: 5 x (10 + 2) + 7 = 67 us, without the keys 50 */
+    run_result *r = stream_run(keys, 2, 5, false, 1), *z = stream_run(NULL, 0, 5, false, 1);
+    CU_ASSERT_EQUAL(r->time_ps, US(67));
+    CU_ASSERT_EQUAL(z->time_ps, US(50));
+    CU_ASSERT_EQUAL(r->rank[0].busy_ps[RUN_UNIT_COMPUTE], US(50)); /* the waits are idle */
+    run_result_free(r);
+    run_result_free(z);
+    /* every step's first kernel pays the launch: 2 x 67 */
+    r = stream_run(keys, 2, 5, false, 2);
+    CU_ASSERT_EQUAL(r->time_ps, US(134));
+    run_result_free(r);
+    /* only the gap: 5 x 12; only the launch: 57 */
+    r = stream_run(keys, 1, 5, false, 1);
+    CU_ASSERT_EQUAL(r->time_ps, US(60));
+    run_result_free(r);
+    r = stream_run(keys + 1, 1, 5, false, 1);
+    CU_ASSERT_EQUAL(r->time_ps, US(57));
+    run_result_free(r);
+    /* a kernel waiting for a collective starts the gap after it ends: the all-reduce (C) takes
+     * as long either way, so 3 kernels take 7 + 3 x (10 + 2) + C against 30 + C */
+    r = stream_run(keys, 2, 3, true, 1);
+    z = stream_run(NULL, 0, 3, true, 1);
+    CU_ASSERT_EQUAL(r->time_ps - z->time_ps, US(7) + 3 * US(2));
+    CU_ASSERT(z->time_ps > US(30));
+    run_result_free(r);
+    run_result_free(z);
+}
+
 /* ---- errors --------------------------------------------------------------------------------- */
 
 TEST(a_cycle_of_waiting_recvs_is_a_deadlock_naming_what_each_rank_waits_for)

@@ -26,6 +26,7 @@ typedef struct spec {
     int dp, tp, pp, zero;
     int64_t batch, microbatch;
     bool fused;            /* fused (flash) attention, npusim run's default */
+    double gap_ns, launch_ns; /* chip.kernel_gap_ns, chip.kernel_launch_ns */
 } spec;
 
 static nn_plan *plan_of(const arch_config *cfg, const spec *s, nn_model_desc *d)
@@ -126,17 +127,17 @@ static void same_kernels(const spec *s, bool no_fuse)
 
 TEST(fast_fidelity_times_the_fused_kernels_the_step_lowering_compiles)
 {
-    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false}, mlp = {"mlp-tiny", 2, 2, 2, 0, 8, 0, false};
+    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false, 0, 0}, mlp = {"mlp-tiny", 2, 2, 2, 0, 8, 0, false, 0, 0};
     same_kernels(&gpt, false);
     same_kernels(&mlp, false);
-    spec gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, false};
+    spec gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, false, 0, 0};
     same_kernels(&gpt_dp, false);
 }
 
 TEST(with_fused_attention_fast_fidelity_times_the_attention_kernels_the_lowering_compiles)
 {
     /* each attention kernel also writes the lse of its backward (no kernel of its own) */
-    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, true}, gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, true};
+    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, true, 0, 0}, gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, true, 0, 0};
     same_kernels(&gpt, false);
     same_kernels(&gpt, true);
     same_kernels(&gpt_dp, false);
@@ -144,7 +145,7 @@ TEST(with_fused_attention_fast_fidelity_times_the_attention_kernels_the_lowering
 
 TEST(without_fusion_fast_fidelity_times_every_node_as_the_unfused_lowering_does)
 {
-    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false};
+    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false, 0, 0};
     same_kernels(&gpt, true);
 }
 
@@ -152,6 +153,7 @@ TEST(without_fusion_fast_fidelity_times_every_node_as_the_unfused_lowering_does)
 static void step_times(const spec *s, double *fast, double *full)
 {
     arch_config cfg = tpu_pod();
+    cfg.chip.kernel_gap_ns = s->gap_ns, cfg.chip.kernel_launch_ns = s->launch_ns;
     nn_model_desc d;
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(nn_model_load(s->model, &d, &e), NP_OK);
@@ -175,12 +177,12 @@ static void step_times(const spec *s, double *fast, double *full)
 
 /* Fast fidelity within 3 % of full fidelity (the reference) on gpt-tiny and mlp-tiny, and on
  * gpt-tiny with fused attention. */
-static void within_3_percent(int dp, int tp, int pp, int zero, int64_t batch,
-                             int64_t microbatch)
+static void within_3_percent_launched(int dp, int tp, int pp, int zero, int64_t batch,
+                                      int64_t microbatch, double gap_ns, double launch_ns)
 {
     const char *models[] = {"gpt-tiny", "mlp-tiny", "gpt-tiny"};
     for (int m = 0; m < 3; m++) {
-        spec s = {models[m], dp, tp, pp, zero, batch, microbatch, m == 2};
+        spec s = {models[m], dp, tp, pp, zero, batch, microbatch, m == 2, gap_ns, launch_ns};
         double fast, full;
         step_times(&s, &fast, &full);
         double diff = fast / full - 1;
@@ -190,6 +192,12 @@ static void within_3_percent(int dp, int tp, int pp, int zero, int64_t batch,
         CU_ASSERT(fabs(diff) <= 0.03);
         CU_ASSERT(full > 0);
     }
+}
+
+static void within_3_percent(int dp, int tp, int pp, int zero, int64_t batch,
+                             int64_t microbatch)
+{
+    within_3_percent_launched(dp, tp, pp, zero, batch, microbatch, 0, 0);
 }
 
 TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp8)
@@ -215,4 +223,13 @@ TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp2_tp2_pp2)
 TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp8_zero1)
 {
     within_3_percent(8, 1, 1, 1, 16, 0);
+}
+
+/* With kernel launch overheads (docs/run.md, "Kernel launches"): the fast engine waits the gap
+ * before each kernel and the launch before each rank's first, the full run's cores wait as
+ * long at each kernel symbol of the lowered step, which orders its kernels as a stream does. */
+TEST(fast_and_full_fidelity_agree_within_3_percent_with_kernel_launch_overheads)
+{
+    within_3_percent_launched(2, 2, 2, 0, 8, 0, 300, 2000);
+    within_3_percent_launched(4, 1, 2, 0, 16, 1, 300, 2000);
 }

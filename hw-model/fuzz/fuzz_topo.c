@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (!t.n || t.n > MXU_TOPO_MAX_LAYERS)
         abort();
-    mxu_array arr = {32, 32, ARCH_DATAFLOW_WS, false};
+    mxu_array arr = {32, 32, ARCH_DATAFLOW_WS, false, false};
     for (size_t i = 0; i < t.n; i++) {
         const mxu_layer *l = &t.layers[i];
         size_t len = strlen(l->name);
