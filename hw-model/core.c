@@ -42,7 +42,8 @@ void core_trace(core_model *c, isa_unit u, const q_entry *e)
         insn_text(c->chip, &e->in, text, sizeof text);
     int32_t k = c->pcs[e->pc].kernel;
     core_trace_insn t = {c->chip->chip, c->id, u, e->lane, e->pc, y->trace_no_text ? NULL : text,
-                         k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c)};
+                         k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c),
+                         e->l2, e->l2_bytes, e->l2_hbm_rd, e->l2_hbm_wr};
     y->trace(y->trace_ctx, &t);
 }
 
@@ -584,6 +585,7 @@ static void q_start(core_model *c, isa_unit u)
         q->n_started++;
         q->n_inflight++;
         e->done = false;
+        e->l2 = false;
         e->t_start_ps = now_ps(c);
         e->lane = 0;
         while (q->lanes & (1u << e->lane))

@@ -188,6 +188,11 @@ typedef struct core_trace_insn {
     const char *kernel;   /* its kernel symbol, or NULL */
     uint64_t start_ps, end_ps; /* started .. completed; for a sem.wait that had to wait: the
                                   wait */
+    /* a DMA copy through the chip's L2 (chip.l2_bytes > 0; else l2 false): the bytes it moved
+     * through the L2 (whole sectors or bursts), and what reached the HBM for it (its fill and
+     * the ranges that bypass the L2; the dirty lines it evicted) */
+    bool l2;
+    uint64_t l2_bytes, hbm_read_bytes, hbm_write_bytes;
 } core_trace_insn;
 
 typedef void (*core_trace_fn)(void *ctx, const core_trace_insn *t);

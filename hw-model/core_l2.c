@@ -197,6 +197,12 @@ np_status core_l2_copy(core_model *c, q_entry *e, uint64_t arg, double port_cap,
     }
     s->hbm_rd += w.fill_bytes;
     s->hbm_wr += w.wb_bytes;
+    e->l2 = true;
+    e->l2_bytes = s->l2 ? w.bytes : buf_bytes;
+    e->l2_hbm_rd = w.fill_bytes;
+    e->l2_hbm_wr = w.wb_bytes;
+    for (unsigned i = 0; i < nd; i++)
+        *(direct[i].write ? &e->l2_hbm_wr : &e->l2_hbm_rd) += direct[i].bytes;
     if (s->hmesh)
         return copy_mesh(c, e, arg, port_cap, s->l2 ? &w : NULL, buf, nb, direct, nd, alone_ps,
                          err);

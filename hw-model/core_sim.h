@@ -45,6 +45,9 @@ typedef struct q_entry {
     uint64_t mxu_k, mxu_n; /* the tile of the last mxu.load dispatched before it */
     isa_insn in;           /* resolved */
     core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
+    /* through the L2 (core_l2_copy; for traces): bytes moved through it, and the HBM's */
+    bool l2;
+    uint64_t l2_bytes, l2_hbm_rd, l2_hbm_wr;
 } q_entry;
 
 typedef struct core_queue {

@@ -220,6 +220,32 @@ TEST(gathers_tables_bypass_the_cache_and_go_to_the_hbm_as_without_it)
     core_report_free(o);
 }
 
+TEST(with_the_controllers_on_the_mesh_the_slices_sit_with_them_and_hits_cross_the_mesh)
+{
+    /* tiny, one controller (router 0) and its L2 slice beside it (32 GB/s: 2 flits per NoC
+     * cycle, a port of 1). P = 2, L = 1: h = (H + 1)(P + L) + L; the slice's own latency is
+     * 20 - (2 (P + 2L) - 1) = 13 cycles. A miss's data reaches the core in the slice's access
+     * while the slice reads the HBM beside it, which keeps the core waiting as a read over the
+     * mesh would: 100 + 2H (P + L) + 4096 / 16.
+     *   core 0 (H = 0, h = 4): slice 2 x 4 + 13 + 256 - 1 = 276, fill 100 + 256 = 356 -> 356
+     *   core 1 (H = 1, h = 7): slice 14 + 13 + 255 = 282, fill 106 + 256 = 362 -> 362, and
+     *   the same bytes again hit: 282, ending at 362 + 282 = 644 */
+    arch_config cfg = tiny_l2("chip.hbm_controllers=1");
+    core_report *r = run(&cfg, ".core 0\ndma.copy spad[0], hbm[0], bf16, 2048\n");
+    CU_ASSERT_EQUAL(r->total_cycles, 356u);
+    CU_ASSERT_EQUAL(r->hbm_read_bytes, 4096u);
+    CU_ASSERT_EQUAL(r->l2.fill_bytes, 4096u);
+    CU_ASSERT_EQUAL(r->hbm_ctrls[0].read_bytes, 4096u); /* the fill, at the controller */
+    core_report_free(r);
+    r = run(&cfg, ".core 1\ndma.copy spad[0], hbm[0], bf16, 2048\n"
+                  "dma.copy spad[0], hbm[0], bf16, 2048\n");
+    CU_ASSERT_EQUAL(r->total_cycles, 644u);
+    CU_ASSERT_EQUAL(unit(r, "core1.dma")->busy_cycles, 644u);
+    CU_ASSERT_EQUAL(r->l2.read_hits, 128u);
+    CU_ASSERT_EQUAL(r->hbm_read_bytes, 4096u);
+    core_report_free(r);
+}
+
 /* ---- the tags against a reference LRU cache ---------------------------------------------- */
 
 /* A set-associative, sectored, write-back write-allocate LRU cache from its definition: each
@@ -408,4 +434,111 @@ TEST(a_fill_completes_its_owner_then_its_waiters_once_each)
     CU_ASSERT_EQUAL(w4.waits, 0u);
     CU_ASSERT_EQUAL(w4.hit_sectors, 4u);
     l2_free(c);
+}
+
+/* ---- kernels through the cache ------------------------------------------------------------ */
+
+/* Runs `spec` on cores 0 .. cores-1 of cfg (functional: its values checked against the
+ * reference). */
+static void run_kernel(const arch_config *cfg, const char *spec, uint32_t cores, bool functional,
+                       krun_result *r)
+{
+    np_err e = {0};
+    kc_spec sp;
+    CU_ASSERT_EQUAL_FATAL(kc_spec_parse(spec, &sp, &e), NP_OK);
+    kc_prog *scratch;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(cfg, &(kc_prog_opts){.cores = 1}, &scratch, &e), NP_OK);
+    kc_kernel k;
+    CU_ASSERT_EQUAL_FATAL(kc_spec_kernel(scratch, &sp, &k, &e), NP_OK);
+    kc_prog_free(scratch);
+    k.place.n_cores = cores;
+    krun_opts o = {.prog_cores = cores};
+    np_status st;
+    if (functional) {
+        krun_check c = {0};
+        st = krun_kernel_check(cfg, &k, 7, &o, r, &c, &e);
+        CU_ASSERT_EQUAL(c.bad, 0);
+    } else {
+        st = krun_kernel(cfg, &k, NULL, &o, r, &e);
+    }
+    if (st != NP_OK)
+        fprintf(stderr, "\n%s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+}
+
+TEST(a_gemm_whose_operands_fit_the_l2_reads_each_once_from_the_hbm_and_computes_the_same_values)
+{
+    /* 256 x 256 x 256 bf16 on tiny's 2 cores (tiles of 128 x 8 x 16: each A row band is read
+     * by 32 tiles, each B column band by 2): without an L2 the HBM serves every tile's reads;
+     * with a 1 MiB L2 it reads A and B once (128 KiB each) and the 128 KiB of C stay dirty in
+     * it: what reaches the HBM, or will, is the analytical minimum. The values are the
+     * reference's either way (the L2 is timing only). */
+    const char *spec = "matmul m=256 n=256 k=256 dtype=bf16";
+    arch_config off = tiny_with(NULL, 0);
+    const char *sets[] = {"chip.l2_bytes=1MiB", "chip.l2_gb_per_s=64", "chip.l2_latency_ns=20"};
+    arch_config on = tiny_with(sets, 3);
+    krun_result a, b;
+    run_kernel(&off, spec, 2, true, &a);
+    run_kernel(&on, spec, 2, true, &b);
+    uint64_t ab = 2u * 256 * 256 * 2, c = 256u * 256 * 2;
+    CU_ASSERT_EQUAL(b.kernel.hbm_bytes_min, ab + c);
+    CU_ASSERT(a.report->hbm_read_bytes > 2 * ab); /* each operand several times */
+    CU_ASSERT_EQUAL(b.report->hbm_read_bytes, ab);
+    CU_ASSERT_EQUAL(b.report->hbm_write_bytes + b.report->l2.dirty_bytes, c);
+    /* the cores asked the L2 for what they asked the HBM for without it */
+    CU_ASSERT_EQUAL(b.report->l2.read_bytes, a.report->hbm_read_bytes);
+    CU_ASSERT_EQUAL(b.report->l2.write_bytes, a.report->hbm_write_bytes);
+    CU_ASSERT(b.report->total_cycles <= a.report->total_cycles);
+    krun_result_free(&a);
+    krun_result_free(&b);
+}
+
+/* ---- the config -------------------------------------------------------------------------- */
+
+TEST(bad_l2_geometries_are_refused_at_the_key_that_breaks_them)
+{
+    static const struct {
+        const char *text;
+        int line, col;
+        const char *msg;
+    } cases[] = {
+        {"chip:\n  l2_bytes: 1000\n", 2, 3,
+         "chip.l2_line_bytes = 128 bytes does not divide chip.l2_bytes = 1000 bytes: the L2 "
+         "holds whole lines"},
+        {"chip:\n  l2_bytes: 1 MiB\n  l2_sector_bytes: 48\n", 3, 3,
+         "chip.l2_sector_bytes = 48 bytes must divide chip.l2_line_bytes = 128 bytes into at "
+         "most 32 sectors"},
+        {"chip:\n  l2_bytes: 1 MiB\n  l2_line_bytes: 128\n  l2_sector_bytes: 2\n", 4, 3,
+         "chip.l2_sector_bytes = 2 bytes must divide chip.l2_line_bytes = 128 bytes into at "
+         "most 32 sectors"},
+        {"chip:\n  l2_bytes: 1 KiB\n  l2_ways: 16\n", 3, 3,
+         "chip.l2_ways = 16 ways are more than the 8 lines of chip.l2_bytes = 1 KiB "
+         "(chip.l2_line_bytes = 128 bytes): every set has l2_ways lines"},
+        {"chip:\n  l2_ways: 3\n  l2_bytes: 1 MiB\n", 2, 3,
+         "chip.l2_ways = 3 ways do not divide the 8192 lines of chip.l2_bytes = 1 MiB "
+         "(chip.l2_line_bytes = 128 bytes): every set has l2_ways lines"},
+        {"chip:\n  l2_bytes: 1 KiB\n  l2_ways: 1\n  l2_slices: 9\n", 4, 3,
+         "chip.l2_slices = 9 slices are more than the 8 lines of the L2: every slice holds at "
+         "least one line"},
+    };
+    /* each at the line and column of the key it blames (the first of its rule's keys that the
+     * file wrote) */
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        arch_config c;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(arch_load_string(cases[i].text, strlen(cases[i].text), "l2.yaml",
+                                               &c, &e), NP_OK);
+        CU_ASSERT_EQUAL(arch_validate(&c, &e), NP_ERR_INCONSISTENT);
+        CU_ASSERT_EQUAL(e.line, cases[i].line);
+        CU_ASSERT_EQUAL(e.col, cases[i].col);
+        CU_ASSERT_STRING_EQUAL(e.msg, cases[i].msg);
+        if (e.line != cases[i].line || e.col != cases[i].col || strcmp(e.msg, cases[i].msg))
+            fprintf(stderr, "\ncase %zu: %d:%d %s\n", i, e.line, e.col, e.msg);
+    }
+    /* without an L2 (l2_bytes 0, the default) its other keys are not looked at */
+    static const char off[] = "chip:\n  l2_ways: 3\n  l2_sector_bytes: 7\n";
+    arch_config c;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_load_string(off, strlen(off), "off.yaml", &c, &e), NP_OK);
+    CU_ASSERT_EQUAL(arch_validate(&c, &e), NP_OK);
 }
