@@ -1004,16 +1004,55 @@ void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, 
     *pr = br, *pc = bcn;
 }
 
-void kmm_split(const kmm *m, uint64_t cores, uint64_t *pb, uint64_t *pr, uint64_t *pc)
+void kmm_operand_bytes(const kmm *m, uint64_t *a, uint64_t *b, uint64_t *c)
+{
+    uint64_t ba = 1, bb = 1, bc = 1;
+    for (int i = 0; i < m->nb; i++) {
+        ba *= m->bsa[i] ? m->bcount[i] : 1;
+        bb *= m->bsb[i] ? m->bcount[i] : 1;
+        bc *= m->bcount[i];
+    }
+    *a = (m->ak == KMM_A_CONV ? m->cv.h * m->cv.w * m->cv.c : m->M * m->K) * m->e * ba;
+    *b = m->K * m->N * m->e * bb;
+    *c = m->M * m->N * m->ce * bc;
+}
+
+double kmm_l2_hbm(const kmm *m, const arch_config *cfg, uint64_t pr, uint64_t pc)
+{
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN);
+    uint64_t br = cdiv(rows, pr), bc = cdiv(cols, pc), a, b, c;
+    kmm_operand_bytes(m, &a, &b, &c);
+    double cap = (double)cfg->chip.l2_bytes;
+    /* one step: every core's tile, its A band and B band over K and its C tile; the pr block
+     * rows' cores share their A bands, the pc block columns' their B bands */
+    double step = (double)pr * (double)(m->TM * m->K * m->e) +
+                  (double)pc * (double)(m->K * m->TN * m->e) +
+                  (double)(pr * pc) * (double)(m->TM * m->TN * m->ce);
+    /* A band: the next tile of the core's row, a step later (a convolution's A is staged per
+     * tile row anyway); B band: the core's next row, bc steps later */
+    double fa = m->ak == KMM_A_CONV || step <= cap ? 1.0 : (double)bc;
+    double fb = (double)bc * step <= cap ? 1.0 : (double)br;
+    return (double)a * fa + (double)b * fb + (double)c;
+}
+
+void kmm_split(const kmm *m, const arch_config *cfg, uint64_t cores, uint64_t *pb, uint64_t *pr,
+               uint64_t *pc)
 {
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), nb = m->nb ? m->bcount[0] : 1;
     uint64_t best = UINT64_MAX, bb = 1, br = 1, bcn = 1;
+    /* with an L2 cache, among the splits as good, the one that reads the HBM least */
+    bool l2 = cfg && cfg->chip.l2_bytes && cfg->chip.l2_mode == ARCH_L2_MODE_CACHE;
+    double best_hbm = 0;
     for (uint64_t q = 1; q <= cores && q <= nb; q++)
         for (uint64_t r = 1; q * r <= cores && r <= rows; r++)
             for (uint64_t c = 1; q * r * c <= cores && c <= cols; c++) {
                 uint64_t worst = cdiv(nb, q) * cdiv(rows, r) * cdiv(cols, c);
-                if (worst < best || (worst == best && q * r * c < bb * br * bcn)) {
+                double hbm = l2 && worst <= best ? kmm_l2_hbm(m, cfg, r, c) : 0;
+                if (worst < best || (worst == best && (hbm < best_hbm ||
+                                                       (hbm == best_hbm &&
+                                                        q * r * c < bb * br * bcn)))) {
                     best = worst;
+                    best_hbm = hbm;
                     bb = q, br = r, bcn = c;
                 }
             }
@@ -1044,7 +1083,7 @@ np_status kmm_emit(kmm *m)
     const kc_place *pl = &x->k->place;
     uint64_t n_cores = pl->n_cores ? pl->n_cores : 1;
     uint64_t pb, pr, pc, pk = m->pk ? m->pk : 1, slices = cdiv(m->K, m->TK);
-    kmm_split(m, n_cores / pk, &pb, &pr, &pc);
+    kmm_split(m, x->cfg, n_cores / pk, &pb, &pr, &pc);
     /* a tag of the kernel's own (messages between two cores with one tag stay in order) */
     m->tag = (unsigned)(((m->c_base >> 6) ^ (m->a_base >> 4) ^ (m->b_base >> 2)) & 0xffff);
     for (uint64_t i = 0; i < pb * pr * pc * pk; i++) {

@@ -2,8 +2,10 @@
  *
  * The tag store is a set of parallel arrays indexed by way slot (set x ways + way): the tags of
  * one set lie together, so a lookup reads l2_ways consecutive words; the rest of a line's state
- * is touched only for the way that hits or is replaced. A tag is the line number + 1 (0: an
- * empty way). LRU is a stamp per way from a counter that every access advances.
+ * is touched only for the way that hits or is replaced. A tag is the line number's quotient by
+ * the sets + 1 (0: an empty way), in 32 bits (l2_create checks that every address's fits). LRU
+ * is a stamp per way from a 32-bit counter that every access advances; when it would wrap, the
+ * stamps of each set are renumbered by their order (l2_renumber), which keeps every order.
  *
  * Fill records live in a pool: a line holds (record + 1, its generation); a record's
  * generation advances when it completes, so a line naming an older generation is no longer
@@ -49,10 +51,12 @@ struct l2 {
     uint32_t spl;           /* sectors per line */
     uint64_t il, nch;       /* partitions: HBM interleave and channels */
     uint32_t nparts;
-    uint64_t *tag;          /* per way slot: line + 1, 0 empty */
-    uint64_t *stamp;        /* last access */
+    uint32_t *tag;          /* per way slot: line / sets + 1, 0 empty */
+    uint32_t *stamp;        /* last access */
     l2_line *st;            /* the rest of its state */
-    uint64_t clock, token;
+    uint32_t clock;
+    uint32_t *rank;         /* l2_renumber's copy of a set's stamps */
+    uint64_t token;
     l2_fill *f;
     uint32_t nf, capf, freef;
     l2_waiter *wt;
@@ -77,6 +81,7 @@ void l2_free(l2 *c)
     free(c->tag);
     free(c->stamp);
     free(c->st);
+    free(c->rank);
     free(c->f);
     free(c->wt);
     free(c->slice_mark);
@@ -103,10 +108,21 @@ np_status l2_create(const arch_config *cfg, uint32_t partitions, l2 **out, np_er
     c->il = (uint64_t)h->hbm_interleave_bytes;
     c->nch = (uint64_t)h->hbm_channels;
     c->nparts = partitions;
+    /* the largest tag: the last line of the HBM and of what follows it (a buffer's addresses
+     * do not reach the cache, but a bound that holds for any address is simplest) */
+    uint64_t top = (h->hbm_bytes + h->l2_bytes) / c->line / c->sets + 1;
+    if (c->sets && top >= UINT32_MAX) {
+        uint64_t sets = c->sets;
+        free(c);
+        return np_err_set(err, NP_ERR_RANGE, "the L2's %llu sets are too few for 32-bit tags "
+                          "over chip.hbm_bytes: give it more sets (fewer chip.l2_ways or more "
+                          "chip.l2_bytes)", (unsigned long long)sets);
+    }
     size_t n = (size_t)(c->sets * c->ways);
     c->tag = calloc(n, sizeof *c->tag);
     c->stamp = calloc(n, sizeof *c->stamp);
     c->st = calloc(n, sizeof *c->st);
+    c->rank = calloc((size_t)c->ways, sizeof *c->rank);
     c->slice_mark = calloc((size_t)c->slices, sizeof *c->slice_mark);
     size_t np = partitions ? partitions : 1;
     c->pr = calloc(np, sizeof *c->pr);
@@ -114,7 +130,8 @@ np_status l2_create(const arch_config *cfg, uint32_t partitions, l2 **out, np_er
     c->pf = calloc(np, sizeof *c->pf);
     c->pw = calloc(np, sizeof *c->pw);
     c->freef = c->freew = NONE;
-    if (!c->sets || !c->tag || !c->stamp || !c->st || !c->slice_mark || !c->pr || !c->pwr || !c->pf || !c->pw) {
+    if (!c->sets || !c->tag || !c->stamp || !c->st || !c->rank || !c->slice_mark || !c->pr ||
+        !c->pwr || !c->pf || !c->pw) {
         l2_free(c);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory creating the L2's tags (%llu lines)",
                           (unsigned long long)n);
@@ -247,18 +264,18 @@ static uint32_t partition_of(const l2 *c, uint64_t ln)
 }
 
 /* The way slot of line ln in set `set`, after allocating it when absent (*hit false). */
-static size_t line_slot(l2 *c, uint64_t ln, uint64_t set, bool *hit, walk_ctx *x)
+static size_t line_slot(l2 *c, uint32_t key, uint64_t set, bool *hit, walk_ctx *x)
 {
     size_t base = (size_t)(set * c->ways), end = base + (size_t)c->ways, victim = base;
-    uint64_t key = ln + 1, oldest = UINT64_MAX;
-    const uint64_t *tag = c->tag;
+    uint32_t oldest = UINT32_MAX;
+    const uint32_t *tag = c->tag;
     for (size_t i = base; i < end; i++)
         if (tag[i] == key) {
             *hit = true;
             return i;
         }
     for (size_t i = base; i < end; i++) {
-        uint64_t age = tag[i] ? c->stamp[i] : 0; /* an empty way first */
+        uint32_t age = tag[i] ? c->stamp[i] : 0; /* an empty way first */
         if (age < oldest) {
             oldest = age;
             victim = i;
@@ -271,7 +288,8 @@ static size_t line_slot(l2 *c, uint64_t ln, uint64_t set, bool *hit, walk_ctx *x
             unsigned d = pop(v->dirty);
             x->w->wb_bytes += (uint64_t)d * c->sector;
             if (c->nparts)
-                c->pw[partition_of(c, c->tag[victim] - 1)] += (double)d * (double)c->sector;
+                c->pw[partition_of(c, (uint64_t)(c->tag[victim] - 1) * c->sets + set)] +=
+                    (double)d * (double)c->sector;
             c->dirty_sectors -= d;
         }
         c->valid_sectors -= pop(v->valid);
@@ -281,13 +299,31 @@ static size_t line_slot(l2 *c, uint64_t ln, uint64_t set, bool *hit, walk_ctx *x
     return victim;
 }
 
-/* Line ln (in set `set`): the sectors of mask (n of them) read or written. */
-static void access_line(l2 *c, uint64_t ln, uint64_t set, uint32_t mask, unsigned n, bool write,
-                        walk_ctx *x)
+/* Gives each set's stamps their rank, 1 .. ways, in their order (the counter is about to wrap). */
+static void l2_renumber(l2 *c)
+{
+    for (uint64_t s = 0; s < c->sets; s++) {
+        uint32_t *st = &c->stamp[s * c->ways];
+        memcpy(c->rank, st, (size_t)c->ways * sizeof *st);
+        for (uint64_t i = 0; i < c->ways; i++) {
+            uint32_t rank = 1;
+            for (uint64_t j = 0; j < c->ways; j++)
+                rank += c->rank[j] < c->rank[i] || (c->rank[j] == c->rank[i] && j < i);
+            st[i] = rank; /* order kept; empty ways are found by their tag, not their stamp */
+        }
+    }
+    c->clock = (uint32_t)c->ways;
+}
+
+/* Line ln, tag key, in set `set`: the sectors of mask (n of them) read or written. */
+static void access_line(l2 *c, uint64_t ln, uint32_t key, uint64_t set, uint32_t mask,
+                        unsigned n, bool write, walk_ctx *x)
 {
     l2_walk *w = x->w;
     bool hit;
-    size_t i = line_slot(c, ln, set, &hit, x);
+    size_t i = line_slot(c, key, set, &hit, x);
+    if (c->clock == UINT32_MAX)
+        l2_renumber(c);
     c->stamp[i] = ++c->clock;
     l2_line *l = &c->st[i];
     double bytes = (double)n * (double)c->sector;
@@ -369,6 +405,7 @@ static void walk_bytes(l2 *c, uint64_t a, uint64_t end, bool write, walk_ctx *x)
 {
     uint64_t first = a / c->line, last = (end - 1) / c->line;
     uint64_t set = first % c->sets, sl = c->slices > 1 ? first % c->slices : 0;
+    uint32_t key = (uint32_t)(first / c->sets + 1);
     for (uint64_t ln = first; ln <= last; ln++) {
         uint64_t lo = ln == first ? a - ln * c->line : 0;
         uint64_t hi = ln == last ? end - ln * c->line : c->line;
@@ -384,9 +421,11 @@ static void walk_bytes(l2 *c, uint64_t a, uint64_t end, bool write, walk_ctx *x)
         }
         if (ln + L2_AHEAD <= last) /* the tags and stamps of a line a few ahead */
             l2_prefetch(c, set + L2_AHEAD < c->sets ? set + L2_AHEAD : set + L2_AHEAD - c->sets);
-        access_line(c, ln, set, mask, s1 - s0 + 1, write, x);
-        if (++set == c->sets)
+        access_line(c, ln, key, set, mask, s1 - s0 + 1, write, x);
+        if (++set == c->sets) {
             set = 0;
+            key++;
+        }
     }
 }
 
@@ -451,6 +490,15 @@ np_status l2_walk_copy(l2 *c, const core_range *r, unsigned nr, l2_done_fn done,
 
 void l2_get_figures(const l2 *c, l2_figures *f) { *f = c->fig; }
 
+void l2_set_clock(l2 *c, uint32_t clock)
+{
+    uint64_t n = c->sets * c->ways;
+    for (uint64_t i = 0; i < n; i++) /* every stamp moved by the same amount: the same order */
+        if (c->tag[i])
+            c->stamp[i] = clock - (c->clock - c->stamp[i]);
+    c->clock = clock;
+}
+
 uint64_t l2_dirty_bytes(const l2 *c) { return c->dirty_sectors * c->sector; }
 
 uint64_t l2_valid_bytes(const l2 *c) { return c->valid_sectors * c->sector; }
@@ -460,7 +508,7 @@ bool l2_probe(const l2 *c, uint64_t addr, uint32_t *valid, uint32_t *dirty)
     uint64_t ln = addr / c->line;
     size_t base = (size_t)(ln % c->sets * c->ways);
     for (size_t i = base; i < base + c->ways; i++)
-        if (c->tag[i] == ln + 1) {
+        if (c->tag[i] == (uint32_t)(ln / c->sets + 1)) {
             *valid = c->st[i].valid;
             *dirty = c->st[i].dirty;
             return true;

@@ -107,6 +107,11 @@ uint64_t l2_valid_bytes(const l2 *c);
  * (bit i: sector i) — for tests. */
 bool l2_probe(const l2 *c, uint64_t addr, uint32_t *valid, uint32_t *dirty);
 
+/* For tests: moves the LRU counter (and every stamp with it, keeping their order) to clock,
+ * so that a test reaches the counter's wrap (at 2^32 accesses), where the stamps of each set
+ * are renumbered by their order. */
+void l2_set_clock(l2 *c, uint32_t clock);
+
 /* Drops every line without writing anything back (a fresh cache; for tests and tools). */
 void l2_clear(l2 *c);
 

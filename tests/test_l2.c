@@ -21,6 +21,7 @@
 #include "core.h"
 #include "harness.h"
 #include "isa_asm.h"
+#include "kc_gemm.h"
 #include "kernel.h"
 #include "krun.h"
 #include "l2.h"
@@ -317,8 +318,11 @@ TEST(the_tags_agree_with_a_reference_lru_cache_on_random_traces)
         ref.n = calloc(ref.sets, sizeof *ref.n);
         rng rg;
         rng_seed(&rg, 24 + g);
+        bool wrap = g % 2; /* the LRU counter wraps (at 2^32 accesses) half-way */
         uint64_t span = 4 * cfg.chip.l2_bytes; /* addresses over 4 x the capacity */
         for (int it = 0; it < 4000; it++) {
+            if (wrap && it == 100) /* stamps of a few hundred accesses before the wrap */
+                l2_set_clock(c, UINT32_MAX - 2000);
             /* a copy of 1 .. 4 rows of 1 .. 300 bytes, 0 .. 1000 bytes apart, read or write */
             uint64_t rows = 1 + rng_next(&rg) % 4, rb = 1 + rng_next(&rg) % 300;
             uint64_t stride = rb + rng_next(&rg) % 1000, addr = rng_next(&rg) % span;
@@ -468,12 +472,13 @@ static void run_kernel(const arch_config *cfg, const char *spec, uint32_t cores,
 
 TEST(a_gemm_whose_operands_fit_the_l2_reads_each_once_from_the_hbm_and_computes_the_same_values)
 {
-    /* 256 x 256 x 256 bf16 on tiny's 2 cores (tiles of 128 x 8 x 16: each A row band is read
-     * by 32 tiles, each B column band by 2): without an L2 the HBM serves every tile's reads;
-     * with a 1 MiB L2 it reads A and B once (128 KiB each) and the 128 KiB of C stay dirty in
-     * it: what reaches the HBM, or will, is the analytical minimum. The values are the
-     * reference's either way (the L2 is timing only). */
-    const char *spec = "matmul m=256 n=256 k=256 dtype=bf16";
+    /* 256 x 256 x 256 bf16 on tiny's 2 cores, tiles of 128 x 8 x 16 given (the cost model
+     * picks others with an L2): each A row band is read by 32 tiles, each B column band by
+     * 2. Without an L2 the HBM serves every tile's reads; with a 1 MiB L2 it reads A and B
+     * once (128 KiB each) and the 128 KiB of C stay dirty in it: what reaches the HBM, or
+     * will, is the analytical minimum. The values are the reference's either way (the L2 is
+     * timing only). */
+    const char *spec = "matmul m=256 n=256 k=256 dtype=bf16 tm=128 tn=8 tk=16";
     arch_config off = tiny_with(NULL, 0);
     const char *sets[] = {"chip.l2_bytes=1MiB", "chip.l2_gb_per_s=64", "chip.l2_latency_ns=20"};
     arch_config on = tiny_with(sets, 3);
@@ -491,6 +496,40 @@ TEST(a_gemm_whose_operands_fit_the_l2_reads_each_once_from_the_hbm_and_computes_
     CU_ASSERT(b.report->total_cycles <= a.report->total_cycles);
     krun_result_free(&a);
     krun_result_free(&b);
+    /* the tiles the cost model picks with the L2: the minimum still */
+    run_kernel(&on, "matmul m=256 n=256 k=256 dtype=bf16", 2, false, &b);
+    CU_ASSERT_EQUAL(b.report->hbm_read_bytes, ab);
+    CU_ASSERT_EQUAL(b.report->hbm_write_bytes + b.report->l2.dirty_bytes, c);
+    krun_result_free(&b);
+}
+
+TEST(with_an_l2_the_split_keeps_the_bands_cores_share_in_it_and_reads_each_operand_once)
+{
+    /* bf16 2048 x 9216 x 2304 in tiles of 128 x 96 (16 tile rows, 96 columns) on 108 cores:
+     * every split with at most 16 tiles a core is as good without an L2, and the fewest blocks
+     * first is 1 x 96 (a column each). By hand, a band is 128 x 2304 x 2 = 589,824 bytes of A,
+     * 2304 x 96 x 2 = 442,368 of B, a C tile 24,576; the L2 40 MiB = 41,943,040:
+     *   1 x 96: a step reads 1 A band, 96 B bands, 96 C tiles = 45,416,448 > the L2: a core's
+     *           B band (reused by its next row, a step later) is gone: B is read 16 times:
+     *           9,437,184 + 16 x 42,467,328 + 37,748,736 = 726,663,168 bytes;
+     *   16 x 6: a step is 16 A + 6 B bands + 96 C tiles = 14,450,688, which fits: A reused by
+     *           the next tile; B used by one row only: A + B + C = 89,653,248, the minimum. */
+    const char *sets[] = {"chip.l2_bytes=40MiB"};
+    arch_config off, on;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("a100-cluster", NULL, 0, &off, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("a100-cluster", sets, 1, &on, &e), NP_OK);
+    kmm m = {.M = 2048, .N = 9216, .K = 2304, .TM = 128, .TN = 96, .TK = 192, .e = 2, .ce = 2,
+             .ak = KMM_A_ROWS};
+    CU_ASSERT_DOUBLE_EQUAL(kmm_l2_hbm(&m, &on, 1, 96), 726663168.0, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(kmm_l2_hbm(&m, &on, 16, 6), 89653248.0, 0.5);
+    uint64_t pb, pr, pc;
+    kmm_split(&m, &off, 108, &pb, &pr, &pc);
+    CU_ASSERT_EQUAL(pr, 1u);
+    CU_ASSERT_EQUAL(pc, 96u);
+    kmm_split(&m, &on, 108, &pb, &pr, &pc);
+    CU_ASSERT_EQUAL(pr, 16u);
+    CU_ASSERT_EQUAL(pc, 6u);
 }
 
 /* ---- the config -------------------------------------------------------------------------- */
