@@ -65,11 +65,9 @@ uint64_t kmm_array_cycles(const arch_config *cfg, isa_dtype dt, uint64_t m, uint
 
 /* ---- copies --------------------------------------------------------------------------------- */
 
-/* Whether the chip's copies go through an L2 cache. */
-static bool has_l2(const arch_config *cfg)
-{
-    return cfg->chip.l2_bytes && cfg->chip.l2_mode == ARCH_L2_MODE_CACHE;
-}
+/* Whether the chip's copies go through an L2 (a cache, or a global buffer the GEMM stages its
+ * operands in: taken as the same here, every copy at the L2's bandwidth). */
+static bool has_l2(const arch_config *cfg) { return cfg->chip.l2_bytes != 0; }
 
 /* Bytes per core cycle of what the copies stream from: the L2 with one, else the HBM. */
 static double mem_bw(const arch_config *cfg)

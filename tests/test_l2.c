@@ -61,6 +61,34 @@ static const core_unit_report *unit(const core_report *r, const char *name)
     return NULL;
 }
 
+/* Runs `spec` on cores 0 .. cores-1 of cfg (functional: its values checked against the
+ * reference). */
+static void run_kernel(const arch_config *cfg, const char *spec, uint32_t cores, bool functional,
+                       krun_result *r)
+{
+    np_err e = {0};
+    kc_spec sp;
+    CU_ASSERT_EQUAL_FATAL(kc_spec_parse(spec, &sp, &e), NP_OK);
+    kc_prog *scratch;
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(cfg, &(kc_prog_opts){.cores = 1}, &scratch, &e), NP_OK);
+    kc_kernel k;
+    CU_ASSERT_EQUAL_FATAL(kc_spec_kernel(scratch, &sp, &k, &e), NP_OK);
+    kc_prog_free(scratch);
+    k.place.n_cores = cores;
+    krun_opts o = {.prog_cores = cores};
+    np_status st;
+    if (functional) {
+        krun_check c = {0};
+        st = krun_kernel_check(cfg, &k, 7, &o, r, &c, &e);
+        CU_ASSERT_EQUAL(c.bad, 0);
+    } else {
+        st = krun_kernel(cfg, &k, NULL, &o, r, &e);
+    }
+    if (st != NP_OK)
+        fprintf(stderr, "\n%s\n", e.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+}
+
 /* tiny with a 64 KiB L2 of 128-byte lines of four 32-byte sectors, 4 ways (128 sets), 32 B per
  * cycle, hit latency 20 ns, plus `more`. */
 #define L2_TINY "chip.l2_bytes=64KiB", "chip.l2_ways=4", "chip.l2_gb_per_s=32", \
@@ -245,6 +273,77 @@ TEST(with_the_controllers_on_the_mesh_the_slices_sit_with_them_and_hits_cross_th
     CU_ASSERT_EQUAL(r->l2.read_hits, 128u);
     CU_ASSERT_EQUAL(r->hbm_read_bytes, 4096u);
     core_report_free(r);
+}
+
+/* ---- the global buffer ------------------------------------------------------------------ */
+
+TEST(a_global_buffer_is_addresses_after_the_hbm_at_the_l2s_bandwidth_and_keeps_values)
+{
+    /* tiny with a 64 KiB global buffer: hbm[0x4000000] (64 MiB, tiny's HBM) is its first
+     * byte. 4096 bytes staged from the HBM into it (the HBM side 100 + 4096 / 16 = 356, the
+     * buffer's 20 + 4096 / 32 = 148: 356), read from it into the scratchpad (148) and stored
+     * back to the HBM (356): 860 cycles, and the values come back as they went. */
+    const char *sets[] = {"chip.l2_bytes=64KiB", "chip.l2_mode=buffer", "chip.l2_gb_per_s=32",
+                          "chip.l2_latency_ns=20"};
+    arch_config cfg = tiny_with(sets, 4);
+    const char *src = ".core 0\ndma.copy hbm[0x4000000], hbm[0], fp32, 1024\n"
+                      "dma.copy spad[0], hbm[0x4000000], fp32, 1024\n"
+                      "dma.copy hbm[0x1000], spad[0], fp32, 1024\n";
+    isa_target t;
+    isa_target_from_arch(&cfg, &t);
+    isa_asm_opts ao = {.target = &t};
+    isa_program *p = NULL;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(isa_asm(src, strlen(src), "test.s", &ao, &p, &e), NP_OK);
+    static float in_v[1024], out_v[1024];
+    for (int i = 0; i < 1024; i++)
+        in_v[i] = (float)i * 0.25f - 7.0f;
+    core_hbm_io in[1] = {{0, in_v, sizeof in_v, 0}}, o[1] = {{0x1000, out_v, sizeof out_v, 0}};
+    core_sim_opts opts = {.functional = true, .inputs = in, .n_inputs = 1, .outputs = o,
+                          .n_outputs = 1};
+    core_report *r = NULL;
+    CU_ASSERT_EQUAL_FATAL(core_sim_run_opts(&cfg, p, &opts, NULL, &r, &e), NP_OK);
+    CU_ASSERT_EQUAL(memcmp(in_v, out_v, sizeof in_v), 0);
+    CU_ASSERT_EQUAL(r->total_cycles, 356u + 148u + 356u);
+    CU_ASSERT_TRUE(r->l2.buffer);
+    CU_ASSERT_EQUAL(r->l2.read_bytes, 4096u);
+    CU_ASSERT_EQUAL(r->l2.write_bytes, 4096u);
+    CU_ASSERT_EQUAL(r->hbm_read_bytes, 4096u);
+    CU_ASSERT_EQUAL(r->hbm_write_bytes, 4096u);
+    core_report_free(r);
+    /* past the buffer's end: a fault naming the space's size (64 MiB + 64 KiB) */
+    const char *bad = ".core 0\ndma.copy spad[0], hbm[0x400f000], fp32, 2048\n";
+    isa_program_free(p);
+    CU_ASSERT_EQUAL_FATAL(isa_asm(bad, strlen(bad), "bad.s", &ao, &p, &e), NP_OK);
+    CU_ASSERT_EQUAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_ERR_SIM_FAULT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "outside its space (67174400 bytes)"));
+    isa_program_free(p);
+}
+
+TEST(a_gemm_stages_what_several_tiles_read_in_the_global_buffer_and_reads_the_hbm_once)
+{
+    /* 256 x 256 x 256 bf16 on tiny's 2 cores in tiles of 128 x 8 x 16 (2 tile rows, 32
+     * columns): A is read by 32 tiles, B by 2, both fit a 1 MiB buffer: each is copied into
+     * it once (128 KiB each, half by each core) and read there by every tile; the HBM sees A
+     * and B once and C written. Without the buffer the HBM serves every tile's reads. */
+    const char *sets[] = {"chip.l2_bytes=1MiB", "chip.l2_mode=buffer", "chip.l2_gb_per_s=64",
+                          "chip.l2_latency_ns=20"};
+    arch_config cfg = tiny_with(sets, 4), off = tiny_with(NULL, 0);
+    const char *spec = "matmul m=256 n=256 k=256 dtype=bf16 tm=128 tn=8 tk=16";
+    krun_result r, o;
+    run_kernel(&cfg, spec, 2, true, &r);
+    run_kernel(&off, spec, 2, false, &o);
+    uint64_t op = 256u * 256 * 2;
+    CU_ASSERT_EQUAL(r.report->hbm_read_bytes, 2 * op);
+    CU_ASSERT_EQUAL(r.report->hbm_write_bytes, op);
+    CU_ASSERT_EQUAL(r.report->l2.write_bytes, 2 * op); /* the staging */
+    /* the tiles' reads, from the buffer now: what they read from the HBM without it */
+    CU_ASSERT_EQUAL(r.report->l2.read_bytes, o.report->hbm_read_bytes);
+    /* and the compiler counts what it emitted as the run does */
+    CU_ASSERT_EQUAL(r.kernel.hbm_read_bytes, r.report->hbm_read_bytes);
+    CU_ASSERT_EQUAL(r.kernel.hbm_write_bytes, r.report->hbm_write_bytes);
+    krun_result_free(&r);
+    krun_result_free(&o);
 }
 
 /* ---- the tags against a reference LRU cache ---------------------------------------------- */
@@ -441,34 +540,6 @@ TEST(a_fill_completes_its_owner_then_its_waiters_once_each)
 }
 
 /* ---- kernels through the cache ------------------------------------------------------------ */
-
-/* Runs `spec` on cores 0 .. cores-1 of cfg (functional: its values checked against the
- * reference). */
-static void run_kernel(const arch_config *cfg, const char *spec, uint32_t cores, bool functional,
-                       krun_result *r)
-{
-    np_err e = {0};
-    kc_spec sp;
-    CU_ASSERT_EQUAL_FATAL(kc_spec_parse(spec, &sp, &e), NP_OK);
-    kc_prog *scratch;
-    CU_ASSERT_EQUAL_FATAL(kc_prog_new(cfg, &(kc_prog_opts){.cores = 1}, &scratch, &e), NP_OK);
-    kc_kernel k;
-    CU_ASSERT_EQUAL_FATAL(kc_spec_kernel(scratch, &sp, &k, &e), NP_OK);
-    kc_prog_free(scratch);
-    k.place.n_cores = cores;
-    krun_opts o = {.prog_cores = cores};
-    np_status st;
-    if (functional) {
-        krun_check c = {0};
-        st = krun_kernel_check(cfg, &k, 7, &o, r, &c, &e);
-        CU_ASSERT_EQUAL(c.bad, 0);
-    } else {
-        st = krun_kernel(cfg, &k, NULL, &o, r, &e);
-    }
-    if (st != NP_OK)
-        fprintf(stderr, "\n%s\n", e.msg);
-    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
-}
 
 TEST(a_gemm_whose_operands_fit_the_l2_reads_each_once_from_the_hbm_and_computes_the_same_values)
 {
