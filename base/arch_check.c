@@ -141,8 +141,9 @@ static bool check_l2_sets(const arch_config *c, char *msg, size_t n)
     uint64_t lines = h->l2_bytes / (uint64_t)h->l2_line_bytes, ways = (uint64_t)h->l2_ways;
     char sz[48];
     if (h->l2_mode == ARCH_L2_MODE_CACHE && (ways > lines || lines % ways)) {
-        snprintf(msg, n, "chip.l2_ways = %" PRIu64 " ways %s the %" PRIu64 " lines of chip.l2_bytes "
-                 "= %s (chip.l2_line_bytes = %" PRId64 " bytes): every set has l2_ways lines",
+        snprintf(msg, n, "chip.l2_ways = %" PRIu64 " ways %s the %" PRIu64 " lines of "
+                 "chip.l2_bytes = %s (chip.l2_line_bytes = %" PRId64 " bytes): every set has "
+                 "l2_ways lines",
                  ways, ways > lines ? "are more than" : "do not divide", lines,
                  size_msg(h->l2_bytes, sz, sizeof sz), h->l2_line_bytes);
         return false;

@@ -298,15 +298,19 @@ static np_status report_l2_stats(const core_report *r, stats *reg, np_err *err)
     const struct { const char *name, *unit, *desc; uint64_t v; } f[] = {
         {"read_bytes", "bytes", "bytes DMA copies read from the L2 (as asked)", l->read_bytes},
         {"write_bytes", "bytes", "bytes DMA copies wrote to the L2 (as asked)", l->write_bytes},
-        {"moved_bytes", "bytes", "whole sectors the L2 moved to and from the cores", l->moved_bytes},
+        {"moved_bytes", "bytes", "whole sectors the L2 moved to and from the cores",
+         l->moved_bytes},
         {"read_hits", "sectors", "sectors read that the L2 held", l->read_hits},
         {"read_misses", "sectors", "sectors read that the L2 fetched from the HBM", l->read_misses},
         {"write_hits", "sectors", "sectors written to lines the L2 held", l->write_hits},
         {"write_misses", "sectors", "sectors written to lines the L2 allocated", l->write_misses},
-        {"pending_hits", "sectors", "read hits that waited for another copy's fill", l->pending_hits},
+        {"pending_hits", "sectors", "read hits that waited for another copy's fill",
+         l->pending_hits},
         {"fill_bytes", "bytes", "bytes the L2 read from the HBM for misses", l->fill_bytes},
-        {"writeback_bytes", "bytes", "dirty bytes the L2 wrote back to the HBM", l->writeback_bytes},
-        {"dirty_bytes", "bytes", "dirty bytes in the L2 at the end, not yet written back", l->dirty_bytes},
+        {"writeback_bytes", "bytes", "dirty bytes the L2 wrote back to the HBM",
+         l->writeback_bytes},
+        {"dirty_bytes", "bytes", "dirty bytes in the L2 at the end, not yet written back",
+         l->dirty_bytes},
     };
     for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
         if (l->buffer && j > 2)

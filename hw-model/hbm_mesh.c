@@ -133,10 +133,10 @@ np_status hbm_mesh_access(hbm_mesh *h, hbm_mesh_to to, uint32_t j, uint32_t node
     /* a fill beside its slice keeps the core waiting as a read of the HBM over the mesh
      * would: hbm_latency_ns and the hops there and back (its data reaches the core in the
      * slice's access, which runs beside it) */
-    uint32_t acc = l2 ? h->l2_cycles
-                      : local ? h->lat_cycles + 2 * mesh_hops(mp, node, hbm_mesh_router(h->cfg, j)) *
-                                                    (mp->router_cycles + mp->link_cycles)
-                              : h->access_cycles;
+    uint32_t hops = local ? mesh_hops(mp, node, hbm_mesh_router(h->cfg, j)) : 0;
+    uint32_t acc = l2      ? h->l2_cycles
+                   : local ? h->lat_cycles + 2 * hops * (mp->router_cycles + mp->link_cycles)
+                           : h->access_cycles;
     mesh_access a = {.ctrl = l2 ? h->n + j : j, .node = node, .write = write,
                      .flits = bytes / h->flit_bytes, .cap = cap_fpc, .access_cycles = acc,
                      .tag = tag, .local = local};
@@ -147,7 +147,8 @@ np_status hbm_mesh_access(hbm_mesh *h, hbm_mesh_to to, uint32_t j, uint32_t node
     if (rate > 1.0 && !local)
         rate = 1.0;
     uint64_t hop = local ? 0 : mesh_zero_load_cycles(mp, node, hbm_mesh_router(h->cfg, j), 1);
-    double cyc = (double)(2 * hop + a.access_cycles) + ceil(a.flits / rate - 1e-9) - (local ? 0 : 1);
+    double cyc = (double)(2 * hop + a.access_cycles) + ceil(a.flits / rate - 1e-9) -
+                 (local ? 0 : 1);
     *alone_ps = (uint64_t)ceil(cyc * h->ps_per_cycle - 1e-6);
     return NP_OK;
 }

@@ -394,9 +394,9 @@ static void l2_prefetch(const l2 *c, uint64_t set)
     size_t i = (size_t)(set * c->ways);
     __builtin_prefetch(&c->tag[i]);
     __builtin_prefetch(&c->stamp[i]);
-    if (c->ways > 8) { /* the second host line of a 16-way set */
-        __builtin_prefetch(&c->tag[i + 8]);
-        __builtin_prefetch(&c->stamp[i + 8]);
+    if (c->ways > 16) { /* the second host line of a 32-way set */
+        __builtin_prefetch(&c->tag[i + 16]);
+        __builtin_prefetch(&c->stamp[i + 16]);
     }
 }
 

@@ -155,7 +155,8 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
     printf("\n");
     if (f->l2) {
         printf("  L2            cores <- L2 %s (the HBM traffic without it) at %s, %.1f%% of %s",
-               np_human_bytes(f->l2_bytes, a, sizeof a), np_human_si(f->l2_gbps * 1e9, "B/s", b, sizeof b),
+               np_human_bytes(f->l2_bytes, a, sizeof a),
+               np_human_si(f->l2_gbps * 1e9, "B/s", b, sizeof b),
                f->l2_peak_gbps > 0 ? 100.0 * f->l2_gbps / f->l2_peak_gbps : 0.0,
                np_human_si(f->l2_peak_gbps * 1e9, "B/s", c, sizeof c));
         if (cfg->chip.l2_mode == ARCH_L2_MODE_CACHE)

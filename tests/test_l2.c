@@ -398,11 +398,16 @@ static void no_done(void *ctx, uint64_t arg) { (void)ctx, (void)arg; }
 TEST(the_tags_agree_with_a_reference_lru_cache_on_random_traces)
 {
     static const struct { const char *ways, *line, *sector, *bytes; } geo[] = {
-        {"chip.l2_ways=1", "chip.l2_line_bytes=64", "chip.l2_sector_bytes=64", "chip.l2_bytes=4KiB"},
-        {"chip.l2_ways=2", "chip.l2_line_bytes=128", "chip.l2_sector_bytes=32", "chip.l2_bytes=4KiB"},
-        {"chip.l2_ways=4", "chip.l2_line_bytes=128", "chip.l2_sector_bytes=32", "chip.l2_bytes=8KiB"},
-        {"chip.l2_ways=8", "chip.l2_line_bytes=256", "chip.l2_sector_bytes=8", "chip.l2_bytes=16KiB"},
-        {"chip.l2_ways=3", "chip.l2_line_bytes=128", "chip.l2_sector_bytes=16", "chip.l2_bytes=6KiB"},
+        {"chip.l2_ways=1", "chip.l2_line_bytes=64", "chip.l2_sector_bytes=64",
+         "chip.l2_bytes=4KiB"},
+        {"chip.l2_ways=2", "chip.l2_line_bytes=128", "chip.l2_sector_bytes=32",
+         "chip.l2_bytes=4KiB"},
+        {"chip.l2_ways=4", "chip.l2_line_bytes=128", "chip.l2_sector_bytes=32",
+         "chip.l2_bytes=8KiB"},
+        {"chip.l2_ways=8", "chip.l2_line_bytes=256", "chip.l2_sector_bytes=8",
+         "chip.l2_bytes=16KiB"},
+        {"chip.l2_ways=3", "chip.l2_line_bytes=128", "chip.l2_sector_bytes=16",
+         "chip.l2_bytes=6KiB"},
     };
     for (size_t g = 0; g < sizeof geo / sizeof geo[0]; g++) {
         const char *sets[] = {geo[g].ways, geo[g].line, geo[g].sector, geo[g].bytes};
@@ -453,8 +458,8 @@ TEST(the_tags_agree_with_a_reference_lru_cache_on_random_traces)
             CU_ASSERT_EQUAL(w.wb_bytes, wb);
             CU_ASSERT_EQUAL(w.fill_bytes, write ? 0 : misses * ref.sector_bytes);
             if (w.hit_sectors != hits || w.miss_sectors != misses || w.wb_bytes != wb) {
-                fprintf(stderr, "\ngeometry %zu, access %d (%llu rows of %llu every %llu at %llu, %s): "
-                        "hits %llu/%llu misses %llu/%llu wb %llu/%llu\n", g, it,
+                fprintf(stderr, "\ngeometry %zu, access %d (%llu rows of %llu every %llu at "
+                        "%llu, %s): hits %llu/%llu misses %llu/%llu wb %llu/%llu\n", g, it,
                         (unsigned long long)rows, (unsigned long long)rb,
                         (unsigned long long)stride, (unsigned long long)addr,
                         write ? "write" : "read", (unsigned long long)w.hit_sectors,
