@@ -106,6 +106,62 @@ static bool check_hbm_controllers(const arch_config *c, char *msg, size_t n)
     return true;
 }
 
+/* The L2 (chip.l2_bytes > 0): whole lines of whole sectors. */
+static bool check_l2_lines(const arch_config *c, char *msg, size_t n)
+{
+    const arch_chip *h = &c->chip;
+    if (!h->l2_bytes)
+        return true;
+    char sz[48];
+    uint64_t line = (uint64_t)h->l2_line_bytes;
+    if (h->l2_bytes % line) {
+        snprintf(msg, n, "chip.l2_line_bytes = %" PRIu64 " bytes does not divide chip.l2_bytes "
+                 "= %s: the L2 holds whole lines", line, size_msg(h->l2_bytes, sz, sizeof sz));
+        return false;
+    }
+    return true;
+}
+
+static bool check_l2_sectors(const arch_config *c, char *msg, size_t n)
+{
+    uint64_t line = (uint64_t)c->chip.l2_line_bytes, sector = (uint64_t)c->chip.l2_sector_bytes;
+    if (!c->chip.l2_bytes || (line % sector == 0 && line / sector <= 32))
+        return true;
+    snprintf(msg, n, "chip.l2_sector_bytes = %" PRIu64 " bytes must divide chip.l2_line_bytes "
+             "= %" PRIu64 " bytes into at most 32 sectors", sector, line);
+    return false;
+}
+
+/* The L2 cache's sets: whole, and at least one. */
+static bool check_l2_sets(const arch_config *c, char *msg, size_t n)
+{
+    const arch_chip *h = &c->chip;
+    if (!h->l2_bytes || h->l2_bytes % (uint64_t)h->l2_line_bytes)
+        return true; /* check_l2_lines says why */
+    uint64_t lines = h->l2_bytes / (uint64_t)h->l2_line_bytes, ways = (uint64_t)h->l2_ways;
+    char sz[48];
+    if (h->l2_mode == ARCH_L2_MODE_CACHE && (ways > lines || lines % ways)) {
+        snprintf(msg, n, "chip.l2_ways = %" PRIu64 " ways %s the %" PRIu64 " lines of "
+                 "chip.l2_bytes = %s (chip.l2_line_bytes = %" PRId64 " bytes): every set has "
+                 "l2_ways lines",
+                 ways, ways > lines ? "are more than" : "do not divide", lines,
+                 size_msg(h->l2_bytes, sz, sizeof sz), h->l2_line_bytes);
+        return false;
+    }
+    return true;
+}
+
+static bool check_l2_slices(const arch_config *c, char *msg, size_t n)
+{
+    const arch_chip *h = &c->chip;
+    if (!h->l2_bytes || h->l2_bytes / (uint64_t)h->l2_line_bytes >= (uint64_t)h->l2_slices)
+        return true;
+    snprintf(msg, n, "chip.l2_slices = %" PRId64 " slices are more than the %" PRIu64
+             " lines of the L2: every slice holds at least one line", h->l2_slices,
+             h->l2_bytes / (uint64_t)h->l2_line_bytes);
+    return false;
+}
+
 static bool check_c2c_pieces(const arch_config *c, char *msg, size_t n)
 {
     /* the largest message is the whole HBM; the simulation counts its pieces in 32 bits */
@@ -256,6 +312,17 @@ const arch_check_info arch_checks[] = {
      BLAME(K(chip, hbm_controllers), K(chip, hbm_channels), K(chip, hbm_controller_router),
            K(chip, hbm_placement), K(chip, mesh_x), K(chip, mesh_y)),
      check_hbm_controllers},
+    {"With an L2 (`chip.l2_bytes` > 0), `chip.l2_line_bytes` divides `chip.l2_bytes`.",
+     BLAME(K(chip, l2_line_bytes), K(chip, l2_bytes)), check_l2_lines},
+    {"With an L2, `chip.l2_sector_bytes` divides `chip.l2_line_bytes` into at most 32 sectors.",
+     BLAME(K(chip, l2_sector_bytes), K(chip, l2_line_bytes), K(chip, l2_bytes)),
+     check_l2_sectors},
+    {"With an L2 cache, `chip.l2_ways` divides its lines (`l2_bytes` / `l2_line_bytes`) into "
+     "whole sets.",
+     BLAME(K(chip, l2_ways), K(chip, l2_bytes), K(chip, l2_line_bytes), K(chip, l2_mode)),
+     check_l2_sets},
+    {"With an L2, `chip.l2_slices` is at most its lines (`l2_bytes` / `l2_line_bytes`).",
+     BLAME(K(chip, l2_slices), K(chip, l2_bytes), K(chip, l2_line_bytes)), check_l2_slices},
     {"A message between chips, at most the whole HBM, is at most 2^32 - 1 pieces: "
      "`chip.hbm_bytes` / `chip.c2c_piece_bytes` < 2^32 - 1.",
      BLAME(K(chip, c2c_piece_bytes), K(chip, hbm_bytes)), check_c2c_pieces},

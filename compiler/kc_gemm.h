@@ -123,6 +123,10 @@ typedef struct kmm {
     unsigned n_kpeers, tag;
     unsigned s_pready, s_pfree, s_reduced;
     uint64_t pbuf;             /* the fp32 partial-sum tile */
+    /* a global buffer (chip.l2_mode buffer): A's and B's slices are read from their copies
+     * staged in it (kmm_gbuf_plan), whose reads are counted in gb_rd, not the HBM's */
+    bool a_gb, b_gb;
+    uint64_t gb_rd;
     /* how the epilogue's operands map onto the output (kc_matmul.c, plan_epilogue) */
     struct {
         int nd, nbd, mdim, ndim, mouter;
@@ -202,9 +206,32 @@ void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, 
 
 /* The batches (of the outermost batch loop) x tile rows x tile columns cut into *pb x *pr x
  * *pc blocks for up to `cores` cores: the split with the fewest tiles on the busiest core,
+ * then (with an L2 cache on cfg's chip; cfg may be NULL) the least HBM traffic by kmm_l2_hbm,
  * then the fewest blocks. kmm_part_of gives block blk's part (blocks in batch, row, column
  * order); kmm_block is block i of n of [0, total), as even as possible, the larger first. */
-void kmm_split(const kmm *m, uint64_t cores, uint64_t *pb, uint64_t *pr, uint64_t *pc);
+void kmm_split(const kmm *m, const arch_config *cfg, uint64_t cores, uint64_t *pb, uint64_t *pr,
+               uint64_t *pc);
+
+/* The bytes of the kernel's operands, each once: A (a convolution's input), B and C, over
+ * the batch loops each steps through. */
+void kmm_operand_bytes(const kmm *m, uint64_t *a, uint64_t *b, uint64_t *c);
+
+/* What reaches the HBM through an L2 cache of chip.l2_bytes when the tiles are split pr x pc
+ * (docs/compiler.md "The L2"): cores walk their blocks in step, tile by tile along a row, so
+ * the cores of a block row read the same A band at once (one fill) and those of a block
+ * column the same B band. A core's next tile reuses its A band a tile later, its next row its
+ * B band bc tiles later (bc: the block's columns): a band stays when what all cores read in
+ * between — per tile pr A bands, pc B bands (over K) and pr x pc C tiles — fits the L2, and
+ * is read again for every tile (A) or every row (B) of the block when it does not. So A x (1
+ * or bc) + B x (1 or br) + C, each operand once when everything fits. */
+double kmm_l2_hbm(const kmm *m, const arch_config *cfg, uint64_t pr, uint64_t pc);
+
+/* With a global buffer (chip.l2_mode buffer) instead: which of A and B the GEMM stages in it
+ * (docs/compiler.md "The L2"): the operand that more tiles read first (A by every tile column,
+ * B by every tile row), each if several tiles read it and it fits what the buffer has left;
+ * not a convolution's A (staged per tile row in the scratchpad already), nor batched GEMMs.
+ * kmm_l2_hbm then counts a staged operand once and another for every tile that reads it. */
+void kmm_gbuf_plan(const kmm *m, const arch_config *cfg, bool *stage_a, bool *stage_b);
 void kmm_part_of(const kmm *m, uint64_t pb, uint64_t pr, uint64_t pc, uint64_t blk,
                  kmm_part *pt);
 void kmm_block(uint64_t total, uint64_t n, uint64_t i, uint64_t *lo, uint64_t *hi);

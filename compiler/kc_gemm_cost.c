@@ -14,6 +14,14 @@
  * batches that repeat are stepped a few times and extrapolated at the last one's pace. The
  * kernel's time is the busiest core's, and no less than all cores' HBM bytes at the HBM's
  * bandwidth.
+ *
+ * With an L2 cache (chip.l2_bytes > 0, l2_mode cache; docs/hw-model.md "The L2") the copies
+ * stream from it: at a core's share of the L2's bandwidth (no channel fraction: its lines
+ * interleave over its slices), still paying the HBM's latency (cores in step wait for the
+ * fill of what they read first). The kernel is then no less than all cores' bytes at the
+ * L2's bandwidth, nor than what reaches the HBM at the HBM's: each operand once, or again
+ * for every tile or row of a core's block whose reuse the L2 cannot hold (kmm_l2_hbm, which
+ * also picks the split). Without an L2 nothing here changes.
  */
 #include <math.h>
 #include <string.h>
@@ -89,6 +97,25 @@ static double chain_cycles(const arch_config *cfg, const kmm_sched *s, uint64_t 
 
 /* ---- copies --------------------------------------------------------------------------------- */
 
+/* Whether the chip's copies go through an L2 (a cache, or a global buffer the GEMM stages its
+ * operands in: taken as the same here, every copy at the L2's bandwidth). */
+static bool has_l2(const arch_config *cfg) { return cfg->chip.l2_bytes != 0; }
+
+/* Bytes per core cycle of what the copies stream from: the L2 with one, else the HBM. */
+static double mem_bw(const arch_config *cfg)
+{
+    return (has_l2(cfg) ? cfg->chip.l2_gb_per_s : cfg->chip.hbm_gb_per_s) / cfg->core.clock_ghz;
+}
+
+/* What reaches the HBM when the cores move `bytes` through the L2 in the split pr x pc
+ * (kmm_l2_hbm), at most those bytes; in core cycles at the HBM's bandwidth. */
+static double hbm_behind_l2(const kmm *m, const arch_config *cfg, uint64_t pr, uint64_t pc,
+                            double bytes)
+{
+    double h = kmm_l2_hbm(m, cfg, pr, pc);
+    return (h < bytes ? h : bytes) / (cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz);
+}
+
 /* The fraction of HBM channels that rows of row_bytes at addr, addr + stride, ... touch. */
 static double chan_frac(const arch_config *cfg, uint64_t addr, uint64_t rows, uint64_t stride,
                         uint64_t row_bytes)
@@ -149,7 +176,7 @@ static double copy_cycles(cm *c, uint64_t addr, uint64_t rows, uint64_t stride,
 {
     /* the copy streams at its share of the HBM, at most what the channels it touches give,
      * and at most the scratchpad ports */
-    double f = chan_frac(c->cfg, addr, rows, stride, row_bytes);
+    double f = has_l2(c->cfg) ? 1.0 : chan_frac(c->cfg, addr, rows, stride, row_bytes);
     uint64_t b = burst_bytes(c->cfg, addr, rows, stride, row_bytes);
     double bw = c->bw < c->bw_all * f ? c->bw : c->bw_all * f;
     bw = bw < c->port_bw ? bw : c->port_bw;
@@ -391,7 +418,7 @@ static void block_costs(block_t *k, const kmm *m, const arch_config *cfg, double
         batches *= b ? m->bcount[b] : pt->b1 - pt->b0;
     uint64_t pk = m->pk ? m->pk : 1, kl = min_u64(m->K, cdiv(cdiv(m->K, m->TK), pk) * m->TK);
     double ghz = cfg->core.clock_ghz;
-    k->c = (cm){m, cfg, bw, cfg->chip.hbm_gb_per_s / ghz,
+    k->c = (cm){m, cfg, bw, mem_bw(cfg),
                 (double)cfg->core.sram_banks * (double)cfg->core.sram_port_bytes_per_cycle,
                 cfg->chip.hbm_latency_ns * ghz + (double)cfg->core.dma_setup_cycles,
                 (uint64_t)cfg->core.dma_outstanding, 0, kl};
@@ -464,9 +491,9 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
 {
     memset(out, 0, sizeof *out);
     uint64_t pb, pr, pc, pk = m->pk ? m->pk : 1;
-    kmm_split(m, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
+    kmm_split(m, cfg, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
     uint64_t P = pb * pr * pc; /* blocks; pk cores each share the HBM too */
-    double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz; /* bytes per core cycle */
+    double hbm = mem_bw(cfg); /* bytes per core cycle (the L2's with one) */
     /* Pass 1: every core at an equal share. Pass 2 (up to KMM_EST_MAX_CORES cores): each core
      * shares the HBM with the cores still running, on average over its run: cores that finish
      * early leave their bandwidth to the others, as the shared HBM (max-min fair) does. (Cores
@@ -502,6 +529,10 @@ void kmm_estimate(const kmm *m, const arch_config *cfg, uint64_t n_cores, kmm_es
     }
     out->hbm_bytes = bytes;
     double chip = (double)bytes / hbm;
+    if (has_l2(cfg)) { /* and what reaches the HBM behind the L2 */
+        double behind = hbm_behind_l2(m, cfg, pr, pc, (double)bytes);
+        chip = chip > behind ? chip : behind;
+    }
     out->cycles = (uint64_t)ceil(worst > chip ? worst : chip);
     out->cores = P * pk;
 }
@@ -549,13 +580,17 @@ static double quick_core(const kmm *m, const arch_config *cfg, double bw, const 
 uint64_t kmm_quick(const kmm *m, const arch_config *cfg, uint64_t n_cores)
 {
     uint64_t pb, pr, pc, bytes, pk = m->pk ? m->pk : 1;
-    kmm_split(m, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
-    double hbm = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz, cores = (double)(pb * pr * pc * pk);
-    /* the first block is the largest: the busiest core, at an equal share of the HBM */
+    kmm_split(m, cfg, (n_cores ? n_cores : 1) / pk, &pb, &pr, &pc);
+    double hbm = mem_bw(cfg), cores = (double)(pb * pr * pc * pk);
+    /* the first block is the largest: the busiest core, at an equal share of the HBM (of the
+     * L2 with one) */
     kmm_part pt;
     kmm_part_of(m, pb, pr, pc, 0, &pt);
     double t = quick_core(m, cfg, hbm / cores, &pt, &bytes);
-    return (uint64_t)ceil(dmax(t, (double)bytes * cores / hbm));
+    double chip = (double)bytes * cores / hbm;
+    if (has_l2(cfg))
+        chip = dmax(chip, hbm_behind_l2(m, cfg, pr, pc, (double)bytes * cores));
+    return (uint64_t)ceil(dmax(t, chip));
 }
 
 /* ---- the search ----------------------------------------------------------------------------- */

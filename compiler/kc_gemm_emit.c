@@ -46,11 +46,18 @@ static void sem_signal(kmm *m, isa_unit u, unsigned s)
     ISA_EMIT(m->x->e, SEM_SIGNAL, isa_enum(u), isa_sem(s));
 }
 
-/* dma.copy of n2 x n1 x n0 elements of dt; strides in bytes (ignored where a count is 1). */
+/* dma.copy of n2 x n1 x n0 elements of dt; strides in bytes (ignored where a count is 1). A
+ * read of an operand staged in the global buffer counts as the buffer's (gb_rd). */
 static void dma(kmm *m, isa_opnd dst, isa_opnd src, isa_dtype dt, uint64_t n0, uint64_t n1,
                 uint64_t n2, uint64_t ds1, uint64_t ss1, uint64_t ds2, uint64_t ss2)
 {
+    uint64_t rd = m->em.rd;
     kce_dma(&m->em, dst, src, dt, n0, n1, n2, ds1, ss1, ds2, ss2);
+    if (src.space == ISA_SPACE_HBM && ((m->a_gb && src.reg == m->rA && m->ak != KMM_A_CONV) ||
+                                       (m->b_gb && src.reg == m->rB))) {
+        m->gb_rd += m->em.rd - rd;
+        m->em.rd = rd;
+    }
 }
 
 /* A loop over count iterations of a body that flips the buffer parity `flip` times (mod 2)
@@ -1004,16 +1011,80 @@ void kmm_split_grid(uint64_t rows, uint64_t cols, uint64_t cores, uint64_t *pr, 
     *pr = br, *pc = bcn;
 }
 
-void kmm_split(const kmm *m, uint64_t cores, uint64_t *pb, uint64_t *pr, uint64_t *pc)
+void kmm_operand_bytes(const kmm *m, uint64_t *a, uint64_t *b, uint64_t *c)
+{
+    uint64_t ba = 1, bb = 1, bc = 1;
+    for (int i = 0; i < m->nb; i++) {
+        ba *= m->bsa[i] ? m->bcount[i] : 1;
+        bb *= m->bsb[i] ? m->bcount[i] : 1;
+        bc *= m->bcount[i];
+    }
+    *a = (m->ak == KMM_A_CONV ? m->cv.h * m->cv.w * m->cv.c : m->M * m->K) * m->e * ba;
+    *b = m->K * m->N * m->e * bb;
+    *c = m->M * m->N * m->ce * bc;
+}
+
+void kmm_gbuf_plan(const kmm *m, const arch_config *cfg, bool *stage_a, bool *stage_b)
+{
+    *stage_a = *stage_b = false;
+    if (!cfg->chip.l2_bytes || cfg->chip.l2_mode != ARCH_L2_MODE_BUFFER || m->nb)
+        return;
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), a, b, c;
+    kmm_operand_bytes(m, &a, &b, &c);
+    uint64_t room = cfg->chip.l2_bytes, round = 256;
+    bool b_first = rows > cols;
+    for (int i = 0; i < 2; i++) {
+        bool is_b = (i == 0) == b_first;
+        uint64_t bytes = (is_b ? b : a) + round, reads = is_b ? rows : cols;
+        if ((!is_b && m->ak == KMM_A_CONV) || reads < 2 || bytes > room)
+            continue;
+        *(is_b ? stage_b : stage_a) = true;
+        room -= bytes;
+    }
+}
+
+double kmm_l2_hbm(const kmm *m, const arch_config *cfg, uint64_t pr, uint64_t pc)
+{
+    uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN);
+    uint64_t br = cdiv(rows, pr), bc = cdiv(cols, pc), a, b, c;
+    kmm_operand_bytes(m, &a, &b, &c);
+    if (cfg->chip.l2_mode == ARCH_L2_MODE_BUFFER) { /* staged once, else every tile's read */
+        bool sa, sb;
+        kmm_gbuf_plan(m, cfg, &sa, &sb);
+        return (double)a * (sa || m->ak == KMM_A_CONV ? 1.0 : (double)cols) +
+               (double)b * (sb ? 1.0 : (double)rows) + (double)c;
+    }
+    double cap = (double)cfg->chip.l2_bytes;
+    /* one step: every core's tile, its A band and B band over K and its C tile; the pr block
+     * rows' cores share their A bands, the pc block columns' their B bands */
+    double step = (double)pr * (double)(m->TM * m->K * m->e) +
+                  (double)pc * (double)(m->K * m->TN * m->e) +
+                  (double)(pr * pc) * (double)(m->TM * m->TN * m->ce);
+    /* A band: the next tile of the core's row, a step later (a convolution's A is staged per
+     * tile row anyway); B band: the core's next row, bc steps later */
+    double fa = m->ak == KMM_A_CONV || step <= cap ? 1.0 : (double)bc;
+    double fb = (double)bc * step <= cap ? 1.0 : (double)br;
+    return (double)a * fa + (double)b * fb + (double)c;
+}
+
+void kmm_split(const kmm *m, const arch_config *cfg, uint64_t cores, uint64_t *pb, uint64_t *pr,
+               uint64_t *pc)
 {
     uint64_t rows = cdiv(m->M, m->TM), cols = cdiv(m->N, m->TN), nb = m->nb ? m->bcount[0] : 1;
     uint64_t best = UINT64_MAX, bb = 1, br = 1, bcn = 1;
+    /* with an L2 cache, among the splits as good, the one that reads the HBM least */
+    bool l2 = cfg && cfg->chip.l2_bytes && cfg->chip.l2_mode == ARCH_L2_MODE_CACHE;
+    double best_hbm = 0;
     for (uint64_t q = 1; q <= cores && q <= nb; q++)
         for (uint64_t r = 1; q * r <= cores && r <= rows; r++)
             for (uint64_t c = 1; q * r * c <= cores && c <= cols; c++) {
                 uint64_t worst = cdiv(nb, q) * cdiv(rows, r) * cdiv(cols, c);
-                if (worst < best || (worst == best && q * r * c < bb * br * bcn)) {
+                double hbm = l2 && worst <= best ? kmm_l2_hbm(m, cfg, r, c) : 0;
+                if (worst < best || (worst == best && (hbm < best_hbm ||
+                                                       (hbm == best_hbm &&
+                                                        q * r * c < bb * br * bcn)))) {
                     best = worst;
+                    best_hbm = hbm;
                     bb = q, br = r, bcn = c;
                 }
             }
@@ -1038,15 +1109,65 @@ void kmm_part_of(const kmm *m, uint64_t pb, uint64_t pr, uint64_t pc, uint64_t b
     kmm_block(cols, pc, blk % pc, &pt->c0, &pt->c1);
 }
 
+/* Stages the operands kmm_gbuf_plan picks into the global buffer, from its first address
+ * (chip.hbm_bytes) on, packed: each core of the placement copies its share of the rows (a
+ * barrier before, as an earlier kernel may still read the buffer, and one after, as every core
+ * reads every row); the schedule then reads them there. */
+static np_status stage_gbuf(kmm *m, uint64_t n_cores)
+{
+    kc_ctx *x = m->x;
+    bool sa, sb;
+    kmm_gbuf_plan(m, x->cfg, &sa, &sb);
+    if (!sa && !sb)
+        return NP_OK;
+    np_err e = {0};
+    if (kc_barrier(x->prog, &e) != NP_OK)
+        return kc_fail(x, e.status, "%s", e.msg);
+    uint64_t at = x->cfg->chip.hbm_bytes, es = m->e;
+    m->em.mult = 1;
+    for (int i = 0; i < 2; i++) {
+        bool is_b = i == 1;
+        if (!(is_b ? sb : sa))
+            continue;
+        /* rows of the operand as stored: A's M rows of K (COLS: K rows of M), B's K rows of
+         * N (column-major: N rows of K) */
+        uint64_t rows = is_b ? (m->b_cols ? m->N : m->K) : (m->ak == KMM_A_ROWS ? m->M : m->K);
+        uint64_t w = is_b ? (m->b_cols ? m->K : m->N) : (m->ak == KMM_A_ROWS ? m->K : m->M);
+        uint64_t base = is_b ? m->b_base : m->a_base, ld = (uint64_t)(is_b ? m->ldb : m->lda);
+        for (uint64_t c = 0; c < n_cores; c++) {
+            uint64_t lo, hi;
+            kmm_block(rows, n_cores, c, &lo, &hi);
+            if (kc_core(x, x->k->place.core0 + (uint32_t)c) != NP_OK)
+                return kc_status(x);
+            for (uint64_t r = lo; r < hi; r += 65535) { /* n1 is 16 bits */
+                uint64_t n = min_u64(hi - r, 65535), wr = m->em.wr;
+                kce_dma(&m->em, isa_hbm(0, at + r * w * es), isa_hbm(0, base + r * ld), m->dt, w,
+                        n, 1, 0, ld, 0, 0);
+                m->em.wr = wr; /* into the buffer, not the HBM */
+            }
+        }
+        if (is_b)
+            m->b_base = at, m->ldb = (int64_t)(w * es), m->b_gb = true;
+        else
+            m->a_base = at, m->lda = (int64_t)(w * es), m->a_gb = true;
+        at += (rows * w * es + 255) / 256 * 256;
+    }
+    if (kc_barrier(x->prog, &e) != NP_OK)
+        return kc_fail(x, e.status, "%s", e.msg);
+    return kc_status(x);
+}
+
 np_status kmm_emit(kmm *m)
 {
     kc_ctx *x = m->x;
     const kc_place *pl = &x->k->place;
     uint64_t n_cores = pl->n_cores ? pl->n_cores : 1;
     uint64_t pb, pr, pc, pk = m->pk ? m->pk : 1, slices = cdiv(m->K, m->TK);
-    kmm_split(m, n_cores / pk, &pb, &pr, &pc);
+    kmm_split(m, x->cfg, n_cores / pk, &pb, &pr, &pc);
     /* a tag of the kernel's own (messages between two cores with one tag stay in order) */
     m->tag = (unsigned)(((m->c_base >> 6) ^ (m->a_base >> 4) ^ (m->b_base >> 2)) & 0xffff);
+    if (stage_gbuf(m, pb * pr * pc * pk) != NP_OK)
+        return kc_status(x);
     for (uint64_t i = 0; i < pb * pr * pc * pk; i++) {
         uint64_t blk = i / pk, g = i % pk, s0, s1;
         kmm_part pt;

@@ -54,7 +54,8 @@ void core_trace(core_model *c, isa_unit u, const q_entry *e)
         insn_text(c->chip, &e->in, text, sizeof text);
     int32_t k = c->pcs[e->pc].kernel;
     core_trace_insn t = {c->chip->chip, c->id, u, e->lane, e->pc, y->trace_no_text ? NULL : text,
-                         k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c)};
+                         k >= 0 ? c->text->kernels[k].name : NULL, e->t_start_ps, now_ps(c),
+                         e->l2, e->l2_bytes, e->l2_hbm_rd, e->l2_hbm_wr};
     y->trace(y->trace_ctx, &t);
 }
 
@@ -384,7 +385,7 @@ static void q_complete_ev(evq *eq, void *ctx, uint64_t arg)
 
 /* One part of the entry in flight named by arg finished; the last one completes it at the
  * next core clock edge. */
-static void q_part_done(void *ctx, uint64_t arg)
+void core_q_part_done(void *ctx, uint64_t arg)
 {
     core_model *c = ctx;
     if (--c->q[arg & 0xff].ring[arg >> 8].parts)
@@ -415,7 +416,7 @@ void core_q_finish_at(core_model *c, isa_unit u, unsigned slot, uint64_t t_ps)
 static void q_timer_ev(evq *eq, void *ctx, uint64_t arg)
 {
     (void)eq;
-    q_part_done(ctx, arg);
+    core_q_part_done(ctx, arg);
 }
 
 static void sem_arrive_ev(evq *eq, void *ctx, uint64_t arg)
@@ -438,6 +439,10 @@ static void count_traffic(core_model *c, core_queue *q, const core_range *r, uns
     chip_sim *s = c->chip;
     for (unsigned i = 0; i < n; i++) {
         q->bytes += r[i].bytes;
+        if (core_l2_range(s->cfg, &r[i])) { /* the HBM counts what reaches it (core_l2.c) */
+            *(r[i].write ? &s->l2_wr : &s->l2_rd) += r[i].bytes;
+            continue;
+        }
         uint64_t *ctr = r[i].space == ISA_SPACE_HBM    ? (r[i].write ? &s->hbm_wr : &s->hbm_rd)
                         : r[i].space == ISA_SPACE_ACC ? (r[i].write ? &s->acc_wr : &s->acc_rd)
                                                       : (r[i].write ? &s->spad_wr : &s->spad_rd);
@@ -484,7 +489,9 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     }
     double ghz = s->cfg->core.clock_ghz;
     double port_bw = (double)core_spad_bytes_per_cycle(s->cfg) * ghz / 1000.0; /* B/ps */
-    double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0;
+    double hbm_bw = s->cfg->chip.hbm_gb_per_s / 1000.0, far_bw = hbm_bw;
+    if (s->cfg->chip.l2_bytes && s->cfg->chip.l2_gb_per_s / 1000.0 > far_bw)
+        far_bw = s->cfg->chip.l2_gb_per_s / 1000.0; /* the L2 is the far side (core_l2.c) */
     bool dma = isa_ops[in->op].unit == ISA_UNIT_DMA;
     uint64_t cyc = dma ? 0 : core_exec_cycles(s->cfg, in, e->mxu_k, e->mxu_n);
     if (c->pipe && in->op == ISA_OP_MXU_MM)
@@ -493,7 +500,7 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
         c->pipe->live = false; /* a drain: the run of folds is over */
     double cap = port_bw;
     if (dma && any_hbm)
-        cap = hbm_bw < port_bw ? hbm_bw : port_bw;
+        cap = far_bw < port_bw ? far_bw : port_bw;
     else if (cyc)
         cap = (double)spad_bytes / ((double)cyc * 1000.0 / ghz);
     /* alone, each part would take (without bank conflicts): */
@@ -508,7 +515,14 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     /* The HBM side moves whole bursts, and only the channels its rows touch serve it; with
      * controllers on the mesh, each controller's part crosses the mesh (hbm_mesh.h). */
     uint64_t hb = 0;
-    if (any_hbm && s->hmesh) {
+    if (any_hbm && s->cfg->chip.l2_bytes) { /* through the shared level (core_l2.c) */
+        double t_l2;
+        if (core_l2_copy(c, e, arg, hbm_cap, &t_l2, &s->err) != NP_OK)
+            goto fail;
+        if (t_l2 > alone)
+            alone = t_l2;
+        any_hbm = false; /* started */
+    } else if (any_hbm && s->hmesh) {
         unsigned n_parts;
         uint64_t t_mesh;
         if (hbm_mesh_copy(s->hmesh, r, nr, c->id, hbm_cap, ((uint64_t)c->index << 16) | arg,
@@ -547,20 +561,20 @@ static void q_launch(core_model *c, isa_unit u, unsigned slot)
     }
     if (spad_bytes) {
         e->parts++;
-        if (hbm_transfer(c->ports, spad_bytes, cap, q_part_done, c, arg, &s->err) != NP_OK)
+        if (hbm_transfer(c->ports, spad_bytes, cap, core_q_part_done, c, arg, &s->err) != NP_OK)
             goto fail;
     }
     if (acc_bytes) {
         e->parts++;
-        if (hbm_transfer(c->acc_port, acc_bytes, acc_bw, q_part_done, c, arg, &s->err) != NP_OK)
+        if (hbm_transfer(c->acc_port, acc_bytes, acc_bw, core_q_part_done, c, arg, &s->err) != NP_OK)
             goto fail;
     }
     if (any_hbm) {
         e->parts++;
-        if (hbm_transfer(s->mem, hb, hbm_cap, q_part_done, c, arg, &s->err) != NP_OK)
+        if (hbm_transfer(s->mem, hb, hbm_cap, core_q_part_done, c, arg, &s->err) != NP_OK)
             goto fail;
     }
-    q_part_done(c, arg);
+    core_q_part_done(c, arg);
     return;
 fail:
     chip_fail(s);
@@ -569,7 +583,10 @@ fail:
 void core_dma_access_done(void *ctx, uint64_t tag)
 {
     chip_sim *s = ctx;
-    q_part_done(&s->cores[tag >> 16], tag & 0xffff);
+    if (tag & CORE_TAG_L2_FILL)
+        l2_fill_done(s->l2, (uint32_t)tag);
+    else if (!(tag & CORE_TAG_L2_WB))
+        core_q_part_done(&s->cores[tag >> 16], tag & 0xffff);
 }
 
 static void q_launch_ev(evq *eq, void *ctx, uint64_t arg)
@@ -659,6 +676,7 @@ static void q_start(core_model *c, isa_unit u)
         q->n_started++;
         q->n_inflight++;
         e->done = false;
+        e->l2 = false;
         e->t_start_ps = now_ps(c);
         e->lane = 0;
         while (q->lanes & (1u << e->lane))

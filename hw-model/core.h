@@ -113,6 +113,23 @@ typedef struct core_hbm_ctrl_report {
     double util_pct;        /* (read + write) / (its bandwidth x total_ps) */
 } core_hbm_ctrl_report;
 
+/* The chip's shared on-chip level (chip.l2_bytes > 0; docs/hw-model.md "The L2"), over the
+ * report's programs, summed over chips. A cache counts sectors (chip.l2_sector_bytes each); a
+ * global buffer (l2_mode buffer) only the bytes. */
+typedef struct core_l2_report {
+    bool present, buffer;
+    uint64_t read_bytes, write_bytes;   /* the DMA's bytes to and from it, as asked */
+    uint64_t moved_bytes;               /* whole sectors (bursts for a buffer) it moved */
+    uint64_t read_hits, read_misses;    /* sectors read: found valid, fetched from the HBM */
+    uint64_t write_hits, write_misses;  /* sectors written: line present, line allocated */
+    uint64_t pending_hits;              /* read hits that waited for another copy's fill */
+    uint64_t fill_bytes;                /* read from the HBM by misses */
+    uint64_t writeback_bytes;           /* written back to the HBM (dirty lines evicted) */
+    uint64_t dirty_bytes;               /* dirty at the end, not yet written back */
+    double hit_pct;                     /* read hits / sectors read (0 with none) */
+    double util_pct;                    /* moved / (chip.l2_gb_per_s x total_ps x chips) */
+} core_l2_report;
+
 typedef struct core_report {
     uint64_t total_cycles;     /* core cycles until the last core (of any chip) finished */
     uint64_t total_ps;
@@ -136,6 +153,9 @@ typedef struct core_report {
         hbm_limited_by_mesh, hbm_limited_by_copy;
     char hbm_busiest_link[48]; /* "r1.xplus" ("chip1.r1.xplus"), "" when no link limited */
     uint64_t hbm_busiest_link_bytes;
+    /* With an L2 the HBM traffic above is what reached the HBM (misses' fills, write-backs,
+     * copies that do not go through the L2); what the DMA asked of the L2 is here. */
+    core_l2_report l2;
 } core_report;
 
 /* Runs program p (already checked against cfg by the loader) on the chip of cfg in timing
@@ -168,6 +188,11 @@ typedef struct core_trace_insn {
     const char *kernel;   /* its kernel symbol, or NULL */
     uint64_t start_ps, end_ps; /* started .. completed; for a sem.wait that had to wait: the
                                   wait */
+    /* a DMA copy through the chip's L2 (chip.l2_bytes > 0; else l2 false): the bytes it moved
+     * through the L2 (whole sectors or bursts), and what reached the HBM for it (its fill and
+     * the ranges that bypass the L2; the dirty lines it evicted) */
+    bool l2;
+    uint64_t l2_bytes, hbm_read_bytes, hbm_write_bytes;
 } core_trace_insn;
 
 typedef void (*core_trace_fn)(void *ctx, const core_trace_insn *t);
@@ -228,7 +253,8 @@ uint64_t core_kernel_launch_ps(const arch_config *cfg, bool host_launch);
 /* {"total_cycles", "total_ps", "units": [{"name", "busy_cycles", "stall_cycles",
  *  "idle_cycles", "insns", "bytes"}], "kernels": [{"name", "chip", "core", "cycles",
  *  "busy_cycles": {"dma", "mxu", "vpu", "comm"}}],
- *  "traffic": {"hbm_read_bytes", ...}, and with controllers on the mesh "hbm_mesh": {...}} —
+ *  "traffic": {"hbm_read_bytes", ...}, with controllers on the mesh "hbm_mesh": {...}, and
+ *  with an L2 "l2": {"mode", "read_bytes", ..., "hit_pct", "util_pct"}} —
  * names documented in docs/hw-model.md. NULL when out of memory. */
 json_t *core_report_json(const core_report *r);
 

@@ -433,7 +433,9 @@ uint64_t core_space_bytes(const arch_config *cfg, isa_space s)
     switch (s) {
     case ISA_SPACE_SPAD: return cfg->core.sram_bytes;
     case ISA_SPACE_ACC: return cfg->core.acc_bytes;
-    case ISA_SPACE_HBM: return cfg->chip.hbm_bytes;
+    case ISA_SPACE_HBM: /* and a global buffer's addresses after it (core_l2.c) */
+        return cfg->chip.hbm_bytes +
+               (cfg->chip.l2_mode == ARCH_L2_MODE_BUFFER ? cfg->chip.l2_bytes : 0);
     default: return 0;
     }
 }

@@ -73,7 +73,8 @@ uint64_t core_burst_bytes(const core_range *r, uint64_t burst);
 #define CORE_OVERLAP_SCAN_ROWS 65536
 bool core_ranges_overlap(const core_range *a, const core_range *b);
 
-/* Size in bytes of address space s on cfg's cores / chip. */
+/* Size in bytes of address space s on cfg's cores / chip (HBM: with a global buffer,
+ * chip.l2_mode buffer, its chip.l2_bytes of addresses after the HBM's too). */
 uint64_t core_space_bytes(const arch_config *cfg, isa_space s);
 
 /* Scratchpad bytes per core cycle (all banks' ports together). */

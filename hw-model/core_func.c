@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core_cost.h"
 #include "isa_asm.h"
 #include "philox.h"
 
@@ -115,7 +116,8 @@ np_status core_func_create(const arch_config *cfg, const isa_program *p, core_fu
     if (!f)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory creating functional-mode memories");
     f->cfg = cfg;
-    f->n_pages = (cfg->chip.hbm_bytes + PAGE_BYTES - 1) >> PAGE_BITS;
+    /* the HBM, and after it a global buffer's addresses (chip.l2_mode buffer) */
+    f->n_pages = (core_space_bytes(cfg, ISA_SPACE_HBM) + PAGE_BYTES - 1) >> PAGE_BITS;
     f->pages = calloc(f->n_pages, sizeof *f->pages);
     if (!f->pages) {
         core_func_free(f);

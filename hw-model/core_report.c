@@ -63,6 +63,43 @@ static void core_report_hbm_print(const core_report *r, FILE *out)
     }
 }
 
+/* The "l2" member. */
+static json_t *core_report_l2_json(const core_l2_report *l)
+{
+    return json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f}",
+                     "mode", l->buffer ? "buffer" : "cache", "read_bytes",
+                     (json_int_t)l->read_bytes, "write_bytes", (json_int_t)l->write_bytes,
+                     "moved_bytes", (json_int_t)l->moved_bytes, "read_hits",
+                     (json_int_t)l->read_hits, "read_misses", (json_int_t)l->read_misses,
+                     "write_hits", (json_int_t)l->write_hits, "write_misses",
+                     (json_int_t)l->write_misses, "pending_hits", (json_int_t)l->pending_hits,
+                     "fill_bytes", (json_int_t)l->fill_bytes, "writeback_bytes",
+                     (json_int_t)l->writeback_bytes, "dirty_bytes", (json_int_t)l->dirty_bytes,
+                     "hit_pct", l->hit_pct, "util_pct", l->util_pct);
+}
+
+/* The text line(s) of the L2. */
+static void core_report_l2_print(const core_l2_report *l, FILE *out)
+{
+    char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX], d[NP_HUMAN_MAX], e[NP_HUMAN_MAX];
+    if (l->buffer) {
+        fprintf(out, "global buffer: read %s, written %s, %.1f%% of its bandwidth\n",
+                np_human_bytes(l->read_bytes, a, sizeof a),
+                np_human_bytes(l->write_bytes, b, sizeof b), l->util_pct);
+        return;
+    }
+    uint64_t rd = l->read_hits + l->read_misses;
+    fprintf(out, "L2: read %s, written %s, %.1f%% of its bandwidth; %.1f%% of %s sectors read "
+            "hit (%s waited for a fill)\n",
+            np_human_bytes(l->read_bytes, a, sizeof a), np_human_bytes(l->write_bytes, b, sizeof b),
+            l->util_pct, l->hit_pct, np_human_count(rd, c, sizeof c),
+            np_human_count(l->pending_hits, d, sizeof d));
+    fprintf(out, "    HBM behind it: fills %s, write-backs %s, %s dirty at the end\n",
+            np_human_bytes(l->fill_bytes, a, sizeof a),
+            np_human_bytes(l->writeback_bytes, b, sizeof b),
+            np_human_bytes(l->dirty_bytes, e, sizeof e));
+}
+
 json_t *core_report_json(const core_report *r)
 {
     json_t *units = json_array(), *kernels = json_array();
@@ -106,6 +143,13 @@ json_t *core_report_json(const core_report *r)
                           (json_int_t)r->total_cycles, "total_ps", (json_int_t)r->total_ps,
                           "chips", (json_int_t)r->n_chips, "units", units, "kernels", kernels,
                           "traffic", traffic);
+    if (o && r->l2.present) {
+        json_t *lj = core_report_l2_json(&r->l2);
+        if (!lj || json_object_set_new(o, "l2", lj)) {
+            json_decref(o);
+            return NULL;
+        }
+    }
     if (o && r->n_hbm_ctrls) {
         json_t *hm = core_report_hbm_json(r);
         if (!hm || json_object_set_new(o, "hbm_mesh", hm)) {
@@ -146,6 +190,8 @@ void core_report_print(const core_report *r, FILE *out)
             np_human_bytes(r->sram_write_bytes, d, sizeof d),
             np_human_bytes(r->acc_read_bytes, e, sizeof e),
             np_human_bytes(r->acc_write_bytes, f, sizeof f));
+    if (r->l2.present)
+        core_report_l2_print(&r->l2, out);
     if (r->n_chips > 1)
         fprintf(out, "chip-to-chip: %s sent between %" PRIu32 " chips\n",
                 np_human_bytes(r->c2c_bytes, a, sizeof a), r->n_chips);
@@ -204,6 +250,75 @@ static np_status report_hbm(const hw_system *y, const chip_sim *s, core_report *
                      s->chip, f.busiest_link);
         else
             snprintf(r->hbm_busiest_link, sizeof r->hbm_busiest_link, "%s", f.busiest_link);
+    }
+    return NP_OK;
+}
+
+/* Adds chip s's L2 figures (since its program was loaded) to r->l2. */
+static void report_l2(const chip_sim *s, core_report *r)
+{
+    core_l2_report *l = &r->l2;
+    const arch_chip *ch = &s->cfg->chip;
+    l->present = true;
+    l->buffer = ch->l2_mode == ARCH_L2_MODE_BUFFER;
+    l->read_bytes += s->l2_rd;
+    l->write_bytes += s->l2_wr;
+    if (s->l2) {
+        l2_figures f;
+        l2_get_figures(s->l2, &f);
+        const l2_figures *b = &s->l2_base;
+        l->moved_bytes += f.read_bytes - b->read_bytes + f.write_bytes - b->write_bytes;
+        l->read_hits += f.read_hits - b->read_hits;
+        l->read_misses += f.read_misses - b->read_misses;
+        l->write_hits += f.write_hits - b->write_hits;
+        l->write_misses += f.write_misses - b->write_misses;
+        l->pending_hits += f.pending_hits - b->pending_hits;
+        l->fill_bytes += f.fill_bytes - b->fill_bytes;
+        l->writeback_bytes += f.wb_bytes - b->wb_bytes;
+        l->dirty_bytes += l2_dirty_bytes(s->l2);
+    } else {
+        l->moved_bytes += s->l2_rd + s->l2_wr; /* the buffer: as asked */
+    }
+}
+
+/* The L2's ratios, once its sums are in. */
+static void report_l2_ratios(const arch_config *cfg, core_report *r)
+{
+    core_l2_report *l = &r->l2;
+    uint64_t rd = l->read_hits + l->read_misses;
+    l->hit_pct = rd ? 100.0 * (double)l->read_hits / (double)rd : 0;
+    double cap = cfg->chip.l2_gb_per_s * 1e-3 * (double)r->total_ps * (double)r->n_chips;
+    l->util_pct = cap > 0 ? 100.0 * (double)l->moved_bytes / cap : 0;
+}
+
+/* Registers the L2's figures in reg under "l2" ("l2.read_bytes", ...). */
+static np_status report_l2_stats(const core_report *r, stats *reg, np_err *err)
+{
+    const core_l2_report *l = &r->l2;
+    const struct { const char *name, *unit, *desc; uint64_t v; } f[] = {
+        {"read_bytes", "bytes", "bytes DMA copies read from the L2 (as asked)", l->read_bytes},
+        {"write_bytes", "bytes", "bytes DMA copies wrote to the L2 (as asked)", l->write_bytes},
+        {"moved_bytes", "bytes", "whole sectors the L2 moved to and from the cores",
+         l->moved_bytes},
+        {"read_hits", "sectors", "sectors read that the L2 held", l->read_hits},
+        {"read_misses", "sectors", "sectors read that the L2 fetched from the HBM", l->read_misses},
+        {"write_hits", "sectors", "sectors written to lines the L2 held", l->write_hits},
+        {"write_misses", "sectors", "sectors written to lines the L2 allocated", l->write_misses},
+        {"pending_hits", "sectors", "read hits that waited for another copy's fill",
+         l->pending_hits},
+        {"fill_bytes", "bytes", "bytes the L2 read from the HBM for misses", l->fill_bytes},
+        {"writeback_bytes", "bytes", "dirty bytes the L2 wrote back to the HBM",
+         l->writeback_bytes},
+        {"dirty_bytes", "bytes", "dirty bytes in the L2 at the end, not yet written back",
+         l->dirty_bytes},
+    };
+    for (size_t j = 0; j < sizeof f / sizeof f[0]; j++) {
+        if (l->buffer && j > 2)
+            break; /* a buffer has no hits, fills or dirty lines */
+        stats_counter *ctr = stats_new_counter(reg, "l2", f[j].name, f[j].unit, f[j].desc, err);
+        if (!ctr)
+            return err->status;
+        stats_add(ctr, f[j].v);
     }
     return NP_OK;
 }
@@ -315,6 +430,14 @@ np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report
         r->c2c_bytes += s->c2c_bytes;
         if (s->hmesh && report_hbm(y, s, r) != NP_OK)
             goto nomem;
+        if (s->cfg->chip.l2_bytes)
+            report_l2(s, r);
+    }
+    if (r->l2.present)
+        report_l2_ratios(y->cfg, r);
+    if (reg && r->l2.present && report_l2_stats(r, reg, err) != NP_OK) {
+        core_report_free(r);
+        return err->status;
     }
     if (reg && report_hbm_stats(r, reg, err) != NP_OK) {
         core_report_free(r);

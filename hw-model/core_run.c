@@ -92,7 +92,7 @@ static np_status run_check(hw_system *y, const run_ctx *r, const core_sim_opts *
             *err = s->fault;
             return err->status;
         }
-        if (hbm_error(s->mem, err) != NP_OK)
+        if (hbm_error(s->mem, err) != NP_OK || (s->l2srv && hbm_error(s->l2srv, err) != NP_OK))
             return err->status;
         cores_left += s->cores_left;
     }

@@ -21,6 +21,7 @@
 #include "hbm.h"
 #include "hbm_mesh.h"
 #include "hw_system.h"
+#include "l2.h"
 #include "mesh.h"
 #include "net.h"
 
@@ -47,6 +48,9 @@ typedef struct q_entry {
                               entries its operands waited for, its semaphore) */
     isa_insn in;           /* resolved */
     core_range r[CORE_MAX_RANGES]; /* its operands' footprints (core_ranges) */
+    /* through the L2 (core_l2_copy; for traces): bytes moved through it, and the HBM's */
+    bool l2;
+    uint64_t l2_bytes, l2_hbm_rd, l2_hbm_wr;
 } q_entry;
 
 typedef struct core_queue {
@@ -213,6 +217,12 @@ struct chip_sim {
     mesh *noc;         /* the on-chip mesh for comm.* and, with chip.hbm_controllers, the
                           DMA's HBM traffic; NULL until a program needs it */
     hbm_mesh *hmesh;   /* the HBM controllers on it (chip.hbm_controllers > 0), else NULL */
+    /* the shared level (chip.l2_bytes > 0; core_l2.c): the cache's tags (l2_mode cache; NULL
+     * for the buffer), and beside the mesh the server of its bandwidth (NULL on the mesh:
+     * the slices are controllers of hmesh) */
+    l2 *l2;
+    hbm *l2srv;
+    l2_figures l2_base; /* the cache's figures when the program was loaded */
     clk_domain noc_clk;
     uint32_t grp_inst[ISA_N_GROUPS]; /* the instance of g<i> it belongs to, or UINT32_MAX */
     uint32_t grp_rank[ISA_N_GROUPS]; /* its rank there */
@@ -221,6 +231,7 @@ struct chip_sim {
     np_err err;   /* scratch for errors met inside events */
     np_err fault; /* FAULT or DEADLOCK: why */
     uint64_t hbm_rd, hbm_wr, spad_rd, spad_wr, acc_rd, acc_wr;
+    uint64_t l2_rd, l2_wr;   /* bytes the DMA asked of the L2 (or the global buffer) */
     uint64_t c2c_bytes; /* bytes of its program's messages to other chips */
     uint32_t route_dst; /* the peer chip of the last route looked up (UINT32_MAX: none) */
     double route_bytes_per_s; /* its bottleneck bandwidth */
@@ -306,6 +317,26 @@ void core_trace(core_model *c, isa_unit u, const q_entry *e);
 /* A DMA's access to an HBM controller over the mesh completed (mesh_set_access_done; the tag
  * is the core's index << 16 | q_arg of its entry). */
 void core_dma_access_done(void *ctx, uint64_t tag);
+/* Tags of accesses that are not a core's part: an L2 fill's (the low 32 bits: the fill
+ * record) and an L2 write-back's (nobody waits). */
+#define CORE_TAG_L2_FILL (1ull << 63)
+#define CORE_TAG_L2_WB (1ull << 62)
+/* One part of the entry in flight named by arg (q_arg) of core ctx ended (an hbm.h done
+ * callback). */
+void core_q_part_done(void *ctx, uint64_t arg);
+
+/* core_l2.c */
+/* Starts the HBM side of entry e (arg: its q_arg) of core c through the chip's L2 (s->l2 or
+ * the global buffer), each stream capped at port_cap bytes/ps: adds the parts it starts to
+ * e->parts and sets *alone_ps to how long the slowest takes alone. NP_ERR_NOMEM, the
+ * mesh's. */
+np_status core_l2_copy(core_model *c, q_entry *e, uint64_t arg, double port_cap,
+                       double *alone_ps, np_err *err);
+/* Whether range r goes through the shared level: an HBM range, not indexed (cache), or one
+ * that starts in the global buffer's addresses (buffer). */
+bool core_l2_range(const arch_config *cfg, const core_range *r);
+/* Builds chip s's L2 (tags, server) if it has none and the chip has one. */
+np_status core_l2_ensure(chip_sim *s, np_err *err);
 /* A barrier flit reached its router (from the mesh's delivery callback). */
 void core_barrier_deliver(chip_sim *s, uint64_t tag);
 /* Appends one line per waiting unit of core c to buf (the deadlock report). */

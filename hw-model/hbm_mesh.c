@@ -17,6 +17,9 @@ struct hbm_mesh {
     double flit_bytes;
     double ps_per_cycle;    /* of the NoC clock */
     uint32_t access_cycles; /* hbm_latency_ns in NoC cycles, rounded up */
+    uint32_t l2_cycles;     /* l2_latency_ns likewise (chip.l2_bytes > 0) */
+    uint32_t lat_cycles;    /* hbm_latency_ns in NoC cycles, rounded up */
+    double *l2_fpc;         /* per L2 slice: bandwidth in flits per NoC cycle; NULL: no L2 */
     /* the figures at the last hbm_mesh_mark */
     mesh_mem_stats base;
     mesh_ctrl_stats *ctrl_base;
@@ -52,6 +55,7 @@ void hbm_mesh_free(hbm_mesh *h)
     if (!h)
         return;
     free(h->ctrl_fpc);
+    free(h->l2_fpc);
     free(h->bytes);
     free(h->chans);
     free(h->ctrl_base);
@@ -88,6 +92,7 @@ np_status hbm_mesh_create(const arch_config *cfg, mesh *m, hbm_mesh **out, np_er
     int64_t lat = (int64_t)ceil(cfg->chip.hbm_latency_ns * cfg->chip.noc_clock_ghz - 1e-9);
     int64_t local = 2 * (int64_t)(mp->router_cycles + 2 * mp->link_cycles) - 1;
     h->access_cycles = (uint32_t)(lat > local ? lat - local : 0);
+    h->lat_cycles = (uint32_t)lat;
     for (uint32_t j = 0; j < n; j++) {
         /* GB/s = bytes per ns; per NoC cycle: x ns per cycle; in flits: / flit bytes */
         h->ctrl_fpc[j] = hbm_mesh_ctrl_gb_per_s(cfg, j) / cfg->chip.noc_clock_ghz / h->flit_bytes;
@@ -96,7 +101,55 @@ np_status hbm_mesh_create(const arch_config *cfg, mesh *m, hbm_mesh **out, np_er
             return err->status;
         }
     }
+    if (cfg->chip.l2_bytes) {
+        /* an L2 slice per controller, at its router, with its channels' share of the L2's
+         * bandwidth: controllers n .. 2n - 1 of the mesh */
+        int64_t l2lat = (int64_t)ceil(cfg->chip.l2_latency_ns * cfg->chip.noc_clock_ghz - 1e-9);
+        h->l2_cycles = (uint32_t)(l2lat > local ? l2lat - local : 0);
+        if (!(h->l2_fpc = calloc(n, sizeof *h->l2_fpc))) {
+            hbm_mesh_free(h);
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory placing the L2 slices");
+        }
+        for (uint32_t j = 0; j < n; j++) {
+            h->l2_fpc[j] = hbm_mesh_ctrl_gb_per_s(cfg, j) / cfg->chip.hbm_gb_per_s *
+                           cfg->chip.l2_gb_per_s / cfg->chip.noc_clock_ghz / h->flit_bytes;
+            if (mesh_add_controller(m, hbm_mesh_router(cfg, j), h->l2_fpc[j], err) != NP_OK) {
+                hbm_mesh_free(h);
+                return err->status;
+            }
+        }
+    }
     *out = h;
+    return NP_OK;
+}
+
+np_status hbm_mesh_access(hbm_mesh *h, hbm_mesh_to to, uint32_t j, uint32_t node, bool write,
+                          double bytes, double cap_bytes_per_ps, uint64_t tag, uint64_t *alone_ps,
+                          np_err *err)
+{
+    const mesh_params *mp = mesh_get_params(h->m);
+    bool l2 = to == HBM_MESH_L2, local = to == HBM_MESH_LOCAL;
+    double cap_fpc = cap_bytes_per_ps * h->ps_per_cycle / h->flit_bytes;
+    /* a fill beside its slice keeps the core waiting as a read of the HBM over the mesh
+     * would: hbm_latency_ns and the hops there and back (its data reaches the core in the
+     * slice's access, which runs beside it) */
+    uint32_t hops = local ? mesh_hops(mp, node, hbm_mesh_router(h->cfg, j)) : 0;
+    uint32_t acc = l2      ? h->l2_cycles
+                   : local ? h->lat_cycles + 2 * hops * (mp->router_cycles + mp->link_cycles)
+                           : h->access_cycles;
+    mesh_access a = {.ctrl = l2 ? h->n + j : j, .node = node, .write = write,
+                     .flits = bytes / h->flit_bytes, .cap = cap_fpc, .access_cycles = acc,
+                     .tag = tag, .local = local};
+    if (mesh_access_start(h->m, &a, err) != NP_OK)
+        return err->status;
+    double bw = l2 ? h->l2_fpc[j] : h->ctrl_fpc[j];
+    double rate = cap_fpc < bw ? cap_fpc : bw;
+    if (rate > 1.0 && !local)
+        rate = 1.0;
+    uint64_t hop = local ? 0 : mesh_zero_load_cycles(mp, node, hbm_mesh_router(h->cfg, j), 1);
+    double cyc = (double)(2 * hop + a.access_cycles) + ceil(a.flits / rate - 1e-9) -
+                 (local ? 0 : 1);
+    *alone_ps = (uint64_t)ceil(cyc * h->ps_per_cycle - 1e-6);
     return NP_OK;
 }
 
@@ -174,7 +227,6 @@ np_status hbm_mesh_copy(hbm_mesh *h, const core_range *r, unsigned nr, uint32_t 
 {
     const arch_chip *ch = &h->cfg->chip;
     double chan_bytes_per_ps = ch->hbm_gb_per_s / 1000.0 / (double)ch->hbm_channels;
-    const mesh_params *mp = mesh_get_params(h->m);
     *n_parts = 0;
     *alone_ps = 0;
     for (unsigned i = 0; i < nr; i++) {
@@ -187,19 +239,34 @@ np_status hbm_mesh_copy(hbm_mesh *h, const core_range *r, unsigned nr, uint32_t 
             double cap = (double)h->chans[j] * chan_bytes_per_ps;
             if (port_bytes_per_ps < cap)
                 cap = port_bytes_per_ps;
-            double cap_fpc = cap * h->ps_per_cycle / h->flit_bytes;
-            mesh_access a = {.ctrl = j, .node = node, .write = r[i].write,
-                             .flits = h->bytes[j] / h->flit_bytes, .cap = cap_fpc,
-                             .access_cycles = h->access_cycles, .tag = tag};
-            if (mesh_access_start(h->m, &a, err) != NP_OK)
+            uint64_t t;
+            if (hbm_mesh_access(h, HBM_MESH_HBM, j, node, r[i].write, h->bytes[j], cap, tag, &t,
+                                err) != NP_OK)
                 return err->status;
             (*n_parts)++;
-            double rate = cap_fpc < h->ctrl_fpc[j] ? cap_fpc : h->ctrl_fpc[j];
-            if (rate > 1.0)
-                rate = 1.0;
-            uint64_t hop = mesh_zero_load_cycles(mp, node, hbm_mesh_router(h->cfg, j), 1);
-            double cyc = (double)(2 * hop + h->access_cycles) + ceil(a.flits / rate - 1e-9) - 1;
-            uint64_t t = (uint64_t)ceil(cyc * h->ps_per_cycle - 1e-6);
+            if (t > *alone_ps)
+                *alone_ps = t;
+        }
+    }
+    return NP_OK;
+}
+
+np_status hbm_mesh_copy_l2(hbm_mesh *h, const core_range *r, unsigned nr, uint32_t node,
+                           double port_bytes_per_ps, uint64_t tag, unsigned *n_parts,
+                           uint64_t *alone_ps, np_err *err)
+{
+    *n_parts = 0;
+    *alone_ps = 0;
+    for (unsigned i = 0; i < nr; i++) {
+        hbm_mesh_split(h->cfg, &r[i], h->bytes, h->chans);
+        for (uint32_t j = 0; j < h->n; j++) {
+            uint64_t t;
+            if (!(h->bytes[j] > 0))
+                continue;
+            if (hbm_mesh_access(h, HBM_MESH_L2, j, node, r[i].write, h->bytes[j],
+                                port_bytes_per_ps, tag, &t, err) != NP_OK)
+                return err->status;
+            (*n_parts)++;
             if (t > *alone_ps)
                 *alone_ps = t;
         }

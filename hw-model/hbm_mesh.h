@@ -55,6 +55,29 @@ np_status hbm_mesh_copy(hbm_mesh *h, const core_range *r, unsigned nr, uint32_t 
                         double port_bytes_per_ps, uint64_t tag, unsigned *n_parts,
                         uint64_t *alone_ps, np_err *err);
 
+/* Where hbm_mesh_access goes: controller j's HBM over the mesh; controller j's HBM from the L2
+ * slice beside it, not crossing the mesh (a fill or a write-back: its latency is what a read
+ * of the HBM from the core at `node` pays, hbm_latency_ns and 2 (P + L) a hop, while its data
+ * crosses the mesh in the slice's access beside it); or the L2 slice at
+ * controller j's router (chip.l2_bytes > 0: hbm_mesh_create adds one per controller, with the
+ * share of chip.l2_gb_per_s that the controller has of the HBM's, as mesh controllers
+ * hbm_controllers .. 2 hbm_controllers - 1; its latency l2_latency_ns as hbm_latency_ns's). */
+typedef enum hbm_mesh_to { HBM_MESH_HBM, HBM_MESH_LOCAL, HBM_MESH_L2 } hbm_mesh_to;
+
+/* Starts one access of `bytes` (> 0) to or from `to` of controller j for the core at router
+ * `node` (a write: from the core, or into the HBM), capped at cap_bytes_per_ps, giving back
+ * `tag` when it completes; *alone_ps: how long it takes alone. NP_ERR_NOMEM, the mesh's. */
+np_status hbm_mesh_access(hbm_mesh *h, hbm_mesh_to to, uint32_t j, uint32_t node, bool write,
+                          double bytes, double cap_bytes_per_ps, uint64_t tag, uint64_t *alone_ps,
+                          np_err *err);
+
+/* hbm_mesh_copy for ranges r[0 .. nr) of the global buffer (chip.l2_mode: buffer): each
+ * controller's part of a range (split as the HBM's bursts) an access to its L2 slice, capped
+ * at port_bytes_per_ps only. */
+np_status hbm_mesh_copy_l2(hbm_mesh *h, const core_range *r, unsigned nr, uint32_t node,
+                           double port_bytes_per_ps, uint64_t tag, unsigned *n_parts,
+                           uint64_t *alone_ps, np_err *err);
+
 /* What the controllers served and what limited the accesses since the last hbm_mesh_mark (a
  * program's load), in bytes (flits x chip.noc_flit_bytes). */
 typedef struct hbm_mesh_figures {

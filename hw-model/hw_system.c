@@ -43,6 +43,8 @@ static void chip_free(chip_sim *s)
     free(s->slots);
     hbm_mesh_free(s->hmesh);
     mesh_free(s->noc);
+    l2_free(s->l2);
+    hbm_free(s->l2srv);
     core_func_free(s->func);
     hbm_free(s->mem);
 }
@@ -61,6 +63,8 @@ np_status chip_ensure(chip_sim *s, np_err *err)
     if (!s->mem && hbm_create(s->q, cfg->chip.hbm_gb_per_s / 1000.0,
                               (uint64_t)(cfg->chip.hbm_latency_ns * 1000.0 + 0.5), &s->mem,
                               err) != NP_OK)
+        return err->status;
+    if (core_l2_ensure(s, err) != NP_OK)
         return err->status;
     if (s->sys->functional && !s->func &&
         core_func_create(cfg, &no_program, &s->func, err) != NP_OK)
@@ -221,6 +225,9 @@ np_status hw_system_load(hw_system *y, uint32_t chip, const isa_program *p, np_e
     s->barrier_arrived = 0;
     s->t_start_ps = s->t_end_ps = 0;
     s->hbm_rd = s->hbm_wr = s->spad_rd = s->spad_wr = s->acc_rd = s->acc_wr = s->c2c_bytes = 0;
+    s->l2_rd = s->l2_wr = 0;
+    if (s->l2)
+        l2_get_figures(s->l2, &s->l2_base); /* its figures count from this program on */
     if (s->hmesh)
         hbm_mesh_mark(s->hmesh); /* its figures count from this program on */
     s->err = s->fault = (np_err){0};
@@ -327,7 +334,8 @@ void hw_system_check(hw_system *y)
 {
     for (uint32_t i = 0; i < y->n_chips; i++) {
         chip_sim *s = &y->chips[i];
-        if (s->state == HW_CHIP_RUNNING && hbm_error(s->mem, &s->err) != NP_OK)
+        if (s->state == HW_CHIP_RUNNING && (hbm_error(s->mem, &s->err) != NP_OK ||
+                                            (s->l2srv && hbm_error(s->l2srv, &s->err) != NP_OK)))
             chip_fail(s);
     }
     if (evq_pending(y->q))

@@ -233,7 +233,8 @@ np_status mesh_attach(mesh *m, evq *q, const clk_domain *clk, np_err *err);
  *          its flow ended;
  *   write  the data flows at once; its last flit reaches c h after, c spends access_cycles,
  *          and the completion reaches node h cycles later.
- * Alone at r flits per cycle both take 2h + access_cycles + ceil(flits / r) - 1 cycles. Each
+ * Alone at r flits per cycle both take 2h + access_cycles + ceil(flits / r) - 1 cycles. A local
+ * access is the same with h = 0 and only the controller's bandwidth on its way. Each
  * flow remembers what limits it (the controller's bandwidth, its port, a mesh link, its own
  * cap), and the flits moved under each are counted (mesh_mem_get_stats): where the memory
  * traffic contends.
@@ -246,6 +247,9 @@ typedef struct mesh_access {
     double cap;             /* flits per cycle the access may take at most (INFINITY: none) */
     uint32_t access_cycles; /* the memory's own latency */
     uint64_t tag;           /* the caller's, given back when it completes */
+    bool local;             /* between the controller and a buffer beside it at its router (an
+                               L2 slice's fill or write-back): only the controller's
+                               bandwidth, no port, no link, no hop (node is not used) */
 } mesh_access;
 
 /* Called at the cycle an access completes (from inside mesh_step), with its tag. It may start

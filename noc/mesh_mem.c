@@ -73,7 +73,9 @@ static np_status acc_flow(mesh *m, uint32_t id, np_err *err)
     const mesh_access *a = &m->accs[id].a;
     const mesh_ctrl *c = &m->ctrl[a->ctrl];
     uint32_t n = 0, r;
-    if (a->write) {
+    if (a->local) {
+        m->route[n++] = c->l_bw; /* beside the controller: its bandwidth only */
+    } else if (a->write) {
         m->route[n++] = m->n * NP + a->node; /* the node's injection channel */
         for (r = a->node;;) {
             int op = mesh_route(m, r, c->router);
@@ -107,7 +109,7 @@ np_status mesh_access_start(mesh *m, const mesh_access *a, np_err *err)
     if (a->ctrl >= m->n_ctrl)
         return np_err_set(err, NP_ERR_RANGE, "memory access to controller %" PRIu32
                           ": the mesh has %" PRIu32, a->ctrl, m->n_ctrl);
-    if (a->node >= m->n)
+    if (!a->local && a->node >= m->n)
         return np_err_set(err, NP_ERR_RANGE, "memory access from node %" PRIu32
                           ": the mesh has endpoints 0 .. %" PRIu32, a->node, m->n - 1);
     if (!(a->flits > 0) || !isfinite(a->flits) || !(a->cap > 0))
@@ -139,8 +141,9 @@ np_status mesh_access_start(mesh *m, const mesh_access *a, np_err *err)
     }
     mesh_acc *x = &m->accs[id];
     *x = (mesh_acc){.a = *a,
-                    .head = (uint32_t)mesh_zero_load_cycles(&m->p, a->node,
-                                                            m->ctrl[a->ctrl].router, 1),
+                    .head = a->local ? 0
+                                     : (uint32_t)mesh_zero_load_cycles(&m->p, a->node,
+                                                                       m->ctrl[a->ctrl].router, 1),
                     .lag = (uint32_t)(m->cycle - c),
                     .next_free = NONE};
     np_status st = a->write ? acc_flow(m, id, err)
@@ -192,9 +195,9 @@ void mesh_mem_flow_ended(mesh *m, uint32_t id, uint64_t now)
     const mesh_ctrl *c = &m->ctrl[x->a.ctrl];
     m->accs_flowing--;
     /* its flits on every router output it crossed */
-    uint64_t flits = (uint64_t)llround(x->a.flits);
+    uint64_t flits = x->a.local ? 0 : (uint64_t)llround(x->a.flits);
     uint32_t from = x->a.write ? x->a.node : c->router, to = x->a.write ? c->router : x->a.node;
-    for (uint32_t r = from;;) {
+    for (uint32_t r = from; flits;) {
         int op = mesh_route(m, r, to);
         if (op == MESH_PORT_LOCAL && x->a.write)
             break;

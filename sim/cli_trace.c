@@ -365,7 +365,17 @@ void cli_trace_insn(void *ctx, const core_trace_insn *in)
                 if (*e == ']')
                     spad_fill(t, in, sp, bytes, end);
             }
-            if ((rd || wr) && ops && ops->transfer) {
+            if (in->l2 && ops && ops->transfer) { /* through the L2: what reached each */
+                trace_transfer x = {in->chip, "l2", in->l2_bytes, start, end};
+                if (in->l2_bytes)
+                    ops->transfer(t->sink.ctx, &x);
+                x.counter = "hbm.read", x.bytes = in->hbm_read_bytes;
+                if (x.bytes)
+                    ops->transfer(t->sink.ctx, &x);
+                x.counter = "hbm.write", x.bytes = in->hbm_write_bytes;
+                if (x.bytes)
+                    ops->transfer(t->sink.ctx, &x);
+            } else if ((rd || wr) && ops && ops->transfer) {
                 trace_transfer x = {in->chip, NULL, bytes, start, end};
                 if (rd)
                     x.counter = "hbm.read", ops->transfer(t->sink.ctx, &x);

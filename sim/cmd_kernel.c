@@ -109,6 +109,12 @@ static json_t *figures_json(const char *op, const arch_config *cfg, const krun_f
     json_object_set_new(j, "hbm_bytes", json_integer((json_int_t)f->hbm_bytes));
     json_object_set_new(j, "hbm_bytes_min", json_integer((json_int_t)f->hbm_bytes_min));
     json_object_set_new(j, "gbps", json_real(f->gbps));
+    if (f->l2)
+        json_object_set_new(j, "l2", json_pack("{s:I, s:f, s:f, s:f, s:I}", "bytes",
+                                               (json_int_t)f->l2_bytes, "gbps", f->l2_gbps,
+                                               "peak_gbps", f->l2_peak_gbps, "hit_pct",
+                                               f->l2_hit_pct, "dirty_bytes",
+                                               (json_int_t)f->l2_dirty_bytes));
     json_object_set_new(j, "bound", json_string(f->compute_bound ? "compute" : "memory"));
     json_object_set_new(j, "roofline_pct", json_real(f->roofline_pct));
     json_object_set_new(j, "mxu_util_pct", json_real(f->mxu_util_pct));
@@ -150,11 +156,24 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
            np_human_si(f->peak_tflops * 1e12, "FLOP/s", c, sizeof c));
     if (r->kernel.mxu_flops)
         printf(" (MXU utilization %.1f%%)", f->mxu_util_pct);
-    printf("\n  HBM           %s moved (minimum %s) at %s, %.1f%% of %s\n",
+    printf("\n  HBM           %s moved (minimum %s) at %s, %.1f%% of %s",
            np_human_bytes(f->hbm_bytes, a, sizeof a), np_human_bytes(f->hbm_bytes_min, b, sizeof b),
            np_human_si(f->gbps * 1e9, "B/s", c, sizeof c),
            f->peak_gbps > 0 ? 100.0 * f->gbps / f->peak_gbps : 0.0,
            np_human_si(f->peak_gbps * 1e9, "B/s", d, sizeof d));
+    if (f->l2 && f->l2_dirty_bytes)
+        printf("; %s more dirty in the L2", np_human_bytes(f->l2_dirty_bytes, a, sizeof a));
+    printf("\n");
+    if (f->l2) {
+        printf("  L2            cores <- L2 %s (the HBM traffic without it) at %s, %.1f%% of %s",
+               np_human_bytes(f->l2_bytes, a, sizeof a),
+               np_human_si(f->l2_gbps * 1e9, "B/s", b, sizeof b),
+               f->l2_peak_gbps > 0 ? 100.0 * f->l2_gbps / f->l2_peak_gbps : 0.0,
+               np_human_si(f->l2_peak_gbps * 1e9, "B/s", c, sizeof c));
+        if (cfg->chip.l2_mode == ARCH_L2_MODE_CACHE)
+            printf("; %.1f%% of sectors read hit", f->l2_hit_pct);
+        printf("\n");
+    }
     printf("  roofline      %s-bound: %.1f%% of the bound\n",
            f->compute_bound ? "compute" : "memory", f->roofline_pct);
     if (r->kernel.est_cycles)

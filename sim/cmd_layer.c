@@ -141,6 +141,7 @@ typedef struct layer_result {
     uint64_t total_ps;
     const char *kernel; /* "conv" or "matmul" */
     json_t *hbm_mesh;   /* the report's "hbm_mesh" (controllers on the mesh), or NULL */
+    json_t *l2;         /* the report's "l2" (chip.l2_bytes > 0), or NULL */
 } layer_result;
 
 /* Simulates the GEMM m x n x k, or with cv non-NULL the convolution (whose GEMM it is) with
@@ -201,12 +202,15 @@ static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_
     double seconds = (double)r->total_ps * 1e-12;
     out->dram_rd = r->hbm_read_bytes, out->dram_wr = r->hbm_write_bytes;
     out->dram_gbs = seconds > 0 ? (double)(out->dram_rd + out->dram_wr) / seconds / 1e9 : 0;
-    out->hbm_mesh = NULL;
-    if (r->n_hbm_ctrls) {
+    out->hbm_mesh = out->l2 = NULL;
+    if (r->n_hbm_ctrls || r->l2.present) {
         json_t *rj = core_report_json(r);
         out->hbm_mesh = json_incref(json_object_get(rj, "hbm_mesh"));
+        out->l2 = json_incref(json_object_get(rj, "l2"));
         json_decref(rj);
-        if (!out->hbm_mesh) {
+        if ((r->n_hbm_ctrls && !out->hbm_mesh) || (r->l2.present && !out->l2)) {
+            json_decref(out->hbm_mesh);
+            json_decref(out->l2);
             core_report_free(r);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory reporting the HBM mesh");
         }
@@ -295,6 +299,14 @@ static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_re
     printf("DRAM:                   read %s, written %s (%.2f GB/s)\n",
            np_human_bytes(r->dram_rd, a, sizeof a), np_human_bytes(r->dram_wr, b, sizeof b),
            r->dram_gbs);
+    if (r->l2) { /* the L2: what the cores moved through it, what reached the HBM */
+        printf("L2:                     read %s, written %s, %.1f %% of the sectors read hit\n",
+               np_human_bytes((uint64_t)json_integer_value(json_object_get(r->l2, "read_bytes")),
+                              a, sizeof a),
+               np_human_bytes((uint64_t)json_integer_value(json_object_get(r->l2, "write_bytes")),
+                              b, sizeof b),
+               json_real_value(json_object_get(r->l2, "hit_pct")));
+    }
     if (r->hbm_mesh) { /* controllers on the mesh: what set the DMA's rate */
         json_t *lim = json_object_get(r->hbm_mesh, "limited_bytes");
         double all = (double)json_integer_value(json_object_get(r->hbm_mesh, "bytes"));
@@ -547,11 +559,13 @@ static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts
         }
         if (json || csv) {
             json_t *o = layer_json(l, &lr);
-            if (o && lr.hbm_mesh && json_object_set(o, "hbm_mesh", lr.hbm_mesh)) {
+            if (o && ((lr.hbm_mesh && json_object_set(o, "hbm_mesh", lr.hbm_mesh)) ||
+                      (lr.l2 && json_object_set(o, "l2", lr.l2)))) {
                 json_decref(o);
                 o = NULL;
             }
             json_decref(lr.hbm_mesh);
+            json_decref(lr.l2);
             if (!o || json_array_append_new(layers, o)) {
                 st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
                 break;
@@ -563,8 +577,10 @@ static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts
         } else {
             layer_print(l, &arr, &lr, kp, cores, calc);
         }
-        if (!json && !csv)
+        if (!json && !csv) {
             json_decref(lr.hbm_mesh);
+            json_decref(lr.l2);
+        }
     }
     const char *run_name = sc.run_name[0] ? sc.run_name : "npusim_layer";
     if (st == NP_OK && rows)

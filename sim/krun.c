@@ -356,6 +356,14 @@ void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_resu
         if (r->kernel.mxu_flops && mxu_peak > 0)
             f->mxu_util_pct = 100.0 * (double)r->kernel.mxu_flops / s / mxu_peak;
     }
+    if (rep->l2.present) {
+        f->l2 = true;
+        f->l2_bytes = rep->l2.read_bytes + rep->l2.write_bytes;
+        f->l2_dirty_bytes = rep->l2.dirty_bytes;
+        f->l2_hit_pct = rep->l2.hit_pct;
+        f->l2_peak_gbps = cfg->chip.l2_gb_per_s;
+        f->l2_gbps = s > 0 ? (double)f->l2_bytes / s / 1e9 : 0;
+    }
     double t_compute = peak > 0 ? (double)f->flops / peak : 0;
     double t_memory = (double)f->hbm_bytes_min / (f->peak_gbps * 1e9);
     f->compute_bound = t_compute >= t_memory;

@@ -113,6 +113,12 @@ typedef struct krun_figures {
     double roofline_pct;
     double mxu_util_pct;               /* mxu_flops / time over the matrix units' peak */
     uint32_t cores;                    /* placed */
+    /* with an L2 (chip.l2_bytes > 0; hbm_bytes is then what reached the HBM): the bytes the
+     * cores moved through it (what the HBM would move without it), their bandwidth and the
+     * L2's peak, the sectors read that hit, and the dirty bytes it still holds at the end */
+    bool l2;
+    uint64_t l2_bytes, l2_dirty_bytes;
+    double l2_gbps, l2_peak_gbps, l2_hit_pct;
 } krun_figures;
 
 void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,

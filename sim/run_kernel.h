@@ -56,7 +56,8 @@ typedef struct run_kspec {
     int64_t model_flops;     /* ... as model FLOPs (nn_node_model_flops) */
     /* filled when it is timed */
     char name[64];           /* its kernel symbol ("matmul") */
-    uint64_t hbm_bytes;      /* HBM bytes its schedule moves (kc_result) */
+    uint64_t hbm_bytes;      /* HBM bytes its schedule moves (kc_result; with an L2,
+                                chip.l2_bytes > 0, what reached the HBM in its simulation) */
     uint64_t spad_bytes;     /* scratchpad at its peak on its fullest core (kc_result; 0:
                                 unknown, a timing from the cache file) */
 } run_kspec;
