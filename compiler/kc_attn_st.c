@@ -212,8 +212,17 @@ static uint64_t ks_layout(ks *s, unsigned nus, uint64_t base, uint64_t acc, uint
 
 /* ---- the cost model --------------------------------------------------------------------------- */
 
+double ks_lat(const ks *s, unsigned copies)
+{
+    const arch_config *cfg = s->x->cfg;
+    double one = cfg->chip.hbm_latency_ns * cfg->core.clock_ghz;
+    uint64_t out = cfg->core.dma_outstanding ? cfg->core.dma_outstanding : 1;
+    return one * (double)ka_cdiv(copies, out);
+}
+
 /* Cycles of one T x T pair of the forward kinds: the array's products and drains, the vector
- * unit's passes and the DMA's blocks (bw bytes a cycle, lat cycles a copy), overlapped. */
+ * unit's passes and the DMA's blocks (bw bytes a cycle, and one group of copies' latency),
+ * overlapped. */
 static double ks_pair(const ks *s, double bw, double lat)
 {
     if (s->kind != KS_FWD && s->kind != KS_LSE)
@@ -225,12 +234,14 @@ static double ks_pair(const ks *s, double bw, double lat)
     double C = (double)cfg->core.array_cols, T = (double)s->T, Dh = (double)s->Dh;
     double el = T * T, blk = T * Dh * (double)s->e;
     double mxu = (double)kmm_array_cycles(cfg, dt, s->T, s->T, s->Dh) + el / C;
-    double vpu = el / lanes + el / tr + 8 * T / lanes, dma = blk / bw + lat;
+    double vpu = el / lanes + el / tr + 8 * T / lanes, dma = blk / bw;
+    (void)lat;
     if (s->kind == KS_FWD) {
         mxu += (double)kmm_array_cycles(cfg, dt, s->T, s->Dh, s->T) + T * Dh / C;
         vpu += T * Dh / lanes;
-        dma += blk / bw + lat;
+        dma += blk / bw;
     }
+    dma += ks_lat(s, s->kind == KS_FWD ? 2 : 1); /* one group: v_j and k_{j+1} */
     double m = mxu > vpu ? mxu : vpu;
     return (m > dma ? m : dma) + 40;
 }
@@ -245,7 +256,7 @@ static double ks_unit_cost(const ks *s, double bw, double lat)
     double T = (double)s->T, Dh = (double)s->Dh;
     double v = s->kind == KS_FWD ? 2 * T * Dh / lanes : 0;
     double d = (T * Dh * (double)(s->e + (s->kind == KS_FWD ? s->oe : 0)) + 4 * T) / bw;
-    return (v > d ? v : d) + 2 * lat + 100;
+    return (v > d ? v : d) + ks_lat(s, 2) + ks_lat(s, s->kind == KS_FWD ? 2 : 1) + 100;
 }
 
 /* Pairs of unit r (its block index). */
@@ -374,8 +385,7 @@ bool ks_plan_make(const ka *a, uint64_t T, uint64_t spad, uint64_t accb, unsigne
             kmm_split_grid(a->B, a->H, hp, &pr, &pc);
             uint64_t hc = ka_cdiv(a->B, pr) * ka_cdiv(a->H, pc), cores = pr * pc * rp;
             double bw = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz / (double)cores;
-            double lat = cfg->chip.hbm_latency_ns * cfg->core.clock_ghz /
-                         (double)cfg->core.dma_outstanding;
+            double lat = 0; /* ks_lat's, per group of copies */
             double est = (double)hc * ks_part_cost(&s, kinds, nk, rp, bw, lat);
             if (est < best * 0.999) {
                 best = est;
@@ -391,15 +401,32 @@ bool ks_plan_make(const ka *a, uint64_t T, uint64_t spad, uint64_t accb, unsigne
 
 static uint64_t ks_tk(const ks *s, uint64_t j) { return j + 1 == s->nq ? s->edge : s->T; }
 
-/* Key block j (jrel blocks past the stream registers) into the set at reg: k, or v. */
-static void sf_load(ks *s, int role, unsigned set, int64_t jrel, uint64_t tk)
+/* A copy of key block j (jrel blocks past the stream registers, tk keys) of k or v into the
+ * set at reg; its semaphores are the caller's (a group's copies go in flight together). */
+static void sf_copy(ks *s, int role, unsigned set, int64_t jrel, uint64_t tk)
 {
-    bool k = role == KR_K;
     const ks_op *o = &s->op[s->at[role]];
-    ks_wait(s, ISA_UNIT_DMA, k ? KS_KFREE : KS_VFREE, 1);
-    kce_dma(s->c, SP(set, k ? s->s_k : s->s_v), ks_hbm(s, role, jrel * o->bstep), o->dt, s->Dh,
-            tk, 1, 0, (uint64_t)o->srow, 0, 0);
-    ks_signal(s, ISA_UNIT_DMA, k ? KS_KFULL : KS_VFULL, 1);
+    kce_dma(s->c, SP(set, role == KR_K ? s->s_k : s->s_v), ks_hbm(s, role, jrel * o->bstep), o->dt,
+            s->Dh, tk, 1, 0, (uint64_t)o->srow, 0, 0);
+}
+
+/* One group of loads: v of key block j into set (tkv keys; 0: none) and k of block j + 1 into
+ * set2 (tkk keys; 0: none) — the waits, the copies, then the signals. */
+static void sf_group(ks *s, unsigned set, unsigned set2, int64_t jrel, uint64_t tkv,
+                     uint64_t tkk)
+{
+    if (tkv)
+        ks_wait(s, ISA_UNIT_DMA, KS_VFREE, 1);
+    if (tkk)
+        ks_wait(s, ISA_UNIT_DMA, KS_KFREE, 1);
+    if (tkv)
+        sf_copy(s, KR_V, set, jrel, tkv);
+    if (tkk)
+        sf_copy(s, KR_K, set2, jrel + 1, tkk);
+    if (tkv)
+        ks_signal(s, ISA_UNIT_DMA, KS_VFULL, 1);
+    if (tkk)
+        ks_signal(s, ISA_UNIT_DMA, KS_KFULL, 1);
 }
 
 /* The array: S = q k^T x scale of the key block in set (tk keys), drained fp32 packed. */
@@ -478,25 +505,22 @@ static void sf_o_vpu(ks *s, unsigned set, uint64_t tq, bool last)
         ks_signal(s, ISA_UNIT_VPU, KS_PVFREE, 1);
 }
 
-/* Iteration j of a unit (jrel blocks past the stream registers): block j + 1's loads (when
- * there is one, of tk1 keys), S of block j (tk keys) and its softmax, P V of block j - 1
- * (tkp keys) and O's update; then the sets swap. */
+/* Iteration j of a unit (jrel blocks past the stream registers; the current set holds k_j,
+ * the other v_{j-1} and P_{j-1}): S of block j (tk keys), P V of block j - 1 (tkp keys; 0:
+ * none, j = 0), the loads of v_j (here: forward) and k_{j+1} (tk1 keys; 0: none) into the
+ * sets they free, block j's softmax and O's update; then the sets swap. */
 static void sf_iter(ks *s, uint64_t tq, int64_t jrel, uint64_t tk, uint64_t tk1, uint64_t tkp,
                     bool diag, bool last)
 {
     bool fwd = s->kind == KS_FWD;
-    if (tk1)
-        sf_load(s, KR_K, s->rB, jrel + 1, tk1);
     sf_s_mxu(s, s->rA, tq, tk);
     if (last)
         ks_signal(s, ISA_UNIT_MXU, KS_UFREE, 1); /* q is read for the last time */
-    if (fwd) {
+    if (fwd && tkp)
         sf_pv_mxu(s, s->rB, tq, tkp);
-        if (tk1)
-            sf_load(s, KR_V, s->rB, jrel + 1, tk1);
-    }
+    sf_group(s, s->rA, s->rB, jrel, fwd ? tk : 0, tk1);
     sf_s_vpu(s, s->rA, tq, tk, diag);
-    if (fwd)
+    if (fwd && tkp)
         sf_o_vpu(s, s->rB, tq, false);
     kce_swap(s->c, s->rA, s->rB, s->rT);
 }
@@ -526,16 +550,14 @@ static void sf_unit(ks *s, uint64_t r, bool pending)
     bool fwd = s->kind == KS_FWD;
     uint64_t tq = s->seg_rows, n = s->causal ? r + 1 : s->nq;
     const ks_op *q = &s->op[s->at[KR_Q]];
-    /* q_i, and the first two key blocks */
+    /* q_i and k_0; then each iteration loads the v it works on next and the next k */
     ks_wait(s, ISA_UNIT_DMA, KS_UFREE, 1);
+    ks_wait(s, ISA_UNIT_DMA, KS_KFREE, 1);
     kce_dma(c, SP(s->rU, s->u_q), ks_hbm(s, KR_Q, 0), q->dt, s->Dh, tq, 1, 0, (uint64_t)q->srow,
             0, 0);
+    sf_copy(s, KR_K, s->rA, 0, ks_tk(s, 0));
     ks_signal(s, ISA_UNIT_DMA, KS_UFULL, 1);
-    for (uint64_t j = 0; j < 2 && j < n; j++) {
-        sf_load(s, KR_K, j ? s->rB : s->rA, (int64_t)j, ks_tk(s, j));
-        if (fwd)
-            sf_load(s, KR_V, j ? s->rB : s->rA, (int64_t)j, ks_tk(s, j));
-    }
+    ks_signal(s, ISA_UNIT_DMA, KS_KFULL, 1);
     if (pending)
         s->store(s, tq);
     kce_fill(c, SP(0, s->f_m), -INFINITY, 1, tq, F, 0);
@@ -543,12 +565,7 @@ static void sf_unit(ks *s, uint64_t r, bool pending)
     if (fwd)
         kce_fill(c, SP(0, s->f_o), 0.0f, tq, s->Dh, F, 0);
     ks_wait(s, ISA_UNIT_MXU, KS_UFULL, 1);
-    /* block 0 */
-    sf_s_mxu(s, s->rA, tq, ks_tk(s, 0));
-    if (n == 1)
-        ks_signal(s, ISA_UNIT_MXU, KS_UFREE, 1);
-    sf_s_vpu(s, s->rA, tq, ks_tk(s, 0), s->causal && r == 0);
-    kce_swap(c, s->rA, s->rB, s->rT);
+    sf_iter(s, tq, 0, ks_tk(s, 0), n > 1 ? ks_tk(s, 1) : 0, 0, s->causal && r == 0, n == 1);
     /* blocks 1 .. n-1: the middle ones (whole, unmasked, loading whole ones) a loop */
     uint64_t T = s->T;
     if (n >= 4) {

@@ -132,6 +132,10 @@ uint64_t ks_bwd_layout(ks *s, unsigned nus, uint64_t base, uint64_t acc, uint64_
 double ks_bwd_pair(const ks *s, double bw, double lat);
 double ks_bwd_unit(const ks *s, double bw, double lat);
 
+/* The cycles of HBM latency a group of `copies` copies pays (core.dma_outstanding of them in
+ * flight at once). */
+double ks_lat(const ks *s, unsigned copies);
+
 /* The backward's unit bodies and stores (kc_attn_stb.c), and its per-core setup and settle. */
 void ks_bwd_bind(ks *s);
 void ks_bwd_setup(ks *s);

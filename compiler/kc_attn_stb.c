@@ -73,6 +73,7 @@ uint64_t ks_bwd_layout(ks *s, unsigned nus, uint64_t base, uint64_t acc, uint64_
 
 double ks_bwd_pair(const ks *s, double bw, double lat)
 {
+    (void)lat;
     if (s->kind == KS_D)
         return 0;
     const arch_config *cfg = s->x->cfg;
@@ -88,11 +89,11 @@ double ks_bwd_pair(const ks *s, double bw, double lat)
         /* the array waits for P^T (exp and cast); dS^T hides under dv */
         mxu = 2 * sc + 2 * el / C + 2 * gr;
         vpu = el / tr + (s->f32 ? 0 : el / lanes);
-        dma = (2 * blk + 8 * T) / bw + 3 * lat;
+        dma = (2 * blk + 8 * T) / bw + ks_lat(s, 3); /* q, dout, the pairs: one group */
     } else {
         mxu = 2 * sc + 2 * el / C + gr;
         vpu = el / tr + (s->f32 ? 2 : 3) * el / lanes;
-        dma = 2 * blk / bw + 2 * lat;
+        dma = 2 * blk / bw + ks_lat(s, 2);
     }
     double m = mxu + vpu;
     return (m > dma ? m : dma) + 60;
@@ -100,6 +101,7 @@ double ks_bwd_pair(const ks *s, double bw, double lat)
 
 double ks_bwd_unit(const ks *s, double bw, double lat)
 {
+    (void)lat;
     const arch_config *cfg = s->x->cfg;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
     double C = (double)cfg->core.array_cols, T = (double)s->T, Dh = (double)s->Dh;
@@ -107,15 +109,15 @@ double ks_bwd_unit(const ks *s, double bw, double lat)
     switch (s->kind) {
     case KS_D:
         v = T * Dh / lanes;
-        d = (2 * blk + 12 * T) / bw + 4 * lat;
+        d = (2 * blk + 12 * T) / bw + ks_lat(s, 3) + ks_lat(s, 1);
         break;
     case KS_DKV:
         v = 2 * T * Dh / C;
-        d = (2 * blk + 2 * oblk) / bw + 4 * lat;
+        d = (2 * blk + 2 * oblk) / bw + ks_lat(s, 2) + ks_lat(s, 2);
         break;
     default:
         v = T * Dh / C;
-        d = (2 * blk + 8 * T + oblk) / bw + 4 * lat;
+        d = (2 * blk + 8 * T + oblk) / bw + ks_lat(s, 3) + ks_lat(s, 1);
         break;
     }
     return (v > d ? v : d) + 100;

@@ -118,6 +118,10 @@ typedef struct nn_strategy {
     bool fuse_attention;       /* nn_plan_build rewrites the model's composite attentions into
                                   the fused attention op (nn_pass_fuse_attention: flash
                                   attention, Megatron-LM's --use-flash-attn); default off */
+    bool fuse_softmax;         /* then, the scale, causal mask and softmax of the attentions
+                                  left composite into one softmax (nn_pass_fuse_softmax:
+                                  Megatron-LM's FusedScaleMaskSoftmax, its
+                                  --masked-softmax-fusion); default off */
     double bucket_mb;          /* DP/ZeRO gradient bucket size in MiB; 0: 25 MiB */
     int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
     int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */

@@ -194,6 +194,67 @@ TEST(the_steps_attention_kernels_move_the_flash_minimum_through_hbm_and_no_score
     }
 }
 
+/* --attention composite: Megatron-LM's FusedScaleMaskSoftmax. Per layer and micro-batch the
+ * scores [b, H/tp, S, S] pass through one softmax kernel (scale 1/sqrt(Dh), causal) that reads
+ * them once and writes the probabilities once, and the backward's one softmax_grad reads the
+ * probabilities and their gradient once and writes the scores' gradient once; no scale or
+ * causal_mask kernel has an S x S operand. Unfused (--attention unfused) keeps the mask's and
+ * the scale's own kernels, and the softmax's backward is still one op. By hand for gpt-tiny
+ * (S 16, Dh 8) under dp 2 x tp 2 x pp 2, micro-batches of 2: [2, 2, 16, 16] bf16 = 2 KiB. */
+TEST(composite_attention_runs_one_softmax_kernel_over_the_scores_each_way)
+{
+    arch_config cfg = tpu_pod();
+    const int64_t S = 16;
+    const uint64_t scores = 2 * 2 * 16 * 16 * 2;
+    for (int fuse = 0; fuse < 2; fuse++) {
+        nn_strategy s;
+        nn_strategy_default(&s);
+        s.dp = s.tp = s.pp = 2;
+        s.microbatch = 2;
+        s.fuse_softmax = fuse;
+        nn_plan *p = plan_of(&cfg, "gpt-tiny", 8, s, false, 0);
+        run_plan *rp = NULL;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(run_plan_build(p, &cfg, NULL, &rp, &e), NP_OK);
+        int n_sm = 0, n_grad = 0, n_mask = 0;
+        for (uint32_t i = 0; i < rp->n_kspecs; i++) {
+            const run_kspec *ks = &rp->kspecs[i];
+            if (!has_scores(&ks->k, S))
+                continue;
+            n_mask += ks->k.op == NN_OP_CAUSAL_MASK || ks->k.op == NN_OP_SCALE;
+            if (ks->k.op != NN_OP_SOFTMAX && ks->k.op != NN_OP_SOFTMAX_GRAD)
+                continue;
+            bool grad = ks->k.op == NN_OP_SOFTMAX_GRAD;
+            kc_result res;
+            CU_ASSERT_EQUAL_FATAL(lower_kernel_alone(&cfg, &ks->k, &res, NULL, &e), NP_OK);
+            CU_ASSERT_EQUAL(res.hbm_read_bytes, (grad ? 2 : 1) * scores);
+            CU_ASSERT_EQUAL(res.hbm_write_bytes, scores);
+            CU_ASSERT_EQUAL(ks->node->ip[0], fuse);                           /* causal */
+            CU_ASSERT_DOUBLE_EQUAL(ks->node->fp[0], fuse ? 1 / sqrt(8.0) : 0, 1e-12);
+            n_sm += !grad, n_grad += grad;
+        }
+        CU_ASSERT(n_sm > 0 && n_grad > 0);
+        CU_ASSERT_EQUAL(n_mask > 0, !fuse);
+        run_plan_free(rp);
+        nn_plan_free(p);
+    }
+    /* the run says which composite it ran */
+    harness_run r = harness_npusim("run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch",
+                                   "8", "--dp", "2", "--attention", "composite", NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "attention composite (2, as --attention composite "
+                                         "asks: scale, mask and softmax one kernel)"));
+    harness_run_free(&r);
+    r = harness_npusim("run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8", "--dp",
+                       "2", "--attention", "unfused", "--json", NULL);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "attention")), "composite");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "attention_requested")),
+                           "unfused");
+    json_decref(j);
+    harness_run_free(&r);
+}
+
 /* `npusim run` (fast fidelity, tpu-pod) of model at batch 8 over dp 2, with extra flags. */
 static json_t *run_json(const char *model, const char *extra0, const char *extra1)
 {
