@@ -220,9 +220,13 @@ double ks_lat(const ks *s, unsigned copies)
     return one * (double)ka_cdiv(copies, out);
 }
 
+double ks_dma(const ks *s, double bytes, unsigned copies, double bw)
+{
+    return bytes / bw + ks_lat(s, copies);
+}
+
 /* Cycles of one T x T pair of the forward kinds: the array's products and drains, the vector
- * unit's passes and the DMA's blocks (bw bytes a cycle, and one group of copies' latency),
- * overlapped. */
+ * unit's passes and the DMA's blocks (ks_dma), overlapped. */
 static double ks_pair(const ks *s, double bw, double lat)
 {
     if (s->kind != KS_FWD && s->kind != KS_LSE)
@@ -234,14 +238,14 @@ static double ks_pair(const ks *s, double bw, double lat)
     double C = (double)cfg->core.array_cols, T = (double)s->T, Dh = (double)s->Dh;
     double el = T * T, blk = T * Dh * (double)s->e;
     double mxu = (double)kmm_array_cycles(cfg, dt, s->T, s->T, s->Dh) + el / C;
-    double vpu = el / lanes + el / tr + 8 * T / lanes, dma = blk / bw;
+    double vpu = el / lanes + el / tr + 8 * T / lanes;
     (void)lat;
     if (s->kind == KS_FWD) {
         mxu += (double)kmm_array_cycles(cfg, dt, s->T, s->Dh, s->T) + T * Dh / C;
         vpu += T * Dh / lanes;
-        dma += blk / bw;
     }
-    dma += ks_lat(s, s->kind == KS_FWD ? 2 : 1); /* one group: v_j and k_{j+1} */
+    bool fwd = s->kind == KS_FWD; /* one group of copies: v_j and k_{j+1} */
+    double dma = ks_dma(s, (fwd ? 2 : 1) * blk, fwd ? 2 : 1, bw);
     double m = mxu > vpu ? mxu : vpu;
     return (m > dma ? m : dma) + 40;
 }

@@ -135,6 +135,9 @@ double ks_bwd_unit(const ks *s, double bw, double lat);
 /* The cycles of HBM latency a group of `copies` copies pays (core.dma_outstanding of them in
  * flight at once). */
 double ks_lat(const ks *s, unsigned copies);
+/* The DMA's cycles for bytes in one group of `copies` copies: the bytes at the core's share bw
+ * (bytes a cycle) of the HBM, and the group's latency. */
+double ks_dma(const ks *s, double bytes, unsigned copies, double bw);
 
 /* The backward's unit bodies and stores (kc_attn_stb.c), and its per-core setup and settle. */
 void ks_bwd_bind(ks *s);

@@ -89,11 +89,11 @@ double ks_bwd_pair(const ks *s, double bw, double lat)
         /* the array waits for P^T (exp and cast); dS^T hides under dv */
         mxu = 2 * sc + 2 * el / C + 2 * gr;
         vpu = el / tr + (s->f32 ? 0 : el / lanes);
-        dma = (2 * blk + 8 * T) / bw + ks_lat(s, 3); /* q, dout, the pairs: one group */
+        dma = ks_dma(s, 2 * blk + 8 * T, 3, bw); /* q, dout, the pairs: one group */
     } else {
         mxu = 2 * sc + 2 * el / C + gr;
         vpu = el / tr + (s->f32 ? 2 : 3) * el / lanes;
-        dma = 2 * blk / bw + ks_lat(s, 2);
+        dma = ks_dma(s, 2 * blk, 2, bw);
     }
     double m = mxu + vpu;
     return (m > dma ? m : dma) + 60;

@@ -452,6 +452,10 @@ TEST(streamed_attention_fits_an_a100_like_core_for_gpt3_heads_and_32k_sequences)
                 fprintf(stderr, "%s %lldx%lld: %s\n", nn_op_name(k.op), (long long)S,
                         (long long)Dh, e.msg);
             CU_ASSERT_EQUAL(st, NP_OK);
+            if (st == NP_OK && getenv("KA_DEBUG"))
+                fprintf(stderr, "%s %lldx%lld: %s, %llu scratchpad bytes\n", nn_op_name(k.op),
+                        (long long)S, (long long)Dh, r.schedule,
+                        (unsigned long long)r.spad_bytes);
             if (st == NP_OK) {
                 CU_ASSERT_PTR_NOT_NULL(strstr(r.schedule, "K/V streamed"));
                 CU_ASSERT(r.spad_bytes <= 192 * 1024);
