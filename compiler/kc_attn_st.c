@@ -3,9 +3,10 @@
  * over a core's row blocks and heads, and the forward (attention, attention_lse):
  *
  *   per query block i of a head (a unit; online softmax: running max m, sum l, output O fp32):
- *     DMA  q_i; k_0, v_0; k_1, v_1  (then k_{j+1}, v_{j+1} while block j is worked on)
+ *     DMA  q_i and k_0, one group of copies
  *     per key block j (j <= i when causal, the diagonal block masked):
  *       MXU  S = q_i k_j^T x scale (drained fp32)
+ *       DMA  v_j and k_{j+1}, one group, into the buffers S_j and P V_{j-2} freed
  *       VPU  mc = rowmax S; m' = max(m, mc); a_j = exp(m - m'); m = m';
  *            P_j = exp(S - m) in the input type with its row sums s (vpu.fexp); l = l a_j + s
  *       MXU  PV = P_{j-1} v_{j-1} (one block behind S: the array computes block j's S while
@@ -227,10 +228,10 @@ double ks_dma(const ks *s, double bytes, unsigned copies, double bw)
 
 /* Cycles of one T x T pair of the forward kinds: the array's products and drains, the vector
  * unit's passes and the DMA's blocks (ks_dma), overlapped. */
-static double ks_pair(const ks *s, double bw, double lat)
+static double ks_pair(const ks *s, double bw)
 {
     if (s->kind != KS_FWD && s->kind != KS_LSE)
-        return ks_bwd_pair(s, bw, lat);
+        return ks_bwd_pair(s, bw);
     const arch_config *cfg = s->x->cfg;
     isa_dtype dt = s->a->dt;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
@@ -239,7 +240,6 @@ static double ks_pair(const ks *s, double bw, double lat)
     double el = T * T, blk = T * Dh * (double)s->e;
     double mxu = (double)kmm_array_cycles(cfg, dt, s->T, s->T, s->Dh) + el / C;
     double vpu = el / lanes + el / tr + 8 * T / lanes;
-    (void)lat;
     if (s->kind == KS_FWD) {
         mxu += (double)kmm_array_cycles(cfg, dt, s->T, s->Dh, s->T) + T * Dh / C;
         vpu += T * Dh / lanes;
@@ -251,10 +251,10 @@ static double ks_pair(const ks *s, double bw, double lat)
 }
 
 /* Cycles of one unit besides its pairs: its own loads and store, fills and the final pass. */
-static double ks_unit_cost(const ks *s, double bw, double lat)
+static double ks_unit_cost(const ks *s, double bw)
 {
     if (s->kind != KS_FWD && s->kind != KS_LSE)
-        return ks_bwd_unit(s, bw, lat);
+        return ks_bwd_unit(s, bw);
     const arch_config *cfg = s->x->cfg;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
     double T = (double)s->T, Dh = (double)s->Dh;
@@ -299,9 +299,10 @@ static uint64_t ks_rows_of(const ks *s, uint64_t rp, uint64_t p, uint64_t *rows)
     return n;
 }
 
-/* The cycles of the busiest row part of rp, over every kind of the kernel, per head. */
+/* The cycles of the busiest row part of rp, over every kind of the kernel, per head (load:
+ * rp doubles of scratch). */
 static double ks_part_cost(ks *s, const ks_kind *kinds, int nk, uint64_t rp, double bw,
-                           double lat)
+                           double *load)
 {
     double total = 0;
     const arch_config *cfg = s->x->cfg;
@@ -309,22 +310,20 @@ static double ks_part_cost(ks *s, const ks_kind *kinds, int nk, uint64_t rp, dou
     double T = (double)s->T, t = (double)s->t, mask = (T * T / 2 + T * t / 2) / lanes;
     for (int k = 0; k < nk; k++) {
         s->kind = kinds[k];
-        double pair = ks_pair(s, bw, lat), unit = ks_unit_cost(s, bw, lat), worst = 0;
-        for (uint64_t p = 0; p < rp; p++) {
-            double w = 0;
-            if (!s->causal) {
-                uint64_t lo, hi;
-                kmm_block(s->nq, rp, p, &lo, &hi);
-                w = (double)(hi - lo) * ((double)ks_pairs(s, 0) * pair + unit);
-            } else {
-                for (uint64_t r = 0; r < s->nq; r++) {
-                    uint64_t kk = s->nq - 1 - r, round = kk / rp, pos = kk % rp;
-                    if ((round % 2 ? rp - 1 - pos : pos) == p)
-                        w += (double)ks_pairs(s, r) * pair + unit +
-                             (s->kind == KS_D ? 0 : mask);
-                }
+        double pair = ks_pair(s, bw), unit = ks_unit_cost(s, bw), worst = 0;
+        if (!s->causal) { /* contiguous parts, the larger ones first */
+            double w = (double)ka_cdiv(s->nq, rp) * ((double)ks_pairs(s, 0) * pair + unit);
+            worst = w;
+        } else { /* the rows dealt in snake order (ks_rows_of) */
+            for (uint64_t p = 0; p < rp; p++)
+                load[p] = 0;
+            for (uint64_t r = 0; r < s->nq; r++) {
+                uint64_t kk = s->nq - 1 - r, round = kk / rp, pos = kk % rp;
+                load[round % 2 ? rp - 1 - pos : pos] +=
+                    (double)ks_pairs(s, r) * pair + unit + (s->kind == KS_D ? 0 : mask);
             }
-            worst = w > worst ? w : worst;
+            for (uint64_t p = 0; p < rp; p++)
+                worst = load[p] > worst ? load[p] : worst;
         }
         total += worst + (k ? 2000 : 0); /* a barrier between phases */
     }
@@ -332,10 +331,10 @@ static double ks_part_cost(ks *s, const ks_kind *kinds, int nk, uint64_t rp, dou
 }
 
 /* A ks for planning and emission: a's shapes with blocks of T. */
-static void ks_init(ks *s, ka *a, kc_ctx *x, uint64_t T)
+static void ks_init(ks *s, const ka *a, kce *c, kc_ctx *x, uint64_t T)
 {
     memset(s, 0, sizeof *s);
-    s->a = a, s->x = x, s->c = &a->c;
+    s->a = a, s->x = x, s->c = c;
     s->T = T, s->nq = ka_cdiv(a->S, T), s->edge = a->S - (s->nq - 1) * T;
     s->Dh = a->Dh, s->e = a->e, s->oe = a->oe, s->t = T < KA_MASK_T ? T : KA_MASK_T;
     s->causal = a->causal, s->f32 = a->dt == ISA_DTYPE_FP32;
@@ -348,8 +347,7 @@ bool ks_plan_make(const ka *a, uint64_t T, uint64_t spad, uint64_t accb, unsigne
                   const char **why)
 {
     ks s;
-    ka *aa = (ka *)(uintptr_t)a; /* read only: ks_init keeps a pointer */
-    ks_init(&s, aa, a->x, T);
+    ks_init(&s, a, NULL, a->x, T); /* planning: nothing emitted */
     if (why)
         *why = "";
     ks_kind kinds[3];
@@ -382,20 +380,26 @@ bool ks_plan_make(const ka *a, uint64_t T, uint64_t spad, uint64_t accb, unsigne
         /* the split: row parts rp and head blocks, the busiest core's cycles */
         const arch_config *cfg = a->x->cfg;
         double best = INFINITY;
-        uint64_t heads = a->B * a->H;
-        for (uint64_t rp = 1; rp <= s.nq && rp <= n_cores; rp++) {
+        uint64_t heads = a->B * a->H, max_rp = s.nq < n_cores ? s.nq : n_cores;
+        double *load = malloc((size_t)max_rp * sizeof *load);
+        if (!load) {
+            if (why)
+                *why = "out of memory planning it";
+            return false;
+        }
+        for (uint64_t rp = 1; rp <= max_rp; rp++) {
             uint64_t hp = n_cores / rp, pr, pc;
             hp = hp < heads ? hp : heads;
             kmm_split_grid(a->B, a->H, hp, &pr, &pc);
             uint64_t hc = ka_cdiv(a->B, pr) * ka_cdiv(a->H, pc), cores = pr * pc * rp;
             double bw = cfg->chip.hbm_gb_per_s / cfg->core.clock_ghz / (double)cores;
-            double lat = 0; /* ks_lat's, per group of copies */
-            double est = (double)hc * ks_part_cost(&s, kinds, nk, rp, bw, lat);
+            double est = (double)hc * ks_part_cost(&s, kinds, nk, rp, bw, load);
             if (est < best * 0.999) {
                 best = est;
                 *p = (ks_plan){T, nus, pr, pc, rp, ns, na, nr, est};
             }
         }
+        free(load);
         return true;
     }
     return false;
@@ -757,7 +761,6 @@ static np_status ks_core(ks *s, uint32_t core, uint64_t b0, uint64_t nb, uint64_
                          uint64_t nh, const uint64_t *rows, uint64_t n)
 {
     kc_ctx *x = s->x;
-    kce *c = s->c;
     if (kc_core(x, core) != NP_OK)
         return kc_status(x);
     uint64_t ab, need = ks_layout(s, s->p->nus, 0, 0, &ab), at, acc = 0;
@@ -810,7 +813,6 @@ static np_status ks_core(ks *s, uint32_t core, uint64_t b0, uint64_t nb, uint64_
         sf_settle(s);
     else
         ks_bwd_settle(s);
-    (void)c;
     return kc_status(x);
 }
 
@@ -821,7 +823,7 @@ np_status ks_compile(ka *a, const ks_plan *p)
     ks_kind kinds[3];
     int nk = ks_kinds(a, kinds);
     ks s;
-    ks_init(&s, a, x, p->T);
+    ks_init(&s, a, &a->c, x, p->T);
     s.p = p;
     uint64_t *rows = malloc((size_t)s.nq * sizeof *rows);
     if (!rows)

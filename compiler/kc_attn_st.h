@@ -91,9 +91,9 @@ enum {
 
 typedef struct ks ks;
 struct ks {
-    ka *a;
+    const ka *a;
     kc_ctx *x;
-    kce *c;
+    kce *c;                      /* the emitter's counters (NULL while planning) */
     ks_kind kind;
     const ks_plan *p;
     uint64_t T, nq, edge, Dh, e, oe, t;
@@ -128,9 +128,9 @@ struct ks {
 uint64_t ks_bwd_layout(ks *s, unsigned nus, uint64_t base, uint64_t acc, uint64_t *accb);
 
 /* The cost model's cycles of one pair of blocks (T x T) of the backward kinds and of one
- * unit besides its pairs (kc_attn_stb.c). */
-double ks_bwd_pair(const ks *s, double bw, double lat);
-double ks_bwd_unit(const ks *s, double bw, double lat);
+ * unit besides its pairs, bw the core's bytes a cycle of the HBM (kc_attn_stb.c). */
+double ks_bwd_pair(const ks *s, double bw);
+double ks_bwd_unit(const ks *s, double bw);
 
 /* The cycles of HBM latency a group of `copies` copies pays (core.dma_outstanding of them in
  * flight at once). */

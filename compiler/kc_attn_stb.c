@@ -71,9 +71,8 @@ uint64_t ks_bwd_layout(ks *s, unsigned nus, uint64_t base, uint64_t acc, uint64_
 
 /* ---- the cost model --------------------------------------------------------------------------- */
 
-double ks_bwd_pair(const ks *s, double bw, double lat)
+double ks_bwd_pair(const ks *s, double bw)
 {
-    (void)lat;
     if (s->kind == KS_D)
         return 0;
     const arch_config *cfg = s->x->cfg;
@@ -99,9 +98,8 @@ double ks_bwd_pair(const ks *s, double bw, double lat)
     return (m > dma ? m : dma) + 60;
 }
 
-double ks_bwd_unit(const ks *s, double bw, double lat)
+double ks_bwd_unit(const ks *s, double bw)
 {
-    (void)lat;
     const arch_config *cfg = s->x->cfg;
     double lanes = (double)cfg->core.vector_lanes * cfg->core.vector_ops_per_lane;
     double C = (double)cfg->core.array_cols, T = (double)s->T, Dh = (double)s->Dh;
