@@ -7,8 +7,9 @@
  *                                               # in micro-batches of 2, bf16
  *   build/bench/bench_full --arch tiny --set system.chips=8 --model gpt-tiny --batch 8 \
  *                          --dp 2 --tp 2 --pp 2 --microbatch 1 [--fp32] [--json]
- *   [--attention composite]                     # the composite attention (default: fused, as
- *                                               # npusim run)
+ *   [--attention composite|unfused]             # the composite attention (default: fused, as
+ *                                               # npusim run; composite: its softmax with the
+ *                                               # scale and mask fused, unfused: every op alone)
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -42,15 +43,16 @@ int main(int argc, char **argv)
     size_t n_sets = 0;
     int dp = 2, tp = 2, pp = 2;
     int64_t batch = 16, micro = 2;
-    bool json = false, fp32 = false, composite = false;
+    bool json = false, fp32 = false, composite = false, unfused = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--json")) {
             json = true;
         } else if (!strcmp(a, "--fp32")) {
             fp32 = true;
-        } else if (v && !strcmp(a, "--attention") && (!strcmp(v, "composite") || !strcmp(v, "fused"))) {
-            composite = !strcmp(v, "composite"), i++;
+        } else if (v && !strcmp(a, "--attention") &&
+                   (!strcmp(v, "composite") || !strcmp(v, "fused") || !strcmp(v, "unfused"))) {
+            composite = strcmp(v, "fused") != 0, unfused = !strcmp(v, "unfused"), i++;
         } else if (v && !strcmp(a, "--arch")) {
             arch = v, i++;
         } else if (v && !strcmp(a, "--set") && n_sets < 16) {
@@ -79,6 +81,7 @@ int main(int argc, char **argv)
     nn_strategy_default(&s);
     s.dp = dp, s.tp = tp, s.pp = pp, s.microbatch = micro;
     s.fuse_attention = !composite;
+    s.fuse_softmax = !unfused;
     nn_model_opts mo = {.batch = batch, .compute = fp32 ? NN_F32 : NN_BF16, .seed = 1};
     nn_optim adamw = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
                       .eps = 1e-8};

@@ -8,8 +8,9 @@
  *                                              it fits (done-when 6)
  *   build/bench/bench_run --megatron FILE      every row of a weak-scaling table (below)
  *
- * Options: --attention composite (the composite attention instead of the fused one, npusim
- * run's default), --kernel-cache FILE (kernel timings kept across runs), --no-cache, --no-dedup,
+ * Options: --attention composite|unfused (the composite attention instead of the fused one,
+ * npusim run's default: its softmax with the scale and mask fused, or every op alone, as
+ * npusim run's --attention), --kernel-cache FILE (kernel timings kept across runs), --no-cache, --no-dedup,
  * --analytical EFF (kernels timed as their FLOPs at EFF of the chip's peak, at least 1 ns,
  * instead of compiled and simulated: the engine on the real plan, whatever kernels exist),
  * --json.
@@ -23,7 +24,7 @@
  * parameters, heads, hidden, layers, tp, pp, gpus, batch, their TFLOP/s per GPU and % of peak)
  * and runs each row as a GPT (vocabulary 51,200, sequence 2048, micro-batch 1, full
  * recomputation, as their equation (3) counts; composite attention, as their 2021 runs had no
- * flash attention) on a100-cluster with system.chips = gpus,
+ * flash attention, with Megatron's fused scale-mask-softmax, its default) on a100-cluster with system.chips = gpus,
  * printing our TFLOP/s per chip, MFU and HFU beside theirs.
  */
 #include <inttypes.h>
@@ -71,6 +72,7 @@ typedef struct bench_opts {
     const char *kernel_cache;
     bool no_cache, no_dedup, json;
     bool composite;    /* the composite attention (else fused, as npusim run) */
+    bool unfused;      /* composite: scale, mask and softmax each a kernel (else one softmax) */
     double analytical; /* 0: real kernels */
     bool must_fit;     /* refuse a plan beyond HBM (else simulated anyway) */
 } bench_opts;
@@ -94,6 +96,7 @@ static int bench_one(const char *title, const char *arch, const char *const *set
                  .kernel_cache = bo->kernel_cache,
                  .time_kernel = bo->analytical > 0 ? bench_time : NULL, .time_ctx = &an};
     j.s.fuse_attention = !bo->composite;
+    j.s.fuse_softmax = !bo->unfused;
     double c0 = bench_cpu();
     run_report r;
     if (run_job_run(&j, &r, &err) != NP_OK) {
@@ -297,8 +300,11 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--analytical") && i + 1 < argc)
             bo.analytical = atof(argv[++i]);
         else if (!strcmp(argv[i], "--attention") && i + 1 < argc &&
-                 (!strcmp(argv[i + 1], "composite") || !strcmp(argv[i + 1], "fused")))
-            bo.composite = !strcmp(argv[++i], "composite");
+                 (!strcmp(argv[i + 1], "composite") || !strcmp(argv[i + 1], "fused") ||
+                  !strcmp(argv[i + 1], "unfused"))) {
+            bo.unfused = !strcmp(argv[++i], "unfused");
+            bo.composite = strcmp(argv[i], "fused") != 0;
+        }
         else if (!strcmp(argv[i], "--no-cache"))
             bo.no_cache = true;
         else if (!strcmp(argv[i], "--no-dedup"))
@@ -307,7 +313,7 @@ int main(int argc, char **argv)
             bo.json = true;
         else {
             fprintf(stderr, "usage: bench_run [--default | --zoo | --megatron FILE] [--attention "
-                            "fused|composite] [--kernel-cache FILE] [--no-cache] [--no-dedup] "
+                            "fused|composite|unfused] [--kernel-cache FILE] [--no-cache] [--no-dedup] "
                             "[--analytical EFF] [--json]\n");
             return 2;
         }

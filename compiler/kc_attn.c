@@ -37,6 +37,7 @@
 #include <string.h>
 
 #include "kc_attn.h"
+#include "kc_attn_st.h"
 #include "kc_gemm.h"
 
 static isa_opnd SP(unsigned reg, uint64_t off) { return isa_spad(reg, off); }
@@ -741,69 +742,101 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
         a.op[i].step = a.op[i].srow;
     unsigned first[KA_MAX_OP];
     unsigned n_grp = ka_groups(&a, first);
-    /* the block size: given, or the cost model's among those that fit */
+    /* the block size and the schedule: given, or the cost model's among those that fit —
+     * each head resident (two sets or one) or K/V streamed (kc_attn_st.c) */
     const kc_place *pl = &k->place;
     uint64_t n_cores = pl->n_cores ? pl->n_cores : 1, pr, pc;
     kmm_split_grid(a.B, a.H, n_cores, &pr, &pc);
     uint64_t heads = ka_cdiv(a.B, pr) * ka_cdiv(a.H, pc);
     uint64_t spad = UINT64_MAX, accb = UINT64_MAX;
-    for (uint32_t cc = pl->core0; cc < pl->core0 + pr * pc; cc++) {
+    for (uint32_t cc = pl->core0; cc < pl->core0 + n_cores; cc++) {
         uint64_t s1 = kc_spad_avail(x, cc), a1 = kc_acc_avail(x, cc);
         spad = s1 < spad ? s1 : spad;
         accb = a1 < accb ? a1 : accb;
     }
-    uint64_t given = (uint64_t)kc_attr_int(x, "block"), bestT = 0;
-    bool best_db = false;
-    double best = INFINITY;
-    uint64_t cands[16], nc = 0;
-    if (given)
-        cands[nc++] = given < a.S ? given : a.S;
-    else {
-        for (uint64_t T = 8; T <= 1024 && T < a.S; T *= 2)
-            cands[nc++] = T;
-        if (a.S <= 1024)
-            cands[nc++] = a.S;
+    uint64_t given = (uint64_t)kc_attr_int(x, "block");
+    int64_t mode = kc_attr_int(x, "stream"); /* 0: the cost model's, 1: resident, 2: streamed */
+    /* candidates: (block rows, streamed), each with its estimate */
+    enum { KA_NC = 24 };
+    uint64_t cT[KA_NC];
+    bool cst[KA_NC], cdb[KA_NC];
+    double cest[KA_NC];
+    ks_plan cplan[KA_NC];
+    unsigned nc = 0;
+    for (int st = 0; st < 2; st++) {
+        if ((st && mode == 1) || (!st && mode == 2))
+            continue;
+        uint64_t lo = 8, hi = st ? 256 : 1024;
+        for (uint64_t T = given ? given : lo; nc < KA_NC; T *= 2) {
+            uint64_t t = T < a.S ? T : a.S;
+            if (!given && T > hi)
+                break;
+            cT[nc] = t, cst[nc] = st, cdb[nc] = false, cest[nc] = INFINITY;
+            nc++;
+            if (given || t == a.S)
+                break;
+        }
     }
-    double cest[16]; /* each block size's estimate (its better residency), for the tuner */
-    for (uint64_t ci = 0; ci < nc; ci++)
-        cest[ci] = INFINITY;
-    for (uint64_t ci = 0; ci < nc; ci++)
+    /* what the smallest of each needs, for the error when none fits */
+    uint64_t res_s = 0, res_a = 0, str_s = 0, str_a = 0, resT = 0, strT = 0;
+    const char *str_why = "";
+    for (unsigned ci = 0; ci < nc; ci++) {
+        uint64_t T = cT[ci];
+        if (cst[ci]) {
+            uint64_t ns, na;
+            const char *why;
+            if (ks_plan_make(&a, T, spad, accb, ISA_N_REGS - 1, n_cores, &cplan[ci], &ns, &na,
+                             &why))
+                cest[ci] = cplan[ci].est;
+            else if (!strT)
+                strT = T, str_s = ns, str_a = na, str_why = why;
+            continue;
+        }
         for (int db = 1; db >= 0; db--) {
-            uint64_t T = cands[ci];
             ka probe = a;
             uint64_t need_s = kind == KA_BWD ? ka_bwd_spad(&probe, T, db) :
                                                fwd_layout(&probe, T, db, 0, 0);
             uint64_t need_a = kind == KA_BWD ? ka_bwd_acc(&probe, T)
                                              : fwd_acc(T, a.Dh, kind == KA_FWD);
+            if (!resT && !db)
+                resT = T, res_s = need_s, res_a = need_a;
             if (need_s > spad || need_a > accb)
                 continue;
             if (n_grp + 8 + (unsigned)db > ISA_N_REGS - 1) /* registers: one residency set */
                 continue;
             double est = ka_estimate(&a, T, db, heads, pr * pc);
-            cest[ci] = est < cest[ci] ? est : cest[ci];
-            if (est < best * 0.999) {
-                best = est, bestT = T, best_db = db;
-            }
+            if (est < cest[ci] * 0.999)
+                cest[ci] = est, cdb[ci] = db;
         }
-    if (!bestT) {
-        uint64_t T = nc ? cands[0] : a.S;
-        ka probe = a;
-        uint64_t need_s = kind == KA_BWD ? ka_bwd_spad(&probe, T, false) :
-                                           fwd_layout(&probe, T, false, 0, 0);
-        uint64_t need_a = kind == KA_BWD ? ka_bwd_acc(&probe, T) : fwd_acc(T, a.Dh, kind == KA_FWD);
-        return kc_fail(x, NP_ERR_RANGE, "a head of %" PRIu64 " x %" PRIu64 " %s with %" PRIu64
-                       "-row blocks needs %" PRIu64 " scratchpad bytes (%" PRIu64 " free) and %"
-                       PRIu64 " accumulator bytes (%" PRIu64 " free)", a.S, a.Dh,
-                       isa_dtype_names[a.dt], T, need_s, spad, need_a, accb);
     }
-    a.T = bestT, a.dbuf = best_db, a.t = bestT < KA_MASK_T ? bestT : KA_MASK_T;
+    unsigned pick = nc;
+    for (unsigned ci = 0; ci < nc; ci++)
+        if (isfinite(cest[ci]) && (pick == nc || cest[ci] < cest[pick] * 0.999))
+            pick = ci;
+    if (pick == nc) {
+        char msg[512];
+        int n = snprintf(msg, sizeof msg, "a head of %" PRIu64 " x %" PRIu64 " %s does not fit",
+                         a.S, a.Dh, isa_dtype_names[a.dt]);
+        if (strT && !str_why[0])
+            n += snprintf(msg + n, sizeof msg - (size_t)n, ": with K/V streamed in %" PRIu64
+                          "-row blocks it needs %" PRIu64 " scratchpad bytes (%" PRIu64
+                          " free) and %" PRIu64 " accumulator bytes (%" PRIu64 " free)", strT,
+                          str_s, spad, str_a, accb);
+        else if (strT)
+            n += snprintf(msg + n, sizeof msg - (size_t)n, ": streamed, %s", str_why);
+        if (resT)
+            snprintf(msg + n, sizeof msg - (size_t)n, "%s resident with %" PRIu64 "-row blocks "
+                     "it needs %" PRIu64 " scratchpad bytes (%" PRIu64 " free) and %" PRIu64
+                     " accumulator bytes (%" PRIu64 " free)", strT ? ";" : ":", resT, res_s,
+                     spad, res_a, accb);
+        return kc_fail(x, NP_ERR_RANGE, "%s", msg);
+    }
+    double best = cest[pick];
+    bool streamed = cst[pick];
+    a.T = cT[pick], a.dbuf = cdb[pick], a.t = a.T < KA_MASK_T ? a.T : KA_MASK_T;
     a.RS = a.T * 4;
     for (int i = a.n_in; i < a.n_op; i++)
         a.op[i].step = (int64_t)a.T * a.op[i].srow;
-    ka probe = a;
-    uint64_t need_s = kind == KA_BWD ? ka_bwd_spad(&probe, a.T, a.dbuf) :
-                                       fwd_layout(&probe, a.T, a.dbuf, 0, 0);
-    uint64_t need_a = kind == KA_BWD ? ka_bwd_acc(&probe, a.T) : fwd_acc(a.T, a.Dh, kind == KA_FWD);
     /* the result */
     kc_result *r = x->res;
     int64_t heads_all = (int64_t)(a.B * a.H), P = ka_pairs(a.S, a.causal), Dh = (int64_t)a.Dh;
@@ -822,24 +855,35 @@ static np_status ka_compile(kc_ctx *x, ka_kind kind)
         break;
     }
     r->est_cycles = (uint64_t)best;
-    /* the tuner's candidates (`block` selects one): the chosen block size first, then the
-     * others that fit, fewest estimated cycles first */
+    /* the tuner's candidates (`block` and `stream` select one): the chosen one first, then
+     * the others that fit, fewest estimated cycles first */
     r->n_cands = 0;
-    for (uint64_t ci = 0; ci < nc; ci++)
-        if (cands[ci] == a.T)
-            cest[ci] = -1; /* first */
+    cest[pick] = -1; /* first */
     while (r->n_cands < KC_MAX_CANDS) {
-        uint64_t pick = nc;
-        for (uint64_t ci = 0; ci < nc; ci++)
-            if (isfinite(cest[ci]) && (pick == nc || cest[ci] < cest[pick]))
-                pick = ci;
-        if (pick == nc)
+        unsigned c = nc;
+        for (unsigned ci = 0; ci < nc; ci++)
+            if (isfinite(cest[ci]) && (c == nc || cest[ci] < cest[c]))
+                c = ci;
+        if (c == nc)
             break;
         r->cands[r->n_cands++] = (kc_tiling){
-            1, {KC_INT("block", (int64_t)cands[pick])},
-            cest[pick] < 0 ? (uint64_t)best : (uint64_t)cest[pick]};
-        cest[pick] = INFINITY;
+            2, {KC_INT("block", (int64_t)cT[c]), KC_INT("stream", cst[c] ? 2 : 1)},
+            cest[c] < 0 ? (uint64_t)best : (uint64_t)cest[c]};
+        cest[c] = INFINITY;
     }
+    if (streamed) {
+        const ks_plan *kp = &cplan[pick];
+        snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 " heads of %" PRIu64 "x%" PRIu64
+                 "%s, K/V streamed in %" PRIu64 "-row blocks, %" PRIu64 " x %" PRIu64
+                 " head blocks x %" PRIu64 " row parts, %s", a.B * a.H, a.S, a.Dh,
+                 a.causal ? " causal" : "", a.T, kp->pr, kp->pc, kp->rp,
+                 kp->nus > 1 ? "next unit prefetched" : "one unit set");
+        return ks_compile(&a, kp);
+    }
+    ka probe = a;
+    uint64_t need_s = kind == KA_BWD ? ka_bwd_spad(&probe, a.T, a.dbuf) :
+                                       fwd_layout(&probe, a.T, a.dbuf, 0, 0);
+    uint64_t need_a = kind == KA_BWD ? ka_bwd_acc(&probe, a.T) : fwd_acc(a.T, a.Dh, kind == KA_FWD);
     snprintf(r->schedule, sizeof r->schedule, "%" PRIu64 " heads of %" PRIu64 "x%" PRIu64
              "%s, %" PRIu64 "-row blocks, %s", a.B * a.H, a.S, a.Dh,
              a.causal ? " causal" : "", a.T,
@@ -1001,6 +1045,8 @@ static const kc_attr_def ka_attrs[] = {
     {"causal", KC_ATTR_BOOL, 0, 0, 1, "mask key j > query i"},
     {"scale", KC_ATTR_REAL, 0, 0, 1e30, "scores' scale (0: 1 / sqrt(Dh))"},
     {"block", KC_ATTR_INT, 0, 0, 65535, "tile: query and key block rows (0: the cost model's)"},
+    {"stream", KC_ATTR_INT, 0, 0, 2, "tile: 1 each head resident, 2 K/V streamed block by block "
+                                      "(0: the cost model's)"},
 };
 
 /* The bounds of docs/compiler.md ("Attention", values): out fp32 within 2^-18 of the largest

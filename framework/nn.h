@@ -266,6 +266,13 @@ nn_tensor *nn_rmsnorm(nn_graph *g, nn_tensor *x, nn_tensor *gamma, double eps);
  * Llama), rotating the pairs (i, i + Dh/2). */
 nn_tensor *nn_rope(nn_graph *g, nn_tensor *x, double base);
 nn_tensor *nn_softmax(nn_graph *g, nn_tensor *a);     /* over the last dim */
+/* Megatron-LM's FusedScaleMaskSoftmax: softmax over the last dim of a x scale (scale 0: 1),
+ * with causal the elements above the diagonal of the last two dims masked (-inf) first — one
+ * op for scale, causal_mask and softmax (nn_pass_fuse_softmax makes it from them). */
+nn_tensor *nn_softmax_masked(nn_graph *g, nn_tensor *a, double scale, bool causal);
+/* The backward of softmax y (of scale and causal as y's): scale x y (dy - sum over the last
+ * dim of dy y), 0 where masked. The softmax backward rule builds it. */
+nn_tensor *nn_softmax_grad(nn_graph *g, nn_tensor *y, nn_tensor *dy, double scale, bool causal);
 nn_tensor *nn_log_softmax(nn_graph *g, nn_tensor *a); /* over the last dim */
 /* One dim may be -1 (inferred). */
 nn_tensor *nn_reshape(nn_graph *g, nn_tensor *a, int ndim, const int64_t *ne);

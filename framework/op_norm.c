@@ -180,12 +180,31 @@ void nn_bwd_norm(nn_graph *g, nn_tensor *t, nn_tensor *dy)
         nn_grad_acc(g, beta, bn ? nn_channel_sum(g, dy) : nn_sum_to(g, dy, 1, beta->ne));
 }
 
-/* ---- softmax / log-softmax over the last dim ---- */
+/* ---- softmax / log-softmax over the last dim ----
+ * softmax takes Megatron-LM's fused scale and causal mask (nn_softmax_masked,
+ * nn_pass_fuse_softmax): fp[0] the scale of x (0: none, 1), ip[0] 1 to mask the elements above
+ * the diagonal of the last two dims (-inf) before the row's max and sum. softmax_grad (y, dy)
+ * is its backward with the same parameters: fp[0] x y (dy - sum(dy y)), 0 where masked. */
+
+static double nn_sm_scale(const nn_tensor *t) { return t->fp[0] > 0 ? t->fp[0] : 1.0; }
+
+/* Whether element k of row r of t's rows (its last dim) is masked: key k after query r mod
+ * (the second-to-last dim). */
+static bool nn_sm_masked(const nn_tensor *t, int64_t r, int64_t k)
+{
+    int64_t q = t->ndim >= 2 ? t->ne[t->ndim - 2] : 1;
+    return t->ip[0] && k > r % q;
+}
 
 np_status nn_infer_softmax(nn_tensor *t, np_err *err)
 {
     if (t->src[0]->ndim < 1)
         return nn_infer_fail(t, err, NP_ERR_INCONSISTENT, "needs at least one dim");
+    if (t->op == NN_OP_LOG_SOFTMAX && (t->fp[0] != 0 || t->ip[0]))
+        return nn_infer_fail(t, err, NP_ERR_INCONSISTENT, "log_softmax takes no scale or mask");
+    if (t->fp[0] < 0 || t->fp[0] != t->fp[0] || (t->ip[0] && t->src[0]->ndim < 2))
+        return nn_infer_fail(t, err, NP_ERR_INCONSISTENT, "needs a scale >= 0 (0: none) and, "
+                             "masked, at least two dims");
     nn_set_shape(t, t->src[0]->ndim, t->src[0]->ne);
     t->dtype = t->src[0]->dtype;
     return NP_OK;
@@ -195,33 +214,69 @@ void nn_fwd_softmax(nn_tensor *t)
 {
     const float *x = t->src[0]->data;
     int64_t len = t->ne[t->ndim - 1], rows = nn_numel(t) / len;
+    double sc = t->op == NN_OP_SOFTMAX ? nn_sm_scale(t) : 1.0;
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * len;
         float *yr = t->data + r * len;
         double m = -INFINITY, s = 0.0;
         for (int64_t k = 0; k < len; k++)
-            m = xr[k] > m ? xr[k] : m;
+            if (!nn_sm_masked(t, r, k))
+                m = sc * xr[k] > m ? sc * xr[k] : m;
         for (int64_t k = 0; k < len; k++)
-            s += exp(xr[k] - m);
+            s += nn_sm_masked(t, r, k) ? 0.0 : exp(sc * xr[k] - m);
         for (int64_t k = 0; k < len; k++)
-            yr[k] = t->op == NN_OP_SOFTMAX ? (float)(exp(xr[k] - m) / s)
-                                           : (float)(xr[k] - m - log(s));
+            yr[k] = t->op == NN_OP_SOFTMAX
+                        ? (float)(nn_sm_masked(t, r, k) ? 0.0 : exp(sc * xr[k] - m) / s)
+                        : (float)(xr[k] - m - log(s));
     }
 }
 
 void nn_bwd_softmax(nn_graph *g, nn_tensor *t, nn_tensor *dy)
 {
     nn_tensor *dx;
-    if (t->op == NN_OP_SOFTMAX) /* y * (dy - sum(dy * y)) */
-        dx = nn_mul(g, t, nn_sub(g, dy, nn_reduce_sum(g, nn_mul(g, dy, t), -1, true)));
+    if (t->op == NN_OP_SOFTMAX) /* fp[0] y (dy - sum(dy y)), 0 where masked: one op */
+        dx = nn_node(g, NN_OP_SOFTMAX_GRAD, 2, (nn_tensor *[]){t, dy}, t->ip, t->fp);
     else /* dy - exp(y) * sum(dy) */
         dx = nn_sub(g, dy, nn_mul(g, nn_exp(g, t), nn_reduce_sum(g, dy, -1, true)));
     nn_grad_acc(g, t->src[0], dx);
 }
 
+np_status nn_infer_softmax_grad(nn_tensor *t, np_err *err)
+{
+    const nn_tensor *y = t->src[0], *dy = t->src[1];
+    if (!nn_same_shape(y, dy) || y->ndim < 1)
+        return nn_infer_fail(t, err, NP_ERR_INCONSISTENT, "y and dy must have one shape");
+    if (t->fp[0] < 0 || t->fp[0] != t->fp[0] || (t->ip[0] && y->ndim < 2))
+        return nn_infer_fail(t, err, NP_ERR_INCONSISTENT, "needs a scale >= 0 (0: none) and, "
+                             "masked, at least two dims");
+    nn_set_shape(t, y->ndim, y->ne);
+    t->dtype = dy->dtype;
+    return NP_OK;
+}
+
+void nn_fwd_softmax_grad(nn_tensor *t)
+{
+    const float *y = t->src[0]->data, *dy = t->src[1]->data;
+    int64_t len = t->ne[t->ndim - 1], rows = nn_numel(t) / len;
+    double sc = nn_sm_scale(t);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *yr = y + r * len, *dr = dy + r * len;
+        double s = 0.0;
+        for (int64_t k = 0; k < len; k++)
+            s += (double)dr[k] * yr[k];
+        for (int64_t k = 0; k < len; k++)
+            t->data[r * len + k] =
+                nn_sm_masked(t, r, k) ? 0.0f : (float)(sc * yr[k] * (dr[k] - s));
+    }
+}
+
+/* softmax: 5 an element (max, exp, sum, scale), and one for each of the fused scale and
+ * mask, as their own nodes would count; softmax_grad: 4 (the product, its sum, the
+ * difference, the product), and the same two. */
 int64_t nn_flops_softmax(const nn_tensor *t)
 {
-    return 5 * nn_numel(t);
+    int64_t per = (t->op == NN_OP_SOFTMAX_GRAD ? 4 : 5) + (t->fp[0] > 0) + (t->ip[0] != 0);
+    return per * nn_numel(t);
 }
 
 /* ---- rotary position embedding over [..., S, Dh]: fp[0] base, fp[1] direction (+1, or -1

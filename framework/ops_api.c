@@ -182,6 +182,16 @@ nn_tensor *nn_rope(nn_graph *g, nn_tensor *a, double base)
     return nn_un(g, NN_OP_ROPE, a, NULL, (double[NN_MAX_FPARAMS]){base, 1.0});
 }
 nn_tensor *nn_softmax(nn_graph *g, nn_tensor *a) { return nn_un(g, NN_OP_SOFTMAX, a, NULL, NULL); }
+nn_tensor *nn_softmax_masked(nn_graph *g, nn_tensor *a, double scale, bool causal)
+{
+    return nn_un(g, NN_OP_SOFTMAX, a, (int64_t[NN_MAX_IPARAMS]){causal},
+                 (double[NN_MAX_FPARAMS]){scale});
+}
+nn_tensor *nn_softmax_grad(nn_graph *g, nn_tensor *y, nn_tensor *dy, double scale, bool causal)
+{
+    return nn_node(g, NN_OP_SOFTMAX_GRAD, 2, (nn_tensor *[]){y, dy},
+                   (int64_t[NN_MAX_IPARAMS]){causal}, (double[NN_MAX_FPARAMS]){scale});
+}
 nn_tensor *nn_log_softmax(nn_graph *g, nn_tensor *a) { return nn_un(g, NN_OP_LOG_SOFTMAX, a, NULL, NULL); }
 
 nn_tensor *nn_permute(nn_graph *g, nn_tensor *a, const int *axes)

@@ -67,6 +67,7 @@ const nn_op_impl nn_op_impls[NN_OP_COUNT] = {
     [NN_OP_ROPE] = ROW(rope, nn_flops_rope, nn_bwd_rope),
     [NN_OP_SOFTMAX] = ROW(softmax, nn_flops_softmax, nn_bwd_softmax),
     [NN_OP_LOG_SOFTMAX] = ROW(softmax, nn_flops_softmax, nn_bwd_softmax),
+    [NN_OP_SOFTMAX_GRAD] = ROW(softmax_grad, nn_flops_softmax, NULL),
     [NN_OP_ATTENTION] = ROW(attention, nn_flops_attention, nn_bwd_attention),
     [NN_OP_ATTENTION_LSE] = ROW(attention, nn_flops_attention, NULL),
     [NN_OP_ATTENTION_GRAD] = {.infer = nn_infer_attention, .flops = nn_flops_attention, .forward = nn_fwd_attention_grad},

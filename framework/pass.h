@@ -39,6 +39,14 @@ int nn_pass_fuse(nn_graph *g);
  * composite. *n_fused counts the rewrites. NP_ERR_NOMEM. */
 np_status nn_pass_fuse_attention(nn_graph *g, int *n_fused, np_err *err);
 
+/* Megatron-LM's FusedScaleMaskSoftmax: each softmax whose input is causal_mask(x, -inf)
+ * and/or scale(x, s) (single-reader intermediates of its shape and dtype) takes them as its
+ * own parameters (nn_softmax_masked) and they are removed, so one op reads the scores once.
+ * Run it on the forward graph, before nn_backward (the softmax's backward is then one
+ * softmax_grad with the scale folded in), after nn_pass_fuse_attention (which needs the
+ * composite as built). *n_fused counts the softmaxes rewritten. NP_ERR_NOMEM. */
+np_status nn_pass_fuse_softmax(nn_graph *g, int *n_fused, np_err *err);
+
 typedef enum nn_ckpt_policy {
     NN_CKPT_EVERY_K,   /* keep each k-th layer's input, recompute the layers in between */
     NN_CKPT_SELECTIVE, /* keep layer inputs and matmul/conv outputs, recompute the rest */

@@ -126,6 +126,10 @@ typedef struct nn_strategy {
                                   reduce-scatter), and all-gathered over the receiving stage's
                                   tp group (NN_COMM_PP_SG); its gradient the same way back.
                                   nn_strategy_default: on (`--no-pp-scatter-gather`: off) */
+    bool fuse_softmax;         /* then, the scale, causal mask and softmax of the attentions
+                                  left composite into one softmax (nn_pass_fuse_softmax:
+                                  Megatron-LM's FusedScaleMaskSoftmax, its
+                                  --masked-softmax-fusion); default off */
     double bucket_mb;          /* DP/ZeRO gradient bucket size in MiB; 0: 25 MiB */
     int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
     int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */

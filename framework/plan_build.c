@@ -2,7 +2,9 @@
  *
  *   1. validate the strategy against the model and the system (errors name the flag)
  *   2. place the mesh (mesh.c); build the single-device forward graph of one micro-batch
- *      (its composite attentions fused into the attention op with s->fuse_attention)
+ *      (its composite attentions fused into the attention op with s->fuse_attention, the
+ *      scale, mask and softmax of those left composite into one softmax with
+ *      s->fuse_softmax)
  *   3. cut it into model chunks (plan_sched.c) and rewrite it into one local graph per
  *      pipeline stage (plan_tp.c: tensor/sequence parallelism, ZeRO-3 gathers, send/recv)
  *   4. differentiate every stage from its loss (seeded with 1/(m dp)) and from the gradients
@@ -1325,6 +1327,8 @@ np_status nn_plan_build(const nn_model_desc *d, const nn_model_opts *opts,
     int n_fused;
     if ((st = nn_model_build(d, &o0, &m0, err)) == NP_OK && s->fuse_attention)
         st = nn_pass_fuse_attention(m0.g, &n_fused, err);
+    if (st == NP_OK && s->fuse_softmax)
+        st = nn_pass_fuse_softmax(m0.g, &n_fused, err);
     if (st == NP_OK)
         st = nn_plan_core(d->name, &m0, batch, micro, s, opt, arch, out, err);
     nn_graph_free(m0.g);
@@ -1340,9 +1344,11 @@ np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch
     if (!m->g || !m->loss || m->batch < 1)
         return np_err_set(err, NP_ERR_MISSING, "plan: %s needs a graph, a loss and its micro-batch size",
                           name);
-    if (s->fuse_attention)
-        return np_err_set(err, NP_ERR_USAGE, "plan: %s: fuse_attention needs nn_plan_build (this "
-                          "graph is only read: run nn_pass_fuse_attention on it first)", name);
+    if (s->fuse_attention || s->fuse_softmax)
+        return np_err_set(err, NP_ERR_USAGE, "plan: %s: %s needs nn_plan_build (this graph is "
+                          "only read: run nn_pass_fuse_%s on it first)", name,
+                          s->fuse_attention ? "fuse_attention" : "fuse_softmax",
+                          s->fuse_attention ? "attention" : "softmax");
     nn_strategy s2 = *s;
     s2.microbatch = m->batch;
     np_status st = nn_plan_validate_common(&s2, batch, &micro, err);

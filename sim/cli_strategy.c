@@ -13,6 +13,7 @@ void cli_strategy_init(cli_strategy *cs)
     memset(cs, 0, sizeof *cs);
     nn_strategy_default(&cs->s);
     cs->s.fuse_attention = true;
+    cs->s.fuse_softmax = true;
     cs->o.compute = NN_BF16;
     cs->o.seed = 1;
 }
@@ -91,13 +92,14 @@ static np_status cs_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
         return nn_strategy_parse_schedule(s, arg, err);
     case CLI_STRATEGY_OPT_RECOMPUTE:
         return nn_strategy_parse_recompute(s, arg, err);
-    case CLI_STRATEGY_OPT_ATTENTION: {
-        static const char *const forms[] = {"fused", "composite"};
+    case CLI_STRATEGY_OPT_ATTENTION: { /* flash; Megatron's fused softmax; every op alone */
+        static const char *const forms[] = {"fused", "composite", "unfused"};
         size_t fi;
-        if (np_parse_enum(NP_SRC_OPT("--attention"), arg, "attention", forms, 2, &fi, err) !=
+        if (np_parse_enum(NP_SRC_OPT("--attention"), arg, "attention", forms, 3, &fi, err) !=
             NP_OK)
             return err->status;
         s->fuse_attention = fi == 0;
+        s->fuse_softmax = fi < 2;
         return NP_OK;
     }
     case CLI_STRATEGY_OPT_BUCKET: {

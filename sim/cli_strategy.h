@@ -1,6 +1,6 @@
 /* cli_strategy.h — the strategy flags `npusim plan` and `npusim run` share: the global batch
  * and sequence, the mesh sizes, ZeRO, sequence parallelism, micro-batches, the pipeline
- * schedule, recomputation, fused or composite attention, dropout, buckets, precision,
+ * schedule, recomputation, fused, composite or unfused attention, dropout, buckets, precision,
  * placement, stage layers and the pipeline's scatter/gather (docs/parallel.md).
  *
  * A command puts CLI_STRATEGY_LONGOPTS in its getopt table, passes those options to
@@ -78,7 +78,9 @@ enum {
     "                    core) or full (every layer from its input)\n"                       \
     "  --attention A     fused (default): each composite attention becomes the attention op,\n" \
     "                    flash attention's kernels (no S x S scores in HBM; Megatron-LM's\n"   \
-    "                    --use-flash-attn); composite: matmul, scale, mask, softmax, matmul\n" \
+    "                    --use-flash-attn); composite: matmul, softmax with its scale and\n"  \
+    "                    causal mask fused (Megatron-LM's FusedScaleMaskSoftmax), matmul;\n" \
+    "                    unfused: matmul, scale, mask, softmax, matmul, each its own kernel\n" \
     "  --dropout P       GPT dropout probability on the embeddings, the attention\n"         \
     "                    probabilities and the residual branches (GPT-2's 0.1; Megatron-LM's\n" \
     "                    --attention-dropout and --hidden-dropout); default 0: none. The\n"   \

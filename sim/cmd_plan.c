@@ -19,7 +19,7 @@ const char cmd_plan_usage[] =
     "usage: npusim plan --arch A --model M --batch B [--seq S] [--dp D] [--tp T] [--pp P]\n"
     "                   [--zero 0|1|2|3] [--sp] [--microbatch b]\n"
     "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full]\n"
-    "                   [--attention fused|composite] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
+    "                   [--attention fused|composite|unfused] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
     "                   [--stage-layers N,N,...] [--dropout P] [--no-pp-scatter-gather] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"

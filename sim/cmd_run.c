@@ -35,7 +35,7 @@ const char cmd_run_usage[] =
     "usage: npusim run [--arch A] [--set SECTION.KEY=VALUE ...] [--model M] [--batch B]\n"
     "                  [--seq S] [--dp D] [--tp T] [--pp P] [--zero Z] [--sp] [--microbatch b]\n"
     "                  [--schedule S] [--recompute R] [--bucket-mb X] [--precision P]\n"
-    "                  [--placement O] [--stage-layers L] [--attention fused|composite]\n"
+    "                  [--placement O] [--stage-layers L] [--attention fused|composite|unfused]\n"
     "                  [--dropout P] [--no-pp-scatter-gather] [--steps N] [--fidelity fast|full]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
@@ -170,7 +170,9 @@ static void run_print_attention(const run_report *r)
     else if (!c)
         printf("attention fused (%d flash attention%s)", f, f == 1 ? "" : "s");
     else if (!asked)
-        printf("attention composite (%d, as --attention composite asks)", c);
+        printf("attention composite (%d, as --attention %s asks: %s)", c, r->attention_requested,
+               strcmp(r->attention_requested, "unfused") ? "scale, mask and softmax one kernel"
+                                                        : "every op its own kernel");
     else if (r->attention_why[0])
         printf("attention composite (%d: the fused kernel does not fit the chip, %s)", c,
                r->attention_why);

@@ -89,7 +89,7 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->attention_composite = p->attention_composite;
     o->attention = p->attention_fused ? (p->attention_composite ? "mixed" : "fused")
                                       : (p->attention_composite ? "composite" : "none");
-    o->attention_requested = p->s.fuse_attention ? "fused" : "composite";
+    o->attention_requested = run_attention_requested(&p->s);
     o->zero = p->s.zero;
     o->sp = p->s.sp;
     o->pp_scatter_gather = p->s.pp_scatter_gather;
@@ -322,8 +322,13 @@ json_t *run_report_json(const run_report *o)
     return j;
 }
 
+const char *run_attention_requested(const nn_strategy *s)
+{
+    return s->fuse_attention ? "fused" : s->fuse_softmax ? "composite" : "unfused";
+}
+
 void run_report_set_attention(run_report *rep, const nn_strategy *s, const char *why)
 {
-    rep->attention_requested = s->fuse_attention ? "fused" : "composite";
+    rep->attention_requested = run_attention_requested(s);
     snprintf(rep->attention_why, sizeof rep->attention_why, "%s", why ? why : "");
 }

@@ -61,9 +61,10 @@ typedef struct run_report {
     char schedule[32];
     const char *recompute, *precision, *fidelity;
     /* the attention the step ran: "fused" (the attention op, flash attention), "composite"
-     * (matmul, scale, mask, softmax, matmul), "mixed" or "none" (the model has none); what
-     * was asked ("fused": nn_strategy.fuse_attention, or "composite"); the model's attentions
-     * (one micro-batch) of each form */
+     * (matmul, softmax, matmul — the softmax with its scale and mask fused unless "unfused"
+     * was asked), "mixed" or "none" (the model has none); what was asked (run_attention_
+     * requested: "fused", "composite" or "unfused"); the model's attentions (one
+     * micro-batch) of each form */
     double dropout; /* the model's dropout probability (nn_plan.dropout; 0: none) */
     const char *attention, *attention_requested;
     int attention_fused, attention_composite;
@@ -109,8 +110,13 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
                           np_err *err);
 void run_report_free(run_report *rep);
 
-/* What the job asked for (s->fuse_attention) and, when the plan fell back to the composite
- * attention, why (run_build_plan's; may be ""). */
+/* What a strategy asks of the attention, as --attention names it: "fused" (s->fuse_attention:
+ * flash), "composite" (s->fuse_softmax: Megatron's fused scale-mask-softmax between the two
+ * matmuls), "unfused" (every op its own kernel). */
+const char *run_attention_requested(const nn_strategy *s);
+
+/* What the job asked for (run_attention_requested) and, when the plan fell back to the
+ * composite attention, why (run_build_plan's; may be ""). */
 void run_report_set_attention(run_report *rep, const nn_strategy *s, const char *why);
 
 /* The report as one JSON object (names above); NULL when out of memory. */

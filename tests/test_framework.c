@@ -254,7 +254,11 @@ static nn_tensor *gc_bn(gc_ctx *c) { return nn_batchnorm(G, P(c, 3, 2, 2, 2), P(
 static nn_tensor *gc_ln(gc_ctx *c) { return nn_layernorm(G, P(c, 3, 5), P(c, 5), P(c, 5), 1e-5); }
 static nn_tensor *gc_rms(gc_ctx *c) { return nn_rmsnorm(G, P(c, 3, 5), P(c, 5), 1e-5); }
 static nn_tensor *gc_rope(gc_ctx *c) { return nn_rope(G, P(c, 2, 3, 4), 10.0); }
-static nn_tensor *gc_softmax(gc_ctx *c) { return nn_softmax(G, P(c, 3, 5)); }
+/* plain, and with Megatron's fused scale and causal mask (its backward: one softmax_grad) */
+static nn_tensor *gc_softmax(gc_ctx *c)
+{
+    return nn_add(G, nn_softmax(G, P(c, 2, 4, 5)), nn_softmax_masked(G, P(c, 2, 4, 5), 0.7, true));
+}
 static nn_tensor *gc_logsoftmax(gc_ctx *c) { return nn_log_softmax(G, P(c, 3, 5)); }
 static nn_tensor *gc_reshape(gc_ctx *c) { return nn_reshape(G, P(c, 2, 6), 3, DIMS(3, -1, 2)); }
 static nn_tensor *gc_permute(gc_ctx *c) { return nn_permute(G, P(c, 2, 3, 4), (int[]){2, 0, 1}); }

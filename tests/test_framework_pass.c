@@ -592,6 +592,86 @@ TEST(attention_with_dropout_or_a_shared_score_matrix_is_not_fused)
     nn_graph_free(g);
 }
 
+/* Megatron-LM's FusedScaleMaskSoftmax as a rewrite (nn_pass_fuse_softmax): per layer of the
+ * composite attention, scale and causal_mask fold into the softmax, which reads the scores
+ * once; the backward is one softmax_grad per layer (no mul, reduce_sum, sub, mul, mask and
+ * scale over S x S); loss and gradients equal the unfused graph's (f32; the scale is no
+ * longer rounded between ops, so within 1e-5 / 1e-4 relative). Also with dropout, which the
+ * attention fusion leaves alone. */
+TEST(fusing_the_softmax_folds_scale_and_mask_and_keeps_loss_and_gradients)
+{
+    for (int drop = 0; drop < 2; drop++) {
+        double p = drop ? 0.1 : 0.0;
+        nn_model a = lm_forward("gpt-tiny", p), b = lm_forward("gpt-tiny", p);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a.g);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(b.g);
+        np_err e = {0};
+        int fused = -1, before = nn_graph_n_nodes(b.g), scores = score_nodes(b.g, b.seq);
+        CU_ASSERT_EQUAL_FATAL(nn_pass_fuse_softmax(b.g, &fused, &e), NP_OK);
+        CU_ASSERT_EQUAL(fused, 2); /* one per layer */
+        CU_ASSERT_EQUAL(nn_graph_n_nodes(b.g), before - 2 * 2); /* scale and mask */
+        CU_ASSERT_EQUAL(score_nodes(b.g, b.seq), scores - 2 * 2);
+        CU_ASSERT_EQUAL(nn_graph_verify(b.g, &e), NP_OK);
+        int sm = 0;
+        for (int i = 0; i < nn_graph_n_nodes(b.g); i++) {
+            const nn_tensor *t = nn_graph_node(b.g, i);
+            for (int s = 0; s < t->n_src; s++)
+                CU_ASSERT(t->src[s]->id < t->id);
+            if (t->op != NN_OP_SOFTMAX)
+                continue;
+            sm++;
+            CU_ASSERT_EQUAL(t->ip[0], 1);                                  /* causal */
+            CU_ASSERT_EQUAL_FATAL(t->src[0]->op, NN_OP_MATMUL); /* q k^T */
+            double dh = (double)t->src[0]->src[0]->ne[3];
+            CU_ASSERT_DOUBLE_EQUAL(t->fp[0], 1.0 / sqrt(dh), 1e-12);
+            CU_ASSERT(t->attn_core);
+        }
+        CU_ASSERT_EQUAL(sm, 2);
+        CU_ASSERT_EQUAL_FATAL(nn_backward(a.g, a.loss, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_backward(b.g, b.loss, &e), NP_OK);
+        int grads = 0;
+        for (int i = 0; i < nn_graph_n_nodes(b.g); i++) {
+            const nn_tensor *t = nn_graph_node(b.g, i);
+            grads += t->op == NN_OP_SOFTMAX_GRAD;
+            CU_ASSERT(t->op != NN_OP_CAUSAL_MASK);
+        }
+        CU_ASSERT_EQUAL(grads, 2);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(a.g, &e), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_graph_compute(b.g, &e), NP_OK);
+        CU_ASSERT(fabs(a.loss->data[0] - b.loss->data[0]) < 1e-5 * fabs(a.loss->data[0]));
+        int params = 0;
+        for (int i = 0; i < nn_graph_n_nodes(a.g); i++) {
+            nn_tensor *pa = nn_graph_node(a.g, i);
+            if (!pa->trainable)
+                continue;
+            nn_tensor *q = nn_graph_find(b.g, pa->name);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(q);
+            double d = max_rel_diff(pa->grad->data, q->grad->data, nn_numel(pa));
+            if (d > 1e-4)
+                fprintf(stderr, "gpt-tiny: %s's gradient differs by %g\n", pa->name, d);
+            CU_ASSERT(d <= 1e-4);
+            params++;
+        }
+        CU_ASSERT(params > 10);
+        nn_graph_free(a.g);
+        nn_graph_free(b.g);
+    }
+    /* a scale another node also reads stays; the mask alone still folds */
+    nn_graph *g = nn_graph_new(1);
+    np_err e = {0};
+    int fused = -1;
+    nn_tensor *x = nn_input(g, "x", NN_F32, 3, DIMS(2, 5, 5));
+    nn_tensor *s = nn_scale(g, x, 0.5);
+    nn_tensor *y = nn_softmax(g, nn_causal_mask(g, s, -INFINITY));
+    nn_graph_set_output(g, nn_add(g, y, s));
+    CU_ASSERT_EQUAL(nn_pass_fuse_softmax(g, &fused, &e), NP_OK);
+    CU_ASSERT_EQUAL(fused, 1);
+    CU_ASSERT_PTR_EQUAL(y->src[0], s);
+    CU_ASSERT_EQUAL(y->ip[0], 1);
+    CU_ASSERT_DOUBLE_EQUAL(y->fp[0], 0.0, 0);
+    nn_graph_free(g);
+}
+
 TEST(checkpointing_gpt2_small_with_fused_attention_keeps_no_score_matrix_under_any_policy)
 {
     /* nn_pass_fuse_attention before the backward: the attention op's backward reads q, k, v

@@ -100,7 +100,10 @@ static const audit_row rows[] = {
     {"rmsnorm_grad shape=5x3x19", "dtype", F3},
     {"rope shape=2x3x5x10", "dtype", F3},
     {"softmax shape=5x37", "dtype", F3},
+    {"softmax shape=2x3x19x19 scale=0.25 causal=1", "dtype", F3},
     {"log_softmax shape=2x3x19", "dtype", F3},
+    {"softmax_grad shape=5x37", "dtype", F3},
+    {"softmax_grad shape=2x3x19x19 scale=0.25 causal=1", "dtype", F3},
     {"cross_entropy shape=9x13", "dtype", F3},
     {"cross_entropy shape=9x13 labels=i8", "dtype", F3},
     {"cross_entropy_grad shape=9x13", "dtype", F3},
@@ -218,7 +221,7 @@ TEST(conv_gradients_grouped_and_depthwise_and_pooling_equal_the_reference_for_ea
 
 TEST(norms_their_gradients_softmax_rope_and_losses_equal_the_reference_for_each_dtype)
 {
-    CU_ASSERT(run_family(rows, N_OF(rows)) == 42);
+    CU_ASSERT(run_family(rows, N_OF(rows)) == 51); /* 17 rows, 3 float types each */
 }
 
 TEST(attention_forward_and_backward_causal_and_not_equal_the_reference_for_each_dtype)

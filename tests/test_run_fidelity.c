@@ -4,7 +4,9 @@
  * reference), and the two fidelities' step times agree within 3 % for gpt-tiny and mlp-tiny
  * on 8 chips of tpu-pod under dp2 x tp2 x pp2, dp8, dp2 x tp4, dp4 x pp2 (1F1B, 4
  * micro-batches) and dp8 with ZeRO 1, gpt-tiny with fused (flash) attention too, whose
- * attention kernels also write their backward's log-sum-exp. (Not yet within it: ZeRO 3, -4 to -5 %: docs/run.md,
+ * attention kernels also write their backward's log-sum-exp, and with the composite
+ * attention's scale, mask and softmax fused (nn_pass_fuse_softmax; npusim run's --attention
+ * composite). (Not yet within it: ZeRO 3, -4 to -5 %: docs/run.md,
  * "Full against fast".) */
 #include <math.h>
 #include <stdio.h>
@@ -26,6 +28,7 @@ typedef struct spec {
     int dp, tp, pp, zero;
     int64_t batch, microbatch;
     bool fused;            /* fused (flash) attention, npusim run's default */
+    bool fused_softmax;    /* the composite's scale, mask and softmax as one softmax */
     double gap_ns, launch_ns; /* chip.kernel_gap_ns, chip.kernel_launch_ns */
 } spec;
 
@@ -36,6 +39,7 @@ static nn_plan *plan_of(const arch_config *cfg, const spec *s, nn_model_desc *d)
     nn_strategy_default(&st);
     st.dp = s->dp, st.tp = s->tp, st.pp = s->pp, st.zero = s->zero;
     st.fuse_attention = s->fused;
+    st.fuse_softmax = s->fused_softmax;
     if (s->microbatch)
         st.microbatch = s->microbatch;
     nn_model_opts mo = {.batch = s->batch, .compute = NN_BF16, .seed = 1};
@@ -127,25 +131,43 @@ static void same_kernels(const spec *s, bool no_fuse)
 
 TEST(fast_fidelity_times_the_fused_kernels_the_step_lowering_compiles)
 {
-    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false, 0, 0}, mlp = {"mlp-tiny", 2, 2, 2, 0, 8, 0, false, 0, 0};
+    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false, false, 0, 0};
+    spec mlp = {"mlp-tiny", 2, 2, 2, 0, 8, 0, false, false, 0, 0};
     same_kernels(&gpt, false);
     same_kernels(&mlp, false);
-    spec gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, false, 0, 0};
+    spec gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, false, false, 0, 0};
     same_kernels(&gpt_dp, false);
 }
 
 TEST(with_fused_attention_fast_fidelity_times_the_attention_kernels_the_lowering_compiles)
 {
     /* each attention kernel also writes the lse of its backward (no kernel of its own) */
-    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, true, 0, 0}, gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, true, 0, 0};
+    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, true, false, 0, 0};
+    spec gpt_dp = {"gpt-tiny", 8, 1, 1, 0, 16, 0, true, false, 0, 0};
     same_kernels(&gpt, false);
     same_kernels(&gpt, true);
     same_kernels(&gpt_dp, false);
 }
 
+static void step_times(const spec *s, double *fast, double *full);
+
+/* The composite attention with Megatron's fused softmax (its scale and causal mask in the
+ * softmax op, one softmax_grad backward): the same kernels, and the step times agree. */
+TEST(with_the_fused_softmax_fast_fidelity_times_the_kernels_the_lowering_compiles)
+{
+    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false, true, 0, 0};
+    same_kernels(&gpt, false);
+    same_kernels(&gpt, true);
+    double fast, full;
+    step_times(&gpt, &fast, &full);
+    fprintf(stderr, "gpt-tiny (fused softmax) dp2 x tp2 x pp2: fast %.3f us, full %.3f us "
+            "(%+.1f %%)\n", fast * 1e6, full * 1e6, (fast / full - 1) * 100);
+    CU_ASSERT(fabs(fast / full - 1) <= 0.03);
+}
+
 TEST(without_fusion_fast_fidelity_times_every_node_as_the_unfused_lowering_does)
 {
-    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false, 0, 0};
+    spec gpt = {"gpt-tiny", 2, 2, 2, 0, 8, 0, false, false, 0, 0};
     same_kernels(&gpt, true);
 }
 
@@ -162,6 +184,7 @@ static void step_times(const spec *s, double *fast, double *full)
     nn_strategy_default(&j.s);
     j.s.dp = s->dp, j.s.tp = s->tp, j.s.pp = s->pp, j.s.zero = s->zero;
     j.s.fuse_attention = s->fused;
+    j.s.fuse_softmax = s->fused_softmax;
     if (s->microbatch)
         j.s.microbatch = s->microbatch;
     for (int f = 0; f < 2; f++) {
@@ -182,7 +205,7 @@ static void within_3_percent_launched(int dp, int tp, int pp, int zero, int64_t 
 {
     const char *models[] = {"gpt-tiny", "mlp-tiny", "gpt-tiny"};
     for (int m = 0; m < 3; m++) {
-        spec s = {models[m], dp, tp, pp, zero, batch, microbatch, m == 2, gap_ns, launch_ns};
+        spec s = {models[m], dp, tp, pp, zero, batch, microbatch, m == 2, false, gap_ns, launch_ns};
         double fast, full;
         step_times(&s, &fast, &full);
         double diff = fast / full - 1;
