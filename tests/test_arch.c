@@ -22,7 +22,8 @@
         CU_ASSERT_STRING_EQUAL(a_ ? a_ : "", e_);                                             \
     } while (0)
 
-static const char *const presets[] = {"tiny", "edge", "tpu-pod", "a100-cluster"};
+static const char *const presets[] = {"tiny", "edge", "tpu-pod", "a100-cluster", "a100-80g",
+                                       "h100-sxm"};
 #define N_PRESETS (sizeof presets / sizeof presets[0])
 
 static char *data_path(const char *name)
@@ -865,7 +866,7 @@ TEST(random_corruptions_of_a_preset_fail_cleanly)
 
 /* ---- Presets -------------------------------------------------------------------------------- */
 
-TEST(all_four_presets_validate)
+TEST(every_preset_validates)
 {
     for (size_t i = 0; i < N_PRESETS; i++) {
         arch_config c;
@@ -877,9 +878,10 @@ TEST(all_four_presets_validate)
         EXPECT_STR(c.name, presets[i]);
     }
     harness_run r = harness_npusim("config", "check", "tiny", "edge", "tpu-pod", "a100-cluster",
-                                   NULL);
+                                   "a100-80g", "h100-sxm", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 0);
-    EXPECT_STR(r.out, "tiny: ok\nedge: ok\ntpu-pod: ok\na100-cluster: ok\n");
+    EXPECT_STR(r.out, "tiny: ok\nedge: ok\ntpu-pod: ok\na100-cluster: ok\na100-80g: ok\n"
+                      "h100-sxm: ok\n");
     EXPECT_STR(r.err, "");
     harness_run_free(&r);
 }
@@ -1079,6 +1081,51 @@ TEST(presets_reproduce_published_peak_throughput)
     CU_ASSERT_EQUAL(c.chip.hbm_gb_per_s, 2039);
 }
 
+/* The real machines' presets against their white papers' and data sheets' figures (the
+ * numbers as printed there, not derived from the files): A100 SXM4 80GB in a DGX A100, H100
+ * SXM5 in a DGX H100. */
+TEST(a100_80g_and_h100_sxm_reproduce_their_data_sheets)
+{
+    arch_config c;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("a100-80g", NULL, 0, &c, &e), NP_OK);
+    /* A100 white paper, Table 1: 312 TFLOP/s FP16/BF16 dense, 156 TF32, 624 TOP/s INT8;
+     * 108 SMs at 1410 MHz; data sheet: 80 GB HBM2e at 2,039 GB/s, NVLink 600 GB/s both ways */
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_bf16) / 1e12, 312, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_fp16) / 1e12, 312, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_fp32) / 1e12, 156, 0.5);
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_int8) / 1e12, 624, 1.0);
+    CU_ASSERT_EQUAL(c.chip.cores, 108);
+    CU_ASSERT_DOUBLE_EQUAL(c.core.clock_ghz, 1.41, 1e-12);
+    CU_ASSERT_EQUAL(c.chip.hbm_bytes, 80ull << 30);
+    CU_ASSERT_EQUAL(c.chip.hbm_gb_per_s, 2039);
+    CU_ASSERT_DOUBLE_EQUAL(2.0 * (double)c.system.links_per_chip * c.system.link_gb_per_s, 600,
+                           1e-9);
+    /* DGX A100: 8 GPUs per node, one HDR 200 Gb/s adapter each; one node by default */
+    CU_ASSERT_EQUAL(c.system.topology, ARCH_TOPOLOGY_HIERARCHICAL);
+    CU_ASSERT_EQUAL(c.system.island_chips, 8);
+    CU_ASSERT_EQUAL(c.system.chips, 8);
+    CU_ASSERT_DOUBLE_EQUAL(c.system.scaleout_gb_per_s * 8, 200, 1e-9);
+
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("h100-sxm", NULL, 0, &c, &e), NP_OK);
+    /* H100 white paper, Table 3 (SXM5): 989.4 TFLOP/s BF16/FP16 dense, 494.7 TF32, 1978.9
+     * TOP/s INT8, 132 SMs; data sheet: 80 GB HBM3 at 3.35 TB/s, NVLink 900 GB/s both ways */
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_bf16) / 1e12, 989.4, 0.1);
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_fp16) / 1e12, 989.4, 0.1);
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_fp32) / 1e12, 494.7, 0.1);
+    CU_ASSERT_DOUBLE_EQUAL(arch_chip_peak_flops(&c, c.core.macs_per_pe_int8) / 1e12, 1978.9, 0.1);
+    CU_ASSERT_EQUAL(c.chip.cores, 132);
+    CU_ASSERT_EQUAL(c.chip.hbm_bytes, 80ull << 30);
+    CU_ASSERT_DOUBLE_EQUAL(c.chip.hbm_gb_per_s, 3350, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(2.0 * (double)c.system.links_per_chip * c.system.link_gb_per_s, 900,
+                           1e-9);
+    /* DGX H100: 8 GPUs per node, one NDR 400 Gb/s adapter each; one node by default */
+    CU_ASSERT_EQUAL(c.system.topology, ARCH_TOPOLOGY_HIERARCHICAL);
+    CU_ASSERT_EQUAL(c.system.island_chips, 8);
+    CU_ASSERT_EQUAL(c.system.chips, 8);
+    CU_ASSERT_DOUBLE_EQUAL(c.system.scaleout_gb_per_s * 8, 400, 1e-9);
+}
+
 TEST(text_show_loads_back_to_the_same_config)
 {
     for (size_t p = 0; p < N_PRESETS; p++) {
@@ -1098,7 +1145,7 @@ TEST(text_show_loads_back_to_the_same_config)
     }
 }
 
-TEST(config_list_includes_the_four_presets)
+TEST(config_list_includes_every_preset)
 {
     harness_run r = harness_npusim("config", "list", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 0);
@@ -1134,11 +1181,12 @@ TEST(unknown_preset_lists_the_presets_with_a_suggestion)
     np_err e = {0};
     CU_ASSERT_EQUAL(arch_resolve("tpu_pod", NULL, 0, &c, &e), NP_ERR_UNKNOWN_KEY);
     EXPECT_STR(e.msg, "unknown preset 'tpu_pod'; did you mean 'tpu-pod'? (presets: "
-                      "a100-cluster, edge, tiny, tpu-pod; or give a file path)");
+                      "a100-80g, a100-cluster, edge, h100-sxm, tiny, tpu-pod; or give a file "
+                      "path)");
     harness_run r = harness_npusim("config", "show", "zzzzzz", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    EXPECT_STR(r.err, "npusim: unknown preset 'zzzzzz' (presets: a100-cluster, edge, tiny, "
-                      "tpu-pod; or give a file path)\n");
+    EXPECT_STR(r.err, "npusim: unknown preset 'zzzzzz' (presets: a100-80g, a100-cluster, edge, "
+                      "h100-sxm, tiny, tpu-pod; or give a file path)\n");
     harness_run_free(&r);
 }
 
