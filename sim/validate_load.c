@@ -116,16 +116,17 @@ static np_status prov_append(char **slot, const char *value, np_err *err)
     return NP_OK;
 }
 
-/* A "# key: value" line (text after "#"): NP_OK with the key's index in *k, or -1 when the
- * line is a comment (no lower-case word followed by ':' right after "# "). */
+/* A provenance line (text after "#"): "key: value" is kept in f (an unknown key is an error);
+ * anything else is a comment: no lower-case word followed by ':' right after "# ", or a URL
+ * ("https://..."). */
 static np_status prov_line(val_file *f, const char *path, int line, char *text, np_err *err)
 {
     char *p = text;
     if (*p == ' ')
         p++;
     size_t n = strspn(p, "abcdefghijklmnopqrstuvwxyz_");
-    if (n == 0 || p[n] != ':')
-        return NP_OK; /* a comment */
+    if (n == 0 || p[n] != ':' || strncmp(p + n + 1, "//", 2) == 0)
+        return NP_OK; /* a comment (a URL alone on its line too) */
     int col = (int)(p - text) + 2;
     p[n] = '\0';
     char *value = p + n + 1;
