@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "parse.h"
+#include "run_job.h"
 
 void cli_strategy_init(cli_strategy *cs)
 {
@@ -146,8 +147,4 @@ bool cli_strategy_given(const cli_strategy *cs, int c)
     return cli_strategy_is_flag(c) && (cs->given >> (c - CLI_STRATEGY_OPT_BASE) & 1u);
 }
 
-nn_optim cli_strategy_optim(void)
-{
-    return (nn_optim){.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
-                      .eps = 1e-8, .weight_decay = 0.1};
-}
+nn_optim cli_strategy_optim(void) { return run_job_optim(); }

@@ -110,8 +110,8 @@ np_status cli_strategy_flag(cli_strategy *cs, int c, const char *arg, np_err *er
 /* Whether strategy flag c was taken into cs (so that a default need not override it). */
 bool cli_strategy_given(const cli_strategy *cs, int c);
 
-/* The optimizer both commands plan with: AdamW (lr 1e-4, betas 0.9 / 0.95, eps 1e-8, weight
- * decay 0.1), as GPT-3 and Megatron-LM train. */
+/* The optimizer both commands plan with: run_job_optim's (AdamW, as GPT-3 and Megatron-LM
+ * train). */
 nn_optim cli_strategy_optim(void);
 
 #endif

@@ -13,6 +13,12 @@
 #include "run_plan.h"
 #include "run_trace.h"
 
+nn_optim run_job_optim(void)
+{
+    return (nn_optim){.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
+                      .eps = 1e-8, .weight_decay = 0.1};
+}
+
 static double rj_wall(void)
 {
     struct timespec ts;

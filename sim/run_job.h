@@ -73,6 +73,11 @@ np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const n
                          const nn_optim *opt, const arch_config *cfg, nn_plan **out, char *why,
                          size_t n, np_err *err);
 
+/* The optimizer npusim plans and runs training steps with (`npusim plan`, `npusim run`,
+ * `npusim validate`): AdamW, lr 1e-4, betas 0.9 / 0.95, eps 1e-8, weight decay 0.1, as GPT-3
+ * and Megatron-LM train. */
+nn_optim run_job_optim(void);
+
 /* Runs j and fills *out (free with run_report_free). Errors of every stage as they come:
  * the plan's (NP_ERR_RANGE / NP_ERR_INCONSISTENT naming the flag), memory (NP_ERR_RANGE),
  * missing kernels (NP_ERR_MISSING), the compiler's and the core model's, the engine's
