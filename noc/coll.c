@@ -74,6 +74,9 @@ struct coll {
     uint64_t red_bytes, red_ps; /* the last reduction's size and time */
     coll_proto_params pp; /* the protocol's (RAW: none) */
     bool wire_on;        /* pp's wire bytes differ from the payload (lines, pacing) */
+    uint64_t step_in, step_out; /* least time of a message within an island and over the
+                                   scale-out network (pp's, with the network overhead when the
+                                   group spans islands) */
     uint64_t left;       /* receives not yet arrived */
     uint64_t t_last;     /* when the receives arrived so far complete */
     uint64_t inflight;   /* messages and timers the event queue still refers c by */
@@ -349,15 +352,18 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     if (c->failed)
         return;
     uint64_t t = evq_now(c->sys->q);
-    if (c->pp.step_ps) { /* the step, from the last byte leaving: the path latency counts */
+    if (c->step_in || c->step_out) { /* the step, from the last byte leaving: the path
+                                        latency counts */
         net_path_info pi;
         np_err e;
-        if (net_route(c->sys->n, c->chips[x.peer], c->chips[to], &pi, &e) != NP_OK) {
+        uint32_t a = c->chips[x.peer], b = c->chips[to];
+        if (net_route(c->sys->n, a, b, &pi, &e) != NP_OK) {
             coll_fail(c, e.status, e.msg);
             return;
         }
-        if (c->pp.step_ps > pi.latency_ps)
-            t += c->pp.step_ps - pi.latency_ps;
+        uint64_t step = net_is_scaleout(c->sys->n, a, b) ? c->step_out : c->step_in;
+        if (step > pi.latency_ps)
+            t += step - pi.latency_ps;
     }
     uint64_t t_arrive = t;
     if (x.reduce) {
@@ -418,7 +424,10 @@ np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32
     bool ring = sd->algo == COLL_ALGO_RING || sd->algo == COLL_ALGO_BIRING;
     if ((!ring && sd->algo != COLL_ALGO_HIER) || d->rank_order)
         return NP_OK;
-    if (!(*order = malloc((size_t)p * sizeof **order)))
+    uint32_t want = sd->algo == COLL_ALGO_RING && d->channels > 1 ? d->channels : 1;
+    if (want > COLL_MAX_CHANNELS)
+        want = COLL_MAX_CHANNELS;
+    if (!(*order = malloc((size_t)p * (1 + want) * sizeof **order)))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory fitting a collective");
     np_status st = ring ? coll_topo_ring_order(n, d->chips, p, *order, err)
                         : coll_topo_levels(n, d->chips, p, &sd->n_levels, sd->level_ranks,
@@ -429,6 +438,11 @@ np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32
         return st;
     }
     sd->order = *order;
+    if (want > 1) {
+        uint32_t *orders = *order + p;
+        sd->channels = coll_topo_ring_channels(n, d->chips, p, *order, want, orders);
+        sd->channel_orders = sd->channels > 1 ? orders : NULL;
+    }
     return NP_OK;
 }
 
@@ -479,6 +493,8 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     free(seen);
     c->d.chips = c->chips;
     c->d.n_chips = p;
+    if (!c->d.channels)
+        c->d.channels = (uint32_t)s->cfg.system.coll_channels;
     c->d.proto = coll_proto_resolve(&s->cfg, d->proto);
     if ((unsigned)c->d.proto >= COLL_PROTO_COUNT) {
         coll_free(c);
@@ -487,6 +503,7 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     if (c->d.algo == COLL_ALGO_AUTO || c->d.proto == COLL_PROTO_AUTO) {
         coll_tuner *t = coll_sys_tuner(s);
         coll_tune_query tq = {.op = d->op, .chips = c->chips, .ranks = p, .bytes = d->bytes,
+                              .channels = c->d.rank_order ? 1 : c->d.channels,
                               .elem_bytes = d->elem_bytes, .chunk_bytes = d->chunk_bytes,
                               .root = d->root, .proto = c->d.proto};
         coll_tune_pick pick;
@@ -503,6 +520,11 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     }
     coll_proto_params_of(&s->cfg, c->d.proto, &c->pp);
     c->wire_on = c->pp.line_bytes != c->pp.line_data || c->pp.max_bytes_per_s > 0;
+    bool spans = false;
+    for (uint32_t i = 1; i < p && !spans; i++)
+        spans = net_is_scaleout(s->n, c->chips[0], c->chips[i]);
+    c->step_in = spans ? c->pp.span_step_ps : c->pp.step_ps;
+    c->step_out = c->pp.net_step_ps;
     coll_sched_desc sd = {.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
                           .elem_bytes = c->d.elem_bytes, .chunk_bytes = d->chunk_bytes,
                           .root = d->root};

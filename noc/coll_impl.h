@@ -38,8 +38,9 @@ typedef struct coll_sched_ops {
 } coll_sched_ops;
 
 struct coll_sched {
-    coll_sched_desc d;         /* elem_bytes filled in; order points to the copy */
+    coll_sched_desc d;         /* elem_bytes filled in; order, channel_orders point to copies */
     uint32_t *order;
+    uint32_t *channel_orders;
     const coll_sched_ops *ops;
     void *state;               /* the algorithm's */
     uint32_t ports, steps;

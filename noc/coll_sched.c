@@ -192,7 +192,32 @@ void coll_sched_free(coll_sched *s)
             free(s->state);
     }
     free(s->order);
+    free(s->channel_orders);
     free(s);
+}
+
+/* A copy of the permutation v of 0 .. p-1 in *out; NP_ERR_RANGE naming what when it is not. */
+static np_status coll_copy_perm(const uint32_t *v, uint32_t p, const char *what, uint32_t **out,
+                                np_err *err)
+{
+    uint32_t *c = malloc((size_t)p * sizeof *c);
+    uint8_t *seen = calloc(p, 1);
+    np_status st = NP_OK;
+    if (!c || !seen)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
+    for (uint32_t i = 0; st == NP_OK && i < p; i++) {
+        if (v[i] >= p || seen[v[i]])
+            st = np_err_set(err, NP_ERR_RANGE, "%s is not a permutation of ranks 0 .. %" PRIu32
+                            " (position %" PRIu32 ")", what, p - 1, i);
+        else
+            seen[v[i]] = 1, c[i] = v[i];
+    }
+    free(seen);
+    if (st != NP_OK)
+        free(c);
+    else
+        *out = c;
+    return st;
 }
 
 np_status coll_sched_create(const coll_sched_desc *d, coll_sched **out, np_err *err)
@@ -215,26 +240,39 @@ np_status coll_sched_create(const coll_sched_desc *d, coll_sched **out, np_err *
     s->ops = ops;
     if (!s->d.elem_bytes)
         s->d.elem_bytes = 4;
+    if (d->channels > COLL_MAX_CHANNELS ||
+        (d->channels > 1 && (d->algo != COLL_ALGO_RING || (d->op != COLL_OP_ALL_REDUCE &&
+                                                           d->op != COLL_OP_ALL_GATHER &&
+                                                           d->op != COLL_OP_REDUCE_SCATTER)))) {
+        coll_sched_free(s);
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%" PRIu32 " channels: only ring all-reduce, "
+                          "all-gather and reduce-scatter run rings side by side (at most %d)",
+                          d->channels, COLL_MAX_CHANNELS);
+    }
     if (d->order) {
-        s->order = malloc((size_t)p * sizeof *s->order);
-        uint8_t *seen = calloc(p, 1);
-        if (!s->order || !seen) {
-            free(seen);
+        if (coll_copy_perm(d->order, p, "the ring order", &s->order, err) != NP_OK) {
+            coll_sched_free(s);
+            return err->status;
+        }
+        s->d.order = s->order;
+    }
+    s->d.channel_orders = NULL;
+    if (d->channels > 1 && d->channel_orders) {
+        if (!(s->channel_orders = malloc((size_t)p * d->channels * sizeof *s->channel_orders))) {
             coll_sched_free(s);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
         }
-        for (uint32_t i = 0; i < p; i++) {
-            if (d->order[i] >= p || seen[d->order[i]]) {
-                free(seen);
+        for (uint32_t c = 0; c < d->channels; c++) {
+            uint32_t *one;
+            if (coll_copy_perm(d->channel_orders + (size_t)c * p, p, "a channel's ring order",
+                               &one, err) != NP_OK) {
                 coll_sched_free(s);
-                return np_err_set(err, NP_ERR_RANGE, "the ring order is not a permutation of "
-                                  "ranks 0 .. %" PRIu32 " (position %" PRIu32 ")", p - 1, i);
+                return err->status;
             }
-            seen[d->order[i]] = 1;
-            s->order[i] = d->order[i];
+            memcpy(s->channel_orders + (size_t)c * p, one, (size_t)p * sizeof *one);
+            free(one);
         }
-        free(seen);
-        s->d.order = s->order;
+        s->d.channel_orders = s->channel_orders;
     }
     if (ops->init(s, err) != NP_OK) {
         coll_sched_free(s);

@@ -95,6 +95,7 @@ uint64_t coll_reduce_ps(const arch_config *cfg, uint32_t cores, uint64_t bytes,
                         uint32_t elem_bytes);
 
 #define COLL_MAX_LEVELS 4
+#define COLL_MAX_CHANNELS 64
 
 typedef struct coll_sched_desc {
     coll_op op;
@@ -112,6 +113,13 @@ typedef struct coll_sched_desc {
      * two, of the divisor of p nearest sqrt(p) and the rest. */
     uint32_t n_levels;
     uint32_t level_ranks[COLL_MAX_LEVELS];
+    /* ring: rings side by side (NCCL's channels; 0 or 1: one ring, at most
+     * COLL_MAX_CHANNELS), ring c on port c over part c of every rank's segment (segment r of
+     * the buffer is rank r's, as with one ring; ring c moves part c of each segment), in the
+     * order channel_orders[c * ranks + k] (position -> rank; NULL: every ring in `order`).
+     * Copied. */
+    uint32_t channels;
+    const uint32_t *channel_orders;
 } coll_sched_desc;
 
 typedef enum coll_buf {
