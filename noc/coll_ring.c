@@ -252,7 +252,7 @@ static void ring_flat_op(const ring_sched *st, const ring_phase *ph, uint32_t el
     x->match = (sending ? ph->recv_base : ph->send_base) + idx_in_phase;
     x->deps = sending ? (g == 0 ? ph->prev_chunks : 1) : 0;
     x->unblock_port = ph->port;
-    x->unblock_lo = x->unblock_hi = x->unblock_deps = 0;
+    x->unblock_lo = x->unblock_hi = x->unblock_deps = x->unblock_ports = 0;
 }
 
 static void ring_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
@@ -371,6 +371,7 @@ static void ring_recv_deps(const coll_sched *s, uint32_t rank, uint32_t i, coll_
     x->port = ph->port;
     x->reduce = ph->mode == RING_RS || (ph->mode == RING_AR && g < q - 1);
     x->unblock_port = ph->port;
+    x->unblock_ports = 0;
     if (g + 1 < ph->steps) {
         x->unblock_lo = ph->send_base + (g + 1) * ph->chunks + j;
         x->unblock_hi = x->unblock_lo + 1;
@@ -612,7 +613,7 @@ static np_status hier_init(coll_sched *s, np_err *err)
 
 #define RING_OPS(op, algo, init)                                                           \
     {op, algo, init, ring_ports, ring_steps, ring_sends, ring_recvs, ring_send, ring_recv, \
-     ring_recv_deps, ring_free, ring_send_deps}
+     ring_recv_deps, ring_free, ring_send_deps, NULL}
 const coll_sched_ops coll_ring_all_reduce = RING_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_RING,
                                                      ring_ar_init);
 const coll_sched_ops coll_ring_all_gather = RING_OPS(COLL_OP_ALL_GATHER, COLL_ALGO_RING,

@@ -20,15 +20,17 @@ static const char *const coll_algo_names[COLL_ALGO_COUNT] = {
     [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_BIRING] = "biring",
     [COLL_ALGO_TREE] = "tree", [COLL_ALGO_RHD] = "rhd", [COLL_ALGO_HIER] = "hier",
     [COLL_ALGO_CHAIN] = "chain", [COLL_ALGO_PAIRWISE] = "pairwise", [COLL_ALGO_DIRECT] = "direct",
+    [COLL_ALGO_NVLS] = "nvls",
 };
 _Static_assert(sizeof coll_op_names / sizeof *coll_op_names == COLL_OP_COUNT, "op names");
 _Static_assert(sizeof coll_algo_names / sizeof *coll_algo_names == COLL_ALGO_COUNT, "names");
 
 /* The algorithms of each op. */
-#define COLL_MAX_ALGOS 5
+#define COLL_MAX_ALGOS 6
 static const coll_sched_ops *const coll_table[COLL_OP_COUNT][COLL_MAX_ALGOS] = {
     [COLL_OP_ALL_REDUCE] = {&coll_ring_all_reduce, &coll_biring_all_reduce,
-                            &coll_tree_all_reduce, &coll_rhd_all_reduce, &coll_hier_all_reduce},
+                            &coll_tree_all_reduce, &coll_rhd_all_reduce, &coll_hier_all_reduce,
+                            &coll_nvls_all_reduce},
     [COLL_OP_ALL_GATHER] = {&coll_ring_all_gather, &coll_rhd_all_gather},
     [COLL_OP_REDUCE_SCATTER] = {&coll_ring_reduce_scatter, &coll_rhd_reduce_scatter},
     [COLL_OP_BROADCAST] = {&coll_tree_broadcast, &coll_chain_broadcast},
@@ -117,7 +119,7 @@ np_status coll_algo_parse(const char *s, coll_algo *out, np_err *err)
         }
     const char *guess = np_suggest_name(s, coll_algo_names, COLL_ALGO_COUNT);
     return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown algorithm '%s'%s%s%s (expected auto, "
-                      "ring, biring, tree, rhd, hier, chain, pairwise or direct)", s,
+                      "ring, biring, tree, rhd, hier, chain, pairwise, direct or nvls)", s,
                       guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
 }
 
@@ -149,6 +151,7 @@ uint64_t coll_reduce_ps(const arch_config *cfg, uint32_t cores, uint64_t bytes,
 const coll_sched_desc *coll_sched_get_desc(const coll_sched *s) { return &s->d; }
 uint32_t coll_sched_ranks(const coll_sched *s) { return s->d.ranks; }
 uint32_t coll_sched_ports(const coll_sched *s) { return s->ports; }
+uint32_t coll_sched_switches(const coll_sched *s) { return s->switches; }
 uint32_t coll_sched_steps(const coll_sched *s) { return s->steps; }
 uint64_t coll_sched_messages(const coll_sched *s) { return s->messages; }
 
@@ -280,7 +283,8 @@ np_status coll_sched_create(const coll_sched_desc *d, coll_sched **out, np_err *
     }
     s->ports = ops->ports(s);
     s->steps = ops->steps(s);
-    for (uint32_t r = 0; r < p; r++)
+    s->switches = ops->switches ? ops->switches(s) : 0;
+    for (uint32_t r = 0; r < p + s->switches; r++)
         s->messages += ops->recvs(s, r);
     *out = s;
     return NP_OK;
@@ -308,7 +312,7 @@ static void vrank_free(vrank *v, uint32_t p)
 
 np_status coll_sched_verify(const coll_sched *s, np_err *err)
 {
-    uint32_t p = s->d.ranks, P = s->ports;
+    uint32_t p = s->d.ranks + s->switches, P = s->ports;
     vrank *v = calloc(p, sizeof *v);
     uint64_t *queue = NULL; /* messages sent, not yet received: (rank << 32 | recv) */
     uint64_t qh = 0, qt = 0;
@@ -334,25 +338,28 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
             coll_sched_recv(s, r, i, &x);
             if (x.unblock_lo == x.unblock_hi)
                 continue;
-            if (x.unblock_port >= P || x.unblock_hi > coll_sched_sends(s, r, x.unblock_port) ||
-                x.unblock_lo > x.unblock_hi) {
-                st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
-                                " unblocks sends %" PRIu32 "..%" PRIu32 " of port %" PRIu32
-                                ", which do not exist", r, i, x.unblock_lo, x.unblock_hi,
-                                x.unblock_port);
-                goto out;
-            }
-            for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++) {
-                coll_xfer y;
-                coll_sched_send(s, r, x.unblock_port, k, &y);
-                if (y.deps != x.unblock_deps) {
+            uint32_t np_ = x.unblock_ports > 1 ? x.unblock_ports : 1;
+            for (uint32_t pq = x.unblock_port; pq < x.unblock_port + np_; pq++) {
+                if (pq >= P || x.unblock_hi > coll_sched_sends(s, r, pq) ||
+                    x.unblock_lo > x.unblock_hi) {
                     st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
-                                    " says the sends it unblocks have %" PRIu32 " deps, but "
-                                    "send %" PRIu32 " of port %" PRIu32 " has %" PRIu32, r, i,
-                                    x.unblock_deps, k, x.unblock_port, y.deps);
+                                    " unblocks sends %" PRIu32 "..%" PRIu32 " of port %" PRIu32
+                                    ", which do not exist", r, i, x.unblock_lo, x.unblock_hi,
+                                    pq);
                     goto out;
                 }
-                v[r].left[v[r].base[x.unblock_port] + k]++;
+                for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++) {
+                    coll_xfer y;
+                    coll_sched_send(s, r, pq, k, &y);
+                    if (y.deps != x.unblock_deps) {
+                        st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
+                                        " says the sends it unblocks have %" PRIu32 " deps, but "
+                                        "send %" PRIu32 " of port %" PRIu32 " has %" PRIu32, r,
+                                        i, x.unblock_deps, k, pq, y.deps);
+                        goto out;
+                    }
+                    v[r].left[v[r].base[pq] + k]++;
+                }
             }
         }
         for (uint32_t q = 0; q < P; q++)
@@ -400,7 +407,9 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
                     coll_sched_recv_deps(s, x.peer, x.match, &z);
                     if (z.peer != y.peer || z.port != y.port || z.reduce != y.reduce ||
                         z.unblock_port != y.unblock_port || z.unblock_lo != y.unblock_lo ||
-                        z.unblock_hi != y.unblock_hi || z.unblock_deps != y.unblock_deps) {
+                        z.unblock_hi != y.unblock_hi || z.unblock_deps != y.unblock_deps ||
+                        (z.unblock_ports > 1) != (y.unblock_ports > 1) ||
+                        (z.unblock_ports > 1 && z.unblock_ports != y.unblock_ports)) {
                         st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
                                         ": recv_deps differs from recv", x.peer, x.match);
                         goto out;
@@ -433,8 +442,9 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
             coll_sched_recv(s, r, i, &x);
             v[r].done[i] = 1;
             received++;
-            for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++)
-                v[r].left[v[r].base[x.unblock_port] + k]--;
+            for (uint32_t pq = 0; pq < (x.unblock_ports > 1 ? x.unblock_ports : 1); pq++)
+                for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++)
+                    v[r].left[v[r].base[x.unblock_port + pq] + k]--;
             progress = true;
         }
         if (!progress)

@@ -43,7 +43,7 @@ typedef struct tune_profile {
 } tune_profile;
 
 enum { TUNE_RING, TUNE_BIRING, TUNE_TREE, TUNE_CHAIN, TUNE_RHD, TUNE_HIER, TUNE_PAIRWISE,
-       TUNE_DIRECT, TUNE_FAMILIES };
+       TUNE_DIRECT, TUNE_NVLS, TUNE_FAMILIES };
 
 typedef struct tune_group {
     uint64_t hash;
@@ -439,6 +439,35 @@ static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t r
         pr->n = 1;
         break;
     }
+    case TUNE_NVLS: { /* up: every chip to the switch; down: the switch to every chip */
+        uint32_t sw = t->cfg.system.switch_reduce ? net_chip_switch(t->n, g->chips[0])
+                                                  : UINT32_MAX;
+        for (uint32_t r = 1; r < p && sw != UINT32_MAX; r++)
+            if (net_chip_switch(t->n, g->chips[r]) != sw)
+                sw = UINT32_MAX;
+        if (sw == UINT32_MAX) {
+            st = np_err_set(err, NP_ERR_INCONSISTENT, "nvls needs the group's chips on one "
+                            "switch that reduces");
+            goto out;
+        }
+        tune_pat up = {.beta = 0}, down = {.beta = 0};
+        for (uint32_t r = 0; r < p && st == NP_OK; r++)
+            for (int dir = 0; dir < 2 && st == NP_OK; dir++) {
+                net_path_info pi;
+                uint32_t c = g->chips[r];
+                st = dir ? net_route(t->n, sw, c, &pi, err) : net_route(t->n, c, sw, &pi, err);
+                tune_pat *x = dir ? &down : &up;
+                x->alpha = fmax(x->alpha, (double)pi.latency_ps);
+                x->beta = fmax(x->beta, 1e12 / pi.bytes_per_s);
+                x->bw = fmax(x->bw, pi.bytes_per_s);
+            }
+        up.bmean = up.beta;
+        down.bmean = down.beta;
+        pr->pat[0] = up;
+        pr->pat2[0] = down;
+        pr->n = 1;
+        break;
+    }
     case TUNE_DIRECT: { /* every pair at once; every 16th source beyond 256 ranks */
         uint32_t every = p > 256 ? 16 : 1;
         uint32_t *s2 = malloc((size_t)p * p / every * 2 * sizeof *s2 + sizeof *s2);
@@ -481,6 +510,7 @@ static int tune_family(coll_algo a)
     case COLL_ALGO_HIER: return TUNE_HIER;
     case COLL_ALGO_PAIRWISE: return TUNE_PAIRWISE;
     case COLL_ALGO_DIRECT: return TUNE_DIRECT;
+    case COLL_ALGO_NVLS: return TUNE_NVLS;
     default: return -1;
     }
 }
@@ -606,6 +636,17 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
         case COLL_ALGO_DIRECT:
             T = A(*x) + s * B(*x);
             break;
+        case COLL_ALGO_NVLS: { /* coll_nvls.c: n + n/p each way on every chip's link to the
+                                  switch, slices pipelined; a slice's chain is up, down (the
+                                  chip's step), up, down */
+            const tune_pat *dn = &pr->pat2[0];
+            double eff = t->cfg.system.switch_reduce_efficiency;
+            double chunk = q->chunk_bytes ? (double)q->chunk_bytes : 128.0 * 1024;
+            double K = fmin(fmax(ceil(n / (chunk * P)), 1), 64), seg = n / K / P;
+            double bw = fmax(x->beta, dn->beta) / eff * coll_proto_wire_factor(&pp, x->bw);
+            T = (n + s) * bw + 2 * (x->alpha + fmax(dn->alpha, step)) + 2 * seg * bw;
+            break;
+        }
         default:
             return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s",
                               coll_algo_name(algo));
@@ -613,15 +654,19 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
     }
 #undef A
 #undef B
-    *out = T + (double)pp.base_ps;
+    double base = (double)pp.base_ps;
+    if (algo == COLL_ALGO_NVLS && t->cfg.system.coll_nvls_base_ns > 0)
+        base = t->cfg.system.coll_nvls_base_ns * 1000.0;
+    *out = T + base;
     return NP_OK;
 }
 
 /* Whether NCCL runs algo for q's op on group g (system.coll_algos = nccl): rings for
- * all-reduce, all-gather and reduce-scatter, and multi-level rings for an all-reduce whose
- * group spans several islands (standing for NCCL's rings through every NIC); chains for
- * broadcast and reduce (NCCL's pipelined rings); every peer at once for all-to-all and
- * sendrecv; the one algorithm of scatter and gather. */
+ * all-reduce, all-gather and reduce-scatter (through every NIC with coll_channels), and
+ * multi-level rings for an all-reduce whose group spans several islands (standing for NCCL's
+ * trees, which like them reduce within the islands first); NVLS in a switch that reduces (its
+ * model refuses other groups); chains for broadcast and reduce (NCCL's pipelined rings); every
+ * peer at once for all-to-all and sendrecv; the one algorithm of scatter and gather. */
 static bool tune_nccl_runs(const coll_tuner *t, const tune_group *g, coll_op op,
                            coll_algo algo)
 {
@@ -634,7 +679,7 @@ static bool tune_nccl_runs(const coll_tuner *t, const tune_group *g, coll_op op,
                     return true;
             return false;
         }
-        return algo == COLL_ALGO_RING;
+        return algo == COLL_ALGO_RING || algo == COLL_ALGO_NVLS;
     case COLL_OP_ALL_GATHER:
     case COLL_OP_REDUCE_SCATTER: return algo == COLL_ALGO_RING;
     case COLL_OP_BROADCAST:
@@ -654,6 +699,8 @@ static np_status tune_algo(coll_tuner *t, tune_group *g, const coll_tune_query *
     static const coll_proto autos[] = {COLL_PROTO_SIMPLE, COLL_PROTO_LL128, COLL_PROTO_LL};
     const coll_proto *cand = proto == COLL_PROTO_AUTO ? autos : &proto;
     size_t nc = proto == COLL_PROTO_AUTO ? sizeof autos / sizeof *autos : 1;
+    if (algo == COLL_ALGO_NVLS && proto == COLL_PROTO_AUTO)
+        nc = 1; /* NCCL runs NVLS with Simple alone */
     *t_ps = INFINITY;
     *best_proto = cand[0];
     for (size_t i = 0; i < nc; i++) {
@@ -754,7 +801,7 @@ np_status coll_tune_choose(coll_tuner *t, const coll_tune_query *q, coll_algo al
         /* the cheapest supported algorithm; on a tie the one listed first */
         static const coll_algo prefer[] = {COLL_ALGO_RING, COLL_ALGO_HIER, COLL_ALGO_BIRING,
                                            COLL_ALGO_RHD, COLL_ALGO_TREE, COLL_ALGO_CHAIN,
-                                           COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT};
+                                           COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT, COLL_ALGO_NVLS};
         bool nccl = t->cfg.system.coll_algos == ARCH_COLL_ALGOS_NCCL;
         for (size_t j = 0; j < sizeof prefer / sizeof *prefer; j++) {
             if (!coll_algo_supported(q->op, prefer[j]) ||

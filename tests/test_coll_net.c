@@ -176,3 +176,105 @@ TEST(messages_between_islands_take_the_network_step_and_spanning_groups_the_over
     CU_ASSERT_DOUBLE_EQUAL(dur_ps(&r), want, 1e-6 * want + 40);
     nfix_close(&f);
 }
+
+/* tiny's chips on one switch of 2 x 8 GB/s ports, links of 200 ns, the switch 300 ns (the
+ * default), with a switch that reduces. */
+static const char *const sw_sets[] = {"system.topology=switch", "system.switch_reduce=1",
+                                      "system.switch_reduce_efficiency=0.8"};
+
+TEST(a_switch_that_reduces_takes_every_ranks_data_once_and_sends_the_sum_once)
+{
+    nfix f;
+    nfix_open(&f, "tiny", 8, sw_sets, 3);
+    net *n = coll_sys_net(f.s);
+    uint32_t sw = net_chip_switch(n, 0);
+    CU_ASSERT_EQUAL(sw, 8); /* the first node after the chips */
+    const uint64_t bytes = 64 << 20;
+    coll_result r = nrun(&f, (coll_desc){.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_NVLS,
+                                         .bytes = bytes});
+    CU_ASSERT_EQUAL(r.algo, COLL_ALGO_NVLS);
+    /* each chip's link to the switch and back: n + n/p payload, over 0.8 of it on the wire */
+    double each = (bytes + bytes / 8) / 0.8;
+    for (uint32_t c = 0; c < 8; c++) {
+        net_link_info up, down;
+        net_link_get(n, net_link_between(n, c, sw), &up);
+        net_link_get(n, net_link_between(n, sw, c), &down);
+        CU_ASSERT_DOUBLE_EQUAL((double)up.bytes, each, 1e-6 * each + 64 * 8);
+        CU_ASSERT_DOUBLE_EQUAL((double)down.bytes, each, 1e-6 * each + 64 * 8);
+    }
+    CU_ASSERT_EQUAL(r.bytes_sent, 8 * 2 * (bytes + bytes / 8));
+    CU_ASSERT_EQUAL(r.reductions, 8 * 8 * 64); /* p contributions of p segments, 64 slices */
+    /* so the time is that load at the links' rate, the slices pipelined (a slice's four
+     * hops of latency and two of its segments' transfers more, by hand) */
+    double link = 2 * 8e9 * 0.8, seg = (double)bytes / 64 / 8;
+    double want = each * 0.8 / link * 1e12 + 2 * (400e3 + 300e3) + 2 * seg / link * 1e12;
+    CU_ASSERT_DOUBLE_EQUAL(dur_ps(&r), want, 0.03 * want);
+    /* where a ring moves 2(p - 1)/p n over the same links */
+    coll_result ring = nrun(&f, (coll_desc){.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_RING,
+                                            .bytes = bytes});
+    CU_ASSERT(dur_ps(&ring) > 1.2 * dur_ps(&r));
+    /* the tuner's model is the simulation's time; with NCCL's algorithms it picks nvls for
+     * large all-reduces, rings for small ones */
+    coll_tuner *t = coll_sys_tuner(f.s);
+    coll_tune_query q = {.op = COLL_OP_ALL_REDUCE, .ranks = 8, .bytes = bytes};
+    double model;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(coll_tune_cost(t, &q, COLL_ALGO_NVLS, &model, &e), NP_OK);
+    CU_ASSERT_DOUBLE_EQUAL(model, dur_ps(&r), 0.05 * dur_ps(&r));
+    nfix_close(&f);
+
+    /* NCCL's latencies: LL and Simple steps on NVLink, NVLS's whole fixed cost 25 us
+     * (src/graph/tuning.cc) */
+    const char *nccl[] = {"system.topology=switch", "system.switch_reduce=1",
+                          "system.coll_algos=nccl", "system.coll_protocol=auto",
+                          "system.coll_simple_step_ns=3400", "system.coll_ll_step_ns=600",
+                          "system.coll_nvls_base_ns=25000"};
+    nfix_open(&f, "tiny", 8, nccl, 7);
+    r = nrun(&f, (coll_desc){.op = COLL_OP_ALL_REDUCE, .bytes = bytes});
+    CU_ASSERT_EQUAL(r.algo, COLL_ALGO_NVLS);
+    CU_ASSERT_EQUAL(r.proto, COLL_PROTO_SIMPLE); /* NCCL runs NVLS with Simple alone */
+    r = nrun(&f, (coll_desc){.op = COLL_OP_ALL_REDUCE, .bytes = 64});
+    CU_ASSERT_EQUAL(r.algo, COLL_ALGO_RING);
+    /* the fixed cost comes before the first message */
+    r = nrun(&f, (coll_desc){.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_NVLS,
+                             .proto = COLL_PROTO_SIMPLE, .bytes = 64});
+    CU_ASSERT_DOUBLE_EQUAL(dur_ps(&r), 25000e3 + 2 * (500e3 + 3400e3), 0.01 * 33e6);
+    nfix_close(&f);
+}
+
+TEST(nvls_needs_a_switch_that_reduces_under_the_whole_group)
+{
+    coll *c;
+    np_err e = {0};
+    nfix f;
+    nfix_open(&f, "tiny", 8, sw_sets, 1); /* a switch that only forwards */
+    coll_desc d = {.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_NVLS, .bytes = 1 << 20};
+    CU_ASSERT_EQUAL(coll_start(f.s, &d, &c, &e), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "switch_reduce"));
+    /* and the tuner does not offer it */
+    coll_tuner *t = coll_sys_tuner(f.s);
+    coll_tune_query q = {.op = COLL_OP_ALL_REDUCE, .ranks = 8, .bytes = 1 << 20};
+    double model;
+    CU_ASSERT_EQUAL(coll_tune_cost(t, &q, COLL_ALGO_NVLS, &model, &e), NP_ERR_INCONSISTENT);
+    nfix_close(&f);
+    /* two islands: no one switch under the group; one island's chips: its switch */
+    const char *isl[] = {"system.switch_reduce=1"};
+    nfix_open(&f, "a100-cluster", 16, isl, 1);
+    CU_ASSERT_EQUAL(coll_start(f.s, &d, &c, &e), NP_ERR_INCONSISTENT);
+    uint32_t second[] = {8, 9, 10, 11, 12, 13, 14, 15}, odd[] = {14, 9, 12, 8, 11, 15, 10};
+    d.chips = second;
+    d.n_chips = 8;
+    coll_result r = nrun(&f, d);
+    CU_ASSERT_EQUAL(r.algo, COLL_ALGO_NVLS);
+    /* an odd group in any order, odd sizes and chunks, and nothing at all */
+    d = (coll_desc){.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_NVLS, .chips = odd,
+                    .n_chips = 7, .bytes = 100003, .chunk_bytes = 4099};
+    r = nrun(&f, d);
+    CU_ASSERT(r.t_end_ps > r.t_start_ps);
+    /* every chip's n up, the sums down and up again (n each), n to each of the 7 chips */
+    CU_ASSERT_EQUAL(r.bytes_sent, 2 * (7 + 1) * 100003);
+    d.bytes = 0;
+    r = nrun(&f, d);
+    CU_ASSERT_EQUAL(net_flows_active(coll_sys_net(f.s)), 0);
+    nfix_close(&f);
+}

@@ -42,7 +42,7 @@ static uint64_t xorshift(uint64_t *s)
 static bool run_values(const coll_sched *s, uint64_t **x, uint64_t **out, uint64_t elems,
                        uint64_t seed)
 {
-    uint32_t p = coll_sched_ranks(s), P = coll_sched_ports(s);
+    uint32_t p = coll_sched_ranks(s) + coll_sched_switches(s), P = coll_sched_ports(s);
     uint32_t maxsend = 0;
     for (uint32_t r = 0; r < p; r++)
         for (uint32_t q = 0; q < P; q++)
@@ -103,8 +103,9 @@ static bool run_values(const coll_sched *s, uint64_t **x, uint64_t **out, uint64
             buf[t.offset / 4 + e] = t.reduce ? buf[t.offset / 4 + e] + m.data[e] : m.data[e];
         free(m.data);
         got++;
-        for (uint32_t i = t.unblock_lo; i < t.unblock_hi; i++)
-            left[m.to][t.unblock_port * maxsend + i]--;
+        for (uint32_t pq = 0; pq < (t.unblock_ports > 1 ? t.unblock_ports : 1); pq++)
+            for (uint32_t i = t.unblock_lo; i < t.unblock_hi; i++)
+                left[m.to][(t.unblock_port + pq) * maxsend + i]--;
     }
     ok = sent == total && got == total;
 out:
@@ -142,13 +143,15 @@ static int check(coll_sched_desc d, uint64_t elems, uint64_t seed)
                 d.ranks, e.msg);
         bad++;
     }
-    uint32_t p = d.ranks;
-    uint64_t **x = calloc(p, sizeof *x), **out = calloc(p, sizeof *out);
+    uint32_t p = d.ranks, pa = p + coll_sched_switches(s); /* switches: buffers of zeros */
+    uint64_t **x = calloc(pa, sizeof *x), **out = calloc(pa, sizeof *out);
     uint64_t all = (p >= 64 ? 0 : (1ULL << p)) - 1;
     uint32_t root = d.root;
-    for (uint32_t r = 0; r < p; r++) {
+    for (uint32_t r = 0; r < pa; r++) {
         x[r] = calloc(elems + 1, sizeof **x);
         out[r] = calloc(elems + p + 1, sizeof **out);
+        if (r >= p)
+            continue;
         uint32_t vr = (r + p - root) % p;
         for (uint64_t i = 0; i < elems; i++) {
             uint64_t v = 0;
@@ -232,7 +235,7 @@ static int check(coll_sched_desc d, uint64_t elems, uint64_t seed)
             }
         }
     }
-    for (uint32_t r = 0; r < p; r++) {
+    for (uint32_t r = 0; r < pa; r++) {
         free(x[r]);
         free(out[r]);
     }
