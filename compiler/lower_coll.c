@@ -335,6 +335,8 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
                              .elem_bytes = elem};
         if (coll_tune(w->o.tuner, &q, &algo, NULL, err) != NP_OK)
             return err->status;
+        if (algo == COLL_ALGO_NVLS) /* a switch's reductions are no chip's program: the ring */
+            algo = COLL_ALGO_RING;
     }
     coll_sched_desc d = {.op = op, .algo = algo, .ranks = (uint32_t)p, .bytes = bytes,
                          .elem_bytes = elem};

@@ -25,6 +25,7 @@
 
 #include <assert.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,8 +65,11 @@ struct coll_sys {
 struct coll {
     coll_sys *sys;
     coll_desc d;
-    uint32_t *chips;
-    uint32_t p, P;       /* ranks; ports per rank */
+    uint32_t *chips;     /* rank -> node: the chips, then the switches of the schedule */
+    uint32_t p, P;       /* ranks (chips); ports per rank */
+    uint32_t pa;         /* ranks with the schedule's switches (coll_sched_switches) */
+    double sw_eff;       /* switch-reduced messages' payload fraction (switch_reduce_efficiency),
+                            1 when the schedule has no switch */
     coll_sched *sched;
     void (*recv_deps)(const coll_sched *, uint32_t, uint32_t, coll_xfer *);
     void (*send_deps)(const coll_sched *, uint32_t, uint32_t, uint32_t, coll_xfer *);
@@ -74,6 +78,9 @@ struct coll {
     uint64_t red_bytes, red_ps; /* the last reduction's size and time */
     coll_proto_params pp; /* the protocol's (RAW: none) */
     bool wire_on;        /* pp's wire bytes differ from the payload (lines, pacing) */
+    uint64_t step_in, step_out; /* least time of a message within an island and over the
+                                   scale-out network (pp's, with the network overhead when the
+                                   group spans islands) */
     uint64_t left;       /* receives not yet arrived */
     uint64_t t_last;     /* when the receives arrived so far complete */
     uint64_t inflight;   /* messages and timers the event queue still refers c by */
@@ -238,6 +245,8 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
         }
         if (c->wire_on)
             wire = coll_proto_wire_bytes(&c->pp, x->bytes, pt->route.bytes_per_s);
+        if (c->sw_eff < 1) /* multimem loads and stores: less payload per wire byte */
+            wire = (uint64_t)ceil((double)wire / c->sw_eff);
         c->res.wire_bytes += wire;
         if (net_transfer_ex(c->sys->n, src, dst, wire, NET_XFER_QUIET_SENT, &pt->route,
                             coll_net_event, c, (uint64_t)x->peer << 32 | x->match, &pt->last,
@@ -245,7 +254,7 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
             coll_fail(c, e.status, e.msg);
             return;
         }
-        if (c->d.obs && c->d.obs->send) {
+        if (c->d.obs && c->d.obs->send && rank < c->p && x->peer < c->p) {
             coll_obs_msg m = {.src = src, .dst = dst, .port = port,
                               .id = (uint64_t)x->peer << 32 | x->match, .bytes = x->bytes,
                               .route = &pt->route, .t_ps = now};
@@ -267,7 +276,7 @@ static void coll_kick_all_item(void *ctx, uint64_t arg)
     (void)arg;
     coll *c = ctx;
     c->inflight--;
-    for (uint32_t r = 0; r < c->p && !c->failed; r++)
+    for (uint32_t r = 0; r < c->pa && !c->failed; r++)
         for (uint32_t q = 0; q < c->P; q++)
             coll_port_kick(c, r, q);
 }
@@ -291,6 +300,9 @@ static void coll_at(coll *c, uint64_t t, net_timer_fn fn, uint64_t arg)
     }
 }
 
+static void coll_unblock(coll *c, uint32_t rank, uint32_t port, const coll_xfer *x, uint64_t t,
+                         uint64_t now);
+
 /* Receive x of rank completes at time t (>= now): count it, unblock the sends it names (a
  * kick now, or at the time the last of their deps completes). */
 static void coll_recv_complete(coll *c, uint32_t rank, const coll_xfer *x, uint64_t t)
@@ -306,7 +318,17 @@ static void coll_recv_complete(coll *c, uint32_t rank, const coll_xfer *x, uint6
     }
     if (x->unblock_lo == x->unblock_hi)
         return;
-    coll_port *pt = &c->ports[(size_t)rank * c->P + x->unblock_port];
+    for (uint32_t k = 1; k < x->unblock_ports; k++) /* the same sends of further ports */
+        coll_unblock(c, rank, x->unblock_port + k, x, t, now);
+    coll_unblock(c, rank, x->unblock_port, x, t, now);
+}
+
+/* Receive x of rank, complete at t, counts toward sends [lo, hi) of `port`; kicks the port
+ * (now, or at the time the last of their deps completes). */
+static void coll_unblock(coll *c, uint32_t rank, uint32_t port, const coll_xfer *x, uint64_t t,
+                         uint64_t now)
+{
+    coll_port *pt = &c->ports[(size_t)rank * c->P + port];
     uint64_t ready = 0; /* the latest time a send became ready; 0: none did */
     for (uint32_t s = x->unblock_lo; s < x->unblock_hi; s++) {
         coll_slot *w = coll_win_slot(pt, s);
@@ -322,9 +344,9 @@ static void coll_recv_complete(coll *c, uint32_t rank, const coll_xfer *x, uint6
             ready = w->ready;
     }
     if (ready > now)
-        coll_at(c, ready, coll_kick_item, (uint64_t)rank << 32 | x->unblock_port);
+        coll_at(c, ready, coll_kick_item, (uint64_t)rank << 32 | port);
     else if (ready)
-        coll_port_kick(c, rank, x->unblock_port);
+        coll_port_kick(c, rank, port);
 }
 
 /* A message for receive `recv` of rank `to` (arg = to << 32 | recv): its last byte has left
@@ -349,18 +371,25 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
     if (c->failed)
         return;
     uint64_t t = evq_now(c->sys->q);
-    if (c->pp.step_ps) { /* the step, from the last byte leaving: the path latency counts */
+    bool at_switch = to >= c->p; /* a switch that reduces: no flag to poll, reductions at no
+                                    chip's cost */
+    if ((c->step_in || c->step_out) && !at_switch) { /* the step, from the last byte leaving:
+                                                        the path latency counts */
         net_path_info pi;
         np_err e;
-        if (net_route(c->sys->n, c->chips[x.peer], c->chips[to], &pi, &e) != NP_OK) {
+        uint32_t a = c->chips[x.peer], b = c->chips[to];
+        if (net_route(c->sys->n, a, b, &pi, &e) != NP_OK) {
             coll_fail(c, e.status, e.msg);
             return;
         }
-        if (c->pp.step_ps > pi.latency_ps)
-            t += c->pp.step_ps - pi.latency_ps;
+        uint64_t step = net_is_scaleout(c->sys->n, a, b) ? c->step_out : c->step_in;
+        if (step > pi.latency_ps)
+            t += step - pi.latency_ps;
     }
     uint64_t t_arrive = t;
-    if (x.reduce) {
+    if (x.reduce && at_switch) {
+        c->res.reductions++;
+    } else if (x.reduce) {
         if (x.bytes != c->red_bytes) { /* messages mostly have one size: remember its time */
             c->red_bytes = x.bytes;
             c->red_ps = coll_reduce_ps(&c->sys->cfg, (uint32_t)c->sys->cfg.chip.cores, x.bytes,
@@ -371,7 +400,7 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
         *fr = t;
         c->res.reductions++;
     }
-    if (c->d.obs && c->d.obs->recv) {
+    if (c->d.obs && c->d.obs->recv && !at_switch && x.peer < c->p) {
         coll_obs_msg m = {.src = c->chips[x.peer], .dst = c->chips[to], .port = x.port,
                           .id = arg, .bytes = x.bytes, .t_ps = t_arrive,
                           .t_reduce_ps = x.reduce ? t - c->red_ps : t, .t_done_ps = t};
@@ -391,7 +420,7 @@ void coll_free(coll *c)
 {
     if (!c)
         return;
-    for (size_t i = 0; c->ports && i < (size_t)c->p * c->P; i++)
+    for (size_t i = 0; c->ports && i < (size_t)c->pa * c->P; i++)
         if (c->ports[i].win != c->ports[i].win_inline)
             free(c->ports[i].win);
     coll_sched_free(c->sched);
@@ -418,7 +447,10 @@ np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32
     bool ring = sd->algo == COLL_ALGO_RING || sd->algo == COLL_ALGO_BIRING;
     if ((!ring && sd->algo != COLL_ALGO_HIER) || d->rank_order)
         return NP_OK;
-    if (!(*order = malloc((size_t)p * sizeof **order)))
+    uint32_t want = sd->algo == COLL_ALGO_RING && d->channels > 1 ? d->channels : 1;
+    if (want > COLL_MAX_CHANNELS)
+        want = COLL_MAX_CHANNELS;
+    if (!(*order = malloc((size_t)p * (1 + want) * sizeof **order)))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory fitting a collective");
     np_status st = ring ? coll_topo_ring_order(n, d->chips, p, *order, err)
                         : coll_topo_levels(n, d->chips, p, &sd->n_levels, sd->level_ranks,
@@ -429,6 +461,11 @@ np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32
         return st;
     }
     sd->order = *order;
+    if (want > 1) {
+        uint32_t *orders = *order + p;
+        sd->channels = coll_topo_ring_channels(n, d->chips, p, *order, want, orders);
+        sd->channel_orders = sd->channels > 1 ? orders : NULL;
+    }
     return NP_OK;
 }
 
@@ -479,6 +516,8 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     free(seen);
     c->d.chips = c->chips;
     c->d.n_chips = p;
+    if (!c->d.channels)
+        c->d.channels = (uint32_t)s->cfg.system.coll_channels;
     c->d.proto = coll_proto_resolve(&s->cfg, d->proto);
     if ((unsigned)c->d.proto >= COLL_PROTO_COUNT) {
         coll_free(c);
@@ -487,6 +526,7 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     if (c->d.algo == COLL_ALGO_AUTO || c->d.proto == COLL_PROTO_AUTO) {
         coll_tuner *t = coll_sys_tuner(s);
         coll_tune_query tq = {.op = d->op, .chips = c->chips, .ranks = p, .bytes = d->bytes,
+                              .channels = c->d.rank_order ? 1 : c->d.channels,
                               .elem_bytes = d->elem_bytes, .chunk_bytes = d->chunk_bytes,
                               .root = d->root, .proto = c->d.proto};
         coll_tune_pick pick;
@@ -502,7 +542,14 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
         c->d.proto = pick.proto;
     }
     coll_proto_params_of(&s->cfg, c->d.proto, &c->pp);
+    if (c->d.algo == COLL_ALGO_NVLS && s->cfg.system.coll_nvls_base_ns > 0)
+        c->pp.base_ps = (uint64_t)llround(s->cfg.system.coll_nvls_base_ns * 1000.0);
     c->wire_on = c->pp.line_bytes != c->pp.line_data || c->pp.max_bytes_per_s > 0;
+    bool spans = false;
+    for (uint32_t i = 1; i < p && !spans; i++)
+        spans = net_is_scaleout(s->n, c->chips[0], c->chips[i]);
+    c->step_in = spans ? c->pp.span_step_ps : c->pp.step_ps;
+    c->step_out = c->pp.net_step_ps;
     coll_sched_desc sd = {.op = d->op, .algo = c->d.algo, .ranks = p, .bytes = d->bytes,
                           .elem_bytes = c->d.elem_bytes, .chunk_bytes = d->chunk_bytes,
                           .root = d->root};
@@ -516,18 +563,49 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
         return st;
     }
     c->P = coll_sched_ports(c->sched);
+    c->pa = p;
+    c->sw_eff = 1;
+    uint32_t nsw = coll_sched_switches(c->sched);
+    if (nsw) { /* the switch the group hangs off, if it reduces */
+        uint32_t sw = net_chip_switch(s->n, c->chips[0]);
+        for (uint32_t i = 1; i < p && sw != UINT32_MAX; i++)
+            if (net_chip_switch(s->n, c->chips[i]) != sw)
+                sw = UINT32_MAX;
+        uint32_t *ch = realloc(c->chips, (size_t)(p + nsw) * sizeof *ch);
+        uint64_t *rf = realloc(c->red_free, (size_t)(p + nsw) * sizeof *rf);
+        if (ch)
+            c->chips = ch;
+        if (rf)
+            c->red_free = rf;
+        if (!ch || !rf) {
+            coll_free(c);
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
+        }
+        if (!s->cfg.system.switch_reduce || sw == UINT32_MAX || nsw != 1) {
+            coll_free(c);
+            return np_err_set(err, NP_ERR_INCONSISTENT, "%s/%s needs the group's chips on one "
+                              "switch that reduces (a switch topology or one island of a "
+                              "hierarchical one, with system.switch_reduce 1)",
+                              coll_op_name(d->op), coll_algo_name(c->d.algo));
+        }
+        c->chips[p] = sw;
+        c->red_free[p] = 0;
+        c->pa = p + nsw;
+        c->d.chips = c->chips;
+        c->sw_eff = s->cfg.system.switch_reduce_efficiency;
+    }
     c->recv_deps = c->sched->ops->recv_deps ? c->sched->ops->recv_deps : c->sched->ops->recv;
     c->send_deps = c->sched->ops->send_deps ? c->sched->ops->send_deps : c->sched->ops->send;
     void *ports = NULL;
-    if (posix_memalign(&ports, 64, (size_t)p * c->P * sizeof *c->ports) == 0) {
-        memset(ports, 0, (size_t)p * c->P * sizeof *c->ports);
+    if (posix_memalign(&ports, 64, (size_t)c->pa * c->P * sizeof *c->ports) == 0) {
+        memset(ports, 0, (size_t)c->pa * c->P * sizeof *c->ports);
         c->ports = ports;
     }
     if (!c->ports) {
         coll_free(c);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
     }
-    for (uint32_t r = 0; r < p; r++)
+    for (uint32_t r = 0; r < c->pa; r++)
         for (uint32_t q = 0; q < c->P; q++) {
             coll_port *pt = &c->ports[(size_t)r * c->P + q];
             pt->n = coll_sched_sends(c->sched, r, q);
@@ -542,7 +620,7 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     if (c->pp.base_ps && c->left)
         coll_at(c, evq_now(s->q) + c->pp.base_ps, coll_kick_all_item, 0);
     else
-        for (uint32_t r = 0; r < p && !c->failed; r++)
+        for (uint32_t r = 0; r < c->pa && !c->failed; r++)
             for (uint32_t q = 0; q < c->P; q++)
                 coll_port_kick(c, r, q);
     if (c->failed)

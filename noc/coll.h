@@ -98,6 +98,9 @@ typedef struct coll_desc {
     uint32_t group_ranks;   /* hier: ranks per inner group, consecutive ranks (two levels);
                                0: the topology's levels (coll_topo.h) */
     bool rank_order;        /* rings in rank order, not fitted to the topology (coll_topo.h) */
+    uint32_t channels;      /* ring: rings side by side over a group that spans islands, each
+                               leaving its islands through other scale-out ports (NCCL's
+                               channels, coll_topo.h); 0: the system's coll_channels */
     coll_proto proto;       /* how messages cross the links (coll_proto.h); SYSTEM (0): the
                                system's coll_protocol; AUTO: the tuner's choice */
     coll_done_fn done;      /* (optional) called at completion, from inside the event run */
@@ -135,9 +138,10 @@ np_status coll_status(const coll *c, np_err *err);
 void coll_free(coll *c);
 
 /* The schedule description d runs as on network n: sd (op, algo, ranks, sizes filled in by the
- * caller) gets the ring order or levels of coll_topo.h, in *order (malloc'd, the caller frees
- * it after coll_sched_create; NULL when none). d->chips must be the whole group. NP_ERR_NOMEM,
- * NP_ERR_INCONSISTENT (group_ranks that do not divide the group). */
+ * caller) gets the ring order or levels of coll_topo.h, and a ring over several islands its
+ * channels (d->channels wanted; 0 or 1: one ring) and their orders, all in *order (malloc'd,
+ * the caller frees it after coll_sched_create; NULL when none). d->chips must be the whole
+ * group. NP_ERR_NOMEM, NP_ERR_INCONSISTENT (group_ranks that do not divide the group). */
 np_status coll_fit(const net *n, const coll_desc *d, coll_sched_desc *sd, uint32_t **order,
                    np_err *err);
 

@@ -7,7 +7,7 @@
  * schedule and their arguments, so any consumer may call them in any order, any number of
  * times. One file per family: coll_ring.c (ring, bidirectional ring, multi-level rings),
  * coll_tree.c (binomial trees, chains, scatter, gather), coll_rhd.c (recursive halving and
- * doubling), coll_p2p.c (all-to-all, sendrecv).
+ * doubling), coll_p2p.c (all-to-all, sendrecv), coll_nvls.c (all-reduce in a switch).
  */
 #ifndef NPUSIM_NOC_COLL_IMPL_H
 #define NPUSIM_NOC_COLL_IMPL_H
@@ -35,14 +35,17 @@ typedef struct coll_sched_ops {
      * flow engine needs to issue it); defaults to send. */
     void (*send_deps)(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
                       coll_xfer *x);
+    /* (optional) switches that take part (coll_sched_switches); defaults to none. */
+    uint32_t (*switches)(const coll_sched *s);
 } coll_sched_ops;
 
 struct coll_sched {
-    coll_sched_desc d;         /* elem_bytes filled in; order points to the copy */
+    coll_sched_desc d;         /* elem_bytes filled in; order, channel_orders point to copies */
     uint32_t *order;
+    uint32_t *channel_orders;
     const coll_sched_ops *ops;
     void *state;               /* the algorithm's */
-    uint32_t ports, steps;
+    uint32_t ports, steps, switches;
     uint64_t messages;
 };
 
@@ -87,5 +90,6 @@ extern const coll_sched_ops coll_rhd_all_reduce, coll_rhd_all_gather,
     coll_rhd_reduce_scatter;                                                /* coll_rhd.c */
 extern const coll_sched_ops coll_pairwise_all_to_all, coll_direct_all_to_all,
     coll_direct_sendrecv;                                                   /* coll_p2p.c */
+extern const coll_sched_ops coll_nvls_all_reduce;                           /* coll_nvls.c */
 
 #endif

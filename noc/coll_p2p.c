@@ -95,10 +95,10 @@ static np_status direct_init(coll_sched *s, np_err *err) { return a2a_init(s, tr
 
 const coll_sched_ops coll_pairwise_all_to_all = {
     COLL_OP_ALL_TO_ALL, COLL_ALGO_PAIRWISE, pairwise_init, a2a_ports, a2a_steps, a2a_sends,
-    a2a_recvs, a2a_send, a2a_recv, NULL, NULL, NULL};
+    a2a_recvs, a2a_send, a2a_recv, NULL, NULL, NULL, NULL};
 const coll_sched_ops coll_direct_all_to_all = {
     COLL_OP_ALL_TO_ALL, COLL_ALGO_DIRECT, direct_init, a2a_ports, a2a_steps, a2a_sends,
-    a2a_recvs, a2a_send, a2a_recv, NULL, NULL, NULL};
+    a2a_recvs, a2a_send, a2a_recv, NULL, NULL, NULL, NULL};
 
 /* ---- sendrecv ----------------------------------------------------------------------------- */
 
@@ -142,4 +142,4 @@ static void sr_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x
 
 const coll_sched_ops coll_direct_sendrecv = {COLL_OP_SENDRECV, COLL_ALGO_DIRECT, sr_init,
                                              sr_ports, sr_steps, sr_count, sr_recvs, sr_send,
-                                             sr_recv, NULL, NULL, NULL};
+                                             sr_recv, NULL, NULL, NULL, NULL};

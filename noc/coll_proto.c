@@ -59,22 +59,35 @@ void coll_proto_params_of(const arch_config *cfg, coll_proto p, coll_proto_param
 {
     const arch_system *s = &cfg->system;
     *out = (coll_proto_params){.line_bytes = 1, .line_data = 1};
+    double net = 0;
     switch (p) {
     case COLL_PROTO_LL:
-        *out = (coll_proto_params){ns_to_ps(s->coll_ll_base_ns), ns_to_ps(s->coll_ll_step_ns),
-                                   LL_LINE, LL_DATA, s->coll_ll_max_gb_per_s * 1e9};
+        *out = (coll_proto_params){.base_ps = ns_to_ps(s->coll_ll_base_ns),
+                                   .step_ps = ns_to_ps(s->coll_ll_step_ns), .line_bytes = LL_LINE,
+                                   .line_data = LL_DATA,
+                                   .max_bytes_per_s = s->coll_ll_max_gb_per_s * 1e9};
+        net = s->coll_ll_net_step_ns;
         break;
     case COLL_PROTO_LL128:
-        *out = (coll_proto_params){ns_to_ps(s->coll_ll128_base_ns),
-                                   ns_to_ps(s->coll_ll128_step_ns), LL128_LINE, LL128_DATA, 0};
+        *out = (coll_proto_params){.base_ps = ns_to_ps(s->coll_ll128_base_ns),
+                                   .step_ps = ns_to_ps(s->coll_ll128_step_ns),
+                                   .line_bytes = LL128_LINE, .line_data = LL128_DATA};
+        net = s->coll_ll128_net_step_ns;
         break;
     case COLL_PROTO_SIMPLE:
-        *out = (coll_proto_params){ns_to_ps(s->coll_simple_base_ns),
-                                   ns_to_ps(s->coll_simple_step_ns), 1, 1, 0};
+        *out = (coll_proto_params){.base_ps = ns_to_ps(s->coll_simple_base_ns),
+                                   .step_ps = ns_to_ps(s->coll_simple_step_ns), .line_bytes = 1,
+                                   .line_data = 1};
+        net = s->coll_simple_net_step_ns;
         break;
     default:
         break;
     }
+    out->net_step_ps = net > 0 ? ns_to_ps(net) : out->step_ps;
+    uint64_t ovh = p == COLL_PROTO_LL || p == COLL_PROTO_LL128 || p == COLL_PROTO_SIMPLE
+                       ? ns_to_ps(s->coll_net_overhead_ns * (p == COLL_PROTO_SIMPLE ? 3 : 1))
+                       : 0;
+    out->span_step_ps = ovh > out->step_ps ? ovh : out->step_ps;
 }
 
 double coll_proto_wire_factor(const coll_proto_params *pp, double route_bytes_per_s)

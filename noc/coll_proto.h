@@ -8,7 +8,11 @@
  *   step    the least time from a message's last byte leaving its sender to its receive
  *           completing (the flag write and the receiver's poll: NCCL's hwLatencies per step,
  *           measured with the hop included, so the path latency counts toward it): a message
- *           completes at  sent + max(path latency, step);
+ *           completes at  sent + max(path latency, step); a message that crosses the
+ *           scale-out network between islands takes the protocol's network step instead
+ *           (NCCL's hwLatencies NET: the proxy's network send and receive), and within an
+ *           island a collective that spans islands takes at least the network overhead a step
+ *           (NCCL's getNetOverhead: the proxy posts every step's network operations);
  *   wire    the bytes a message puts on its links: LL sends 16-byte lines of 8 data bytes and
  *           8 flag bytes (NCCL's ncclLLFifoLine), LL128 128-byte lines of 120 data bytes and an
  *           8-byte flag (NCCL_LL128_LINESIZE, NCCL_LL128_DATAELEMS); Simple the payload alone;
@@ -17,8 +21,8 @@
  *
  * RAW is the ideal transfer (payload only, no base, step or pace): what every engine did
  * before protocols existed, and the default. Parameters come from cfg.system (coll_*_base_ns,
- * coll_*_step_ns, coll_ll_max_gb_per_s); docs/collectives.md, "Protocols", gives the model and
- * the sources of the presets' values.
+ * coll_*_step_ns, coll_*_net_step_ns, coll_ll_max_gb_per_s); docs/collectives.md, "Protocols",
+ * gives the model and the sources of the presets' values.
  */
 #ifndef NPUSIM_NOC_COLL_PROTO_H
 #define NPUSIM_NOC_COLL_PROTO_H
@@ -57,6 +61,10 @@ np_status coll_proto_parse(const char *s, coll_proto *out, np_err *err);
 typedef struct coll_proto_params {
     uint64_t base_ps;        /* per collective, before its first message */
     uint64_t step_ps;        /* least time from a message's last byte leaving to completion */
+    uint64_t net_step_ps;    /* ... for a message over the scale-out network (step_ps when its
+                                key is 0) */
+    uint64_t span_step_ps;   /* ... for a message within an island of a collective whose group
+                                spans islands: max(step_ps, the network overhead, x3 Simple) */
     uint32_t line_bytes;     /* wire bytes per line ... */
     uint32_t line_data;      /* ... of which payload */
     double max_bytes_per_s;  /* payload pace per message; 0: none */

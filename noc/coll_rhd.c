@@ -121,7 +121,7 @@ static np_status rhd_ar_init(coll_sched *s, np_err *err) { return rhd_init(s, RH
 
 #define RHD_OPS(op, init)                                                                  \
     {op, COLL_ALGO_RHD, init, rhd_ports, rhd_steps, rhd_count, rhd_recvs, rhd_send, rhd_recv, \
-     NULL, NULL, NULL}
+     NULL, NULL, NULL, NULL}
 const coll_sched_ops coll_rhd_all_gather = RHD_OPS(COLL_OP_ALL_GATHER, rhd_ag_init);
 const coll_sched_ops coll_rhd_reduce_scatter = RHD_OPS(COLL_OP_REDUCE_SCATTER, rhd_rs_init);
 const coll_sched_ops coll_rhd_all_reduce = RHD_OPS(COLL_OP_ALL_REDUCE, rhd_ar_init);

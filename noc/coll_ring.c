@@ -17,6 +17,12 @@
  * Ring order: position k of the ring is rank order[k] (coll_sched_desc.order), so a ring can
  * follow the physical links; the segment of position k is rank order[k]'s.
  *
+ * Lanes: rings side by side, each on its own port over its own part of the buffer. The
+ * bidirectional ring has two, one each way, over the two halves of X. Channels (NCCL's: rings
+ * whose hops between islands leave through different NICs, coll_sched_desc.channels) are C
+ * lanes in the same direction, each in its own order, lane c over part c of every rank's
+ * segment (so a reduce-scatter still leaves rank r segment r, an all-gather starts from it).
+ *
  * Multi-level all-reduce over levels of q0, q1, ... ranks (position k0 + q0 (k1 + q1 k2...)):
  * reduce-scatter along level 0 (each rank keeps 1/q0 of the buffer, summed over its level-0
  * ring), then along level 1 on that part, ..., an all-reduce along the last level, then
@@ -36,10 +42,12 @@
 typedef enum ring_mode { RING_RS, RING_AG, RING_AR } ring_mode;
 
 typedef struct ring_phase {
+    const uint32_t *p2r, *r2p; /* the lane's ring: position -> rank, rank -> position (NULL:
+                                  the identity) */
     ring_mode mode;
     int32_t o;                /* segment offset of the reduce-scatter part, or of a plain AG */
     int32_t dir;              /* +1 or -1 */
-    uint32_t port, level, half;
+    uint32_t port, level, half; /* half: the lane */
     uint32_t steps;           /* (AR ? 2 : 1) (q - 1) */
     uint32_t chunks;          /* per segment */
     uint32_t send_base, recv_base, step_base;
@@ -54,29 +62,49 @@ typedef struct ring_phase {
 
 typedef struct ring_sched {
     uint32_t levels, q[COLL_MAX_LEVELS], stride[COLL_MAX_LEVELS];
-    uint32_t halves;          /* 2 for the bidirectional ring: one half of X each way */
+    uint32_t halves;          /* lanes: 2 for the bidirectional ring (one half of X each way),
+                                 the channels of a multi-channel ring, else 1 */
+    bool seg_major;           /* channels: lane c moves part c of every segment (else lane h
+                                 moves half h of X, cut into segments) */
+    uint64_t bytes;           /* the buffer (seg_major) */
     const uint32_t *pos2rank; /* NULL: identity */
     uint32_t *rank2pos;
-    ring_phase ph[2 * COLL_MAX_LEVELS];
+    uint32_t *lane_r2p;       /* channels in their own orders: lanes x p */
+    ring_phase ph[COLL_MAX_CHANNELS > 2 * COLL_MAX_LEVELS ? COLL_MAX_CHANNELS
+                                                          : 2 * COLL_MAX_LEVELS];
     uint32_t n_ph;
-    uint32_t sends[2], recvs, steps;
+    uint32_t sends[COLL_MAX_CHANNELS], recvs, steps;
 } ring_sched;
 
 static void ring_free(void *v)
 {
     ring_sched *st = v;
     free(st->rank2pos);
+    free(st->lane_r2p);
     free(st);
 }
 
-static uint32_t ring_pos(const ring_sched *st, uint32_t rank)
+static inline uint32_t ring_pos(const ring_phase *ph, uint32_t rank)
 {
-    return st->rank2pos ? st->rank2pos[rank] : rank;
+    return ph->r2p ? ph->r2p[rank] : rank;
 }
 
-static uint32_t ring_rank(const ring_sched *st, uint32_t pos)
+static inline uint32_t ring_rank(const ring_phase *ph, uint32_t pos)
 {
-    return st->pos2rank ? st->pos2rank[pos] : pos;
+    return ph->p2r ? ph->p2r[pos] : pos;
+}
+
+/* Channels: the offset and bytes of chunk j of lane ph->half's part of the segment of rank
+ * idx (segment idx of X, cut into st->halves parts, the part into ph->chunks chunks). */
+static inline void ring_lane_chunk(const ring_sched *st, const ring_phase *ph, uint32_t el,
+                                   uint32_t idx, uint32_t j, uint64_t *off, uint64_t *bytes)
+{
+    uint32_t q = st->q[0];
+    uint64_t so = coll_part_off(st->bytes, el, q, idx), sn = coll_part_bytes(st->bytes, el, q, idx);
+    uint64_t lo = coll_part_off(sn, el, st->halves, ph->half);
+    uint64_t ln = coll_part_bytes(sn, el, st->halves, ph->half);
+    *off = so + lo + coll_part_off(ln, el, ph->chunks, j);
+    *bytes = coll_part_bytes(ln, el, ph->chunks, j);
 }
 
 /* The part of X a rank at position pos works on at `level`: its half, narrowed at each lower
@@ -141,7 +169,7 @@ static inline uint32_t ring_neighbour(const ring_sched *st, const ring_phase *ph
 {
     uint32_t q = st->q[ph->level], s = st->stride[ph->level], k = ring_coord(st, ph, pos);
     uint32_t k2 = delta * ph->dir > 0 ? (k + 1 == q ? 0 : k + 1) : (k == 0 ? q - 1 : k - 1);
-    return ring_rank(st, pos - k * s + k2 * s);
+    return ring_rank(ph, pos - k * s + k2 * s);
 }
 
 static inline uint32_t ring_vpos(const ring_sched *st, const ring_phase *ph, uint32_t pos)
@@ -152,8 +180,8 @@ static inline uint32_t ring_vpos(const ring_sched *st, const ring_phase *ph, uin
 
 static inline const ring_phase *ring_send_phase(const ring_sched *st, uint32_t port, uint32_t i)
 {
-    if (st->n_ph == 1)
-        return &st->ph[0];
+    if (st->levels == 1)
+        return &st->ph[port]; /* one phase per lane, lane h on port h */
     for (uint32_t f = 0; f < st->n_ph; f++) {
         const ring_phase *ph = &st->ph[f];
         if (ph->port == port && i >= ph->send_base &&
@@ -167,6 +195,17 @@ static inline const ring_phase *ring_recv_phase(const ring_sched *st, uint32_t i
 {
     if (st->n_ph == 1)
         return &st->ph[0];
+    if (st->levels == 1) { /* lanes: receive ranges in lane order; the last that starts <= i */
+        uint32_t lo = 0, hi = st->n_ph;
+        while (hi - lo > 1) {
+            uint32_t mid = (lo + hi) / 2;
+            if (st->ph[mid].recv_base <= i)
+                lo = mid;
+            else
+                hi = mid;
+        }
+        return &st->ph[lo];
+    }
     for (uint32_t f = 0; f < st->n_ph; f++) {
         const ring_phase *ph = &st->ph[f];
         if (i >= ph->recv_base && i - ph->recv_base < (uint64_t)ph->steps * ph->chunks)
@@ -193,13 +232,18 @@ static void ring_flat_op(const ring_sched *st, const ring_phase *ph, uint32_t el
     while (l >= q)
         l -= q;
     uint32_t ks = fwd || l == 0 ? (uint32_t)l : q - (uint32_t)l; /* the segment's position */
-    uint32_t idx = st->pos2rank ? st->pos2rank[ks] : ks;        /* ... whose rank owns it */
-    uint32_t c = idx < ph->sr, cr = ph->cr[c];
-    uint64_t so = ((uint64_t)idx * ph->squ + (c ? idx : ph->sr)) * el;
-    x->offset = ph->r_off + so + ((uint64_t)j * ph->cq[c] + (j < cr ? j : cr)) * el;
-    x->bytes = (ph->cq[c] + (j < cr)) * el + (idx == q - 1 && j == ph->chunks - 1 ? ph->rem : 0);
+    uint32_t idx = ph->p2r ? ph->p2r[ks] : ks;                  /* ... whose rank owns it */
+    if (st->seg_major) {
+        ring_lane_chunk(st, ph, el, idx, j, &x->offset, &x->bytes);
+    } else {
+        uint32_t c = idx < ph->sr, cr = ph->cr[c];
+        uint64_t so = ((uint64_t)idx * ph->squ + (c ? idx : ph->sr)) * el;
+        x->offset = ph->r_off + so + ((uint64_t)j * ph->cq[c] + (j < cr ? j : cr)) * el;
+        x->bytes = (ph->cq[c] + (j < cr)) * el +
+                   (idx == q - 1 && j == ph->chunks - 1 ? ph->rem : 0);
+    }
     uint32_t kp = (sending == fwd) ? (k + 1 == q ? 0 : k + 1) : (k == 0 ? q - 1 : k - 1);
-    x->peer = st->pos2rank ? st->pos2rank[kp] : kp;
+    x->peer = ph->p2r ? ph->p2r[kp] : kp;
     x->port = ph->port;
     x->step = ph->step_base + g;
     x->buf = COLL_BUF_X;
@@ -208,7 +252,7 @@ static void ring_flat_op(const ring_sched *st, const ring_phase *ph, uint32_t el
     x->match = (sending ? ph->recv_base : ph->send_base) + idx_in_phase;
     x->deps = sending ? (g == 0 ? ph->prev_chunks : 1) : 0;
     x->unblock_port = ph->port;
-    x->unblock_lo = x->unblock_hi = x->unblock_deps = 0;
+    x->unblock_lo = x->unblock_hi = x->unblock_deps = x->unblock_ports = 0;
 }
 
 static void ring_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_t i,
@@ -217,7 +261,7 @@ static void ring_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_
     const ring_sched *st = coll_sched_state(s);
     const coll_sched_desc *d = coll_sched_d(s);
     const ring_phase *ph = ring_send_phase(st, port, i);
-    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level], g = i - ph->send_base, j = 0;
+    uint32_t pos = ring_pos(ph, rank), q = st->q[ph->level], g = i - ph->send_base, j = 0;
     if (ph->chunks > 1) {
         j = g % ph->chunks;
         g /= ph->chunks;
@@ -245,7 +289,7 @@ static void ring_send_deps(const coll_sched *s, uint32_t rank, uint32_t port, ui
         return;
     }
     const ring_phase *ph = ring_send_phase(st, port, i);
-    uint32_t k = ring_pos(st, rank), q = st->q[0], g = i - ph->send_base, j = 0;
+    uint32_t k = ring_pos(ph, rank), q = st->q[0], g = i - ph->send_base, j = 0;
     if (ph->chunks > 1) {
         j = g % ph->chunks;
         g /= ph->chunks;
@@ -258,12 +302,17 @@ static void ring_send_deps(const coll_sched *s, uint32_t rank, uint32_t port, ui
     while (l >= q)
         l -= q;
     uint32_t ks = fwd || l == 0 ? (uint32_t)l : q - (uint32_t)l;
-    uint32_t idx = st->pos2rank ? st->pos2rank[ks] : ks;
-    uint32_t c = idx < ph->sr;
-    x->bytes = (ph->cq[c] + (j < ph->cr[c])) * coll_sched_d(s)->elem_bytes +
-               (idx == q - 1 && j == ph->chunks - 1 ? ph->rem : 0);
+    uint32_t idx = ph->p2r ? ph->p2r[ks] : ks;
+    if (st->seg_major) {
+        uint64_t off;
+        ring_lane_chunk(st, ph, coll_sched_d(s)->elem_bytes, idx, j, &off, &x->bytes);
+    } else {
+        uint32_t c = idx < ph->sr;
+        x->bytes = (ph->cq[c] + (j < ph->cr[c])) * coll_sched_d(s)->elem_bytes +
+                   (idx == q - 1 && j == ph->chunks - 1 ? ph->rem : 0);
+    }
     uint32_t kp = fwd ? (k + 1 == q ? 0 : k + 1) : (k == 0 ? q - 1 : k - 1);
-    x->peer = st->pos2rank ? st->pos2rank[kp] : kp;
+    x->peer = ph->p2r ? ph->p2r[kp] : kp;
     x->match = ph->recv_base + g * ph->chunks + j;
     x->deps = g == 0 ? ph->prev_chunks : 1;
 }
@@ -273,7 +322,7 @@ static void ring_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer 
     const ring_sched *st = coll_sched_state(s);
     const coll_sched_desc *d = coll_sched_d(s);
     const ring_phase *ph = ring_recv_phase(st, i);
-    uint32_t pos = ring_pos(st, rank), q = st->q[ph->level], g = i - ph->recv_base, j = 0;
+    uint32_t pos = ring_pos(ph, rank), q = st->q[ph->level], g = i - ph->recv_base, j = 0;
     if (ph->chunks > 1) {
         j = g % ph->chunks;
         g /= ph->chunks;
@@ -312,16 +361,17 @@ static void ring_recv_deps(const coll_sched *s, uint32_t rank, uint32_t i, coll_
         return;
     }
     const ring_phase *ph = ring_recv_phase(st, i);
-    uint32_t k = ring_pos(st, rank), q = st->q[0], g = i - ph->recv_base, j = 0;
+    uint32_t k = ring_pos(ph, rank), q = st->q[0], g = i - ph->recv_base, j = 0;
     if (ph->chunks > 1) {
         j = g % ph->chunks;
         g /= ph->chunks;
     }
     uint32_t kp = ph->dir > 0 ? (k == 0 ? q - 1 : k - 1) : (k + 1 == q ? 0 : k + 1);
-    x->peer = st->pos2rank ? st->pos2rank[kp] : kp;
+    x->peer = ph->p2r ? ph->p2r[kp] : kp;
     x->port = ph->port;
     x->reduce = ph->mode == RING_RS || (ph->mode == RING_AR && g < q - 1);
     x->unblock_port = ph->port;
+    x->unblock_ports = 0;
     if (g + 1 < ph->steps) {
         x->unblock_lo = ph->send_base + (g + 1) * ph->chunks + j;
         x->unblock_hi = x->unblock_lo + 1;
@@ -353,7 +403,7 @@ static uint32_t ring_sends(const coll_sched *s, uint32_t rank, uint32_t port)
 {
     (void)rank;
     const ring_sched *st = coll_sched_state(s);
-    return port < 2 ? st->sends[port] : 0;
+    return port < st->halves ? st->sends[port] : 0;
 }
 
 static uint32_t ring_recvs(const coll_sched *s, uint32_t rank)
@@ -376,7 +426,7 @@ static bool ring_add_phase(ring_sched *st, const coll_sched_desc *d, ring_phase 
         (uint64_t)st->steps + ph.steps > UINT32_MAX)
         return false;
     ph.chunks = (uint32_t)c;
-    if (st->levels == 1) {
+    if (st->levels == 1 && !st->seg_major) {
         uint32_t el = d->elem_bytes;
         uint64_t len = coll_part_bytes(d->bytes, el, st->halves, ph.half), units = len / el;
         ph.r_off = coll_part_off(d->bytes, el, st->halves, ph.half);
@@ -387,6 +437,10 @@ static bool ring_add_phase(ring_sched *st, const coll_sched_desc *d, ring_phase 
             ph.cq[k] = (ph.squ + (uint64_t)k) / c;
             ph.cr[k] = (uint32_t)((ph.squ + (uint64_t)k) % c);
         }
+    }
+    if (!ph.p2r && !ph.r2p) { /* the schedule's order (a lane in its own sets both) */
+        ph.p2r = st->pos2rank;
+        ph.r2p = st->rank2pos;
     }
     ph.send_base = st->sends[ph.port];
     ph.recv_base = st->recvs;
@@ -441,20 +495,47 @@ static np_status ring_too_many(const coll_sched_desc *d, np_err *err)
                       coll_op_name(d->op), d->ranks, d->chunk_bytes);
 }
 
+/* The largest part `lane` of `lanes` of a segment of a p-way split of `bytes`: of the first
+ * segment (which takes the extra elements) or the last (which takes the remainder bytes). */
+static uint64_t ring_lane_max(uint64_t bytes, uint32_t el, uint32_t p, uint32_t lanes,
+                              uint32_t lane)
+{
+    uint64_t a = coll_part_bytes(coll_part_bytes(bytes, el, p, 0), el, lanes, lane);
+    uint64_t b = coll_part_bytes(coll_part_bytes(bytes, el, p, p - 1), el, lanes, lane);
+    return a > b ? a : b;
+}
+
 static np_status ring_init_mode(coll_sched *s, ring_mode mode, uint32_t halves, np_err *err)
 {
     const coll_sched_desc *d = coll_sched_d(s);
     uint32_t p = d->ranks;
+    bool channels = halves == 1 && d->channels > 1;
+    if (channels)
+        halves = d->channels;
     ring_sched *st;
     if (ring_setup(s, &st, &p, 1, halves, err) != NP_OK)
         return err->status;
     if (st->levels == 0)
         return NP_OK;
+    st->seg_major = channels;
+    st->bytes = d->bytes;
+    if (channels && d->channel_orders) {
+        if (!(st->lane_r2p = malloc((size_t)halves * p * sizeof *st->lane_r2p)))
+            return np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
+        for (uint32_t h = 0; h < halves; h++)
+            for (uint32_t k = 0; k < p; k++)
+                st->lane_r2p[(size_t)h * p + d->channel_orders[(size_t)h * p + k]] = k;
+    }
     for (uint32_t h = 0; h < halves; h++) {
-        uint64_t seg = coll_part_max(coll_part_bytes(d->bytes, d->elem_bytes, halves, h),
-                                     d->elem_bytes, p);
-        ring_phase ph = {.mode = mode, .o = mode == RING_RS ? -1 : 0, .dir = h ? -1 : +1,
-                         .port = h, .level = 0, .half = h};
+        uint64_t seg = channels ? ring_lane_max(d->bytes, d->elem_bytes, p, halves, h)
+                                : coll_part_max(coll_part_bytes(d->bytes, d->elem_bytes, halves, h),
+                                                d->elem_bytes, p);
+        ring_phase ph = {.mode = mode, .o = mode == RING_RS ? -1 : 0,
+                         .dir = h && !channels ? -1 : +1, .port = h, .level = 0, .half = h};
+        if (st->lane_r2p) {
+            ph.p2r = d->channel_orders + (size_t)h * p;
+            ph.r2p = st->lane_r2p + (size_t)h * p;
+        }
         if (!ring_add_phase(st, d, ph, seg, false))
             return ring_too_many(d, err);
     }
@@ -532,7 +613,7 @@ static np_status hier_init(coll_sched *s, np_err *err)
 
 #define RING_OPS(op, algo, init)                                                           \
     {op, algo, init, ring_ports, ring_steps, ring_sends, ring_recvs, ring_send, ring_recv, \
-     ring_recv_deps, ring_free, ring_send_deps}
+     ring_recv_deps, ring_free, ring_send_deps, NULL}
 const coll_sched_ops coll_ring_all_reduce = RING_OPS(COLL_OP_ALL_REDUCE, COLL_ALGO_RING,
                                                      ring_ar_init);
 const coll_sched_ops coll_ring_all_gather = RING_OPS(COLL_OP_ALL_GATHER, COLL_ALGO_RING,

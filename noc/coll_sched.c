@@ -20,15 +20,17 @@ static const char *const coll_algo_names[COLL_ALGO_COUNT] = {
     [COLL_ALGO_AUTO] = "auto", [COLL_ALGO_RING] = "ring", [COLL_ALGO_BIRING] = "biring",
     [COLL_ALGO_TREE] = "tree", [COLL_ALGO_RHD] = "rhd", [COLL_ALGO_HIER] = "hier",
     [COLL_ALGO_CHAIN] = "chain", [COLL_ALGO_PAIRWISE] = "pairwise", [COLL_ALGO_DIRECT] = "direct",
+    [COLL_ALGO_NVLS] = "nvls",
 };
 _Static_assert(sizeof coll_op_names / sizeof *coll_op_names == COLL_OP_COUNT, "op names");
 _Static_assert(sizeof coll_algo_names / sizeof *coll_algo_names == COLL_ALGO_COUNT, "names");
 
 /* The algorithms of each op. */
-#define COLL_MAX_ALGOS 5
+#define COLL_MAX_ALGOS 6
 static const coll_sched_ops *const coll_table[COLL_OP_COUNT][COLL_MAX_ALGOS] = {
     [COLL_OP_ALL_REDUCE] = {&coll_ring_all_reduce, &coll_biring_all_reduce,
-                            &coll_tree_all_reduce, &coll_rhd_all_reduce, &coll_hier_all_reduce},
+                            &coll_tree_all_reduce, &coll_rhd_all_reduce, &coll_hier_all_reduce,
+                            &coll_nvls_all_reduce},
     [COLL_OP_ALL_GATHER] = {&coll_ring_all_gather, &coll_rhd_all_gather},
     [COLL_OP_REDUCE_SCATTER] = {&coll_ring_reduce_scatter, &coll_rhd_reduce_scatter},
     [COLL_OP_BROADCAST] = {&coll_tree_broadcast, &coll_chain_broadcast},
@@ -117,7 +119,7 @@ np_status coll_algo_parse(const char *s, coll_algo *out, np_err *err)
         }
     const char *guess = np_suggest_name(s, coll_algo_names, COLL_ALGO_COUNT);
     return np_err_set(err, NP_ERR_UNKNOWN_KEY, "unknown algorithm '%s'%s%s%s (expected auto, "
-                      "ring, biring, tree, rhd, hier, chain, pairwise or direct)", s,
+                      "ring, biring, tree, rhd, hier, chain, pairwise, direct or nvls)", s,
                       guess ? "; did you mean '" : "", guess ? guess : "", guess ? "'?" : "");
 }
 
@@ -149,6 +151,7 @@ uint64_t coll_reduce_ps(const arch_config *cfg, uint32_t cores, uint64_t bytes,
 const coll_sched_desc *coll_sched_get_desc(const coll_sched *s) { return &s->d; }
 uint32_t coll_sched_ranks(const coll_sched *s) { return s->d.ranks; }
 uint32_t coll_sched_ports(const coll_sched *s) { return s->ports; }
+uint32_t coll_sched_switches(const coll_sched *s) { return s->switches; }
 uint32_t coll_sched_steps(const coll_sched *s) { return s->steps; }
 uint64_t coll_sched_messages(const coll_sched *s) { return s->messages; }
 
@@ -192,7 +195,32 @@ void coll_sched_free(coll_sched *s)
             free(s->state);
     }
     free(s->order);
+    free(s->channel_orders);
     free(s);
+}
+
+/* A copy of the permutation v of 0 .. p-1 in *out; NP_ERR_RANGE naming what when it is not. */
+static np_status coll_copy_perm(const uint32_t *v, uint32_t p, const char *what, uint32_t **out,
+                                np_err *err)
+{
+    uint32_t *c = malloc((size_t)p * sizeof *c);
+    uint8_t *seen = calloc(p, 1);
+    np_status st = NP_OK;
+    if (!c || !seen)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
+    for (uint32_t i = 0; st == NP_OK && i < p; i++) {
+        if (v[i] >= p || seen[v[i]])
+            st = np_err_set(err, NP_ERR_RANGE, "%s is not a permutation of ranks 0 .. %" PRIu32
+                            " (position %" PRIu32 ")", what, p - 1, i);
+        else
+            seen[v[i]] = 1, c[i] = v[i];
+    }
+    free(seen);
+    if (st != NP_OK)
+        free(c);
+    else
+        *out = c;
+    return st;
 }
 
 np_status coll_sched_create(const coll_sched_desc *d, coll_sched **out, np_err *err)
@@ -215,26 +243,39 @@ np_status coll_sched_create(const coll_sched_desc *d, coll_sched **out, np_err *
     s->ops = ops;
     if (!s->d.elem_bytes)
         s->d.elem_bytes = 4;
+    if (d->channels > COLL_MAX_CHANNELS ||
+        (d->channels > 1 && (d->algo != COLL_ALGO_RING || (d->op != COLL_OP_ALL_REDUCE &&
+                                                           d->op != COLL_OP_ALL_GATHER &&
+                                                           d->op != COLL_OP_REDUCE_SCATTER)))) {
+        coll_sched_free(s);
+        return np_err_set(err, NP_ERR_INCONSISTENT, "%" PRIu32 " channels: only ring all-reduce, "
+                          "all-gather and reduce-scatter run rings side by side (at most %d)",
+                          d->channels, COLL_MAX_CHANNELS);
+    }
     if (d->order) {
-        s->order = malloc((size_t)p * sizeof *s->order);
-        uint8_t *seen = calloc(p, 1);
-        if (!s->order || !seen) {
-            free(seen);
+        if (coll_copy_perm(d->order, p, "the ring order", &s->order, err) != NP_OK) {
+            coll_sched_free(s);
+            return err->status;
+        }
+        s->d.order = s->order;
+    }
+    s->d.channel_orders = NULL;
+    if (d->channels > 1 && d->channel_orders) {
+        if (!(s->channel_orders = malloc((size_t)p * d->channels * sizeof *s->channel_orders))) {
             coll_sched_free(s);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory making a schedule");
         }
-        for (uint32_t i = 0; i < p; i++) {
-            if (d->order[i] >= p || seen[d->order[i]]) {
-                free(seen);
+        for (uint32_t c = 0; c < d->channels; c++) {
+            uint32_t *one;
+            if (coll_copy_perm(d->channel_orders + (size_t)c * p, p, "a channel's ring order",
+                               &one, err) != NP_OK) {
                 coll_sched_free(s);
-                return np_err_set(err, NP_ERR_RANGE, "the ring order is not a permutation of "
-                                  "ranks 0 .. %" PRIu32 " (position %" PRIu32 ")", p - 1, i);
+                return err->status;
             }
-            seen[d->order[i]] = 1;
-            s->order[i] = d->order[i];
+            memcpy(s->channel_orders + (size_t)c * p, one, (size_t)p * sizeof *one);
+            free(one);
         }
-        free(seen);
-        s->d.order = s->order;
+        s->d.channel_orders = s->channel_orders;
     }
     if (ops->init(s, err) != NP_OK) {
         coll_sched_free(s);
@@ -242,7 +283,8 @@ np_status coll_sched_create(const coll_sched_desc *d, coll_sched **out, np_err *
     }
     s->ports = ops->ports(s);
     s->steps = ops->steps(s);
-    for (uint32_t r = 0; r < p; r++)
+    s->switches = ops->switches ? ops->switches(s) : 0;
+    for (uint32_t r = 0; r < p + s->switches; r++)
         s->messages += ops->recvs(s, r);
     *out = s;
     return NP_OK;
@@ -270,7 +312,7 @@ static void vrank_free(vrank *v, uint32_t p)
 
 np_status coll_sched_verify(const coll_sched *s, np_err *err)
 {
-    uint32_t p = s->d.ranks, P = s->ports;
+    uint32_t p = s->d.ranks + s->switches, P = s->ports;
     vrank *v = calloc(p, sizeof *v);
     uint64_t *queue = NULL; /* messages sent, not yet received: (rank << 32 | recv) */
     uint64_t qh = 0, qt = 0;
@@ -296,25 +338,28 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
             coll_sched_recv(s, r, i, &x);
             if (x.unblock_lo == x.unblock_hi)
                 continue;
-            if (x.unblock_port >= P || x.unblock_hi > coll_sched_sends(s, r, x.unblock_port) ||
-                x.unblock_lo > x.unblock_hi) {
-                st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
-                                " unblocks sends %" PRIu32 "..%" PRIu32 " of port %" PRIu32
-                                ", which do not exist", r, i, x.unblock_lo, x.unblock_hi,
-                                x.unblock_port);
-                goto out;
-            }
-            for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++) {
-                coll_xfer y;
-                coll_sched_send(s, r, x.unblock_port, k, &y);
-                if (y.deps != x.unblock_deps) {
+            uint32_t np_ = x.unblock_ports > 1 ? x.unblock_ports : 1;
+            for (uint32_t pq = x.unblock_port; pq < x.unblock_port + np_; pq++) {
+                if (pq >= P || x.unblock_hi > coll_sched_sends(s, r, pq) ||
+                    x.unblock_lo > x.unblock_hi) {
                     st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
-                                    " says the sends it unblocks have %" PRIu32 " deps, but "
-                                    "send %" PRIu32 " of port %" PRIu32 " has %" PRIu32, r, i,
-                                    x.unblock_deps, k, x.unblock_port, y.deps);
+                                    " unblocks sends %" PRIu32 "..%" PRIu32 " of port %" PRIu32
+                                    ", which do not exist", r, i, x.unblock_lo, x.unblock_hi,
+                                    pq);
                     goto out;
                 }
-                v[r].left[v[r].base[x.unblock_port] + k]++;
+                for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++) {
+                    coll_xfer y;
+                    coll_sched_send(s, r, pq, k, &y);
+                    if (y.deps != x.unblock_deps) {
+                        st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
+                                        " says the sends it unblocks have %" PRIu32 " deps, but "
+                                        "send %" PRIu32 " of port %" PRIu32 " has %" PRIu32, r,
+                                        i, x.unblock_deps, k, pq, y.deps);
+                        goto out;
+                    }
+                    v[r].left[v[r].base[pq] + k]++;
+                }
             }
         }
         for (uint32_t q = 0; q < P; q++)
@@ -362,7 +407,9 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
                     coll_sched_recv_deps(s, x.peer, x.match, &z);
                     if (z.peer != y.peer || z.port != y.port || z.reduce != y.reduce ||
                         z.unblock_port != y.unblock_port || z.unblock_lo != y.unblock_lo ||
-                        z.unblock_hi != y.unblock_hi || z.unblock_deps != y.unblock_deps) {
+                        z.unblock_hi != y.unblock_hi || z.unblock_deps != y.unblock_deps ||
+                        (z.unblock_ports > 1) != (y.unblock_ports > 1) ||
+                        (z.unblock_ports > 1 && z.unblock_ports != y.unblock_ports)) {
                         st = np_err_set(err, NP_ERR_INTERNAL, "rank %" PRIu32 " receive %" PRIu32
                                         ": recv_deps differs from recv", x.peer, x.match);
                         goto out;
@@ -395,8 +442,9 @@ np_status coll_sched_verify(const coll_sched *s, np_err *err)
             coll_sched_recv(s, r, i, &x);
             v[r].done[i] = 1;
             received++;
-            for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++)
-                v[r].left[v[r].base[x.unblock_port] + k]--;
+            for (uint32_t pq = 0; pq < (x.unblock_ports > 1 ? x.unblock_ports : 1); pq++)
+                for (uint32_t k = x.unblock_lo; k < x.unblock_hi; k++)
+                    v[r].left[v[r].base[x.unblock_port + pq] + k]--;
             progress = true;
         }
         if (!progress)

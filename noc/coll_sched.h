@@ -15,7 +15,8 @@
  *                                 into `offset` of buffer `buf` — added into what is there
  *                                 when `reduce`. It completes when it has arrived and, when
  *                                 reduce, been reduced; then it unblocks sends
- *                                 [unblock_lo, unblock_hi) of port unblock_port.
+ *                                 [unblock_lo, unblock_hi) of port unblock_port (and of the
+ *                                 next unblock_ports - 1 ports too: a switch's multicast).
  *
  * `step` is the algorithm step a message belongs to (its tag: between two ranks, messages of
  * one step are taken in send order). Ops are generated on demand, in O(1) per op (O(log p)
@@ -68,6 +69,8 @@ typedef enum coll_algo {
     COLL_ALGO_CHAIN,    /* pipelined chain: broadcast, reduce */
     COLL_ALGO_PAIRWISE, /* pairwise exchange: all_to_all */
     COLL_ALGO_DIRECT,   /* every message at once: all_to_all; sendrecv (each rank to the next) */
+    COLL_ALGO_NVLS,     /* all_reduce in the switch the ranks hang off (NVLink SHARP): the
+                           schedule's rank `ranks` is the switch (coll_sched_switches) */
     COLL_ALGO_COUNT
 } coll_algo;
 
@@ -95,6 +98,7 @@ uint64_t coll_reduce_ps(const arch_config *cfg, uint32_t cores, uint64_t bytes,
                         uint32_t elem_bytes);
 
 #define COLL_MAX_LEVELS 4
+#define COLL_MAX_CHANNELS 64
 
 typedef struct coll_sched_desc {
     coll_op op;
@@ -112,6 +116,13 @@ typedef struct coll_sched_desc {
      * two, of the divisor of p nearest sqrt(p) and the rest. */
     uint32_t n_levels;
     uint32_t level_ranks[COLL_MAX_LEVELS];
+    /* ring: rings side by side (NCCL's channels; 0 or 1: one ring, at most
+     * COLL_MAX_CHANNELS), ring c on port c over part c of every rank's segment (segment r of
+     * the buffer is rank r's, as with one ring; ring c moves part c of each segment), in the
+     * order channel_orders[c * ranks + k] (position -> rank; NULL: every ring in `order`).
+     * Copied. */
+    uint32_t channels;
+    const uint32_t *channel_orders;
 } coll_sched_desc;
 
 typedef enum coll_buf {
@@ -129,6 +140,8 @@ typedef struct coll_xfer {
     uint32_t unblock_port; /* receive: completing it unblocks sends [lo, hi) of this port */
     uint32_t unblock_lo, unblock_hi;
     uint32_t unblock_deps; /* receive: the deps of each of those sends */
+    uint32_t unblock_ports; /* receive: the same sends of ports unblock_port .. + this - 1
+                               (0 or 1: unblock_port alone) */
     coll_buf buf;          /* read (send) or written (receive) */
     bool reduce;           /* receive: added into the buffer */
     uint64_t offset, bytes;
@@ -146,8 +159,12 @@ void coll_sched_free(coll_sched *s);
 const coll_sched_desc *coll_sched_get_desc(const coll_sched *s); /* elem_bytes filled in */
 uint32_t coll_sched_ranks(const coll_sched *s);
 uint32_t coll_sched_ports(const coll_sched *s);          /* ports per rank */
+/* Switches that take part as ranks after the chips' (ranks .. ranks + switches - 1: nvls's
+ * switch that reduces); 0 for every other algorithm. Their ops are read like a rank's; they
+ * hold no buffer of the op's (a value run starts them at zero) and reduce at no chip's cost. */
+uint32_t coll_sched_switches(const coll_sched *s);
 uint32_t coll_sched_steps(const coll_sched *s);          /* steps: tags are 0 .. steps-1 */
-uint64_t coll_sched_messages(const coll_sched *s);       /* over all ranks */
+uint64_t coll_sched_messages(const coll_sched *s);       /* over all ranks and switches */
 uint32_t coll_sched_sends(const coll_sched *s, uint32_t rank, uint32_t port);
 uint32_t coll_sched_recvs(const coll_sched *s, uint32_t rank);
 /* Send i of port `port` of `rank` / receive i of `rank` into *x (indices in range). */

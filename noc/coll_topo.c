@@ -195,6 +195,37 @@ np_status coll_topo_ring_order(const net *n, const uint32_t *chips, uint32_t p,
     return NP_OK;
 }
 
+uint32_t coll_topo_ring_channels(const net *n, const uint32_t *chips, uint32_t p,
+                                 const uint32_t *order, uint32_t want, uint32_t *orders)
+{
+    if (want <= 1 || p < 2 || net_get_params(n)->topology != ARCH_TOPOLOGY_HIERARCHICAL)
+        return 1;
+    uint32_t per, runs = 0, least = UINT32_MAX, len = 0;
+    for (uint32_t k = 0; k < p; k++) { /* runs of one island along the order */
+        uint32_t dm = net_chip_domain(n, chips[order[k]], &per);
+        bool last = k + 1 == p || net_chip_domain(n, chips[order[k + 1]], &per) != dm;
+        len++;
+        if (last) {
+            runs++;
+            least = len < least ? len : least;
+            len = 0;
+        }
+    }
+    uint32_t C = want < least ? want : least;
+    if (runs < 2 || C < 2)
+        return 1;
+    for (uint32_t start = 0; start < p;) {
+        uint32_t dm = net_chip_domain(n, chips[order[start]], &per), m = 1;
+        while (start + m < p && net_chip_domain(n, chips[order[start + m]], &per) == dm)
+            m++;
+        for (uint32_t c = 0; c < C; c++)
+            for (uint32_t i = 0; i < m; i++)
+                orders[(size_t)c * p + start + i] = order[start + (i + c) % m];
+        start += m;
+    }
+    return C;
+}
+
 np_status coll_topo_levels(const net *n, const uint32_t *chips, uint32_t p, uint32_t *n_levels,
                            uint32_t level_ranks[COLL_MAX_LEVELS], uint32_t *order, np_err *err)
 {

@@ -41,6 +41,16 @@
 np_status coll_topo_ring_order(const net *n, const uint32_t *chips, uint32_t p,
                                uint32_t *order, np_err *err);
 
+/* Channels (NCCL's rings through every NIC): for a ring whose order (from coll_topo_ring_order)
+ * crosses between islands of a hierarchical system, the number of rings to run side by side —
+ * `want`, at most the group's chips in its smallest island — and their orders in
+ * orders[c * p + k]: ring c visits each island's run of the order rotated by c, so it enters
+ * the island at the run's c-th chip and leaves from the one before; the hops between islands
+ * of the rings leave through different chips' scale-out ports. 1 (orders untouched) when the
+ * ring stays in one island, the topology has no islands, or want <= 1. */
+uint32_t coll_topo_ring_channels(const net *n, const uint32_t *chips, uint32_t p,
+                                 const uint32_t *order, uint32_t want, uint32_t *orders);
+
 /* The levels of the multi-level all-reduce of the group: *n_levels and level_ranks (level 0
  * first, product p) and order[pos] = the rank at mixed-radix position pos (level 0 fastest).
  * *n_levels = 0 when the topology gives no levels (then order is the ring order).

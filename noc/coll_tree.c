@@ -294,7 +294,7 @@ static np_status gather_init(coll_sched *s, np_err *err)
 
 #define TREE_OPS(op, algo, init)                                                           \
     {op,         algo,      init,      tree_ports, tree_steps, tree_sends,                     \
-     tree_recvs, tree_send, tree_recv, NULL,       NULL,       NULL}
+     tree_recvs, tree_send, tree_recv, NULL,       NULL,       NULL,   NULL}
 const coll_sched_ops coll_tree_broadcast = TREE_OPS(COLL_OP_BROADCAST, COLL_ALGO_TREE,
                                                     tree_bcast_init);
 const coll_sched_ops coll_tree_reduce = TREE_OPS(COLL_OP_REDUCE, COLL_ALGO_TREE,

@@ -16,9 +16,18 @@
 #include "coll_topo.h"
 
 /* A pattern's cost: alpha (ps) and beta (ps per byte of each message), and the bottleneck
- * bandwidth of its fastest route (bytes/s: where a paced protocol stretches messages most). */
+ * bandwidth of its fastest route (bytes/s: where a paced protocol stretches messages most).
+ * alpha is over every message; ai and an over those within islands and those over the
+ * scale-out network (which take a protocol's network step), fn the fraction of the latter,
+ * each a mean or a maximum as alpha. A ring whose hops differ (channels across islands) is
+ * paced by the mean of its hops where latency dominates and by its slowest where bandwidth
+ * does: bmean is that mean. */
 typedef struct tune_pat {
     double alpha, beta, bw;
+    double ai, an, fn;
+    double bmean; /* mean_lat patterns: the mean over messages of their own slowest link's
+                     load over its bandwidth (beta when every message sees the same) */
+    bool mean;
 } tune_pat;
 
 #define TUNE_MAX_ROUNDS 64 /* log2 of the largest group, twice */
@@ -30,10 +39,11 @@ typedef struct tune_profile {
     tune_pat pat[TUNE_MAX_ROUNDS];
     tune_pat pat2[TUNE_MAX_ROUNDS]; /* trees: the way down; rhd: the doubling steps */
     uint32_t q[COLL_MAX_LEVELS]; /* hier: ranks per level */
+    uint32_t want, lanes;        /* ring: channels asked for and run (coll_topo.h) */
 } tune_profile;
 
 enum { TUNE_RING, TUNE_BIRING, TUNE_TREE, TUNE_CHAIN, TUNE_RHD, TUNE_HIER, TUNE_PAIRWISE,
-       TUNE_DIRECT, TUNE_FAMILIES };
+       TUNE_DIRECT, TUNE_NVLS, TUNE_FAMILIES };
 
 typedef struct tune_group {
     uint64_t hash;
@@ -51,7 +61,7 @@ typedef struct tune_map {
 } tune_map;
 
 typedef struct tune_answer {
-    uint32_t group;
+    uint32_t group, channels;
     coll_op op;
     uint64_t bytes, chunk;
     uint32_t elem, root;
@@ -237,14 +247,19 @@ static np_status tune_pattern(coll_tuner *t, const tune_group *g, const uint32_t
                               const uint32_t *dst, uint32_t m, bool mean_lat, tune_pat *out,
                               np_err *err)
 {
-    double lat_max = 0, lat_sum = 0, bw = 0;
-    uint32_t nt = 0;
+    double lat_max = 0, lat_sum = 0, bw = 0, lm[2] = {0, 0}, ls[2] = {0, 0};
+    uint32_t nt = 0, cnt[2] = {0, 0};
     for (uint32_t i = 0; i < m; i++) {
         net_path_info pi;
-        if (net_route(t->n, g->chips[src[i]], g->chips[dst[i]], &pi, err) != NP_OK)
+        uint32_t a = g->chips[src[i]], b = g->chips[dst[i]];
+        if (net_route(t->n, a, b, &pi, err) != NP_OK)
             return err->status;
+        int k = net_is_scaleout(t->n, a, b);
         lat_max = fmax(lat_max, (double)pi.latency_ps);
         lat_sum += (double)pi.latency_ps;
+        lm[k] = fmax(lm[k], (double)pi.latency_ps);
+        ls[k] += (double)pi.latency_ps;
+        cnt[k]++;
         bw = fmax(bw, pi.bytes_per_s);
         for (uint32_t j = 0; j < pi.n_links; j++)
             if (t->load[pi.links[j]]++ == 0)
@@ -255,23 +270,49 @@ static np_status tune_pattern(coll_tuner *t, const tune_group *g, const uint32_t
         net_link_info li;
         net_link_get(t->n, t->touched[i], &li);
         beta = fmax(beta, t->load[t->touched[i]] * 1e12 / li.bytes_per_s);
-        t->load[t->touched[i]] = 0;
     }
-    *out = (tune_pat){mean_lat && m ? lat_sum / m : lat_max, beta, bw};
+    double bsum = 0, bmin = INFINITY;
+    for (uint32_t i = 0; mean_lat && i < m; i++) { /* each message's own slowest link */
+        net_path_info pi;
+        if (net_route(t->n, g->chips[src[i]], g->chips[dst[i]], &pi, err) != NP_OK)
+            return err->status;
+        double b = 0;
+        for (uint32_t j = 0; j < pi.n_links; j++) {
+            net_link_info li;
+            net_link_get(t->n, pi.links[j], &li);
+            b = fmax(b, t->load[pi.links[j]] * 1e12 / li.bytes_per_s);
+        }
+        bsum += b;
+        bmin = fmin(bmin, b);
+    }
+    for (uint32_t i = 0; i < nt; i++)
+        t->load[t->touched[i]] = 0;
+    *out = (tune_pat){.alpha = mean_lat && m ? lat_sum / m : lat_max, .beta = beta, .bw = bw};
+    out->bmean = mean_lat && m && beta - bmin > 1e-9 * beta ? bsum / m : beta;
+    out->mean = mean_lat;
+    out->ai = mean_lat ? (cnt[0] ? ls[0] / cnt[0] : 0) : lm[0];
+    out->an = mean_lat ? (cnt[1] ? ls[1] / cnt[1] : 0) : lm[1];
+    out->fn = m ? (double)cnt[1] / m : 0;
     return NP_OK;
 }
 
-/* The fitted ring order or levels of the group, as the flow engine will run them. */
-static np_status tune_fit(coll_tuner *t, const tune_group *g, coll_algo a, uint32_t *order,
-                          uint32_t *n_levels, uint32_t levels[COLL_MAX_LEVELS], np_err *err)
+/* The fitted ring order or levels of the group, as the flow engine will run them; a ring with
+ * `want` channels: their count in *lanes and their orders from order[p] on (order needs
+ * p x (1 + want) entries). */
+static np_status tune_fit(coll_tuner *t, const tune_group *g, coll_algo a, uint32_t want,
+                          uint32_t *order, uint32_t *lanes, uint32_t *n_levels,
+                          uint32_t levels[COLL_MAX_LEVELS], np_err *err)
 {
-    coll_desc d = {.algo = a, .chips = g->chips, .n_chips = g->p};
+    coll_desc d = {.algo = a, .chips = g->chips, .n_chips = g->p, .channels = want};
     coll_sched_desc sd = {.algo = a, .ranks = g->p};
     uint32_t *o;
     if (coll_fit(t->n, &d, &sd, &o, err) != NP_OK)
         return err->status;
     for (uint32_t k = 0; k < g->p; k++)
         order[k] = o ? o[k] : k;
+    *lanes = sd.channels > 1 ? sd.channels : 1;
+    if (*lanes > 1)
+        memcpy(order + g->p, sd.channel_orders, (size_t)g->p * *lanes * sizeof *order);
     free(o);
     *n_levels = sd.n_levels;
     memcpy(levels, sd.level_ranks, sizeof sd.level_ranks);
@@ -287,20 +328,23 @@ static np_status tune_fit(coll_tuner *t, const tune_group *g, coll_algo a, uint3
     return NP_OK;
 }
 
-/* Measures family f's patterns on group g (root for trees and chains). */
+/* Measures family f's patterns on group g (root for trees and chains, channels wanted for
+ * rings). */
 static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t root,
-                                 tune_profile **out, np_err *err)
+                                 uint32_t want, tune_profile **out, np_err *err)
 {
     if (f < 0 || f >= TUNE_FAMILIES)
         return np_err_set(err, NP_ERR_INTERNAL, "no cost model for family %d", f);
     tune_profile *pr = &g->prof[f];
     bool rooted = f == TUNE_TREE || f == TUNE_CHAIN;
+    want = f == TUNE_RING && want > 1 ? (want < COLL_MAX_CHANNELS ? want : COLL_MAX_CHANNELS) : 1;
     *out = pr;
-    if (pr->done && (!rooted || pr->root == root))
+    if (pr->done && (!rooted || pr->root == root) && pr->want == want)
         return NP_OK;
     uint32_t p = g->p;
-    uint32_t *src = malloc((size_t)p * 4 * sizeof *src), *dst = src ? src + 2 * p : NULL;
-    uint32_t *order = malloc((size_t)p * sizeof *order);
+    size_t half = (size_t)p * (want > 2 ? want : 2);
+    uint32_t *src = malloc(half * 2 * sizeof *src), *dst = src ? src + half : NULL;
+    uint32_t *order = malloc((size_t)p * (1 + want) * sizeof *order);
     np_status st = NP_OK;
     if (!src || !order) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory measuring a collective");
@@ -308,17 +352,23 @@ static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t r
     }
     memset(pr, 0, sizeof *pr);
     pr->root = root;
+    pr->want = want;
+    pr->lanes = 1;
     uint32_t m = 0;
     switch (f) {
     case TUNE_RING:
-    case TUNE_BIRING: {
+    case TUNE_BIRING: { /* every lane's hops at once (channels: each ring in its order) */
         uint32_t nl, lv[COLL_MAX_LEVELS];
-        if ((st = tune_fit(t, g, COLL_ALGO_RING, order, &nl, lv, err)) != NP_OK)
+        if ((st = tune_fit(t, g, COLL_ALGO_RING, want, order, &pr->lanes, &nl, lv, err)) !=
+            NP_OK)
             goto out;
-        for (uint32_t k = 0; k < p; k++) {
-            src[m] = order[k], dst[m++] = order[(k + 1) % p];
-            if (f == TUNE_BIRING)
-                src[m] = order[(k + 1) % p], dst[m++] = order[k];
+        for (uint32_t c = 0; c < pr->lanes; c++) {
+            const uint32_t *o = pr->lanes > 1 ? order + (size_t)p * (1 + c) : order;
+            for (uint32_t k = 0; k < p; k++) {
+                src[m] = o[k], dst[m++] = o[(k + 1) % p];
+                if (f == TUNE_BIRING)
+                    src[m] = o[(k + 1) % p], dst[m++] = o[k];
+            }
         }
         st = tune_pattern(t, g, src, dst, m, true, &pr->pat[0], err);
         pr->n = 1;
@@ -352,8 +402,8 @@ static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t r
         }
         break;
     case TUNE_HIER: {
-        uint32_t nl, lv[COLL_MAX_LEVELS];
-        if ((st = tune_fit(t, g, COLL_ALGO_HIER, order, &nl, lv, err)) != NP_OK)
+        uint32_t nl, lv[COLL_MAX_LEVELS], lanes;
+        if ((st = tune_fit(t, g, COLL_ALGO_HIER, 1, order, &lanes, &nl, lv, err)) != NP_OK)
             goto out;
         uint32_t stride = 1;
         for (uint32_t e = 0; e < nl && st == NP_OK; e++) {
@@ -384,7 +434,37 @@ static np_status tune_profile_of(coll_tuner *t, tune_group *g, int f, uint32_t r
             b += x.beta;
             bw = fmax(bw, x.bw);
         }
-        pr->pat[0] = (tune_pat){a * steps / take, b * steps / take, bw}; /* sums over steps */
+        pr->pat[0] = (tune_pat){.alpha = a * steps / take, .beta = b * steps / take,
+                                .bw = bw}; /* sums over steps */
+        pr->n = 1;
+        break;
+    }
+    case TUNE_NVLS: { /* up: every chip to the switch; down: the switch to every chip */
+        uint32_t sw = t->cfg.system.switch_reduce ? net_chip_switch(t->n, g->chips[0])
+                                                  : UINT32_MAX;
+        for (uint32_t r = 1; r < p && sw != UINT32_MAX; r++)
+            if (net_chip_switch(t->n, g->chips[r]) != sw)
+                sw = UINT32_MAX;
+        if (sw == UINT32_MAX) {
+            st = np_err_set(err, NP_ERR_INCONSISTENT, "nvls needs the group's chips on one "
+                            "switch that reduces");
+            goto out;
+        }
+        tune_pat up = {.beta = 0}, down = {.beta = 0};
+        for (uint32_t r = 0; r < p && st == NP_OK; r++)
+            for (int dir = 0; dir < 2 && st == NP_OK; dir++) {
+                net_path_info pi;
+                uint32_t c = g->chips[r];
+                st = dir ? net_route(t->n, sw, c, &pi, err) : net_route(t->n, c, sw, &pi, err);
+                tune_pat *x = dir ? &down : &up;
+                x->alpha = fmax(x->alpha, (double)pi.latency_ps);
+                x->beta = fmax(x->beta, 1e12 / pi.bytes_per_s);
+                x->bw = fmax(x->bw, pi.bytes_per_s);
+            }
+        up.bmean = up.beta;
+        down.bmean = down.beta;
+        pr->pat[0] = up;
+        pr->pat2[0] = down;
         pr->n = 1;
         break;
     }
@@ -430,8 +510,21 @@ static int tune_family(coll_algo a)
     case COLL_ALGO_HIER: return TUNE_HIER;
     case COLL_ALGO_PAIRWISE: return TUNE_PAIRWISE;
     case COLL_ALGO_DIRECT: return TUNE_DIRECT;
+    case COLL_ALGO_NVLS: return TUNE_NVLS;
     default: return -1;
     }
+}
+
+/* A pattern's latency with a protocol's steps (within islands and over the scale-out network):
+ * each message takes at least its step; a mean over messages or the largest, as measured. */
+static double tune_alpha(const tune_pat *x, double step, double nstep)
+{
+    if (x->fn <= 0)
+        return fmax(x->alpha, step);
+    double i = fmax(x->ai, step), o = fmax(x->an, nstep);
+    if (x->mean)
+        return (1 - x->fn) * i + x->fn * o;
+    return fmax(x->fn < 1 ? i : 0, o);
 }
 
 /* The model of algo with protocol proto (RAW, LL, LL128 or SIMPLE) for q on group g (see
@@ -455,8 +548,11 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
     }
     coll_proto_params pp;
     coll_proto_params_of(&t->cfg, proto, &pp);
-    double step = (double)pp.step_ps;
-#define A(pt) fmax((pt).alpha, step)
+    bool spans = false; /* the group spans islands: steps within one take the net overhead */
+    for (uint32_t i = 1; i < p && !spans; i++)
+        spans = net_is_scaleout(t->n, g->chips[0], g->chips[i]);
+    double step = (double)(spans ? pp.span_step_ps : pp.step_ps), nstep = (double)pp.net_step_ps;
+#define A(pt) tune_alpha(&(pt), step, nstep)
 #define B(pt) ((pt).beta * coll_proto_wire_factor(&pp, (pt).bw))
     bool one_algo = q->op == COLL_OP_SENDRECV || q->op == COLL_OP_SCATTER ||
                     q->op == COLL_OP_GATHER;
@@ -471,7 +567,8 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
                                                                      : tune_family(algo);
     if (fam < 0)
         return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s", coll_algo_name(algo));
-    np_status st = tune_profile_of(t, g, fam, root, &pr, err);
+    uint32_t want = q->channels ? q->channels : (uint32_t)t->cfg.system.coll_channels;
+    np_status st = tune_profile_of(t, g, fam, root, want, &pr, err);
     if (st != NP_OK)
         return st;
     const tune_pat *x = pr->pat;
@@ -484,9 +581,12 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
             T += A(pr->pat[r]) + n / (double)(2u << r) * B(pr->pat[r]);
     } else {
         switch (algo) {
-        case COLL_ALGO_RING: {
-            double steps = q->op == COLL_OP_ALL_REDUCE ? 2 * (P - 1) : P - 1;
-            T = steps * (A(*x) + s * B(*x)) + (reduce ? (P - 1) * tune_red(t, s, el) : 0);
+        case COLL_ALGO_RING: { /* each of the lanes moves s / lanes a step, paced by the mean
+                                  hop or the slowest link */
+            double steps = q->op == COLL_OP_ALL_REDUCE ? 2 * (P - 1) : P - 1, sl = s / pr->lanes;
+            double bm = x->bmean * coll_proto_wire_factor(&pp, x->bw);
+            T = steps * fmax(A(*x) + sl * bm, sl * B(*x)) +
+                (reduce ? (P - 1) * tune_red(t, s, el) : 0);
             break;
         }
         case COLL_ALGO_BIRING: /* one half's reduction a step hides behind the other's transfer */
@@ -536,6 +636,17 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
         case COLL_ALGO_DIRECT:
             T = A(*x) + s * B(*x);
             break;
+        case COLL_ALGO_NVLS: { /* coll_nvls.c: n + n/p each way on every chip's link to the
+                                  switch, slices pipelined; a slice's chain is up, down (the
+                                  chip's step), up, down */
+            const tune_pat *dn = &pr->pat2[0];
+            double eff = t->cfg.system.switch_reduce_efficiency;
+            double chunk = q->chunk_bytes ? (double)q->chunk_bytes : 128.0 * 1024;
+            double K = fmin(fmax(ceil(n / (chunk * P)), 1), 64), seg = n / K / P;
+            double bw = fmax(x->beta, dn->beta) / eff * coll_proto_wire_factor(&pp, x->bw);
+            T = (n + s) * bw + 2 * (x->alpha + fmax(dn->alpha, step)) + 2 * seg * bw;
+            break;
+        }
         default:
             return np_err_set(err, NP_ERR_INCONSISTENT, "no model for %s",
                               coll_algo_name(algo));
@@ -543,15 +654,19 @@ static np_status tune_model(coll_tuner *t, tune_group *g, const coll_tune_query 
     }
 #undef A
 #undef B
-    *out = T + (double)pp.base_ps;
+    double base = (double)pp.base_ps;
+    if (algo == COLL_ALGO_NVLS && t->cfg.system.coll_nvls_base_ns > 0)
+        base = t->cfg.system.coll_nvls_base_ns * 1000.0;
+    *out = T + base;
     return NP_OK;
 }
 
 /* Whether NCCL runs algo for q's op on group g (system.coll_algos = nccl): rings for
- * all-reduce, all-gather and reduce-scatter, and multi-level rings for an all-reduce whose
- * group spans several islands (standing for NCCL's rings through every NIC); chains for
- * broadcast and reduce (NCCL's pipelined rings); every peer at once for all-to-all and
- * sendrecv; the one algorithm of scatter and gather. */
+ * all-reduce, all-gather and reduce-scatter (through every NIC with coll_channels), and
+ * multi-level rings for an all-reduce whose group spans several islands (standing for NCCL's
+ * trees, which like them reduce within the islands first); NVLS in a switch that reduces (its
+ * model refuses other groups); chains for broadcast and reduce (NCCL's pipelined rings); every
+ * peer at once for all-to-all and sendrecv; the one algorithm of scatter and gather. */
 static bool tune_nccl_runs(const coll_tuner *t, const tune_group *g, coll_op op,
                            coll_algo algo)
 {
@@ -564,7 +679,7 @@ static bool tune_nccl_runs(const coll_tuner *t, const tune_group *g, coll_op op,
                     return true;
             return false;
         }
-        return algo == COLL_ALGO_RING;
+        return algo == COLL_ALGO_RING || algo == COLL_ALGO_NVLS;
     case COLL_OP_ALL_GATHER:
     case COLL_OP_REDUCE_SCATTER: return algo == COLL_ALGO_RING;
     case COLL_OP_BROADCAST:
@@ -584,6 +699,8 @@ static np_status tune_algo(coll_tuner *t, tune_group *g, const coll_tune_query *
     static const coll_proto autos[] = {COLL_PROTO_SIMPLE, COLL_PROTO_LL128, COLL_PROTO_LL};
     const coll_proto *cand = proto == COLL_PROTO_AUTO ? autos : &proto;
     size_t nc = proto == COLL_PROTO_AUTO ? sizeof autos / sizeof *autos : 1;
+    if (algo == COLL_ALGO_NVLS && proto == COLL_PROTO_AUTO)
+        nc = 1; /* NCCL runs NVLS with Simple alone */
     *t_ps = INFINITY;
     *best_proto = cand[0];
     for (size_t i = 0; i < nc; i++) {
@@ -645,7 +762,8 @@ static bool answer_match(void *ctx, uint32_t i)
     answer_key *k = ctx;
     const tune_answer *a = &k->t->answers[i];
     const coll_tune_query *q = k->q;
-    return a->group == k->group && a->op == q->op && a->bytes == q->bytes &&
+    return a->group == k->group && a->channels == q->channels && a->op == q->op &&
+           a->bytes == q->bytes &&
            a->chunk == q->chunk_bytes && a->elem == q->elem_bytes &&
            a->want_algo == k->algo && a->want_proto == k->proto &&
            (!coll_op_rooted(q->op) || a->root == q->root);
@@ -664,7 +782,7 @@ np_status coll_tune_choose(coll_tuner *t, const coll_tune_query *q, coll_algo al
         return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
     uint64_t h = tune_mix(tune_mix(tune_mix(tune_mix(g, q->op), q->bytes), q->chunk_bytes),
                           (uint64_t)q->elem_bytes << 32 | (coll_op_rooted(q->op) ? q->root : 0));
-    h = tune_mix(h, (uint64_t)algo << 8 | (uint64_t)proto);
+    h = tune_mix(h, (uint64_t)q->channels << 16 | (uint64_t)algo << 8 | (uint64_t)proto);
     answer_key k = {t, g, q, algo, proto};
     uint32_t i = tune_map_find(&t->answer_map, h, answer_match, &k);
     if (i != UINT32_MAX) {
@@ -683,7 +801,7 @@ np_status coll_tune_choose(coll_tuner *t, const coll_tune_query *q, coll_algo al
         /* the cheapest supported algorithm; on a tie the one listed first */
         static const coll_algo prefer[] = {COLL_ALGO_RING, COLL_ALGO_HIER, COLL_ALGO_BIRING,
                                            COLL_ALGO_RHD, COLL_ALGO_TREE, COLL_ALGO_CHAIN,
-                                           COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT};
+                                           COLL_ALGO_PAIRWISE, COLL_ALGO_DIRECT, COLL_ALGO_NVLS};
         bool nccl = t->cfg.system.coll_algos == ARCH_COLL_ALGOS_NCCL;
         for (size_t j = 0; j < sizeof prefer / sizeof *prefer; j++) {
             if (!coll_algo_supported(q->op, prefer[j]) ||
@@ -715,9 +833,9 @@ np_status coll_tune_choose(coll_tuner *t, const coll_tune_query *q, coll_algo al
         t->answers = v;
         t->cap_answers = cap;
     }
-    t->answers[t->n_answers] = (tune_answer){g, q->op, q->bytes, q->chunk_bytes, q->elem_bytes,
-                                             coll_op_rooted(q->op) ? q->root : 0, algo, proto,
-                                             best};
+    t->answers[t->n_answers] = (tune_answer){g, q->channels, q->op, q->bytes, q->chunk_bytes,
+                                             q->elem_bytes, coll_op_rooted(q->op) ? q->root : 0,
+                                             algo, proto, best};
     if (!tune_map_put(&t->answer_map, h, t->n_answers))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
     t->n_answers++;

@@ -50,6 +50,7 @@ typedef struct coll_tune_query {
     uint64_t chunk_bytes;   /* 0: none */
     uint32_t root;
     coll_proto proto;       /* SYSTEM (0): the system's coll_protocol; AUTO: choose it */
+    uint32_t channels;      /* rings side by side across islands (coll.h); 0: the system's */
 } coll_tune_query;
 
 /* What the tuner chose and the modelled time. */

@@ -150,6 +150,20 @@ uint32_t net_chip_domain(const net *n, uint32_t chip, uint32_t *domain_chips)
     return n->topo->domain && n->p.chips > 1 ? n->topo->domain(n, chip, domain_chips) : 0;
 }
 
+uint32_t net_chip_switch(const net *n, uint32_t chip)
+{
+    return n->topo->switch_of && n->p.chips > 1 && chip < n->p.chips
+               ? n->topo->switch_of(n, chip) : UINT32_MAX;
+}
+
+bool net_is_scaleout(const net *n, uint32_t a, uint32_t b)
+{
+    if (n->p.topology != ARCH_TOPOLOGY_HIERARCHICAL || a >= n->p.chips || b >= n->p.chips)
+        return false;
+    uint32_t per;
+    return net_chip_domain(n, a, &per) != net_chip_domain(n, b, &per);
+}
+
 char *net_link_name(const net *n, uint32_t link, char *buf, size_t len)
 {
     const net_link *l = &n->links[link];
@@ -349,9 +363,16 @@ static const net_rc_entry *net_rc_insert(net *n, uint64_t key, const net_path_in
 
 np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_err *err)
 {
-    if (src >= n->p.chips || dst >= n->p.chips)
-        return np_err_set(err, NP_ERR_RANGE, "chips %" PRIu32 " -> %" PRIu32 ": the network "
-                          "has chips 0 .. %" PRIu32, src, dst, n->p.chips - 1);
+    bool node = src >= n->p.chips || dst >= n->p.chips; /* an end is a switch */
+    uint32_t hop = UINT32_MAX;
+    if (node) {
+        if (src < n->n_nodes && dst < n->n_nodes && src != dst)
+            hop = net_link_between(n, src, dst);
+        if (hop == UINT32_MAX)
+            return np_err_set(err, NP_ERR_RANGE, "nodes %" PRIu32 " -> %" PRIu32 ": the network "
+                              "has chips 0 .. %" PRIu32 ", and a route to or from a switch is "
+                              "one link", src, dst, n->p.chips - 1);
+    }
     uint64_t key = (uint64_t)src << 32 | dst;
     if (n->rc) {
         for (uint32_t h = (uint32_t)net_hash64(key) & n->rc_mask; n->rc[h].key != UINT64_MAX;
@@ -366,13 +387,15 @@ np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_e
     }
     n->path->n = 0;
     n->path->oom = false;
-    if (src != dst)
+    if (node)
+        net_path_push(n, hop);
+    else if (src != dst)
         n->topo->route(n, src, dst);
     if (n->path->oom)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory routing");
     out->links = n->path->v;
     out->n_links = n->path->n;
-    out->latency_ps = 0;
+    out->latency_ps = node && dst >= n->p.chips ? n->node_lat[dst] : 0; /* into the switch */
     out->bytes_per_s = INFINITY;
     out->stable = false;
     for (uint32_t i = 0; i < out->n_links; i++) {

@@ -70,6 +70,9 @@ typedef struct net_topo_ops {
     /* (optional) the chip's switch domain (island, leaf switch) and the chips per domain;
      * defaults to none (0 chips per domain). */
     uint32_t (*domain)(const net *n, uint32_t chip, uint32_t *domain_chips);
+    /* (optional) the switch the chip's links go to directly (the switch, its island's
+     * switch), one link away each way; defaults to none (UINT32_MAX). */
+    uint32_t (*switch_of)(const net *n, uint32_t chip);
 } net_topo_ops;
 
 /* "chip3->chip4", "chip3->sw1", "sw0->chip2" into buf, with "#k" after the k-th further link
@@ -105,7 +108,10 @@ void net_set_topo_data(net *n, void *data);
 void *net_topo_data(const net *n);
 
 /* The route from src to dst: its links (valid until the next net_route call), its latency
- * (links and switches) and its bottleneck bandwidth. src == dst: 0 links, latency 0. */
+ * (links and switches) and its bottleneck bandwidth. src == dst: 0 links, latency 0. Either
+ * end may be a switch one link from the other (net_chip_switch): the route is that link, and
+ * into a switch the latency includes the switch's own (what it does with what arrives, e.g.
+ * a reduction, is the caller's); transfers take such routes too. */
 typedef struct net_path_info {
     const uint32_t *links;
     uint64_t latency_ps;
@@ -119,6 +125,14 @@ np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_e
  * *domain_chips, the chips per domain; *domain_chips = 0 (and 0 returned) for topologies
  * without domains. */
 uint32_t net_chip_domain(const net *n, uint32_t chip, uint32_t *domain_chips);
+
+/* The node id of the switch chip's links go to directly (a switch topology's switch, a
+ * hierarchical island's switch), UINT32_MAX when the topology has none. */
+uint32_t net_chip_switch(const net *n, uint32_t chip);
+
+/* Whether the route between chips a and b crosses the scale-out network (hierarchical: the
+ * chips are in different islands). */
+bool net_is_scaleout(const net *n, uint32_t a, uint32_t b);
 
 /* Link facts. */
 typedef struct net_link_info {

@@ -23,6 +23,10 @@
  *                 scaleout_gb_per_s to one non-blocking scale-out switch (latency 0, half of
  *                 scaleout_latency on each side). Within an island via the island switch,
  *                 else via the scale-out switch.
+ *
+ * A switch topology's switch and a hierarchical island's switch are also endpoints of routes
+ * of one link (switch_of, net_route): what a switch that reduces (NVLink SHARP) receives and
+ * sends.
  */
 #include <inttypes.h>
 #include <stdlib.h>
@@ -293,15 +297,25 @@ static uint32_t sw_domain(const net *n, uint32_t chip, uint32_t *domain_chips)
     return chip / d->half;
 }
 
+/* The switch a chip's first switch link goes to (the switch, its island's switch). */
+static uint32_t sw_switch_of(const net *n, uint32_t chip)
+{
+    const sw_data *d = net_topo_data(n);
+    net_link_info li;
+    net_link_get(n, d->up[chip], &li);
+    return li.to;
+}
+
 static const net_topo_ops net_topos[ARCH_TOPOLOGY_COUNT] = {
     [ARCH_TOPOLOGY_RING] = {"ring", torus_build, torus_route, torus_data_free, NULL},
     [ARCH_TOPOLOGY_TORUS2D] = {"torus2d", torus_build, torus_route, torus_data_free, NULL},
     [ARCH_TOPOLOGY_TORUS3D] = {"torus3d", torus_build, torus_route, torus_data_free, NULL},
     [ARCH_TOPOLOGY_FULLY_CONNECTED] = {"fully_connected", fc_build, fc_route, NULL, NULL},
-    [ARCH_TOPOLOGY_SWITCH] = {"switch", switch_build, switch_route, sw_data_free, NULL},
+    [ARCH_TOPOLOGY_SWITCH] = {"switch", switch_build, switch_route, sw_data_free, NULL,
+                              sw_switch_of},
     [ARCH_TOPOLOGY_FAT_TREE] = {"fat_tree", fat_build, fat_route, sw_data_free, sw_domain},
     [ARCH_TOPOLOGY_HIERARCHICAL] = {"hierarchical", hier_build, hier_route, sw_data_free,
-                                    sw_domain},
+                                    sw_domain, sw_switch_of},
 };
 _Static_assert(sizeof net_topos / sizeof net_topos[0] == ARCH_TOPOLOGY_COUNT,
                "every topology kind has ops");

@@ -42,7 +42,7 @@ static uint64_t xorshift(uint64_t *s)
 static bool run_values(const coll_sched *s, uint64_t **x, uint64_t **out, uint64_t elems,
                        uint64_t seed)
 {
-    uint32_t p = coll_sched_ranks(s), P = coll_sched_ports(s);
+    uint32_t p = coll_sched_ranks(s) + coll_sched_switches(s), P = coll_sched_ports(s);
     uint32_t maxsend = 0;
     for (uint32_t r = 0; r < p; r++)
         for (uint32_t q = 0; q < P; q++)
@@ -103,8 +103,9 @@ static bool run_values(const coll_sched *s, uint64_t **x, uint64_t **out, uint64
             buf[t.offset / 4 + e] = t.reduce ? buf[t.offset / 4 + e] + m.data[e] : m.data[e];
         free(m.data);
         got++;
-        for (uint32_t i = t.unblock_lo; i < t.unblock_hi; i++)
-            left[m.to][t.unblock_port * maxsend + i]--;
+        for (uint32_t pq = 0; pq < (t.unblock_ports > 1 ? t.unblock_ports : 1); pq++)
+            for (uint32_t i = t.unblock_lo; i < t.unblock_hi; i++)
+                left[m.to][(t.unblock_port + pq) * maxsend + i]--;
     }
     ok = sent == total && got == total;
 out:
@@ -142,13 +143,15 @@ static int check(coll_sched_desc d, uint64_t elems, uint64_t seed)
                 d.ranks, e.msg);
         bad++;
     }
-    uint32_t p = d.ranks;
-    uint64_t **x = calloc(p, sizeof *x), **out = calloc(p, sizeof *out);
+    uint32_t p = d.ranks, pa = p + coll_sched_switches(s); /* switches: buffers of zeros */
+    uint64_t **x = calloc(pa, sizeof *x), **out = calloc(pa, sizeof *out);
     uint64_t all = (p >= 64 ? 0 : (1ULL << p)) - 1;
     uint32_t root = d.root;
-    for (uint32_t r = 0; r < p; r++) {
+    for (uint32_t r = 0; r < pa; r++) {
         x[r] = calloc(elems + 1, sizeof **x);
         out[r] = calloc(elems + p + 1, sizeof **out);
+        if (r >= p)
+            continue;
         uint32_t vr = (r + p - root) % p;
         for (uint64_t i = 0; i < elems; i++) {
             uint64_t v = 0;
@@ -232,7 +235,7 @@ static int check(coll_sched_desc d, uint64_t elems, uint64_t seed)
             }
         }
     }
-    for (uint32_t r = 0; r < p; r++) {
+    for (uint32_t r = 0; r < pa; r++) {
         free(x[r]);
         free(out[r]);
     }
@@ -322,6 +325,70 @@ TEST(rings_in_any_order_and_multi_level_rings_compute_their_ops)
         }
     }
     CU_ASSERT_EQUAL(bad, 0);
+}
+
+/* NCCL's channels: C rings side by side, each in its own order, ring c over part c of every
+ * rank's segment; the ops' results are those of one ring (rank r ends a reduce-scatter with
+ * segment r, starts an all-gather from it). */
+TEST(channels_of_rings_in_their_own_orders_compute_their_ops)
+{
+    static const uint32_t ps[] = {2, 3, 5, 8, 16};
+    static const uint32_t cs[] = {2, 3, 8};
+    static const coll_op ops[] = {COLL_OP_ALL_REDUCE, COLL_OP_ALL_GATHER,
+                                  COLL_OP_REDUCE_SCATTER};
+    uint32_t orders[8 * 16];
+    uint64_t seed = 4242;
+    int bad = 0, runs = 0;
+    for (size_t a = 0; a < sizeof ps / sizeof *ps; a++)
+        for (size_t b = 0; b < sizeof cs / sizeof *cs; b++) {
+            uint32_t p = ps[a], C = cs[b];
+            for (uint32_t c = 0; c < C; c++) { /* a seeded shuffle per channel */
+                uint32_t *o = orders + (size_t)c * p;
+                for (uint32_t i = 0; i < p; i++)
+                    o[i] = i;
+                for (uint32_t i = p - 1; i > 0; i--) {
+                    uint32_t j = (uint32_t)(xorshift(&seed) % (i + 1)), t = o[i];
+                    o[i] = o[j];
+                    o[j] = t;
+                }
+            }
+            for (int k = 0; k < 3; k++)
+                for (uint64_t chunk = 0; chunk <= 16; chunk += 16)
+                    for (int own = 0; own < 2; own++) {
+                        static const uint64_t ns[] = {1, 7, 83, 1001};
+                        for (size_t n = 0; n < sizeof ns / sizeof *ns; n++) {
+                            coll_sched_desc d = {.op = ops[k], .algo = COLL_ALGO_RING,
+                                                 .ranks = p, .chunk_bytes = chunk,
+                                                 .channels = C,
+                                                 .channel_orders = own ? orders : NULL};
+                            bad += check(d, ns[n], seed++);
+                            runs++;
+                        }
+                    }
+        }
+    CU_ASSERT(runs > 300);
+    CU_ASSERT_EQUAL(bad, 0);
+    /* channels are rings' alone, and at most COLL_MAX_CHANNELS; a channel order is a
+     * permutation */
+    coll_sched *s;
+    np_err e = {0};
+    coll_sched_desc d = {.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_TREE, .ranks = 4,
+                         .bytes = 64, .channels = 2};
+    CU_ASSERT_EQUAL(coll_sched_create(&d, &s, &e), NP_ERR_INCONSISTENT);
+    d.algo = COLL_ALGO_RING;
+    d.channels = COLL_MAX_CHANNELS + 1;
+    CU_ASSERT_EQUAL(coll_sched_create(&d, &s, &e), NP_ERR_INCONSISTENT);
+    uint32_t twice[8] = {0, 1, 2, 3, 0, 1, 1, 3};
+    d.channels = 2;
+    d.channel_orders = twice;
+    CU_ASSERT_EQUAL(coll_sched_create(&d, &s, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "channel's ring order"));
+    /* C rings of p ranks: C ports, each ring's 2(p - 1) steps */
+    twice[6] = 2;
+    CU_ASSERT_EQUAL_FATAL(coll_sched_create(&d, &s, &e), NP_OK);
+    CU_ASSERT_EQUAL(coll_sched_ports(s), 2);
+    CU_ASSERT_EQUAL(coll_sched_messages(s), 2 * 4 * 2 * 3);
+    coll_sched_free(s);
 }
 
 TEST(schedules_refuse_groups_that_do_not_fit_and_count_their_messages)

@@ -455,8 +455,8 @@ TEST(every_op_and_algorithm_completes_on_odd_groups_with_odd_sizes_and_chunks)
     uint32_t pow2[] = {11, 3, 5, 7};
     for (int op = 0; op < COLL_OP_COUNT; op++)
         for (int al = 1; al < COLL_ALGO_COUNT; al++) {
-            if (!coll_algo_supported((coll_op)op, (coll_algo)al))
-                continue;
+            if (!coll_algo_supported((coll_op)op, (coll_algo)al) || al == COLL_ALGO_NVLS)
+                continue; /* nvls needs a switch that reduces: test_coll_net.c */
             bool p2 = al == COLL_ALGO_RHD;
             coll_desc d = {.op = (coll_op)op, .algo = (coll_algo)al, .chips = p2 ? pow2 : grp,
                            .n_chips = p2 ? 4 : 7, .bytes = 100003, .root = 2,

@@ -368,7 +368,8 @@ TEST(nccl_rows_run_on_the_nodes_gpus_with_nccl_tests_bus_bandwidth)
     CU_ASSERT_DOUBLE_EQUAL(r[1].published, 230.3, 1e-12);
     /* 128 MiB all-reduce on 8 GPUs: busbw = bytes / time x 2 (8 - 1) / 8 */
     CU_ASSERT_DOUBLE_EQUAL(r[1].ours, 134217728.0 / r[1].sim_s / 1e9 * 14 / 8, 1e-6);
-    CU_ASSERT(r[1].ours > 0.8 * 300 && r[1].ours <= 300 * 1.0001);
+    /* below the NVLink payload rate: 12 links x 25 GB/s x link_efficiency 0.8 (a100-80g) */
+    CU_ASSERT(r[1].ours > 0.5 * 240 && r[1].ours <= 240 * 1.0001);
     CU_ASSERT(r[4].ours <= 8 * 25 * 1.0001); /* two nodes: 8 IB adapters per node */
     /* the same as npusim collective's table */
     harness_run c = harness_npusim("collective", "--arch", "a100-80g", "--op", "all_reduce",
