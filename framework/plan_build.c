@@ -348,7 +348,8 @@ static np_status nn_pb_recompute(nn_pb *pb, nn_graph *g)
         kept[t->id] = !fwd || t->op == NN_OP_RECV || t->layer < 0 || pol == NN_RECOMPUTE_NONE ||
                       (pol == NN_RECOMPUTE_SELECTIVE && !t->attn_core);
     }
-    if (pol == NN_RECOMPUTE_FULL) /* keep what enters each layer */
+    bool layers = pol == NN_RECOMPUTE_FULL || pol == NN_RECOMPUTE_UNIFORM;
+    if (layers) /* keep what enters each layer */
         for (int i = 0; i < n; i++) {
             nn_tensor *t = nn_graph_node(g, i);
             if (t->op == NN_OP_LEAF || t->region != NN_REGION_FORWARD)
@@ -363,7 +364,8 @@ static np_status nn_pb_recompute(nn_pb *pb, nn_graph *g)
             kept[t->id] = false;
     }
     int nr;
-    np_status st = nn_pass_recompute(g, kept, &nr, pb->err);
+    np_status st = pol == NN_RECOMPUTE_UNIFORM ? nn_pass_recompute_layers(g, kept, &nr, pb->err)
+                                               : nn_pass_recompute(g, kept, &nr, pb->err);
     free(kept);
     return st;
 }
@@ -461,9 +463,10 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
     nn_bucket_item *red = nn_malloc(((size_t)pb->n_params + 1) * sizeof *red);
     nn_bucket_item *ags = nn_malloc(((size_t)pb->n_params + 1) * sizeof *ags);
     nn_bucket_item *sps = nn_malloc(((size_t)pb->n_params + 1) * sizeof *sps);
-    int n_red = 0, n_ags = 0, n_sps = 0;
+    nn_bucket_item *loc = nn_malloc(((size_t)pb->n_params + 1) * sizeof *loc);
+    int n_red = 0, n_ags = 0, n_sps = 0, n_loc = 0;
     np_status st = NP_OK;
-    if (!red || !ags || !sps) {
+    if (!red || !ags || !sps || !loc) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
         goto done;
     }
@@ -504,8 +507,10 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
             nn_graph_node(g, k)->sched_key = gr->sched_key + 0.25;
         if (rs)
             red[n_red++] = (nn_bucket_item){rs, gr->sched_key, c, nn_nbytes(rs->src[0])};
-        /* the last micro-batch: reduce across dp (DP all-reduce, ZeRO-1 reduce-scatter) */
+        /* the last micro-batch: reduce across dp (DP all-reduce, ZeRO-1 reduce-scatter); with
+         * Megatron-LM's local DDP all of a chunk's at once after the whole backward */
         from = nn_graph_n_nodes(g);
+        bool local = pb->s->ddp == NN_DDP_LOCAL && zero == 0;
         nn_tensor *r = acc;
         if (dp > 1 && zero == 0)
             r = nn_all_reduce(g, acc, NN_COMM_DP, dp, NN_REDUCE_SUM);
@@ -516,9 +521,10 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
         if (r != acc) {
             for (int k = from; k < nn_graph_n_nodes(g); k++)
                 nn_graph_node(g, k)->sched_key = acc->sched_key + 0.05;
-            if (!nn_ps_mark_since(ps, from, NN_HINT_NONE, true))
+            if (!nn_ps_mark_since(ps, from, local ? NN_HINT_END : NN_HINT_NONE, !local))
                 goto graph_fail;
-            red[n_red++] = (nn_bucket_item){r, acc->sched_key, c, nn_nbytes(r->src[0])};
+            (local ? loc : red)[local ? n_loc++ : n_red++] =
+                (nn_bucket_item){r, acc->sched_key, c, nn_nbytes(r->src[0])};
         }
         /* the step's end: partial sums over tp, tied copies, the update */
         from = nn_graph_n_nodes(g);
@@ -616,7 +622,7 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
             goto graph_fail;
     }
     if (!nn_pb_buckets(ps, red, n_red, bucket_bytes) || !nn_pb_buckets(ps, ags, n_ags, bucket_bytes) ||
-        !nn_pb_buckets(ps, sps, n_sps, bucket_bytes))
+        !nn_pb_buckets(ps, sps, n_sps, bucket_bytes) || !nn_pb_buckets(ps, loc, n_loc, UINT64_MAX))
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
     goto done;
 graph_fail:
@@ -626,6 +632,7 @@ done:
     free(red);
     free(ags);
     free(sps);
+    free(loc);
     return st;
 }
 
@@ -690,10 +697,43 @@ static void nn_pb_prefetch_keys(nn_pb *pb, nn_graph *g)
     free(mk);
 }
 
+/* The phases of a step's end, in the order Megatron-LM 2021's train_step and its mixed-
+ * precision optimizer run them, each under a timer of its own (megatron/training.py,
+ * megatron/optimizer/optimizer.py): with host_sync the step's end runs them one after the
+ * other, the host synchronizing the device before each. */
+enum {
+    NN_END_GRAD_REDUCE, /* data-parallel gradient reductions (allreduce_gradients) */
+    NN_END_SP_SUM,      /* partial gradients summed over tp (sequence-parallel norms) */
+    NN_END_TIED,        /* the tied embedding's all-reduce (backward-embedding-all-reduce) */
+    NN_END_MAIN_GRAD,   /* gradients to fp32 main gradients (optimizer-copy-to-main-grad) */
+    NN_END_UPDATE,      /* the optimizer's update (optimizer.step) */
+    NN_END_COPY_BACK,   /* main parameters back into the model's (copy-main-to-model-params) */
+};
+
+/* The phase an entry of the step's end has by itself (nn_pb_entries takes the latest of it
+ * and its dependencies'). */
+static int nn_end_phase(const nn_tensor *t)
+{
+    if (nn_is_collective(t->op)) {
+        int tag = (int)t->ip[NN_COMM_IP_TAG];
+        if (tag == NN_COMM_ZERO && t->op == NN_OP_ALL_GATHER)
+            return NN_END_COPY_BACK;
+        return tag == NN_COMM_SP ? NN_END_SP_SUM : tag == NN_COMM_PP ? NN_END_TIED
+                                                                     : NN_END_GRAD_REDUCE;
+    }
+    switch (t->op) {
+    case NN_OP_CAST: return t->dtype == NN_F32 ? NN_END_MAIN_GRAD : NN_END_COPY_BACK;
+    case NN_OP_SGD_UPDATE: case NN_OP_ADAM_UPDATE: case NN_OP_ADAMW_UPDATE: return NN_END_UPDATE;
+    case NN_OP_COPY_TO: return NN_END_COPY_BACK;
+    default: return NN_END_GRAD_REDUCE;
+    }
+}
+
 typedef struct nn_tmp_entry {
     nn_tensor **nodes;
     int n_nodes, cap_nodes;
     int pos;         /* desired position (schedule order) */
+    int phase;       /* the step's end under host_sync: its phase (NN_END_*), else 0 */
     int *deps;       /* intra-block deps (tmp indices), for the topological order */
     int n_deps, cap_deps;
     int final;
@@ -866,8 +906,27 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
                 }
             }
         }
-        /* Kahn's algorithm, the ready entry with the smallest position first */
+        /* host_sync: the step's end in phases, each entry in the latest of its own and its
+         * dependencies' (so that phase order is a topological order) */
         int ne = ntmp[b];
+        bool phased = p->s.host_sync && b == nb - 1;
+        for (int e = 0; phased && e < ne; e++) {
+            tmp[b][e].phase = 0;
+            for (int k = 0; k < tmp[b][e].n_nodes; k++) {
+                int ph = nn_end_phase(tmp[b][e].nodes[k]);
+                tmp[b][e].phase = ph > tmp[b][e].phase ? ph : tmp[b][e].phase;
+            }
+        }
+        for (bool changed = phased; changed;) {
+            changed = false;
+            for (int e = 0; e < ne; e++)
+                for (int k = 0; k < tmp[b][e].n_deps; k++)
+                    if (tmp[b][tmp[b][e].deps[k]].phase > tmp[b][e].phase) {
+                        tmp[b][e].phase = tmp[b][tmp[b][e].deps[k]].phase;
+                        changed = true;
+                    }
+        }
+        /* Kahn's algorithm, the ready entry with the smallest (phase, position) first */
         int *indeg = nn_calloc((size_t)ne + 1, sizeof *indeg);
         int *by_pos = nn_malloc(((size_t)ne + 1) * sizeof *by_pos);
         int *users_start = nn_calloc((size_t)ne + 2, sizeof *users_start);
@@ -898,7 +957,8 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
                 int d = tmp[b][e].deps[k];
                 users[users_start[d] + fillp[d]++] = e;
             }
-#define HLESS(a, c) (tmp[b][a].pos < tmp[b][c].pos)
+#define HLESS(a, c) (tmp[b][a].phase < tmp[b][c].phase ||                                  \
+                     (tmp[b][a].phase == tmp[b][c].phase && tmp[b][a].pos < tmp[b][c].pos))
         for (int e = 0; e < ne; e++)
             if (!indeg[e]) {
                 int i = hn++;
@@ -961,6 +1021,7 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
             en->layer = t0->layer;
             en->chunk = blk->chunk;
             en->when = ps->mark[t0->id].last ? NN_PLAN_LAST_MB : NN_PLAN_EVERY_MB;
+            en->sync = phased && (f == 0 || tmp[b][by_pos[f - 1]].phase != te->phase);
             if (nn_is_collective(t0->op))
                 en->kind = NN_PLAN_COLLECTIVE;
             else if (t0->op == NN_OP_SEND)
@@ -1043,6 +1104,11 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
             }
             en->deps = deps;
             en->n_deps = nd;
+            en->part = en->kind == NN_PLAN_SEND ? NN_PART_SEND
+                       : en->kind == NN_PLAN_RECV ? NN_PART_RECV : NN_PART_COMPUTE;
+            for (int k = 0; k < nd && en->kind == NN_PLAN_COLLECTIVE && en->tag == NN_COMM_PP_SG; k++)
+                if (deps[k].block < 0 && blk->entries[deps[k].entry].kind == NN_PLAN_RECV)
+                    en->part = NN_PART_GATHER;
         }
     }
 done:
@@ -1195,6 +1261,7 @@ void nn_plan_free(nn_plan *p)
         }
         free(cls->blocks);
         free(cls->sched);
+        free(cls->issue);
         free(cls->leaves);
         nn_graph_free(cls->g);
     }

@@ -304,6 +304,11 @@ TEST(gpipe_recomputation_and_tp_with_dp_train_as_one_device)
     s.recompute = NN_RECOMPUTE_FULL;
     s.sp = true;
     check("gpt-tiny", 4, 0, s, "dp2 tp2 sp full recomputation");
+    s.recompute = NN_RECOMPUTE_UNIFORM;
+    check("gpt-tiny", 4, 0, s, "dp2 tp2 sp uniform recomputation");
+    s = strategy(1, 2, 2, 1);
+    s.recompute = NN_RECOMPUTE_UNIFORM;
+    check("gpt-tiny", 4, 0, s, "tp2 pp2 uniform recomputation");
 }
 
 TEST(fused_attention_under_tp2_splits_the_heads_and_trains_as_one_device)
