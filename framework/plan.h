@@ -152,6 +152,18 @@ typedef struct nn_strategy {
                                   send and receive of the call is done (req.wait(),
                                   torch.cuda.synchronize()): the next kernel pays the host's
                                   launch. Default off: sends are eager and asynchronous */
+    double loss_scale;         /* Megatron-LM's --fp16 loss scaling (--loss-scale; its grad
+                                  scaler, megatron/optimizer/optimizer.py): the loss is scaled
+                                  by it; before the update every main gradient is unscaled
+                                  (torch._amp_foreach_non_finite_check_and_unscale_: one read
+                                  and write) and checked for inf and nan, the flag all-reduced
+                                  (max) over the model-parallel group (tp then pp here) and read
+                                  by the host (.item(): a synchronization). 0: none (default) */
+    double clip_grad;          /* --clip-grad (clip_grads.py, clip_grad_norm_fp32): the global
+                                  L2 norm of the main gradients (each one's sum of squares,
+                                  summed, all-reduced over the model-parallel group, read by the
+                                  host), every gradient then scaled by min(1, clip_grad /
+                                  (norm + 1e-6)) before the update. 0: none (default) */
     bool host_sync;            /* the host synchronizations of Megatron-LM 2021's step: its
                                   timers call torch.cuda.synchronize() at their start and stop
                                   (megatron/global_vars.py, _Timer), around every forward and

@@ -146,6 +146,10 @@ static np_status cs_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
     case CLI_STRATEGY_OPT_HOST_SYNC:
         s->host_sync = true;
         return NP_OK;
+    case CLI_STRATEGY_OPT_LOSS_SCALE:
+        return np_parse_f64(NP_SRC_OPT("--loss-scale"), arg, 0, 1e30, &s->loss_scale, err);
+    case CLI_STRATEGY_OPT_CLIP_GRAD:
+        return np_parse_f64(NP_SRC_OPT("--clip-grad"), arg, 0, 1e30, &s->clip_grad, err);
     default:
         return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
     }

@@ -46,6 +46,8 @@ enum {
     CLI_STRATEGY_OPT_DDP,
     CLI_STRATEGY_OPT_P2P,
     CLI_STRATEGY_OPT_HOST_SYNC,
+    CLI_STRATEGY_OPT_LOSS_SCALE,
+    CLI_STRATEGY_OPT_CLIP_GRAD,
     CLI_STRATEGY_OPT_END
 };
 
@@ -69,7 +71,9 @@ enum {
     {"no-pp-scatter-gather", no_argument, NULL, CLI_STRATEGY_OPT_NO_PP_SG},              \
     {"ddp", required_argument, NULL, CLI_STRATEGY_OPT_DDP},                              \
     {"p2p", required_argument, NULL, CLI_STRATEGY_OPT_P2P},                              \
-    {"host-sync", no_argument, NULL, CLI_STRATEGY_OPT_HOST_SYNC}
+    {"host-sync", no_argument, NULL, CLI_STRATEGY_OPT_HOST_SYNC},                        \
+    {"loss-scale", required_argument, NULL, CLI_STRATEGY_OPT_LOSS_SCALE},                \
+    {"clip-grad", required_argument, NULL, CLI_STRATEGY_OPT_CLIP_GRAD}
 
 #define CLI_STRATEGY_USAGE                                                                   \
     "  --batch B         global batch: samples per training step\n"                          \
@@ -114,7 +118,13 @@ enum {
     "  --host-sync       the host synchronizes the device where Megatron-LM 2021's timers do:\n" \
     "                    around each forward and backward step, p2p call, gradient and\n"     \
     "                    embedding all-reduce and optimizer phase (each phase's first kernel\n" \
-    "                    pays the host's launch, chip.kernel_launch_ns)\n"
+    "                    pays the host's launch, chip.kernel_launch_ns)\n"                 \
+    "  --loss-scale S    Megatron-LM's fp16 loss scaling: the loss times S; before the update\n" \
+    "                    every gradient unscaled and checked for inf/nan, the flag all-reduced\n" \
+    "                    over the model-parallel group and read by the host (default 0: none)\n" \
+    "  --clip-grad C     Megatron-LM's clipping to the global L2 norm C: every gradient's sum\n" \
+    "                    of squares, all-reduced over the model-parallel group and read by the\n" \
+    "                    host, every gradient scaled before the update (default 0: none)\n"
 
 /* The defaults: one chip, 1F1B, fused attention, pipeline scatter/gather, bf16, batch 0
  * (unset), seed 1. */

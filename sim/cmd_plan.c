@@ -21,7 +21,8 @@ const char cmd_plan_usage[] =
     "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full|uniform]\n"
     "                   [--attention fused|composite] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
     "                   [--stage-layers N,N,...] [--dropout P] [--no-pp-scatter-gather]\n"
-    "                   [--ddp torch|local] [--p2p eager|blocking] [--host-sync] [--json]\n"
+    "                   [--ddp torch|local] [--p2p eager|blocking] [--host-sync]\n"
+    "                   [--loss-scale S] [--clip-grad C] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
     "  --model M         a zoo model (see `npusim models`) or a model file\n"
@@ -115,7 +116,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:b, s:i, s:s, s:s, s:b}",
+                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:b, s:i, s:s, s:s, s:b, s:f, s:f}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
@@ -129,7 +130,8 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      p->attention_composite, "attention_why", why, "dropout", p->dropout,
                      "pp_scatter_gather", p->s.pp_scatter_gather, "pp_scattered", p->pp_scattered,
                      "ddp", nn_ddp_name(p->s.ddp), "p2p", p->s.p2p_blocking ? "blocking" : "eager",
-                     "host_sync", p->s.host_sync);
+                     "host_sync", p->s.host_sync, "loss_scale", p->s.loss_scale, "clip_grad",
+                     p->s.clip_grad);
 }
 
 static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a,
@@ -154,6 +156,10 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
     if (p->s.ddp != NN_DDP_TORCH || p->s.p2p_blocking || p->s.host_sync)
         printf("DDP %s%s%s, ", nn_ddp_name(p->s.ddp), p->s.p2p_blocking ? ", blocking p2p" : "",
                p->s.host_sync ? ", host synchronizations" : "");
+    if (p->s.loss_scale > 0)
+        printf("loss scale %g, ", p->s.loss_scale);
+    if (p->s.clip_grad > 0)
+        printf("gradients clipped to norm %g, ", p->s.clip_grad);
     printf("attention: %d fused, %d composite\n", p->attention_fused, p->attention_composite);
     if (p->pp_scattered)
         printf("# pipeline scatter/gather: %d boundar%s sent in 1/%d shards, all-gathered over tp "

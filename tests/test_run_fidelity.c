@@ -28,7 +28,8 @@ typedef struct spec {
     bool fused;            /* fused (flash) attention, npusim run's default */
     double gap_ns, launch_ns; /* chip.kernel_gap_ns, chip.kernel_launch_ns */
     bool megatron;         /* Megatron-LM 2021's runtime: blocking p2p, the host's
-                              synchronizations, local DDP, uniform recomputation */
+                              synchronizations, local DDP, uniform recomputation, its fp16
+                              optimizer's loss scaling and clipping */
 } spec;
 
 static nn_plan *plan_of(const arch_config *cfg, const spec *s, nn_model_desc *d)
@@ -170,6 +171,8 @@ static void step_times(const spec *s, double *fast, double *full)
         j.s.p2p_blocking = j.s.host_sync = true;
         j.s.ddp = NN_DDP_LOCAL;
         j.s.recompute = NN_RECOMPUTE_UNIFORM;
+        j.s.loss_scale = 8192;
+        j.s.clip_grad = 1.0;
     }
     for (int f = 0; f < 2; f++) {
         j.full = f;
@@ -250,8 +253,9 @@ TEST(fast_and_full_fidelity_agree_within_3_percent_with_kernel_launch_overheads)
 }
 
 /* Megatron-LM 2021's runtime (nn_strategy.p2p_blocking, host_sync, ddp local, recompute
- * uniform): both fidelities send a blocking receive's clear-to-send and wait at each host
- * synchronization for everything in flight, and launch the kernel after it from the host. */
+ * uniform, loss_scale, clip_grad): both fidelities send a blocking receive's clear-to-send,
+ * wait at each host synchronization for everything in flight and launch the kernel after it
+ * from the host. */
 TEST(fast_and_full_fidelity_agree_within_3_percent_with_megatrons_runtime)
 {
     within_3_percent_run(2, 2, 2, 0, 8, 0, 300, 2000, true);

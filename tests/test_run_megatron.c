@@ -337,3 +337,66 @@ TEST(local_ddp_all_reduces_every_gradient_after_the_backward_then_the_optimizer_
         nn_plan_free(p);
     }
 }
+
+/* ---- the optimizer's steps over all the gradients -------------------------------------------- */
+
+TEST(loss_scaling_and_clipping_read_two_values_on_the_host_before_the_update)
+{
+    /* one rank, one micro-batch, every kernel after the other: the step is the first kernel's
+     * launch, every kernel's time, and a launch after each of the host's two reads (found_inf
+     * and the norm, .item() in Megatron-LM's optimizer); with the timers' synchronizations
+     * also before the forward, the backward and each further phase of the step's end (the
+     * all-reduces of one rank are nothing) */
+    static const char *const launch[] = {"chip.kernel_launch_ns=7000"};
+    tnet f;
+    tnet_init(&f, 1, launch, 1);
+    dur d = {.fwd_ps = 3000000, .bwd_ps = 5000000, .optim_ps = 2000000};
+    uint64_t L = 7000000;
+    for (int host = 0; host <= 1; host++) {
+        nn_model_desc md;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(nn_model_parse("wide.model", "family = mlp\ninputs = 64\n"
+                                             "hidden = 2048 2048\nclasses = 8\n", &md, &e), NP_OK);
+        nn_strategy s;
+        nn_strategy_default(&s);
+        s.loss_scale = 8192;
+        s.clip_grad = 1.0;
+        s.host_sync = host;
+        nn_model_opts o = {.batch = 32, .compute = NN_F32, .seed = 1};
+        nn_optim sgd = {.kind = NN_OPTIM_SGD, .lr = 0.1, .momentum = 0.9};
+        nn_plan *p = NULL;
+        CU_ASSERT_EQUAL_FATAL(nn_plan_build(&md, &o, &s, &sgd, NULL, &p, &e), NP_OK);
+        run_plan *rp;
+        run_result *r = run_plan_timed(p, &f, &d, &rp);
+        uint64_t all = 0;
+        int syncs = 0, phases = 0, last = -1;
+        for (uint32_t t = 0; t < rp->n_tasks[0]; t++)
+            if (rp->tasks[0][t].kernel != RUN_NONE)
+                all += dur_of(&d, rp->kspecs[rp->tasks[0][t].kernel].node);
+        /* the step's end: unscale, norm, clip, update phases in that order */
+        const nn_plan_block *end = &p->classes[0].blocks[p->classes[0].n_blocks - 1];
+        for (int i = 0; i < end->n_entries; i++) {
+            syncs += end->entries[i].sync;
+            const nn_tensor *t = end->entries[i].nodes[0];
+            int ph = t->op == NN_OP_SGD_UPDATE ? 3 : t->op == NN_OP_GRAD_ACC ? 1
+                     : t->op == NN_OP_MUL && t->src[1]->ndim == 1 && t->src[1]->ne[0] == 1 &&
+                               t->src[0]->ne[0] > 1 ? 2
+                     : t->op == NN_OP_SCALE && t->ne[0] > 1 ? 0 : last;
+            CU_ASSERT(ph >= last);
+            phases += ph != last;
+            last = ph;
+        }
+        CU_ASSERT_EQUAL(phases, 4);
+        /* reads of found_inf and the norm; with the timers: the phases of grad reduction
+         * (none here), unscale, norm, clip and update each synchronized before */
+        CU_ASSERT_EQUAL(syncs, host ? 4 : 2);
+        uint64_t want = L + all + 2 * L + (host ? 2 * L + 2 * L : 0);
+        fprintf(stderr, "loss scale and clipping%s: kernels %.1f us, step %.3f us, by hand "
+                "%.3f us\n", host ? ", host synchronizations" : "", all * 1e-6,
+                r->time_ps * 1e-6, want * 1e-6);
+        CU_ASSERT(fabs((double)r->time_ps - (double)want) <= NEAR_PS);
+        run_result_free(r);
+        run_plan_free(rp);
+        nn_plan_free(p);
+    }
+}
