@@ -297,35 +297,22 @@ static bool nn_issue_call(nn_issue_b *ib, const nn_plan_class *c, const int *snd
     return true;
 }
 
-/* Fills c->issue when the strategy's host synchronizations or blocking p2p shape the order
- * (else leaves it empty: the schedule's order). */
-static np_status nn_pb_issue(const nn_plan *p, nn_plan_class *c, np_err *err)
+/* The calls of blocking p2p between c's compute phases (the comment above). False: out of
+ * memory. */
+static bool nn_issue_calls(nn_issue_b *ib, const nn_plan *p, const nn_plan_class *c)
 {
-    bool p2p = p->s.p2p_blocking && p->s.pp > 1;
-    if (!p2p && !p->s.host_sync)
-        return NP_OK;
-    nn_issue_b ib = {.host = p->s.host_sync};
-    int last = c->n_sched - 1;
-    bool ok = nn_issue_add(&ib, 0, NN_PART_ALL, false, 0);
-    if (!p2p) { /* every phase its own, synchronized before */
-        for (int s = 1; ok && s <= last; s++)
-            ok = nn_issue_add(&ib, s, NN_PART_ALL, true, 0);
-        goto done;
-    }
-    /* iterations: runs of schedule steps 1 .. last-1 (interleaved: a steady forward with
-     * its backward) */
-    int *first = nn_malloc(((size_t)c->n_sched + 1) * sizeof *first), n_it = 0;
-    if (!first)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory building schedules");
-    bool inter = p->s.schedule == NN_PP_INTERLEAVED, all_warm = false;
-    int n_fwd = 0, first_bwd = last;
-    for (int s = 1; s < last; s++)
-        if (c->blocks[c->sched[s].block].kind == NN_BLOCK_BACKWARD) {
+    int last = c->n_sched - 1, first_bwd = last, n_it = 0;
+    bool inter = p->s.schedule == NN_PP_INTERLEAVED, ok = true;
+    for (int s = 1; s < last && first_bwd == last; s++)
+        if (c->blocks[c->sched[s].block].kind == NN_BLOCK_BACKWARD)
             first_bwd = s;
-            break;
-        }
-    n_fwd = first_bwd - 1;
-    all_warm = inter && 2 * n_fwd == last - 1; /* every forward before the first backward */
+    /* every forward before the first backward: all warm-up units (m = p) */
+    bool all_warm = inter && 2 * (first_bwd - 1) == last - 1;
+    /* iterations: runs of schedule steps 1 .. last-1, an interleaved steady forward with its
+     * backward */
+    int *first = nn_malloc(((size_t)c->n_sched + 1) * sizeof *first);
+    if (!first)
+        return false;
     for (int s = 1; s < last;) {
         first[n_it++] = s;
         bool pair = inter && !all_warm && s + 1 < last && s + 1 >= first_bwd &&
@@ -336,26 +323,43 @@ static np_status nn_pb_issue(const nn_plan *p, nn_plan_class *c, np_err *err)
     first[n_it] = last;
     int rcv0[2] = {first[0], first[0] + 1};
     if (n_it)
-        ok = nn_issue_call(&ib, c, NULL, 0, rcv0, first[1] - first[0], false);
+        ok = nn_issue_call(ib, c, NULL, 0, rcv0, first[1] - first[0], false);
     for (int k = 0; ok && k < n_it; k++) {
         int a = first[k], b = first[k + 1], nb = k + 1 < n_it ? first[k + 2] - b : 0;
         int snd[2] = {a, a + 1}, rcv[2] = {b, b + 1};
         for (int s = a; ok && s < b; s++)
-            ok = nn_issue_add(&ib, s, NN_PART_COMPUTE, ib.host, 0);
+            ok = nn_issue_add(ib, s, NN_PART_COMPUTE, ib->host, 0);
         nn_plan_block_kind here = c->blocks[c->sched[a].block].kind;
         bool merge = inter ? !(all_warm && here == NN_BLOCK_FORWARD && nb &&
                                c->blocks[c->sched[b].block].kind == NN_BLOCK_BACKWARD)
                            : nb && c->blocks[c->sched[b].block].kind != here;
         if (ok && merge)
-            ok = nn_issue_call(&ib, c, snd, b - a, rcv, nb, inter);
+            ok = nn_issue_call(ib, c, snd, b - a, rcv, nb, inter);
         else if (ok)
-            ok = nn_issue_call(&ib, c, snd, b - a, NULL, 0, inter) &&
-                 nn_issue_call(&ib, c, NULL, 0, rcv, nb, false);
+            ok = nn_issue_call(ib, c, snd, b - a, NULL, 0, inter) &&
+                 nn_issue_call(ib, c, NULL, 0, rcv, nb, false);
     }
     free(first);
+    return ok;
+}
+
+/* Fills c->issue when the strategy's host synchronizations or blocking p2p shape the order
+ * (else leaves it empty: the schedule's order). */
+static np_status nn_pb_issue(const nn_plan *p, nn_plan_class *c, np_err *err)
+{
+    bool p2p = p->s.p2p_blocking && p->s.pp > 1;
+    if (!p2p && !p->s.host_sync)
+        return NP_OK;
+    nn_issue_b ib = {.host = p->s.host_sync};
+    int last = c->n_sched - 1;
+    bool ok = nn_issue_add(&ib, 0, NN_PART_ALL, false, 0);
+    if (p2p)
+        ok = ok && nn_issue_calls(&ib, p, c);
+    else /* every phase its own, synchronized before */
+        for (int s = 1; ok && s < last; s++)
+            ok = nn_issue_add(&ib, s, NN_PART_ALL, true, 0);
     if (ok)
-        ok = nn_issue_add(&ib, last, NN_PART_ALL, ib.host, 0);
-done:
+        ok = nn_issue_add(&ib, last, NN_PART_ALL, ib.host || ib.pending, 0);
     if (!ok) {
         free(ib.v);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building schedules");
