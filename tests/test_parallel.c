@@ -1101,6 +1101,43 @@ TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategi
     CU_ASSERT_EQUAL(r.exit_status, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--batch is required"));
     harness_run_free(&r);
+    /* how the software runs the step: each flag's value checked, shown in the header and JSON */
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--ddp",
+                       "lokal", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--ddp: unknown DDP implementation 'lokal'; did you mean "
+                                         "'local'? (one of torch, local)"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--p2p",
+                       "sync", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--p2p"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--dp", "2",
+                       "--zero", "1", "--clip-grad", "1", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "cannot be combined with --zero 1"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--pp", "2",
+                       "--ddp", "local", "--p2p", "blocking", "--host-sync", "--loss-scale", "8192",
+                       "--clip-grad", "1", "--recompute", "uniform", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "recompute uniform, DDP local, blocking p2p, host "
+                                         "synchronizations, loss scale 8192, gradients clipped to "
+                                         "norm 1, "));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--pp", "2",
+                       "--ddp", "local", "--p2p", "blocking", "--loss-scale", "8192", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "ddp")), "local");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "p2p")), "blocking");
+    CU_ASSERT(json_is_false(json_object_get(j, "host_sync")));
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "loss_scale")), 8192, 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "clip_grad")), 0, 0);
+    json_decref(j);
+    harness_run_free(&r);
 }
 
 TEST(docs_parallel_shows_the_built_plan_walk_example_verbatim)
