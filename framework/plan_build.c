@@ -614,6 +614,17 @@ static nn_tensor *nn_pb_mp_all_reduce(nn_pb *pb, nn_graph *g, nn_tensor *v, int 
     return v;
 }
 
+/* The chunks a gradient of n elements is summed in (partial sums, then their sum, as apex's
+ * multi_tensor_l2norm does): the most, up to 4096, that divide n into chunks of at least 2048
+ * elements. */
+static int64_t nn_norm_rows(int64_t n)
+{
+    for (int64_t r = n / 2048 < 4096 ? n / 2048 : 4096; r > 1; r--)
+        if (n % r == 0)
+            return r;
+    return 1;
+}
+
 /* A scalar constant leaf of the stage's graph. */
 static nn_tensor *nn_pb_scalar(nn_pstate *ps, const char *name, double v)
 {
@@ -671,10 +682,14 @@ static bool nn_pb_grad_step(nn_pstate *ps, nn_pupd *up, int n, int *match)
             const nn_pparam *pr = up[k].pr;
             if (pr->leaf[0] && ps->st != 0) /* a tied copy: counted on its first stage */
                 continue;
+            /* multi_tensor_l2norm: partial sums of chunks, then their sum */
             nn_tensor *r = up[k].r;
-            int64_t ne = nn_numel(r);
-            nn_tensor *sq = nn_mul(g, r, r);
-            sq = sq ? nn_reduce_sum(g, nn_reshape(g, sq, 1, (int64_t[]){ne}), 0, true) : NULL;
+            int64_t ne = nn_numel(r), rows = nn_norm_rows(ne);
+            nn_tensor *sq = nn_sum_squares(g, nn_reshape(g, r, 2, (int64_t[]){rows, ne / rows}), 1,
+                                           true);
+            sq = nn_reshape(g, sq, 1, (int64_t[]){rows});
+            if (rows > 1)
+                sq = nn_reduce_sum(g, sq, 0, true);
             if (sq && pb->tp > 1 && pr->lay.kind != NN_LAY_S)
                 sq = nn_scale(g, sq, 1.0 / pb->tp);
             acc = sq ? nn_grad_accumulate(g, acc, sq) : NULL;
