@@ -69,6 +69,7 @@ typedef struct kr {
     isa_dtype dt, odt, adt;      /* input, output, accumulator */
     uint64_t e, oe, ae;
     bool cast;                   /* tiles converted to fp32 before they are summed */
+    bool square;                 /* reduce_sum square=1: each tile squared in place first */
     bool col;                    /* the last dim is kept: reduce down the columns */
     int n_lv;
     kr_level lv[KC_MAX_DIMS + 2];
@@ -140,6 +141,9 @@ static void emit_chunk(kr *r, int64_t ox, uint64_t rows, uint64_t cols, unsigned
                  isa_imm((int64_t)cols), isa_enum(ISA_DTYPE_FP32), isa_enum(r->dt));
         src = r->cbuf;
     }
+    if (r->square)
+        kce_bin(&r->em, ISA_OP_VPU_MUL, isa_spad(0, src), isa_spad(0, src), isa_spad(0, src), rows,
+                cols, r->adt, ISA_BCAST_FULL, 0, 0, 0);
     isa_op red = r->col ? (r->kind == KR_MAX ? ISA_OP_VPU_CMAX : ISA_OP_VPU_CSUM)
                         : (r->kind == KR_MAX ? ISA_OP_VPU_RMAX : ISA_OP_VPU_RSUM);
     isa_insn in;
@@ -347,7 +351,7 @@ static void merge_dims(const kr_dims *in, kr_dims *out)
     }
 }
 
-static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
+static np_status reduce_emit(kc_ctx *x, kr_kind kind, bool square, const kr_dims *raw)
 {
     const kc_kernel *k = x->k;
     kr r;
@@ -357,6 +361,7 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
     r.adt = kind == KR_MAX ? r.dt : ISA_DTYPE_FP32;
     r.e = isa_dtype_size[r.dt], r.oe = isa_dtype_size[r.odt], r.ae = isa_dtype_size[r.adt];
     r.cast = r.adt != r.dt;
+    r.square = square;
     kr_dims d;
     merge_dims(raw, &d);
     r.count = 1;
@@ -515,7 +520,7 @@ static np_status reduce_emit(kc_ctx *x, kr_kind kind, const kr_dims *raw)
     kc_result *res = x->res;
     res->cores = (uint32_t)used;
     res->hbm_read_bytes = r.em.rd, res->hbm_write_bytes = r.em.wr;
-    res->flops = (uint64_t)kc_tensor_numel(r.in);
+    res->flops = (uint64_t)kc_tensor_numel(r.in) * (r.square ? 2 : 1);
     snprintf(res->schedule, sizeof res->schedule, "%s of %" PRIu64 " elements each, %s; tiles %"
              PRIu64 " x %" PRIu64 ", %" PRIu64 " core%s", nn_op_name(k->op), r.count,
              r.col ? "down the columns (the last dim kept)"
@@ -588,7 +593,7 @@ static np_status reduce_compile(kc_ctx *x)
     kr_kind kind = k->op == NN_OP_REDUCE_MAX    ? KR_MAX
                    : k->op == NN_OP_REDUCE_MEAN ? KR_MEAN
                                                 : KR_SUM;
-    return reduce_emit(x, kind, &d);
+    return reduce_emit(x, kind, k->op == NN_OP_REDUCE_SUM && kc_attr_int(x, "square"), &d);
 }
 
 /* ---- broadcast_to ------------------------------------------------------------------------------ */
@@ -840,11 +845,15 @@ static np_status red_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const
                                nn_tensor **out, np_err *err)
 {
     const kc_attr *ax = find_attr(k, "axis"), *kd = find_attr(k, "keepdim");
+    const kc_attr *sq = find_attr(k, "square");
     int axis = ax ? (int)ax->i : -1;
     bool keep = kd && kd->i;
     const kc_tensor *o = &k->out[0];
     switch (k->op) {
-    case NN_OP_REDUCE_SUM: out[0] = nn_reduce_sum(g, in[0], axis, keep); break;
+    case NN_OP_REDUCE_SUM:
+        out[0] = sq && sq->i ? nn_sum_squares(g, in[0], axis, keep)
+                             : nn_reduce_sum(g, in[0], axis, keep);
+        break;
     case NN_OP_REDUCE_MEAN: out[0] = nn_reduce_mean(g, in[0], axis, keep); break;
     case NN_OP_REDUCE_MAX: out[0] = nn_reduce_max(g, in[0], axis, keep); break;
     case NN_OP_SUM_TO: out[0] = nn_sum_to(g, in[0], o->ndim, o->shape); break;
@@ -920,6 +929,14 @@ static const kc_attr_def axis_attrs[] = {
     {"keepdim", KC_ATTR_BOOL, 0, 0, 1, "the output keeps the reduced dim as 1"},
     KR_TILES,
 };
+static const kc_attr_def sum_attrs[] = {
+    {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1,
+     "the dim reduced (negative: from the end)"},
+    {"keepdim", KC_ATTR_BOOL, 0, 0, 1, "the output keeps the reduced dim as 1"},
+    {"square", KC_ATTR_BOOL, 0, 0, 1, "the sum of the squares (each tile squared on the vector "
+     "unit before it is summed: a norm, the elements read once)"},
+    KR_TILES,
+};
 static const kc_attr_def sum_to_attrs[] = {KR_TILES};
 static const kc_attr_def maxgrad_attrs[] = {
     {"axis", KC_ATTR_INT, -1, -KC_MAX_DIMS, KC_MAX_DIMS - 1,
@@ -947,14 +964,18 @@ static const kc_attr_def to_keys[] = {
                    "reduced down the columns or along the rows into fp32 (max: exact) " \
                    "accumulators, double-buffered"
 /* docs/compiler.md's bound of sums and means: one ulp of the output plus n x 4 x 2^-23 for n
- * values below 4 in magnitude (fp32 partial sums in another order; a mean: divided by n). */
+ * values below 4 in magnitude (fp32 partial sums in another order; a mean: divided by n; sums
+ * of squares, below 16: n x 16 x 2^-23). */
 static void red_tolerance(const kc_kernel *k, int out, kc_tol *t)
 {
     *t = kc_tol_ulp(k->out[out].dtype);
     int64_t no = kc_tensor_numel(&k->out[out]);
     double n = no ? (double)kc_tensor_numel(&k->in[0]) / (double)no : 1;
+    bool sq = false;
+    for (int i = 0; i < k->n_attrs; i++)
+        sq = sq || (k->attrs[i].name && strcmp(k->attrs[i].name, "square") == 0 && k->attrs[i].i);
     if (k->op == NN_OP_REDUCE_SUM || k->op == NN_OP_SUM_TO)
-        t->atol = n * 4 * 0x1p-23;
+        t->atol = n * (sq ? 16 : 4) * 0x1p-23;
     else if (k->op == NN_OP_REDUCE_MEAN)
         t->atol = 4 * 0x1p-23;
 }
@@ -966,7 +987,7 @@ static void red_tolerance(const kc_kernel *k, int out, kc_tol *t)
         .reference = red_reference, .tolerance = red_tolerance,                                  \
     };
 
-KR_DEF(kc_reduce_sum_def, NN_OP_REDUCE_SUM, 1, reduce_compile, axis_attrs, KR_N(axis_attrs),
+KR_DEF(kc_reduce_sum_def, NN_OP_REDUCE_SUM, 1, reduce_compile, sum_attrs, KR_N(sum_attrs),
        shape_keys, KR_RED_DOC)
 KR_DEF(kc_reduce_mean_def, NN_OP_REDUCE_MEAN, 1, reduce_compile, axis_attrs, KR_N(axis_attrs),
        shape_keys, KR_RED_DOC)

@@ -119,6 +119,7 @@ np_status lw_ctx_init(lw_ctx *w, const arch_config *cfg, const lower_opts *o, in
     lp->n_slots = n_slots;
     lp->chip = chip;
     lp->cores = w->o.cores ? w->o.cores : (uint32_t)cfg->chip.cores;
+    w->cts_addr = UINT64_MAX;
     return NP_OK;
 }
 
@@ -676,6 +677,8 @@ static np_status lw_kernel(lw_ctx *w, int32_t i, np_err *err)
     st->last = w->it[last].t;
     st->mb = it->inst;
     st->e = it->e;
+    st->host_launch = w->launch_pending;
+    w->launch_pending = false;
     kc_tensor out[KC_MAX_OUT];
     memset(out, 0, sizeof out);
     kc_tensor_of(&out[0], update ? 0 : w->it[last].addr, t);
@@ -761,9 +764,22 @@ np_status lw_lower(lw_ctx *w, np_err *err)
     if ((st = kc_prog_new(w->cfg, &po, &w->p, err)) != NP_OK ||
         (st = lw_leaves(w, err)) != NP_OK || (st = lw_arena(w, err)) != NP_OK)
         return st;
-    for (int32_t i = 0; i < w->n; i++) {
+    for (int32_t i = 0, call = 0; i < w->n; i++) {
         if ((st = lw_layout(w, i, err)) != NP_OK)
             return st;
+        /* the host synchronizes: everything in flight done, every core at a barrier; the next
+         * kernel is launched by the host (rf_launch) */
+        if (w->it[i].sync) {
+            if ((st = lw_comm_wait(w, 0, UINT64_MAX, err)) != NP_OK ||
+                (st = kc_barrier(w->p, err)) != NP_OK)
+                return st;
+            w->launch_pending = true;
+        }
+        if (w->it[i].call && w->it[i].call != call) { /* a blocking p2p call begins */
+            call = w->it[i].call;
+            if ((st = lw_comm_cts(w, i, err)) != NP_OK)
+                return st;
+        }
         if (w->it[i].kind == LOWER_NODE_KERNEL &&
             !(w->it[i].t->op == NN_OP_ATTENTION_LSE && w->it[i].pair != LW_NONE))
             st = lw_kernel(w, i, err);

@@ -98,6 +98,8 @@ typedef struct lower_step {
     int n_fused;             /* nodes fused into it (epilogue steps, folded transposes) */
     int mb;                  /* the micro-batch of its instance (-1: a graph's, a step's) */
     const nn_plan_entry *e;  /* a plan's: the entry of its head (NULL for a graph) */
+    bool host_launch;        /* the first kernel after the host synchronized the device
+                                (nn_plan_iter's sync): launched by the host, as a step's first */
     kc_kernel k;             /* as compiled: operands at their HBM addresses */
     kc_result res;
 } lower_step;

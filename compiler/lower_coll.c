@@ -158,6 +158,26 @@ static uint32_t lw_stream_core(lw_ctx *w, lw_stream s)
     return w->stream_core[s];
 }
 
+/* The two ends of send or recv entry e of this rank: its stream's core, the peer's chip and
+ * the core of the peer's matching stream. */
+static np_status lw_p2p_ends(lw_ctx *w, const nn_plan_entry *e, const char *name,
+                             uint32_t *core, uint32_t *chip, uint32_t *peer_core, np_err *err)
+{
+    lw_stream mine = lw_p2p_stream(w->plan, w->cls, e);
+    lw_stream theirs = mine == LW_S_SEND_NEXT   ? LW_S_RECV_PREV
+                       : mine == LW_S_SEND_PREV ? LW_S_RECV_NEXT
+                       : mine == LW_S_RECV_NEXT ? LW_S_SEND_PREV
+                                                : LW_S_SEND_NEXT;
+    *core = lw_stream_core(w, mine);
+    *peer_core = lw_stream_core(w, theirs);
+    int peer = nn_plan_peer(w->plan, w->rank, e);
+    if (peer < 0 || peer >= w->plan->mesh.n_ranks || peer == w->rank)
+        return np_err_set(err, NP_ERR_INTERNAL, "lower: a %s of '%s' to itself",
+                          e->kind == NN_PLAN_SEND ? "send" : "recv", name);
+    *chip = (uint32_t)w->plan->mesh.chip[peer];
+    return NP_OK;
+}
+
 /* The entry's items (its nodes at this instance): the lead and the ones after it. */
 static int32_t lw_entry_items(const lw_ctx *w, int32_t lead)
 {
@@ -501,23 +521,16 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
     lw_open open = {.name = rec->name};
     if (e->kind == NN_PLAN_SEND || e->kind == NN_PLAN_RECV) {
         bool send = e->kind == NN_PLAN_SEND;
-        lw_stream mine = lw_p2p_stream(w->plan, w->cls, e);
-        lw_stream theirs = mine == LW_S_SEND_NEXT   ? LW_S_RECV_PREV
-                           : mine == LW_S_SEND_PREV ? LW_S_RECV_NEXT
-                           : mine == LW_S_RECV_NEXT ? LW_S_SEND_PREV
-                                                    : LW_S_SEND_NEXT;
-        uint32_t core = lw_stream_core(w, mine), peer_core = lw_stream_core(w, theirs);
-        int peer = nn_plan_peer(w->plan, w->rank, e);
-        if (peer < 0 || peer >= w->plan->mesh.n_ranks || peer == w->rank)
-            return np_err_set(err, NP_ERR_INTERNAL, "lower: a %s of '%s' to itself",
-                              send ? "send" : "recv", it->t->name);
-        uint32_t chip = (uint32_t)w->plan->mesh.chip[peer];
+        uint32_t core, chip, peer_core;
+        if (lw_p2p_ends(w, e, it->t->name, &core, &chip, &peer_core, err) != NP_OK)
+            return err->status;
         uint64_t addr = send ? w->it[it->src[0]].lay.addr : it->addr;
         uint64_t bytes = nn_nbytes(it->t);
         uint32_t tag = (uint32_t)(LW_S_COUNT * 4096 + (e->match & 0x0fff)) & 0xffff;
         rec->core = core;
         lw_open_core(w, &open, core);
-        rec->bytes_sent = send ? bytes : 0;
+        /* a blocking receive has sent its clear-to-send (lw_comm_cts) */
+        rec->bytes_sent = send ? bytes : it->call ? NN_PLAN_CTS_BYTES : 0;
         if (send)
             ISA_EMIT(em, COMM_SEND, isa_peer(chip, peer_core), isa_hbm(0, (int64_t)addr),
                      isa_imm((int64_t)bytes), isa_imm(tag));
@@ -563,5 +576,43 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
         if (lw_flight_add(w, lo, hi, open.core[c], sem, i, err) != NP_OK)
             return err->status;
     }
+    return NP_OK;
+}
+
+np_status lw_comm_cts(lw_ctx *w, int32_t i, np_err *err)
+{
+    int32_t call = w->it[i].call, end = i;
+    while (end < w->n && w->it[end].call == call)
+        end++;
+    isa_emit *em = kc_prog_emit(w->p);
+    if (w->cts_addr == UINT64_MAX &&
+        kc_prog_bss(w->p, "p2p_clear_to_send", NN_PLAN_CTS_BYTES, &w->cts_addr, err) != NP_OK)
+        return err->status;
+    if (kc_barrier(w->p, err) != NP_OK) /* posted once the kernels before the call are done */
+        return err->status;
+    for (int pass = 0; pass < 2; pass++) /* the receives' clear-to-sends, then the sends' waits */
+        for (int32_t k = i; k < end; k++) {
+            const lw_item *it = &w->it[k];
+            const nn_plan_entry *e = it->e;
+            if (!it->lead || !e || e->kind != (pass ? NN_PLAN_SEND : NN_PLAN_RECV))
+                continue;
+            uint32_t core, chip, peer_core;
+            if (lw_p2p_ends(w, e, it->t->name, &core, &chip, &peer_core, err) != NP_OK)
+                return err->status;
+            char name[64], suffix[32];
+            snprintf(suffix, sizeof suffix, "$%d.mb%d$cts", it->t->id, it->inst);
+            lw_symbol_name(it->t, suffix, name, sizeof name);
+            uint32_t tag = (uint32_t)((LW_S_COUNT + 1) * 4096 + (e->match & 0x0fff)) & 0xffff;
+            isa_emit_core(em, core);
+            isa_emit_kernel_begin(em, name);
+            if (pass == 0)
+                ISA_EMIT(em, COMM_SEND, isa_peer(chip, peer_core), isa_hbm(0, (int64_t)w->cts_addr),
+                         isa_imm(NN_PLAN_CTS_BYTES), isa_imm(tag));
+            else
+                ISA_EMIT(em, COMM_RECV, isa_peer(chip, peer_core), isa_hbm(0, (int64_t)w->cts_addr),
+                         isa_imm(NN_PLAN_CTS_BYTES), isa_imm(tag));
+            if (isa_emit_kernel_end(em) != NP_OK || isa_emit_status(em, err) != NP_OK)
+                return isa_emit_status(em, err);
+        }
     return NP_OK;
 }

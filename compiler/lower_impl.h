@@ -26,6 +26,9 @@ typedef struct lw_item {
     bool packed;                /* comm lead: its entry's nodes reduce buffers laid out one
                                    after the other (a bucket): one collective over them all */
     int32_t bucket;             /* leaf: the lead of the bucket it is packed into (LW_NONE) */
+    bool sync;                  /* plan: the host synchronizes the device before its entry
+                                   instance (nn_plan_iter's sync; set on the entry's first item) */
+    int32_t call;               /* plan: a blocking p2p call's send or recv: the call (0: none) */
     /* readers */
     int32_t uses, reader;       /* distinct reading items; the reader when there is one */
     bool all_mm;                /* every reader is a matmul */
@@ -72,6 +75,8 @@ typedef struct lw_ctx {
                                    none), which the others reuse */
     uint32_t stream_core[16];   /* each stream's core (lower_coll.c) */
     bool streams_known;
+    uint64_t cts_addr;          /* the clear-to-send's scratch bytes (UINT64_MAX: none yet) */
+    bool launch_pending;        /* the next kernel follows a host synchronization */
 } lw_ctx;
 
 /* Item index of (t, instance), or LW_NONE. */
@@ -148,6 +153,13 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err);
 /* Before a kernel touching [lo, hi): makes every core wait for the communication in flight
  * that touches that range (all of it with lo = 0, hi = UINT64_MAX). */
 np_status lw_comm_wait(lw_ctx *w, uint64_t lo, uint64_t hi, np_err *err);
+
+/* The clear-to-sends of the blocking p2p call whose first item is i (items i, i+1, ... of its
+ * call), after a barrier: every receive of the call sends its sender NN_PLAN_CTS_BYTES, then
+ * every send of the call waits for its receiver's, each on its stream's core; the call's data
+ * then follow (lw_comm_emit). Clear-to-sends first and data after, so that streams sharing a
+ * core's COMM queue cannot wait on each other in a cycle. */
+np_status lw_comm_cts(lw_ctx *w, int32_t i, np_err *err);
 
 /* ---- the arena (lower_mem.c) ------------------------------------------------------------------
  * Transient buffers placed by liveness, with nn_memplan_build's rule (pass.h): in step order,

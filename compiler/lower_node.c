@@ -111,6 +111,8 @@ static void lw_attrs_of_node(const kc_kernel_def *d, const nn_tensor *t, kc_kern
     case NN_OP_REDUCE_MAX_GRAD:
         lw_attr(d, k, "axis", (double)ip[0]);
         lw_attr(d, k, "keepdim", (double)ip[1]);
+        if (t->op == NN_OP_REDUCE_SUM && ip[2])
+            lw_attr(d, k, "square", 1);
         break;
     case NN_OP_PERMUTE: {
         double a = 0;

@@ -23,7 +23,7 @@ static int32_t lw_src_inst(const lw_ctx *w, const nn_tensor *t, int mb)
 }
 
 static np_status lw_plan_entry(lw_ctx *w, const nn_plan_entry *e, int block, int mb,
-                               np_err *err)
+                               const nn_plan_iter *iter, np_err *err)
 {
     for (int k = 0; k < e->n_nodes; k++) {
         nn_tensor *t = e->nodes[k];
@@ -49,6 +49,8 @@ static np_status lw_plan_entry(lw_ctx *w, const nn_plan_entry *e, int block, int
             return err->status;
         w->it[id].block = block;
         w->it[id].keep = t == w->cls->loss; /* the host reads every micro-batch's loss */
+        w->it[id].sync = k == 0 && iter->sync;
+        w->it[id].call = iter->call;
     }
     return NP_OK;
 }
@@ -82,7 +84,7 @@ np_status lower_plan_rank(const arch_config *cfg, const nn_plan *p, int rank,
     const nn_plan_block *b;
     int mb;
     while (st == NP_OK && (e = nn_plan_iter_next(&iter, &b, &mb)))
-        st = lw_plan_entry(&w, e, (int)(b - c->blocks), mb, err);
+        st = lw_plan_entry(&w, e, (int)(b - c->blocks), mb, &iter, err);
     if (st == NP_OK)
         st = lw_lower(&w, err);
     if (st == NP_OK) {

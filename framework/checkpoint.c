@@ -8,7 +8,14 @@
  * node that is not kept read a recomputed copy instead: the copy (region recompute) is built
  * from kept tensors through copies of the nodes between, once per forward node, and gets the
  * scheduling key of its first backward reader so that the scheduler computes it just in time.
- * The forward node then dies at the end of the forward pass. */
+ * The forward node then dies at the end of the forward pass.
+ *
+ * nn_pass_recompute_layers does what torch.utils.checkpoint does with each layer as a
+ * checkpoint (Megatron-LM's activation checkpointing): the layer's whole forward runs again
+ * before its backward, every node of it, those no backward node reads included (a GPT layer's
+ * MLP output projection, its all-reduce, dropout and residual sum), reading the layer's
+ * recomputed values and what enters it from outside (other layers, leaves), all keyed just
+ * before the layer's first backward node in forward order. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -45,7 +52,60 @@ static nn_tensor *nn_recompute(nn_ckpt *c, nn_tensor *t, double key)
     return r;
 }
 
-np_status nn_pass_recompute(nn_graph *g, const bool *kept, int *n_recomputed, np_err *err)
+/* Copies, in forward order, every node of every layer that the backward-driven pass did not
+ * copy, and keys each layer's copies just before its first backward node (whole-layer
+ * recomputation). */
+static nn_tensor *nn_recompute_in_layer(nn_ckpt *c, nn_tensor *t, int chunk, int layer);
+
+static bool nn_recompute_whole_layers(nn_ckpt *c, nn_tensor **order, int n_order)
+{
+    int L = 0, K = 0;
+    for (int i = 0; i < n_order; i++) {
+        L = order[i]->layer + 1 > L ? order[i]->layer + 1 : L;
+        K = order[i]->chunk + 1 > K ? order[i]->chunk + 1 : K;
+    }
+    if (!L)
+        return true;
+    K = K ? K : 1;
+    double *first = nn_malloc((size_t)L * (size_t)K * sizeof *first);
+    int *count = nn_calloc((size_t)L * (size_t)K, sizeof *count);
+    bool ok = first && count;
+    for (int i = 0; ok && i < L * K; i++)
+        first[i] = 1e300;
+    /* the first backward node of each (chunk, layer); how many forward nodes it has */
+    for (int i = 0; ok && i < n_order; i++) {
+        nn_tensor *t = order[i];
+        if (t->layer < 0)
+            continue;
+        int k = (t->chunk > 0 ? t->chunk : 0) * L + t->layer;
+        if (t->region == NN_REGION_BACKWARD && t->sched_key < first[k])
+            first[k] = t->sched_key;
+        if (t->region == NN_REGION_FORWARD && t->op != NN_OP_LEAF)
+            count[k]++;
+    }
+    int *seen = ok ? nn_calloc((size_t)L * (size_t)K, sizeof *seen) : NULL;
+    ok = ok && seen;
+    for (int i = 0; ok && i < n_order; i++) {
+        nn_tensor *t = order[i];
+        if (t->layer < 0 || t->region != NN_REGION_FORWARD || t->op == NN_OP_LEAF)
+            continue;
+        int k = (t->chunk > 0 ? t->chunk : 0) * L + t->layer;
+        nn_tensor *r = nn_recompute_in_layer(c, t, t->chunk, t->layer);
+        if (!r) {
+            ok = false;
+            break;
+        }
+        if (r != t && first[k] < 1e300) /* forward order, in [first - 0.5, first - 0.1) */
+            r->sched_key = first[k] - 0.5 + 0.4 * seen[k]++ / (count[k] + 1);
+    }
+    free(first);
+    free(count);
+    free(seen);
+    return ok;
+}
+
+static np_status nn_recompute_pass(nn_graph *g, const bool *kept, bool layers, int *n_recomputed,
+                                   np_err *err)
 {
     *n_recomputed = 0;
     int max_id = nn_graph_max_id(g);
@@ -81,6 +141,9 @@ np_status nn_pass_recompute(nn_graph *g, const bool *kept, int *n_recomputed, np
             b->src[s] = r;
         }
     }
+    if (st == NP_OK && layers && !nn_recompute_whole_layers(&c, order, n_order))
+        st = nn_graph_status(g, err) != NP_OK ? err->status
+                                              : np_err_set(err, NP_ERR_NOMEM, "out of memory in checkpointing");
     nn_graph_set_region(g, region);
     nn_graph_set_scope(g, "%s", scope);
     nn_graph_set_layer(g, layer);
@@ -90,6 +153,42 @@ done:
     free(copy);
     free(order);
     return st;
+}
+
+/* The node of the same (chunk, layer) as the one being recomputed that a whole-layer copy
+ * reads: its copy, made here first when it has none (a leaf, a send or receive, or a node of
+ * another layer or chunk is read as it is). */
+static nn_tensor *nn_recompute_in_layer(nn_ckpt *c, nn_tensor *t, int chunk, int layer)
+{
+    if (t->op == NN_OP_LEAF || t->op == NN_OP_SEND || t->op == NN_OP_RECV ||
+        t->region != NN_REGION_FORWARD || t->layer != layer || t->chunk != chunk)
+        return t;
+    if (c->copy[t->id])
+        return c->copy[t->id];
+    nn_tensor *srcs[NN_MAX_SRC];
+    for (int s = 0; s < t->n_src; s++)
+        if (!(srcs[s] = nn_recompute_in_layer(c, t->src[s], chunk, layer)))
+            return NULL;
+    nn_graph_set_scope(c->g, "%s", t->scope);
+    nn_tensor *r = nn_node(c->g, t->op, t->n_src, srcs, t->ip, t->fp);
+    if (!r)
+        return NULL;
+    nn_tensor_set_name(r, "%.80s.recompute", t->name);
+    r->layer = t->layer;
+    r->chunk = t->chunk;
+    c->copy[t->id] = r;
+    c->n_copies++;
+    return r;
+}
+
+np_status nn_pass_recompute(nn_graph *g, const bool *kept, int *n_recomputed, np_err *err)
+{
+    return nn_recompute_pass(g, kept, false, n_recomputed, err);
+}
+
+np_status nn_pass_recompute_layers(nn_graph *g, const bool *kept, int *n_recomputed, np_err *err)
+{
+    return nn_recompute_pass(g, kept, true, n_recomputed, err);
 }
 
 np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_recomputed,

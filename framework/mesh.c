@@ -75,16 +75,28 @@ np_status nn_strategy_parse_schedule(nn_strategy *s, const char *text, np_err *e
                       text);
 }
 
+const char *nn_ddp_name(nn_ddp d)
+{
+    return d == NN_DDP_TORCH ? "torch" : d == NN_DDP_LOCAL ? "local" : "?";
+}
+
+static const char *const nn_recompute_names[] = {"none", "selective", "full", "uniform"};
+
+const char *nn_recompute_name(nn_recompute r)
+{
+    return (unsigned)r < sizeof nn_recompute_names / sizeof *nn_recompute_names
+               ? nn_recompute_names[r] : "?";
+}
+
 np_status nn_strategy_parse_recompute(nn_strategy *s, const char *text, np_err *err)
 {
-    static const char *const names[] = {"none", "selective", "full"};
-    for (int i = 0; i < 3; i++)
-        if (strcmp(text, names[i]) == 0) {
+    for (size_t i = 0; i < sizeof nn_recompute_names / sizeof *nn_recompute_names; i++)
+        if (strcmp(text, nn_recompute_names[i]) == 0) {
             s->recompute = (nn_recompute)i;
             return NP_OK;
         }
     return np_err_set(err, NP_ERR_USAGE,
-                      "--recompute: expected none, selective or full, got '%s'", text);
+                      "--recompute: expected none, selective, full or uniform, got '%s'", text);
 }
 
 void nn_mesh_coords(const nn_mesh *m, int rank, int *c)

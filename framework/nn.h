@@ -242,6 +242,9 @@ nn_tensor *nn_broadcast_to(nn_graph *g, nn_tensor *a, int ndim, const int64_t *n
 nn_tensor *nn_sum_to(nn_graph *g, nn_tensor *a, int ndim, const int64_t *ne);
 /* Reductions over one axis (negative counts from the end). */
 nn_tensor *nn_reduce_sum(nn_graph *g, nn_tensor *a, int axis, bool keepdim);
+/* The sum of the squares of a's elements along axis (reduce_sum with ip[2] = 1: the squares
+ * are not stored, as a norm kernel reads each element once). */
+nn_tensor *nn_sum_squares(nn_graph *g, nn_tensor *a, int axis, bool keepdim);
 nn_tensor *nn_reduce_mean(nn_graph *g, nn_tensor *a, int axis, bool keepdim);
 nn_tensor *nn_reduce_max(nn_graph *g, nn_tensor *a, int axis, bool keepdim);
 /* a [..., M, K] x b [..., K, N] -> [..., M, N]; batch dims broadcast. */

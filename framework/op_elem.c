@@ -307,7 +307,7 @@ int64_t nn_flops_sum_to(const nn_tensor *t)
     return nn_numel(t->src[0]);
 }
 
-/* ---- reductions: ip[0] axis (normalized), ip[1] keepdim ---- */
+/* ---- reductions: ip[0] axis (normalized), ip[1] keepdim; reduce_sum ip[2]: of the squares ---- */
 
 np_status nn_infer_reduce(nn_tensor *t, np_err *err)
 {
@@ -349,8 +349,11 @@ void nn_fwd_reduce(nn_tensor *t)
         for (int64_t in = 0; in < inner; in++) {
             const float *p = x->data + o * len * inner + in;
             double acc = t->op == NN_OP_REDUCE_MAX ? -INFINITY : 0.0;
+            bool sq = t->op == NN_OP_REDUCE_SUM && t->ip[2];
             for (int64_t k = 0; k < len; k++) {
                 double v = p[k * inner];
+                if (sq)
+                    v *= v;
                 if (t->op == NN_OP_REDUCE_MAX)
                     acc = v > acc ? v : acc;
                 else
@@ -376,12 +379,16 @@ void nn_bwd_reduce(nn_graph *g, nn_tensor *t, nn_tensor *dy)
     nn_tensor *r = nn_reshape(g, dy, x->ndim, ne);
     if (t->op == NN_OP_REDUCE_MEAN)
         r = nn_scale(g, r, 1.0 / (double)x->ne[t->ip[0]]);
-    nn_grad_acc(g, x, nn_broadcast_to(g, r, x->ndim, x->ne));
+    nn_tensor *dx = nn_broadcast_to(g, r, x->ndim, x->ne);
+    if (t->op == NN_OP_REDUCE_SUM && t->ip[2]) /* d(x^2) = 2 x dx */
+        dx = nn_scale(g, nn_mul(g, x, dx), 2.0);
+    nn_grad_acc(g, x, dx);
 }
 
 int64_t nn_flops_reduce(const nn_tensor *t)
 {
-    return nn_numel(t->src[0]);
+    int64_t n = nn_numel(t->src[0]);
+    return t->op == NN_OP_REDUCE_SUM && t->ip[2] ? 2 * n : n;
 }
 
 /* REDUCE_MAX_GRAD (x, y, dy) -> dx: dy flows to the first maximal element. */

@@ -118,6 +118,14 @@ nn_tensor *nn_reduce_sum(nn_graph *g, nn_tensor *a, int axis, bool keepdim)
 {
     return nn_reduce_axis(g, NN_OP_REDUCE_SUM, a, axis, keepdim);
 }
+nn_tensor *nn_sum_squares(nn_graph *g, nn_tensor *a, int axis, bool keepdim)
+{
+    if (!a)
+        return NULL;
+    int ax = nn_axis(axis, a->ndim);
+    return nn_node1(g, NN_OP_REDUCE_SUM, a, (int64_t[NN_MAX_IPARAMS]){ax < 0 ? axis : ax, keepdim, 1},
+                    NULL);
+}
 nn_tensor *nn_reduce_mean(nn_graph *g, nn_tensor *a, int axis, bool keepdim)
 {
     return nn_reduce_axis(g, NN_OP_REDUCE_MEAN, a, axis, keepdim);

@@ -64,6 +64,14 @@ np_status nn_pass_checkpoint(nn_graph *g, nn_ckpt_policy policy, int k, int *n_r
 /* The core of checkpointing: backward nodes read recomputed copies of the forward nodes
  * that kept[id] does not keep (kept indexed by node id, at least nn_graph_max_id + 1). */
 np_status nn_pass_recompute(nn_graph *g, const bool *kept, int *n_recomputed, np_err *err);
+/* The same, then every forward node of every layer (t->layer >= 0) that has no recomputed copy
+ * gets one too, reading its layer's copies and, as they are, what enters the layer (leaves,
+ * receives, other layers' nodes): the layer's whole forward runs again, as torch.utils.checkpoint
+ * runs a checkpointed function (Megatron-LM's activation checkpointing of each layer), even the
+ * nodes no backward reads. Every copy of a (chunk, layer) is keyed just before the layer's first
+ * backward node, in forward order, so the recomputation precedes the layer's backward whole. */
+np_status nn_pass_recompute_layers(nn_graph *g, const bool *kept, int *n_recomputed,
+                                   np_err *err);
 
 /* Bytes of forward activations held from the forward pass for the backward pass: the
  * storage of every forward (non-leaf) node read by a backward or recompute node (a view

@@ -102,8 +102,24 @@ typedef enum nn_pp_schedule {
 typedef enum nn_recompute {
     NN_RECOMPUTE_NONE,
     NN_RECOMPUTE_SELECTIVE, /* the attention core (scores, softmax, dropout) — Korthikanti */
-    NN_RECOMPUTE_FULL,      /* every layer from its input */
+    NN_RECOMPUTE_FULL,      /* every layer from its input: what its backward reads */
+    NN_RECOMPUTE_UNIFORM,   /* every layer from its input, its whole forward run again before
+                               its backward (Megatron-LM's --activations-checkpoint-method
+                               uniform, one layer per checkpoint: torch.utils.checkpoint's rule,
+                               so also what the backward does not read — the MLP's output
+                               projection, its all-reduce, dropout and residual sum) */
 } nn_recompute;
+
+/* How data parallelism reduces the gradients (Megatron-LM's --DDP-impl). */
+typedef enum nn_ddp {
+    NN_DDP_TORCH, /* PyTorch's DistributedDataParallel: buckets of bucket_mb all-reduced as the
+                     last micro-batch's backward produces them, overlapping the rest of it (the
+                     earlier micro-batches under no_sync) */
+    NN_DDP_LOCAL, /* Megatron-LM's own DistributedDataParallel (megatron/model/distributed.py,
+                     allreduce_gradients): after the whole backward, one all-reduce of each
+                     model chunk's gradients, not overlapped; the tied embedding's all-reduce
+                     after it (megatron/training.py, train_step) */
+} nn_ddp;
 
 #define NN_STRATEGY_MAX_CHUNKS 1024
 
@@ -131,6 +147,35 @@ typedef struct nn_strategy {
                                   Megatron-LM's FusedScaleMaskSoftmax, its
                                   --masked-softmax-fusion); default off */
     double bucket_mb;          /* DP/ZeRO gradient bucket size in MiB; 0: 25 MiB */
+    nn_ddp ddp;                /* the gradient reduction (`--ddp`); default NN_DDP_TORCH */
+    bool p2p_blocking;         /* the pipeline's sends and receives as Megatron-LM 2021 runs
+                                  them (megatron/p2p_communication.py, _communicate): grouped
+                                  into the calls its schedules make (megatron/schedules.py),
+                                  each send starting once its receiver has posted the receive
+                                  (NCCL's rendezvous), and the host going on only when every
+                                  send and receive of the call is done (req.wait(),
+                                  torch.cuda.synchronize()): the next kernel pays the host's
+                                  launch. Default off: sends are eager and asynchronous */
+    double loss_scale;         /* Megatron-LM's --fp16 loss scaling (--loss-scale; its grad
+                                  scaler, megatron/optimizer/optimizer.py): the loss is scaled
+                                  by it; before the update every main gradient is unscaled
+                                  (torch._amp_foreach_non_finite_check_and_unscale_: one read
+                                  and write) and checked for inf and nan, the flag all-reduced
+                                  (max) over the model-parallel group (tp then pp here) and read
+                                  by the host (.item(): a synchronization). 0: none (default) */
+    double clip_grad;          /* --clip-grad (clip_grads.py, clip_grad_norm_fp32): the global
+                                  L2 norm of the main gradients (each one's sum of squares,
+                                  summed, all-reduced over the model-parallel group, read by the
+                                  host), every gradient then scaled by min(1, clip_grad /
+                                  (norm + 1e-6)) before the update. 0: none (default) */
+    bool host_sync;            /* the host synchronizations of Megatron-LM 2021's step: its
+                                  timers call torch.cuda.synchronize() at their start and stop
+                                  (megatron/global_vars.py, _Timer), around every forward and
+                                  backward step and p2p call (schedules.py), the gradient and
+                                  embedding all-reduces and the optimizer (training.py) and the
+                                  optimizer's phases (megatron/optimizer/optimizer.py): each
+                                  phase starts once the device has finished everything before
+                                  it, its first kernel paying the host's launch. Default off */
     int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
     int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */
     char placement[16];        /* mesh axis order on chips, fastest first ("tp,pp,dp");
@@ -144,8 +189,12 @@ void nn_strategy_default(nn_strategy *s);
 /* Parses a --schedule value: "gpipe", "1f1b" or "interleaved:V" (V >= 2). NP_ERR_USAGE
  * naming the flag otherwise; s unchanged on failure. */
 np_status nn_strategy_parse_schedule(nn_strategy *s, const char *text, np_err *err);
-/* Parses a --recompute value: "none", "selective" or "full". */
+/* Parses a --recompute value: "none", "selective", "full" or "uniform". */
 np_status nn_strategy_parse_recompute(nn_strategy *s, const char *text, np_err *err);
+/* The --recompute name of r ("none", ...; "?" out of range). */
+const char *nn_recompute_name(nn_recompute r);
+/* The --ddp name of d ("torch", "local"; "?" out of range). */
+const char *nn_ddp_name(nn_ddp d);
 
 /* ---- device mesh ------------------------------------------------------------------------- */
 
@@ -203,6 +252,25 @@ typedef enum nn_plan_when {
     NN_PLAN_LAST_MB,  /* only the last micro-batch's instance (DP buckets, ZeRO-1 scatter) */
 } nn_plan_when;
 
+/* Where an entry goes in a call-structured issue order (nn_plan_issue): a block's receives
+ * come before its compute, the pipeline scatter/gather's all-gathers of what they received
+ * right after them, its sends after it. */
+typedef enum nn_plan_part {
+    NN_PART_ALL,     /* (an issue piece: every entry of its block) */
+    NN_PART_RECV,    /* a receive */
+    NN_PART_GATHER,  /* a pp-sg collective reading a receive of its block */
+    NN_PART_COMPUTE, /* everything else */
+    NN_PART_SEND,    /* a send */
+} nn_plan_part;
+
+/* A blocking send (nn_strategy.p2p_blocking) waits for its receiver's clear-to-send, a
+ * message of NN_PLAN_CTS_BYTES the receive sends to it once it is posted: NCCL's sender moves
+ * data only into buffers its receiver has posted, which the receiver announces by writing a
+ * 64-bit step counter to the sender (NCCL src/include/device.h, struct ncclConnInfo:
+ * "uint64_t* head; // Local for send, remote for recv"). The fast run and the step lowering
+ * both send it. */
+#define NN_PLAN_CTS_BYTES 8
+
 typedef struct nn_plan_dep {
     int32_t block; /* -1: the same block instance; else a block of the same class */
     int32_t entry;
@@ -227,6 +295,9 @@ typedef struct nn_plan_entry {
     int group_size;      /* collective: ranks in the group; send/recv: 2 */
     int peer;            /* send/recv: peer = this rank's stage + peer (mod pp) */
     int match;           /* pairs sends with recvs and a collective's instances */
+    nn_plan_part part;   /* RECV, GATHER, COMPUTE or SEND (nn_plan_part) */
+    bool sync;           /* host_sync, a step block's entry: the host synchronizes the device
+                            before it (the first of each phase of the step's end) */
 } nn_plan_entry;
 
 typedef enum nn_plan_block_kind {
@@ -247,6 +318,17 @@ typedef struct nn_plan_sched {
     int block;           /* index into the class's blocks */
     int mb;              /* micro-batch 0..n_micro-1; -1 for step blocks */
 } nn_plan_sched;
+
+/* One piece of a class's issue order when the host's synchronizations or blocking p2p shape
+ * it (nn_plan_class.issue): the entries of part `part` of schedule step `sched`, in their
+ * block's order. */
+typedef struct nn_plan_issue {
+    int sched;           /* index into the class's sched */
+    nn_plan_part part;   /* NN_PART_ALL: the whole block */
+    bool sync;           /* the host synchronizes the device before the piece's first entry */
+    int call;            /* p2p_blocking: the p2p call its sends and receives belong to (1, 2,
+                            ... in issue order); 0: none */
+} nn_plan_issue;
 
 /* What a persistent or rank-dependent leaf of a class graph holds (for initializing and
  * reading back a rank's state; the compiler and run engine need only the buffer sizes). */
@@ -291,6 +373,8 @@ typedef struct nn_plan_class {
     nn_plan_block *blocks;
     int n_sched;
     nn_plan_sched *sched;
+    int n_issue;             /* 0: the issue order is the schedule's (every block whole) */
+    nn_plan_issue *issue;    /* else its pieces (nn_plan_iter walks them) */
     int n_leaves;
     nn_plan_leaf *leaves;
     int layer_first, layer_last; /* model layers on this stage (over its chunks); -1 if none */
@@ -403,13 +487,24 @@ bool nn_plan_entry_runs(const nn_plan_entry *e, int mb, int n_micro);
 typedef struct nn_plan_iter {
     const nn_plan_class *c;
     int n_micro;
-    int s, e;  /* position: schedule step, entry (internal) */
+    int s, e;       /* position: schedule step or issue piece, entry (internal) */
+    bool pending;   /* a piece's synchronization not yet given to an entry (internal) */
+    /* the entry nn_plan_iter_next returned: */
+    int block;      /* its block (index into c->blocks) */
+    int entry;      /* its index in the block */
+    bool sync;      /* the host synchronizes the device before it (host_sync, p2p_blocking):
+                       it starts once everything issued before it is done, and a kernel pays
+                       the host's launch */
+    int call;       /* a send or receive of a blocking p2p call: the call (1, 2, ...); 0 */
 } nn_plan_iter;
 
-/* Starts iterating class c's entries in execution order. */
+/* Starts iterating class c's entries in issue order: the schedule's blocks one after the
+ * other, each in its entries' order — or, when the strategy's host synchronizations or
+ * blocking p2p shape the step, c->issue's pieces (nn_pb_issue in plan_sched.c: Megatron-LM
+ * 2021's calls). Every instance of every entry that runs comes exactly once either way. */
 void nn_plan_iter_begin(nn_plan_iter *it, const nn_plan *p, const nn_plan_class *c);
 /* The next entry that runs (with its block and micro-batch, -1 for step blocks), or NULL at
- * the end of the step. */
+ * the end of the step; it->block, entry, sync and call describe it. */
 const nn_plan_entry *nn_plan_iter_next(nn_plan_iter *it, const nn_plan_block **block, int *mb);
 
 /* ---- buffers ---- */

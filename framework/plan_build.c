@@ -45,6 +45,13 @@ static np_status nn_plan_validate_common(const nn_strategy *s, int64_t B, int64_
         return np_err_set(err, NP_ERR_RANGE, "--zero must be 0, 1, 2 or 3, got %d", s->zero);
     if (s->bucket_mb < 0)
         return np_err_set(err, NP_ERR_RANGE, "--bucket-mb must be positive, got %g", s->bucket_mb);
+    if (s->loss_scale < 0 || s->clip_grad < 0)
+        return np_err_set(err, NP_ERR_RANGE, "--loss-scale and --clip-grad must be positive (0: "
+                          "none), got %g and %g", s->loss_scale, s->clip_grad);
+    if ((s->loss_scale > 0 || s->clip_grad > 0) && s->zero > 0 && s->dp > 1)
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--loss-scale and --clip-grad are Megatron-LM's optimizer, which shards "
+                          "nothing: they cannot be combined with --zero %d", s->zero);
     if (s->sp && s->tp < 2)
         return np_err_set(err, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
     if (s->zero >= 2 && s->pp > 1 && s->dp > 1)
@@ -140,6 +147,7 @@ typedef struct nn_pmark {
     int hint;      /* block for step nodes */
     bool last;     /* runs at the last micro-batch only */
     int bucket;    /* collective bucket (0: none) */
+    int phase;     /* the step's end: 1 + its phase (NN_END_*) when its op does not say (0) */
 } nn_pmark;
 
 typedef struct nn_pstate {
@@ -223,7 +231,8 @@ static np_status nn_pb_backward(nn_pb *pb, nn_plan *p)
         goto done;
     }
     /* the loss, seeded with 1/(m dp): gradients summed over micro-batches and dp ranks are
-     * the gradient of the mean loss over the global batch */
+     * the gradient of the mean loss over the global batch (times the loss scale, which the
+     * optimizer takes out again) */
     {
         nn_pv *lv = pb->val[pb->m0.loss->id];
         int ls = nn_pb_stage(pb, lv->chunk);
@@ -233,7 +242,8 @@ static np_status nn_pb_backward(nn_pb *pb, nn_plan *p)
         nn_graph_set_layer(g, -1);
         nn_graph_set_scope(g, "%s", "");
         nn_tensor *seed = nn_const(g, "loss.scale", lv->t->dtype, lv->t->ndim, lv->t->ne);
-        if (!seed || !nn_tensor_fill(seed, (float)(1.0 / ((double)p->n_micro * pb->dp))) ||
+        double scale = pb->s->loss_scale > 0 ? pb->s->loss_scale : 1.0;
+        if (!seed || !nn_tensor_fill(seed, (float)(scale / ((double)p->n_micro * pb->dp))) ||
             !nn_pb_leaf(pb, ls, NN_LEAF_CONST, seed) || !nn_tlist_push(&roots[ls], lv->t) ||
             !nn_tlist_push(&seeds[ls], seed)) {
             st = nn_graph_status(g, err) != NP_OK ? err->status
@@ -325,6 +335,51 @@ done:
     return st;
 }
 
+static bool nn_is_collective(nn_op op)
+{
+    return op == NN_OP_ALL_REDUCE || op == NN_OP_REDUCE_SCATTER || op == NN_OP_ALL_GATHER ||
+           op == NN_OP_BROADCAST || op == NN_OP_REDUCE || op == NN_OP_ALL_TO_ALL;
+}
+
+/* The phases of a step's end, in the order Megatron-LM 2021's train_step and its mixed-
+ * precision optimizer run them, each under a timer of its own (megatron/training.py,
+ * megatron/optimizer/optimizer.py): with host_sync the step's end runs them one after the
+ * other, the host synchronizing the device before each. */
+enum {
+    NN_END_GRAD_REDUCE, /* data-parallel gradient reductions (allreduce_gradients) */
+    NN_END_SP_SUM,      /* partial gradients summed over tp (sequence-parallel norms) */
+    NN_END_TIED,        /* the tied embedding's all-reduce (backward-embedding-all-reduce) */
+    NN_END_MAIN_GRAD,   /* gradients to fp32 main gradients (optimizer-copy-to-main-grad) */
+    NN_END_UNSCALE,     /* unscaled and checked for inf, the flag all-reduced and read by the
+                           host (optimizer-unscale-and-check-inf) */
+    NN_END_NORM,        /* the global norm, all-reduced and read by the host */
+    NN_END_CLIP,        /* the gradients scaled by the clipping coefficient (with the norm:
+                           optimizer-clip-main-grad) */
+    NN_END_UPDATE,      /* the optimizer's update (optimizer.step) */
+    NN_END_COPY_BACK,   /* main parameters back into the model's (copy-main-to-model-params) */
+};
+
+/* The phase a node of the step's end has by itself (nn_pb_entries gives an entry the latest
+ * of its nodes' and its dependencies'). */
+static int nn_end_phase(const nn_pstate *ps, const nn_tensor *t)
+{
+    if (t->id < ps->cap_mark && ps->mark[t->id].phase)
+        return ps->mark[t->id].phase - 1;
+    if (nn_is_collective(t->op)) {
+        int tag = (int)t->ip[NN_COMM_IP_TAG];
+        if (tag == NN_COMM_ZERO && t->op == NN_OP_ALL_GATHER)
+            return NN_END_COPY_BACK;
+        return tag == NN_COMM_SP ? NN_END_SP_SUM : tag == NN_COMM_PP ? NN_END_TIED
+                                                                     : NN_END_GRAD_REDUCE;
+    }
+    switch (t->op) {
+    case NN_OP_CAST: return t->dtype == NN_F32 ? NN_END_MAIN_GRAD : NN_END_COPY_BACK;
+    case NN_OP_SGD_UPDATE: case NN_OP_ADAM_UPDATE: case NN_OP_ADAMW_UPDATE: return NN_END_UPDATE;
+    case NN_OP_COPY_TO: return NN_END_COPY_BACK;
+    default: return NN_END_GRAD_REDUCE;
+    }
+}
+
 /* ---- 5. recomputation and re-gathering ---- */
 
 /* Whether forward node t is (a view, slice or transpose of) a ZeRO or sequence-parallel all-gather:
@@ -350,7 +405,8 @@ static np_status nn_pb_recompute(nn_pb *pb, nn_graph *g)
         kept[t->id] = !fwd || t->op == NN_OP_RECV || t->layer < 0 || pol == NN_RECOMPUTE_NONE ||
                       (pol == NN_RECOMPUTE_SELECTIVE && !t->attn_core);
     }
-    if (pol == NN_RECOMPUTE_FULL) /* keep what enters each layer */
+    bool layers = pol == NN_RECOMPUTE_FULL || pol == NN_RECOMPUTE_UNIFORM;
+    if (layers) /* keep what enters each layer */
         for (int i = 0; i < n; i++) {
             nn_tensor *t = nn_graph_node(g, i);
             if (t->op == NN_OP_LEAF || t->region != NN_REGION_FORWARD)
@@ -365,7 +421,8 @@ static np_status nn_pb_recompute(nn_pb *pb, nn_graph *g)
             kept[t->id] = false;
     }
     int nr;
-    np_status st = nn_pass_recompute(g, kept, &nr, pb->err);
+    np_status st = pol == NN_RECOMPUTE_UNIFORM ? nn_pass_recompute_layers(g, kept, &nr, pb->err)
+                                               : nn_pass_recompute(g, kept, &nr, pb->err);
     free(kept);
     return st;
 }
@@ -454,7 +511,214 @@ static bool nn_pb_buckets(nn_pstate *ps, nn_bucket_item *it, int n, uint64_t byt
     return true;
 }
 
-static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied_match)
+/* A parameter's update, once its main gradient is ready (nn_pb_optimizer). */
+typedef struct nn_pupd {
+    nn_pparam *pr;
+    int i;                 /* its index in pb->params */
+    nn_tensor *leaf, *master;
+    nn_tensor *r;          /* the main gradient the update reads */
+    int mnd;
+    int64_t mne[NN_MAX_DIMS];
+    bool mixed, shard12;
+} nn_pupd;
+
+/* The optimizer's update of one parameter from its main gradient and, in mixed precision,
+ * the copy of its master into the parameter (ZeRO-1/2: all-gathered into every rank's, each
+ * gather an item of ags). Nodes in the optimizer region of the step's end; false: the graph's
+ * error. */
+static bool nn_pb_update(nn_pstate *ps, const nn_pupd *up, nn_bucket_item *ags, int *n_ags)
+{
+    nn_pb *pb = ps->pb;
+    nn_graph *g = ps->g;
+    const nn_optim *o = &pb->plan->optim;
+    int dp = pb->dp, zero = pb->zero, mnd = up->mnd;
+    nn_pparam *pr = up->pr;
+    nn_tensor *leaf = up->leaf, *master = up->master, *r = up->r;
+    const int64_t *mne = up->mne;
+    bool mixed = up->mixed, shard12 = up->shard12;
+    int from = nn_graph_n_nodes(g), i = up->i;
+    nn_tensor *srcs[4] = {master, r, NULL, NULL};
+    double fp[NN_MAX_FPARAMS] = {o->lr};
+    nn_op op;
+    int ns;
+    if (o->kind == NN_OPTIM_SGD) {
+        op = NN_OP_SGD_UPDATE;
+        ns = 3;
+        srcs[2] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "momentum", NN_ROLE_OPTSTATE, NN_F32, mnd,
+                              mne, zero != 0);
+        fp[1] = o->momentum;
+        fp[2] = o->weight_decay;
+    } else {
+        op = o->kind == NN_OPTIM_ADAM ? NN_OP_ADAM_UPDATE : NN_OP_ADAMW_UPDATE;
+        ns = 4;
+        srcs[2] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "adam_m", NN_ROLE_OPTSTATE, NN_F32, mnd,
+                              mne, zero != 0);
+        srcs[3] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "adam_v", NN_ROLE_OPTSTATE, NN_F32, mnd,
+                              mne, zero != 0);
+        fp[1] = o->beta1;
+        fp[2] = o->beta2;
+        fp[3] = o->eps;
+        fp[4] = o->weight_decay;
+    }
+    nn_ps_ctx(ps, NN_REGION_OPTIM, -1, pr->g0->layer, "");
+    if (!srcs[2] || (ns == 4 && !srcs[3]))
+        return false;
+    nn_tensor *u = nn_node(g, op, ns, srcs, NULL, fp);
+    if (!u)
+        return false;
+    nn_tensor_set_name(u, "%.80s.update", pr->g0->name);
+    u->is_output = true;
+    if (shard12) { /* the updated shards back into every rank's parameter */
+        nn_tensor *w = mixed ? nn_cast(g, u, pr->work) : u;
+        nn_tensor *ag = dp > 1 ? nn_all_gather(g, w, NN_COMM_ZERO, dp, 0) : w;
+        if (ag && ag != w)
+            ags[(*n_ags)++] = (nn_bucket_item){ag, (double)i, 0, nn_nbytes(ag)};
+        nn_tensor *cp = nn_copy_to(g, leaf, nn_unflat(g, ag, leaf->ndim, leaf->ne));
+        if (!cp)
+            return false;
+        cp->is_output = true;
+    } else if (mixed) {
+        nn_tensor *cp = nn_copy_to(g, leaf, u);
+        if (!cp)
+            return false;
+        cp->is_output = true;
+    }
+    return nn_ps_mark_since(ps, from, NN_HINT_END, false);
+}
+
+/* Gives every node made since `from` (node count) the step end's phase ph. */
+static bool nn_ps_mark_phase(nn_pstate *ps, int from, int ph)
+{
+    for (int k = from; k < nn_graph_n_nodes(ps->g); k++) {
+        nn_pmark *m = nn_ps_mark(ps, nn_graph_node(ps->g, k));
+        if (!m)
+            return false;
+        m->phase = ph + 1;
+    }
+    return true;
+}
+
+/* A scalar all-reduce of v over the model-parallel group (Megatron-LM's
+ * mpu.get_model_parallel_group(): every tp and pp rank of a replica), as one over tp and one
+ * over pp, each pp one matched across the stages by *match. */
+static nn_tensor *nn_pb_mp_all_reduce(nn_pb *pb, nn_graph *g, nn_tensor *v, int op, int *match)
+{
+    if (v && pb->tp > 1)
+        v = nn_all_reduce(g, v, NN_COMM_TP, pb->tp, op);
+    if (v && pb->pp > 1) {
+        v = nn_all_reduce(g, v, NN_COMM_PP, pb->pp, op);
+        if (v) {
+            if (!*match)
+                *match = ++pb->next_match;
+            v->ip[NN_COMM_IP_MATCH] = *match;
+        }
+    }
+    return v;
+}
+
+/* The chunks a gradient of n elements is summed in (partial sums, then their sum, as apex's
+ * multi_tensor_l2norm does): the most, up to 4096, that divide n into chunks of at least 2048
+ * elements. */
+static int64_t nn_norm_rows(int64_t n)
+{
+    for (int64_t r = n / 2048 < 4096 ? n / 2048 : 4096; r > 1; r--)
+        if (n % r == 0)
+            return r;
+    return 1;
+}
+
+/* A scalar constant leaf of the stage's graph. */
+static nn_tensor *nn_pb_scalar(nn_pstate *ps, const char *name, double v)
+{
+    nn_tensor *t = nn_const(ps->g, name, NN_F32, 1, (int64_t[]){1});
+    if (!t || !nn_tensor_fill(t, (float)v) || !nn_pb_leaf(ps->pb, ps->st, NN_LEAF_CONST, t))
+        return NULL;
+    return t;
+}
+
+/* A scalar accumulator of each rank (zero at the start; the step fills it before it adds). */
+static nn_tensor *nn_pb_scalar_acc(nn_pstate *ps, const char *name)
+{
+    nn_tensor *t = nn_leaf(ps->g, name, NN_ROLE_OPTSTATE, NN_F32, 1, (int64_t[]){1});
+    if (!t || !nn_pb_leaf(ps->pb, ps->st, NN_LEAF_GRADBUF, t))
+        return NULL;
+    return t;
+}
+
+/* Megatron-LM 2021's steps over all the main gradients before the update
+ * (megatron/optimizer/optimizer.py, Float16OptimizerWithFloat16Params.step):
+ *   loss scaling  found_inf zeroed, the gradients unscaled and checked (their scale nodes,
+ *                 made with the main gradients), the flag all-reduced (max) over the
+ *                 model-parallel group, read by the host;
+ *   clipping      (clip_grads.py, clip_grad_norm_fp32) each gradient's sum of squares into one
+ *                 sum — once per parameter over tp (a replicated one counts 1/tp on each rank,
+ *                 as Megatron counts it on tp rank 0 only) and pp (a tied one on its first
+ *                 stage only) — all-reduced (sum) over the model-parallel group and read by the
+ *                 host; the coefficient min(1, clip / (sqrt(sum) + 1e-6)) (the host's
+ *                 arithmetic in Megatron: here a few scalar kernels) scales every gradient
+ *                 (multi_tensor_scale: Megatron skips it when the coefficient is 1, the value
+ *                 is the same).
+ * up[].r becomes what the update reads; match[pb->n_params] and [+ 1] are the pp all-reduces'
+ * matches (shared by the stages). False: the graph's error. */
+static bool nn_pb_grad_step(nn_pstate *ps, nn_pupd *up, int n, int *match)
+{
+    nn_pb *pb = ps->pb;
+    nn_graph *g = ps->g;
+    nn_ps_ctx(ps, NN_REGION_OPTIM, -1, -1, "");
+    int start = nn_graph_n_nodes(g), from = start;
+    if (pb->s->loss_scale > 0) {
+        nn_tensor *flag = nn_pb_scalar_acc(ps, "found_inf");
+        nn_tensor *f = flag ? nn_fill(g, flag, 0.0) : NULL;
+        if (!f)
+            return false;
+        f->sched_key = -0.5; /* zeroed before the unscaling, read after it */
+        if (!nn_pb_mp_all_reduce(pb, g, f, NN_REDUCE_MAX, &match[pb->n_params]) ||
+            !nn_ps_mark_phase(ps, from, NN_END_UNSCALE))
+            return false;
+    }
+    if (pb->s->clip_grad > 0) {
+        from = nn_graph_n_nodes(g);
+        nn_tensor *buf = nn_pb_scalar_acc(ps, "grad_norm_sq");
+        nn_tensor *acc = buf ? nn_fill(g, buf, 0.0) : NULL;
+        for (int k = 0; k < n && acc; k++) {
+            const nn_pparam *pr = up[k].pr;
+            if (pr->leaf[0] && ps->st != 0) /* a tied copy: counted on its first stage */
+                continue;
+            /* multi_tensor_l2norm: partial sums of chunks, then their sum */
+            nn_tensor *r = up[k].r;
+            int64_t ne = nn_numel(r), rows = nn_norm_rows(ne);
+            nn_tensor *sq = nn_sum_squares(g, nn_reshape(g, r, 2, (int64_t[]){rows, ne / rows}), 1,
+                                           true);
+            sq = nn_reshape(g, sq, 1, (int64_t[]){rows});
+            if (rows > 1)
+                sq = nn_reduce_sum(g, sq, 0, true);
+            if (sq && pb->tp > 1 && pr->lay.kind != NN_LAY_S)
+                sq = nn_scale(g, sq, 1.0 / pb->tp);
+            acc = sq ? nn_grad_accumulate(g, acc, sq) : NULL;
+        }
+        nn_tensor *tot = nn_pb_mp_all_reduce(pb, g, acc, NN_REDUCE_SUM, &match[pb->n_params + 1]);
+        if (!tot || !nn_ps_mark_phase(ps, from, NN_END_NORM))
+            return false;
+        from = nn_graph_n_nodes(g);
+        nn_tensor *one = nn_pb_scalar(ps, "one", 1.0), *eps = nn_pb_scalar(ps, "clip_eps", 1e-6);
+        nn_tensor *max = nn_pb_scalar(ps, "clip_grad", pb->s->clip_grad);
+        if (!one || !eps || !max)
+            return false;
+        nn_tensor *norm = nn_exp(g, nn_scale(g, nn_log(g, tot), 0.5));
+        nn_tensor *q = nn_div(g, max, nn_add(g, norm, eps));
+        nn_tensor *coef = nn_sub(g, one, nn_relu(g, nn_sub(g, one, q)));
+        for (int k = 0; k < n && coef; k++)
+            up[k].r = nn_mul(g, up[k].r, coef);
+        if (!coef || !nn_ps_mark_phase(ps, from, NN_END_CLIP))
+            return false;
+    }
+    for (int k = 0; k < n; k++)
+        if (!up[k].r)
+            return false;
+    return nn_ps_mark_since(ps, start, NN_HINT_END, false);
+}
+
+static np_status nn_pb_optimizer(nn_pb *pb, nn_pstate *ps, int *tied_match)
 {
     nn_graph *g = ps->g;
     np_err *err = pb->err;
@@ -463,13 +727,17 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
     nn_bucket_item *red = nn_malloc(((size_t)pb->n_params + 1) * sizeof *red);
     nn_bucket_item *ags = nn_malloc(((size_t)pb->n_params + 1) * sizeof *ags);
     nn_bucket_item *sps = nn_malloc(((size_t)pb->n_params + 1) * sizeof *sps);
-    int n_red = 0, n_ags = 0, n_sps = 0;
+    nn_bucket_item *loc = nn_malloc(((size_t)pb->n_params + 1) * sizeof *loc);
+    /* with loss scaling or clipping every update waits for the global steps over all the
+     * gradients (nn_pb_grad_step); else each follows its gradient */
+    bool step = pb->s->loss_scale <= 0 && pb->s->clip_grad <= 0;
+    nn_pupd *upd = step ? NULL : nn_malloc(((size_t)pb->n_params + 1) * sizeof *upd);
+    int n_red = 0, n_ags = 0, n_sps = 0, n_loc = 0, n_upd = 0;
     np_status st = NP_OK;
-    if (!red || !ags || !sps) {
+    if (!red || !ags || !sps || !loc || (!step && !upd)) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
         goto done;
     }
-    const nn_optim *o = &p->optim;
     for (int i = 0; i < pb->n_params; i++) {
         nn_pparam *pr = &pb->params[i];
         nn_tensor *leaf = pr->leaf[ps->st];
@@ -506,8 +774,10 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
             nn_graph_node(g, k)->sched_key = gr->sched_key + 0.25;
         if (rs)
             red[n_red++] = (nn_bucket_item){rs, gr->sched_key, c, nn_nbytes(rs->src[0])};
-        /* the last micro-batch: reduce across dp (DP all-reduce, ZeRO-1 reduce-scatter) */
+        /* the last micro-batch: reduce across dp (DP all-reduce, ZeRO-1 reduce-scatter); with
+         * Megatron-LM's local DDP all of a chunk's at once after the whole backward */
         from = nn_graph_n_nodes(g);
+        bool local = pb->s->ddp == NN_DDP_LOCAL && zero == 0;
         nn_tensor *r = acc;
         if (dp > 1 && zero == 0)
             r = nn_all_reduce(g, acc, NN_COMM_DP, dp, NN_REDUCE_SUM);
@@ -518,9 +788,10 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
         if (r != acc) {
             for (int k = from; k < nn_graph_n_nodes(g); k++)
                 nn_graph_node(g, k)->sched_key = acc->sched_key + 0.05;
-            if (!nn_ps_mark_since(ps, from, NN_HINT_NONE, true))
+            if (!nn_ps_mark_since(ps, from, local ? NN_HINT_END : NN_HINT_NONE, !local))
                 goto graph_fail;
-            red[n_red++] = (nn_bucket_item){r, acc->sched_key, c, nn_nbytes(r->src[0])};
+            (local ? loc : red)[local ? n_loc++ : n_red++] =
+                (nn_bucket_item){r, acc->sched_key, c, nn_nbytes(r->src[0])};
         }
         /* the step's end: partial sums over tp, tied copies, the update */
         from = nn_graph_n_nodes(g);
@@ -549,6 +820,12 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
         }
         if (mixed)
             r = nn_cast(g, r, NN_F32);
+        if (pb->s->loss_scale > 0 && r) { /* unscaled (and checked, nn_pb_grad_step) */
+            int k0 = nn_graph_n_nodes(g);
+            r = nn_scale(g, r, 1.0 / pb->s->loss_scale);
+            if (!nn_ps_mark_phase(ps, k0, NN_END_UNSCALE))
+                goto graph_fail;
+        }
         nn_tensor *master;
         int64_t mne[NN_MAX_DIMS];
         int mnd;
@@ -568,57 +845,22 @@ static np_status nn_pb_optimizer(nn_pb *pb, nn_plan *p, nn_pstate *ps, int *tied
         }
         if (!master || !r)
             goto graph_fail;
-        nn_tensor *srcs[4] = {master, r, NULL, NULL};
-        double fp[NN_MAX_FPARAMS] = {o->lr};
-        nn_op op;
-        int ns;
-        if (o->kind == NN_OPTIM_SGD) {
-            op = NN_OP_SGD_UPDATE;
-            ns = 3;
-            srcs[2] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "momentum", NN_ROLE_OPTSTATE, NN_F32, mnd,
-                                  mne, zero != 0);
-            fp[1] = o->momentum;
-            fp[2] = o->weight_decay;
-        } else {
-            op = o->kind == NN_OPTIM_ADAM ? NN_OP_ADAM_UPDATE : NN_OP_ADAMW_UPDATE;
-            ns = 4;
-            srcs[2] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "adam_m", NN_ROLE_OPTSTATE, NN_F32, mnd,
-                                  mne, zero != 0);
-            srcs[3] = nn_pb_state(ps, pr, NN_LEAF_OPTSTATE, "adam_v", NN_ROLE_OPTSTATE, NN_F32, mnd,
-                                  mne, zero != 0);
-            fp[1] = o->beta1;
-            fp[2] = o->beta2;
-            fp[3] = o->eps;
-            fp[4] = o->weight_decay;
-        }
-        nn_ps_ctx(ps, NN_REGION_OPTIM, -1, pr->g0->layer, "");
-        if (!srcs[2] || (ns == 4 && !srcs[3]))
+        nn_pupd up = {pr, i, leaf, master, r, mnd, {0}, mixed, shard12};
+        memcpy(up.mne, mne, sizeof mne);
+        if (!step)
+            upd[n_upd++] = up; /* after every gradient's clipping (nn_pb_grad_step) */
+        else if (!nn_pb_update(ps, &up, ags, &n_ags))
             goto graph_fail;
-        nn_tensor *u = nn_node(g, op, ns, srcs, NULL, fp);
-        if (!u)
-            goto graph_fail;
-        nn_tensor_set_name(u, "%.80s.update", pr->g0->name);
-        u->is_output = true;
-        if (shard12) { /* the updated shards back into every rank's parameter */
-            nn_tensor *w = mixed ? nn_cast(g, u, pr->work) : u;
-            nn_tensor *ag = dp > 1 ? nn_all_gather(g, w, NN_COMM_ZERO, dp, 0) : w;
-            if (ag && ag != w)
-                ags[n_ags++] = (nn_bucket_item){ag, (double)i, 0, nn_nbytes(ag)};
-            nn_tensor *cp = nn_copy_to(g, leaf, nn_unflat(g, ag, leaf->ndim, leaf->ne));
-            if (!cp)
-                goto graph_fail;
-            cp->is_output = true;
-        } else if (mixed) {
-            nn_tensor *cp = nn_copy_to(g, leaf, u);
-            if (!cp)
-                goto graph_fail;
-            cp->is_output = true;
-        }
         if (!nn_ps_mark_since(ps, from, NN_HINT_END, false))
             goto graph_fail;
     }
+    if (!step && !nn_pb_grad_step(ps, upd, n_upd, tied_match))
+        goto graph_fail;
+    for (int k = 0; k < n_upd; k++)
+        if (!nn_pb_update(ps, &upd[k], ags, &n_ags))
+            goto graph_fail;
     if (!nn_pb_buckets(ps, red, n_red, bucket_bytes) || !nn_pb_buckets(ps, ags, n_ags, bucket_bytes) ||
-        !nn_pb_buckets(ps, sps, n_sps, bucket_bytes))
+        !nn_pb_buckets(ps, sps, n_sps, bucket_bytes) || !nn_pb_buckets(ps, loc, n_loc, UINT64_MAX))
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
     goto done;
 graph_fail:
@@ -628,16 +870,13 @@ done:
     free(red);
     free(ags);
     free(sps);
+    free(loc);
+    free(upd);
     return st;
 }
 
 /* ---- 7. blocks and entries ---- */
 
-static bool nn_is_collective(nn_op op)
-{
-    return op == NN_OP_ALL_REDUCE || op == NN_OP_REDUCE_SCATTER || op == NN_OP_ALL_GATHER ||
-           op == NN_OP_BROADCAST || op == NN_OP_REDUCE || op == NN_OP_ALL_TO_ALL;
-}
 
 /* Bytes a collective node communicates: all_gather its output, others their input. */
 static uint64_t nn_comm_bytes(const nn_tensor *t)
@@ -696,6 +935,7 @@ typedef struct nn_tmp_entry {
     nn_tensor **nodes;
     int n_nodes, cap_nodes;
     int pos;         /* desired position (schedule order) */
+    int phase;       /* the step's end under host_sync: its phase (NN_END_*), else 0 */
     int *deps;       /* intra-block deps (tmp indices), for the topological order */
     int n_deps, cap_deps;
     int final;
@@ -868,8 +1108,28 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
                 }
             }
         }
-        /* Kahn's algorithm, the ready entry with the smallest position first */
+        /* the step's end in phases (host_sync, or the optimizer's global steps over all the
+         * gradients), each entry in the latest of its own and its dependencies' (so that phase
+         * order is a topological order) */
         int ne = ntmp[b];
+        bool phased = b == nb - 1 && (p->s.host_sync || p->s.loss_scale > 0 || p->s.clip_grad > 0);
+        for (int e = 0; phased && e < ne; e++) {
+            tmp[b][e].phase = 0;
+            for (int k = 0; k < tmp[b][e].n_nodes; k++) {
+                int ph = nn_end_phase(ps, tmp[b][e].nodes[k]);
+                tmp[b][e].phase = ph > tmp[b][e].phase ? ph : tmp[b][e].phase;
+            }
+        }
+        for (bool changed = phased; changed;) {
+            changed = false;
+            for (int e = 0; e < ne; e++)
+                for (int k = 0; k < tmp[b][e].n_deps; k++)
+                    if (tmp[b][tmp[b][e].deps[k]].phase > tmp[b][e].phase) {
+                        tmp[b][e].phase = tmp[b][tmp[b][e].deps[k]].phase;
+                        changed = true;
+                    }
+        }
+        /* Kahn's algorithm, the ready entry with the smallest (phase, position) first */
         int *indeg = nn_calloc((size_t)ne + 1, sizeof *indeg);
         int *by_pos = nn_malloc(((size_t)ne + 1) * sizeof *by_pos);
         int *users_start = nn_calloc((size_t)ne + 2, sizeof *users_start);
@@ -900,7 +1160,8 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
                 int d = tmp[b][e].deps[k];
                 users[users_start[d] + fillp[d]++] = e;
             }
-#define HLESS(a, c) (tmp[b][a].pos < tmp[b][c].pos)
+#define HLESS(a, c) (tmp[b][a].phase < tmp[b][c].phase ||                                  \
+                     (tmp[b][a].phase == tmp[b][c].phase && tmp[b][a].pos < tmp[b][c].pos))
         for (int e = 0; e < ne; e++)
             if (!indeg[e]) {
                 int i = hn++;
@@ -963,6 +1224,11 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
             en->layer = t0->layer;
             en->chunk = blk->chunk;
             en->when = ps->mark[t0->id].last ? NN_PLAN_LAST_MB : NN_PLAN_EVERY_MB;
+            /* the host synchronizes before each phase (host_sync: its timers) and after reading
+             * found_inf and the norm (.item()) */
+            int before = f ? tmp[b][by_pos[f - 1]].phase : -1;
+            en->sync = phased && before != te->phase &&
+                       (p->s.host_sync || before == NN_END_UNSCALE || before == NN_END_NORM);
             if (nn_is_collective(t0->op))
                 en->kind = NN_PLAN_COLLECTIVE;
             else if (t0->op == NN_OP_SEND)
@@ -1045,6 +1311,11 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
             }
             en->deps = deps;
             en->n_deps = nd;
+            en->part = en->kind == NN_PLAN_SEND ? NN_PART_SEND
+                       : en->kind == NN_PLAN_RECV ? NN_PART_RECV : NN_PART_COMPUTE;
+            for (int k = 0; k < nd && en->kind == NN_PLAN_COLLECTIVE && en->tag == NN_COMM_PP_SG; k++)
+                if (deps[k].block < 0 && blk->entries[deps[k].entry].kind == NN_PLAN_RECV)
+                    en->part = NN_PART_GATHER;
         }
     }
 done:
@@ -1197,6 +1468,7 @@ void nn_plan_free(nn_plan *p)
         }
         free(cls->blocks);
         free(cls->sched);
+        free(cls->issue);
         free(cls->leaves);
         nn_graph_free(cls->g);
     }
@@ -1271,14 +1543,15 @@ static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batc
     p->vocab_padded = pb.vocab_shard * pb.tp == pb.vocab ? 0 : pb.vocab_shard * pb.tp;
     for (int i = 0; i < pb.n_bounds; i++)
         p->pp_scattered += pb.bounds[i].scattered;
-    int *tied_match = nn_calloc((size_t)pb.n_params + 1, sizeof *tied_match);
+    /* the tied parameters' all-reduces, then the found_inf and norm all-reduces over pp */
+    int *tied_match = nn_calloc((size_t)pb.n_params + 3, sizeof *tied_match);
     if (!tied_match) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
         goto fail;
     }
     for (int s = 0; s < pb.pp && st == NP_OK; s++) {
         nn_pstate ps = {&pb, s, pb.stages[s].g, NULL, 0, 0};
-        if ((st = nn_pb_recompute(&pb, ps.g)) == NP_OK && (st = nn_pb_optimizer(&pb, p, &ps, tied_match)) == NP_OK)
+        if ((st = nn_pb_recompute(&pb, ps.g)) == NP_OK && (st = nn_pb_optimizer(&pb, &ps, tied_match)) == NP_OK)
             st = nn_pb_entries(&pb, p, &ps);
         free(ps.mark);
         if (st == NP_OK && (st = nn_graph_status(ps.g, err)) == NP_OK) {

@@ -19,7 +19,7 @@
  *                                    gradients), at the peak of a block
  * Each role is at its own peak; total_bytes is their sum (a bound on the true peak). A
  * dropout mask is kept unless its dropout is recomputed: with selective recomputation the
- * attention core's, with full recomputation every layer's. Model inputs are not counted. */
+ * attention core's, with full (and uniform) recomputation every layer's. Model inputs are not counted. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -65,7 +65,8 @@ static bool nn_mask_kept(const nn_plan *p, const nn_tensor *t)
 {
     if (t->op != NN_OP_DROPOUT || t->fp[0] <= 0 || !t->requires_grad)
         return false;
-    if (p->s.recompute == NN_RECOMPUTE_FULL && t->layer >= 0)
+    if ((p->s.recompute == NN_RECOMPUTE_FULL || p->s.recompute == NN_RECOMPUTE_UNIFORM) &&
+        t->layer >= 0)
         return false;
     if (p->s.recompute == NN_RECOMPUTE_SELECTIVE && t->attn_core)
         return false;

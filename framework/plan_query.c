@@ -127,27 +127,36 @@ bool nn_plan_entry_runs(const nn_plan_entry *e, int mb, int n_micro)
 
 void nn_plan_iter_begin(nn_plan_iter *it, const nn_plan *p, const nn_plan_class *c)
 {
+    memset(it, 0, sizeof *it);
     it->c = c;
     it->n_micro = p->n_micro;
-    it->s = 0;
-    it->e = 0;
 }
 
 const nn_plan_entry *nn_plan_iter_next(nn_plan_iter *it, const nn_plan_block **block, int *mb)
 {
     const nn_plan_class *c = it->c;
-    while (it->s < c->n_sched) {
-        const nn_plan_sched *s = &c->sched[it->s];
+    int n = c->n_issue ? c->n_issue : c->n_sched;
+    while (it->s < n) {
+        const nn_plan_issue *pc = c->n_issue ? &c->issue[it->s] : NULL;
+        const nn_plan_sched *s = &c->sched[pc ? pc->sched : it->s];
         const nn_plan_block *b = &c->blocks[s->block];
+        if (pc && it->e == 0 && pc->sync)
+            it->pending = true;
         while (it->e < b->n_entries) {
             const nn_plan_entry *e = &b->entries[it->e++];
-            if (nn_plan_entry_runs(e, s->mb, it->n_micro)) {
-                if (block)
-                    *block = b;
-                if (mb)
-                    *mb = s->mb;
-                return e;
-            }
+            if ((pc && pc->part != NN_PART_ALL && e->part != pc->part) ||
+                !nn_plan_entry_runs(e, s->mb, it->n_micro))
+                continue;
+            it->block = s->block;
+            it->entry = it->e - 1;
+            it->sync = it->pending || e->sync;
+            it->pending = false;
+            it->call = pc && (e->kind == NN_PLAN_SEND || e->kind == NN_PLAN_RECV) ? pc->call : 0;
+            if (block)
+                *block = b;
+            if (mb)
+                *mb = s->mb;
+            return e;
         }
         it->s++;
         it->e = 0;

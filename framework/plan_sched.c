@@ -220,6 +220,155 @@ done:
 static int nn_fwd_block(int vi) { return 1 + 2 * vi; }
 static int nn_bwd_block(int vi) { return 2 + 2 * vi; }
 
+/* ---- the issue order of host synchronizations and blocking p2p ----
+ *
+ * Megatron-LM 2021 (megatron/schedules.py, p2p_communication.py) runs a step as compute phases
+ * (a forward or backward step of one micro-batch, or of one model chunk's micro-batch) and p2p
+ * calls between them: each call sends what the phases before it produced and receives what the
+ * phases after it read, as one batch_isend_irecv, then waits for all of it and synchronizes the
+ * device; the received parts are all-gathered right after (scatter/gather). Its timers
+ * synchronize the device at the start and stop of every phase and call too. The calls:
+ *   non-interleaved 1F1B (and GPipe here): recv_forward | F | send_forward in the warm-up;
+ *     F | send_forward_recv_backward | B | send_backward_recv_forward in the steady state —
+ *     the sends after a forward go with the receives of the backward after it, and the other
+ *     way round; the cool-down's recv_backward | B | send_backward alone again. A call whose
+ *     stage has nothing to send or receive is not made (the first and last stages).
+ *   interleaved: recv_forward before the first phase; after each iteration (a warm-up
+ *     forward; a steady forward and backward; a cool-down backward) one call sends what the
+ *     iteration produced and receives what the next one reads (send_forward_recv_forward,
+ *     send_forward_backward_recv_forward_backward, send_backward_recv_backward), made even
+ *     when it has nothing to move; when every unit is a warm-up one the forwards' last send and
+ *     the backwards' first receive are calls of their own. */
+
+typedef struct nn_issue_b {
+    nn_plan_issue *v;
+    int n, cap, call;
+    bool pending, host;  /* the next piece follows a synchronization; host_sync */
+} nn_issue_b;
+
+static bool nn_issue_add(nn_issue_b *ib, int sched, nn_plan_part part, bool sync, int call)
+{
+    if (ib->n == ib->cap) {
+        int cap = ib->cap ? 2 * ib->cap : 64;
+        nn_plan_issue *v = nn_realloc(ib->v, (size_t)cap * sizeof *v);
+        if (!v)
+            return false;
+        ib->v = v, ib->cap = cap;
+    }
+    ib->v[ib->n++] = (nn_plan_issue){sched, part, sync || ib->pending, call};
+    ib->pending = false;
+    return true;
+}
+
+/* Whether block b of class c has an entry of part `part`. */
+static bool nn_block_has(const nn_plan_class *c, int sched, nn_plan_part part)
+{
+    const nn_plan_block *b = &c->blocks[c->sched[sched].block];
+    for (int e = 0; e < b->n_entries; e++)
+        if (b->entries[e].part == part)
+            return true;
+    return false;
+}
+
+/* One p2p call: the sends of schedule steps snd[0..ns) and the receives of rcv[0..nr), then
+ * the receives' gathers; made when it moves something or `always`. */
+static bool nn_issue_call(nn_issue_b *ib, const nn_plan_class *c, const int *snd, int ns,
+                          const int *rcv, int nr, bool always)
+{
+    bool any = always;
+    for (int i = 0; i < ns; i++)
+        any = any || nn_block_has(c, snd[i], NN_PART_SEND);
+    for (int i = 0; i < nr; i++)
+        any = any || nn_block_has(c, rcv[i], NN_PART_RECV);
+    if (!any)
+        return true;
+    int call = ++ib->call;
+    bool first = true;
+    for (int i = 0; i < ns; i++, first = false)
+        if (!nn_issue_add(ib, snd[i], NN_PART_SEND, first && ib->host, call))
+            return false;
+    for (int i = 0; i < nr; i++, first = false)
+        if (!nn_issue_add(ib, rcv[i], NN_PART_RECV, first && ib->host, call))
+            return false;
+    ib->pending = true; /* the call's torch.cuda.synchronize() */
+    for (int i = 0; i < nr; i++)
+        if (!nn_issue_add(ib, rcv[i], NN_PART_GATHER, false, 0))
+            return false;
+    return true;
+}
+
+/* The calls of blocking p2p between c's compute phases (the comment above). False: out of
+ * memory. */
+static bool nn_issue_calls(nn_issue_b *ib, const nn_plan *p, const nn_plan_class *c)
+{
+    int last = c->n_sched - 1, first_bwd = last, n_it = 0;
+    bool inter = p->s.schedule == NN_PP_INTERLEAVED, ok = true;
+    for (int s = 1; s < last && first_bwd == last; s++)
+        if (c->blocks[c->sched[s].block].kind == NN_BLOCK_BACKWARD)
+            first_bwd = s;
+    /* every forward before the first backward: all warm-up units (m = p) */
+    bool all_warm = inter && 2 * (first_bwd - 1) == last - 1;
+    /* iterations: runs of schedule steps 1 .. last-1, an interleaved steady forward with its
+     * backward */
+    int *first = nn_malloc(((size_t)c->n_sched + 1) * sizeof *first);
+    if (!first)
+        return false;
+    for (int s = 1; s < last;) {
+        first[n_it++] = s;
+        bool pair = inter && !all_warm && s + 1 < last && s + 1 >= first_bwd &&
+                    c->blocks[c->sched[s].block].kind == NN_BLOCK_FORWARD &&
+                    c->blocks[c->sched[s + 1].block].kind == NN_BLOCK_BACKWARD;
+        s += pair ? 2 : 1;
+    }
+    first[n_it] = last;
+    int rcv0[2] = {first[0], first[0] + 1};
+    if (n_it)
+        ok = nn_issue_call(ib, c, NULL, 0, rcv0, first[1] - first[0], false);
+    for (int k = 0; ok && k < n_it; k++) {
+        int a = first[k], b = first[k + 1], nb = k + 1 < n_it ? first[k + 2] - b : 0;
+        int snd[2] = {a, a + 1}, rcv[2] = {b, b + 1};
+        for (int s = a; ok && s < b; s++)
+            ok = nn_issue_add(ib, s, NN_PART_COMPUTE, ib->host, 0);
+        nn_plan_block_kind here = c->blocks[c->sched[a].block].kind;
+        bool merge = inter ? !(all_warm && here == NN_BLOCK_FORWARD && nb &&
+                               c->blocks[c->sched[b].block].kind == NN_BLOCK_BACKWARD)
+                           : nb && c->blocks[c->sched[b].block].kind != here;
+        if (ok && merge)
+            ok = nn_issue_call(ib, c, snd, b - a, rcv, nb, inter);
+        else if (ok)
+            ok = nn_issue_call(ib, c, snd, b - a, NULL, 0, inter) &&
+                 nn_issue_call(ib, c, NULL, 0, rcv, nb, false);
+    }
+    free(first);
+    return ok;
+}
+
+/* Fills c->issue when the strategy's host synchronizations or blocking p2p shape the order
+ * (else leaves it empty: the schedule's order). */
+static np_status nn_pb_issue(const nn_plan *p, nn_plan_class *c, np_err *err)
+{
+    bool p2p = p->s.p2p_blocking && p->s.pp > 1;
+    if (!p2p && !p->s.host_sync)
+        return NP_OK;
+    nn_issue_b ib = {.host = p->s.host_sync};
+    int last = c->n_sched - 1;
+    bool ok = nn_issue_add(&ib, 0, NN_PART_ALL, false, 0);
+    if (p2p)
+        ok = ok && nn_issue_calls(&ib, p, c);
+    else /* every phase its own, synchronized before */
+        for (int s = 1; ok && s < last; s++)
+            ok = nn_issue_add(&ib, s, NN_PART_ALL, true, 0);
+    if (ok)
+        ok = nn_issue_add(&ib, last, NN_PART_ALL, ib.host || ib.pending, 0);
+    if (!ok) {
+        free(ib.v);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building schedules");
+    }
+    c->issue = ib.v;
+    c->n_issue = ib.n;
+    return NP_OK;
+}
+
 np_status nn_pb_schedules(nn_plan *p, np_err *err)
 {
     int pp = p->s.pp, v = p->s.schedule == NN_PP_INTERLEAVED ? p->s.virtual_stages : 1;
@@ -271,6 +420,9 @@ np_status nn_pb_schedules(nn_plan *p, np_err *err)
 #undef B
         c->sched[k++] = (nn_plan_sched){1 + 2 * v, -1};
         c->n_sched = k;
+        np_status st = nn_pb_issue(p, c, err);
+        if (st != NP_OK)
+            return st;
     }
     return NP_OK;
 }

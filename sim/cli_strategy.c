@@ -129,6 +129,30 @@ static np_status cs_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
     case CLI_STRATEGY_OPT_NO_PP_SG:
         s->pp_scatter_gather = false;
         return NP_OK;
+    case CLI_STRATEGY_OPT_DDP: {
+        static const char *const impls[] = {"torch", "local"};
+        size_t di;
+        if (np_parse_enum(NP_SRC_OPT("--ddp"), arg, "DDP implementation", impls, 2, &di, err) !=
+            NP_OK)
+            return err->status;
+        s->ddp = di == 1 ? NN_DDP_LOCAL : NN_DDP_TORCH;
+        return NP_OK;
+    }
+    case CLI_STRATEGY_OPT_P2P: {
+        static const char *const modes[] = {"eager", "blocking"};
+        size_t mi;
+        if (np_parse_enum(NP_SRC_OPT("--p2p"), arg, "p2p mode", modes, 2, &mi, err) != NP_OK)
+            return err->status;
+        s->p2p_blocking = mi == 1;
+        return NP_OK;
+    }
+    case CLI_STRATEGY_OPT_HOST_SYNC:
+        s->host_sync = true;
+        return NP_OK;
+    case CLI_STRATEGY_OPT_LOSS_SCALE:
+        return np_parse_f64(NP_SRC_OPT("--loss-scale"), arg, 0, 1e30, &s->loss_scale, err);
+    case CLI_STRATEGY_OPT_CLIP_GRAD:
+        return np_parse_f64(NP_SRC_OPT("--clip-grad"), arg, 0, 1e30, &s->clip_grad, err);
     default:
         return np_err_set(err, NP_ERR_INTERNAL, "not a strategy option");
     }

@@ -1,7 +1,8 @@
 /* cli_strategy.h — the strategy flags `npusim plan` and `npusim run` share: the global batch
  * and sequence, the mesh sizes, ZeRO, sequence parallelism, micro-batches, the pipeline
  * schedule, recomputation, fused, composite or unfused attention, dropout, buckets, precision,
- * placement, stage layers and the pipeline's scatter/gather (docs/parallel.md).
+ * placement, stage layers, the pipeline's scatter/gather and how the software runs the step
+ * (the gradient reduction, blocking p2p, the host's synchronizations; docs/parallel.md).
  *
  * A command puts CLI_STRATEGY_LONGOPTS in its getopt table, passes those options to
  * cli_strategy_flag, prints CLI_STRATEGY_USAGE in its usage text and builds the plan from
@@ -42,6 +43,11 @@ enum {
     CLI_STRATEGY_OPT_STAGE_LAYERS,
     CLI_STRATEGY_OPT_DROPOUT,
     CLI_STRATEGY_OPT_NO_PP_SG,
+    CLI_STRATEGY_OPT_DDP,
+    CLI_STRATEGY_OPT_P2P,
+    CLI_STRATEGY_OPT_HOST_SYNC,
+    CLI_STRATEGY_OPT_LOSS_SCALE,
+    CLI_STRATEGY_OPT_CLIP_GRAD,
     CLI_STRATEGY_OPT_END
 };
 
@@ -62,7 +68,12 @@ enum {
     {"placement", required_argument, NULL, CLI_STRATEGY_OPT_PLACEMENT},                  \
     {"stage-layers", required_argument, NULL, CLI_STRATEGY_OPT_STAGE_LAYERS},            \
     {"dropout", required_argument, NULL, CLI_STRATEGY_OPT_DROPOUT},                      \
-    {"no-pp-scatter-gather", no_argument, NULL, CLI_STRATEGY_OPT_NO_PP_SG}
+    {"no-pp-scatter-gather", no_argument, NULL, CLI_STRATEGY_OPT_NO_PP_SG},              \
+    {"ddp", required_argument, NULL, CLI_STRATEGY_OPT_DDP},                              \
+    {"p2p", required_argument, NULL, CLI_STRATEGY_OPT_P2P},                              \
+    {"host-sync", no_argument, NULL, CLI_STRATEGY_OPT_HOST_SYNC},                        \
+    {"loss-scale", required_argument, NULL, CLI_STRATEGY_OPT_LOSS_SCALE},                \
+    {"clip-grad", required_argument, NULL, CLI_STRATEGY_OPT_CLIP_GRAD}
 
 #define CLI_STRATEGY_USAGE                                                                   \
     "  --batch B         global batch: samples per training step\n"                          \
@@ -75,7 +86,9 @@ enum {
     "  --schedule S      pipeline schedule: gpipe, 1f1b (default) or interleaved:V (V virtual\n" \
     "                    stages per rank)\n"                                                  \
     "  --recompute R     activation recomputation: none (default), selective (the attention\n" \
-    "                    core) or full (every layer from its input)\n"                       \
+    "                    core), full (every layer from its input: what its backward reads) or\n" \
+    "                    uniform (every layer's whole forward again before its backward, as\n" \
+    "                    Megatron-LM's --activations-checkpoint-method uniform)\n"             \
     "  --attention A     fused (default): each composite attention becomes the attention op,\n" \
     "                    flash attention's kernels (no S x S scores in HBM; Megatron-LM's\n"   \
     "                    --use-flash-attn); composite: matmul, softmax with its scale and\n"  \
@@ -95,7 +108,25 @@ enum {
     "                    send pipeline activations and gradients whole from every tp rank;\n" \
     "                    default (Megatron-LM's scatter/gather, with tp > 1 and no --sp): each\n" \
     "                    tp rank sends 1/tp of it and the receiving stage all-gathers it over\n" \
-    "                    its tp group\n"
+    "                    its tp group\n"                                                      \
+    "  --ddp D           gradient reduction: torch (default: PyTorch DDP's buckets of\n"      \
+    "                    --bucket-mb, all-reduced as the last micro-batch's backward makes\n" \
+    "                    them) or local (Megatron-LM's: one all-reduce of each model chunk's\n" \
+    "                    gradients after the whole backward, not overlapped)\n"              \
+    "  --p2p P           pipeline sends and receives: eager (default: asynchronous) or\n"     \
+    "                    blocking (Megatron-LM 2021's: grouped into its schedules' calls, a\n" \
+    "                    send waits for its receiver, the stage goes on once the whole call\n" \
+    "                    is done and the host has synchronized)\n"                           \
+    "  --host-sync       the host synchronizes the device where Megatron-LM 2021's timers do:\n" \
+    "                    around each forward and backward step, p2p call, gradient and\n"     \
+    "                    embedding all-reduce and optimizer phase (each phase's first kernel\n" \
+    "                    pays the host's launch, chip.kernel_launch_ns)\n"                 \
+    "  --loss-scale S    Megatron-LM's fp16 loss scaling: the loss times S; before the update\n" \
+    "                    every gradient unscaled and checked for inf/nan, the flag all-reduced\n" \
+    "                    over the model-parallel group and read by the host (default 0: none)\n" \
+    "  --clip-grad C     Megatron-LM's clipping to the global L2 norm C: every gradient's sum\n" \
+    "                    of squares, all-reduced over the model-parallel group and read by the\n" \
+    "                    host, every gradient scaled before the update (default 0: none)\n"
 
 /* The defaults: one chip, 1F1B, fused attention, pipeline scatter/gather, bf16, batch 0
  * (unset), seed 1. */

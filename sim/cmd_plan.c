@@ -18,9 +18,11 @@
 const char cmd_plan_usage[] =
     "usage: npusim plan --arch A --model M --batch B [--seq S] [--dp D] [--tp T] [--pp P]\n"
     "                   [--zero 0|1|2|3] [--sp] [--microbatch b]\n"
-    "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full]\n"
+    "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full|uniform]\n"
     "                   [--attention fused|composite|unfused] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
-    "                   [--stage-layers N,N,...] [--dropout P] [--no-pp-scatter-gather] [--json]\n"
+    "                   [--stage-layers N,N,...] [--dropout P] [--no-pp-scatter-gather]\n"
+    "                   [--ddp torch|local] [--p2p eager|blocking] [--host-sync]\n"
+    "                   [--loss-scale S] [--clip-grad C] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
     "  --model M         a zoo model (see `npusim models`) or a model file\n"
@@ -62,7 +64,6 @@ static const char *plan_sched_name(const nn_strategy *s, char *buf, size_t n)
     return buf;
 }
 
-static const char *const plan_recompute_names[] = {"none", "selective", "full"};
 
 static json_t *plan_mem_json(const nn_plan_mem *m)
 {
@@ -115,19 +116,22 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:b, s:i}",
+                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:b, s:i, s:s, s:s, s:b, s:f, s:f}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
                      "micro_batches", p->n_micro, "schedule", plan_sched_name(&p->s, sched, sizeof sched),
-                     "recompute", plan_recompute_names[p->s.recompute], "precision",
+                     "recompute", nn_recompute_name(p->s.recompute), "precision",
                      p->compute == NN_F32 ? "fp32" : "bf16", "zero", p->s.zero, "sp", p->s.sp,
                      "mesh", mesh, "stages", stages, "collectives", colls, "memory", mem,
                      "flops_per_step", (json_int_t)s->flops_per_step, "hardware_flops_per_step",
                      (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p),
                      "attention_fused", p->attention_fused, "attention_composite",
                      p->attention_composite, "attention_why", why, "dropout", p->dropout,
-                     "pp_scatter_gather", p->s.pp_scatter_gather, "pp_scattered", p->pp_scattered);
+                     "pp_scatter_gather", p->s.pp_scatter_gather, "pp_scattered", p->pp_scattered,
+                     "ddp", nn_ddp_name(p->s.ddp), "p2p", p->s.p2p_blocking ? "blocking" : "eager",
+                     "host_sync", p->s.host_sync, "loss_scale", p->s.loss_scale, "clip_grad",
+                     p->s.clip_grad);
 }
 
 static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_config *a,
@@ -146,9 +150,16 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
         printf(", sequence %" PRId64, p->seq);
     printf(")\n# %s, ZeRO %d%s, recompute %s, ",
            p->compute == NN_F32 ? "fp32" : "bf16 compute with fp32 masters", p->s.zero,
-           p->s.sp ? ", sequence parallel" : "", plan_recompute_names[p->s.recompute]);
+           p->s.sp ? ", sequence parallel" : "", nn_recompute_name(p->s.recompute));
     if (p->dropout > 0)
         printf("dropout %g (attention with dropout stays composite), ", p->dropout);
+    if (p->s.ddp != NN_DDP_TORCH || p->s.p2p_blocking || p->s.host_sync)
+        printf("DDP %s%s%s, ", nn_ddp_name(p->s.ddp), p->s.p2p_blocking ? ", blocking p2p" : "",
+               p->s.host_sync ? ", host synchronizations" : "");
+    if (p->s.loss_scale > 0)
+        printf("loss scale %g, ", p->s.loss_scale);
+    if (p->s.clip_grad > 0)
+        printf("gradients clipped to norm %g, ", p->s.clip_grad);
     printf("attention: %d fused, %d composite\n", p->attention_fused, p->attention_composite);
     if (p->pp_scattered)
         printf("# pipeline scatter/gather: %d boundar%s sent in 1/%d shards, all-gathered over tp "

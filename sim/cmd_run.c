@@ -36,7 +36,9 @@ const char cmd_run_usage[] =
     "                  [--seq S] [--dp D] [--tp T] [--pp P] [--zero Z] [--sp] [--microbatch b]\n"
     "                  [--schedule S] [--recompute R] [--bucket-mb X] [--precision P]\n"
     "                  [--placement O] [--stage-layers L] [--attention fused|composite|unfused]\n"
-    "                  [--dropout P] [--no-pp-scatter-gather] [--steps N] [--fidelity fast|full]\n"
+    "                  [--dropout P] [--no-pp-scatter-gather] [--ddp torch|local]\n"
+    "                  [--p2p eager|blocking] [--host-sync] [--loss-scale S] [--clip-grad C]\n"
+    "                  [--steps N] [--fidelity fast|full]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
     "                  [--links N] [--json | --csv]\n"
@@ -202,6 +204,13 @@ static void run_print(const run_report *r)
            r->pp_scattered ? ", pipeline scatter/gather" : "", r->recompute);
     if (r->dropout > 0)
         printf("dropout %g, ", r->dropout);
+    if (strcmp(r->ddp, "torch") != 0 || r->p2p_blocking || r->host_sync)
+        printf("DDP %s%s%s, ", r->ddp, r->p2p_blocking ? ", blocking p2p" : "",
+               r->host_sync ? ", host synchronizations" : "");
+    if (r->loss_scale > 0)
+        printf("loss scale %g, ", r->loss_scale);
+    if (r->clip_grad > 0)
+        printf("gradients clipped to norm %g, ", r->clip_grad);
     run_print_attention(r);
     printf("; %s fidelity, %" PRIu32 " step%s\n\n", r->fidelity, r->steps,
            r->steps == 1 ? "" : "s");

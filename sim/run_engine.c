@@ -227,9 +227,10 @@ static int rs_try_start(run_sim *s, rs_rank *r, uint32_t e)
     s->t_last = evq_now(s->q);
     switch ((run_task_kind)t->kind) {
     case RUN_TASK_COMPUTE: {
-        /* the stream's gap (and for a step's first kernel the host's launch) first: the
-         * engine is held, nothing computes (docs/run.md, "Kernel launches") */
-        uint64_t wait = s->launch_ps[E->idx == 0];
+        /* the stream's gap (and for a step's first kernel, or one after the host synchronized,
+         * the host's launch) first: the engine is held, nothing computes (docs/run.md, "Kernel
+         * launches") */
+        uint64_t wait = s->launch_ps[E->idx == 0 || (t->flags & RUN_TASK_LAUNCH)];
         if (!wait)
             return rs_start_compute(s, r, e, t);
         np_err err;

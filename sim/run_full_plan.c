@@ -70,8 +70,9 @@ static void rf_trace(void *ctx, const core_trace_insn *t)
 }
 
 /* Kernel launches (docs/run.md, "Kernel launches"): a rank's first kernel is the host's
- * launch after the previous step, every other kernel waits the stream's gap, communication
- * entries nothing (the fast engine's rule). */
+ * launch after the previous step, as is the first after a host synchronization
+ * (lower_step.host_launch), every other kernel waits the stream's gap, communication entries
+ * nothing (the fast engine's rule). */
 static hw_launch rf_launch(void *ctx, uint32_t chip, uint32_t core, uint32_t pc, const char *kernel)
 {
     (void)kernel;
@@ -83,7 +84,7 @@ static hw_launch rf_launch(void *ctx, uint32_t chip, uint32_t core, uint32_t pc,
     int32_t i = core < k->n_cores && k->pcmap[core] ? k->pcmap[core][pc] : -1;
     if (i < 0 || (uint32_t)i >= k->lp->n_steps)
         return HW_LAUNCH_NONE;
-    return i == 0 ? HW_LAUNCH_HOST : HW_LAUNCH_GAP;
+    return i == 0 || k->lp->steps[i].host_launch ? HW_LAUNCH_HOST : HW_LAUNCH_GAP;
 }
 
 static void rf_end(void *ctx, hw_system *sys, uint32_t chip, hw_chip_state st)
@@ -471,7 +472,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 int n = nn_plan_group(p, (int)k, c->e, ranks, 256);
                 if (n > 0)
                     r->rank[ranks[0]].comm_bytes[kind] += c->bytes_sent;
-            } else if (c->e->kind == NN_PLAN_SEND) {
+            } else { /* a send's data, a blocking receive's clear-to-send */
                 r->rank[k].comm_bytes[kind] += c->bytes_sent;
             }
         }

@@ -91,6 +91,10 @@ const char *run_task_kind_name(run_task_kind k); /* "compute", "coll", "send", "
 #define RUN_TASK_CHAINED 4u   /* compute: waits for work issued since the last chained task
                                  (a program puts a barrier before it): takes its kernel's
                                  run_ktime.chained_ps */
+#define RUN_TASK_LAUNCH 8u    /* compute: the first kernel after the host synchronized the
+                                 device: it waits the host's launch latency besides the stream's
+                                 gap, as a step's first kernel does (docs/run.md, "Kernel
+                                 launches") */
 
 /* One task. Fields not used by its kind are ignored. */
 typedef struct run_task {

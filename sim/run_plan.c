@@ -527,6 +527,21 @@ static bool rp_chained(const rp *x, const run_plan_task *tasks, uint32_t last)
     return false;
 }
 
+/* Adds task t of class c (from entry e at micro-batch mb) and records it; *id its number. */
+static np_status rp_add(rp *x, int c, const run_task *t, const nn_plan_entry *e, int mb,
+                        uint32_t *cap_tasks, uint32_t *id)
+{
+    run_plan *out = x->rp;
+    if (run_graph_add_task(out->g, (uint32_t)c, t, id, x->err) != NP_OK)
+        return x->err->status;
+    if (!rp_grow((void **)&out->tasks[c], cap_tasks, *id + 1, sizeof *out->tasks[c]))
+        return rp_oom(x);
+    out->tasks[c][*id] = (run_plan_task){
+        .e = e, .mb = mb, .kernel = t->kind == RUN_TASK_COMPUTE ? t->kernel : RUN_NONE};
+    out->n_tasks[c] = *id + 1;
+    return NP_OK;
+}
+
 static np_status rp_pass_tasks_class(rp *x, int c)
 {
     const nn_plan *p = x->p;
@@ -547,70 +562,93 @@ static np_status rp_pass_tasks_class(rp *x, int c)
         memset(x->ref[b], 0xff, n * sizeof **x->ref);
     }
     uint32_t cap_tasks = 0, last_chained = 0, last_compute = RUN_NONE;
+    /* the host's synchronizations (nn_plan_iter's sync): the last task of each engine (0 the
+     * compute engine, 1 + s stream s), what the first task on each engine after a
+     * synchronization waits for, and whether a kernel is the first after one */
+    uint32_t last[RUN_ENGINES], front[RUN_ENGINES], n_front = 0;
+    bool need_front[RUN_ENGINES] = {false}, launch = false;
+    for (int k = 0; k < RUN_ENGINES; k++)
+        last[k] = RUN_NONE;
     x->n_pool = 0;
-    for (int s = 0; s < cl->n_sched && st == NP_OK; s++) {
-        int b = cl->sched[s].block, mb = cl->sched[s].mb;
+    nn_plan_iter it;
+    nn_plan_iter_begin(&it, p, cl);
+    const nn_plan_entry *e;
+    int mb;
+    while (st == NP_OK && (e = nn_plan_iter_next(&it, NULL, &mb))) {
+        int b = it.block, i = it.entry; /* the plan's order: the step lowering's program order */
         const nn_plan_block *bl = &cl->blocks[b];
-        for (int k = 0; k < bl->n_entries && st == NP_OK; k++) {
-            int i = k; /* the plan's order: the step lowering's program order */
-            const nn_plan_entry *e = &bl->entries[i];
-            if (!nn_plan_entry_runs(e, mb, p->n_micro))
-                continue;
-            uint32_t *slot = &x->ref[b][(size_t)(mb < 0 ? 0 : mb) * (size_t)bl->n_entries +
-                                        (size_t)i];
-            run_task t;
-            bool is_task;
-            if ((st = rp_collect_deps(x, c, b, mb, i)) != NP_OK ||
-                (st = rp_task_of(x, c, b, e, i, &t, &is_task)) != NP_OK)
-                break;
-            if (!is_task) {
-                st = rp_drop(x, slot);
-                continue;
+        uint32_t *slot = &x->ref[b][(size_t)(mb < 0 ? 0 : mb) * (size_t)bl->n_entries + (size_t)i];
+        if (it.sync) { /* everything issued so far is done before anything after */
+            n_front = 0;
+            for (int k = 0; k < RUN_ENGINES; k++) {
+                if (last[k] != RUN_NONE)
+                    front[n_front++] = last[k];
+                need_front[k] = true;
             }
-            /* with a kernel launch overhead the lowering orders every kernel after the
-             * previous one with a barrier, as a GPU stream does (kc_prog_opts.stream_order) */
-            bool stream = (x->cfg->chip.kernel_gap_ns > 0 || x->cfg->chip.kernel_launch_ns > 0) &&
-                          last_compute != RUN_NONE;
-            if (t.kind == RUN_TASK_COMPUTE &&
-                (stream || rp_chained(x, out->tasks[c], last_chained)))
-                t.flags |= RUN_TASK_CHAINED;
-            /* the step's program puts a barrier before communication: it starts once every
-             * kernel issued before it is done */
-            if (t.kind != RUN_TASK_COMPUTE && last_compute != RUN_NONE) {
-                if ((st = rp_dep_add(x, last_compute)) != NP_OK)
-                    break;
-                t.deps = x->deps;
-                t.n_deps = x->n_deps;
-            }
-            /* an entry that is no bucket (nn_plan_entry_is_bucket): one collective per node,
-             * in order on the stream */
-            int parts = t.kind == RUN_TASK_COLL && !nn_plan_entry_is_bucket(e) ? e->n_nodes : 1;
-            uint32_t id = 0;
-            for (int part = 0; part < parts && st == NP_OK; part++) {
-                if (parts > 1) {
-                    t.bytes = rp_node_bytes(e->nodes[part]);
-                    t.elem_bytes = (uint32_t)nn_dtype_size(e->nodes[part]->dtype);
-                }
-                if ((st = run_graph_add_task(out->g, (uint32_t)c, &t, &id, x->err)) != NP_OK)
-                    break;
-                if (t.flags & RUN_TASK_CHAINED)
-                    last_chained = id;
-                if (t.kind == RUN_TASK_COMPUTE)
-                    last_compute = id;
-                if (!rp_grow((void **)&out->tasks[c], &cap_tasks, id + 1,
-                             sizeof *out->tasks[c])) {
-                    st = rp_oom(x);
-                    break;
-                }
-                out->tasks[c][id] = (run_plan_task){
-                    .e = e, .mb = mb,
-                    .kernel = t.kind == RUN_TASK_COMPUTE ? t.kernel : RUN_NONE};
-                out->n_tasks[c] = id + 1;
-            }
-            if (st != NP_OK)
-                break;
-            *slot = id;
+            launch = true;
         }
+        run_task t;
+        bool is_task;
+        if ((st = rp_collect_deps(x, c, b, mb, i)) != NP_OK ||
+            (st = rp_task_of(x, c, b, e, i, &t, &is_task)) != NP_OK)
+            break;
+        if (!is_task) {
+            st = rp_drop(x, slot);
+            continue;
+        }
+        uint32_t eng = t.kind == RUN_TASK_COMPUTE ? 0 : 1 + t.stream;
+        for (uint32_t k = 0; need_front[eng] && k < n_front && st == NP_OK; k++)
+            st = rp_dep_add(x, front[k]);
+        need_front[eng] = false;
+        if (t.kind == RUN_TASK_COMPUTE && launch) {
+            t.flags |= RUN_TASK_LAUNCH;
+            launch = false;
+        }
+        /* with a kernel launch overhead the lowering orders every kernel after the
+         * previous one with a barrier, as a GPU stream does (kc_prog_opts.stream_order) */
+        bool stream = (x->cfg->chip.kernel_gap_ns > 0 || x->cfg->chip.kernel_launch_ns > 0) &&
+                      last_compute != RUN_NONE;
+        if (t.kind == RUN_TASK_COMPUTE &&
+            (stream || rp_chained(x, out->tasks[c], last_chained)))
+            t.flags |= RUN_TASK_CHAINED;
+        /* the step's program puts a barrier before communication: it starts once every
+         * kernel issued before it is done */
+        if (t.kind != RUN_TASK_COMPUTE && last_compute != RUN_NONE)
+            st = rp_dep_add(x, last_compute);
+        if (st != NP_OK)
+            break;
+        t.deps = x->deps;
+        t.n_deps = x->n_deps;
+        uint32_t id = 0;
+        /* a blocking send waits for its receiver's clear-to-send, which the receive sends as
+         * it is posted (NN_PLAN_CTS_BYTES) */
+        if (it.call && p->s.p2p_blocking) {
+            run_task cts = t;
+            cts.kind = t.kind == RUN_TASK_SEND ? RUN_TASK_RECV : RUN_TASK_SEND;
+            cts.bytes = NN_PLAN_CTS_BYTES;
+            cts.tag = t.tag | RUN_PLAN_CTS_TAG;
+            if ((st = rp_add(x, c, &cts, e, mb, &cap_tasks, &id)) != NP_OK)
+                break;
+        }
+        /* an entry that is no bucket (nn_plan_entry_is_bucket): one collective per node,
+         * in order on the stream */
+        int parts = t.kind == RUN_TASK_COLL && !nn_plan_entry_is_bucket(e) ? e->n_nodes : 1;
+        for (int part = 0; part < parts && st == NP_OK; part++) {
+            if (parts > 1) {
+                t.bytes = rp_node_bytes(e->nodes[part]);
+                t.elem_bytes = (uint32_t)nn_dtype_size(e->nodes[part]->dtype);
+            }
+            if ((st = rp_add(x, c, &t, e, mb, &cap_tasks, &id)) != NP_OK)
+                break;
+            if (t.flags & RUN_TASK_CHAINED)
+                last_chained = id;
+            if (t.kind == RUN_TASK_COMPUTE)
+                last_compute = id;
+            last[eng] = id;
+        }
+        if (st != NP_OK)
+            break;
+        *slot = id;
     }
 out:
     for (int b = 0; b < cl->n_blocks; b++) {

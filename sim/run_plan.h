@@ -48,6 +48,10 @@
  * map the fast run, the full run and the trace use. */
 run_comm_kind run_plan_comm_kind(nn_comm_tag t);
 
+/* A blocking send's clear-to-send (NN_PLAN_CTS_BYTES, plan.h) goes on the send's streams
+ * with the send's tag | RUN_PLAN_CTS_TAG. */
+#define RUN_PLAN_CTS_TAG 0x40000000u
+
 /* The streams of a rank (run_task.stream). */
 typedef enum run_plan_stream {
     RUN_PLAN_S_TP,

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *const rr_recompute_names[] = {"none", "selective", "full"};
 
 const char *run_schedule_name(const nn_strategy *s, char *buf, size_t n)
 {
@@ -81,7 +80,7 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->microbatch = p->microbatch;
     o->micro_batches = p->n_micro;
     run_schedule_name(&p->s, o->schedule, sizeof o->schedule);
-    o->recompute = rr_recompute_names[p->s.recompute];
+    o->recompute = nn_recompute_name(p->s.recompute);
     o->precision = p->compute == NN_F32 ? "fp32" : "bf16";
     o->fidelity = "fast";
     o->dropout = p->dropout;
@@ -94,6 +93,11 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->sp = p->s.sp;
     o->pp_scatter_gather = p->s.pp_scatter_gather;
     o->pp_scattered = p->pp_scattered;
+    o->ddp = nn_ddp_name(p->s.ddp);
+    o->p2p_blocking = p->s.p2p_blocking;
+    o->host_sync = p->s.host_sync;
+    o->loss_scale = p->s.loss_scale;
+    o->clip_grad = p->s.clip_grad;
     o->dp = p->mesh.size[NN_MESH_DP];
     o->tp = p->mesh.size[NN_MESH_TP];
     o->pp = p->mesh.size[NN_MESH_PP];
@@ -290,6 +294,11 @@ json_t *run_report_json(const run_report *o)
         return NULL;
     json_object_set_new(j, "pp_scatter_gather", json_boolean(o->pp_scatter_gather));
     json_object_set_new(j, "pp_scattered", json_integer(o->pp_scattered));
+    json_object_set_new(j, "ddp", json_string(o->ddp));
+    json_object_set_new(j, "p2p", json_string(o->p2p_blocking ? "blocking" : "eager"));
+    json_object_set_new(j, "host_sync", json_boolean(o->host_sync));
+    json_object_set_new(j, "loss_scale", json_real(o->loss_scale));
+    json_object_set_new(j, "clip_grad", json_real(o->clip_grad));
     json_object_set_new(j, "dropout", json_real(o->dropout));
     json_object_set_new(j, "attention", json_string(o->attention));
     json_object_set_new(j, "attention_requested", json_string(o->attention_requested));

@@ -73,6 +73,10 @@ typedef struct run_report {
     bool sp;
     bool pp_scatter_gather; /* nn_strategy.pp_scatter_gather (--no-pp-scatter-gather: off) */
     int pp_scattered;       /* pipeline boundaries sent in 1/tp shards (nn_plan.pp_scattered) */
+    const char *ddp;        /* the gradient reduction: "torch" or "local" (nn_strategy.ddp) */
+    bool p2p_blocking;      /* nn_strategy.p2p_blocking (JSON "p2p": "blocking" or "eager") */
+    bool host_sync;         /* nn_strategy.host_sync */
+    double loss_scale, clip_grad; /* nn_strategy's (0: none) */
     char order[16];
     double step_time_s;
     double tokens_per_s;   /* language models (seq > 1); else 0 */

@@ -396,6 +396,11 @@ static nn_tensor *gc_split(gc_ctx *c)
     nn_split(c->g, P(c, 2, 6), 1, 3, parts);
     return nn_mul(c->g, parts[0], nn_tanh(c->g, parts[2]));
 }
+static nn_tensor *gc_sum_squares(gc_ctx *c)
+{
+    return nn_sum_squares(c->g, P(c, 2, 3, 4), 1, true); /* reduce_sum of the squares */
+}
+
 static nn_tensor *gc_fanout(gc_ctx *c)
 {
     nn_tensor *x = P(c, 3, 3);
@@ -411,6 +416,7 @@ TEST(composites_and_fan_out_accumulation_pass_finite_difference_checks)
     CU_ASSERT(gc_run("global_avgpool", gc_gap, 4) < 1e-2);
     CU_ASSERT(gc_run("split", gc_split, 5) < 1e-2);
     CU_ASSERT(gc_run("fan-out", gc_fanout, 6) < 1e-2);
+    CU_ASSERT(gc_run("sum of squares", gc_sum_squares, 8) < 1e-2);
 }
 
 TEST(backward_names_an_op_without_a_gradient_on_the_path)

@@ -761,6 +761,41 @@ TEST(reductions_over_every_axis_equal_the_reference)
     CU_ASSERT_EQUAL(cases, 27);
 }
 
+TEST(sums_of_squares_over_every_axis_equal_the_reference_and_read_each_element_once)
+{
+    /* reduce_sum square=1 (nn_sum_squares: a gradient norm's partial sums): every axis and
+     * dtype against the framework's double sum of squares, one ulp plus the fp32 roundings of
+     * x3[axis] partial sums of squares below 16; HBM reads as the plain sum's */
+    arch_config cfg = arch("tiny", NULL);
+    static const int64_t x3[3] = {7, 13, 19};
+    for (int axis = 0; axis < 3; axis++)
+        for (int d = 0; d < 3; d++) {
+            bool keep = (axis + d) % 2;
+            kc_kernel k = {.op = NN_OP_REDUCE_SUM, .n_in = 1, .n_out = 1, .n_attrs = 3,
+                           .place = {0, 0, (uint32_t)(1 + (axis + d) % 2)},
+                           .attrs = {KC_INT("axis", axis), KC_INT("keepdim", keep),
+                                     KC_INT("square", 1)}};
+            k.in[0] = dense(floats[d], 3, x3);
+            int64_t y[3];
+            int yn = reduced(3, x3, axis, keep, y);
+            k.out[0] = dense(floats[d], yn, y);
+            double atol = (double)x3[axis] * 16 * 0x1p-23;
+            check c = run_check(&cfg, &k, NULL, 950 + (uint64_t)(axis * 3 + d), ulp(floats[d]), atol);
+            CU_ASSERT_EQUAL(c.bad, 0);
+            kc_kernel plain = k;
+            plain.n_attrs = 2;
+            kc_result rs, rp;
+            kc_prog *p = NULL;
+            np_err e = {0};
+            CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = 2}, &p, &e), NP_OK);
+            CU_ASSERT_EQUAL(kc_compile(p, &k, &rs, &e), NP_OK);
+            CU_ASSERT_EQUAL(kc_compile(p, &plain, &rp, &e), NP_OK);
+            CU_ASSERT_EQUAL(rs.hbm_read_bytes, rp.hbm_read_bytes);
+            CU_ASSERT_EQUAL(rs.flops, 2 * rp.flops);
+            kc_prog_free(p);
+        }
+}
+
 TEST(sum_to_and_broadcast_to_equal_the_reference_for_every_broadcast_pattern)
 {
     arch_config cfg = arch("tiny", NULL);

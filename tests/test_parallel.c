@@ -218,6 +218,121 @@ TEST(gpipe_1f1b_and_interleaved_schedules_follow_megatron)
     nn_plan_free(p);
 }
 
+/* Stage s's issue order as tokens: a block instance's compute ("F0", "B1c0": kind, micro-batch,
+ * chunk when interleaved), a blocking p2p call's sends and receives in braces ("{sF0 rB0}": the
+ * block instance each belongs to), "g" for a pipeline gather, "E" for the step's end, and "|"
+ * where the host synchronizes. */
+static void issue_text(const nn_plan *p, int s, char *buf, size_t n)
+{
+    const nn_plan_class *c = &p->classes[s];
+    size_t k = 0;
+    int call = 0, last_b = -1, last_mb = -2;
+    buf[0] = '\0';
+    nn_plan_iter it;
+    nn_plan_iter_begin(&it, p, c);
+    const nn_plan_entry *e;
+    const nn_plan_block *b;
+    int mb;
+    while ((e = nn_plan_iter_next(&it, &b, &mb)) && k < n) {
+        bool p2p = e->kind == NN_PLAN_SEND || e->kind == NN_PLAN_RECV;
+        if (call && (!p2p || it.call != call)) {
+            k += (size_t)snprintf(buf + k, n - k, "}");
+            call = 0;
+        }
+        if (it.sync && k < n)
+            k += (size_t)snprintf(buf + k, n - k, " |");
+        if (b->kind == NN_BLOCK_STEP_BEGIN)
+            continue;
+        char what[16] = "E";
+        if (b->kind != NN_BLOCK_STEP_END)
+            snprintf(what, sizeof what, "%c%d", b->kind == NN_BLOCK_FORWARD ? 'F' : 'B', mb);
+        if (p->s.schedule == NN_PP_INTERLEAVED && b->kind != NN_BLOCK_STEP_END)
+            snprintf(what + strlen(what), sizeof what - strlen(what), "c%d", b->chunk / p->s.pp);
+        if (p2p && k < n) {
+            k += (size_t)snprintf(buf + k, n - k, "%s%c%s", call ? " " : " {",
+                                  e->kind == NN_PLAN_SEND ? 's' : 'r', what);
+            call = it.call;
+            last_b = -1;
+        } else if (e->part == NN_PART_GATHER && k < n) {
+            k += (size_t)snprintf(buf + k, n - k, " g");
+        } else if ((it.block != last_b || mb != last_mb) && k < n) {
+            k += (size_t)snprintf(buf + k, n - k, " %s", what);
+            last_b = it.block;
+            last_mb = mb;
+        }
+    }
+    if (call && k < n)
+        snprintf(buf + k, n - k, "}");
+}
+
+TEST(blocking_p2p_makes_megatrons_calls_and_the_host_synchronizes_after_each)
+{
+    /* hand-derived from Megatron-LM 2021's schedules.py and p2p_communication.py (the call
+     * each step of forward_backward_pipelining_without_interleaving and _with_interleaving
+     * makes, none on the first stage's recv_forward and send_backward and the last stage's
+     * send_forward and recv_backward; every interleaved iteration calls _communicate, even
+     * with nothing to move) */
+    np_err e = {0};
+    char buf[1024];
+    nn_strategy s = strat(1, 1, 2);
+    s.microbatch = 1;
+    s.p2p_blocking = true;
+    nn_plan *p = plan_of("gpt-tiny", s, 2, 0, NN_F32, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    /* 1F1B, p = 2, m = 2: stage 0 send_forward | send_forward_recv_backward | recv_backward */
+    issue_text(p, 0, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, " F0 {sF0} | F1 {sF1 rB0} | B0 {rB1} | B1 E");
+    /* stage 1: recv_forward | send_backward_recv_forward | send_backward */
+    issue_text(p, 1, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, " {rF0} | F0 B0 {sB0 rF1} | F1 B1 {sB1} | E");
+    nn_plan_free(p);
+    /* with the timers' synchronizations too: before each phase and each call, and in the
+     * step's end before the tied embedding's all-reduce and before the optimizer */
+    s.host_sync = true;
+    p = plan_of("gpt-tiny", s, 2, 0, NN_F32, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    issue_text(p, 0, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, " | F0 | {sF0} | F1 | {sF1 rB0} | B0 | {rB1} | B1 | E |");
+    nn_plan_free(p);
+    /* interleaved, p = 2, v = 2, m = 4 */
+    s.host_sync = false;
+    s.schedule = NN_PP_INTERLEAVED;
+    s.virtual_stages = 2;
+    p = plan_of("gpt-tiny", s, 4, 0, NN_F32, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    issue_text(p, 0, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, " F0c0 {sF0c0} | F1c0 {sF1c0 rF0c1} | F0c1 {sF0c1 rF1c1} | F1c1 "
+                                "{sF1c1 rB0c1} | F2c0 B0c1 {sF2c0 sB0c1 rB1c1} | F3c0 B1c1 "
+                                "{sF3c0 sB1c1 rF2c1 rB0c0} | F2c1 B0c0 {sF2c1 rF3c1 rB1c0} | F3c1 "
+                                "B1c0 {sF3c1 rB2c1} | B2c1 {sB2c1 rB3c1} | B3c1 {sB3c1 rB2c0} | B2c0 "
+                                "{rB3c0} | B3c0 | E");
+    issue_text(p, 1, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, " {rF0c0} | F0c0 {sF0c0 rF1c0} | F1c0 {sF1c0 rF0c1} | F0c1 B0c1 "
+                                "{sB0c1 rF1c1} | F1c1 B1c1 {sB1c1 rF2c0 rB0c0} | F2c0 B0c0 {sF2c0 "
+                                "sB0c0 rF3c0 rB1c0} | F3c0 B1c0 {sF3c0 sB1c0 rF2c1} | F2c1 B2c1 "
+                                "{sB2c1 rF3c1} | F3c1 B3c1 {sB3c1 rB2c0} | B2c0 {sB2c0 rB3c0} | B3c0 "
+                                "{sB3c0} | E");
+    nn_plan_free(p);
+    /* m = p: every unit of stage 0 is a warm-up one; its last send and its first receive of a
+     * gradient are calls of their own (all_warmup_microbatches) */
+    p = plan_of("gpt-tiny", s, 2, 0, NN_F32, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    issue_text(p, 0, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, " F0c0 {sF0c0} | F1c0 {sF1c0 rF0c1} | F0c1 {sF0c1 rF1c1} | F1c1 "
+                                "{sF1c1} | {rB0c1} | B0c1 {sB0c1 rB1c1} | B1c1 {sB1c1 rB0c0} | "
+                                "B0c0 {rB1c0} | B1c0 | E");
+    nn_plan_free(p);
+    /* tp 2: each receive's scatter/gather all-gather follows its call, after the sync */
+    s = strat(1, 2, 2);
+    s.microbatch = 1;
+    s.p2p_blocking = true;
+    p = plan_of("gpt-tiny", s, 2, 0, NN_F32, 0, NULL, &e);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    issue_text(p, 1, buf, sizeof buf);
+    CU_ASSERT_STRING_EQUAL(buf, " {rF0} | g F0 B0 {sB0 rF1} | g F1 B1 {sB1} | E");
+    nn_plan_free(p);
+}
+
 TEST(stages_are_balanced_by_flops_or_given_per_chunk)
 {
     np_err e = {0};
@@ -397,6 +512,21 @@ TEST(tensor_parallelism_all_reduces_b_s_h_twice_forward_and_twice_backward_per_l
     /* outside the layers: the embedding's all-reduce, the head's input gradient, and the
      * vocabulary-parallel loss's max, sum and target logit */
     CU_ASSERT_EQUAL(count(c, NN_BLOCK_FORWARD, -1, NN_OP_ALL_REDUCE, -1, NN_COMM_TP, NULL), 4);
+    nn_plan_free(p);
+    /* uniform recomputation runs each layer's forward again in the backward block, its two
+     * row-parallel all-reduces too (Megatron-LM's checkpointed layer runs its forward again,
+     * mpu/random.py CheckpointFunction.backward) */
+    s.recompute = NN_RECOMPUTE_UNIFORM;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p = plan_of("gpt2-small", s, 4, 512, NN_BF16, 0, NULL, &e));
+    c = &p->classes[0];
+    for (int l = 0; l < 12; l++) {
+        uint64_t b;
+        CU_ASSERT_EQUAL(count(c, NN_BLOCK_BACKWARD, l, NN_OP_ALL_REDUCE, NN_REGION_RECOMPUTE,
+                              NN_COMM_TP, &b), 2);
+        CU_ASSERT_EQUAL(b, 2 * bsh);
+        CU_ASSERT_EQUAL(count(c, NN_BLOCK_BACKWARD, l, NN_OP_ALL_REDUCE, NN_REGION_BACKWARD,
+                              NN_COMM_TP, NULL), 2);
+    }
     nn_plan_free(p);
 }
 
@@ -830,7 +960,8 @@ TEST(a_strategy_that_cannot_be_built_names_the_flag_and_the_rule_it_breaks)
     CU_ASSERT_STRING_EQUAL(e.msg, "--schedule: expected gpipe, 1f1b or interleaved:V with V in 2 "
                                   ".. 64, got 'interleaved:1'");
     CU_ASSERT_EQUAL(nn_strategy_parse_recompute(&s, "some", &e), NP_ERR_USAGE);
-    CU_ASSERT_STRING_EQUAL(e.msg, "--recompute: expected none, selective or full, got 'some'");
+    CU_ASSERT_STRING_EQUAL(e.msg, "--recompute: expected none, selective, full or uniform, got "
+                                  "'some'");
 }
 
 /* ---- FLOPs ---- */
@@ -876,6 +1007,16 @@ TEST(a_plans_flops_are_single_device_training_plus_accumulation_and_the_replicat
     CU_ASSERT(extra >= 0.99 * (layers_fwd - proj));
     fprintf(stderr, "full recomputation: %.4g FLOPs again, layers' forward %.4g, without the "
             "projections %.4g\n", extra, layers_fwd, layers_fwd - proj);
+    nn_plan_summary_free(&ps);
+    nn_plan_free(p);
+    /* uniform recomputation (Megatron-LM's checkpointing of each layer) runs every layer's
+     * whole forward again: exactly the single device's forward FLOPs of the layers */
+    s.recompute = NN_RECOMPUTE_UNIFORM;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &adamw, NULL, &p, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_plan_summarize(p, &ps, &e), NP_OK);
+    CU_ASSERT_EQUAL((double)(ps.hw_flops_per_step - ps.flops_per_step), layers_fwd);
+    CU_ASSERT_EQUAL(ps.flops_per_step, /* model FLOPs as without recomputation */
+                    sum.train_step_flops + (dp * m - 1) * 2 * VD + dp * m * psi + (dp - 1) * 12 * psi);
     nn_plan_summary_free(&ps);
     nn_plan_free(p);
     nn_summary_free(&sum);
@@ -959,6 +1100,43 @@ TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategi
     r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--batch is required"));
+    harness_run_free(&r);
+    /* how the software runs the step: each flag's value checked, shown in the header and JSON */
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--ddp",
+                       "lokal", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--ddp: unknown DDP implementation 'lokal'; did you mean "
+                                         "'local'? (one of torch, local)"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--p2p",
+                       "sync", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--p2p"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--dp", "2",
+                       "--zero", "1", "--clip-grad", "1", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "cannot be combined with --zero 1"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--pp", "2",
+                       "--ddp", "local", "--p2p", "blocking", "--host-sync", "--loss-scale", "8192",
+                       "--clip-grad", "1", "--recompute", "uniform", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "recompute uniform, DDP local, blocking p2p, host "
+                                         "synchronizations, loss scale 8192, gradients clipped to "
+                                         "norm 1, "));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--pp", "2",
+                       "--ddp", "local", "--p2p", "blocking", "--loss-scale", "8192", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "ddp")), "local");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(j, "p2p")), "blocking");
+    CU_ASSERT(json_is_false(json_object_get(j, "host_sync")));
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "loss_scale")), 8192, 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "clip_grad")), 0, 0);
+    json_decref(j);
     harness_run_free(&r);
 }
 

@@ -45,6 +45,7 @@ static void make_batch(const nn_model *m, const char *family, rng *r, float *in,
 typedef struct run {
     double loss[STEPS];
     nn_graph *g;   /* the single-device graph after training (parameters compared by name) */
+    double clip;   /* (in) gradients clipped to this global norm (0: none) */
 } run;
 
 static const nn_optim sgd = {.kind = NN_OPTIM_SGD, .lr = 0.05, .momentum = 0.9};
@@ -62,6 +63,50 @@ static int fuse(nn_model *m, bool fused)
 
 /* Single-device training of d at batch B (with fused attention when asked): losses and the
  * trained graph. */
+/* Megatron-LM's clip_grad_norm_fp32 on one device, written out here: the gradients' global L2
+ * norm (every parameter once) and each gradient times min(1, clip / (norm + 1e-6)) before
+ * the update. */
+static bool clip_grads(nn_graph *g, double clip)
+{
+    nn_tensor *tot = NULL, *p[256];
+    int n = 0;
+    for (int i = 0; i < nn_graph_n_nodes(g) && n < 256; i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        if (t->op == NN_OP_LEAF && t->trainable && t->grad)
+            p[n++] = t;
+    }
+    for (int i = 0; i < n; i++) {
+        nn_tensor *gr = p[i]->grad;
+        nn_tensor *sq = nn_reduce_sum(g, nn_reshape(g, nn_mul(g, gr, gr), 1,
+                                                    (int64_t[]){nn_numel(gr)}), 0, true);
+        tot = tot ? nn_add(g, tot, sq) : sq;
+    }
+    nn_tensor *one = nn_const(g, "one", NN_F32, 1, (int64_t[]){1});
+    nn_tensor *c = nn_const(g, "clip", NN_F32, 1, (int64_t[]){1});
+    nn_tensor *eps = nn_const(g, "eps", NN_F32, 1, (int64_t[]){1});
+    if (!tot || !one || !c || !eps || !nn_tensor_fill(one, 1) || !nn_tensor_fill(c, (float)clip) ||
+        !nn_tensor_fill(eps, 1e-6f))
+        return false;
+    nn_tensor *norm = nn_exp(g, nn_scale(g, nn_log(g, tot), 0.5));
+    nn_tensor *q = nn_div(g, c, nn_add(g, norm, eps));
+    nn_tensor *coef = nn_sub(g, one, nn_relu(g, nn_sub(g, one, q)));
+    for (int i = 0; i < n; i++)
+        if (!(p[i]->grad = nn_mul(g, p[i]->grad, coef)))
+            return false;
+    return true;
+}
+
+static bool reference_of(const nn_model_desc *d, int64_t batch, int64_t seq, bool fused,
+                         run *out);
+
+/* Single-device training with the gradients clipped (clip_grads). */
+static bool reference_clipped(const nn_model_desc *d, int64_t batch, int64_t seq, double clip,
+                              run *out)
+{
+    out->clip = clip;
+    return reference_of(d, batch, seq, false, out);
+}
+
 static bool reference_of(const nn_model_desc *d, int64_t batch, int64_t seq, bool fused,
                          run *out)
 {
@@ -69,8 +114,8 @@ static bool reference_of(const nn_model_desc *d, int64_t batch, int64_t seq, boo
     nn_model m;
     nn_model_opts o = {.batch = batch, .seq = seq, .compute = NN_F32, .seed = 5};
     if (nn_model_build(d, &o, &m, &e) != NP_OK || (fused && !fuse(&m, fused)) ||
-        nn_model_init(m.g, 11, &e) != NP_OK ||
-        nn_backward(m.g, m.loss, &e) != NP_OK || nn_optim_step(m.g, &sgd, &e) != NP_OK) {
+        nn_model_init(m.g, 11, &e) != NP_OK || nn_backward(m.g, m.loss, &e) != NP_OK ||
+        (out->clip > 0 && !clip_grads(m.g, out->clip)) || nn_optim_step(m.g, &sgd, &e) != NP_OK) {
         fprintf(stderr, "reference: %s\n", e.msg);
         return false;
     }
@@ -223,6 +268,38 @@ TEST(dp2_tp2_pp2_1f1b_on_8_ranks_trains_gpt_tiny_and_mlp_tiny_as_one_device)
     check("llama-tiny", 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B (RoPE, GQA, untied head)");
 }
 
+TEST(loss_scaling_and_gradient_clipping_train_as_one_device_clipping_by_the_global_norm)
+{
+    /* Megatron-LM's fp16 optimizer: the loss scaled by 1024 (a power of two: unscaled exactly)
+     * and the main gradients clipped to a global norm of 0.05 — the norm over every parameter
+     * once: tp's replicated ones (norm gains, row-parallel biases), the tied embedding of the
+     * first and last stage — against one device whose gradients are clipped by hand */
+    static const char *const models[] = {"gpt-tiny", "mlp-tiny"};
+    for (int k = 0; k < 2; k++) {
+        nn_model_desc d;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(nn_model_load(models[k], &d, &e), NP_OK);
+        int64_t b = k ? 64 : 4, micro = k ? 8 : 1;
+        run ref = {0}, clipped = {0};
+        CU_ASSERT_FATAL(reference(&d, b, 0, &ref));
+        CU_ASSERT_FATAL(reference_clipped(&d, b, 0, 0.05, &clipped));
+        nn_strategy s = strategy(2, 2, 2, micro);
+        s.loss_scale = 1024;
+        double scaled = distributed(&d, b, 0, &s, &ref, NULL);
+        s.clip_grad = 0.05;
+        double clip = distributed(&d, b, 0, &s, &clipped, NULL);
+        double unclipped = distributed(&d, b, 0, &s, &ref, NULL); /* it does clip */
+        fprintf(stderr, "%s dp2 tp2 pp2, loss scale 1024: worst relative error %.2e; clipped to "
+                "0.05: %.2e against the clipped device, %.2e against the unclipped one\n",
+                d.name, scaled, clip, unclipped);
+        CU_ASSERT(scaled < 1e-5);
+        CU_ASSERT(clip < 1e-5);
+        CU_ASSERT(unclipped > 1e-3);
+        nn_graph_free(ref.g);
+        nn_graph_free(clipped.g);
+    }
+}
+
 TEST(pipeline_scatter_gather_on_and_off_trains_tp2_pp2_as_one_device)
 {
     /* Megatron's scatter/gather (nn_strategy.pp_scatter_gather): each tp rank sends 1/2 of a
@@ -304,6 +381,11 @@ TEST(gpipe_recomputation_and_tp_with_dp_train_as_one_device)
     s.recompute = NN_RECOMPUTE_FULL;
     s.sp = true;
     check("gpt-tiny", 4, 0, s, "dp2 tp2 sp full recomputation");
+    s.recompute = NN_RECOMPUTE_UNIFORM;
+    check("gpt-tiny", 4, 0, s, "dp2 tp2 sp uniform recomputation");
+    s = strategy(1, 2, 2, 1);
+    s.recompute = NN_RECOMPUTE_UNIFORM;
+    check("gpt-tiny", 4, 0, s, "tp2 pp2 uniform recomputation");
 }
 
 TEST(fused_attention_under_tp2_splits_the_heads_and_trains_as_one_device)
