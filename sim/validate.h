@@ -66,15 +66,22 @@ typedef struct val_train {
     double params_b;
     int64_t layers, hidden, heads, seq, vocab;
     int64_t gpus, tp, pp, dp, global_batch, micro_batch, virtual_stages;
-    int recompute;          /* nn_recompute */
+    int recompute;          /* nn_recompute (`uniform`: Megatron-LM's whole-layer recomputation) */
     int precision;          /* 0 bf16 (bf16 or fp16 in the file: the same Tensor Core rate), 1 fp32 */
     char precision_text[8]; /* as written */
     double dropout;
     double measured;        /* TFLOP/s per GPU */
     bool sp;
     int zero;
-    bool fused_attention;
+    bool fused_attention;   /* attention `fused` (flash) */
+    bool fused_softmax;     /* attention `composite`: scale, mask and softmax as one kernel
+                               (FusedScaleMaskSoftmax); `unfused`: each its own */
     val_flops flops;
+    int ddp;                /* nn_ddp: `torch` or `local` */
+    bool p2p_blocking;      /* p2p `blocking` (Megatron-LM 2021) or `eager` */
+    bool host_sync;         /* the host's synchronizations of Megatron-LM 2021's timers */
+    double loss_scale;      /* static fp16 loss scale (0: none) */
+    double clip_grad;       /* global gradient-norm clipping (0: none) */
 } val_train;
 
 typedef struct val_kernel {

@@ -46,7 +46,8 @@ const val_suite *val_suite_find(const char *name)
 static const char *const train_cols[] = {
     "model", "params_b", "layers", "hidden", "heads", "seq", "vocab", "gpus", "tp", "pp", "dp",
     "global_batch", "micro_batch", "virtual_stages", "recompute", "precision", "dropout",
-    "measured", "unit", "sp", "zero", "attention", "flops"};
+    "measured", "unit", "sp", "zero", "attention", "flops", "ddp", "p2p", "host_sync",
+    "loss_scale", "clip_grad"};
 static const char *const kernel_cols[] = {"op", "shape", "dtype", "measured_us",
                                           "host_overhead_us"};
 static const char *const nccl_cols[] = {"nodes", "gpus_per_node", "op", "dtype", "bytes",
@@ -60,7 +61,8 @@ static const struct {
     [VAL_KIND_TRAIN] = {train_cols, sizeof train_cols / sizeof *train_cols,
                         "model,params_b,layers,hidden,heads,seq,vocab,gpus,tp,pp,dp,"
                         "global_batch,micro_batch,virtual_stages,recompute,precision,dropout,"
-                        "measured,unit,sp,zero,attention,flops"},
+                        "measured,unit,sp,zero,attention,flops,ddp,p2p,host_sync,loss_scale,"
+                        "clip_grad"},
     [VAL_KIND_KERNEL] = {kernel_cols, sizeof kernel_cols / sizeof *kernel_cols,
                          "op,shape,dtype,measured_us,host_overhead_us"},
     [VAL_KIND_NCCL] = {nccl_cols, sizeof nccl_cols / sizeof *nccl_cols,
@@ -254,10 +256,14 @@ static np_status row_inconsistent(const val_fields *fs, const char *fmt, const c
 static np_status read_train(const val_fields *fs, val_train *t, np_err *err)
 {
     const char *const *c = train_cols;
-    static const char *const recomputes[] = {"none", "selective", "full"};
+    static const char *const recomputes[] = {"none", "selective", "full", "uniform"};
+    static const nn_recompute recompute_of[] = {NN_RECOMPUTE_NONE, NN_RECOMPUTE_SELECTIVE,
+                                                NN_RECOMPUTE_FULL, NN_RECOMPUTE_UNIFORM};
     static const char *const precisions[] = {"bf16", "fp16", "fp32"};
     static const char *const units[] = {"tflops_per_gpu"};
-    static const char *const attentions[] = {"fused", "composite"};
+    static const char *const attentions[] = {"fused", "composite", "unfused"};
+    static const char *const ddps[] = {"torch", "local"};
+    static const char *const p2ps[] = {"eager", "blocking"};
     static const char *const flops[] = {"megatron_eq3", "mcore_r0.8"};
     const int64_t BIG = (int64_t)1 << 24;
     size_t e;
@@ -270,9 +276,8 @@ static np_status read_train(const val_fields *fs, val_train *t, np_err *err)
                        &t->virtual_stages};
     for (int i = 0; i < 12 && st == NP_OK; i++)
         st = f_int(fs, c, 2 + i, 1, BIG, ints[i], err);
-    if (st == NP_OK && (st = f_enum(fs, c, 14, "recompute", recomputes, 3, &e, err)) == NP_OK)
-        t->recompute = (int)(e == 0 ? NN_RECOMPUTE_NONE : e == 1 ? NN_RECOMPUTE_SELECTIVE
-                                                                 : NN_RECOMPUTE_FULL);
+    if (st == NP_OK && (st = f_enum(fs, c, 14, "recompute", recomputes, 4, &e, err)) == NP_OK)
+        t->recompute = (int)recompute_of[e];
     if (st == NP_OK && (st = f_enum(fs, c, 15, "precision", precisions, 3, &e, err)) == NP_OK) {
         t->precision = e == 2;
         snprintf(t->precision_text, sizeof t->precision_text, "%s", precisions[e]);
@@ -287,10 +292,22 @@ static np_status read_train(const val_fields *fs, val_train *t, np_err *err)
         t->sp = v == 1;
     if (st == NP_OK && (st = f_int(fs, c, 20, 0, 3, &v, err)) == NP_OK)
         t->zero = (int)v;
-    if (st == NP_OK && (st = f_enum(fs, c, 21, "attention", attentions, 2, &e, err)) == NP_OK)
+    if (st == NP_OK && (st = f_enum(fs, c, 21, "attention", attentions, 3, &e, err)) == NP_OK) {
         t->fused_attention = e == 0;
+        t->fused_softmax = e == 1;
+    }
     if (st == NP_OK && (st = f_enum(fs, c, 22, "FLOP formula", flops, 2, &e, err)) == NP_OK)
         t->flops = (val_flops)e;
+    if (st == NP_OK && (st = f_enum(fs, c, 23, "ddp", ddps, 2, &e, err)) == NP_OK)
+        t->ddp = e == 0 ? NN_DDP_TORCH : NN_DDP_LOCAL;
+    if (st == NP_OK && (st = f_enum(fs, c, 24, "p2p", p2ps, 2, &e, err)) == NP_OK)
+        t->p2p_blocking = e == 1;
+    if (st == NP_OK && (st = f_int(fs, c, 25, 0, 1, &v, err)) == NP_OK)
+        t->host_sync = v == 1;
+    if (st == NP_OK)
+        st = f_real(fs, c, 26, 0, 1e9, &t->loss_scale, err);
+    if (st == NP_OK)
+        st = f_real(fs, c, 27, 0, 1e9, &t->clip_grad, err);
     if (st != NP_OK)
         return st;
     char msg[160];

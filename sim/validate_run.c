@@ -102,6 +102,12 @@ static np_status val_run_train(const val_file *f, const val_row *r, const val_op
     }
     j.s.recompute = (nn_recompute)t->recompute;
     j.s.fuse_attention = t->fused_attention;
+    j.s.fuse_softmax = t->fused_softmax;
+    j.s.ddp = (nn_ddp)t->ddp;
+    j.s.p2p_blocking = t->p2p_blocking;
+    j.s.host_sync = t->host_sync;
+    j.s.loss_scale = t->loss_scale;
+    j.s.clip_grad = t->clip_grad;
     j.o = (nn_model_opts){.batch = t->global_batch, .seq = t->seq,
                           .compute = t->precision ? NN_F32 : NN_BF16, .seed = 1,
                           .dropout = t->dropout};
