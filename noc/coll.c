@@ -38,6 +38,7 @@ typedef struct coll_slot {
 typedef struct coll_head {
     uint64_t bytes;
     uint32_t peer, match, deps;
+    bool post;
 } coll_head;
 
 /* Two cache lines (the array is aligned): the first is what every send touches. */
@@ -81,6 +82,10 @@ struct coll {
     uint64_t step_in, step_out; /* least time of a message within an island and over the
                                    scale-out network (pp's, with the network overhead when the
                                    group spans islands) */
+    uint64_t *port_post; /* pp.serial: per port, [2k] the gap its last message takes after its
+                            last byte left (a posted one, coll_xfer.post: step_in less its path
+                            latency; 0 over the scale-out network), [2k + 1] when the port may
+                            send again; NULL otherwise */
     uint64_t left;       /* receives not yet arrived */
     uint64_t t_last;     /* when the receives arrived so far complete */
     uint64_t inflight;   /* messages and timers the event queue still refers c by */
@@ -215,9 +220,9 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
     uint64_t now = evq_now(c->sys->q);
     while (pt->next < pt->n && !c->failed) {
         if (pt->head_of != pt->next) {
-            coll_xfer y;
+            coll_xfer y = {.post = false};
             c->send_deps(c->sched, rank, port, pt->next, &y); /* coll_sched_send_deps */
-            pt->head = (coll_head){y.bytes, y.peer, y.match, y.deps};
+            pt->head = (coll_head){y.bytes, y.peer, y.match, y.deps, y.post};
             pt->head_of = pt->next;
         }
         const coll_head *x = &pt->head;
@@ -226,6 +231,9 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
             return; /* deps not all met yet (a kick comes when they are) */
         if (pt->busy && !net_flow_sent(c->sys->n, pt->last, true))
             return; /* the SENT callback kicks again */
+        size_t pi = (size_t)rank * c->P + port;
+        if (c->port_post && c->port_post[2 * pi + 1] > now)
+            return; /* posting its last slice: a kick comes when it has */
         pt->busy = false;
         *w = (coll_slot){0, 0};
         pt->next++;
@@ -248,7 +256,13 @@ static void coll_port_kick(coll *c, uint32_t rank, uint32_t port)
         if (c->sw_eff < 1) /* multimem loads and stores: less payload per wire byte */
             wire = (uint64_t)ceil((double)wire / c->sw_eff);
         c->res.wire_bytes += wire;
-        if (net_transfer_ex(c->sys->n, src, dst, wire, NET_XFER_QUIET_SENT, &pt->route,
+        if (c->port_post) /* the gap this slice's post takes once its last byte left */
+            c->port_post[2 * pi] = !x->post || net_is_scaleout(c->sys->n, src, dst) ||
+                                           c->step_in <= pt->route.latency_ps
+                                       ? 0
+                                       : c->step_in - pt->route.latency_ps;
+        if (net_transfer_ex(c->sys->n, src, dst, wire,
+                            c->port_post ? 0u : NET_XFER_QUIET_SENT, &pt->route,
                             coll_net_event, c, (uint64_t)x->peer << 32 | x->match, &pt->last,
                             &e) != NP_OK) {
             coll_fail(c, e.status, e.msg);
@@ -363,7 +377,14 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
         x.bytes = net_event_bytes(c->sys->n);
     }
     if (ev == NET_EVENT_SENT) {
-        c->ports[(size_t)x.peer * c->P + x.port].busy = false;
+        size_t pi = (size_t)x.peer * c->P + x.port;
+        c->ports[pi].busy = false;
+        if (c->port_post && c->port_post[2 * pi] > 0) { /* its post first */
+            uint64_t t = evq_now(c->sys->q) + c->port_post[2 * pi];
+            c->port_post[2 * pi + 1] = t;
+            coll_at(c, t, coll_kick_item, (uint64_t)x.peer << 32 | x.port);
+            return;
+        }
         coll_port_kick(c, x.peer, x.port);
         return;
     }
@@ -424,6 +445,7 @@ void coll_free(coll *c)
         if (c->ports[i].win != c->ports[i].win_inline)
             free(c->ports[i].win);
     coll_sched_free(c->sched);
+    free(c->port_post);
     free(c->ports);
     free(c->chips);
     free(c->red_free);
@@ -555,6 +577,18 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
                           .root = d->root};
     uint32_t *order = NULL;
     np_status st = coll_fit(s->n, &c->d, &sd, &order, err);
+    if (st == NP_OK && s->cfg.system.coll_pipeline && c->d.algo == COLL_ALGO_RING &&
+        !d->chunk_bytes && p > 1) /* NCCL's kernel pipeline: the protocol's slices */
+        sd.chunk_bytes = coll_pipe_chunk(&s->cfg, c->d.proto, d->bytes, p, c->d.elem_bytes,
+                                         spans ? (sd.channels > 1 ? sd.channels : 1) : 0,
+                                         c->d.island_channels);
+    if (c->d.algo == COLL_ALGO_NVLS) { /* NCCL's NVLS channels; with its pipeline, its chunks
+                                          and heads that take them one at a time */
+        sd.channels = (uint32_t)s->cfg.system.coll_nvls_channels;
+        sd.heads_serial = s->cfg.system.coll_pipeline;
+        if (sd.heads_serial && !d->chunk_bytes)
+            sd.chunk_bytes = coll_pipe_nvls_chunk(d->bytes, p, sd.channels);
+    }
     if (st == NP_OK)
         st = coll_sched_create(&sd, &c->sched, err);
     free(order);
@@ -596,6 +630,10 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     }
     c->recv_deps = c->sched->ops->recv_deps ? c->sched->ops->recv_deps : c->sched->ops->recv;
     c->send_deps = c->sched->ops->send_deps ? c->sched->ops->send_deps : c->sched->ops->send;
+    if (c->pp.serial && !(c->port_post = calloc((size_t)c->pa * c->P * 2, sizeof *c->port_post))) {
+        coll_free(c);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
+    }
     void *ports = NULL;
     if (posix_memalign(&ports, 64, (size_t)c->pa * c->P * sizeof *c->ports) == 0) {
         memset(ports, 0, (size_t)c->pa * c->P * sizeof *c->ports);

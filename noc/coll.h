@@ -101,6 +101,11 @@ typedef struct coll_desc {
     uint32_t channels;      /* ring: rings side by side over a group that spans islands, each
                                leaving its islands through other scale-out ports (NCCL's
                                channels, coll_topo.h); 0: the system's coll_channels */
+    uint32_t island_channels; /* ring with system.coll_pipeline, over a group within one
+                               island: NCCL's channels, which move in step over the same links
+                               as one ring whose messages carry every channel's slice (the
+                               count sets the slices); 0: the system's coll_island_channels,
+                               fewer for small messages as NCCL (coll_pipe_channels) */
     coll_proto proto;       /* how messages cross the links (coll_proto.h); SYSTEM (0): the
                                system's coll_protocol; AUTO: the tuner's choice */
     coll_done_fn done;      /* (optional) called at completion, from inside the event run */

@@ -88,6 +88,7 @@ void coll_proto_params_of(const arch_config *cfg, coll_proto p, coll_proto_param
                        ? ns_to_ps(s->coll_net_overhead_ns * (p == COLL_PROTO_SIMPLE ? 3 : 1))
                        : 0;
     out->span_step_ps = ovh > out->step_ps ? ovh : out->step_ps;
+    out->serial = p == COLL_PROTO_SIMPLE && s->coll_pipeline;
 }
 
 double coll_proto_wire_factor(const coll_proto_params *pp, double route_bytes_per_s)
@@ -108,4 +109,85 @@ uint64_t coll_proto_wire_bytes(const coll_proto_params *pp, uint64_t payload,
             wire = (uint64_t)paced;
     }
     return wire;
+}
+
+/* NCCL's pipeline constants (src/include/device.h, collectives.h, comm.h, src/init.cc):
+ * NCCL_STEPS; Simple's DEFAULT_BUFFSIZE, ring ALLREDUCE_CHUNKSTEPS (= ALLGATHER_ and
+ * REDUCESCATTER_) and SLICESTEPS, and genericOp's least slice (a slice's steps / 32); LL's
+ * chunk, half a step of NCCL_LL_LINES_PER_THREAD x NCCL_LL_MAX_NTHREADS lines; LL128's
+ * NCCL_LL128_ELEMS_PER_THREAD x NCCL_LL128_MAX_NTHREADS words a step, 15 of 16 data; the
+ * thread thresholds (NCCL_SIMPLE_THREAD_THRESHOLD, NCCL_LL128_, NCCL_LL_ x ranks for rings)
+ * and the threads per channel (NCCL_SIMPLE_MAX_NTHREADS, NCCL_LL128_MAX_NTHREADS,
+ * NCCL_LL_MAX_NTHREADS). */
+enum {
+    PIPE_STEPS = 8,
+    SIMPLE_STEP = (4 << 20) / PIPE_STEPS,      /* 512 KiB */
+    SIMPLE_CHUNK = 4 * SIMPLE_STEP,            /* 2 MiB: two slices */
+    SIMPLE_MIN_SLICE = 2 * SIMPLE_STEP / 32,   /* 32 KiB */
+    LL_CHUNK = 8 * 512 * 16 / 2,               /* 32 KiB of data a step */
+    LL128_CHUNK = 120 * 640 * 8 / 128 * 120,   /* 576,000 bytes of data a step */
+};
+
+uint32_t coll_pipe_channels(coll_proto p, uint64_t bytes, uint32_t ranks, uint32_t max)
+{
+    uint64_t per; /* threads x threshold: the bytes a channel needs */
+    switch (p) {
+    case COLL_PROTO_SIMPLE: per = 512 * 64; break;
+    case COLL_PROTO_LL128: per = 640 * 8; break;
+    case COLL_PROTO_LL: per = 512 * 8 * (uint64_t)ranks; break;
+    default: return max ? max : 1;
+    }
+    uint32_t nc = max ? max : 1;
+    while (nc > 1 && bytes < (uint64_t)nc * per)
+        nc--;
+    return nc;
+}
+
+uint64_t coll_pipe_slices(coll_proto p, uint64_t seg)
+{
+    if (seg == 0)
+        return 1;
+    switch (p) {
+    case COLL_PROTO_SIMPLE: {
+        uint64_t loops = (seg + SIMPLE_CHUNK - 1) / SIMPLE_CHUNK;
+        uint64_t last = seg - (loops - 1) * SIMPLE_CHUNK;
+        return 2 * (loops - 1) + (last <= SIMPLE_MIN_SLICE ? 1 : 2);
+    }
+    case COLL_PROTO_LL: return (seg + LL_CHUNK - 1) / LL_CHUNK;
+    case COLL_PROTO_LL128: return (seg + LL128_CHUNK - 1) / LL128_CHUNK;
+    default: return 1;
+    }
+}
+
+uint64_t coll_pipe_chunk(const arch_config *cfg, coll_proto p, uint64_t bytes, uint32_t ranks,
+                         uint32_t elem, uint32_t lanes, uint32_t channels)
+{
+    if (ranks < 2)
+        return 0;
+    uint64_t el = elem ? elem : 4, units = bytes / el;
+    uint64_t seg = (units / ranks + (units % ranks != 0)) * el + bytes % el; /* the largest */
+    uint64_t part = seg, share = seg;
+    if (lanes > 0) { /* a lane's part is the message */
+        part = share = (seg / el / lanes + (seg / el % lanes != 0)) * el;
+    } else {
+        uint32_t C = channels ? channels
+                              : coll_pipe_channels(p, bytes, ranks,
+                                                   (uint32_t)cfg->system.coll_island_channels);
+        part = (seg / el / C + (seg / el % C != 0)) * el; /* one channel's */
+    }
+    uint64_t k = coll_pipe_slices(p, part);
+    return k > 1 ? ((share + k - 1) / k + el - 1) / el * el : 0;
+}
+
+uint64_t coll_pipe_nvls_chunk(uint64_t bytes, uint32_t ranks, uint32_t channels)
+{
+    uint64_t n = bytes / (channels ? channels : 1), heads = ranks ? ranks : 1;
+    uint64_t chunk = 128 << 10;
+    if (n < 64 * heads * chunk)
+        chunk = 64 << 10;
+    if (n < 8 * heads * chunk)
+        chunk = 32 << 10;
+    if (n < 2 * heads * chunk)
+        chunk = 16 << 10;
+    return chunk;
 }

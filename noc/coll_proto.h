@@ -27,6 +27,7 @@
 #ifndef NPUSIM_NOC_COLL_PROTO_H
 #define NPUSIM_NOC_COLL_PROTO_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "arch.h"
@@ -68,6 +69,10 @@ typedef struct coll_proto_params {
     uint32_t line_bytes;     /* wire bytes per line ... */
     uint32_t line_data;      /* ... of which payload */
     double max_bytes_per_s;  /* payload pace per message; 0: none */
+    bool serial;             /* NCCL's kernel pipeline with Simple (coll_pipe_*): a sender's
+                                next message within an island leaves no sooner than its step
+                                less its path latency after its last byte left (the thread
+                                block fences and posts each slice before its next) */
 } coll_proto_params;
 
 /* The parameters of p (RAW, LL, LL128 or SIMPLE; anything else gives RAW's) from cfg.system. */
@@ -81,5 +86,39 @@ uint64_t coll_proto_wire_bytes(const coll_proto_params *pp, uint64_t payload,
 
 /* The wire bytes per payload byte of a large message on such a route (>= 1). */
 double coll_proto_wire_factor(const coll_proto_params *pp, double route_bytes_per_s);
+
+/* NCCL's kernel pipeline (system.coll_pipeline; docs/collectives.md, "NCCL's kernel
+ * pipeline"), from NCCL's own constants (src/include/device.h, collectives.h, comm.h,
+ * src/init.cc, src/enqueue.cc at 5067397c):
+ *
+ *   channels  a ring collective of `bytes` (nccl-tests' size: NCCL's nBytes of all-reduce,
+ *             all-gather and reduce-scatter) runs on `max` channels, one fewer while
+ *             bytes < channels x threads x threshold (NCCL's topoGetAlgoInfo): Simple 512
+ *             threads x 64 B, LL128 640 x 8 B, LL 512 x 8 B x ranks; at least 1. RAW: max.
+ *   slices    each rank's segment of `seg` bytes on one channel (a ring step's message) moves
+ *             as the protocol's slices, each its own message: Simple in loops of chunks of
+ *             four of NCCL_STEPS = 8 steps of its 4 MiB buffer (2 MiB), each chunk two slices
+ *             of half the chunk but at least 32 KiB (a chunk of up to 32 KiB is one); LL one
+ *             FIFO step of data per slice (32 KiB: 512 threads x 8 lines of 16 bytes, half of
+ *             them flags); LL128 one step (614,400 wire bytes: 576,000 of data). RAW, and a
+ *             segment of 0 bytes: 1. */
+uint32_t coll_pipe_channels(coll_proto p, uint64_t bytes, uint32_t ranks, uint32_t max);
+uint64_t coll_pipe_slices(coll_proto p, uint64_t seg);
+
+/* The chunk (bytes, whole elements of elem) that cuts a ring's messages with NCCL's pipeline,
+ * for `bytes` over `ranks` (each rank's segment bytes / ranks, the largest): over islands,
+ * `lanes` rings side by side (> 0), each a channel, in the slices of its part of a segment;
+ * within one island (lanes 0), NCCL's channels (`channels`; 0: cfg's coll_island_channels,
+ * fewer for small messages, coll_pipe_channels), which move in step over the same links, so
+ * a message carries every channel's slice: the segment in the slices of a channel's part.
+ * 0 (no chunking) when that is one slice. */
+uint64_t coll_pipe_chunk(const arch_config *cfg, coll_proto p, uint64_t bytes, uint32_t ranks,
+                         uint32_t elem, uint32_t lanes, uint32_t channels);
+
+/* NCCL's NVLS chunk (bytes per rank and loop) for an all-reduce of `bytes` on `channels`
+ * channels of `ranks` heads (src/enqueue.cc calcCollChunking, one node: NCCL_NVLS_CHUNKSIZE
+ * 128 KiB; each channel's part of n bytes takes 64 KiB when n < 64 x ranks x the chunk, 32 KiB
+ * when n < 8 x ranks x the chunk, 16 KiB when n < 2 x ranks x the chunk). */
+uint64_t coll_pipe_nvls_chunk(uint64_t bytes, uint32_t ranks, uint32_t channels);
 
 #endif

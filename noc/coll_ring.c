@@ -248,6 +248,7 @@ static void ring_flat_op(const ring_sched *st, const ring_phase *ph, uint32_t el
     x->step = ph->step_base + g;
     x->buf = COLL_BUF_X;
     x->reduce = !sending && rs;
+    x->post = sending;
     uint32_t idx_in_phase = g * ph->chunks + j;
     x->match = (sending ? ph->recv_base : ph->send_base) + idx_in_phase;
     x->deps = sending ? (g == 0 ? ph->prev_chunks : 1) : 0;
@@ -275,7 +276,7 @@ static void ring_send(const coll_sched *s, uint32_t rank, uint32_t port, uint32_
     *x = (coll_xfer){.peer = ring_neighbour(st, ph, pos, +1),
                      .match = ph->recv_base + g * ph->chunks + j, .port = port,
                      .step = ph->step_base + g, .deps = g == 0 ? ph->prev_chunks : 1,
-                     .buf = COLL_BUF_X};
+                     .buf = COLL_BUF_X, .post = true};
     ring_chunk(st, d, ph, pos, lab, j, &x->offset, &x->bytes);
 }
 
@@ -315,6 +316,7 @@ static void ring_send_deps(const coll_sched *s, uint32_t rank, uint32_t port, ui
     x->peer = ph->p2r ? ph->p2r[kp] : kp;
     x->match = ph->recv_base + g * ph->chunks + j;
     x->deps = g == 0 ? ph->prev_chunks : 1;
+    x->post = true;
 }
 
 static void ring_recv(const coll_sched *s, uint32_t rank, uint32_t i, coll_xfer *x)

@@ -244,13 +244,14 @@ np_status coll_sched_create(const coll_sched_desc *d, coll_sched **out, np_err *
     if (!s->d.elem_bytes)
         s->d.elem_bytes = 4;
     if (d->channels > COLL_MAX_CHANNELS ||
-        (d->channels > 1 && (d->algo != COLL_ALGO_RING || (d->op != COLL_OP_ALL_REDUCE &&
-                                                           d->op != COLL_OP_ALL_GATHER &&
-                                                           d->op != COLL_OP_REDUCE_SCATTER)))) {
+        (d->channels > 1 && d->algo != COLL_ALGO_NVLS &&
+         (d->algo != COLL_ALGO_RING ||
+          (d->op != COLL_OP_ALL_REDUCE && d->op != COLL_OP_ALL_GATHER &&
+           d->op != COLL_OP_REDUCE_SCATTER)))) {
         coll_sched_free(s);
         return np_err_set(err, NP_ERR_INCONSISTENT, "%" PRIu32 " channels: only ring all-reduce, "
-                          "all-gather and reduce-scatter run rings side by side (at most %d)",
-                          d->channels, COLL_MAX_CHANNELS);
+                          "all-gather and reduce-scatter and nvls all-reduce run channels side "
+                          "by side (at most %d)", d->channels, COLL_MAX_CHANNELS);
     }
     if (d->order) {
         if (coll_copy_perm(d->order, p, "the ring order", &s->order, err) != NP_OK) {

@@ -123,6 +123,11 @@ typedef struct coll_sched_desc {
      * Copied. */
     uint32_t channels;
     const uint32_t *channel_orders;
+    /* nvls: `channels` pipelines side by side (NCCL's NVLS channels; 0 or 1: one), each on its
+     * own ports over its own contiguous part of the buffer, in slices of chunk_bytes per rank;
+     * with heads_serial every chip takes a channel's slices one at a time, as NCCL's heads do
+     * (coll_nvls.c): it posts its last contribution to each (coll_xfer.post) */
+    bool heads_serial;
 } coll_sched_desc;
 
 typedef enum coll_buf {
@@ -144,6 +149,9 @@ typedef struct coll_xfer {
                                (0 or 1: unblock_port alone) */
     coll_buf buf;          /* read (send) or written (receive) */
     bool reduce;           /* receive: added into the buffer */
+    bool post;             /* send: its sender's thread block posts it (fences its data and
+                              writes the flag) before the port's next message: a serial
+                              protocol (coll_proto.h) holds the port meanwhile */
     uint64_t offset, bytes;
 } coll_xfer;
 

@@ -121,6 +121,8 @@ typedef struct val_file {
     /* the provenance block (validation/README.md); a key given on several lines is their
      * lines joined by "\n"; NULL where an optional key is absent */
     char *title, *source, *where, *machine, *config, *command, *arch, *commit, *notes;
+    char *algo;               /* nccl (optional): the algorithm the authors forced, as
+                                 `npusim collective --algo` names it; NULL: the tuner's */
     char *assumed[VAL_MAX_ASSUMED];
     int n_assumed;
     val_row *rows;

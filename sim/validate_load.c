@@ -81,10 +81,11 @@ const char *val_default_dir(void)
 
 enum {
     PK_TITLE, PK_SOURCE, PK_WHERE, PK_MACHINE, PK_CONFIG, PK_COMMAND, PK_ARCH, PK_COMMIT,
-    PK_NOTES, PK_ASSUMED, PK_COUNT
+    PK_ALGO, PK_NOTES, PK_ASSUMED, PK_COUNT
 };
 static const char *const prov_keys[PK_COUNT] = {"title", "source", "where", "machine", "config",
-                                                "command", "arch", "commit", "notes", "assumed"};
+                                                "command", "arch", "commit", "algo", "notes",
+                                                "assumed"};
 static const bool prov_required[PK_COUNT] = {[PK_TITLE] = true, [PK_SOURCE] = true,
                                              [PK_WHERE] = true, [PK_MACHINE] = true,
                                              [PK_CONFIG] = true, [PK_ARCH] = true};
@@ -100,6 +101,7 @@ static char **prov_slot(val_file *f, int k)
     case PK_COMMAND: return &f->command;
     case PK_ARCH: return &f->arch;
     case PK_COMMIT: return &f->commit;
+    case PK_ALGO: return &f->algo;
     default: return &f->notes;
     }
 }
@@ -145,7 +147,8 @@ static np_status prov_line(val_file *f, const char *path, int line, char *text, 
                                  "unknown provenance key '%s'; did you mean '%s'?", p, guess)
                      : np_err_at(err, NP_ERR_UNKNOWN_KEY, path, line, col,
                                  "unknown provenance key '%s' (keys: title, source, where, "
-                                 "machine, config, command, arch, commit, notes, assumed)", p);
+                                 "machine, config, command, arch, commit, algo, notes, "
+                                 "assumed)", p);
     }
     if (!value[0])
         return np_err_at(err, NP_ERR_MISSING, path, line, col, "%s: no value after '%s:'",
@@ -163,6 +166,15 @@ static np_status prov_line(val_file *f, const char *path, int line, char *text, 
     if (k == PK_ARCH && f->arch)
         return np_err_at(err, NP_ERR_DUPLICATE, path, line, col, "arch: given twice (a file's "
                          "rows run on one preset)");
+    if (k == PK_ALGO) { /* nccl: the algorithm the authors forced (NCCL_ALGO) */
+        coll_algo a;
+        np_err ae = {0};
+        if (f->algo)
+            return np_err_at(err, NP_ERR_DUPLICATE, path, line, col, "algo: given twice");
+        if (coll_algo_parse(value, &a, &ae) != NP_OK)
+            return np_err_at(err, ae.status, path, line, col + (int)(value - p), "algo: %s",
+                             ae.msg);
+    }
     if (k == PK_ARCH) {
         arch_config cfg;
         np_err ae = {0};

@@ -119,6 +119,7 @@ void val_md_sources(FILE *out, const val_file *f)
     md_key(out, "machine", f->machine);
     md_key(out, "config", f->config);
     md_key(out, "command", f->command);
+    md_key(out, "algo", f->algo);
     md_key(out, "notes", f->notes);
     for (int i = 0; i < f->n_assumed; i++)
         md_key(out, "assumed", f->assumed[i]);

@@ -181,10 +181,13 @@ static np_status val_run_nccl(const val_file *f, const val_row *r, val_result *o
     coll_sys *sys = NULL;
     coll_result cr = {0};
     np_err e = {0};
-    /* as `npusim collective --op OP -b BYTES -e BYTES --elem-bytes E` runs it: the tuner's
-     * algorithm (auto) over every chip, one run (the model is deterministic) */
+    /* as `npusim collective --op OP -b BYTES -e BYTES --elem-bytes E [--algo A]` runs it: the
+     * file's algorithm (its `algo:`, what the authors forced) or the tuner's, over every chip,
+     * one run (the model is deterministic) */
     coll_desc d = {.op = (coll_op)n->op, .algo = COLL_ALGO_AUTO, .bytes = n->bytes,
                    .elem_bytes = n->elem_bytes};
+    if (f->algo && coll_algo_parse(f->algo, &d.algo, &e) != NP_OK) /* checked at load */
+        return val_cannot(out, e.status, &e, err);
     if ((st = evq_create(&q, &e)) == NP_OK && (st = coll_sys_create(&cfg, &np, q, NULL, &sys,
                                                                     &e)) == NP_OK)
         st = coll_run(sys, &d, &cr, &e);

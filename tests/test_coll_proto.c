@@ -340,13 +340,28 @@ static bool file_arch(const char *name, char *arch, size_t len)
     return ok;
 }
 
+/* Rows of the 8-GPU files that NCCL's kernel pipeline (docs/collectives.md) leaves outside
+ * done-when 2's 10 %, each with the bound it keeps and why. */
+static const struct vexcept {
+    const char *name, *op;
+    uint64_t bytes;
+    double bound;
+} eight_gpu_exceptions[] = {
+    /* Simple's post per slice, which lands all-gather and reduce-scatter within 7 % at
+     * 32-512 MiB, costs this all-reduce (twice the slices) 10.6 %: NCCL's all-reduce pays less
+     * per slice here than its all-gather */
+    {"together-h100-8-ring.csv", "all_reduce", 64 << 20, 0.12},
+    /* NVLS at 8 and 16 MiB: NCCL's scatter and gather warps (local copies) fill and drain its
+     * pipeline, which the schedule does not model: +15 to +16 % */
+    {"together-h100-8-nvls.csv", "all_reduce", 8 << 20, 0.17},
+    {"together-h100-8-nvls.csv", "all_reduce", 16 << 20, 0.17},
+};
+
 /* Done-when 2 of issue 24 on every file of 8 GPUs, on the presets as they are (their keys and
  * sources: configs/a100-80g.yaml, configs/h100-sxm.yaml): bus bandwidth within 10 % of
- * published at 512 MiB and more, and the small messages of a harness that measures NCCL
- * within 25 % of published time. Between 1 MiB and 512 MiB the rows are held within 40 %: the
- * simulated rings and NVLS reach their plateau at smaller sizes than NCCL does (NCCL's chunked
- * pipeline is not modelled; docs/collectives.md), which done-when 2 does not yet allow; rows
- * under twice a -g 8 file's smallest time measure its host launches and are left out. */
+ * published at every size from 1 MiB (but the exceptions above), and the small messages of a
+ * harness that measures NCCL within 25 % of published time; rows under twice a -g 8 file's
+ * smallest time measure its host launches and are left out. */
 TEST(every_8_gpu_file_lands_within_the_bounds_of_done_when_2)
 {
     size_t checked = 0, bounded = 0;
@@ -380,27 +395,33 @@ TEST(every_8_gpu_file_lands_within_the_bounds_of_done_when_2)
             checked++;
             if (rows[i].bytes >= (1u << 20) && rows[i].busbw > 0 &&
                 (vf->small_is_nccl || rows[i].time_us >= 2 * floor_us[op])) {
-                double bound = rows[i].bytes >= (512u << 20) ? 0.10 : 0.40;
+                double bound = 0.10;
+                for (size_t x = 0; x < sizeof eight_gpu_exceptions / sizeof *eight_gpu_exceptions;
+                     x++)
+                    if (strcmp(eight_gpu_exceptions[x].name, vf->name) == 0 &&
+                        strcmp(eight_gpu_exceptions[x].op, rows[i].op) == 0 &&
+                        eight_gpu_exceptions[x].bytes == rows[i].bytes)
+                        bound = eight_gpu_exceptions[x].bound;
                 bool ok = fabs(busbw / rows[i].busbw - 1) <= bound;
                 if (!ok)
                     fprintf(stderr, "\n    %s %s %llu B: %.1f GB/s, published %.1f\n", vf->name,
                             rows[i].op, (unsigned long long)rows[i].bytes, busbw,
                             rows[i].busbw);
-                CU_ASSERT_TRUE(ok);
+                CU_ASSERT(ok);
                 bounded += bound == 0.10;
             } else if (rows[i].bytes < (1u << 20) && vf->small_is_nccl) {
                 bool ok = fabs(us / rows[i].time_us - 1) <= 0.25;
                 if (!ok)
                     fprintf(stderr, "\n    %s %s %llu B: %.2f us, published %.2f\n", vf->name,
                             rows[i].op, (unsigned long long)rows[i].bytes, us, rows[i].time_us);
-                CU_ASSERT_TRUE(ok);
+                CU_ASSERT(ok);
                 bounded++;
             }
         }
         pfix_close(&fx);
     }
     CU_ASSERT(checked >= 120); /* every row of one node on both machines */
-    CU_ASSERT(bounded >= 30);  /* of which these at done-when 2's bounds */
+    CU_ASSERT(bounded >= 58);  /* of which these at done-when 2's 10 % (25 % for time) */
 }
 
 TEST(collective_command_takes_a_protocol_and_names_the_tuners_choice)

@@ -391,6 +391,48 @@ TEST(channels_of_rings_in_their_own_orders_compute_their_ops)
     coll_sched_free(s);
 }
 
+/* NVLS on NCCL's channels (contiguous parts of the buffer, each its own ports) and with its
+ * heads taking a channel's slices one at a time (the last contribution of each posted): the
+ * same sums on every rank, for odd groups, sizes and chunks; p contributions, a sum, a store
+ * and p multicasts per chip and slice, so 2 p (p + 1) messages a slice. */
+TEST(nvls_on_channels_with_serial_heads_computes_the_all_reduce)
+{
+    static const uint32_t ps[] = {2, 3, 5, 8};
+    static const uint32_t cs[] = {1, 2, 3, 16};
+    static const uint64_t ns[] = {1, 7, 83, 1001};
+    uint64_t seed = 777;
+    int bad = 0, runs = 0;
+    for (size_t a = 0; a < sizeof ps / sizeof *ps; a++)
+        for (size_t b = 0; b < sizeof cs / sizeof *cs; b++)
+            for (int serial = 0; serial < 2; serial++)
+                for (uint64_t chunk = 8; chunk <= 512; chunk *= 8)
+                    for (size_t n = 0; n < sizeof ns / sizeof *ns; n++) {
+                        coll_sched_desc d = {.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_NVLS,
+                                             .ranks = ps[a], .chunk_bytes = chunk,
+                                             .channels = cs[b], .heads_serial = serial};
+                        bad += check(d, ns[n], seed++);
+                        runs++;
+                    }
+    CU_ASSERT(runs >= 190);
+    CU_ASSERT_EQUAL(bad, 0);
+    /* 4 ranks, 2 channels, 1 MiB in chunks of 16 KiB: 8 slices a channel */
+    coll_sched *s;
+    np_err e = {0};
+    coll_sched_desc d = {.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_NVLS, .ranks = 4,
+                         .bytes = 1 << 20, .chunk_bytes = 16 << 10, .channels = 2,
+                         .heads_serial = true};
+    CU_ASSERT_EQUAL_FATAL(coll_sched_create(&d, &s, &e), NP_OK);
+    CU_ASSERT_EQUAL(coll_sched_messages(s), 16 * 2 * 4 * 5);
+    CU_ASSERT_EQUAL(coll_sched_ports(s), 2 * 2 * 4);
+    coll_xfer x;
+    coll_sched_send(s, 1, 0, 3, &x); /* chip 1's last contribution to slice 0: posted */
+    CU_ASSERT(x.post && x.bytes == 16 << 10);
+    coll_sched_send(s, 1, 0, 2, &x);
+    CU_ASSERT(!x.post);
+    CU_ASSERT_EQUAL(coll_sched_verify(s, &e), NP_OK);
+    coll_sched_free(s);
+}
+
 TEST(schedules_refuse_groups_that_do_not_fit_and_count_their_messages)
 {
     coll_sched *s;

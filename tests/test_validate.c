@@ -12,6 +12,7 @@
 
 #include <jansson.h>
 
+#include "coll_sched.h"
 #include "harness.h"
 #include "validate.h"
 #include "validate_md.h"
@@ -191,6 +192,9 @@ TEST(bad_data_files_fail_with_file_line_column_and_message)
          "(presets: a100-80g, a100-cluster, edge, h100-sxm, tiny, tpu-pod; or give a file "
          "path)", 6, 9},
         {"no_rows.csv", "nccl", "no rows after the header", 7, 0},
+        {"bad_algo.csv", "nccl", "algo: unknown algorithm 'rign'; did you mean 'ring'? "
+         "(expected auto, ring, biring, tree, rhd, hier, chain, pairwise, direct or nvls)", 7,
+         9},
         {"bad_kernel.csv", "kernels-a100", "not a kernel of `npusim kernel --op \"matmull m=64 "
          "n=128 k=128 dtype=bf16\"`: unknown op 'matmull'; did you mean 'matmul'?", 9, 1},
         {"quoted.csv", "kernels-a100", "quoted fields are not read: a field holds no comma", 8,
@@ -379,6 +383,37 @@ TEST(nccl_rows_run_on_the_nodes_gpus_with_nccl_tests_bus_bandwidth)
     json_t *row = json_array_get(json_object_get(j, "rows"), 0);
     CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(row, "busbw_gbps")), r[1].ours,
                            1e-6 * r[1].ours);
+    json_decref(j);
+    harness_run_free(&c);
+    val_set_free(&set);
+}
+
+/* A nccl file's `algo:` (what its authors forced with NCCL_ALGO) runs its rows: Together's
+ * H100 file with NCCL_ALGO=RING gives what `npusim collective --algo ring` gives, under the
+ * ring's bound (8 GPUs, 18 NVLinks of 25 GB/s x 0.824), where the tuner's NVLS would pass it. */
+TEST(a_nccl_files_algo_runs_its_rows)
+{
+    val_set set;
+    load_default(&set);
+    const val_file *f = file_of(&set, "together-h100-8-ring");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    EXPECT_STR(f->algo, "ring");
+    size_t k = 0;
+    while (k < f->n_rows && !(f->rows[k].n.op == COLL_OP_ALL_REDUCE &&
+                              f->rows[k].n.bytes == (1ULL << 30)))
+        k++;
+    CU_ASSERT_FATAL(k < f->n_rows);
+    val_result r;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(val_run_row(f, k, NULL, &r, &e), NP_OK);
+    CU_ASSERT(r.ours <= 18 * 25 * 0.824 * 1.0001);
+    harness_run c = harness_npusim("collective", "--arch", "h100-sxm", "--op", "all_reduce",
+                                   "--algo", "ring", "-b", "1G", "-e", "1G", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(c.exit_status, 0);
+    json_t *j = json_loads(c.out, 0, NULL);
+    json_t *row = json_array_get(json_object_get(j, "rows"), 0);
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(row, "busbw_gbps")), r.ours,
+                           1e-6 * r.ours);
     json_decref(j);
     harness_run_free(&c);
     val_set_free(&set);
