@@ -434,46 +434,62 @@ static np_status choose_tiles(kv_state *s)
     return NP_OK;
 }
 
+/* Where the streams live for a tile of tl elements per dim over a core's extents ext: an
+ * input whose tile never moves within the core is loaded once (hoisted: one buffer, not
+ * two), and an output then gets buffers of its own instead of that input's (it would write
+ * over what later tiles read). The fit check measures this layout, the one emit_core lays
+ * out: hoisting can take more bytes than it saves (an update whose core share is one tile:
+ * every input hoisted, every output its own double buffers). */
+static void set_residency(kv_state *s, const uint64_t *ext, const uint64_t *tl)
+{
+    s->any_hoist = false;
+    for (int i = 0; i < s->n_st; i++) {
+        kv_stream *t = &s->st[i];
+        t->hoisted = !t->out;
+        for (int d = 0; d < s->nd && t->hoisted; d++)
+            if (cdiv(ext[d], tl[d]) > 1 && t->s[d])
+                t->hoisted = false;
+        s->any_hoist = s->any_hoist || t->hoisted;
+    }
+    for (int i = 0; i < s->n_st; i++) {
+        kv_stream *t = &s->st[i];
+        t->over = t->over_req;
+        if (t->over >= 0 && (s->st[t->over].hoisted || s->st[t->over].bcast != ISA_BCAST_FULL))
+            t->over = -1;
+    }
+}
+
+/* The elements of a tile along each canonical dim for rows x cols. */
+static void tile_lengths(const kv_state *s, uint64_t rows, uint64_t cols, uint64_t *tl)
+{
+    for (int d = 0; d < s->nd; d++)
+        tl[d] = 1;
+    if (s->virt)
+        tl[0] = rows * cols;
+    else
+        tl[s->nd - 1] = cols, tl[s->nd - 2] = rows;
+}
+
 /* Core c's tile (its shares are its own: tiles cut them evenly), the layouts of the streams
- * for it, and which inputs it loads once. */
+ * for it, and which inputs it loads once: the largest tile of at most the target whose
+ * block, as emit_core lays it out, fits the scratchpad. */
 static np_status core_tiles(kv_state *s, uint64_t c)
 {
     kc_ctx *x = s->x;
     uint64_t ext[KC_MAX_DIMS], rows, cols, target = s->target;
     for (int d = 0; d < s->nd; d++)
         ext[d] = core_extent(s, d, c, NULL);
-    for (int i = 0; i < s->n_st; i++)
-        s->st[i].over = s->st[i].over_req, s->st[i].hoisted = false;
     for (;;) {
         tile_shape(s, target, ext, ext, &rows, &cols);
         s->cols = cols; /* the layouts of a one-dim space depend on cols */
         set_layouts(s);
+        tile_lengths(s, rows, cols, s->tl);
+        set_residency(s, ext, s->tl);
         if (block_bytes(s, rows, cols) <= s->budget || target == 1)
             break;
         target -= (target + 7) / 8;
     }
     s->rows = rows, s->cols = cols;
-    for (int d = 0; d < s->nd; d++)
-        s->tl[d] = 1;
-    if (s->virt)
-        s->tl[0] = rows * cols;
-    else
-        s->tl[s->nd - 1] = cols, s->tl[s->nd - 2] = rows;
-    /* inputs whose tile never moves within the core: loaded once */
-    s->any_hoist = false;
-    for (int i = 0; i < s->n_st; i++) {
-        kv_stream *t = &s->st[i];
-        t->hoisted = !t->out;
-        for (int d = 0; d < s->nd && t->hoisted; d++)
-            if (cdiv(ext[d], s->tl[d]) > 1 && t->s[d])
-                t->hoisted = false;
-        s->any_hoist = s->any_hoist || t->hoisted;
-    }
-    for (int i = 0; i < s->n_st; i++) {
-        kv_stream *t = &s->st[i];
-        if (t->over >= 0 && (s->st[t->over].hoisted || s->st[t->over].bcast != ISA_BCAST_FULL))
-            t->over = -1;
-    }
     if (s->whole >= 0 && s->tl[s->whole] != (uint64_t)s->shape[s->whole])
         return kc_fail(x, NP_ERR_RANGE, "a tile cannot hold the whole dim of %" PRId64
                        " elements it reduces (at most %u, in the scratchpad)",

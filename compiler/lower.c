@@ -186,16 +186,8 @@ np_status lw_item_add(lw_ctx *w, nn_tensor *t, int32_t inst, const int32_t *src,
 
 /* ---- what each item becomes ------------------------------------------------------------------ */
 
-/* A permute that swaps the last two dims and keeps the others. */
-static bool lw_is_transpose(const nn_tensor *t)
-{
-    if (t->op != NN_OP_PERMUTE || t->ndim < 2)
-        return false;
-    for (int d = 0; d < t->ndim - 2; d++)
-        if (t->ip[d] != d)
-            return false;
-    return t->ip[t->ndim - 2] == t->ndim - 1 && t->ip[t->ndim - 1] == t->ndim - 2;
-}
+/* A permute that swaps the last two dims and keeps the others (the framework's rule). */
+static bool lw_is_transpose(const nn_tensor *t) { return nn_is_transpose(t); }
 
 bool lower_is_transpose(const nn_tensor *t) { return lw_is_transpose(t); }
 

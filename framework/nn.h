@@ -140,6 +140,10 @@ uint64_t nn_nbytes(const nn_tensor *t);
 /* Writes "[2,3,4]" into buf; returns buf. */
 char *nn_shape_str(const nn_tensor *t, char *buf, size_t n);
 bool nn_same_shape(const nn_tensor *a, const nn_tensor *b);
+/* Whether t is a permute that swaps its last two dims and keeps the others (nn_transpose's):
+ * what a matmul reads transposed in place (the lowering folds such a permute into matmul
+ * readers; the plan's memory accounting counts it as its source's storage then). */
+bool nn_is_transpose(const nn_tensor *t);
 /* Allocates zeroed storage if t has none; false when out of memory. */
 bool nn_tensor_alloc(nn_tensor *t);
 /* Copies numel floats into t's storage (allocating it); false when out of memory. */

@@ -88,13 +88,23 @@ static nn_tensor *nn_unbroadcast_mm(nn_graph *g, nn_tensor *grad, const nn_tenso
     return nn_sum_to(g, grad, src->ndim, src->ne);
 }
 
+/* x with its last two dims swapped: x's source when x is itself such a transpose (the
+ * backward reads what the forward transposed, not a transpose of its transpose: an operand
+ * transposed for a matmul, as the head's tied embedding, is then read by matmuls only, and
+ * the lowering folds it into them instead of keeping a transposed copy for the backward, as
+ * PyTorch's weight.t() is a view), else a new transpose. */
+static nn_tensor *nn_transposed(nn_graph *g, nn_tensor *x)
+{
+    return nn_is_transpose(x) ? x->src[0] : nn_transpose(g, x);
+}
+
 void nn_bwd_matmul(nn_graph *g, nn_tensor *t, nn_tensor *dy)
 {
     nn_tensor *a = t->src[0], *b = t->src[1];
     if (a->requires_grad)
-        nn_grad_acc(g, a, nn_unbroadcast_mm(g, nn_matmul(g, dy, nn_transpose(g, b)), a));
+        nn_grad_acc(g, a, nn_unbroadcast_mm(g, nn_matmul(g, dy, nn_transposed(g, b)), a));
     if (b->requires_grad)
-        nn_grad_acc(g, b, nn_unbroadcast_mm(g, nn_matmul(g, nn_transpose(g, a), dy), b));
+        nn_grad_acc(g, b, nn_unbroadcast_mm(g, nn_matmul(g, nn_transposed(g, a), dy), b));
 }
 
 int64_t nn_flops_matmul(const nn_tensor *t)

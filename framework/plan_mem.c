@@ -17,6 +17,8 @@
  *                                    gradient accumulators work in place
  *   workspace                        every other transient (intermediates, activation
  *                                    gradients), at the peak of a block
+ * A buffer is counted at its root: views, in-place updates and the transposes the lowering
+ * folds into their matmul readers are their source's storage.
  * Each role is at its own peak; total_bytes is their sum (a bound on the true peak). A
  * dropout mask is kept unless its dropout is recomputed: with selective recomputation the
  * attention core's, with full (and uniform) recomputation every layer's. Model inputs are not counted. */
@@ -25,25 +27,6 @@
 
 #include "plan_impl.h"
 
-/* The buffer t's storage belongs to: views (a pipeline scatter's slice too) and in-place
- * updates alias their source, and an all-reduce of a gradient accumulator (DP, tied
- * embeddings, sequence-parallel norms) works in place as NCCL's does. */
-static const nn_tensor *nn_root(const nn_tensor *t)
-{
-    for (;;) {
-        if (t->op == NN_OP_LEAF)
-            return t;
-        if ((nn_op_flags(t->op) & (NN_OPF_VIEW | NN_OPF_UPDATE)) || nn_plan_node_is_offset_view(t)) {
-            t = t->src[0];
-        } else if (t->op == NN_OP_ALL_REDUCE && t->region != NN_REGION_FORWARD &&
-                   nn_root(t->src[0])->op == NN_OP_LEAF) {
-            t = t->src[0];
-        } else {
-            return t;
-        }
-    }
-}
-
 typedef struct nn_memctx {
     const nn_plan *p;
     const nn_plan_class *c;
@@ -51,7 +34,30 @@ typedef struct nn_memctx {
     int *blk, *ent;          /* by id: block and entry producing the node, -1 */
     bool *saved;             /* by id: a saved activation */
     int *reader_layer;       /* by id: the smallest layer >= 0 of its backward readers */
+    bool *folded;            /* by id: a transpose the lowering folds into its matmul readers */
 } nn_memctx;
+
+/* The buffer t's storage belongs to: views (a pipeline scatter's slice too) and in-place
+ * updates alias their source, a transpose read by matmuls only is read in place from its
+ * source (the lowering folds it into their operand strides: compiler/lower.c), and an
+ * all-reduce of a gradient accumulator (DP, tied embeddings, sequence-parallel norms) works
+ * in place as NCCL's does. */
+static const nn_tensor *nn_root(const nn_memctx *m, const nn_tensor *t)
+{
+    for (;;) {
+        if (t->op == NN_OP_LEAF)
+            return t;
+        if ((nn_op_flags(t->op) & (NN_OPF_VIEW | NN_OPF_UPDATE)) ||
+            nn_plan_node_is_offset_view(t) || m->folded[t->id]) {
+            t = t->src[0];
+        } else if (t->op == NN_OP_ALL_REDUCE && t->region != NN_REGION_FORWARD &&
+                   nn_root(m, t->src[0])->op == NN_OP_LEAF) {
+            t = t->src[0];
+        } else {
+            return t;
+        }
+    }
+}
 
 static void nn_memctx_free(nn_memctx *m)
 {
@@ -59,6 +65,44 @@ static void nn_memctx_free(nn_memctx *m)
     free(m->ent);
     free(m->saved);
     free(m->reader_layer);
+    free(m->folded);
+}
+
+/* The transposes the lowering folds (compiler/lower.c, LOWER_NODE_FOLDED): every reader in
+ * the class's blocks a matmul, not an output, its source not folded itself. */
+static np_status nn_memctx_fold(nn_memctx *m, np_err *err)
+{
+    const nn_plan_class *c = m->c;
+    size_t n = (size_t)m->max_id + 1;
+    int *uses = nn_calloc(n, sizeof *uses);
+    bool *other = nn_calloc(n, sizeof *other); /* read by something other than a matmul */
+    if (!uses || !other) {
+        free(uses);
+        free(other);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
+    }
+    for (int b = 0; b < c->n_blocks; b++)
+        for (int e = 0; e < c->blocks[b].n_entries; e++)
+            for (int k = 0; k < c->blocks[b].entries[e].n_nodes; k++) {
+                const nn_tensor *t = c->blocks[b].entries[e].nodes[k];
+                for (int s = 0; s < t->n_src; s++) {
+                    bool again = false; /* a node reading one source twice is one reader */
+                    for (int r = 0; r < s; r++)
+                        again = again || t->src[r] == t->src[s];
+                    if (again)
+                        continue;
+                    uses[t->src[s]->id]++;
+                    other[t->src[s]->id] = other[t->src[s]->id] || t->op != NN_OP_MATMUL;
+                }
+            }
+    for (int i = 0; i < nn_graph_n_nodes(c->g); i++) { /* creation order: sources first */
+        const nn_tensor *t = nn_graph_node(c->g, i);
+        m->folded[t->id] = m->blk[t->id] >= 0 && nn_is_transpose(t) && uses[t->id] > 0 &&
+                           !other[t->id] && !t->is_output && !m->folded[t->src[0]->id];
+    }
+    free(uses);
+    free(other);
+    return NP_OK;
 }
 
 static bool nn_mask_kept(const nn_plan *p, const nn_tensor *t)
@@ -84,7 +128,8 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
     m->ent = nn_malloc(n * sizeof *m->ent);
     m->saved = nn_calloc(n, sizeof *m->saved);
     m->reader_layer = nn_malloc(n * sizeof *m->reader_layer);
-    if (!m->blk || !m->ent || !m->saved || !m->reader_layer) {
+    m->folded = nn_calloc(n, sizeof *m->folded);
+    if (!m->blk || !m->ent || !m->saved || !m->reader_layer || !m->folded) {
         nn_memctx_free(m);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
     }
@@ -97,6 +142,10 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
                 m->blk[t->id] = b;
                 m->ent[t->id] = e;
             }
+    if (nn_memctx_fold(m, err) != NP_OK) {
+        nn_memctx_free(m);
+        return err->status;
+    }
     for (int b = 0; b < c->n_blocks; b++) {
         const nn_plan_block *blk = &c->blocks[b];
         if (blk->kind != NN_BLOCK_BACKWARD)
@@ -105,7 +154,7 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
             for (int k = 0; k < blk->entries[e].n_nodes; k++) {
                 const nn_tensor *t = blk->entries[e].nodes[k];
                 for (int s = 0; s < t->n_src; s++) {
-                    const nn_tensor *r = nn_root(t->src[s]);
+                    const nn_tensor *r = nn_root(m, t->src[s]);
                     if (r->op == NN_OP_LEAF || m->blk[r->id] < 0 ||
                         c->blocks[m->blk[r->id]].kind != NN_BLOCK_FORWARD ||
                         c->blocks[m->blk[r->id]].chunk != blk->chunk)
@@ -119,8 +168,8 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
                  * write it (lower.c's lw_pair_attention): it is kept from the forward with
                  * that kernel's q and k when those are saved (as reading them just marked
                  * them), a transient of the backward when they are recomputed there. */
-                if (t->op == NN_OP_ATTENTION_LSE && m->saved[nn_root(t->src[0])->id] &&
-                    m->saved[nn_root(t->src[1])->id]) {
+                if (t->op == NN_OP_ATTENTION_LSE && m->saved[nn_root(m, t->src[0])->id] &&
+                    m->saved[nn_root(m, t->src[1])->id]) {
                     m->saved[t->id] = true;
                     m->reader_layer[t->id] = t->layer;
                 }
@@ -203,7 +252,7 @@ static np_status nn_block_peaks(const nn_memctx *m, int b, uint64_t *work, uint6
             for (int k = 0; k < o->entries[e].n_nodes; k++) {
                 const nn_tensor *t = o->entries[e].nodes[k];
                 for (int s = 0; s < t->n_src; s++) {
-                    const nn_tensor *r = nn_root(t->src[s]);
+                    const nn_tensor *r = nn_root(m, t->src[s]);
                     if (r->op == NN_OP_LEAF || m->blk[r->id] != b)
                         continue;
                     int at = bb == b ? e : n - 1;
@@ -216,7 +265,7 @@ static np_status nn_block_peaks(const nn_memctx *m, int b, uint64_t *work, uint6
     for (int e = 0; e < n; e++)
         for (int q = 0; q < blk->entries[e].n_nodes; q++) {
             const nn_tensor *t = blk->entries[e].nodes[q];
-            if (nn_root(t) != t || m->saved[t->id])
+            if (nn_root(m, t) != t || m->saved[t->id])
                 continue;
             if (t->is_output)
                 end[t->id] = n - 1;

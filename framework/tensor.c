@@ -49,6 +49,17 @@ char *nn_shape_str(const nn_tensor *t, char *buf, size_t n)
     return buf;
 }
 
+bool nn_is_transpose(const nn_tensor *t)
+{
+    int nd = t->ndim;
+    if (t->op != NN_OP_PERMUTE || nd < 2 || t->ip[nd - 2] != nd - 1 || t->ip[nd - 1] != nd - 2)
+        return false;
+    for (int d = 0; d < nd - 2; d++)
+        if (t->ip[d] != d)
+            return false;
+    return true;
+}
+
 bool nn_same_shape(const nn_tensor *a, const nn_tensor *b)
 {
     if (a->ndim != b->ndim)

@@ -287,14 +287,15 @@ TEST(checkpointing_gpt2_small_saves_activations_by_the_analytical_factor)
 {
     /* Per layer, the backward pass of our GPT-2 block reads these forward tensors (fp32,
      * batch B, sequence S, width D, H heads; see docs/framework.md): the layer input, ln_1's
-     * output, q, k^T, v, the attention output, the residual sum, ln_2's output (1 x SD each),
+     * output, q, k, v, the attention output, the residual sum, ln_2's output (1 x SD each),
      * the MLP's pre- and post-GELU values (4 x SD each) and the softmax probabilities (H S^2):
      * 16 SD + H S^2 floats. Checkpointing every layer keeps the layer input alone (1 SD);
      * selective keeps the layer input and the matmul outputs it needs (qkv 3 SD, attention
-     * 1 SD, c_proj 1 SD, c_fc 4 SD, scores H S^2). The head (ln_f input and output, the
-     * tied head's transposed table D V and the logits S V) is kept in every case. */
+     * 1 SD, c_proj 1 SD, c_fc 4 SD, scores H S^2). The head (ln_f input and output and the
+     * logits S V) is kept in every case; not the tied head's transposed table (D V): the
+     * backward reads the table itself, a parameter, as PyTorch's weight.t() is a view. */
     const double B = 1, S = 1024, D = 768, H = 12, L = 12, V = 50257;
-    double head = 4 * (2 * B * S * D + D * V + B * S * V);
+    double head = 4 * (2 * B * S * D + B * S * V);
     double full = 4 * L * B * (16 * S * D + H * S * S) + head;
     double every1 = 4 * L * B * S * D + head;
     double selective = 4 * L * B * (10 * S * D + H * S * S) + head;
@@ -683,7 +684,7 @@ TEST(checkpointing_gpt2_small_with_fused_attention_keeps_no_score_matrix_under_a
      * is recomputed (its forward runs again in the backward), 9 SD. NN_CKPT_ATTENTION finds no
      * attention core to recompute: 17 SD. The head is kept in every case (fp32). */
     const double B = 1, S = 1024, D = 768, L = 12, V = 50257;
-    double head = 4 * (2 * B * S * D + D * V + B * S * V);
+    double head = 4 * (2 * B * S * D + B * S * V); /* as above: no transposed table */
     struct { const char *what; int policy; double per_layer_sd; } cases[] = {
         {"no checkpointing", -1, 17},
         {"every layer", NN_CKPT_EVERY_K, 1},

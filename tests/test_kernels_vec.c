@@ -368,6 +368,92 @@ TEST(optimizer_updates_in_place_equal_the_frameworks_with_fp32_master_weights)
         }
 }
 
+/* The tile of a compiled vector kernel, from its schedule ("..., tiles R x C ..."). */
+static uint64_t tile_elems(const kc_result *r)
+{
+    const char *t = strstr(r->schedule, "tiles ");
+    unsigned long long rows = 0, cols = 0;
+    CU_ASSERT_FATAL(t && sscanf(t, "tiles %llu x %llu", &rows, &cols) == 2);
+    return rows * cols;
+}
+
+static uint64_t align64_(uint64_t v) { return (v + 63) / 64 * 64; }
+
+TEST(updates_whose_core_share_fits_only_streamed_pick_tiles_that_fit_the_scratchpad)
+{
+    /* An optimizer update over fp32 operands, every output written over its input: per tile
+     * element, double-buffered, n_in x 4 B x 2 of inputs and 3 fp32 scratch tiles x 2 (the
+     * outputs share the inputs' buffers). A core's whole share as one tile would load every
+     * input once (one buffer each), and then the outputs need buffers of their own: more.
+     * Shares where the first fits and the second does not used to fail ("tiles of 1 x N
+     * elements need ... more than the ... free"). Each buffer is rounded up to 64 bytes.
+     *   tiny (64 KiB, 2 cores), adamw/adam over 2200: 1100 a core, 4416 B a buffer:
+     *     streamed 8 + 6 buffers = 61,824 B fit; hoisted 4 + 6 + 6 = 70,656 B do not;
+     *   tiny, sgd (3 inputs, 2 outputs) over 2600: 1300 a core, 5248 B a buffer:
+     *     streamed 6 + 6 = 62,976 B; hoisted 3 + 4 + 6 = 68,224 B;
+     *   h100-sxm (256 KiB, 132 cores), adamw over 589,824 (a kernel of the 16B row of
+     *     validation/megatron-core-h100): 4469 a core, 17,920 B: streamed 14 x 17,920 = 250,880 B; hoisted 16 x
+     *     17,920 = 286,720 B. */
+    static const struct {
+        const char *preset;
+        nn_op op;
+        int64_t n;
+        uint32_t cores;
+        uint64_t sram;
+        bool run; /* functionally, against the framework (the small ones) */
+    } cases[] = {
+        {"tiny", NN_OP_ADAMW_UPDATE, 2200, 2, 64 << 10, true},
+        {"tiny", NN_OP_ADAM_UPDATE, 2200, 2, 64 << 10, true},
+        {"tiny", NN_OP_SGD_UPDATE, 2600, 2, 64 << 10, true},
+        {"h100-sxm", NN_OP_ADAMW_UPDATE, 589824, 132, 256 << 10, false},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        arch_config cfg = arch(cases[c].preset, NULL);
+        CU_ASSERT_EQUAL_FATAL(cfg.core.sram_bytes, cases[c].sram);
+        bool sgd = cases[c].op == NN_OP_SGD_UPDATE;
+        kc_kernel k = {.op = cases[c].op, .n_in = sgd ? 3 : 4, .n_out = sgd ? 2 : 3,
+                       .place = {0, 0, cases[c].cores}};
+        k.attrs[k.n_attrs++] = KC_REAL("lr", 1e-2);
+        k.attrs[k.n_attrs++] = KC_REAL("weight_decay", 0.1);
+        k.attrs[k.n_attrs++] = KC_INT("step", 3);
+        if (sgd)
+            k.attrs[k.n_attrs++] = KC_REAL("momentum", 0.9);
+        for (int i = 0; i < k.n_in; i++)
+            k.in[i] = dense(NN_F32, 1, &cases[c].n);
+        k.out[0] = k.in[0];
+        for (int i = 1; i < k.n_out; i++)
+            k.out[i] = k.in[i + 1];
+        kc_result res;
+        if (cases[c].run) {
+            vals how[4] = {V_NORMAL, V_NORMAL, V_NORMAL, V_POSITIVE};
+            check ch = run_check(&cfg, &k, how, 700 + c, 8 * 0x1p-24, 8 * 0x1p-24);
+            CU_ASSERT_EQUAL(ch.bad, 0);
+            res = ch.res;
+        } else {
+            kc_prog *p;
+            np_err e = {0};
+            CU_ASSERT_EQUAL_FATAL(kc_prog_new(&cfg, &(kc_prog_opts){.cores = cases[c].cores}, &p,
+                                              &e), NP_OK);
+            for (int i = 0; i < k.n_in; i++)
+                CU_ASSERT_EQUAL_FATAL(kc_prog_bss(p, NULL, kc_tensor_bytes(&k.in[i]),
+                                                  &k.in[i].addr, &e), NP_OK);
+            k.out[0] = k.in[0];
+            for (int i = 1; i < k.n_out; i++)
+                k.out[i] = k.in[i + 1];
+            np_status st = kc_compile(p, &k, &res, &e);
+            if (st != NP_OK)
+                fprintf(stderr, "%s: %s\n", nn_op_name(k.op), e.msg);
+            CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+            kc_prog_free(p);
+        }
+        /* the tile chosen fits, streamed, in the scratchpad */
+        uint64_t n = tile_elems(&res);
+        CU_ASSERT(n > 0 && n < (uint64_t)cases[c].n / cases[c].cores + 1);
+        uint64_t block = (uint64_t)(2 * k.n_in + 2 * 3) * align64_(n * 4);
+        CU_ASSERT(block <= cases[c].sram);
+    }
+}
+
 /* ---- layouts, chains, the schedule ------------------------------------------------------------- */
 
 /* Strides of a dense tensor whose rows (last dim) are pad elements longer than its shape. */

@@ -877,6 +877,35 @@ TEST(a_graph_built_with_the_c_api_runs_its_own_collectives_over_their_axis)
     nn_graph_free(m.g);
 }
 
+TEST(a_transpose_read_by_matmuls_only_is_no_buffer_of_its_own)
+{
+    /* z = x^T w, loss = sum(z): x [8, 64] the input, w [8, 1], fp32. The lowering folds the
+     * transpose into the matmul (it reads x with swapped strides: compiler/lower.c), so the
+     * memory of the step holds no x^T (2048 bytes): the forward's transients are z (256 B)
+     * and the loss (4 B), the backward's the loss's gradient, dz (256 B) and dw = x dz (32
+     * B), the step's none (SGD updates w in place): every block under 300 bytes. */
+    nn_model m = {0};
+    m.g = nn_graph_new(1);
+    m.batch = 8;
+    m.input = nn_input(m.g, "input", NN_F32, 2, (int64_t[]){8, 64});
+    nn_tensor *w = nn_param(m.g, "w", NN_F32, 2, (int64_t[]){8, 1});
+    nn_tensor *z = nn_matmul(m.g, nn_transpose(m.g, m.input), w);
+    m.loss = nn_reduce_sum(m.g, nn_reshape(m.g, z, 1, (int64_t[]){64}), 0, false);
+    nn_strategy s = strat(1, 1, 1);
+    nn_optim sgd1 = {.kind = NN_OPTIM_SGD, .lr = 1.0};
+    nn_plan *p = NULL;
+    np_err e = {0};
+    if (nn_plan_build_graph(&m, "transpose-net", 8, &s, &sgd1, NULL, &p, &e) != NP_OK)
+        fprintf(stderr, "%s\n", e.msg);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    nn_plan_mem mem;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_class_memory(p, &p->classes[0], &mem, &e), NP_OK);
+    CU_ASSERT(mem.workspace_bytes < 300);
+    CU_ASSERT_EQUAL(mem.activations_bytes, 0); /* the backward reads the input and w only */
+    nn_plan_free(p);
+    nn_graph_free(m.g);
+}
+
 /* ---- strategies that cannot be built ---- */
 
 static void bad(const char *model, nn_strategy s, int64_t batch, int64_t seq, const arch_config *arch,
