@@ -4,9 +4,12 @@
 # (every suite's rows, ours beside published, statistics and sources). The rest of the
 # document is prose and stays.
 #
-#   scripts/validation_doc.sh              run the whole validation (tens of minutes) and splice
-#   scripts/validation_doc.sh FILE.md      splice FILE.md, the output of an earlier
-#                                          `npusim validate --markdown > FILE.md` of this tree
+#   scripts/validation_doc.sh                 run the whole validation (hours on 2 cores: every
+#                                             training row simulates a step) and splice
+#   scripts/validation_doc.sh R.json ...      splice the rows of earlier `npusim validate --json`
+#                                             runs of this tree (any rows each, e.g. one job per
+#                                             --row; `npusim validate --results`); a row none of
+#                                             them holds is shown as not run
 #
 # tests/test_validate.c fails when the document is stale: a row, a published figure or a
 # source that the data files no longer have, or a quick-subset row whose simulated figures
@@ -22,7 +25,9 @@ end='<!-- npusim validate --markdown: end -->'
 tmp=$(mktemp)
 trap 'rm -f "$tmp" "$tmp.doc"' EXIT
 if (($#)); then
-  cp "$1" "$tmp"
+  args=()
+  for r in "$@"; do args+=(--results "$r"); done
+  "$npusim" validate --markdown "${args[@]}" >"$tmp"
 else
   "$npusim" validate --markdown >"$tmp"
 fi

@@ -21,11 +21,12 @@
 
 #define VAL_MAX_PICKS 64
 
-enum { VO_SUITE = 0x7701, VO_ROW, VO_QUICK, VO_LIST, VO_CSV, VO_MD, VO_DIR, VO_CACHE };
+enum { VO_SUITE = 0x7701, VO_ROW, VO_QUICK, VO_LIST, VO_CSV, VO_MD, VO_DIR, VO_CACHE, VO_RESULTS };
 
 const char cmd_validate_usage[] =
     "usage: npusim validate [--suite NAME ...] [--row ID ...] [--quick] [--list]\n"
     "                       [--json | --csv | --markdown] [--dir DIR] [--kernel-cache FILE]\n"
+    "                       [--results FILE.json ...]\n"
     "\n"
     "Runs every published measurement of the validation folder (one file per source, with\n"
     "the exact configuration its authors ran) through the library of the command that\n"
@@ -50,7 +51,11 @@ const char cmd_validate_usage[] =
     "  --dir DIR         the data folder (default: $NPUSIM_VALIDATION_DIR, else the source\n"
     "                    tree's validation/)\n"
     "  --kernel-cache F  training rows keep their kernel timings in file F (as npusim run's):\n"
-    "                    a second run of the same architecture simulates no kernel again\n";
+    "                    a second run of the same architecture simulates no kernel again\n"
+    "  --results F.json  run nothing: take each row's figures from F, the --json output of an\n"
+    "                    earlier run of any rows (repeatable; the last file holding a row\n"
+    "                    wins); a picked row none holds is shown as not run. A long run in\n"
+    "                    parts (a --row per job), printed together.\n";
 
 typedef enum { OUT_TEXT, OUT_JSON, OUT_CSV, OUT_MD } out_mode;
 
@@ -60,6 +65,8 @@ typedef struct val_cli {
     bool quick, list;
     out_mode mode;
     const char *dir, *kernel_cache;
+    const char *results[VAL_MAX_PICKS];
+    size_t n_results;
 } val_cli;
 
 static double vc_wall(void)
@@ -376,7 +383,30 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
         json_decref(jsuites);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
-    vc_progress prog = {.on = isatty(2) != 0};
+    /* --results: every row's figures as an earlier run left them */
+    size_t n_set = val_set_rows(set);
+    val_result *prev = c->n_results ? calloc(n_set ? n_set : 1, sizeof *prev) : NULL;
+    bool *have = c->n_results ? calloc(n_set ? n_set : 1, sizeof *have) : NULL;
+    if (c->n_results && (!prev || !have)) {
+        free(prev);
+        free(have);
+        free(p);
+        free(res);
+        json_decref(doc);
+        json_decref(jsuites);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < c->n_results; i++)
+        if (val_results_load(set, c->results[i], prev, have, err) != NP_OK) {
+            free(prev);
+            free(have);
+            free(p);
+            free(res);
+            json_decref(doc);
+            json_decref(jsuites);
+            return err->status;
+        }
+    vc_progress prog = {.on = isatty(2) != 0 && !prev};
     val_opts o = {.kernel_cache = c->kernel_cache, .progress = vc_progress_fn,
                   .progress_ctx = &prog};
     double t_all = vc_wall();
@@ -413,7 +443,18 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
                      val_row_id(f, r, id, sizeof id));
             prog.t0 = vc_wall();
             vc_progress_show(&prog, NULL, 0);
-            st = val_run_row(f, p[i].r, &o, &res[i], err);
+            if (prev) {
+                size_t at = val_row_index(set, f, p[i].r);
+                if (have[at]) {
+                    res[i] = prev[at];
+                } else {
+                    res[i] = (val_result){.published = val_row_published(f, r)};
+                    snprintf(res[i].why, sizeof res[i].why, "not run: no result in the "
+                             "--results files");
+                }
+            } else {
+                st = val_run_row(f, p[i].r, &o, &res[i], err);
+            }
             vc_progress_clear(&prog);
             if (st != NP_OK)
                 break;
@@ -459,6 +500,8 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
     }
     json_decref(jsuites);
     json_decref(doc);
+    free(prev);
+    free(have);
     free(p);
     free(res);
     return st;
@@ -533,6 +576,7 @@ np_status cmd_validate(int argc, char **argv, np_err *err)
         {"json", no_argument, NULL, 'j'},             {"csv", no_argument, NULL, VO_CSV},
         {"markdown", no_argument, NULL, VO_MD},       {"dir", required_argument, NULL, VO_DIR},
         {"kernel-cache", required_argument, NULL, VO_CACHE},
+        {"results", required_argument, NULL, VO_RESULTS},
         {"help", no_argument, NULL, 'h'},             {0}};
     val_cli c = {.dir = val_default_dir()};
     int outs = 0, ch;
@@ -555,12 +599,20 @@ np_status cmd_validate(int argc, char **argv, np_err *err)
         case VO_MD: c.mode = OUT_MD, outs++; break;
         case VO_DIR: c.dir = optarg; break;
         case VO_CACHE: c.kernel_cache = optarg; break;
+        case VO_RESULTS:
+            if (c.n_results == VAL_MAX_PICKS)
+                return np_err_set(err, NP_ERR_USAGE, "--results: at most %d", VAL_MAX_PICKS);
+            c.results[c.n_results++] = optarg;
+            break;
         case 'h': cli_print_usage(cli_find("validate")); return NP_OK;
         default: return err->status;
         }
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    if (c.n_results && (c.list || c.kernel_cache))
+        return np_err_set(err, NP_ERR_USAGE, "--results runs nothing: not with %s",
+                          c.list ? "--list" : "--kernel-cache");
     if (outs > 1)
         return np_err_set(err, NP_ERR_USAGE, "--json, --csv and --markdown: one output format "
                           "at a time");

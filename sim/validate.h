@@ -196,6 +196,24 @@ typedef struct val_result {
 np_status val_run_row(const val_file *f, size_t r, const val_opts *o, val_result *out,
                       np_err *err);
 
+/* ---- results of earlier runs (validate_results.c) ------------------------------------------- */
+
+/* The rows of set, all files together; and row r of file f's place among them (f a file of
+ * set): the index into the arrays of val_results_load. */
+size_t val_set_rows(const val_set *set);
+size_t val_row_index(const val_set *set, const val_file *f, size_t r);
+
+/* Reads path, the output of an earlier `npusim validate --json` (of any selection of rows),
+ * into out[val_row_index(..)] and marks have[..] true for each row it holds (a row already
+ * had is overwritten: the last file given wins). out and have have val_set_rows(set) entries.
+ * The row's error is recomputed from ours and the data's published figure. Errors name path:
+ * NP_ERR_IO (cannot read), NP_ERR_SYNTAX (not JSON: line and column), NP_ERR_FORMAT (JSON
+ * but not validate's document), NP_ERR_UNKNOWN_KEY (a row the data does not have),
+ * NP_ERR_INCONSISTENT (a published figure other than the data's: results of other data
+ * files), NP_ERR_MISSING (a row without its result, as --list --json prints). */
+np_status val_results_load(const val_set *set, const char *path, val_result *out, bool *have,
+                           np_err *err);
+
 /* The FLOPs of one training step of row t by the formula of its flops column. */
 double val_train_flops(const val_train *t);
 

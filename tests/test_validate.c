@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <jansson.h>
 
@@ -312,6 +313,113 @@ TEST(statistics_of_hand_made_results)
     CU_ASSERT_DOUBLE_EQUAL(s.within20_pct, 50, 1e-12);
     val_stats_of(r, 1, &s); /* one row: its error is the median */
     CU_ASSERT_DOUBLE_EQUAL(s.median_abs_pct, 10, 1e-12);
+}
+
+/* ---- results of earlier runs ---------------------------------------------------------------- */
+
+static char *write_tmp(const char *text)
+{
+    static char path[64];
+    snprintf(path, sizeof path, "/tmp/npusim_valres_XXXXXX");
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(text, f);
+    fclose(f);
+    return path;
+}
+
+/* A hand-written document of one row read back: the row's place, ours, the error recomputed
+ * from the data's published figure (137 TFLOP/s, Table 1's 1.7B row: 150.7 is +10 %); a
+ * row that did not run keeps its reason; bad documents are errors naming the file. */
+TEST(results_of_an_earlier_run_are_read_back_and_checked_against_the_data)
+{
+    val_set set;
+    load_default(&set);
+    size_t n = val_set_rows(&set);
+    val_result *res = calloc(n, sizeof *res);
+    bool *have = calloc(n, sizeof *have);
+    const val_file *f = file_of(&set, "narayanan-sc21-table1");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t at = val_row_index(&set, f, 0), at2 = val_row_index(&set, f, 1);
+    const char *good =
+        "{\"suites\": [{\"name\": \"megatron-sc21\", \"rows\": ["
+        "{\"id\": \"narayanan-sc21-table1#1\", \"published\": 137, \"ran\": true,"
+        " \"ours\": 150.7, \"sim_s\": 12.5, \"wall_s\": 3},"
+        "{\"id\": \"narayanan-sc21-table1#2\", \"published\": 138, \"ran\": false,"
+        " \"why\": \"the plan does not fit\", \"wall_s\": 1}]}]}";
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(val_results_load(&set, write_tmp(good), res, have, &e), NP_OK);
+    size_t had = 0;
+    for (size_t i = 0; i < n; i++)
+        had += have[i];
+    CU_ASSERT_EQUAL(had, 2);
+    CU_ASSERT(have[at] && have[at2]);
+    CU_ASSERT(res[at].ran);
+    CU_ASSERT_DOUBLE_EQUAL(res[at].ours, 150.7, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(res[at].err_pct, 10.0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(res[at].sim_s, 12.5, 1e-12);
+    CU_ASSERT(!res[at2].ran);
+    EXPECT_STR(res[at2].why, "the plan does not fit");
+
+    struct {
+        const char *doc;
+        np_status st;
+        const char *msg;
+    } bad[] = {
+        {"{\"suites\": [", NP_ERR_SYNTAX, "not JSON"},
+        {"{\"rows\": []}", NP_ERR_FORMAT, "no \"suites\" array"},
+        {"{\"suites\": [{\"rows\": [{\"id\": \"nowhere#1\"}]}]}", NP_ERR_UNKNOWN_KEY,
+         "row 'nowhere#1' is not a row of the data"},
+        {"{\"suites\": [{\"rows\": [{\"id\": \"narayanan-sc21-table1#1\", \"published\": 140,"
+         " \"ran\": true, \"ours\": 1, \"sim_s\": 1, \"wall_s\": 1}]}]}",
+         NP_ERR_INCONSISTENT, "published 140 here, 137 in the data"},
+        {"{\"suites\": [{\"rows\": [{\"id\": \"narayanan-sc21-table1#1\", \"published\": 137}]}]}",
+         NP_ERR_MISSING, "has no result"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        np_err be = {0};
+        const char *path = write_tmp(bad[i].doc);
+        CU_ASSERT_EQUAL(val_results_load(&set, path, res, have, &be), bad[i].st);
+        CU_ASSERT_STRING_EQUAL(be.file, path);
+        if (!strstr(be.msg, bad[i].msg))
+            fprintf(stderr, "\n    got: %s\n    want: ...%s...\n", be.msg, bad[i].msg);
+        CU_ASSERT_PTR_NOT_NULL(strstr(be.msg, bad[i].msg));
+        unlink(path);
+    }
+    np_err ie = {0};
+    CU_ASSERT_EQUAL(val_results_load(&set, "/nonexistent/r.json", res, have, &ie), NP_ERR_IO);
+    free(res);
+    free(have);
+    val_set_free(&set);
+}
+
+/* --results prints an earlier run without running: the command's markdown of a quick-subset
+ * row from the --json of a run equals the markdown of running it; a row the file lacks is
+ * shown as not run. */
+TEST(results_flag_prints_an_earlier_json_run_as_the_run_would)
+{
+    harness_run r = harness_npusim("validate", "--row", "gcm-a100-80gb#6", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    char *path = strdup(write_tmp(r.out));
+    harness_run_free(&r);
+    harness_run run = harness_npusim("validate", "--row", "gcm-a100-80gb#6", "--markdown", NULL);
+    harness_run got = harness_npusim("validate", "--row", "gcm-a100-80gb#6", "--markdown",
+                                     "--results", path, NULL);
+    CU_ASSERT_EQUAL(got.exit_status, 0);
+    EXPECT_STR(got.out, run.out);
+    harness_run_free(&run);
+    harness_run_free(&got);
+    got = harness_npusim("validate", "--row", "gcm-a100-80gb#5", "--csv", "--results", path,
+                         NULL);
+    CU_ASSERT_EQUAL(got.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(got.out, "not run: no result in the --results files"));
+    harness_run_free(&got);
+    got = harness_npusim("validate", "--list", "--results", path, NULL);
+    CU_ASSERT_EQUAL(got.exit_status, 2);
+    harness_run_free(&got);
+    unlink(path);
+    free(path);
 }
 
 /* ---- the runners ---------------------------------------------------------------------------- */
