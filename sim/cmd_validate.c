@@ -26,7 +26,7 @@ enum { VO_SUITE = 0x7701, VO_ROW, VO_QUICK, VO_LIST, VO_CSV, VO_MD, VO_DIR, VO_C
 const char cmd_validate_usage[] =
     "usage: npusim validate [--suite NAME ...] [--row ID ...] [--quick] [--list]\n"
     "                       [--json | --csv | --markdown] [--dir DIR] [--kernel-cache FILE]\n"
-    "                       [--results FILE.json ...]\n"
+    "                       [--results R.json [R.json ...]]\n"
     "\n"
     "Runs every published measurement of the validation folder (one file per source, with\n"
     "the exact configuration its authors ran) through the library of the command that\n"
@@ -52,10 +52,10 @@ const char cmd_validate_usage[] =
     "                    tree's validation/)\n"
     "  --kernel-cache F  training rows keep their kernel timings in file F (as npusim run's):\n"
     "                    a second run of the same architecture simulates no kernel again\n"
-    "  --results F.json  run nothing: take each row's figures from F, the --json output of an\n"
-    "                    earlier run of any rows (repeatable; the last file holding a row\n"
-    "                    wins); a picked row none holds is shown as not run. A long run in\n"
-    "                    parts (a --row per job), printed together.\n";
+    "  --results R.json  run nothing: take each row's figures from R, the --json output of an\n"
+    "                    earlier run of any rows (the arguments after it are more such files;\n"
+    "                    the last file holding a row wins); a picked row none holds is shown\n"
+    "                    as not run. A long run in parts (a --row per job), printed together.\n";
 
 typedef enum { OUT_TEXT, OUT_JSON, OUT_CSV, OUT_MD } out_mode;
 
@@ -65,7 +65,7 @@ typedef struct val_cli {
     bool quick, list;
     out_mode mode;
     const char *dir, *kernel_cache;
-    const char *results[VAL_MAX_PICKS];
+    const char **results; /* argc entries: every --results file and the arguments after it */
     size_t n_results;
 } val_cli;
 
@@ -578,18 +578,22 @@ np_status cmd_validate(int argc, char **argv, np_err *err)
         {"kernel-cache", required_argument, NULL, VO_CACHE},
         {"results", required_argument, NULL, VO_RESULTS},
         {"help", no_argument, NULL, 'h'},             {0}};
-    val_cli c = {.dir = val_default_dir()};
+    val_cli c = {.dir = val_default_dir(), .results = calloc((size_t)argc + 1, sizeof(char *))};
+    if (!c.results)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     int outs = 0, ch;
+    np_status st = NP_OK;
     cli_getopt_reset();
-    while ((ch = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+    while (st == NP_OK && (ch = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
         switch (ch) {
         case VO_SUITE:
         case VO_ROW: {
             size_t *n = ch == VO_SUITE ? &c.n_suites : &c.n_rows;
             if (*n == VAL_MAX_PICKS)
-                return np_err_set(err, NP_ERR_USAGE, "%s: at most %d", ch == VO_SUITE ?
-                                  "--suite" : "--row", VAL_MAX_PICKS);
-            (ch == VO_SUITE ? c.suites : c.rows)[(*n)++] = optarg;
+                st = np_err_set(err, NP_ERR_USAGE, "%s: at most %d", ch == VO_SUITE ?
+                                "--suite" : "--row", VAL_MAX_PICKS);
+            else
+                (ch == VO_SUITE ? c.suites : c.rows)[(*n)++] = optarg;
             break;
         }
         case VO_QUICK: c.quick = true; break;
@@ -599,29 +603,31 @@ np_status cmd_validate(int argc, char **argv, np_err *err)
         case VO_MD: c.mode = OUT_MD, outs++; break;
         case VO_DIR: c.dir = optarg; break;
         case VO_CACHE: c.kernel_cache = optarg; break;
-        case VO_RESULTS:
-            if (c.n_results == VAL_MAX_PICKS)
-                return np_err_set(err, NP_ERR_USAGE, "--results: at most %d", VAL_MAX_PICKS);
-            c.results[c.n_results++] = optarg;
-            break;
-        case 'h': cli_print_usage(cli_find("validate")); return NP_OK;
-        default: return err->status;
+        case VO_RESULTS: c.results[c.n_results++] = optarg; break;
+        case 'h':
+            free(c.results);
+            cli_print_usage(cli_find("validate"));
+            return NP_OK;
+        default: st = err->status; break;
         }
     }
-    if (optind < argc)
-        return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (c.n_results && (c.list || c.kernel_cache))
-        return np_err_set(err, NP_ERR_USAGE, "--results runs nothing: not with %s",
-                          c.list ? "--list" : "--kernel-cache");
-    if (outs > 1)
-        return np_err_set(err, NP_ERR_USAGE, "--json, --csv and --markdown: one output format "
-                          "at a time");
+    for (; st == NP_OK && optind < argc && c.n_results; optind++) /* --results R1 R2 ... */
+        c.results[c.n_results++] = argv[optind];
+    if (st == NP_OK && optind < argc)
+        st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
+    else if (st == NP_OK && c.n_results && (c.list || c.kernel_cache))
+        st = np_err_set(err, NP_ERR_USAGE, "--results runs nothing: not with %s",
+                        c.list ? "--list" : "--kernel-cache");
+    else if (st == NP_OK && outs > 1)
+        st = np_err_set(err, NP_ERR_USAGE, "--json, --csv and --markdown: one output format "
+                        "at a time");
     val_set set;
-    if (val_load_dir(c.dir, &set, err) != NP_OK)
-        return err->status;
-    np_status st = check_picks(&c, &set, err);
-    if (st == NP_OK)
-        st = c.list ? vc_list(&c, &set, err) : vc_run(&c, &set, err);
-    val_set_free(&set);
+    if (st == NP_OK && (st = val_load_dir(c.dir, &set, err)) == NP_OK) {
+        st = check_picks(&c, &set, err);
+        if (st == NP_OK)
+            st = c.list ? vc_list(&c, &set, err) : vc_run(&c, &set, err);
+        val_set_free(&set);
+    }
+    free(c.results);
     return st;
 }

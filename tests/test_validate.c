@@ -415,6 +415,20 @@ TEST(results_flag_prints_an_earlier_json_run_as_the_run_would)
     CU_ASSERT_EQUAL(got.exit_status, 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(got.out, "not run: no result in the --results files"));
     harness_run_free(&got);
+    /* the arguments after --results are more files: #5 from a second run, #6 from the first */
+    r = harness_npusim("validate", "--row", "gcm-a100-80gb#5", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    char *path2 = strdup(write_tmp(r.out));
+    harness_run_free(&r);
+    got = harness_npusim("validate", "--row", "gcm-a100-80gb#5", "--row", "gcm-a100-80gb#6",
+                         "--csv", "--results", path, path2, NULL);
+    CU_ASSERT_EQUAL(got.exit_status, 0);
+    CU_ASSERT_PTR_NULL(strstr(got.out, "not run"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got.out, "gcm-a100-80gb#5"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(got.out, "gcm-a100-80gb#6"));
+    harness_run_free(&got);
+    unlink(path2);
+    free(path2);
     got = harness_npusim("validate", "--list", "--results", path, NULL);
     CU_ASSERT_EQUAL(got.exit_status, 2);
     harness_run_free(&got);
