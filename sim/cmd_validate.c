@@ -369,7 +369,7 @@ static void csv_result(const val_file *f, const val_row *r, const val_result *re
 
 static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
 {
-    size_t total = 0, done = 0, ran_all = 0;
+    size_t total = 0, done = 0, ran_all = 0, absent = 0;
     for (size_t f = 0; f < set->n_files; f++)
         for (size_t r = 0; r < set->files[f].n_rows; r++)
             total += row_picked(c, &set->files[f], &set->files[f].rows[r]);
@@ -448,6 +448,7 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
                 if (have[at]) {
                     res[i] = prev[at];
                 } else {
+                    absent++;
                     res[i] = (val_result){.published = val_row_published(f, r)};
                     snprintf(res[i].why, sizeof res[i].why, "not run: no result in the "
                              "--results files");
@@ -475,7 +476,8 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
             break;
         print_stats(c, s, p, res, n, jsuite);
         if (c->mode == OUT_TEXT)
-            printf("  %s: %.1f s wall\n", s->name, vc_wall() - t_suite);
+            printf("  %s: %.1f s wall%s\n", s->name, vc_wall() - t_suite,
+                   prev ? " (the rows' figures from --results, nothing run)" : "");
         if (c->mode == OUT_MD) {
             printf("\nSources of %s:\n\n", s->name);
             for (size_t i = 0; i < n; i++)
@@ -486,8 +488,9 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
         fflush(stdout);
     }
     if (st == NP_OK && c->mode == OUT_TEXT)
-        printf("\n# %zu row%s, %zu ran, %zu cannot run yet; %.1f s wall\n", total,
-               total == 1 ? "" : "s", ran_all, total - ran_all, vc_wall() - t_all);
+        printf("\n# %zu row%s, %zu ran, %zu cannot run yet%s; %.1f s wall\n", total,
+               total == 1 ? "" : "s", ran_all, total - ran_all - absent,
+               absent ? ", the others not in the --results files" : "", vc_wall() - t_all);
     if (st == NP_OK && doc) {
         json_object_set_new(doc, "dir", jstr_or_null(c->dir));
         json_object_set_new(doc, "rows", json_integer((json_int_t)total));
