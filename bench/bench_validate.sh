@@ -6,6 +6,7 @@
 #   bench/bench_validate.sh                 every suite of `npusim validate --list`
 #   bench/bench_validate.sh SUITE ...       these suites
 #   NPUSIM=build-release/sim/npusim bench/bench_validate.sh
+#   JOBS=2 bench/bench_validate.sh          each suite with `npusim validate -j 2`
 #
 # Prints one line per suite (rows, wall, user + system CPU, max RSS) and the total; each
 # suite's `npusim validate --suite S` output is left in $OUT (default: a fresh temporary
@@ -27,7 +28,7 @@ printf '%-20s %6s %12s %12s %10s\n' suite rows wall CPU "max RSS"
 total_wall=0
 total_cpu=0
 for s in "${suites[@]}"; do
-  /usr/bin/time -f '%e %U %S %M' -o "$out/$s.time" "$npusim" validate --suite "$s" >"$out/$s.txt"
+  /usr/bin/time -f '%e %U %S %M' -o "$out/$s.time" "$npusim" validate -j "${JOBS:-1}" --suite "$s" >"$out/$s.txt"
   read -r wall user sys rss <"$out/$s.time"
   rows=$(sed -n 's/^# npusim validate: \([0-9,]*\) rows\{0,1\} .*/\1/p' "$out/$s.txt")
   cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { print u + s }')

@@ -21,12 +21,12 @@
 
 #define VAL_MAX_PICKS 64
 
-enum { VO_SUITE = 0x7701, VO_ROW, VO_QUICK, VO_LIST, VO_CSV, VO_MD, VO_DIR, VO_CACHE, VO_RESULTS };
+enum { VO_SUITE = 0x7701, VO_ROW, VO_QUICK, VO_LIST, VO_CSV, VO_MD, VO_DIR, VO_CACHE, VO_RESULTS, VO_JSON };
 
 const char cmd_validate_usage[] =
     "usage: npusim validate [--suite NAME ...] [--row ID ...] [--quick] [--list]\n"
     "                       [--json | --csv | --markdown] [--dir DIR] [--kernel-cache FILE]\n"
-    "                       [--results R.json [R.json ...]]\n"
+    "                       [-j N] [--results R.json [R.json ...]]\n"
     "\n"
     "Runs every published measurement of the validation folder (one file per source, with\n"
     "the exact configuration its authors ran) through the library of the command that\n"
@@ -52,6 +52,8 @@ const char cmd_validate_usage[] =
     "                    tree's validation/)\n"
     "  --kernel-cache F  training rows keep their kernel timings in file F (as npusim run's):\n"
     "                    a second run of the same architecture simulates no kernel again\n"
+    "  -j, --jobs N      run up to N rows at once, each in a process of its own (default 1);\n"
+    "                    the output is the same, in the same order (not with --kernel-cache)\n"
     "  --results R.json  run nothing: take each row's figures from R, the --json output of an\n"
     "                    earlier run of any rows (the arguments after it are more such files;\n"
     "                    the last file holding a row wins); a picked row none holds is shown\n"
@@ -66,6 +68,7 @@ typedef struct val_cli {
     out_mode mode;
     const char *dir, *kernel_cache;
     const char **results; /* argc entries: every --results file and the arguments after it */
+    uint64_t jobs;
     size_t n_results;
 } val_cli;
 
@@ -383,38 +386,37 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
         json_decref(jsuites);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
+    np_status st = NP_OK;
     /* --results: every row's figures as an earlier run left them */
     size_t n_set = val_set_rows(set);
     val_result *prev = c->n_results ? calloc(n_set ? n_set : 1, sizeof *prev) : NULL;
     bool *have = c->n_results ? calloc(n_set ? n_set : 1, sizeof *have) : NULL;
-    if (c->n_results && (!prev || !have)) {
-        free(prev);
-        free(have);
-        free(p);
-        free(res);
-        json_decref(doc);
-        json_decref(jsuites);
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < c->n_results; i++)
-        if (val_results_load(set, c->results[i], prev, have, err) != NP_OK) {
-            free(prev);
-            free(have);
-            free(p);
-            free(res);
-            json_decref(doc);
-            json_decref(jsuites);
-            return err->status;
+    if (c->n_results && (!prev || !have))
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; st == NP_OK && i < c->n_results; i++)
+        st = val_results_load(set, c->results[i], prev, have, err);
+    /* -j N: every picked row in the order the loop below takes them, run by a pool */
+    size_t *order = NULL, n_order = 0, k_next = 0;
+    val_pool *pool = NULL;
+    val_opts o = {.kernel_cache = c->kernel_cache, .progress = vc_progress_fn};
+    if (st == NP_OK && c->jobs > 1 && !prev) {
+        if (!(order = malloc((total ? total : 1) * sizeof *order)))
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        for (size_t si = 0; st == NP_OK && si < val_n_suites; si++) {
+            size_t n = pick(c, set, &val_suites[si], p);
+            for (size_t i = 0; i < n; i++)
+                order[n_order++] = val_row_index(set, p[i].f, p[i].r);
         }
+        if (st == NP_OK)
+            st = val_pool_create(set, order, n_order, (int)c->jobs, &o, &pool, err);
+    }
     vc_progress prog = {.on = isatty(2) != 0 && !prev};
-    val_opts o = {.kernel_cache = c->kernel_cache, .progress = vc_progress_fn,
-                  .progress_ctx = &prog};
+    o.progress_ctx = &prog;
     double t_all = vc_wall();
-    np_status st = NP_OK;
-    if (c->mode == OUT_TEXT)
+    if (st == NP_OK && c->mode == OUT_TEXT)
         printf("# npusim validate: %zu row%s (error = 100 x (ours - published) / published)\n",
                total, total == 1 ? "" : "s");
-    else if (c->mode == OUT_CSV)
+    else if (st == NP_OK && c->mode == OUT_CSV)
         csv_row(stdout, csv_head, sizeof csv_head / sizeof *csv_head);
     for (size_t si = 0; si < val_n_suites && st == NP_OK; si++) {
         const val_suite *s = &val_suites[si];
@@ -453,6 +455,12 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
                     snprintf(res[i].why, sizeof res[i].why, "not run: no result in the "
                              "--results files");
                 }
+            } else if (pool) {
+                snprintf(prog.head, sizeof prog.head, "[%zu/%zu] %s (%zu rows running)",
+                         done + 1, total, val_row_id(f, r, id, sizeof id),
+                         val_pool_running(pool));
+                vc_progress_show(&prog, NULL, 0);
+                st = val_pool_get(pool, k_next++, &res[i], err);
             } else {
                 st = val_run_row(f, p[i].r, &o, &res[i], err);
             }
@@ -503,6 +511,8 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
     }
     json_decref(jsuites);
     json_decref(doc);
+    val_pool_free(pool);
+    free(order);
     free(prev);
     free(have);
     free(p);
@@ -576,18 +586,20 @@ np_status cmd_validate(int argc, char **argv, np_err *err)
     static const struct option longopts[] = {
         {"suite", required_argument, NULL, VO_SUITE}, {"row", required_argument, NULL, VO_ROW},
         {"quick", no_argument, NULL, VO_QUICK},       {"list", no_argument, NULL, VO_LIST},
-        {"json", no_argument, NULL, 'j'},             {"csv", no_argument, NULL, VO_CSV},
+        {"json", no_argument, NULL, VO_JSON},         {"csv", no_argument, NULL, VO_CSV},
+        {"jobs", required_argument, NULL, 'j'},
         {"markdown", no_argument, NULL, VO_MD},       {"dir", required_argument, NULL, VO_DIR},
         {"kernel-cache", required_argument, NULL, VO_CACHE},
         {"results", required_argument, NULL, VO_RESULTS},
         {"help", no_argument, NULL, 'h'},             {0}};
-    val_cli c = {.dir = val_default_dir(), .results = calloc((size_t)argc + 1, sizeof(char *))};
+    val_cli c = {.dir = val_default_dir(), .results = calloc((size_t)argc + 1, sizeof(char *)),
+                 .jobs = 1};
     if (!c.results)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     int outs = 0, ch;
     np_status st = NP_OK;
     cli_getopt_reset();
-    while (st == NP_OK && (ch = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+    while (st == NP_OK && (ch = cli_getopt(argc, argv, "hj:", longopts, err)) != -1) {
         switch (ch) {
         case VO_SUITE:
         case VO_ROW: {
@@ -601,7 +613,8 @@ np_status cmd_validate(int argc, char **argv, np_err *err)
         }
         case VO_QUICK: c.quick = true; break;
         case VO_LIST: c.list = true; break;
-        case 'j': c.mode = OUT_JSON, outs++; break;
+        case VO_JSON: c.mode = OUT_JSON, outs++; break;
+        case 'j': st = cli_parse_u64("-j", optarg, 1, 1024, &c.jobs, err); break;
         case VO_CSV: c.mode = OUT_CSV, outs++; break;
         case VO_MD: c.mode = OUT_MD, outs++; break;
         case VO_DIR: c.dir = optarg; break;
@@ -621,6 +634,10 @@ np_status cmd_validate(int argc, char **argv, np_err *err)
     else if (st == NP_OK && c.n_results && (c.list || c.kernel_cache))
         st = np_err_set(err, NP_ERR_USAGE, "--results runs nothing: not with %s",
                         c.list ? "--list" : "--kernel-cache");
+    else if (st == NP_OK && c.jobs > 1 && c.kernel_cache)
+        st = np_err_set(err, NP_ERR_USAGE, "-j %llu with --kernel-cache: the workers would "
+                        "append to one file at once (run with -j 1, or without the cache)",
+                        (unsigned long long)c.jobs);
     else if (st == NP_OK && outs > 1)
         st = np_err_set(err, NP_ERR_USAGE, "--json, --csv and --markdown: one output format "
                         "at a time");

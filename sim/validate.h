@@ -202,6 +202,8 @@ np_status val_run_row(const val_file *f, size_t r, const val_opts *o, val_result
  * set): the index into the arrays of val_results_load. */
 size_t val_set_rows(const val_set *set);
 size_t val_row_index(const val_set *set, const val_file *f, size_t r);
+/* The file of the row at index `at` (< val_set_rows) and its row in it (*r). */
+const val_file *val_row_at(const val_set *set, size_t at, size_t *r);
 
 /* Reads path, the output of an earlier `npusim validate --json` (of any selection of rows),
  * into out[val_row_index(..)] and marks have[..] true for each row it holds (a row already
@@ -213,6 +215,29 @@ size_t val_row_index(const val_set *set, const val_file *f, size_t r);
  * files), NP_ERR_MISSING (a row without its result, as --list --json prints). */
 np_status val_results_load(const val_set *set, const char *path, val_result *out, bool *have,
                            np_err *err);
+
+/* ---- rows in worker processes (validate_pool.c) ---------------------------------------------- */
+
+/* A pool that runs the rows order[0..n) of set (val_row_index values) in forked worker
+ * processes, at most jobs (>= 1) at once, each with val_run_row and o (whose progress callback
+ * the workers do not call; o may be NULL). order must outlive the pool. NP_ERR_NOMEM;
+ * NP_ERR_RANGE for jobs < 1. Nothing runs before the first val_pool_get. */
+typedef struct val_pool val_pool;
+np_status val_pool_create(const val_set *set, const size_t *order, size_t n, int jobs,
+                          const val_opts *o, val_pool **out, np_err *err);
+
+/* The result of order[k]: launches rows in order until jobs run, waits until order[k]'s
+ * worker has ended, then returns val_run_row's status (and *err) and *res as the row gave them.
+ * Rows are launched ahead of k (the next free slots), so asking for k = 0, 1, 2, ... keeps
+ * jobs workers busy. NP_ERR_IO when a worker cannot be started; NP_ERR_INTERNAL when one dies
+ * without its result (the row and the signal named). */
+np_status val_pool_get(val_pool *p, size_t k, val_result *res, np_err *err);
+
+/* The workers running now. */
+size_t val_pool_running(const val_pool *p);
+
+/* Stops (SIGTERM) and reaps the workers still running; frees p (NULL: nothing). */
+void val_pool_free(val_pool *p);
 
 /* The FLOPs of one training step of row t by the formula of its flops column. */
 double val_train_flops(const val_train *t);

@@ -39,7 +39,7 @@ static bool find_row(const val_set *set, const char *id, size_t *at)
     return false;
 }
 
-static const val_file *file_of(const val_set *set, size_t at, size_t *r)
+const val_file *val_row_at(const val_set *set, size_t at, size_t *r)
 {
     for (size_t f = 0; f < set->n_files; f++) {
         if (at < set->files[f].n_rows) {
@@ -63,7 +63,7 @@ static np_status row_of(const val_set *set, const char *path, const json_t *j, s
                         val_result *out, np_err *err)
 {
     size_t r = 0;
-    const val_file *f = file_of(set, at, &r);
+    const val_file *f = val_row_at(set, at, &r);
     const char *id = json_string_value(json_object_get(j, "id"));
     double pub = num_of(j, "published"), data = val_row_published(f, &f->rows[r]);
     if (!(fabs(pub - data) <= 1e-9 * fabs(data)))

@@ -436,6 +436,64 @@ TEST(results_flag_prints_an_earlier_json_run_as_the_run_would)
     free(path);
 }
 
+/* -j N runs the rows in worker processes and prints what one process prints, in the same
+ * order: a kernel, two collectives and a nccl row of another file, with 1 and 3 workers. */
+TEST(jobs_print_what_one_process_prints)
+{
+    const char *rows[] = {"--row", "llmcompass-gelu-a100#1", "--row", "gcm-a100-80gb#6",
+                          "--row", "mscclpp-ndmv4-a100-80gb#2", "--row", "gcm-a100-80gb#1"};
+    const char *one[16] = {"validate", "--markdown"}, *three[16] = {"validate", "--markdown",
+                                                                    "-j", "3"};
+    for (size_t i = 0; i < 8; i++)
+        one[2 + i] = three[4 + i] = rows[i];
+    harness_run a = harness_npusim_in(NULL, one), b = harness_npusim_in(NULL, three);
+    CU_ASSERT_EQUAL(a.exit_status, 0);
+    CU_ASSERT_EQUAL(b.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(a.out, "gcm-a100-80gb#6"));
+    EXPECT_STR(b.out, a.out);
+    harness_run_free(&a);
+    harness_run_free(&b);
+    harness_run r = harness_npusim("validate", "--quick", "-j", "0", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    harness_run_free(&r);
+    r = harness_npusim("validate", "--quick", "-j", "2", "--kernel-cache", "/tmp/kc", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--kernel-cache"));
+    harness_run_free(&r);
+}
+
+/* The pool's results are val_run_row's, whichever order they are asked in (the last row
+ * first: every row launched before it, two at a time). */
+TEST(a_pool_of_workers_gives_each_row_what_running_it_gives)
+{
+    val_set set;
+    load_default(&set);
+    const val_file *f = file_of(&set, "gcm-a100-80gb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    size_t order[3] = {val_row_index(&set, f, 5), val_row_index(&set, f, 0),
+                       val_row_index(&set, f, 3)};
+    val_pool *pool;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(val_pool_create(&set, order, 3, 2, NULL, &pool, &e), NP_OK);
+    val_result got[3];
+    for (int k = 2; k >= 0; k--)
+        CU_ASSERT_EQUAL(val_pool_get(pool, (size_t)k, &got[k], &e), NP_OK);
+    CU_ASSERT_EQUAL(val_pool_running(pool), 0);
+    val_pool_free(pool);
+    for (int k = 0; k < 3; k++) {
+        size_t r;
+        const val_file *g = val_row_at(&set, order[k], &r);
+        CU_ASSERT_PTR_EQUAL(g, f);
+        val_result want;
+        CU_ASSERT_EQUAL(val_run_row(g, r, NULL, &want, &e), NP_OK);
+        CU_ASSERT(got[k].ran && want.ran);
+        CU_ASSERT_DOUBLE_EQUAL(got[k].ours, want.ours, 0);
+        CU_ASSERT_DOUBLE_EQUAL(got[k].sim_s, want.sim_s, 0);
+    }
+    CU_ASSERT_NOT_EQUAL(val_pool_create(&set, order, 3, 0, NULL, &pool, &e), NP_OK);
+    val_set_free(&set);
+}
+
 /* ---- the runners ---------------------------------------------------------------------------- */
 
 /* A kernel row is `npusim kernel --op ... --cores <every core>`'s time plus the row's host
