@@ -616,11 +616,12 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory starting a collective");
         }
         if (!s->cfg.system.switch_reduce || sw == UINT32_MAX || nsw != 1) {
-            coll_free(c);
-            return np_err_set(err, NP_ERR_INCONSISTENT, "%s/%s needs the group's chips on one "
-                              "switch that reduces (a switch topology or one island of a "
-                              "hierarchical one, with system.switch_reduce 1)",
-                              coll_op_name(d->op), coll_algo_name(c->d.algo));
+            np_err_set(err, NP_ERR_INCONSISTENT, "%s/%s needs the group's chips on one switch "
+                       "that reduces (a switch topology or one island of a hierarchical one, "
+                       "with system.switch_reduce 1)", coll_op_name(d->op),
+                       coll_algo_name(c->d.algo));
+            coll_free(c); /* after the message, which names its algorithm */
+            return err->status;
         }
         c->chips[p] = sw;
         c->red_free[p] = 0;
