@@ -4,8 +4,9 @@
 # (every suite's rows, ours beside published, statistics and sources). The rest of the
 # document is prose and stays.
 #
-#   scripts/validation_doc.sh                 run the whole validation (hours on 2 cores: every
-#                                             training row simulates a step) and splice
+#   scripts/validation_doc.sh                 run the whole validation (two hours of one core: every
+#                                             training row simulates a step; -j $JOBS, default
+#                                             every core) and splice
 #   scripts/validation_doc.sh R.json ...      splice the rows of earlier `npusim validate --json`
 #                                             runs of this tree (any rows each, e.g. one job per
 #                                             --row; `npusim validate --results`); a row none of
@@ -29,7 +30,7 @@ if (($#)); then
   for r in "$@"; do args+=(--results "$r"); done
   "$npusim" validate --markdown "${args[@]}" >"$tmp"
 else
-  "$npusim" validate --markdown >"$tmp"
+  "$npusim" validate -j "${JOBS:-$(nproc)}" --markdown >"$tmp"
 fi
 grep -qxF "$begin" "$doc" && grep -qxF "$end" "$doc" || {
   echo "validation_doc.sh: $doc has no begin and end markers" >&2
