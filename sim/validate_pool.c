@@ -12,6 +12,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdio.h"
+
 /* What a worker sends back: the whole message, or nothing if it died. */
 typedef struct pool_msg {
     np_status st;
@@ -60,20 +62,6 @@ np_status val_pool_create(const val_set *set, const size_t *order, size_t n, int
     return NP_OK;
 }
 
-static bool write_all(int fd, const void *buf, size_t n)
-{
-    const char *b = buf;
-    while (n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        b += w, n -= (size_t)w;
-    }
-    return true;
-}
-
 /* Starts the next row of the order in slot s. */
 static np_status pool_launch(val_pool *p, pool_slot *s, np_err *err)
 {
@@ -95,7 +83,7 @@ static np_status pool_launch(val_pool *p, pool_slot *s, np_err *err)
         close(fd[0]);
         pool_msg m = {0};
         m.st = val_run_row(f, r, &p->o, &m.res, &m.err);
-        _exit(write_all(fd[1], &m, sizeof m) ? 0 : 1);
+        _exit(np_write_all(fd[1], &m, sizeof m) ? 0 : 1);
     }
     close(fd[1]);
     *s = (pool_slot){pid, fd[0], k};
@@ -108,15 +96,7 @@ static np_status pool_collect(val_pool *p, pool_slot *s, int ws, np_err *err)
 {
     size_t k = s->k;
     pool_msg *m = &p->msg[k];
-    size_t got = 0;
-    while (got < sizeof *m) {
-        ssize_t n = read(s->fd, (char *)m + got, sizeof *m - got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        got += (size_t)n;
-    }
+    size_t got = np_read_full(s->fd, m, sizeof *m);
     close(s->fd);
     size_t r;
     const val_file *f = val_row_at(p->set, p->order[k], &r);

@@ -1,10 +1,14 @@
 /* test_parse.c — the one door for outside values (base/parse.h), human figures
- * (base/human.h) and capped file reads (base/readfile.h), against hand-written expectations. */
+ * (base/human.h), capped file reads (base/readfile.h) and whole-buffer descriptor I/O
+ * (base/fdio.h), against hand-written expectations. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+#include "fdio.h"
 #include "harness.h"
 #include "human.h"
 #include "parse.h"
@@ -309,4 +313,36 @@ TEST(file_reads_take_exactly_the_cap_and_refuse_more_directories_and_devices)
     char cmd[300];
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
+/* A buffer larger than a pipe holds (64 KiB on Linux) goes through whole: a child writes
+ * 200,000 bytes of a known pattern, the parent reads them all back, then the end of input
+ * stops a read that asks for more. */
+TEST(whole_buffers_cross_a_pipe)
+{
+    enum { N = 200000 };
+    static unsigned char out[N], in[N + 10];
+    for (size_t i = 0; i < N; i++)
+        out[i] = (unsigned char)(i * 7 + i / 251);
+    int fd[2];
+    CU_ASSERT_FATAL(pipe(fd) == 0);
+    pid_t pid = fork();
+    CU_ASSERT_FATAL(pid >= 0);
+    if (pid == 0) {
+        close(fd[0]);
+        _exit(np_write_all(fd[1], out, N) ? 0 : 1);
+    }
+    close(fd[1]);
+    CU_ASSERT_EQUAL(np_read_full(fd[0], in, N + 10), (size_t)N);
+    CU_ASSERT_EQUAL(memcmp(in, out, N), 0);
+    close(fd[0]);
+    int ws;
+    CU_ASSERT(waitpid(pid, &ws, 0) == pid && WIFEXITED(ws) && WEXITSTATUS(ws) == 0);
+    /* a write to a pipe nobody reads fails (EPIPE, SIGPIPE ignored) */
+    CU_ASSERT_FATAL(pipe(fd) == 0);
+    close(fd[0]);
+    void (*old)(int) = signal(SIGPIPE, SIG_IGN);
+    CU_ASSERT(!np_write_all(fd[1], out, 16));
+    signal(SIGPIPE, old);
+    close(fd[1]);
 }

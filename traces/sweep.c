@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "csv.h"
+#include "fdio.h"
 #include "sweep_impl.h"
 
 #ifdef NPUSIM_HAVE_MPI
@@ -204,19 +205,6 @@ static bool make_row(const sweep *s, size_t p, int status, const char *out, cons
 
 /* ---- files ------------------------------------------------------------------------------------ */
 
-static bool write_all(int fd, const char *s, size_t n)
-{
-    while (n) {
-        ssize_t k = write(fd, s, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return false;
-        s += k, n -= (size_t)k;
-    }
-    return true;
-}
-
 /* Writes header and every done row, in point order, to path (through a temporary file and a
  * rename: the file is whole at every moment). */
 static bool rewrite(const char *path, const char *header, const row *rows, size_t n, bool jsonl)
@@ -226,11 +214,11 @@ static bool rewrite(const char *path, const char *header, const row *rows, size_
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0)
         return false;
-    bool ok = !header || write_all(fd, header, strlen(header));
+    bool ok = !header || np_write_all(fd, header, strlen(header));
     for (size_t p = 0; ok && p < n; p++)
         if (rows[p].done) {
             const char *l = jsonl ? rows[p].jsonl : rows[p].csv;
-            ok = write_all(fd, l, strlen(l));
+            ok = np_write_all(fd, l, strlen(l));
         }
     ok &= fsync(fd) == 0;
     ok &= close(fd) == 0;
@@ -412,8 +400,8 @@ typedef struct run_state {
 static void deliver(run_state *rs, size_t p)
 {
     row *r = &rs->rows[p];
-    if (!write_all(rs->csv_fd, r->csv, strlen(r->csv)) ||
-        !write_all(rs->jsonl_fd, r->jsonl, strlen(r->jsonl)))
+    if (!np_write_all(rs->csv_fd, r->csv, strlen(r->csv)) ||
+        !np_write_all(rs->jsonl_fd, r->jsonl, strlen(r->jsonl)))
         rs->io_failed = true;
     rs->done++;
     rs->failed += !r->ok;
