@@ -5,6 +5,7 @@
 #include "validate.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,6 +21,10 @@ typedef struct pool_msg {
     val_result res;
     np_err err;
 } pool_msg;
+
+/* The worker writes its message and exits before the caller reads it (after waitpid), so the
+ * message must fit in the pipe: POSIX guarantees PIPE_BUF bytes. */
+_Static_assert(sizeof(pool_msg) <= PIPE_BUF, "a worker's message must fit in a pipe");
 
 typedef struct pool_slot {
     pid_t pid; /* 0: free */
