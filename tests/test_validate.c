@@ -27,13 +27,14 @@
         CU_ASSERT_STRING_EQUAL(a_ ? a_ : "", e_);                                             \
     } while (0)
 
-/* The issue's accuracy bounds (issue 24, done-when 1-4) on the quick subset are checked only
- * when this is 1 (or the environment has NPUSIM_VALIDATE_BOUNDS=1): the chip model lacks the
- * mechanisms that bring its errors within them (an L2, pipelined folds, launch overhead, NCCL
- * protocols), so today they fail. Without them the test still runs the whole subset and
- * checks that every row runs and gives a finite, positive figure. To enforce the bounds: set
- * VALIDATE_BOUNDS_ENFORCED to 1 (ctest -R validate.quick_subset then fails on any row
- * outside them, naming it). */
+/* The issue's accuracy bounds (issue 24, done-when 1-4) on the quick subset. Those that hold
+ * today are always asserted, a regression check on accuracy: the GEMMs' median |error| <= 10 %,
+ * the memory-bound ops' median <= 10 %, and every nccl row of the A100 files (one process per
+ * GPU, so their small-message times are NCCL's) within 10 % (bus bandwidth, >= 1 MiB) or 25 %
+ * (latency). The others are checked only when this is 1 (or the environment has
+ * NPUSIM_VALIDATE_BOUNDS=1): 90 % of the GEMMs within 20 % (8192 x 64 x 64, launch-bound, is
+ * -21 %) and the H100 nccl rows (Together AI's `-g 8` runs, whose small messages measure the
+ * host's launch floor; NVLS +15 % at 8 and 16 MiB). docs/validation.md, "The quick subset". */
 #define VALIDATE_BOUNDS_ENFORCED 0
 
 static bool bounds_enforced(void)
@@ -686,9 +687,10 @@ static double median(double *v, size_t n)
 /* Runs the quick subset (val_row_is_quick: a few GEMMs and memory-bound ops of kernels-a100,
  * every one-node 8-GPU row of nccl) in a few seconds; every row must run and give a finite,
  * positive figure, and docs/validation.md's rows for them must be what they give now (the
- * simulated cells not stale). With the bounds enforced, the issue's: GEMM latency median
- * |error| <= 10 % and 90 % of them within 20 %; memory-bound ops median within 10 %; nccl
- * bus bandwidth within 10 % (>= 1 MiB) and latency within 25 % (smaller). */
+ * simulated cells not stale); and the issue's bounds (GEMM latency median |error| <= 10 % and
+ * 90 % of them within 20 %; memory-bound ops median within 10 %; nccl bus bandwidth within
+ * 10 % (>= 1 MiB) and latency within 25 % (smaller)), those that hold today always and the
+ * others when enforced (VALIDATE_BOUNDS_ENFORCED above). */
 TEST(quick_subset_runs_and_stays_within_the_issues_bounds)
 {
     char *doc = harness_read_file(harness_src_path("docs/validation.md"), NULL);
@@ -730,7 +732,8 @@ TEST(quick_subset_runs_and_stays_within_the_issues_bounds)
                 gemm20 += a <= 20;
             } else if (f->suite->kind == VAL_KIND_KERNEL && n_mem < 64) {
                 mem[n_mem++] = a;
-            } else if (f->suite->kind == VAL_KIND_NCCL && enforce) {
+            } else if (f->suite->kind == VAL_KIND_NCCL &&
+                       (enforce || strcmp(f->arch, "a100-80g") == 0)) {
                 double bound = r->n.bytes >= (1u << 20) ? 10 : 25;
                 if (a > bound)
                     fprintf(stderr, "\n    %s: %+.1f %% (bound %.0f %%)\n", id, res.err_pct,
@@ -742,15 +745,14 @@ TEST(quick_subset_runs_and_stays_within_the_issues_bounds)
     CU_ASSERT(n >= 7);
     CU_ASSERT(n_gemm >= 3 && n_mem >= 3);
     double mg = median(gemm, n_gemm), mm = median(mem, n_mem);
-    if (enforce) {
-        if (mg > 10 || gemm20 * 10 < n_gemm * 9 || mm > 10)
-            fprintf(stderr, "\n    GEMM median |error| %.1f %% (bound 10), %zu of %zu within "
-                            "20 %% (bound 90 %%); memory-bound median %.1f %% (bound 10)\n",
-                    mg, gemm20, n_gemm, mm);
-        CU_ASSERT(mg <= 10);
+    if (mg > 10 || mm > 10 || (enforce && gemm20 * 10 < n_gemm * 9))
+        fprintf(stderr, "\n    GEMM median |error| %.1f %% (bound 10), %zu of %zu within 20 %% "
+                        "(bound 90 %%%s); memory-bound median %.1f %% (bound 10)\n",
+                mg, gemm20, n_gemm, enforce ? "" : ", not enforced", mm);
+    CU_ASSERT(mg <= 10);
+    CU_ASSERT(mm <= 10);
+    if (enforce)
         CU_ASSERT(gemm20 * 10 >= n_gemm * 9);
-        CU_ASSERT(mm <= 10);
-    }
     val_set_free(&set);
     free(doc);
 }
