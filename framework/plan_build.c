@@ -48,10 +48,11 @@ static np_status nn_plan_validate_common(const nn_strategy *s, int64_t B, int64_
     if (s->loss_scale < 0 || s->clip_grad < 0)
         return np_err_set(err, NP_ERR_RANGE, "--loss-scale and --clip-grad must be positive (0: "
                           "none), got %g and %g", s->loss_scale, s->clip_grad);
-    if ((s->loss_scale > 0 || s->clip_grad > 0) && s->zero > 0 && s->dp > 1)
+    if ((s->loss_scale > 0 || s->clip_grad > 0) && s->zero > 1 && s->dp > 1)
         return np_err_set(err, NP_ERR_INCONSISTENT,
-                          "--loss-scale and --clip-grad are Megatron-LM's optimizer, which shards "
-                          "nothing: they cannot be combined with --zero %d", s->zero);
+                          "--loss-scale and --clip-grad are Megatron's optimizers, which shard "
+                          "at most the optimizer state: they cannot be combined with --zero %d "
+                          "(0 or 1)", s->zero);
     if (s->sp && s->tp < 2)
         return np_err_set(err, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
     if (s->zero >= 2 && s->pp > 1 && s->dp > 1)
@@ -600,9 +601,13 @@ static bool nn_ps_mark_phase(nn_pstate *ps, int from, int ph)
 
 /* A scalar all-reduce of v over the model-parallel group (Megatron-LM's
  * mpu.get_model_parallel_group(): every tp and pp rank of a replica), as one over tp and one
- * over pp, each pp one matched across the stages by *match. */
+ * over pp, each pp one matched across the stages by *match; with ZeRO-1 first one over dp,
+ * whose ranks each hold a shard of every gradient (Megatron-Core's distributed optimizer
+ * reduces its statistics over the data- and model-parallel ranks together). */
 static nn_tensor *nn_pb_mp_all_reduce(nn_pb *pb, nn_graph *g, nn_tensor *v, int op, int *match)
 {
+    if (v && pb->zero == 1 && pb->dp > 1) /* the distributed optimizer's shards first */
+        v = nn_all_reduce(g, v, NN_COMM_DP, pb->dp, op);
     if (v && pb->tp > 1)
         v = nn_all_reduce(g, v, NN_COMM_TP, pb->tp, op);
     if (v && pb->pp > 1) {
@@ -658,6 +663,8 @@ static nn_tensor *nn_pb_scalar_acc(nn_pstate *ps, const char *name)
  *                 arithmetic in Megatron: here a few scalar kernels) scales every gradient
  *                 (multi_tensor_scale: Megatron skips it when the coefficient is 1, the value
  *                 is the same).
+ * With ZeRO-1 (Megatron-Core's distributed optimizer) each dp rank holds a shard of every main
+ * gradient: its flag and sum cover the shard and are all-reduced over dp as well.
  * up[].r becomes what the update reads; match[pb->n_params] and [+ 1] are the pp all-reduces'
  * matches (shared by the stages). False: the graph's error. */
 static bool nn_pb_grad_step(nn_pstate *ps, nn_pupd *up, int n, int *match)

@@ -1143,9 +1143,9 @@ TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategi
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--p2p"));
     harness_run_free(&r);
     r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--dp", "2",
-                       "--zero", "1", "--clip-grad", "1", NULL);
+                       "--zero", "2", "--clip-grad", "1", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "cannot be combined with --zero 1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "cannot be combined with --zero 2"));
     harness_run_free(&r);
     r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--pp", "2",
                        "--ddp", "local", "--p2p", "blocking", "--host-sync", "--loss-scale", "8192",

@@ -270,8 +270,9 @@ TEST(dp2_tp2_pp2_1f1b_on_8_ranks_trains_gpt_tiny_and_mlp_tiny_as_one_device)
 
 TEST(loss_scaling_and_gradient_clipping_train_as_one_device_clipping_by_the_global_norm)
 {
-    /* Megatron-LM's fp16 optimizer: the loss scaled by 1024 (a power of two: unscaled exactly)
-     * and the main gradients clipped to a global norm of 0.05 — the norm over every parameter
+    /* Megatron-LM's fp16 optimizer (and with ZeRO-1 Megatron-Core's distributed one): the loss
+     * scaled by 1024 (a power of two: unscaled exactly) and the main gradients clipped to a
+     * global norm of 0.05 — the norm over every parameter
      * once: tp's replicated ones (norm gains, row-parallel biases), the tied embedding of the
      * first and last stage — against one device whose gradients are clipped by hand */
     static const char *const models[] = {"gpt-tiny", "mlp-tiny"};
@@ -295,6 +296,15 @@ TEST(loss_scaling_and_gradient_clipping_train_as_one_device_clipping_by_the_glob
         CU_ASSERT(scaled < 1e-5);
         CU_ASSERT(clip < 1e-5);
         CU_ASSERT(unclipped > 1e-3);
+        /* ZeRO-1, Megatron-Core's distributed optimizer: each dp rank scales, checks and sums
+         * its shard of every gradient; the flag and the sum are all-reduced over dp too */
+        s.zero = 1;
+        double zclip = distributed(&d, b, 0, &s, &clipped, NULL);
+        double zunclipped = distributed(&d, b, 0, &s, &ref, NULL);
+        fprintf(stderr, "%s with ZeRO-1: %.2e against the clipped device, %.2e against the "
+                "unclipped one\n", d.name, zclip, zunclipped);
+        CU_ASSERT(zclip < 1e-5);
+        CU_ASSERT(zunclipped > 1e-3);
         nn_graph_free(ref.g);
         nn_graph_free(clipped.g);
     }
