@@ -18,13 +18,7 @@
 #include <time.h>
 
 #include "coll.h"
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
+#include "wallclock.h"
 
 static double cpu_s(void)
 {
@@ -62,7 +56,7 @@ static int run_case(const bench_case *bc, json_t *out, bool json)
     }
     evq *q = NULL;
     coll_sys *s = NULL;
-    double t0 = wall_s(), c0 = cpu_s();
+    double t0 = np_wall_s(), c0 = cpu_s();
     if (evq_create(&q, &e) != NP_OK || coll_sys_create(&cfg, NULL, q, NULL, &s, &e) != NP_OK) {
         fprintf(stderr, "bench_coll: %s\n", e.msg);
         return 1;
@@ -78,7 +72,7 @@ static int run_case(const bench_case *bc, json_t *out, bool json)
         fprintf(stderr, "bench_coll: %s\n", e.msg);
         return 1;
     }
-    double dt = wall_s() - t0, cpu = cpu_s() - c0;
+    double dt = np_wall_s() - t0, cpu = cpu_s() - c0;
     uint64_t t_end = 0, msgs = 0;
     for (uint32_t i = 0; i < bc->concurrent; i++) {
         const coll_result *r = coll_get_result(c[i]);

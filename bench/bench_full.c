@@ -19,16 +19,10 @@
 #include <time.h>
 
 #include "model.h"
+#include "wallclock.h"
 #include "optim.h"
 #include "plan.h"
 #include "run_full.h"
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static long peak_rss_kib(void)
 {
@@ -92,10 +86,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_full: %s\n", e.msg);
         return 2;
     }
-    double t0 = wall();
+    double t0 = np_wall_s();
     run_full_result r;
     np_status st = run_full_plan(&cfg, p, NULL, &r, &e);
-    double t1 = wall();
+    double t1 = np_wall_s();
     if (st != NP_OK) {
         fprintf(stderr, "bench_full: %s\n", e.msg);
         nn_plan_free(p);

@@ -19,15 +19,9 @@
 #include <time.h>
 
 #include "arch.h"
+#include "wallclock.h"
 #include "kernel.h"
 #include "krun.h"
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* n with thousands separators into buf. */
 static const char *thousands(uint64_t n, char *buf, size_t len)
@@ -125,14 +119,14 @@ int main(int argc, char **argv)
             kc_tensor_dense(&k.in[k.n_in++], 0, NN_I32, 1, &rows);
             kc_tensor_dense(&k.in[k.n_in++], 0, dt, 0, NULL);
         }
-        double t0 = wall();
+        double t0 = np_wall_s();
         krun_result r;
         if (krun_kernel(&cfg, &k, NULL, &(krun_opts){0}, &r, &err) != NP_OK) {
             fprintf(stderr, "bench_kernels_row: %s: %s\n", bc->name, err.msg);
             json_decref(out);
             return 1;
         }
-        double t1 = wall();
+        double t1 = np_wall_s();
         double us = (double)r.report->total_ps / 1e6;
         uint64_t moved = r.kernel.hbm_read_bytes + r.kernel.hbm_write_bytes;
         double gbps = (double)r.kernel.hbm_bytes_min / (us * 1e3);

@@ -19,6 +19,7 @@
 #include <time.h>
 
 #include "arch.h"
+#include "wallclock.h"
 #include "krun.h"
 
 #define GOAL_PCT 85.0
@@ -29,13 +30,6 @@ typedef struct bench_fig {
     double time_us, gbps, pct, wall_s;
     char schedule[160];
 } bench_fig;
-
-static double wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* v with thousands separators, in buf. */
 static const char *grouped(uint64_t v, char *buf)
@@ -55,12 +49,12 @@ static int run(const arch_config *cfg, const kc_kernel *k, bench_fig *f)
 {
     krun_result r;
     np_err e = {0};
-    double t0 = wall();
+    double t0 = np_wall_s();
     if (krun_kernel(cfg, k, NULL, &(krun_opts){.functional = false}, &r, &e) != NP_OK) {
         fprintf(stderr, "bench_kernels_vec: %s: %s\n", f->name, e.msg);
         return 2;
     }
-    f->wall_s = wall() - t0;
+    f->wall_s = np_wall_s() - t0;
     f->cycles = r.report->total_cycles;
     f->time_us = (double)r.report->total_ps * 1e-6;
     f->hbm_bytes = r.report->hbm_read_bytes + r.report->hbm_write_bytes;

@@ -20,17 +20,11 @@
 #include <time.h>
 
 #include "arch.h"
+#include "wallclock.h"
 #include "lower.h"
 #include "model.h"
 #include "optim.h"
 #include "plan.h"
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv)
 {
@@ -68,12 +62,12 @@ int main(int argc, char **argv)
     nn_optim opt = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
                     .eps = 1e-8, .weight_decay = 0.1};
     nn_plan *p = NULL;
-    double t0 = now_s();
+    double t0 = np_wall_s();
     if (nn_plan_build(&d, &o, &s, &opt, &cfg, &p, &e) != NP_OK) {
         fprintf(stderr, "bench_layer_compile: %s\n", e.msg);
         return 2;
     }
-    double plan_s = now_s() - t0;
+    double plan_s = np_wall_s() - t0;
     int n = lower_plan_layer_nodes(p, layer, NULL, 0);
     const nn_tensor **nodes = calloc((size_t)(n ? n : 1), sizeof *nodes);
     if (!nodes)
@@ -87,7 +81,7 @@ int main(int argc, char **argv)
     double best = 0;
     for (int r = 0; r < (reps > 0 ? reps : 1); r++) {
         insns = 0, flops = 0;
-        double t1 = now_s();
+        double t1 = np_wall_s();
         for (int i = 0; i < n; i++) {
             kc_kernel k;
             kc_result res;
@@ -100,7 +94,7 @@ int main(int argc, char **argv)
             if (!r && !ops[nodes[i]->op])
                 ops[nodes[i]->op] = true, n_ops++;
         }
-        double w = now_s() - t1;
+        double w = np_wall_s() - t1;
         best = r == 0 || w < best ? w : best;
     }
     printf("GPT-3 175B layer %d, micro-batch 1, sequence %" PRId64 ", tp %d, on %s (%d cores "

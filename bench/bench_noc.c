@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "coll.h"
+#include "wallclock.h"
 #include "core.h"
 #include "isa_asm.h"
 #include "traffic.h"
@@ -29,13 +30,6 @@
 #ifndef NPUSIM_SOURCE_DIR
 #define NPUSIM_SOURCE_DIR "."
 #endif
-
-static double wall_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static double cpu_s(void)
 {
@@ -139,9 +133,9 @@ static int run_send(unsigned k, unsigned dst, const char *mode, uint64_t bytes, 
     if (isa_asm(src, strlen(src), "bench.s", &o, &p, &e) != NP_OK)
         return fail(&e);
     core_report *r = NULL;
-    double t0 = wall_s(), c0 = cpu_s();
+    double t0 = np_wall_s(), c0 = cpu_s();
     np_status st = core_sim_run(&cfg, p, NULL, &r, &e);
-    *wall = wall_s() - t0;
+    *wall = np_wall_s() - t0;
     *cpu = cpu_s() - c0;
     isa_program_free(p);
     if (st != NP_OK)
@@ -236,7 +230,7 @@ int main(int argc, char **argv)
         return fail(&e);
     evq *q = NULL;
     coll_sys *s = NULL;
-    double t0 = wall_s();
+    double t0 = np_wall_s();
     c0 = cpu_s();
     if (evq_create(&q, &e) != NP_OK || coll_sys_create(&cfg, NULL, q, NULL, &s, &e) != NP_OK)
         return fail(&e);
@@ -245,7 +239,7 @@ int main(int argc, char **argv)
     coll_result cr;
     if (coll_run(s, &d, &cr, &e) != NP_OK)
         return fail(&e);
-    double dt = wall_s() - t0;
+    double dt = np_wall_s() - t0;
     cpu = cpu_s() - c0;
     double t_s = (double)(cr.t_end_ps - cr.t_start_ps) / 1e12;
     if (!json)

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "wallclock.h"
 #include "isa_asm.h"
 #include "isa_elf.h"
 #include "kgen_matmul.h"
@@ -35,13 +36,6 @@
 extern char **environ;
 
 #define MAX_RUNS 50
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
 
 /* Runs argv, its stdout into out (NUL-terminated, malloc'd); the wall time in *secs, its CPU
  * time (user + system) in *cpu. */
@@ -55,7 +49,7 @@ static int run(char *const argv[], char **out, double *secs, double *cpu)
     posix_spawn_file_actions_adddup2(&fa, fd[1], 1);
     posix_spawn_file_actions_addclose(&fa, fd[0]);
     pid_t pid;
-    double t0 = now_s();
+    double t0 = np_wall_s();
     int rc = posix_spawn(&pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
     close(fd[1]);
@@ -73,7 +67,7 @@ static int run(char *const argv[], char **out, double *secs, double *cpu)
     int st;
     struct rusage ru;
     wait4(pid, &st, 0, &ru);
-    *secs = now_s() - t0;
+    *secs = np_wall_s() - t0;
     *cpu = (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
            (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1e-6;
     if (buf)

@@ -13,6 +13,7 @@
 #include <time.h>
 
 #include "trace_layout.h"
+#include "wallclock.h"
 
 static long rss_kib(void)
 {
@@ -25,13 +26,6 @@ static long rss_kib(void)
     if (f)
         fclose(f);
     return kib;
-}
-
-static double now_s(void)
-{
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
 int main(int argc, char **argv)
@@ -64,7 +58,7 @@ int main(int argc, char **argv)
     static const char *const names[] = {"matmul", "softmax", "layernorm", "gelu", "matmul_bwd",
                                         "adam", "attention", "all_reduce"};
     long rss[5] = {rss_kib(), 0, 0, 0, 0};
-    double t0 = now_s();
+    double t0 = np_wall_s();
     for (unsigned s = 0; s < kernels; s++) { /* kernel s on every chip, then the next */
         for (unsigned c = 0; c < chips; c++) {
             uint64_t start = (uint64_t)s * 10000000 + (uint64_t)c * 1000, dur = 9000000;
@@ -88,7 +82,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_trace: %s\n", e.msg);
         return 1;
     }
-    double secs = now_s() - t0;
+    double secs = np_wall_s() - t0;
     struct stat st;
     long long gz = stat(out, &st) == 0 ? (long long)st.st_size : -1;
     uint64_t spans = (uint64_t)chips * kernels;

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "arch.h"
+#include "wallclock.h"
 #include "cli.h"
 #include "cli_trace.h"
 #include "cli_trace_coll.h"
@@ -361,19 +362,12 @@ typedef struct col_progress {
     uint64_t bytes;
 } col_progress;
 
-static double col_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void col_progress_cb(void *ctx, uint64_t done, uint64_t total)
 {
     col_progress *pg = ctx;
     if (!pg->tty)
         return;
-    double now = col_wall();
+    double now = np_wall_s();
     if (now - pg->t0 < 2.0 || now - pg->last < 0.5)
         return;
     pg->last = now;
@@ -609,7 +603,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
                        .rank_order = rank_order, .proto = proto};
         coll_result r = {0};
         double t_ps = 0, busiest = 0;
-        pg.t0 = pg.last = col_wall();
+        pg.t0 = pg.last = np_wall_s();
         pg.bytes = b;
         for (uint32_t it = 0; it < warmup + iters && st == NP_OK; it++) {
             if (isa) {

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "wallclock.h"
 #include "csv.h"
 #include "human.h"
 #include "suggest.h"
@@ -72,13 +73,6 @@ typedef struct val_cli {
     uint64_t jobs;
     size_t n_results;
 } val_cli;
-
-static double vc_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* ---- selection ------------------------------------------------------------------------------ */
 
@@ -149,7 +143,7 @@ static void vc_progress_show(vc_progress *p, const char *what, double done)
     if (!p->on)
         return;
     int n = what ? fprintf(stderr, "\r%s: %s %3.0f %% (%.0f s)", p->head, what, 100.0 * done,
-                           vc_wall() - p->t0)
+                           np_wall_s() - p->t0)
                  : fprintf(stderr, "\r%s", p->head);
     for (int i = n; i < p->len; i++)
         fputc(' ', stderr);
@@ -413,7 +407,7 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
     }
     vc_progress prog = {.on = isatty(2) != 0 && !prev};
     o.progress_ctx = &prog;
-    double t_all = vc_wall();
+    double t_all = np_wall_s();
     if (st == NP_OK && c->mode == OUT_TEXT)
         printf("# npusim validate: %zu row%s (error = 100 x (ours - published) / published)\n",
                total, total == 1 ? "" : "s");
@@ -437,14 +431,14 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
             text_suite_head(s, set, c);
         else if (c->mode == OUT_MD)
             val_md_suite_head(stdout, s);
-        double t_suite = vc_wall();
+        double t_suite = np_wall_s();
         for (size_t i = 0; i < n && st == NP_OK; i++) {
             const val_file *f = p[i].f;
             const val_row *r = &f->rows[p[i].r];
             char id[96];
             snprintf(prog.head, sizeof prog.head, "[%zu/%zu] %s", done + 1, total,
                      val_row_id(f, r, id, sizeof id));
-            prog.t0 = vc_wall();
+            prog.t0 = np_wall_s();
             vc_progress_show(&prog, NULL, 0);
             if (prev) {
                 size_t at = val_row_index(set, f, p[i].r);
@@ -485,7 +479,7 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
             break;
         print_stats(c, s, p, res, n, jsuite);
         if (c->mode == OUT_TEXT)
-            printf("  %s: %.1f s wall%s\n", s->name, vc_wall() - t_suite,
+            printf("  %s: %.1f s wall%s\n", s->name, np_wall_s() - t_suite,
                    prev ? " (the rows' figures from --results, nothing run)" : "");
         if (c->mode == OUT_MD) {
             printf("\nSources of %s:\n\n", s->name);
@@ -499,13 +493,13 @@ static np_status vc_run(const val_cli *c, const val_set *set, np_err *err)
     if (st == NP_OK && c->mode == OUT_TEXT)
         printf("\n# %zu row%s, %zu ran, %zu cannot run yet%s; %.1f s wall\n", total,
                total == 1 ? "" : "s", ran_all, total - ran_all - absent,
-               absent ? ", the others not in the --results files" : "", vc_wall() - t_all);
+               absent ? ", the others not in the --results files" : "", np_wall_s() - t_all);
     if (st == NP_OK && doc) {
         json_object_set_new(doc, "dir", jstr_or_null(c->dir));
         json_object_set_new(doc, "rows", json_integer((json_int_t)total));
         json_object_set_new(doc, "ran", json_integer((json_int_t)ran_all));
         json_object_set_new(doc, "suites", jsuites);
-        json_object_set_new(doc, "wall_s", json_real(vc_wall() - t_all));
+        json_object_set_new(doc, "wall_s", json_real(np_wall_s() - t_all));
         jsuites = NULL;
         st = cli_print_json(doc, err);
         doc = NULL;

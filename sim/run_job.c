@@ -1,5 +1,6 @@
 /* run_job.c — `npusim run` from the plan to the report (see run_job.h). */
 #include "run_job.h"
+#include "wallclock.h"
 
 #include <math.h>
 
@@ -17,13 +18,6 @@ nn_optim run_job_optim(void)
 {
     return (nn_optim){.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
                       .eps = 1e-8, .weight_decay = 0.1};
-}
-
-static double rj_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 typedef struct rj_progress {
@@ -128,7 +122,7 @@ np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const n
 
 np_status run_job_run(const run_job *j, run_report *out, np_err *err)
 {
-    double t0 = rj_wall();
+    double t0 = np_wall_s();
     memset(out, 0, sizeof *out);
     if (j->functional && !j->full)
         return np_err_set(err, NP_ERR_USAGE, "--functional needs --fidelity full (values are "
@@ -148,7 +142,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         st = rj_run_full(j, p, out, err);
         if (st == NP_OK)
             run_report_set_attention(out, &j->s, why);
-        out->wall_s = rj_wall() - t0;
+        out->wall_s = np_wall_s() - t0;
         nn_plan_free(p);
         return st;
     }
@@ -186,7 +180,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         run_ktimer_stats ks = kt ? run_ktimer_get_stats(kt) : (run_ktimer_stats){0};
         st = run_report_make(p, rp, j->cfg, res, kt ? &ks : NULL, out, err);
         run_report_set_attention(out, &j->s, why);
-        out->wall_s = rj_wall() - t0;
+        out->wall_s = np_wall_s() - t0;
     }
     run_result_free(res);
     run_trace_free(tr);

@@ -1,6 +1,7 @@
 /* run_kernel.c — a plan's compute node as a kernel of the kernel ABI, its key, and its timing
  * on the core model with an optional cache file (see run_kernel.h). */
 #include "run_kernel.h"
+#include "wallclock.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -263,13 +264,6 @@ void run_ktimer_set_progress(run_ktimer *t, void (*fn)(void *ctx, const char *wh
 
 run_ktimer_stats run_ktimer_get_stats(const run_ktimer *t) { return t->st; }
 
-static double rk_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* t's busy times of the DMA, matrix and vector units: their busy cycles summed over the
  * chip's cores (busy[0..2]), as a mean over the cores at ps_per_cycle. */
 static void rk_unit_ps(const arch_config *cfg, const uint64_t busy[3], double ps_per_cycle,
@@ -347,7 +341,7 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     }
     if (t->progress)
         t->progress(t->progress_ctx, rk->key);
-    double t0 = rk_wall();
+    double t0 = np_wall_s();
     /* the kernel twice, as a step runs a kernel that waits for the one before (kc_compile puts
      * a barrier between them on several cores): the first copy is the kernel alone
      * (rk_first_copy), the rest of the run its chained duration */
@@ -394,7 +388,7 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     snprintf(ks->name, sizeof ks->name, "%s", res.name);
     ks->hbm_bytes = t->cfg->chip.l2_bytes ? hbm_sim : res.hbm_read_bytes + res.hbm_write_bytes;
     ks->spad_bytes = res.spad_bytes;
-    t->st.sim_wall_s += rk_wall() - t0;
+    t->st.sim_wall_s += np_wall_s() - t0;
     if (!t->path)
         return NP_OK;
     rk_entry e = {.t = *out, .hbm_bytes = ks->hbm_bytes};

@@ -2,6 +2,7 @@
  * computes its figure (see validate.h): run_job.h for a training step, krun.h for a kernel,
  * noc/coll.h for a collective; and the statistics of a suite's errors. */
 #include "validate.h"
+#include "wallclock.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,13 +16,6 @@
 #include "krun.h"
 #include "model.h"
 #include "run_job.h"
-
-static double val_wall(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* A failure of the row's run: NOMEM and INTERNAL are errors, anything else is a row npusim
  * cannot run yet (the message says why). */
@@ -213,11 +207,11 @@ np_status val_run_row(const val_file *f, size_t i, const val_opts *o, val_result
     const val_row *r = &f->rows[i];
     memset(out, 0, sizeof *out);
     out->published = val_row_published(f, r);
-    double t0 = val_wall();
+    double t0 = np_wall_s();
     np_status st = f->suite->kind == VAL_KIND_TRAIN    ? val_run_train(f, r, o ? o : &none, out, err)
                    : f->suite->kind == VAL_KIND_KERNEL ? val_run_kernel(f, r, out, err)
                                                        : val_run_nccl(f, r, out, err);
-    out->wall_s = val_wall() - t0;
+    out->wall_s = np_wall_s() - t0;
     if (st == NP_OK && out->ran)
         out->err_pct = 100.0 * (out->ours - out->published) / out->published;
     return st;

@@ -10,8 +10,19 @@
 
 #include <CUnit/CUnit.h>
 #include <stddef.h>
+#include <stdio.h>
+#include <string.h>
 
 #define TEST(name) void test_##name(void); void test_##name(void)
+
+/* String equality that shows both strings when they differ. */
+#define EXPECT_STR(actual, expected)                                                          \
+    do {                                                                                      \
+        const char *a_ = (actual), *e_ = (expected);                                          \
+        if (!a_ || strcmp(a_, e_) != 0)                                                       \
+            fprintf(stderr, "\n    got:  %s\n    want: %s\n", a_ ? a_ : "(null)", e_);         \
+        CU_ASSERT_STRING_EQUAL(a_ ? a_ : "", e_);                                             \
+    } while (0)
 
 /* Result of running the npusim executable (built by this tree) with arguments. */
 typedef struct harness_run {

@@ -13,15 +13,6 @@
 #include "../base/arch.h"
 #include "harness.h"
 
-/* String equality that shows both strings when they differ. */
-#define EXPECT_STR(actual, expected)                                                          \
-    do {                                                                                      \
-        const char *a_ = (actual), *e_ = (expected);                                          \
-        if (!a_ || strcmp(a_, e_) != 0)                                                       \
-            fprintf(stderr, "\n    got:  %s\n    want: %s\n", a_ ? a_ : "(null)", e_);         \
-        CU_ASSERT_STRING_EQUAL(a_ ? a_ : "", e_);                                             \
-    } while (0)
-
 static const char *const presets[] = {"tiny", "edge", "tpu-pod", "a100-cluster", "a100-80g",
                                        "h100-sxm"};
 #define N_PRESETS (sizeof presets / sizeof presets[0])

@@ -18,15 +18,6 @@
 #include "validate.h"
 #include "validate_md.h"
 
-/* String equality that shows both strings when they differ. */
-#define EXPECT_STR(actual, expected)                                                          \
-    do {                                                                                      \
-        const char *a_ = (actual), *e_ = (expected);                                          \
-        if (!a_ || strcmp(a_, e_) != 0)                                                       \
-            fprintf(stderr, "\n    got:  %s\n    want: %s\n", a_ ? a_ : "(null)", e_);         \
-        CU_ASSERT_STRING_EQUAL(a_ ? a_ : "", e_);                                             \
-    } while (0)
-
 /* The issue's accuracy bounds (issue 24, done-when 1-4) on the quick subset. Those that hold
  * today are always asserted, a regression check on accuracy: the GEMMs' median |error| <= 10 %,
  * the memory-bound ops' median <= 10 %, and every nccl row of the A100 files (one process per
