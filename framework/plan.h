@@ -520,9 +520,11 @@ nn_plan_buffer_kind nn_plan_buffer_kind_of(const nn_tensor *t);
 /* ---- figures ---- */
 
 /* FLOPs one rank of class c computes in one step: model FLOPs (without recomputation) and
- * hardware FLOPs (with it), counted over every scheduled entry instance. */
-void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, int64_t *model_flops,
-                         int64_t *hw_flops);
+ * hardware FLOPs (with it), counted over every scheduled entry instance. Doubles: exact
+ * below 2^53, and a step of any size the limits allow cannot wrap (an int64 total did, past
+ * 9.2e18, for a 405B model's 16M-token batch on 8,192 chips). */
+void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, double *model_flops,
+                         double *hw_flops);
 /* Memory of one rank of class c by role (nn_plan_mem). */
 np_status nn_plan_class_memory(const nn_plan *p, const nn_plan_class *c, nn_plan_mem *m,
                                np_err *err);
@@ -548,11 +550,11 @@ typedef struct nn_plan_summary {
     int n_rows;
     nn_plan_comm_row *rows;  /* by stage, then in order of first issue */
     nn_plan_mem *mem;        /* per class: one rank's memory */
-    int64_t *model_flops;    /* per class: one rank's FLOPs per step (no recomputation) */
-    int64_t *hw_flops;       /* ... with recomputation */
+    double *model_flops;     /* per class: one rank's FLOPs per step (no recomputation) */
+    double *hw_flops;        /* ... with recomputation */
     int largest;             /* the class whose rank needs the most memory */
-    int64_t flops_per_step;  /* model FLOPs of the step on every rank together */
-    int64_t hw_flops_per_step;
+    double flops_per_step;   /* model FLOPs of the step on every rank together (doubles: */
+    double hw_flops_per_step; /* nn_plan_class_flops) */
 } nn_plan_summary;
 
 /* Tallies p per class (collectives issued in one step, memory, FLOPs). NP_ERR_NOMEM. */

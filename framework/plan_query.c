@@ -175,19 +175,19 @@ nn_plan_buffer_kind nn_plan_buffer_kind_of(const nn_tensor *t)
     return NN_BUFFER_MICRO;
 }
 
-void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, int64_t *model_flops,
-                         int64_t *hw_flops)
+void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, double *model_flops,
+                         double *hw_flops)
 {
-    int64_t model = 0, hw = 0;
+    double model = 0, hw = 0;
     nn_plan_iter it;
     nn_plan_iter_begin(&it, p, c);
     const nn_plan_entry *e;
     while ((e = nn_plan_iter_next(&it, NULL, NULL))) {
         if (e->kind != NN_PLAN_COMPUTE)
             continue;
-        hw += e->flops;
+        hw += (double)e->flops;
         if (e->region != NN_REGION_RECOMPUTE)
-            model += e->model_flops;
+            model += (double)e->model_flops;
     }
     *model_flops = model;
     *hw_flops = hw;

@@ -25,7 +25,7 @@ np_status nn_plan_summarize(const nn_plan *p, nn_plan_summary *s, np_err *err)
     s->hw_flops = nn_calloc((size_t)nc, sizeof *s->hw_flops);
     if (!s->mem || !s->model_flops || !s->hw_flops)
         goto oom;
-    int64_t per_class_ranks = (int64_t)p->mesh.size[NN_MESH_DP] * p->mesh.size[NN_MESH_TP];
+    double per_class_ranks = (double)p->mesh.size[NN_MESH_DP] * p->mesh.size[NN_MESH_TP];
     for (int c = 0; c < nc; c++) {
         const nn_plan_class *cls = &p->classes[c];
         if (nn_plan_class_memory(p, cls, &s->mem[c], err) != NP_OK) {

@@ -3,6 +3,7 @@
 #include "cli.h"
 #include "suggest.h"
 
+#include <math.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,6 +36,13 @@ const char *cli_suggest(const char *name)
 void cli_print_usage(const cli_cmd *cmd)
 {
     printf("npusim %s — %s\n\n%s", cmd->name, cmd->summary, cmd->usage);
+}
+
+json_t *cli_json_count(double v)
+{
+    if (v == floor(v) && fabs(v) <= 9007199254740992.0) /* 2^53 */
+        return json_integer((json_int_t)v);
+    return json_real(v);
 }
 
 np_status cli_print_json(json_t *j, np_err *err)

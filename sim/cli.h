@@ -69,6 +69,11 @@ np_status cli_add_set(const char **sets, size_t *n, size_t max, const char *arg,
  * by U+FFFD: for file names and other free text on its way to JSON. */
 const char *cli_json_safe(const char *s, char *buf, size_t n);
 
+/* A count held in a double (FLOPs of a step, which can pass int64's range): an exact JSON
+ * integer when v is integral and below 2^53, else a real (--json's 12 significant digits).
+ * A new reference (NULL when out of memory, which json_pack reports). */
+json_t *cli_json_count(double v);
+
 /* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to
  * stdout, then drops the reference. NP_ERR_INTERNAL (filling err) if j is NULL. */
 np_status cli_print_json(json_t *j, np_err *err);

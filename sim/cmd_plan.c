@@ -97,10 +97,10 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                                                     "before_layers", k == 0 && p->has_pre_layers,
                                                     "after_layers", k == p->n_chunks - 1));
         }
-        json_array_append_new(stages, json_pack("{s:i, s:o, s:o, s:I, s:I, s:o}", "stage", c, "layers",
+        json_array_append_new(stages, json_pack("{s:i, s:o, s:o, s:o, s:o, s:o}", "stage", c, "layers",
                                                 layers, "chunks", chunks, "flops",
-                                                (json_int_t)s->model_flops[c], "hardware_flops",
-                                                (json_int_t)s->hw_flops[c], "memory",
+                                                cli_json_count(s->model_flops[c]), "hardware_flops",
+                                                cli_json_count(s->hw_flops[c]), "memory",
                                                 plan_mem_json(&s->mem[c])));
     }
     json_t *colls = json_array();
@@ -116,7 +116,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:I, s:I, s:f, s:i, s:i, s:s, s:f, s:b, s:i, s:s, s:s, s:b, s:f, s:f}",
+                     "s:o, s:o, s:o, s:f, s:i, s:i, s:s, s:f, s:b, s:i, s:s, s:s, s:b, s:f, s:f}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
@@ -124,8 +124,8 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      "recompute", nn_recompute_name(p->s.recompute), "precision",
                      p->compute == NN_F32 ? "fp32" : "bf16", "zero", p->s.zero, "sp", p->s.sp,
                      "mesh", mesh, "stages", stages, "collectives", colls, "memory", mem,
-                     "flops_per_step", (json_int_t)s->flops_per_step, "hardware_flops_per_step",
-                     (json_int_t)s->hw_flops_per_step, "bubble_analytical", nn_plan_bubble(p),
+                     "flops_per_step", cli_json_count(s->flops_per_step), "hardware_flops_per_step",
+                     cli_json_count(s->hw_flops_per_step), "bubble_analytical", nn_plan_bubble(p),
                      "attention_fused", p->attention_fused, "attention_composite",
                      p->attention_composite, "attention_why", why, "dropout", p->dropout,
                      "pp_scatter_gather", p->s.pp_scatter_gather, "pp_scattered", p->pp_scattered,
@@ -191,8 +191,8 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
                 k += (size_t)snprintf(lay + k, sizeof lay - k, "%s%s%s%d-%d%s", k ? "," : "", extra,
                                       extra[0] ? "+" : "", f, l, ch == p->n_chunks - 1 ? "+head" : "");
         }
-        printf("%-6d %-14s %16s %16s %12s\n", c, lay, plan_flops((double)s->model_flops[c], b1, sizeof b1),
-               plan_flops((double)s->hw_flops[c], b2, sizeof b2),
+        printf("%-6d %-14s %16s %16s %12s\n", c, lay, plan_flops(s->model_flops[c], b1, sizeof b1),
+               plan_flops(s->hw_flops[c], b2, sizeof b2),
                plan_bytes(s->mem[c].total_bytes, (char[32]){0}, 32));
     }
     /* per stage: (kind, axis, group) with the issues and bytes of a step; stages with the
@@ -254,8 +254,8 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
         printf("  does not fit: %s more than the chip has\n",
                plan_bytes(m->total_bytes - p->hbm_bytes, b1, sizeof b1));
     printf("\nFLOPs per step (all chips): %s model, %s executed\n",
-           plan_flops((double)s->flops_per_step, b1, sizeof b1),
-           plan_flops((double)s->hw_flops_per_step, b2, sizeof b2));
+           plan_flops(s->flops_per_step, b1, sizeof b1),
+           plan_flops(s->hw_flops_per_step, b2, sizeof b2));
     printf("pipeline bubble (analytical, (p-1)/(%sm+p-1)): %.2f %%\n",
            p->s.schedule == NN_PP_INTERLEAVED ? "v" : "", 100.0 * nn_plan_bubble(p));
 }

@@ -386,10 +386,8 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         }
         n_busy[k] = rf_union(busy[k], n_busy[k]);
         s->busy_ps[RUN_UNIT_COMPUTE] = rf_len(busy[k], n_busy[k]);
-        int64_t mf, hf;
-        nn_plan_class_flops(p, &p->classes[nn_plan_rank_class(p, (int)k)], &mf, &hf);
-        s->flops = (double)mf;
-        s->hw_flops = (double)hf;
+        nn_plan_class_flops(p, &p->classes[nn_plan_rank_class(p, (int)k)], &s->flops,
+                            &s->hw_flops);
         /* the units: the core model's busy cycles, mean over the chip's cores */
         core_report *cr;
         if ((st = hw_system_report(x->sys, rk->chip, NULL, &cr, err)) != NP_OK)
