@@ -343,7 +343,9 @@ static void coll_unblock(coll *c, uint32_t rank, uint32_t port, const coll_xfer 
                          uint64_t now)
 {
     coll_port *pt = &c->ports[(size_t)rank * c->P + port];
-    uint64_t ready = 0; /* the latest time a send became ready; 0: none did */
+    uint64_t ready = 0; /* the latest time a send became ready (any did: became) */
+    bool became = false; /* not ready == 0: at time 0 a zero-byte message over links of no
+                            latency arrives as it is sent */
     for (uint32_t s = x->unblock_lo; s < x->unblock_hi; s++) {
         coll_slot *w = coll_win_slot(pt, s);
         if (!w) {
@@ -354,12 +356,15 @@ static void coll_unblock(coll *c, uint32_t rank, uint32_t port, const coll_xfer 
             w->left1 = x->unblock_deps + 1;
         if (t > w->ready)
             w->ready = t;
-        if (--w->left1 == 1 && w->ready > ready)
-            ready = w->ready;
+        if (--w->left1 == 1) {
+            became = true;
+            if (w->ready > ready)
+                ready = w->ready;
+        }
     }
-    if (ready > now)
+    if (became && ready > now)
         coll_at(c, ready, coll_kick_item, (uint64_t)rank << 32 | port);
-    else if (ready)
+    else if (became)
         coll_port_kick(c, rank, port);
 }
 

@@ -1175,7 +1175,12 @@ static void net_flow_deliver(void *ctx, uint64_t arg)
     void *fctx = f->ctx;
     uint64_t farg = f->arg;
     n->ev_bytes = f->bytes;
+    /* A SENT notification asked for after the transfer started (net_flow_sent arming it)
+     * sits behind this delivery when the path has no latency: the sender hears first. */
+    bool sent_owed = f->state == NET_FLOW_EXCLUSIVE && (f->flags & NET_FLOW_NOTIFY);
     net_flow_put(n, id);
+    if (fn && sent_owed)
+        fn(fctx, farg, NET_EVENT_SENT);
     if (fn)
         fn(fctx, farg, NET_EVENT_DELIVERED);
 }
