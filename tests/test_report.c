@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "harness.h"
 
 static char dir[64];
@@ -372,4 +374,252 @@ TEST(a_run_over_more_than_256_chips_lists_its_links_instead_of_drawing_them)
     CU_ASSERT_EQUAL(nodes, 201);
     CU_ASSERT_EQUAL(marks, 200);
     free(page);
+}
+
+/* ---- every input string escaped --------------------------------------------------------------- */
+
+/* s as HTML writes it in text and in a double-quoted attribute (character references). */
+static void html_of(const char *s, char *out, size_t n)
+{
+    size_t k = 0;
+    for (; *s && k + 8 < n; s++) {
+        const char *r = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
+                      : *s == '"' ? "&quot;" : *s == '\'' ? "&#39;" : NULL;
+        if (r)
+            k += (size_t)snprintf(out + k, n - k, "%s", r);
+        else
+            out[k++] = *s;
+    }
+    out[k] = '\0';
+}
+
+static bool in_list(const char *name, size_t n, const char *const *list)
+{
+    for (; *list; list++)
+        if (strlen(*list) == n && !strncmp(*list, name, n))
+            return true;
+    return false;
+}
+
+/* An '&' at p starts a character reference ("&amp;", "&#39;"). */
+static bool reference_at(const char *p)
+{
+    size_t n = p[1] == '#' ? 2 + strspn(p + 2, "0123456789")
+                           : 1 + strspn(p + 1, "abcdefghijklmnopqrstuvwxyz");
+    return n > 2 && p[n] == ';';
+}
+
+/* The page read as a browser tokenizes it (HTML text, tags, double-quoted attributes, raw
+ * script and style text): NULL when every tag and attribute is one the report writes and
+ * every '<' and '&' of text and attribute values is markup or a reference, so no input
+ * string became markup; else where it goes wrong. *json: the first JSON data script's text. */
+static const char *page_problem(const char *page, char *json, size_t json_n)
+{
+    static const char *const tags[] = {
+        "!DOCTYPE", "html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "section",
+        "div", "span", "svg", "rect", "text", "line", "circle", "polyline", "path", "table", "tr",
+        "th", "td", "select", "option", "script", "footer", NULL};
+    static const char *const attrs[] = {
+        "class", "id", "width", "height", "viewBox", "role", "aria-label", "x", "y", "x1", "y1",
+        "x2", "y2", "cx", "cy", "r", "fill", "stroke", "stroke-width", "fill-opacity",
+        "text-anchor", "points", "d", "style", "lang", "charset", "type", "value", "html", NULL};
+    json[0] = '\0';
+    for (const char *p = page; *p;) {
+        if (*p == '&' && !reference_at(p))
+            return p;
+        if (*p == '>')
+            return p; /* text never holds a bare '>' (the report writes &gt;) */
+        if (*p != '<') {
+            p++;
+            continue;
+        }
+        const char *name = ++p;
+        if (*p == '/')
+            name = ++p;
+        size_t n = strspn(p, "!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
+        if (!in_list(name, n, tags))
+            return name - 1;
+        bool closing = name[-1] == '/', raw = !closing && (in_list(name, n, (const char *const[]){
+                                                               "script", "style", NULL}));
+        bool is_json = false;
+        p += n;
+        for (;;) { /* attributes: name="value" */
+            p += strspn(p, " \n");
+            if (*p == '>' || (p[0] == '/' && p[1] == '>'))
+                break;
+            size_t an = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-");
+            if (!in_list(p, an, attrs))
+                return p;
+            if (an == 4 && !strncmp(p, "type", 4) && !strncmp(p + an, "=\"application/json\"", 19))
+                is_json = true;
+            p += an;
+            if (*p != '=') /* a bare name (<!DOCTYPE html>) */
+                continue;
+            if (p[1] != '"')
+                return p;
+            for (p += 2; *p != '"'; p++)
+                if (!*p || *p == '<' || *p == '>' || (*p == '&' && !reference_at(p)))
+                    return p;
+            p++;
+            if (*p != ' ' && *p != '>' && *p != '/' && *p != '\n')
+                return p; /* a quote that ended a value early */
+        }
+        p += *p == '/' ? 2 : 1;
+        if (raw) { /* script and style: raw text to their end tag, no '<' in JSON data */
+            const char *end = strstr(p, n == 6 ? "</script>" : "</style>");
+            if (!end)
+                return p;
+            if (is_json) {
+                if (memchr(p, '<', (size_t)(end - p)) || memchr(p, '>', (size_t)(end - p)))
+                    return p;
+                if (!json[0])
+                    snprintf(json, json_n, "%.*s", (int)(end - p), p);
+            }
+            p = end;
+        }
+    }
+    return NULL;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* One report of inputs as args (NULL-terminated), checked: clean, and the page's text. */
+static char *hostile_report(const char *const *args, const char *html, char *json, size_t json_n)
+{
+    run_ok(args);
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    const char *bad = page_problem(page, json, json_n);
+    if (bad)
+        fprintf(stderr, "report: markup from an input at: %.120s\n", bad);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_PTR_NULL(strstr(page, "<img"));
+    CU_ASSERT_PTR_NULL(strstr(page, "onerror=\""));
+    return page;
+}
+
+static void expect_in(const char *page, const char *before, const char *text, const char *after)
+{
+    char want[1024];
+    snprintf(want, sizeof want, "%s%s%s", before, text, after);
+    if (!strstr(page, want))
+        fprintf(stderr, "report: the page lacks '%s'\n", want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, want));
+}
+
+TEST(every_input_string_reaches_the_page_escaped_for_its_context)
+{
+    /* each payload in every input field: names of the trace's processes, threads (unit kinds),
+     * kernels and communication kinds; the run's memory roles, comm kinds, unit kinds, link
+     * names, kernel names, collective op; a sweep's keys and values; the architecture's name
+     * (--set name=), the title and the inputs' file names */
+    static const char *const payloads[] = {
+        "</title></rect></svg><img src=x onerror=alert(1)>", "\"'&<>",
+        "</script><script>alert(1)</script><!--"};
+    for (size_t pi = 0; pi < sizeof payloads / sizeof payloads[0]; pi++) {
+        const char *P = payloads[pi];
+        char unit[256];
+        snprintf(unit, sizeof unit, "core0.%s", P); /* a thread of unit kind P */
+        json_t *js = json_string(P), *ju = json_string(unit);
+        char *jp = json_dumps(js, JSON_ENCODE_ANY), /* P as a JSON string, quotes included */
+            *jt = json_dumps(ju, JSON_ENCODE_ANY);
+        json_decref(js);
+        json_decref(ju);
+        char e[512], text[8192];
+        html_of(P, e, sizeof e);
+        /* file names with quotes and markup characters ('/' cannot be in one) */
+        const char *trace = tmp("t\"'&<>.json"), *run = tmp("run\"'&<>.json"),
+                   *coll = tmp("coll\"'&<>.json"), *sw = tmp("s\"'&<>.jsonl"),
+                   *html = tmp("hostile.html");
+        snprintf(text, sizeof text,
+                 "{\"traceEvents\": [\n"
+                 "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": %s}},\n"
+                 "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"chip 1\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 1, \"args\": {\"name\": \"core0.mxu\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"kernels\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 3, \"args\": {\"name\": %s}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"core0.mxu\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 2, \"args\": {\"name\": \"comm\"}},\n"
+                 "{\"ph\": \"X\", \"name\": \"matmul\", \"cat\": \"mxu\", \"pid\": 0, \"tid\": 1, \"ts\": 0, \"dur\": 10},\n"
+                 "{\"ph\": \"X\", \"name\": %s, \"cat\": \"kernel\", \"pid\": 0, \"tid\": 2, \"ts\": 0, \"dur\": 10, \"args\": {\"flops\": 1e6, \"bytes\": 1e4}},\n"
+                 "{\"ph\": \"X\", \"name\": \"op\", \"cat\": \"vpu\", \"pid\": 0, \"tid\": 3, \"ts\": 2, \"dur\": 3},\n"
+                 "{\"ph\": \"X\", \"name\": \"matmul\", \"cat\": \"mxu\", \"pid\": 1, \"tid\": 1, \"ts\": 0, \"dur\": 5},\n"
+                 "{\"ph\": \"X\", \"name\": %s, \"cat\": \"comm\", \"pid\": 1, \"tid\": 2, \"ts\": 5, \"dur\": 5, \"args\": {\"kind\": %s}}\n"
+                 "]}\n",
+                 jp, jt, jp, jp, jp);
+        write_text(trace, text);
+        snprintf(text, sizeof text,
+                 "{\"step_time_s\": 1, \"arch\": %s,\n"
+                 " \"memory\": {\"weights_bytes\": 1e9, %.*s_bytes\": 2e9, \"peak_bytes\": 3e9,"
+                 " \"hbm_bytes\": 8e9},\n"
+                 " \"comm\": [{\"kind\": %s, \"total_s\": 0.1, \"exposed_s\": 0.05}],\n"
+                 " \"units\": [{\"kind\": %s, \"min_util_pct\": 1, \"mean_util_pct\": 2,"
+                 " \"max_util_pct\": 3}],\n"
+                 " \"links\": [{\"name\": \"chip0#\\\"'&<>->chip1\", \"avg_gbps\": 1,"
+                 " \"peak_gbps\": 2}],\n"
+                 " \"kernels\": [{\"name\": %s, \"chip\": 0, \"core\": 0, \"cycles\": 100}]}\n",
+                 jp, (int)strlen(jp) - 1, jp, jp, jp, jp);
+        write_text(run, text);
+        snprintf(text, sizeof text,
+                 "{\"op\": %s, \"algo\": %s, \"chips\": 2, \"rows\": [{\"bytes\": 1024, "
+                 "\"busbw_gbps\": 1, \"time_us\": 1}, {\"bytes\": 2048, \"busbw_gbps\": 2, "
+                 "\"time_us\": 1}]}\n", jp, jp);
+        write_text(coll, text);
+        snprintf(text, sizeof text,
+                 "{\"point\": 0, \"status\": %s, \"params\": {%s: 1}, \"metrics\": {%s: 2}}\n"
+                 "{\"point\": 1, \"status\": %s, \"params\": {%s: 2}, \"metrics\": {%s: 1}}\n",
+                 jp, jp, jp, jp, jp, jp);
+        write_text(sw, text);
+        char set[600], json[4096];
+        snprintf(set, sizeof set, "name=%s", P);
+        /* the run and the sweep */
+        char *page = hostile_report((const char *const[]){"report", run, sw, "--arch", "tiny",
+                                                          "--set", set, "--title", P, "-o",
+                                                          html, NULL},
+                                    html, json, sizeof json);
+        expect_in(page, "<title>", e, "</title>");          /* the page's title */
+        expect_in(page, "arch: ", e, "</p>");               /* the architecture's name */
+        expect_in(page, "/run&quot;&#39;&amp;&lt;&gt;.json", "", " sweep: "); /* a path */
+        expect_in(page, "<title>", e, ": 1.86 GiB</title>"); /* memory role (2e9 B) */
+        expect_in(page, "<title>weights: ", "953.67 MiB", "</title>"); /* a normal role */
+        expect_in(page, "class=\"lbl\">", e, "</text>");    /* comm and unit kinds */
+        expect_in(page, "<tr><td>", e, "</td>");            /* the run's kernel */
+        expect_in(page, "<title>chip0#&quot;&#39;&amp;&lt;&gt;-&gt;chip1", "", ": ");
+        /* the sweep's data parses back to the same keys */
+        json_error_t je;
+        json_t *rows = json_loads(json, 0, &je);
+        CU_ASSERT_TRUE(json_is_array(rows));
+        json_t *r0 = json_array_get(rows, 0);
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(json_object_get(r0, "params"), P));
+        const char *status = json_string_value(json_object_get(r0, "status"));
+        CU_ASSERT_STRING_EQUAL(status ? status : "", P);
+        json_decref(rows);
+        free(page);
+        /* the trace alone: its names on the timeline, utilization, roofline, kernels */
+        page = hostile_report((const char *const[]){"report", trace, "--arch", "tiny", "--set",
+                                                    set, "-o", html, NULL},
+                              html, json, sizeof json);
+        expect_in(page, "class=\"lbl\">", e, "</text>");       /* chip 0's row */
+        expect_in(page, "<title>", e, " compute from 0.000 ns</title>"); /* timeline */
+        expect_in(page, "class=\"lbl\">chip 1", "", "</text>"); /* a normal name */
+        expect_in(page, "<title>chip 1 compute from ", "0.000 ns", "</title>");
+        snprintf(text, sizeof text, "%s %s: ", e, e); /* chip P's unit P, per chip */
+        expect_in(page, "<title>", text, "");
+        expect_in(page, "<tr><td>", e, "</td>");               /* the kernel table */
+        expect_in(page, "<title>", e, ": 100 FLOP/byte");      /* roofline point */
+        expect_in(page, "one core of ", e, ": ");              /* the roofline's arch */
+        free(page);
+        /* a collective's JSON: its op and algorithm on the first screen */
+        page = hostile_report((const char *const[]){"report", coll, "-o", html, NULL}, html,
+                              json, sizeof json);
+        free(page);
+        free(jp);
+        free(jt);
+    }
 }

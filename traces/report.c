@@ -18,6 +18,15 @@ static const char *const cls_color[CLS_COUNT] = {"#4e79a7", "#f28e2b", "#e15759"
 
 /* ---- small helpers ---------------------------------------------------------------------------- */
 
+/* The two escapes of the page; every string that comes from an input (a trace's names, the
+ * run's JSON keys and values, the architecture's name, paths, the title) goes through one of
+ * them, whichever part of the page it reaches:
+ *   esc       element text (HTML and inline SVG, <title> tooltips included) and attribute
+ *             values in double quotes: & < > " ' as character references, so nothing in s
+ *             can end the text or the attribute or start a tag (s NULL: nothing);
+ *   esc_json  JSON text inside <script type="application/json">: < > & as \u003c \u003e
+ *             \u0026 (JSON's own escapes, inside its strings where they occur), so nothing in
+ *             it can end the script or open a comment; the data parses back unchanged. */
 static void esc(FILE *f, const char *s)
 {
     for (; s && *s; s++) {
@@ -27,6 +36,18 @@ static void esc(FILE *f, const char *s)
         case '>': fputs("&gt;", f); break;
         case '"': fputs("&quot;", f); break;
         case '\'': fputs("&#39;", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
+static void esc_json(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': fputs("\\u003c", f); break;
+        case '>': fputs("\\u003e", f); break;
+        case '&': fputs("\\u0026", f); break;
         default: fputc(*s, f);
         }
     }
@@ -151,21 +172,26 @@ static void stack_bar(FILE *f, const char *id, const char *label, const double *
         double w = part[c] / total * W;
         if (w <= 0)
             continue;
-        fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>"
-                   "%s: %s (%.1f %%)</title></rect>\n",
-                x, w, colors[c], names[c], fmt_s(part[c] * 1e-12, b, sizeof b),
+        fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>",
+                x, w, colors[c]);
+        esc(f, names[c]);
+        fprintf(f, ": %s (%.1f %%)</title></rect>\n", fmt_s(part[c] * 1e-12, b, sizeof b),
                 100 * part[c] / total);
-        if (w > 7.5 * (double)(strlen(names[c]) + 4)) /* room for its label */
-            fprintf(f, "<text x=\"%.2f\" y=\"50\">%s %.0f%%</text>\n", x + 2, names[c],
-                    100 * part[c] / total);
+        if (w > 7.5 * (double)(strlen(names[c]) + 4)) { /* room for its label */
+            fprintf(f, "<text x=\"%.2f\" y=\"50\">", x + 2);
+            esc(f, names[c]);
+            fprintf(f, " %.0f%%</text>\n", 100 * part[c] / total);
+        }
         x += w;
     }
     fputs("</svg>\n<p class=\"legend\">", f);
     for (int c = 0; c < n && total > 0; c++)
-        if (part[c] > 0)
-            fprintf(f, "<span style=\"color:%s\">&#9632;</span> %s %.1f %% (%s) &nbsp; ",
-                    colors[c], names[c], 100 * part[c] / total,
+        if (part[c] > 0) {
+            fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[c]);
+            esc(f, names[c]);
+            fprintf(f, " %.1f %% (%s) &nbsp; ", 100 * part[c] / total,
                     fmt_s(part[c] * 1e-12, b, sizeof b));
+        }
     fputs("</p>\n", f);
 }
 
@@ -436,11 +462,14 @@ static void timeline(FILE *f, const report_input *in)
                 while (j < TL_BINS &&
                        (int)lround(fmin(1, occ[c * TL_BINS + j] / n_threads[c]) * 10) == q)
                     j++;
-                if (q)
+                if (q) {
                     fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
-                               "fill-opacity=\"%.1f\"><title>%s %s from %s</title></rect>\n",
-                            LABEL_W + k * px, y, (j - k) * px, row - 2, cls_color[c], q / 10.0,
-                            pn ? pn : "", cls_name[c], fmt_s(k * bin * 1e-12, b, sizeof b));
+                               "fill-opacity=\"%.1f\"><title>",
+                            LABEL_W + k * px, y, (j - k) * px, row - 2, cls_color[c], q / 10.0);
+                    esc(f, pn);
+                    fprintf(f, " %s from %s</title></rect>\n", cls_name[c],
+                            fmt_s(k * bin * 1e-12, b, sizeof b));
+                }
                 k = j;
             }
         }
@@ -556,9 +585,13 @@ static void utilization(FILE *f, const report_input *in)
                     continue;
                 double v = sum / m;
                 fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#4e79a7\" "
-                           "fill-opacity=\"%.3f\"><title>%s %s: %.2f %%</title></rect>\n",
+                           "fill-opacity=\"%.3f\"><title>",
                         LABEL_W + (int)k * cw, 20 + (int)row_i * ch, cw - 2, ch - 2,
-                        0.08 + 0.92 * fmin(v, 100) / 100, pn ? pn : "", st->units[k].kind, v);
+                        0.08 + 0.92 * fmin(v, 100) / 100);
+                esc(f, pn);
+                fputs(" ", f);
+                esc(f, st->units[k].kind);
+                fprintf(f, ": %.2f %%</title></rect>\n", v);
             }
         }
         fputs("</svg>\n", f);
@@ -1007,10 +1040,10 @@ static void roofline(FILE *f, const report_input *in)
 #define LX(v) (x0 + pw * (log10(v) - log10(ilo)) / (log10(ihi) - log10(ilo)))
 #define LY(v) (y0 - ph * (log10(v) - log10(plo)) / (log10(phi) - log10(plo)))
     char b[64], c[64];
-    fprintf(f, "<p>Ceilings of one core of %s: %s FLOP/s (bf16) and %s of HBM bandwidth; the "
-               "ridge at %.3g FLOP/byte.</p>\n",
-            in->arch.name, fmt_si(peak, "", b, sizeof b), fmt_si(bw, "B/s", c, sizeof c),
-            peak / bw);
+    fputs("<p>Ceilings of one core of ", f);
+    esc(f, in->arch.name);
+    fprintf(f, ": %s FLOP/s (bf16) and %s of HBM bandwidth; the ridge at %.3g FLOP/byte.</p>\n",
+            fmt_si(peak, "", b, sizeof b), fmt_si(bw, "B/s", c, sizeof c), peak / bw);
     svg_open(f, "chart-roofline", h, "roofline");
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
             x0, y0 - ph, pw, ph);
@@ -1077,10 +1110,12 @@ static void memory(FILE *f, const report_input *in)
             !strcmp(key, "peak_bytes") || !strcmp(key, "hbm_bytes"))
             continue;
         double w = json_number_value(v) * scale;
-        fprintf(f, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"%s\"><title>%.*s: "
-                   "%s</title></rect>\n",
-                x, w, colors[k++ % 8], (int)(len - 6), key,
-                fmt_bytes(json_number_value(v), b, sizeof b));
+        char role[256];
+        snprintf(role, sizeof role, "%.*s", (int)(len - 6), key);
+        fprintf(f, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"%s\"><title>",
+                x, w, colors[k++ % 8]);
+        esc(f, role);
+        fprintf(f, ": %s</title></rect>\n", fmt_bytes(json_number_value(v), b, sizeof b));
         x += w;
     }
     if (k == 0)
@@ -1241,12 +1276,7 @@ static void sweep(FILE *f, const report_input *in)
           "(no point has a smaller x and a better y) in red.</p>\n", f);
     svg_open(f, "chart-sweep", 360, "sweep plot");
     fputs("</svg>\n<script type=\"application/json\" id=\"sweep-data\">", f);
-    for (const char *p = data; *p; p++) { /* keep "</script>" out of the data */
-        if (*p == '<')
-            fputs("\\u003c", f);
-        else
-            fputc(*p, f);
-    }
+    esc_json(f, data);
     free(data);
     fputs("</script>\n<script>\n"
           "(function () {\n"

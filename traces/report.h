@@ -1,6 +1,8 @@
 /* report.h — one self-contained HTML report of a run (`npusim report`; docs/report.md):
  * inline CSS and SVG, no network, no external script; one small inline script draws the
  * sweep plot when there is one (the axes are chosen in the page).
+ * Every string from an input is escaped for the part of the page it reaches (report.c's esc
+ * and esc_json): names can never become markup.
  *
  * What it shows, each where its input has the data (otherwise a line says what is missing):
  *   summary        "where did the time go": the headline figures of the run and, with a
