@@ -623,3 +623,55 @@ TEST(every_input_string_reaches_the_page_escaped_for_its_context)
         free(jt);
     }
 }
+
+/* ---- the memory chart ------------------------------------------------------------------------- */
+
+/* The n-th "<rect x=.. y=.. width=.." of the chart id in page (its x and width); false when
+ * there is none. */
+static bool chart_rect(const char *page, const char *id, int n, double *x, double *w)
+{
+    char key[64];
+    snprintf(key, sizeof key, "id=\"%s\"", id);
+    const char *p = strstr(page, key), *end = p ? strstr(p, "</svg>") : NULL;
+    for (int k = 0; p && (p = strstr(p + 1, "<rect ")) && p < end; k++)
+        if (k == n)
+            return sscanf(p, "<rect x=\"%lf\" y=\"%*d\" width=\"%lf\"", x, w) == 2;
+    return false;
+}
+
+TEST(the_memory_chart_stacks_the_parts_to_their_sum_on_the_capacitys_scale)
+{
+    /* a run using 24.75 of 32 GiB in six parts; total_bytes and peak_bytes are their sum, not
+     * parts. The chart's scale: (960 - 40) px for the largest of capacity and total, 32 GiB */
+    const double G = 1073741824.0;
+    const double part[] = {4, 4, 8, 6, 2, 0.75}; /* GiB */
+    const char *json = tmp("mem.json"), *html = tmp("mem.html");
+    FILE *f = fopen(json, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"step_time_s\": 1, \"memory\": {\"params_bytes\": %.0f, \"grads_bytes\": %.0f, "
+               "\"optstate_bytes\": %.0f, \"activations_bytes\": %.0f, \"buffers_bytes\": %.0f, "
+               "\"workspace_bytes\": %.0f, \"total_bytes\": %.0f, \"peak_bytes\": %.0f, "
+               "\"hbm_bytes\": %.0f, \"stage\": 0, \"fits\": true}}\n",
+            part[0] * G, part[1] * G, part[2] * G, part[3] * G, part[4] * G, part[5] * G,
+            24.75 * G, 24.75 * G, 32 * G);
+    fclose(f);
+    run_ok((const char *const[]){"report", json, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    double x, w, sum = 0, end = 20;
+    int n = 0;
+    for (; chart_rect(page, "chart-memory", n, &x, &w); n++) {
+        CU_ASSERT_DOUBLE_EQUAL(x, end, 0.011); /* each part where the one before ends */
+        if (n < 6)
+            CU_ASSERT_DOUBLE_EQUAL(w, part[n] / 32 * 920, 0.006); /* 4 GiB: 115 px */
+        sum += w, end = x + w;
+    }
+    CU_ASSERT_EQUAL(n, 6); /* the parts, and no seventh for the total */
+    CU_ASSERT_DOUBLE_EQUAL(sum, 24.75 / 32 * 920, 0.03); /* 711.5625 px: 77.3 % of 920 */
+    /* the capacity line at 20 + 920, the bar well inside it */
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<line x1=\"940.00\" y1=\"4\" x2=\"940.00\""));
+    CU_ASSERT(end < 940);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, ">total 24.75 GiB (77.3 % of capacity)</text>"));
+    CU_ASSERT_PTR_NULL(strstr(page, "<title>total:"));
+    free(page);
+}

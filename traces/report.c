@@ -23,13 +23,14 @@ static const char *const cls_color[CLS_COUNT] = {"#4e79a7", "#f28e2b", "#e15759"
  * them, whichever part of the page it reaches:
  *   esc       element text (HTML and inline SVG, <title> tooltips included) and attribute
  *             values in double quotes: & < > " ' as character references, so nothing in s
- *             can end the text or the attribute or start a tag (s NULL: nothing);
+ *             can end the text or the attribute or start a tag (s NULL: nothing; esc_n:
+ *             its first n bytes);
  *   esc_json  JSON text inside <script type="application/json">: < > & as \u003c \u003e
  *             \u0026 (JSON's own escapes, inside its strings where they occur), so nothing in
  *             it can end the script or open a comment; the data parses back unchanged. */
-static void esc(FILE *f, const char *s)
+static void esc_n(FILE *f, const char *s, size_t n) /* the first n bytes of s */
 {
-    for (; s && *s; s++) {
+    for (const char *end = s ? s + n : s; s && s < end && *s; s++) {
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
@@ -39,6 +40,11 @@ static void esc(FILE *f, const char *s)
         default: fputc(*s, f);
         }
     }
+}
+
+static void esc(FILE *f, const char *s)
+{
+    esc_n(f, s, s ? strlen(s) : 0);
 }
 
 static void esc_json(FILE *f, const char *s)
@@ -1082,11 +1088,25 @@ static void roofline(FILE *f, const report_input *in)
 
 /* ---- memory and communication ----------------------------------------------------------------- */
 
+/* A part of memory: a key "ROLE_bytes" of the run's `memory` other than the sums and the
+ * capacity (total_bytes and peak_bytes are the parts' sum, hbm_bytes the capacity). */
+static bool memory_part(const char *key, const json_t *v)
+{
+    size_t len = strlen(key);
+    return json_is_number(v) && len > 6 && !strcmp(key + len - 6, "_bytes") &&
+           strcmp(key, "total_bytes") && strcmp(key, "peak_bytes") && strcmp(key, "hbm_bytes");
+}
+
+/* The largest chip's memory: its parts stacked left to right on one scale with the HBM
+ * capacity (px per byte: (W - 40) / the largest of capacity, peak and the parts' sum), the
+ * total a figure beside them, never a segment of its own. */
 static void memory(FILE *f, const report_input *in)
 {
     section(f, "memory", "Memory of the largest chip");
     const json_t *m = in->run ? json_object_get(in->run, "memory") : NULL;
     double cap = num(m, "hbm_bytes"), peak = num(m, "peak_bytes");
+    if (isnan(peak))
+        peak = num(m, "total_bytes");
     if (isnan(cap))
         cap = in->arch.hbm_capacity_bytes;
     if (!m || isnan(peak) || !(cap > 0)) {
@@ -1096,25 +1116,28 @@ static void memory(FILE *f, const report_input *in)
     }
     static const char *const colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
                                          "#76b7b2", "#edc948", "#ff9da7"};
-    double top = fmax(cap, peak), scale = (W - 40) / top, x = 20;
-    char b[64], c[64];
-    fprintf(f, "<p>Peak %s of %s HBM.</p>\n", fmt_bytes(peak, b, sizeof b),
-            fmt_bytes(cap, c, sizeof c));
-    svg_open(f, "chart-memory", 90, "memory by role against capacity");
     const char *key;
     const json_t *v;
+    double parts = 0;
+    json_object_foreach((json_t *)m, key, v)
+        if (memory_part(key, v))
+            parts += json_number_value(v);
+    double total = num(m, "total_bytes");
+    if (isnan(total))
+        total = parts > 0 ? parts : peak;
+    double top = fmax(cap, fmax(peak, fmax(total, parts))), scale = (W - 40) / top, x = 20;
+    char b[64], c[64];
+    fprintf(f, "<p>Peak %s of %s HBM (%.1f %%); the parts stacked, each at its own peak.</p>\n",
+            fmt_bytes(peak, b, sizeof b), fmt_bytes(cap, c, sizeof c), 100 * peak / cap);
+    svg_open(f, "chart-memory", 90, "memory by role against capacity");
     int k = 0;
     json_object_foreach((json_t *)m, key, v) {
-        size_t len = strlen(key);
-        if (!json_is_number(v) || len < 7 || strcmp(key + len - 6, "_bytes") ||
-            !strcmp(key, "peak_bytes") || !strcmp(key, "hbm_bytes"))
+        if (!memory_part(key, v))
             continue;
         double w = json_number_value(v) * scale;
-        char role[256];
-        snprintf(role, sizeof role, "%.*s", (int)(len - 6), key);
         fprintf(f, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"%s\"><title>",
                 x, w, colors[k++ % 8]);
-        esc(f, role);
+        esc_n(f, key, strlen(key) - 6); /* the role: the key without "_bytes" */
         fprintf(f, ": %s</title></rect>\n", fmt_bytes(json_number_value(v), b, sizeof b));
         x += w;
     }
@@ -1126,7 +1149,18 @@ static void memory(FILE *f, const report_input *in)
                "text-anchor=\"end\">capacity %s</text>\n",
             20 + cap * scale, 20 + cap * scale, fmt_bytes(cap, b, sizeof b), 20 + cap * scale,
             fmt_bytes(cap, c, sizeof c));
-    fputs("</svg>\n</section>\n", f);
+    fprintf(f, "<text x=\"20\" y=\"80\" class=\"lbl\">total %s (%.1f %% of capacity)</text>\n",
+            fmt_bytes(total, b, sizeof b), 100 * total / cap);
+    fputs("</svg>\n<p class=\"legend\">", f);
+    k = 0;
+    json_object_foreach((json_t *)m, key, v) {
+        if (!memory_part(key, v))
+            continue;
+        fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[k++ % 8]);
+        esc_n(f, key, strlen(key) - 6);
+        fprintf(f, " %s &nbsp; ", fmt_bytes(json_number_value(v), b, sizeof b));
+    }
+    fputs("</p>\n</section>\n", f);
 }
 
 static void comm(FILE *f, const report_input *in)

@@ -22,7 +22,8 @@
  *                  systems of more than 256 chips show only the chips the run used;
  *   roofline       every kernel at its arithmetic intensity and FLOP/s under the core's
  *                  ceilings (chart-roofline; trace kernel spans with flops and bytes, an arch);
- *   memory         the largest chip's memory by role against the HBM capacity (chart-memory);
+ *   memory         the largest chip's memory by role, the parts stacked (not the total: a
+ *                  figure), against the HBM capacity (chart-memory);
  *   communication  exposed and overlapped time per kind (chart-comm);
  *   collective     bus bandwidth against message size (chart-collective; collective --json);
  *   kernels        the top kernels by time (a table);
