@@ -63,7 +63,10 @@ static const char checker[] =
     "document.querySelectorAll('svg.chart').forEach(function(s){var r=s.getBoundingClientRect();"
     "var b=s.getBBox();var m=s.querySelectorAll('rect,circle,line,polyline,text').length;"
     "out.push('CHART '+s.id+' '+Math.round(r.width)+' '+Math.round(r.height)+' '+"
-    "Math.round(b.width)+' '+Math.round(b.height)+' '+m)});"
+    "Math.round(b.width)+' '+Math.round(b.height)+' '+m);var o=0;"
+    "s.querySelectorAll('text').forEach(function(t){var e=t.getBBox();"
+    "if(e.x<-2||e.x+e.width>s.viewBox.baseVal.width+0.5)o++});"
+    "out.push('OVERFLOW '+s.id+' '+o)});"
     "out.push('ERRORS '+window.__errs.length);window.__errs.forEach(function(e){out.push(e)});"
     "var p=document.createElement('pre');p.id='selfcheck';p.textContent=out.join('\\n');"
     "document.body.appendChild(p)})();</script>";
@@ -173,6 +176,13 @@ TEST(the_report_renders_in_headless_chromium_with_every_chart_and_no_error)
                                          "chart-sweep"};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
         CU_ASSERT_TRUE(chart_ok(dom, charts[i]));
+    /* labels inside their chart: the communication chart's and the memory chart's (a text's
+     * box as the browser lays it out, within the chart's width; a glyph may start 1 px left of 0) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(dom, "OVERFLOW chart-comm 0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dom, "OVERFLOW chart-memory 0\n"));
+    for (const char *o = dom; (o = strstr(o, "OVERFLOW ")); o++)
+        if (strncmp(strchr(o + 9, ' '), " 0\n", 3))
+            fprintf(stderr, "report: %.60s\n", o);
     /* the sweep's script drew the points and a Pareto front among them */
     CU_ASSERT_PTR_NOT_NULL(strstr(page_dom, "class=\"pareto\""));
     free(page_dom);
@@ -606,9 +616,9 @@ TEST(every_input_string_reaches_the_page_escaped_for_its_context)
                                                     set, "-o", html, NULL},
                               html, json, sizeof json);
         expect_in(page, "class=\"lbl\">", e, "</text>");       /* chip 0's row */
-        expect_in(page, "<title>", e, " compute from 0.000 ns</title>"); /* timeline */
+        expect_in(page, "<title>", e, " compute from 0 s</title>"); /* timeline */
         expect_in(page, "class=\"lbl\">chip 1", "", "</text>"); /* a normal name */
-        expect_in(page, "<title>chip 1 compute from ", "0.000 ns", "</title>");
+        expect_in(page, "<title>chip 1 compute from ", "0 s", "</title>");
         snprintf(text, sizeof text, "%s %s: ", e, e); /* chip P's unit P, per chip */
         expect_in(page, "<title>", text, "");
         expect_in(page, "<tr><td>", e, "</td>");               /* the kernel table */
@@ -673,5 +683,50 @@ TEST(the_memory_chart_stacks_the_parts_to_their_sum_on_the_capacitys_scale)
     CU_ASSERT(end < 940);
     CU_ASSERT_PTR_NOT_NULL(strstr(page, ">total 24.75 GiB (77.3 % of capacity)</text>"));
     CU_ASSERT_PTR_NULL(strstr(page, "<title>total:"));
+    free(page);
+}
+
+/* ---- the communication chart ------------------------------------------------------------------ */
+
+TEST(the_communication_chart_labels_exposed_and_overlapped_time_inside_the_chart)
+{
+    /* the run's figures per kind: total_s in flight, exposed_s of it with compute idle, the
+     * rest overlapped (docs/run.md): tp 3.016164 s of which 2.414 s exposed, 602.164 ms
+     * overlapped; dp 48 ms, 6 ms exposed, 42 ms overlapped; pp all exposed */
+    const char *json = tmp("comm.json"), *html = tmp("comm.html");
+    write_text(json, "{\"step_time_s\": 4, \"comm\": ["
+                     "{\"kind\": \"tp\", \"total_s\": 3.016164, \"exposed_s\": 2.414},"
+                     "{\"kind\": \"dp\", \"total_s\": 0.048, \"exposed_s\": 0.006},"
+                     "{\"kind\": \"pp\", \"total_s\": 0.009, \"exposed_s\": 0.009}]}\n");
+    run_ok((const char *const[]){"report", json, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    static const char *const want[] = {"exposed 2.414 s, overlapped 602.164 ms",
+                                       "exposed 6.000 ms, overlapped 42.000 ms",
+                                       "exposed 9.000 ms, overlapped 0 s"};
+    static const double exposed[] = {2.414, 0.006, 0.009}, total[] = {3.016164, 0.048, 0.009};
+    for (int i = 0; i < 3; i++) {
+        double x0, w_exp, x1, w_over, tx = -1;
+        CU_ASSERT_TRUE_FATAL(chart_rect(page, "chart-comm", 2 * i, &x0, &w_exp));
+        CU_ASSERT_TRUE_FATAL(chart_rect(page, "chart-comm", 2 * i + 1, &x1, &w_over));
+        /* the bar: exposed then overlapped, in the figures' proportion */
+        CU_ASSERT_DOUBLE_EQUAL(x1, x0 + w_exp, 0.011);
+        CU_ASSERT_DOUBLE_EQUAL(w_exp / (w_exp + w_over), exposed[i] / total[i], 0.0005);
+        /* the label: after the bar, its text ending inside the 960 px chart (an 11 px label's
+         * characters are at most 7 px wide) */
+        char text[128];
+        snprintf(text, sizeof text, "class=\"lbl\">%s</text>", want[i]);
+        const char *t = strstr(page, text);
+        if (!t)
+            fprintf(stderr, "report: no label '%s'\n", want[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        const char *open = t;
+        while (open > page && strncmp(open, "<text x=\"", 9))
+            open--;
+        sscanf(open, "<text x=\"%lf\"", &tx);
+        CU_ASSERT(tx >= x1 + w_over);
+        CU_ASSERT(tx + 7.0 * (double)strlen(want[i]) <= 960);
+    }
+    CU_ASSERT_PTR_NULL(strstr(page, " of 602")); /* exposed "of" overlapped */
     free(page);
 }

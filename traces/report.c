@@ -11,6 +11,7 @@
 #define TL_BINS 320      /* timeline bins */
 #define TL_CHIPS 32      /* chips drawn on the timeline */
 #define PI 3.14159265358979323846
+#define COMM_CHAR_PX 7.0 /* the width a character of an 11 px label takes at most, px */
 
 enum { CLS_COMPUTE, CLS_MEMORY, CLS_COMM, CLS_COUNT };
 static const char *const cls_name[CLS_COUNT] = {"compute", "memory", "communication"};
@@ -63,6 +64,8 @@ static const char *fmt_s(double s, char *buf, size_t n)
 {
     if (!(s >= 0))
         snprintf(buf, n, "-");
+    else if (s == 0)
+        snprintf(buf, n, "0 s");
     else if (s >= 1)
         snprintf(buf, n, "%.3f s", s);
     else if (s >= 1e-3)
@@ -1192,27 +1195,34 @@ static void comm(FILE *f, const report_input *in)
         fputs("</section>\n", f);
         return;
     }
-    double top = 0;
-    for (i = 0; i < n; i++)
+    /* each row's label, right of its bar: the chart's scale leaves room for the longest
+     * (COMM_CHAR_PX per character bounds an 11 px label's width) */
+    char label[32][96], b[64], d[64], t[64];
+    double top = 0, room = 0;
+    for (i = 0; i < n; i++) {
         top = fmax(top, rows[i].total);
-    double scale = top > 0 ? (W - LABEL_W - 120) / top : 0;
-    char b[64], d[64];
-    fputs("<p>Per kind, the mean over chips: exposed (nothing computes meanwhile, dark) and "
-          "overlapped with compute (light).</p>\n", f);
+        snprintf(label[i], sizeof label[i], "exposed %s, overlapped %s",
+                 fmt_s(rows[i].exposed, b, sizeof b),
+                 fmt_s(fmax(rows[i].total - rows[i].exposed, 0), d, sizeof d));
+        room = fmax(room, COMM_CHAR_PX * (double)strlen(label[i]) + 8);
+    }
+    double scale = top > 0 ? (W - LABEL_W - room) / top : 0;
+    fputs("<p>Per kind, the mean over chips of the time its communication is in flight: exposed "
+          "(nothing computes meanwhile, dark) and overlapped with compute (light).</p>\n", f);
     svg_open(f, "chart-comm", 10 + (int)n * 26 + 10, "exposed and overlapped communication");
     for (i = 0; i < n; i++) {
         int y = 10 + (int)i * 26;
+        double over = fmax(rows[i].total - rows[i].exposed, 0);
         fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y + 14);
         esc(f, rows[i].kind);
         fprintf(f, "</text><rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"20\" fill=\"#e15759\">"
-                   "<title>exposed %s</title></rect><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
-                   "height=\"20\" fill=\"#f5b5b6\"><title>overlapped %s</title></rect>"
-                   "<text x=\"%.2f\" y=\"%d\" class=\"lbl\">%s of %s</text>\n",
+                   "<title>exposed %s of %s in flight</title></rect><rect x=\"%.2f\" y=\"%d\" "
+                   "width=\"%.2f\" height=\"20\" fill=\"#f5b5b6\"><title>overlapped %s of %s in "
+                   "flight</title></rect><text x=\"%.2f\" y=\"%d\" class=\"lbl\">%s</text>\n",
                 LABEL_W, y, fmax(rows[i].exposed * scale, 0.5), fmt_s(rows[i].exposed, b, sizeof b),
-                LABEL_W + rows[i].exposed * scale, y, (rows[i].total - rows[i].exposed) * scale,
-                fmt_s(rows[i].total - rows[i].exposed, d, sizeof d),
-                LABEL_W + rows[i].total * scale + 4, y + 14, fmt_s(rows[i].exposed, b, sizeof b),
-                fmt_s(rows[i].total, d, sizeof d));
+                fmt_s(rows[i].total, t, sizeof t), LABEL_W + rows[i].exposed * scale, y,
+                over * scale, fmt_s(over, d, sizeof d), fmt_s(rows[i].total, t, sizeof t),
+                LABEL_W + fmax(rows[i].total, rows[i].exposed) * scale + 4, y + 14, label[i]);
     }
     fputs("</svg>\n</section>\n", f);
 }
