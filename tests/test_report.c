@@ -730,3 +730,44 @@ TEST(the_communication_chart_labels_exposed_and_overlapped_time_inside_the_chart
     CU_ASSERT_PTR_NULL(strstr(page, " of 602")); /* exposed "of" overlapped */
     free(page);
 }
+
+/* ---- the kernel table ------------------------------------------------------------------------- */
+
+TEST(the_kernel_table_lists_kernels_not_collectives_with_counts_in_thousands)
+{
+    /* 1,234 matmul slices of 1 us and 56 of softmax on a chip's kernel track, and 3 all_reduce
+     * collectives of 100 us: the table has the two kernels, matmul 1,234.000 us of 1,290 us */
+    const char *trace = tmp("kern.json"), *html = tmp("kern.html");
+    FILE *f = fopen(trace, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"traceEvents\": [\n"
+          "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"chip 0\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 1, \"args\": {\"name\": \"kernels\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"tp\"}}",
+          f);
+    for (int i = 0; i < 1290; i++)
+        fprintf(f, ",\n{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"kernel\", \"pid\": 0, \"tid\": 1, "
+                   "\"ts\": %d, \"dur\": 1}", i < 1234 ? "matmul" : "softmax", 2 * i);
+    for (int i = 0; i < 3; i++)
+        fprintf(f, ",\n{\"ph\": \"X\", \"name\": \"all_reduce\", \"cat\": \"collective\", \"pid\": 0, "
+                   "\"tid\": 2, \"ts\": %d, \"dur\": 100, \"args\": {\"kind\": \"tp\"}}", 200 * i);
+    fputs("\n]}\n", f);
+    fclose(f);
+    run_ok((const char *const[]){"report", trace, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    const char *table = strstr(page, "<section id=\"kernels\">");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(table);
+    CU_ASSERT_PTR_NOT_NULL(strstr(table, "<tr><td>matmul</td><td>1,234</td><td>1.234 ms</td>"
+                                         "<td>95.7 %</td></tr>")); /* 1234 / 1290 */
+    CU_ASSERT_PTR_NOT_NULL(strstr(table, "<tr><td>softmax</td><td>56</td><td>56.000 us</td>"
+                                         "<td>4.3 %</td></tr>"));
+    CU_ASSERT_PTR_NULL(strstr(table, "all_reduce"));
+    /* the first screen's top kernels: the same two, the collective in the communication */
+    const char *top = strstr(page, "Top kernels by time, over every chip:");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(top);
+    CU_ASSERT_EQUAL(strncmp(top, "Top kernels by time, over every chip: matmul 95.7 %, softmax "
+                                 "4.3 % (", 67), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<text x=\"0\" y=\"24\" class=\"lbl\">tp</text>"));
+    free(page);
+}

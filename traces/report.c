@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "human.h"
+
 #define W 960            /* chart width, px */
 #define LABEL_W 170      /* left label column */
 #define TL_BINS 320      /* timeline bins */
@@ -106,6 +108,14 @@ static double num(const json_t *o, const char *k)
 static const char *jstr(const json_t *o, const char *k)
 {
     return json_string_value(json_object_get(o, k));
+}
+
+/* A kernel of the trace's statistics that is a computation (not a collective: those are
+ * the communication section's). */
+static bool is_kernel(const tdb *db, const tstats_kernel *k)
+{
+    const char *c = tdb_str(db, k->cat);
+    return !c || strcmp(c, "collective");
 }
 
 /* The class of a unit or category name (-1: none). */
@@ -336,15 +346,18 @@ static void summary(FILE *f, const report_input *in)
         }
         fputs(".</p>\n", f);
     }
-    if (in->st && in->st->n_kernels) {
-        uint64_t total = 0;
-        for (i = 0; i < in->st->n_kernels; i++)
-            total += in->st->kernels[i].total_ps;
+    uint64_t ktotal = 0;
+    for (i = 0; in->st && i < in->st->n_kernels; i++)
+        if (is_kernel(in->db, &in->st->kernels[i]))
+            ktotal += in->st->kernels[i].total_ps;
+    if (ktotal) {
         fputs("<p>Top kernels by time, over every chip:", f);
-        for (i = 0; i < in->st->n_kernels && i < 5 && total; i++) {
-            fputs(i ? ", " : " ", f);
-            esc(f, tdb_str(in->db, in->st->kernels[i].name));
-            fprintf(f, " %.1f %%", 100.0 * (double)in->st->kernels[i].total_ps / (double)total);
+        for (size_t k = 0, shown = 0; k < in->st->n_kernels && shown < 5; k++) {
+            if (!is_kernel(in->db, &in->st->kernels[k]))
+                continue;
+            fputs(shown++ ? ", " : " ", f);
+            esc(f, tdb_str(in->db, in->st->kernels[k].name));
+            fprintf(f, " %.1f %%", 100.0 * (double)in->st->kernels[k].total_ps / (double)ktotal);
         }
         fputs(" (the table at the end).</p>\n", f);
     }
@@ -1269,18 +1282,24 @@ static void kernels(FILE *f, const report_input *in)
 {
     section(f, "kernels", "Top kernels by time");
     char b[64];
-    if (in->st && in->st->n_kernels) {
-        uint64_t total = 0;
-        for (size_t i = 0; i < in->st->n_kernels; i++)
+    char c[NP_HUMAN_MAX];
+    uint64_t total = 0;
+    for (size_t i = 0; in->st && i < in->st->n_kernels; i++)
+        if (is_kernel(in->db, &in->st->kernels[i]))
             total += in->st->kernels[i].total_ps;
+    if (total) { /* the trace's kernels (its collectives: the communication section) */
         fputs("<table><tr><th>kernel</th><th>count</th><th>total</th><th>share</th></tr>\n", f);
-        for (size_t i = 0; i < in->st->n_kernels && i < 20; i++) {
+        for (size_t i = 0, rows = 0; i < in->st->n_kernels && rows < 20; i++) {
             const tstats_kernel *k = &in->st->kernels[i];
+            if (!is_kernel(in->db, k))
+                continue;
+            rows++;
             fputs("<tr><td>", f);
             esc(f, tdb_str(in->db, k->name));
-            fprintf(f, "</td><td>%llu</td><td>%s</td><td>%.1f %%</td></tr>\n",
-                    (unsigned long long)k->count, fmt_s((double)k->total_ps * 1e-12, b, sizeof b),
-                    total ? 100.0 * (double)k->total_ps / (double)total : 0);
+            fprintf(f, "</td><td>%s</td><td>%s</td><td>%.1f %%</td></tr>\n",
+                    np_human_count(k->count, c, sizeof c),
+                    fmt_s((double)k->total_ps * 1e-12, b, sizeof b),
+                    100.0 * (double)k->total_ps / (double)total);
         }
         fputs("</table>\n", f);
     } else if (in->run && json_array_size(json_object_get(in->run, "kernels"))) {
@@ -1292,8 +1311,10 @@ static void kernels(FILE *f, const report_input *in)
                 break;
             fputs("<tr><td>", f);
             esc(f, jstr(k, "name"));
-            fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td></tr>\n", num(k, "chip"),
-                    num(k, "core"), num(k, "cycles"));
+            double cycles = num(k, "cycles");
+            fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%s</td></tr>\n", num(k, "chip"),
+                    num(k, "core"), cycles >= 0 && cycles < 1.8e19
+                                        ? np_human_count((uint64_t)cycles, c, sizeof c) : "-");
         }
         fputs("</table>\n", f);
     } else {
