@@ -623,7 +623,7 @@ TEST(every_input_string_reaches_the_page_escaped_for_its_context)
         expect_in(page, "<title>", text, "");
         expect_in(page, "<tr><td>", e, "</td>");               /* the kernel table */
         expect_in(page, "<title>", e, ": 100 FLOP/byte");      /* roofline point */
-        expect_in(page, "one core of ", e, ": ");              /* the roofline's arch */
+        expect_in(page, "Ceilings of ", e, ", each kernel");   /* the roofline's arch */
         free(page);
         /* a collective's JSON: its op and algorithm on the first screen */
         page = hostile_report((const char *const[]){"report", coll, "-o", html, NULL}, html,
@@ -769,5 +769,61 @@ TEST(the_kernel_table_lists_kernels_not_collectives_with_counts_in_thousands)
     CU_ASSERT_EQUAL(strncmp(top, "Top kernels by time, over every chip: matmul 95.7 %, softmax "
                                  "4.3 % (", 67), 0);
     CU_ASSERT_PTR_NOT_NULL(strstr(page, "<text x=\"0\" y=\"24\" class=\"lbl\">tp</text>"));
+    free(page);
+}
+
+/* ---- the roofline ----------------------------------------------------------------------------- */
+
+TEST(the_roofline_puts_each_kernel_under_the_ceiling_of_the_cores_it_ran_on)
+{
+    /* tiny: a core is a 4 x 4 array at 1 GHz, 2 FLOP a MAC: 32 GFLOP/s; 2 cores a chip: 64.
+     * matmul on the chip's track (npusim run's: every core of the chip): 1e6 FLOP in 20 us,
+     * 50 GFLOP/s, over one core's roof but 78.1 % of the chip's; gemm on core 0's track
+     * (npusim sim's): 1e5 FLOP in 8 us, 12.5 GFLOP/s, 39.1 % of one core's */
+    const char *trace = tmp("roof.json"), *html = tmp("roof.html");
+    write_text(trace,
+               "{\"traceEvents\": [\n"
+               "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"chip 0\"}},\n"
+               "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 1, \"args\": {\"name\": \"kernels\"}},\n"
+               "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"core0 kernels\"}},\n"
+               "{\"ph\": \"X\", \"name\": \"matmul\", \"cat\": \"kernel\", \"pid\": 0, \"tid\": 1, \"ts\": 0, \"dur\": 20, \"args\": {\"flops\": 1e6, \"bytes\": 1e3}},\n"
+               "{\"ph\": \"X\", \"name\": \"gemm\", \"cat\": \"kernel\", \"pid\": 0, \"tid\": 2, \"ts\": 30, \"dur\": 8, \"args\": {\"flops\": 1e5, \"bytes\": 1e3}}\n"
+               "]}\n");
+    run_ok((const char *const[]){"report", trace, "--arch", "tiny", "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "one core 32 G FLOP/s (bf16); the chip's 2 cores 64 G FLOP/s"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<title>matmul: 1e+03 FLOP/byte, 50 G FLOP/s (78.1 % of "
+                                        "the chip's peak)</title>"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<title>gemm: 100 FLOP/byte, 12.5 G FLOP/s (39.1 % of "
+                                        "the core's peak)</title>"));
+    /* each point under its own roof: the roof's flat part (its last point) is above it (SVG's
+     * y grows downward) */
+    double roof[2] = {-1, -1};
+    const char *p = page;
+    for (int r = 0; r < 2; r++) {
+        p = strstr(p, "<polyline class=\"roof\"");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        const char *end = strstr(p, "\">");
+        const char *last = end;
+        while (last > p && last[-1] != ' ')
+            last--;
+        sscanf(strchr(last, ','), ",%lf", &roof[r]);
+        p = end;
+    }
+    double cy_mm = -1, cy_gemm = -1;
+    const char *m = strstr(page, "<title>matmul:"), *g = strstr(page, "<title>gemm:");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    while (strncmp(m, "<circle", 7))
+        m--;
+    while (strncmp(g, "<circle", 7))
+        g--;
+    sscanf(strstr(m, "cy=\""), "cy=\"%lf", &cy_mm);
+    sscanf(strstr(g, "cy=\""), "cy=\"%lf", &cy_gemm);
+    CU_ASSERT(roof[0] > roof[1]);           /* one core's roof under the chip's */
+    CU_ASSERT(cy_mm < roof[0]);             /* matmul above one core's roof ... */
+    CU_ASSERT(cy_mm > roof[1]);             /* ... under the chip's */
+    CU_ASSERT(cy_gemm > roof[0]);           /* gemm under one core's */
     free(page);
 }

@@ -1013,8 +1013,18 @@ static void links(FILE *f, const report_input *in)
 
 typedef struct kpoint {
     uint32_t name;
+    double peak;        /* the FLOP/s of the cores it ran on */
     double flops, bytes, ps;
 } kpoint;
+
+/* The cores a kernel span ran on: one on a core's track ("core3 kernels", `npusim sim`'s);
+ * on the chip's own track ("kernels", `npusim run`'s, whose every kernel is placed on all of
+ * its chip's cores), the chip's. */
+static bool span_on_one_core(const tdb *db, const tdb_slice *s)
+{
+    const char *t = tdb_str(db, db->threads[s->thread].name);
+    return t && !strncmp(t, "core", 4) && t[4] >= '0' && t[4] <= '9';
+}
 
 static void roofline(FILE *f, const report_input *in)
 {
@@ -1027,20 +1037,28 @@ static void roofline(FILE *f, const report_input *in)
         const char *c = tdb_str(db, s->cat);
         if (!c || strcmp(c, "kernel") || s->flops <= 0 || s->bytes <= 0 || s->end_ps <= s->start_ps)
             continue;
+        double peak = span_on_one_core(db, s) ? in->arch.core_flops_per_s
+                                               : in->arch.chip_flops_per_s;
         size_t k = 0;
-        while (k < n && pts[k].name != s->name)
+        while (k < n && (pts[k].name != s->name || pts[k].peak != peak))
             k++;
         if (k == n) {
             kpoint *v = realloc(pts, (n + 1) * sizeof *v);
             if (!v)
                 break;
-            pts = v, pts[n++] = (kpoint){s->name, 0, 0, 0};
+            pts = v, pts[n++] = (kpoint){s->name, peak, 0, 0, 0};
         }
         pts[k].flops += s->flops, pts[k].bytes += s->bytes;
         pts[k].ps += (double)(s->end_ps - s->start_ps);
     }
-    double peak = in->arch.core_flops_per_s, bw = in->arch.hbm_bytes_per_s;
-    if (!n || !(peak > 0) || !(bw > 0)) {
+    double core = in->arch.core_flops_per_s, chip = in->arch.chip_flops_per_s;
+    double bw = in->arch.hbm_bytes_per_s, peak = 0;
+    bool on_core = false, on_chip = false;
+    for (size_t k = 0; k < n; k++) {
+        peak = fmax(peak, pts[k].peak);
+        on_core |= pts[k].peak == core, on_chip |= pts[k].peak == chip && chip != core;
+    }
+    if (!n || !(core > 0) || !(chip > 0) || !(bw > 0)) {
         missing(f, !n ? "No kernel with FLOPs and bytes in the trace (kernel spans carry them "
                         "as args)."
                       : "No architecture to draw ceilings (give --arch).");
@@ -1062,10 +1080,17 @@ static void roofline(FILE *f, const report_input *in)
 #define LX(v) (x0 + pw * (log10(v) - log10(ilo)) / (log10(ihi) - log10(ilo)))
 #define LY(v) (y0 - ph * (log10(v) - log10(plo)) / (log10(phi) - log10(plo)))
     char b[64], c[64];
-    fputs("<p>Ceilings of one core of ", f);
+    double cores = chip / core;
+    fputs("<p>Ceilings of ", f);
     esc(f, in->arch.name);
-    fprintf(f, ": %s FLOP/s (bf16) and %s of HBM bandwidth; the ridge at %.3g FLOP/byte.</p>\n",
-            fmt_si(peak, "", b, sizeof b), fmt_si(bw, "B/s", c, sizeof c), peak / bw);
+    fputs(", each kernel under those of the cores it ran on (a span on a core's track: one "
+          "core; on the chip's track: the chip's cores):", f);
+    if (on_core)
+        fprintf(f, " one core %s FLOP/s (bf16)%s", fmt_si(core, "", b, sizeof b),
+                on_chip ? ";" : "");
+    if (on_chip)
+        fprintf(f, " the chip's %.0f cores %s FLOP/s (bf16)", cores, fmt_si(chip, "", b, sizeof b));
+    fprintf(f, "; %s of HBM bandwidth, the chip's.</p>\n", fmt_si(bw, "B/s", c, sizeof c));
     svg_open(f, "chart-roofline", h, "roofline");
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
             x0, y0 - ph, pw, ph);
@@ -1077,18 +1102,27 @@ static void roofline(FILE *f, const report_input *in)
                 LY(d) + 4, fmt_si(d, "", b, sizeof b));
     fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\">FLOP/byte (HBM)</text><text x=\"2\" y=\"%d\" "
                "class=\"lbl\">FLOP/s</text>\n", x0 + pw / 2, y0 + 30, y0 - ph - 6);
-    double ridge = peak / bw;
-    double i1 = ilo, i2 = ridge < ihi ? ridge : ihi;
-    fprintf(f, "<polyline fill=\"none\" stroke=\"#333\" stroke-width=\"2\" points=\"%.1f,%.1f "
-               "%.1f,%.1f %.1f,%.1f\"/>\n",
-            LX(i1), LY(fmax(bw * i1, plo)), LX(i2), LY(fmin(bw * i2, peak)), LX(ihi), LY(peak));
+    for (int r = 0; r < 2; r++) { /* a roof per kind of placement: one core, the chip */
+        double top = r ? chip : core;
+        if (!(r ? on_chip : on_core))
+            continue;
+        double ridge = top / bw, i1 = ilo, i2 = ridge < ihi ? ridge : ihi;
+        fprintf(f, "<polyline class=\"roof\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\" "
+                   "points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"><title>%s: %s FLOP/s, ridge at %.3g "
+                   "FLOP/byte</title></polyline>\n",
+                LX(i1), LY(fmax(bw * i1, plo)), LX(i2), LY(fmin(bw * i2, top)), LX(ihi), LY(top),
+                r ? "the chip's cores" : "one core", fmt_si(top, "", b, sizeof b), ridge);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
+                x0 + pw - 4, LY(top) - 4, r ? "chip" : "one core");
+    }
     for (size_t k = 0; k < n; k++) {
         double inten = pts[k].flops / pts[k].bytes, perf = pts[k].flops / (pts[k].ps * 1e-12);
         fprintf(f, "<circle class=\"kernel\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"#e15759\">"
                    "<title>", LX(inten), LY(fmax(perf, plo)));
         esc(f, tdb_str(db, pts[k].name));
-        fprintf(f, ": %.3g FLOP/byte, %s FLOP/s (%.1f %% of peak)</title></circle>\n", inten,
-                fmt_si(perf, "", b, sizeof b), 100 * perf / peak);
+        fprintf(f, ": %.3g FLOP/byte, %s FLOP/s (%.1f %% of the %s peak)</title></circle>\n",
+                inten, fmt_si(perf, "", b, sizeof b), 100 * perf / pts[k].peak,
+                pts[k].peak == core ? "core's" : "chip's");
         if (n <= 24) {
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\">", LX(inten) + 7,
                     LY(fmax(perf, plo)) + 4);

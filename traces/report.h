@@ -20,8 +20,10 @@
  *                  links' ends), every torus link inside it drawn, its z layers side by side
  *                  (chart-links; the run's `links`, and every link counter of the trace);
  *                  systems of more than 256 chips show only the chips the run used;
- *   roofline       every kernel at its arithmetic intensity and FLOP/s under the core's
- *                  ceilings (chart-roofline; trace kernel spans with flops and bytes, an arch);
+ *   roofline       every kernel at its arithmetic intensity and FLOP/s under the ceiling of
+ *                  the cores it ran on: one core's for a span on a core's track, the chip's
+ *                  for one on the chip's (chart-roofline; trace kernel spans with flops and
+ *                  bytes, an arch);
  *   memory         the largest chip's memory by role, the parts stacked (not the total: a
  *                  figure), against the HBM capacity (chart-memory);
  *   communication  exposed and overlapped time per kind (chart-comm);
