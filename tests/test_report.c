@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "harness.h"
 
 static char dir[64];
@@ -61,7 +63,10 @@ static const char checker[] =
     "document.querySelectorAll('svg.chart').forEach(function(s){var r=s.getBoundingClientRect();"
     "var b=s.getBBox();var m=s.querySelectorAll('rect,circle,line,polyline,text').length;"
     "out.push('CHART '+s.id+' '+Math.round(r.width)+' '+Math.round(r.height)+' '+"
-    "Math.round(b.width)+' '+Math.round(b.height)+' '+m)});"
+    "Math.round(b.width)+' '+Math.round(b.height)+' '+m);var o=0;"
+    "s.querySelectorAll('text').forEach(function(t){var e=t.getBBox();"
+    "if(e.x<-2||e.x+e.width>s.viewBox.baseVal.width+0.5)o++});"
+    "out.push('OVERFLOW '+s.id+' '+o)});"
     "out.push('ERRORS '+window.__errs.length);window.__errs.forEach(function(e){out.push(e)});"
     "var p=document.createElement('pre');p.id='selfcheck';p.textContent=out.join('\\n');"
     "document.body.appendChild(p)})();</script>";
@@ -171,6 +176,13 @@ TEST(the_report_renders_in_headless_chromium_with_every_chart_and_no_error)
                                          "chart-sweep"};
     for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
         CU_ASSERT_TRUE(chart_ok(dom, charts[i]));
+    /* labels inside their chart: the communication chart's and the memory chart's (a text's
+     * box as the browser lays it out, within the chart's width; a glyph may start 1 px left of 0) */
+    CU_ASSERT_PTR_NOT_NULL(strstr(dom, "OVERFLOW chart-comm 0\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dom, "OVERFLOW chart-memory 0\n"));
+    for (const char *o = dom; (o = strstr(o, "OVERFLOW ")); o++)
+        if (strncmp(strchr(o + 9, ' '), " 0\n", 3))
+            fprintf(stderr, "report: %.60s\n", o);
     /* the sweep's script drew the points and a Pareto front among them */
     CU_ASSERT_PTR_NOT_NULL(strstr(page_dom, "class=\"pareto\""));
     free(page_dom);
@@ -371,5 +383,447 @@ TEST(a_run_over_more_than_256_chips_lists_its_links_instead_of_drawing_them)
         marks++;
     CU_ASSERT_EQUAL(nodes, 201);
     CU_ASSERT_EQUAL(marks, 200);
+    free(page);
+}
+
+/* ---- every input string escaped --------------------------------------------------------------- */
+
+/* s as HTML writes it in text and in a double-quoted attribute (character references). */
+static void html_of(const char *s, char *out, size_t n)
+{
+    size_t k = 0;
+    for (; *s && k + 8 < n; s++) {
+        const char *r = *s == '&' ? "&amp;" : *s == '<' ? "&lt;" : *s == '>' ? "&gt;"
+                      : *s == '"' ? "&quot;" : *s == '\'' ? "&#39;" : NULL;
+        if (r)
+            k += (size_t)snprintf(out + k, n - k, "%s", r);
+        else
+            out[k++] = *s;
+    }
+    out[k] = '\0';
+}
+
+static bool in_list(const char *name, size_t n, const char *const *list)
+{
+    for (; *list; list++)
+        if (strlen(*list) == n && !strncmp(*list, name, n))
+            return true;
+    return false;
+}
+
+/* An '&' at p starts a character reference ("&amp;", "&#39;"). */
+static bool reference_at(const char *p)
+{
+    size_t n = p[1] == '#' ? 2 + strspn(p + 2, "0123456789")
+                           : 1 + strspn(p + 1, "abcdefghijklmnopqrstuvwxyz");
+    return n > 2 && p[n] == ';';
+}
+
+/* The page read as a browser tokenizes it (HTML text, tags, double-quoted attributes, raw
+ * script and style text): NULL when every tag and attribute is one the report writes and
+ * every '<' and '&' of text and attribute values is markup or a reference, so no input
+ * string became markup; else where it goes wrong. *json: the first JSON data script's text. */
+static const char *page_problem(const char *page, char *json, size_t json_n)
+{
+    static const char *const tags[] = {
+        "!DOCTYPE", "html", "head", "meta", "title", "style", "body", "h1", "h2", "p", "section",
+        "div", "span", "svg", "rect", "text", "line", "circle", "polyline", "path", "table", "tr",
+        "th", "td", "select", "option", "script", "footer", NULL};
+    static const char *const attrs[] = {
+        "class", "id", "width", "height", "viewBox", "role", "aria-label", "x", "y", "x1", "y1",
+        "x2", "y2", "cx", "cy", "r", "fill", "stroke", "stroke-width", "fill-opacity",
+        "text-anchor", "points", "d", "style", "lang", "charset", "type", "value", "html", NULL};
+    json[0] = '\0';
+    for (const char *p = page; *p;) {
+        if (*p == '&' && !reference_at(p))
+            return p;
+        if (*p == '>')
+            return p; /* text never holds a bare '>' (the report writes &gt;) */
+        if (*p != '<') {
+            p++;
+            continue;
+        }
+        const char *name = ++p;
+        if (*p == '/')
+            name = ++p;
+        size_t n = strspn(p, "!ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789");
+        if (!in_list(name, n, tags))
+            return name - 1;
+        bool closing = name[-1] == '/', raw = !closing && (in_list(name, n, (const char *const[]){
+                                                               "script", "style", NULL}));
+        bool is_json = false;
+        p += n;
+        for (;;) { /* attributes: name="value" */
+            p += strspn(p, " \n");
+            if (*p == '>' || (p[0] == '/' && p[1] == '>'))
+                break;
+            size_t an = strspn(p, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-");
+            if (!in_list(p, an, attrs))
+                return p;
+            if (an == 4 && !strncmp(p, "type", 4) && !strncmp(p + an, "=\"application/json\"", 19))
+                is_json = true;
+            p += an;
+            if (*p != '=') /* a bare name (<!DOCTYPE html>) */
+                continue;
+            if (p[1] != '"')
+                return p;
+            for (p += 2; *p != '"'; p++)
+                if (!*p || *p == '<' || *p == '>' || (*p == '&' && !reference_at(p)))
+                    return p;
+            p++;
+            if (*p != ' ' && *p != '>' && *p != '/' && *p != '\n')
+                return p; /* a quote that ended a value early */
+        }
+        p += *p == '/' ? 2 : 1;
+        if (raw) { /* script and style: raw text to their end tag, no '<' in JSON data */
+            const char *end = strstr(p, n == 6 ? "</script>" : "</style>");
+            if (!end)
+                return p;
+            if (is_json) {
+                if (memchr(p, '<', (size_t)(end - p)) || memchr(p, '>', (size_t)(end - p)))
+                    return p;
+                if (!json[0])
+                    snprintf(json, json_n, "%.*s", (int)(end - p), p);
+            }
+            p = end;
+        }
+    }
+    return NULL;
+}
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* One report of inputs as args (NULL-terminated), checked: clean, and the page's text. */
+static char *hostile_report(const char *const *args, const char *html, char *json, size_t json_n)
+{
+    run_ok(args);
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    const char *bad = page_problem(page, json, json_n);
+    if (bad)
+        fprintf(stderr, "report: markup from an input at: %.120s\n", bad);
+    CU_ASSERT_PTR_NULL(bad);
+    CU_ASSERT_PTR_NULL(strstr(page, "<img"));
+    CU_ASSERT_PTR_NULL(strstr(page, "onerror=\""));
+    return page;
+}
+
+static void expect_in(const char *page, const char *before, const char *text, const char *after)
+{
+    char want[1024];
+    snprintf(want, sizeof want, "%s%s%s", before, text, after);
+    if (!strstr(page, want))
+        fprintf(stderr, "report: the page lacks '%s'\n", want);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, want));
+}
+
+TEST(every_input_string_reaches_the_page_escaped_for_its_context)
+{
+    /* each payload in every input field: names of the trace's processes, threads (unit kinds),
+     * kernels and communication kinds; the run's memory roles, comm kinds, unit kinds, link
+     * names, kernel names, collective op; a sweep's keys and values; the architecture's name
+     * (--set name=), the title and the inputs' file names */
+    static const char *const payloads[] = {
+        "</title></rect></svg><img src=x onerror=alert(1)>", "\"'&<>",
+        "</script><script>alert(1)</script><!--"};
+    for (size_t pi = 0; pi < sizeof payloads / sizeof payloads[0]; pi++) {
+        const char *P = payloads[pi];
+        char unit[256];
+        snprintf(unit, sizeof unit, "core0.%s", P); /* a thread of unit kind P */
+        json_t *js = json_string(P), *ju = json_string(unit);
+        char *jp = json_dumps(js, JSON_ENCODE_ANY), /* P as a JSON string, quotes included */
+            *jt = json_dumps(ju, JSON_ENCODE_ANY);
+        json_decref(js);
+        json_decref(ju);
+        char e[512], text[8192];
+        html_of(P, e, sizeof e);
+        /* file names with quotes and markup characters ('/' cannot be in one) */
+        const char *trace = tmp("t\"'&<>.json"), *run = tmp("run\"'&<>.json"),
+                   *coll = tmp("coll\"'&<>.json"), *sw = tmp("s\"'&<>.jsonl"),
+                   *html = tmp("hostile.html");
+        snprintf(text, sizeof text,
+                 "{\"traceEvents\": [\n"
+                 "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": %s}},\n"
+                 "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 1, \"args\": {\"name\": \"chip 1\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 1, \"args\": {\"name\": \"core0.mxu\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"kernels\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 3, \"args\": {\"name\": %s}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 1, \"args\": {\"name\": \"core0.mxu\"}},\n"
+                 "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 1, \"tid\": 2, \"args\": {\"name\": \"comm\"}},\n"
+                 "{\"ph\": \"X\", \"name\": \"matmul\", \"cat\": \"mxu\", \"pid\": 0, \"tid\": 1, \"ts\": 0, \"dur\": 10},\n"
+                 "{\"ph\": \"X\", \"name\": %s, \"cat\": \"kernel\", \"pid\": 0, \"tid\": 2, \"ts\": 0, \"dur\": 10, \"args\": {\"flops\": 1e6, \"bytes\": 1e4}},\n"
+                 "{\"ph\": \"X\", \"name\": \"op\", \"cat\": \"vpu\", \"pid\": 0, \"tid\": 3, \"ts\": 2, \"dur\": 3},\n"
+                 "{\"ph\": \"X\", \"name\": \"matmul\", \"cat\": \"mxu\", \"pid\": 1, \"tid\": 1, \"ts\": 0, \"dur\": 5},\n"
+                 "{\"ph\": \"X\", \"name\": %s, \"cat\": \"comm\", \"pid\": 1, \"tid\": 2, \"ts\": 5, \"dur\": 5, \"args\": {\"kind\": %s}}\n"
+                 "]}\n",
+                 jp, jt, jp, jp, jp);
+        write_text(trace, text);
+        snprintf(text, sizeof text,
+                 "{\"step_time_s\": 1, \"arch\": %s,\n"
+                 " \"memory\": {\"weights_bytes\": 1e9, %.*s_bytes\": 2e9, \"peak_bytes\": 3e9,"
+                 " \"hbm_bytes\": 8e9},\n"
+                 " \"comm\": [{\"kind\": %s, \"total_s\": 0.1, \"exposed_s\": 0.05}],\n"
+                 " \"units\": [{\"kind\": %s, \"min_util_pct\": 1, \"mean_util_pct\": 2,"
+                 " \"max_util_pct\": 3}],\n"
+                 " \"links\": [{\"name\": \"chip0#\\\"'&<>->chip1\", \"avg_gbps\": 1,"
+                 " \"peak_gbps\": 2}],\n"
+                 " \"kernels\": [{\"name\": %s, \"chip\": 0, \"core\": 0, \"cycles\": 100}]}\n",
+                 jp, (int)strlen(jp) - 1, jp, jp, jp, jp);
+        write_text(run, text);
+        snprintf(text, sizeof text,
+                 "{\"op\": %s, \"algo\": %s, \"chips\": 2, \"rows\": [{\"bytes\": 1024, "
+                 "\"busbw_gbps\": 1, \"time_us\": 1}, {\"bytes\": 2048, \"busbw_gbps\": 2, "
+                 "\"time_us\": 1}]}\n", jp, jp);
+        write_text(coll, text);
+        snprintf(text, sizeof text,
+                 "{\"point\": 0, \"status\": %s, \"params\": {%s: 1}, \"metrics\": {%s: 2}}\n"
+                 "{\"point\": 1, \"status\": %s, \"params\": {%s: 2}, \"metrics\": {%s: 1}}\n",
+                 jp, jp, jp, jp, jp, jp);
+        write_text(sw, text);
+        char set[600], json[4096];
+        snprintf(set, sizeof set, "name=%s", P);
+        /* the run and the sweep */
+        char *page = hostile_report((const char *const[]){"report", run, sw, "--arch", "tiny",
+                                                          "--set", set, "--title", P, "-o",
+                                                          html, NULL},
+                                    html, json, sizeof json);
+        expect_in(page, "<title>", e, "</title>");          /* the page's title */
+        expect_in(page, "arch: ", e, "</p>");               /* the architecture's name */
+        expect_in(page, "/run&quot;&#39;&amp;&lt;&gt;.json", "", " sweep: "); /* a path */
+        expect_in(page, "<title>", e, ": 1.86 GiB</title>"); /* memory role (2e9 B) */
+        expect_in(page, "<title>weights: ", "953.67 MiB", "</title>"); /* a normal role */
+        expect_in(page, "class=\"lbl\">", e, "</text>");    /* comm and unit kinds */
+        expect_in(page, "<tr><td>", e, "</td>");            /* the run's kernel */
+        expect_in(page, "<title>chip0#&quot;&#39;&amp;&lt;&gt;-&gt;chip1", "", ": ");
+        /* the sweep's data parses back to the same keys */
+        json_error_t je;
+        json_t *rows = json_loads(json, 0, &je);
+        CU_ASSERT_TRUE(json_is_array(rows));
+        json_t *r0 = json_array_get(rows, 0);
+        CU_ASSERT_PTR_NOT_NULL(json_object_get(json_object_get(r0, "params"), P));
+        const char *status = json_string_value(json_object_get(r0, "status"));
+        CU_ASSERT_STRING_EQUAL(status ? status : "", P);
+        json_decref(rows);
+        free(page);
+        /* the trace alone: its names on the timeline, utilization, roofline, kernels */
+        page = hostile_report((const char *const[]){"report", trace, "--arch", "tiny", "--set",
+                                                    set, "-o", html, NULL},
+                              html, json, sizeof json);
+        expect_in(page, "class=\"lbl\">", e, "</text>");       /* chip 0's row */
+        expect_in(page, "<title>", e, " compute from 0 s</title>"); /* timeline */
+        expect_in(page, "class=\"lbl\">chip 1", "", "</text>"); /* a normal name */
+        expect_in(page, "<title>chip 1 compute from ", "0 s", "</title>");
+        snprintf(text, sizeof text, "%s %s: ", e, e); /* chip P's unit P, per chip */
+        expect_in(page, "<title>", text, "");
+        expect_in(page, "<tr><td>", e, "</td>");               /* the kernel table */
+        expect_in(page, "<title>", e, ": 100 FLOP/byte");      /* roofline point */
+        expect_in(page, "Ceilings of ", e, ", each kernel");   /* the roofline's arch */
+        free(page);
+        /* a collective's JSON: its op and algorithm on the first screen */
+        page = hostile_report((const char *const[]){"report", coll, "-o", html, NULL}, html,
+                              json, sizeof json);
+        free(page);
+        free(jp);
+        free(jt);
+    }
+}
+
+/* ---- the memory chart ------------------------------------------------------------------------- */
+
+/* The n-th "<rect x=.. y=.. width=.." of the chart id in page (its x and width); false when
+ * there is none. */
+static bool chart_rect(const char *page, const char *id, int n, double *x, double *w)
+{
+    char key[64];
+    snprintf(key, sizeof key, "id=\"%s\"", id);
+    const char *p = strstr(page, key), *end = p ? strstr(p, "</svg>") : NULL;
+    for (int k = 0; p && (p = strstr(p + 1, "<rect ")) && p < end; k++)
+        if (k == n)
+            return sscanf(p, "<rect x=\"%lf\" y=\"%*d\" width=\"%lf\"", x, w) == 2;
+    return false;
+}
+
+TEST(the_memory_chart_stacks_the_parts_to_their_sum_on_the_capacitys_scale)
+{
+    /* a run using 24.75 of 32 GiB in six parts; total_bytes and peak_bytes are their sum, not
+     * parts. The chart's scale: (960 - 40) px for the largest of capacity and total, 32 GiB */
+    const double G = 1073741824.0;
+    const double part[] = {4, 4, 8, 6, 2, 0.75}; /* GiB */
+    const char *json = tmp("mem.json"), *html = tmp("mem.html");
+    FILE *f = fopen(json, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"step_time_s\": 1, \"memory\": {\"params_bytes\": %.0f, \"grads_bytes\": %.0f, "
+               "\"optstate_bytes\": %.0f, \"activations_bytes\": %.0f, \"buffers_bytes\": %.0f, "
+               "\"workspace_bytes\": %.0f, \"total_bytes\": %.0f, \"peak_bytes\": %.0f, "
+               "\"hbm_bytes\": %.0f, \"stage\": 0, \"fits\": true}}\n",
+            part[0] * G, part[1] * G, part[2] * G, part[3] * G, part[4] * G, part[5] * G,
+            24.75 * G, 24.75 * G, 32 * G);
+    fclose(f);
+    run_ok((const char *const[]){"report", json, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    double x, w, sum = 0, end = 20;
+    int n = 0;
+    for (; chart_rect(page, "chart-memory", n, &x, &w); n++) {
+        CU_ASSERT_DOUBLE_EQUAL(x, end, 0.011); /* each part where the one before ends */
+        if (n < 6)
+            CU_ASSERT_DOUBLE_EQUAL(w, part[n] / 32 * 920, 0.006); /* 4 GiB: 115 px */
+        sum += w, end = x + w;
+    }
+    CU_ASSERT_EQUAL(n, 6); /* the parts, and no seventh for the total */
+    CU_ASSERT_DOUBLE_EQUAL(sum, 24.75 / 32 * 920, 0.03); /* 711.5625 px: 77.3 % of 920 */
+    /* the capacity line at 20 + 920, the bar well inside it */
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<line x1=\"940.00\" y1=\"4\" x2=\"940.00\""));
+    CU_ASSERT(end < 940);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, ">total 24.75 GiB (77.3 % of capacity)</text>"));
+    CU_ASSERT_PTR_NULL(strstr(page, "<title>total:"));
+    free(page);
+}
+
+/* ---- the communication chart ------------------------------------------------------------------ */
+
+TEST(the_communication_chart_labels_exposed_and_overlapped_time_inside_the_chart)
+{
+    /* the run's figures per kind: total_s in flight, exposed_s of it with compute idle, the
+     * rest overlapped (docs/run.md): tp 3.016164 s of which 2.414 s exposed, 602.164 ms
+     * overlapped; dp 48 ms, 6 ms exposed, 42 ms overlapped; pp all exposed */
+    const char *json = tmp("comm.json"), *html = tmp("comm.html");
+    write_text(json, "{\"step_time_s\": 4, \"comm\": ["
+                     "{\"kind\": \"tp\", \"total_s\": 3.016164, \"exposed_s\": 2.414},"
+                     "{\"kind\": \"dp\", \"total_s\": 0.048, \"exposed_s\": 0.006},"
+                     "{\"kind\": \"pp\", \"total_s\": 0.009, \"exposed_s\": 0.009}]}\n");
+    run_ok((const char *const[]){"report", json, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    static const char *const want[] = {"exposed 2.414 s, overlapped 602.164 ms",
+                                       "exposed 6.000 ms, overlapped 42.000 ms",
+                                       "exposed 9.000 ms, overlapped 0 s"};
+    static const double exposed[] = {2.414, 0.006, 0.009}, total[] = {3.016164, 0.048, 0.009};
+    for (int i = 0; i < 3; i++) {
+        double x0, w_exp, x1, w_over, tx = -1;
+        CU_ASSERT_TRUE_FATAL(chart_rect(page, "chart-comm", 2 * i, &x0, &w_exp));
+        CU_ASSERT_TRUE_FATAL(chart_rect(page, "chart-comm", 2 * i + 1, &x1, &w_over));
+        /* the bar: exposed then overlapped, in the figures' proportion */
+        CU_ASSERT_DOUBLE_EQUAL(x1, x0 + w_exp, 0.011);
+        CU_ASSERT_DOUBLE_EQUAL(w_exp / (w_exp + w_over), exposed[i] / total[i], 0.0005);
+        /* the label: after the bar, its text ending inside the 960 px chart (an 11 px label's
+         * characters are at most 7 px wide) */
+        char text[128];
+        snprintf(text, sizeof text, "class=\"lbl\">%s</text>", want[i]);
+        const char *t = strstr(page, text);
+        if (!t)
+            fprintf(stderr, "report: no label '%s'\n", want[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+        const char *open = t;
+        while (open > page && strncmp(open, "<text x=\"", 9))
+            open--;
+        sscanf(open, "<text x=\"%lf\"", &tx);
+        CU_ASSERT(tx >= x1 + w_over);
+        CU_ASSERT(tx + 7.0 * (double)strlen(want[i]) <= 960);
+    }
+    CU_ASSERT_PTR_NULL(strstr(page, " of 602")); /* exposed "of" overlapped */
+    free(page);
+}
+
+/* ---- the kernel table ------------------------------------------------------------------------- */
+
+TEST(the_kernel_table_lists_kernels_not_collectives_with_counts_in_thousands)
+{
+    /* 1,234 matmul slices of 1 us and 56 of softmax on a chip's kernel track, and 3 all_reduce
+     * collectives of 100 us: the table has the two kernels, matmul 1,234.000 us of 1,290 us */
+    const char *trace = tmp("kern.json"), *html = tmp("kern.html");
+    FILE *f = fopen(trace, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"traceEvents\": [\n"
+          "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"chip 0\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 1, \"args\": {\"name\": \"kernels\"}},\n"
+          "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"tp\"}}",
+          f);
+    for (int i = 0; i < 1290; i++)
+        fprintf(f, ",\n{\"ph\": \"X\", \"name\": \"%s\", \"cat\": \"kernel\", \"pid\": 0, \"tid\": 1, "
+                   "\"ts\": %d, \"dur\": 1}", i < 1234 ? "matmul" : "softmax", 2 * i);
+    for (int i = 0; i < 3; i++)
+        fprintf(f, ",\n{\"ph\": \"X\", \"name\": \"all_reduce\", \"cat\": \"collective\", \"pid\": 0, "
+                   "\"tid\": 2, \"ts\": %d, \"dur\": 100, \"args\": {\"kind\": \"tp\"}}", 200 * i);
+    fputs("\n]}\n", f);
+    fclose(f);
+    run_ok((const char *const[]){"report", trace, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    const char *table = strstr(page, "<section id=\"kernels\">");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(table);
+    CU_ASSERT_PTR_NOT_NULL(strstr(table, "<tr><td>matmul</td><td>1,234</td><td>1.234 ms</td>"
+                                         "<td>95.7 %</td></tr>")); /* 1234 / 1290 */
+    CU_ASSERT_PTR_NOT_NULL(strstr(table, "<tr><td>softmax</td><td>56</td><td>56.000 us</td>"
+                                         "<td>4.3 %</td></tr>"));
+    CU_ASSERT_PTR_NULL(strstr(table, "all_reduce"));
+    /* the first screen's top kernels: the same two, the collective in the communication */
+    const char *top = strstr(page, "Top kernels by time, over every chip:");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(top);
+    CU_ASSERT_EQUAL(strncmp(top, "Top kernels by time, over every chip: matmul 95.7 %, softmax "
+                                 "4.3 % (", 67), 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<text x=\"0\" y=\"24\" class=\"lbl\">tp</text>"));
+    free(page);
+}
+
+/* ---- the roofline ----------------------------------------------------------------------------- */
+
+TEST(the_roofline_puts_each_kernel_under_the_ceiling_of_the_cores_it_ran_on)
+{
+    /* tiny: a core is a 4 x 4 array at 1 GHz, 2 FLOP a MAC: 32 GFLOP/s; 2 cores a chip: 64.
+     * matmul on the chip's track (npusim run's: every core of the chip): 1e6 FLOP in 20 us,
+     * 50 GFLOP/s, over one core's roof but 78.1 % of the chip's; gemm on core 0's track
+     * (npusim sim's): 1e5 FLOP in 8 us, 12.5 GFLOP/s, 39.1 % of one core's */
+    const char *trace = tmp("roof.json"), *html = tmp("roof.html");
+    write_text(trace,
+               "{\"traceEvents\": [\n"
+               "{\"ph\": \"M\", \"name\": \"process_name\", \"pid\": 0, \"args\": {\"name\": \"chip 0\"}},\n"
+               "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 1, \"args\": {\"name\": \"kernels\"}},\n"
+               "{\"ph\": \"M\", \"name\": \"thread_name\", \"pid\": 0, \"tid\": 2, \"args\": {\"name\": \"core0 kernels\"}},\n"
+               "{\"ph\": \"X\", \"name\": \"matmul\", \"cat\": \"kernel\", \"pid\": 0, \"tid\": 1, \"ts\": 0, \"dur\": 20, \"args\": {\"flops\": 1e6, \"bytes\": 1e3}},\n"
+               "{\"ph\": \"X\", \"name\": \"gemm\", \"cat\": \"kernel\", \"pid\": 0, \"tid\": 2, \"ts\": 30, \"dur\": 8, \"args\": {\"flops\": 1e5, \"bytes\": 1e3}}\n"
+               "]}\n");
+    run_ok((const char *const[]){"report", trace, "--arch", "tiny", "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "one core 32 G FLOP/s (bf16); the chip's 2 cores 64 G FLOP/s"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<title>matmul: 1e+03 FLOP/byte, 50 G FLOP/s (78.1 % of "
+                                        "the chip's peak)</title>"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<title>gemm: 100 FLOP/byte, 12.5 G FLOP/s (39.1 % of "
+                                        "the core's peak)</title>"));
+    /* each point under its own roof: the roof's flat part (its last point) is above it (SVG's
+     * y grows downward) */
+    double roof[2] = {-1, -1};
+    const char *p = page;
+    for (int r = 0; r < 2; r++) {
+        p = strstr(p, "<polyline class=\"roof\"");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+        const char *end = strstr(p, "\">");
+        const char *last = end;
+        while (last > p && last[-1] != ' ')
+            last--;
+        sscanf(strchr(last, ','), ",%lf", &roof[r]);
+        p = end;
+    }
+    double cy_mm = -1, cy_gemm = -1;
+    const char *m = strstr(page, "<title>matmul:"), *g = strstr(page, "<title>gemm:");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(m);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    while (strncmp(m, "<circle", 7))
+        m--;
+    while (strncmp(g, "<circle", 7))
+        g--;
+    sscanf(strstr(m, "cy=\""), "cy=\"%lf", &cy_mm);
+    sscanf(strstr(g, "cy=\""), "cy=\"%lf", &cy_gemm);
+    CU_ASSERT(roof[0] > roof[1]);           /* one core's roof under the chip's */
+    CU_ASSERT(cy_mm < roof[0]);             /* matmul above one core's roof ... */
+    CU_ASSERT(cy_mm > roof[1]);             /* ... under the chip's */
+    CU_ASSERT(cy_gemm > roof[0]);           /* gemm under one core's */
     free(page);
 }

@@ -6,11 +6,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "human.h"
+
 #define W 960            /* chart width, px */
 #define LABEL_W 170      /* left label column */
 #define TL_BINS 320      /* timeline bins */
 #define TL_CHIPS 32      /* chips drawn on the timeline */
 #define PI 3.14159265358979323846
+#define COMM_CHAR_PX 7.0 /* the width a character of an 11 px label takes at most, px */
 
 enum { CLS_COMPUTE, CLS_MEMORY, CLS_COMM, CLS_COUNT };
 static const char *const cls_name[CLS_COUNT] = {"compute", "memory", "communication"};
@@ -18,9 +21,19 @@ static const char *const cls_color[CLS_COUNT] = {"#4e79a7", "#f28e2b", "#e15759"
 
 /* ---- small helpers ---------------------------------------------------------------------------- */
 
-static void esc(FILE *f, const char *s)
+/* The two escapes of the page; every string that comes from an input (a trace's names, the
+ * run's JSON keys and values, the architecture's name, paths, the title) goes through one of
+ * them, whichever part of the page it reaches:
+ *   esc       element text (HTML and inline SVG, <title> tooltips included) and attribute
+ *             values in double quotes: & < > " ' as character references, so nothing in s
+ *             can end the text or the attribute or start a tag (s NULL: nothing; esc_n:
+ *             its first n bytes);
+ *   esc_json  JSON text inside <script type="application/json">: < > & as \u003c \u003e
+ *             \u0026 (JSON's own escapes, inside its strings where they occur), so nothing in
+ *             it can end the script or open a comment; the data parses back unchanged. */
+static void esc_n(FILE *f, const char *s, size_t n) /* the first n bytes of s */
 {
-    for (; s && *s; s++) {
+    for (const char *end = s ? s + n : s; s && s < end && *s; s++) {
         switch (*s) {
         case '&': fputs("&amp;", f); break;
         case '<': fputs("&lt;", f); break;
@@ -32,10 +45,29 @@ static void esc(FILE *f, const char *s)
     }
 }
 
+static void esc(FILE *f, const char *s)
+{
+    esc_n(f, s, s ? strlen(s) : 0);
+}
+
+static void esc_json(FILE *f, const char *s)
+{
+    for (; s && *s; s++) {
+        switch (*s) {
+        case '<': fputs("\\u003c", f); break;
+        case '>': fputs("\\u003e", f); break;
+        case '&': fputs("\\u0026", f); break;
+        default: fputc(*s, f);
+        }
+    }
+}
+
 static const char *fmt_s(double s, char *buf, size_t n)
 {
     if (!(s >= 0))
         snprintf(buf, n, "-");
+    else if (s == 0)
+        snprintf(buf, n, "0 s");
     else if (s >= 1)
         snprintf(buf, n, "%.3f s", s);
     else if (s >= 1e-3)
@@ -76,6 +108,14 @@ static double num(const json_t *o, const char *k)
 static const char *jstr(const json_t *o, const char *k)
 {
     return json_string_value(json_object_get(o, k));
+}
+
+/* A kernel of the trace's statistics that is a computation (not a collective: those are
+ * the communication section's). */
+static bool is_kernel(const tdb *db, const tstats_kernel *k)
+{
+    const char *c = tdb_str(db, k->cat);
+    return !c || strcmp(c, "collective");
 }
 
 /* The class of a unit or category name (-1: none). */
@@ -151,21 +191,26 @@ static void stack_bar(FILE *f, const char *id, const char *label, const double *
         double w = part[c] / total * W;
         if (w <= 0)
             continue;
-        fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>"
-                   "%s: %s (%.1f %%)</title></rect>\n",
-                x, w, colors[c], names[c], fmt_s(part[c] * 1e-12, b, sizeof b),
+        fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>",
+                x, w, colors[c]);
+        esc(f, names[c]);
+        fprintf(f, ": %s (%.1f %%)</title></rect>\n", fmt_s(part[c] * 1e-12, b, sizeof b),
                 100 * part[c] / total);
-        if (w > 7.5 * (double)(strlen(names[c]) + 4)) /* room for its label */
-            fprintf(f, "<text x=\"%.2f\" y=\"50\">%s %.0f%%</text>\n", x + 2, names[c],
-                    100 * part[c] / total);
+        if (w > 7.5 * (double)(strlen(names[c]) + 4)) { /* room for its label */
+            fprintf(f, "<text x=\"%.2f\" y=\"50\">", x + 2);
+            esc(f, names[c]);
+            fprintf(f, " %.0f%%</text>\n", 100 * part[c] / total);
+        }
         x += w;
     }
     fputs("</svg>\n<p class=\"legend\">", f);
     for (int c = 0; c < n && total > 0; c++)
-        if (part[c] > 0)
-            fprintf(f, "<span style=\"color:%s\">&#9632;</span> %s %.1f %% (%s) &nbsp; ",
-                    colors[c], names[c], 100 * part[c] / total,
+        if (part[c] > 0) {
+            fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[c]);
+            esc(f, names[c]);
+            fprintf(f, " %.1f %% (%s) &nbsp; ", 100 * part[c] / total,
                     fmt_s(part[c] * 1e-12, b, sizeof b));
+        }
     fputs("</p>\n", f);
 }
 
@@ -301,15 +346,18 @@ static void summary(FILE *f, const report_input *in)
         }
         fputs(".</p>\n", f);
     }
-    if (in->st && in->st->n_kernels) {
-        uint64_t total = 0;
-        for (i = 0; i < in->st->n_kernels; i++)
-            total += in->st->kernels[i].total_ps;
+    uint64_t ktotal = 0;
+    for (i = 0; in->st && i < in->st->n_kernels; i++)
+        if (is_kernel(in->db, &in->st->kernels[i]))
+            ktotal += in->st->kernels[i].total_ps;
+    if (ktotal) {
         fputs("<p>Top kernels by time, over every chip:", f);
-        for (i = 0; i < in->st->n_kernels && i < 5 && total; i++) {
-            fputs(i ? ", " : " ", f);
-            esc(f, tdb_str(in->db, in->st->kernels[i].name));
-            fprintf(f, " %.1f %%", 100.0 * (double)in->st->kernels[i].total_ps / (double)total);
+        for (size_t k = 0, shown = 0; k < in->st->n_kernels && shown < 5; k++) {
+            if (!is_kernel(in->db, &in->st->kernels[k]))
+                continue;
+            fputs(shown++ ? ", " : " ", f);
+            esc(f, tdb_str(in->db, in->st->kernels[k].name));
+            fprintf(f, " %.1f %%", 100.0 * (double)in->st->kernels[k].total_ps / (double)ktotal);
         }
         fputs(" (the table at the end).</p>\n", f);
     }
@@ -436,11 +484,14 @@ static void timeline(FILE *f, const report_input *in)
                 while (j < TL_BINS &&
                        (int)lround(fmin(1, occ[c * TL_BINS + j] / n_threads[c]) * 10) == q)
                     j++;
-                if (q)
+                if (q) {
                     fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
-                               "fill-opacity=\"%.1f\"><title>%s %s from %s</title></rect>\n",
-                            LABEL_W + k * px, y, (j - k) * px, row - 2, cls_color[c], q / 10.0,
-                            pn ? pn : "", cls_name[c], fmt_s(k * bin * 1e-12, b, sizeof b));
+                               "fill-opacity=\"%.1f\"><title>",
+                            LABEL_W + k * px, y, (j - k) * px, row - 2, cls_color[c], q / 10.0);
+                    esc(f, pn);
+                    fprintf(f, " %s from %s</title></rect>\n", cls_name[c],
+                            fmt_s(k * bin * 1e-12, b, sizeof b));
+                }
                 k = j;
             }
         }
@@ -556,9 +607,13 @@ static void utilization(FILE *f, const report_input *in)
                     continue;
                 double v = sum / m;
                 fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#4e79a7\" "
-                           "fill-opacity=\"%.3f\"><title>%s %s: %.2f %%</title></rect>\n",
+                           "fill-opacity=\"%.3f\"><title>",
                         LABEL_W + (int)k * cw, 20 + (int)row_i * ch, cw - 2, ch - 2,
-                        0.08 + 0.92 * fmin(v, 100) / 100, pn ? pn : "", st->units[k].kind, v);
+                        0.08 + 0.92 * fmin(v, 100) / 100);
+                esc(f, pn);
+                fputs(" ", f);
+                esc(f, st->units[k].kind);
+                fprintf(f, ": %.2f %%</title></rect>\n", v);
             }
         }
         fputs("</svg>\n", f);
@@ -958,8 +1013,18 @@ static void links(FILE *f, const report_input *in)
 
 typedef struct kpoint {
     uint32_t name;
+    double peak;        /* the FLOP/s of the cores it ran on */
     double flops, bytes, ps;
 } kpoint;
+
+/* The cores a kernel span ran on: one on a core's track ("core3 kernels", `npusim sim`'s);
+ * on the chip's own track ("kernels", `npusim run`'s, whose every kernel is placed on all of
+ * its chip's cores), the chip's. */
+static bool span_on_one_core(const tdb *db, const tdb_slice *s)
+{
+    const char *t = tdb_str(db, db->threads[s->thread].name);
+    return t && !strncmp(t, "core", 4) && t[4] >= '0' && t[4] <= '9';
+}
 
 static void roofline(FILE *f, const report_input *in)
 {
@@ -972,20 +1037,28 @@ static void roofline(FILE *f, const report_input *in)
         const char *c = tdb_str(db, s->cat);
         if (!c || strcmp(c, "kernel") || s->flops <= 0 || s->bytes <= 0 || s->end_ps <= s->start_ps)
             continue;
+        double peak = span_on_one_core(db, s) ? in->arch.core_flops_per_s
+                                               : in->arch.chip_flops_per_s;
         size_t k = 0;
-        while (k < n && pts[k].name != s->name)
+        while (k < n && (pts[k].name != s->name || pts[k].peak != peak))
             k++;
         if (k == n) {
             kpoint *v = realloc(pts, (n + 1) * sizeof *v);
             if (!v)
                 break;
-            pts = v, pts[n++] = (kpoint){s->name, 0, 0, 0};
+            pts = v, pts[n++] = (kpoint){s->name, peak, 0, 0, 0};
         }
         pts[k].flops += s->flops, pts[k].bytes += s->bytes;
         pts[k].ps += (double)(s->end_ps - s->start_ps);
     }
-    double peak = in->arch.core_flops_per_s, bw = in->arch.hbm_bytes_per_s;
-    if (!n || !(peak > 0) || !(bw > 0)) {
+    double core = in->arch.core_flops_per_s, chip = in->arch.chip_flops_per_s;
+    double bw = in->arch.hbm_bytes_per_s, peak = 0;
+    bool on_core = false, on_chip = false;
+    for (size_t k = 0; k < n; k++) {
+        peak = fmax(peak, pts[k].peak);
+        on_core |= pts[k].peak == core, on_chip |= pts[k].peak == chip && chip != core;
+    }
+    if (!n || !(core > 0) || !(chip > 0) || !(bw > 0)) {
         missing(f, !n ? "No kernel with FLOPs and bytes in the trace (kernel spans carry them "
                         "as args)."
                       : "No architecture to draw ceilings (give --arch).");
@@ -1007,10 +1080,17 @@ static void roofline(FILE *f, const report_input *in)
 #define LX(v) (x0 + pw * (log10(v) - log10(ilo)) / (log10(ihi) - log10(ilo)))
 #define LY(v) (y0 - ph * (log10(v) - log10(plo)) / (log10(phi) - log10(plo)))
     char b[64], c[64];
-    fprintf(f, "<p>Ceilings of one core of %s: %s FLOP/s (bf16) and %s of HBM bandwidth; the "
-               "ridge at %.3g FLOP/byte.</p>\n",
-            in->arch.name, fmt_si(peak, "", b, sizeof b), fmt_si(bw, "B/s", c, sizeof c),
-            peak / bw);
+    double cores = chip / core;
+    fputs("<p>Ceilings of ", f);
+    esc(f, in->arch.name);
+    fputs(", each kernel under those of the cores it ran on (a span on a core's track: one "
+          "core; on the chip's track: the chip's cores):", f);
+    if (on_core)
+        fprintf(f, " one core %s FLOP/s (bf16)%s", fmt_si(core, "", b, sizeof b),
+                on_chip ? ";" : "");
+    if (on_chip)
+        fprintf(f, " the chip's %.0f cores %s FLOP/s (bf16)", cores, fmt_si(chip, "", b, sizeof b));
+    fprintf(f, "; %s of HBM bandwidth, the chip's.</p>\n", fmt_si(bw, "B/s", c, sizeof c));
     svg_open(f, "chart-roofline", h, "roofline");
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
             x0, y0 - ph, pw, ph);
@@ -1022,18 +1102,27 @@ static void roofline(FILE *f, const report_input *in)
                 LY(d) + 4, fmt_si(d, "", b, sizeof b));
     fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\">FLOP/byte (HBM)</text><text x=\"2\" y=\"%d\" "
                "class=\"lbl\">FLOP/s</text>\n", x0 + pw / 2, y0 + 30, y0 - ph - 6);
-    double ridge = peak / bw;
-    double i1 = ilo, i2 = ridge < ihi ? ridge : ihi;
-    fprintf(f, "<polyline fill=\"none\" stroke=\"#333\" stroke-width=\"2\" points=\"%.1f,%.1f "
-               "%.1f,%.1f %.1f,%.1f\"/>\n",
-            LX(i1), LY(fmax(bw * i1, plo)), LX(i2), LY(fmin(bw * i2, peak)), LX(ihi), LY(peak));
+    for (int r = 0; r < 2; r++) { /* a roof per kind of placement: one core, the chip */
+        double top = r ? chip : core;
+        if (!(r ? on_chip : on_core))
+            continue;
+        double ridge = top / bw, i1 = ilo, i2 = ridge < ihi ? ridge : ihi;
+        fprintf(f, "<polyline class=\"roof\" fill=\"none\" stroke=\"#333\" stroke-width=\"2\" "
+                   "points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"><title>%s: %s FLOP/s, ridge at %.3g "
+                   "FLOP/byte</title></polyline>\n",
+                LX(i1), LY(fmax(bw * i1, plo)), LX(i2), LY(fmin(bw * i2, top)), LX(ihi), LY(top),
+                r ? "the chip's cores" : "one core", fmt_si(top, "", b, sizeof b), ridge);
+        fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
+                x0 + pw - 4, LY(top) - 4, r ? "chip" : "one core");
+    }
     for (size_t k = 0; k < n; k++) {
         double inten = pts[k].flops / pts[k].bytes, perf = pts[k].flops / (pts[k].ps * 1e-12);
         fprintf(f, "<circle class=\"kernel\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"#e15759\">"
                    "<title>", LX(inten), LY(fmax(perf, plo)));
         esc(f, tdb_str(db, pts[k].name));
-        fprintf(f, ": %.3g FLOP/byte, %s FLOP/s (%.1f %% of peak)</title></circle>\n", inten,
-                fmt_si(perf, "", b, sizeof b), 100 * perf / peak);
+        fprintf(f, ": %.3g FLOP/byte, %s FLOP/s (%.1f %% of the %s peak)</title></circle>\n",
+                inten, fmt_si(perf, "", b, sizeof b), 100 * perf / pts[k].peak,
+                pts[k].peak == core ? "core's" : "chip's");
         if (n <= 24) {
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\">", LX(inten) + 7,
                     LY(fmax(perf, plo)) + 4);
@@ -1049,11 +1138,25 @@ static void roofline(FILE *f, const report_input *in)
 
 /* ---- memory and communication ----------------------------------------------------------------- */
 
+/* A part of memory: a key "ROLE_bytes" of the run's `memory` other than the sums and the
+ * capacity (total_bytes and peak_bytes are the parts' sum, hbm_bytes the capacity). */
+static bool memory_part(const char *key, const json_t *v)
+{
+    size_t len = strlen(key);
+    return json_is_number(v) && len > 6 && !strcmp(key + len - 6, "_bytes") &&
+           strcmp(key, "total_bytes") && strcmp(key, "peak_bytes") && strcmp(key, "hbm_bytes");
+}
+
+/* The largest chip's memory: its parts stacked left to right on one scale with the HBM
+ * capacity (px per byte: (W - 40) / the largest of capacity, peak and the parts' sum), the
+ * total a figure beside them, never a segment of its own. */
 static void memory(FILE *f, const report_input *in)
 {
     section(f, "memory", "Memory of the largest chip");
     const json_t *m = in->run ? json_object_get(in->run, "memory") : NULL;
     double cap = num(m, "hbm_bytes"), peak = num(m, "peak_bytes");
+    if (isnan(peak))
+        peak = num(m, "total_bytes");
     if (isnan(cap))
         cap = in->arch.hbm_capacity_bytes;
     if (!m || isnan(peak) || !(cap > 0)) {
@@ -1063,24 +1166,29 @@ static void memory(FILE *f, const report_input *in)
     }
     static const char *const colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
                                          "#76b7b2", "#edc948", "#ff9da7"};
-    double top = fmax(cap, peak), scale = (W - 40) / top, x = 20;
-    char b[64], c[64];
-    fprintf(f, "<p>Peak %s of %s HBM.</p>\n", fmt_bytes(peak, b, sizeof b),
-            fmt_bytes(cap, c, sizeof c));
-    svg_open(f, "chart-memory", 90, "memory by role against capacity");
     const char *key;
     const json_t *v;
+    double parts = 0;
+    json_object_foreach((json_t *)m, key, v)
+        if (memory_part(key, v))
+            parts += json_number_value(v);
+    double total = num(m, "total_bytes");
+    if (isnan(total))
+        total = parts > 0 ? parts : peak;
+    double top = fmax(cap, fmax(peak, fmax(total, parts))), scale = (W - 40) / top, x = 20;
+    char b[64], c[64];
+    fprintf(f, "<p>Peak %s of %s HBM (%.1f %%); the parts stacked, each at its own peak.</p>\n",
+            fmt_bytes(peak, b, sizeof b), fmt_bytes(cap, c, sizeof c), 100 * peak / cap);
+    svg_open(f, "chart-memory", 90, "memory by role against capacity");
     int k = 0;
     json_object_foreach((json_t *)m, key, v) {
-        size_t len = strlen(key);
-        if (!json_is_number(v) || len < 7 || strcmp(key + len - 6, "_bytes") ||
-            !strcmp(key, "peak_bytes") || !strcmp(key, "hbm_bytes"))
+        if (!memory_part(key, v))
             continue;
         double w = json_number_value(v) * scale;
-        fprintf(f, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"%s\"><title>%.*s: "
-                   "%s</title></rect>\n",
-                x, w, colors[k++ % 8], (int)(len - 6), key,
-                fmt_bytes(json_number_value(v), b, sizeof b));
+        fprintf(f, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"%s\"><title>",
+                x, w, colors[k++ % 8]);
+        esc_n(f, key, strlen(key) - 6); /* the role: the key without "_bytes" */
+        fprintf(f, ": %s</title></rect>\n", fmt_bytes(json_number_value(v), b, sizeof b));
         x += w;
     }
     if (k == 0)
@@ -1091,7 +1199,18 @@ static void memory(FILE *f, const report_input *in)
                "text-anchor=\"end\">capacity %s</text>\n",
             20 + cap * scale, 20 + cap * scale, fmt_bytes(cap, b, sizeof b), 20 + cap * scale,
             fmt_bytes(cap, c, sizeof c));
-    fputs("</svg>\n</section>\n", f);
+    fprintf(f, "<text x=\"20\" y=\"80\" class=\"lbl\">total %s (%.1f %% of capacity)</text>\n",
+            fmt_bytes(total, b, sizeof b), 100 * total / cap);
+    fputs("</svg>\n<p class=\"legend\">", f);
+    k = 0;
+    json_object_foreach((json_t *)m, key, v) {
+        if (!memory_part(key, v))
+            continue;
+        fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[k++ % 8]);
+        esc_n(f, key, strlen(key) - 6);
+        fprintf(f, " %s &nbsp; ", fmt_bytes(json_number_value(v), b, sizeof b));
+    }
+    fputs("</p>\n</section>\n", f);
 }
 
 static void comm(FILE *f, const report_input *in)
@@ -1123,27 +1242,34 @@ static void comm(FILE *f, const report_input *in)
         fputs("</section>\n", f);
         return;
     }
-    double top = 0;
-    for (i = 0; i < n; i++)
+    /* each row's label, right of its bar: the chart's scale leaves room for the longest
+     * (COMM_CHAR_PX per character bounds an 11 px label's width) */
+    char label[32][96], b[64], d[64], t[64];
+    double top = 0, room = 0;
+    for (i = 0; i < n; i++) {
         top = fmax(top, rows[i].total);
-    double scale = top > 0 ? (W - LABEL_W - 120) / top : 0;
-    char b[64], d[64];
-    fputs("<p>Per kind, the mean over chips: exposed (nothing computes meanwhile, dark) and "
-          "overlapped with compute (light).</p>\n", f);
+        snprintf(label[i], sizeof label[i], "exposed %s, overlapped %s",
+                 fmt_s(rows[i].exposed, b, sizeof b),
+                 fmt_s(fmax(rows[i].total - rows[i].exposed, 0), d, sizeof d));
+        room = fmax(room, COMM_CHAR_PX * (double)strlen(label[i]) + 8);
+    }
+    double scale = top > 0 ? (W - LABEL_W - room) / top : 0;
+    fputs("<p>Per kind, the mean over chips of the time its communication is in flight: exposed "
+          "(nothing computes meanwhile, dark) and overlapped with compute (light).</p>\n", f);
     svg_open(f, "chart-comm", 10 + (int)n * 26 + 10, "exposed and overlapped communication");
     for (i = 0; i < n; i++) {
         int y = 10 + (int)i * 26;
+        double over = fmax(rows[i].total - rows[i].exposed, 0);
         fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y + 14);
         esc(f, rows[i].kind);
         fprintf(f, "</text><rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"20\" fill=\"#e15759\">"
-                   "<title>exposed %s</title></rect><rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" "
-                   "height=\"20\" fill=\"#f5b5b6\"><title>overlapped %s</title></rect>"
-                   "<text x=\"%.2f\" y=\"%d\" class=\"lbl\">%s of %s</text>\n",
+                   "<title>exposed %s of %s in flight</title></rect><rect x=\"%.2f\" y=\"%d\" "
+                   "width=\"%.2f\" height=\"20\" fill=\"#f5b5b6\"><title>overlapped %s of %s in "
+                   "flight</title></rect><text x=\"%.2f\" y=\"%d\" class=\"lbl\">%s</text>\n",
                 LABEL_W, y, fmax(rows[i].exposed * scale, 0.5), fmt_s(rows[i].exposed, b, sizeof b),
-                LABEL_W + rows[i].exposed * scale, y, (rows[i].total - rows[i].exposed) * scale,
-                fmt_s(rows[i].total - rows[i].exposed, d, sizeof d),
-                LABEL_W + rows[i].total * scale + 4, y + 14, fmt_s(rows[i].exposed, b, sizeof b),
-                fmt_s(rows[i].total, d, sizeof d));
+                fmt_s(rows[i].total, t, sizeof t), LABEL_W + rows[i].exposed * scale, y,
+                over * scale, fmt_s(over, d, sizeof d), fmt_s(rows[i].total, t, sizeof t),
+                LABEL_W + fmax(rows[i].total, rows[i].exposed) * scale + 4, y + 14, label[i]);
     }
     fputs("</svg>\n</section>\n", f);
 }
@@ -1190,18 +1316,24 @@ static void kernels(FILE *f, const report_input *in)
 {
     section(f, "kernels", "Top kernels by time");
     char b[64];
-    if (in->st && in->st->n_kernels) {
-        uint64_t total = 0;
-        for (size_t i = 0; i < in->st->n_kernels; i++)
+    char c[NP_HUMAN_MAX];
+    uint64_t total = 0;
+    for (size_t i = 0; in->st && i < in->st->n_kernels; i++)
+        if (is_kernel(in->db, &in->st->kernels[i]))
             total += in->st->kernels[i].total_ps;
+    if (total) { /* the trace's kernels (its collectives: the communication section) */
         fputs("<table><tr><th>kernel</th><th>count</th><th>total</th><th>share</th></tr>\n", f);
-        for (size_t i = 0; i < in->st->n_kernels && i < 20; i++) {
+        for (size_t i = 0, rows = 0; i < in->st->n_kernels && rows < 20; i++) {
             const tstats_kernel *k = &in->st->kernels[i];
+            if (!is_kernel(in->db, k))
+                continue;
+            rows++;
             fputs("<tr><td>", f);
             esc(f, tdb_str(in->db, k->name));
-            fprintf(f, "</td><td>%llu</td><td>%s</td><td>%.1f %%</td></tr>\n",
-                    (unsigned long long)k->count, fmt_s((double)k->total_ps * 1e-12, b, sizeof b),
-                    total ? 100.0 * (double)k->total_ps / (double)total : 0);
+            fprintf(f, "</td><td>%s</td><td>%s</td><td>%.1f %%</td></tr>\n",
+                    np_human_count(k->count, c, sizeof c),
+                    fmt_s((double)k->total_ps * 1e-12, b, sizeof b),
+                    100.0 * (double)k->total_ps / (double)total);
         }
         fputs("</table>\n", f);
     } else if (in->run && json_array_size(json_object_get(in->run, "kernels"))) {
@@ -1213,8 +1345,10 @@ static void kernels(FILE *f, const report_input *in)
                 break;
             fputs("<tr><td>", f);
             esc(f, jstr(k, "name"));
-            fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%.0f</td></tr>\n", num(k, "chip"),
-                    num(k, "core"), num(k, "cycles"));
+            double cycles = num(k, "cycles");
+            fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%s</td></tr>\n", num(k, "chip"),
+                    num(k, "core"), cycles >= 0 && cycles < 1.8e19
+                                        ? np_human_count((uint64_t)cycles, c, sizeof c) : "-");
         }
         fputs("</table>\n", f);
     } else {
@@ -1241,12 +1375,7 @@ static void sweep(FILE *f, const report_input *in)
           "(no point has a smaller x and a better y) in red.</p>\n", f);
     svg_open(f, "chart-sweep", 360, "sweep plot");
     fputs("</svg>\n<script type=\"application/json\" id=\"sweep-data\">", f);
-    for (const char *p = data; *p; p++) { /* keep "</script>" out of the data */
-        if (*p == '<')
-            fputs("\\u003c", f);
-        else
-            fputc(*p, f);
-    }
+    esc_json(f, data);
     free(data);
     fputs("</script>\n<script>\n"
           "(function () {\n"

@@ -1,6 +1,8 @@
 /* report.h — one self-contained HTML report of a run (`npusim report`; docs/report.md):
  * inline CSS and SVG, no network, no external script; one small inline script draws the
  * sweep plot when there is one (the axes are chosen in the page).
+ * Every string from an input is escaped for the part of the page it reaches (report.c's esc
+ * and esc_json): names can never become markup.
  *
  * What it shows, each where its input has the data (otherwise a line says what is missing):
  *   summary        "where did the time go": the headline figures of the run and, with a
@@ -18,9 +20,12 @@
  *                  links' ends), every torus link inside it drawn, its z layers side by side
  *                  (chart-links; the run's `links`, and every link counter of the trace);
  *                  systems of more than 256 chips show only the chips the run used;
- *   roofline       every kernel at its arithmetic intensity and FLOP/s under the core's
- *                  ceilings (chart-roofline; trace kernel spans with flops and bytes, an arch);
- *   memory         the largest chip's memory by role against the HBM capacity (chart-memory);
+ *   roofline       every kernel at its arithmetic intensity and FLOP/s under the ceiling of
+ *                  the cores it ran on: one core's for a span on a core's track, the chip's
+ *                  for one on the chip's (chart-roofline; trace kernel spans with flops and
+ *                  bytes, an arch);
+ *   memory         the largest chip's memory by role, the parts stacked (not the total: a
+ *                  figure), against the HBM capacity (chart-memory);
  *   communication  exposed and overlapped time per kind (chart-comm);
  *   collective     bus bandwidth against message size (chart-collective; collective --json);
  *   kernels        the top kernels by time (a table);

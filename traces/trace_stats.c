@@ -229,7 +229,9 @@ static int kernel_order(const void *x, const void *y)
     const tstats_kernel *p = x, *q = y;
     if (p->total_ps != q->total_ps)
         return p->total_ps > q->total_ps ? -1 : 1;
-    return p->name < q->name ? -1 : p->name > q->name;
+    if (p->name != q->name)
+        return p->name < q->name ? -1 : 1;
+    return p->cat < q->cat ? -1 : p->cat > q->cat;
 }
 
 static np_status kernels(const tdb *db, tstats *st, np_err *err)
@@ -240,14 +242,14 @@ static np_status kernels(const tdb *db, tstats *st, np_err *err)
         if (!cat_is(db, s, cats_kernel))
             continue;
         bool fresh;
-        uint64_t *slot = u64map_slot(&of, (uint64_t)s->name + 1, &fresh);
+        uint64_t *slot = u64map_slot(&of, ((uint64_t)s->cat << 32 | s->name) + 1, &fresh);
         if (!slot || (fresh && !(st->kernels = realloc(st->kernels, (st->n_kernels + 1) *
                                                                        sizeof *st->kernels)))) {
             u64map_free(&of);
             return np_err_set(err, NP_ERR_NOMEM, "out of memory computing trace statistics");
         }
         if (fresh) {
-            st->kernels[st->n_kernels] = (tstats_kernel){s->name, 0, 0};
+            st->kernels[st->n_kernels] = (tstats_kernel){s->name, s->cat, 0, 0};
             *slot = st->n_kernels++;
         }
         st->kernels[*slot].count++;

@@ -8,7 +8,8 @@
  *   units      per unit kind (the part of a track's name after its last '.': dma, mxu, ...):
  *              per chip the mean util of its tracks of that kind, then the min, mean and max
  *              over the chips that have one;
- *   kernels    slices of category "kernel" or "collective" by name: count, total time;
+ *   kernels    slices of category "kernel" or "collective" by name and category: count,
+ *              total time;
  *   comm       per kind (args.kind, else "comm"), slices of category "comm" or "collective":
  *              per chip total = their union, exposed = the part when no compute slice
  *              (category mxu, vpu or compute) of that chip runs; means over the chips that
@@ -51,6 +52,7 @@ typedef struct tstats_unit {
 
 typedef struct tstats_kernel {
     uint32_t name;      /* string id */
+    uint32_t cat;       /* string id: "kernel" or "collective" */
     uint64_t count, total_ps;
 } tstats_kernel;
 
