@@ -176,11 +176,24 @@ typedef struct nn_strategy {
                                   optimizer's phases (megatron/optimizer/optimizer.py): each
                                   phase starts once the device has finished everything before
                                   it, its first kernel paying the host's launch. Default off */
+    bool tp_comm_overlap;      /* Megatron-Core's --tp-comm-overlap (Transformer Engine's
+                                  userbuffers, needs sp): each sequence-parallel all-gather is
+                                  pipelined with the GEMM that reads it (TE's ring exchange, tp
+                                  chunks) and each reduce-scatter with the GEMM that makes its
+                                  input (TE's pipeline, NN_TP_OVERLAP_RS_SPLITS chunks): the two
+                                  run together as a two-stage pipeline (docs/run.md,
+                                  "Overlapped tensor-parallel communication"). Default off: each
+                                  collective runs between its kernels */
     int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
     int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */
     char placement[16];        /* mesh axis order on chips, fastest first ("tp,pp,dp");
                                   "" for the topology-aware default */
 } nn_strategy;
+
+/* Transformer Engine's chunks of a GEMM and the reduce-scatter of its output under
+ * --tp-comm-overlap (its "pipeline" method's num_splits default, transformer_engine/pytorch/
+ * module/base.py, initialize_ub's add_ub); its ring exchange of an all-gather has tp. */
+#define NN_TP_OVERLAP_RS_SPLITS 4
 
 /* The strategy of one chip: dp = tp = pp = 1, 1F1B, 25 MiB buckets, pipeline scatter/gather
  * on (it acts only with tp > 1 and pp > 1). */

@@ -55,6 +55,10 @@ static np_status nn_plan_validate_common(const nn_strategy *s, int64_t B, int64_
                           "(0 or 1)", s->zero);
     if (s->sp && s->tp < 2)
         return np_err_set(err, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
+    if (s->tp_comm_overlap && !s->sp)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "--tp-comm-overlap needs --sp (it overlaps "
+                          "sequence parallelism's all-gathers and reduce-scatters with their "
+                          "GEMMs, as Megatron-Core's needs --sequence-parallel)");
     if (s->zero >= 2 && s->pp > 1 && s->dp > 1)
         return np_err_set(err, NP_ERR_INCONSISTENT,
                           "--zero %d cannot be combined with --pp %d: ZeRO-2 and -3 shard "

@@ -48,6 +48,7 @@ enum {
     CLI_STRATEGY_OPT_HOST_SYNC,
     CLI_STRATEGY_OPT_LOSS_SCALE,
     CLI_STRATEGY_OPT_CLIP_GRAD,
+    CLI_STRATEGY_OPT_TP_OVERLAP,
     CLI_STRATEGY_OPT_END
 };
 
@@ -73,7 +74,8 @@ enum {
     {"p2p", required_argument, NULL, CLI_STRATEGY_OPT_P2P},                              \
     {"host-sync", no_argument, NULL, CLI_STRATEGY_OPT_HOST_SYNC},                        \
     {"loss-scale", required_argument, NULL, CLI_STRATEGY_OPT_LOSS_SCALE},                \
-    {"clip-grad", required_argument, NULL, CLI_STRATEGY_OPT_CLIP_GRAD}
+    {"clip-grad", required_argument, NULL, CLI_STRATEGY_OPT_CLIP_GRAD},                  \
+    {"tp-comm-overlap", no_argument, NULL, CLI_STRATEGY_OPT_TP_OVERLAP}
 
 #define CLI_STRATEGY_USAGE                                                                   \
     "  --batch B         global batch: samples per training step\n"                          \
@@ -126,7 +128,10 @@ enum {
     "                    over the model-parallel group and read by the host (default 0: none)\n" \
     "  --clip-grad C     Megatron-LM's clipping to the global L2 norm C: every gradient's sum\n" \
     "                    of squares, all-reduced over the model-parallel group and read by the\n" \
-    "                    host, every gradient scaled before the update (default 0: none)\n"
+    "                    host, every gradient scaled before the update (default 0: none)\n" \
+    "  --tp-comm-overlap Megatron-Core's (Transformer Engine's userbuffers; needs --sp): each\n" \
+    "                    sequence-parallel all-gather pipelined with the GEMM reading it, each\n" \
+    "                    reduce-scatter with the GEMM making its input (fast fidelity)\n"
 
 /* The defaults: one chip, 1F1B, fused attention, pipeline scatter/gather, bf16, batch 0
  * (unset), seed 1. */

@@ -89,6 +89,84 @@ static inline const rg_task *rs_head(const rs_rank *r, uint32_t e)
     return &r->cls->tasks[rs_head_id(r, e)];
 }
 
+/* ---- overlapped in chunks ------------------------------------------------------------------ */
+
+static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg);
+static void rs_ev_pipe_done(evq *q, void *ctx, uint64_t arg);
+
+/* A two-stage pipeline of k chunks (docs/run.md, "Overlapped tensor-parallel communication"):
+ * of two tasks started together, one ends no earlier than max(its own end + the other's time
+ * / k, the other's end + its own time / k). */
+
+static void rs_pipe_clear(rs_rank *r, uint32_t x)
+{
+    r->eng[x].pipe = 0;
+    r->pipe_mask &= ~(1u << x);
+}
+
+/* Ends engine x's head at t (its compute done, or its collective's completion here). */
+static void rs_pipe_finish_at(run_sim *s, rs_rank *r, uint32_t x, uint64_t t)
+{
+    np_err err;
+    np_status st = x == 0 ? evq_schedule_at(s->q, t, rs_ev_compute_done, s,
+                                            (uint64_t)r->id << 4 | x, NULL, &err)
+                          : evq_schedule_at(s->q, t, rs_ev_pipe_done, s,
+                                            (uint64_t)r->id << 4 | x, NULL, &err);
+    if (st != NP_OK)
+        rs_fail(s, &err);
+}
+
+/* Engine e of r completed a task: the heads overlapping it learn its end; one whose own part
+ * has ended already ends one of its chunks later. */
+static void rs_pipe_other_done(run_sim *s, rs_rank *r, uint32_t e)
+{
+    uint64_t now = evq_now(s->q);
+    for (uint32_t m = r->pipe_mask; m; m &= m - 1) {
+        uint32_t x = (uint32_t)__builtin_ctz(m);
+        rs_eng *X = &r->eng[x];
+        if (X->pipe_eng != e || X->other_done || r->eng[e].done <= X->pipe_need)
+            continue;
+        X->other_done = 1;
+        X->other_end = now;
+        X->other_ps = now - r->eng[e].t_start;
+        if (X->pipe != 2)
+            continue;
+        uint32_t k = r->cls->tasks[rs_head_id(r, x)].pipe_k;
+        rs_pipe_clear(r, x);
+        if (x == 0) { /* the GEMM's last chunk, now that its input is all there */
+            rs_acct(r, now);
+            r->computing = 1;
+        }
+        rs_pipe_finish_at(s, r, x, now + X->own_ps / k);
+    }
+}
+
+/* Engine x's head has done its own part now: false when it must still wait (for the other's
+ * end, or until the pipeline's end, which is then scheduled). */
+static bool rs_pipe_own_done(run_sim *s, rs_rank *r, uint32_t x, uint64_t own_ps)
+{
+    rs_eng *X = &r->eng[x];
+    if (!X->pipe)
+        return true;
+    uint64_t now = evq_now(s->q);
+    X->own_ps = own_ps;
+    if (!X->other_done) {
+        X->pipe = 2;
+        if (x == 0) { /* the GEMM waits for its input: nothing computes */
+            rs_acct(r, now);
+            r->computing = 0;
+        }
+        return false;
+    }
+    uint32_t k = r->cls->tasks[rs_head_id(r, x)].pipe_k;
+    uint64_t a = now + X->other_ps / k, b = X->other_end + own_ps / k, fin = a > b ? a : b;
+    rs_pipe_clear(r, x);
+    if (fin <= now)
+        return true;
+    rs_pipe_finish_at(s, r, x, fin);
+    return false;
+}
+
 /* Engine e of r finished its head. */
 static void rs_complete(run_sim *s, rs_rank *r, uint32_t e)
 {
@@ -115,13 +193,14 @@ static void rs_complete(run_sim *s, rs_rank *r, uint32_t e)
             s->ranks_left--;
         }
     }
+    if (r->pipe_mask)
+        rs_pipe_other_done(s, r, e);
     if (s->o.progress && s->tasks_done >= s->progress_next) {
         s->progress_next = s->tasks_done + RS_PROGRESS_EVERY;
         s->o.progress(s->o.progress_ctx, (double)s->tasks_done / (double)s->tasks_total);
     }
 }
 
-static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg);
 static void rs_ev_compute_launch(evq *q, void *ctx, uint64_t arg);
 static void rs_coll_begin(run_sim *s, rs_rdv *v);
 static void rs_p2p_event(void *ctx, uint64_t arg, net_event ev);
@@ -149,6 +228,7 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
     rs_acct(r, now);
     r->computing = 1;
     r->eng[e].t_start = now;
+    r->eng[e].own_ps = ps;
     if (s->obs)
         r->kt = *kt;
     r->st.busy_ps[RUN_UNIT_COMPUTE] += ps;
@@ -220,11 +300,24 @@ static int rs_try_start(run_sim *s, rs_rank *r, uint32_t e)
     const uint32_t *d = c->deps + t->dep_off;
     for (uint32_t i = 0; i < t->n_deps; i++) {
         uint32_t de = d[i] >> RG_DEP_ENGINE_SHIFT;
-        if (r->eng[de].done <= (uint64_t)E->step * c->eng_n[de] + (d[i] & RG_DEP_POS_MASK))
+        uint64_t need = (uint64_t)E->step * c->eng_n[de] + (d[i] & RG_DEP_POS_MASK);
+        if ((t->pipe_k && d[i] == t->pipe ? r->eng[de].started : r->eng[de].done) <= need)
             return RS_WAIT;
     }
     E->busy = 1;
+    E->started++;
     s->t_last = evq_now(s->q);
+    if (t->pipe_k) { /* overlapping the other in chunks, unless it has ended already */
+        uint32_t pe = t->pipe >> RG_DEP_ENGINE_SHIFT;
+        uint64_t need = (uint64_t)E->step * c->eng_n[pe] + (t->pipe & RG_DEP_POS_MASK);
+        if (r->eng[pe].done <= need) {
+            E->pipe = 1;
+            E->pipe_eng = (uint8_t)pe;
+            E->pipe_need = need;
+            E->other_done = 0;
+            r->pipe_mask |= 1u << e;
+        }
+    }
     switch ((run_task_kind)t->kind) {
     case RUN_TASK_COMPUTE: {
         /* the stream's gap (and for a step's first kernel, or one after the host synchronized,
@@ -242,6 +335,7 @@ static int rs_try_start(run_sim *s, rs_rank *r, uint32_t e)
         return RS_STARTED;
     }
     case RUN_TASK_COLL:
+        E->t_start = evq_now(s->q); /* its arrival: an overlapped GEMM's other part */
         rs_arrive(s, r, t);
         return RS_STARTED;
     case RUN_TASK_SEND:
@@ -267,9 +361,13 @@ static void rs_kick(run_sim *s, rs_rank *r)
     const rg_class *c = r->cls;
     for (bool again = true; again;) {
         again = false;
-        for (uint32_t i = 0; i < c->n_engines; i++)
-            while (rs_try_start(s, r, c->engines[i]) == RS_DONE)
+        for (uint32_t i = 0; i < c->n_engines; i++) {
+            int st;
+            while ((st = rs_try_start(s, r, c->engines[i])) == RS_DONE)
                 again = true;
+            /* a start can let a task that overlaps it start (rg_task.pipe_k) */
+            again |= st == RS_STARTED && c->has_pipe;
+        }
     }
 }
 
@@ -290,6 +388,8 @@ static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg)
     rs_rank *r = &s->rank[arg >> 4];
     uint32_t e = (uint32_t)(arg & 15);
     uint64_t now = evq_now(q);
+    if (r->eng[e].pipe && !rs_pipe_own_done(s, r, e, r->eng[e].own_ps))
+        return;
     rs_acct(r, now);
     r->computing = 0;
     if (rs_head(r, e)->flags & RUN_TASK_PIPELINE)
@@ -356,11 +456,24 @@ static void rs_ev_coll_done(evq *q, void *ctx, uint64_t arg)
     v->count++;
     for (uint32_t i = 0; i < v->n_members; i++) {
         rs_rank *r = &s->rank[v->members[i]];
+        if (r->eng[e].pipe && !rs_pipe_own_done(s, r, e, now - v->t_start))
+            continue; /* ends with the GEMM it overlaps (rs_ev_pipe_done) */
         rs_comm_end(s, r, sp->comm, now);
         rs_complete(s, r, e);
     }
     for (uint32_t i = 0; i < v->n_members; i++)
         rs_kick(s, &s->rank[v->members[i]]);
+}
+
+/* A collective overlapped with a GEMM in chunks ends here, one chunk after the GEMM. */
+static void rs_ev_pipe_done(evq *q, void *ctx, uint64_t arg)
+{
+    run_sim *s = ctx;
+    rs_rank *r = &s->rank[arg >> 4];
+    uint32_t e = (uint32_t)(arg & 15);
+    rs_comm_end(s, r, rs_head(r, e)->comm, evq_now(q));
+    rs_complete(s, r, e);
+    rs_kick(s, r);
 }
 
 static void rs_coll_done_cb(void *ctx, const coll_result *res)

@@ -372,10 +372,17 @@ np_status run_graph_add_task(run_graph *g, uint32_t cls, const run_task *t, uint
         t->peer_groupset != RUN_NONE && t->peer_groupset >= g->n_gs)
         return np_err_set(err, NP_ERR_RANGE, "class %s task %" PRIu32 ": unknown peer groupset "
                           "%" PRIu32, c->name, tid, t->peer_groupset);
-    for (uint32_t i = 0; i < t->n_deps; i++)
+    bool pipe_found = t->pipe_chunks < 2;
+    for (uint32_t i = 0; i < t->n_deps; i++) {
         if (t->deps[i] >= tid)
             return np_err_set(err, NP_ERR_RANGE, "class %s task %" PRIu32 ": dependency %"
                               PRIu32 " is not an earlier task", c->name, tid, t->deps[i]);
+        pipe_found |= t->deps[i] == t->pipe_dep;
+    }
+    if (!pipe_found || (t->pipe_chunks >= 2 && c->tasks[t->pipe_dep].engine == rt.engine))
+        return np_err_set(err, NP_ERR_INCONSISTENT, "class %s task %" PRIu32 ": the task it "
+                          "overlaps in chunks (%" PRIu32 ") is not one of its dependencies on "
+                          "another engine", c->name, tid, t->pipe_dep);
     if (c->eng_n[rt.engine] > RG_DEP_POS_MASK)
         return np_err_set(err, NP_ERR_RANGE, "class %s: more than %u tasks on one engine",
                           c->name, RG_DEP_POS_MASK);
@@ -401,6 +408,12 @@ np_status run_graph_add_task(run_graph *g, uint32_t cls, const run_task *t, uint
             return err->status;
     }
     rt.pos = c->eng_n[rt.engine]++;
+    if (t->pipe_chunks >= 2) {
+        const rg_task *d = &c->tasks[t->pipe_dep];
+        rt.pipe = (uint32_t)d->engine << RG_DEP_ENGINE_SHIFT | d->pos;
+        rt.pipe_k = t->pipe_chunks;
+        c->has_pipe = true;
+    }
     rt.dep_off = c->n_deps;
     rt.n_deps = t->n_deps;
     for (uint32_t i = 0; i < t->n_deps; i++) {

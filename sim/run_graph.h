@@ -120,6 +120,14 @@ typedef struct run_task {
                                running rank's group at (its own position + peer), no wrap */
     int32_t peer;
     uint32_t tag;
+    /* overlapped in chunks (docs/run.md, "Overlapped tensor-parallel communication"): with
+     * pipe_chunks k >= 2, dependency pipe_dep (a task id among deps, of another engine: a
+     * compute task's collective or a collective's compute task) is waited for only until it
+     * has started, and this task then ends no earlier than a k-chunk two-stage pipeline of
+     * the two allows: max(its own end + the other's time / k, the other's end + its time / k).
+     * 0: none */
+    uint32_t pipe_dep;
+    uint32_t pipe_chunks;
 } run_task;
 
 /* A distinct compute kernel. */

@@ -39,6 +39,9 @@ typedef struct rg_task {
     uint8_t kind, comm, engine, flags;
     uint32_t pos;             /* index in its engine's issue order */
     uint32_t dep_off, n_deps; /* into the class's deps */
+    uint32_t pipe;            /* run_task.pipe_dep as engine << RG_DEP_ENGINE_SHIFT | position
+                                 (with pipe_k) */
+    uint32_t pipe_k;          /* run_task.pipe_chunks; 0: none */
     uint32_t ref;             /* compute: kernel; coll: spec; send / recv: channel slot */
     uint64_t bytes;           /* send / recv */
 } rg_task;
@@ -58,6 +61,7 @@ typedef struct rg_class {
     uint32_t *deps;
     uint32_t n_deps, cap_deps;
     uint32_t eng_n[RUN_ENGINES];       /* tasks per engine */
+    bool has_pipe;                     /* a task overlaps another in chunks (rg_task.pipe_k) */
     uint32_t *order;                   /* finalize: task ids by engine, then position */
     uint32_t eng_off[RUN_ENGINES + 1]; /* finalize: engine e's tasks at order[eng_off[e]..] */
     uint8_t engines[RUN_ENGINES];      /* finalize: the engines it uses */

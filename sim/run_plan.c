@@ -527,6 +527,34 @@ static bool rp_chained(const rp *x, const run_plan_task *tasks, uint32_t last)
     return false;
 }
 
+/* --tp-comm-overlap (nn_strategy.tp_comm_overlap): Transformer Engine's userbuffers overlap
+ * (transformer_engine/pytorch/module/base.py, initialize_ub) as run_task.pipe_*: a GEMM that
+ * waits for a sequence-parallel all-gather runs with it in tp chunks (its "ring_exchange":
+ * qkv and fc1 forward, proj and fc2 dgrad), a sequence-parallel reduce-scatter that waits for
+ * a GEMM runs with it in NN_TP_OVERLAP_RS_SPLITS (its "pipeline": proj and fc2 forward; after
+ * a backward's last GEMM, its "bulk" reduce-scatter of qkv and fc1 dgrad beside their wgrad).
+ * Of several, the latest task t waits for. */
+static void rp_overlap(const rp *x, const run_plan_task *tasks, const nn_plan_entry *e,
+                       run_task *t)
+{
+    bool gemm = t->kind == RUN_TASK_COMPUTE && e->nodes[0]->op == NN_OP_MATMUL;
+    bool rs = t->kind == RUN_TASK_COLL && e->tag == NN_COMM_SP &&
+              t->op == COLL_OP_REDUCE_SCATTER;
+    if (!gemm && !rs)
+        return;
+    for (uint32_t i = 0; i < x->n_deps; i++) {
+        const nn_plan_entry *d = tasks[x->deps[i]].e;
+        bool pair = gemm ? d->kind == NN_PLAN_COLLECTIVE && d->tag == NN_COMM_SP &&
+                               d->nodes[0]->op == NN_OP_ALL_GATHER
+                         : d->kind == NN_PLAN_COMPUTE && d->nodes[0]->op == NN_OP_MATMUL;
+        if (pair && (!t->pipe_chunks || x->deps[i] > t->pipe_dep)) {
+            t->pipe_dep = x->deps[i];
+            t->pipe_chunks = gemm ? (uint32_t)x->p->mesh.size[NN_MESH_TP]
+                                  : NN_TP_OVERLAP_RS_SPLITS;
+        }
+    }
+}
+
 /* Adds task t of class c (from entry e at micro-batch mb) and records it; *id its number. */
 static np_status rp_add(rp *x, int c, const run_task *t, const nn_plan_entry *e, int mb,
                         uint32_t *cap_tasks, uint32_t *id)
@@ -619,6 +647,8 @@ static np_status rp_pass_tasks_class(rp *x, int c)
             break;
         t.deps = x->deps;
         t.n_deps = x->n_deps;
+        if (p->s.tp_comm_overlap)
+            rp_overlap(x, out->tasks[c], e, &t);
         uint32_t id = 0;
         /* a blocking send waits for its receiver's clear-to-send, which the receive sends as
          * it is posted (NN_PLAN_CTS_BYTES) */

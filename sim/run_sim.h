@@ -30,6 +30,15 @@ typedef struct rs_eng {
     uint32_t step;  /* the head's step */
     uint8_t busy;
     uint64_t t_start; /* when the head started (for the observer) */
+    uint64_t started; /* tasks started, over all steps (what a pipelined dependency waits for) */
+    /* the head overlapping another task in chunks (rg_task.pipe_k): pipe 1 while both run,
+     * 2 when the head's own part ended first and it waits for the other's end */
+    uint8_t pipe;
+    uint8_t pipe_eng;          /* the other's engine */
+    uint8_t other_done;        /* the other has completed: other_end, other_ps hold */
+    uint64_t pipe_need;        /* the other is done when pipe_eng's done count passes this */
+    uint64_t own_ps;           /* the head's own time (its kernel's; a collective's as it ran) */
+    uint64_t other_end, other_ps;
 } rs_eng;
 
 typedef struct rs_rank {
@@ -37,6 +46,7 @@ typedef struct rs_rank {
     uint32_t id, chip;
     uint8_t sim;       /* simulated (else a mirror of rank `rep`) */
     uint8_t computing; /* the compute engine is busy */
+    uint32_t pipe_mask; /* engines whose head overlaps another task in chunks (rs_eng.pipe) */
     uint32_t n_active; /* collectives / transfers in flight that involve this rank */
     uint32_t active[RUN_COMM_COUNT];
     uint32_t rep;      /* the simulated rank it mirrors (itself when simulated) */

@@ -82,6 +82,7 @@ typedef struct val_train {
     bool host_sync;         /* the host's synchronizations of Megatron-LM 2021's timers */
     double loss_scale;      /* static fp16 loss scale (0: none) */
     double clip_grad;       /* global gradient-norm clipping (0: none) */
+    bool tp_comm_overlap;   /* Megatron-Core's --tp-comm-overlap (needs sp) */
 } val_train;
 
 typedef struct val_kernel {

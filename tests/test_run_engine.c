@@ -466,6 +466,79 @@ TEST(zero3_prefetch_hides_all_gathers_on_fast_links_and_exposes_them_on_slow_one
     }
 }
 
+/* A GEMM of g and an all-gather of c started together, overlapped in k chunks (run_task.
+ * pipe_*): a two-stage pipeline, whose end is max(g + c / k, c + g / k) after their start;
+ * not overlapped, one after the other. Both orders: the GEMM waiting for the collective (TE's
+ * ring exchange) and the collective waiting for the GEMM (its pipelined reduce-scatter). */
+static run_result *overlap_run(const tnet *f, uint32_t p, uint64_t bytes, bool coll_first,
+                               uint32_t k)
+{
+    run_graph *g;
+    np_err e = {0};
+    run_graph_create(p, &g, &e);
+    uint32_t all[8], tp, cls;
+    for (uint32_t i = 0; i < p; i++)
+        all[i] = i;
+    run_graph_add_groupset(g, "tp", 1, p, all, &tp, &e);
+    run_graph_add_class(g, "rank", &cls, &e);
+    uint32_t kp = kernel(g, "pre", MS(1)), kg = kernel(g, "gemm", MS(1)),
+             kq = kernel(g, "post", MS(1));
+    uint32_t pre = compute(g, cls, kp, 0, NULL, 0);
+    run_task ct = {.kind = RUN_TASK_COLL, .comm = RUN_COMM_SP, .stream = 1,
+                     .op = COLL_OP_ALL_GATHER, .algo = COLL_ALGO_RING, .groupset = tp,
+                     .bytes = bytes};
+    uint32_t last;
+    if (coll_first) { /* pre, then the gather and the GEMM reading it, then post */
+        ct.deps = &pre;
+        ct.n_deps = 1;
+        uint32_t c = task(g, cls, ct);
+        uint32_t deps[2] = {pre, c};
+        last = task(g, cls, (run_task){.kind = RUN_TASK_COMPUTE, .kernel = kg, .deps = deps,
+                                       .n_deps = 2, .pipe_dep = c, .pipe_chunks = k});
+    } else { /* pre, then the GEMM and the collective of its output, then post */
+        uint32_t gm = compute(g, cls, kg, 0, &pre, 1);
+        ct.deps = &gm;
+        ct.n_deps = 1;
+        ct.pipe_dep = gm;
+        ct.pipe_chunks = k;
+        last = task(g, cls, ct);
+    }
+    compute(g, cls, kq, 0, &last, 1);
+    CU_ASSERT_EQUAL_FATAL(run_graph_finalize(g, &e), NP_OK);
+    run_result *r = simulate(g, f, &(run_opts){0});
+    run_graph_free(g);
+    return r;
+}
+
+TEST(a_gemm_and_a_collective_overlapped_in_k_chunks_end_as_a_two_stage_pipeline)
+{
+    uint32_t p = 4, k = 4;
+    uint64_t bytes = 8u << 20;
+    for (int slow = 0; slow < 2; slow++) {
+        const char *sets[] = {slow ? "system.link_gb_per_s=1" : "system.link_gb_per_s=64"};
+        tnet f;
+        tnet_init(&f, ARCH_TOPOLOGY_SWITCH, p, sets, 1);
+        /* alpha-beta of a ring all-gather on the switch: (p-1)(alpha + n/p beta) */
+        double a = 2.0 * (double)f.np.link_latency_ps + (double)f.np.switch_latency_ps;
+        double b = 1e12 / (f.np.link_bytes_per_s * f.np.links_per_chip);
+        double c = (p - 1) * (a + (double)bytes / p * b), gm = 1e9;
+        CU_ASSERT_TRUE(slow ? c > gm : c < gm);
+        double pipe = fmax(gm + c / k, c + gm / k);
+        for (int coll_first = 0; coll_first < 2; coll_first++) {
+            /* pre (1 ms), the pair, post (1 ms); the pair starts when pre ends, except that
+             * the GEMM-first pair's GEMM waits for pre and its collective for the GEMM */
+            run_result *r = overlap_run(&f, p, bytes, coll_first, k);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            CU_ASSERT_TRUE(within_rel((double)r->time_ps, 1e9 + pipe + 1e9, 0.01));
+            run_result_free(r);
+            r = overlap_run(&f, p, bytes, coll_first, 0); /* not overlapped */
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            CU_ASSERT_TRUE(within_rel((double)r->time_ps, 1e9 + gm + c + 1e9, 0.01));
+            run_result_free(r);
+        }
+    }
+}
+
 /* One ring all-reduce per rank: its duration in the run against the alpha-beta cost. */
 TEST(a_ring_all_reduce_task_takes_its_alpha_beta_cost_when_uncontended)
 {

@@ -63,6 +63,8 @@ typedef struct job_spec {
     double bucket_mb;
     int stage_layers; /* layers per chunk (0: balanced by the plan) */
     bool no_cache, no_dedup;
+    bool sp, tp_overlap; /* --sp, --tp-comm-overlap */
+    bool full;
     bool megatron; /* Megatron-LM 2021's runtime: blocking p2p, host synchronizations, local
                       DDP, loss scaling and clipping, uniform recomputation */
 } job_spec;
@@ -89,6 +91,9 @@ static np_status run_spec(const nn_model_desc *d, const job_spec *js, timing *t,
     j.s.virtual_stages = js->v ? js->v : 1;
     j.s.microbatch = js->microbatch;
     j.s.bucket_mb = js->bucket_mb;
+    j.s.sp = js->sp;
+    j.s.tp_comm_overlap = js->tp_overlap;
+    j.full = js->full;
     if (js->megatron) {
         j.s.p2p_blocking = j.s.host_sync = true;
         j.s.ddp = NN_DDP_LOCAL;
@@ -299,6 +304,58 @@ static void trace_agrees(const nn_model_desc *d, job_spec js)
     run_report_free(&rep);
     unlink(path);
     rmdir(dir);
+}
+
+TEST(tp_comm_overlap_hides_sequence_parallel_collectives_behind_their_gemms)
+{
+    /* tp 4 with sequence parallelism, kernels at 1 GFLOP/s: each GEMM takes longer than the
+     * all-gather before it or the reduce-scatter after it. Overlapped in chunks (TE's
+     * userbuffers) those run under the GEMMs: what stays exposed is the collectives with no
+     * GEMM beside them (the embedding's reduce-scatter, its gradient's all-gather, the
+     * norms' gradient sums), well under the half of it that pairs with GEMMs, and the step
+     * is shorter; the same collectives move the same bytes */
+    nn_model_desc d;
+    gpt_desc(&d, 4);
+    double step[2], exposed[2], total[2], bytes[2];
+    for (int ov = 0; ov < 2; ov++) {
+        timing t = {.rate = 1e9};
+        job_spec js = {.arch = "a100-cluster", .sets = {"system.chips=4", "system.island_chips=4"},
+                       .tp = 4, .batch = 4, .microbatch = 1, .sp = true, .tp_overlap = ov};
+        run_report rep;
+        np_err err = {0};
+        np_status st = run_spec(&d, &js, &t, &rep, &err);
+        if (st != NP_OK)
+            fprintf(stderr, "%s\n", err.msg);
+        CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+        step[ov] = rep.step_time_s;
+        exposed[ov] = rep.comm[RUN_COMM_SP].exposed_s;
+        total[ov] = rep.comm[RUN_COMM_SP].total_s;
+        bytes[ov] = rep.comm[RUN_COMM_SP].bytes;
+        run_report_free(&rep);
+    }
+    CU_ASSERT(total[0] > 0);
+    CU_ASSERT(exposed[1] < 0.6 * exposed[0]);
+    CU_ASSERT(step[1] < step[0] - 0.3 * exposed[0]);
+    CU_ASSERT_EQUAL(bytes[1], bytes[0]);
+    fprintf(stderr, "tp 4 sp: step %.4g -> %.4g s, sp exposed %.4g -> %.4g s\n", step[0],
+            step[1], exposed[0], exposed[1]);
+    /* it needs sequence parallelism, and the full fidelity's lowering has no such overlap */
+    timing t = {.rate = 1e12};
+    run_report rep;
+    np_err err = {0};
+    job_spec js = {.arch = "a100-cluster", .sets = {"system.chips=4", "system.island_chips=4"}, .tp = 4, .batch = 4,
+                   .microbatch = 1, .tp_overlap = true};
+    CU_ASSERT_EQUAL(run_spec(&d, &js, &t, &rep, &err), NP_ERR_INCONSISTENT);
+    CU_ASSERT_STRING_EQUAL(err.msg, "--tp-comm-overlap needs --sp (it overlaps sequence "
+                                    "parallelism's all-gathers and reduce-scatters with their "
+                                    "GEMMs, as Megatron-Core's needs --sequence-parallel)");
+    js.sp = true;
+    js.full = true;
+    err = (np_err){0};
+    CU_ASSERT_EQUAL(run_spec(&d, &js, &t, &rep, &err), NP_ERR_USAGE);
+    CU_ASSERT_STRING_EQUAL(err.msg, "--tp-comm-overlap is not available with --fidelity full "
+                                    "yet (the step's lowering runs each collective between "
+                                    "its kernels)");
 }
 
 TEST(trace_stats_of_the_run_trace_give_the_reports_utilization_communication_and_bubble)
