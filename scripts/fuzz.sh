@@ -10,6 +10,7 @@
 #   base/fuzz      config, set, parse   architecture configs, --set values, the one door
 #   framework/fuzz model                model files
 #   traces/fuzz    trace                the trace reader and analyzer
+#                  sweep                sweep files (npusim sweep) and the results' CSV reader
 #   sim/fuzz       cli                  the command-line option parser
 #
 #   scripts/fuzz.sh [--cpu] [SECONDS] [HARNESS ...]
@@ -36,7 +37,7 @@ shift || true
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${CC:-clang}
 jobs=$(nproc 2>/dev/null || echo 2)
-all=(decode asm elf core config set parse model topo scalecfg booksim kspec trace cli)
+all=(decode asm elf core config set parse model topo scalecfg booksim kspec trace sweep cli)
 only=("$@")
 ((${#only[@]})) || only=("${all[@]}")
 
@@ -78,6 +79,7 @@ for f in tests/data/bad/files/*.cfg; do # the seeds stay small: not the 64 KiB o
   [ "$(stat -c %s "$f")" -lt 4096 ] && cp "$f" "$corpus/scalecfg/"
 done
 cp traces/fuzz/corpus/* "$corpus/trace/"
+cp tests/data/bad/files/sweep_*.yaml "$corpus/sweep/"
 cp sim/fuzz/corpus/* "$corpus/cli/"
 
 for h in "${only[@]}"; do

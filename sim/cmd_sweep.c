@@ -1,7 +1,8 @@
 /* cmd_sweep.c — `npusim sweep SWEEP.yaml [-j N] [-o results.csv] [--resume]`: every point of
  * a sweep file (traces/sweep.h, docs/sweeps.md) as its own npusim run, on a local pool or,
  * under mpirun, split over the ranks; a progress bar with ETA on a terminal; the Pareto
- * front at the end. */
+ * front at the end. Exit status 3 when the sweep ran and a point failed (after printing the
+ * summary; the results hold every row), 2 for a bad sweep file, option or results file. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,18 +14,26 @@
 
 const char cmd_sweep_usage[] =
     "usage: npusim sweep SWEEP.yaml [-j N] [-o RESULTS.csv] [--resume] [--dry-run] [--json]\n"
+    "                   [--max-points N]\n"
     "       mpirun -np K npusim sweep SWEEP.yaml ...   (the points split over K ranks)\n"
     "\n"
     "  -j N            run N points at once (default 1)\n"
     "  -o F            the CSV of results (default results.csv); the JSON lines go next to\n"
-    "                  it (F with .jsonl for .csv)\n"
+    "                  it (F with .jsonl for .csv); both are regular files (a device,\n"
+    "                  directory or symlink is refused)\n"
     "  --resume        continue the results of an interrupted sweep: finished points are\n"
-    "                  kept, the others run (without it the files must not exist)\n"
+    "                  kept, the others run (without it the files must not exist); results\n"
+    "                  of another sweep or of an edited grid are refused\n"
+    "  --max-points N  refuse a sweep of more than N points (default 100000), counted\n"
+    "                  before anything runs\n"
     "  --dry-run       print each point's npusim command instead of running it\n"
     "  --json          print {\"points\", \"ran\", \"resumed\", \"failed\", \"csv\", \"jsonl\",\n"
     "                  \"pareto\": [points]}\n"
     "\n"
-    "The sweep file: command, arch, grid, zip, points, metrics, pareto (docs/sweeps.md).\n";
+    "The sweep file: command, arch, grid, zip, points, metrics, pareto (docs/sweeps.md).\n"
+    "Exit status: 0 when every point is ok; 3 when a point failed (the summary is printed\n"
+    "and its row says why); 2 for a bad sweep file, option or results file; an interrupted\n"
+    "sweep (Ctrl-C) exits 2 and --resume runs the rest.\n";
 
 typedef struct progress {
     bool tty;
@@ -64,8 +73,9 @@ np_status cmd_sweep(int argc, char **argv, np_err *err)
         {"jobs", required_argument, NULL, 'j'}, {"output", required_argument, NULL, 'o'},
         {"resume", no_argument, NULL, 'r'},     {"dry-run", no_argument, NULL, 'n'},
         {"json", no_argument, NULL, 'J'},       {"help", no_argument, NULL, 'h'},
+        {"max-points", required_argument, NULL, 'm'},
         {0}};
-    uint64_t jobs = 1;
+    uint64_t jobs = 1, max_points = SWEEP_MAX_POINTS_DEFAULT;
     const char *out = "results.csv";
     bool resume = false, dry = false, json = false;
     int c;
@@ -74,6 +84,10 @@ np_status cmd_sweep(int argc, char **argv, np_err *err)
         switch (c) {
         case 'j':
             if (cli_parse_u64("-j", optarg, 1, 1024, &jobs, err) != NP_OK)
+                return err->status;
+            break;
+        case 'm':
+            if (cli_parse_u64("--max-points", optarg, 1, SIZE_MAX / 2, &max_points, err) != NP_OK)
                 return err->status;
             break;
         case 'o': out = optarg; break;
@@ -90,7 +104,7 @@ np_status cmd_sweep(int argc, char **argv, np_err *err)
         return np_err_set(err, NP_ERR_USAGE, "one sweep file at a time ('%s' is extra)",
                           argv[optind + 1]);
     sweep *s;
-    if (sweep_load(argv[optind], &s, err) != NP_OK)
+    if (sweep_load(argv[optind], (size_t)max_points, &s, err) != NP_OK)
         return err->status;
     if (dry) {
         for (size_t p = 0; p < sweep_points(s); p++) {
@@ -113,9 +127,10 @@ np_status cmd_sweep(int argc, char **argv, np_err *err)
     sweep_opts o = {self, out, (unsigned)jobs, resume, show_progress, &pr};
     sweep_result r;
     np_status st = sweep_run(s, &o, &r, err);
+    char *jl = sweep_jsonl_path(out);
+    if (st == NP_OK && !jl)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
     if (st == NP_OK && sweep_is_root()) {
-        char jl[4096];
-        sweep_jsonl_path(out, jl, sizeof jl);
         if (json) {
             json_t *front = json_array();
             for (size_t i = 0; front && i < r.n_pareto; i++)
@@ -137,6 +152,10 @@ np_status cmd_sweep(int argc, char **argv, np_err *err)
             }
         }
     }
+    if (st == NP_OK && sweep_is_root() && r.failed)
+        st = np_err_at(err, NP_ERR_SIM_FAULT, out, 0, 0, "%zu of %zu points failed (status "
+                       "error; the row of each says why)", r.failed, r.points);
+    free(jl);
     free(r.pareto);
     sweep_free(s);
     return st;

@@ -5,12 +5,20 @@
  * back through pipes (poll); its row is built from the JSON. Rows go to the files in the
  * order points finish, each with one write(2) on an O_APPEND descriptor: the CSV row first,
  * then the JSON line. On resume a point counts as finished when both files hold it; anything
- * else (a torn last line, a CSV row whose JSON line was never written) is dropped and the
- * point runs again — points are deterministic, so the row comes out the same. */
+ * else (a torn last line, a CSV row whose JSON line was never written, a run cut short by an
+ * interrupt) is dropped and the point runs again — points are deterministic, so the row
+ * comes out the same. A row is taken only when it is this sweep's point of that number: the
+ * CSV row's values and the JSON line's arguments ("args") are the point's; anything else
+ * means another sweep's results or an edited grid, and is refused rather than mixed in.
+ *
+ * The files are regular files: a device, directory or symlink named by -o is refused before
+ * anything is read or written (the final rewrite renames a new file over the old one, which
+ * would replace a symlink or /dev/null by a regular file). */
 #include "sweep.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdarg.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -23,7 +31,11 @@
 
 #include "csv.h"
 #include "fdio.h"
+#include "readfile.h"
 #include "sweep_impl.h"
+
+#define SWEEP_RESULTS_MAX_BYTES (1ull << 30) /* a results file read to resume */
+#define SWEEP_ERROR_MAX_BYTES 200             /* a failed run's stderr kept in its row */
 
 #ifdef NPUSIM_HAVE_MPI
 #include <mpi.h>
@@ -85,8 +97,9 @@ static char *csv_header(const sweep *s)
 /* The value at path ("a/0/b", "rows/-1/x") in j, or NULL. */
 static json_t *json_path(json_t *j, const char *path)
 {
-    char buf[256];
-    snprintf(buf, sizeof buf, "%s", path);
+    char *buf = strdup(path);
+    if (!buf)
+        return NULL;
     char *save = NULL;
     for (char *part = strtok_r(buf, "/", &save); part && j; part = strtok_r(NULL, "/", &save)) {
         if (json_is_array(j)) {
@@ -101,20 +114,57 @@ static json_t *json_path(json_t *j, const char *path)
             j = json_object_get(j, part);
         }
     }
+    free(buf);
     return j;
 }
 
-/* A swept value as JSON: a number when it reads as one, else the text. */
-static json_t *param_json(const char *v)
+/* A printf into a new string (NULL when out of memory). */
+static char *str_printf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static char *str_printf(const char *fmt, ...)
 {
-    char *end;
-    long long i = strtoll(v, &end, 10);
-    if (*v && !*end)
-        return json_integer(i);
-    double d = strtod(v, &end);
-    if (*v && !*end)
-        return json_real(d);
-    return json_string(v);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *p = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    if (p) {
+        va_start(ap, fmt);
+        vsnprintf(p, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    return p;
+}
+
+/* The first line of a failed run's stderr as it goes into a row: bytes that are not
+ * well-formed UTF-8 and control characters become '?', and it is cut to at most max bytes
+ * at a character's boundary (never inside one), "..." marking the cut. Into a new string. */
+static char *error_line(const char *text, size_t max)
+{
+    size_t n = strcspn(text, "\n");
+    strbuf b = {0};
+    bool ok = sb_put(&b, "", 0), cut = false;
+    for (size_t i = 0; ok && i < n;) {
+        size_t good = np_utf8_invalid_at(text + i, n - i), k = good ? 1 : 0;
+        if (good) { /* one whole character */
+            unsigned char c = (unsigned char)text[i];
+            k = c < 0x80 ? 1 : c < 0xe0 ? 2 : c < 0xf0 ? 3 : 4;
+        }
+        if (b.n + (k ? k : 1) > max) {
+            cut = true;
+            break;
+        }
+        if (!k || (unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+            ok = sb_put(&b, "?", 1), i += k ? k : 1;
+        else
+            ok = sb_put(&b, text + i, k), i += k;
+    }
+    if (ok && cut)
+        ok = sb_puts(&b, "...");
+    if (!ok) {
+        free(b.s);
+        return NULL;
+    }
+    return b.s;
 }
 
 typedef struct row {
@@ -135,62 +185,73 @@ static void number_text(const json_t *v, char *buf, size_t n)
 static bool make_row(const sweep *s, size_t p, int status, const char *out, const char *errtext,
                      row *r)
 {
-    char msg[300] = "";
+    char *msg = NULL;
     json_t *j = NULL, *metrics = json_object();
-    bool ok = status == 0;
+    json_t **vals = calloc(s->n_metrics + 1, sizeof *vals);
+    bool ok = status == 0, good = metrics && vals;
     if (!ok) {
-        size_t n = strcspn(errtext, "\n");
-        snprintf(msg, sizeof msg, "exit %d: %.*s", status, (int)(n > 200 ? 200 : n), errtext);
+        char *line = error_line(errtext, SWEEP_ERROR_MAX_BYTES);
+        msg = line ? str_printf("exit %d: %s", status, line) : NULL;
+        free(line);
     } else {
         json_error_t je;
         if (!(j = json_loads(out, 0, &je))) {
             ok = false;
-            snprintf(msg, sizeof msg, "the output is not JSON (line %d: %s)", je.line, je.text);
+            msg = str_printf("the output is not JSON (line %d: %s)", je.line, je.text);
         }
     }
-    strbuf c = {0};
-    char num[64];
-    snprintf(num, sizeof num, "%zu", p);
-    bool good = metrics && sb_puts(&c, num);
-    json_t *vals[64] = {0};
-    for (size_t m = 0; ok && m < s->n_metrics && m < 64; m++) {
+    for (size_t m = 0; good && ok && m < s->n_metrics; m++) {
         json_t *v = json_path(j, s->metric_paths[m]);
         if (!json_is_number(v)) {
             ok = false;
-            snprintf(msg, sizeof msg, "metric %s: no number at '%s' in the output",
-                     s->metric_names[m], s->metric_paths[m]);
+            msg = str_printf("metric %s: no number at '%s' in the output", s->metric_names[m],
+                             s->metric_paths[m]);
         }
         vals[m] = v;
     }
-    good &= sb_puts(&c, ok ? ",ok" : ",error");
-    json_t *params = json_object();
-    good &= params != NULL;
-    for (size_t k = 0; k < s->n_cols; k++) {
+    good &= ok || msg; /* a failed row always says why */
+    strbuf c = {0};
+    char num[64];
+    snprintf(num, sizeof num, "%zu", p);
+    good &= sb_puts(&c, num) && sb_puts(&c, ok ? ",ok" : ",error");
+    json_t *params = json_object(), *args = json_array();
+    good &= params && args;
+    for (size_t k = 0; good && k < s->n_cols; k++) {
         const char *v = s->vals[p][k];
+        json_t *pv = NULL;
         good &= sb_put(&c, ",", 1) && (!v || sb_csv(&c, v));
-        if (v && params)
-            good &= !json_object_set_new(params, s->cols[k], param_json(v));
+        if (v)
+            good &= sweep_value(NULL, v, &pv, NULL) == NP_OK &&
+                    !json_object_set_new(params, s->cols[k], pv);
     }
-    for (size_t m = 0; m < s->n_metrics; m++) {
+    for (const char *const *a = sweep_point_args(s, p); good && *a; a++)
+        good &= !json_array_append_new(args, json_string(*a));
+    for (size_t m = 0; good && m < s->n_metrics; m++) {
         good &= sb_put(&c, ",", 1);
         r->metrics[m] = 0;
-        if (!ok || m >= 64)
+        if (!ok)
             continue;
         number_text(vals[m], num, sizeof num);
         good &= sb_puts(&c, num);
         r->metrics[m] = json_number_value(vals[m]);
-        if (metrics)
-            good &= !json_object_set_new(metrics, s->metric_names[m], json_deep_copy(vals[m]));
+        good &= !json_object_set_new(metrics, s->metric_names[m], json_deep_copy(vals[m]));
     }
-    good &= sb_put(&c, ",", 1) && sb_csv(&c, msg) && sb_put(&c, "\n", 1);
-    json_t *line = json_pack("{s:I, s:s, s:o, s:o}", "point", (json_int_t)p, "status",
-                             ok ? "ok" : "error", "params", params, "metrics", metrics);
+    good &= sb_put(&c, ",", 1) && sb_csv(&c, ok ? "" : msg) && sb_put(&c, "\n", 1);
+    json_t *line = good ? json_pack("{s:I, s:s, s:O, s:O, s:O}", "point", (json_int_t)p,
+                                    "status", ok ? "ok" : "error", "params", params, "args",
+                                    args, "metrics", metrics)
+                        : NULL;
     if (line && !ok)
-        json_object_set_new(line, "error", json_string(msg));
+        good &= !json_object_set_new(line, "error", json_string(msg));
     char *js = line ? json_dumps(line, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12))
                     : NULL;
     json_decref(line);
+    json_decref(params);
+    json_decref(args);
+    json_decref(metrics);
     json_decref(j);
+    free(vals);
+    free(msg);
     strbuf jb = {0};
     good &= js && sb_puts(&jb, js) && sb_put(&jb, "\n", 1);
     free(js);
@@ -205,107 +266,235 @@ static bool make_row(const sweep *s, size_t p, int status, const char *out, cons
 
 /* ---- files ------------------------------------------------------------------------------------ */
 
-/* Writes header and every done row, in point order, to path (through a temporary file and a
- * rename: the file is whole at every moment). */
-static bool rewrite(const char *path, const char *header, const row *rows, size_t n, bool jsonl)
+/* path may be written: it does not exist, or is a regular file (not a symlink, a device, a
+ * directory or a pipe). NP_ERR_IO naming it otherwise. */
+static np_status check_target(const char *path, np_err *err)
 {
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (fd < 0)
-        return false;
-    bool ok = !header || np_write_all(fd, header, strlen(header));
+    struct stat sb;
+    if (lstat(path, &sb) != 0)
+        return errno == ENOENT ? NP_OK
+                               : np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot use the results "
+                                           "file: %s", strerror(errno));
+    if (S_ISREG(sb.st_mode))
+        return NP_OK;
+    const char *what = S_ISLNK(sb.st_mode)   ? "a symbolic link"
+                       : S_ISDIR(sb.st_mode) ? "a directory"
+                       : S_ISCHR(sb.st_mode) || S_ISBLK(sb.st_mode) ? "a device"
+                                                                    : "not a regular file";
+    return np_err_at(err, NP_ERR_IO, path, 0, 0, "is %s: the results go to regular files only "
+                     "(-o names a new file or the results of this sweep)", what);
+}
+
+/* Writes header and every done row, in point order, to path (through a temporary file and a
+ * rename: the file is whole at every moment). NP_ERR_IO with the reason. */
+static np_status rewrite(const char *path, const char *header, const row *rows, size_t n,
+                         bool jsonl, np_err *err)
+{
+    char *tmp = str_printf("%s.tmp", path);
+    if (!tmp)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    unlink(tmp); /* a stale one (or a symlink planted there): never written through */
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    const char *step = "cannot create";
+    bool ok = fd >= 0;
+    if (ok && header)
+        ok = np_write_all(fd, header, strlen(header)), step = "cannot write";
     for (size_t p = 0; ok && p < n; p++)
         if (rows[p].done) {
             const char *l = jsonl ? rows[p].jsonl : rows[p].csv;
-            ok = np_write_all(fd, l, strlen(l));
+            ok = np_write_all(fd, l, strlen(l)), step = "cannot write";
         }
-    ok &= fsync(fd) == 0;
-    ok &= close(fd) == 0;
-    return ok && rename(tmp, path) == 0;
+    if (ok)
+        ok = fsync(fd) == 0, step = "cannot write";
+    int e = errno;
+    if (fd >= 0 && close(fd) != 0 && ok)
+        ok = false, e = errno, step = "cannot write";
+    if (ok && rename(tmp, path) != 0)
+        ok = false, e = errno, step = "cannot rename it to the results";
+    np_status st = NP_OK;
+    if (!ok) {
+        st = np_err_at(err, NP_ERR_IO, tmp, 0, 0, "%s: %s", step, strerror(e));
+        if (fd >= 0)
+            unlink(tmp);
+    }
+    free(tmp);
+    return st;
 }
 
-static char *read_text(const char *path, bool *exists)
+/* A results file read whole (NULL text and 0 when it does not exist). */
+static np_status read_results(const char *path, char **text, size_t *len, np_err *err)
 {
-    FILE *f = fopen(path, "rb");
-    *exists = f != NULL;
-    if (!f)
-        return NULL;
-    strbuf b = {0};
-    char buf[65536];
-    size_t k;
-    bool ok = sb_put(&b, "", 0);
-    while (ok && (k = fread(buf, 1, sizeof buf, f)) > 0)
-        ok = sb_put(&b, buf, k);
-    fclose(f);
-    if (!ok) {
-        free(b.s);
-        return NULL;
+    *text = NULL, *len = 0;
+    struct stat sb;
+    if (lstat(path, &sb) != 0 && errno == ENOENT)
+        return NP_OK;
+    np_status st = np_read_file(path, SWEEP_RESULTS_MAX_BYTES, "sweep results", text, len, err);
+    if (st == NP_OK && strlen(*text) != *len) {
+        st = np_err_at(err, NP_ERR_SYNTAX, path, 0, 0, "a NUL byte: not sweep results");
+        free(*text);
+        *text = NULL;
     }
-    return b.s;
+    return st;
+}
+
+/* What a resumed row of point p must be: this sweep's point (else NP_ERR_INCONSISTENT at
+ * path:line saying what differs). */
+static np_status not_this_sweep(np_err *err, const char *path, int line, size_t p,
+                                const char *what)
+{
+    return np_err_at(err, NP_ERR_INCONSISTENT, path, line, 0, "point %zu %s: these results "
+                     "are another sweep's, or this sweep's grid was edited since (use another "
+                     "-o, or remove the results to start again)", p, what);
+}
+
+/* The CSV rows (after a header equal to this sweep's) into csv_rec[point] (the record's
+ * text, with its line break; torn last record dropped), each checked against the point's
+ * values. */
+static np_status resume_csv(const sweep *s, const char *path, const char *text, size_t len,
+                            char **csv_rec, bool *csv_ok, np_err *err)
+{
+    csv_reader r;
+    csv_reader_init(&r, text, len);
+    char **f;
+    size_t n, want = s->n_cols + s->n_metrics + 3;
+    bool torn;
+    int line;
+    np_status st = csv_next(&r, path, &f, &n, &torn, &line, err);
+    if (st != NP_OK || !f)
+        return st;
+    bool same = !torn && n == want && !strcmp(f[0], "point") && !strcmp(f[1], "status") &&
+                !strcmp(f[n - 1], "error");
+    for (size_t c = 0; same && c < s->n_cols; c++)
+        same = !strcmp(f[2 + c], s->cols[c]);
+    for (size_t m = 0; same && m < s->n_metrics; m++)
+        same = !strcmp(f[2 + s->n_cols + m], s->metric_names[m]);
+    csv_fields_free(f, n);
+    if (!same)
+        return np_err_at(err, NP_ERR_INCONSISTENT, path, 1, 1, "the results were written by "
+                         "another sweep (their columns differ from this one's)");
+    for (;;) {
+        const char *start = r.p;
+        if ((st = csv_next(&r, path, &f, &n, &torn, &line, err)) != NP_OK || !f || torn)
+            break;
+        uint64_t p;
+        if (n != want)
+            st = np_err_at(err, NP_ERR_SYNTAX, path, line, 0, "%zu fields where the header has "
+                           "%zu", n, want);
+        else if (np_parse_u64(NP_SRC_AT(path, line, 1, "point"), f[0], 0, UINT64_MAX, &p,
+                              err) != NP_OK)
+            st = err->status;
+        else if (p >= s->n_points)
+            st = not_this_sweep(err, path, line, (size_t)p, "is not in this sweep (it has fewer "
+                                "points)");
+        for (size_t c = 0; st == NP_OK && c < s->n_cols; c++) {
+            const char *v = s->vals[p][c] ? s->vals[p][c] : "";
+            if (strcmp(f[2 + c], v)) {
+                char *what = str_printf("has %s = '%s' in the results but '%s' in this sweep",
+                                        s->cols[c], f[2 + c], v);
+                st = what ? not_this_sweep(err, path, line, (size_t)p, what)
+                          : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+                free(what);
+            }
+        }
+        if (st == NP_OK) {
+            free(csv_rec[p]);
+            csv_rec[p] = strndup(start, (size_t)(r.p - start));
+            csv_ok[p] = !strcmp(f[1], "ok");
+            if (!csv_rec[p])
+                st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        }
+        csv_fields_free(f, n);
+        if (st != NP_OK)
+            break;
+    }
+    return st;
+}
+
+/* Whether a JSON line's args are point p's. */
+static bool same_args(const sweep *s, size_t p, const json_t *args)
+{
+    const char *const *a = sweep_point_args(s, p);
+    size_t k = 0;
+    for (; a[k]; k++) {
+        const char *v = json_string_value(json_array_get(args, k));
+        if (!v || strcmp(v, a[k]))
+            return false;
+    }
+    return json_is_array(args) && json_array_size(args) == k;
 }
 
 /* Takes the finished points from existing files into rows (a point counts when both files
- * have it). */
+ * have it, with the same status, and its run was not cut short by an interrupt). */
 static np_status resume_rows(const sweep *s, const char *csv_path, const char *jsonl_path,
-                             const char *header, row *rows, size_t *n_done, np_err *err)
+                             row *rows, size_t *n_done, np_err *err)
 {
-    bool have_csv, have_jsonl;
-    char *csv = read_text(csv_path, &have_csv), *jl = read_text(jsonl_path, &have_jsonl);
-    np_status st = NP_OK;
+    char *csv = NULL, *jl = NULL;
+    size_t csv_len, jl_len;
+    char **csv_rec = calloc(s->n_points + 1, sizeof *csv_rec);
+    bool *csv_ok = calloc(s->n_points + 1, sizeof *csv_ok);
     *n_done = 0;
-    if ((have_csv && !csv) || (have_jsonl && !jl))
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the results");
-    else if (have_csv && strncmp(csv, header, strlen(header)) && *csv)
-        st = np_err_at(err, NP_ERR_INCONSISTENT, csv_path, 1, 1, "the results were written by "
-                       "another sweep (their columns differ from this one's)");
-    char **csv_line = calloc(s->n_points + 1, sizeof *csv_line);
-    if (st == NP_OK && !csv_line)
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    /* CSV rows after the header: "point,..." whole lines (a torn last line has no '\n') */
-    for (char *p = csv && st == NP_OK ? strchr(csv, '\n') : NULL; p;) {
-        char *line = p + 1, *nl = strchr(line, '\n'), *end;
-        if (!nl)
-            break;
-        *nl = '\0';
-        unsigned long id = strtoul(line, &end, 10);
-        if (end != line && *end == ',' && id < s->n_points)
-            csv_line[id] = line;
-        p = nl;
-    }
-    /* the JSON lines: {"point": N, ...} */
-    for (char *line = jl && st == NP_OK ? jl : NULL; line && *line;) {
-        char *nl = strchr(line, '\n');
-        if (!nl)
-            break;
+    np_status st = csv_rec && csv_ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    if (st == NP_OK)
+        st = read_results(csv_path, &csv, &csv_len, err);
+    if (st == NP_OK)
+        st = read_results(jsonl_path, &jl, &jl_len, err);
+    if (st == NP_OK && csv)
+        st = resume_csv(s, csv_path, csv, csv_len, csv_rec, csv_ok, err);
+    /* the JSON lines: {"point": N, "status", "params", "args", ...}; a torn last one dropped */
+    int ln = 1;
+    for (char *line = st == NP_OK ? jl : NULL, *nl; line && (nl = strchr(line, '\n'));
+         line = nl + 1, ln++) {
         *nl = '\0';
         json_error_t je;
         json_t *j = json_loads(line, 0, &je);
         json_t *pt = json_object_get(j, "point");
-        size_t id = json_is_integer(pt) ? (size_t)json_integer_value(pt) : SIZE_MAX;
-        if (id < s->n_points && csv_line[id] && !rows[id].done) {
-            size_t cl = strlen(csv_line[id]);
-            row *r = &rows[id];
-            r->csv = malloc(cl + 2);
-            r->jsonl = malloc(strlen(line) + 2);
-            if (!r->csv || !r->jsonl) {
+        const char *status = json_string_value(json_object_get(j, "status")),
+                   *error = json_string_value(json_object_get(j, "error"));
+        if (!j || !json_is_integer(pt) || !status) {
+            st = np_err_at(err, NP_ERR_SYNTAX, jsonl_path, ln, j ? 0 : je.column,
+                           "not a row of sweep results (%s)",
+                           j ? "no \"point\" or \"status\"" : je.text);
+            json_decref(j);
+            break;
+        }
+        json_int_t id = json_integer_value(pt);
+        size_t p = (size_t)id;
+        if (id < 0 || p >= s->n_points)
+            st = not_this_sweep(err, jsonl_path, ln, p, "is not in this sweep (it has fewer "
+                                "points)");
+        else if (!same_args(s, p, json_object_get(j, "args")))
+            st = not_this_sweep(err, jsonl_path, ln, p, json_object_get(j, "args")
+                                ? "ran with other arguments than this sweep's point"
+                                : "has no \"args\" (results of an older npusim: which "
+                                  "point it was cannot be checked)");
+        bool interrupted = error && (!strncmp(error, "exit 130:", 9) ||
+                                     !strncmp(error, "exit 143:", 9));
+        if (st == NP_OK && csv_rec[p] && csv_ok[p] == !strcmp(status, "ok") && !interrupted) {
+            row *r = &rows[p];
+            free(r->csv);
+            free(r->jsonl);
+            r->csv = csv_rec[p], csv_rec[p] = NULL;
+            r->jsonl = str_printf("%s\n", line);
+            if (!r->jsonl) {
                 st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
                 json_decref(j);
                 break;
             }
-            snprintf(r->csv, cl + 2, "%.*s\n", (int)cl, csv_line[id]);
-            snprintf(r->jsonl, strlen(line) + 2, "%s\n", line);
-            json_t *status = json_object_get(j, "status"), *m = json_object_get(j, "metrics");
-            r->ok = json_is_string(status) && !strcmp(json_string_value(status), "ok");
+            json_t *m = json_object_get(j, "metrics");
+            r->ok = csv_ok[p];
             for (size_t k = 0; k < s->n_metrics; k++)
                 r->metrics[k] = json_number_value(json_object_get(m, s->metric_names[k]));
+            *n_done += !r->done;
             r->done = true;
-            (*n_done)++;
         }
         json_decref(j);
-        line = nl + 1;
+        if (st != NP_OK)
+            break;
     }
-    free(csv_line);
+    for (size_t p = 0; csv_rec && p < s->n_points; p++)
+        free(csv_rec[p]);
+    free(csv_rec);
+    free(csv_ok);
     free(csv);
     free(jl);
     return st;
@@ -394,15 +583,16 @@ typedef struct run_state {
     int csv_fd, jsonl_fd;
     size_t done, failed;
     bool io_failed;
+    int io_errno;
 } run_state;
 
 /* A finished row on the root: into the files and the counts. */
 static void deliver(run_state *rs, size_t p)
 {
     row *r = &rs->rows[p];
-    if (!np_write_all(rs->csv_fd, r->csv, strlen(r->csv)) ||
-        !np_write_all(rs->jsonl_fd, r->jsonl, strlen(r->jsonl)))
-        rs->io_failed = true;
+    if (!rs->io_failed && (!np_write_all(rs->csv_fd, r->csv, strlen(r->csv)) ||
+                           !np_write_all(rs->jsonl_fd, r->jsonl, strlen(r->jsonl))))
+        rs->io_failed = true, rs->io_errno = errno;
     rs->done++;
     rs->failed += !r->ok;
     if (rs->o->progress)
@@ -530,12 +720,18 @@ static np_status pool(run_state *rs, const bool *mine, np_err *err)
                 ;
             int code = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
             row *r = &rs->rows[j->point];
-            if (!make_row(s, j->point, code, j->out.s ? j->out.s : "", j->err.s ? j->err.s : "", r))
+            /* a run cut short by Ctrl-C or a TERM (to the process group, or to the point
+             * alone) is not its point's result: not recorded, and the sweep stops */
+            if (code == 128 + SIGINT || code == 128 + SIGTERM)
+                sweep_stop = 1;
+            bool record = !sweep_stop;
+            if (record && !make_row(s, j->point, code, j->out.s ? j->out.s : "",
+                                    j->err.s ? j->err.s : "", r))
                 st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-            else if (mpi_rank == 0)
+            else if (record && mpi_rank == 0)
                 deliver(rs, j->point);
 #ifdef NPUSIM_HAVE_MPI
-            else {
+            else if (record) {
                 strbuf m = {0};
                 char id[32];
                 snprintf(id, sizeof id, "%zu\n", j->point);
@@ -613,32 +809,40 @@ np_status sweep_run(const sweep *s, const sweep_opts *o, sweep_result *out, np_e
         MPI_Comm_size(MPI_COMM_WORLD, &mpi_size);
     }
 #endif
-    char jsonl_path[4096];
-    sweep_jsonl_path(o->csv_path, jsonl_path, sizeof jsonl_path);
+    char *jsonl_path = sweep_jsonl_path(o->csv_path);
     row *rows = calloc(s->n_points, sizeof *rows);
     double *mem = calloc(s->n_points * (s->n_metrics + 1), sizeof *mem);
     bool *mine = calloc(s->n_points + 1, sizeof *mine);
     char *header = csv_header(s);
-    np_status st = rows && mem && mine && header ? NP_OK
-                                                 : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    np_status st = rows && mem && mine && header && jsonl_path
+                       ? NP_OK
+                       : np_err_set(err, NP_ERR_NOMEM, "out of memory");
     for (size_t p = 0; rows && mem && p < s->n_points; p++)
         rows[p].metrics = mem + p * (s->n_metrics + 1);
-    run_state rs = {s, o, rows, -1, -1, 0, 0, false};
+    run_state rs = {s, o, rows, -1, -1, 0, 0, false, 0};
     if (st == NP_OK && mpi_rank == 0) { /* the root owns the files */
         size_t resumed = 0;
         struct stat sb;
-        bool exists = stat(o->csv_path, &sb) == 0 || stat(jsonl_path, &sb) == 0;
-        if (exists && !o->resume)
+        st = check_target(o->csv_path, err);
+        if (st == NP_OK)
+            st = check_target(jsonl_path, err);
+        bool exists = lstat(o->csv_path, &sb) == 0 || lstat(jsonl_path, &sb) == 0;
+        if (st == NP_OK && exists && !o->resume)
             st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "the results exist (--resume "
                            "continues them; or remove %s and %s)", o->csv_path, jsonl_path);
-        else if (exists)
-            st = resume_rows(s, o->csv_path, jsonl_path, header, rows, &resumed, err);
-        if (st == NP_OK && (!rewrite(o->csv_path, header, rows, s->n_points, false) ||
-                            !rewrite(jsonl_path, NULL, rows, s->n_points, true)))
-            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot write the results");
-        if (st == NP_OK && ((rs.csv_fd = open(o->csv_path, O_WRONLY | O_APPEND)) < 0 ||
-                            (rs.jsonl_fd = open(jsonl_path, O_WRONLY | O_APPEND)) < 0))
-            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot open the results");
+        else if (st == NP_OK && exists)
+            st = resume_rows(s, o->csv_path, jsonl_path, rows, &resumed, err);
+        if (st == NP_OK)
+            st = rewrite(o->csv_path, header, rows, s->n_points, false, err);
+        if (st == NP_OK)
+            st = rewrite(jsonl_path, NULL, rows, s->n_points, true, err);
+        const char *bad = o->csv_path;
+        if (st == NP_OK &&
+            ((rs.csv_fd = open(o->csv_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+             (bad = jsonl_path,
+              rs.jsonl_fd = open(jsonl_path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC)) < 0))
+            st = np_err_at(err, NP_ERR_IO, bad, 0, 0, "cannot open the results: %s",
+                           strerror(errno));
         out->resumed = rs.done = resumed;
         for (size_t p = 0; p < s->n_points; p++)
             rs.failed += rows[p].done && !rows[p].ok;
@@ -681,13 +885,17 @@ np_status sweep_run(const sweep *s, const sweep_opts *o, sweep_result *out, np_e
         MPI_Send("", 0, MPI_CHAR, 0, TAG_DONE, MPI_COMM_WORLD);
 #endif
     if (mpi_rank == 0 && rs.csv_fd >= 0) {
-        close(rs.csv_fd);
-        close(rs.jsonl_fd);
+        if (rs.csv_fd >= 0)
+            close(rs.csv_fd);
+        if (rs.jsonl_fd >= 0)
+            close(rs.jsonl_fd);
         if (rs.io_failed && st == NP_OK)
-            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot append to the results");
-        if (st == NP_OK && (!rewrite(o->csv_path, header, rows, s->n_points, false) ||
-                            !rewrite(jsonl_path, NULL, rows, s->n_points, true)))
-            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot write the results");
+            st = np_err_at(err, NP_ERR_IO, o->csv_path, 0, 0, "cannot append to the results: %s",
+                           strerror(rs.io_errno));
+        if (st == NP_OK)
+            st = rewrite(o->csv_path, header, rows, s->n_points, false, err);
+        if (st == NP_OK)
+            st = rewrite(jsonl_path, NULL, rows, s->n_points, true, err);
         out->ran = rs.done - out->resumed;
         out->failed = rs.failed;
         if (st == NP_OK)
@@ -707,5 +915,6 @@ np_status sweep_run(const sweep *s, const sweep_opts *o, sweep_result *out, np_e
     free(mem);
     free(mine);
     free(header);
+    free(jsonl_path);
     return st;
 }

@@ -20,8 +20,10 @@
  *     cycles: layers/0/total_cycles           #   (keys and indices by '/'; -1: the last)
  *   pareto: {cycles: min}                     # (optional) objectives: min or max
  *
- * Rows: point, status (ok or error), the axes' values, the metrics, error (the failed run's
- * exit status and first line of stderr). */
+ * Rows: point, status (ok or error), the axes' values (their text as written), the metrics,
+ * error (the failed run's exit status and first line of stderr). The JSON lines also hold
+ * each point's npusim arguments ("args"): --resume takes a row only when its point has the
+ * same values and arguments in this sweep. */
 #ifndef NPUSIM_SWEEP_H
 #define NPUSIM_SWEEP_H
 
@@ -34,11 +36,18 @@
 
 typedef struct sweep sweep;
 
-/* Reads and checks a sweep file: errors name the file, line and column (NP_ERR_SYNTAX,
- * NP_ERR_UNKNOWN_KEY for a top-level key or an architecture key that does not exist,
- * NP_ERR_TYPE, NP_ERR_MISSING for no command or metrics, NP_ERR_INCONSISTENT for zip axes of
- * different lengths), NP_ERR_IO, NP_ERR_NOMEM. */
-np_status sweep_load(const char *path, sweep **out, np_err *err);
+/* The default cap on a sweep's points (sweep_load's max_points; --max-points). */
+#define SWEEP_MAX_POINTS_DEFAULT 100000u
+
+/* Reads and checks a sweep file: errors name the file, line and column (NP_ERR_SYNTAX, also
+ * for a second YAML document; NP_ERR_UNKNOWN_KEY for a top-level key or an architecture key
+ * that does not exist; NP_ERR_TYPE; NP_ERR_MISSING for no command or metrics;
+ * NP_ERR_INCONSISTENT for zip axes of different lengths; NP_ERR_DUPLICATE for a key given
+ * twice in a mapping or an axis in grid and zip; NP_ERR_RANGE for nesting deeper than 16
+ * levels, more points than max_points (counted before any is made) and a value refused by
+ * the one door: NaN, infinities, out of range, hexadecimal), NP_ERR_IO (not a regular file,
+ * over 16 MiB), NP_ERR_NOMEM. */
+np_status sweep_load(const char *path, size_t max_points, sweep **out, np_err *err);
 void sweep_free(sweep *s);
 
 /* Its points, and the npusim arguments of point i (after the program name; NULL-terminated,
@@ -66,15 +75,22 @@ typedef struct sweep_opts {
 } sweep_opts;
 
 /* Runs every point not yet in the files (the local pool; with MPI, this process's share,
- * rank 0 gathering every row). NP_ERR_IO (a file cannot be written, or exists without
- * resume), NP_ERR_INCONSISTENT (resumed files written by another sweep: their header
- * differs), NP_ERR_NOMEM; a point that fails is a row with status error, not an error. */
+ * rank 0 gathering every row). The files must be regular files or not exist. NP_ERR_IO (a
+ * file that is a device, directory or symlink, cannot be read or written — with the reason
+ * —, or exists without resume; an interrupted sweep), NP_ERR_INCONSISTENT (resumed files
+ * written by another sweep or by this one before its grid was edited: their header, a row's
+ * values or its arguments differ from this sweep's point of that number), NP_ERR_SYNTAX (a
+ * malformed row before the last), NP_ERR_NOMEM; a point that fails is a row with status
+ * error (out->failed counts them), not an error. A point cut short by an interrupt is not
+ * recorded, and a recorded one ("exit 130" or "exit 143", from a sweep before this rule) is
+ * run again on resume. */
 np_status sweep_run(const sweep *s, const sweep_opts *o, sweep_result *out, np_err *err);
 
 /* With MPI: whether this process is rank 0 (the one that writes and reports); true without. */
 bool sweep_is_root(void);
 
-/* The JSON-lines path of a CSV path (".csv" replaced or ".jsonl" appended), into buf. */
-const char *sweep_jsonl_path(const char *csv_path, char *buf, size_t n);
+/* The JSON-lines path of a CSV path (".csv" replaced or ".jsonl" appended): malloc'd (free
+ * it); NULL when out of memory. */
+char *sweep_jsonl_path(const char *csv_path);
 
 #endif

@@ -6,6 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include <jansson.h>
+
+#include "parse.h"
 #include "sweep.h"
 
 struct sweep {
@@ -23,5 +26,13 @@ struct sweep {
     int *pareto_dir; /* per metric: -1 min, +1 max, 0 not an objective */
     size_t n_metrics;
 };
+
+/* The one door of a swept value (a grid, zip or points value): text is kept as written (the
+ * CSV and the point's arguments use it unchanged); *out (when out is not NULL; a new
+ * reference) is what the JSON lines record — an integer for a decimal integer, a real for a
+ * decimal real that 12 significant digits print exactly, else the text. Refused, naming src:
+ * NaN and infinities, hexadecimal, integers outside int64 and reals outside a double
+ * (NP_ERR_RANGE or NP_ERR_SYNTAX); NP_ERR_NOMEM. */
+np_status sweep_value(const np_src *src, const char *text, json_t **out, np_err *err);
 
 #endif
