@@ -184,6 +184,12 @@ typedef struct nn_strategy {
                                   run together as a two-stage pipeline (docs/run.md,
                                   "Overlapped tensor-parallel communication"). Default off: each
                                   collective runs between its kernels */
+    bool overlap_param_gather; /* Megatron-Core's --overlap-param-gather (with the distributed
+                                  optimizer, zero 1 or 2): the parameter all-gathers of the
+                                  step's end run at the step's start, each layer's first forward
+                                  waiting for its parameters' (the steady state of gathering the
+                                  update during the next step's forward; docs/run.md).
+                                  Default off: they end the step */
     int n_stage_layers;        /* 0: balance stages by FLOPs; else one layer count per */
     int stage_layers[NN_STRATEGY_MAX_CHUNKS]; /* model chunk (pp * virtual_stages of them) */
     char placement[16];        /* mesh axis order on chips, fastest first ("tp,pp,dp");

@@ -55,6 +55,10 @@ static np_status nn_plan_validate_common(const nn_strategy *s, int64_t B, int64_
                           "(0 or 1)", s->zero);
     if (s->sp && s->tp < 2)
         return np_err_set(err, NP_ERR_INCONSISTENT, "--sp needs --tp 2 or more");
+    if (s->overlap_param_gather && s->zero != 1 && s->zero != 2)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "--overlap-param-gather needs --zero 1 or 2 "
+                          "(the distributed optimizer's parameter all-gathers, as Megatron-Core's "
+                          "needs --use-distributed-optimizer)");
     if (s->tp_comm_overlap && !s->sp)
         return np_err_set(err, NP_ERR_INCONSISTENT, "--tp-comm-overlap needs --sp (it overlaps "
                           "sequence parallelism's all-gathers and reduce-scatters with their "

@@ -152,6 +152,9 @@ static np_status cs_flag(cli_strategy *cs, int c, const char *arg, np_err *err)
     case CLI_STRATEGY_OPT_TP_OVERLAP:
         s->tp_comm_overlap = true;
         return NP_OK;
+    case CLI_STRATEGY_OPT_PARAM_GATHER:
+        s->overlap_param_gather = true;
+        return NP_OK;
     case CLI_STRATEGY_OPT_LOSS_SCALE:
         return np_parse_f64(NP_SRC_OPT("--loss-scale"), arg, 0, 1e30, &s->loss_scale, err);
     case CLI_STRATEGY_OPT_CLIP_GRAD:

@@ -49,6 +49,7 @@ enum {
     CLI_STRATEGY_OPT_LOSS_SCALE,
     CLI_STRATEGY_OPT_CLIP_GRAD,
     CLI_STRATEGY_OPT_TP_OVERLAP,
+    CLI_STRATEGY_OPT_PARAM_GATHER,
     CLI_STRATEGY_OPT_END
 };
 
@@ -75,7 +76,8 @@ enum {
     {"host-sync", no_argument, NULL, CLI_STRATEGY_OPT_HOST_SYNC},                        \
     {"loss-scale", required_argument, NULL, CLI_STRATEGY_OPT_LOSS_SCALE},                \
     {"clip-grad", required_argument, NULL, CLI_STRATEGY_OPT_CLIP_GRAD},                  \
-    {"tp-comm-overlap", no_argument, NULL, CLI_STRATEGY_OPT_TP_OVERLAP}
+    {"tp-comm-overlap", no_argument, NULL, CLI_STRATEGY_OPT_TP_OVERLAP},                 \
+    {"overlap-param-gather", no_argument, NULL, CLI_STRATEGY_OPT_PARAM_GATHER}
 
 #define CLI_STRATEGY_USAGE                                                                   \
     "  --batch B         global batch: samples per training step\n"                          \
@@ -131,7 +133,11 @@ enum {
     "                    host, every gradient scaled before the update (default 0: none)\n" \
     "  --tp-comm-overlap Megatron-Core's (Transformer Engine's userbuffers; needs --sp): each\n" \
     "                    sequence-parallel all-gather pipelined with the GEMM reading it, each\n" \
-    "                    reduce-scatter with the GEMM making its input (fast fidelity)\n"
+    "                    reduce-scatter with the GEMM making its input (fast fidelity)\n" \
+    "  --overlap-param-gather\n"                                                            \
+    "                    Megatron-Core's (needs --zero 1 or 2): the parameter all-gathers of\n" \
+    "                    the update run under the next forward, each layer's first waiting\n" \
+    "                    for its parameters' (fast fidelity)\n"
 
 /* The defaults: one chip, 1F1B, fused attention, pipeline scatter/gather, bf16, batch 0
  * (unset), seed 1. */

@@ -50,10 +50,11 @@ static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_e
                           "yet (the fast fidelity's trace has the same layout)");
     if (j->steps > 1)
         return np_err_set(err, NP_ERR_USAGE, "--fidelity full simulates one step (--steps 1)");
-    if (p->s.tp_comm_overlap)
-        return np_err_set(err, NP_ERR_USAGE, "--tp-comm-overlap is not available with "
-                          "--fidelity full yet (the step's lowering runs each collective "
-                          "between its kernels)");
+    if (p->s.tp_comm_overlap || p->s.overlap_param_gather)
+        return np_err_set(err, NP_ERR_USAGE, "%s is not available with --fidelity full yet "
+                          "(the step's lowering runs each collective between its kernels, in "
+                          "the step's order)", p->s.tp_comm_overlap ? "--tp-comm-overlap"
+                                                                     : "--overlap-param-gather");
     run_full_result fr;
     double loss, loss_ref;
     np_status st = rj_full(j, p, &fr, &loss, &loss_ref, err);

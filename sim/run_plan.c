@@ -570,12 +570,55 @@ static np_status rp_add(rp *x, int c, const run_task *t, const nn_plan_entry *e,
     return NP_OK;
 }
 
+/* --overlap-param-gather (nn_strategy.overlap_param_gather): the distributed optimizer's
+ * parameter all-gathers of the step's end run at its start instead, the steady state of
+ * Megatron-Core's (each bucket's gather of the previous step's update issued before the next
+ * step and waited for before the first forward of its parameters: distributed/
+ * param_and_grad_buffer.py, distributed_data_parallel.py's forward pre-hooks). Marks them in
+ * pg[entry] of the step's end block *pg_block (NULL when there is nothing to move). */
+static np_status rp_pgather_find(rp *x, const nn_plan_class *cl, int *pg_block, bool **pg)
+{
+    *pg = NULL;
+    *pg_block = -1;
+    if (!x->p->s.overlap_param_gather)
+        return NP_OK;
+    for (int b = 0; b < cl->n_blocks; b++) {
+        const nn_plan_block *bl = &cl->blocks[b];
+        if (bl->kind != NN_BLOCK_STEP_END)
+            continue;
+        for (int i = 0; i < bl->n_entries; i++) {
+            const nn_plan_entry *e = &bl->entries[i];
+            if (e->kind != NN_PLAN_COLLECTIVE || e->tag != NN_COMM_ZERO ||
+                e->nodes[0]->op != NN_OP_ALL_GATHER)
+                continue;
+            if (!*pg && !(*pg = calloc((size_t)bl->n_entries, sizeof **pg)))
+                return rp_oom(x);
+            (*pg)[i] = true;
+            *pg_block = b;
+        }
+        break;
+    }
+    return NP_OK;
+}
+
+/* Whether the parameter gather e holds a parameter of model layer `layer` (-1: outside the
+ * layers: embeddings, final norm, head). */
+static bool rp_pgather_has(const nn_plan_entry *e, int layer)
+{
+    for (int k = 0; k < e->n_nodes; k++)
+        if (e->nodes[k]->layer == layer)
+            return true;
+    return false;
+}
+
 static np_status rp_pass_tasks_class(rp *x, int c)
 {
     const nn_plan *p = x->p;
     const nn_plan_class *cl = &p->classes[c];
     run_plan *out = x->rp;
     np_status st = NP_OK;
+    int pg_block = -1;
+    bool *pg = NULL; /* parameter gathers issued at the step's start (rp_pgather_find) */
     if (!(x->ref = calloc((size_t)cl->n_blocks + 1, sizeof *x->ref)))
         return rp_oom(x);
     for (int b = 0; b < cl->n_blocks; b++) {
@@ -598,6 +641,28 @@ static np_status rp_pass_tasks_class(rp *x, int c)
     for (int k = 0; k < RUN_ENGINES; k++)
         last[k] = RUN_NONE;
     x->n_pool = 0;
+    if ((st = rp_pgather_find(x, cl, &pg_block, &pg)) != NP_OK)
+        goto out;
+    for (int i = 0; pg && i < cl->blocks[pg_block].n_entries && st == NP_OK; i++) {
+        if (!pg[i])
+            continue;
+        /* issued first, waiting for nothing of this step (the gathered values are the
+         * previous step's update) */
+        const nn_plan_entry *e = &cl->blocks[pg_block].entries[i];
+        run_task t;
+        bool is_task;
+        uint32_t id;
+        x->n_deps = 0;
+        if ((st = rp_task_of(x, c, pg_block, e, i, &t, &is_task)) != NP_OK ||
+            (is_task && (st = rp_add(x, c, &t, e, -1, &cap_tasks, &id)) != NP_OK))
+            break;
+        if (!is_task) {
+            pg[i] = false; /* nothing to move: the step's end drops it as before */
+            continue;
+        }
+        x->ref[pg_block][i] = id;
+        last[1 + t.stream] = id;
+    }
     nn_plan_iter it;
     nn_plan_iter_begin(&it, p, cl);
     const nn_plan_entry *e;
@@ -615,10 +680,20 @@ static np_status rp_pass_tasks_class(rp *x, int c)
             }
             launch = true;
         }
+        if (b == pg_block && pg[i])
+            continue; /* issued at the step's start */
         run_task t;
         bool is_task;
         if ((st = rp_collect_deps(x, c, b, mb, i)) != NP_OK ||
             (st = rp_task_of(x, c, b, e, i, &t, &is_task)) != NP_OK)
+            break;
+        /* the first micro-batch's forward of a layer waits for its parameters' gathers */
+        for (int k = 0; pg && mb == 0 && bl->kind == NN_BLOCK_FORWARD &&
+                        e->kind == NN_PLAN_COMPUTE && k < cl->blocks[pg_block].n_entries &&
+                        st == NP_OK; k++)
+            if (pg[k] && rp_pgather_has(&cl->blocks[pg_block].entries[k], e->layer))
+                st = rp_dep_add(x, x->ref[pg_block][k]);
+        if (st != NP_OK)
             break;
         if (!is_task) {
             st = rp_drop(x, slot);
@@ -681,6 +756,7 @@ static np_status rp_pass_tasks_class(rp *x, int c)
         *slot = id;
     }
 out:
+    free(pg);
     for (int b = 0; b < cl->n_blocks; b++) {
         free(x->ref[b]);
     }

@@ -83,6 +83,7 @@ typedef struct val_train {
     double loss_scale;      /* static fp16 loss scale (0: none) */
     double clip_grad;       /* global gradient-norm clipping (0: none) */
     bool tp_comm_overlap;   /* Megatron-Core's --tp-comm-overlap (needs sp) */
+    bool overlap_param_gather; /* Megatron-Core's --overlap-param-gather (needs zero 1 or 2) */
 } val_train;
 
 typedef struct val_kernel {

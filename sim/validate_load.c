@@ -47,7 +47,7 @@ static const char *const train_cols[] = {
     "model", "params_b", "layers", "hidden", "heads", "seq", "vocab", "gpus", "tp", "pp", "dp",
     "global_batch", "micro_batch", "virtual_stages", "recompute", "precision", "dropout",
     "measured", "unit", "sp", "zero", "attention", "flops", "ddp", "p2p", "host_sync",
-    "loss_scale", "clip_grad", "tp_comm_overlap"};
+    "loss_scale", "clip_grad", "tp_comm_overlap", "overlap_param_gather"};
 static const char *const kernel_cols[] = {"op", "shape", "dtype", "measured_us",
                                           "host_overhead_us"};
 static const char *const nccl_cols[] = {"nodes", "gpus_per_node", "op", "dtype", "bytes",
@@ -62,7 +62,7 @@ static const struct {
                         "model,params_b,layers,hidden,heads,seq,vocab,gpus,tp,pp,dp,"
                         "global_batch,micro_batch,virtual_stages,recompute,precision,dropout,"
                         "measured,unit,sp,zero,attention,flops,ddp,p2p,host_sync,loss_scale,"
-                        "clip_grad,tp_comm_overlap"},
+                        "clip_grad,tp_comm_overlap,overlap_param_gather"},
     [VAL_KIND_KERNEL] = {kernel_cols, sizeof kernel_cols / sizeof *kernel_cols,
                          "op,shape,dtype,measured_us,host_overhead_us"},
     [VAL_KIND_NCCL] = {nccl_cols, sizeof nccl_cols / sizeof *nccl_cols,
@@ -322,6 +322,8 @@ static np_status read_train(const val_fields *fs, val_train *t, np_err *err)
         st = f_real(fs, c, 27, 0, 1e9, &t->clip_grad, err);
     if (st == NP_OK && (st = f_int(fs, c, 28, 0, 1, &v, err)) == NP_OK)
         t->tp_comm_overlap = v == 1;
+    if (st == NP_OK && (st = f_int(fs, c, 29, 0, 1, &v, err)) == NP_OK)
+        t->overlap_param_gather = v == 1;
     if (st != NP_OK)
         return st;
     char msg[160];
@@ -345,6 +347,9 @@ static np_status read_train(const val_fields *fs, val_train *t, np_err *err)
         return row_inconsistent(fs, "sp (sequence parallelism) needs tp > 1%s", "", err);
     if (t->tp_comm_overlap && !t->sp)
         return row_inconsistent(fs, "tp_comm_overlap needs sp (sequence parallelism)%s", "", err);
+    if (t->overlap_param_gather && t->zero != 1 && t->zero != 2)
+        return row_inconsistent(fs, "overlap_param_gather needs zero 1 or 2 (the distributed "
+                                "optimizer)%s", "", err);
     return NP_OK;
 }
 

@@ -103,6 +103,7 @@ static np_status val_run_train(const val_file *f, const val_row *r, const val_op
     j.s.loss_scale = t->loss_scale;
     j.s.clip_grad = t->clip_grad;
     j.s.tp_comm_overlap = t->tp_comm_overlap;
+    j.s.overlap_param_gather = t->overlap_param_gather;
     j.o = (nn_model_opts){.batch = t->global_batch, .seq = t->seq,
                           .compute = t->precision ? NN_F32 : NN_BF16, .seed = 1,
                           .dropout = t->dropout};
