@@ -374,8 +374,10 @@ static np_status resume_csv(const sweep *s, const char *path, const char *text, 
                          "another sweep (their columns differ from this one's)");
     for (;;) {
         const char *start = r.p;
-        if ((st = csv_next(&r, path, &f, &n, &torn, &line, err)) != NP_OK || !f || torn)
+        if ((st = csv_next(&r, path, &f, &n, &torn, &line, err)) != NP_OK || !f || torn) {
+            csv_fields_free(f, n); /* a torn last record is dropped (rerun) */
             break;
+        }
         uint64_t p;
         if (n != want)
             st = np_err_at(err, NP_ERR_SYNTAX, path, line, 0, "%zu fields where the header has "
