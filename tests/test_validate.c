@@ -123,6 +123,11 @@ TEST(megatron_core_h100_rows_are_the_readme_table)
         CU_ASSERT_EQUAL(t->seq, 4096);
         CU_ASSERT_EQUAL(t->vocab, 131072);
         CU_ASSERT_EQUAL(t->flops, VAL_FLOPS_MCORE_R08);
+        /* the README's "--overlap-grad-reduce --overlap-param-gather" and "--tp-comm-overlap"
+         * (which needs --sequence-parallel, so with tp > 1) */
+        CU_ASSERT(t->overlap_param_gather && t->zero == 1);
+        CU_ASSERT_EQUAL(t->tp_comm_overlap, mt[i].tp > 1);
+        CU_ASSERT_EQUAL(t->sp, mt[i].tp > 1);
     }
     val_set_free(&set);
 }
