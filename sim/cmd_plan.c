@@ -22,7 +22,8 @@ const char cmd_plan_usage[] =
     "                   [--attention fused|composite|unfused] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
     "                   [--stage-layers N,N,...] [--dropout P] [--no-pp-scatter-gather]\n"
     "                   [--ddp torch|local] [--p2p eager|blocking] [--host-sync]\n"
-    "                   [--loss-scale S] [--clip-grad C] [--json]\n"
+    "                   [--loss-scale S] [--clip-grad C] [--tp-comm-overlap]\n"
+    "                   [--overlap-param-gather] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
     "  --model M         a zoo model (see `npusim models`) or a model file\n"
@@ -116,7 +117,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
     json_object_set_new(mem, "hbm_bytes", json_integer((json_int_t)p->hbm_bytes));
     json_object_set_new(mem, "fits", json_boolean(s->mem[s->largest].total_bytes <= p->hbm_bytes));
     return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:i, s:s, s:s, s:s, s:i, s:b, s:o, s:o, s:o, "
-                     "s:o, s:o, s:o, s:f, s:i, s:i, s:s, s:f, s:b, s:i, s:s, s:s, s:b, s:f, s:f}",
+                     "s:o, s:o, s:o, s:f, s:i, s:i, s:s, s:f, s:b, s:i, s:s, s:s, s:b, s:b, s:b, s:f, s:f}",
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
@@ -130,7 +131,9 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      p->attention_composite, "attention_why", why, "dropout", p->dropout,
                      "pp_scatter_gather", p->s.pp_scatter_gather, "pp_scattered", p->pp_scattered,
                      "ddp", nn_ddp_name(p->s.ddp), "p2p", p->s.p2p_blocking ? "blocking" : "eager",
-                     "host_sync", p->s.host_sync, "loss_scale", p->s.loss_scale, "clip_grad",
+                     "host_sync", p->s.host_sync, "tp_comm_overlap", p->s.tp_comm_overlap,
+                     "overlap_param_gather", p->s.overlap_param_gather, "loss_scale",
+                     p->s.loss_scale, "clip_grad",
                      p->s.clip_grad);
 }
 
@@ -160,6 +163,10 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
         printf("loss scale %g, ", p->s.loss_scale);
     if (p->s.clip_grad > 0)
         printf("gradients clipped to norm %g, ", p->s.clip_grad);
+    if (p->s.tp_comm_overlap)
+        printf("tp communication overlapped with GEMMs, ");
+    if (p->s.overlap_param_gather)
+        printf("parameter gathers under the forward, ");
     printf("attention: %d fused, %d composite\n", p->attention_fused, p->attention_composite);
     if (p->pp_scattered)
         printf("# pipeline scatter/gather: %d boundar%s sent in 1/%d shards, all-gathered over tp "

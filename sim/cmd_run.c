@@ -38,6 +38,7 @@ const char cmd_run_usage[] =
     "                  [--placement O] [--stage-layers L] [--attention fused|composite|unfused]\n"
     "                  [--dropout P] [--no-pp-scatter-gather] [--ddp torch|local]\n"
     "                  [--p2p eager|blocking] [--host-sync] [--loss-scale S] [--clip-grad C]\n"
+    "                  [--tp-comm-overlap] [--overlap-param-gather]\n"
     "                  [--steps N] [--fidelity fast|full]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
@@ -211,6 +212,10 @@ static void run_print(const run_report *r)
         printf("loss scale %g, ", r->loss_scale);
     if (r->clip_grad > 0)
         printf("gradients clipped to norm %g, ", r->clip_grad);
+    if (r->tp_comm_overlap)
+        printf("tp communication overlapped with GEMMs, ");
+    if (r->overlap_param_gather)
+        printf("parameter gathers under the forward, ");
     run_print_attention(r);
     printf("; %s fidelity, %" PRIu32 " step%s\n\n", r->fidelity, r->steps,
            r->steps == 1 ? "" : "s");

@@ -96,6 +96,8 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->ddp = nn_ddp_name(p->s.ddp);
     o->p2p_blocking = p->s.p2p_blocking;
     o->host_sync = p->s.host_sync;
+    o->tp_comm_overlap = p->s.tp_comm_overlap;
+    o->overlap_param_gather = p->s.overlap_param_gather;
     o->loss_scale = p->s.loss_scale;
     o->clip_grad = p->s.clip_grad;
     o->dp = p->mesh.size[NN_MESH_DP];
@@ -299,6 +301,8 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "host_sync", json_boolean(o->host_sync));
     json_object_set_new(j, "loss_scale", json_real(o->loss_scale));
     json_object_set_new(j, "clip_grad", json_real(o->clip_grad));
+    json_object_set_new(j, "tp_comm_overlap", json_boolean(o->tp_comm_overlap));
+    json_object_set_new(j, "overlap_param_gather", json_boolean(o->overlap_param_gather));
     json_object_set_new(j, "dropout", json_real(o->dropout));
     json_object_set_new(j, "attention", json_string(o->attention));
     json_object_set_new(j, "attention_requested", json_string(o->attention_requested));

@@ -76,6 +76,8 @@ typedef struct run_report {
     const char *ddp;        /* the gradient reduction: "torch" or "local" (nn_strategy.ddp) */
     bool p2p_blocking;      /* nn_strategy.p2p_blocking (JSON "p2p": "blocking" or "eager") */
     bool host_sync;         /* nn_strategy.host_sync */
+    bool tp_comm_overlap;   /* nn_strategy.tp_comm_overlap */
+    bool overlap_param_gather; /* nn_strategy.overlap_param_gather */
     double loss_scale, clip_grad; /* nn_strategy's (0: none) */
     char order[16];
     double step_time_s;

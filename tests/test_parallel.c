@@ -1201,6 +1201,8 @@ TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategi
     CU_ASSERT(json_is_false(json_object_get(j, "host_sync")));
     CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "loss_scale")), 8192, 0);
     CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(j, "clip_grad")), 0, 0);
+    CU_ASSERT(json_is_false(json_object_get(j, "tp_comm_overlap")));
+    CU_ASSERT(json_is_false(json_object_get(j, "overlap_param_gather")));
     json_decref(j);
     harness_run_free(&r);
 }
