@@ -555,6 +555,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     if (np.chips < 2)
         return np_err_set(err, NP_ERR_USAGE, "a collective needs at least 2 chips (the "
                           "architecture has %" PRIu32 "; use --chips)", np.chips);
+    if (trace_chips_check(&trace_opts->chips, np.chips, "--trace-chips", err) != NP_OK)
+        return err->status;
     uint32_t *grp = NULL, n_grp = 0;
     if (group && col_group(group, np.chips, &grp, &n_grp, err) != NP_OK)
         return err->status;

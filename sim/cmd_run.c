@@ -455,6 +455,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     if (st == NP_OK)
         st = arch_resolve(arch_name, sets, n_sets, &cfg, err);
     if (st == NP_OK)
+        st = trace_chips_check(&j.trace_opts.chips, cfg.system.chips, "--trace-chips", err);
+    if (st == NP_OK)
         st = nn_model_load(model, &d, err);
     run_report rep = {0};
     run_progress prog = {.on = isatty(2) != 0};

@@ -2,6 +2,7 @@
  * trace_layout.h and docs/traces.md). */
 #include "trace_layout.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,6 +114,15 @@ bool trace_chips_has(const trace_chips *c, uint32_t chip)
     if (!c->bits)
         return true;
     return chip < c->n_bits && (c->bits[chip / 64] >> (chip % 64) & 1);
+}
+
+np_status trace_chips_check(const trace_chips *c, uint64_t n, const char *opt, np_err *err)
+{
+    if (!c->bits || c->n_bits <= n) /* n_bits: the largest chip selected, plus 1 */
+        return NP_OK;
+    return np_err_set(err, NP_ERR_USAGE, "%s: chip %" PRIu32 " is not in the system, which has "
+                      "%" PRIu64 " chip%s (0-%" PRIu64 ")", opt, c->n_bits - 1, n,
+                      n == 1 ? "" : "s", n ? n - 1 : 0);
 }
 
 void trace_chips_free(trace_chips *c)

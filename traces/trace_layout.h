@@ -57,6 +57,10 @@ typedef struct trace_layout trace_layout;
  * < 2^20. NP_ERR_USAGE naming the flag `opt` and the bad part; NP_ERR_NOMEM. */
 np_status trace_chips_parse(const char *opt, const char *list, trace_chips *out, np_err *err);
 bool trace_chips_has(const trace_chips *c, uint32_t chip);
+/* NP_OK when every chip c selects is one of a system of n chips (0 .. n-1; no selection: all);
+ * NP_ERR_USAGE naming flag opt, the chip and the system's size otherwise (a trace of a chip
+ * that does not exist would be empty). */
+np_status trace_chips_check(const trace_chips *c, uint64_t n, const char *opt, np_err *err);
 void trace_chips_free(trace_chips *c);
 
 /* Parses "kernel" or "insn" (NP_ERR_USAGE naming opt and the known levels). */
