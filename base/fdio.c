@@ -2,6 +2,7 @@
 #include "fdio.h"
 
 #include <errno.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 bool np_write_all(int fd, const void *buf, size_t n)
@@ -31,4 +32,11 @@ size_t np_read_full(int fd, void *buf, size_t n)
         got += (size_t)k;
     }
     return got;
+}
+
+bool np_same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return a && b && stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
+           sa.st_ino == sb.st_ino;
 }

@@ -2,6 +2,7 @@
  * helpers are in cli_opt.c. */
 #include "cli.h"
 #include "suggest.h"
+#include "fdio.h"
 
 #include <math.h>
 #include <inttypes.h>
@@ -36,6 +37,16 @@ const char *cli_suggest(const char *name)
 void cli_print_usage(const cli_cmd *cmd)
 {
     printf("npusim %s — %s\n\n%s", cmd->name, cmd->summary, cmd->usage);
+}
+
+np_status cli_output_not_input(const char *opt, const char *out, const char *const *ins,
+                               size_t n, np_err *err)
+{
+    for (size_t i = 0; i < n; i++)
+        if (np_same_file(out, ins[i]))
+            return np_err_set(err, NP_ERR_USAGE, "%s %s: that is the input %s, which writing "
+                              "it would destroy; give another file", opt, out, ins[i]);
+    return NP_OK;
 }
 
 json_t *cli_json_count(double v)

@@ -69,6 +69,11 @@ np_status cli_add_set(const char **sets, size_t *n, size_t max, const char *arg,
  * by U+FFFD: for file names and other free text on its way to JSON. */
 const char *cli_json_safe(const char *s, char *buf, size_t n);
 
+/* NP_OK unless output path out (of option opt) is one of the n input files ins (np_same_file):
+ * NP_ERR_USAGE naming both, since writing it would destroy the input. */
+np_status cli_output_not_input(const char *opt, const char *out, const char *const *ins,
+                               size_t n, np_err *err);
+
 /* A count held in a double (FLOPs of a step, which can pass int64's range): an exact JSON
  * integer when v is integral and below 2^53, else a real (--json's 12 significant digits).
  * A new reference (NULL when out of memory, which json_pack reports). */

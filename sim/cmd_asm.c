@@ -96,6 +96,8 @@ np_status cmd_asm(int argc, char **argv, np_err *err)
         snprintf(out_buf, sizeof out_buf, "%.*s.elf", (int)len, in);
         out = out_buf;
     }
+    if (cli_output_not_input("-o", out, &in, 1, err) != NP_OK)
+        return err->status;
     isa_program *p;
     st = isa_asm_file(in, &opts, &p, err);
     if (st != NP_OK)

@@ -154,6 +154,9 @@ np_status cmd_report(int argc, char **argv, np_err *err)
     if (optind >= argc)
         return np_err_set(err, NP_ERR_USAGE, "nothing to report: give RUN.json, a trace or "
                           "sweep results");
+    if (cli_output_not_input("-o", out_path, (const char *const *)argv + optind,
+                             (size_t)(argc - optind), err) != NP_OK)
+        return err->status;
     report_input in = {.title = title};
     json_t *run = NULL, *sweep = NULL;
     tdb *db = NULL;

@@ -149,6 +149,20 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         return np_err_set(err, NP_ERR_USAGE, "--input and --dump need --functional");
     if (json && csv)
         return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    { /* no output may be an input: the programs and the --input files */
+        const char *ins[SIM_MAX_IO + 64];
+        size_t n_ins = 0;
+        for (int i = optind; i < argc && n_ins < 64; i++)
+            ins[n_ins++] = argv[i];
+        for (size_t i = 0; i < n_inputs; i++)
+            ins[n_ins++] = strchr(inputs[i], '=') + 1;
+        if ((trace_path && cli_output_not_input("--trace", trace_path, ins, n_ins, err)) ||
+            (stats_path && cli_output_not_input("--stats", stats_path, ins, n_ins, err)))
+            return err->status;
+        for (size_t i = 0; i < n_dumps; i++)
+            if (cli_output_not_input("--dump", strchr(dumps[i], '=') + 1, ins, n_ins, err))
+                return err->status;
+    }
     arch_config cfg;
     if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
         return err->status;

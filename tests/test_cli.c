@@ -197,3 +197,70 @@ TEST(every_command_that_takes_an_architecture_defaults_to_the_same_one_and_says_
     remove(elf);
     rmdir(dir);
 }
+
+TEST(an_output_that_names_an_input_file_is_refused_and_the_input_kept)
+{
+    /* report -o X of input X, asm -o X.s of X.s, sim --trace/--stats/--dump onto the program
+     * or an --input file (also spelled another way: ./dir/../dir/X): exit 2 naming both, and
+     * the input byte for byte as it was */
+    char dir[] = "/tmp/npusim_cli_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char src[256], elf[256], alias[300], in[256];
+    snprintf(src, sizeof src, "%s/p.s", dir);
+    snprintf(elf, sizeof elf, "%s/p.elf", dir);
+    snprintf(alias, sizeof alias, "%s/../%s/p.elf", dir, strrchr(dir, '/') + 1);
+    snprintf(in, sizeof in, "%s/x.bin", dir);
+    FILE *f = fopen(src, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs(".core 0\n.data\nX: .space 16\n.core 0\nnop\n", f);
+    fclose(f);
+    f = fopen(in, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("0123456789abcdef", f);
+    fclose(f);
+    harness_run a = harness_npusim("asm", "--arch", "tiny", src, "-o", elf, NULL);
+    CU_ASSERT_EQUAL_FATAL(a.exit_status, 0);
+    harness_run_free(&a);
+    char input_arg[300], dump_arg[300];
+    snprintf(input_arg, sizeof input_arg, "X=%s", in);
+    snprintf(dump_arg, sizeof dump_arg, "X=%s", in);
+    size_t n_src, n_elf, n_in;
+    char *src0 = harness_read_file(src, &n_src), *elf0 = harness_read_file(elf, &n_elf),
+         *in0 = harness_read_file(in, &n_in);
+    const struct {
+        const char *args[10];
+        const char *opt, *out, *input;
+    } cases[] = {
+        {{"report", elf, "-o", elf}, "-o", elf, elf},
+        {{"asm", "--arch", "tiny", src, "-o", src}, "-o", src, src},
+        {{"sim", "--arch", "tiny", elf, "--trace", alias}, "--trace", alias, elf},
+        {{"sim", "--arch", "tiny", elf, "--stats", elf}, "--stats", elf, elf},
+        {{"sim", "--arch", "tiny", "--functional", "--input", input_arg, "--dump", dump_arg, elf},
+         "--dump", in, in},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        const char *const *v = cases[i].args;
+        harness_run r = harness_npusim(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8],
+                                       v[9], NULL);
+        char want[1024];
+        snprintf(want, sizeof want, "npusim: %s %s: that is the input %s, which writing it "
+                 "would destroy; give another file\n", cases[i].opt, cases[i].out,
+                 cases[i].input);
+        CU_ASSERT_EQUAL(r.exit_status, 2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(r.err, want));
+        if (!strstr(r.err, want))
+            fprintf(stderr, "case %zu: %s", i, r.err);
+        harness_run_free(&r);
+    }
+    size_t n;
+    char *s = harness_read_file(src, &n);
+    CU_ASSERT(n == n_src && memcmp(s, src0, n) == 0);
+    free(s);
+    s = harness_read_file(elf, &n);
+    CU_ASSERT(n == n_elf && memcmp(s, elf0, n) == 0);
+    free(s);
+    s = harness_read_file(in, &n);
+    CU_ASSERT(n == n_in && memcmp(s, in0, n) == 0);
+    free(s);
+    free(src0), free(elf0), free(in0);
+}
