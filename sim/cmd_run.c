@@ -157,8 +157,9 @@ static void run_print_engine(const run_report *r)
     if (r->mirror_ways > 1)
         printf(" (the others mirror them, %" PRIu32 " ways)", r->mirror_ways);
     printf("; %" PRIu32 " distinct kernels (%" PRIu32 " simulated on the core model, %" PRIu32
-           " from the cache file); %s collectives simulated, %s reused; %s wall\n", r->kernels,
+           " from the cache file%s); %s collectives simulated, %s reused; %s wall\n", r->kernels,
            r->kernels_simulated, r->kernels_from_file,
+           r->kernels_rejected ? ", edited or torn lines of it not trusted" : "",
            np_human_count(r->colls_simulated, c, sizeof c),
            np_human_count(r->colls_reused, d, sizeof d), fmt_time(r->wall_s, a, sizeof a));
 }

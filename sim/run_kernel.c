@@ -169,8 +169,18 @@ static bool rk_put(run_ktimer *t, const char *key, const rk_entry *e)
     return true;
 }
 
-/* A line: fingerprint ps chained_ps dma_ps mxu_ps vpu_ps hbm_bytes name key (the fingerprint
- * in hex). */
+/* A line: fingerprint check ps chained_ps dma_ps mxu_ps vpu_ps hbm_bytes name key — the
+ * fingerprint (architecture x build) and the check in hex, the check a hash of the rest of the
+ * line under the fingerprint (rk_check): an edited or torn line does not match, and its kernel
+ * is simulated again. Lines of other fingerprints (other architectures and builds, whatever
+ * their format) are skipped. */
+#define RK_MAX_PS (UINT64_C(1) << 62) /* a timing or byte count past this is not one */
+
+static uint64_t rk_check(uint64_t fingerprint, const char *rest, size_t n)
+{
+    return run_hash_bytes(rest, n, fingerprint ^ UINT64_C(0x6b636163686531)) | 1;
+}
+
 static np_status rk_load(run_ktimer *t, np_err *err)
 {
     FILE *f = fopen(t->path, "r");
@@ -180,41 +190,58 @@ static np_status rk_load(run_ktimer *t, np_err *err)
         return np_err_set(err, NP_ERR_IO, "%s: cannot read the kernel cache: %s", t->path,
                           strerror(errno));
     }
-    char line[RUN_KEY_MAX + 256];
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t len;
     int lineno = 0;
     np_status st = NP_OK;
-    while (st == NP_OK && fgets(line, sizeof line, f)) {
+    while (st == NP_OK && (len = getline(&line, &cap, f)) >= 0) {
         lineno++;
-        if (line[0] == '#' || line[0] == '\n')
+        if (len > 0 && line[len - 1] == '\n')
+            line[--len] = '\0';
+        if (line[0] == '#' || line[0] == '\0')
             continue;
-        uint64_t fp, v[6];
+        uint64_t fp, check, v[6];
         int at = 0;
-        rk_entry e = {0};
-        int got = sscanf(line, "%" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                         " %" SCNu64 " %" SCNu64 " %63s %n", &fp, &v[0], &v[5], &v[1], &v[2],
-                         &v[3], &v[4], e.name, &at);
-        if ((got != 8 || !at) &&
-            sscanf(line, "%" SCNx64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                   " %63s %n", &fp, &v[0], &v[1], &v[2], &v[3], &v[4], e.name, &at) == 7 && at)
-            continue; /* an earlier build's line, without the chained time: not this build's */
-        if (got != 8 || !at) {
+        if (sscanf(line, "%" SCNx64 " %n", &fp, &at) != 1 || !at) {
             st = np_err_at(err, NP_ERR_FORMAT, t->path, lineno, 1, "not a kernel cache entry "
-                           "(fingerprint, ps, chained ps, dma, mxu and vpu ps, HBM bytes, name, "
-                           "key)");
+                           "(fingerprint, check, ps, chained ps, dma, mxu and vpu ps, HBM bytes, "
+                           "name, key)");
             break;
         }
-        char *key = line + at;
-        key[strcspn(key, "\n")] = '\0';
-        if (fp != t->fingerprint || rk_get(t, key))
+        if (fp != t->fingerprint)
+            continue; /* another architecture's or build's */
+        const char *p = line + at;
+        rk_entry e = {0};
+        int body = 0, key = 0;
+        int got = sscanf(p, "%" SCNx64 " %n%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
+                         " %" SCNu64 " %" SCNu64 " %63s %n", &check, &body, &v[0], &v[5], &v[1],
+                         &v[2], &v[3], &v[4], e.name, &key);
+        if (got != 8 || !body || !key || !p[key]) {
+            st = np_err_at(err, NP_ERR_FORMAT, t->path, lineno, 1, "not a kernel cache entry "
+                           "(fingerprint, check, ps, chained ps, dma, mxu and vpu ps, HBM bytes, "
+                           "name, key)");
+            break;
+        }
+        /* an edited or torn line, or one whose figures are no timings: simulated again */
+        bool ok = check == rk_check(fp, p + body, strlen(p + body)) && v[0] > 0 && v[5] > 0;
+        for (int i = 0; i < 6; i++)
+            ok = ok && v[i] < RK_MAX_PS && (i == 0 || i > 3 || v[i] <= v[0]);
+        if (!ok) {
+            t->st.rejected++;
+            continue;
+        }
+        if (rk_get(t, p + key))
             continue;
         e.t.ps = v[0];
         e.t.chained_ps = v[5];
         for (int u = 0; u < 3; u++)
             e.t.unit_ps[rk_units[u]] = v[1 + u];
         e.hbm_bytes = v[4];
-        if (!rk_put(t, key, &e))
+        if (!rk_put(t, p + key, &e))
             st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the kernel cache");
     }
+    free(line);
     fclose(f);
     return st;
 }
@@ -395,11 +422,16 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     snprintf(e.name, sizeof e.name, "%s", ks->name[0] ? ks->name : nn_op_name(ks->k.op));
     if (!rk_put(t, rk->key, &e))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    char body[RUN_KEY_MAX + 256];
+    int n = snprintf(body, sizeof body, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
+                     " %" PRIu64 " %s %s", out->ps, out->chained_ps, out->unit_ps[RUN_UNIT_DMA],
+                     out->unit_ps[RUN_UNIT_MXU], out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes, e.name,
+                     rk->key);
+    if (n < 0 || (size_t)n >= sizeof body)
+        return NP_OK; /* cannot happen for keys of RUN_KEY_MAX; then simply not kept */
     FILE *f = fopen(t->path, "a");
-    bool ok = f && fprintf(f, "%016" PRIx64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                           " %" PRIu64 " %" PRIu64 " %s %s\n", t->fingerprint, out->ps,
-                           out->chained_ps, out->unit_ps[RUN_UNIT_DMA], out->unit_ps[RUN_UNIT_MXU],
-                           out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes, e.name, rk->key) > 0;
+    bool ok = f && fprintf(f, "%016" PRIx64 " %016" PRIx64 " %s\n", t->fingerprint,
+                           rk_check(t->fingerprint, body, (size_t)n), body) > 0;
     if (f && fclose(f) != 0)
         ok = false;
     if (!ok)

@@ -91,13 +91,17 @@ typedef struct run_ktimer_stats {
     uint32_t simulated_alone; /* of those, simulated alone too (their copies ran beside
                                  each other: one core) */
     uint32_t from_file;  /* kernels whose timing came from the cache file (not compiled) */
+    uint32_t rejected;   /* cache lines of this architecture and build whose check or figures
+                            were wrong (edited, torn): their kernels simulated again */
     double sim_wall_s;   /* wall time spent compiling and simulating */
 } run_ktimer_stats;
 
 /* A kernel timer for cfg (which must outlive it), with an optional cache file (path NULL:
  * none; a missing file is created when the first timing is written; without a readable
  * /proc/self/exe the build is unknown and no file is used). NP_ERR_IO when the file exists
- * but cannot be read, NP_ERR_FORMAT naming the line that is not an entry. */
+ * but cannot be read, NP_ERR_FORMAT naming the line that is not an entry. A line of this
+ * architecture and build whose check (a hash of its figures and key) or figures are wrong is
+ * not trusted: counted in run_ktimer_stats.rejected, its kernel simulated again. */
 np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer **out,
                             np_err *err);
 void run_ktimer_free(run_ktimer *t);

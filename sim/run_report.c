@@ -219,6 +219,7 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     if (kt) {
         o->kernels_simulated = kt->simulated;
         o->kernels_from_file = kt->from_file;
+        o->kernels_rejected = kt->rejected;
     }
     o->ranks_simulated = r->ranks_simulated;
     o->mirror_ways = r->mirror_ways;
@@ -273,10 +274,12 @@ json_t *run_report_json(const run_report *o)
                             (json_int_t)m->total_bytes, "peak_bytes", (json_int_t)m->total_bytes,
                             "hbm_bytes", (json_int_t)o->hbm_bytes, "stage", o->mem_stage, "fits",
                             o->fits);
-    json_t *engine = json_pack("{s:I, s:I, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:i}", "events",
-                               (json_int_t)o->events, "tasks", (json_int_t)o->tasks, "kernels",
-                               (int)o->kernels, "kernels_simulated", (int)o->kernels_simulated,
-                               "kernels_from_file", (int)o->kernels_from_file, "colls_simulated",
+    json_t *engine = json_pack("{s:I, s:I, s:i, s:i, s:i, s:i, s:I, s:I, s:I, s:i, s:i}",
+                               "events", (json_int_t)o->events, "tasks", (json_int_t)o->tasks,
+                               "kernels", (int)o->kernels, "kernels_simulated",
+                               (int)o->kernels_simulated, "kernels_from_file",
+                               (int)o->kernels_from_file, "kernels_rejected",
+                               (int)o->kernels_rejected, "colls_simulated",
                                (json_int_t)o->colls_simulated, "colls_reused",
                                (json_int_t)o->colls_reused, "transfers", (json_int_t)o->transfers,
                                "ranks_simulated", (int)o->ranks_simulated, "mirror_ways",

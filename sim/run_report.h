@@ -13,7 +13,8 @@
  *   units [{kind, min_util_pct, mean_util_pct, max_util_pct}],
  *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}],
  *   memory {params_bytes, ..., total_bytes, peak_bytes, hbm_bytes, stage, fits},
- *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, colls_simulated,
+ *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, kernels_rejected,
+ *           colls_simulated,
  *           colls_reused, transfers, ranks_simulated, mirror_ways}, wall_s; with
  *   --functional: loss, loss_reference
  */
@@ -103,6 +104,7 @@ typedef struct run_report {
     /* what the engine did */
     uint64_t events, tasks, colls_simulated, colls_reused, transfers;
     uint32_t kernels, kernels_simulated, kernels_from_file, ranks_simulated, mirror_ways;
+    uint32_t kernels_rejected; /* cache lines not trusted (run_ktimer_stats.rejected) */
     double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
                                     distributed executor's (NaN otherwise) */
     double wall_s;

@@ -141,6 +141,28 @@ TEST(a_kernels_timing_is_its_run_on_the_core_model_and_the_cache_file_keeps_it_p
      * it takes alone (a warm start saves no more than the cold one's start-up) */
     CU_ASSERT(a.chained_ps > 0);
     CU_ASSERT(a.chained_ps + a.ps / 2 >= a.ps);
+    /* an edited timing (line 1's ps, the third field, made 1 ps) is not trusted: the kernel is
+     * simulated again, to its true time, the rejected line counted; made -5, it is rejected
+     * again and the re-simulation's line (3) used */
+    for (int edit = 0; edit < 2; edit++) {
+        size_t n;
+        char *text = harness_read_file(path, &n);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+        char *ps = strchr(strchr(text, ' ') + 1, ' ') + 1, *end = strchr(ps, ' ');
+        FILE *w = fopen(path, "w");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(w);
+        fprintf(w, "%.*s%s%s", (int)(ps - text), text, edit ? "-5" : "1", end);
+        fclose(w);
+        free(text);
+        CU_ASSERT_EQUAL_FATAL(run_ktimer_create(&cfg, path, &t, &err), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(run_ktimer_time(t, &rk, &b, &err), NP_OK);
+        CU_ASSERT_EQUAL(b.ps, a.ps);
+        st = run_ktimer_get_stats(t);
+        CU_ASSERT_EQUAL(st.rejected, 1);
+        CU_ASSERT_EQUAL(st.from_file, edit);
+        CU_ASSERT_EQUAL(st.simulated, 1 - edit);
+        run_ktimer_free(t);
+    }
     /* an earlier build's line (no chained time) is skipped, not refused */
     FILE *f = fopen(path, "a");
     fputs("00000000deadbeef 100 10 20 30 40 matmul matmul in0=bf16[2,2]\n", f);
@@ -152,8 +174,23 @@ TEST(a_kernels_timing_is_its_run_on_the_core_model_and_the_cache_file_keeps_it_p
     fputs("not a line of the cache\n", f);
     fclose(f);
     CU_ASSERT_EQUAL(run_ktimer_create(&cfg, path, &t, &err), NP_ERR_FORMAT);
-    CU_ASSERT_EQUAL(err.line, 4);
+    CU_ASSERT_EQUAL(err.line, 5); /* 2 entries, a re-simulation, the old line, this */
     CU_ASSERT_PTR_NOT_NULL(strstr(err.file, "kernels.cache"));
+    /* a line longer than any entry (another build's, 1,017 bytes) is one line: the line after
+     * it is line 6, not 7 (read in pieces of 767 bytes, it was two) */
+    char *text = harness_read_file(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    *strstr(text, "not a line of the cache") = '\0';
+    f = fopen(path, "w");
+    fputs(text, f);
+    fputs("0123456789abcdef", f);
+    for (int i = 0; i < 500; i++)
+        fputs(" 1", f);
+    fputs("\nnot a line either\n", f);
+    fclose(f);
+    free(text);
+    CU_ASSERT_EQUAL(run_ktimer_create(&cfg, path, &t, &err), NP_ERR_FORMAT);
+    CU_ASSERT_EQUAL(err.line, 6);
     unlink(path);
     rmdir(dir);
     krun_result_free(&kr);
