@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "clock.h"
+#include "human.h"
 #include "core.h"
 #include "lower.h"
 #include "run_hash.h"
@@ -365,6 +366,23 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
         ks->hbm_bytes = have->hbm_bytes;
         t->st.from_file++;
         return NP_OK;
+    }
+    /* a kernel is compiled and run with its operands in one chip's HBM: a plan that does not
+     * fit can be simulated (--allow-oom), a kernel that does not cannot */
+    uint64_t operands = 0;
+    for (int i = 0; i < ks->k.n_in; i++)
+        operands += kc_tensor_extent(&ks->k.in[i]);
+    for (int i = 0; i < ks->k.n_out; i++)
+        operands += kc_tensor_extent(&ks->k.out[i]);
+    if (operands > (uint64_t)t->cfg->chip.hbm_bytes) {
+        char a[32], b[32];
+        return np_err_set(err, NP_ERR_RANGE, "kernel %s: its operands (%s) do not fit in a "
+                          "chip's HBM (%s, chip.hbm_bytes); --allow-oom simulates a plan whose "
+                          "memory does not fit, but each kernel runs with its operands in HBM: "
+                          "more tensor or pipeline parallelism, fewer samples per micro-batch, "
+                          "or a larger chip.hbm_bytes", rk->key,
+                          np_human_bytes(operands, a, sizeof a),
+                          np_human_bytes((uint64_t)t->cfg->chip.hbm_bytes, b, sizeof b));
     }
     if (t->progress)
         t->progress(t->progress_ctx, rk->key);
