@@ -45,4 +45,19 @@ fi
 
 jobs=$(nproc 2>/dev/null || echo 2)
 cmake -S . -B "$build_dir" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_SANITIZE="$sanitize" >/dev/null
-cmake --build "$build_dir" -j "$jobs"
+# The build's own lines (hundreds) go to a log; a terminal sees its percentage, a failure the
+# log's last lines.
+log="$build_dir/build.log"
+echo "setup.sh: building into $build_dir/ with $jobs jobs (a first build takes about 6 minutes on 2 cores; log: $log)"
+if [ -t 1 ]; then
+  progress() { awk '/^\[ *[0-9]+%\]/ { printf "\rsetup.sh: %s", substr($0, 2, 4); fflush() } END { print "" }'; }
+else
+  progress() { cat >/dev/null; }
+fi
+if ! cmake --build "$build_dir" -j "$jobs" 2>&1 | tee "$log" | progress; then
+  tail -n 40 "$log" >&2
+  echo "setup.sh: the build failed (the whole log: $log)" >&2
+  exit 1
+fi
+# warnings are kept in sight (the code builds without any)
+grep -F 'warning:' "$log" >&2 || true
