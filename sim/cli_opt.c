@@ -45,6 +45,12 @@ static void cli_long_option_error(const char *text, const struct option *longopt
         np_err_set(err, NP_ERR_USAGE, "option '--%s' is ambiguous (%s)", name, list);
         return;
     }
+    if (!strcmp(name, "csv") || !strcmp(name, "json")) { /* an output format it has not */
+        np_err_set(err, NP_ERR_USAGE, "this command has no --%s output%s", name,
+                   !strcmp(name, "csv") ? " (its result is not one table; --json gives every "
+                                          "figure exactly)" : "");
+        return;
+    }
     const char *guess = np_suggest_name(name, names, n);
     if (guess)
         np_err_set(err, NP_ERR_USAGE, "unknown option '--%s'; did you mean '--%s'?", name, guess);
