@@ -279,7 +279,8 @@ const arch_key_info *arch_key_find(const char *full_name);
 const arch_key_info *arch_key_lookup(const char *section, const char *key);
 
 /* The nearest key to a misspelt name (bare "arry_rows" or "core.arry_rows"), preferring
- * keys of section `prefer` (may be NULL) on ties; NULL if nothing is close. */
+ * keys of section `prefer` (may be NULL) on ties; else the one key that is the name with its
+ * unit ("clock" -> clock_ghz); NULL if nothing is close. */
 const arch_key_info *arch_key_suggest(const char *name, const char *prefer);
 
 /* A key's value in cfg as a double (enums: their index). */

@@ -89,6 +89,21 @@ const arch_key_info *arch_key_suggest(const char *name, const char *prefer)
                 best = k;
             }
         }
+    /* else the one key (of the preferred section, then of any) that is the name with its
+     * unit: clock -> clock_ghz, sram -> sram_bytes */
+    for (int pass = 0; !best && len && pass < 2; pass++) {
+        const arch_key_info *only = NULL;
+        int n = 0;
+        for (size_t i = 0; i < ARCH_KEY_COUNT; i++) {
+            const arch_key_info *k = &arch_keys[i];
+            if (pass == 0 && !(prefer && strcmp(k->section_name, prefer) == 0))
+                continue;
+            if (strncmp(k->name, bare, len) == 0 && k->name[len] == '_')
+                only = k, n++;
+        }
+        if (n == 1)
+            best = only;
+    }
     return best;
 }
 

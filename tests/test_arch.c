@@ -331,6 +331,8 @@ TEST(set_refuses_bad_assignments_of_each_type_and_changes_nothing)
          "unknown key 'core.arry_rows'; did you mean 'core.array_rows'?"},
         {"array_rows=4", NP_ERR_UNKNOWN_KEY, "unknown key 'array_rows'; did you mean 'core.array_rows'?"},
         {"core.mesh_x=4", NP_ERR_UNKNOWN_KEY, "unknown key 'core.mesh_x'; did you mean 'chip.mesh_x'?"},
+        /* a key without its unit: the one key that is it with one */
+        {"core.clock=1", NP_ERR_UNKNOWN_KEY, "unknown key 'core.clock'; did you mean 'core.clock_ghz'?"},
         {"qqq.zzz=4", NP_ERR_UNKNOWN_KEY, "unknown key 'qqq.zzz' (keys are SECTION.KEY, e.g. core.array_rows)"},
         {"name=", NP_ERR_MISSING, "name has no value"},
     };
