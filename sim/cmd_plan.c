@@ -184,24 +184,40 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
     for (int r = 0; r < show; r++)
         printf(" %d->%d", r, p->mesh.chip[r]);
     printf("%s\n", show < p->mesh.n_ranks ? " ..." : "");
-    printf("\n%-6s %-14s %16s %16s %12s\n", "stage", "layers", "FLOP/step/chip", "executed", "memory");
+    /* each stage's layers ("0-7", "pre+0-3,8-11", "35-39,75-79+head"), the column as wide as
+     * the widest */
+    char (*lays)[256] = calloc((size_t)p->n_classes + 1, sizeof *lays);
+    if (!lays)
+        return;
+    int width = 14;
     for (int c = 0; c < p->n_classes; c++) {
-        char lay[64] = "";
+        char *lay = lays[c];
         size_t k = 0;
-        for (int ch = c; ch < p->n_chunks && k < sizeof lay; ch += p->s.pp) {
+        for (int ch = c; ch < p->n_chunks && k < sizeof lays[c]; ch += p->s.pp) {
             int f = p->chunk_layer_first[ch], l = p->chunk_layer_last[ch];
             const char *extra = ch == 0 && p->has_pre_layers ? "pre" : "";
             if (f < 0)
-                k += (size_t)snprintf(lay + k, sizeof lay - k, "%s%s", k ? "," : "",
+                k += (size_t)snprintf(lay + k, sizeof lays[c] - k, "%s%s", k ? "," : "",
                                       ch == p->n_chunks - 1 ? "head" : extra);
             else
-                k += (size_t)snprintf(lay + k, sizeof lay - k, "%s%s%s%d-%d%s", k ? "," : "", extra,
-                                      extra[0] ? "+" : "", f, l, ch == p->n_chunks - 1 ? "+head" : "");
+                k += (size_t)snprintf(lay + k, sizeof lays[c] - k, "%s%s%s%d-%d%s", k ? "," : "",
+                                      extra, extra[0] ? "+" : "", f, l,
+                                      ch == p->n_chunks - 1 ? "+head" : "");
         }
-        printf("%-6d %-14s %16s %16s %12s\n", c, lay, plan_flops(s->model_flops[c], b1, sizeof b1),
+        if (k >= sizeof lays[c]) /* cut: say so */
+            memcpy(lay + sizeof lays[c] - 4, "...", 4);
+        int w = (int)strlen(lay);
+        width = w > width ? w : width;
+    }
+    printf("\n%-6s %-*s %16s %16s %12s\n", "stage", width, "layers", "FLOP/step/chip", "executed",
+           "memory");
+    for (int c = 0; c < p->n_classes; c++) {
+        const char *lay = lays[c];
+        printf("%-6d %-*s %16s %16s %12s\n", c, width, lay, plan_flops(s->model_flops[c], b1, sizeof b1),
                plan_flops(s->hw_flops[c], b2, sizeof b2),
                plan_bytes(s->mem[c].total_bytes, (char[32]){0}, 32));
     }
+    free(lays);
     /* per stage: (kind, axis, group) with the issues and bytes of a step; stages with the
      * same lines are printed once */
     printf("\ncommunication per step (one rank of each stage; buckets of one kind together):\n"
