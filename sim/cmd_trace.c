@@ -129,6 +129,18 @@ static void print_stats(const tdb *db, const tstats *s, size_t top, size_t max_p
     printf("\ncritical path: %s over %s steps, %s of it idle\n",
            np_human_ps(s->path_ps, a, sizeof a), np_human_count(s->n_path, c, sizeof c),
            np_human_ps(s->path_idle_ps, b, sizeof b));
+    for (size_t i = 0; i < s->n_path_names && i < top; i++) { /* where its time goes */
+        const tstats_kernel *k = &s->path_names[i];
+        np_human_ps(k->total_ps, a, sizeof a);
+        printf("  %-32s %*s %6.2f%%  in %s step%s\n", tdb_str(db, k->name), np_human_width(a, 12),
+               a, s->path_ps ? 100.0 * (double)k->total_ps / (double)s->path_ps : 0,
+               np_human_count(k->count, c, sizeof c), k->count == 1 ? "" : "s");
+    }
+    if (s->n_path_names > top)
+        printf("  ... %s more names (--top N)\n",
+               np_human_count(s->n_path_names - top, a, sizeof a));
+    if (s->n_path && max_path)
+        printf("the first steps:\n");
     for (size_t i = 0; i < s->n_path && i < max_path; i++) {
         const tdb_slice *sl = &db->slices[s->path[i].slice];
         char label[200];

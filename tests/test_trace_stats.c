@@ -168,6 +168,18 @@ TEST(the_critical_path_follows_a_message_from_the_chip_that_sent_it)
         CU_ASSERT_STRING_EQUAL(tdb_str(db, db->slices[s.path[i].slice].name), want[i]);
     CU_ASSERT_EQUAL(s.path_ps, 30 * NS);
     CU_ASSERT_EQUAL(s.path_idle_ps, 0u);
+    /* by name, longest first: recv 15 ns, A and B 10 ns each (by name on a tie), send 2 ns */
+    static const struct {
+        const char *name;
+        uint64_t ps;
+    } by[] = {{"recv", 15 * NS}, {"A", 10 * NS}, {"B", 10 * NS}, {"send", 2 * NS}};
+    CU_ASSERT_EQUAL_FATAL(s.n_path_names, 4u);
+    for (size_t i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(s.path_names[i].count, 1u);
+        CU_ASSERT_EQUAL(s.path_names[i].total_ps, by[i].ps);
+    }
+    CU_ASSERT_STRING_EQUAL(tdb_str(db, s.path_names[0].name), "recv");
+    CU_ASSERT_STRING_EQUAL(tdb_str(db, s.path_names[3].name), "send");
     tstats_free(&s);
     tdb_free(db);
 }

@@ -541,6 +541,48 @@ out:
     return rc;
 }
 
+/* The path's steps grouped by name, longest first. */
+static int by_name(const void *a, const void *b)
+{
+    const tstats_kernel *x = a, *y = b;
+    return x->name < y->name ? -1 : x->name > y->name;
+}
+
+static int by_total(const void *a, const void *b)
+{
+    const tstats_kernel *x = a, *y = b;
+    if (x->total_ps != y->total_ps)
+        return x->total_ps > y->total_ps ? -1 : 1;
+    return x->name < y->name ? -1 : x->name > y->name; /* deterministic */
+}
+
+static np_status path_names(const tdb *db, tstats *st, np_err *err)
+{
+    if (!st->n_path)
+        return NP_OK;
+    tstats_kernel *v = calloc(st->n_path, sizeof *v);
+    if (!v)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < st->n_path; i++) {
+        const tdb_slice *sl = &db->slices[st->path[i].slice];
+        v[i] = (tstats_kernel){sl->name, sl->cat, 1, sl->end_ps - sl->start_ps};
+    }
+    qsort(v, st->n_path, sizeof *v, by_name);
+    size_t n = 0;
+    for (size_t i = 0; i < st->n_path; i++) {
+        if (n && v[n - 1].name == v[i].name) {
+            v[n - 1].count++;
+            v[n - 1].total_ps += v[i].total_ps;
+        } else {
+            v[n++] = v[i];
+        }
+    }
+    qsort(v, n, sizeof *v, by_total);
+    st->path_names = v;
+    st->n_path_names = n;
+    return NP_OK;
+}
+
 /* ---- all together ----------------------------------------------------------------------------- */
 
 np_status tstats_compute(const tdb *db, tstats *out, np_err *err)
@@ -554,6 +596,8 @@ np_status tstats_compute(const tdb *db, tstats *out, np_err *err)
         rc = comm_and_stages(db, &st, err);
     if (rc == NP_OK)
         rc = critical_path(db, &st, err);
+    if (rc == NP_OK)
+        rc = path_names(db, &st, err);
     if (rc != NP_OK) {
         tstats_free(&st);
         return rc;
@@ -574,6 +618,7 @@ void tstats_free(tstats *s)
     free(s->comm);
     free(s->stages);
     free(s->path);
+    free(s->path_names);
     memset(s, 0, sizeof *s);
 }
 
@@ -653,9 +698,19 @@ json_t *tstats_json(const tdb *db, const tstats *s, size_t top, size_t max_path)
                             (json_int_t)sl->start_ps, "end_ps", (json_int_t)sl->end_ps,
                             "idle_before_ps", (json_int_t)s->path[i].idle_before_ps));
     }
-    json_t *cp = json_pack("{s:I, s:I, s:I, s:o, s:o}", "length_ps", (json_int_t)s->path_ps,
-                           "idle_ps", (json_int_t)s->path_idle_ps, "steps",
-                           (json_int_t)s->n_path, "by_cat_ps", cats, "path", path);
+    json_t *names = json_array();
+    for (size_t i = 0; names && i < s->n_path_names && i < top; i++) {
+        const tstats_kernel *k = &s->path_names[i];
+        ok &= !json_array_append_new(
+            names, json_pack("{s:s?, s:I, s:I, s:f}", "name", tdb_str(db, k->name), "steps",
+                             (json_int_t)k->count, "total_ps", (json_int_t)k->total_ps, "pct",
+                             pct(k->total_ps, s->path_ps)));
+    }
+    json_t *cp = names ? json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "length_ps",
+                                   (json_int_t)s->path_ps, "idle_ps",
+                                   (json_int_t)s->path_idle_ps, "steps", (json_int_t)s->n_path,
+                                   "by_cat_ps", cats, "by_name", names, "path", path)
+                       : NULL;
     cats = path = NULL;
     ok &= cp && !json_object_set_new(j, "span_ps", json_integer((json_int_t)s->span_ps));
     ok &= !json_object_set_new(j, "begin_ps", json_integer((json_int_t)db->t_begin_ps));

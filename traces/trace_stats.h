@@ -90,6 +90,9 @@ typedef struct tstats {
     tstats_step *path;             /* the critical path, first step first */
     size_t n_path;
     uint64_t path_ps, path_idle_ps;
+    tstats_kernel *path_names;     /* the path's steps by name (cat: the first's): count and
+                                      time on the path, longest first */
+    size_t n_path_names;
 } tstats;
 
 /* Computes everything above from db. NP_ERR_NOMEM (*out untouched). */
