@@ -176,8 +176,8 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
     if (why[0])
         printf("# attention composite: the fused kernel does not fit the chip (%s)\n", why);
     if (p->vocab_padded)
-        printf("# vocabulary padded to %" PRId64 " rows for tp %d (as Megatron pads it)\n", p->vocab_padded,
-               p->mesh.size[NN_MESH_TP]);
+        printf("# vocabulary padded to %" PRId64 " rows, a multiple of tp %d (Megatron-LM pads "
+               "to a multiple of 128 x tp)\n", p->vocab_padded, p->mesh.size[NN_MESH_TP]);
     printf("\nplacement: %s (order %s)\n", p->mesh.why, p->mesh.order);
     int show = p->mesh.n_ranks < 16 ? p->mesh.n_ranks : 16;
     printf("  rank -> chip:");
