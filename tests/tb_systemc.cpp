@@ -808,10 +808,49 @@ void npusim_vp_on_npusim_asm_output_matches_npusim_sim_at_any_quantum()
                         "/wrong.bin" + progs);
     CU_ASSERT_EQUAL(w.status, 3);
     CU_ASSERT(w.out.find("differs from") != std::string::npos);
+    // an expectation shorter than its symbol (its first 16 bytes, which match) differs: the
+    // whole symbol is compared
+    std::vector<uint8_t> out_bytes;
+    {
+        FILE *o = fopen((d + "/out.bin").c_str(), "rb");
+        CU_ASSERT_PTR_NOT_NULL_FATAL(o);
+        uint8_t b[16];
+        CU_ASSERT_EQUAL(fread(b, 1, 16, o), 16u);
+        fclose(o);
+        out_bytes.assign(b, b + 16);
+    }
+    CU_ASSERT_TRUE(write_bytes(d + "/short.bin", out_bytes));
+    cmd_out sh = run_cmd(vp + " --arch tiny --functional" + io + " --expect 1:out=" + d +
+                         "/short.bin" + progs);
+    CU_ASSERT_EQUAL(sh.status, 3);
+    CU_ASSERT(sh.out.find("16 bytes expected, the symbol has 256") != std::string::npos);
+    // the default architecture is npusim's (tiny): its programs run without --arch
+    cmd_out def = run_cmd(vp + progs);
+    CU_ASSERT_EQUAL(def.status, 0);
+    CU_ASSERT(def.out.find("of tiny") != std::string::npos);
     // bad input: exit 2 with the file named
     cmd_out bad = run_cmd(vp + " --arch tiny " + d + "/x.bin");
     CU_ASSERT_EQUAL(bad.status, 2);
     CU_ASSERT(bad.out.find("x.bin") != std::string::npos);
+    // a device or a directory as a program or an input: refused, not read forever or thrown
+    for (const char *p : {"/dev/zero", "/tmp"}) {
+        cmd_out dv = run_cmd(vp + " " + p);
+        CU_ASSERT_EQUAL(dv.status, 2);
+        CU_ASSERT(dv.out.find(std::string("npusim-vp: ") + p + ": is a") != std::string::npos);
+        dv = run_cmd(vp + " --functional --input x=" + p + progs);
+        CU_ASSERT_EQUAL(dv.status, 2);
+        CU_ASSERT(dv.out.find(std::string("npusim-vp: ") + p + ": --input: is a") !=
+                  std::string::npos);
+    }
+    // a chip number past what a system can have is quoted as given, not wrapped
+    cmd_out ch = run_cmd(vp + " --functional --input 99999999999999999999:x=" + d + "/x.bin" +
+                         progs);
+    CU_ASSERT_EQUAL(ch.status, 2);
+    CU_ASSERT(ch.out.find("chip 99999999999999999999 is out of range") != std::string::npos);
+    // the results cannot be written: an error, not success
+    cmd_out full = run_cmd("(" + vp + progs + " >/dev/full)"); // its errors to the pipe
+    CU_ASSERT_EQUAL(full.status, 2);
+    CU_ASSERT(full.out.find("cannot write the results to standard output") != std::string::npos);
     run_cmd("rm -rf " + d);
 }
 

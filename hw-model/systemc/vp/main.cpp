@@ -3,6 +3,7 @@
 // The starting point for embedding npusim in another platform: docs/systemc.md.
 #include <getopt.h>
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +17,10 @@
 
 #include "vp_host.h"
 
+extern "C" {
+#include "readfile.h"
+}
+
 namespace {
 
 const char *const usage =
@@ -27,12 +32,13 @@ const char *const usage =
     "a host writes each ELF image and the inputs into the chip's HBM, programs its registers,\n"
     "starts every chip at one instant, waits for the interrupts, and reads the outputs back.\n"
     "\n"
-    "  --arch A        architecture preset or YAML file (default: edge)\n"
+    "  --arch A        architecture preset or YAML file (default: tiny, as npusim's)\n"
     "  --set K=V       override one architecture key (repeatable)\n"
     "  --functional    move real bytes and compute values; else timing only\n"
     "  --quantum NS    how far the model may run ahead of SystemC time (default 1000 ns)\n"
     "  --input S=F     (functional) write file F's bytes into data symbol S before the start\n"
-    "  --expect S=F    (functional) after the end, S must equal file F byte for byte\n"
+    "  --expect S=F    (functional) after the end, S must equal file F byte for byte (the\n"
+    "                  whole symbol: a file of another size differs)\n"
     "  --dump S=F      (functional) after the end, write S's bytes to file F\n"
     "  --json          the result as JSON on stdout\n"
     "\n"
@@ -47,12 +53,17 @@ std::string thousands(uint64_t v)
     return s;
 }
 
+// A program or an input whole, through npusim's door for files (regular files only: a
+// directory or a device such as /dev/zero is refused, not read forever; at most 4 GiB).
 bool read_file(const std::string &path, std::vector<uint8_t> *out, np_err *err)
 {
-    std::ifstream f(path, std::ios::binary);
-    if (!f)
-        return np_err_set(err, NP_ERR_IO, "cannot open '%s'", path.c_str()), false;
-    out->assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    char *text = nullptr;
+    size_t len = 0;
+    if (np_read_file(path.c_str(), UINT64_C(4) << 30, "a program or an input of npusim-vp",
+                     &text, &len, err) != NP_OK)
+        return false;
+    out->assign((const uint8_t *)text, (const uint8_t *)text + len);
+    free(text);
     return true;
 }
 
@@ -68,10 +79,14 @@ bool parse_io(const char *opt, const char *arg, vp_io *io, np_err *err)
     size_t colon = sym.find(':');
     if (colon != std::string::npos) {
         char *end;
-        unsigned long c = strtoul(sym.c_str(), &end, 10);
-        if (end != sym.c_str() + colon || colon == 0)
+        errno = 0;
+        unsigned long long c = strtoull(sym.c_str(), &end, 10);
+        if (end != sym.c_str() + colon || colon == 0 || sym[0] == '-')
             return np_err_set(err, NP_ERR_USAGE, "--%s '%s': CHIP must be a number", opt, arg),
                    false;
+        if (errno == ERANGE || c >= (1ull << 20)) // the chips a system can have
+            return np_err_set(err, NP_ERR_USAGE, "--%s '%s': chip %.*s is out of range (0 .. "
+                              "1048575)", opt, arg, (int)colon, sym.c_str()), false;
         io->chip = (uint32_t)c;
         sym = sym.substr(colon + 1);
     }
@@ -165,7 +180,7 @@ int sc_main(int argc, char **argv)
     // sc_stop's "simulation stopped by user" is not news here
     sc_core::sc_report_handler::set_actions("/OSCI/SystemC", sc_core::SC_INFO,
                                             sc_core::SC_DO_NOTHING);
-    const char *arch = "edge";
+    const char *arch = "tiny"; // npusim's default (CLI_DEFAULT_ARCH), so its ELFs load here
     std::vector<const char *> sets;
     bool functional = false, json = false;
     double quantum_ns = 1000;
@@ -257,6 +272,9 @@ int sc_main(int argc, char **argv)
         }
         if (r.err.status != NP_OK)
             return fail(r.err);
+        if (fflush(stdout) != 0 || ferror(stdout))
+            return fail((np_err_set(&err, NP_ERR_IO, "cannot write the results to standard "
+                                    "output: %s", strerror(errno)), err));
     } catch (const npusim_error &e) {
         np_err_set(&err, e.status, "%s", e.what());
         return fail(err);

@@ -300,7 +300,7 @@ bool vp_host::run_job()
         std::vector<uint8_t> got(k);
         if (!mem(e.chip, s->addr, got.data(), k, false))
             return false;
-        vp_output o{e.chip, e.symbol, e.name, k, e.bytes.size() <= s->size, ""};
+        vp_output o{e.chip, e.symbol, e.name, k, e.bytes.size() == s->size, ""};
         char diff[160] = "";
         if (!o.match)
             snprintf(diff, sizeof diff, "%zu bytes expected, the symbol has %" PRIu64,
