@@ -106,13 +106,13 @@ TEST(integer_options_outside_their_range_name_the_option_and_the_range)
     harness_run_free(&r);
 }
 
-TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
+/* A fresh folder dir (a mkdtemp template) holding p.s, a one-core program with a 16-byte data
+ * symbol X, and p.elf assembled from it for tiny: their paths in src and elf (256 bytes). */
+static void tiny_program(char *dir, char *src, char *elf)
 {
-    char dir[] = "/tmp/npusim_cli_XXXXXX";
     CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-    char src[256], elf[256];
-    snprintf(src, sizeof src, "%s/p.s", dir);
-    snprintf(elf, sizeof elf, "%s/p.elf", dir);
+    snprintf(src, 256, "%s/p.s", dir);
+    snprintf(elf, 256, "%s/p.elf", dir);
     FILE *f = fopen(src, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fputs(".core 0\n.data\nX: .space 16\n.core 0\nnop\n", f);
@@ -120,6 +120,12 @@ TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
     harness_run a = harness_npusim("asm", "--arch", "tiny", src, "-o", elf, NULL);
     CU_ASSERT_EQUAL_FATAL(a.exit_status, 0);
     harness_run_free(&a);
+}
+
+TEST(options_of_sim_layer_collective_and_disasm_refuse_bad_values_with_status_2)
+{
+    char dir[] = "/tmp/npusim_cli_XXXXXX", src[256], elf[256];
+    tiny_program(dir, src, elf);
     const struct {
         const char *args[10];
         const char *msg; /* the whole first line of stderr */
@@ -203,27 +209,16 @@ TEST(an_output_that_names_an_input_file_is_refused_and_the_input_kept)
     /* report -o X of input X, asm -o X.s of X.s, sim --trace/--stats/--dump onto the program
      * or an --input file (also spelled another way: ./dir/../dir/X): exit 2 naming both, and
      * the input byte for byte as it was */
-    char dir[] = "/tmp/npusim_cli_XXXXXX";
-    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
-    char src[256], elf[256], alias[300], in[256];
-    snprintf(src, sizeof src, "%s/p.s", dir);
-    snprintf(elf, sizeof elf, "%s/p.elf", dir);
+    char dir[] = "/tmp/npusim_cli_XXXXXX", src[256], elf[256], alias[300], in[256];
+    tiny_program(dir, src, elf);
     snprintf(alias, sizeof alias, "%s/../%s/p.elf", dir, strrchr(dir, '/') + 1);
     snprintf(in, sizeof in, "%s/x.bin", dir);
-    FILE *f = fopen(src, "w");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-    fputs(".core 0\n.data\nX: .space 16\n.core 0\nnop\n", f);
-    fclose(f);
-    f = fopen(in, "w");
+    FILE *f = fopen(in, "w");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f);
     fputs("0123456789abcdef", f);
     fclose(f);
-    harness_run a = harness_npusim("asm", "--arch", "tiny", src, "-o", elf, NULL);
-    CU_ASSERT_EQUAL_FATAL(a.exit_status, 0);
-    harness_run_free(&a);
-    char input_arg[300], dump_arg[300];
-    snprintf(input_arg, sizeof input_arg, "X=%s", in);
-    snprintf(dump_arg, sizeof dump_arg, "X=%s", in);
+    char io_arg[300]; /* X=x.bin, for --input and --dump */
+    snprintf(io_arg, sizeof io_arg, "X=%s", in);
     size_t n_src, n_elf, n_in;
     char *src0 = harness_read_file(src, &n_src), *elf0 = harness_read_file(elf, &n_elf),
          *in0 = harness_read_file(in, &n_in);
@@ -235,7 +230,7 @@ TEST(an_output_that_names_an_input_file_is_refused_and_the_input_kept)
         {{"asm", "--arch", "tiny", src, "-o", src}, "-o", src, src},
         {{"sim", "--arch", "tiny", elf, "--trace", alias}, "--trace", alias, elf},
         {{"sim", "--arch", "tiny", elf, "--stats", elf}, "--stats", elf, elf},
-        {{"sim", "--arch", "tiny", "--functional", "--input", input_arg, "--dump", dump_arg, elf},
+        {{"sim", "--arch", "tiny", "--functional", "--input", io_arg, "--dump", io_arg, elf},
          "--dump", in, in},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {

@@ -84,6 +84,17 @@ static uint32_t compute(run_graph *g, uint32_t cls, uint32_t k, uint32_t flags,
                                    .deps = deps, .n_deps = n_deps});
 }
 
+/* A groupset of one group of every rank 0 .. p-1 (p <= 64), named name. */
+static uint32_t groupset_of_all(run_graph *g, const char *name, uint32_t p)
+{
+    uint32_t all[64], id = RUN_NONE;
+    for (uint32_t i = 0; i < p && i < 64; i++)
+        all[i] = i;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(run_graph_add_groupset(g, name, 1, p, all, &id, &e), NP_OK);
+    return id;
+}
+
 static run_result *simulate(const run_graph *g, const tnet *f, const run_opts *o)
 {
     run_result *r = NULL;
@@ -349,10 +360,7 @@ static run_result *ddp(const tnet *f, uint32_t p, uint32_t buckets, uint64_t lay
     run_graph *g;
     np_err e = {0};
     run_graph_create(p, &g, &e);
-    uint32_t all[16], dp, cls;
-    for (uint32_t i = 0; i < p; i++)
-        all[i] = i;
-    run_graph_add_groupset(g, "dp", 1, p, all, &dp, &e);
+    uint32_t dp = groupset_of_all(g, "dp", p), cls;
     run_graph_add_class(g, "replica", &cls, &e);
     uint32_t kf = kernel(g, "fwd", MS(4)), kb = kernel(g, "bwd", MS(1)),
              ko = kernel(g, "opt", US(100));
@@ -412,10 +420,7 @@ static run_result *zero3(const tnet *f, uint32_t p, uint64_t layer_bytes)
     run_graph *g;
     np_err e = {0};
     run_graph_create(p, &g, &e);
-    uint32_t all[16], dp, cls;
-    for (uint32_t i = 0; i < p; i++)
-        all[i] = i;
-    run_graph_add_groupset(g, "dp", 1, p, all, &dp, &e);
+    uint32_t dp = groupset_of_all(g, "dp", p), cls;
     run_graph_add_class(g, "replica", &cls, &e);
     uint32_t ke = kernel(g, "embed", MS(1)), kl = kernel(g, "layer", MS(1));
     uint32_t prev = compute(g, cls, ke, 0, NULL, 0);
@@ -476,10 +481,7 @@ static run_result *overlap_run(const tnet *f, uint32_t p, uint64_t bytes, bool c
     run_graph *g;
     np_err e = {0};
     run_graph_create(p, &g, &e);
-    uint32_t all[8], tp, cls;
-    for (uint32_t i = 0; i < p; i++)
-        all[i] = i;
-    run_graph_add_groupset(g, "tp", 1, p, all, &tp, &e);
+    uint32_t tp = groupset_of_all(g, "tp", p), cls;
     run_graph_add_class(g, "rank", &cls, &e);
     uint32_t kp = kernel(g, "pre", MS(1)), kg = kernel(g, "gemm", MS(1)),
              kq = kernel(g, "post", MS(1));

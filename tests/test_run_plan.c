@@ -317,6 +317,22 @@ static run_report_comm comm_of(const run_report *rep, run_comm_kind k)
     return (run_report_comm){.kind = k};
 }
 
+/* Runs js with kernels at 1 GFLOP/s: its step time and its communication of kind k. */
+static void run_comm(const nn_model_desc *d, const job_spec *js, run_comm_kind k, double *step,
+                     run_report_comm *c)
+{
+    timing t = {.rate = 1e9};
+    run_report rep;
+    np_err err = {0};
+    np_status st = run_spec(d, js, &t, &rep, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    *step = rep.step_time_s;
+    *c = comm_of(&rep, k);
+    run_report_free(&rep);
+}
+
 TEST(tp_comm_overlap_hides_sequence_parallel_collectives_behind_their_gemms)
 {
     /* tp 4 with sequence parallelism, kernels at 1 GFLOP/s: each GEMM takes longer than the
@@ -329,21 +345,13 @@ TEST(tp_comm_overlap_hides_sequence_parallel_collectives_behind_their_gemms)
     gpt_desc(&d, 4);
     double step[2], exposed[2], total[2], bytes[2];
     for (int ov = 0; ov < 2; ov++) {
-        timing t = {.rate = 1e9};
         job_spec js = {.arch = "a100-cluster", .sets = {"system.chips=4", "system.island_chips=4"},
                        .tp = 4, .batch = 4, .microbatch = 1, .sp = true, .tp_overlap = ov};
-        run_report rep;
-        np_err err = {0};
-        np_status st = run_spec(&d, &js, &t, &rep, &err);
-        if (st != NP_OK)
-            fprintf(stderr, "%s\n", err.msg);
-        CU_ASSERT_EQUAL_FATAL(st, NP_OK);
-        run_report_comm sp = comm_of(&rep, RUN_COMM_SP);
-        step[ov] = rep.step_time_s;
+        run_report_comm sp;
+        run_comm(&d, &js, RUN_COMM_SP, &step[ov], &sp);
         exposed[ov] = sp.exposed_s;
         total[ov] = sp.total_s;
         bytes[ov] = (double)sp.bytes;
-        run_report_free(&rep);
     }
     CU_ASSERT(total[0] > 0);
     CU_ASSERT(exposed[1] < 0.6 * exposed[0]);
@@ -381,17 +389,12 @@ TEST(overlap_param_gather_runs_the_updates_gathers_under_the_first_forward)
     gpt_desc(&d, 4);
     double step[2], exposed[2], bytes[2];
     for (int ov = 0; ov < 2; ov++) {
-        timing t = {.rate = 1e9};
         job_spec js = {.arch = "a100-cluster", .sets = {"system.chips=4", "system.island_chips=4"},
                        .dp = 4, .zero = 1, .batch = 8, .microbatch = 1, .param_gather = ov};
-        run_report rep;
-        np_err err = {0};
-        CU_ASSERT_EQUAL_FATAL(run_spec(&d, &js, &t, &rep, &err), NP_OK);
-        run_report_comm z = comm_of(&rep, RUN_COMM_ZERO);
-        step[ov] = rep.step_time_s;
+        run_report_comm z;
+        run_comm(&d, &js, RUN_COMM_ZERO, &step[ov], &z);
         exposed[ov] = z.exposed_s;
         bytes[ov] = (double)z.bytes;
-        run_report_free(&rep);
     }
     CU_ASSERT(exposed[0] > 0);
     CU_ASSERT(exposed[1] < exposed[0]);
