@@ -77,6 +77,26 @@ char *np_human_ps(uint64_t ps, char *buf, size_t n)
     return buf;
 }
 
+char *np_human_s(double s, char *buf, size_t n)
+{
+    if (!(s >= 0))
+        s = 0;
+    if (s < 999.5)
+        return np_human_ps((uint64_t)llround(s * 1e12), buf, n);
+    if (s < 120 * 60.0)
+        human_sig3(s / 60, buf, n, "min");
+    else if (s < 48 * 3600.0)
+        human_sig3(s / 3600, buf, n, "h");
+    else if (s / 86400 < 999.5)
+        human_sig3(s / 86400, buf, n, "days");
+    else {
+        char c[32];
+        snprintf(buf, n, "%s days", np_human_count(s / 86400 < 1e18 ? (uint64_t)llround(s / 86400)
+                                                                    : UINT64_MAX, c, sizeof c));
+    }
+    return buf;
+}
+
 char *np_human_si(double v, const char *unit, char *buf, size_t n)
 {
     static const char *const prefix[] = {"", "k", "M", "G", "T", "P", "E", "Z"};

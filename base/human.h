@@ -23,6 +23,10 @@ char *np_human_bytes(uint64_t bytes, char *buf, size_t n);
 /* A time given in picoseconds: "750 ps", "50.6 µs", "1.25 s"; past 1000 s, "12,345 s". */
 char *np_human_ps(uint64_t ps, char *buf, size_t n);
 
+/* A duration in seconds that may be long: as np_human_ps below 1000 s, then "16.7 min",
+ * "5.79 h", "2.08 days", "1,157 days" (negative or NaN: "0 ps"). */
+char *np_human_s(double s, char *buf, size_t n);
+
 /* v scaled by powers of 1000 with an SI prefix before unit: (4.09e9, "FLOP") -> "4.09 GFLOP",
  * (735135.9e9, "FLOP") -> "735 TFLOP", (12, "MAC") -> "12 MAC". */
 char *np_human_si(double v, const char *unit, char *buf, size_t n);

@@ -16,6 +16,7 @@
 #include "cli_trace.h"
 #include "csv.h"
 #include "human.h"
+#include "parse.h"
 #include "run_job.h"
 
 /* The default job (README command 1): a GPT-2-small-sized step on 8 chips, dp2 x tp2 x pp2. */
@@ -28,7 +29,8 @@
 
 enum {
     RUN_OPT_STEPS = 0x7601, RUN_OPT_FIDELITY, RUN_OPT_FUNCTIONAL, RUN_OPT_TRACE, RUN_OPT_NO_CACHE,
-    RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS, RUN_OPT_CSV
+    RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS, RUN_OPT_CSV,
+    RUN_OPT_SLOW_CHIP, RUN_OPT_MTBF, RUN_OPT_RESTART, RUN_OPT_CKPT_INTERVAL, RUN_OPT_CKPT_WRITE
 };
 
 const char cmd_run_usage[] =
@@ -39,7 +41,8 @@ const char cmd_run_usage[] =
     "                  [--dropout P] [--no-pp-scatter-gather] [--ddp torch|local]\n"
     "                  [--p2p eager|blocking] [--host-sync] [--loss-scale S] [--clip-grad C]\n"
     "                  [--tp-comm-overlap] [--overlap-param-gather]\n"
-    "                  [--steps N] [--fidelity fast|full]\n"
+    "                  [--steps N] [--fidelity fast|full] [--slow-chip C:F ...]\n"
+    "                  [--mtbf-hours H [--restart-s R] [--ckpt-interval-s I] [--ckpt-write-s W]]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
     "                  [--links N] [--json | --csv]\n"
@@ -58,6 +61,14 @@ const char cmd_run_usage[] =
     "                    the core model (the reference; small systems, one step)\n"
     "  --functional      compute values (with --fidelity full): the step's loss beside the\n"
     "                    distributed executor's, from a seeded initialisation and batch\n"
+    "  --slow-chip C:F   chip C's compute takes F times as long (a straggler; repeatable)\n"
+    "  --mtbf-hours H    estimate the goodput of a long run whose chips each fail once in H\n"
+    "                    hours on average, checkpointing at the best interval:\n"
+    "  --restart-s R     time to reschedule and start again after a failure, besides reading\n"
+    "                    the checkpoint back (default 0)\n"
+    "  --ckpt-interval-s I  the goodput at this checkpoint interval too\n"
+    "  --ckpt-write-s W  a checkpoint's write time (default: each chip's share of parameters\n"
+    "                    and optimizer state over system.storage_gb_per_s)\n"
     "  --trace T         write a Chrome/Perfetto trace (gzip when T ends in .gz)\n"
     CLI_TRACE_USAGE_20
     "  --kernel-cache F  keep kernel timings in file F (keyed by architecture and program)\n"
@@ -191,6 +202,36 @@ static void run_print_attention(const run_report *r)
                "on the probabilities, or a form the fused op does not take)", f, c);
 }
 
+static void run_print_goodput(const run_report *r)
+{
+    const run_report_faults *f = &r->faults;
+    if (!f->goodput)
+        return;
+    char a[48], b[48], c[48], d[48];
+    const goodput_out *o = &f->out;
+    printf("\ngoodput over a long run (one chip fails every %s on average; %s chips: the job "
+           "every %s)\n", np_human_s(f->in.mtbf_s, a, sizeof a),
+           np_human_count((uint64_t)f->in.chips, b, sizeof b), np_human_s(o->job_mtbf_s, c, sizeof c));
+    printf("  checkpoint         %s per chip, written in %s", fmt_bytes(f->ckpt_bytes, a, sizeof a),
+           np_human_s(f->in.ckpt_write_s, b, sizeof b));
+    if (f->ckpt_read_s > 0)
+        printf(", read back in %s", np_human_s(f->ckpt_read_s, c, sizeof c));
+    printf("; a restart takes %s\n", np_human_s(f->in.restart_s, d, sizeof d));
+    printf("  best interval      %s (%s steps): %s of the time useful (Young: %s, Daly: %s)\n",
+           np_human_s(o->best_interval_s, a, sizeof a),
+           np_human_count((uint64_t)(o->best_interval_s / f->step_s + 0.5), b, sizeof b),
+           fmt_pct(100 * o->best_goodput, c, sizeof c),
+           np_human_s(o->young_interval_s, d, sizeof d),
+           np_human_s(o->daly_interval_s, a, sizeof a));
+    if (f->in.interval_s > 0)
+        printf("  every %-12s %s of the time useful\n", np_human_s(f->in.interval_s, a, sizeof a),
+               fmt_pct(100 * o->interval_goodput, b, sizeof b));
+    double useful = r->seq > 1 ? r->tokens_per_s : r->samples_per_s;
+    printf("  throughput         %s %s/s useful at the best interval (%s without failures)\n",
+           np_human_count((uint64_t)(useful * o->best_goodput + 0.5), a, sizeof a),
+           r->seq > 1 ? "tokens" : "samples", np_human_count((uint64_t)(useful + 0.5), b, sizeof b));
+}
+
 static void run_print(const run_report *r)
 {
     char a[48], b[48], c[48], d[48];
@@ -218,8 +259,13 @@ static void run_print(const run_report *r)
     if (r->overlap_param_gather)
         printf("parameter gathers under the forward, ");
     run_print_attention(r);
-    printf("; %s fidelity, %" PRIu32 " step%s\n\n", r->fidelity, r->steps,
+    printf("; %s fidelity, %" PRIu32 " step%s\n", r->fidelity, r->steps,
            r->steps == 1 ? "" : "s");
+    for (uint32_t i = 0; i < r->faults.n_slow; i++)
+        printf("%s chip %" PRIu32 " x%g%s", i ? "," : "# slowed (compute takes longer):",
+               r->faults.slow[i].chip, r->faults.slow[i].factor,
+               i + 1 == r->faults.n_slow ? "\n" : "");
+    printf("\n");
     printf("step time            %s\n", fmt_time(r->step_time_s, a, sizeof a));
     if (!isnan(r->loss))
         printf("loss                 %.6f (the distributed executor: %.6f)\n", r->loss,
@@ -283,6 +329,7 @@ static void run_print(const run_report *r)
     if (!r->fits)
         printf("  does not fit: %s more than the chip has (--allow-oom)\n",
                fmt_bytes((double)(m->total_bytes - r->hbm_bytes), a, sizeof a));
+    run_print_goodput(r);
     run_print_engine(r);
 }
 
@@ -384,6 +431,11 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         {"allow-oom", no_argument, NULL, RUN_OPT_ALLOW_OOM},
         {"links", required_argument, NULL, RUN_OPT_LINKS},
         {"csv", no_argument, NULL, RUN_OPT_CSV},
+        {"slow-chip", required_argument, NULL, RUN_OPT_SLOW_CHIP},
+        {"mtbf-hours", required_argument, NULL, RUN_OPT_MTBF},
+        {"restart-s", required_argument, NULL, RUN_OPT_RESTART},
+        {"ckpt-interval-s", required_argument, NULL, RUN_OPT_CKPT_INTERVAL},
+        {"ckpt-write-s", required_argument, NULL, RUN_OPT_CKPT_WRITE},
         CLI_STRATEGY_LONGOPTS,
         CLI_TRACE_LONGOPTS,
         {0}};
@@ -392,7 +444,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     size_t n_sets = 0;
     bool json = false, csv = false, functional = false;
     uint64_t steps = 1;
-    run_job j = {.steps = 1, .optim = cli_strategy_optim()};
+    run_job j = {.steps = 1, .optim = cli_strategy_optim(), .faults.ckpt_write_s = -1};
+    bool goodput_flag = false;
     cli_strategy cs;
     cli_strategy_init(&cs);
     int c;
@@ -426,6 +479,27 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         case RUN_OPT_NO_DEDUP: j.no_dedup = true; break;
         case RUN_OPT_ALLOW_OOM: j.allow_oom = true; break;
         case RUN_OPT_CSV: csv = true; break;
+        case RUN_OPT_SLOW_CHIP:
+            st = run_faults_slow_flag(&j.faults, optarg, 1u << 24, err);
+            break;
+        case RUN_OPT_MTBF:
+            st = np_parse_f64(NP_SRC_OPT("--mtbf-hours"), optarg, 1e-6, 1e12,
+                              &j.faults.mtbf_hours, err);
+            break;
+        case RUN_OPT_RESTART:
+            goodput_flag = true;
+            st = np_parse_f64(NP_SRC_OPT("--restart-s"), optarg, 0, 1e9, &j.faults.restart_s, err);
+            break;
+        case RUN_OPT_CKPT_INTERVAL:
+            goodput_flag = true;
+            st = np_parse_f64(NP_SRC_OPT("--ckpt-interval-s"), optarg, 1e-3, 1e12,
+                              &j.faults.interval_s, err);
+            break;
+        case RUN_OPT_CKPT_WRITE:
+            goodput_flag = true;
+            st = np_parse_f64(NP_SRC_OPT("--ckpt-write-s"), optarg, 0, 1e9,
+                              &j.faults.ckpt_write_s, err);
+            break;
         case RUN_OPT_LINKS: {
             uint64_t v = 0;
             st = cli_parse_u64("--links", optarg, 1, RUN_REPORT_LINKS_MAX, &v, err);
@@ -443,6 +517,9 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         st = np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     if (st == NP_OK)
         st = cli_trace_need_path(j.trace_path, &j.trace_opts, err);
+    if (st == NP_OK && goodput_flag && !(j.faults.mtbf_hours > 0))
+        st = np_err_set(err, NP_ERR_USAGE, "--restart-s, --ckpt-interval-s and --ckpt-write-s "
+                        "describe the goodput estimate: give --mtbf-hours too");
     j.full = strcmp(fidelity, "full") == 0;
     j.functional = functional;
     if (st == NP_OK && !model) { /* the default job, as the strategy flags given change it */
@@ -457,6 +534,11 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         st = arch_resolve(arch_name, sets, n_sets, &cfg, err);
     if (st == NP_OK)
         st = trace_chips_check(&j.trace_opts.chips, cfg.system.chips, "--trace-chips", err);
+    for (uint32_t i = 0; st == NP_OK && i < j.faults.n_slow; i++)
+        if ((int64_t)j.faults.slow[i].chip >= cfg.system.chips)
+            st = np_err_set(err, NP_ERR_USAGE, "--slow-chip: chip %" PRIu32 " is not in the "
+                            "system (%" PRId64 " chips: 0 .. %" PRId64 ")", j.faults.slow[i].chip,
+                            (int64_t)cfg.system.chips, (int64_t)cfg.system.chips - 1);
     if (st == NP_OK)
         st = nn_model_load(model, &d, err);
     run_report rep = {0};

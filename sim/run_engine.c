@@ -16,6 +16,7 @@
 #include "core.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -225,6 +226,13 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
         kt = &own;
     }
     uint64_t ps = (t->flags & RUN_TASK_CHAINED) && kt->chained_ps ? kt->chained_ps : kt->ps;
+    if (r->slow != 1.0) {
+        ps = (uint64_t)llround((double)ps * r->slow);
+        own = *kt;
+        for (int u = 0; u < RUN_UNIT_COUNT; u++)
+            own.unit_ps[u] = (uint64_t)llround((double)kt->unit_ps[u] * r->slow);
+        kt = &own;
+    }
     rs_acct(r, now);
     r->computing = 1;
     r->eng[e].t_start = now;
@@ -771,6 +779,7 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
         x->chip = g->chip_of[r];
         x->sim = 1;
         x->rep = r;
+        x->slow = 1.0;
         x->st.pipe_first_ps = UINT64_MAX;
         s->one_member[r] = r;
     }
@@ -784,6 +793,26 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
             v->members = gs->members + (size_t)i * gs->size;
             v->n_members = v->expect = gs->size;
         }
+    }
+    for (uint32_t i = 0; i < s->o.n_slow; i++) {
+        const run_slow_chip *sc = &s->o.slow[i];
+        if (sc->chip >= net_chips(s->n))
+            return np_err_set(err, NP_ERR_RANGE, "slowed chip %" PRIu32 " is not in the "
+                              "network (%" PRIu32 " chips)", sc->chip, net_chips(s->n));
+        if (!isfinite(sc->factor) || sc->factor <= 0)
+            return np_err_set(err, NP_ERR_RANGE, "chip %" PRIu32 "'s slowdown %g is not a "
+                              "number > 0", sc->chip, sc->factor);
+        uint32_t on = 0;
+        for (uint32_t r = 0; r < g->ranks; r++)
+            if (s->rank[r].chip == sc->chip) {
+                s->rank[r].slow = sc->factor;
+                on++;
+            }
+        if (!on)
+            return np_err_set(err, NP_ERR_RANGE, "slowed chip %" PRIu32 " runs none of the "
+                              "job's ranks (rank 0 is on chip %" PRIu32 ", rank %" PRIu32
+                              " on chip %" PRIu32 ")", sc->chip, g->chip_of[0], g->ranks - 1,
+                              g->chip_of[g->ranks - 1]);
     }
     s->mirror_gs = RUN_NONE;
     s->mirror_n = 1;
@@ -824,6 +853,8 @@ np_status run_simulate(const run_graph *g, const arch_config *cfg, const net_par
     s.obs = opts->observer;
     if (s.o.no_coll_reuse)
         s.o.no_rank_dedup = true; /* mirrored ranks need their groups' collectives reused */
+    if (s.o.n_slow)
+        s.o.no_rank_dedup = true; /* a slowed rank is not the image of its neighbours */
     bool has_compute = false;
     for (uint32_t c = 0; c < g->n_cls; c++)
         has_compute |= g->cls[c].eng_n[0] > 0;

@@ -100,6 +100,13 @@ typedef struct run_observer {
     void *ctx;
 } run_observer;
 
+/* A straggler: every compute task of the ranks on `chip` takes `factor` times its kernel's
+ * time (a chip slowed by heat, a failing part or a noisy neighbour). */
+typedef struct run_slow_chip {
+    uint32_t chip;
+    double factor; /* > 0; 1: as fast as the others */
+} run_slow_chip;
+
 typedef struct run_opts {
     uint32_t steps;         /* 0: 1 */
     run_kernel_fn time_kernel; /* required when the graph has compute tasks */
@@ -109,6 +116,9 @@ typedef struct run_opts {
     bool no_coll_reuse;     /* simulate every collective on the network (implies no mirror) */
     bool no_rank_dedup;     /* simulate every rank */
     uint32_t top_links;     /* links to rank as busiest (0: 8) */
+    const run_slow_chip *slow; /* (optional) n_slow slowed chips (a chip named twice: the
+                                  last); their ranks are simulated, never mirrored */
+    uint32_t n_slow;
     const run_observer *observer; /* (optional) told what happens, for traces */
     /* (optional) called now and then with the fraction of tasks done, 0 .. 1 */
     void (*progress)(void *ctx, double done);

@@ -50,6 +50,9 @@ static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_e
                           "yet (the fast fidelity's trace has the same layout)");
     if (j->steps > 1)
         return np_err_set(err, NP_ERR_USAGE, "--fidelity full simulates one step (--steps 1)");
+    if (j->faults.n_slow || j->faults.mtbf_hours > 0)
+        return np_err_set(err, NP_ERR_USAGE, "%s is not available with --fidelity full yet",
+                          j->faults.n_slow ? "--slow-chip" : "--mtbf-hours");
     if (p->s.tp_comm_overlap || p->s.overlap_param_gather)
         return np_err_set(err, NP_ERR_USAGE, "%s is not available with --fidelity full yet "
                           "(the step's lowering runs each collective between its kernels, in "
@@ -170,6 +173,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
                       .time_ctx = j->time_kernel ? j->time_ctx : kt,
                       .no_kernel_cache = j->no_cache, .no_rank_dedup = j->no_dedup,
                       .top_links = j->top_links,
+                      .slow = j->faults.slow, .n_slow = j->faults.n_slow,
                       .observer = tr ? run_trace_observer(tr) : NULL,
                       .progress = j->progress ? rj_run_progress : NULL, .progress_ctx = &prog};
         st = run_simulate(rp->g, j->cfg, NULL, &o, &res, err);
@@ -185,6 +189,11 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         run_ktimer_stats ks = kt ? run_ktimer_get_stats(kt) : (run_ktimer_stats){0};
         st = run_report_make(p, rp, j->cfg, res, kt ? &ks : NULL, out, err);
         run_report_set_attention(out, &j->s, why);
+        out->faults.n_slow = j->faults.n_slow;
+        memcpy(out->faults.slow, j->faults.slow, sizeof out->faults.slow);
+        if (st == NP_OK && j->faults.mtbf_hours > 0)
+            st = run_faults_goodput(&j->faults, p, j->cfg, out->step_time_s, out->chips,
+                                    &out->faults, err);
         out->wall_s = np_wall_s() - t0;
     }
     run_result_free(res);

@@ -51,6 +51,8 @@ typedef struct run_job {
                                  the report gives the simulated loss and the distributed
                                  executor's */
     uint32_t top_links;       /* busiest links in the report (0: 8; at most RUN_REPORT_LINKS_MAX) */
+    run_faults_job faults;    /* slowed chips, the goodput estimate (run_faults.h; fast
+                                 fidelity) */
     const char *kernel_cache; /* (optional) timing cache file (run_kernel.h) */
     /* (optional) times kernels instead of the core model (tests: analytical durations) */
     run_kernel_fn time_kernel;

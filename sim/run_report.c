@@ -330,6 +330,10 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "links", links);
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "engine", engine);
+    if (!run_faults_json(&o->faults, j)) {
+        json_decref(j);
+        return NULL;
+    }
     if (!isnan(o->loss)) {
         json_object_set_new(j, "loss", json_real(o->loss));
         json_object_set_new(j, "loss_reference", json_real(o->loss_reference));

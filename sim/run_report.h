@@ -15,8 +15,9 @@
  *   memory {params_bytes, ..., total_bytes, peak_bytes, hbm_bytes, stage, fits},
  *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, kernels_rejected,
  *           colls_simulated,
- *           colls_reused, transfers, ranks_simulated, mirror_ways}, wall_s; with
- *   --functional: loss, loss_reference
+ *           colls_reused, transfers, ranks_simulated, mirror_ways}, wall_s,
+ *   slow_chips [{chip, factor}]; with --functional: loss, loss_reference; with --mtbf-hours:
+ *   goodput {mtbf_s, job_mtbf_s, ..., best_interval_s, best_goodput, ...} (run_faults.h)
  */
 #ifndef NPUSIM_SIM_RUN_REPORT_H
 #define NPUSIM_SIM_RUN_REPORT_H
@@ -29,6 +30,7 @@
 #include "err.h"
 #include "plan.h"
 #include "run_engine.h"
+#include "run_faults.h"
 #include "run_kernel.h"
 #include "run_plan.h"
 
@@ -107,6 +109,7 @@ typedef struct run_report {
     uint32_t kernels_rejected; /* cache lines not trusted (run_ktimer_stats.rejected) */
     double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
                                     distributed executor's (NaN otherwise) */
+    run_report_faults faults; /* slowed chips and the goodput estimate (run_faults.h) */
     double wall_s;
 } run_report;
 

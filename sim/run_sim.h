@@ -50,6 +50,7 @@ typedef struct rs_rank {
     uint32_t n_active; /* collectives / transfers in flight that involve this rank */
     uint32_t active[RUN_COMM_COUNT];
     uint32_t rep;      /* the simulated rank it mirrors (itself when simulated) */
+    double slow;       /* its chip's compute slowdown (run_opts.slow; 1: none) */
     uint32_t pipe_step; /* the step the pipeline figures are of (the last one) */
     uint64_t t_acct;   /* comm time accounted up to here */
     uint32_t steps_done;

@@ -261,6 +261,13 @@ TEST(human_figures_are_grouped_and_scaled)
     CU_ASSERT_STRING_EQUAL(np_human_ps(1250000000000ull, b, sizeof b), "1.25 s");
     CU_ASSERT_STRING_EQUAL(np_human_ps(999999, b, sizeof b), "1.00 \xc2\xb5s");
     CU_ASSERT_STRING_EQUAL(np_human_ps(12345000000000000ull, b, sizeof b), "12,345 s");
+    /* long durations: 1000 s = 16.7 min, 5.79 h = 20,844 s, 50,000 h = 2,083 days */
+    CU_ASSERT_STRING_EQUAL(np_human_s(1.25, b, sizeof b), "1.25 s");
+    CU_ASSERT_STRING_EQUAL(np_human_s(1000, b, sizeof b), "16.7 min");
+    CU_ASSERT_STRING_EQUAL(np_human_s(20844, b, sizeof b), "5.79 h");
+    CU_ASSERT_STRING_EQUAL(np_human_s(3 * 86400, b, sizeof b), "3.00 days");
+    CU_ASSERT_STRING_EQUAL(np_human_s(50000 * 3600.0, b, sizeof b), "2,083 days");
+    CU_ASSERT_STRING_EQUAL(np_human_s(-1, b, sizeof b), "0 ps");
     CU_ASSERT_STRING_EQUAL(np_human_si(735135.908e9, "FLOP", b, sizeof b), "735 TFLOP");
     CU_ASSERT_STRING_EQUAL(np_human_si(4.089e9, "MAC", b, sizeof b), "4.09 GMAC");
     CU_ASSERT_STRING_EQUAL(np_human_si(12, "FLOP", b, sizeof b), "12 FLOP");

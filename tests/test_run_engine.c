@@ -331,6 +331,71 @@ TEST(one_f_one_b_bubble_matches_p_minus_1_over_m_plus_p_minus_1)
     check_bubbles(SCHED_1F1B, 1, bubble_p, 3, bubble_m, 4);
 }
 
+/* A straggler (run_opts.slow): the last stage of a 1F1B pipeline slowed by F. It runs one
+ * forward and one backward after the other from its first forward's arrival ((p-1) t_f) on,
+ * never starved (the stage before it is a micro-batch ahead), for m F (t_f + t_b); its last
+ * backward then goes back through the p-1 other stages ((p-1) t_b), whose optimizer steps end
+ * the step: (p-1)(t_f + t_b) + m F (t_f + t_b) + t_opt — with F = 1 the textbook
+ * (m+p-1)(t_f + t_b). Slowing it adds m (F-1)(t_f + t_b). */
+TEST(a_slowed_last_stage_delays_a_one_f_one_b_step_by_m_times_its_extra_time)
+{
+    const uint32_t P[] = {2, 4}, Mb[] = {4, 8};
+    for (size_t i = 0; i < 2; i++)
+        for (size_t k = 0; k < 2; k++) {
+            uint32_t p = P[i], m = Mb[k];
+            tnet f;
+            tnet_init(&f, ARCH_TOPOLOGY_SWITCH, p, NULL, 0);
+            pipe_shape ps = {.p = p, .m = m, .tp = 1, .dp = 1, .sched = SCHED_1F1B,
+                             .f_ps = MS(1), .b_ps = MS(2), .act_bytes = 4096};
+            run_graph *g = pipe_graph(&ps);
+            const double F = 1.5, fb = 3e9, opt = 1e8;
+            run_slow_chip slow = {.chip = p - 1, .factor = F};
+            run_result *r0 = simulate(g, &f, &(run_opts){0});
+            run_result *r1 = simulate(g, &f, &(run_opts){.slow = &slow, .n_slow = 1});
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r0);
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
+            double want = (p - 1) * fb + m * F * fb + opt;
+            CU_ASSERT_TRUE(r1->time_ps >= want && r1->time_ps <= want * 1.005);
+            double delay = (double)r1->time_ps - (double)r0->time_ps;
+            CU_ASSERT_TRUE(within_rel(delay, m * (F - 1) * fb, 0.01));
+            /* the slowed chip's compute is busy F times as long */
+            CU_ASSERT_TRUE(within_rel((double)r1->rank[p - 1].busy_ps[RUN_UNIT_COMPUTE],
+                                      F * (double)r0->rank[p - 1].busy_ps[RUN_UNIT_COMPUTE],
+                                      1e-6));
+            CU_ASSERT_EQUAL(r1->rank[0].busy_ps[RUN_UNIT_COMPUTE],
+                            r0->rank[0].busy_ps[RUN_UNIT_COMPUTE]);
+            run_result_free(r0);
+            run_result_free(r1);
+            /* a factor of 1 is no straggler: the same run */
+            run_slow_chip one = {.chip = 0, .factor = 1};
+            r0 = simulate(g, &f, &(run_opts){0});
+            r1 = simulate(g, &f, &(run_opts){.slow = &one, .n_slow = 1});
+            CU_ASSERT_EQUAL(r1->time_ps, r0->time_ps);
+            run_result_free(r0);
+            run_result_free(r1);
+            run_graph_free(g);
+        }
+}
+
+TEST(a_slowed_chip_outside_the_network_or_without_ranks_is_refused)
+{
+    tnet f;
+    tnet_init(&f, ARCH_TOPOLOGY_SWITCH, 4, NULL, 0);
+    pipe_shape ps = {.p = 2, .m = 2, .tp = 1, .dp = 1, .sched = SCHED_1F1B, .f_ps = MS(1),
+                     .b_ps = MS(2), .act_bytes = 4096};
+    run_graph *g = pipe_graph(&ps);
+    run_slow_chip bad[] = {{.chip = 9, .factor = 2}, {.chip = 3, .factor = 2},
+                           {.chip = 0, .factor = 0}, {.chip = 0, .factor = NAN}};
+    for (size_t i = 0; i < 4; i++) {
+        run_result *r = NULL;
+        np_err e = {0};
+        run_opts o = {.time_kernel = time_from_key, .slow = &bad[i], .n_slow = 1};
+        CU_ASSERT_EQUAL(run_simulate(g, &f.cfg, &f.np, &o, &r, &e), NP_ERR_RANGE);
+        CU_ASSERT_PTR_NULL(r);
+    }
+    run_graph_free(g);
+}
+
 TEST(interleaved_one_f_one_b_divides_the_bubble_by_the_chunks_per_device)
 {
     /* Megatron-LM needs m to be a multiple of p */
