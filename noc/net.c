@@ -203,6 +203,7 @@ void net_free(net *n)
 {
     if (!n)
         return;
+    net_fault_free(n);
     for (uint32_t i = 0; i < n->n_links; i++)
         free(n->links[i].flows);
     for (uint32_t i = 0; i < n->n_flows; i++) {
@@ -285,6 +286,10 @@ np_status net_create(const net_params *p, evq *q, stats *reg, net **out, np_err 
         free(n->links);
         n->links = aligned;
         n->cap_links = n->n_links;
+    }
+    if (n->p.n_faults && net_fault_apply(n, err) != NP_OK) {
+        net_free(n);
+        return err->status;
     }
     if (p->engine == NET_ENGINE_PACKET && net_pkt_init(n, err) != NP_OK) {
         net_free(n);
@@ -393,6 +398,8 @@ np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_e
         n->topo->route(n, src, dst);
     if (n->path->oom)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory routing");
+    if (n->has_failed && net_fault_on_path(n) && net_fault_reroute(n, src, dst, err) != NP_OK)
+        return err->status;
     out->links = n->path->v;
     out->n_links = n->path->n;
     out->latency_ps = node && dst >= n->p.chips ? n->node_lat[dst] : 0; /* into the switch */

@@ -36,6 +36,14 @@ typedef struct net net;
  * with link-level flow control (net_pkt.c). */
 typedef enum net_engine { NET_ENGINE_FLOW, NET_ENGINE_PACKET } net_engine;
 
+/* A link fault (net_fault.c): the link as net_link_name names it ("chip3->chip4", "chip0->sw0")
+ * and the share of its bandwidth left: 0 < factor <= 1 slows it, 0 fails it (no traffic; routes
+ * that used it go around it where the topology has another path). */
+typedef struct net_link_fault {
+    char name[32];
+    double factor;
+} net_link_fault;
+
 /* The resolved parameters of a chip network (from arch_system by net_params_from_arch). */
 typedef struct net_params {
     arch_topology topology;
@@ -52,6 +60,9 @@ typedef struct net_params {
     net_engine engine;        /* NET_ENGINE_FLOW unless chosen */
     uint32_t mtu_bytes;       /* packet engine: largest packet; 0: 4096 */
     uint32_t buf_packets;     /* packet engine: packets a link's far end buffers; 0: 32 (>= 2) */
+    const net_link_fault *faults; /* (optional) n_faults slowed or failed links (net_create
+                                     copies them; net_get_params points to the copy) */
+    uint32_t n_faults;
 } net_params;
 
 /* Fills p from cfg.system. Link and scale-out rates are payload rates: the line rate times
@@ -108,7 +119,10 @@ void net_set_topo_data(net *n, void *data);
 void *net_topo_data(const net *n);
 
 /* The route from src to dst: its links (valid until the next net_route call), its latency
- * (links and switches) and its bottleneck bandwidth. src == dst: 0 links, latency 0. Either
+ * (links and switches) and its bottleneck bandwidth. With failed links (net_params.faults) a
+ * route through one is replaced by the shortest path around it (fewest links, lowest link ids
+ * first), relaying through chips only where chips route (ring, torus2d, torus3d: their chips
+ * are the routers); NP_ERR_INCONSISTENT naming the failed links when there is none. src == dst: 0 links, latency 0. Either
  * end may be a switch one link from the other (net_chip_switch): the route is that link, and
  * into a switch the latency includes the switch's own (what it does with what arrives, e.g.
  * a reduction, is the caller's); transfers take such routes too. */

@@ -27,6 +27,7 @@ typedef struct net_link_aux {
     uint64_t mark;
     double cap_rem;
     uint32_t n_unfrozen;
+    bool failed;         /* net_params.faults: carries nothing, routes go around it */
 } net_link_aux;
 
 typedef enum net_flow_state {
@@ -168,8 +169,24 @@ struct net {
     double memo_bw;
     /* the packet engine (net_pkt.c), when p.engine is NET_ENGINE_PACKET */
     net_pkt_link *pk;
+    /* link faults (net_fault.c): any failed link, and the graph's out-links per node (CSR,
+     * built at the first reroute) */
+    bool has_failed;
+    net_link_fault *fault_copy; /* p.faults points here (net_get_params' copy stays valid) */
+    uint32_t *adj_start, *adj_link;
     bool oom;
 };
+
+/* Applies p.faults to the built links (bandwidths scaled, failed links marked) and keeps a
+ * copy of them that p.faults then points to. NP_ERR_UNKNOWN_KEY
+ * for a link the network does not have, NP_ERR_RANGE for a factor outside 0 .. 1. */
+np_status net_fault_apply(net *n, np_err *err);
+/* Whether the path in n->path crosses a failed link. */
+bool net_fault_on_path(const net *n);
+/* Replaces n->path by the shortest path from src to dst around the failed links.
+ * NP_ERR_INCONSISTENT naming them when there is none; NP_ERR_NOMEM. */
+np_status net_fault_reroute(net *n, uint32_t src, uint32_t dst, np_err *err);
+void net_fault_free(net *n);
 
 /* ceil(x) for 0 <= x, saturated at 1e18 ps (a libm call without SSE4.1; this is the hot
  * path). */

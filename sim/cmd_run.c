@@ -30,7 +30,7 @@
 enum {
     RUN_OPT_STEPS = 0x7601, RUN_OPT_FIDELITY, RUN_OPT_FUNCTIONAL, RUN_OPT_TRACE, RUN_OPT_NO_CACHE,
     RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS, RUN_OPT_CSV,
-    RUN_OPT_SLOW_CHIP, RUN_OPT_MTBF, RUN_OPT_RESTART, RUN_OPT_CKPT_INTERVAL, RUN_OPT_CKPT_WRITE
+    RUN_OPT_SLOW_CHIP, RUN_OPT_SLOW_LINK, RUN_OPT_FAIL_LINK, RUN_OPT_MTBF, RUN_OPT_RESTART, RUN_OPT_CKPT_INTERVAL, RUN_OPT_CKPT_WRITE
 };
 
 const char cmd_run_usage[] =
@@ -42,6 +42,7 @@ const char cmd_run_usage[] =
     "                  [--p2p eager|blocking] [--host-sync] [--loss-scale S] [--clip-grad C]\n"
     "                  [--tp-comm-overlap] [--overlap-param-gather]\n"
     "                  [--steps N] [--fidelity fast|full] [--slow-chip C:F ...]\n"
+    "                  [--slow-link L:S ...] [--fail-link L ...]\n"
     "                  [--mtbf-hours H [--restart-s R] [--ckpt-interval-s I] [--ckpt-write-s W]]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
@@ -62,6 +63,10 @@ const char cmd_run_usage[] =
     "  --functional      compute values (with --fidelity full): the step's loss beside the\n"
     "                    distributed executor's, from a seeded initialisation and batch\n"
     "  --slow-chip C:F   chip C's compute takes F times as long (a straggler; repeatable)\n"
+    "  --slow-link L:S   link L (named as the busiest links are, e.g. chip3->chip4) keeps the\n"
+    "                    share S of its bandwidth (0 < S <= 1; repeatable)\n"
+    "  --fail-link L     link L carries nothing: routes go around it where the topology has\n"
+    "                    another path, else the run fails naming it (repeatable)\n"
     "  --mtbf-hours H    estimate the goodput of a long run whose chips each fail once in H\n"
     "                    hours on average, checkpointing at the best interval:\n"
     "  --restart-s R     time to reschedule and start again after a failure, besides reading\n"
@@ -261,6 +266,16 @@ static void run_print(const run_report *r)
     run_print_attention(r);
     printf("; %s fidelity, %" PRIu32 " step%s\n", r->fidelity, r->steps,
            r->steps == 1 ? "" : "s");
+    for (uint32_t i = 0; i < r->faults.n_links; i++) {
+        const net_link_fault *l = &r->faults.links[i];
+        printf("%s %s ", i ? "," : "# links:", l->name);
+        if (l->factor == 0)
+            printf("failed");
+        else
+            printf("at %g %% of its bandwidth", 100 * l->factor);
+        if (i + 1 == r->faults.n_links)
+            printf("\n");
+    }
     for (uint32_t i = 0; i < r->faults.n_slow; i++)
         printf("%s chip %" PRIu32 " x%g%s", i ? "," : "# slowed (compute takes longer):",
                r->faults.slow[i].chip, r->faults.slow[i].factor,
@@ -432,6 +447,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         {"links", required_argument, NULL, RUN_OPT_LINKS},
         {"csv", no_argument, NULL, RUN_OPT_CSV},
         {"slow-chip", required_argument, NULL, RUN_OPT_SLOW_CHIP},
+        {"slow-link", required_argument, NULL, RUN_OPT_SLOW_LINK},
+        {"fail-link", required_argument, NULL, RUN_OPT_FAIL_LINK},
         {"mtbf-hours", required_argument, NULL, RUN_OPT_MTBF},
         {"restart-s", required_argument, NULL, RUN_OPT_RESTART},
         {"ckpt-interval-s", required_argument, NULL, RUN_OPT_CKPT_INTERVAL},
@@ -481,6 +498,10 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         case RUN_OPT_CSV: csv = true; break;
         case RUN_OPT_SLOW_CHIP:
             st = run_faults_slow_flag(&j.faults, optarg, 1u << 24, err);
+            break;
+        case RUN_OPT_SLOW_LINK:
+        case RUN_OPT_FAIL_LINK:
+            st = run_faults_link_flag(&j.faults, optarg, c == RUN_OPT_FAIL_LINK, err);
             break;
         case RUN_OPT_MTBF:
             st = np_parse_f64(NP_SRC_OPT("--mtbf-hours"), optarg, 1e-6, 1e12,

@@ -850,6 +850,16 @@ np_status run_simulate(const run_graph *g, const arch_config *cfg, const net_par
     }
     s.o = *opts;
     s.steps = opts->steps ? opts->steps : 1;
+    net_params with_faults;
+    if (opts->n_link_faults) {
+        if (np)
+            with_faults = *np;
+        else
+            net_params_from_arch(cfg, &with_faults);
+        with_faults.faults = opts->link_faults;
+        with_faults.n_faults = opts->n_link_faults;
+        np = &with_faults;
+    }
     s.obs = opts->observer;
     if (s.o.no_coll_reuse)
         s.o.no_rank_dedup = true; /* mirrored ranks need their groups' collectives reused */

@@ -119,6 +119,9 @@ typedef struct run_opts {
     const run_slow_chip *slow; /* (optional) n_slow slowed chips (a chip named twice: the
                                   last); their ranks are simulated, never mirrored */
     uint32_t n_slow;
+    const net_link_fault *link_faults; /* (optional) slowed and failed links of the network
+                                          (net.h; added to np's or cfg's) */
+    uint32_t n_link_faults;
     const run_observer *observer; /* (optional) told what happens, for traces */
     /* (optional) called now and then with the fraction of tasks done, 0 .. 1 */
     void (*progress)(void *ctx, double done);

@@ -33,6 +33,34 @@ np_status run_faults_slow_flag(run_faults_job *j, const char *arg, uint32_t chip
     return NP_OK;
 }
 
+np_status run_faults_link_flag(run_faults_job *j, const char *arg, bool failed, np_err *err)
+{
+    const char *flag = failed ? "--fail-link" : "--slow-link";
+    const char *colon = failed ? NULL : strrchr(arg, ':');
+    size_t len = failed ? strlen(arg) : colon ? (size_t)(colon - arg) : 0;
+    double share = 0;
+    if (!failed && (!colon || len == 0))
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected LINK:SHARE (the share of its "
+                          "bandwidth left, e.g. chip3->chip4:0.5), got '%s'", flag, arg);
+    if (len == 0 || len >= sizeof j->links[0].name)
+        return np_err_set(err, NP_ERR_USAGE, "%s: expected a link's name as the run's busiest "
+                          "links print it (e.g. chip3->chip4), got '%s'", flag, arg);
+    if (!failed && np_parse_f64(NP_SRC_OPT(flag), colon + 1, 1e-9, 1, &share, err) != NP_OK)
+        return err->status;
+    net_link_fault f = {.factor = share};
+    memcpy(f.name, arg, len);
+    f.name[len] = 0;
+    for (uint32_t i = 0; i < j->n_links; i++)
+        if (strcmp(j->links[i].name, f.name) == 0) {
+            j->links[i] = f;
+            return NP_OK;
+        }
+    if (j->n_links == RUN_SLOW_MAX)
+        return np_err_set(err, NP_ERR_RANGE, "%s: at most %d links", flag, RUN_SLOW_MAX);
+    j->links[j->n_links++] = f;
+    return NP_OK;
+}
+
 double run_faults_ckpt_bytes(const nn_plan *p, np_err *err)
 {
     double most = 0;
@@ -82,6 +110,13 @@ bool run_faults_json(const run_report_faults *f, json_t *j)
                                                    (json_int_t)f->slow[i].chip, "factor",
                                                    f->slow[i].factor)) == 0;
     ok = ok && json_object_set_new(j, "slow_chips", slow) == 0;
+    json_t *links = json_array();
+    ok = ok && links;
+    for (uint32_t i = 0; ok && i < f->n_links; i++)
+        ok = json_array_append_new(links, json_pack("{s:s, s:f, s:b}", "name", f->links[i].name,
+                                                    "share", f->links[i].factor, "failed",
+                                                    f->links[i].factor == 0)) == 0;
+    ok = ok && json_object_set_new(j, "link_faults", links) == 0;
     if (!ok || !f->goodput)
         return ok;
     const goodput_out *o = &f->out;

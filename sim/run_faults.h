@@ -26,6 +26,8 @@
 typedef struct run_faults_job {
     uint32_t n_slow;
     run_slow_chip slow[RUN_SLOW_MAX];
+    uint32_t n_links;
+    net_link_fault links[RUN_SLOW_MAX]; /* slowed (factor < 1) and failed (0) links */
     double mtbf_hours;   /* one chip's MTBF (0: no goodput estimate) */
     double restart_s;    /* added to reading the checkpoint back (rescheduling, start-up) */
     double interval_s;   /* a checkpoint interval to evaluate too (0: none) */
@@ -36,6 +38,8 @@ typedef struct run_faults_job {
 typedef struct run_report_faults {
     uint32_t n_slow;
     run_slow_chip slow[RUN_SLOW_MAX];
+    uint32_t n_links;
+    net_link_fault links[RUN_SLOW_MAX];
     bool goodput;          /* estimated */
     double ckpt_bytes;     /* the largest chip's share of the checkpoint */
     double ckpt_read_s;    /* reading it back at the storage bandwidth (0: not known) */
@@ -49,6 +53,12 @@ typedef struct run_report_faults {
  * wrong; NP_ERR_RANGE past RUN_SLOW_MAX chips. */
 np_status run_faults_slow_flag(run_faults_job *j, const char *arg, uint32_t chips, np_err *err);
 
+/* Parses a --slow-link value "LINK:SHARE" (the share of its bandwidth left, 0 < SHARE <= 1,
+ * e.g. "chip3->chip4:0.5") or, with failed, a --fail-link value "LINK", into j (a link given
+ * again replaces its entry). Whether the network has the link is checked when it is built.
+ * NP_ERR_USAGE naming the flag; NP_ERR_RANGE past RUN_SLOW_MAX links. */
+np_status run_faults_link_flag(run_faults_job *j, const char *arg, bool failed, np_err *err);
+
 /* The largest chip's share of the checkpoint of plan p: its parameters and optimizer state,
  * each divided over the data-parallel replicas unless ZeRO already shards it (every replica
  * writes a distinct part, as Megatron-Core's distributed checkpoints do). Bytes. */
@@ -60,7 +70,7 @@ double run_faults_ckpt_bytes(const nn_plan *p, np_err *err);
 np_status run_faults_goodput(const run_faults_job *j, const nn_plan *p, const arch_config *cfg,
                              double step_s, uint32_t chips, run_report_faults *out, np_err *err);
 
-/* Adds "slow_chips" and (when estimated) "goodput" to the report object j. false when out of
+/* Adds "slow_chips", "link_faults" and (when estimated) "goodput" to the report object j. false when out of
  * memory. */
 bool run_faults_json(const run_report_faults *f, json_t *j);
 

@@ -50,9 +50,10 @@ static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_e
                           "yet (the fast fidelity's trace has the same layout)");
     if (j->steps > 1)
         return np_err_set(err, NP_ERR_USAGE, "--fidelity full simulates one step (--steps 1)");
-    if (j->faults.n_slow || j->faults.mtbf_hours > 0)
+    if (j->faults.n_slow || j->faults.n_links || j->faults.mtbf_hours > 0)
         return np_err_set(err, NP_ERR_USAGE, "%s is not available with --fidelity full yet",
-                          j->faults.n_slow ? "--slow-chip" : "--mtbf-hours");
+                          j->faults.n_slow ? "--slow-chip" : j->faults.n_links
+                          ? "--slow-link / --fail-link" : "--mtbf-hours");
     if (p->s.tp_comm_overlap || p->s.overlap_param_gather)
         return np_err_set(err, NP_ERR_USAGE, "%s is not available with --fidelity full yet "
                           "(the step's lowering runs each collective between its kernels, in "
@@ -174,6 +175,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
                       .no_kernel_cache = j->no_cache, .no_rank_dedup = j->no_dedup,
                       .top_links = j->top_links,
                       .slow = j->faults.slow, .n_slow = j->faults.n_slow,
+                      .link_faults = j->faults.links, .n_link_faults = j->faults.n_links,
                       .observer = tr ? run_trace_observer(tr) : NULL,
                       .progress = j->progress ? rj_run_progress : NULL, .progress_ctx = &prog};
         st = run_simulate(rp->g, j->cfg, NULL, &o, &res, err);
@@ -191,6 +193,8 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         run_report_set_attention(out, &j->s, why);
         out->faults.n_slow = j->faults.n_slow;
         memcpy(out->faults.slow, j->faults.slow, sizeof out->faults.slow);
+        out->faults.n_links = j->faults.n_links;
+        memcpy(out->faults.links, j->faults.links, sizeof out->faults.links);
         if (st == NP_OK && j->faults.mtbf_hours > 0)
             st = run_faults_goodput(&j->faults, p, j->cfg, out->step_time_s, out->chips,
                                     &out->faults, err);

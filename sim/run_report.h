@@ -16,8 +16,8 @@
  *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, kernels_rejected,
  *           colls_simulated,
  *           colls_reused, transfers, ranks_simulated, mirror_ways}, wall_s,
- *   slow_chips [{chip, factor}]; with --functional: loss, loss_reference; with --mtbf-hours:
- *   goodput {mtbf_s, job_mtbf_s, ..., best_interval_s, best_goodput, ...} (run_faults.h)
+ *   slow_chips [{chip, factor}], link_faults [{name, share, failed}]; with --functional:
+ *   loss, loss_reference; with --mtbf-hours: goodput {mtbf_s, job_mtbf_s, ..., best_interval_s, best_goodput, ...} (run_faults.h)
  */
 #ifndef NPUSIM_SIM_RUN_REPORT_H
 #define NPUSIM_SIM_RUN_REPORT_H

@@ -445,6 +445,128 @@ TEST(topologies_route_by_dimension_order_and_their_documented_rules)
     evq_free(q);
 }
 
+/* Link faults (net_params.faults, noc/net_fault.c): routes around a failed link are the
+ * shortest paths a hand count gives, a transfer over a detour or a slowed link takes the
+ * alpha-beta time of that path, and where no path is left the route fails naming the link. */
+static net *fault_net(evq *q, arch_topology t, uint32_t chips, uint32_t dx, uint32_t lpc,
+                      const net_link_fault *faults, uint32_t nf, np_status want)
+{
+    arch_config cfg;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &cfg, &e), NP_OK);
+    net_params p;
+    net_params_from_arch(&cfg, &p);
+    p.topology = t;
+    p.chips = chips;
+    p.dims[0] = dx;
+    p.dims[1] = chips / dx;
+    p.dims[2] = 1;
+    p.links_per_chip = lpc;
+    p.switch_radix = chips;
+    p.faults = faults;
+    p.n_faults = nf;
+    net *n = NULL;
+    CU_ASSERT_EQUAL(net_create(&p, q, NULL, &n, &e), want);
+    return n;
+}
+
+static bool path_avoids(net *n, const net_path_info *path, uint32_t from, uint32_t to)
+{
+    for (uint32_t i = 0; i < path->n_links; i++) {
+        net_link_info li;
+        net_link_get(n, path->links[i], &li);
+        if (li.from == from && li.to == to)
+            return false;
+    }
+    return true;
+}
+
+TEST(a_failed_link_is_routed_around_where_the_topology_has_another_path)
+{
+    np_err e = {0};
+    evq *q;
+    CU_ASSERT_EQUAL_FATAL(evq_create(&q, &e), NP_OK);
+    net_path_info path;
+    /* torus 4 x 4, chip0->chip1 failed: 0 -> 1 takes 3 links (0 -> 4 -> 5 -> 1 or 0 -> 12 ->
+     * 13 -> 1), 0 -> 2 the wrap-around 0 -> 3 -> 2 (2 links, as before: x the short way is a
+     * tie broken towards +x, now impossible), 1 -> 0 is untouched (1 link) */
+    net_link_fault f01 = {.name = "chip0->chip1", .factor = 0};
+    net *n = fault_net(q, ARCH_TOPOLOGY_TORUS2D, 16, 4, 4, &f01, 1, NP_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+    uint64_t lat = net_get_params(n)->link_latency_ps;
+    CU_ASSERT_EQUAL(net_route(n, 0, 1, &path, &e), NP_OK);
+    CU_ASSERT_EQUAL(path.n_links, 3);
+    CU_ASSERT_TRUE(path_avoids(n, &path, 0, 1));
+    CU_ASSERT_EQUAL(path.latency_ps, 3 * lat);
+    CU_ASSERT_EQUAL(net_route(n, 0, 2, &path, &e), NP_OK);
+    CU_ASSERT_EQUAL(path.n_links, 2);
+    CU_ASSERT_TRUE(path_avoids(n, &path, 0, 1));
+    CU_ASSERT_EQUAL(net_route(n, 1, 0, &path, &e), NP_OK);
+    CU_ASSERT_EQUAL(path.n_links, 1);
+    /* the network keeps its own copy of the faults (a scratch copy of it is built from them) */
+    CU_ASSERT_EQUAL(net_get_params(n)->n_faults, 1);
+    CU_ASSERT_STRING_EQUAL(net_get_params(n)->faults[0].name, "chip0->chip1");
+    /* a transfer of S bytes over the detour: 3 link latencies + S / bandwidth */
+    uint64_t got[1] = {0};
+    double bw = net_get_params(n)->link_bytes_per_s;
+    CU_ASSERT_EQUAL(net_transfer(n, 0, 1, 1 << 20, flow_done, got, 0, &e), NP_OK);
+    uint64_t want = 3 * lat + (uint64_t)ceil((double)(1 << 20) / bw * 1e12);
+    CU_ASSERT_EQUAL(evq_run_until(q, want - 2, &e), NP_OK);
+    CU_ASSERT_EQUAL(got[0], 0);
+    CU_ASSERT_EQUAL(evq_run_until(q, want + 2, &e), NP_OK);
+    CU_ASSERT_EQUAL(got[0], 1);
+    net_free(n);
+    /* a ring of 8 goes the other way round: 7 links */
+    n = fault_net(q, ARCH_TOPOLOGY_RING, 8, 8, 2, &f01, 1, NP_OK);
+    CU_ASSERT_EQUAL(net_route(n, 0, 1, &path, &e), NP_OK);
+    CU_ASSERT_EQUAL(path.n_links, 7);
+    net_free(n);
+    /* ... unless chip 0's other link failed too: no path, both links named */
+    net_link_fault both[] = {{.name = "chip0->chip1"}, {.name = "chip0->chip7"}};
+    n = fault_net(q, ARCH_TOPOLOGY_RING, 8, 8, 2, both, 2, NP_OK);
+    CU_ASSERT_EQUAL(net_route(n, 0, 1, &path, &e), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip0->chip1, chip0->chip7"));
+    CU_ASSERT_EQUAL(net_route(n, 1, 0, &path, &e), NP_OK); /* into chip 0 still works */
+    net_free(n);
+    /* a switch: a chip's one link to it failed leaves no path (chips do not relay) */
+    net_link_fault sw = {.name = "chip0->sw0"};
+    n = fault_net(q, ARCH_TOPOLOGY_SWITCH, 4, 4, 1, &sw, 1, NP_OK);
+    CU_ASSERT_EQUAL(net_route(n, 0, 3, &path, &e), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip0->sw0"));
+    net_free(n);
+    evq_free(q);
+}
+
+TEST(a_slowed_link_keeps_its_share_of_bandwidth_and_unknown_links_are_refused)
+{
+    np_err e = {0};
+    evq *q;
+    CU_ASSERT_EQUAL_FATAL(evq_create(&q, &e), NP_OK);
+    net_link_fault slow = {.name = "chip0->chip1", .factor = 0.25};
+    net *n = fault_net(q, ARCH_TOPOLOGY_RING, 4, 4, 2, &slow, 1, NP_OK);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(n);
+    net_path_info path;
+    double bw = net_get_params(n)->link_bytes_per_s;
+    CU_ASSERT_EQUAL(net_route(n, 0, 1, &path, &e), NP_OK);
+    CU_ASSERT_EQUAL(path.n_links, 1); /* still the short way, at a quarter of the bandwidth */
+    CU_ASSERT_DOUBLE_EQUAL(path.bytes_per_s, 0.25 * bw, 1e-6 * bw);
+    uint64_t got[1] = {0};
+    CU_ASSERT_EQUAL(net_transfer(n, 0, 1, 1 << 20, flow_done, got, 0, &e), NP_OK);
+    uint64_t want = net_get_params(n)->link_latency_ps +
+                    (uint64_t)ceil((double)(1 << 20) / (0.25 * bw) * 1e12);
+    CU_ASSERT_EQUAL(evq_run_until(q, want - 2, &e), NP_OK);
+    CU_ASSERT_EQUAL(got[0], 0);
+    CU_ASSERT_EQUAL(evq_run_until(q, want + 2, &e), NP_OK);
+    CU_ASSERT_EQUAL(got[0], 1);
+    net_free(n);
+    net_link_fault unknown = {.name = "chip0->chip2", .factor = 0};
+    CU_ASSERT_PTR_NULL(fault_net(q, ARCH_TOPOLOGY_RING, 4, 4, 2, &unknown, 1,
+                                 NP_ERR_UNKNOWN_KEY));
+    net_link_fault more = {.name = "chip0->chip1", .factor = 1.5};
+    CU_ASSERT_PTR_NULL(fault_net(q, ARCH_TOPOLOGY_RING, 4, 4, 2, &more, 1, NP_ERR_RANGE));
+    evq_free(q);
+}
+
 TEST(collectives_refuse_groups_and_algorithms_that_do_not_fit)
 {
     sysfix f;

@@ -377,6 +377,45 @@ TEST(a_slowed_last_stage_delays_a_one_f_one_b_step_by_m_times_its_extra_time)
         }
 }
 
+/* Link faults reach the run's network (run_opts.link_faults): a 4-stage pipeline on a ring of
+ * 4 whose stage 1 -> 2 link failed sends its activations the other way round (1 -> 0 -> 3 -> 2,
+ * two more link latencies per message, and sharing links with the other stages' messages), so
+ * the step is no faster; with chip 1's other link failed too the run fails naming both. */
+TEST(a_failed_link_on_a_pipeline_route_is_routed_around_or_fails_the_run_naming_it)
+{
+    tnet f;
+    tnet_init(&f, ARCH_TOPOLOGY_RING, 4, NULL, 0);
+    pipe_shape ps = {.p = 4, .m = 4, .tp = 1, .dp = 1, .sched = SCHED_1F1B, .f_ps = US(10),
+                     .b_ps = US(20), .act_bytes = 1 << 20};
+    run_graph *g = pipe_graph(&ps);
+    net_link_fault one = {.name = "chip1->chip2"};
+    run_result *r0 = simulate(g, &f, &(run_opts){0});
+    run_result *r1 = simulate(g, &f, &(run_opts){.link_faults = &one, .n_link_faults = 1});
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r0);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r1);
+    /* each of the 4 forward messages 1 -> 2 crosses 3 links instead of 1 */
+    CU_ASSERT_TRUE(r1->time_ps >= r0->time_ps + 2 * f.np.link_latency_ps);
+    uint64_t on_failed = 0, detour = 0;
+    for (uint32_t l = 0; l < r1->n_links; l++) {
+        if (strcmp(r1->links[l].name, "chip1->chip2") == 0)
+            on_failed = r1->links[l].bytes;
+        if (strcmp(r1->links[l].name, "chip1->chip0") == 0)
+            detour = r1->links[l].bytes;
+    }
+    CU_ASSERT_EQUAL(on_failed, 0);
+    CU_ASSERT_TRUE(detour >= 4 * ps.act_bytes);
+    run_result_free(r0);
+    run_result_free(r1);
+    net_link_fault both[] = {{.name = "chip1->chip2"}, {.name = "chip1->chip0"}};
+    run_result *r = NULL;
+    np_err e = {0};
+    run_opts o = {.time_kernel = time_from_key, .link_faults = both, .n_link_faults = 2};
+    CU_ASSERT_EQUAL(run_simulate(g, &f.cfg, &f.np, &o, &r, &e), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "chip1->chip2"));
+    CU_ASSERT_PTR_NULL(r);
+    run_graph_free(g);
+}
+
 TEST(a_slowed_chip_outside_the_network_or_without_ranks_is_refused)
 {
     tnet f;
