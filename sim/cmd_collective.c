@@ -34,6 +34,7 @@
 #include "csv.h"
 #include "kgen_coll.h"
 #include "parse.h"
+#include "run_faults.h"
 
 #define COL_MAX_SETS 64
 #define COL_MAX_CHIPS (1u << 20) /* --chips, a topology's dimensions and their product */
@@ -46,6 +47,7 @@ const char cmd_collective_usage[] =
     "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
     "                         [--mtu B] [--buf N]] [--isa [--core C]]\n"
     "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
+    "                         [--slow-link L:S ...] [--fail-link L ...]\n"
     "                         [--json | --csv]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " CLI_DEFAULT_ARCH ")\n"
@@ -82,6 +84,10 @@ const char cmd_collective_usage[] =
     "                    all_reduce, all_gather and reduce_scatter, ring, no chunking, 4\n"
     "                    (fp32) or 2 (bf16) byte elements; reductions on one core's vector unit\n"
     "  --core C          (--isa) the core of each chip that runs it (default 0)\n"
+    "  --slow-link L:S   link L (e.g. chip3->chip4, quoted in a shell) keeps the share S of\n"
+    "                    its bandwidth, 0 < S <= 1 (repeatable)\n"
+    "  --fail-link L     link L carries nothing: routes go around it, or the run fails\n"
+    "                    naming it (repeatable; docs/run.md, \"Stragglers and failures\")\n"
     "  --trace F         a Chrome/Perfetto trace of the runs, one size after the other: a\n"
     "                    process per chip; the flow engine's collective per rank, its\n"
     "                    messages (send, recv/reduce) and link bandwidth counters; with\n"
@@ -411,6 +417,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
         {"core", required_argument, NULL, 'K'},   {"proto", required_argument, NULL, 'P'},
+        {"slow-link", required_argument, NULL, 'L'}, {"fail-link", required_argument, NULL, 'F'},
         CLI_TRACE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},           {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *topo = NULL, *group = NULL;
@@ -426,6 +433,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     uint32_t buf = 0, core = 0;
     bool have_core = false;
     net_engine engine = NET_ENGINE_FLOW;
+    run_faults_job faults = {0};
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "hb:e:f:n:w:", longopts, err)) != -1) {
@@ -488,6 +496,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
             have_core = true;
             break;
         case 'I': isa = true; break;
+        case 'L':
+        case 'F': st = run_faults_link_flag(&faults, optarg, c == 'F', err); break;
         case 'T': trace_path = optarg; break;
         case CLI_TRACE_OPT_CHIPS:
         case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(trace_opts, c, optarg, err); break;
@@ -552,6 +562,11 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     np.engine = engine;
     np.mtu_bytes = (uint32_t)mtu;
     np.buf_packets = buf;
+    np.faults = faults.links;
+    np.n_faults = faults.n_links;
+    if (isa && faults.n_links)
+        return np_err_set(err, NP_ERR_USAGE, "--isa: --slow-link and --fail-link are not "
+                          "available with the lowered programs yet");
     if (np.chips < 2)
         return np_err_set(err, NP_ERR_USAGE, "a collective needs at least 2 chips (the "
                           "architecture has %" PRIu32 "; use --chips)", np.chips);
