@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "arch.h"
+#include "datadir.h"
 #include "suggest.h"
 
 #ifndef NPUSIM_CONFIG_DIR
@@ -15,8 +16,7 @@
 
 const char *arch_config_dir(void)
 {
-    const char *env = getenv("NPUSIM_CONFIG_DIR");
-    return env && env[0] ? env : NPUSIM_CONFIG_DIR;
+    return np_data_dir("NPUSIM_CONFIG_DIR", "configs", NPUSIM_CONFIG_DIR);
 }
 
 static bool arch_ends_with(const char *s, const char *suffix)

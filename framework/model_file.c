@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "datadir.h"
 #include "model.h"
 #include "parse.h"
 #include "readfile.h"
@@ -93,8 +94,7 @@ static const nn_key_spec nn_keys[] = {
 
 const char *nn_model_dir(void)
 {
-    const char *env = getenv("NPUSIM_MODEL_DIR");
-    return env && env[0] ? env : NPUSIM_MODEL_DIR;
+    return np_data_dir("NPUSIM_MODEL_DIR", "models", NPUSIM_MODEL_DIR);
 }
 
 static const nn_key_spec *nn_key_find(const char *family, const char *key)

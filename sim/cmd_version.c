@@ -1,12 +1,20 @@
 /* cmd_version.c — `npusim version` (also `npusim --version`). */
 #include <stdio.h>
 
+#include "arch.h"
 #include "cli.h"
+#include "model.h"
+#include "validate.h"
 
 const char cmd_version_usage[] =
     "usage: npusim version [--json]\n"
     "\n"
-    "  --json    print {\"name\": \"npusim\", \"version\": \"X.Y.Z\"}\n";
+    "Prints the version and the folders npusim reads its presets, model zoo and validation\n"
+    "data from (docs/install.md: $NPUSIM_CONFIG_DIR, $NPUSIM_MODEL_DIR, $NPUSIM_VALIDATION_DIR,\n"
+    "else an installed npusim's share/npusim/, else the source tree's).\n"
+    "\n"
+    "  --json    print {\"name\": \"npusim\", \"version\": \"X.Y.Z\", \"configs\": DIR,\n"
+    "            \"models\": DIR, \"validation\": DIR}\n";
 
 np_status cmd_version(int argc, char **argv, np_err *err)
 {
@@ -27,8 +35,13 @@ np_status cmd_version(int argc, char **argv, np_err *err)
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (json)
-        return cli_print_json(json_pack("{s:s, s:s}", "name", "npusim", "version",
-                                        NPUSIM_VERSION), err);
+        return cli_print_json(json_pack("{s:s, s:s, s:s, s:s, s:s}", "name", "npusim",
+                                        "version", NPUSIM_VERSION, "configs", arch_config_dir(),
+                                        "models", nn_model_dir(), "validation",
+                                        val_default_dir()), err);
     printf("npusim %s\n", NPUSIM_VERSION);
+    printf("presets     %s\n", arch_config_dir());
+    printf("models      %s\n", nn_model_dir());
+    printf("validation  %s\n", val_default_dir());
     return NP_OK;
 }

@@ -1,6 +1,7 @@
 /* validate_load.c — the data files of `npusim validate` (validation/README.md): a provenance
  * block of "# key: value" lines, one CSV header naming the kind's columns, then the rows,
  * each field read through the one door (base/parse.h) with its file, line and column. */
+#include "datadir.h"
 #include "validate.h"
 
 #include <dirent.h>
@@ -73,8 +74,7 @@ const char *val_columns(val_kind k) { return val_kinds[k].header; }
 
 const char *val_default_dir(void)
 {
-    const char *env = getenv(VAL_DIR_ENV);
-    return env && env[0] ? env : NPUSIM_VALIDATION_DIR;
+    return np_data_dir(VAL_DIR_ENV, "validation", NPUSIM_VALIDATION_DIR);
 }
 
 /* ---- provenance ----------------------------------------------------------------------------- */

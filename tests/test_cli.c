@@ -59,6 +59,43 @@ TEST(version_json_is_an_object_with_the_version)
     harness_run_free(&r);
 }
 
+/* An installed npusim (cmake --install, docs/install.md) reads the presets, the zoo and the
+ * validation data it was installed with, from any folder, with no environment variables. */
+TEST(an_installed_npusim_finds_its_presets_zoo_and_validation_data_next_to_itself)
+{
+    char prefix[] = "/tmp/npusim-install-XXXXXX", cmd[4096], bin[256], share[256];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(prefix));
+    snprintf(cmd, sizeof cmd, "'%s' --install '%s' --prefix '%s' > /dev/null", NPUSIM_CMAKE,
+             NPUSIM_BUILD_DIR, prefix);
+    CU_ASSERT_EQUAL_FATAL(system(cmd), 0);
+    snprintf(bin, sizeof bin, "%s/bin/npusim", prefix);
+    snprintf(share, sizeof share, "%s/bin/../share/npusim/", prefix);
+    /* the version names the installed folders */
+    snprintf(cmd, sizeof cmd, "cd / && env -u NPUSIM_CONFIG_DIR -u NPUSIM_MODEL_DIR "
+             "-u NPUSIM_VALIDATION_DIR '%s' version > '%s/v.txt'", bin, prefix);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    char path[600];
+    snprintf(path, sizeof path, "%s/v.txt", prefix);
+    char *v = harness_read_file(path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(v);
+    char want[700];
+    snprintf(want, sizeof want, "presets     %sconfigs\n", share);
+    CU_ASSERT_PTR_NOT_NULL(strstr(v, want));
+    snprintf(want, sizeof want, "models      %smodels\n", share);
+    CU_ASSERT_PTR_NOT_NULL(strstr(v, want));
+    snprintf(want, sizeof want, "validation  %svalidation\n", share);
+    CU_ASSERT_PTR_NOT_NULL(strstr(v, want));
+    free(v);
+    /* and uses them: a preset, a zoo model and the validation list, from / */
+    snprintf(cmd, sizeof cmd, "cd / && env -u NPUSIM_CONFIG_DIR -u NPUSIM_MODEL_DIR "
+             "-u NPUSIM_VALIDATION_DIR sh -c \"'%s' config show a100-80g && "
+             "'%s' plan --arch a100-80g --model gpt2-small --batch 8 && "
+             "'%s' validate --list\" > /dev/null", bin, bin, bin);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", prefix);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+}
+
 TEST(help_lists_every_command_of_the_table)
 {
     static const char *names[] = {
