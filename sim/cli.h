@@ -79,6 +79,18 @@ np_status cli_output_not_input(const char *opt, const char *out, const char *con
  * A new reference (NULL when out of memory, which json_pack reports). */
 json_t *cli_json_count(double v);
 
+/* Progress of a long step on standard error, when it is a terminal: "\r<what>: 42 %",
+ * overwritten in place and erased by cli_progress_end. cli_progress_fn is a callback of the
+ * (void *ctx, double done) form the libraries take (trace_read_progress, ...), done 0 .. 1. */
+typedef struct cli_progress {
+    bool on;
+    int len;
+    const char *what;
+} cli_progress;
+void cli_progress_init(cli_progress *p, const char *what);
+void cli_progress_fn(void *ctx, double done);
+void cli_progress_end(cli_progress *p);
+
 /* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to
  * stdout, then drops the reference. NP_ERR_INTERNAL (filling err) if j is NULL. */
 np_status cli_print_json(json_t *j, np_err *err);

@@ -3,6 +3,7 @@
  * command table so that the CLI fuzz harness (sim/fuzz/fuzz_cli.c) links them alone. */
 #include <stdbool.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "cli.h"
@@ -116,3 +117,29 @@ np_status cli_add_set(const char **sets, size_t *n, size_t max, const char *arg,
     return NP_OK;
 }
 
+
+void cli_progress_init(cli_progress *p, const char *what)
+{
+    *p = (cli_progress){.on = isatty(2) != 0, .what = what};
+}
+
+void cli_progress_fn(void *ctx, double done)
+{
+    cli_progress *p = ctx;
+    if (!p->on)
+        return;
+    int n = fprintf(stderr, "\r%s: %3.0f %%", p->what, 100.0 * done);
+    for (int i = n; i < p->len; i++)
+        fputc(' ', stderr);
+    p->len = n > p->len ? n : p->len;
+    fflush(stderr);
+}
+
+void cli_progress_end(cli_progress *p)
+{
+    if (p->on && p->len) {
+        fprintf(stderr, "\r%*s\r", p->len, "");
+        fflush(stderr);
+    }
+    p->len = 0;
+}

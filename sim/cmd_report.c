@@ -173,7 +173,11 @@ np_status cmd_report(int argc, char **argv, np_err *err)
             break;
         }
         if (k == INPUT_TRACE) {
-            if ((rc = tdb_load(argv[i], &db, err)) == NP_OK &&
+            cli_progress prog;
+            cli_progress_init(&prog, "reading the trace");
+            rc = tdb_load_progress(argv[i], cli_progress_fn, &prog, &db, err);
+            cli_progress_end(&prog);
+            if (rc == NP_OK &&
                 (rc = tstats_compute(db, &st, err)) == NP_OK)
                 have_st = true, in.trace_path = argv[i];
         } else if (k == INPUT_SWEEP) {

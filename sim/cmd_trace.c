@@ -27,10 +27,20 @@ const char cmd_trace_usage[] =
     "  --csv           print the per-track table as CSV (process, pid, track, slices,\n"
     "                  busy_ps, wait_ps, util_pct)\n";
 
+/* Loads path, with progress on a terminal. */
+static np_status trace_load(const char *path, tdb **db, np_err *err)
+{
+    cli_progress prog;
+    cli_progress_init(&prog, "reading the trace");
+    np_status st = tdb_load_progress(path, cli_progress_fn, &prog, db, err);
+    cli_progress_end(&prog);
+    return st;
+}
+
 static np_status trace_check(const char *path, bool json, np_err *err)
 {
     tdb *db;
-    if (tdb_load(path, &db, err) != NP_OK)
+    if (trace_load(path, &db, err) != NP_OK)
         return err->status;
     uint64_t n = db->problems;
     if (json) {
@@ -180,7 +190,7 @@ static np_status trace_stats(const char *path, bool json, bool csv, size_t top, 
                              np_err *err)
 {
     tdb *db;
-    if (tdb_load(path, &db, err) != NP_OK)
+    if (trace_load(path, &db, err) != NP_OK)
         return err->status;
     tstats s;
     np_status st = tstats_compute(db, &s, err);

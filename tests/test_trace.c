@@ -393,6 +393,49 @@ static np_status count_events(void *ctx, json_t *ev, uint64_t i, np_err *err)
     return NP_OK;
 }
 
+typedef struct progress_log {
+    double v[64];
+    int n;
+    bool decreased;
+} progress_log;
+
+static void log_progress(void *ctx, double done)
+{
+    progress_log *l = ctx;
+    if (l->n && done < l->v[l->n - 1])
+        l->decreased = true;
+    if (l->n < 64)
+        l->v[l->n++] = done;
+}
+
+/* trace_read_progress tells the share of the file read after each 1 MiB chunk: a plain file
+ * of 4 MiB and a bit gets about 1/4, 2/4, 3/4, then 1 at the end, never decreasing. */
+TEST(the_reader_tells_its_progress_through_the_file_chunk_by_chunk)
+{
+    const char *path = tmp("progress.json");
+    FILE *f = fopen(path, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("{\"traceEvents\":[", f);
+    long events = 0;
+    while (ftell(f) < (4l << 20) + 1000) {
+        fprintf(f, "%s{\"ph\":\"X\",\"name\":\"k\",\"pid\":0,\"tid\":0,\"ts\":%ld,"
+                "\"dur\":1,\"args\":{\"i\":%ld,\"pad\":\"%0100d\"}}", events ? "," : "", events,
+                events, 0);
+        events++;
+    }
+    fputs("]}\n", f);
+    fclose(f);
+    progress_log l = {0};
+    uint64_t n = 0;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(trace_read_progress(path, count_events, &n, log_progress, &l, &e), NP_OK);
+    CU_ASSERT_EQUAL(n, (uint64_t)events);
+    CU_ASSERT_TRUE(l.n >= 5);
+    CU_ASSERT_FALSE(l.decreased);
+    CU_ASSERT_TRUE(l.v[0] > 0.2 && l.v[0] < 0.3); /* 1 MiB (and zlib's input buffer) of 4 */
+    CU_ASSERT_EQUAL(l.v[l.n - 1], 1.0);
+}
+
 TEST(the_reader_streams_events_across_chunks_in_both_forms_of_the_format)
 {
     /* about 4 MB of events: several of the reader's 1 MiB chunks, in a gzip file */

@@ -509,13 +509,19 @@ static void free_load_state(tdb_internal *in)
 
 np_status tdb_load(const char *path, tdb **out, np_err *err)
 {
+    return tdb_load_progress(path, NULL, NULL, out, err);
+}
+
+np_status tdb_load_progress(const char *path, trace_progress_fn progress, void *progress_ctx,
+                            tdb **out, np_err *err)
+{
     *out = NULL;
     tdb *db = calloc(1, sizeof *db);
     if (!db || !(db->in = calloc(1, sizeof *db->in))) {
         free(db);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
     }
-    np_status st = trace_read(path, on_event, db, err);
+    np_status st = trace_read_progress(path, on_event, db, progress, progress_ctx, err);
     if (st == NP_OK && db->in->oom)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
     if (st == NP_OK)

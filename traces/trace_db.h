@@ -29,6 +29,7 @@
 #include <stdint.h>
 
 #include "err.h"
+#include "trace_read.h"
 
 #define TDB_NONE UINT32_MAX /* no string, no argument */
 #define TDB_PROBLEMS_KEPT 8
@@ -88,6 +89,9 @@ typedef struct tdb {
  * trace_read (trace_read.h): NP_ERR_IO, NP_ERR_SYNTAX, NP_ERR_FORMAT, NP_ERR_NOMEM; *out
  * NULL then. */
 np_status tdb_load(const char *path, tdb **out, np_err *err);
+/* tdb_load telling progress (may be NULL) the share of the file read (trace_read_progress). */
+np_status tdb_load_progress(const char *path, trace_progress_fn progress, void *progress_ctx,
+                            tdb **out, np_err *err);
 
 void tdb_free(tdb *db);
 

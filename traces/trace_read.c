@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #define READ_CHUNK (1 << 20)
@@ -19,6 +20,9 @@
 typedef struct reader {
     const char *path;
     gzFile f;
+    trace_progress_fn progress; /* (optional) told the share of the file read */
+    void *progress_ctx;
+    double size;                /* the file's bytes on disk (compressed), 0: unknown */
     char *data;
     size_t cap, beg, end;
     bool eof;
@@ -51,6 +55,10 @@ static np_status fill(reader *r)
     if (n == 0)
         r->eof = true;
     r->end += (size_t)n;
+    if (r->progress && r->size > 0) {
+        double done = r->eof ? 1.0 : (double)gzoffset(r->f) / r->size;
+        r->progress(r->progress_ctx, done < 1 ? done : 1);
+    }
     return NP_OK;
 }
 
@@ -216,7 +224,17 @@ static np_status top(reader *r, trace_event_fn fn, void *ctx)
 
 np_status trace_read(const char *path, trace_event_fn fn, void *ctx, np_err *err)
 {
-    reader r = {.path = path, .line = 1, .col = 1, .err = err, .cap = READ_CHUNK};
+    return trace_read_progress(path, fn, ctx, NULL, NULL, err);
+}
+
+np_status trace_read_progress(const char *path, trace_event_fn fn, void *ctx,
+                              trace_progress_fn progress, void *progress_ctx, np_err *err)
+{
+    reader r = {.path = path, .line = 1, .col = 1, .err = err, .cap = READ_CHUNK,
+                .progress = progress, .progress_ctx = progress_ctx};
+    struct stat st_file;
+    if (progress && stat(path, &st_file) == 0 && S_ISREG(st_file.st_mode))
+        r.size = (double)st_file.st_size;
     if (!(r.f = gzopen(path, "rb")))
         return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open the trace");
     if (!(r.data = malloc(r.cap))) {

@@ -27,4 +27,13 @@ typedef np_status (*trace_event_fn)(void *ctx, json_t *ev, uint64_t i, np_err *e
  * NP_ERR_NOMEM, or fn's status. */
 np_status trace_read(const char *path, trace_event_fn fn, void *ctx, np_err *err);
 
+/* Told, after each chunk, the share of the file read so far (0 .. 1, never decreasing; 1 at
+ * the end): the position in the file on disk (compressed for .gz) over its size. */
+typedef void (*trace_progress_fn)(void *ctx, double done);
+
+/* trace_read, telling progress (may be NULL) how far it is. No calls when the file's size is
+ * not known (not a regular file). */
+np_status trace_read_progress(const char *path, trace_event_fn fn, void *ctx,
+                              trace_progress_fn progress, void *progress_ctx, np_err *err);
+
 #endif
