@@ -17,10 +17,12 @@
 
 #define REPORT_MAX_SETS 64
 #define REPORT_SWEEP_MAX_BYTES (256u << 20) /* a sweep's results: a line per point */
+#define REPORT_RUN_MAX_BYTES (64u << 20)    /* a run's --json: a few KiB to a few MiB */
 
 const char cmd_report_usage[] =
     "usage: npusim report [RUN.json] [TRACE.json[.gz]] [RESULTS.jsonl] -o REPORT.html\n"
     "                     [--arch PRESET|FILE] [--set K=V ...] [--title TEXT]\n"
+    "                     [--max-events N] [--max-event-size S]\n"
     "\n"
     "  RUN.json        what npusim run, sim or collective printed with --json\n"
     "  TRACE           a trace those commands wrote with --trace\n"
@@ -30,6 +32,7 @@ const char cmd_report_usage[] =
     "                  (default: the run's \"arch\" when it names a preset)\n"
     "  --set K=V       override one config key of that architecture (repeatable)\n"
     "  --title T       the report's title\n"
+    CLI_TRACE_READ_USAGE
     "\n"
     "Charts: where the time went (each chip's time and the critical path by kind of\n"
     "work), a timeline per chip, utilization per unit and chip, link bandwidth on the\n"
@@ -130,13 +133,19 @@ np_status cmd_report(int argc, char **argv, np_err *err)
     static const struct option longopts[] = {
         {"output", required_argument, NULL, 'o'}, {"arch", required_argument, NULL, 'a'},
         {"set", required_argument, NULL, 's'},    {"title", required_argument, NULL, 't'},
-        {"help", no_argument, NULL, 'h'},         {0}};
+        {"help", no_argument, NULL, 'h'},         CLI_TRACE_READ_LONGOPTS, {0}};
     const char *out_path = NULL, *arch_name = NULL, *title = NULL;
+    trace_read_opts ro = {0};
     const char *sets[REPORT_MAX_SETS];
     size_t n_sets = 0;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "ho:", longopts, err)) != -1) {
+        if (cli_trace_read_is_flag(c)) {
+            if (cli_trace_read_flag(&ro, c, optarg, err) != NP_OK)
+                return err->status;
+            continue;
+        }
         switch (c) {
         case 'o': out_path = optarg; break;
         case 'a': arch_name = optarg; break;
@@ -175,7 +184,9 @@ np_status cmd_report(int argc, char **argv, np_err *err)
         if (k == INPUT_TRACE) {
             cli_progress prog;
             cli_progress_init(&prog, "reading the trace");
-            rc = tdb_load_progress(argv[i], cli_progress_fn, &prog, &db, err);
+            ro.progress = cli_progress_fn;
+            ro.progress_ctx = &prog;
+            rc = tdb_load_with(argv[i], &ro, &db, err);
             cli_progress_end(&prog);
             if (rc == NP_OK &&
                 (rc = tstats_compute(db, &st, err)) == NP_OK)
@@ -185,12 +196,18 @@ np_status cmd_report(int argc, char **argv, np_err *err)
                 in.sweep_path = argv[i];
         } else {
             json_error_t je;
-            if (!(run = json_load_file(argv[i], 0, &je)) || !json_is_object(run))
+            char *text = NULL;
+            size_t len = 0;
+            if ((rc = np_read_file(argv[i], REPORT_RUN_MAX_BYTES, "a run's --json output", &text,
+                                   &len, err)) != NP_OK)
+                break;
+            if (!(run = json_loadb(text, len, 0, &je)) || !json_is_object(run))
                 rc = np_err_at(err, NP_ERR_SYNTAX, argv[i], je.line, je.column,
                                "not a JSON object (the --json output of npusim run, sim or "
                                "collective): %s", run ? "" : je.text);
             else
                 in.run_path = argv[i];
+            free(text);
         }
     }
     arch_config cfg;

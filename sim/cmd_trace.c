@@ -12,8 +12,9 @@
 #include "trace_stats.h"
 
 const char cmd_trace_usage[] =
-    "usage: npusim trace check T.json[.gz] [--json]\n"
-    "       npusim trace stats T.json[.gz] [--top N] [--path N] [--json | --csv]\n"
+    "usage: npusim trace check T.json[.gz] [--max-events N] [--max-event-size S] [--json]\n"
+    "       npusim trace stats T.json[.gz] [--top N] [--path N] [--max-events N]\n"
+    "                          [--max-event-size S] [--json | --csv]\n"
     "\n"
     "  check           the trace against the Chrome trace-event format: required fields,\n"
     "                  durations >= 0, flows matched and bound to slices, counters with\n"
@@ -25,22 +26,25 @@ const char cmd_trace_usage[] =
     "  --path N        steps of the critical path to list (default 20)\n"
     "  --json          print the figures as JSON (names in docs/traces.md)\n"
     "  --csv           print the per-track table as CSV (process, pid, track, slices,\n"
-    "                  busy_ps, wait_ps, util_pct)\n";
+    "                  busy_ps, wait_ps, util_pct)\n"
+    CLI_TRACE_READ_USAGE;
 
-/* Loads path, with progress on a terminal. */
-static np_status trace_load(const char *path, tdb **db, np_err *err)
+/* Loads path within the limits of o, with progress on a terminal. */
+static np_status trace_load(const char *path, trace_read_opts o, tdb **db, np_err *err)
 {
     cli_progress prog;
     cli_progress_init(&prog, "reading the trace");
-    np_status st = tdb_load_progress(path, cli_progress_fn, &prog, db, err);
+    o.progress = cli_progress_fn;
+    o.progress_ctx = &prog;
+    np_status st = tdb_load_with(path, &o, db, err);
     cli_progress_end(&prog);
     return st;
 }
 
-static np_status trace_check(const char *path, bool json, np_err *err)
+static np_status trace_check(const char *path, const trace_read_opts *o, bool json, np_err *err)
 {
     tdb *db;
-    if (trace_load(path, &db, err) != NP_OK)
+    if (trace_load(path, *o, &db, err) != NP_OK)
         return err->status;
     uint64_t n = db->problems;
     if (json) {
@@ -186,11 +190,11 @@ static void print_csv(const tdb *db, const tstats *s)
     }
 }
 
-static np_status trace_stats(const char *path, bool json, bool csv, size_t top, size_t max_path,
-                             np_err *err)
+static np_status trace_stats(const char *path, const trace_read_opts *o, bool json, bool csv,
+                             size_t top, size_t max_path, np_err *err)
 {
     tdb *db;
-    if (trace_load(path, &db, err) != NP_OK)
+    if (trace_load(path, *o, &db, err) != NP_OK)
         return err->status;
     tstats s;
     np_status st = tstats_compute(db, &s, err);
@@ -222,12 +226,19 @@ np_status cmd_trace(int argc, char **argv, np_err *err)
                                              {"path", required_argument, NULL, 'p'},
                                              {"csv", no_argument, NULL, 'c'},
                                              {"help", no_argument, NULL, 'h'},
+                                             CLI_TRACE_READ_LONGOPTS,
                                              {0}};
     bool json = false, csv = false;
+    trace_read_opts ro = {0};
     uint64_t top = 10, max_path = 20;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        if (cli_trace_read_is_flag(c)) {
+            if (cli_trace_read_flag(&ro, c, optarg, err) != NP_OK)
+                return err->status;
+            continue;
+        }
         switch (c) {
         case 'j': json = true; break;
         case 'c': csv = true; break;
@@ -257,6 +268,6 @@ np_status cmd_trace(int argc, char **argv, np_err *err)
     if (json && csv)
         return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
     if (!strcmp(action, "check"))
-        return trace_check(path, json, err);
-    return trace_stats(path, json, csv, (size_t)top, (size_t)max_path, err);
+        return trace_check(path, &ro, json, err);
+    return trace_stats(path, &ro, json, csv, (size_t)top, (size_t)max_path, err);
 }

@@ -408,7 +408,7 @@ static void log_progress(void *ctx, double done)
         l->v[l->n++] = done;
 }
 
-/* trace_read_progress tells the share of the file read after each 1 MiB chunk: a plain file
+/* trace_read_with tells the share of the file read after each 1 MiB chunk: a plain file
  * of 4 MiB and a bit gets about 1/4, 2/4, 3/4, then 1 at the end, never decreasing. */
 TEST(the_reader_tells_its_progress_through_the_file_chunk_by_chunk)
 {
@@ -428,12 +428,59 @@ TEST(the_reader_tells_its_progress_through_the_file_chunk_by_chunk)
     progress_log l = {0};
     uint64_t n = 0;
     np_err e = {0};
-    CU_ASSERT_EQUAL(trace_read_progress(path, count_events, &n, log_progress, &l, &e), NP_OK);
+    trace_read_opts o = {.progress = log_progress, .progress_ctx = &l};
+    CU_ASSERT_EQUAL(trace_read_with(path, count_events, &n, &o, &e), NP_OK);
     CU_ASSERT_EQUAL(n, (uint64_t)events);
     CU_ASSERT_TRUE(l.n >= 5);
     CU_ASSERT_FALSE(l.decreased);
     CU_ASSERT_TRUE(l.v[0] > 0.2 && l.v[0] < 0.3); /* 1 MiB (and zlib's input buffer) of 4 */
     CU_ASSERT_EQUAL(l.v[l.n - 1], 1.0);
+}
+
+/* The reader's limits: a small gzip holding one 80 MiB string (issue 26's audit: a 388 KB gzip
+ * of a 400 MB string took 23 s and 1.17 GB) is refused at the default 64 MiB per event, and a
+ * lower limit or an event count is refused as soon as it is passed, naming file and position. */
+TEST(the_reader_refuses_an_event_or_an_event_count_past_its_limits)
+{
+    const char *path = tmp("huge.json.gz");
+    gzFile g = gzopen(path, "wb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    gzputs(g, "{\"traceEvents\":[{\"ph\":\"X\",\"name\":\"");
+    static char block[1 << 16];
+    memset(block, 'a', sizeof block);
+    for (int i = 0; i < 80 * 16; i++) /* 80 MiB */
+        gzwrite(g, block, sizeof block);
+    gzputs(g, "\"}]}");
+    gzclose(g);
+    uint64_t n = 0;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(trace_read(path, count_events, &n, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "longer than 64 MiB"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.file, "huge.json.gz"));
+    CU_ASSERT_EQUAL(n, 0);
+    /* a limit of 4 MiB refuses it sooner */
+    trace_read_opts o = {.max_event_bytes = 4 << 20};
+    CU_ASSERT_EQUAL(trace_read_with(path, count_events, &n, &o, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "longer than 4 MiB"));
+    /* ten events against a limit of five: the first five are read, the sixth refused */
+    const char *ten = tmp("ten.json");
+    FILE *f = fopen(ten, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("[", f);
+    for (int i = 0; i < 10; i++)
+        fprintf(f, "%s{\"ph\":\"i\",\"args\":{\"i\":%d}}", i ? ",\n" : "", i);
+    fputs("]", f);
+    fclose(f);
+    n = 0;
+    o = (trace_read_opts){.max_events = 5};
+    CU_ASSERT_EQUAL(trace_read_with(ten, count_events, &n, &o, &e), NP_ERR_RANGE);
+    CU_ASSERT_EQUAL(n, 5);
+    CU_ASSERT_EQUAL(e.line, 6); /* the sixth event's line */
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "more than 5 events"));
+    n = 0;
+    o.max_events = 10;
+    CU_ASSERT_EQUAL(trace_read_with(ten, count_events, &n, &o, &e), NP_OK);
+    CU_ASSERT_EQUAL(n, 10);
 }
 
 TEST(the_reader_streams_events_across_chunks_in_both_forms_of_the_format)

@@ -509,11 +509,10 @@ static void free_load_state(tdb_internal *in)
 
 np_status tdb_load(const char *path, tdb **out, np_err *err)
 {
-    return tdb_load_progress(path, NULL, NULL, out, err);
+    return tdb_load_with(path, NULL, out, err);
 }
 
-np_status tdb_load_progress(const char *path, trace_progress_fn progress, void *progress_ctx,
-                            tdb **out, np_err *err)
+np_status tdb_load_with(const char *path, const trace_read_opts *o, tdb **out, np_err *err)
 {
     *out = NULL;
     tdb *db = calloc(1, sizeof *db);
@@ -521,7 +520,7 @@ np_status tdb_load_progress(const char *path, trace_progress_fn progress, void *
         free(db);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
     }
-    np_status st = trace_read_progress(path, on_event, db, progress, progress_ctx, err);
+    np_status st = trace_read_with(path, on_event, db, o, err);
     if (st == NP_OK && db->in->oom)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading %s", path);
     if (st == NP_OK)

@@ -89,9 +89,8 @@ typedef struct tdb {
  * trace_read (trace_read.h): NP_ERR_IO, NP_ERR_SYNTAX, NP_ERR_FORMAT, NP_ERR_NOMEM; *out
  * NULL then. */
 np_status tdb_load(const char *path, tdb **out, np_err *err);
-/* tdb_load telling progress (may be NULL) the share of the file read (trace_read_progress). */
-np_status tdb_load_progress(const char *path, trace_progress_fn progress, void *progress_ctx,
-                            tdb **out, np_err *err);
+/* tdb_load with the reader's options (trace_read_with: progress and limits; o may be NULL). */
+np_status tdb_load_with(const char *path, const trace_read_opts *o, tdb **out, np_err *err);
 
 void tdb_free(tdb *db);
 

@@ -20,8 +20,7 @@
 typedef struct reader {
     const char *path;
     gzFile f;
-    trace_progress_fn progress; /* (optional) told the share of the file read */
-    void *progress_ctx;
+    trace_read_opts o;          /* limits filled in */
     double size;                /* the file's bytes on disk (compressed), 0: unknown */
     char *data;
     size_t cap, beg, end;
@@ -40,6 +39,10 @@ static np_status fill(reader *r)
         r->end -= r->beg, r->beg = 0;
     }
     if (r->end == r->cap) {
+        if (r->cap >= r->o.max_event_bytes)
+            return np_err_at(r->err, NP_ERR_RANGE, r->path, r->line, r->col, "an event longer "
+                             "than %llu MiB (the reader's limit per event; --max-event-size "
+                             "raises it)", (unsigned long long)(r->o.max_event_bytes >> 20));
         char *d = realloc(r->data, 2 * r->cap);
         if (!d)
             return np_err_set(r->err, NP_ERR_NOMEM, "out of memory reading %s", r->path);
@@ -55,9 +58,9 @@ static np_status fill(reader *r)
     if (n == 0)
         r->eof = true;
     r->end += (size_t)n;
-    if (r->progress && r->size > 0) {
+    if (r->o.progress && r->size > 0) {
         double done = r->eof ? 1.0 : (double)gzoffset(r->f) / r->size;
-        r->progress(r->progress_ctx, done < 1 ? done : 1);
+        r->o.progress(r->o.progress_ctx, done < 1 ? done : 1);
     }
     return NP_OK;
 }
@@ -161,8 +164,14 @@ static np_status events(reader *r, trace_event_fn fn, void *ctx)
         return NP_OK;
     }
     for (uint64_t i = 0;; i++) {
+        if ((st = peek(r, &c)) != NP_OK) /* the event's own position, past the whitespace */
+            return st;
         int line = r->line, col = r->col;
         json_t *ev;
+        if (i == r->o.max_events)
+            return np_err_at(r->err, NP_ERR_RANGE, r->path, line, col, "more than %llu events "
+                             "(the reader's limit; --max-events raises it)",
+                             (unsigned long long)r->o.max_events);
         if ((st = value(r, &ev)) != NP_OK)
             return st;
         if (!json_is_object(ev)) {
@@ -224,16 +233,21 @@ static np_status top(reader *r, trace_event_fn fn, void *ctx)
 
 np_status trace_read(const char *path, trace_event_fn fn, void *ctx, np_err *err)
 {
-    return trace_read_progress(path, fn, ctx, NULL, NULL, err);
+    return trace_read_with(path, fn, ctx, NULL, err);
 }
 
-np_status trace_read_progress(const char *path, trace_event_fn fn, void *ctx,
-                              trace_progress_fn progress, void *progress_ctx, np_err *err)
+np_status trace_read_with(const char *path, trace_event_fn fn, void *ctx,
+                          const trace_read_opts *o, np_err *err)
 {
-    reader r = {.path = path, .line = 1, .col = 1, .err = err, .cap = READ_CHUNK,
-                .progress = progress, .progress_ctx = progress_ctx};
+    reader r = {.path = path, .line = 1, .col = 1, .err = err, .cap = READ_CHUNK};
+    if (o)
+        r.o = *o;
+    if (!r.o.max_event_bytes)
+        r.o.max_event_bytes = TRACE_READ_MAX_EVENT_BYTES;
+    if (!r.o.max_events)
+        r.o.max_events = TRACE_READ_MAX_EVENTS;
     struct stat st_file;
-    if (progress && stat(path, &st_file) == 0 && S_ISREG(st_file.st_mode))
+    if (r.o.progress && stat(path, &st_file) == 0 && S_ISREG(st_file.st_mode))
         r.size = (double)st_file.st_size;
     if (!(r.f = gzopen(path, "rb")))
         return np_err_at(err, NP_ERR_IO, path, 0, 0, "cannot open the trace");

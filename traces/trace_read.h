@@ -31,9 +31,22 @@ np_status trace_read(const char *path, trace_event_fn fn, void *ctx, np_err *err
  * the end): the position in the file on disk (compressed for .gz) over its size. */
 typedef void (*trace_progress_fn)(void *ctx, double done);
 
-/* trace_read, telling progress (may be NULL) how far it is. No calls when the file's size is
- * not known (not a regular file). */
-np_status trace_read_progress(const char *path, trace_event_fn fn, void *ctx,
-                              trace_progress_fn progress, void *progress_ctx, np_err *err);
+/* The reader's limits: a trace is input from outside, and a small gzip can hold a huge
+ * string or millions of events. */
+#define TRACE_READ_MAX_EVENT_BYTES (64ull << 20) /* default: 64 MiB of JSON per event */
+#define TRACE_READ_MAX_EVENTS (64ull << 20)      /* default: 67,108,864 events */
+
+typedef struct trace_read_opts {
+    trace_progress_fn progress; /* (optional) no calls when the file's size is not known */
+    void *progress_ctx;
+    uint64_t max_event_bytes;   /* 0: TRACE_READ_MAX_EVENT_BYTES */
+    uint64_t max_events;        /* 0: TRACE_READ_MAX_EVENTS */
+} trace_read_opts;
+
+/* trace_read with options (o may be NULL: the defaults). An event longer than max_event_bytes
+ * or more than max_events events: NP_ERR_RANGE naming the file, the position and the limit,
+ * before more than the limit (plus a chunk) is held. */
+np_status trace_read_with(const char *path, trace_event_fn fn, void *ctx,
+                          const trace_read_opts *o, np_err *err);
 
 #endif
