@@ -11,7 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "human.h"
 #include "isa.h"
+#include "parse.h"
 
 #define CLI_OPERANDS_MAX 12
 
@@ -40,7 +42,31 @@ np_status cli_trace_flag(trace_layout_opts *o, int c, const char *arg, np_err *e
         o->flag = o->flag ? o->flag : "--trace-level";
         return trace_level_parse("--trace-level", arg, &o->level, err);
     }
+    if (c == CLI_TRACE_OPT_MAX_BYTES) {
+        o->flag = o->flag ? o->flag : "--trace-max-bytes";
+        uint64_t v;
+        if (np_parse_size(NP_SRC_OPT("--trace-max-bytes"), arg, 0, UINT64_MAX - 1, &v, err) !=
+            NP_OK)
+            return err->status;
+        o->max_bytes = v ? v : UINT64_MAX;
+        return NP_OK;
+    }
     return np_err_set(err, NP_ERR_INTERNAL, "cli_trace_flag: option %d is not a trace option", c);
+}
+
+const char *cli_trace_cut_warning(uint64_t left_out, const trace_layout_opts *o, char *buf,
+                                  size_t n)
+{
+    buf[0] = 0;
+    if (!left_out)
+        return buf;
+    char size[32], count[32];
+    uint64_t max = o && o->max_bytes ? o->max_bytes : TRACE_LAYOUT_MAX_BYTES;
+    snprintf(buf, n, "warning: the trace reached %s and was cut there: %s later events left "
+             "out (the simulation went on; --trace-max-bytes raises the limit, 0 lifts it; "
+             "--trace-level kernel or --trace-chips make the trace smaller)",
+             np_human_bytes(max, size, sizeof size), np_human_count(left_out, count, sizeof count));
+    return buf;
 }
 
 np_status cli_trace_need_path(const char *trace_path, const trace_layout_opts *o, np_err *err)
@@ -54,6 +80,8 @@ np_status cli_trace_open_opts(cli_trace *t, const char *path, const trace_layout
                               np_err *err)
 {
     memset(t, 0, sizeof *t);
+    if (o)
+        t->opts = *o;
     np_status st = trace_layout_open(path, o, &t->w, err);
     if (st == NP_OK)
         t->sink = trace_layout_sink(t->w);
@@ -498,7 +526,11 @@ np_status cli_trace_close(cli_trace *t, np_err *err)
     evq_free(t->route_q);
     free(t->link_name);
     t->route_net = NULL, t->route_q = NULL, t->link_name = NULL;
-    np_status st = trace_layout_close(t->w, err);
+    char warn[320];
+    uint64_t left_out = 0;
+    np_status st = trace_layout_close_counted(t->w, &left_out, err);
+    if (cli_trace_cut_warning(left_out, &t->opts, warn, sizeof warn)[0])
+        fprintf(stderr, "npusim: %s\n", warn);
     t->w = NULL;
     if (st == NP_OK && t->oom)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory writing the trace");

@@ -38,6 +38,7 @@
 
 typedef struct cli_trace {
     trace_layout *w;    /* NULL: no trace */
+    trace_layout_opts opts; /* as opened (the budget, for the warning) */
     uint64_t offset_ps; /* added to every time */
     trace_sink sink;
     char **comm_kernels; /* names of the kernels that ran comm.* instructions */
@@ -61,13 +62,17 @@ typedef struct cli_trace {
 /* getopt values and table entries of --trace-chips LIST and --trace-level kernel|insn. */
 #define CLI_TRACE_OPT_CHIPS 0x7401
 #define CLI_TRACE_OPT_LEVEL 0x7402
+#define CLI_TRACE_OPT_MAX_BYTES 0x7403
 #define CLI_TRACE_LONGOPTS                                                      \
     {"trace-chips", required_argument, NULL, CLI_TRACE_OPT_CHIPS},             \
-    {"trace-level", required_argument, NULL, CLI_TRACE_OPT_LEVEL}
+    {"trace-level", required_argument, NULL, CLI_TRACE_OPT_LEVEL},             \
+    {"trace-max-bytes", required_argument, NULL, CLI_TRACE_OPT_MAX_BYTES}
 #define CLI_TRACE_USAGE_AT(pad, indent)                                               \
     "  --trace-chips L" pad "keep only these chips in the trace (0-3,8,12-15)\n"     \
     "  --trace-level K" pad "kernel: kernel spans, counters and collective flows;\n" \
-    indent "insn (default): every instruction and message too\n"
+    indent "insn (default): every instruction and message too\n"                     \
+    "  --trace-max-bytes S" pad "cut the trace when its file reaches S (e.g. 200M;\n"   \
+    indent "default 1G, 0: no limit), with a warning\n"
 /* ... for a usage text whose descriptions start at column 18 (CLI_TRACE_USAGE) or 20 */
 #define CLI_TRACE_USAGE CLI_TRACE_USAGE_AT(" ", "                  ")
 #define CLI_TRACE_USAGE_20 CLI_TRACE_USAGE_AT("   ", "                    ")
@@ -76,6 +81,10 @@ typedef struct cli_trace {
  * first: insn level, every chip), and the first flag given into o->flag. NP_ERR_USAGE naming
  * the flag; NP_ERR_NOMEM. Free o's chip list with trace_chips_free. */
 np_status cli_trace_flag(trace_layout_opts *o, int c, const char *arg, np_err *err);
+
+/* The warning for a trace cut at its budget ("" when nothing was left out), into buf. */
+const char *cli_trace_cut_warning(uint64_t left_out, const trace_layout_opts *o, char *buf,
+                                  size_t n);
 
 /* After the options: NP_ERR_USAGE naming the flag ("--trace-level needs --trace FILE") when
  * o->flag was given without a trace path, whatever its value; NP_OK otherwise. */

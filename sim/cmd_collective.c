@@ -500,6 +500,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         case 'F': st = run_faults_link_flag(&faults, optarg, c == 'F', err); break;
         case 'T': trace_path = optarg; break;
         case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_MAX_BYTES:
         case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(trace_opts, c, optarg, err); break;
         case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
         default: return err->status;

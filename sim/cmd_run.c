@@ -528,6 +528,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
             break;
         }
         case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_MAX_BYTES:
         case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(&j.trace_opts, c, optarg, err); break;
         default: st = err->status; break;
         }
@@ -575,6 +576,10 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         st = run_job_run(&j, &rep, err);
         run_progress_end(&prog);
     }
+    char warn[320];
+    if (st == NP_OK && cli_trace_cut_warning(rep.trace_left_out, &j.trace_opts, warn,
+                                             sizeof warn)[0])
+        fprintf(stderr, "npusim: %s\n", warn);
     trace_chips_free(&j.trace_opts.chips);
     if (st != NP_OK)
         return st;

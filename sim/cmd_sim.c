@@ -127,6 +127,7 @@ static np_status sim_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         case 'V': csv = true; break;
         case 't': trace_path = optarg; break;
         case CLI_TRACE_OPT_CHIPS:
+        case CLI_TRACE_OPT_MAX_BYTES:
         case CLI_TRACE_OPT_LEVEL:
             if (cli_trace_flag(trace_opts, c, optarg, err) != NP_OK)
                 return err->status;

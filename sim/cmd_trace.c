@@ -52,12 +52,13 @@ static np_status trace_check(const char *path, const trace_read_opts *o, bool js
         for (uint64_t i = 0; probs && i < n && i < TDB_PROBLEMS_KEPT; i++)
             json_array_append_new(probs, json_string(db->problem[i]));
         char fb[1024];
-        cli_print_json(json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:o}", "trace",
+        cli_print_json(json_pack("{s:s, s:b, s:I, s:I, s:I, s:I, s:I, s:o, s:b, s:I}", "trace",
                                  cli_json_safe(path, fb, sizeof fb),
                                  "valid", n == 0, "events", (json_int_t)db->events, "slices",
                                  (json_int_t)db->n_slices, "flows", (json_int_t)db->n_flows,
                                  "counters", (json_int_t)db->n_counters, "problems",
-                                 (json_int_t)n, "messages", probs),
+                                 (json_int_t)n, "messages", probs, "truncated", db->truncated,
+                                 "events_left_out", (json_int_t)db->events_left_out),
                        err);
     } else {
         char e[NP_HUMAN_MAX], sl[NP_HUMAN_MAX], fl[NP_HUMAN_MAX];
@@ -67,6 +68,9 @@ static np_status trace_check(const char *path, const trace_read_opts *o, bool js
                np_human_count(db->n_slices, sl, sizeof sl),
                np_human_count(db->n_flows, fl, sizeof fl), db->n_counters, db->n_processes,
                db->n_threads, n ? "INVALID" : "valid");
+        if (db->truncated)
+            printf("  cut at its size budget by the writer (--trace-max-bytes): %s later events "
+                   "left out\n", np_human_count(db->events_left_out, e, sizeof e));
         for (uint64_t i = 0; i < n && i < TDB_PROBLEMS_KEPT; i++)
             printf("  %s\n", db->problem[i]);
         if (n > TDB_PROBLEMS_KEPT)
@@ -211,6 +215,12 @@ static np_status trace_stats(const char *path, const trace_read_opts *o, bool js
             if (db->problems)
                 printf("(the trace has %" PRIu64 " format problems: npusim trace check %s)\n",
                        db->problems, path);
+            if (db->truncated) {
+                char lo[NP_HUMAN_MAX];
+                printf("(the trace was cut at its size budget, --trace-max-bytes: %s later "
+                       "events left out; the figures are of what it holds)\n",
+                       np_human_count(db->events_left_out, lo, sizeof lo));
+            }
             print_stats(db, &s, top, max_path);
         }
         tstats_free(&s);

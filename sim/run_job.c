@@ -180,9 +180,10 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
                       .progress = j->progress ? rj_run_progress : NULL, .progress_ctx = &prog};
         st = run_simulate(rp->g, j->cfg, NULL, &o, &res, err);
     }
+    uint64_t left_out = 0;
     if (lay) {
         np_err e2 = {0};
-        if (trace_layout_close(lay, &e2) != NP_OK && st == NP_OK) {
+        if (trace_layout_close_counted(lay, &left_out, &e2) != NP_OK && st == NP_OK) {
             *err = e2;
             st = e2.status;
         }
@@ -191,6 +192,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         run_ktimer_stats ks = kt ? run_ktimer_get_stats(kt) : (run_ktimer_stats){0};
         st = run_report_make(p, rp, j->cfg, res, kt ? &ks : NULL, out, err);
         run_report_set_attention(out, &j->s, why);
+        out->trace_left_out = left_out;
         out->faults.n_slow = j->faults.n_slow;
         memcpy(out->faults.slow, j->faults.slow, sizeof out->faults.slow);
         out->faults.n_links = j->faults.n_links;

@@ -110,6 +110,7 @@ typedef struct run_report {
     double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
                                     distributed executor's (NaN otherwise) */
     run_report_faults faults; /* slowed chips and the goodput estimate (run_faults.h) */
+    uint64_t trace_left_out;  /* --trace: events cut past the file's budget (0: none) */
     double wall_s;
 } run_report;
 

@@ -483,6 +483,55 @@ TEST(the_reader_refuses_an_event_or_an_event_count_past_its_limits)
     CU_ASSERT_EQUAL(n, 10);
 }
 
+/* The writer's budget (trace_set_max_bytes): past it every event is left out and counted, the
+ * file stays within the budget and one 64 KiB buffer, and the trace it leaves is valid — a
+ * flow whose start was written and whose end was cut is not a fault of a cut trace. */
+TEST(a_trace_cut_at_its_budget_stays_small_valid_and_says_how_much_it_left_out)
+{
+    const char *path = tmp("cut.json");
+    trace_writer *w;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(trace_open(path, &w, &e), NP_OK);
+    trace_set_max_bytes(w, 200 * 1024);
+    trace_name_process(w, 0, "chip 0");
+    trace_name_thread(w, 0, 0, "core0");
+    const uint64_t n = 20000;
+    for (uint64_t i = 0; i < n; i++) {
+        trace_arg a = TRACE_ARG_U("i", i);
+        trace_slice(w, 0, 0, "kernel", "k", i * 1000, 500, &a, 1);
+        if (i % 100 == 0)
+            trace_flow(w, 's', i, 0, 0, "f", "c", i * 1000 + 10);
+        if (i % 100 == 50)
+            trace_flow(w, 'f', i - 50, 0, 0, "f", "c", i * 1000 + 10);
+    }
+    uint64_t left = trace_dropped(w), written = trace_events(w);
+    CU_ASSERT_TRUE(left > 0);
+    CU_ASSERT_EQUAL(left + written, 2 + n + n / 100 * 2); /* names, slices, flow steps */
+    CU_ASSERT_EQUAL_FATAL(trace_close(w, &e), NP_OK);
+    FILE *f = fopen(path, "rb");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fclose(f);
+    CU_ASSERT_TRUE(size >= 200 * 1024 && size <= 200 * 1024 + 64 * 1024 + 256);
+    tdb *db;
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
+    CU_ASSERT_EQUAL(db->problems, 0);
+    CU_ASSERT_TRUE(db->truncated);
+    CU_ASSERT_EQUAL(db->events_left_out, left);
+    CU_ASSERT_EQUAL(db->events, written + 1); /* and the truncation's metadata event */
+    tdb_free(db);
+    /* without a budget nothing is left out and the trace is not marked */
+    CU_ASSERT_EQUAL_FATAL(trace_open(path, &w, &e), NP_OK);
+    for (uint64_t i = 0; i < 100; i++)
+        trace_slice(w, 0, 0, "kernel", "k", i * 1000, 500, NULL, 0);
+    CU_ASSERT_EQUAL(trace_dropped(w), 0);
+    CU_ASSERT_EQUAL_FATAL(trace_close(w, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(tdb_load(path, &db, &e), NP_OK);
+    CU_ASSERT_FALSE(db->truncated);
+    tdb_free(db);
+}
+
 TEST(the_reader_streams_events_across_chunks_in_both_forms_of_the_format)
 {
     /* about 4 MB of events: several of the reader's 1 MiB chunks, in a gzip file */

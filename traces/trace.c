@@ -19,10 +19,29 @@ struct trace_writer {
     gzFile gz; /* when the name ends in .gz */
     FILE *f;   /* otherwise */
     uint64_t events, bytes;
+    uint64_t max_bytes; /* trace_set_max_bytes (0: none) */
+    uint64_t dropped;   /* events left out once the file reached max_bytes */
     size_t used;
-    bool failed;
+    bool failed, full;
     char buf[TRACE_BUF_BYTES];
 };
+
+uint64_t trace_file_bytes(const trace_writer *w)
+{
+    if (w->gz) {
+        z_off_t o = gzoffset(w->gz);
+        return o > 0 ? (uint64_t)o : 0;
+    }
+    return w->bytes - w->used;
+}
+
+/* Whether the next event is left out: the file has reached its budget. */
+static bool dropped(trace_writer *w)
+{
+    if (w->full)
+        w->dropped++;
+    return w->full;
+}
 
 static void flush(trace_writer *w)
 {
@@ -33,6 +52,8 @@ static void flush(trace_writer *w)
                : fwrite(w->buf, 1, w->used, w->f) != w->used))
         w->failed = true;
     w->used = 0;
+    if (w->max_bytes && trace_file_bytes(w) >= w->max_bytes)
+        w->full = true;
 }
 
 static void put(trace_writer *w, const char *s, size_t n)
@@ -203,6 +224,8 @@ void trace_name_thread(trace_writer *w, uint32_t pid, uint32_t tid, const char *
 
 void trace_sort_process(trace_writer *w, uint32_t pid, int64_t index)
 {
+    if (dropped(w))
+        return;
     head(w, "process_sort_index", 'M', pid, true, 0);
     char b[48];
     put(w, b, (size_t)snprintf(b, sizeof b, ",\"args\":{\"sort_index\":%lld}}", (long long)index));
@@ -211,6 +234,8 @@ void trace_sort_process(trace_writer *w, uint32_t pid, int64_t index)
 void trace_slice(trace_writer *w, uint32_t pid, uint32_t tid, const char *name, const char *cat,
                  uint64_t start_ps, uint64_t dur_ps, const trace_arg *args, size_t n_args)
 {
+    if (dropped(w))
+        return;
     head(w, name, 'X', pid, true, tid);
     puts_(w, ",\"cat\":");
     put_str(w, cat);
@@ -226,6 +251,8 @@ void trace_slice(trace_writer *w, uint32_t pid, uint32_t tid, const char *name, 
 void trace_counter(trace_writer *w, uint32_t pid, const char *name, uint64_t t_ps,
                    const trace_arg *series, size_t n_series)
 {
+    if (dropped(w))
+        return;
     head(w, name, 'C', pid, false, 0);
     puts_(w, ",\"ts\":");
     put_us(w, t_ps);
@@ -236,6 +263,8 @@ void trace_counter(trace_writer *w, uint32_t pid, const char *name, uint64_t t_p
 void trace_flow(trace_writer *w, char phase, uint64_t id, uint32_t pid, uint32_t tid,
                 const char *name, const char *cat, uint64_t t_ps)
 {
+    if (dropped(w))
+        return;
     head(w, name, phase, pid, true, tid);
     puts_(w, ",\"cat\":");
     put_str(w, cat);
@@ -251,6 +280,8 @@ void trace_flow(trace_writer *w, char phase, uint64_t id, uint32_t pid, uint32_t
 void trace_instant(trace_writer *w, uint32_t pid, uint32_t tid, const char *name,
                    const char *cat, uint64_t t_ps)
 {
+    if (dropped(w))
+        return;
     head(w, name, 'i', pid, true, tid);
     puts_(w, ",\"cat\":");
     put_str(w, cat);
@@ -261,11 +292,20 @@ void trace_instant(trace_writer *w, uint32_t pid, uint32_t tid, const char *name
 
 uint64_t trace_events(const trace_writer *w) { return w->events; }
 uint64_t trace_bytes(const trace_writer *w) { return w->bytes; }
+void trace_set_max_bytes(trace_writer *w, uint64_t max_bytes) { w->max_bytes = max_bytes; }
+uint64_t trace_dropped(const trace_writer *w) { return w->dropped; }
 
 np_status trace_close(trace_writer *w, np_err *err)
 {
     if (!w)
         return NP_OK;
+    if (w->dropped) { /* says so in the trace: readers do not count what was cut as faults */
+        head(w, TRACE_TRUNCATED, 'M', 0, false, 0);
+        char b[96];
+        put(w, b, (size_t)snprintf(b, sizeof b, ",\"args\":{\"max_bytes\":%llu,\"events_left_"
+                                   "out\":%llu}}", (unsigned long long)w->max_bytes,
+                                   (unsigned long long)w->dropped));
+    }
     puts_(w, "\n]}\n");
     flush(w);
     bool bad = w->failed;

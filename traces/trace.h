@@ -93,6 +93,16 @@ uint64_t trace_bytes(const trace_writer *w);
  * a write failed (the first failure is kept). */
 np_status trace_close(trace_writer *w, np_err *err);
 
+/* A budget for the file: once it holds max_bytes on disk (compressed, for .gz; checked each
+ * 64 KiB of JSON), every later event is left out and counted; trace_close then ends the
+ * trace with a metadata event TRACE_TRUNCATED {max_bytes, events_left_out}, and readers
+ * (traces/trace_db.h) do not count the flows and spans the cut left open as faults. 0: no
+ * budget (the default). */
+#define TRACE_TRUNCATED "npusim_trace_truncated"
+void trace_set_max_bytes(trace_writer *w, uint64_t max_bytes);
+uint64_t trace_dropped(const trace_writer *w);   /* events left out so far */
+uint64_t trace_file_bytes(const trace_writer *w); /* bytes in the file so far */
+
 /* Writes ps as microseconds, exactly (see above), into buf (at least 32 bytes) without a
  * terminating NUL; returns the length. */
 size_t trace_format_us(uint64_t ps, char *buf);

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace.h"
 #include "trace_map.h"
 #include "trace_read.h"
 
@@ -275,6 +276,13 @@ static np_status on_event(void *ctx, json_t *ev, uint64_t i, np_err *err)
         return NP_OK;
     json_t *args = json_object_get(ev, "args");
     if (p == 'M') {
+        if (!strcmp(name, TRACE_TRUNCATED)) {
+            db->truncated = true;
+            json_t *left = json_object_get(args, "events_left_out");
+            db->events_left_out = json_is_integer(left) && json_integer_value(left) > 0
+                                      ? (uint64_t)json_integer_value(left) : 0;
+            return NP_OK;
+        }
         const char *nm = json_string_value(json_object_get(args, "name"));
         bool pn = !strcmp(name, "process_name"), tn = !strcmp(name, "thread_name");
         if ((pn || tn) && !nm) {
@@ -446,7 +454,7 @@ static np_status finish(tdb *db, np_err *err)
         stack[depth++] = i;
     }
     free(stack);
-    for (size_t k = 0; k < in->n_opens; k++)
+    for (size_t k = 0; k < in->n_opens && !db->truncated; k++)
         problem(db, "a B event of '%s' never ends",
                 tdb_str(db, in->opens[k].name) ? tdb_str(db, in->opens[k].name) : "?");
     /* flows: per id one s, one f; steps bound; arrows between consecutive steps */
@@ -456,16 +464,17 @@ static np_status finish(tdb *db, np_err *err)
         size_t j = i, ns = 0, nf = 0;
         for (; j < in->n_pts && in->pts[j].id == in->pts[i].id; j++)
             ns += in->pts[j].ph == 's', nf += in->pts[j].ph == 'f';
-        if (ns != 1 || nf != 1)
+        if ((ns != 1 || nf != 1) && !(db->truncated && ns <= 1 && nf <= 1))
             problem(db, "flow of event %llu: %zu start(s) and %zu end(s) with its id (one each "
                     "expected)", (unsigned long long)in->pts[i].event, ns, nf);
         size_t prev = SIZE_MAX;
         for (size_t k = i; k < j; k++) {
             size_t s = enclosing(db, parent, in->pts[k].thread, in->pts[k].ts);
             if (s == SIZE_MAX) {
-                problem(db, "flow step of event %llu (ph %c) at %llu ps is inside no slice of "
-                        "its thread", (unsigned long long)in->pts[k].event, in->pts[k].ph,
-                        (unsigned long long)in->pts[k].ts);
+                if (!db->truncated) /* its slice may be what the cut left out */
+                    problem(db, "flow step of event %llu (ph %c) at %llu ps is inside no slice "
+                            "of its thread", (unsigned long long)in->pts[k].event,
+                            in->pts[k].ph, (unsigned long long)in->pts[k].ts);
                 continue;
             }
             if (prev != SIZE_MAX && ns == 1 && nf == 1) {

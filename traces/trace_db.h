@@ -82,6 +82,9 @@ typedef struct tdb {
     uint64_t t_begin_ps, t_end_ps; /* earliest start, latest end of the slices (0, 0: none) */
     uint64_t problems;
     char problem[TDB_PROBLEMS_KEPT][256];
+    bool truncated;          /* the writer cut the trace at its budget (trace.h's
+                                TRACE_TRUNCATED): flows and B spans left open are not faults */
+    uint64_t events_left_out; /* ... and how many events it left out */
     struct tdb_internal *in; /* string table and load-time state */
 } tdb;
 

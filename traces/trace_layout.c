@@ -574,18 +574,29 @@ np_status trace_layout_open(const char *path, const trace_layout_opts *opts, tra
         free(l);
         return st;
     }
+    uint64_t max = opts && opts->max_bytes ? opts->max_bytes : TRACE_LAYOUT_MAX_BYTES;
+    trace_set_max_bytes(l->w, max == UINT64_MAX ? 0 : max);
     *out = l;
     return NP_OK;
 }
 
 np_status trace_layout_close(trace_layout *l, np_err *err)
 {
+    return trace_layout_close_counted(l, NULL, err);
+}
+
+np_status trace_layout_close_counted(trace_layout *l, uint64_t *left_out, np_err *err)
+{
+    if (left_out)
+        *left_out = 0;
     if (!l)
         return NP_OK;
     lay_run_end(l, l->t_last_ps);
     for (size_t i = 0; i < l->n_groups; i++) /* collectives some ranks never reached */
         if (l->groups[i].pending && l->groups[i].steps)
             group_emit(l, &l->groups[i], 'f');
+    if (left_out)
+        *left_out = trace_dropped(l->w);
     np_status st = trace_close(l->w, err);
     if (st == NP_OK && l->oom)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory writing the trace (events dropped)");

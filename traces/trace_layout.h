@@ -44,14 +44,21 @@ typedef struct trace_chips {
     uint32_t n_bits;
 } trace_chips;
 
+/* The default budget of a trace file (trace.h's trace_set_max_bytes): a long run's trace
+ * grows by megabytes a second; past this the trace is cut and the command warns. */
+#define TRACE_LAYOUT_MAX_BYTES (1ull << 30)
+
 typedef struct trace_layout_opts {
     trace_level level;
     trace_chips chips; /* borrowed; the layout copies it */
+    uint64_t max_bytes; /* the file's budget on disk: 0: TRACE_LAYOUT_MAX_BYTES; UINT64_MAX:
+                           none */
     const char *flag;  /* the first command-line option that set these (sim/cli_trace.h's
                           cli_trace_flag), NULL: none; the layout ignores it */
 } trace_layout_opts;
 
 typedef struct trace_layout trace_layout;
+
 
 /* Parses a LIST of chips: comma-separated numbers and ranges A-B ("0-3,8,12-15"), each
  * < 2^20. NP_ERR_USAGE naming the flag `opt` and the bad part; NP_ERR_NOMEM. */
@@ -77,6 +84,9 @@ trace_sink trace_layout_sink(trace_layout *lay);
 /* The writer underneath (for its event and byte counts). */
 const trace_writer *trace_layout_writer(const trace_layout *lay);
 
+/* trace_layout_close, telling *left_out (may be NULL) how many events the file's budget left
+ * out in all (trace_dropped: those the close itself writes, such as counter bins, too). */
+np_status trace_layout_close_counted(trace_layout *l, uint64_t *left_out, np_err *err);
 /* Writes what is left (run_end at the latest time seen), closes the file and frees lay
  * (NULL is fine). NP_ERR_IO when a write failed, NP_ERR_NOMEM when a table could not grow
  * (events were dropped then). */
