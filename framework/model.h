@@ -15,7 +15,9 @@ typedef struct nn_model_entry {
     int n;                             /* number of integer values (0 for a word) */
     int64_t v[NN_MODEL_MAX_VALUES];
     char word[NN_NAME_MAX];            /* the value as written */
-    int line, col;
+    double x;                          /* a real key's value (0 for the others) */
+    int line, col;                     /* where the key is */
+    int vcol;                          /* the column of the value */
 } nn_model_entry;
 
 typedef struct nn_model_desc {
@@ -35,11 +37,34 @@ void nn_model_names_free(char **names, size_t n);
 
 /* Parses and validates a model file; errors carry file:line:col. */
 np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, np_err *err);
-/* A zoo name (models/NAME.model, with did-you-mean when unknown) or a path to a file. */
+/* A zoo name (models/NAME.model, with did-you-mean when unknown), a path to a model file,
+ * or a Hugging Face config: a path ending in .json, or a folder holding a config.json
+ * (nn_model_load_hf). */
 np_status nn_model_load(const char *name_or_path, nn_model_desc *d, np_err *err);
+
+/* Validates d's entries as nn_model_parse does after reading the lines (family, keys, values
+ * into v[] / x, required keys, consistency): for descriptions made another way (model_hf.c),
+ * whose entries carry their key, value text (word) and position. */
+np_status nn_model_validate(nn_model_desc *d, np_err *err);
+
+/* The bound of an integer key of family (its values lie in 1 .. bound; a real key's in
+ * (0, bound]); 0 when family has no such key. */
+int64_t nn_model_key_max(const char *family, const char *key);
+
+/* Models from Hugging Face config.json files (model_hf.c; docs/interop.md): the
+ * architectures the transformer builder has (Llama, Mistral, Qwen2, Qwen3, GPT-2) as a
+ * description of family llama or gpt, named after the config's folder. Errors name the file
+ * and the key at its line and column; a mixture of experts or another architecture is
+ * refused with the reason. nn_model_load_hf reads path (a config.json, or a folder holding
+ * one; at most NN_HF_MAX_FILE_BYTES); nn_model_parse_hf reads text of len bytes. */
+#define NN_HF_MAX_FILE_BYTES (1 << 20)
+np_status nn_model_parse_hf(const char *path, const char *text, size_t len, nn_model_desc *d,
+                            np_err *err);
+np_status nn_model_load_hf(const char *path, nn_model_desc *d, np_err *err);
 
 /* Values of keys (validated already, so these only fall back to def when absent). */
 int64_t nn_model_int(const nn_model_desc *d, const char *key, int64_t def);
+double nn_model_real(const nn_model_desc *d, const char *key, double def);
 int nn_model_ints(const nn_model_desc *d, const char *key, int64_t *out, int max);
 const char *nn_model_word(const nn_model_desc *d, const char *key, const char *def);
 

@@ -9,6 +9,7 @@
 #   compiler/fuzz  kspec                npusim kernel --op specs
 #   base/fuzz      config, set, parse   architecture configs, --set values, the one door
 #   framework/fuzz model                model files
+#                  model_hf             Hugging Face config.json files
 #   traces/fuzz    trace                the trace reader and analyzer
 #                  sweep                sweep files (npusim sweep) and the results' CSV reader
 #   sim/fuzz       cli                  the command-line option parser
@@ -37,7 +38,7 @@ shift || true
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${CC:-clang}
 jobs=$(nproc 2>/dev/null || echo 2)
-all=(decode asm elf core config set parse model topo scalecfg booksim kspec trace sweep cli)
+all=(decode asm elf core config set parse model model_hf topo scalecfg booksim kspec trace sweep cli)
 only=("$@")
 ((${#only[@]})) || only=("${all[@]}")
 
@@ -71,6 +72,9 @@ cp configs/*.yaml tests/data/arch/*.yaml "$corpus/config/"
 cp base/fuzz/corpus/set/* "$corpus/set/"
 cp base/fuzz/corpus/parse/* "$corpus/parse/"
 cp models/*.model tests/data/bad/files/*.model "$corpus/model/"
+for f in models/hf/*/config.json tests/data/hf/*/config.json tests/data/hf/bad/*.json; do
+  cp "$f" "$corpus/model_hf/$(echo "${f%/config.json}" | tr / _).json"
+done
 cp configs/topologies/*.csv tests/data/bad/files/*.csv "$corpus/topo/"
 cp tests/data/hw/*.cfg "$corpus/scalecfg/"
 cp tests/data/noc/*.csv "$corpus/booksim/"
