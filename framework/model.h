@@ -38,8 +38,8 @@ void nn_model_names_free(char **names, size_t n);
 /* Parses and validates a model file; errors carry file:line:col. */
 np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, np_err *err);
 /* A zoo name (models/NAME.model, with did-you-mean when unknown), a path to a model file,
- * or a Hugging Face config: a path ending in .json, or a folder holding a config.json
- * (nn_model_load_hf). */
+ * a Hugging Face config: a path ending in .json, or a folder holding a config.json
+ * (nn_model_load_hf), or an ONNX file: a path ending in .onnx (nn_model_load_onnx). */
 np_status nn_model_load(const char *name_or_path, nn_model_desc *d, np_err *err);
 
 /* Validates d's entries as nn_model_parse does after reading the lines (family, keys, values
@@ -61,6 +61,19 @@ int64_t nn_model_key_max(const char *family, const char *key);
 np_status nn_model_parse_hf(const char *path, const char *text, size_t len, nn_model_desc *d,
                             np_err *err);
 np_status nn_model_load_hf(const char *path, nn_model_desc *d, np_err *err);
+
+/* Models from ONNX files (model_onnx.c; docs/interop.md): nn_model_load_onnx decodes the
+ * file (at most NN_ONNX_MAX_FILE_BYTES) and checks that npusim imports each of its operators,
+ * into a description of family "onnx" (named after the file) that nn_model_build builds with
+ * nn_onnx_build: the graph node by node into g at the batch asked for (0: the file's),
+ * parameters holding the file's values, m->input, m->batch and m->seq set and *logits the
+ * first output as [rows, classes]. Errors name the file and the node (number, name,
+ * operator). Without ONNX support at build time both refuse every file, saying so. */
+#define NN_ONNX_MAX_FILE_BYTES ((uint64_t)2 << 30)
+np_status nn_model_load_onnx(const char *path, nn_model_desc *d, np_err *err);
+struct nn_model;
+np_status nn_onnx_build(nn_graph *g, const nn_model_desc *d, int64_t batch, bool inference,
+                        nn_dtype dt, struct nn_model *m, nn_tensor **logits, np_err *err);
 
 /* Values of keys (validated already, so these only fall back to def when absent). */
 int64_t nn_model_int(const nn_model_desc *d, const char *key, int64_t def);

@@ -437,6 +437,8 @@ np_status nn_model_load(const char *name, nn_model_desc *d, np_err *err)
         (strchr(name, '/') && stat(name, &sb) == 0 && S_ISDIR(sb.st_mode) &&
          stat(path, &sb) == 0)) /* a Hugging Face model's folder */
         return nn_model_load_hf(name, d, err);
+    if (nl > 5 && strcmp(name + nl - 5, ".onnx") == 0)
+        return nn_model_load_onnx(name, d, err);
     bool is_path = strchr(name, '/') || strstr(name, ".model");
     if (is_path)
         snprintf(path, sizeof path, "%s", name);
@@ -571,6 +573,8 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
 
 np_status nn_model_check_scale(const nn_model_desc *d, int64_t batch, int64_t seq, np_err *err)
 {
+    if (strcmp(d->family, "onnx") == 0) /* model_onnx.c bounds each tensor as it reads it */
+        return NP_OK;
     double params, tensor, flops;
     nn_model_bounds(d, (double)batch, (double)seq, &params, &tensor, &flops);
     /* a training step is about 3 forward passes and an optimizer update (~ 20 x params);

@@ -1,7 +1,8 @@
 /* zoo.c — builders that turn a model description (model.h) into a forward graph and loss:
  * MLP, ResNet (basic and bottleneck blocks), MobileNetV2, DenseNet, GPT-2/3 and Llama 2 (with
  * the variants of Llama 3, Mistral and Qwen2/3 that model_hf.c reads from Hugging Face configs:
- * head_dim, attention biases, q/k norms, rope base, norms' eps).
+ * head_dim, attention biases, q/k norms, rope base, norms' eps). Family onnx is an imported
+ * graph: model_onnx.c builds it, and nn_model_build adds the loss as for the others.
  *
  * Layouts follow the reference implementations whose parameter counts are published
  * (torchvision for the CNNs, Hugging Face GPT-2 with tied embeddings, Meta's Llama 2), so the
@@ -410,7 +411,8 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
         return np_err_set(err, NP_ERR_RANGE, "%s: dropout is built for the gpt family only "
                           "(GPT-2's embd/attn/resid_pdrop), not for %s", d->name, d->family);
     bool lm = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
-    int64_t B = o->batch ? o->batch : nn_model_int(d, "batch", 1);
+    bool onnx = strcmp(d->family, "onnx") == 0;
+    int64_t B = o->batch ? o->batch : onnx ? 0 : nn_model_int(d, "batch", 1);
     int64_t S = lm ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
     if (lm && S > nn_model_int(d, "context", 1))
         return np_err_set(err, NP_ERR_RANGE, "%s: sequence length %lld exceeds the context of %lld",
@@ -424,7 +426,14 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     m->batch = B;
     m->seq = S;
     nn_tensor *logits;
-    if (lm)
+    if (onnx) {
+        np_status st = nn_onnx_build(m->g, d, B, o->inference, o->compute, m, &logits, err);
+        if (st != NP_OK) {
+            nn_graph_free(m->g);
+            memset(m, 0, sizeof *m);
+            return st;
+        }
+    } else if (lm)
         logits = zb_transformer(&b, d, B, S, m);
     else if (strcmp(d->family, "mlp") == 0)
         logits = zb_mlp(&b, d, B, m);
@@ -439,12 +448,15 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     if (logits && logits->dtype != NN_F32)
         logits = nn_cast(m->g, logits, NN_F32);
     m->logits = logits;
-    m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(lm ? B * S : B));
+    int64_t rows = onnx && logits ? logits->ne[0] : lm ? B * S : B; /* a label per row */
+    m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(rows));
     m->loss = nn_cross_entropy(m->g, logits, m->labels);
     nn_graph_set_scope(m->g, "%s", "");
     nn_graph_set_output(m->g, m->loss);
     if (nn_graph_status(m->g, err) != NP_OK) {
         np_err_prefix(err, "model %s", d->name);
+        if (onnx && !err->file[0]) /* an imported graph's output the loss cannot take */
+            snprintf(err->file, sizeof err->file, "%.*s", (int)sizeof err->file - 1, d->path);
         return err->status;
     }
     return NP_OK;
