@@ -5,19 +5,28 @@
  * fuzzed is what npusim does with what it decodes: nesting, tensors, shapes, attributes). A
  * model that imports builds at batch 1, or fails the same way. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "fuzz_harness.h"
 #include "model.h"
 
+static char path[64];
+
+static void remove_input(void)
+{
+    unlink(path);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size > (1 << 20))
         return 0;
-    static char path[64];
-    if (!path[0])
+    if (!path[0]) {
         snprintf(path, sizeof path, "/tmp/npusim_fuzz_onnx_%d.onnx", (int)getpid());
+        atexit(remove_input);
+    }
     FILE *f = fopen(path, "wb");
     if (!f)
         return 0;
