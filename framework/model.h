@@ -15,7 +15,9 @@ typedef struct nn_model_entry {
     int n;                             /* number of integer values (0 for a word) */
     int64_t v[NN_MODEL_MAX_VALUES];
     char word[NN_NAME_MAX];            /* the value as written */
-    int line, col;
+    double x;                          /* a real key's value (0 for the others) */
+    int line, col;                     /* where the key is */
+    int vcol;                          /* the column of the value */
 } nn_model_entry;
 
 typedef struct nn_model_desc {
@@ -35,11 +37,47 @@ void nn_model_names_free(char **names, size_t n);
 
 /* Parses and validates a model file; errors carry file:line:col. */
 np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, np_err *err);
-/* A zoo name (models/NAME.model, with did-you-mean when unknown) or a path to a file. */
+/* A zoo name (models/NAME.model, with did-you-mean when unknown), a path to a model file,
+ * a Hugging Face config: a path ending in .json, or a folder holding a config.json
+ * (nn_model_load_hf), or an ONNX file: a path ending in .onnx (nn_model_load_onnx). */
 np_status nn_model_load(const char *name_or_path, nn_model_desc *d, np_err *err);
+
+/* Validates d's entries as nn_model_parse does after reading the lines (family, keys, values
+ * into v[] / x, required keys, consistency): for descriptions made another way (model_hf.c),
+ * whose entries carry their key, value text (word) and position. */
+np_status nn_model_validate(nn_model_desc *d, np_err *err);
+
+/* The bound of an integer key of family (its values lie in 1 .. bound; a real key's in
+ * (0, bound]); 0 when family has no such key. */
+int64_t nn_model_key_max(const char *family, const char *key);
+
+/* Models from Hugging Face config.json files (model_hf.c; docs/interop.md): the
+ * architectures the transformer builder has (Llama, Mistral, Qwen2, Qwen3, GPT-2) as a
+ * description of family llama or gpt, named after the config's folder. Errors name the file
+ * and the key at its line and column; a mixture of experts or another architecture is
+ * refused with the reason. nn_model_load_hf reads path (a config.json, or a folder holding
+ * one; at most NN_HF_MAX_FILE_BYTES); nn_model_parse_hf reads text of len bytes. */
+#define NN_HF_MAX_FILE_BYTES (1 << 20)
+np_status nn_model_parse_hf(const char *path, const char *text, size_t len, nn_model_desc *d,
+                            np_err *err);
+np_status nn_model_load_hf(const char *path, nn_model_desc *d, np_err *err);
+
+/* Models from ONNX files (model_onnx.c; docs/interop.md): nn_model_load_onnx decodes the
+ * file (at most NN_ONNX_MAX_FILE_BYTES) and checks that npusim imports each of its operators,
+ * into a description of family "onnx" (named after the file) that nn_model_build builds with
+ * nn_onnx_build: the graph node by node into g at the batch asked for (0: the file's),
+ * parameters holding the file's values, m->input, m->batch and m->seq set and *logits the
+ * first output as [rows, classes]. Errors name the file and the node (number, name,
+ * operator). Without ONNX support at build time both refuse every file, saying so. */
+#define NN_ONNX_MAX_FILE_BYTES ((uint64_t)2 << 30)
+np_status nn_model_load_onnx(const char *path, nn_model_desc *d, np_err *err);
+struct nn_model;
+np_status nn_onnx_build(nn_graph *g, const nn_model_desc *d, int64_t batch, bool inference,
+                        nn_dtype dt, struct nn_model *m, nn_tensor **logits, np_err *err);
 
 /* Values of keys (validated already, so these only fall back to def when absent). */
 int64_t nn_model_int(const nn_model_desc *d, const char *key, int64_t def);
+double nn_model_real(const nn_model_desc *d, const char *key, double def);
 int nn_model_ints(const nn_model_desc *d, const char *key, int64_t *out, int max);
 const char *nn_model_word(const nn_model_desc *d, const char *key, const char *def);
 

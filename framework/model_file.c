@@ -13,11 +13,13 @@
  * type, count or range, a required key missing, or values that contradict each other.
  */
 #include <ctype.h>
+#include <math.h>
 #include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "datadir.h"
 #include "model.h"
@@ -30,7 +32,7 @@
 #error "NPUSIM_MODEL_DIR (the source tree's models/ folder) must be defined by the build"
 #endif
 
-typedef enum { NN_KEY_INT, NN_KEY_INTS, NN_KEY_WORD, NN_KEY_TEXT } nn_key_kind;
+typedef enum { NN_KEY_INT, NN_KEY_INTS, NN_KEY_WORD, NN_KEY_TEXT, NN_KEY_REAL } nn_key_kind;
 
 typedef struct nn_key_spec {
     const char *family; /* NULL: every family */
@@ -39,7 +41,7 @@ typedef struct nn_key_spec {
     bool required;
     int count;          /* NN_KEY_INTS: exact number of values, 0 for 1..NN_MODEL_MAX_VALUES */
     const char *words;  /* NN_KEY_WORD: allowed values, '|'-separated */
-    int64_t max;        /* NN_KEY_INT(S): each value in 1..max */
+    int64_t max;        /* NN_KEY_INT(S): each value in 1..max; NN_KEY_REAL: in (0, max] */
 } nn_key_spec;
 
 /* Bounds of integer keys: generous (a hundred times today's largest models), so that only a
@@ -89,6 +91,13 @@ static const nn_key_spec nn_keys[] = {
     {"llama", "context", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
     {"llama", "ffn", NN_KEY_INT, true, 0, NULL, NN_MAX_WIDTH},
     {"llama", "tied", NN_KEY_WORD, false, 0, "yes|no", 0},
+    /* what Hugging Face configs of Llama 3, Mistral and Qwen2/3 need (model_hf.c); the
+     * defaults are Llama 2's, so the zoo's files are unchanged */
+    {"llama", "head_dim", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"llama", "attn_bias", NN_KEY_WORD, false, 0, "none|qkv|all", 0},
+    {"llama", "qk_norm", NN_KEY_WORD, false, 0, "yes|no", 0},
+    {"llama", "rope_theta", NN_KEY_REAL, false, 0, NULL, (int64_t)1 << 40},
+    {"llama", "norm_eps", NN_KEY_REAL, false, 0, NULL, 1},
 };
 #define NN_N_KEYS (sizeof nn_keys / sizeof nn_keys[0])
 
@@ -129,6 +138,18 @@ int nn_model_ints(const nn_model_desc *d, const char *key, int64_t *out, int max
     return n;
 }
 
+double nn_model_real(const nn_model_desc *d, const char *key, double def)
+{
+    const nn_model_entry *e = nn_entry(d, key);
+    return e && e->x > 0 ? e->x : def;
+}
+
+int64_t nn_model_key_max(const char *family, const char *key)
+{
+    const nn_key_spec *k = nn_key_find(family, key);
+    return k ? k->max : 0;
+}
+
 const char *nn_model_word(const nn_model_desc *d, const char *key, const char *def)
 {
     const nn_model_entry *e = nn_entry(d, key);
@@ -150,10 +171,24 @@ static bool nn_word_allowed(const char *words, const char *w)
 
 /* Validates entry e's value against its spec, filling e->v. */
 static np_status nn_entry_check(const nn_model_desc *d, nn_model_entry *e, const nn_key_spec *k,
-                                int vcol, np_err *err)
+                                np_err *err)
 {
+    int vcol = e->vcol;
     if (k->kind == NN_KEY_TEXT)
         return NP_OK;
+    if (k->kind == NN_KEY_REAL) {
+        char *end;
+        errno = 0;
+        double x = strtod(e->word, &end);
+        if (end == e->word || *end || !isfinite(x) || errno == ERANGE)
+            return np_err_at(err, NP_ERR_TYPE, d->path, e->line, vcol, "%s: '%s' is not a number",
+                             e->key, e->word);
+        if (!(x > 0 && x <= (double)k->max))
+            return np_err_at(err, NP_ERR_RANGE, d->path, e->line, vcol,
+                             "%s: %g is outside (0, %lld]", e->key, x, (long long)k->max);
+        e->x = x;
+        return NP_OK;
+    }
     if (k->kind == NN_KEY_WORD) {
         if (!nn_word_allowed(k->words, e->word))
             return np_err_at(err, NP_ERR_RANGE, d->path, e->line, vcol,
@@ -203,7 +238,7 @@ static np_status nn_model_consistency(const nn_model_desc *d, np_err *err)
     if (strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0) {
         const nn_model_entry *h = nn_entry(d, "heads"), *kv = nn_entry(d, "kv_heads");
         int64_t dm = nn_model_int(d, "d_model", 1), heads = h->v[0];
-        if (dm % heads)
+        if (dm % heads && !nn_entry(d, "head_dim"))
             return np_err_at(err, NP_ERR_INCONSISTENT, d->path, h->line, h->col,
                              "heads: d_model %lld is not a multiple of %lld heads", (long long)dm,
                              (long long)heads);
@@ -225,7 +260,6 @@ np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, n
     if (blen > 6 && strcmp(base + blen - 6, ".model") == 0)
         blen -= 6;
     snprintf(d->name, sizeof d->name, "%.*s", (int)blen, base);
-    int vcols[NN_MODEL_MAX_KEYS];
     int line = 0;
     for (const char *p = text; *p;) {
         line++;
@@ -286,20 +320,26 @@ np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, n
             if (strcmp(d->e[i].key, e->key) == 0)
                 return np_err_at(err, NP_ERR_DUPLICATE, path, line, kcol,
                                  "'%s' given twice (first on line %d)", e->key, d->e[i].line);
-        vcols[d->n++] = (int)(v - buf) + 1;
+        e->vcol = (int)(v - buf) + 1;
+        d->n++;
     }
+    return nn_model_validate(d, err);
+}
+
+np_status nn_model_validate(nn_model_desc *d, np_err *err)
+{
+    const char *path = d->path;
     const nn_model_entry *fam = nn_entry(d, "family");
     if (!fam)
         return np_err_at(err, NP_ERR_MISSING, path, 0, 0, "missing key 'family' (one of %s)",
                          nn_keys[0].words);
-    int fam_i = (int)(fam - d->e);
     if (!nn_word_allowed(nn_keys[0].words, fam->word)) {
         const char *guess = np_suggest(fam->word, nn_families,
                                        sizeof nn_families / sizeof nn_families[0], 3);
         if (guess)
-            return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, fam->line, vcols[fam_i],
+            return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, fam->line, fam->vcol,
                              "unknown family '%s'; did you mean '%s'?", fam->word, guess);
-        return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, fam->line, vcols[fam_i],
+        return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, fam->line, fam->vcol,
                          "unknown family '%s' (one of %s)", fam->word, nn_keys[0].words);
     }
     snprintf(d->family, sizeof d->family, "%.31s", fam->word);
@@ -320,7 +360,7 @@ np_status nn_model_parse(const char *path, const char *text, nn_model_desc *d, n
             return np_err_at(err, NP_ERR_UNKNOWN_KEY, path, e->line, e->col,
                              "unknown key '%s' for family %s", e->key, d->family);
         }
-        if (nn_entry_check(d, e, k, vcols[i], err) != NP_OK)
+        if (nn_entry_check(d, e, k, err) != NP_OK)
             return err->status;
     }
     for (size_t j = 0; j < NN_N_KEYS; j++)
@@ -390,6 +430,15 @@ np_status nn_model_names(char ***names_out, size_t *n_out, np_err *err)
 np_status nn_model_load(const char *name, nn_model_desc *d, np_err *err)
 {
     char path[512];
+    size_t nl = strlen(name);
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/config.json", name);
+    if ((nl > 5 && strcmp(name + nl - 5, ".json") == 0) ||
+        (strchr(name, '/') && stat(name, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+         stat(path, &sb) == 0)) /* a Hugging Face model's folder */
+        return nn_model_load_hf(name, d, err);
+    if (nl > 5 && strcmp(name + nl - 5, ".onnx") == 0)
+        return nn_model_load_onnx(name, d, err);
     bool is_path = strchr(name, '/') || strstr(name, ".model");
     if (is_path)
         snprintf(path, sizeof path, "%s", name);
@@ -453,7 +502,10 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
         double V = (double)nn_model_int(d, "vocab", 1), H = (double)nn_model_int(d, "heads", 1);
         double F = (double)nn_model_int(d, "ffn", 4 * nn_model_int(d, "d_model", 1));
         double C = (double)nn_model_int(d, "context", 1);
-        *params = L * (4 * D * D + 3 * D * F + 4 * D) + V * D + C * D;
+        double HD = H * (double)nn_model_int(d, "head_dim", nn_model_int(d, "d_model", 1) /
+                                                            nn_model_int(d, "heads", 1));
+        HD = HD > D ? HD : D; /* the width of q, k, v and o's input (head_dim x heads) */
+        *params = L * (4 * D * HD + 3 * D * F + 4 * HD + 4 * D) + V * D + C * D;
         double wide = V > F ? (V > D ? V : D) : (F > D ? F : D);
         double act = B * S * wide, scores = B * H * S * S;
         *tensor = act > scores ? act : scores;
@@ -521,6 +573,8 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
 
 np_status nn_model_check_scale(const nn_model_desc *d, int64_t batch, int64_t seq, np_err *err)
 {
+    if (strcmp(d->family, "onnx") == 0) /* model_onnx.c bounds each tensor as it reads it */
+        return NP_OK;
     double params, tensor, flops;
     nn_model_bounds(d, (double)batch, (double)seq, &params, &tensor, &flops);
     /* a training step is about 3 forward passes and an optimizer update (~ 20 x params);

@@ -1,5 +1,8 @@
 /* zoo.c — builders that turn a model description (model.h) into a forward graph and loss:
- * MLP, ResNet (basic and bottleneck blocks), MobileNetV2, DenseNet, GPT-2/3 and Llama 2.
+ * MLP, ResNet (basic and bottleneck blocks), MobileNetV2, DenseNet, GPT-2/3 and Llama 2 (with
+ * the variants of Llama 3, Mistral and Qwen2/3 that model_hf.c reads from Hugging Face configs:
+ * head_dim, attention biases, q/k norms, rope base, norms' eps). Family onnx is an imported
+ * graph: model_onnx.c builds it, and nn_model_build adds the loss as for the others.
  *
  * Layouts follow the reference implementations whose parameter counts are published
  * (torchvision for the CNNs, Hugging Face GPT-2 with tied embeddings, Meta's Llama 2), so the
@@ -286,8 +289,14 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
     int64_t L = nn_model_int(d, "layers", 1), D = nn_model_int(d, "d_model", 1);
     int64_t H = nn_model_int(d, "heads", 1), KV = nn_model_int(d, "kv_heads", H);
     int64_t V = nn_model_int(d, "vocab", 1), ctx = nn_model_int(d, "context", 1);
-    int64_t F = nn_model_int(d, "ffn", 4 * D), Dh = D / H;
+    int64_t F = nn_model_int(d, "ffn", 4 * D), Dh = nn_model_int(d, "head_dim", D / H);
     bool tied = strcmp(nn_model_word(d, "tied", llama ? "no" : "yes"), "yes") == 0;
+    /* Llama's variants (model_hf.c): biases of q, k, v (Qwen2) or of every projection
+     * (attention_bias), RMSNorm of each head's q and k (Qwen3), rope base, norms' eps */
+    const char *bias = nn_model_word(d, "attn_bias", "none");
+    bool qkv_bias = strcmp(bias, "none") != 0, o_bias = strcmp(bias, "all") == 0;
+    bool qk_norm = strcmp(nn_model_word(d, "qk_norm", "no"), "yes") == 0;
+    double theta = nn_model_real(d, "rope_theta", 10000.0), eps = nn_model_real(d, "norm_eps", 1e-5);
     double std = 0.02;
     m->input = nn_input(g, "tokens", NN_I32, 2, DIMS(B, S));
     nn_graph_set_scope(g, llama ? "embed_tokens" : "wte");
@@ -305,17 +314,17 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
         const char *pre = llama ? "layers" : "h";
         snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "input_layernorm" : "ln_1");
         nn_graph_set_scope(g, "%s", s);
-        nn_tensor *hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), 1e-5)
+        nn_tensor *hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
                               : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
                                              PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
         nn_tensor *q, *k, *v;
         if (llama) {
             snprintf(s, sizeof s, "layers.%lld.self_attn.q_proj", (long long)l);
-            q = zb_linear(b, hn, D, D, false, s);
+            q = zb_linear(b, hn, D, H * Dh, qkv_bias, s);
             snprintf(s, sizeof s, "layers.%lld.self_attn.k_proj", (long long)l);
-            k = zb_linear(b, hn, D, KV * Dh, false, s);
+            k = zb_linear(b, hn, D, KV * Dh, qkv_bias, s);
             snprintf(s, sizeof s, "layers.%lld.self_attn.v_proj", (long long)l);
-            v = zb_linear(b, hn, D, KV * Dh, false, s);
+            v = zb_linear(b, hn, D, KV * Dh, qkv_bias, s);
         } else {
             snprintf(s, sizeof s, "h.%lld.attn.c_attn", (long long)l);
             nn_tensor *qkv = zb_linear(b, hn, D, 3 * D, true, s), *parts[3];
@@ -327,9 +336,16 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
         q = zb_heads(g, q, B, S, H, Dh);
         k = zb_heads(g, k, B, S, KV, Dh);
         v = zb_heads(g, v, B, S, KV, Dh);
+        if (qk_norm) { /* Qwen3: over each head's Dh, before rope */
+            nn_graph_set_scope(g, "layers.%lld.self_attn.q_norm", (long long)l);
+            q = nn_rmsnorm(g, q, PARAM(b, "weight", 0, NN_INIT_ONES, Dh), eps);
+            nn_graph_set_scope(g, "layers.%lld.self_attn.k_norm", (long long)l);
+            k = nn_rmsnorm(g, k, PARAM(b, "weight", 0, NN_INIT_ONES, Dh), eps);
+            nn_graph_set_scope(g, "layers.%lld.self_attn", (long long)l);
+        }
         if (llama) {
-            q = nn_rope(g, q, 10000.0);
-            k = nn_rope(g, k, 10000.0);
+            q = nn_rope(g, q, theta);
+            k = nn_rope(g, k, theta);
         }
         if (KV != H) { /* grouped-query attention: each kv head serves H/KV query heads */
             k = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, k, 5, DIMS(B, KV, 1, S, Dh)), 5,
@@ -339,16 +355,16 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
         }
         double pa = b->dropout > 0 && !b->inference && !llama ? b->dropout : 0;
         nn_tensor *a = nn_attention_dropout(g, q, k, v, true, pa, pa > 0 ? nn_graph_seed_next(g) : 0);
-        a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, D));
+        a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, H * Dh));
         snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "self_attn.o_proj" : "attn.c_proj");
-        a = zb_linear(b, a, D, D, !llama, s);
+        a = zb_linear(b, a, H * Dh, D, !llama || o_bias, s);
         if (!llama)
             a = zb_dropout(b, a);
         nn_graph_set_scope(g, "%s.%lld.residual1", pre, (long long)l);
         x = nn_add(g, x, a);
         snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "post_attention_layernorm" : "ln_2");
         nn_graph_set_scope(g, "%s", s);
-        hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), 1e-5)
+        hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
                    : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
                                   PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
         nn_tensor *f;
@@ -373,7 +389,7 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
     }
     nn_graph_set_layer(g, -1);
     nn_graph_set_scope(g, llama ? "norm" : "ln_f");
-    x = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), 1e-5)
+    x = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
               : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
                              PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
     if (tied) {
@@ -395,7 +411,8 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
         return np_err_set(err, NP_ERR_RANGE, "%s: dropout is built for the gpt family only "
                           "(GPT-2's embd/attn/resid_pdrop), not for %s", d->name, d->family);
     bool lm = strcmp(d->family, "gpt") == 0 || strcmp(d->family, "llama") == 0;
-    int64_t B = o->batch ? o->batch : nn_model_int(d, "batch", 1);
+    bool onnx = strcmp(d->family, "onnx") == 0;
+    int64_t B = o->batch ? o->batch : onnx ? 0 : nn_model_int(d, "batch", 1);
     int64_t S = lm ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
     if (lm && S > nn_model_int(d, "context", 1))
         return np_err_set(err, NP_ERR_RANGE, "%s: sequence length %lld exceeds the context of %lld",
@@ -409,7 +426,14 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     m->batch = B;
     m->seq = S;
     nn_tensor *logits;
-    if (lm)
+    if (onnx) {
+        np_status st = nn_onnx_build(m->g, d, B, o->inference, o->compute, m, &logits, err);
+        if (st != NP_OK) {
+            nn_graph_free(m->g);
+            memset(m, 0, sizeof *m);
+            return st;
+        }
+    } else if (lm)
         logits = zb_transformer(&b, d, B, S, m);
     else if (strcmp(d->family, "mlp") == 0)
         logits = zb_mlp(&b, d, B, m);
@@ -424,12 +448,15 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     if (logits && logits->dtype != NN_F32)
         logits = nn_cast(m->g, logits, NN_F32);
     m->logits = logits;
-    m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(lm ? B * S : B));
+    int64_t rows = onnx && logits ? logits->ne[0] : lm ? B * S : B; /* a label per row */
+    m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(rows));
     m->loss = nn_cross_entropy(m->g, logits, m->labels);
     nn_graph_set_scope(m->g, "%s", "");
     nn_graph_set_output(m->g, m->loss);
     if (nn_graph_status(m->g, err) != NP_OK) {
         np_err_prefix(err, "model %s", d->name);
+        if (onnx && !err->file[0]) /* an imported graph's output the loss cannot take */
+            snprintf(err->file, sizeof err->file, "%.*s", (int)sizeof err->file - 1, d->path);
         return err->status;
     }
     return NP_OK;

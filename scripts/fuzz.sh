@@ -9,6 +9,8 @@
 #   compiler/fuzz  kspec                npusim kernel --op specs
 #   base/fuzz      config, set, parse   architecture configs, --set values, the one door
 #   framework/fuzz model                model files
+#                  model_hf             Hugging Face config.json files
+#                  model_onnx           ONNX files (seeds: tests/onnx_models.py's, with python3-onnx)
 #   traces/fuzz    trace                the trace reader and analyzer
 #                  sweep                sweep files (npusim sweep) and the results' CSV reader
 #   sim/fuzz       cli                  the command-line option parser
@@ -37,7 +39,7 @@ shift || true
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${CC:-clang}
 jobs=$(nproc 2>/dev/null || echo 2)
-all=(decode asm elf core config set parse model topo scalecfg booksim kspec trace sweep cli)
+all=(decode asm elf core config set parse model model_hf model_onnx topo scalecfg booksim kspec trace sweep cli)
 only=("$@")
 ((${#only[@]})) || only=("${all[@]}")
 
@@ -71,6 +73,11 @@ cp configs/*.yaml tests/data/arch/*.yaml "$corpus/config/"
 cp base/fuzz/corpus/set/* "$corpus/set/"
 cp base/fuzz/corpus/parse/* "$corpus/parse/"
 cp models/*.model tests/data/bad/files/*.model "$corpus/model/"
+for f in models/hf/*/config.json tests/data/hf/*/config.json tests/data/hf/bad/*.json; do
+  cp "$f" "$corpus/model_hf/$(echo "${f%/config.json}" | tr / _).json"
+done
+/usr/bin/python3 tests/onnx_models.py "$corpus/model_onnx" resnet-tiny gpt-tiny erf 2>/dev/null ||
+  echo "fuzz.sh: no ONNX seeds (python3-onnx is not installed)" >&2
 cp configs/topologies/*.csv tests/data/bad/files/*.csv "$corpus/topo/"
 cp tests/data/hw/*.cfg "$corpus/scalecfg/"
 cp tests/data/noc/*.csv "$corpus/booksim/"
@@ -83,7 +90,7 @@ cp tests/data/bad/files/sweep_*.yaml "$corpus/sweep/"
 cp sim/fuzz/corpus/* "$corpus/cli/"
 
 for h in "${only[@]}"; do
-  case "$h" in core) limit=16384; tmo=20 ;; *) limit=65536; tmo=10 ;; esac
+  case "$h" in core) limit=16384; tmo=20 ;; model_onnx) limit=262144; tmo=20 ;; *) limit=65536; tmo=10 ;; esac
   if ((cpu)); then wall=$((secs * 1000)); else wall=$secs; fi
   echo "fuzz.sh: $(target "$h") for ${secs}s$( ((cpu)) && echo " of CPU time")"
   ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \

@@ -26,7 +26,8 @@ const char cmd_plan_usage[] =
     "                   [--overlap-param-gather] [--json]\n"
     "\n"
     "  --arch A          architecture preset or YAML file (its chips and HBM)\n"
-    "  --model M         a zoo model (see `npusim models`) or a model file\n"
+    "  --model M         a zoo model (see `npusim models`), a model file, a Hugging Face\n"
+    "                    config.json or its folder, or an .onnx file (docs/interop.md)\n"
     CLI_STRATEGY_USAGE
     "  --json            print {chips, mesh, stages, collectives, memory, flops_per_step,\n"
     "                    bubble_analytical, ...} (docs/parallel.md)\n";

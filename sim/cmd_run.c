@@ -53,7 +53,8 @@ const char cmd_run_usage[] =
     "\n"
     "  --arch A          architecture preset or YAML file (default: " RUN_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable), e.g. --set system.chips=3072\n"
-    "  --model M         a zoo model (see `npusim models`) or a model file\n"
+    "  --model M         a zoo model (see `npusim models`), a model file, a Hugging Face\n"
+    "                    config.json or its folder, or an .onnx file (docs/interop.md)\n"
     CLI_STRATEGY_USAGE
     "  --steps N         training steps simulated one after the other (default 1)\n"
     "  --fidelity F      fast (default): each distinct kernel simulated once on the core model,\n"

@@ -13,7 +13,8 @@
 const char cmd_summary_usage[] =
     "usage: npusim summary --model NAME|FILE [--batch B] [--seq S] [--json | --csv]\n"
     "\n"
-    "  --model M       a zoo model (see `npusim models`) or a model file\n"
+    "  --model M       a zoo model (see `npusim models`), a model file, a Hugging Face\n"
+    "                  config.json or its folder, or an .onnx file (docs/interop.md)\n"
     "  --batch B       batch size (default: the model file's batch, else 1)\n"
     "  --seq S         sequence length of language models (default: the model's context)\n"
     "  --json          print {model, type, total_params, trainable_params,\n"
