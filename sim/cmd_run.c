@@ -249,14 +249,14 @@ static void run_print(const run_report *r)
     if (r->n_comm) {
         printf("\ncommunication per step (mean over the chips that take part)\n"
                "  %-6s %6s %12s %12s %12s %12s\n", "kind", "chips", "total", "exposed",
-               "overlapped", "bytes");
+               "overlapped", "bytes/chip");
         for (uint32_t i = 0; i < r->n_comm; i++) {
             const run_report_comm *m = &r->comm[i];
             printf("  %-6s %6" PRIu32 " ", run_comm_kind_name(m->kind), m->chips);
             put_right(fmt_time(m->total_s, a, sizeof a), 12);
             put_right(fmt_time(m->exposed_s, b, sizeof b), 13);
             put_right(fmt_time(m->total_s - m->exposed_s, c, sizeof c), 13);
-            put_right(fmt_bytes((double)m->bytes, d, sizeof d), 13);
+            put_right(fmt_bytes(m->bytes_per_chip, d, sizeof d), 13);
             printf("\n");
         }
     } else {

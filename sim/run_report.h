@@ -9,7 +9,7 @@
  *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
  *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
  *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
- *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes}],
+ *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes_per_chip}],
  *   units [{kind, min_util_pct, mean_util_pct, max_util_pct}],
  *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}],
  *   memory {params_bytes, ..., total_bytes, peak_bytes, hbm_bytes, stage, fits},
@@ -40,7 +40,9 @@ typedef struct run_report_comm {
     uint32_t chips;        /* ranks that take part in communication of the kind */
     double total_s;        /* per step, mean over those ranks: time any of it is in flight */
     double exposed_s;      /* ... of which the rank's compute engine is idle */
-    uint64_t bytes;        /* per step, all ranks: bytes put on the network */
+    double bytes_per_chip; /* per step, mean over those ranks: bytes each puts on the network
+                              (the kind's bytes of every rank / chips; a ring all-reduce of B
+                              over N: 2 (N - 1) / N x B) */
 } run_report_comm;
 
 typedef struct run_report_unit {
@@ -117,6 +119,11 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
                           const run_result *r, const run_ktimer_stats *kt, run_report *out,
                           np_err *err);
 void run_report_free(run_report *rep);
+
+/* The communication rows of result r: per kind that any rank took part in (in run_comm_kind
+ * order), the chips that took part and, per step and mean over them, the time in flight, the
+ * exposed part and the bytes each put on the network. Returns the rows written. */
+uint32_t run_report_comm_rows(const run_result *r, run_report_comm rows[RUN_COMM_COUNT]);
 
 /* What a strategy asks of the attention, as --attention names it: "fused" (s->fuse_attention:
  * flash), "composite" (s->fuse_softmax: Megatron's fused scale-mask-softmax between the two

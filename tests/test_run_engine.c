@@ -17,6 +17,7 @@
 
 #include "harness.h"
 #include "run_engine.h"
+#include "run_report.h"
 
 /* ---- fixtures ------------------------------------------------------------------------------ */
 
@@ -572,6 +573,40 @@ TEST(a_ring_all_reduce_task_takes_its_alpha_beta_cost_when_uncontended)
             CU_ASSERT_EQUAL(r->colls_simulated, (uint64_t)!reuse);
             /* each rank's port carries 2 (p-1)/p n bytes each way */
             CU_ASSERT_EQUAL(r->links[r->top[0]].bytes, 2 * (p - 1) * (n / p));
+            run_result_free(r);
+            run_graph_free(g);
+        }
+}
+
+/* The report's communication row of a ring all-reduce of n bytes over p chips, run twice (two
+ * steps): by hand, each chip sends 2 (p-1) chunks of n / p per all-reduce (p-1 of the
+ * reduce-scatter, p-1 of the all-gather), so 2 (p-1)/p n bytes per chip and step, all p chips
+ * taking part; simulated and reused alike. */
+TEST(the_reports_bytes_per_chip_of_a_ring_all_reduce_are_2_p_minus_1_over_p_of_its_size)
+{
+    static const uint32_t P[] = {2, 4, 8};
+    for (int i = 0; i < 3; i++)
+        for (int reuse = 0; reuse < 2; reuse++) {
+            uint32_t p = P[i];
+            tnet f;
+            tnet_init(&f, ARCH_TOPOLOGY_SWITCH, p, NULL, 0);
+            run_graph *g;
+            np_err e = {0};
+            run_graph_create(p, &g, &e);
+            uint32_t dp = groupset_of_all(g, "dp", p), cls;
+            run_graph_add_class(g, "r", &cls, &e);
+            uint64_t n = (uint64_t)p << 16;
+            task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_DP, .stream = 1,
+                                    .op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_RING,
+                                    .groupset = dp, .bytes = n});
+            CU_ASSERT_EQUAL_FATAL(run_graph_finalize(g, &e), NP_OK);
+            run_result *r = simulate(g, &f, &(run_opts){.steps = 2, .no_coll_reuse = !reuse});
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            run_report_comm rows[RUN_COMM_COUNT];
+            CU_ASSERT_EQUAL_FATAL(run_report_comm_rows(r, rows), 1u);
+            CU_ASSERT_EQUAL(rows[0].kind, RUN_COMM_DP);
+            CU_ASSERT_EQUAL(rows[0].chips, p);
+            CU_ASSERT_DOUBLE_EQUAL(rows[0].bytes_per_chip, 2.0 * (p - 1) * (double)(n / p), 1e-6);
             run_result_free(r);
             run_graph_free(g);
         }

@@ -351,7 +351,7 @@ TEST(tp_comm_overlap_hides_sequence_parallel_collectives_behind_their_gemms)
         run_comm(&d, &js, RUN_COMM_SP, &step[ov], &sp);
         exposed[ov] = sp.exposed_s;
         total[ov] = sp.total_s;
-        bytes[ov] = (double)sp.bytes;
+        bytes[ov] = sp.bytes_per_chip;
     }
     CU_ASSERT(total[0] > 0);
     CU_ASSERT(exposed[1] < 0.6 * exposed[0]);
@@ -394,7 +394,7 @@ TEST(overlap_param_gather_runs_the_updates_gathers_under_the_first_forward)
         run_report_comm z;
         run_comm(&d, &js, RUN_COMM_ZERO, &step[ov], &z);
         exposed[ov] = z.exposed_s;
-        bytes[ov] = (double)z.bytes;
+        bytes[ov] = z.bytes_per_chip;
     }
     CU_ASSERT(exposed[0] > 0);
     CU_ASSERT(exposed[1] < exposed[0]);
@@ -683,7 +683,8 @@ TEST(the_json_report_has_the_issues_names_and_npusim_report_reads_it)
         CU_ASSERT(json_is_string(json_object_get(c, "kind")));
         CU_ASSERT(json_is_number(json_object_get(c, "total_s")));
         CU_ASSERT(json_is_number(json_object_get(c, "exposed_s")));
-        CU_ASSERT(json_is_integer(json_object_get(c, "bytes")));
+        CU_ASSERT(json_is_number(json_object_get(c, "bytes_per_chip")));
+        CU_ASSERT_PTR_NULL(json_object_get(c, "bytes")); /* renamed: it is per chip */
     }
     CU_ASSERT(json_array_size(json_object_get(j, "comm")) >= 3); /* tp, dp, pp */
     json_array_foreach(json_object_get(j, "units"), i, u)
