@@ -438,9 +438,10 @@ TEST(run_csv_gives_the_json_reports_figures_as_rows)
         if (!strcmp(json_string_value(json_object_get(json_array_get(cm, i), "kind")), "dp"))
             dp = json_array_get(cm, i);
     CU_ASSERT_PTR_NOT_NULL_FATAL(dp);
-    snprintf(want, sizeof want, "\ncomm,dp,bytes,%" JSON_INTEGER_FORMAT "\n",
-             json_integer_value(json_object_get(dp, "bytes")));
-    CU_ASSERT_PTR_NOT_NULL(strstr(c.out, want));
+    const char *bpc = strstr(c.out, "\ncomm,dp,bytes_per_chip,");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bpc);
+    CU_ASSERT_EQUAL(strtod(bpc + strlen("\ncomm,dp,bytes_per_chip,"), NULL),
+                    json_number_value(json_object_get(dp, "bytes_per_chip")));
     CU_ASSERT_PTR_NOT_NULL(strstr(c.out, "\nunits,compute,mean_util_pct,"));
     snprintf(want, sizeof want, "\nmemory,,hbm_bytes,%" JSON_INTEGER_FORMAT "\n",
              json_integer_value(json_object_get(json_object_get(js, "memory"), "hbm_bytes")));
