@@ -23,7 +23,6 @@
 #define RUN_DEFAULT_MODEL "gpt2-small"
 #define RUN_DEFAULT_PAR 2
 #define RUN_DEFAULT_BATCH 16
-#define RUN_DEFAULT_MICROBATCH 2
 #define RUN_MAX_SETS 64
 
 enum {
@@ -46,6 +45,8 @@ const char cmd_run_usage[] =
     "\n"
     "Without --model: " RUN_DEFAULT_MODEL " on 8 chips of " RUN_DEFAULT_ARCH ", dp 2 x tp 2 x pp 2, 1F1B,\n"
     "global batch 16 in micro-batches of 2; strategy flags change that job (--tp 4: 16 chips).\n"
+    "Without --microbatch (this job and --model's): micro-batches of 2 samples where 2 divides\n"
+    "a data-parallel rank's share of the batch, else the share whole.\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " RUN_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable), e.g. --set system.chips=3072\n"
@@ -349,8 +350,8 @@ static np_status run_print_csv(json_t *j, np_err *err)
 /* ---- the command --------------------------------------------------------------------------- */
 
 /* The default job under the strategy flags given: RUN_DEFAULT_MODEL, and for each of the
- * global batch and dp, tp, pp not given the default job's value; micro-batches of the default
- * job's size where it divides each dp rank's share of the batch, else that share whole. */
+ * global batch and dp, tp, pp not given the default job's value (its micro-batches are every
+ * run's: run_default_microbatch). */
 static void run_default_job(cli_strategy *cs)
 {
     if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_BATCH))
@@ -361,9 +362,6 @@ static void run_default_job(cli_strategy *cs)
         cs->s.tp = RUN_DEFAULT_PAR;
     if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_PP))
         cs->s.pp = RUN_DEFAULT_PAR;
-    int64_t share = cs->o.batch % cs->s.dp == 0 ? cs->o.batch / cs->s.dp : 0;
-    if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_MICROBATCH))
-        cs->s.microbatch = share > 0 && share % RUN_DEFAULT_MICROBATCH == 0 ? RUN_DEFAULT_MICROBATCH : 0;
 }
 
 np_status cmd_run(int argc, char **argv, np_err *err)
@@ -451,6 +449,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     }
     if (st == NP_OK && !cs.o.batch)
         st = np_err_set(err, NP_ERR_USAGE, "--batch is required with --model");
+    if (st == NP_OK && !cli_strategy_given(&cs, CLI_STRATEGY_OPT_MICROBATCH))
+        cs.s.microbatch = run_default_microbatch(cs.o.batch, cs.s.dp);
     arch_config cfg;
     nn_model_desc d;
     if (st == NP_OK)

@@ -90,6 +90,42 @@ TEST(strategy_flags_without_a_model_change_the_default_job)
     refuses("--batch 16 is not divisible by --dp 3", "--dp", "3", NULL);
 }
 
+/* Without --microbatch a --model run takes the default job's rule: micro-batches of 2 where 2
+ * divides a data-parallel rank's share of the batch, else the share whole. */
+TEST(a_model_runs_micro_batches_by_the_default_jobs_rule)
+{
+    static const struct {
+        const char *batch, *dp, *mb;
+        int microbatch, micro_batches;
+    } cases[] = {
+        {"8", "2", NULL, 2, 2},   /* 8 / 2 = 4 a rank: 2 of 2 (was one of 4) */
+        {"6", "2", NULL, 3, 1},   /* 3 a rank: 2 does not divide it, one of 3 */
+        {"16", "1", NULL, 2, 8},  /* 16 a rank: 8 of 2 */
+        {"8", "2", "4", 4, 1},    /* --microbatch says otherwise */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        harness_run r = harness_npusim("run", "--arch", "tpu-pod", "--model", "mlp-tiny", "--batch",
+                                       cases[i].batch, "--dp", cases[i].dp, "--json",
+                                       cases[i].mb ? "--microbatch" : NULL, cases[i].mb, NULL);
+        CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+        json_t *j = json_loads(r.out, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "microbatch")), cases[i].microbatch);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "micro_batches")),
+                        cases[i].micro_batches);
+        json_decref(j);
+        harness_run_free(&r);
+    }
+    /* the default job by the same rule: --batch 12 over dp 2 is 6 a rank, 3 of 2 */
+    harness_run r = harness_npusim("run", "--batch", "12", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "microbatch")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "micro_batches")), 3);
+    json_decref(j);
+    harness_run_free(&r);
+}
+
 TEST(run_functional_mode_needs_full_fidelity_and_full_fidelity_has_no_trace_yet)
 {
     refuses("--functional needs --fidelity full", "--model", "mlp-tiny", "--batch", "8",
