@@ -264,8 +264,9 @@ static void run_print(const run_report *r)
         printf("\ncommunication        none\n");
     }
     if (r->n_links) {
-        printf("\nbusiest links (over the run)\n  %-20s %12s %12s %12s %12s\n", "link", "avg",
-               "peak", "capacity", "carried");
+        printf("\nbusiest links (over the run; peak: the most in one window of %s)\n"
+               "  %-20s %12s %12s %12s %12s\n", fmt_time(r->link_peak_window_s, a, sizeof a),
+               "link", "avg", "peak", "capacity", "carried");
         for (uint32_t i = 0; i < r->n_links; i++) {
             const run_report_link *l = &r->links[i];
             printf("  %-20s %7.2f GB/s %7.2f GB/s %7.2f GB/s %12s\n", l->name, l->avg_gbps,

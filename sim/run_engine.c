@@ -497,6 +497,7 @@ static void rs_ev_coll_timer(evq *q, void *ctx, uint64_t arg)
         const rs_prof *p = &s->prof[ru->prof_off + i];
         uint32_t l = loc[p->local_link];
         *rs_bin(s, l, v->t_start + p->rel_ps) += p->bytes;
+        net_window_count(&s->replay_peak[l], v->t_start + p->rel_ps, p->bytes);
         s->link_bytes[l] += p->bytes;
     }
     np_err e;
@@ -704,6 +705,7 @@ static void rs_free(run_sim *s)
     free(s->sampled);
     free(s->link_last);
     free(s->bins);
+    free(s->replay_peak);
     free(s->link_bytes);
     free(s->step_end);
 }
@@ -754,8 +756,9 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
     s->step_end = calloc(s->steps, sizeof *s->step_end);
     s->bins = calloc((size_t)s->n_links * RS_LINK_BINS + 1, sizeof *s->bins);
     s->link_bytes = calloc((size_t)s->n_links + 1, sizeof *s->link_bytes);
+    s->replay_peak = calloc((size_t)s->n_links + 1, sizeof *s->replay_peak);
     if (!s->rank || !s->rchan || !s->rdv || !s->gs_chips || !s->one_member || !s->step_end ||
-        !s->bins || !s->link_bytes)
+        !s->bins || !s->link_bytes || !s->replay_peak)
         return rs_oom(err);
     for (uint32_t i = 0; i < g->n_gs; i++) {
         size_t n = (size_t)g->gs[i].n_groups * g->gs[i].size;

@@ -94,7 +94,8 @@ typedef struct run_observer {
      * and none just before or after (the intervals of run_rank_stats.busy_ps[RUN_UNIT_COMM]) */
     void (*comm_busy)(void *ctx, uint32_t rank, uint64_t start_ps, uint64_t end_ps);
     /* at the end, every link that carried bytes: bytes[k] moved in window k (window_ps wide,
-     * n windows from time 0), spread as for peak_bytes_per_s */
+     * n windows from time 0; the window doubles to keep the run within 512), each flow's
+     * bytes spread back from its last byte at no more than the link's bandwidth */
     void (*link)(void *ctx, uint32_t link, const char *name, const double *bytes, uint32_t n,
                  uint64_t window_ps);
     void *ctx;
@@ -135,9 +136,9 @@ typedef struct run_link_stats {
     double capacity_bytes_per_s;
     uint64_t bytes;         /* carried over the run */
     double avg_bytes_per_s; /* bytes / run time */
-    double peak_bytes_per_s; /* the most carried in one window of link_window_ps (bytes
-                                counted at each flow's last byte, spread back over earlier
-                                windows at no more than the link's bandwidth) */
+    double peak_bytes_per_s; /* the most carried in one window of link_window_ps, at most
+                                the link's bandwidth (net_link_info.peak_window_bytes; a
+                                reused collective's bytes counted alike) */
 } run_link_stats;
 
 typedef struct run_result {
@@ -160,7 +161,7 @@ typedef struct run_result {
     run_link_stats *links;
     uint32_t n_top;          /* busiest links by bytes, most first (ties: lower id) */
     uint32_t *top;
-    uint64_t link_window_ps; /* the window of peak_bytes_per_s */
+    uint64_t link_window_ps; /* the window of peak_bytes_per_s: NET_LINK_PEAK_WINDOW_PS */
     /* what the engine did */
     uint64_t events;           /* events dispatched on the run's queue */
     uint64_t kernels_timed;    /* time_kernel calls */

@@ -13,8 +13,7 @@
 
 #include "coll_tune.h"
 
-#define RF_BIN0_PS 1048576u /* link windows: 2^20 ps, doubled to keep at most RF_BINS */
-#define RF_BINS 512u
+#define RF_TICK_PS 1048576u /* the progress tick: 2^20 ps simulated */
 
 /* What one kernel or communication entry of a rank did: its first instruction's start and
  * its last one's end, over every core. */
@@ -39,14 +38,8 @@ typedef struct rf_run {
     rf_rank *rk;
     int32_t *rank_of_chip; /* by chip: its rank, -1 */
     uint32_t n_chips, running;
-    /* link samples: bytes per link per window */
-    uint32_t n_links;
-    uint64_t *last_bytes;  /* per link at the last sample */
-    uint64_t *bins;        /* [link * RF_BINS + bin] */
-    uint64_t bin_ps;
-    uint32_t n_bins;
+    uint32_t samples;         /* progress ticks */
     const run_full_opts *o;   /* its progress */
-    uint32_t samples;
 } rf_run;
 
 static void rf_trace(void *ctx, const core_trace_insn *t)
@@ -95,39 +88,10 @@ static void rf_end(void *ctx, hw_system *sys, uint32_t chip, hw_chip_state st)
         x->running--;
 }
 
-/* Adds the bytes each link carried since the last sample to the current window (halving the
- * resolution when the run outgrows RF_BINS windows). */
-static void rf_sample(rf_run *x, uint64_t now)
-{
-    const net *n = hw_system_net(x->sys);
-    if (!n || !x->bins)
-        return;
-    uint64_t bin = now / x->bin_ps;
-    while (bin >= RF_BINS) { /* merge pairs: windows twice as long */
-        for (uint32_t l = 0; l < x->n_links; l++) {
-            uint64_t *b = &x->bins[(size_t)l * RF_BINS];
-            for (uint32_t k = 0; k < RF_BINS / 2; k++)
-                b[k] = b[2 * k] + b[2 * k + 1];
-            memset(b + RF_BINS / 2, 0, RF_BINS / 2 * sizeof *b);
-        }
-        x->bin_ps *= 2;
-        bin = now / x->bin_ps;
-    }
-    for (uint32_t l = 0; l < x->n_links; l++) {
-        net_link_info li;
-        net_link_get(n, l, &li);
-        x->bins[(size_t)l * RF_BINS + bin] += li.bytes - x->last_bytes[l];
-        x->last_bytes[l] = li.bytes;
-    }
-    if (bin + 1 > x->n_bins)
-        x->n_bins = (uint32_t)bin + 1;
-}
-
-static void rf_sample_ev(evq *q, void *ctx, uint64_t arg)
+static void rf_tick_ev(evq *q, void *ctx, uint64_t arg)
 {
     (void)arg;
     rf_run *x = ctx;
-    rf_sample(x, evq_now(q));
     if (x->o->progress && ++x->samples % 1024 == 0) { /* every 2^30 ps or so simulated */
         char what[96];
         uint32_t r = (uint32_t)x->p->mesh.n_ranks;
@@ -137,7 +101,7 @@ static void rf_sample_ev(evq *q, void *ctx, uint64_t arg)
     }
     /* again while chips run and something else is pending (else the run is over or stuck) */
     if (x->running && evq_pending(q) > 0)
-        evq_schedule_in(q, RF_BIN0_PS, rf_sample_ev, x, 0, NULL, NULL);
+        evq_schedule_in(q, RF_TICK_PS, rf_tick_ev, x, 0, NULL, NULL);
 }
 
 /* ---- records ------------------------------------------------------------------------------ */
@@ -532,8 +496,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         r->bubble_frac += r->stage_bubble_frac[s] / r->stages;
         r->bubble_ratio += r->stage_bubble_ratio[s] / r->stages;
     }
-    /* links: bytes over the run, the peak window (bytes counted at a flow's last byte, spread
-     * back over the windows before at no more than the link's bandwidth) */
+    /* links: bytes over the run, the busiest window (the network's count) */
     const net *nt = hw_system_net(x->sys);
     r->n_links = nt ? net_links(nt) : 0;
     r->links = calloc((size_t)r->n_links + 1, sizeof *r->links);
@@ -545,8 +508,8 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
         goto done;
     }
-    r->link_window_ps = x->bin_ps;
-    double t_s = (double)r->time_ps * 1e-12, w_s = (double)x->bin_ps * 1e-12;
+    r->link_window_ps = NET_LINK_PEAK_WINDOW_PS;
+    double t_s = (double)r->time_ps * 1e-12;
     for (uint32_t l = 0; l < r->n_links; l++) {
         run_link_stats *ls = &r->links[l];
         net_link_info li;
@@ -555,14 +518,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         ls->capacity_bytes_per_s = li.bytes_per_s;
         ls->bytes = li.bytes;
         ls->avg_bytes_per_s = t_s > 0 ? (double)li.bytes / t_s : 0;
-        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0;
-        const uint64_t *b = x->bins ? &x->bins[(size_t)l * RF_BINS] : NULL;
-        for (uint32_t k = RF_BINS; b && k-- > 0;) {
-            double v = (double)b[k] + carry, here = k == 0 || v < cap ? v : cap;
-            carry = v - here;
-            peak = here > peak ? here : peak;
-        }
-        ls->peak_bytes_per_s = w_s > 0 ? peak / w_s : 0;
+        ls->peak_bytes_per_s = li.peak_window_bytes / ((double)NET_LINK_PEAK_WINDOW_PS * 1e-12);
     }
     for (uint32_t i = 0; i < r->n_top; i++) { /* the busiest by bytes (ties: the lower id) */
         uint32_t best = UINT32_MAX;
@@ -611,7 +567,7 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     memset(out, 0, sizeof *out);
     run_full_opts o = opts ? *opts : (run_full_opts){0};
     uint32_t R = (uint32_t)p->mesh.n_ranks;
-    rf_run x = {.cfg = cfg, .p = p, .bin_ps = RF_BIN0_PS, .o = &o};
+    rf_run x = {.cfg = cfg, .p = p, .o = &o};
     evq *pq = NULL;
     net *pnet = NULL;
     coll_tuner *tuner = NULL;
@@ -695,22 +651,12 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     if (st != NP_OK)
         goto done;
     x.running = R;
-    const net *nt = hw_system_net(x.sys);
-    if (nt) {
-        x.n_links = net_links(nt);
-        x.last_bytes = calloc((size_t)x.n_links + 1, sizeof *x.last_bytes);
-        x.bins = calloc((size_t)x.n_links * RF_BINS + 1, sizeof *x.bins);
-        if (!x.last_bytes || !x.bins) {
-            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        if ((st = evq_schedule_in(x.q, RF_BIN0_PS, rf_sample_ev, &x, 0, NULL, err)) != NP_OK)
-            goto done;
-    }
+    if (hw_system_net(x.sys) && /* (as when it sampled the links: the same events) */
+        (st = evq_schedule_in(x.q, RF_TICK_PS, rf_tick_ev, &x, 0, NULL, err)) != NP_OK)
+        goto done;
     if ((st = evq_run(x.q, err)) != NP_OK)
         goto done;
     hw_system_check(x.sys);
-    rf_sample(&x, evq_now(x.q));
     for (uint32_t k = 0; k < R && st == NP_OK; k++) {
         hw_chip_state s = hw_system_chip_state(x.sys, x.rk[k].chip);
         if (s != HW_CHIP_DONE) {
@@ -737,8 +683,6 @@ done:
     }
     free(x.rk);
     free(x.rank_of_chip);
-    free(x.last_bytes);
-    free(x.bins);
     coll_tuner_free(tuner);
     net_free(pnet);
     evq_free(pq);

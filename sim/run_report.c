@@ -189,7 +189,8 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
         if (!r->ranks)
             x->min_pct = 0;
     }
-    /* the busiest links that carried anything */
+    /* the busiest links that carried anything, their peak over windows of a fixed length */
+    o->link_peak_window_s = (double)r->link_window_ps * 1e-12;
     for (uint32_t i = 0; i < r->n_top && o->n_links < RUN_REPORT_LINKS_MAX; i++) {
         const run_link_stats *l = &r->links[r->top[i]];
         if (!l->bytes)
@@ -335,6 +336,7 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "comm", comm);
     json_object_set_new(j, "units", units);
     json_object_set_new(j, "links", links);
+    json_object_set_new(j, "link_peak_window_s", json_real(o->link_peak_window_s));
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "engine", engine);
     if (!isnan(o->loss)) {

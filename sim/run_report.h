@@ -11,7 +11,7 @@
  *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
  *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes_per_chip}],
  *   units [{kind, min_util_pct, mean_util_pct, max_util_pct}],
- *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}],
+ *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}], link_peak_window_s,
  *   memory {params_bytes, ..., total_bytes, peak_bytes, hbm_bytes, stage, fits},
  *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, kernels_rejected,
  *           colls_simulated,
@@ -99,6 +99,7 @@ typedef struct run_report {
     run_report_unit units[RUN_UNIT_COUNT];
     uint32_t n_links;
     run_report_link links[RUN_REPORT_LINKS_MAX];
+    double link_peak_window_s; /* the window of links[].peak_gbps (run_result.link_window_ps) */
     nn_plan_mem mem;       /* the largest rank's */
     int mem_stage;
     uint64_t hbm_bytes;

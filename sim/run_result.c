@@ -100,15 +100,6 @@ static np_status rr_bubbles(run_sim *s, run_result *r, np_err *err)
 static np_status rr_links(run_sim *s, run_result *r, np_err *err)
 {
     size_t L = s->n_links;
-    for (uint32_t k = 1; k < s->mirror_n; k++)
-        for (size_t l0 = 0; l0 < L; l0++) {
-            uint32_t lk = s->mirror_link[k * L + l0];
-            if (lk == RUN_NONE)
-                continue;
-            s->link_bytes[lk] = s->link_bytes[l0];
-            memcpy(&s->bins[(size_t)lk * RS_LINK_BINS], &s->bins[l0 * RS_LINK_BINS],
-                   RS_LINK_BINS * sizeof *s->bins);
-        }
     r->n_links = (uint32_t)L;
     r->links = calloc(L + 1, sizeof *r->links);
     r->n_top = s->o.top_links ? s->o.top_links : 8;
@@ -117,7 +108,26 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
     r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
     if (!r->links || !r->top)
         return rr_oom(err);
-    r->link_window_ps = s->bin_ps;
+    /* each link's busiest window: the network's count, or the replayed collectives' (a link
+     * carries one or the other: reused groups' links carry nothing else) */
+    for (size_t l = 0; l < L; l++) {
+        net_link_info li;
+        net_link_get(s->n, (uint32_t)l, &li);
+        double replay = net_window_most(&s->replay_peak[l], li.bytes_per_s);
+        r->links[l].peak_bytes_per_s = li.peak_window_bytes > replay ? li.peak_window_bytes
+                                                                     : replay;
+    }
+    for (uint32_t k = 1; k < s->mirror_n; k++)
+        for (size_t l0 = 0; l0 < L; l0++) {
+            uint32_t lk = s->mirror_link[k * L + l0];
+            if (lk == RUN_NONE)
+                continue;
+            s->link_bytes[lk] = s->link_bytes[l0];
+            r->links[lk].peak_bytes_per_s = r->links[l0].peak_bytes_per_s;
+            memcpy(&s->bins[(size_t)lk * RS_LINK_BINS], &s->bins[l0 * RS_LINK_BINS],
+                   RS_LINK_BINS * sizeof *s->bins);
+        }
+    r->link_window_ps = NET_LINK_PEAK_WINDOW_PS;
     double t_s = (double)r->time_ps * 1e-12, w_s = (double)s->bin_ps * 1e-12;
     for (size_t l = 0; l < L; l++) {
         run_link_stats *ls = &r->links[l];
@@ -127,24 +137,24 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
         ls->capacity_bytes_per_s = li.bytes_per_s;
         ls->bytes = s->link_bytes[l];
         ls->avg_bytes_per_s = t_s > 0 ? (double)ls->bytes / t_s : 0;
-        /* The network counts a flow's bytes when its last byte leaves: spread them back over
-         * the windows before, at no more than the link's bandwidth, latest first. */
-        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0, spread[RS_LINK_BINS];
+        ls->peak_bytes_per_s /= (double)NET_LINK_PEAK_WINDOW_PS * 1e-12;
+        if (!s->obs || !s->obs->link || !ls->bytes)
+            continue;
+        /* the trace's counter: the network counts a flow's bytes when its last byte leaves;
+         * spread them back over the windows before, at no more than the link's bandwidth,
+         * latest first */
+        double cap = li.bytes_per_s * w_s, carry = 0, spread[RS_LINK_BINS];
         const uint64_t *b = &s->bins[l * RS_LINK_BINS];
         for (uint32_t k = RS_LINK_BINS; k-- > 0;) {
             double v = (double)b[k] + carry;
             double here = k == 0 || v < cap ? v : cap;
             carry = v - here;
-            peak = here > peak ? here : peak;
             spread[k] = here;
         }
-        ls->peak_bytes_per_s = peak / w_s;
-        if (s->obs && s->obs->link && ls->bytes) {
-            uint32_t n = RS_LINK_BINS;
-            while (n > 1 && spread[n - 1] == 0)
-                n--;
-            s->obs->link(s->obs->ctx, (uint32_t)l, ls->name, spread, n, s->bin_ps);
-        }
+        uint32_t n = RS_LINK_BINS;
+        while (n > 1 && spread[n - 1] == 0)
+            n--;
+        s->obs->link(s->obs->ctx, (uint32_t)l, ls->name, spread, n, s->bin_ps);
     }
     /* The busiest by bytes (ties: the lower id), by selection: n_top is small. */
     for (uint32_t i = 0; i < r->n_top; i++) {

@@ -143,6 +143,8 @@ typedef struct run_sim {
     uint64_t *link_last;   /* per sampled link: net bytes at the last sample */
     uint64_t *bins;        /* n_links * RS_LINK_BINS */
     uint64_t *link_bytes;  /* per link, over the run */
+    net_window_peak *replay_peak; /* per link: the busiest window of the bytes reused
+                                     collectives replay (the network's: net_link_info) */
     uint64_t bin_ps;
     uint32_t bin_k;        /* the bin the next sample closes */
     /* progress */

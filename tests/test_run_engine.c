@@ -612,6 +612,59 @@ TEST(the_reports_bytes_per_chip_of_a_ring_all_reduce_are_2_p_minus_1_over_p_of_i
         }
 }
 
+/* Rank 0 computes 5 ms, then sends two messages of `bytes` to rank 1 at once, on two streams,
+ * over the one route between them. */
+static run_result *two_sends_after(const tnet *f, uint64_t bytes)
+{
+    run_graph *g;
+    np_err e = {0};
+    uint32_t pp, c0, c1;
+    run_graph_create(2, &g, &e);
+    pp = groupset_of_all(g, "pp", 2);
+    run_graph_add_class(g, "first", &c0, &e);
+    run_graph_add_class(g, "last", &c1, &e);
+    run_graph_set_class(g, 1, c1, &e);
+    uint32_t w = compute(g, c0, kernel(g, "wait", MS(5)), 0, NULL, 0);
+    for (uint32_t k = 0; k < 2; k++) {
+        task(g, c0, (run_task){.kind = RUN_TASK_SEND, .comm = RUN_COMM_PP, .bytes = bytes,
+                               .peer_groupset = pp, .peer = 1, .tag = k, .stream = k,
+                               .deps = &w, .n_deps = 1});
+        task(g, c1, (run_task){.kind = RUN_TASK_RECV, .comm = RUN_COMM_PP, .bytes = bytes,
+                               .peer_groupset = pp, .peer = -1, .tag = k, .stream = k});
+    }
+    CU_ASSERT_EQUAL_FATAL(run_graph_finalize(g, &e), NP_OK);
+    run_result *r = simulate(g, f, &(run_opts){0});
+    run_graph_free(g);
+    return r;
+}
+
+/* A link's peak is the most it carried in one window of 1 µs however long the run: two sends
+ * of 1,000 bytes that start together 5 ms into the run (both in the window of 5 ms) are 2,000
+ * bytes in 1 µs, 2 GB/s on each link of their route — where windows grown to keep the run in
+ * 512 of them (about 10 µs) gave a tenth of it; two of 1 MiB, far more than a window holds
+ * (an 8 GB/s link carries 8,000 bytes in 1 µs), are the link's bandwidth, no more. */
+TEST(a_links_peak_is_its_busiest_microsecond_however_long_the_run)
+{
+    tnet f;
+    tnet_init(&f, ARCH_TOPOLOGY_SWITCH, 2, NULL, 0);
+    run_result *r = two_sends_after(&f, 1000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(r->time_ps > MS(5));
+    CU_ASSERT_EQUAL(r->link_window_ps, US(1));
+    const run_link_stats *l = &r->links[r->top[0]];
+    CU_ASSERT_EQUAL(l->bytes, 2000);
+    CU_ASSERT_DOUBLE_EQUAL(l->peak_bytes_per_s, 2000 / 1e-6, 1e-3);
+    CU_ASSERT_EQUAL(r->links[r->top[1]].bytes, 2000); /* chip 0 up, the switch down to chip 1 */
+    CU_ASSERT_DOUBLE_EQUAL(r->links[r->top[1]].peak_bytes_per_s, 2000 / 1e-6, 1e-3);
+    run_result_free(r);
+    r = two_sends_after(&f, 1 << 20);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    l = &r->links[r->top[0]];
+    CU_ASSERT_EQUAL(l->bytes, 2u << 20);
+    CU_ASSERT_DOUBLE_EQUAL(l->peak_bytes_per_s, l->capacity_bytes_per_s, 1e-3);
+    run_result_free(r);
+}
+
 TEST(collectives_that_share_links_are_simulated_together_and_slow_each_other)
 {
     /* A 4-chip ring: groups {0, 2} and {1, 3} route 0 -> 1 -> 2 and 1 -> 2 -> 3, sharing the
