@@ -129,11 +129,13 @@ static void run_print_bubble(const run_report *r)
         printf("pipeline bubble      none (one stage)\n");
         return;
     }
-    /* the (p-1)/m form is the idle time over the busy time: f / (1 - f) of the other form */
+    /* the (p-1)/m form is the waiting time over the working time: f / (1 - f) of the other */
     double a = r->bubble_analytical, ratio_a = a < 1 ? a / (1 - a) : 0;
-    printf("pipeline bubble      %.1f %% of the pipeline's window idle ((p-1)/(m+p-1) form; "
-           "analytical %.1f %%)\n", r->bubble_pct, 100.0 * a);
-    printf("                     idle %.2f x the busy time ((p-1)/m form; analytical %.2f x)\n",
+    printf("pipeline bubble      %.1f %% of the pipeline's window waiting for a stage's input "
+           "((p-1)/(m+p-1) form; analytical %.1f %%; exposed communication not counted)\n",
+           r->bubble_pct, 100.0 * a);
+    printf("                     waiting %.2f x the time it works ((p-1)/m form; analytical "
+           "%.2f x)\n",
            r->bubble_ratio, ratio_a);
     printf("  by stage          ");
     for (uint32_t s = 0; s < r->stages; s++)
@@ -241,6 +243,10 @@ static void run_print(const run_report *r)
     printf("MFU / HFU            %s / %s\n", fmt_pct(r->mfu_pct, a, sizeof a),
            fmt_pct(r->hfu_pct, b, sizeof b));
     run_print_bubble(r);
+    printf("step per chip        compute %s + exposed communication %s + pipeline bubble %s + "
+           "other idle %s (mean over chips)\n", fmt_time(r->compute_s, a, sizeof a),
+           fmt_time(r->exposed_comm_s, b, sizeof b), fmt_time(r->bubble_s, c, sizeof c),
+           fmt_time(r->idle_s, d, sizeof d));
 
     printf("\nutilization (busy / run time, over chips)   min      mean       max\n");
     for (int u = 0; u < RUN_UNIT_COUNT; u++)

@@ -127,6 +127,16 @@ typedef struct run_rank_stats {
     uint64_t pipe_first_ps, pipe_last_ps; /* first start / last end of a RUN_TASK_PIPELINE task
                                              (0, 0 without) */
     uint64_t pipe_busy_ps;                /* their summed durations */
+    /* Where the rank's time goes, from 0 to the run's end, each instant in one of three:
+     * computing_ps (its compute engine runs a kernel), exposed_all_ps (it does not, and some
+     * communication of the rank is in flight: exposed_ps of any kind, each instant once),
+     * idle_ps (neither: waiting for input, for the pipeline, for the step's end). */
+    uint64_t computing_ps, exposed_all_ps, idle_ps;
+    /* its pipeline's window in the last step (the first start to the last end of the
+     * RUN_TASK_PIPELINE tasks of the rank's pp group) and the bubble, its idle_ps inside it:
+     * waiting for a stage's input, exposed communication not counted (0, 0 without a
+     * pipeline) */
+    uint64_t window_ps, bubble_ps;
     uint64_t end_ps;                      /* its last task's end */
     double flops, hw_flops;
 } run_rank_stats;

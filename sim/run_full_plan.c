@@ -8,6 +8,7 @@
 #include "dist.h"
 #include "evq.h"
 #include "net.h"
+#include "run_figures.h"
 #include "run_full.h"
 #include "run_plan.h"
 
@@ -308,14 +309,11 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
     r->step_end_ps = calloc(1, sizeof *r->step_end_ps);
     r->stages = (uint32_t)p->mesh.size[NN_MESH_PP];
     r->micro_batches = (uint32_t)p->n_micro;
-    r->stage_bubble_frac = calloc(r->stages + 1, sizeof(double));
-    r->stage_bubble_ratio = calloc(r->stages + 1, sizeof(double));
     rf_iv **busy = calloc(R, sizeof *busy);
-    uint32_t *n_busy = calloc(R, sizeof *n_busy);
+    uint32_t *n_busy = calloc(R, sizeof *n_busy), *stage_of = calloc(R + 1, sizeof *stage_of);
     rf_iv *tmp = NULL;
     np_status st = NP_OK;
-    if (!r->rank || !r->step_end_ps || !r->stage_bubble_frac || !r->stage_bubble_ratio || !busy ||
-        !n_busy) {
+    if (!r->rank || !r->step_end_ps || !busy || !n_busy || !stage_of) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -457,6 +455,19 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 over += rf_covered(busy[k], n_busy[k], tmp[i].lo, tmp[i].hi);
             if (kind == RUN_COMM_COUNT) {
                 s->busy_ps[RUN_UNIT_COMM] = len;
+                s->computing_ps = s->busy_ps[RUN_UNIT_COMPUTE];
+                s->exposed_all_ps = len - over;
+                s->idle_ps = r->time_ps - s->computing_ps - s->exposed_all_ps;
+                /* from here busy[k] is the rank's work: computing or communicating */
+                rf_iv *w = realloc(busy[k], ((size_t)n_busy[k] + m + 1) * sizeof *w);
+                if (!w) {
+                    free(civ), free(ckind), free(crank);
+                    st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+                    goto done;
+                }
+                memcpy(w + n_busy[k], tmp, (size_t)m * sizeof *w);
+                busy[k] = w;
+                n_busy[k] = rf_union(w, n_busy[k] + m);
             } else {
                 s->comm_ps[kind] = len;
                 s->exposed_ps[kind] = len - over;
@@ -469,10 +480,12 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         }
     }
     free(civ), free(ckind), free(crank);
-    /* bubbles: a rank's compute idle inside its pipeline's window (its pp group's first
-     * pipeline start to last end), over the window and over its pipeline busy time */
-    for (uint32_t k = 0; k < R && r->stages > 1; k++) {
-        int grp[256], n = nn_plan_axis_group(p, (int)k, NN_MESH_PP, grp, 256);
+    /* bubbles: a rank's idle time (neither computing nor communicating) inside its pipeline's
+     * window (its pp group's first pipeline start to last end), by run_figures' definition */
+    for (uint32_t k = 0; k < R; k++) {
+        stage_of[k] = r->stages > 1 ? (uint32_t)p->classes[nn_plan_rank_class(p, (int)k)].stage
+                                    : UINT32_MAX;
+        int grp[256], n = r->stages > 1 ? nn_plan_axis_group(p, (int)k, NN_MESH_PP, grp, 256) : 0;
         uint64_t lo = UINT64_MAX, hi = 0;
         for (int j = 0; j < n; j++) {
             const run_rank_stats *g = &r->rank[grp[j]];
@@ -483,19 +496,11 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         }
         if (hi <= lo)
             continue;
-        uint64_t idle = (hi - lo) - rf_covered(busy[k], n_busy[k], lo, hi);
-        int stage = p->classes[nn_plan_rank_class(p, (int)k)].stage;
-        r->stage_bubble_frac[stage] += (double)idle / (double)(hi - lo);
-        if (r->rank[k].pipe_busy_ps)
-            r->stage_bubble_ratio[stage] += (double)idle / (double)r->rank[k].pipe_busy_ps;
+        r->rank[k].window_ps = hi - lo;
+        r->rank[k].bubble_ps = (hi - lo) - rf_covered(busy[k], n_busy[k], lo, hi);
     }
-    for (uint32_t s = 0; s < r->stages && r->stages > 1; s++) {
-        double per = (double)R / r->stages; /* ranks per stage */
-        r->stage_bubble_frac[s] /= per;
-        r->stage_bubble_ratio[s] /= per;
-        r->bubble_frac += r->stage_bubble_frac[s] / r->stages;
-        r->bubble_ratio += r->stage_bubble_ratio[s] / r->stages;
-    }
+    if ((st = run_figures_bubbles(r, stage_of, err)) != NP_OK)
+        goto done;
     /* links: bytes over the run, the busiest window (the network's count) */
     const net *nt = hw_system_net(x->sys);
     r->n_links = nt ? net_links(nt) : 0;
@@ -540,6 +545,7 @@ done:
         free(busy[k]);
     free(busy);
     free(n_busy);
+    free(stage_of);
     free(tmp);
     if (st != NP_OK)
         run_result_free(r);

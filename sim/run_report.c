@@ -172,6 +172,18 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
             o->stage_bubble_ratio[s] = r->stage_bubble_ratio[s];
         }
     }
+    /* where a chip's step goes (mean over chips, per step; the bubble the last step's) */
+    for (uint32_t i = 0; i < r->ranks; i++) {
+        const run_rank_stats *st = &r->rank[i];
+        o->compute_s += (double)st->computing_ps / steps;
+        o->exposed_comm_s += (double)st->exposed_all_ps / steps;
+        o->bubble_s += (double)st->bubble_ps;
+        o->idle_s += (double)st->idle_ps / steps - (double)st->bubble_ps;
+    }
+    if (r->ranks) {
+        double k = 1e-12 / r->ranks;
+        o->compute_s *= k, o->exposed_comm_s *= k, o->bubble_s *= k, o->idle_s *= k;
+    }
     o->n_comm = run_report_comm_rows(r, o->comm);
     /* units: busy over the run's time per chip */
     for (int u = 0; u < RUN_UNIT_COUNT; u++) {
@@ -333,6 +345,9 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "bubble_ratio", json_real(o->bubble_ratio));
     json_object_set_new(j, "bubble_analytical", json_real(o->bubble_analytical));
     json_object_set_new(j, "stages", stages);
+    json_object_set_new(j, "time", json_pack("{s:f, s:f, s:f, s:f}", "compute_s", o->compute_s,
+                                             "exposed_comm_s", o->exposed_comm_s, "bubble_s",
+                                             o->bubble_s, "idle_s", o->idle_s));
     json_object_set_new(j, "comm", comm);
     json_object_set_new(j, "units", units);
     json_object_set_new(j, "links", links);

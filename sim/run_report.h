@@ -9,6 +9,7 @@
  *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
  *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
  *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
+ *   time {compute_s, exposed_comm_s, bubble_s, idle_s},
  *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes_per_chip}],
  *   units [{kind, min_util_pct, mean_util_pct, max_util_pct}],
  *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}], link_peak_window_s,
@@ -94,6 +95,12 @@ typedef struct run_report {
     double bubble_pct, bubble_ratio, bubble_analytical; /* pct: 0 .. 100 */
     uint32_t stages;
     double *stage_bubble_pct, *stage_bubble_ratio;
+    /* where a chip's step goes, mean over chips, per step; they add up to step_time_s:
+     * computing, exposed communication (any kind, each instant once), the pipeline bubble
+     * (idle inside its pipeline's window: waiting for a stage's input; the last step's) and
+     * the rest of its idle time (before and after the window: waiting for the step's other
+     * chips) */
+    double compute_s, exposed_comm_s, bubble_s, idle_s;
     uint32_t n_comm;
     run_report_comm comm[RUN_COMM_COUNT];
     run_report_unit units[RUN_UNIT_COUNT];

@@ -7,6 +7,8 @@
  */
 #include "run_sim.h"
 
+#include "run_figures.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,62 +41,25 @@ static void rr_ranks(run_sim *s, run_result *r)
     r->step_ps = r->time_ps / s->steps;
 }
 
+/* The bubble by stage: a rank's stage is its position in its pp group (run_figures.h). */
 static np_status rr_bubbles(run_sim *s, run_result *r, np_err *err)
 {
     const run_graph *g = s->g;
     r->micro_batches = g->micro_batches;
     r->stages = g->pp_gs == RUN_NONE ? 1 : g->gs[g->pp_gs].size;
-    r->stage_bubble_frac = calloc(r->stages, sizeof *r->stage_bubble_frac);
-    r->stage_bubble_ratio = calloc(r->stages, sizeof *r->stage_bubble_ratio);
-    uint32_t *cnt = calloc(r->stages, sizeof *cnt);
-    if (!r->stage_bubble_frac || !r->stage_bubble_ratio || !cnt) {
-        free(cnt);
+    uint32_t *stage_of = malloc(((size_t)g->ranks + 1) * sizeof *stage_of);
+    if (!stage_of)
         return rr_oom(err);
-    }
+    for (uint32_t i = 0; i < g->ranks; i++)
+        stage_of[i] = RUN_NONE;
     if (g->pp_gs != RUN_NONE) {
         const rg_groupset *pp = &g->gs[g->pp_gs];
-        for (uint32_t i = 0; i < pp->n_groups; i++) {
-            const uint32_t *mem = pp->members + (size_t)i * pp->size;
-            uint64_t lo = UINT64_MAX, hi = 0;
-            for (uint32_t j = 0; j < pp->size; j++) {
-                const run_rank_stats *st = &r->rank[mem[j]];
-                if (st->pipe_busy_ps == 0)
-                    continue;
-                lo = st->pipe_first_ps < lo ? st->pipe_first_ps : lo;
-                hi = st->pipe_last_ps > hi ? st->pipe_last_ps : hi;
-            }
-            if (lo >= hi)
-                continue;
-            double w = (double)(hi - lo);
-            for (uint32_t j = 0; j < pp->size; j++) {
-                const run_rank_stats *st = &r->rank[mem[j]];
-                if (st->pipe_busy_ps == 0)
-                    continue;
-                double idle = w - (double)st->pipe_busy_ps;
-                if (idle < 0)
-                    idle = 0;
-                r->stage_bubble_frac[j] += idle / w;
-                r->stage_bubble_ratio[j] += idle / (double)st->pipe_busy_ps;
-                cnt[j]++;
-            }
-        }
+        for (uint32_t i = 0; i < pp->n_groups * pp->size; i++)
+            stage_of[pp->members[i]] = i % pp->size;
     }
-    uint32_t used = 0;
-    for (uint32_t j = 0; j < r->stages; j++) {
-        if (!cnt[j])
-            continue;
-        r->stage_bubble_frac[j] /= cnt[j];
-        r->stage_bubble_ratio[j] /= cnt[j];
-        r->bubble_frac += r->stage_bubble_frac[j];
-        r->bubble_ratio += r->stage_bubble_ratio[j];
-        used++;
-    }
-    if (used) {
-        r->bubble_frac /= used;
-        r->bubble_ratio /= used;
-    }
-    free(cnt);
-    return NP_OK;
+    np_status st = run_figures_bubbles(r, stage_of, err);
+    free(stage_of);
+    return st;
 }
 
 static np_status rr_links(run_sim *s, run_result *r, np_err *err)

@@ -389,7 +389,9 @@ TEST(a_real_runs_text_report_has_every_figure_with_its_unit)
     const char *want[] = {"# gpt-tiny on tpu-pod: 4 of 4,096 chips", "step time", " \xc2\xb5s",
                           "tokens/s", "FLOPs per step", "MFLOP model", "MFU / HFU", " %",
                           "pipeline bubble", "(p-1)/(m+p-1) form; analytical 20.0 %",
-                          "x the busy time ((p-1)/m form; analytical 0.25 x)",
+                          "x the time it works ((p-1)/m form; analytical 0.25 x)",
+                          "step per chip        compute ", "+ exposed communication ",
+                          "+ pipeline bubble ", "+ other idle ",
                           "utilization (busy / run time, over chips)", "compute", "mxu",
                           "communication per step", "dp", "pp", "busiest links", "GB/s",
                           "memory of the largest chip", "KiB", "engine:", "distinct kernels"};

@@ -301,6 +301,10 @@ static void summary(FILE *f, const report_input *in)
         const json_t *c;
         json_array_foreach(json_object_get(r, "comm"), i, c)
             tot += num(c, "total_s"), exp += num(c, "exposed_s");
+        /* each instant once (a run's time breakdown), else the kinds' sum */
+        const json_t *tm = json_object_get(r, "time");
+        if (tm && !isnan(num(tm, "exposed_comm_s")))
+            exp = num(tm, "exposed_comm_s");
         if (tot > 0)
             card(f, "exposed communication", fmt_s(exp, b, sizeof b));
     } else if (r && json_object_get(r, "total_ps")) {
