@@ -357,9 +357,11 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         double ps_per_cycle = 1000.0 / x->cfg->core.clock_ghz, sum[3] = {0};
         uint32_t cores = 0;
         for (uint32_t u = 0; u < cr->n_units; u++) {
-            const char *n = strrchr(cr->units[u].name, '.');
-            n = n ? n + 1 : cr->units[u].name;
-            int j = !strcmp(n, "mxu") ? 0 : !strcmp(n, "vpu") ? 1 : !strcmp(n, "dma") ? 2 : -1;
+            isa_unit kind = cr->units[u].kind;
+            int j = kind == ISA_UNIT_MXU   ? 0
+                    : kind == ISA_UNIT_VPU ? 1
+                    : kind == ISA_UNIT_DMA ? 2
+                                           : -1;
             if (j >= 0)
                 sum[j] += (double)cr->units[u].busy_cycles * ps_per_cycle;
             cores += j == 0;

@@ -266,14 +266,13 @@ static void alone_from_krun(const arch_config *cfg, const krun_result *kr, run_k
     const core_report *r = kr->report;
     memset(want, 0, sizeof *want);
     want->ps = r->total_ps;
-    const char *unit[3] = {"dma", "mxu", "vpu"};
+    const isa_unit unit[3] = {ISA_UNIT_DMA, ISA_UNIT_MXU, ISA_UNIT_VPU};
     run_unit as[3] = {RUN_UNIT_DMA, RUN_UNIT_MXU, RUN_UNIT_VPU};
     for (int u = 0; u < 3; u++) {
         uint64_t busy = 0;
-        for (uint32_t i = 0; i < r->n_units; i++) {
-            const char *dot = strrchr(r->units[i].name, '.');
-            if (dot && !strcmp(dot + 1, unit[u]))
-                busy += r->units[i].busy_cycles;
+        for (uint32_t c = 0; c < cfg->chip.cores; c++) {
+            const core_unit_report *x = core_report_unit(r, 0, c, unit[u]);
+            busy += x ? x->busy_cycles : 0;
         }
         want->unit_ps[as[u]] = (uint64_t)((double)busy * (double)r->total_ps /
                                           (double)r->total_cycles / (double)cfg->chip.cores +
