@@ -78,12 +78,20 @@ static inline void rs_acct(rs_rank *r, uint64_t now)
 }
 
 /* A pipeline task of rank r starts (end: ends) now, in its engine's step: its pipeline's
- * window moves (a task of an earlier step than the window's moves nothing). */
-static inline void rs_pipe_mark(rs_rank *r, uint32_t step, uint64_t now, bool end)
+ * window moves (a task of an earlier step than the window's moves nothing). A new step's
+ * window closes the last one: each of the pipeline's ranks adds its bubble there to its
+ * bubbles of every step. */
+static inline void rs_pipe_mark(run_sim *s, rs_rank *r, uint32_t step, uint64_t now, bool end)
 {
     rs_pipe *P = r->pipe;
     if (!P)
         return;
+    if (!end && P->step != UINT32_MAX && step > P->step)
+        for (uint32_t i = 0; i < P->size; i++) {
+            rs_rank *x = &s->rank[P->members[i]];
+            rs_pipe_look(x);
+            x->st.bubble_all_ps += x->idle_hi - x->idle_lo;
+        }
     if (!end && (P->step == UINT32_MAX || step > P->step)) {
         P->step = step;
         P->lo = P->hi = now;
@@ -286,7 +294,7 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
         r->st.flops += k->flops;
     r->st.hw_flops += k->hw_flops;
     if (t->flags & RUN_TASK_PIPELINE) {
-        rs_pipe_mark(r, r->eng[e].step, now, false);
+        rs_pipe_mark(s, r, r->eng[e].step, now, false);
         /* Bubbles are measured on the last step: each step's first pipeline task resets. */
         if (r->st.pipe_first_ps == UINT64_MAX || r->eng[e].step != r->pipe_step) {
             r->pipe_step = r->eng[e].step;
@@ -441,7 +449,7 @@ static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg)
     r->computing = 0;
     if (rs_head(r, e)->flags & RUN_TASK_PIPELINE) {
         r->st.pipe_last_ps = now;
-        rs_pipe_mark(r, r->eng[e].step, now, true);
+        rs_pipe_mark(s, r, r->eng[e].step, now, true);
     }
     if (s->obs && s->obs->compute)
         for (uint32_t k = 0; k < s->mirror_n; k++)
@@ -668,6 +676,7 @@ static void rs_acct_end(run_sim *s)
         if (r->pipe && r->pipe->step != UINT32_MAX) {
             r->st.window_ps = r->pipe->hi - r->pipe->lo;
             r->st.bubble_ps = r->idle_hi - r->idle_lo;
+            r->st.bubble_all_ps += r->st.bubble_ps;
         }
     }
 }
@@ -861,8 +870,11 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
             v->n_members = v->expect = gs->size;
         }
     }
-    for (uint32_t i = 0; i < n_pipes; i++)
-        s->pipes[i].step = UINT32_MAX;
+    for (uint32_t i = 0; i < n_pipes; i++) {
+        const rg_groupset *pp = &g->gs[g->pp_gs];
+        s->pipes[i] = (rs_pipe){.step = UINT32_MAX, .members = pp->members + (size_t)i * pp->size,
+                                .size = pp->size};
+    }
     s->mirror_gs = RUN_NONE;
     s->mirror_n = 1;
     s->bin_ps = RS_LINK_BIN0_PS;

@@ -137,6 +137,8 @@ typedef struct run_rank_stats {
      * waiting for a stage's input, exposed communication not counted (0, 0 without a
      * pipeline) */
     uint64_t window_ps, bubble_ps;
+    uint64_t bubble_all_ps; /* its bubbles of every step (each step's window closed by the
+                               next step's first pipeline task): at most idle_ps */
     uint64_t end_ps;                      /* its last task's end */
     double flops, hw_flops;
 } run_rank_stats;

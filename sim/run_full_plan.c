@@ -500,6 +500,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
             continue;
         r->rank[k].window_ps = hi - lo;
         r->rank[k].bubble_ps = (hi - lo) - rf_covered(busy[k], n_busy[k], lo, hi);
+        r->rank[k].bubble_all_ps = r->rank[k].bubble_ps; /* (one step) */
     }
     if ((st = run_figures_bubbles(r, stage_of, err)) != NP_OK)
         goto done;

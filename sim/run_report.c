@@ -172,13 +172,13 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
             o->stage_bubble_ratio[s] = r->stage_bubble_ratio[s];
         }
     }
-    /* where a chip's step goes (mean over chips, per step; the bubble the last step's) */
+    /* where a chip's step goes (mean over chips, per step) */
     for (uint32_t i = 0; i < r->ranks; i++) {
         const run_rank_stats *st = &r->rank[i];
         o->compute_s += (double)st->computing_ps / steps;
         o->exposed_comm_s += (double)st->exposed_all_ps / steps;
-        o->bubble_s += (double)st->bubble_ps;
-        o->idle_s += (double)st->idle_ps / steps - (double)st->bubble_ps;
+        o->bubble_s += (double)st->bubble_all_ps / steps;
+        o->idle_s += (double)(st->idle_ps - st->bubble_all_ps) / steps;
     }
     if (r->ranks) {
         double k = 1e-12 / r->ranks;

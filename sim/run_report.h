@@ -97,7 +97,7 @@ typedef struct run_report {
     double *stage_bubble_pct, *stage_bubble_ratio;
     /* where a chip's step goes, mean over chips, per step; they add up to step_time_s:
      * computing, exposed communication (any kind, each instant once), the pipeline bubble
-     * (idle inside its pipeline's window: waiting for a stage's input; the last step's) and
+     * (idle inside its pipeline's window: waiting for a stage's input; every step's) and
      * the rest of its idle time (before and after the window: waiting for the step's other
      * chips) */
     double compute_s, exposed_comm_s, bubble_s, idle_s;

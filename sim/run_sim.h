@@ -48,6 +48,8 @@ typedef struct rs_pipe {
     uint64_t lo, hi;
     uint32_t lo_ver, hi_ver;
     uint32_t step;    /* the step lo and hi are of (UINT32_MAX: none yet) */
+    const uint32_t *members; /* its ranks, size of them */
+    uint32_t size;
 } rs_pipe;
 
 typedef struct rs_rank {

@@ -442,6 +442,18 @@ TEST(the_bubble_is_p_minus_1_over_m_plus_p_minus_1_with_tensor_parallel_communic
                 CU_ASSERT_EQUAL(st->computing_ps, st->busy_ps[RUN_UNIT_COMPUTE]);
                 CU_ASSERT(st->bubble_ps <= st->idle_ps);
                 CU_ASSERT(st->exposed_all_ps >= st->exposed_ps[RUN_COMM_TP]);
+                CU_ASSERT_EQUAL(st->bubble_all_ps, st->bubble_ps); /* one step */
+            }
+            run_result_free(r);
+            /* two steps, one after the other: each its own window, the same bubble twice */
+            r = simulate(g, &f, &(run_opts){.steps = 2});
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            CU_ASSERT_TRUE(within_abs(r->bubble_frac, frac, 0.02));
+            for (uint32_t k = 0; k < r->ranks; k++) {
+                const run_rank_stats *st = &r->rank[k];
+                CU_ASSERT_EQUAL(st->computing_ps + st->exposed_all_ps + st->idle_ps, r->time_ps);
+                CU_ASSERT(within_rel((double)st->bubble_all_ps, 2.0 * (double)st->bubble_ps, 0.01));
+                CU_ASSERT(st->bubble_all_ps <= st->idle_ps);
             }
             run_result_free(r);
             run_graph_free(g);
