@@ -416,11 +416,17 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 const rf_rec *rcv = c->e->kind == NN_PLAN_SEND ? o2 : me;
                 if (snd && rcv && snd->ran && rcv->ran) {
                     lo = snd->first;
-                    /* delivered when the recv got it: at its end when it waited, else before
-                     * the recv started (the message was in its mailbox) */
+                    /* delivered: when the recv got it, where it waited for it (posted before
+                     * the last byte left); else a route's latency after the last byte left,
+                     * the message waiting in the mailbox until the recv took it (as the fast
+                     * engine's delivery, whenever the receive is posted) */
                     uint64_t d = rcv->last;
-                    if (rcv->first > snd->last && d > rcv->first)
-                        d = rcv->first > snd->last ? rcv->first : snd->last;
+                    if (rcv->first > snd->last) {
+                        uint32_t sc = x->rk[c->e->kind == NN_PLAN_SEND ? k : (uint32_t)peer].chip,
+                                 rc = x->rk[c->e->kind == NN_PLAN_SEND ? (uint32_t)peer : k].chip;
+                        uint64_t arrive = snd->last + hw_system_route_latency_ps(x->sys, sc, rc);
+                        d = arrive < d ? arrive : d;
+                    }
                     hi = d > lo ? d : lo;
                 }
             }
