@@ -342,7 +342,8 @@ static uint32_t check_plan_kernels(const arch_config *cfg, const char *model, in
     nn_model_opts mo = {.batch = batch, .seq = seq, .compute = NN_BF16, .seed = 1};
     nn_plan *p = NULL;
     char why[256];
-    if (run_build_plan(&d, &mo, &st, &(nn_optim){0}, cfg, &p, why, sizeof why, &e) != NP_OK)
+    nn_optim adamw = run_job_optim();
+    if (run_build_plan(&d, &mo, &st, &adamw, cfg, &p, why, sizeof why, &e) != NP_OK)
         fprintf(stderr, "%s: %s\n", model, e.msg);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
     run_plan *rp = NULL;
