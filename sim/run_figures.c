@@ -1,6 +1,7 @@
 /* run_figures.c — the figures both fidelities compute alike (see run_figures.h). */
 #include "run_figures.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 np_status run_figures_bubbles(run_result *r, const uint32_t *stage_of, np_err *err)
@@ -39,5 +40,28 @@ np_status run_figures_bubbles(run_result *r, const uint32_t *stage_of, np_err *e
         r->bubble_ratio /= used;
     }
     free(cnt);
+    return NP_OK;
+}
+
+np_status run_figures_top_links(run_result *r, uint32_t top, np_err *err)
+{
+    r->n_top = top ? top : 8;
+    if (r->n_top > r->n_links)
+        r->n_top = r->n_links;
+    r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
+    if (!r->top)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory collecting the run's figures");
+    /* by selection: n_top is small */
+    for (uint32_t i = 0; i < r->n_top; i++) {
+        uint32_t best = UINT32_MAX;
+        for (uint32_t l = 0; l < r->n_links; l++) {
+            bool taken = false;
+            for (uint32_t j = 0; j < i && !taken; j++)
+                taken = r->top[j] == l;
+            if (!taken && (best == UINT32_MAX || r->links[l].bytes > r->links[best].bytes))
+                best = l;
+        }
+        r->top[i] = best;
+    }
     return NP_OK;
 }

@@ -1,7 +1,8 @@
 /* run_figures.h — the run's figures that both fidelities compute from their per-rank figures
  * by one definition (docs/run.md, "The report"): the fast engine (run_result.c) and the full
  * run (run_full_plan.c) each measure every rank's run_rank_stats from their own timeline, then
- * call these.
+ * call these: the pipeline bubble and the busiest links so far (the rest of issue 25's one
+ * figures module is to come).
  *
  * The pipeline bubble: a rank's bubble is its idle time inside its pipeline's window — its
  * compute engine runs no kernel and none of its communication is in flight, so it waits for a
@@ -24,5 +25,10 @@
  * its communication), the mean over a stage's ranks (stage_of[rank] < r->stages), then over
  * the stages that have any. NP_ERR_NOMEM. */
 np_status run_figures_bubbles(run_result *r, const uint32_t *stage_of, np_err *err);
+
+/* r's busiest links: r->top gets the top (0: 8; at most r->n_links) links that carried the
+ * most bytes (r->links[].bytes), most first, ties the lower id (allocated here; NULL before).
+ * NP_ERR_NOMEM. */
+np_status run_figures_top_links(run_result *r, uint32_t top, np_err *err);
 
 #endif

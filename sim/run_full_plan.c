@@ -514,11 +514,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
     const net *nt = hw_system_net(x->sys);
     r->n_links = nt ? net_links(nt) : 0;
     r->links = calloc((size_t)r->n_links + 1, sizeof *r->links);
-    r->n_top = o->top_links ? o->top_links : 8;
-    if (r->n_top > r->n_links)
-        r->n_top = r->n_links;
-    r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
-    if (!r->links || !r->top) {
+    if (!r->links) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -534,17 +530,8 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         ls->avg_bytes_per_s = t_s > 0 ? (double)li.bytes / t_s : 0;
         ls->peak_bytes_per_s = li.peak_window_bytes / ((double)NET_LINK_PEAK_WINDOW_PS * 1e-12);
     }
-    for (uint32_t i = 0; i < r->n_top; i++) { /* the busiest by bytes (ties: the lower id) */
-        uint32_t best = UINT32_MAX;
-        for (uint32_t l = 0; l < r->n_links; l++) {
-            bool taken = false;
-            for (uint32_t j = 0; j < i && !taken; j++)
-                taken = r->top[j] == l;
-            if (!taken && (best == UINT32_MAX || r->links[l].bytes > r->links[best].bytes))
-                best = l;
-        }
-        r->top[i] = best;
-    }
+    if ((st = run_figures_top_links(r, o->top_links, err)) != NP_OK)
+        goto done;
     r->events = evq_dispatched(x->q);
     r->ranks_simulated = R;
     r->mirror_groupset = UINT32_MAX;

@@ -67,11 +67,7 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
     size_t L = s->n_links;
     r->n_links = (uint32_t)L;
     r->links = calloc(L + 1, sizeof *r->links);
-    r->n_top = s->o.top_links ? s->o.top_links : 8;
-    if (r->n_top > L)
-        r->n_top = (uint32_t)L;
-    r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
-    if (!r->links || !r->top)
+    if (!r->links)
         return rr_oom(err);
     /* each link's busiest window: the network's count, or the replayed collectives' (a link
      * carries one or the other: reused groups' links carry nothing else) */
@@ -121,19 +117,7 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
             n--;
         s->obs->link(s->obs->ctx, (uint32_t)l, ls->name, spread, n, s->bin_ps);
     }
-    /* The busiest by bytes (ties: the lower id), by selection: n_top is small. */
-    for (uint32_t i = 0; i < r->n_top; i++) {
-        uint32_t best = RUN_NONE;
-        for (uint32_t l = 0; l < L; l++) {
-            bool taken = false;
-            for (uint32_t j = 0; j < i && !taken; j++)
-                taken = r->top[j] == l;
-            if (!taken && (best == RUN_NONE || r->links[l].bytes > r->links[best].bytes))
-                best = l;
-        }
-        r->top[i] = best;
-    }
-    return NP_OK;
+    return run_figures_top_links(r, s->o.top_links, err);
 }
 
 np_status rs_result(run_sim *s, run_result **out, np_err *err)
