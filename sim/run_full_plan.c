@@ -337,7 +337,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 continue;
             busy[k][n_busy[k]++] = (rf_iv){c->first, c->last};
             const nn_plan_entry *e = rk->lp->steps[i].e;
-            if (e && e->chunk >= 0) { /* a micro-batch's forward or backward */
+            if (e && run_plan_is_pipeline(e)) {
                 if (!pipe || c->first < s->pipe_first_ps)
                     s->pipe_first_ps = c->first;
                 if (!pipe || c->last > s->pipe_last_ps)
