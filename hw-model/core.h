@@ -77,7 +77,11 @@
 /* One unit of one core ("core0.dma", ..., "core0.ctrl" for the front end; with several chips
  * "chip1.core0.dma"). */
 typedef struct core_unit_report {
-    char name[32];
+    char name[32];         /* for people: "core3.mxu", "chip1.core3.mxu" (find units by kind,
+                              chip and core, never by name or position) */
+    isa_unit kind;         /* ISA_UNIT_DMA, _MXU, _VPU, _COMM (its queue) or _CTRL (the front
+                              end) */
+    uint32_t chip, core;
     uint64_t busy_cycles;  /* executing an instruction as long as it would take alone
                               (front end: issuing one) */
     uint64_t stall_cycles; /* head instruction blocked on a semaphore, or running longer than
@@ -134,7 +138,8 @@ typedef struct core_report {
     uint64_t total_cycles;     /* core cycles until the last core (of any chip) finished */
     uint64_t total_ps;
     uint32_t n_chips;
-    core_unit_report *units;   /* 5 per core: dma, mxu, vpu, comm, ctrl; chip by chip */
+    core_unit_report *units;   /* per core its queues' units and its front end, chip by chip
+                                  (each with its kind, chip and core) */
     uint32_t n_units;
     core_kernel_report *kernels;
     uint32_t n_kernels;
@@ -242,6 +247,11 @@ np_status core_sim_run_chips(const arch_config *cfg, const isa_program *const *p
                              core_report **out, np_err *err);
 
 void core_report_free(core_report *r);
+
+/* The unit of kind on (chip, core) in r, or NULL when r has none (the way to find a unit: by
+ * kind, chip and core, not by its name or its position). */
+const core_unit_report *core_report_unit(const core_report *r, uint32_t chip, uint32_t core,
+                                         isa_unit kind);
 
 /* Kernel launches (chip.kernel_gap_ns, chip.kernel_launch_ns; docs/run.md, "Kernel
  * launches"): how long a kernel waits on its chip's stream before it starts, after the later

@@ -389,7 +389,10 @@ np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report
             for (unsigned u = 0; u <= ISA_N_QUEUES; u++) {
                 core_unit_report *ur = &r->units[ui++];
                 bool fe = u == ISA_N_QUEUES;
-                const char *un = fe ? "ctrl" : isa_unit_names[u];
+                ur->kind = fe ? ISA_UNIT_CTRL : (isa_unit)u;
+                ur->chip = ch;
+                ur->core = c->id;
+                const char *un = isa_unit_names[ur->kind];
                 if (y->n_chips > 1)
                     snprintf(ur->name, sizeof ur->name, "chip%" PRIu32 ".core%" PRIu32 ".%s", ch,
                              c->id, un);
@@ -467,6 +470,17 @@ np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report
 nomem:
     core_report_free(r);
     return np_err_set(err, NP_ERR_NOMEM, "out of memory building the report");
+}
+
+const core_unit_report *core_report_unit(const core_report *r, uint32_t chip, uint32_t core,
+                                         isa_unit kind)
+{
+    for (uint32_t i = 0; i < r->n_units; i++) {
+        const core_unit_report *u = &r->units[i];
+        if (u->kind == kind && u->chip == chip && u->core == core)
+            return u;
+    }
+    return NULL;
 }
 
 void core_report_free(core_report *r)

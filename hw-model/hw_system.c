@@ -369,6 +369,13 @@ uint32_t hw_system_n_chips(const hw_system *y) { return y->n_chips; }
 
 const struct net *hw_system_net(const hw_system *y) { return y->net; }
 
+uint64_t hw_system_route_latency_ps(hw_system *y, uint32_t a, uint32_t b)
+{
+    net_path_info pi;
+    np_err e;
+    return y->net && net_route(y->net, a, b, &pi, &e) == NP_OK ? pi.latency_ps : 0;
+}
+
 hw_chip_state hw_system_chip_state(const hw_system *y, uint32_t chip)
 {
     return chip < y->n_chips ? y->chips[chip].state : HW_CHIP_EMPTY;

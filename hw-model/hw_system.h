@@ -140,6 +140,11 @@ uint32_t hw_system_n_chips(const hw_system *sys);
 struct net;
 const struct net *hw_system_net(const hw_system *sys);
 
+/* The latency of the chip-to-chip network's route from chip a to chip b (noc/net.h's
+ * net_route), the time a message's last byte takes from a's links to b's; 0 without a network
+ * or a route. */
+uint64_t hw_system_route_latency_ps(hw_system *sys, uint32_t a, uint32_t b);
+
 /* Loads program p (borrowed: it must stay valid until the chip gets another program or the
  * system is freed) on chip, which must be EMPTY, LOADED, DONE or DEADLOCK: the chip becomes
  * LOADED with fresh cores (scratchpads and accumulators zero), its HBM kept; in functional

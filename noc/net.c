@@ -97,15 +97,19 @@ uint32_t net_add_link(net *n, uint32_t from, uint32_t to, double bytes_per_s, ui
         if (v)
             n->links = v;
         net_link_aux *w = v ? realloc(n->laux, (size_t)cap * sizeof *w) : NULL;
-        if (!w) {
+        if (w)
+            n->laux = w;
+        net_window_peak *pk = w ? realloc(n->lpeak, (size_t)cap * sizeof *pk) : NULL;
+        if (!pk) {
             n->oom = true;
             return UINT32_MAX;
         }
-        n->laux = w;
+        n->lpeak = pk;
         n->cap_links = cap;
     }
     n->links[n->n_links] = (net_link){.from = from, .to = to, .bw = bytes_per_s / 1e12};
     n->laux[n->n_links] = (net_link_aux){.lat_ps = lat_ps};
+    n->lpeak[n->n_links] = (net_window_peak){0};
     return n->n_links++;
 }
 
@@ -196,7 +200,8 @@ void net_link_get(const net *n, uint32_t link, net_link_info *out)
     bool claim = net_link_claimed(n, l);
     uint64_t bytes = l->bytes - (claim ? n->flows[l->holder].bytes : 0); /* counted at start */
     *out = (net_link_info){l->from, l->to, l->bw * 1e12, n->laux[link].lat_ps, bytes,
-                           l->n_flows + (claim ? 1 : 0)};
+                           l->n_flows + (claim ? 1 : 0),
+                           net_window_most(&n->lpeak[link], l->bw * 1e12)};
 }
 
 void net_free(net *n)
@@ -219,6 +224,7 @@ void net_free(net *n)
     free(n->rc);
     free(n->links);
     free(n->laux);
+    free(n->lpeak);
     free(n->flows);
     free(n->cold);
     free(n->node_lat);
@@ -887,11 +893,13 @@ static bool net_link_add_flow(net_link *l, uint32_t fid)
     return true;
 }
 
-void net_link_count(net_link *l, uint64_t bytes)
+void net_link_count(net *n, uint32_t link, uint64_t bytes)
 {
+    net_link *l = &n->links[link];
     l->bytes += bytes;
     if (l->ctr)
         l->ctr->value += bytes;
+    net_window_count(&n->lpeak[link], evq_now(n->q), bytes);
 }
 
 /* The path's latency and bottleneck bandwidth (bytes per ps). */
@@ -1017,7 +1025,7 @@ net_transfer_any(net *n, uint32_t src, uint32_t dst, uint64_t bytes, unsigned fl
             net_link *l = &n->links[f->links[j]];
             l->busy_until = f->t_sent;
             l->holder = id;
-            net_link_count(l, bytes);
+            net_link_count(n, f->links[j], bytes);
         }
         if (f->flags & NET_FLOW_NOTIFY)
             st = net_timer_at(n, f->t_sent, net_flow_sent_item, n, net_item_arg(f, id), err);
@@ -1086,7 +1094,7 @@ np_status net_transfer_ex(net *n, uint32_t src, uint32_t dst, uint64_t bytes, un
         net_link *l = &n->links[ls[j]];
         l->busy_until = f->t_sent;
         l->holder = id;
-        net_link_count(l, bytes);
+        net_link_count(n, ls[j], bytes);
     }
     np_status st = NP_OK;
     if (f->flags & NET_FLOW_NOTIFY)
@@ -1159,7 +1167,7 @@ static void net_flow_finish(evq *q, void *ctx, uint64_t arg)
                 break;
             }
         if (!(f->flags & NET_FLOW_COUNTED))
-            net_link_count(l, f->bytes);
+            net_link_count(n, f->links[j], f->bytes);
     }
     net_mark_dirty(n, f->links, f->n_links);
     np_err e;

@@ -148,6 +148,38 @@ uint32_t net_chip_switch(const net *n, uint32_t chip);
  * chips are in different islands). */
 bool net_is_scaleout(const net *n, uint32_t a, uint32_t b);
 
+/* The window of net_link_info.peak_window_bytes: 1 µs, fixed (a link's busiest microsecond,
+ * whatever the run's length). */
+#define NET_LINK_PEAK_WINDOW_PS 1000000u
+
+/* A link's busiest window, counted as bytes come: the window [k W, (k + 1) W) the last bytes
+ * fell in, its bytes so far, the most of any earlier window. The network keeps one per link;
+ * a caller that moves bytes past it (a replayed collective) keeps its own the same way. */
+typedef struct net_window_peak {
+    uint64_t win, bytes, max;
+} net_window_peak;
+
+/* Counts bytes at time t (ps; not in a window before the last count's, where they would count
+ * in that one). */
+static inline void net_window_count(net_window_peak *p, uint64_t t, uint64_t bytes)
+{
+    uint64_t w = t / NET_LINK_PEAK_WINDOW_PS;
+    if (w > p->win) {
+        p->max = p->bytes > p->max ? p->bytes : p->max;
+        p->win = w;
+        p->bytes = 0;
+    }
+    p->bytes += bytes;
+}
+
+/* The most bytes of any window of p, at most what bytes_per_s carries in one window. */
+static inline double net_window_most(const net_window_peak *p, double bytes_per_s)
+{
+    double most = (double)(p->bytes > p->max ? p->bytes : p->max),
+           fits = bytes_per_s * (double)NET_LINK_PEAK_WINDOW_PS * 1e-12;
+    return most < fits ? most : fits;
+}
+
 /* Link facts. */
 typedef struct net_link_info {
     uint32_t from, to;
@@ -157,6 +189,11 @@ typedef struct net_link_info {
                             c2c.* statistic counts a quiet flow alone on its links only when
                             the next flow on the link starts or it is delivered) */
     uint32_t flows;      /* unsent now */
+    double peak_window_bytes; /* the most bytes counted in one window of
+                                 NET_LINK_PEAK_WINDOW_PS (windows [k W, (k + 1) W) from time 0;
+                                 a flow's bytes count when its last byte is sent, an exclusive
+                                 path's when it starts), at most what the link carries in one
+                                 window (bytes_per_s x W) */
 } net_link_info;
 void net_link_get(const net *n, uint32_t link, net_link_info *out);
 

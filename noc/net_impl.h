@@ -129,6 +129,7 @@ struct net {
     uint32_t cap_nodes;
     net_link *links;     /* 64-byte aligned once built */
     net_link_aux *laux;
+    net_window_peak *lpeak; /* per link: its busiest window */
     uint32_t n_links, cap_links;
     net_flow *flows;
     net_flow_cold *cold;
@@ -201,7 +202,7 @@ static inline uint64_t net_ceil_ps(double x)
 /* net.c, for the packet engine */
 uint32_t net_flow_alloc(net *n);            /* a flow record; UINT32_MAX when out of memory */
 void net_flow_release(net *n, uint32_t id); /* back to the pool */
-void net_link_count(net_link *l, uint64_t bytes);
+void net_link_count(net *n, uint32_t link, uint64_t bytes); /* at evq_now */
 
 /* net_pkt.c */
 np_status net_pkt_init(net *n, np_err *err);   /* at create, for NET_ENGINE_PACKET */

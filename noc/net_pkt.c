@@ -245,7 +245,7 @@ static void pkt_tx_end(void *ctx, uint64_t arg)
     net_flow *f = &n->flows[fid];
     net_pkt_flow *pf = n->cold[fid].pk;
     pl->busy = false;
-    net_link_count(&n->links[l], pl->cur_bytes);
+    net_link_count(n, l, pl->cur_bytes);
     /* it reaches the far end a latency later (and passes a switch there) */
     uint64_t t = evq_now(n->q) + n->laux[l].lat_ps;
     if (h + 1 < f->n_links)

@@ -86,7 +86,8 @@ enum {
     "  --zero Z          ZeRO stage: 1 shards optimizer state, 2 gradients too, 3 parameters\n" \
     "                    too (default 0: plain data parallelism)\n"                          \
     "  --sp              Megatron sequence parallelism in the norm and dropout regions\n"     \
-    "  --microbatch b    samples per micro-batch per data-parallel rank (default: batch / dp)\n" \
+    "  --microbatch b    samples per micro-batch per data-parallel rank (default: batch / dp;\n" \
+    "                    npusim run: 2 where 2 divides batch / dp)\n" \
     "  --schedule S      pipeline schedule: gpipe, 1f1b (default) or interleaved:V (V virtual\n" \
     "                    stages per rank)\n"                                                  \
     "  --recompute R     activation recomputation: none (default), selective (the attention\n" \

@@ -24,7 +24,6 @@
 #define RUN_DEFAULT_MODEL "gpt2-small"
 #define RUN_DEFAULT_PAR 2
 #define RUN_DEFAULT_BATCH 16
-#define RUN_DEFAULT_MICROBATCH 2
 #define RUN_MAX_SETS 64
 
 enum {
@@ -50,6 +49,8 @@ const char cmd_run_usage[] =
     "\n"
     "Without --model: " RUN_DEFAULT_MODEL " on 8 chips of " RUN_DEFAULT_ARCH ", dp 2 x tp 2 x pp 2, 1F1B,\n"
     "global batch 16 in micro-batches of 2; strategy flags change that job (--tp 4: 16 chips).\n"
+    "Without --microbatch (this job and --model's): micro-batches of 2 samples where 2 divides\n"
+    "a data-parallel rank's share of the batch, else the share whole.\n"
     "\n"
     "  --arch A          architecture preset or YAML file (default: " RUN_DEFAULT_ARCH ")\n"
     "  --set K=V         override one config key (repeatable), e.g. --set system.chips=3072\n"
@@ -145,11 +146,13 @@ static void run_print_bubble(const run_report *r)
         printf("pipeline bubble      none (one stage)\n");
         return;
     }
-    /* the (p-1)/m form is the idle time over the busy time: f / (1 - f) of the other form */
+    /* the (p-1)/m form is the waiting time over the working time: f / (1 - f) of the other */
     double a = r->bubble_analytical, ratio_a = a < 1 ? a / (1 - a) : 0;
-    printf("pipeline bubble      %.1f %% of the pipeline's window idle ((p-1)/(m+p-1) form; "
-           "analytical %.1f %%)\n", r->bubble_pct, 100.0 * a);
-    printf("                     idle %.2f x the busy time ((p-1)/m form; analytical %.2f x)\n",
+    printf("pipeline bubble      %.1f %% of the pipeline's window waiting for a stage's input "
+           "((p-1)/(m+p-1) form; analytical %.1f %%; exposed communication not counted)\n",
+           r->bubble_pct, 100.0 * a);
+    printf("                     waiting %.2f x the time it works ((p-1)/m form; analytical "
+           "%.2f x)\n",
            r->bubble_ratio, ratio_a);
     printf("  by stage          ");
     for (uint32_t s = 0; s < r->stages; s++)
@@ -302,6 +305,10 @@ static void run_print(const run_report *r)
     printf("MFU / HFU            %s / %s\n", fmt_pct(r->mfu_pct, a, sizeof a),
            fmt_pct(r->hfu_pct, b, sizeof b));
     run_print_bubble(r);
+    printf("step per chip        compute %s + exposed communication %s + pipeline bubble %s + "
+           "other idle %s (mean over chips)\n", fmt_time(r->compute_s, a, sizeof a),
+           fmt_time(r->exposed_comm_s, b, sizeof b), fmt_time(r->bubble_s, c, sizeof c),
+           fmt_time(r->idle_s, d, sizeof d));
 
     printf("\nutilization (busy / run time, over chips)   min      mean       max\n");
     for (int u = 0; u < RUN_UNIT_COUNT; u++)
@@ -311,22 +318,23 @@ static void run_print(const run_report *r)
     if (r->n_comm) {
         printf("\ncommunication per step (mean over the chips that take part)\n"
                "  %-6s %6s %12s %12s %12s %12s\n", "kind", "chips", "total", "exposed",
-               "overlapped", "bytes");
+               "overlapped", "bytes/chip");
         for (uint32_t i = 0; i < r->n_comm; i++) {
             const run_report_comm *m = &r->comm[i];
             printf("  %-6s %6" PRIu32 " ", run_comm_kind_name(m->kind), m->chips);
             put_right(fmt_time(m->total_s, a, sizeof a), 12);
             put_right(fmt_time(m->exposed_s, b, sizeof b), 13);
             put_right(fmt_time(m->total_s - m->exposed_s, c, sizeof c), 13);
-            put_right(fmt_bytes((double)m->bytes, d, sizeof d), 13);
+            put_right(fmt_bytes(m->bytes_per_chip, d, sizeof d), 13);
             printf("\n");
         }
     } else {
         printf("\ncommunication        none\n");
     }
     if (r->n_links) {
-        printf("\nbusiest links (over the run)\n  %-20s %12s %12s %12s %12s\n", "link", "avg",
-               "peak", "capacity", "carried");
+        printf("\nbusiest links (over the run; peak: the most in one window of %s)\n"
+               "  %-20s %12s %12s %12s %12s\n", fmt_time(r->link_peak_window_s, a, sizeof a),
+               "link", "avg", "peak", "capacity", "carried");
         for (uint32_t i = 0; i < r->n_links; i++) {
             const run_report_link *l = &r->links[i];
             printf("  %-20s %7.2f GB/s %7.2f GB/s %7.2f GB/s %12s\n", l->name, l->avg_gbps,
@@ -412,8 +420,8 @@ static np_status run_print_csv(json_t *j, np_err *err)
 /* ---- the command --------------------------------------------------------------------------- */
 
 /* The default job under the strategy flags given: RUN_DEFAULT_MODEL, and for each of the
- * global batch and dp, tp, pp not given the default job's value; micro-batches of the default
- * job's size where it divides each dp rank's share of the batch, else that share whole. */
+ * global batch and dp, tp, pp not given the default job's value (its micro-batches are every
+ * run's: run_default_microbatch). */
 static void run_default_job(cli_strategy *cs)
 {
     if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_BATCH))
@@ -424,9 +432,6 @@ static void run_default_job(cli_strategy *cs)
         cs->s.tp = RUN_DEFAULT_PAR;
     if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_PP))
         cs->s.pp = RUN_DEFAULT_PAR;
-    int64_t share = cs->o.batch % cs->s.dp == 0 ? cs->o.batch / cs->s.dp : 0;
-    if (!cli_strategy_given(cs, CLI_STRATEGY_OPT_MICROBATCH))
-        cs->s.microbatch = share > 0 && share % RUN_DEFAULT_MICROBATCH == 0 ? RUN_DEFAULT_MICROBATCH : 0;
 }
 
 np_status cmd_run(int argc, char **argv, np_err *err)
@@ -551,6 +556,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     }
     if (st == NP_OK && !cs.o.batch)
         st = np_err_set(err, NP_ERR_USAGE, "--batch is required with --model");
+    if (st == NP_OK && !cli_strategy_given(&cs, CLI_STRATEGY_OPT_MICROBATCH))
+        cs.s.microbatch = run_default_microbatch(cs.o.batch, cs.s.dp);
     arch_config cfg;
     nn_model_desc d;
     if (st == NP_OK)

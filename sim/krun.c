@@ -345,8 +345,10 @@ void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_resu
     double hz = cfg->core.clock_ghz * 1e9;
     double mxu_peak = 2.0 * (double)cfg->core.array_rows * (double)cfg->core.array_cols *
                       macs_per_pe(cfg, k->n_in ? k->in[0].dtype : NN_BF16) * hz * f->cores;
-    double vpu_peak = (double)cfg->core.vector_lanes * (double)cfg->core.vector_ops_per_lane * hz *
-                      f->cores;
+    /* a lane's operation may be a multiply-add (vpu.fma, vpu.rdot), two FLOPs as kc_result
+     * counts them: the vector units' peak is two FLOPs per lane-op */
+    double vpu_peak = 2.0 * (double)cfg->core.vector_lanes * (double)cfg->core.vector_ops_per_lane *
+                      hz * f->cores;
     double peak = r->kernel.mxu_flops ? mxu_peak : vpu_peak;
     f->peak_tflops = peak / 1e12;
     f->peak_gbps = cfg->chip.hbm_gb_per_s;

@@ -98,8 +98,8 @@ np_status krun_kernel_check(const arch_config *cfg, const kc_kernel *k, uint64_t
 
 /* The figures of a kernel's run for people and programs (`npusim kernel`; docs/compiler.md
  * defines each). The roofline: compute time = flops / the peak of the placed cores (the
- * matrix unit's for the input dtype when the kernel uses it, else the vector units', one
- * FLOP per element operation), memory time = hbm_bytes_min / the HBM bandwidth; the bound is
+ * matrix unit's for the input dtype when the kernel uses it, else the vector units', two
+ * FLOPs per lane-op: a multiply-add, as kc_result counts FLOPs), memory time = hbm_bytes_min / the HBM bandwidth; the bound is
  * the larger, roofline_pct = 100 x that time / the run's time. */
 typedef struct krun_figures {
     uint64_t cycles;

@@ -34,20 +34,74 @@ static void rs_fail(run_sim *s, const np_err *e)
 
 /* ---- time accounting --------------------------------------------------------------------- */
 
-/* Brings rank r's communication time up to now (call before its activity changes). */
+/* Takes rank r's idle time at its pipeline's lo and hi when they moved since it last looked
+ * (both are at or after r->t_acct, and r's state since then is the one it has now). */
+static inline void rs_pipe_look(rs_rank *r)
+{
+    const rs_pipe *P = r->pipe;
+    bool idle = !r->computing && !r->n_active;
+    if (r->lo_ver != P->lo_ver) {
+        r->idle_lo = r->st.idle_ps + (idle ? P->lo - r->t_acct : 0);
+        r->lo_ver = P->lo_ver;
+    }
+    if (r->hi_ver != P->hi_ver) {
+        r->idle_hi = r->st.idle_ps + (idle ? P->hi - r->t_acct : 0);
+        r->hi_ver = P->hi_ver;
+    }
+}
+
+/* Brings rank r's time up to now (call before its activity changes): computing, communication
+ * per kind and exposed, idle (neither). */
 static inline void rs_acct(rs_rank *r, uint64_t now)
 {
     uint64_t dt = now - r->t_acct;
+    if (r->pipe)
+        rs_pipe_look(r);
     r->t_acct = now;
-    if (!dt || !r->n_active)
+    if (!dt)
         return;
+    if (r->computing)
+        r->st.computing_ps += dt;
+    if (!r->n_active) {
+        if (!r->computing)
+            r->st.idle_ps += dt;
+        return;
+    }
     r->st.busy_ps[RUN_UNIT_COMM] += dt;
+    if (!r->computing)
+        r->st.exposed_all_ps += dt;
     for (int k = 0; k < RUN_COMM_COUNT; k++)
         if (r->active[k]) {
             r->st.comm_ps[k] += dt;
             if (!r->computing)
                 r->st.exposed_ps[k] += dt;
         }
+}
+
+/* A pipeline task of rank r starts (end: ends) now, in its engine's step: its pipeline's
+ * window moves (a task of an earlier step than the window's moves nothing). A new step's
+ * window closes the last one: each of the pipeline's ranks adds its bubble there to its
+ * bubbles of every step. */
+static inline void rs_pipe_mark(run_sim *s, rs_rank *r, uint32_t step, uint64_t now, bool end)
+{
+    rs_pipe *P = r->pipe;
+    if (!P)
+        return;
+    if (!end && P->step != UINT32_MAX && step > P->step)
+        for (uint32_t i = 0; i < P->size; i++) {
+            rs_rank *x = &s->rank[P->members[i]];
+            rs_pipe_look(x);
+            x->st.bubble_all_ps += x->idle_hi - x->idle_lo;
+        }
+    if (!end && (P->step == UINT32_MAX || step > P->step)) {
+        P->step = step;
+        P->lo = P->hi = now;
+        P->lo_ver++;
+        P->hi_ver++;
+    } else if (end && step == P->step && now >= P->hi) {
+        P->hi = now;
+        P->hi_ver++;
+    }
 }
 
 /* Rank r's mirror at position k of its mirror group (r itself for k = 0 or no mirrors). */
@@ -248,6 +302,7 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
         r->st.flops += k->flops;
     r->st.hw_flops += k->hw_flops;
     if (t->flags & RUN_TASK_PIPELINE) {
+        rs_pipe_mark(s, r, r->eng[e].step, now, false);
         /* Bubbles are measured on the last step: each step's first pipeline task resets. */
         if (r->st.pipe_first_ps == UINT64_MAX || r->eng[e].step != r->pipe_step) {
             r->pipe_step = r->eng[e].step;
@@ -400,8 +455,10 @@ static void rs_ev_compute_done(evq *q, void *ctx, uint64_t arg)
         return;
     rs_acct(r, now);
     r->computing = 0;
-    if (rs_head(r, e)->flags & RUN_TASK_PIPELINE)
+    if (rs_head(r, e)->flags & RUN_TASK_PIPELINE) {
         r->st.pipe_last_ps = now;
+        rs_pipe_mark(s, r, r->eng[e].step, now, true);
+    }
     if (s->obs && s->obs->compute)
         for (uint32_t k = 0; k < s->mirror_n; k++)
             s->obs->compute(s->obs->ctx, rs_mirror(s, r->id, k), rs_head_id(r, e), r->eng[e].step,
@@ -505,6 +562,7 @@ static void rs_ev_coll_timer(evq *q, void *ctx, uint64_t arg)
         const rs_prof *p = &s->prof[ru->prof_off + i];
         uint32_t l = loc[p->local_link];
         *rs_bin(s, l, v->t_start + p->rel_ps) += p->bytes;
+        net_window_count(&s->replay_peak[l], v->t_start + p->rel_ps, p->bytes);
         s->link_bytes[l] += p->bytes;
     }
     np_err e;
@@ -610,6 +668,27 @@ static void rs_ev_sample(evq *q, void *ctx, uint64_t arg)
         rs_fail(s, &e);
 }
 
+/* The run is over: every simulated rank's time accounted up to the run's end (the last task's
+ * end of any rank; after its own last task a rank is idle), and its pipeline's bubble: its idle
+ * time inside the window of its pipeline's last step. */
+static void rs_acct_end(run_sim *s)
+{
+    uint64_t end = 0;
+    for (uint32_t i = 0; i < s->g->ranks; i++)
+        end = s->rank[i].st.end_ps > end ? s->rank[i].st.end_ps : end;
+    for (uint32_t i = 0; i < s->g->ranks; i++) {
+        rs_rank *r = &s->rank[i];
+        if (!r->sim)
+            continue;
+        rs_acct(r, end > r->t_acct ? end : r->t_acct);
+        if (r->pipe && r->pipe->step != UINT32_MAX) {
+            r->st.window_ps = r->pipe->hi - r->pipe->lo;
+            r->st.bubble_ps = r->idle_hi - r->idle_lo;
+            r->st.bubble_all_ps += r->st.bubble_ps;
+        }
+    }
+}
+
 /* ---- deadlock report ---------------------------------------------------------------------- */
 
 /* What engine e of r waits for, into buf. */
@@ -712,6 +791,8 @@ static void rs_free(run_sim *s)
     free(s->sampled);
     free(s->link_last);
     free(s->bins);
+    free(s->replay_peak);
+    free(s->pipes);
     free(s->link_bytes);
     free(s->step_end);
 }
@@ -762,8 +843,11 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
     s->step_end = calloc(s->steps, sizeof *s->step_end);
     s->bins = calloc((size_t)s->n_links * RS_LINK_BINS + 1, sizeof *s->bins);
     s->link_bytes = calloc((size_t)s->n_links + 1, sizeof *s->link_bytes);
+    s->replay_peak = calloc((size_t)s->n_links + 1, sizeof *s->replay_peak);
+    uint32_t n_pipes = g->pp_gs == RUN_NONE ? 0 : g->gs[g->pp_gs].n_groups;
+    s->pipes = calloc((size_t)n_pipes + 1, sizeof *s->pipes);
     if (!s->rank || !s->rchan || !s->rdv || !s->gs_chips || !s->one_member || !s->step_end ||
-        !s->bins || !s->link_bytes)
+        !s->bins || !s->link_bytes || !s->replay_peak || !s->pipes)
         return rs_oom(err);
     for (uint32_t i = 0; i < g->n_gs; i++) {
         size_t n = (size_t)g->gs[i].n_groups * g->gs[i].size;
@@ -781,6 +865,7 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
         x->rep = r;
         x->slow = 1.0;
         x->st.pipe_first_ps = UINT64_MAX;
+        x->pipe = g->pp_gs == RUN_NONE ? NULL : &s->pipes[g->gs[g->pp_gs].group_of[r]];
         s->one_member[r] = r;
     }
     for (uint32_t k = 0; k < g->n_comm; k++) {
@@ -813,6 +898,11 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
                               "job's ranks (rank 0 is on chip %" PRIu32 ", rank %" PRIu32
                               " on chip %" PRIu32 ")", sc->chip, g->chip_of[0], g->ranks - 1,
                               g->chip_of[g->ranks - 1]);
+    }
+    for (uint32_t i = 0; i < n_pipes; i++) {
+        const rg_groupset *pp = &g->gs[g->pp_gs];
+        s->pipes[i] = (rs_pipe){.step = UINT32_MAX, .members = pp->members + (size_t)i * pp->size,
+                                .size = pp->size};
     }
     s->mirror_gs = RUN_NONE;
     s->mirror_n = 1;
@@ -888,8 +978,10 @@ np_status run_simulate(const run_graph *g, const arch_config *cfg, const net_par
     }
     if (st == NP_OK && s.ranks_left)
         st = rs_deadlock(&s, err);
-    if (st == NP_OK)
+    if (st == NP_OK) {
+        rs_acct_end(&s);
         st = rs_result(&s, out, err);
+    }
     rs_free(&s);
     return st;
 }

@@ -94,7 +94,8 @@ typedef struct run_observer {
      * and none just before or after (the intervals of run_rank_stats.busy_ps[RUN_UNIT_COMM]) */
     void (*comm_busy)(void *ctx, uint32_t rank, uint64_t start_ps, uint64_t end_ps);
     /* at the end, every link that carried bytes: bytes[k] moved in window k (window_ps wide,
-     * n windows from time 0), spread as for peak_bytes_per_s */
+     * n windows from time 0; the window doubles to keep the run within 512), each flow's
+     * bytes spread back from its last byte at no more than the link's bandwidth */
     void (*link)(void *ctx, uint32_t link, const char *name, const double *bytes, uint32_t n,
                  uint64_t window_ps);
     void *ctx;
@@ -139,6 +140,18 @@ typedef struct run_rank_stats {
     uint64_t pipe_first_ps, pipe_last_ps; /* first start / last end of a RUN_TASK_PIPELINE task
                                              (0, 0 without) */
     uint64_t pipe_busy_ps;                /* their summed durations */
+    /* Where the rank's time goes, from 0 to the run's end, each instant in one of three:
+     * computing_ps (its compute engine runs a kernel), exposed_all_ps (it does not, and some
+     * communication of the rank is in flight: exposed_ps of any kind, each instant once),
+     * idle_ps (neither: waiting for input, for the pipeline, for the step's end). */
+    uint64_t computing_ps, exposed_all_ps, idle_ps;
+    /* its pipeline's window in the last step (the first start to the last end of the
+     * RUN_TASK_PIPELINE tasks of the rank's pp group) and the bubble, its idle_ps inside it:
+     * waiting for a stage's input, exposed communication not counted (0, 0 without a
+     * pipeline) */
+    uint64_t window_ps, bubble_ps;
+    uint64_t bubble_all_ps; /* its bubbles of every step (each step's window closed by the
+                               next step's first pipeline task): at most idle_ps */
     uint64_t end_ps;                      /* its last task's end */
     double flops, hw_flops;
 } run_rank_stats;
@@ -148,9 +161,9 @@ typedef struct run_link_stats {
     double capacity_bytes_per_s;
     uint64_t bytes;         /* carried over the run */
     double avg_bytes_per_s; /* bytes / run time */
-    double peak_bytes_per_s; /* the most carried in one window of link_window_ps (bytes
-                                counted at each flow's last byte, spread back over earlier
-                                windows at no more than the link's bandwidth) */
+    double peak_bytes_per_s; /* the most carried in one window of link_window_ps, at most
+                                the link's bandwidth (net_link_info.peak_window_bytes; a
+                                reused collective's bytes counted alike) */
 } run_link_stats;
 
 typedef struct run_result {
@@ -173,7 +186,7 @@ typedef struct run_result {
     run_link_stats *links;
     uint32_t n_top;          /* busiest links by bytes, most first (ties: lower id) */
     uint32_t *top;
-    uint64_t link_window_ps; /* the window of peak_bytes_per_s */
+    uint64_t link_window_ps; /* the window of peak_bytes_per_s: NET_LINK_PEAK_WINDOW_PS */
     /* what the engine did */
     uint64_t events;           /* events dispatched on the run's queue */
     uint64_t kernels_timed;    /* time_kernel calls */

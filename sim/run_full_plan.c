@@ -8,13 +8,13 @@
 #include "dist.h"
 #include "evq.h"
 #include "net.h"
+#include "run_figures.h"
 #include "run_full.h"
 #include "run_plan.h"
 
 #include "coll_tune.h"
 
-#define RF_BIN0_PS 1048576u /* link windows: 2^20 ps, doubled to keep at most RF_BINS */
-#define RF_BINS 512u
+#define RF_TICK_PS 1048576u /* the progress tick: 2^20 ps simulated */
 
 /* What one kernel or communication entry of a rank did: its first instruction's start and
  * its last one's end, over every core. */
@@ -39,14 +39,8 @@ typedef struct rf_run {
     rf_rank *rk;
     int32_t *rank_of_chip; /* by chip: its rank, -1 */
     uint32_t n_chips, running;
-    /* link samples: bytes per link per window */
-    uint32_t n_links;
-    uint64_t *last_bytes;  /* per link at the last sample */
-    uint64_t *bins;        /* [link * RF_BINS + bin] */
-    uint64_t bin_ps;
-    uint32_t n_bins;
+    uint32_t samples;         /* progress ticks */
     const run_full_opts *o;   /* its progress */
-    uint32_t samples;
 } rf_run;
 
 static void rf_trace(void *ctx, const core_trace_insn *t)
@@ -95,39 +89,10 @@ static void rf_end(void *ctx, hw_system *sys, uint32_t chip, hw_chip_state st)
         x->running--;
 }
 
-/* Adds the bytes each link carried since the last sample to the current window (halving the
- * resolution when the run outgrows RF_BINS windows). */
-static void rf_sample(rf_run *x, uint64_t now)
-{
-    const net *n = hw_system_net(x->sys);
-    if (!n || !x->bins)
-        return;
-    uint64_t bin = now / x->bin_ps;
-    while (bin >= RF_BINS) { /* merge pairs: windows twice as long */
-        for (uint32_t l = 0; l < x->n_links; l++) {
-            uint64_t *b = &x->bins[(size_t)l * RF_BINS];
-            for (uint32_t k = 0; k < RF_BINS / 2; k++)
-                b[k] = b[2 * k] + b[2 * k + 1];
-            memset(b + RF_BINS / 2, 0, RF_BINS / 2 * sizeof *b);
-        }
-        x->bin_ps *= 2;
-        bin = now / x->bin_ps;
-    }
-    for (uint32_t l = 0; l < x->n_links; l++) {
-        net_link_info li;
-        net_link_get(n, l, &li);
-        x->bins[(size_t)l * RF_BINS + bin] += li.bytes - x->last_bytes[l];
-        x->last_bytes[l] = li.bytes;
-    }
-    if (bin + 1 > x->n_bins)
-        x->n_bins = (uint32_t)bin + 1;
-}
-
-static void rf_sample_ev(evq *q, void *ctx, uint64_t arg)
+static void rf_tick_ev(evq *q, void *ctx, uint64_t arg)
 {
     (void)arg;
     rf_run *x = ctx;
-    rf_sample(x, evq_now(q));
     if (x->o->progress && ++x->samples % 1024 == 0) { /* every 2^30 ps or so simulated */
         char what[96];
         uint32_t r = (uint32_t)x->p->mesh.n_ranks;
@@ -137,7 +102,7 @@ static void rf_sample_ev(evq *q, void *ctx, uint64_t arg)
     }
     /* again while chips run and something else is pending (else the run is over or stuck) */
     if (x->running && evq_pending(q) > 0)
-        evq_schedule_in(q, RF_BIN0_PS, rf_sample_ev, x, 0, NULL, NULL);
+        evq_schedule_in(q, RF_TICK_PS, rf_tick_ev, x, 0, NULL, NULL);
 }
 
 /* ---- records ------------------------------------------------------------------------------ */
@@ -344,14 +309,11 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
     r->step_end_ps = calloc(1, sizeof *r->step_end_ps);
     r->stages = (uint32_t)p->mesh.size[NN_MESH_PP];
     r->micro_batches = (uint32_t)p->n_micro;
-    r->stage_bubble_frac = calloc(r->stages + 1, sizeof(double));
-    r->stage_bubble_ratio = calloc(r->stages + 1, sizeof(double));
     rf_iv **busy = calloc(R, sizeof *busy);
-    uint32_t *n_busy = calloc(R, sizeof *n_busy);
+    uint32_t *n_busy = calloc(R, sizeof *n_busy), *stage_of = calloc(R + 1, sizeof *stage_of);
     rf_iv *tmp = NULL;
     np_status st = NP_OK;
-    if (!r->rank || !r->step_end_ps || !r->stage_bubble_frac || !r->stage_bubble_ratio || !busy ||
-        !n_busy) {
+    if (!r->rank || !r->step_end_ps || !busy || !n_busy || !stage_of) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
         goto done;
     }
@@ -375,7 +337,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 continue;
             busy[k][n_busy[k]++] = (rf_iv){c->first, c->last};
             const nn_plan_entry *e = rk->lp->steps[i].e;
-            if (e && e->chunk >= 0) { /* a micro-batch's forward or backward */
+            if (e && run_plan_is_pipeline(e)) {
                 if (!pipe || c->first < s->pipe_first_ps)
                     s->pipe_first_ps = c->first;
                 if (!pipe || c->last > s->pipe_last_ps)
@@ -395,9 +357,11 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         double ps_per_cycle = 1000.0 / x->cfg->core.clock_ghz, sum[3] = {0};
         uint32_t cores = 0;
         for (uint32_t u = 0; u < cr->n_units; u++) {
-            const char *n = strrchr(cr->units[u].name, '.');
-            n = n ? n + 1 : cr->units[u].name;
-            int j = !strcmp(n, "mxu") ? 0 : !strcmp(n, "vpu") ? 1 : !strcmp(n, "dma") ? 2 : -1;
+            isa_unit kind = cr->units[u].kind;
+            int j = kind == ISA_UNIT_MXU   ? 0
+                    : kind == ISA_UNIT_VPU ? 1
+                    : kind == ISA_UNIT_DMA ? 2
+                                           : -1;
             if (j >= 0)
                 sum[j] += (double)cr->units[u].busy_cycles * ps_per_cycle;
             cores += j == 0;
@@ -452,11 +416,17 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 const rf_rec *rcv = c->e->kind == NN_PLAN_SEND ? o2 : me;
                 if (snd && rcv && snd->ran && rcv->ran) {
                     lo = snd->first;
-                    /* delivered when the recv got it: at its end when it waited, else before
-                     * the recv started (the message was in its mailbox) */
+                    /* delivered: when the recv got it, where it waited for it (posted before
+                     * the last byte left); else a route's latency after the last byte left,
+                     * the message waiting in the mailbox until the recv took it (as the fast
+                     * engine's delivery, whenever the receive is posted) */
                     uint64_t d = rcv->last;
-                    if (rcv->first > snd->last && d > rcv->first)
-                        d = rcv->first > snd->last ? rcv->first : snd->last;
+                    if (rcv->first > snd->last) {
+                        uint32_t sc = x->rk[c->e->kind == NN_PLAN_SEND ? k : (uint32_t)peer].chip,
+                                 rc = x->rk[c->e->kind == NN_PLAN_SEND ? (uint32_t)peer : k].chip;
+                        uint64_t arrive = snd->last + hw_system_route_latency_ps(x->sys, sc, rc);
+                        d = arrive < d ? arrive : d;
+                    }
                     hi = d > lo ? d : lo;
                 }
             }
@@ -493,6 +463,19 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 over += rf_covered(busy[k], n_busy[k], tmp[i].lo, tmp[i].hi);
             if (kind == RUN_COMM_COUNT) {
                 s->busy_ps[RUN_UNIT_COMM] = len;
+                s->computing_ps = s->busy_ps[RUN_UNIT_COMPUTE];
+                s->exposed_all_ps = len - over;
+                s->idle_ps = r->time_ps - s->computing_ps - s->exposed_all_ps;
+                /* from here busy[k] is the rank's work: computing or communicating */
+                rf_iv *w = realloc(busy[k], ((size_t)n_busy[k] + m + 1) * sizeof *w);
+                if (!w) {
+                    free(civ), free(ckind), free(crank);
+                    st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+                    goto done;
+                }
+                memcpy(w + n_busy[k], tmp, (size_t)m * sizeof *w);
+                busy[k] = w;
+                n_busy[k] = rf_union(w, n_busy[k] + m);
             } else {
                 s->comm_ps[kind] = len;
                 s->exposed_ps[kind] = len - over;
@@ -505,10 +488,12 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         }
     }
     free(civ), free(ckind), free(crank);
-    /* bubbles: a rank's compute idle inside its pipeline's window (its pp group's first
-     * pipeline start to last end), over the window and over its pipeline busy time */
-    for (uint32_t k = 0; k < R && r->stages > 1; k++) {
-        int grp[256], n = nn_plan_axis_group(p, (int)k, NN_MESH_PP, grp, 256);
+    /* bubbles: a rank's idle time (neither computing nor communicating) inside its pipeline's
+     * window (its pp group's first pipeline start to last end), by run_figures' definition */
+    for (uint32_t k = 0; k < R; k++) {
+        stage_of[k] = r->stages > 1 ? (uint32_t)p->classes[nn_plan_rank_class(p, (int)k)].stage
+                                    : UINT32_MAX;
+        int grp[256], n = r->stages > 1 ? nn_plan_axis_group(p, (int)k, NN_MESH_PP, grp, 256) : 0;
         uint64_t lo = UINT64_MAX, hi = 0;
         for (int j = 0; j < n; j++) {
             const run_rank_stats *g = &r->rank[grp[j]];
@@ -519,34 +504,22 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         }
         if (hi <= lo)
             continue;
-        uint64_t idle = (hi - lo) - rf_covered(busy[k], n_busy[k], lo, hi);
-        int stage = p->classes[nn_plan_rank_class(p, (int)k)].stage;
-        r->stage_bubble_frac[stage] += (double)idle / (double)(hi - lo);
-        if (r->rank[k].pipe_busy_ps)
-            r->stage_bubble_ratio[stage] += (double)idle / (double)r->rank[k].pipe_busy_ps;
+        r->rank[k].window_ps = hi - lo;
+        r->rank[k].bubble_ps = (hi - lo) - rf_covered(busy[k], n_busy[k], lo, hi);
+        r->rank[k].bubble_all_ps = r->rank[k].bubble_ps; /* (one step) */
     }
-    for (uint32_t s = 0; s < r->stages && r->stages > 1; s++) {
-        double per = (double)R / r->stages; /* ranks per stage */
-        r->stage_bubble_frac[s] /= per;
-        r->stage_bubble_ratio[s] /= per;
-        r->bubble_frac += r->stage_bubble_frac[s] / r->stages;
-        r->bubble_ratio += r->stage_bubble_ratio[s] / r->stages;
-    }
-    /* links: bytes over the run, the peak window (bytes counted at a flow's last byte, spread
-     * back over the windows before at no more than the link's bandwidth) */
+    if ((st = run_figures_bubbles(r, stage_of, err)) != NP_OK)
+        goto done;
+    /* links: bytes over the run, the busiest window (the network's count) */
     const net *nt = hw_system_net(x->sys);
     r->n_links = nt ? net_links(nt) : 0;
     r->links = calloc((size_t)r->n_links + 1, sizeof *r->links);
-    r->n_top = o->top_links ? o->top_links : 8;
-    if (r->n_top > r->n_links)
-        r->n_top = r->n_links;
-    r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
-    if (!r->links || !r->top) {
+    if (!r->links) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
         goto done;
     }
-    r->link_window_ps = x->bin_ps;
-    double t_s = (double)r->time_ps * 1e-12, w_s = (double)x->bin_ps * 1e-12;
+    r->link_window_ps = NET_LINK_PEAK_WINDOW_PS;
+    double t_s = (double)r->time_ps * 1e-12;
     for (uint32_t l = 0; l < r->n_links; l++) {
         run_link_stats *ls = &r->links[l];
         net_link_info li;
@@ -555,26 +528,10 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         ls->capacity_bytes_per_s = li.bytes_per_s;
         ls->bytes = li.bytes;
         ls->avg_bytes_per_s = t_s > 0 ? (double)li.bytes / t_s : 0;
-        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0;
-        const uint64_t *b = x->bins ? &x->bins[(size_t)l * RF_BINS] : NULL;
-        for (uint32_t k = RF_BINS; b && k-- > 0;) {
-            double v = (double)b[k] + carry, here = k == 0 || v < cap ? v : cap;
-            carry = v - here;
-            peak = here > peak ? here : peak;
-        }
-        ls->peak_bytes_per_s = w_s > 0 ? peak / w_s : 0;
+        ls->peak_bytes_per_s = li.peak_window_bytes / ((double)NET_LINK_PEAK_WINDOW_PS * 1e-12);
     }
-    for (uint32_t i = 0; i < r->n_top; i++) { /* the busiest by bytes (ties: the lower id) */
-        uint32_t best = UINT32_MAX;
-        for (uint32_t l = 0; l < r->n_links; l++) {
-            bool taken = false;
-            for (uint32_t j = 0; j < i && !taken; j++)
-                taken = r->top[j] == l;
-            if (!taken && (best == UINT32_MAX || r->links[l].bytes > r->links[best].bytes))
-                best = l;
-        }
-        r->top[i] = best;
-    }
+    if ((st = run_figures_top_links(r, o->top_links, err)) != NP_OK)
+        goto done;
     r->events = evq_dispatched(x->q);
     r->ranks_simulated = R;
     r->mirror_groupset = UINT32_MAX;
@@ -584,6 +541,7 @@ done:
         free(busy[k]);
     free(busy);
     free(n_busy);
+    free(stage_of);
     free(tmp);
     if (st != NP_OK)
         run_result_free(r);
@@ -611,7 +569,7 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     memset(out, 0, sizeof *out);
     run_full_opts o = opts ? *opts : (run_full_opts){0};
     uint32_t R = (uint32_t)p->mesh.n_ranks;
-    rf_run x = {.cfg = cfg, .p = p, .bin_ps = RF_BIN0_PS, .o = &o};
+    rf_run x = {.cfg = cfg, .p = p, .o = &o};
     evq *pq = NULL;
     net *pnet = NULL;
     coll_tuner *tuner = NULL;
@@ -695,22 +653,12 @@ np_status run_full_plan(const arch_config *cfg, const nn_plan *p, const run_full
     if (st != NP_OK)
         goto done;
     x.running = R;
-    const net *nt = hw_system_net(x.sys);
-    if (nt) {
-        x.n_links = net_links(nt);
-        x.last_bytes = calloc((size_t)x.n_links + 1, sizeof *x.last_bytes);
-        x.bins = calloc((size_t)x.n_links * RF_BINS + 1, sizeof *x.bins);
-        if (!x.last_bytes || !x.bins) {
-            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-            goto done;
-        }
-        if ((st = evq_schedule_in(x.q, RF_BIN0_PS, rf_sample_ev, &x, 0, NULL, err)) != NP_OK)
-            goto done;
-    }
+    if (hw_system_net(x.sys) && /* (as when it sampled the links: the same events) */
+        (st = evq_schedule_in(x.q, RF_TICK_PS, rf_tick_ev, &x, 0, NULL, err)) != NP_OK)
+        goto done;
     if ((st = evq_run(x.q, err)) != NP_OK)
         goto done;
     hw_system_check(x.sys);
-    rf_sample(&x, evq_now(x.q));
     for (uint32_t k = 0; k < R && st == NP_OK; k++) {
         hw_chip_state s = hw_system_chip_state(x.sys, x.rk[k].chip);
         if (s != HW_CHIP_DONE) {
@@ -737,8 +685,6 @@ done:
     }
     free(x.rk);
     free(x.rank_of_chip);
-    free(x.last_bytes);
-    free(x.bins);
     coll_tuner_free(tuner);
     net_free(pnet);
     evq_free(pq);

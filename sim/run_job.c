@@ -209,3 +209,9 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     nn_plan_free(p);
     return st;
 }
+
+int64_t run_default_microbatch(int64_t batch, int dp)
+{
+    int64_t share = dp > 0 && batch % dp == 0 ? batch / dp : 0;
+    return share > 0 && share % RUN_DEFAULT_MICROBATCH == 0 ? RUN_DEFAULT_MICROBATCH : share;
+}

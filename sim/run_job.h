@@ -75,6 +75,13 @@ np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const n
                          const nn_optim *opt, const arch_config *cfg, nn_plan **out, char *why,
                          size_t n, np_err *err);
 
+/* The samples per micro-batch `npusim run` takes when --microbatch is not given, for the
+ * default job and for --model alike: RUN_DEFAULT_MICROBATCH where it divides a data-parallel
+ * rank's share of the batch (batch / dp), else that share whole; 0 (the plan's own default,
+ * which refuses the batch) when dp does not divide the batch. */
+#define RUN_DEFAULT_MICROBATCH 2
+int64_t run_default_microbatch(int64_t batch, int dp);
+
 /* The optimizer npusim plans and runs training steps with (`npusim plan`, `npusim run`,
  * `npusim validate`): AdamW, lr 1e-4, betas 0.9 / 0.95, eps 1e-8, weight decay 0.1, as GPT-3
  * and Megatron-LM train. */

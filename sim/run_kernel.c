@@ -141,6 +141,7 @@ struct run_ktimer {
 };
 
 static const run_unit rk_units[] = {RUN_UNIT_DMA, RUN_UNIT_MXU, RUN_UNIT_VPU};
+static const isa_unit rk_isa_units[] = {ISA_UNIT_DMA, ISA_UNIT_MXU, ISA_UNIT_VPU}; /* the same */
 
 static const rk_entry *rk_get(const run_ktimer *t, const char *key)
 {
@@ -324,8 +325,8 @@ static bool rk_first_copy(const arch_config *cfg, const clk_domain *clk, const c
             continue;
         }
         end_ps = k->end_ps > end_ps ? k->end_ps : end_ps;
-        for (int u = 0; u < 3; u++) /* dma, mxu, vpu: the units' order in core_kernel_report */
-            busy[u] += k->busy_cycles[u];
+        for (int u = 0; u < 3; u++) /* (busy_cycles by the ISA's queue) */
+            busy[u] += k->busy_cycles[rk_isa_units[u]];
     }
     if (!end_ps || second_ps < end_ps)
         return false;
@@ -342,11 +343,10 @@ static void rk_from_report(const arch_config *cfg, const core_report *r, run_kti
     memset(t, 0, sizeof *t);
     t->ps = r->total_ps;
     uint64_t busy[3] = {0};
-    for (uint32_t i = 0; i < r->n_units; i++) { /* 5 per core: dma, mxu, vpu, comm, ctrl */
-        unsigned u = i % 5;
-        if (u < 3)
-            busy[u] += r->units[i].busy_cycles;
-    }
+    for (uint32_t i = 0; i < r->n_units; i++)
+        for (int u = 0; u < 3; u++)
+            if (r->units[i].kind == rk_isa_units[u])
+                busy[u] += r->units[i].busy_cycles;
     rk_unit_ps(cfg, busy,
                r->total_cycles ? (double)r->total_ps / (double)r->total_cycles : 0, t);
 }

@@ -467,8 +467,7 @@ static np_status rp_task_of(rp *x, int c, int b, const nn_plan_entry *e, int ent
         }
         t->kind = RUN_TASK_COMPUTE;
         t->kernel = k;
-        const nn_plan_block *bl = &cl->blocks[b];
-        if (bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD)
+        if (run_plan_is_pipeline(e))
             t->flags |= RUN_TASK_PIPELINE;
         if (e->region == NN_REGION_RECOMPUTE)
             t->flags |= RUN_TASK_RECOMPUTE;
@@ -884,3 +883,5 @@ void run_plan_free(run_plan *plan)
     free(plan->n_tasks);
     free(plan);
 }
+
+bool run_plan_is_pipeline(const nn_plan_entry *e) { return e->chunk >= 0; }

@@ -48,6 +48,11 @@
  * map the fast run, the full run and the trace use. */
 run_comm_kind run_plan_comm_kind(nn_comm_tag t);
 
+/* Whether a compute entry is pipeline work, what the bubble is measured over: a micro-batch's
+ * forward or backward (an entry of a forward or backward block, whose chunk is >= 0: plan.h),
+ * not the step's beginning or end. Both fidelities ask this. */
+bool run_plan_is_pipeline(const nn_plan_entry *e);
+
 /* A blocking send's clear-to-send (NN_PLAN_CTS_BYTES, plan.h) goes on the send's streams
  * with the send's tag | RUN_PLAN_CTS_TAG. */
 #define RUN_PLAN_CTS_TAG 0x40000000u

@@ -64,6 +64,32 @@ np_status run_memory_check(const nn_plan *p, np_err *err)
     return st;
 }
 
+uint32_t run_report_comm_rows(const run_result *r, run_report_comm rows[RUN_COMM_COUNT])
+{
+    double steps = r->steps ? r->steps : 1;
+    uint32_t n = 0;
+    for (int k = 0; k < RUN_COMM_COUNT; k++) {
+        run_report_comm c = {.kind = (run_comm_kind)k};
+        uint64_t tot = 0, exp = 0, bytes = 0;
+        for (uint32_t i = 0; i < r->ranks; i++) {
+            const run_rank_stats *st = &r->rank[i];
+            bytes += st->comm_bytes[k];
+            if (!st->comm_ps[k])
+                continue;
+            c.chips++;
+            tot += st->comm_ps[k];
+            exp += st->exposed_ps[k];
+        }
+        if (!c.chips)
+            continue;
+        c.total_s = (double)tot * 1e-12 / c.chips / steps;
+        c.exposed_s = (double)exp * 1e-12 / c.chips / steps;
+        c.bytes_per_chip = (double)bytes / steps / c.chips;
+        rows[n++] = c;
+    }
+    return n;
+}
+
 np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_config *cfg,
                           const run_result *r, const run_ktimer_stats *kt, run_report *out,
                           np_err *err)
@@ -146,26 +172,19 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
             o->stage_bubble_ratio[s] = r->stage_bubble_ratio[s];
         }
     }
-    /* communication per kind: per step, mean over the ranks that take part */
-    for (int k = 0; k < RUN_COMM_COUNT; k++) {
-        run_report_comm c = {.kind = (run_comm_kind)k};
-        uint64_t tot = 0, exp = 0, bytes = 0;
-        for (uint32_t i = 0; i < r->ranks; i++) {
-            const run_rank_stats *st = &r->rank[i];
-            bytes += st->comm_bytes[k];
-            if (!st->comm_ps[k])
-                continue;
-            c.chips++;
-            tot += st->comm_ps[k];
-            exp += st->exposed_ps[k];
-        }
-        if (!c.chips)
-            continue;
-        c.total_s = (double)tot * 1e-12 / c.chips / steps;
-        c.exposed_s = (double)exp * 1e-12 / c.chips / steps;
-        c.bytes = (uint64_t)((double)bytes / steps + 0.5);
-        o->comm[o->n_comm++] = c;
+    /* where a chip's step goes (mean over chips, per step) */
+    for (uint32_t i = 0; i < r->ranks; i++) {
+        const run_rank_stats *st = &r->rank[i];
+        o->compute_s += (double)st->computing_ps / steps;
+        o->exposed_comm_s += (double)st->exposed_all_ps / steps;
+        o->bubble_s += (double)st->bubble_all_ps / steps;
+        o->idle_s += (double)(st->idle_ps - st->bubble_all_ps) / steps;
     }
+    if (r->ranks) {
+        double k = 1e-12 / r->ranks;
+        o->compute_s *= k, o->exposed_comm_s *= k, o->bubble_s *= k, o->idle_s *= k;
+    }
+    o->n_comm = run_report_comm_rows(r, o->comm);
     /* units: busy over the run's time per chip */
     for (int u = 0; u < RUN_UNIT_COUNT; u++) {
         run_report_unit *x = &o->units[u];
@@ -182,7 +201,8 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
         if (!r->ranks)
             x->min_pct = 0;
     }
-    /* the busiest links that carried anything */
+    /* the busiest links that carried anything, their peak over windows of a fixed length */
+    o->link_peak_window_s = (double)r->link_window_ps * 1e-12;
     for (uint32_t i = 0; i < r->n_top && o->n_links < RUN_REPORT_LINKS_MAX; i++) {
         const run_link_stats *l = &r->links[r->top[i]];
         if (!l->bytes)
@@ -243,11 +263,11 @@ json_t *run_report_json(const run_report *o)
                                                 o->stage_bubble_ratio[s]));
     for (uint32_t i = 0; i < o->n_comm; i++) {
         const run_report_comm *c = &o->comm[i];
-        json_array_append_new(comm, json_pack("{s:s, s:i, s:f, s:f, s:f, s:I}", "kind",
+        json_array_append_new(comm, json_pack("{s:s, s:i, s:f, s:f, s:f, s:f}", "kind",
                                               run_comm_kind_name(c->kind), "chips", (int)c->chips,
                                               "total_s", c->total_s, "exposed_s", c->exposed_s,
-                                              "overlapped_s", c->total_s - c->exposed_s, "bytes",
-                                              (json_int_t)c->bytes));
+                                              "overlapped_s", c->total_s - c->exposed_s,
+                                              "bytes_per_chip", c->bytes_per_chip));
     }
     for (int u = 0; u < RUN_UNIT_COUNT; u++) {
         const run_report_unit *x = &o->units[u];
@@ -325,9 +345,13 @@ json_t *run_report_json(const run_report *o)
     json_object_set_new(j, "bubble_ratio", json_real(o->bubble_ratio));
     json_object_set_new(j, "bubble_analytical", json_real(o->bubble_analytical));
     json_object_set_new(j, "stages", stages);
+    json_object_set_new(j, "time", json_pack("{s:f, s:f, s:f, s:f}", "compute_s", o->compute_s,
+                                             "exposed_comm_s", o->exposed_comm_s, "bubble_s",
+                                             o->bubble_s, "idle_s", o->idle_s));
     json_object_set_new(j, "comm", comm);
     json_object_set_new(j, "units", units);
     json_object_set_new(j, "links", links);
+    json_object_set_new(j, "link_peak_window_s", json_real(o->link_peak_window_s));
     json_object_set_new(j, "memory", mem);
     json_object_set_new(j, "engine", engine);
     if (!run_faults_json(&o->faults, j)) {

@@ -9,9 +9,10 @@
  *   step_time_s, tokens_per_s | samples_per_s, model_flops_per_step, hardware_flops_per_step,
  *   peak_flops_per_chip, tflops_per_chip, hardware_tflops_per_chip, mfu_pct, hfu_pct, bubble_pct, bubble_ratio,
  *   bubble_analytical, stages [{stage, bubble_pct, bubble_ratio}],
- *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes}],
+ *   time {compute_s, exposed_comm_s, bubble_s, idle_s},
+ *   comm [{kind, chips, total_s, exposed_s, overlapped_s, bytes_per_chip}],
  *   units [{kind, min_util_pct, mean_util_pct, max_util_pct}],
- *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}],
+ *   links [{name, bytes, avg_gbps, peak_gbps, capacity_gbps}], link_peak_window_s,
  *   memory {params_bytes, ..., total_bytes, peak_bytes, hbm_bytes, stage, fits},
  *   engine {events, tasks, kernels, kernels_simulated, kernels_from_file, kernels_rejected,
  *           colls_simulated,
@@ -42,7 +43,9 @@ typedef struct run_report_comm {
     uint32_t chips;        /* ranks that take part in communication of the kind */
     double total_s;        /* per step, mean over those ranks: time any of it is in flight */
     double exposed_s;      /* ... of which the rank's compute engine is idle */
-    uint64_t bytes;        /* per step, all ranks: bytes put on the network */
+    double bytes_per_chip; /* per step, mean over those ranks: bytes each puts on the network
+                              (the kind's bytes of every rank / chips; a ring all-reduce of B
+                              over N: 2 (N - 1) / N x B) */
 } run_report_comm;
 
 typedef struct run_report_unit {
@@ -94,11 +97,18 @@ typedef struct run_report {
     double bubble_pct, bubble_ratio, bubble_analytical; /* pct: 0 .. 100 */
     uint32_t stages;
     double *stage_bubble_pct, *stage_bubble_ratio;
+    /* where a chip's step goes, mean over chips, per step; they add up to step_time_s:
+     * computing, exposed communication (any kind, each instant once), the pipeline bubble
+     * (idle inside its pipeline's window: waiting for a stage's input; every step's) and
+     * the rest of its idle time (before and after the window: waiting for the step's other
+     * chips) */
+    double compute_s, exposed_comm_s, bubble_s, idle_s;
     uint32_t n_comm;
     run_report_comm comm[RUN_COMM_COUNT];
     run_report_unit units[RUN_UNIT_COUNT];
     uint32_t n_links;
     run_report_link links[RUN_REPORT_LINKS_MAX];
+    double link_peak_window_s; /* the window of links[].peak_gbps (run_result.link_window_ps) */
     nn_plan_mem mem;       /* the largest rank's */
     int mem_stage;
     uint64_t hbm_bytes;
@@ -121,6 +131,11 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
                           const run_result *r, const run_ktimer_stats *kt, run_report *out,
                           np_err *err);
 void run_report_free(run_report *rep);
+
+/* The communication rows of result r: per kind that any rank took part in (in run_comm_kind
+ * order), the chips that took part and, per step and mean over them, the time in flight, the
+ * exposed part and the bytes each put on the network. Returns the rows written. */
+uint32_t run_report_comm_rows(const run_result *r, run_report_comm rows[RUN_COMM_COUNT]);
 
 /* What a strategy asks of the attention, as --attention names it: "fused" (s->fuse_attention:
  * flash), "composite" (s->fuse_softmax: Megatron's fused scale-mask-softmax between the two

@@ -7,6 +7,8 @@
  */
 #include "run_sim.h"
 
+#include "run_figures.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,85 +41,54 @@ static void rr_ranks(run_sim *s, run_result *r)
     r->step_ps = r->time_ps / s->steps;
 }
 
+/* The bubble by stage: a rank's stage is its position in its pp group (run_figures.h). */
 static np_status rr_bubbles(run_sim *s, run_result *r, np_err *err)
 {
     const run_graph *g = s->g;
     r->micro_batches = g->micro_batches;
     r->stages = g->pp_gs == RUN_NONE ? 1 : g->gs[g->pp_gs].size;
-    r->stage_bubble_frac = calloc(r->stages, sizeof *r->stage_bubble_frac);
-    r->stage_bubble_ratio = calloc(r->stages, sizeof *r->stage_bubble_ratio);
-    uint32_t *cnt = calloc(r->stages, sizeof *cnt);
-    if (!r->stage_bubble_frac || !r->stage_bubble_ratio || !cnt) {
-        free(cnt);
+    uint32_t *stage_of = malloc(((size_t)g->ranks + 1) * sizeof *stage_of);
+    if (!stage_of)
         return rr_oom(err);
-    }
+    for (uint32_t i = 0; i < g->ranks; i++)
+        stage_of[i] = RUN_NONE;
     if (g->pp_gs != RUN_NONE) {
         const rg_groupset *pp = &g->gs[g->pp_gs];
-        for (uint32_t i = 0; i < pp->n_groups; i++) {
-            const uint32_t *mem = pp->members + (size_t)i * pp->size;
-            uint64_t lo = UINT64_MAX, hi = 0;
-            for (uint32_t j = 0; j < pp->size; j++) {
-                const run_rank_stats *st = &r->rank[mem[j]];
-                if (st->pipe_busy_ps == 0)
-                    continue;
-                lo = st->pipe_first_ps < lo ? st->pipe_first_ps : lo;
-                hi = st->pipe_last_ps > hi ? st->pipe_last_ps : hi;
-            }
-            if (lo >= hi)
-                continue;
-            double w = (double)(hi - lo);
-            for (uint32_t j = 0; j < pp->size; j++) {
-                const run_rank_stats *st = &r->rank[mem[j]];
-                if (st->pipe_busy_ps == 0)
-                    continue;
-                double idle = w - (double)st->pipe_busy_ps;
-                if (idle < 0)
-                    idle = 0;
-                r->stage_bubble_frac[j] += idle / w;
-                r->stage_bubble_ratio[j] += idle / (double)st->pipe_busy_ps;
-                cnt[j]++;
-            }
-        }
+        for (uint32_t i = 0; i < pp->n_groups * pp->size; i++)
+            stage_of[pp->members[i]] = i % pp->size;
     }
-    uint32_t used = 0;
-    for (uint32_t j = 0; j < r->stages; j++) {
-        if (!cnt[j])
-            continue;
-        r->stage_bubble_frac[j] /= cnt[j];
-        r->stage_bubble_ratio[j] /= cnt[j];
-        r->bubble_frac += r->stage_bubble_frac[j];
-        r->bubble_ratio += r->stage_bubble_ratio[j];
-        used++;
-    }
-    if (used) {
-        r->bubble_frac /= used;
-        r->bubble_ratio /= used;
-    }
-    free(cnt);
-    return NP_OK;
+    np_status st = run_figures_bubbles(r, stage_of, err);
+    free(stage_of);
+    return st;
 }
 
 static np_status rr_links(run_sim *s, run_result *r, np_err *err)
 {
     size_t L = s->n_links;
+    r->n_links = (uint32_t)L;
+    r->links = calloc(L + 1, sizeof *r->links);
+    if (!r->links)
+        return rr_oom(err);
+    /* each link's busiest window: the network's count, or the replayed collectives' (a link
+     * carries one or the other: reused groups' links carry nothing else) */
+    for (size_t l = 0; l < L; l++) {
+        net_link_info li;
+        net_link_get(s->n, (uint32_t)l, &li);
+        double replay = net_window_most(&s->replay_peak[l], li.bytes_per_s);
+        r->links[l].peak_bytes_per_s = li.peak_window_bytes > replay ? li.peak_window_bytes
+                                                                     : replay;
+    }
     for (uint32_t k = 1; k < s->mirror_n; k++)
         for (size_t l0 = 0; l0 < L; l0++) {
             uint32_t lk = s->mirror_link[k * L + l0];
             if (lk == RUN_NONE)
                 continue;
             s->link_bytes[lk] = s->link_bytes[l0];
+            r->links[lk].peak_bytes_per_s = r->links[l0].peak_bytes_per_s;
             memcpy(&s->bins[(size_t)lk * RS_LINK_BINS], &s->bins[l0 * RS_LINK_BINS],
                    RS_LINK_BINS * sizeof *s->bins);
         }
-    r->n_links = (uint32_t)L;
-    r->links = calloc(L + 1, sizeof *r->links);
-    r->n_top = s->o.top_links ? s->o.top_links : 8;
-    if (r->n_top > L)
-        r->n_top = (uint32_t)L;
-    r->top = malloc(((size_t)r->n_top + 1) * sizeof *r->top);
-    if (!r->links || !r->top)
-        return rr_oom(err);
-    r->link_window_ps = s->bin_ps;
+    r->link_window_ps = NET_LINK_PEAK_WINDOW_PS;
     double t_s = (double)r->time_ps * 1e-12, w_s = (double)s->bin_ps * 1e-12;
     for (size_t l = 0; l < L; l++) {
         run_link_stats *ls = &r->links[l];
@@ -127,38 +98,26 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
         ls->capacity_bytes_per_s = li.bytes_per_s;
         ls->bytes = s->link_bytes[l];
         ls->avg_bytes_per_s = t_s > 0 ? (double)ls->bytes / t_s : 0;
-        /* The network counts a flow's bytes when its last byte leaves: spread them back over
-         * the windows before, at no more than the link's bandwidth, latest first. */
-        double cap = li.bytes_per_s * w_s, carry = 0, peak = 0, spread[RS_LINK_BINS];
+        ls->peak_bytes_per_s /= (double)NET_LINK_PEAK_WINDOW_PS * 1e-12;
+        if (!s->obs || !s->obs->link || !ls->bytes)
+            continue;
+        /* the trace's counter: the network counts a flow's bytes when its last byte leaves;
+         * spread them back over the windows before, at no more than the link's bandwidth,
+         * latest first */
+        double cap = li.bytes_per_s * w_s, carry = 0, spread[RS_LINK_BINS];
         const uint64_t *b = &s->bins[l * RS_LINK_BINS];
         for (uint32_t k = RS_LINK_BINS; k-- > 0;) {
             double v = (double)b[k] + carry;
             double here = k == 0 || v < cap ? v : cap;
             carry = v - here;
-            peak = here > peak ? here : peak;
             spread[k] = here;
         }
-        ls->peak_bytes_per_s = peak / w_s;
-        if (s->obs && s->obs->link && ls->bytes) {
-            uint32_t n = RS_LINK_BINS;
-            while (n > 1 && spread[n - 1] == 0)
-                n--;
-            s->obs->link(s->obs->ctx, (uint32_t)l, ls->name, spread, n, s->bin_ps);
-        }
+        uint32_t n = RS_LINK_BINS;
+        while (n > 1 && spread[n - 1] == 0)
+            n--;
+        s->obs->link(s->obs->ctx, (uint32_t)l, ls->name, spread, n, s->bin_ps);
     }
-    /* The busiest by bytes (ties: the lower id), by selection: n_top is small. */
-    for (uint32_t i = 0; i < r->n_top; i++) {
-        uint32_t best = RUN_NONE;
-        for (uint32_t l = 0; l < L; l++) {
-            bool taken = false;
-            for (uint32_t j = 0; j < i && !taken; j++)
-                taken = r->top[j] == l;
-            if (!taken && (best == RUN_NONE || r->links[l].bytes > r->links[best].bytes))
-                best = l;
-        }
-        r->top[i] = best;
-    }
-    return NP_OK;
+    return run_figures_top_links(r, s->o.top_links, err);
 }
 
 np_status rs_result(run_sim *s, run_result **out, np_err *err)

@@ -41,6 +41,17 @@ typedef struct rs_eng {
     uint64_t other_end, other_ps;
 } rs_eng;
 
+/* A pipeline (a pp group) in its latest step: the first start and the last end so far of its
+ * ranks' RUN_TASK_PIPELINE tasks, each with a version its ranks compare with theirs to take
+ * their idle time at that instant, lazily, when their accounting next moves (rs_acct). */
+typedef struct rs_pipe {
+    uint64_t lo, hi;
+    uint32_t lo_ver, hi_ver;
+    uint32_t step;    /* the step lo and hi are of (UINT32_MAX: none yet) */
+    const uint32_t *members; /* its ranks, size of them */
+    uint32_t size;
+} rs_pipe;
+
 typedef struct rs_rank {
     const rg_class *cls;
     uint32_t id, chip;
@@ -52,7 +63,10 @@ typedef struct rs_rank {
     uint32_t rep;      /* the simulated rank it mirrors (itself when simulated) */
     double slow;       /* its chip's compute slowdown (run_opts.slow; 1: none) */
     uint32_t pipe_step; /* the step the pipeline figures are of (the last one) */
-    uint64_t t_acct;   /* comm time accounted up to here */
+    uint64_t t_acct;   /* comm, compute and idle time accounted up to here */
+    rs_pipe *pipe;     /* its pipeline (NULL: no pp groupset) */
+    uint32_t lo_ver, hi_ver;  /* the pipe versions its idle time was taken at */
+    uint64_t idle_lo, idle_hi; /* st.idle_ps at the pipe's lo and hi */
     uint32_t steps_done;
     uint64_t comm_since; /* the start of the current comm-busy interval (n_active > 0) */
     run_ktime kt;        /* the running compute task's timing (for the observer) */
@@ -143,7 +157,10 @@ typedef struct run_sim {
     uint32_t n_sampled;
     uint64_t *link_last;   /* per sampled link: net bytes at the last sample */
     uint64_t *bins;        /* n_links * RS_LINK_BINS */
+    rs_pipe *pipes;        /* per group of the pp groupset */
     uint64_t *link_bytes;  /* per link, over the run */
+    net_window_peak *replay_peak; /* per link: the busiest window of the bytes reused
+                                     collectives replay (the network's: net_link_info) */
     uint64_t bin_ps;
     uint32_t bin_k;        /* the bin the next sample closes */
     /* progress */

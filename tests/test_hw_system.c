@@ -134,6 +134,10 @@ TEST(running_until_a_time_shows_the_state_and_the_report_so_far)
     CU_ASSERT_EQUAL(r->total_cycles, 100u);
     CU_ASSERT_EQUAL(r->units[0].busy_cycles, 100u); /* core0.dma, busy all along */
     CU_ASSERT_STRING_EQUAL(r->units[0].name, "chip0.core0.dma");
+    CU_ASSERT_EQUAL(r->units[0].kind, ISA_UNIT_DMA);
+    CU_ASSERT_EQUAL(r->units[0].chip, 0u);
+    CU_ASSERT_EQUAL(r->units[0].core, 0u);
+    CU_ASSERT_PTR_EQUAL(core_report_unit(r, 0, 0, ISA_UNIT_DMA), &r->units[0]);
     core_report_free(r);
     CU_ASSERT_EQUAL_FATAL(evq_run(q, &e), NP_OK);
     hw_system_check(sys);

@@ -284,7 +284,7 @@ static np_status time_analytical(void *ctx, const run_kernel *k, run_ktime *out,
 
 typedef struct figures {
     uint64_t scaleout, island; /* bytes on the chips' links up to the scale-out and island switches */
-    uint64_t pp, pp_sg;        /* bytes of the report's kinds */
+    uint64_t pp, pp_sg;        /* bytes of the report's kinds, all chips (per chip x chips) */
     double loss, loss_reference;
 } figures;
 
@@ -317,9 +317,9 @@ static figures run_of(const arch_config *cfg, const char *model, int tp, bool sg
     }
     for (uint32_t i = 0; i < r.n_comm; i++) {
         if (r.comm[i].kind == RUN_COMM_PP)
-            f.pp = r.comm[i].bytes;
+            f.pp = (uint64_t)llround(r.comm[i].bytes_per_chip * r.comm[i].chips);
         if (r.comm[i].kind == RUN_COMM_PP_SG)
-            f.pp_sg = r.comm[i].bytes;
+            f.pp_sg = (uint64_t)llround(r.comm[i].bytes_per_chip * r.comm[i].chips);
     }
     f.loss = r.loss;
     f.loss_reference = r.loss_reference;
@@ -447,8 +447,8 @@ TEST(npusim_run_reports_the_gathers_as_their_own_kind_and_says_so_in_its_header)
 {
     for (int k = 0; k < 2; k++) {
         harness_run r = harness_npusim("run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch",
-                                       "8", "--tp", "2", "--pp", "2", "--json",
-                                       k ? "--no-pp-scatter-gather" : NULL, NULL);
+                                       "8", "--microbatch", "8", "--tp", "2", "--pp", "2",
+                                       "--json", k ? "--no-pp-scatter-gather" : NULL, NULL);
         CU_ASSERT_EQUAL(r.exit_status, 0);
         json_t *j = json_loads(r.out, 0, NULL);
         CU_ASSERT_PTR_NOT_NULL_FATAL(j);
@@ -462,8 +462,11 @@ TEST(npusim_run_reports_the_gathers_as_their_own_kind_and_says_so_in_its_header)
                 continue;
             sg = true;
             /* one micro-batch of 8 x 16 tokens of width 32, bf16: N = 8 KiB a boundary; one
-             * gather forward (stage 1's tp pair) and one backward (stage 0's), (2 - 1) N each */
-            CU_ASSERT_EQUAL(json_integer_value(json_object_get(c, "bytes")), 2 * 8192);
+             * gather forward (stage 1's tp pair) and one backward (stage 0's), (2 - 1) N each:
+             * 2 N over the 4 chips that take part, N / 2 each */
+            CU_ASSERT_EQUAL(json_integer_value(json_object_get(c, "chips")), 4);
+            CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(c, "bytes_per_chip")),
+                                   8192 / 2, 1e-9);
         }
         CU_ASSERT_EQUAL(sg, k == 0);
         json_decref(j);

@@ -692,17 +692,19 @@ TEST(the_communication_chart_labels_exposed_and_overlapped_time_inside_the_chart
 {
     /* the run's figures per kind: total_s in flight, exposed_s of it with compute idle, the
      * rest overlapped (docs/run.md): tp 3.016164 s of which 2.414 s exposed, 602.164 ms
-     * overlapped; dp 48 ms, 6 ms exposed, 42 ms overlapped; pp all exposed */
+     * overlapped; dp 48 ms, 6 ms exposed, 42 ms overlapped, 1.5 MiB sent by each chip that
+     * takes part; pp all exposed */
     const char *json = tmp("comm.json"), *html = tmp("comm.html");
     write_text(json, "{\"step_time_s\": 4, \"comm\": ["
                      "{\"kind\": \"tp\", \"total_s\": 3.016164, \"exposed_s\": 2.414},"
-                     "{\"kind\": \"dp\", \"total_s\": 0.048, \"exposed_s\": 0.006},"
+                     "{\"kind\": \"dp\", \"total_s\": 0.048, \"exposed_s\": 0.006, "
+                     "\"bytes_per_chip\": 1572864},"
                      "{\"kind\": \"pp\", \"total_s\": 0.009, \"exposed_s\": 0.009}]}\n");
     run_ok((const char *const[]){"report", json, "-o", html, NULL});
     char *page = harness_read_file(html, NULL);
     CU_ASSERT_PTR_NOT_NULL_FATAL(page);
     static const char *const want[] = {"exposed 2.414 s, overlapped 602.164 ms",
-                                       "exposed 6.000 ms, overlapped 42.000 ms",
+                                       "exposed 6.000 ms, overlapped 42.000 ms, 1.50 MiB sent a chip",
                                        "exposed 9.000 ms, overlapped 0 s"};
     static const double exposed[] = {2.414, 0.006, 0.009}, total[] = {3.016164, 0.048, 0.009};
     for (int i = 0; i < 3; i++) {

@@ -90,6 +90,42 @@ TEST(strategy_flags_without_a_model_change_the_default_job)
     refuses("--batch 16 is not divisible by --dp 3", "--dp", "3", NULL);
 }
 
+/* Without --microbatch a --model run takes the default job's rule: micro-batches of 2 where 2
+ * divides a data-parallel rank's share of the batch, else the share whole. */
+TEST(a_model_runs_micro_batches_by_the_default_jobs_rule)
+{
+    static const struct {
+        const char *batch, *dp, *mb;
+        int microbatch, micro_batches;
+    } cases[] = {
+        {"8", "2", NULL, 2, 2},   /* 8 / 2 = 4 a rank: 2 of 2 (was one of 4) */
+        {"6", "2", NULL, 3, 1},   /* 3 a rank: 2 does not divide it, one of 3 */
+        {"16", "1", NULL, 2, 8},  /* 16 a rank: 8 of 2 */
+        {"8", "2", "4", 4, 1},    /* --microbatch says otherwise */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        harness_run r = harness_npusim("run", "--arch", "tpu-pod", "--model", "mlp-tiny", "--batch",
+                                       cases[i].batch, "--dp", cases[i].dp, "--json",
+                                       cases[i].mb ? "--microbatch" : NULL, cases[i].mb, NULL);
+        CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+        json_t *j = json_loads(r.out, 0, NULL);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "microbatch")), cases[i].microbatch);
+        CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "micro_batches")),
+                        cases[i].micro_batches);
+        json_decref(j);
+        harness_run_free(&r);
+    }
+    /* the default job by the same rule: --batch 12 over dp 2 is 6 a rank, 3 of 2 */
+    harness_run r = harness_npusim("run", "--batch", "12", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "microbatch")), 2);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(j, "micro_batches")), 3);
+    json_decref(j);
+    harness_run_free(&r);
+}
+
 TEST(run_functional_mode_needs_full_fidelity_and_full_fidelity_has_no_trace_yet)
 {
     refuses("--functional needs --fidelity full", "--model", "mlp-tiny", "--batch", "8",
@@ -353,7 +389,9 @@ TEST(a_real_runs_text_report_has_every_figure_with_its_unit)
     const char *want[] = {"# gpt-tiny on tpu-pod: 4 of 4,096 chips", "step time", " \xc2\xb5s",
                           "tokens/s", "FLOPs per step", "MFLOP model", "MFU / HFU", " %",
                           "pipeline bubble", "(p-1)/(m+p-1) form; analytical 20.0 %",
-                          "x the busy time ((p-1)/m form; analytical 0.25 x)",
+                          "x the time it works ((p-1)/m form; analytical 0.25 x)",
+                          "step per chip        compute ", "+ exposed communication ",
+                          "+ pipeline bubble ", "+ other idle ",
                           "utilization (busy / run time, over chips)", "compute", "mxu",
                           "communication per step", "dp", "pp", "busiest links", "GB/s",
                           "memory of the largest chip", "KiB", "engine:", "distinct kernels"};
@@ -438,9 +476,10 @@ TEST(run_csv_gives_the_json_reports_figures_as_rows)
         if (!strcmp(json_string_value(json_object_get(json_array_get(cm, i), "kind")), "dp"))
             dp = json_array_get(cm, i);
     CU_ASSERT_PTR_NOT_NULL_FATAL(dp);
-    snprintf(want, sizeof want, "\ncomm,dp,bytes,%" JSON_INTEGER_FORMAT "\n",
-             json_integer_value(json_object_get(dp, "bytes")));
-    CU_ASSERT_PTR_NOT_NULL(strstr(c.out, want));
+    const char *bpc = strstr(c.out, "\ncomm,dp,bytes_per_chip,");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(bpc);
+    CU_ASSERT_EQUAL(strtod(bpc + strlen("\ncomm,dp,bytes_per_chip,"), NULL),
+                    json_number_value(json_object_get(dp, "bytes_per_chip")));
     CU_ASSERT_PTR_NOT_NULL(strstr(c.out, "\nunits,compute,mean_util_pct,"));
     snprintf(want, sizeof want, "\nmemory,,hbm_bytes,%" JSON_INTEGER_FORMAT "\n",
              json_integer_value(json_object_get(json_object_get(js, "memory"), "hbm_bytes")));

@@ -17,6 +17,7 @@
 
 #include "harness.h"
 #include "run_engine.h"
+#include "run_report.h"
 
 /* ---- fixtures ------------------------------------------------------------------------------ */
 
@@ -132,6 +133,8 @@ typedef struct pipe_shape {
                             its chunks together) */
     uint64_t act_bytes;  /* sent between stages per micro-batch */
     uint64_t tp_bytes;   /* each tp all-reduce (0: none) */
+    bool tp_mid;         /* the all-reduce between the two halves of each compute, the second
+                            waiting for it (as a layer's: exposed), not after it */
     uint64_t dp_bytes;   /* each of the 2 gradient buckets (0: none) */
 } pipe_shape;
 
@@ -214,6 +217,8 @@ static run_graph *pipe_graph(const pipe_shape *ps)
     free(mem);
     CU_ASSERT_EQUAL(run_graph_set_pipeline(g, gs_pp, ps->m, &e), NP_OK);
     uint32_t kf = kernel(g, "fwd", ps->f_ps / v), kb = kernel(g, "bwd", ps->b_ps / v);
+    uint32_t kf2 = ps->tp_mid ? kernel(g, "fwd-half", ps->f_ps / v / 2) : RUN_NONE,
+             kb2 = ps->tp_mid ? kernel(g, "bwd-half", ps->b_ps / v / 2) : RUN_NONE;
     uint32_t kopt = kernel(g, "optimizer", ps->f_ps / 10);
     pipe_op *ops = malloc(2 * ps->m * v * sizeof *ops);
     uint32_t *fwd = malloc(ps->m * v * sizeof *fwd);
@@ -244,8 +249,18 @@ static run_graph *pipe_graph(const pipe_shape *ps)
                                                      .tag = 2 * c + (f ? 0 : 1)});
             if (!f)
                 deps[nd++] = fwd[c * ps->m + i];
-            uint32_t x = compute(g, cls, f ? kf : kb, RUN_TASK_PIPELINE, deps, nd);
-            if (ps->tp > 1 && ps->tp_bytes)
+            uint32_t x;
+            if (ps->tp_mid) {
+                x = compute(g, cls, f ? kf2 : kb2, RUN_TASK_PIPELINE, deps, nd);
+                x = task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_TP,
+                                            .stream = ST_TP, .op = COLL_OP_ALL_REDUCE,
+                                            .algo = COLL_ALGO_RING, .groupset = gs_tp,
+                                            .bytes = ps->tp_bytes, .deps = &x, .n_deps = 1});
+                x = compute(g, cls, f ? kf2 : kb2, RUN_TASK_PIPELINE, &x, 1);
+            } else {
+                x = compute(g, cls, f ? kf : kb, RUN_TASK_PIPELINE, deps, nd);
+            }
+            if (ps->tp > 1 && ps->tp_bytes && !ps->tp_mid)
                 x = task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_TP,
                                             .stream = ST_TP, .op = COLL_OP_ALL_REDUCE,
                                             .groupset = gs_tp, .bytes = ps->tp_bytes,
@@ -301,12 +316,21 @@ static void check_bubbles(int sched, uint32_t v, const uint32_t *P, size_t nP, c
             CU_ASSERT_PTR_NOT_NULL_FATAL(r);
             double frac = (double)(p - 1) / (v * m + p - 1), ratio = (double)(p - 1) / (v * m);
             CU_ASSERT_EQUAL(r->stages, p);
-            CU_ASSERT_TRUE(within_abs(r->bubble_frac, frac, 0.02));
-            CU_ASSERT_TRUE(within_abs(r->bubble_ratio, ratio, 0.02));
+            /* Every stage but stage 0, which ends the schedule, runs its optimizer step (0.1
+             * ms) inside the window: busy, not bubble, (p-1) 3/v - 0.1 ms idle of m 3 + 0.1
+             * busy (the textbook's (p-1)/(vm+p-1) and (p-1)/(vm) for stage 0) */
+            double sum_frac = 0, sum_ratio = 0;
             for (uint32_t s = 0; s < p; s++) {
+                double idle = (p - 1) * 3.0 / v - (s ? 0.1 : 0), busy = m * 3.0 + (s ? 0.1 : 0);
+                CU_ASSERT_TRUE(within_abs(r->stage_bubble_frac[s], idle / (idle + busy), 0.02));
+                CU_ASSERT_TRUE(within_abs(r->stage_bubble_ratio[s], idle / busy, 0.02));
                 CU_ASSERT_TRUE(within_abs(r->stage_bubble_frac[s], frac, 0.02));
-                CU_ASSERT_TRUE(within_abs(r->stage_bubble_ratio[s], ratio, 0.02));
+                sum_frac += idle / (idle + busy), sum_ratio += idle / busy;
             }
+            CU_ASSERT_TRUE(within_abs(r->stage_bubble_ratio[0], ratio, 0.02));
+            CU_ASSERT_TRUE(within_abs(r->bubble_frac, frac, 0.02));
+            CU_ASSERT_TRUE(within_abs(r->bubble_frac, sum_frac / p, 0.02));
+            CU_ASSERT_TRUE(within_abs(r->bubble_ratio, sum_ratio / p, 0.02));
             /* the schedule's length: m (t_f + t_b) + (p - 1) (t_f + t_b) / v, plus the sends
              * and the optimizer step */
             double want = m * 3e9 + (p - 1) * 3e9 / v + 1e8;
@@ -483,6 +507,61 @@ static run_result *ddp(const tnet *f, uint32_t p, uint32_t buckets, uint64_t lay
     run_result *r = simulate(g, f, &(run_opts){0});
     run_graph_free(g);
     return r;
+}
+
+/* Balanced stages of 2 tp ranks whose every forward and backward waits in its middle for an
+ * all-reduce of 1 MiB over the tp pair (a ring, 83 µs, exposed): the bubble — idle time waiting for a stage's input — is still
+ * (p-1)/(m+p-1) within 2 points for p in {4, 8}, m in {8, 16} (each stage's time is its
+ * compute and its exposed all-reduces, m + p - 1 of them make the window, m its work), the
+ * tp communication is reported exposed beside it, and each chip's computing, exposed and idle
+ * time add up to the run. Counting exposed communication as bubble, as the report did, gave
+ * more: the all-reduces' share of the window on top. */
+TEST(the_bubble_is_p_minus_1_over_m_plus_p_minus_1_with_tensor_parallel_communication_exposed)
+{
+    static const uint32_t P[] = {4, 8}, M[] = {8, 16};
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++) {
+            uint32_t p = P[i], m = M[j];
+            tnet f;
+            tnet_init(&f, ARCH_TOPOLOGY_SWITCH, 2 * p, NULL, 0);
+            pipe_shape ps = {.p = p, .m = m, .tp = 2, .dp = 1, .sched = SCHED_1F1B,
+                             .f_ps = MS(1), .b_ps = MS(2), .act_bytes = 4096,
+                             .tp_bytes = 1 << 20, .tp_mid = true};
+            run_graph *g = pipe_graph(&ps);
+            run_result *r = simulate(g, &f, &(run_opts){0});
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            double frac = (double)(p - 1) / (m + p - 1);
+            CU_ASSERT_TRUE(within_abs(r->bubble_frac, frac, 0.02));
+            for (uint32_t s = 0; s < p; s++)
+                CU_ASSERT_TRUE(within_abs(r->stage_bubble_frac[s], frac, 0.02));
+            if (!within_abs(r->bubble_frac, frac, 0.02))
+                fprintf(stderr, "p=%u m=%u: bubble %.4f, want %.4f\n", p, m, r->bubble_frac, frac);
+            /* the all-reduces are exposed: 2m of them a rank, each its alpha-beta time */
+            uint64_t tp_exposed = r->rank[0].exposed_ps[RUN_COMM_TP];
+            CU_ASSERT(within_rel((double)tp_exposed, 2.0 * m * ring_ar_ps(&f, 2, 1 << 20), 0.01));
+            /* where each chip's time goes adds up to the run; the bubble is idle time */
+            for (uint32_t k = 0; k < r->ranks; k++) {
+                const run_rank_stats *st = &r->rank[k];
+                CU_ASSERT_EQUAL(st->computing_ps + st->exposed_all_ps + st->idle_ps, r->time_ps);
+                CU_ASSERT_EQUAL(st->computing_ps, st->busy_ps[RUN_UNIT_COMPUTE]);
+                CU_ASSERT(st->bubble_ps <= st->idle_ps);
+                CU_ASSERT(st->exposed_all_ps >= st->exposed_ps[RUN_COMM_TP]);
+                CU_ASSERT_EQUAL(st->bubble_all_ps, st->bubble_ps); /* one step */
+            }
+            run_result_free(r);
+            /* two steps, one after the other: each its own window, the same bubble twice */
+            r = simulate(g, &f, &(run_opts){.steps = 2});
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            CU_ASSERT_TRUE(within_abs(r->bubble_frac, frac, 0.02));
+            for (uint32_t k = 0; k < r->ranks; k++) {
+                const run_rank_stats *st = &r->rank[k];
+                CU_ASSERT_EQUAL(st->computing_ps + st->exposed_all_ps + st->idle_ps, r->time_ps);
+                CU_ASSERT(within_rel((double)st->bubble_all_ps, 2.0 * (double)st->bubble_ps, 0.01));
+                CU_ASSERT(st->bubble_all_ps <= st->idle_ps);
+            }
+            run_result_free(r);
+            run_graph_free(g);
+        }
 }
 
 TEST(ddp_buckets_overlap_backward_and_more_buckets_expose_less)
@@ -679,6 +758,93 @@ TEST(a_ring_all_reduce_task_takes_its_alpha_beta_cost_when_uncontended)
             run_result_free(r);
             run_graph_free(g);
         }
+}
+
+/* The report's communication row of a ring all-reduce of n bytes over p chips, run twice (two
+ * steps): by hand, each chip sends 2 (p-1) chunks of n / p per all-reduce (p-1 of the
+ * reduce-scatter, p-1 of the all-gather), so 2 (p-1)/p n bytes per chip and step, all p chips
+ * taking part; simulated and reused alike. */
+TEST(the_reports_bytes_per_chip_of_a_ring_all_reduce_are_2_p_minus_1_over_p_of_its_size)
+{
+    static const uint32_t P[] = {2, 4, 8};
+    for (int i = 0; i < 3; i++)
+        for (int reuse = 0; reuse < 2; reuse++) {
+            uint32_t p = P[i];
+            tnet f;
+            tnet_init(&f, ARCH_TOPOLOGY_SWITCH, p, NULL, 0);
+            run_graph *g;
+            np_err e = {0};
+            run_graph_create(p, &g, &e);
+            uint32_t dp = groupset_of_all(g, "dp", p), cls;
+            run_graph_add_class(g, "r", &cls, &e);
+            uint64_t n = (uint64_t)p << 16;
+            task(g, cls, (run_task){.kind = RUN_TASK_COLL, .comm = RUN_COMM_DP, .stream = 1,
+                                    .op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_RING,
+                                    .groupset = dp, .bytes = n});
+            CU_ASSERT_EQUAL_FATAL(run_graph_finalize(g, &e), NP_OK);
+            run_result *r = simulate(g, &f, &(run_opts){.steps = 2, .no_coll_reuse = !reuse});
+            CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+            run_report_comm rows[RUN_COMM_COUNT];
+            CU_ASSERT_EQUAL_FATAL(run_report_comm_rows(r, rows), 1u);
+            CU_ASSERT_EQUAL(rows[0].kind, RUN_COMM_DP);
+            CU_ASSERT_EQUAL(rows[0].chips, p);
+            CU_ASSERT_DOUBLE_EQUAL(rows[0].bytes_per_chip, 2.0 * (p - 1) * (double)(n / p), 1e-6);
+            run_result_free(r);
+            run_graph_free(g);
+        }
+}
+
+/* Rank 0 computes 5 ms, then sends two messages of `bytes` to rank 1 at once, on two streams,
+ * over the one route between them. */
+static run_result *two_sends_after(const tnet *f, uint64_t bytes)
+{
+    run_graph *g;
+    np_err e = {0};
+    uint32_t pp, c0, c1;
+    run_graph_create(2, &g, &e);
+    pp = groupset_of_all(g, "pp", 2);
+    run_graph_add_class(g, "first", &c0, &e);
+    run_graph_add_class(g, "last", &c1, &e);
+    run_graph_set_class(g, 1, c1, &e);
+    uint32_t w = compute(g, c0, kernel(g, "wait", MS(5)), 0, NULL, 0);
+    for (uint32_t k = 0; k < 2; k++) {
+        task(g, c0, (run_task){.kind = RUN_TASK_SEND, .comm = RUN_COMM_PP, .bytes = bytes,
+                               .peer_groupset = pp, .peer = 1, .tag = k, .stream = k,
+                               .deps = &w, .n_deps = 1});
+        task(g, c1, (run_task){.kind = RUN_TASK_RECV, .comm = RUN_COMM_PP, .bytes = bytes,
+                               .peer_groupset = pp, .peer = -1, .tag = k, .stream = k});
+    }
+    CU_ASSERT_EQUAL_FATAL(run_graph_finalize(g, &e), NP_OK);
+    run_result *r = simulate(g, f, &(run_opts){0});
+    run_graph_free(g);
+    return r;
+}
+
+/* A link's peak is the most it carried in one window of 1 µs however long the run: two sends
+ * of 1,000 bytes that start together 5 ms into the run (both in the window of 5 ms) are 2,000
+ * bytes in 1 µs, 2 GB/s on each link of their route — where windows grown to keep the run in
+ * 512 of them (about 10 µs) gave a tenth of it; two of 1 MiB, far more than a window holds
+ * (an 8 GB/s link carries 8,000 bytes in 1 µs), are the link's bandwidth, no more. */
+TEST(a_links_peak_is_its_busiest_microsecond_however_long_the_run)
+{
+    tnet f;
+    tnet_init(&f, ARCH_TOPOLOGY_SWITCH, 2, NULL, 0);
+    run_result *r = two_sends_after(&f, 1000);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT(r->time_ps > MS(5));
+    CU_ASSERT_EQUAL(r->link_window_ps, US(1));
+    const run_link_stats *l = &r->links[r->top[0]];
+    CU_ASSERT_EQUAL(l->bytes, 2000);
+    CU_ASSERT_DOUBLE_EQUAL(l->peak_bytes_per_s, 2000 / 1e-6, 1e-3);
+    CU_ASSERT_EQUAL(r->links[r->top[1]].bytes, 2000); /* chip 0 up, the switch down to chip 1 */
+    CU_ASSERT_DOUBLE_EQUAL(r->links[r->top[1]].peak_bytes_per_s, 2000 / 1e-6, 1e-3);
+    run_result_free(r);
+    r = two_sends_after(&f, 1 << 20);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    l = &r->links[r->top[0]];
+    CU_ASSERT_EQUAL(l->bytes, 2u << 20);
+    CU_ASSERT_DOUBLE_EQUAL(l->peak_bytes_per_s, l->capacity_bytes_per_s, 1e-3);
+    run_result_free(r);
 }
 
 TEST(collectives_that_share_links_are_simulated_together_and_slow_each_other)

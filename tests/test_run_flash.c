@@ -259,8 +259,8 @@ TEST(composite_attention_runs_one_softmax_kernel_over_the_scores_each_way)
 static json_t *run_json(const char *model, const char *extra0, const char *extra1)
 {
     const char *args[16] = {"run", "--arch", "tpu-pod", "--model", model, "--batch", "8",
-                            "--dp", "2", "--json"};
-    int n = 10;
+                            "--dp", "2", "--microbatch", "4", "--json"}; /* one a rank */
+    int n = 12;
     if (extra0)
         args[n++] = extra0;
     if (extra1)

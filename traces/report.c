@@ -301,6 +301,10 @@ static void summary(FILE *f, const report_input *in)
         const json_t *c;
         json_array_foreach(json_object_get(r, "comm"), i, c)
             tot += num(c, "total_s"), exp += num(c, "exposed_s");
+        /* each instant once (a run's time breakdown), else the kinds' sum */
+        const json_t *tm = json_object_get(r, "time");
+        if (tm && !isnan(num(tm, "exposed_comm_s")))
+            exp = num(tm, "exposed_comm_s");
         if (tot > 0)
             card(f, "exposed communication", fmt_s(exp, b, sizeof b));
     } else if (r && json_object_get(r, "total_ps")) {
@@ -1216,7 +1220,7 @@ static void memory(FILE *f, const report_input *in)
 static void comm(FILE *f, const report_input *in)
 {
     section(f, "communication", "Communication: exposed and overlapped");
-    typedef struct { char kind[32]; double total, exposed; } row;
+    typedef struct { char kind[32]; double total, exposed, bytes; } row; /* bytes: a chip's */
     row rows[32];
     size_t n = 0, i;
     const json_t *c;
@@ -1225,6 +1229,7 @@ static void comm(FILE *f, const report_input *in)
             break;
         snprintf(rows[n].kind, sizeof rows[n].kind, "%s", jstr(c, "kind") ? jstr(c, "kind") : "?");
         rows[n].total = num(c, "total_s"), rows[n].exposed = num(c, "exposed_s");
+        rows[n].bytes = num(c, "bytes_per_chip");
         if (!isnan(rows[n].total) && !isnan(rows[n].exposed))
             n++;
     }
@@ -1236,6 +1241,7 @@ static void comm(FILE *f, const report_input *in)
                      m->kind == TDB_NONE ? "comm" : tdb_str(in->db, m->kind));
             rows[n].total = (double)m->total_ps / k * 1e-12;
             rows[n].exposed = (double)m->exposed_ps / k * 1e-12;
+            rows[n].bytes = NAN;
         }
     if (!n) {
         missing(f, "No communication in the inputs.");
@@ -1244,18 +1250,22 @@ static void comm(FILE *f, const report_input *in)
     }
     /* each row's label, right of its bar: the chart's scale leaves room for the longest
      * (COMM_CHAR_PX per character bounds an 11 px label's width) */
-    char label[32][96], b[64], d[64], t[64];
+    char label[32][128], b[64], d[64], t[64], u[64];
     double top = 0, room = 0;
     for (i = 0; i < n; i++) {
         top = fmax(top, rows[i].total);
-        snprintf(label[i], sizeof label[i], "exposed %s, overlapped %s",
+        snprintf(label[i], sizeof label[i], "exposed %s, overlapped %s%s%s%s",
                  fmt_s(rows[i].exposed, b, sizeof b),
-                 fmt_s(fmax(rows[i].total - rows[i].exposed, 0), d, sizeof d));
+                 fmt_s(fmax(rows[i].total - rows[i].exposed, 0), d, sizeof d),
+                 isnan(rows[i].bytes) ? "" : ", ",
+                 isnan(rows[i].bytes) ? "" : fmt_bytes(rows[i].bytes, u, sizeof u),
+                 isnan(rows[i].bytes) ? "" : " sent a chip");
         room = fmax(room, COMM_CHAR_PX * (double)strlen(label[i]) + 8);
     }
     double scale = top > 0 ? (W - LABEL_W - room) / top : 0;
-    fputs("<p>Per kind, the mean over chips of the time its communication is in flight: exposed "
-          "(nothing computes meanwhile, dark) and overlapped with compute (light).</p>\n", f);
+    fputs("<p>Per kind, the mean over the chips that take part of the time its communication is "
+          "in flight: exposed (nothing computes meanwhile, dark) and overlapped with compute "
+          "(light); and of the bytes each of them puts on the network.</p>\n", f);
     svg_open(f, "chart-comm", 10 + (int)n * 26 + 10, "exposed and overlapped communication");
     for (i = 0; i < n; i++) {
         int y = 10 + (int)i * 26;

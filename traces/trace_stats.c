@@ -291,6 +291,24 @@ static bool keep_comm_kind(const tdb *db, const tdb_slice *s, int64_t kind)
     return cat_is(db, s, cats_comm) && (int64_t)s->kind == kind;
 }
 
+/* Work: computing (a compute slice) or communicating (a comm slice) */
+static bool keep_work(const tdb *db, const tdb_slice *s, int64_t arg)
+{
+    (void)arg;
+    return cat_is(db, s, cats_compute) || cat_is(db, s, cats_comm);
+}
+
+/* The length of [lo, hi) that the merged intervals s cover. */
+static uint64_t ivls_within(const ivls *s, uint64_t lo, uint64_t hi)
+{
+    uint64_t len = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        uint64_t a = s->v[i].a > lo ? s->v[i].a : lo, b = s->v[i].b < hi ? s->v[i].b : hi;
+        len += b > a ? b - a : 0;
+    }
+    return len;
+}
+
 static bool keep_stage(const tdb *db, const tdb_slice *s, int64_t stage)
 {
     (void)db;
@@ -378,7 +396,12 @@ static np_status comm_and_stages(const tdb *db, tstats *st, np_err *err)
                     for (size_t i = db->threads[t].first; i < db->threads[t].first + db->threads[t].n; i++)
                         if (db->slices[i].stage == stages[k] && db->slices[i].mb > mb_max)
                             mb_max = db->slices[i].mb;
-            uint64_t busy = ivls_merge(&cm), idle = win > busy ? win - busy : 0;
+            /* the chip's work inside the window: its compute and its communication; the
+             * rest waits for a stage's input (exposed communication is not bubble) */
+            if (!gather(db, p, keep_work, 0, &cm))
+                goto oom;
+            ivls_merge(&cm);
+            uint64_t busy = ivls_within(&cm, win_lo, win_hi), idle = win > busy ? win - busy : 0;
             g->chips++;
             g->busy_ps += busy, g->idle_ps += idle;
             pct += win ? 100.0 * (double)idle / (double)win : 0;

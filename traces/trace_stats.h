@@ -14,8 +14,10 @@
  *              per chip total = their union, exposed = the part when no compute slice
  *              (category mxu, vpu or compute) of that chip runs; means over the chips that
  *              communicate;
- *   stages     slices with args.stage: per stage and chip, busy = the union of that stage's
- *              slices, idle = window - busy, the window from the first start to the last end
+ *   stages     slices with args.stage: per stage and its chips (those with its slices), busy =
+ *              the union of the chip's compute and comm slices inside the window (it computes
+ *              or communicates), idle = window - busy (it waits for a stage's input: exposed
+ *              communication is no bubble), the window from the first start to the last end
  *              of any slice with a stage (the pipeline's part of the run: the whole span when
  *              only pipeline work has stages); bubble_pct = idle / window (the (p-1)/(m+p-1) form),
  *              bubble_ratio = idle / busy (the (p-1)/m form); per stage the mean over its
