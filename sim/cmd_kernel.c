@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "cli_trace.h"
 #include "core.h"
+#include "energy.h"
 #include "human.h"
 #include "isa_asm.h"
 #include "kernel.h"
@@ -125,6 +126,8 @@ static json_t *figures_json(const char *op, const arch_config *cfg, const krun_f
     json_object_set_new(j, "schedule", json_string(r->kernel.schedule));
     json_object_set_new(j, "insns", json_integer((json_int_t)r->kernel.insns));
     json_object_set_new(j, "est_cycles", json_integer((json_int_t)r->kernel.est_cycles));
+    if (f->energy.modelled)
+        json_object_set_new(j, "energy", energy_figures_json(&f->energy));
     json_t *rep = core_report_json(r->report);
     if (rep) {
         json_object_set(j, "units", json_object_get(rep, "units"));
@@ -180,6 +183,8 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
         printf("  cost model    %s cycles (%+.1f%% of the simulated)\n",
                np_human_count(r->kernel.est_cycles, a, sizeof a),
                100.0 * ((double)r->kernel.est_cycles - (double)f->cycles) / (double)f->cycles);
+    if (f->energy.modelled)
+        energy_print(&f->energy, "  ", stdout);
     printf("\n");
     core_report_print(r->report, stdout);
 }

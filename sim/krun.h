@@ -26,6 +26,7 @@
 
 #include "arch.h"
 #include "core.h"
+#include "energy.h"
 #include "err.h"
 #include "kernel.h"
 #include "nn.h"
@@ -119,6 +120,10 @@ typedef struct krun_figures {
     bool l2;
     uint64_t l2_bytes, l2_dirty_bytes;
     double l2_gbps, l2_peak_gbps, l2_hit_pct;
+    /* energy and power (hw-model/energy.h) of the run's action counts, the chip's static
+     * power over its time; energy.modelled false when cfg's energy keys are all 0 */
+    energy_counts actions;
+    energy_figures energy;
 } krun_figures;
 
 void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,

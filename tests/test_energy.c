@@ -1,0 +1,201 @@
+/* test_energy.c — energy and power from the action counts (hw-model/energy.h): a GEMM's
+ * dynamic energy against its MACs and bytes counted by hand from its dataflow, a collective's
+ * link energy against the bits its algorithm sends times the hops of the topology, static
+ * energy against power x time, and the default (every energy key 0) printing nothing. */
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch.h"
+#include "coll.h"
+#include "energy.h"
+#include "evq.h"
+#include "harness.h"
+#include "kernel.h"
+#include "krun.h"
+
+static arch_config resolve(const char *arch, const char *const *sets, size_t n)
+{
+    arch_config cfg;
+    np_err err = {0};
+    np_status st = arch_resolve(arch, sets, n, &cfg, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    return cfg;
+}
+
+/* The kernel of `npusim kernel --op` text on core 0, run in timing mode; its figures. */
+static krun_figures run_op(const arch_config *cfg, const char *op)
+{
+    np_err err = {0};
+    kc_prog *p = NULL;
+    kc_spec s;
+    kc_kernel k;
+    memset(&k, 0, sizeof k);
+    CU_ASSERT_EQUAL_FATAL(kc_prog_new(cfg, &(kc_prog_opts){.cores = 1}, &p, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(kc_spec_parse(op, &s, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(kc_spec_kernel(p, &s, &k, &err), NP_OK);
+    kc_prog_free(p);
+    k.place.n_cores = 1;
+    krun_result r;
+    np_status st = krun_kernel(cfg, &k, NULL, &(krun_opts){.prog_cores = 1}, &r, &err);
+    if (st != NP_OK)
+        fprintf(stderr, "%s\n", err.msg);
+    CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+    krun_figures f;
+    krun_figures_of(cfg, &k, &r, &f);
+    krun_result_free(&r);
+    return f;
+}
+
+static bool close_to(double got, double want)
+{
+    bool ok = fabs(got - want) <= 1e-9 * fabs(want) + 1e-18;
+    if (!ok)
+        fprintf(stderr, "\n    got %.12g, want %.12g\n", got, want);
+    return ok;
+}
+
+/* A 64 x 64 x 64 bf16 GEMM on one tpu-pod core fits one tile of its 128 x 128 array, so its
+ * dataflow is one pass: the DMA reads A and B from HBM (8 KiB each) and writes them to the
+ * scratchpad; mxu.load reads B and mxu.mm reads A from the scratchpad and writes the
+ * 64 x 64 fp32 partial sums to the accumulator (16 KiB); mxu.drain reads them and writes C
+ * (8 KiB bf16) to the scratchpad; the DMA reads C and writes it to HBM. */
+TEST(gemm_dynamic_energy_is_macs_and_bytes_counted_by_hand)
+{
+    const char *sets[] = {"energy.mac_bf16_pj=0.5", "energy.sram_pj_per_byte=0.25",
+                          "energy.acc_pj_per_byte=0.125", "energy.hbm_pj_per_bit=2",
+                          "energy.mac_int8_pj=100", "energy.vector_op_pj=100"};
+    arch_config cfg = resolve("tpu-pod", sets, 6);
+    krun_figures f = run_op(&cfg, "matmul m=64 n=64 k=64 dtype=bf16");
+    double macs = 64.0 * 64 * 64;
+    double hbm = 3 * 8192.0;                    /* A, B read; C written */
+    double sram = (2 + 1) * 8192.0              /* A, B written; C written by the drain; */
+                  + (1 + 1 + 1) * 8192.0;       /* B, A read by the array; C read by the DMA */
+    double acc = 2 * 64 * 64 * 4.0;             /* written by mxu.mm, read by mxu.drain */
+    double want_pj = macs * 0.5 + sram * 0.25 + acc * 0.125 + 8 * hbm * 2;
+    CU_ASSERT(f.energy.modelled);
+    CU_ASSERT(close_to(f.energy.dynamic_j, want_pj * 1e-12));
+    CU_ASSERT(close_to(f.energy.part_j[ENERGY_PART_MAC], macs * 0.5e-12));
+    CU_ASSERT(close_to(f.energy.part_j[ENERGY_PART_HBM], 8 * hbm * 2e-12));
+    CU_ASSERT(close_to(f.energy.part_j[ENERGY_PART_SRAM], sram * 0.25e-12));
+    CU_ASSERT(close_to(f.energy.part_j[ENERGY_PART_ACC], acc * 0.125e-12));
+    CU_ASSERT_EQUAL(f.energy.part_j[ENERGY_PART_VECTOR], 0); /* no vector op, no int8 MAC */
+    CU_ASSERT_EQUAL(f.energy.static_j, 0);
+}
+
+/* An int8 GEMM's MACs go to the int8 energy, not the bf16 one. */
+TEST(gemm_macs_take_the_energy_of_their_dtype)
+{
+    const char *sets[] = {"energy.mac_bf16_pj=1000", "energy.mac_int8_pj=0.25"};
+    arch_config cfg = resolve("tpu-pod", sets, 2);
+    krun_figures f = run_op(&cfg, "matmul m=64 n=32 k=128 dtype=int8");
+    CU_ASSERT(close_to(f.energy.part_j[ENERGY_PART_MAC], 64.0 * 32 * 128 * 0.25e-12));
+}
+
+/* An elementwise op of rows x cols elements does rows x cols vector element operations. */
+TEST(vector_energy_is_one_operation_per_element)
+{
+    const char *sets[] = {"energy.vector_op_pj=3"};
+    arch_config cfg = resolve("tpu-pod", sets, 1);
+    krun_figures f = run_op(&cfg, "relu shape=96x200 dtype=bf16");
+    CU_ASSERT(close_to(f.energy.part_j[ENERGY_PART_VECTOR], 96.0 * 200 * 3e-12));
+}
+
+/* Static energy is the chip's static power over the kernel's time, whatever it did. */
+TEST(static_energy_is_power_times_time)
+{
+    const char *sets[] = {"energy.static_w=42.5"};
+    arch_config cfg = resolve("tpu-pod", sets, 1);
+    krun_figures f = run_op(&cfg, "matmul m=256 n=128 k=512 dtype=bf16");
+    double t = f.time_us * 1e-6;
+    CU_ASSERT(t > 0);
+    CU_ASSERT(close_to(f.energy.static_j, 42.5 * t));
+    CU_ASSERT(close_to(f.energy.total_j, 42.5 * t));
+    CU_ASSERT(close_to(f.energy.avg_w, 42.5));
+    CU_ASSERT_EQUAL(f.energy.dynamic_j, 0);
+    /* and over several chips: each draws it */
+    energy_figures e;
+    energy_figures_of(&cfg, &(energy_counts){0}, 8, 2500000, 1e9, &e);
+    CU_ASSERT(close_to(e.static_j, 42.5 * 8 * 2.5e-6));
+    CU_ASSERT(close_to(e.avg_w, 42.5 * 8));
+    CU_ASSERT(close_to(e.tflops_per_w, 1e9 / 2.5e-6 / (42.5 * 8) / 1e12));
+}
+
+/* A ring all-reduce of B bytes per rank over n chips sends 2 (n - 1) chunks of B / n from each
+ * rank: 2 (n - 1) B bytes in all. On a switch topology every message crosses two links (chip
+ * to switch, switch to chip), so the links carry twice that. */
+TEST(collective_link_energy_is_bits_times_energy_per_bit_times_hops)
+{
+    const char *sets[] = {"energy.link_pj_per_bit=1.5"};
+    arch_config cfg = resolve("tiny", sets, 1);
+    const uint32_t n = 4;
+    const uint64_t bytes = 1 << 20;
+    net_params np;
+    net_params_from_arch(&cfg, &np);
+    np.topology = ARCH_TOPOLOGY_SWITCH;
+    np.chips = n;
+    np.dims[0] = n;
+    np.dims[1] = np.dims[2] = 1;
+    np.links_per_chip = 1;
+    np.switch_radix = n;
+    np_err e = {0};
+    evq *q;
+    coll_sys *s;
+    CU_ASSERT_EQUAL_FATAL(evq_create(&q, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(coll_sys_create(&cfg, &np, q, NULL, &s, &e), NP_OK);
+    coll_result r;
+    coll_desc d = {.op = COLL_OP_ALL_REDUCE, .algo = COLL_ALGO_RING, .bytes = bytes,
+                   .proto = COLL_PROTO_RAW};
+    CU_ASSERT_EQUAL_FATAL(coll_run(s, &d, &r, &e), NP_OK);
+    energy_counts c;
+    energy_counts_of_net(coll_sys_net(s), &c);
+    double bits = 8.0 * 2 * (n - 1) * (double)bytes, hops = 2;
+    CU_ASSERT(close_to((double)c.link_bytes, 2.0 * (n - 1) * (double)bytes * hops));
+    energy_figures f;
+    energy_figures_of(&cfg, &c, n, r.t_end_ps - r.t_start_ps, 0, &f);
+    CU_ASSERT(close_to(f.part_j[ENERGY_PART_LINK], bits * 1.5e-12 * hops));
+    CU_ASSERT(close_to(f.dynamic_j, bits * 1.5e-12 * hops));
+    coll_sys_free(s);
+    evq_free(q);
+}
+
+/* With every energy key 0 (every preset today) nothing is modelled and `npusim kernel`
+ * prints no energy, text or JSON; with one key set it prints both. */
+TEST(no_energy_is_printed_unless_a_key_is_set)
+{
+    arch_presets ps;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_presets_list(&ps, &e), NP_OK);
+    for (size_t i = 0; i < ps.n; i++) {
+        arch_config cfg = resolve(ps.names[i], NULL, 0);
+        if (strcmp(ps.names[i], "a100-80g") && strcmp(ps.names[i], "h100-sxm"))
+            CU_ASSERT(!energy_modelled(&cfg));
+    }
+    arch_presets_free(&ps);
+    const char *op = "matmul m=64 n=64 k=64 dtype=bf16";
+    harness_run r = harness_npusim("kernel", "--arch", "tiny", "--op", op, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NULL(strstr(r.out, "energy"));
+    harness_run_free(&r);
+    r = harness_npusim("kernel", "--arch", "tiny", "--op", op, "--json", NULL);
+    CU_ASSERT_PTR_NULL(strstr(r.out, "\"energy\""));
+    harness_run_free(&r);
+    r = harness_npusim("kernel", "--arch", "tiny", "--op", op, "--set", "energy.static_w=2",
+                       "--json", NULL);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *en = json_object_get(j, "energy");
+    CU_ASSERT(json_is_object(en));
+    double t = json_number_value(json_object_get(j, "time_ps")) * 1e-12;
+    CU_ASSERT(fabs(json_number_value(json_object_get(en, "static_j")) - 2 * t) <= 1e-6 * 2 * t);
+    json_decref(j);
+    harness_run_free(&r);
+    r = harness_npusim("kernel", "--arch", "tiny", "--op", op, "--set", "energy.static_w=2",
+                       NULL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "energy "));
+    harness_run_free(&r);
+}
