@@ -232,6 +232,11 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
     if (s->obs)
         r->kt = *kt;
     r->st.busy_ps[RUN_UNIT_COMPUTE] += ps;
+    energy_counts_add(&r->st.acts, &kt->acts, 1);
+    if (ps) {
+        double w = energy_dynamic_j(s->cfg, &kt->acts, NULL) / ((double)ps * 1e-12);
+        r->st.peak_dynamic_w = w > r->st.peak_dynamic_w ? w : r->st.peak_dynamic_w;
+    }
     for (int u = 0; u < RUN_UNIT_COUNT; u++)
         if (run_unit_from_kernel((run_unit)u))
             r->st.busy_ps[u] += kt->unit_ps[u];

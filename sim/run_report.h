@@ -28,6 +28,7 @@
 #include "arch.h"
 #include "err.h"
 #include "plan.h"
+#include "run_energy.h"
 #include "run_engine.h"
 #include "run_kernel.h"
 #include "run_plan.h"
@@ -105,6 +106,10 @@ typedef struct run_report {
     uint64_t events, tasks, colls_simulated, colls_reused, transfers;
     uint32_t kernels, kernels_simulated, kernels_from_file, ranks_simulated, mirror_ways;
     uint32_t kernels_rejected; /* cache lines not trusted (run_ktimer_stats.rejected) */
+    /* energy and power (run_energy.h; energy.fig.modelled false with every energy key 0:
+     * nothing printed), and per token (language models) or per sample */
+    run_energy energy;
+    double energy_per_token_j, energy_per_sample_j;
     double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
                                     distributed executor's (NaN otherwise) */
     double wall_s;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "arch.h"
 #include "coll.h"
@@ -198,4 +199,104 @@ TEST(no_energy_is_printed_unless_a_key_is_set)
                        NULL);
     CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "energy "));
     harness_run_free(&r);
+}
+
+/* ---- npusim run ------------------------------------------------------------------------------ */
+
+/* `npusim run --json` of gpt-tiny on tpu-pod with extra arguments; its "energy" object (the
+ * whole document in *doc, to free). */
+static json_t *run_energy_json(json_t **doc, const char *const *extra)
+{
+    const char *args[48] = {"run", "--arch", "tpu-pod", "--model", "gpt-tiny", "--batch", "8",
+                            "--json"};
+    int n = 8;
+    for (int i = 0; extra[i]; i++)
+        args[n++] = extra[i];
+    args[n] = NULL;
+    harness_run r = harness_npusim_in(NULL, args);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    if (r.exit_status)
+        fprintf(stderr, "%s\n", r.err);
+    *doc = json_loads(r.out, 0, NULL);
+    harness_run_free(&r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(*doc);
+    return json_object_get(*doc, "energy");
+}
+
+static double jreal(json_t *o, const char *k) { return json_number_value(json_object_get(o, k)); }
+
+/* Every chip draws its static power for the whole run: chips x W x steps x step time. */
+TEST(run_static_energy_is_chips_times_power_times_the_run_time)
+{
+    json_t *doc;
+    json_t *e = run_energy_json(&doc, (const char *[]){"--dp", "2", "--steps", "2", "--set",
+                                                       "energy.static_w=12.5", NULL});
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    double t = 2 * jreal(doc, "step_time_s");
+    CU_ASSERT(fabs(jreal(e, "static_j") - 2 * 12.5 * t) <= 1e-6 * 25 * t);
+    CU_ASSERT(fabs(jreal(e, "avg_w_per_chip") - 12.5) <= 1e-6);
+    CU_ASSERT_EQUAL(jreal(e, "dynamic_j"), 0);
+    json_decref(doc);
+}
+
+#define RUN_KEYS "--set", "energy.mac_bf16_pj=0.5", "--set", "energy.mac_fp32_pj=2", "--set", \
+    "energy.vector_op_pj=1", "--set", "energy.sram_pj_per_byte=0.25", "--set",                \
+    "energy.acc_pj_per_byte=0.125", "--set", "energy.hbm_pj_per_bit=4", "--set",               \
+    "energy.noc_pj_per_flit_hop=0.5", "--set", "energy.link_pj_per_bit=3"
+
+/* The actions of a step are its kernels' and its messages': two steps do them twice, and the
+ * shortcuts (the kernel timing cache, mirrored ranks, a kernel cache file read back) change
+ * none of them. */
+TEST(run_dynamic_energy_doubles_with_steps_and_no_shortcut_changes_it)
+{
+    char dir[] = "/tmp/npusim_energy_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char cache[64];
+    snprintf(cache, sizeof cache, "%s/kernels.cache", dir);
+    const char *const runs[][24] = {
+        {"--dp", "2", RUN_KEYS, NULL},
+        {"--dp", "2", "--steps", "2", RUN_KEYS, NULL},
+        {"--dp", "2", "--no-cache", "--no-dedup", RUN_KEYS, NULL},
+        {"--dp", "2", "--kernel-cache", cache, RUN_KEYS, NULL},
+        {"--dp", "2", "--kernel-cache", cache, RUN_KEYS, NULL}, /* read back */
+    };
+    double dyn[5], link[5];
+    for (int i = 0; i < 5; i++) {
+        json_t *doc;
+        json_t *e = run_energy_json(&doc, runs[i]);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+        dyn[i] = jreal(e, "dynamic_j");
+        link[i] = jreal(json_object_get(e, "parts_j"), "link");
+        if (i == 4) /* its kernels came from the file */
+            CU_ASSERT(json_integer_value(json_object_get(json_object_get(doc, "engine"),
+                                                         "kernels_from_file")) > 0);
+        json_decref(doc);
+    }
+    CU_ASSERT(dyn[0] > 0 && link[0] > 0);
+    CU_ASSERT(fabs(dyn[1] - 2 * dyn[0]) <= 1e-9 * dyn[1]);
+    for (int i = 2; i < 5; i++) {
+        CU_ASSERT(fabs(dyn[i] - dyn[0]) <= 1e-9 * dyn[0]);
+        CU_ASSERT(fabs(link[i] - link[0]) <= 1e-9 * link[0]);
+    }
+    unlink(cache);
+    rmdir(dir);
+}
+
+/* A run's link energy is the bits every link carried (each link a message crosses) times
+ * energy per bit: the report's links, summed. */
+TEST(run_link_energy_is_the_bits_its_links_carried)
+{
+    json_t *doc;
+    json_t *e = run_energy_json(&doc, (const char *[]){"--dp", "2", "--set",
+                                                       "energy.link_pj_per_bit=3", NULL});
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    double bytes = 0;
+    json_t *l;
+    size_t i;
+    json_array_foreach(json_object_get(doc, "links"), i, l)
+        bytes += jreal(l, "bytes");
+    CU_ASSERT(bytes > 0);
+    CU_ASSERT(fabs(jreal(json_object_get(e, "parts_j"), "link") - bytes * 8 * 3e-12) <=
+              1e-9 * bytes * 8 * 3e-12);
+    json_decref(doc);
 }
