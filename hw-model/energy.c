@@ -123,6 +123,72 @@ json_t *energy_figures_json(const energy_figures *f)
                      f->dynamic_w, "tflops_per_w", f->tflops_per_w, "parts_j", parts);
 }
 
+/* Average power of ps and acts: dynamic energy over the time plus the chips' static power. */
+static double gov_w(const arch_config *cfg, uint32_t chips, uint64_t ps, const energy_counts *a)
+{
+    double t = (double)ps * 1e-12;
+    return (t > 0 ? energy_dynamic_j(cfg, a, NULL) / t : 0) + cfg->energy.static_w * chips;
+}
+
+np_status energy_govern(const arch_config *cfg, uint32_t chips, uint64_t ps,
+                        const energy_counts *acts, energy_sim_fn sim, void *ctx,
+                        energy_throttle *out, np_err *err)
+{
+    double f0 = cfg->core.clock_ghz, cap = cfg->chip.power_cap_w * chips;
+    double ps_w = cfg->energy.static_w * chips;
+    energy_throttle th = {.nominal_ghz = f0, .ghz = f0, .nominal_ps = ps, .ps = ps};
+    th.nominal_w = th.w = gov_w(cfg, chips, ps, acts);
+    if (cap <= 0 || th.nominal_w <= cap) {
+        *out = th;
+        return NP_OK;
+    }
+    if (ps_w >= cap)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "energy.static_w = %g W reaches "
+                          "chip.power_cap_w = %g W: no core clock keeps a chip under its cap",
+                          cfg->energy.static_w, cfg->chip.power_cap_w);
+    th.capped = true;
+    double lo = 0, hi = f0, last = 0;  /* lo: the fastest clock known under the cap (0: none) */
+    uint64_t lo_ps = 0;
+    double lo_w = 0;
+    double f = f0 * (cap - ps_w) / (th.nominal_w - ps_w), f_min = f0 / 100;
+    for (int it = 0; it < 12; it++) {
+        if (f < f_min)
+            f = f_min;
+        uint64_t t;
+        energy_counts a;
+        np_status st = sim(ctx, f, &t, &a, err);
+        if (st != NP_OK)
+            return st;
+        th.sims++;
+        last = f;
+        double w = gov_w(cfg, chips, t, &a);
+        if (w <= cap) {
+            lo = f, lo_ps = t, lo_w = w;
+            if (w >= 0.99 * cap || f == f_min)
+                break;
+        } else {
+            hi = f;
+        }
+        if (lo > 0 && hi - lo <= 0.005 * f0)
+            break;
+        f = lo > 0 ? (lo + hi) / 2 : f * (cap - ps_w) / (w - ps_w);
+    }
+    if (lo == 0) /* never under: the slowest clock tried is the answer */
+        lo = f_min;
+    if (last != lo) { /* the caller keeps the last simulation: make it the chosen clock's */
+        uint64_t t;
+        energy_counts a;
+        np_status st = sim(ctx, lo, &t, &a, err);
+        if (st != NP_OK)
+            return st;
+        th.sims++;
+        lo_ps = t, lo_w = gov_w(cfg, chips, t, &a);
+    }
+    th.ghz = lo, th.ps = lo_ps, th.w = lo_w;
+    *out = th;
+    return NP_OK;
+}
+
 char *energy_human_j(double j, char *buf, size_t n)
 {
     static const char *const unit[] = {"J", "mJ", "µJ", "nJ", "pJ"};

@@ -37,6 +37,7 @@
 
 #include "arch.h"
 #include "core.h"
+#include "err.h"
 #include "isa.h"
 #include "net.h"
 
@@ -102,6 +103,42 @@ double energy_dynamic_j(const arch_config *cfg, const energy_counts *c, double *
  * each chip) at `flops` floating-point operations. */
 void energy_figures_of(const arch_config *cfg, const energy_counts *c, uint32_t chips,
                        uint64_t time_ps, double flops, energy_figures *out);
+
+/* ---- The power cap (chip.power_cap_w) and its DVFS governor ---------------------------------
+ *
+ * A kernel at the nominal core clock f0 draws P0 = E_dyn / t0 + static power. Above the cap the
+ * governor lowers the core clock until the kernel's power is at or under it, as a GPU's power
+ * management does. How power falls with the clock is a physical choice, and this one is
+ * stated: the energy of each action stays what it is (P_dyn = C V^2 f at a fixed voltage V, so
+ * at clock f the kernel's dynamic power is E_dyn / t(f)); the clock's effect on the time t(f)
+ * is simulated, never assumed, so a memory-bound kernel, whose time barely grows, loses little.
+ * (Scaling the voltage with the clock would make power fall faster, as f^3; no public V/f curve
+ * of the presets' chips is at hand, so the model stays at the conservative f^1.)
+ *
+ * The search: the first guess scales f0 by (cap - static) / (P0 - static), exact for a kernel
+ * whose time is all core cycles; then bisection between the fastest clock known to be under
+ * the cap and the slowest known over it, to within 0.5 % of f0 or 1 % of the cap. */
+
+typedef struct energy_throttle {
+    bool capped;             /* the kernel's power at the nominal clock exceeded the cap */
+    double nominal_ghz, ghz; /* core.clock_ghz, and the clock it runs at */
+    uint64_t nominal_ps, ps; /* its time at each */
+    double nominal_w, w;     /* its average power at each (dynamic + static, all chips) */
+    unsigned sims;           /* simulations at other clocks */
+} energy_throttle;
+
+/* Simulates the work at core clock ghz: its time in ps and its actions. The governor's last
+ * call is always at the clock it chooses, so the caller may keep what that call produced. */
+typedef np_status (*energy_sim_fn)(void *ctx, double ghz, uint64_t *ps, energy_counts *acts,
+                                   np_err *err);
+
+/* The clock a kernel of time ps and actions acts at cfg's core.clock_ghz runs at under
+ * chip.power_cap_w on `chips` chips, simulating it at other clocks with sim. No cap, or power
+ * under it: out->capped false, no simulation. NP_ERR_INCONSISTENT when the static power alone
+ * reaches the cap (no clock can keep under it); sim's errors as they come. */
+np_status energy_govern(const arch_config *cfg, uint32_t chips, uint64_t ps,
+                        const energy_counts *acts, energy_sim_fn sim, void *ctx,
+                        energy_throttle *out, np_err *err);
 
 /* "1.23 J", "45.6 mJ", "7.89 µJ", "12 pJ": joules scaled for reading (into buf, n >= 32). */
 char *energy_human_j(double j, char *buf, size_t n);

@@ -247,6 +247,11 @@ static void run_print(const run_report *r)
                r->energy.fig.tflops_per_w,
                energy_human_j(r->seq > 1 ? r->energy_per_token_j : r->energy_per_sample_j, d,
                               sizeof d), r->seq > 1 ? "token" : "sample");
+    if (r->power_cap_w > 0) /* the DVFS governor (hw-model/energy.h) */
+        printf("power cap            %s a chip: %s a step per chip lost to throttling kernels "
+               "over it (%.1f %% of the step)\n", np_human_si(r->power_cap_w, "W", a, sizeof a),
+               fmt_time(r->throttle_s, b, sizeof b),
+               r->step_time_s > 0 ? 100.0 * r->throttle_s / r->step_time_s : 0.0);
     run_print_bubble(r);
 
     printf("\nutilization (busy / run time, over chips)   min      mean       max\n");

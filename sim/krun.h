@@ -129,6 +129,15 @@ typedef struct krun_figures {
 void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,
                      krun_figures *f);
 
+/* The power cap (chip.power_cap_w; hw-model/energy.h energy_govern): r holds k's run at cfg's
+ * core clock (krun_kernel); when its power there is over the cap, k is simulated again in timing
+ * mode (opts' tilings kept, no trace) at the clocks the governor tries and *r is replaced by the
+ * run at the clock it chooses. *th says what happened (th->capped false: r untouched). Errors of
+ * krun_kernel and energy_govern; *r is then the nominal run still, or freed when it failed
+ * mid-way (r->report NULL). */
+np_status krun_power_cap(const arch_config *cfg, const kc_kernel *k, const krun_opts *opts,
+                         krun_result *r, energy_throttle *th, np_err *err);
+
 /* The tuner: compiles k (which must not give its tiling attributes) to get the cost model's
  * best tilings (kc_result.cands), simulates up to `top` of them in timing mode, and returns
  * the fastest (ties: the cost model's order). The cost model's own choice is the first, so

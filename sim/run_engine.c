@@ -233,6 +233,7 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
         r->kt = *kt;
     r->st.busy_ps[RUN_UNIT_COMPUTE] += ps;
     energy_counts_add(&r->st.acts, &kt->acts, 1);
+    r->st.throttle_ps += kt->throttle_ps;
     if (ps) {
         double w = energy_dynamic_j(s->cfg, &kt->acts, NULL) / ((double)ps * 1e-12);
         r->st.peak_dynamic_w = w > r->st.peak_dynamic_w ? w : r->st.peak_dynamic_w;

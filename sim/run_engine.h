@@ -55,6 +55,8 @@ typedef struct run_ktime {
                                           (mean over the chip's cores); others ignored */
     energy_counts acts;                /* what the kernel alone does, all cores (energy.h):
                                           MACs, vector operations, bytes, flit-hops */
+    uint64_t throttle_ps;              /* of ps, what the power cap's throttling added (the
+                                          kernel at the governor's clock; 0: not throttled) */
 } run_ktime;
 
 /* Times kernel k (its key says what it is; k->data is the caller's). NP_OK and *out, or an
@@ -134,6 +136,8 @@ typedef struct run_rank_stats {
     energy_counts acts;      /* the actions of the compute tasks it ran (energy.h) */
     double peak_dynamic_w;   /* the highest dynamic power of one of them: its kernel's
                                 dynamic energy / its duration (0 without energy keys) */
+    uint64_t throttle_ps;    /* of its compute tasks' time, what the power cap's throttling
+                                added (each task its kernel alone's; run_ktime.throttle_ps) */
 } run_rank_stats;
 
 typedef struct run_link_stats {

@@ -138,6 +138,9 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
         else
             o->energy_per_sample_j = per_sample;
     }
+    o->power_cap_w = cfg->chip.power_cap_w;
+    for (uint32_t i = 0; i < r->ranks; i++)
+        o->throttle_s += (double)r->rank[i].throttle_ps * 1e-12 / steps / r->ranks;
     /* bubbles: measured only with a pipeline */
     o->stages = o->pp > 1 ? r->stages : 1;
     o->bubble_analytical = o->pp > 1 ? nn_plan_bubble(p) : 0;
@@ -355,6 +358,9 @@ json_t *run_report_json(const run_report *o)
             json_object_set_new(j, "energy", e);
         }
     }
+    if (o->power_cap_w > 0)
+        json_object_set_new(j, "power_cap", json_pack("{s:f, s:f}", "cap_w", o->power_cap_w,
+                                                      "throttle_s", o->throttle_s));
     json_object_set_new(j, "wall_s", json_real(o->wall_s));
     return j;
 }

@@ -110,6 +110,9 @@ typedef struct run_report {
      * nothing printed), and per token (language models) or per sample */
     run_energy energy;
     double energy_per_token_j, energy_per_sample_j;
+    /* the power cap (chip.power_cap_w > 0): per step, mean over the chips, the compute time
+     * its throttling added (run_rank_stats.throttle_ps) */
+    double power_cap_w, throttle_s;
     double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
                                     distributed executor's (NaN otherwise) */
     double wall_s;

@@ -300,3 +300,122 @@ TEST(run_link_energy_is_the_bits_its_links_carried)
               1e-9 * bytes * 8 * 3e-12);
     json_decref(doc);
 }
+
+/* ---- the power cap and its governor ---------------------------------------------------------- */
+
+/* A kernel whose time is W / f (core cycles) plus M (memory), of constant dynamic energy E. */
+typedef struct gov_model {
+    double w_ghz_ps, m_ps, e_j;
+    unsigned calls;
+    double last_ghz;
+} gov_model;
+
+static np_status gov_model_sim(void *ctx, double ghz, uint64_t *ps, energy_counts *acts,
+                               np_err *err)
+{
+    (void)err;
+    gov_model *g = ctx;
+    g->calls++;
+    g->last_ghz = ghz;
+    *ps = (uint64_t)llround(g->w_ghz_ps / ghz + g->m_ps);
+    *acts = (energy_counts){.vector_ops = (uint64_t)llround(g->e_j * 1e12)}; /* 1 pJ each */
+    return NP_OK;
+}
+
+/* The governor's clock keeps E / t(f) + static under the cap, within its tolerance of the
+ * clock where it equals it: f* = W / (E / (cap - static) - M), solved by hand. */
+TEST(the_governor_finds_the_fastest_clock_under_the_cap)
+{
+    const char *sets[] = {"energy.vector_op_pj=1", "energy.static_w=50", "chip.power_cap_w=300",
+                          "core.clock_ghz=1.5"};
+    arch_config cfg = resolve("tiny", sets, 4);
+    double m_ps[] = {0, 2e8}; /* compute-bound, then partly memory-bound */
+    for (int i = 0; i < 2; i++) {
+        gov_model g = {.w_ghz_ps = 1.5e9, .m_ps = m_ps[i], .e_j = 0.5}; /* 1 ms at 1.5 GHz */
+        uint64_t ps0 = (uint64_t)llround(g.w_ghz_ps / 1.5 + g.m_ps);
+        energy_counts a0 = {.vector_ops = (uint64_t)(0.5e12)};
+        energy_throttle th;
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(energy_govern(&cfg, 1, ps0, &a0, gov_model_sim, &g, &th, &err),
+                              NP_OK);
+        double p0 = 0.5 / (ps0 * 1e-12) + 50;
+        CU_ASSERT(th.capped);
+        CU_ASSERT(close_to(th.nominal_w, p0));
+        double f_star = g.w_ghz_ps / (0.5 / (250.0 * 1e-12) - g.m_ps); /* GHz */
+        CU_ASSERT(th.ghz <= f_star * (1 + 1e-9));
+        CU_ASSERT(th.ghz >= f_star - 0.005 * 1.5 || th.w >= 0.99 * 300);
+        CU_ASSERT(th.w <= 300);
+        CU_ASSERT(th.ps > th.nominal_ps);
+        CU_ASSERT_EQUAL(g.last_ghz, th.ghz); /* the last simulation is the chosen clock's */
+        if (i == 0) /* compute-bound: the first guess, (cap - static) / (P0 - static), is it */
+            CU_ASSERT_EQUAL(g.calls, 1);
+    }
+    /* under the cap: nothing simulated, nothing changed */
+    gov_model g = {.w_ghz_ps = 1.5e9, .e_j = 0.1};
+    energy_counts a = {.vector_ops = (uint64_t)(0.1e12)};
+    energy_throttle th;
+    np_err err = {0};
+    CU_ASSERT_EQUAL(energy_govern(&cfg, 1, 1000000000, &a, gov_model_sim, &g, &th, &err), NP_OK);
+    CU_ASSERT(!th.capped);
+    CU_ASSERT_EQUAL(g.calls, 0);
+    CU_ASSERT_EQUAL(th.ps, 1000000000);
+    /* a static power that reaches the cap leaves no clock */
+    const char *hot[] = {"energy.static_w=300", "chip.power_cap_w=300", "energy.vector_op_pj=1"};
+    arch_config h = resolve("tiny", hot, 3);
+    CU_ASSERT_EQUAL(energy_govern(&h, 1, 1000000, &a, gov_model_sim, &g, &th, &err),
+                    NP_ERR_INCONSISTENT);
+}
+
+/* A compute-bound GEMM over the cap runs at the clock that brings it to the cap: its time grows
+ * as the clock falls, its energy per action stays, and `npusim kernel` says what it cost. */
+TEST(a_gemm_over_the_power_cap_is_throttled_to_it)
+{
+    const char *sets[] = {"energy.mac_bf16_pj=0.6", "energy.sram_pj_per_byte=1",
+                          "energy.acc_pj_per_byte=1", "energy.hbm_pj_per_bit=4"};
+    arch_config cfg = resolve("tpu-pod", sets, 4);
+    krun_figures f = run_op(&cfg, "matmul m=512 n=512 k=512 dtype=bf16");
+    double p = f.energy.avg_w, cap = 0.6 * p;
+    char cap_set[64];
+    snprintf(cap_set, sizeof cap_set, "chip.power_cap_w=%.6f", cap);
+    const char *op = "matmul m=512 n=512 k=512 dtype=bf16";
+    harness_run r = harness_npusim("kernel", "--arch", "tpu-pod", "--op", op, "--set", sets[0],
+                                   "--set", sets[1], "--set", sets[2], "--set", sets[3], "--set",
+                                   cap_set, "--json", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *pc = json_object_get(j, "power_cap");
+    CU_ASSERT(json_is_true(json_object_get(pc, "throttled")));
+    CU_ASSERT(close_to(jreal(pc, "nominal_w"), p));
+    CU_ASSERT(jreal(pc, "w") <= cap * (1 + 1e-9));
+    CU_ASSERT(jreal(pc, "w") >= 0.95 * cap);
+    double ghz = jreal(pc, "ghz"), f0 = cfg.core.clock_ghz;
+    CU_ASSERT(ghz < f0 * 0.65 && ghz > f0 * 0.55); /* about 0.6 f0: compute-bound */
+    double ps0 = jreal(pc, "nominal_ps"), ps = jreal(pc, "ps");
+    CU_ASSERT(close_to(jreal(pc, "throttle_ps"), ps - ps0));
+    CU_ASSERT(ps > 1.5 * ps0);
+    CU_ASSERT(close_to(jreal(j, "time_ps"), ps) || fabs(jreal(j, "time_ps") - ps) <= 1);
+    json_decref(j);
+    harness_run_free(&r);
+}
+
+/* On one chip, whose kernels run one after the other, the step grows by exactly the time the
+ * governor's throttling added, and no kernel then draws more than the cap. */
+TEST(run_throttling_adds_to_the_step_what_it_reports)
+{
+    json_t *free_doc, *capped_doc;
+    run_energy_json(&free_doc, (const char *[]){"--set", "energy.mac_bf16_pj=5", "--set",
+                                                "energy.sram_pj_per_byte=2", NULL});
+    json_t *e = run_energy_json(&capped_doc,
+                                (const char *[]){"--set", "energy.mac_bf16_pj=5", "--set",
+                                                 "energy.sram_pj_per_byte=2", "--set",
+                                                 "chip.power_cap_w=2", NULL});
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    double t_free = jreal(free_doc, "step_time_s"), t_cap = jreal(capped_doc, "step_time_s");
+    double lost = jreal(json_object_get(capped_doc, "power_cap"), "throttle_s");
+    CU_ASSERT(lost > 0);
+    CU_ASSERT(fabs((t_cap - t_free) - lost) <= 0.01 * lost);
+    CU_ASSERT(jreal(e, "peak_w_per_chip") <= 2 * (1 + 1e-9));
+    json_decref(free_doc);
+    json_decref(capped_doc);
+}
