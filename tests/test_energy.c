@@ -14,6 +14,7 @@
 #include "energy.h"
 #include "evq.h"
 #include "harness.h"
+#include "isa_asm.h"
 #include "kernel.h"
 #include "krun.h"
 
@@ -418,4 +419,43 @@ TEST(run_throttling_adds_to_the_step_what_it_reports)
     CU_ASSERT(jreal(e, "peak_w_per_chip") <= 2 * (1 + 1e-9));
     json_decref(free_doc);
     json_decref(capped_doc);
+}
+
+/* ---- the mesh's flit-hops and a reduction's vector operations -------------------------------- */
+
+/* tiny's mesh is 2 x 1 with 16-byte flits: a message from core 0 to core 1 crosses one link and
+ * two routers, so each of its ceil(bytes / 16) flits counts 2 flit-hops; a recv that adds fp32
+ * elements does one vector operation per element. */
+TEST(a_message_counts_its_flits_times_the_routers_it_crosses)
+{
+    arch_config cfg = resolve("tiny", NULL, 0);
+    struct {
+        const char *src;
+        uint64_t hops, vec;
+    } cases[] = {
+        {".core 0\ncomm.send peer(0, 1), spad[0], 64, 7\n"
+         ".core 1\ncomm.recv peer(0, 0), spad[0], 64, 7\n", 4 * 2, 0},
+        {".core 0\ncomm.send peer(0, 1), spad[0], 65, 7\n"
+         ".core 1\ncomm.recv peer(0, 0), spad[0], 65, 7\n", 5 * 2, 0},
+        {".core 0\ncomm.send peer(0, 1), spad[0], 64, 7\n"
+         ".core 1\ncomm.recv peer(0, 0), spad[0], 64, 7, add, fp32\n", 4 * 2, 16},
+    };
+    for (int i = 0; i < 3; i++) {
+        isa_target t;
+        isa_target_from_arch(&cfg, &t);
+        isa_asm_opts o = {.target = &t};
+        isa_program *p = NULL;
+        np_err e = {0};
+        CU_ASSERT_EQUAL_FATAL(isa_asm(cases[i].src, strlen(cases[i].src), "t.s", &o, &p, &e),
+                              NP_OK);
+        core_report *r = NULL;
+        CU_ASSERT_EQUAL_FATAL(core_sim_run(&cfg, p, NULL, &r, &e), NP_OK);
+        CU_ASSERT_EQUAL(r->noc_flit_hops, cases[i].hops);
+        CU_ASSERT_EQUAL(r->vector_ops, cases[i].vec);
+        energy_counts c;
+        energy_counts_of_report(r, &c);
+        CU_ASSERT_EQUAL(c.noc_flit_hops, cases[i].hops);
+        core_report_free(r);
+        isa_program_free(p);
+    }
 }
