@@ -459,3 +459,27 @@ TEST(a_message_counts_its_flits_times_the_routers_it_crosses)
         isa_program_free(p);
     }
 }
+
+/* The full fidelity (every rank's whole step on the core model) counts the same MACs and link
+ * bits as the fast one, whose kernels ran alone; the bytes and vector operations differ by what
+ * the fast fidelity leaves out (a warm L2 between kernels, the collectives' own reductions and
+ * copies on the cores), a few per cent here. */
+TEST(full_and_fast_fidelity_count_the_same_macs_and_link_bits)
+{
+    double mac[2], link[2], vec[2], hbm[2];
+    for (int i = 0; i < 2; i++) {
+        json_t *doc;
+        json_t *e = run_energy_json(&doc, (const char *[]){"--dp", "2", "--fidelity",
+                                                           i ? "full" : "fast", RUN_KEYS, NULL});
+        CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+        json_t *parts = json_object_get(e, "parts_j");
+        mac[i] = jreal(parts, "mac"), link[i] = jreal(parts, "link");
+        vec[i] = jreal(parts, "vector"), hbm[i] = jreal(parts, "hbm");
+        json_decref(doc);
+    }
+    CU_ASSERT(mac[0] > 0 && link[0] > 0);
+    CU_ASSERT(fabs(mac[1] - mac[0]) <= 1e-9 * mac[0]);
+    CU_ASSERT(fabs(link[1] - link[0]) <= 1e-9 * link[0]);
+    CU_ASSERT(fabs(vec[1] - vec[0]) <= 0.05 * vec[0]);
+    CU_ASSERT(fabs(hbm[1] - hbm[0]) <= 0.05 * hbm[0]);
+}
