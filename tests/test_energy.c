@@ -17,6 +17,7 @@
 #include "isa_asm.h"
 #include "kernel.h"
 #include "krun.h"
+#include "trace_db.h"
 
 static arch_config resolve(const char *arch, const char *const *sets, size_t n)
 {
@@ -482,4 +483,38 @@ TEST(full_and_fast_fidelity_count_the_same_macs_and_link_bits)
     CU_ASSERT(fabs(link[1] - link[0]) <= 1e-9 * link[0]);
     CU_ASSERT(fabs(vec[1] - vec[0]) <= 0.05 * vec[0]);
     CU_ASSERT(fabs(hbm[1] - hbm[0]) <= 0.05 * hbm[0]);
+}
+
+/* The trace's "power" counter, integrated over the run, is the run's energy: each kernel's
+ * dynamic energy over its task plus the static power throughout (one chip, no links). */
+TEST(the_traces_power_counter_integrates_to_the_runs_energy)
+{
+    char dir[] = "/tmp/npusim_energy_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char trace[64];
+    snprintf(trace, sizeof trace, "%s/t.json.gz", dir);
+    json_t *doc;
+    json_t *e = run_energy_json(&doc, (const char *[]){"--trace", trace, "--set",
+                                                       "energy.mac_bf16_pj=5", "--set",
+                                                       "energy.sram_pj_per_byte=2", "--set",
+                                                       "energy.static_w=3", NULL});
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(doc, "chips")), 1);
+    tdb *db = NULL;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(tdb_load(trace, &db, &err), NP_OK);
+    uint32_t name = tdb_find_str(db, "power");
+    double integral = 0;
+    int series = 0;
+    for (size_t i = 0; i < db->n_counters; i++)
+        if (db->counters[i].name == name)
+            integral += db->counters[i].integral, series++;
+    CU_ASSERT_EQUAL(series, 1);
+    double want = jreal(e, "total_j");
+    CU_ASSERT(want > 0);
+    CU_ASSERT(fabs(integral * 1e-12 - want) <= 0.01 * want);
+    tdb_free(db);
+    json_decref(doc);
+    unlink(trace);
+    rmdir(dir);
 }
