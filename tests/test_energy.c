@@ -464,9 +464,9 @@ TEST(a_message_counts_its_flits_times_the_routers_it_crosses)
 }
 
 /* The full fidelity (every rank's whole step on the core model) counts the same MACs and link
- * bits as the fast one, whose kernels ran alone; the bytes and vector operations differ by what
- * the fast fidelity leaves out (a warm L2 between kernels, the collectives' own reductions and
- * copies on the cores), a few per cent here. */
+ * bits as the fast one, whose kernels ran alone; its vector operations (the collectives'
+ * reductions included in both) within 2 %, its HBM bytes within 5 % (a warm L2 between kernels,
+ * the collectives' copies on the cores). */
 TEST(full_and_fast_fidelity_count_the_same_macs_and_link_bits)
 {
     double mac[2], link[2], vec[2], hbm[2];
@@ -483,7 +483,7 @@ TEST(full_and_fast_fidelity_count_the_same_macs_and_link_bits)
     CU_ASSERT(mac[0] > 0 && link[0] > 0);
     CU_ASSERT(fabs(mac[1] - mac[0]) <= 1e-9 * mac[0]);
     CU_ASSERT(fabs(link[1] - link[0]) <= 1e-9 * link[0]);
-    CU_ASSERT(fabs(vec[1] - vec[0]) <= 0.05 * vec[0]);
+    CU_ASSERT(fabs(vec[1] - vec[0]) <= 0.02 * vec[0]);
     CU_ASSERT(fabs(hbm[1] - hbm[0]) <= 0.05 * hbm[0]);
 }
 
