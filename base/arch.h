@@ -52,34 +52,53 @@
 #define ARCH_IN_core(field) field
 #define ARCH_IN_chip(field)
 #define ARCH_IN_system(field)
+#define ARCH_IN_energy(field)
 typedef struct arch_core {
 #include "arch_schema.def"
 } arch_core;
 #undef ARCH_IN_core
 #undef ARCH_IN_chip
 #undef ARCH_IN_system
+#undef ARCH_IN_energy
 
 #define ARCH_KEY(sec, key, type, unit, min, max, def, help) ARCH_IN_##sec(ARCH_FIELD_(type, key))
 #define ARCH_IN_core(field)
 #define ARCH_IN_chip(field) field
 #define ARCH_IN_system(field)
+#define ARCH_IN_energy(field)
 typedef struct arch_chip {
 #include "arch_schema.def"
 } arch_chip;
 #undef ARCH_IN_core
 #undef ARCH_IN_chip
 #undef ARCH_IN_system
+#undef ARCH_IN_energy
 
 #define ARCH_KEY(sec, key, type, unit, min, max, def, help) ARCH_IN_##sec(ARCH_FIELD_(type, key))
 #define ARCH_IN_core(field)
 #define ARCH_IN_chip(field)
 #define ARCH_IN_system(field) field
+#define ARCH_IN_energy(field)
 typedef struct arch_system {
 #include "arch_schema.def"
 } arch_system;
 #undef ARCH_IN_core
 #undef ARCH_IN_chip
 #undef ARCH_IN_system
+#undef ARCH_IN_energy
+
+#define ARCH_KEY(sec, key, type, unit, min, max, def, help) ARCH_IN_##sec(ARCH_FIELD_(type, key))
+#define ARCH_IN_core(field)
+#define ARCH_IN_chip(field)
+#define ARCH_IN_system(field)
+#define ARCH_IN_energy(field) field
+typedef struct arch_energy {
+#include "arch_schema.def"
+} arch_energy;
+#undef ARCH_IN_core
+#undef ARCH_IN_chip
+#undef ARCH_IN_system
+#undef ARCH_IN_energy
 #undef ARCH_FIELD_
 
 typedef enum arch_section {
@@ -124,6 +143,7 @@ typedef struct arch_config {
     arch_core core;
     arch_chip chip;
     arch_system system;
+    arch_energy energy; /* per-action energies and power: change no time */
     arch_source src; /* where each value came from (error positions only) */
 } arch_config;
 

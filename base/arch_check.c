@@ -291,6 +291,17 @@ static bool check_switch_ports(const arch_config *c, char *msg, size_t n)
     return true;
 }
 
+static bool check_power_cap(const arch_config *c, char *msg, size_t n)
+{
+    if (c->chip.power_cap_w <= 0 || c->energy.static_w < c->chip.power_cap_w)
+        return true;
+    snprintf(msg, n,
+             "energy.static_w = %g W reaches chip.power_cap_w = %g W: no core clock keeps a "
+             "chip under its cap",
+             c->energy.static_w, c->chip.power_cap_w);
+    return false;
+}
+
 const arch_check_info arch_checks[] = {
     {"`core.sram_bytes` is divisible by `core.sram_banks` (all banks have the same size).",
      BLAME(K(core, sram_bytes), K(core, sram_banks)), check_sram_banks},
@@ -345,6 +356,9 @@ const arch_check_info arch_checks[] = {
     {"A `switch` has a port per chip (`system.chips` <= `system.switch_radix`); a `fat_tree` "
      "connects at most `switch_radix`^2 / 2 chips.",
      BLAME(K(system, switch_radix), K(system, chips), K(system, topology)), check_switch_ports},
+    {"A power cap is above the static power: `chip.power_cap_w` = 0 (none) or > "
+     "`energy.static_w`.",
+     BLAME(K(chip, power_cap_w), K(energy, static_w)), check_power_cap},
 };
 const size_t arch_n_checks = sizeof arch_checks / sizeof arch_checks[0];
 

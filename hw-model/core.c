@@ -450,6 +450,28 @@ static void count_traffic(core_model *c, core_queue *q, const core_range *r, uns
     }
 }
 
+/* The compute actions of an instruction, for energy (hw-model/energy.h): an mxu.mm's
+ * multiply-accumulates (m x the loaded tile's n x k) by dtype, a vpu.*'s element operations
+ * (rows x cols). */
+static void count_actions(chip_sim *s, const q_entry *e)
+{
+    const isa_insn *in = &e->in;
+    if (in->op == ISA_OP_MXU_MM) {
+        isa_dtype d = (isa_dtype)in->MXU_MM.dtype.val;
+        if (d < ISA_DTYPE_COUNT)
+            s->macs[d] += (uint64_t)in->MXU_MM.m.val * e->mxu_n * e->mxu_k;
+    } else if (isa_ops[in->op].unit == ISA_UNIT_VPU) {
+        static int16_t rows_f[ISA_OP_COUNT], cols_f[ISA_OP_COUNT]; /* field + 1; 0: not looked up */
+        if (!rows_f[in->op]) {
+            rows_f[in->op] = (int16_t)(isa_field_find(in->op, "rows") + 1);
+            cols_f[in->op] = (int16_t)(isa_field_find(in->op, "cols") + 1);
+        }
+        int ri = rows_f[in->op] - 1, ci = cols_f[in->op] - 1;
+        if (ri >= 0 && ci >= 0)
+            s->vec_ops += (uint64_t)in->opnd[ri].val * (uint64_t)in->opnd[ci].val;
+    }
+}
+
 /* Starts the parts of entry `slot` of queue u, which q_start has started (e->parts holds
  * 1 until they are all under way). */
 static void q_launch(core_model *c, isa_unit u, unsigned slot)
@@ -671,6 +693,7 @@ static void q_start(core_model *c, isa_unit u)
         const core_range *r = e->r;
         unsigned nr = e->nr;
         count_traffic(c, q, r, nr);
+        count_actions(s, e);
         core_q_account(c, q); /* the in-flight set changes */
         q->state = Q_BUSY;
         q->n_started++;

@@ -147,6 +147,13 @@ typedef struct core_report {
     uint64_t sram_read_bytes, sram_write_bytes; /* scratchpad */
     uint64_t acc_read_bytes, acc_write_bytes;   /* accumulator SRAM */
     uint64_t c2c_bytes;        /* sent from one chip to another (all chips: sums) */
+    /* the compute and mesh actions, for energy (energy.h): mxu.mm multiply-accumulates by
+     * input dtype (m x n x k of each), vpu.* element operations (rows x cols of each) and
+     * comm.recv reductions' elements, and flits through the routers of the chips' meshes
+     * (a flit over H links counts H + 1: core_noc_flit_hops) */
+    uint64_t macs[ISA_DTYPE_COUNT];
+    uint64_t vector_ops;
+    uint64_t noc_flit_hops;
     /* HBM controllers on the mesh (chip.hbm_controllers > 0; else n_hbm_ctrls = 0): the
      * DMA's HBM bytes (whole bursts) that crossed the mesh, split by what set their rate —
      * a controller's bandwidth, a controller's port, a mesh link (router output, ejection or

@@ -111,6 +111,7 @@ static void comm_take(core_model *c, unsigned slot, uint32_t id)
         uint64_t per =
             (uint64_t)s->cfg->core.vector_lanes * (uint64_t)s->cfg->core.vector_ops_per_lane;
         cyc = per ? (elems + per - 1) / per : elems;
+        s->vec_ops += elems; /* the reduction's element operations (energy.h) */
     }
     if (s->func && m->bytes) {
         isa_space sp = (isa_space)a->dst.space;

@@ -139,6 +139,17 @@ json_t *core_report_json(const core_report *r)
                                 (json_int_t)r->c2c_bytes);
     if (!traffic)
         goto fail;
+    json_t *macs = json_object();
+    for (unsigned d = 0; macs && d < ISA_DTYPE_COUNT; d++)
+        if (r->macs[d] && json_object_set_new(macs, isa_dtype_names[d],
+                                              json_integer((json_int_t)r->macs[d])))
+            json_decref(macs), macs = NULL;
+    if (!macs || json_object_set_new(traffic, "macs", macs) ||
+        json_object_set_new(traffic, "vector_ops", json_integer((json_int_t)r->vector_ops)) ||
+        json_object_set_new(traffic, "noc_flit_hops", json_integer((json_int_t)r->noc_flit_hops))) {
+        json_decref(traffic);
+        goto fail;
+    }
     json_t *o = json_pack("{s:I, s:I, s:I, s:o, s:o, s:o}", "total_cycles",
                           (json_int_t)r->total_cycles, "total_ps", (json_int_t)r->total_ps,
                           "chips", (json_int_t)r->n_chips, "units", units, "kernels", kernels,
@@ -431,6 +442,11 @@ np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report
         r->sram_read_bytes += s->spad_rd, r->sram_write_bytes += s->spad_wr;
         r->acc_read_bytes += s->acc_rd, r->acc_write_bytes += s->acc_wr;
         r->c2c_bytes += s->c2c_bytes;
+        for (unsigned d = 0; d < ISA_DTYPE_COUNT; d++)
+            r->macs[d] += s->macs[d];
+        r->vector_ops += s->vec_ops;
+        if (s->noc)
+            r->noc_flit_hops += core_noc_flit_hops(s->noc) - s->noc_base;
         if (s->hmesh && report_hbm(y, s, r) != NP_OK)
             goto nomem;
         if (s->cfg->chip.l2_bytes)
@@ -481,6 +497,15 @@ const core_unit_report *core_report_unit(const core_report *r, uint32_t chip, ui
             return u;
     }
     return NULL;
+}
+
+uint64_t core_noc_flit_hops(const mesh *m)
+{
+    uint64_t n = 0;
+    for (uint32_t r = 0; r < mesh_nodes(m); r++)
+        for (int p = 0; p < MESH_PORT_COUNT; p++)
+            n += mesh_link_flits(m, r, p);
+    return n;
 }
 
 void core_report_free(core_report *r)

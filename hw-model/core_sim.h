@@ -233,6 +233,9 @@ struct chip_sim {
     uint64_t hbm_rd, hbm_wr, spad_rd, spad_wr, acc_rd, acc_wr;
     uint64_t l2_rd, l2_wr;   /* bytes the DMA asked of the L2 (or the global buffer) */
     uint64_t c2c_bytes; /* bytes of its program's messages to other chips */
+    uint64_t macs[ISA_DTYPE_COUNT]; /* mxu.mm multiply-accumulates by dtype (energy.h) */
+    uint64_t vec_ops;   /* vpu.* element operations and comm.recv reductions (energy.h) */
+    uint64_t noc_base;  /* the mesh's flit-hops when the program was loaded */
     uint32_t route_dst; /* the peer chip of the last route looked up (UINT32_MAX: none) */
     double route_bytes_per_s; /* its bottleneck bandwidth */
 };
@@ -373,6 +376,10 @@ static inline uint32_t core_index_of(const chip_sim *s, uint64_t id)
 
 /* core_report.c */
 /* The report of chip `chip`'s program, or with HW_ALL_CHIPS of every chip with a program. */
+/* Flits that have left a router of m through any output port (a link to the next router, or
+ * ejection) since m was created: a flit crossing H links counts H + 1, once per router. */
+uint64_t core_noc_flit_hops(const mesh *m);
+
 np_status core_report_build(hw_system *y, uint32_t chip, stats *reg, core_report **out,
                             np_err *err);
 

@@ -226,6 +226,9 @@ np_status hw_system_load(hw_system *y, uint32_t chip, const isa_program *p, np_e
     s->t_start_ps = s->t_end_ps = 0;
     s->hbm_rd = s->hbm_wr = s->spad_rd = s->spad_wr = s->acc_rd = s->acc_wr = s->c2c_bytes = 0;
     s->l2_rd = s->l2_wr = 0;
+    memset(s->macs, 0, sizeof s->macs);
+    s->vec_ops = 0;
+    s->noc_base = s->noc ? core_noc_flit_hops(s->noc) : 0;
     if (s->l2)
         l2_get_figures(s->l2, &s->l2_base); /* its figures count from this program on */
     if (s->hmesh)

@@ -425,6 +425,7 @@ static void coll_net_event(void *ctx, uint64_t arg, net_event ev)
         t = (*fr > t ? *fr : t) + c->red_ps;
         *fr = t;
         c->res.reductions++;
+        c->res.reduced_bytes += x.bytes;
     }
     if (c->d.obs && c->d.obs->recv && !at_switch && x.peer < c->p) {
         coll_obs_msg m = {.src = c->chips[x.peer], .dst = c->chips[to], .port = x.port,

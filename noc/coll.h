@@ -61,6 +61,7 @@ typedef struct coll_result {
     uint64_t wire_bytes;   /* what the messages put on their links (coll_proto.h): lines,
                               pacing; bytes_sent with the raw protocol */
     uint64_t reductions;
+    uint64_t reduced_bytes; /* bytes the ranks' vector units reduced (not a switch's), summed */
     coll_proto proto;      /* the protocol that ran (never SYSTEM or AUTO) */
 } coll_result;
 

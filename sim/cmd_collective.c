@@ -32,6 +32,8 @@
 #include "coll.h"
 #include "core.h"
 #include "csv.h"
+#include "energy.h"
+#include "human.h"
 #include "kgen_coll.h"
 #include "parse.h"
 #include "run_faults.h"
@@ -621,6 +623,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
                        .rank_order = rank_order, .proto = proto};
         coll_result r = {0};
         double t_ps = 0, busiest = 0;
+        energy_counts acts = {0}; /* the last run's link bytes (energy.h) */
         pg.t0 = pg.last = np_wall_s();
         pg.bytes = b;
         for (uint32_t it = 0; it < warmup + iters && st == NP_OK; it++) {
@@ -631,7 +634,11 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
                 st = col_run_isa(&cfg, &kc, tr.w && it == warmup ? &tr : NULL, &r, err);
             } else {
                 d.obs = tc && it == warmup ? cli_trace_coll_observer(tc) : NULL;
+                energy_counts before, after;
+                energy_counts_of_net(coll_sys_net(sys), &before);
                 st = coll_run_progress(sys, &d, col_progress_cb, &pg, &r, err);
+                energy_counts_of_net(coll_sys_net(sys), &after);
+                acts.link_bytes = after.link_bytes - before.link_bytes;
                 if (st == NP_OK && d.obs)
                     cli_trace_coll_done(tc, &r, grp);
                 if (st == NP_OK) /* over the measured runs */
@@ -659,6 +666,9 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         n_rows++;
         if (isa)
             r.proto = COLL_PROTO_RAW;
+        energy_figures ef; /* one collective: its links' bits, its ranks' static power */
+        energy_figures_of(&cfg, &acts, ranks, (uint64_t)llround(t_ps), 0, &ef);
+        bool show_energy = ef.modelled && !isa;
         if (rows) {
             json_array_append_new(rows, json_pack("{s:I, s:I, s:s, s:s, s:I, s:f, s:f, s:f, "
                                                   "s:o, s:o}", "bytes", (json_int_t)b, "count",
@@ -669,6 +679,12 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
                                                   "algbw_gbps", algbw, "busbw_gbps", busbw,
                                                   "wrong", json_null(), "busiest_link_util",
                                                   isa ? json_null() : json_real(busiest)));
+            if (show_energy) {
+                json_t *row = json_array_get(rows, json_array_size(rows) - 1);
+                json_object_set_new(row, "energy_j", json_real(ef.total_j));
+                json_object_set_new(row, "link_energy_j", json_real(ef.part_j[ENERGY_PART_LINK]));
+                json_object_set_new(row, "avg_w", json_real(ef.avg_w));
+            }
         } else {
             bool tuned = algo == COLL_ALGO_AUTO || proto == COLL_PROTO_AUTO;
             if (tuned && (r.algo != shown || r.proto != shown_proto)) {
@@ -682,6 +698,13 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
             printf("  %10" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  "
                    "%6.2f  %6.2f  %5s\n", b, b / elem, col_type_name(elem, isa), redop, root_col,
                    ts, algbw, busbw, "N/A", ts, algbw, busbw, "N/A");
+            if (show_energy) {
+                char ej[NP_HUMAN_MAX], lj[NP_HUMAN_MAX], w[NP_HUMAN_MAX];
+                printf("#  energy: %s (links %s), %s average over its %" PRIu32 " chips\n",
+                       energy_human_j(ef.total_j, ej, sizeof ej),
+                       energy_human_j(ef.part_j[ENERGY_PART_LINK], lj, sizeof lj),
+                       np_human_si(ef.avg_w, "W", w, sizeof w), ranks);
+            }
             fflush(stdout);
         }
         shown = r.algo;

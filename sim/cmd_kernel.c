@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "cli_trace.h"
 #include "core.h"
+#include "energy.h"
 #include "human.h"
 #include "isa_asm.h"
 #include "kernel.h"
@@ -125,6 +126,8 @@ static json_t *figures_json(const char *op, const arch_config *cfg, const krun_f
     json_object_set_new(j, "schedule", json_string(r->kernel.schedule));
     json_object_set_new(j, "insns", json_integer((json_int_t)r->kernel.insns));
     json_object_set_new(j, "est_cycles", json_integer((json_int_t)r->kernel.est_cycles));
+    if (f->energy.modelled)
+        json_object_set_new(j, "energy", energy_figures_json(&f->energy));
     json_t *rep = core_report_json(r->report);
     if (rep) {
         json_object_set(j, "units", json_object_get(rep, "units"));
@@ -133,8 +136,41 @@ static json_t *figures_json(const char *op, const arch_config *cfg, const krun_f
     return j;
 }
 
+/* {"cap_w", "throttled", "nominal_ghz", "ghz", "nominal_ps", "ps", "throttle_ps",
+ *  "nominal_w", "w", "sims"} */
+static json_t *throttle_json(const arch_config *cfg, const energy_throttle *th)
+{
+    return json_pack("{s:f, s:b, s:f, s:f, s:I, s:I, s:I, s:f, s:f, s:i}", "cap_w",
+                     cfg->chip.power_cap_w, "throttled", th->capped, "nominal_ghz",
+                     th->nominal_ghz, "ghz", th->ghz, "nominal_ps", (json_int_t)th->nominal_ps,
+                     "ps", (json_int_t)th->ps, "throttle_ps",
+                     (json_int_t)(th->ps > th->nominal_ps ? th->ps - th->nominal_ps : 0), "nominal_w", th->nominal_w, "w",
+                     th->w, "sims", (int)th->sims);
+}
+
+static void throttle_print(const arch_config *cfg, const energy_throttle *th)
+{
+    char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX], d[NP_HUMAN_MAX], e[NP_HUMAN_MAX];
+    char g[NP_HUMAN_MAX], h[NP_HUMAN_MAX], i[NP_HUMAN_MAX];
+    printf("  power cap     %s a chip: ", np_human_si(cfg->chip.power_cap_w, "W", a, sizeof a));
+    if (!th->capped) {
+        printf("the kernel draws %s at %s, under it\n",
+               np_human_si(th->nominal_w, "W", b, sizeof b),
+               np_human_si(th->nominal_ghz * 1e9, "Hz", c, sizeof c));
+        return;
+    }
+    uint64_t lost = th->ps > th->nominal_ps ? th->ps - th->nominal_ps : 0;
+    printf("%s at %s, throttled to %s (%s): %s instead of %s, %s (%+.1f%%) lost to "
+           "throttling\n", np_human_si(th->nominal_w, "W", b, sizeof b),
+           np_human_si(th->nominal_ghz * 1e9, "Hz", c, sizeof c),
+           np_human_si(th->ghz * 1e9, "Hz", d, sizeof d), np_human_si(th->w, "W", e, sizeof e),
+           np_human_ps(th->ps, g, sizeof g), np_human_ps(th->nominal_ps, h, sizeof h),
+           np_human_ps(lost, i, sizeof i),
+           100.0 * ((double)th->ps / (double)th->nominal_ps - 1.0));
+}
+
 static void figures_print(const char *op, const arch_config *cfg, const char *arch,
-                          const krun_figures *f, const krun_result *r)
+                          const krun_figures *f, const krun_result *r, const energy_throttle *th)
 {
     char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX], d[NP_HUMAN_MAX];
     printf("%s on %s, %" PRIu32 " core%s\n", op, arch, f->cores, f->cores == 1 ? "" : "s");
@@ -180,6 +216,10 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
         printf("  cost model    %s cycles (%+.1f%% of the simulated)\n",
                np_human_count(r->kernel.est_cycles, a, sizeof a),
                100.0 * ((double)r->kernel.est_cycles - (double)f->cycles) / (double)f->cycles);
+    if (f->energy.modelled)
+        energy_print(&f->energy, "  ", stdout);
+    if (cfg->chip.power_cap_w > 0)
+        throttle_print(cfg, th);
     printf("\n");
     core_report_print(r->report, stdout);
 }
@@ -308,6 +348,15 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
             np_err_prefix(err, "--op");
         return st;
     }
+    /* the power cap: the kernel at the clock the governor chooses (krun_power_cap) */
+    energy_throttle th = {0};
+    if (cfg.chip.power_cap_w > 0 && krun_power_cap(&cfg, &k, &o, &r, &th, err) != NP_OK) {
+        if (r.report)
+            krun_result_free(&r);
+        return err->status;
+    }
+    arch_config shown = cfg; /* the clock it ran at, for the time line */
+    shown.core.clock_ghz = th.capped ? th.ghz : cfg.core.clock_ghz;
     char *asm_text = NULL;
     if (emit_asm && isa_disasm(r.prog, &asm_text, err) != NP_OK) {
         krun_result_free(&r);
@@ -318,6 +367,8 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
     const char *op = nn_op_name(k.op);
     if (json) {
         json_t *j = figures_json(op, &cfg, &f, &r);
+        if (cfg.chip.power_cap_w > 0)
+            json_object_set_new(j, "power_cap", throttle_json(&cfg, &th));
         json_object_set_new(j, "spec", json_string(op_text));
         json_object_set_new(j, "arch", json_string(arch_name));
         if (functional) {
@@ -362,7 +413,7 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
     } else {
         if (asm_text)
             fputs(asm_text, stdout), putchar('\n');
-        figures_print(op_text, &cfg, arch_name, &f, &r);
+        figures_print(op_text, &shown, arch_name, &f, &r, &th);
         if (tune) {
             printf("\ntuned: %u tilings simulated (cycles: cost model's estimate -> simulated)\n",
                    tuned.tried);

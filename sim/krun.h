@@ -26,6 +26,7 @@
 
 #include "arch.h"
 #include "core.h"
+#include "energy.h"
 #include "err.h"
 #include "kernel.h"
 #include "nn.h"
@@ -119,10 +120,23 @@ typedef struct krun_figures {
     bool l2;
     uint64_t l2_bytes, l2_dirty_bytes;
     double l2_gbps, l2_peak_gbps, l2_hit_pct;
+    /* energy and power (hw-model/energy.h) of the run's action counts, the chip's static
+     * power over its time; energy.modelled false when cfg's energy keys are all 0 */
+    energy_counts actions;
+    energy_figures energy;
 } krun_figures;
 
 void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,
                      krun_figures *f);
+
+/* The power cap (chip.power_cap_w; hw-model/energy.h energy_govern): r holds k's run at cfg's
+ * core clock (krun_kernel); when its power there is over the cap, k is simulated again in timing
+ * mode (opts' tilings kept, no trace) at the clocks the governor tries and *r is replaced by the
+ * run at the clock it chooses. *th says what happened (th->capped false: r untouched). Errors of
+ * krun_kernel and energy_govern; *r is then the nominal run still, or freed when it failed
+ * mid-way (r->report NULL). */
+np_status krun_power_cap(const arch_config *cfg, const kc_kernel *k, const krun_opts *opts,
+                         krun_result *r, energy_throttle *th, np_err *err);
 
 /* The tuner: compiles k (which must not give its tiling attributes) to get the cost model's
  * best tilings (kc_result.cands), simulates up to `top` of them in timing mode, and returns

@@ -294,6 +294,12 @@ static int rs_start_compute(run_sim *s, rs_rank *r, uint32_t e, const rg_task *t
     if (s->obs)
         r->kt = *kt;
     r->st.busy_ps[RUN_UNIT_COMPUTE] += ps;
+    energy_counts_add(&r->st.acts, &kt->acts, 1);
+    r->st.throttle_ps += kt->throttle_ps;
+    if (ps) {
+        double w = energy_dynamic_j(s->cfg, &kt->acts, NULL) / ((double)ps * 1e-12);
+        r->st.peak_dynamic_w = w > r->st.peak_dynamic_w ? w : r->st.peak_dynamic_w;
+    }
     for (int u = 0; u < RUN_UNIT_COUNT; u++)
         if (run_unit_from_kernel((run_unit)u))
             r->st.busy_ps[u] += kt->unit_ps[u];
@@ -497,7 +503,7 @@ static void rs_ev_coll_done(evq *q, void *ctx, uint64_t arg)
     run_sim *s = ctx;
     rs_rdv *v = &s->rdv[arg];
     const rg_spec *sp = &s->g->spec[v->spec];
-    uint64_t now = evq_now(q), bytes;
+    uint64_t now = evq_now(q), bytes, reduced;
     if (v->c) {
         np_err e;
         if (coll_status(v->c, &e) != NP_OK) {
@@ -505,11 +511,20 @@ static void rs_ev_coll_done(evq *q, void *ctx, uint64_t arg)
             return;
         }
         bytes = coll_get_result(v->c)->bytes_sent;
+        reduced = coll_get_result(v->c)->reduced_bytes;
         coll_free(v->c);
         v->c = NULL;
     } else {
         bytes = s->reuse[v->reuse].bytes_sent;
+        reduced = s->reuse[v->reuse].reduced_bytes;
     }
+    /* its reductions' element operations on the members' vector units (energy.h), shared
+     * evenly over the group (every algorithm's schedule spreads them so, to within a chunk):
+     * each simulated member its share, which its mirrors copy */
+    uint64_t elems = reduced / (sp->elem_bytes ? sp->elem_bytes : 4);
+    uint32_t size = s->g->gs[sp->groupset].size;
+    for (uint32_t i = 0; i < v->n_members && elems && size; i++)
+        s->rank[v->members[i]].st.acts.vector_ops += elems / size;
     rs_rank *first = &s->rank[v->members[0]];
     if (sp->groupset == s->mirror_gs)
         first->own_bytes[sp->comm] += bytes;

@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "arch.h"
+#include "energy.h"
 #include "err.h"
 #include "net.h"
 #include "run_graph.h"
@@ -52,6 +53,10 @@ typedef struct run_ktime {
                                           after a barrier that waits for earlier work (0: ps) */
     uint64_t unit_ps[RUN_UNIT_COUNT];  /* busy time of the units that are run_unit_from_kernel
                                           (mean over the chip's cores); others ignored */
+    energy_counts acts;                /* what the kernel alone does, all cores (energy.h):
+                                          MACs, vector operations, bytes, flit-hops */
+    uint64_t throttle_ps;              /* of ps, what the power cap's throttling added (the
+                                          kernel at the governor's clock; 0: not throttled) */
 } run_ktime;
 
 /* Times kernel k (its key says what it is; k->data is the caller's). NP_OK and *out, or an
@@ -154,6 +159,11 @@ typedef struct run_rank_stats {
                                next step's first pipeline task): at most idle_ps */
     uint64_t end_ps;                      /* its last task's end */
     double flops, hw_flops;
+    energy_counts acts;      /* the actions of the compute tasks it ran (energy.h) */
+    double peak_dynamic_w;   /* the highest dynamic power of one of them: its kernel's
+                                dynamic energy / its duration (0 without energy keys) */
+    uint64_t throttle_ps;    /* of its compute tasks' time, what the power cap's throttling
+                                added (each task its kernel alone's; run_ktime.throttle_ps) */
 } run_rank_stats;
 
 typedef struct run_link_stats {

@@ -354,6 +354,7 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         core_report *cr;
         if ((st = hw_system_report(x->sys, rk->chip, NULL, &cr, err)) != NP_OK)
             goto done;
+        energy_counts_of_report(cr, &s->acts); /* its actions, for energy (run_energy.h) */
         double ps_per_cycle = 1000.0 / x->cfg->core.clock_ghz, sum[3] = {0};
         uint32_t cores = 0;
         for (uint32_t u = 0; u < cr->n_units; u++) {

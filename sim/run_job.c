@@ -167,6 +167,8 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         st = trace_layout_open(j->trace_path, &j->trace_opts, &lay, err);
         if (st == NP_OK)
             st = run_trace_create(rp, trace_layout_sink(lay), &tr, err);
+        if (st == NP_OK)
+            run_trace_set_energy(tr, j->cfg);
     }
     if (st == NP_OK) {
         run_opts o = {.steps = j->steps, .time_kernel = j->time_kernel ? j->time_kernel

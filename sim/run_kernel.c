@@ -90,8 +90,9 @@ uint64_t run_arch_fingerprint(const arch_config *cfg)
 {
     json_t *j = arch_to_json(cfg);
     uint64_t h = 0;
-    const char *sections[] = {"core", "chip"};
-    for (int i = 0; i < 2; i++) {
+    /* the energy section too under a power cap: a kernel's clock then depends on its power */
+    const char *sections[] = {"core", "chip", "energy"};
+    for (int i = 0; i < (cfg->chip.power_cap_w > 0 ? 3 : 2); i++) {
         char *s = j ? json_dumps(json_object_get(j, sections[i]), JSON_SORT_KEYS | JSON_COMPACT)
                     : NULL;
         if (s)
@@ -171,12 +172,38 @@ static bool rk_put(run_ktimer *t, const char *key, const rk_entry *e)
     return true;
 }
 
-/* A line: fingerprint check ps chained_ps dma_ps mxu_ps vpu_ps hbm_bytes name key — the
+/* A line: fingerprint check ps chained_ps dma_ps mxu_ps vpu_ps hbm_bytes actions name key — the
  * fingerprint (architecture x build) and the check in hex, the check a hash of the rest of the
  * line under the fingerprint (rk_check): an edited or torn line does not match, and its kernel
  * is simulated again. Lines of other fingerprints (other architectures and builds, whatever
  * their format) are skipped. */
 #define RK_MAX_PS (UINT64_C(1) << 62) /* a timing or byte count past this is not one */
+
+/* After hbm_bytes, the kernel's actions (energy.h): its MACs by dtype (in isa_dtype order),
+ * vector operations, scratchpad, accumulator, L2 and HBM bytes, and mesh flit-hops; then the
+ * time the power cap's throttling added to it (run_ktime.throttle_ps). */
+#define RK_ACTS (ISA_DTYPE_COUNT + 7) /* ... and, last, the power cap's throttle_ps */
+
+static void rk_acts_to(const energy_counts *c, uint64_t throttle_ps, uint64_t a[RK_ACTS])
+{
+    int i = 0;
+    for (unsigned d = 0; d < ISA_DTYPE_COUNT; d++)
+        a[i++] = c->macs[d];
+    a[i++] = c->vector_ops, a[i++] = c->sram_bytes, a[i++] = c->acc_bytes;
+    a[i++] = c->l2_bytes, a[i++] = c->hbm_bytes, a[i++] = c->noc_flit_hops;
+    a[i] = throttle_ps;
+}
+
+static void rk_acts_from(const uint64_t a[RK_ACTS], energy_counts *c, uint64_t *throttle_ps)
+{
+    int i = 0;
+    *c = (energy_counts){0};
+    for (unsigned d = 0; d < ISA_DTYPE_COUNT; d++)
+        c->macs[d] = a[i++];
+    c->vector_ops = a[i++], c->sram_bytes = a[i++], c->acc_bytes = a[i++];
+    c->l2_bytes = a[i++], c->hbm_bytes = a[i++], c->noc_flit_hops = a[i++];
+    *throttle_ps = a[i];
+}
 
 static uint64_t rk_check(uint64_t fingerprint, const char *rest, size_t n)
 {
@@ -203,25 +230,32 @@ static np_status rk_load(run_ktimer *t, np_err *err)
             line[--len] = '\0';
         if (line[0] == '#' || line[0] == '\0')
             continue;
-        uint64_t fp, check, v[6];
+        uint64_t fp, check, v[6], a[RK_ACTS];
         int at = 0;
         if (sscanf(line, "%" SCNx64 " %n", &fp, &at) != 1 || !at) {
             st = np_err_at(err, NP_ERR_FORMAT, t->path, lineno, 1, "not a kernel cache entry "
                            "(fingerprint, check, ps, chained ps, dma, mxu and vpu ps, HBM bytes, "
-                           "name, key)");
+                           "actions, name, key)");
             break;
         }
         if (fp != t->fingerprint)
             continue; /* another architecture's or build's */
         const char *p = line + at;
         rk_entry e = {0};
-        int body = 0, key = 0;
+        int body = 0, acts = 0, key = 0;
         int got = sscanf(p, "%" SCNx64 " %n%" SCNu64 " %" SCNu64 " %" SCNu64 " %" SCNu64
-                         " %" SCNu64 " %" SCNu64 " %63s %n", &check, &body, &v[0], &v[5], &v[1],
-                         &v[2], &v[3], &v[4], e.name, &key);
+                         " %" SCNu64 " %" SCNu64 " %n", &check, &body, &v[0], &v[5], &v[1],
+                         &v[2], &v[3], &v[4], &acts);
+        for (int i = 0; got == 7 + i && acts && i < RK_ACTS; i++) {
+            int at2 = 0;
+            if (sscanf(p + acts, "%" SCNu64 " %n", &a[i], &at2) == 1 && at2)
+                got++, acts += at2;
+        }
+        if (got == 7 + RK_ACTS && sscanf(p + acts, "%63s %n", e.name, &key) == 1 && key)
+            got++, key += acts;
         /* this build's line, edited or torn (a killed run), or whose figures are no timings:
          * not trusted, its kernel simulated again */
-        bool ok = got == 8 && body && key && p[key] &&
+        bool ok = got == 8 + RK_ACTS && body && key && p[key] &&
                   check == rk_check(fp, p + body, strlen(p + body)) && v[0] > 0 && v[5] > 0;
         for (int i = 0; i < 6; i++)
             ok = ok && v[i] < RK_MAX_PS && (i == 0 || i > 3 || v[i] <= v[0]);
@@ -236,6 +270,7 @@ static np_status rk_load(run_ktimer *t, np_err *err)
         for (int u = 0; u < 3; u++)
             e.t.unit_ps[rk_units[u]] = v[1 + u];
         e.hbm_bytes = v[4];
+        rk_acts_from(a, &e.t.acts, &e.t.throttle_ps);
         if (!rk_put(t, p + key, &e))
             st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the kernel cache");
     }
@@ -351,6 +386,95 @@ static void rk_from_report(const arch_config *cfg, const core_report *r, run_kti
                r->total_cycles ? (double)r->total_ps / (double)r->total_cycles : 0, t);
 }
 
+/* Half of every count: one copy's share of a program that runs the kernel twice. */
+static void rk_halve(energy_counts *c)
+{
+    for (unsigned d = 0; d < ISA_DTYPE_COUNT; d++)
+        c->macs[d] /= 2;
+    c->vector_ops /= 2, c->sram_bytes /= 2, c->acc_bytes /= 2, c->l2_bytes /= 2;
+    c->hbm_bytes /= 2, c->noc_flit_hops /= 2, c->link_bytes /= 2;
+}
+
+/* Compiles and simulates ks's kernel on cfg (the kernel twice, or alone when the copies ran
+ * beside each other): *out its timing and actions, *name its symbol, *hbm_sim what reached the
+ * HBM per copy. Counts compilations in t's statistics. */
+static np_status rk_simulate(run_ktimer *t, const arch_config *cfg, const run_kspec *ks,
+                             run_ktime *out, char name[64], uint64_t *hbm_out, uint64_t *spad,
+                             np_err *err)
+{
+    /* the kernel twice, as a step runs a kernel that waits for the one before (kc_compile puts
+     * a barrier between them on several cores): the first copy is the kernel alone
+     * (rk_first_copy), the rest of the run its chained duration */
+    kc_result res;
+    isa_program *prog = NULL;
+    core_report *rep = NULL;
+    clk_domain clk;
+    np_status st = clk_init_ghz(&clk, cfg->core.clock_ghz, err);
+    if (st == NP_OK)
+        st = lower_kernel_repeated(cfg, &ks->k, 2, &res, &prog, err);
+    if (st == NP_OK) {
+        t->st.compiled++;
+        st = core_sim_run_opts(cfg, prog, NULL, NULL, &rep, err);
+    }
+    isa_program_free(prog);
+    prog = NULL;
+    uint64_t twice_ps = rep ? rep->total_ps : 0;
+    energy_counts acts = {0}; /* a copy's share of the two's actions (energy.h) */
+    if (rep) {
+        energy_counts_of_report(rep, &acts);
+        rk_halve(&acts);
+    }
+    /* with an L2 the schedule's bytes are what the cores move through it; what reaches the
+     * HBM is the simulation's (here a copy's share of the two) */
+    uint64_t hbm_sim = rep ? (rep->hbm_read_bytes + rep->hbm_write_bytes) / 2 : 0;
+    if (st == NP_OK && !rk_first_copy(cfg, &clk, rep, res.name, out)) {
+        /* the copies ran beside each other: the kernel alone too, compiled as the first copy
+         * was */
+        core_report_free(rep);
+        rep = NULL;
+        kc_result res1;
+        st = lower_kernel_alone(cfg, &ks->k, &res1, &prog, err);
+        if (st == NP_OK)
+            st = core_sim_run_opts(cfg, prog, NULL, NULL, &rep, err);
+        isa_program_free(prog);
+        if (st == NP_OK) {
+            rk_from_report(cfg, rep, out);
+            energy_counts_of_report(rep, &acts);
+            t->st.simulated_alone++;
+            hbm_sim = rep->hbm_read_bytes + rep->hbm_write_bytes;
+        }
+    }
+    core_report_free(rep);
+    if (st != NP_OK)
+        return st;
+    out->chained_ps = twice_ps > out->ps ? twice_ps - out->ps : out->ps;
+    out->acts = acts;
+    snprintf(name, 64, "%s", res.name);
+    *hbm_out = cfg->chip.l2_bytes ? hbm_sim : res.hbm_read_bytes + res.hbm_write_bytes;
+    *spad = res.spad_bytes;
+    return NP_OK;
+}
+
+/* energy_govern's simulation: ks's kernel at another core clock (the power cap). */
+typedef struct rk_gov {
+    run_ktimer *t;
+    const run_kspec *ks;
+    run_ktime last;
+    char name[64];
+    uint64_t hbm, spad;
+} rk_gov;
+
+static np_status rk_gov_sim(void *ctx, double ghz, uint64_t *ps, energy_counts *acts, np_err *err)
+{
+    rk_gov *g = ctx;
+    arch_config cfg = *g->t->cfg;
+    cfg.core.clock_ghz = ghz;
+    np_status st = rk_simulate(g->t, &cfg, g->ks, &g->last, g->name, &g->hbm, &g->spad, err);
+    if (st == NP_OK)
+        *ps = g->last.ps, *acts = g->last.acts;
+    return st;
+}
+
 np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_err *err)
 {
     run_ktimer *t = ctx;
@@ -383,52 +507,29 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     if (t->progress)
         t->progress(t->progress_ctx, rk->key);
     double t0 = np_wall_s();
-    /* the kernel twice, as a step runs a kernel that waits for the one before (kc_compile puts
-     * a barrier between them on several cores): the first copy is the kernel alone
-     * (rk_first_copy), the rest of the run its chained duration */
-    kc_result res;
-    isa_program *prog = NULL;
-    core_report *rep = NULL;
-    clk_domain clk;
-    np_status st = clk_init_ghz(&clk, t->cfg->core.clock_ghz, err);
-    if (st == NP_OK)
-        st = lower_kernel_repeated(t->cfg, &ks->k, 2, &res, &prog, err);
-    if (st == NP_OK) {
-        t->st.compiled++;
-        st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
-    }
-    isa_program_free(prog);
-    prog = NULL;
-    uint64_t twice_ps = rep ? rep->total_ps : 0;
-    /* with an L2 the schedule's bytes are what the cores move through it; what reaches the
-     * HBM is the simulation's (here a copy's share of the two) */
-    uint64_t hbm_sim = rep ? (rep->hbm_read_bytes + rep->hbm_write_bytes) / 2 : 0;
-    if (st == NP_OK && !rk_first_copy(t->cfg, &clk, rep, res.name, out)) {
-        /* the copies ran beside each other: the kernel alone too, compiled as the first copy
-         * was */
-        core_report_free(rep);
-        rep = NULL;
-        kc_result res1;
-        st = lower_kernel_alone(t->cfg, &ks->k, &res1, &prog, err);
-        if (st == NP_OK)
-            st = core_sim_run_opts(t->cfg, prog, NULL, NULL, &rep, err);
-        isa_program_free(prog);
-        if (st == NP_OK) {
-            rk_from_report(t->cfg, rep, out);
-            t->st.simulated_alone++;
-            hbm_sim = rep->hbm_read_bytes + rep->hbm_write_bytes;
+    char name[64];
+    uint64_t hbm = 0, spad = 0;
+    np_status st = rk_simulate(t, t->cfg, ks, out, name, &hbm, &spad, err);
+    /* the power cap: the kernel at the clock the governor chooses, what throttling cost kept */
+    if (st == NP_OK && t->cfg->chip.power_cap_w > 0) {
+        rk_gov g = {.t = t, .ks = ks};
+        energy_throttle th;
+        st = energy_govern(t->cfg, 1, out->ps, &out->acts, rk_gov_sim, &g, &th, err);
+        if (st == NP_OK && th.capped) {
+            g.last.throttle_ps = g.last.ps > out->ps ? g.last.ps - out->ps : 0;
+            *out = g.last;
+            snprintf(name, sizeof name, "%s", g.name);
+            hbm = g.hbm, spad = g.spad;
         }
     }
-    core_report_free(rep);
     if (st != NP_OK) {
         np_err_prefix(err, "kernel %s", rk->key);
         return st;
     }
-    out->chained_ps = twice_ps > out->ps ? twice_ps - out->ps : out->ps;
     t->st.simulated++;
-    snprintf(ks->name, sizeof ks->name, "%s", res.name);
-    ks->hbm_bytes = t->cfg->chip.l2_bytes ? hbm_sim : res.hbm_read_bytes + res.hbm_write_bytes;
-    ks->spad_bytes = res.spad_bytes;
+    snprintf(ks->name, sizeof ks->name, "%s", name);
+    ks->hbm_bytes = hbm;
+    ks->spad_bytes = spad;
     t->st.sim_wall_s += np_wall_s() - t0;
     if (!t->path)
         return NP_OK;
@@ -436,11 +537,16 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     snprintf(e.name, sizeof e.name, "%s", ks->name[0] ? ks->name : nn_op_name(ks->k.op));
     if (!rk_put(t, rk->key, &e))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    char body[RUN_KEY_MAX + 256];
+    char body[RUN_KEY_MAX + 512];
+    uint64_t a[RK_ACTS];
+    rk_acts_to(&out->acts, out->throttle_ps, a);
     int n = snprintf(body, sizeof body, "%" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64
-                     " %" PRIu64 " %s %s", out->ps, out->chained_ps, out->unit_ps[RUN_UNIT_DMA],
-                     out->unit_ps[RUN_UNIT_MXU], out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes, e.name,
-                     rk->key);
+                     " %" PRIu64, out->ps, out->chained_ps, out->unit_ps[RUN_UNIT_DMA],
+                     out->unit_ps[RUN_UNIT_MXU], out->unit_ps[RUN_UNIT_VPU], ks->hbm_bytes);
+    for (int i = 0; i < RK_ACTS && n > 0 && (size_t)n < sizeof body; i++)
+        n += snprintf(body + n, sizeof body - (size_t)n, " %" PRIu64, a[i]);
+    if (n > 0 && (size_t)n < sizeof body)
+        n += snprintf(body + n, sizeof body - (size_t)n, " %s %s", e.name, rk->key);
     if (n < 0 || (size_t)n >= sizeof body)
         return NP_OK; /* cannot happen for keys of RUN_KEY_MAX; then simply not kept */
     FILE *f = fopen(t->path, "a");

@@ -27,7 +27,8 @@
  *     it, is an error naming the op, the node and its shapes — never a guessed duration.
  *
  * The timing cache file (optional): one line per kernel, keyed by the kernel's key, the
- * architecture's fingerprint (a hash of its core and chip sections) and the build (a hash of
+ * architecture's fingerprint (a hash of its core and chip sections, energy too under a power
+ * cap) and the build (a hash of
  * the running executable: the compiler and the core model that made the timing), so a timing
  * is reused only where compiling and simulating the kernel again would give the same; other
  * architectures' and builds' lines are kept. A reused kernel is neither compiled nor simulated.
@@ -80,7 +81,8 @@ char *run_node_desc(const nn_tensor *node, char *buf, size_t n);
  * placement, as text (deterministic; equal kernels give equal keys). */
 void run_kernel_key(const kc_kernel *k, char *buf, size_t n);
 
-/* A hash of the architecture's core and chip sections (what a kernel's timing depends on). */
+/* A hash of the architecture's core and chip sections (what a kernel's timing depends on), and
+ * of its energy section under a power cap (chip.power_cap_w > 0: the clock depends on power). */
 uint64_t run_arch_fingerprint(const arch_config *cfg);
 
 typedef struct run_ktimer run_ktimer;

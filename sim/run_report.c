@@ -155,6 +155,18 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
             o->hfu_pct = 100.0 * hw_per_chip / o->peak_flops_per_chip;
         }
     }
+    /* energy: the run's action counts (run_energy.h) */
+    run_energy_of(cfg, r, o->hw_flops_per_step * steps, &o->energy);
+    if (p->batch > 0) {
+        double per_sample = o->energy.per_step_j / (double)p->batch;
+        if (p->seq > 1)
+            o->energy_per_token_j = per_sample / (double)p->seq;
+        else
+            o->energy_per_sample_j = per_sample;
+    }
+    o->power_cap_w = cfg->chip.power_cap_w;
+    for (uint32_t i = 0; i < r->ranks; i++)
+        o->throttle_s += (double)r->rank[i].throttle_ps * 1e-12 / steps / r->ranks;
     /* bubbles: measured only with a pipeline */
     o->stages = o->pp > 1 ? r->stages : 1;
     o->bubble_analytical = o->pp > 1 ? nn_plan_bubble(p) : 0;
@@ -362,6 +374,21 @@ json_t *run_report_json(const run_report *o)
         json_object_set_new(j, "loss", json_real(o->loss));
         json_object_set_new(j, "loss_reference", json_real(o->loss_reference));
     }
+    if (o->energy.fig.modelled) {
+        json_t *e = energy_figures_json(&o->energy.fig);
+        if (e) {
+            json_object_set_new(e, "per_step_j", json_real(o->energy.per_step_j));
+            json_object_set_new(e, "avg_w_per_chip", json_real(o->energy.avg_w_per_chip));
+            json_object_set_new(e, "peak_w_per_chip", json_real(o->energy.peak_w_per_chip));
+            json_object_set_new(e, o->seq > 1 ? "j_per_token" : "j_per_sample",
+                                json_real(o->seq > 1 ? o->energy_per_token_j
+                                                     : o->energy_per_sample_j));
+            json_object_set_new(j, "energy", e);
+        }
+    }
+    if (o->power_cap_w > 0)
+        json_object_set_new(j, "power_cap", json_pack("{s:f, s:f}", "cap_w", o->power_cap_w,
+                                                      "throttle_s", o->throttle_s));
     json_object_set_new(j, "wall_s", json_real(o->wall_s));
     return j;
 }

@@ -30,6 +30,7 @@
 #include "arch.h"
 #include "err.h"
 #include "plan.h"
+#include "run_energy.h"
 #include "run_engine.h"
 #include "run_faults.h"
 #include "run_kernel.h"
@@ -117,6 +118,13 @@ typedef struct run_report {
     uint64_t events, tasks, colls_simulated, colls_reused, transfers;
     uint32_t kernels, kernels_simulated, kernels_from_file, ranks_simulated, mirror_ways;
     uint32_t kernels_rejected; /* cache lines not trusted (run_ktimer_stats.rejected) */
+    /* energy and power (run_energy.h; energy.fig.modelled false with every energy key 0:
+     * nothing printed), and per token (language models) or per sample */
+    run_energy energy;
+    double energy_per_token_j, energy_per_sample_j;
+    /* the power cap (chip.power_cap_w > 0): per step, mean over the chips, the compute time
+     * its throttling added (run_rank_stats.throttle_ps) */
+    double power_cap_w, throttle_s;
     double loss, loss_reference; /* functional runs: the simulated step's mean loss and the
                                     distributed executor's (NaN otherwise) */
     run_report_faults faults; /* slowed chips and the goodput estimate (run_faults.h) */

@@ -93,6 +93,7 @@ static np_status rr_simulate(run_sim *s, const rs_rdv *v, rs_reuse *e, np_err *e
         const coll_result *res = coll_get_result(c);
         e->dur_ps = res->t_end_ps - res->t_start_ps;
         e->bytes_sent = res->bytes_sent;
+        e->reduced_bytes = res->reduced_bytes;
         e->prof_n = s->n_prof - e->prof_off;
         if (evq_pending(s->sq) != 0) /* a finished collective leaves nothing behind */
             st = np_err_set(err, NP_ERR_INTERNAL, "%" PRIu64 " events left on the scratch "

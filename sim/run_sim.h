@@ -90,6 +90,7 @@ typedef struct rs_prof {
 typedef struct rs_reuse {
     uint32_t spec, sig;
     uint64_t dur_ps, bytes_sent;
+    uint64_t reduced_bytes; /* coll_result.reduced_bytes: the ranks' reductions, for energy */
     uint32_t prof_off, prof_n;
 } rs_reuse;
 

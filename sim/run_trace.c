@@ -25,6 +25,7 @@ struct run_trace {
     uint64_t *used;      /* per rank: its HBM occupancy now; UINT64_MAX before its first task */
     uint32_t n_ranks;
     u64map stash;        /* (rank, layer, micro-batch) + 1 -> its backward tasks still to end */
+    const arch_config *energy; /* the "power" counter's energies (NULL: no counter) */
 };
 
 static const run_plan_task *rt_task(const run_trace *t, uint32_t rank, uint32_t task)
@@ -112,6 +113,13 @@ static void rt_compute(void *ctx, uint32_t rank, uint32_t task, uint32_t step, u
         t->sink.ops->transfer(t->sink.ctx, &x);
     }
     rt_hbm_used(t, rank, pt, b);
+    if (t->sink.ops->level && t->energy && b > a) { /* the chip's power while it runs */
+        double w = t->energy->energy.static_w;
+        t->sink.ops->level(t->sink.ctx, chip, "power", a,
+                           w + energy_dynamic_j(t->energy, &kt->acts, NULL) /
+                                   ((double)(b - a) * 1e-12));
+        t->sink.ops->level(t->sink.ctx, chip, "power", b, w);
+    }
     if (t->sink.ops->level && ks->spad_bytes) { /* the kernel's scratchpad while it runs */
         t->sink.ops->level(t->sink.ctx, chip, "spad.used", a, (double)ks->spad_bytes);
         t->sink.ops->level(t->sink.ctx, chip, "spad.used", b, 0);
@@ -186,6 +194,11 @@ static void rt_link(void *ctx, uint32_t link, const char *name, const double *by
                                  .end_ps = (k + 1) * window_ps};
             t->sink.ops->transfer(t->sink.ctx, &tr);
         }
+}
+
+void run_trace_set_energy(run_trace *t, const arch_config *cfg)
+{
+    t->energy = energy_modelled(cfg) ? cfg : NULL;
 }
 
 np_status run_trace_create(const run_plan *rp, trace_sink sink, run_trace **out, np_err *err)

@@ -24,6 +24,9 @@
  * over the resident bytes), and "spad.used" (bytes), the scratchpad the running kernel holds
  * on its fullest core (kc_result.spad_bytes) from its task's start to its end, 0 between
  * kernels (left out for kernels timed from a cache file, which keeps no footprint).
+ * With energies (run_trace_set_energy, an energy key set): "power" (W), the chip's power while
+ * each kernel runs — its dynamic energy over its task's time plus the static power — and the
+ * static power between kernels (communication's link power is not in it).
  * The system process: a bandwidth counter per network link that carried bytes, in GB/s.
  *
  * So `npusim trace stats` on the trace of a one-step run gives the report's per-unit
@@ -42,6 +45,9 @@ typedef struct run_trace run_trace;
 /* An observer of rp's run writing into sink (both must outlive it). NP_ERR_NOMEM. */
 np_status run_trace_create(const run_plan *rp, trace_sink sink, run_trace **out, np_err *err);
 const run_observer *run_trace_observer(const run_trace *t);
+/* Adds the "power" counter from cfg's energy keys (cfg must outlive t; nothing when none is
+ * set). */
+void run_trace_set_energy(run_trace *t, const arch_config *cfg);
 void run_trace_free(run_trace *t);
 
 #endif
