@@ -79,8 +79,10 @@ char *np_human_ps(uint64_t ps, char *buf, size_t n)
 
 char *np_human_s(double s, char *buf, size_t n)
 {
-    if (!(s >= 0))
-        s = 0;
+    if (!(s > 0)) {
+        snprintf(buf, n, "0 s");
+        return buf;
+    }
     if (s < 999.5)
         return np_human_ps((uint64_t)llround(s * 1e12), buf, n);
     if (s < 120 * 60.0)

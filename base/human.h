@@ -24,7 +24,7 @@ char *np_human_bytes(uint64_t bytes, char *buf, size_t n);
 char *np_human_ps(uint64_t ps, char *buf, size_t n);
 
 /* A duration in seconds that may be long: as np_human_ps below 1000 s, then "16.7 min",
- * "5.79 h", "2.08 days", "1,157 days" (negative or NaN: "0 ps"). */
+ * "5.79 h", "2.08 days", "1,157 days" (0, negative or NaN: "0 s"). */
 char *np_human_s(double s, char *buf, size_t n);
 
 /* v scaled by powers of 1000 with an SI prefix before unit: (4.09e9, "FLOP") -> "4.09 GFLOP",

@@ -408,10 +408,13 @@ TEST(a_gemm_over_the_power_cap_is_throttled_to_it)
 TEST(run_throttling_adds_to_the_step_what_it_reports)
 {
     json_t *free_doc, *capped_doc;
-    run_energy_json(&free_doc, (const char *[]){"--set", "energy.mac_bf16_pj=5", "--set",
+    /* one micro-batch of 8: the step is the chip's kernels one after the other */
+    run_energy_json(&free_doc, (const char *[]){"--microbatch", "8", "--set",
+                                                "energy.mac_bf16_pj=5", "--set",
                                                 "energy.sram_pj_per_byte=2", NULL});
     json_t *e = run_energy_json(&capped_doc,
-                                (const char *[]){"--set", "energy.mac_bf16_pj=5", "--set",
+                                (const char *[]){"--microbatch", "8", "--set",
+                                                 "energy.mac_bf16_pj=5", "--set",
                                                  "energy.sram_pj_per_byte=2", "--set",
                                                  "chip.power_cap_w=2", NULL});
     CU_ASSERT_PTR_NOT_NULL_FATAL(e);

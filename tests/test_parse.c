@@ -267,7 +267,7 @@ TEST(human_figures_are_grouped_and_scaled)
     CU_ASSERT_STRING_EQUAL(np_human_s(20844, b, sizeof b), "5.79 h");
     CU_ASSERT_STRING_EQUAL(np_human_s(3 * 86400, b, sizeof b), "3.00 days");
     CU_ASSERT_STRING_EQUAL(np_human_s(50000 * 3600.0, b, sizeof b), "2,083 days");
-    CU_ASSERT_STRING_EQUAL(np_human_s(-1, b, sizeof b), "0 ps");
+    CU_ASSERT_STRING_EQUAL(np_human_s(-1, b, sizeof b), "0 s");
     CU_ASSERT_STRING_EQUAL(np_human_si(735135.908e9, "FLOP", b, sizeof b), "735 TFLOP");
     CU_ASSERT_STRING_EQUAL(np_human_si(4.089e9, "MAC", b, sizeof b), "4.09 GMAC");
     CU_ASSERT_STRING_EQUAL(np_human_si(12, "FLOP", b, sizeof b), "12 FLOP");
