@@ -15,7 +15,6 @@
 #include <stdint.h>
 
 #include "err.h"
-#include "trace_read.h"
 
 /* The architecture every command uses without --arch: the tiny preset, on which every
  * command means something (2 chips of 2 cores on a 2 x 1 mesh, 4 x 4 arrays) and runs in
@@ -91,19 +90,6 @@ typedef struct cli_progress {
 void cli_progress_init(cli_progress *p, const char *what);
 void cli_progress_fn(void *ctx, double done);
 void cli_progress_end(cli_progress *p);
-
-/* The trace reader's limits as options of the commands that read traces (trace check|stats,
- * report): CLI_TRACE_READ_LONGOPTS in their getopt table, cli_trace_read_flag() for them,
- * CLI_TRACE_READ_USAGE in their usage text. */
-enum { CLI_OPT_MAX_EVENTS = 0x7e01, CLI_OPT_MAX_EVENT_SIZE };
-#define CLI_TRACE_READ_LONGOPTS                                                                \
-    {"max-events", required_argument, NULL, CLI_OPT_MAX_EVENTS},                               \
-    {"max-event-size", required_argument, NULL, CLI_OPT_MAX_EVENT_SIZE}
-#define CLI_TRACE_READ_USAGE                                                                   \
-    "  --max-events N    read at most N events of a trace (default 67,108,864)\n"              \
-    "  --max-event-size S  the longest event of a trace, e.g. 256M (default 64M)\n"
-bool cli_trace_read_is_flag(int c);
-np_status cli_trace_read_flag(trace_read_opts *o, int c, const char *arg, np_err *err);
 
 /* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to
  * stdout, then drops the reference. NP_ERR_INTERNAL (filling err) if j is NULL. */

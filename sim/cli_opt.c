@@ -143,14 +143,3 @@ void cli_progress_end(cli_progress *p)
     }
     p->len = 0;
 }
-
-bool cli_trace_read_is_flag(int c) { return c == CLI_OPT_MAX_EVENTS || c == CLI_OPT_MAX_EVENT_SIZE; }
-
-np_status cli_trace_read_flag(trace_read_opts *o, int c, const char *arg, np_err *err)
-{
-    if (c == CLI_OPT_MAX_EVENTS)
-        return np_parse_u64(NP_SRC_OPT("--max-events"), arg, 1, UINT64_MAX - 1, &o->max_events,
-                            err);
-    return np_parse_size(NP_SRC_OPT("--max-event-size"), arg, 1u << 20, 1ull << 40,
-                         &o->max_event_bytes, err);
-}

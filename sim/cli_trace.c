@@ -536,3 +536,14 @@ np_status cli_trace_close(cli_trace *t, np_err *err)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory writing the trace");
     return st;
 }
+
+bool cli_trace_read_is_flag(int c) { return c == CLI_OPT_MAX_EVENTS || c == CLI_OPT_MAX_EVENT_SIZE; }
+
+np_status cli_trace_read_flag(trace_read_opts *o, int c, const char *arg, np_err *err)
+{
+    if (c == CLI_OPT_MAX_EVENTS)
+        return np_parse_u64(NP_SRC_OPT("--max-events"), arg, 1, UINT64_MAX - 1, &o->max_events,
+                            err);
+    return np_parse_size(NP_SRC_OPT("--max-event-size"), arg, 1u << 20, 1ull << 40,
+                         &o->max_event_bytes, err);
+}

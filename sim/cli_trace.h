@@ -35,6 +35,7 @@
 #include "net.h"
 #include "trace_layout.h"
 #include "trace_map.h"
+#include "trace_read.h"
 
 typedef struct cli_trace {
     trace_layout *w;    /* NULL: no trace */
@@ -121,5 +122,18 @@ void cli_trace_span(cli_trace *t, uint32_t pid, uint32_t tid, const char *thread
 
 /* Closes the trace (see trace_layout_close) and frees the rest. */
 np_status cli_trace_close(cli_trace *t, np_err *err);
+
+/* The trace reader's limits as options of the commands that read traces (trace check|stats,
+ * report): CLI_TRACE_READ_LONGOPTS in their getopt table, cli_trace_read_flag() for them,
+ * CLI_TRACE_READ_USAGE in their usage text. */
+enum { CLI_OPT_MAX_EVENTS = 0x7e01, CLI_OPT_MAX_EVENT_SIZE };
+#define CLI_TRACE_READ_LONGOPTS                                                                \
+    {"max-events", required_argument, NULL, CLI_OPT_MAX_EVENTS},                               \
+    {"max-event-size", required_argument, NULL, CLI_OPT_MAX_EVENT_SIZE}
+#define CLI_TRACE_READ_USAGE                                                                   \
+    "  --max-events N    read at most N events of a trace (default 67,108,864)\n"              \
+    "  --max-event-size S  the longest event of a trace, e.g. 256M (default 64M)\n"
+bool cli_trace_read_is_flag(int c);
+np_status cli_trace_read_flag(trace_read_opts *o, int c, const char *arg, np_err *err);
 
 #endif

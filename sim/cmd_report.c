@@ -10,6 +10,7 @@
 
 #include "arch.h"
 #include "cli.h"
+#include "cli_trace.h"
 #include "readfile.h"
 #include "report.h"
 #include "trace_db.h"

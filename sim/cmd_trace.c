@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_trace.h"
 #include "csv.h"
 #include "human.h"
 #include "trace_db.h"
