@@ -51,7 +51,7 @@ static long run_child(uint32_t steps, const char *path)
         run_job j = {.cfg = &cfg, .model = &d, .steps = steps,
                      .optim = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95,
                                .eps = 1e-8, .weight_decay = 0.1},
-                     .trace_path = path, .trace_opts = {TRACE_LEVEL_KERNEL, {0}}};
+                     .trace_path = path, .trace_opts = {.level = TRACE_LEVEL_KERNEL}};
         nn_strategy_default(&j.s);
         j.s.dp = 256, j.s.tp = 2, j.s.pp = 2;
         j.o = (nn_model_opts){.batch = 1024, .compute = NN_BF16, .seed = 1};

@@ -163,8 +163,8 @@ TEST(a_kernels_timing_is_its_run_on_the_core_model_and_the_cache_file_keeps_it_p
         CU_ASSERT_EQUAL(b.ps, a.ps);
         st = run_ktimer_get_stats(t);
         CU_ASSERT_EQUAL(st.rejected, 1);
-        CU_ASSERT_EQUAL(st.from_file, edit);
-        CU_ASSERT_EQUAL(st.simulated, 1 - edit);
+        CU_ASSERT_EQUAL(st.from_file, (uint32_t)edit);
+        CU_ASSERT_EQUAL(st.simulated, (uint32_t)(1 - edit));
         run_ktimer_free(t);
     }
     /* a torn line of this build (a run killed while appending: its first 30 bytes) is not
