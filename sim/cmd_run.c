@@ -602,8 +602,10 @@ np_status cmd_run(int argc, char **argv, np_err *err)
                                              sizeof warn)[0])
         fprintf(stderr, "npusim: %s\n", warn);
     trace_chips_free(&j.trace_opts.chips);
-    if (st != NP_OK)
+    if (st != NP_OK) { /* a job can fail after its report was made (the goodput estimate) */
+        run_report_free(&rep);
         return st;
+    }
     if (json)
         st = cli_print_json(run_report_json(&rep), err);
     else if (csv)
