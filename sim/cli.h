@@ -89,6 +89,8 @@ typedef struct cli_progress {
 } cli_progress;
 void cli_progress_init(cli_progress *p, const char *what);
 void cli_progress_fn(void *ctx, double done);
+/* The same line saying `what` instead of p->what (a job of several steps). */
+void cli_progress_show(cli_progress *p, const char *what, double done);
 void cli_progress_end(cli_progress *p);
 
 /* Prints a JSON document (object keys in insertion order, 2-space indent) and a newline to

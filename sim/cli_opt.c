@@ -126,9 +126,14 @@ void cli_progress_init(cli_progress *p, const char *what)
 void cli_progress_fn(void *ctx, double done)
 {
     cli_progress *p = ctx;
+    cli_progress_show(p, p->what, done);
+}
+
+void cli_progress_show(cli_progress *p, const char *what, double done)
+{
     if (!p->on)
         return;
-    int n = fprintf(stderr, "\r%s: %3.0f %%", p->what, 100.0 * done);
+    int n = fprintf(stderr, "\r%s: %3.0f %%", what, 100.0 * done);
     for (int i = n; i < p->len; i++)
         fputc(' ', stderr);
     p->len = n > p->len ? n : p->len;

@@ -8,7 +8,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "arch.h"
 #include "cli.h"
@@ -88,29 +87,11 @@ const char cmd_run_usage[] =
 
 /* ---- progress ------------------------------------------------------------------------------ */
 
-typedef struct run_progress {
-    bool on;
-    int len;
-} run_progress;
-
+/* run_job's progress (what is being done, and how far) through the commands' one progress
+ * line (cli.h). */
 static void run_progress_fn(void *ctx, const char *what, double done)
 {
-    run_progress *p = ctx;
-    if (!p->on)
-        return;
-    int n = fprintf(stderr, "\r%s: %3.0f %%", what, 100.0 * done);
-    for (int i = n; i < p->len; i++)
-        fputc(' ', stderr);
-    p->len = n;
-    fflush(stderr);
-}
-
-static void run_progress_end(run_progress *p)
-{
-    if (p->on && p->len) {
-        fprintf(stderr, "\r%*s\r", p->len, "");
-        fflush(stderr);
-    }
+    cli_progress_show(ctx, what, done);
 }
 
 /* ---- units for people (base/human.h) ------------------------------------------------------ */
@@ -585,7 +566,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     if (st == NP_OK)
         st = nn_model_load(model, &d, err);
     run_report rep = {0};
-    run_progress prog = {.on = isatty(2) != 0};
+    cli_progress prog;
+    cli_progress_init(&prog, "run");
     if (st == NP_OK) {
         j.cfg = &cfg;
         j.model = &d;
@@ -595,7 +577,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         j.progress = run_progress_fn;
         j.progress_ctx = &prog;
         st = run_job_run(&j, &rep, err);
-        run_progress_end(&prog);
+        cli_progress_end(&prog);
     }
     char warn[320];
     if (st == NP_OK && cli_trace_cut_warning(rep.trace_left_out, &j.trace_opts, warn,
