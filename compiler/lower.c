@@ -10,6 +10,7 @@
 #include "isa_asm.h"
 #include "lower_impl.h"
 #include "pass.h"
+#include "verify.h"
 
 /* ---- the program and its context ----------------------------------------------------------- */
 
@@ -815,6 +816,8 @@ np_status lower_graph(const arch_config *cfg, nn_graph *g, const lower_opts *opt
     free(order);
     if (st == NP_OK)
         st = lw_lower(&w, err);
+    if (st == NP_OK && np_verify_on())
+        st = lower_prog_verify(w.lp, NULL, 0, err);
     if (st == NP_OK) {
         *out = w.lp;
         w.lp = NULL;

@@ -152,6 +152,14 @@ void lower_prog_free(lower_prog *lp);
 np_status lower_plan_rank(const arch_config *cfg, const nn_plan *p, int rank,
                           const lower_opts *opts, lower_prog **out, np_err *err);
 
+/* Checks a lowered program against what it was lowered from (lower_verify.c's header):
+ * every kernel operand inside the program's data sections and each stored value where
+ * lower_addr_mb says it lives, the FLOP and byte totals, and for a plan's rank (p not NULL)
+ * its kernels and communication records as the instances of its class's entries in issue
+ * order. NP_OK or NP_ERR_INTERNAL naming the kernel or entry. lower_graph and
+ * lower_plan_rank run it on what they lower when np_verify_on() (base/verify.h). */
+np_status lower_prog_verify(const lower_prog *lp, const nn_plan *p, int rank, np_err *err);
+
 /* Hands the program over (the caller frees it with isa_program_free); lp keeps the rest. */
 isa_program *lower_prog_take(lower_prog *lp);
 

@@ -6,6 +6,7 @@
 
 #include "lower_impl.h"
 #include "pass.h"
+#include "verify.h"
 
 /* The instance of source t that an item at micro-batch mb (-1: a step block) reads: a data
  * leaf or a node of a micro-batch block (an in-place update of a persistent buffer too: one
@@ -87,6 +88,8 @@ np_status lower_plan_rank(const arch_config *cfg, const nn_plan *p, int rank,
         st = lw_plan_entry(&w, e, (int)(b - c->blocks), mb, &iter, err);
     if (st == NP_OK)
         st = lw_lower(&w, err);
+    if (st == NP_OK && np_verify_on())
+        st = lower_prog_verify(w.lp, p, rank, err);
     if (st == NP_OK) {
         *out = w.lp;
         w.lp = NULL;

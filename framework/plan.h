@@ -461,6 +461,13 @@ np_status nn_plan_build_graph(const nn_model *m, const char *name, int64_t batch
                               nn_plan **out, np_err *err);
 void nn_plan_free(nn_plan *p);
 
+/* Checks the invariants the plan's readers rely on (framework/plan_verify.c's header lists
+ * them: mesh and strategy, entries and their dependencies, the schedule, the issue order,
+ * pipeline and collective matches). NP_OK, or NP_ERR_INTERNAL naming the first broken one;
+ * NP_ERR_NOMEM. nn_plan_build runs it on every plan it builds when np_verify_on()
+ * (base/verify.h). */
+np_status nn_plan_verify(const nn_plan *p, np_err *err);
+
 /* ---- ranks, groups, peers ---- */
 
 /* The class (= pipeline stage) rank runs. */
@@ -497,6 +504,10 @@ bool nn_plan_node_is_offset_view(const nn_tensor *t);
  * (its RANKVALUE leaf) times the bytes of the dims after the split one. */
 uint64_t nn_plan_offset_view_bytes(const nn_plan *p, const nn_plan_class *c, int rank,
                                    const nn_tensor *t);
+
+/* Bytes communication node t moves (a collective's, send's or receive's; what an entry's
+ * `bytes` sums): an all-gather's or receive's output, the others' input. */
+uint64_t nn_plan_comm_node_bytes(const nn_tensor *t);
 
 /* ---- iteration ---- */
 

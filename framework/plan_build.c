@@ -26,6 +26,7 @@
 
 #include "pass.h"
 #include "plan_impl.h"
+#include "verify.h"
 
 /* ---- 1. validation ---- */
 
@@ -893,14 +894,6 @@ done:
 /* ---- 7. blocks and entries ---- */
 
 
-/* Bytes a collective node communicates: all_gather its output, others their input. */
-static uint64_t nn_comm_bytes(const nn_tensor *t)
-{
-    if (t->op == NN_OP_ALL_GATHER || t->op == NN_OP_RECV)
-        return nn_nbytes(t);
-    return nn_nbytes(t->src[0]);
-}
-
 /* ZeRO-3 prefetch: each layer's parameter gathers move ahead to the start of the layer
  * before (forward) or after (backward: the layer computed just before), one layer ahead. */
 static void nn_pb_prefetch_keys(nn_pb *pb, nn_graph *g)
@@ -1261,7 +1254,7 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
                 en->group_size = (int)t0->ip[NN_COMM_IP_SIZE];
                 en->peer = (int)t0->ip[NN_COMM_IP_PEER];
                 for (int q = 0; q < en->n_nodes; q++)
-                    en->bytes += nn_comm_bytes(en->nodes[q]);
+                    en->bytes += nn_plan_comm_node_bytes(en->nodes[q]);
                 int match = (int)t0->ip[NN_COMM_IP_MATCH];
                 if (!match)
                     match = ++pb->next_match;
@@ -1587,7 +1580,8 @@ static np_status nn_plan_core(const char *name, const nn_model *m0, int64_t batc
         }
     }
     free(tied_match);
-    if (st != NP_OK || (st = nn_pb_schedules(p, err)) != NP_OK)
+    if (st != NP_OK || (st = nn_pb_schedules(p, err)) != NP_OK ||
+        (np_verify_on() && (st = nn_plan_verify(p, err)) != NP_OK))
         goto fail;
     pb.g0 = NULL; /* borrowed */
     nn_pb_free(&pb);

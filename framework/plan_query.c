@@ -120,6 +120,13 @@ bool nn_plan_entry_is_bucket(const nn_plan_entry *e)
     return true;
 }
 
+uint64_t nn_plan_comm_node_bytes(const nn_tensor *t)
+{
+    if (t->op == NN_OP_ALL_GATHER || t->op == NN_OP_RECV)
+        return nn_nbytes(t);
+    return nn_nbytes(t->src[0]);
+}
+
 bool nn_plan_entry_runs(const nn_plan_entry *e, int mb, int n_micro)
 {
     return e->when == NN_PLAN_EVERY_MB || mb < 0 || mb == n_micro - 1;

@@ -6,6 +6,7 @@
  *   hw_system.c    the system: chips, loading and starting programs, ends, the deadlock check
  *   core_run.c     core_sim_run_chips: one run to the end on a queue of its own
  *   core_report.c  the report built from the system, as JSON and text
+ *   core_verify.c  the invariants of the cores' state machines, checked
  */
 #ifndef NPUSIM_CORE_SIM_H
 #define NPUSIM_CORE_SIM_H
@@ -373,6 +374,11 @@ static inline uint32_t core_index_of(const chip_sim *s, uint64_t id)
 {
     return s->slots && id < (uint64_t)s->cfg->chip.cores ? s->slots[id].idx : UINT32_MAX;
 }
+
+/* core_verify.c */
+/* Checks the invariants of chip s's cores (core_verify.c's header lists them), with `ended`
+ * those of a program that ended; NP_ERR_INTERNAL naming the core and the invariant. */
+np_status core_sim_verify(const chip_sim *s, bool ended, np_err *err);
 
 /* core_report.c */
 /* The report of chip `chip`'s program, or with HW_ALL_CHIPS of every chip with a program. */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core_sim.h"
+#include "verify.h"
 
 const char *const hw_chip_state_names[HW_CHIP_STATE_COUNT] = {
     [HW_CHIP_EMPTY] = "empty",       [HW_CHIP_LOADED] = "loaded", [HW_CHIP_RUNNING] = "running",
@@ -287,6 +288,10 @@ static void chip_done_ev(evq *q, void *ctx, uint64_t arg)
     for (uint32_t i = 0; i < s->n_cores; i++)
         t = s->cores[i].t_done_ps > t ? s->cores[i].t_done_ps : t;
     s->t_end_ps = t;
+    if (np_verify_on() && core_sim_verify(s, true, &s->err) != NP_OK) {
+        chip_fail(s);
+        return;
+    }
     chip_end(s, HW_CHIP_DONE);
 }
 

@@ -166,6 +166,12 @@ np_status hw_system_start(hw_system *sys, uint32_t chip, np_err *err);
 void hw_system_check(hw_system *sys);
 
 hw_chip_state hw_system_chip_state(const hw_system *sys, uint32_t chip); /* EMPTY if outside */
+/* Checks the invariants of every running, done or deadlocked chip's cores (front ends, unit
+ * queues, lanes, accounting; of an ended program: all drained): NP_OK or NP_ERR_INTERNAL
+ * naming the core and the invariant (hw-model/core_verify.c). A chip's program that ends
+ * is checked this way before its end is reported when np_verify_on() (base/verify.h): a
+ * broken invariant makes it a fault. */
+np_status hw_system_verify(const hw_system *sys, np_err *err);
 
 /* Why chip is FAULT or DEADLOCK: copies the error into *err and returns its status; NP_OK
  * for any other state. */

@@ -20,6 +20,8 @@
 #include "harness.h"
 #include "hw_system.h"
 #include "isa_asm.h"
+#include "core_sim.h"
+#include "verify.h"
 
 static arch_config tiny_chips(unsigned chips)
 {
@@ -778,4 +780,76 @@ TEST(npusim_sim_runs_one_spmd_elf_on_every_chip_of_the_run)
     remove(s_path);
     remove(elf);
     rmdir(dir);
+}
+
+/* ---- the core model's invariants (hw_system_verify, core_verify.c) ---- */
+
+TEST(the_verifier_passes_a_run_and_names_each_corrupted_invariant)
+{
+    arch_config cfg = tiny_chips(1);
+    /* a 16 KiB copy: 100 ns of latency, then 1,024 cycles of 16 bytes */
+    isa_program *prog = assemble(&cfg, ".core 0\ndma.copy spad[0], hbm[0], fp32, 4096\n");
+    evq *q;
+    hw_system *sys;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(evq_create(&q, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(hw_system_create(&cfg, q, &(hw_system_opts){.n_chips = 1}, &sys, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(hw_system_load(sys, 0, prog, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(hw_system_start(sys, 0, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(evq_run_until(q, 500000, &e), NP_OK);
+    CU_ASSERT_EQUAL(hw_system_verify(sys, &e), NP_OK); /* mid-copy */
+    core_model *c = &sys->chips[0].cores[0];
+    core_queue *dq = &c->q[ISA_UNIT_DMA];
+    CU_ASSERT_EQUAL_FATAL(dq->n_inflight, 1u);
+    struct {
+        uint32_t *field;
+        uint32_t bad;
+        const char *phrase;
+    } cases[] = {
+        {&dq->lanes, dq->lanes | 1u << 5, "lane mask"},
+        {&sys->chips[0].cores_left, 0, "counted left"},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        uint32_t keep = *cases[k].field;
+        *cases[k].field = cases[k].bad;
+        CU_ASSERT_EQUAL(hw_system_verify(sys, &e), NP_ERR_INTERNAL);
+        CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, cases[k].phrase));
+        *cases[k].field = keep;
+    }
+    dq->n_inflight++;
+    CU_ASSERT_EQUAL(hw_system_verify(sys, &e), NP_ERR_INTERNAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "more in flight than started"));
+    dq->n_inflight--;
+    dq->ring[dq->head].done = true; /* done while counted in flight */
+    CU_ASSERT_EQUAL(hw_system_verify(sys, &e), NP_ERR_INTERNAL);
+    dq->ring[dq->head].done = false;
+    CU_ASSERT_EQUAL(hw_system_verify(sys, &e), NP_OK);
+    /* with the verifiers on, a front end said busier than the run makes the end a fault */
+    np_verify_enable(true);
+    uint64_t busy = c->fe_busy_ps;
+    c->fe_busy_ps = 1ull << 50;
+    CU_ASSERT_EQUAL_FATAL(evq_run(q, &e), NP_OK);
+    CU_ASSERT_EQUAL(hw_system_chip_state(sys, 0), HW_CHIP_FAULT);
+    CU_ASSERT_EQUAL(hw_system_chip_error(sys, 0, &e), NP_ERR_INTERNAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "front end busy"));
+    c->fe_busy_ps = busy;
+    hw_system_free(sys);
+    evq_free(q);
+    /* the same program run whole: done, and its ended state passes */
+    CU_ASSERT_EQUAL_FATAL(evq_create(&q, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(hw_system_create(&cfg, q, &(hw_system_opts){.n_chips = 1}, &sys, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(hw_system_load(sys, 0, prog, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(hw_system_start(sys, 0, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(evq_run(q, &e), NP_OK);
+    CU_ASSERT_EQUAL(hw_system_chip_state(sys, 0), HW_CHIP_DONE);
+    CU_ASSERT_EQUAL(hw_system_verify(sys, &e), NP_OK);
+    c = &sys->chips[0].cores[0];
+    c->q[ISA_UNIT_DMA].count = 1; /* an entry left in an ended program's queue */
+    c->q_used |= 1u << ISA_UNIT_DMA;
+    CU_ASSERT_EQUAL(hw_system_verify(sys, &e), NP_ERR_INTERNAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "ended program"));
+    c->q[ISA_UNIT_DMA].count = 0;
+    hw_system_free(sys);
+    evq_free(q);
+    isa_program_free(prog);
 }

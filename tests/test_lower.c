@@ -420,3 +420,68 @@ TEST(a_kernel_compiled_alone_has_room_for_megabytes_of_constants)
     isa_program_free(prog);
     nn_graph_free(g);
 }
+
+/* ---- lower_prog_verify ---- */
+
+static void expect_lowered_broken(const lower_prog *lp, const nn_plan *p, const char *phrase)
+{
+    np_err e = {0};
+    CU_ASSERT_EQUAL(lower_prog_verify(lp, p, 0, &e), NP_ERR_INTERNAL);
+    if (!strstr(e.msg, phrase))
+        fprintf(stderr, "expected \"%s\" in: %s\n", phrase, e.msg);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, phrase));
+}
+
+TEST(the_lowered_program_verifier_names_a_misplaced_operand_a_lost_kernel_and_a_bad_total)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"system.chips=8"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, 1, &cfg, &e), NP_OK);
+    nn_model_desc d;
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &e), NP_OK);
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.dp = s.tp = s.pp = 2;
+    s.microbatch = 1;
+    nn_plan *p = NULL;
+    nn_optim sgd = {.kind = NN_OPTIM_SGD, .lr = 0.1};
+    nn_model_opts mo = {.batch = 4, .compute = NN_F32, .seed = 1};
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &mo, &s, &sgd, &cfg, &p, &e), NP_OK);
+    lower_prog *lp = NULL;
+    CU_ASSERT_EQUAL_FATAL(lower_plan_rank(&cfg, p, 0, &(lower_opts){0}, &lp, &e), NP_OK);
+    CU_ASSERT_EQUAL(lower_prog_verify(lp, p, 0, &e), NP_OK);
+    CU_ASSERT_FATAL(lp->n_steps > 2 && lp->n_comm > 1);
+    /* an operand outside every data section, an output not where its value lives */
+    kc_tensor keep = lp->steps[1].k.in[0];
+    lp->steps[1].k.in[0].addr = 1ull << 40;
+    expect_lowered_broken(lp, p, "in no data section");
+    lp->steps[1].k.in[0] = keep;
+    uint32_t k = 0; /* a kernel storing a value of its own (not an update in place) */
+    while (k < lp->n_steps && lower_addr_mb(lp, lp->steps[k].last, lp->steps[k].mb) == UINT64_MAX)
+        k++;
+    CU_ASSERT_FATAL(k < lp->n_steps);
+    keep = lp->steps[k].k.out[0];
+    lp->steps[k].k.out[0].addr += 64;
+    expect_lowered_broken(lp, p, "where the program keeps it");
+    lp->steps[k].k.out[0] = keep;
+    /* totals */
+    lp->flops++;
+    expect_lowered_broken(lp, p, "kernels' sums");
+    lp->flops--;
+    /* two kernels swapped, a communication record of another entry */
+    lower_step st = lp->steps[0];
+    lp->steps[0] = lp->steps[1];
+    lp->steps[1] = st;
+    expect_lowered_broken(lp, p, "where the plan issues it");
+    lp->steps[1] = lp->steps[0];
+    lp->steps[0] = st;
+    const nn_plan_entry *ce = lp->comm[0].e;
+    lp->comm[0].e = lp->comm[1].e;
+    np_status vs = lower_prog_verify(lp, p, 0, &e);
+    CU_ASSERT_EQUAL(vs, NP_ERR_INTERNAL);
+    lp->comm[0].e = ce;
+    CU_ASSERT_EQUAL(lower_prog_verify(lp, p, 0, &e), NP_OK); /* restored */
+    lower_prog_free(lp);
+    nn_plan_free(p);
+}
