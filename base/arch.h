@@ -53,6 +53,7 @@
 #define ARCH_IN_chip(field)
 #define ARCH_IN_system(field)
 #define ARCH_IN_energy(field)
+#define ARCH_IN_area(field)
 typedef struct arch_core {
 #include "arch_schema.def"
 } arch_core;
@@ -60,12 +61,14 @@ typedef struct arch_core {
 #undef ARCH_IN_chip
 #undef ARCH_IN_system
 #undef ARCH_IN_energy
+#undef ARCH_IN_area
 
 #define ARCH_KEY(sec, key, type, unit, min, max, def, help) ARCH_IN_##sec(ARCH_FIELD_(type, key))
 #define ARCH_IN_core(field)
 #define ARCH_IN_chip(field) field
 #define ARCH_IN_system(field)
 #define ARCH_IN_energy(field)
+#define ARCH_IN_area(field)
 typedef struct arch_chip {
 #include "arch_schema.def"
 } arch_chip;
@@ -73,12 +76,14 @@ typedef struct arch_chip {
 #undef ARCH_IN_chip
 #undef ARCH_IN_system
 #undef ARCH_IN_energy
+#undef ARCH_IN_area
 
 #define ARCH_KEY(sec, key, type, unit, min, max, def, help) ARCH_IN_##sec(ARCH_FIELD_(type, key))
 #define ARCH_IN_core(field)
 #define ARCH_IN_chip(field)
 #define ARCH_IN_system(field) field
 #define ARCH_IN_energy(field)
+#define ARCH_IN_area(field)
 typedef struct arch_system {
 #include "arch_schema.def"
 } arch_system;
@@ -86,12 +91,14 @@ typedef struct arch_system {
 #undef ARCH_IN_chip
 #undef ARCH_IN_system
 #undef ARCH_IN_energy
+#undef ARCH_IN_area
 
 #define ARCH_KEY(sec, key, type, unit, min, max, def, help) ARCH_IN_##sec(ARCH_FIELD_(type, key))
 #define ARCH_IN_core(field)
 #define ARCH_IN_chip(field)
 #define ARCH_IN_system(field)
 #define ARCH_IN_energy(field) field
+#define ARCH_IN_area(field)
 typedef struct arch_energy {
 #include "arch_schema.def"
 } arch_energy;
@@ -99,6 +106,22 @@ typedef struct arch_energy {
 #undef ARCH_IN_chip
 #undef ARCH_IN_system
 #undef ARCH_IN_energy
+#undef ARCH_IN_area
+
+#define ARCH_KEY(sec, key, type, unit, min, max, def, help) ARCH_IN_##sec(ARCH_FIELD_(type, key))
+#define ARCH_IN_core(field)
+#define ARCH_IN_chip(field)
+#define ARCH_IN_system(field)
+#define ARCH_IN_energy(field)
+#define ARCH_IN_area(field) field
+typedef struct arch_area {
+#include "arch_schema.def"
+} arch_area;
+#undef ARCH_IN_core
+#undef ARCH_IN_chip
+#undef ARCH_IN_system
+#undef ARCH_IN_energy
+#undef ARCH_IN_area
 #undef ARCH_FIELD_
 
 typedef enum arch_section {
@@ -144,6 +167,7 @@ typedef struct arch_config {
     arch_chip chip;
     arch_system system;
     arch_energy energy; /* per-action energies and power: change no time */
+    arch_area area;     /* silicon area per unit: changes no time or energy */
     arch_source src; /* where each value came from (error positions only) */
 } arch_config;
 

@@ -1,9 +1,11 @@
 /* arch_print.c — a resolved config as YAML text (readable, and loadable again) and as JSON,
- * every schema key with its unit, plus the chip's derived peak throughput. */
+ * every schema key with its unit, plus the chip's derived peak throughput and, when its area
+ * section is set, its area by part (arch_area.h). */
 #include <inttypes.h>
 #include <string.h>
 
 #include "arch.h"
+#include "arch_area.h"
 
 /* Derived figures shown after the keys; never read back. */
 static const struct {
@@ -57,6 +59,18 @@ json_t *arch_to_json(const arch_config *cfg)
         bad |= json_object_set_new(derived, arch_derived[i].json_name,
                                    json_pack("{s:f, s:s}", "value", arch_derived_value(cfg, i),
                                              "unit", arch_derived[i].unit));
+    arch_area_figures area;
+    arch_area_of(cfg, &area);
+    if (area.modelled && !bad) {
+        bad |= json_object_set_new(derived, "chip_area_mm2",
+                                   json_pack("{s:f, s:s}", "value", area.chip_mm2, "unit", "mm²"));
+        for (int i = 0; i < ARCH_AREA_PART_COUNT && !bad; i++) {
+            char name[48];
+            snprintf(name, sizeof name, "chip_area_%s_mm2", arch_area_part_names[i]);
+            bad |= json_object_set_new(derived, name, json_pack("{s:f, s:s}", "value",
+                                                                area.part_mm2[i], "unit", "mm²"));
+        }
+    }
     if (bad) {
         json_decref(root);
         return NULL;
@@ -111,4 +125,13 @@ void arch_print(const arch_config *cfg, FILE *out)
     for (size_t i = 0; i < ARCH_N_DERIVED; i++)
         fprintf(out, "#   %-5s %12.3f %s\n", arch_derived[i].label, arch_derived_value(cfg, i),
                 arch_derived[i].unit);
+    arch_area_figures area;
+    arch_area_of(cfg, &area);
+    if (!area.modelled)
+        return;
+    fprintf(out, "# derived (not read back): area of one chip, %.3f mm²\n", area.chip_mm2);
+    for (int i = 0; i < ARCH_AREA_PART_COUNT; i++)
+        if (area.part_mm2[i] > 0)
+            fprintf(out, "#   %-6s %11.3f mm²  %5.1f %%\n", arch_area_part_names[i],
+                    area.part_mm2[i], 100.0 * area.part_mm2[i] / area.chip_mm2);
 }

@@ -31,7 +31,7 @@ const arch_section_info arch_sections[ARCH_SECTION_COUNT] = {
 #define ARCH_SECTION(sec, help) [ARCH_SECTION_##sec] = {#sec, help},
 #include "arch_schema.def"
 };
-static_assert(ARCH_SECTION_COUNT == 4, "a new section needs its struct in arch.h and arch_config");
+static_assert(ARCH_SECTION_COUNT == 5, "a new section needs its struct in arch.h and arch_config");
 
 #define ARCH_TINFO_INT ARCH_TYPE_INT, NULL
 #define ARCH_TINFO_REAL ARCH_TYPE_REAL, NULL

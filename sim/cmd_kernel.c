@@ -128,6 +128,10 @@ static json_t *figures_json(const char *op, const arch_config *cfg, const krun_f
     json_object_set_new(j, "est_cycles", json_integer((json_int_t)r->kernel.est_cycles));
     if (f->energy.modelled)
         json_object_set_new(j, "energy", energy_figures_json(&f->energy));
+    if (f->area.modelled) {
+        json_object_set_new(j, "area_mm2", json_real(f->area.chip_mm2));
+        json_object_set_new(j, "tflops_per_mm2", json_real(f->tflops_per_mm2));
+    }
     json_t *rep = core_report_json(r->report);
     if (rep) {
         json_object_set(j, "units", json_object_get(rep, "units"));
@@ -218,6 +222,9 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
                100.0 * ((double)r->kernel.est_cycles - (double)f->cycles) / (double)f->cycles);
     if (f->energy.modelled)
         energy_print(&f->energy, "  ", stdout);
+    if (f->area.modelled)
+        printf("  area          %.3f mm² of one chip: %.3f TFLOP/s per mm² achieved\n",
+               f->area.chip_mm2, f->tflops_per_mm2);
     if (cfg->chip.power_cap_w > 0)
         throttle_print(cfg, th);
     printf("\n");

@@ -371,6 +371,8 @@ void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_resu
     f->compute_bound = t_compute >= t_memory;
     if (s > 0)
         f->roofline_pct = 100.0 * (f->compute_bound ? t_compute : t_memory) / s;
+    arch_area_of(cfg, &f->area);
+    f->tflops_per_mm2 = f->area.chip_mm2 > 0 ? f->tflops / f->area.chip_mm2 : 0;
     energy_counts_of_report(rep, &f->actions);
     energy_figures_of(cfg, &f->actions, rep->n_chips ? rep->n_chips : 1, rep->total_ps,
                       (double)f->flops, &f->energy);

@@ -26,6 +26,7 @@
 
 #include "arch.h"
 #include "core.h"
+#include "arch_area.h"
 #include "energy.h"
 #include "err.h"
 #include "kernel.h"
@@ -124,6 +125,10 @@ typedef struct krun_figures {
      * power over its time; energy.modelled false when cfg's energy keys are all 0 */
     energy_counts actions;
     energy_figures energy;
+    /* the area of one chip (base/arch_area.h; area.modelled false when cfg's area keys are all
+     * 0) and the kernel's achieved TFLOP/s over it */
+    arch_area_figures area;
+    double tflops_per_mm2;
 } krun_figures;
 
 void krun_figures_of(const arch_config *cfg, const kc_kernel *k, const krun_result *r,

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../base/arch.h"
+#include "../base/arch_area.h"
 #include "harness.h"
 
 static const char *const presets[] = {"tiny", "edge", "tpu-pod", "a100-cluster", "a100-80g",
@@ -1282,5 +1283,54 @@ TEST(docs_config_md_matches_the_generated_reference)
         CU_ASSERT_PTR_NOT_NULL(strstr(r.out, cell));
     }
     free(committed);
+    harness_run_free(&r);
+}
+
+/* ---- area (arch_area.h) ---- */
+
+TEST(a_chips_area_is_the_sum_of_its_units_by_hand_and_config_show_prints_it)
+{
+    arch_config cfg;
+    np_err e = {0};
+    const char *sets[] = {"core.array_rows=4", "core.array_cols=8", "chip.cores=2",
+                          "core.sram_bytes=1 MiB", "core.acc_bytes=256 KiB",
+                          "core.vector_lanes=16", "chip.l2_bytes=4 MiB", "chip.mesh_x=2",
+                          "chip.mesh_y=1", "chip.hbm_channels=8", "system.links_per_chip=2",
+                          "system.chips=4", "area.pe_um2=1000", "area.vector_lane_um2=500",
+                          "area.sram_mm2_per_mib=3", "area.acc_mm2_per_mib=4",
+                          "area.l2_mm2_per_mib=2", "area.router_mm2=0.5",
+                          "area.mem_channel_mm2=1.5", "area.link_mm2=3", "area.other_mm2=10"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", sets, sizeof sets / sizeof sets[0], &cfg, &e), NP_OK);
+    arch_area_figures a;
+    arch_area_of(&cfg, &a);
+    CU_ASSERT_TRUE(a.modelled);
+    /* 2 cores x 32 PEs x 1000 um2; 2 x 16 lanes x 500 um2; 2 x 1 MiB x 3; 2 x 1/4 MiB x 4;
+     * 4 MiB x 2; 2 routers x 0.5; 8 channels x 1.5; 2 links x 3; 10 */
+    const double part[] = {0.064, 0.016, 6, 2, 8, 1, 12, 6, 10};
+    double sum = 0;
+    for (int i = 0; i < ARCH_AREA_PART_COUNT; i++) {
+        CU_ASSERT_DOUBLE_EQUAL(a.part_mm2[i], part[i], 1e-12);
+        sum += part[i];
+    }
+    CU_ASSERT_DOUBLE_EQUAL(a.chip_mm2, 45.08, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(a.chip_mm2, sum, 1e-12);
+    CU_ASSERT_DOUBLE_EQUAL(a.system_mm2, 4 * 45.08, 1e-12);
+    /* no area key: not modelled, and config show prints no area */
+    arch_config plain;
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &plain, &e), NP_OK);
+    arch_area_of(&plain, &a);
+    CU_ASSERT_FALSE(a.modelled);
+    CU_ASSERT_DOUBLE_EQUAL(a.chip_mm2, 0, 0);
+    harness_run r = harness_npusim("config", "show", "tiny", "--set", "area.pe_um2=1000",
+                                   "--set", "area.other_mm2=10", "--json", NULL);
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *j = json_loads(r.out, 0, NULL);
+    json_t *d = json_object_get(json_object_get(j, "derived"), "chip_area_mm2");
+    /* tiny: 2 cores of 4 x 4 PEs (32 x 1000 um2) + 10 */
+    CU_ASSERT_DOUBLE_EQUAL(json_real_value(json_object_get(d, "value")), 32 * 1000e-6 + 10, 1e-9);
+    json_decref(j);
+    harness_run_free(&r);
+    r = harness_npusim("config", "show", "tiny", NULL);
+    CU_ASSERT_PTR_NULL(strstr(r.out, "area of one chip"));
     harness_run_free(&r);
 }

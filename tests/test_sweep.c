@@ -675,3 +675,58 @@ TEST(the_csv_reader_takes_quoted_commas_quotes_and_line_breaks_and_says_where_it
     CU_ASSERT(e.line == 2 && e.col == 4);
     CU_ASSERT_PTR_NULL(f);
 }
+
+/* ---- docs/energy.md's design-space sweep: latency, energy and area on edge ---- */
+
+TEST(the_edge_design_sweep_gives_each_points_area_by_hand_and_the_pareto_front_of_its_rows)
+{
+    const char *csv = tmp("edge.csv");
+    harness_run r = sweep_cmd(harness_src_path("docs/examples/sweep_edge_pareto.yaml"), csv, "--json");
+    CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+    json_t *out = json_loads(r.out, 0, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(out);
+    json_t *front = json_object_get(out, "pareto");
+    CU_ASSERT_FATAL(json_is_array(front));
+    /* the rows: sram (3 values) x array (4 sizes, zipped) */
+    char *text = slurp(csv);
+    double lat[12], en[12], area[12];
+    char *line = strchr(text, '\n') + 1;
+    for (int p = 0; p < 12; p++) {
+        int point, rows, cols;
+        char sram[16];
+        CU_ASSERT_EQUAL_FATAL(sscanf(line, "%d,ok,%15[^,],%d,%d,%lf,%lf,%lf", &point, sram, &rows,
+                                     &cols, &lat[p], &en[p], &area[p]), 7);
+        CU_ASSERT_EQUAL(point, p);
+        /* area by hand from configs/edge.yaml's TPUv1 figures: rows x cols PEs of 1,212 um2,
+         * the scratchpad at 4.0 mm2 per MiB, the 128 KiB of accumulators at 4.965 */
+        double mib = strcmp(sram, "256 KiB") == 0 ? 0.25 : strcmp(sram, "1 MiB") == 0 ? 1 : 4;
+        double want = rows * cols * 1212e-6 + mib * 4.0 + 0.125 * 4.965;
+        CU_ASSERT_DOUBLE_EQUAL(area[p], want, 1e-6);
+        line = strchr(line, '\n') + 1;
+    }
+    /* the front by hand: the points no other point beats or equals on all three with one
+     * better (every objective is min) */
+    bool on[12];
+    int n_on = 0;
+    for (int p = 0; p < 12; p++) {
+        on[p] = true;
+        for (int q = 0; q < 12 && on[p]; q++)
+            if (q != p && lat[q] <= lat[p] && en[q] <= en[p] && area[q] <= area[p] &&
+                (lat[q] < lat[p] || en[q] < en[p] || area[q] < area[p]))
+                on[p] = false;
+        n_on += on[p];
+    }
+    CU_ASSERT_EQUAL(json_array_size(front), (size_t)n_on);
+    size_t i;
+    json_t *v;
+    json_array_foreach(front, i, v) {
+        int p = (int)json_integer_value(v);
+        CU_ASSERT(p >= 0 && p < 12 && on[p]);
+    }
+    /* a larger array is faster on this GEMM: the 64 x 64 point beats 8 x 8 at every size */
+    for (int s = 0; s < 3; s++)
+        CU_ASSERT(lat[4 * s + 3] < lat[4 * s]);
+    free(text);
+    json_decref(out);
+    harness_run_free(&r);
+}

@@ -1372,18 +1372,18 @@ static void sweep(FILE *f, const report_input *in)
 {
     if (!in->sweep)
         return;
-    section(f, "sweep", "Sweep: a metric against a swept key");
+    section(f, "sweep", "Sweep: a metric against a swept key or another metric");
     char *data = json_dumps(in->sweep, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     if (!data) {
         missing(f, "Out of memory embedding the sweep.");
         fputs("</section>\n", f);
         return;
     }
-    fputs("<p>x <select id=\"sweep-x\"></select> y <select id=\"sweep-y\"></select> "
+    fputs("<p>x (a swept key or a metric) <select id=\"sweep-x\"></select> y <select id=\"sweep-y\"></select> "
           "<select id=\"sweep-dir\"><option value=\"min\">lower is better</option>"
           "<option value=\"max\">higher is better</option></select> &mdash; the Pareto front "
           "(no point has a smaller x and a better y) in red.</p>\n", f);
-    svg_open(f, "chart-sweep", 360, "sweep plot");
+    svg_open(f, "chart-sweep", 366, "sweep plot");
     fputs("</svg>\n<script type=\"application/json\" id=\"sweep-data\">", f);
     esc_json(f, data);
     free(data);
@@ -1398,34 +1398,42 @@ static void sweep(FILE *f, const report_input *in)
           "      if (typeof r[part][n] === 'number') k[n] = 1; }); }); return Object.keys(k); }\n"
           "  function fill(sel, ks) { ks.forEach(function (k) { var o = document.createElement('option');\n"
           "    o.value = o.textContent = k; sel.appendChild(o); }); }\n"
-          "  fill(sx, keys('params')); fill(sy, keys('metrics'));\n"
+          "  var px = keys('params'), mx = keys('metrics');\n"
+          "  fill(sx, px); fill(sx, mx.filter(function (k) { return px.indexOf(k) < 0; })); fill(sy, mx);\n"
+          "  function val(r, k) { return r.params && typeof r.params[k] === 'number' ? r.params[k] :\n"
+          "    r.metrics && typeof r.metrics[k] === 'number' ? r.metrics[k] : undefined; }\n"
           "  function el(name, at, text) { var e = document.createElementNS(NS, name);\n"
           "    for (var a in at) e.setAttribute(a, at[a]); if (text) e.textContent = text;\n"
           "    svg.appendChild(e); return e; }\n"
           "  function draw() {\n"
           "    while (svg.firstChild) svg.removeChild(svg.firstChild);\n"
           "    var x = sx.value, y = sy.value, lower = sd.value === 'min';\n"
-          "    var p = rows.filter(function (r) { return r.params && r.metrics &&\n"
-          "      typeof r.params[x] === 'number' && typeof r.metrics[y] === 'number'; });\n"
+          "    var p = rows.filter(function (r) { return r.metrics && val(r, x) !== undefined &&\n"
+          "      typeof r.metrics[y] === 'number'; });\n"
           "    if (!p.length) { el('text', {x: 10, y: 20}, 'no point has both'); return; }\n"
-          "    var xs = p.map(function (r) { return r.params[x]; }), ys = p.map(function (r) { return r.metrics[y]; });\n"
+          "    var xs = p.map(function (r) { return val(r, x); }), ys = p.map(function (r) { return r.metrics[y]; });\n"
           "    var x0 = Math.min.apply(null, xs), x1 = Math.max.apply(null, xs);\n"
           "    var y0 = Math.min.apply(null, ys), y1 = Math.max.apply(null, ys);\n"
           "    if (x1 === x0) x1 = x0 + 1; if (y1 === y0) y1 = y0 + 1;\n"
           "    function X(v) { return 70 + 860 * (v - x0) / (x1 - x0); }\n"
           "    function Y(v) { return 320 - 290 * (v - y0) / (y1 - y0); }\n"
           "    el('rect', {x: 60, y: 20, width: 880, height: 310, fill: 'none', stroke: '#999'});\n"
-          "    el('text', {x: 470, y: 352, 'class': 'lbl'}, x + ' (' + x0 + ' .. ' + x1 + ')');\n"
-          "    el('text', {x: 2, y: 14, 'class': 'lbl'}, y + ' (' + y0.toPrecision(4) + ' .. ' + y1.toPrecision(4) + ')');\n"
-          "    var order = p.slice().sort(function (a, b) { return a.params[x] - b.params[x] ||\n"
+          "    for (var i = 0; i <= 4; i++) { var tx = x0 + (x1 - x0) * i / 4, ty = y0 + (y1 - y0) * i / 4;\n"
+          "      el('line', {x1: X(tx), y1: 330, x2: X(tx), y2: 336, stroke: '#999', 'class': 'tick-x'});\n"
+          "      el('text', {x: X(tx) - 12, y: 346, 'class': 'lbl tick-x'}, +tx.toPrecision(3) + '');\n"
+          "      el('line', {x1: 54, y1: Y(ty), x2: 60, y2: Y(ty), stroke: '#999', 'class': 'tick-y'});\n"
+          "      el('text', {x: 4, y: Y(ty) + 4, 'class': 'lbl tick-y'}, +ty.toPrecision(3) + ''); }\n"
+          "    el('text', {x: 470, y: 359, 'class': 'lbl'}, x);\n"
+          "    el('text', {x: 62, y: 14, 'class': 'lbl'}, y);\n"
+          "    var order = p.slice().sort(function (a, b) { return val(a, x) - val(b, x) ||\n"
           "      (lower ? a.metrics[y] - b.metrics[y] : b.metrics[y] - a.metrics[y]); });\n"
           "    var best = null, front = [];\n"
           "    order.forEach(function (r) { var v = r.metrics[y];\n"
           "      if (best === null || (lower ? v < best : v > best)) { best = v; front.push(r); } });\n"
           "    el('polyline', {fill: 'none', stroke: '#e15759', 'stroke-width': 2, points:\n"
-          "      front.map(function (r) { return X(r.params[x]) + ',' + Y(r.metrics[y]); }).join(' ')});\n"
+          "      front.map(function (r) { return X(val(r, x)) + ',' + Y(r.metrics[y]); }).join(' ')});\n"
           "    p.forEach(function (r) { var on = front.indexOf(r) >= 0;\n"
-          "      var c = el('circle', {cx: X(r.params[x]), cy: Y(r.metrics[y]), r: on ? 5 : 3.5,\n"
+          "      var c = el('circle', {cx: X(val(r, x)), cy: Y(r.metrics[y]), r: on ? 5 : 3.5,\n"
           "        fill: on ? '#e15759' : '#4e79a7', 'class': on ? 'pareto' : 'point'});\n"
           "      var t = document.createElementNS(NS, 'title');\n"
           "      t.textContent = 'point ' + r.point + ': ' + JSON.stringify(r.params) + ' ' + y + ' = ' + r.metrics[y];\n"
