@@ -1085,8 +1085,29 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
                               : b == nb - 1 ? NN_BLOCK_STEP_END : kinds[(b - 1) % per];
         cls->blocks[b].chunk = b == 0 || b == nb - 1 ? -1 : ((b - 1) / per) * pb->pp + ps->st;
     }
-    if (zb)
+    if (zb) {
         nn_pb_split_backward(pb, ps->st, order, n, in_b, act);
+        /* a gradient bucket with a weight GEMM's gradient goes whole with the W (one
+         * collective, as without the split), its biases' and gains' gradients too */
+        bool *wbucket = nn_calloc((size_t)ps->next_bucket + 1, sizeof *wbucket);
+        if (!wbucket) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            goto done;
+        }
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++) {
+                const nn_tensor *t = order[i];
+                int bk = ps->mark[t->id].bucket;
+                if (t->region == NN_REGION_FORWARD || bk <= 0 || bk > ps->next_bucket ||
+                    !nn_is_collective(t->op))
+                    continue;
+                if (pass == 0 && !in_b[t->id])
+                    wbucket[bk] = true;
+                else if (pass == 1 && wbucket[bk])
+                    in_b[t->id] = false;
+            }
+        free(wbucket);
+    }
     /* phase 1: nodes into blocks and entries (a bucket's nodes share one entry) */
     /* ZeRO-3 gathers and scatters: one bucket per (chunk, layer, region, op); `seen` holds
      * the first node of each bucket so far */
