@@ -391,6 +391,12 @@ TEST(zb_h1_with_its_weight_gradients_deferred_trains_as_one_device)
     s = strategy(2, 2, 2, 1);
     s.schedule = NN_PP_ZB_H1;
     check("gpt-tiny", 8, 0, s, "dp2 tp2 pp2 zb-h1 (buckets of B's and W's gradients)");
+    s.recompute = NN_RECOMPUTE_FULL;
+    s.sp = true;
+    check("gpt-tiny", 8, 0, s, "dp2 tp2 sp pp2 zb-h1, full recomputation (W's share of it)");
+    s = strategy(1, 1, 2, 4);
+    s.schedule = NN_PP_ZB_H1;
+    check("gpt-tiny", 4, 0, s, "pp2 zb-h1 of one micro-batch (fewer than the stages)");
 }
 
 TEST(gpipe_recomputation_and_tp_with_dp_train_as_one_device)
