@@ -61,6 +61,11 @@ np_status nn_strategy_parse_schedule(nn_strategy *s, const char *text, np_err *e
         s->virtual_stages = 1;
         return NP_OK;
     }
+    if (strcmp(text, "zb-h1") == 0) {
+        s->schedule = NN_PP_ZB_H1;
+        s->virtual_stages = 1;
+        return NP_OK;
+    }
     if (strncmp(text, "interleaved:", 12) == 0) {
         char *end = NULL;
         long v = strtol(text + 12, &end, 10);
@@ -71,8 +76,21 @@ np_status nn_strategy_parse_schedule(nn_strategy *s, const char *text, np_err *e
         }
     }
     return np_err_set(err, NP_ERR_USAGE,
-                      "--schedule: expected gpipe, 1f1b or interleaved:V with V in 2 .. 64, got '%s'",
+                      "--schedule: expected gpipe, 1f1b, interleaved:V with V in 2 .. 64 or zb-h1, "
+                      "got '%s'",
                       text);
+}
+
+const char *nn_schedule_name(const nn_strategy *s, char *buf, size_t n)
+{
+    switch (s->schedule) {
+    case NN_PP_GPIPE: snprintf(buf, n, "gpipe"); break;
+    case NN_PP_1F1B: snprintf(buf, n, "1f1b"); break;
+    case NN_PP_INTERLEAVED: snprintf(buf, n, "interleaved:%d", s->virtual_stages); break;
+    case NN_PP_ZB_H1: snprintf(buf, n, "zb-h1"); break;
+    default: snprintf(buf, n, "?"); break;
+    }
+    return buf;
 }
 
 const char *nn_ddp_name(nn_ddp d)

@@ -17,7 +17,10 @@
  *       ├ blocks[]                  ordered entry lists:
  *       │    STEP_BEGIN             once per step, before the first micro-batch
  *       │    FORWARD  (chunk c)     one micro-batch's forward pass through model chunk c
- *       │    BACKWARD (chunk c)     its backward pass (with recomputation)
+ *       │    BACKWARD (chunk c)     its backward pass (with recomputation); under ZB-H1
+ *       │                           only what input gradients need (B), and
+ *       │    BACKWARD_W (chunk c)   (ZB-H1 only) the rest: weight gradients and their
+ *       │                           accumulation (W)
  *       │    STEP_END               once per step: gradient reduction left over, optimizer
  *       └ sched[]                   (block, micro-batch) in this stage's execution order
  *
@@ -97,6 +100,9 @@ typedef enum nn_pp_schedule {
     NN_PP_GPIPE,       /* all forwards, then all backwards */
     NN_PP_1F1B,        /* PipeDream-flush / Megatron's non-interleaved 1F1B */
     NN_PP_INTERLEAVED, /* Megatron's interleaved 1F1B, `virtual_stages` chunks per rank */
+    NN_PP_ZB_H1,       /* zero bubble ZB-H1 (Qi et al., ICLR 2024, 2.1): each backward split
+                          into B (input gradients) and W (weight gradients) blocks, W deferred
+                          into the bubble, at most p micro-batches in flight as 1F1B */
 } nn_pp_schedule;
 
 typedef enum nn_recompute {
@@ -205,9 +211,12 @@ typedef struct nn_strategy {
  * on (it acts only with tp > 1 and pp > 1). */
 void nn_strategy_default(nn_strategy *s);
 
-/* Parses a --schedule value: "gpipe", "1f1b" or "interleaved:V" (V >= 2). NP_ERR_USAGE
+/* Parses a --schedule value: "gpipe", "1f1b", "interleaved:V" (V >= 2) or "zb-h1". NP_ERR_USAGE
  * naming the flag otherwise; s unchanged on failure. */
 np_status nn_strategy_parse_schedule(nn_strategy *s, const char *text, np_err *err);
+/* The --schedule name of s's schedule ("gpipe", "1f1b", "interleaved:V", "zb-h1"; "?" out of
+ * range) into buf; returns buf. The one place the names are written. */
+const char *nn_schedule_name(const nn_strategy *s, char *buf, size_t n);
 /* Parses a --recompute value: "none", "selective", "full" or "uniform". */
 np_status nn_strategy_parse_recompute(nn_strategy *s, const char *text, np_err *err);
 /* The --recompute name of r ("none", ...; "?" out of range). */
@@ -322,8 +331,9 @@ typedef struct nn_plan_entry {
 typedef enum nn_plan_block_kind {
     NN_BLOCK_STEP_BEGIN,
     NN_BLOCK_FORWARD,
-    NN_BLOCK_BACKWARD,
+    NN_BLOCK_BACKWARD,   /* the backward; under ZB-H1 its B part (what any input gradient needs) */
     NN_BLOCK_STEP_END,
+    NN_BLOCK_BACKWARD_W, /* ZB-H1: the backward's W part (weight gradients, what only they need) */
 } nn_plan_block_kind;
 
 typedef struct nn_plan_block {
@@ -332,6 +342,9 @@ typedef struct nn_plan_block {
     int n_entries;
     nn_plan_entry *entries;
 } nn_plan_block;
+
+/* Whether blocks of this kind run once per micro-batch (forward, backward, W), not per step. */
+bool nn_plan_block_is_micro(nn_plan_block_kind k);
 
 typedef struct nn_plan_sched {
     int block;           /* index into the class's blocks */
@@ -562,7 +575,10 @@ np_status nn_plan_class_memory(const nn_plan *p, const nn_plan_class *c, nn_plan
  * backward reads, plus 1 byte per element of each dropout mask), on class c. 0 if the layer
  * is not on c. */
 uint64_t nn_plan_layer_saved_bytes(const nn_plan *p, const nn_plan_class *c, int layer);
-/* The analytical pipeline bubble (p-1)/(m+p-1); interleaved: (p-1)/(v*m+p-1). */
+/* The analytical pipeline bubble (p-1)/(m+p-1); interleaved: (p-1)/(v*m+p-1); ZB-H1: the
+ * paper's (p-1)(F+B-W) over that plus m(F+B+W) (Qi et al. 2024, table 2), F, B and W one
+ * micro-batch's hardware FLOPs in those blocks, summed over the stages (each pass's time in
+ * proportion to its FLOPs). */
 double nn_plan_bubble(const nn_plan *p);
 
 /* ---- the summary behind `npusim plan` ---- */

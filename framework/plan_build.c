@@ -69,6 +69,12 @@ static np_status nn_plan_validate_common(const nn_strategy *s, int64_t B, int64_
                           "--zero %d cannot be combined with --pp %d: ZeRO-2 and -3 shard "
                           "gradients every micro-batch, which pipeline parallelism accumulates "
                           "(DeepSpeed's rule)", s->zero, s->pp);
+    if (s->schedule == NN_PP_ZB_H1 && (s->p2p_blocking || s->host_sync))
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--schedule zb-h1 cannot be combined with %s: those are Megatron-LM "
+                          "2021's calls and synchronizations of its 1F1B and interleaved "
+                          "schedules, which have no deferred weight-gradient passes",
+                          s->p2p_blocking ? "--p2p blocking" : "--host-sync");
     if (s->schedule == NN_PP_INTERLEAVED && s->pp < 2)
         return np_err_set(err, NP_ERR_INCONSISTENT,
                           "--schedule interleaved:%d needs --pp 2 or more", s->virtual_stages);
@@ -966,13 +972,81 @@ static bool nn_int_push(int **v, int *n, int *cap, int x)
     return true;
 }
 
+/* ZB-H1's split of the backward (Qi et al. 2024, section 2): B computes the gradients of
+ * activations, W those of weights. A forward value is an activation when it depends on the
+ * micro-batch's data (a data leaf, a receive from another stage); every backward node an
+ * activation's gradient or a send (of a received value's gradient) needs is B. Of the rest,
+ * which only weight gradients need, W is the weight-gradient GEMMs, what follows them (their
+ * accumulation, data-parallel reduction) and what only they read (a transposed input); the
+ * small rest — a bias's gradient (a sum of the output gradient), a norm gain's — stays in B,
+ * as the authors' implementation defers only the linear layers' weight GEMMs (sail-sg/
+ * zero-bubble-pipeline-parallelism, WeightGradStore): deferring a norm gain's gradient would
+ * keep its normalized input and output gradient until W for a negligible time. So W keeps
+ * each linear layer's input and output gradient, the paper's M_W (table 1). Fills in_b by
+ * node id; order is a topological order of g. */
+static void nn_pb_split_backward(const nn_pb *pb, int st, nn_tensor *const *order, int n,
+                                 bool *in_b, bool *act)
+{
+    const nn_pstage *ps = &pb->stages[st];
+    for (int l = 0; l < ps->n_leaves; l++)
+        if (ps->leaves[l].kind == NN_LEAF_DATA)
+            act[ps->leaves[l].t->id] = true;
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *t = order[i];
+        if (t->op == NN_OP_LEAF || t->region != NN_REGION_FORWARD)
+            continue;
+        act[t->id] = t->op == NN_OP_RECV;
+        for (int k = 0; k < t->n_src && !act[t->id]; k++)
+            act[t->id] = act[t->src[k]->id];
+    }
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *t = order[i];
+        if (act[t->id] && t->grad && t->grad->region != NN_REGION_FORWARD)
+            in_b[t->grad->id] = true;
+        if (t->op == NN_OP_SEND && t->region != NN_REGION_FORWARD)
+            in_b[t->id] = true;
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        const nn_tensor *t = order[i];
+        if (!in_b[t->id] || t->region == NN_REGION_FORWARD)
+            continue;
+        for (int k = 0; k < t->n_src; k++)
+            if (t->src[k]->op != NN_OP_LEAF && t->src[k]->region != NN_REGION_FORWARD)
+                in_b[t->src[k]->id] = true;
+    }
+    /* act becomes "in W" for backward nodes: the GEMMs outside B and what follows them,
+     * then what only they read */
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *t = order[i];
+        if (t->op == NN_OP_LEAF || t->region == NN_REGION_FORWARD || in_b[t->id])
+            continue;
+        act[t->id] = t->op == NN_OP_MATMUL;
+        for (int k = 0; k < t->n_src && !act[t->id]; k++)
+            act[t->id] = t->src[k]->region != NN_REGION_FORWARD && act[t->src[k]->id];
+    }
+    for (int i = n - 1; i >= 0; i--) {
+        const nn_tensor *t = order[i];
+        if (t->op == NN_OP_LEAF || t->region == NN_REGION_FORWARD || in_b[t->id])
+            continue;
+        if (act[t->id])
+            for (int k = 0; k < t->n_src; k++) {
+                const nn_tensor *u = t->src[k];
+                if (u->op != NN_OP_LEAF && u->region != NN_REGION_FORWARD && !in_b[u->id])
+                    act[u->id] = true;
+            }
+        else
+            in_b[t->id] = true;
+    }
+}
+
 static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
 {
     np_err *err = pb->err;
     nn_graph *g = ps->g;
     nn_plan_class *cls = &p->classes[ps->st];
     int v = p->s.schedule == NN_PP_INTERLEAVED ? p->s.virtual_stages : 1;
-    int nb = 2 + 2 * v;
+    int per = nn_pb_per_chunk(&p->s), nb = 2 + per * v;
+    bool zb = p->s.schedule == NN_PP_ZB_H1;
     nn_pb_prefetch_keys(pb, g);
     nn_tensor **order = NULL;
     int n;
@@ -985,21 +1059,47 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
         free(order);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
     }
+    bool *in_b = nn_calloc((size_t)max_id + 1, sizeof *in_b);
+    bool *act = nn_calloc((size_t)max_id + 1, sizeof *act);
     int *node_block = nn_malloc(((size_t)max_id + 1) * sizeof *node_block);
     int *node_entry = nn_malloc(((size_t)max_id + 1) * sizeof *node_entry);
     nn_tmp_entry **tmp = nn_calloc((size_t)nb, sizeof *tmp);
     int *ntmp = nn_calloc((size_t)nb, sizeof *ntmp), *cap = nn_calloc((size_t)nb, sizeof *cap);
     cls->blocks = nn_calloc((size_t)nb, sizeof *cls->blocks);
     cls->n_blocks = nb;
-    if (!node_block || !node_entry || !tmp || !ntmp || !cap || !cls->blocks) {
+    if (!in_b || !act || !node_block || !node_entry || !tmp || !ntmp || !cap || !cls->blocks) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
         goto done;
     }
+    static const nn_plan_block_kind kinds[3] = {NN_BLOCK_FORWARD, NN_BLOCK_BACKWARD,
+                                                NN_BLOCK_BACKWARD_W};
     for (int b = 0; b < nb; b++) {
         cls->blocks[b].kind = b == 0 ? NN_BLOCK_STEP_BEGIN
-                              : b == nb - 1 ? NN_BLOCK_STEP_END
-                              : b % 2 ? NN_BLOCK_FORWARD : NN_BLOCK_BACKWARD;
-        cls->blocks[b].chunk = b == 0 || b == nb - 1 ? -1 : ((b - 1) / 2) * pb->pp + ps->st;
+                              : b == nb - 1 ? NN_BLOCK_STEP_END : kinds[(b - 1) % per];
+        cls->blocks[b].chunk = b == 0 || b == nb - 1 ? -1 : ((b - 1) / per) * pb->pp + ps->st;
+    }
+    if (zb) {
+        nn_pb_split_backward(pb, ps->st, order, n, in_b, act);
+        /* a gradient bucket with a weight GEMM's gradient goes whole with the W (one
+         * collective, as without the split), its biases' and gains' gradients too */
+        bool *wbucket = nn_calloc((size_t)ps->next_bucket + 1, sizeof *wbucket);
+        if (!wbucket) {
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+            goto done;
+        }
+        for (int pass = 0; pass < 2; pass++)
+            for (int i = 0; i < n; i++) {
+                const nn_tensor *t = order[i];
+                int bk = ps->mark[t->id].bucket;
+                if (t->region == NN_REGION_FORWARD || bk <= 0 || bk > ps->next_bucket ||
+                    !nn_is_collective(t->op))
+                    continue;
+                if (pass == 0 && !in_b[t->id])
+                    wbucket[bk] = true;
+                else if (pass == 1 && wbucket[bk])
+                    in_b[t->id] = false;
+            }
+        free(wbucket);
     }
     /* phase 1: nodes into blocks and entries (a bucket's nodes share one entry) */
     /* ZeRO-3 gathers and scatters: one bucket per (chunk, layer, region, op); `seen` holds
@@ -1038,8 +1138,12 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
             b = 0;
         else if (m->hint == NN_HINT_END || t->region == NN_REGION_OPTIM || t->chunk < 0)
             b = nb - 1;
+        else if (t->region == NN_REGION_FORWARD)
+            b = nn_pb_fwd_block(&p->s, t->chunk / pb->pp);
+        else if (zb && !in_b[t->id])
+            b = nn_pb_w_block(&p->s, t->chunk / pb->pp);
         else
-            b = (t->region == NN_REGION_FORWARD ? 1 : 2) + 2 * (t->chunk / pb->pp);
+            b = nn_pb_bwd_block(&p->s, t->chunk / pb->pp);
         node_block[t->id] = b;
         int e = -1;
         bool bucketed = m->bucket != 0 && nn_is_collective(t->op);
@@ -1337,6 +1441,8 @@ done:
     free(tmp);
     free(ntmp);
     free(cap);
+    free(in_b);
+    free(act);
     free(node_block);
     free(node_entry);
     free(order);

@@ -117,6 +117,13 @@ static inline int nn_pb_stage(const nn_pb *pb, int chunk) { return chunk % pb->p
 nn_plan_leaf *nn_pb_leaf(nn_pb *pb, int stage, nn_plan_leaf_kind kind, nn_tensor *t);
 
 /* plan_sched.c */
+/* The blocks of a class: 0 STEP_BEGIN; per model chunk vi of the class (0 .. v-1) its
+ * FORWARD, its BACKWARD and, under ZB-H1, its BACKWARD_W, k = 2 or 3 of them from 1 + k vi;
+ * STEP_END last, at 1 + k v. */
+static inline int nn_pb_per_chunk(const nn_strategy *s) { return s->schedule == NN_PP_ZB_H1 ? 3 : 2; }
+static inline int nn_pb_fwd_block(const nn_strategy *s, int vi) { return 1 + nn_pb_per_chunk(s) * vi; }
+static inline int nn_pb_bwd_block(const nn_strategy *s, int vi) { return 2 + nn_pb_per_chunk(s) * vi; }
+static inline int nn_pb_w_block(const nn_strategy *s, int vi) { return 3 + nn_pb_per_chunk(s) * vi; }
 /* Assigns G0 nodes to chunks (pb->unit, pb->chunk) and fills the plan's chunk layers. */
 np_status nn_pb_partition(nn_pb *pb, nn_plan *p);
 /* Fills every class's schedule (after its blocks exist). */

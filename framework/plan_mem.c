@@ -9,7 +9,10 @@
  *                                    regenerates it from the seed), plus the log-sum-exp
  *                                    of every fused attention whose q and k are saved (its
  *                                    forward kernel writes it for the backward) — summed over the
- *                                    micro-batches in flight, at their peak over the schedule
+ *                                    micro-batches in flight, at their peak over the schedule;
+ *                                    under ZB-H1 a micro-batch's B frees what no W reads and
+ *                                    keeps, with those, the results of B its W reads (the
+ *                                    linear layers' output gradients) until its W
  *   buffers                          outputs of collectives and receives that are not saved
  *                                    activations (gathered ZeRO-3 parameters, all-reduced or
  *                                    all-gathered TP/SP values, gradient shards), at the
@@ -34,6 +37,7 @@ typedef struct nn_memctx {
     int *blk, *ent;          /* by id: block and entry producing the node, -1 */
     bool *saved;             /* by id: a saved activation */
     int *reader_layer;       /* by id: the smallest layer >= 0 of its backward readers */
+    bool *wread;             /* by id: a saved activation a W block (ZB-H1) reads */
     bool *folded;            /* by id: a transpose the lowering folds into its matmul readers */
 } nn_memctx;
 
@@ -65,6 +69,7 @@ static void nn_memctx_free(nn_memctx *m)
     free(m->ent);
     free(m->saved);
     free(m->reader_layer);
+    free(m->wread);
     free(m->folded);
 }
 
@@ -129,7 +134,8 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
     m->saved = nn_calloc(n, sizeof *m->saved);
     m->reader_layer = nn_malloc(n * sizeof *m->reader_layer);
     m->folded = nn_calloc(n, sizeof *m->folded);
-    if (!m->blk || !m->ent || !m->saved || !m->reader_layer || !m->folded) {
+    m->wread = nn_calloc(n, sizeof *m->wread);
+    if (!m->blk || !m->ent || !m->saved || !m->reader_layer || !m->folded || !m->wread) {
         nn_memctx_free(m);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
     }
@@ -148,7 +154,7 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
     }
     for (int b = 0; b < c->n_blocks; b++) {
         const nn_plan_block *blk = &c->blocks[b];
-        if (blk->kind != NN_BLOCK_BACKWARD)
+        if (blk->kind != NN_BLOCK_BACKWARD && blk->kind != NN_BLOCK_BACKWARD_W)
             continue;
         for (int e = 0; e < blk->n_entries; e++)
             for (int k = 0; k < blk->entries[e].n_nodes; k++) {
@@ -160,6 +166,7 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
                         c->blocks[m->blk[r->id]].chunk != blk->chunk)
                         continue;
                     m->saved[r->id] = true;
+                    m->wread[r->id] = m->wread[r->id] || blk->kind == NN_BLOCK_BACKWARD_W;
                     if (t->layer >= 0 && (m->reader_layer[r->id] < 0 || t->layer < m->reader_layer[r->id]))
                         m->reader_layer[r->id] = t->layer;
                 }
@@ -178,8 +185,10 @@ static np_status nn_memctx_init(nn_memctx *m, const nn_plan *p, const nn_plan_cl
     return NP_OK;
 }
 
-/* Saved bytes of one micro-batch of chunk `chunk` (layer >= -1: of that layer only). */
-static uint64_t nn_saved(const nn_memctx *m, int chunk, int layer, bool by_layer)
+/* Saved bytes of one micro-batch of chunk `chunk` (layer >= -1: of that layer only); wpart
+ * -1: all of them, 0: those no W block reads (freed after B under ZB-H1), 1: those a W block
+ * reads (kept until W). */
+static uint64_t nn_saved(const nn_memctx *m, int chunk, int layer, bool by_layer, int wpart)
 {
     uint64_t bytes = 0;
     const nn_plan_class *c = m->c;
@@ -193,9 +202,10 @@ static uint64_t nn_saved(const nn_memctx *m, int chunk, int layer, bool by_layer
                 const nn_tensor *t = blk->entries[e].nodes[k];
                 if (blk->kind == NN_BLOCK_BACKWARD && t->op != NN_OP_ATTENTION_LSE)
                     continue; /* of the backward only the lse its forward kept */
-                if (m->saved[t->id] && (!by_layer || m->reader_layer[t->id] == layer))
+                if (m->saved[t->id] && (!by_layer || m->reader_layer[t->id] == layer) &&
+                    (wpart < 0 || wpart == m->wread[t->id]))
                     bytes += nn_nbytes(t);
-                if (nn_mask_kept(m->p, t) && (!by_layer || t->layer == layer))
+                if (wpart < 1 && nn_mask_kept(m->p, t) && (!by_layer || t->layer == layer))
                     bytes += (uint64_t)nn_numel(t);
             }
     }
@@ -208,7 +218,7 @@ uint64_t nn_plan_layer_saved_bytes(const nn_plan *p, const nn_plan_class *c, int
     np_err e = {0};
     if (nn_memctx_init(&m, p, c, &e) != NP_OK)
         return 0;
-    uint64_t b = nn_saved(&m, -1, layer, true);
+    uint64_t b = nn_saved(&m, -1, layer, true, -1);
     nn_memctx_free(&m);
     return b;
 }
@@ -314,19 +324,56 @@ np_status nn_plan_class_memory(const nn_plan *p, const nn_plan_class *c, nn_plan
         nn_memctx_free(&m);
         return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
     }
-    for (int b = 0; b < c->n_blocks; b++)
-        if (c->blocks[b].kind == NN_BLOCK_FORWARD)
-            saved[b] = nn_saved(&m, c->blocks[b].chunk, -1, false);
+    /* per forward block: its saved bytes (all; those a W reads); per backward block under
+     * ZB-H1: the bytes of its results its W reads (the output gradients of the layers whose
+     * weight gradients W computes), kept from B to W */
+    uint64_t *saved_w = nn_calloc((size_t)c->n_blocks, sizeof *saved_w);
+    uint64_t *held = nn_calloc((size_t)c->n_blocks, sizeof *held);
+    bool *counted = nn_calloc((size_t)m.max_id + 1, sizeof *counted);
+    if (!saved_w || !held || !counted) {
+        free(saved), free(saved_w), free(held), free(counted);
+        nn_memctx_free(&m);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory accounting memory");
+    }
+    for (int b = 0; b < c->n_blocks; b++) {
+        const nn_plan_block *blk = &c->blocks[b];
+        if (blk->kind == NN_BLOCK_FORWARD) {
+            saved[b] = nn_saved(&m, blk->chunk, -1, false, -1);
+            saved_w[b] = nn_saved(&m, blk->chunk, -1, false, 1);
+        }
+        if (blk->kind != NN_BLOCK_BACKWARD_W)
+            continue;
+        for (int e = 0; e < blk->n_entries; e++)
+            for (int k = 0; k < blk->entries[e].n_nodes; k++) {
+                const nn_tensor *t = blk->entries[e].nodes[k];
+                for (int q = 0; q < t->n_src; q++) {
+                    const nn_tensor *r = nn_root(&m, t->src[q]);
+                    if (r->op == NN_OP_LEAF || m.blk[r->id] != b - 1 || m.saved[r->id] ||
+                        counted[r->id])
+                        continue;
+                    counted[r->id] = true;
+                    held[b - 1] += nn_nbytes(r);
+                }
+            }
+    }
+    /* the blocks of a chunk are forward, backward (and W) in a row (plan_impl.h) */
     uint64_t inflight = 0, peak = 0;
     for (int s = 0; s < c->n_sched; s++) {
-        const nn_plan_block *blk = &c->blocks[c->sched[s].block];
+        int b = c->sched[s].block;
+        const nn_plan_block *blk = &c->blocks[b];
         if (blk->kind == NN_BLOCK_FORWARD) {
-            inflight += saved[c->sched[s].block];
-            peak = inflight > peak ? inflight : peak;
+            inflight += saved[b];
         } else if (blk->kind == NN_BLOCK_BACKWARD) {
-            inflight -= saved[c->sched[s].block - 1]; /* its forward block precedes it */
+            inflight -= saved[b - 1] - saved_w[b - 1];
+            inflight += held[b];
+        } else if (blk->kind == NN_BLOCK_BACKWARD_W) {
+            inflight -= saved_w[b - 2] + held[b - 1];
         }
+        peak = inflight > peak ? inflight : peak;
     }
+    free(saved_w);
+    free(held);
+    free(counted);
     mem->activations_bytes = peak;
     np_status st = NP_OK;
     for (int b = 0; b < c->n_blocks && st == NP_OK; b++) {

@@ -200,8 +200,27 @@ void nn_plan_class_flops(const nn_plan *p, const nn_plan_class *c, double *model
     *hw_flops = hw;
 }
 
+bool nn_plan_block_is_micro(nn_plan_block_kind k)
+{
+    return k == NN_BLOCK_FORWARD || k == NN_BLOCK_BACKWARD || k == NN_BLOCK_BACKWARD_W;
+}
+
 double nn_plan_bubble(const nn_plan *p)
 {
     double pp = p->s.pp, m = p->n_micro, v = p->s.virtual_stages;
-    return (pp - 1) / (v * m + pp - 1);
+    if (p->s.schedule != NN_PP_ZB_H1)
+        return (pp - 1) / (v * m + pp - 1);
+    double t[3] = {0, 0, 0}; /* F, B, W: one micro-batch's hardware FLOPs, all stages */
+    for (int c = 0; c < p->n_classes; c++)
+        for (int b = 0; b < p->classes[c].n_blocks; b++) {
+            const nn_plan_block *blk = &p->classes[c].blocks[b];
+            int k = blk->kind == NN_BLOCK_FORWARD ? 0 : blk->kind == NN_BLOCK_BACKWARD ? 1
+                    : blk->kind == NN_BLOCK_BACKWARD_W ? 2 : -1;
+            for (int e = 0; k >= 0 && e < blk->n_entries; e++)
+                if (blk->entries[e].kind == NN_PLAN_COMPUTE &&
+                    nn_plan_entry_runs(&blk->entries[e], 0, 2))
+                    t[k] += (double)blk->entries[e].flops;
+        }
+    double bubble = (pp - 1) * (t[0] + t[1] - t[2]), work = m * (t[0] + t[1] + t[2]);
+    return bubble + work > 0 ? bubble / (bubble + work) : 0;
 }

@@ -14,6 +14,13 @@
  *   interleaved the m*v (chunk, micro-batch) units of the stage in groups of p micro-batches
  *               per chunk (forward chunk (k/p) mod v, backward the reverse), with
  *               (p-s-1)*2 + (v-1)*p warm-up forwards
+ *   ZB-H1       (Qi et al., "Zero Bubble Pipeline Parallelism", ICLR 2024, section 2.1 and
+ *               figure 3) each backward split into B and W: min(p-s, m) warm-up forwards
+ *               (one more than 1F1B's), then s times B F with their W deferred, then B W F
+ *               while forwards remain, then B W for the rest, then the s deferred W. Every
+ *               stage then has p micro-batches whose W is not done at most, the number
+ *               1F1B's first stage holds, and the bubble is (p-1)(T_F+T_B-T_W) against
+ *               1F1B's (p-1)(T_F+T_B+T_W)
  * framed by the STEP_BEGIN and STEP_END blocks. */
 #include <float.h>
 #include <stdlib.h>
@@ -216,10 +223,6 @@ done:
     return st;
 }
 
-/* Block indices of a class: 0 STEP_BEGIN, 1 + 2 vi FORWARD, 2 + 2 vi BACKWARD, 1 + 2 v END. */
-static int nn_fwd_block(int vi) { return 1 + 2 * vi; }
-static int nn_bwd_block(int vi) { return 2 + 2 * vi; }
-
 /* ---- the issue order of host synchronizations and blocking p2p ----
  *
  * Megatron-LM 2021 (megatron/schedules.py, p2p_communication.py) runs a step as compute phases
@@ -371,18 +374,39 @@ static np_status nn_pb_issue(const nn_plan *p, nn_plan_class *c, np_err *err)
 
 np_status nn_pb_schedules(nn_plan *p, np_err *err)
 {
+    const nn_strategy *S = &p->s;
     int pp = p->s.pp, v = p->s.schedule == NN_PP_INTERLEAVED ? p->s.virtual_stages : 1;
     int m = p->n_micro;
     for (int s = 0; s < pp; s++) {
         nn_plan_class *c = &p->classes[s];
-        int n = 2 * m * v + 2, k = 0;
+        int n = nn_pb_per_chunk(S) * m * v + 2, k = 0;
         c->sched = nn_malloc((size_t)n * sizeof *c->sched);
         if (!c->sched)
             return np_err_set(err, NP_ERR_NOMEM, "out of memory building schedules");
         c->sched[k++] = (nn_plan_sched){0, -1};
-#define F(vi, mb) (c->sched[k++] = (nn_plan_sched){nn_fwd_block(vi), (mb)})
-#define B(vi, mb) (c->sched[k++] = (nn_plan_sched){nn_bwd_block(vi), (mb)})
-        if (p->s.schedule == NN_PP_GPIPE) {
+#define F(vi, mb) (c->sched[k++] = (nn_plan_sched){nn_pb_fwd_block(S, vi), (mb)})
+#define B(vi, mb) (c->sched[k++] = (nn_plan_sched){nn_pb_bwd_block(S, vi), (mb)})
+#define W(mb) (c->sched[k++] = (nn_plan_sched){nn_pb_w_block(S, 0), (mb)})
+        if (p->s.schedule == NN_PP_ZB_H1) {
+            int f = 0, b = 0, w = 0, warm = pp - s < m ? pp - s : m;
+            while (f < warm)
+                F(0, f++);
+            for (int i = 0; i < s && f < m; i++) {
+                B(0, b++);
+                F(0, f++);
+            }
+            while (f < m) {
+                B(0, b++);
+                W(w++);
+                F(0, f++);
+            }
+            while (b < m) {
+                B(0, b++);
+                W(w++);
+            }
+            while (w < m)
+                W(w++);
+        } else if (p->s.schedule == NN_PP_GPIPE) {
             for (int i = 0; i < m; i++)
                 F(0, i);
             for (int i = 0; i < m; i++)
@@ -418,7 +442,8 @@ np_status nn_pb_schedules(nn_plan *p, np_err *err)
         }
 #undef F
 #undef B
-        c->sched[k++] = (nn_plan_sched){1 + 2 * v, -1};
+#undef W
+        c->sched[k++] = (nn_plan_sched){1 + nn_pb_per_chunk(S) * v, -1};
         c->n_sched = k;
         np_status st = nn_pb_issue(p, c, err);
         if (st != NP_OK)

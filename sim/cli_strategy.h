@@ -88,8 +88,8 @@ enum {
     "  --sp              Megatron sequence parallelism in the norm and dropout regions\n"     \
     "  --microbatch b    samples per micro-batch per data-parallel rank (default: batch / dp;\n" \
     "                    npusim run: 2 where 2 divides batch / dp)\n" \
-    "  --schedule S      pipeline schedule: gpipe, 1f1b (default) or interleaved:V (V virtual\n" \
-    "                    stages per rank)\n"                                                  \
+    "  --schedule S      pipeline schedule: gpipe, 1f1b (default), interleaved:V (V virtual\n" \
+    "                    stages per rank) or zb-h1 (zero bubble: weight gradients deferred)\n" \
     "  --recompute R     activation recomputation: none (default), selective (the attention\n" \
     "                    core), full (every layer from its input: what its backward reads) or\n" \
     "                    uniform (every layer's whole forward again before its backward, as\n" \

@@ -18,7 +18,7 @@
 const char cmd_plan_usage[] =
     "usage: npusim plan --arch A --model M --batch B [--seq S] [--dp D] [--tp T] [--pp P]\n"
     "                   [--zero 0|1|2|3] [--sp] [--microbatch b]\n"
-    "                   [--schedule gpipe|1f1b|interleaved:V] [--recompute none|selective|full|uniform]\n"
+    "                   [--schedule gpipe|1f1b|interleaved:V|zb-h1] [--recompute none|selective|full|uniform]\n"
     "                   [--attention fused|composite|unfused] [--bucket-mb X] [--precision bf16|fp32] [--placement ORDER]\n"
     "                   [--stage-layers N,N,...] [--dropout P] [--no-pp-scatter-gather]\n"
     "                   [--ddp torch|local] [--p2p eager|blocking] [--host-sync]\n"
@@ -52,17 +52,6 @@ static const char *plan_flops(double f, char *buf, size_t n)
     while (f >= 1000 && k < 6)
         f /= 1000, k++;
     snprintf(buf, n, "%.2f %s", f, unit[k]);
-    return buf;
-}
-
-static const char *plan_sched_name(const nn_strategy *s, char *buf, size_t n)
-{
-    if (s->schedule == NN_PP_GPIPE)
-        snprintf(buf, n, "gpipe");
-    else if (s->schedule == NN_PP_1F1B)
-        snprintf(buf, n, "1f1b");
-    else
-        snprintf(buf, n, "interleaved:%d", s->virtual_stages);
     return buf;
 }
 
@@ -122,7 +111,7 @@ static json_t *plan_json(const nn_plan *p, const nn_plan_summary *s, const arch_
                      "model", p->model, "arch", a->name, "chips", (json_int_t)p->mesh.n_ranks,
                      "system_chips", (json_int_t)a->system.chips, "batch", (json_int_t)p->batch,
                      "seq", (json_int_t)p->seq, "microbatch", (json_int_t)p->microbatch,
-                     "micro_batches", p->n_micro, "schedule", plan_sched_name(&p->s, sched, sizeof sched),
+                     "micro_batches", p->n_micro, "schedule", nn_schedule_name(&p->s, sched, sizeof sched),
                      "recompute", nn_recompute_name(p->s.recompute), "precision",
                      p->compute == NN_F32 ? "fp32" : "bf16", "zero", p->s.zero, "sp", p->s.sp,
                      "mesh", mesh, "stages", stages, "collectives", colls, "memory", mem,
@@ -148,7 +137,7 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
            np_human_count((uint64_t)a->system.chips, nc, sizeof nc), p->mesh.size[NN_MESH_DP],
            p->mesh.size[NN_MESH_TP], p->mesh.size[NN_MESH_PP]);
     printf(", %s, %d micro-batch%s of %" PRId64 " (global batch %" PRId64,
-           plan_sched_name(&p->s, sched, sizeof sched), p->n_micro, p->n_micro == 1 ? "" : "es",
+           nn_schedule_name(&p->s, sched, sizeof sched), p->n_micro, p->n_micro == 1 ? "" : "es",
            p->microbatch, p->batch);
     if (p->seq > 1)
         printf(", sequence %" PRId64, p->seq);
@@ -280,8 +269,11 @@ static void plan_text(const nn_plan *p, const nn_plan_summary *s, const arch_con
     printf("\nFLOPs per step (all chips): %s model, %s executed\n",
            plan_flops(s->flops_per_step, b1, sizeof b1),
            plan_flops(s->hw_flops_per_step, b2, sizeof b2));
-    printf("pipeline bubble (analytical, (p-1)/(%sm+p-1)): %.2f %%\n",
-           p->s.schedule == NN_PP_INTERLEAVED ? "v" : "", 100.0 * nn_plan_bubble(p));
+    printf("pipeline bubble (analytical, %s): %.2f %%\n",
+           p->s.schedule == NN_PP_INTERLEAVED ? "(p-1)/(vm+p-1)"
+           : p->s.schedule == NN_PP_ZB_H1     ? "(p-1)(F+B-W)/((p-1)(F+B-W)+m(F+B+W)), by FLOPs"
+                                              : "(p-1)/(m+p-1)",
+           100.0 * nn_plan_bubble(p));
 }
 
 np_status cmd_plan(int argc, char **argv, np_err *err)

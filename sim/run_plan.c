@@ -363,7 +363,7 @@ static np_status rp_collect_deps(rp *x, int c, int b, int mb, int entry)
     for (int i = 0; (d = rp_dep(x, c, b, entry, i)); i++) {
         int tb = d->block < 0 ? b : d->block;
         const nn_plan_block *bl = &cl->blocks[tb];
-        bool micro = bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD;
+        bool micro = nn_plan_block_is_micro(bl->kind);
         int tmb = !micro ? 0 : mb >= 0 ? mb : x->p->n_micro - 1;
         if (d->entry < 0 || d->entry >= bl->n_entries)
             return np_err_set(x->err, NP_ERR_INTERNAL, "stage %d: a dependency on entry %d of "
@@ -622,8 +622,7 @@ static np_status rp_pass_tasks_class(rp *x, int c)
         return rp_oom(x);
     for (int b = 0; b < cl->n_blocks; b++) {
         const nn_plan_block *bl = &cl->blocks[b];
-        size_t inst = bl->kind == NN_BLOCK_FORWARD || bl->kind == NN_BLOCK_BACKWARD
-                          ? (size_t)p->n_micro : 1;
+        size_t inst = nn_plan_block_is_micro(bl->kind) ? (size_t)p->n_micro : 1;
         size_t n = inst * (size_t)bl->n_entries + 1;
         if (!(x->ref[b] = malloc(n * sizeof **x->ref))) {
             st = rp_oom(x);

@@ -8,17 +8,6 @@
 #include <string.h>
 
 
-const char *run_schedule_name(const nn_strategy *s, char *buf, size_t n)
-{
-    if (s->schedule == NN_PP_GPIPE)
-        snprintf(buf, n, "gpipe");
-    else if (s->schedule == NN_PP_1F1B)
-        snprintf(buf, n, "1f1b");
-    else
-        snprintf(buf, n, "interleaved:%d", s->virtual_stages);
-    return buf;
-}
-
 double run_peak_flops(const arch_config *cfg, nn_dtype dtype)
 {
     double macs = dtype == NN_F32    ? cfg->core.macs_per_pe_fp32
@@ -105,7 +94,7 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->seq = p->seq;
     o->microbatch = p->microbatch;
     o->micro_batches = p->n_micro;
-    run_schedule_name(&p->s, o->schedule, sizeof o->schedule);
+    nn_schedule_name(&p->s, o->schedule, sizeof o->schedule);
     o->recompute = nn_recompute_name(p->s.recompute);
     o->precision = p->compute == NN_F32 ? "fp32" : "bf16";
     o->fidelity = "fast";

@@ -164,7 +164,4 @@ double run_peak_flops(const arch_config *cfg, nn_dtype dtype);
  * the breakdown by role in the message (a plan that cannot run). */
 np_status run_memory_check(const nn_plan *p, np_err *err);
 
-/* The schedule as `npusim plan` names it: "gpipe", "1f1b", "interleaved:V". */
-const char *run_schedule_name(const nn_strategy *s, char *buf, size_t n);
-
 #endif

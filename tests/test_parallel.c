@@ -986,8 +986,21 @@ TEST(a_strategy_that_cannot_be_built_names_the_flag_and_the_rule_it_breaks)
         "gpt-tiny: sequence length 32 exceeds the context of 16");
     /* the text options */
     CU_ASSERT_EQUAL(nn_strategy_parse_schedule(&s, "interleaved:1", &e), NP_ERR_USAGE);
-    CU_ASSERT_STRING_EQUAL(e.msg, "--schedule: expected gpipe, 1f1b or interleaved:V with V in 2 "
-                                  ".. 64, got 'interleaved:1'");
+    CU_ASSERT_STRING_EQUAL(e.msg, "--schedule: expected gpipe, 1f1b, interleaved:V with V in 2 "
+                                  ".. 64 or zb-h1, got 'interleaved:1'");
+    s = strat(1, 1, 2);
+    CU_ASSERT_EQUAL(nn_strategy_parse_schedule(&s, "zb-h1", &e), NP_OK);
+    s.p2p_blocking = true;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_INCONSISTENT,
+        "--schedule zb-h1 cannot be combined with --p2p blocking: those are Megatron-LM 2021's "
+        "calls and synchronizations of its 1F1B and interleaved schedules, which have no "
+        "deferred weight-gradient passes");
+    s.p2p_blocking = false;
+    s.host_sync = true;
+    bad("gpt-tiny", s, 4, 0, NULL, NP_ERR_INCONSISTENT,
+        "--schedule zb-h1 cannot be combined with --host-sync: those are Megatron-LM 2021's "
+        "calls and synchronizations of its 1F1B and interleaved schedules, which have no "
+        "deferred weight-gradient passes");
     CU_ASSERT_EQUAL(nn_strategy_parse_recompute(&s, "some", &e), NP_ERR_USAGE);
     CU_ASSERT_STRING_EQUAL(e.msg, "--recompute: expected none, selective, full or uniform, got "
                                   "'some'");
@@ -1160,7 +1173,18 @@ TEST(npusim_plan_prints_the_placement_stages_and_memory_and_rejects_bad_strategi
     r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--schedule",
                        "zigzag", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--schedule: expected gpipe, 1f1b or interleaved:V"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--schedule: expected gpipe, 1f1b, interleaved:V"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--pp", "2",
+                       "--schedule", "zb-h1", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, ", zb-h1, 1 micro-batch"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.out, "pipeline bubble (analytical, (p-1)(F+B-W)/((p-1)(F+B-W)+m(F+B+W)), by FLOPs)"));
+    harness_run_free(&r);
+    r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", "--batch", "4", "--pp", "2",
+                       "--schedule", "zb-h1", "--p2p", "blocking", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "--schedule zb-h1 cannot be combined with --p2p blocking"));
     harness_run_free(&r);
     r = harness_npusim("plan", "--arch", "tiny", "--model", "gpt-tiny", NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);

@@ -380,6 +380,25 @@ TEST(interleaved_1f1b_with_two_virtual_stages_trains_as_one_device)
           "mlp-tiny with 3 hidden layers, pp2 interleaved:2");
 }
 
+TEST(zb_h1_with_its_weight_gradients_deferred_trains_as_one_device)
+{
+    /* the backward split into B and W blocks and W run late (after later micro-batches'
+     * forwards and B) must leave every gradient and so every step as one device's */
+    nn_strategy s = strategy(1, 1, 2, 1);
+    s.schedule = NN_PP_ZB_H1;
+    check("gpt-tiny", 4, 0, s, "pp2 zb-h1");
+    check("llama-tiny", 4, 0, s, "pp2 zb-h1");
+    s = strategy(2, 2, 2, 1);
+    s.schedule = NN_PP_ZB_H1;
+    check("gpt-tiny", 8, 0, s, "dp2 tp2 pp2 zb-h1 (buckets of B's and W's gradients)");
+    s.recompute = NN_RECOMPUTE_FULL;
+    s.sp = true;
+    check("gpt-tiny", 8, 0, s, "dp2 tp2 sp pp2 zb-h1, full recomputation (W's share of it)");
+    s = strategy(1, 1, 2, 4);
+    s.schedule = NN_PP_ZB_H1;
+    check("gpt-tiny", 4, 0, s, "pp2 zb-h1 of one micro-batch (fewer than the stages)");
+}
+
 TEST(gpipe_recomputation_and_tp_with_dp_train_as_one_device)
 {
     nn_strategy s = strategy(1, 2, 2, 1);

@@ -1,7 +1,7 @@
 /* test_run_plan.c — a parallel strategy's plan (framework/plan.h) run by the engine through
  * run_plan.h and run_job.h, with kernels timed analytically by the test (so the figures can be
- * checked against the schedules' formulas): pipeline bubbles of GPipe, 1F1B and interleaved
- * 1F1B with balanced stages, DDP bucket overlap, ZeRO-3 prefetch on fast and slow links, the
+ * checked against the schedules' formulas): pipeline bubbles of GPipe, 1F1B, interleaved
+ * 1F1B and ZB-H1 (and its memory) with balanced stages, DDP bucket overlap, ZeRO-3 prefetch on fast and slow links, the
  * mapping of entries onto tasks (kernels, groups, peers, dependencies), FLOPs against the plan,
  * and that shortcuts and mirrored ranks change nothing (with Megatron-LM 2021's runtime too:
  * its blocking sends' clear-to-sends are mirrored like the sends). */
@@ -167,6 +167,160 @@ TEST(interleaved_1f1b_divides_the_bubble_by_the_virtual_stages)
             CU_ASSERT(fabs(rep.bubble_analytical * 100 - want) < 1e-9);
             run_report_free(&rep);
         }
+}
+
+/* One micro-batch's forward, B and W time on stage `stage` of the plan the job runs (ZB-H1's
+ * T_F, T_B, T_W), in ps: the test's own durations (time_by_flops) of the kernels the run graph
+ * gives the blocks' entries at micro-batch 0. */
+static void zb_pass_times(const nn_model_desc *d, const job_spec *js, int stage, double *tf,
+                          double *tb, double *tw)
+{
+    arch_config cfg;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve(js->arch, NULL, 0, &cfg, &err), NP_OK);
+    nn_strategy s;
+    nn_strategy_default(&s);
+    s.pp = js->pp;
+    s.schedule = js->schedule;
+    s.microbatch = js->microbatch;
+    s.n_stage_layers = s.pp;
+    for (int i = 0; i < s.pp; i++)
+        s.stage_layers[i] = js->stage_layers;
+    nn_model_opts o = {.batch = js->batch, .compute = NN_BF16, .seed = 1};
+    nn_optim adam = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+    nn_plan *p = NULL;
+    run_plan *rp = NULL;
+    CU_ASSERT_EQUAL_FATAL(nn_plan_build(d, &o, &s, &adam, &cfg, &p, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(run_plan_build(p, &cfg, NULL, &rp, &err), NP_OK);
+    timing t = {.rate = 1e9};
+    double sum[3] = {0, 0, 0};
+    const nn_plan_class *c = &p->classes[stage];
+    for (uint32_t i = 0; i < rp->n_tasks[stage]; i++) {
+        const run_plan_task *pt = &rp->tasks[stage][i];
+        if (pt->mb != 0 || pt->kernel == RUN_NONE || !pt->e)
+            continue;
+        for (int b = 0; b < c->n_blocks; b++) {
+            const nn_plan_block *blk = &c->blocks[b];
+            if (pt->e < blk->entries || pt->e >= blk->entries + blk->n_entries)
+                continue;
+            int k = blk->kind == NN_BLOCK_FORWARD ? 0 : blk->kind == NN_BLOCK_BACKWARD ? 1
+                    : blk->kind == NN_BLOCK_BACKWARD_W ? 2 : -1;
+            run_ktime kt;
+            run_kernel kern = {.data = &rp->kspecs[pt->kernel]};
+            CU_ASSERT_EQUAL_FATAL(time_by_flops(&t, &kern, &kt, &err), NP_OK);
+            if (k >= 0)
+                sum[k] += (double)kt.ps;
+        }
+    }
+    *tf = sum[0], *tb = sum[1], *tw = sum[2];
+    run_plan_free(rp);
+    nn_plan_free(p);
+}
+
+/* Micro-batches of stage s whose forward has run and whose weight gradients have not (their
+ * activations held), at their most over the schedule. */
+static int zb_in_flight(const nn_plan_class *c)
+{
+    int n = 0, most = 0;
+    for (int i = 0; i < c->n_sched; i++) {
+        nn_plan_block_kind k = c->blocks[c->sched[i].block].kind;
+        bool split = false;
+        for (int b = 0; b < c->n_blocks; b++)
+            split = split || c->blocks[b].kind == NN_BLOCK_BACKWARD_W;
+        n += k == NN_BLOCK_FORWARD;
+        n -= split ? k == NN_BLOCK_BACKWARD_W : k == NN_BLOCK_BACKWARD;
+        most = n > most ? n : most;
+    }
+    return most;
+}
+
+TEST(zb_h1_bubble_is_the_papers_p_minus_1_times_f_plus_b_minus_w_and_memory_1f1bs)
+{
+    /* Qi et al., "Zero Bubble Pipeline Parallelism" (ICLR 2024), table 2: with the backward
+     * split into B (input gradients) and W (weight gradients), ZB-H1's bubble is
+     * (p-1)(T_F+T_B-T_W) against 1F1B's (p-1)(T_F+T_B+T_W), each stage computing m(T_F+T_B+T_W),
+     * and no stage holds more micro-batches than 1F1B's first (p) */
+    nn_model_desc d;
+    gpt_desc(&d, 8);
+    int ps[] = {2, 4, 8}, ms[] = {8, 16};
+    for (int i = 0; i < 3; i++)
+        for (int k = 0; k < 2; k++) {
+            int p = ps[i], m = ms[k];
+            job_spec zb = {.arch = "a100-cluster", .pp = p, .batch = m, .microbatch = 1,
+                           .schedule = NN_PP_ZB_H1, .stage_layers = 8 / p};
+            job_spec one = zb;
+            one.schedule = NN_PP_1F1B;
+            double tf, tb, tw;
+            zb_pass_times(&d, &zb, p / 2, &tf, &tb, &tw);
+            /* W is the weight-gradient GEMMs: as many FLOPs as the forward's GEMMs, so
+             * neither 0 nor all of the backward */
+            CU_ASSERT(tw > 0.3 * tf && tw < tb);
+            timing t = {.rate = 1e9};
+            run_report rz, r1;
+            np_err err = {0};
+            CU_ASSERT_EQUAL_FATAL(run_spec(&d, &zb, &t, &rz, &err), NP_OK);
+            CU_ASSERT_EQUAL_FATAL(run_spec(&d, &one, &t, &r1, &err), NP_OK);
+            double bub = (p - 1) * (tf + tb - tw), work = m * (tf + tb + tw);
+            double want = 100.0 * bub / (bub + work);
+            /* 1F1B's bubble less ZB-H1's: (p-1)(T_F+T_B+T_W) - (p-1)(T_F+T_B-T_W) */
+            double gain_s = 2.0 * (p - 1) * tw * 1e-12, got_gain_s = r1.bubble_s - rz.bubble_s;
+            if (getenv("SHOW") || fabs(rz.bubble_pct - want) > 2.0 ||
+                fabs(got_gain_s - gain_s) > 0.02 * r1.step_time_s)
+                printf("\nzb-h1 p %d m %d: T_F %.1f T_B %.1f T_W %.1f us; bubble %.2f %%, want "
+                       "%.2f %% (1f1b %.2f %%); bubble %.1f us less than 1f1b's, want %.1f us\n",
+                       p, m, tf * 1e-6, tb * 1e-6, tw * 1e-6, rz.bubble_pct, want,
+                       r1.bubble_pct, got_gain_s * 1e6, gain_s * 1e6);
+            CU_ASSERT(fabs(rz.bubble_pct - want) <= 2.0);
+            CU_ASSERT(fabs(got_gain_s - gain_s) <= 0.02 * r1.step_time_s);
+            CU_ASSERT(rz.step_time_s < r1.step_time_s);
+            run_report_free(&rz);
+            run_report_free(&r1);
+        }
+}
+
+TEST(zb_h1_holds_at_most_p_micro_batches_and_1f1bs_peak_on_a_stage_of_layers)
+{
+    nn_model_desc d;
+    gpt_desc(&d, 8);
+    int p = 4, m = 8;
+    nn_plan *pl[2] = {NULL, NULL};
+    for (int z = 0; z < 2; z++) {
+        nn_strategy s;
+        nn_strategy_default(&s);
+        s.pp = p;
+        s.microbatch = 1;
+        s.schedule = z ? NN_PP_ZB_H1 : NN_PP_1F1B;
+        nn_model_opts o = {.batch = m, .compute = NN_BF16, .seed = 1};
+        nn_optim adam = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8};
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(nn_plan_build(&d, &o, &s, &adam, NULL, &pl[z], &err), NP_OK);
+    }
+    for (int st = 0; st < p; st++) {
+        /* every stage p in flight under ZB-H1 (B done, W not yet counts), p - s under 1F1B */
+        CU_ASSERT_EQUAL(zb_in_flight(&pl[1]->classes[st]), p);
+        CU_ASSERT_EQUAL(zb_in_flight(&pl[0]->classes[st]), p - st);
+    }
+    /* stages 1 and 2 hold only layers (2 each): 1F1B keeps p - s micro-batches' activations
+     * S there; ZB-H1 keeps as many and, for the s micro-batches whose W waits, what W reads:
+     * each linear layer's input and output gradient, M_W = 32 s b h bytes a layer in 16 bits
+     * (Qi et al., table 1; 16 tokens, b 1, h 32 here) — at most p S, 1F1B's first stage's,
+     * as M_W < S */
+    for (int st = 1; st <= 2; st++) {
+        nn_plan_mem m1, mz;
+        np_err err = {0};
+        CU_ASSERT_EQUAL_FATAL(nn_plan_class_memory(pl[0], &pl[0]->classes[st], &m1, &err), NP_OK);
+        CU_ASSERT_EQUAL_FATAL(nn_plan_class_memory(pl[1], &pl[1]->classes[st], &mz, &err), NP_OK);
+        double S = (double)m1.activations_bytes / (p - st);
+        uint64_t m_w = 2 * 32 * 16 * 1 * 32;
+        if (getenv("SHOW"))
+            printf("\nstage %d activations: 1f1b %llu (S %.0f), zb-h1 %llu, M_W %llu\n", st,
+                   (unsigned long long)m1.activations_bytes, S,
+                   (unsigned long long)mz.activations_bytes, (unsigned long long)m_w);
+        CU_ASSERT_EQUAL(mz.activations_bytes, m1.activations_bytes + (uint64_t)st * m_w);
+        CU_ASSERT(mz.activations_bytes <= p * S);
+    }
+    nn_plan_free(pl[0]);
+    nn_plan_free(pl[1]);
 }
 
 /* Exposed and total data-parallel communication of a dp-4 step with buckets of mb MiB. */
