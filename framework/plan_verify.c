@@ -12,7 +12,7 @@
  *     the entry's dependencies (the data dependencies nothing may drop);
  *   - the schedule: each micro-batch block once per micro-batch, each step block once, the
  *     step's begin first and its end last, a chunk's forward of a micro-batch before its
- *     backward; the issue pieces name schedule steps and parts that exist;
+ *     backward (and, under ZB-H1, its backward's B part before its W part); the issue pieces name schedule steps and parts that exist;
  *   - the issue order (nn_plan_iter, as both readers walk it): every instance of every
  *     entry that runs comes exactly once, after every instance it depends on (at the micro-
  *     batch the engines resolve a dependency to, where that entry runs);
@@ -44,10 +44,7 @@ static np_status pv_fail(const pv *v, const char *what)
         return pv_fail(v, msg_);                                                            \
     } while (0)
 
-static bool pv_micro(const nn_plan_block *b)
-{
-    return b->kind == NN_BLOCK_FORWARD || b->kind == NN_BLOCK_BACKWARD;
-}
+static bool pv_micro(const nn_plan_block *b) { return nn_plan_block_is_micro(b->kind); }
 
 static np_status pv_mesh(const pv *v)
 {
@@ -94,7 +91,7 @@ static np_status pv_entries(const pv *v, const nn_plan_class *c, pv_where *where
     int max_id = nn_graph_max_id(c->g);
     for (int b = 0; b < c->n_blocks; b++) {
         const nn_plan_block *bl = &c->blocks[b];
-        if (bl->kind < NN_BLOCK_STEP_BEGIN || bl->kind > NN_BLOCK_STEP_END)
+        if (bl->kind < NN_BLOCK_STEP_BEGIN || bl->kind > NN_BLOCK_BACKWARD_W)
             PV_FAIL(v, "stage %d block %d has kind %d", c->stage, b, (int)bl->kind);
         if (pv_micro(bl) ? bl->chunk < 0 || bl->chunk >= p->n_chunks ||
                                bl->chunk % p->s.pp != c->stage
@@ -216,15 +213,22 @@ static np_status pv_sched(const pv *v, const nn_plan_class *c)
                                 "at micro-batch %d", p->model, c->stage, b, mb);
                 break;
             }
-            if (bl->kind != NN_BLOCK_BACKWARD)
+            /* a backward after its chunk's forward; a W part (ZB-H1) after its B part */
+            nn_plan_block_kind before = bl->kind == NN_BLOCK_BACKWARD     ? NN_BLOCK_FORWARD
+                                        : bl->kind == NN_BLOCK_BACKWARD_W ? NN_BLOCK_BACKWARD
+                                                                          : bl->kind;
+            if (before == bl->kind)
                 continue;
             for (int f = 0; f < c->n_blocks; f++)
-                if (c->blocks[f].kind == NN_BLOCK_FORWARD && c->blocks[f].chunk == bl->chunk &&
+                if (c->blocks[f].kind == before && c->blocks[f].chunk == bl->chunk &&
                     pos[SLOT(f, mb)] > pos[SLOT(b, mb)]) {
                     st = np_err_set(v->err, NP_ERR_INTERNAL, "plan %s: stage %d runs chunk %d's "
-                                    "backward of micro-batch %d (step %d) before its forward "
-                                    "(step %d)", p->model, c->stage, bl->chunk, mb,
-                                    pos[SLOT(b, mb)], pos[SLOT(f, mb)]);
+                                    "%s of micro-batch %d (step %d) before its %s (step %d)",
+                                    p->model, c->stage, bl->chunk,
+                                    before == NN_BLOCK_FORWARD ? "backward" : "W pass", mb,
+                                    pos[SLOT(b, mb)],
+                                    before == NN_BLOCK_FORWARD ? "forward" : "B pass",
+                                    pos[SLOT(f, mb)]);
                     break;
                 }
             if (st != NP_OK)

@@ -63,9 +63,9 @@ static nn_plan_entry *entry_with_local_dep(nn_plan *p, int c, int *block, int *e
 
 TEST(plans_of_every_schedule_and_runtime_pass_the_verifier)
 {
-    const nn_pp_schedule sch[] = {NN_PP_GPIPE, NN_PP_1F1B, NN_PP_INTERLEAVED};
-    for (int k = 0; k < 3; k++)
-        for (int rt = 0; rt < 2; rt++) {
+    const nn_pp_schedule sch[] = {NN_PP_GPIPE, NN_PP_1F1B, NN_PP_INTERLEAVED, NN_PP_ZB_H1};
+    for (int k = 0; k < 4; k++)
+        for (int rt = 0; rt < (sch[k] == NN_PP_ZB_H1 ? 1 : 2); rt++) { /* ZB-H1: no 2021 runtime */
             nn_plan *p = tiny_plan(sch[k], rt);
             CU_ASSERT_PTR_NOT_NULL_FATAL(p);
             np_err e = {0};
@@ -160,5 +160,30 @@ TEST(two_ranks_on_one_chip_and_a_batch_the_micro_batches_do_not_make_are_found)
     p->n_micro = 3; /* 3 x 1 x dp 2 is not the batch of 8 */
     expect_broken(p, "for a batch of 8");
     p->n_micro = 4;
+    nn_plan_free(p);
+}
+
+TEST(a_zb_h1_w_pass_before_its_b_pass_is_found)
+{
+    nn_plan *p = tiny_plan(NN_PP_ZB_H1, false);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(p);
+    nn_plan_class *c = &p->classes[0];
+    int sb = -1, sw = -1;
+    for (int s = 0; s < c->n_sched; s++) {
+        nn_plan_block_kind k = c->blocks[c->sched[s].block].kind;
+        if (k == NN_BLOCK_BACKWARD && c->sched[s].mb == 0)
+            sb = s;
+        if (k == NN_BLOCK_BACKWARD_W && c->sched[s].mb == 0)
+            sw = s;
+    }
+    CU_ASSERT_FATAL(sb >= 0 && sw > sb);
+    nn_plan_sched t = c->sched[sb];
+    c->sched[sb] = c->sched[sw];
+    c->sched[sw] = t;
+    expect_broken(p, "before its B pass");
+    c->sched[sw] = c->sched[sb];
+    c->sched[sb] = t;
+    np_err e = {0};
+    CU_ASSERT_EQUAL(nn_plan_verify(p, &e), NP_OK);
     nn_plan_free(p);
 }
