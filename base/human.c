@@ -125,3 +125,13 @@ int np_human_width(const char *s, int width)
         extra += ((unsigned char)*s & 0xC0) == 0x80; /* a UTF-8 continuation byte */
     return width + extra;
 }
+
+char *np_human_j(double j, char *buf, size_t n)
+{
+    static const char *const unit[] = {"J", "mJ", "µJ", "nJ", "pJ"};
+    int u = 0;
+    double v = fabs(j);
+    while (v > 0 && v < 0.9995 && u < 4)
+        v *= 1000.0, u++;
+    return np_human_si(j < 0 ? -v : v, unit[u], buf, n);
+}

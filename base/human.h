@@ -31,6 +31,9 @@ char *np_human_s(double s, char *buf, size_t n);
  * (735135.9e9, "FLOP") -> "735 TFLOP", (12, "MAC") -> "12 MAC". */
 char *np_human_si(double v, const char *unit, char *buf, size_t n);
 
+/* Joules scaled for reading, small ones too: "1.23 J", "45.6 mJ", "7.89 µJ", "12 pJ". */
+char *np_human_j(double j, char *buf, size_t n);
+
 /* The printf field width that makes the UTF-8 text s take width columns on a terminal: width
  * plus the bytes of s that are not characters of their own ("µs" is 3 bytes, 2 columns), as
  * in printf("%*s", np_human_width(s, 12), s). */

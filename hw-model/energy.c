@@ -189,21 +189,11 @@ np_status energy_govern(const arch_config *cfg, uint32_t chips, uint64_t ps,
     return NP_OK;
 }
 
-char *energy_human_j(double j, char *buf, size_t n)
-{
-    static const char *const unit[] = {"J", "mJ", "µJ", "nJ", "pJ"};
-    int u = 0;
-    double v = fabs(j);
-    while (v > 0 && v < 0.9995 && u < 4)
-        v *= 1000.0, u++;
-    return np_human_si(j < 0 ? -v : v, unit[u], buf, n);
-}
-
 void energy_print(const energy_figures *f, const char *indent, FILE *out)
 {
     char a[NP_HUMAN_MAX], b[NP_HUMAN_MAX], c[NP_HUMAN_MAX], d[NP_HUMAN_MAX];
     fprintf(out, "%senergy        %s: %s average (dynamic %s, static %s)", indent,
-            energy_human_j(f->total_j, a, sizeof a), np_human_si(f->avg_w, "W", b, sizeof b),
+            np_human_j(f->total_j, a, sizeof a), np_human_si(f->avg_w, "W", b, sizeof b),
             np_human_si(f->dynamic_w, "W", c, sizeof c),
             np_human_si(f->time_s > 0 ? f->static_j / f->time_s : 0, "W", d, sizeof d));
     if (f->tflops_per_w > 0)
@@ -214,7 +204,7 @@ void energy_print(const energy_figures *f, const char *indent, FILE *out)
         if (f->part_j[i] == 0)
             continue;
         fprintf(out, "%s%s %s (%.1f%%)", first ? "" : ", ", energy_part_names[i],
-                energy_human_j(f->part_j[i], a, sizeof a),
+                np_human_j(f->part_j[i], a, sizeof a),
                 f->total_j > 0 ? 100.0 * f->part_j[i] / f->total_j : 0.0);
         first = false;
     }

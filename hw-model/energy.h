@@ -140,9 +140,6 @@ np_status energy_govern(const arch_config *cfg, uint32_t chips, uint64_t ps,
                         const energy_counts *acts, energy_sim_fn sim, void *ctx,
                         energy_throttle *out, np_err *err);
 
-/* "1.23 J", "45.6 mJ", "7.89 µJ", "12 pJ": joules scaled for reading (into buf, n >= 32). */
-char *energy_human_j(double j, char *buf, size_t n);
-
 /* For people, each line after indent: the total energy, average power (dynamic and static)
  * and TFLOP/s per W, then the parts that are not 0 with their share. */
 void energy_print(const energy_figures *f, const char *indent, FILE *out);

@@ -701,8 +701,8 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
             if (show_energy) {
                 char ej[NP_HUMAN_MAX], lj[NP_HUMAN_MAX], w[NP_HUMAN_MAX];
                 printf("#  energy: %s (links %s), %s average over its %" PRIu32 " chips\n",
-                       energy_human_j(ef.total_j, ej, sizeof ej),
-                       energy_human_j(ef.part_j[ENERGY_PART_LINK], lj, sizeof lj),
+                       np_human_j(ef.total_j, ej, sizeof ej),
+                       np_human_j(ef.part_j[ENERGY_PART_LINK], lj, sizeof lj),
                        np_human_si(ef.avg_w, "W", w, sizeof w), ranks);
             }
             fflush(stdout);

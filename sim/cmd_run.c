@@ -287,11 +287,11 @@ static void run_print(const run_report *r)
            fmt_pct(r->hfu_pct, b, sizeof b));
     if (r->energy.fig.modelled) /* run_energy.h */
         printf("energy per step      %s: %s per chip on average, %s at its peak; %.3g TFLOP/s "
-               "per W; %s per %s\n", energy_human_j(r->energy.per_step_j, a, sizeof a),
+               "per W; %s per %s\n", np_human_j(r->energy.per_step_j, a, sizeof a),
                np_human_si(r->energy.avg_w_per_chip, "W", b, sizeof b),
                np_human_si(r->energy.peak_w_per_chip, "W", c, sizeof c),
                r->energy.fig.tflops_per_w,
-               energy_human_j(r->seq > 1 ? r->energy_per_token_j : r->energy_per_sample_j, d,
+               np_human_j(r->seq > 1 ? r->energy_per_token_j : r->energy_per_sample_j, d,
                               sizeof d), r->seq > 1 ? "token" : "sample");
     if (r->power_cap_w > 0) /* the DVFS governor (hw-model/energy.h) */
         printf("power cap            %s a chip: %s a step per chip lost to throttling kernels "

@@ -686,6 +686,43 @@ TEST(the_memory_chart_stacks_the_parts_to_their_sum_on_the_capacitys_scale)
     free(page);
 }
 
+/* ---- the energy section ------------------------------------------------------------------------ */
+
+TEST(the_energy_section_draws_one_steps_joules_by_part_and_is_left_out_without_energy)
+{
+    /* two steps of 4 J: 3 J of MACs and 1 J of HBM, so a step's 1.5 J and 0.5 J, drawn 3/4 and
+     * 1/4 of the 960 px chart */
+    const char *json = tmp("energy.json"), *html = tmp("energy.html");
+    write_text(json, "{\"step_time_s\": 1, \"steps\": 2, \"energy\": {\"total_j\": 4, "
+                     "\"per_step_j\": 2, \"avg_w_per_chip\": 250, \"peak_w_per_chip\": 400, "
+                     "\"tflops_per_w\": 0.5, \"j_per_token\": 0.001, \"parts_j\": {\"mac\": 3, "
+                     "\"vector\": 0, \"hbm\": 1}}}\n");
+    run_ok((const char *const[]){"report", json, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    double x, w;
+    CU_ASSERT_TRUE(chart_rect(page, "chart-energy", 0, &x, &w));
+    CU_ASSERT_DOUBLE_EQUAL(x, 0, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(w, 720, 0.006);
+    CU_ASSERT_TRUE(chart_rect(page, "chart-energy", 1, &x, &w));
+    CU_ASSERT_DOUBLE_EQUAL(x, 720, 0.006);
+    CU_ASSERT_DOUBLE_EQUAL(w, 240, 0.006);
+    CU_ASSERT_FALSE(chart_rect(page, "chart-energy", 2, &x, &w)); /* no bar for 0 J */
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<title>mac: 1.50 J (75.0 %)</title>"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<title>hbm: 500 mJ (25.0 %)</title>"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<div class=\"v\">2 J</div><div class=\"l\">energy per step"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<div class=\"v\">250 W</div>"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<div class=\"v\">1 mJ</div><div class=\"l\">energy per token"));
+    free(page);
+    /* a run that models no energy has no energy section (nothing to apologize for) */
+    write_text(json, "{\"step_time_s\": 1}\n");
+    run_ok((const char *const[]){"report", json, "-o", html, NULL});
+    page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    CU_ASSERT_PTR_NULL(strstr(page, "id=\"energy\""));
+    free(page);
+}
+
 /* ---- the communication chart ------------------------------------------------------------------ */
 
 TEST(the_communication_chart_labels_exposed_and_overlapped_time_inside_the_chart)

@@ -1217,6 +1217,85 @@ static void memory(FILE *f, const report_input *in)
     fputs("</p>\n</section>\n", f);
 }
 
+/* ---- energy ------------------------------------------------------------------------------------ */
+
+/* The run's energy (npusim run --json's `energy`, hw-model/energy.h): the headline figures, and
+ * one step's joules by part as a bar (chart-energy); omitted when the run models none. */
+static void energy(FILE *f, const report_input *in)
+{
+    const json_t *e = in->run ? json_object_get(in->run, "energy") : NULL;
+    const json_t *parts = e ? json_object_get(e, "parts_j") : NULL;
+    double step = num(e, "per_step_j");
+    if (isnan(step))
+        step = num(e, "total_j");
+    if (!json_is_object(parts) || !(step > 0))
+        return;
+    section(f, "energy", "Energy and power");
+    char b[NP_HUMAN_MAX];
+    fputs("<div class=\"cards\">\n", f);
+    card(f, "energy per step", np_human_j(step, b, sizeof b));
+    static const struct {
+        const char *key, *label, *unit;
+    } w[] = {{"avg_w_per_chip", "average power per chip", "W"},
+             {"peak_w_per_chip", "peak power per chip (a kernel's)", "W"}};
+    for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
+        if (num(e, w[i].key) >= 0)
+            card(f, w[i].label, np_human_si(num(e, w[i].key), w[i].unit, b, sizeof b));
+    if (num(e, "tflops_per_w") > 0) {
+        snprintf(b, sizeof b, "%.3g", num(e, "tflops_per_w"));
+        card(f, "TFLOP/s per W", b);
+    }
+    const char *per = num(e, "j_per_token") > 0 ? "j_per_token" : "j_per_sample";
+    if (num(e, per) > 0)
+        card(f, per[6] == 't' ? "energy per token" : "energy per sample",
+             np_human_j(num(e, per), b, sizeof b));
+    fputs("</div>\n", f);
+    static const char *const colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
+                                         "#76b7b2", "#edc948", "#ff9da7", "#9c755f"};
+    double total = 0;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)parts, key, v)
+        if (json_is_number(v) && json_number_value(v) > 0)
+            total += json_number_value(v);
+    if (!(total > 0))
+        return (void)fputs("</section>\n", f);
+    double run_j = num(e, "total_j"), scale = run_j > 0 ? step / run_j : 1;
+    fprintf(f, "<p>One step's %s by where it goes (the counts of the run's actions times the "
+               "architecture's energies per action).</p>\n", np_human_j(step, b, sizeof b));
+    svg_open(f, "chart-energy", 60, "energy per step by part");
+    double x = 0;
+    int k = 0;
+    json_object_foreach((json_t *)parts, key, v) {
+        double j = json_is_number(v) ? json_number_value(v) : 0;
+        if (!(j > 0))
+            continue;
+        double wd = j / total * W;
+        fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\" "
+                   "class=\"part\" data-j=\"%.17g\"><title>", x, wd, colors[k++ % 9], j * scale);
+        esc(f, key);
+        fprintf(f, ": %s (%.1f %%)</title></rect>\n", np_human_j(j * scale, b, sizeof b),
+                100 * j / total);
+        if (wd > 7.5 * (double)(strlen(key) + 4)) {
+            fprintf(f, "<text x=\"%.2f\" y=\"50\">", x + 2);
+            esc(f, key);
+            fprintf(f, " %.0f%%</text>\n", 100 * j / total);
+        }
+        x += wd;
+    }
+    fputs("</svg>\n<p class=\"legend\">", f);
+    k = 0;
+    json_object_foreach((json_t *)parts, key, v) {
+        double j = json_is_number(v) ? json_number_value(v) : 0;
+        if (!(j > 0))
+            continue;
+        fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[k++ % 9]);
+        esc(f, key);
+        fprintf(f, " %s (%.1f %%) &nbsp; ", np_human_j(j * scale, b, sizeof b), 100 * j / total);
+    }
+    fputs("</p>\n</section>\n", f);
+}
+
 static void comm(FILE *f, const report_input *in)
 {
     section(f, "communication", "Communication: exposed and overlapped");
@@ -1481,6 +1560,7 @@ np_status report_write(const report_input *in, FILE *f, np_err *err)
     links(f, in);
     roofline(f, in);
     memory(f, in);
+    energy(f, in);
     comm(f, in);
     kernels(f, in);
     fputs("<footer><p class=\"na\">Written by npusim report. Every mark has its exact figures "

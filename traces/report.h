@@ -26,10 +26,14 @@
  *                  bytes, an arch);
  *   memory         the largest chip's memory by role, the parts stacked (not the total: a
  *                  figure), against the HBM capacity (chart-memory);
+ *   energy         one step's joules by part, with energy per step, power per chip, TFLOP/s
+ *                  per W and energy per token or sample (chart-energy; the run's `energy`,
+ *                  only when it models energy: otherwise the section is left out);
  *   communication  exposed and overlapped time per kind (chart-comm);
  *   collective     bus bandwidth against message size (chart-collective; collective --json);
  *   kernels        the top kernels by time (a table);
- *   sweep          any metric against any swept key, the Pareto front marked (chart-sweep).
+ *   sweep          any metric against any swept key or another metric, the Pareto front
+ *                  marked (chart-sweep).
  *
  * The run JSON is what `npusim run --json` prints (issue 12's names: step_time_s, mfu_pct,
  * units, comm, links, memory, ...); `npusim sim --json` and `npusim collective --json` are
