@@ -22,12 +22,15 @@
 
 const char cmd_report_usage[] =
     "usage: npusim report [RUN.json] [TRACE.json[.gz]] [RESULTS.jsonl] -o REPORT.html\n"
+    "       npusim report A.json [TRACE_A] B.json [TRACE_B] -o REPORT.html\n"
     "                     [--arch PRESET|FILE] [--set K=V ...] [--title TEXT]\n"
     "                     [--max-events N] [--max-event-size S]\n"
     "\n"
     "  RUN.json        what npusim run, sim or collective printed with --json\n"
     "  TRACE           a trace those commands wrote with --trace\n"
     "  RESULTS.jsonl   the JSON lines of npusim sweep (next to its CSV)\n"
+    "  A.json B.json   two runs compared side by side: figures, differences, the step's\n"
+    "                  time by part, both timelines (a trace after a run is that run's)\n"
     "  -o F            the HTML file to write: self-contained (inline SVG, no network)\n"
     "  --arch A        the architecture, for the roofline's ceilings and the topology\n"
     "                  (default: the run's \"arch\" when it names a preset)\n"
@@ -167,19 +170,27 @@ np_status cmd_report(int argc, char **argv, np_err *err)
     if (cli_output_not_input("-o", out_path, (const char *const *)argv + optind,
                              (size_t)(argc - optind), err) != NP_OK)
         return err->status;
-    report_input in = {.title = title};
-    json_t *run = NULL, *sweep = NULL;
-    tdb *db = NULL;
-    tstats st = {0};
-    bool have_st = false;
+    /* one run, or two compared (A, then B): a trace after a run is that run's */
+    report_input in = {.title = title}, in_b = {.title = title};
+    report_input *slot[2] = {&in, &in_b};
+    json_t *run[2] = {NULL, NULL}, *sweep = NULL;
+    tdb *db[2] = {NULL, NULL};
+    tstats st[2] = {{0}, {0}};
+    bool have_st[2] = {false, false};
+    int cur = 0; /* the run the next trace belongs to */
     np_status rc = NP_OK;
     for (int i = optind; i < argc && rc == NP_OK; i++) {
         input_kind k = INPUT_RUN;
         if ((rc = input_kind_of(argv[i], &k, err)) != NP_OK)
             break;
-        const char *what = k == INPUT_TRACE ? "trace" : k == INPUT_SWEEP ? "sweep" : "run";
-        if ((k == INPUT_TRACE && db) || (k == INPUT_SWEEP && sweep) || (k == INPUT_RUN && run)) {
-            rc = np_err_set(err, NP_ERR_USAGE, "two %s inputs ('%s' is the second)", what, argv[i]);
+        if (k == INPUT_RUN && run[0])
+            cur = 1;
+        if ((k == INPUT_TRACE && db[cur]) || (k == INPUT_SWEEP && sweep) ||
+            (k == INPUT_RUN && run[cur])) {
+            rc = np_err_set(err, NP_ERR_USAGE, "%s ('%s'): at most two runs, each with one "
+                            "trace after it, and one sweep", k == INPUT_RUN ? "a third run" :
+                            k == INPUT_SWEEP ? "a second sweep" : "a second trace for one run",
+                            argv[i]);
             break;
         }
         if (k == INPUT_TRACE) {
@@ -187,11 +198,11 @@ np_status cmd_report(int argc, char **argv, np_err *err)
             cli_progress_init(&prog, "reading the trace");
             ro.progress = cli_progress_fn;
             ro.progress_ctx = &prog;
-            rc = tdb_load_with(argv[i], &ro, &db, err);
+            rc = tdb_load_with(argv[i], &ro, &db[cur], err);
             cli_progress_end(&prog);
             if (rc == NP_OK &&
-                (rc = tstats_compute(db, &st, err)) == NP_OK)
-                have_st = true, in.trace_path = argv[i];
+                (rc = tstats_compute(db[cur], &st[cur], err)) == NP_OK)
+                have_st[cur] = true, slot[cur]->trace_path = argv[i];
         } else if (k == INPUT_SWEEP) {
             if ((rc = load_sweep(argv[i], &sweep, err)) == NP_OK)
                 in.sweep_path = argv[i];
@@ -202,18 +213,21 @@ np_status cmd_report(int argc, char **argv, np_err *err)
             if ((rc = np_read_file(argv[i], REPORT_RUN_MAX_BYTES, "a run's --json output", &text,
                                    &len, err)) != NP_OK)
                 break;
-            if (!(run = json_loadb(text, len, 0, &je)) || !json_is_object(run))
+            if (!(run[cur] = json_loadb(text, len, 0, &je)) || !json_is_object(run[cur]))
                 rc = np_err_at(err, NP_ERR_SYNTAX, argv[i], je.line, je.column,
                                "not a JSON object (the --json output of npusim run, sim or "
-                               "collective): %s", run ? "" : je.text);
+                               "collective): %s", run[cur] ? "" : je.text);
             else
-                in.run_path = argv[i];
+                slot[cur]->run_path = argv[i];
             free(text);
         }
     }
+    if (rc == NP_OK && db[1] && !run[1])
+        rc = np_err_set(err, NP_ERR_USAGE, "'%s': a second trace needs a second run before it "
+                        "(npusim report A.json [TA] B.json [TB])", in_b.trace_path);
     arch_config cfg;
     if (rc == NP_OK) {
-        const char *from_run = run ? json_string_value(json_object_get(run, "arch")) : NULL;
+        const char *from_run = run[0] ? json_string_value(json_object_get(run[0], "arch")) : NULL;
         if (arch_name) {
             if ((rc = arch_resolve(arch_name, sets, n_sets, &cfg, err)) == NP_OK)
                 fill_arch(&cfg, &in.arch);
@@ -224,7 +238,12 @@ np_status cmd_report(int argc, char **argv, np_err *err)
         }
     }
     if (rc == NP_OK) {
-        in.run = run, in.sweep = sweep, in.db = db, in.st = have_st ? &st : NULL;
+        in.run = run[0], in.sweep = sweep, in.db = db[0], in.st = have_st[0] ? &st[0] : NULL;
+        if (run[1]) {
+            in_b.run = run[1], in_b.db = db[1], in_b.st = have_st[1] ? &st[1] : NULL;
+            in_b.arch = in.arch;
+            in.cmp = &in_b;
+        }
         FILE *f = fopen(out_path, "w");
         if (!f)
             rc = np_err_at(err, NP_ERR_IO, out_path, 0, 0, "cannot create the report");
@@ -234,10 +253,12 @@ np_status cmd_report(int argc, char **argv, np_err *err)
                 rc = np_err_at(err, NP_ERR_IO, out_path, 0, 0, "cannot write the report");
         }
     }
-    if (have_st)
-        tstats_free(&st);
-    tdb_free(db);
-    json_decref(run);
+    for (int r = 0; r < 2; r++) {
+        if (have_st[r])
+            tstats_free(&st[r]);
+        tdb_free(db[r]);
+        json_decref(run[r]);
+    }
     json_decref(sweep);
     return rc;
 }

@@ -723,6 +723,122 @@ TEST(the_energy_section_draws_one_steps_joules_by_part_and_is_left_out_without_e
     free(page);
 }
 
+/* ---- two runs compared ------------------------------------------------------------------------- */
+
+/* The row of figure `path` in the comparison table: its A and B values, its difference text. */
+static bool compare_row(const char *page, const char *path, double *a, double *b, char *rel,
+                        size_t n)
+{
+    char key[96];
+    snprintf(key, sizeof key, "<tr data-figure=\"%s\" data-a=\"", path);
+    const char *p = strstr(page, key);
+    if (!p || sscanf(p + strlen(key), "%lf\" data-b=\"%lf\"", a, b) != 2)
+        return false;
+    const char *end = strstr(p, "</tr>"), *last = NULL;
+    for (const char *q = p; (q = strstr(q + 1, "<td>")) && q < end;)
+        last = q;
+    if (!last)
+        return false;
+    snprintf(rel, n, "%.*s", (int)(strstr(last, "</td>") - last - 4), last + 4);
+    return true;
+}
+
+TEST(two_runs_are_compared_side_by_side_with_their_differences_and_one_scale)
+{
+    /* A: a 2 s step (1.5 s compute, 0.5 s exposed); B: 2.5 s (1.5, 0.5, 0.5 s bubble), on
+     * another mesh; the chart's scale is the longer step's: (960 - 170 - 10) px for 2.5 s */
+    const char *a = tmp("a.json"), *b = tmp("b.json"), *html = tmp("cmp.html");
+    write_text(a, "{\"model\": \"m\", \"chips\": 8, \"mesh\": {\"dp\": 8, \"tp\": 1, \"pp\": 1}, "
+                  "\"step_time_s\": 2, \"tokens_per_s\": 1000, \"time\": {\"compute_s\": 1.5, "
+                  "\"exposed_comm_s\": 0.5, \"bubble_s\": 0, \"idle_s\": 0}}\n");
+    write_text(b, "{\"model\": \"m\", \"chips\": 8, \"mesh\": {\"dp\": 2, \"tp\": 1, \"pp\": 4}, "
+                  "\"step_time_s\": 2.5, \"tokens_per_s\": 800, \"time\": {\"compute_s\": 1.5, "
+                  "\"exposed_comm_s\": 0.5, \"bubble_s\": 0.5, \"idle_s\": 0}}\n");
+    run_ok((const char *const[]){"report", a, b, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    double va, vb;
+    char rel[64];
+    CU_ASSERT_TRUE(compare_row(page, "step_time_s", &va, &vb, rel, sizeof rel));
+    CU_ASSERT_DOUBLE_EQUAL(va, 2, 0);
+    CU_ASSERT_DOUBLE_EQUAL(vb, 2.5, 0);
+    CU_ASSERT_STRING_EQUAL(rel, "+25.0 %");
+    CU_ASSERT_TRUE(compare_row(page, "tokens_per_s", &va, &vb, rel, sizeof rel));
+    CU_ASSERT_STRING_EQUAL(rel, "-20.0 %");
+    CU_ASSERT_TRUE(compare_row(page, "time/bubble_s", &va, &vb, rel, sizeof rel));
+    CU_ASSERT_STRING_EQUAL(rel, "&mdash;"); /* from 0: no ratio */
+    CU_ASSERT_FALSE(compare_row(page, "mfu_pct", &va, &vb, rel, sizeof rel)); /* in neither */
+    /* the configurations: only the mesh differs */
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<tr class=\"diff\"><td>mesh</td><td>dp 8 x tp 1 x pp 1</td>"
+                                        "<td>dp 2 x tp 1 x pp 4</td></tr>"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(page, "<tr><td>chips</td><td>8</td><td>8</td></tr>"));
+    /* the bars: A's 1.5 s and 0.5 s, B's 1.5, 0.5 and 0.5 s at 312 px per second */
+    const double want[][2] = {{170, 468}, {638, 156}, {170, 468}, {638, 156}, {794, 156}};
+    double x, w;
+    for (int k = 0; k < 5; k++) {
+        CU_ASSERT_TRUE(chart_rect(page, "chart-compare", k, &x, &w));
+        CU_ASSERT_DOUBLE_EQUAL(x, want[k][0], 0.006);
+        CU_ASSERT_DOUBLE_EQUAL(w, want[k][1], 0.006);
+    }
+    CU_ASSERT_FALSE(chart_rect(page, "chart-compare", 5, &x, &w));
+    free(page);
+    /* a third run, or a second trace for one run, is refused naming it */
+    harness_run r = harness_npusim("report", a, b, a, "-o", html, NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "a third run"));
+    harness_run_free(&r);
+}
+
+TEST(a_two_run_comparison_with_both_traces_renders_in_chromium_on_one_time_scale)
+{
+    if (!chromium()) {
+        CU_FAIL("no Chromium: scripts/setup.sh installs Debian's chromium (or set NPUSIM_CHROMIUM)");
+        return;
+    }
+    /* gpt-tiny on 8 chips, data parallel against tp 4 x dp 2 */
+    const char *ta = tmp("ta.json.gz"), *tb = tmp("tb.json.gz"), *html = tmp("cmp2.html");
+    char ja[300], jb[300];
+    snprintf(ja, sizeof ja, "%s", tmp("ja.json"));
+    snprintf(jb, sizeof jb, "%s", tmp("jb.json"));
+    const char *cfgs[2][4] = {{"--dp", "8", ta, ja}, {"--dp", "2", tb, jb}};
+    for (int k = 0; k < 2; k++) {
+        harness_run r = harness_npusim("run", "--arch", "a100-80g", "--model", "gpt-tiny",
+                                       "--batch", "16", cfgs[k][0], cfgs[k][1], "--tp",
+                                       k ? "4" : "1", "--trace", cfgs[k][2], "--json", NULL);
+        CU_ASSERT_EQUAL_FATAL(r.exit_status, 0);
+        write_text(cfgs[k][3], r.out);
+        harness_run_free(&r);
+    }
+    run_ok((const char *const[]){"report", ja, ta, jb, tb, "-o", html, NULL});
+    char *page = harness_read_file(html, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(page);
+    /* both timelines end at the longer step's span: the same label at their right ends */
+    const char *t1 = strstr(page, "id=\"chart-timeline-a\""), *t2 = strstr(page, "id=\"chart-timeline-b\"");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t2);
+    const char *e1 = strstr(t1, "text-anchor=\"end\">"), *e2 = strstr(t2, "text-anchor=\"end\">");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(e2);
+    CU_ASSERT_EQUAL(strncmp(e1, e2, 40), 0);
+    char *copy = checked_copy(page);
+    const char *check = tmp("check2.html");
+    write_text(check, copy);
+    free(copy);
+    free(page);
+    char url[400];
+    snprintf(url, sizeof url, "file://%s", check);
+    const char *dom_path = tmp("dom2.html");
+    CU_ASSERT_EQUAL(browse("--dump-dom", url, dom_path), 0);
+    char *dom = harness_read_file(dom_path, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dom);
+    CU_ASSERT_PTR_NOT_NULL(strstr(dom, "ERRORS 0"));
+    static const char *const charts[] = {"chart-compare", "chart-timeline-a", "chart-timeline-b",
+                                         "chart-timeline"};
+    for (size_t i = 0; i < sizeof charts / sizeof charts[0]; i++)
+        CU_ASSERT_TRUE(chart_ok(dom, charts[i]));
+    free(dom);
+}
+
 /* ---- the communication chart ------------------------------------------------------------------ */
 
 TEST(the_communication_chart_labels_exposed_and_overlapped_time_inside_the_chart)

@@ -7,9 +7,8 @@
 #include <string.h>
 
 #include "human.h"
+#include "report_impl.h"
 
-#define W 960            /* chart width, px */
-#define LABEL_W 170      /* left label column */
 #define TL_BINS 320      /* timeline bins */
 #define TL_CHIPS 32      /* chips drawn on the timeline */
 #define PI 3.14159265358979323846
@@ -45,7 +44,7 @@ static void esc_n(FILE *f, const char *s, size_t n) /* the first n bytes of s */
     }
 }
 
-static void esc(FILE *f, const char *s)
+void rp_esc(FILE *f, const char *s)
 {
     esc_n(f, s, s ? strlen(s) : 0);
 }
@@ -62,7 +61,7 @@ static void esc_json(FILE *f, const char *s)
     }
 }
 
-static const char *fmt_s(double s, char *buf, size_t n)
+const char *rp_fmt_s(double s, char *buf, size_t n)
 {
     if (!(s >= 0))
         snprintf(buf, n, "-");
@@ -79,7 +78,7 @@ static const char *fmt_s(double s, char *buf, size_t n)
     return buf;
 }
 
-static const char *fmt_bytes(double b, char *buf, size_t n)
+const char *rp_fmt_bytes(double b, char *buf, size_t n)
 {
     static const char *const u[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     int k = 0;
@@ -89,7 +88,7 @@ static const char *fmt_bytes(double b, char *buf, size_t n)
     return buf;
 }
 
-static const char *fmt_si(double v, const char *unit, char *buf, size_t n)
+const char *rp_fmt_si(double v, const char *unit, char *buf, size_t n)
 {
     static const char *const p[] = {"", "k", "M", "G", "T", "P", "E"};
     int k = 0;
@@ -99,7 +98,7 @@ static const char *fmt_si(double v, const char *unit, char *buf, size_t n)
     return buf;
 }
 
-static double num(const json_t *o, const char *k)
+double rp_num(const json_t *o, const char *k)
 {
     const json_t *v = json_object_get(o, k);
     return json_is_number(v) ? json_number_value(v) : NAN;
@@ -144,36 +143,36 @@ static int slice_class(const tdb *db, const tdb_slice *s)
     return dot ? name_class(dot + 1, strcspn(dot + 1, "[")) : -1;
 }
 
-static void svg_open(FILE *f, const char *id, int h, const char *label)
+void rp_svg_open(FILE *f, const char *id, int h, const char *label)
 {
     fprintf(f, "<svg class=\"chart\" id=\"%s\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
                "role=\"img\" aria-label=\"", id, W, h, W, h);
-    esc(f, label);
+    rp_esc(f, label);
     fputs("\">\n", f);
 }
 
-static void section(FILE *f, const char *id, const char *title)
+void rp_section(FILE *f, const char *id, const char *title)
 {
     fprintf(f, "<section id=\"%s\"><h2>", id);
-    esc(f, title);
+    rp_esc(f, title);
     fputs("</h2>\n", f);
 }
 
 static void missing(FILE *f, const char *what)
 {
     fputs("<p class=\"na\">", f);
-    esc(f, what);
+    rp_esc(f, what);
     fputs("</p>\n", f);
 }
 
 /* ---- summary ---------------------------------------------------------------------------------- */
 
-static void card(FILE *f, const char *label, const char *value)
+void rp_card(FILE *f, const char *label, const char *value)
 {
     fputs("<div class=\"card\"><div class=\"v\">", f);
-    esc(f, value);
+    rp_esc(f, value);
     fputs("</div><div class=\"l\">", f);
-    esc(f, label);
+    rp_esc(f, label);
     fputs("</div></div>\n", f);
 }
 
@@ -185,7 +184,7 @@ static void stack_bar(FILE *f, const char *id, const char *label, const double *
     double total = 0;
     for (int c = 0; c < n; c++)
         total += part[c];
-    svg_open(f, id, 60, label);
+    rp_svg_open(f, id, 60, label);
     double x = 0;
     for (int c = 0; c < n && total > 0; c++) {
         double w = part[c] / total * W;
@@ -193,12 +192,12 @@ static void stack_bar(FILE *f, const char *id, const char *label, const double *
             continue;
         fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\"><title>",
                 x, w, colors[c]);
-        esc(f, names[c]);
-        fprintf(f, ": %s (%.1f %%)</title></rect>\n", fmt_s(part[c] * 1e-12, b, sizeof b),
+        rp_esc(f, names[c]);
+        fprintf(f, ": %s (%.1f %%)</title></rect>\n", rp_fmt_s(part[c] * 1e-12, b, sizeof b),
                 100 * part[c] / total);
         if (w > 7.5 * (double)(strlen(names[c]) + 4)) { /* room for its label */
             fprintf(f, "<text x=\"%.2f\" y=\"50\">", x + 2);
-            esc(f, names[c]);
+            rp_esc(f, names[c]);
             fprintf(f, " %.0f%%</text>\n", 100 * part[c] / total);
         }
         x += w;
@@ -207,9 +206,9 @@ static void stack_bar(FILE *f, const char *id, const char *label, const double *
     for (int c = 0; c < n && total > 0; c++)
         if (part[c] > 0) {
             fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[c]);
-            esc(f, names[c]);
+            rp_esc(f, names[c]);
             fprintf(f, " %.1f %% (%s) &nbsp; ", 100 * part[c] / total,
-                    fmt_s(part[c] * 1e-12, b, sizeof b));
+                    rp_fmt_s(part[c] * 1e-12, b, sizeof b));
         }
     fputs("</p>\n", f);
 }
@@ -280,50 +279,50 @@ static bool chip_time(const tdb *db, double part[CLS_COUNT + 1], size_t *n_chips
 
 static void summary(FILE *f, const report_input *in)
 {
-    section(f, "summary", "Where did the time go");
+    rp_section(f, "summary", "Where did the time go");
     char b[64], d[64];
     const json_t *r = in->run;
     bool have_run = false;
     fputs("<div class=\"cards\">\n", f);
     if (r && json_object_get(r, "step_time_s")) {
         have_run = true;
-        card(f, "step time", fmt_s(num(r, "step_time_s"), b, sizeof b));
-        if (!isnan(num(r, "tokens_per_s")))
-            card(f, "tokens/s", fmt_si(num(r, "tokens_per_s"), "", b, sizeof b));
-        else if (!isnan(num(r, "samples_per_s")))
-            card(f, "samples/s", fmt_si(num(r, "samples_per_s"), "", b, sizeof b));
-        if (!isnan(num(r, "mfu_pct")))
-            snprintf(b, sizeof b, "%.1f %%", num(r, "mfu_pct")), card(f, "MFU", b);
-        if (!isnan(num(r, "bubble_pct")))
-            snprintf(b, sizeof b, "%.1f %%", num(r, "bubble_pct")), card(f, "pipeline bubble", b);
+        rp_card(f, "step time", rp_fmt_s(rp_num(r, "step_time_s"), b, sizeof b));
+        if (!isnan(rp_num(r, "tokens_per_s")))
+            rp_card(f, "tokens/s", rp_fmt_si(rp_num(r, "tokens_per_s"), "", b, sizeof b));
+        else if (!isnan(rp_num(r, "samples_per_s")))
+            rp_card(f, "samples/s", rp_fmt_si(rp_num(r, "samples_per_s"), "", b, sizeof b));
+        if (!isnan(rp_num(r, "mfu_pct")))
+            snprintf(b, sizeof b, "%.1f %%", rp_num(r, "mfu_pct")), rp_card(f, "MFU", b);
+        if (!isnan(rp_num(r, "bubble_pct")))
+            snprintf(b, sizeof b, "%.1f %%", rp_num(r, "bubble_pct")), rp_card(f, "pipeline bubble", b);
         double tot = 0, exp = 0;
         size_t i;
         const json_t *c;
         json_array_foreach(json_object_get(r, "comm"), i, c)
-            tot += num(c, "total_s"), exp += num(c, "exposed_s");
+            tot += rp_num(c, "total_s"), exp += rp_num(c, "exposed_s");
         /* each instant once (a run's time breakdown), else the kinds' sum */
         const json_t *tm = json_object_get(r, "time");
-        if (tm && !isnan(num(tm, "exposed_comm_s")))
-            exp = num(tm, "exposed_comm_s");
+        if (tm && !isnan(rp_num(tm, "exposed_comm_s")))
+            exp = rp_num(tm, "exposed_comm_s");
         if (tot > 0)
-            card(f, "exposed communication", fmt_s(exp, b, sizeof b));
+            rp_card(f, "exposed communication", rp_fmt_s(exp, b, sizeof b));
     } else if (r && json_object_get(r, "total_ps")) {
         have_run = true;
-        card(f, "simulated time", fmt_s(num(r, "total_ps") * 1e-12, b, sizeof b));
-        snprintf(b, sizeof b, "%.0f", num(r, "total_cycles"));
-        card(f, "cycles", b);
+        rp_card(f, "simulated time", rp_fmt_s(rp_num(r, "total_ps") * 1e-12, b, sizeof b));
+        snprintf(b, sizeof b, "%.0f", rp_num(r, "total_cycles"));
+        rp_card(f, "cycles", b);
     } else if (r && json_object_get(r, "rows")) {
         snprintf(b, sizeof b, "%s %s", jstr(r, "op") ? jstr(r, "op") : "?",
                  jstr(r, "algo") ? jstr(r, "algo") : "");
-        card(f, "collective", b);
-        snprintf(b, sizeof b, "%.0f", num(r, "chips"));
-        card(f, "chips", b);
+        rp_card(f, "collective", b);
+        snprintf(b, sizeof b, "%.0f", rp_num(r, "chips"));
+        rp_card(f, "chips", b);
     }
     if (in->st && !have_run) /* a run's own time says it better */
-        card(f, "trace span", fmt_s((double)in->st->span_ps * 1e-12, b, sizeof b));
+        rp_card(f, "trace span", rp_fmt_s((double)in->st->span_ps * 1e-12, b, sizeof b));
     if (in->sweep) {
         snprintf(b, sizeof b, "%zu", json_array_size(in->sweep));
-        card(f, "sweep points", b);
+        rp_card(f, "sweep points", b);
     }
     fputs("</div>\n", f);
     static const char *const names[] = {"compute", "memory", "communication", "other", "idle"};
@@ -344,9 +343,9 @@ static void summary(FILE *f, const report_input *in)
         fputs("<p>Exposed communication per kind (mean over the chips that take part):", f);
         json_array_foreach(json_object_get(r, "comm"), i, c) {
             fputs(i ? ", " : " ", f);
-            esc(f, jstr(c, "kind") ? jstr(c, "kind") : "?");
-            fprintf(f, " %s of %s", fmt_s(num(c, "exposed_s"), b, sizeof b),
-                    fmt_s(num(c, "total_s"), d, sizeof d));
+            rp_esc(f, jstr(c, "kind") ? jstr(c, "kind") : "?");
+            fprintf(f, " %s of %s", rp_fmt_s(rp_num(c, "exposed_s"), b, sizeof b),
+                    rp_fmt_s(rp_num(c, "total_s"), d, sizeof d));
         }
         fputs(".</p>\n", f);
     }
@@ -360,7 +359,7 @@ static void summary(FILE *f, const report_input *in)
             if (!is_kernel(in->db, &in->st->kernels[k]))
                 continue;
             fputs(shown++ ? ", " : " ", f);
-            esc(f, tdb_str(in->db, in->st->kernels[k].name));
+            rp_esc(f, tdb_str(in->db, in->st->kernels[k].name));
             fprintf(f, " %.1f %%", 100.0 * (double)in->st->kernels[k].total_ps / (double)ktotal);
         }
         fputs(" (the table at the end).</p>\n", f);
@@ -377,7 +376,7 @@ static void summary(FILE *f, const report_input *in)
         }
         fprintf(f, "<p>The critical path (the chain of work that ends last, %s over %zu "
                    "steps) by kind of work:</p>\n",
-                fmt_s((double)in->st->path_ps * 1e-12, b, sizeof b), in->st->n_path);
+                rp_fmt_s((double)in->st->path_ps * 1e-12, b, sizeof b), in->st->n_path);
         stack_bar(f, "chart-breakdown", "critical path by kind of work", part, names, colors,
                   CLS_COUNT + 2);
     }
@@ -417,9 +416,12 @@ static size_t *chips_with_slices(const tdb *db, size_t max, size_t *n)
 
 /* ---- timeline --------------------------------------------------------------------------------- */
 
-static void timeline(FILE *f, const report_input *in)
+void rp_timeline(FILE *f, const report_input *in, const char *id, const char *title,
+                 uint64_t span_ps)
 {
-    section(f, "timeline", "Timeline per chip");
+    char chart[48];
+    snprintf(chart, sizeof chart, "chart-%s", id);
+    rp_section(f, id, title);
     const tdb *db = in->db;
     if (!db || !in->st->span_ps) {
         missing(f, "No trace given (npusim report RUN.json TRACE.json.gz).");
@@ -438,11 +440,13 @@ static void timeline(FILE *f, const report_input *in)
         fputs("</section>\n", f);
         return;
     }
-    double bin = (double)in->st->span_ps / TL_BINS, px = (double)(W - LABEL_W) / TL_BINS;
+    if (span_ps < in->st->span_ps)
+        span_ps = in->st->span_ps;
+    double bin = (double)span_ps / TL_BINS, px = (double)(W - LABEL_W) / TL_BINS;
     char b[64];
     fprintf(f, "<p>Shade: the share of a chip's tracks of that kind that are busy; %zu of %zu "
                "chips shown.</p>\n", chips, with_slices);
-    svg_open(f, "chart-timeline", h, "timeline per chip");
+    rp_svg_open(f, chart, h, "timeline per chip");
     for (size_t row_i = 0; row_i < chips; row_i++) {
         size_t p = shown[row_i];
         memset(occ, 0, CLS_COUNT * TL_BINS * sizeof *occ);
@@ -472,7 +476,7 @@ static void timeline(FILE *f, const report_input *in)
         int y0 = 20 + (int)row_i * (CLS_COUNT * row + 8);
         const char *pn = tdb_str(db, db->processes[p].name);
         fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y0 + row + 4);
-        esc(f, pn ? pn : "?");
+        rp_esc(f, pn ? pn : "?");
         fputs("</text>\n", f);
         for (int c = 0; c < CLS_COUNT; c++) {
             int y = y0 + c * row;
@@ -492,9 +496,9 @@ static void timeline(FILE *f, const report_input *in)
                     fprintf(f, "<rect x=\"%.2f\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"%s\" "
                                "fill-opacity=\"%.1f\"><title>",
                             LABEL_W + k * px, y, (j - k) * px, row - 2, cls_color[c], q / 10.0);
-                    esc(f, pn);
+                    rp_esc(f, pn);
                     fprintf(f, " %s from %s</title></rect>\n", cls_name[c],
-                            fmt_s(k * bin * 1e-12, b, sizeof b));
+                            rp_fmt_s(k * bin * 1e-12, b, sizeof b));
                 }
                 k = j;
             }
@@ -502,7 +506,7 @@ static void timeline(FILE *f, const report_input *in)
     }
     fprintf(f, "<text x=\"%d\" y=\"12\" class=\"lbl\">0</text><text x=\"%d\" y=\"12\" "
                "class=\"lbl\" text-anchor=\"end\">%s</text>\n",
-            LABEL_W, W, fmt_s((double)in->st->span_ps * 1e-12, b, sizeof b));
+            LABEL_W, W, rp_fmt_s((double)span_ps * 1e-12, b, sizeof b));
     fputs("</svg>\n<p class=\"legend\">", f);
     for (int c = 0; c < CLS_COUNT; c++)
         fprintf(f, "<span style=\"color:%s\">&#9632;</span> %s &nbsp; ", cls_color[c], cls_name[c]);
@@ -521,12 +525,12 @@ typedef struct util_row {
 static void util_bars(FILE *f, const util_row *rows, size_t n)
 {
     int bar = 18, h = 10 + (int)n * (bar + 6) + 20;
-    svg_open(f, "chart-util", h, "utilization per unit kind");
+    rp_svg_open(f, "chart-util", h, "utilization per unit kind");
     double scale = (W - LABEL_W - 60) / 100.0;
     for (size_t i = 0; i < n; i++) {
         int y = 10 + (int)i * (bar + 6);
         fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y + 13);
-        esc(f, rows[i].name);
+        rp_esc(f, rows[i].name);
         fprintf(f, "</text><rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"%d\" fill=\"#c6d7ea\">"
                    "<title>min %.2f %% .. max %.2f %%</title></rect>",
                 LABEL_W, y, fmax(rows[i].max * scale, 0.5), bar, rows[i].min, rows[i].max);
@@ -541,12 +545,12 @@ static void util_bars(FILE *f, const util_row *rows, size_t n)
 
 static void utilization(FILE *f, const report_input *in)
 {
-    section(f, "utilization", "Utilization per unit and chip");
+    rp_section(f, "utilization", "Utilization per unit and chip");
     util_row rows[64];
     size_t n = 0;
     const json_t *units = in->run ? json_object_get(in->run, "units") : NULL, *u;
     size_t i;
-    double total_cycles = in->run ? num(in->run, "total_cycles") : NAN;
+    double total_cycles = in->run ? rp_num(in->run, "total_cycles") : NAN;
     json_array_foreach(units, i, u) {
         if (n == 64)
             break;
@@ -554,13 +558,13 @@ static void utilization(FILE *f, const report_input *in)
         const char *name = jstr(u, "kind") ? jstr(u, "kind") : jstr(u, "unit") ? jstr(u, "unit")
                                                                                 : jstr(u, "name");
         snprintf(r->name, sizeof r->name, "%s", name ? name : "?");
-        if (!isnan(num(u, "mean_util_pct"))) {
-            r->min = num(u, "min_util_pct"), r->mean = num(u, "mean_util_pct");
-            r->max = num(u, "max_util_pct");
-        } else if (!isnan(num(u, "busy_cycles")) && total_cycles > 0) {
-            if (num(u, "insns") == 0)
+        if (!isnan(rp_num(u, "mean_util_pct"))) {
+            r->min = rp_num(u, "min_util_pct"), r->mean = rp_num(u, "mean_util_pct");
+            r->max = rp_num(u, "max_util_pct");
+        } else if (!isnan(rp_num(u, "busy_cycles")) && total_cycles > 0) {
+            if (rp_num(u, "insns") == 0)
                 continue; /* a unit that ran nothing (the front end has no busy share) */
-            r->min = r->mean = r->max = 100.0 * num(u, "busy_cycles") / total_cycles;
+            r->min = r->mean = r->max = 100.0 * rp_num(u, "busy_cycles") / total_cycles;
         } else {
             continue;
         }
@@ -587,17 +591,17 @@ static void utilization(FILE *f, const report_input *in)
         size_t *shown = chips_with_slices(db, 64, &chips);
         int cw = (W - LABEL_W) / (int)(nk ? nk : 1), ch = 14, h = 24 + (int)chips * ch;
         fputs("<p>Per chip and unit kind (darker: busier).</p>\n", f);
-        svg_open(f, "chart-util-grid", h, "utilization per chip and unit kind");
+        rp_svg_open(f, "chart-util-grid", h, "utilization per chip and unit kind");
         for (size_t k = 0; k < nk; k++) {
             fprintf(f, "<text x=\"%d\" y=\"14\" class=\"lbl\">", LABEL_W + (int)k * cw + 2);
-            esc(f, st->units[k].kind);
+            rp_esc(f, st->units[k].kind);
             fputs("</text>\n", f);
         }
         for (size_t row_i = 0; row_i < chips; row_i++) {
             size_t p = shown[row_i];
             const char *pn = tdb_str(db, db->processes[p].name);
             fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", 20 + (int)row_i * ch + 11);
-            esc(f, pn ? pn : "?");
+            rp_esc(f, pn ? pn : "?");
             fputs("</text>\n", f);
             for (size_t k = 0; k < nk; k++) {
                 double sum = 0;
@@ -614,9 +618,9 @@ static void utilization(FILE *f, const report_input *in)
                            "fill-opacity=\"%.3f\"><title>",
                         LABEL_W + (int)k * cw, 20 + (int)row_i * ch, cw - 2, ch - 2,
                         0.08 + 0.92 * fmin(v, 100) / 100);
-                esc(f, pn);
+                rp_esc(f, pn);
                 fputs(" ", f);
-                esc(f, st->units[k].kind);
+                rp_esc(f, st->units[k].kind);
                 fprintf(f, ": %.2f %%</title></rect>\n", v);
             }
         }
@@ -690,7 +694,7 @@ static lfig *link_figures(const report_input *in, size_t *n)
         if (!jstr(l, "name") || !parse_link(jstr(l, "name"), &x->a, &x->b))
             continue;
         snprintf(x->name, sizeof x->name, "%s", jstr(l, "name"));
-        x->avg = num(l, "avg_gbps"), x->peak = num(l, "peak_gbps");
+        x->avg = rp_num(l, "avg_gbps"), x->peak = rp_num(l, "peak_gbps");
         (*n)++;
     }
     size_t n_run = *n; /* (the run lists a few: at most 16) */
@@ -780,7 +784,7 @@ static void link_line(FILE *f, const node *a, const node *b, const char *name, c
                 a->x + ox, a->y + oy, b->x + ox, b->y + oy);
     fprintf(f, "stroke=\"%s\" stroke-width=\"%.1f\"><title>", stroke ? stroke : rgb,
             fig ? 1.5 + 3 * v : 1.0);
-    esc(f, name);
+    rp_esc(f, name);
     if (fig)
         fprintf(f, ": %.3f GB/s average, %.3f GB/s peak", fig->avg, fig->peak);
     else
@@ -847,7 +851,7 @@ static bool links_torus(FILE *f, const report_input *in, const lfig *lf, size_t 
             a->link_gbps > 0 ? "the link's capacity" : "the busiest", vmax,
             complete ? "carried nothing" : "has no figure (not among the run's busiest)", ext[0],
             ext[1], ext[2], dim[0], dim[1], dim[2], n_used, n_lf);
-    svg_open(f, "chart-links", h, "link heat map");
+    rp_svg_open(f, "chart-links", h, "link heat map");
 #define PLACE(nd, co)                                                                        \
     ((nd).sw = false, (nd).x = 20 + pw * ((co)[2] - lo[2]) + 30 + dx * ((co)[0] - lo[0]),     \
      (nd).y = 50 + dy * ((co)[1] - lo[1]))
@@ -925,7 +929,7 @@ static uint32_t slot_of(const node *e, bool all, const uint32_t *used, size_t n_
 
 static void links(FILE *f, const report_input *in)
 {
-    section(f, "links", "Link bandwidth on the topology");
+    rp_section(f, "links", "Link bandwidth on the topology");
     size_t n = 0, n_used = 0;
     lfig *lf = link_figures(in, &n);
     uint32_t *used = lf ? chips_used(in, lf, n, &n_used) : NULL;
@@ -993,7 +997,7 @@ static void links(FILE *f, const report_input *in)
                "%zu links with figures%s.</p>\n",
             in->arch.link_gbps > 0 ? "the link's capacity" : "the busiest", vmax, n,
             all ? "" : "; the chips the run used, of a larger system");
-    svg_open(f, "chart-links", 380, "link heat map");
+    rp_svg_open(f, "chart-links", 380, "link heat map");
     for (size_t i = 0; i < n; i++) {
         node a = lf[i].a, b = lf[i].b;
         place(n_nodes, sws, slot_of(&a, all, used, n_used, sw, sws), &a);
@@ -1032,7 +1036,7 @@ static bool span_on_one_core(const tdb *db, const tdb_slice *s)
 
 static void roofline(FILE *f, const report_input *in)
 {
-    section(f, "roofline", "Roofline: every kernel");
+    rp_section(f, "roofline", "Roofline: every kernel");
     const tdb *db = in->db;
     kpoint *pts = NULL;
     size_t n = 0;
@@ -1086,16 +1090,16 @@ static void roofline(FILE *f, const report_input *in)
     char b[64], c[64];
     double cores = chip / core;
     fputs("<p>Ceilings of ", f);
-    esc(f, in->arch.name);
+    rp_esc(f, in->arch.name);
     fputs(", each kernel under those of the cores it ran on (a span on a core's track: one "
           "core; on the chip's track: the chip's cores):", f);
     if (on_core)
-        fprintf(f, " one core %s FLOP/s (bf16)%s", fmt_si(core, "", b, sizeof b),
+        fprintf(f, " one core %s FLOP/s (bf16)%s", rp_fmt_si(core, "", b, sizeof b),
                 on_chip ? ";" : "");
     if (on_chip)
-        fprintf(f, " the chip's %.0f cores %s FLOP/s (bf16)", cores, fmt_si(chip, "", b, sizeof b));
-    fprintf(f, "; %s of HBM bandwidth, the chip's.</p>\n", fmt_si(bw, "B/s", c, sizeof c));
-    svg_open(f, "chart-roofline", h, "roofline");
+        fprintf(f, " the chip's %.0f cores %s FLOP/s (bf16)", cores, rp_fmt_si(chip, "", b, sizeof b));
+    fprintf(f, "; %s of HBM bandwidth, the chip's.</p>\n", rp_fmt_si(bw, "B/s", c, sizeof c));
+    rp_svg_open(f, "chart-roofline", h, "roofline");
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>\n",
             x0, y0 - ph, pw, ph);
     for (double d = pow(10, ceil(log10(ilo))); d <= ihi; d *= 10)
@@ -1103,7 +1107,7 @@ static void roofline(FILE *f, const report_input *in)
                 LX(d), y0 + 14, d);
     for (double d = pow(10, ceil(log10(plo))); d <= phi; d *= 10)
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"lbl\" text-anchor=\"end\">%s</text>\n", x0 - 4,
-                LY(d) + 4, fmt_si(d, "", b, sizeof b));
+                LY(d) + 4, rp_fmt_si(d, "", b, sizeof b));
     fprintf(f, "<text x=\"%d\" y=\"%d\" class=\"lbl\">FLOP/byte (HBM)</text><text x=\"2\" y=\"%d\" "
                "class=\"lbl\">FLOP/s</text>\n", x0 + pw / 2, y0 + 30, y0 - ph - 6);
     for (int r = 0; r < 2; r++) { /* a roof per kind of placement: one core, the chip */
@@ -1115,7 +1119,7 @@ static void roofline(FILE *f, const report_input *in)
                    "points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\"><title>%s: %s FLOP/s, ridge at %.3g "
                    "FLOP/byte</title></polyline>\n",
                 LX(i1), LY(fmax(bw * i1, plo)), LX(i2), LY(fmin(bw * i2, top)), LX(ihi), LY(top),
-                r ? "the chip's cores" : "one core", fmt_si(top, "", b, sizeof b), ridge);
+                r ? "the chip's cores" : "one core", rp_fmt_si(top, "", b, sizeof b), ridge);
         fprintf(f, "<text x=\"%d\" y=\"%.1f\" class=\"lbl\" text-anchor=\"end\">%s</text>\n",
                 x0 + pw - 4, LY(top) - 4, r ? "chip" : "one core");
     }
@@ -1123,14 +1127,14 @@ static void roofline(FILE *f, const report_input *in)
         double inten = pts[k].flops / pts[k].bytes, perf = pts[k].flops / (pts[k].ps * 1e-12);
         fprintf(f, "<circle class=\"kernel\" cx=\"%.1f\" cy=\"%.1f\" r=\"5\" fill=\"#e15759\">"
                    "<title>", LX(inten), LY(fmax(perf, plo)));
-        esc(f, tdb_str(db, pts[k].name));
+        rp_esc(f, tdb_str(db, pts[k].name));
         fprintf(f, ": %.3g FLOP/byte, %s FLOP/s (%.1f %% of the %s peak)</title></circle>\n",
-                inten, fmt_si(perf, "", b, sizeof b), 100 * perf / pts[k].peak,
+                inten, rp_fmt_si(perf, "", b, sizeof b), 100 * perf / pts[k].peak,
                 pts[k].peak == core ? "core's" : "chip's");
         if (n <= 24) {
             fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" class=\"lbl\">", LX(inten) + 7,
                     LY(fmax(perf, plo)) + 4);
-            esc(f, tdb_str(db, pts[k].name));
+            rp_esc(f, tdb_str(db, pts[k].name));
             fputs("</text>\n", f);
         }
     }
@@ -1156,11 +1160,11 @@ static bool memory_part(const char *key, const json_t *v)
  * total a figure beside them, never a segment of its own. */
 static void memory(FILE *f, const report_input *in)
 {
-    section(f, "memory", "Memory of the largest chip");
+    rp_section(f, "memory", "Memory of the largest chip");
     const json_t *m = in->run ? json_object_get(in->run, "memory") : NULL;
-    double cap = num(m, "hbm_bytes"), peak = num(m, "peak_bytes");
+    double cap = rp_num(m, "hbm_bytes"), peak = rp_num(m, "peak_bytes");
     if (isnan(peak))
-        peak = num(m, "total_bytes");
+        peak = rp_num(m, "total_bytes");
     if (isnan(cap))
         cap = in->arch.hbm_capacity_bytes;
     if (!m || isnan(peak) || !(cap > 0)) {
@@ -1176,14 +1180,14 @@ static void memory(FILE *f, const report_input *in)
     json_object_foreach((json_t *)m, key, v)
         if (memory_part(key, v))
             parts += json_number_value(v);
-    double total = num(m, "total_bytes");
+    double total = rp_num(m, "total_bytes");
     if (isnan(total))
         total = parts > 0 ? parts : peak;
     double top = fmax(cap, fmax(peak, fmax(total, parts))), scale = (W - 40) / top, x = 20;
     char b[64], c[64];
     fprintf(f, "<p>Peak %s of %s HBM (%.1f %%); the parts stacked, each at its own peak.</p>\n",
-            fmt_bytes(peak, b, sizeof b), fmt_bytes(cap, c, sizeof c), 100 * peak / cap);
-    svg_open(f, "chart-memory", 90, "memory by role against capacity");
+            rp_fmt_bytes(peak, b, sizeof b), rp_fmt_bytes(cap, c, sizeof c), 100 * peak / cap);
+    rp_svg_open(f, "chart-memory", 90, "memory by role against capacity");
     int k = 0;
     json_object_foreach((json_t *)m, key, v) {
         if (!memory_part(key, v))
@@ -1192,19 +1196,19 @@ static void memory(FILE *f, const report_input *in)
         fprintf(f, "<rect x=\"%.2f\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"%s\"><title>",
                 x, w, colors[k++ % 8]);
         esc_n(f, key, strlen(key) - 6); /* the role: the key without "_bytes" */
-        fprintf(f, ": %s</title></rect>\n", fmt_bytes(json_number_value(v), b, sizeof b));
+        fprintf(f, ": %s</title></rect>\n", rp_fmt_bytes(json_number_value(v), b, sizeof b));
         x += w;
     }
     if (k == 0)
         fprintf(f, "<rect x=\"20\" y=\"10\" width=\"%.2f\" height=\"30\" fill=\"#4e79a7\"><title>"
-                   "peak: %s</title></rect>\n", peak * scale, fmt_bytes(peak, b, sizeof b));
+                   "peak: %s</title></rect>\n", peak * scale, rp_fmt_bytes(peak, b, sizeof b));
     fprintf(f, "<line x1=\"%.2f\" y1=\"4\" x2=\"%.2f\" y2=\"48\" stroke=\"#000\" stroke-width=\"2\">"
                "<title>HBM capacity %s</title></line><text x=\"%.2f\" y=\"62\" class=\"lbl\" "
                "text-anchor=\"end\">capacity %s</text>\n",
-            20 + cap * scale, 20 + cap * scale, fmt_bytes(cap, b, sizeof b), 20 + cap * scale,
-            fmt_bytes(cap, c, sizeof c));
+            20 + cap * scale, 20 + cap * scale, rp_fmt_bytes(cap, b, sizeof b), 20 + cap * scale,
+            rp_fmt_bytes(cap, c, sizeof c));
     fprintf(f, "<text x=\"20\" y=\"80\" class=\"lbl\">total %s (%.1f %% of capacity)</text>\n",
-            fmt_bytes(total, b, sizeof b), 100 * total / cap);
+            rp_fmt_bytes(total, b, sizeof b), 100 * total / cap);
     fputs("</svg>\n<p class=\"legend\">", f);
     k = 0;
     json_object_foreach((json_t *)m, key, v) {
@@ -1212,7 +1216,7 @@ static void memory(FILE *f, const report_input *in)
             continue;
         fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[k++ % 8]);
         esc_n(f, key, strlen(key) - 6);
-        fprintf(f, " %s &nbsp; ", fmt_bytes(json_number_value(v), b, sizeof b));
+        fprintf(f, " %s &nbsp; ", rp_fmt_bytes(json_number_value(v), b, sizeof b));
     }
     fputs("</p>\n</section>\n", f);
 }
@@ -1225,30 +1229,30 @@ static void energy(FILE *f, const report_input *in)
 {
     const json_t *e = in->run ? json_object_get(in->run, "energy") : NULL;
     const json_t *parts = e ? json_object_get(e, "parts_j") : NULL;
-    double step = num(e, "per_step_j");
+    double step = rp_num(e, "per_step_j");
     if (isnan(step))
-        step = num(e, "total_j");
+        step = rp_num(e, "total_j");
     if (!json_is_object(parts) || !(step > 0))
         return;
-    section(f, "energy", "Energy and power");
+    rp_section(f, "energy", "Energy and power");
     char b[NP_HUMAN_MAX];
     fputs("<div class=\"cards\">\n", f);
-    card(f, "energy per step", np_human_j(step, b, sizeof b));
+    rp_card(f, "energy per step", np_human_j(step, b, sizeof b));
     static const struct {
         const char *key, *label, *unit;
     } w[] = {{"avg_w_per_chip", "average power per chip", "W"},
              {"peak_w_per_chip", "peak power per chip (a kernel's)", "W"}};
     for (size_t i = 0; i < sizeof w / sizeof w[0]; i++)
-        if (num(e, w[i].key) >= 0)
-            card(f, w[i].label, np_human_si(num(e, w[i].key), w[i].unit, b, sizeof b));
-    if (num(e, "tflops_per_w") > 0) {
-        snprintf(b, sizeof b, "%.3g", num(e, "tflops_per_w"));
-        card(f, "TFLOP/s per W", b);
+        if (rp_num(e, w[i].key) >= 0)
+            rp_card(f, w[i].label, np_human_si(rp_num(e, w[i].key), w[i].unit, b, sizeof b));
+    if (rp_num(e, "tflops_per_w") > 0) {
+        snprintf(b, sizeof b, "%.3g", rp_num(e, "tflops_per_w"));
+        rp_card(f, "TFLOP/s per W", b);
     }
-    const char *per = num(e, "j_per_token") > 0 ? "j_per_token" : "j_per_sample";
-    if (num(e, per) > 0)
-        card(f, per[6] == 't' ? "energy per token" : "energy per sample",
-             np_human_j(num(e, per), b, sizeof b));
+    const char *per = rp_num(e, "j_per_token") > 0 ? "j_per_token" : "j_per_sample";
+    if (rp_num(e, per) > 0)
+        rp_card(f, per[6] == 't' ? "energy per token" : "energy per sample",
+             np_human_j(rp_num(e, per), b, sizeof b));
     fputs("</div>\n", f);
     static const char *const colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1",
                                          "#76b7b2", "#edc948", "#ff9da7", "#9c755f"};
@@ -1260,10 +1264,10 @@ static void energy(FILE *f, const report_input *in)
             total += json_number_value(v);
     if (!(total > 0))
         return (void)fputs("</section>\n", f);
-    double run_j = num(e, "total_j"), scale = run_j > 0 ? step / run_j : 1;
+    double run_j = rp_num(e, "total_j"), scale = run_j > 0 ? step / run_j : 1;
     fprintf(f, "<p>One step's %s by where it goes (the counts of the run's actions times the "
                "architecture's energies per action).</p>\n", np_human_j(step, b, sizeof b));
-    svg_open(f, "chart-energy", 60, "energy per step by part");
+    rp_svg_open(f, "chart-energy", 60, "energy per step by part");
     double x = 0;
     int k = 0;
     json_object_foreach((json_t *)parts, key, v) {
@@ -1273,12 +1277,12 @@ static void energy(FILE *f, const report_input *in)
         double wd = j / total * W;
         fprintf(f, "<rect x=\"%.2f\" y=\"4\" width=\"%.2f\" height=\"28\" fill=\"%s\" "
                    "class=\"part\" data-j=\"%.17g\"><title>", x, wd, colors[k++ % 9], j * scale);
-        esc(f, key);
+        rp_esc(f, key);
         fprintf(f, ": %s (%.1f %%)</title></rect>\n", np_human_j(j * scale, b, sizeof b),
                 100 * j / total);
         if (wd > 7.5 * (double)(strlen(key) + 4)) {
             fprintf(f, "<text x=\"%.2f\" y=\"50\">", x + 2);
-            esc(f, key);
+            rp_esc(f, key);
             fprintf(f, " %.0f%%</text>\n", 100 * j / total);
         }
         x += wd;
@@ -1290,7 +1294,7 @@ static void energy(FILE *f, const report_input *in)
         if (!(j > 0))
             continue;
         fprintf(f, "<span style=\"color:%s\">&#9632;</span> ", colors[k++ % 9]);
-        esc(f, key);
+        rp_esc(f, key);
         fprintf(f, " %s (%.1f %%) &nbsp; ", np_human_j(j * scale, b, sizeof b), 100 * j / total);
     }
     fputs("</p>\n</section>\n", f);
@@ -1298,7 +1302,7 @@ static void energy(FILE *f, const report_input *in)
 
 static void comm(FILE *f, const report_input *in)
 {
-    section(f, "communication", "Communication: exposed and overlapped");
+    rp_section(f, "communication", "Communication: exposed and overlapped");
     typedef struct { char kind[32]; double total, exposed, bytes; } row; /* bytes: a chip's */
     row rows[32];
     size_t n = 0, i;
@@ -1307,8 +1311,8 @@ static void comm(FILE *f, const report_input *in)
         if (n == 32)
             break;
         snprintf(rows[n].kind, sizeof rows[n].kind, "%s", jstr(c, "kind") ? jstr(c, "kind") : "?");
-        rows[n].total = num(c, "total_s"), rows[n].exposed = num(c, "exposed_s");
-        rows[n].bytes = num(c, "bytes_per_chip");
+        rows[n].total = rp_num(c, "total_s"), rows[n].exposed = rp_num(c, "exposed_s");
+        rows[n].bytes = rp_num(c, "bytes_per_chip");
         if (!isnan(rows[n].total) && !isnan(rows[n].exposed))
             n++;
     }
@@ -1334,10 +1338,10 @@ static void comm(FILE *f, const report_input *in)
     for (i = 0; i < n; i++) {
         top = fmax(top, rows[i].total);
         snprintf(label[i], sizeof label[i], "exposed %s, overlapped %s%s%s%s",
-                 fmt_s(rows[i].exposed, b, sizeof b),
-                 fmt_s(fmax(rows[i].total - rows[i].exposed, 0), d, sizeof d),
+                 rp_fmt_s(rows[i].exposed, b, sizeof b),
+                 rp_fmt_s(fmax(rows[i].total - rows[i].exposed, 0), d, sizeof d),
                  isnan(rows[i].bytes) ? "" : ", ",
-                 isnan(rows[i].bytes) ? "" : fmt_bytes(rows[i].bytes, u, sizeof u),
+                 isnan(rows[i].bytes) ? "" : rp_fmt_bytes(rows[i].bytes, u, sizeof u),
                  isnan(rows[i].bytes) ? "" : " sent a chip");
         room = fmax(room, COMM_CHAR_PX * (double)strlen(label[i]) + 8);
     }
@@ -1345,19 +1349,19 @@ static void comm(FILE *f, const report_input *in)
     fputs("<p>Per kind, the mean over the chips that take part of the time its communication is "
           "in flight: exposed (nothing computes meanwhile, dark) and overlapped with compute "
           "(light); and of the bytes each of them puts on the network.</p>\n", f);
-    svg_open(f, "chart-comm", 10 + (int)n * 26 + 10, "exposed and overlapped communication");
+    rp_svg_open(f, "chart-comm", 10 + (int)n * 26 + 10, "exposed and overlapped communication");
     for (i = 0; i < n; i++) {
         int y = 10 + (int)i * 26;
         double over = fmax(rows[i].total - rows[i].exposed, 0);
         fprintf(f, "<text x=\"0\" y=\"%d\" class=\"lbl\">", y + 14);
-        esc(f, rows[i].kind);
+        rp_esc(f, rows[i].kind);
         fprintf(f, "</text><rect x=\"%d\" y=\"%d\" width=\"%.2f\" height=\"20\" fill=\"#e15759\">"
                    "<title>exposed %s of %s in flight</title></rect><rect x=\"%.2f\" y=\"%d\" "
                    "width=\"%.2f\" height=\"20\" fill=\"#f5b5b6\"><title>overlapped %s of %s in "
                    "flight</title></rect><text x=\"%.2f\" y=\"%d\" class=\"lbl\">%s</text>\n",
-                LABEL_W, y, fmax(rows[i].exposed * scale, 0.5), fmt_s(rows[i].exposed, b, sizeof b),
-                fmt_s(rows[i].total, t, sizeof t), LABEL_W + rows[i].exposed * scale, y,
-                over * scale, fmt_s(over, d, sizeof d), fmt_s(rows[i].total, t, sizeof t),
+                LABEL_W, y, fmax(rows[i].exposed * scale, 0.5), rp_fmt_s(rows[i].exposed, b, sizeof b),
+                rp_fmt_s(rows[i].total, t, sizeof t), LABEL_W + rows[i].exposed * scale, y,
+                over * scale, rp_fmt_s(over, d, sizeof d), rp_fmt_s(rows[i].total, t, sizeof t),
                 LABEL_W + fmax(rows[i].total, rows[i].exposed) * scale + 4, y + 14, label[i]);
     }
     fputs("</svg>\n</section>\n", f);
@@ -1371,39 +1375,39 @@ static void collective(FILE *f, const report_input *in)
     size_t n = json_array_size(rows), i;
     if (!n)
         return;
-    section(f, "collective", "Collective: bus bandwidth against size");
+    rp_section(f, "collective", "Collective: bus bandwidth against size");
     double bmin = 1e300, bmax = 0, ymax = 0;
     json_array_foreach(rows, i, r) {
-        bmin = fmin(bmin, num(r, "bytes")), bmax = fmax(bmax, num(r, "bytes"));
-        ymax = fmax(ymax, num(r, "busbw_gbps"));
+        bmin = fmin(bmin, rp_num(r, "bytes")), bmax = fmax(bmax, rp_num(r, "bytes"));
+        ymax = fmax(ymax, rp_num(r, "busbw_gbps"));
     }
     if (!(bmax > bmin) || !(ymax > 0))
         bmax = bmin * 2, ymax = ymax > 0 ? ymax : 1;
     int x0 = 70, y0 = 260, pw = W - 100, ph = 230;
-    svg_open(f, "chart-collective", 300, "bus bandwidth against message size");
+    rp_svg_open(f, "chart-collective", 300, "bus bandwidth against message size");
     fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#999\"/>"
                "<text x=\"%d\" y=\"%d\" class=\"lbl\">message size (bytes, log)</text><text x=\"2\" "
                "y=\"%d\" class=\"lbl\">bus GB/s (max %.3g)</text>\n<polyline fill=\"none\" "
                "stroke=\"#4e79a7\" stroke-width=\"2\" points=\"",
             x0, y0 - ph, pw, ph, x0 + pw / 2, y0 + 28, y0 - ph - 6, ymax);
     json_array_foreach(rows, i, r) {
-        fprintf(f, "%.1f,%.1f ", x0 + pw * log(num(r, "bytes") / bmin) / log(bmax / bmin),
-                y0 - ph * num(r, "busbw_gbps") / ymax);
+        fprintf(f, "%.1f,%.1f ", x0 + pw * log(rp_num(r, "bytes") / bmin) / log(bmax / bmin),
+                y0 - ph * rp_num(r, "busbw_gbps") / ymax);
     }
     fputs("\"/>\n", f);
     json_array_foreach(rows, i, r) {
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"#4e79a7\"><title>%.0f B: %.4g "
                    "GB/s bus, %.4g us</title></circle>\n",
-                x0 + pw * log(num(r, "bytes") / bmin) / log(bmax / bmin),
-                y0 - ph * num(r, "busbw_gbps") / ymax, num(r, "bytes"), num(r, "busbw_gbps"),
-                num(r, "time_us"));
+                x0 + pw * log(rp_num(r, "bytes") / bmin) / log(bmax / bmin),
+                y0 - ph * rp_num(r, "busbw_gbps") / ymax, rp_num(r, "bytes"), rp_num(r, "busbw_gbps"),
+                rp_num(r, "time_us"));
     }
     fputs("</svg>\n</section>\n", f);
 }
 
 static void kernels(FILE *f, const report_input *in)
 {
-    section(f, "kernels", "Top kernels by time");
+    rp_section(f, "kernels", "Top kernels by time");
     char b[64];
     char c[NP_HUMAN_MAX];
     uint64_t total = 0;
@@ -1418,10 +1422,10 @@ static void kernels(FILE *f, const report_input *in)
                 continue;
             rows++;
             fputs("<tr><td>", f);
-            esc(f, tdb_str(in->db, k->name));
+            rp_esc(f, tdb_str(in->db, k->name));
             fprintf(f, "</td><td>%s</td><td>%s</td><td>%.1f %%</td></tr>\n",
                     np_human_count(k->count, c, sizeof c),
-                    fmt_s((double)k->total_ps * 1e-12, b, sizeof b),
+                    rp_fmt_s((double)k->total_ps * 1e-12, b, sizeof b),
                     100.0 * (double)k->total_ps / (double)total);
         }
         fputs("</table>\n", f);
@@ -1433,10 +1437,10 @@ static void kernels(FILE *f, const report_input *in)
             if (i == 20)
                 break;
             fputs("<tr><td>", f);
-            esc(f, jstr(k, "name"));
-            double cycles = num(k, "cycles");
-            fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%s</td></tr>\n", num(k, "chip"),
-                    num(k, "core"), cycles >= 0 && cycles < 1.8e19
+            rp_esc(f, jstr(k, "name"));
+            double cycles = rp_num(k, "cycles");
+            fprintf(f, "</td><td>%.0f</td><td>%.0f</td><td>%s</td></tr>\n", rp_num(k, "chip"),
+                    rp_num(k, "core"), cycles >= 0 && cycles < 1.8e19
                                         ? np_human_count((uint64_t)cycles, c, sizeof c) : "-");
         }
         fputs("</table>\n", f);
@@ -1451,7 +1455,7 @@ static void sweep(FILE *f, const report_input *in)
 {
     if (!in->sweep)
         return;
-    section(f, "sweep", "Sweep: a metric against a swept key or another metric");
+    rp_section(f, "sweep", "Sweep: a metric against a swept key or another metric");
     char *data = json_dumps(in->sweep, JSON_COMPACT | JSON_PRESERVE_ORDER | JSON_REAL_PRECISION(12));
     if (!data) {
         missing(f, "Out of memory embedding the sweep.");
@@ -1462,7 +1466,7 @@ static void sweep(FILE *f, const report_input *in)
           "<select id=\"sweep-dir\"><option value=\"min\">lower is better</option>"
           "<option value=\"max\">higher is better</option></select> &mdash; the Pareto front "
           "(no point has a smaller x and a better y) in red.</p>\n", f);
-    svg_open(f, "chart-sweep", 366, "sweep plot");
+    rp_svg_open(f, "chart-sweep", 366, "sweep plot");
     fputs("</svg>\n<script type=\"application/json\" id=\"sweep-data\">", f);
     esc_json(f, data);
     free(data);
@@ -1529,7 +1533,7 @@ np_status report_write(const report_input *in, FILE *f, np_err *err)
 {
     (void)err;
     fputs("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\n<title>", f);
-    esc(f, in->title ? in->title : "npusim report");
+    rp_esc(f, in->title ? in->title : "npusim report");
     fputs("</title>\n<style>\n"
           "body{font:14px/1.4 system-ui,sans-serif;margin:24px auto;max-width:1000px;color:#222}\n"
           "h1{font-size:22px}h2{font-size:17px;margin-top:28px;border-bottom:1px solid #ddd}\n"
@@ -1537,24 +1541,27 @@ np_status report_write(const report_input *in, FILE *f, np_err *err)
           "padding:8px 14px;min-width:120px}.card .v{font-size:20px;font-weight:600}"
           ".card .l{color:#666;font-size:12px}\n"
           "svg.chart{display:block;margin:8px 0}.lbl{font-size:11px;fill:#333}\n"
-          ".na{color:#888;font-style:italic}table{border-collapse:collapse}"
+          ".na{color:#888;font-style:italic}table{border-collapse:collapse}tr.diff td{background:#fff4d6}"
           "td,th{border:1px solid #ddd;padding:2px 8px;text-align:right}td:first-child{text-align:left}\n"
           "</style></head><body>\n<h1>", f);
-    esc(f, in->title ? in->title : "npusim report");
+    rp_esc(f, in->title ? in->title : "npusim report");
     fputs("</h1>\n<p class=\"src\">", f);
     if (in->run_path)
-        fputs("run: ", f), esc(f, in->run_path), fputs(" ", f);
+        fputs(in->cmp ? "run A: " : "run: ", f), rp_esc(f, in->run_path), fputs(" ", f);
+    if (in->cmp && in->cmp->run_path)
+        fputs("run B: ", f), rp_esc(f, in->cmp->run_path), fputs(" ", f);
     if (in->trace_path)
-        fputs("trace: ", f), esc(f, in->trace_path), fputs(" ", f);
+        fputs("trace: ", f), rp_esc(f, in->trace_path), fputs(" ", f);
     if (in->sweep_path)
-        fputs("sweep: ", f), esc(f, in->sweep_path), fputs(" ", f);
+        fputs("sweep: ", f), rp_esc(f, in->sweep_path), fputs(" ", f);
     if (in->arch.name)
-        fputs("arch: ", f), esc(f, in->arch.name);
+        fputs("arch: ", f), rp_esc(f, in->arch.name);
     fputs("</p>\n", f);
+    rp_compare(f, in);
     summary(f, in);
     if (in->sweep)
         sweep(f, in);
-    timeline(f, in);
+    rp_timeline(f, in, "timeline", "Timeline per chip", 0);
     utilization(f, in);
     collective(f, in);
     links(f, in);

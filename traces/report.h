@@ -35,6 +35,11 @@
  *   sweep          any metric against any swept key or another metric, the Pareto front
  *                  marked (chart-sweep).
  *
+ * With a second run (report_input.cmp) the page opens with the two side by side: their
+ * configurations and headline figures with the differences (B - A, B / A - 1), each step's
+ * time by what it went to (chart-compare), and, with both traces, both timelines on one
+ * time scale (chart-timeline-a, chart-timeline-b); the first run's sections follow.
+ *
  * The run JSON is what `npusim run --json` prints (issue 12's names: step_time_s, mfu_pct,
  * units, comm, links, memory, ...); `npusim sim --json` and `npusim collective --json` are
  * read too. */
@@ -61,7 +66,9 @@ typedef struct report_arch {
     uint32_t chips, torus_x, torus_y, torus_z, island_chips;
 } report_arch;
 
-typedef struct report_input {
+typedef struct report_input report_input;
+
+struct report_input {
     const char *title;
     const json_t *run;         /* the run's JSON, or NULL */
     const char *run_path;
@@ -71,7 +78,10 @@ typedef struct report_input {
     const json_t *sweep;       /* an array of {"point", "params": {...}, "metrics": {...}}, or NULL */
     const char *sweep_path;
     report_arch arch;
-} report_input;
+    /* `npusim report A.json [TA] B.json [TB]`: the second run (and its trace), compared with
+     * this one side by side before this one's own sections; NULL: one run */
+    const report_input *cmp;
+};
 
 /* Writes the report to f. NP_ERR_NOMEM; nothing else fails (a write error shows at fclose). */
 np_status report_write(const report_input *in, FILE *f, np_err *err);
