@@ -175,8 +175,9 @@ TEST(no_energy_is_printed_unless_a_key_is_set)
     CU_ASSERT_EQUAL_FATAL(arch_presets_list(&ps, &e), NP_OK);
     for (size_t i = 0; i < ps.n; i++) {
         arch_config cfg = resolve(ps.names[i], NULL, 0);
-        if (strcmp(ps.names[i], "a100-80g") && strcmp(ps.names[i], "h100-sxm"))
-            CU_ASSERT(!energy_modelled(&cfg));
+        if (strcmp(ps.names[i], "a100-80g") && strcmp(ps.names[i], "h100-sxm") &&
+            strcmp(ps.names[i], "edge"))
+            CU_ASSERT(!energy_modelled(&cfg)); /* the presets with energies (docs/energy.md) */
     }
     arch_presets_free(&ps);
     const char *op = "matmul m=64 n=64 k=64 dtype=bf16";
