@@ -281,10 +281,10 @@ static np_status ci_decode(const ci_ctx *c, const char *path, const uint8_t *buf
 {
     size_t pos = 0, len;
     uint32_t cap = 0;
-    if (ci_frame(path, buf, n, &pos, 0, &len, err) != NP_OK) {
-        np_err_prefix(err, "not a Chakra trace (its GlobalMetadata)");
-        return err->status;
-    }
+    np_err fe;
+    if (ci_frame(path, buf, n, &pos, 0, &len, &fe) != NP_OK)
+        return np_err_set(err, NP_ERR_FORMAT, "%s: not a Chakra trace (no GlobalMetadata "
+                          "message first)", path);
     ChakraProtoMsg__GlobalMetadata *md =
         chakra_proto_msg__global_metadata__unpack(NULL, len, buf + pos);
     if (!md)
