@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "core.h"
 #include "run_impl.h"
@@ -463,6 +464,12 @@ np_status chakra_export(const chakra_rec *rec, const run_plan *rp, const arch_co
             st = ce_close(&o, ce_rank(rec, rp, cfg, r, &o, &info->nodes, err), err);
     }
     free(o.buf);
+    /* a larger trace of the same name written there before would be read as ranks of this one */
+    for (uint32_t r = info->ranks; st == NP_OK; r++) {
+        snprintf(path, plen, "%s/%s.%u.et", dir, name, r);
+        if (unlink(path) != 0)
+            break;
+    }
     if (st == NP_OK) {
         snprintf(path, plen, "%s/%s.comm_group.json", dir, name);
         st = ce_comm_groups(g, path, err);
@@ -484,6 +491,11 @@ np_status chakra_export(const chakra_rec *rec, const run_plan *rp, const arch_co
         snprintf(path, plen, "%s/remote_memory.json", dir);
         if (st == NP_OK)
             st = ce_text(path, "{\n    \"memory-type\": \"NO_MEMORY_EXPANSION\"\n}\n", err);
+    }
+    for (int k = 0; st == NP_OK && !info->astra && k < 3; k++) { /* none of an earlier run */
+        static const char *const f[3] = {"network.yml", "system.json", "remote_memory.json"};
+        snprintf(path, plen, "%s/%s", dir, f[k]);
+        unlink(path);
     }
     free(path);
     return st;
