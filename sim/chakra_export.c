@@ -261,6 +261,7 @@ static np_status ce_rank(const chakra_rec *rec, const run_plan *rp, const arch_c
         return np_err_set(err, NP_ERR_NOMEM, "out of memory (chakra trace)");
     uint64_t launch_ps = core_kernel_launch_ps(cfg, false), host_ps = core_kernel_launch_ps(cfg, true);
     bool first_compute = true;
+    uint64_t cum_ps = 0, cum_us = 0; /* the rank's compute time so far, exact and as written */
     for (uint32_t i = 0; st == NP_OK && i < c->n_tasks; i++) {
         const rg_task *t = &c->tasks[i];
         const run_plan_task *pt = rp->tasks && rp->tasks[ci] ? &rp->tasks[ci][i] : NULL;
@@ -294,8 +295,13 @@ static np_status ce_rank(const chakra_rec *rec, const run_plan *rp, const arch_c
             bool host = first_compute || (t->flags & RUN_TASK_LAUNCH);
             first_compute = false;
             nd_msg.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE;
-            /* a reader without npusim's launch gaps gets them in the duration */
-            nd_msg.duration_micros = (d + (host ? host_ps : launch_ps) + 500000) / 1000000;
+            /* a reader without npusim's launch gaps gets them in the duration; rounded to the
+             * schema's microseconds so that the rank's sum stays the exact one's, rounded (each
+             * node's the running sum's rounding less what was written before it: a kernel of
+             * 0.4 us is 0 or 1 us, never lost in every node) */
+            cum_ps += d + (host ? host_ps : launch_ps);
+            nd_msg.duration_micros = (cum_ps + 500000) / 1000000 - cum_us;
+            cum_us += nd_msg.duration_micros;
             double fl = k ? (k->hw_flops > 0 ? k->hw_flops : k->flops) : 0;
             ap[na] = ce_i64(&a[na], "num_ops", (int64_t)fl), na++;
             ap[na] = ce_u64(&a[na], "tensor_size", ks ? ks->hbm_bytes : 0), na++;

@@ -159,7 +159,7 @@ TEST(export_of_gpt_tiny_dp2_tp2_pp2_decodes_to_the_plan_s_collectives_sends_and_
         int pp_group[2];
         CU_ASSERT_EQUAL(nn_plan_axis_group(p, r, NN_MESH_PP, pp_group, 2), 2);
         int peer = pp_group[0] == r ? pp_group[1] : pp_group[0];
-        uint64_t n_coll = 0, sum_coll = 0, n_send = 0, n_recv = 0;
+        uint64_t n_coll = 0, sum_coll = 0, n_send = 0, n_recv = 0, sum_us = 0, sum_ps = 0;
         double num_ops = 0;
         for (size_t i = 0; i < f.n; i++) {
             const ChakraProtoMsg__Node *n = f.node[i];
@@ -171,7 +171,9 @@ TEST(export_of_gpt_tiny_dp2_tp2_pp2_decodes_to_the_plan_s_collectives_sends_and_
             case CHAKRA_PROTO_MSG__NODE_TYPE__COMP_NODE:
                 CU_ASSERT_PTR_NOT_NULL_FATAL(a = et_attr(n, "num_ops"));
                 num_ops += (double)a->int64_val;
-                CU_ASSERT_PTR_NOT_NULL(et_attr(n, "npusim_duration_ps"));
+                CU_ASSERT_PTR_NOT_NULL_FATAL(a = et_attr(n, "npusim_duration_ps"));
+                sum_ps += a->uint64_val;
+                sum_us += n->duration_micros;
                 break;
             case CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE: {
                 n_coll++;
@@ -208,6 +210,9 @@ TEST(export_of_gpt_tiny_dp2_tp2_pp2_decodes_to_the_plan_s_collectives_sends_and_
         CU_ASSERT_EQUAL(n_send, 2);
         CU_ASSERT_EQUAL(n_recv, 2);
         CU_ASSERT_DOUBLE_EQUAL(num_ops, flops, 0.5);
+        /* whole microseconds that add up to the exact sum, rounded (tpu-pod: no launch gaps) */
+        CU_ASSERT(sum_ps > 0);
+        CU_ASSERT_EQUAL(sum_us, (sum_ps + 500000) / 1000000);
         et_free(&f);
     }
     json_decref(groups);
