@@ -73,7 +73,10 @@ bool chakra_astra_network(const arch_config *cfg, uint32_t ranks, char *buf, siz
 /* ---- Import and replay ---------------------------------------------------------------------- */
 
 typedef struct chakra_replay_opts {
-    double duration_scale; /* recorded durations (duration_micros) x this (0: 1) */
+    double duration_scale; /* recorded durations (npusim_duration_ps, duration_micros) x this
+                              (0: 1) */
+    bool roofline;         /* cost every compute node with num_ops or tensor_size on cfg's
+                              roofline, not by its recorded duration (another chip's) */
     uint32_t max_ranks;    /* 0: 4096 */
 } chakra_replay_opts;
 
@@ -88,7 +91,8 @@ typedef struct chakra_replay_result {
  * <name>.comm_group.json, builds one class per rank (compute nodes on the compute engine in
  * node order; collectives, sends and recvs on npusim's streams: npusim_stream, else one per
  * pg_name / direction) and simulates one step on cfg. Compute nodes cost npusim_duration_ps,
- * else duration_micros x scale, else num_ops and tensor_size on cfg's chip roofline.
+ * else duration_micros, times the scale, else (or with o->roofline) num_ops and tensor_size on
+ * cfg's chip roofline.
  * Errors name the file and the node index: NP_ERR_FORMAT (truncated, bad varint, not a
  * Chakra message), NP_ERR_MISSING (a dependency on no node, an unknown group),
  * NP_ERR_INCONSISTENT (a cycle, collectives that do not match), NP_ERR_RANGE (sizes), NP_ERR_IO;

@@ -135,10 +135,12 @@ static np_status ci_node_read(const ci_cost *c, const char *path, const ChakraPr
         int64_t ps = 0, ops = 0, bytes = 0;
         bool has_ops = ci_int(m, "num_ops", &ops), has_bytes = ci_int(m, "tensor_size", &bytes);
         d->flops = ops > 0 ? (double)ops : 0;
-        if (ci_int(m, "npusim_duration_ps", &ps) && ps >= 0) {
-            d->ps = (uint64_t)ps;
+        bool roof = c->roofline && (has_ops || has_bytes);
+        if (!roof && ci_int(m, "npusim_duration_ps", &ps) && ps >= 0) {
+            double t = (double)ps * c->scale;
+            d->ps = (uint64_t)(t > 1e21 ? 1e21 : t + 0.5);
             d->how = CI_EXACT;
-        } else if (m->duration_micros > 0 || !(has_ops || has_bytes)) {
+        } else if (!roof && (m->duration_micros > 0 || !(has_ops || has_bytes))) {
             double t = (double)m->duration_micros * 1e6 * c->scale;
             if (t > 1e21)
                 return np_err_set(err, NP_ERR_RANGE, "%s: node %u (id %" PRIu64 "): duration "

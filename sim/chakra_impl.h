@@ -47,10 +47,12 @@ typedef struct ci_rank {
     int64_t chip;            /* GlobalMetadata's npusim_chip, -1: not given */
 } ci_rank;
 
-/* How compute nodes are costed: cfg's roofline, recorded durations x scale. */
+/* How compute nodes are costed: recorded durations x scale, else (or with roofline, whenever
+ * the node has num_ops or tensor_size) cfg's roofline. */
 typedef struct ci_cost {
     const arch_config *cfg;
     double scale;
+    bool roofline;
 } ci_cost;
 
 /* Decodes buf (the file path, for messages) into *k (zeroed first by the caller; free with

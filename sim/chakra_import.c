@@ -362,7 +362,8 @@ np_status chakra_replay(const char *dir, const arch_config *cfg, const chakra_re
     chakra_replay_opts def = {0};
     if (!o)
         o = &def;
-    ci_ctx c = {.cost = {.cfg = cfg, .scale = o->duration_scale > 0 ? o->duration_scale : 1},
+    ci_ctx c = {.cost = {.cfg = cfg, .scale = o->duration_scale > 0 ? o->duration_scale : 1,
+                         .roofline = o->roofline},
                 .out = out};
     char name[256];
     uint32_t ranks = 0;

@@ -16,7 +16,8 @@
 #define REPLAY_MAX_SETS 64
 
 const char cmd_replay_usage[] =
-    "usage: npusim replay DIR [--arch A] [--set K=V ...] [--duration-scale S] [--json]\n"
+    "usage: npusim replay DIR [--arch A] [--set K=V ...] [--duration-scale S] [--roofline]\n"
+    "                     [--json]\n"
     "\n"
     "Simulates the Chakra execution trace in DIR (DIR/<name>.<rank>.et for ranks 0 .. n-1 and\n"
     "DIR/<name>.comm_group.json) on every chip of an architecture: compute nodes for their\n"
@@ -25,10 +26,14 @@ const char cmd_replay_usage[] =
     "\n"
     "  --arch A            architecture preset or YAML file (default: tpu-pod)\n"
     "  --set K=V           override one config key (repeatable)\n"
-    "  --duration-scale S  multiply recorded durations (duration_micros) by S (default 1)\n"
+    "  --duration-scale S  multiply recorded durations (npusim's, duration_micros) by S\n"
+    "                      (default 1)\n"
+    "  --roofline          cost every compute node that has num_ops or tensor_size on this\n"
+    "                      architecture's roofline, not by its recorded duration (the chip it\n"
+    "                      was recorded on)\n"
     "  --json              print one object, exact values (times in ps)\n";
 
-enum { REPLAY_OPT_SCALE = 0x7a01 };
+enum { REPLAY_OPT_SCALE = 0x7a01, REPLAY_OPT_ROOFLINE };
 
 static void replay_print(const char *dir, const arch_config *cfg, const chakra_replay_result *r)
 {
@@ -97,6 +102,7 @@ np_status cmd_replay(int argc, char **argv, np_err *err)
         {"json", no_argument, NULL, 'j'},
         {"help", no_argument, NULL, 'h'},
         {"duration-scale", required_argument, NULL, REPLAY_OPT_SCALE},
+        {"roofline", no_argument, NULL, REPLAY_OPT_ROOFLINE},
         {0}};
     const char *arch_name = "tpu-pod";
     const char *sets[REPLAY_MAX_SETS];
@@ -116,6 +122,7 @@ np_status cmd_replay(int argc, char **argv, np_err *err)
             st = np_parse_f64(NP_SRC_OPT("--duration-scale"), optarg, 1e-9, 1e9,
                               &o.duration_scale, err);
             break;
+        case REPLAY_OPT_ROOFLINE: o.roofline = true; break;
         default: st = err->status; break;
         }
     }

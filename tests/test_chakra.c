@@ -244,6 +244,23 @@ TEST(replay_of_the_exported_trace_gives_the_run_s_step_time_within_2_percent)
     CU_ASSERT_EQUAL(r.timed_exact, r.compute);
     double replay_s = (double)r.res->step_ps * 1e-12;
     CU_ASSERT(fabs(replay_s - rep.step_time_s) <= 0.02 * rep.step_time_s);
+    uint64_t computing = 0;
+    for (uint32_t i = 0; i < r.res->ranks; i++)
+        computing += r.res->rank[i].computing_ps;
+    chakra_replay_result_free(&r);
+    /* durations x 2: every rank computes twice as long (tpu-pod: no launch gaps) */
+    CU_ASSERT_EQUAL_FATAL(chakra_replay(dir, &cfg, &(chakra_replay_opts){.duration_scale = 2},
+                                        &r, &err), NP_OK);
+    uint64_t computing2 = 0;
+    for (uint32_t i = 0; i < r.res->ranks; i++)
+        computing2 += r.res->rank[i].computing_ps;
+    CU_ASSERT(llabs((long long)computing2 - 2 * (long long)computing) <= (long long)r.compute);
+    chakra_replay_result_free(&r);
+    /* on the roofline: every compute node has its FLOPs and bytes */
+    CU_ASSERT_EQUAL_FATAL(chakra_replay(dir, &cfg, &(chakra_replay_opts){.roofline = true}, &r,
+                                        &err), NP_OK);
+    CU_ASSERT_EQUAL(r.timed_roofline, r.compute);
+    CU_ASSERT_EQUAL(r.timed_exact, 0);
     chakra_replay_result_free(&r);
     nn_plan_free(p);
     run_report_free(&rep);
