@@ -34,9 +34,6 @@
 #include "run_engine.h"
 #include "run_plan.h"
 
-/* Whether this build has Chakra traces (protoc-c and libprotobuf-c at build time). */
-bool chakra_available(void);
-
 /* ---- Export --------------------------------------------------------------------------------- */
 
 /* Records what the run engine did that the trace needs (each compute task's duration in the

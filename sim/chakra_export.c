@@ -20,8 +20,6 @@
 #include "et_def.pb-c.h"
 #endif
 
-bool chakra_available(void) { return NPUSIM_CHAKRA + 0; }
-
 /* ---- What the engine did ------------------------------------------------------------------- */
 
 struct chakra_rec {
