@@ -14,6 +14,7 @@
 #   traces/fuzz    trace                the trace reader and analyzer
 #                  sweep                sweep files (npusim sweep) and the results' CSV reader
 #   sim/fuzz       cli                  the command-line option parser
+#                  chakra               one rank's Chakra execution trace (npusim replay)
 #
 #   scripts/fuzz.sh [--cpu] [SECONDS] [HARNESS ...]
 #       seconds per harness (default 30) of wall time, or with --cpu of the harness process's
@@ -39,7 +40,7 @@ shift || true
 build=${FUZZ_BUILD_DIR:-build-fuzz}
 cc=${CC:-clang}
 jobs=$(nproc 2>/dev/null || echo 2)
-all=(decode asm elf core config set parse model model_hf model_onnx topo scalecfg booksim kspec trace sweep cli)
+all=(decode asm elf core config set parse model model_hf model_onnx topo scalecfg booksim kspec trace sweep cli chakra)
 only=("$@")
 ((${#only[@]})) || only=("${all[@]}")
 
@@ -88,6 +89,9 @@ done
 cp traces/fuzz/corpus/* "$corpus/trace/"
 cp tests/data/bad/files/sweep_*.yaml "$corpus/sweep/"
 cp sim/fuzz/corpus/* "$corpus/cli/"
+for f in tests/data/bad/files/chakra_*/*.et; do cp "$f" "$corpus/chakra/$(echo "$f" | tr / _)"; done
+"$build/sim/npusim" run --model gpt-tiny --batch 8 --chakra "$build/chakra-seed" >/dev/null 2>&1 &&
+  cp "$build"/chakra-seed/gpt-tiny.0.et "$corpus/chakra/"
 
 for h in "${only[@]}"; do
   case "$h" in core) limit=16384; tmo=20 ;; model_onnx) limit=262144; tmo=20 ;; *) limit=65536; tmo=10 ;; esac

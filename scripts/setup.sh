@@ -15,7 +15,7 @@ packages=(
   libelf-dev zlib1g-dev libcunit1-dev
   libyaml-dev      # architecture configs (YAML with comments)
   libjansson-dev   # --json output and JSON input
-  protobuf-c-compiler libprotobuf-c-dev libonnx-dev   # ONNX import (onnx.proto via protoc-c)
+  protobuf-c-compiler libprotobuf-c-dev libonnx-dev   # ONNX import (onnx.proto via protoc-c), Chakra traces (et_def.proto)
   python3-onnx     # the ONNX test models (tests/onnx_models.py)
   clang libclang-rt-14-dev   # libFuzzer harnesses (scripts/fuzz.sh)
   g++ verilator    # the RTL test benches (tests/tb_*_rtl.cpp)

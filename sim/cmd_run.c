@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "arch.h"
+#include "chakra.h"
 #include "cli.h"
 #include "cli_strategy.h"
 #include "cli_trace.h"
@@ -26,7 +27,8 @@
 #define RUN_MAX_SETS 64
 
 enum {
-    RUN_OPT_STEPS = 0x7601, RUN_OPT_FIDELITY, RUN_OPT_FUNCTIONAL, RUN_OPT_TRACE, RUN_OPT_NO_CACHE,
+    RUN_OPT_STEPS = 0x7601, RUN_OPT_FIDELITY, RUN_OPT_FUNCTIONAL, RUN_OPT_TRACE,
+    RUN_OPT_CHAKRA, RUN_OPT_NO_CACHE,
     RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS, RUN_OPT_CSV,
     RUN_OPT_SLOW_CHIP, RUN_OPT_SLOW_LINK, RUN_OPT_FAIL_LINK, RUN_OPT_MTBF, RUN_OPT_RESTART, RUN_OPT_CKPT_INTERVAL, RUN_OPT_CKPT_WRITE
 };
@@ -43,6 +45,7 @@ const char cmd_run_usage[] =
     "                  [--slow-link L:S ...] [--fail-link L ...]\n"
     "                  [--mtbf-hours H [--restart-s R] [--ckpt-interval-s I] [--ckpt-write-s W]]\n"
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
+    "                  [--chakra DIR]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
     "                  [--links N] [--json | --csv]\n"
     "\n"
@@ -77,6 +80,9 @@ const char cmd_run_usage[] =
     "                    and optimizer state over system.storage_gb_per_s)\n"
     "  --trace T         write a Chrome/Perfetto trace (gzip when T ends in .gz)\n"
     CLI_TRACE_USAGE_20
+    "  --chakra DIR      write one Chakra execution trace per rank (DIR/<model>.<rank>.et),\n"
+    "                    the communicator groups and ASTRA-sim's system and network files\n"
+    "                    (docs/interop.md; fast fidelity, one step)\n"
     "  --kernel-cache F  keep kernel timings in file F (keyed by architecture and program)\n"
     "  --no-cache        time every kernel execution (no timing cache, no file)\n"
     "  --no-dedup        simulate every rank (no mirrored ranks)\n"
@@ -440,6 +446,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         {"fidelity", required_argument, NULL, RUN_OPT_FIDELITY},
         {"functional", no_argument, NULL, RUN_OPT_FUNCTIONAL},
         {"trace", required_argument, NULL, RUN_OPT_TRACE},
+        {"chakra", required_argument, NULL, RUN_OPT_CHAKRA},
         {"kernel-cache", required_argument, NULL, RUN_OPT_KERNEL_CACHE},
         {"no-cache", no_argument, NULL, RUN_OPT_NO_CACHE},
         {"no-dedup", no_argument, NULL, RUN_OPT_NO_DEDUP},
@@ -491,6 +498,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
             break;
         case RUN_OPT_FUNCTIONAL: functional = true; break;
         case RUN_OPT_TRACE: j.trace_path = optarg; break;
+        case RUN_OPT_CHAKRA: j.chakra_dir = optarg; break;
         case RUN_OPT_KERNEL_CACHE: j.kernel_cache = optarg; break;
         case RUN_OPT_NO_CACHE: j.no_cache = true; break;
         case RUN_OPT_NO_DEDUP: j.no_dedup = true; break;
@@ -566,6 +574,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     if (st == NP_OK)
         st = nn_model_load(model, &d, err);
     run_report rep = {0};
+    chakra_export_info chakra = {0};
     cli_progress prog;
     cli_progress_init(&prog, "run");
     if (st == NP_OK) {
@@ -575,6 +584,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         j.o = cs.o;
         j.steps = (uint32_t)steps;
         j.progress = run_progress_fn;
+        j.chakra_name = d.name;
+        j.chakra_info = &chakra;
         j.progress_ctx = &prog;
         st = run_job_run(&j, &rep, err);
         cli_progress_end(&prog);
@@ -583,6 +594,12 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     if (st == NP_OK && cli_trace_cut_warning(rep.trace_left_out, &j.trace_opts, warn,
                                              sizeof warn)[0])
         fprintf(stderr, "npusim: %s\n", warn);
+    if (st == NP_OK && j.chakra_dir) {
+        fprintf(stderr, "npusim: Chakra traces of %" PRIu32 " ranks (%" PRIu64 " nodes) in %s/%s.*.et\n",
+                chakra.ranks, chakra.nodes, j.chakra_dir, d.name);
+        if (!chakra.astra)
+            fprintf(stderr, "npusim: no ASTRA-sim network file: %s\n", chakra.astra_why);
+    }
     trace_chips_free(&j.trace_opts.chips);
     if (st != NP_OK) { /* a job can fail after its report was made (the goodput estimate) */
         run_report_free(&rep);

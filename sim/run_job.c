@@ -8,6 +8,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "chakra.h"
 #include "lower.h"
 #include "run_job_impl.h"
 #include "run_kernel.h"
@@ -133,6 +134,9 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
 {
     double t0 = np_wall_s();
     memset(out, 0, sizeof *out);
+    if (j->chakra_dir && j->full)
+        return np_err_set(err, NP_ERR_USAGE, "--chakra needs --fidelity fast (the trace is the "
+                          "fast run's task graph)");
     if (j->functional && !j->full)
         return np_err_set(err, NP_ERR_USAGE, "--functional needs --fidelity full (values are "
                           "computed by the whole-step programs on the core model)");
@@ -142,6 +146,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     trace_layout *lay = NULL;
     run_trace *tr = NULL;
     run_result *res = NULL;
+    chakra_rec *crec = NULL;
     char why[RUN_REPORT_WHY_MAX] = "";
     np_status st = run_build_plan(j->model, &j->o, &j->s, &j->optim, j->cfg, &p, why,
                                   sizeof why, err);
@@ -170,6 +175,8 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         if (st == NP_OK)
             run_trace_set_energy(tr, j->cfg);
     }
+    if (st == NP_OK && j->chakra_dir)
+        st = chakra_rec_create(rp, tr ? run_trace_observer(tr) : NULL, &crec, err);
     if (st == NP_OK) {
         run_opts o = {.steps = j->steps, .time_kernel = j->time_kernel ? j->time_kernel
                                                                        : run_ktimer_time,
@@ -178,9 +185,17 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
                       .top_links = j->top_links,
                       .slow = j->faults.slow, .n_slow = j->faults.n_slow,
                       .link_faults = j->faults.links, .n_link_faults = j->faults.n_links,
-                      .observer = tr ? run_trace_observer(tr) : NULL,
+                      .observer = crec ? chakra_rec_observer(crec)
+                                  : tr ? run_trace_observer(tr) : NULL,
                       .progress = j->progress ? rj_run_progress : NULL, .progress_ctx = &prog};
         st = run_simulate(rp->g, j->cfg, NULL, &o, &res, err);
+    }
+    if (st == NP_OK && crec) {
+        chakra_export_info ci;
+        st = chakra_export(crec, rp, j->cfg, j->chakra_dir,
+                           j->chakra_name ? j->chakra_name : "npusim", &ci, err);
+        if (j->chakra_info)
+            *j->chakra_info = ci;
     }
     uint64_t left_out = 0;
     if (lay) {
@@ -205,6 +220,7 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
         out->wall_s = np_wall_s() - t0;
     }
     run_result_free(res);
+    chakra_rec_free(crec);
     run_trace_free(tr);
     run_ktimer_free(kt);
     run_plan_free(rp);

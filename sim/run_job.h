@@ -60,6 +60,12 @@ typedef struct run_job {
     /* (optional) the trace */
     const char *trace_path;
     trace_layout_opts trace_opts;
+    /* (optional) the Chakra execution traces (chakra.h): one per rank into chakra_dir, named
+     * chakra_name (default "npusim"), with ASTRA-sim's configuration; fast fidelity only.
+     * chakra_info (optional) receives what was written. */
+    const char *chakra_dir;
+    const char *chakra_name;
+    struct chakra_export_info *chakra_info;
     /* (optional) progress: what is being done and the fraction done (0 .. 1) */
     void (*progress)(void *ctx, const char *what, double done);
     void *progress_ctx;
