@@ -4,11 +4,13 @@
  *   2. a 1 GiB all-to-all over 256 chips of one switch (tpu-pod's chips and links), pairwise
  *      and direct (every message at once: 65,280 flows sharing every link);
  *   3. four ring all-reduces at once over the same 1024 chips of a 32 x 32 torus (every link
- *      shared by four flows, re-rated whenever one ends).
+ *      shared by four flows, re-rated whenever one ends);
+ *   5. an all-reduce over a 1,048,576-chip ring (issue 28): refused past COLL_MAX_RANKS, the
+ *      time to build the network and say so (the issue's bound: 10 s).
  * For each: wall and CPU time, simulated time, bus bandwidth, messages, events of the event
  * queue, re-ratings (water fillings) and the process's peak RSS so far.
  * Usage: bench_coll [--quick] [--json] [--case N]   (--quick: 16x smaller cases, for smoke
- * tests; --case N: only case N, 1 .. 4, e.g. to profile it)
+ * tests; --case N: only case N, 1 .. 5, e.g. to profile it)
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -41,6 +43,7 @@ typedef struct bench_case {
     coll_algo algo;
     uint64_t bytes;
     uint32_t concurrent; /* collectives at once over the same chips */
+    bool refused;        /* expected to be refused (past COLL_MAX_RANKS): the time to say so */
 } bench_case;
 
 static int run_case(const bench_case *bc, json_t *out, bool json)
@@ -65,9 +68,28 @@ static int run_case(const bench_case *bc, json_t *out, bool json)
     coll_desc d = {.op = bc->op, .algo = bc->algo, .bytes = bc->bytes};
     for (uint32_t i = 0; i < bc->concurrent; i++)
         if (coll_start(s, &d, &c[i], &e) != NP_OK) {
-            fprintf(stderr, "bench_coll: %s\n", e.msg);
-            return 1;
+            if (!bc->refused) {
+                fprintf(stderr, "bench_coll: %s\n", e.msg);
+                return 1;
+            }
+            double rt = np_wall_s() - t0;
+            long rss = peak_rss_kib();
+            if (json)
+                json_array_append_new(out, json_pack("{s:s, s:b, s:f, s:s, s:I}", "case",
+                                                     bc->name, "refused", 1, "wall_s", rt,
+                                                     "message", e.msg, "peak_rss_kib",
+                                                     (json_int_t)rss));
+            else
+                printf("%s: refused in %.3f s (peak RSS %.1f MiB): %s\n", bc->name, rt,
+                       rss / 1024.0, e.msg);
+            coll_sys_free(s);
+            evq_free(q);
+            return 0;
         }
+    if (bc->refused) {
+        fprintf(stderr, "bench_coll: %s was not refused\n", bc->name);
+        return 1;
+    }
     if (evq_run(q, &e) != NP_OK) {
         fprintf(stderr, "bench_coll: %s\n", e.msg);
         return 1;
@@ -119,10 +141,10 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--json"))
             json = true;
         else if (!strcmp(argv[i], "--case") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
-                 atoi(argv[i + 1]) <= 4)
+                 atoi(argv[i + 1]) <= 5)
             only = atoi(argv[++i]);
         else {
-            fprintf(stderr, "usage: bench_coll [--quick] [--json] [--case 1..4]\n");
+            fprintf(stderr, "usage: bench_coll [--quick] [--json] [--case 1..5]\n");
             return 2;
         }
     }
@@ -131,24 +153,28 @@ int main(int argc, char **argv)
                : "ring all-reduce 1 GiB, 4096 chips of tpu-pod (16x16x16 torus)",
          {quick ? "system.chips=256" : "system.chips=4096", quick ? "system.torus_x=8" : NULL,
           "system.torus_y=8", "system.torus_z=4"},
-         COLL_OP_ALL_REDUCE, COLL_ALGO_RING, 1ULL << 30, 1},
+         COLL_OP_ALL_REDUCE, COLL_ALGO_RING, 1ULL << 30, 1, false},
         {quick ? "all-to-all 1 GiB, 64 chips on a switch, pairwise"
                : "all-to-all 1 GiB, 256 chips on a switch, pairwise",
          {quick ? "system.chips=64" : "system.chips=256", "system.topology=switch",
           "system.switch_radix=256"},
-         COLL_OP_ALL_TO_ALL, COLL_ALGO_PAIRWISE, 1ULL << 30, 1},
+         COLL_OP_ALL_TO_ALL, COLL_ALGO_PAIRWISE, 1ULL << 30, 1, false},
         {quick ? "all-to-all 1 GiB, 64 chips on a switch, direct"
                : "all-to-all 1 GiB, 256 chips on a switch, direct",
          {quick ? "system.chips=64" : "system.chips=256", "system.topology=switch",
           "system.switch_radix=256"},
-         COLL_OP_ALL_TO_ALL, COLL_ALGO_DIRECT, 1ULL << 30, 1},
+         COLL_OP_ALL_TO_ALL, COLL_ALGO_DIRECT, 1ULL << 30, 1, false},
         {quick ? "4 ring all-reduces at once, 64 MiB, 64 chips (8x8 torus)"
                : "4 ring all-reduces at once, 64 MiB, 1024 chips (32x32 torus)",
          {quick ? "system.chips=64" : "system.chips=1024", quick ? "system.torus_x=8"
                                                                   : "system.torus_x=32",
           quick ? "system.torus_y=8" : "system.torus_y=32", "system.torus_z=1",
           "system.topology=torus2d", "system.links_per_chip=4"},
-         COLL_OP_ALL_REDUCE, COLL_ALGO_RING, 64ULL << 20, 4},
+         COLL_OP_ALL_REDUCE, COLL_ALGO_RING, 64ULL << 20, 4, false},
+        {quick ? "all-reduce 1 MiB over a 65,536-chip ring (refused)"
+               : "all-reduce 1 MiB over a 1,048,576-chip ring (refused)",
+         {quick ? "system.chips=65536" : "system.chips=1048576", "system.topology=ring"},
+         COLL_OP_ALL_REDUCE, COLL_ALGO_AUTO, 1ULL << 20, 1, true},
     };
     json_t *out = json ? json_array() : NULL;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)

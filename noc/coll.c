@@ -506,6 +506,14 @@ np_status coll_start(coll_sys *s, const coll_desc *d, coll **out, np_err *err)
     if (!d->chips && p > nchips)
         return np_err_set(err, NP_ERR_RANGE, "%" PRIu32 " ranks, but the network has %" PRIu32
                           " chips", p, nchips);
+    uint32_t cap = d->max_ranks ? d->max_ranks : COLL_MAX_RANKS;
+    if (p > cap)
+        return np_err_set(err, NP_ERR_RANGE, "%s over %" PRIu32 " ranks: a collective over more "
+                          "than %" PRIu32 " ranks is not simulated message by message (a ring "
+                          "over n ranks moves on the order of n^2 messages, an all-reduce "
+                          "2n(n - 1) = %.3g here; --max-ranks N raises the cap)",
+                          coll_op_name(d->op) ? coll_op_name(d->op) : "a collective", p, cap,
+                          2.0 * p * (p - 1.0));
     if (!coll_algo_supported(d->op, d->algo))
         return np_err_set(err, NP_ERR_INCONSISTENT, "%s has no %s algorithm",
                           coll_op_name(d->op) ? coll_op_name(d->op) : "?",

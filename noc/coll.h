@@ -109,10 +109,19 @@ typedef struct coll_desc {
                                fewer for small messages as NCCL (coll_pipe_channels) */
     coll_proto proto;       /* how messages cross the links (coll_proto.h); SYSTEM (0): the
                                system's coll_protocol; AUTO: the tuner's choice */
+    uint32_t max_ranks;     /* the largest group simulated message by message; 0:
+                               COLL_MAX_RANKS. A ring over n ranks moves on the order of n^2
+                               messages (an all-reduce 2n(n - 1)) and the tuner routes every
+                               pair it models, so past this a collective is refused with the
+                               count, never left to run for days */
     coll_done_fn done;      /* (optional) called at completion, from inside the event run */
     void *ctx;
     const coll_observer *obs; /* (optional) sees every message (borrowed) */
 } coll_desc;
+
+/* coll_desc.max_ranks' default: 16,384 ranks (a ring all-reduce of 537 million messages; a
+ * 4,096-rank one simulates in about 12 s, a 16,384-rank one in about 4 minutes on one core). */
+#define COLL_MAX_RANKS 16384u
 
 typedef struct coll_sys coll_sys;
 typedef struct coll coll;

@@ -46,7 +46,7 @@ const char cmd_collective_usage[] =
     "                         [--proto P] [--chips N] [--topology KIND[:DIMS]] [--group SPEC]\n"
     "                         [-b|--min-bytes B] [-e|--max-bytes B] [-f|--factor F]\n"
     "                         [-n|--iters N] [-w|--warmup N] [--chunk B] [--root R]\n"
-    "                         [--elem-bytes E] [--rank-order] [--engine flow|packet\n"
+    "                         [--elem-bytes E] [--rank-order] [--max-ranks N] [--engine flow|packet\n"
     "                         [--mtu B] [--buf N]] [--isa [--core C]]\n"
     "                         [--trace FILE[.gz] [--trace-chips L] [--trace-level K]]\n"
     "                         [--slow-link L:S ...] [--fail-link L ...]\n"
@@ -77,6 +77,8 @@ const char cmd_collective_usage[] =
     "  --root R          root rank of broadcast, reduce, scatter, gather (default 0)\n"
     "  --elem-bytes E    element size for counts and reductions (default 4, float)\n"
     "  --rank-order      rings in rank order instead of fitted to the topology\n"
+    "  --max-ranks N     the largest group simulated (default 16,384): a ring over n ranks\n"
+    "                    moves on the order of n^2 messages, so a larger one is refused\n"
     "  --engine E        flow (default: max-min fair flows) or packet (packets through\n"
     "                    per-port queues with link-level flow control)\n"
     "  --mtu B           packet engine: the largest packet (default 4K)\n"
@@ -414,7 +416,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"iters", required_argument, NULL, 'n'},    {"warmup", required_argument, NULL, 'w'},
         {"chunk", required_argument, NULL, 'c'},    {"root", required_argument, NULL, 'r'},
         {"elem-bytes", required_argument, NULL, 'E'}, {"json", no_argument, NULL, 'j'},
-        {"csv", no_argument, NULL, 'V'},
+        {"csv", no_argument, NULL, 'V'},          {"max-ranks", required_argument, NULL, 'X'},
         {"rank-order", no_argument, NULL, 'R'},   {"engine", required_argument, NULL, 'G'},
         {"mtu", required_argument, NULL, 'M'},      {"buf", required_argument, NULL, 'B'},
         {"isa", no_argument, NULL, 'I'},          {"trace", required_argument, NULL, 'T'},
@@ -430,7 +432,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     coll_op op = COLL_OP_ALL_REDUCE;
     coll_algo algo = COLL_ALGO_AUTO;
     coll_proto proto = COLL_PROTO_SYSTEM;
-    uint32_t chips = 0, factor = 2, root = 0, elem = 4, iters = 1, warmup = 0;
+    uint32_t chips = 0, factor = 2, root = 0, elem = 4, iters = 1, warmup = 0, max_ranks = 0;
     uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0, mtu = 0;
     uint32_t buf = 0, core = 0;
     bool have_core = false;
@@ -479,6 +481,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         case 'c': st = col_parse_size("--chunk", optarg, 0, 1ULL << 50, &chunk, err); break;
         case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
         case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
+        case 'X': st = col_parse_u32("--max-ranks", optarg, 1, UINT32_MAX, &max_ranks, err); break;
         case 'j': json = true; break;
         case 'V': csv = true; break;
         case 'R': rank_order = true; break;
@@ -620,7 +623,7 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
     for (uint64_t b = min_b; b <= max_b;) {
         coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
                        .root = root, .chunk_bytes = chunk, .elem_bytes = elem,
-                       .rank_order = rank_order, .proto = proto};
+                       .rank_order = rank_order, .proto = proto, .max_ranks = max_ranks};
         coll_result r = {0};
         double t_ps = 0, busiest = 0;
         energy_counts acts = {0}; /* the last run's link bytes (energy.h) */
