@@ -158,10 +158,13 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     if (st == NP_OK)
         st = run_plan_build(p, j->cfg, &(run_plan_opts){.nodes_only = j->time_kernel != NULL},
                             &rp, err);
-    if (st == NP_OK && !j->time_kernel)
+    bool own_kt = !j->ktimer;
+    if (st == NP_OK && !j->time_kernel && j->ktimer)
+        kt = j->ktimer;
+    else if (st == NP_OK && !j->time_kernel)
         st = run_ktimer_create(j->cfg, j->no_cache ? NULL : j->kernel_cache, &kt, err);
     rj_progress prog = {.j = j, .kernels = rp ? rp->n_kspecs : 0};
-    if (st == NP_OK && kt && j->progress && !j->no_cache)
+    if (st == NP_OK && kt && own_kt && j->progress && !j->no_cache)
         run_ktimer_set_progress(kt, rj_kernel_progress, &prog);
     if (st == NP_OK && j->trace_path) {
         st = trace_layout_open(j->trace_path, &j->trace_opts, &lay, err);
@@ -206,7 +209,8 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     }
     run_result_free(res);
     run_trace_free(tr);
-    run_ktimer_free(kt);
+    if (own_kt)
+        run_ktimer_free(kt);
     run_plan_free(rp);
     nn_plan_free(p);
     return st;

@@ -54,6 +54,10 @@ typedef struct run_job {
     run_faults_job faults;    /* slowed chips, the goodput estimate (run_faults.h; fast
                                  fidelity) */
     const char *kernel_cache; /* (optional) timing cache file (run_kernel.h) */
+    run_ktimer *ktimer;       /* (optional) a kernel timer shared with other jobs of cfg
+                                 (npusim search): used instead of one made for this job, so
+                                 each distinct kernel is timed once over them all; not freed
+                                 here (kernel_cache and no_cache are then the timer's) */
     /* (optional) times kernels instead of the core model (tests: analytical durations) */
     run_kernel_fn time_kernel;
     void *time_ctx;
