@@ -12,14 +12,17 @@
 #include "csv.h"
 #include "human.h"
 #include "parse.h"
+#include "cli_strategy.h"
 #include "run_job.h"
 #include "search.h"
 
 const char cmd_search_usage[] =
     "usage: npusim search --model M --arch A --chips N --batch B [--seq S]\n"
     "                     [--objective step-time|tokens-per-s|mfu|memory] [--top K]\n"
-    "                     [--max-microbatch b] [--max-virtual V] [--exhaustive]\n"
-    "                     [--kernel-cache FILE] [--set K=V ...] [--json | --csv]\n"
+    "                     [--max-microbatch b] [--max-virtual V] [--exhaustive] [-j J]\n"
+    "                     [--kernel-cache FILE] [--set K=V ...] [how the software runs\n"
+    "                     the step: --attention, --dropout, --precision, --bucket-mb, --ddp,\n"
+    "                     --p2p, --host-sync, --loss-scale, --clip-grad, ...] [--json | --csv]\n"
     "\n"
     "Every legal strategy of N chips (dp x tp x pp = N, micro-batch, ZeRO, recomputation,\n"
     "sequence parallelism, 1F1B, GPipe, interleaved:V), what does not fit in HBM discarded,\n"
@@ -38,15 +41,22 @@ const char cmd_search_usage[] =
     "  --max-microbatch b largest micro-batch tried (default 8)\n"
     "  --max-virtual V    largest number of interleaved virtual stages tried (default 4)\n"
     "  --exhaustive       simulate every strategy that fits (no bound prunes)\n"
+    "  -j J               J worker processes build and screen the candidates' plans\n"
+    "                     (default 1)\n"
     "  --kernel-cache F   kernel timings kept in file F across searches and runs\n"
     "  --set K=V          override an architecture key (repeatable)\n"
+    "  the flags of npusim plan that are not searched (--attention, --dropout, --precision,\n"
+    "  --bucket-mb, --placement, --no-pp-scatter-gather, --ddp, --p2p, --host-sync,\n"
+    "  --loss-scale, --clip-grad, --tp-comm-overlap, --overlap-param-gather) hold for every\n"
+    "  candidate; --dp, --tp, --pp, --zero, --sp, --microbatch, --schedule, --recompute and\n"
+    "  --stage-layers are what the search chooses\n"
     "  --json             {candidates, illegal, oom, pruned_cheap, pruned_tight, simulated,\n"
     "                     failed, ranking: [{rank, strategy, flags, step_time_s, ...}],\n"
     "                     discarded: [...]} with exact values\n"
     "  --csv              one row per candidate: its state, strategy, figures and bounds\n";
 
 enum {
-    SO_MODEL = 0x100, SO_ARCH, SO_CHIPS, SO_BATCH, SO_SEQ, SO_OBJECTIVE, SO_TOP, SO_MAX_MB,
+    SO_MODEL = 0x100, SO_ARCH, SO_CHIPS, SO_OBJECTIVE, SO_TOP, SO_MAX_MB,
     SO_MAX_V, SO_EXHAUSTIVE, SO_KCACHE, SO_SET, SO_JSON, SO_CSV
 };
 
@@ -266,8 +276,6 @@ np_status cmd_search(int argc, char **argv, np_err *err)
         {"model", required_argument, NULL, SO_MODEL},
         {"arch", required_argument, NULL, SO_ARCH},
         {"chips", required_argument, NULL, SO_CHIPS},
-        {"batch", required_argument, NULL, SO_BATCH},
-        {"seq", required_argument, NULL, SO_SEQ},
         {"objective", required_argument, NULL, SO_OBJECTIVE},
         {"top", required_argument, NULL, SO_TOP},
         {"max-microbatch", required_argument, NULL, SO_MAX_MB},
@@ -278,32 +286,39 @@ np_status cmd_search(int argc, char **argv, np_err *err)
         {"json", no_argument, NULL, SO_JSON},
         {"csv", no_argument, NULL, SO_CSV},
         {"help", no_argument, NULL, 'h'},
+        CLI_STRATEGY_LONGOPTS,
         {NULL, 0, NULL, 0}};
+    cli_strategy cs;
+    cli_strategy_init(&cs);
     const char *model = NULL, *arch = NULL;
     const char *sets[SO_SETS_MAX + 1];
     size_t n_sets = 0;
     bool json = false, csv = false;
     search_opts o = {0};
     uint64_t v;
-    int64_t iv;
     int c;
     np_status st = NP_OK;
     cli_getopt_reset();
-    while (st == NP_OK && (c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+    while (st == NP_OK && (c = cli_getopt(argc, argv, "hj:", longopts, err)) != -1) {
+        if (cli_strategy_is_flag(c)) {
+            st = cli_strategy_flag(&cs, c, optarg, err);
+            if (st == NP_OK && c != CLI_STRATEGY_OPT_BATCH && c != CLI_STRATEGY_OPT_SEQ &&
+                (c <= CLI_STRATEGY_OPT_RECOMPUTE || c == CLI_STRATEGY_OPT_STAGE_LAYERS)) {
+                const char *name = "?";
+                for (const struct option *lo = longopts; lo->name; lo++)
+                    if (lo->val == c)
+                        name = lo->name;
+                st = np_err_set(err, NP_ERR_USAGE, "--%s is what npusim search chooses (every "
+                                "legal value is tried): leave it out", name);
+            }
+            continue;
+        }
         switch (c) {
         case SO_MODEL: model = optarg; break;
         case SO_ARCH: arch = optarg; break;
         case SO_CHIPS:
             st = cli_parse_u64("--chips", optarg, 1, 1048576, &v, err);
             o.chips = (int)v;
-            break;
-        case SO_BATCH:
-            st = np_parse_i64(NP_SRC_OPT("--batch"), optarg, 1, INT64_C(1) << 40, &iv, err);
-            o.batch = iv;
-            break;
-        case SO_SEQ:
-            st = np_parse_i64(NP_SRC_OPT("--seq"), optarg, 1, INT64_C(1) << 30, &iv, err);
-            o.seq = iv;
             break;
         case SO_OBJECTIVE: {
             int ob = search_objective_parse(optarg);
@@ -326,6 +341,10 @@ np_status cmd_search(int argc, char **argv, np_err *err)
             o.max_virtual = (int)v;
             break;
         case SO_EXHAUSTIVE: o.exhaustive = true; break;
+        case 'j':
+            st = cli_parse_u64("-j", optarg, 1, 64, &v, err);
+            o.jobs = (int)v;
+            break;
         case SO_KCACHE: o.kernel_cache = optarg; break;
         case SO_SET: st = cli_add_set(sets, &n_sets, SO_SETS_MAX, optarg, err); break;
         case SO_JSON: json = true; break;
@@ -338,6 +357,11 @@ np_status cmd_search(int argc, char **argv, np_err *err)
         st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
     if (st == NP_OK && json && csv)
         st = np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    o.batch = cs.o.batch;
+    o.seq = cs.o.seq;
+    o.fp32 = cs.o.compute == NN_F32;
+    o.dropout = cs.o.dropout;
+    o.base = &cs.s;
     if (st == NP_OK && (!model || !arch || !o.chips || !o.batch))
         st = np_err_set(err, NP_ERR_USAGE, "%s is required", !model ? "--model" : !arch
                         ? "--arch" : !o.chips ? "--chips" : "--batch");

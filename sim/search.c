@@ -2,7 +2,9 @@
  * simulations (see search.h, docs/search.md). */
 #include "search.h"
 
+#include <errno.h>
 #include <math.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +14,11 @@
 #include "run_plan.h"
 #include "run_report.h"
 #include "search_bound.h"
+#include "fdio.h"
 #include "wallclock.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 static const char *const search_objective_names[] = {"step-time", "tokens-per-s", "mfu",
                                                      "memory"};
@@ -204,6 +210,7 @@ typedef struct sr_ctx {
     nn_model_opts mo;
     nn_optim optim;
     run_ktimer *kt;
+    run_attn_memo memo; /* which attention kernels compile, across the candidates' plans */
 } sr_ctx;
 
 /* Builds candidate c's plan: illegal, or its memory (OOM), else its cheap bound. */
@@ -212,8 +219,8 @@ static np_status sr_screen(sr_ctx *x, search_cand *c, search_result *r, np_err *
     nn_plan *p = NULL;
     np_err e = {0};
     char why[RUN_REPORT_WHY_MAX];
-    if (run_build_plan(x->o->model, &x->mo, &c->s, &x->optim, x->o->cfg, &p, why, sizeof why,
-                       &e) != NP_OK) {
+    if (run_build_plan_memo(x->o->model, &x->mo, &c->s, &x->optim, x->o->cfg, &x->memo, &p,
+                            why, sizeof why, &e) != NP_OK) {
         if (e.status == NP_ERR_NOMEM) {
             *err = e;
             return e.status;
@@ -280,8 +287,8 @@ static np_status sr_tight(sr_ctx *x, search_cand *c, search_result *r, np_err *e
     run_plan *rp = NULL;
     np_err e = {0};
     char why[RUN_REPORT_WHY_MAX];
-    np_status st = run_build_plan(x->o->model, &x->mo, &c->s, &x->optim, x->o->cfg, &p, why,
-                                  sizeof why, &e);
+    np_status st = run_build_plan_memo(x->o->model, &x->mo, &c->s, &x->optim, x->o->cfg,
+                                       &x->memo, &p, why, sizeof why, &e);
     if (st == NP_OK) /* the kernels run_job_run times: with the caller's timer, nodes */
         st = run_plan_build(p, x->o->cfg, &(run_plan_opts){.nodes_only = x->o->time_kernel != NULL},
                             &rp, &e);
@@ -384,6 +391,123 @@ static void sr_progress(const search_opts *o, const char *what, double done)
         o->progress(o->progress_ctx, what, done);
 }
 
+/* What a screening worker sends back per candidate (one write, at most PIPE_BUF bytes, so
+ * never torn); index UINT32_MAX: the worker failed, why holds the message. */
+typedef struct sr_rec {
+    uint32_t index;
+    uint32_t state;
+    uint64_t mem_bytes, hbm_bytes;
+    double bound_cheap_s;
+    char why[256];
+} sr_rec;
+
+_Static_assert(sizeof(sr_rec) <= 4096, "a worker's record must fit in a pipe (PIPE_BUF)");
+
+/* Screens every candidate in `jobs` forked workers, worker w taking candidates w, w + jobs, ...
+ * and sending each one's record as it is done. */
+static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *err)
+{
+    int fds[64];
+    pid_t pids[64];
+    int n_w = 0;
+    np_status st = NP_OK;
+    for (int w = 0; w < jobs && st == NP_OK; w++) {
+        int p[2];
+        if (pipe(p) != 0) {
+            st = np_err_set(err, NP_ERR_IO, "search: pipe: %s", strerror(errno));
+            break;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(p[0]);
+            close(p[1]);
+            st = np_err_set(err, NP_ERR_IO, "search: fork: %s", strerror(errno));
+            break;
+        }
+        if (pid == 0) { /* the worker */
+            close(p[0]);
+            for (int k = 0; k < n_w; k++)
+                close(fds[k]);
+            for (uint32_t i = (uint32_t)w; i < r->n_cand; i += (uint32_t)jobs) {
+                search_result scratch = {0};
+                np_err e = {0};
+                sr_rec rec = {.index = i};
+                if (sr_screen(x, &r->cand[i], &scratch, &e) != NP_OK) {
+                    rec.index = UINT32_MAX;
+                    snprintf(rec.why, sizeof rec.why, "%.255s", e.msg);
+                    np_write_all(p[1], &rec, sizeof rec);
+                    _exit(3);
+                }
+                rec.state = r->cand[i].state;
+                rec.mem_bytes = r->cand[i].mem_bytes;
+                rec.hbm_bytes = scratch.hbm_bytes;
+                rec.bound_cheap_s = r->cand[i].bound_cheap_s;
+                snprintf(rec.why, sizeof rec.why, "%s", r->cand[i].why);
+                if (!np_write_all(p[1], &rec, sizeof rec))
+                    _exit(3);
+            }
+            _exit(0);
+        }
+        close(p[1]);
+        fds[n_w] = p[0];
+        pids[n_w++] = pid;
+    }
+    uint32_t got = 0;
+    int open_fds = n_w;
+    struct pollfd pf[64];
+    while (open_fds > 0) {
+        int m = 0;
+        for (int k = 0; k < n_w; k++)
+            if (fds[k] >= 0)
+                pf[m++] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+        if (poll(pf, (nfds_t)m, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            st = np_err_set(err, NP_ERR_IO, "search: poll: %s", strerror(errno));
+            break;
+        }
+        for (int q = 0; q < m; q++) {
+            if (!(pf[q].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            sr_rec rec;
+            size_t n = np_read_full(pf[q].fd, &rec, sizeof rec);
+            if (n == sizeof rec && rec.index < r->n_cand) {
+                search_cand *c = &r->cand[rec.index];
+                c->state = (search_state)rec.state;
+                c->mem_bytes = rec.mem_bytes;
+                c->bound_cheap_s = rec.bound_cheap_s;
+                snprintf(c->why, sizeof c->why, "%s", rec.why);
+                if (rec.hbm_bytes)
+                    r->hbm_bytes = rec.hbm_bytes;
+                got++;
+                char what[64];
+                snprintf(what, sizeof what, "plans: %u of %u", got, r->n_cand);
+                sr_progress(x->o, what, (double)got / r->n_cand);
+                continue;
+            }
+            if (n == sizeof rec && st == NP_OK) /* a worker's error */
+                st = np_err_set(err, NP_ERR_INTERNAL, "search: %s", rec.why);
+            for (int k = 0; k < n_w; k++)
+                if (fds[k] == pf[q].fd) {
+                    close(fds[k]);
+                    fds[k] = -1;
+                }
+            open_fds--;
+        }
+    }
+    for (int k = 0; k < n_w; k++) {
+        int status = 0;
+        if (fds[k] >= 0)
+            close(fds[k]);
+        waitpid(pids[k], &status, 0);
+    }
+    if (st == NP_OK && got != r->n_cand)
+        st = np_err_set(err, NP_ERR_INTERNAL, "search: the screening workers returned %u of "
+                        "%u candidates", got, r->n_cand);
+    return st;
+}
+
 np_status search_run(const search_opts *o, search_result *out, np_err *err)
 {
     double t0 = np_wall_s();
@@ -417,16 +541,27 @@ np_status search_run(const search_opts *o, search_result *out, np_err *err)
     int top = o->top ? o->top : 10;
     sr_ctx x = {.o = o, .optim = run_job_optim()};
     x.mo = (nn_model_opts){.batch = o->batch, .seq = o->seq,
-                           .compute = o->fp32 ? NN_F32 : NN_BF16, .seed = 1};
+                           .compute = o->fp32 ? NN_F32 : NN_BF16, .seed = 1,
+                           .dropout = o->dropout};
     if (!o->time_kernel)
         st = run_ktimer_create(o->cfg, o->kernel_cache, &x.kt, err);
     /* 2, 3: plans, memory, the cheap bound */
-    for (uint32_t i = 0; i < n && st == NP_OK; i++) {
-        char what[160], name[120];
-        snprintf(what, sizeof what, "plan %u of %u (%s)", i + 1, n,
-                 search_strategy_name(&out->cand[i].s, name, sizeof name));
-        sr_progress(o, what, (double)i / n);
-        st = sr_screen(&x, &out->cand[i], out, err);
+    int jobs = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
+    if (st == NP_OK && jobs > 1 && n > 1)
+        st = sr_screen_pool(&x, out, jobs, err);
+    else
+        for (uint32_t i = 0; i < n && st == NP_OK; i++) {
+            char what[160], name[120];
+            snprintf(what, sizeof what, "plan %u of %u (%s)", i + 1, n,
+                     search_strategy_name(&out->cand[i].s, name, sizeof name));
+            sr_progress(o, what, (double)i / n);
+            st = sr_screen(&x, &out->cand[i], out, err);
+        }
+    out->n_illegal = out->n_oom = out->n_failed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        out->n_illegal += out->cand[i].state == SEARCH_ILLEGAL;
+        out->n_oom += out->cand[i].state == SEARCH_OOM;
+        out->n_failed += out->cand[i].state == SEARCH_FAILED;
     }
     /* 4: branch and bound, best first: the candidate of the smallest bound known (the tight
      * one once computed, else the cheap one; memory: its memory) is taken next — its tight
@@ -490,6 +625,7 @@ np_status search_run(const search_opts *o, search_result *out, np_err *err)
     free(keys);
     free(tmp);
     run_ktimer_free(x.kt);
+    run_attn_memo_free(&x.memo);
     out->wall_s = np_wall_s() - t0;
     if (st != NP_OK)
         search_result_free(out);

@@ -60,11 +60,14 @@ typedef struct search_opts {
                                   commands' defaults (nn_strategy_default, fused attention
                                   and softmax) */
     bool fp32;                 /* fp32 compute (default: bf16, fp32 master weights) */
+    double dropout;            /* the model's dropout (nn_model_opts.dropout; 0: none) */
     search_objective objective;
     int top;                   /* the K best are found exactly (0: 10) */
     int max_microbatch;        /* largest micro-batch tried (0: 8) */
     int max_virtual;           /* largest interleaved V tried (0: 4) */
     bool exhaustive;           /* simulate every candidate that fits (no bound prunes) */
+    int jobs;                  /* worker processes that screen the candidates (plans, memory,
+                                  cheap bounds; 0 or 1: this process) */
     const char *kernel_cache;  /* (optional) the shared timer's cache file (run_kernel.h) */
     /* (optional) times kernels instead of the core model (tests); with it the cheap bound
      * takes every kernel as free (its FLOPs say nothing about the caller's durations) */

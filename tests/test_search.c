@@ -251,3 +251,39 @@ TEST(branch_and_bound_equals_exhaustive_gpt_tiny_on_8_chips)
     sx_bnb(&cfg, &d, 8, 8, 2, 1, true, cache);
     unlink(cache);
 }
+
+/* Screening in worker processes (-j) gives every candidate the state, memory, cheap bound and
+ * message screening in this process gives. */
+TEST(workers_screen_as_one_process_does)
+{
+    arch_config cfg;
+    const char *sets[] = {"system.chips=4", "system.torus_x=2", "system.torus_y=2",
+                          "system.torus_z=1", "chip.hbm_bytes=24 MiB"};
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", sets, 5, &cfg, &err), NP_OK);
+    nn_model_desc d;
+    sx_gpt(&d, 4, 256, 64);
+    search_opts o = {.cfg = &cfg, .model = &d, .chips = 4, .batch = 8, .max_microbatch = 2,
+                     .top = 2, .time_kernel = sx_time};
+    search_result one, pool;
+    CU_ASSERT_EQUAL_FATAL(search_run(&o, &one, &err), NP_OK);
+    o.jobs = 3;
+    CU_ASSERT_EQUAL_FATAL(search_run(&o, &pool, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(one.n_cand, pool.n_cand);
+    CU_ASSERT(one.n_oom > 0);
+    CU_ASSERT_EQUAL(one.n_oom, pool.n_oom);
+    CU_ASSERT_EQUAL(one.n_illegal, pool.n_illegal);
+    CU_ASSERT_EQUAL(one.hbm_bytes, pool.hbm_bytes);
+    for (uint32_t i = 0; i < one.n_cand; i++) {
+        CU_ASSERT_EQUAL(one.cand[i].state, pool.cand[i].state);
+        CU_ASSERT_EQUAL(one.cand[i].mem_bytes, pool.cand[i].mem_bytes);
+        CU_ASSERT_EQUAL(one.cand[i].bound_cheap_s, pool.cand[i].bound_cheap_s);
+        CU_ASSERT_EQUAL(one.cand[i].bound_s, pool.cand[i].bound_s);
+        EXPECT_STR(pool.cand[i].why, one.cand[i].why);
+    }
+    CU_ASSERT_EQUAL(one.n_order, pool.n_order);
+    for (uint32_t k = 0; k < one.n_order && k < pool.n_order; k++)
+        CU_ASSERT_EQUAL(one.order[k], pool.order[k]);
+    search_result_free(&one);
+    search_result_free(&pool);
+}
