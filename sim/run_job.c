@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -78,10 +79,59 @@ static np_status rj_run_full(const run_job *j, nn_plan *p, run_report *out, np_e
     return st;
 }
 
+/* What a memo keeps of one attention kernel: whether it compiles for the chip, and if not
+ * the compiler's message. */
+struct run_attn_fit {
+    char key[RUN_KEY_MAX];
+    bool fits;
+    char why[RUN_REPORT_WHY_MAX];
+};
+
+void run_attn_memo_free(run_attn_memo *m)
+{
+    free(m->v);
+    memset(m, 0, sizeof *m);
+}
+
+/* Whether the kernel of key compiles (its operands fit the scratchpad), from the memo when it
+ * holds it; else lower_kernel_alone says, and the memo (when there is one and memory allows)
+ * keeps the answer. */
+static bool rj_kernel_fits(const kc_kernel *k, const char *key, const arch_config *cfg,
+                           run_attn_memo *memo, char *why, size_t n)
+{
+    for (uint32_t i = 0; memo && i < memo->n; i++)
+        if (strcmp(memo->v[i].key, key) == 0) {
+            if (!memo->v[i].fits)
+                snprintf(why, n, "%s", memo->v[i].why);
+            return memo->v[i].fits;
+        }
+    kc_result res;
+    np_err e = {0};
+    bool fits = lower_kernel_alone(cfg, k, &res, NULL, &e) != NP_ERR_RANGE;
+    if (!fits)
+        snprintf(why, n, "%s", e.msg);
+    if (memo && memo->n == memo->cap) {
+        uint32_t cap = memo->cap ? 2 * memo->cap : 16;
+        struct run_attn_fit *v = realloc(memo->v, cap * sizeof *v);
+        if (v) {
+            memo->v = v;
+            memo->cap = cap;
+        }
+    }
+    if (memo && memo->n < memo->cap) {
+        struct run_attn_fit *f = &memo->v[memo->n++];
+        snprintf(f->key, sizeof f->key, "%s", key);
+        f->fits = fits;
+        snprintf(f->why, sizeof f->why, "%.319s", fits ? "" : e.msg);
+    }
+    return fits;
+}
+
 /* Whether every distinct attention kernel of p compiles for cfg's chip; the first that does
  * not (NP_ERR_RANGE: its operands do not fit the scratchpad) in why. Other errors are left to
  * the run, which reports them as it does for every kernel. */
-static bool rj_attention_fits(const nn_plan *p, const arch_config *cfg, char *why, size_t n)
+static bool rj_attention_fits(const nn_plan *p, const arch_config *cfg, run_attn_memo *memo,
+                              char *why, size_t n)
 {
     enum { RJ_KEYS = 16 };
     char keys[RJ_KEYS][RUN_KEY_MAX];
@@ -93,7 +143,6 @@ static bool rj_attention_fits(const nn_plan *p, const arch_config *cfg, char *wh
                 t->op != NN_OP_ATTENTION_GRAD)
                 continue;
             kc_kernel k;
-            kc_result res;
             np_err e = {0};
             char key[RUN_KEY_MAX];
             if (run_kernel_of_node(t, cfg, &k, &e) != NP_OK)
@@ -106,28 +155,34 @@ static bool rj_attention_fits(const nn_plan *p, const arch_config *cfg, char *wh
                 continue;
             if (n_keys < RJ_KEYS)
                 snprintf(keys[n_keys++], sizeof keys[0], "%s", key);
-            if (lower_kernel_alone(cfg, &k, &res, NULL, &e) == NP_ERR_RANGE) {
-                snprintf(why, n, "%s", e.msg);
+            if (!rj_kernel_fits(&k, key, cfg, memo, why, n))
                 return false;
-            }
         }
     return true;
+}
+
+np_status run_build_plan_memo(const nn_model_desc *d, const nn_model_opts *o,
+                              const nn_strategy *s, const nn_optim *opt,
+                              const arch_config *cfg, run_attn_memo *memo, nn_plan **out,
+                              char *why, size_t n, np_err *err)
+{
+    if (n)
+        why[0] = 0;
+    np_status st = nn_plan_build(d, o, s, opt, cfg, out, err);
+    if (st != NP_OK || !s->fuse_attention || !(*out)->attention_fused ||
+        rj_attention_fits(*out, cfg, memo, why, n))
+        return st;
+    nn_plan_free(*out);
+    nn_strategy composite = *s;
+    composite.fuse_attention = false;
+    return nn_plan_build(d, o, &composite, opt, cfg, out, err);
 }
 
 np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const nn_strategy *s,
                          const nn_optim *opt, const arch_config *cfg, nn_plan **out, char *why,
                          size_t n, np_err *err)
 {
-    if (n)
-        why[0] = 0;
-    np_status st = nn_plan_build(d, o, s, opt, cfg, out, err);
-    if (st != NP_OK || !s->fuse_attention || !(*out)->attention_fused ||
-        rj_attention_fits(*out, cfg, why, n))
-        return st;
-    nn_plan_free(*out);
-    nn_strategy composite = *s;
-    composite.fuse_attention = false;
-    return nn_plan_build(d, o, &composite, opt, cfg, out, err);
+    return run_build_plan_memo(d, o, s, opt, cfg, NULL, out, why, n, err);
 }
 
 np_status run_job_run(const run_job *j, run_report *out, np_err *err)
@@ -163,10 +218,13 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     if (st == NP_OK)
         st = run_plan_build(p, j->cfg, &(run_plan_opts){.nodes_only = j->time_kernel != NULL},
                             &rp, err);
-    if (st == NP_OK && !j->time_kernel)
+    bool own_kt = !j->ktimer;
+    if (st == NP_OK && !j->time_kernel && j->ktimer)
+        kt = j->ktimer;
+    else if (st == NP_OK && !j->time_kernel)
         st = run_ktimer_create(j->cfg, j->no_cache ? NULL : j->kernel_cache, &kt, err);
     rj_progress prog = {.j = j, .kernels = rp ? rp->n_kspecs : 0};
-    if (st == NP_OK && kt && j->progress && !j->no_cache)
+    if (st == NP_OK && kt && own_kt && j->progress && !j->no_cache)
         run_ktimer_set_progress(kt, rj_kernel_progress, &prog);
     if (st == NP_OK && j->trace_path) {
         st = trace_layout_open(j->trace_path, &j->trace_opts, &lay, err);
@@ -222,7 +280,8 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
     run_result_free(res);
     chakra_rec_free(crec);
     run_trace_free(tr);
-    run_ktimer_free(kt);
+    if (own_kt)
+        run_ktimer_free(kt);
     run_plan_free(rp);
     nn_plan_free(p);
     return st;

@@ -54,6 +54,10 @@ typedef struct run_job {
     run_faults_job faults;    /* slowed chips, the goodput estimate (run_faults.h; fast
                                  fidelity) */
     const char *kernel_cache; /* (optional) timing cache file (run_kernel.h) */
+    run_ktimer *ktimer;       /* (optional) a kernel timer shared with other jobs of cfg
+                                 (npusim search): used instead of one made for this job, so
+                                 each distinct kernel is timed once over them all; not freed
+                                 here (kernel_cache and no_cache are then the timer's) */
     /* (optional) times kernels instead of the core model (tests: analytical durations) */
     run_kernel_fn time_kernel;
     void *time_ctx;
@@ -80,6 +84,20 @@ typedef struct run_job {
 np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const nn_strategy *s,
                          const nn_optim *opt, const arch_config *cfg, nn_plan **out, char *why,
                          size_t n, np_err *err);
+
+/* run_build_plan remembering, across calls, whether each attention kernel compiles (npusim
+ * search builds thousands of plans whose attention kernels are a few): memo starts zeroed,
+ * keeps each kernel key's answer, and is freed with run_attn_memo_free; the plans are
+ * run_build_plan's. */
+typedef struct run_attn_memo {
+    struct run_attn_fit *v;
+    uint32_t n, cap;
+} run_attn_memo;
+np_status run_build_plan_memo(const nn_model_desc *d, const nn_model_opts *o,
+                              const nn_strategy *s, const nn_optim *opt,
+                              const arch_config *cfg, run_attn_memo *memo, nn_plan **out,
+                              char *why, size_t n, np_err *err);
+void run_attn_memo_free(run_attn_memo *m);
 
 /* The samples per micro-batch `npusim run` takes when --microbatch is not given, for the
  * default job and for --model alike: RUN_DEFAULT_MICROBATCH where it divides a data-parallel

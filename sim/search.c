@@ -1,0 +1,642 @@
+/* search.c — enumeration, memory pruning, the two bounds and branch and bound over
+ * simulations (see search.h, docs/search.md). */
+#include "search.h"
+
+#include <errno.h>
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run_job.h"
+#include "run_kernel.h"
+#include "run_plan.h"
+#include "run_report.h"
+#include "search_bound.h"
+#include "fdio.h"
+#include "wallclock.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *const search_objective_names[] = {"step-time", "tokens-per-s", "mfu",
+                                                     "memory"};
+
+int search_objective_parse(const char *name)
+{
+    for (int i = 0; i < 4; i++)
+        if (strcmp(name, search_objective_names[i]) == 0)
+            return i;
+    return -1;
+}
+
+const char *search_objective_name(search_objective o)
+{
+    return (unsigned)o < 4 ? search_objective_names[o] : "?";
+}
+
+static const char *sr_recompute(nn_recompute r)
+{
+    return r == NN_RECOMPUTE_NONE ? "none" : r == NN_RECOMPUTE_SELECTIVE ? "selective"
+           : r == NN_RECOMPUTE_FULL ? "full" : "uniform";
+}
+
+static const char *sr_schedule(const nn_strategy *s, char *buf, size_t n)
+{
+    if (s->schedule == NN_PP_INTERLEAVED)
+        snprintf(buf, n, "interleaved:%d", s->virtual_stages);
+    else
+        snprintf(buf, n, "%s", s->schedule == NN_PP_GPIPE ? "gpipe" : "1f1b");
+    return buf;
+}
+
+char *search_strategy_name(const nn_strategy *s, char *buf, size_t n)
+{
+    char sch[32];
+    snprintf(buf, n, "dp %d tp %d pp %d mb %lld%s%s zero %d%s recompute %s", s->dp, s->tp,
+             s->pp, (long long)s->microbatch, s->pp > 1 ? " " : "",
+             s->pp > 1 ? sr_schedule(s, sch, sizeof sch) : "", s->zero, s->sp ? " sp" : "",
+             sr_recompute(s->recompute));
+    return buf;
+}
+
+char *search_strategy_flags(const nn_strategy *s, char *buf, size_t n)
+{
+    char sch[32];
+    snprintf(buf, n, "--dp %d --tp %d --pp %d --microbatch %lld --schedule %s --zero %d%s "
+             "--recompute %s", s->dp, s->tp, s->pp, (long long)s->microbatch,
+             sr_schedule(s, sch, sizeof sch), s->zero, s->sp ? " --sp" : "",
+             sr_recompute(s->recompute));
+    return buf;
+}
+
+double search_score(const search_cand *c, search_objective o)
+{
+    return o == SEARCH_MEMORY ? (double)c->mem_bytes : c->fig.step_s;
+}
+
+/* ---- enumeration ------------------------------------------------------------------------- */
+
+typedef struct sr_list {
+    nn_strategy *v;
+    uint32_t n, cap;
+} sr_list;
+
+static bool sr_push(sr_list *l, const nn_strategy *s)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? 2 * l->cap : 64;
+        nn_strategy *v = realloc(l->v, cap * sizeof *v);
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = *s;
+    return true;
+}
+
+static void sr_base(const search_opts *o, nn_strategy *s)
+{
+    if (o->base) {
+        *s = *o->base;
+    } else {
+        nn_strategy_default(s);
+        s->fuse_attention = true;
+        s->fuse_softmax = true;
+    }
+}
+
+np_status search_enumerate(const search_opts *o, nn_strategy **out, uint32_t *n, np_err *err)
+{
+    *out = NULL;
+    *n = 0;
+    if (o->chips < 1)
+        return np_err_set(err, NP_ERR_USAGE, "--chips must be at least 1");
+    if (o->batch < 1)
+        return np_err_set(err, NP_ERR_USAGE, "--batch is required (the global batch)");
+    int max_mb = o->max_microbatch > 0 ? o->max_microbatch : 8;
+    int max_v = o->max_virtual > 0 ? o->max_virtual : 4;
+    int64_t layers = nn_model_int(o->model, "layers", 0);
+    int island = o->cfg->system.topology == ARCH_TOPOLOGY_HIERARCHICAL
+                     ? o->cfg->system.island_chips : o->cfg->system.chips;
+    nn_strategy base;
+    sr_base(o, &base);
+    /* recomputation: selective differs from none only where an attention stays composite */
+    nn_recompute recs[3] = {NN_RECOMPUTE_NONE, NN_RECOMPUTE_FULL, NN_RECOMPUTE_SELECTIVE};
+    int n_rec = base.fuse_attention ? 2 : 3;
+    sr_list l = {0};
+    bool ok = true;
+    for (int tp = 1; tp <= o->chips && ok; tp++) {
+        if (o->chips % tp || tp > island)
+            continue;
+        for (int pp = 1; pp <= o->chips / tp && ok; pp++) {
+            if ((o->chips / tp) % pp || (layers > 0 && pp > layers))
+                continue;
+            int dp = o->chips / tp / pp;
+            if (o->batch % dp)
+                continue;
+            int64_t share = o->batch / dp;
+            /* schedules: 1F1B, GPipe, interleaved:V (index 2 .. max_v) */
+            for (int sc = 0; sc <= (pp > 1 ? max_v : 0) && ok; sc++) {
+                if (sc == 1 && pp == 1)
+                    continue;
+                for (int64_t mb = 1; mb <= share && mb <= max_mb && ok; mb++) {
+                    if (share % mb)
+                        continue;
+                    int64_t m = share / mb;
+                    if (sc >= 2 && (m % pp || (layers > 0 && (int64_t)pp * sc > layers)))
+                        continue;
+                    int zmax = dp == 1 ? 0 : pp > 1 ? 1 : 3;
+                    for (int z = 0; z <= zmax && ok; z++)
+                        for (int sp = 0; sp <= (tp > 1) && ok; sp++)
+                            for (int r = 0; r < n_rec && ok; r++) {
+                                nn_strategy s = base;
+                                s.dp = dp;
+                                s.tp = tp;
+                                s.pp = pp;
+                                s.microbatch = mb;
+                                s.zero = z;
+                                s.sp = sp;
+                                s.recompute = recs[r];
+                                s.schedule = sc == 0 ? NN_PP_1F1B : sc == 1 ? NN_PP_GPIPE
+                                                                            : NN_PP_INTERLEAVED;
+                                s.virtual_stages = sc >= 2 ? sc : 1;
+                                ok = sr_push(&l, &s);
+                            }
+                }
+            }
+        }
+    }
+    if (!ok) {
+        free(l.v);
+        return np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
+    }
+    *out = l.v;
+    *n = l.n;
+    return NP_OK;
+}
+
+/* ---- bounds ------------------------------------------------------------------------------ */
+
+static bool sr_matrix_op(nn_op op)
+{
+    return op == NN_OP_MATMUL || op == NN_OP_CONV2D || op == NN_OP_CONV2D_GRAD_INPUT ||
+           op == NN_OP_CONV2D_GRAD_WEIGHT || op == NN_OP_ATTENTION ||
+           op == NN_OP_ATTENTION_GRAD;
+}
+
+/* The cheap bound's kernel durations: a matrix kernel's head FLOPs at the chip's highest
+ * matrix peak among the dtypes it could run at; every other kernel 0. */
+static void sr_cheap_ps(const run_plan *rp, const arch_config *cfg, bool free_all,
+                        uint64_t *ps)
+{
+    double peak = run_peak_flops(cfg, NN_BF16);
+    double p16 = run_peak_flops(cfg, NN_F16), p32 = run_peak_flops(cfg, NN_F32);
+    peak = fmax(peak, fmax(p16, p32));
+    for (uint32_t k = 0; k < rp->n_kspecs; k++) {
+        const nn_tensor *t = rp->kspecs[k].node;
+        ps[k] = 0;
+        if (free_all || !t || !sr_matrix_op(t->op) || peak <= 0)
+            continue;
+        double pk = fmax(peak, run_peak_flops(cfg, t->dtype));
+        ps[k] = (uint64_t)floor(nn_node_flops(t) / pk * 1e12);
+    }
+}
+
+typedef struct sr_ctx {
+    const search_opts *o;
+    nn_model_opts mo;
+    nn_optim optim;
+    run_ktimer *kt;
+    run_attn_memo memo; /* which attention kernels compile, across the candidates' plans */
+} sr_ctx;
+
+/* Builds candidate c's plan: illegal, or its memory (OOM), else its cheap bound. */
+static np_status sr_screen(sr_ctx *x, search_cand *c, search_result *r, np_err *err)
+{
+    nn_plan *p = NULL;
+    np_err e = {0};
+    char why[RUN_REPORT_WHY_MAX];
+    if (run_build_plan_memo(x->o->model, &x->mo, &c->s, &x->optim, x->o->cfg, &x->memo, &p,
+                            why, sizeof why, &e) != NP_OK) {
+        if (e.status == NP_ERR_NOMEM) {
+            *err = e;
+            return e.status;
+        }
+        c->state = SEARCH_ILLEGAL;
+        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
+        r->n_illegal++;
+        return NP_OK;
+    }
+    nn_plan_summary sum;
+    np_status st = nn_plan_summarize(p, &sum, err);
+    if (st != NP_OK) {
+        nn_plan_free(p);
+        return st;
+    }
+    c->mem_bytes = sum.mem[sum.largest].total_bytes;
+    r->hbm_bytes = p->hbm_bytes;
+    nn_plan_summary_free(&sum);
+    if (p->hbm_bytes && c->mem_bytes > p->hbm_bytes) {
+        c->state = SEARCH_OOM;
+        r->n_oom++;
+        nn_plan_free(p);
+        return NP_OK;
+    }
+    c->state = SEARCH_PRUNED; /* until it is simulated */
+    if (x->o->objective == SEARCH_MEMORY) {
+        nn_plan_free(p);
+        return NP_OK;
+    }
+    /* every compute node its own kernel (not lowered: the cheap bound needs only each matrix
+     * node's FLOPs, the same whether its elementwise followers are fused into it or not) */
+    run_plan *rp = NULL;
+    st = run_plan_build(p, x->o->cfg, &(run_plan_opts){.nodes_only = true}, &rp, &e);
+    if (st != NP_OK) {
+        nn_plan_free(p);
+        if (e.status == NP_ERR_NOMEM) {
+            *err = e;
+            return e.status;
+        }
+        c->state = SEARCH_FAILED;
+        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
+        r->n_failed++;
+        return NP_OK;
+    }
+    uint64_t *ps = malloc((rp->n_kspecs + 1) * sizeof *ps), b = 0;
+    if (!ps)
+        st = np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
+    if (st == NP_OK) {
+        sr_cheap_ps(rp, x->o->cfg, x->o->time_kernel != NULL, ps);
+        st = search_bound_graph(rp->g, x->o->cfg, ps, &b, err);
+    }
+    c->bound_cheap_s = (double)b * 1e-12;
+    free(ps);
+    run_plan_free(rp);
+    nn_plan_free(p);
+    return st;
+}
+
+/* Candidate c's tight bound: every kernel at its timed duration (the shorter of alone and
+ * chained). A timing error makes it FAILED. */
+static np_status sr_tight(sr_ctx *x, search_cand *c, search_result *r, np_err *err)
+{
+    nn_plan *p = NULL;
+    run_plan *rp = NULL;
+    np_err e = {0};
+    char why[RUN_REPORT_WHY_MAX];
+    np_status st = run_build_plan_memo(x->o->model, &x->mo, &c->s, &x->optim, x->o->cfg,
+                                       &x->memo, &p, why, sizeof why, &e);
+    if (st == NP_OK) /* the kernels run_job_run times: with the caller's timer, nodes */
+        st = run_plan_build(p, x->o->cfg, &(run_plan_opts){.nodes_only = x->o->time_kernel != NULL},
+                            &rp, &e);
+    uint64_t *ps = st == NP_OK ? malloc((rp->n_kspecs + 1) * sizeof *ps) : NULL;
+    if (st == NP_OK && !ps)
+        st = np_err_set(&e, NP_ERR_NOMEM, "search: out of memory");
+    for (uint32_t k = 0; st == NP_OK && k < rp->n_kspecs; k++) {
+        run_ktime t;
+        const run_kernel *rk = run_graph_kernel(rp->g, k);
+        st = x->o->time_kernel ? x->o->time_kernel(x->o->time_ctx, rk, &t, &e)
+                               : run_ktimer_time(x->kt, rk, &t, &e);
+        if (st == NP_OK)
+            ps[k] = t.chained_ps && t.chained_ps < t.ps ? t.chained_ps : t.ps;
+    }
+    uint64_t b = 0;
+    if (st == NP_OK)
+        st = search_bound_graph(rp->g, x->o->cfg, ps, &b, &e);
+    free(ps);
+    run_plan_free(rp);
+    nn_plan_free(p);
+    if (st == NP_ERR_NOMEM) {
+        *err = e;
+        return st;
+    }
+    if (st != NP_OK) {
+        c->state = SEARCH_FAILED;
+        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
+        r->n_failed++;
+        return NP_OK;
+    }
+    c->bound_s = (double)b * 1e-12;
+    return NP_OK;
+}
+
+static np_status sr_simulate(sr_ctx *x, search_cand *c, search_result *r, np_err *err)
+{
+    run_job j = {.cfg = x->o->cfg, .model = x->o->model, .s = c->s, .o = x->mo,
+                 .optim = x->optim, .steps = 1, .ktimer = x->kt,
+                 .time_kernel = x->o->time_kernel, .time_ctx = x->o->time_ctx};
+    run_report rep;
+    np_err e = {0};
+    np_status st = run_job_run(&j, &rep, &e);
+    if (st == NP_ERR_NOMEM) {
+        *err = e;
+        return st;
+    }
+    if (st != NP_OK) {
+        c->state = SEARCH_FAILED;
+        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
+        r->n_failed++;
+        return NP_OK;
+    }
+    search_fig *f = &c->fig;
+    f->step_s = rep.step_time_s;
+    f->tokens_per_s = rep.tokens_per_s;
+    f->samples_per_s = rep.samples_per_s;
+    f->mfu_pct = rep.mfu_pct;
+    f->compute_s = rep.compute_s;
+    f->exposed_comm_s = rep.exposed_comm_s;
+    f->bubble_s = rep.bubble_s;
+    f->idle_s = rep.idle_s;
+    f->bubble_pct = rep.bubble_pct;
+    for (uint32_t i = 0; i < rep.n_comm; i++)
+        if ((unsigned)rep.comm[i].kind < RUN_COMM_COUNT)
+            f->exposed_s[rep.comm[i].kind] = rep.comm[i].exposed_s;
+    run_report_free(&rep);
+    c->state = SEARCH_SIMULATED;
+    r->n_simulated++;
+    return NP_OK;
+}
+
+/* Ordering: by a key, then by index (deterministic). */
+typedef struct sr_key {
+    double v;
+    uint32_t i;
+} sr_key;
+
+static int sr_key_cmp(const void *a, const void *b)
+{
+    const sr_key *x = a, *y = b;
+    return x->v < y->v ? -1 : x->v > y->v ? 1 : x->i < y->i ? -1 : x->i > y->i;
+}
+
+/* The top-th best score among the simulated (INFINITY while fewer). */
+static double sr_kth(const search_result *r, search_objective obj, int top, sr_key *tmp)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < r->n_cand; i++)
+        if (r->cand[i].state == SEARCH_SIMULATED)
+            tmp[n++] = (sr_key){search_score(&r->cand[i], obj), i};
+    if (n < (uint32_t)top)
+        return INFINITY;
+    qsort(tmp, n, sizeof *tmp, sr_key_cmp);
+    return tmp[top - 1].v;
+}
+
+static void sr_progress(const search_opts *o, const char *what, double done)
+{
+    if (o->progress)
+        o->progress(o->progress_ctx, what, done);
+}
+
+/* What a screening worker sends back per candidate (one write, at most PIPE_BUF bytes, so
+ * never torn); index UINT32_MAX: the worker failed, why holds the message. */
+typedef struct sr_rec {
+    uint32_t index;
+    uint32_t state;
+    uint64_t mem_bytes, hbm_bytes;
+    double bound_cheap_s;
+    char why[256];
+} sr_rec;
+
+_Static_assert(sizeof(sr_rec) <= 4096, "a worker's record must fit in a pipe (PIPE_BUF)");
+
+/* Screens every candidate in `jobs` forked workers, worker w taking candidates w, w + jobs, ...
+ * and sending each one's record as it is done. */
+static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *err)
+{
+    int fds[64];
+    pid_t pids[64];
+    int n_w = 0;
+    np_status st = NP_OK;
+    for (int w = 0; w < jobs && st == NP_OK; w++) {
+        int p[2];
+        if (pipe(p) != 0) {
+            st = np_err_set(err, NP_ERR_IO, "search: pipe: %s", strerror(errno));
+            break;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(p[0]);
+            close(p[1]);
+            st = np_err_set(err, NP_ERR_IO, "search: fork: %s", strerror(errno));
+            break;
+        }
+        if (pid == 0) { /* the worker */
+            close(p[0]);
+            for (int k = 0; k < n_w; k++)
+                close(fds[k]);
+            for (uint32_t i = (uint32_t)w; i < r->n_cand; i += (uint32_t)jobs) {
+                search_result scratch = {0};
+                np_err e = {0};
+                sr_rec rec = {.index = i};
+                if (sr_screen(x, &r->cand[i], &scratch, &e) != NP_OK) {
+                    rec.index = UINT32_MAX;
+                    snprintf(rec.why, sizeof rec.why, "%.255s", e.msg);
+                    np_write_all(p[1], &rec, sizeof rec);
+                    _exit(3);
+                }
+                rec.state = r->cand[i].state;
+                rec.mem_bytes = r->cand[i].mem_bytes;
+                rec.hbm_bytes = scratch.hbm_bytes;
+                rec.bound_cheap_s = r->cand[i].bound_cheap_s;
+                snprintf(rec.why, sizeof rec.why, "%s", r->cand[i].why);
+                if (!np_write_all(p[1], &rec, sizeof rec))
+                    _exit(3);
+            }
+            _exit(0);
+        }
+        close(p[1]);
+        fds[n_w] = p[0];
+        pids[n_w++] = pid;
+    }
+    uint32_t got = 0;
+    int open_fds = n_w;
+    struct pollfd pf[64];
+    while (open_fds > 0) {
+        int m = 0;
+        for (int k = 0; k < n_w; k++)
+            if (fds[k] >= 0)
+                pf[m++] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+        if (poll(pf, (nfds_t)m, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            st = np_err_set(err, NP_ERR_IO, "search: poll: %s", strerror(errno));
+            break;
+        }
+        for (int q = 0; q < m; q++) {
+            if (!(pf[q].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            sr_rec rec;
+            size_t n = np_read_full(pf[q].fd, &rec, sizeof rec);
+            if (n == sizeof rec && rec.index < r->n_cand) {
+                search_cand *c = &r->cand[rec.index];
+                c->state = (search_state)rec.state;
+                c->mem_bytes = rec.mem_bytes;
+                c->bound_cheap_s = rec.bound_cheap_s;
+                snprintf(c->why, sizeof c->why, "%s", rec.why);
+                if (rec.hbm_bytes)
+                    r->hbm_bytes = rec.hbm_bytes;
+                got++;
+                char what[64];
+                snprintf(what, sizeof what, "plans: %u of %u", got, r->n_cand);
+                sr_progress(x->o, what, (double)got / r->n_cand);
+                continue;
+            }
+            if (n == sizeof rec && st == NP_OK) /* a worker's error */
+                st = np_err_set(err, NP_ERR_INTERNAL, "search: %s", rec.why);
+            for (int k = 0; k < n_w; k++)
+                if (fds[k] == pf[q].fd) {
+                    close(fds[k]);
+                    fds[k] = -1;
+                }
+            open_fds--;
+        }
+    }
+    for (int k = 0; k < n_w; k++) {
+        int status = 0;
+        if (fds[k] >= 0)
+            close(fds[k]);
+        waitpid(pids[k], &status, 0);
+    }
+    if (st == NP_OK && got != r->n_cand)
+        st = np_err_set(err, NP_ERR_INTERNAL, "search: the screening workers returned %u of "
+                        "%u candidates", got, r->n_cand);
+    return st;
+}
+
+np_status search_run(const search_opts *o, search_result *out, np_err *err)
+{
+    double t0 = np_wall_s();
+    memset(out, 0, sizeof *out);
+    if (!o->cfg || !o->model)
+        return np_err_set(err, NP_ERR_USAGE, "search: an architecture and a model are needed");
+    if (o->top < 0)
+        return np_err_set(err, NP_ERR_USAGE, "--top must be at least 1");
+    if ((int64_t)o->chips > o->cfg->system.chips)
+        return np_err_set(err, NP_ERR_USAGE, "--chips %d is more than the %d chips of %s",
+                          o->chips, (int)o->cfg->system.chips, o->cfg->name);
+    nn_strategy *ss = NULL;
+    uint32_t n = 0;
+    np_status st = search_enumerate(o, &ss, &n, err);
+    if (st != NP_OK)
+        return st;
+    out->cand = calloc(n ? n : 1, sizeof *out->cand);
+    out->order = calloc(n ? n : 1, sizeof *out->order);
+    sr_key *keys = calloc(n ? n : 1, sizeof *keys), *tmp = calloc(n ? n : 1, sizeof *tmp);
+    if (!out->cand || !out->order || !keys || !tmp) {
+        free(ss);
+        free(keys);
+        free(tmp);
+        search_result_free(out);
+        return np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
+    }
+    out->n_cand = n;
+    for (uint32_t i = 0; i < n; i++)
+        out->cand[i].s = ss[i];
+    free(ss);
+    int top = o->top ? o->top : 10;
+    sr_ctx x = {.o = o, .optim = run_job_optim()};
+    x.mo = (nn_model_opts){.batch = o->batch, .seq = o->seq,
+                           .compute = o->fp32 ? NN_F32 : NN_BF16, .seed = 1,
+                           .dropout = o->dropout};
+    if (!o->time_kernel)
+        st = run_ktimer_create(o->cfg, o->kernel_cache, &x.kt, err);
+    /* 2, 3: plans, memory, the cheap bound */
+    int jobs = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
+    if (st == NP_OK && jobs > 1 && n > 1)
+        st = sr_screen_pool(&x, out, jobs, err);
+    else
+        for (uint32_t i = 0; i < n && st == NP_OK; i++) {
+            char what[160], name[120];
+            snprintf(what, sizeof what, "plan %u of %u (%s)", i + 1, n,
+                     search_strategy_name(&out->cand[i].s, name, sizeof name));
+            sr_progress(o, what, (double)i / n);
+            st = sr_screen(&x, &out->cand[i], out, err);
+        }
+    out->n_illegal = out->n_oom = out->n_failed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        out->n_illegal += out->cand[i].state == SEARCH_ILLEGAL;
+        out->n_oom += out->cand[i].state == SEARCH_OOM;
+        out->n_failed += out->cand[i].state == SEARCH_FAILED;
+    }
+    /* 4: branch and bound, best first: the candidate of the smallest bound known (the tight
+     * one once computed, else the cheap one; memory: its memory) is taken next — its tight
+     * bound computed and it goes back, or, already tight, it is simulated — until that
+     * smallest bound cannot beat the top-th best step found. */
+    uint32_t n_fit = 0;
+    for (uint32_t i = 0; i < n && st == NP_OK; i++)
+        if (out->cand[i].state == SEARCH_PRUNED)
+            keys[n_fit++] = (sr_key){o->objective == SEARCH_MEMORY
+                                         ? (double)out->cand[i].mem_bytes
+                                         : out->cand[i].bound_cheap_s, i};
+    bool *tight = calloc(n ? n : 1, sizeof *tight);
+    if (!tight && st == NP_OK)
+        st = np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
+    for (uint32_t left = n_fit, step = 0; left > 0 && st == NP_OK; step++) {
+        uint32_t b = 0; /* the smallest key (then the smaller index) among keys[0 .. left) */
+        for (uint32_t k = 1; k < left; k++)
+            if (sr_key_cmp(&keys[k], &keys[b]) < 0)
+                b = k;
+        sr_key key = keys[b];
+        search_cand *c = &out->cand[key.i];
+        double kth = o->exhaustive ? INFINITY : sr_kth(out, o->objective, top, tmp);
+        if (key.v > kth) { /* every bound left is at least this one */
+            for (uint32_t k = 0; k < left; k++)
+                if (tight[keys[k].i])
+                    out->n_pruned_tight++;
+                else
+                    out->n_pruned_cheap++;
+            break;
+        }
+        char what[160], name[120];
+        snprintf(what, sizeof what, "%s %u (%s)", tight[key.i] || o->objective == SEARCH_MEMORY
+                 ? "simulating candidate" : "bounding candidate", key.i + 1,
+                 search_strategy_name(&c->s, name, sizeof name));
+        sr_progress(o, what, (double)(n_fit - left) / n_fit);
+        if (o->objective != SEARCH_MEMORY && !tight[key.i]) {
+            st = sr_tight(&x, c, out, err);
+            tight[key.i] = true;
+            if (st == NP_OK && c->state != SEARCH_FAILED) {
+                keys[b].v = c->bound_s;
+                continue;
+            }
+        } else {
+            st = sr_simulate(&x, c, out, err);
+            if (st == NP_OK && c->state == SEARCH_SIMULATED && o->simulated)
+                o->simulated(o->simulated_ctx, out, key.i);
+        }
+        keys[b] = keys[--left]; /* done with it */
+    }
+    free(tight);
+    sr_progress(o, "done", 1);
+    /* the ranking */
+    uint32_t m = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (out->cand[i].state == SEARCH_SIMULATED)
+            tmp[m++] = (sr_key){search_score(&out->cand[i], o->objective), i};
+    qsort(tmp, m, sizeof *tmp, sr_key_cmp);
+    for (uint32_t i = 0; i < m; i++)
+        out->order[i] = tmp[i].i;
+    out->n_order = m;
+    free(keys);
+    free(tmp);
+    run_ktimer_free(x.kt);
+    run_attn_memo_free(&x.memo);
+    out->wall_s = np_wall_s() - t0;
+    if (st != NP_OK)
+        search_result_free(out);
+    return st;
+}
+
+void search_result_free(search_result *r)
+{
+    free(r->cand);
+    free(r->order);
+    r->cand = NULL;
+    r->order = NULL;
+    r->n_cand = r->n_order = 0;
+}

@@ -1,0 +1,34 @@
+/* search_bound.h — a lower bound of the step time the fast engine (run_engine.h) gives a run
+ * graph, from a lower bound of each kernel's duration, without simulating the network
+ * (docs/search.md, "The bound").
+ *
+ * It is the step of the same graph on an ideal network: every collective, send and receive
+ * takes no time and a collective waits for none of its group's other members, while every
+ * rank's compute engine still runs its kernels one at a time in issue order, each after its
+ * dependencies (a receive after the matching send of the peer's class), after the stream's gap
+ * (chip.kernel_gap_ns) and, for a step's first kernel and one after a host synchronization,
+ * the host's launch (chip.kernel_launch_ns) — what the engine does, less every wait on the
+ * network. Each constraint kept is one the engine obeys and each duration is at most the
+ * engine's, so every task ends no later here than in the engine: the result is <= the
+ * simulated step whatever the network. It still holds every pipeline bubble a compute-bound
+ * schedule has (fill, drain, waits between stages), which is what sets strategies apart
+ * before their communication.
+ *
+ * Ranks of a class run the same tasks, so the bound is computed once per class (a send's
+ * receiving class is that of its peer in the pipeline); one pass over the tasks. */
+#ifndef NPUSIM_SIM_SEARCH_BOUND_H
+#define NPUSIM_SIM_SEARCH_BOUND_H
+
+#include <stdint.h>
+
+#include "arch.h"
+#include "err.h"
+#include "run_graph.h"
+
+/* The bound, in ps, of one step of finalized graph g on cfg's chips (cfg gives the kernel gap
+ * and launch; NULL: none), kernel k taking kernel_ps[k] (k < run_graph_kernels(g); each at
+ * most what the engine's timing function gives it, chained or not). NP_ERR_NOMEM. */
+np_status search_bound_graph(const run_graph *g, const arch_config *cfg,
+                             const uint64_t *kernel_ps, uint64_t *bound_ps, np_err *err);
+
+#endif
