@@ -41,6 +41,70 @@ TEST(zoo_parameter_counts_equal_the_published_ones)
     CU_ASSERT(fabs((double)params_of("gpt3-175b") / 175e9 - 1.0) < 0.005);
 }
 
+/* Total and active parameters of a zoo model (active: nn_graph_active_param_count) and of its
+ * input embedding. */
+static void counts_of(const char *name, int64_t *total, int64_t *active, int64_t *embedding)
+{
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    nn_model_opts o = {.batch = 1, .seq = 1};
+    *total = *active = *embedding = -1;
+    if (nn_model_load(name, &d, &e) != NP_OK || nn_model_build(&d, &o, &m, &e) != NP_OK) {
+        fprintf(stderr, "%s: %s\n", name, e.msg);
+        return;
+    }
+    *total = nn_graph_param_count(m.g);
+    *active = nn_graph_active_param_count(m.g);
+    const nn_tensor *emb = nn_graph_find(m.g, "embed_tokens.weight");
+    *embedding = emb ? nn_numel(emb) : -1;
+    nn_graph_free(m.g);
+}
+
+/* x rounds to `card` (in units of `unit`) as the model card rounds it */
+static bool rounds_to(int64_t x, double card, double unit)
+{
+    return fabs((double)x / unit - card) <= 0.05 + 1e-9;
+}
+
+TEST(moe_zoo_total_and_active_parameters_equal_the_published_ones)
+{
+    int64_t total, active, emb;
+    /* Mixtral 8x7B (Mistral AI's announcement and arXiv 2401.04088): 46.7B, 12.9B active;
+     * exactly 46,702,792,704 in the Hugging Face checkpoint (hand sum: 32 layers of attention
+     * 41,943,040, norms 8,192, router 32,768, experts 8 x 176,160,768; embedding and head
+     * 131,072,000 each; final norm 4,096) */
+    counts_of("mixtral-8x7b", &total, &active, &emb);
+    CU_ASSERT_EQUAL(total, 46702792704LL);
+    CU_ASSERT(rounds_to(total, 46.7, 1e9));
+    CU_ASSERT(rounds_to(active, 12.9, 1e9));
+    CU_ASSERT_EQUAL(active, 46702792704LL - 32LL * 6 * 176160768); /* 6 of 8 experts idle */
+    /* Qwen3 model cards: 30.5B total, 29.9B non-embedding, 3.3B activated; 235B, 234B
+     * non-embedding, 22B activated */
+    counts_of("qwen3-30b-a3b", &total, &active, &emb);
+    CU_ASSERT(rounds_to(total, 30.5, 1e9));
+    CU_ASSERT(rounds_to(total - 2 * emb, 29.9, 1e9));
+    CU_ASSERT(active >= 3.3e9 && active < 3.4e9); /* 3.35B, which the card truncates */
+    counts_of("qwen3-235b-a22b", &total, &active, &emb);
+    CU_ASSERT(fabs((double)total / 1e9 - 235) < 0.5);
+    CU_ASSERT(fabs((double)(total - 2 * emb) / 1e9 - 234) < 0.5);
+    CU_ASSERT(fabs((double)active / 1e9 - 22) < 0.5);
+    /* DeepSeek-V2-Lite (its card): 15.7B total, 2.4B activated, the input embedding not
+     * counted (DeepSeek's convention: 2.45B, which the card truncates) */
+    counts_of("deepseek-v2-lite", &total, &active, &emb);
+    CU_ASSERT(rounds_to(total, 15.7, 1e9));
+    CU_ASSERT(active - emb >= 2.4e9 && active - emb < 2.5e9);
+    /* DeepSeek-V3 (technical report: 671B total, 37B activated; its README_WEIGHTS: 36.6B
+     * activated, 0.9B of them the output head, the embedding not counted) */
+    counts_of("deepseek-v3", &total, &active, &emb);
+    CU_ASSERT(rounds_to(total, 671.0, 1e9));
+    CU_ASSERT(rounds_to(active - emb, 36.6, 1e9));
+    CU_ASSERT(fabs((double)emb / 1e9 - 0.9) < 0.05);
+    /* a dense model's active parameters are all of them */
+    counts_of("llama2-7b", &total, &active, &emb);
+    CU_ASSERT_EQUAL(active, total);
+}
+
 TEST(resnet50_forward_is_about_4_1_gmacs_at_224)
 {
     nn_model_desc d;
