@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "nn_impl.h"
 #include "zoo_impl.h"
 
 /* [B, S, H*Dh] -> [B, H, S, Dh] */
@@ -181,9 +182,13 @@ static nn_tensor *zb_moe(nn_zb *b, const nn_model_desc *d, nn_tensor *hn, int64_
         logits = nn_cast(g, logits, NN_F32);
     nn_tensor *bias = NULL;
     if (strcmp(nn_model_word(d, "router_bias", "no"), "yes") == 0) {
+        /* a buffer the training loop updates outside the gradient (zero at the start; its
+         * values, E floats, are set here so that plans copy them like nn_scalar's) */
         bias = nn_const(g, "e_score_correction_bias", NN_F32, 1, DIMS(E));
-        if (bias)
-            bias->fp[1] = NN_INIT_ZEROS;
+        if (bias && !nn_tensor_fill(bias, 0.0f)) {
+            nn_graph_fail(g, NP_ERR_NOMEM, "out of memory for %s", bias->name);
+            return NULL;
+        }
     }
     nn_moe_routing rt;
     if (!nn_moe_route(g, logits, bias, &r, &rt))
