@@ -52,10 +52,10 @@ np_status nn_model_validate(nn_model_desc *d, np_err *err);
 int64_t nn_model_key_max(const char *family, const char *key);
 
 /* Models from Hugging Face config.json files (model_hf.c; docs/interop.md): the
- * architectures the transformer builder has (Llama, Mistral, Qwen2, Qwen3, GPT-2) as a
- * description of family llama or gpt, named after the config's folder. Errors name the file
- * and the key at its line and column; a mixture of experts or another architecture is
- * refused with the reason. nn_model_load_hf reads path (a config.json, or a folder holding
+ * architectures the transformer builder has (Llama, Mistral, Qwen2, Qwen3, Mixtral,
+ * Qwen3-MoE, GPT-2) as a description of family llama or gpt, named after the config's folder.
+ * Errors name the file and the key at its line and column; another architecture (or mixture
+ * of experts) is refused with the reason. nn_model_load_hf reads path (a config.json, or a folder holding
  * one; at most NN_HF_MAX_FILE_BYTES); nn_model_parse_hf reads text of len bytes. */
 #define NN_HF_MAX_FILE_BYTES (1 << 20)
 np_status nn_model_parse_hf(const char *path, const char *text, size_t len, nn_model_desc *d,
