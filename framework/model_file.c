@@ -119,6 +119,9 @@ static const nn_key_spec nn_keys[] = {
     {"llama", "qk_nope_dim", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
     {"llama", "qk_rope_dim", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
     {"llama", "v_head_dim", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    /* DeepSeek-V3's multi-token prediction: its depth (num_nextn_predict_layers) and weight */
+    {"llama", "mtp", NN_KEY_INT, false, 0, NULL, 4},
+    {"llama", "mtp_weight", NN_KEY_REAL, false, 0, NULL, 1 << 10},
 };
 #define NN_N_KEYS (sizeof nn_keys / sizeof nn_keys[0])
 
@@ -290,6 +293,10 @@ static np_status nn_model_moe_consistency(const nn_model_desc *d, np_err *err)
     if (nn_model_int(d, "dense_layers", 0) > nn_model_int(d, "layers", 1))
         return nn_key_fail(d, "dense_layers", err, "%lld dense layers of %lld",
                            nn_model_int(d, "dense_layers", 0), nn_model_int(d, "layers", 1));
+    if (nn_entry(d, "mtp_weight") && !nn_entry(d, "mtp"))
+        return nn_key_fail(d, "mtp_weight", err, "needs mtp (multi-token prediction)", 0, 0);
+    if (nn_entry(d, "mtp") && nn_entry(d, "tied") && strcmp(nn_model_word(d, "tied", "no"), "yes") == 0)
+        return nn_key_fail(d, "mtp", err, "multi-token prediction shares an untied output head", 0, 0);
     bool mla = nn_entry(d, "kv_lora_rank") != NULL;
     for (size_t i = 0; !mla && i < sizeof mla_keys / sizeof mla_keys[0]; i++)
         if (nn_entry(d, mla_keys[i]))
@@ -571,7 +578,8 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
     const char *f = d->family;
     int64_t v[NN_MODEL_MAX_VALUES];
     if (strcmp(f, "gpt") == 0 || strcmp(f, "llama") == 0) {
-        double L = (double)nn_model_int(d, "layers", 1), D = (double)nn_model_int(d, "d_model", 1);
+        double L = (double)(nn_model_int(d, "layers", 1) + nn_model_int(d, "mtp", 0));
+        double D = (double)nn_model_int(d, "d_model", 1);
         double V = (double)nn_model_int(d, "vocab", 1), H = (double)nn_model_int(d, "heads", 1);
         double F = (double)nn_model_int(d, "ffn", 4 * nn_model_int(d, "d_model", 1));
         double C = (double)nn_model_int(d, "context", 1);

@@ -279,7 +279,7 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     m->g = nn_graph_new(o->seed);
     if (!m->g)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building %s", d->name);
-    nn_zb b = {m->g, o->inference, o->compute, o->dropout, NULL, 0};
+    nn_zb b = {m->g, o->inference, o->compute, o->dropout, NULL, 0, 0, {NULL}};
     m->batch = B;
     m->seq = S;
     nn_tensor *logits;
@@ -308,6 +308,17 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     int64_t rows = onnx && logits ? logits->ne[0] : lm ? B * S : B; /* a label per row */
     m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(rows));
     m->loss = nn_cross_entropy(m->g, logits, m->labels);
+    /* DeepSeek-V3's multi-token prediction: depth k's target at position i is the label of
+     * position i + k; lambda / depth times the sum of their cross-entropies (report, eq. 25) */
+    double lambda = nn_model_real(d, "mtp_weight", 0.3);
+    for (int k = 1; k <= b.n_mtp && m->loss; k++) {
+        nn_tensor *lab = nn_slice(m->g, nn_reshape(m->g, m->labels, 2, DIMS(B, S)), 1, k, S);
+        nn_tensor *lk = nn_reshape(m->g, lab, 1, DIMS(B * (S - k)));
+        nn_tensor *lg = b.mtp[k - 1] && b.mtp[k - 1]->dtype != NN_F32
+                            ? nn_cast(m->g, b.mtp[k - 1], NN_F32) : b.mtp[k - 1];
+        m->loss = nn_add(m->g, m->loss,
+                         nn_scale(m->g, nn_cross_entropy(m->g, lg, lk), lambda / b.n_mtp));
+    }
     if (b.aux) /* MoE: the mean of the layers' auxiliary losses, times the coefficient */
         m->loss = nn_add(m->g, m->loss, nn_scale(m->g, b.aux, nn_model_real(d, "aux_loss", 0) /
                                                                   b.n_aux));

@@ -11,6 +11,8 @@
 #define NN_INIT_ONES 1
 #define NN_INIT_ZEROS 2
 
+#define NN_ZB_MAX_MTP 4
+
 typedef struct nn_zb {
     nn_graph *g;
     bool inference;
@@ -18,6 +20,8 @@ typedef struct nn_zb {
     double dropout;
     nn_tensor *aux;  /* the sum of the MoE layers' auxiliary losses (NULL: none) */
     int n_aux;       /* how many layers added to it */
+    int n_mtp;       /* DeepSeek-V3's multi-token prediction depth (0: none) */
+    nn_tensor *mtp[NN_ZB_MAX_MTP]; /* each depth's logits [B (S-k), V] */
 } nn_zb;
 
 #define DIMS(...) (int64_t[]){__VA_ARGS__}

@@ -4,7 +4,7 @@
  * and Qwen2/3 (head_dim, attention biases, q/k norms, rope base, norms' eps), and the
  * mixtures of experts: Mixtral and Qwen3-MoE (every FFN a routed MoE layer) and DeepSeek-V2/V3
  * (multi-head latent attention, shared and fine-grained experts, the first layers dense,
- * group-limited routing, multi-token prediction as an option). Names follow the Hugging Face
+ * group-limited routing, multi-token prediction as an option: key mtp). Names follow the Hugging Face
  * checkpoints (layers.N.self_attn.q_proj, layers.N.mlp.experts, ...), so the zoo's parameter
  * counts can be checked against the published ones (tests/test_models.c).
  *
@@ -214,18 +214,95 @@ static nn_tensor *zb_moe(nn_zb *b, const nn_model_desc *d, nn_tensor *hn, int64_
     return nn_reshape(g, y, 3, DIMS(hn->ne[0], hn->ne[1], D));
 }
 
+/* Transformer block l over x [B, S, D] (pre-norm attention and FFN, residuals) -> [B, S, D]. */
+static nn_tensor *zb_block(nn_zb *b, const nn_model_desc *d, nn_tensor *x, int64_t B, int64_t S,
+                           int64_t l)
+{
+    nn_graph *g = b->g;
+    bool llama = strcmp(d->family, "llama") == 0;
+    int64_t D = nn_model_int(d, "d_model", 1), F = nn_model_int(d, "ffn", 4 * D);
+    int64_t experts = nn_model_int(d, "experts", 0), dense = nn_model_int(d, "dense_layers", 0);
+    bool mla = nn_model_int(d, "kv_lora_rank", 0) > 0;
+    double eps = nn_model_real(d, "norm_eps", 1e-5);
+    char s[128];
+    nn_graph_set_layer(g, (int)l);
+    const char *pre = llama ? "layers" : "h";
+    snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "input_layernorm" : "ln_1");
+    nn_graph_set_scope(g, "%s", s);
+    nn_tensor *hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
+                          : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
+                                         PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
+    nn_tensor *a = mla ? zb_mla(b, d, hn, B, S, l) : zb_attention(b, d, hn, B, S, l);
+    nn_graph_set_scope(g, "%s.%lld.residual1", pre, (long long)l);
+    x = nn_add(g, x, a);
+    snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "post_attention_layernorm" : "ln_2");
+    nn_graph_set_scope(g, "%s", s);
+    hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
+               : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
+                              PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
+    nn_tensor *f;
+    if (llama && experts && l >= dense)
+        f = zb_moe(b, d, hn, B * S, l);
+    else if (llama) {
+        snprintf(s, sizeof s, "layers.%lld.mlp", (long long)l);
+        f = zb_swiglu(b, hn, D, F, s);
+    } else {
+        snprintf(s, sizeof s, "h.%lld.mlp.c_fc", (long long)l);
+        f = nn_gelu(g, zb_linear(b, hn, D, F, true, s));
+        snprintf(s, sizeof s, "h.%lld.mlp.c_proj", (long long)l);
+        f = zb_linear(b, f, F, D, true, s);
+        f = zb_dropout(b, f);
+    }
+    nn_graph_set_scope(g, "%s.%lld.residual2", pre, (long long)l);
+    x = nn_add(g, x, f);
+    return x;
+}
+
+/* DeepSeek-V3's multi-token prediction (technical report section 2.2): module k (1..mtp)
+ * predicts token i + k + 1 at position i from the previous depth's hidden state h [B, S-k+1, D]
+ * and the embedding of token i + k: h' = eh_proj([enorm(Emb(t_{i+k})); hnorm(h_i)]) (the
+ * checkpoint's order), one transformer block (layers.L+k-1), then the shared output head
+ * after the module's own norm (shared_head.norm). Its logits [B (S-k), V] go to b->mtp[k-1]. */
+static nn_tensor *zb_mtp(nn_zb *b, const nn_model_desc *d, nn_tensor *h, nn_tensor *tokens,
+                         nn_tensor *wte, nn_tensor *head, int64_t B, int64_t S, int64_t k)
+{
+    nn_graph *g = b->g;
+    int64_t D = nn_model_int(d, "d_model", 1), L = nn_model_int(d, "layers", 1) + k - 1;
+    double eps = nn_model_real(d, "norm_eps", 1e-5);
+    int64_t Sk = S - k;
+    char s[128];
+    if (Sk < 1) {
+        nn_graph_fail(g, NP_ERR_RANGE, "%s: multi-token prediction depth %lld needs a sequence "
+                      "longer than %lld tokens", d->name, (long long)k, (long long)k);
+        return NULL;
+    }
+    nn_graph_set_layer(g, (int)L);
+    nn_graph_set_scope(g, "layers.%lld.enorm", (long long)L);
+    nn_tensor *e = nn_embedding(g, wte, nn_slice(g, tokens, 1, k, S));
+    e = nn_rmsnorm(g, e, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps);
+    nn_graph_set_scope(g, "layers.%lld.hnorm", (long long)L);
+    h = nn_rmsnorm(g, nn_slice(g, h, 1, 0, Sk), PARAM(b, "weight", 0, NN_INIT_ONES, D), eps);
+    nn_graph_set_scope(g, "layers.%lld", (long long)L);
+    nn_tensor *eh = nn_concat(g, 2, (nn_tensor *[]){e, h}, 2);
+    snprintf(s, sizeof s, "layers.%lld.eh_proj", (long long)L);
+    h = zb_block(b, d, zb_linear(b, eh, 2 * D, D, false, s), B, Sk, L);
+    nn_graph_set_scope(g, "layers.%lld.shared_head.norm", (long long)L);
+    nn_tensor *y = nn_rmsnorm(g, h, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps);
+    nn_graph_set_scope(g, "layers.%lld.shared_head", (long long)L);
+    b->mtp[k - 1] = nn_reshape(g, nn_linear(g, y, head, NULL), 2, DIMS(B * Sk, head->ne[1]));
+    return h;
+}
+
 nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, int64_t S, nn_model *m)
 {
     nn_graph *g = b->g;
     bool llama = strcmp(d->family, "llama") == 0;
     int64_t L = nn_model_int(d, "layers", 1), D = nn_model_int(d, "d_model", 1);
     int64_t V = nn_model_int(d, "vocab", 1), ctx = nn_model_int(d, "context", 1);
-    int64_t F = nn_model_int(d, "ffn", 4 * D), experts = nn_model_int(d, "experts", 0);
-    int64_t dense = nn_model_int(d, "dense_layers", 0);
     bool tied = strcmp(nn_model_word(d, "tied", llama ? "no" : "yes"), "yes") == 0;
-    bool mla = nn_model_int(d, "kv_lora_rank", 0) > 0;
     double eps = nn_model_real(d, "norm_eps", 1e-5);
     double std = 0.02;
+    b->n_mtp = (int)nn_model_int(d, "mtp", 0);
     m->input = nn_input(g, "tokens", NN_I32, 2, DIMS(B, S));
     nn_graph_set_scope(g, llama ? "embed_tokens" : "wte");
     nn_tensor *wte = PARAM(b, "weight", std, NN_INIT_NORMAL, V, D);
@@ -236,47 +313,20 @@ nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, int64_t S
         x = nn_add(g, x, S == ctx ? wpe : nn_slice(g, wpe, 0, 0, S));
         x = zb_dropout(b, x);
     }
-    char s[128];
-    for (int64_t l = 0; l < L; l++) {
-        nn_graph_set_layer(g, (int)l);
-        const char *pre = llama ? "layers" : "h";
-        snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "input_layernorm" : "ln_1");
-        nn_graph_set_scope(g, "%s", s);
-        nn_tensor *hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
-                              : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
-                                             PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
-        nn_tensor *a = mla ? zb_mla(b, d, hn, B, S, l) : zb_attention(b, d, hn, B, S, l);
-        nn_graph_set_scope(g, "%s.%lld.residual1", pre, (long long)l);
-        x = nn_add(g, x, a);
-        snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "post_attention_layernorm" : "ln_2");
-        nn_graph_set_scope(g, "%s", s);
-        hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
-                   : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
-                                  PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
-        nn_tensor *f;
-        if (llama && experts && l >= dense)
-            f = zb_moe(b, d, hn, B * S, l);
-        else if (llama) {
-            snprintf(s, sizeof s, "layers.%lld.mlp", (long long)l);
-            f = zb_swiglu(b, hn, D, F, s);
-        } else {
-            snprintf(s, sizeof s, "h.%lld.mlp.c_fc", (long long)l);
-            f = nn_gelu(g, zb_linear(b, hn, D, F, true, s));
-            snprintf(s, sizeof s, "h.%lld.mlp.c_proj", (long long)l);
-            f = zb_linear(b, f, F, D, true, s);
-            f = zb_dropout(b, f);
-        }
-        nn_graph_set_scope(g, "%s.%lld.residual2", pre, (long long)l);
-        x = nn_add(g, x, f);
-    }
+    for (int64_t l = 0; l < L; l++)
+        x = zb_block(b, d, x, B, S, l);
     nn_graph_set_layer(g, -1);
     nn_graph_set_scope(g, llama ? "norm" : "ln_f");
-    x = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
-              : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
-                             PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
-    if (tied) {
-        nn_graph_set_scope(g, "lm_head");
-        return nn_matmul(g, nn_reshape(g, x, 2, DIMS(B * S, D)), nn_transpose(g, wte));
-    }
-    return nn_reshape(g, zb_linear(b, x, D, V, false, "lm_head"), 2, DIMS(B * S, V));
+    nn_tensor *hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
+                          : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
+                                         PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
+    nn_graph_set_scope(g, "lm_head");
+    if (tied)
+        return nn_matmul(g, nn_reshape(g, hn, 2, DIMS(B * S, D)), nn_transpose(g, wte));
+    nn_tensor *head = PARAM(b, "weight", 1.0 / sqrt((double)D), NN_INIT_NORMAL, D, V);
+    nn_tensor *logits = nn_reshape(g, nn_linear(g, hn, head, NULL), 2, DIMS(B * S, V));
+    for (int64_t k = 1; k <= b->n_mtp; k++)
+        x = zb_mtp(b, d, x, m->input, wte, head, B, S, k);
+    nn_graph_set_layer(g, -1);
+    return logits;
 }

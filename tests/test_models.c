@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -434,4 +435,44 @@ TEST(a_moe_model_plans_on_one_chip_and_its_run_names_the_ops_without_kernels)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "have no kernel yet"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "moe_gmm bf16[64,32], bf16[8,32,32], i32[32,2]"));
     harness_run_free(&r);
+}
+
+/* d with `line` appended to its model file's text */
+static np_status load_with(const char *name, const char *line, nn_model_desc *d, np_err *e)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.model", nn_model_dir(), name);
+    char *text = harness_read_file(path, NULL);
+    if (!text)
+        return np_err_set(e, NP_ERR_IO, "cannot read %s", path);
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s%s\n", text, line);
+    free(text);
+    return nn_model_parse(path, buf, d, e);
+}
+
+TEST(deepseek_v3s_multi_token_prediction_module_is_an_option_of_the_published_size)
+{
+    /* num_nextn_predict_layers 1: enorm, hnorm (2 x 7168), eh_proj (14336 x 7168), one MoE
+     * layer (that of layers 3..60: 11,507,286,016 by the sums of docs/models.md) and
+     * shared_head.norm (7168), the embedding and head shared: 11,610,067,968 more. */
+    int64_t base, active, emb;
+    counts_of("deepseek-v3", &base, &active, &emb);
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(load_with("deepseek-v3", "mtp = 1", &d, &e), NP_OK);
+    nn_model_opts o = {.batch = 1, .seq = 2};
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &m, &e), NP_OK);
+    int64_t with = nn_graph_param_count(m.g);
+    nn_graph_free(m.g);
+    CU_ASSERT_EQUAL(with - base, 2 * 7168 + 14336LL * 7168 + 11507286016LL + 7168);
+    /* README_WEIGHTS: "11.5B unique parameters" (the exact sum is 11.61B: the README rounds
+     * loosely, as its 685B total of the weights file, 684.5B by these sums, does) */
+    CU_ASSERT(fabs((double)(with - base) / 1e9 - 11.5) < 0.15);
+    /* a sequence of one token has nothing to predict two ahead */
+    o.seq = 1;
+    CU_ASSERT_EQUAL(nn_model_build(&d, &o, &m, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "multi-token prediction depth 1 needs a sequence"));
+    nn_graph_free(m.g);
 }

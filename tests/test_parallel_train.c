@@ -694,11 +694,12 @@ TEST(mixtures_of_experts_train_as_one_device_under_dp_tp_and_pp)
                              "qk_nope_dim = 8\nqk_rope_dim = 4\nv_head_dim = 8\nexperts = 8\n"
                              "experts_per_token = 2\nmoe_ffn = 16\nshared_experts = 1\n"
                              "dense_layers = 1\nrouter = sigmoid\nroute_scale = 2.5\n"
-                             "expert_groups = 4\nexpert_groups_kept = 2\nrouter_bias = yes\n";
+                             "expert_groups = 4\nexpert_groups_kept = 2\nrouter_bias = yes\n"
+                             "mtp = 1\n";
     check(moe, 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B (8 experts, top-2)");
     check(moe, 4, 0, strategy(1, 1, 2, 2), "pp2 1F1B, 2 micro-batches");
     /* MLA is refused over tp (plan_build.c): dp and pp */
-    check(ds, 4, 0, strategy(2, 1, 2, 1), "dp2 pp2 1F1B (MLA, shared expert, groups)");
+    check(ds, 4, 0, strategy(2, 1, 2, 1), "dp2 pp2 1F1B (MLA, shared expert, groups, MTP)");
     nn_model_desc d;
     np_err e = {0};
     CU_ASSERT_EQUAL_FATAL(nn_model_parse("ds.model", ds, &d, &e), NP_OK);
