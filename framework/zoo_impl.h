@@ -26,7 +26,8 @@ typedef struct nn_zb {
 
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
 #define NDIMS(...) ((int)(sizeof DIMS(__VA_ARGS__) / sizeof(int64_t)))
-#define PARAM(b, name, std, init, ...) zb_param(b, name, NDIMS(__VA_ARGS__), DIMS(__VA_ARGS__), std, init)
+#define PARAM(b, name, std, init, ...)                                                    \
+    zb_param(b, name, NDIMS(__VA_ARGS__), DIMS(__VA_ARGS__), std, init)
 
 /* Dropout of p = b->dropout (none when 0). */
 nn_tensor *zb_dropout(nn_zb *b, nn_tensor *x);

@@ -4,8 +4,8 @@
  * and Qwen2/3 (head_dim, attention biases, q/k norms, rope base, norms' eps), and the
  * mixtures of experts: Mixtral and Qwen3-MoE (every FFN a routed MoE layer) and DeepSeek-V2/V3
  * (multi-head latent attention, shared and fine-grained experts, the first layers dense,
- * group-limited routing, multi-token prediction as an option: key mtp). Names follow the Hugging Face
- * checkpoints (layers.N.self_attn.q_proj, layers.N.mlp.experts, ...), so the zoo's parameter
+ * group-limited routing, multi-token prediction as an option: key mtp). Names follow the
+ * Hugging Face checkpoints (layers.N.self_attn.q_proj, layers.N.mlp.experts, ...), so the zoo's parameter
  * counts can be checked against the published ones (tests/test_models.c).
  *
  * Not modelled: GPT-3's alternating sparse attention; YaRN's attention-scale correction of
@@ -142,10 +142,11 @@ static nn_tensor *zb_mla(nn_zb *b, const nn_model_desc *d, nn_tensor *hn, int64_
     kv = zb_heads(g, kv, B, S, H, dn + dv);
     q = zb_heads(g, q, B, S, H, dq);
     nn_tensor *q_pe = nn_rope(g, nn_slice(g, q, 3, dn, dq), theta);
-    nn_tensor *k_pe = nn_rope(g, nn_reshape(g, nn_slice(g, ckv, 2, kvr, kvr + dr), 4, DIMS(B, 1, S, dr)), theta);
+    nn_tensor *k_pe = nn_reshape(g, nn_slice(g, ckv, 2, kvr, kvr + dr), 4, DIMS(B, 1, S, dr));
+    k_pe = nn_rope(g, k_pe, theta);
     q = nn_concat(g, 2, (nn_tensor *[]){nn_slice(g, q, 3, 0, dn), q_pe}, 3);
-    nn_tensor *k = nn_concat(g, 2, (nn_tensor *[]){nn_slice(g, kv, 3, 0, dn),
-                                                   nn_broadcast_to(g, k_pe, 4, DIMS(B, H, S, dr))}, 3);
+    k_pe = nn_broadcast_to(g, k_pe, 4, DIMS(B, H, S, dr)); /* one rope key for every head */
+    nn_tensor *k = nn_concat(g, 2, (nn_tensor *[]){nn_slice(g, kv, 3, 0, dn), k_pe}, 3);
     nn_tensor *a = nn_attention(g, q, k, nn_slice(g, kv, 3, dn, dn + dv), true);
     a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, H * dv));
     snprintf(s, sizeof s, "layers.%lld.self_attn.o_proj", (long long)l);

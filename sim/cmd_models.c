@@ -54,6 +54,7 @@ np_status cmd_models(int argc, char **argv, np_err *err)
         nn_model_opts o = {.batch = 1, .seq = 1};
         if ((st = nn_model_load(names[i], &d, err)) != NP_OK)
             break;
+        o.seq += nn_model_int(&d, "mtp", 0); /* a token for each multi-token prediction depth */
         if ((st = nn_model_build(&d, &o, &m, err)) != NP_OK) {
             nn_graph_free(m.g);
             break;

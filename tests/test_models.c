@@ -15,7 +15,10 @@ static int64_t params_of(const char *name)
     nn_model m;
     np_err e = {0};
     nn_model_opts o = {.batch = 1, .seq = 1};
-    if (nn_model_load(name, &d, &e) != NP_OK || nn_model_build(&d, &o, &m, &e) != NP_OK) {
+    if (nn_model_load(name, &d, &e) != NP_OK)
+        return -1;
+    o.seq += nn_model_int(&d, "mtp", 0); /* a token for each multi-token prediction depth */
+    if (nn_model_build(&d, &o, &m, &e) != NP_OK) {
         fprintf(stderr, "%s: %s\n", name, e.msg);
         return -1;
     }

@@ -93,7 +93,8 @@ TEST(dispatch_orders_rows_by_expert_then_token_and_capacity_drops_the_late_ones)
 
     g = nn_graph_new(1); /* an expert index out of range is an error naming the node */
     idx = input(g, "idx", NN_I32, 2, DIMS(4, 2), routed);
-    nn_moe_dispatch(g, input(g, "x", NN_F32, 2, DIMS(4, 1), (float[]){1, 2, 3, 4}), idx, NULL, 3, 0);
+    x = input(g, "x", NN_F32, 2, DIMS(4, 1), (float[]){1, 2, 3, 4});
+    nn_moe_dispatch(g, x, idx, NULL, 3, 0);
     CU_ASSERT_EQUAL(nn_graph_compute(g, &e), NP_ERR_RANGE);
     CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "index 3 at position 3 of idx is outside [0, 3)"));
     nn_graph_free(g);
@@ -211,7 +212,7 @@ TEST(deepseek_v3s_bias_steers_the_choice_but_not_the_weights)
     CU_ASSERT_EQUAL_FATAL(nn_graph_compute(g, &e), NP_OK);
     assert_values(rt.idx, (float[]){3, 0}, 2, 0); /* sigmoid(-1) + 5 beats everything */
     double s3 = 1 / (1 + exp(1.0)), s0 = 1 / (1 + exp(-2.0));
-    assert_values(rt.weights, (float[]){(float)(2.5 * s3 / (s3 + s0)), (float)(2.5 * s0 / (s3 + s0))},
-                  2, 1e-6);
+    float want[2] = {(float)(2.5 * s3 / (s3 + s0)), (float)(2.5 * s0 / (s3 + s0))};
+    assert_values(rt.weights, want, 2, 1e-6);
     nn_graph_free(g);
 }
