@@ -2,12 +2,13 @@
  * hand-computed cases: top-k (plain and group-limited), the dispatch layout with and without
  * capacity, a whole layer of 4 tokens, 4 experts, top-2 against a direct per-token sum, token
  * dropping, DeepSeek-V3's selection bias and the auxiliary loss. Their gradients are checked
- * against finite differences in test_framework.c. */
+ * against finite differences in test_framework.c. Multi-head latent attention (zoo_llm.c)
+ * against DeepSeek-V2's equations computed here. */
 #include <math.h>
 #include <string.h>
 
 #include "harness.h"
-#include "nn.h"
+#include "model.h"
 
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
 
@@ -215,4 +216,123 @@ TEST(deepseek_v3s_bias_steers_the_choice_but_not_the_weights)
     float want[2] = {(float)(2.5 * s3 / (s3 + s0)), (float)(2.5 * s0 / (s3 + s0))};
     assert_values(rt.weights, want, 2, 1e-6);
     nn_graph_free(g);
+}
+
+/* ---- multi-head latent attention (zoo_llm.c) against DeepSeek-V2's equations ---- */
+
+static const float *param(nn_graph *g, const char *name)
+{
+    nn_tensor *t = nn_graph_find(g, name);
+    if (!t)
+        fprintf(stderr, "no %s\n", name);
+    return t ? t->data : NULL;
+}
+
+/* y[n] = rmsnorm(x[n]) (gain 1, eps 1e-5) */
+static void rms(const double *x, int n, double *y)
+{
+    double ss = 0;
+    for (int i = 0; i < n; i++)
+        ss += x[i] * x[i];
+    for (int i = 0; i < n; i++)
+        y[i] = x[i] / sqrt(ss / n + 1e-5);
+}
+
+/* y[m] = x[k] W[k, m] */
+static void mv(const double *x, const float *w, int k, int m, double *y)
+{
+    for (int j = 0; j < m; j++) {
+        y[j] = 0;
+        for (int i = 0; i < k; i++)
+            y[j] += x[i] * w[i * m + j];
+    }
+}
+
+/* rope of x[n] at position pos: the pairs (i, i + n/2), base 10000 */
+static void rope(double *x, int n, int pos)
+{
+    for (int i = 0; i < n / 2; i++) {
+        double a = pos * pow(10000.0, -2.0 * i / n), c = cos(a), s = sin(a);
+        double u = x[i], v = x[i + n / 2];
+        x[i] = u * c - v * s;
+        x[i + n / 2] = v * c + u * s;
+    }
+}
+
+TEST(multi_head_latent_attention_computes_deepseek_v2s_equations)
+{
+    /* DeepSeek-V2 (arXiv 2405.04434) section 2.1, eqs. 9-19 with query compression (V3):
+     * c_Q = RMSNorm(W_DQ h), [q_C; q_R] per head from W_UQ c_Q (q_R rotated), c_KV =
+     * RMSNorm(W_DKV h), k_C and v per head from W_UK, W_UV c_KV, one k_R = RoPE(W_KR h) shared
+     * by the heads, scores (q_C.k_C + q_R.k_R) / sqrt(d_h + d_R), causal, o = W_O [o_1; ..] */
+    enum { D = 4, H = 2, QR = 3, KVR = 2, DN = 2, DR = 2, DV = 3, S = 3, DQ = DN + DR };
+    static const char text[] = "family = llama\nlayers = 1\nd_model = 4\nheads = 2\nffn = 4\n"
+                               "vocab = 5\ncontext = 3\nq_lora_rank = 3\nkv_lora_rank = 2\n"
+                               "qk_nope_dim = 2\nqk_rope_dim = 2\nv_head_dim = 3\n";
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_parse("mla.model", text, &d, &e), NP_OK);
+    nn_model_opts o = {.batch = 1, .seed = 3};
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &m, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_init(m.g, 5, &e), NP_OK);
+    nn_tensor_set(m.input, (float[]){3, 1, 4});
+    nn_tensor_set(m.labels, (float[]){1, 4, 2});
+    CU_ASSERT_EQUAL_FATAL(nn_graph_compute(m.g, &e), NP_OK);
+    const float *x = param(m.g, "embed_tokens.embedding");
+    const float *wqa = param(m.g, "layers.0.self_attn.q_a_proj.weight");
+    const float *wqb = param(m.g, "layers.0.self_attn.q_b_proj.weight");
+    const float *wkva = param(m.g, "layers.0.self_attn.kv_a_proj_with_mqa.weight");
+    const float *wkvb = param(m.g, "layers.0.self_attn.kv_b_proj.weight");
+    const float *wo = param(m.g, "layers.0.self_attn.o_proj.weight");
+    nn_tensor *res = nn_graph_find(m.g, "layers.0.residual1.add");
+    CU_ASSERT_FATAL(x && wqa && wqb && wkva && wkvb && wo && res);
+    double q[S][H * DQ], kr[S][DR], kv[S][H * (DN + DV)];
+    for (int s = 0; s < S; s++) {
+        double xs[D], h[D], cq[QR], ckv[KVR + DR], c[KVR];
+        for (int i = 0; i < D; i++)
+            xs[i] = x[s * D + i];
+        rms(xs, D, h);
+        mv(h, wqa, D, QR, cq);
+        rms(cq, QR, cq);
+        mv(cq, wqb, QR, H * DQ, q[s]);
+        for (int hh = 0; hh < H; hh++)
+            rope(q[s] + hh * DQ + DN, DR, s);
+        mv(h, wkva, D, KVR + DR, ckv);
+        rms(ckv, KVR, c);
+        mv(c, wkvb, KVR, H * (DN + DV), kv[s]);
+        for (int i = 0; i < DR; i++)
+            kr[s][i] = ckv[KVR + i];
+        rope(kr[s], DR, s);
+    }
+    for (int i = 0; i < S; i++) {
+        double heads[H * DV] = {0};
+        for (int hh = 0; hh < H; hh++) {
+            double sc[S], mx = -INFINITY, z = 0;
+            for (int j = 0; j <= i; j++) {
+                const double *qi = q[i] + hh * DQ, *kj = kv[j] + hh * (DN + DV);
+                sc[j] = 0;
+                for (int t = 0; t < DN; t++)
+                    sc[j] += qi[t] * kj[t];
+                for (int t = 0; t < DR; t++)
+                    sc[j] += qi[DN + t] * kr[j][t];
+                sc[j] /= sqrt((double)DQ);
+                mx = fmax(mx, sc[j]);
+            }
+            for (int j = 0; j <= i; j++)
+                z += exp(sc[j] - mx);
+            for (int j = 0; j <= i; j++)
+                for (int t = 0; t < DV; t++)
+                    heads[hh * DV + t] += exp(sc[j] - mx) / z * kv[j][hh * (DN + DV) + DN + t];
+        }
+        double out[D];
+        mv(heads, wo, H * DV, D, out);
+        for (int c = 0; c < D; c++) {
+            double want = x[i * D + c] + out[c], got = res->data[i * D + c];
+            if (fabs(got - want) > 1e-5 * fmax(1, fabs(want)))
+                fprintf(stderr, "residual[%d][%d] = %.7g, want %.7g\n", i, c, got, want);
+            CU_ASSERT(fabs(got - want) <= 1e-5 * fmax(1, fabs(want)));
+        }
+    }
+    nn_graph_free(m.g);
 }
