@@ -9,7 +9,10 @@
  *
  *   matmul(R, param)     the param is split by columns (Megatron's column-parallel
  *                        linear; per block when slices of the output follow) and the input
- *                        gets Megatron's f (group_copy: its gradient is all-reduced)
+ *                        gets Megatron's f (group_copy: its gradient is all-reduced); not when
+ *                        the output would be gathered at once (a softmax, norm or topk over
+ *                        its columns, unequal slices of them: a MoE router, MLA's
+ *                        down-projections): that param stays replicated
  *   matmul(S on K, param) the param is split by rows (row-parallel): the output is P
  *   matmul(S, S) batched the heads stay split (attention)
  *   attention(S, S, S)   the fused op (op_attention.c) over split heads: each rank its own
