@@ -201,6 +201,9 @@ TEST(tiny_mixtures_of_experts_train_through_routing_mla_and_shared_experts)
     CU_ASSERT(train("moe-tiny", adam, NN_F32, 100, count_batch, &first) < 0.15);
     CU_ASSERT(first > 2.5);
     CU_ASSERT(train("moe-tiny", adam, NN_BF16, 100, count_batch, &first) < 0.2);
+    /* with a capacity factor (tokens past an expert's capacity dropped): still learns */
+    CU_ASSERT(train(harness_src_path("tests/data/models/moe-capacity.model"), adam, NN_F32, 100,
+                    count_batch, &first) < 0.2);
     CU_ASSERT(train("deepseek-tiny", adam, NN_F32, 100, count_batch, &first) < 0.15);
     CU_ASSERT(first > 2.5);
 }
