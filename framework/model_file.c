@@ -586,10 +586,10 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
         double HD = H * (double)nn_model_int(d, "head_dim", nn_model_int(d, "d_model", 1) /
                                                             nn_model_int(d, "heads", 1));
         HD = HD > D ? HD : D; /* the width of q, k, v and o's input (head_dim x heads) */
-        /* MLA's widths: every head's q/k (nope + rope) and v, and the latents */
+        /* MLA's widths: every head's q/k (nope + rope) and v (its latents, narrower than
+         * d_model, are within 4 D HD) */
         double mla = (double)(nn_model_int(d, "qk_nope_dim", 0) + nn_model_int(d, "qk_rope_dim", 0) +
-                              nn_model_int(d, "v_head_dim", 0) + nn_model_int(d, "q_lora_rank", 0) +
-                              nn_model_int(d, "kv_lora_rank", 0));
+                              nn_model_int(d, "v_head_dim", 0));
         HD = HD > H * mla ? HD : H * mla;
         /* MoE: every expert's weights (E + shared) and each token's k + shared experts */
         double E = (double)nn_model_int(d, "experts", 0), Fm = (double)nn_model_int(d, "moe_ffn", 0);
