@@ -25,6 +25,16 @@ static const char *const kc_reasons[NN_OP_COUNT] = {
 #include "kernels.def"
 };
 
+static const char *const kc_later[NN_OP_COUNT] = {
+#define KC_NOT_YET(OP, reason) [NN_OP_##OP] = reason,
+#include "kernels.def"
+};
+
+const char *kc_kernel_not_yet(nn_op op)
+{
+    return (unsigned)op < NN_OP_COUNT ? kc_later[op] : NULL;
+}
+
 const kc_kernel_def *kc_kernel_find(nn_op op)
 {
     return (unsigned)op < NN_OP_COUNT ? kc_defs[op] : NULL;

@@ -436,6 +436,9 @@ kc_tol kc_tol_ulp(nn_dtype t);
 /* The kernel of op, or NULL when it has none; for ops that need none (views) the reason. */
 const kc_kernel_def *kc_kernel_find(nn_op op);
 const char *kc_no_kernel_reason(nn_op op);
+/* For an op whose kernel is not written yet (KC_NOT_YET in kernels.def) what it will be; NULL
+ * otherwise. Such an op is neither a view nor compiled: lowering it fails, naming it. */
+const char *kc_kernel_not_yet(nn_op op);
 
 /* True when d declares name as a tiling attribute (its doc starts with "tile:"). */
 bool kc_attr_is_tiling(const kc_kernel_def *d, const char *name);

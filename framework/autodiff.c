@@ -56,13 +56,14 @@ np_status nn_backward_roots(nn_graph *g, int n_roots, nn_tensor *const *roots,
     for (int w = 0; w < n_wrt; w++)
         is_wrt[wrt[w]->id] = true;
     /* requires_grad: depends on a trainable parameter (or a wrt node) through ops that let
-     * gradients through; on_path: a root depends on it. */
+     * gradients through (an integer tensor, such as topk's expert indices, has none);
+     * on_path: a root depends on it. */
     for (int i = 0; i < n; i++) {
         nn_tensor *t = order[i];
         t->requires_grad = t->trainable || is_wrt[t->id];
         for (int s = 0; s < t->n_src && !t->requires_grad; s++)
             t->requires_grad = t->src[s]->requires_grad;
-        if (t->op == NN_OP_STOP_GRAD)
+        if (t->op == NN_OP_STOP_GRAD || t->dtype == NN_I32 || t->dtype == NN_I8)
             t->requires_grad = false;
     }
     for (int r = 0; r < n_roots; r++)

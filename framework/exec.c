@@ -2,7 +2,8 @@
  *
  * Math is fp32 (accumulations in double inside the kernels); a node of dtype bf16 or f16 has
  * its outputs rounded to that format after its kernel runs, emulating the storage format.
- * Indices (embedding, labels) are checked against their table before a kernel reads them. */
+ * Indices (embedding, labels, experts) are checked against their table before a kernel reads
+ * them. */
 #include <stdlib.h>
 
 #include "nn_impl.h"
@@ -51,6 +52,17 @@ np_status nn_node_compute(nn_tensor *t, np_err *err)
     case NN_OP_CROSS_ENTROPY:
     case NN_OP_CROSS_ENTROPY_GRAD:
         if (nn_check_indices(t, t->src[1], t->src[0]->ne[t->src[0]->ndim - 1], err) != NP_OK)
+            return err->status;
+        break;
+    case NN_OP_MOE_DISPATCH: /* expert indices, ip[0] experts (op_moe.c) */
+    case NN_OP_MOE_COMBINE:
+    case NN_OP_MOE_COMBINE_GRAD:
+        if (nn_check_indices(t, t->src[1], t->ip[0], err) != NP_OK)
+            return err->status;
+        break;
+    case NN_OP_MOE_GMM:
+    case NN_OP_MOE_GMM_GRAD_W:
+        if (nn_check_indices(t, t->src[2], t->ip[0], err) != NP_OK)
             return err->status;
         break;
     default: break;

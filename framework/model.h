@@ -52,10 +52,10 @@ np_status nn_model_validate(nn_model_desc *d, np_err *err);
 int64_t nn_model_key_max(const char *family, const char *key);
 
 /* Models from Hugging Face config.json files (model_hf.c; docs/interop.md): the
- * architectures the transformer builder has (Llama, Mistral, Qwen2, Qwen3, GPT-2) as a
- * description of family llama or gpt, named after the config's folder. Errors name the file
- * and the key at its line and column; a mixture of experts or another architecture is
- * refused with the reason. nn_model_load_hf reads path (a config.json, or a folder holding
+ * architectures the transformer builder has (Llama, Mistral, Qwen2, Qwen3, Mixtral,
+ * Qwen3-MoE, GPT-2) as a description of family llama or gpt, named after the config's folder.
+ * Errors name the file and the key at its line and column; another architecture (or mixture
+ * of experts) is refused with the reason. nn_model_load_hf reads path (a config.json, or a folder holding
  * one; at most NN_HF_MAX_FILE_BYTES); nn_model_parse_hf reads text of len bytes. */
 #define NN_HF_MAX_FILE_BYTES (1 << 20)
 np_status nn_model_parse_hf(const char *path, const char *text, size_t len, nn_model_desc *d,
@@ -148,6 +148,7 @@ typedef struct nn_summary {
     int *module_before;
     int n_modules;
     int64_t total_params, trainable_params, non_trainable_params;
+    int64_t active_params; /* what one token uses (nn_graph_active_param_count) */
     int64_t total_mult_adds; /* over the layers that are not containers */
     int64_t forward_flops, forward_macs, train_step_flops;
     /* torchinfo's size estimates, in bytes (f32): the input, the outputs of the layers that
@@ -168,5 +169,10 @@ void nn_summary_free(nn_summary *s);
 
 /* Sum of the element counts of the trainable parameters of g. */
 int64_t nn_graph_param_count(const nn_graph *g);
+/* The parameters one token uses: nn_graph_param_count, with each routed expert weight (a
+ * parameter moe_gmm reads, [E, ...]) counted k / E of it (k: its layer's experts per token).
+ * The input embedding counts in full (Mistral's and Qwen's convention; DeepSeek's cards leave
+ * it out). Equal to nn_graph_param_count for a dense model. */
+int64_t nn_graph_active_param_count(const nn_graph *g);
 
 #endif

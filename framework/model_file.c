@@ -98,6 +98,30 @@ static const nn_key_spec nn_keys[] = {
     {"llama", "qk_norm", NN_KEY_WORD, false, 0, "yes|no", 0},
     {"llama", "rope_theta", NN_KEY_REAL, false, 0, NULL, (int64_t)1 << 40},
     {"llama", "norm_eps", NN_KEY_REAL, false, 0, NULL, 1},
+    /* mixtures of experts (Mixtral, Qwen3-MoE, DeepSeek-V2/V3; zoo_llm.c): without `experts`
+     * every FFN is dense */
+    {"llama", "experts", NN_KEY_INT, false, 0, NULL, 1 << 16},
+    {"llama", "experts_per_token", NN_KEY_INT, false, 0, NULL, 1 << 16},
+    {"llama", "moe_ffn", NN_KEY_INT, false, 0, NULL, NN_MAX_WIDTH},
+    {"llama", "shared_experts", NN_KEY_INT, false, 0, NULL, 1 << 16},
+    {"llama", "dense_layers", NN_KEY_INT, false, 0, NULL, NN_MAX_DEPTH},
+    {"llama", "router", NN_KEY_WORD, false, 0, "softmax|sigmoid", 0},
+    {"llama", "topk_norm", NN_KEY_WORD, false, 0, "yes|no", 0},
+    {"llama", "route_scale", NN_KEY_REAL, false, 0, NULL, 1 << 10},
+    {"llama", "expert_groups", NN_KEY_INT, false, 0, NULL, 1 << 16},
+    {"llama", "expert_groups_kept", NN_KEY_INT, false, 0, NULL, 1 << 16},
+    {"llama", "router_bias", NN_KEY_WORD, false, 0, "yes|no", 0},
+    {"llama", "capacity", NN_KEY_REAL, false, 0, NULL, 1 << 16},
+    {"llama", "aux_loss", NN_KEY_REAL, false, 0, NULL, 1 << 10},
+    /* multi-head latent attention (DeepSeek-V2/V3): kv_lora_rank turns it on */
+    {"llama", "q_lora_rank", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"llama", "kv_lora_rank", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"llama", "qk_nope_dim", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"llama", "qk_rope_dim", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    {"llama", "v_head_dim", NN_KEY_INT, false, 0, NULL, NN_MAX_DMODEL},
+    /* DeepSeek-V3's multi-token prediction: its depth (num_nextn_predict_layers) and weight */
+    {"llama", "mtp", NN_KEY_INT, false, 0, NULL, 4},
+    {"llama", "mtp_weight", NN_KEY_REAL, false, 0, NULL, 1 << 10},
 };
 #define NN_N_KEYS (sizeof nn_keys / sizeof nn_keys[0])
 
@@ -232,6 +256,61 @@ static np_status nn_entry_check(const nn_model_desc *d, nn_model_entry *e, const
     return NP_OK;
 }
 
+/* The error of key `key` of d (present) at its position. */
+static np_status nn_key_fail(const nn_model_desc *d, const char *key, np_err *err,
+                             const char *why, int64_t a, int64_t b)
+{
+    const nn_model_entry *e = nn_entry(d, key);
+    char msg[200];
+    snprintf(msg, sizeof msg, why, (long long)a, (long long)b);
+    return np_err_at(err, NP_ERR_INCONSISTENT, d->path, e ? e->line : 0, e ? e->col : 0, "%s: %s",
+                     key, msg);
+}
+
+/* The MoE and MLA keys of family llama together: what needs what, and the router's counts. */
+static np_status nn_model_moe_consistency(const nn_model_desc *d, np_err *err)
+{
+    static const char *const moe_keys[] = {"experts_per_token", "moe_ffn", "shared_experts",
+        "dense_layers", "router", "topk_norm", "route_scale", "expert_groups",
+        "expert_groups_kept", "router_bias", "capacity", "aux_loss"};
+    static const char *const mla_keys[] = {"q_lora_rank", "qk_nope_dim", "qk_rope_dim",
+                                           "v_head_dim"};
+    int64_t E = nn_model_int(d, "experts", 0), k = nn_model_int(d, "experts_per_token", 0);
+    for (size_t i = 0; !E && i < sizeof moe_keys / sizeof moe_keys[0]; i++)
+        if (nn_entry(d, moe_keys[i]))
+            return nn_key_fail(d, moe_keys[i], err, "needs experts (a mixture of experts)", 0, 0);
+    if (E && (!k || !nn_entry(d, "moe_ffn")))
+        return nn_key_fail(d, "experts", err, "a mixture of experts needs experts_per_token "
+                           "and moe_ffn", 0, 0);
+    if (k > E)
+        return nn_key_fail(d, "experts_per_token", err, "%lld is more than the %lld experts", k, E);
+    int64_t G = nn_model_int(d, "expert_groups", 0), keep = nn_model_int(d, "expert_groups_kept", G);
+    if (G && E % G)
+        return nn_key_fail(d, "expert_groups", err, "%lld experts do not split into %lld groups", E, G);
+    if (keep > G || (G && k > keep * (E / G)))
+        return nn_key_fail(d, "expert_groups_kept", err, "%lld groups kept of %lld cannot hold "
+                           "the chosen experts", keep, G);
+    if (nn_model_int(d, "dense_layers", 0) > nn_model_int(d, "layers", 1))
+        return nn_key_fail(d, "dense_layers", err, "%lld dense layers of %lld",
+                           nn_model_int(d, "dense_layers", 0), nn_model_int(d, "layers", 1));
+    if (nn_entry(d, "mtp_weight") && !nn_entry(d, "mtp"))
+        return nn_key_fail(d, "mtp_weight", err, "needs mtp (multi-token prediction)", 0, 0);
+    if (nn_entry(d, "mtp") && nn_entry(d, "tied") && strcmp(nn_model_word(d, "tied", "no"), "yes") == 0)
+        return nn_key_fail(d, "mtp", err, "multi-token prediction shares an untied output head", 0, 0);
+    bool mla = nn_entry(d, "kv_lora_rank") != NULL;
+    for (size_t i = 0; !mla && i < sizeof mla_keys / sizeof mla_keys[0]; i++)
+        if (nn_entry(d, mla_keys[i]))
+            return nn_key_fail(d, mla_keys[i], err, "needs kv_lora_rank (multi-head latent "
+                               "attention)", 0, 0);
+    if (mla && (!nn_entry(d, "qk_nope_dim") || !nn_entry(d, "qk_rope_dim")))
+        return nn_key_fail(d, "kv_lora_rank", err, "multi-head latent attention needs "
+                           "qk_nope_dim and qk_rope_dim", 0, 0);
+    if (mla && nn_model_int(d, "qk_rope_dim", 2) % 2)
+        return nn_key_fail(d, "qk_rope_dim", err, "%lld is odd (rope rotates pairs)",
+                           nn_model_int(d, "qk_rope_dim", 2), 0);
+    return NP_OK;
+}
+
 /* Checks between keys of one family (after each key is valid on its own). */
 static np_status nn_model_consistency(const nn_model_desc *d, np_err *err)
 {
@@ -246,6 +325,7 @@ static np_status nn_model_consistency(const nn_model_desc *d, np_err *err)
             return np_err_at(err, NP_ERR_INCONSISTENT, d->path, kv->line, kv->col,
                              "kv_heads: %lld heads are not a multiple of %lld kv_heads",
                              (long long)heads, (long long)kv->v[0]);
+        return nn_model_moe_consistency(d, err);
     }
     return NP_OK;
 }
@@ -498,19 +578,33 @@ static void nn_model_bounds(const nn_model_desc *d, double B, double S, double *
     const char *f = d->family;
     int64_t v[NN_MODEL_MAX_VALUES];
     if (strcmp(f, "gpt") == 0 || strcmp(f, "llama") == 0) {
-        double L = (double)nn_model_int(d, "layers", 1), D = (double)nn_model_int(d, "d_model", 1);
+        double L = (double)(nn_model_int(d, "layers", 1) + nn_model_int(d, "mtp", 0));
+        double D = (double)nn_model_int(d, "d_model", 1);
         double V = (double)nn_model_int(d, "vocab", 1), H = (double)nn_model_int(d, "heads", 1);
         double F = (double)nn_model_int(d, "ffn", 4 * nn_model_int(d, "d_model", 1));
         double C = (double)nn_model_int(d, "context", 1);
         double HD = H * (double)nn_model_int(d, "head_dim", nn_model_int(d, "d_model", 1) /
                                                             nn_model_int(d, "heads", 1));
         HD = HD > D ? HD : D; /* the width of q, k, v and o's input (head_dim x heads) */
-        *params = L * (4 * D * HD + 3 * D * F + 4 * HD + 4 * D) + V * D + C * D;
+        /* MLA's widths: every head's q/k (nope + rope) and v (its latents, narrower than
+         * d_model, are within 4 D HD) */
+        double mla = (double)(nn_model_int(d, "qk_nope_dim", 0) + nn_model_int(d, "qk_rope_dim", 0) +
+                              nn_model_int(d, "v_head_dim", 0));
+        HD = HD > H * mla ? HD : H * mla;
+        /* MoE: every expert's weights (E + shared) and each token's k + shared experts */
+        double E = (double)nn_model_int(d, "experts", 0), Fm = (double)nn_model_int(d, "moe_ffn", 0);
+        double cf = nn_model_real(d, "capacity", 1.0), k = (double)nn_model_int(d, "experts_per_token", 0);
+        k *= cf > 1 ? cf : 1; /* the rows of a capacity factor above 1 */
+        double sh = (double)nn_model_int(d, "shared_experts", 0), experts = 3 * D * Fm * (E + sh);
+        *params = L * (4 * D * HD + 3 * D * F + 4 * HD + 4 * D + experts + D * E) + V * D + C * D;
         double wide = V > F ? (V > D ? V : D) : (F > D ? F : D);
+        wide = wide > k * (Fm > D ? Fm : D) ? wide : k * (Fm > D ? Fm : D);
         double act = B * S * wide, scores = B * H * S * S;
         *tensor = act > scores ? act : scores;
         *tensor = *tensor > V * D ? *tensor : V * D;
-        *flops = 2 * B * S * *params + L * 4 * B * S * S * D;
+        *tensor = *tensor > E * D * Fm ? *tensor : E * D * Fm;
+        *flops = 2 * B * S * (*params - L * experts + L * 3 * D * Fm * (k + sh)) +
+                 L * 4 * B * S * S * (D > H * mla ? D : H * mla);
         return;
     }
     if (strcmp(f, "mlp") == 0) {

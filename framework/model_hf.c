@@ -7,10 +7,17 @@
  *   MistralForCausalLM  Llama's layout; sliding_window caps the context (below: exact there)
  *   Qwen2ForCausalLM    Llama's layout with biases on q, k and v
  *   Qwen3ForCausalLM    Llama's layout with head_dim and an RMSNorm of each head's q and k
+ *   MixtralForCausalLM  Mistral's layout, every FFN a mixture of num_local_experts SwiGLU
+ *                       experts of intermediate_size, top num_experts_per_tok, renormalized
+ *   Qwen3MoeForCausalLM Qwen3's layout, every FFN num_experts experts of
+ *                       moe_intermediate_size, top num_experts_per_tok (norm_topk_prob)
  *   GPT2LMHeadModel     the zoo's gpt family (GPT-2: learned positions, tied head)
  *
- * Refused, with the reason: mixtures of experts (Mixtral, Qwen-MoE, DeepSeek-V3: issue 27),
- * other architectures, and the fields that would change what the model computes in a way the
+ * A mixture of experts' auxiliary loss is in the step when output_router_logits is true (as
+ * transformers adds it), with router_aux_loss_coef. Refused, with the reason: the other
+ * mixtures of experts (Qwen2-MoE's shared expert gate, DeepSeek-V3's YaRN rope: the zoo's
+ * deepseek-v3 builds its layers), the MoE fields in another architecture's config, other
+ * architectures, and the fields that would change what the model computes in a way the
  * builder does not build (rope_scaling, an activation other than SiLU, MLP biases, Qwen's
  * sliding window). Fields that change neither shapes nor arithmetic (token ids, torch_dtype,
  * initializer_range, use_cache, dropout probabilities: npusim builds these models without
@@ -36,24 +43,26 @@ typedef struct hf_arch {
     const char *bias;     /* attn_bias: fixed ("qkv": Qwen2), or NULL: attention_bias decides */
     bool qk_norm;         /* Qwen3 */
     int64_t head_dim;     /* the config class's default head_dim; 0: hidden_size / heads */
+    int moe;              /* 0: dense; 1: Mixtral's fields; 2: Qwen3-MoE's */
 } hf_arch;
 
 static const hf_arch hf_archs[] = {
-    {"LlamaForCausalLM", "llama", "llama", NULL, false, 0},
-    {"MistralForCausalLM", "mistral", "llama", "none", false, 0},
-    {"Qwen2ForCausalLM", "qwen2", "llama", "qkv", false, 0},
-    {"Qwen3ForCausalLM", "qwen3", "llama", NULL, true, 128},
-    {"GPT2LMHeadModel", "gpt2", "gpt", NULL, false, 0},
+    {"LlamaForCausalLM", "llama", "llama", NULL, false, 0, 0},
+    {"MistralForCausalLM", "mistral", "llama", "none", false, 0, 0},
+    {"Qwen2ForCausalLM", "qwen2", "llama", "qkv", false, 0, 0},
+    {"Qwen3ForCausalLM", "qwen3", "llama", NULL, true, 128, 0},
+    {"MixtralForCausalLM", "mixtral", "llama", "none", false, 0, 1},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", "llama", NULL, true, 128, 2},
+    {"GPT2LMHeadModel", "gpt2", "gpt", NULL, false, 0, 0},
 };
 
 /* Known architectures npusim cannot build yet, and why. */
 static const struct {
     const char *name, *model_type, *why;
 } hf_refused[] = {
-    {"MixtralForCausalLM", "mixtral", "a mixture of experts (num_local_experts)"},
-    {"Qwen2MoeForCausalLM", "qwen2_moe", "a mixture of experts (num_experts)"},
-    {"Qwen3MoeForCausalLM", "qwen3_moe", "a mixture of experts (num_experts)"},
-    {"DeepseekV3ForCausalLM", "deepseek_v3", "a mixture of experts (n_routed_experts)"},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", "a mixture of experts with a gated shared expert"},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", "a mixture of experts with YaRN rope scaling "
+                                             "(the zoo's deepseek-v3 builds its layers)"},
     {"GemmaForCausalLM", "gemma", "Gemma's GeGLU MLP, (1 + w) norms and scaled embeddings"},
     {"Gemma2ForCausalLM", "gemma2", "Gemma's GeGLU MLP, (1 + w) norms and scaled embeddings"},
 };
@@ -62,7 +71,7 @@ static const struct {
 static const char *const hf_moe_keys[] = {"num_local_experts", "num_experts", "n_routed_experts",
                                           "num_experts_per_tok"};
 
-#define MOE_WHY "npusim builds no MoE layers yet: issue 27"
+#define MOE_WHY "npusim imports the MoE layers of Mixtral and Qwen3-MoE only"
 
 typedef struct hf_ctx {
     const char *path, *text; /* text: len bytes, not NUL-terminated */
@@ -264,7 +273,44 @@ static np_status hf_find_arch(hf_ctx *c)
                    "'%s' is not an architecture npusim builds (%s)", name ? name : mt, list);
 }
 
-/* Llama, Mistral, Qwen2, Qwen3 into family llama. */
+/* The MoE fields of Mixtral (moe 1: experts of intermediate_size ffn, renormalized) and
+ * Qwen3-MoE (moe 2: experts of moe_intermediate_size, norm_topk_prob, every layer sparse). */
+static np_status hf_moe(hf_ctx *c, int64_t ffn)
+{
+    bool mixtral = c->arch->moe == 1, norm = mixtral, logits;
+    int64_t E, k, F = ffn, step = 1;
+    double coef;
+    if (hf_int(c, mixtral ? "num_local_experts" : "num_experts", "experts", true, 0, &E) ||
+        hf_int(c, "num_experts_per_tok", "experts_per_token", true, 0, &k) ||
+        (!mixtral && hf_int(c, "moe_intermediate_size", "moe_ffn", true, 0, &F)) ||
+        (!mixtral && hf_bool(c, "norm_topk_prob", false, &norm)) ||
+        (!mixtral && hf_int(c, "decoder_sparse_step", "layers", false, 1, &step)) ||
+        hf_bool(c, "output_router_logits", false, &logits) ||
+        hf_real(c, "router_aux_loss_coef", (double)nn_model_key_max("llama", "aux_loss"), 0.001,
+                &coef))
+        return c->err->status;
+    const json_t *dense = hf_get(c, "mlp_only_layers");
+    if (step != 1)
+        return hf_fail(c, NP_ERR_RANGE, "decoder_sparse_step", "%lld: only every layer sparse "
+                       "(1) is built", (long long)step);
+    if (dense && (!json_is_array(dense) || json_array_size(dense) > 0))
+        return hf_fail(c, NP_ERR_RANGE, "mlp_only_layers", "dense layers among the sparse "
+                       "ones are not built (an empty list only)");
+    if (k > E)
+        return hf_fail(c, NP_ERR_INCONSISTENT, "num_experts_per_tok", "%lld of %lld experts",
+                       (long long)k, (long long)E);
+    char w_coef[32];
+    snprintf(w_coef, sizeof w_coef, "%.17g", coef);
+    if (hf_put_int(c, "experts", E, mixtral ? "num_local_experts" : "num_experts") ||
+        hf_put_int(c, "experts_per_token", k, "num_experts_per_tok") ||
+        hf_put_int(c, "moe_ffn", F, mixtral ? "intermediate_size" : "moe_intermediate_size") ||
+        hf_put(c, "topk_norm", norm ? "yes" : "no", mixtral ? NULL : "norm_topk_prob") ||
+        (logits && hf_put(c, "aux_loss", w_coef, "router_aux_loss_coef")))
+        return c->err->status;
+    return NP_OK;
+}
+
+/* Llama, Mistral, Qwen2, Qwen3 (and Mixtral, Qwen3-MoE) into family llama. */
 static np_status hf_llama(hf_ctx *c)
 {
     const hf_arch *a = c->arch;
@@ -316,7 +362,8 @@ static np_status hf_llama(hf_ctx *c)
     }
     /* Mistral: attention over the last sliding_window tokens, which is causal attention
      * exactly up to that length: the context is capped there. */
-    const json_t *sw = strcmp(a->model_type, "mistral") == 0 ? hf_get(c, "sliding_window") : NULL;
+    const json_t *sw = strcmp(a->model_type, "mistral") == 0 || strcmp(a->model_type, "mixtral") == 0
+                           ? hf_get(c, "sliding_window") : NULL;
     if (sw && hf_int(c, "sliding_window", "context", false, 0, &win) != NP_OK)
         return c->err->status;
     char desc[NN_NAME_MAX];
@@ -341,7 +388,7 @@ static np_status hf_llama(hf_ctx *c)
         hf_put(c, "rope_theta", w_theta, "rope_theta") ||
         hf_put(c, "norm_eps", w_eps, "rms_norm_eps"))
         return c->err->status;
-    return NP_OK;
+    return a->moe ? hf_moe(c, F) : NP_OK;
 }
 
 /* GPT-2 into family gpt. */
@@ -415,13 +462,13 @@ np_status nn_model_parse_hf(const char *path, const char *text, size_t len, nn_m
                        hf_type_name(root));
         goto out;
     }
-    for (size_t i = 0; i < sizeof hf_moe_keys / sizeof hf_moe_keys[0]; i++)
+    if ((st = hf_find_arch(&c)) != NP_OK)
+        goto out;
+    for (size_t i = 0; !c.arch->moe && i < sizeof hf_moe_keys / sizeof hf_moe_keys[0]; i++)
         if (hf_get(&c, hf_moe_keys[i])) {
             st = hf_fail(&c, NP_ERR_RANGE, hf_moe_keys[i], "a mixture of experts: " MOE_WHY);
             goto out;
         }
-    if ((st = hf_find_arch(&c)) != NP_OK)
-        goto out;
     st = strcmp(c.arch->family, "gpt") == 0 ? hf_gpt2(&c) : hf_llama(&c);
     if (st == NP_OK)
         st = nn_model_validate(d, err);

@@ -352,6 +352,67 @@ nn_tensor *nn_attention_fused(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor
 /* Sum over channel (dim 1) of [N, C, ...] -> [C]. */
 nn_tensor *nn_channel_sum(nn_graph *g, nn_tensor *x);
 
+/* ---- mixture of experts (op_moe.c, moe.c; docs/framework.md, "Mixture of experts") ---- */
+/* The indices [..., k] (i32) of the k largest scores of each row of scores [..., E], largest
+ * first (the lower index on ties). groups > 1: group-limited routing (DeepSeek-V2/V3): the E
+ * experts form `groups` groups of E / groups, a group scores the sum of its `group_top`
+ * largest scores (V2: 1, V3: 2), and only the experts of the `keep` best groups can be chosen.
+ * groups 0 or 1: plain top-k. No gradient (integers). */
+nn_tensor *nn_topk(nn_graph *g, nn_tensor *scores, int64_t k, int64_t groups, int64_t keep,
+                   int64_t group_top);
+/* Routing layout (op_moe.c's header): expert e's rows of the dispatched tensor are the tokens
+ * routed to it in token order; capacity C > 0 gives every expert C rows ([E C, D]; an
+ * assignment past its expert's C-th is dropped, empty rows are zero), C = 0 is dropless
+ * ([T k, D]). idx [T, k] i32 holds each token's experts (values in [0, E)).
+ * dispatch: x [T, D] -> rows; row of (t, j) = w[t, j] x[t] (w [T, k] or NULL: 1). */
+nn_tensor *nn_moe_dispatch(nn_graph *g, nn_tensor *x, nn_tensor *idx, nn_tensor *w,
+                           int64_t experts, int64_t capacity);
+/* combine: rows [N, D] -> [T, D]; out[t] = sum over j of w[t, j] row(t, j) (dropped: 0). */
+nn_tensor *nn_moe_combine(nn_graph *g, nn_tensor *rows, nn_tensor *idx, nn_tensor *w,
+                          int64_t experts, int64_t capacity);
+/* The grouped matmul: rows [N, K] x w [E, K, F] -> [N, F], each expert's rows by its own
+ * weight. */
+nn_tensor *nn_moe_gmm(nn_graph *g, nn_tensor *rows, nn_tensor *w, nn_tensor *idx,
+                      int64_t capacity);
+
+typedef enum { NN_MOE_SOFTMAX, NN_MOE_SIGMOID } nn_moe_score;
+/* How a router chooses: Mixtral softmax, top-2, renormalized; Qwen3-MoE softmax, top-8,
+ * renormalized; DeepSeek-V2-Lite softmax, top-6, not renormalized; DeepSeek-V3 sigmoid, top-8
+ * of 4 of 8 groups (group_top 2), renormalized, scaled by 2.5, selection biased. */
+typedef struct nn_moe_router {
+    int64_t experts, top_k;
+    nn_moe_score score;
+    bool norm_topk;           /* the k chosen weights divided by their sum */
+    double scale;             /* the weights' factor (routed_scaling_factor; 0 means 1) */
+    int64_t groups, keep_groups, group_top; /* group-limited routing (nn_topk); 0: none */
+    double capacity_factor;   /* 0: dropless; else C = ceil(factor T k / E) */
+} nn_moe_router;
+/* A router's result for T tokens. */
+typedef struct nn_moe_routing {
+    nn_tensor *idx;     /* [T, k] i32: the chosen experts */
+    nn_tensor *weights; /* [T, k]: their weights (renormalized and scaled as asked) */
+    nn_tensor *probs;   /* [T, E]: the scores (softmax or sigmoid of the logits) */
+    int64_t experts, capacity; /* capacity 0: dropless */
+} nn_moe_routing;
+/* Expert capacity for T tokens: ceil(factor T k / E) (Switch Transformer's, GShard's with
+ * k = 2); 0 when dropless. */
+int64_t nn_moe_capacity(const nn_moe_router *r, int64_t tokens);
+/* Routes logits [T, E] (x W_router): scores, top-k of the scores plus `bias` ([E] or NULL:
+ * DeepSeek-V3's auxiliary-loss-free balancing bias, which steers the choice but not the
+ * weights), the chosen scores gathered as weights (through one_hot, so they carry gradients
+ * to the router), renormalized and scaled. False (and the graph's error) on failure. */
+bool nn_moe_route(nn_graph *g, nn_tensor *logits, nn_tensor *bias, const nn_moe_router *r,
+                  nn_moe_routing *out);
+/* The routed SwiGLU experts over x [T, D]: per expert e, down_e(silu(x gate_e) * (x up_e))
+ * with gate, up [E, D, F] and down [E, F, D], combined with the routing weights -> [T, D]. */
+nn_tensor *nn_moe_experts(nn_graph *g, nn_tensor *x, const nn_moe_routing *rt, nn_tensor *gate,
+                          nn_tensor *up, nn_tensor *down);
+/* The Switch Transformer's auxiliary load-balancing loss: E sum_e f_e P_e, with f_e the
+ * fraction of the T k assignments that chose e (no gradient) and P_e the mean score of e over
+ * the tokens; 1 when perfectly balanced. A scalar of probs' dtype (multiply by the
+ * coefficient and add to the loss). */
+nn_tensor *nn_moe_aux_loss(nn_graph *g, const nn_moe_routing *rt);
+
 /* ---- the generic constructor the ops above use (for passes and tests) ---- */
 /* A node of op over srcs with ip/fp (either may be NULL: zeros); infers shape and dtype. */
 nn_tensor *nn_node(nn_graph *g, nn_op op, int n_src, nn_tensor *const *srcs,

@@ -40,6 +40,12 @@ NN_KERNEL_DECLS(comm)
 NN_KERNEL_DECLS(one_hot)
 NN_KERNEL_DECLS(stop_grad)
 NN_KERNEL_DECLS(buf_update)
+NN_KERNEL_DECLS(topk)
+NN_KERNEL_DECLS(moe_dispatch)
+NN_KERNEL_DECLS(moe_combine)
+NN_KERNEL_DECLS(moe_combine_grad)
+NN_KERNEL_DECLS(moe_gmm)
+NN_KERNEL_DECLS(moe_gmm_grad_w)
 #undef NN_KERNEL_DECLS
 
 void nn_fwd_copy(nn_tensor *t);
@@ -63,6 +69,8 @@ void nn_bwd_slice_pad(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_embedding(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_cross_entropy(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 void nn_bwd_comm(nn_graph *g, nn_tensor *t, nn_tensor *dy);
+void nn_bwd_moe_route(nn_graph *g, nn_tensor *t, nn_tensor *dy);
+void nn_bwd_moe_gmm(nn_graph *g, nn_tensor *t, nn_tensor *dy);
 
 int64_t nn_flops_sum_to(const nn_tensor *t);
 int64_t nn_flops_reduce(const nn_tensor *t);
@@ -83,5 +91,8 @@ int64_t nn_flops_move(const nn_tensor *t);
 int64_t nn_flops_cross_entropy(const nn_tensor *t);
 int64_t nn_flops_update(const nn_tensor *t);
 int64_t nn_flops_buf_update(const nn_tensor *t);
+int64_t nn_flops_topk(const nn_tensor *t);
+int64_t nn_flops_moe_route(const nn_tensor *t);
+int64_t nn_flops_moe_gmm(const nn_tensor *t);
 
 #endif

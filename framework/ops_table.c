@@ -71,6 +71,12 @@ const nn_op_impl nn_op_impls[NN_OP_COUNT] = {
     [NN_OP_ATTENTION] = ROW(attention, nn_flops_attention, nn_bwd_attention),
     [NN_OP_ATTENTION_LSE] = ROW(attention, nn_flops_attention, NULL),
     [NN_OP_ATTENTION_GRAD] = {.infer = nn_infer_attention, .flops = nn_flops_attention, .forward = nn_fwd_attention_grad},
+    [NN_OP_TOPK] = ROW(topk, nn_flops_topk, NULL),
+    [NN_OP_MOE_DISPATCH] = ROW(moe_dispatch, nn_flops_moe_route, nn_bwd_moe_route),
+    [NN_OP_MOE_COMBINE] = ROW(moe_combine, nn_flops_moe_route, nn_bwd_moe_route),
+    [NN_OP_MOE_COMBINE_GRAD] = ROW(moe_combine_grad, nn_flops_moe_route, NULL),
+    [NN_OP_MOE_GMM] = ROW(moe_gmm, nn_flops_moe_gmm, nn_bwd_moe_gmm),
+    [NN_OP_MOE_GMM_GRAD_W] = ROW(moe_gmm_grad_w, nn_flops_moe_gmm, NULL),
     [NN_OP_RESHAPE] = {.infer = nn_infer_reshape, .flops = nn_flops_none, .forward = nn_fwd_copy, .backward = nn_bwd_reshape},
     [NN_OP_PERMUTE] = ROW(permute, nn_flops_move, nn_bwd_permute),
     [NN_OP_CONCAT] = ROW(concat, nn_flops_move, nn_bwd_concat),
@@ -128,7 +134,9 @@ int64_t nn_node_macs(const nn_tensor *t)
     case NN_OP_MATMUL:
     case NN_OP_CONV2D:
     case NN_OP_CONV2D_GRAD_INPUT:
-    case NN_OP_CONV2D_GRAD_WEIGHT: return nn_node_flops(t) / 2;
+    case NN_OP_CONV2D_GRAD_WEIGHT:
+    case NN_OP_MOE_GMM:
+    case NN_OP_MOE_GMM_GRAD_W: return nn_node_flops(t) / 2;
     case NN_OP_ATTENTION:
     case NN_OP_ATTENTION_LSE:
     case NN_OP_ATTENTION_GRAD: return nn_attention_macs(t);

@@ -109,6 +109,10 @@ static np_status nn_plan_validate(const nn_model_desc *d, const nn_model_opts *o
         return np_err_set(err, NP_ERR_RANGE, "--dp, --tp and --pp must be at least 1 (got %d, %d, %d)",
                           s->dp, s->tp, s->pp);
     int tp = s->tp;
+    if (tp > 1 && nn_model_int(d, "kv_lora_rank", 0) > 0) /* issue 27: MLA over tp is later work */
+        return np_err_set(err, NP_ERR_INCONSISTENT,
+                          "--tp %d: the multi-head latent attention of %s is not split over "
+                          "tensor parallelism yet (use --tp 1)", tp, name);
     if (tp > 1 && nn_is_transformer(d)) {
         int64_t H = nn_model_int(d, "heads", 1), D = nn_model_int(d, "d_model", 1);
         int64_t KV = nn_model_int(d, "kv_heads", H), F = nn_model_int(d, "ffn", 4 * D);

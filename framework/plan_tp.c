@@ -9,7 +9,10 @@
  *
  *   matmul(R, param)     the param is split by columns (Megatron's column-parallel
  *                        linear; per block when slices of the output follow) and the input
- *                        gets Megatron's f (group_copy: its gradient is all-reduced)
+ *                        gets Megatron's f (group_copy: its gradient is all-reduced); not when
+ *                        the output would be gathered at once (a softmax, norm or topk over
+ *                        its columns, unequal slices of them: a MoE router, MLA's
+ *                        down-projections): that param stays replicated
  *   matmul(S on K, param) the param is split by rows (row-parallel): the output is P
  *   matmul(S, S) batched the heads stay split (attention)
  *   attention(S, S, S)   the fused op (op_attention.c) over split heads: each rank its own
@@ -695,6 +698,34 @@ static int64_t nn_pb_column_blocks(const nn_pb *pb, const nn_tensor *y)
     return covered == last ? k : 1;
 }
 
+/* Whether the output of G0 matmul y would be gathered at once if its weight were split by
+ * columns: its consumer (through single-use casts) is an op over the whole last dim (softmax,
+ * a norm, topk: a MoE router's logits, MLA's q_a_proj) or slices of it in unequal parts
+ * (MLA's kv_a_proj_with_mqa: the latent and the rope key). Such a weight stays replicated: a
+ * gathered value's gradient would be reduce-scattered, summing the replicated consumers' tp
+ * identical gradients. */
+static bool nn_pb_column_gathered(const nn_pb *pb, const nn_tensor *y)
+{
+    for (;;) {
+        int a = pb->use_start[y->id], b = pb->use_start[y->id + 1];
+        if (b - a < 1)
+            return false;
+        const nn_tensor *u = nn_graph_node(pb->g0, pb->uses[a]);
+        if (b - a == 1 && u->op == NN_OP_CAST) {
+            y = u;
+            continue;
+        }
+        for (int i = a; i < b; i++) {
+            u = nn_graph_node(pb->g0, pb->uses[i]);
+            if (u->op == NN_OP_SOFTMAX || u->op == NN_OP_LOG_SOFTMAX || u->op == NN_OP_RMSNORM ||
+                u->op == NN_OP_LAYERNORM || u->op == NN_OP_TOPK)
+                return true;
+        }
+        return nn_pb_column_blocks(pb, y) == 1 && b - a > 1 &&
+               nn_graph_node(pb->g0, pb->uses[a])->op == NN_OP_SLICE;
+    }
+}
+
 static np_status nn_pb_matmul(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs)
 {
     nn_src *A = &srcs[0], *B = &srcs[1];
@@ -709,7 +740,7 @@ static np_status nn_pb_matmul(nn_pb *pb, const nn_tensor *x, int c, nn_src *srcs
         nn_lay want = NN_LAYOUT_R;
         if (la.kind == NN_LAY_S && la.dim == ka)
             want = nn_lay_s(0, la.blocks); /* row-parallel */
-        else
+        else if (!nn_pb_column_gathered(pb, x))
             want = nn_lay_s(1, nn_pb_column_blocks(pb, x)); /* column-parallel */
         if (!nn_pb_param_fits(pb, B->p, want, false))
             want = NN_LAYOUT_R;

@@ -45,7 +45,7 @@ static const char *summary_leaf_type(const nn_summary_row *r)
         {"layernorm", "LayerNorm"}, {"rmsnorm", "RMSNorm"},       {"embedding", "Embedding"},
         {"relu", "ReLU"},           {"gelu", "GELU"},             {"silu", "SiLU"},
         {"tanh", "Tanh"},           {"dropout", "Dropout"},
-        {"cross_entropy", "CrossEntropyLoss"}};
+        {"cross_entropy", "CrossEntropyLoss"}, {"moe_dispatch", "Experts"}};
     if (strcmp(r->op, "matmul") == 0 && r->params)
         return "Linear";
     if (strcmp(r->op, "slice") == 0 && r->params)
@@ -88,7 +88,8 @@ static const char *summary_container_type(const nn_model_desc *d, const char *pa
                                                               : "ModuleList";
     if (strcmp(f, "llama") == 0)
         return numbered ? "LlamaDecoderLayer" : strcmp(last, "self_attn") == 0 ? "LlamaAttention"
-                                              : strcmp(last, "mlp") == 0       ? "LlamaMLP"
+                                              : strcmp(last, "mlp") == 0 ? "LlamaMLP"
+                                              : strcmp(last, "shared_experts") == 0 ? "LlamaMLP"
                                                                                : "ModuleList";
     return numbered ? "Sequential" : "Module";
 }
@@ -281,6 +282,7 @@ np_status nn_summary_build(const nn_model_desc *d, int64_t batch, int64_t seq, n
     }
     s->trainable_params = s->total_params;
     s->total_params += s->non_trainable_params;
+    s->active_params = nn_graph_active_param_count(g);
     if ((st = summary_torchinfo(d, &m, s, err)) != NP_OK)
         goto done;
     nn_optim adamw = {.kind = NN_OPTIM_ADAMW, .lr = 1e-4, .beta1 = 0.9, .beta2 = 0.999,

@@ -1,7 +1,6 @@
 /* zoo.c — builders that turn a model description (model.h) into a forward graph and loss:
- * MLP, ResNet (basic and bottleneck blocks), MobileNetV2, DenseNet, GPT-2/3 and Llama 2 (with
- * the variants of Llama 3, Mistral and Qwen2/3 that model_hf.c reads from Hugging Face configs:
- * head_dim, attention biases, q/k norms, rope base, norms' eps). Family onnx is an imported
+ * MLP, ResNet (basic and bottleneck blocks), MobileNetV2, DenseNet; the transformers (GPT-2/3,
+ * Llama and its variants, the mixtures of experts) are zoo_llm.c's. Family onnx is an imported
  * graph: model_onnx.c builds it, and nn_model_build adds the loss as for the others.
  *
  * Layouts follow the reference implementations whose parameter counts are published
@@ -16,33 +15,19 @@
  */
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
+#include "nn_impl.h"
+#include "zoo_impl.h"
 
-#define NN_INIT_NORMAL 0
-#define NN_INIT_ONES 1
-#define NN_INIT_ZEROS 2
-
-typedef struct nn_zb {
-    nn_graph *g;
-    bool inference;
-    nn_dtype dt;
-    double dropout;
-} nn_zb;
-
-/* Dropout of p = b->dropout (none when 0). */
-static nn_tensor *zb_dropout(nn_zb *b, nn_tensor *x)
+nn_tensor *zb_dropout(nn_zb *b, nn_tensor *x)
 {
     return b->dropout > 0 && !b->inference ? nn_dropout(b->g, x, b->dropout, nn_graph_seed_next(b->g)) : x;
 }
 
-#define DIMS(...) (int64_t[]){__VA_ARGS__}
-#define NDIMS(...) ((int)(sizeof DIMS(__VA_ARGS__) / sizeof(int64_t)))
-
-/* A trainable f32 parameter (master weight); returns the value the model computes with. */
-static nn_tensor *zb_param(nn_zb *b, const char *name, int ndim, const int64_t *ne, double std,
-                           int init)
+nn_tensor *zb_param(nn_zb *b, const char *name, int ndim, const int64_t *ne, double std,
+                    int init)
 {
     nn_tensor *p = nn_param(b->g, name, NN_F32, ndim, ne);
     if (!p)
@@ -51,9 +36,8 @@ static nn_tensor *zb_param(nn_zb *b, const char *name, int ndim, const int64_t *
     p->fp[1] = init;
     return b->dt == NN_F32 ? p : nn_cast(b->g, p, b->dt);
 }
-#define PARAM(b, name, std, init, ...) zb_param(b, name, NDIMS(__VA_ARGS__), DIMS(__VA_ARGS__), std, init)
 
-static nn_tensor *zb_buffer(nn_zb *b, const char *name, int64_t n, int init)
+nn_tensor *zb_buffer(nn_zb *b, const char *name, int64_t n, int init)
 {
     nn_tensor *t = nn_const(b->g, name, NN_F32, 1, DIMS(n));
     if (t)
@@ -61,8 +45,8 @@ static nn_tensor *zb_buffer(nn_zb *b, const char *name, int64_t n, int init)
     return t && b->dt != NN_F32 ? nn_cast(b->g, t, b->dt) : t;
 }
 
-static nn_tensor *zb_linear(nn_zb *b, nn_tensor *x, int64_t in, int64_t out, bool bias,
-                            const char *scope)
+nn_tensor *zb_linear(nn_zb *b, nn_tensor *x, int64_t in, int64_t out, bool bias,
+                     const char *scope)
 {
     nn_graph_set_scope(b->g, "%s", scope);
     nn_tensor *w = PARAM(b, "weight", 1.0 / sqrt((double)in), NN_INIT_NORMAL, in, out);
@@ -272,133 +256,6 @@ static nn_tensor *zb_densenet(nn_zb *b, const nn_model_desc *d, int64_t batch, n
     return zb_linear(b, x, feat, nn_model_int(d, "classes", 1000), true, "classifier");
 }
 
-/* ---- transformers: GPT-2/3 (pre-LN, learned positions, GELU, tied head by default) and
- * Llama 2 (RMSNorm, SwiGLU, grouped-query attention, untied head) ---- */
-
-/* [B, S, H*Dh] -> [B, H, S, Dh] */
-static nn_tensor *zb_heads(nn_graph *g, nn_tensor *x, int64_t B, int64_t S, int64_t H, int64_t Dh)
-{
-    return nn_permute(g, nn_reshape(g, x, 4, DIMS(B, S, H, Dh)), (int[]){0, 2, 1, 3});
-}
-
-static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, int64_t S,
-                                 nn_model *m)
-{
-    nn_graph *g = b->g;
-    bool llama = strcmp(d->family, "llama") == 0;
-    int64_t L = nn_model_int(d, "layers", 1), D = nn_model_int(d, "d_model", 1);
-    int64_t H = nn_model_int(d, "heads", 1), KV = nn_model_int(d, "kv_heads", H);
-    int64_t V = nn_model_int(d, "vocab", 1), ctx = nn_model_int(d, "context", 1);
-    int64_t F = nn_model_int(d, "ffn", 4 * D), Dh = nn_model_int(d, "head_dim", D / H);
-    bool tied = strcmp(nn_model_word(d, "tied", llama ? "no" : "yes"), "yes") == 0;
-    /* Llama's variants (model_hf.c): biases of q, k, v (Qwen2) or of every projection
-     * (attention_bias), RMSNorm of each head's q and k (Qwen3), rope base, norms' eps */
-    const char *bias = nn_model_word(d, "attn_bias", "none");
-    bool qkv_bias = strcmp(bias, "none") != 0, o_bias = strcmp(bias, "all") == 0;
-    bool qk_norm = strcmp(nn_model_word(d, "qk_norm", "no"), "yes") == 0;
-    double theta = nn_model_real(d, "rope_theta", 10000.0), eps = nn_model_real(d, "norm_eps", 1e-5);
-    double std = 0.02;
-    m->input = nn_input(g, "tokens", NN_I32, 2, DIMS(B, S));
-    nn_graph_set_scope(g, llama ? "embed_tokens" : "wte");
-    nn_tensor *wte = PARAM(b, "weight", std, NN_INIT_NORMAL, V, D);
-    nn_tensor *x = nn_embedding(g, wte, m->input);
-    if (!llama) {
-        nn_graph_set_scope(g, "wpe");
-        nn_tensor *wpe = PARAM(b, "weight", 0.01, NN_INIT_NORMAL, ctx, D);
-        x = nn_add(g, x, S == ctx ? wpe : nn_slice(g, wpe, 0, 0, S));
-        x = zb_dropout(b, x);
-    }
-    char s[128];
-    for (int64_t l = 0; l < L; l++) {
-        nn_graph_set_layer(g, (int)l);
-        const char *pre = llama ? "layers" : "h";
-        snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "input_layernorm" : "ln_1");
-        nn_graph_set_scope(g, "%s", s);
-        nn_tensor *hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
-                              : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
-                                             PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
-        nn_tensor *q, *k, *v;
-        if (llama) {
-            snprintf(s, sizeof s, "layers.%lld.self_attn.q_proj", (long long)l);
-            q = zb_linear(b, hn, D, H * Dh, qkv_bias, s);
-            snprintf(s, sizeof s, "layers.%lld.self_attn.k_proj", (long long)l);
-            k = zb_linear(b, hn, D, KV * Dh, qkv_bias, s);
-            snprintf(s, sizeof s, "layers.%lld.self_attn.v_proj", (long long)l);
-            v = zb_linear(b, hn, D, KV * Dh, qkv_bias, s);
-        } else {
-            snprintf(s, sizeof s, "h.%lld.attn.c_attn", (long long)l);
-            nn_tensor *qkv = zb_linear(b, hn, D, 3 * D, true, s), *parts[3];
-            nn_split(g, qkv, -1, 3, parts);
-            q = parts[0], k = parts[1], v = parts[2];
-        }
-        snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "self_attn" : "attn");
-        nn_graph_set_scope(g, "%s", s);
-        q = zb_heads(g, q, B, S, H, Dh);
-        k = zb_heads(g, k, B, S, KV, Dh);
-        v = zb_heads(g, v, B, S, KV, Dh);
-        if (qk_norm) { /* Qwen3: over each head's Dh, before rope */
-            nn_graph_set_scope(g, "layers.%lld.self_attn.q_norm", (long long)l);
-            q = nn_rmsnorm(g, q, PARAM(b, "weight", 0, NN_INIT_ONES, Dh), eps);
-            nn_graph_set_scope(g, "layers.%lld.self_attn.k_norm", (long long)l);
-            k = nn_rmsnorm(g, k, PARAM(b, "weight", 0, NN_INIT_ONES, Dh), eps);
-            nn_graph_set_scope(g, "layers.%lld.self_attn", (long long)l);
-        }
-        if (llama) {
-            q = nn_rope(g, q, theta);
-            k = nn_rope(g, k, theta);
-        }
-        if (KV != H) { /* grouped-query attention: each kv head serves H/KV query heads */
-            k = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, k, 5, DIMS(B, KV, 1, S, Dh)), 5,
-                                              DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
-            v = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, v, 5, DIMS(B, KV, 1, S, Dh)), 5,
-                                              DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
-        }
-        double pa = b->dropout > 0 && !b->inference && !llama ? b->dropout : 0;
-        nn_tensor *a = nn_attention_dropout(g, q, k, v, true, pa, pa > 0 ? nn_graph_seed_next(g) : 0);
-        a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, H * Dh));
-        snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "self_attn.o_proj" : "attn.c_proj");
-        a = zb_linear(b, a, H * Dh, D, !llama || o_bias, s);
-        if (!llama)
-            a = zb_dropout(b, a);
-        nn_graph_set_scope(g, "%s.%lld.residual1", pre, (long long)l);
-        x = nn_add(g, x, a);
-        snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "post_attention_layernorm" : "ln_2");
-        nn_graph_set_scope(g, "%s", s);
-        hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
-                   : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
-                                  PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
-        nn_tensor *f;
-        if (llama) {
-            snprintf(s, sizeof s, "layers.%lld.mlp.gate_proj", (long long)l);
-            nn_tensor *gate = zb_linear(b, hn, D, F, false, s);
-            snprintf(s, sizeof s, "layers.%lld.mlp.up_proj", (long long)l);
-            nn_tensor *up = zb_linear(b, hn, D, F, false, s);
-            nn_graph_set_scope(g, "layers.%lld.mlp.act", (long long)l);
-            f = nn_mul(g, nn_silu(g, gate), up);
-            snprintf(s, sizeof s, "layers.%lld.mlp.down_proj", (long long)l);
-            f = zb_linear(b, f, F, D, false, s);
-        } else {
-            snprintf(s, sizeof s, "h.%lld.mlp.c_fc", (long long)l);
-            f = nn_gelu(g, zb_linear(b, hn, D, F, true, s));
-            snprintf(s, sizeof s, "h.%lld.mlp.c_proj", (long long)l);
-            f = zb_linear(b, f, F, D, true, s);
-            f = zb_dropout(b, f);
-        }
-        nn_graph_set_scope(g, "%s.%lld.residual2", pre, (long long)l);
-        x = nn_add(g, x, f);
-    }
-    nn_graph_set_layer(g, -1);
-    nn_graph_set_scope(g, llama ? "norm" : "ln_f");
-    x = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
-              : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
-                             PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
-    if (tied) {
-        nn_graph_set_scope(g, "lm_head");
-        return nn_matmul(g, nn_reshape(g, x, 2, DIMS(B * S, D)), nn_transpose(g, wte));
-    }
-    return nn_reshape(g, zb_linear(b, x, D, V, false, "lm_head"), 2, DIMS(B * S, V));
-}
-
 np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_model *m, np_err *err)
 {
     memset(m, 0, sizeof *m);
@@ -422,7 +279,7 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     m->g = nn_graph_new(o->seed);
     if (!m->g)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building %s", d->name);
-    nn_zb b = {m->g, o->inference, o->compute, o->dropout};
+    nn_zb b = {m->g, o->inference, o->compute, o->dropout, NULL, 0, 0, {NULL}};
     m->batch = B;
     m->seq = S;
     nn_tensor *logits;
@@ -451,6 +308,20 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     int64_t rows = onnx && logits ? logits->ne[0] : lm ? B * S : B; /* a label per row */
     m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(rows));
     m->loss = nn_cross_entropy(m->g, logits, m->labels);
+    /* DeepSeek-V3's multi-token prediction: depth k's target at position i is the label of
+     * position i + k; lambda / depth times the sum of their cross-entropies (report, eq. 25) */
+    double lambda = nn_model_real(d, "mtp_weight", 0.3);
+    for (int k = 1; k <= b.n_mtp && m->loss; k++) {
+        nn_tensor *lab = nn_slice(m->g, nn_reshape(m->g, m->labels, 2, DIMS(B, S)), 1, k, S);
+        nn_tensor *lk = nn_reshape(m->g, lab, 1, DIMS(B * (S - k)));
+        nn_tensor *lg = b.mtp[k - 1] && b.mtp[k - 1]->dtype != NN_F32
+                            ? nn_cast(m->g, b.mtp[k - 1], NN_F32) : b.mtp[k - 1];
+        m->loss = nn_add(m->g, m->loss,
+                         nn_scale(m->g, nn_cross_entropy(m->g, lg, lk), lambda / b.n_mtp));
+    }
+    if (b.aux) /* MoE: the mean of the layers' auxiliary losses, times the coefficient */
+        m->loss = nn_add(m->g, m->loss, nn_scale(m->g, b.aux, nn_model_real(d, "aux_loss", 0) /
+                                                                  b.n_aux));
     nn_graph_set_scope(m->g, "%s", "");
     nn_graph_set_output(m->g, m->loss);
     if (nn_graph_status(m->g, err) != NP_OK) {
@@ -486,5 +357,28 @@ int64_t nn_graph_param_count(const nn_graph *g)
         if (t->op == NN_OP_LEAF && t->trainable)
             n += nn_numel(t);
     }
+    return n;
+}
+
+int64_t nn_graph_active_param_count(const nn_graph *g)
+{
+    int64_t n = nn_graph_param_count(g);
+    bool *seen = nn_calloc((size_t)nn_graph_max_id(g) + 1, sizeof *seen);
+    if (!seen)
+        return n;
+    for (int i = 0; i < nn_graph_n_nodes(g); i++) {
+        const nn_tensor *t = nn_graph_node(g, i);
+        if (t->op != NN_OP_MOE_GMM || t->ip[2])
+            continue;
+        const nn_tensor *w = t->src[1];
+        while (w->op == NN_OP_CAST) /* the master weight behind a bf16 copy */
+            w = w->src[0];
+        if (w->op != NN_OP_LEAF || !w->trainable || seen[w->id])
+            continue;
+        seen[w->id] = true;
+        int64_t E = t->ip[0], k = t->src[2]->ne[1];
+        n -= nn_numel(w) / E * (E - k);
+    }
+    free(seen);
     return n;
 }

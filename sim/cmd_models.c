@@ -11,8 +11,10 @@ const char cmd_models_usage[] =
     "usage: npusim models [--json | --csv]\n"
     "\n"
     "  Lists the zoo's models (NAME.model in $NPUSIM_MODEL_DIR, default: models/) with their\n"
-    "  family, parameter count and description. Any name works with `npusim summary --model`.\n"
-    "  --json          print [{\"name\", \"family\", \"params\", \"description\"}, ...]\n"
+    "  family, parameter count, active parameters (what one token uses: a mixture of experts'\n"
+    "  chosen experts) and description. Any name works with `npusim summary --model`.\n"
+    "  --json          print [{\"name\", \"family\", \"params\", \"active_params\",\n"
+    "                  \"description\"}, ...]\n"
     "  --csv           print the table as CSV (the same columns)\n";
 
 np_status cmd_models(int argc, char **argv, np_err *err)
@@ -41,37 +43,40 @@ np_status cmd_models(int argc, char **argv, np_err *err)
         return err->status;
     json_t *arr = json ? json_array() : NULL;
     np_status st = NP_OK;
-    static const char *const head[] = {"name", "family", "params", "description"};
+    static const char *const head[] = {"name", "family", "params", "active_params", "description"};
     if (csv)
-        csv_row(stdout, head, 4);
+        csv_row(stdout, head, 5);
     else if (!json)
-        printf("%-14s %-13s %16s  %s\n", "model", "family", "params", "description");
+        printf("%-16s %-13s %16s %16s  %s\n", "model", "family", "params", "active", "description");
     for (size_t i = 0; i < n && st == NP_OK; i++) {
         nn_model_desc d;
         nn_model m;
         nn_model_opts o = {.batch = 1, .seq = 1};
         if ((st = nn_model_load(names[i], &d, err)) != NP_OK)
             break;
+        o.seq += nn_model_int(&d, "mtp", 0); /* a token for each multi-token prediction depth */
         if ((st = nn_model_build(&d, &o, &m, err)) != NP_OK) {
             nn_graph_free(m.g);
             break;
         }
-        int64_t params = nn_graph_param_count(m.g);
+        int64_t params = nn_graph_param_count(m.g), active = nn_graph_active_param_count(m.g);
         nn_graph_free(m.g);
         const char *desc = nn_model_word(&d, "description", "");
         if (json)
-            json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:s}", "name", d.name, "family",
-                                                 d.family, "params", (json_int_t)params,
+            json_array_append_new(arr, json_pack("{s:s, s:s, s:I, s:I, s:s}", "name", d.name,
+                                                 "family", d.family, "params", (json_int_t)params,
+                                                 "active_params", (json_int_t)active,
                                                  "description", desc));
         else if (csv) {
-            char pb[24];
+            char pb[24], ab[24];
             snprintf(pb, sizeof pb, "%" PRId64, params);
-            const char *row[] = {d.name, d.family, pb, desc};
-            csv_row(stdout, row, 4);
+            snprintf(ab, sizeof ab, "%" PRId64, active);
+            const char *row[] = {d.name, d.family, pb, ab, desc};
+            csv_row(stdout, row, 5);
         } else {
-            char pb[NP_HUMAN_MAX];
-            printf("%-14s %-13s %16s  %s\n", d.name, d.family, np_human_int(params, pb, sizeof pb),
-                   desc);
+            char pb[NP_HUMAN_MAX], ab[NP_HUMAN_MAX];
+            printf("%-16s %-13s %16s %16s  %s\n", d.name, d.family,
+                   np_human_int(params, pb, sizeof pb), np_human_int(active, ab, sizeof ab), desc);
         }
     }
     nn_model_names_free(names, n);

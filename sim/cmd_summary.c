@@ -18,7 +18,7 @@ const char cmd_summary_usage[] =
     "  --batch B       batch size (default: the model file's batch, else 1)\n"
     "  --seq S         sequence length of language models (default: the model's context)\n"
     "  --json          print {model, type, total_params, trainable_params,\n"
-    "                  non_trainable_params, total_mult_adds, forward_flops, train_step_flops,\n"
+    "                  non_trainable_params, active_params, total_mult_adds, forward_flops, train_step_flops,\n"
     "                  size_estimate, memory, modules: [...], layers: [{name, op, type, depth,\n"
     "                  index, output_shape, params, mult_adds, flops, train_flops}]}\n"
     "  --csv           print the per-layer table as CSV (layer, op, output_shape, params,\n"
@@ -158,12 +158,13 @@ np_status cmd_summary(int argc, char **argv, np_err *err)
                                 (json_int_t)s.est_fwd_bwd_bytes, "params_bytes",
                                 (json_int_t)s.est_params_bytes, "total_bytes",
                                 (json_int_t)s.est_total_bytes);
-        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:o, "
-                              "s:o, s:o, s:o}", "model", s.model, "type", s.model_type,
+        json_t *j = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:I, "
+                              "s:o, s:o, s:o, s:o}", "model", s.model, "type", s.model_type,
                               "batch", (json_int_t)s.batch, "seq", (json_int_t)s.seq,
                               "total_params", (json_int_t)s.total_params, "trainable_params",
                               (json_int_t)s.trainable_params, "non_trainable_params",
-                              (json_int_t)s.non_trainable_params, "total_mult_adds",
+                              (json_int_t)s.non_trainable_params, "active_params",
+                              (json_int_t)s.active_params, "total_mult_adds",
                               (json_int_t)s.total_mult_adds, "forward_flops",
                               (json_int_t)s.forward_flops, "forward_macs",
                               (json_int_t)s.forward_macs, "train_step_flops",
@@ -215,6 +216,8 @@ np_status cmd_summary(int argc, char **argv, np_err *err)
     printf("Total params: %s\n", np_human_int(s.total_params, a, sizeof a));
     printf("Trainable params: %s\n", np_human_int(s.trainable_params, a, sizeof a));
     printf("Non-trainable params: %s\n", np_human_int(s.non_trainable_params, a, sizeof a));
+    if (s.active_params != s.trainable_params) /* a mixture of experts */
+        printf("Active params (per token): %s\n", np_human_int(s.active_params, a, sizeof a));
     printf("Total mult-adds (G): %.2f\n", (double)s.total_mult_adds / 1e9);
     printf("%s\n", rule);
     printf("Input size (MB): %.2f\n", (double)s.est_input_bytes / 1e6);

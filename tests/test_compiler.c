@@ -679,8 +679,9 @@ TEST(every_op_of_ops_def_has_a_kernel_or_a_stated_reason_for_none)
     size_t n_missing = 0;
     for (int op = 0; op < NN_OP_COUNT; op++) {
         const kc_kernel_def *d = kc_kernel_find((nn_op)op);
-        const char *why = kc_no_kernel_reason((nn_op)op);
-        if (!d && !(why && strlen(why) > 10)) {
+        const char *why = kc_no_kernel_reason((nn_op)op), *later = kc_kernel_not_yet((nn_op)op);
+        CU_ASSERT(!later || (!d && !why)); /* one of the three */
+        if (!d && !(why && strlen(why) > 10) && !(later && strlen(later) > 10)) {
             n_missing++;
             snprintf(missing + strlen(missing), sizeof missing - strlen(missing), " %s",
                      nn_op_name((nn_op)op));

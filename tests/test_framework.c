@@ -274,6 +274,33 @@ static nn_tensor *gc_attn(gc_ctx *c)
 {
     return nn_attention_fused(G, P(c, 2, 2, 5, 3), P(c, 2, 2, 5, 3), P(c, 2, 2, 5, 3), true);
 }
+/* expert indices of 5 tokens over 3 experts, top-2 (expert 1 gets 4 of the 10) */
+static nn_tensor *gc_experts(gc_ctx *c)
+{
+    nn_tensor *t = nn_input(c->g, "experts", NN_I32, 2, DIMS(5, 2));
+    nn_tensor_set(t, (float[]){1, 0, 2, 1, 1, 0, 0, 2, 1, 2});
+    return t;
+}
+/* dispatch and combine weighted, one dropless and one with capacity 3 (one assignment of
+ * expert 1 dropped) */
+static nn_tensor *gc_moe_dispatch(gc_ctx *c)
+{
+    nn_tensor *idx = gc_experts(c), *x = P(c, 5, 2), *w = P(c, 5, 2);
+    nn_tensor *a = nn_moe_dispatch(G, x, idx, w, 3, 0), *b = nn_moe_dispatch(G, x, idx, w, 3, 3);
+    return nn_concat(G, 2, (nn_tensor *[]){a, b}, 0);
+}
+static nn_tensor *gc_moe_combine(gc_ctx *c)
+{
+    nn_tensor *idx = gc_experts(c), *w = P(c, 5, 2);
+    return nn_add(G, nn_moe_combine(G, P(c, 10, 3), idx, w, 3, 0),
+                  nn_moe_combine(G, P(c, 9, 3), idx, w, 3, 3));
+}
+static nn_tensor *gc_moe_gmm(gc_ctx *c)
+{
+    nn_tensor *idx = gc_experts(c), *w = P(c, 3, 2, 4);
+    return nn_concat(G, 2, (nn_tensor *[]){nn_moe_gmm(G, P(c, 10, 2), w, idx, 0),
+                                           nn_moe_gmm(G, P(c, 9, 2), w, idx, 3)}, 0);
+}
 #undef G
 
 static const gc_case gc_cases[NN_OP_COUNT] = {
@@ -289,6 +316,8 @@ static const gc_case gc_cases[NN_OP_COUNT] = {
     [NN_OP_RESHAPE] = gc_reshape, [NN_OP_PERMUTE] = gc_permute, [NN_OP_CONCAT] = gc_concat,
     [NN_OP_SLICE] = gc_slice, [NN_OP_PAD] = gc_pad, [NN_OP_EMBEDDING] = gc_embedding,
     [NN_OP_CROSS_ENTROPY] = gc_xent, [NN_OP_ATTENTION] = gc_attn,
+    [NN_OP_MOE_DISPATCH] = gc_moe_dispatch, [NN_OP_MOE_COMBINE] = gc_moe_combine,
+    [NN_OP_MOE_GMM] = gc_moe_gmm,
 };
 
 /* Scalar loss sum(y * R) with fixed random R, so every output element matters. */
@@ -407,8 +436,35 @@ static nn_tensor *gc_fanout(gc_ctx *c)
     return nn_mul(c->g, nn_matmul(c->g, x, x), nn_exp(c->g, x)); /* x used three times */
 }
 
+/* A whole MoE layer: router, top-2 of 4 experts, SwiGLU experts, combine, the auxiliary
+ * loss; softmax renormalized with capacity (factor 1: some tokens dropped), and sigmoid
+ * group-limited (2 groups, keep 1) and scaled, dropless */
+static nn_tensor *gc_moe_layer(gc_ctx *c, nn_moe_router r)
+{
+    nn_tensor *x = P(c, 6, 4);
+    nn_moe_routing rt;
+    if (!nn_moe_route(c->g, nn_matmul(c->g, x, P(c, 4, 4)), NULL, &r, &rt))
+        return NULL;
+    nn_tensor *y = nn_moe_experts(c->g, x, &rt, P(c, 4, 4, 3), P(c, 4, 4, 3), P(c, 4, 3, 4));
+    nn_tensor *aux = nn_moe_aux_loss(c->g, &rt);
+    return nn_add(c->g, y, nn_scale(c->g, aux, 0.5));
+}
+static nn_tensor *gc_moe_softmax(gc_ctx *c)
+{
+    return gc_moe_layer(c, (nn_moe_router){.experts = 4, .top_k = 2, .norm_topk = true,
+                                           .capacity_factor = 1.0});
+}
+static nn_tensor *gc_moe_sigmoid(gc_ctx *c)
+{
+    return gc_moe_layer(c, (nn_moe_router){.experts = 4, .top_k = 2, .score = NN_MOE_SIGMOID,
+                                           .norm_topk = true, .scale = 2.5, .groups = 2,
+                                           .keep_groups = 1, .group_top = 2});
+}
+
 TEST(composites_and_fan_out_accumulation_pass_finite_difference_checks)
 {
+    CU_ASSERT(gc_run("moe layer (softmax, capacity)", gc_moe_softmax, 9) < 1e-2);
+    CU_ASSERT(gc_run("moe layer (sigmoid, groups, dropless)", gc_moe_sigmoid, 10) < 1e-2);
     CU_ASSERT(gc_run("linear", gc_linear, 1) < 1e-2);
     CU_ASSERT(gc_run("attention (causal)", gc_attention, 2) < 1e-2);
     CU_ASSERT(gc_run("attention fused (not causal, q as v)", gc_attention_fused, 7) < 1e-2);

@@ -190,3 +190,20 @@ TEST(tiny_llama_and_tiny_resnet_train_through_gqa_rmsnorm_conv_and_batchnorm)
     CU_ASSERT(train("resnet-tiny", adam, NN_F32, 40, fixed_images, &first) < 0.2);
     CU_ASSERT(first > 1.5);
 }
+
+TEST(tiny_mixtures_of_experts_train_through_routing_mla_and_shared_experts)
+{
+    /* moe-tiny: Mixtral's layout (8 experts, top-2, the auxiliary loss); deepseek-tiny:
+     * multi-head latent attention, a dense layer, grouped sigmoid routing with the bias and a
+     * shared expert. Gradients reach the router through the chosen weights only. */
+    nn_optim adam = {.kind = NN_OPTIM_ADAM, .lr = 0.01, .beta1 = 0.9, .beta2 = 0.99, .eps = 1e-8};
+    double first = 0;
+    CU_ASSERT(train("moe-tiny", adam, NN_F32, 100, count_batch, &first) < 0.15);
+    CU_ASSERT(first > 2.5);
+    CU_ASSERT(train("moe-tiny", adam, NN_BF16, 100, count_batch, &first) < 0.2);
+    /* with a capacity factor (tokens past an expert's capacity dropped): still learns */
+    CU_ASSERT(train(harness_src_path("tests/data/models/moe-capacity.model"), adam, NN_F32, 100,
+                    count_batch, &first) < 0.2);
+    CU_ASSERT(train("deepseek-tiny", adam, NN_F32, 100, count_batch, &first) < 0.15);
+    CU_ASSERT(first > 2.5);
+}

@@ -319,7 +319,8 @@ TEST(every_zoo_model_builds_every_kernel_of_its_plan_on_tpu_pod)
     /* batch 2 in micro-batches of 1, language models at 16 tokens (their widths, heads and
      * vocabularies as the zoo has them: GPT-3 175B's 12288-wide layers, Llama 2 70B's
      * grouped-query attention), bf16 with AdamW; tp 2 where the model splits (transformers
-     * and MLPs; gpt2-xl's 25 heads do not: pp 2), dp 2 for the convolutional ones */
+     * and MLPs; gpt2-xl's 25 heads do not: pp 2), dp 2 for the convolutional ones; the
+     * mixtures of experts have no kernels yet */
     char **names;
     size_t n;
     np_err e = {0};
@@ -330,6 +331,8 @@ TEST(every_zoo_model_builds_every_kernel_of_its_plan_on_tpu_pod)
         nn_strategy_default(&s);
         nn_model_desc d;
         CU_ASSERT_EQUAL_FATAL(nn_model_load(names[i], &d, &e), NP_OK);
+        if (nn_model_int(&d, "experts", 0)) /* MoE kernels are later work (kernels.def's */
+            continue;                       /* KC_NOT_YET; test_models.c checks the message) */
         const char *fam = nn_model_word(&d, "family", "");
         bool split = !strcmp(fam, "gpt") || !strcmp(fam, "llama") || !strcmp(fam, "mlp");
         bool heads_odd = nn_model_int(&d, "heads", 2) % 2 != 0;

@@ -3,6 +3,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "harness.h"
@@ -14,7 +15,10 @@ static int64_t params_of(const char *name)
     nn_model m;
     np_err e = {0};
     nn_model_opts o = {.batch = 1, .seq = 1};
-    if (nn_model_load(name, &d, &e) != NP_OK || nn_model_build(&d, &o, &m, &e) != NP_OK) {
+    if (nn_model_load(name, &d, &e) != NP_OK)
+        return -1;
+    o.seq += nn_model_int(&d, "mtp", 0); /* a token for each multi-token prediction depth */
+    if (nn_model_build(&d, &o, &m, &e) != NP_OK) {
         fprintf(stderr, "%s: %s\n", name, e.msg);
         return -1;
     }
@@ -39,6 +43,70 @@ TEST(zoo_parameter_counts_equal_the_published_ones)
     CU_ASSERT_EQUAL(params_of("llama2-70b"), 68976648192LL);
     /* GPT-3 175B: the paper's "175B" within 0.5% */
     CU_ASSERT(fabs((double)params_of("gpt3-175b") / 175e9 - 1.0) < 0.005);
+}
+
+/* Total and active parameters of a zoo model (active: nn_graph_active_param_count) and of its
+ * input embedding. */
+static void counts_of(const char *name, int64_t *total, int64_t *active, int64_t *embedding)
+{
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    nn_model_opts o = {.batch = 1, .seq = 1};
+    *total = *active = *embedding = -1;
+    if (nn_model_load(name, &d, &e) != NP_OK || nn_model_build(&d, &o, &m, &e) != NP_OK) {
+        fprintf(stderr, "%s: %s\n", name, e.msg);
+        return;
+    }
+    *total = nn_graph_param_count(m.g);
+    *active = nn_graph_active_param_count(m.g);
+    const nn_tensor *emb = nn_graph_find(m.g, "embed_tokens.weight");
+    *embedding = emb ? nn_numel(emb) : -1;
+    nn_graph_free(m.g);
+}
+
+/* x rounds to `card` (in units of `unit`) as the model card rounds it */
+static bool rounds_to(int64_t x, double card, double unit)
+{
+    return fabs((double)x / unit - card) <= 0.05 + 1e-9;
+}
+
+TEST(moe_zoo_total_and_active_parameters_equal_the_published_ones)
+{
+    int64_t total, active, emb;
+    /* Mixtral 8x7B (Mistral AI's announcement and arXiv 2401.04088): 46.7B, 12.9B active;
+     * exactly 46,702,792,704 in the Hugging Face checkpoint (hand sum: 32 layers of attention
+     * 41,943,040, norms 8,192, router 32,768, experts 8 x 176,160,768; embedding and head
+     * 131,072,000 each; final norm 4,096) */
+    counts_of("mixtral-8x7b", &total, &active, &emb);
+    CU_ASSERT_EQUAL(total, 46702792704LL);
+    CU_ASSERT(rounds_to(total, 46.7, 1e9));
+    CU_ASSERT(rounds_to(active, 12.9, 1e9));
+    CU_ASSERT_EQUAL(active, 46702792704LL - 32LL * 6 * 176160768); /* 6 of 8 experts idle */
+    /* Qwen3 model cards: 30.5B total, 29.9B non-embedding, 3.3B activated; 235B, 234B
+     * non-embedding, 22B activated */
+    counts_of("qwen3-30b-a3b", &total, &active, &emb);
+    CU_ASSERT(rounds_to(total, 30.5, 1e9));
+    CU_ASSERT(rounds_to(total - 2 * emb, 29.9, 1e9));
+    CU_ASSERT(active >= 3.3e9 && active < 3.4e9); /* 3.35B, which the card truncates */
+    counts_of("qwen3-235b-a22b", &total, &active, &emb);
+    CU_ASSERT(fabs((double)total / 1e9 - 235) < 0.5);
+    CU_ASSERT(fabs((double)(total - 2 * emb) / 1e9 - 234) < 0.5);
+    CU_ASSERT(fabs((double)active / 1e9 - 22) < 0.5);
+    /* DeepSeek-V2-Lite (its card): 15.7B total, 2.4B activated, the input embedding not
+     * counted (DeepSeek's convention: 2.45B, which the card truncates) */
+    counts_of("deepseek-v2-lite", &total, &active, &emb);
+    CU_ASSERT(rounds_to(total, 15.7, 1e9));
+    CU_ASSERT(active - emb >= 2.4e9 && active - emb < 2.5e9);
+    /* DeepSeek-V3 (technical report: 671B total, 37B activated; its README_WEIGHTS: 36.6B
+     * activated, 0.9B of them the output head, the embedding not counted) */
+    counts_of("deepseek-v3", &total, &active, &emb);
+    CU_ASSERT(rounds_to(total, 671.0, 1e9));
+    CU_ASSERT(rounds_to(active - emb, 36.6, 1e9));
+    CU_ASSERT(fabs((double)emb / 1e9 - 0.9) < 0.05);
+    /* a dense model's active parameters are all of them */
+    counts_of("llama2-7b", &total, &active, &emb);
+    CU_ASSERT_EQUAL(active, total);
 }
 
 TEST(resnet50_forward_is_about_4_1_gmacs_at_224)
@@ -356,4 +424,58 @@ TEST(gpt_summary_rows_show_each_layers_output_not_its_slices_or_flattened_tokens
     CU_ASSERT_EQUAL(s.ndim, 3);
     CU_ASSERT_STRING_EQUAL(s.model_type, "GPT2LMHeadModel");
     nn_summary_free(&s);
+}
+
+TEST(a_moe_model_plans_on_one_chip_and_its_run_names_the_ops_without_kernels)
+{
+    harness_run r = harness_npusim("plan", "--model", "moe-tiny", "--arch", "h100-sxm", "--batch",
+                                   "4", "--json", NULL);
+    CU_ASSERT_EQUAL(r.exit_status, 0);
+    harness_run_free(&r);
+    /* the kernels are later work (compiler/kernels.def's KC_NOT_YET): a clear error, no crash */
+    r = harness_npusim("run", "--model", "moe-tiny", "--arch", "h100-sxm", "--batch", "4", NULL);
+    CU_ASSERT(r.exit_status != 0 && r.exit_status < 128);
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "have no kernel yet"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "moe_gmm bf16[64,32], bf16[8,32,32], i32[32,2]"));
+    harness_run_free(&r);
+}
+
+/* d with `line` appended to its model file's text */
+static np_status load_with(const char *name, const char *line, nn_model_desc *d, np_err *e)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s.model", nn_model_dir(), name);
+    char *text = harness_read_file(path, NULL);
+    if (!text)
+        return np_err_set(e, NP_ERR_IO, "cannot read %s", path);
+    char buf[8192];
+    snprintf(buf, sizeof buf, "%s%s\n", text, line);
+    free(text);
+    return nn_model_parse(path, buf, d, e);
+}
+
+TEST(deepseek_v3s_multi_token_prediction_module_is_an_option_of_the_published_size)
+{
+    /* num_nextn_predict_layers 1: enorm, hnorm (2 x 7168), eh_proj (14336 x 7168), one MoE
+     * layer (that of layers 3..60: 11,507,286,016 by the sums of docs/models.md) and
+     * shared_head.norm (7168), the embedding and head shared: 11,610,067,968 more. */
+    int64_t base, active, emb;
+    counts_of("deepseek-v3", &base, &active, &emb);
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(load_with("deepseek-v3", "mtp = 1", &d, &e), NP_OK);
+    nn_model_opts o = {.batch = 1, .seq = 2};
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &o, &m, &e), NP_OK);
+    int64_t with = nn_graph_param_count(m.g);
+    nn_graph_free(m.g);
+    CU_ASSERT_EQUAL(with - base, 2 * 7168 + 14336LL * 7168 + 11507286016LL + 7168);
+    /* README_WEIGHTS: "11.5B unique parameters" (the exact sum is 11.61B: the README rounds
+     * loosely, as its 685B total of the weights file, 684.5B by these sums, does) */
+    CU_ASSERT(fabs((double)(with - base) / 1e9 - 11.5) < 0.15);
+    /* a sequence of one token has nothing to predict two ahead */
+    o.seq = 1;
+    CU_ASSERT_EQUAL(nn_model_build(&d, &o, &m, &e), NP_ERR_RANGE);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "multi-token prediction depth 1 needs a sequence"));
+    nn_graph_free(m.g);
 }

@@ -27,6 +27,19 @@ static int64_t params_of(const char *path)
     return n;
 }
 
+static int64_t zoo_params(const char *name)
+{
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    nn_model_opts o = {.batch = 1, .seq = 1};
+    if (nn_model_load(name, &d, &e) != NP_OK || nn_model_build(&d, &o, &m, &e) != NP_OK)
+        return -2;
+    int64_t n = nn_graph_param_count(m.g);
+    nn_graph_free(m.g);
+    return n;
+}
+
 /* The parameters of a Llama-layout decoder by hand: embeddings (twice when untied), per layer
  * q and o (D x H*Dh), k and v (D x KV*Dh), the gated MLP (3 D F), two norms (2 D) and Qwen3's
  * q/k norms (2 Dh), and the final norm. */
@@ -58,6 +71,12 @@ TEST(hf_configs_give_the_model_cards_parameter_counts)
     CU_ASSERT(fabs(q06 / 1e9 - 0.6) < 0.05 && fabs((q06 - 151936.0 * 1024) / 1e9 - 0.44) < 0.005);
     CU_ASSERT(fabs(q8 / 1e9 - 8.2) < 0.05 &&
               fabs((q8 - 2 * 151936.0 * 4096) / 1e9 - 6.95) < 0.005);
+    /* Mixtral-8x7B-v0.1 and Qwen3-30B-A3B: the zoo's mixtral-8x7b and qwen3-30b-a3b, whose
+     * counts test_models.c checks against the cards (46.7B; 30.5B) */
+    CU_ASSERT_EQUAL(params_of("models/hf/mixtral-8x7b-v0.1"), 46702792704LL);
+    CU_ASSERT_EQUAL(params_of("models/hf/mixtral-8x7b-v0.1"), zoo_params("mixtral-8x7b"));
+    CU_ASSERT_EQUAL(params_of("models/hf/qwen3-30b-a3b"), zoo_params("qwen3-30b-a3b"));
+    CU_ASSERT(fabs((double)params_of("models/hf/qwen3-30b-a3b") / 1e9 - 30.5) < 0.05);
     /* and the same formula gives the cards' Llama and Mistral figures */
     CU_ASSERT_EQUAL(llama_params(32, 4096, 32, 8, 128, 14336, 128256, 0, 0), 8030261248.0);
     CU_ASSERT_EQUAL(llama_params(32, 4096, 32, 8, 128, 14336, 32000, 0, 0), 7241732096.0);
@@ -185,10 +204,10 @@ TEST(malformed_hf_configs_get_file_key_line_col_errors)
     expect_variant("{", "[{", NP_ERR_SYNTAX, "x/config.json:");
     expect_variant("\"vocab_size\": 128256\n}", "\"vocab_size\": 128256\n}\n[]", NP_ERR_SYNTAX,
                    "x/config.json:28:");
-    /* a mixture of experts in any config is refused by its field */
+    /* a mixture of experts in another architecture's config is refused by its field */
     expect_variant("\"num_key_value_heads\": 8", "\"num_key_value_heads\": 8, \"num_local_experts\": 8",
                    NP_ERR_RANGE, "x/config.json:17:29: num_local_experts: a mixture of experts: "
-                   "npusim builds no MoE layers yet: issue 27");
+                   "npusim imports the MoE layers of Mixtral and Qwen3-MoE only");
     np_err e = {0};
     nn_model_desc d;
     CU_ASSERT_EQUAL(nn_model_parse_hf("x.json", "[1, 2]", 6, &d, &e), NP_ERR_TYPE);
@@ -208,13 +227,13 @@ TEST(truncated_and_moe_configs_are_refused_by_npusim_with_a_bad_input_status)
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "truncated.json:1"));
     CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "not JSON"));
     harness_run_free(&r);
-    /* Mixtral-8x7B: refused by its num_local_experts (line 18 of the example) */
-    r = harness_npusim("plan", "--arch", "h100-sxm", "--batch", "8", "--model",
-                       harness_src_path("models/hf/mixtral-8x7b-v0.1/config.json"), NULL);
+    /* DeepSeek-V3's architecture: refused with its reason (the zoo builds it) */
+    r = harness_npusim("summary", "--model",
+                       harness_src_path("tests/data/hf/bad/deepseek-v3.json"), NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "mixtral-8x7b-v0.1/config.json:18:3: num_local_experts: "
-                                         "a mixture of experts"));
-    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "issue 27"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(r.err, "deepseek-v3.json:2:3: architectures: "
+                                         "DeepseekV3ForCausalLM is a mixture of experts with "
+                                         "YaRN rope scaling"));
     harness_run_free(&r);
     r = harness_npusim("summary", "--model", harness_src_path("tests/data/hf/none.json"), NULL);
     CU_ASSERT_EQUAL(r.exit_status, 2);

@@ -679,3 +679,33 @@ TEST(a_send_without_its_recv_is_a_deadlock_naming_every_waiting_rank)
     nn_plan_free(p);
     nn_graph_free(init.g);
 }
+
+TEST(mixtures_of_experts_train_as_one_device_under_dp_tp_and_pp)
+{
+    /* moe-tiny's and deepseek-tiny's layouts without the auxiliary loss (a batch statistic:
+     * each rank's micro-batch has its own, as in Megatron-LM, so it differs from the whole
+     * batch's); dropless routing chooses per token, so the experts see what one device does.
+     * tp replicates the MoE layers and their routers (expert parallelism is later work). */
+    static const char moe[] = "family = llama\nlayers = 2\nd_model = 32\nheads = 4\n"
+                              "kv_heads = 2\nffn = 64\nvocab = 16\ncontext = 16\nexperts = 8\n"
+                              "experts_per_token = 2\nmoe_ffn = 32\n";
+    static const char ds[] = "family = llama\nlayers = 3\nd_model = 32\nheads = 4\nffn = 64\n"
+                             "vocab = 16\ncontext = 16\nq_lora_rank = 16\nkv_lora_rank = 8\n"
+                             "qk_nope_dim = 8\nqk_rope_dim = 4\nv_head_dim = 8\nexperts = 8\n"
+                             "experts_per_token = 2\nmoe_ffn = 16\nshared_experts = 1\n"
+                             "dense_layers = 1\nrouter = sigmoid\nroute_scale = 2.5\n"
+                             "expert_groups = 4\nexpert_groups_kept = 2\nrouter_bias = yes\n"
+                             "mtp = 1\n";
+    check(moe, 4, 0, strategy(2, 2, 2, 1), "dp2 tp2 pp2 1F1B (8 experts, top-2)");
+    check(moe, 4, 0, strategy(1, 1, 2, 2), "pp2 1F1B, 2 micro-batches");
+    /* MLA is refused over tp (plan_build.c): dp and pp */
+    check(ds, 4, 0, strategy(2, 1, 2, 1), "dp2 pp2 1F1B (MLA, shared expert, groups, MTP)");
+    nn_model_desc d;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_parse("ds.model", ds, &d, &e), NP_OK);
+    nn_model_opts o = {.batch = 4};
+    nn_strategy s = strategy(1, 2, 1, 1);
+    nn_plan *p = NULL;
+    CU_ASSERT_EQUAL(plan_of(&d, &o, &s, false, &p, &e), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "multi-head latent attention of ds is not split over"));
+}

@@ -375,10 +375,12 @@ TEST(csv_tables_hold_the_figures_of_the_json_output)
     json_t *m;
     json_array_foreach(j, i, m) {
         line = strchr(line, '\n') + 1;
-        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 8), 4u);
+        CU_ASSERT_EQUAL_FATAL(csv_fields(line, f, 8), 5u);
         CU_ASSERT_STRING_EQUAL(f[0], json_string_value(json_object_get(m, "name")));
         CU_ASSERT_EQUAL(strtoll(f[2], NULL, 10), json_integer_value(json_object_get(m, "params")));
-        CU_ASSERT_STRING_EQUAL(f[3], json_string_value(json_object_get(m, "description")));
+        CU_ASSERT_EQUAL(strtoll(f[3], NULL, 10),
+                        json_integer_value(json_object_get(m, "active_params")));
+        CU_ASSERT_STRING_EQUAL(f[4], json_string_value(json_object_get(m, "description")));
     }
     harness_run_free(&r);
     json_decref(j);
