@@ -168,12 +168,45 @@ bool net_is_scaleout(const net *n, uint32_t a, uint32_t b)
     return net_chip_domain(n, a, &per) != net_chip_domain(n, b, &per);
 }
 
+/* qsort's order of link indices by (from, to, index); its context, the links (net_create is
+ * single-threaded) */
+static const net_link *net_twin_links;
+
+static int net_twin_cmp(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    const net_link *lx = &net_twin_links[x], *ly = &net_twin_links[y];
+    if (lx->from != ly->from)
+        return lx->from < ly->from ? -1 : 1;
+    if (lx->to != ly->to)
+        return lx->to < ly->to ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/* Each link's twin count (net_link_aux.twin): links sorted by their ends, then counted along
+ * each run of equal ends, in O(L log L) rather than rescanning the earlier links per link. */
+static bool net_count_twins(net *n)
+{
+    uint32_t *ix = malloc(((size_t)n->n_links + 1) * sizeof *ix);
+    if (!ix)
+        return false;
+    for (uint32_t i = 0; i < n->n_links; i++)
+        ix[i] = i;
+    net_twin_links = n->links;
+    qsort(ix, n->n_links, sizeof *ix, net_twin_cmp);
+    for (uint32_t k = 0; k < n->n_links; k++) {
+        const net_link *l = &n->links[ix[k]];
+        bool same = k > 0 && n->links[ix[k - 1]].from == l->from && n->links[ix[k - 1]].to == l->to;
+        n->laux[ix[k]].twin = same ? n->laux[ix[k - 1]].twin + 1 : 0;
+    }
+    free(ix);
+    return true;
+}
+
 char *net_link_name(const net *n, uint32_t link, char *buf, size_t len)
 {
     const net_link *l = &n->links[link];
-    uint32_t twin = 0; /* earlier links between the same two nodes (a 2-chip ring has two) */
-    for (uint32_t i = 0; i < link; i++)
-        twin += n->links[i].from == l->from && n->links[i].to == l->to;
+    uint32_t twin = n->laux[link].twin;
     int k = snprintf(buf, len, "%s%" PRIu32 "->%s%" PRIu32, l->from < n->p.chips ? "chip" : "sw",
                      l->from < n->p.chips ? l->from : l->from - n->p.chips,
                      l->to < n->p.chips ? "chip" : "sw",
@@ -292,6 +325,11 @@ np_status net_create(const net_params *p, evq *q, stats *reg, net **out, np_err 
         free(n->links);
         n->links = aligned;
         n->cap_links = n->n_links;
+    }
+    if (n->n_links && !net_count_twins(n)) {
+        net_free(n);
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory building a %s of %" PRIu32 " chips",
+                          n->topo->name, p->chips);
     }
     if (n->p.n_faults && net_fault_apply(n, err) != NP_OK) {
         net_free(n);

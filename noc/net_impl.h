@@ -27,6 +27,8 @@ typedef struct net_link_aux {
     uint64_t mark;
     double cap_rem;
     uint32_t n_unfrozen;
+    uint32_t twin;       /* earlier links between the same two nodes (a 2-chip ring has two):
+                            its name's "#k" (net_link_name), counted once at creation */
     bool failed;         /* net_params.faults: carries nothing, routes go around it */
 } net_link_aux;
 

@@ -576,7 +576,12 @@ static void rs_ev_coll_timer(evq *q, void *ctx, uint64_t arg)
     for (uint32_t i = 0; i < ru->prof_n; i++) {
         const rs_prof *p = &s->prof[ru->prof_off + i];
         uint32_t l = loc[p->local_link];
-        *rs_bin(s, l, v->t_start + p->rel_ps) += p->bytes;
+        uint64_t *bin = rs_bin(s, l, v->t_start + p->rel_ps);
+        if (!bin) {
+            rs_fail(s, &(np_err){.status = NP_ERR_NOMEM, .msg = "out of memory counting a link's bytes"});
+            return;
+        }
+        *bin += p->bytes;
         net_window_count(&s->replay_peak[l], v->t_start + p->rel_ps, p->bytes);
         s->link_bytes[l] += p->bytes;
     }
@@ -648,6 +653,24 @@ static void rs_p2p_event(void *ctx, uint64_t arg, net_event ev)
     rs_kick(s, r);
 }
 
+uint64_t *rs_bin_row(run_sim *s, uint32_t link)
+{
+    if (s->bin_row[link] != RUN_NONE)
+        return &s->bins[(size_t)s->bin_row[link] * RS_LINK_BINS];
+    if (s->n_bin_rows == s->cap_bin_rows) {
+        uint32_t cap = s->cap_bin_rows ? 2 * s->cap_bin_rows : 64;
+        uint64_t *v = realloc(s->bins, (size_t)cap * RS_LINK_BINS * sizeof *v);
+        if (!v)
+            return NULL;
+        s->bins = v;
+        s->cap_bin_rows = cap;
+    }
+    uint64_t *row = &s->bins[(size_t)s->n_bin_rows * RS_LINK_BINS];
+    memset(row, 0, RS_LINK_BINS * sizeof *row);
+    s->bin_row[link] = s->n_bin_rows++;
+    return row;
+}
+
 /* Reads the sampled links' byte counters into the bin that ends now; merges bins in pairs
  * (doubling the window) when they run out; stops when nothing else is pending. */
 static void rs_ev_sample(evq *q, void *ctx, uint64_t arg)
@@ -660,14 +683,20 @@ static void rs_ev_sample(evq *q, void *ctx, uint64_t arg)
         net_link_get(s->n, l, &li);
         uint64_t delta = li.bytes - s->link_last[i];
         if (delta) {
-            s->bins[(size_t)l * RS_LINK_BINS + s->bin_k] += delta;
+            uint64_t *row = s->bin_row[l] == RUN_NONE ? rs_bin_row(s, l)
+                                                      : &s->bins[(size_t)s->bin_row[l] * RS_LINK_BINS];
+            if (!row) {
+                rs_fail(s, &(np_err){.status = NP_ERR_NOMEM, .msg = "out of memory counting a link's bytes"});
+                return;
+            }
+            row[s->bin_k] += delta;
             s->link_bytes[l] += delta;
             s->link_last[i] = li.bytes;
         }
     }
     if (++s->bin_k == RS_LINK_BINS) {
-        for (uint32_t l = 0; l < s->n_links; l++) {
-            uint64_t *b = &s->bins[(size_t)l * RS_LINK_BINS];
+        for (uint32_t row = 0; row < s->n_bin_rows; row++) {
+            uint64_t *b = &s->bins[(size_t)row * RS_LINK_BINS];
             for (uint32_t k = 0; k < RS_LINK_BINS / 2; k++)
                 b[k] = b[2 * k] + b[2 * k + 1];
             memset(b + RS_LINK_BINS / 2, 0, RS_LINK_BINS / 2 * sizeof *b);
@@ -806,6 +835,7 @@ static void rs_free(run_sim *s)
     free(s->sampled);
     free(s->link_last);
     free(s->bins);
+    free(s->bin_row);
     free(s->replay_peak);
     free(s->pipes);
     free(s->link_bytes);
@@ -856,13 +886,15 @@ static np_status rs_setup(run_sim *s, const net_params *np, np_err *err)
     s->gs_chips = calloc(g->n_gs ? g->n_gs : 1, sizeof *s->gs_chips);
     s->one_member = malloc((size_t)g->ranks * sizeof *s->one_member);
     s->step_end = calloc(s->steps, sizeof *s->step_end);
-    s->bins = calloc((size_t)s->n_links * RS_LINK_BINS + 1, sizeof *s->bins);
+    s->bin_row = malloc(((size_t)s->n_links + 1) * sizeof *s->bin_row);
+    for (uint32_t l = 0; s->bin_row && l < s->n_links; l++)
+        s->bin_row[l] = RUN_NONE;
     s->link_bytes = calloc((size_t)s->n_links + 1, sizeof *s->link_bytes);
     s->replay_peak = calloc((size_t)s->n_links + 1, sizeof *s->replay_peak);
     uint32_t n_pipes = g->pp_gs == RUN_NONE ? 0 : g->gs[g->pp_gs].n_groups;
     s->pipes = calloc((size_t)n_pipes + 1, sizeof *s->pipes);
     if (!s->rank || !s->rchan || !s->rdv || !s->gs_chips || !s->one_member || !s->step_end ||
-        !s->bins || !s->link_bytes || !s->replay_peak || !s->pipes)
+        !s->bin_row || !s->link_bytes || !s->replay_peak || !s->pipes)
         return rs_oom(err);
     for (uint32_t i = 0; i < g->n_gs; i++) {
         size_t n = (size_t)g->gs[i].n_groups * g->gs[i].size;

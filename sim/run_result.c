@@ -85,8 +85,12 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
                 continue;
             s->link_bytes[lk] = s->link_bytes[l0];
             r->links[lk].peak_bytes_per_s = r->links[l0].peak_bytes_per_s;
-            memcpy(&s->bins[(size_t)lk * RS_LINK_BINS], &s->bins[l0 * RS_LINK_BINS],
-                   RS_LINK_BINS * sizeof *s->bins);
+            if (!rs_bin_row_of(s, (uint32_t)l0))
+                continue;
+            uint64_t *to = rs_bin_row(s, lk); /* may move the rows: after it, the source */
+            if (!to)
+                return rr_oom(err);
+            memcpy(to, rs_bin_row_of(s, (uint32_t)l0), RS_LINK_BINS * sizeof *to);
         }
     r->link_window_ps = NET_LINK_PEAK_WINDOW_PS;
     double t_s = (double)r->time_ps * 1e-12, w_s = (double)s->bin_ps * 1e-12;
@@ -105,7 +109,9 @@ static np_status rr_links(run_sim *s, run_result *r, np_err *err)
          * spread them back over the windows before, at no more than the link's bandwidth,
          * latest first */
         double cap = li.bytes_per_s * w_s, carry = 0, spread[RS_LINK_BINS];
-        const uint64_t *b = &s->bins[l * RS_LINK_BINS];
+        const uint64_t *b = rs_bin_row_of(s, (uint32_t)l);
+        if (!b)
+            continue;
         for (uint32_t k = RS_LINK_BINS; k-- > 0;) {
             double v = (double)b[k] + carry;
             double here = k == 0 || v < cap ? v : cap;

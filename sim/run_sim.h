@@ -157,7 +157,11 @@ typedef struct run_sim {
     uint32_t *sampled;     /* links read by the sampler */
     uint32_t n_sampled;
     uint64_t *link_last;   /* per sampled link: net bytes at the last sample */
-    uint64_t *bins;        /* n_links * RS_LINK_BINS */
+    uint32_t *bin_row;     /* per link: its row of RS_LINK_BINS in bins, made when the link first
+                              carries bytes (RUN_NONE: none yet), so a big system's idle links
+                              cost no histogram */
+    uint64_t *bins;        /* n_bin_rows x RS_LINK_BINS */
+    uint32_t n_bin_rows, cap_bin_rows;
     rs_pipe *pipes;        /* per group of the pp groupset */
     uint64_t *link_bytes;  /* per link, over the run */
     net_window_peak *replay_peak; /* per link: the busiest window of the bytes reused
@@ -191,13 +195,27 @@ void rs_reuse_free(run_sim *s);
 /* run_result.c: the figures, from the finished run. */
 np_status rs_result(run_sim *s, run_result **out, np_err *err);
 
-/* The bin of absolute time t (run_engine.c merges bins as time goes on). */
+/* run_engine.c: link's row of bins, made (zeroed) when it has none; NULL when out of memory.
+ * The pointer holds until the next row is made. */
+uint64_t *rs_bin_row(run_sim *s, uint32_t link);
+
+/* The row of a link that has one, or NULL. */
+static inline const uint64_t *rs_bin_row_of(const run_sim *s, uint32_t link)
+{
+    uint32_t r = s->bin_row[link];
+    return r == RUN_NONE ? NULL : &s->bins[(size_t)r * RS_LINK_BINS];
+}
+
+/* The bin of absolute time t (run_engine.c merges bins as time goes on); NULL when out of
+ * memory. */
 static inline uint64_t *rs_bin(run_sim *s, uint32_t link, uint64_t t)
 {
     uint64_t k = t / s->bin_ps;
     if (k >= RS_LINK_BINS)
         k = RS_LINK_BINS - 1;
-    return &s->bins[(size_t)link * RS_LINK_BINS + k];
+    uint64_t *row = s->bin_row[link] == RUN_NONE ? rs_bin_row(s, link)
+                                                 : &s->bins[(size_t)s->bin_row[link] * RS_LINK_BINS];
+    return row ? row + k : NULL;
 }
 
 #endif
