@@ -1065,6 +1065,7 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
     }
     bool *in_b = nn_calloc((size_t)max_id + 1, sizeof *in_b);
     bool *act = nn_calloc((size_t)max_id + 1, sizeof *act);
+    int *bk_block = NULL, *bk_entry = NULL;
     int *node_block = nn_malloc(((size_t)max_id + 1) * sizeof *node_block);
     int *node_entry = nn_malloc(((size_t)max_id + 1) * sizeof *node_entry);
     nn_tmp_entry **tmp = nn_calloc((size_t)nb, sizeof *tmp);
@@ -1131,6 +1132,17 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
         }
     }
     free(seen);
+    /* per bucket id (positive: 1 .. next_bucket; negative local ones after them): the block
+     * and entry its last node went to */
+    size_t n_bk = (size_t)ps->next_bucket + (size_t)n + 2;
+    bk_block = nn_malloc(n_bk * sizeof *bk_block);
+    bk_entry = nn_malloc(n_bk * sizeof *bk_entry);
+    if (!bk_block || !bk_entry) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+        goto done;
+    }
+    for (size_t k = 0; k < n_bk; k++)
+        bk_block[k] = -1;
     for (int i = 0; i < n; i++) {
         nn_tensor *t = order[i];
         node_block[t->id] = -1;
@@ -1151,7 +1163,12 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
         node_block[t->id] = b;
         int e = -1;
         bool bucketed = m->bucket != 0 && nn_is_collective(t->op);
-        if (bucketed) { /* find the entry of the bucket in this block */
+        /* the bucket's entry in this block: the one its last node went to (a bucket's nodes
+         * share a block and an op), else looked for along the block */
+        size_t bx = m->bucket > 0 ? (size_t)m->bucket : (size_t)ps->next_bucket + 1 + (size_t)-m->bucket;
+        if (bucketed && bk_block[bx] == b && tmp[b][bk_entry[bx]].nodes[0]->op == t->op)
+            e = bk_entry[bx];
+        else if (bucketed) {
             for (int k = 0; k < ntmp[b] && e < 0; k++)
                 if (tmp[b][k].n_nodes && ps->mark[tmp[b][k].nodes[0]->id].bucket == m->bucket &&
                     tmp[b][k].nodes[0]->op == t->op)
@@ -1172,6 +1189,8 @@ static np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps)
             memset(&tmp[b][e], 0, sizeof tmp[b][e]);
             tmp[b][e].pos = i;
         }
+        if (bucketed)
+            bk_block[bx] = b, bk_entry[bx] = e;
         nn_tmp_entry *te = &tmp[b][e];
         if (te->n_nodes == te->cap_nodes) {
             int c2 = te->cap_nodes ? 2 * te->cap_nodes : 1;
@@ -1447,6 +1466,8 @@ done:
     free(cap);
     free(in_b);
     free(act);
+    free(bk_block);
+    free(bk_entry);
     free(node_block);
     free(node_entry);
     free(order);
