@@ -11,6 +11,11 @@
  * Parameters carry their initialization in fp[0] (std) and fp[1] (0 normal, 1 ones, 2 zeros)
  * for nn_model_init; the graph has no storage until then.
  *
+ * Inference graphs (nn_model_opts.kv; docs/serving.md): the same blocks over the new tokens
+ * only, positions (learned or rope) from the cached count on, each layer's keys and values
+ * read from a paged cache through a slot table and the attention op's inference form
+ * (nn_attention_kv), the logits of each sequence's last token.
+ *
  * Not modelled: GPT-3's alternating sparse attention. Dropout only when nn_model_opts asks
  * for it (GPT family; Llama has none).
  */
@@ -29,6 +34,8 @@ typedef struct nn_zb {
     bool inference;
     nn_dtype dt;
     double dropout;
+    bool kv;          /* an inference graph with a kv cache (nn_model_opts.kv) */
+    int64_t past, kv_slots;
 } nn_zb;
 
 /* Dropout of p = b->dropout (none when 0). */
@@ -281,6 +288,39 @@ static nn_tensor *zb_heads(nn_graph *g, nn_tensor *x, int64_t B, int64_t S, int6
     return nn_permute(g, nn_reshape(g, x, 4, DIMS(B, S, H, Dh)), (int[]){0, 2, 1, 3});
 }
 
+/* Names t (a node of the kv graph the cache's owner finds by name). */
+static nn_tensor *zb_name(nn_tensor *t, const char *pre, int64_t l, const char *what)
+{
+    if (t)
+        snprintf(t->name, sizeof t->name, "%s.%lld.%s", pre, (long long)l, what);
+    return t;
+}
+
+/* The kv cache of layer l: names the new tokens' k and v [B, KV, S, Dh] ("k_new", "v_new"),
+ * and with cached tokens (past > 0) makes *k and *v the cache's rows of each sequence
+ * (gathered through m->kv_slots, a paged cache's block table) followed by the new ones,
+ * [B, KV, past + S, Dh]. */
+static np_status zb_kv_cache(nn_zb *b, nn_model *m, const char *pre, int64_t l, int64_t KV,
+                             int64_t Dh, nn_tensor **k, nn_tensor **v)
+{
+    nn_graph *g = b->g;
+    zb_name(*k, pre, l, "k_new");
+    zb_name(*v, pre, l, "v_new");
+    if (b->past == 0)
+        return NP_OK;
+    int64_t B = m->input->ne[0], P = b->past;
+    if (!m->kv_slots)
+        m->kv_slots = nn_input(g, "kv_slots", NN_I32, 2, DIMS(B, P));
+    nn_tensor **kv[2] = {k, v};
+    for (int i = 0; i < 2; i++) {
+        nn_tensor *c = zb_name(nn_const(g, "cache", b->dt, 2, DIMS(b->kv_slots, KV * Dh)), pre,
+                               l, i ? "v_cache" : "k_cache");
+        nn_tensor *past = zb_heads(g, nn_embedding(g, c, m->kv_slots), B, P, KV, Dh);
+        *kv[i] = nn_concat(g, 2, (nn_tensor *[]){past, *kv[i]}, 2);
+    }
+    return nn_graph_status(g, &(np_err){0});
+}
+
 static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, int64_t S,
                                  nn_model *m)
 {
@@ -305,7 +345,8 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
     if (!llama) {
         nn_graph_set_scope(g, "wpe");
         nn_tensor *wpe = PARAM(b, "weight", 0.01, NN_INIT_NORMAL, ctx, D);
-        x = nn_add(g, x, S == ctx ? wpe : nn_slice(g, wpe, 0, 0, S));
+        int64_t p0 = b->kv ? b->past : 0;
+        x = nn_add(g, x, S == ctx ? wpe : nn_slice(g, wpe, 0, p0, p0 + S));
         x = zb_dropout(b, x);
     }
     char s[128];
@@ -344,17 +385,20 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
             nn_graph_set_scope(g, "layers.%lld.self_attn", (long long)l);
         }
         if (llama) {
-            q = nn_rope(g, q, theta);
-            k = nn_rope(g, k, theta);
+            q = nn_rope_at(g, q, theta, b->kv ? b->past : 0);
+            k = nn_rope_at(g, k, theta, b->kv ? b->past : 0);
         }
-        if (KV != H) { /* grouped-query attention: each kv head serves H/KV query heads */
+        if (b->kv && zb_kv_cache(b, m, pre, l, KV, Dh, &k, &v) != NP_OK)
+            return NULL;
+        if (KV != H && !(b->kv && b->past > 0)) { /* grouped-query attention: each kv head serves H/KV query heads */
             k = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, k, 5, DIMS(B, KV, 1, S, Dh)), 5,
                                               DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
             v = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, v, 5, DIMS(B, KV, 1, S, Dh)), 5,
                                               DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
         }
         double pa = b->dropout > 0 && !b->inference && !llama ? b->dropout : 0;
-        nn_tensor *a = nn_attention_dropout(g, q, k, v, true, pa, pa > 0 ? nn_graph_seed_next(g) : 0);
+        nn_tensor *a = b->kv ? nn_attention_kv(g, q, k, v, true)
+                             : nn_attention_dropout(g, q, k, v, true, pa, pa > 0 ? nn_graph_seed_next(g) : 0);
         a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, H * Dh));
         snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "self_attn.o_proj" : "attn.c_proj");
         a = zb_linear(b, a, H * Dh, D, !llama || o_bias, s);
@@ -392,6 +436,10 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
     x = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
               : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
                              PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
+    if (b->kv) { /* inference: the next token's logits only, from each sequence's last row */
+        x = nn_reshape(g, S > 1 ? nn_slice(g, x, 1, S - 1, S) : x, 3, DIMS(B, 1, D));
+        S = 1;
+    }
     if (tied) {
         nn_graph_set_scope(g, "lm_head");
         return nn_matmul(g, nn_reshape(g, x, 2, DIMS(B * S, D)), nn_transpose(g, wte));
@@ -414,6 +462,16 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     bool onnx = strcmp(d->family, "onnx") == 0;
     int64_t B = o->batch ? o->batch : onnx ? 0 : nn_model_int(d, "batch", 1);
     int64_t S = lm ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
+    if (o->kv && !lm)
+        return np_err_set(err, NP_ERR_RANGE, "%s: inference with a kv cache is built for the "
+                          "gpt and llama families, not for %s", d->name, d->family);
+    if (o->kv && (o->past < 0 || (o->past > 0 && o->kv_slots < 1)))
+        return np_err_set(err, NP_ERR_RANGE, "%s: %lld cached tokens in a cache of %lld rows",
+                          d->name, (long long)o->past, (long long)o->kv_slots);
+    if (o->kv && o->past + S > nn_model_int(d, "context", 1))
+        return np_err_set(err, NP_ERR_RANGE, "%s: %lld cached and %lld new tokens exceed the "
+                          "context of %lld", d->name, (long long)o->past, (long long)S,
+                          (long long)nn_model_int(d, "context", 1));
     if (lm && S > nn_model_int(d, "context", 1))
         return np_err_set(err, NP_ERR_RANGE, "%s: sequence length %lld exceeds the context of %lld",
                           d->name, (long long)S, (long long)nn_model_int(d, "context", 1));
@@ -422,7 +480,7 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     m->g = nn_graph_new(o->seed);
     if (!m->g)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building %s", d->name);
-    nn_zb b = {m->g, o->inference, o->compute, o->dropout};
+    nn_zb b = {m->g, o->inference || o->kv, o->compute, o->dropout, o->kv, o->past, o->kv_slots};
     m->batch = B;
     m->seq = S;
     nn_tensor *logits;
@@ -448,6 +506,16 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     if (logits && logits->dtype != NN_F32)
         logits = nn_cast(m->g, logits, NN_F32);
     m->logits = logits;
+    if (o->kv) { /* inference: no loss */
+        nn_graph_set_scope(m->g, "%s", "");
+        if (logits)
+            nn_graph_set_output(m->g, logits);
+        if (nn_graph_status(m->g, err) != NP_OK) {
+            np_err_prefix(err, "model %s", d->name);
+            return err->status;
+        }
+        return NP_OK;
+    }
     int64_t rows = onnx && logits ? logits->ne[0] : lm ? B * S : B; /* a label per row */
     m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(rows));
     m->loss = nn_cross_entropy(m->g, logits, m->labels);
