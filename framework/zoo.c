@@ -47,16 +47,17 @@ static nn_tensor *zb_dropout(nn_zb *b, nn_tensor *x)
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
 #define NDIMS(...) ((int)(sizeof DIMS(__VA_ARGS__) / sizeof(int64_t)))
 
-/* A trainable f32 parameter (master weight); returns the value the model computes with. */
+/* A trainable f32 parameter (master weight); returns the value the model computes with.
+ * Inference (kv) keeps weights in the compute dtype itself, as a server does: no cast. */
 static nn_tensor *zb_param(nn_zb *b, const char *name, int ndim, const int64_t *ne, double std,
                            int init)
 {
-    nn_tensor *p = nn_param(b->g, name, NN_F32, ndim, ne);
+    nn_tensor *p = nn_param(b->g, name, b->kv ? b->dt : NN_F32, ndim, ne);
     if (!p)
         return NULL;
     p->fp[0] = std;
     p->fp[1] = init;
-    return b->dt == NN_F32 ? p : nn_cast(b->g, p, b->dt);
+    return p->dtype == b->dt ? p : nn_cast(b->g, p, b->dt);
 }
 #define PARAM(b, name, std, init, ...) zb_param(b, name, NDIMS(__VA_ARGS__), DIMS(__VA_ARGS__), std, init)
 

@@ -108,12 +108,15 @@ TEST(llama_tiny_decode_logits_equal_the_full_forward_f32)
     decode_matches_full_forward("llama-tiny", NN_F32, 1e-5);
 }
 
+/* bf16: both graphs round every op's output to 8 significant bits, at different points (the
+ * full forward's composite attention rounds its scores and probabilities, the cache's fused
+ * op only its output): 16 bf16 ulps (2^-4) relative over every logit of the 17 steps. */
 TEST(gpt_tiny_decode_logits_equal_the_full_forward_bf16)
 {
-    decode_matches_full_forward("gpt-tiny", NN_BF16, 5e-2);
+    decode_matches_full_forward("gpt-tiny", NN_BF16, 0.0625);
 }
 
 TEST(llama_tiny_decode_logits_equal_the_full_forward_bf16)
 {
-    decode_matches_full_forward("llama-tiny", NN_BF16, 5e-2);
+    decode_matches_full_forward("llama-tiny", NN_BF16, 0.0625);
 }
