@@ -91,20 +91,15 @@ static double attn_roofline(const infer_ctx *c, const nn_tensor *a, uint64_t *kv
     return t_c > t_m ? t_c : t_m;
 }
 
-/* Whether node reads the kv cache before attention does: the gather of the cache's pages
- * and what reshapes and concatenates it (marked[] by node index, filled in order). */
-static bool from_cache(const nn_tensor *t, const nn_graph *g, const bool *marked, int n)
+/* Whether node t reads the kv cache before attention does: the gather of the cache's pages
+ * and what reshapes and concatenates it (marked[] by node id, filled in creation order). */
+static bool from_cache(const nn_tensor *t, const bool *marked)
 {
-    if (t->op == NN_OP_LEAF)
-        return strstr(t->name, "_cache") != NULL;
-    for (int i = 0; i < NN_MAX_SRC && t->src[i]; i++)
-        for (int j = n - 1; j >= 0; j--)
-            if (nn_graph_node(g, j) == t->src[i]) {
-                if (marked[j] || (nn_graph_node(g, j)->op == NN_OP_LEAF &&
-                                  strstr(t->src[i]->name, "_cache")))
-                    return true;
-                break;
-            }
+    for (int i = 0; i < t->n_src; i++) {
+        const nn_tensor *s = t->src[i];
+        if (marked[s->id] || (s->op == NN_OP_LEAF && strstr(s->name, "_cache")))
+            return true;
+    }
     return false;
 }
 
@@ -166,7 +161,7 @@ np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t p
         return st;
     int n = nn_graph_n_nodes(m.g);
     run_fuse *f = NULL;
-    bool *marked = calloc((size_t)n, sizeof *marked);
+    bool *marked = calloc((size_t)nn_graph_max_id(m.g) + 1, sizeof *marked);
     int *uses = nn_graph_use_counts(m.g);
     if (!marked || !uses)
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
@@ -187,7 +182,7 @@ np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t p
             out->flops += (double)nn_node_flops(t);
             continue;
         }
-        if ((marked[i] = from_cache(t, m.g, marked, i)))
+        if ((marked[t->id] = from_cache(t, marked)))
             continue; /* folded into decode attention */
         if (t->op == NN_OP_EMBEDDING && t->src[0]->role == NN_ROLE_PARAM && uses &&
             uses[t->src[0]->id] == 1) /* an untied table: only the tokens' rows are read */
