@@ -8,13 +8,16 @@
 #include "cli.h"
 #include "human.h"
 #include "infer.h"
+#include "kvcheck.h"
+
+#define INFER_FUNCTIONAL_TOL 1e-4 /* fp32: the two paths sum in different orders only */
 
 #define INFER_MAX_SETS 64
 
 const char cmd_infer_usage[] =
     "usage: npusim infer --model M [--arch PRESET|FILE] [--set SECTION.KEY=VALUE ...] [--tp T]\n"
     "                    --prompt S --output N [--batch B] [--kv-block K]\n"
-    "                    [--kernel-cache FILE] [--json]\n"
+    "                    [--kernel-cache FILE] [--functional] [--json]\n"
     "\n"
     "  --model M       a gpt or llama model of the zoo (npusim models), a model file or a\n"
     "                  Hugging Face config\n"
@@ -27,6 +30,9 @@ const char cmd_infer_usage[] =
     "  --batch B       sequences served together (default 1)\n"
     "  --kv-block K    tokens of a kv-cache block (default 16, vLLM's)\n"
     "  --kernel-cache F  keep kernel timings in file F (as npusim run does)\n"
+    "  --functional    instead of timing: run the prefill and decode steps on the reference\n"
+    "                  executor through a paged cache and compare every step's logits with\n"
+    "                  the full-sequence forward's (fp32; exit 1 beyond 1e-4 relative)\n"
     "  --json          print one object with exact values (fields in docs/serving.md)\n";
 
 static json_t *iter_json(const infer_iter *it)
@@ -109,6 +115,43 @@ static void result_print(const char *model, const char *arch, const infer_opts *
     }
 }
 
+/* --functional: nn_kv_check of the flags' batch, prompt, output - 1 steps and block. */
+static np_status infer_functional(const nn_model_desc *d, const infer_opts *o, bool json,
+                                  np_err *err)
+{
+    nn_kv_check_result r;
+    if (nn_kv_check(d, &(nn_kv_check_opts){.batch = o->batch, .prompt = o->prompt,
+                    .steps = o->output - 1, .block = o->kv_block, .compute = NN_F32, .seed = 1},
+                    &r, err) != NP_OK)
+        return err->status;
+    bool ok = r.worst <= INFER_FUNCTIONAL_TOL;
+    if (json) {
+        np_status st = cli_print_json(json_pack("{s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, "
+                                                "s:b}", "model", d->name, "batch",
+                                                (json_int_t)o->batch, "prompt",
+                                                (json_int_t)o->prompt, "decode_steps",
+                                                (json_int_t)(o->output - 1), "kv_block",
+                                                (json_int_t)o->kv_block, "logits",
+                                                (json_int_t)r.logits, "worst_rel_diff",
+                                                r.worst, "tolerance", INFER_FUNCTIONAL_TOL,
+                                                "equal", ok), err);
+        if (st != NP_OK)
+            return st;
+    } else {
+        char a[32];
+        printf("%s: prefill of %" PRId64 " tokens and %" PRId64 " decode steps of %" PRId64
+               " sequence%s through a paged kv cache (blocks of %" PRId64 " tokens, %" PRId64
+               " in use) against the full forward: %s logits, worst relative difference %.3g "
+               "(fp32; tolerance %.0e): %s\n", d->name, o->prompt, o->output - 1, o->batch,
+               o->batch == 1 ? "" : "s", o->kv_block, r.blocks,
+               np_human_int(r.logits, a, sizeof a), r.worst, INFER_FUNCTIONAL_TOL,
+               ok ? "equal" : "DIFFERENT");
+    }
+    return ok ? NP_OK : np_err_set(err, NP_ERR_INTERNAL, "the kv-cache path's logits differ "
+                                   "from the full forward's by %.3g relative (tolerance %.0e)",
+                                   r.worst, INFER_FUNCTIONAL_TOL);
+}
+
 np_status cmd_infer(int argc, char **argv, np_err *err)
 {
     static const struct option longopts[] = {
@@ -117,12 +160,13 @@ np_status cmd_infer(int argc, char **argv, np_err *err)
         {"prompt", required_argument, NULL, 'p'}, {"output", required_argument, NULL, 'o'},
         {"batch", required_argument, NULL, 'b'},  {"kv-block", required_argument, NULL, 'k'},
         {"kernel-cache", required_argument, NULL, 'K'}, {"json", no_argument, NULL, 'j'},
+        {"functional", no_argument, NULL, 'f'},
         {"help", no_argument, NULL, 'h'},         {0}};
     const char *arch_name = CLI_DEFAULT_ARCH, *model = NULL, *sets[INFER_MAX_SETS];
     size_t n_sets = 0;
     uint64_t tp = 1, prompt = 0, output = 0, batch = 1, block = 16;
     infer_opts o = {0};
-    bool json = false;
+    bool json = false, functional = false;
     int c;
     cli_getopt_reset();
     while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
@@ -138,6 +182,7 @@ np_status cmd_infer(int argc, char **argv, np_err *err)
         case 'k': st = cli_parse_u64("--kv-block", optarg, 1, 1 << 16, &block, err); break;
         case 'K': o.kernel_cache = optarg; break;
         case 'j': json = true; break;
+        case 'f': functional = true; break;
         case 'h': cli_print_usage(cli_find("infer")); return NP_OK;
         default: return err->status;
         }
@@ -161,6 +206,10 @@ np_status cmd_infer(int argc, char **argv, np_err *err)
     infer_result r;
     if (infer_ctx_create(&o, &ctx, err) != NP_OK)
         return err->status;
+    if (functional) {
+        infer_ctx_free(ctx);
+        return infer_functional(&d, &o, json, err);
+    }
     np_status st = infer_run(ctx, &r, err);
     infer_ctx_free(ctx);
     if (st != NP_OK)
