@@ -503,7 +503,7 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     else
         logits = zb_densenet(&b, d, B, m);
     nn_graph_set_layer(m->g, -1);
-    nn_graph_set_scope(m->g, "loss");
+    nn_graph_set_scope(m->g, o->kv ? "logits" : "loss");
     if (logits && logits->dtype != NN_F32)
         logits = nn_cast(m->g, logits, NN_F32);
     m->logits = logits;

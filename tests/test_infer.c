@@ -167,3 +167,45 @@ TEST(a_prefill_iteration_is_compute_bound_at_its_gemm_flops)
     CU_ASSERT(it.time_s >= bound);
     CU_ASSERT(it.time_s <= 2.0 * bound);
 }
+
+/* ---- a request's figures ------------------------------------------------------------------ */
+
+TEST(a_requests_figures_follow_from_its_iterations_and_the_cache_from_its_blocks)
+{
+    nn_model_desc d;
+    arch_config cfg;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("llama-tiny", &d, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &cfg, &err), NP_OK);
+    infer_ctx *c;
+    int64_t B = 3, S = 5, N = 6, K = 4;
+    CU_ASSERT_EQUAL_FATAL(infer_ctx_create(&(infer_opts){.model = &d, .cfg = &cfg, .tp = 1,
+                          .batch = B, .prompt = S, .output = N, .kv_block = K}, &c, &err), NP_OK);
+    infer_result r;
+    CU_ASSERT_EQUAL_FATAL(infer_run(c, &r, &err), NP_OK);
+    infer_ctx_free(c);
+    /* llama-tiny: 2 layers, 2 kv heads of 32 / 4 = 8; each sequence caches 5 + 6 - 1 = 10
+     * tokens in 3 blocks of 4: keys and values, bf16 */
+    CU_ASSERT_EQUAL(r.kv_blocks, B * 3);
+    CU_ASSERT_EQUAL(r.kv_bytes, (uint64_t)(B * 3 * K * 2 * 2 * (2 * 8) * 2));
+    /* weights: embedding and head 16 x 32 each, per layer q, o 32 x 32, k, v 32 x 16, three
+     * 32 x 64 of the MLP and two norms, the final norm; bf16 */
+    int64_t params = 2 * 16 * 32 + 2 * (2 * 32 * 32 + 2 * 32 * 16 + 3 * 32 * 64 + 2 * 32) + 32;
+    CU_ASSERT_EQUAL(r.weight_bytes, (uint64_t)(2 * params));
+    CU_ASSERT(r.fits);
+    CU_ASSERT_EQUAL(r.decode_steps, N - 1);
+    CU_ASSERT_EQUAL(r.decode_first.past, S);
+    CU_ASSERT_EQUAL(r.decode_last.past, S + N - 2);
+    /* steps between the first and the last: the same kernels, attention's roofline linear */
+    double fixed = r.decode_first.time_s - r.decode_first.roofline_s, sum = 0;
+    for (int k = 0; k < N - 1; k++)
+        sum += fixed + r.decode_first.roofline_s +
+               (r.decode_last.roofline_s - r.decode_first.roofline_s) * k / (N - 2);
+    CU_ASSERT_DOUBLE_EQUAL(r.ttft_s, r.prefill.time_s, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(r.e2e_s, r.prefill.time_s + sum, 1e-12 * r.e2e_s);
+    CU_ASSERT_DOUBLE_EQUAL(r.tpot_mean_s, sum / (N - 1), 1e-12 * sum);
+    CU_ASSERT_DOUBLE_EQUAL(r.tokens_per_s, B * N / r.e2e_s, 1e-9 * r.tokens_per_s);
+    /* the non-attention kernels of the last step are the first's */
+    CU_ASSERT_DOUBLE_EQUAL(r.decode_last.time_s - r.decode_last.roofline_s, fixed, 1e-15);
+    CU_ASSERT(r.decode_last.roofline_s > r.decode_first.roofline_s);
+}
