@@ -92,7 +92,8 @@ np_status nn_kv_load(const nn_kv_cache *c, const nn_model *m, const int *seqs, n
         if (seqs[b] < 0 || seqs[b] >= c->max_seqs || c->len[seqs[b]] != P)
             return np_err_set(err, NP_ERR_INCONSISTENT, "kv cache: sequence %d holds %lld "
                               "tokens, the graph reads %lld", seqs[b],
-                              (long long)(seqs[b] >= 0 && seqs[b] < c->max_seqs ? c->len[seqs[b]] : -1),
+                              (long long)(seqs[b] >= 0 && seqs[b] < c->max_seqs
+                                              ? c->len[seqs[b]] : -1),
                               (long long)P);
     if (P == 0)
         return NP_OK;
@@ -145,7 +146,8 @@ np_status nn_kv_store(nn_kv_cache *c, const nn_model *m, const int *seqs, np_err
                 for (int64_t s = 0; s < S; s++) {
                     float *row = dst + kv_slot(c, seqs[b], c->len[seqs[b]] + s) * c->width;
                     for (int64_t h = 0; h < KV; h++)
-                        memcpy(row + h * Dh, x + ((b * KV + h) * S + s) * Dh, (size_t)Dh * sizeof *x);
+                        memcpy(row + h * Dh, x + ((b * KV + h) * S + s) * Dh,
+                               (size_t)Dh * sizeof *x);
                 }
         }
     for (int64_t b = 0; b < B; b++)

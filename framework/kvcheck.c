@@ -92,7 +92,8 @@ np_status nn_kv_check(const nn_model_desc *d, const nn_kv_check_opts *o, nn_kv_c
                                   .compute = o->compute, .seed = o->seed}, &full, err);
     if (st != NP_OK)
         return st;
-    float *tok = malloc((size_t)(B * T) * sizeof *tok), *zero = calloc((size_t)(B * T), sizeof *zero);
+    float *tok = malloc((size_t)(B * T) * sizeof *tok);
+    float *zero = calloc((size_t)(B * T), sizeof *zero);
     int *seqs = malloc((size_t)B * sizeof *seqs);
     int64_t H = nn_model_int(d, "heads", 1), D = nn_model_int(d, "d_model", 1);
     int64_t width = nn_model_int(d, "kv_heads", H) * nn_model_int(d, "head_dim", D / H);

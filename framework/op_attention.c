@@ -51,7 +51,8 @@ np_status nn_infer_attention(nn_tensor *t, np_err *err)
             return nn_infer_fail(t, err, NP_ERR_INCONSISTENT,
                                  "expects q, k, v%s of one shape [B, H, S, Dh]%s",
                                  n == 5 ? ", out and dout" : "",
-                                 n == 3 ? " (or k, v [B, KV, Skv, Dh], KV dividing H, Skv >= S)" : "");
+                                 n == 3 ? " (or k, v [B, KV, Skv, Dh], KV dividing H, Skv >= S)"
+                                        : "");
     if (t->ip[0] != 0 && t->ip[0] != 1)
         return nn_infer_fail(t, err, NP_ERR_RANGE, "causal is %lld (0 or 1)",
                              (long long)t->ip[0]);

@@ -391,15 +391,18 @@ static nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, in
         }
         if (b->kv && zb_kv_cache(b, m, pre, l, KV, Dh, &k, &v) != NP_OK)
             return NULL;
-        if (KV != H && !(b->kv && b->past > 0)) { /* grouped-query attention: each kv head serves H/KV query heads */
+        /* grouped-query attention: each kv head serves H/KV query heads (the inference form
+         * of attention reads them itself once a cache is read) */
+        if (KV != H && !(b->kv && b->past > 0)) {
             k = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, k, 5, DIMS(B, KV, 1, S, Dh)), 5,
                                               DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
             v = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, v, 5, DIMS(B, KV, 1, S, Dh)), 5,
                                               DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
         }
         double pa = b->dropout > 0 && !b->inference && !llama ? b->dropout : 0;
+        uint64_t seed = pa > 0 ? nn_graph_seed_next(g) : 0;
         nn_tensor *a = b->kv ? nn_attention_kv(g, q, k, v, true)
-                             : nn_attention_dropout(g, q, k, v, true, pa, pa > 0 ? nn_graph_seed_next(g) : 0);
+                             : nn_attention_dropout(g, q, k, v, true, pa, seed);
         a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, H * Dh));
         snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "self_attn.o_proj" : "attn.c_proj");
         a = zb_linear(b, a, H * Dh, D, !llama || o_bias, s);

@@ -79,7 +79,8 @@ static void print_iter(const char *what, const infer_iter *it)
 {
     char a[32], b[32], c[32], d[32], e[32], f[32];
     printf("  %-13s %s (%s new token%s x %s after %s cached): %s-bound; roofline compute %s, "
-           "HBM %s", what, np_human_s(it->time_s, a, sizeof a), np_human_int(it->tokens, b, sizeof b),
+           "HBM %s", what, np_human_s(it->time_s, a, sizeof a),
+           np_human_int(it->tokens, b, sizeof b),
            it->tokens == 1 ? "" : "s", np_human_int(it->batch, c, sizeof c),
            np_human_int(it->past, d, sizeof d), it->hbm_bound ? "HBM" : "compute",
            np_human_s(it->compute_s, e, sizeof e), np_human_s(it->hbm_s, f, sizeof f));
