@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "human.h"
 #include "kvcache.h"
 #include "kvcheck.h"
 #include "pass.h"
@@ -108,6 +109,13 @@ np_status nn_kv_check(const nn_model_desc *d, const nn_kv_check_opts *o, nn_kv_c
         tok[i] = (float)((i * 7 + 3 + (int64_t)(o->seed % 1009)) % V);
     for (int64_t b = 0; st == NP_OK && b < B; b++) /* batch row b is cache sequence B-1-b */
         seqs[b] = (int)(B - 1 - b);
+    int64_t params = nn_graph_param_count(full.g);
+    char a[32], b[32];
+    if (st == NP_OK && params > NN_KV_CHECK_MAX_PARAMS)
+        st = np_err_set(err, NP_ERR_RANGE, "%s: %s parameters: the functional check runs the "
+                        "reference executor on models of at most %s", d->name,
+                        np_human_int(params, a, sizeof a),
+                        np_human_int(NN_KV_CHECK_MAX_PARAMS, b, sizeof b));
     int fused; /* the same attention op as the kv graphs', so that bf16 rounds alike */
     if (st == NP_OK)
         st = nn_pass_fuse_attention(full.g, &fused, err);

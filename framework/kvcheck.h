@@ -25,8 +25,10 @@ typedef struct nn_kv_check_result {
 
 /* Builds d's full forward of prompt + steps tokens for o->batch sequences (seeded weights and
  * tokens) and compares its logits at each position the kv path computes. Errors of the
- * builders and the executor; NP_ERR_RANGE when prompt + steps exceed d's context. The models
- * hold storage of a few full forwards: meant for small models. */
+ * builders and the executor; NP_ERR_RANGE when prompt + steps exceed d's context, or the
+ * model has more than NN_KV_CHECK_MAX_PARAMS parameters (the reference executor holds the
+ * values of two graphs in fp32: meant for small models). */
+#define NN_KV_CHECK_MAX_PARAMS ((int64_t)1 << 26)
 np_status nn_kv_check(const nn_model_desc *d, const nn_kv_check_opts *o, nn_kv_check_result *r,
                       np_err *err);
 

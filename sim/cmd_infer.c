@@ -94,17 +94,18 @@ static void result_print(const char *model, const char *arch, const infer_opts *
 {
     char a[32], b[32], c[32], d[32];
     printf("%s on %s, one chip: %" PRId64 " sequence%s, prompt %" PRId64 ", output %" PRId64
-           " tokens, kv blocks of %" PRId64 " tokens\n", model, arch, o->batch,
-           o->batch == 1 ? "" : "s", o->prompt, o->output, o->kv_block);
+           " token%s, kv blocks of %" PRId64 " tokens\n", model, arch, o->batch,
+           o->batch == 1 ? "" : "s", o->prompt, o->output, o->output == 1 ? "" : "s",
+           o->kv_block);
     printf("  time to first token   %s\n", np_human_s(r->ttft_s, a, sizeof a));
     if (r->decode_steps)
         printf("  time per output token %s mean, %s the last\n",
                np_human_s(r->tpot_mean_s, a, sizeof a), np_human_s(r->tpot_last_s, b, sizeof b));
     printf("  end-to-end latency    %s\n", np_human_s(r->e2e_s, a, sizeof a));
     printf("  throughput            %s\n", np_human_si(r->tokens_per_s, "token/s", a, sizeof a));
-    printf("  memory per chip       weights %s + kv cache %s (%s blocks) of %s HBM: %s\n",
+    printf("  memory per chip       weights %s + kv cache %s (%s block%s) of %s HBM: %s\n",
            np_human_bytes(r->weight_bytes, a, sizeof a), np_human_bytes(r->kv_bytes, b, sizeof b),
-           np_human_int(r->kv_blocks, c, sizeof c), np_human_bytes(r->hbm_bytes, d, sizeof d),
+           np_human_int(r->kv_blocks, c, sizeof c), r->kv_blocks == 1 ? "" : "s", np_human_bytes(r->hbm_bytes, d, sizeof d),
            r->fits ? "fits" : "DOES NOT FIT");
     printf("iterations (peaks %s, %s):\n", np_human_si(r->peak_flops, "FLOP/s", a, sizeof a),
            np_human_si(r->hbm_bytes_per_s, "B/s", b, sizeof b));
