@@ -1,6 +1,7 @@
 /* infer.c — the timing of inference iterations and of a request (infer.h): the kv inference
  * graph of the zoo's builder, its kernels timed by the run engine's kernel timer, decode
  * attention as its roofline. */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,11 +83,15 @@ static uint64_t bytes_of(const nn_tensor *t)
 }
 
 /* Decode attention's roofline (the attention op's inference form): its FLOPs at the matrix
- * peak against its q, out and K/V bytes at the HBM bandwidth; *kv_bytes the K/V part. */
-static double attn_roofline(const infer_ctx *c, const nn_tensor *a, uint64_t *kv_bytes)
+ * peak against its q, out and K/V bytes at the HBM bandwidth; *kv_bytes the K/V part. Both
+ * are linear in each sequence's context: kv_scale takes the node's (every sequence at the
+ * longest context) to the batch's own (infer_time_decode). */
+static double attn_roofline(const infer_ctx *c, const nn_tensor *a, double kv_scale,
+                            uint64_t *kv_bytes, double *flops)
 {
-    *kv_bytes = bytes_of(a->src[1]) + bytes_of(a->src[2]);
-    double t_c = (double)nn_node_flops(a) / c->peak;
+    *kv_bytes = (uint64_t)llround(kv_scale * (double)(bytes_of(a->src[1]) + bytes_of(a->src[2])));
+    *flops = kv_scale * (double)nn_node_flops(a);
+    double t_c = *flops / c->peak;
     double t_m = (double)(*kv_bytes + bytes_of(a->src[0]) + bytes_of(a) ) / c->bw;
     return t_c > t_m ? t_c : t_m;
 }
@@ -147,8 +152,8 @@ static np_status time_kernel(infer_ctx *c, const run_fuse *f, const nn_tensor *h
     return NP_OK;
 }
 
-np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t past,
-                          infer_iter *out, np_err *err)
+static np_status time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t past,
+                           double kv_scale, infer_iter *out, np_err *err)
 {
     memset(out, 0, sizeof *out);
     out->batch = batch, out->tokens = tokens, out->past = past;
@@ -176,10 +181,10 @@ np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t p
         }
         if (t->op == NN_OP_ATTENTION && !nn_same_shape(t->src[0], t->src[1])) {
             uint64_t kv;
-            double s = attn_roofline(c, t, &kv) +
-                       (double)core_kernel_launch_ps(c->o.cfg, false) * 1e-12; /* its gap */
+            double fl, s = attn_roofline(c, t, kv_scale, &kv, &fl) +
+                           (double)core_kernel_launch_ps(c->o.cfg, false) * 1e-12; /* its gap */
             out->roofline_s += s, out->time_s += s, out->kv_read_bytes += kv;
-            out->flops += (double)nn_node_flops(t);
+            out->flops += fl;
             continue;
         }
         if ((marked[t->id] = from_cache(t, marked)))
@@ -206,6 +211,29 @@ np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t p
     out->hbm_s = (double)(out->weight_bytes + out->kv_read_bytes + out->kv_write_bytes) / c->bw;
     out->hbm_bound = out->hbm_s > out->compute_s;
     return st;
+}
+
+np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t past,
+                          infer_iter *out, np_err *err)
+{
+    return time_iter(c, batch, tokens, past, 1.0, out, err);
+}
+
+np_status infer_time_decode(infer_ctx *c, int64_t batch, const int64_t *past, infer_iter *out,
+                            np_err *err)
+{
+    int64_t most = 0;
+    double sum = 0;
+    for (int64_t b = 0; b < batch; b++) {
+        if (past[b] < 0)
+            return np_err_set(err, NP_ERR_RANGE, "sequence %lld has %lld cached tokens",
+                              (long long)b, (long long)past[b]);
+        most = past[b] > most ? past[b] : most;
+        sum += (double)(past[b] + 1);
+    }
+    if (batch < 1)
+        return np_err_set(err, NP_ERR_RANGE, "a decode step of %lld sequences", (long long)batch);
+    return time_iter(c, batch, 1, most, sum / ((double)batch * (double)(most + 1)), out, err);
 }
 
 np_status infer_run(infer_ctx *c, infer_result *out, np_err *err)

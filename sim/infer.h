@@ -82,6 +82,13 @@ void infer_ctx_free(infer_ctx *c);
 np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t past,
                           infer_iter *out, np_err *err);
 
+/* A decode step of batch sequences, sequence b with past[b] cached tokens: the kernels of a
+ * step at the longest context (all but attention's are the same at any context), its
+ * attention's roofline over the batch's own contexts (out->past: the longest). NP_ERR_RANGE
+ * on a negative length or an empty batch. */
+np_status infer_time_decode(infer_ctx *c, int64_t batch, const int64_t *past, infer_iter *out,
+                            np_err *err);
+
 /* The whole request: the prefill, then output - 1 decode steps (the context growing by one
  * each; the steps' non-attention kernels are the same, so each distinct kernel is simulated
  * once). */

@@ -209,3 +209,27 @@ TEST(a_requests_figures_follow_from_its_iterations_and_the_cache_from_its_blocks
     CU_ASSERT_DOUBLE_EQUAL(r.decode_last.time_s - r.decode_last.roofline_s, fixed, 1e-15);
     CU_ASSERT(r.decode_last.roofline_s > r.decode_first.roofline_s);
 }
+
+TEST(a_decode_step_of_mixed_contexts_costs_the_uniform_step_at_their_mean)
+{
+    nn_model_desc d;
+    arch_config cfg;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("llama-tiny", &d, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tiny", NULL, 0, &cfg, &err), NP_OK);
+    infer_ctx *c;
+    CU_ASSERT_EQUAL_FATAL(infer_ctx_create(&(infer_opts){.model = &d, .cfg = &cfg, .tp = 1,
+                          .batch = 4, .prompt = 4, .output = 2, .kv_block = 4}, &c, &err), NP_OK);
+    /* keys read: 7 + 11 + 9 + 9 = 4 x 9 tokens, as four sequences of 8 cached and 1 new */
+    infer_iter mixed, uniform;
+    CU_ASSERT_EQUAL_FATAL(infer_time_decode(c, 4, (int64_t[]){6, 10, 8, 8}, &mixed, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(infer_time_iter(c, 4, 1, 8, &uniform, &err), NP_OK);
+    CU_ASSERT_EQUAL(mixed.past, 10);
+    /* 2 layers x keys and values x 4 x 9 tokens x 2 kv heads x 8 dims, bf16 */
+    CU_ASSERT_EQUAL(mixed.kv_read_bytes, (uint64_t)(2 * 2 * 4 * 9 * 2 * 8 * 2));
+    CU_ASSERT_EQUAL(uniform.kv_read_bytes, mixed.kv_read_bytes);
+    CU_ASSERT_DOUBLE_EQUAL(mixed.time_s, uniform.time_s, 1e-9 * uniform.time_s);
+    CU_ASSERT_DOUBLE_EQUAL(mixed.flops, uniform.flops, 1e-9 * uniform.flops);
+    CU_ASSERT_EQUAL(infer_time_decode(c, 2, (int64_t[]){3, -1}, &mixed, &err), NP_ERR_RANGE);
+    infer_ctx_free(c);
+}
