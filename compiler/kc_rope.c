@@ -136,13 +136,14 @@ static np_status rope_compile(kc_ctx *x)
         return kc_status(x);
     /* the table, as the framework computes it */
     double base = kc_attr_real(x, "base"), dir = kc_attr_real(x, "dir");
+    double off = (double)kc_attr_int(x, "offset");
     uint64_t n = k.S * k.h;
     float *tab = malloc(3 * n * sizeof *tab);
     if (!tab)
         return kc_fail(x, NP_ERR_NOMEM, "out of memory");
     for (uint64_t p = 0; p < k.S; p++)
         for (uint64_t i = 0; i < k.h; i++) {
-            double ang = dir * (double)p * pow(base, -2.0 * (double)i / (double)(2 * k.h));
+            double ang = dir * ((double)p + off) * pow(base, -2.0 * (double)i / (double)(2 * k.h));
             tab[p * k.h + i] = (float)cos(ang);
             tab[n + p * k.h + i] = (float)sin(ang);
             tab[2 * n + p * k.h + i] = -(float)sin(ang);
@@ -188,14 +189,16 @@ static np_status rope_compile(kc_ctx *x)
 static np_status rope_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                 nn_tensor **out, np_err *err)
 {
-    double base = 10000, dir = 1;
+    double base = 10000, dir = 1, off = 0;
     for (int i = 0; i < k->n_attrs; i++) {
+        if (k->attrs[i].name && !strcmp(k->attrs[i].name, "offset"))
+            off = (double)k->attrs[i].i;
         if (k->attrs[i].name && !strcmp(k->attrs[i].name, "base"))
             base = k->attrs[i].f;
         if (k->attrs[i].name && !strcmp(k->attrs[i].name, "dir"))
             dir = k->attrs[i].f;
     }
-    out[0] = nn_node(g, NN_OP_ROPE, 1, in, NULL, (double[NN_MAX_FPARAMS]){base, dir});
+    out[0] = nn_node(g, NN_OP_ROPE, 1, in, NULL, (double[NN_MAX_FPARAMS]){base, dir, off});
     return out[0] ? NP_OK : nn_graph_status(g, err);
 }
 
@@ -208,6 +211,8 @@ static const kc_attr_def rope_attrs[] = {
     {"base", KC_ATTR_REAL, 10000, 1e-6, 1e12,
      "frequency base (Llama: 10000; the framework's fp[0])"},
     {"dir", KC_ATTR_REAL, 1, -1, 1, "1 forward, -1 the inverse rotation of the backward (fp[1])"},
+    {"offset", KC_ATTR_INT, 0, 0, (double)(1 << 30),
+     "the position of row 0 (inference: tokens already in the kv cache; the framework's fp[2])"},
     {"tr", KC_ATTR_INT, 0, 0, 65535, "tile: positions per tile (0: chosen)"},
 };
 

@@ -138,6 +138,8 @@ static void lw_attrs_of_node(const kc_kernel_def *d, const nn_tensor *t, kc_kern
     case NN_OP_ROPE:
         lw_attr(d, k, "base", fp[0]);
         lw_attr(d, k, "dir", fp[1]);
+        if (fp[2] != 0) /* the position of row 0 (inference: the tokens already cached) */
+            lw_attr(d, k, "offset", fp[2]);
         break;
     case NN_OP_SGD_UPDATE:
         lw_attr(d, k, "lr", fp[0]);

@@ -96,6 +96,15 @@ typedef struct nn_model_opts {
                              probabilities and each block's two residual branches (GPT-2's
                              embd/attn/resid_pdrop); 0 (default) builds no dropout; in
                              [0, 1), and nn_model_build refuses it for another family */
+    /* Inference with a kv cache (gpt and llama; docs/serving.md): seq new tokens of each of
+     * batch sequences after the past tokens already cached (prefill: past 0; decode: seq 1).
+     * The graph has no loss: logits [B, V] of each sequence's last token; per layer l a
+     * cache of kv_slots rows [kv_slots, KV x Dh] (compute dtype; constants "<blk>.<l>.k_cache"
+     * and "v_cache", blk "h" or "layers") read through m->kv_slots, and the new tokens' keys
+     * and values (after rope) as nodes "<blk>.<l>.k_new" and "v_new", [B, KV, seq, Dh]. */
+    bool kv;
+    int64_t past;         /* tokens already in the cache per sequence (kv only) */
+    int64_t kv_slots;     /* rows of each layer's cache (blocks x block size; kv only) */
 } nn_model_opts;
 
 typedef struct nn_model {
@@ -105,6 +114,8 @@ typedef struct nn_model {
     nn_tensor *logits;
     nn_tensor *loss;   /* mean cross-entropy */
     int64_t batch, seq;
+    nn_tensor *kv_slots; /* kv inference with past > 0: [B, past] i32, the cache row of each
+                            cached token (a paged cache's block table, nn_kv_cache) */
 } nn_model;
 
 /* Builds the forward graph and loss of d (shapes only; no storage). m->g is owned by the

@@ -272,6 +272,8 @@ nn_tensor *nn_rmsnorm(nn_graph *g, nn_tensor *x, nn_tensor *gamma, double eps);
 /* Rotary position embedding of x [..., S, Dh] (position = index along S; base 10000 in
  * Llama), rotating the pairs (i, i + Dh/2). */
 nn_tensor *nn_rope(nn_graph *g, nn_tensor *x, double base);
+/* The same with row 0 at position offset (>= 0: a decode step's tokens follow the cache's). */
+nn_tensor *nn_rope_at(nn_graph *g, nn_tensor *x, double base, int64_t offset);
 nn_tensor *nn_softmax(nn_graph *g, nn_tensor *a);     /* over the last dim */
 /* Megatron-LM's FusedScaleMaskSoftmax: softmax over the last dim of a x scale (scale 0: 1),
  * with causal the elements above the diagonal of the last two dims masked (-inf) first — one
@@ -349,6 +351,11 @@ nn_tensor *nn_attention_dropout(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tens
  * rewrites nn_attention's composite into it). */
 nn_tensor *nn_attention_fused(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v,
                               bool causal);
+/* Attention of S new queries against a context of Skv >= S keys (a kv cache and the new
+ * tokens' own): q [B, H, S, Dh], k and v [B, KV, Skv, Dh] with KV dividing H (grouped-query
+ * heads read their group's kv head). The queries are the last S positions (causal: query i
+ * sees keys 0 .. Skv - S + i). The attention op in its inference form: forward only. */
+nn_tensor *nn_attention_kv(nn_graph *g, nn_tensor *q, nn_tensor *k, nn_tensor *v, bool causal);
 /* Sum over channel (dim 1) of [N, C, ...] -> [C]. */
 nn_tensor *nn_channel_sum(nn_graph *g, nn_tensor *x);
 

@@ -280,7 +280,8 @@ int64_t nn_flops_softmax(const nn_tensor *t)
 }
 
 /* ---- rotary position embedding over [..., S, Dh]: fp[0] base, fp[1] direction (+1, or -1
- * for the inverse rotation its backward uses). Pairs (i, i + Dh/2) rotate by pos * base^(-2i/Dh)
+ * for the inverse rotation its backward uses), fp[2] the position of row 0 (0; inference:
+ * the tokens already in the kv cache). Pairs (i, i + Dh/2) rotate by pos * base^(-2i/Dh)
  * (the "rotate half" layout of Llama's reference code). ---- */
 
 np_status nn_infer_rope(nn_tensor *t, np_err *err)
@@ -299,7 +300,7 @@ void nn_fwd_rope(nn_tensor *t)
     int64_t Dh = t->ne[t->ndim - 1], S = t->ne[t->ndim - 2], half = Dh / 2;
     int64_t rows = nn_numel(t) / Dh;
     for (int64_t r = 0; r < rows; r++) {
-        double pos = (double)(r % S);
+        double pos = (double)(r % S) + t->fp[2];
         const float *xr = x + r * Dh;
         float *yr = t->data + r * Dh;
         for (int64_t i = 0; i < half; i++) {
@@ -313,7 +314,7 @@ void nn_fwd_rope(nn_tensor *t)
 
 void nn_bwd_rope(nn_graph *g, nn_tensor *t, nn_tensor *dy)
 {
-    double fp[NN_MAX_FPARAMS] = {t->fp[0], -t->fp[1]};
+    double fp[NN_MAX_FPARAMS] = {t->fp[0], -t->fp[1], t->fp[2]};
     nn_grad_acc(g, t->src[0], nn_node1(g, NN_OP_ROPE, dy, NULL, fp));
 }
 

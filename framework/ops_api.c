@@ -189,6 +189,10 @@ nn_tensor *nn_rope(nn_graph *g, nn_tensor *a, double base)
 {
     return nn_un(g, NN_OP_ROPE, a, NULL, (double[NN_MAX_FPARAMS]){base, 1.0});
 }
+nn_tensor *nn_rope_at(nn_graph *g, nn_tensor *a, double base, int64_t offset)
+{
+    return nn_un(g, NN_OP_ROPE, a, NULL, (double[NN_MAX_FPARAMS]){base, 1.0, (double)offset});
+}
 nn_tensor *nn_softmax(nn_graph *g, nn_tensor *a) { return nn_un(g, NN_OP_SOFTMAX, a, NULL, NULL); }
 nn_tensor *nn_softmax_masked(nn_graph *g, nn_tensor *a, double scale, bool causal)
 {

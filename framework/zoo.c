@@ -10,6 +10,11 @@
  * Parameters carry their initialization in fp[0] (std) and fp[1] (0 normal, 1 ones, 2 zeros)
  * for nn_model_init; the graph has no storage until then.
  *
+ * Inference graphs (nn_model_opts.kv; docs/serving.md): the same blocks over the new tokens
+ * only, positions (learned or rope) from the cached count on, each layer's keys and values
+ * read from a paged cache through a slot table and the attention op's inference form
+ * (nn_attention_kv), the logits of each sequence's last token (zoo_llm.c).
+ *
  * Not modelled: GPT-3's alternating sparse attention. Dropout only when nn_model_opts asks
  * for it (GPT family; Llama has none).
  */
@@ -29,12 +34,12 @@ nn_tensor *zb_dropout(nn_zb *b, nn_tensor *x)
 nn_tensor *zb_param(nn_zb *b, const char *name, int ndim, const int64_t *ne, double std,
                     int init)
 {
-    nn_tensor *p = nn_param(b->g, name, NN_F32, ndim, ne);
+    nn_tensor *p = nn_param(b->g, name, b->kv ? b->dt : NN_F32, ndim, ne);
     if (!p)
         return NULL;
     p->fp[0] = std;
     p->fp[1] = init;
-    return b->dt == NN_F32 ? p : nn_cast(b->g, p, b->dt);
+    return p->dtype == b->dt ? p : nn_cast(b->g, p, b->dt);
 }
 
 nn_tensor *zb_buffer(nn_zb *b, const char *name, int64_t n, int init)
@@ -271,6 +276,20 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     bool onnx = strcmp(d->family, "onnx") == 0;
     int64_t B = o->batch ? o->batch : onnx ? 0 : nn_model_int(d, "batch", 1);
     int64_t S = lm ? (o->seq ? o->seq : nn_model_int(d, "context", 1)) : 1;
+    if (o->kv && !lm)
+        return np_err_set(err, NP_ERR_RANGE, "%s: inference with a kv cache is built for the "
+                          "gpt and llama families, not for %s", d->name, d->family);
+    if (o->kv && nn_model_int(d, "kv_lora_rank", 0) > 0)
+        return np_err_set(err, NP_ERR_RANGE, "%s: inference with a kv cache is not built for "
+                          "multi-head latent attention yet (its cache is the latent c_KV)",
+                          d->name);
+    if (o->kv && (o->past < 0 || (o->past > 0 && o->kv_slots < 1)))
+        return np_err_set(err, NP_ERR_RANGE, "%s: %lld cached tokens in a cache of %lld rows",
+                          d->name, (long long)o->past, (long long)o->kv_slots);
+    if (o->kv && o->past + S > nn_model_int(d, "context", 1))
+        return np_err_set(err, NP_ERR_RANGE, "%s: %lld cached and %lld new tokens exceed the "
+                          "context of %lld", d->name, (long long)o->past, (long long)S,
+                          (long long)nn_model_int(d, "context", 1));
     if (lm && S > nn_model_int(d, "context", 1))
         return np_err_set(err, NP_ERR_RANGE, "%s: sequence length %lld exceeds the context of %lld",
                           d->name, (long long)S, (long long)nn_model_int(d, "context", 1));
@@ -279,7 +298,9 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     m->g = nn_graph_new(o->seed);
     if (!m->g)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory building %s", d->name);
-    nn_zb b = {m->g, o->inference, o->compute, o->dropout, NULL, 0, 0, {NULL}};
+    nn_zb b = {.g = m->g, .inference = o->inference || o->kv, .dt = o->compute,
+               .dropout = o->dropout, .kv = o->kv, .past = o->past, .kv_slots = o->kv_slots,
+               .m = m};
     m->batch = B;
     m->seq = S;
     nn_tensor *logits;
@@ -301,10 +322,20 @@ np_status nn_model_build(const nn_model_desc *d, const nn_model_opts *o, nn_mode
     else
         logits = zb_densenet(&b, d, B, m);
     nn_graph_set_layer(m->g, -1);
-    nn_graph_set_scope(m->g, "loss");
+    nn_graph_set_scope(m->g, o->kv ? "logits" : "loss");
     if (logits && logits->dtype != NN_F32)
         logits = nn_cast(m->g, logits, NN_F32);
     m->logits = logits;
+    if (o->kv) { /* inference: no loss */
+        nn_graph_set_scope(m->g, "%s", "");
+        if (logits)
+            nn_graph_set_output(m->g, logits);
+        if (nn_graph_status(m->g, err) != NP_OK) {
+            np_err_prefix(err, "model %s", d->name);
+            return err->status;
+        }
+        return NP_OK;
+    }
     int64_t rows = onnx && logits ? logits->ne[0] : lm ? B * S : B; /* a label per row */
     m->labels = nn_input(m->g, "labels", NN_I32, 1, DIMS(rows));
     m->loss = nn_cross_entropy(m->g, logits, m->labels);

@@ -22,6 +22,10 @@ typedef struct nn_zb {
     int n_aux;       /* how many layers added to it */
     int n_mtp;       /* DeepSeek-V3's multi-token prediction depth (0: none) */
     nn_tensor *mtp[NN_ZB_MAX_MTP]; /* each depth's logits [B (S-k), V] */
+    /* inference with a kv cache (nn_model_opts.kv; docs/serving.md) */
+    bool kv;
+    int64_t past, kv_slots;
+    nn_model *m;     /* the model being built (its kv_slots input) */
 } nn_zb;
 
 #define DIMS(...) (int64_t[]){__VA_ARGS__}
@@ -32,7 +36,8 @@ typedef struct nn_zb {
 /* Dropout of p = b->dropout (none when 0). */
 nn_tensor *zb_dropout(nn_zb *b, nn_tensor *x);
 /* A trainable f32 parameter (master weight) with its initialization; returns the value the
- * model computes with (cast to b->dt). */
+ * model computes with (cast to b->dt). Inference with a kv cache keeps weights in the compute
+ * dtype itself, as a server does: no cast. */
 nn_tensor *zb_param(nn_zb *b, const char *name, int ndim, const int64_t *ne, double std,
                     int init);
 /* A constant f32 buffer [n] (not trained), cast to b->dt. */

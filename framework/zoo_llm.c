@@ -25,6 +25,39 @@ static nn_tensor *zb_heads(nn_graph *g, nn_tensor *x, int64_t B, int64_t S, int6
     return nn_permute(g, nn_reshape(g, x, 4, DIMS(B, S, H, Dh)), (int[]){0, 2, 1, 3});
 }
 
+/* Names t (a node of the kv graph the cache's owner finds by name). */
+static nn_tensor *zb_name(nn_tensor *t, const char *pre, int64_t l, const char *what)
+{
+    if (t)
+        snprintf(t->name, sizeof t->name, "%s.%lld.%s", pre, (long long)l, what);
+    return t;
+}
+
+/* The kv cache of layer l: names the new tokens' k and v [B, KV, S, Dh] ("k_new", "v_new"),
+ * and with cached tokens (past > 0) makes *k and *v the cache's rows of each sequence
+ * (gathered through the model's kv_slots, a paged cache's block table) followed by the new
+ * ones, [B, KV, past + S, Dh]. */
+static np_status zb_kv_cache(nn_zb *b, const char *pre, int64_t l, int64_t B, int64_t KV,
+                             int64_t Dh, nn_tensor **k, nn_tensor **v)
+{
+    nn_graph *g = b->g;
+    zb_name(*k, pre, l, "k_new");
+    zb_name(*v, pre, l, "v_new");
+    if (b->past == 0)
+        return NP_OK;
+    int64_t P = b->past;
+    if (!b->m->kv_slots)
+        b->m->kv_slots = nn_input(g, "kv_slots", NN_I32, 2, DIMS(B, P));
+    nn_tensor **kv[2] = {k, v};
+    for (int i = 0; i < 2; i++) {
+        nn_tensor *c = zb_name(nn_const(g, "cache", b->dt, 2, DIMS(b->kv_slots, KV * Dh)), pre,
+                               l, i ? "v_cache" : "k_cache");
+        nn_tensor *past = zb_heads(g, nn_embedding(g, c, b->m->kv_slots), B, P, KV, Dh);
+        *kv[i] = nn_concat(g, 2, (nn_tensor *[]){past, *kv[i]}, 2);
+    }
+    return nn_graph_status(g, &(np_err){0});
+}
+
 /* SwiGLU MLP over x [..., D]: down(silu(gate x) * up x), scopes <prefix>.gate_proj, ... */
 static nn_tensor *zb_swiglu(nn_zb *b, nn_tensor *x, int64_t D, int64_t F, const char *prefix)
 {
@@ -83,17 +116,23 @@ static nn_tensor *zb_attention(nn_zb *b, const nn_model_desc *d, nn_tensor *hn, 
         nn_graph_set_scope(g, "layers.%lld.self_attn", (long long)l);
     }
     if (llama) {
-        q = nn_rope(g, q, theta);
-        k = nn_rope(g, k, theta);
+        q = nn_rope_at(g, q, theta, b->kv ? b->past : 0);
+        k = nn_rope_at(g, k, theta, b->kv ? b->past : 0);
     }
-    if (KV != H) { /* grouped-query attention: each kv head serves H/KV query heads */
+    if (b->kv && zb_kv_cache(b, pre, l, B, KV, Dh, &k, &v) != NP_OK)
+        return NULL;
+    /* grouped-query attention: each kv head serves H/KV query heads (the inference form of
+     * attention reads them itself once a cache is read) */
+    if (KV != H && !(b->kv && b->past > 0)) {
         k = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, k, 5, DIMS(B, KV, 1, S, Dh)), 5,
                                           DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
         v = nn_reshape(g, nn_broadcast_to(g, nn_reshape(g, v, 5, DIMS(B, KV, 1, S, Dh)), 5,
                                           DIMS(B, KV, H / KV, S, Dh)), 4, DIMS(B, H, S, Dh));
     }
     double pa = b->dropout > 0 && !b->inference && !llama ? b->dropout : 0;
-    nn_tensor *a = nn_attention_dropout(g, q, k, v, true, pa, pa > 0 ? nn_graph_seed_next(g) : 0);
+    uint64_t seed = pa > 0 ? nn_graph_seed_next(g) : 0;
+    nn_tensor *a = b->kv ? nn_attention_kv(g, q, k, v, true)
+                         : nn_attention_dropout(g, q, k, v, true, pa, seed);
     a = nn_reshape(g, nn_permute(g, a, (int[]){0, 2, 1, 3}), 3, DIMS(B, S, H * Dh));
     snprintf(s, sizeof s, "%s.%lld.%s", pre, (long long)l, llama ? "self_attn.o_proj" : "attn.c_proj");
     a = zb_linear(b, a, H * Dh, D, !llama || o_bias, s);
@@ -311,7 +350,8 @@ nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, int64_t S
     if (!llama) {
         nn_graph_set_scope(g, "wpe");
         nn_tensor *wpe = PARAM(b, "weight", 0.01, NN_INIT_NORMAL, ctx, D);
-        x = nn_add(g, x, S == ctx ? wpe : nn_slice(g, wpe, 0, 0, S));
+        int64_t p0 = b->kv ? b->past : 0; /* inference: the new tokens' positions */
+        x = nn_add(g, x, S == ctx ? wpe : nn_slice(g, wpe, 0, p0, p0 + S));
         x = zb_dropout(b, x);
     }
     for (int64_t l = 0; l < L; l++)
@@ -321,6 +361,11 @@ nn_tensor *zb_transformer(nn_zb *b, const nn_model_desc *d, int64_t B, int64_t S
     nn_tensor *hn = llama ? nn_rmsnorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D), eps)
                           : nn_layernorm(g, x, PARAM(b, "weight", 0, NN_INIT_ONES, D),
                                          PARAM(b, "bias", 0, NN_INIT_ZEROS, D), 1e-5);
+    if (b->kv) { /* inference: the next token's logits only, from each sequence's last row */
+        hn = nn_reshape(g, S > 1 ? nn_slice(g, hn, 1, S - 1, S) : hn, 3, DIMS(B, 1, D));
+        S = 1;
+        b->n_mtp = 0;
+    }
     nn_graph_set_scope(g, "lm_head");
     if (tied)
         return nn_matmul(g, nn_reshape(g, hn, 2, DIMS(B * S, D)), nn_transpose(g, wte));

@@ -28,7 +28,8 @@ typedef struct rf_node {
 } rf_node;
 
 struct run_fuse {
-    const nn_plan_class *c;
+    const nn_plan_class *c; /* NULL: a graph's (run_fuse_graph) */
+    const nn_tensor *loss;
     int max_id;
     rf_node *n;           /* by node id */
 };
@@ -45,8 +46,9 @@ static void rf_leaf(run_fuse *f, const nn_tensor *t, int64_t pos)
     rf_node *n = rf_at(f, t);
     if (!n || n->pos != INT64_MAX)
         return;
-    const nn_plan_leaf *l = nn_plan_leaf_of(f->c, t);
-    n->pos = l && l->kind == NN_LEAF_DATA ? pos - 1 : -1;
+    const nn_plan_leaf *l = f->c ? nn_plan_leaf_of(f->c, t) : NULL;
+    bool data = f->c ? l && l->kind == NN_LEAF_DATA : t->role == NN_ROLE_INPUT;
+    n->pos = data ? pos - 1 : -1;
 }
 
 /* The chain after head h (lower.c's lw_chain, on nodes). */
@@ -59,7 +61,7 @@ static void rf_chain(run_fuse *f, const nn_tensor *h)
     const nn_tensor *cur = h;
     while (hn->n_chain < KC_MAX_EPI) {
         const rf_node *cn = rf_at(f, cur);
-        if (cn->readers != 1 || cur->is_output || cur == f->c->loss)
+        if (cn->readers != 1 || cur->is_output || cur == f->loss)
             break;
         const nn_tensor *m = cn->reader, *arg;
         const rf_node *mn = rf_at(f, m);
@@ -108,24 +110,62 @@ static void rf_pair_attention(run_fuse *f, const nn_tensor **order, int n_order)
     }
 }
 
-np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, bool no_fuse,
-                         run_fuse **out, np_err *err)
+/* A fusion of graph g with room for its nodes, and *order for them; NULL when out of memory. */
+static run_fuse *rf_new(nn_graph *g, const nn_plan_class *c, bool no_fuse,
+                        const nn_tensor ***order)
 {
-    *out = NULL;
     run_fuse *f = calloc(1, sizeof *f);
-    int max_id = nn_graph_max_id(c->g);
-    const nn_tensor **order = malloc(((size_t)max_id + 2) * sizeof *order);
-    if (!f || !order || !(f->n = calloc((size_t)max_id + 2, sizeof *f->n))) {
-        free(order);
+    int max_id = nn_graph_max_id(g);
+    *order = malloc(((size_t)max_id + 2) * sizeof **order);
+    if (!f || !*order || !(f->n = calloc((size_t)max_id + 2, sizeof *f->n))) {
+        free(*order);
         run_fuse_free(f);
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+        return NULL;
     }
     f->c = c;
+    f->loss = c ? c->loss : NULL;
     f->max_id = max_id;
     for (int i = 0; i <= max_id; i++)
         f->n[i] = (rf_node){.pos = INT64_MAX, .block = -1, .all_mm = true};
     if (!no_fuse)
-        nn_pass_fuse(c->g);
+        nn_pass_fuse(g);
+    return f;
+}
+
+static void rf_finish(run_fuse *f, const nn_tensor **order, int n_order, bool no_fuse);
+
+np_status run_fuse_graph(nn_graph *g, run_fuse **out, np_err *err)
+{
+    const nn_tensor **order;
+    run_fuse *f = *out = rf_new(g, NULL, false, &order);
+    if (!f)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    int n_order = 0;
+    int64_t pos = 0;
+    for (int i = 0; i < nn_graph_n_nodes(g); i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        rf_node *n = rf_at(f, t);
+        if (!n || t->op == NN_OP_LEAF)
+            continue;
+        pos += 2;
+        for (int s = 0; s < t->n_src; s++)
+            if (t->src[s]->op == NN_OP_LEAF)
+                rf_leaf(f, t->src[s], pos);
+        *n = (rf_node){.pos = pos, .block = 0, .scheduled = true, .compute = true,
+                       .all_mm = n->all_mm};
+        order[n_order++] = t;
+    }
+    rf_finish(f, order, n_order, false);
+    return NP_OK;
+}
+
+np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, bool no_fuse,
+                         run_fuse **out, np_err *err)
+{
+    const nn_tensor **order;
+    run_fuse *f = *out = rf_new(c->g, c, no_fuse, &order);
+    if (!f)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
     /* the first instance of every node, in the lowering's order */
     nn_plan_iter it;
     nn_plan_iter_begin(&it, p, c);
@@ -151,6 +191,14 @@ np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, bool no_fuse,
             order[n_order++] = t;
         }
     }
+    rf_finish(f, order, n_order, no_fuse);
+    return NP_OK;
+}
+
+/* Readers, the lowering's classification and the attention pairs over the nodes in order;
+ * frees order. */
+static void rf_finish(run_fuse *f, const nn_tensor **order, int n_order, bool no_fuse)
+{
     for (int i = 0; i < n_order; i++) { /* readers */
         const nn_tensor *t = order[i];
         for (int s = 0; s < t->n_src; s++) {
@@ -183,8 +231,6 @@ np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, bool no_fuse,
     }
     rf_pair_attention(f, order, n_order);
     free(order);
-    *out = f;
-    return NP_OK;
 }
 
 void run_fuse_free(run_fuse *f)

@@ -46,6 +46,10 @@ typedef struct run_fuse run_fuse;
  * no epilogue and no folded transpose, but attentions still write their lse. NP_ERR_NOMEM. */
 np_status run_fuse_class(const nn_plan *p, const nn_plan_class *c, bool no_fuse,
                          run_fuse **out, np_err *err);
+/* The same for a graph outside any plan (an inference graph, sim/infer.c): its nodes in
+ * creation order as one block of one micro-batch, inputs as data leaves and every other leaf
+ * persistent. Runs nn_pass_fuse on g. NP_ERR_NOMEM. */
+np_status run_fuse_graph(nn_graph *g, run_fuse **out, np_err *err);
 void run_fuse_free(run_fuse *f);
 
 run_fuse_kind run_fuse_kind_of(const run_fuse *f, const nn_tensor *t);
