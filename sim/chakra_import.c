@@ -34,6 +34,20 @@ static np_status ci_oom(np_err *err)
     return np_err_set(err, NP_ERR_NOMEM, "out of memory (chakra trace)");
 }
 
+/* Appends x to the growing array *v (of *n, room for *cap); false when out of memory. */
+static bool ci_push(uint32_t **v, uint64_t *n, uint64_t *cap, uint32_t x)
+{
+    if (*cap <= *n + 1) {
+        uint64_t nc = *cap ? *cap * 2 : 1024;
+        uint32_t *w = realloc(*v, nc * sizeof *w);
+        if (!w)
+            return false;
+        *v = w, *cap = nc;
+    }
+    (*v)[(*n)++] = x;
+    return true;
+}
+
 /* ---- The directory -------------------------------------------------------------------------- */
 
 static np_status ci_read_file(const char *path, uint8_t **buf, size_t *n, np_err *err)
@@ -224,18 +238,11 @@ static np_status ci_tasks(ci_ctx *c, run_graph *g, const char *path, uint32_t r,
             if (task[p] != RUN_NONE)
                 tdeps[nd++] = task[p];
             else
-                for (uint32_t q = pass_off[p]; q < pass_off[p] + pass_len[p]; q++) {
-                    if (cap_pass <= n_pass + 1) {
-                        uint64_t nc = cap_pass ? cap_pass * 2 : 1024;
-                        uint32_t *np2 = realloc(pass, nc * sizeof *np2);
-                        if (!np2) {
-                            st = ci_oom(err);
-                            break;
-                        }
-                        pass = np2, cap_pass = nc;
+                for (uint32_t q = pass_off[p]; q < pass_off[p] + pass_len[p]; q++)
+                    if (!ci_push(&pass, &n_pass, &cap_pass, pass[q])) {
+                        st = ci_oom(err);
+                        break;
                     }
-                    pass[n_pass++] = pass[q];
-                }
         }
         if (st != NP_OK)
             break;
@@ -316,18 +323,11 @@ static np_status ci_tasks(ci_ctx *c, run_graph *g, const char *path, uint32_t r,
             break;
         if (!runs) { /* pass on its dependencies */
             task[i] = RUN_NONE;
-            for (uint32_t j = 0; j < nd; j++) {
-                if (cap_pass <= n_pass + 1) {
-                    uint64_t nc = cap_pass ? cap_pass * 2 : 1024;
-                    uint32_t *np2 = realloc(pass, nc * sizeof *np2);
-                    if (!np2) {
-                        st = ci_oom(err);
-                        break;
-                    }
-                    pass = np2, cap_pass = nc;
+            for (uint32_t j = 0; j < nd; j++)
+                if (!ci_push(&pass, &n_pass, &cap_pass, tdeps[j])) {
+                    st = ci_oom(err);
+                    break;
                 }
-                pass[n_pass++] = tdeps[j];
-            }
             pass_off[i] = (uint32_t)p0;
             pass_len[i] = (uint32_t)(n_pass - p0);
             continue;

@@ -213,6 +213,20 @@ typedef struct sr_ctx {
     run_attn_memo memo; /* which attention kernels compile, across the candidates' plans */
 } sr_ctx;
 
+/* Candidate c could not be planned, bounded or run: out of memory stops the search (*err);
+ * anything else marks c failed with the reason, and the search goes on. */
+static np_status sr_failed(search_cand *c, search_result *r, const np_err *e, np_err *err)
+{
+    if (e->status == NP_ERR_NOMEM) {
+        *err = *e;
+        return e->status;
+    }
+    c->state = SEARCH_FAILED;
+    snprintf(c->why, sizeof c->why, "%.255s", e->msg);
+    r->n_failed++;
+    return NP_OK;
+}
+
 /* Builds candidate c's plan: illegal, or its memory (OOM), else its cheap bound. */
 static np_status sr_screen(sr_ctx *x, search_cand *c, search_result *r, np_err *err)
 {
@@ -256,14 +270,7 @@ static np_status sr_screen(sr_ctx *x, search_cand *c, search_result *r, np_err *
     st = run_plan_build(p, x->o->cfg, &(run_plan_opts){.nodes_only = true}, &rp, &e);
     if (st != NP_OK) {
         nn_plan_free(p);
-        if (e.status == NP_ERR_NOMEM) {
-            *err = e;
-            return e.status;
-        }
-        c->state = SEARCH_FAILED;
-        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
-        r->n_failed++;
-        return NP_OK;
+        return sr_failed(c, r, &e, err);
     }
     uint64_t *ps = malloc((rp->n_kspecs + 1) * sizeof *ps), b = 0;
     if (!ps)
@@ -309,16 +316,8 @@ static np_status sr_tight(sr_ctx *x, search_cand *c, search_result *r, np_err *e
     free(ps);
     run_plan_free(rp);
     nn_plan_free(p);
-    if (st == NP_ERR_NOMEM) {
-        *err = e;
-        return st;
-    }
-    if (st != NP_OK) {
-        c->state = SEARCH_FAILED;
-        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
-        r->n_failed++;
-        return NP_OK;
-    }
+    if (st != NP_OK)
+        return sr_failed(c, r, &e, err);
     c->bound_s = (double)b * 1e-12;
     return NP_OK;
 }
@@ -331,16 +330,8 @@ static np_status sr_simulate(sr_ctx *x, search_cand *c, search_result *r, np_err
     run_report rep;
     np_err e = {0};
     np_status st = run_job_run(&j, &rep, &e);
-    if (st == NP_ERR_NOMEM) {
-        *err = e;
-        return st;
-    }
-    if (st != NP_OK) {
-        c->state = SEARCH_FAILED;
-        snprintf(c->why, sizeof c->why, "%.255s", e.msg);
-        r->n_failed++;
-        return NP_OK;
-    }
+    if (st != NP_OK)
+        return sr_failed(c, r, &e, err);
     search_fig *f = &c->fig;
     f->step_s = rep.step_time_s;
     f->tokens_per_s = rep.tokens_per_s;
