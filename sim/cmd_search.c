@@ -154,7 +154,8 @@ static void so_explain(const search_result *r, const search_cand *a, const searc
 }
 
 static void so_text(const search_opts *o, const search_result *r, const char *model,
-                    const char *arch)
+                    const char *arch, const char *model_arg, const char *arch_arg,
+                    const char *const *sets, size_t n_sets)
 {
     char c1[32], c2[32], c3[32], c4[32], hbm[32], w[32];
     uint32_t fit = r->n_cand - r->n_illegal - r->n_oom;
@@ -182,8 +183,13 @@ static void so_text(const search_opts *o, const search_result *r, const char *mo
         so_explain(r, &r->cand[r->order[0]], &r->cand[r->order[1]]);
     if (r->n_order >= 1) {
         char f[200];
-        printf("\nrun the best: npusim run --model %s --arch %s --batch %" PRId64 " %s\n", model,
-               arch, o->batch, search_strategy_flags(&r->cand[r->order[0]].s, f, sizeof f));
+        /* as given: the architecture argument and its overrides (a file's name is not its
+         * path, and a preset with --set is not the preset) */
+        printf("\nrun the best: npusim run --model %s --arch %s", model_arg, arch_arg);
+        for (size_t k = 0; k < n_sets; k++)
+            printf(strpbrk(sets[k], " \t'\"$\\") ? " --set '%s'" : " --set %s", sets[k]);
+        printf(" --batch %" PRId64 " %s\n", o->batch,
+               search_strategy_flags(&r->cand[r->order[0]].s, f, sizeof f));
     }
 }
 
@@ -400,7 +406,7 @@ np_status cmd_search(int argc, char **argv, np_err *err)
     else if (csv)
         st = so_csv(&r, err);
     else
-        so_text(&o, &r, d.name, cfg.name);
+        so_text(&o, &r, d.name, cfg.name, model, arch, sets, n_sets);
     search_result_free(&r);
     return st;
 }
