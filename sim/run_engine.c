@@ -32,6 +32,14 @@ static void rs_fail(run_sim *s, const np_err *e)
     evq_stop(s->q);
 }
 
+/* A link's row of bins could not be made (rs_bin_row): the run stops, out of memory. */
+static void rs_fail_bins(run_sim *s)
+{
+    np_err e;
+    np_err_set(&e, NP_ERR_NOMEM, "out of memory counting a link's bytes");
+    rs_fail(s, &e);
+}
+
 /* ---- time accounting --------------------------------------------------------------------- */
 
 /* Takes rank r's idle time at its pipeline's lo and hi when they moved since it last looked
@@ -578,7 +586,7 @@ static void rs_ev_coll_timer(evq *q, void *ctx, uint64_t arg)
         uint32_t l = loc[p->local_link];
         uint64_t *bin = rs_bin(s, l, v->t_start + p->rel_ps);
         if (!bin) {
-            rs_fail(s, &(np_err){.status = NP_ERR_NOMEM, .msg = "out of memory counting a link's bytes"});
+            rs_fail_bins(s);
             return;
         }
         *bin += p->bytes;
@@ -683,10 +691,9 @@ static void rs_ev_sample(evq *q, void *ctx, uint64_t arg)
         net_link_get(s->n, l, &li);
         uint64_t delta = li.bytes - s->link_last[i];
         if (delta) {
-            uint64_t *row = s->bin_row[l] == RUN_NONE ? rs_bin_row(s, l)
-                                                      : &s->bins[(size_t)s->bin_row[l] * RS_LINK_BINS];
+            uint64_t *row = rs_bin_row(s, l);
             if (!row) {
-                rs_fail(s, &(np_err){.status = NP_ERR_NOMEM, .msg = "out of memory counting a link's bytes"});
+                rs_fail_bins(s);
                 return;
             }
             row[s->bin_k] += delta;

@@ -213,8 +213,7 @@ static inline uint64_t *rs_bin(run_sim *s, uint32_t link, uint64_t t)
     uint64_t k = t / s->bin_ps;
     if (k >= RS_LINK_BINS)
         k = RS_LINK_BINS - 1;
-    uint64_t *row = s->bin_row[link] == RUN_NONE ? rs_bin_row(s, link)
-                                                 : &s->bins[(size_t)s->bin_row[link] * RS_LINK_BINS];
+    uint64_t *row = rs_bin_row(s, link);
     return row ? row + k : NULL;
 }
 

@@ -1262,8 +1262,10 @@ static void energy(FILE *f, const report_input *in)
     json_object_foreach((json_t *)parts, key, v)
         if (json_is_number(v) && json_number_value(v) > 0)
             total += json_number_value(v);
-    if (!(total > 0))
-        return (void)fputs("</section>\n", f);
+    if (!(total > 0)) {
+        fputs("</section>\n", f);
+        return;
+    }
     double run_j = rp_num(e, "total_j"), scale = run_j > 0 ? step / run_j : 1;
     fprintf(f, "<p>One step's %s by where it goes (the counts of the run's actions times the "
                "architecture's energies per action).</p>\n", np_human_j(step, b, sizeof b));
