@@ -29,6 +29,7 @@
 #include "core.h"
 #include "kgen_matmul.h"
 #include "layer_model.h"
+#include "layer_sim.h"
 #include "mxu_report.h"
 #include "mxu_timing.h"
 #include "mxu_scalecfg.h"
@@ -103,139 +104,6 @@ static np_status layer_parse_list(const char *opt, const char *text, uint64_t *v
         p += len + 1;
     }
     return NP_OK;
-}
-
-/* NP_ERR_RANGE unless the layer's operands and result (bf16) fit the chip's HBM: a bound that
- * keeps every size and product the kernel generators compute within 64 bits. */
-static np_status layer_check_fits(const arch_config *cfg, const char *what, uint64_t in_elems,
-                                  uint64_t w_elems, uint64_t out_elems, np_err *err)
-{
-    unsigned __int128 bytes = ((unsigned __int128)in_elems + w_elems + out_elems) * 2;
-    if (bytes <= cfg->chip.hbm_bytes)
-        return NP_OK;
-    char h[NP_HUMAN_MAX];
-    np_human_bytes(cfg->chip.hbm_bytes, h, sizeof h);
-    if (bytes >> 64)
-        return np_err_set(err, NP_ERR_RANGE, "%s: its operands hold more than 2^64 bytes; "
-                          "the chip's HBM holds %s", what, h);
-    char b[NP_HUMAN_MAX];
-    np_human_bytes((uint64_t)bytes, b, sizeof b);
-    return np_err_set(err, NP_ERR_RANGE, "%s: its operands and result (bf16) take %s, more "
-                      "than the chip's HBM (%s)", what, b, h);
-}
-
-/* a x b, or UINT64_MAX when it overflows (which layer_check_fits then refuses). */
-static uint64_t layer_mul(uint64_t a, uint64_t b)
-{
-    return b && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
-
-/* One layer's figures: SCALE-Sim's compute model plus the simulated kernel. */
-typedef struct layer_result {
-    mxu_timing t;
-    uint64_t compute_core; /* SCALE-Sim cycles of one core's share: ceil(folds / cores) folds */
-    uint64_t sim_total;    /* the simulated kernel's cycles */
-    uint64_t total, stall; /* as reported: the kernel's, or with CALC SCALE-Sim's (stall 0) */
-    double overall_pct, dram_gbs;
-    uint64_t dram_rd, dram_wr;
-    uint64_t total_ps;
-    const char *kernel; /* "conv" or "matmul" */
-    json_t *hbm_mesh;   /* the report's "hbm_mesh" (controllers on the mesh), or NULL */
-    json_t *l2;         /* the report's "l2" (chip.l2_bytes > 0), or NULL */
-} layer_result;
-
-/* Simulates the GEMM m x n x k, or with cv non-NULL the convolution (whose GEMM it is) with
- * the conv kernel; a convolution whose kernel does not fit the core (NP_ERR_RANGE: its staged
- * input rows hold every channel, more than a small scratchpad such as tiny's 64 KiB) runs as
- * that GEMM instead, its im2col'd input in HBM (out->kernel says which ran). */
-static np_status layer_run(const arch_config *cfg, const mxu_array *arr, uint64_t m, uint64_t n,
-                           uint64_t k, const kgen_conv *cv, uint64_t cores, bool calc,
-                           cli_trace *tr, layer_result *out, np_err *err)
-{
-    if (mxu_gemm_timing(arr, m, n, k, &out->t, err) != NP_OK)
-        return err->status;
-    kgen_matmul mm = {m, n, k, ISA_DTYPE_BF16, 0, 0, 0, cores};
-    char *text = NULL;
-    isa_program *p = NULL;
-    np_status built = cv ? kgen_conv_build(cfg, cv, &text, &p, err)
-                         : kgen_matmul_build(cfg, &mm, &text, &p, err);
-    bool as_gemm = false;
-    if (built == NP_ERR_RANGE && cv) { /* the conv's GEMM, else the conv's own error */
-        np_err conv_err = *err;
-        as_gemm = kgen_matmul_build(cfg, &mm, &text, &p, err) == NP_OK;
-        if (!as_gemm) {
-            *err = conv_err;
-            return conv_err.status;
-        }
-    } else if (built != NP_OK) {
-        return err->status;
-    }
-    free(text);
-    core_report *r = NULL;
-    core_sim_opts o = {.trace = tr ? cli_trace_insn : NULL, .trace_ctx = tr};
-    np_status st = core_sim_run_opts(cfg, p, &o, NULL, &r, err);
-    isa_program_free(p);
-    if (tr)
-        cli_trace_kernels(tr, r);
-    if (st != NP_OK)
-        return st;
-    out->total_ps = r->total_ps;
-    out->kernel = cv && !as_gemm ? "conv" : "matmul";
-    out->sim_total = r->total_cycles;
-    uint64_t share = (out->t.folds + cores - 1) / cores;
-    /* what double-buffered weights save per fold after the first (0 without them) */
-    uint64_t fold_saved = out->t.folds > 1 ? (out->t.folds * out->t.fold_cycles - out->t.cycles) /
-                                                 (out->t.folds - 1)
-                                           : 0;
-    out->compute_core = cores == 1 ? out->t.scalesim_cycles
-                                   : share * out->t.fold_cycles - (share - 1) * fold_saved -
-                                         (out->t.cycles - out->t.scalesim_cycles);
-    if (calc) { /* SCALE-Sim's CALC: the memory never stalls the array */
-        out->total = out->compute_core;
-        out->stall = 0;
-    } else {
-        out->total = r->total_cycles;
-        out->stall = out->total > out->compute_core ? out->total - out->compute_core : 0;
-    }
-    double pes = (double)arr->rows * (double)arr->cols * (double)cores;
-    out->overall_pct = out->total ? 100.0 * (double)out->t.macs / ((double)out->total * pes) : 0;
-    double seconds = (double)r->total_ps * 1e-12;
-    out->dram_rd = r->hbm_read_bytes, out->dram_wr = r->hbm_write_bytes;
-    out->dram_gbs = seconds > 0 ? (double)(out->dram_rd + out->dram_wr) / seconds / 1e9 : 0;
-    out->hbm_mesh = out->l2 = NULL;
-    if (r->n_hbm_ctrls || r->l2.present) {
-        json_t *rj = core_report_json(r);
-        out->hbm_mesh = json_incref(json_object_get(rj, "hbm_mesh"));
-        out->l2 = json_incref(json_object_get(rj, "l2"));
-        json_decref(rj);
-        if ((r->n_hbm_ctrls && !out->hbm_mesh) || (r->l2.present && !out->l2)) {
-            json_decref(out->hbm_mesh);
-            json_decref(out->l2);
-            core_report_free(r);
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory reporting the HBM mesh");
-        }
-    }
-    core_report_free(r);
-    return NP_OK;
-}
-
-/* The conv kernel for SCALE-Sim's view of a conv: its output E = ceil((H - R + stride) /
- * stride) (likewise F) is the ordinary output of the input zero-padded at the bottom by
- * (E - 1) x stride + R - H (>= 0; likewise at the right). */
-static kgen_conv layer_scalesim_conv(const mxu_conv *c)
-{
-    uint64_t e = (c->ifmap_h - c->filt_h + c->stride_h + c->stride_h - 1) / c->stride_h;
-    uint64_t f = (c->ifmap_w - c->filt_w + c->stride_w + c->stride_w - 1) / c->stride_w;
-    return (kgen_conv){.h = (e - 1) * c->stride_h + c->filt_h,
-                       .w = (f - 1) * c->stride_w + c->filt_w,
-                       .c = c->channels,
-                       .r = c->filt_h,
-                       .s = c->filt_w,
-                       .filters = c->num_filt,
-                       .stride = c->stride_h,
-                       .stride_w = c->stride_w,
-                       .dtype = ISA_DTYPE_BF16,
-                       .cores = 1};
 }
 
 static json_t *layer_json(const mxu_layer *l, const layer_result *r)
@@ -330,8 +198,21 @@ static void layer_print(const mxu_layer *l, const mxu_array *arr, const layer_re
     }
 }
 
-/* The command with its trace options (whose chip list the caller frees). */
-static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
+/* The command line, parsed. */
+typedef struct layer_cli {
+    const char *arch_name, *topology, *scalecfg_path, *trace_path, *model, *reports;
+    const char *array, *dataflow;
+    uint64_t pad, cores, batch, gemm[3], conv[7];
+    bool have_pad, have_gemm, have_conv, json, csv, help;
+    const char *sets[MXU_SCALECFG_MAX_SETS + LAYER_MAX_SETS + 3];
+    size_t n_sets;
+    char rows_set[64], cols_set[64], df_set[64];
+} layer_cli;
+
+/* Reads the options into *c (defaults first); NP_ERR_USAGE for a bad or missing one. With
+ * --help: the usage printed, c->help set, NP_OK. */
+static np_status layer_parse(int argc, char **argv, layer_cli *c, trace_layout_opts *trace_opts,
+                             np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'}, {"set", required_argument, NULL, 's'},
@@ -345,260 +226,219 @@ static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts
         {"json", no_argument, NULL, 'j'},       {"help", no_argument, NULL, 'h'},
         {"csv", no_argument, NULL, 'V'},        CLI_TRACE_LONGOPTS,
         {0}};
-    const char *arch_name = CLI_DEFAULT_ARCH;
-    const char *topology = NULL, *scalecfg_path = NULL, *trace_path = NULL, *model = NULL;
-    const char *reports = NULL;
-    uint64_t pad = 0, cores = 1, batch = 1;
-    bool have_pad = false;
-    const char *sets[MXU_SCALECFG_MAX_SETS + LAYER_MAX_SETS + 3];
-    size_t n_sets = 0;
-    char rows_set[64], cols_set[64], df_set[64];
-    const char *array = NULL, *dataflow = NULL;
-    uint64_t gemm[3] = {0}, conv[7] = {0};
-    bool have_gemm = false, have_conv = false, json = false, csv = false;
-    int c;
+    memset(c, 0, sizeof *c);
+    c->arch_name = CLI_DEFAULT_ARCH;
+    c->cores = c->batch = 1;
+    int o;
     cli_getopt_reset();
-    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
-        switch (c) {
-        case 'a': arch_name = optarg; break;
-        case 's':
-            if (cli_add_set(sets, &n_sets, LAYER_MAX_SETS, optarg, err) != NP_OK)
-                return err->status;
-            break;
-        case 'A': array = optarg; break;
-        case 'd': dataflow = optarg; break;
+    while ((o = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        np_status st = NP_OK;
+        switch (o) {
+        case 'a': c->arch_name = optarg; break;
+        case 's': st = cli_add_set(c->sets, &c->n_sets, LAYER_MAX_SETS, optarg, err); break;
+        case 'A': c->array = optarg; break;
+        case 'd': c->dataflow = optarg; break;
         case 'g':
-            if (layer_parse_list("--gemm", optarg, gemm, 3, "M,N,K", err) != NP_OK)
-                return err->status;
-            have_gemm = true;
+            st = layer_parse_list("--gemm", optarg, c->gemm, 3, "M,N,K", err);
+            c->have_gemm = true;
             break;
         case 'c':
-            if (layer_parse_list("--conv", optarg, conv, 7, "H,W,R,S,C,K,STRIDE", err) != NP_OK)
-                return err->status;
-            have_conv = true;
+            st = layer_parse_list("--conv", optarg, c->conv, 7, "H,W,R,S,C,K,STRIDE", err);
+            c->have_conv = true;
             break;
-        case 't': topology = optarg; break;
-        case 'S': scalecfg_path = optarg; break;
+        case 't': c->topology = optarg; break;
+        case 'S': c->scalecfg_path = optarg; break;
         case 'p':
-            if (cli_parse_u64("--pad", optarg, 0, 1u << 20, &pad, err) != NP_OK)
-                return err->status;
-            have_pad = true;
+            st = cli_parse_u64("--pad", optarg, 0, 1u << 20, &c->pad, err);
+            c->have_pad = true;
             break;
-        case 'n':
-            if (cli_parse_u64("--cores", optarg, 1, 65536, &cores, err) != NP_OK)
-                return err->status;
-            break;
-        case 'T': trace_path = optarg; break;
+        case 'n': st = cli_parse_u64("--cores", optarg, 1, 65536, &c->cores, err); break;
+        case 'T': c->trace_path = optarg; break;
         case CLI_TRACE_OPT_CHIPS:
         case CLI_TRACE_OPT_MAX_BYTES:
-        case CLI_TRACE_OPT_LEVEL:
-            if (cli_trace_flag(trace_opts, c, optarg, err) != NP_OK)
-                return err->status;
-            break;
-        case 'm': model = optarg; break;
-        case 'B':
-            if (cli_parse_u64("--batch", optarg, 1, 1 << 20, &batch, err) != NP_OK)
-                return err->status;
-            break;
-        case 'R': reports = optarg; break;
-        case 'j': json = true; break;
-        case 'V': csv = true; break;
-        case 'h': cli_print_usage(cli_find("layer")); return NP_OK;
+        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(trace_opts, o, optarg, err); break;
+        case 'm': c->model = optarg; break;
+        case 'B': st = cli_parse_u64("--batch", optarg, 1, 1 << 20, &c->batch, err); break;
+        case 'R': c->reports = optarg; break;
+        case 'j': c->json = true; break;
+        case 'V': c->csv = true; break;
+        case 'h': cli_print_usage(cli_find("layer")); c->help = true; return NP_OK;
         default: return err->status;
         }
+        if (st != NP_OK)
+            return st;
     }
-    if (cli_trace_need_path(trace_path, trace_opts, err) != NP_OK)
+    if (cli_trace_need_path(c->trace_path, trace_opts, err) != NP_OK)
         return err->status;
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if ((int)have_gemm + (int)have_conv + (topology != NULL) + (model != NULL) != 1)
+    if ((int)c->have_gemm + (int)c->have_conv + (c->topology != NULL) + (c->model != NULL) != 1)
         return np_err_set(err, NP_ERR_USAGE, "give exactly one of --gemm, --conv, --topology "
                           "and --model");
-    if (have_pad && !have_conv)
+    if (c->have_pad && !c->have_conv)
         return np_err_set(err, NP_ERR_USAGE, "--pad applies to --conv only");
-    if (json && csv)
+    if (c->json && c->csv)
         return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
-    mxu_scalecfg sc = {0};
-    if (scalecfg_path) {
+    return NP_OK;
+}
+
+/* The architecture: the preset or file, then a SCALE-Sim .cfg's settings (*sc), then --set,
+ * --array and --dataflow over them. */
+static np_status layer_arch(layer_cli *c, arch_config *cfg, mxu_scalecfg *sc, np_err *err)
+{
+    if (c->scalecfg_path) {
         /* The SCALE-Sim file comes first, so --set, --array and --dataflow override it; its
          * bandwidth needs the clock of the architecture as the user gave it. */
         arch_config base;
-        if (arch_resolve(arch_name, sets, n_sets, &base, err) != NP_OK)
+        if (arch_resolve(c->arch_name, c->sets, c->n_sets, &base, err) != NP_OK)
             return err->status;
-        if (mxu_scalecfg_load(scalecfg_path, base.core.clock_ghz, &sc, err) != NP_OK)
+        if (mxu_scalecfg_load(c->scalecfg_path, base.core.clock_ghz, sc, err) != NP_OK)
             return err->status;
-        memmove(sets + sc.n_sets, sets, n_sets * sizeof *sets);
-        for (size_t i = 0; i < sc.n_sets; i++)
-            sets[i] = sc.sets[i];
-        n_sets += sc.n_sets;
+        memmove(c->sets + sc->n_sets, c->sets, c->n_sets * sizeof *c->sets);
+        for (size_t i = 0; i < sc->n_sets; i++)
+            c->sets[i] = sc->sets[i];
+        c->n_sets += sc->n_sets;
     }
-    if (array) {
+    if (c->array) {
         const arch_key_info *kr = arch_key_find("core.array_rows");
         uint64_t rc[2];
         int nd;
-        if (np_parse_dims(NP_SRC_OPT("--array"), array, 2, 2, (uint64_t)kr->min,
+        if (np_parse_dims(NP_SRC_OPT("--array"), c->array, 2, 2, (uint64_t)kr->min,
                           (uint64_t)kr->max, UINT64_MAX, rc, &nd, err) != NP_OK)
             return err->status;
-        snprintf(rows_set, sizeof rows_set, "core.array_rows=%" PRIu64, rc[0]);
-        snprintf(cols_set, sizeof cols_set, "core.array_cols=%" PRIu64, rc[1]);
-        sets[n_sets++] = rows_set;
-        sets[n_sets++] = cols_set;
+        snprintf(c->rows_set, sizeof c->rows_set, "core.array_rows=%" PRIu64, rc[0]);
+        snprintf(c->cols_set, sizeof c->cols_set, "core.array_cols=%" PRIu64, rc[1]);
+        c->sets[c->n_sets++] = c->rows_set;
+        c->sets[c->n_sets++] = c->cols_set;
     }
-    if (dataflow) {
+    if (c->dataflow) {
         const arch_enum_info *ei = arch_key_find("core.dataflow")->enum_info;
         size_t idx;
-        if (np_parse_enum(NP_SRC_OPT("--dataflow"), dataflow, "dataflow", ei->values, ei->n,
+        if (np_parse_enum(NP_SRC_OPT("--dataflow"), c->dataflow, "dataflow", ei->values, ei->n,
                           &idx, err) != NP_OK)
             return err->status;
-        snprintf(df_set, sizeof df_set, "core.dataflow=%s", ei->values[idx]);
-        sets[n_sets++] = df_set;
+        snprintf(c->df_set, sizeof c->df_set, "core.dataflow=%s", ei->values[idx]);
+        c->sets[c->n_sets++] = c->df_set;
     }
-    arch_config cfg;
-    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
+    if (arch_resolve(c->arch_name, c->sets, c->n_sets, cfg, err) != NP_OK)
         return err->status;
-
-    mxu_topology topo = {0};
-    bool table = topology || model; /* many layers: SCALE-Sim's COMPUTE_REPORT columns */
-    bool calc = scalecfg_path && sc.calc_bandwidth;
-    if (topology) {
-        if (mxu_topology_load(topology, &topo, err) != NP_OK)
-            return err->status;
-    } else if (model) {
-        if (layer_model_topology(model, (int64_t)batch, &topo, err) != NP_OK)
-            return err->status;
-    } else {
-        topo.layers = calloc(1, sizeof *topo.layers);
-        if (!topo.layers)
-            return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        topo.n = 1;
-        mxu_layer *l = &topo.layers[0];
-        snprintf(l->name, sizeof l->name, "%s", have_gemm ? "gemm" : "conv");
-        l->m = gemm[0], l->n = gemm[1], l->k = gemm[2];
-        if (have_conv && have_pad) {
-            /* ordinary semantics: pad on every side, E = (H + 2 pad - R) / stride + 1 */
-            uint64_t h = conv[0] + 2 * pad, w = conv[1] + 2 * pad;
-            if (conv[2] > h || conv[3] > w) {
-                mxu_topology_free(&topo);
-                return np_err_set(err, NP_ERR_RANGE, "--conv: the filter is larger than the "
-                                  "padded input");
-            }
-            l->m = layer_mul((h - conv[2]) / conv[6] + 1, (w - conv[3]) / conv[6] + 1);
-            l->n = conv[5];
-            l->k = layer_mul(layer_mul(conv[2], conv[3]), conv[4]);
-        } else if (have_conv) {
-            mxu_conv cv = {conv[0], conv[1], conv[2], conv[3], conv[4], conv[5], conv[6], conv[6]};
-            if (mxu_conv_gemm(&cv, &l->m, &l->n, &l->k, err) != NP_OK) {
-                mxu_topology_free(&topo);
-                return err->status;
-            }
-            l->is_conv = true, l->conv = cv;
-        }
-    }
-    mxu_array arr;
-    mxu_array_from_arch(&cfg, &arr);
-    arr.pipelined = false; /* SCALE-Sim's figures are SCALE-Sim's; the kernel runs as configured */
-    json_t *layers = json_array();
-    if (!layers) {
-        mxu_topology_free(&topo);
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    }
-    if (cores > (uint64_t)cfg.chip.cores) {
-        mxu_topology_free(&topo);
-        json_decref(layers);
+    if (c->cores > (uint64_t)cfg->chip.cores)
         return np_err_set(err, NP_ERR_USAGE, "--cores %llu: the chip has %lld cores",
-                          (unsigned long long)cores, (long long)cfg.chip.cores);
-    }
-    mxu_report_row *rows = reports ? calloc(topo.n, sizeof *rows) : NULL;
-    if (reports && !rows) {
-        mxu_topology_free(&topo);
-        json_decref(layers);
+                          (unsigned long long)c->cores, (long long)cfg->chip.cores);
+    return NP_OK;
+}
+
+/* The layers: a topology file, a model's, or the one of --gemm or --conv. */
+static np_status layer_topology(const layer_cli *c, mxu_topology *topo, np_err *err)
+{
+    if (c->topology)
+        return mxu_topology_load(c->topology, topo, err);
+    if (c->model)
+        return layer_model_topology(c->model, (int64_t)c->batch, topo, err);
+    topo->layers = calloc(1, sizeof *topo->layers);
+    if (!topo->layers)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    topo->n = 1;
+    mxu_layer *l = &topo->layers[0];
+    const uint64_t *conv = c->conv;
+    snprintf(l->name, sizeof l->name, "%s", c->have_gemm ? "gemm" : "conv");
+    l->m = c->gemm[0], l->n = c->gemm[1], l->k = c->gemm[2];
+    if (c->have_conv && c->have_pad) {
+        /* ordinary semantics: pad on every side, E = (H + 2 pad - R) / stride + 1 */
+        uint64_t h = conv[0] + 2 * c->pad, w = conv[1] + 2 * c->pad;
+        if (conv[2] > h || conv[3] > w)
+            return np_err_set(err, NP_ERR_RANGE, "--conv: the filter is larger than the "
+                              "padded input");
+        l->m = layer_sim_mul((h - conv[2]) / conv[6] + 1, (w - conv[3]) / conv[6] + 1);
+        l->n = conv[5];
+        l->k = layer_sim_mul(layer_sim_mul(conv[2], conv[3]), conv[4]);
+    } else if (c->have_conv) {
+        mxu_conv cv = {conv[0], conv[1], conv[2], conv[3], conv[4], conv[5], conv[6], conv[6]};
+        if (mxu_conv_gemm(&cv, &l->m, &l->n, &l->k, err) != NP_OK)
+            return err->status;
+        l->is_conv = true, l->conv = cv;
     }
-    cli_trace tr = {0};
-    if (trace_path && cli_trace_open_opts(&tr, trace_path, trace_opts, err) != NP_OK) {
-        mxu_topology_free(&topo);
-        json_decref(layers);
-        free(rows);
-        return err->status;
-    }
-    if (!json && !csv && table) /* SCALE-Sim's COMPUTE_REPORT columns, then its compute cycles */
-        printf("LayerID, Total Cycles, Stall Cycles, Overall Util %%, Mapping Efficiency %%, "
-               "Compute Util %%, Compute Cycles,\n");
-    np_status st = NP_OK;
-    for (size_t i = 0; i < topo.n && st == NP_OK; i++) {
-        layer_result lr;
-        const mxu_layer *l = &topo.layers[i];
-        /* a conv runs as the conv kernel on its padded input (the padding is not charged):
-         * --pad, ordinary semantics; else SCALE-Sim's output size (layer_scalesim_conv) */
-        kgen_conv kc = {.h = conv[0] + 2 * pad, .w = conv[1] + 2 * pad, .c = conv[4],
-                        .r = conv[2], .s = conv[3], .filters = conv[5], .stride = conv[6],
-                        .dtype = ISA_DTYPE_BF16};
-        if (!have_pad && l->is_conv)
-            kc = layer_scalesim_conv(&l->conv);
-        kc.cores = cores;
-        const kgen_conv *kp = have_pad || l->is_conv ? &kc : NULL;
-        uint64_t in_e = kp ? layer_mul(layer_mul(kp->h, kp->w), kp->c) : layer_mul(l->m, l->k);
-        st = layer_check_fits(&cfg, l->name, in_e, layer_mul(l->k, l->n), layer_mul(l->m, l->n),
-                              err);
-        if (st == NP_OK)
-            st = layer_run(&cfg, &arr, l->m, l->n, l->k, kp, cores, calc, tr.w ? &tr : NULL, &lr,
-                           err);
-        if (st != NP_OK) {
-            np_err_prefix(err, "layer %zu (%s)", i, l->name);
-            break;
-        }
-        if (rows) {
-            rows[i] = (mxu_report_row){.t = lr.t, .total_cycles = lr.total,
-                                       .stall_cycles = lr.stall, .dram_cycles = lr.sim_total,
-                                       .pes = arr.rows * arr.cols * cores};
-            mxu_report_words(l, &rows[i].ifmap_words, &rows[i].filter_words,
-                             &rows[i].ofmap_words);
-        }
-        if (tr.w) { /* the layer on its own thread; the next one starts where it ended */
-            cli_trace_span(&tr, 0, UINT32_MAX - 1, "layers", l->name, "layer", 0, lr.total_ps);
-            tr.offset_ps += lr.total_ps;
-        }
-        if (json || csv) {
-            json_t *o = layer_json(l, &lr);
-            if (o && ((lr.hbm_mesh && json_object_set(o, "hbm_mesh", lr.hbm_mesh)) ||
-                      (lr.l2 && json_object_set(o, "l2", lr.l2)))) {
-                json_decref(o);
-                o = NULL;
-            }
-            json_decref(lr.hbm_mesh);
-            json_decref(lr.l2);
-            if (!o || json_array_append_new(layers, o)) {
-                st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-                break;
-            }
-        } else if (table) {
-            printf("%zu, %" PRIu64 ", %" PRIu64 ", %.4f, %.4f, %.4f, %" PRIu64 ",\n", i,
-                   lr.total, lr.stall, lr.overall_pct, lr.t.mapping_efficiency_pct,
-                   lr.t.compute_util_pct, lr.compute_core);
-        } else {
-            layer_print(l, &arr, &lr, kp, cores, calc);
-        }
-        if (!json && !csv) {
-            json_decref(lr.hbm_mesh);
-            json_decref(lr.l2);
-        }
-    }
-    const char *run_name = sc.run_name[0] ? sc.run_name : "npusim_layer";
-    if (st == NP_OK && rows)
-        st = mxu_reports_write(reports, run_name, rows, topo.n, err);
-    free(rows);
-    mxu_topology_free(&topo);
-    if (tr.w) {
-        np_err terr;
-        np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
-        if (st == NP_OK)
-            st = ts;
-    }
+    return NP_OK;
+}
+
+/* What the layers' loop needs besides the command line. */
+typedef struct layer_job {
+    const layer_cli *c;
+    const arch_config *cfg;
+    mxu_array arr;
+    bool calc, table;
+    cli_trace tr;
+    json_t *layers;       /* --json, --csv: a row per layer */
+    mxu_report_row *rows; /* --reports: a row per layer, else NULL */
+} layer_job;
+
+/* Layer i simulated, its figures kept (rows, layers) or printed. */
+static np_status layer_one(layer_job *j, const mxu_layer *l, size_t i, np_err *err)
+{
+    const layer_cli *c = j->c;
+    const uint64_t *conv = c->conv;
+    /* a conv runs as the conv kernel on its padded input (the padding is not charged): --pad,
+     * ordinary semantics; else SCALE-Sim's output size (layer_sim_scalesim_conv) */
+    kgen_conv kc = {.h = conv[0] + 2 * c->pad, .w = conv[1] + 2 * c->pad, .c = conv[4],
+                    .r = conv[2], .s = conv[3], .filters = conv[5], .stride = conv[6],
+                    .dtype = ISA_DTYPE_BF16};
+    if (!c->have_pad && l->is_conv)
+        kc = layer_sim_scalesim_conv(&l->conv);
+    kc.cores = c->cores;
+    const kgen_conv *kp = c->have_pad || l->is_conv ? &kc : NULL;
+    uint64_t in_e = kp ? layer_sim_mul(layer_sim_mul(kp->h, kp->w), kp->c)
+                       : layer_sim_mul(l->m, l->k);
+    layer_result lr;
+    core_report *rep = NULL;
+    core_sim_opts so = {.trace = j->tr.w ? cli_trace_insn : NULL, .trace_ctx = &j->tr};
+    np_status st = layer_sim_check_fits(j->cfg, l->name, in_e, layer_sim_mul(l->k, l->n),
+                                        layer_sim_mul(l->m, l->n), err);
+    if (st == NP_OK)
+        st = layer_sim_run(j->cfg, &j->arr, l->m, l->n, l->k, kp, c->cores, j->calc, &so, &lr,
+                           j->tr.w ? &rep : NULL, err);
     if (st != NP_OK) {
-        json_decref(layers);
+        np_err_prefix(err, "layer %zu (%s)", i, l->name);
         return st;
     }
-    if (csv) {
+    if (j->rows) {
+        j->rows[i] = (mxu_report_row){.t = lr.t, .total_cycles = lr.total,
+                                      .stall_cycles = lr.stall, .dram_cycles = lr.sim_total,
+                                      .pes = j->arr.rows * j->arr.cols * c->cores};
+        mxu_report_words(l, &j->rows[i].ifmap_words, &j->rows[i].filter_words,
+                         &j->rows[i].ofmap_words);
+    }
+    if (j->tr.w) { /* the layer on its own thread; the next one starts where it ended */
+        cli_trace_kernels(&j->tr, rep);
+        core_report_free(rep);
+        cli_trace_span(&j->tr, 0, UINT32_MAX - 1, "layers", l->name, "layer", 0, lr.total_ps);
+        j->tr.offset_ps += lr.total_ps;
+    }
+    if (c->json || c->csv) {
+        json_t *o = layer_json(l, &lr);
+        if (o && ((lr.hbm_mesh && json_object_set(o, "hbm_mesh", lr.hbm_mesh)) ||
+                  (lr.l2 && json_object_set(o, "l2", lr.l2)))) {
+            json_decref(o);
+            o = NULL;
+        }
+        if (!o || json_array_append_new(j->layers, o))
+            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    } else if (j->table) {
+        printf("%zu, %" PRIu64 ", %" PRIu64 ", %.4f, %.4f, %.4f, %" PRIu64 ",\n", i, lr.total,
+               lr.stall, lr.overall_pct, lr.t.mapping_efficiency_pct, lr.t.compute_util_pct,
+               lr.compute_core);
+    } else {
+        layer_print(l, &j->arr, &lr, kp, c->cores, j->calc);
+    }
+    json_decref(lr.hbm_mesh);
+    json_decref(lr.l2);
+    return st;
+}
+
+/* --csv or --json: the layers' rows (taken), after the loop. */
+static np_status layer_output(const layer_job *j, json_t *layers, np_err *err)
+{
+    const layer_cli *c = j->c;
+    if (c->csv) {
         static const char *const keys[] = {
             "name", "m", "n", "k", "total_cycles", "compute_cycles", "compute_cycles_per_core",
             "simulated_cycles", "stall_cycles", "overall_util_pct", "mapping_efficiency_pct",
@@ -607,19 +447,67 @@ static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts
         json_decref(layers);
         return ok ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
     }
-    if (!json) {
+    if (!c->json) {
         json_decref(layers);
         return NP_OK;
     }
     static const char *dfn[] = {"os", "ws", "is"};
     char arrs[64];
-    snprintf(arrs, sizeof arrs, "%" PRIu64 "x%" PRIu64, arr.rows, arr.cols);
-    return cli_print_json(json_pack("{s:s, s:s, s:s, s:I, s:s, s:o}", "arch", cfg.name, "array",
-                                    arrs, "dataflow", dfn[arr.dataflow], "cores",
-                                    (json_int_t)cores, "interface_bandwidth",
-                                    !scalecfg_path ? "arch" : calc ? "CALC" : "USER", "layers",
-                                    layers),
+    snprintf(arrs, sizeof arrs, "%" PRIu64 "x%" PRIu64, j->arr.rows, j->arr.cols);
+    return cli_print_json(json_pack("{s:s, s:s, s:s, s:I, s:s, s:o}", "arch", j->cfg->name,
+                                    "array", arrs, "dataflow", dfn[j->arr.dataflow], "cores",
+                                    (json_int_t)c->cores, "interface_bandwidth",
+                                    !c->scalecfg_path ? "arch" : j->calc ? "CALC" : "USER",
+                                    "layers", layers),
                           err);
+}
+
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status layer_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
+{
+    layer_cli c;
+    np_status st = layer_parse(argc, argv, &c, trace_opts, err);
+    if (st != NP_OK || c.help)
+        return st;
+    mxu_scalecfg sc = {0};
+    arch_config cfg;
+    if (layer_arch(&c, &cfg, &sc, err) != NP_OK)
+        return err->status;
+    mxu_topology topo = {0};
+    if (layer_topology(&c, &topo, err) != NP_OK) {
+        mxu_topology_free(&topo);
+        return err->status;
+    }
+    layer_job j = {.c = &c, .cfg = &cfg, .table = c.topology || c.model,
+                   .calc = c.scalecfg_path && sc.calc_bandwidth, .layers = json_array()};
+    mxu_array_from_arch(&cfg, &j.arr);
+    j.arr.pipelined = false; /* SCALE-Sim's figures are SCALE-Sim's; the kernel runs as set */
+    j.rows = c.reports ? calloc(topo.n, sizeof *j.rows) : NULL;
+    if (!j.layers || (c.reports && !j.rows))
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    if (st == NP_OK && c.trace_path)
+        st = cli_trace_open_opts(&j.tr, c.trace_path, trace_opts, err);
+    if (st == NP_OK && !c.json && !c.csv && j.table) /* SCALE-Sim's COMPUTE_REPORT columns */
+        printf("LayerID, Total Cycles, Stall Cycles, Overall Util %%, Mapping Efficiency %%, "
+               "Compute Util %%, Compute Cycles,\n");
+    for (size_t i = 0; i < topo.n && st == NP_OK; i++)
+        st = layer_one(&j, &topo.layers[i], i, err);
+    if (st == NP_OK && j.rows)
+        st = mxu_reports_write(c.reports, sc.run_name[0] ? sc.run_name : "npusim_layer", j.rows,
+                               topo.n, err);
+    free(j.rows);
+    mxu_topology_free(&topo);
+    if (j.tr.w) {
+        np_err terr;
+        np_status ts = cli_trace_close(&j.tr, st == NP_OK ? err : &terr);
+        if (st == NP_OK)
+            st = ts;
+    }
+    if (st != NP_OK) {
+        json_decref(j.layers);
+        return st;
+    }
+    return layer_output(&j, j.layers, err);
 }
 
 np_status cmd_layer(int argc, char **argv, np_err *err)
