@@ -73,6 +73,18 @@ void net_params_from_arch(const arch_config *cfg, net_params *p)
     p->scaleout_latency_ps = (uint64_t)llround(s->scaleout_latency_ns * 1000.0);
 }
 
+void net_params_to_arch(const net_params *p, arch_config *cfg)
+{
+    cfg->system.chips = p->chips;
+    cfg->system.topology = p->topology;
+    cfg->system.torus_x = p->dims[0];
+    cfg->system.torus_y = p->dims[1];
+    cfg->system.torus_z = p->dims[2];
+    cfg->system.links_per_chip = p->links_per_chip;
+    cfg->system.switch_radix = p->switch_radix;
+    cfg->system.island_chips = p->island_chips;
+}
+
 uint32_t net_add_switch(net *n, uint64_t latency_ps)
 {
     if (n->n_nodes == n->cap_nodes) {

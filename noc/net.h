@@ -69,6 +69,23 @@ typedef struct net_params {
  * system.link_efficiency / scaleout_efficiency. */
 void net_params_from_arch(const arch_config *cfg, net_params *p);
 
+/* The inverse: cfg->system's topology, chips, dimensions, links per chip, switch radix and
+ * island size set to p's, so that what is built from cfg (the core model's network) is the
+ * network built from p. Rates and latencies are left as they are. */
+void net_params_to_arch(const net_params *p, arch_config *cfg);
+
+/* p resized as `npusim collective --topology KIND[:DIMS] --chips N` asks: spec (NULL: p's own
+ * topology) names the kind and optionally its dimensions (a torus each of its, a hierarchical
+ * system its island size, the others a count); chips (0: the spec's product or p's) the chips.
+ * Then the kind is fitted to the chips: a ring of N, the most square torus2d or most cubic
+ * torus3d of N (unless the dimensions given multiply to N), N chips on a switch (radix raised
+ * to N) or a fat tree (radix doubled until radix^2/2 >= N), fully connected (links raised to
+ * N - 1); a ring or torus gets at least the links its dimensions need. what names the source
+ * in errors (e.g. "--topology"). NP_ERR_USAGE: an unknown kind, bad dimensions, chips that are
+ * not whole islands. */
+np_status net_params_shape(net_params *p, const char *spec, uint32_t chips, const char *what,
+                           np_err *err);
+
 /* A topology: how to build its graph and route on it. */
 typedef struct net_topo_ops {
     const char *name;

@@ -30,6 +30,7 @@
 #include "cli_trace.h"
 #include "cli_trace_coll.h"
 #include "coll.h"
+#include "coll_isa.h"
 #include "core.h"
 #include "csv.h"
 #include "energy.h"
@@ -120,118 +121,6 @@ static np_status col_parse_u32(const char *opt, const char *text, uint32_t lo, u
     return NP_OK;
 }
 
-/* The most balanced factorisation of n into `dims` factors (x <= y <= z). */
-static void col_balanced(uint32_t n, int dims, uint32_t out[3])
-{
-    out[0] = n;
-    out[1] = out[2] = 1;
-    if (dims == 2) {
-        for (uint32_t x = 1; (uint64_t)x * x <= n; x++)
-            if (n % x == 0) {
-                out[0] = x;
-                out[1] = n / x;
-            }
-    } else if (dims == 3) {
-        uint32_t best = UINT32_MAX;
-        for (uint32_t x = 1; (uint64_t)x * x * x <= n; x++) {
-            if (n % x)
-                continue;
-            for (uint32_t y = x; (uint64_t)y * y <= n / x; y++) {
-                if ((n / x) % y)
-                    continue;
-                uint32_t z = n / x / y;
-                if (z - x < best) {
-                    best = z - x;
-                    out[0] = x;
-                    out[1] = y;
-                    out[2] = z;
-                }
-            }
-        }
-    }
-}
-
-static np_status col_topology(const char *spec, uint32_t chips_opt, net_params *np,
-                              np_err *err)
-{
-    if (spec) {
-        char kind[64];
-        const char *colon = strchr(spec, ':');
-        size_t len = colon ? (size_t)(colon - spec) : strlen(spec);
-        snprintf(kind, sizeof kind, "%.*s", (int)(len < 63 ? len : 63), spec);
-        const arch_key_info *k = arch_key_find("system.topology");
-        size_t found;
-        if (np_parse_enum(NP_SRC_OPT("--topology"), kind, "topology",
-                          k->enum_info->values, k->enum_info->n, &found, err) != NP_OK)
-            return err->status;
-        np->topology = (arch_topology)found;
-        if (colon) {
-            /* a torus names each of its dimensions; the others one count */
-            int want = np->topology == ARCH_TOPOLOGY_TORUS2D   ? 2
-                       : np->topology == ARCH_TOPOLOGY_TORUS3D ? 3
-                                                               : 1;
-            uint64_t d[3] = {1, 1, 1};
-            int nd;
-            if (np_parse_dims(NP_SRC_OPT("--topology"), colon + 1, want, want, 1, COL_MAX_CHIPS,
-                              COL_MAX_CHIPS, d, &nd, err) != NP_OK)
-                return err->status;
-            if (np->topology == ARCH_TOPOLOGY_HIERARCHICAL) {
-                np->island_chips = (uint32_t)d[0];
-            } else {
-                for (int i = 0; i < 3; i++)
-                    np->dims[i] = (uint32_t)d[i];
-                if (!chips_opt)
-                    np->chips = (uint32_t)(d[0] * d[1] * d[2]);
-            }
-        } else if (!chips_opt && (np->topology == ARCH_TOPOLOGY_TORUS2D ||
-                                  np->topology == ARCH_TOPOLOGY_TORUS3D)) {
-            chips_opt = np->chips;
-        }
-    }
-    if (chips_opt)
-        np->chips = chips_opt;
-    uint32_t n = np->chips;
-    switch (np->topology) {
-    case ARCH_TOPOLOGY_RING:
-        np->dims[0] = n;
-        np->dims[1] = np->dims[2] = 1;
-        break;
-    case ARCH_TOPOLOGY_TORUS2D:
-    case ARCH_TOPOLOGY_TORUS3D:
-        if ((uint64_t)np->dims[0] * np->dims[1] * np->dims[2] != n)
-            col_balanced(n, np->topology == ARCH_TOPOLOGY_TORUS2D ? 2 : 3, np->dims);
-        break;
-    case ARCH_TOPOLOGY_FULLY_CONNECTED:
-        if (np->links_per_chip < n - 1)
-            np->links_per_chip = n - 1;
-        break;
-    case ARCH_TOPOLOGY_SWITCH:
-        if (np->switch_radix < n)
-            np->switch_radix = n;
-        break;
-    case ARCH_TOPOLOGY_FAT_TREE:
-        while ((uint64_t)np->switch_radix * np->switch_radix / 2 < n)
-            np->switch_radix *= 2;
-        break;
-    case ARCH_TOPOLOGY_HIERARCHICAL:
-        if (np->island_chips > n)
-            np->island_chips = n;
-        if (n % np->island_chips)
-            return np_err_set(err, NP_ERR_USAGE, "%" PRIu32 " chips are not whole islands of "
-                              "%" PRIu32, n, np->island_chips);
-        break;
-    case ARCH_TOPOLOGY_COUNT: break;
-    }
-    if (np->topology <= ARCH_TOPOLOGY_TORUS3D) {
-        uint32_t need = 0;
-        for (int d = 0; d < 3; d++)
-            need += np->dims[d] > 1 ? 2 : 0;
-        if (np->links_per_chip < need)
-            np->links_per_chip = need;
-    }
-    return NP_OK;
-}
-
 /* The chips of a --group list (parse.h: "0-7", "0,2,5", "0-14:2", "0-1,4-5"), each one of the
  * network's `chips`, at most `chips` of them (counted before anything is allocated), into a
  * new array. */
@@ -255,63 +144,6 @@ static np_status col_group(const char *spec, uint32_t chips, uint32_t **out, uin
     free(v);
     *out = g;
     *n = (uint32_t)count;
-    return NP_OK;
-}
-
-/* cfg.system set to the network of np, so that a run built from cfg (the core model) gets the
- * network the flow engine gets from np. */
-static void col_system_from_net(arch_config *cfg, const net_params *np)
-{
-    cfg->system.chips = np->chips;
-    cfg->system.topology = np->topology;
-    cfg->system.torus_x = np->dims[0];
-    cfg->system.torus_y = np->dims[1];
-    cfg->system.torus_z = np->dims[2];
-    cfg->system.links_per_chip = np->links_per_chip;
-    cfg->system.switch_radix = np->switch_radix;
-    cfg->system.island_chips = np->island_chips;
-}
-
-/* The collective kc lowered to one SPMD program and run on the core model by the chips of its
- * group (the others idle): its time in *r. */
-static np_status col_run_isa(const arch_config *cfg, const kgen_coll *kc, cli_trace *tr,
-                             coll_result *r, np_err *err)
-{
-    kgen_coll_prog kp;
-    if (kgen_coll_build(cfg, kc, &kp, err) != NP_OK)
-        return err->status;
-    uint32_t n_chips = 0;
-    for (uint32_t k = 0; k < kp.ranks; k++)
-        n_chips = kp.ring[k] + 1 > n_chips ? kp.ring[k] + 1 : n_chips;
-    const isa_program **pv = calloc(n_chips, sizeof *pv);
-    isa_program *idle = NULL;
-    np_status st = pv ? NP_OK : np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    if (st == NP_OK && n_chips > kp.ranks)
-        st = kgen_coll_idle(cfg, &idle, err);
-    core_report *rep = NULL;
-    if (st == NP_OK) {
-        for (uint32_t c = 0; c < n_chips; c++)
-            pv[c] = idle;
-        for (uint32_t k = 0; k < kp.ranks; k++)
-            pv[kp.ring[k]] = kp.prog; /* one text for every rank */
-        core_group g = {.id = kp.group, .n = kp.ranks, .chips = kp.ring};
-        core_sim_opts o = {.trace = tr ? cli_trace_insn : NULL, .trace_ctx = tr, .groups = &g,
-                           .n_groups = 1};
-        st = core_sim_run_chips(cfg, pv, n_chips, &o, NULL, &rep, err);
-    }
-    if (tr && st == NP_OK) {
-        cli_trace_kernels(tr, rep);
-        tr->offset_ps += rep->total_ps;
-    }
-    free(pv);
-    isa_program_free(idle);
-    uint32_t ranks = kp.ranks;
-    kgen_coll_prog_free(&kp);
-    if (st != NP_OK)
-        return st;
-    *r = (coll_result){.algo = COLL_ALGO_RING, .ranks = ranks, .bytes = kc->bytes,
-                       .t_end_ps = rep->total_ps, .bytes_sent = rep->c2c_bytes};
-    core_report_free(rep);
     return NP_OK;
 }
 
@@ -404,8 +236,35 @@ static double col_busiest_link(net *n, uint64_t *prev, double seconds)
     return best;
 }
 
-/* The command with its trace options (whose chip list the caller frees). */
-static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
+/* The command line, parsed. */
+typedef struct col_cli {
+    const char *arch_name, *topo, *group, *trace_path;
+    const char *sets[COL_MAX_SETS];
+    size_t n_sets;
+    bool have_op, json, csv, isa, rank_order, have_core, help;
+    coll_op op;
+    coll_algo algo;
+    coll_proto proto;
+    kgen_coll_op kop; /* --isa: the lowered op */
+    uint32_t chips, factor, root, elem, iters, warmup, max_ranks, buf, core;
+    uint64_t min_b, max_b, chunk, mtu;
+    net_engine engine;
+    run_faults_job faults;
+} col_cli;
+
+/* --op, --algo or --proto: a name of the collectives' own parsers, as a usage error. */
+static np_status col_usage_prefix(np_status st, const char *flag, np_err *err)
+{
+    if (st == NP_OK)
+        return NP_OK;
+    err->status = NP_ERR_USAGE;
+    np_err_prefix(err, "%s", flag);
+    return NP_ERR_USAGE;
+}
+
+/* Reads the options into *c (defaults first). With --help: the usage printed, c->help set. */
+static np_status col_parse(int argc, char **argv, col_cli *c, trace_layout_opts *trace_opts,
+                           np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'},     {"set", required_argument, NULL, 's'},
@@ -424,343 +283,393 @@ static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, 
         {"slow-link", required_argument, NULL, 'L'}, {"fail-link", required_argument, NULL, 'F'},
         CLI_TRACE_LONGOPTS,
         {"help", no_argument, NULL, 'h'},           {0}};
-    const char *arch_name = CLI_DEFAULT_ARCH, *topo = NULL, *group = NULL;
-    const char *sets[COL_MAX_SETS];
-    size_t n_sets = 0;
-    bool have_op = false, json = false, csv = false, isa = false, rank_order = false;
-    const char *trace_path = NULL;
-    coll_op op = COLL_OP_ALL_REDUCE;
-    coll_algo algo = COLL_ALGO_AUTO;
-    coll_proto proto = COLL_PROTO_SYSTEM;
-    uint32_t chips = 0, factor = 2, root = 0, elem = 4, iters = 1, warmup = 0, max_ranks = 0;
-    uint64_t min_b = 8, max_b = 128ULL << 20, chunk = 0, mtu = 0;
-    uint32_t buf = 0, core = 0;
-    bool have_core = false;
-    net_engine engine = NET_ENGINE_FLOW;
-    run_faults_job faults = {0};
-    int c;
+    memset(c, 0, sizeof *c);
+    c->arch_name = CLI_DEFAULT_ARCH;
+    c->op = COLL_OP_ALL_REDUCE, c->algo = COLL_ALGO_AUTO, c->proto = COLL_PROTO_SYSTEM;
+    c->factor = 2, c->elem = 4, c->iters = 1;
+    c->min_b = 8, c->max_b = 128ULL << 20;
+    c->engine = NET_ENGINE_FLOW;
+    int o;
     cli_getopt_reset();
-    while ((c = cli_getopt(argc, argv, "hb:e:f:n:w:", longopts, err)) != -1) {
+    while ((o = cli_getopt(argc, argv, "hb:e:f:n:w:", longopts, err)) != -1) {
         np_status st = NP_OK;
-        switch (c) {
-        case 'a': arch_name = optarg; break;
-        case 's':
-            if (cli_add_set(sets, &n_sets, COL_MAX_SETS, optarg, err) != NP_OK)
-                return err->status;
-            break;
+        switch (o) {
+        case 'a': c->arch_name = optarg; break;
+        case 's': st = cli_add_set(c->sets, &c->n_sets, COL_MAX_SETS, optarg, err); break;
         case 'o':
-            if (coll_op_parse(optarg, &op, err) != NP_OK) {
-                err->status = NP_ERR_USAGE;
-                np_err_prefix(err, "--op");
-                return NP_ERR_USAGE;
-            }
-            have_op = true;
+            st = col_usage_prefix(coll_op_parse(optarg, &c->op, err), "--op", err);
+            c->have_op = true;
             break;
-        case 'A':
-            if (coll_algo_parse(optarg, &algo, err) != NP_OK) {
-                err->status = NP_ERR_USAGE;
-                np_err_prefix(err, "--algo");
-                return NP_ERR_USAGE;
-            }
-            break;
+        case 'A': st = col_usage_prefix(coll_algo_parse(optarg, &c->algo, err), "--algo", err); break;
         case 'P':
-            if (coll_proto_parse(optarg, &proto, err) != NP_OK) {
-                err->status = NP_ERR_USAGE;
-                np_err_prefix(err, "--proto");
-                return NP_ERR_USAGE;
-            }
+            st = col_usage_prefix(coll_proto_parse(optarg, &c->proto, err), "--proto", err);
             break;
-        case 'C': st = col_parse_u32("--chips", optarg, 1, COL_MAX_CHIPS, &chips, err); break;
-        case 't': topo = optarg; break;
-        case 'g': group = optarg; break;
-        case 'b': st = col_parse_size("--min-bytes", optarg, 1, 1ULL << 50, &min_b, err); break;
-        case 'e': st = col_parse_size("--max-bytes", optarg, 1, 1ULL << 50, &max_b, err); break;
-        case 'f': st = col_parse_u32("--factor", optarg, 2, 1024, &factor, err); break;
-        case 'n': st = col_parse_u32("--iters", optarg, 1, 1000000, &iters, err); break;
-        case 'w': st = col_parse_u32("--warmup", optarg, 0, 1000000, &warmup, err); break;
-        case 'c': st = col_parse_size("--chunk", optarg, 0, 1ULL << 50, &chunk, err); break;
-        case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &root, err); break;
-        case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &elem, err); break;
-        case 'X': st = col_parse_u32("--max-ranks", optarg, 1, UINT32_MAX, &max_ranks, err); break;
-        case 'j': json = true; break;
-        case 'V': csv = true; break;
-        case 'R': rank_order = true; break;
+        case 'C': st = col_parse_u32("--chips", optarg, 1, COL_MAX_CHIPS, &c->chips, err); break;
+        case 't': c->topo = optarg; break;
+        case 'g': c->group = optarg; break;
+        case 'b': st = col_parse_size("--min-bytes", optarg, 1, 1ULL << 50, &c->min_b, err); break;
+        case 'e': st = col_parse_size("--max-bytes", optarg, 1, 1ULL << 50, &c->max_b, err); break;
+        case 'f': st = col_parse_u32("--factor", optarg, 2, 1024, &c->factor, err); break;
+        case 'n': st = col_parse_u32("--iters", optarg, 1, 1000000, &c->iters, err); break;
+        case 'w': st = col_parse_u32("--warmup", optarg, 0, 1000000, &c->warmup, err); break;
+        case 'c': st = col_parse_size("--chunk", optarg, 0, 1ULL << 50, &c->chunk, err); break;
+        case 'r': st = col_parse_u32("--root", optarg, 0, UINT32_MAX, &c->root, err); break;
+        case 'E': st = col_parse_u32("--elem-bytes", optarg, 1, 64, &c->elem, err); break;
+        case 'X':
+            st = col_parse_u32("--max-ranks", optarg, 1, UINT32_MAX, &c->max_ranks, err);
+            break;
+        case 'j': c->json = true; break;
+        case 'V': c->csv = true; break;
+        case 'R': c->rank_order = true; break;
         case 'G': {
             static const char *const engines[] = {"flow", "packet"};
             size_t e = 0;
             st = np_parse_enum(NP_SRC_OPT("--engine"), optarg, "engine", engines, 2, &e, err);
-            engine = e == 1 ? NET_ENGINE_PACKET : NET_ENGINE_FLOW;
+            c->engine = e == 1 ? NET_ENGINE_PACKET : NET_ENGINE_FLOW;
             break;
         }
-        case 'M':
-            st = col_parse_size("--mtu", optarg, 1, 1u << 30, &mtu, err);
-            break;
-        case 'B': st = col_parse_u32("--buf", optarg, 2, 1u << 20, &buf, err); break;
+        case 'M': st = col_parse_size("--mtu", optarg, 1, 1u << 30, &c->mtu, err); break;
+        case 'B': st = col_parse_u32("--buf", optarg, 2, 1u << 20, &c->buf, err); break;
         case 'K':
-            st = col_parse_u32("--core", optarg, 0, 65535, &core, err);
-            have_core = true;
+            st = col_parse_u32("--core", optarg, 0, 65535, &c->core, err);
+            c->have_core = true;
             break;
-        case 'I': isa = true; break;
+        case 'I': c->isa = true; break;
         case 'L':
-        case 'F': st = run_faults_link_flag(&faults, optarg, c == 'F', err); break;
-        case 'T': trace_path = optarg; break;
+        case 'F': st = run_faults_link_flag(&c->faults, optarg, o == 'F', err); break;
+        case 'T': c->trace_path = optarg; break;
         case CLI_TRACE_OPT_CHIPS:
         case CLI_TRACE_OPT_MAX_BYTES:
-        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(trace_opts, c, optarg, err); break;
-        case 'h': cli_print_usage(cli_find("collective")); return NP_OK;
+        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(trace_opts, o, optarg, err); break;
+        case 'h': cli_print_usage(cli_find("collective")); c->help = true; return NP_OK;
         default: return err->status;
         }
         if (st != NP_OK)
             return st;
     }
-    if (cli_trace_need_path(trace_path, trace_opts, err) != NP_OK)
+    if (cli_trace_need_path(c->trace_path, trace_opts, err) != NP_OK)
         return err->status;
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (!have_op)
+    return NP_OK;
+}
+
+/* The options that do not go together, and --isa's op (c->kop) and algorithm. */
+static np_status col_check(col_cli *c, np_err *err)
+{
+    if (!c->have_op)
         return np_err_set(err, NP_ERR_USAGE, "--op is required");
-    if (json && csv)
+    if (c->json && c->csv)
         return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
-    if (max_b < min_b)
+    if (c->max_b < c->min_b)
         return np_err_set(err, NP_ERR_USAGE, "--max-bytes is below --min-bytes");
-    if (!coll_algo_supported(op, algo))
-        return np_err_set(err, NP_ERR_USAGE, "--algo: %s has no %s algorithm", coll_op_name(op),
-                          coll_algo_name(algo));
-    if (trace_path && engine == NET_ENGINE_PACKET)
+    if (!coll_algo_supported(c->op, c->algo))
+        return np_err_set(err, NP_ERR_USAGE, "--algo: %s has no %s algorithm",
+                          coll_op_name(c->op), coll_algo_name(c->algo));
+    if (c->trace_path && c->engine == NET_ENGINE_PACKET)
         return np_err_set(err, NP_ERR_USAGE, "--trace: the packet engine is not traced (the "
                           "flow engine and --isa are)");
-    if (have_core && !isa)
+    if (c->have_core && !c->isa)
         return np_err_set(err, NP_ERR_USAGE, "--core needs --isa (the flow engine moves data "
                           "between chips, not cores)");
-    if ((mtu || buf) && engine != NET_ENGINE_PACKET)
+    if ((c->mtu || c->buf) && c->engine != NET_ENGINE_PACKET)
         return np_err_set(err, NP_ERR_USAGE, "--mtu and --buf need --engine packet");
-    if (isa && engine != NET_ENGINE_FLOW)
+    if (!c->isa)
+        return NP_OK;
+    if (c->engine != NET_ENGINE_FLOW)
         return np_err_set(err, NP_ERR_USAGE, "--isa runs on the flow engine's network (no "
                           "--engine packet)");
-    kgen_coll_op kop = KGEN_COLL_ALL_REDUCE;
-    if (isa) {
-        if (op == COLL_OP_ALL_GATHER)
-            kop = KGEN_COLL_ALL_GATHER;
-        else if (op == COLL_OP_REDUCE_SCATTER)
-            kop = KGEN_COLL_REDUCE_SCATTER;
-        else if (op != COLL_OP_ALL_REDUCE)
-            return np_err_set(err, NP_ERR_USAGE, "--isa: %s is not lowered yet (all_reduce, "
-                              "all_gather and reduce_scatter are)", coll_op_name(op));
-        if ((algo != COLL_ALGO_AUTO && algo != COLL_ALGO_RING) || chunk ||
-            (elem != 4 && elem != 2))
-            return np_err_set(err, NP_ERR_USAGE, "--isa runs the ring without chunking, with 4- "
-                              "or 2-byte elements (no --algo other than ring, no --chunk)");
-        algo = COLL_ALGO_RING;
-    }
+    if (c->op == COLL_OP_ALL_GATHER)
+        c->kop = KGEN_COLL_ALL_GATHER;
+    else if (c->op == COLL_OP_REDUCE_SCATTER)
+        c->kop = KGEN_COLL_REDUCE_SCATTER;
+    else if (c->op == COLL_OP_ALL_REDUCE)
+        c->kop = KGEN_COLL_ALL_REDUCE;
+    else
+        return np_err_set(err, NP_ERR_USAGE, "--isa: %s is not lowered yet (all_reduce, "
+                          "all_gather and reduce_scatter are)", coll_op_name(c->op));
+    if ((c->algo != COLL_ALGO_AUTO && c->algo != COLL_ALGO_RING) || c->chunk ||
+        (c->elem != 4 && c->elem != 2))
+        return np_err_set(err, NP_ERR_USAGE, "--isa runs the ring without chunking, with 4- "
+                          "or 2-byte elements (no --algo other than ring, no --chunk)");
+    c->algo = COLL_ALGO_RING;
+    return NP_OK;
+}
 
+/* Everything the sizes' runs share. */
+typedef struct col_job {
+    col_cli *c;
     arch_config cfg;
-    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
+    net_params np;
+    uint32_t *grp, n_grp, ranks;
+    coll_sys *sys;
+    evq *q;
+    cli_trace tr;
+    cli_trace_coll *tc;
+    json_t *rows;         /* --json, --csv */
+    uint64_t *link_bytes; /* every link's bytes after the previous run */
+    coll_algo shown;      /* the algorithm and protocol of the last row printed */
+    coll_proto shown_proto;
+    bool header;
+    double busbw_sum;
+    uint32_t n_rows;
+    col_progress pg;
+} col_job;
+
+/* The architecture, the network (--topology, --chips, the engine, faults) and the group. */
+static np_status col_network(col_job *j, trace_layout_opts *trace_opts, np_err *err)
+{
+    col_cli *c = j->c;
+    if (arch_resolve(c->arch_name, c->sets, c->n_sets, &j->cfg, err) != NP_OK)
         return err->status;
-    proto = coll_proto_resolve(&cfg, proto);
-    if (isa && proto != COLL_PROTO_RAW)
+    c->proto = coll_proto_resolve(&j->cfg, c->proto);
+    if (c->isa && c->proto != COLL_PROTO_RAW)
         return np_err_set(err, NP_ERR_USAGE, "--isa: the lowered programs move raw payload (no "
                           "--proto %s, no system.coll_protocol other than raw)",
-                          coll_proto_name(proto));
-    net_params np;
-    net_params_from_arch(&cfg, &np);
-    if (col_topology(topo, chips, &np, err) != NP_OK)
+                          coll_proto_name(c->proto));
+    net_params *np = &j->np;
+    net_params_from_arch(&j->cfg, np);
+    if (net_params_shape(np, c->topo, c->chips, "--topology", err) != NP_OK)
         return err->status;
-    np.engine = engine;
-    np.mtu_bytes = (uint32_t)mtu;
-    np.buf_packets = buf;
-    np.faults = faults.links;
-    np.n_faults = faults.n_links;
-    if (isa && faults.n_links)
+    np->engine = c->engine;
+    np->mtu_bytes = (uint32_t)c->mtu;
+    np->buf_packets = c->buf;
+    np->faults = c->faults.links;
+    np->n_faults = c->faults.n_links;
+    if (c->isa && c->faults.n_links)
         return np_err_set(err, NP_ERR_USAGE, "--isa: --slow-link and --fail-link are not "
                           "available with the lowered programs yet");
-    if (np.chips < 2)
+    if (np->chips < 2)
         return np_err_set(err, NP_ERR_USAGE, "a collective needs at least 2 chips (the "
-                          "architecture has %" PRIu32 "; use --chips)", np.chips);
-    if (trace_chips_check(&trace_opts->chips, np.chips, "--trace-chips", err) != NP_OK)
+                          "architecture has %" PRIu32 "; use --chips)", np->chips);
+    if (trace_chips_check(&trace_opts->chips, np->chips, "--trace-chips", err) != NP_OK)
         return err->status;
-    uint32_t *grp = NULL, n_grp = 0;
-    if (group && col_group(group, np.chips, &grp, &n_grp, err) != NP_OK)
+    if (c->group && col_group(c->group, np->chips, &j->grp, &j->n_grp, err) != NP_OK)
         return err->status;
+    j->ranks = j->grp ? j->n_grp : np->chips;
+    if (c->isa) /* the core model builds its network from cfg.system: make it the one above */
+        net_params_to_arch(np, &j->cfg);
+    return NP_OK;
+}
 
-    evq *q = NULL;
-    coll_sys *sys = NULL;
-    cli_trace tr = {0};
-    cli_trace_coll *tc = NULL;
-    json_t *rows = NULL;
-    uint64_t *link_bytes = NULL;
-    np_status st = evq_create(&q, err);
-    if (st == NP_OK)
-        st = coll_sys_create(&cfg, &np, q, NULL, &sys, err);
-    if (st != NP_OK)
-        goto out;
-    uint32_t ranks = grp ? n_grp : np.chips;
-    link_bytes = calloc(net_links(coll_sys_net(sys)) + 1, sizeof *link_bytes);
-    if (!link_bytes) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        goto out;
-    }
-    const char *topo_name = arch_keys[ARCH_KEY_system_topology].enum_info->values[np.topology];
-    const char *redop = coll_op_reduces(op) ? "sum" : "none";
-    int root_col = coll_op_rooted(op) ? (int)root : -1;
-    coll_algo shown = COLL_ALGO_AUTO; /* the algorithm and protocol of the last row printed */
-    coll_proto shown_proto = COLL_PROTO_SYSTEM;
-    bool header = false;
-    double busbw_sum = 0;
-    uint32_t n_rows = 0;
-    if (json || csv)
-        rows = json_array();
-    if (isa) /* the core model builds its network from cfg.system: make it the one above */
-        col_system_from_net(&cfg, &np);
-    if (trace_path && (st = cli_trace_open_opts(&tr, trace_path, trace_opts, err)) != NP_OK)
-        goto out;
-    if (trace_path && isa && (st = cli_trace_set_arch(&tr, &cfg, err)) != NP_OK)
-        goto out;
-    if (trace_path && !isa &&
-        (st = cli_trace_coll_create(coll_sys_net(sys), tr.sink, trace_opts->level, &tc, err)) !=
+/* The engine, the traces and the rows' state. */
+static np_status col_open(col_job *j, trace_layout_opts *trace_opts, np_err *err)
+{
+    const col_cli *c = j->c;
+    if (evq_create(&j->q, err) != NP_OK ||
+        coll_sys_create(&j->cfg, &j->np, j->q, NULL, &j->sys, err) != NP_OK)
+        return err->status;
+    j->link_bytes = calloc(net_links(coll_sys_net(j->sys)) + 1, sizeof *j->link_bytes);
+    if (c->json || c->csv)
+        j->rows = json_array();
+    if (!j->link_bytes || ((c->json || c->csv) && !j->rows))
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    j->shown = COLL_ALGO_AUTO, j->shown_proto = COLL_PROTO_SYSTEM;
+    j->pg.tty = !c->json && !c->csv && isatty(2);
+    if (c->trace_path && cli_trace_open_opts(&j->tr, c->trace_path, trace_opts, err) != NP_OK)
+        return err->status;
+    if (c->trace_path && c->isa && cli_trace_set_arch(&j->tr, &j->cfg, err) != NP_OK)
+        return err->status;
+    if (c->trace_path && !c->isa &&
+        cli_trace_coll_create(coll_sys_net(j->sys), j->tr.sink, trace_opts->level, &j->tc, err) !=
             NP_OK)
-        goto out;
-    col_progress pg = {.tty = !json && !csv && isatty(2)};
-    for (uint64_t b = min_b; b <= max_b;) {
-        coll_desc d = {.op = op, .algo = algo, .chips = grp, .n_chips = n_grp, .bytes = b,
-                       .root = root, .chunk_bytes = chunk, .elem_bytes = elem,
-                       .rank_order = rank_order, .proto = proto, .max_ranks = max_ranks};
-        coll_result r = {0};
-        double t_ps = 0, busiest = 0;
-        energy_counts acts = {0}; /* the last run's link bytes (energy.h) */
-        pg.t0 = pg.last = np_wall_s();
-        pg.bytes = b;
-        for (uint32_t it = 0; it < warmup + iters && st == NP_OK; it++) {
-            if (isa) {
-                kgen_coll kc = {.op = kop, .chips = grp, .ranks = ranks, .core = core,
-                                .bytes = b, .dtype = elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16,
-                                .rank_order = rank_order};
-                st = col_run_isa(&cfg, &kc, tr.w && it == warmup ? &tr : NULL, &r, err);
-            } else {
-                d.obs = tc && it == warmup ? cli_trace_coll_observer(tc) : NULL;
-                energy_counts before, after;
-                energy_counts_of_net(coll_sys_net(sys), &before);
-                st = coll_run_progress(sys, &d, col_progress_cb, &pg, &r, err);
-                energy_counts_of_net(coll_sys_net(sys), &after);
-                acts.link_bytes = after.link_bytes - before.link_bytes;
-                if (st == NP_OK && d.obs)
-                    cli_trace_coll_done(tc, &r, grp);
-                if (st == NP_OK) /* over the measured runs */
-                    busiest = col_busiest_link(coll_sys_net(sys), link_bytes,
-                                               (double)(r.t_end_ps - r.t_start_ps) / 1e12);
+        return err->status;
+    return NP_OK;
+}
+
+/* One size's runs: the warm-up and the measured ones (the first of which is traced). *t_ps: the
+ * mean measured time; *busiest: the busiest link's utilization over the measured runs; *acts:
+ * the last run's link bytes. */
+static np_status col_size(col_job *j, uint64_t b, coll_result *r, double *t_ps, double *busiest,
+                          energy_counts *acts, np_err *err)
+{
+    const col_cli *c = j->c;
+    coll_desc d = {.op = c->op, .algo = c->algo, .chips = j->grp, .n_chips = j->n_grp,
+                   .bytes = b, .root = c->root, .chunk_bytes = c->chunk, .elem_bytes = c->elem,
+                   .rank_order = c->rank_order, .proto = c->proto, .max_ranks = c->max_ranks};
+    *t_ps = *busiest = 0;
+    j->pg.t0 = j->pg.last = np_wall_s();
+    j->pg.bytes = b;
+    np_status st = NP_OK;
+    for (uint32_t it = 0; it < c->warmup + c->iters && st == NP_OK; it++) {
+        bool traced = it == c->warmup;
+        if (c->isa) {
+            kgen_coll kc = {.op = c->kop, .chips = j->grp, .ranks = j->ranks, .core = c->core,
+                            .bytes = b, .rank_order = c->rank_order,
+                            .dtype = c->elem == 4 ? ISA_DTYPE_FP32 : ISA_DTYPE_BF16};
+            core_report *rep = NULL;
+            bool tr = j->tr.w && traced;
+            st = coll_isa_run(&j->cfg, &kc, tr ? cli_trace_insn : NULL, &j->tr, r,
+                              tr ? &rep : NULL, err);
+            if (st == NP_OK && tr) {
+                cli_trace_kernels(&j->tr, rep);
+                j->tr.offset_ps += rep->total_ps;
             }
-            if (it >= warmup)
-                t_ps += (double)(r.t_end_ps - r.t_start_ps) / iters;
-        }
-        if (pg.shown) {
-            fprintf(stderr, "\r%60s\r", "");
-            pg.shown = false;
-        }
-        if (st != NP_OK)
-            goto out;
-        if (!json && !csv && !header) { /* after the first run, so an error comes alone */
-            header = true;
-            col_print_header(op, algo, proto, ranks, &np, cfg.system.link_efficiency, min_b,
-                             max_b, factor, iters, warmup, chunk, isa);
-        }
-        double t_us = t_ps / 1e6;
-        double algbw = t_us > 0 ? (double)b / (t_us * 1e3) : 0;
-        double busbw = algbw * coll_busbw_factor(op, ranks);
-        busbw_sum += busbw;
-        n_rows++;
-        if (isa)
-            r.proto = COLL_PROTO_RAW;
-        energy_figures ef; /* one collective: its links' bits, its ranks' static power */
-        energy_figures_of(&cfg, &acts, ranks, (uint64_t)llround(t_ps), 0, &ef);
-        bool show_energy = ef.modelled && !isa;
-        if (rows) {
-            json_array_append_new(rows, json_pack("{s:I, s:I, s:s, s:s, s:I, s:f, s:f, s:f, "
-                                                  "s:o, s:o}", "bytes", (json_int_t)b, "count",
-                                                  (json_int_t)(b / elem), "algo",
-                                                  coll_algo_name(r.algo), "proto",
-                                                  coll_proto_name(r.proto), "time_ps",
-                                                  (json_int_t)llround(t_ps), "time_us", t_us,
-                                                  "algbw_gbps", algbw, "busbw_gbps", busbw,
-                                                  "wrong", json_null(), "busiest_link_util",
-                                                  isa ? json_null() : json_real(busiest)));
-            if (show_energy) {
-                json_t *row = json_array_get(rows, json_array_size(rows) - 1);
-                json_object_set_new(row, "energy_j", json_real(ef.total_j));
-                json_object_set_new(row, "link_energy_j", json_real(ef.part_j[ENERGY_PART_LINK]));
-                json_object_set_new(row, "avg_w", json_real(ef.avg_w));
-            }
+            core_report_free(rep);
         } else {
-            bool tuned = algo == COLL_ALGO_AUTO || proto == COLL_PROTO_AUTO;
-            if (tuned && (r.algo != shown || r.proto != shown_proto)) {
-                printf("#  algo: %s", coll_algo_name(r.algo));
-                if (r.proto != COLL_PROTO_RAW)
-                    printf(", protocol %s", coll_proto_name(r.proto));
-                printf(" (tuner)\n");
-            }
-            char ts[32];
-            col_time_str(t_us, ts, sizeof ts);
-            printf("  %10" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  "
-                   "%6.2f  %6.2f  %5s\n", b, b / elem, col_type_name(elem, isa), redop, root_col,
-                   ts, algbw, busbw, "N/A", ts, algbw, busbw, "N/A");
-            if (show_energy) {
-                char ej[NP_HUMAN_MAX], lj[NP_HUMAN_MAX], w[NP_HUMAN_MAX];
-                printf("#  energy: %s (links %s), %s average over its %" PRIu32 " chips\n",
-                       np_human_j(ef.total_j, ej, sizeof ej),
-                       np_human_j(ef.part_j[ENERGY_PART_LINK], lj, sizeof lj),
-                       np_human_si(ef.avg_w, "W", w, sizeof w), ranks);
-            }
-            fflush(stdout);
+            d.obs = j->tc && traced ? cli_trace_coll_observer(j->tc) : NULL;
+            energy_counts before, after;
+            energy_counts_of_net(coll_sys_net(j->sys), &before);
+            st = coll_run_progress(j->sys, &d, col_progress_cb, &j->pg, r, err);
+            energy_counts_of_net(coll_sys_net(j->sys), &after);
+            acts->link_bytes = after.link_bytes - before.link_bytes;
+            if (st == NP_OK && d.obs)
+                cli_trace_coll_done(j->tc, r, j->grp);
+            if (st == NP_OK) /* over the measured runs */
+                *busiest = col_busiest_link(coll_sys_net(j->sys), j->link_bytes,
+                                            (double)(r->t_end_ps - r->t_start_ps) / 1e12);
         }
-        shown = r.algo;
-        shown_proto = r.proto;
-        if (b > max_b / factor)
-            break;
-        b *= factor;
+        if (it >= c->warmup)
+            *t_ps += (double)(r->t_end_ps - r->t_start_ps) / c->iters;
     }
-    double avg_busbw = n_rows ? busbw_sum / n_rows : 0;
-    if (json) {
-        json_t *g = json_array();
-        for (uint32_t i = 0; i < ranks; i++)
-            json_array_append_new(g, json_integer(grp ? grp[i] : i));
-        json_t *dims = json_pack("[i, i, i]", (int)np.dims[0], (int)np.dims[1], (int)np.dims[2]);
-        json_t *doc = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:f, "
-                                "s:I, s:i, s:i, s:f, s:o}",
-                                "arch", cfg.name, "op", coll_op_name(op), "algo",
-                                coll_algo_name(algo), "proto", coll_proto_name(proto),
-                                "engine",
-                                isa ? "isa" : engine == NET_ENGINE_PACKET ? "packet" : "flow",
-                                "chips",
-                                (int)np.chips, "ranks", (int)ranks,
-                                "topology", topo_name, "dims", dims, "group", g,
-                                "link_gbps", np.link_bytes_per_s / 1e9, "link_efficiency",
-                                cfg.system.link_efficiency, "chunk_bytes",
-                                (json_int_t)chunk, "iters", (int)iters, "warmup", (int)warmup,
-                                "avg_busbw_gbps", avg_busbw, "rows", rows);
-        rows = NULL;
-        st = cli_print_json(doc, err);
-    } else if (csv) {
-        static const char *const keys[] = {"bytes", "count", "algo", "proto", "time_ps",
-                                           "time_us",
-                                           "algbw_gbps", "busbw_gbps", "busiest_link_util"};
-        if (!csv_json_rows(stdout, rows, keys, sizeof keys / sizeof keys[0]))
-            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    if (j->pg.shown) {
+        fprintf(stderr, "\r%60s\r", "");
+        j->pg.shown = false;
+    }
+    return st;
+}
+
+/* Size b's row: into the JSON rows, or printed in nccl-tests' columns. */
+static void col_row(col_job *j, uint64_t b, coll_result *r, double t_ps, double busiest,
+                    const energy_counts *acts)
+{
+    const col_cli *c = j->c;
+    if (!c->json && !c->csv && !j->header) { /* after the first run, so an error comes alone */
+        j->header = true;
+        col_print_header(c->op, c->algo, c->proto, j->ranks, &j->np,
+                         j->cfg.system.link_efficiency, c->min_b, c->max_b, c->factor, c->iters,
+                         c->warmup, c->chunk, c->isa);
+    }
+    double t_us = t_ps / 1e6;
+    double algbw = t_us > 0 ? (double)b / (t_us * 1e3) : 0;
+    double busbw = algbw * coll_busbw_factor(c->op, j->ranks);
+    j->busbw_sum += busbw;
+    j->n_rows++;
+    if (c->isa)
+        r->proto = COLL_PROTO_RAW;
+    energy_figures ef; /* one collective: its links' bits, its ranks' static power */
+    energy_figures_of(&j->cfg, acts, j->ranks, (uint64_t)llround(t_ps), 0, &ef);
+    bool show_energy = ef.modelled && !c->isa;
+    if (j->rows) {
+        json_t *row = json_pack("{s:I, s:I, s:s, s:s, s:I, s:f, s:f, s:f, s:o, s:o}", "bytes",
+                                (json_int_t)b, "count", (json_int_t)(b / c->elem), "algo",
+                                coll_algo_name(r->algo), "proto", coll_proto_name(r->proto),
+                                "time_ps", (json_int_t)llround(t_ps), "time_us", t_us,
+                                "algbw_gbps", algbw, "busbw_gbps", busbw, "wrong", json_null(),
+                                "busiest_link_util", c->isa ? json_null() : json_real(busiest));
+        if (row && show_energy) {
+            json_object_set_new(row, "energy_j", json_real(ef.total_j));
+            json_object_set_new(row, "link_energy_j", json_real(ef.part_j[ENERGY_PART_LINK]));
+            json_object_set_new(row, "avg_w", json_real(ef.avg_w));
+        }
+        json_array_append_new(j->rows, row);
     } else {
-        printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %g \n#\n", avg_busbw);
+        bool tuned = c->algo == COLL_ALGO_AUTO || c->proto == COLL_PROTO_AUTO;
+        if (tuned && (r->algo != j->shown || r->proto != j->shown_proto)) {
+            printf("#  algo: %s", coll_algo_name(r->algo));
+            if (r->proto != COLL_PROTO_RAW)
+                printf(", protocol %s", coll_proto_name(r->proto));
+            printf(" (tuner)\n");
+        }
+        char ts[32];
+        col_time_str(t_us, ts, sizeof ts);
+        printf("  %10" PRIu64 "  %12" PRIu64 "  %8s  %6s  %6d  %7s  %6.2f  %6.2f  %5s  %7s  "
+               "%6.2f  %6.2f  %5s\n", b, b / c->elem, col_type_name(c->elem, c->isa),
+               coll_op_reduces(c->op) ? "sum" : "none",
+               coll_op_rooted(c->op) ? (int)c->root : -1, ts, algbw, busbw, "N/A", ts, algbw,
+               busbw, "N/A");
+        if (show_energy) {
+            char ej[NP_HUMAN_MAX], lj[NP_HUMAN_MAX], w[NP_HUMAN_MAX];
+            printf("#  energy: %s (links %s), %s average over its %" PRIu32 " chips\n",
+                   np_human_j(ef.total_j, ej, sizeof ej),
+                   np_human_j(ef.part_j[ENERGY_PART_LINK], lj, sizeof lj),
+                   np_human_si(ef.avg_w, "W", w, sizeof w), j->ranks);
+        }
+        fflush(stdout);
     }
-out:
-    if (tc && st == NP_OK)
-        st = cli_trace_coll_status(tc, err);
-    cli_trace_coll_free(tc);
-    if (tr.w) {
+    j->shown = r->algo;
+    j->shown_proto = r->proto;
+}
+
+/* After the last size: the JSON document, the CSV rows or nccl-tests' footer. */
+static np_status col_output(col_job *j, np_err *err)
+{
+    const col_cli *c = j->c;
+    const net_params *np = &j->np;
+    double avg_busbw = j->n_rows ? j->busbw_sum / j->n_rows : 0;
+    if (c->json) {
+        json_t *g = json_array();
+        for (uint32_t i = 0; i < j->ranks; i++)
+            json_array_append_new(g, json_integer(j->grp ? j->grp[i] : i));
+        json_t *dims = json_pack("[i, i, i]", (int)np->dims[0], (int)np->dims[1],
+                                 (int)np->dims[2]);
+        json_t *doc = json_pack(
+            "{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:o, s:o, s:f, s:f, s:I, s:i, s:i, s:f, "
+            "s:o}", "arch", j->cfg.name, "op", coll_op_name(c->op), "algo",
+            coll_algo_name(c->algo), "proto", coll_proto_name(c->proto), "engine",
+            c->isa ? "isa" : c->engine == NET_ENGINE_PACKET ? "packet" : "flow", "chips",
+            (int)np->chips, "ranks", (int)j->ranks, "topology",
+            arch_keys[ARCH_KEY_system_topology].enum_info->values[np->topology], "dims", dims,
+            "group", g, "link_gbps", np->link_bytes_per_s / 1e9, "link_efficiency",
+            j->cfg.system.link_efficiency, "chunk_bytes", (json_int_t)c->chunk, "iters",
+            (int)c->iters, "warmup", (int)c->warmup, "avg_busbw_gbps", avg_busbw, "rows",
+            j->rows);
+        j->rows = NULL;
+        return cli_print_json(doc, err);
+    }
+    if (c->csv) {
+        static const char *const keys[] = {"bytes", "count", "algo", "proto", "time_ps",
+                                           "time_us", "algbw_gbps", "busbw_gbps",
+                                           "busiest_link_util"};
+        return csv_json_rows(stdout, j->rows, keys, sizeof keys / sizeof keys[0])
+                   ? NP_OK
+                   : np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    }
+    printf("# Out of bounds values : 0 OK\n# Avg bus bandwidth    : %g \n#\n", avg_busbw);
+    return NP_OK;
+}
+
+/* The command with its trace options (whose chip list the caller frees). */
+static np_status col_main(int argc, char **argv, trace_layout_opts *trace_opts, np_err *err)
+{
+    col_cli c;
+    np_status st = col_parse(argc, argv, &c, trace_opts, err);
+    if (st != NP_OK || c.help)
+        return st;
+    if (col_check(&c, err) != NP_OK)
+        return err->status;
+    col_job j = {.c = &c};
+    st = col_network(&j, trace_opts, err);
+    if (st == NP_OK)
+        st = col_open(&j, trace_opts, err);
+    for (uint64_t b = c.min_b; st == NP_OK && b <= c.max_b;) {
+        coll_result r = {0};
+        double t_ps, busiest;
+        energy_counts acts = {0}; /* the last run's link bytes (energy.h) */
+        st = col_size(&j, b, &r, &t_ps, &busiest, &acts, err);
+        if (st != NP_OK)
+            break;
+        col_row(&j, b, &r, t_ps, busiest, &acts);
+        if (b > c.max_b / c.factor)
+            break;
+        b *= c.factor;
+    }
+    if (st == NP_OK)
+        st = col_output(&j, err);
+    if (j.tc && st == NP_OK)
+        st = cli_trace_coll_status(j.tc, err);
+    cli_trace_coll_free(j.tc);
+    if (j.tr.w) {
         np_err terr;
-        np_status ts = cli_trace_close(&tr, st == NP_OK ? err : &terr);
+        np_status ts = cli_trace_close(&j.tr, st == NP_OK ? err : &terr);
         if (st == NP_OK)
             st = ts;
     }
-    free(link_bytes);
-    json_decref(rows);
-    coll_sys_free(sys);
-    evq_free(q);
-    free(grp);
+    free(j.link_bytes);
+    json_decref(j.rows);
+    coll_sys_free(j.sys);
+    evq_free(j.q);
+    free(j.grp);
     return st;
 }
 
