@@ -293,7 +293,19 @@ static np_status noc_rates(const noc_study_params *p0, const char *arch, double 
     return NP_OK;
 }
 
-np_status cmd_noc(int argc, char **argv, np_err *err)
+/* The command line, parsed. */
+typedef struct noc_cli {
+    const char *arch_name, *mesh_arg, *rate_arg, *hot_arg, *compare, *trace_path;
+    const char *sets[NOC_MAX_SETS];
+    size_t n_sets;
+    noc_traffic traffic;
+    uint64_t flits, vcs, buf, pipe, link, warmup, cycles, seed, credit_delay, speedup;
+    uint64_t trace_every;
+    bool wait_tail, json, csv, find_sat, have_every, help;
+} noc_cli;
+
+/* Reads the options into *c (defaults first). With --help: the usage printed, c->help set. */
+static np_status noc_parse(int argc, char **argv, noc_cli *c, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'},
@@ -321,61 +333,49 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
         {"csv", no_argument, NULL, 'V'},
         {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = CLI_DEFAULT_ARCH, *mesh_arg = NULL, *rate_arg = "0.1";
-    const char *hot_arg = NULL;
-    const char *sets[NOC_MAX_SETS];
-    size_t n_sets = 0;
-    noc_traffic traffic = NOC_TRAFFIC_UNIFORM;
-    uint64_t flits = 4, vcs = 0, buf = 0, pipe = 0, link = 0, warmup = 1000, cycles = 10000,
-             seed = 1, credit_delay = 0, speedup = 1;
-    bool wait_tail = false;
-    uint32_t hot[NOC_MAX_HOT];
-    uint32_t n_hot = 0;
-    bool json = false, csv = false, find_sat = false;
-    const char *compare = NULL, *trace_path = NULL;
-    uint64_t trace_every = 100;
-    bool have_every = false;
-    int c;
+    *c = (noc_cli){.arch_name = CLI_DEFAULT_ARCH, .rate_arg = "0.1",
+                   .traffic = NOC_TRAFFIC_UNIFORM, .flits = 4, .warmup = 1000, .cycles = 10000,
+                   .seed = 1, .speedup = 1, .trace_every = 100};
+    int o;
     cli_getopt_reset();
-    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+    while ((o = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
         np_status st = NP_OK;
-        switch (c) {
-        case 'a': arch_name = optarg; break;
-        case 's':
-            if (cli_add_set(sets, &n_sets, NOC_MAX_SETS, optarg, err) != NP_OK)
-                return err->status;
-            break;
-        case 'm': mesh_arg = optarg; break;
+        switch (o) {
+        case 'a': c->arch_name = optarg; break;
+        case 's': st = cli_add_set(c->sets, &c->n_sets, NOC_MAX_SETS, optarg, err); break;
+        case 'm': c->mesh_arg = optarg; break;
         case 't':
-            if (noc_traffic_parse(optarg, &traffic, err) != NP_OK) {
+            if (noc_traffic_parse(optarg, &c->traffic, err) != NP_OK) {
                 err->status = NP_ERR_USAGE;
                 np_err_prefix(err, "--traffic");
                 return NP_ERR_USAGE;
             }
             break;
-        case 'r': rate_arg = optarg; break;
-        case 'f': st = cli_parse_u64("--packet-flits", optarg, 1, 1024, &flits, err); break;
-        case 'v': st = cli_parse_u64("--vcs", optarg, 1, 64, &vcs, err); break;
-        case 'b': st = cli_parse_u64("--buf", optarg, 1, 4096, &buf, err); break;
-        case 'p': st = cli_parse_u64("--router-cycles", optarg, 1, 64, &pipe, err); break;
-        case 'l': st = cli_parse_u64("--link-cycles", optarg, 1, 64, &link, err); break;
-        case 'w': st = cli_parse_u64("--warmup", optarg, 0, 100000000, &warmup, err); break;
-        case 'c': st = cli_parse_u64("--cycles", optarg, 1, 100000000, &cycles, err); break;
-        case 'S': st = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &seed, err); break;
-        case 'C': st = cli_parse_u64("--credit-delay", optarg, 0, 64, &credit_delay, err); break;
-        case 'I': st = cli_parse_u64("--input-speedup", optarg, 1, 6, &speedup, err); break;
-        case 'T': wait_tail = true; break;
-        case 'Z': find_sat = true; break;
-        case 'X': compare = optarg; break;
-        case 'F': trace_path = optarg; break;
-        case 'E':
-            st = cli_parse_u64("--trace-every", optarg, 1, 100000000, &trace_every, err);
-            have_every = true;
+        case 'r': c->rate_arg = optarg; break;
+        case 'f': st = cli_parse_u64("--packet-flits", optarg, 1, 1024, &c->flits, err); break;
+        case 'v': st = cli_parse_u64("--vcs", optarg, 1, 64, &c->vcs, err); break;
+        case 'b': st = cli_parse_u64("--buf", optarg, 1, 4096, &c->buf, err); break;
+        case 'p': st = cli_parse_u64("--router-cycles", optarg, 1, 64, &c->pipe, err); break;
+        case 'l': st = cli_parse_u64("--link-cycles", optarg, 1, 64, &c->link, err); break;
+        case 'w': st = cli_parse_u64("--warmup", optarg, 0, 100000000, &c->warmup, err); break;
+        case 'c': st = cli_parse_u64("--cycles", optarg, 1, 100000000, &c->cycles, err); break;
+        case 'S': st = cli_parse_u64("--seed", optarg, 0, UINT64_MAX, &c->seed, err); break;
+        case 'C':
+            st = cli_parse_u64("--credit-delay", optarg, 0, 64, &c->credit_delay, err);
             break;
-        case 'H': hot_arg = optarg; break;
-        case 'j': json = true; break;
-        case 'V': csv = true; break;
-        case 'h': cli_print_usage(cli_find("noc")); return NP_OK;
+        case 'I': st = cli_parse_u64("--input-speedup", optarg, 1, 6, &c->speedup, err); break;
+        case 'T': c->wait_tail = true; break;
+        case 'Z': c->find_sat = true; break;
+        case 'X': c->compare = optarg; break;
+        case 'F': c->trace_path = optarg; break;
+        case 'E':
+            st = cli_parse_u64("--trace-every", optarg, 1, 100000000, &c->trace_every, err);
+            c->have_every = true;
+            break;
+        case 'H': c->hot_arg = optarg; break;
+        case 'j': c->json = true; break;
+        case 'V': c->csv = true; break;
+        case 'h': cli_print_usage(cli_find("noc")); c->help = true; return NP_OK;
         default: return err->status;
         }
         if (st != NP_OK)
@@ -383,81 +383,99 @@ np_status cmd_noc(int argc, char **argv, np_err *err)
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (json && csv)
+    if (c->json && c->csv)
         return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
-    if (csv && compare)
+    if (c->csv && c->compare)
         return np_err_set(err, NP_ERR_USAGE, "--csv: not with --compare (its --json has the "
                           "rows)");
-    if (have_every && !trace_path)
+    if (c->have_every && !c->trace_path)
         return np_err_set(err, NP_ERR_USAGE, "--trace-every needs --trace");
-    if (compare && trace_path)
+    if (c->compare && c->trace_path)
         return np_err_set(err, NP_ERR_USAGE, "--trace: not with --compare (trace the runs of "
                           "--rate)");
-    if (compare)
-        return noc_compare(compare, json, err);
-    double r0, r1, step;
-    if (noc_parse_rates(rate_arg, &r0, &r1, &step, err) != NP_OK)
-        return err->status;
+    return NP_OK;
+}
 
-    arch_config cfg;
-    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
-        return err->status;
-    noc_study_params p = {
-        .traffic = traffic, .packet_flits = (uint32_t)flits, .warmup = warmup,
-        .measure = cycles, .drain_max = 2 * cycles, .seed = seed,
-        .hotspots = n_hot ? hot : NULL, .n_hotspots = n_hot};
-    mesh_params_from_arch(&cfg, &p.mesh);
-    if (vcs)
-        p.mesh.vcs = (uint32_t)vcs;
-    if (buf)
-        p.mesh.buf_flits = (uint32_t)buf;
-    if (pipe)
-        p.mesh.router_cycles = (uint32_t)pipe;
-    if (link)
-        p.mesh.link_cycles = (uint32_t)link;
-    p.mesh.credit_delay = (uint32_t)credit_delay;
-    p.mesh.input_speedup = (uint32_t)speedup;
-    p.mesh.wait_tail_credit = wait_tail;
-    if (mesh_arg) {
+/* The study's parameters: the architecture's mesh with the options' overrides; hot[] holds
+ * the --hotspot routers p points to. */
+static np_status noc_params(const noc_cli *c, const arch_config *cfg, noc_study_params *p,
+                            uint32_t hot[NOC_MAX_HOT], np_err *err)
+{
+    *p = (noc_study_params){.traffic = c->traffic, .packet_flits = (uint32_t)c->flits,
+                            .warmup = c->warmup, .measure = c->cycles,
+                            .drain_max = 2 * c->cycles, .seed = c->seed};
+    mesh_params_from_arch(cfg, &p->mesh);
+    if (c->vcs)
+        p->mesh.vcs = (uint32_t)c->vcs;
+    if (c->buf)
+        p->mesh.buf_flits = (uint32_t)c->buf;
+    if (c->pipe)
+        p->mesh.router_cycles = (uint32_t)c->pipe;
+    if (c->link)
+        p->mesh.link_cycles = (uint32_t)c->link;
+    p->mesh.credit_delay = (uint32_t)c->credit_delay;
+    p->mesh.input_speedup = (uint32_t)c->speedup;
+    p->mesh.wait_tail_credit = c->wait_tail;
+    if (c->mesh_arg) {
         uint64_t k[2];
         int nd;
-        if (np_parse_dims(NP_SRC_OPT("--mesh"), mesh_arg, 2, 2, 1, 1024, UINT64_MAX, k, &nd,
+        if (np_parse_dims(NP_SRC_OPT("--mesh"), c->mesh_arg, 2, 2, 1, 1024, UINT64_MAX, k, &nd,
                           err) != NP_OK)
             return err->status;
-        p.mesh.kx = (uint32_t)k[0];
-        p.mesh.ky = (uint32_t)k[1];
+        p->mesh.kx = (uint32_t)k[0];
+        p->mesh.ky = (uint32_t)k[1];
     }
-    if (p.mesh.kx * p.mesh.ky < 2)
+    if (p->mesh.kx * p->mesh.ky < 2)
         return np_err_set(err, NP_ERR_USAGE, "architecture %s has a 1x1 mesh (one core): no "
-                          "network to study; give --mesh KXxKY or another --arch", cfg.name);
-    if (hot_arg) {
+                          "network to study; give --mesh KXxKY or another --arch", cfg->name);
+    if (c->hot_arg) {
         uint64_t hv[NOC_MAX_HOT];
         size_t nh;
-        if (np_parse_list(NP_SRC_OPT("--hotspot"), hot_arg, 0, p.mesh.kx * p.mesh.ky - 1, hv,
-                          NOC_MAX_HOT, &nh, err) != NP_OK)
+        if (np_parse_list(NP_SRC_OPT("--hotspot"), c->hot_arg, 0, p->mesh.kx * p->mesh.ky - 1,
+                          hv, NOC_MAX_HOT, &nh, err) != NP_OK)
             return err->status;
         for (size_t i = 0; i < nh; i++)
             hot[i] = (uint32_t)hv[i];
-        n_hot = (uint32_t)nh;
-        p.hotspots = hot;
-        p.n_hotspots = n_hot;
+        p->hotspots = hot;
+        p->n_hotspots = (uint32_t)nh;
     }
+    return NP_OK;
+}
 
+np_status cmd_noc(int argc, char **argv, np_err *err)
+{
+    noc_cli c;
+    if (noc_parse(argc, argv, &c, err) != NP_OK)
+        return err->status;
+    if (c.help)
+        return NP_OK;
+    if (c.compare)
+        return noc_compare(c.compare, c.json, err);
+    double r0, r1, step;
+    if (noc_parse_rates(c.rate_arg, &r0, &r1, &step, err) != NP_OK)
+        return err->status;
+    arch_config cfg;
+    if (arch_resolve(c.arch_name, c.sets, c.n_sets, &cfg, err) != NP_OK)
+        return err->status;
+    noc_study_params p;
+    uint32_t hot[NOC_MAX_HOT];
+    if (noc_params(&c, &cfg, &p, hot, err) != NP_OK)
+        return err->status;
     cli_trace tr = {0};
     cli_trace_noc *tn = NULL;
-    if (trace_path) {
+    if (c.trace_path) {
         double ghz = cfg.chip.noc_clock_ghz > 0 ? cfg.chip.noc_clock_ghz : 1;
         uint64_t cycle_ps = (uint64_t)(1000.0 / ghz + 0.5);
-        if (cli_trace_open(&tr, trace_path, err) != NP_OK)
+        if (cli_trace_open(&tr, c.trace_path, err) != NP_OK)
             return err->status;
         if (cli_trace_noc_create(&p.mesh, tr.sink, cycle_ps, &tn, err) != NP_OK) {
             np_err terr;
             cli_trace_close(&tr, &terr);
             return err->status;
         }
-        p.sample = cli_trace_noc_sample, p.sample_ctx = tn, p.sample_every = trace_every;
+        p.sample = cli_trace_noc_sample, p.sample_ctx = tn, p.sample_every = c.trace_every;
     }
-    np_status st = noc_rates(&p, cfg.name, r0, r1, step, find_sat, json, csv, tn, err);
+    np_status st = noc_rates(&p, cfg.name, r0, r1, step, c.find_sat, c.json, c.csv, tn, err);
     cli_trace_noc_free(tn);
     if (tr.w) {
         np_err terr;
