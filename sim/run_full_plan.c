@@ -296,46 +296,69 @@ static int32_t rf_find(const rf_run *x, int rank, const nn_plan_entry *like, int
     return -1;
 }
 
-static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out, np_err *err)
+/* What rf_figures builds, phase by phase: the result, each rank's busy intervals (its
+ * kernels' union; after the communication phase, its work: computing or communicating) and
+ * every communication instance's interval, kind and rank. */
+typedef struct rf_fig {
+    rf_run *x;
+    run_result *r;
+    uint32_t R;
+    rf_iv **busy;
+    uint32_t *n_busy;
+    rf_iv *civ;
+    uint8_t *ckind;
+    uint32_t *crank, nc;
+} rf_fig;
+
+static np_status rf_oom(np_err *err) { return np_err_set(err, NP_ERR_NOMEM, "out of memory"); }
+
+/* Rank k's units: the core model's busy cycles of its mxu, vpu and dma, mean over the chip's
+ * cores, and the report's actions for energy (run_energy.h). */
+static np_status rf_fig_units(rf_fig *f, uint32_t k, run_rank_stats *s, np_err *err)
 {
-    const nn_plan *p = x->p;
-    uint32_t R = (uint32_t)p->mesh.n_ranks;
-    run_result *r = calloc(1, sizeof *r);
-    if (!r)
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    r->ranks = R;
-    r->steps = 1;
-    r->rank = calloc(R, sizeof *r->rank);
-    r->step_end_ps = calloc(1, sizeof *r->step_end_ps);
-    r->stages = (uint32_t)p->mesh.size[NN_MESH_PP];
-    r->micro_batches = (uint32_t)p->n_micro;
-    rf_iv **busy = calloc(R, sizeof *busy);
-    uint32_t *n_busy = calloc(R, sizeof *n_busy), *stage_of = calloc(R + 1, sizeof *stage_of);
-    rf_iv *tmp = NULL;
-    np_status st = NP_OK;
-    if (!r->rank || !r->step_end_ps || !busy || !n_busy || !stage_of) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        goto done;
+    core_report *cr;
+    if (hw_system_report(f->x->sys, f->x->rk[k].chip, NULL, &cr, err) != NP_OK)
+        return err->status;
+    energy_counts_of_report(cr, &s->acts);
+    double ps_per_cycle = 1000.0 / f->x->cfg->core.clock_ghz, sum[3] = {0};
+    uint32_t cores = 0;
+    for (uint32_t u = 0; u < cr->n_units; u++) {
+        isa_unit kind = cr->units[u].kind;
+        int j = kind == ISA_UNIT_MXU ? 0 : kind == ISA_UNIT_VPU ? 1 : kind == ISA_UNIT_DMA ? 2 : -1;
+        if (j >= 0)
+            sum[j] += (double)cr->units[u].busy_cycles * ps_per_cycle;
+        cores += j == 0;
     }
-    /* time, compute busy (the union of the rank's kernels), pipeline tasks */
-    for (uint32_t k = 0; k < R; k++) {
-        const rf_rank *rk = &x->rk[k];
+    core_report_free(cr);
+    if (cores) {
+        s->busy_ps[RUN_UNIT_MXU] = (uint64_t)(sum[0] / cores);
+        s->busy_ps[RUN_UNIT_VPU] = (uint64_t)(sum[1] / cores);
+        s->busy_ps[RUN_UNIT_DMA] = (uint64_t)(sum[2] / cores);
+    }
+    return NP_OK;
+}
+
+/* Every rank's time, compute busy (the union of its kernels), pipeline tasks and units. */
+static np_status rf_fig_compute(rf_fig *f, np_err *err)
+{
+    const nn_plan *p = f->x->p;
+    run_result *r = f->r;
+    for (uint32_t k = 0; k < f->R; k++) {
+        const rf_rank *rk = &f->x->rk[k];
         run_rank_stats *s = &r->rank[k];
         hw_chip_info ci;
-        hw_system_chip_info(x->sys, rk->chip, &ci);
+        hw_system_chip_info(f->x->sys, rk->chip, &ci);
         s->end_ps = ci.t_end_ps;
         if (ci.t_end_ps > r->time_ps)
             r->time_ps = ci.t_end_ps;
-        if (!(busy[k] = malloc(((size_t)rk->lp->n_steps + 1) * sizeof **busy))) {
-            st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-            goto done;
-        }
+        if (!(f->busy[k] = malloc(((size_t)rk->lp->n_steps + 1) * sizeof **f->busy)))
+            return rf_oom(err);
         bool pipe = false;
         for (uint32_t i = 0; i < rk->lp->n_steps; i++) {
             const rf_rec *c = &rk->rec[i];
             if (!c->ran)
                 continue;
-            busy[k][n_busy[k]++] = (rf_iv){c->first, c->last};
+            f->busy[k][f->n_busy[k]++] = (rf_iv){c->first, c->last};
             const nn_plan_entry *e = rk->lp->steps[i].e;
             if (e && run_plan_is_pipeline(e)) {
                 if (!pipe || c->first < s->pipe_first_ps)
@@ -346,152 +369,148 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
                 pipe = true;
             }
         }
-        n_busy[k] = rf_union(busy[k], n_busy[k]);
-        s->busy_ps[RUN_UNIT_COMPUTE] = rf_len(busy[k], n_busy[k]);
+        f->n_busy[k] = rf_union(f->busy[k], f->n_busy[k]);
+        s->busy_ps[RUN_UNIT_COMPUTE] = rf_len(f->busy[k], f->n_busy[k]);
         nn_plan_class_flops(p, &p->classes[nn_plan_rank_class(p, (int)k)], &s->flops,
                             &s->hw_flops);
-        /* the units: the core model's busy cycles, mean over the chip's cores */
-        core_report *cr;
-        if ((st = hw_system_report(x->sys, rk->chip, NULL, &cr, err)) != NP_OK)
-            goto done;
-        energy_counts_of_report(cr, &s->acts); /* its actions, for energy (run_energy.h) */
-        double ps_per_cycle = 1000.0 / x->cfg->core.clock_ghz, sum[3] = {0};
-        uint32_t cores = 0;
-        for (uint32_t u = 0; u < cr->n_units; u++) {
-            isa_unit kind = cr->units[u].kind;
-            int j = kind == ISA_UNIT_MXU   ? 0
-                    : kind == ISA_UNIT_VPU ? 1
-                    : kind == ISA_UNIT_DMA ? 2
-                                           : -1;
-            if (j >= 0)
-                sum[j] += (double)cr->units[u].busy_cycles * ps_per_cycle;
-            cores += j == 0;
-        }
-        core_report_free(cr);
-        if (cores) {
-            s->busy_ps[RUN_UNIT_MXU] = (uint64_t)(sum[0] / cores);
-            s->busy_ps[RUN_UNIT_VPU] = (uint64_t)(sum[1] / cores);
-            s->busy_ps[RUN_UNIT_DMA] = (uint64_t)(sum[2] / cores);
-        }
+        if (rf_fig_units(f, k, s, err) != NP_OK)
+            return err->status;
     }
     r->step_ps = r->time_ps;
     r->step_end_ps[0] = r->time_ps;
-    /* communication: each instance from its last member's start to its last member's end (a
-     * transfer: its send's start to its delivery), per member rank and kind */
-    uint32_t n_all = 0;
-    for (uint32_t k = 0; k < R; k++)
-        n_all += x->rk[k].lp->n_comm;
-    rf_iv *civ = malloc(((size_t)n_all + 1) * sizeof *civ);
-    uint8_t *ckind = malloc((size_t)n_all + 1);
-    uint32_t *crank = malloc(((size_t)n_all + 1) * sizeof *crank), nc = 0;
-    if (!civ || !ckind || !crank) {
-        free(civ), free(ckind), free(crank);
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        goto done;
+    return NP_OK;
+}
+
+/* The interval of rank k's comm entry c (its record me): a collective from its last member's
+ * start to its last member's end; a transfer from its send's start to its delivery. */
+static rf_iv rf_fig_comm_span(const rf_fig *f, uint32_t k, const lower_comm *c,
+                              const rf_rec *me)
+{
+    const rf_run *x = f->x;
+    const nn_plan *p = x->p;
+    uint64_t lo = me->first, hi = me->last;
+    if (c->e->kind == NN_PLAN_COLLECTIVE) {
+        int ranks[256];
+        int n = nn_plan_group(p, (int)k, c->e, ranks, 256);
+        for (int j = 0; j < n && j < 256; j++) {
+            int32_t q = rf_find(x, ranks[j], c->e, c->mb);
+            const rf_rec *o2 = q >= 0 ? &x->rk[ranks[j]].rec[q] : NULL;
+            if (o2 && o2->ran) {
+                lo = o2->first > lo ? o2->first : lo;
+                hi = o2->last > hi ? o2->last : hi;
+            }
+        }
+        return (rf_iv){lo, hi};
     }
-    for (uint32_t k = 0; k < R; k++) {
-        const rf_rank *rk = &x->rk[k];
+    int peer = nn_plan_peer(p, (int)k, c->e);
+    int32_t q = rf_find(x, peer, c->e, c->mb);
+    const rf_rec *o2 = q >= 0 ? &x->rk[peer].rec[q] : NULL;
+    const rf_rec *snd = c->e->kind == NN_PLAN_SEND ? me : o2;
+    const rf_rec *rcv = c->e->kind == NN_PLAN_SEND ? o2 : me;
+    if (snd && rcv && snd->ran && rcv->ran) {
+        lo = snd->first;
+        /* delivered: when the recv got it, where it waited for it (posted before the last byte
+         * left); else a route's latency after the last byte left, the message waiting in the
+         * mailbox until the recv took it (as the fast engine's delivery, whenever the receive
+         * is posted) */
+        uint64_t d = rcv->last;
+        if (rcv->first > snd->last) {
+            uint32_t sc = x->rk[c->e->kind == NN_PLAN_SEND ? k : (uint32_t)peer].chip,
+                     rc = x->rk[c->e->kind == NN_PLAN_SEND ? (uint32_t)peer : k].chip;
+            uint64_t arrive = snd->last + hw_system_route_latency_ps(x->sys, sc, rc);
+            d = arrive < d ? arrive : d;
+        }
+        hi = d > lo ? d : lo;
+    }
+    return (rf_iv){lo, hi};
+}
+
+/* Every communication instance's interval, kind and rank (f->civ, ckind, crank), and the bytes
+ * each rank put on the network: a collective's on its group's first rank (summed over its
+ * members' sends), a send's on its sender (a blocking receive's clear-to-send on it). */
+static np_status rf_fig_comm_collect(rf_fig *f, np_err *err)
+{
+    uint32_t n_all = 0;
+    for (uint32_t k = 0; k < f->R; k++)
+        n_all += f->x->rk[k].lp->n_comm;
+    f->civ = malloc(((size_t)n_all + 1) * sizeof *f->civ);
+    f->ckind = malloc((size_t)n_all + 1);
+    f->crank = malloc(((size_t)n_all + 1) * sizeof *f->crank);
+    if (!f->civ || !f->ckind || !f->crank)
+        return rf_oom(err);
+    for (uint32_t k = 0; k < f->R; k++) {
+        const rf_rank *rk = &f->x->rk[k];
         for (uint32_t i = 0; i < rk->lp->n_comm; i++) {
             const lower_comm *c = &rk->lp->comm[i];
             const rf_rec *me = &rk->rec[rk->lp->n_steps + i];
             if (!me->ran)
                 continue;
             run_comm_kind kind = run_plan_comm_kind(c->e->tag);
-            uint64_t lo = me->first, hi = me->last;
+            f->civ[f->nc] = rf_fig_comm_span(f, k, c, me);
+            f->ckind[f->nc] = (uint8_t)kind;
+            f->crank[f->nc++] = k;
             if (c->e->kind == NN_PLAN_COLLECTIVE) {
                 int ranks[256];
-                int n = nn_plan_group(p, (int)k, c->e, ranks, 256);
-                for (int j = 0; j < n && j < 256; j++) {
-                    int32_t q = rf_find(x, ranks[j], c->e, c->mb);
-                    const rf_rec *o2 = q >= 0 ? &x->rk[ranks[j]].rec[q] : NULL;
-                    if (o2 && o2->ran) {
-                        lo = o2->first > lo ? o2->first : lo;
-                        hi = o2->last > hi ? o2->last : hi;
-                    }
-                }
-            } else {
-                int peer = nn_plan_peer(p, (int)k, c->e);
-                int32_t q = rf_find(x, peer, c->e, c->mb);
-                const rf_rec *o2 = q >= 0 ? &x->rk[peer].rec[q] : NULL;
-                const rf_rec *snd = c->e->kind == NN_PLAN_SEND ? me : o2;
-                const rf_rec *rcv = c->e->kind == NN_PLAN_SEND ? o2 : me;
-                if (snd && rcv && snd->ran && rcv->ran) {
-                    lo = snd->first;
-                    /* delivered: when the recv got it, where it waited for it (posted before
-                     * the last byte left); else a route's latency after the last byte left,
-                     * the message waiting in the mailbox until the recv took it (as the fast
-                     * engine's delivery, whenever the receive is posted) */
-                    uint64_t d = rcv->last;
-                    if (rcv->first > snd->last) {
-                        uint32_t sc = x->rk[c->e->kind == NN_PLAN_SEND ? k : (uint32_t)peer].chip,
-                                 rc = x->rk[c->e->kind == NN_PLAN_SEND ? (uint32_t)peer : k].chip;
-                        uint64_t arrive = snd->last + hw_system_route_latency_ps(x->sys, sc, rc);
-                        d = arrive < d ? arrive : d;
-                    }
-                    hi = d > lo ? d : lo;
-                }
-            }
-            civ[nc] = (rf_iv){lo, hi};
-            ckind[nc] = (uint8_t)kind;
-            crank[nc++] = k;
-            /* bytes put on the network: a collective's on its group's first rank (summed over
-             * its members' sends), a send's on its sender */
-            if (c->e->kind == NN_PLAN_COLLECTIVE) {
-                int ranks[256];
-                int n = nn_plan_group(p, (int)k, c->e, ranks, 256);
+                int n = nn_plan_group(f->x->p, (int)k, c->e, ranks, 256);
                 if (n > 0)
-                    r->rank[ranks[0]].comm_bytes[kind] += c->bytes_sent;
-            } else { /* a send's data, a blocking receive's clear-to-send */
-                r->rank[k].comm_bytes[kind] += c->bytes_sent;
-            }
-        }
-    }
-    if (!(tmp = malloc(((size_t)nc + 1) * sizeof *tmp))) {
-        free(civ), free(ckind), free(crank);
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        goto done;
-    }
-    for (uint32_t k = 0; k < R; k++) {
-        run_rank_stats *s = &r->rank[k];
-        for (int kind = 0; kind <= RUN_COMM_COUNT; kind++) { /* COUNT: every kind (the unit) */
-            uint32_t m = 0;
-            for (uint32_t i = 0; i < nc; i++)
-                if (crank[i] == k && (kind == RUN_COMM_COUNT || ckind[i] == kind))
-                    tmp[m++] = civ[i];
-            m = rf_union(tmp, m);
-            uint64_t len = rf_len(tmp, m), over = 0;
-            for (uint32_t i = 0; i < m; i++)
-                over += rf_covered(busy[k], n_busy[k], tmp[i].lo, tmp[i].hi);
-            if (kind == RUN_COMM_COUNT) {
-                s->busy_ps[RUN_UNIT_COMM] = len;
-                s->computing_ps = s->busy_ps[RUN_UNIT_COMPUTE];
-                s->exposed_all_ps = len - over;
-                s->idle_ps = r->time_ps - s->computing_ps - s->exposed_all_ps;
-                /* from here busy[k] is the rank's work: computing or communicating */
-                rf_iv *w = realloc(busy[k], ((size_t)n_busy[k] + m + 1) * sizeof *w);
-                if (!w) {
-                    free(civ), free(ckind), free(crank);
-                    st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-                    goto done;
-                }
-                memcpy(w + n_busy[k], tmp, (size_t)m * sizeof *w);
-                busy[k] = w;
-                n_busy[k] = rf_union(w, n_busy[k] + m);
+                    f->r->rank[ranks[0]].comm_bytes[kind] += c->bytes_sent;
             } else {
-                s->comm_ps[kind] = len;
-                s->exposed_ps[kind] = len - over;
+                f->r->rank[k].comm_bytes[kind] += c->bytes_sent;
             }
         }
-        for (int kind = 0; kind < RUN_COMM_COUNT; kind++) {
-            r->comm_ps[kind] += s->comm_ps[kind];
-            r->exposed_ps[kind] += s->exposed_ps[kind];
-            r->comm_bytes[kind] += s->comm_bytes[kind];
-        }
     }
-    free(civ), free(ckind), free(crank);
-    /* bubbles: a rank's idle time (neither computing nor communicating) inside its pipeline's
-     * window (its pp group's first pipeline start to last end), by run_figures' definition */
-    for (uint32_t k = 0; k < R; k++) {
+    return NP_OK;
+}
+
+/* Rank k's communication per kind and in all (RUN_COMM_COUNT: the comm unit), exposed where
+ * no kernel ran; then its busy intervals become its work (computing or communicating). tmp
+ * holds f->nc intervals. */
+static np_status rf_fig_comm_rank(rf_fig *f, uint32_t k, rf_iv *tmp, np_err *err)
+{
+    run_rank_stats *s = &f->r->rank[k];
+    for (int kind = 0; kind <= RUN_COMM_COUNT; kind++) {
+        uint32_t m = 0;
+        for (uint32_t i = 0; i < f->nc; i++)
+            if (f->crank[i] == k && (kind == RUN_COMM_COUNT || f->ckind[i] == kind))
+                tmp[m++] = f->civ[i];
+        m = rf_union(tmp, m);
+        uint64_t len = rf_len(tmp, m), over = 0;
+        for (uint32_t i = 0; i < m; i++)
+            over += rf_covered(f->busy[k], f->n_busy[k], tmp[i].lo, tmp[i].hi);
+        if (kind < RUN_COMM_COUNT) {
+            s->comm_ps[kind] = len;
+            s->exposed_ps[kind] = len - over;
+            continue;
+        }
+        s->busy_ps[RUN_UNIT_COMM] = len;
+        s->computing_ps = s->busy_ps[RUN_UNIT_COMPUTE];
+        s->exposed_all_ps = len - over;
+        s->idle_ps = f->r->time_ps - s->computing_ps - s->exposed_all_ps;
+        rf_iv *w = realloc(f->busy[k], ((size_t)f->n_busy[k] + m + 1) * sizeof *w);
+        if (!w)
+            return rf_oom(err);
+        memcpy(w + f->n_busy[k], tmp, (size_t)m * sizeof *w);
+        f->busy[k] = w;
+        f->n_busy[k] = rf_union(w, f->n_busy[k] + m);
+    }
+    for (int kind = 0; kind < RUN_COMM_COUNT; kind++) {
+        f->r->comm_ps[kind] += s->comm_ps[kind];
+        f->r->exposed_ps[kind] += s->exposed_ps[kind];
+        f->r->comm_bytes[kind] += s->comm_bytes[kind];
+    }
+    return NP_OK;
+}
+
+/* Bubbles: a rank's idle time (neither computing nor communicating) inside its pipeline's
+ * window (its pp group's first pipeline start to last end), by run_figures' definition. */
+static np_status rf_fig_bubbles(rf_fig *f, np_err *err)
+{
+    const nn_plan *p = f->x->p;
+    run_result *r = f->r;
+    uint32_t *stage_of = calloc((size_t)f->R + 1, sizeof *stage_of);
+    if (!stage_of)
+        return rf_oom(err);
+    for (uint32_t k = 0; k < f->R; k++) {
         stage_of[k] = r->stages > 1 ? (uint32_t)p->classes[nn_plan_rank_class(p, (int)k)].stage
                                     : UINT32_MAX;
         int grp[256], n = r->stages > 1 ? nn_plan_axis_group(p, (int)k, NN_MESH_PP, grp, 256) : 0;
@@ -506,19 +525,23 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         if (hi <= lo)
             continue;
         r->rank[k].window_ps = hi - lo;
-        r->rank[k].bubble_ps = (hi - lo) - rf_covered(busy[k], n_busy[k], lo, hi);
+        r->rank[k].bubble_ps = (hi - lo) - rf_covered(f->busy[k], f->n_busy[k], lo, hi);
         r->rank[k].bubble_all_ps = r->rank[k].bubble_ps; /* (one step) */
     }
-    if ((st = run_figures_bubbles(r, stage_of, err)) != NP_OK)
-        goto done;
-    /* links: bytes over the run, the busiest window (the network's count) */
-    const net *nt = hw_system_net(x->sys);
+    np_status st = run_figures_bubbles(r, stage_of, err);
+    free(stage_of);
+    return st;
+}
+
+/* Links: bytes over the run and the busiest window (the network's count), then the busiest. */
+static np_status rf_fig_links(rf_fig *f, const run_full_opts *o, np_err *err)
+{
+    run_result *r = f->r;
+    const net *nt = hw_system_net(f->x->sys);
     r->n_links = nt ? net_links(nt) : 0;
     r->links = calloc((size_t)r->n_links + 1, sizeof *r->links);
-    if (!r->links) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
-        goto done;
-    }
+    if (!r->links)
+        return rf_oom(err);
     r->link_window_ps = NET_LINK_PEAK_WINDOW_PS;
     double t_s = (double)r->time_ps * 1e-12;
     for (uint32_t l = 0; l < r->n_links; l++) {
@@ -531,18 +554,50 @@ static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out,
         ls->avg_bytes_per_s = t_s > 0 ? (double)li.bytes / t_s : 0;
         ls->peak_bytes_per_s = li.peak_window_bytes / ((double)NET_LINK_PEAK_WINDOW_PS * 1e-12);
     }
-    if ((st = run_figures_top_links(r, o->top_links, err)) != NP_OK)
-        goto done;
+    return run_figures_top_links(r, o->top_links, err);
+}
+
+/* The run's figures (run_result) from the simulated ranks' records, phase by phase. */
+static np_status rf_figures(rf_run *x, const run_full_opts *o, run_result **out, np_err *err)
+{
+    const nn_plan *p = x->p;
+    rf_fig f = {.x = x, .R = (uint32_t)p->mesh.n_ranks, .r = calloc(1, sizeof *f.r)};
+    if (!f.r)
+        return rf_oom(err);
+    run_result *r = f.r;
+    r->ranks = f.R;
+    r->steps = 1;
+    r->rank = calloc(f.R, sizeof *r->rank);
+    r->step_end_ps = calloc(1, sizeof *r->step_end_ps);
+    r->stages = (uint32_t)p->mesh.size[NN_MESH_PP];
+    r->micro_batches = (uint32_t)p->n_micro;
+    f.busy = calloc(f.R, sizeof *f.busy);
+    f.n_busy = calloc(f.R, sizeof *f.n_busy);
+    rf_iv *tmp = NULL;
+    np_status st = !r->rank || !r->step_end_ps || !f.busy || !f.n_busy ? rf_oom(err) : NP_OK;
+    if (st == NP_OK)
+        st = rf_fig_compute(&f, err);
+    if (st == NP_OK)
+        st = rf_fig_comm_collect(&f, err);
+    if (st == NP_OK && !(tmp = malloc(((size_t)f.nc + 1) * sizeof *tmp)))
+        st = rf_oom(err);
+    for (uint32_t k = 0; k < f.R && st == NP_OK; k++)
+        st = rf_fig_comm_rank(&f, k, tmp, err);
+    if (st == NP_OK)
+        st = rf_fig_bubbles(&f, err);
+    if (st == NP_OK)
+        st = rf_fig_links(&f, o, err);
     r->events = evq_dispatched(x->q);
-    r->ranks_simulated = R;
+    r->ranks_simulated = f.R;
     r->mirror_groupset = UINT32_MAX;
     r->mirror_ways = 1;
-done:
-    for (uint32_t k = 0; busy && k < R; k++)
-        free(busy[k]);
-    free(busy);
-    free(n_busy);
-    free(stage_of);
+    for (uint32_t k = 0; f.busy && k < f.R; k++)
+        free(f.busy[k]);
+    free(f.busy);
+    free(f.n_busy);
+    free(f.civ);
+    free(f.ckind);
+    free(f.crank);
     free(tmp);
     if (st != NP_OK)
         run_result_free(r);
