@@ -79,12 +79,9 @@ uint32_t run_report_comm_rows(const run_result *r, run_report_comm rows[RUN_COMM
     return n;
 }
 
-np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_config *cfg,
-                          const run_result *r, const run_ktimer_stats *kt, run_report *out,
-                          np_err *err)
+/* The job: model, architecture, batch and the strategy as the plan holds it. */
+static void rr_job(const nn_plan *p, const arch_config *cfg, const run_result *r, run_report *o)
 {
-    memset(out, 0, sizeof *out);
-    run_report *o = out;
     snprintf(o->model, sizeof o->model, "%s", p->model);
     snprintf(o->arch, sizeof o->arch, "%s", cfg->name);
     o->chips = (uint32_t)p->mesh.n_ranks;
@@ -120,6 +117,12 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->pp = p->mesh.size[NN_MESH_PP];
     snprintf(o->order, sizeof o->order, "%s", p->mesh.order);
 
+}
+
+/* Step time, throughput, FLOPs per step and per chip against the peak, energy and throttling. */
+static void rr_throughput(const nn_plan *p, const arch_config *cfg, const run_result *r,
+                          run_report *o)
+{
     double steps = r->steps ? r->steps : 1;
     o->step_time_s = (double)r->step_ps * 1e-12;
     double samples = (double)p->batch;
@@ -156,15 +159,18 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     o->power_cap_w = cfg->chip.power_cap_w;
     for (uint32_t i = 0; i < r->ranks; i++)
         o->throttle_s += (double)r->rank[i].throttle_ps * 1e-12 / steps / r->ranks;
+}
+
+/* The pipeline bubble, measured only with a pipeline, per stage; NP_ERR_NOMEM. */
+static np_status rr_bubbles(const nn_plan *p, const run_result *r, run_report *o, np_err *err)
+{
     /* bubbles: measured only with a pipeline */
     o->stages = o->pp > 1 ? r->stages : 1;
     o->bubble_analytical = o->pp > 1 ? nn_plan_bubble(p) : 0;
     o->stage_bubble_pct = calloc(o->stages, sizeof *o->stage_bubble_pct);
     o->stage_bubble_ratio = calloc(o->stages, sizeof *o->stage_bubble_ratio);
-    if (!o->stage_bubble_pct || !o->stage_bubble_ratio) {
-        run_report_free(o);
+    if (!o->stage_bubble_pct || !o->stage_bubble_ratio)
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
-    }
     if (o->pp > 1) {
         o->bubble_pct = 100.0 * r->bubble_frac;
         o->bubble_ratio = r->bubble_ratio;
@@ -173,6 +179,13 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
             o->stage_bubble_ratio[s] = r->stage_bubble_ratio[s];
         }
     }
+    return NP_OK;
+}
+
+/* Where a chip's step goes, the communication rows and the units' utilization. */
+static void rr_time(const run_result *r, run_report *o)
+{
+    double steps = r->steps ? r->steps : 1;
     /* where a chip's step goes (mean over chips, per step) */
     for (uint32_t i = 0; i < r->ranks; i++) {
         const run_rank_stats *st = &r->rank[i];
@@ -202,6 +215,10 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
         if (!r->ranks)
             x->min_pct = 0;
     }
+}
+
+static void rr_links(const run_result *r, run_report *o)
+{
     /* the busiest links that carried anything, their peak over windows of a fixed length */
     o->link_peak_window_s = (double)r->link_window_ps * 1e-12;
     for (uint32_t i = 0; i < r->n_top && o->n_links < RUN_REPORT_LINKS_MAX; i++) {
@@ -215,17 +232,27 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
         x->peak_gbps = l->peak_bytes_per_s * 1e-9;
         x->capacity_gbps = l->capacity_bytes_per_s * 1e-9;
     }
+}
+
+/* The memory of the largest rank against the HBM. */
+static np_status rr_memory(const nn_plan *p, run_report *o, np_err *err)
+{
     /* memory of the largest rank */
     nn_plan_summary s;
-    if (nn_plan_summarize(p, &s, err) != NP_OK) {
-        run_report_free(o);
+    if (nn_plan_summarize(p, &s, err) != NP_OK)
         return err->status;
-    }
     o->mem = s.mem[s.largest];
     o->mem_stage = s.largest;
     o->hbm_bytes = p->hbm_bytes;
     o->fits = !p->hbm_bytes || o->mem.total_bytes <= p->hbm_bytes;
     nn_plan_summary_free(&s);
+    return NP_OK;
+}
+
+/* What the engine did: events, tasks, collectives, kernels, mirroring. */
+static void rr_engine(const run_plan *rp, const run_result *r, const run_ktimer_stats *kt,
+                      run_report *o)
+{
     /* the engine */
     o->events = r->events;
     o->loss = o->loss_reference = NAN;
@@ -244,6 +271,26 @@ np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_confi
     }
     o->ranks_simulated = r->ranks_simulated;
     o->mirror_ways = r->mirror_ways;
+}
+
+np_status run_report_make(const nn_plan *p, const run_plan *rp, const arch_config *cfg,
+                          const run_result *r, const run_ktimer_stats *kt, run_report *out,
+                          np_err *err)
+{
+    memset(out, 0, sizeof *out);
+    rr_job(p, cfg, r, out);
+    rr_throughput(p, cfg, r, out);
+    np_status st = rr_bubbles(p, r, out, err);
+    if (st == NP_OK) {
+        rr_time(r, out);
+        rr_links(r, out);
+        st = rr_memory(p, out, err);
+    }
+    if (st != NP_OK) {
+        run_report_free(out);
+        return st;
+    }
+    rr_engine(rp, r, kt, out);
     return NP_OK;
 }
 
