@@ -324,6 +324,7 @@ static const struct vfile {
     {"gcm-a100-80gb.csv", COLL_ALGO_AUTO, true},
     {"together-h100-8-ring.csv", COLL_ALGO_RING, false},
     {"together-h100-8-nvls.csv", COLL_ALGO_AUTO, false},
+    {"nccl-tests-cluster-h100-8.csv", COLL_ALGO_AUTO, true},
 };
 
 /* The preset a file's rows run on (its `# arch:` line). */
@@ -351,10 +352,16 @@ static const struct vexcept {
      * 32-512 MiB, costs this all-reduce (twice the slices) 10.6 %: NCCL's all-reduce pays less
      * per slice here than its all-gather */
     {"together-h100-8-ring.csv", "all_reduce", 64 << 20, 0.12},
-    /* NVLS at 8 and 16 MiB: NCCL's scatter and gather warps (local copies) fill and drain its
-     * pipeline, which the schedule does not model: +15 to +16 % */
+    /* NVLS at 8 and 16 MiB under -g 8, +15 to +16 % (11-16 us): where one-process-per-GPU runs
+     * overlap these (32 and 64 MiB, nccl-tests-cluster-h100-8.csv) the -g 8 harness is 14-17 us
+     * slower and ours within 1 %; NCCL's scatter and gather warps (local copies that fill and
+     * drain its pipeline, not modelled) are the other candidate */
     {"together-h100-8-nvls.csv", "all_reduce", 8 << 20, 0.17},
     {"together-h100-8-nvls.csv", "all_reduce", 16 << 20, 0.17},
+    /* reduce-scatter of 32 MiB, one process per GPU: NCCL's reduce-scatter takes 111.8 us where
+     * its all-gather of the same size takes 123.4 (Together's -g 8 runs: 118.8 and 125.5); the
+     * two are one ring schedule here (131.3 us): -14.8 % */
+    {"nccl-tests-cluster-h100-8.csv", "reduce_scatter", 32 << 20, 0.16},
 };
 
 /* Done-when 2 of issue 24 on every file of 8 GPUs, on the presets as they are (their keys and
@@ -420,8 +427,8 @@ TEST(every_8_gpu_file_lands_within_the_bounds_of_done_when_2)
         }
         pfix_close(&fx);
     }
-    CU_ASSERT(checked >= 120); /* every row of one node on both machines */
-    CU_ASSERT(bounded >= 58);  /* of which these at done-when 2's 10 % (25 % for time) */
+    CU_ASSERT(checked >= 153); /* every row of one node on both machines */
+    CU_ASSERT(bounded >= 87);  /* of which these at done-when 2's 10 % (25 % for time) */
 }
 
 TEST(collective_command_takes_a_protocol_and_names_the_tuners_choice)
