@@ -28,24 +28,11 @@
 
 #include "plan_impl.h"
 
-np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
+/* The pipeline unit of every forward node (pb->unit): 0 before the layers, 1..L the layers,
+ * L + 1 after; -1 for leaves and parameters. */
+static void nn_pb_units(nn_pb *pb, int L)
 {
-    int n = nn_graph_n_nodes(pb->g0), L = 0;
-    np_err *err = pb->err;
-    for (int i = 0; i < n; i++) {
-        const nn_tensor *x = nn_graph_node(pb->g0, i);
-        if (x->op != NN_OP_LEAF && x->layer + 1 > L)
-            L = x->layer + 1;
-    }
-    /* units: 0 before the layers, 1..L the layers, L+1 after */
-    int U = L + 2;
-    double *cost = nn_calloc((size_t)U, sizeof *cost);
-    bool *used = nn_calloc((size_t)U, sizeof *used);
-    if (!cost || !used) {
-        free(cost);
-        free(used);
-        return np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
-    }
+    int n = nn_graph_n_nodes(pb->g0);
     for (int i = 0; i < n; i++) {
         const nn_tensor *x = nn_graph_node(pb->g0, i);
         pb->unit[x->id] = -1;
@@ -83,20 +70,145 @@ np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
         if (floating && best >= 0)
             pb->unit[x->id] = best;
     }
+}
+
+/* first[0..K]: the chunks of the strategy's layer counts (--stage-layers) over the nu units
+ * (indices in units[]); the units before the layers go with chunk 0, after with the last. */
+static np_status nn_pb_cut_given(nn_pb *pb, const int *units, int nu, int L, int *first)
+{
+    const nn_strategy *s = pb->s;
+    int K = pb->n_chunks, sum = 0;
+    np_err *err = pb->err;
+    if (s->n_stage_layers != K)
+        return np_err_set(err, NP_ERR_RANGE, "--stage-layers: %d counts for %d model chunks "
+                          "(pp x virtual stages)", s->n_stage_layers, K);
+    for (int c = 0; c < K; c++) {
+        if (s->stage_layers[c] < 0)
+            return np_err_set(err, NP_ERR_RANGE, "--stage-layers: count %d is negative", c + 1);
+        sum += s->stage_layers[c];
+    }
+    if (sum != L)
+        return np_err_set(err, NP_ERR_RANGE, "--stage-layers: the counts sum to %d, but %s has "
+                          "%d layers", sum, pb->plan->model, L);
+    /* chunk c: layers [acc, acc + count) */
+    int acc = 0, k = 0;
+    for (int c = 0; c < K; c++) {
+        first[c] = k;
+        acc += s->stage_layers[c];
+        while (k < nu) {
+            int u = units[k];
+            if (u == 0 || (u <= L && u - 1 < acc) || (u == L + 1 && c == K - 1))
+                k++;
+            else
+                break;
+        }
+        if (k == first[c])
+            return np_err_set(err, NP_ERR_RANGE, "--stage-layers: model chunk %d would be empty",
+                              c);
+    }
+    first[K] = nu;
+    return NP_OK;
+}
+
+/* first[0..K]: the linear partition of the nu units (costs cost[units[i]]) into K chunks with
+ * the smallest largest chunk, ties broken by the smaller sum of squares. */
+static np_status nn_pb_cut_balanced(nn_pb *pb, const int *units, int nu, const double *cost,
+                                    int *first)
+{
+    int K = pb->n_chunks;
+    double *pre = nn_calloc((size_t)nu + 1, sizeof *pre);
+    double *bmax = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *bmax);
+    double *bsq = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *bsq);
+    int *cut = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *cut);
+    if (!pre || !bmax || !bsq || !cut) {
+        free(pre), free(bmax), free(bsq), free(cut);
+        return np_err_set(pb->err, NP_ERR_NOMEM, "out of memory partitioning the model");
+    }
+    for (int i = 0; i < nu; i++)
+        pre[i + 1] = pre[i] + cost[units[i]];
+#define IX(k, i) ((k) * (nu + 1) + (i))
+    for (int k = 0; k <= K; k++)
+        for (int i = 0; i <= nu; i++)
+            bmax[IX(k, i)] = bsq[IX(k, i)] = DBL_MAX, cut[IX(k, i)] = 0;
+    bmax[IX(0, 0)] = bsq[IX(0, 0)] = 0;
+    for (int k = 1; k <= K; k++) /* best over the first i units in k chunks */
+        for (int i = k; i <= nu; i++)
+            for (int j = k - 1; j < i; j++) {
+                if (bmax[IX(k - 1, j)] == DBL_MAX)
+                    continue;
+                double w = pre[i] - pre[j];
+                double mx = bmax[IX(k - 1, j)] > w ? bmax[IX(k - 1, j)] : w;
+                double sq = bsq[IX(k - 1, j)] + w * w;
+                if (mx < bmax[IX(k, i)] || (mx == bmax[IX(k, i)] && sq < bsq[IX(k, i)])) {
+                    bmax[IX(k, i)] = mx;
+                    bsq[IX(k, i)] = sq;
+                    cut[IX(k, i)] = j;
+                }
+            }
+    first[K] = nu;
+    for (int k = K, i = nu; k >= 1; k--) {
+        first[k - 1] = cut[IX(k, i)];
+        i = first[k - 1];
+    }
+#undef IX
+    free(pre), free(bmax), free(bsq), free(cut);
+    return NP_OK;
+}
+
+/* The chunk of every unit and node (pb->chunk) and the layers of every chunk (p). */
+static np_status nn_pb_assign_chunks(nn_pb *pb, nn_plan *p, const int *units, const int *first,
+                                     int U, int L)
+{
+    int K = pb->n_chunks, n = nn_graph_n_nodes(pb->g0);
+    int *chunk_of_unit = nn_malloc((size_t)U * sizeof *chunk_of_unit);
+    if (!chunk_of_unit)
+        return np_err_set(pb->err, NP_ERR_NOMEM, "out of memory partitioning the model");
+    for (int c = 0; c < K; c++) {
+        p->chunk_layer_first[c] = p->chunk_layer_last[c] = -1;
+        for (int k = first[c]; k < first[c + 1]; k++) {
+            int u = units[k];
+            chunk_of_unit[u] = c;
+            if (u >= 1 && u <= L) {
+                if (p->chunk_layer_first[c] < 0)
+                    p->chunk_layer_first[c] = u - 1;
+                p->chunk_layer_last[c] = u - 1;
+            }
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *x = nn_graph_node(pb->g0, i);
+        pb->chunk[x->id] = pb->unit[x->id] >= 0 ? chunk_of_unit[pb->unit[x->id]] : -1;
+    }
+    free(chunk_of_unit);
+    return NP_OK;
+}
+
+np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
+{
+    int n = nn_graph_n_nodes(pb->g0), L = 0;
+    np_err *err = pb->err;
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *x = nn_graph_node(pb->g0, i);
+        if (x->op != NN_OP_LEAF && x->layer + 1 > L)
+            L = x->layer + 1;
+    }
+    int U = L + 2, K = pb->n_chunks, nu = 0;
+    double *cost = nn_calloc((size_t)U, sizeof *cost);
+    bool *used = nn_calloc((size_t)U, sizeof *used);
+    int *units = nn_malloc((size_t)U * sizeof *units);
+    int *first = nn_malloc((size_t)(K + 1) * sizeof *first); /* first unit index of chunk */
+    np_status st = NP_OK;
+    if (!cost || !used || !units || !first) {
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
+        goto done;
+    }
+    nn_pb_units(pb, L);
     for (int i = 0; i < n; i++) {
         const nn_tensor *x = nn_graph_node(pb->g0, i);
         if (pb->unit[x->id] < 0)
             continue;
         used[pb->unit[x->id]] = true;
         cost[pb->unit[x->id]] += (double)nn_node_flops(x);
-    }
-    int *units = nn_malloc((size_t)U * sizeof *units), nu = 0;
-    int K = pb->n_chunks;
-    int *first = nn_malloc((size_t)(K + 1) * sizeof *first); /* first unit index of chunk */
-    np_status st = NP_OK;
-    if (!units || !first) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
-        goto done;
     }
     for (int u = 0; u < U; u++)
         if (used[u])
@@ -113,108 +225,11 @@ np_status nn_pb_partition(nn_pb *pb, nn_plan *p)
                         nu, L, used[0] ? ", the embedding" : "", used[L + 1] ? " and the head" : "");
         goto done;
     }
-    if (pb->s->n_stage_layers) {
-        const nn_strategy *s = pb->s;
-        int sum = 0;
-        if (s->n_stage_layers != K) {
-            st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: %d counts for %d model chunks "
-                            "(pp x virtual stages)", s->n_stage_layers, K);
-            goto done;
-        }
-        for (int c = 0; c < K; c++) {
-            if (s->stage_layers[c] < 0) {
-                st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: count %d is negative", c + 1);
-                goto done;
-            }
-            sum += s->stage_layers[c];
-        }
-        if (sum != L) {
-            st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: the counts sum to %d, but %s has %d layers",
-                            sum, name, L);
-            goto done;
-        }
-        /* chunk c: layers [acc, acc + count); pre goes with chunk 0, post with the last */
-        int acc = 0, k = 0;
-        for (int c = 0; c < K; c++) {
-            first[c] = k;
-            acc += s->stage_layers[c];
-            while (k < nu) {
-                int u = units[k];
-                if (u == 0 || (u <= L && u - 1 < acc) || (u == L + 1 && c == K - 1))
-                    k++;
-                else
-                    break;
-            }
-            if (k == first[c]) {
-                st = np_err_set(err, NP_ERR_RANGE, "--stage-layers: model chunk %d would be empty", c);
-                goto done;
-            }
-        }
-        first[K] = nu;
-    } else {
-        /* linear partition: best[k][i] over the first i units in k chunks */
-        double *pre = nn_calloc((size_t)nu + 1, sizeof *pre);
-        double *bmax = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *bmax);
-        double *bsq = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *bsq);
-        int *cut = nn_malloc((size_t)(K + 1) * (nu + 1) * sizeof *cut);
-        if (!pre || !bmax || !bsq || !cut) {
-            free(pre), free(bmax), free(bsq), free(cut);
-            st = np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
-            goto done;
-        }
-        for (int i = 0; i < nu; i++)
-            pre[i + 1] = pre[i] + cost[units[i]];
-#define IX(k, i) ((k) * (nu + 1) + (i))
-        for (int k = 0; k <= K; k++)
-            for (int i = 0; i <= nu; i++)
-                bmax[IX(k, i)] = bsq[IX(k, i)] = DBL_MAX, cut[IX(k, i)] = 0;
-        bmax[IX(0, 0)] = bsq[IX(0, 0)] = 0;
-        for (int k = 1; k <= K; k++)
-            for (int i = k; i <= nu; i++)
-                for (int j = k - 1; j < i; j++) {
-                    if (bmax[IX(k - 1, j)] == DBL_MAX)
-                        continue;
-                    double w = pre[i] - pre[j];
-                    double mx = bmax[IX(k - 1, j)] > w ? bmax[IX(k - 1, j)] : w;
-                    double sq = bsq[IX(k - 1, j)] + w * w;
-                    if (mx < bmax[IX(k, i)] || (mx == bmax[IX(k, i)] && sq < bsq[IX(k, i)])) {
-                        bmax[IX(k, i)] = mx;
-                        bsq[IX(k, i)] = sq;
-                        cut[IX(k, i)] = j;
-                    }
-                }
-        first[K] = nu;
-        for (int k = K, i = nu; k >= 1; k--) {
-            first[k - 1] = cut[IX(k, i)];
-            i = first[k - 1];
-        }
-#undef IX
-        free(pre), free(bmax), free(bsq), free(cut);
-    }
-    /* chunk of every unit and node; layers of every chunk */
-    int *chunk_of_unit = nn_malloc((size_t)U * sizeof *chunk_of_unit);
-    if (!chunk_of_unit) {
-        st = np_err_set(err, NP_ERR_NOMEM, "out of memory partitioning the model");
-        goto done;
-    }
-    for (int c = 0; c < K; c++) {
-        p->chunk_layer_first[c] = p->chunk_layer_last[c] = -1;
-        for (int k = first[c]; k < first[c + 1]; k++) {
-            int u = units[k];
-            chunk_of_unit[u] = c;
-            if (u >= 1 && u <= L) {
-                if (p->chunk_layer_first[c] < 0)
-                    p->chunk_layer_first[c] = u - 1;
-                p->chunk_layer_last[c] = u - 1;
-            }
-        }
-    }
+    st = pb->s->n_stage_layers ? nn_pb_cut_given(pb, units, nu, L, first)
+                               : nn_pb_cut_balanced(pb, units, nu, cost, first);
+    if (st == NP_OK)
+        st = nn_pb_assign_chunks(pb, p, units, first, U, L);
     p->has_pre_layers = used[0];
-    for (int i = 0; i < n; i++) {
-        const nn_tensor *x = nn_graph_node(pb->g0, i);
-        pb->chunk[x->id] = pb->unit[x->id] >= 0 ? chunk_of_unit[pb->unit[x->id]] : -1;
-    }
-    free(chunk_of_unit);
 done:
     free(cost);
     free(used);
