@@ -744,160 +744,198 @@ static bool nn_pb_grad_step(nn_pstate *ps, nn_pupd *up, int n, int *match)
     return nn_ps_mark_since(ps, start, NN_HINT_END, false);
 }
 
+/* A graph failure of the plan's build: the graph's own error, else out of memory. */
+static np_status nn_pb_graph_fail(nn_graph *g, np_err *err)
+{
+    return nn_graph_status(g, err) != NP_OK
+               ? err->status
+               : np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
+}
+
+/* The optimizer's collectives, bucketed once every parameter is done, and its updates (held
+ * back until the global steps over every gradient when loss scaling or clipping asks). */
+typedef struct nn_pb_opt {
+    nn_bucket_item *red, *ags, *sps, *loc;
+    nn_pupd *upd;
+    int n_red, n_ags, n_sps, n_loc, n_upd;
+    bool step; /* each update follows its gradient (no global step) */
+} nn_pb_opt;
+
+/* Parameter pr's gradient accumulator, zeroed at the start of the step, and its accumulation
+ * every micro-batch (ZeRO-2: reduce-scatter first); the accumulated gradient in *acc. */
+static np_status nn_pb_accumulate(nn_pb *pb, nn_pstate *ps, nn_pparam *pr, nn_pb_opt *o,
+                                  nn_tensor **acc)
+{
+    nn_graph *g = ps->g;
+    int dp = pb->dp, zero = pb->zero;
+    nn_tensor *leaf = pr->leaf[ps->st], *gr = leaf->grad;
+    int64_t shard_n = (nn_numel(leaf) + dp - 1) / dp; /* zero 3: the leaf is the shard */
+    int from = nn_graph_n_nodes(g);
+    nn_ps_ctx(ps, NN_REGION_OPTIM, -1, -1, "");
+    nn_tensor *buf = zero == 2 ? nn_pb_state(ps, pr, NN_LEAF_GRADBUF, "grad", NN_ROLE_GRADIENT,
+                                             pr->work, 1, (int64_t[]){shard_n}, true)
+                               : nn_pb_state(ps, pr, NN_LEAF_GRADBUF, "grad", NN_ROLE_GRADIENT,
+                                             pr->work, leaf->ndim, leaf->ne, zero == 3);
+    nn_tensor *fill = nn_fill(g, buf, 0.0);
+    if (!fill || !nn_ps_mark_since(ps, from, NN_HINT_BEGIN, false))
+        return nn_pb_graph_fail(g, pb->err);
+    fill->sched_key = -1.0; /* zeroed before anything: the accumulations follow their gradients */
+    from = nn_graph_n_nodes(g);
+    nn_ps_ctx(ps, NN_REGION_BACKWARD, gr->chunk, gr->layer, gr->scope);
+    nn_tensor *in = gr, *rs = NULL;
+    if (zero == 2) {
+        rs = nn_reduce_scatter(g, nn_flat_pad(g, gr, dp), NN_COMM_ZERO, dp, 0);
+        in = rs;
+    }
+    if (!(*acc = nn_grad_accumulate(g, fill, in)))
+        return nn_pb_graph_fail(g, pb->err);
+    for (int k = from; k < nn_graph_n_nodes(g); k++)
+        nn_graph_node(g, k)->sched_key = gr->sched_key + 0.25;
+    if (rs)
+        o->red[o->n_red++] = (nn_bucket_item){rs, gr->sched_key, gr->chunk, nn_nbytes(rs->src[0])};
+    return NP_OK;
+}
+
+/* The last micro-batch's reduction of acc across dp (DP all-reduce, ZeRO-1 reduce-scatter;
+ * with Megatron-LM's local DDP all of a chunk's at once after the whole backward): *out. */
+static np_status nn_pb_reduce_dp(nn_pb *pb, nn_pstate *ps, nn_tensor *acc, int chunk,
+                                 nn_pb_opt *o, nn_tensor **out)
+{
+    nn_graph *g = ps->g;
+    int dp = pb->dp, zero = pb->zero;
+    int from = nn_graph_n_nodes(g);
+    bool local = pb->s->ddp == NN_DDP_LOCAL && zero == 0;
+    nn_tensor *r = acc;
+    if (dp > 1 && zero == 0)
+        r = nn_all_reduce(g, acc, NN_COMM_DP, dp, NN_REDUCE_SUM);
+    else if (dp > 1 && zero == 1)
+        r = nn_reduce_scatter(g, nn_flat_pad(g, acc, dp), NN_COMM_ZERO, dp, 0);
+    if (!r)
+        return nn_pb_graph_fail(g, pb->err);
+    if (r != acc) {
+        for (int k = from; k < nn_graph_n_nodes(g); k++)
+            nn_graph_node(g, k)->sched_key = acc->sched_key + 0.05;
+        if (!nn_ps_mark_since(ps, from, local ? NN_HINT_END : NN_HINT_NONE, !local))
+            return nn_pb_graph_fail(g, pb->err);
+        nn_bucket_item it = {r, acc->sched_key, chunk, nn_nbytes(r->src[0])};
+        if (local)
+            o->loc[o->n_loc++] = it;
+        else
+            o->red[o->n_red++] = it;
+    }
+    *out = r;
+    return NP_OK;
+}
+
+/* The step's end of parameter i (pr) from its reduced gradient r: the partial sums over tp,
+ * the tied copies' all-reduce between the first and last stage, fp32 and unscaled, then the
+ * master weights and the update (or the update held for the global step). */
+static np_status nn_pb_param_end(nn_pb *pb, nn_pstate *ps, nn_pparam *pr, int i, nn_tensor *r,
+                                 int *tied_match, nn_pb_opt *o)
+{
+    nn_graph *g = ps->g;
+    np_err *err = pb->err;
+    int zero = pb->zero;
+    nn_tensor *leaf = pr->leaf[ps->st];
+    bool mixed = pr->work != NN_F32, shard12 = zero == 1 || zero == 2;
+    int from = nn_graph_n_nodes(g);
+    nn_ps_ctx(ps, NN_REGION_OPTIM, -1, pr->g0->layer, "");
+    if (pr->partial_tp && pb->tp > 1) {
+        r = nn_all_reduce(g, r, NN_COMM_SP, pb->tp, NN_REDUCE_SUM);
+        if (r)
+            o->sps[o->n_sps++] = (nn_bucket_item){r, (double)i, 0, nn_nbytes(r)};
+    }
+    int n_stages = 0;
+    for (int s = 0; s < pb->pp; s++)
+        n_stages += pr->leaf[s] != NULL;
+    if (n_stages > 1) {
+        if (n_stages != 2 || !pr->leaf[0] || !pr->leaf[pb->pp - 1])
+            return np_err_set(err, NP_ERR_INTERNAL, "plan: parameter %s is shared by stages "
+                              "other than the first and the last", pr->g0->name);
+        r = nn_all_reduce(g, r, NN_COMM_PP, 2, NN_REDUCE_SUM);
+        if (r) {
+            r->ip[NN_COMM_IP_PEER] = NN_GROUP_ENDS;
+            if (!tied_match[i])
+                tied_match[i] = ++pb->next_match;
+            r->ip[NN_COMM_IP_MATCH] = tied_match[i];
+        }
+    }
+    if (mixed)
+        r = nn_cast(g, r, NN_F32);
+    if (pb->s->loss_scale > 0 && r) { /* unscaled (and checked, nn_pb_grad_step) */
+        int k0 = nn_graph_n_nodes(g);
+        r = nn_scale(g, r, 1.0 / pb->s->loss_scale);
+        if (!nn_ps_mark_phase(ps, k0, NN_END_UNSCALE))
+            return nn_pb_graph_fail(g, err);
+    }
+    int64_t mne[NN_MAX_DIMS];
+    int mnd = leaf->ndim;
+    memcpy(mne, leaf->ne, sizeof mne);
+    nn_tensor *master = leaf;
+    if (shard12) {
+        mnd = 1;
+        mne[0] = (nn_numel(leaf) + pb->dp - 1) / pb->dp;
+        master = nn_pb_state(ps, pr, NN_LEAF_MASTER, "master", NN_ROLE_OPTSTATE, NN_F32, 1, mne,
+                             true);
+    } else if (mixed) {
+        master = nn_pb_state(ps, pr, NN_LEAF_MASTER, "master", NN_ROLE_OPTSTATE, NN_F32, mnd,
+                             mne, zero == 3);
+    }
+    if (!master || !r)
+        return nn_pb_graph_fail(g, err);
+    nn_pupd up = {pr, i, leaf, master, r, mnd, {0}, mixed, shard12};
+    memcpy(up.mne, mne, sizeof mne);
+    if (!o->step)
+        o->upd[o->n_upd++] = up; /* after every gradient's clipping (nn_pb_grad_step) */
+    else if (!nn_pb_update(ps, &up, o->ags, &o->n_ags))
+        return nn_pb_graph_fail(g, err);
+    if (!nn_ps_mark_since(ps, from, NN_HINT_END, false))
+        return nn_pb_graph_fail(g, err);
+    return NP_OK;
+}
+
 static np_status nn_pb_optimizer(nn_pb *pb, nn_pstate *ps, int *tied_match)
 {
     nn_graph *g = ps->g;
     np_err *err = pb->err;
-    int dp = pb->dp, zero = pb->zero;
     uint64_t bucket_bytes = (uint64_t)(pb->s->bucket_mb * 1024.0 * 1024.0);
-    nn_bucket_item *red = nn_malloc(((size_t)pb->n_params + 1) * sizeof *red);
-    nn_bucket_item *ags = nn_malloc(((size_t)pb->n_params + 1) * sizeof *ags);
-    nn_bucket_item *sps = nn_malloc(((size_t)pb->n_params + 1) * sizeof *sps);
-    nn_bucket_item *loc = nn_malloc(((size_t)pb->n_params + 1) * sizeof *loc);
+    size_t n = (size_t)pb->n_params + 1;
     /* with loss scaling or clipping every update waits for the global steps over all the
      * gradients (nn_pb_grad_step); else each follows its gradient */
-    bool step = pb->s->loss_scale <= 0 && pb->s->clip_grad <= 0;
-    nn_pupd *upd = step ? NULL : nn_malloc(((size_t)pb->n_params + 1) * sizeof *upd);
-    int n_red = 0, n_ags = 0, n_sps = 0, n_loc = 0, n_upd = 0;
+    nn_pb_opt o = {.red = nn_malloc(n * sizeof *o.red), .ags = nn_malloc(n * sizeof *o.ags),
+                   .sps = nn_malloc(n * sizeof *o.sps), .loc = nn_malloc(n * sizeof *o.loc),
+                   .step = pb->s->loss_scale <= 0 && pb->s->clip_grad <= 0};
+    o.upd = o.step ? NULL : nn_malloc(n * sizeof *o.upd);
     np_status st = NP_OK;
-    if (!red || !ags || !sps || !loc || (!step && !upd)) {
+    if (!o.red || !o.ags || !o.sps || !o.loc || (!o.step && !o.upd))
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
-        goto done;
-    }
-    for (int i = 0; i < pb->n_params; i++) {
+    for (int i = 0; i < pb->n_params && st == NP_OK; i++) {
         nn_pparam *pr = &pb->params[i];
-        nn_tensor *leaf = pr->leaf[ps->st];
+        nn_tensor *leaf = pr->leaf[ps->st], *acc = NULL, *r = NULL;
         if (!leaf || !leaf->grad)
             continue;
-        nn_tensor *gr = leaf->grad;
-        int c = gr->chunk;
-        bool mixed = pr->work != NN_F32, shard12 = zero == 1 || zero == 2;
-        int64_t n_local = nn_numel(leaf); /* zero 3: the shard already */
-        int64_t shard_n = (n_local + dp - 1) / dp;
-        /* the accumulator, zeroed at the start of the step */
-        int from = nn_graph_n_nodes(g);
-        nn_ps_ctx(ps, NN_REGION_OPTIM, -1, -1, "");
-        nn_tensor *buf = zero == 2 ? nn_pb_state(ps, pr, NN_LEAF_GRADBUF, "grad", NN_ROLE_GRADIENT,
-                                                 pr->work, 1, (int64_t[]){shard_n}, true)
-                                   : nn_pb_state(ps, pr, NN_LEAF_GRADBUF, "grad", NN_ROLE_GRADIENT,
-                                                 pr->work, leaf->ndim, leaf->ne, zero == 3);
-        nn_tensor *fill = nn_fill(g, buf, 0.0);
-        if (!fill || !nn_ps_mark_since(ps, from, NN_HINT_BEGIN, false))
-            goto graph_fail;
-        fill->sched_key = -1.0; /* zeroed before anything: the accumulations follow their gradients */
-        /* every micro-batch: accumulate (ZeRO-2: reduce-scatter first) */
-        from = nn_graph_n_nodes(g);
-        nn_ps_ctx(ps, NN_REGION_BACKWARD, c, gr->layer, gr->scope);
-        nn_tensor *in = gr, *rs = NULL;
-        if (zero == 2) {
-            rs = nn_reduce_scatter(g, nn_flat_pad(g, gr, dp), NN_COMM_ZERO, dp, 0);
-            in = rs;
-        }
-        nn_tensor *acc = nn_grad_accumulate(g, fill, in);
-        if (!acc)
-            goto graph_fail;
-        for (int k = from; k < nn_graph_n_nodes(g); k++)
-            nn_graph_node(g, k)->sched_key = gr->sched_key + 0.25;
-        if (rs)
-            red[n_red++] = (nn_bucket_item){rs, gr->sched_key, c, nn_nbytes(rs->src[0])};
-        /* the last micro-batch: reduce across dp (DP all-reduce, ZeRO-1 reduce-scatter); with
-         * Megatron-LM's local DDP all of a chunk's at once after the whole backward */
-        from = nn_graph_n_nodes(g);
-        bool local = pb->s->ddp == NN_DDP_LOCAL && zero == 0;
-        nn_tensor *r = acc;
-        if (dp > 1 && zero == 0)
-            r = nn_all_reduce(g, acc, NN_COMM_DP, dp, NN_REDUCE_SUM);
-        else if (dp > 1 && zero == 1)
-            r = nn_reduce_scatter(g, nn_flat_pad(g, acc, dp), NN_COMM_ZERO, dp, 0);
-        if (!r)
-            goto graph_fail;
-        if (r != acc) {
-            for (int k = from; k < nn_graph_n_nodes(g); k++)
-                nn_graph_node(g, k)->sched_key = acc->sched_key + 0.05;
-            if (!nn_ps_mark_since(ps, from, local ? NN_HINT_END : NN_HINT_NONE, !local))
-                goto graph_fail;
-            (local ? loc : red)[local ? n_loc++ : n_red++] =
-                (nn_bucket_item){r, acc->sched_key, c, nn_nbytes(r->src[0])};
-        }
-        /* the step's end: partial sums over tp, tied copies, the update */
-        from = nn_graph_n_nodes(g);
-        nn_ps_ctx(ps, NN_REGION_OPTIM, -1, pr->g0->layer, "");
-        if (pr->partial_tp && pb->tp > 1) {
-            r = nn_all_reduce(g, r, NN_COMM_SP, pb->tp, NN_REDUCE_SUM);
-            if (r)
-                sps[n_sps++] = (nn_bucket_item){r, (double)i, 0, nn_nbytes(r)};
-        }
-        int n_stages = 0;
-        for (int s = 0; s < pb->pp; s++)
-            n_stages += pr->leaf[s] != NULL;
-        if (n_stages > 1) {
-            if (n_stages != 2 || !pr->leaf[0] || !pr->leaf[pb->pp - 1]) {
-                st = np_err_set(err, NP_ERR_INTERNAL, "plan: parameter %s is shared by stages other "
-                                "than the first and the last", pr->g0->name);
-                goto done;
-            }
-            r = nn_all_reduce(g, r, NN_COMM_PP, 2, NN_REDUCE_SUM);
-            if (r) {
-                r->ip[NN_COMM_IP_PEER] = NN_GROUP_ENDS;
-                if (!tied_match[i])
-                    tied_match[i] = ++pb->next_match;
-                r->ip[NN_COMM_IP_MATCH] = tied_match[i];
-            }
-        }
-        if (mixed)
-            r = nn_cast(g, r, NN_F32);
-        if (pb->s->loss_scale > 0 && r) { /* unscaled (and checked, nn_pb_grad_step) */
-            int k0 = nn_graph_n_nodes(g);
-            r = nn_scale(g, r, 1.0 / pb->s->loss_scale);
-            if (!nn_ps_mark_phase(ps, k0, NN_END_UNSCALE))
-                goto graph_fail;
-        }
-        nn_tensor *master;
-        int64_t mne[NN_MAX_DIMS];
-        int mnd;
-        if (shard12) {
-            mnd = 1;
-            mne[0] = shard_n;
-            master = nn_pb_state(ps, pr, NN_LEAF_MASTER, "master", NN_ROLE_OPTSTATE, NN_F32, 1, mne, true);
-        } else if (mixed) {
-            mnd = leaf->ndim;
-            memcpy(mne, leaf->ne, sizeof mne);
-            master = nn_pb_state(ps, pr, NN_LEAF_MASTER, "master", NN_ROLE_OPTSTATE, NN_F32, mnd, mne,
-                                 zero == 3);
-        } else {
-            mnd = leaf->ndim;
-            memcpy(mne, leaf->ne, sizeof mne);
-            master = leaf;
-        }
-        if (!master || !r)
-            goto graph_fail;
-        nn_pupd up = {pr, i, leaf, master, r, mnd, {0}, mixed, shard12};
-        memcpy(up.mne, mne, sizeof mne);
-        if (!step)
-            upd[n_upd++] = up; /* after every gradient's clipping (nn_pb_grad_step) */
-        else if (!nn_pb_update(ps, &up, ags, &n_ags))
-            goto graph_fail;
-        if (!nn_ps_mark_since(ps, from, NN_HINT_END, false))
-            goto graph_fail;
+        st = nn_pb_accumulate(pb, ps, pr, &o, &acc);
+        if (st == NP_OK)
+            st = nn_pb_reduce_dp(pb, ps, acc, leaf->grad->chunk, &o, &r);
+        if (st == NP_OK)
+            st = nn_pb_param_end(pb, ps, pr, i, r, tied_match, &o);
     }
-    if (!step && !nn_pb_grad_step(ps, upd, n_upd, tied_match))
-        goto graph_fail;
-    for (int k = 0; k < n_upd; k++)
-        if (!nn_pb_update(ps, &upd[k], ags, &n_ags))
-            goto graph_fail;
-    if (!nn_pb_buckets(ps, red, n_red, bucket_bytes) || !nn_pb_buckets(ps, ags, n_ags, bucket_bytes) ||
-        !nn_pb_buckets(ps, sps, n_sps, bucket_bytes) || !nn_pb_buckets(ps, loc, n_loc, UINT64_MAX))
+    if (st == NP_OK && !o.step && !nn_pb_grad_step(ps, o.upd, o.n_upd, tied_match))
+        st = nn_pb_graph_fail(g, err);
+    for (int k = 0; k < o.n_upd && st == NP_OK; k++)
+        if (!nn_pb_update(ps, &o.upd[k], o.ags, &o.n_ags))
+            st = nn_pb_graph_fail(g, err);
+    if (st == NP_OK &&
+        (!nn_pb_buckets(ps, o.red, o.n_red, bucket_bytes) ||
+         !nn_pb_buckets(ps, o.ags, o.n_ags, bucket_bytes) ||
+         !nn_pb_buckets(ps, o.sps, o.n_sps, bucket_bytes) ||
+         !nn_pb_buckets(ps, o.loc, o.n_loc, UINT64_MAX)))
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
-    goto done;
-graph_fail:
-    st = nn_graph_status(g, err) != NP_OK ? err->status
-                                          : np_err_set(err, NP_ERR_NOMEM, "out of memory building the plan");
-done:
-    free(red);
-    free(ags);
-    free(sps);
-    free(loc);
-    free(upd);
+    free(o.red);
+    free(o.ags);
+    free(o.sps);
+    free(o.loc);
+    free(o.upd);
     return st;
 }
 
