@@ -99,6 +99,60 @@ typedef struct nn_pb {
     np_err *err;
 } nn_pb;
 
+/* plan_build.c: the builder's bookkeeping of the nodes it makes. */
+enum { NN_HINT_NONE, NN_HINT_BEGIN, NN_HINT_END };
+
+typedef struct nn_pmark {
+    int hint;      /* block for step nodes */
+    bool last;     /* runs at the last micro-batch only */
+    int bucket;    /* collective bucket (0: none) */
+    int phase;     /* the step's end: 1 + its phase (NN_END_*) when its op does not say (0) */
+} nn_pmark;
+
+typedef struct nn_pstate {
+    nn_pb *pb;
+    int st;
+    nn_graph *g;
+    nn_pmark *mark; /* by node id, grown as nodes are made */
+    int cap_mark;
+    int next_bucket;
+} nn_pstate;
+
+/* The mark of node t, grown as nodes are made (NULL: t NULL or out of memory). */
+nn_pmark *nn_ps_mark(nn_pstate *ps, nn_tensor *t);
+
+/* Whether op is a collective (not a send or receive). */
+static inline bool nn_is_collective(nn_op op)
+{
+    return op == NN_OP_ALL_REDUCE || op == NN_OP_REDUCE_SCATTER || op == NN_OP_ALL_GATHER ||
+           op == NN_OP_BROADCAST || op == NN_OP_REDUCE || op == NN_OP_ALL_TO_ALL;
+}
+
+/* The phases of a step's end, in the order Megatron-LM 2021's train_step and its mixed-
+ * precision optimizer run them, each under a timer of its own (megatron/training.py,
+ * megatron/optimizer/optimizer.py): with host_sync the step's end runs them one after the
+ * other, the host synchronizing the device before each. */
+enum {
+    NN_END_GRAD_REDUCE, /* data-parallel gradient reductions (allreduce_gradients) */
+    NN_END_SP_SUM,      /* partial gradients summed over tp (sequence-parallel norms) */
+    NN_END_TIED,        /* the tied embedding's all-reduce (backward-embedding-all-reduce) */
+    NN_END_MAIN_GRAD,   /* gradients to fp32 main gradients (optimizer-copy-to-main-grad) */
+    NN_END_UNSCALE,     /* unscaled and checked for inf, the flag all-reduced and read by the
+                           host (optimizer-unscale-and-check-inf) */
+    NN_END_NORM,        /* the global norm, all-reduced and read by the host */
+    NN_END_CLIP,        /* the gradients scaled by the clipping coefficient (with the norm:
+                           optimizer-clip-main-grad) */
+    NN_END_UPDATE,      /* the optimizer's update (optimizer.step) */
+    NN_END_COPY_BACK,   /* main parameters back into the model's (copy-main-to-model-params) */
+};
+
+/* The phase a node of the step's end has by itself (nn_pb_entries gives an entry the latest
+ * of its nodes' and its dependencies'). */
+int nn_end_phase(const nn_pstate *ps, const nn_tensor *t);
+
+/* plan_entries.c: the blocks and entries of stage ps->st's class (its graph scheduled). */
+np_status nn_pb_entries(nn_pb *pb, nn_plan *p, nn_pstate *ps);
+
 /* plan_tp.c: rewrites the forward graph into the stages' graphs. */
 np_status nn_pb_forward(nn_pb *pb);
 /* Whether a boundary value t of layout lay is sent in 1/tp shards: Megatron's rule (tp > 1,

@@ -10,48 +10,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "iheap.h"
 #include "nn_impl.h"
 
-typedef struct nn_heap {
-    nn_tensor **v;
-    int n;
-} nn_heap;
-
-static bool nn_heap_less(const nn_tensor *a, const nn_tensor *b)
+/* The ready queue's order: (sched_key, id) of the nodes by id (ctx: the graph's by_id). */
+static bool nn_sched_less(const void *ctx, int a, int b)
 {
-    return a->sched_key < b->sched_key || (a->sched_key == b->sched_key && a->id < b->id);
-}
-
-static void nn_heap_push(nn_heap *h, nn_tensor *t)
-{
-    int i = h->n++;
-    h->v[i] = t;
-    while (i > 0 && nn_heap_less(h->v[i], h->v[(i - 1) / 2])) {
-        nn_tensor *tmp = h->v[i];
-        h->v[i] = h->v[(i - 1) / 2];
-        h->v[(i - 1) / 2] = tmp;
-        i = (i - 1) / 2;
-    }
-}
-
-static nn_tensor *nn_heap_pop(nn_heap *h)
-{
-    nn_tensor *top = h->v[0];
-    h->v[0] = h->v[--h->n];
-    for (int i = 0;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < h->n && nn_heap_less(h->v[l], h->v[m]))
-            m = l;
-        if (r < h->n && nn_heap_less(h->v[r], h->v[m]))
-            m = r;
-        if (m == i)
-            break;
-        nn_tensor *tmp = h->v[i];
-        h->v[i] = h->v[m];
-        h->v[m] = tmp;
-        i = m;
-    }
-    return top;
+    nn_tensor *const *by_id = ctx;
+    const nn_tensor *x = by_id[a], *y = by_id[b];
+    return x->sched_key < y->sched_key || (x->sched_key == y->sched_key && x->id < y->id);
 }
 
 /* Writes "a -> b -> ... -> a" for a cycle among the unscheduled nodes (indeg > 0). */
@@ -108,7 +75,8 @@ np_status nn_schedule(const nn_graph *g, nn_tensor ***order_out, int *n_out, np_
     int *n_out_edges = nn_calloc((size_t)max_id + 2, sizeof *n_out_edges);
     nn_tensor **updater = nn_calloc((size_t)max_id + 1, sizeof *updater); /* by target id */
     nn_tensor **order = nn_malloc(((size_t)n + 1) * sizeof *order);
-    nn_heap h = {nn_malloc(((size_t)n + 1) * sizeof(nn_tensor *)), 0};
+    np_iheap h = {.v = nn_malloc(((size_t)n + 1) * sizeof(int)), .less = nn_sched_less,
+                  .ctx = by_id};
     int *edge_start = NULL;
     nn_tensor **edges = NULL;
     np_status st = NP_OK;
@@ -175,15 +143,15 @@ np_status nn_schedule(const nn_graph *g, nn_tensor ***order_out, int *n_out, np_
     }
     for (int i = 0; i < n; i++)
         if (indeg[nn_graph_node(g, i)->id] == 0)
-            nn_heap_push(&h, nn_graph_node(g, i));
+            np_iheap_push(&h, nn_graph_node(g, i)->id);
     int k = 0;
     while (h.n > 0) {
-        nn_tensor *t = nn_heap_pop(&h);
+        nn_tensor *t = by_id[np_iheap_pop(&h)];
         order[k++] = t;
         for (int e = 0; e < n_out_edges[t->id]; e++) {
             nn_tensor *c = edges[edge_start[t->id] + e];
             if (--indeg[c->id] == 0)
-                nn_heap_push(&h, c);
+                np_iheap_push(&h, c->id);
         }
     }
     if (k < n) {
