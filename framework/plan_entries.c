@@ -516,12 +516,12 @@ static np_status nn_pe_block(nn_pe *x, int b)
     int ne = x->ntmp[b];
     int *by_pos = nn_malloc(((size_t)ne + 1) * sizeof *by_pos);
     nn_plan_block *blk = &x->cls->blocks[b];
-    blk->n_entries = ne;
     blk->entries = nn_calloc((size_t)ne + 1, sizeof *blk->entries);
     if (!by_pos || !blk->entries) {
         free(by_pos);
         return nn_pe_oom(x);
     }
+    blk->n_entries = ne;
     np_status st = nn_pe_block_deps(x, b, &phased);
     if (st == NP_OK)
         st = nn_pe_block_order(x, b, by_pos);
