@@ -231,7 +231,17 @@ static void figures_print(const char *op, const arch_config *cfg, const char *ar
     core_report_print(r->report, stdout);
 }
 
-np_status cmd_kernel(int argc, char **argv, np_err *err)
+/* The command line, parsed. */
+typedef struct kernel_cli {
+    const char *arch_name, *op_text, *trace_path, *tiles_path;
+    const char *sets[KERNEL_MAX_SETS];
+    size_t n_sets;
+    uint64_t top, cores, seed;
+    bool tune, functional, emit_asm, json, done; /* done: --help or --list printed */
+} kernel_cli;
+
+/* Reads the options into *c (defaults first). */
+static np_status kernel_parse(int argc, char **argv, kernel_cli *c, np_err *err)
 {
     static const struct option longopts[] = {
         {"op", required_argument, NULL, 'o'},    {"arch", required_argument, NULL, 'a'},
@@ -242,108 +252,101 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
         {"tune", no_argument, NULL, 'T'},        {"tune-top", required_argument, NULL, 'K'},
         {"tiles", required_argument, NULL, 'C'}, {"help", no_argument, NULL, 'h'},
         {0}};
-    const char *arch_name = KERNEL_DEFAULT_ARCH, *op_text = NULL, *trace_path = NULL;
-    const char *tiles_path = NULL;
-    uint64_t top = KC_MAX_CANDS;
-    bool tune = false;
-    const char *sets[KERNEL_MAX_SETS];
-    size_t n_sets = 0;
-    uint64_t cores = 1, seed = 1;
-    bool functional = false, emit_asm = false, json = false;
-    int c;
+    *c = (kernel_cli){.arch_name = KERNEL_DEFAULT_ARCH, .top = KC_MAX_CANDS, .cores = 1,
+                      .seed = 1};
+    int o;
     cli_getopt_reset();
-    while ((c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
-        switch (c) {
-        case 'o': op_text = optarg; break;
-        case 'a': arch_name = optarg; break;
-        case 's':
-            if (cli_add_set(sets, &n_sets, KERNEL_MAX_SETS, optarg, err) != NP_OK)
-                return err->status;
-            break;
-        case 'c':
-            if (cli_parse_u64("--cores", optarg, 1, 65536, &cores, err) != NP_OK)
-                return err->status;
-            break;
-        case 'f': functional = true; break;
-        case 'S':
-            if (cli_parse_u64("--seed", optarg, 0, UINT64_MAX / 2, &seed, err) != NP_OK)
-                return err->status;
-            break;
-        case 'e': emit_asm = true; break;
-        case 't': trace_path = optarg; break;
-        case 'j': json = true; break;
-        case 'l': kernel_list(); return NP_OK;
-        case 'T': tune = true; break;
-        case 'K':
-            if (cli_parse_u64("--tune-top", optarg, 1, KC_MAX_CANDS, &top, err) != NP_OK)
-                return err->status;
-            break;
-        case 'C': tiles_path = optarg; break;
-        case 'h': cli_print_usage(cli_find("kernel")); return NP_OK;
+    while ((o = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        np_status st = NP_OK;
+        switch (o) {
+        case 'o': c->op_text = optarg; break;
+        case 'a': c->arch_name = optarg; break;
+        case 's': st = cli_add_set(c->sets, &c->n_sets, KERNEL_MAX_SETS, optarg, err); break;
+        case 'c': st = cli_parse_u64("--cores", optarg, 1, 65536, &c->cores, err); break;
+        case 'f': c->functional = true; break;
+        case 'S': st = cli_parse_u64("--seed", optarg, 0, UINT64_MAX / 2, &c->seed, err); break;
+        case 'e': c->emit_asm = true; break;
+        case 't': c->trace_path = optarg; break;
+        case 'j': c->json = true; break;
+        case 'l': kernel_list(); c->done = true; return NP_OK;
+        case 'T': c->tune = true; break;
+        case 'K': st = cli_parse_u64("--tune-top", optarg, 1, KC_MAX_CANDS, &c->top, err); break;
+        case 'C': c->tiles_path = optarg; break;
+        case 'h': cli_print_usage(cli_find("kernel")); c->done = true; return NP_OK;
         default: return err->status;
         }
+        if (st != NP_OK)
+            return st;
     }
     if (optind < argc)
         return np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (!op_text)
+    if (!c->op_text)
         return np_err_set(err, NP_ERR_USAGE, "--op \"NAME key=value ...\" is required");
-    arch_config cfg;
-    if (arch_resolve(arch_name, sets, n_sets, &cfg, err) != NP_OK)
-        return err->status;
-    if (cores > (uint64_t)cfg.chip.cores)
+    return NP_OK;
+}
+
+/* The kernel of --op with its operands (krun places them again in a program of its own),
+ * spread over --cores. */
+static np_status kernel_of_spec(const kernel_cli *c, const arch_config *cfg, kc_kernel *k,
+                                np_err *err)
+{
+    if (c->cores > (uint64_t)cfg->chip.cores)
         return np_err_set(err, NP_ERR_USAGE, "--cores %" PRIu64 ": the chip has %lld cores",
-                          cores, (long long)cfg.chip.cores);
+                          c->cores, (long long)cfg->chip.cores);
     kc_spec spec;
-    if (kc_spec_parse(op_text, &spec, err) != NP_OK) {
+    if (kc_spec_parse(c->op_text, &spec, err) != NP_OK) {
         np_err_prefix(err, "--op");
         return err->status;
     }
-    /* the kernel's operands (krun places them again in a program of its own) */
-    kc_kernel k;
     kc_prog *scratch;
-    if (kc_prog_new(&cfg, &(kc_prog_opts){.cores = 1}, &scratch, err) != NP_OK)
+    if (kc_prog_new(cfg, &(kc_prog_opts){.cores = 1}, &scratch, err) != NP_OK)
         return err->status;
-    np_status st = kc_spec_kernel(scratch, &spec, &k, err);
+    np_status st = kc_spec_kernel(scratch, &spec, k, err);
     kc_prog_free(scratch);
     if (st != NP_OK) {
         np_err_prefix(err, "--op");
         return st;
     }
-    k.place.n_cores = (uint32_t)cores;
-    kc_tile_cache *tiles = NULL;
-    if (tiles_path && kc_tile_cache_load(tiles_path, &tiles, err) != NP_OK)
+    k->place.n_cores = (uint32_t)c->cores;
+    return NP_OK;
+}
+
+/* --tune: the cost model's best tilings simulated, the fastest kept in k (and in the tiling
+ * cache when there is one). */
+static np_status kernel_tune(const kernel_cli *c, const arch_config *cfg, kc_kernel *k,
+                             kc_tile_cache *tiles, krun_tuned *tuned, np_err *err)
+{
+    if (krun_tune(cfg, k, (unsigned)c->top, &(krun_opts){.prog_cores = (uint32_t)c->cores},
+                  tuned, err) != NP_OK) {
+        np_err_prefix(err, "--tune");
         return err->status;
-    krun_tuned tuned = {0};
-    if (tune) {
-        if (krun_tune(&cfg, &k, (unsigned)top, &(krun_opts){.prog_cores = (uint32_t)cores},
-                      &tuned, err) != NP_OK) {
-            kc_tile_cache_free(tiles);
-            np_err_prefix(err, "--tune");
-            return err->status;
-        }
-        char key[2048];
-        if (tiles && kc_tile_key(&cfg, &k, key, sizeof key)[0] &&
-            (kc_tile_cache_put(tiles, key, &tuned.best, tuned.cycles[tuned.best_index], err) !=
-                 NP_OK ||
-             kc_tile_cache_save(tiles, tiles_path, err) != NP_OK)) {
-            kc_tile_cache_free(tiles);
-            return err->status;
-        }
-        krun_with_tiling(&k, &tuned.best);
     }
-    cli_trace tr = {0};
-    if (trace_path && cli_trace_open(&tr, trace_path, err) != NP_OK)
+    char key[2048];
+    if (tiles && kc_tile_key(cfg, k, key, sizeof key)[0] &&
+        (kc_tile_cache_put(tiles, key, &tuned->best, tuned->cycles[tuned->best_index], err) !=
+             NP_OK ||
+         kc_tile_cache_save(tiles, c->tiles_path, err) != NP_OK))
         return err->status;
-    krun_opts o = {.prog_cores = (uint32_t)cores, .trace = trace_path ? cli_trace_insn : NULL,
+    krun_with_tiling(k, &tuned->best);
+    return NP_OK;
+}
+
+/* The kernel run (and with --functional checked against the reference executor), traced to
+ * --trace; then, under a power cap, at the clock the governor chooses (krun_power_cap). */
+static np_status kernel_run(const kernel_cli *c, const arch_config *cfg, kc_kernel *k,
+                            kc_tile_cache *tiles, krun_result *r, krun_check *chk,
+                            energy_throttle *th, np_err *err)
+{
+    cli_trace tr = {0};
+    if (c->trace_path && cli_trace_open(&tr, c->trace_path, err) != NP_OK)
+        return err->status;
+    krun_opts o = {.prog_cores = (uint32_t)c->cores, .trace = c->trace_path ? cli_trace_insn : NULL,
                    .trace_ctx = &tr, .tiles = tiles};
-    krun_result r;
-    krun_check chk = {0};
-    st = functional ? krun_kernel_check(&cfg, &k, seed, &o, &r, &chk, err)
-                    : krun_kernel(&cfg, &k, NULL, &o, &r, err);
-    kc_tile_cache_free(tiles);
-    if (trace_path) {
+    np_status st = c->functional ? krun_kernel_check(cfg, k, c->seed, &o, r, chk, err)
+                                 : krun_kernel(cfg, k, NULL, &o, r, err);
+    if (c->trace_path) {
         if (st == NP_OK)
-            cli_trace_kernels(&tr, r.report);
+            cli_trace_kernels(&tr, r->report);
         np_err te = {0};
         if (cli_trace_close(&tr, &te) != NP_OK && st == NP_OK) {
             *err = te;
@@ -355,100 +358,143 @@ np_status cmd_kernel(int argc, char **argv, np_err *err)
             np_err_prefix(err, "--op");
         return st;
     }
-    /* the power cap: the kernel at the clock the governor chooses (krun_power_cap) */
-    energy_throttle th = {0};
-    if (cfg.chip.power_cap_w > 0 && krun_power_cap(&cfg, &k, &o, &r, &th, err) != NP_OK) {
-        if (r.report)
-            krun_result_free(&r);
+    if (cfg->chip.power_cap_w > 0 && krun_power_cap(cfg, k, &o, r, th, err) != NP_OK) {
+        if (r->report)
+            krun_result_free(r);
         return err->status;
     }
+    return NP_OK;
+}
+
+/* --functional's figures in the JSON. */
+static json_t *kernel_check_json(const krun_check *chk)
+{
+    json_t *fj = json_object();
+    json_object_set_new(fj, "elements", json_integer((json_int_t)chk->n));
+    json_object_set_new(fj, "bad", json_integer((json_int_t)chk->bad));
+    json_object_set_new(fj, "max_abs_err", json_real(chk->max_abs));
+    json_object_set_new(fj, "rtol", json_real(chk->out[0].rtol));
+    json_object_set_new(fj, "atol", json_real(chk->out[0].atol));
+    json_t *outs = json_array();
+    for (int i = 0; i < chk->n_out; i++) {
+        const krun_check_out *co = &chk->out[i];
+        json_t *oj = json_object();
+        json_object_set_new(oj, "elements", json_integer((json_int_t)co->n));
+        json_object_set_new(oj, "bad", json_integer((json_int_t)co->bad));
+        json_object_set_new(oj, "max_abs_err", json_real(co->max_abs));
+        json_object_set_new(oj, "rtol", json_real(co->rtol));
+        json_object_set_new(oj, "atol", json_real(co->atol));
+        json_array_append_new(outs, oj);
+    }
+    json_object_set_new(fj, "outputs", outs);
+    return fj;
+}
+
+/* --tune's candidates in the JSON. */
+static json_t *kernel_tune_json(const krun_tuned *tuned)
+{
+    json_t *tj = json_object(), *cands = json_array();
+    for (unsigned i = 0; i < tuned->tried; i++) {
+        json_t *cj = json_object();
+        json_object_set_new(cj, "est_cycles", json_integer((json_int_t)tuned->est[i]));
+        json_object_set_new(cj, "cycles", json_integer((json_int_t)tuned->cycles[i]));
+        json_array_append_new(cands, cj);
+    }
+    json_object_set_new(tj, "candidates", cands);
+    json_object_set_new(tj, "best", json_integer(tuned->best_index));
+    json_object_set_new(tj, "model_cycles", json_integer((json_int_t)tuned->cycles[0]));
+    json_object_set_new(tj, "tuned_cycles",
+                        json_integer((json_int_t)tuned->cycles[tuned->best_index]));
+    return tj;
+}
+
+/* --tune's candidates and --functional's check, as text after the figures. */
+static void kernel_print_extras(const kernel_cli *c, const krun_tuned *tuned,
+                                const krun_check *chk)
+{
+    if (c->tune) {
+        printf("\ntuned: %u tilings simulated (cycles: cost model's estimate -> simulated)\n",
+               tuned->tried);
+        for (unsigned i = 0; i < tuned->tried; i++) {
+            char a1[NP_HUMAN_MAX], a2[NP_HUMAN_MAX];
+            printf("  %s %-14s -> %14s\n", i == tuned->best_index ? "*" : " ",
+                   np_human_count(tuned->est[i], a1, sizeof a1),
+                   np_human_count(tuned->cycles[i], a2, sizeof a2));
+        }
+        printf("  the fastest is %.1f%% faster than the cost model's choice\n",
+               100.0 * (1.0 - (double)tuned->cycles[tuned->best_index] /
+                                  (double)tuned->cycles[0]));
+    }
+    for (int i = 0; c->functional && i < chk->n_out; i++) {
+        char which[32] = "", nb[NP_HUMAN_MAX], nn[NP_HUMAN_MAX];
+        if (chk->n_out > 1)
+            snprintf(which, sizeof which, " (output %d)", i);
+        printf("%sfunctional%s: %s of %s elements outside the tolerance (largest "
+               "difference %g; rtol %g, atol %g) against the reference executor\n",
+               i ? "" : "\n", which, np_human_int(chk->out[i].bad, nb, sizeof nb),
+               np_human_int(chk->out[i].n, nn, sizeof nn), chk->out[i].max_abs,
+               chk->out[i].rtol, chk->out[i].atol);
+    }
+}
+
+np_status cmd_kernel(int argc, char **argv, np_err *err)
+{
+    kernel_cli c;
+    if (kernel_parse(argc, argv, &c, err) != NP_OK)
+        return err->status;
+    if (c.done)
+        return NP_OK;
+    arch_config cfg;
+    kc_kernel k;
+    if (arch_resolve(c.arch_name, c.sets, c.n_sets, &cfg, err) != NP_OK ||
+        kernel_of_spec(&c, &cfg, &k, err) != NP_OK)
+        return err->status;
+    kc_tile_cache *tiles = NULL;
+    if (c.tiles_path && kc_tile_cache_load(c.tiles_path, &tiles, err) != NP_OK)
+        return err->status;
+    krun_tuned tuned = {0};
+    krun_result r;
+    krun_check chk = {0};
+    energy_throttle th = {0};
+    np_status st = c.tune ? kernel_tune(&c, &cfg, &k, tiles, &tuned, err) : NP_OK;
+    if (st == NP_OK)
+        st = kernel_run(&c, &cfg, &k, tiles, &r, &chk, &th, err);
+    kc_tile_cache_free(tiles);
+    if (st != NP_OK)
+        return st;
     arch_config shown = cfg; /* the clock it ran at, for the time line */
     shown.core.clock_ghz = th.capped ? th.ghz : cfg.core.clock_ghz;
     char *asm_text = NULL;
-    if (emit_asm && isa_disasm(r.prog, &asm_text, err) != NP_OK) {
+    if (c.emit_asm && isa_disasm(r.prog, &asm_text, err) != NP_OK) {
         krun_result_free(&r);
         return err->status;
     }
     krun_figures f;
     krun_figures_of(&cfg, &k, &r, &f);
     const char *op = nn_op_name(k.op);
-    if (json) {
+    if (c.json) {
         json_t *j = figures_json(op, &cfg, &f, &r);
         if (cfg.chip.power_cap_w > 0)
             json_object_set_new(j, "power_cap", throttle_json(&cfg, &th));
-        json_object_set_new(j, "spec", json_string(op_text));
-        json_object_set_new(j, "arch", json_string(arch_name));
-        if (functional) {
-            json_t *fj = json_object();
-            json_object_set_new(fj, "elements", json_integer((json_int_t)chk.n));
-            json_object_set_new(fj, "bad", json_integer((json_int_t)chk.bad));
-            json_object_set_new(fj, "max_abs_err", json_real(chk.max_abs));
-            json_object_set_new(fj, "rtol", json_real(chk.out[0].rtol));
-            json_object_set_new(fj, "atol", json_real(chk.out[0].atol));
-            json_t *outs = json_array();
-            for (int i = 0; i < chk.n_out; i++) {
-                const krun_check_out *co = &chk.out[i];
-                json_t *oj = json_object();
-                json_object_set_new(oj, "elements", json_integer((json_int_t)co->n));
-                json_object_set_new(oj, "bad", json_integer((json_int_t)co->bad));
-                json_object_set_new(oj, "max_abs_err", json_real(co->max_abs));
-                json_object_set_new(oj, "rtol", json_real(co->rtol));
-                json_object_set_new(oj, "atol", json_real(co->atol));
-                json_array_append_new(outs, oj);
-            }
-            json_object_set_new(fj, "outputs", outs);
-            json_object_set_new(j, "functional", fj);
-        }
-        if (tune) {
-            json_t *tj = json_object(), *cands = json_array();
-            for (unsigned i = 0; i < tuned.tried; i++) {
-                json_t *cj = json_object();
-                json_object_set_new(cj, "est_cycles", json_integer((json_int_t)tuned.est[i]));
-                json_object_set_new(cj, "cycles", json_integer((json_int_t)tuned.cycles[i]));
-                json_array_append_new(cands, cj);
-            }
-            json_object_set_new(tj, "candidates", cands);
-            json_object_set_new(tj, "best", json_integer(tuned.best_index));
-            json_object_set_new(tj, "model_cycles", json_integer((json_int_t)tuned.cycles[0]));
-            json_object_set_new(tj, "tuned_cycles",
-                                json_integer((json_int_t)tuned.cycles[tuned.best_index]));
-            json_object_set_new(j, "tune", tj);
-        }
+        json_object_set_new(j, "spec", json_string(c.op_text));
+        json_object_set_new(j, "arch", json_string(c.arch_name));
+        if (c.functional)
+            json_object_set_new(j, "functional", kernel_check_json(&chk));
+        if (c.tune)
+            json_object_set_new(j, "tune", kernel_tune_json(&tuned));
         if (asm_text)
             json_object_set_new(j, "asm", json_string(asm_text));
         st = cli_print_json(j, err);
     } else {
         if (asm_text)
             fputs(asm_text, stdout), putchar('\n');
-        figures_print(op_text, &shown, arch_name, &f, &r, &th);
-        if (tune) {
-            printf("\ntuned: %u tilings simulated (cycles: cost model's estimate -> simulated)\n",
-                   tuned.tried);
-            for (unsigned i = 0; i < tuned.tried; i++) {
-                char a1[NP_HUMAN_MAX], a2[NP_HUMAN_MAX];
-                printf("  %s %-14s -> %14s\n", i == tuned.best_index ? "*" : " ",
-                       np_human_count(tuned.est[i], a1, sizeof a1),
-                       np_human_count(tuned.cycles[i], a2, sizeof a2));
-            }
-            printf("  the fastest is %.1f%% faster than the cost model's choice\n",
-                   100.0 * (1.0 - (double)tuned.cycles[tuned.best_index] /
-                                      (double)tuned.cycles[0]));
-        }
-        for (int i = 0; functional && i < chk.n_out; i++) {
-            char which[32] = "", nb[NP_HUMAN_MAX], nn[NP_HUMAN_MAX];
-            if (chk.n_out > 1)
-                snprintf(which, sizeof which, " (output %d)", i);
-            printf("%sfunctional%s: %s of %s elements outside the tolerance (largest "
-                   "difference %g; rtol %g, atol %g) against the reference executor\n",
-                   i ? "" : "\n", which, np_human_int(chk.out[i].bad, nb, sizeof nb),
-                   np_human_int(chk.out[i].n, nn, sizeof nn), chk.out[i].max_abs,
-                   chk.out[i].rtol, chk.out[i].atol);
-        }
+        figures_print(c.op_text, &shown, c.arch_name, &f, &r, &th);
+        kernel_print_extras(&c, &tuned, &chk);
     }
     free(asm_text);
     krun_result_free(&r);
     char nb[NP_HUMAN_MAX], nn[NP_HUMAN_MAX];
-    if (st == NP_OK && functional && chk.bad)
+    if (st == NP_OK && c.functional && chk.bad)
         return np_err_set(err, NP_ERR_SIM_FAULT, "--functional: %s of %s output elements "
                           "differ from the reference executor",
                           np_human_int(chk.bad, nb, sizeof nb), np_human_int(chk.n, nn, sizeof nn));
