@@ -610,57 +610,152 @@ static bool rp_pgather_has(const nn_plan_entry *e, int layer)
     return false;
 }
 
-static np_status rp_pass_tasks_class(rp *x, int c)
+/* The issue state of one class's tasks. The host's synchronizations (nn_plan_iter's sync):
+ * the last task of each engine (0 the compute engine, 1 + s stream s), what the first task on
+ * each engine after a synchronization waits for, and whether a kernel is the first after
+ * one. */
+typedef struct rp_issue {
+    uint32_t cap_tasks, last_chained, last_compute;
+    uint32_t last[RUN_ENGINES], front[RUN_ENGINES], n_front;
+    bool need_front[RUN_ENGINES], launch;
+    int pg_block;
+    bool *pg; /* parameter gathers issued at the step's start (rp_pgather_find) */
+} rp_issue;
+
+/* x->ref: per block of class cl, per instance and entry, its task (RUN_NONE until issued). */
+static np_status rp_refs_alloc(rp *x, const nn_plan_class *cl)
 {
-    const nn_plan *p = x->p;
-    const nn_plan_class *cl = &p->classes[c];
-    run_plan *out = x->rp;
-    np_status st = NP_OK;
-    int pg_block = -1;
-    bool *pg = NULL; /* parameter gathers issued at the step's start (rp_pgather_find) */
     if (!(x->ref = calloc((size_t)cl->n_blocks + 1, sizeof *x->ref)))
         return rp_oom(x);
     for (int b = 0; b < cl->n_blocks; b++) {
         const nn_plan_block *bl = &cl->blocks[b];
-        size_t inst = nn_plan_block_is_micro(bl->kind) ? (size_t)p->n_micro : 1;
+        size_t inst = nn_plan_block_is_micro(bl->kind) ? (size_t)x->p->n_micro : 1;
         size_t n = inst * (size_t)bl->n_entries + 1;
-        if (!(x->ref[b] = malloc(n * sizeof **x->ref))) {
-            st = rp_oom(x);
-            goto out;
-        }
+        if (!(x->ref[b] = malloc(n * sizeof **x->ref)))
+            return rp_oom(x);
         memset(x->ref[b], 0xff, n * sizeof **x->ref);
     }
-    uint32_t cap_tasks = 0, last_chained = 0, last_compute = RUN_NONE;
-    /* the host's synchronizations (nn_plan_iter's sync): the last task of each engine (0 the
-     * compute engine, 1 + s stream s), what the first task on each engine after a
-     * synchronization waits for, and whether a kernel is the first after one */
-    uint32_t last[RUN_ENGINES], front[RUN_ENGINES], n_front = 0;
-    bool need_front[RUN_ENGINES] = {false}, launch = false;
-    for (int k = 0; k < RUN_ENGINES; k++)
-        last[k] = RUN_NONE;
-    x->n_pool = 0;
-    if ((st = rp_pgather_find(x, cl, &pg_block, &pg)) != NP_OK)
-        goto out;
-    for (int i = 0; pg && i < cl->blocks[pg_block].n_entries && st == NP_OK; i++) {
-        if (!pg[i])
+    return NP_OK;
+}
+
+/* The parameter gathers issued first, waiting for nothing of this step (the gathered values
+ * are the previous step's update). */
+static np_status rp_issue_pgathers(rp *x, int c, const nn_plan_class *cl, rp_issue *s)
+{
+    for (int i = 0; s->pg && i < cl->blocks[s->pg_block].n_entries; i++) {
+        if (!s->pg[i])
             continue;
-        /* issued first, waiting for nothing of this step (the gathered values are the
-         * previous step's update) */
-        const nn_plan_entry *e = &cl->blocks[pg_block].entries[i];
+        const nn_plan_entry *e = &cl->blocks[s->pg_block].entries[i];
         run_task t;
         bool is_task;
         uint32_t id;
         x->n_deps = 0;
-        if ((st = rp_task_of(x, c, pg_block, e, i, &t, &is_task)) != NP_OK ||
-            (is_task && (st = rp_add(x, c, &t, e, -1, &cap_tasks, &id)) != NP_OK))
-            break;
+        np_status st = rp_task_of(x, c, s->pg_block, e, i, &t, &is_task);
+        if (st == NP_OK && is_task)
+            st = rp_add(x, c, &t, e, -1, &s->cap_tasks, &id);
+        if (st != NP_OK)
+            return st;
         if (!is_task) {
-            pg[i] = false; /* nothing to move: the step's end drops it as before */
+            s->pg[i] = false; /* nothing to move: the step's end drops it as before */
             continue;
         }
-        x->ref[pg_block][i] = id;
-        last[1 + t.stream] = id;
+        x->ref[s->pg_block][i] = id;
+        s->last[1 + t.stream] = id;
     }
+    return NP_OK;
+}
+
+/* The first micro-batch's forward of a layer waits for its parameters' gathers. */
+static np_status rp_pgather_deps(rp *x, const nn_plan_class *cl, const nn_plan_block *bl,
+                                 const nn_plan_entry *e, int mb, const rp_issue *s)
+{
+    np_status st = NP_OK;
+    for (int k = 0; s->pg && mb == 0 && bl->kind == NN_BLOCK_FORWARD &&
+                    e->kind == NN_PLAN_COMPUTE && k < cl->blocks[s->pg_block].n_entries &&
+                    st == NP_OK; k++)
+        if (s->pg[k] && rp_pgather_has(&cl->blocks[s->pg_block].entries[k], e->layer))
+            st = rp_dep_add(x, x->ref[s->pg_block][k]);
+    return st;
+}
+
+/* The dependencies task t (of entry e of block bl, micro-batch mb) gets from the issue
+ * order: the first micro-batch's forward of a layer waits for its parameters' gathers; the
+ * first task on an engine after a host synchronization for what was issued before it; a
+ * communication for the last kernel (the step's program puts a barrier before it). And its
+ * flags: a kernel launched by the host after a synchronization, a kernel chained behind the
+ * previous one. */
+static np_status rp_issue_deps(rp *x, int c, const nn_plan_class *cl, const nn_plan_block *bl,
+                               const nn_plan_entry *e, int mb, run_task *t, rp_issue *s)
+{
+    np_status st = rp_pgather_deps(x, cl, bl, e, mb, s);
+    uint32_t eng = t->kind == RUN_TASK_COMPUTE ? 0 : 1 + t->stream;
+    for (uint32_t k = 0; s->need_front[eng] && k < s->n_front && st == NP_OK; k++)
+        st = rp_dep_add(x, s->front[k]);
+    s->need_front[eng] = false;
+    if (t->kind == RUN_TASK_COMPUTE && s->launch) {
+        t->flags |= RUN_TASK_LAUNCH;
+        s->launch = false;
+    }
+    /* with a kernel launch overhead the lowering orders every kernel after the previous one
+     * with a barrier, as a GPU stream does (kc_prog_opts.stream_order) */
+    bool stream = (x->cfg->chip.kernel_gap_ns > 0 || x->cfg->chip.kernel_launch_ns > 0) &&
+                  s->last_compute != RUN_NONE;
+    if (t->kind == RUN_TASK_COMPUTE &&
+        (stream || rp_chained(x, x->rp->tasks[c], s->last_chained)))
+        t->flags |= RUN_TASK_CHAINED;
+    if (st == NP_OK && t->kind != RUN_TASK_COMPUTE && s->last_compute != RUN_NONE)
+        st = rp_dep_add(x, s->last_compute);
+    return st;
+}
+
+/* Entry e's task(s) added: a blocking send's clear-to-send first, then one collective per
+ * node of an entry that is no bucket (nn_plan_entry_is_bucket), in order on the stream, else
+ * the one task. *id: the last. */
+static np_status rp_issue_add(rp *x, int c, const nn_plan_entry *e, int mb, bool call,
+                              run_task *t, rp_issue *s, uint32_t *id)
+{
+    np_status st = NP_OK;
+    /* a blocking send waits for its receiver's clear-to-send, which the receive sends as it
+     * is posted (NN_PLAN_CTS_BYTES) */
+    if (call && x->p->s.p2p_blocking) {
+        run_task cts = *t;
+        cts.kind = t->kind == RUN_TASK_SEND ? RUN_TASK_RECV : RUN_TASK_SEND;
+        cts.bytes = NN_PLAN_CTS_BYTES;
+        cts.tag = t->tag | RUN_PLAN_CTS_TAG;
+        if ((st = rp_add(x, c, &cts, e, mb, &s->cap_tasks, id)) != NP_OK)
+            return st;
+    }
+    uint32_t eng = t->kind == RUN_TASK_COMPUTE ? 0 : 1 + t->stream;
+    int parts = t->kind == RUN_TASK_COLL && !nn_plan_entry_is_bucket(e) ? e->n_nodes : 1;
+    for (int part = 0; part < parts && st == NP_OK; part++) {
+        if (parts > 1) {
+            t->bytes = rp_node_bytes(e->nodes[part]);
+            t->elem_bytes = (uint32_t)nn_dtype_size(e->nodes[part]->dtype);
+        }
+        if ((st = rp_add(x, c, t, e, mb, &s->cap_tasks, id)) != NP_OK)
+            break;
+        if (t->flags & RUN_TASK_CHAINED)
+            s->last_chained = *id;
+        if (t->kind == RUN_TASK_COMPUTE)
+            s->last_compute = *id;
+        s->last[eng] = *id;
+    }
+    return st;
+}
+
+static np_status rp_pass_tasks_class(rp *x, int c)
+{
+    const nn_plan *p = x->p;
+    const nn_plan_class *cl = &p->classes[c];
+    rp_issue s = {.last_compute = RUN_NONE, .pg_block = -1};
+    for (int k = 0; k < RUN_ENGINES; k++)
+        s.last[k] = RUN_NONE;
+    x->n_pool = 0;
+    np_status st = rp_refs_alloc(x, cl);
+    if (st == NP_OK)
+        st = rp_pgather_find(x, cl, &s.pg_block, &s.pg);
+    if (st == NP_OK)
+        st = rp_issue_pgathers(x, c, cl, &s);
     nn_plan_iter it;
     nn_plan_iter_begin(&it, p, cl);
     const nn_plan_entry *e;
@@ -670,94 +765,42 @@ static np_status rp_pass_tasks_class(rp *x, int c)
         const nn_plan_block *bl = &cl->blocks[b];
         uint32_t *slot = &x->ref[b][(size_t)(mb < 0 ? 0 : mb) * (size_t)bl->n_entries + (size_t)i];
         if (it.sync) { /* everything issued so far is done before anything after */
-            n_front = 0;
+            s.n_front = 0;
             for (int k = 0; k < RUN_ENGINES; k++) {
-                if (last[k] != RUN_NONE)
-                    front[n_front++] = last[k];
-                need_front[k] = true;
+                if (s.last[k] != RUN_NONE)
+                    s.front[s.n_front++] = s.last[k];
+                s.need_front[k] = true;
             }
-            launch = true;
+            s.launch = true;
         }
-        if (b == pg_block && pg[i])
+        if (b == s.pg_block && s.pg[i])
             continue; /* issued at the step's start */
         run_task t;
         bool is_task;
         if ((st = rp_collect_deps(x, c, b, mb, i)) != NP_OK ||
             (st = rp_task_of(x, c, b, e, i, &t, &is_task)) != NP_OK)
             break;
-        /* the first micro-batch's forward of a layer waits for its parameters' gathers */
-        for (int k = 0; pg && mb == 0 && bl->kind == NN_BLOCK_FORWARD &&
-                        e->kind == NN_PLAN_COMPUTE && k < cl->blocks[pg_block].n_entries &&
-                        st == NP_OK; k++)
-            if (pg[k] && rp_pgather_has(&cl->blocks[pg_block].entries[k], e->layer))
-                st = rp_dep_add(x, x->ref[pg_block][k]);
-        if (st != NP_OK)
-            break;
         if (!is_task) {
-            st = rp_drop(x, slot);
+            /* what waits on it waits on its dependencies (the gathers' too) */
+            st = rp_pgather_deps(x, cl, bl, e, mb, &s);
+            if (st == NP_OK)
+                st = rp_drop(x, slot);
             continue;
         }
-        uint32_t eng = t.kind == RUN_TASK_COMPUTE ? 0 : 1 + t.stream;
-        for (uint32_t k = 0; need_front[eng] && k < n_front && st == NP_OK; k++)
-            st = rp_dep_add(x, front[k]);
-        need_front[eng] = false;
-        if (t.kind == RUN_TASK_COMPUTE && launch) {
-            t.flags |= RUN_TASK_LAUNCH;
-            launch = false;
-        }
-        /* with a kernel launch overhead the lowering orders every kernel after the
-         * previous one with a barrier, as a GPU stream does (kc_prog_opts.stream_order) */
-        bool stream = (x->cfg->chip.kernel_gap_ns > 0 || x->cfg->chip.kernel_launch_ns > 0) &&
-                      last_compute != RUN_NONE;
-        if (t.kind == RUN_TASK_COMPUTE &&
-            (stream || rp_chained(x, out->tasks[c], last_chained)))
-            t.flags |= RUN_TASK_CHAINED;
-        /* the step's program puts a barrier before communication: it starts once every
-         * kernel issued before it is done */
-        if (t.kind != RUN_TASK_COMPUTE && last_compute != RUN_NONE)
-            st = rp_dep_add(x, last_compute);
-        if (st != NP_OK)
+        if ((st = rp_issue_deps(x, c, cl, bl, e, mb, &t, &s)) != NP_OK)
             break;
         t.deps = x->deps;
         t.n_deps = x->n_deps;
         if (p->s.tp_comm_overlap)
-            rp_overlap(x, out->tasks[c], e, &t);
+            rp_overlap(x, x->rp->tasks[c], e, &t);
         uint32_t id = 0;
-        /* a blocking send waits for its receiver's clear-to-send, which the receive sends as
-         * it is posted (NN_PLAN_CTS_BYTES) */
-        if (it.call && p->s.p2p_blocking) {
-            run_task cts = t;
-            cts.kind = t.kind == RUN_TASK_SEND ? RUN_TASK_RECV : RUN_TASK_SEND;
-            cts.bytes = NN_PLAN_CTS_BYTES;
-            cts.tag = t.tag | RUN_PLAN_CTS_TAG;
-            if ((st = rp_add(x, c, &cts, e, mb, &cap_tasks, &id)) != NP_OK)
-                break;
-        }
-        /* an entry that is no bucket (nn_plan_entry_is_bucket): one collective per node,
-         * in order on the stream */
-        int parts = t.kind == RUN_TASK_COLL && !nn_plan_entry_is_bucket(e) ? e->n_nodes : 1;
-        for (int part = 0; part < parts && st == NP_OK; part++) {
-            if (parts > 1) {
-                t.bytes = rp_node_bytes(e->nodes[part]);
-                t.elem_bytes = (uint32_t)nn_dtype_size(e->nodes[part]->dtype);
-            }
-            if ((st = rp_add(x, c, &t, e, mb, &cap_tasks, &id)) != NP_OK)
-                break;
-            if (t.flags & RUN_TASK_CHAINED)
-                last_chained = id;
-            if (t.kind == RUN_TASK_COMPUTE)
-                last_compute = id;
-            last[eng] = id;
-        }
-        if (st != NP_OK)
+        if ((st = rp_issue_add(x, c, e, mb, it.call, &t, &s, &id)) != NP_OK)
             break;
         *slot = id;
     }
-out:
-    free(pg);
-    for (int b = 0; b < cl->n_blocks; b++) {
+    free(s.pg);
+    for (int b = 0; x->ref && b < cl->n_blocks; b++)
         free(x->ref[b]);
-    }
     free(x->ref);
     x->ref = NULL;
     return st;
