@@ -1,7 +1,8 @@
 /* test_energy.c — energy and power from the action counts (hw-model/energy.h): a GEMM's
  * dynamic energy against its MACs and bytes counted by hand from its dataflow, a collective's
  * link energy against the bits its algorithm sends times the hops of the topology, static
- * energy against power x time, and the default (every energy key 0) printing nothing. */
+ * energy against power x time, the default (every energy key 0) printing nothing, and the GPU
+ * presets against published idle and board power and the PTX ISA's fragment bytes. */
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -539,7 +540,7 @@ TEST(the_traces_power_counter_integrates_to_the_runs_energy)
 }
 
 /* ---- the GPU presets against published measurements (docs/energy.md "Against measured board
- * power"; issue 31, done-when 2) ---------------------------------------------------------------- */
+ * power"; issue 31, done-when 2) ------------------------------------------------------------ */
 
 /* The register-file bytes per MAC of the presets' tensor-core instructions, from the PTX ISA's
  * fragment layouts, times the register file's energy per byte (the preset's acc_pj_per_byte):
