@@ -75,7 +75,8 @@ double energy_dynamic_j(const arch_config *cfg, const energy_counts *c, double *
     const arch_energy *e = &cfg->energy;
     double p[ENERGY_PART_COUNT] = {0}; /* pJ */
     for (unsigned d = 0; d < ISA_DTYPE_COUNT; d++)
-        p[ENERGY_PART_MAC] += (double)c->macs[d] * mac_pj(e, (isa_dtype)d);
+        p[ENERGY_PART_MAC] +=
+            (double)c->macs[d] * (mac_pj(e, (isa_dtype)d) + e->operand_pj_per_mac);
     p[ENERGY_PART_VECTOR] = (double)c->vector_ops * e->vector_op_pj;
     p[ENERGY_PART_SRAM] = (double)c->sram_bytes * e->sram_pj_per_byte;
     p[ENERGY_PART_ACC] = (double)c->acc_bytes * e->acc_pj_per_byte;

@@ -6,7 +6,7 @@
  * chip-to-chip link carries, and this file multiplies each count by its energy from the
  * architecture's energy section (arch_schema.def, docs/energy.md):
  *
- *   E_dynamic = sum over dtypes d of MACs_d x energy.mac_<d>_pj
+ *   E_dynamic = sum over dtypes d of MACs_d x (energy.mac_<d>_pj + energy.operand_pj_per_mac)
  *             + vector element operations x energy.vector_op_pj
  *             + scratchpad bytes (read + written) x energy.sram_pj_per_byte
  *             + accumulator bytes (read + written) x energy.acc_pj_per_byte
@@ -43,7 +43,7 @@
 
 /* Where energy goes, one part per kind of action (and the chips' static power). */
 typedef enum energy_part {
-    ENERGY_PART_MAC,    /* the systolic arrays' multiply-accumulates */
+    ENERGY_PART_MAC,    /* the systolic arrays' multiply-accumulates, operand delivery included */
     ENERGY_PART_VECTOR, /* the vector units' element operations */
     ENERGY_PART_SRAM,   /* the scratchpads */
     ENERGY_PART_ACC,    /* the accumulator SRAMs */
