@@ -63,7 +63,7 @@ static const kc_attr_def *attr_def(const kc_kernel_def *d, const char *name)
     return NULL;
 }
 
-static const kc_attr *attr_given(const kc_kernel *k, const char *name)
+const kc_attr *kc_kernel_attr(const kc_kernel *k, const char *name)
 {
     for (int i = 0; i < k->n_attrs; i++)
         if (k->attrs[i].name && strcmp(k->attrs[i].name, name) == 0)
@@ -115,7 +115,7 @@ static const kc_attr_def *ctx_attr_def(const kc_ctx *x, const char *name)
 
 int64_t kc_attr_int(const kc_ctx *x, const char *name)
 {
-    const kc_attr *a = attr_given(x->k, name);
+    const kc_attr *a = kc_kernel_attr(x->k, name);
     if (a)
         return a->i;
     const kc_attr_def *ad = ctx_attr_def(x, name);
@@ -124,14 +124,14 @@ int64_t kc_attr_int(const kc_ctx *x, const char *name)
 
 double kc_attr_real(const kc_ctx *x, const char *name)
 {
-    const kc_attr *a = attr_given(x->k, name);
+    const kc_attr *a = kc_kernel_attr(x->k, name);
     if (a)
         return a->f;
     const kc_attr_def *ad = ctx_attr_def(x, name);
     return ad ? ad->dflt : 0;
 }
 
-bool kc_attr_given(const kc_ctx *x, const char *name) { return attr_given(x->k, name) != NULL; }
+bool kc_attr_given(const kc_ctx *x, const char *name) { return kc_kernel_attr(x->k, name) != NULL; }
 
 /* ---- operands and the epilogue -------------------------------------------------------------- */
 

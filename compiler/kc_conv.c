@@ -246,17 +246,9 @@ static np_status conv2d_compile(kc_ctx *x)
 
 /* ---- the framework's computation (for checks) ---------------------------------------------- */
 
-static const kc_attr *find_attr(const kc_kernel *k, const char *name)
-{
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && strcmp(k->attrs[i].name, name) == 0)
-            return &k->attrs[i];
-    return NULL;
-}
-
 static int64_t attr_or(const kc_kernel *k, const char *name, int64_t dflt)
 {
-    const kc_attr *a = find_attr(k, name);
+    const kc_attr *a = kc_kernel_attr(k, name);
     return a ? a->i : dflt;
 }
 

@@ -381,17 +381,9 @@ static np_status elem_compile(kc_ctx *x)
 
 /* ---- the framework's computation (checks) ----------------------------------------------------- */
 
-static const kc_attr *find_attr(const kc_kernel *k, const char *name)
-{
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && strcmp(k->attrs[i].name, name) == 0)
-            return &k->attrs[i];
-    return NULL;
-}
-
 static double attr_real(const kc_kernel *k, const char *name, double dflt)
 {
-    const kc_attr *a = find_attr(k, name);
+    const kc_attr *a = kc_kernel_attr(k, name);
     return a ? a->f : dflt;
 }
 
@@ -412,12 +404,12 @@ static np_status elem_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
     case NN_OP_EXP: y = nn_exp(g, in[0]); break;
     case NN_OP_LOG: y = nn_log(g, in[0]); break;
     case NN_OP_CAST: {
-        const kc_attr *to = find_attr(k, "to");
+        const kc_attr *to = kc_kernel_attr(k, "to");
         y = nn_cast(g, in[0], to && to->i >= 0 ? (nn_dtype)to->i : k->out[0].dtype);
         break;
     }
     case NN_OP_DROPOUT: {
-        const kc_attr *seed = find_attr(k, "seed");
+        const kc_attr *seed = kc_kernel_attr(k, "seed");
         y = nn_dropout(g, in[0], attr_real(k, "p", 0.1), seed ? (uint64_t)seed->i : 0);
         break;
     }

@@ -139,17 +139,9 @@ static np_status optim_compile(kc_ctx *x)
 
 /* The framework's update on copies of the inputs (its nodes write their sources in place);
  * outputs: the updated parameter and state. */
-static const kc_attr *find_attr(const kc_kernel *k, const char *name)
-{
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && strcmp(k->attrs[i].name, name) == 0)
-            return &k->attrs[i];
-    return NULL;
-}
-
 static double attr(const kc_kernel *k, const kc_kernel_def *d, const char *name)
 {
-    const kc_attr *a = find_attr(k, name);
+    const kc_attr *a = kc_kernel_attr(k, name);
     if (a)
         return a->f;
     for (unsigned i = 0; i < d->n_attrs; i++)

@@ -833,19 +833,11 @@ static np_status maxgrad_compile(kc_ctx *x)
 
 /* ---- the framework's computation (checks) ----------------------------------------------------- */
 
-static const kc_attr *find_attr(const kc_kernel *k, const char *name)
-{
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && strcmp(k->attrs[i].name, name) == 0)
-            return &k->attrs[i];
-    return NULL;
-}
-
 static np_status red_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const *in,
                                nn_tensor **out, np_err *err)
 {
-    const kc_attr *ax = find_attr(k, "axis"), *kd = find_attr(k, "keepdim");
-    const kc_attr *sq = find_attr(k, "square");
+    const kc_attr *ax = kc_kernel_attr(k, "axis"), *kd = kc_kernel_attr(k, "keepdim");
+    const kc_attr *sq = kc_kernel_attr(k, "square");
     int axis = ax ? (int)ax->i : -1;
     bool keep = kd && kd->i;
     const kc_tensor *o = &k->out[0];

@@ -358,6 +358,8 @@ int64_t kc_attr_int(const kc_ctx *x, const char *name);
 double kc_attr_real(const kc_ctx *x, const char *name);
 /* True when the kernel gives attribute name itself. */
 bool kc_attr_given(const kc_ctx *x, const char *name);
+/* Kernel k's own attribute name (not its op's default); NULL when k does not give it. */
+const kc_attr *kc_kernel_attr(const kc_kernel *k, const char *name);
 
 /* ---- the kernel table --------------------------------------------------------------------- */
 
