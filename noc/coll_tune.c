@@ -14,6 +14,7 @@
 #include "coll.h"
 #include "coll_impl.h"
 #include "coll_topo.h"
+#include "hmap.h"
 
 /* A pattern's cost: alpha (ps) and beta (ps per byte of each message), and the bottleneck
  * bandwidth of its fastest route (bytes/s: where a paced protocol stretches messages most).
@@ -52,14 +53,6 @@ typedef struct tune_group {
     tune_profile prof[TUNE_FAMILIES];
 } tune_group;
 
-/* uint64 -> uint32 open-addressing map (the keys are hashes; values index arrays where the
- * full key is kept and compared). */
-typedef struct tune_map {
-    uint64_t *key;
-    uint32_t *val;
-    uint32_t mask, n;
-} tune_map;
-
 typedef struct tune_answer {
     uint32_t group, channels;
     coll_op op;
@@ -75,7 +68,7 @@ struct coll_tuner {
     arch_config cfg;
     tune_group *groups;
     uint32_t n_groups, cap_groups;
-    tune_map group_map, answer_map;
+    np_hmap group_map, answer_map; /* hashes -> groups, answers (their keys compared) */
     tune_answer *answers;
     uint32_t n_answers, cap_answers;
     uint32_t *load;      /* per link: messages of the pattern being measured */
@@ -93,59 +86,15 @@ static uint64_t tune_mix(uint64_t h, uint64_t v)
     return h ^ (h >> 29);
 }
 
-static bool tune_map_grow(tune_map *m)
-{
-    uint32_t cap = m->key ? 2 * (m->mask + 1) : 64;
-    uint64_t *k = malloc((size_t)cap * sizeof *k);
-    uint32_t *v = malloc((size_t)cap * sizeof *v);
-    if (!k || !v) {
-        free(k);
-        free(v);
-        return false;
-    }
-    for (uint32_t i = 0; i < cap; i++)
-        v[i] = UINT32_MAX;
-    for (uint32_t i = 0; m->key && i <= m->mask; i++) {
-        if (m->val[i] == UINT32_MAX)
-            continue;
-        uint32_t h = (uint32_t)m->key[i] & (cap - 1);
-        while (v[h] != UINT32_MAX)
-            h = (h + 1) & (cap - 1);
-        k[h] = m->key[i];
-        v[h] = m->val[i];
-    }
-    free(m->key);
-    free(m->val);
-    m->key = k;
-    m->val = v;
-    m->mask = cap - 1;
-    return true;
-}
-
 /* Calls match(ctx, value) on every value stored under key until it returns true; returns
  * that value or UINT32_MAX. */
-static uint32_t tune_map_find(const tune_map *m, uint64_t key, bool (*match)(void *, uint32_t),
+static uint32_t tune_map_find(const np_hmap *m, uint64_t key, bool (*match)(void *, uint32_t),
                               void *ctx)
 {
-    if (!m->key)
-        return UINT32_MAX;
-    for (uint32_t h = (uint32_t)key & m->mask; m->val[h] != UINT32_MAX; h = (h + 1) & m->mask)
-        if (m->key[h] == key && match(ctx, m->val[h]))
-            return m->val[h];
+    for (uint32_t it = 0, id; (id = np_hmap_next(m, key, &it)) != NP_HMAP_END;)
+        if (match(ctx, id))
+            return id;
     return UINT32_MAX;
-}
-
-static bool tune_map_put(tune_map *m, uint64_t key, uint32_t val)
-{
-    if ((!m->key || 2 * (m->n + 1) > m->mask + 1) && !tune_map_grow(m))
-        return false;
-    uint32_t h = (uint32_t)key & m->mask;
-    while (m->val[h] != UINT32_MAX)
-        h = (h + 1) & m->mask;
-    m->key[h] = key;
-    m->val[h] = val;
-    m->n++;
-    return true;
 }
 
 /* ---- the tuner --------------------------------------------------------------------------- */
@@ -174,10 +123,8 @@ void coll_tuner_free(coll_tuner *t)
     for (uint32_t i = 0; i < t->n_groups; i++)
         free(t->groups[i].chips);
     free(t->groups);
-    free(t->group_map.key);
-    free(t->group_map.val);
-    free(t->answer_map.key);
-    free(t->answer_map.val);
+    np_hmap_free(&t->group_map);
+    np_hmap_free(&t->answer_map);
     free(t->answers);
     free(t->load);
     free(t->touched);
@@ -231,7 +178,7 @@ static uint32_t tune_group_of(coll_tuner *t, const uint32_t *chips, uint32_t p)
     tg->hash = h;
     tg->p = p;
     tg->chips = malloc((size_t)p * sizeof *tg->chips);
-    if (!tg->chips || !tune_map_put(&t->group_map, h, t->n_groups)) {
+    if (!tg->chips || !np_hmap_put(&t->group_map, h, t->n_groups)) {
         free(tg->chips);
         return UINT32_MAX;
     }
@@ -836,7 +783,7 @@ np_status coll_tune_choose(coll_tuner *t, const coll_tune_query *q, coll_algo al
     t->answers[t->n_answers] = (tune_answer){g, q->channels, q->op, q->bytes, q->chunk_bytes,
                                              q->elem_bytes, coll_op_rooted(q->op) ? q->root : 0,
                                              algo, proto, best};
-    if (!tune_map_put(&t->answer_map, h, t->n_answers))
+    if (!np_hmap_put(&t->answer_map, h, t->n_answers))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory tuning a collective");
     t->n_answers++;
     *out = best;

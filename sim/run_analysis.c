@@ -182,8 +182,8 @@ static np_status ra_signature(ra *a, const uint32_t *chips, uint32_t n, uint32_t
     if (!ok)
         return ra_oom(err);
     *loc_off = first;
-    uint64_t h = run_hash_bytes(a->words, (size_t)a->n_words * sizeof *a->words, 0);
-    for (uint32_t it = 0, i; (i = run_hmap_next(&s->sig_index, h, &it)) != RUN_HMAP_END;)
+    uint64_t h = np_hash_bytes(a->words, (size_t)a->n_words * sizeof *a->words, 0);
+    for (uint32_t it = 0, i; (i = np_hmap_next(&s->sig_index, h, &it)) != NP_HMAP_END;)
         if (s->sig[i].len == a->n_words &&
             memcmp(s->sig_pool + s->sig[i].off, a->words, (size_t)a->n_words * 4) == 0) {
             *sig = i;
@@ -209,7 +209,7 @@ static np_status ra_signature(ra *a, const uint32_t *chips, uint32_t n, uint32_t
             return ra_oom(err);
         s->cap_sig = cap;
     }
-    if (!run_hmap_put(&s->sig_index, h, s->n_sig))
+    if (!np_hmap_put(&s->sig_index, h, s->n_sig))
         return ra_oom(err);
     memcpy(s->sig_pool + s->n_sig_pool, a->words, (size_t)a->n_words * 4);
     s->sig[s->n_sig] = (rs_sig){s->n_sig_pool, a->n_words};

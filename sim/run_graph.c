@@ -114,8 +114,8 @@ void run_graph_free(run_graph *g)
     }
     for (uint32_t i = 0; i < g->n_kern; i++)
         free((char *)g->kern[i].k.key);
-    run_hmap_free(&g->kern_index);
-    run_hmap_free(&g->spec_index);
+    np_hmap_free(&g->kern_index);
+    np_hmap_free(&g->spec_index);
     free(g->gs);
     free(g->cls);
     free(g->kern);
@@ -239,8 +239,8 @@ np_status run_graph_add_kernel(run_graph *g, const run_kernel *k, uint32_t *id, 
     if (!k->key)
         return np_err_set(err, NP_ERR_MISSING, "a kernel needs a key");
     size_t len = strlen(k->key);
-    uint64_t h = run_hash_bytes(k->key, len, 0);
-    for (uint32_t it = 0, i; (i = run_hmap_next(&g->kern_index, h, &it)) != RUN_HMAP_END;)
+    uint64_t h = np_hash_bytes(k->key, len, 0);
+    for (uint32_t it = 0, i; (i = np_hmap_next(&g->kern_index, h, &it)) != NP_HMAP_END;)
         if (strcmp(g->kern[i].k.key, k->key) == 0) {
             *id = i;
             return NP_OK;
@@ -251,7 +251,7 @@ np_status run_graph_add_kernel(run_graph *g, const run_kernel *k, uint32_t *id, 
     if (!key)
         return rg_oom(err);
     memcpy(key, k->key, len + 1);
-    if (!run_hmap_put(&g->kern_index, h, g->n_kern)) {
+    if (!np_hmap_put(&g->kern_index, h, g->n_kern)) {
         free(key);
         return rg_oom(err);
     }
@@ -279,14 +279,14 @@ static np_status rg_spec_intern(run_graph *g, const run_task *t, uint32_t *id, n
     s.bytes = t->bytes;
     s.chunk_bytes = t->chunk_bytes;
     s.comm_id = RUN_NONE;
-    uint64_t h = run_hash_bytes(&s, sizeof s, 0);
-    for (uint32_t it = 0, i; (i = run_hmap_next(&g->spec_index, h, &it)) != RUN_HMAP_END;)
+    uint64_t h = np_hash_bytes(&s, sizeof s, 0);
+    for (uint32_t it = 0, i; (i = np_hmap_next(&g->spec_index, h, &it)) != NP_HMAP_END;)
         if (memcmp(&g->spec[i], &s, sizeof s) == 0) {
             *id = i;
             return NP_OK;
         }
     if (!RG_RESERVE(g->spec, g->n_spec, g->cap_spec) ||
-        !run_hmap_put(&g->spec_index, h, g->n_spec))
+        !np_hmap_put(&g->spec_index, h, g->n_spec))
         return rg_oom(err);
     g->spec[g->n_spec] = s;
     *id = g->n_spec++;
@@ -501,7 +501,7 @@ static rg_seq *rg_seq_build(const run_graph *g, run_task_kind kind, bool by_comm
 
 /* A set of compared (class, key, class, key) quadruples, so each pair is compared once. */
 typedef struct rg_pairset {
-    run_hmap index;
+    np_hmap index;
     uint32_t (*v)[4];
     uint32_t n, cap;
 } rg_pairset;
@@ -509,12 +509,12 @@ typedef struct rg_pairset {
 /* true when q was already in the set; otherwise adds it (*oom on failure). */
 static bool rg_pairset_seen(rg_pairset *s, const uint32_t q[4], bool *oom)
 {
-    uint64_t h = run_hash_bytes(q, 4 * sizeof *q, 0);
-    for (uint32_t it = 0, i; (i = run_hmap_next(&s->index, h, &it)) != RUN_HMAP_END;)
+    uint64_t h = np_hash_bytes(q, 4 * sizeof *q, 0);
+    for (uint32_t it = 0, i; (i = np_hmap_next(&s->index, h, &it)) != NP_HMAP_END;)
         if (memcmp(s->v[i], q, 4 * sizeof *q) == 0)
             return true;
     if (!rg_reserve((void **)&s->v, s->n, &s->cap, sizeof *s->v) ||
-        !run_hmap_put(&s->index, h, s->n)) {
+        !np_hmap_put(&s->index, h, s->n)) {
         *oom = true;
         return false;
     }
@@ -524,7 +524,7 @@ static bool rg_pairset_seen(rg_pairset *s, const uint32_t q[4], bool *oom)
 
 static void rg_pairset_free(rg_pairset *s)
 {
-    run_hmap_free(&s->index);
+    np_hmap_free(&s->index);
     free(s->v);
 }
 

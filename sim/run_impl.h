@@ -12,7 +12,7 @@
 #define NPUSIM_SIM_RUN_IMPL_H
 
 #include "run_graph.h"
-#include "run_hash.h"
+#include "hmap.h"
 
 #define RG_DEP_ENGINE_SHIFT 28 /* dependency = engine << 28 | position */
 #define RG_DEP_POS_MASK ((1u << RG_DEP_ENGINE_SHIFT) - 1)
@@ -89,10 +89,10 @@ struct run_graph {
     uint32_t n_cls, cap_cls;
     rg_kernel *kern;
     uint32_t n_kern, cap_kern;
-    run_hmap kern_index;
+    np_hmap kern_index;
     rg_spec *spec;
     uint32_t n_spec, cap_spec;
-    run_hmap spec_index;
+    np_hmap spec_index;
     uint32_t pp_gs, micro_batches;
     char stream_name[RUN_STREAMS][RUN_NAME_MAX];
     bool final;

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "run_engine.h"
-#include "run_hash.h"
+#include "hmap.h"
 
 typedef struct kc_entry {
     char *key;
@@ -17,7 +17,7 @@ typedef struct kc_entry {
 struct run_kcache {
     kc_entry *v;
     uint32_t n, cap;
-    run_hmap index;
+    np_hmap index;
 };
 
 run_kcache *run_kcache_create(void) { return calloc(1, sizeof(run_kcache)); }
@@ -29,30 +29,30 @@ void run_kcache_free(run_kcache *c)
     for (uint32_t i = 0; i < c->n; i++)
         free(c->v[i].key);
     free(c->v);
-    run_hmap_free(&c->index);
+    np_hmap_free(&c->index);
     free(c);
 }
 
 static uint32_t kc_find(const run_kcache *c, const char *key, uint64_t h)
 {
-    for (uint32_t it = 0, i; (i = run_hmap_next(&c->index, h, &it)) != RUN_HMAP_END;)
+    for (uint32_t it = 0, i; (i = np_hmap_next(&c->index, h, &it)) != NP_HMAP_END;)
         if (strcmp(c->v[i].key, key) == 0)
             return i;
-    return RUN_HMAP_END;
+    return NP_HMAP_END;
 }
 
 const run_ktime *run_kcache_get(const run_kcache *c, const char *key)
 {
-    uint32_t i = kc_find(c, key, run_hash_bytes(key, strlen(key), 0));
-    return i == RUN_HMAP_END ? NULL : &c->v[i].t;
+    uint32_t i = kc_find(c, key, np_hash_bytes(key, strlen(key), 0));
+    return i == NP_HMAP_END ? NULL : &c->v[i].t;
 }
 
 bool run_kcache_put(run_kcache *c, const char *key, const run_ktime *t)
 {
     size_t len = strlen(key);
-    uint64_t h = run_hash_bytes(key, len, 0);
+    uint64_t h = np_hash_bytes(key, len, 0);
     uint32_t i = kc_find(c, key, h);
-    if (i != RUN_HMAP_END) {
+    if (i != NP_HMAP_END) {
         c->v[i].t = *t;
         return true;
     }
@@ -65,7 +65,7 @@ bool run_kcache_put(run_kcache *c, const char *key, const run_ktime *t)
         c->cap = cap;
     }
     char *k = malloc(len + 1);
-    if (!k || !run_hmap_put(&c->index, h, c->n)) {
+    if (!k || !np_hmap_put(&c->index, h, c->n)) {
         free(k);
         return false;
     }

@@ -15,7 +15,7 @@
 #include "human.h"
 #include "core.h"
 #include "lower.h"
-#include "run_hash.h"
+#include "hmap.h"
 
 /* ---- nodes --------------------------------------------------------------------------------- */
 
@@ -96,7 +96,7 @@ uint64_t run_arch_fingerprint(const arch_config *cfg)
         char *s = j ? json_dumps(json_object_get(j, sections[i]), JSON_SORT_KEYS | JSON_COMPACT)
                     : NULL;
         if (s)
-            h = run_hash_bytes(s, strlen(s), h);
+            h = np_hash_bytes(s, strlen(s), h);
         free(s);
     }
     json_decref(j);
@@ -116,7 +116,7 @@ static uint64_t rk_build_id(void)
     uint64_t h = 0;
     size_t n;
     while ((n = fread(buf, 1, sizeof buf, f)) > 0)
-        h = run_hash_bytes(buf, n, h);
+        h = np_hash_bytes(buf, n, h);
     bool bad = ferror(f) != 0;
     fclose(f);
     return bad ? 0 : h | 1;
@@ -135,7 +135,7 @@ struct run_ktimer {
     char *path;
     rk_entry *v;         /* timings of this architecture and build: from the file, then new */
     uint32_t n, cap;
-    run_hmap index;      /* key hash -> entry */
+    np_hmap index;      /* key hash -> entry */
     run_ktimer_stats st;
     void (*progress)(void *ctx, const char *what);
     void *progress_ctx;
@@ -146,8 +146,8 @@ static const isa_unit rk_isa_units[] = {ISA_UNIT_DMA, ISA_UNIT_MXU, ISA_UNIT_VPU
 
 static const rk_entry *rk_get(const run_ktimer *t, const char *key)
 {
-    uint64_t h = run_hash_bytes(key, strlen(key), 0);
-    for (uint32_t it = 0, i; (i = run_hmap_next(&t->index, h, &it)) != RUN_HMAP_END;)
+    uint64_t h = np_hash_bytes(key, strlen(key), 0);
+    for (uint32_t it = 0, i; (i = np_hmap_next(&t->index, h, &it)) != NP_HMAP_END;)
         if (!strcmp(t->v[i].key, key))
             return &t->v[i];
     return NULL;
@@ -163,7 +163,7 @@ static bool rk_put(run_ktimer *t, const char *key, const rk_entry *e)
         t->v = v, t->cap = cap;
     }
     char *k = strdup(key);
-    if (!k || !run_hmap_put(&t->index, run_hash_bytes(key, strlen(key), 0), t->n)) {
+    if (!k || !np_hmap_put(&t->index, np_hash_bytes(key, strlen(key), 0), t->n)) {
         free(k);
         return false;
     }
@@ -207,7 +207,7 @@ static void rk_acts_from(const uint64_t a[RK_ACTS], energy_counts *c, uint64_t *
 
 static uint64_t rk_check(uint64_t fingerprint, const char *rest, size_t n)
 {
-    return run_hash_bytes(rest, n, fingerprint ^ UINT64_C(0x6b636163686531)) | 1;
+    return np_hash_bytes(rest, n, fingerprint ^ UINT64_C(0x6b636163686531)) | 1;
 }
 
 static np_status rk_load(run_ktimer *t, np_err *err)
@@ -290,7 +290,7 @@ np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer
     t->cfg = cfg;
     if (t->path) {
         uint64_t build = rk_build_id();
-        t->fingerprint = run_hash_bytes(&build, sizeof build, run_arch_fingerprint(cfg));
+        t->fingerprint = np_hash_bytes(&build, sizeof build, run_arch_fingerprint(cfg));
         if (!build) { /* no build identity: nothing can be known to be the same */
             free(t->path);
             t->path = NULL;
@@ -312,7 +312,7 @@ void run_ktimer_free(run_ktimer *t)
         free(t->v[i].key);
     free(t->path);
     free(t->v);
-    run_hmap_free(&t->index);
+    np_hmap_free(&t->index);
     free(t);
 }
 

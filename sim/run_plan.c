@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "run_fuse.h"
-#include "run_hash.h"
+#include "hmap.h"
 
 #define RP_NOTASK UINT32_MAX      /* an instance that has not run (yet) */
 #define RP_DROPPED 0x80000000u    /* an instance that lowered to nothing: pool offset */
@@ -37,7 +37,7 @@ typedef struct rp {
     run_kspec *ks;
     char **keys;
     uint32_t n_ks, cap_ks, cap_keys;
-    run_hmap ks_index;
+    np_hmap ks_index;
     uint32_t ***kid;          /* [class][block][entry]: kernel id, RUN_NONE when none */
     run_fuse **fuse;          /* per class: what the lowering fuses (NULL: nothing) */
     rp_deps ***xdeps;         /* [class][block][entry]: a fused kernel's head also waits
@@ -118,8 +118,8 @@ static np_status rp_kernel(rp *x, const run_fuse *f, const nn_tensor *node, uint
     } else {
         run_kernel_key(&s.k, key, sizeof key);
     }
-    uint64_t h = run_hash_bytes(key, strlen(key), 0);
-    for (uint32_t it = 0, i; (i = run_hmap_next(&x->ks_index, h, &it)) != RUN_HMAP_END;)
+    uint64_t h = np_hash_bytes(key, strlen(key), 0);
+    for (uint32_t it = 0, i; (i = np_hmap_next(&x->ks_index, h, &it)) != NP_HMAP_END;)
         if (strcmp(x->keys[i], key) == 0) {
             *id = i;
             return NP_OK;
@@ -127,7 +127,7 @@ static np_status rp_kernel(rp *x, const run_fuse *f, const nn_tensor *node, uint
     if (!rp_grow((void **)&x->ks, &x->cap_ks, x->n_ks + 1, sizeof *x->ks) ||
         !rp_grow((void **)&x->keys, &x->cap_keys, x->n_ks + 1, sizeof *x->keys))
         return rp_oom(x);
-    if (!(x->keys[x->n_ks] = strdup(key)) || !run_hmap_put(&x->ks_index, h, x->n_ks))
+    if (!(x->keys[x->n_ks] = strdup(key)) || !np_hmap_put(&x->ks_index, h, x->n_ks))
         return rp_oom(x);
     x->ks[x->n_ks] = s;
     *id = x->n_ks++;
@@ -900,7 +900,7 @@ np_status run_plan_build(const nn_plan *p, const arch_config *cfg, const run_pla
         free(x.keys[i]);
     free(x.keys);
     free(x.ks);
-    run_hmap_free(&x.ks_index);
+    np_hmap_free(&x.ks_index);
     free(x.buf);
     free(x.pool);
     free(x.deps);

@@ -111,8 +111,8 @@ out:
 np_status rs_reuse_get(run_sim *s, const rs_rdv *v, uint32_t *out, np_err *err)
 {
     uint32_t key[2] = {v->spec, v->sig};
-    uint64_t h = run_hash_bytes(key, sizeof key, 0);
-    for (uint32_t it = 0, i; (i = run_hmap_next(&s->reuse_index, h, &it)) != RUN_HMAP_END;)
+    uint64_t h = np_hash_bytes(key, sizeof key, 0);
+    for (uint32_t it = 0, i; (i = np_hmap_next(&s->reuse_index, h, &it)) != NP_HMAP_END;)
         if (s->reuse[i].spec == v->spec && s->reuse[i].sig == v->sig) {
             *out = i;
             return NP_OK;
@@ -131,7 +131,7 @@ np_status rs_reuse_get(run_sim *s, const rs_rdv *v, uint32_t *out, np_err *err)
     e->sig = v->sig;
     if (rr_simulate(s, v, e, err) != NP_OK)
         return err->status;
-    if (!run_hmap_put(&s->reuse_index, h, s->n_reuse))
+    if (!np_hmap_put(&s->reuse_index, h, s->n_reuse))
         return rr_oom(err);
     *out = s->n_reuse++;
     return NP_OK;
@@ -141,8 +141,8 @@ void rs_reuse_free(run_sim *s)
 {
     coll_sys_free(s->scs);
     evq_free(s->sq);
-    run_hmap_free(&s->sig_index);
-    run_hmap_free(&s->reuse_index);
+    np_hmap_free(&s->sig_index);
+    np_hmap_free(&s->reuse_index);
     free(s->sig_pool);
     free(s->sig);
     free(s->loc_n);

@@ -138,13 +138,13 @@ typedef struct run_sim {
     uint32_t n_sig_pool, cap_sig_pool;
     rs_sig *sig;
     uint32_t n_sig, cap_sig;
-    run_hmap sig_index;
+    np_hmap sig_index;
     uint32_t *loc_links;  /* local -> global link tables of the reused slots */
     uint32_t n_loc, cap_loc;
     uint32_t *loc_n;      /* per signature: its local link count */
     rs_reuse *reuse;
     uint32_t n_reuse, cap_reuse;
-    run_hmap reuse_index;
+    np_hmap reuse_index;
     rs_prof *prof;
     uint32_t n_prof, cap_prof;
     evq *sq;              /* scratch network for reuse */

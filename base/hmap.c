@@ -1,9 +1,9 @@
-/* run_hash.c — the hash index of run_hash.h. */
-#include "run_hash.h"
+/* hmap.c — the hash index of hmap.h. */
+#include "hmap.h"
 
 #include <stdlib.h>
 
-uint64_t run_hash_bytes(const void *p, size_t n, uint64_t seed)
+uint64_t np_hash_bytes(const void *p, size_t n, uint64_t seed)
 {
     const unsigned char *b = p;
     uint64_t h = seed ? seed : 0xcbf29ce484222325ULL;
@@ -17,7 +17,7 @@ uint64_t run_hash_bytes(const void *p, size_t n, uint64_t seed)
     return h;
 }
 
-static bool run_hmap_grow(run_hmap *m)
+static bool np_hmap_grow(np_hmap *m)
 {
     uint32_t cap = m->cap ? m->cap * 2 : 64;
     uint64_t *hash = malloc((size_t)cap * sizeof *hash);
@@ -28,12 +28,12 @@ static bool run_hmap_grow(run_hmap *m)
         return false;
     }
     for (uint32_t i = 0; i < cap; i++)
-        id[i] = RUN_HMAP_END;
+        id[i] = NP_HMAP_END;
     for (uint32_t i = 0; i < m->cap; i++) {
-        if (m->id[i] == RUN_HMAP_END)
+        if (m->id[i] == NP_HMAP_END)
             continue;
         uint32_t s = (uint32_t)m->hash[i] & (cap - 1);
-        while (id[s] != RUN_HMAP_END)
+        while (id[s] != NP_HMAP_END)
             s = (s + 1) & (cap - 1);
         hash[s] = m->hash[i];
         id[s] = m->id[i];
@@ -46,12 +46,12 @@ static bool run_hmap_grow(run_hmap *m)
     return true;
 }
 
-bool run_hmap_put(run_hmap *m, uint64_t h, uint32_t id)
+bool np_hmap_put(np_hmap *m, uint64_t h, uint32_t id)
 {
-    if ((m->n + 1) * 2 > m->cap && !run_hmap_grow(m))
+    if ((m->n + 1) * 2 > m->cap && !np_hmap_grow(m))
         return false;
     uint32_t s = (uint32_t)h & (m->cap - 1);
-    while (m->id[s] != RUN_HMAP_END)
+    while (m->id[s] != NP_HMAP_END)
         s = (s + 1) & (m->cap - 1);
     m->hash[s] = h;
     m->id[s] = id;
@@ -59,23 +59,23 @@ bool run_hmap_put(run_hmap *m, uint64_t h, uint32_t id)
     return true;
 }
 
-uint32_t run_hmap_next(const run_hmap *m, uint64_t h, uint32_t *it)
+uint32_t np_hmap_next(const np_hmap *m, uint64_t h, uint32_t *it)
 {
     if (!m->cap)
-        return RUN_HMAP_END;
+        return NP_HMAP_END;
     /* *it counts the slots already probed from h's home slot. */
-    for (uint32_t s = ((uint32_t)h + *it) & (m->cap - 1); m->id[s] != RUN_HMAP_END;
+    for (uint32_t s = ((uint32_t)h + *it) & (m->cap - 1); m->id[s] != NP_HMAP_END;
          s = (s + 1) & (m->cap - 1)) {
         ++*it;
         if (m->hash[s] == h)
             return m->id[s];
     }
-    return RUN_HMAP_END;
+    return NP_HMAP_END;
 }
 
-void run_hmap_free(run_hmap *m)
+void np_hmap_free(np_hmap *m)
 {
     free(m->hash);
     free(m->id);
-    *m = (run_hmap){0};
+    *m = (np_hmap){0};
 }
