@@ -267,6 +267,7 @@ void net_free(net *n)
         free(n->rc_chunks[i]);
     free(n->rc_chunks);
     free(n->rc);
+    np_hmap_free(&n->rc_index);
     free(n->links);
     free(n->laux);
     free(n->lpeak);
@@ -381,24 +382,13 @@ static const net_rc_entry *net_rc_insert(net *n, uint64_t key, const net_path_in
 {
     if (n->rc_n >= NET_RC_MAX || pi->n_links > NET_RC_CHUNK)
         return NULL;
-    if (!n->rc || 2 * (n->rc_n + 1) > n->rc_mask + 1) {
-        uint32_t cap = n->rc ? 2 * (n->rc_mask + 1) : 1024;
-        net_rc_entry *t = malloc((size_t)cap * sizeof *t);
+    if (n->rc_n == n->rc_cap) {
+        uint32_t cap = n->rc_cap ? 2 * n->rc_cap : 1024;
+        net_rc_entry *t = realloc(n->rc, (size_t)cap * sizeof *t);
         if (!t)
             return NULL;
-        for (uint32_t i = 0; i < cap; i++)
-            t[i].key = UINT64_MAX;
-        for (uint32_t i = 0; n->rc && i <= n->rc_mask; i++) {
-            if (n->rc[i].key == UINT64_MAX)
-                continue;
-            uint32_t h = (uint32_t)net_hash64(n->rc[i].key) & (cap - 1);
-            while (t[h].key != UINT64_MAX)
-                h = (h + 1) & (cap - 1);
-            t[h] = n->rc[i];
-        }
-        free(n->rc);
         n->rc = t;
-        n->rc_mask = cap - 1;
+        n->rc_cap = cap;
     }
     if (!n->rc_n_chunks || n->rc_used + pi->n_links > NET_RC_CHUNK) {
         uint32_t **v = realloc(n->rc_chunks, (size_t)(n->rc_n_chunks + 1) * sizeof *v);
@@ -414,12 +404,10 @@ static const net_rc_entry *net_rc_insert(net *n, uint64_t key, const net_path_in
     if (pi->n_links)
         memcpy(dst, pi->links, (size_t)pi->n_links * sizeof *dst);
     n->rc_used += pi->n_links;
-    uint32_t h = (uint32_t)net_hash64(key) & n->rc_mask;
-    while (n->rc[h].key != UINT64_MAX)
-        h = (h + 1) & n->rc_mask;
-    n->rc[h] = (net_rc_entry){key, dst, pi->n_links, pi->latency_ps, pi->bytes_per_s};
-    n->rc_n++;
-    return &n->rc[h];
+    if (!np_hmap_put(&n->rc_index, net_hash64(key), n->rc_n))
+        return NULL;
+    n->rc[n->rc_n] = (net_rc_entry){key, dst, pi->n_links, pi->latency_ps, pi->bytes_per_s};
+    return &n->rc[n->rc_n++];
 }
 
 np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_err *err)
@@ -435,17 +423,15 @@ np_status net_route(net *n, uint32_t src, uint32_t dst, net_path_info *out, np_e
                               "one link", src, dst, n->p.chips - 1);
     }
     uint64_t key = (uint64_t)src << 32 | dst;
-    if (n->rc) {
-        for (uint32_t h = (uint32_t)net_hash64(key) & n->rc_mask; n->rc[h].key != UINT64_MAX;
-             h = (h + 1) & n->rc_mask)
-            if (n->rc[h].key == key) {
-                const net_rc_entry *e = &n->rc[h];
-                *out = (net_path_info){.links = e->links, .latency_ps = e->lat_ps,
-                                       .bytes_per_s = e->bytes_per_s, .n_links = e->n_links,
-                                       .stable = true};
-                return NP_OK;
-            }
-    }
+    uint64_t h = net_hash64(key);
+    for (uint32_t it = 0, id; (id = np_hmap_next(&n->rc_index, h, &it)) != NP_HMAP_END;)
+        if (n->rc[id].key == key) {
+            const net_rc_entry *e = &n->rc[id];
+            *out = (net_path_info){.links = e->links, .latency_ps = e->lat_ps,
+                                   .bytes_per_s = e->bytes_per_s, .n_links = e->n_links,
+                                   .stable = true};
+            return NP_OK;
+        }
     n->path->n = 0;
     n->path->oom = false;
     if (node)

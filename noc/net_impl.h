@@ -3,6 +3,7 @@
 #ifndef NPUSIM_NOC_NET_IMPL_H
 #define NPUSIM_NOC_NET_IMPL_H
 
+#include "hmap.h"
 #include "net.h"
 
 #define NET_RC_MAX (1u << 20)     /* route cache: at most this many (src, dst) pairs */
@@ -96,7 +97,7 @@ typedef struct net_scratch {
 } net_scratch;
 
 typedef struct net_rc_entry {
-    uint64_t key;          /* src << 32 | dst; UINT64_MAX when empty */
+    uint64_t key;          /* src << 32 | dst */
     const uint32_t *links;
     uint32_t n_links;
     uint64_t lat_ps;
@@ -152,8 +153,9 @@ struct net {
     bool rerate_pending;
     evq_handle rerate_ev;
     /* route cache */
-    net_rc_entry *rc;
-    uint32_t rc_mask, rc_n;
+    net_rc_entry *rc;              /* the cached routes, in the order cached */
+    uint32_t rc_n, rc_cap;
+    np_hmap rc_index;              /* net_hash64(key) -> rc */
     uint32_t **rc_chunks;
     uint32_t rc_n_chunks, rc_used; /* chunks; links used in the last one */
     /* time batches */
