@@ -3,13 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "lower_impl.h"
 
 #define LW_ALIGN 64
-
-typedef struct lw_block {
-    uint64_t off, size;
-} lw_block;
 
 static uint64_t lw_aligned(uint64_t b) { return (b + LW_ALIGN - 1) / LW_ALIGN * LW_ALIGN; }
 
@@ -40,9 +37,9 @@ np_status lw_arena_plan(lw_buf *bufs, uint32_t n, int32_t n_steps, uint64_t *are
 {
     *arena = 0;
     uint32_t *a_start = NULL, *a_idx = NULL, *f_start = NULL, *f_idx = NULL;
-    lw_block *blocks = malloc(((size_t)n + 1) * sizeof *blocks);
+    np_arena ar = {.blocks = malloc(((size_t)n + 1) * sizeof *ar.blocks)};
     np_status st = NP_OK;
-    if (!blocks) {
+    if (!ar.blocks) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory planning the arena");
         goto done;
     }
@@ -56,45 +53,17 @@ np_status lw_arena_plan(lw_buf *bufs, uint32_t n, int32_t n_steps, uint64_t *are
     if ((st = lw_bucket(bufs, n, n_steps, false, &a_start, &a_idx, err)) != NP_OK ||
         (st = lw_bucket(bufs, n, n_steps, true, &f_start, &f_idx, err)) != NP_OK)
         goto done;
-    uint32_t nb = 0;
     for (int32_t s = 0; s < n_steps; s++) {
         for (uint32_t a = a_start[s]; a < a_start[s + 1]; a++) {
             lw_buf *b = &bufs[a_idx[a]];
-            uint64_t size = lw_aligned(b->bytes ? b->bytes : 1), best = UINT64_MAX, at = 0;
-            uint64_t prev_end = 0;
-            uint32_t best_k = nb;
-            for (uint32_t k = 0; k < nb; k++) {
-                uint64_t gap = blocks[k].off - prev_end;
-                if (gap >= size && gap < best) {
-                    best = gap;
-                    best_k = k;
-                    at = prev_end;
-                }
-                prev_end = blocks[k].off + blocks[k].size;
-            }
-            if (best == UINT64_MAX) {
-                at = prev_end;
-                best_k = nb;
-            }
-            memmove(&blocks[best_k + 1], &blocks[best_k], (size_t)(nb - best_k) * sizeof *blocks);
-            blocks[best_k] = (lw_block){at, size};
-            nb++;
-            b->off = at;
-            if (at + size > *arena)
-                *arena = at + size;
+            b->off = np_arena_alloc(&ar, lw_aligned(b->bytes ? b->bytes : 1));
         }
-        for (uint32_t f = f_start[s]; f < f_start[s + 1]; f++) {
-            uint64_t off = bufs[f_idx[f]].off;
-            for (uint32_t k = 0; k < nb; k++)
-                if (blocks[k].off == off) {
-                    memmove(&blocks[k], &blocks[k + 1], (size_t)(nb - k - 1) * sizeof *blocks);
-                    nb--;
-                    break;
-                }
-        }
+        for (uint32_t f = f_start[s]; f < f_start[s + 1]; f++)
+            np_arena_free(&ar, bufs[f_idx[f]].off);
     }
+    *arena = ar.high;
 done:
-    free(blocks);
+    free(ar.blocks);
     free(a_start);
     free(a_idx);
     free(f_start);

@@ -8,10 +8,11 @@
  * output lives to the end). Buffers are placed in one arena in schedule order: the output of
  * a step is placed before the buffers its step was the last reader of are freed (an op never
  * writes over its own inputs); a new buffer takes the smallest free gap that fits (best fit),
- * else the end of the arena. */
+ * else the end of the arena (base/arena.h, the rule the lowering's arena uses too). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "arena.h"
 #include "pass.h"
 #include "nn_impl.h"
 
@@ -43,10 +44,6 @@ void nn_memplan_free(nn_memplan *plan)
     plan->step = plan->last_step = NULL;
 }
 
-typedef struct nn_block {
-    uint64_t off, size;
-} nn_block;
-
 np_status nn_memplan_build(const nn_graph *g, nn_memplan *plan, np_err *err)
 {
     memset(plan, 0, sizeof *plan);
@@ -57,7 +54,7 @@ np_status nn_memplan_build(const nn_graph *g, nn_memplan *plan, np_err *err)
     int max_id = nn_graph_max_id(g);
     int *pos = nn_malloc(((size_t)max_id + 1) * sizeof *pos);
     int *last = nn_malloc(((size_t)max_id + 1) * sizeof *last);
-    nn_block *blocks = nn_malloc(((size_t)n + 1) * sizeof *blocks);
+    np_arena ar = {.blocks = nn_malloc(((size_t)n + 1) * sizeof *ar.blocks)};
     nn_tensor **freeing = nn_malloc(((size_t)n + 1) * sizeof *freeing);
     int *free_start = nn_calloc((size_t)n + 2, sizeof *free_start);
     plan->offset = nn_malloc(((size_t)max_id + 1) * sizeof *plan->offset);
@@ -65,7 +62,7 @@ np_status nn_memplan_build(const nn_graph *g, nn_memplan *plan, np_err *err)
     plan->last_step = last;
     plan->max_id = max_id;
     np_status st = NP_OK;
-    if (!pos || !last || !blocks || !freeing || !free_start || !plan->offset) {
+    if (!pos || !last || !ar.blocks || !freeing || !free_start || !plan->offset) {
         st = np_err_set(err, NP_ERR_NOMEM, "out of memory planning memory");
         goto done;
     }
@@ -114,51 +111,19 @@ np_status nn_memplan_build(const nn_graph *g, nn_memplan *plan, np_err *err)
         }
         free(fill);
     }
-    int nb = 0;
-    uint64_t live = 0;
     for (int i = 0; i < n; i++) {
         nn_tensor *t = order[i];
         if (t->op != NN_OP_LEAF && !nn_is_alias(t)) {
-            uint64_t size = nn_aligned(nn_nbytes(t)), best = UINT64_MAX, at = 0, prev_end = 0;
-            int best_k = nb;
-            for (int k = 0; k <= nb; k++) {
-                uint64_t gap_end = k < nb ? blocks[k].off : UINT64_MAX;
-                uint64_t gap = gap_end - prev_end;
-                if (k < nb && gap >= size && gap < best) {
-                    best = gap;
-                    best_k = k;
-                    at = prev_end;
-                }
-                if (k < nb)
-                    prev_end = blocks[k].off + blocks[k].size;
-            }
-            if (best == UINT64_MAX) {
-                at = prev_end;
-                best_k = nb;
-            }
-            memmove(&blocks[best_k + 1], &blocks[best_k], (size_t)(nb - best_k) * sizeof *blocks);
-            blocks[best_k] = (nn_block){at, size};
-            nb++;
-            plan->offset[t->id] = at;
-            if (at + size > plan->arena_bytes)
-                plan->arena_bytes = at + size;
-            live += size;
-            if (live > plan->live_peak_bytes) {
-                plan->live_peak_bytes = live;
+            plan->offset[t->id] = np_arena_alloc(&ar, nn_aligned(nn_nbytes(t)));
+            if (ar.live > plan->live_peak_bytes) {
+                plan->live_peak_bytes = ar.live;
                 plan->peak_step = i;
             }
         }
-        for (int f = free_start[i]; f < free_start[i + 1]; f++) {
-            uint64_t off = plan->offset[freeing[f]->id];
-            for (int k = 0; k < nb; k++)
-                if (blocks[k].off == off) {
-                    live -= blocks[k].size;
-                    memmove(&blocks[k], &blocks[k + 1], (size_t)(nb - k - 1) * sizeof *blocks);
-                    nb--;
-                    break;
-                }
-        }
+        for (int f = free_start[i]; f < free_start[i + 1]; f++)
+            np_arena_free(&ar, plan->offset[freeing[f]->id]);
     }
+    plan->arena_bytes = ar.high;
     for (int i = 0; i <= plan->peak_step && i < n; i++) {
         const nn_tensor *t = order[i];
         if (t->op != NN_OP_LEAF && !nn_is_alias(t) && last[t->id] >= plan->peak_step)
@@ -167,7 +132,7 @@ np_status nn_memplan_build(const nn_graph *g, nn_memplan *plan, np_err *err)
     plan->peak_bytes = plan->arena_bytes + plan->persistent_bytes;
 done:
     free(order);
-    free(blocks);
+    free(ar.blocks);
     free(freeing);
     free(free_start);
     if (st != NP_OK)
