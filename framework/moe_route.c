@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn.h"
 #include "parse.h"
 #include "readfile.h"
 #include "rng.h"
@@ -259,4 +260,29 @@ const char *nn_moe_route_name(const nn_moe_route_spec *s, char *buf, int n)
     else
         snprintf(buf, (size_t)n, "uniform");
     return buf;
+}
+
+/* The model layer N of a node named "...layers.N..." (0 when none). */
+static int64_t mr_layer_of(const char *name)
+{
+    const char *p = strstr(name, "layers.");
+    return p ? strtoll(p + 7, NULL, 10) : 0;
+}
+
+np_status nn_moe_route_mark(nn_graph *g, const nn_moe_route_spec *s, np_err *err)
+{
+    if (s->kind == NN_ROUTE_FILE)
+        return np_err_set(err, NP_ERR_INCONSISTENT, "--routing %s: histogram files are read "
+                          "(framework/moe_route.h) but the grouped matmul's kernels take "
+                          "uniform and skew:S only so far", s->path);
+    for (int i = 0; i < nn_graph_n_nodes(g); i++) {
+        nn_tensor *t = nn_graph_node(g, i);
+        if (t->op != NN_OP_MOE_GMM && t->op != NN_OP_MOE_GMM_GRAD_W)
+            continue;
+        t->ip[3] = (int64_t)s->kind + 1;
+        t->ip[4] = s->kind == NN_ROUTE_SKEW ? (int64_t)(s->seed & ((1ull << 53) - 1)) : 0;
+        t->ip[5] = mr_layer_of(t->src[2]->name);
+        t->fp[0] = s->kind == NN_ROUTE_SKEW ? s->skew : 0;
+    }
+    return NP_OK;
 }

@@ -84,6 +84,16 @@ void nn_moe_route_spec_free(nn_moe_route_spec *s);
 np_status nn_moe_route_counts(const nn_moe_route_spec *s, int64_t layer, int64_t tokens,
                               int64_t top_k, int64_t experts, int64_t *counts, np_err *err);
 
+/* Marks every grouped-matmul node of g (moe_gmm, moe_gmm_grad_w: ip[3] the kind + 1, ip[4]
+ * the seed, ip[5] the layer — the model layer in the name of its indices' node,
+ * "layers.N..." — and fp[0] the skew) so that its kernel (compiler/kc_moe_gmm.c) takes its
+ * rows per expert from s instead of from the indices' values: what a timing run does (nodes
+ * left unmarked, ip[3] 0, route by the real indices: functional runs). NP_ERR_INCONSISTENT
+ * for a histogram file, which the kernels do not take yet (its counts do not fit a node's
+ * parameters). */
+struct nn_graph;
+np_status nn_moe_route_mark(struct nn_graph *g, const nn_moe_route_spec *s, np_err *err);
+
 /* "uniform", "skew:1.2" or the file's path, for reports. */
 const char *nn_moe_route_name(const nn_moe_route_spec *s, char *buf, int n);
 

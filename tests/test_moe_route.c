@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "harness.h"
+#include "model.h"
 #include "moe_route.h"
+#include "nn.h"
 
 static int64_t sum(const int64_t *c, int64_t n)
 {
@@ -149,4 +151,41 @@ TEST(bad_routing_values_and_files_are_errors_naming_where)
     nn_moe_route_spec_free(&s);
     int64_t c[4];
     CU_ASSERT_EQUAL(nn_moe_route_counts(&s, 0, 10, 5, 4, c, &e), NP_ERR_RANGE);
+}
+
+/* moe-tiny (2 MoE layers, 3 grouped matmuls each): marking gives every grouped matmul the
+ * routing, and the layer of its indices' name ("layers.N..."), each layer its own */
+TEST(marking_a_graph_gives_every_grouped_matmul_the_routing_and_its_layer)
+{
+    nn_model_desc d;
+    nn_model m;
+    np_err e = {0};
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("moe-tiny", &d, &e), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_build(&d, &(nn_model_opts){.batch = 2, .seq = 4}, &m, &e),
+                          NP_OK);
+    nn_moe_route_spec s = {.kind = NN_ROUTE_SKEW, .skew = 1.5, .seed = 77};
+    CU_ASSERT_EQUAL_FATAL(nn_moe_route_mark(m.g, &s, &e), NP_OK);
+    int gmm = 0, per_layer[2] = {0};
+    for (int i = 0; i < nn_graph_n_nodes(m.g); i++) {
+        nn_tensor *t = nn_graph_node(m.g, i);
+        if (t->op != NN_OP_MOE_GMM)
+            continue;
+        gmm++;
+        CU_ASSERT_EQUAL(t->ip[3], 2); /* skew */
+        CU_ASSERT_EQUAL(t->ip[4], 77);
+        CU_ASSERT_EQUAL(t->fp[0], 1.5);
+        CU_ASSERT(t->ip[5] == 0 || t->ip[5] == 1);
+        if (t->ip[5] == 0 || t->ip[5] == 1)
+            per_layer[t->ip[5]]++;
+    }
+    CU_ASSERT_EQUAL(gmm, 6);
+    CU_ASSERT_EQUAL(per_layer[0], 3);
+    CU_ASSERT_EQUAL(per_layer[1], 3);
+    /* a histogram file: refused, naming it */
+    nn_moe_route_spec f;
+    CU_ASSERT_EQUAL_FATAL(nn_moe_route_parse_hist("h.txt", "1 1\n", &f, &e), NP_OK);
+    CU_ASSERT_EQUAL(nn_moe_route_mark(m.g, &f, &e), NP_ERR_INCONSISTENT);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e.msg, "h.txt"));
+    nn_moe_route_spec_free(&f);
+    nn_graph_free(m.g);
 }
