@@ -414,54 +414,57 @@ static np_status combine_compile(kc_ctx *x)
         if (grad) {
             kc_spad_alloc(x, (uint64_t)(tt * r.k) * 4, 64, &s_r);
             kc_spad_alloc(x, (uint64_t)(tt * r.k) * 4, 64, &s_rt);
-    }
-    if (kc_status(x) != NP_OK)
-        return kc_status(x);
-    ISA_EMIT(em, VPU_FILL, isa_spad(0, s_one), isa_f32(1), isa_imm(1), isa_imm(1), isa_enum(KM_F));
-    for (int64_t t0 = r.lo; t0 < r.hi; t0 += tt) {
-        int64_t m = r.hi - t0 < tt ? r.hi - t0 : tt;
-        if (grad) /* dout's rows */
-            ISA_EMIT(em, DMA_COPY, isa_spad(0, s_a), isa_hbm(0, G->addr + (uint64_t)(t0 * D * e)),
-                     isa_enum(dt), isa_imm(D), .n1 = isa_imm(m));
-        else
-            ISA_EMIT(em, VPU_FILL, isa_spad(0, s_a), isa_f32(0), isa_imm(m), isa_imm(D),
-                     isa_enum(KM_F));
-        for (int64_t j = 0; j < r.k; j++) {
-            uint64_t ix = r.si + (uint64_t)(j * Tc + t0 - r.lo) * 4;
-            ISA_EMIT(em, DMA_GATHER, isa_spad(0, s_g), isa_hbm(0, Yr->addr), isa_spad(0, ix),
-                     isa_enum(dt), isa_imm(D), isa_imm(m), isa_imm(r.N), .skip = isa_imm(1));
-            if (W) {
-                km_wcol(x, W, t0, m, j, r.k, s_w, s_wc, &r.sem); /* (its sync covers the gather) */
-            } else {
-                km_sync(x, ISA_UNIT_DMA, ISA_UNIT_VPU, &r.sem);
-            }
-            if (grad)
-                ISA_EMIT(em, VPU_RDOT, isa_spad(0, s_r + (uint64_t)(j * tt) * 4), isa_spad(0, s_g),
-                         isa_spad(0, s_a), isa_imm(m), isa_imm(D), isa_enum(dt), isa_enum(KM_F));
+        }
+        if (kc_status(x) != NP_OK)
+            return kc_status(x);
+        ISA_EMIT(em, VPU_FILL, isa_spad(0, s_one), isa_f32(1), isa_imm(1), isa_imm(1),
+                 isa_enum(KM_F));
+        for (int64_t t0 = r.lo; t0 < r.hi; t0 += tt) {
+            int64_t m = r.hi - t0 < tt ? r.hi - t0 : tt;
+            if (grad) /* dout's rows */
+                ISA_EMIT(em, DMA_COPY, isa_spad(0, s_a),
+                         isa_hbm(0, G->addr + (uint64_t)(t0 * D * e)), isa_enum(dt), isa_imm(D),
+                         .n1 = isa_imm(m));
             else
-                ISA_EMIT(em, VPU_FMA, isa_spad(0, s_a), isa_spad(0, s_g),
-                         isa_spad(0, W ? s_wc : s_one), isa_spad(0, s_a), isa_imm(m), isa_imm(D),
-                         isa_enum(dt), isa_enum(KM_F),
-                         .bb = isa_enum(W ? ISA_BCAST_COL : ISA_BCAST_SCALAR),
-                         .cb = isa_enum(ISA_BCAST_FULL));
-            km_sync(x, ISA_UNIT_VPU, ISA_UNIT_DMA, &r.sem); /* s_g (and s_w) free again */
+                ISA_EMIT(em, VPU_FILL, isa_spad(0, s_a), isa_f32(0), isa_imm(m), isa_imm(D),
+                         isa_enum(KM_F));
+            for (int64_t j = 0; j < r.k; j++) {
+                uint64_t ix = r.si + (uint64_t)(j * Tc + t0 - r.lo) * 4;
+                ISA_EMIT(em, DMA_GATHER, isa_spad(0, s_g), isa_hbm(0, Yr->addr), isa_spad(0, ix),
+                         isa_enum(dt), isa_imm(D), isa_imm(m), isa_imm(r.N), .skip = isa_imm(1));
+                if (W) {
+                    km_wcol(x, W, t0, m, j, r.k, s_w, s_wc, &r.sem); /* (syncs the gather) */
+                } else {
+                    km_sync(x, ISA_UNIT_DMA, ISA_UNIT_VPU, &r.sem);
+                }
+                if (grad)
+                    ISA_EMIT(em, VPU_RDOT, isa_spad(0, s_r + (uint64_t)(j * tt) * 4),
+                             isa_spad(0, s_g), isa_spad(0, s_a), isa_imm(m), isa_imm(D),
+                             isa_enum(dt), isa_enum(KM_F));
+                else
+                    ISA_EMIT(em, VPU_FMA, isa_spad(0, s_a), isa_spad(0, s_g),
+                             isa_spad(0, W ? s_wc : s_one), isa_spad(0, s_a), isa_imm(m),
+                             isa_imm(D), isa_enum(dt), isa_enum(KM_F),
+                             .bb = isa_enum(W ? ISA_BCAST_COL : ISA_BCAST_SCALAR),
+                             .cb = isa_enum(ISA_BCAST_FULL));
+                km_sync(x, ISA_UNIT_VPU, ISA_UNIT_DMA, &r.sem); /* s_g (and s_w) free again */
+            }
+            if (grad) { /* [k, m] -> [m, k] */
+                ISA_EMIT(em, VPU_TRANSPOSE, isa_spad(0, s_rt), isa_spad(0, s_r), isa_imm(r.k),
+                         isa_imm(m), isa_enum(KM_F), .src_s = isa_imm(tt * 4));
+                ISA_EMIT(em, VPU_CAST, isa_spad(0, s_o), isa_spad(0, s_rt), isa_imm(m),
+                         isa_imm(r.k), isa_enum(dt), isa_enum(KM_F));
+            } else {
+                ISA_EMIT(em, VPU_CAST, isa_spad(0, s_o), isa_spad(0, s_a), isa_imm(m), isa_imm(D),
+                         isa_enum(dt), isa_enum(KM_F));
+            }
+            km_sync(x, ISA_UNIT_VPU, ISA_UNIT_DMA, &r.sem);
+            int64_t cols = grad ? r.k : D;
+            ISA_EMIT(em, DMA_COPY, isa_hbm(0, Out->addr + (uint64_t)(t0 * cols * e)),
+                     isa_spad(0, s_o), isa_enum(dt), isa_imm(cols), .n1 = isa_imm(m));
+            km_sync(x, ISA_UNIT_DMA, ISA_UNIT_VPU, &r.sem); /* s_o and dout's rows free again */
         }
-        if (grad) { /* [k, m] -> [m, k] */
-            ISA_EMIT(em, VPU_TRANSPOSE, isa_spad(0, s_rt), isa_spad(0, s_r), isa_imm(r.k),
-                     isa_imm(m), isa_enum(KM_F), .src_s = isa_imm(tt * 4));
-            ISA_EMIT(em, VPU_CAST, isa_spad(0, s_o), isa_spad(0, s_rt), isa_imm(m), isa_imm(r.k),
-                     isa_enum(dt), isa_enum(KM_F));
-        } else {
-            ISA_EMIT(em, VPU_CAST, isa_spad(0, s_o), isa_spad(0, s_a), isa_imm(m), isa_imm(D),
-                     isa_enum(dt), isa_enum(KM_F));
-        }
-        km_sync(x, ISA_UNIT_VPU, ISA_UNIT_DMA, &r.sem);
-        int64_t cols = grad ? r.k : D;
-        ISA_EMIT(em, DMA_COPY, isa_hbm(0, Out->addr + (uint64_t)(t0 * cols * e)), isa_spad(0, s_o),
-                 isa_enum(dt), isa_imm(cols), .n1 = isa_imm(m));
-        km_sync(x, ISA_UNIT_DMA, ISA_UNIT_VPU, &r.sem); /* s_o and dout's rows free again */
-    }
-    km_sync(x, ISA_UNIT_DMA, ISA_UNIT_DMA, &r.sem);
+        km_sync(x, ISA_UNIT_DMA, ISA_UNIT_DMA, &r.sem);
     }
     uint64_t assign = (uint64_t)(r.T * r.k);
     x->res->hbm_read_bytes = assign * (uint64_t)(D * e) + assign * 4 * nc +
@@ -478,14 +481,97 @@ static np_status combine_compile(kc_ctx *x)
 
 /* ---- topk ----------------------------------------------------------------------------------- */
 
+/* fp32 tiles of a topk row tile: v [m, n] packed, the column index io [tr, n], a mask and a
+ * candidate tile as large */
+typedef struct km_topk {
+    isa_emit *em;
+    int64_t m;
+    uint64_t io, msk, cand;
+} km_topk;
+
+/* One round over v [m, n]: am[i] = the lowest column holding row i's maximum (the maximum into
+ * mx[i]); with knock that column becomes -FLT_MAX (it cannot be chosen again). */
+static void km_argmax(const km_topk *t, uint64_t v, int64_t n, uint64_t mx, uint64_t am,
+                      bool knock)
+{
+    isa_emit *em = t->em;
+    int64_t m = t->m;
+    ISA_EMIT(em, VPU_RMAX, isa_spad(0, mx), isa_spad(0, v), isa_imm(m), isa_imm(n), isa_enum(KM_F));
+    ISA_EMIT(em, VPU_CMPEQ, isa_spad(0, t->msk), isa_spad(0, v), isa_spad(0, mx), isa_imm(m),
+             isa_imm(n), isa_enum(KM_F), .bcast = isa_enum(ISA_BCAST_COL));
+    ISA_EMIT(em, VPU_SELS, isa_spad(0, t->cand), isa_spad(0, t->msk), isa_spad(0, t->io),
+             isa_f32((float)n), isa_imm(m), isa_imm(n), isa_enum(KM_F));
+    ISA_EMIT(em, VPU_RMIN, isa_spad(0, am), isa_spad(0, t->cand), isa_imm(m), isa_imm(n),
+             isa_enum(KM_F));
+    if (!knock)
+        return;
+    ISA_EMIT(em, VPU_CMPNE, isa_spad(0, t->msk), isa_spad(0, t->io), isa_spad(0, am), isa_imm(m),
+             isa_imm(n), isa_enum(KM_F), .bcast = isa_enum(ISA_BCAST_COL));
+    ISA_EMIT(em, VPU_SELS, isa_spad(0, v), isa_spad(0, t->msk), isa_spad(0, v),
+             isa_f32(-FLT_MAX), isa_imm(m), isa_imm(n), isa_enum(KM_F));
+}
+
+/* A column [m] of a tile whose rows are `stride` bytes apart, copied packed (or back). */
+static void km_col(isa_emit *em, uint64_t dst, int64_t dst_s, uint64_t src, int64_t src_s,
+                   int64_t m, int64_t cols)
+{
+    ISA_EMIT(em, VPU_COPY, isa_spad(0, dst), isa_spad(0, src), isa_imm(m), isa_imm(cols),
+             isa_enum(KM_F), .dst_s = isa_imm(dst_s), .src_s = isa_imm(src_s));
+}
+
+/* Group-limited routing on v [m, E] (G groups of gs, the keep best by the sum of their top
+ * `per`): the experts of the other groups pushed to -3e38, below any score. */
+static void km_groups(const km_topk *t, uint64_t v, int64_t E, int64_t G, int64_t keep,
+                      int64_t per, uint64_t io_g, uint64_t io_G, uint64_t w, uint64_t gsc,
+                      uint64_t kept, uint64_t mx, uint64_t am)
+{
+    isa_emit *em = t->em;
+    int64_t m = t->m, gs = E / G;
+    km_topk tg = *t;
+    tg.io = io_g;
+    for (int64_t g = 0; g < G; g++) { /* a group's score: the sum of its top `per` */
+        km_col(em, w, gs * 4, v + (uint64_t)(g * gs) * 4, E * 4, m, gs);
+        for (int64_t p = 0; p < per; p++) {
+            km_argmax(&tg, w, gs, mx, am, p + 1 < per);
+            if (p == 0)
+                km_col(em, gsc + (uint64_t)g * 4, G * 4, mx, 4, m, 1);
+            else
+                ISA_EMIT(em, VPU_ADD, isa_spad(0, gsc + (uint64_t)g * 4),
+                         isa_spad(0, gsc + (uint64_t)g * 4), isa_spad(0, mx), isa_imm(m),
+                         isa_imm(1), isa_enum(KM_F), .dst_s = isa_imm(G * 4),
+                         .a_s = isa_imm(G * 4), .b_s = isa_imm(4));
+        }
+    }
+    tg.io = io_G;
+    ISA_EMIT(em, VPU_FILL, isa_spad(0, kept), isa_f32(0), isa_imm(m), isa_imm(G), isa_enum(KM_F));
+    for (int64_t n = 0; n < keep; n++) { /* the keep best groups (lowest index on ties) */
+        km_argmax(&tg, gsc, G, mx, am, true);
+        ISA_EMIT(em, VPU_CMPEQ, isa_spad(0, t->cand), isa_spad(0, io_G), isa_spad(0, am),
+                 isa_imm(m), isa_imm(G), isa_enum(KM_F), .bcast = isa_enum(ISA_BCAST_COL));
+        ISA_EMIT(em, VPU_ADD, isa_spad(0, kept), isa_spad(0, kept), isa_spad(0, t->cand),
+                 isa_imm(m), isa_imm(G), isa_enum(KM_F));
+    }
+    for (int64_t g = 0; g < G; g++) { /* v += (kept - 1) x 3e38 over the group's experts */
+        km_col(em, mx, 4, kept + (uint64_t)g * 4, G * 4, m, 1);
+        ISA_EMIT(em, VPU_ADDS, isa_spad(0, mx), isa_spad(0, mx), isa_f32(-1), isa_imm(m),
+                 isa_imm(1), isa_enum(KM_F));
+        ISA_EMIT(em, VPU_MULS, isa_spad(0, mx), isa_spad(0, mx), isa_f32(3e38f), isa_imm(m),
+                 isa_imm(1), isa_enum(KM_F));
+        km_col(em, w, gs * 4, v + (uint64_t)(g * gs) * 4, E * 4, m, gs);
+        ISA_EMIT(em, VPU_ADD, isa_spad(0, w), isa_spad(0, w), isa_spad(0, mx), isa_imm(m),
+                 isa_imm(gs), isa_enum(KM_F), .bcast = isa_enum(ISA_BCAST_COL));
+        km_col(em, v + (uint64_t)(g * gs) * 4, E * 4, w, gs * 4, m, gs);
+    }
+}
+
 static np_status topk_compile(kc_ctx *x)
 {
     const kc_kernel *k = x->k;
     const kc_tensor *S = &k->in[0], *O = &k->out[0];
     int64_t K = kc_attr_int(x, "k"), E = S->ndim ? S->shape[S->ndim - 1] : 0;
-    if (kc_attr_int(x, "groups") > 1)
-        return kc_fail(x, NP_ERR_INCONSISTENT, "group-limited routing (groups %" PRId64 ") has "
-                       "no kernel yet: plain top-k only", kc_attr_int(x, "groups"));
+    int64_t G = kc_attr_int(x, "groups"), keep = kc_attr_int(x, "keep");
+    int64_t per = kc_attr_int(x, "group_top");
+    bool grouped = G > 1 && keep < G;
     if (!km_dense(S) || !km_dense(O) || O->dtype != NN_I32 || O->ndim != S->ndim ||
         O->shape[O->ndim - 1] != K || K < 1 || K > E || kc_tensor_numel(O) / K !=
         kc_tensor_numel(S) / E)
@@ -493,7 +579,12 @@ static np_status topk_compile(kc_ctx *x)
     if (E > KM_MAX || K > 64)
         return kc_fail(x, NP_ERR_RANGE, "%" PRId64 " experts (at most 65535), k %" PRId64
                        " (at most 64)", E, K);
+    if (grouped && (E % G || keep < 1 || per < 1 || per > E / G || K > keep * (E / G)))
+        return kc_fail(x, NP_ERR_RANGE, "top-%" PRId64 " of %" PRId64 " experts in %" PRId64
+                       " groups keeping %" PRId64 " (group score: the sum of its top %" PRId64
+                       ")", K, E, G, keep, per);
     int64_t R = kc_tensor_numel(S) / E, e = (int64_t)nn_dtype_size(S->dtype);
+    int64_t gs = grouped ? E / G : 0, Gg = grouped ? G : 0;
     isa_emit *em = x->e;
     isa_dtype dt = kc_isa_dtype(S->dtype);
     uint32_t nc = km_cores(x, R);
@@ -502,64 +593,74 @@ static np_status topk_compile(kc_ctx *x)
         int64_t lo, hi;
         km_split(R, nc, c, &lo, &hi);
         kc_core(x, k->place.core0 + c);
-        /* per row: the scores (dtype, fp32), the column index, a mask, a candidate; k x 3 */
-        tr = km_tile_rows(x, (uint64_t)(E * (e + 16) + 12 * K + 16), hi - lo);
+        /* per row: the scores (dtype, fp32), the column index, a mask, a candidate; k x 3;
+         * grouped: a group's scores, the groups' index, scores and kept mask */
+        tr = km_tile_rows(x, (uint64_t)(E * (e + 16) + 12 * K + 16 + gs * 8 + Gg * 12 + 8),
+                          hi - lo);
         if (tr < 1)
             return kc_fail(x, NP_ERR_RANGE, "a row of %" PRId64 " scores does not fit", E);
-        uint64_t s_in, s_v, s_io, s_m, s_c, s_r, s_rt, s_o;
+        uint64_t s_in, s_v, s_r, s_rt, s_o, s_mx = 0, s_iog = 0, s_ioG = 0, s_w = 0, s_gs = 0;
+        uint64_t s_kept = 0;
+        km_topk t = {.em = em};
         km_sems sem;
         kc_spad_alloc(x, (uint64_t)(tr * E * e), 64, &s_in);
         kc_spad_alloc(x, (uint64_t)(tr * E) * 4, 64, &s_v);
-        kc_spad_alloc(x, (uint64_t)(tr * E) * 4, 64, &s_io);
-        kc_spad_alloc(x, (uint64_t)(tr * E) * 4, 64, &s_m);
-        kc_spad_alloc(x, (uint64_t)(tr * E) * 4, 64, &s_c);
+        kc_spad_alloc(x, (uint64_t)(tr * E) * 4, 64, &t.io);
+        kc_spad_alloc(x, (uint64_t)(tr * E) * 4, 64, &t.msk);
+        kc_spad_alloc(x, (uint64_t)(tr * E) * 4, 64, &t.cand);
         kc_spad_alloc(x, (uint64_t)(tr * K) * 4, 64, &s_r);
         kc_spad_alloc(x, (uint64_t)(tr * K) * 4, 64, &s_rt);
         kc_spad_alloc(x, (uint64_t)(tr * K) * 4, 64, &s_o);
+        if (grouped) {
+            kc_spad_alloc(x, (uint64_t)tr * 4, 64, &s_mx);
+            kc_spad_alloc(x, (uint64_t)(tr * gs) * 4, 64, &s_iog);
+            kc_spad_alloc(x, (uint64_t)(tr * gs) * 4, 64, &s_w);
+            kc_spad_alloc(x, (uint64_t)(tr * G) * 4, 64, &s_ioG);
+            kc_spad_alloc(x, (uint64_t)(tr * G) * 4, 64, &s_gs);
+            kc_spad_alloc(x, (uint64_t)(tr * G) * 4, 64, &s_kept);
+        }
         if (km_sems_alloc(x, &sem) != NP_OK)
             return kc_status(x);
-        ISA_EMIT(em, VPU_IOTA, isa_spad(0, s_io), isa_val(0, 0), isa_imm(0), isa_imm(1),
+        ISA_EMIT(em, VPU_IOTA, isa_spad(0, t.io), isa_val(0, 0), isa_imm(0), isa_imm(1),
                  isa_imm(tr), isa_imm(E), isa_enum(KM_F));
+        if (grouped) {
+            ISA_EMIT(em, VPU_IOTA, isa_spad(0, s_iog), isa_val(0, 0), isa_imm(0), isa_imm(1),
+                     isa_imm(tr), isa_imm(gs), isa_enum(KM_F));
+            ISA_EMIT(em, VPU_IOTA, isa_spad(0, s_ioG), isa_val(0, 0), isa_imm(0), isa_imm(1),
+                     isa_imm(tr), isa_imm(G), isa_enum(KM_F));
+        }
         for (int64_t r0 = lo; r0 < hi; r0 += tr) {
             int64_t m = hi - r0 < tr ? hi - r0 : tr;
-            ISA_EMIT(em, DMA_COPY, isa_spad(0, s_in), isa_hbm(0, S->addr + (uint64_t)(r0 * E * e)),
-                     isa_enum(dt), isa_imm(m * E));
+            t.m = m;
+            ISA_EMIT(em, DMA_COPY, isa_spad(0, s_in),
+                     isa_hbm(0, S->addr + (uint64_t)(r0 * E * e)), isa_enum(dt), isa_imm(m * E));
             km_sync(x, ISA_UNIT_DMA, ISA_UNIT_VPU, &sem);
             ISA_EMIT(em, VPU_CAST, isa_spad(0, s_v), isa_spad(0, s_in), isa_imm(m), isa_imm(E),
                      isa_enum(KM_F), isa_enum(dt));
+            if (grouped)
+                km_groups(&t, s_v, E, G, keep, per, s_iog, s_ioG, s_w, s_gs, s_kept, s_mx,
+                          s_r);
             for (int64_t j = 0; j < K; j++) {
                 uint64_t rj = s_r + (uint64_t)(j * tr) * 4;
-                ISA_EMIT(em, VPU_RMAX, isa_spad(0, rj), isa_spad(0, s_v), isa_imm(m), isa_imm(E),
-                         isa_enum(KM_F));
-                ISA_EMIT(em, VPU_CMPEQ, isa_spad(0, s_m), isa_spad(0, s_v), isa_spad(0, rj),
-                         isa_imm(m), isa_imm(E), isa_enum(KM_F), .bcast = isa_enum(ISA_BCAST_COL));
-                ISA_EMIT(em, VPU_SELS, isa_spad(0, s_c), isa_spad(0, s_m), isa_spad(0, s_io),
-                         isa_f32((float)E), isa_imm(m), isa_imm(E), isa_enum(KM_F));
-                ISA_EMIT(em, VPU_RMIN, isa_spad(0, rj), isa_spad(0, s_c), isa_imm(m), isa_imm(E),
-                         isa_enum(KM_F));
-                if (j + 1 == K)
-                    break;
-                ISA_EMIT(em, VPU_CMPNE, isa_spad(0, s_m), isa_spad(0, s_io), isa_spad(0, rj),
-                         isa_imm(m), isa_imm(E), isa_enum(KM_F), .bcast = isa_enum(ISA_BCAST_COL));
-                ISA_EMIT(em, VPU_SELS, isa_spad(0, s_v), isa_spad(0, s_m), isa_spad(0, s_v),
-                         isa_f32(-FLT_MAX), isa_imm(m), isa_imm(E), isa_enum(KM_F));
+                km_argmax(&t, s_v, E, rj, rj, j + 1 < K);
             }
-            ISA_EMIT(em, VPU_TRANSPOSE, isa_spad(0, s_rt), isa_spad(0, s_r), isa_imm(K), isa_imm(m),
-                     isa_enum(KM_F), .src_s = isa_imm(tr * 4));
+            ISA_EMIT(em, VPU_TRANSPOSE, isa_spad(0, s_rt), isa_spad(0, s_r), isa_imm(K),
+                     isa_imm(m), isa_enum(KM_F), .src_s = isa_imm(tr * 4));
             ISA_EMIT(em, VPU_CAST, isa_spad(0, s_o), isa_spad(0, s_rt), isa_imm(m), isa_imm(K),
                      isa_enum(ISA_DTYPE_INT32), isa_enum(KM_F));
             km_sync(x, ISA_UNIT_VPU, ISA_UNIT_DMA, &sem);
-            ISA_EMIT(em, DMA_COPY, isa_hbm(0, O->addr + (uint64_t)(r0 * K) * 4), isa_spad(0, s_o),
-                     isa_enum(ISA_DTYPE_INT32), isa_imm(m * K));
-    }
-    km_sync(x, ISA_UNIT_DMA, ISA_UNIT_DMA, &sem);
+            ISA_EMIT(em, DMA_COPY, isa_hbm(0, O->addr + (uint64_t)(r0 * K) * 4),
+                     isa_spad(0, s_o), isa_enum(ISA_DTYPE_INT32), isa_imm(m * K));
+        }
+        km_sync(x, ISA_UNIT_DMA, ISA_UNIT_DMA, &sem);
     }
     x->res->hbm_read_bytes = kc_tensor_bytes(S);
     x->res->hbm_write_bytes = kc_tensor_bytes(O);
     x->res->hbm_bytes_min = kc_tensor_bytes(S) + kc_tensor_bytes(O);
     x->res->cores = nc;
     snprintf(x->res->schedule, sizeof x->res->schedule, "row tiles of %" PRId64 " over %u cores: "
-             "k rounds of vpu.rmax, the lowest column holding it (vpu.rmin), knocked out", tr, nc);
+             "%sk rounds of vpu.rmax, the lowest column holding it (vpu.rmin), knocked out", tr,
+             nc, grouped ? "the best groups kept, " : "");
     return kc_status(x);
 }
 

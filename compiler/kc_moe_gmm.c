@@ -119,9 +119,9 @@ static np_status kg_move(kc_ctx *x, const kc_tensor *idx, int64_t C_from, int64_
                          isa_enum(it), isa_imm(D), isa_imm(m), isa_imm(rows_from),
                          .skip = isa_imm(1));
                 km_sync(x, ISA_UNIT_DMA, ISA_UNIT_DMA, &f.sem);
-                ISA_EMIT(em, DMA_SCATTER, isa_hbm(0, dst), isa_spad(0, buf), isa_spad(0, t.si + off),
-                         isa_enum(it), isa_imm(D), isa_imm(m), isa_imm(rows_to),
-                         .skip = isa_imm(1));
+                ISA_EMIT(em, DMA_SCATTER, isa_hbm(0, dst), isa_spad(0, buf),
+                         isa_spad(0, t.si + off), isa_enum(it), isa_imm(D), isa_imm(m),
+                         isa_imm(rows_to), .skip = isa_imm(1));
                 km_sync(x, ISA_UNIT_DMA, ISA_UNIT_DMA, &f.sem);
             }
         sum->rd += (uint64_t)(Tc * f.k * D * e);

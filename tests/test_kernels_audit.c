@@ -139,6 +139,7 @@ static const audit_row movement[] = {
  * capacity */
 static const audit_row moe[] = {
     {"topk shape=7x13 k=3", "dtype", F3},
+    {"topk shape=7x12 k=3 groups=4 keep=2 group_top=2", "dtype", F3},
     {"moe_dispatch tokens=13 k=2 d=7 experts=5 weighted=1", "dtype", F3},
     {"moe_dispatch tokens=13 k=3 d=9 experts=4 capacity=5", "dtype", F3},
     {"moe_combine tokens=13 k=2 d=7 experts=5 weighted=1 capacity=4", "dtype", F3},

@@ -54,6 +54,9 @@ TEST(topk_picks_the_reference_experts_exactly)
     spec_check("topk shape=37x8 k=2 dtype=fp32", 2, true);
     spec_check("topk shape=3x5x64 k=6 dtype=bf16", 2, true);
     spec_check("topk shape=9x16 k=16 dtype=fp32", 1, true); /* every expert, in order */
+    /* group-limited (DeepSeek-V3: groups scored by their top 2; V2: their maximum) */
+    spec_check("topk shape=37x8 k=3 groups=4 keep=2 group_top=2 dtype=fp32", 2, true);
+    spec_check("topk shape=50x64 k=6 groups=8 keep=3 group_top=1 dtype=bf16", 2, true);
 }
 
 TEST(dispatch_puts_each_token_in_its_experts_rows)
@@ -92,8 +95,8 @@ TEST(the_grouped_matmul_and_its_weight_gradient_match_the_reference)
 }
 
 /* A timing run's counts (route 1: uniform, 2 of 8 tokens x 2 choices for each of 8 experts;
- * route 2: skew:2, 5 tokens over 8 experts: some get none) are the routing the kernel is compiled for:
- * indices that route so (assignment i, in token order, to the expert whose run of counts holds
+ * route 2: skew:2, 5 tokens over 8 experts: some get none) are the routing the kernel is
+ * compiled for: indices that route so (assignment i, in token order, to the expert whose run of counts holds
  * it) give the reference's values, an expert without rows a zero gradient. */
 static void counts_check(nn_op op, int route, int64_t T, int64_t k, int64_t E)
 {
