@@ -29,7 +29,7 @@
 #include "kc_phase.h"
 #include "moe_route.h"
 
-enum { KG_DATA = 0, KG_UNIFORM = 1, KG_SKEW = 2 };
+enum { KG_DATA = 0, KG_UNIFORM = 1, KG_SKEW = 2, KG_MAX_E = 8192 };
 
 /* What the phases moved and computed, summed (each phase's compile overwrites x->res). */
 typedef struct kg_sum {
@@ -46,10 +46,8 @@ static kc_tensor kg_view(uint64_t addr, nn_dtype dt, int ndim, const int64_t *sh
     return t;
 }
 
-/* One phase: sub's schedule over the placement, then a barrier (`end`) or only a fence per
- * core: phases that touch disjoint HBM ranges (the experts' GEMMs) follow one another without
- * a barrier, each core going on to the next as it is done. */
-static np_status kg_phase_at(kc_ctx *x, kc_kernel *sub, kg_sum *sum, bool end)
+/* One phase: sub's schedule over the placement, then a barrier. */
+static np_status kg_phase(kc_ctx *x, kc_kernel *sub, kg_sum *sum)
 {
     sub->place = x->k->place;
     memset(x->res, 0, sizeof *x->res);
@@ -58,24 +56,13 @@ static np_status kg_phase_at(kc_ctx *x, kc_kernel *sub, kg_sum *sum, bool end)
     sum->flops += x->res->flops;
     sum->rd += x->res->hbm_read_bytes;
     sum->wr += x->res->hbm_write_bytes;
-    return end ? kc_phase_end(x) : kc_phase_end_local(x);
-}
-
-static np_status kg_phase(kc_ctx *x, kc_kernel *sub, kg_sum *sum)
-{
-    return kg_phase_at(x, sub, sum, true);
-}
-
-static np_status kg_matmul_at(kc_ctx *x, kc_tensor a, kc_tensor b, kc_tensor c, kg_sum *sum,
-                              bool end)
-{
-    kc_kernel mk = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .in = {a, b}, .out = {c}};
-    return kg_phase_at(x, &mk, sum, end);
+    return kc_phase_end(x);
 }
 
 static np_status kg_matmul(kc_ctx *x, kc_tensor a, kc_tensor b, kc_tensor c, kg_sum *sum)
 {
-    return kg_matmul_at(x, a, b, c, sum, true);
+    kc_kernel mk = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .in = {a, b}, .out = {c}};
+    return kg_phase(x, &mk, sum);
 }
 
 static np_status kg_zero(kc_ctx *x, kc_tensor t, kg_sum *sum)
@@ -128,6 +115,56 @@ static np_status kg_move(kc_ctx *x, const kc_tensor *idx, int64_t C_from, int64_
         sum->wr += (uint64_t)(Tc * f.k * D * e);
     }
     return kc_phase_end(x);
+}
+
+/* One phase on the cores `at` (a group of the placement's), ended by a fence per core: the
+ * groups run their experts at the same time. */
+static np_status kg_run(kc_ctx *x, kc_kernel *sub, kc_place at, kg_sum *sum)
+{
+    memset(x->res, 0, sizeof *x->res);
+    sub->place = at;
+    if (kc_phase_run(x, sub) != NP_OK)
+        return kc_status(x);
+    sum->flops += x->res->flops;
+    sum->rd += x->res->hbm_read_bytes;
+    sum->wr += x->res->hbm_write_bytes;
+    return kc_phase_end_local(x);
+}
+
+/* Groups of cores that run experts' GEMMs at the same time: a GEMM gets about as many cores
+ * as it has output tiles of 128 x 128 (its rows the mean expert's; grad_w: K x F), so small
+ * experts (many of them) share the chip and large ones (few) get all of it; the experts go to
+ * the groups largest first, each to the least loaded (rows). grp[e] is expert e's group;
+ * returns the groups. */
+static uint32_t kg_groups(const kc_ctx *x, const int64_t *counts, int64_t E, int64_t K,
+                          int64_t F, int *grp)
+{
+    uint32_t nc = x->k->place.n_cores ? x->k->place.n_cores : 1;
+    int64_t rows = 0, busy = 0;
+    for (int64_t e = 0; e < E; e++)
+        rows += counts[e], busy += counts[e] > 0;
+    busy = busy ? busy : 1;
+    int64_t m = K ? K : (rows / busy + 127) / 128 * 128;
+    int64_t tiles = ((m + 127) / 128) * ((F + 127) / 128);
+    uint32_t cpg = tiles >= (int64_t)nc ? nc : (uint32_t)(tiles < 1 ? 1 : tiles);
+    uint32_t ng = nc / cpg;
+    ng = (int64_t)ng > busy ? (uint32_t)busy : ng;
+    int64_t load[KG_MAX_E] = {0};
+    bool done[KG_MAX_E] = {0};
+    for (int64_t n = 0; n < E; n++) { /* the largest expert left to the least loaded group */
+        int64_t big = -1;
+        for (int64_t e = 0; e < E; e++)
+            if (!done[e] && (big < 0 || counts[e] > counts[big]))
+                big = e;
+        uint32_t g = 0;
+        for (uint32_t i = 1; i < ng; i++)
+            if (load[i] < load[g])
+                g = i;
+        done[big] = true;
+        grp[big] = (int)g;
+        load[g] += counts[big] + (K ? 1 : 0);
+    }
+    return ng;
 }
 
 /* The counts of a timing run's routing (route 1, 2) for the kernel's T, k, E. */
@@ -214,47 +251,55 @@ static np_status gmm_compile(kc_ctx *x)
             snprintf(how, sizeof how, "the layout from the indices, %" PRId64 " experts padded "
                      "to %" PRId64 " rows, one batched GEMM", E, P);
     } else {
-        int64_t counts[65536 / 8], first = 0, busy = 0;
-        if (E > (int64_t)(sizeof counts / sizeof counts[0]))
-            return kc_fail(x, NP_ERR_RANGE, "%" PRId64 " experts (at most %zu)", E,
-                           sizeof counts / sizeof counts[0]);
+        int64_t counts[KG_MAX_E], firsts[KG_MAX_E], busy = 0;
+        int grp[KG_MAX_E];
+        if (E > KG_MAX_E)
+            return kc_fail(x, NP_ERR_RANGE, "%" PRId64 " experts (at most %d)", E, KG_MAX_E);
         if (kg_counts(x, r.T, r.k, E, counts) != NP_OK)
             return kc_status(x);
-        for (int64_t e = 0; e < E && kc_status(x) == NP_OK; e++) {
-            int64_t c = counts[e];
-            busy += c > 0;
-            kc_tensor Ae, Be, Ye;
-            if (gw) {
-                Ye = kg_view(Y->addr + (uint64_t)(e * K * F * (int64_t)nn_dtype_size(dt)), dt, 2,
-                             (int64_t[]){K, F}, (int64_t[]){F, 1});
-                if (c == 0) {
-                    kc_kernel fk = {.op = NN_OP_FILL, .n_in = 1, .n_out = 1, .in = {Ye},
-                                    .out = {Ye}, .n_attrs = 1, .attrs = {KC_REAL("v", 0)}};
-                    kg_phase_at(x, &fk, &sum, false);
-                    continue;
-                }
-                Ae = kg_view(A->addr + (uint64_t)(first * K * (int64_t)nn_dtype_size(dt)), dt, 2,
-                             (int64_t[]){K, c}, (int64_t[]){1, K});
-                Be = kg_view(B->addr + (uint64_t)(first * F * (int64_t)nn_dtype_size(dt)), dt, 2,
-                             (int64_t[]){c, F}, (int64_t[]){F, 1});
-            } else {
-                if (c == 0)
-                    continue;
-                Ae = kg_view(A->addr + (uint64_t)(first * K * (int64_t)nn_dtype_size(dt)), dt, 2,
-                             (int64_t[]){c, K}, (int64_t[]){K, 1});
-                Be = kg_view(B->addr + (uint64_t)(e * K * F * (int64_t)nn_dtype_size(dt)), dt, 2,
-                             (int64_t[]){K, F}, bs + 1);
-                Ye = kg_view(Y->addr + (uint64_t)(first * F * (int64_t)nn_dtype_size(dt)), dt, 2,
-                             (int64_t[]){c, F}, (int64_t[]){F, 1});
-            }
-            kg_matmul_at(x, Ae, Be, Ye, &sum, false);
-            first += c;
+        for (int64_t e = 0, f = 0; e < E; f += counts[e], e++) {
+            firsts[e] = f;
+            busy += counts[e] > 0;
         }
+        uint32_t ng = kg_groups(x, counts, E, gw ? K : 0, F, grp);
+        uint32_t nc = k->place.n_cores ? k->place.n_cores : 1, cpg = nc / ng;
+        for (uint32_t g = 0; g < ng; g++)
+            for (int64_t e = 0; e < E && kc_status(x) == NP_OK; e++) {
+                int64_t c = counts[e], first = firsts[e];
+                if (grp[e] != (int)g || (c == 0 && !gw))
+                    continue;
+                kc_place at = {k->place.chip, k->place.core0 + g * cpg, cpg};
+                kc_tensor Ae, Be, Ye;
+                if (gw) {
+                    Ye = kg_view(Y->addr + (uint64_t)(e * K * F * (int64_t)nn_dtype_size(dt)), dt,
+                                 2, (int64_t[]){K, F}, (int64_t[]){F, 1});
+                    if (c == 0) {
+                        kc_kernel fk = {.op = NN_OP_FILL, .n_in = 1, .n_out = 1, .in = {Ye},
+                                        .out = {Ye}, .n_attrs = 1, .attrs = {KC_REAL("v", 0)}};
+                        kg_run(x, &fk, at, &sum);
+                        continue;
+                    }
+                    Ae = kg_view(A->addr + (uint64_t)(first * K * (int64_t)nn_dtype_size(dt)), dt,
+                                 2, (int64_t[]){K, c}, (int64_t[]){1, K});
+                    Be = kg_view(B->addr + (uint64_t)(first * F * (int64_t)nn_dtype_size(dt)), dt,
+                                 2, (int64_t[]){c, F}, (int64_t[]){F, 1});
+                } else {
+                    Ae = kg_view(A->addr + (uint64_t)(first * K * (int64_t)nn_dtype_size(dt)), dt,
+                                 2, (int64_t[]){c, K}, (int64_t[]){K, 1});
+                    Be = kg_view(B->addr + (uint64_t)(e * K * F * (int64_t)nn_dtype_size(dt)), dt,
+                                 2, (int64_t[]){K, F}, bs + 1);
+                    Ye = kg_view(Y->addr + (uint64_t)(first * F * (int64_t)nn_dtype_size(dt)), dt,
+                                 2, (int64_t[]){c, F}, (int64_t[]){F, 1});
+                }
+                kc_kernel mk = {.op = NN_OP_MATMUL, .n_in = 2, .n_out = 1, .in = {Ae, Be},
+                                .out = {Ye}};
+                kg_run(x, &mk, at, &sum);
+            }
         if (kc_status(x) == NP_OK)
             kc_phase_end(x);
         snprintf(how, sizeof how, "a GEMM per expert (%" PRId64 " of %" PRId64 " with rows, "
-                 "the %s routing's counts)", busy, E,
-                 kc_attr_int(x, "route") == KG_SKEW ? "skewed" : "uniform");
+                 "the %s routing's counts), %u groups of %u cores at once", busy, E,
+                 kc_attr_int(x, "route") == KG_SKEW ? "skewed" : "uniform", ng, cpg);
     }
     if (kc_status(x) != NP_OK)
         return kc_status(x);
