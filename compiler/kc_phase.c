@@ -19,10 +19,9 @@ np_status kc_phase_run(kc_ctx *x, const kc_kernel *sub)
     return kc_status(x);
 }
 
-np_status kc_phase_end(kc_ctx *x)
+/* The kernel's resources on its cores given back (into quarantine). */
+static void kc_phase_release(kc_ctx *x)
 {
-    if (kc_status(x) != NP_OK)
-        return kc_status(x);
     kc_ctx_impl *xi = (kc_ctx_impl *)(uintptr_t)x;
     const kc_place *pl = &x->k->place;
     uint32_t n = pl->n_cores ? pl->n_cores : 1;
@@ -35,8 +34,29 @@ np_status kc_phase_end(kc_ctx *x)
             if ((r->regs & (1u << i)) && r->regs_owner[i] == xi->owner)
                 r->regs &= (uint16_t)~(1u << i);
     }
+}
+
+np_status kc_phase_end(kc_ctx *x)
+{
+    if (kc_status(x) != NP_OK)
+        return kc_status(x);
+    kc_phase_release(x);
     np_err e = {0};
     if (kc_barrier(x->prog, &e) != NP_OK)
         return kc_fail(x, e.status, "%s", e.msg);
+    return kc_core(x, x->k->place.core0);
+}
+
+np_status kc_phase_end_local(kc_ctx *x)
+{
+    if (kc_status(x) != NP_OK)
+        return kc_status(x);
+    kc_phase_release(x);
+    const kc_place *pl = &x->k->place;
+    uint32_t n = pl->n_cores ? pl->n_cores : 1;
+    np_err e = {0};
+    for (uint32_t c = pl->core0; c < pl->core0 + n; c++)
+        if (kc_fence(x->prog, c, &e) != NP_OK)
+            return kc_fail(x, e.status, "%s", e.msg);
     return kc_core(x, pl->core0);
 }

@@ -22,4 +22,9 @@ np_status kc_phase_run(kc_ctx *x, const kc_kernel *sub);
  * current core is the placement's first again. */
 np_status kc_phase_end(kc_ctx *x);
 
+/* Ends a phase whose HBM results the next phase does not read: the resources released as
+ * kc_phase_end does, with a fence on each core of the placement instead of the barrier, so
+ * each core goes on to the next phase as soon as its own part is done. */
+np_status kc_phase_end_local(kc_ctx *x);
+
 #endif

@@ -30,7 +30,8 @@ enum {
     RUN_OPT_STEPS = 0x7601, RUN_OPT_FIDELITY, RUN_OPT_FUNCTIONAL, RUN_OPT_TRACE,
     RUN_OPT_CHAKRA, RUN_OPT_NO_CACHE,
     RUN_OPT_NO_DEDUP, RUN_OPT_ALLOW_OOM, RUN_OPT_KERNEL_CACHE, RUN_OPT_LINKS, RUN_OPT_CSV,
-    RUN_OPT_SLOW_CHIP, RUN_OPT_SLOW_LINK, RUN_OPT_FAIL_LINK, RUN_OPT_MTBF, RUN_OPT_RESTART, RUN_OPT_CKPT_INTERVAL, RUN_OPT_CKPT_WRITE
+    RUN_OPT_SLOW_CHIP, RUN_OPT_SLOW_LINK, RUN_OPT_FAIL_LINK, RUN_OPT_MTBF, RUN_OPT_RESTART, RUN_OPT_CKPT_INTERVAL, RUN_OPT_CKPT_WRITE,
+    RUN_OPT_ROUTING
 };
 
 const char cmd_run_usage[] =
@@ -47,7 +48,7 @@ const char cmd_run_usage[] =
     "                  [--functional] [--trace T.json.gz [--trace-chips L] [--trace-level K]]\n"
     "                  [--chakra DIR]\n"
     "                  [--kernel-cache FILE] [--no-cache] [--no-dedup] [--allow-oom]\n"
-    "                  [--links N] [--json | --csv]\n"
+    "                  [--routing uniform|skew:S|FILE] [--links N] [--json | --csv]\n"
     "\n"
     "Without --model: " RUN_DEFAULT_MODEL " on 8 chips of " RUN_DEFAULT_ARCH ", dp 2 x tp 2 x pp 2, 1F1B,\n"
     "global batch 16 in micro-batches of 2; strategy flags change that job (--tp 4: 16 chips).\n"
@@ -60,6 +61,11 @@ const char cmd_run_usage[] =
     "                    config.json or its folder, or an .onnx file (docs/interop.md)\n"
     CLI_STRATEGY_USAGE
     "  --steps N         training steps simulated one after the other (default 1)\n"
+    "  --routing R       MoE models, timing runs: tokens per expert of every MoE layer:\n"
+    "                    uniform (default), skew:S (a Zipf law of exponent S over the experts,\n"
+    "                    which expert is busiest drawn from --seed and the layer) or FILE (a\n"
+    "                    histogram per MoE layer; docs/run.md); --functional routes the real\n"
+    "                    tokens\n"
     "  --fidelity F      fast (default): each distinct kernel simulated once on the core model,\n"
     "                    every rank's plan replayed on its chip's engines over the network;\n"
     "                    full: every rank's step lowered to one program per core and run on\n"
@@ -452,6 +458,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         {"no-dedup", no_argument, NULL, RUN_OPT_NO_DEDUP},
         {"allow-oom", no_argument, NULL, RUN_OPT_ALLOW_OOM},
         {"links", required_argument, NULL, RUN_OPT_LINKS},
+        {"routing", required_argument, NULL, RUN_OPT_ROUTING},
         {"csv", no_argument, NULL, RUN_OPT_CSV},
         {"slow-chip", required_argument, NULL, RUN_OPT_SLOW_CHIP},
         {"slow-link", required_argument, NULL, RUN_OPT_SLOW_LINK},
@@ -470,6 +477,8 @@ np_status cmd_run(int argc, char **argv, np_err *err)
     uint64_t steps = 1;
     run_job j = {.steps = 1, .optim = cli_strategy_optim(), .faults.ckpt_write_s = -1};
     bool goodput_flag = false;
+    const char *routing_text = NULL;
+    nn_moe_route_spec routing = nn_moe_route_uniform();
     cli_strategy cs;
     cli_strategy_init(&cs);
     int c;
@@ -504,6 +513,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         case RUN_OPT_NO_DEDUP: j.no_dedup = true; break;
         case RUN_OPT_ALLOW_OOM: j.allow_oom = true; break;
         case RUN_OPT_CSV: csv = true; break;
+        case RUN_OPT_ROUTING: routing_text = optarg; break;
         case RUN_OPT_SLOW_CHIP:
             st = run_faults_slow_flag(&j.faults, optarg, 1u << 24, err);
             break;
@@ -573,6 +583,10 @@ np_status cmd_run(int argc, char **argv, np_err *err)
                             (int64_t)cfg.system.chips, (int64_t)cfg.system.chips - 1);
     if (st == NP_OK)
         st = nn_model_load(model, &d, err);
+    if (st == NP_OK && routing_text) {
+        st = nn_moe_route_parse(routing_text, cs.o.seed, &routing, err);
+        j.routing = &routing;
+    }
     run_report rep = {0};
     chakra_export_info chakra = {0};
     cli_progress prog;
@@ -601,6 +615,7 @@ np_status cmd_run(int argc, char **argv, np_err *err)
             fprintf(stderr, "npusim: no ASTRA-sim network file: %s\n", chakra.astra_why);
     }
     trace_chips_free(&j.trace_opts.chips);
+    nn_moe_route_spec_free(&routing);
     if (st != NP_OK) { /* a job can fail after its report was made (the goodput estimate) */
         run_report_free(&rep);
         return st;

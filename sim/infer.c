@@ -8,6 +8,7 @@
 #include "core.h"
 #include "infer.h"
 #include "kvcache.h"
+#include "moe_route.h"
 #include "run_engine.h"
 #include "run_fuse.h"
 #include "run_kernel.h"
@@ -164,6 +165,11 @@ static np_status time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t 
                                   .kv_slots = slots > 0 ? slots : 1}, &m, err);
     if (st != NP_OK)
         return st;
+    nn_moe_route_spec uniform = nn_moe_route_uniform(); /* timing: MoE tokens spread evenly */
+    if ((st = nn_moe_route_mark(m.g, &uniform, err)) != NP_OK) {
+        nn_graph_free(m.g);
+        return st;
+    }
     int n = nn_graph_n_nodes(m.g);
     run_fuse *f = NULL;
     bool *marked = calloc((size_t)nn_graph_max_id(m.g) + 1, sizeof *marked);

@@ -185,6 +185,17 @@ np_status run_build_plan(const nn_model_desc *d, const nn_model_opts *o, const n
     return run_build_plan_memo(d, o, s, opt, cfg, NULL, out, why, n, err);
 }
 
+/* Every stage's grouped matmuls take their rows per expert from the job's routing. */
+static np_status rj_mark_routing(const run_job *j, nn_plan *p, np_err *err)
+{
+    nn_moe_route_spec uniform = nn_moe_route_uniform();
+    const nn_moe_route_spec *s = j->routing ? j->routing : &uniform;
+    for (int c = 0; c < p->n_classes; c++)
+        if (nn_moe_route_mark(p->classes[c].g, s, err) != NP_OK)
+            return err->status;
+    return NP_OK;
+}
+
 np_status run_job_run(const run_job *j, run_report *out, np_err *err)
 {
     double t0 = np_wall_s();
@@ -207,6 +218,8 @@ np_status run_job_run(const run_job *j, run_report *out, np_err *err)
                                   sizeof why, err);
     if (st == NP_OK && !j->allow_oom)
         st = run_memory_check(p, err);
+    if (st == NP_OK && !j->functional) /* timing: the routing's counts, not the indices' */
+        st = rj_mark_routing(j, p, err);
     if (st == NP_OK && j->full) {
         st = rj_run_full(j, p, out, err);
         if (st == NP_OK)

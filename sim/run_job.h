@@ -29,6 +29,7 @@
 #include "arch.h"
 #include "err.h"
 #include "model.h"
+#include "moe_route.h"
 #include "optim.h"
 #include "plan.h"
 #include "run_engine.h"
@@ -50,6 +51,9 @@ typedef struct run_job {
     bool functional;          /* (full) values: a seeded initialisation (o.seed) and batch;
                                  the report gives the simulated loss and the distributed
                                  executor's */
+    const nn_moe_route_spec *routing; /* (optional) a timing run's tokens per expert of every
+                                 MoE layer (framework/moe_route.h; NULL: uniform); a
+                                 functional run routes the real tokens instead */
     uint32_t top_links;       /* busiest links in the report (0: 8; at most RUN_REPORT_LINKS_MAX) */
     run_faults_job faults;    /* slowed chips, the goodput estimate (run_faults.h; fast
                                  fidelity) */

@@ -135,6 +135,21 @@ static const audit_row movement[] = {
     {"shard_slice shape=6x7 dim=0 size=2", "dtype", F3INT},
 };
 
+/* mixture of experts: top-k, the routing ops (indices drawn in [0, E)), dropless and with
+ * capacity */
+static const audit_row moe[] = {
+    {"topk shape=7x13 k=3", "dtype", F3},
+    {"topk shape=7x12 k=3 groups=4 keep=2 group_top=2", "dtype", F3},
+    {"moe_dispatch tokens=13 k=2 d=7 experts=5 weighted=1", "dtype", F3},
+    {"moe_dispatch tokens=13 k=3 d=9 experts=4 capacity=5", "dtype", F3},
+    {"moe_combine tokens=13 k=2 d=7 experts=5 weighted=1 capacity=4", "dtype", F3},
+    {"moe_combine_grad tokens=13 k=2 d=7 experts=5", "dtype", F3},
+    /* the grouped matmul: rows from the indices (route 0), or with capacity */
+    {"moe_gmm tokens=11 k=2 experts=3 kdim=7 fdim=9", "dtype", F3},
+    {"moe_gmm tokens=11 k=2 experts=3 kdim=7 fdim=9 capacity=5 trans=1", "dtype", F3},
+    {"moe_gmm_grad_w tokens=11 k=2 experts=3 kdim=7 fdim=9", "dtype", F3},
+};
+
 /* optimizer updates: fp32 state and masters, the gradient's type varies */
 static const audit_row updates[] = {
     {"sgd_update shape=7x37 momentum=0.9 step=2", "gdtype", F3},
@@ -151,7 +166,7 @@ static const struct {
 } families[] = {
     {elementwise, N_OF(elementwise)}, {reductions, N_OF(reductions)}, {gemm, N_OF(gemm)},
     {conv_grads, N_OF(conv_grads)},   {rows, N_OF(rows)},             {attention, N_OF(attention)},
-    {movement, N_OF(movement)},       {updates, N_OF(updates)},
+    {movement, N_OF(movement)},       {updates, N_OF(updates)},       {moe, N_OF(moe)},
 };
 
 /* Runs every row and dtype of a family; returns the checks run. */
@@ -232,6 +247,11 @@ TEST(attention_forward_and_backward_causal_and_not_equal_the_reference_for_each_
 TEST(data_movement_embeddings_and_scatter_add_equal_the_reference_for_each_dtype)
 {
     CU_ASSERT(run_family(movement, N_OF(movement)) > 40);
+}
+
+TEST(moe_routing_kernels_equal_the_reference_for_each_dtype)
+{
+    CU_ASSERT(run_family(moe, N_OF(moe)) == 3 * (int)N_OF(moe));
 }
 
 TEST(optimizer_updates_equal_the_reference_for_each_gradient_dtype)

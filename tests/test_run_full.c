@@ -294,3 +294,12 @@ TEST(the_functional_run_of_gpt_tiny_dp2_tp2_pp2_in_bf16_gives_the_executors_loss
     CU_ASSERT(fabs(rep.loss - rep.loss_reference) <= 0x1p-7 * fabs(rep.loss_reference));
     run_report_free(&rep);
 }
+
+TEST(moe_tiny_under_dp2_and_dp2_tp2_pp2_trains_one_step_as_the_distributed_executor_and_one_device)
+{
+    /* 8 experts, top-2, dropless: the router's top-k, dispatch, the grouped matmuls (rows from
+     * the indices on the VPU) and combine through the ISA give one device's loss and
+     * parameters */
+    check_plan("moe-tiny", 4, 2, 1, 1, 2);
+    check_plan("moe-tiny", 4, 2, 2, 2, 1);
+}
