@@ -280,3 +280,72 @@ TEST(trace_files_in_csv_and_json_lines_read_the_same_requests)
     }
     free(a), free(b);
 }
+
+/* Chunked prefill (chunks of 4, 5 tokens an iteration) of A (prompt 2, output 4) and B
+ * (prompt 10, output 2) at t = 0, by hand (vLLM v0's chunked policy: running sequences first,
+ * then admissions, each within the budget): it1 A's prompt (2) and B's first 3 tokens (the
+ * budget left); A's first token. it2: A decodes (1), B's next 4. it3: A decodes, B's last 3:
+ * B's first token. it4: A decodes (its 4th token: done), B decodes (its 2nd: done). */
+TEST(chunked_prefill_splits_prompts_and_mixes_them_with_decodes_as_by_hand)
+{
+    nn_model_desc d;
+    arch_config cfg;
+    setup(&d, &cfg);
+    serve_request rq[2] = {{0, 2, 4, 0}, {0, 10, 2, 0}};
+    iters it = {0};
+    finished f = {0};
+    serve_result r;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(serve_run(&(serve_opts){.model = &d, .cfg = &cfg, .tp = 1,
+                          .kv_block = 4, .chunk = 4, .max_batch_tokens = 5, .bucket_bits = 30,
+                          .on_iter = record_iter, .iter_ctx = &it, .on_finish = record_finish,
+                          .finish_ctx = &f}, rq, 2, &r, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(it.n, 4);
+    static const int64_t want[4][3] = {{2, 2, 5}, {2, 1, 5}, {2, 1, 4}, {2, 0, 2}};
+    for (int i = 0; i < 4; i++) {
+        CU_ASSERT_EQUAL(it.it[i].seqs, want[i][0]);
+        CU_ASSERT_EQUAL(it.it[i].prefills, want[i][1]);
+        CU_ASSERT_EQUAL(it.it[i].tokens, want[i][2]);
+    }
+    CU_ASSERT_EQUAL(r.prefill_iterations, 1);
+    CU_ASSERT_EQUAL(r.mixed_iterations, 2);
+    CU_ASSERT_EQUAL(r.decode_iterations, 1);
+    CU_ASSERT_EQUAL_FATAL(f.n, 2);
+    CU_ASSERT_DOUBLE_EQUAL(f.r[0].ttft_s, it.it[0].time_s, 1e-15);
+    double t3 = it.it[0].time_s + it.it[1].time_s + it.it[2].time_s;
+    CU_ASSERT_DOUBLE_EQUAL(f.r[1].ttft_s, t3, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(f.r[1].e2e_s, t3 + it.it[3].time_s, 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(f.r[0].e2e_s, f.r[1].e2e_s, 1e-15);
+}
+
+/* The bucketing's interpolation: a decode batch between two bucket points costs between
+ * theirs, and at a bucket point exactly what the exact shape costs. */
+TEST(bucketed_iteration_times_interpolate_between_exact_points)
+{
+    nn_model_desc d;
+    arch_config cfg;
+    setup(&d, &cfg);
+    serve_request rq[20];
+    double t[3][2];
+    int64_t sizes[3] = {16, 18, 20}; /* 2 bits, 4 points an octave: 16 and 20, 18 between */
+    for (int s = 0; s < 3; s++)
+        for (int b = 0; b < 2; b++) {
+            for (int i = 0; i < sizes[s]; i++)
+                rq[i] = (serve_request){0, 2, 2, 0};
+            iters it = {0};
+            serve_result r;
+            np_err err = {0};
+            np_status st = serve_run(&(serve_opts){.model = &d, .cfg = &cfg, .tp = 1,
+                                     .kv_block = 4, .bucket_bits = b ? 30 : 2,
+                                     .on_iter = record_iter, .iter_ctx = &it}, rq, sizes[s],
+                                     &r, &err);
+            if (st != NP_OK)
+                printf("%s\n", err.msg);
+            CU_ASSERT_EQUAL_FATAL(st, NP_OK);
+            CU_ASSERT_EQUAL_FATAL(it.n, 2); /* one prefill, one decode of them all */
+            t[s][b] = it.it[1].time_s;
+        }
+    CU_ASSERT_DOUBLE_EQUAL(t[0][0], t[0][1], 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(t[2][0], t[2][1], 1e-15);
+    CU_ASSERT_DOUBLE_EQUAL(t[1][0], (t[0][1] + t[2][1]) / 2, 1e-12 * t[1][0]);
+}
