@@ -43,8 +43,8 @@ const char cmd_serve_usage[] =
     "                  decodes (default: off, prefill iterations apart)\n"
     "  --slo-ttft MS   goodput counts requests whose time to first token is at most MS ms\n"
     "  --slo-tpot MS   ... and whose time per output token is at most MS ms\n"
-    "  --bucket-bits K significant bits of the shape buckets iteration times are interpolated\n"
-    "                  between (default 2; 30: every shape timed exactly)\n"
+    "  --bucket-bits K 2^K shape buckets an octave, iteration times interpolated between\n"
+    "                  them (default 2; 30: every shape timed exactly)\n"
     "  --kernel-cache F  keep kernel timings in file F (as npusim run does)\n"
     "  --json          print one object with exact values (fields in docs/serving.md)\n"
     "  --csv           print one CSV row per request as it finishes instead of the summary\n";
@@ -168,8 +168,12 @@ static void result_print(const char *model, const char *arch, const char *source
     }
     printf("  kv cache used  %.1f %% mean (time-weighted), %.1f %% peak (%s blocks)\n",
            100 * r->kv_mean, 100 * r->kv_peak, np_human_int(r->kv_peak_blocks, a, sizeof a));
-    printf("  shapes timed   %s (buckets of %d significant bits)\n",
-           np_human_int(r->shapes_timed, a, sizeof a), r->bucket_bits + 1);
+    if (r->bucket_bits >= 30)
+        printf("  shapes timed   %s (every shape exact)\n",
+               np_human_int(r->shapes_timed, a, sizeof a));
+    else
+        printf("  shapes timed   %s (%d buckets an octave)\n",
+               np_human_int(r->shapes_timed, a, sizeof a), 1 << r->bucket_bits);
     printf("  %-22s %10s %10s %10s %10s %10s\n", "latency", "mean", "p50", "p90", "p99", "max");
     print_stat("time to first token", &r->ttft);
     if (r->tpot.n)

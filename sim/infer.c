@@ -25,9 +25,9 @@ struct infer_ctx {
     double *dattn_flops, *dattn_kv, *dattn_qo;
 };
 
-/* What time_iter times: every kernel, or the attention nodes alone (their kernels or
- * rooflines, each with its gap). */
-typedef enum infer_what { INFER_ALL, INFER_ATTN_ONLY } infer_what;
+/* What time_iter times: every kernel, the attention nodes alone (their kernels or
+ * rooflines, each with its gap), or nothing (its byte counts only). */
+typedef enum infer_what { INFER_ALL, INFER_ATTN_ONLY, INFER_NONE } infer_what;
 
 #define INFER_DT NN_BF16
 #define INFER_ELEM 2 /* bytes of a bf16 value */
@@ -220,7 +220,7 @@ static np_status time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t 
         /* a prefill's grouped-query broadcast of the kv heads exists for the flash kernel
          * (q, k, v of one shape): it counts to attention */
         bool attn = t->op == NN_OP_ATTENTION || t->op == NN_OP_BROADCAST_TO;
-        if (what == INFER_ATTN_ONLY && !attn)
+        if (what == INFER_NONE || (what == INFER_ATTN_ONLY && !attn))
             continue;
         double s;
         st = time_kernel(c, f, t, out->kernels == 0 && what == INFER_ALL, &s, err);
@@ -262,6 +262,14 @@ np_status infer_time_decode(infer_ctx *c, int64_t batch, const int64_t *past, in
         return np_err_set(err, NP_ERR_RANGE, "a decode step of %lld sequences", (long long)batch);
     return time_iter(c, batch, 1, most, sum / ((double)batch * (double)(most + 1)), INFER_ALL,
                      out, err);
+}
+
+np_status infer_param_bytes(infer_ctx *c, uint64_t *bytes, np_err *err)
+{
+    infer_iter it;
+    np_status st = time_iter(c, 1, 1, 0, 1.0, INFER_NONE, &it, err);
+    *bytes = it.param_bytes;
+    return st;
 }
 
 uint64_t infer_kv_block_bytes(const infer_ctx *c)

@@ -110,6 +110,9 @@ np_status infer_time_decode(infer_ctx *c, int64_t batch, const int64_t *past, in
  * (its FLOPs and K/V bytes linear in each context, its q and out bytes in the sequences),
  * with no graph built after the first call. 0 for no sequence; NP_ERR_RANGE when ctx_tokens
  * < seqs. */
+/* Every parameter of c's model, stored (bf16), from its graph (no kernel timed). */
+np_status infer_param_bytes(infer_ctx *c, uint64_t *bytes, np_err *err);
+
 /* Bytes of one kv-cache block of c's model (keys and values of every layer, bf16). */
 uint64_t infer_kv_block_bytes(const infer_ctx *c);
 

@@ -646,8 +646,7 @@ static np_status run_setup(const serve_opts *o, int64_t n, sv_run *r, serve_resu
         return err->status;
     r->t.bits = o->bucket_bits < 0 ? SERVE_BUCKET_BITS : o->bucket_bits;
     r->t.context = nn_model_int(o->model, "context", 1);
-    double body, head;
-    if (infer_time_tokens(r->t.ic, 1, &body, &head, &out->weight_bytes, err) != NP_OK)
+    if (infer_param_bytes(r->t.ic, &out->weight_bytes, err) != NP_OK)
         return err->status;
     out->kv_block_bytes = infer_kv_block_bytes(r->t.ic);
     out->hbm_bytes = o->cfg->chip.hbm_bytes;

@@ -97,7 +97,9 @@ typedef struct serve_opts {
     int64_t max_seqs;         /* sequences running at most (0: 256) */
     int64_t chunk;            /* chunked prefill: a prompt's tokens an iteration takes at most
                                  (0: off, a prompt is computed whole in a prefill iteration) */
-    int bucket_bits;          /* shape buckets: significant bits kept (-1: 2; >= 30 exact) */
+    int bucket_bits;          /* shape buckets: 2^bits points an octave (integers of bits + 1
+                                 significant bits) iteration times are interpolated between
+                                 (-1: 2; >= 30: every shape exact) */
     const char *kernel_cache; /* (optional) the kernel timing cache file */
     double slo_ttft_s, slo_tpot_s; /* goodput's service-level objectives (0: none) */
     void (*progress)(void *ctx, double done); /* (optional) done 0 .. 1 of the requests */
