@@ -11,7 +11,7 @@
  *   serve_trace_read("trace.csv", &rq, &n, &err);             (or serve_poisson)
  *   serve_result r;
  *   serve_run(&(serve_opts){.model = &d, .cfg = &cfg, ...}, rq, n, &r, &err);
- *   ... r.ttft.p99 ...; serve_result_free(&r); free(rq);
+ *   ... r.ttft.p99 ...; free(rq);
  */
 #ifndef NPUSIM_SIM_SERVE_H
 #define NPUSIM_SIM_SERVE_H
