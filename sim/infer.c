@@ -20,7 +20,15 @@ struct infer_ctx {
     run_kcache *seen;        /* timings of this context's kernels, by key */
     int64_t layers, kv_width, context;
     double peak, bw;         /* FLOP/s at bf16, HBM bytes/s */
+    /* decode attention per attention node, at one sequence of context 2 (infer_time_decode_attn;
+     * n_dattn 0: not measured yet): FLOPs, K/V bytes, q and out bytes */
+    int n_dattn;
+    double *dattn_flops, *dattn_kv, *dattn_qo;
 };
+
+/* What time_iter times: every kernel, the attention nodes alone (their kernels or
+ * rooflines, each with its gap), or nothing (its byte counts only). */
+typedef enum infer_what { INFER_ALL, INFER_ATTN_ONLY, INFER_NONE } infer_what;
 
 #define INFER_DT NN_BF16
 #define INFER_ELEM 2 /* bytes of a bf16 value */
@@ -75,6 +83,9 @@ void infer_ctx_free(infer_ctx *c)
         return;
     run_ktimer_free(c->timer);
     run_kcache_free(c->seen);
+    free(c->dattn_flops);
+    free(c->dattn_kv);
+    free(c->dattn_qo);
     free(c);
 }
 
@@ -153,8 +164,15 @@ static np_status time_kernel(infer_ctx *c, const run_fuse *f, const nn_tensor *h
     return NP_OK;
 }
 
+/* Whether t is a node of the output head (scope lm_head: the logits of each sequence's last
+ * token). */
+static bool is_head(const nn_tensor *t)
+{
+    return strncmp(t->name, "lm_head", 7) == 0;
+}
+
 static np_status time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t past,
-                           double kv_scale, infer_iter *out, np_err *err)
+                           double kv_scale, infer_what what, infer_iter *out, np_err *err)
 {
     memset(out, 0, sizeof *out);
     out->batch = batch, out->tokens = tokens, out->past = past;
@@ -190,7 +208,7 @@ static np_status time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t 
             double fl, s = attn_roofline(c, t, kv_scale, &kv, &fl) +
                            (double)core_kernel_launch_ps(c->o.cfg, false) * 1e-12; /* its gap */
             out->roofline_s += s, out->time_s += s, out->kv_read_bytes += kv;
-            out->flops += fl;
+            out->attn_s += s, out->flops += fl;
             continue;
         }
         if ((marked[t->id] = from_cache(t, marked)))
@@ -205,9 +223,18 @@ static np_status time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t 
         out->flops += (double)nn_node_flops(t);
         if (run_fuse_kind_of(f, t) != RUN_FUSE_KERNEL)
             continue; /* a view, or inside another node's kernel */
+        /* a prefill's grouped-query broadcast of the kv heads exists for the flash kernel
+         * (q, k, v of one shape): it counts to attention */
+        bool attn = t->op == NN_OP_ATTENTION || t->op == NN_OP_BROADCAST_TO;
+        if (what == INFER_NONE || (what == INFER_ATTN_ONLY && !attn))
+            continue;
         double s;
-        st = time_kernel(c, f, t, out->kernels == 0, &s, err);
+        st = time_kernel(c, f, t, out->kernels == 0 && what == INFER_ALL, &s, err);
         out->time_s += s, out->kernels++;
+        if (attn)
+            out->attn_s += s;
+        else if (is_head(t))
+            out->head_s += s;
     }
     run_fuse_free(f);
     free(marked);
@@ -222,7 +249,7 @@ static np_status time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t 
 np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t past,
                           infer_iter *out, np_err *err)
 {
-    return time_iter(c, batch, tokens, past, 1.0, out, err);
+    return time_iter(c, batch, tokens, past, 1.0, INFER_ALL, out, err);
 }
 
 np_status infer_time_decode(infer_ctx *c, int64_t batch, const int64_t *past, infer_iter *out,
@@ -239,7 +266,109 @@ np_status infer_time_decode(infer_ctx *c, int64_t batch, const int64_t *past, in
     }
     if (batch < 1)
         return np_err_set(err, NP_ERR_RANGE, "a decode step of %lld sequences", (long long)batch);
-    return time_iter(c, batch, 1, most, sum / ((double)batch * (double)(most + 1)), out, err);
+    return time_iter(c, batch, 1, most, sum / ((double)batch * (double)(most + 1)), INFER_ALL,
+                     out, err);
+}
+
+np_status infer_param_bytes(infer_ctx *c, uint64_t *bytes, np_err *err)
+{
+    infer_iter it;
+    np_status st = time_iter(c, 1, 1, 0, 1.0, INFER_NONE, &it, err);
+    *bytes = it.param_bytes;
+    return st;
+}
+
+uint64_t infer_kv_block_bytes(const infer_ctx *c)
+{
+    return nn_kv_bytes(c->layers, c->kv_width, c->o.kv_block, c->o.kv_block, INFER_ELEM);
+}
+
+np_status infer_time_tokens(infer_ctx *c, int64_t tokens, double *body_s, double *head_s,
+                            uint64_t *param_bytes, np_err *err)
+{
+    if (tokens < 1)
+        return np_err_set(err, NP_ERR_RANGE, "an iteration of %lld tokens", (long long)tokens);
+    infer_iter it;
+    np_status st = time_iter(c, tokens, 1, 0, 1.0, INFER_ALL, &it, err);
+    if (st != NP_OK)
+        return st;
+    *body_s = it.time_s - it.attn_s - it.head_s;
+    *head_s = it.head_s;
+    if (param_bytes)
+        *param_bytes = it.param_bytes;
+    return NP_OK;
+}
+
+np_status infer_time_prefill_attn(infer_ctx *c, int64_t tokens, int64_t past, double *s,
+                                  np_err *err)
+{
+    if (tokens < 1 || past < 0 || tokens + past > c->context)
+        return np_err_set(err, NP_ERR_RANGE, "attention of %lld new tokens after %lld cached "
+                          "(context %lld)", (long long)tokens, (long long)past,
+                          (long long)c->context);
+    infer_iter it;
+    np_status st = time_iter(c, 1, tokens, past, 1.0, INFER_ATTN_ONLY, &it, err);
+    *s = it.attn_s;
+    return st;
+}
+
+/* Measures decode attention's figures per attention node at one sequence of one new token
+ * after one cached (context 2): every figure of the roofline is linear in the context (FLOPs
+ * and K/V bytes) or in the sequences (q and out bytes). */
+static np_status dattn_measure(infer_ctx *c, np_err *err)
+{
+    nn_model m;
+    np_status st = nn_model_build(c->o.model, &(nn_model_opts){.batch = 1, .seq = 1,
+                                  .compute = INFER_DT, .kv = true, .past = 1,
+                                  .kv_slots = c->o.kv_block}, &m, err);
+    if (st != NP_OK)
+        return st;
+    int n = nn_graph_n_nodes(m.g), k = 0;
+    for (int i = 0; i < n; i++) {
+        const nn_tensor *t = nn_graph_node(m.g, i);
+        k += t->op == NN_OP_ATTENTION && !nn_same_shape(t->src[0], t->src[1]);
+    }
+    c->dattn_flops = calloc((size_t)k + 1, sizeof(double));
+    c->dattn_kv = calloc((size_t)k + 1, sizeof(double));
+    c->dattn_qo = calloc((size_t)k + 1, sizeof(double));
+    if (!c->dattn_flops || !c->dattn_kv || !c->dattn_qo)
+        st = np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    for (int i = 0, j = 0; st == NP_OK && i < n; i++) {
+        const nn_tensor *t = nn_graph_node(m.g, i);
+        if (t->op != NN_OP_ATTENTION || nn_same_shape(t->src[0], t->src[1]))
+            continue;
+        c->dattn_flops[j] = (double)nn_node_flops(t);
+        c->dattn_kv[j] = (double)(bytes_of(t->src[1]) + bytes_of(t->src[2]));
+        c->dattn_qo[j] = (double)(bytes_of(t->src[0]) + bytes_of(t));
+        j++;
+    }
+    c->n_dattn = st == NP_OK ? k : 0;
+    nn_graph_free(m.g);
+    if (st == NP_OK && k == 0)
+        st = np_err_set(err, NP_ERR_INTERNAL, "%s: the decode graph has no attention against "
+                        "the cache", c->o.model->name);
+    return st;
+}
+
+np_status infer_time_decode_attn(infer_ctx *c, int64_t seqs, int64_t ctx_tokens, double *s,
+                                 np_err *err)
+{
+    *s = 0;
+    if (seqs < 0 || ctx_tokens < seqs)
+        return np_err_set(err, NP_ERR_RANGE, "decode attention of %lld sequences over %lld "
+                          "tokens", (long long)seqs, (long long)ctx_tokens);
+    if (seqs == 0)
+        return NP_OK;
+    if (!c->n_dattn && dattn_measure(c, err) != NP_OK)
+        return err->status;
+    double gap = (double)core_kernel_launch_ps(c->o.cfg, false) * 1e-12;
+    double scale = (double)ctx_tokens / 2.0; /* the measure's context is 2 */
+    for (int j = 0; j < c->n_dattn; j++) {
+        double t_c = c->dattn_flops[j] * scale / c->peak;
+        double t_m = (c->dattn_kv[j] * scale + c->dattn_qo[j] * (double)seqs) / c->bw;
+        *s += (t_c > t_m ? t_c : t_m) + gap;
+    }
+    return NP_OK;
 }
 
 np_status infer_run(infer_ctx *c, infer_result *out, np_err *err)

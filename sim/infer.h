@@ -40,6 +40,10 @@ typedef struct infer_iter {
     int64_t batch, tokens, past;
     double time_s;           /* the kernels' times, one after another */
     double roofline_s;       /* of time_s, what decode attention's roofline gives */
+    double attn_s;           /* of time_s, the attention nodes' (kernels or rooflines, with
+                                their gaps) and a prefill's grouped-query broadcast of its kv
+                                heads (which only the flash kernel needs) */
+    double head_s;           /* of time_s, the output head's kernels (scope lm_head) */
     int kernels;             /* nodes timed as kernels (not views) */
     double flops;            /* FLOPs the hardware executes (nn_node_flops) */
     uint64_t param_bytes;    /* every parameter, stored */
@@ -88,6 +92,36 @@ np_status infer_time_iter(infer_ctx *c, int64_t batch, int64_t tokens, int64_t p
  * on a negative length or an empty batch. */
 np_status infer_time_decode(infer_ctx *c, int64_t batch, const int64_t *past, infer_iter *out,
                             np_err *err);
+
+/* The parts the serving simulator (serve.h) composes an iteration of mixed sequences from:
+ *
+ * infer_time_tokens: an iteration of `tokens` sequences of one new token and no cache (the
+ * graph at batch `tokens`, seq 1): *body_s the time of its kernels but attention and the
+ * output head (every layer's projections, norms, MLP; linear in the tokens however they are
+ * split into sequences), *head_s the output head's (its logits, one row a sequence);
+ * *param_bytes (optional) every parameter, stored. NP_ERR_RANGE for tokens < 1.
+ *
+ * infer_time_prefill_attn: the attention of every layer for one sequence's `tokens` new
+ * tokens after `past` cached ones (the flash kernel when past is 0, the inference form's
+ * roofline otherwise), each with the stream's gap. NP_ERR_RANGE beyond the model's context.
+ *
+ * infer_time_decode_attn: decode attention of every layer for `seqs` sequences of one new
+ * token, ctx_tokens the sum over them of (cached + 1): the roofline infer_time_decode gives
+ * (its FLOPs and K/V bytes linear in each context, its q and out bytes in the sequences),
+ * with no graph built after the first call. 0 for no sequence; NP_ERR_RANGE when ctx_tokens
+ * < seqs. */
+/* Every parameter of c's model, stored (bf16), from its graph (no kernel timed). */
+np_status infer_param_bytes(infer_ctx *c, uint64_t *bytes, np_err *err);
+
+/* Bytes of one kv-cache block of c's model (keys and values of every layer, bf16). */
+uint64_t infer_kv_block_bytes(const infer_ctx *c);
+
+np_status infer_time_tokens(infer_ctx *c, int64_t tokens, double *body_s, double *head_s,
+                            uint64_t *param_bytes, np_err *err);
+np_status infer_time_prefill_attn(infer_ctx *c, int64_t tokens, int64_t past, double *s,
+                                  np_err *err);
+np_status infer_time_decode_attn(infer_ctx *c, int64_t seqs, int64_t ctx_tokens, double *s,
+                                 np_err *err);
 
 /* The whole request: the prefill, then output - 1 decode steps (the context growing by one
  * each; the steps' non-attention kernels are the same, so each distinct kernel is simulated
