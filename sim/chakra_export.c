@@ -430,7 +430,10 @@ static np_status ce_text(const char *path, const char *text, np_err *err)
  *     npusim's tuner has is the same one exchange each way);
  *   - preferred-dataset-splits 1: npusim runs a collective as one message per step, unchunked
  *     (the run's collectives have chunk_bytes 0), where ASTRA-sim's default 4 splits it into
- *     chunks that each pay every step's link latency again; active-chunks-per-dimension 1;
+ *     chunks that each pay every step's link latency again;
+ *   - active-chunks-per-dimension: the most collective streams a rank has (npusim runs one
+ *     collective of each stream at a time, the streams side by side; with one chunk a
+ *     collective, ASTRA-sim's active chunks are its collectives in flight);
  *   - endpoint-delay 0: npusim's raw protocol (system.coll_protocol, the default) adds nothing
  *     to a message beyond its path; ASTRA-sim's default adds 10 ns per message and step;
  *   - FIFO: a stream's collectives run in issue order;
@@ -462,6 +465,23 @@ static double ce_astra_mem_bw(const run_graph *g, const arch_config *cfg)
     return 3 * rate * 1e-9;
 }
 
+/* The most collective streams (engines) one rank's collectives use, at least 1. */
+static uint32_t ce_coll_streams(const run_graph *g)
+{
+    uint32_t most = 1;
+    for (uint32_t ci = 0; ci < g->n_cls; ci++) {
+        bool used[RUN_ENGINES] = {0};
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < g->cls[ci].n_tasks; i++) {
+            const rg_task *t = &g->cls[ci].tasks[i];
+            if (t->kind == RUN_TASK_COLL && t->engine < RUN_ENGINES && !used[t->engine])
+                used[t->engine] = true, k++;
+        }
+        most = k > most ? k : most;
+    }
+    return most;
+}
+
 static void ce_astra_system(const run_graph *g, const arch_config *cfg, uint32_t dims,
                             char *buf, size_t n)
 {
@@ -472,7 +492,7 @@ static void ce_astra_system(const run_graph *g, const arch_config *cfg, uint32_t
              "{\n"
              "    \"scheduling-policy\": \"FIFO\",\n"
              "    \"endpoint-delay\": 0,\n"
-             "    \"active-chunks-per-dimension\": 1,\n"
+             "    \"active-chunks-per-dimension\": %u,\n"
              "    \"preferred-dataset-splits\": 1,\n"
              "    \"all-reduce-implementation\": [%s],\n"
              "    \"all-gather-implementation\": [%s],\n"
@@ -482,7 +502,7 @@ static void ce_astra_system(const run_graph *g, const arch_config *cfg, uint32_t
              "    \"local-mem-bw\": %.10g,\n"
              "    \"boost-mode\": 0\n"
              "}\n",
-             impl, impl, impl, impl, ce_astra_mem_bw(g, cfg));
+             ce_coll_streams(g), impl, impl, impl, impl, ce_astra_mem_bw(g, cfg));
 }
 
 np_status chakra_export(const chakra_rec *rec, const run_plan *rp, const arch_config *cfg,
