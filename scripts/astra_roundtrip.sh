@@ -3,7 +3,8 @@
 # --chakra, ASTRA-sim 2's analytical backend replays the exported traces with the exported
 # system and network files, and npusim replays them too; prints one CSV row per job: npusim's
 # step time, npusim replay's, ASTRA-sim's (the last rank's finish, 1 cycle = 1 ns) and ASTRA-sim
-# against npusim.
+# against npusim, with the provenance: npusim's commit (git describe of this checkout) and the
+# npusim arguments of the job.
 #
 #   scripts/astra_roundtrip.sh ASTRA_DIR [OUT.csv]
 #
@@ -35,7 +36,8 @@ jobs=("gpt-tiny --batch 8" "gpt2-small --batch 16 --seq 1024")
 [[ -n ${JOBS:-} ]] && IFS=';' read -r -a jobs <<<"$JOBS"
 read -r -a nets <<<"${NETS:-ring:Aware ring:Unaware torus:Unaware}"
 
-echo "model,strategy,network,astra_backend,npusim_run_s,npusim_replay_s,astra_s,astra_vs_npusim_pct,astra_commit" >"$out"
+npusim_commit=$(git -C "$root" describe --always --dirty --abbrev=12 2>/dev/null || echo unknown)
+echo "model,strategy,network,astra_backend,npusim_run_s,npusim_replay_s,astra_s,astra_vs_npusim_pct,astra_commit,npusim_commit,npusim_args" >"$out"
 for nb in "${nets[@]}"; do
 for job in "${jobs[@]}"; do
   net=${nb%%:*} backend=${nb#*:}
@@ -59,6 +61,6 @@ for job in "${jobs[@]}"; do
             awk '{print $1 * 1e-9}')
   pct=$(python3 -c "print(round(($astra_s / $run_s - 1) * 100, 1))")
   strat=$(grep -o -- '--dp [0-9]* --tp [0-9]* --pp [0-9]*' <<<"$rest ${strategy[*]}" | awk '{print "dp" $2 "xtp" $4 "xpp" $6}')
-  echo "$model,$strat,$net,congestion_${backend,,},$run_s,$replay_s,$astra_s,$pct,${ASTRA_COMMIT:-unknown}" >>"$out"
+  echo "$model,$strat,$net,congestion_${backend,,},$run_s,$replay_s,$astra_s,$pct,${ASTRA_COMMIT:-unknown},$npusim_commit,${arch[*]} --model $model $rest ${strategy[*]}" >>"$out"
 done
 done
