@@ -61,6 +61,7 @@ for job in "${jobs[@]}"; do
             awk '{print $1 * 1e-9}')
   pct=$(python3 -c "print(round(($astra_s / $run_s - 1) * 100, 1))")
   strat=$(grep -o -- '--dp [0-9]* --tp [0-9]* --pp [0-9]*' <<<"$rest ${strategy[*]}" | awk '{print "dp" $2 "xtp" $4 "xpp" $6}')
-  echo "$model,$strat,$net,congestion_${backend,,},$run_s,$replay_s,$astra_s,$pct,${ASTRA_COMMIT:-unknown},$npusim_commit,${arch[*]} --model $model $rest ${strategy[*]}" >>"$out"
+  args="${arch[*]} --model $model $rest ${strategy[*]}"
+  echo "$model,$strat,$net,congestion_${backend,,},$run_s,$replay_s,$astra_s,$pct,${ASTRA_COMMIT:-unknown},$npusim_commit,${args% }" >>"$out"
 done
 done

@@ -279,7 +279,7 @@ static np_status ce_rank(const chakra_rec *rec, const run_plan *rp, const arch_c
             if (u == 0 || deps[u - 1] != deps[k])
                 deps[u++] = deps[k];
         ChakraProtoMsg__Node nd_msg = CHAKRA_PROTO_MSG__NODE__INIT;
-        ce_attr a[12], *ap[12];
+        ce_attr a[13], *ap[13];
         size_t na = 0;
         char name[160], pg[16];
         const char *what = pt && pt->e && pt->e->n_nodes > 0 ? pt->e->nodes[0]->name : "";
@@ -327,7 +327,18 @@ static np_status ce_rank(const chakra_rec *rec, const run_plan *rp, const arch_c
             nd_msg.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE;
             snprintf(pg, sizeof pg, "%u", ce_pg(g, sp->groupset, gs->group_of[r]));
             ap[na] = ce_i64(&a[na], "comm_type", ct), na++;
-            ap[na] = ce_i64(&a[na], "comm_size", (int64_t)sp->bytes), na++;
+            /* comm_size is a rank's input, as Chakra's PyTorch converter writes it and
+             * ASTRA-sim reads it (its Ring: an all-gather of comm_size gathers comm_size x
+             * ranks): npusim's own size for every op but all-gather and gather, whose
+             * npusim size is the gathered output; npusim_bytes keeps a share that does not
+             * divide evenly */
+            uint64_t in = sp->bytes;
+            if (sp->op == COLL_OP_ALL_GATHER || sp->op == COLL_OP_GATHER) {
+                in = sp->bytes / gs->size;
+                if (in * gs->size != sp->bytes)
+                    ap[na] = ce_u64(&a[na], "npusim_bytes", sp->bytes), na++;
+            }
+            ap[na] = ce_i64(&a[na], "comm_size", (int64_t)in), na++;
             ap[na] = ce_str(&a[na], "pg_name", pg), na++;
             ap[na] = ce_bool(&a[na], "is_cpu_op", false), na++;
             if (sp->root)
