@@ -13,7 +13,10 @@
  *            (uint64: HBM bytes), is_cpu_op false; npusim_duration_ps (uint64: exact, without
  *            the launch gap the engine adds), npusim_launch (bool: waits the host's launch)
  *   collective: COMM_COLL_NODE, comm_type (int64: CollectiveCommType), comm_size (int64:
- *            bytes, nccl-tests sizes), pg_name (string: the group's key), npusim_root (int32)
+ *            bytes of a rank's input: nccl-tests sizes, but an all-gather's or gather's output
+ *            over the ranks, as Chakra's converter and ASTRA-sim take it), pg_name (string: the
+ *            group's key), npusim_root (int32), npusim_bytes (uint64: npusim's size of an
+ *            all-gather or gather whose output does not divide evenly)
  *   send / recv: COMM_SEND_NODE / COMM_RECV_NODE, comm_src, comm_dst, comm_tag (int32),
  *            comm_size (int64)
  *   every communication node: npusim_stream (int32: the rank's stream), npusim_comm (string:

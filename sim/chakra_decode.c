@@ -169,6 +169,7 @@ static np_status ci_node_read(const ci_cost *c, const char *path, const ChakraPr
             return np_err_set(err, NP_ERR_MISSING, "%s: node %u (id %" PRIu64 "): collective "
                               "without pg_name (its communicator group)", path, idx, m->id);
         d->root = ci_int(m, "npusim_root", &v) ? (int32_t)v : 0;
+        d->npusim_bytes = ci_int(m, "npusim_bytes", &v) && v > 0 ? (uint64_t)v : 0;
         if (ci_int(m, "npusim_elem_bytes", &v)) {
             if (v < 1 || v > 64)
                 return np_err_set(err, NP_ERR_RANGE, "%s: node %u (id %" PRIu64 "): "

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "coll_sched.h"
 #include "core.h"
 #include "run_impl.h"
 
@@ -278,7 +279,7 @@ static np_status ce_rank(const chakra_rec *rec, const run_plan *rp, const arch_c
             if (u == 0 || deps[u - 1] != deps[k])
                 deps[u++] = deps[k];
         ChakraProtoMsg__Node nd_msg = CHAKRA_PROTO_MSG__NODE__INIT;
-        ce_attr a[12], *ap[12];
+        ce_attr a[13], *ap[13];
         size_t na = 0;
         char name[160], pg[16];
         const char *what = pt && pt->e && pt->e->n_nodes > 0 ? pt->e->nodes[0]->name : "";
@@ -326,7 +327,18 @@ static np_status ce_rank(const chakra_rec *rec, const run_plan *rp, const arch_c
             nd_msg.type = CHAKRA_PROTO_MSG__NODE_TYPE__COMM_COLL_NODE;
             snprintf(pg, sizeof pg, "%u", ce_pg(g, sp->groupset, gs->group_of[r]));
             ap[na] = ce_i64(&a[na], "comm_type", ct), na++;
-            ap[na] = ce_i64(&a[na], "comm_size", (int64_t)sp->bytes), na++;
+            /* comm_size is a rank's input, as Chakra's PyTorch converter writes it and
+             * ASTRA-sim reads it (its Ring: an all-gather of comm_size gathers comm_size x
+             * ranks): npusim's own size for every op but all-gather and gather, whose
+             * npusim size is the gathered output; npusim_bytes keeps a share that does not
+             * divide evenly */
+            uint64_t in = sp->bytes;
+            if (sp->op == COLL_OP_ALL_GATHER || sp->op == COLL_OP_GATHER) {
+                in = sp->bytes / gs->size;
+                if (in * gs->size != sp->bytes)
+                    ap[na] = ce_u64(&a[na], "npusim_bytes", sp->bytes), na++;
+            }
+            ap[na] = ce_i64(&a[na], "comm_size", (int64_t)in), na++;
             ap[na] = ce_str(&a[na], "pg_name", pg), na++;
             ap[na] = ce_bool(&a[na], "is_cpu_op", false), na++;
             if (sp->root)
@@ -422,28 +434,86 @@ static np_status ce_text(const char *path, const char *text, np_err *err)
                                     : NP_OK, err);
 }
 
-/* ASTRA-sim's system configuration: its native collectives (ring on every dimension), as its
- * examples/system/native_collectives give them; local-mem-bw the chip's HBM (GB/s). */
-static void ce_astra_system(const arch_config *cfg, uint32_t dims, char *buf, size_t n)
+/* ASTRA-sim's system configuration: what npusim's run engine simulates, as far as ASTRA-sim's
+ * keys can say it (docs/interop.md, "The ASTRA-sim round trip"):
+ *   - ring collectives on every dimension, as its examples/system/native_collectives give them
+ *     (on a group of two ranks, the only kind in a run of dp, tp and pp of 2, every algorithm
+ *     npusim's tuner has is the same one exchange each way);
+ *   - preferred-dataset-splits 1: npusim runs a collective as one message per step, unchunked
+ *     (the run's collectives have chunk_bytes 0), where ASTRA-sim's default 4 splits it into
+ *     chunks that each pay every step's link latency again;
+ *   - active-chunks-per-dimension: the most collective streams a rank has (npusim runs one
+ *     collective of each stream at a time, the streams side by side; with one chunk a
+ *     collective, ASTRA-sim's active chunks are its collectives in flight);
+ *   - endpoint-delay 0: npusim's raw protocol (system.coll_protocol, the default) adds nothing
+ *     to a message beyond its path; ASTRA-sim's default adds 10 ns per message and step;
+ *   - FIFO: a stream's collectives run in issue order;
+ *   - local-mem-bw: ASTRA-sim reduces a received chunk of s bytes in 3 s / local-mem-bw (two
+ *     reads and a write of local memory), npusim in s / R, R its vector units' reduction rate
+ *     (coll_reduce_ps: one element per lane-op on every core), so 3 R in GB/s, R for the element
+ *     size of most of the run's reduced bytes (bf16 or fp32). */
+static double ce_astra_mem_bw(const run_graph *g, const arch_config *cfg)
+{
+    double by_size[9] = {0}; /* reduced bytes per element size 1 .. 8 (0: 4, the default) */
+    for (uint32_t ci = 0; ci < g->n_cls; ci++)
+        for (uint32_t i = 0; i < g->cls[ci].n_tasks; i++) {
+            const rg_task *t = &g->cls[ci].tasks[i];
+            if (t->kind != RUN_TASK_COLL)
+                continue;
+            const rg_spec *sp = &g->spec[t->ref];
+            uint32_t eb = sp->elem_bytes ? sp->elem_bytes : 4;
+            if ((sp->op == COLL_OP_ALL_REDUCE || sp->op == COLL_OP_REDUCE_SCATTER ||
+                 sp->op == COLL_OP_REDUCE) && eb <= 8)
+                by_size[eb] += (double)sp->bytes;
+        }
+    uint32_t eb = 4;
+    for (uint32_t k = 1; k <= 8; k++)
+        if (by_size[k] > by_size[eb])
+            eb = k;
+    const uint64_t bytes = 1ULL << 40;
+    double rate = (double)bytes /
+                  ((double)coll_reduce_ps(cfg, (uint32_t)cfg->chip.cores, bytes, eb) * 1e-12);
+    return 3 * rate * 1e-9;
+}
+
+/* The most collective streams (engines) one rank's collectives use, at least 1. */
+static uint32_t ce_coll_streams(const run_graph *g)
+{
+    uint32_t most = 1;
+    for (uint32_t ci = 0; ci < g->n_cls; ci++) {
+        bool used[RUN_ENGINES] = {0};
+        uint32_t k = 0;
+        for (uint32_t i = 0; i < g->cls[ci].n_tasks; i++) {
+            const rg_task *t = &g->cls[ci].tasks[i];
+            if (t->kind == RUN_TASK_COLL && t->engine < RUN_ENGINES && !used[t->engine])
+                used[t->engine] = true, k++;
+        }
+        most = k > most ? k : most;
+    }
+    return most;
+}
+
+static void ce_astra_system(const run_graph *g, const arch_config *cfg, uint32_t dims,
+                            char *buf, size_t n)
 {
     char impl[64] = "";
     for (uint32_t d = 0; d < dims; d++)
         snprintf(impl + strlen(impl), sizeof impl - strlen(impl), "%s\"ring\"", d ? ", " : "");
     snprintf(buf, n,
              "{\n"
-             "    \"scheduling-policy\": \"LIFO\",\n"
-             "    \"endpoint-delay\": 10,\n"
-             "    \"active-chunks-per-dimension\": 1,\n"
-             "    \"preferred-dataset-splits\": 4,\n"
+             "    \"scheduling-policy\": \"FIFO\",\n"
+             "    \"endpoint-delay\": 0,\n"
+             "    \"active-chunks-per-dimension\": %u,\n"
+             "    \"preferred-dataset-splits\": 1,\n"
              "    \"all-reduce-implementation\": [%s],\n"
              "    \"all-gather-implementation\": [%s],\n"
              "    \"reduce-scatter-implementation\": [%s],\n"
              "    \"all-to-all-implementation\": [%s],\n"
              "    \"collective-optimization\": \"localBWAware\",\n"
-             "    \"local-mem-bw\": %.17g,\n"
+             "    \"local-mem-bw\": %.10g,\n"
              "    \"boost-mode\": 0\n"
              "}\n",
-             impl, impl, impl, impl, cfg->chip.hbm_gb_per_s);
+             ce_coll_streams(g), impl, impl, impl, impl, ce_astra_mem_bw(g, cfg));
 }
 
 np_status chakra_export(const chakra_rec *rec, const run_plan *rp, const arch_config *cfg,
@@ -486,7 +556,7 @@ np_status chakra_export(const chakra_rec *rec, const run_plan *rp, const arch_co
         dims += *p == ',';
     if (st == NP_OK && info->astra) {
         char sys[1024];
-        ce_astra_system(cfg, dims + 1, sys, sizeof sys);
+        ce_astra_system(g, cfg, dims + 1, sys, sizeof sys);
         snprintf(path, plen, "%s/network.yml", dir);
         st = ce_text(path, netyml, err);
         snprintf(path, plen, "%s/system.json", dir);

@@ -29,6 +29,7 @@ typedef struct ci_node {
     const char *comm;     /* npusim_comm (into the message), NULL: not given */
     int64_t comm_type;
     int64_t size;
+    uint64_t npusim_bytes; /* collective: npusim's size when comm_size x ranks is not (0: none) */
     uint32_t elem_bytes;  /* 0: the engine's default */
     int algo;             /* coll_algo */
     const char *pg;       /* into the message */

@@ -279,7 +279,13 @@ static np_status ci_tasks(ci_ctx *c, run_graph *g, const char *path, uint32_t r,
             }
             t.kind = RUN_TASK_COLL;
             t.op = ci_coll_op(d->comm_type);
+            /* comm_size is a rank's input: an all-gather's or gather's npusim size (its
+             * output) is the ranks' inputs together, unless npusim_bytes says it */
             t.bytes = (uint64_t)d->size;
+            if (d->npusim_bytes)
+                t.bytes = d->npusim_bytes;
+            else if (t.op == COLL_OP_ALL_GATHER || t.op == COLL_OP_GATHER)
+                t.bytes *= gs->size;
             t.groupset = c->pg_gs[pg];
             t.root = (uint32_t)d->root;
             t.elem_bytes = d->elem_bytes;

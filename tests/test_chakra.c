@@ -151,8 +151,13 @@ TEST(export_of_gpt_tiny_dp2_tp2_pp2_decodes_to_the_plan_s_collectives_sends_and_
         uint64_t colls = 0, coll_bytes = 0;
         double flops = 0;
         for (const nn_plan_entry *e; (e = nn_plan_iter_next(&it, &b, &mb));) {
+            /* comm_size is a rank's input (Chakra's converter, ASTRA-sim's reading): the
+             * plan's size but for an all-gather, whose plan size is its output, the ranks'
+             * inputs together */
             if (e->kind == NN_PLAN_COLLECTIVE && e->group_size > 1)
-                colls++, coll_bytes += e->bytes;
+                colls++, coll_bytes += e->nodes[0]->op == NN_OP_ALL_GATHER
+                                           ? e->bytes / (uint64_t)e->group_size
+                                           : e->bytes;
             if (e->kind == NN_PLAN_COMPUTE)
                 flops += (double)e->flops;
         }
@@ -187,6 +192,18 @@ TEST(export_of_gpt_tiny_dp2_tp2_pp2_decodes_to_the_plan_s_collectives_sends_and_
                 for (size_t k = 0; k < json_array_size(g); k++)
                     member |= json_integer_value(json_array_get(g, k)) == r;
                 CU_ASSERT_TRUE(member);
+                /* the group is the plan's group of the collective's axis: tp (and the
+                 * pipeline boundary's scatter/gather, pp-sg, over the tp ranks), dp, and pp
+                 * (the tied embedding's all-reduce between the first and last stage) */
+                const char *kind = et_attr(n, "npusim_comm")->string_val;
+                nn_mesh_axis ax = !strcmp(kind, "dp") ? NN_MESH_DP
+                                  : !strcmp(kind, "pp") ? NN_MESH_PP : NN_MESH_TP;
+                CU_ASSERT(!strcmp(kind, "dp") || !strcmp(kind, "pp") || !strcmp(kind, "tp") ||
+                          !strcmp(kind, "pp-sg"));
+                int want[2];
+                CU_ASSERT_EQUAL_FATAL(nn_plan_axis_group(p, r, ax, want, 2), 2);
+                for (size_t k = 0; k < 2; k++)
+                    CU_ASSERT_EQUAL(json_integer_value(json_array_get(g, k)), want[k]);
                 break;
             }
             case CHAKRA_PROTO_MSG__NODE_TYPE__COMM_SEND_NODE:
@@ -410,3 +427,144 @@ TEST(malformed_traces_are_refused_naming_the_file_and_the_node)
 }
 #if NPUSIM_CHAKRA
 #endif
+
+/* ---- ASTRA-sim's configuration files ------------------------------------------------------- */
+
+/* The values of `key: [ a, b, c ]` in network YAML text into v (at most 3); how many. */
+static int yml_list(const char *yml, const char *key, double *v)
+{
+    const char *p = strstr(yml, key);
+    if (!p || !(p = strchr(p, '[')))
+        return 0;
+    int n = 0;
+    for (p++; n < 3;) {
+        char *end;
+        double x = strtod(p, &end);
+        if (end == p)
+            break;
+        v[n++] = x;
+        p = end;
+        while (*p == ' ' || *p == ',')
+            p++;
+    }
+    return n;
+}
+
+static void astra_net(const char *const *sets, size_t n_sets, uint32_t ranks, char *yml,
+                      size_t n)
+{
+    arch_config cfg;
+    np_err err = {0};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", sets, n_sets, &cfg, &err), NP_OK);
+    char why[160];
+    CU_ASSERT_TRUE_FATAL(chakra_astra_network(&cfg, ranks, yml, n, why, sizeof why));
+}
+
+TEST(astra_network_gives_each_dimension_the_bundled_links_and_latency_npusim_simulates)
+{
+    char yml[1024];
+    double bw[3], lat[3], cnt[3];
+    /* ASTRA-sim reads its network's "GB/s" as 2^30 B/s (astra-network-analytical's
+     * bw_GBps_to_Bpns): npusim's 1e9 B/s are 1e9 / 2^30 of them */
+    const double gb = 1e9 / 1073741824.0;
+    /* tpu-pod: 6 links of 50 GB/s, 500 ns. A ring of 8: 3 links to each of the 2 neighbours,
+     * bundled into one of 150 GB/s each way (noc/net_topo.c), one hop of 500 ns */
+    const char *ring[] = {"system.chips=8", "system.topology=ring", "system.torus_x=1",
+                          "system.torus_y=1", "system.torus_z=1"};
+    astra_net(ring, 5, 8, yml, sizeof yml);
+    CU_ASSERT_PTR_NOT_NULL(strstr(yml, "topology: [ Ring ]"));
+    CU_ASSERT_EQUAL(yml_list(yml, "npus_count", cnt), 1);
+    CU_ASSERT_EQUAL(cnt[0], 8);
+    CU_ASSERT_EQUAL(yml_list(yml, "bandwidth", bw), 1);
+    CU_ASSERT_DOUBLE_EQUAL(bw[0], 150 * gb, 1e-9);
+    CU_ASSERT_EQUAL(yml_list(yml, "latency", lat), 1);
+    CU_ASSERT_DOUBLE_EQUAL(lat[0], 500, 1e-9);
+    /* a 2 x 2 x 2 torus: 6 links over 3 dimensions x 2 directions, one link each: 50 GB/s */
+    const char *torus[] = {"system.chips=8", "system.torus_x=2", "system.torus_y=2",
+                           "system.torus_z=2"};
+    astra_net(torus, 4, 8, yml, sizeof yml);
+    CU_ASSERT_PTR_NOT_NULL(strstr(yml, "topology: [ Ring, Ring, Ring ]"));
+    CU_ASSERT_EQUAL(yml_list(yml, "bandwidth", bw), 3);
+    CU_ASSERT_EQUAL(yml_list(yml, "latency", lat), 3);
+    for (int d = 0; d < 3; d++) {
+        CU_ASSERT_DOUBLE_EQUAL(bw[d], 50 * gb, 1e-9);
+        CU_ASSERT_DOUBLE_EQUAL(lat[d], 500, 1e-9);
+    }
+    /* a switch of 8: each chip's 6 links to the switch, 300 GB/s; ASTRA-sim counts two hops of
+     * the given latency, npusim's route is 2 links + the switch: (2 x 500 + 300) / 2 = 650 ns */
+    const char *sw[] = {"system.chips=8", "system.topology=switch", "system.torus_x=1",
+                        "system.torus_y=1", "system.torus_z=1", "system.switch_latency_ns=300"};
+    astra_net(sw, 6, 8, yml, sizeof yml);
+    CU_ASSERT_PTR_NOT_NULL(strstr(yml, "topology: [ Switch ]"));
+    CU_ASSERT_EQUAL(yml_list(yml, "bandwidth", bw), 1);
+    CU_ASSERT_DOUBLE_EQUAL(bw[0], 300 * gb, 1e-9);
+    CU_ASSERT_EQUAL(yml_list(yml, "latency", lat), 1);
+    CU_ASSERT_DOUBLE_EQUAL(lat[0], 650, 1e-9);
+    /* islands of 4 (as above) and a scale-out switch of 40 GB/s, 2,000 ns end to end: two
+     * hops of 1,000 ns */
+    const char *hier[] = {"system.chips=16", "system.topology=hierarchical",
+                          "system.torus_x=1", "system.torus_y=1", "system.torus_z=1",
+                          "system.island_chips=4", "system.switch_latency_ns=300",
+                          "system.scaleout_gb_per_s=40", "system.scaleout_latency_ns=2000"};
+    astra_net(hier, 9, 16, yml, sizeof yml);
+    CU_ASSERT_PTR_NOT_NULL(strstr(yml, "topology: [ Switch, Switch ]"));
+    CU_ASSERT_EQUAL(yml_list(yml, "npus_count", cnt), 2);
+    CU_ASSERT_EQUAL(cnt[0], 4);
+    CU_ASSERT_EQUAL(cnt[1], 4);
+    CU_ASSERT_EQUAL(yml_list(yml, "bandwidth", bw), 2);
+    CU_ASSERT_DOUBLE_EQUAL(bw[0], 300 * gb, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(bw[1], 40 * gb, 1e-9);
+    CU_ASSERT_EQUAL(yml_list(yml, "latency", lat), 2);
+    CU_ASSERT_DOUBLE_EQUAL(lat[0], 650, 1e-9);
+    CU_ASSERT_DOUBLE_EQUAL(lat[1], 1000, 1e-9);
+}
+
+TEST(astra_system_runs_collectives_unchunked_without_endpoint_delay_one_per_stream)
+{
+#if NPUSIM_CHAKRA
+    const char *dir = make_tmp();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(dir);
+    np_err err = {0};
+    arch_config cfg;
+    nn_model_desc d;
+    const char *torus[] = {"system.chips=8", "system.torus_x=2", "system.torus_y=2",
+                           "system.torus_z=2"};
+    CU_ASSERT_EQUAL_FATAL(arch_resolve("tpu-pod", torus, 4, &cfg, &err), NP_OK);
+    CU_ASSERT_EQUAL_FATAL(nn_model_load("gpt-tiny", &d, &err), NP_OK);
+    run_job j = {.cfg = &cfg, .model = &d, .steps = 1, .optim = run_job_optim(),
+                 .chakra_dir = dir, .chakra_name = "gpt-tiny"};
+    nn_strategy_default(&j.s);
+    j.s.dp = j.s.tp = j.s.pp = 2;
+    j.s.microbatch = 2;
+    j.o = (nn_model_opts){.batch = 8, .compute = NN_BF16, .seed = 1};
+    run_report rep;
+    CU_ASSERT_EQUAL_FATAL(run_job_run(&j, &rep, &err), NP_OK);
+    char path[256];
+    snprintf(path, sizeof path, "%s/system.json", dir);
+    json_error_t je;
+    json_t *sys = json_load_file(path, 0, &je);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sys);
+    /* npusim runs a collective as one message per step (no chunks: docs/collectives.md) with
+     * nothing added to a message beyond its path (the raw protocol, tpu-pod's) */
+    CU_ASSERT_EQUAL(cfg.system.coll_protocol, ARCH_COLL_PROTOCOL_RAW);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sys, "preferred-dataset-splits")), 1);
+    /* one collective at a time per stream, the streams side by side: a stage of GPT-tiny
+     * dp 2 x tp 2 x pp 2 has 3 collective streams (docs/run.md: tp, with the pipeline's
+     * scatter/gather; dp; pp, the tied embedding's all-reduce between the first and the last
+     * stage), so 3 collectives (one chunk each) in flight */
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sys, "active-chunks-per-dimension")), 3);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(sys, "endpoint-delay")), 0);
+    /* one ring implementation per network dimension: Ring, Ring, Ring */
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(sys, "all-reduce-implementation")), 3);
+    /* ASTRA-sim reduces s bytes in 3 s / local-mem-bw, npusim in s / (its vector units' rate):
+     * bf16 (GPT-tiny's reduced bytes) on tpu-pod, 2 B x 256 lanes x 1 op x 1.05 GHz x 8 cores
+     * = 4,300.8 GB/s, so 12,902.4 */
+    CU_ASSERT_DOUBLE_EQUAL(json_number_value(json_object_get(sys, "local-mem-bw")), 12902.4,
+                           1e-6);
+    json_decref(sys);
+    run_report_free(&rep);
+    rm_tmp(dir);
+#else
+    CU_PASS("built without protobuf-c: no Chakra traces");
+#endif
+}
