@@ -546,9 +546,10 @@ static void sr_worker(sr_ctx *x, search_result *r, const sr_item *items, const i
     _exit(0);
 }
 
-/* Which worker takes each item: candidates whose kernels have the same shapes (the same tp,
- * sequence parallelism and micro-batch) go to one worker, so that a kernel is timed once in
- * the batch, unless the batch has fewer such groups than workers (then in turn). */
+/* Which worker takes each item: candidates whose matrix kernels have the same shapes (the
+ * same tp and micro-batch: sequence parallelism, ZeRO, recomputation and pp change only the
+ * others') go to one worker, so that a kernel is timed once in the round, unless the round
+ * has fewer such groups than workers (then in turn). */
 static void sr_assign(const search_result *r, const sr_item *items, uint32_t n, int jobs,
                       int *assign)
 {
@@ -557,7 +558,7 @@ static void sr_assign(const search_result *r, const sr_item *items, uint32_t n, 
     int64_t of[64];
     for (uint32_t k = 0; k < n; k++) {
         const nn_strategy *s = &r->cand[items[k].i].s;
-        uint64_t g = (uint64_t)s->tp << 40 | (uint64_t)s->sp << 32 | (uint64_t)s->microbatch;
+        uint64_t g = (uint64_t)s->tp << 32 | (uint64_t)s->microbatch;
         uint32_t j = 0;
         while (j < n_sig && sig[j] != g)
             j++;
