@@ -2,6 +2,7 @@
 #include "core_cost.h"
 
 #include <math.h>
+#include <string.h>
 
 static uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? a / b + (a % b != 0) : 0; }
 
@@ -362,7 +363,12 @@ unsigned core_ranges(const isa_insn *in, uint64_t mxu_k, uint64_t mxu_n,
 uint64_t core_units_touched(const core_range *r, unsigned n, isa_space space, uint64_t unit_bytes,
                            uint64_t units)
 {
-    uint8_t seen[4096] = {0}; /* sram_banks, hbm_channels <= 4096 (schema) */
+    /* a bit per unit (sram_banks, hbm_channels <= 4096: schema); only the words of `units`
+     * cleared, since this runs for every memory instruction */
+    uint64_t seen[4096 / 64];
+    if (units > 4096)
+        units = 4096;
+    memset(seen, 0, (size_t)((units + 63) / 64) * sizeof *seen);
     uint64_t count = 0;
     for (unsigned i = 0; i < n && count < units; i++) {
         if (r[i].space != space)
@@ -375,11 +381,13 @@ uint64_t core_units_touched(const core_range *r, unsigned n, isa_space space, ui
                 uint64_t first = a / unit_bytes, last = (a + r[i].row_bytes - 1) / unit_bytes;
                 if (last - first + 1 >= units)
                     last = first + units - 1;
-                for (uint64_t u = first; u <= last; u++)
-                    if (!seen[u % units]) {
-                        seen[u % units] = 1;
+                for (uint64_t u = first; u <= last; u++) {
+                    uint64_t b = u % units;
+                    if (!(seen[b / 64] >> (b % 64) & 1)) {
+                        seen[b / 64] |= (uint64_t)1 << (b % 64);
                         count++;
                     }
+                }
             }
     }
     return count ? count : units;

@@ -41,8 +41,8 @@ const char cmd_search_usage[] =
     "  --max-microbatch b largest micro-batch tried (default 8)\n"
     "  --max-virtual V    largest number of interleaved virtual stages tried (default 4)\n"
     "  --exhaustive       simulate every strategy that fits (no bound prunes)\n"
-    "  -j J               J worker processes build and screen the candidates' plans\n"
-    "                     (default 1)\n"
+    "  -j J               J worker processes: they screen the candidates' plans, then\n"
+    "                     bound and simulate several of the best at a time (default 1)\n"
     "  --kernel-cache F   kernel timings kept in file F across searches and runs\n"
     "  --set K=V          override an architecture key (repeatable)\n"
     "  the flags of npusim plan that are not searched (--attention, --dropout, --precision,\n"
@@ -168,6 +168,11 @@ static void so_text(const search_opts *o, const search_result *r, const char *mo
     printf("pruned      %u by the cheap bound, %u by the tight bound; %u simulated, %u failed "
            "(%s)\n", r->n_pruned_cheap, r->n_pruned_tight, r->n_simulated, r->n_failed,
            np_human_s(r->wall_s, w, sizeof w));
+    if (r->kernels)
+        printf("kernels     %s distinct (%s compiled and simulated by the "
+               "search itself, the rest by its workers or from the kernel cache file)\n",
+               np_human_count(r->kernels, c1, sizeof c1),
+               np_human_count(r->kernels_simulated, c2, sizeof c2));
     const char *shown = NULL;
     for (uint32_t i = 0; i < r->n_cand; i++)
         if (r->cand[i].state == SEARCH_ILLEGAL && !shown)
@@ -245,14 +250,15 @@ static json_t *so_json(const search_opts *o, const search_result *r, const char 
     for (uint32_t i = 0; i < r->n_cand; i++)
         json_array_append_new(all, so_cand_json(&r->cand[i]));
     return json_pack("{s:s, s:s, s:i, s:I, s:s, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:i, "
-                     "s:o, s:o}",
+                     "s:i, s:i, s:o, s:o}",
                      "model", model, "arch", arch, "chips", o->chips, "batch",
                      (json_int_t)o->batch, "objective", search_objective_name(o->objective),
                      "top", o->top ? o->top : 10, "hbm_bytes", (json_int_t)r->hbm_bytes,
                      "candidates", (int)r->n_cand, "illegal", (int)r->n_illegal, "oom",
                      (int)r->n_oom, "pruned_cheap", (int)r->n_pruned_cheap, "pruned_tight",
                      (int)r->n_pruned_tight, "simulated", (int)r->n_simulated, "failed",
-                     (int)r->n_failed, "ranking", rank, "candidates_all", all);
+                     (int)r->n_failed, "kernels", (int)r->kernels, "kernels_simulated",
+                     (int)r->kernels_simulated, "ranking", rank, "candidates_all", all);
 }
 
 static np_status so_csv(const search_result *r, np_err *err)

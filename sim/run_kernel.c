@@ -125,15 +125,18 @@ static uint64_t rk_build_id(void)
 typedef struct rk_entry {
     char *key;
     run_ktime t;
-    uint64_t hbm_bytes;
+    uint64_t hbm_bytes, spad_bytes; /* spad_bytes 0: from the file (not kept there) */
     char name[64];
+    bool from_file;
 } rk_entry;
 
 struct run_ktimer {
     const arch_config *cfg;
     uint64_t fingerprint; /* architecture x build */
     char *path;
-    rk_entry *v;         /* timings of this architecture and build: from the file, then new */
+    rk_entry *v;         /* timings of this architecture and build: from the file, then every
+                            kernel timed (kept with or without a file: a timer shared by
+                            several runs, as a search's, times each distinct kernel once) */
     uint32_t n, cap;
     np_hmap index;      /* key hash -> entry */
     run_ktimer_stats st;
@@ -270,6 +273,7 @@ static np_status rk_load(run_ktimer *t, np_err *err)
         for (int u = 0; u < 3; u++)
             e.t.unit_ps[rk_units[u]] = v[1 + u];
         e.hbm_bytes = v[4];
+        e.from_file = true;
         rk_acts_from(a, &e.t.acts, &e.t.throttle_ps);
         if (!rk_put(t, p + key, &e))
             st = np_err_set(err, NP_ERR_NOMEM, "out of memory reading the kernel cache");
@@ -479,12 +483,16 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
 {
     run_ktimer *t = ctx;
     run_kspec *ks = rk->data;
-    const rk_entry *have = t->path ? rk_get(t, rk->key) : NULL;
+    const rk_entry *have = rk_get(t, rk->key);
     if (have) {
         *out = have->t;
         snprintf(ks->name, sizeof ks->name, "%s", have->name);
         ks->hbm_bytes = have->hbm_bytes;
-        t->st.from_file++;
+        ks->spad_bytes = have->spad_bytes;
+        if (have->from_file)
+            t->st.from_file++;
+        else
+            t->st.reused++;
         return NP_OK;
     }
     /* a kernel is compiled and run with its operands in one chip's HBM: a plan that does not
@@ -531,12 +539,12 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
     ks->hbm_bytes = hbm;
     ks->spad_bytes = spad;
     t->st.sim_wall_s += np_wall_s() - t0;
-    if (!t->path)
-        return NP_OK;
-    rk_entry e = {.t = *out, .hbm_bytes = ks->hbm_bytes};
+    rk_entry e = {.t = *out, .hbm_bytes = ks->hbm_bytes, .spad_bytes = ks->spad_bytes};
     snprintf(e.name, sizeof e.name, "%s", ks->name[0] ? ks->name : nn_op_name(ks->k.op));
     if (!rk_put(t, rk->key, &e))
         return np_err_set(err, NP_ERR_NOMEM, "out of memory");
+    if (!t->path)
+        return NP_OK;
     char body[RUN_KEY_MAX + 512];
     uint64_t a[RK_ACTS];
     rk_acts_to(&out->acts, out->throttle_ps, a);
@@ -558,4 +566,26 @@ np_status run_ktimer_time(void *ctx, const run_kernel *rk, run_ktime *out, np_er
         return np_err_set(err, NP_ERR_IO, "%s: cannot append to the kernel cache: %s", t->path,
                           strerror(errno));
     return NP_OK;
+}
+
+uint32_t run_ktimer_count(const run_ktimer *t) { return t->n; }
+
+void run_ktimer_entry_get(const run_ktimer *t, uint32_t i, run_ktimer_entry *out)
+{
+    const rk_entry *e = &t->v[i];
+    memset(out, 0, sizeof *out);
+    snprintf(out->key, sizeof out->key, "%s", e->key);
+    snprintf(out->name, sizeof out->name, "%s", e->name);
+    out->t = e->t;
+    out->hbm_bytes = e->hbm_bytes;
+    out->spad_bytes = e->spad_bytes;
+}
+
+bool run_ktimer_entry_put(run_ktimer *t, const run_ktimer_entry *e)
+{
+    if (rk_get(t, e->key))
+        return true;
+    rk_entry r = {.t = e->t, .hbm_bytes = e->hbm_bytes, .spad_bytes = e->spad_bytes};
+    snprintf(r.name, sizeof r.name, "%s", e->name);
+    return rk_put(t, e->key, &r);
 }

@@ -93,6 +93,7 @@ typedef struct run_ktimer_stats {
     uint32_t simulated_alone; /* of those, simulated alone too (their copies ran beside
                                  each other: one core) */
     uint32_t from_file;  /* kernels whose timing came from the cache file (not compiled) */
+    uint32_t reused;     /* kernels timed earlier by this timer (not compiled again) */
     uint32_t rejected;   /* cache lines of this architecture and build whose check or figures
                             were wrong (edited, torn): their kernels simulated again */
     double sim_wall_s;   /* wall time spent compiling and simulating */
@@ -103,7 +104,9 @@ typedef struct run_ktimer_stats {
  * /proc/self/exe the build is unknown and no file is used). NP_ERR_IO when the file exists
  * but cannot be read, NP_ERR_FORMAT naming the line that is not an entry. A line of this
  * architecture and build whose check (a hash of its figures and key) or figures are wrong is
- * not trusted: counted in run_ktimer_stats.rejected, its kernel simulated again. */
+ * not trusted: counted in run_ktimer_stats.rejected, its kernel simulated again. Every kernel
+ * the timer times is kept in memory, file or not: one timer shared by several runs (a search's
+ * candidates) compiles and simulates each distinct kernel once (run_ktimer_stats.reused). */
 np_status run_ktimer_create(const arch_config *cfg, const char *path, run_ktimer **out,
                             np_err *err);
 void run_ktimer_free(run_ktimer *t);
@@ -124,5 +127,24 @@ void run_ktimer_set_progress(run_ktimer *t, void (*fn)(void *ctx, const char *wh
 np_status run_ktimer_time(void *ctx, const run_kernel *k, run_ktime *out, np_err *err);
 
 run_ktimer_stats run_ktimer_get_stats(const run_ktimer *t);
+
+/* One timing the timer holds, as it travels between processes (a search's workers send the
+ * kernels they timed back to the search, whose later workers start with them). */
+typedef struct run_ktimer_entry {
+    char key[RUN_KEY_MAX];
+    char name[64];
+    run_ktime t;
+    uint64_t hbm_bytes, spad_bytes;
+} run_ktimer_entry;
+
+/* How many timings t holds (from its file and timed since): entries 0 .. count-1, in the order
+ * they were added. */
+uint32_t run_ktimer_count(const run_ktimer *t);
+/* Entry i (< run_ktimer_count) into *out. */
+void run_ktimer_entry_get(const run_ktimer *t, uint32_t i, run_ktimer_entry *out);
+/* Adds e, timed elsewhere for the same architecture and build, to t's memory (not its file:
+ * the process that timed it appended it there); a key t holds already is kept as it is.
+ * false when out of memory. */
+bool run_ktimer_entry_put(run_ktimer *t, const run_ktimer_entry *e);
 
 #endif

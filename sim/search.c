@@ -180,29 +180,13 @@ np_status search_enumerate(const search_opts *o, nn_strategy **out, uint32_t *n,
 
 /* ---- bounds ------------------------------------------------------------------------------ */
 
-static bool sr_matrix_op(nn_op op)
-{
-    return op == NN_OP_MATMUL || op == NN_OP_CONV2D || op == NN_OP_CONV2D_GRAD_INPUT ||
-           op == NN_OP_CONV2D_GRAD_WEIGHT || op == NN_OP_ATTENTION ||
-           op == NN_OP_ATTENTION_GRAD;
-}
-
-/* The cheap bound's kernel durations: a matrix kernel's head FLOPs at the chip's highest
- * matrix peak among the dtypes it could run at; every other kernel 0. */
+/* The cheap bound's kernel durations (search_bound_kernel_ps); all 0 with the caller's timer
+ * (free_all: the chip's peak and bandwidth say nothing about its durations). */
 static void sr_cheap_ps(const run_plan *rp, const arch_config *cfg, bool free_all,
                         uint64_t *ps)
 {
-    double peak = run_peak_flops(cfg, NN_BF16);
-    double p16 = run_peak_flops(cfg, NN_F16), p32 = run_peak_flops(cfg, NN_F32);
-    peak = fmax(peak, fmax(p16, p32));
-    for (uint32_t k = 0; k < rp->n_kspecs; k++) {
-        const nn_tensor *t = rp->kspecs[k].node;
-        ps[k] = 0;
-        if (free_all || !t || !sr_matrix_op(t->op) || peak <= 0)
-            continue;
-        double pk = fmax(peak, run_peak_flops(cfg, t->dtype));
-        ps[k] = (uint64_t)floor(nn_node_flops(t) / pk * 1e12);
-    }
+    for (uint32_t k = 0; k < rp->n_kspecs; k++)
+        ps[k] = free_all ? 0 : search_bound_kernel_ps(&rp->kspecs[k], cfg);
 }
 
 typedef struct sr_ctx {
@@ -264,10 +248,11 @@ static np_status sr_screen(sr_ctx *x, search_cand *c, search_result *r, np_err *
         nn_plan_free(p);
         return NP_OK;
     }
-    /* every compute node its own kernel (not lowered: the cheap bound needs only each matrix
-     * node's FLOPs, the same whether its elementwise followers are fused into it or not) */
+    /* the kernels the run times (its fused chains: as many tasks as the engine runs, each
+     * paying the stream's gap once), not compiled: their FLOPs and outputs are enough */
     run_plan *rp = NULL;
-    st = run_plan_build(p, x->o->cfg, &(run_plan_opts){.nodes_only = true}, &rp, &e);
+    st = run_plan_build(p, x->o->cfg,
+                        &(run_plan_opts){.nodes_only = x->o->time_kernel != NULL}, &rp, &e);
     if (st != NP_OK) {
         nn_plan_free(p);
         return sr_failed(c, r, &e, err);
@@ -499,6 +484,195 @@ static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *e
     return st;
 }
 
+/* ---- tight bounds and simulations in workers ---------------------------------------------- */
+
+/* One piece of branch and bound's work: candidate i's tight bound, or its simulation. */
+typedef struct sr_item {
+    uint32_t i;
+    bool sim;
+} sr_item;
+
+/* What a worker sends back per item, followed by n_kernels run_ktimer_entry: the kernels it
+ * timed since its last record (the search's timer gets them, so later workers start with
+ * them). index UINT32_MAX: the worker failed, why holds the message. */
+typedef struct sr_out {
+    uint32_t index;
+    uint32_t state;
+    double bound_s;
+    search_fig fig;
+    char why[256];
+    uint32_t n_kernels;
+} sr_out;
+
+/* Does item it in this process: candidate c gets its bound or figures and state. */
+static np_status sr_do(sr_ctx *x, search_cand *c, const sr_item *it, np_err *err)
+{
+    search_result scratch = {0};
+    return it->sim ? sr_simulate(x, c, &scratch, err) : sr_tight(x, c, &scratch, err);
+}
+
+/* The worker of items w, w + jobs, ... of the list assigned to it (assign[k] == w). */
+static void sr_worker(sr_ctx *x, search_result *r, const sr_item *items, const int *assign,
+                      uint32_t n_items, int w, int fd)
+{
+    uint32_t sent = x->kt ? run_ktimer_count(x->kt) : 0;
+    for (uint32_t k = 0; k < n_items; k++) {
+        if (assign[k] != w)
+            continue;
+        search_cand *c = &r->cand[items[k].i];
+        np_err e = {0};
+        sr_out o = {.index = items[k].i};
+        if (sr_do(x, c, &items[k], &e) != NP_OK) {
+            o.index = UINT32_MAX;
+            snprintf(o.why, sizeof o.why, "%.255s", e.msg);
+            np_write_all(fd, &o, sizeof o);
+            _exit(3);
+        }
+        o.state = c->state;
+        o.bound_s = c->bound_s;
+        o.fig = c->fig;
+        snprintf(o.why, sizeof o.why, "%s", c->why);
+        uint32_t now = x->kt ? run_ktimer_count(x->kt) : 0;
+        o.n_kernels = now - sent;
+        if (!np_write_all(fd, &o, sizeof o))
+            _exit(3);
+        for (; sent < now; sent++) {
+            run_ktimer_entry ke;
+            run_ktimer_entry_get(x->kt, sent, &ke);
+            if (!np_write_all(fd, &ke, sizeof ke))
+                _exit(3);
+        }
+    }
+    _exit(0);
+}
+
+/* Which worker takes each item: candidates whose matrix kernels have the same shapes (the
+ * same tp and micro-batch: sequence parallelism, ZeRO, recomputation and pp change only the
+ * others') go to one worker, so that a kernel is timed once in the round, unless the round
+ * has fewer such groups than workers (then in turn). */
+static void sr_assign(const search_result *r, const sr_item *items, uint32_t n, int jobs,
+                      int *assign)
+{
+    uint64_t sig[64];
+    uint32_t n_sig = 0;
+    int64_t of[64];
+    for (uint32_t k = 0; k < n; k++) {
+        const nn_strategy *s = &r->cand[items[k].i].s;
+        uint64_t g = (uint64_t)s->tp << 32 | (uint64_t)s->microbatch;
+        uint32_t j = 0;
+        while (j < n_sig && sig[j] != g)
+            j++;
+        if (j == n_sig && n_sig < 64)
+            sig[n_sig++] = g;
+        of[k] = j;
+    }
+    for (uint32_t k = 0; k < n; k++)
+        assign[k] = n_sig >= (uint32_t)jobs ? (int)(of[k] % jobs) : (int)(k % (uint32_t)jobs);
+}
+
+/* Does the n (at most 64) items in `jobs` forked workers, each starting with the search's
+ * kernel timings; every candidate's outcome lands in r->cand and every kernel a worker timed
+ * in the search's timer. The outcomes do not depend on which worker did what. */
+static np_status sr_pool(sr_ctx *x, search_result *r, const sr_item *items, uint32_t n,
+                         int jobs, np_err *err)
+{
+    int assign[64], fds[64];
+    pid_t pids[64];
+    int n_w = 0;
+    if (jobs > (int)n)
+        jobs = (int)n;
+    sr_assign(r, items, n, jobs, assign);
+    np_status st = NP_OK;
+    for (int w = 0; w < jobs && st == NP_OK; w++) {
+        int p[2];
+        if (pipe(p) != 0) {
+            st = np_err_set(err, NP_ERR_IO, "search: pipe: %s", strerror(errno));
+            break;
+        }
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid < 0) {
+            close(p[0]);
+            close(p[1]);
+            st = np_err_set(err, NP_ERR_IO, "search: fork: %s", strerror(errno));
+            break;
+        }
+        if (pid == 0) {
+            close(p[0]);
+            for (int k = 0; k < n_w; k++)
+                close(fds[k]);
+            sr_worker(x, r, items, assign, n, w, p[1]);
+        }
+        close(p[1]);
+        fds[n_w] = p[0];
+        pids[n_w++] = pid;
+    }
+    /* records as they come (a record's kernels follow it at once: read them in a row) */
+    uint32_t got = 0;
+    int open_fds = n_w;
+    struct pollfd pf[64];
+    while (open_fds > 0) {
+        int m = 0;
+        for (int w = 0; w < n_w; w++)
+            if (fds[w] >= 0)
+                pf[m++] = (struct pollfd){.fd = fds[w], .events = POLLIN};
+        if (poll(pf, (nfds_t)m, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            st = np_err_set(err, NP_ERR_IO, "search: poll: %s", strerror(errno));
+            break;
+        }
+        for (int q = 0; q < m; q++) {
+            if (!(pf[q].revents & (POLLIN | POLLHUP | POLLERR)))
+                continue;
+            sr_out o;
+            bool closed = np_read_full(pf[q].fd, &o, sizeof o) != sizeof o;
+            if (!closed && o.index >= r->n_cand) {
+                if (st == NP_OK)
+                    st = np_err_set(err, NP_ERR_INTERNAL, "search: %s", o.why);
+                closed = true;
+            }
+            if (!closed) {
+                search_cand *c = &r->cand[o.index];
+                c->state = (search_state)o.state;
+                c->bound_s = o.bound_s;
+                c->fig = o.fig;
+                snprintf(c->why, sizeof c->why, "%s", o.why);
+                got++;
+            }
+            for (uint32_t k = 0; !closed && k < o.n_kernels; k++) {
+                run_ktimer_entry ke;
+                if (np_read_full(pf[q].fd, &ke, sizeof ke) != sizeof ke) {
+                    if (st == NP_OK)
+                        st = np_err_set(err, NP_ERR_INTERNAL, "search: a worker's kernel "
+                                        "timings were cut short");
+                    closed = true;
+                } else if (st == NP_OK && x->kt && !run_ktimer_entry_put(x->kt, &ke)) {
+                    st = np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
+                }
+            }
+            if (!closed)
+                continue;
+            for (int w = 0; w < n_w; w++)
+                if (fds[w] == pf[q].fd) {
+                    close(fds[w]);
+                    fds[w] = -1;
+                }
+            open_fds--;
+        }
+    }
+    for (int w = 0; w < n_w; w++) {
+        int status = 0;
+        if (fds[w] >= 0)
+            close(fds[w]);
+        waitpid(pids[w], &status, 0);
+    }
+    if (st == NP_OK && got != n)
+        st = np_err_set(err, NP_ERR_INTERNAL, "search: the workers returned %u of %u "
+                        "candidates", got, n);
+    return st;
+}
+
 np_status search_run(const search_opts *o, search_result *out, np_err *err)
 {
     double t0 = np_wall_s();
@@ -567,15 +741,15 @@ np_status search_run(const search_opts *o, search_result *out, np_err *err)
     bool *tight = calloc(n ? n : 1, sizeof *tight);
     if (!tight && st == NP_OK)
         st = np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
-    for (uint32_t left = n_fit, step = 0; left > 0 && st == NP_OK; step++) {
-        uint32_t b = 0; /* the smallest key (then the smaller index) among keys[0 .. left) */
-        for (uint32_t k = 1; k < left; k++)
-            if (sr_key_cmp(&keys[k], &keys[b]) < 0)
-                b = k;
-        sr_key key = keys[b];
-        search_cand *c = &out->cand[key.i];
+    /* With workers, each round does several of the smallest keys at once (up to 4 per worker
+     * of them tight bounds, up to one per worker simulations): more work than the one-at-a-time
+     * order may need, never less, so the K best are the same. */
+    sr_item items[64];
+    uint32_t max_items = jobs > 1 ? (uint32_t)(4 * jobs > 64 ? 64 : 4 * jobs) : 1;
+    for (uint32_t left = n_fit; left > 0 && st == NP_OK;) {
+        qsort(keys, left, sizeof *keys, sr_key_cmp);
         double kth = o->exhaustive ? INFINITY : sr_kth(out, o->objective, top, tmp);
-        if (key.v > kth) { /* every bound left is at least this one */
+        if (keys[0].v > kth) { /* every bound left is at least this one */
             for (uint32_t k = 0; k < left; k++)
                 if (tight[keys[k].i])
                     out->n_pruned_tight++;
@@ -583,24 +757,50 @@ np_status search_run(const search_opts *o, search_result *out, np_err *err)
                     out->n_pruned_cheap++;
             break;
         }
-        char what[160], name[120];
-        snprintf(what, sizeof what, "%s %u (%s)", tight[key.i] || o->objective == SEARCH_MEMORY
-                 ? "simulating candidate" : "bounding candidate", key.i + 1,
-                 search_strategy_name(&c->s, name, sizeof name));
-        sr_progress(o, what, (double)(n_fit - left) / n_fit);
-        if (o->objective != SEARCH_MEMORY && !tight[key.i]) {
-            st = sr_tight(&x, c, out, err);
-            tight[key.i] = true;
-            if (st == NP_OK && c->state != SEARCH_FAILED) {
-                keys[b].v = c->bound_s;
+        uint32_t n_items = 0, n_sim = 0;
+        for (uint32_t k = 0; k < left && n_items < max_items && keys[k].v <= kth; k++) {
+            bool sim = tight[keys[k].i] || o->objective == SEARCH_MEMORY;
+            if (sim && n_sim >= (jobs > 1 ? (uint32_t)jobs : 1))
                 continue;
-            }
-        } else {
-            st = sr_simulate(&x, c, out, err);
-            if (st == NP_OK && c->state == SEARCH_SIMULATED && o->simulated)
-                o->simulated(o->simulated_ctx, out, key.i);
+            n_sim += sim;
+            items[n_items++] = (sr_item){keys[k].i, sim};
         }
-        keys[b] = keys[--left]; /* done with it */
+        search_cand *c = &out->cand[items[0].i];
+        char what[160], name[120];
+        snprintf(what, sizeof what, "%s %u (%s)%s", items[0].sim ? "simulating candidate"
+                 : "bounding candidate", items[0].i + 1,
+                 search_strategy_name(&c->s, name, sizeof name),
+                 n_items > 1 ? " and others" : "");
+        sr_progress(o, what, (double)(n_fit - left) / n_fit);
+        if (n_items > 1) {
+            st = sr_pool(&x, out, items, n_items, jobs, err);
+        } else {
+            np_err e = {0};
+            st = sr_do(&x, c, &items[0], &e);
+            if (st != NP_OK)
+                *err = e;
+        }
+        /* the outcomes, in key order (the counts and the stream do not depend on the workers) */
+        for (uint32_t q = 0; q < n_items && st == NP_OK; q++) {
+            search_cand *d = &out->cand[items[q].i];
+            uint32_t k = 0;
+            while (keys[k].i != items[q].i)
+                k++;
+            bool done = true;
+            if (d->state == SEARCH_FAILED) {
+                out->n_failed++;
+            } else if (!items[q].sim) {
+                tight[items[q].i] = true;
+                keys[k].v = d->bound_s;
+                done = false;
+            } else {
+                out->n_simulated++;
+                if (o->simulated)
+                    o->simulated(o->simulated_ctx, out, items[q].i);
+            }
+            if (done)
+                keys[k] = keys[--left];
+        }
     }
     free(tight);
     sr_progress(o, "done", 1);
@@ -615,6 +815,10 @@ np_status search_run(const search_opts *o, search_result *out, np_err *err)
     out->n_order = m;
     free(keys);
     free(tmp);
+    if (x.kt) {
+        out->kernels = run_ktimer_count(x.kt);
+        out->kernels_simulated = run_ktimer_get_stats(x.kt).simulated;
+    }
     run_ktimer_free(x.kt);
     run_attn_memo_free(&x.memo);
     out->wall_s = np_wall_s() - t0;

@@ -66,8 +66,10 @@ typedef struct search_opts {
     int max_microbatch;        /* largest micro-batch tried (0: 8) */
     int max_virtual;           /* largest interleaved V tried (0: 4) */
     bool exhaustive;           /* simulate every candidate that fits (no bound prunes) */
-    int jobs;                  /* worker processes that screen the candidates (plans, memory,
-                                  cheap bounds; 0 or 1: this process) */
+    int jobs;                  /* worker processes (0 or 1: this process alone) that screen
+                                  the candidates (plans, memory, cheap bounds), then compute
+                                  tight bounds and simulate, several of the best at a time,
+                                  each starting with every kernel timing known so far */
     const char *kernel_cache;  /* (optional) the shared timer's cache file (run_kernel.h) */
     /* (optional) times kernels instead of the core model (tests); with it the cheap bound
      * takes every kernel as free (its FLOPs say nothing about the caller's durations) */
@@ -116,6 +118,10 @@ typedef struct search_result {
     uint32_t *order;       /* simulated candidates, best first (objective, then index) */
     uint32_t n_order;
     uint64_t hbm_bytes;    /* the chip's */
+    uint32_t kernels;      /* distinct kernels the search's timer knows at the end (timed by
+                              it or its workers, or from the cache file) */
+    uint32_t kernels_simulated; /* of those, compiled and simulated in the search's own
+                              process (each distinct kernel at most once) */
     double wall_s;
 } search_result;
 

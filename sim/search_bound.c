@@ -7,11 +7,13 @@
  * dropping a constraint keeps the result a lower bound. */
 #include "search_bound.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core.h"
 #include "run_impl.h"
+#include "run_report.h"
 
 typedef struct sb_chan {   /* a send channel of a class: its sends' times in order */
     uint64_t *ps;
@@ -197,4 +199,33 @@ np_status search_bound_graph(const run_graph *g, const arch_config *cfg,
         return np_err_set(err, NP_ERR_NOMEM, "search bound: out of memory");
     *bound_ps = b;
     return NP_OK;
+}
+
+static bool sb_matrix_op(nn_op op)
+{
+    return op == NN_OP_MATMUL || op == NN_OP_CONV2D || op == NN_OP_CONV2D_GRAD_INPUT ||
+           op == NN_OP_CONV2D_GRAD_WEIGHT || op == NN_OP_ATTENTION ||
+           op == NN_OP_ATTENTION_GRAD;
+}
+
+uint64_t search_bound_kernel_ps(const run_kspec *ks, const arch_config *cfg)
+{
+    double compute_ps = 0, memory_ps = 0;
+    const nn_tensor *t = ks->node;
+    if (t && sb_matrix_op(t->op)) {
+        double peak = fmax(run_peak_flops(cfg, NN_BF16),
+                           fmax(run_peak_flops(cfg, NN_F16), run_peak_flops(cfg, NN_F32)));
+        peak = fmax(peak, run_peak_flops(cfg, t->dtype));
+        if (peak > 0)
+            compute_ps = (double)nn_node_flops(t) / peak * 1e12;
+    }
+    double gb_per_s = cfg->chip.hbm_gb_per_s;
+    if (cfg->chip.l2_bytes > 0 && cfg->chip.l2_gb_per_s > gb_per_s)
+        gb_per_s = cfg->chip.l2_gb_per_s;
+    uint64_t bytes = 0;
+    for (int i = 0; i < ks->k.n_out; i++)
+        bytes += kc_tensor_bytes(&ks->k.out[i]);
+    if (gb_per_s > 0)
+        memory_ps = (double)bytes / gb_per_s * 1e3; /* bytes / (GB/s) = ns */
+    return (uint64_t)floor(fmax(compute_ps, memory_ps));
 }

@@ -24,11 +24,28 @@
 #include "arch.h"
 #include "err.h"
 #include "run_graph.h"
+#include "run_kernel.h"
 
 /* The bound, in ps, of one step of finalized graph g on cfg's chips (cfg gives the kernel gap
  * and launch; NULL: none), kernel k taking kernel_ps[k] (k < run_graph_kernels(g); each at
  * most what the engine's timing function gives it, chained or not). NP_ERR_NOMEM. */
 np_status search_bound_graph(const run_graph *g, const arch_config *cfg,
                              const uint64_t *kernel_ps, uint64_t *bound_ps, np_err *err);
+
+/* A lower bound, in ps, of kernel ks's duration on cfg's chip, alone and right after itself
+ * (run_ktime.ps and chained_ps), without compiling it: the larger of
+ *   - compute: a matrix kernel's (matmul, convolution, attention and their gradients) head
+ *     FLOPs at the chip's highest matrix peak (run_peak_flops of bf16, fp16, fp32 and its
+ *     own dtype); the head's only, as its fused elementwise steps run on the vector units;
+ *   - memory: the bytes of its outputs (ks->k.out, each written in full: a kernel's results
+ *     leave the cores for the memory their addresses name) over the fastest path to memory,
+ *     the HBM's bandwidth or, on a chip with an L2 (chip.l2_bytes > 0), the larger of it and
+ *     the L2's (an L2 takes writes and serves reads, so inputs are not counted: they may
+ *     hit). No fusion rule is repeated here: ks is what the lowering made it (run_plan_build),
+ *     a fused chain's head with the chain's last result as its output.
+ * A node-only kernel spec (run_plan_opts.nodes_only: no operands) gets the compute term alone.
+ * tests/test_search.c checks it against the core model's timing of every kernel of several
+ * models' plans. */
+uint64_t search_bound_kernel_ps(const run_kspec *ks, const arch_config *cfg);
 
 #endif
