@@ -440,7 +440,20 @@ static void run_default_job(cli_strategy *cs)
         cs->s.pp = RUN_DEFAULT_PAR;
 }
 
-np_status cmd_run(int argc, char **argv, np_err *err)
+/* The command line, parsed. */
+typedef struct run_cli {
+    const char *arch_name, *model, *fidelity, *routing_text;
+    const char *sets[RUN_MAX_SETS];
+    size_t n_sets;
+    bool json, csv, functional, goodput_flag, help;
+    uint64_t steps;
+    run_job j;         /* the job's options as the flags give them */
+    cli_strategy cs;   /* the strategy flags */
+} run_cli;
+
+/* Reads the options into *c (defaults first). With --help: the usage printed, c->help set.
+ * The caller frees c->j.trace_opts.chips whatever the result. */
+static np_status run_parse(int argc, char **argv, run_cli *c, np_err *err)
 {
     static const struct option longopts[] = {
         {"arch", required_argument, NULL, 'a'},
@@ -470,159 +483,188 @@ np_status cmd_run(int argc, char **argv, np_err *err)
         CLI_STRATEGY_LONGOPTS,
         CLI_TRACE_LONGOPTS,
         {0}};
-    const char *arch_name = RUN_DEFAULT_ARCH, *model = NULL, *fidelity = "fast";
-    const char *sets[RUN_MAX_SETS];
-    size_t n_sets = 0;
-    bool json = false, csv = false, functional = false;
-    uint64_t steps = 1;
-    run_job j = {.steps = 1, .optim = cli_strategy_optim(), .faults.ckpt_write_s = -1};
-    bool goodput_flag = false;
-    const char *routing_text = NULL;
-    nn_moe_route_spec routing = nn_moe_route_uniform();
-    cli_strategy cs;
-    cli_strategy_init(&cs);
-    int c;
+    memset(c, 0, sizeof *c);
+    c->arch_name = RUN_DEFAULT_ARCH;
+    c->fidelity = "fast";
+    c->steps = 1;
+    c->j = (run_job){.steps = 1, .optim = cli_strategy_optim(), .faults.ckpt_write_s = -1};
+    cli_strategy_init(&c->cs);
+    int o;
     np_status st = NP_OK;
     cli_getopt_reset();
-    while (st == NP_OK && (c = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
-        if (cli_strategy_is_flag(c)) {
-            st = cli_strategy_flag(&cs, c, optarg, err);
+    while (st == NP_OK && (o = cli_getopt(argc, argv, "h", longopts, err)) != -1) {
+        if (cli_strategy_is_flag(o)) {
+            st = cli_strategy_flag(&c->cs, o, optarg, err);
             continue;
         }
-        switch (c) {
-        case 'a': arch_name = optarg; break;
-        case 's': st = cli_add_set(sets, &n_sets, RUN_MAX_SETS, optarg, err); break;
-        case 'm': model = optarg; break;
-        case 'j': json = true; break;
+        switch (o) {
+        case 'a': c->arch_name = optarg; break;
+        case 's': st = cli_add_set(c->sets, &c->n_sets, RUN_MAX_SETS, optarg, err); break;
+        case 'm': c->model = optarg; break;
+        case 'j': c->json = true; break;
         case 'h':
-            trace_chips_free(&j.trace_opts.chips);
             cli_print_usage(cli_find("run"));
+            c->help = true;
             return NP_OK;
-        case RUN_OPT_STEPS: st = cli_parse_u64("--steps", optarg, 1, 1000000, &steps, err); break;
+        case RUN_OPT_STEPS: st = cli_parse_u64("--steps", optarg, 1, 1000000, &c->steps, err); break;
         case RUN_OPT_FIDELITY:
             if (strcmp(optarg, "fast") && strcmp(optarg, "full"))
                 st = np_err_set(err, NP_ERR_USAGE, "--fidelity: expected fast or full, got '%s'",
                                 optarg);
-            fidelity = optarg;
+            c->fidelity = optarg;
             break;
-        case RUN_OPT_FUNCTIONAL: functional = true; break;
-        case RUN_OPT_TRACE: j.trace_path = optarg; break;
-        case RUN_OPT_CHAKRA: j.chakra_dir = optarg; break;
-        case RUN_OPT_KERNEL_CACHE: j.kernel_cache = optarg; break;
-        case RUN_OPT_NO_CACHE: j.no_cache = true; break;
-        case RUN_OPT_NO_DEDUP: j.no_dedup = true; break;
-        case RUN_OPT_ALLOW_OOM: j.allow_oom = true; break;
-        case RUN_OPT_CSV: csv = true; break;
-        case RUN_OPT_ROUTING: routing_text = optarg; break;
+        case RUN_OPT_FUNCTIONAL: c->functional = true; break;
+        case RUN_OPT_TRACE: c->j.trace_path = optarg; break;
+        case RUN_OPT_CHAKRA: c->j.chakra_dir = optarg; break;
+        case RUN_OPT_KERNEL_CACHE: c->j.kernel_cache = optarg; break;
+        case RUN_OPT_NO_CACHE: c->j.no_cache = true; break;
+        case RUN_OPT_NO_DEDUP: c->j.no_dedup = true; break;
+        case RUN_OPT_ALLOW_OOM: c->j.allow_oom = true; break;
+        case RUN_OPT_CSV: c->csv = true; break;
+        case RUN_OPT_ROUTING: c->routing_text = optarg; break;
         case RUN_OPT_SLOW_CHIP:
-            st = run_faults_slow_flag(&j.faults, optarg, 1u << 24, err);
+            st = run_faults_slow_flag(&c->j.faults, optarg, 1u << 24, err);
             break;
         case RUN_OPT_SLOW_LINK:
         case RUN_OPT_FAIL_LINK:
-            st = run_faults_link_flag(&j.faults, optarg, c == RUN_OPT_FAIL_LINK, err);
+            st = run_faults_link_flag(&c->j.faults, optarg, o == RUN_OPT_FAIL_LINK, err);
             break;
         case RUN_OPT_MTBF:
             st = np_parse_f64(NP_SRC_OPT("--mtbf-hours"), optarg, 1e-6, 1e12,
-                              &j.faults.mtbf_hours, err);
+                              &c->j.faults.mtbf_hours, err);
             break;
         case RUN_OPT_RESTART:
-            goodput_flag = true;
-            st = np_parse_f64(NP_SRC_OPT("--restart-s"), optarg, 0, 1e9, &j.faults.restart_s, err);
+            c->goodput_flag = true;
+            st = np_parse_f64(NP_SRC_OPT("--restart-s"), optarg, 0, 1e9, &c->j.faults.restart_s, err);
             break;
         case RUN_OPT_CKPT_INTERVAL:
-            goodput_flag = true;
+            c->goodput_flag = true;
             st = np_parse_f64(NP_SRC_OPT("--ckpt-interval-s"), optarg, 1e-3, 1e12,
-                              &j.faults.interval_s, err);
+                              &c->j.faults.interval_s, err);
             break;
         case RUN_OPT_CKPT_WRITE:
-            goodput_flag = true;
+            c->goodput_flag = true;
             st = np_parse_f64(NP_SRC_OPT("--ckpt-write-s"), optarg, 0, 1e9,
-                              &j.faults.ckpt_write_s, err);
+                              &c->j.faults.ckpt_write_s, err);
             break;
         case RUN_OPT_LINKS: {
             uint64_t v = 0;
             st = cli_parse_u64("--links", optarg, 1, RUN_REPORT_LINKS_MAX, &v, err);
-            j.top_links = (uint32_t)v;
+            c->j.top_links = (uint32_t)v;
             break;
         }
         case CLI_TRACE_OPT_CHIPS:
         case CLI_TRACE_OPT_MAX_BYTES:
-        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(&j.trace_opts, c, optarg, err); break;
+        case CLI_TRACE_OPT_LEVEL: st = cli_trace_flag(&c->j.trace_opts, o, optarg, err); break;
         default: st = err->status; break;
         }
     }
     if (st == NP_OK && optind < argc)
         st = np_err_set(err, NP_ERR_USAGE, "unexpected argument '%s'", argv[optind]);
-    if (st == NP_OK && json && csv)
-        st = np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
-    if (st == NP_OK)
-        st = cli_trace_need_path(j.trace_path, &j.trace_opts, err);
-    if (st == NP_OK && goodput_flag && !(j.faults.mtbf_hours > 0))
-        st = np_err_set(err, NP_ERR_USAGE, "--restart-s, --ckpt-interval-s and --ckpt-write-s "
-                        "describe the goodput estimate: give --mtbf-hours too");
-    j.full = strcmp(fidelity, "full") == 0;
-    j.functional = functional;
-    if (st == NP_OK && !model) { /* the default job, as the strategy flags given change it */
-        model = RUN_DEFAULT_MODEL;
-        run_default_job(&cs);
+    return st;
+}
+
+/* The flags that must go together, the default job (without --model: as the strategy flags
+ * given change it) and the micro-batch rule. */
+static np_status run_check(run_cli *c, np_err *err)
+{
+    if (c->json && c->csv)
+        return np_err_set(err, NP_ERR_USAGE, "--json and --csv: one output format at a time");
+    if (cli_trace_need_path(c->j.trace_path, &c->j.trace_opts, err) != NP_OK)
+        return err->status;
+    if (c->goodput_flag && !(c->j.faults.mtbf_hours > 0))
+        return np_err_set(err, NP_ERR_USAGE, "--restart-s, --ckpt-interval-s and --ckpt-write-s "
+                          "describe the goodput estimate: give --mtbf-hours too");
+    c->j.full = strcmp(c->fidelity, "full") == 0;
+    c->j.functional = c->functional;
+    if (!c->model) {
+        c->model = RUN_DEFAULT_MODEL;
+        run_default_job(&c->cs);
     }
-    if (st == NP_OK && !cs.o.batch)
-        st = np_err_set(err, NP_ERR_USAGE, "--batch is required with --model");
-    if (st == NP_OK && !cli_strategy_given(&cs, CLI_STRATEGY_OPT_MICROBATCH))
-        cs.s.microbatch = run_default_microbatch(cs.o.batch, cs.s.dp);
+    if (!c->cs.o.batch)
+        return np_err_set(err, NP_ERR_USAGE, "--batch is required with --model");
+    if (!cli_strategy_given(&c->cs, CLI_STRATEGY_OPT_MICROBATCH))
+        c->cs.s.microbatch = run_default_microbatch(c->cs.o.batch, c->cs.s.dp);
+    return NP_OK;
+}
+
+/* The architecture (and the chips the trace and faults name in it), the model and the
+ * routing. */
+static np_status run_inputs(run_cli *c, arch_config *cfg, nn_model_desc *d,
+                            nn_moe_route_spec *routing, np_err *err)
+{
+    if (arch_resolve(c->arch_name, c->sets, c->n_sets, cfg, err) != NP_OK ||
+        trace_chips_check(&c->j.trace_opts.chips, cfg->system.chips, "--trace-chips", err) !=
+            NP_OK)
+        return err->status;
+    for (uint32_t i = 0; i < c->j.faults.n_slow; i++)
+        if ((int64_t)c->j.faults.slow[i].chip >= cfg->system.chips)
+            return np_err_set(err, NP_ERR_USAGE, "--slow-chip: chip %" PRIu32 " is not in the "
+                              "system (%" PRId64 " chips: 0 .. %" PRId64 ")",
+                              c->j.faults.slow[i].chip, (int64_t)cfg->system.chips,
+                              (int64_t)cfg->system.chips - 1);
+    if (nn_model_load(c->model, d, err) != NP_OK)
+        return err->status;
+    if (c->routing_text) {
+        if (nn_moe_route_parse(c->routing_text, c->cs.o.seed, routing, err) != NP_OK)
+            return err->status;
+        c->j.routing = routing;
+    }
+    return NP_OK;
+}
+
+np_status cmd_run(int argc, char **argv, np_err *err)
+{
+    static run_cli c; /* large (the strategy's and the job's tables); one run per process */
+    np_status st = run_parse(argc, argv, &c, err);
+    if (st == NP_OK && c.help) {
+        trace_chips_free(&c.j.trace_opts.chips);
+        return NP_OK;
+    }
+    if (st == NP_OK)
+        st = run_check(&c, err);
     arch_config cfg;
     nn_model_desc d;
+    nn_moe_route_spec routing = nn_moe_route_uniform();
     if (st == NP_OK)
-        st = arch_resolve(arch_name, sets, n_sets, &cfg, err);
-    if (st == NP_OK)
-        st = trace_chips_check(&j.trace_opts.chips, cfg.system.chips, "--trace-chips", err);
-    for (uint32_t i = 0; st == NP_OK && i < j.faults.n_slow; i++)
-        if ((int64_t)j.faults.slow[i].chip >= cfg.system.chips)
-            st = np_err_set(err, NP_ERR_USAGE, "--slow-chip: chip %" PRIu32 " is not in the "
-                            "system (%" PRId64 " chips: 0 .. %" PRId64 ")", j.faults.slow[i].chip,
-                            (int64_t)cfg.system.chips, (int64_t)cfg.system.chips - 1);
-    if (st == NP_OK)
-        st = nn_model_load(model, &d, err);
-    if (st == NP_OK && routing_text) {
-        st = nn_moe_route_parse(routing_text, cs.o.seed, &routing, err);
-        j.routing = &routing;
-    }
+        st = run_inputs(&c, &cfg, &d, &routing, err);
+    run_job *j = &c.j;
     run_report rep = {0};
     chakra_export_info chakra = {0};
     cli_progress prog;
     cli_progress_init(&prog, "run");
     if (st == NP_OK) {
-        j.cfg = &cfg;
-        j.model = &d;
-        j.s = cs.s;
-        j.o = cs.o;
-        j.steps = (uint32_t)steps;
-        j.progress = run_progress_fn;
-        j.chakra_name = d.name;
-        j.chakra_info = &chakra;
-        j.progress_ctx = &prog;
-        st = run_job_run(&j, &rep, err);
+        j->cfg = &cfg;
+        j->model = &d;
+        j->s = c.cs.s;
+        j->o = c.cs.o;
+        j->steps = (uint32_t)c.steps;
+        j->progress = run_progress_fn;
+        j->chakra_name = d.name;
+        j->chakra_info = &chakra;
+        j->progress_ctx = &prog;
+        st = run_job_run(j, &rep, err);
         cli_progress_end(&prog);
     }
     char warn[320];
-    if (st == NP_OK && cli_trace_cut_warning(rep.trace_left_out, &j.trace_opts, warn,
+    if (st == NP_OK && cli_trace_cut_warning(rep.trace_left_out, &j->trace_opts, warn,
                                              sizeof warn)[0])
         fprintf(stderr, "npusim: %s\n", warn);
-    if (st == NP_OK && j.chakra_dir) {
+    if (st == NP_OK && j->chakra_dir) {
         fprintf(stderr, "npusim: Chakra traces of %" PRIu32 " ranks (%" PRIu64 " nodes) in %s/%s.*.et\n",
-                chakra.ranks, chakra.nodes, j.chakra_dir, d.name);
+                chakra.ranks, chakra.nodes, j->chakra_dir, d.name);
         if (!chakra.astra)
             fprintf(stderr, "npusim: no ASTRA-sim network file: %s\n", chakra.astra_why);
     }
-    trace_chips_free(&j.trace_opts.chips);
+    trace_chips_free(&j->trace_opts.chips);
     nn_moe_route_spec_free(&routing);
     if (st != NP_OK) { /* a job can fail after its report was made (the goodput estimate) */
         run_report_free(&rep);
         return st;
     }
-    if (json)
+    if (c.json)
         st = cli_print_json(run_report_json(&rep), err);
-    else if (csv)
+    else if (c.csv)
         st = run_print_csv(run_report_json(&rep), err);
     else
         run_print(&rep);
