@@ -673,6 +673,60 @@ static np_status sr_pool(sr_ctx *x, search_result *r, const sr_item *items, uint
     return st;
 }
 
+/* 2, 3 of the search: every candidate's plan, memory and cheap bound (in jobs workers when
+ * more than one), then the counts of the illegal, too large and failed ones. */
+static np_status sr_screen_all(sr_ctx *x, search_result *out, int jobs, np_err *err)
+{
+    const search_opts *o = x->o;
+    uint32_t n = out->n_cand;
+    np_status st = NP_OK;
+    if (jobs > 1 && n > 1)
+        st = sr_screen_pool(x, out, jobs, err);
+    else
+        for (uint32_t i = 0; i < n && st == NP_OK; i++) {
+            char what[160], name[120];
+            snprintf(what, sizeof what, "plan %u of %u (%s)", i + 1, n,
+                     search_strategy_name(&out->cand[i].s, name, sizeof name));
+            sr_progress(o, what, (double)i / n);
+            st = sr_screen(x, &out->cand[i], out, err);
+        }
+    out->n_illegal = out->n_oom = out->n_failed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        out->n_illegal += out->cand[i].state == SEARCH_ILLEGAL;
+        out->n_oom += out->cand[i].state == SEARCH_OOM;
+        out->n_failed += out->cand[i].state == SEARCH_FAILED;
+    }
+    return st;
+}
+
+/* A round's outcomes, in key order (the counts and the stream do not depend on the
+ * workers): a failed or simulated candidate leaves the keys (*left of them), a bounded one
+ * stays with its tight bound as its key. */
+static void sr_outcomes(const search_opts *o, search_result *out, const sr_item *items,
+                        uint32_t n_items, sr_key *keys, uint32_t *left, bool *tight)
+{
+    for (uint32_t q = 0; q < n_items; q++) {
+        search_cand *d = &out->cand[items[q].i];
+        uint32_t k = 0;
+        while (keys[k].i != items[q].i)
+            k++;
+        bool done = true;
+        if (d->state == SEARCH_FAILED) {
+            out->n_failed++;
+        } else if (!items[q].sim) {
+            tight[items[q].i] = true;
+            keys[k].v = d->bound_s;
+            done = false;
+        } else {
+            out->n_simulated++;
+            if (o->simulated)
+                o->simulated(o->simulated_ctx, out, items[q].i);
+        }
+        if (done)
+            keys[k] = keys[--*left];
+    }
+}
+
 np_status search_run(const search_opts *o, search_result *out, np_err *err)
 {
     double t0 = np_wall_s();
@@ -712,22 +766,8 @@ np_status search_run(const search_opts *o, search_result *out, np_err *err)
         st = run_ktimer_create(o->cfg, o->kernel_cache, &x.kt, err);
     /* 2, 3: plans, memory, the cheap bound */
     int jobs = o->jobs < 1 ? 1 : o->jobs > 64 ? 64 : o->jobs;
-    if (st == NP_OK && jobs > 1 && n > 1)
-        st = sr_screen_pool(&x, out, jobs, err);
-    else
-        for (uint32_t i = 0; i < n && st == NP_OK; i++) {
-            char what[160], name[120];
-            snprintf(what, sizeof what, "plan %u of %u (%s)", i + 1, n,
-                     search_strategy_name(&out->cand[i].s, name, sizeof name));
-            sr_progress(o, what, (double)i / n);
-            st = sr_screen(&x, &out->cand[i], out, err);
-        }
-    out->n_illegal = out->n_oom = out->n_failed = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        out->n_illegal += out->cand[i].state == SEARCH_ILLEGAL;
-        out->n_oom += out->cand[i].state == SEARCH_OOM;
-        out->n_failed += out->cand[i].state == SEARCH_FAILED;
-    }
+    if (st == NP_OK)
+        st = sr_screen_all(&x, out, jobs, err);
     /* 4: branch and bound, best first: the candidate of the smallest bound known (the tight
      * one once computed, else the cheap one; memory: its memory) is taken next — its tight
      * bound computed and it goes back, or, already tight, it is simulated — until that
@@ -780,27 +820,8 @@ np_status search_run(const search_opts *o, search_result *out, np_err *err)
             if (st != NP_OK)
                 *err = e;
         }
-        /* the outcomes, in key order (the counts and the stream do not depend on the workers) */
-        for (uint32_t q = 0; q < n_items && st == NP_OK; q++) {
-            search_cand *d = &out->cand[items[q].i];
-            uint32_t k = 0;
-            while (keys[k].i != items[q].i)
-                k++;
-            bool done = true;
-            if (d->state == SEARCH_FAILED) {
-                out->n_failed++;
-            } else if (!items[q].sim) {
-                tight[items[q].i] = true;
-                keys[k].v = d->bound_s;
-                done = false;
-            } else {
-                out->n_simulated++;
-                if (o->simulated)
-                    o->simulated(o->simulated_ctx, out, items[q].i);
-            }
-            if (done)
-                keys[k] = keys[--left];
-        }
+        if (st == NP_OK)
+            sr_outcomes(o, out, items, n_items, keys, &left, tight);
     }
     free(tight);
     sr_progress(o, "done", 1);
