@@ -56,6 +56,22 @@ bool lw_is_comm(const nn_tensor *t)
 /* Ranks in a collective node's group. */
 static int lw_group_size(const nn_tensor *t) { return (int)t->ip[NN_COMM_IP_SIZE]; }
 
+/* Whether a collective may work in place on the value of item v, which only it reads: v is a
+ * kernel's own output that nothing else reads, or a whole-tensor view (a reshape) of one that
+ * only the view reads — as a framework all-reduces a row-parallel matmul's output in place
+ * through its reshape; a collective never copies what no one else reads. */
+static bool lw_comm_alone(const lw_ctx *w, int32_t v)
+{
+    const lw_item *x = &w->it[v];
+    while (x->kind == LOWER_NODE_VIEW && x->uses == 1 && x->t->n_src &&
+           !nn_plan_node_is_offset_view(x->t) && x->t->op != NN_OP_GROUP_COPY &&
+           nn_nbytes(x->t) == nn_nbytes(x->t->src[0])) {
+        v = x->src[0];
+        x = &w->it[v];
+    }
+    return x->uses == 1 && x->root == v && x->kind == LOWER_NODE_KERNEL && !x->t->is_output;
+}
+
 uint64_t lw_comm_out_bytes(const lw_ctx *w, int32_t i)
 {
     const lw_item *it = &w->it[i];
@@ -68,7 +84,7 @@ uint64_t lw_comm_out_bytes(const lw_ctx *w, int32_t i)
         return 0; /* a group of one: the value itself */
     const lw_item *src = &w->it[it->src[0]];
     const lw_item *root = src->root != LW_NONE ? &w->it[src->root] : src;
-    bool alone = src->uses == 1 && src->root == it->src[0] && src->kind == LOWER_NODE_KERNEL;
+    bool alone = lw_comm_alone(w, it->src[0]);
     switch (t->op) {
     case NN_OP_ALL_REDUCE: /* in place on an accumulator, or on a value only it reads */
         if ((root->kind == LOWER_NODE_LEAF && t->region != NN_REGION_FORWARD) || alone)
