@@ -27,7 +27,12 @@
  * the topology, lower_opts.tuner: the tuner's algorithm), else rank order and the ring. The
  * COMM queue runs one instruction at a time, so a rank's sends and receives go in one order
  * consistent with the schedule's dependencies: every send whose receives have completed, then
- * the next receive. Tags: the stream and the schedule's step (messages of one tag between two
+ * the next receive. A schedule of two independent ports (biring: one direction each) runs its
+ * second port on a core of its own when the chip has one to spare once every stream has its
+ * core (the collective streams in stream order get one each while they last): never on
+ * another stream's core, whose in-order COMM queue would hold it behind that stream's entries
+ * (a tensor-parallel all-reduce's second direction waited a millisecond behind a
+ * data-parallel bucket so). Tags: the stream and the schedule's step (messages of one tag between two
  * cores are taken in send order, and a stream's entries come in the same order on every rank
  * of a group). */
 #include <inttypes.h>
@@ -169,6 +174,11 @@ static uint32_t lw_stream_core(lw_ctx *w, lw_stream s)
         uint32_t k = 0;
         for (int i = 0; i < LW_S_COUNT; i++)
             w->stream_core[i] = used[i] ? k++ % w->lp->cores : 0;
+        for (int i = 0; i < LW_S_COUNT; i++) { /* the spare cores, one a collective stream */
+            bool coll = i == LW_S_TP || i == LW_S_DP || i == LW_S_SP || i == LW_S_ZERO_GATHER ||
+                        i == LW_S_ZERO_SCATTER || i == LW_S_PP;
+            w->stream_port_core[i] = used[i] && coll && k < w->lp->cores ? k++ : UINT32_MAX;
+        }
         w->streams_known = true;
     }
     return w->stream_core[s];
@@ -336,10 +346,10 @@ static bool lw_ports_independent(const coll_sched *s, uint32_t me)
 
 /* One collective of item i's node over its group on X (its buffer, in place: a copy in, if
  * any, was made before); a packed bucket's lead (bucket_bytes > 0) reduces the whole bucket,
- * its leaves from the lead's on. Its COMM instructions go on core (the stream's), or port p of
- * a schedule with independent ports on core + p. */
-static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag0,
-                               lower_comm *rec, uint64_t bucket_bytes, lw_open *open,
+ * its leaves from the lead's on. Its COMM instructions go on core (the stream's), port 1 of a
+ * schedule of two independent ports on port_core when the stream has one (else UINT32_MAX). */
+static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t port_core,
+                               uint32_t tag0, lower_comm *rec, uint64_t bucket_bytes, lw_open *open,
                                np_err *err)
 {
     char desc[256];
@@ -391,7 +401,7 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
         return err->status;
     isa_emit *e = kc_prog_emit(w->p);
     uint32_t ports = coll_sched_ports(s), n_recv = coll_sched_recvs(s, (uint32_t)me);
-    bool split = lw_ports_independent(s, (uint32_t)me) && w->lp->cores > 1;
+    bool split = lw_ports_independent(s, (uint32_t)me) && ports == 2 && port_core != UINT32_MAX;
     uint32_t *next = calloc(ports + 1, sizeof *next), *base = calloc(ports + 1, sizeof *base);
     for (uint32_t pt = 0; next && base && pt < ports; pt++)
         base[pt + 1] = base[pt] + coll_sched_sends(s, (uint32_t)me, pt);
@@ -404,7 +414,7 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
     while (st == NP_OK) {
         bool sent = false;
         for (uint32_t pt = 0; pt < ports; pt++) {
-            uint32_t c = split ? (core + pt) % w->lp->cores : core;
+            uint32_t c = split && pt ? port_core : core;
             while (next[pt] < coll_sched_sends(s, (uint32_t)me, pt)) {
                 coll_xfer xs;
                 coll_sched_send(s, (uint32_t)me, pt, next[pt], &xs);
@@ -428,7 +438,7 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
         }
         coll_xfer xr;
         coll_sched_recv(s, (uint32_t)me, r++, &xr);
-        uint32_t c = split ? (core + xr.port) % w->lp->cores : core;
+        uint32_t c = split && xr.port ? port_core : core;
         if (xr.bytes) {
             lw_open_core(w, open, c);
             ISA_EMIT(e, COMM_RECV, isa_peer(group[xr.peer], c),
@@ -574,10 +584,10 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
             uint64_t bytes = 0;
             for (int32_t k = i; k < i + n; k++)
                 bytes += nn_nbytes(w->it[k].t);
-            st = lw_collective(w, i, core, (uint32_t)s * 4096, rec, bytes, &open, err);
+            st = lw_collective(w, i, core, w->stream_port_core[s], (uint32_t)s * 4096, rec, bytes, &open, err);
         }
         for (int32_t k = i; k < i + n && st == NP_OK && !it->packed; k++)
-            st = lw_collective(w, k, core, (uint32_t)s * 4096, rec, 0, &open, err);
+            st = lw_collective(w, k, core, w->stream_port_core[s], (uint32_t)s * 4096, rec, 0, &open, err);
         if (st != NP_OK)
             return st;
     }
