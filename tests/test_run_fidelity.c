@@ -6,7 +6,7 @@
  * micro-batches) and dp8 with ZeRO 1, gpt-tiny with fused (flash) attention too, whose
  * attention kernels also write their backward's log-sum-exp, and with the composite
  * attention's scale, mask and softmax fused (nn_pass_fuse_softmax; npusim run's --attention
- * composite). (Not yet within it: ZeRO 3, -4 to -5 %: docs/run.md,
+ * composite). (Not yet within it: ZeRO 3, -3 to -4 %: docs/run.md,
  * "Full against fast"), and the README's default job on every figure of the report, its step
  * time within 7 % (the goal is 3 %: see that test). */
 #include <math.h>
