@@ -8,7 +8,7 @@
  * attention's scale, mask and softmax fused (nn_pass_fuse_softmax; npusim run's --attention
  * composite). (Not yet within it: ZeRO 3, -3 to -4 %: docs/run.md,
  * "Full against fast"), and the README's default job on every figure of the report, its step
- * time within 7 % (the goal is 3 %: see that test). */
+ * time within 6 % (the goal is 3 %: see that test). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -359,17 +359,15 @@ TEST(fast_and_full_fidelity_agree_within_3_percent_with_megatrons_runtime)
  * tpu-pod, dp 2 x tp 2 x pp 2, 1F1B, 4 micro-batches of 2, fused attention, bf16), one run at
  * each fidelity, every figure of the report side by side (docs/run.md, "Full against fast",
  * explains each tolerance):
- *   step time          within 7 % (the issue's goal is 3 %; 56.90 ms fast, 60.54 ms full: the
- *                      last stage's final forward and backward take 1.5 ms longer at full
- *                      fidelity while its kernels and tp all-reduces take the same time — not
- *                      found yet)
+ *   step time          within 6 % (the issue's goal is 3 %; 56.90 ms fast, 60.07 ms full: the
+ *                      last stage is slower at full fidelity while its kernels and its tp
+ *                      all-reduces take the same time — not found yet)
  *   bubble             within 3 points (it follows the step time)
  *   communication      per kind in flight: tp and dp within 3 % (the same schedules on the
  *                      same links: a 3 MiB tp all-reduce is 64.1 us fast, 65.4 us full), pp
  *                      and pp-sg within 15 % (full fidelity's messages cross the chip's mesh
- *                      and wait for a barrier); exposed tp within 3 %, exposed dp within 1 ms
- *                      (full fidelity overlaps less of the gradient buckets with the last
- *                      backward: not matched yet)
+ *                      and wait for a barrier); exposed tp within 3 %, exposed dp within 10 %
+ *                      (how much of the gradient buckets the last backward hides)
  *   utilization        per unit kind, busy time (utilization x step time) within 10 %: the
  *                      same kernels (the DMA queues also carry the pipeline's copies at full
  *                      fidelity)
@@ -386,11 +384,11 @@ TEST(the_readmes_default_job_agrees_at_both_fidelities_on_every_figure)
     fprintf(stderr, "gpt2-small dp2 x tp2 x pp2: step fast %.3f ms, full %.3f ms (%+.1f %%); "
             "bubble %.1f %%, %.1f %%\n", f->step_time_s * 1e3, u->step_time_s * 1e3,
             100 * (f->step_time_s / u->step_time_s - 1), f->bubble_pct, u->bubble_pct);
-    CU_ASSERT(fabs(f->step_time_s / u->step_time_s - 1) <= 0.07);
+    CU_ASSERT(fabs(f->step_time_s / u->step_time_s - 1) <= 0.06);
     CU_ASSERT(fabs(f->bubble_pct - u->bubble_pct) <= 3.0);
-    static const struct { run_comm_kind k; double total, exposed_rel, exposed_abs_s; } kinds[] = {
-        {RUN_COMM_TP, 0.03, 0.03, 0}, {RUN_COMM_DP, 0.03, 0, 1e-3},
-        {RUN_COMM_PP, 0.15, 0.15, 0}, {RUN_COMM_PP_SG, 0.15, 0.15, 0}};
+    static const struct { run_comm_kind k; double total, exposed; } kinds[] = {
+        {RUN_COMM_TP, 0.03, 0.03}, {RUN_COMM_DP, 0.03, 0.10}, {RUN_COMM_PP, 0.15, 0.15},
+        {RUN_COMM_PP_SG, 0.15, 0.15}};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
         run_report_comm a = comm_of(f, kinds[i].k), b = comm_of(u, kinds[i].k);
         fprintf(stderr, "  %s: in flight %.3f / %.3f ms, exposed %.3f / %.3f ms\n",
@@ -398,11 +396,7 @@ TEST(the_readmes_default_job_agrees_at_both_fidelities_on_every_figure)
                 a.exposed_s * 1e3, b.exposed_s * 1e3);
         CU_ASSERT(a.total_s > 0 && b.total_s > 0);
         CU_ASSERT(fabs(a.total_s / b.total_s - 1) <= kinds[i].total);
-        if (kinds[i].exposed_rel > 0) {
-            CU_ASSERT(fabs(a.exposed_s / b.exposed_s - 1) <= kinds[i].exposed_rel);
-        } else {
-            CU_ASSERT(fabs(a.exposed_s - b.exposed_s) <= kinds[i].exposed_abs_s);
-        }
+        CU_ASSERT(fabs(a.exposed_s / b.exposed_s - 1) <= kinds[i].exposed);
         CU_ASSERT_DOUBLE_EQUAL(a.bytes_per_chip, b.bytes_per_chip, 0.01 * b.bytes_per_chip);
     }
     for (int k = 0; k < RUN_UNIT_COUNT; k++) {
