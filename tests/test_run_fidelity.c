@@ -3,12 +3,11 @@
  * groups with their epilogues, folded transposes — compiler/lower.h's lower_plan_rank is the
  * reference), and the two fidelities' step times agree within 3 % for gpt-tiny and mlp-tiny
  * on 8 chips of tpu-pod under dp2 x tp2 x pp2, dp8, dp2 x tp4, dp4 x pp2 (1F1B, 4
- * micro-batches) and dp8 with ZeRO 1, gpt-tiny with fused (flash) attention too, whose
- * attention kernels also write their backward's log-sum-exp, and with the composite
+ * micro-batches) and dp8 with ZeRO 1 and ZeRO 3, gpt-tiny with fused (flash) attention too,
+ * whose attention kernels also write their backward's log-sum-exp, and with the composite
  * attention's scale, mask and softmax fused (nn_pass_fuse_softmax; npusim run's --attention
- * composite). (Not yet within it: ZeRO 3, -3 to -4 %: docs/run.md,
- * "Full against fast"), and the README's default job on every figure of the report, its step
- * time within 6 % (the goal is 3 %: see that test). */
+ * composite); and the README's default job on every figure of the report, its step time
+ * within 6 % (the goal is 3 %: see that test; docs/run.md, "Full against fast"). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -334,6 +333,13 @@ TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp2_tp2_pp2)
 TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp8_zero1)
 {
     within_3_percent(8, 1, 1, 1, 16, 0);
+}
+
+/* ZeRO 3's per-parameter gathers are on the critical path: 4-5 % apart while a communication
+ * entry's wait covered the hull of its bytes (docs/run.md, "Full against fast"). */
+TEST(fast_and_full_fidelity_agree_within_3_percent_under_dp8_zero3)
+{
+    within_3_percent(8, 1, 1, 3, 16, 0);
 }
 
 /* With kernel launch overheads (docs/run.md, "Kernel launches"): the fast engine waits the gap
