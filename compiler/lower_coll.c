@@ -27,7 +27,12 @@
  * the topology, lower_opts.tuner: the tuner's algorithm), else rank order and the ring. The
  * COMM queue runs one instruction at a time, so a rank's sends and receives go in one order
  * consistent with the schedule's dependencies: every send whose receives have completed, then
- * the next receive. Tags: the stream and the schedule's step (messages of one tag between two
+ * the next receive. A schedule of two independent ports (biring: one direction each) runs its
+ * second port on a core of its own when the chip has one to spare once every stream has its
+ * core (the collective streams in stream order get one each while they last): never on
+ * another stream's core, whose in-order COMM queue would hold it behind that stream's entries
+ * (a tensor-parallel all-reduce's second direction waited a millisecond behind a
+ * data-parallel bucket so). Tags: the stream and the schedule's step (messages of one tag between two
  * cores are taken in send order, and a stream's entries come in the same order on every rank
  * of a group). */
 #include <inttypes.h>
@@ -56,6 +61,23 @@ bool lw_is_comm(const nn_tensor *t)
 /* Ranks in a collective node's group. */
 static int lw_group_size(const nn_tensor *t) { return (int)t->ip[NN_COMM_IP_SIZE]; }
 
+/* Whether a collective may work in place on the value of item v, which only it reads: v is a
+ * kernel's own output that nothing else reads, or, for an all-reduce (views), a reshape of
+ * one that only the reshape reads — as a framework all-reduces a row-parallel matmul's output
+ * in place through its reshape; a collective never copies what no one else reads. (A
+ * reduce-scatter's part would lie at its rank's offset of the view's bytes, which the in-place
+ * layout does not hold: not through a view.) */
+static bool lw_comm_alone(const lw_ctx *w, int32_t v, bool views)
+{
+    const lw_item *x = &w->it[v];
+    while (views && x->kind == LOWER_NODE_VIEW && x->uses == 1 && x->t->op == NN_OP_RESHAPE &&
+           !nn_plan_node_is_offset_view(x->t) && nn_nbytes(x->t) == nn_nbytes(x->t->src[0])) {
+        v = x->src[0];
+        x = &w->it[v];
+    }
+    return x->uses == 1 && x->root == v && x->kind == LOWER_NODE_KERNEL && !x->t->is_output;
+}
+
 uint64_t lw_comm_out_bytes(const lw_ctx *w, int32_t i)
 {
     const lw_item *it = &w->it[i];
@@ -68,7 +90,7 @@ uint64_t lw_comm_out_bytes(const lw_ctx *w, int32_t i)
         return 0; /* a group of one: the value itself */
     const lw_item *src = &w->it[it->src[0]];
     const lw_item *root = src->root != LW_NONE ? &w->it[src->root] : src;
-    bool alone = src->uses == 1 && src->root == it->src[0] && src->kind == LOWER_NODE_KERNEL;
+    bool alone = lw_comm_alone(w, it->src[0], t->op == NN_OP_ALL_REDUCE);
     switch (t->op) {
     case NN_OP_ALL_REDUCE: /* in place on an accumulator, or on a value only it reads */
         if ((root->kind == LOWER_NODE_LEAF && t->region != NN_REGION_FORWARD) || alone)
@@ -153,6 +175,11 @@ static uint32_t lw_stream_core(lw_ctx *w, lw_stream s)
         uint32_t k = 0;
         for (int i = 0; i < LW_S_COUNT; i++)
             w->stream_core[i] = used[i] ? k++ % w->lp->cores : 0;
+        for (int i = 0; i < LW_S_COUNT; i++) { /* the spare cores, one a collective stream */
+            bool coll = i == LW_S_TP || i == LW_S_DP || i == LW_S_SP || i == LW_S_ZERO_GATHER ||
+                        i == LW_S_ZERO_SCATTER || i == LW_S_PP;
+            w->stream_port_core[i] = used[i] && coll && k < w->lp->cores ? k++ : UINT32_MAX;
+        }
         w->streams_known = true;
     }
     return w->stream_core[s];
@@ -236,11 +263,18 @@ np_status lw_comm_wait(lw_ctx *w, uint64_t lo, uint64_t hi, np_err *err)
             f++;
             continue;
         }
-        if (isa_emit_core(e, x->core) != NP_OK ||
-            ISA_EMIT(e, SEM_WAIT, isa_enum(ISA_UNIT_DMA), isa_sem(x->sem)) != NP_OK)
+        uint32_t core = x->core;
+        unsigned sem = x->sem;
+        if (isa_emit_core(e, core) != NP_OK ||
+            ISA_EMIT(e, SEM_WAIT, isa_enum(ISA_UNIT_DMA), isa_sem(sem)) != NP_OK)
             return isa_emit_status(e, err);
-        kc_prog_sem_free(w->p, x->core, x->sem);
-        w->fl[f] = w->fl[--w->n_fl];
+        kc_prog_sem_free(w->p, core, sem);
+        for (uint32_t g = 0; g < w->n_fl;) /* the entry's other ranges: waited for too */
+            if (w->fl[g].core == core && w->fl[g].sem == sem)
+                w->fl[g] = w->fl[--w->n_fl];
+            else
+                g++;
+        f = 0;
         waited = true;
     }
     return waited ? kc_barrier(w->p, err) : NP_OK;
@@ -320,10 +354,10 @@ static bool lw_ports_independent(const coll_sched *s, uint32_t me)
 
 /* One collective of item i's node over its group on X (its buffer, in place: a copy in, if
  * any, was made before); a packed bucket's lead (bucket_bytes > 0) reduces the whole bucket,
- * its leaves from the lead's on. Its COMM instructions go on core (the stream's), or port p of
- * a schedule with independent ports on core + p. */
-static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag0,
-                               lower_comm *rec, uint64_t bucket_bytes, lw_open *open,
+ * its leaves from the lead's on. Its COMM instructions go on core (the stream's), port 1 of a
+ * schedule of two independent ports on port_core when the stream has one (else UINT32_MAX). */
+static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t port_core,
+                               uint32_t tag0, lower_comm *rec, uint64_t bucket_bytes, lw_open *open,
                                np_err *err)
 {
     char desc[256];
@@ -375,7 +409,7 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
         return err->status;
     isa_emit *e = kc_prog_emit(w->p);
     uint32_t ports = coll_sched_ports(s), n_recv = coll_sched_recvs(s, (uint32_t)me);
-    bool split = lw_ports_independent(s, (uint32_t)me) && w->lp->cores > 1;
+    bool split = lw_ports_independent(s, (uint32_t)me) && ports == 2 && port_core != UINT32_MAX;
     uint32_t *next = calloc(ports + 1, sizeof *next), *base = calloc(ports + 1, sizeof *base);
     for (uint32_t pt = 0; next && base && pt < ports; pt++)
         base[pt + 1] = base[pt] + coll_sched_sends(s, (uint32_t)me, pt);
@@ -388,7 +422,7 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
     while (st == NP_OK) {
         bool sent = false;
         for (uint32_t pt = 0; pt < ports; pt++) {
-            uint32_t c = split ? (core + pt) % w->lp->cores : core;
+            uint32_t c = split && pt ? port_core : core;
             while (next[pt] < coll_sched_sends(s, (uint32_t)me, pt)) {
                 coll_xfer xs;
                 coll_sched_send(s, (uint32_t)me, pt, next[pt], &xs);
@@ -412,7 +446,7 @@ static np_status lw_collective(lw_ctx *w, int32_t i, uint32_t core, uint32_t tag
         }
         coll_xfer xr;
         coll_sched_recv(s, (uint32_t)me, r++, &xr);
-        uint32_t c = split ? (core + xr.port) % w->lp->cores : core;
+        uint32_t c = split && xr.port ? port_core : core;
         if (xr.bytes) {
             lw_open_core(w, open, c);
             ISA_EMIT(e, COMM_RECV, isa_peer(group[xr.peer], c),
@@ -475,6 +509,9 @@ static np_status lw_check_parts(const lw_item *it, np_err *err)
     return NP_OK;
 }
 
+static np_status lw_comm_entry(lw_ctx *w, int32_t i, int32_t n, const uint64_t (*rg)[2],
+                               uint32_t n_rg, np_err *err);
+
 np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
 {
     const lw_item *it = &w->it[i];
@@ -482,9 +519,15 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
     if (e->kind == NN_PLAN_COLLECTIVE && lw_group_size(it->t) <= 1)
         return NP_OK; /* a group of one: nothing to send */
     int32_t n = lw_entry_items(w, i);
-    /* the bytes the entry touches, first waited for if something in flight touches them */
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (int32_t k = i; k < i + n; k++) {
+    /* the bytes the entry touches, each item's own (not their hull: a bucket's buffers lie
+     * apart, and a kernel between them must not wait for it), first waited for if something
+     * in flight touches them */
+    uint64_t (*rg)[2] = malloc((size_t)2 * (size_t)n * sizeof *rg);
+    if (!rg)
+        return np_err_set(err, NP_ERR_NOMEM, "out of memory lowering communication");
+    uint32_t n_rg = 0;
+    np_status st = NP_OK;
+    for (int32_t k = i; k < i + n && st == NP_OK; k++) {
         const lw_item *x = &w->it[k];
         const lw_item *src = x->t->n_src ? &w->it[x->src[0]] : NULL;
         uint64_t a[2][2] = {{x->lay.addr, x->lay.addr + nn_nbytes(x->t)}, {0, 0}};
@@ -492,22 +535,41 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
             a[0][0] = x->addr, a[0][1] = x->addr + lw_comm_out_bytes(w, k);
         if (src)
             a[1][0] = src->lay.addr, a[1][1] = src->lay.addr + nn_nbytes(src->t);
-        for (int j = 0; j < 2; j++)
-            if (a[j][1] > a[j][0]) {
-                lo = a[j][0] < lo ? a[j][0] : lo;
-                hi = a[j][1] > hi ? a[j][1] : hi;
+        for (int j = 0; j < 2; j++) {
+            if (a[j][1] <= a[j][0])
+                continue;
+            if (n_rg && a[j][0] <= rg[n_rg - 1][1] && a[j][1] >= rg[n_rg - 1][0]) {
+                rg[n_rg - 1][0] = a[j][0] < rg[n_rg - 1][0] ? a[j][0] : rg[n_rg - 1][0];
+                rg[n_rg - 1][1] = a[j][1] > rg[n_rg - 1][1] ? a[j][1] : rg[n_rg - 1][1];
+            } else {
+                rg[n_rg][0] = a[j][0], rg[n_rg][1] = a[j][1];
+                n_rg++;
             }
-        np_status st = lw_check_parts(x, err);
-        if (st != NP_OK)
-            return st;
+        }
+        st = lw_check_parts(x, err);
     }
-    if (hi <= lo)
-        return NP_OK;
-    np_status st = lw_comm_wait(w, lo, hi, err);
-    if (st == NP_OK)
+    for (uint32_t r = 0; r < n_rg && st == NP_OK; r++)
+        st = lw_comm_wait(w, rg[r][0], rg[r][1], err);
+    if (st == NP_OK && n_rg)
         st = kc_barrier(w->p, err);
-    if (st != NP_OK)
+    if (st != NP_OK || !n_rg) {
+        free(rg);
         return st;
+    }
+    st = lw_comm_entry(w, i, n, rg, n_rg, err);
+    free(rg);
+    return st;
+}
+
+/* Comm entry i (n items touching the n_rg byte ranges rg) on its cores, once what it waits for
+ * is done: each core it runs on signals a semaphore at its end, which a later kernel touching
+ * one of the ranges waits for. */
+static np_status lw_comm_entry(lw_ctx *w, int32_t i, int32_t n, const uint64_t (*rg)[2],
+                               uint32_t n_rg, np_err *err)
+{
+    const lw_item *it = &w->it[i];
+    const nn_plan_entry *e = it->e;
+    np_status st = NP_OK;
     isa_emit *em = kc_prog_emit(w->p);
     lower_comm *rec = &w->lp->comm[w->lp->n_comm++];
     rec->e = e;
@@ -558,10 +620,10 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
             uint64_t bytes = 0;
             for (int32_t k = i; k < i + n; k++)
                 bytes += nn_nbytes(w->it[k].t);
-            st = lw_collective(w, i, core, (uint32_t)s * 4096, rec, bytes, &open, err);
+            st = lw_collective(w, i, core, w->stream_port_core[s], (uint32_t)s * 4096, rec, bytes, &open, err);
         }
         for (int32_t k = i; k < i + n && st == NP_OK && !it->packed; k++)
-            st = lw_collective(w, k, core, (uint32_t)s * 4096, rec, 0, &open, err);
+            st = lw_collective(w, k, core, w->stream_port_core[s], (uint32_t)s * 4096, rec, 0, &open, err);
         if (st != NP_OK)
             return st;
     }
@@ -573,8 +635,9 @@ np_status lw_comm_emit(lw_ctx *w, int32_t i, np_err *err)
         if (ISA_EMIT(em, SEM_SIGNAL, isa_enum(ISA_UNIT_COMM), isa_sem(sem)) != NP_OK ||
             isa_emit_kernel_end(em) != NP_OK)
             return isa_emit_status(em, err);
-        if (lw_flight_add(w, lo, hi, open.core[c], sem, i, err) != NP_OK)
-            return err->status;
+        for (uint32_t r = 0; r < n_rg; r++)
+            if (lw_flight_add(w, rg[r][0], rg[r][1], open.core[c], sem, i, err) != NP_OK)
+                return err->status;
     }
     return NP_OK;
 }

@@ -74,6 +74,8 @@ typedef struct lw_ctx {
     kc_tiling *tiling;          /* by node id: the tiling its first instance got (n_attrs 0:
                                    none), which the others reuse */
     uint32_t stream_core[16];   /* each stream's core (lower_coll.c) */
+    uint32_t stream_port_core[16]; /* a collective stream's core of its second port, a core no
+                                      other stream uses (UINT32_MAX: none, one core) */
     bool streams_known;
     uint64_t cts_addr;          /* the clear-to-send's scratch bytes (UINT64_MAX: none yet) */
     bool launch_pending;        /* the next kernel follows a host synchronization */
