@@ -615,7 +615,7 @@ static np_status run_inputs(run_cli *c, arch_config *cfg, nn_model_desc *d,
 
 np_status cmd_run(int argc, char **argv, np_err *err)
 {
-    static run_cli c; /* large (the strategy's and the job's tables); one run per process */
+    run_cli c;
     np_status st = run_parse(argc, argv, &c, err);
     if (st == NP_OK && c.help) {
         trace_chips_free(&c.j.trace_opts.chips);
