@@ -379,15 +379,22 @@ typedef struct sr_rec {
 
 _Static_assert(sizeof(sr_rec) <= 4096, "a worker's record must fit in a pipe (PIPE_BUF)");
 
-/* Screens every candidate in `jobs` forked workers, worker w taking candidates w, w + jobs, ...
- * and sending each one's record as it is done. */
-static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *err)
+/* The search's process pool: `jobs` forked workers (at most 64), worker w running
+ * work(ctx, w, fd) — which writes its records to fd and never returns — while the parent
+ * reads each worker's pipe as it becomes ready with readf(ctx, fd, st, err): true while the
+ * pipe stays open, false once it is done (at its end, or on a record that fails, which sets
+ * *st and err the first time). Every worker is waited for. */
+typedef void (*sr_work_fn)(void *ctx, int w, int fd);
+typedef bool (*sr_read_fn)(void *ctx, int fd, np_status *st, np_err *err);
+
+static np_status sr_fork_pool(int jobs, sr_work_fn work, sr_read_fn readf, void *ctx,
+                              np_err *err)
 {
     int fds[64];
     pid_t pids[64];
     int n_w = 0;
     np_status st = NP_OK;
-    for (int w = 0; w < jobs && st == NP_OK; w++) {
+    for (int w = 0; w < jobs && w < 64 && st == NP_OK; w++) {
         int p[2];
         if (pipe(p) != 0) {
             st = np_err_set(err, NP_ERR_IO, "search: pipe: %s", strerror(errno));
@@ -405,31 +412,13 @@ static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *e
             close(p[0]);
             for (int k = 0; k < n_w; k++)
                 close(fds[k]);
-            for (uint32_t i = (uint32_t)w; i < r->n_cand; i += (uint32_t)jobs) {
-                search_result scratch = {0};
-                np_err e = {0};
-                sr_rec rec = {.index = i};
-                if (sr_screen(x, &r->cand[i], &scratch, &e) != NP_OK) {
-                    rec.index = UINT32_MAX;
-                    snprintf(rec.why, sizeof rec.why, "%.255s", e.msg);
-                    np_write_all(p[1], &rec, sizeof rec);
-                    _exit(3);
-                }
-                rec.state = r->cand[i].state;
-                rec.mem_bytes = r->cand[i].mem_bytes;
-                rec.hbm_bytes = scratch.hbm_bytes;
-                rec.bound_cheap_s = r->cand[i].bound_cheap_s;
-                snprintf(rec.why, sizeof rec.why, "%s", r->cand[i].why);
-                if (!np_write_all(p[1], &rec, sizeof rec))
-                    _exit(3);
-            }
+            work(ctx, w, p[1]);
             _exit(0);
         }
         close(p[1]);
         fds[n_w] = p[0];
         pids[n_w++] = pid;
     }
-    uint32_t got = 0;
     int open_fds = n_w;
     struct pollfd pf[64];
     while (open_fds > 0) {
@@ -440,30 +429,13 @@ static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *e
         if (poll(pf, (nfds_t)m, -1) < 0) {
             if (errno == EINTR)
                 continue;
-            st = np_err_set(err, NP_ERR_IO, "search: poll: %s", strerror(errno));
+            if (st == NP_OK)
+                st = np_err_set(err, NP_ERR_IO, "search: poll: %s", strerror(errno));
             break;
         }
         for (int q = 0; q < m; q++) {
-            if (!(pf[q].revents & (POLLIN | POLLHUP | POLLERR)))
+            if (!(pf[q].revents & (POLLIN | POLLHUP | POLLERR)) || readf(ctx, pf[q].fd, &st, err))
                 continue;
-            sr_rec rec;
-            size_t n = np_read_full(pf[q].fd, &rec, sizeof rec);
-            if (n == sizeof rec && rec.index < r->n_cand) {
-                search_cand *c = &r->cand[rec.index];
-                c->state = (search_state)rec.state;
-                c->mem_bytes = rec.mem_bytes;
-                c->bound_cheap_s = rec.bound_cheap_s;
-                snprintf(c->why, sizeof c->why, "%s", rec.why);
-                if (rec.hbm_bytes)
-                    r->hbm_bytes = rec.hbm_bytes;
-                got++;
-                char what[64];
-                snprintf(what, sizeof what, "plans: %u of %u", got, r->n_cand);
-                sr_progress(x->o, what, (double)got / r->n_cand);
-                continue;
-            }
-            if (n == sizeof rec && st == NP_OK) /* a worker's error */
-                st = np_err_set(err, NP_ERR_INTERNAL, "search: %s", rec.why);
             for (int k = 0; k < n_w; k++)
                 if (fds[k] == pf[q].fd) {
                     close(fds[k]);
@@ -478,9 +450,74 @@ static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *e
             close(fds[k]);
         waitpid(pids[k], &status, 0);
     }
-    if (st == NP_OK && got != r->n_cand)
+    return st;
+}
+
+/* Screens every candidate in `jobs` forked workers, worker w taking candidates w, w + jobs, ...
+ * and sending each one's record as it is done. */
+typedef struct sr_screen_job {
+    sr_ctx *x;
+    search_result *r;
+    int jobs;
+    uint32_t got;
+} sr_screen_job;
+
+static void sr_screen_work(void *ctx, int w, int fd)
+{
+    sr_screen_job *j = ctx;
+    search_result *r = j->r;
+    for (uint32_t i = (uint32_t)w; i < r->n_cand; i += (uint32_t)j->jobs) {
+        search_result scratch = {0};
+        np_err e = {0};
+        sr_rec rec = {.index = i};
+        if (sr_screen(j->x, &r->cand[i], &scratch, &e) != NP_OK) {
+            rec.index = UINT32_MAX;
+            snprintf(rec.why, sizeof rec.why, "%.255s", e.msg);
+            np_write_all(fd, &rec, sizeof rec);
+            _exit(3);
+        }
+        rec.state = r->cand[i].state;
+        rec.mem_bytes = r->cand[i].mem_bytes;
+        rec.hbm_bytes = scratch.hbm_bytes;
+        rec.bound_cheap_s = r->cand[i].bound_cheap_s;
+        snprintf(rec.why, sizeof rec.why, "%s", r->cand[i].why);
+        if (!np_write_all(fd, &rec, sizeof rec))
+            _exit(3);
+    }
+}
+
+static bool sr_screen_read(void *ctx, int fd, np_status *st, np_err *err)
+{
+    sr_screen_job *j = ctx;
+    search_result *r = j->r;
+    sr_rec rec;
+    size_t n = np_read_full(fd, &rec, sizeof rec);
+    if (n == sizeof rec && rec.index < r->n_cand) {
+        search_cand *c = &r->cand[rec.index];
+        c->state = (search_state)rec.state;
+        c->mem_bytes = rec.mem_bytes;
+        c->bound_cheap_s = rec.bound_cheap_s;
+        snprintf(c->why, sizeof c->why, "%s", rec.why);
+        if (rec.hbm_bytes)
+            r->hbm_bytes = rec.hbm_bytes;
+        j->got++;
+        char what[64];
+        snprintf(what, sizeof what, "plans: %u of %u", j->got, r->n_cand);
+        sr_progress(j->x->o, what, (double)j->got / r->n_cand);
+        return true;
+    }
+    if (n == sizeof rec && *st == NP_OK) /* a worker's error */
+        *st = np_err_set(err, NP_ERR_INTERNAL, "search: %s", rec.why);
+    return false;
+}
+
+static np_status sr_screen_pool(sr_ctx *x, search_result *r, int jobs, np_err *err)
+{
+    sr_screen_job j = {.x = x, .r = r, .jobs = jobs};
+    np_status st = sr_fork_pool(jobs, sr_screen_work, sr_screen_read, &j, err);
+    if (st == NP_OK && j.got != r->n_cand)
         st = np_err_set(err, NP_ERR_INTERNAL, "search: the screening workers returned %u of "
-                        "%u candidates", got, r->n_cand);
+                        "%u candidates", j.got, r->n_cand);
     return st;
 }
 
@@ -570,106 +607,69 @@ static void sr_assign(const search_result *r, const sr_item *items, uint32_t n, 
         assign[k] = n_sig >= (uint32_t)jobs ? (int)(of[k] % jobs) : (int)(k % (uint32_t)jobs);
 }
 
+/* A round of items in the workers (sr_pool). */
+typedef struct sr_round {
+    sr_ctx *x;
+    search_result *r;
+    const sr_item *items;
+    const int *assign;
+    uint32_t n, got;
+} sr_round;
+
+static void sr_round_work(void *ctx, int w, int fd)
+{
+    const sr_round *d = ctx;
+    sr_worker(d->x, d->r, d->items, d->assign, d->n, w, fd);
+}
+
+/* A record and the kernels that follow it at once (read them in a row). */
+static bool sr_round_read(void *ctx, int fd, np_status *st, np_err *err)
+{
+    sr_round *d = ctx;
+    search_result *r = d->r;
+    sr_out o;
+    if (np_read_full(fd, &o, sizeof o) != sizeof o)
+        return false;
+    if (o.index >= r->n_cand) {
+        if (*st == NP_OK)
+            *st = np_err_set(err, NP_ERR_INTERNAL, "search: %s", o.why);
+        return false;
+    }
+    search_cand *c = &r->cand[o.index];
+    c->state = (search_state)o.state;
+    c->bound_s = o.bound_s;
+    c->fig = o.fig;
+    snprintf(c->why, sizeof c->why, "%s", o.why);
+    d->got++;
+    for (uint32_t k = 0; k < o.n_kernels; k++) {
+        run_ktimer_entry ke;
+        if (np_read_full(fd, &ke, sizeof ke) != sizeof ke) {
+            if (*st == NP_OK)
+                *st = np_err_set(err, NP_ERR_INTERNAL, "search: a worker's kernel timings "
+                                 "were cut short");
+            return false;
+        }
+        if (*st == NP_OK && d->x->kt && !run_ktimer_entry_put(d->x->kt, &ke))
+            *st = np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
+    }
+    return true;
+}
+
 /* Does the n (at most 64) items in `jobs` forked workers, each starting with the search's
  * kernel timings; every candidate's outcome lands in r->cand and every kernel a worker timed
  * in the search's timer. The outcomes do not depend on which worker did what. */
 static np_status sr_pool(sr_ctx *x, search_result *r, const sr_item *items, uint32_t n,
                          int jobs, np_err *err)
 {
-    int assign[64], fds[64];
-    pid_t pids[64];
-    int n_w = 0;
+    int assign[64];
     if (jobs > (int)n)
         jobs = (int)n;
     sr_assign(r, items, n, jobs, assign);
-    np_status st = NP_OK;
-    for (int w = 0; w < jobs && st == NP_OK; w++) {
-        int p[2];
-        if (pipe(p) != 0) {
-            st = np_err_set(err, NP_ERR_IO, "search: pipe: %s", strerror(errno));
-            break;
-        }
-        fflush(NULL);
-        pid_t pid = fork();
-        if (pid < 0) {
-            close(p[0]);
-            close(p[1]);
-            st = np_err_set(err, NP_ERR_IO, "search: fork: %s", strerror(errno));
-            break;
-        }
-        if (pid == 0) {
-            close(p[0]);
-            for (int k = 0; k < n_w; k++)
-                close(fds[k]);
-            sr_worker(x, r, items, assign, n, w, p[1]);
-        }
-        close(p[1]);
-        fds[n_w] = p[0];
-        pids[n_w++] = pid;
-    }
-    /* records as they come (a record's kernels follow it at once: read them in a row) */
-    uint32_t got = 0;
-    int open_fds = n_w;
-    struct pollfd pf[64];
-    while (open_fds > 0) {
-        int m = 0;
-        for (int w = 0; w < n_w; w++)
-            if (fds[w] >= 0)
-                pf[m++] = (struct pollfd){.fd = fds[w], .events = POLLIN};
-        if (poll(pf, (nfds_t)m, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            st = np_err_set(err, NP_ERR_IO, "search: poll: %s", strerror(errno));
-            break;
-        }
-        for (int q = 0; q < m; q++) {
-            if (!(pf[q].revents & (POLLIN | POLLHUP | POLLERR)))
-                continue;
-            sr_out o;
-            bool closed = np_read_full(pf[q].fd, &o, sizeof o) != sizeof o;
-            if (!closed && o.index >= r->n_cand) {
-                if (st == NP_OK)
-                    st = np_err_set(err, NP_ERR_INTERNAL, "search: %s", o.why);
-                closed = true;
-            }
-            if (!closed) {
-                search_cand *c = &r->cand[o.index];
-                c->state = (search_state)o.state;
-                c->bound_s = o.bound_s;
-                c->fig = o.fig;
-                snprintf(c->why, sizeof c->why, "%s", o.why);
-                got++;
-            }
-            for (uint32_t k = 0; !closed && k < o.n_kernels; k++) {
-                run_ktimer_entry ke;
-                if (np_read_full(pf[q].fd, &ke, sizeof ke) != sizeof ke) {
-                    if (st == NP_OK)
-                        st = np_err_set(err, NP_ERR_INTERNAL, "search: a worker's kernel "
-                                        "timings were cut short");
-                    closed = true;
-                } else if (st == NP_OK && x->kt && !run_ktimer_entry_put(x->kt, &ke)) {
-                    st = np_err_set(err, NP_ERR_NOMEM, "search: out of memory");
-                }
-            }
-            if (!closed)
-                continue;
-            for (int w = 0; w < n_w; w++)
-                if (fds[w] == pf[q].fd) {
-                    close(fds[w]);
-                    fds[w] = -1;
-                }
-            open_fds--;
-        }
-    }
-    for (int w = 0; w < n_w; w++) {
-        int status = 0;
-        if (fds[w] >= 0)
-            close(fds[w]);
-        waitpid(pids[w], &status, 0);
-    }
-    if (st == NP_OK && got != n)
+    sr_round d = {.x = x, .r = r, .items = items, .assign = assign, .n = n};
+    np_status st = sr_fork_pool(jobs, sr_round_work, sr_round_read, &d, err);
+    if (st == NP_OK && d.got != n)
         st = np_err_set(err, NP_ERR_INTERNAL, "search: the workers returned %u of %u "
-                        "candidates", got, n);
+                        "candidates", d.got, n);
     return st;
 }
 
