@@ -429,14 +429,6 @@ static np_status elem_reference(nn_graph *g, const kc_kernel *k, nn_tensor *cons
 
 /* ---- `npusim kernel --op` --------------------------------------------------------------------- */
 
-/* A dense operand of shape/dtype in a fresh .bss buffer. */
-static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
-                       np_err *err)
-{
-    kc_tensor_dense(t, 0, dt, ndim, shape);
-    return kc_prog_bss(p, NULL, kc_tensor_bytes(t) ? kc_tensor_bytes(t) : 1, &t->addr, err);
-}
-
 static np_status elem_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     const kc_kernel_def *d = kc_kernel_find(s->op);
@@ -454,11 +446,11 @@ static np_status elem_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
     memset(k, 0, sizeof *k);
     k->op = s->op, k->n_in = d->n_in, k->n_out = 1;
     nn_dtype t = dt ? (nn_dtype)dt->i : NN_BF16;
-    np_status st = fresh(p, &k->in[0], t, sh->ndim, sh->shape, err);
+    np_status st = kc_tensor_fresh(p, &k->in[0], t, sh->ndim, sh->shape, err);
     const int64_t *b_shape = bs && bs->ndim ? bs->shape : sh->shape;
     int b_nd = bs && bs->ndim ? bs->ndim : sh->ndim;
     if (st == NP_OK && d->n_in == 2)
-        st = fresh(p, &k->in[1], t, b_nd, b_shape, err);
+        st = kc_tensor_fresh(p, &k->in[1], t, b_nd, b_shape, err);
     /* the output: the inputs' broadcast shape */
     int nd = d->n_in == 2 && b_nd > sh->ndim ? b_nd : sh->ndim;
     int64_t o[KC_MAX_DIMS];
@@ -471,7 +463,7 @@ static np_status elem_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *
         o[i] = x == 1 ? y : x;
     }
     nn_dtype ot = s->op == NN_OP_CAST && to && to->i >= 0 ? (nn_dtype)to->i : t;
-    return st == NP_OK ? fresh(p, &k->out[0], ot, nd, o, err) : st;
+    return st == NP_OK ? kc_tensor_fresh(p, &k->out[0], ot, nd, o, err) : st;
 }
 
 /* ---- the table rows --------------------------------------------------------------------------- */

@@ -144,19 +144,12 @@ static np_status onehot_reference(nn_graph *g, const kc_kernel *k, nn_tensor *co
 
 /* ---- `npusim kernel --op` -------------------------------------------------------------------- */
 
-static np_status kf_fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
-                          np_err *err)
-{
-    kc_tensor_dense(t, 0, dt, ndim, shape);
-    return kc_prog_bss(p, NULL, kc_tensor_bytes(t) ? kc_tensor_bytes(t) : 1, &t->addr, err);
-}
-
 static np_status fill_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
     memset(k, 0, sizeof *k);
     k->op = NN_OP_FILL, k->n_in = 1, k->n_out = 1;
-    np_status st = kf_fresh(p, &k->in[0], (nn_dtype)dt->i, sh->ndim, sh->shape, err);
+    np_status st = kc_tensor_fresh(p, &k->in[0], (nn_dtype)dt->i, sh->ndim, sh->shape, err);
     k->out[0] = k->in[0];
     return st;
 }
@@ -172,10 +165,10 @@ static np_status onehot_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err
     int64_t o[KC_MAX_DIMS];
     memcpy(o, sh->shape, sizeof(int64_t) * (size_t)sh->ndim);
     o[sh->ndim] = cl->i;
-    np_status st = kf_fresh(p, &k->in[0], NN_I32, sh->ndim, sh->shape, err);
+    np_status st = kc_tensor_fresh(p, &k->in[0], NN_I32, sh->ndim, sh->shape, err);
     if (st == NP_OK && off->i)
-        st = kf_fresh(p, &k->in[1], NN_I32, 0, NULL, err);
-    return st == NP_OK ? kf_fresh(p, &k->out[0], (nn_dtype)dt->i, sh->ndim + 1, o, err) : st;
+        st = kc_tensor_fresh(p, &k->in[1], NN_I32, 0, NULL, err);
+    return st == NP_OK ? kc_tensor_fresh(p, &k->out[0], (nn_dtype)dt->i, sh->ndim + 1, o, err) : st;
 }
 
 /* The labels lie below classes + offset (seeded checks draw them from there; the offset input

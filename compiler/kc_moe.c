@@ -51,10 +51,8 @@ void km_sync(kc_ctx *x, isa_unit from, isa_unit to, const km_sems *s)
 
 int64_t km_attr(const kc_kernel *k, const char *name, int64_t dflt)
 {
-    for (int i = 0; i < k->n_attrs; i++)
-        if (k->attrs[i].name && !strcmp(k->attrs[i].name, name))
-            return k->attrs[i].i;
-    return dflt;
+    const kc_attr *a = kc_kernel_attr(k, name);
+    return a ? a->i : dflt;
 }
 
 bool km_dense(const kc_tensor *t)
@@ -708,13 +706,6 @@ static int64_t km_index_bound(const kc_kernel *k, int in)
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
-static np_status km_fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
-                          np_err *err)
-{
-    kc_tensor_dense(t, 0, dt, ndim, shape);
-    return kc_prog_bss(p, NULL, kc_tensor_bytes(t) ? kc_tensor_bytes(t) : 1, &t->addr, err);
-}
-
 static np_status km_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     nn_dtype dt = (nn_dtype)kc_spec_get(s, "dtype")->i;
@@ -727,8 +718,8 @@ static np_status km_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *er
         memcpy(o, sh->shape, sizeof(int64_t) * (size_t)sh->ndim);
         o[sh->ndim - 1] = kc_spec_get(s, "k")->i;
         k->n_in = 1;
-        st = km_fresh(p, &k->in[0], dt, sh->ndim, sh->shape, err);
-        return st == NP_OK ? km_fresh(p, &k->out[0], NN_I32, sh->ndim, o, err) : st;
+        st = kc_tensor_fresh(p, &k->in[0], dt, sh->ndim, sh->shape, err);
+        return st == NP_OK ? kc_tensor_fresh(p, &k->out[0], NN_I32, sh->ndim, o, err) : st;
     }
     int64_t T = kc_spec_get(s, "tokens")->i, K = kc_spec_get(s, "k")->i;
     int64_t D = kc_spec_get(s, "d")->i, E = kc_spec_get(s, "experts")->i;
@@ -736,15 +727,15 @@ static np_status km_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *er
     bool w = kc_spec_get(s, "weighted")->i != 0 && s->op != NN_OP_MOE_COMBINE_GRAD;
     k->n_in = s->op == NN_OP_MOE_COMBINE_GRAD || w ? 3 : 2;
     int64_t xs[2] = {s->op == NN_OP_MOE_DISPATCH ? T : N, D};
-    st = km_fresh(p, &k->in[0], dt, 2, xs, err);
+    st = kc_tensor_fresh(p, &k->in[0], dt, 2, xs, err);
     if (st == NP_OK)
-        st = km_fresh(p, &k->in[1], NN_I32, 2, (int64_t[]){T, K}, err);
+        st = kc_tensor_fresh(p, &k->in[1], NN_I32, 2, (int64_t[]){T, K}, err);
     if (st == NP_OK && k->n_in == 3)
-        st = s->op == NN_OP_MOE_COMBINE_GRAD ? km_fresh(p, &k->in[2], dt, 2, (int64_t[]){T, D}, err)
-                                            : km_fresh(p, &k->in[2], dt, 2, (int64_t[]){T, K}, err);
+        st = s->op == NN_OP_MOE_COMBINE_GRAD ? kc_tensor_fresh(p, &k->in[2], dt, 2, (int64_t[]){T, D}, err)
+                                            : kc_tensor_fresh(p, &k->in[2], dt, 2, (int64_t[]){T, K}, err);
     int64_t os[2] = {s->op == NN_OP_MOE_DISPATCH ? N : T,
                      s->op == NN_OP_MOE_COMBINE_GRAD ? K : D};
-    return st == NP_OK ? km_fresh(p, &k->out[0], dt, 2, os, err) : st;
+    return st == NP_OK ? kc_tensor_fresh(p, &k->out[0], dt, 2, os, err) : st;
 }
 
 static const kc_attr_def topk_attrs[] = {

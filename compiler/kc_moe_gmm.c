@@ -355,13 +355,6 @@ static int64_t gmm_index_bound(const kc_kernel *k, int in)
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
-static np_status kg_fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
-                          np_err *err)
-{
-    kc_tensor_dense(t, 0, dt, ndim, shape);
-    return kc_prog_bss(p, NULL, kc_tensor_bytes(t) ? kc_tensor_bytes(t) : 1, &t->addr, err);
-}
-
 static np_status gmm_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     nn_dtype dt = (nn_dtype)kc_spec_get(s, "dtype")->i;
@@ -372,17 +365,17 @@ static np_status gmm_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *e
     bool tr = s->op == NN_OP_MOE_GMM && kc_spec_get(s, "trans")->i;
     memset(k, 0, sizeof *k);
     k->op = s->op, k->n_in = 3, k->n_out = 1;
-    np_status st = kg_fresh(p, &k->in[0], dt, 2, (int64_t[]){N, K}, err);
+    np_status st = kc_tensor_fresh(p, &k->in[0], dt, 2, (int64_t[]){N, K}, err);
     if (st == NP_OK)
         st = s->op == NN_OP_MOE_GMM
-                 ? kg_fresh(p, &k->in[1], dt, 3, tr ? (int64_t[]){E, F, K} : (int64_t[]){E, K, F},
+                 ? kc_tensor_fresh(p, &k->in[1], dt, 3, tr ? (int64_t[]){E, F, K} : (int64_t[]){E, K, F},
                             err)
-                 : kg_fresh(p, &k->in[1], dt, 2, (int64_t[]){N, F}, err);
+                 : kc_tensor_fresh(p, &k->in[1], dt, 2, (int64_t[]){N, F}, err);
     if (st == NP_OK)
-        st = kg_fresh(p, &k->in[2], NN_I32, 2, (int64_t[]){T, kk}, err);
+        st = kc_tensor_fresh(p, &k->in[2], NN_I32, 2, (int64_t[]){T, kk}, err);
     if (st == NP_OK)
-        st = s->op == NN_OP_MOE_GMM ? kg_fresh(p, &k->out[0], dt, 2, (int64_t[]){N, F}, err)
-                                    : kg_fresh(p, &k->out[0], dt, 3, (int64_t[]){E, K, F}, err);
+        st = s->op == NN_OP_MOE_GMM ? kc_tensor_fresh(p, &k->out[0], dt, 2, (int64_t[]){N, F}, err)
+                                    : kc_tensor_fresh(p, &k->out[0], dt, 3, (int64_t[]){E, K, F}, err);
     return st;
 }
 

@@ -88,6 +88,13 @@ np_status kc_prog_bss(kc_prog *p, const char *name, uint64_t bytes, uint64_t *ad
     return NP_OK;
 }
 
+np_status kc_tensor_fresh(kc_prog *p, kc_tensor *t, nn_dtype dtype, int ndim,
+                          const int64_t *shape, np_err *err)
+{
+    kc_tensor_dense(t, 0, dtype, ndim, shape);
+    return kc_prog_bss(p, NULL, kc_tensor_bytes(t) ? kc_tensor_bytes(t) : 1, &t->addr, err);
+}
+
 void kc_prog_quiesce(kc_prog *p, uint32_t core)
 {
     kc_blocks_quiesce(&p->cores[core].spad);

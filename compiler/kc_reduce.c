@@ -861,13 +861,6 @@ static np_status red_reference(nn_graph *g, const kc_kernel *k, nn_tensor *const
 
 /* ---- `npusim kernel --op` --------------------------------------------------------------------- */
 
-static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
-                       np_err *err)
-{
-    kc_tensor_dense(t, 0, dt, ndim, shape);
-    return kc_prog_bss(p, NULL, kc_tensor_bytes(t) ? kc_tensor_bytes(t) : 1, &t->addr, err);
-}
-
 static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
@@ -884,8 +877,8 @@ static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *e
         if (!to || !to->ndim)
             return np_err_set(err, NP_ERR_MISSING, "%s: give the output's shape (to=AxBx...)",
                               nn_op_name(s->op));
-        np_status st = fresh(p, &k->in[0], t, sh->ndim, sh->shape, err);
-        return st == NP_OK ? fresh(p, &k->out[0], t, to->ndim, to->shape, err) : st;
+        np_status st = kc_tensor_fresh(p, &k->in[0], t, sh->ndim, sh->shape, err);
+        return st == NP_OK ? kc_tensor_fresh(p, &k->out[0], t, to->ndim, to->shape, err) : st;
     }
     int a = ax ? (int)ax->i : -1, n = sh->ndim;
     a = a < 0 ? a + n : a;
@@ -899,15 +892,15 @@ static np_status red_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *e
             r[rn++] = sh->shape[i];
         else if (kd && kd->i)
             r[rn++] = 1;
-    np_status st = fresh(p, &k->in[0], t, n, sh->shape, err);
+    np_status st = kc_tensor_fresh(p, &k->in[0], t, n, sh->shape, err);
     if (s->op == NN_OP_REDUCE_MAX_GRAD) {
         if (st == NP_OK)
-            st = fresh(p, &k->in[1], t, rn, r, err);
+            st = kc_tensor_fresh(p, &k->in[1], t, rn, r, err);
         if (st == NP_OK)
-            st = fresh(p, &k->in[2], t, rn, r, err);
-        return st == NP_OK ? fresh(p, &k->out[0], t, n, sh->shape, err) : st;
+            st = kc_tensor_fresh(p, &k->in[2], t, rn, r, err);
+        return st == NP_OK ? kc_tensor_fresh(p, &k->out[0], t, n, sh->shape, err) : st;
     }
-    return st == NP_OK ? fresh(p, &k->out[0], t, rn, r, err) : st;
+    return st == NP_OK ? kc_tensor_fresh(p, &k->out[0], t, rn, r, err) : st;
 }
 
 /* ---- the table rows --------------------------------------------------------------------------- */

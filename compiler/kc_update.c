@@ -154,13 +154,6 @@ static np_status update_reference(nn_graph *g, const kc_kernel *k, nn_tensor *co
 
 /* ---- `npusim kernel --op` ------------------------------------------------------------------- */
 
-static np_status fresh(kc_prog *p, kc_tensor *t, nn_dtype dt, int ndim, const int64_t *shape,
-                       np_err *err)
-{
-    kc_tensor_dense(t, 0, dt, ndim, shape);
-    return kc_prog_bss(p, NULL, kc_tensor_bytes(t) ? kc_tensor_bytes(t) : 1, &t->addr, err);
-}
-
 static np_status update_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err *err)
 {
     const kc_spec_val *sh = kc_spec_get(s, "shape"), *dt = kc_spec_get(s, "dtype");
@@ -171,8 +164,8 @@ static np_status update_build(kc_prog *p, const kc_spec *s, kc_kernel *k, np_err
     memset(k, 0, sizeof *k);
     k->op = s->op, k->n_in = 2, k->n_out = 1;
     nn_dtype t = (nn_dtype)dt->i, st = sd && sd->i >= 0 ? (nn_dtype)sd->i : t;
-    if (fresh(p, &k->in[0], t, sh->ndim, sh->shape, err) != NP_OK ||
-        fresh(p, &k->in[1], st, sh->ndim, sh->shape, err) != NP_OK)
+    if (kc_tensor_fresh(p, &k->in[0], t, sh->ndim, sh->shape, err) != NP_OK ||
+        kc_tensor_fresh(p, &k->in[1], st, sh->ndim, sh->shape, err) != NP_OK)
         return err->status;
     k->out[0] = k->in[0]; /* in place */
     return NP_OK;

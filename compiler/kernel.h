@@ -266,6 +266,10 @@ isa_program *kc_prog_program(kc_prog *p);   /* still owned by p */
  * 64-byte aligned. Errors as isa_emit_bss. */
 np_status kc_prog_bss(kc_prog *p, const char *name, uint64_t bytes, uint64_t *addr,
                       np_err *err);
+/* t a dense (row-major) tensor of dtype and shape at a fresh, unnamed BSS buffer of p (at
+ * least one byte): what `npusim kernel --op` gives a kernel's operands. Errors as kc_prog_bss. */
+np_status kc_tensor_fresh(kc_prog *p, kc_tensor *t, nn_dtype dtype, int ndim,
+                          const int64_t *shape, np_err *err);
 
 /* Scratchpad space the caller keeps across kernels on one core: allocated at once (never
  * quarantined), given back with kc_prog_spad_free (into quarantine: queues may still use it).
